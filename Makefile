@@ -1,0 +1,147 @@
+# kvmem - the one entry point: make, make test, make clean
+#
+#   make            libkvmem.so/.a and the tools
+#   make test       build and run every Check suite (SAN=1: ASan + UBSan);
+#                   with nvcc, also compile the shared codec header as CUDA
+#   V=1             show the commands
+#   WERROR=0        do not turn warnings into errors
+#   BUILD=DIR       build there instead of build/
+#
+# Objects go to build/ (build/san/ with SAN=1) so the two never mix.
+
+VERSION := 0.1.0
+SOVERSION := 0
+
+SAN ?= 0
+WERROR ?= 1
+BUILD ?= build
+V ?= 0
+
+ifeq ($(SAN),1)
+B := $(BUILD)/san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	    -fno-omit-frame-pointer
+else
+B := $(BUILD)
+SANFLAGS :=
+endif
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-7s %s\n' $(1) $(2)
+endif
+
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wpointer-arith -Wformat=2 -Wundef -Wvla
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+KCFLAGS := -std=gnu11 -D_GNU_SOURCE -Ilibkvmem/include -Ilibkvmem \
+	   -MMD -MP $(WARN) $(SANFLAGS) $(CFLAGS)
+KLDFLAGS := $(SANFLAGS) $(LDFLAGS)
+
+# Files that need instruction-set flags of their own; the code in them is
+# only reached after a runtime CPU check.
+CFLAGS_libkvmem/ecc_avx2.c := -mavx2
+CFLAGS_libkvmem/crc32c_sse42.c := -msse4.2
+
+LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
+	    libkvmem/ecc_avx2.c libkvmem/crc32c.c libkvmem/crc32c_sse42.c \
+	    libkvmem/inject.c
+LIB_PIC_OBJS := $(LIB_SRCS:%.c=$(B)/pic/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
+
+LIB_SO := $(B)/libkvmem.so.$(VERSION)
+LIB_A := $(B)/libkvmem.a
+
+TOOLS :=
+TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
+
+TEST_SRCS := $(wildcard tests/*.c)
+TEST_BIN := $(B)/tests/kvmem-check
+
+NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) \
+	$(shell command -v nvcc 2>/dev/null))
+CUDA_ARCH ?= sm_90
+
+DEPS_STAMP := $(B)/.deps-ok
+
+# pkg-config runs when a recipe needs it, after the deps step installed it.
+CHECK_CFLAGS = $(shell pkg-config --cflags check)
+CHECK_LIBS = $(shell pkg-config --libs check)
+
+.PHONY: all lib tools test clean deps cuda-check
+.DEFAULT_GOAL := all
+
+all: lib tools
+
+lib: $(LIB_SO) $(LIB_A)
+
+tools: $(TOOL_BINS)
+
+deps: $(DEPS_STAMP)
+
+$(DEPS_STAMP): scripts/install-deps.sh
+	$(Q)scripts/install-deps.sh
+	@mkdir -p $(@D) && touch $@
+
+$(B)/pic/%.o: %.c | $(DEPS_STAMP)
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(KCFLAGS) $(CFLAGS_$<) -fPIC -c -o $@ $<
+
+$(B)/%.o: %.c | $(DEPS_STAMP)
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(KCFLAGS) $(CFLAGS_$<) -c -o $@ $<
+
+$(LIB_SO): $(LIB_PIC_OBJS) libkvmem/libkvmem.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libkvmem.so.$(SOVERSION) \
+		-Wl,--version-script=libkvmem/libkvmem.map -Wl,-z,defs \
+		-o $@ $(LIB_PIC_OBJS) $(KLDFLAGS) -lm
+	$(Q)ln -sf libkvmem.so.$(VERSION) $(B)/libkvmem.so.$(SOVERSION)
+	$(Q)ln -sf libkvmem.so.$(SOVERSION) $(B)/libkvmem.so
+
+$(LIB_A): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(KCFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
+
+$(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(LIB_A) | $(LIB_SO)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -lm
+
+# The per-word codec header must stay valid CUDA: compile it for the GPU.
+cuda-check:
+ifeq ($(NVCC),)
+	@echo "SKIP: cuda-check: nvcc not found (set NVCC=); ecc_word.h not compiled as CUDA"
+else
+	$(call msg,NVCC,tests/cuda/ecc_word.cu)
+	@mkdir -p $(B)/tests
+	$(Q)$(NVCC) -arch=$(CUDA_ARCH) -Ilibkvmem -Werror all-warnings \
+		-c -o $(B)/tests/cuda_ecc_word.o tests/cuda/ecc_word.cu
+endif
+
+# Check's own timeouts are per test; sanitizers make everything slower.
+TEST_ENV := KVMEM_BUILD=$(B) CK_DEFAULT_TIMEOUT=120
+ifeq ($(SAN),1)
+TEST_ENV += CK_TIMEOUT_MULTIPLIER=4 ASAN_OPTIONS=detect_leaks=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1
+endif
+
+test: all $(TEST_BIN) cuda-check
+	$(Q)$(TEST_ENV) $(TEST_BIN)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,73 @@
+/*
+ * cpu.c - which SIMD code path the bulk functions take
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const simd_names[KVMEM__SIMD_NR] = {
+	[KVMEM__SIMD_PORTABLE] = "portable",
+	[KVMEM__SIMD_AVX2] = "avx2",
+};
+
+/* -1 until the first call decides; the decision is idempotent, so a race
+ * between two first callers stores the same value twice. */
+static int simd_level = -1;
+
+int kvmem__cpu_has_sse42(void)
+{
+	const char *env = getenv("KVMEM_SIMD");
+
+	if (env && !strcmp(env, "portable"))
+		return 0;
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("sse4.2");
+}
+
+int kvmem__simd_supported(int level)
+{
+	switch (level) {
+	case KVMEM__SIMD_PORTABLE:
+		return 1;
+	case KVMEM__SIMD_AVX2:
+		__builtin_cpu_init();
+		return __builtin_cpu_supports("avx2");
+	default:
+		return 0;
+	}
+}
+
+int kvmem__simd_active(void)
+{
+	int level = __atomic_load_n(&simd_level, __ATOMIC_RELAXED);
+	const char *env;
+
+	if (level >= 0)
+		return level;
+	env = getenv("KVMEM_SIMD");
+	if (env && !strcmp(env, "portable"))
+		level = KVMEM__SIMD_PORTABLE;
+	else if (kvmem__simd_supported(KVMEM__SIMD_AVX2))
+		level = KVMEM__SIMD_AVX2;
+	else
+		level = KVMEM__SIMD_PORTABLE;
+	__atomic_store_n(&simd_level, level, __ATOMIC_RELAXED);
+	return level;
+}
+
+int kvmem__simd_force(int level)
+{
+	if (!kvmem__simd_supported(level))
+		return -EOPNOTSUPP;
+	__atomic_store_n(&simd_level, level, __ATOMIC_RELAXED);
+	return 0;
+}
+
+const char *kvmem__simd_name(int level)
+{
+	if (level < 0 || level >= KVMEM__SIMD_NR)
+		return "unknown";
+	return simd_names[level];
+}

@@ -1,0 +1,218 @@
+/*
+ * ecc_avx2.c - AVX2 bulk codec kernels (built with -mavx2, reached only
+ * after a runtime check)
+ *
+ * Syndromes are linear over GF(2), so the syndrome of a word is the XOR of
+ * the syndromes of its nibbles, and VPSHUFB looks up 32 nibbles in a 16-entry
+ * table at once. The scan kernels OR syndromes together over a block and
+ * branch once; only a block that comes out non-zero is searched for its first
+ * dirty word, with a byte or lane mask. Kernels not defined here are NULL and fall back to the
+ * portable ones (see KERNEL() in ecc.c).
+ */
+#include <immintrin.h>
+
+#include "internal.h"
+
+/* Bytes per scan block: 4 vectors OR-ed before one branch. */
+#define BLOCK 128
+
+static __m256i table16(const uint8_t *t)
+{
+	return _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)t));
+}
+
+/* Syndromes of 32 one-byte codewords; a byte is non-zero iff dirty. */
+static __m256i nibble_syn(__m256i lo_t, __m256i hi_t, const uint8_t *p)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m256i x = _mm256_loadu_si256((const void *)p);
+	__m256i lo = _mm256_and_si256(x, low4);
+	__m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), low4);
+
+	return _mm256_xor_si256(_mm256_shuffle_epi8(lo_t, lo),
+				_mm256_shuffle_epi8(hi_t, hi));
+}
+
+/* Index of the first non-zero byte of a vector known to have one. */
+static unsigned int first_nonzero8(__m256i v)
+{
+	uint32_t zero = (uint32_t)_mm256_movemask_epi8(
+		_mm256_cmpeq_epi8(v, _mm256_setzero_si256()));
+
+	return (unsigned int)__builtin_ctz(~zero);
+}
+
+static size_t nibble_scan(const uint8_t (*syn)[16], const uint8_t *code,
+			  size_t n, const struct kvmem__ecc_kernels *tail)
+{
+	const __m256i lo_t = table16(syn[0]), hi_t = table16(syn[1]);
+	size_t i;
+	int v;
+
+	for (i = 0; i + BLOCK <= n; i += BLOCK) {
+		__m256i s[BLOCK / 32], acc = _mm256_setzero_si256();
+
+		for (v = 0; v < BLOCK / 32; v++) {
+			s[v] = nibble_syn(lo_t, hi_t, code + i + 32 * v);
+			acc = _mm256_or_si256(acc, s[v]);
+		}
+		if (_mm256_testz_si256(acc, acc))
+			continue;
+		for (v = 0; _mm256_testz_si256(s[v], s[v]); v++)
+			;
+		return i + 32 * (size_t)v + first_nonzero8(s[v]);
+	}
+	for (; i + 32 <= n; i += 32) {
+		__m256i x = nibble_syn(lo_t, hi_t, code + i);
+
+		if (!_mm256_testz_si256(x, x))
+			return i + first_nonzero8(x);
+	}
+	return i + tail->scan(code + i, n - i);
+}
+
+static size_t h74_scan(const uint8_t *code, size_t n)
+{
+	return nibble_scan(kvmem__ecc_tables()->h74_syn, code, n,
+			   &kvmem__ecc_portable[KVMEM_CODEC_H74]);
+}
+
+static size_t h84_scan(const uint8_t *code, size_t n)
+{
+	return nibble_scan(kvmem__ecc_tables()->h84_syn, code, n,
+			   &kvmem__ecc_portable[KVMEM_CODEC_H84]);
+}
+
+/* 32 data bytes -> 64 codewords, low nibble first. */
+static void nibble_encode(const uint8_t *enc, const uint8_t *data,
+			  uint8_t *code, size_t n, int codec)
+{
+	const __m256i t = table16(enc);
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	size_t i;
+
+	for (i = 0; i + 64 <= n; i += 64) {
+		__m256i x = _mm256_loadu_si256((const void *)(data + i / 2));
+		__m256i lo = _mm256_shuffle_epi8(t, _mm256_and_si256(x, low4));
+		__m256i hi = _mm256_shuffle_epi8(
+			t, _mm256_and_si256(_mm256_srli_epi16(x, 4), low4));
+		/* Interleave within each 128-bit lane, then put lanes in order. */
+		__m256i a = _mm256_unpacklo_epi8(lo, hi);
+		__m256i b = _mm256_unpackhi_epi8(lo, hi);
+
+		_mm256_storeu_si256((void *)(code + i),
+				    _mm256_permute2x128_si256(a, b, 0x20));
+		_mm256_storeu_si256((void *)(code + i + 32),
+				    _mm256_permute2x128_si256(a, b, 0x31));
+	}
+	kvmem__ecc_portable[codec].encode(data + i / 2, code + i, n - i);
+}
+
+static void h74_encode(const uint8_t *data, uint8_t *code, size_t n)
+{
+	nibble_encode(kvmem__ecc_tables()->h74_enc, data, code, n,
+		      KVMEM_CODEC_H74);
+}
+
+static void h84_encode(const uint8_t *data, uint8_t *code, size_t n)
+{
+	nibble_encode(kvmem__ecc_tables()->h84_enc, data, code, n,
+		      KVMEM_CODEC_H84);
+}
+
+/* 64 codewords -> 32 data bytes: (c[2i] & 15) | (c[2i+1] & 15) << 4. */
+static void nibble_extract(const uint8_t *code, uint8_t *data, size_t n)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	const __m256i mul = _mm256_set1_epi16(0x1001); /* bytes 1, 16 */
+	size_t i;
+
+	for (i = 0; i + 64 <= n; i += 64) {
+		__m256i a = _mm256_and_si256(
+			_mm256_loadu_si256((const void *)(code + i)), low4);
+		__m256i b = _mm256_and_si256(
+			_mm256_loadu_si256((const void *)(code + i + 32)),
+			low4);
+		__m256i p = _mm256_packus_epi16(_mm256_maddubs_epi16(a, mul),
+						_mm256_maddubs_epi16(b, mul));
+
+		_mm256_storeu_si256(
+			(void *)(data + i / 2),
+			_mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
+	}
+	kvmem__ecc_portable[KVMEM_CODEC_H84].extract(code + i, data + i / 2,
+						     n - i);
+}
+
+/*
+ * Golay: 8 words (24 bytes) per vector, one per 32-bit lane. The parity
+ * half of the syndrome, d.B, is the XOR of three nibble lookups (d0..d3,
+ * d4..d7, d8..d11), each giving a low byte and a high nibble.
+ */
+static size_t golay_scan(const uint8_t *code, size_t n)
+{
+	const struct kvmem__ecc_tables *t = kvmem__ecc_tables();
+	/* Bytes 3k..3k+2 of each 12-byte half into lane k, top byte zero. */
+	const __m256i spread = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+		0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1));
+	const __m256i nib = _mm256_set1_epi32(0x0f);
+	const __m256i p0l = table16(t->golay_par[0][0]);
+	const __m256i p0h = table16(t->golay_par[0][1]);
+	const __m256i p1l = table16(t->golay_par[1][0]);
+	const __m256i p1h = table16(t->golay_par[1][1]);
+	const __m256i p2l = table16(t->golay_par[2][0]);
+	const __m256i p2h = table16(t->golay_par[2][1]);
+	size_t i;
+
+	/* Each lane loads 16 bytes for 12: stop while 28 remain readable. */
+	for (i = 0; i + 8 <= n && (n - i) * 3 >= 28; i += 8) {
+		const uint8_t *p = code + 3 * i;
+		__m256i x = _mm256_shuffle_epi8(
+			_mm256_loadu2_m128i((const void *)(p + 12),
+					    (const void *)p),
+			spread);
+		__m256i n0 = _mm256_and_si256(x, nib);
+		__m256i n1 = _mm256_and_si256(_mm256_srli_epi32(x, 4), nib);
+		__m256i n2 = _mm256_and_si256(_mm256_srli_epi32(x, 8), nib);
+		__m256i lo = _mm256_xor_si256(
+			_mm256_xor_si256(_mm256_shuffle_epi8(p0l, n0),
+					 _mm256_shuffle_epi8(p1l, n1)),
+			_mm256_shuffle_epi8(p2l, n2));
+		__m256i hi = _mm256_xor_si256(
+			_mm256_xor_si256(_mm256_shuffle_epi8(p0h, n0),
+					 _mm256_shuffle_epi8(p1h, n1)),
+			_mm256_shuffle_epi8(p2h, n2));
+		/* Index bytes 1..3 of each lane are zero, and table[0] = 0,
+		 * so only byte 0 of each lookup is non-zero. */
+		__m256i par = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
+		__m256i syn = _mm256_xor_si256(par, _mm256_srli_epi32(x, 12));
+
+		if (!_mm256_testz_si256(syn, syn)) {
+			uint32_t zero = (uint32_t)_mm256_movemask_ps(
+				_mm256_castsi256_ps(_mm256_cmpeq_epi32(
+					syn, _mm256_setzero_si256())));
+
+			return i + (size_t)__builtin_ctz(~zero);
+		}
+	}
+	return i + kvmem__ecc_portable[KVMEM_CODEC_GOLAY24].scan(code + 3 * i,
+								 n - i);
+}
+
+const struct kvmem__ecc_kernels kvmem__ecc_avx2[KVMEM_CODEC_NR] = {
+	[KVMEM_CODEC_H74] = {
+		.scan = h74_scan,
+		.encode = h74_encode,
+		.extract = nibble_extract,
+	},
+	[KVMEM_CODEC_H84] = {
+		.scan = h84_scan,
+		.encode = h84_encode,
+		.extract = nibble_extract,
+	},
+	[KVMEM_CODEC_GOLAY24] = {
+		.scan = golay_scan,
+	},
+	/* secded72: portable kernels only (its 9-byte stride does not map
+	 * onto nibble tables as cheaply). */
+};

@@ -1,0 +1,100 @@
+/*
+ * kvmem/inject.h - deterministic bit-error injection
+ *
+ * Flips bits in a buffer of codewords the way the tests, the benchmarks and
+ * the evaluation need: a binary symmetric channel, exactly k flips per word,
+ * or bursts of adjacent bits. The same seed gives the same flips on every run
+ * on the same build. Every flip is reported: how many bits, which words, how
+ * many flips each word got.
+ *
+ * The buffer is seen as nwords words of word_bytes bytes of which the low
+ * word_bits bits (little-endian) are live; only live bits are flipped. Bit b
+ * of word w has channel index w * word_bits + b; bursts run along that index
+ * and may cross from one word into the next.
+ */
+#ifndef KVMEM_INJECT_H
+#define KVMEM_INJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum kvmem_inject_mode {
+	/* Every live bit flips independently with probability ber. Cost is
+	 * proportional to the number of flips (geometric skips). */
+	KVMEM_INJECT_BSC = 0,
+	/* Every word gets exactly k flips at distinct random positions. */
+	KVMEM_INJECT_EXACT = 1,
+	/* Bursts start at every live bit with probability ber; each flips k
+	 * adjacent bits (a multi-bit upset); bursts do not overlap and are
+	 * clipped at the buffer end. */
+	KVMEM_INJECT_BURST = 2,
+};
+
+struct kvmem_inject_params {
+	uint32_t mode; /* enum kvmem_inject_mode */
+	uint32_t k; /* EXACT: flips per word; BURST: burst length */
+	double ber; /* BSC and BURST: probability per live bit */
+	uint64_t seed; /* same seed, same flips */
+	uint32_t word_bits; /* live bits per word, 1..word_bytes * 8 */
+	uint32_t word_bytes; /* stride, 1..64 */
+};
+
+/* by_flips[] has this many buckets; the last one counts "this many or more" */
+#define KVMEM_INJECT_HIST 8
+
+struct kvmem_inject_hit {
+	uint64_t word; /* word index */
+	uint32_t flips; /* bits flipped in it */
+	uint32_t resv;
+};
+
+struct kvmem_inject_report {
+	uint64_t bits; /* bits flipped in all */
+	uint64_t words; /* words with at least one flip */
+	/* by_flips[i]: words with exactly i flips (i >= 1; [0] is unused) */
+	uint64_t by_flips[KVMEM_INJECT_HIST];
+	/* Optional, caller-owned: the first hits_cap hit words in increasing
+	 * order. hits_len receives their number, at most hits_cap. */
+	struct kvmem_inject_hit *hits;
+	size_t hits_cap;
+	size_t hits_len;
+};
+
+/**
+ * kvmem_inject_params_for_codec() - BSC parameters for a codec's layout
+ * @params: receives the layout of @codec's stored words and mode BSC
+ * @codec: enum kvmem_codec
+ * @ber: bit error rate
+ * @seed: the seed
+ *
+ * Return: 0, or -EINVAL for an unknown codec.
+ */
+int kvmem_inject_params_for_codec(struct kvmem_inject_params *params, int codec,
+				  double ber, uint64_t seed);
+
+/**
+ * kvmem_inject() - flip bits in a buffer
+ * @buf: nwords * params->word_bytes bytes
+ * @nwords: number of words
+ * @params: mode, rate, seed and layout
+ * @report: if not NULL, receives what was flipped; its hits, hits_cap fields
+ *          are read first and kept
+ *
+ * Context: any thread; does not block.
+ * Return: 0, or -EINVAL for parameters out of range (ber outside [0, 1],
+ * k of 0 or above word_bits for EXACT, a layout that does not fit, a NULL
+ * @buf with @nwords > 0).
+ */
+int kvmem_inject(void *buf, size_t nwords,
+		 const struct kvmem_inject_params *params,
+		 struct kvmem_inject_report *report);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVMEM_INJECT_H */
