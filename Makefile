@@ -58,7 +58,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB_SO := $(B)/libkvmem.so.$(VERSION)
 LIB_A := $(B)/libkvmem.a
 
-TOOLS :=
+TOOLS := kvmem-ecc
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
 
 TEST_SRCS := $(wildcard tests/*.c)
@@ -110,6 +110,10 @@ $(LIB_SO): $(LIB_PIC_OBJS) libkvmem/libkvmem.map
 $(LIB_A): $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(B)/tools/kvmem-ecc: $(B)/tools/kvmem-ecc.o $(LIB_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 
 $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 	$(call msg,CC,$@)
