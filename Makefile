@@ -1,8 +1,9 @@
-# kvmem - the one entry point: make, make test, make clean
+# kvmem - the one entry point: make, make test, make run, make clean
 #
 #   make            libkvmem.so/.a and the tools
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
 #                   with nvcc, also compile the shared codec header as CUDA
+#   make run        run the main job on embedded defaults
 #   V=1             show the commands
 #   WERROR=0        do not turn warnings into errors
 #   BUILD=DIR       build there instead of build/
@@ -58,8 +59,9 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB_SO := $(B)/libkvmem.so.$(VERSION)
 LIB_A := $(B)/libkvmem.a
 
-TOOLS := kvmem-ecc
+TOOLS := kvmem-ecc kvmem-bench
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
+BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c
 
 TEST_SRCS := $(wildcard tests/*.c)
 TEST_BIN := $(B)/tests/kvmem-check
@@ -74,7 +76,7 @@ DEPS_STAMP := $(B)/.deps-ok
 CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS = $(shell pkg-config --libs check)
 
-.PHONY: all lib tools test clean deps cuda-check
+.PHONY: all lib tools test run clean deps cuda-check
 .DEFAULT_GOAL := all
 
 all: lib tools
@@ -115,6 +117,10 @@ $(B)/tools/kvmem-ecc: $(B)/tools/kvmem-ecc.o $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 
+$(B)/tools/kvmem-bench: $(BENCH_SRCS:%.c=$(B)/%.o) $(LIB_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
+
 $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
@@ -144,6 +150,9 @@ endif
 
 test: all $(TEST_BIN) cuda-check
 	$(Q)$(TEST_ENV) $(TEST_BIN)
+
+run: $(B)/tools/kvmem-bench
+	$(B)/tools/kvmem-bench codec
 
 clean:
 	rm -rf $(BUILD)

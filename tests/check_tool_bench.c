@@ -1,0 +1,326 @@
+/*
+ * check_tool_bench.c - kvmem-bench, run as a process
+ *
+ * The ber Monte Carlo must sort codewords exactly as coding theory says,
+ * whatever the random draw: a word with at most t flips decodes right, a
+ * word within the detection radius is reported, and (for linear codes) a
+ * word whose error the decoder did not undo always carries wrong data. Those
+ * identities are asserted exactly against the flip histogram; the binomial
+ * expectations are recomputed here. The codec benchmark is only checked for
+ * the shape of its output: timings are never asserted.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmem_check.h"
+
+#define NFLIPS 6 /* flips[] buckets: 0..4 and "5 or more" */
+
+/* The number after "KEY": in a flat JSON text. */
+static double json_num(const char *json, const char *key)
+{
+	char pat[64];
+	const char *p;
+	char *end;
+	double v;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(json, pat);
+	ck_assert_msg(p != NULL, "no \"%s\" in %s", key, json);
+	v = strtod(p + strlen(pat), &end);
+	ck_assert_msg(end != p + strlen(pat), "\"%s\" is not a number", key);
+	return v;
+}
+
+static void json_array(const char *json, const char *key, double *out, int n)
+{
+	char pat[64];
+	const char *p;
+	char *end;
+	int i;
+
+	snprintf(pat, sizeof(pat), "\"%s\": [", key);
+	p = strstr(json, pat);
+	ck_assert_msg(p != NULL, "no \"%s\" in %s", key, json);
+	p += strlen(pat);
+	for (i = 0; i < n; i++) {
+		out[i] = strtod(p, &end);
+		ck_assert_msg(end != p, "\"%s\"[%d] is not a number", key, i);
+		p = end;
+		ck_assert_int_eq(*p, i == n - 1 ? ']' : ',');
+		p++;
+	}
+}
+
+struct ber_run {
+	double words, corrected, detected, silent;
+	double flips[NFLIPS], flips_expected[NFLIPS];
+	double e_corrected, e_detected, e_beyond;
+};
+
+static void run_ber(struct ber_run *b, const char *codec, const char *ber,
+		    const char *words, const char *seed)
+{
+	struct kvmem_run r;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "ber", "--codec", codec, "--ber", ber,
+		  "--words", words, "--seed", seed, "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	b->words = json_num(r.out, "words");
+	b->corrected = json_num(r.out, "corrected");
+	b->detected = json_num(r.out, "detected");
+	b->silent = json_num(r.out, "silent");
+	b->e_beyond = json_num(r.out, "beyond");
+	json_array(r.out, "flips", b->flips, NFLIPS);
+	json_array(r.out, "flips_expected", b->flips_expected, NFLIPS);
+	/* "expected": {"corrected": .., "detected": ..} follows the
+	 * observed keys of the same name. */
+	b->e_corrected = json_num(strstr(r.out, "\"expected\""), "corrected");
+	b->e_detected = json_num(strstr(r.out, "\"expected\""), "detected");
+	kvmem_check_run_free(&r);
+}
+
+/* N * P(w flips among n bits), computed directly. */
+static double binom_count(double words, int n, int w, double p)
+{
+	double c = 1;
+	int i;
+
+	for (i = 1; i <= w; i++)
+		c = c * (n - w + i) / i;
+	return words * c * pow(p, w) * pow(1 - p, n - w);
+}
+
+static double sum_flips(const struct ber_run *b, int from, int to)
+{
+	double s = 0;
+	int i;
+
+	for (i = from; i <= to && i < NFLIPS; i++)
+		s += b->flips[i];
+	return s;
+}
+
+/* Every count adds up, and the binomial columns are the binomial. */
+static void check_common(const struct ber_run *b, int n, int t, int det,
+			 double p)
+{
+	double e = 0, e_corr = 0, e_det = 0, e_beyond = 0;
+	int w;
+
+	ck_assert_double_eq(sum_flips(b, 0, NFLIPS - 1), b->words);
+	ck_assert_double_eq(b->corrected + b->detected + b->silent,
+			    b->words - b->flips[0]);
+	for (w = 0; w <= n; w++) {
+		e = binom_count(b->words, n, w, p);
+		if (w < NFLIPS - 1)
+			ck_assert_double_eq_tol(b->flips_expected[w], e,
+						1e-3 + 1e-6 * e);
+		if (w >= 1 && w <= t)
+			e_corr += e;
+		else if (w > t && w <= det)
+			e_det += e;
+		else if (w > det)
+			e_beyond += e;
+	}
+	ck_assert_double_eq_tol(b->e_corrected, e_corr, 1e-3 + 1e-6 * e_corr);
+	ck_assert_double_eq_tol(b->e_detected, e_det, 1e-3 + 1e-6 * e_det);
+	ck_assert_double_eq_tol(b->e_beyond, e_beyond, 1e-3 + 1e-6 * e_beyond);
+	/* The channel itself: observed corrected-range words within 6 sigma
+	 * of the binomial. */
+	ck_assert_double_le(fabs(sum_flips(b, 1, t) - e_corr),
+			    6 * sqrt(e_corr) + 1);
+}
+
+START_TEST(test_ber_h74)
+{
+	struct ber_run b;
+
+	run_ber(&b, "h74", "0.02", "20000", "5");
+	check_common(&b, 7, 1, 1, 0.02);
+	/* Singles are corrected. A heavier error is never undone (the
+	 * decoder adds one flip; error + flip is then a non-zero codeword,
+	 * whose data part is non-zero) and never reported. */
+	ck_assert_double_eq(b.corrected, b.flips[1]);
+	ck_assert_double_eq(b.detected, 0);
+	ck_assert_double_eq(b.silent, sum_flips(&b, 2, NFLIPS - 1));
+	ck_assert_double_gt(b.silent, 0);
+}
+END_TEST
+
+START_TEST(test_ber_h84)
+{
+	struct ber_run b;
+
+	run_ber(&b, "h84", "0.02", "20000", "5");
+	check_common(&b, 8, 1, 2, 0.02);
+	ck_assert_double_eq(b.corrected, b.flips[1]);
+	/* Every double is detected; a triple has odd parity, looks like a
+	 * single and is miscorrected. */
+	ck_assert_double_ge(b.detected, b.flips[2]);
+	ck_assert_double_ge(b.silent, b.flips[3]);
+	ck_assert_double_gt(b.flips[2], 0);
+	ck_assert_double_gt(b.flips[3], 0);
+}
+END_TEST
+
+START_TEST(test_ber_golay24)
+{
+	struct ber_run b;
+
+	run_ber(&b, "golay24", "0.03", "20000", "5");
+	check_common(&b, 24, 3, 4, 0.03);
+	ck_assert_double_eq(b.corrected, sum_flips(&b, 1, 3));
+	ck_assert_double_ge(b.detected, b.flips[4]);
+	ck_assert_double_gt(b.flips[3], 0);
+	ck_assert_double_gt(b.flips[4], 0);
+}
+END_TEST
+
+START_TEST(test_ber_secded72)
+{
+	struct ber_run b;
+
+	run_ber(&b, "secded72", "0.005", "20000", "5");
+	check_common(&b, 72, 1, 2, 0.005);
+	ck_assert_double_eq(b.corrected, b.flips[1]);
+	ck_assert_double_ge(b.detected, b.flips[2]);
+	ck_assert_double_gt(b.flips[2], 0);
+}
+END_TEST
+
+START_TEST(test_ber_zero_rate)
+{
+	struct ber_run b;
+
+	run_ber(&b, "h84", "0", "1000", "1");
+	ck_assert_double_eq(b.flips[0], 1000);
+	ck_assert_double_eq(b.corrected + b.detected + b.silent, 0);
+	ck_assert_double_eq(b.flips_expected[0], 1000);
+}
+END_TEST
+
+START_TEST(test_ber_deterministic)
+{
+	struct kvmem_run a, b, c;
+
+	KVMEM_RUN(&a, "kvmem-bench", "", "ber", "--codec", "golay24", "--ber",
+		  "0.05", "--words", "5000", "--seed", "9", "--json");
+	KVMEM_RUN(&b, "kvmem-bench", "", "ber", "--codec", "golay24", "--ber",
+		  "0.05", "--words", "5000", "--seed", "9", "--json");
+	KVMEM_RUN(&c, "kvmem-bench", "", "ber", "--codec", "golay24", "--ber",
+		  "0.05", "--words", "5000", "--seed", "10", "--json");
+	ck_assert_int_eq(a.status, 0);
+	ck_assert_str_eq(a.out, b.out);
+	ck_assert_str_ne(a.out, c.out);
+	kvmem_check_run_free(&a);
+	kvmem_check_run_free(&b);
+	kvmem_check_run_free(&c);
+}
+END_TEST
+
+START_TEST(test_codec_json)
+{
+	static const char *const names[] = { "h74", "h84", "golay24",
+					     "secded72" };
+	static const char *const keys[] = { "encode_gbps", "decode_gbps",
+					    "scrub_clean_gbps",
+					    "scrub_dirty_gbps" };
+	struct kvmem_run r;
+	const char *p;
+	double read;
+	size_t i, k;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "codec", "--size", "2", "--reps", "1",
+		  "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	read = json_num(r.out, "read_gbps");
+	ck_assert_double_gt(read, 0);
+	ck_assert_double_gt(json_num(r.out, "memcpy_gbps"), 0);
+	p = r.out;
+	for (i = 0; i < 4; i++) {
+		char want[48];
+
+		snprintf(want, sizeof(want), "{\"codec\": \"%s\"", names[i]);
+		p = strstr(p, want);
+		ck_assert_msg(p != NULL, "codec %s missing or out of order",
+			      names[i]);
+		for (k = 0; k < 4; k++)
+			ck_assert_double_gt(json_num(p, keys[k]), 0);
+		ck_assert_double_eq_tol(json_num(p, "scrub_clean_vs_read"),
+					json_num(p, "scrub_clean_gbps") / read,
+					0.002);
+	}
+	kvmem_check_run_free(&r);
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "codec", "--size", "1", "--reps", "1",
+		  "--codec", "h84", "--portable", "--json");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "\"impl\": \"portable\""));
+	ck_assert_ptr_nonnull(strstr(r.out, "\"codec\": \"h84\""));
+	ck_assert_ptr_null(strstr(r.out, "\"codec\": \"h74\""));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+START_TEST(test_usage_errors)
+{
+	const char *const *const bad[] = {
+		(const char *const[]){ NULL },
+		(const char *const[]){ "nosuch", NULL },
+		(const char *const[]){ "ber", NULL },
+		(const char *const[]){ "ber", "--codec", "h75", NULL },
+		(const char *const[]){ "ber", "--codec", "h84", "--ber", "2",
+				       NULL },
+		(const char *const[]){ "ber", "--codec", "h84", "--ber", "x",
+				       NULL },
+		(const char *const[]){ "ber", "--codec", "h84", "--words", "0",
+				       NULL },
+		(const char *const[]){ "ber", "--codec", "h84", "--seed", "-1",
+				       NULL },
+		(const char *const[]){ "codec", "--size", "0", NULL },
+		(const char *const[]){ "codec", "--reps", "many", NULL },
+		(const char *const[]){ "codec", "extra", NULL },
+	};
+	struct kvmem_run r;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		kvmem_check_run(&r, "kvmem-bench", "", NULL, bad[i]);
+		ck_assert_msg(r.status == 2, "case %zu: exit %d", i, r.status);
+		ck_assert_msg(strstr(r.err, "usage") || strstr(r.err, "bad") ||
+				      strstr(r.err, "unknown") ||
+				      strstr(r.err, "needs") ||
+				      strstr(r.err, "must"),
+			      "case %zu: unclear message: %s", i, r.err);
+		kvmem_check_run_free(&r);
+	}
+	KVMEM_RUN(&r, "kvmem-bench", "", "--help");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "codec"));
+	ck_assert_ptr_nonnull(strstr(r.out, "ber"));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+KVMEM_SUITE(tool_bench)
+{
+	Suite *s = suite_create("tool_bench");
+	TCase *ber = tcase_create("ber");
+	TCase *codec = tcase_create("codec");
+
+	tcase_add_test(ber, test_ber_h74);
+	tcase_add_test(ber, test_ber_h84);
+	tcase_add_test(ber, test_ber_golay24);
+	tcase_add_test(ber, test_ber_secded72);
+	tcase_add_test(ber, test_ber_zero_rate);
+	tcase_add_test(ber, test_ber_deterministic);
+	tcase_add_test(codec, test_codec_json);
+	tcase_add_test(codec, test_usage_errors);
+	tcase_set_timeout(codec, 60);
+	suite_add_tcase(s, ber);
+	suite_add_tcase(s, codec);
+	return s;
+}

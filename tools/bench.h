@@ -1,0 +1,30 @@
+/*
+ * bench.h - what the kvmem-bench subcommands share
+ */
+#ifndef KVMEM_BENCH_H
+#define KVMEM_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct bench_cmd {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv);
+};
+
+extern const struct bench_cmd bench_codec;
+extern const struct bench_cmd bench_ber;
+
+uint64_t bench_now_ns(void);
+/* Allocate and touch @size bytes (so page faults stay out of timings). */
+void *bench_alloc(size_t size);
+/*
+ * Parse helpers: print "kvmem-bench: bad --OPT 'ARG'" and return -EINVAL for
+ * what is not a number, or a number outside [min, max].
+ */
+int bench_parse_u64(const char *opt, const char *arg, uint64_t min,
+		    uint64_t max, uint64_t *out);
+int bench_parse_double(const char *opt, const char *arg, double *out);
+
+#endif /* KVMEM_BENCH_H */
