@@ -220,9 +220,15 @@ static int add_token(struct words *w, const char *tok, size_t len,
 	return 0;
 }
 
-/* Read all of stdin into @w: whitespace-separated words of @digits. */
-static int read_words(struct words *w, unsigned int digits, const char *kind)
+/*
+ * Read all of stdin into @w: whitespace-separated words of @ci's data width
+ * (@data) or codeword width, each in a slot of @w->stride bytes.
+ */
+static int read_words(struct words *w, const struct kvmem_codec_info *ci,
+		      int data)
 {
+	unsigned int digits = data ? data_digits(ci) : code_digits(ci);
+	char kind[32];
 	unsigned long line = 0;
 	char *buf = NULL;
 	size_t bufsz = 0;
@@ -230,6 +236,8 @@ static int read_words(struct words *w, unsigned int digits, const char *kind)
 	size_t i, start;
 	int ret = 0;
 
+	snprintf(kind, sizeof(kind), "%s %s", ci->name,
+		 data ? "data words" : "codewords");
 	for (;;) {
 		errno = 0;
 		len = getline(&buf, &bufsz, stdin);
@@ -304,12 +312,10 @@ static int cmd_encode(int codec, const struct kvmem_codec_info *ci)
 {
 	struct words w = { .stride = (ci->data_bits + 7) / 8 };
 	uint8_t *data = NULL, *code = NULL;
-	char kind[32];
 	size_t i;
 	int ret;
 
-	snprintf(kind, sizeof(kind), "%s data words", ci->name);
-	ret = read_words(&w, data_digits(ci), kind);
+	ret = read_words(&w, ci, 1);
 	if (ret || !w.n)
 		goto out;
 	data = calloc(1, kvmem_ecc_data_bytes(codec, w.n));
@@ -347,12 +353,10 @@ static int cmd_decode(int codec, const struct kvmem_codec_info *ci)
 	struct words w = { .stride = ci->word_bytes };
 	struct kvmem_ecc_counts counts = { 0 };
 	uint8_t *data = NULL, *status = NULL;
-	char kind[32];
 	size_t i;
 	int ret;
 
-	snprintf(kind, sizeof(kind), "%s codewords", ci->name);
-	ret = read_words(&w, code_digits(ci), kind);
+	ret = read_words(&w, ci, 0);
 	if (ret)
 		goto out;
 	if (w.n) {
@@ -406,7 +410,6 @@ static int cmd_inject(int codec, const struct kvmem_codec_info *ci, double ber,
 	struct kvmem_inject_report rep = { 0 };
 	struct kvmem_inject_params params;
 	const char *sep = " (";
-	char kind[32];
 	unsigned int i;
 	int ret;
 
@@ -415,8 +418,7 @@ static int cmd_inject(int codec, const struct kvmem_codec_info *ci, double ber,
 		fprintf(stderr, PROG ": inject: %s\n", strerror(-ret));
 		goto out;
 	}
-	snprintf(kind, sizeof(kind), "%s codewords", ci->name);
-	ret = read_words(&w, code_digits(ci), kind);
+	ret = read_words(&w, ci, 0);
 	if (ret)
 		goto out;
 	if (w.n) {
