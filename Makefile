@@ -49,10 +49,13 @@ KLDFLAGS := $(SANFLAGS) $(LDFLAGS)
 # only reached after a runtime CPU check.
 CFLAGS_libkvmem/ecc_avx2.c := -mavx2
 CFLAGS_libkvmem/crc32c_sse42.c := -msse4.2
+CFLAGS_libkvmem/attend_avx2.c := -mavx2 -mfma -mf16c
 
 LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
 	    libkvmem/ecc_avx2.c libkvmem/crc32c.c libkvmem/crc32c_sse42.c \
-	    libkvmem/inject.c
+	    libkvmem/inject.c libkvmem/quant.c libkvmem/page.c \
+	    libkvmem/cache.c libkvmem/attend.c libkvmem/attend_portable.c \
+	    libkvmem/attend_avx2.c
 LIB_PIC_OBJS := $(LIB_SRCS:%.c=$(B)/pic/%.o)
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 

@@ -32,8 +32,12 @@ int kvmem__simd_supported(int level)
 	case KVMEM__SIMD_PORTABLE:
 		return 1;
 	case KVMEM__SIMD_AVX2:
+		/* The attention kernels of this level use FMA and F16C too;
+		 * every CPU with AVX2 so far has both. */
 		__builtin_cpu_init();
-		return __builtin_cpu_supports("avx2");
+		return __builtin_cpu_supports("avx2") &&
+		       __builtin_cpu_supports("fma") &&
+		       __builtin_cpu_supports("f16c");
 	default:
 		return 0;
 	}

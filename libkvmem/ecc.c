@@ -93,6 +93,11 @@ const char *kvmem_ecc_impl(void)
 		 ? impls[kvmem__simd_active()][codec].op \
 		 : kvmem__ecc_portable[codec].op)
 
+size_t kvmem__ecc_scan(int codec, const uint8_t *code, size_t nwords)
+{
+	return KERNEL(codec, scan)(code, nwords);
+}
+
 /* Correct one codeword in a private buffer; bits fixed or KVMEM_WORD_UE. */
 static int word_correct(int codec, uint8_t *w)
 {

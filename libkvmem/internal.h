@@ -65,6 +65,141 @@ struct kvmem__ecc_tables {
 
 const struct kvmem__ecc_tables *kvmem__ecc_tables(void);
 
+/* ecc.c: the active scan kernel (first word with a non-zero syndrome). */
+size_t kvmem__ecc_scan(int codec, const uint8_t *code, size_t nwords);
+
+/* quant.c */
+uint16_t kvmem__scale(int fmt, const float *x, size_t n, size_t stride);
+void kvmem__quantize_row(int fmt, const float *x, size_t n, unsigned int group,
+			 const uint16_t *scales, uint8_t *out);
+void kvmem__dequant_row(int fmt, const uint8_t *data, unsigned int dim,
+			unsigned int group, const float *scales, float *out);
+
+/* page.c: the header is 8 secded72 words. */
+#define KVMEM_HDR_WORDS 8
+#define KVMEM_HDR_BYTES (KVMEM_HDR_WORDS * 9)
+
+struct kvmem_geometry;
+struct kvmem_page_layout;
+struct kvmem_page_hdr;
+struct kvmem_ecc_counts;
+
+void kvmem__hdr_encode(uint8_t *page, const struct kvmem_page_hdr *hdr);
+/* Bytes of scratch kvmem__page_scales() and kvmem__page_rows() need. */
+size_t kvmem__page_scratch_size(const struct kvmem_geometry *g,
+				const struct kvmem_page_layout *l);
+/* Decode a page's scales to floats; returns how many were erased. */
+int kvmem__page_scales(const struct kvmem_geometry *g,
+		       const struct kvmem_page_layout *l, const uint8_t *page,
+		       float *scales, uint8_t *erased,
+		       struct kvmem_ecc_counts *c, void *scratch);
+/*
+ * Decode rows [t0, t0 + n) of KV head @h of K or V (@is_v) to floats,
+ * @out[n][head_dim]. @scale_erased may be NULL when no scale of the page is
+ * erased. Returns the number of erased values; only when it is non-zero is
+ * @erased[n][head_dim] written (1 = erased). Word counts are added to @c.
+ */
+long kvmem__page_rows(const struct kvmem_geometry *g,
+		      const struct kvmem_page_layout *l, const uint8_t *page,
+		      int is_v, uint32_t h, uint32_t t0, uint32_t n,
+		      const float *scales, const uint8_t *scale_erased,
+		      float *out, uint8_t *erased, struct kvmem_ecc_counts *c,
+		      void *scratch);
+/*
+ * The codewords of rows [t0, t0 + n) of head @h, when they are int4 in
+ * h74/h84 (one value per byte) and clean, for kernels that read them
+ * directly: returns the first row (rows l->row_bytes apart; a corrected
+ * copy in @scratch when some word needed correcting) and sets *@sc,
+ * *@sstride and *@group to their scales as the *_cw4 kernels take them,
+ * counting the words; or NULL, counting nothing, when some word is
+ * uncorrectable or a scale is erased (decode with kvmem__page_rows()).
+ */
+const uint8_t *
+kvmem__page_rows_cw4(const struct kvmem_geometry *g,
+		     const struct kvmem_page_layout *l, const uint8_t *page,
+		     int is_v, uint32_t h, uint32_t t0, uint32_t n,
+		     const float *scales, const uint8_t *scale_erased,
+		     const float **sc, size_t *sstride, unsigned int *group,
+		     struct kvmem_ecc_counts *c, void *scratch);
+/* Write token @t of a hot page; @row holds one row's data bytes. */
+void kvmem__page_put_token(const struct kvmem_geometry *g,
+			   const struct kvmem_page_layout *l, uint8_t *page,
+			   uint32_t t, const float *k, const float *v,
+			   uint8_t *row);
+
+/*
+ * Attention kernels, portable and AVX2 (attend_portable.c, attend_avx2.c).
+ *
+ * dequant:     one row of @dim values of format @fmt from its data bytes,
+ *              scale i / @group (no scales for fp16)
+ * dequant_cw4: one int4 row from h74/h84 codewords, one value per byte
+ * scores:      s[g][t] = scale * q[g] . k[t] for @ng query heads, @n rows
+ * accum:       acc[g] += sum_t p[g][t] * v[t]
+ * exp:         x[i] = e^x[i] for x[i] <= 0 (softmax weights)
+ * scores_cw4, accum_cw4: scores and accum straight from int4 h74/h84
+ *              codewords, one value per byte: row t at code + t * stride,
+ *              its scales at scales + t * sstride, one per @group values
+ *              (group 1 and sstride 0 for channel scales)
+ */
+struct kvmem__attn_kernels {
+	void (*dequant)(int fmt, const uint8_t *data, unsigned int dim,
+			unsigned int group, const float *scales, float *out);
+	void (*dequant_cw4)(const uint8_t *code, unsigned int dim,
+			    unsigned int group, const float *scales,
+			    float *out);
+	void (*scores)(const float *q, unsigned int ng, const float *k,
+		       unsigned int n, unsigned int dim, float scale, float *s);
+	void (*accum)(const float *p, unsigned int ng, const float *v,
+		      unsigned int n, unsigned int dim, float *acc);
+	void (*exp)(float *x, unsigned int n);
+	void (*scores_cw4)(const float *q, unsigned int ng, const uint8_t *code,
+			   size_t stride, unsigned int n, unsigned int dim,
+			   unsigned int group, const float *scales,
+			   size_t sstride, float scale, float *s);
+	void (*accum_cw4)(const float *p, unsigned int ng, const uint8_t *code,
+			  size_t stride, unsigned int n, unsigned int dim,
+			  unsigned int group, const float *scales,
+			  size_t sstride, float *acc);
+};
+
+extern const struct kvmem__attn_kernels kvmem__attn_portable;
+float kvmem__expf(float x);
+extern const struct kvmem__attn_kernels kvmem__attn_avx2;
+const struct kvmem__attn_kernels *kvmem__attn(void);
+
+/*
+ * attend.c: the online softmax over tiles of rows, shared by kvmem_attend()
+ * and the benchmarks' unprotected baselines so both do the same arithmetic.
+ *
+ * attn_tile:   fold a tile of @n rows of K and V of KV head @h into the
+ *              state of its query heads h*G .. h*G+G-1; @mass, if not NULL,
+ *              keeps per query head of the group a (max, sum) pair of the
+ *              softmax weights this tile and earlier ones under the same
+ *              @mass contributed
+ * attn_finish: out[i] = acc[i] / l[i]
+ */
+#define KVMEM__ATTN_TILE 64 /* rows: a tile of K and of V stay in L1/L2 */
+
+struct kvmem__attn {
+	const struct kvmem__attn_kernels *kn;
+	uint32_t G, D;
+	float scale;
+	float *acc; /* [n_heads][D] */
+	float *m, *l; /* [n_heads]: running max, sum of exp(score - m) */
+	float *sc; /* [G][KVMEM__ATTN_TILE] scores, then weights */
+};
+
+int kvmem__attn_init(struct kvmem__attn *a, uint32_t n_heads, uint32_t G,
+		     uint32_t D, float scale);
+void kvmem__attn_tile(struct kvmem__attn *a, const float *q, uint32_t h,
+		      const float *k, const float *v, uint32_t n, float *mass);
+/* The middle of attn_tile: a->sc holds the scores; leaves the weights. */
+void kvmem__attn_softmax(struct kvmem__attn *a, uint32_t h, uint32_t n,
+			 float *mass);
+void kvmem__attn_finish(const struct kvmem__attn *a, uint32_t n_heads,
+			float *out);
+void kvmem__attn_free(struct kvmem__attn *a);
+
 uint32_t kvmem__crc32c_sw(uint32_t crc, const void *buf, size_t len);
 uint32_t kvmem__crc32c_sse42(uint32_t crc, const void *buf, size_t len);
 

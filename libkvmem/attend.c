@@ -1,0 +1,532 @@
+/*
+ * attend.c - decode-on-load attention and reading a sequence back
+ *
+ * Both walk a layer's pages through a reader, which decodes a tile of rows
+ * of one KV head at a time (kvmem__page_rows(): codewords checked and
+ * corrected, values dequantized) and rebuilds the values that uncorrectable
+ * words took away. Attention keeps an online softmax per query head, so no
+ * more than a tile of K and V is ever decoded at once.
+ *
+ * Rebuilding by interpolation (Roy, section 5.3): an erased value becomes
+ * the mean of the same channel at t-1 and t+1 as they decode, across page
+ * boundaries; a neighbour that is itself erased, or past either end of the
+ * sequence, is left out; with neither it reads 0.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "internal.h"
+
+#define TILE KVMEM__ATTN_TILE
+
+struct reader {
+	struct kvmem_cache *c;
+	const struct kvmem__layer *lt;
+	uint32_t policy;
+	uint32_t cur; /* page whose scales are in scales[] */
+	float *scales, *nscales; /* current page's, a neighbour's */
+	uint8_t *serased, *nserased; /* NULL'd in use when none is */
+	int cur_lost; /* current page has erased scales */
+	float *nrow; /* a neighbour row */
+	uint8_t *nrow_erased;
+	struct kvmem_page_counts pc;
+	uint64_t headers_ue;
+};
+
+static int reader_open(struct reader *r, struct kvmem_seq *s, uint32_t layer,
+		       uint32_t policy)
+{
+	struct kvmem_cache *c = s->c;
+	size_t ns = (size_t)c->layout[0].nscales_k + c->layout[0].nscales_v + 1;
+
+	memset(r, 0, sizeof(*r));
+	r->c = c;
+	r->lt = &s->layer[layer];
+	r->policy = policy;
+	r->cur = UINT32_MAX;
+	r->scales = malloc(ns * sizeof(float));
+	r->nscales = malloc(ns * sizeof(float));
+	r->serased = malloc(ns);
+	r->nserased = malloc(ns);
+	r->nrow = malloc(c->g.head_dim * sizeof(float));
+	r->nrow_erased = malloc(c->g.head_dim);
+	if (!r->scales || !r->nscales || !r->serased || !r->nserased ||
+	    !r->nrow || !r->nrow_erased)
+		return -ENOMEM;
+	return 0;
+}
+
+static void reader_close(struct reader *r)
+{
+	free(r->scales);
+	free(r->nscales);
+	free(r->serased);
+	free(r->nserased);
+	free(r->nrow);
+	free(r->nrow_erased);
+}
+
+static void counts_add(struct kvmem_ecc_counts *a,
+		       const struct kvmem_ecc_counts *b)
+{
+	a->clean += b->clean;
+	a->corrected += b->corrected;
+	a->uncorrectable += b->uncorrectable;
+	a->bits_corrected += b->bits_corrected;
+}
+
+/*
+ * Check page @pi's header and decode its scales into @scales; returns how
+ * many scales are erased.
+ */
+static int load_scales(struct reader *r, uint32_t pi, float *scales,
+		       uint8_t *erased)
+{
+	const struct kvmem__page *p = r->lt->pages[pi];
+	struct kvmem_ecc_counts hc;
+	struct kvmem_page_hdr hdr;
+
+	/* The page table is the authority on what a page is; the header
+	 * is checked so that damage to it is seen and counted. */
+	if (kvmem_page_read_header(p->data, &r->c->g, &hdr, &hc) == -EBADMSG)
+		r->headers_ue++;
+	counts_add(&r->pc.header, &hc);
+	return kvmem__page_scales(&r->c->g, &r->c->layout[p->hot], p->data,
+				  scales, erased, &r->pc.scales, r->c->scratch);
+}
+
+static void reader_page(struct reader *r, uint32_t pi)
+{
+	if (r->cur == pi)
+		return;
+	r->cur_lost = load_scales(r, pi, r->scales, r->serased);
+	r->cur = pi;
+}
+
+/*
+ * Decode token @pos's row of head @h into r->nrow / r->nrow_erased: a
+ * neighbour of an erased value, possibly in another page.
+ */
+static void neighbour_row(struct reader *r, uint32_t pos, int is_v, uint32_t h)
+{
+	const struct kvmem_geometry *g = &r->c->g;
+	uint32_t pi = kvmem__page_index(g, pos);
+	const struct kvmem__page *p = r->lt->pages[pi];
+	struct kvmem_ecc_counts scratch_counts = { 0 };
+	const float *sc = r->scales;
+	const uint8_t *se = r->cur_lost ? r->serased : NULL;
+
+	if (pi != r->cur) {
+		struct kvmem_page_counts keep = r->pc;
+		uint64_t keep_ue = r->headers_ue;
+		int lost = load_scales(r, pi, r->nscales, r->nserased);
+
+		/* Counted once, when the walk reaches that page itself. */
+		r->pc = keep;
+		r->headers_ue = keep_ue;
+		sc = r->nscales;
+		se = lost ? r->nserased : NULL;
+	}
+	if (!kvmem__page_rows(g, &r->c->layout[p->hot], p->data, is_v, h,
+			      pos - p->token_start, 1, sc, se, r->nrow,
+			      r->nrow_erased, &scratch_counts, r->c->scratch))
+		memset(r->nrow_erased, 0, g->head_dim);
+}
+
+/* Rebuild the erased values of rows [pos0, pos0 + n) in @out. */
+static void rebuild(struct reader *r, uint32_t pos0, uint32_t n, int is_v,
+		    uint32_t h, float *out, const uint8_t *erased)
+{
+	const uint32_t D = r->c->g.head_dim, len = r->lt->len;
+	float *before = NULL, *after = NULL;
+	uint8_t *before_e = NULL, *after_e = NULL;
+	uint32_t t, d;
+
+	for (t = 0; t < n; t++) {
+		for (d = 0; d < D; d++) {
+			size_t i = (size_t)t * D + d;
+			float sum = 0.0f;
+			int have = 0;
+
+			if (!erased[i])
+				continue;
+			if (r->policy == KVMEM_ERASE_ZERO) {
+				out[i] = 0.0f;
+				continue;
+			}
+			if (t > 0) {
+				if (!erased[i - D]) {
+					sum += out[i - D];
+					have++;
+				}
+			} else if (pos0 > 0) {
+				if (!before) {
+					before = malloc(D * sizeof(float));
+					before_e = malloc(D);
+					if (!before || !before_e)
+						goto out;
+					neighbour_row(r, pos0 - 1, is_v, h);
+					memcpy(before, r->nrow,
+					       D * sizeof(float));
+					memcpy(before_e, r->nrow_erased, D);
+				}
+				if (!before_e[d]) {
+					sum += before[d];
+					have++;
+				}
+			}
+			if (t + 1 < n) {
+				if (!erased[i + D]) {
+					sum += out[i + D];
+					have++;
+				}
+			} else if (pos0 + t + 1 < len) {
+				if (!after) {
+					after = malloc(D * sizeof(float));
+					after_e = malloc(D);
+					if (!after || !after_e)
+						goto out;
+					neighbour_row(r, pos0 + t + 1, is_v, h);
+					memcpy(after, r->nrow,
+					       D * sizeof(float));
+					memcpy(after_e, r->nrow_erased, D);
+				}
+				if (!after_e[d]) {
+					sum += after[d];
+					have++;
+				}
+			}
+			out[i] = have == 2 ? sum * 0.5f : have ? sum : 0.0f;
+		}
+	}
+out:
+	free(before);
+	free(before_e);
+	free(after);
+	free(after_e);
+}
+
+/*
+ * Decode rows [t0, t0 + n) of page @pi, head @h, K or V, into @out with
+ * erased values rebuilt. @erased is room for n rows of flags.
+ */
+static void reader_rows(struct reader *r, uint32_t pi, int is_v, uint32_t h,
+			uint32_t t0, uint32_t n, float *out, uint8_t *erased)
+{
+	const struct kvmem__page *p = r->lt->pages[pi];
+	long ne;
+
+	reader_page(r, pi);
+	ne = kvmem__page_rows(&r->c->g, &r->c->layout[p->hot], p->data, is_v, h,
+			      t0, n, r->scales, r->cur_lost ? r->serased : NULL,
+			      out, erased, &r->pc.payload, r->c->scratch);
+	if (ne <= 0)
+		return;
+	r->pc.values_erased += (uint64_t)ne;
+	if (r->policy != KVMEM_ERASE_KEEP)
+		rebuild(r, p->token_start + t0, n, is_v, h, out, erased);
+}
+
+/* Rows of page @pi as clean int4 codewords, or NULL: see page.c. */
+static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
+				 uint32_t h, uint32_t t0, uint32_t n,
+				 const float **sc, size_t *sstride,
+				 unsigned int *group)
+{
+	const struct kvmem__page *p = r->lt->pages[pi];
+
+	reader_page(r, pi);
+	return kvmem__page_rows_cw4(
+		&r->c->g, &r->c->layout[p->hot], p->data, is_v, h, t0, n,
+		r->scales, r->cur_lost ? r->serased : NULL, sc, sstride, group,
+		&r->pc.payload, r->c->scratch);
+}
+
+int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
+		   uint32_t ntokens, uint32_t erasure, float *k, float *v,
+		   struct kvmem_page_counts *counts)
+{
+	const struct kvmem_geometry *g;
+	struct reader r;
+	float *tile = NULL;
+	uint8_t *erased = NULL;
+	uint32_t pos, end, h;
+	size_t tok;
+	int ret, is_v;
+
+	if (!s || layer >= s->c->g.layers || erasure > KVMEM_ERASE_KEEP ||
+	    start > s->layer[layer].len ||
+	    ntokens > s->layer[layer].len - start || (ntokens && (!k || !v)))
+		return -EINVAL;
+	g = &s->c->g;
+	tok = (size_t)g->kv_heads * g->head_dim;
+	ret = reader_open(&r, s, layer, erasure);
+	tile = malloc((size_t)TILE * g->head_dim * sizeof(float));
+	erased = malloc((size_t)TILE * g->head_dim);
+	if (ret || !tile || !erased) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	end = start + ntokens;
+	for (pos = start; pos < end;) {
+		uint32_t pi = kvmem__page_index(g, pos);
+		const struct kvmem__page *p = r.lt->pages[pi];
+		uint32_t t0 = pos - p->token_start;
+		uint32_t n = p->ntokens - t0, t;
+
+		if (n > end - pos)
+			n = end - pos;
+		if (n > TILE)
+			n = TILE;
+		for (is_v = 0; is_v < 2; is_v++)
+			for (h = 0; h < g->kv_heads; h++) {
+				reader_rows(&r, pi, is_v, h, t0, n, tile,
+					    erased);
+				for (t = 0; t < n; t++)
+					memcpy((is_v ? v : k) +
+						       (pos - start + t) * tok +
+						       (size_t)h * g->head_dim,
+					       tile + (size_t)t * g->head_dim,
+					       g->head_dim * sizeof(float));
+			}
+		pos += n;
+	}
+	ret = 0;
+	if (counts)
+		*counts = r.pc;
+out:
+	reader_close(&r);
+	free(tile);
+	free(erased);
+	return ret;
+}
+
+int kvmem__attn_init(struct kvmem__attn *a, uint32_t n_heads, uint32_t G,
+		     uint32_t D, float scale)
+{
+	uint32_t i;
+
+	memset(a, 0, sizeof(*a));
+	a->kn = kvmem__attn();
+	a->G = G;
+	a->D = D;
+	a->scale = scale;
+	a->acc = calloc((size_t)n_heads * D, sizeof(float));
+	a->m = malloc(n_heads * sizeof(float));
+	a->l = calloc(n_heads, sizeof(float));
+	a->sc = malloc((size_t)G * KVMEM__ATTN_TILE * sizeof(float));
+	if (!a->acc || !a->m || !a->l || !a->sc) {
+		kvmem__attn_free(a);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n_heads; i++)
+		a->m[i] = -INFINITY;
+	return 0;
+}
+
+void kvmem__attn_free(struct kvmem__attn *a)
+{
+	free(a->acc);
+	free(a->m);
+	free(a->l);
+	free(a->sc);
+}
+
+void kvmem__attn_softmax(struct kvmem__attn *a, uint32_t h, uint32_t n,
+			 float *mass)
+{
+	const uint32_t G = a->G, D = a->D, first = h * G;
+	uint32_t g, t, d;
+
+	for (g = 0; g < G; g++) {
+		float *s = a->sc + (size_t)g * n;
+		float *acc = a->acc + (size_t)(first + g) * D;
+		float mt = s[0], m, sum = 0.0f;
+
+		for (t = 1; t < n; t++)
+			if (s[t] > mt)
+				mt = s[t];
+		m = mt > a->m[first + g] ? mt : a->m[first + g];
+		for (t = 0; t < n; t++)
+			s[t] -= m;
+		a->kn->exp(s, n);
+		for (t = 0; t < n; t++)
+			sum += s[t];
+		if (m != a->m[first + g]) {
+			float corr = kvmem__expf(a->m[first + g] - m);
+
+			a->l[first + g] *= corr;
+			for (d = 0; d < D; d++)
+				acc[d] *= corr;
+			/* The max only grows: rescaling a running sum to the
+			 * new one keeps it exact. */
+			if (mass)
+				mass[2 * g + 1] *= kvmem__expf(mass[2 * g] - m);
+		}
+		a->l[first + g] += sum;
+		a->m[first + g] = m;
+		if (mass) {
+			mass[2 * g] = m;
+			mass[2 * g + 1] += sum;
+		}
+	}
+}
+
+void kvmem__attn_tile(struct kvmem__attn *a, const float *q, uint32_t h,
+		      const float *k, const float *v, uint32_t n, float *mass)
+{
+	const uint32_t G = a->G, D = a->D;
+
+	a->kn->scores(q + (size_t)h * G * D, G, k, n, D, a->scale, a->sc);
+	kvmem__attn_softmax(a, h, n, mass);
+	a->kn->accum(a->sc, G, v, n, D, a->acc + (size_t)h * G * D);
+}
+
+void kvmem__attn_finish(const struct kvmem__attn *a, uint32_t n_heads,
+			float *out)
+{
+	uint32_t i, d;
+
+	for (i = 0; i < n_heads; i++)
+		for (d = 0; d < a->D; d++)
+			out[(size_t)i * a->D + d] =
+				a->acc[(size_t)i * a->D + d] / a->l[i];
+}
+
+/*
+ * One tile of page @pi, KV head @h. Clean int4 h74/h84 rows are read
+ * straight from their codewords; anything else is decoded into the float
+ * tiles @kt and @vt (rebuilding erasures) first.
+ */
+static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
+			uint32_t pi, uint32_t h, uint32_t t0, uint32_t n,
+			float *kt, float *vt, uint8_t *erased, float *mass)
+{
+	const uint32_t G = a->G, D = a->D;
+	const uint8_t *kc, *vc = NULL;
+	const float *ks, *vs;
+	size_t kss, vss, t;
+	unsigned int kg, vg;
+
+	kc = reader_cw4(r, pi, 0, h, t0, n, &ks, &kss, &kg);
+	if (kc)
+		vc = reader_cw4(r, pi, 1, h, t0, n, &vs, &vss, &vg);
+	if (kc && vc) {
+		const size_t stride = r->c->layout[0].row_bytes;
+
+		a->kn->scores_cw4(q + (size_t)h * G * D, G, kc, stride, n, D,
+				  kg, ks, kss, a->scale, a->sc);
+		kvmem__attn_softmax(a, h, n, mass);
+		a->kn->accum_cw4(a->sc, G, vc, stride, n, D, vg, vs, vss,
+				 a->acc + (size_t)h * G * D);
+		return;
+	}
+	if (kc)
+		for (t = 0; t < n; t++)
+			a->kn->dequant_cw4(kc + t * r->c->layout[0].row_bytes,
+					   D, kg, ks + t * kss, kt + t * D);
+	else
+		reader_rows(r, pi, 0, h, t0, n, kt, erased);
+	reader_rows(r, pi, 1, h, t0, n, vt, erased);
+	kvmem__attn_tile(a, q, h, kt, vt, n, mass);
+}
+
+int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
+		 float *out, const struct kvmem_attend_opts *opts,
+		 struct kvmem_attend_stats *stats)
+{
+	const struct kvmem_geometry *g;
+	const struct kvmem__layer *lt;
+	uint32_t nh, G, D, pi, h, t0, i;
+	struct kvmem__attn a = { 0 };
+	float *kt = NULL, *vt = NULL, *mass = NULL;
+	uint8_t *erased = NULL;
+	struct reader r;
+	float alpha;
+	int ret;
+
+	if (!s || !q || !out || !opts || layer >= s->c->g.layers)
+		return -EINVAL;
+	g = &s->c->g;
+	lt = &s->layer[layer];
+	nh = opts->n_heads;
+	if (!nh || nh % g->kv_heads || !lt->len ||
+	    opts->erasure > KVMEM_ERASE_KEEP)
+		return -EINVAL;
+	G = nh / g->kv_heads;
+	D = g->head_dim;
+	alpha = opts->importance_alpha != 0.0f ? opts->importance_alpha : 0.1f;
+
+	ret = reader_open(&r, s, layer, opts->erasure);
+	if (!ret)
+		ret = kvmem__attn_init(&a, nh, G, D,
+				       opts->scale != 0.0f
+					       ? opts->scale
+					       : 1.0f / sqrtf((float)D));
+	kt = malloc((size_t)TILE * D * sizeof(float));
+	vt = malloc((size_t)TILE * D * sizeof(float));
+	erased = malloc((size_t)TILE * D);
+	/* Per page and query head: the page's softmax sum and its max. */
+	mass = malloc((size_t)lt->npages * nh * 2 * sizeof(float));
+	if (ret || !kt || !vt || !erased || !mass) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (pi = 0; pi < lt->npages; pi++) {
+		const struct kvmem__page *p = lt->pages[pi];
+		float *pm = mass + (size_t)pi * nh * 2;
+
+		for (i = 0; i < nh; i++) {
+			pm[2 * i] = -INFINITY;
+			pm[2 * i + 1] = 0.0f;
+		}
+		for (h = 0; h < g->kv_heads; h++)
+			for (t0 = 0; t0 < p->ntokens; t0 += TILE) {
+				uint32_t n = p->ntokens - t0 < TILE
+						     ? p->ntokens - t0
+						     : TILE;
+
+				attend_tile(&r, &a, q, pi, h, t0, n, kt, vt,
+					    erased, pm + (size_t)h * G * 2);
+			}
+	}
+	kvmem__attn_finish(&a, nh, out);
+
+	if (alpha > 0.0f)
+		for (pi = 0; pi < lt->npages; pi++) {
+			const float *pm = mass + (size_t)pi * nh * 2;
+			float share = 0.0f;
+
+			for (i = 0; i < nh; i++)
+				share += pm[2 * i + 1] *
+					 kvmem__expf(pm[2 * i] - a.m[i]) /
+					 a.l[i];
+			lt->pages[pi]->importance =
+				(1.0f - alpha) * lt->pages[pi]->importance +
+				alpha * share;
+		}
+	if (stats) {
+		const struct kvmem_page_counts *c = &r.pc;
+
+		stats->words_clean =
+			c->header.clean + c->scales.clean + c->payload.clean;
+		stats->words_corrected = c->header.corrected +
+					 c->scales.corrected +
+					 c->payload.corrected;
+		stats->words_uncorrectable =
+			c->scales.uncorrectable + c->payload.uncorrectable;
+		stats->values_erased = c->values_erased;
+		stats->headers_uncorrectable = r.headers_ue;
+	}
+out:
+	kvmem__attn_free(&a);
+	reader_close(&r);
+	free(kt);
+	free(vt);
+	free(erased);
+	free(mass);
+	return ret;
+}

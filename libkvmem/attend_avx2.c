@@ -1,0 +1,482 @@
+/*
+ * attend_avx2.c - attention kernels with AVX2, FMA and F16C (built with
+ * those flags, reached only after a runtime check of all three)
+ *
+ * Rows are in L1 when these run: attention decodes a page tile by tile into
+ * a small buffer, so the kernels are written for compute, not bandwidth.
+ * What does not vectorise cleanly (int2, odd sizes) goes to the portable
+ * code.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kvmem/quant.h"
+#include "internal.h"
+
+static float hsum(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v),
+			      _mm256_extractf128_ps(v, 1));
+
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+/* Sign-extend 8 nibbles (one per byte, low 4 bits) to floats. */
+static __m256 nib8f(__m128i b)
+{
+	const __m128i m = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+	__m128i x =
+		_mm_sub_epi8(_mm_xor_si128(_mm_and_si128(b, m), eight), eight);
+
+	return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
+}
+
+static __m256 nib8(__m128i b, __m256 scale)
+{
+	return _mm256_mul_ps(nib8f(b), scale);
+}
+
+/* Eight int4 codewords (h74/h84, one value per byte) as floats. */
+static __m256 cw8(const uint8_t *c)
+{
+	return nib8f(_mm_loadl_epi64((const void *)c));
+}
+
+static int vec_ok(unsigned int dim, unsigned int group)
+{
+	return dim % 8 == 0 && (group == 1 || group % 8 == 0);
+}
+
+/*
+ * Scales for values i..i+7 of a row walked in steps of 8: one per value
+ * (group 1, channel scales), or the group's, fetched when a group starts.
+ */
+struct scale_walk {
+	const float *scales;
+	unsigned int group, next, gi;
+	__m256 cur;
+};
+
+static __m256 scale_at(struct scale_walk *w, unsigned int i)
+{
+	if (w->group == 1)
+		return _mm256_loadu_ps(w->scales + i);
+	if (i == w->next) {
+		w->cur = _mm256_set1_ps(w->scales[w->gi++]);
+		w->next += w->group;
+	}
+	return w->cur;
+}
+
+static void dequant_cw4(const uint8_t *code, unsigned int dim,
+			unsigned int group, const float *scales, float *out)
+{
+	struct scale_walk w = { .scales = scales, .group = group };
+	unsigned int i;
+
+	if (!vec_ok(dim, group)) {
+		kvmem__attn_portable.dequant_cw4(code, dim, group, scales, out);
+		return;
+	}
+	for (i = 0; i < dim; i += 8)
+		_mm256_storeu_ps(out + i,
+				 nib8(_mm_loadl_epi64((const void *)(code + i)),
+				      scale_at(&w, i)));
+}
+
+static void dequant(int fmt, const uint8_t *data, unsigned int dim,
+		    unsigned int group, const float *scales, float *out)
+{
+	const __m128i m = _mm_set1_epi8(0x0f);
+	struct scale_walk w = { .scales = scales, .group = group };
+	unsigned int i;
+	__m128i b;
+	int32_t v;
+
+	if (fmt == KVMEM_FMT_FP16 && dim % 8 == 0) {
+		for (i = 0; i < dim; i += 8)
+			_mm256_storeu_ps(out + i,
+					 _mm256_cvtph_ps(_mm_loadu_si128((
+						 const void *)(data + 2 * i))));
+		return;
+	}
+	if (!vec_ok(dim, group) || fmt == KVMEM_FMT_INT2 ||
+	    fmt == KVMEM_FMT_FP16) {
+		kvmem__dequant_row(fmt, data, dim, group, scales, out);
+		return;
+	}
+	for (i = 0; i < dim; i += 8) {
+		if (fmt == KVMEM_FMT_INT8) {
+			b = _mm_loadl_epi64((const void *)(data + i));
+			_mm256_storeu_ps(
+				out + i,
+				_mm256_mul_ps(_mm256_cvtepi32_ps(
+						      _mm256_cvtepi8_epi32(b)),
+					      scale_at(&w, i)));
+			continue;
+		}
+		/* int4, low nibble first */
+		memcpy(&v, data + i / 2, sizeof(v));
+		b = _mm_cvtsi32_si128(v);
+		b = _mm_unpacklo_epi8(_mm_and_si128(b, m),
+				      _mm_and_si128(_mm_srli_epi16(b, 4), m));
+		_mm256_storeu_ps(out + i, nib8(b, scale_at(&w, i)));
+	}
+}
+
+/* The four horizontal sums of a0..a3, in lanes 0..3. */
+static __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+	__m256 t =
+		_mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+
+	return _mm_add_ps(_mm256_castps256_ps128(t),
+			  _mm256_extractf128_ps(t, 1));
+}
+
+static void scores(const float *q, unsigned int ng, const float *k,
+		   unsigned int n, unsigned int dim, float scale, float *s)
+{
+	unsigned int g = 0, t, d;
+
+	if (dim % 8) {
+		kvmem__attn_portable.scores(q, ng, k, n, dim, scale, s);
+		return;
+	}
+	/* Four query heads share each load of a key row. */
+	for (; g + 4 <= ng; g += 4) {
+		const float *q0 = q + (size_t)g * dim;
+
+		for (t = 0; t < n; t++) {
+			const float *kt = k + (size_t)t * dim;
+			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0,
+			       a3 = a0;
+			float r[4];
+
+			for (d = 0; d < dim; d += 8) {
+				__m256 kv = _mm256_loadu_ps(kt + d);
+
+				a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d),
+						     kv, a0);
+				a1 = _mm256_fmadd_ps(
+					_mm256_loadu_ps(q0 + dim + d), kv, a1);
+				a2 = _mm256_fmadd_ps(
+					_mm256_loadu_ps(q0 + 2 * dim + d), kv,
+					a2);
+				a3 = _mm256_fmadd_ps(
+					_mm256_loadu_ps(q0 + 3 * dim + d), kv,
+					a3);
+			}
+			_mm_storeu_ps(r, _mm_mul_ps(hsum4(a0, a1, a2, a3),
+						    _mm_set1_ps(scale)));
+			s[(size_t)g * n + t] = r[0];
+			s[(size_t)(g + 1) * n + t] = r[1];
+			s[(size_t)(g + 2) * n + t] = r[2];
+			s[(size_t)(g + 3) * n + t] = r[3];
+		}
+	}
+	for (; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			__m256 a = _mm256_setzero_ps();
+
+			for (d = 0; d < dim; d += 8)
+				a = _mm256_fmadd_ps(
+					_mm256_loadu_ps(q + (size_t)g * dim +
+							d),
+					_mm256_loadu_ps(k + (size_t)t * dim +
+							d),
+					a);
+			s[(size_t)g * n + t] = scale * hsum(a);
+		}
+}
+
+/* acc[g][d..d+8*w) += sum_t p[g][t] v[t][d..], for heads g and g + 1. */
+static void accum2(const float *p0, const float *p1, const float *v,
+		   unsigned int n, unsigned int dim, unsigned int d,
+		   float *acc0, float *acc1)
+{
+	__m256 a0 = _mm256_loadu_ps(acc0 + d),
+	       a1 = _mm256_loadu_ps(acc0 + d + 8);
+	__m256 a2 = _mm256_loadu_ps(acc0 + d + 16);
+	__m256 a3 = _mm256_loadu_ps(acc0 + d + 24);
+	__m256 b0 = _mm256_loadu_ps(acc1 + d),
+	       b1 = _mm256_loadu_ps(acc1 + d + 8);
+	__m256 b2 = _mm256_loadu_ps(acc1 + d + 16);
+	__m256 b3 = _mm256_loadu_ps(acc1 + d + 24);
+	unsigned int t;
+
+	/* Eight independent FMA chains: enough to hide their latency. */
+	for (t = 0; t < n; t++) {
+		const float *vt = v + (size_t)t * dim + d;
+		__m256 w0 = _mm256_broadcast_ss(p0 + t);
+		__m256 w1 = _mm256_broadcast_ss(p1 + t);
+		__m256 v0 = _mm256_loadu_ps(vt), v1 = _mm256_loadu_ps(vt + 8);
+		__m256 v2 = _mm256_loadu_ps(vt + 16);
+		__m256 v3 = _mm256_loadu_ps(vt + 24);
+
+		a0 = _mm256_fmadd_ps(w0, v0, a0);
+		a1 = _mm256_fmadd_ps(w0, v1, a1);
+		a2 = _mm256_fmadd_ps(w0, v2, a2);
+		a3 = _mm256_fmadd_ps(w0, v3, a3);
+		b0 = _mm256_fmadd_ps(w1, v0, b0);
+		b1 = _mm256_fmadd_ps(w1, v1, b1);
+		b2 = _mm256_fmadd_ps(w1, v2, b2);
+		b3 = _mm256_fmadd_ps(w1, v3, b3);
+	}
+	_mm256_storeu_ps(acc0 + d, a0);
+	_mm256_storeu_ps(acc0 + d + 8, a1);
+	_mm256_storeu_ps(acc0 + d + 16, a2);
+	_mm256_storeu_ps(acc0 + d + 24, a3);
+	_mm256_storeu_ps(acc1 + d, b0);
+	_mm256_storeu_ps(acc1 + d + 8, b1);
+	_mm256_storeu_ps(acc1 + d + 16, b2);
+	_mm256_storeu_ps(acc1 + d + 24, b3);
+}
+
+static void accum(const float *p, unsigned int ng, const float *v,
+		  unsigned int n, unsigned int dim, float *acc)
+{
+	unsigned int g, t, d;
+
+	if (dim % 32) {
+		kvmem__attn_portable.accum(p, ng, v, n, dim, acc);
+		return;
+	}
+	for (g = 0; g + 2 <= ng; g += 2)
+		for (d = 0; d < dim; d += 32)
+			accum2(p + (size_t)g * n, p + (size_t)(g + 1) * n, v, n,
+			       dim, d, acc + (size_t)g * dim,
+			       acc + (size_t)(g + 1) * dim);
+	for (; g < ng; g++)
+		for (d = 0; d < dim; d += 8) {
+			__m256 a = _mm256_loadu_ps(acc + (size_t)g * dim + d);
+
+			for (t = 0; t < n; t++)
+				a = _mm256_fmadd_ps(
+					_mm256_broadcast_ss(p + (size_t)g * n +
+							    t),
+					_mm256_loadu_ps(v + (size_t)t * dim +
+							d),
+					a);
+			_mm256_storeu_ps(acc + (size_t)g * dim + d, a);
+		}
+}
+
+/*
+ * Scores of @NB (1 or 4) query heads over int4 codeword rows. A group's
+ * dot products are summed unscaled and its scale applied once per group.
+ */
+static inline __attribute__((always_inline)) void
+scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
+	      size_t stride, unsigned int n, unsigned int dim,
+	      unsigned int group, const int CHAN, const float *scales,
+	      size_t sstride, float scale, float *s, unsigned int sn)
+{
+	unsigned int t, d, d0, gi, j;
+
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = code + t * stride;
+		const float *sc = scales + t * sstride;
+		__m256 tot[4], a[4];
+		float r[4];
+
+#pragma GCC unroll 4
+		for (j = 0; j < NB; j++)
+			tot[j] = _mm256_setzero_ps();
+		for (d0 = 0, gi = 0; d0 < dim; d0 += CHAN ? dim : group, gi++) {
+			unsigned int end = CHAN ? dim : d0 + group;
+
+#pragma GCC unroll 4
+			for (j = 0; j < NB; j++)
+				a[j] = _mm256_setzero_ps();
+			for (d = d0; d < end; d += 8) {
+				__m256 kv = cw8(c + d);
+
+				if (CHAN)
+					kv = _mm256_mul_ps(
+						kv, _mm256_loadu_ps(sc + d));
+#pragma GCC unroll 4
+				for (j = 0; j < NB; j++)
+					a[j] = _mm256_fmadd_ps(
+						_mm256_loadu_ps(q + j * dim +
+								d),
+						kv, a[j]);
+			}
+#pragma GCC unroll 4
+			for (j = 0; j < NB; j++)
+				tot[j] = CHAN ? a[j]
+					      : _mm256_fmadd_ps(
+							a[j],
+							_mm256_set1_ps(sc[gi]),
+							tot[j]);
+		}
+		if (NB == 4) {
+			_mm_storeu_ps(r, _mm_mul_ps(hsum4(tot[0], tot[1],
+							  tot[2], tot[3]),
+						    _mm_set1_ps(scale)));
+#pragma GCC unroll 4
+			for (j = 0; j < 4; j++)
+				s[(size_t)j * sn + t] = r[j];
+		} else {
+			s[t] = scale * hsum(tot[0]);
+		}
+	}
+}
+
+static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
+		       size_t stride, unsigned int n, unsigned int dim,
+		       unsigned int group, const float *scales, size_t sstride,
+		       float scale, float *s)
+{
+	unsigned int g = 0;
+
+	if (!vec_ok(dim, group)) {
+		kvmem__attn_portable.scores_cw4(q, ng, code, stride, n, dim,
+						group, scales, sstride, scale,
+						s);
+		return;
+	}
+	for (; g + 4 <= ng; g += 4)
+		if (group == 1)
+			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
+				      dim, 1, 1, scales, sstride, scale,
+				      s + (size_t)g * n, n);
+		else
+			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
+				      dim, group, 0, scales, sstride, scale,
+				      s + (size_t)g * n, n);
+	for (; g < ng; g++)
+		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
+			      group, group == 1, scales, sstride, scale,
+			      s + (size_t)g * n, n);
+}
+
+/*
+ * acc[g][d..d+32) += sum_t p[g][t] * v[t][d..] for @NB (1 or 2) heads, v
+ * read from int4 codewords: the row's scale goes into the weight (group of
+ * 32 or more), or onto the values (channel scales).
+ */
+static inline __attribute__((always_inline)) void
+accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
+	     size_t stride, unsigned int n, unsigned int dim,
+	     unsigned int group, const int CHAN, const float *scales,
+	     size_t sstride, unsigned int d, float *acc)
+{
+	const unsigned int gi = CHAN ? 0 : d / group;
+	__m256 a[2][4];
+	unsigned int t, j, k;
+
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			a[j][k] = _mm256_loadu_ps(acc + (size_t)j * dim + d +
+						  8 * k);
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = code + t * stride + d;
+		const float *sc = scales + t * sstride;
+		__m256 v[4];
+
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++) {
+			v[k] = cw8(c + 8 * k);
+			if (CHAN)
+				v[k] = _mm256_mul_ps(
+					v[k], _mm256_loadu_ps(sc + d + 8 * k));
+		}
+#pragma GCC unroll 4
+		for (j = 0; j < NB; j++) {
+			float wj =
+				p[(size_t)j * n + t] * (CHAN ? 1.0f : sc[gi]);
+			__m256 w = _mm256_set1_ps(wj);
+
+#pragma GCC unroll 4
+			for (k = 0; k < 4; k++)
+				a[j][k] = _mm256_fmadd_ps(w, v[k], a[j][k]);
+		}
+	}
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			_mm256_storeu_ps(acc + (size_t)j * dim + d + 8 * k,
+					 a[j][k]);
+}
+
+static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      unsigned int group, const float *scales, size_t sstride,
+		      float *acc)
+{
+	unsigned int g = 0, d;
+
+	if (dim % 32 || (group != 1 && group % 32)) {
+		kvmem__attn_portable.accum_cw4(p, ng, code, stride, n, dim,
+					       group, scales, sstride, acc);
+		return;
+	}
+	/* Literal arguments: each call is its own specialised copy. */
+	for (; g + 2 <= ng; g += 2)
+		for (d = 0; d < dim; d += 32)
+			if (group == 1)
+				accum_cw4_nb(p + (size_t)g * n, 2, code, stride,
+					     n, dim, 1, 1, scales, sstride, d,
+					     acc + (size_t)g * dim);
+			else
+				accum_cw4_nb(p + (size_t)g * n, 2, code, stride,
+					     n, dim, group, 0, scales, sstride,
+					     d, acc + (size_t)g * dim);
+	for (; g < ng; g++)
+		for (d = 0; d < dim; d += 32)
+			accum_cw4_nb(p + (size_t)g * n, 1, code, stride, n, dim,
+				     group, group == 1, scales, sstride, d,
+				     acc + (size_t)g * dim);
+}
+
+/* kvmem__expf() eight at a time. */
+static void vexp(float *x, unsigned int n)
+{
+	const __m256 lo = _mm256_set1_ps(-87.0f);
+	unsigned int i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+		__m256 under = _mm256_cmp_ps(v, lo, _CMP_LT_OQ);
+		__m256 nf = _mm256_round_ps(
+			_mm256_mul_ps(v, _mm256_set1_ps(1.44269504f)),
+			_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		__m256 r =
+			_mm256_fnmadd_ps(nf, _mm256_set1_ps(0.693359375f), v);
+		__m256 y;
+		__m256i e;
+
+		r = _mm256_fmadd_ps(nf, _mm256_set1_ps(2.12194440e-4f), r);
+		y = _mm256_set1_ps(1.9875691500e-4f);
+		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+		y = _mm256_fmadd_ps(_mm256_mul_ps(y, r), r,
+				    _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+		e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nf),
+						       _mm256_set1_epi32(127)),
+				      23);
+		y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+		_mm256_storeu_ps(x + i, _mm256_andnot_ps(under, y));
+	}
+	for (; i < n; i++)
+		x[i] = kvmem__expf(x[i]);
+}
+
+const struct kvmem__attn_kernels kvmem__attn_avx2 = {
+	.dequant = dequant,
+	.dequant_cw4 = dequant_cw4,
+	.scores = scores,
+	.accum = accum,
+	.exp = vexp,
+	.scores_cw4 = scores_cw4,
+	.accum_cw4 = accum_cw4,
+};

@@ -1,0 +1,137 @@
+/*
+ * attend_portable.c - attention kernels in plain C (see internal.h)
+ *
+ * The exp() here and in attend_avx2.c is the same Cephes-style polynomial,
+ * accurate to a few ulp, so the paths differ only in rounding order.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "quant_word.h"
+
+float kvmem__expf(float x)
+{
+	union kvmem_f32 e;
+	float n, r, y;
+
+	if (x < -87.0f)
+		return 0.0f;
+	n = rintf(x * 1.44269504f);
+	r = x - n * 0.693359375f + n * 2.12194440e-4f;
+	y = 1.9875691500e-4f;
+	y = y * r + 1.3981999507e-3f;
+	y = y * r + 8.3334519073e-3f;
+	y = y * r + 4.1665795894e-2f;
+	y = y * r + 1.6666665459e-1f;
+	y = y * r + 5.0000001201e-1f;
+	y = y * r * r + r + 1.0f;
+	e.u = (uint32_t)((int)n + 127) << 23;
+	return y * e.f;
+}
+
+static void dequant_cw4(const uint8_t *code, unsigned int dim,
+			unsigned int group, const float *scales, float *out)
+{
+	unsigned int i;
+
+	for (i = 0; i < dim; i++)
+		out[i] = (float)kvmem_sext(code[i], 4) * scales[i / group];
+}
+
+static void scores(const float *q, unsigned int ng, const float *k,
+		   unsigned int n, unsigned int dim, float scale, float *s)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			const float *qg = q + (size_t)g * dim;
+			const float *kt = k + (size_t)t * dim;
+			float acc = 0.0f;
+
+			for (d = 0; d < dim; d++)
+				acc += qg[d] * kt[d];
+			s[(size_t)g * n + t] = scale * acc;
+		}
+}
+
+static void accum(const float *p, unsigned int ng, const float *v,
+		  unsigned int n, unsigned int dim, float *acc)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			float w = p[(size_t)g * n + t];
+
+			for (d = 0; d < dim; d++)
+				acc[(size_t)g * dim + d] +=
+					w * v[(size_t)t * dim + d];
+		}
+}
+
+static void vexp(float *x, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		x[i] = kvmem__expf(x[i]);
+}
+
+static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
+		       size_t stride, unsigned int n, unsigned int dim,
+		       unsigned int group, const float *scales, size_t sstride,
+		       float scale, float *s)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			const uint8_t *c = code + t * stride;
+			const float *sc = scales + t * sstride;
+			float acc = 0.0f;
+
+			for (d = 0; d < dim; d++)
+				acc += q[(size_t)g * dim + d] *
+				       ((float)kvmem_sext(c[d], 4) *
+					sc[d / group]);
+			s[(size_t)g * n + t] = scale * acc;
+		}
+}
+
+static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      unsigned int group, const float *scales, size_t sstride,
+		      float *acc)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			const uint8_t *c = code + t * stride;
+			const float *sc = scales + t * sstride;
+			float w = p[(size_t)g * n + t];
+
+			for (d = 0; d < dim; d++)
+				acc[(size_t)g * dim + d] +=
+					w * ((float)kvmem_sext(c[d], 4) *
+					     sc[d / group]);
+		}
+}
+
+const struct kvmem__attn_kernels kvmem__attn_portable = {
+	.dequant = kvmem__dequant_row,
+	.dequant_cw4 = dequant_cw4,
+	.scores = scores,
+	.accum = accum,
+	.exp = vexp,
+	.scores_cw4 = scores_cw4,
+	.accum_cw4 = accum_cw4,
+};
+
+const struct kvmem__attn_kernels *kvmem__attn(void)
+{
+	return kvmem__simd_active() == KVMEM__SIMD_AVX2 ? &kvmem__attn_avx2
+							: &kvmem__attn_portable;
+}

@@ -1,0 +1,601 @@
+/*
+ * cache.c - sequences of protected pages over a slot store
+ *
+ * The page tables (which pages a sequence's layer has, with reference counts
+ * for sharing) live here; where a page's bytes live is the store's business,
+ * behind struct kvmem__store_ops. Embedded mode stores pages in one arena of
+ * this process; the daemon will hand out slots of a shared arena instead.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kvmem/crc32c.h"
+#include "cache.h"
+#include "internal.h"
+
+/* ---- the embedded store: one arena, two slot sizes --------------------- */
+
+/*
+ * Slots are carved from the top of the arena and recycled through a free
+ * list kept in the free slots themselves, one list per slot size: when the
+ * two kinds of page have the same size they share one. Hot (FP16) slots are
+ * recycled as fast as tails fill and seal, so two lists do not strand much
+ * memory.
+ */
+struct arena {
+	uint8_t *base;
+	size_t size;
+	size_t top;
+	uint8_t *free[2]; /* by free_list() */
+};
+
+static int free_list(const struct kvmem_cache *c, int hot)
+{
+	return hot && c->layout[1].size != c->layout[0].size;
+}
+
+static int arena_alloc(struct kvmem_cache *c, int hot, uint8_t **out)
+{
+	struct arena *a = c->store_priv;
+	size_t size = c->layout[hot].size;
+	uint8_t *p = a->free[free_list(c, hot)];
+
+	if (p) {
+		memcpy(&a->free[free_list(c, hot)], p, sizeof(p));
+	} else {
+		if (a->size - a->top < size)
+			return -ENOMEM;
+		p = a->base + a->top;
+		a->top += size;
+	}
+	*out = p;
+	return 0;
+}
+
+static void arena_free(struct kvmem_cache *c, int hot, uint8_t *p)
+{
+	struct arena *a = c->store_priv;
+
+	memcpy(p, &a->free[free_list(c, hot)], sizeof(p));
+	a->free[free_list(c, hot)] = p;
+}
+
+static void arena_close(struct kvmem_cache *c)
+{
+	struct arena *a = c->store_priv;
+
+	if (!a)
+		return;
+	munmap(a->base, a->size);
+	free(a);
+}
+
+static const struct kvmem__store_ops arena_ops = {
+	.alloc = arena_alloc,
+	.free = arena_free,
+	.close = arena_close,
+};
+
+/* Huge pages when the system has some reserved, else ask for THP. */
+static int arena_open(struct kvmem_cache *c, size_t size)
+{
+	struct arena *a = calloc(1, sizeof(*a));
+	void *p;
+
+	if (!a)
+		return -ENOMEM;
+	size = (size + KVMEM_PAGE_ALIGN - 1) / KVMEM_PAGE_ALIGN *
+	       KVMEM_PAGE_ALIGN;
+	/* Not MAP_NORESERVE here: that maps huge pages the system does not
+	 * have and the first touch dies of SIGBUS. Without it the mapping
+	 * fails up front when the reserve is short. */
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (p == MAP_FAILED) {
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED) {
+			free(a);
+			return -ENOMEM;
+		}
+		madvise(p, size, MADV_HUGEPAGE);
+	}
+	a->base = p;
+	a->size = size;
+	c->store_priv = a;
+	c->store = &arena_ops;
+	return 0;
+}
+
+/* ---- pages ------------------------------------------------------------ */
+
+static struct kvmem__page *page_new(struct kvmem_cache *c, int hot)
+{
+	struct kvmem__page *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	if (c->store->alloc(c, hot, &p->data)) {
+		free(p);
+		return NULL;
+	}
+	p->refs = 1;
+	p->hot = (uint8_t)hot;
+	c->npages[hot]++;
+	c->used += c->layout[hot].size;
+	return p;
+}
+
+static void page_put(struct kvmem_cache *c, struct kvmem__page *p)
+{
+	if (!p || --p->refs)
+		return;
+	c->store->free(c, p->hot, p->data);
+	c->npages[p->hot]--;
+	c->used -= c->layout[p->hot].size;
+	free(p);
+}
+
+/* Write @p's header from its fields. */
+static void page_header(struct kvmem_cache *c, struct kvmem_seq *s,
+			struct kvmem__page *p, uint32_t layer)
+{
+	struct kvmem_page_hdr h = {
+		.magic = KVMEM_PAGE_MAGIC,
+		.version = KVMEM_PAGE_VERSION,
+		.format = c->layout[p->hot].format,
+		.codec = c->layout[p->hot].codec,
+		.geometry = c->digest,
+		.seq = s->id,
+		.layer = layer,
+		.token_start = p->token_start,
+		.ntokens = p->ntokens,
+		.flags = (p->hot ? KVMEM_HDR_HOT : 0) |
+			 (p->sealed ? KVMEM_HDR_SEALED : 0),
+		.generation = ++c->generation,
+	};
+
+	/* The CRC covers what follows the header, so it comes first. */
+	if (p->sealed)
+		h.crc = kvmem_crc32c(0, p->data + KVMEM_HDR_BYTES,
+				     c->layout[p->hot].size - KVMEM_HDR_BYTES);
+	kvmem__hdr_encode(p->data, &h);
+}
+
+/*
+ * Re-encode the first @ntokens tokens of @src as a new page of kind @hot
+ * (sealed when @seal). Used to seal a full tail and to cut a sealed page
+ * back to a tail.
+ */
+static struct kvmem__page *page_recode(struct kvmem_cache *c,
+				       struct kvmem_seq *s, uint32_t layer,
+				       const struct kvmem__page *src,
+				       uint32_t ntokens, int hot, int seal)
+{
+	struct kvmem_page_hdr h = { 0 };
+	struct kvmem__page *p;
+
+	if (kvmem_page_decode(src->data, &c->g, c->kbuf, c->vbuf, NULL, NULL) <
+	    0)
+		return NULL;
+	p = page_new(c, hot);
+	if (!p)
+		return NULL;
+	p->token_start = src->token_start;
+	p->ntokens = ntokens;
+	p->sealed = (uint8_t)seal;
+	p->importance = src->importance;
+	h.seq = s->id;
+	h.layer = layer;
+	h.token_start = p->token_start;
+	h.ntokens = ntokens;
+	h.flags = seal ? KVMEM_HDR_SEALED : 0;
+	h.generation = ++c->generation;
+	if (kvmem_page_encode(p->data, &c->g, &h, hot, c->kbuf, c->vbuf)) {
+		page_put(c, p);
+		return NULL;
+	}
+	return p;
+}
+
+/* ---- the cache -------------------------------------------------------- */
+
+int kvmem_open_embedded(const struct kvmem_geometry *g, size_t arena_bytes,
+			struct kvmem_cache **out)
+{
+	struct kvmem_cache *c;
+	size_t tok, scratch;
+	int ret;
+
+	if (!out || kvmem_geometry_check(g))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->g = *g;
+	c->digest = kvmem_geometry_digest(g);
+	kvmem_page_layout(g, 0, &c->layout[0]);
+	kvmem_page_layout(g, 1, &c->layout[1]);
+	ret = -EINVAL;
+	if (arena_bytes < c->layout[0].size + c->layout[1].size)
+		goto err_cache;
+
+	tok = (size_t)g->tokens_per_page * g->kv_heads * g->head_dim;
+	scratch = kvmem__page_scratch_size(g, &c->layout[0]);
+	if (kvmem__page_scratch_size(g, &c->layout[1]) > scratch)
+		scratch = kvmem__page_scratch_size(g, &c->layout[1]);
+	ret = -ENOMEM;
+	c->kbuf = malloc(tok * sizeof(float));
+	c->vbuf = malloc(tok * sizeof(float));
+	c->row = malloc((size_t)c->layout[1].row_data + 64);
+	c->scratch = malloc(scratch);
+	if (!c->kbuf || !c->vbuf || !c->row || !c->scratch)
+		goto err_bufs;
+	ret = arena_open(c, arena_bytes);
+	if (ret)
+		goto err_bufs;
+	*out = c;
+	return 0;
+
+err_bufs:
+	free(c->kbuf);
+	free(c->vbuf);
+	free(c->row);
+	free(c->scratch);
+err_cache:
+	free(c);
+	return ret;
+}
+
+void kvmem_close(struct kvmem_cache *c)
+{
+	if (!c)
+		return;
+	while (c->seqs)
+		kvmem_seq_free(c->seqs);
+	c->store->close(c);
+	free(c->kbuf);
+	free(c->vbuf);
+	free(c->row);
+	free(c->scratch);
+	free(c);
+}
+
+const struct kvmem_geometry *kvmem_cache_geometry(const struct kvmem_cache *c)
+{
+	return &c->g;
+}
+
+void kvmem_cache_stats(const struct kvmem_cache *c,
+		       struct kvmem_cache_stats *st)
+{
+	const struct arena *a = c->store_priv;
+
+	st->arena_bytes = a->size;
+	st->used_bytes = c->used;
+	st->hot_pages = c->npages[1];
+	st->sealed_pages = c->npages[0];
+	st->seqs = c->nseqs;
+}
+
+/* ---- sequences -------------------------------------------------------- */
+
+static struct kvmem_seq *seq_alloc(struct kvmem_cache *c)
+{
+	struct kvmem_seq *s;
+
+	s = calloc(1, sizeof(*s) + c->g.layers * sizeof(s->layer[0]));
+	if (!s)
+		return NULL;
+	s->c = c;
+	s->id = ++c->next_id;
+	s->next = c->seqs;
+	if (c->seqs)
+		c->seqs->prev = s;
+	c->seqs = s;
+	c->nseqs++;
+	return s;
+}
+
+int kvmem_seq_create(struct kvmem_cache *c, struct kvmem_seq **out)
+{
+	if (!c || !out)
+		return -EINVAL;
+	*out = seq_alloc(c);
+	return *out ? 0 : -ENOMEM;
+}
+
+void kvmem_seq_free(struct kvmem_seq *s)
+{
+	struct kvmem_cache *c;
+	uint32_t l, i;
+
+	if (!s)
+		return;
+	c = s->c;
+	for (l = 0; l < c->g.layers; l++) {
+		for (i = 0; i < s->layer[l].npages; i++)
+			page_put(c, s->layer[l].pages[i]);
+		free(s->layer[l].pages);
+	}
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		c->seqs = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	c->nseqs--;
+	free(s);
+}
+
+uint32_t kvmem_seq_len(const struct kvmem_seq *s, uint32_t layer)
+{
+	if (!s || layer >= s->c->g.layers)
+		return 0;
+	return s->layer[layer].len;
+}
+
+static int table_push(struct kvmem__layer *lt, struct kvmem__page *p)
+{
+	if (lt->npages == lt->cap) {
+		uint32_t cap = lt->cap ? lt->cap * 2 : 8;
+		struct kvmem__page **n = realloc(lt->pages, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		lt->pages = n;
+		lt->cap = cap;
+	}
+	lt->pages[lt->npages++] = p;
+	return 0;
+}
+
+/* Start a new hot page at token @pos; it becomes the layer's last page. */
+static struct kvmem__page *tail_new(struct kvmem_seq *s, uint32_t layer,
+				    uint32_t pos)
+{
+	struct kvmem_cache *c = s->c;
+	struct kvmem__page *p = page_new(c, 1);
+
+	if (!p)
+		return NULL;
+	if (table_push(&s->layer[layer], p)) {
+		page_put(c, p);
+		return NULL;
+	}
+	p->token_start = pos;
+	/* Zeros are valid codewords of every codec: the unwritten rows of a
+	 * fresh page decode clean. */
+	memset(p->data, 0, c->layout[1].size);
+	return p;
+}
+
+/* Seal the full tail at the end of @layer: -ENOMEM without a free slot. */
+static int tail_seal(struct kvmem_seq *s, uint32_t layer)
+{
+	struct kvmem_cache *c = s->c;
+	struct kvmem__layer *lt = &s->layer[layer];
+	struct kvmem__page *tail = lt->pages[lt->npages - 1];
+	struct kvmem__page *p;
+
+	p = page_recode(c, s, layer, tail, tail->ntokens, 0, 1);
+	if (!p)
+		return -ENOMEM;
+	lt->pages[lt->npages - 1] = p;
+	page_put(c, tail);
+	return 0;
+}
+
+static int append_one(struct kvmem_seq *s, uint32_t layer, const float *k,
+		      const float *v)
+{
+	struct kvmem_cache *c = s->c;
+	struct kvmem__layer *lt = &s->layer[layer];
+	const uint32_t S = c->g.sink_tokens, T = c->g.tokens_per_page;
+	uint32_t pos = lt->len, cap;
+	struct kvmem__page *p;
+
+	if (pos == UINT32_MAX)
+		return -EOVERFLOW;
+	if (pos < S) {
+		cap = S;
+		p = pos ? lt->pages[0] : tail_new(s, layer, 0);
+	} else {
+		cap = T;
+		p = (pos - S) % T ? lt->pages[lt->npages - 1]
+				  : tail_new(s, layer, pos);
+	}
+	if (!p)
+		return -ENOMEM;
+	kvmem__page_put_token(&c->g, &c->layout[1], p->data,
+			      pos - p->token_start, k, v, c->row);
+	p->ntokens++;
+	/* A full sink page stays FP16, frozen where it is; a full tail is
+	 * sealed from what its header says, so the header comes first. */
+	if (pos < S && p->ntokens == cap)
+		p->sealed = 1;
+	page_header(c, s, p, layer);
+	if (pos >= S && p->ntokens == cap && tail_seal(s, layer)) {
+		/* No room for the sealed copy: the token is not kept, so a
+		 * full page is always a sealed one. */
+		if (--p->ntokens) {
+			page_header(c, s, p, layer);
+		} else {
+			lt->npages--;
+			page_put(c, p);
+		}
+		return -ENOMEM;
+	}
+	lt->len++;
+	return 0;
+}
+
+int kvmem_seq_append(struct kvmem_seq *s, uint32_t layer, const float *k,
+		     const float *v, uint32_t ntokens)
+{
+	const size_t tok = s ? (size_t)s->c->g.kv_heads * s->c->g.head_dim : 0;
+	uint32_t i;
+	int ret;
+
+	if (!s || layer >= s->c->g.layers || (ntokens && (!k || !v)))
+		return -EINVAL;
+	for (i = 0; i < ntokens; i++) {
+		ret = append_one(s, layer, k + i * tok, v + i * tok);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int kvmem_seq_append_all(struct kvmem_seq *s, const float *k, const float *v,
+			 uint32_t ntokens)
+{
+	size_t tok, stride;
+	uint32_t i, l;
+	int ret;
+
+	if (!s || (ntokens && (!k || !v)))
+		return -EINVAL;
+	tok = (size_t)s->c->g.kv_heads * s->c->g.head_dim;
+	stride = tok * s->c->g.layers;
+	for (i = 0; i < ntokens; i++)
+		for (l = 0; l < s->c->g.layers; l++) {
+			ret = append_one(s, l, k + i * stride + l * tok,
+					 v + i * stride + l * tok);
+			if (ret)
+				return ret;
+		}
+	return 0;
+}
+
+int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out)
+{
+	struct kvmem_cache *c;
+	struct kvmem_seq *f;
+	uint32_t l, i;
+
+	if (!s || !out)
+		return -EINVAL;
+	c = s->c;
+	f = seq_alloc(c);
+	if (!f)
+		return -ENOMEM;
+	for (l = 0; l < c->g.layers; l++) {
+		struct kvmem__layer *src = &s->layer[l], *dst = &f->layer[l];
+
+		dst->pages = malloc((src->npages + 1) * sizeof(*dst->pages));
+		if (!dst->pages)
+			goto err;
+		dst->cap = src->npages + 1;
+		for (i = 0; i < src->npages; i++) {
+			struct kvmem__page *p = src->pages[i], *q;
+
+			if (p->sealed) {
+				p->refs++;
+				dst->pages[dst->npages++] = p;
+				continue;
+			}
+			/* A page still being written is copied. */
+			q = page_new(c, p->hot);
+			if (!q)
+				goto err;
+			memcpy(q->data, p->data, c->layout[p->hot].size);
+			q->token_start = p->token_start;
+			q->ntokens = p->ntokens;
+			q->importance = p->importance;
+			dst->pages[dst->npages++] = q;
+		}
+		dst->len = src->len;
+	}
+	*out = f;
+	return 0;
+err:
+	kvmem_seq_free(f);
+	return -ENOMEM;
+}
+
+int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens)
+{
+	struct kvmem_cache *c;
+	struct kvmem__page **cut;
+	uint32_t l, i;
+
+	if (!s)
+		return -EINVAL;
+	c = s->c;
+	cut = calloc(c->g.layers, sizeof(*cut));
+	if (!cut)
+		return -ENOMEM;
+	/* First make every page the cut needs, so failure changes nothing. */
+	for (l = 0; l < c->g.layers; l++) {
+		struct kvmem__layer *lt = &s->layer[l];
+		struct kvmem__page *p;
+
+		if (lt->len <= ntokens || !ntokens)
+			continue;
+		p = lt->pages[kvmem__page_index(&c->g, ntokens - 1)];
+		if (p->token_start + p->ntokens == ntokens || !p->sealed)
+			continue;
+		cut[l] =
+			page_recode(c, s, l, p, ntokens - p->token_start, 1, 0);
+		if (!cut[l])
+			goto err;
+	}
+	for (l = 0; l < c->g.layers; l++) {
+		struct kvmem__layer *lt = &s->layer[l];
+		uint32_t keep;
+
+		if (lt->len <= ntokens)
+			continue;
+		keep = ntokens ? kvmem__page_index(&c->g, ntokens - 1) + 1 : 0;
+		for (i = keep; i < lt->npages; i++)
+			page_put(c, lt->pages[i]);
+		lt->npages = keep;
+		lt->len = ntokens;
+		if (cut[l]) {
+			page_put(c, lt->pages[keep - 1]);
+			lt->pages[keep - 1] = cut[l];
+		} else if (keep) {
+			struct kvmem__page *p = lt->pages[keep - 1];
+
+			if (p->ntokens != ntokens - p->token_start) {
+				p->ntokens = ntokens - p->token_start;
+				page_header(c, s, p, l);
+			}
+		}
+	}
+	free(cut);
+	return 0;
+err:
+	for (l = 0; l < c->g.layers; l++)
+		page_put(c, cut[l]);
+	free(cut);
+	return -ENOMEM;
+}
+
+int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
+		    struct kvmem_page_desc *out, size_t cap)
+{
+	const struct kvmem__layer *lt;
+	uint32_t i;
+
+	if (!s || layer >= s->c->g.layers || (cap && !out))
+		return -EINVAL;
+	lt = &s->layer[layer];
+	for (i = 0; i < lt->npages && i < cap; i++) {
+		const struct kvmem__page *p = lt->pages[i];
+
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].data = p->data;
+		out[i].size = s->c->layout[p->hot].size;
+		out[i].token_start = p->token_start;
+		out[i].ntokens = p->ntokens;
+		out[i].refs = p->refs;
+		out[i].sealed = p->sealed;
+		out[i].hot = p->hot;
+		out[i].importance = p->importance;
+	}
+	return (int)lt->npages;
+}

@@ -1,0 +1,250 @@
+/*
+ * kvmem/kvmem.h - the KV cache: sequences of protected pages, and
+ * decode-on-load attention over them
+ *
+ * A cache has one geometry (kvmem/page.h). A sequence holds, per layer, a
+ * table of pages:
+ *
+ *   [sink page]  [sealed page] ... [sealed page]  [tail page]
+ *    FP16, the    format + codec of the geometry,   FP16, being
+ *    first        quantized and encoded when the    written
+ *    sink_tokens  tail filled up; immutable
+ *
+ * Tokens 0 .. sink_tokens-1 live in the sink page; after it, page p holds
+ * tokens sink_tokens + p * tokens_per_page onwards. Sealed pages (and a full
+ * sink page) are shared between forks with reference counts; the tail is
+ * copied on fork.
+ *
+ * Embedded mode (kvmem_open_embedded()) keeps the pages in an arena of this
+ * process. The same calls will work over kvmemd.
+ *
+ * A cache and its sequences are not thread-safe: use one thread at a time,
+ * or lock around every call.
+ */
+#ifndef KVMEM_KVMEM_H
+#define KVMEM_KVMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmem/ecc.h"
+#include "kvmem/page.h"
+#include "kvmem/quant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kvmem_cache;
+struct kvmem_seq;
+
+/**
+ * kvmem_open_embedded() - an in-process cache
+ * @g: the geometry of every page (kvmem_geometry_check())
+ * @arena_bytes: memory for pages, one mapping (huge pages when the system
+ *               has them); allocation past it fails with -ENOMEM
+ * @out: receives the cache
+ *
+ * Return: 0, -EINVAL for a bad geometry or an arena too small for one page of
+ * each kind, -ENOMEM.
+ */
+int kvmem_open_embedded(const struct kvmem_geometry *g, size_t arena_bytes,
+			struct kvmem_cache **out);
+
+/**
+ * kvmem_close() - free a cache and every sequence still in it
+ * @c: the cache, or NULL
+ */
+void kvmem_close(struct kvmem_cache *c);
+
+/* The geometry the cache was opened with. */
+const struct kvmem_geometry *kvmem_cache_geometry(const struct kvmem_cache *c);
+
+struct kvmem_cache_stats {
+	uint64_t arena_bytes; /* size of the arena */
+	uint64_t used_bytes; /* in page slots now allocated */
+	uint64_t hot_pages; /* FP16 pages (tails and sinks) */
+	uint64_t sealed_pages;
+	uint64_t seqs;
+};
+
+void kvmem_cache_stats(const struct kvmem_cache *c,
+		       struct kvmem_cache_stats *st);
+
+/**
+ * kvmem_seq_create() - a new, empty sequence
+ * @c: the cache
+ * @out: receives the sequence
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int kvmem_seq_create(struct kvmem_cache *c, struct kvmem_seq **out);
+
+/**
+ * kvmem_seq_append() - append tokens to one layer
+ * @s: the sequence
+ * @layer: the layer
+ * @k: @ntokens rows of [kv_heads][head_dim] floats
+ * @v: the same for V
+ * @ntokens: number of tokens
+ *
+ * A model appends layer by layer as its forward pass produces K and V, then
+ * attends that layer. Each layer has its own length. Tokens are written to
+ * the FP16 tail; a tail that fills up is quantized from those FP16 values,
+ * encoded and sealed on the way.
+ *
+ * Return: 0; -ENOMEM when the arena is full (a token that fills a page
+ * needs room for the page's sealed copy too), in which case the tokens that
+ * fitted are kept (kvmem_seq_len() says how many) and nothing stored before
+ * is touched; -EINVAL for a bad layer.
+ */
+int kvmem_seq_append(struct kvmem_seq *s, uint32_t layer, const float *k,
+		     const float *v, uint32_t ntokens);
+
+/**
+ * kvmem_seq_append_all() - append tokens to every layer
+ * @s: the sequence
+ * @k: @ntokens rows of [layers][kv_heads][head_dim] floats
+ * @v: the same for V
+ * @ntokens: number of tokens
+ *
+ * Return: as kvmem_seq_append().
+ */
+int kvmem_seq_append_all(struct kvmem_seq *s, const float *k, const float *v,
+			 uint32_t ntokens);
+
+/* Tokens stored in @layer. */
+uint32_t kvmem_seq_len(const struct kvmem_seq *s, uint32_t layer);
+
+/**
+ * kvmem_seq_fork() - a new sequence with the same contents
+ * @s: the sequence
+ * @out: receives the fork
+ *
+ * Sealed pages are shared (reference counts), the tails are copied; the two
+ * sequences then grow independently.
+ *
+ * Return: 0 or -ENOMEM (nothing is allocated then).
+ */
+int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out);
+
+/**
+ * kvmem_seq_truncate() - keep only the first @ntokens tokens of every layer
+ * @s: the sequence
+ * @ntokens: tokens to keep; layers already shorter are left alone
+ *
+ * When the cut falls inside a sealed page, its kept tokens move back to an
+ * FP16 tail (their dequantized values, rounded to FP16).
+ *
+ * Return: 0 or -ENOMEM (the sequence is unchanged then).
+ */
+int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
+
+/**
+ * kvmem_seq_free() - free a sequence and its references to pages
+ * @s: the sequence, or NULL
+ */
+void kvmem_seq_free(struct kvmem_seq *s);
+
+enum kvmem_erasure_policy {
+	KVMEM_ERASE_INTERPOLATE = 0, /* mean of the same channel at t-1, t+1 */
+	KVMEM_ERASE_ZERO = 1, /* erased values read as 0 */
+	KVMEM_ERASE_KEEP = 2, /* decoded from the bits as received */
+};
+
+/**
+ * kvmem_seq_read() - decode tokens back to floats
+ * @s: the sequence
+ * @layer: the layer
+ * @start: first token
+ * @ntokens: number of tokens, within kvmem_seq_len()
+ * @erasure: enum kvmem_erasure_policy for values that uncorrectable words
+ *           took away, exactly as kvmem_attend() rebuilds them
+ * @k: receives @ntokens rows of [kv_heads][head_dim]
+ * @v: the same for V
+ * @counts: if not NULL, receives what the decode found, summed over pages
+ *
+ * Return: 0, -EINVAL for a range outside the layer or a bad policy, -ENOMEM.
+ */
+int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
+		   uint32_t ntokens, uint32_t erasure, float *k, float *v,
+		   struct kvmem_page_counts *counts);
+
+/* One page of a sequence's layer, as kvmem_seq_pages() describes it. */
+struct kvmem_page_desc {
+	void *data; /* the page's bytes (embedded mode) */
+	size_t size;
+	uint32_t token_start;
+	uint32_t ntokens;
+	uint32_t refs; /* sequences sharing the page */
+	uint8_t sealed;
+	uint8_t hot;
+	uint16_t resv;
+	float importance; /* attention mass, moving average */
+};
+
+/**
+ * kvmem_seq_pages() - the pages of a layer, in token order
+ * @s: the sequence
+ * @layer: the layer
+ * @out: receives up to @cap descriptions
+ * @cap: capacity of @out
+ *
+ * For tests, tools and the tier policy. Writing through ->data bypasses the
+ * codes' protection; it is how tests inject errors.
+ *
+ * Return: the number of pages (which may exceed @cap), or -EINVAL.
+ */
+int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
+		    struct kvmem_page_desc *out, size_t cap);
+
+struct kvmem_attend_opts {
+	uint32_t n_heads; /* query heads, a multiple of kv_heads */
+	uint32_t erasure; /* enum kvmem_erasure_policy */
+	float scale; /* softmax scale; 0 means 1 / sqrt(head_dim) */
+	float importance_alpha; /* weight of this call in the page importance
+				 * moving average; 0 means 0.1, < 0 leaves
+				 * importance alone */
+};
+
+struct kvmem_attend_stats {
+	uint64_t words_clean; /* codewords read, by outcome */
+	uint64_t words_corrected;
+	uint64_t words_uncorrectable; /* scales and payload */
+	uint64_t values_erased; /* values those words took away */
+	uint64_t headers_uncorrectable;
+};
+
+/**
+ * kvmem_attend() - attention of one query token over a layer's cache
+ * @s: the sequence
+ * @layer: the layer
+ * @q: [n_heads][head_dim] floats; query head h uses KV head
+ *     h / (n_heads / kv_heads) (grouped-query attention)
+ * @out: receives [n_heads][head_dim] floats
+ * @opts: the options
+ * @stats: if not NULL, receives what was decoded
+ *
+ * One pass over the pages with online softmax: each page is decoded tile by
+ * tile into a small buffer (codewords checked and corrected, values
+ * dequantized) and never materialised for the whole sequence. A value that
+ * an uncorrectable word took away is rebuilt per @opts->erasure; with
+ * interpolation, from the same channel of the tokens before and after it as
+ * they decode (across page boundaries; an erased or missing neighbour is left
+ * out, and with neither it reads 0).
+ *
+ * Each page's share of the softmax weights, summed over the query heads, is
+ * folded into its importance (kvmem_page_desc.importance).
+ *
+ * Return: 0, -EINVAL (bad layer, n_heads not a multiple of kv_heads, empty
+ * layer), -ENOMEM.
+ */
+int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
+		 float *out, const struct kvmem_attend_opts *opts,
+		 struct kvmem_attend_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVMEM_KVMEM_H */

@@ -1,0 +1,243 @@
+/*
+ * kvmem/page.h - the protected KV page
+ *
+ * A page holds the K and V of tokens_per_page consecutive tokens of one
+ * sequence, one layer, all KV heads. Everything in it is ECC-protected:
+ *
+ *   offset 0          +--------------------------------------------------+
+ *                     | header: struct kvmem_page_hdr, 64 bytes, as 8    |
+ *                     | secded72 words (72 bytes)                        |
+ *   scales_off        +--------------------------------------------------+
+ *   (64-aligned)      | scales, FP16, one bitstream in secded72 words:   |
+ *                     |   K: [kv_head][token][group]  (group scales)     |
+ *                     |   or [kv_head][channel]      (channel scales)    |
+ *                     |   V: [kv_head][token][group]                     |
+ *   k_off             +--------------------------------------------------+
+ *   (64-aligned)      | K payload: [kv_head][token] rows, each row the   |
+ *                     | head_dim values of one token and head, encoded   |
+ *                     | on its own in row_words codewords                |
+ *   v_off             +--------------------------------------------------+
+ *   (64-aligned)      | V payload: same layout                           |
+ *                     +--------------------------------------------------+
+ *                     | zero padding to a multiple of 4 KiB              |
+ *   page_size         +--------------------------------------------------+
+ *
+ * A row is padded to whole codewords, and to a byte boundary of its data,
+ * so any row can be decoded alone and a head's rows for the whole page are
+ * one contiguous run of codewords: attention decodes [kv_head] blocks tile
+ * by tile. Pages are multiples of 4 KiB so they go to NVMe with O_DIRECT as
+ * they are.
+ *
+ * Two kinds of page share the layout. A *hot* page is FP16 + secded72 and
+ * has no scales: the unsealed tail of a sequence, and its first sink_tokens
+ * tokens (attention sinks), which stay exact. A *sealed* page uses the
+ * geometry's format and codec. Both are immutable once sealed.
+ */
+#ifndef KVMEM_PAGE_H
+#define KVMEM_PAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmem/ecc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVMEM_PAGE_MAGIC 0x4750564bu /* "KVPG" */
+#define KVMEM_PAGE_VERSION 1
+#define KVMEM_PAGE_ALIGN 4096u
+
+enum kvmem_key_scales {
+	KVMEM_SCALES_GROUP = 0, /* per token, per group of channels */
+	KVMEM_SCALES_CHANNEL = 1, /* keys only: per channel over the page */
+};
+
+/* Everything that fixes the size and meaning of a page. */
+struct kvmem_geometry {
+	uint32_t layers;
+	uint32_t kv_heads;
+	uint32_t head_dim;
+	uint32_t tokens_per_page;
+	uint32_t group_size; /* divides head_dim; default 32 */
+	uint32_t sink_tokens; /* first tokens kept FP16, <= tokens_per_page */
+	uint8_t format; /* enum kvmem_format of sealed pages */
+	uint8_t codec; /* enum kvmem_codec of sealed pages */
+	uint8_t key_scales; /* enum kvmem_key_scales */
+	uint8_t resv[5]; /* must be zero */
+};
+
+#define KVMEM_HDR_SEALED (1u << 0) /* full and immutable */
+#define KVMEM_HDR_HOT (1u << 1) /* FP16 + secded72 layout */
+
+/* The page header, as it is before encoding. */
+struct kvmem_page_hdr {
+	uint32_t magic; /* KVMEM_PAGE_MAGIC */
+	uint16_t version;
+	uint8_t format;
+	uint8_t codec;
+	uint64_t geometry; /* kvmem_geometry_digest() */
+	uint64_t seq; /* sequence id */
+	uint32_t layer;
+	uint32_t token_start; /* position of the page's first token */
+	uint32_t ntokens; /* tokens written, <= tokens_per_page */
+	uint32_t flags; /* KVMEM_HDR_* */
+	uint64_t generation;
+	/* CRC-32C of the page's bytes after the header's 72, set at seal */
+	uint32_t crc;
+	uint32_t resv[3];
+};
+
+/* Where things are in a page of one kind (hot or sealed). */
+struct kvmem_page_layout {
+	size_t size; /* bytes, a multiple of KVMEM_PAGE_ALIGN */
+	size_t scales_off; /* scale codewords */
+	size_t k_off, v_off; /* payload blocks */
+	uint32_t nscales_k; /* K scales in the page */
+	uint32_t nscales_v; /* V scales */
+	uint32_t scale_words; /* secded72 words of all scales */
+	uint32_t row_words; /* codewords per row */
+	uint32_t row_bytes; /* bytes per row (row_words codewords) */
+	uint32_t row_data; /* data bytes per row after decoding */
+	uint8_t format, codec; /* of this kind */
+	uint8_t key_scales;
+	uint8_t hot;
+};
+
+/* What a decode, verify or scrub found, by region. */
+struct kvmem_page_counts {
+	struct kvmem_ecc_counts header;
+	struct kvmem_ecc_counts scales;
+	struct kvmem_ecc_counts payload;
+	uint64_t values_erased; /* values an uncorrectable word took away */
+};
+
+/**
+ * kvmem_geometry_default() - fill in the defaults
+ * @g: receives tokens_per_page 32, group_size 32, sink_tokens 4, int4,
+ *     h84, group scales; layers, kv_heads and head_dim are left as they are
+ */
+void kvmem_geometry_default(struct kvmem_geometry *g);
+
+/**
+ * kvmem_geometry_check() - is this geometry usable
+ * @g: the geometry
+ *
+ * Return: 0, or -EINVAL (zero or absurd sizes, group_size not dividing
+ * head_dim, sink_tokens > tokens_per_page, unknown format, codec or
+ * key_scales, channel scales with fp16, reserved bytes set).
+ */
+int kvmem_geometry_check(const struct kvmem_geometry *g);
+
+/**
+ * kvmem_geometry_digest() - a 64-bit digest of a geometry
+ * @g: the geometry
+ *
+ * Pages carry it, so a page is never read with a geometry it was not
+ * written with.
+ */
+uint64_t kvmem_geometry_digest(const struct kvmem_geometry *g);
+
+/**
+ * kvmem_page_layout() - the layout of one kind of page
+ * @g: a valid geometry
+ * @hot: non-zero for the FP16 hot kind
+ * @l: receives the layout
+ *
+ * Return: 0, or -EINVAL for an invalid geometry.
+ */
+int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
+		      struct kvmem_page_layout *l);
+
+/**
+ * kvmem_page_encode() - write a whole page from float K and V
+ * @page: layout.size bytes
+ * @g: the geometry
+ * @hdr: header fields; magic, version, format, codec, geometry, flags
+ *       (hot) and crc are filled in, ntokens must be 1..tokens_per_page
+ * @hot: the kind of page
+ * @k: hdr->ntokens rows of [kv_heads][head_dim] floats, token-major as a
+ *     model produces them
+ * @v: the same for V
+ *
+ * Writes every byte of the page; rows past ntokens are zero. With
+ * KVMEM_HDR_SEALED in hdr->flags the CRC is computed.
+ *
+ * Return: 0, or -EINVAL.
+ */
+int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
+		      const struct kvmem_page_hdr *hdr, int hot, const float *k,
+		      const float *v);
+
+/**
+ * kvmem_page_read_header() - decode and check a page's header
+ * @page: the page
+ * @g: the geometry the page is expected to have
+ * @hdr: receives the header
+ * @counts: if not NULL, receives what the header's decode found
+ *
+ * Return: 0; -EBADMSG when the header is uncorrectable; -EINVAL when its
+ * magic, version, geometry digest or sizes do not match.
+ */
+int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
+			   struct kvmem_page_hdr *hdr,
+			   struct kvmem_ecc_counts *counts);
+
+/**
+ * kvmem_page_decode() - read a whole page back as float K and V
+ * @page: the page
+ * @g: the geometry
+ * @k: receives ntokens rows of [kv_heads][head_dim] floats
+ * @v: the same for V
+ * @erased: if not NULL, receives one byte per value: the ntokens rows of K
+ *          (layout as @k), then the ntokens rows of V; 1 where an
+ *          uncorrectable word took the value away. Such values are decoded
+ *          from the bits as received.
+ * @counts: if not NULL, receives what was found
+ *
+ * Return: the number of tokens decoded, or -EBADMSG (header uncorrectable)
+ * or -EINVAL (header does not match @g). Uncorrectable scales or payload are
+ * not an error here: they show in @erased and @counts.
+ */
+int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
+		      float *k, float *v, uint8_t *erased,
+		      struct kvmem_page_counts *counts);
+
+/**
+ * kvmem_page_scrub() - check a page and correct it in place
+ * @page: the page
+ * @g: the geometry
+ * @counts: if not NULL, receives what was found and corrected
+ *
+ * Corrections are stored with byte stores that only remove errors (see
+ * kvmem_ecc_scrub()), so concurrent readers are safe.
+ *
+ * Return: 0 when everything is clean or was corrected, -EBADMSG when some
+ * word is uncorrectable (the rest is still corrected), -EINVAL when the
+ * header does not match @g.
+ */
+int kvmem_page_scrub(void *page, const struct kvmem_geometry *g,
+		     struct kvmem_page_counts *counts);
+
+/**
+ * kvmem_page_verify() - check a page without writing to it
+ * @page: the page
+ * @g: the geometry
+ * @counts: if not NULL, receives what was found; corrected counts say what
+ *          a scrub would correct
+ *
+ * Also checks the CRC of a sealed page when every word is clean.
+ *
+ * Return: 0 when every word is clean (and the CRC matches), -EBADMSG when
+ * some word would need correcting or is uncorrectable or the CRC does not
+ * match, -EINVAL when the header does not match @g.
+ */
+int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
+		      struct kvmem_page_counts *counts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVMEM_PAGE_H */

@@ -1,0 +1,125 @@
+/*
+ * kvmem/quant.h - KV value formats and symmetric group-wise quantization
+ *
+ * Formats store a value in b bits: fp16 (IEEE half), int8, int4 and int2
+ * (two's complement). The integer formats are symmetric: a group of values
+ * shares one FP16 scale s and value x is stored as q = round(x / s) with
+ * |q| <= qmax = 2^(b-1) - 1 (127, 7, 1), read back as q * s.
+ *
+ * The scale of a group is the smallest FP16 number >= amax / qmax, amax being
+ * the largest |x| of the group, so no value is clipped and every value is
+ * read back within s / 2 of what was written. A group of zeros has scale 0.
+ * Non-finite inputs (NaN, +-inf) are stored as 0 in every format and do
+ * not count towards amax; finite values beyond the FP16 range saturate at
+ * +-65504 (fp16) or +-65504 * qmax.
+ *
+ * Quantized values form one bitstream, value i at bits [i*b, i*b + b)
+ * (LSB-first, as in kvmem/ecc.h), which the codecs then cut into data words.
+ */
+#ifndef KVMEM_QUANT_H
+#define KVMEM_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum kvmem_format {
+	KVMEM_FMT_FP16 = 0,
+	KVMEM_FMT_INT8 = 1,
+	KVMEM_FMT_INT4 = 2,
+	KVMEM_FMT_INT2 = 3,
+	KVMEM_FMT_NR,
+};
+
+struct kvmem_format_info {
+	const char *name; /* "fp16", "int8", "int4", "int2" */
+	unsigned int bits; /* per value */
+	int qmax; /* largest |q|; 0 for fp16 (no scales) */
+};
+
+/**
+ * kvmem_format_get() - describe a format
+ * @fmt: one of enum kvmem_format
+ *
+ * Return: the format's constant description, or NULL for an unknown one.
+ */
+const struct kvmem_format_info *kvmem_format_get(int fmt);
+
+/**
+ * kvmem_format_by_name() - look a format up by name
+ * @name: "fp16", "int8", "int4" or "int2"
+ *
+ * Return: the enum kvmem_format value, or -EINVAL.
+ */
+int kvmem_format_by_name(const char *name);
+
+/**
+ * kvmem_half_from_float() - nearest FP16 (ties to even), saturating
+ * @f: the value; NaN gives 0, +-inf and out-of-range values +-65504
+ *
+ * Return: the FP16 bit pattern.
+ */
+uint16_t kvmem_half_from_float(float f);
+
+/**
+ * kvmem_half_to_float() - the float value of an FP16 bit pattern
+ * @h: the bit pattern
+ *
+ * Return: its value (exact: every FP16 value is a float).
+ */
+float kvmem_half_to_float(uint16_t h);
+
+/**
+ * kvmem_quantize() - quantize values with one scale per group
+ * @fmt: the format
+ * @x: @n values
+ * @n: their number
+ * @group: values per scale; the last group may be shorter. Ignored for fp16.
+ * @scales: receives ceil(n / group) FP16 scales (not written for fp16)
+ * @bits: receives ceil(n * b / 8) bytes of bitstream; spare bits are zero
+ *
+ * Return: 0, or -EINVAL for an unknown format, @group of 0 or a NULL buffer
+ * with @n > 0.
+ */
+int kvmem_quantize(int fmt, const float *x, size_t n, unsigned int group,
+		   uint16_t *scales, void *bits);
+
+/**
+ * kvmem_dequantize() - read quantized values back
+ * @fmt: the format
+ * @bits: the bitstream written by kvmem_quantize()
+ * @scales: its scales (unused for fp16)
+ * @n: number of values
+ * @group: values per scale, as given to kvmem_quantize()
+ * @x: receives @n values
+ *
+ * Return: 0, or -EINVAL as kvmem_quantize().
+ */
+int kvmem_dequantize(int fmt, const void *bits, const uint16_t *scales,
+		     size_t n, unsigned int group, float *x);
+
+/**
+ * kvmem_quantize_channels() - quantize a block with one scale per channel
+ * @fmt: an integer format
+ * @x: @ntok rows of @dim values
+ * @ntok: rows (tokens)
+ * @dim: values per row (channels)
+ * @scales: receives @dim FP16 scales, scale c covering column c of every row
+ * @bits: receives the bitstream of all rows, row-major
+ *
+ * KIVI-style key quantization: keys have outlier channels, so one scale per
+ * channel over a page's tokens follows them better than a scale per token.
+ *
+ * Return: 0, or -EINVAL for fp16, an unknown format or bad sizes.
+ */
+int kvmem_quantize_channels(int fmt, const float *x, size_t ntok,
+			    unsigned int dim, uint16_t *scales, void *bits);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVMEM_QUANT_H */

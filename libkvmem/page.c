@@ -1,0 +1,693 @@
+/*
+ * page.c - the protected KV page (see kvmem/page.h for the layout)
+ *
+ * Everything in a page is a codeword. The header and the scales are
+ * secded72; the payload uses the page's codec. Rows are decoded through
+ * kvmem__page_rows(), which attention, kvmem_seq_read() and
+ * kvmem_page_decode() share, so there is one definition of what a page
+ * reads back as, erasures included.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmem/crc32c.h"
+#include "kvmem/page.h"
+#include "kvmem/quant.h"
+#include "internal.h"
+#include "quant_word.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the page header is encoded from its in-memory bytes: little-endian only"
+#endif
+
+_Static_assert(sizeof(struct kvmem_page_hdr) == 64, "page header is 64 bytes");
+_Static_assert(KVMEM_HDR_WORDS * 8 == sizeof(struct kvmem_page_hdr),
+	       "header words");
+
+#define MAX_LAYERS 4096
+#define MAX_HEADS 1024
+#define MAX_DIM 1024
+#define MAX_TOKENS 4096
+
+static size_t align_up(size_t x, size_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+void kvmem_geometry_default(struct kvmem_geometry *g)
+{
+	g->tokens_per_page = 32;
+	g->group_size = 32;
+	g->sink_tokens = 4;
+	g->format = KVMEM_FMT_INT4;
+	g->codec = KVMEM_CODEC_H84;
+	g->key_scales = KVMEM_SCALES_GROUP;
+	memset(g->resv, 0, sizeof(g->resv));
+}
+
+int kvmem_geometry_check(const struct kvmem_geometry *g)
+{
+	size_t i;
+
+	if (!g || !g->layers || g->layers > MAX_LAYERS || !g->kv_heads ||
+	    g->kv_heads > MAX_HEADS || !g->head_dim || g->head_dim > MAX_DIM ||
+	    !g->tokens_per_page || g->tokens_per_page > MAX_TOKENS ||
+	    !g->group_size || g->head_dim % g->group_size ||
+	    g->sink_tokens > g->tokens_per_page ||
+	    !kvmem_format_get(g->format) || !kvmem_codec_get(g->codec) ||
+	    g->key_scales > KVMEM_SCALES_CHANNEL ||
+	    (g->key_scales == KVMEM_SCALES_CHANNEL &&
+	     g->format == KVMEM_FMT_FP16))
+		return -EINVAL;
+	for (i = 0; i < sizeof(g->resv); i++)
+		if (g->resv[i])
+			return -EINVAL;
+	return 0;
+}
+
+/* FNV-1a over the fields, one at a time (no padding bytes). */
+static uint64_t fnv(uint64_t h, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		h ^= v >> (8 * i) & 0xff;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+uint64_t kvmem_geometry_digest(const struct kvmem_geometry *g)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	h = fnv(h, KVMEM_PAGE_VERSION);
+	h = fnv(h, g->layers);
+	h = fnv(h, g->kv_heads);
+	h = fnv(h, g->head_dim);
+	h = fnv(h, g->tokens_per_page);
+	h = fnv(h, g->group_size);
+	h = fnv(h, g->sink_tokens);
+	h = fnv(h, g->format);
+	h = fnv(h, g->codec);
+	return fnv(h, g->key_scales);
+}
+
+int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
+		      struct kvmem_page_layout *l)
+{
+	const struct kvmem_codec_info *ci;
+	unsigned int bits, k, m, row_bits;
+	size_t off, block;
+
+	if (kvmem_geometry_check(g) || !l)
+		return -EINVAL;
+	memset(l, 0, sizeof(*l));
+	l->hot = !!hot;
+	l->format = hot ? KVMEM_FMT_FP16 : g->format;
+	l->codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
+	l->key_scales = hot ? KVMEM_SCALES_GROUP : g->key_scales;
+	ci = kvmem_codec_get(l->codec);
+	bits = kvmem_format_get(l->format)->bits;
+	k = ci->data_bits;
+
+	/* Whole codewords, and whole bytes of data: m words make bytes. */
+	m = k % 8 == 0 ? 1 : k % 4 == 0 ? 2 : 8;
+	row_bits = g->head_dim * bits;
+	l->row_words = (row_bits + k - 1) / k;
+	l->row_words = (l->row_words + m - 1) / m * m;
+	l->row_bytes = l->row_words * ci->word_bytes;
+	l->row_data = l->row_words * k / 8;
+
+	if (kvmem_format_get(l->format)->qmax) {
+		uint32_t groups = g->kv_heads * g->tokens_per_page *
+				  (g->head_dim / g->group_size);
+
+		l->nscales_v = groups;
+		l->nscales_k = l->key_scales == KVMEM_SCALES_CHANNEL
+				       ? g->kv_heads * g->head_dim
+				       : groups;
+	}
+	l->scale_words = ((l->nscales_k + l->nscales_v) * 16 + 63) / 64;
+
+	block = (size_t)g->kv_heads * g->tokens_per_page * l->row_bytes;
+	off = align_up(KVMEM_HDR_BYTES, 64);
+	l->scales_off = off;
+	off = align_up(off + (size_t)l->scale_words * 9, 64);
+	l->k_off = off;
+	off = align_up(off + block, 64);
+	l->v_off = off;
+	l->size = align_up(off + block, KVMEM_PAGE_ALIGN);
+	return 0;
+}
+
+void kvmem__hdr_encode(uint8_t *page, const struct kvmem_page_hdr *hdr)
+{
+	kvmem_ecc_encode(KVMEM_CODEC_SECDED72, hdr, page, KVMEM_HDR_WORDS);
+}
+
+int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
+			   struct kvmem_page_hdr *hdr,
+			   struct kvmem_ecc_counts *counts)
+{
+	int ret;
+
+	if (!page || !g || !hdr)
+		return -EINVAL;
+	ret = kvmem_ecc_decode(KVMEM_CODEC_SECDED72, page, hdr, KVMEM_HDR_WORDS,
+			       counts, NULL, NULL);
+	if (ret)
+		return ret;
+	if (hdr->magic != KVMEM_PAGE_MAGIC ||
+	    hdr->version != KVMEM_PAGE_VERSION ||
+	    hdr->geometry != kvmem_geometry_digest(g) || !hdr->ntokens ||
+	    hdr->ntokens > g->tokens_per_page)
+		return -EINVAL;
+	if (hdr->flags & KVMEM_HDR_HOT
+		    ? hdr->format != KVMEM_FMT_FP16 ||
+			      hdr->codec != KVMEM_CODEC_SECDED72
+		    : hdr->format != g->format || hdr->codec != g->codec)
+		return -EINVAL;
+	return 0;
+}
+
+/* Bitstream index of the first scale of row (@h, @t) of K or V. */
+static size_t row_scale(const struct kvmem_geometry *g,
+			const struct kvmem_page_layout *l, int is_v, uint32_t h,
+			uint32_t t)
+{
+	size_t groups = g->head_dim / g->group_size;
+
+	if (!is_v && l->key_scales == KVMEM_SCALES_CHANNEL)
+		return (size_t)h * g->head_dim;
+	return (is_v ? l->nscales_k : 0) +
+	       ((size_t)h * g->tokens_per_page + t) * groups;
+}
+
+static unsigned int row_group(const struct kvmem_geometry *g,
+			      const struct kvmem_page_layout *l, int is_v)
+{
+	return !is_v && l->key_scales == KVMEM_SCALES_CHANNEL ? 1
+							      : g->group_size;
+}
+
+static uint8_t *row_ptr(const struct kvmem_geometry *g,
+			const struct kvmem_page_layout *l, uint8_t *page,
+			int is_v, uint32_t h, uint32_t t)
+{
+	return page + (is_v ? l->v_off : l->k_off) +
+	       ((size_t)h * g->tokens_per_page + t) * l->row_bytes;
+}
+
+/*
+ * Quantize and encode rows [0, n) of K or V, given token-major as a model
+ * produces them; their scales go to @scales (the page's FP16 stream).
+ */
+static void encode_block(const struct kvmem_geometry *g,
+			 const struct kvmem_page_layout *l, uint8_t *page,
+			 int is_v, const float *x, uint32_t n, uint16_t *scales,
+			 uint8_t *data)
+{
+	const size_t stride = (size_t)g->kv_heads * g->head_dim;
+	const unsigned int group = row_group(g, l, is_v);
+	uint32_t h, t, c;
+
+	for (h = 0; h < g->kv_heads; h++) {
+		const float *xh = x + (size_t)h * g->head_dim;
+
+		if (group == 1)
+			for (c = 0; c < g->head_dim; c++)
+				scales[row_scale(g, l, 0, h, 0) + c] =
+					kvmem__scale(l->format, xh + c, n,
+						     stride);
+		for (t = 0; t < n; t++) {
+			uint16_t *sc =
+				l->nscales_k
+					? scales + row_scale(g, l, is_v, h, t)
+					: NULL;
+			uint8_t *rd = data + (size_t)t * l->row_data;
+
+			memset(rd, 0, l->row_data);
+			if (group != 1 && l->nscales_k)
+				for (c = 0; c < g->head_dim; c += group)
+					sc[c / group] = kvmem__scale(
+						l->format, xh + t * stride + c,
+						group, 1);
+			kvmem__quantize_row(l->format, xh + t * stride,
+					    g->head_dim, group, sc, rd);
+		}
+		kvmem_ecc_encode(l->codec, data,
+				 row_ptr(g, l, page, is_v, h, 0),
+				 (size_t)n * l->row_words);
+	}
+}
+
+/*
+ * The scratch of kvmem__page_scales() and kvmem__page_rows(): decoded row
+ * data, its erasure bitmap, decoded scales and theirs. One function lays it
+ * out for both the size and the split, so the two cannot disagree.
+ */
+struct scratch {
+	uint8_t *data;
+	uint64_t *rows_bm;
+	uint8_t *halves;
+	uint64_t *scales_bm;
+	uint8_t *copy[2]; /* [is_v]: a block of codewords, corrected */
+};
+
+static size_t scratch_layout(const struct kvmem_geometry *g,
+			     const struct kvmem_page_layout *l, void *base,
+			     struct scratch *sp)
+{
+	const size_t rows_words = (size_t)g->tokens_per_page * l->row_words;
+	size_t off = 0;
+	uint8_t *b = base;
+
+	sp->data = b;
+	off += align_up((size_t)g->tokens_per_page * l->row_data, 8);
+	sp->rows_bm = (uint64_t *)(void *)(b + off);
+	off += (rows_words + 63) / 64 * 8;
+	sp->halves = b + off;
+	off += (size_t)l->scale_words * 8;
+	sp->scales_bm = (uint64_t *)(void *)(b + off);
+	off += ((size_t)l->scale_words + 63) / 64 * 8;
+	sp->copy[0] = b + off;
+	off += (size_t)g->tokens_per_page * l->row_bytes;
+	sp->copy[1] = b + off;
+	off += (size_t)g->tokens_per_page * l->row_bytes;
+	return off;
+}
+
+size_t kvmem__page_scratch_size(const struct kvmem_geometry *g,
+				const struct kvmem_page_layout *l)
+{
+	struct scratch sp;
+
+	return scratch_layout(g, l, NULL, &sp);
+}
+
+static void counts_add(struct kvmem_ecc_counts *a,
+		       const struct kvmem_ecc_counts *b)
+{
+	a->clean += b->clean;
+	a->corrected += b->corrected;
+	a->uncorrectable += b->uncorrectable;
+	a->bits_corrected += b->bits_corrected;
+}
+
+int kvmem__page_scales(const struct kvmem_geometry *g,
+		       const struct kvmem_page_layout *l, const uint8_t *page,
+		       float *scales, uint8_t *erased,
+		       struct kvmem_ecc_counts *c, void *scratch)
+{
+	struct kvmem_ecc_counts wc;
+	struct scratch sp;
+	uint32_t i, n = l->nscales_k + l->nscales_v;
+	int nerased = 0;
+
+	if (!l->scale_words)
+		return 0;
+	scratch_layout(g, l, scratch, &sp);
+	kvmem_ecc_decode(KVMEM_CODEC_SECDED72, page + l->scales_off, sp.halves,
+			 l->scale_words, &wc, NULL, sp.scales_bm);
+	counts_add(c, &wc);
+	/* FP16 to float: the fp16 "dequantization" of one long row. */
+	kvmem__attn()->dequant(KVMEM_FMT_FP16, sp.halves, n, 1, NULL, scales);
+	if (!wc.uncorrectable) {
+		memset(erased, 0, n);
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		/* Four scales to a 64-bit word. */
+		erased[i] = sp.scales_bm[i / 4 / 64] >> (i / 4 % 64) & 1;
+		nerased += erased[i];
+	}
+	return nerased;
+}
+
+/* Mark the values of row @r that erased word @w of a block carried. */
+static void mark_word(const struct kvmem_geometry *g,
+		      const struct kvmem_page_layout *l, size_t w,
+		      uint8_t *erased)
+{
+	const unsigned int k = kvmem_codec_get(l->codec)->data_bits;
+	const unsigned int bits = kvmem_format_get(l->format)->bits;
+	size_t r = w / l->row_words, wi = w % l->row_words;
+	size_t first = wi * k / bits, last = ((wi + 1) * k - 1) / bits;
+	size_t i;
+
+	for (i = first; i <= last && i < g->head_dim; i++)
+		erased[r * g->head_dim + i] = 1;
+}
+
+const uint8_t *
+kvmem__page_rows_cw4(const struct kvmem_geometry *g,
+		     const struct kvmem_page_layout *l, const uint8_t *page,
+		     int is_v, uint32_t h, uint32_t t0, uint32_t n,
+		     const float *scales, const uint8_t *scale_erased,
+		     const float **sc, size_t *sstride, unsigned int *group,
+		     struct kvmem_ecc_counts *c, void *scratch)
+{
+	const uint8_t *code = row_ptr(g, l, (uint8_t *)page, is_v, h, t0);
+	const unsigned int grp = row_group(g, l, is_v);
+	const size_t nw = (size_t)n * l->row_words;
+	const size_t sbase = row_scale(g, l, is_v, h, t0);
+	const size_t stride = grp == 1 ? 0 : g->head_dim / grp;
+	struct kvmem_ecc_counts wc;
+	struct scratch sp;
+	size_t r, i;
+
+	if (l->format != KVMEM_FMT_INT4 ||
+	    (l->codec != KVMEM_CODEC_H84 && l->codec != KVMEM_CODEC_H74))
+		return NULL;
+	if (scale_erased)
+		for (r = 0; r < n; r++)
+			for (i = 0; i < g->head_dim / grp; i++)
+				if (scale_erased[sbase + r * stride + i])
+					return NULL;
+	if (kvmem__ecc_scan(l->codec, code, nw) == nw) {
+		c->clean += nw;
+	} else {
+		/* Correct a copy: the kernels then read the same codewords
+		 * as for a clean page, so a corrected read is bit-identical
+		 * to a clean one. The page itself is the scrubber's. */
+		scratch_layout(g, l, scratch, &sp);
+		memcpy(sp.copy[is_v], code, nw);
+		if (kvmem_ecc_scrub(l->codec, sp.copy[is_v], nw, &wc, NULL, 0))
+			return NULL;
+		counts_add(c, &wc);
+		code = sp.copy[is_v];
+	}
+	*sc = scales + sbase;
+	*sstride = stride;
+	*group = grp;
+	return code;
+}
+
+long kvmem__page_rows(const struct kvmem_geometry *g,
+		      const struct kvmem_page_layout *l, const uint8_t *page,
+		      int is_v, uint32_t h, uint32_t t0, uint32_t n,
+		      const float *scales, const uint8_t *scale_erased,
+		      float *out, uint8_t *erased, struct kvmem_ecc_counts *c,
+		      void *scratch)
+{
+	const struct kvmem__attn_kernels *kn = kvmem__attn();
+	const uint8_t *code = row_ptr(g, l, (uint8_t *)page, is_v, h, t0);
+	const uint8_t *cw;
+	const float *csc;
+	size_t css;
+	unsigned int cgroup;
+	const unsigned int group = row_group(g, l, is_v);
+	const unsigned int D = g->head_dim;
+	const size_t nw = (size_t)n * l->row_words;
+	/* Row r's scales start at sbase + r * sstride (channel scales are
+	 * the same for every row). */
+	const size_t sbase = l->nscales_k ? row_scale(g, l, is_v, h, t0) : 0;
+	const size_t sstride = group == 1 ? 0 : D / group;
+	struct scratch sp;
+	struct kvmem_ecc_counts wc;
+	int scales_lost = 0;
+	long nerased = 0;
+	size_t r, i;
+
+	cw = kvmem__page_rows_cw4(g, l, page, is_v, h, t0, n, scales,
+				  scale_erased, &csc, &css, &cgroup, c,
+				  scratch);
+	if (cw) {
+		for (r = 0; r < n; r++)
+			kn->dequant_cw4(cw + r * l->row_bytes, D, cgroup,
+					csc + r * css, out + r * D);
+		return 0;
+	}
+	if (scale_erased)
+		for (r = 0; r < n && !scales_lost; r++)
+			for (i = 0; i < D / group; i++)
+				scales_lost |=
+					scale_erased[sbase + r * sstride + i];
+
+	scratch_layout(g, l, scratch, &sp);
+	kvmem_ecc_decode(l->codec, code, sp.data, nw, &wc, NULL, sp.rows_bm);
+	counts_add(c, &wc);
+	for (r = 0; r < n; r++)
+		kn->dequant(l->format, sp.data + r * l->row_data, D, group,
+			    l->nscales_k ? scales + sbase + r * sstride : NULL,
+			    out + r * D);
+	if (!wc.uncorrectable && !scales_lost)
+		return 0;
+
+	memset(erased, 0, (size_t)n * D);
+	for (i = 0; i < (nw + 63) / 64; i++) {
+		uint64_t m = sp.rows_bm[i];
+
+		while (m) {
+			mark_word(g, l, i * 64 + (size_t)__builtin_ctzll(m),
+				  erased);
+			m &= m - 1;
+		}
+	}
+	if (scales_lost)
+		for (r = 0; r < n; r++)
+			for (i = 0; i < D; i++)
+				if (scale_erased[sbase + r * sstride +
+						 i / group])
+					erased[r * D + i] = 1;
+	for (i = 0; i < (size_t)n * D; i++)
+		nerased += erased[i];
+	return nerased;
+}
+
+void kvmem__page_put_token(const struct kvmem_geometry *g,
+			   const struct kvmem_page_layout *l, uint8_t *page,
+			   uint32_t t, const float *k, const float *v,
+			   uint8_t *row)
+{
+	uint32_t h;
+	int is_v;
+
+	for (is_v = 0; is_v < 2; is_v++)
+		for (h = 0; h < g->kv_heads; h++) {
+			kvmem__quantize_row(KVMEM_FMT_FP16,
+					    (is_v ? v : k) +
+						    (size_t)h * g->head_dim,
+					    g->head_dim, 1, NULL, row);
+			memset(row + (size_t)g->head_dim * 2, 0,
+			       l->row_data - (size_t)g->head_dim * 2);
+			kvmem_ecc_encode(l->codec, row,
+					 row_ptr(g, l, page, is_v, h, t),
+					 l->row_words);
+		}
+}
+
+int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
+		      const struct kvmem_page_hdr *hdr, int hot, const float *k,
+		      const float *v)
+{
+	struct kvmem_page_layout l;
+	struct kvmem_page_hdr h;
+	uint16_t *scales;
+	uint8_t *data;
+
+	if (!page || !hdr || !k || !v || kvmem_page_layout(g, hot, &l) ||
+	    !hdr->ntokens || hdr->ntokens > g->tokens_per_page)
+		return -EINVAL;
+	scales = calloc((size_t)l.scale_words * 4 + 1, sizeof(*scales));
+	data = malloc((size_t)g->tokens_per_page * l.row_data);
+	if (!scales || !data) {
+		free(scales);
+		free(data);
+		return -ENOMEM;
+	}
+	memset(page, 0, l.size);
+	encode_block(g, &l, page, 0, k, hdr->ntokens, scales, data);
+	encode_block(g, &l, page, 1, v, hdr->ntokens, scales, data);
+	kvmem_ecc_encode(KVMEM_CODEC_SECDED72, scales,
+			 (uint8_t *)page + l.scales_off, l.scale_words);
+	free(scales);
+	free(data);
+
+	h = *hdr;
+	h.magic = KVMEM_PAGE_MAGIC;
+	h.version = KVMEM_PAGE_VERSION;
+	h.format = l.format;
+	h.codec = l.codec;
+	h.geometry = kvmem_geometry_digest(g);
+	h.flags = (h.flags & ~KVMEM_HDR_HOT) | (hot ? KVMEM_HDR_HOT : 0);
+	h.crc = h.flags & KVMEM_HDR_SEALED
+			? kvmem_crc32c(0, (uint8_t *)page + KVMEM_HDR_BYTES,
+				       l.size - KVMEM_HDR_BYTES)
+			: 0;
+	kvmem__hdr_encode(page, &h);
+	return 0;
+}
+
+/* Read the header and pick the layout of the page's kind. */
+static int page_open(const void *page, const struct kvmem_geometry *g,
+		     struct kvmem_page_hdr *hdr, struct kvmem_page_layout *l,
+		     struct kvmem_ecc_counts *c)
+{
+	int ret = kvmem_page_read_header(page, g, hdr, c);
+
+	if (ret)
+		return ret;
+	return kvmem_page_layout(g, !!(hdr->flags & KVMEM_HDR_HOT), l);
+}
+
+int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
+		      float *k, float *v, uint8_t *erased,
+		      struct kvmem_page_counts *counts)
+{
+	struct kvmem_page_counts pc = { 0 };
+	struct kvmem_page_layout l;
+	struct kvmem_page_hdr hdr;
+	float *scales = NULL, *tile = NULL;
+	uint8_t *serased = NULL, *terased = NULL;
+	void *scratch = NULL;
+	const size_t tok = g ? (size_t)g->kv_heads * g->head_dim : 0;
+	uint32_t h, t;
+	int ret, is_v;
+
+	if (!k || !v)
+		return -EINVAL;
+	ret = page_open(page, g, &hdr, &l, &pc.header);
+	if (ret)
+		goto out;
+	ret = -ENOMEM;
+	scales = malloc(((size_t)l.nscales_k + l.nscales_v + 1) *
+			sizeof(*scales));
+	serased = malloc((size_t)l.nscales_k + l.nscales_v + 1);
+	tile = malloc((size_t)g->tokens_per_page * g->head_dim * sizeof(*tile));
+	terased = malloc((size_t)g->tokens_per_page * g->head_dim);
+	scratch = malloc(kvmem__page_scratch_size(g, &l));
+	if (!scales || !serased || !tile || !terased || !scratch)
+		goto out;
+	if (!kvmem__page_scales(g, &l, page, scales, serased, &pc.scales,
+				scratch)) {
+		free(serased);
+		serased = NULL;
+	}
+	if (erased)
+		memset(erased, 0, 2 * hdr.ntokens * tok);
+	for (is_v = 0; is_v < 2; is_v++)
+		for (h = 0; h < g->kv_heads; h++) {
+			long ne = kvmem__page_rows(
+				g, &l, page, is_v, h, 0, hdr.ntokens, scales,
+				serased, tile, terased, &pc.payload, scratch);
+
+			pc.values_erased += (uint64_t)ne;
+			for (t = 0; t < hdr.ntokens; t++) {
+				size_t at = t * tok + (size_t)h * g->head_dim;
+
+				memcpy((is_v ? v : k) + at,
+				       tile + (size_t)t * g->head_dim,
+				       g->head_dim * sizeof(*tile));
+				if (erased && ne)
+					memcpy(erased +
+						       is_v * hdr.ntokens *
+							       tok +
+						       at,
+					       terased +
+						       (size_t)t * g->head_dim,
+					       g->head_dim);
+			}
+		}
+	ret = (int)hdr.ntokens;
+out:
+	if (counts)
+		*counts = pc;
+	free(scales);
+	free(serased);
+	free(tile);
+	free(terased);
+	free(scratch);
+	return ret;
+}
+
+/*
+ * Scrub (@write) or check every region of a page. A page whose header is
+ * uncorrectable is not walked: its kind, and so its layout, is unknown.
+ */
+static int page_walk(void *page, const struct kvmem_geometry *g,
+		     struct kvmem_page_counts *counts, int write)
+{
+	struct kvmem_page_counts pc = { 0 };
+	struct kvmem_ecc_counts wc;
+	struct kvmem_page_layout l;
+	struct kvmem_page_hdr hdr;
+	struct region {
+		size_t off, nwords;
+		int codec;
+		struct kvmem_ecc_counts *c;
+	} rg[4];
+	size_t i, block;
+	void *buf = NULL;
+	int ret;
+
+	ret = page_open(page, g, &hdr, &l, &wc);
+	if (ret) {
+		if (ret == -EBADMSG)
+			pc.header = wc;
+		goto out;
+	}
+	block = (size_t)g->kv_heads * g->tokens_per_page * l.row_words;
+	rg[0] = (struct region){ 0, KVMEM_HDR_WORDS, KVMEM_CODEC_SECDED72,
+				 &pc.header };
+	rg[1] = (struct region){ l.scales_off, l.scale_words,
+				 KVMEM_CODEC_SECDED72, &pc.scales };
+	rg[2] = (struct region){ l.k_off, block, l.codec, &pc.payload };
+	rg[3] = (struct region){ l.v_off, block, l.codec, &pc.payload };
+	if (!write) {
+		buf = malloc(
+			kvmem_ecc_data_bytes(l.codec, block) +
+			kvmem_ecc_data_bytes(KVMEM_CODEC_SECDED72,
+					     l.scale_words + KVMEM_HDR_WORDS));
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	for (i = 0; i < KVMEM_ARRAY_SIZE(rg); i++) {
+		uint8_t *p = (uint8_t *)page + rg[i].off;
+
+		if (write)
+			kvmem_ecc_scrub(rg[i].codec, p, rg[i].nwords, &wc, NULL,
+					0);
+		else
+			kvmem_ecc_decode(rg[i].codec, p, buf, rg[i].nwords, &wc,
+					 NULL, NULL);
+		counts_add(rg[i].c, &wc);
+	}
+	if (pc.header.uncorrectable || pc.scales.uncorrectable ||
+	    pc.payload.uncorrectable)
+		ret = -EBADMSG;
+	/* Verify reports what a scrub would have to do, and a CRC mismatch
+	 * that the codes did not see. */
+	if (!write && (pc.header.corrected || pc.scales.corrected ||
+		       pc.payload.corrected))
+		ret = -EBADMSG;
+	if (!write && !ret && hdr.flags & KVMEM_HDR_SEALED &&
+	    kvmem_crc32c(0, (uint8_t *)page + KVMEM_HDR_BYTES,
+			 l.size - KVMEM_HDR_BYTES) != hdr.crc)
+		ret = -EBADMSG;
+out:
+	free(buf);
+	if (counts)
+		*counts = pc;
+	return ret;
+}
+
+int kvmem_page_scrub(void *page, const struct kvmem_geometry *g,
+		     struct kvmem_page_counts *counts)
+{
+	if (!page || kvmem_geometry_check(g))
+		return -EINVAL;
+	return page_walk(page, g, counts, 1);
+}
+
+int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
+		      struct kvmem_page_counts *counts)
+{
+	if (!page || kvmem_geometry_check(g))
+		return -EINVAL;
+	return page_walk((void *)page, g, counts, 0);
+}

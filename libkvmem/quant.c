@@ -1,0 +1,228 @@
+/*
+ * quant.c - value formats and symmetric quantization (see kvmem/quant.h)
+ *
+ * This is the write side and the reference read side; attention dequantizes
+ * with the kernels of attend_*.c, which the tests hold to the same results.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "kvmem/quant.h"
+#include "internal.h"
+#include "quant_word.h"
+
+static const struct kvmem_format_info formats[] = {
+	[KVMEM_FMT_FP16] = { .name = "fp16", .bits = 16, .qmax = 0 },
+	[KVMEM_FMT_INT8] = { .name = "int8", .bits = 8, .qmax = 127 },
+	[KVMEM_FMT_INT4] = { .name = "int4", .bits = 4, .qmax = 7 },
+	[KVMEM_FMT_INT2] = { .name = "int2", .bits = 2, .qmax = 1 },
+};
+_Static_assert(KVMEM_ARRAY_SIZE(formats) == KVMEM_FMT_NR,
+	       "format table must cover enum kvmem_format");
+
+const struct kvmem_format_info *kvmem_format_get(int fmt)
+{
+	if (fmt < 0 || fmt >= KVMEM_FMT_NR)
+		return NULL;
+	return &formats[fmt];
+}
+
+int kvmem_format_by_name(const char *name)
+{
+	int f;
+
+	if (!name)
+		return -EINVAL;
+	for (f = 0; f < KVMEM_FMT_NR; f++)
+		if (!strcmp(name, formats[f].name))
+			return f;
+	return -EINVAL;
+}
+
+uint16_t kvmem_half_from_float(float f)
+{
+	return kvmem_f2h(f);
+}
+
+float kvmem_half_to_float(uint16_t h)
+{
+	return kvmem_h2f(h);
+}
+
+/* Value @i of a bitstream of @bits-bit values, raw. */
+static unsigned int get_value(const uint8_t *s, size_t i, unsigned int bits)
+{
+	switch (bits) {
+	case 16:
+		return s[2 * i] | (unsigned int)s[2 * i + 1] << 8;
+	case 8:
+		return s[i];
+	case 4:
+		return s[i / 2] >> (4 * (i % 2)) & 0xf;
+	default:
+		return s[i / 4] >> (2 * (i % 4)) & 0x3;
+	}
+}
+
+/* Values are written in order into a zeroed stream, so OR is enough. */
+static void put_value(uint8_t *s, size_t i, unsigned int bits, unsigned int v)
+{
+	switch (bits) {
+	case 16:
+		s[2 * i] = (uint8_t)v;
+		s[2 * i + 1] = (uint8_t)(v >> 8);
+		break;
+	case 8:
+		s[i] = (uint8_t)v;
+		break;
+	case 4:
+		s[i / 2] |= (uint8_t)((v & 0xf) << (4 * (i % 2)));
+		break;
+	default:
+		s[i / 4] |= (uint8_t)((v & 0x3) << (2 * (i % 4)));
+		break;
+	}
+}
+
+static float finite_or_zero(float x)
+{
+	return isfinite(x) ? x : 0.0f;
+}
+
+/* The scale of values x[0], x[stride], ... (n of them). */
+static uint16_t group_scale(const float *x, size_t n, size_t stride, int qmax)
+{
+	float amax = 0.0f;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		float a = fabsf(finite_or_zero(x[i * stride]));
+
+		if (a > amax)
+			amax = a;
+	}
+	return kvmem_f2h_up(amax / (float)qmax);
+}
+
+static unsigned int quantize_one(float x, float s, int qmax)
+{
+	float r;
+
+	if (s == 0.0f)
+		return 0;
+	r = rintf(finite_or_zero(x) / s);
+	if (r > (float)qmax)
+		r = (float)qmax;
+	if (r < (float)-qmax)
+		r = (float)-qmax;
+	return (unsigned int)(int)r;
+}
+
+static size_t stream_bytes(size_t n, unsigned int bits)
+{
+	return (n * bits + 7) / 8;
+}
+
+uint16_t kvmem__scale(int fmt, const float *x, size_t n, size_t stride)
+{
+	return group_scale(x, n, stride, formats[fmt].qmax);
+}
+
+void kvmem__quantize_row(int fmt, const float *x, size_t n, unsigned int group,
+			 const uint16_t *scales, uint8_t *out)
+{
+	const struct kvmem_format_info *fi = &formats[fmt];
+	float s = 0.0f;
+	size_t i;
+
+	memset(out, 0, stream_bytes(n, fi->bits));
+	for (i = 0; i < n; i++) {
+		if (!fi->qmax) {
+			put_value(out, i, 16, kvmem_f2h(finite_or_zero(x[i])));
+			continue;
+		}
+		if (i % group == 0)
+			s = kvmem_h2f(scales[i / group]);
+		put_value(out, i, fi->bits, quantize_one(x[i], s, fi->qmax));
+	}
+}
+
+int kvmem_quantize(int fmt, const float *x, size_t n, unsigned int group,
+		   uint16_t *scales, void *bits)
+{
+	const struct kvmem_format_info *fi = kvmem_format_get(fmt);
+	size_t g;
+
+	if (!fi || (fi->qmax && !group) ||
+	    (n && (!x || !bits || (fi->qmax && !scales))))
+		return -EINVAL;
+	if (!n)
+		return 0;
+	if (fi->qmax)
+		for (g = 0; g * group < n; g++)
+			scales[g] = kvmem__scale(
+				fmt, x + g * group,
+				n - g * group < group ? n - g * group : group,
+				1);
+	kvmem__quantize_row(fmt, x, n, group, scales, bits);
+	return 0;
+}
+
+int kvmem_dequantize(int fmt, const void *bits, const uint16_t *scales,
+		     size_t n, unsigned int group, float *x)
+{
+	const struct kvmem_format_info *fi = kvmem_format_get(fmt);
+	size_t i;
+
+	if (!fi || (fi->qmax && !group) ||
+	    (n && (!x || !bits || (fi->qmax && !scales))))
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		unsigned int v = get_value(bits, i, fi->bits);
+
+		if (!fi->qmax)
+			x[i] = kvmem_h2f((uint16_t)v);
+		else
+			x[i] = (float)kvmem_sext(v, fi->bits) *
+			       kvmem_h2f(scales[i / group]);
+	}
+	return 0;
+}
+
+int kvmem_quantize_channels(int fmt, const float *x, size_t ntok,
+			    unsigned int dim, uint16_t *scales, void *bits)
+{
+	const struct kvmem_format_info *fi = kvmem_format_get(fmt);
+	uint8_t *out = bits;
+	size_t t, c;
+
+	if (!fi || !fi->qmax || !dim || !scales || (ntok && (!x || !out)))
+		return -EINVAL;
+	for (c = 0; c < dim; c++)
+		scales[c] = kvmem__scale(fmt, x + c, ntok, dim);
+	if (!ntok)
+		return 0;
+	memset(out, 0, stream_bytes(ntok * dim, fi->bits));
+	for (t = 0; t < ntok; t++)
+		for (c = 0; c < dim; c++)
+			put_value(out, t * dim + c, fi->bits,
+				  quantize_one(x[t * dim + c],
+					       kvmem_h2f(scales[c]), fi->qmax));
+	return 0;
+}
+
+void kvmem__dequant_row(int fmt, const uint8_t *data, unsigned int dim,
+			unsigned int group, const float *scales, float *out)
+{
+	const struct kvmem_format_info *fi = &formats[fmt];
+	unsigned int i;
+
+	for (i = 0; i < dim; i++) {
+		unsigned int v = get_value(data, i, fi->bits);
+
+		out[i] = fi->qmax ? (float)kvmem_sext(v, fi->bits) *
+					    scales[i / group]
+				  : kvmem_h2f((uint16_t)v);
+	}
+}

@@ -1,0 +1,1569 @@
+/*
+ * check_attend.c - decode-on-load attention against a float64 reference
+ *
+ * The reference is written here from kvmem.h's contract: query head h uses
+ * KV head h / (n_heads / kv_heads), s_t = scale * q_h . k_t, softmax over
+ * t, out = sum_t p_t v_t, all in double. It runs twice: on the floats that
+ * were appended, within a tolerance derived from the quantization step
+ * (quant_tol()), and on what kvmem_seq_read() gives back, where only float
+ * arithmetic separates the two (1e-5 relative).
+ *
+ * Errors are put into the stored pages through kvmem_seq_pages()'s data
+ * pointers at places computed from kvmem_page_layout() and page.h's
+ * picture; erased values are rebuilt here as the ECC paper's section 5.3
+ * does (v^_t = (v_{t-1} + v_{t+1}) / 2, one neighbour at the ends).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kvmem/inject.h"
+#include "kvmem/kvmem.h"
+#include "kvmem_check.h"
+#include "rng.h"
+
+/* Fail with both operands; no mark point per success (loops). */
+#define EXPECT_EQ(a, b, fmt, ...)                                        \
+	do {                                                             \
+		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
+		if (x_a_ != x_b_)                                        \
+			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
+				     "0x%jx (%jd); " fmt,                \
+				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
+				     (intmax_t)x_b_, __VA_ARGS__);       \
+	} while (0)
+
+#define EXPECT_FEQ(got, exp, fmt, ...)                                         \
+	do {                                                                   \
+		float x_g_ = (got), x_e_ = (exp);                              \
+		if (!(x_g_ == x_e_))                                           \
+			ck_abort_msg("%s == %s: %.9g (%a) != %.9g (%a); " fmt, \
+				     #got, #exp, x_g_, x_g_, x_e_, x_e_,       \
+				     __VA_ARGS__);                             \
+	} while (0)
+
+#define EXPECT_NEAR(got, exp, tol, fmt, ...)                                  \
+	do {                                                                  \
+		double x_g_ = (got), x_e_ = (exp), x_t_ = (tol);              \
+		if (!(fabs(x_g_ - x_e_) <= x_t_))                             \
+			ck_abort_msg("|%s - %s| <= %s: |%.9g - %.9g| = %.3g " \
+				     "> %.3g; " fmt,                          \
+				     #got, #exp, #tol, x_g_, x_e_,            \
+				     fabs(x_g_ - x_e_), x_t_, __VA_ARGS__);   \
+	} while (0)
+
+#define MAXP 64 /* pages per layer */
+#define TIGHT 1e-5 /* attention over the same decoded values */
+
+/* ---- References ---------------------------------------------------------- */
+
+/* Nearest FP16 value of @x, ties to even, saturating (quant.h). */
+static float ref_half(float x)
+{
+	double a = fabs((double)x), ulp, r;
+	int e;
+
+	if (isnan(x))
+		return 0.0f;
+	if (isinf(x) || a >= 65520.0)
+		return x < 0 ? -65504.0f : 65504.0f;
+	if (a == 0.0)
+		return x;
+	(void)frexp(a, &e); /* a in [2^(e-1), 2^e) */
+	ulp = ldexp(1.0, e - 1 < -14 ? -24 : e - 11);
+	r = nearbyint(a / ulp) * ulp;
+	return (float)(x < 0 ? -r : r);
+}
+
+/* The smallest FP16 number >= @y > 0. */
+static double half_ceil(double y)
+{
+	double ulp;
+	int e;
+
+	if (y <= 0)
+		return 0;
+	(void)frexp(y, &e);
+	ulp = ldexp(1.0, e - 1 < -14 ? -24 : e - 11);
+	return ceil(y / ulp) * ulp;
+}
+
+/* The value of an FP16 bit pattern (IEEE binary16). */
+static float ref_half_bits(uint16_t h)
+{
+	int e = h >> 10 & 0x1f, m = h & 0x3ff;
+	double v;
+
+	if (e == 0)
+		v = ldexp(m, -24);
+	else if (e == 31)
+		v = m ? NAN : INFINITY;
+	else
+		v = ldexp(m | 0x400, e - 25);
+	return (float)(h & 0x8000 ? -v : v);
+}
+
+static int fmt_qmax(int fmt)
+{
+	return fmt == KVMEM_FMT_INT8   ? 127
+	       : fmt == KVMEM_FMT_INT4 ? 7
+	       : fmt == KVMEM_FMT_INT2 ? 1
+				       : 0;
+}
+
+/* ---- Fixtures ------------------------------------------------------------ */
+
+static void *xmalloc(size_t len)
+{
+	void *p = malloc(len ? len : 1);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+static struct kvmem_geometry geo(uint32_t layers, uint32_t kv_heads,
+				 uint32_t head_dim, uint32_t tpp,
+				 uint32_t group, uint32_t sink, int fmt,
+				 int codec, int key_scales)
+{
+	struct kvmem_geometry g;
+
+	memset(&g, 0, sizeof(g));
+	g.layers = layers;
+	g.kv_heads = kv_heads;
+	g.head_dim = head_dim;
+	g.tokens_per_page = tpp;
+	g.group_size = group;
+	g.sink_tokens = sink;
+	g.format = (uint8_t)fmt;
+	g.codec = (uint8_t)codec;
+	g.key_scales = (uint8_t)key_scales;
+	return g;
+}
+
+/* A cache with room for a few times the pages @ntok tokens need. */
+static struct kvmem_cache *open_for(const struct kvmem_geometry *g,
+				    uint32_t ntok)
+{
+	struct kvmem_page_layout hot, sealed;
+	struct kvmem_cache *c = NULL;
+	size_t pages, slot;
+
+	ck_assert_int_eq(kvmem_page_layout(g, 1, &hot), 0);
+	ck_assert_int_eq(kvmem_page_layout(g, 0, &sealed), 0);
+	slot = hot.size > sealed.size ? hot.size : sealed.size;
+	pages = ((size_t)ntok / g->tokens_per_page + 3) * g->layers * 2;
+	ck_assert_int_eq(kvmem_open_embedded(g, pages * slot, &c), 0);
+	ck_assert_ptr_nonnull(c);
+	return c;
+}
+
+static double urand(struct kvmem_rng *r, double lo, double hi)
+{
+	return lo + (hi - lo) * kvmem_rng_unit(r);
+}
+
+/*
+ * @ntok rows of [layers][kv_heads][head_dim]: uniform in [-1, 1], or
+ * smooth: every channel a sinusoid of amplitude 0.5..1.5 and period 40 to
+ * 300 tokens, so neighbouring tokens are close (the paper's assumption).
+ */
+static void gen_kv(struct kvmem_rng *r, const struct kvmem_geometry *g,
+		   uint32_t ntok, int smooth, float *x)
+{
+	size_t row = (size_t)g->layers * g->kv_heads * g->head_dim, c, t;
+	double *amp = xmalloc(row * sizeof(double));
+	double *om = xmalloc(row * sizeof(double));
+	double *ph = xmalloc(row * sizeof(double));
+
+	for (c = 0; c < row; c++) {
+		amp[c] = urand(r, 0.5, 1.5);
+		om[c] = 2 * M_PI / urand(r, 40, 300);
+		ph[c] = urand(r, 0, 2 * M_PI);
+	}
+	for (t = 0; t < ntok; t++)
+		for (c = 0; c < row; c++)
+			x[t * row + c] =
+				(float)(smooth ? amp[c] *
+							 sin(om[c] * (double)t +
+							     ph[c])
+					       : urand(r, -1, 1));
+	free(amp);
+	free(om);
+	free(ph);
+}
+
+/* One layer's rows out of [ntok][layers][row]. */
+static void layer_of(const struct kvmem_geometry *g, const float *all,
+		     uint32_t ntok, uint32_t layer, float *out)
+{
+	size_t row = (size_t)g->kv_heads * g->head_dim;
+	uint32_t t;
+
+	for (t = 0; t < ntok; t++)
+		memcpy(out + t * row,
+		       all + ((size_t)t * g->layers + layer) * row,
+		       row * sizeof(float));
+}
+
+/* A query whose scores have a spread of about 1 under @scale. */
+static void gen_q(struct kvmem_rng *r, const struct kvmem_geometry *g,
+		  uint32_t nh, double scale, float *q)
+{
+	double a = 3 / (scale * sqrt(g->head_dim));
+	size_t i;
+
+	for (i = 0; i < (size_t)nh * g->head_dim; i++)
+		q[i] = (float)urand(r, -a, a);
+}
+
+static int tok_sealed(const struct kvmem_geometry *g, uint32_t n, uint32_t t)
+{
+	uint32_t S = g->sink_tokens, P = g->tokens_per_page;
+
+	return n > S && t >= S && t < S + (n - S) / P * P;
+}
+
+/*
+ * Per value of a layer of @n tokens from inputs @x, a bound on |cache - x|:
+ * FP16 pages |half(x) - x|; sealed pages s / 2 with s the smallest FP16 >=
+ * amax / qmax (quant.h; amax over the group, or the page's channel, of the
+ * inputs and of their FP16 copies since a tail may be sealed from either),
+ * plus |half(x) - x|, plus 2^-20 relative for the quantizer's division.
+ */
+static void layer_dev(const struct kvmem_geometry *g, const float *x,
+		      uint32_t n, int is_k, double *dev)
+{
+	uint32_t H = g->kv_heads, D = g->head_dim, G = g->group_size;
+	uint32_t S = g->sink_tokens, P = g->tokens_per_page, t, h, d, j;
+	int qmax = fmt_qmax(g->format);
+	int chan = is_k && g->key_scales == KVMEM_SCALES_CHANNEL;
+
+	for (t = 0; t < n; t++)
+		for (h = 0; h < H; h++)
+			for (d = 0; d < D; d++) {
+				size_t i = ((size_t)t * H + h) * D + d;
+				double amax = 0,
+				       fp = fabs((double)ref_half(x[i]) - x[i]);
+				uint32_t t0 = t, t1 = t + 1;
+
+				if (!tok_sealed(g, n, t) || !qmax) {
+					dev[i] = fp;
+					continue;
+				}
+				if (chan) {
+					t0 = t - (t - S) % P;
+					t1 = t0 + P;
+				}
+				for (; t0 < t1; t0++)
+					for (j = 0; j < D; j++) {
+						size_t o = ((size_t)t0 * H +
+							    h) * D +
+							   j;
+
+						if (chan ? j != d
+							 : j / G != d / G)
+							continue;
+						amax = fmax(amax, fabs(x[o]));
+						amax = fmax(
+							amax,
+							fabs(ref_half(x[o])));
+					}
+				dev[i] = half_ceil(amax / qmax) / 2 *
+						 (1 + 0x1p-20) +
+					 fp;
+			}
+}
+
+/*
+ * Attention of query @q ([nh][D]) over @n tokens of @k, @v ([n][H][D]), in
+ * double. @share, if not NULL, receives per token its softmax weight summed
+ * over the query heads.
+ */
+static void ref_attend(const struct kvmem_geometry *g, uint32_t nh,
+		       double scale, const float *q, const float *k,
+		       const float *v, uint32_t n, double *out, double *share)
+{
+	uint32_t H = g->kv_heads, D = g->head_dim, grp = nh / H, h, t, d;
+	double *p = xmalloc(n * sizeof(double));
+
+	if (share)
+		memset(share, 0, n * sizeof(double));
+	for (h = 0; h < nh; h++) {
+		uint32_t kh = h / grp;
+		double m = -INFINITY, z = 0;
+
+		for (t = 0; t < n; t++) {
+			double s = 0;
+
+			for (d = 0; d < D; d++)
+				s += (double)q[h * D + d] *
+				     k[((size_t)t * H + kh) * D + d];
+			p[t] = scale * s;
+			m = fmax(m, p[t]);
+		}
+		for (t = 0; t < n; t++) {
+			p[t] = exp(p[t] - m);
+			z += p[t];
+		}
+		for (d = 0; d < D; d++) {
+			double o = 0;
+
+			for (t = 0; t < n; t++)
+				o += p[t] * v[((size_t)t * H + kh) * D + d];
+			out[h * D + d] = o / z;
+		}
+		if (share)
+			for (t = 0; t < n; t++)
+				share[t] += p[t] / z;
+	}
+	free(p);
+}
+
+/*
+ * How far attention over the cache may be from attention over the inputs
+ * @k, @v, per output value, given |cache - input| <= @ek, @ev per value.
+ *
+ * Scores: |ds_t| <= scale * sum_d |q_d| ek_td in the worst case; the
+ * rounding errors being independent and within [-ek, ek] (variance at most
+ * ek^2 / 3), also within 6 sigma = scale * 6 sqrt(sum_d q_d^2 ek_td^2 / 3)
+ * (fixed seeds: the test is deterministic, the bound is not luck).
+ * delta = max_t of the smaller. Softmax: p^_t / p_t lies in
+ * [e^-2delta, e^2delta], so sum_t |p^_t - p_t| <= e^2delta - 1, and as
+ * sum_t (p^_t - p_t) = 0,
+ *   |o^ - o| <= max_t ev_t + (e^2delta - 1) * (max_t v_t - min_t v_t) / 2
+ * plus float arithmetic, 1e-5 of max_t |v_t| (as TIGHT).
+ */
+static void quant_tol(const struct kvmem_geometry *g, uint32_t nh, double scale,
+		      const float *q, const float *v, const double *ek,
+		      const double *ev, uint32_t n, double *tol)
+{
+	uint32_t H = g->kv_heads, D = g->head_dim, grp = nh / H, h, t, d;
+
+	for (h = 0; h < nh; h++) {
+		uint32_t kh = h / grp;
+		double delta = 0;
+
+		for (t = 0; t < n; t++) {
+			double w = 0, s2 = 0;
+
+			for (d = 0; d < D; d++) {
+				double e = ek[((size_t)t * H + kh) * D + d];
+				double qd = q[h * D + d];
+
+				w += fabs(qd) * e;
+				s2 += qd * qd * e * e / 3;
+			}
+			delta = fmax(delta, scale * fmin(w, 6 * sqrt(s2)));
+		}
+		for (d = 0; d < D; d++) {
+			double lo = INFINITY, hi = -INFINITY, emax = 0,
+			       amax = 0;
+
+			for (t = 0; t < n; t++) {
+				size_t i = ((size_t)t * H + kh) * D + d;
+
+				lo = fmin(lo, v[i]);
+				hi = fmax(hi, v[i]);
+				amax = fmax(amax, fabs(v[i]));
+				emax = fmax(emax, ev[i]);
+			}
+			tol[h * D + d] = emax +
+					 expm1(2 * delta) * (hi - lo) / 2 +
+					 TIGHT * amax + 1e-7;
+		}
+	}
+}
+
+/* 1e-5 of the largest |v| of the channel: only float arithmetic differs. */
+static void tight_tol(const struct kvmem_geometry *g, uint32_t nh,
+		      const float *v, uint32_t n, double *tol)
+{
+	uint32_t H = g->kv_heads, D = g->head_dim, grp = nh / H, h, t, d;
+
+	for (h = 0; h < nh; h++)
+		for (d = 0; d < D; d++) {
+			double amax = 0;
+
+			for (t = 0; t < n; t++)
+				amax = fmax(
+					amax,
+					fabs(v[((size_t)t * H + h / grp) * D +
+					       d]));
+			tol[h * D + d] = TIGHT * amax + 1e-7;
+		}
+}
+
+static void expect_close(const float *got, const double *exp, const double *tol,
+			 size_t n, const char *what, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		EXPECT_NEAR(got[i], exp[i], tol[i], "%s: %s, output %zu", name,
+			    what, i);
+}
+
+static int attend(struct kvmem_seq *s, uint32_t layer, const float *q,
+		  float *out, uint32_t nh, uint32_t erasure, float scale,
+		  float alpha, struct kvmem_attend_stats *st)
+{
+	struct kvmem_attend_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.n_heads = nh;
+	o.erasure = erasure;
+	o.scale = scale;
+	o.importance_alpha = alpha;
+	if (st)
+		memset(st, 0xee, sizeof(*st));
+	return kvmem_attend(s, layer, q, out, &o, st);
+}
+
+static void read_all(struct kvmem_seq *s, uint32_t layer, uint32_t n,
+		     uint32_t erasure, float *k, float *v,
+		     struct kvmem_page_counts *pc)
+{
+	memset(pc, 0xee, sizeof(*pc));
+	ck_assert_int_eq(kvmem_seq_read(s, layer, 0, n, erasure, k, v, pc), 0);
+}
+
+/* ---- Against the reference ----------------------------------------------- */
+
+struct acase {
+	const char *name;
+	int fmt, codec, key_scales;
+	uint32_t kv_heads, head_dim, tpp, group, sink;
+	uint32_t mult; /* n_heads / kv_heads */
+	uint32_t ntok;
+	float scale; /* 0: 1 / sqrt(head_dim) */
+	int smooth;
+};
+
+#define I4 KVMEM_FMT_INT4
+#define GRP KVMEM_SCALES_GROUP
+
+static const struct acase acases[] = {
+	/* 9 tokens: the sink page and a tail, nothing sealed */
+	{ "fp16 only, GQA 4", I4, KVMEM_CODEC_H84, GRP, 2, 32, 8, 16, 2, 4, 9,
+	  0, 0 },
+	{ "fp16 only, smooth, MHA", I4, KVMEM_CODEC_H84, GRP, 2, 64, 8, 32, 2,
+	  1, 9, 0.3f, 1 },
+	{ "int8+secded72, GQA 4", KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, GRP, 2,
+	  64, 8, 32, 2, 4, 45, 0, 0 },
+	{ "int8+secded72, smooth, MHA, scale", KVMEM_FMT_INT8,
+	  KVMEM_CODEC_SECDED72, GRP, 2, 32, 4, 16, 1, 1, 45, 0.05f, 1 },
+	{ "int4+h84, GQA 4", I4, KVMEM_CODEC_H84, GRP, 2, 32, 8, 16, 2, 4, 45,
+	  0, 0 },
+	{ "int4+h84, smooth, MHA, scale", I4, KVMEM_CODEC_H84, GRP, 2, 64, 8,
+	  32, 2, 1, 45, 0.5f, 1 },
+	{ "int4+h84, smooth, GQA 4", I4, KVMEM_CODEC_H84, GRP, 2, 32, 8, 16, 0,
+	  4, 40, 0, 1 },
+	{ "int4+h84 channel scales, GQA 2", I4, KVMEM_CODEC_H84,
+	  KVMEM_SCALES_CHANNEL, 2, 32, 8, 32, 2, 2, 45, 0, 0 },
+	{ "int4+golay24, GQA 4", I4, KVMEM_CODEC_GOLAY24, GRP, 2, 32, 8, 32, 2,
+	  4, 45, 0, 0 },
+	{ "int4+golay24, smooth, MHA, scale", I4, KVMEM_CODEC_GOLAY24, GRP, 2,
+	  32, 6, 16, 2, 1, 45, 0.1f, 1 },
+	{ "int2+h84, GQA 4", KVMEM_FMT_INT2, KVMEM_CODEC_H84, GRP, 2, 32, 8, 16,
+	  2, 4, 45, 0, 0 },
+	{ "int2+h84, smooth, MHA", KVMEM_FMT_INT2, KVMEM_CODEC_H84, GRP, 2, 32,
+	  8, 16, 0, 1, 45, 0, 1 },
+	{ "fp16+secded72 sealed, GQA 4", KVMEM_FMT_FP16, KVMEM_CODEC_SECDED72,
+	  GRP, 2, 32, 8, 32, 2, 4, 45, 0, 0 },
+	{ "int4+h74, GQA 4", I4, KVMEM_CODEC_H74, GRP, 2, 32, 8, 16, 2, 4, 45,
+	  0, 0 },
+	/* pages longer than a decode tile, a tail across tiles too */
+	{ "int4+h84 pages of 96, GQA 2", I4, KVMEM_CODEC_H84, GRP, 2, 64, 96,
+	  32, 2, 2, 2 + 2 * 96 + 80, 0, 1 },
+	{ "int8+golay24 pages of 80, MHA", KVMEM_FMT_INT8, KVMEM_CODEC_GOLAY24,
+	  GRP, 1, 64, 80, 64, 0, 1, 200, 0.2f, 0 },
+};
+
+/*
+ * Attend every layer of @s with @nq random queries; check against the
+ * reference on the inputs (quant_tol) and on the decoded values (TIGHT).
+ */
+static void check_attend_ref(struct kvmem_seq *s,
+			     const struct kvmem_geometry *g, const float *kall,
+			     const float *vall, uint32_t n, uint32_t nh,
+			     float scale, struct kvmem_rng *r, unsigned int nq,
+			     const char *name)
+{
+	size_t row = (size_t)g->kv_heads * g->head_dim;
+	size_t no = (size_t)nh * g->head_dim;
+	double sc = scale ? scale : 1 / sqrt(g->head_dim);
+	float *xk = xmalloc(n * row * sizeof(float));
+	float *xv = xmalloc(n * row * sizeof(float));
+	float *dk = xmalloc(n * row * sizeof(float));
+	float *dv = xmalloc(n * row * sizeof(float));
+	double *ek = xmalloc(n * row * sizeof(double));
+	double *ev = xmalloc(n * row * sizeof(double));
+	float *q = xmalloc(no * sizeof(float)),
+	      *out = xmalloc(no * sizeof(float));
+	double *ro = xmalloc(no * sizeof(double)),
+	       *tol = xmalloc(no * sizeof(double));
+	struct kvmem_attend_stats st;
+	struct kvmem_page_counts pc;
+	int lv, active = kvmem__simd_active();
+	uint32_t l;
+	unsigned int i;
+	size_t j;
+
+	for (l = 0; l < g->layers; l++) {
+		layer_of(g, kall, n, l, xk);
+		layer_of(g, vall, n, l, xv);
+		layer_dev(g, xk, n, 1, ek);
+		layer_dev(g, xv, n, 0, ev);
+		read_all(s, l, n, KVMEM_ERASE_INTERPOLATE, dk, dv, &pc);
+		/* what the tight comparison builds on: the decoded values are
+		 * the inputs within the quantization bound */
+		for (j = 0; j < n * row; j++) {
+			EXPECT_NEAR(dk[j], xk[j], ek[j],
+				    "%s: layer %u K value %zu", name, l, j);
+			EXPECT_NEAR(dv[j], xv[j], ev[j],
+				    "%s: layer %u V value %zu", name, l, j);
+		}
+		for (i = 0; i < nq; i++) {
+			gen_q(r, g, nh, sc, q);
+			for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+				if (!kvmem__simd_supported(lv))
+					continue;
+				ck_assert_int_eq(kvmem__simd_force(lv), 0);
+				memset(out, 0xff, no * sizeof(float));
+				ck_assert_int_eq(attend(s, l, q, out, nh,
+							KVMEM_ERASE_INTERPOLATE,
+							scale, -1, &st),
+						 0);
+				ck_assert_uint_eq(st.words_uncorrectable, 0);
+				ck_assert_uint_eq(st.words_corrected, 0);
+				ck_assert_uint_eq(st.values_erased, 0);
+				ck_assert_uint_eq(st.headers_uncorrectable, 0);
+				ck_assert_uint_gt(st.words_clean, 0);
+
+				ref_attend(g, nh, sc, q, xk, xv, n, ro, NULL);
+				quant_tol(g, nh, sc, q, xv, ek, ev, n, tol);
+				expect_close(out, ro, tol, no, "vs the inputs",
+					     name);
+
+				ref_attend(g, nh, sc, q, dk, dv, n, ro, NULL);
+				tight_tol(g, nh, dv, n, tol);
+				expect_close(out, ro, tol, no,
+					     kvmem__simd_name(lv), name);
+			}
+			ck_assert_int_eq(kvmem__simd_force(active), 0);
+		}
+	}
+	free(xk);
+	free(xv);
+	free(dk);
+	free(dv);
+	free(ek);
+	free(ev);
+	free(q);
+	free(out);
+	free(ro);
+	free(tol);
+}
+
+START_TEST(test_attend_ref)
+{
+	const struct acase *ac = &acases[_i];
+	struct kvmem_geometry g =
+		geo(2, ac->kv_heads, ac->head_dim, ac->tpp, ac->group, ac->sink,
+		    ac->fmt, ac->codec, ac->key_scales);
+	size_t all = (size_t)ac->ntok * 2 * ac->kv_heads * ac->head_dim;
+	float *k = xmalloc(all * sizeof(float)),
+	      *v = xmalloc(all * sizeof(float));
+	struct kvmem_cache *c = open_for(&g, ac->ntok);
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+
+	kvmem_rng_seed(&r, 0xa77e0du + (unsigned int)_i);
+	gen_kv(&r, &g, ac->ntok, ac->smooth, k);
+	gen_kv(&r, &g, ac->ntok, ac->smooth, v);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, ac->ntok), 0);
+	check_attend_ref(s, &g, k, v, ac->ntok, ac->kv_heads * ac->mult,
+			 ac->scale, &r, 3, ac->name);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+}
+END_TEST
+
+/* Llama-like: 8 KV heads of 128, 32 query heads, 500 tokens, defaults. */
+START_TEST(test_attend_realistic)
+{
+	struct kvmem_geometry g = geo(1, 8, 128, 0, 0, 0, 0, 0, 0);
+	uint32_t n = 500;
+	size_t all;
+	float *k, *v;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	int smooth = _i;
+
+	kvmem_geometry_default(&g);
+	ck_assert_uint_eq(g.tokens_per_page, 32);
+	ck_assert_uint_eq(g.format, KVMEM_FMT_INT4);
+	ck_assert_uint_eq(g.codec, KVMEM_CODEC_H84);
+	all = (size_t)n * g.kv_heads * g.head_dim;
+	k = xmalloc(all * sizeof(float));
+	v = xmalloc(all * sizeof(float));
+	c = open_for(&g, n);
+	kvmem_rng_seed(&r, 0x11a3a + (unsigned int)smooth);
+	gen_kv(&r, &g, n, smooth, k);
+	gen_kv(&r, &g, n, smooth, v);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, n), 0);
+	check_attend_ref(s, &g, k, v, n, 32, 0, &r, 2,
+			 smooth ? "realistic, smooth" : "realistic, random");
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+}
+END_TEST
+
+/* Attend @layer of @s with a random query, against what it reads back. */
+static void check_tight(struct kvmem_seq *s, const struct kvmem_geometry *g,
+			uint32_t layer, uint32_t nh, struct kvmem_rng *r,
+			const char *name)
+{
+	uint32_t n = kvmem_seq_len(s, layer);
+	size_t row = (size_t)g->kv_heads * g->head_dim;
+	size_t no = (size_t)nh * g->head_dim;
+	double sc = 1 / sqrt(g->head_dim);
+	float *dk = xmalloc(n * row * sizeof(float));
+	float *dv = xmalloc(n * row * sizeof(float));
+	float *q = xmalloc(no * sizeof(float)),
+	      *out = xmalloc(no * sizeof(float));
+	double *ro = xmalloc(no * sizeof(double)),
+	       *tol = xmalloc(no * sizeof(double));
+	struct kvmem_page_counts pc;
+
+	ck_assert_uint_gt(n, 0);
+	read_all(s, layer, n, KVMEM_ERASE_INTERPOLATE, dk, dv, &pc);
+	gen_q(r, g, nh, sc, q);
+	ck_assert_int_eq(attend(s, layer, q, out, nh, KVMEM_ERASE_INTERPOLATE,
+				0, 0, NULL),
+			 0);
+	ref_attend(g, nh, sc, q, dk, dv, n, ro, NULL);
+	tight_tol(g, nh, dv, n, tol);
+	expect_close(out, ro, tol, no, "vs the decoded values", name);
+	free(dk);
+	free(dv);
+	free(q);
+	free(out);
+	free(ro);
+	free(tol);
+}
+
+/* Forks share pages, a truncated fork has a tail re-made from a sealed
+ * page: attention over each is attention over what each reads back. */
+START_TEST(test_attend_fork_truncate)
+{
+	struct kvmem_geometry g = geo(2, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
+				      KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	uint32_t n = 2 + 3 * 8 + 5;
+	size_t all = (size_t)(n + 9) * 2 * 2 * 32;
+	float *k = xmalloc(all * sizeof(float)),
+	      *v = xmalloc(all * sizeof(float));
+	struct kvmem_cache *c = open_for(&g, 3 * n);
+	struct kvmem_seq *p = NULL, *f = NULL;
+	struct kvmem_rng r;
+	uint32_t l;
+
+	kvmem_rng_seed(&r, 0xf04c);
+	gen_kv(&r, &g, n + 9, 0, k);
+	gen_kv(&r, &g, n + 9, 0, v);
+	ck_assert_int_eq(kvmem_seq_create(c, &p), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(p, k, v, n), 0);
+	ck_assert_int_eq(kvmem_seq_fork(p, &f), 0);
+	ck_assert_int_eq(kvmem_seq_truncate(f, 2 + 8 + 3), 0);
+	for (l = 0; l < 2; l++)
+		check_tight(f, &g, l, 8, &r, "fork cut in a sealed page");
+	ck_assert_int_eq(kvmem_seq_append_all(f, k + all / 2, v + all / 2, 9),
+			 0);
+	for (l = 0; l < 2; l++) {
+		check_tight(p, &g, l, 4, &r, "parent");
+		check_tight(f, &g, l, 4, &r, "fork cut and grown");
+	}
+	kvmem_seq_free(p);
+	for (l = 0; l < 2; l++)
+		check_tight(f, &g, l, 2, &r, "fork, parent freed");
+	kvmem_seq_free(f);
+	kvmem_close(c);
+	free(k);
+	free(v);
+}
+END_TEST
+
+/* ---- Page bytes ---------------------------------------------------------- */
+
+/* How values sit in the codewords of one kind of page. */
+struct wl {
+	unsigned int b; /* bits per value */
+	unsigned int k; /* data bits per codeword */
+	unsigned int wb; /* bytes per codeword */
+	unsigned int vpw; /* values per codeword */
+	int codec, fp16;
+};
+
+static void word_layout(const struct kvmem_geometry *g, int hot, struct wl *w)
+{
+	int fmt = hot ? KVMEM_FMT_FP16 : g->format;
+
+	w->codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
+	w->fp16 = fmt == KVMEM_FMT_FP16;
+	w->b = fmt == KVMEM_FMT_FP16   ? 16
+	       : fmt == KVMEM_FMT_INT8 ? 8
+	       : fmt == KVMEM_FMT_INT4 ? 4
+				       : 2;
+	/* DESIGN.md section 3 */
+	switch (w->codec) {
+	case KVMEM_CODEC_GOLAY24:
+		w->k = 12;
+		w->wb = 3;
+		break;
+	case KVMEM_CODEC_SECDED72:
+		w->k = 64;
+		w->wb = 9;
+		break;
+	default:
+		w->k = 4;
+		w->wb = 1;
+		break;
+	}
+	ck_assert_uint_eq(w->k % w->b, 0);
+	w->vpw = w->k / w->b;
+}
+
+static uint64_t get_le(const uint8_t *p, unsigned int n)
+{
+	uint64_t v = 0;
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+struct pages {
+	const struct kvmem_geometry *g;
+	struct kvmem_page_layout hot, sealed;
+	struct kvmem_page_desc pd[MAXP];
+	int np;
+};
+
+static void pages_get(struct pages *ps, struct kvmem_seq *s,
+		      const struct kvmem_geometry *g, uint32_t layer)
+{
+	ps->g = g;
+	ck_assert_int_eq(kvmem_page_layout(g, 1, &ps->hot), 0);
+	ck_assert_int_eq(kvmem_page_layout(g, 0, &ps->sealed), 0);
+	ps->np = kvmem_seq_pages(s, layer, ps->pd, MAXP);
+	ck_assert_int_gt(ps->np, 0);
+	ck_assert_int_le(ps->np, MAXP);
+}
+
+static int page_of(const struct pages *ps, uint32_t t)
+{
+	int p;
+
+	for (p = 0; p < ps->np; p++)
+		if (t >= ps->pd[p].token_start &&
+		    t < ps->pd[p].token_start + ps->pd[p].ntokens)
+			return p;
+	ck_abort_msg("token %u in no page", t);
+	return -1;
+}
+
+/* The row of token @t, head @h of K or V (page.h: [kv_head][token] rows). */
+static uint8_t *row_at(const struct pages *ps, int is_k, uint32_t t, uint32_t h,
+		       const struct kvmem_page_layout **lo)
+{
+	const struct kvmem_page_desc *pd = &ps->pd[page_of(ps, t)];
+	const struct kvmem_page_layout *l = pd->hot ? &ps->hot : &ps->sealed;
+
+	*lo = l;
+	return (uint8_t *)pd->data + (is_k ? l->k_off : l->v_off) +
+	       ((size_t)h * ps->g->tokens_per_page + (t - pd->token_start)) *
+		       l->row_bytes;
+}
+
+/* FP16 scale number @i of a sealed page, from its secded72 words' data. */
+static float scale_at(const uint8_t *page, const struct kvmem_page_layout *l,
+		      uint32_t i)
+{
+	const uint8_t *sc = page + l->scales_off;
+	size_t b0 = 2 * (size_t)i, b1 = b0 + 1;
+
+	ck_assert_uint_lt(i, l->nscales_k + l->nscales_v);
+	return ref_half_bits((uint16_t)(sc[b0 / 8 * 9 + b0 % 8] |
+					sc[b1 / 8 * 9 + b1 % 8] << 8));
+}
+
+/*
+ * Value (@t, @h, @d) of K or V decoded from the page's data bits as they
+ * are now, without checking them: what KVMEM_ERASE_KEEP reads.
+ */
+static float value_at(const struct pages *ps, int is_k, uint32_t t, uint32_t h,
+		      uint32_t d)
+{
+	const struct kvmem_geometry *g = ps->g;
+	const struct kvmem_page_desc *pd = &ps->pd[page_of(ps, t)];
+	const struct kvmem_page_layout *l;
+	const uint8_t *row = row_at(ps, is_k, t, h, &l);
+	uint32_t tin = t - pd->token_start, G = g->head_dim / g->group_size, si;
+	struct wl w;
+	uint64_t data, bits;
+	int q;
+
+	word_layout(g, pd->hot, &w);
+	data = get_le(row + (d / w.vpw) * w.wb, w.wb > 8 ? 8 : w.wb);
+	bits = data >> (d % w.vpw * w.b) & ((1ull << w.b) - 1);
+	if (w.fp16)
+		return ref_half_bits((uint16_t)bits);
+	q = (int)bits - (bits >> (w.b - 1) ? 1 << w.b : 0);
+	if (is_k && g->key_scales == KVMEM_SCALES_CHANNEL)
+		si = h * g->head_dim + d;
+	else
+		si = (is_k ? 0 : l->nscales_k) +
+		     (h * g->tokens_per_page + tin) * G + d / g->group_size;
+	return (float)q * scale_at(pd->data, l, si);
+}
+
+/*
+ * Where the tests below put errors, page.h's picture must hold: every value
+ * decoded by hand from the page's bytes equals what kvmem_seq_read() gives.
+ */
+static void check_layout(const struct pages *ps, const float *k, const float *v,
+			 uint32_t n)
+{
+	const struct kvmem_geometry *g = ps->g;
+	uint32_t H = g->kv_heads, D = g->head_dim, t, h, d,
+		 G = D / g->group_size;
+
+	ck_assert_uint_eq(ps->sealed.nscales_k,
+			  g->key_scales == KVMEM_SCALES_CHANNEL
+				  ? H * D
+				  : H * g->tokens_per_page * G);
+	ck_assert_uint_eq(ps->sealed.nscales_v, H * g->tokens_per_page * G);
+	for (t = 0; t < n; t++)
+		for (h = 0; h < H; h++)
+			for (d = 0; d < D; d++) {
+				size_t i = ((size_t)t * H + h) * D + d;
+
+				EXPECT_FEQ(value_at(ps, 1, t, h, d), k[i],
+					   "K token %u head %u ch %u "
+					   "from the page's bytes",
+					   t, h, d);
+				EXPECT_FEQ(value_at(ps, 0, t, h, d), v[i],
+					   "V token %u head %u ch %u "
+					   "from the page's bytes",
+					   t, h, d);
+			}
+}
+
+/* Exactly @k flips in each of @nwords words of @codec at @buf. */
+static void inject_words(void *buf, int codec, size_t nwords, unsigned int k,
+			 uint64_t seed)
+{
+	static const unsigned int wbits[KVMEM_CODEC_NR] = { 7, 8, 24, 72 };
+	struct kvmem_inject_params ip;
+	struct kvmem_inject_report rep;
+
+	ck_assert_int_eq(kvmem_inject_params_for_codec(&ip, codec, 0, seed), 0);
+	ck_assert_uint_eq(ip.word_bits, wbits[codec]);
+	ip.mode = KVMEM_INJECT_EXACT;
+	ip.k = k;
+	memset(&rep, 0, sizeof(rep));
+	ck_assert_int_eq(kvmem_inject(buf, nwords, &ip, &rep), 0);
+	ck_assert_uint_eq(rep.words, nwords);
+	ck_assert_uint_eq(rep.by_flips[k], nwords);
+}
+
+/*
+ * Every codeword of a page gets as many flips as its code corrects: the
+ * header and scales (secded72, 1), and the K and V rows (1, or 3 for
+ * golay24).
+ */
+static void inject_page(const struct pages *ps, int p, uint64_t seed)
+{
+	const struct kvmem_page_desc *pd = &ps->pd[p];
+	const struct kvmem_page_layout *l = pd->hot ? &ps->hot : &ps->sealed;
+	size_t rows = (size_t)ps->g->kv_heads * ps->g->tokens_per_page;
+	uint8_t *page = pd->data;
+	struct wl w;
+	unsigned int t;
+
+	word_layout(ps->g, pd->hot, &w);
+	t = w.codec == KVMEM_CODEC_GOLAY24 ? 3 : 1;
+	ck_assert_uint_eq(l->row_bytes, l->row_words * w.wb);
+	ck_assert_uint_le(l->k_off + rows * l->row_bytes, l->v_off);
+	ck_assert_uint_le(l->v_off + rows * l->row_bytes, pd->size);
+	inject_words(page, KVMEM_CODEC_SECDED72, 8, 1, seed);
+	if (l->scale_words)
+		inject_words(page + l->scales_off, KVMEM_CODEC_SECDED72,
+			     l->scale_words, 1, seed + 1);
+	inject_words(page + l->k_off, w.codec, rows * l->row_words, t,
+		     seed + 2);
+	inject_words(page + l->v_off, w.codec, rows * l->row_words, t,
+		     seed + 3);
+}
+
+/* ---- Correctable errors change nothing ----------------------------------- */
+
+struct icase {
+	const char *name;
+	int fmt, codec;
+};
+
+static const struct icase icases[] = {
+	{ "int8+secded72", KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72 },
+	{ "int4+h84", KVMEM_FMT_INT4, KVMEM_CODEC_H84 },
+	{ "int4+golay24 (3 per word)", KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24 },
+	{ "int2+h84", KVMEM_FMT_INT2, KVMEM_CODEC_H84 },
+	{ "int4+h74", KVMEM_FMT_INT4, KVMEM_CODEC_H74 },
+};
+
+START_TEST(test_attend_correctable)
+{
+	const struct icase *ic = &icases[_i];
+	struct kvmem_geometry g =
+		geo(1, 2, 32, 8, 16, 2, ic->fmt, ic->codec, KVMEM_SCALES_GROUP);
+	uint32_t n = 2 + 3 * 8 + 5, nh = 4, D = 32; /* sink, 3 sealed, tail */
+	size_t row = 2 * 32, all = n * row;
+	float *k = xmalloc(all * sizeof(float)),
+	      *v = xmalloc(all * sizeof(float));
+	float *k0 = xmalloc(all * sizeof(float)),
+	      *v0 = xmalloc(all * sizeof(float));
+	float *k1 = xmalloc(all * sizeof(float)),
+	      *v1 = xmalloc(all * sizeof(float));
+	float q[4 * 32], o0[4 * 32], o1[4 * 32];
+	struct kvmem_cache *c = open_for(&g, n);
+	struct kvmem_attend_stats st0, st1;
+	struct kvmem_page_counts pc;
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	struct pages ps;
+	int p;
+
+	kvmem_rng_seed(&r, 0xc044 + (unsigned int)_i);
+	gen_kv(&r, &g, n, 0, k);
+	gen_kv(&r, &g, n, 0, v);
+	gen_q(&r, &g, nh, 1 / sqrt(D), q);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, n), 0);
+	read_all(s, 0, n, KVMEM_ERASE_INTERPOLATE, k0, v0, &pc);
+	ck_assert_int_eq(
+		attend(s, 0, q, o0, nh, KVMEM_ERASE_INTERPOLATE, 0, -1, &st0),
+		0);
+	ck_assert_uint_eq(st0.words_corrected, 0);
+	pages_get(&ps, s, &g, 0);
+	ck_assert_int_eq(ps.np, 5);
+	check_layout(&ps, k0, v0, n);
+	for (p = 0; p < ps.np; p++)
+		inject_page(&ps, p,
+			    0x1000u * (unsigned int)p + (unsigned int)_i);
+
+	ck_assert_int_eq(
+		attend(s, 0, q, o1, nh, KVMEM_ERASE_INTERPOLATE, 0, -1, &st1),
+		0);
+	ck_assert_mem_eq(o1, o0, sizeof(o0));
+	ck_assert_uint_gt(st1.words_corrected, 0);
+	ck_assert_uint_eq(st1.words_uncorrectable, 0);
+	ck_assert_uint_eq(st1.values_erased, 0);
+	ck_assert_uint_eq(st1.headers_uncorrectable, 0);
+	/* the same words were read, now all corrected */
+	ck_assert_uint_eq(st1.words_clean + st1.words_corrected,
+			  st0.words_clean);
+
+	read_all(s, 0, n, KVMEM_ERASE_ZERO, k1, v1, &pc);
+	ck_assert_mem_eq(k1, k0, all * sizeof(float));
+	ck_assert_mem_eq(v1, v0, all * sizeof(float));
+	ck_assert_uint_gt(pc.payload.corrected, 0);
+	ck_assert_uint_gt(pc.header.corrected, 0);
+	ck_assert_uint_gt(pc.scales.corrected, 0);
+	ck_assert_uint_eq(pc.header.uncorrectable, 0);
+	ck_assert_uint_eq(pc.scales.uncorrectable, 0);
+	ck_assert_uint_eq(pc.payload.uncorrectable, 0);
+	ck_assert_uint_eq(pc.values_erased, 0);
+
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+	free(k0);
+	free(v0);
+	free(k1);
+	free(v1);
+}
+END_TEST
+
+/* ---- Uncorrectable words and erasure policies ---------------------------- */
+
+struct ent {
+	int is_k;
+	uint32_t t, h, d; /* a value of the word to break */
+	int data; /* flip data bits (else check bits only) */
+	int scale; /* break scale word @d of the page of token @t instead */
+};
+
+struct ecase {
+	const char *name;
+	int fmt, codec;
+	uint32_t sink, n;
+	int hot; /* errors in FP16 pages too */
+	int scales; /* errors in scale words */
+};
+
+/* tokens_per_page 4: pages [S, S+4) [S+4, S+8) ... */
+static const struct ecase ecases[] = {
+	{ "int4+h84, no sink", KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 16, 0, 0 },
+	{ "int4+h84, sink 2", KVMEM_FMT_INT4, KVMEM_CODEC_H84, 2, 18, 0, 0 },
+	{ "int4+golay24, 4 flips", KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 2, 18,
+	  0, 0 },
+	{ "int2+h84", KVMEM_FMT_INT2, KVMEM_CODEC_H84, 0, 16, 0, 0 },
+	{ "int8+secded72", KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 2, 18, 0, 0 },
+	{ "int4+h84, FP16 sink and tail", KVMEM_FMT_INT4, KVMEM_CODEC_H84, 2,
+	  13, 1, 0 },
+	{ "int4+h84, scale words", KVMEM_FMT_INT4, KVMEM_CODEC_H84, 2, 18, 0,
+	  1 },
+};
+
+static unsigned int build_ents(const struct ecase *ec, struct ent *e)
+{
+	uint32_t S = ec->sink, n = ec->n;
+	unsigned int m = 0;
+
+#define ENT(k_, t_, h_, d_, x_) \
+	(e[m++] = (struct ent){ \
+		 .is_k = k_, .t = t_, .h = h_, .d = d_, .data = x_ })
+#define SCALE(t_, w_, x_) \
+	(e[m++] = (struct ent){ .t = t_, .d = w_, .data = x_, .scale = 1 })
+	if (ec->scales) {
+		/* secded72 word w holds FP16 scales 4w .. 4w+3; K's are
+		 * [kv_head][token][group], 2 groups, then V's likewise */
+		SCALE(6, 0, 1); /* K head 0 tokens 6, 7 (first of a page) */
+		SCALE(10, 7, 0); /* V head 1 tokens 12, 13 */
+		return m;
+	}
+#undef SCALE
+	if (ec->hot) {
+		/* sink [0,2), sealed [2,6) [6,10), tail [10,13) */
+		ENT(1, 0, 1, 9, 1); /* first token, FP16: v[1] */
+		ENT(1, 1, 0, 30, 1); /* sink, neighbours sink and sealed */
+		ENT(0, 9, 1, 5, 1); /* last of a sealed page, next in tail */
+		ENT(0, 10, 0, 0, 1); /* first of the tail, previous sealed */
+		ENT(1, 12, 1, 20, 0); /* last token, in the tail: v[11] */
+		return m;
+	}
+	if (!S)
+		ENT(1, 0, 0, 3, 1); /* first token: v[1] */
+	else
+		ENT(0, S, 1, 2, 1); /* first sealed, previous in the sink */
+	ENT(1, S + 1, 1, 28, 1); /* middle of a page */
+	ENT(1, S + 4, 1, 7, 1); /* first of a page: previous page */
+	ENT(0, S + 7, 0, 0, 1); /* last of a page: next page */
+	/* three in a row: the middle one has no neighbour left (0), the
+	 * outer ones one each; the last is the last of its page */
+	ENT(1, S + 9, 0, 10, 0);
+	ENT(1, S + 10, 0, 10, 1);
+	ENT(1, S + 11, 0, 10, 1);
+	ENT(0, n - 1, 1, 5, 0); /* last token: v[n-2] */
+#undef ENT
+	return m;
+}
+
+/* Break one codeword: 2 flips (h84, secded72), 4 (golay24). */
+static void break_word(uint8_t *word, int codec, int data)
+{
+	static const unsigned int h84[2][2] = { { 4, 7 }, { 0, 1 } };
+	static const unsigned int gol[2][4] = { { 12, 15, 18, 23 },
+						{ 0, 5, 13, 20 } };
+	static const unsigned int sec[2][2] = { { 64, 70 }, { 3, 17 } };
+	const unsigned int *b;
+	unsigned int nb, i;
+
+	if (codec == KVMEM_CODEC_GOLAY24) {
+		b = gol[data];
+		nb = 4;
+	} else if (codec == KVMEM_CODEC_SECDED72) {
+		b = sec[data];
+		nb = 2;
+	} else {
+		b = h84[data];
+		nb = 2;
+	}
+	for (i = 0; i < nb; i++)
+		word[b[i] / 8] ^= (uint8_t)(1u << (b[i] % 8));
+}
+
+/*
+ * Break scale word @e->d of the page holding token @e->t, mark the values
+ * of the groups its four scales cover; returns their number.
+ */
+static unsigned int break_scale(const struct pages *ps, const struct ent *e,
+				uint8_t *erk, uint8_t *erv)
+{
+	const struct kvmem_geometry *g = ps->g;
+	const struct kvmem_page_desc *pd = &ps->pd[page_of(ps, e->t)];
+	const struct kvmem_page_layout *l = &ps->sealed;
+	uint32_t G = g->head_dim / g->group_size, P = g->tokens_per_page;
+	uint32_t si, d, nv = 0;
+
+	ck_assert_uint_eq(pd->sealed, 1);
+	ck_assert_uint_eq(g->key_scales, KVMEM_SCALES_GROUP);
+	ck_assert_uint_lt(e->d, l->scale_words);
+	break_word((uint8_t *)pd->data + l->scales_off + e->d * 9,
+		   KVMEM_CODEC_SECDED72, e->data);
+	for (si = 4 * e->d; si < 4 * e->d + 4; si++) {
+		int is_k = si < l->nscales_k;
+		uint32_t x = is_k ? si : si - l->nscales_k;
+		uint32_t h = x / (P * G), t = pd->token_start + x / G % P;
+		uint8_t *er = is_k ? erk : erv;
+
+		if (si >= l->nscales_k + l->nscales_v)
+			break;
+		for (d = x % G * g->group_size; d < (x % G + 1) * g->group_size;
+		     d++) {
+			er[((size_t)t * g->kv_heads + h) * g->head_dim + d] = 1;
+			nv++;
+		}
+	}
+	return nv;
+}
+
+static const char *const pol_name[] = { "interpolate", "zero", "keep" };
+
+START_TEST(test_attend_erasure)
+{
+	const struct ecase *ec = &ecases[_i];
+	struct kvmem_geometry g = geo(1, 2, 32, 4, 16, ec->sink, ec->fmt,
+				      ec->codec, KVMEM_SCALES_GROUP);
+	uint32_t n = ec->n, H = 2, D = 32, nh = 4, pol, i, t, h, d;
+	size_t row = (size_t)H * D, all = n * row;
+	float *k = xmalloc(all * sizeof(float)),
+	      *v = xmalloc(all * sizeof(float));
+	float *ck = xmalloc(all * sizeof(float)),
+	      *cv = xmalloc(all * sizeof(float));
+	float *kk = xmalloc(all * sizeof(float)),
+	      *kv = xmalloc(all * sizeof(float));
+	float *xk = xmalloc(all * sizeof(float)),
+	      *xv = xmalloc(all * sizeof(float));
+	float *gk = xmalloc(all * sizeof(float)),
+	      *gv = xmalloc(all * sizeof(float));
+	uint8_t *erk = calloc(all, 1), *erv = calloc(all, 1);
+	float q[4 * 32], out[4 * 32], rk[64], rv[64];
+	double ro[4 * 32], tol[4 * 32];
+	struct kvmem_cache *c = open_for(&g, n);
+	struct kvmem_attend_stats st;
+	struct kvmem_page_counts pc;
+	struct kvmem_seq *s = NULL;
+	struct ent e[16];
+	unsigned int ne = build_ents(ec, e), nvals = 0, npw = 0, nsw = 0;
+	struct kvmem_rng r;
+	struct pages ps;
+
+	ck_assert_ptr_nonnull(erk);
+	ck_assert_ptr_nonnull(erv);
+	kvmem_rng_seed(&r, 0xe4a5e + (unsigned int)_i);
+	gen_kv(&r, &g, n, 1, k);
+	gen_kv(&r, &g, n, 1, v);
+	gen_q(&r, &g, nh, 1 / sqrt(D), q);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, n), 0);
+	read_all(s, 0, n, KVMEM_ERASE_INTERPOLATE, ck, cv, &pc);
+	pages_get(&ps, s, &g, 0);
+	/* the pages the entries expect: sealed ones are sealed when full */
+	if (ec->hot) {
+		ck_assert_int_eq(ps.np, 4);
+		ck_assert_uint_eq(ps.pd[3].hot, 1);
+	} else {
+		ck_assert_int_eq(ps.np, (ec->sink ? 1 : 0) + 4);
+		ck_assert_msg(ps.pd[ps.np - 1].sealed && !ps.pd[ps.np - 1].hot,
+			      "a full last page is sealed (kvmem.h: pages that "
+			      "fill up are sealed on the way)");
+	}
+	check_layout(&ps, ck, cv, n);
+
+	/* Break the words, note the values they hold. */
+	for (i = 0; i < ne; i++) {
+		const struct kvmem_page_layout *l;
+		uint8_t *rw;
+		struct wl w;
+		uint32_t w0;
+
+		if (e[i].scale) {
+			nvals += break_scale(&ps, &e[i], erk, erv);
+			nsw++;
+			continue;
+		}
+		rw = row_at(&ps, e[i].is_k, e[i].t, e[i].h, &l);
+		npw++;
+
+		word_layout(&g, ps.pd[page_of(&ps, e[i].t)].hot, &w);
+		w0 = e[i].d / w.vpw * w.vpw;
+		ck_assert_uint_le(w0 + w.vpw, D);
+		break_word(rw + e[i].d / w.vpw * w.wb, w.codec, e[i].data);
+		for (d = w0; d < w0 + w.vpw; d++) {
+			uint8_t *er = e[i].is_k ? erk : erv;
+
+			ck_assert_uint_eq(
+				er[((size_t)e[i].t * H + e[i].h) * D + d], 0);
+			er[((size_t)e[i].t * H + e[i].h) * D + d] = 1;
+			nvals++;
+		}
+	}
+	/* KEEP: the values as the bits now say, unchecked */
+	for (t = 0; t < n; t++)
+		for (h = 0; h < H; h++)
+			for (d = 0; d < D; d++) {
+				size_t x = ((size_t)t * H + h) * D + d;
+
+				kk[x] = erk[x] ? value_at(&ps, 1, t, h, d)
+					       : ck[x];
+				kv[x] = erv[x] ? value_at(&ps, 0, t, h, d)
+					       : cv[x];
+			}
+
+	for (pol = 0; pol < 3; pol++) {
+		/* What each policy must rebuild, from the clean read. */
+		for (t = 0; t < n; t++)
+			for (h = 0; h < H; h++)
+				for (d = 0; d < D; d++) {
+					size_t x = ((size_t)t * H + h) * D + d;
+					size_t lx = x - row, rx = x + row;
+					int j;
+
+					for (j = 0; j < 2; j++) {
+						const float *cl = j ? cv : ck;
+						const uint8_t *er =
+							j ? erv : erk;
+						float *xo = j ? xv : xk;
+						int hl = t > 0 && !er[lx];
+						int hr = t + 1 < n && !er[rx];
+
+						if (!er[x])
+							xo[x] = cl[x];
+						else if (pol ==
+							 KVMEM_ERASE_ZERO)
+							xo[x] = 0;
+						else if (pol ==
+							 KVMEM_ERASE_KEEP)
+							xo[x] = j ? kv[x]
+								  : kk[x];
+						else if (hl && hr)
+							xo[x] = (cl[lx] +
+								 cl[rx]) /
+								2;
+						else if (hl)
+							xo[x] = cl[lx];
+						else if (hr)
+							xo[x] = cl[rx];
+						else
+							xo[x] = 0;
+					}
+				}
+
+		read_all(s, 0, n, pol, gk, gv, &pc);
+		EXPECT_EQ(pc.payload.uncorrectable, npw, "%s", pol_name[pol]);
+		EXPECT_EQ(pc.values_erased, nvals, "%s", pol_name[pol]);
+		EXPECT_EQ(pc.header.uncorrectable, 0, "%s", pol_name[pol]);
+		EXPECT_EQ(pc.scales.uncorrectable, nsw, "%s", pol_name[pol]);
+		for (i = 0; i < all; i++) {
+			t = (uint32_t)(i / row);
+			h = (uint32_t)(i % row / D);
+			d = (uint32_t)(i % D);
+			EXPECT_FEQ(gk[i], xk[i],
+				   "%s: K token %u head %u ch %u%s",
+				   pol_name[pol], t, h, d,
+				   erk[i] ? " (erased)" : "");
+			EXPECT_FEQ(gv[i], xv[i],
+				   "%s: V token %u head %u ch %u%s",
+				   pol_name[pol], t, h, d,
+				   erv[i] ? " (erased)" : "");
+		}
+		/* One token alone rebuilds from the same neighbours. */
+		for (i = 0; i < ne; i++) {
+			t = e[i].t;
+			ck_assert_int_eq(
+				kvmem_seq_read(s, 0, t, 1, pol, rk, rv, NULL),
+				0);
+			for (d = 0; d < row; d++) {
+				EXPECT_FEQ(
+					rk[d], xk[t * row + d],
+					"%s: K token %u read alone, value %u",
+					pol_name[pol], t, d);
+				EXPECT_FEQ(
+					rv[d], xv[t * row + d],
+					"%s: V token %u read alone, value %u",
+					pol_name[pol], t, d);
+			}
+		}
+
+		ck_assert_int_eq(attend(s, 0, q, out, nh, pol, 0, -1, &st), 0);
+		EXPECT_EQ(st.words_uncorrectable, ne, "%s (scales and payload)",
+			  pol_name[pol]);
+		EXPECT_EQ(st.values_erased, nvals, "%s", pol_name[pol]);
+		EXPECT_EQ(st.headers_uncorrectable, 0, "%s", pol_name[pol]);
+		ref_attend(&g, nh, 1 / sqrt(D), q, xk, xv, n, ro, NULL);
+		tight_tol(&g, nh, xv, n, tol);
+		expect_close(out, ro, tol, (size_t)nh * D, pol_name[pol],
+			     ec->name);
+	}
+
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+	free(ck);
+	free(cv);
+	free(kk);
+	free(kv);
+	free(xk);
+	free(xv);
+	free(gk);
+	free(gv);
+	free(erk);
+	free(erv);
+}
+END_TEST
+
+/* ---- Importance ---------------------------------------------------------- */
+
+static void importance(struct kvmem_seq *s, uint32_t layer, float *imp, int np,
+		       uint32_t nh)
+{
+	struct kvmem_page_desc pd[MAXP];
+	int p;
+
+	ck_assert_int_eq(kvmem_seq_pages(s, layer, pd, MAXP), np);
+	for (p = 0; p < np; p++) {
+		imp[p] = pd[p].importance;
+		ck_assert_msg(isfinite(imp[p]) && imp[p] >= 0 && imp[p] <= nh,
+			      "page %d importance %g outside [0, %u]", p,
+			      (double)imp[p], nh);
+	}
+}
+
+/*
+ * A query aligned with the keys of one page puts (nearly) all its weight
+ * there; that page's importance grows most.
+ */
+START_TEST(test_importance_aligned)
+{
+	struct kvmem_geometry g = geo(1, 2, 32, 4, 16, 2, KVMEM_FMT_INT4,
+				      KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	uint32_t n = 2 + 4 * 4 + 2, H = 2, D = 32, nh = 8, t, h, d;
+	size_t row = (size_t)H * D;
+	float *k = xmalloc(n * row * sizeof(float)),
+	      *v = xmalloc(n * row * sizeof(float));
+	float u[2][32], q[8 * 32], out[8 * 32], i0[MAXP], i1[MAXP];
+	struct kvmem_cache *c = open_for(&g, n);
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	int np, p, hotp = 3; /* sink, [2,6), [6,10), [10,14): page 3 */
+
+	kvmem_rng_seed(&r, 0x1a1);
+	for (h = 0; h < H; h++) {
+		double nn = 0;
+
+		for (d = 0; d < D; d++) {
+			u[h][d] = (float)urand(&r, -1, 1);
+			nn += (double)u[h][d] * u[h][d];
+		}
+		for (d = 0; d < D; d++)
+			u[h][d] = (float)(u[h][d] / sqrt(nn));
+	}
+	for (t = 0; t < n; t++)
+		for (h = 0; h < H; h++)
+			for (d = 0; d < D; d++) {
+				size_t x = ((size_t)t * H + h) * D + d;
+
+				k[x] = t >= 10 && t < 14
+					       ? u[h][d] + (float)urand(&r,
+									-0.02,
+									0.02)
+					       : (float)urand(&r, -0.1, 0.1);
+				v[x] = (float)urand(&r, -1, 1);
+			}
+	/* score 30 on page 3, about 0 elsewhere */
+	for (h = 0; h < nh; h++)
+		for (d = 0; d < D; d++)
+			q[h * D + d] = (float)(30 * sqrt(D) * u[h / 4][d]);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, n), 0);
+	np = kvmem_seq_pages(s, 0, NULL, 0);
+	ck_assert_int_eq(np, 6);
+	importance(s, 0, i0, np, nh);
+	ck_assert_int_eq(attend(s, 0, q, out, nh, 0, 0, 0, NULL), 0);
+	importance(s, 0, i1, np, nh);
+	for (p = 0; p < np; p++)
+		if (p != hotp)
+			ck_assert_msg(i1[hotp] - i0[hotp] > i1[p] - i0[p],
+				      "page %d importance grew by %g, page %d "
+				      "(the aligned one) by %g",
+				      p, (double)(i1[p] - i0[p]), hotp,
+				      (double)(i1[hotp] - i0[hotp]));
+	ck_assert_float_gt(i1[hotp], i0[hotp]);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+}
+END_TEST
+
+/*
+ * The moving average: new = (1 - alpha) old + alpha share, share the page's
+ * softmax weight summed over the query heads (reference on the decoded
+ * values); alpha 0 means 0.1, alpha < 0 changes nothing.
+ */
+START_TEST(test_importance_average)
+{
+	static const float alphas[] = { 1, 0.5f, 0, 0.25f, -1, -0.5f };
+	struct kvmem_geometry g = geo(1, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
+				      KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	uint32_t n = 2 + 3 * 8 + 5, nh = 4, D = 32, t;
+	size_t all = (size_t)n * 2 * D;
+	float *k = xmalloc(all * sizeof(float)),
+	      *v = xmalloc(all * sizeof(float));
+	float *dk = xmalloc(all * sizeof(float)),
+	      *dv = xmalloc(all * sizeof(float));
+	double *share = xmalloc(n * sizeof(double)), ro[4 * 32], ps_[MAXP];
+	float q[4 * 32], out[4 * 32], i0[MAXP], i1[MAXP];
+	struct kvmem_page_desc pd[MAXP];
+	struct kvmem_cache *c = open_for(&g, n);
+	struct kvmem_page_counts pc;
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	unsigned int a;
+	int np, p;
+
+	kvmem_rng_seed(&r, 0x1a2);
+	gen_kv(&r, &g, n, 0, k);
+	gen_kv(&r, &g, n, 0, v);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, n), 0);
+	read_all(s, 0, n, KVMEM_ERASE_INTERPOLATE, dk, dv, &pc);
+	np = kvmem_seq_pages(s, 0, pd, MAXP);
+	ck_assert_int_eq(np, 5);
+	for (a = 0; a < sizeof(alphas) / sizeof(alphas[0]); a++) {
+		double al = alphas[a] ? alphas[a] : 0.1, sum = 0;
+
+		gen_q(&r, &g, nh, 1 / sqrt(D), q);
+		ref_attend(&g, nh, 1 / sqrt(D), q, dk, dv, n, ro, share);
+		for (p = 0; p < np; p++) {
+			ps_[p] = 0;
+			for (t = pd[p].token_start;
+			     t < pd[p].token_start + pd[p].ntokens; t++)
+				ps_[p] += share[t];
+			sum += ps_[p];
+		}
+		ck_assert_double_eq_tol(sum, nh, 1e-9);
+		importance(s, 0, i0, np, nh);
+		ck_assert_int_eq(
+			attend(s, 0, q, out, nh, 0, 0, alphas[a], NULL), 0);
+		importance(s, 0, i1, np, nh);
+		for (p = 0; p < np; p++) {
+			if (alphas[a] < 0)
+				EXPECT_FEQ(i1[p], i0[p], "alpha %g page %d",
+					   (double)alphas[a], p);
+			else
+				EXPECT_NEAR(i1[p],
+					    (1 - al) * i0[p] + al * ps_[p],
+					    1e-5 * nh, "alpha %g page %d",
+					    (double)alphas[a], p);
+		}
+	}
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+	free(dk);
+	free(dv);
+	free(share);
+}
+END_TEST
+
+/* ---- Bad arguments ------------------------------------------------------- */
+
+START_TEST(test_attend_bad_args)
+{
+	struct kvmem_geometry g = geo(2, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
+				      KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	float k[5 * 64], v[5 * 64], q[8 * 32], out[8 * 32];
+	struct kvmem_cache *c = open_for(&g, 8);
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	unsigned int i;
+
+	kvmem_rng_seed(&r, 0xbad);
+	for (i = 0; i < 5 * 64; i++) {
+		k[i] = (float)urand(&r, -1, 1);
+		v[i] = (float)urand(&r, -1, 1);
+	}
+	gen_q(&r, &g, 8, 1 / sqrt(32), q);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	/* both layers empty */
+	ck_assert_int_eq(attend(s, 0, q, out, 4, 0, 0, -1, NULL), -EINVAL);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, 5), 0);
+	ck_assert_int_eq(attend(s, 0, q, out, 4, 0, 0, -1, NULL), 0);
+	/* layer 1 empty, layer 2 none */
+	ck_assert_int_eq(attend(s, 1, q, out, 4, 0, 0, -1, NULL), -EINVAL);
+	ck_assert_int_eq(attend(s, 2, q, out, 4, 0, 0, -1, NULL), -EINVAL);
+	ck_assert_int_eq(attend(s, UINT32_MAX, q, out, 4, 0, 0, -1, NULL),
+			 -EINVAL);
+	/* n_heads not a multiple of kv_heads */
+	ck_assert_int_eq(attend(s, 0, q, out, 3, 0, 0, -1, NULL), -EINVAL);
+	ck_assert_int_eq(attend(s, 0, q, out, 1, 0, 0, -1, NULL), -EINVAL);
+	ck_assert_int_eq(attend(s, 0, q, out, 5, 0, 0, -1, NULL), -EINVAL);
+	/* one token: attention is that token's V */
+	ck_assert_int_eq(kvmem_seq_append(s, 1, k, v, 0), 0);
+	ck_assert_uint_eq(kvmem_seq_len(s, 1), 0);
+	ck_assert_int_eq(kvmem_seq_append(s, 1, k, v, 1), 0);
+	check_tight(s, &g, 1, 4, &r, "one token");
+	/* the valid ones still work */
+	ck_assert_int_eq(attend(s, 0, q, out, 2, 0, 0, -1, NULL), 0);
+	ck_assert_int_eq(
+		attend(s, 0, q, out, 8, KVMEM_ERASE_KEEP, 0.5f, -1, NULL), 0);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+}
+END_TEST
+
+KVMEM_SUITE(attend)
+{
+	Suite *s = suite_create("attend");
+	TCase *tc = tcase_create("reference");
+	TCase *te = tcase_create("errors");
+	TCase *ti = tcase_create("importance");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_attend_ref, 0,
+			    (int)(sizeof(acases) / sizeof(acases[0])));
+	tcase_add_loop_test(tc, test_attend_realistic, 0, 2);
+	tcase_add_test(tc, test_attend_fork_truncate);
+	suite_add_tcase(s, tc);
+
+	tcase_set_timeout(te, 60);
+	tcase_add_loop_test(te, test_attend_correctable, 0,
+			    (int)(sizeof(icases) / sizeof(icases[0])));
+	tcase_add_loop_test(te, test_attend_erasure, 0,
+			    (int)(sizeof(ecases) / sizeof(ecases[0])));
+	suite_add_tcase(s, te);
+
+	tcase_add_test(ti, test_importance_aligned);
+	tcase_add_test(ti, test_importance_average);
+	tcase_add_test(ti, test_attend_bad_args);
+	suite_add_tcase(s, ti);
+	return s;
+}

@@ -1,0 +1,2009 @@
+/*
+ * check_page.c - the protected KV page against a reference reading of
+ * kvmem/page.h
+ *
+ * Every page written by the library is taken apart here without it: each
+ * codeword is checked against the reference encoders of ecc_ref.c (built
+ * from the paper's matrices), the header, scale and payload bitstreams are
+ * read one bit at a time in the order the diagram in page.h gives, scales
+ * and quantized values are compared with a reference quantizer written from
+ * quant.h (bit-level FP16, "smallest FP16 >= amax / qmax" by search, round()
+ * in double), every byte outside the regions must be zero and the CRC is
+ * recomputed bit by bit. Decoded values must be exactly q * s of what the
+ * page holds and within s / 2 of the input.
+ *
+ * Errors are put in with the fault injector in EXACT mode word by word, so
+ * which words got how many flips is known, and the expected counts and
+ * erasure maps follow from the layout alone.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecc_ref.h"
+#include "kvmem/crc32c.h"
+#include "kvmem/ecc.h"
+#include "kvmem/inject.h"
+#include "kvmem/page.h"
+#include "kvmem/quant.h"
+#include "kvmem_check.h"
+#include "rng.h"
+
+/* Fails with both operands and the case; costs nothing when it passes. */
+#define EXPECT_EQ(a, b, fmt, ...)                                        \
+	do {                                                             \
+		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
+		if (x_a_ != x_b_)                                        \
+			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
+				     "0x%jx (%jd); " fmt,                \
+				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
+				     (intmax_t)x_b_, __VA_ARGS__);       \
+	} while (0)
+
+#define EXPECT(cond, fmt, ...)                                        \
+	do {                                                          \
+		if (!(cond))                                          \
+			ck_abort_msg("%s; " fmt, #cond, __VA_ARGS__); \
+	} while (0)
+
+/* memcmp that names the first differing byte. */
+#define EXPECT_MEM(got, exp, len, fmt, ...)                                  \
+	do {                                                                 \
+		size_t x_off_ = mem_diff((got), (exp), (len));               \
+		if (x_off_ != (size_t)-1)                                    \
+			ck_abort_msg("%s vs %s: byte %zu of %zu: 0x%02x != " \
+				     "0x%02x; " fmt,                         \
+				     #got, #exp, x_off_, (size_t)(len),      \
+				     ((const uint8_t *)(got))[x_off_],       \
+				     ((const uint8_t *)(exp))[x_off_],       \
+				     __VA_ARGS__);                           \
+	} while (0)
+
+static size_t mem_diff(const void *a, const void *b, size_t len)
+{
+	const uint8_t *p = a, *q = b;
+	size_t i;
+
+	if (!memcmp(a, b, len))
+		return (size_t)-1;
+	for (i = 0; p[i] == q[i]; i++)
+		;
+	return i;
+}
+
+/* ---- The contracts, written down ----------------------------------------- */
+
+struct ref_fmt {
+	const char *name;
+	unsigned int bits;
+	int qmax;
+};
+
+static const struct ref_fmt rfmt[KVMEM_FMT_NR] = {
+	[KVMEM_FMT_FP16] = { "fp16", 16, 0 },
+	[KVMEM_FMT_INT8] = { "int8", 8, 127 },
+	[KVMEM_FMT_INT4] = { "int4", 4, 7 },
+	[KVMEM_FMT_INT2] = { "int2", 2, 1 },
+};
+
+struct ref_codec {
+	const char *name;
+	unsigned int k; /* data bits */
+	unsigned int n; /* live code bits */
+	unsigned int wb; /* stored bytes */
+	unsigned int ue; /* a weight always reported uncorrectable, or 0 */
+};
+
+static const struct ref_codec rcod[KVMEM_CODEC_NR] = {
+	[KVMEM_CODEC_H74] = { "h74", 4, 7, 1, 0 },
+	[KVMEM_CODEC_H84] = { "h84", 4, 8, 1, 2 },
+	[KVMEM_CODEC_GOLAY24] = { "golay24", 12, 24, 3, 4 },
+	[KVMEM_CODEC_SECDED72] = { "secded72", 64, 72, 9, 2 },
+};
+
+_Static_assert(sizeof(struct kvmem_page_hdr) == 64, "header is 64 bytes");
+
+#define HDR_BYTES 72
+#define HDR_WORDS 8
+#define SW_BYTES 9
+
+/* ---- Reference FP16 and quantizer (as in check_quant.c) ------------------ */
+
+static uint32_t f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static uint16_t ref_f2h(float f)
+{
+	uint32_t u = f2u(f), sign = u >> 16 & 0x8000, exp = u >> 23 & 0xff;
+	uint64_t m = u & 0x7fffff, q, rem, half;
+	int e2, ulp, shift;
+	uint32_t h;
+
+	if (exp == 0xff)
+		return m ? 0 : (uint16_t)(sign | 0x7bff);
+	if (exp >= 127 + 16)
+		return (uint16_t)(sign | 0x7bff);
+	if (exp == 0) {
+		if (!m)
+			return (uint16_t)sign;
+		e2 = -149;
+	} else {
+		m |= 0x800000;
+		e2 = (int)exp - 150;
+	}
+	ulp = exp < 127 - 14 ? -24 : (int)exp - 127 - 10;
+	shift = ulp - e2;
+	if (shift >= 64) {
+		q = 0;
+	} else {
+		q = m >> shift;
+		rem = m & ((1ull << shift) - 1);
+		half = 1ull << (shift - 1);
+		if (rem > half || (rem == half && (q & 1)))
+			q++;
+	}
+	if (exp < 127 - 14)
+		h = (uint32_t)q;
+	else
+		h = ((exp - 127 + 15) << 10) + (uint32_t)q - 1024;
+	if (h >= 0x7c00)
+		h = 0x7bff;
+	return (uint16_t)(sign | h);
+}
+
+static float ref_h2f(uint16_t h)
+{
+	unsigned int e = h >> 10 & 31, m = h & 0x3ff;
+	double v;
+
+	if (e == 31)
+		return m ? NAN : (h & 0x8000 ? -INFINITY : INFINITY);
+	v = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
+	return (float)(h & 0x8000 ? -v : v);
+}
+
+static uint16_t ref_half_ceil(double x)
+{
+	unsigned int lo = 0, hi = 0x7bff;
+
+	if (x > 65504.0)
+		return 0x7bff;
+	while (lo < hi) {
+		unsigned int mid = (lo + hi) / 2;
+
+		if (ref_h2f((uint16_t)mid) >= x)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return (uint16_t)lo;
+}
+
+static uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax)
+{
+	double amax = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		double a = fabs((double)x[i * stride]);
+
+		if (isfinite(a) && a > amax)
+			amax = a;
+	}
+	return amax == 0 ? 0 : ref_half_ceil(amax / qmax);
+}
+
+static void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt)
+{
+	double s = ref_h2f(sh), r, fl, frac;
+
+	*q = *alt = 0;
+	if (!isfinite(x) || s == 0)
+		return;
+	r = (double)x / s;
+	fl = floor(r);
+	frac = r - fl;
+	*q = (int)(frac >= 0.5 ? fl + 1 : fl);
+	*alt = *q;
+	if (fabs(frac - 0.5) <= 0x1p-20 * fmax(1.0, fabs(r)))
+		*alt = *q == (int)fl ? (int)fl + 1 : (int)fl;
+	if (*q > qmax)
+		*q = qmax;
+	if (*q < -qmax)
+		*q = -qmax;
+	if (*alt > qmax)
+		*alt = qmax;
+	if (*alt < -qmax)
+		*alt = -qmax;
+}
+
+/* ---- Bits, words, CRC ---------------------------------------------------- */
+
+static uint64_t get_bits(const uint8_t *p, size_t pos, unsigned int k)
+{
+	uint64_t v = 0;
+	unsigned int i;
+
+	for (i = 0; i < k; i++, pos++)
+		v |= (uint64_t)(p[pos / 8] >> (pos % 8) & 1) << i;
+	return v;
+}
+
+static void put_bits(uint8_t *p, size_t pos, unsigned int k, uint64_t v)
+{
+	unsigned int i;
+
+	for (i = 0; i < k; i++, pos++) {
+		p[pos / 8] &= (uint8_t) ~(1u << (pos % 8));
+		p[pos / 8] |= (uint8_t)((v >> i & 1) << (pos % 8));
+	}
+}
+
+static uint64_t get_le(const uint8_t *w, unsigned int nbytes)
+{
+	uint64_t v = 0;
+	unsigned int i;
+
+	for (i = 0; i < nbytes; i++)
+		v |= (uint64_t)w[i] << (8 * i);
+	return v;
+}
+
+static void put_le(uint8_t *w, unsigned int nbytes, uint64_t v)
+{
+	unsigned int i;
+
+	for (i = 0; i < nbytes; i++)
+		w[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The stored codeword of data @d, from the paper's matrices. */
+static void ref_word(int codec, uint64_t d, uint8_t *w)
+{
+	switch (codec) {
+	case KVMEM_CODEC_H74:
+		w[0] = ref_h74((unsigned int)d);
+		break;
+	case KVMEM_CODEC_H84:
+		w[0] = ref_h84((unsigned int)d);
+		break;
+	case KVMEM_CODEC_GOLAY24:
+		put_le(w, 3, ref_golay((uint32_t)d));
+		break;
+	default:
+		put_le(w, 8, d);
+		w[8] = ref_secded_check(d);
+		break;
+	}
+}
+
+/*
+ * The data of the stored word @w, which must be a valid codeword: the codes
+ * are systematic, data in the low k bits.
+ */
+static uint64_t word_data(int codec, const uint8_t *w, const char *what,
+			  size_t idx, const char *name)
+{
+	const struct ref_codec *c = &rcod[codec];
+	uint64_t d = get_le(w, c->k == 64 ? 8 : c->wb);
+	uint8_t exp[9];
+
+	if (c->k < 64)
+		d &= (1ull << c->k) - 1;
+	ref_word(codec, d, exp);
+	EXPECT_MEM(w, exp, c->wb,
+		   "%s: %s word %zu is not the %s codeword of "
+		   "its data",
+		   name, what, idx, c->name);
+	return d;
+}
+
+static uint32_t ref_crc32c(const uint8_t *p, size_t len)
+{
+	uint32_t crc = 0xffffffffu;
+	size_t i;
+	int b;
+
+	for (i = 0; i < len; i++) {
+		crc ^= p[i];
+		for (b = 0; b < 8; b++)
+			crc = crc >> 1 ^ (0x82f63b78u & (0u - (crc & 1)));
+	}
+	return ~crc;
+}
+
+static void *xmalloc(size_t len)
+{
+	void *p = malloc(len ? len : 1);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+/* ---- Reference layout ---------------------------------------------------- */
+
+struct rlay {
+	unsigned int fmt, codec, bits, k, wb;
+	uint32_t G; /* groups per row */
+	uint32_t nk, nv, sw; /* scales, scale words */
+	uint32_t rw, rb, rd; /* row words, bytes, data bytes */
+	size_t rows; /* rows per block */
+	size_t blk; /* bytes per block */
+};
+
+static void ref_layout(const struct kvmem_geometry *g, int hot, struct rlay *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->fmt = hot ? KVMEM_FMT_FP16 : g->format;
+	r->codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
+	r->bits = rfmt[r->fmt].bits;
+	r->k = rcod[r->codec].k;
+	r->wb = rcod[r->codec].wb;
+	r->G = g->head_dim / g->group_size;
+	/* Whole codewords, and whole bytes of data. */
+	r->rw = (g->head_dim * r->bits + r->k - 1) / r->k;
+	while (r->rw * r->k % 8)
+		r->rw++;
+	r->rb = r->rw * r->wb;
+	r->rd = r->rw * r->k / 8;
+	if (r->fmt != KVMEM_FMT_FP16) {
+		r->nv = g->kv_heads * g->tokens_per_page * r->G;
+		r->nk = g->key_scales == KVMEM_SCALES_CHANNEL
+				? g->kv_heads * g->head_dim
+				: r->nv;
+	}
+	r->sw = ((r->nk + r->nv) * 16 + 63) / 64;
+	r->rows = (size_t)g->kv_heads * g->tokens_per_page;
+	r->blk = r->rows * r->rb;
+}
+
+static void check_layout(const struct kvmem_geometry *g, int hot,
+			 struct kvmem_page_layout *l, const char *name)
+{
+	struct rlay r;
+	size_t kend, vend;
+
+	ref_layout(g, hot, &r);
+	memset(l, 0xa5, sizeof(*l));
+	ck_assert_int_eq(kvmem_page_layout(g, hot, l), 0);
+	EXPECT_EQ(l->hot, !!hot, "%s", name);
+	EXPECT_EQ(l->format, r.fmt, "%s", name);
+	EXPECT_EQ(l->codec, r.codec, "%s", name);
+	if (!hot)
+		EXPECT_EQ(l->key_scales, g->key_scales, "%s", name);
+	EXPECT_EQ(l->nscales_k, r.nk, "%s", name);
+	EXPECT_EQ(l->nscales_v, r.nv, "%s", name);
+	EXPECT_EQ(l->scale_words, r.sw, "%s", name);
+	EXPECT_EQ(l->row_words, r.rw, "%s", name);
+	EXPECT_EQ(l->row_bytes, r.rb, "%s", name);
+	EXPECT_EQ(l->row_data, r.rd, "%s", name);
+	EXPECT_EQ((uint64_t)l->row_words * r.wb, l->row_bytes, "%s", name);
+	EXPECT((uint64_t)l->row_words * r.k >= (uint64_t)g->head_dim * r.bits,
+	       "%s", name);
+	EXPECT_EQ((uint64_t)l->row_words * r.k % 8, 0, "%s", name);
+	EXPECT_EQ(l->size % KVMEM_PAGE_ALIGN, 0, "%s", name);
+	EXPECT_EQ(l->scales_off % 64, 0, "%s", name);
+	EXPECT_EQ(l->k_off % 64, 0, "%s", name);
+	EXPECT_EQ(l->v_off % 64, 0, "%s", name);
+	EXPECT(l->scales_off >= HDR_BYTES, "%s: scales_off %zu", name,
+	       l->scales_off);
+	EXPECT(l->scales_off + (size_t)r.sw * SW_BYTES <= l->k_off,
+	       "%s: scales_off %zu + %u words > k_off %zu", name, l->scales_off,
+	       r.sw, l->k_off);
+	kend = l->k_off + r.blk;
+	vend = l->v_off + r.blk;
+	EXPECT(kend <= l->v_off, "%s: K ends at %zu > v_off %zu", name, kend,
+	       l->v_off);
+	EXPECT(vend <= l->size, "%s: V ends at %zu > size %zu", name, vend,
+	       l->size);
+	/* "zero padding to a multiple of 4 KiB": no more than that. */
+	EXPECT(l->size - vend < KVMEM_PAGE_ALIGN, "%s: size %zu, V ends at %zu",
+	       name, l->size, vend);
+	EXPECT(l->size >= HDR_BYTES + (size_t)r.sw * SW_BYTES + 2 * r.blk,
+	       "%s: size %zu", name, l->size);
+}
+
+/* ---- Geometries and cases ------------------------------------------------ */
+
+struct gdef {
+	uint32_t layers, kv_heads, head_dim, tpp, group, sink;
+};
+
+static const struct gdef geoms[] = {
+	{ 2, 2, 32, 4, 16, 1 },	  { 2, 3, 64, 16, 32, 4 },
+	{ 1, 2, 20, 5, 5, 5 }, /* odd sizes: golay rows need padding */
+	{ 3, 1, 3, 7, 3, 0 }, /* rows shorter than a word */
+	{ 1, 1, 32, 1, 32, 1 }, /* one token, one head */
+	{ 4, 8, 128, 32, 32, 4 }, /* realistic */
+};
+
+#define REALISTIC 5
+
+#define NGEOM ((int)(sizeof(geoms) / sizeof(geoms[0])))
+
+static void mkgeom(struct kvmem_geometry *g, const struct gdef *d,
+		   unsigned int fmt, unsigned int codec, unsigned int ks)
+{
+	memset(g, 0, sizeof(*g));
+	g->layers = d->layers;
+	g->kv_heads = d->kv_heads;
+	g->head_dim = d->head_dim;
+	g->tokens_per_page = d->tpp;
+	g->group_size = d->group;
+	g->sink_tokens = d->sink;
+	g->format = (uint8_t)fmt;
+	g->codec = (uint8_t)codec;
+	g->key_scales = (uint8_t)ks;
+}
+
+/* One page: its geometry, input, image and what was read out of it. */
+struct pcase {
+	char name[160];
+	struct kvmem_geometry g;
+	int hot;
+	uint32_t ntok, flags;
+	struct kvmem_rng rng;
+	struct kvmem_page_layout l;
+	struct rlay r;
+	size_t nvals; /* ntok * kv_heads * head_dim */
+	size_t pvals; /* tokens_per_page * kv_heads * head_dim */
+	struct kvmem_page_hdr hin; /* as given to encode */
+	struct kvmem_page_hdr hexp; /* as it must read back */
+	float *k, *v; /* input, ntok rows */
+	uint8_t *page;
+	uint16_t *scales; /* nk + nv, as stored */
+	uint32_t *raw[2]; /* K, V values as stored, [t][h][c], pvals each */
+};
+
+static double rnd_unit(struct kvmem_rng *r)
+{
+	return kvmem_rng_unit(r);
+}
+
+static float rnd_value(struct kvmem_rng *r, double mag)
+{
+	double u = rnd_unit(r) + rnd_unit(r) + rnd_unit(r) + rnd_unit(r) - 2;
+
+	switch (kvmem_rng_below(r, 32)) {
+	case 0:
+		return 0.0f;
+	case 1:
+		return (float)(u * mag * 40);
+	case 2:
+		return (float)(mag / 8 *
+			       ((double)kvmem_rng_below(r, 33) - 16.0));
+	default:
+		return (float)(u * mag);
+	}
+}
+
+/* Rows of [kv_heads][head_dim]; keys get outlier channels. */
+static void fill_rows(struct kvmem_rng *r, float *x, uint32_t ntok,
+		      const struct kvmem_geometry *g, int keys)
+{
+	uint32_t t, h, c;
+
+	for (t = 0; t < ntok; t++)
+		for (h = 0; h < g->kv_heads; h++) {
+			double mag = ldexp(1.0 + rnd_unit(r),
+					   (int)kvmem_rng_below(r, 16) - 10);
+
+			for (c = 0; c < g->head_dim; c++) {
+				float *p = &x[((size_t)t * g->kv_heads + h) *
+						      g->head_dim +
+					      c];
+
+				*p = rnd_value(r, mag);
+				if (keys && c % 13 == 5)
+					*p *= 25;
+			}
+		}
+}
+
+static size_t vidx(const struct pcase *pc, uint32_t t, uint32_t h, uint32_t c)
+{
+	return ((size_t)t * pc->g.kv_heads + h) * pc->g.head_dim + c;
+}
+
+/* Index into the scales of value (t, h, c) of block @isv. */
+static size_t scale_idx(const struct pcase *pc, int isv, uint32_t t, uint32_t h,
+			uint32_t c)
+{
+	const struct kvmem_geometry *g = &pc->g;
+	size_t grp = ((size_t)h * g->tokens_per_page + t) * pc->r.G +
+		     c / g->group_size;
+
+	if (isv)
+		return pc->r.nk + grp;
+	if (g->key_scales == KVMEM_SCALES_CHANNEL)
+		return (size_t)h * g->head_dim + c;
+	return grp;
+}
+
+static void case_free(struct pcase *pc)
+{
+	free(pc->k);
+	free(pc->v);
+	free(pc->page);
+	free(pc->scales);
+	free(pc->raw[0]);
+	free(pc->raw[1]);
+	memset(pc, 0, sizeof(*pc));
+}
+
+/* Geometry @g, kind @hot, @ntok tokens: fill in input and encode. */
+static void case_setup(struct pcase *pc, const struct kvmem_geometry *g,
+		       int hot, uint32_t ntok, uint32_t flags, uint64_t seed)
+{
+	struct kvmem_page_hdr *h = &pc->hin;
+
+	memset(pc, 0, sizeof(*pc));
+	pc->g = *g;
+	pc->hot = hot;
+	pc->ntok = ntok;
+	pc->flags = flags;
+	snprintf(pc->name, sizeof(pc->name),
+		 "%s+%s%s kvh %u hd %u tpp %u group %u, %s page, %u tokens, "
+		 "flags %#x, seed %#" PRIx64,
+		 rfmt[g->format].name, rcod[g->codec].name,
+		 g->key_scales ? " channel-keys" : "", g->kv_heads, g->head_dim,
+		 g->tokens_per_page, g->group_size, hot ? "hot" : "sealed-kind",
+		 ntok, flags, seed);
+	kvmem_rng_seed(&pc->rng, seed);
+	check_layout(g, hot, &pc->l, pc->name);
+	ref_layout(g, hot, &pc->r);
+	pc->nvals = (size_t)ntok * g->kv_heads * g->head_dim;
+	pc->pvals = (size_t)g->tokens_per_page * g->kv_heads * g->head_dim;
+	pc->k = xmalloc(pc->nvals * sizeof(float));
+	pc->v = xmalloc(pc->nvals * sizeof(float));
+	fill_rows(&pc->rng, pc->k, ntok, g, 1);
+	fill_rows(&pc->rng, pc->v, ntok, g, 0);
+	pc->page = aligned_alloc(KVMEM_PAGE_ALIGN, pc->l.size);
+	ck_assert_ptr_nonnull(pc->page);
+	memset(pc->page, 0xa5, pc->l.size);
+
+	memset(h, 0, sizeof(*h));
+	h->magic = 0xdeadbeef; /* all of these are the library's to fill */
+	h->version = 0x77;
+	h->format = 0xee;
+	h->codec = 0xee;
+	h->geometry = 0x1234;
+	h->crc = 0x5555aaaa;
+	h->seq = kvmem_rng_next(&pc->rng);
+	h->layer = (uint32_t)kvmem_rng_below(&pc->rng, g->layers);
+	h->token_start = (uint32_t)kvmem_rng_below(&pc->rng, 1u << 20);
+	h->ntokens = ntok;
+	h->flags = flags;
+	h->generation = kvmem_rng_next(&pc->rng);
+	ck_assert_int_eq(kvmem_page_encode(pc->page, g, h, hot, pc->k, pc->v),
+			 0);
+
+	pc->hexp = *h;
+	pc->hexp.magic = KVMEM_PAGE_MAGIC;
+	pc->hexp.version = KVMEM_PAGE_VERSION;
+	pc->hexp.format = (uint8_t)pc->r.fmt;
+	pc->hexp.codec = (uint8_t)pc->r.codec;
+	pc->hexp.geometry = kvmem_geometry_digest(g);
+	pc->hexp.flags = flags | (hot ? KVMEM_HDR_HOT : 0);
+	pc->hexp.crc = ref_crc32c(pc->page + HDR_BYTES, pc->l.size - HDR_BYTES);
+	pc->scales = xmalloc((pc->r.nk + pc->r.nv + 1) * sizeof(uint16_t));
+	pc->raw[0] = xmalloc(pc->pvals * sizeof(uint32_t));
+	pc->raw[1] = xmalloc(pc->pvals * sizeof(uint32_t));
+}
+
+/* All bytes of [from, to) are zero. */
+static void check_zero(const struct pcase *pc, size_t from, size_t to,
+		       const char *what)
+{
+	size_t i;
+
+	for (i = from; i < to; i++)
+		EXPECT_EQ(pc->page[i], 0, "%s: byte %zu of %s [%zu, %zu)",
+			  pc->name, i, what, from, to);
+}
+
+static void check_header_image(struct pcase *pc)
+{
+	uint8_t data[64], exp[64];
+	struct kvmem_page_hdr got;
+	unsigned int w;
+
+	for (w = 0; w < HDR_WORDS; w++)
+		put_le(data + 8 * w, 8,
+		       word_data(KVMEM_CODEC_SECDED72, pc->page + SW_BYTES * w,
+				 "header", w, pc->name));
+	memcpy(&got, data, sizeof(got));
+	if (!(pc->flags & KVMEM_HDR_SEALED))
+		pc->hexp.crc = got.crc; /* only set at seal */
+	EXPECT_EQ(got.magic, pc->hexp.magic, "%s", pc->name);
+	EXPECT_EQ(got.version, pc->hexp.version, "%s", pc->name);
+	EXPECT_EQ(got.format, pc->hexp.format, "%s", pc->name);
+	EXPECT_EQ(got.codec, pc->hexp.codec, "%s", pc->name);
+	EXPECT_EQ(got.geometry, pc->hexp.geometry, "%s", pc->name);
+	EXPECT_EQ(got.seq, pc->hexp.seq, "%s", pc->name);
+	EXPECT_EQ(got.layer, pc->hexp.layer, "%s", pc->name);
+	EXPECT_EQ(got.token_start, pc->hexp.token_start, "%s", pc->name);
+	EXPECT_EQ(got.ntokens, pc->hexp.ntokens, "%s", pc->name);
+	EXPECT_EQ(got.flags, pc->hexp.flags, "%s", pc->name);
+	EXPECT_EQ(got.generation, pc->hexp.generation, "%s", pc->name);
+	EXPECT_EQ(got.crc, pc->hexp.crc, "%s: CRC-32C of bytes [72, %zu)",
+		  pc->name, pc->l.size);
+	memcpy(exp, &pc->hexp, sizeof(exp));
+	EXPECT_MEM(data, exp, sizeof(data), "%s: header bytes", pc->name);
+}
+
+/* Read the scales out of the page and check them against the input. */
+static void check_scales_image(struct pcase *pc)
+{
+	const struct kvmem_geometry *g = &pc->g;
+	const struct rlay *r = &pc->r;
+	int qmax = rfmt[r->fmt].qmax;
+	size_t nsc = r->nk + r->nv, i;
+	uint8_t *data = xmalloc((size_t)r->sw * 8);
+	uint32_t t, h, c;
+
+	for (i = 0; i < r->sw; i++)
+		put_le(data + 8 * i, 8,
+		       word_data(KVMEM_CODEC_SECDED72,
+				 pc->page + pc->l.scales_off + SW_BYTES * i,
+				 "scale", i, pc->name));
+	for (i = 0; i < nsc; i++)
+		pc->scales[i] = (uint16_t)get_bits(data, 16 * i, 16);
+	for (i = nsc * 16; i < (size_t)r->sw * 64; i++)
+		EXPECT_EQ(get_bits(data, i, 1), 0,
+			  "%s: spare bit %zu of the scales", pc->name, i);
+	free(data);
+	if (!nsc)
+		return;
+
+	for (h = 0; h < g->kv_heads; h++)
+		for (t = 0; t < g->tokens_per_page; t++)
+			for (c = 0; c < g->head_dim; c += g->group_size) {
+				uint16_t ek = 0, ev = 0;
+
+				if (t < pc->ntok) {
+					ek = ref_scale(
+						&pc->k[vidx(pc, t, h, c)],
+						g->group_size, 1, qmax);
+					ev = ref_scale(
+						&pc->v[vidx(pc, t, h, c)],
+						g->group_size, 1, qmax);
+				}
+				if (g->key_scales == KVMEM_SCALES_GROUP)
+					EXPECT_EQ(pc->scales[scale_idx(pc, 0, t,
+								       h, c)],
+						  ek,
+						  "%s: K scale of head %u "
+						  "token %u channel %u",
+						  pc->name, h, t, c);
+				EXPECT_EQ(pc->scales[scale_idx(pc, 1, t, h, c)],
+					  ev,
+					  "%s: V scale of head %u token %u "
+					  "channel %u",
+					  pc->name, h, t, c);
+			}
+	if (g->key_scales == KVMEM_SCALES_CHANNEL)
+		for (h = 0; h < g->kv_heads; h++)
+			for (c = 0; c < g->head_dim; c++)
+				EXPECT_EQ(pc->scales[scale_idx(pc, 0, 0, h, c)],
+					  ref_scale(&pc->k[vidx(pc, 0, h, c)],
+						    pc->ntok,
+						    (size_t)g->kv_heads *
+							    g->head_dim,
+						    qmax),
+					  "%s: K scale of head %u channel %u",
+					  pc->name, h, c);
+}
+
+/* Read the payload out of the page and check it against the input. */
+static void check_payload_image(struct pcase *pc, int isv)
+{
+	const struct kvmem_geometry *g = &pc->g;
+	const struct rlay *r = &pc->r;
+	const float *x = isv ? pc->v : pc->k;
+	size_t off = isv ? pc->l.v_off : pc->l.k_off;
+	uint8_t *row = xmalloc(r->rd + 8);
+	uint32_t t, h, c, j;
+	size_t b;
+
+	for (h = 0; h < g->kv_heads; h++)
+		for (t = 0; t < g->tokens_per_page; t++) {
+			size_t ri = (size_t)h * g->tokens_per_page + t;
+			const uint8_t *rp = pc->page + off + ri * r->rb;
+
+			memset(row, 0, r->rd + 8);
+			for (j = 0; j < r->rw; j++)
+				put_bits(row, (size_t)j * r->k, r->k,
+					 word_data((int)r->codec,
+						   rp + (size_t)j * r->wb,
+						   isv ? "V" : "K",
+						   ri * r->rw + j, pc->name));
+			for (b = (size_t)g->head_dim * r->bits;
+			     b < (size_t)r->rw * r->k; b++)
+				EXPECT_EQ(get_bits(row, b, 1), 0,
+					  "%s: %s head %u token %u spare bit "
+					  "%zu",
+					  pc->name, isv ? "V" : "K", h, t, b);
+			for (c = 0; c < g->head_dim; c++) {
+				uint32_t raw = (uint32_t)get_bits(
+					row, (size_t)c * r->bits, r->bits);
+				int q, rq, alt;
+
+				pc->raw[isv][vidx(pc, t, h, c)] = raw;
+				if (t >= pc->ntok) {
+					EXPECT_EQ(raw, 0,
+						  "%s: %s head %u token %u "
+						  "(past ntokens) channel %u",
+						  pc->name, isv ? "V" : "K", h,
+						  t, c);
+					continue;
+				}
+				if (r->fmt == KVMEM_FMT_FP16) {
+					EXPECT_EQ(raw,
+						  ref_f2h(x[vidx(pc, t, h, c)]),
+						  "%s: %s head %u token %u "
+						  "channel %u = %a",
+						  pc->name, isv ? "V" : "K", h,
+						  t, c, x[vidx(pc, t, h, c)]);
+					continue;
+				}
+				q = raw >> (r->bits - 1)
+					    ? (int)raw - (1 << r->bits)
+					    : (int)raw;
+				ref_q(x[vidx(pc, t, h, c)],
+				      pc->scales[scale_idx(pc, isv, t, h, c)],
+				      rfmt[r->fmt].qmax, &rq, &alt);
+				if (q != alt)
+					EXPECT_EQ(q, rq,
+						  "%s: %s head %u token %u "
+						  "channel %u = %a",
+						  pc->name, isv ? "V" : "K", h,
+						  t, c, x[vidx(pc, t, h, c)]);
+			}
+		}
+	free(row);
+}
+
+/* The page image, taken apart: everything as page.h draws it. */
+static void check_image(struct pcase *pc)
+{
+	const struct kvmem_page_layout *l = &pc->l;
+
+	check_header_image(pc);
+	check_scales_image(pc);
+	check_payload_image(pc, 0);
+	check_payload_image(pc, 1);
+	check_zero(pc, HDR_BYTES, l->scales_off, "header-scales gap");
+	check_zero(pc, l->scales_off + (size_t)pc->r.sw * SW_BYTES, l->k_off,
+		   "scales-K gap");
+	check_zero(pc, l->k_off + pc->r.blk, l->v_off, "K-V gap");
+	check_zero(pc, l->v_off + pc->r.blk, l->size, "padding");
+}
+
+/* What value (t, h, c) of block @isv must decode to, from the image. */
+static float expected_value(const struct pcase *pc, int isv, uint32_t t,
+			    uint32_t h, uint32_t c)
+{
+	uint32_t raw = pc->raw[isv][vidx(pc, t, h, c)];
+	unsigned int b = pc->r.bits;
+	int q;
+
+	if (pc->r.fmt == KVMEM_FMT_FP16)
+		return ref_h2f((uint16_t)raw);
+	q = raw >> (b - 1) ? (int)raw - (1 << b) : (int)raw;
+	return (float)q * ref_h2f(pc->scales[scale_idx(pc, isv, t, h, c)]);
+}
+
+#define SENTINEL 0x7fc0beefu
+
+struct decoded {
+	float *k, *v;
+	uint8_t *erased;
+	struct kvmem_page_counts counts;
+	int rc;
+};
+
+static void decode(const struct pcase *pc, struct decoded *d)
+{
+	size_t i;
+
+	d->k = xmalloc(pc->pvals * sizeof(float));
+	d->v = xmalloc(pc->pvals * sizeof(float));
+	d->erased = xmalloc(2 * pc->pvals);
+	for (i = 0; i < pc->pvals; i++) {
+		uint32_t s = SENTINEL;
+
+		memcpy(&d->k[i], &s, sizeof(s));
+		memcpy(&d->v[i], &s, sizeof(s));
+	}
+	memset(d->erased, 0, 2 * pc->pvals);
+	memset(&d->counts, 0xa5, sizeof(d->counts));
+	d->rc = kvmem_page_decode(pc->page, &pc->g, d->k, d->v, d->erased,
+				  &d->counts);
+}
+
+static void decoded_free(struct decoded *d)
+{
+	free(d->k);
+	free(d->v);
+	free(d->erased);
+}
+
+static void expect_ecc_counts(const struct kvmem_ecc_counts *c, uint64_t total,
+			      uint64_t corrected, uint64_t uncorrectable,
+			      const char *region, const char *what,
+			      const char *name)
+{
+	EXPECT_EQ(c->corrected, corrected, "%s: %s %s", name, what, region);
+	EXPECT_EQ(c->bits_corrected, corrected, "%s: %s %s", name, what,
+		  region);
+	EXPECT_EQ(c->uncorrectable, uncorrectable, "%s: %s %s", name, what,
+		  region);
+	if (total != (uint64_t)-1)
+		EXPECT_EQ(c->clean + c->corrected + c->uncorrectable, total,
+			  "%s: %s %s: words in all", name, what, region);
+}
+
+/* Counts of a full page's decode, verify or scrub, region by region. */
+static void expect_counts(const struct pcase *pc,
+			  const struct kvmem_page_counts *c,
+			  const uint64_t *corr, const uint64_t *ue,
+			  uint64_t erased, const char *what)
+{
+	int full = pc->ntok == pc->g.tokens_per_page;
+
+	expect_ecc_counts(&c->header, HDR_WORDS, corr[0], ue[0], "header", what,
+			  pc->name);
+	expect_ecc_counts(&c->scales, full ? pc->r.sw : (uint64_t)-1, corr[1],
+			  ue[1], "scales", what, pc->name);
+	expect_ecc_counts(&c->payload,
+			  full ? 2 * pc->r.rows * pc->r.rw : (uint64_t)-1,
+			  corr[2], ue[2], "payload", what, pc->name);
+	EXPECT_EQ(c->values_erased, erased, "%s: %s", pc->name, what);
+}
+
+/* A clean decode: every value as the image says, within s / 2. */
+static void check_decode(const struct pcase *pc)
+{
+	static const uint64_t zero[3];
+	const struct kvmem_geometry *g = &pc->g;
+	struct decoded d;
+	uint32_t t, h, c;
+	size_t i;
+	int isv;
+
+	decode(pc, &d);
+	EXPECT_EQ(d.rc, pc->ntok, "%s: decode", pc->name);
+	expect_counts(pc, &d.counts, zero, zero, 0, "decode");
+	for (i = 0; i < 2 * pc->pvals; i++)
+		EXPECT_EQ(d.erased[i], 0, "%s: erased[%zu]", pc->name, i);
+	for (isv = 0; isv < 2; isv++) {
+		const float *x = isv ? pc->v : pc->k;
+		const float *y = isv ? d.v : d.k;
+
+		for (t = 0; t < g->tokens_per_page; t++)
+			for (h = 0; h < g->kv_heads; h++)
+				for (c = 0; c < g->head_dim; c++) {
+					size_t j = vidx(pc, t, h, c);
+					float e, s;
+					double err, bound;
+
+					if (t >= pc->ntok) {
+						EXPECT_EQ(f2u(y[j]), SENTINEL,
+							  "%s: %s row %u past "
+							  "ntokens written",
+							  pc->name,
+							  isv ? "V" : "K", t);
+						continue;
+					}
+					e = expected_value(pc, isv, t, h, c);
+					EXPECT_EQ(f2u(y[j]), f2u(e),
+						  "%s: %s token %u head %u "
+						  "channel %u: %a, expected %a",
+						  pc->name, isv ? "V" : "K", t,
+						  h, c, y[j], e);
+					if (pc->r.fmt == KVMEM_FMT_FP16)
+						continue;
+					s = ref_h2f(pc->scales[scale_idx(
+						pc, isv, t, h, c)]);
+					err = fabs((double)x[j] - (double)y[j]);
+					bound = s * (0.5 + 0x1p-12);
+					EXPECT(err <= bound,
+					       "%s: %s token %u head %u channel "
+					       "%u = %a read back as %a, scale "
+					       "%a",
+					       pc->name, isv ? "V" : "K", t, h,
+					       c, x[j], y[j], s);
+				}
+	}
+	decoded_free(&d);
+}
+
+static void check_read_header(const struct pcase *pc)
+{
+	struct kvmem_page_hdr got;
+	struct kvmem_ecc_counts c;
+
+	memset(&got, 0xa5, sizeof(got));
+	memset(&c, 0xa5, sizeof(c));
+	ck_assert_int_eq(kvmem_page_read_header(pc->page, &pc->g, &got, &c), 0);
+	EXPECT_MEM(&got, &pc->hexp, sizeof(got), "%s: header read back",
+		   pc->name);
+	EXPECT_EQ(c.clean, HDR_WORDS, "%s", pc->name);
+	EXPECT_EQ(c.corrected, 0, "%s", pc->name);
+	EXPECT_EQ(c.uncorrectable, 0, "%s", pc->name);
+	ck_assert_int_eq(kvmem_page_read_header(pc->page, &pc->g, &got, NULL),
+			 0);
+}
+
+static void check_clean_verify_scrub(const struct pcase *pc)
+{
+	static const uint64_t zero[3];
+	struct kvmem_page_counts c;
+	uint8_t *copy = xmalloc(pc->l.size);
+
+	memcpy(copy, pc->page, pc->l.size);
+	memset(&c, 0xa5, sizeof(c));
+	EXPECT_EQ(kvmem_page_verify(pc->page, &pc->g, &c), 0, "%s", pc->name);
+	expect_counts(pc, &c, zero, zero, 0, "verify");
+	memset(&c, 0xa5, sizeof(c));
+	EXPECT_EQ(kvmem_page_scrub(pc->page, &pc->g, &c), 0, "%s", pc->name);
+	expect_counts(pc, &c, zero, zero, 0, "scrub");
+	EXPECT_MEM(pc->page, copy, pc->l.size, "%s: clean page after scrub",
+		   pc->name);
+	EXPECT_EQ(kvmem_page_verify(pc->page, &pc->g, NULL), 0, "%s", pc->name);
+	EXPECT_EQ(kvmem_page_scrub(pc->page, &pc->g, NULL), 0, "%s", pc->name);
+	free(copy);
+}
+
+/* Every combination of format, codec and key scales for geometry @gi. */
+#define FOR_EACH_KIND(g, gi, fmt, codec, ks)                                   \
+	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)                               \
+		for (codec = 0; codec < KVMEM_CODEC_NR; codec++)               \
+			for (ks = 0; ks < 2; ks++)                             \
+				if (!(fmt == KVMEM_FMT_FP16 &&                 \
+				      ks == KVMEM_SCALES_CHANNEL) &&           \
+				    (mkgeom(&(g), &geoms[gi], fmt, codec, ks), \
+				     1))
+
+/* ---- Geometry ------------------------------------------------------------ */
+
+START_TEST(test_geometry_default)
+{
+	struct kvmem_geometry g;
+
+	memset(&g, 0x5a, sizeof(g));
+	g.layers = 3;
+	g.kv_heads = 8;
+	g.head_dim = 128;
+	kvmem_geometry_default(&g);
+	ck_assert_uint_eq(g.layers, 3);
+	ck_assert_uint_eq(g.kv_heads, 8);
+	ck_assert_uint_eq(g.head_dim, 128);
+	ck_assert_uint_eq(g.tokens_per_page, 32);
+	ck_assert_uint_eq(g.group_size, 32);
+	ck_assert_uint_eq(g.sink_tokens, 4);
+	ck_assert_uint_eq(g.format, KVMEM_FMT_INT4);
+	ck_assert_uint_eq(g.codec, KVMEM_CODEC_H84);
+	ck_assert_uint_eq(g.key_scales, KVMEM_SCALES_GROUP);
+	memset(g.resv, 0, sizeof(g.resv));
+	ck_assert_int_eq(kvmem_geometry_check(&g), 0);
+}
+END_TEST
+
+START_TEST(test_geometry_check)
+{
+	struct kvmem_geometry g, b;
+	unsigned int fmt, codec, ks, i;
+	int gi;
+
+	/* Every valid kind of every test geometry. */
+	for (gi = 0; gi < NGEOM; gi++)
+		FOR_EACH_KIND(g, gi, fmt, codec, ks)
+		{
+			ck_assert_int_eq(kvmem_geometry_check(&g), 0);
+		}
+	mkgeom(&g, &geoms[1], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+	b = g;
+	b.sink_tokens = b.tokens_per_page;
+	ck_assert_int_eq(kvmem_geometry_check(&b), 0);
+	b = g;
+	b.group_size = b.head_dim;
+	ck_assert_int_eq(kvmem_geometry_check(&b), 0);
+	b = g;
+	b.group_size = 1;
+	ck_assert_int_eq(kvmem_geometry_check(&b), 0);
+	b = g;
+	b.tokens_per_page = 1;
+	b.sink_tokens = 1;
+	ck_assert_int_eq(kvmem_geometry_check(&b), 0);
+
+	/* Each bad field on its own. */
+#define BAD(stmt)                                                  \
+	do {                                                       \
+		b = g;                                             \
+		stmt;                                              \
+		ck_assert_msg(kvmem_geometry_check(&b) == -EINVAL, \
+			      "accepted: %s", #stmt);              \
+	} while (0)
+	BAD(b.layers = 0);
+	BAD(b.kv_heads = 0);
+	BAD(b.head_dim = 0);
+	BAD(b.tokens_per_page = 0);
+	BAD(b.group_size = 0);
+	BAD(b.group_size = 24);
+	BAD(b.group_size = 128);
+	BAD(b.head_dim = 65);
+	BAD(b.sink_tokens = b.tokens_per_page + 1);
+	BAD(b.format = KVMEM_FMT_NR);
+	BAD(b.format = 0xff);
+	BAD(b.codec = KVMEM_CODEC_NR);
+	BAD(b.codec = 0xff);
+	BAD((b.format = KVMEM_FMT_FP16, b.key_scales = KVMEM_SCALES_CHANNEL));
+	BAD(b.kv_heads = 0xffffffffu);
+	BAD((b.head_dim = 0x80000000u, b.group_size = 0x80000000u));
+	BAD(b.tokens_per_page = 0xffffffffu);
+	for (i = 0; i < sizeof(b.resv); i++)
+		BAD(b.resv[i] = 1);
+#undef BAD
+}
+END_TEST
+
+START_TEST(test_geometry_digest)
+{
+	struct kvmem_geometry g, c, v[16];
+	uint64_t d[16];
+	unsigned int i, j, n = 0;
+
+	mkgeom(&g, &geoms[1], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+	c = g;
+	ck_assert_uint_eq(kvmem_geometry_digest(&g), kvmem_geometry_digest(&c));
+	ck_assert_uint_eq(kvmem_geometry_digest(&g), kvmem_geometry_digest(&g));
+
+#define VARY(stmt)        \
+	do {              \
+		v[n] = g; \
+		stmt;     \
+		n++;      \
+	} while (0)
+	v[n++] = g;
+	VARY(v[n].layers++);
+	VARY(v[n].kv_heads++);
+	VARY(v[n].head_dim *= 2);
+	VARY(v[n].tokens_per_page = 32);
+	VARY(v[n].group_size = 16);
+	VARY(v[n].sink_tokens = 0);
+	VARY(v[n].format = KVMEM_FMT_INT8);
+	VARY(v[n].format = KVMEM_FMT_INT2);
+	VARY(v[n].format = KVMEM_FMT_FP16);
+	VARY(v[n].codec = KVMEM_CODEC_H74);
+	VARY(v[n].codec = KVMEM_CODEC_GOLAY24);
+	VARY(v[n].codec = KVMEM_CODEC_SECDED72);
+	VARY(v[n].key_scales = KVMEM_SCALES_CHANNEL);
+#undef VARY
+	for (i = 0; i < n; i++) {
+		ck_assert_int_eq(kvmem_geometry_check(&v[i]), 0);
+		d[i] = kvmem_geometry_digest(&v[i]);
+	}
+	for (i = 0; i < n; i++)
+		for (j = i + 1; j < n; j++)
+			ck_assert_msg(
+				d[i] != d[j],
+				"variants %u and %u share digest %#" PRIx64, i,
+				j, d[i]);
+}
+END_TEST
+
+START_TEST(test_layout)
+{
+	struct kvmem_geometry g;
+	struct kvmem_page_layout l;
+	unsigned int fmt, codec, ks;
+	char name[96];
+	int gi, hot;
+
+	for (gi = 0; gi < NGEOM; gi++)
+		FOR_EACH_KIND(g, gi, fmt, codec, ks)
+		{
+			for (hot = 0; hot < 2; hot++) {
+				snprintf(name, sizeof(name),
+					 "geometry %d %s+%s ks %u hot %d", gi,
+					 rfmt[fmt].name, rcod[codec].name, ks,
+					 hot);
+				check_layout(&g, hot, &l, name);
+			}
+		}
+}
+END_TEST
+
+START_TEST(test_layout_examples)
+{
+	/* Worked out by hand from page.h for kv_heads 8, head_dim 128,
+	 * tokens_per_page 32, group 32. */
+	static const struct {
+		uint8_t fmt, codec, ks, hot;
+		uint32_t nk, nv, sw, rw, rb, rd;
+	} ex[] = {
+		/* int4 + h84: one value a word; 2048 scales in 512 words. */
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 0, 1024, 1024, 512, 128,
+		  128, 64 },
+		/* 512 bits / 12 = 42.7 -> 43 words = 516 bits, not whole
+		 * bytes -> 44 words, 132 bytes, 66 data bytes. */
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 0, 1024, 1024, 512,
+		  44, 132, 66 },
+		{ KVMEM_FMT_INT2, KVMEM_CODEC_GOLAY24, 0, 0, 1024, 1024, 512,
+		  22, 66, 33 },
+		/* channel keys: 8 * 128 K scales; 1024 + 1024 in 512. */
+		{ KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 1, 0, 1024, 1024, 512,
+		  16, 144, 128 },
+		{ KVMEM_FMT_INT2, KVMEM_CODEC_H74, 1, 0, 1024, 1024, 512, 64,
+		  64, 32 },
+		{ KVMEM_FMT_FP16, KVMEM_CODEC_H84, 0, 0, 0, 0, 0, 512, 512,
+		  256 },
+		/* hot: fp16 + secded72, 32 words a row, no scales. */
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 1, 0, 0, 0, 32, 288,
+		  256 },
+	};
+	struct kvmem_geometry g;
+	struct kvmem_page_layout l;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(ex) / sizeof(ex[0]); i++) {
+		mkgeom(&g, &geoms[REALISTIC], ex[i].fmt, ex[i].codec, ex[i].ks);
+		ck_assert_int_eq(kvmem_page_layout(&g, ex[i].hot, &l), 0);
+		ck_assert_uint_eq(l.nscales_k, ex[i].nk);
+		ck_assert_uint_eq(l.nscales_v, ex[i].nv);
+		ck_assert_uint_eq(l.scale_words, ex[i].sw);
+		ck_assert_uint_eq(l.row_words, ex[i].rw);
+		ck_assert_uint_eq(l.row_bytes, ex[i].rb);
+		ck_assert_uint_eq(l.row_data, ex[i].rd);
+		ck_assert_uint_eq(l.size % 4096, 0);
+	}
+	/* head_dim 3, int4 + h84: 12 bits -> 3 words, not whole bytes -> 4. */
+	mkgeom(&g, &geoms[3], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
+	ck_assert_uint_eq(l.row_words, 4);
+	ck_assert_uint_eq(l.row_data, 2);
+	/* 1 head * 7 tokens * 1 group, K and V: 14 scales, 4 words. */
+	ck_assert_uint_eq(l.nscales_k, 7);
+	ck_assert_uint_eq(l.scale_words, 4);
+}
+END_TEST
+
+/* ---- Round trips --------------------------------------------------------- */
+
+static void roundtrip_case(const struct kvmem_geometry *g, int hot,
+			   uint32_t ntok, uint32_t flags, uint64_t seed)
+{
+	struct pcase pc;
+
+	case_setup(&pc, g, hot, ntok, flags, seed);
+	check_image(&pc);
+	check_read_header(&pc);
+	check_decode(&pc);
+	check_clean_verify_scrub(&pc);
+	case_free(&pc);
+}
+
+START_TEST(test_page_roundtrip)
+{
+	const struct gdef *d = &geoms[_i];
+	struct kvmem_geometry g;
+	unsigned int fmt, codec, ks;
+	struct kvmem_rng r;
+	uint64_t seed = 0x9a6e0000u + (uint64_t)_i * 1000;
+
+	kvmem_rng_seed(&r, seed);
+	FOR_EACH_KIND(g, _i, fmt, codec, ks)
+	{
+		uint32_t part =
+			d->tpp > 1
+				? 1 + (uint32_t)kvmem_rng_below(&r, d->tpp - 1)
+				: 1;
+
+		roundtrip_case(&g, 0, d->tpp, KVMEM_HDR_SEALED, seed++);
+		roundtrip_case(&g, 0, part, KVMEM_HDR_SEALED, seed++);
+		/* Hot pages for a few of the geometry's kinds (the kind
+		 * changes the digest, not the hot layout). */
+		if (codec == (fmt + ks) % KVMEM_CODEC_NR) {
+			roundtrip_case(&g, 1, d->tpp, KVMEM_HDR_SEALED, seed++);
+			roundtrip_case(&g, 1, part, 0, seed++);
+			roundtrip_case(&g, 1, 1, 0, seed++);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_page_encode_overwrites)
+{
+	/* Encoding over an old page of the same geometry leaves nothing of
+	 * it: a shorter page's rows past ntokens are zero again. */
+	struct kvmem_geometry g;
+	struct pcase pc;
+	mkgeom(&g, &geoms[1], KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0);
+	case_setup(&pc, &g, 0, 3, KVMEM_HDR_SEALED, 77);
+	check_image(&pc);
+	memset(pc.page, 0xff, pc.l.size);
+	ck_assert_int_eq(kvmem_page_encode(pc.page, &g, &pc.hin, 0, pc.k, pc.v),
+			 0);
+	check_image(&pc);
+	case_free(&pc);
+}
+END_TEST
+
+/* ---- Headers ------------------------------------------------------------- */
+
+/* Re-encode the header of @page with the reference after @edit changed it. */
+static void rewrite_header(uint8_t *page, const struct kvmem_page_hdr *h)
+{
+	uint8_t data[64];
+	unsigned int w;
+
+	memcpy(data, h, sizeof(data));
+	for (w = 0; w < HDR_WORDS; w++)
+		ref_word(KVMEM_CODEC_SECDED72, get_le(data + 8 * w, 8),
+			 page + SW_BYTES * w);
+}
+
+START_TEST(test_header_single_flips)
+{
+	struct kvmem_geometry g;
+	struct kvmem_page_hdr got;
+	struct kvmem_ecc_counts c;
+	struct pcase pc;
+	unsigned int b;
+
+	mkgeom(&g, &geoms[_i], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+	case_setup(&pc, &g, _i & 1, geoms[_i].tpp, KVMEM_HDR_SEALED,
+		   0x4ead + (uint64_t)_i);
+	check_image(&pc);
+	/* Every bit of the 72 header bytes, one at a time. */
+	for (b = 0; b < HDR_BYTES * 8; b++) {
+		pc.page[b / 8] ^= (uint8_t)(1u << (b % 8));
+		memset(&got, 0xa5, sizeof(got));
+		EXPECT_EQ(kvmem_page_read_header(pc.page, &g, &got, &c), 0,
+			  "%s: flipped header bit %u", pc.name, b);
+		EXPECT_MEM(&got, &pc.hexp, sizeof(got), "bit %u", b);
+		EXPECT_EQ(c.corrected, 1, "bit %u", b);
+		EXPECT_EQ(c.clean, HDR_WORDS - 1, "bit %u", b);
+		EXPECT_EQ(c.uncorrectable, 0, "bit %u", b);
+		pc.page[b / 8] ^= (uint8_t)(1u << (b % 8));
+	}
+	case_free(&pc);
+}
+END_TEST
+
+START_TEST(test_header_double_flips)
+{
+	struct kvmem_geometry g;
+	struct kvmem_page_hdr got;
+	struct kvmem_ecc_counts c;
+	struct kvmem_page_counts pcnt;
+	struct pcase pc;
+	unsigned int w, i, j;
+	float *k, *v;
+	uint8_t *copy;
+
+	mkgeom(&g, &geoms[0], KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0);
+	case_setup(&pc, &g, 0, geoms[0].tpp, KVMEM_HDR_SEALED, 0xd0b1e);
+	k = xmalloc(pc.pvals * sizeof(float));
+	v = xmalloc(pc.pvals * sizeof(float));
+	copy = xmalloc(pc.l.size);
+	/* Every pair of bits within each header word. */
+	for (w = 0; w < HDR_WORDS; w++)
+		for (i = 0; i < 72; i++)
+			for (j = i + 1; j < 72; j++) {
+				uint8_t *p = pc.page + SW_BYTES * w;
+
+				p[i / 8] ^= (uint8_t)(1u << (i % 8));
+				p[j / 8] ^= (uint8_t)(1u << (j % 8));
+				EXPECT_EQ(kvmem_page_read_header(pc.page, &g,
+								 &got, &c),
+					  -EBADMSG, "word %u bits %u %u", w, i,
+					  j);
+				EXPECT_EQ(c.uncorrectable, 1,
+					  "word %u bits %u %u", w, i, j);
+				if ((i + j + w) % 97 == 0) {
+					EXPECT_EQ(kvmem_page_decode(pc.page, &g,
+								    k, v, NULL,
+								    NULL),
+						  -EBADMSG,
+						  "word %u bits %u %u", w, i,
+						  j);
+					EXPECT_EQ(kvmem_page_verify(pc.page, &g,
+								    &pcnt),
+						  -EBADMSG,
+						  "word %u bits %u %u", w, i,
+						  j);
+					memcpy(copy, pc.page, pc.l.size);
+					EXPECT_EQ(kvmem_page_scrub(pc.page, &g,
+								   &pcnt),
+						  -EBADMSG,
+						  "word %u bits %u %u", w, i,
+						  j);
+					EXPECT_MEM(pc.page, copy, pc.l.size,
+						   "scrub of an uncorrectable "
+						   "header, word %u",
+						   w);
+				}
+				p[i / 8] ^= (uint8_t)(1u << (i % 8));
+				p[j / 8] ^= (uint8_t)(1u << (j % 8));
+			}
+	free(k);
+	free(v);
+	free(copy);
+	case_free(&pc);
+}
+END_TEST
+
+START_TEST(test_header_mismatch)
+{
+	struct kvmem_geometry g, o;
+	struct kvmem_page_hdr got, h;
+	struct kvmem_page_counts cnt;
+	struct pcase pc;
+	struct kvmem_rng r;
+	uint8_t *copy, *zero;
+	char bad[512] = "";
+	float *k, *v;
+	unsigned int i;
+	int rc;
+
+	mkgeom(&g, &geoms[1], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+	case_setup(&pc, &g, 0, geoms[1].tpp, KVMEM_HDR_SEALED, 0x3155);
+	check_image(&pc);
+	copy = xmalloc(pc.l.size);
+	memcpy(copy, pc.page, pc.l.size);
+	k = xmalloc(pc.pvals * 4 * sizeof(float));
+	v = xmalloc(pc.pvals * 4 * sizeof(float));
+
+	/* Read with another geometry (digest mismatch): -EINVAL from all
+	 * four, and scrub writes nothing. */
+	for (i = 0; i < 8; i++) {
+		o = g;
+		switch (i) {
+		case 0:
+			o.layers++;
+			break;
+		case 1:
+			o.kv_heads--;
+			break;
+		case 2:
+			o.tokens_per_page = 32;
+			break;
+		case 3:
+			o.group_size = 16;
+			break;
+		case 4:
+			o.sink_tokens = 0;
+			break;
+		case 5:
+			o.format = KVMEM_FMT_INT8;
+			break;
+		case 6:
+			o.codec = KVMEM_CODEC_GOLAY24;
+			break;
+		default:
+			o.key_scales = KVMEM_SCALES_CHANNEL;
+			break;
+		}
+		ck_assert_int_eq(kvmem_geometry_check(&o), 0);
+		EXPECT_EQ(kvmem_page_read_header(pc.page, &o, &got, NULL),
+			  -EINVAL, "variant %u", i);
+		EXPECT_EQ(kvmem_page_decode(pc.page, &o, k, v, NULL, NULL),
+			  -EINVAL, "variant %u", i);
+		EXPECT_EQ(kvmem_page_verify(pc.page, &o, &cnt), -EINVAL,
+			  "variant %u", i);
+		EXPECT_EQ(kvmem_page_scrub(pc.page, &o, &cnt), -EINVAL,
+			  "variant %u", i);
+		EXPECT_MEM(pc.page, copy, pc.l.size, "variant %u", i);
+	}
+
+	/* A zero page decodes clean and has no magic. */
+	zero = aligned_alloc(KVMEM_PAGE_ALIGN, pc.l.size);
+	ck_assert_ptr_nonnull(zero);
+	memset(zero, 0, pc.l.size);
+	ck_assert_int_eq(kvmem_page_read_header(zero, &g, &got, NULL), -EINVAL);
+	ck_assert_int_eq(kvmem_page_decode(zero, &g, k, v, NULL, NULL),
+			 -EINVAL);
+
+	/* Valid codewords of garbage: -EINVAL. Garbage bytes: an error. */
+	kvmem_rng_seed(&r, 0x6a7ba6e);
+	for (i = 0; i < 64; i++) {
+		unsigned int w;
+
+		for (w = 0; w < HDR_WORDS; w++)
+			ref_word(KVMEM_CODEC_SECDED72, kvmem_rng_next(&r),
+				 zero + SW_BYTES * w);
+		EXPECT_EQ(kvmem_page_read_header(zero, &g, &got, NULL), -EINVAL,
+			  "garbage header %u", i);
+		for (w = 0; w < HDR_BYTES; w++)
+			zero[w] = (uint8_t)kvmem_rng_next(&r);
+		rc = kvmem_page_read_header(zero, &g, &got, NULL);
+		EXPECT(rc == -EINVAL || rc == -EBADMSG, "random bytes %u: %d",
+		       i, rc);
+	}
+
+	/* One field off at a time, re-encoded so the codes see nothing;
+	 * every field is tried before failing, naming all that passed. */
+	for (i = 0; i < 7; i++) {
+		static const char *const field[] = {
+			"magic ^ 1",
+			"version + 1",
+			"geometry digest ^ 1 << 40",
+			"ntokens = 0",
+			"ntokens = tokens_per_page + 1",
+			"version = 0",
+			"magic = 0",
+		};
+		int rd, rdec;
+
+		h = pc.hexp;
+		switch (i) {
+		case 0:
+			h.magic ^= 1;
+			break;
+		case 1:
+			h.version = KVMEM_PAGE_VERSION + 1;
+			break;
+		case 2:
+			h.geometry ^= 1ull << 40;
+			break;
+		case 3:
+			h.ntokens = 0;
+			break;
+		case 4:
+			h.ntokens = g.tokens_per_page + 1;
+			break;
+		case 5:
+			h.version = 0;
+			break;
+		default:
+			h.magic = 0;
+			break;
+		}
+		memcpy(zero, pc.page, pc.l.size);
+		rewrite_header(zero, &h);
+		rd = kvmem_page_read_header(zero, &g, &got, NULL);
+		rdec = kvmem_page_decode(zero, &g, k, v, NULL, NULL);
+		if (rd != -EINVAL || rdec != -EINVAL)
+			snprintf(bad + strlen(bad), sizeof(bad) - strlen(bad),
+				 " [%s: read_header %d, decode %d]", field[i],
+				 rd, rdec);
+	}
+	ck_assert_msg(!bad[0], "accepted with a header field off:%s", bad);
+	/* The re-encoding itself is faithful. */
+	memcpy(zero, pc.page, pc.l.size);
+	rewrite_header(zero, &pc.hexp);
+	EXPECT_MEM(zero, pc.page, pc.l.size, "%s", "header rewritten as is");
+
+	free(zero);
+	free(copy);
+	free(k);
+	free(v);
+	case_free(&pc);
+}
+END_TEST
+
+/* ---- Errors -------------------------------------------------------------- */
+
+/* @m distinct random words of @n into @out (sorted not needed). */
+static unsigned int pick_words(struct kvmem_rng *r, size_t n, unsigned int m,
+			       size_t *out)
+{
+	unsigned int i, j, got = 0;
+
+	if (m > n)
+		m = (unsigned int)n;
+	while (got < m) {
+		size_t w = (size_t)kvmem_rng_below(r, n);
+
+		for (j = 0; j < got && out[j] != w; j++)
+			;
+		if (j == got)
+			out[got++] = w;
+	}
+	for (i = 0; i < got; i++)
+		ck_assert_uint_lt(out[i], n);
+	return got;
+}
+
+/* Exactly @k flips in word @w of a region of @n-bit, @wb-byte words. */
+static void inject_word(struct pcase *pc, size_t off, size_t w, unsigned int n,
+			unsigned int wb, unsigned int k)
+{
+	struct kvmem_inject_params p;
+	struct kvmem_inject_report rep;
+	uint8_t before[9], *at = pc->page + off + w * wb;
+	unsigned int b, flips = 0;
+
+	memset(&p, 0, sizeof(p));
+	p.mode = KVMEM_INJECT_EXACT;
+	p.k = k;
+	p.seed = kvmem_rng_next(&pc->rng);
+	p.word_bits = n;
+	p.word_bytes = wb;
+	memset(&rep, 0, sizeof(rep));
+	memcpy(before, at, wb);
+	ck_assert_int_eq(kvmem_inject(at, 1, &p, &rep), 0);
+	ck_assert_uint_eq(rep.bits, k);
+	for (b = 0; b < wb * 8; b++)
+		flips += (before[b / 8] ^ at[b / 8]) >> (b % 8) & 1;
+	ck_assert_uint_eq(flips, k);
+}
+
+enum { R_HDR, R_SCALES, R_K, R_V, R_NR };
+
+/* Offset, word count and word shape of region @reg of @pc's page. */
+static void region(const struct pcase *pc, int reg, size_t *off, size_t *nw,
+		   unsigned int *n, unsigned int *wb)
+{
+	const struct ref_codec *c = &rcod[pc->r.codec];
+
+	*n = 72;
+	*wb = SW_BYTES;
+	switch (reg) {
+	case R_HDR:
+		*off = 0;
+		*nw = HDR_WORDS;
+		break;
+	case R_SCALES:
+		*off = pc->l.scales_off;
+		*nw = pc->r.sw;
+		break;
+	default:
+		*off = reg == R_K ? pc->l.k_off : pc->l.v_off;
+		*nw = pc->r.rows * pc->r.rw;
+		*n = c->n;
+		*wb = c->wb;
+		break;
+	}
+}
+
+/*
+ * Single errors in chosen regions of a full page: decode is unchanged and
+ * counts them, verify reports them, scrub puts the page back exactly.
+ */
+static void single_errors(struct pcase *pc, const struct decoded *clean,
+			  const uint8_t *clean_page, unsigned int mask)
+{
+	uint64_t corr[3] = { 0, 0, 0 };
+	static const uint64_t zero[3];
+	struct kvmem_page_counts c;
+	struct kvmem_page_hdr got;
+	struct kvmem_ecc_counts hc;
+	struct decoded d;
+	uint8_t *hit = xmalloc(pc->l.size);
+	size_t words[8], off, nw;
+	unsigned int n, wb, i, m;
+	int reg;
+
+	memcpy(pc->page, clean_page, pc->l.size);
+	for (reg = 0; reg < R_NR; reg++) {
+		if (!(mask >> reg & 1))
+			continue;
+		region(pc, reg, &off, &nw, &n, &wb);
+		if (!nw)
+			continue;
+		m = pick_words(&pc->rng, nw,
+			       1 + (unsigned int)kvmem_rng_below(&pc->rng, 4),
+			       words);
+		for (i = 0; i < m; i++)
+			inject_word(pc, off, words[i], n, wb, 1);
+		corr[reg < R_K ? reg : 2] += m;
+	}
+	if (!(corr[0] + corr[1] + corr[2])) {
+		free(hit); /* e.g. scales only, on a page without */
+		return;
+	}
+	memcpy(hit, pc->page, pc->l.size);
+
+	memset(&got, 0xa5, sizeof(got));
+	EXPECT_EQ(kvmem_page_read_header(pc->page, &pc->g, &got, &hc), 0,
+		  "%s: mask %#x", pc->name, mask);
+	EXPECT_MEM(&got, &pc->hexp, sizeof(got), "%s: mask %#x", pc->name,
+		   mask);
+	EXPECT_EQ(hc.corrected, corr[0], "%s: mask %#x", pc->name, mask);
+
+	decode(pc, &d);
+	EXPECT_EQ(d.rc, pc->ntok, "%s: mask %#x", pc->name, mask);
+	expect_counts(pc, &d.counts, corr, zero, 0, "decode");
+	EXPECT_MEM(d.k, clean->k, pc->pvals * sizeof(float),
+		   "%s: K decoded with single errors, mask %#x", pc->name,
+		   mask);
+	EXPECT_MEM(d.v, clean->v, pc->pvals * sizeof(float),
+		   "%s: V decoded with single errors, mask %#x", pc->name,
+		   mask);
+	EXPECT_MEM(d.erased, clean->erased, 2 * pc->pvals,
+		   "%s: erasures with single errors, mask %#x", pc->name, mask);
+	decoded_free(&d);
+
+	memset(&c, 0xa5, sizeof(c));
+	EXPECT_EQ(kvmem_page_verify(pc->page, &pc->g, &c), -EBADMSG,
+		  "%s: mask %#x", pc->name, mask);
+	expect_counts(pc, &c, corr, zero, 0, "verify");
+	EXPECT_MEM(pc->page, hit, pc->l.size, "%s: verify wrote to the page",
+		   pc->name);
+
+	memset(&c, 0xa5, sizeof(c));
+	EXPECT_EQ(kvmem_page_scrub(pc->page, &pc->g, &c), 0, "%s: mask %#x",
+		  pc->name, mask);
+	expect_counts(pc, &c, corr, zero, 0, "scrub");
+	EXPECT_MEM(pc->page, clean_page, pc->l.size,
+		   "%s: page after scrub, mask %#x", pc->name, mask);
+	memset(&c, 0xa5, sizeof(c));
+	EXPECT_EQ(kvmem_page_scrub(pc->page, &pc->g, &c), 0, "%s", pc->name);
+	expect_counts(pc, &c, zero, zero, 0, "second scrub");
+	EXPECT_EQ(kvmem_page_verify(pc->page, &pc->g, NULL), 0, "%s", pc->name);
+	free(hit);
+}
+
+/* Mark the values that payload word @w of block @isv holds. */
+static void erase_payload_word(const struct pcase *pc, int isv, size_t w,
+			       uint8_t *exp)
+{
+	const struct kvmem_geometry *g = &pc->g;
+	size_t row = w / pc->r.rw, lo = (w % pc->r.rw) * pc->r.k;
+	size_t hi = lo + pc->r.k;
+	uint32_t h = (uint32_t)(row / g->tokens_per_page);
+	uint32_t t = (uint32_t)(row % g->tokens_per_page), c;
+
+	if (t >= pc->ntok)
+		return;
+	for (c = 0; c < g->head_dim; c++) {
+		size_t b0 = (size_t)c * pc->r.bits;
+
+		if (b0 < hi && b0 + pc->r.bits > lo)
+			exp[isv * pc->nvals + vidx(pc, t, h, c)] = 1;
+	}
+}
+
+/* Mark the values governed by the four scales of scale word @w. */
+static void erase_scale_word(const struct pcase *pc, size_t w, uint8_t *exp)
+{
+	const struct kvmem_geometry *g = &pc->g;
+	size_t i, G = pc->r.G;
+	uint32_t t, c;
+
+	for (i = 4 * w; i < 4 * w + 4; i++) {
+		int isv = i >= pc->r.nk;
+		size_t j = isv ? i - pc->r.nk : i;
+		uint32_t h;
+
+		if (i >= (size_t)pc->r.nk + pc->r.nv)
+			break;
+		if (!isv && g->key_scales == KVMEM_SCALES_CHANNEL) {
+			h = (uint32_t)(j / g->head_dim);
+			c = (uint32_t)(j % g->head_dim);
+			for (t = 0; t < pc->ntok; t++)
+				exp[vidx(pc, t, h, c)] = 1;
+			continue;
+		}
+		h = (uint32_t)(j / (g->tokens_per_page * G));
+		t = (uint32_t)(j / G % g->tokens_per_page);
+		if (t >= pc->ntok)
+			continue;
+		for (c = (uint32_t)(j % G) * g->group_size;
+		     c < (uint32_t)(j % G + 1) * g->group_size; c++)
+			exp[isv * pc->nvals + vidx(pc, t, h, c)] = 1;
+	}
+}
+
+/*
+ * An uncorrectable error in one word of region @reg: exactly the values it
+ * held (or its scales governed) are erased, the rest decode as before.
+ */
+static void one_uncorrectable(struct pcase *pc, const struct decoded *clean,
+			      const uint8_t *clean_page, int reg)
+{
+	uint64_t ue[3] = { 0, 0, 0 };
+	static const uint64_t zero[3];
+	struct kvmem_page_counts c;
+	struct decoded d;
+	uint8_t *exp = xmalloc(2 * pc->pvals), *hit = xmalloc(pc->l.size);
+	size_t off, nw, w, i, nerased = 0;
+	unsigned int n, wb, k;
+
+	region(pc, reg, &off, &nw, &n, &wb);
+	k = reg == R_SCALES ? 2 : rcod[pc->r.codec].ue;
+	memcpy(pc->page, clean_page, pc->l.size);
+	w = (size_t)kvmem_rng_below(&pc->rng, nw);
+	inject_word(pc, off, w, n, wb, k);
+	memcpy(hit, pc->page, pc->l.size);
+	memset(exp, 0, 2 * pc->pvals);
+	if (reg == R_SCALES)
+		erase_scale_word(pc, w, exp);
+	else
+		erase_payload_word(pc, reg == R_V, w, exp);
+	for (i = 0; i < 2 * pc->pvals; i++)
+		nerased += exp[i];
+	ue[reg == R_SCALES ? 1 : 2] = 1;
+
+	decode(pc, &d);
+	EXPECT_EQ(d.rc, pc->ntok, "%s", pc->name);
+	expect_counts(pc, &d.counts, zero, ue, nerased, "decode");
+	for (i = 0; i < 2 * pc->pvals; i++) {
+		const float *y = i < pc->pvals ? d.k : d.v;
+		const float *y0 = i < pc->pvals ? clean->k : clean->v;
+		size_t j = i % pc->pvals;
+
+		EXPECT_EQ(d.erased[i], exp[i],
+			  "%s: erased[%zu] after %u flips in %s word %zu",
+			  pc->name, i, k,
+			  reg == R_SCALES ? "scale"
+			  : reg == R_K	  ? "K"
+					  : "V",
+			  w);
+		if (!exp[i])
+			EXPECT_EQ(f2u(y[j]), f2u(y0[j]),
+				  "%s: value %zu not erased but changed",
+				  pc->name, i);
+	}
+	decoded_free(&d);
+
+	memset(&c, 0xa5, sizeof(c));
+	EXPECT_EQ(kvmem_page_verify(pc->page, &pc->g, &c), -EBADMSG, "%s",
+		  pc->name);
+	expect_counts(pc, &c, zero, ue, c.values_erased, "verify");
+	memset(&c, 0xa5, sizeof(c));
+	EXPECT_EQ(kvmem_page_scrub(pc->page, &pc->g, &c), -EBADMSG, "%s",
+		  pc->name);
+	expect_counts(pc, &c, zero, ue, c.values_erased, "scrub");
+	EXPECT_MEM(pc->page, hit, pc->l.size,
+		   "%s: scrub changed an uncorrectable page", pc->name);
+	free(exp);
+	free(hit);
+}
+
+static void error_case(const struct kvmem_geometry *g, int hot, uint32_t flags,
+		       uint64_t seed)
+{
+	struct pcase pc;
+	struct decoded clean;
+	uint8_t *clean_page;
+	unsigned int i;
+
+	case_setup(&pc, g, hot, g->tokens_per_page, flags, seed);
+	check_image(&pc);
+	clean_page = xmalloc(pc.l.size);
+	memcpy(clean_page, pc.page, pc.l.size);
+	decode(&pc, &clean);
+	ck_assert_int_eq(clean.rc, pc.ntok);
+
+	for (i = 0; i < R_NR; i++)
+		single_errors(&pc, &clean, clean_page, 1u << i);
+	single_errors(&pc, &clean, clean_page, (1u << R_NR) - 1);
+	single_errors(&pc, &clean, clean_page, (1u << R_NR) - 1);
+
+	if (rcod[pc.r.codec].ue)
+		for (i = 0; i < 4; i++)
+			one_uncorrectable(&pc, &clean, clean_page,
+					  i & 1 ? R_V : R_K);
+	if (pc.r.sw)
+		for (i = 0; i < 3; i++)
+			one_uncorrectable(&pc, &clean, clean_page, R_SCALES);
+	decoded_free(&clean);
+	free(clean_page);
+	case_free(&pc);
+}
+
+START_TEST(test_page_errors)
+{
+	struct kvmem_geometry g;
+	unsigned int fmt, codec, ks;
+	uint64_t seed = 0xe4404000u + (uint64_t)_i * 1000;
+
+	FOR_EACH_KIND(g, _i, fmt, codec, ks)
+	{
+		error_case(&g, 0, KVMEM_HDR_SEALED, seed++);
+		if (codec == (fmt + ks) % KVMEM_CODEC_NR)
+			error_case(&g, 1, fmt & 1 ? KVMEM_HDR_SEALED : 0,
+				   seed++);
+	}
+}
+END_TEST
+
+START_TEST(test_h84_double_erases_one_int4)
+{
+	/* The example of the brief, spelled out: int4 + h84, two flips in
+	 * a payload word take away exactly the one value it holds. */
+	struct kvmem_geometry g;
+	struct pcase pc;
+	struct decoded d;
+	size_t i, w, nerased = 0, at;
+	uint32_t t, h, c;
+
+	mkgeom(&g, &geoms[REALISTIC], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+	case_setup(&pc, &g, 0, g.tokens_per_page, KVMEM_HDR_SEALED, 0x84);
+	h = 5;
+	t = 17;
+	c = 99;
+	w = ((size_t)h * g.tokens_per_page + t) * pc.r.rw + c;
+	pc.page[pc.l.k_off + w] ^= 0x21; /* bits 0 and 5 */
+	decode(&pc, &d);
+	ck_assert_int_eq(d.rc, (int)g.tokens_per_page);
+	at = vidx(&pc, t, h, c);
+	for (i = 0; i < 2 * pc.pvals; i++) {
+		nerased += d.erased[i];
+		if (i != at)
+			EXPECT_EQ(d.erased[i], 0, "erased[%zu]", i);
+	}
+	ck_assert_uint_eq(d.erased[at], 1);
+	ck_assert_uint_eq(nerased, 1);
+	ck_assert_uint_eq(d.counts.payload.uncorrectable, 1);
+	ck_assert_uint_eq(d.counts.payload.corrected, 0);
+	ck_assert_uint_eq(d.counts.values_erased, 1);
+	decoded_free(&d);
+	case_free(&pc);
+}
+END_TEST
+
+/* ---- CRC ----------------------------------------------------------------- */
+
+/*
+ * Change one payload codeword into another valid codeword (its data with
+ * one bit flipped): no code can see it, only the CRC of a sealed page.
+ */
+static void swap_codeword(struct pcase *pc)
+{
+	size_t w = (size_t)kvmem_rng_below(&pc->rng, pc->r.rw);
+	uint8_t *at = pc->page + pc->l.k_off + w * pc->r.wb;
+	uint64_t d = word_data((int)pc->r.codec, at, "K", w, pc->name);
+
+	d ^= 1ull << kvmem_rng_below(&pc->rng, pc->r.k);
+	ref_word((int)pc->r.codec, d, at);
+}
+
+START_TEST(test_page_crc)
+{
+	static const uint64_t zero[3];
+	struct kvmem_geometry g;
+	struct kvmem_page_counts c;
+	unsigned int fmt, codec, ks;
+	uint64_t seed = 0xc5c0000;
+	struct pcase pc;
+	int hot;
+
+	ck_assert_uint_eq(ref_crc32c((const uint8_t *)"123456789", 9),
+			  0xe3069283u);
+	FOR_EACH_KIND(g, 1, fmt, codec, ks)
+	{
+		for (hot = 0; hot < 2; hot++) {
+			if (hot && codec != fmt)
+				continue;
+			/* Sealed: CRC over [72, size) set and checked. */
+			case_setup(&pc, &g, hot, g.tokens_per_page,
+				   KVMEM_HDR_SEALED, seed++);
+			check_image(&pc);
+			ck_assert_uint_eq(pc.hexp.crc,
+					  kvmem_crc32c(0, pc.page + HDR_BYTES,
+						       pc.l.size - HDR_BYTES));
+			swap_codeword(&pc);
+			memset(&c, 0xa5, sizeof(c));
+			EXPECT_EQ(kvmem_page_verify(pc.page, &g, &c), -EBADMSG,
+				  "%s: a valid codeword changed", pc.name);
+			expect_counts(&pc, &c, zero, zero, 0, "verify");
+			case_free(&pc);
+
+			/* A byte of the zero padding changed. */
+			case_setup(&pc, &g, hot, g.tokens_per_page,
+				   KVMEM_HDR_SEALED, seed++);
+			pc.page[pc.l.size - 1] ^= 0x10;
+			EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL),
+				  -EBADMSG, "%s: padding changed", pc.name);
+			case_free(&pc);
+
+			/* Not sealed: no CRC to check. */
+			case_setup(&pc, &g, hot, g.tokens_per_page - 1, 0,
+				   seed++);
+			check_image(&pc);
+			swap_codeword(&pc);
+			EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL), 0,
+				  "%s: unsealed page", pc.name);
+			case_free(&pc);
+		}
+	}
+}
+END_TEST
+
+/* ---- Bad arguments ------------------------------------------------------- */
+
+START_TEST(test_page_bad_args)
+{
+	struct kvmem_geometry g, bad;
+	struct kvmem_page_layout l;
+	struct kvmem_page_hdr h, got;
+	struct pcase pc;
+	float *k, *v;
+	int hot;
+
+	mkgeom(&g, &geoms[0], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+	case_setup(&pc, &g, 0, 2, KVMEM_HDR_SEALED, 0xbad);
+	k = xmalloc(pc.pvals * 2 * sizeof(float));
+	v = xmalloc(pc.pvals * 2 * sizeof(float));
+	memset(k, 0, pc.pvals * 2 * sizeof(float));
+	memset(v, 0, pc.pvals * 2 * sizeof(float));
+	for (hot = 0; hot < 2; hot++) {
+		h = pc.hin;
+		h.ntokens = 0;
+		ck_assert_int_eq(kvmem_page_encode(pc.page, &g, &h, hot, k, v),
+				 -EINVAL);
+		h.ntokens = g.tokens_per_page + 1;
+		ck_assert_int_eq(kvmem_page_encode(pc.page, &g, &h, hot, k, v),
+				 -EINVAL);
+		h.ntokens = 0xffffffffu;
+		ck_assert_int_eq(kvmem_page_encode(pc.page, &g, &h, hot, k, v),
+				 -EINVAL);
+	}
+	bad = g;
+	bad.group_size = 0;
+	h = pc.hin;
+	ck_assert_int_eq(kvmem_page_layout(&bad, 0, &l), -EINVAL);
+	ck_assert_int_eq(kvmem_page_layout(&bad, 1, &l), -EINVAL);
+	ck_assert_int_eq(kvmem_page_encode(pc.page, &bad, &h, 0, k, v),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_page_read_header(pc.page, &bad, &got, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_page_decode(pc.page, &bad, k, v, NULL, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_page_verify(pc.page, &bad, NULL), -EINVAL);
+	ck_assert_int_eq(kvmem_page_scrub(pc.page, &bad, NULL), -EINVAL);
+	bad = g;
+	bad.format = KVMEM_FMT_NR;
+	ck_assert_int_eq(kvmem_page_layout(&bad, 0, &l), -EINVAL);
+	ck_assert_int_eq(kvmem_page_encode(pc.page, &bad, &h, 0, k, v),
+			 -EINVAL);
+	bad = g;
+	bad.resv[2] = 1;
+	ck_assert_int_eq(kvmem_page_layout(&bad, 0, &l), -EINVAL);
+	/* The failed calls left the page as it was. */
+	check_image(&pc);
+	free(k);
+	free(v);
+	case_free(&pc);
+}
+END_TEST
+
+KVMEM_SUITE(page)
+{
+	Suite *s = suite_create("page");
+	TCase *tg = tcase_create("geometry");
+	TCase *tr = tcase_create("roundtrip");
+	TCase *th = tcase_create("header");
+	TCase *te = tcase_create("errors");
+
+	tcase_add_test(tg, test_geometry_default);
+	tcase_add_test(tg, test_geometry_check);
+	tcase_add_test(tg, test_geometry_digest);
+	tcase_add_test(tg, test_layout);
+	tcase_add_test(tg, test_layout_examples);
+	suite_add_tcase(s, tg);
+
+	tcase_add_loop_test(tr, test_page_roundtrip, 0, NGEOM);
+	tcase_add_test(tr, test_page_encode_overwrites);
+	tcase_add_test(tr, test_page_bad_args);
+	tcase_set_timeout(tr, 60);
+	suite_add_tcase(s, tr);
+
+	tcase_add_loop_test(th, test_header_single_flips, 0, NGEOM);
+	tcase_add_test(th, test_header_double_flips);
+	tcase_add_test(th, test_header_mismatch);
+	tcase_set_timeout(th, 60);
+	suite_add_tcase(s, th);
+
+	tcase_add_loop_test(te, test_page_errors, 0, NGEOM);
+	tcase_add_test(te, test_h84_double_erases_one_int4);
+	tcase_add_test(te, test_page_crc);
+	tcase_set_timeout(te, 60);
+	suite_add_tcase(s, te);
+	return s;
+}

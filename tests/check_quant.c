@@ -1,0 +1,1087 @@
+/*
+ * check_quant.c - value formats and group-wise quantization against a
+ * reference written from the contract in kvmem/quant.h
+ *
+ * Nothing here derives an expected value from the code under test: the FP16
+ * conversion is bit-level integer arithmetic (round to nearest, ties to
+ * even), "the smallest FP16 >= x" is a binary search over the FP16 values
+ * decoded by that reference, and q = round(x / s) is computed in double.
+ * The bitstream is read back one bit at a time.
+ *
+ * Rounding ties may go either way (the contract says round(), not which
+ * one): where x / s is within a few float ulps of k + 1/2 either neighbour
+ * is accepted, everywhere else q must be exactly the nearest integer.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmem/quant.h"
+#include "kvmem_check.h"
+#include "rng.h"
+
+/* Fails with both operands and the case; costs nothing when it passes. */
+#define EXPECT_EQ(a, b, fmt, ...)                                        \
+	do {                                                             \
+		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
+		if (x_a_ != x_b_)                                        \
+			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
+				     "0x%jx (%jd); " fmt,                \
+				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
+				     (intmax_t)x_b_, __VA_ARGS__);       \
+	} while (0)
+
+#define EXPECT(cond, fmt, ...)                                        \
+	do {                                                          \
+		if (!(cond))                                          \
+			ck_abort_msg("%s; " fmt, #cond, __VA_ARGS__); \
+	} while (0)
+
+/* ---- The contract, written down ------------------------------------------ */
+
+struct ref_fmt {
+	const char *name;
+	unsigned int bits;
+	int qmax;
+};
+
+static const struct ref_fmt rfmt[KVMEM_FMT_NR] = {
+	[KVMEM_FMT_FP16] = { "fp16", 16, 0 },
+	[KVMEM_FMT_INT8] = { "int8", 8, 127 },
+	[KVMEM_FMT_INT4] = { "int4", 4, 7 },
+	[KVMEM_FMT_INT2] = { "int2", 2, 1 },
+};
+
+/* ---- Reference FP16 ------------------------------------------------------ */
+
+static uint32_t f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static float u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Nearest FP16, ties to even; NaN 0, +-inf and overflow +-65504. */
+static uint16_t ref_f2h(float f)
+{
+	uint32_t u = f2u(f), sign = u >> 16 & 0x8000, exp = u >> 23 & 0xff;
+	uint64_t m = u & 0x7fffff, q, rem, half;
+	int e2, ulp, shift;
+	uint32_t h;
+
+	if (exp == 0xff)
+		return m ? 0 : (uint16_t)(sign | 0x7bff);
+	if (exp >= 127 + 16) /* >= 65536 */
+		return (uint16_t)(sign | 0x7bff);
+	if (exp == 0) {
+		if (!m)
+			return (uint16_t)sign;
+		e2 = -149;
+	} else {
+		m |= 0x800000;
+		e2 = (int)exp - 150;
+	}
+	/* |f| = m * 2^e2; the FP16 grid of its binade has spacing 2^ulp. */
+	ulp = exp < 127 - 14 ? -24 : (int)exp - 127 - 10;
+	shift = ulp - e2; /* > 0 for every float below 65536 */
+	if (shift >= 64) {
+		q = 0;
+	} else {
+		q = m >> shift;
+		rem = m & ((1ull << shift) - 1);
+		half = 1ull << (shift - 1);
+		if (rem > half || (rem == half && (q & 1)))
+			q++;
+	}
+	if (exp < 127 - 14)
+		h = (uint32_t)q; /* subnormal, or 0x400 if it rounded up */
+	else
+		h = ((exp - 127 + 15) << 10) + (uint32_t)q - 1024;
+	if (h >= 0x7c00)
+		h = 0x7bff;
+	return (uint16_t)(sign | h);
+}
+
+static float ref_h2f(uint16_t h)
+{
+	unsigned int e = h >> 10 & 31, m = h & 0x3ff;
+	double v;
+
+	if (e == 31)
+		return m ? NAN : (h & 0x8000 ? -INFINITY : INFINITY);
+	v = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
+	return (float)(h & 0x8000 ? -v : v);
+}
+
+/* The smallest FP16 >= @x (x >= 0), 65504 beyond the range. */
+static uint16_t ref_half_ceil(double x)
+{
+	unsigned int lo = 0, hi = 0x7bff;
+
+	if (x > 65504.0)
+		return 0x7bff;
+	while (lo < hi) {
+		unsigned int mid = (lo + hi) / 2;
+
+		if (ref_h2f((uint16_t)mid) >= x)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return (uint16_t)lo;
+}
+
+/* ---- Reference quantizer ------------------------------------------------- */
+
+/* The scale of values @x[0..n) for a format with @qmax. */
+static uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax)
+{
+	double amax = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		double a = fabs((double)x[i * stride]);
+
+		if (isfinite(a) && a > amax)
+			amax = a;
+	}
+	return amax == 0 ? 0 : ref_half_ceil(amax / qmax);
+}
+
+/*
+ * q = round(x / s) clamped to +-qmax. *alt is the other neighbour when
+ * x / s lies within a few float ulps of a tie, else *q.
+ */
+static void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt)
+{
+	double s = ref_h2f(sh), r, fl, frac;
+
+	*q = *alt = 0;
+	if (!isfinite(x) || s == 0)
+		return;
+	r = (double)x / s;
+	fl = floor(r);
+	frac = r - fl;
+	*q = (int)(frac >= 0.5 ? fl + 1 : fl);
+	*alt = *q;
+	if (fabs(frac - 0.5) <= 0x1p-20 * fmax(1.0, fabs(r)))
+		*alt = *q == (int)fl ? (int)fl + 1 : (int)fl;
+	if (*q > qmax)
+		*q = qmax;
+	if (*q < -qmax)
+		*q = -qmax;
+	if (*alt > qmax)
+		*alt = qmax;
+	if (*alt < -qmax)
+		*alt = -qmax;
+}
+
+/* ---- Bitstreams ---------------------------------------------------------- */
+
+static uint64_t get_bits(const uint8_t *p, size_t pos, unsigned int k)
+{
+	uint64_t v = 0;
+	unsigned int i;
+
+	for (i = 0; i < k; i++, pos++)
+		v |= (uint64_t)(p[pos / 8] >> (pos % 8) & 1) << i;
+	return v;
+}
+
+/* Value @i of a @b-bit two's complement stream. */
+static int get_q(const uint8_t *p, size_t i, unsigned int b)
+{
+	uint64_t v = get_bits(p, i * b, b);
+
+	return v >> (b - 1) ? (int)v - (1 << b) : (int)v;
+}
+
+/* ---- Test data and buffers ----------------------------------------------- */
+
+#define GUARD 16
+#define GUARD_BYTE 0xa7
+
+static void *xmalloc(size_t len)
+{
+	void *p = malloc(len ? len : 1);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+/* @len bytes followed by GUARD guard bytes, all GUARD_BYTE. */
+static void *guarded(size_t len)
+{
+	uint8_t *p = xmalloc(len + GUARD);
+
+	memset(p, GUARD_BYTE, len + GUARD);
+	return p;
+}
+
+static void check_guard(const void *buf, size_t len, const char *what)
+{
+	const uint8_t *p = buf;
+	unsigned int i;
+
+	for (i = 0; i < GUARD; i++)
+		EXPECT_EQ(p[len + i], GUARD_BYTE,
+			  "%s: written past its %zu bytes (guard byte %u)",
+			  what, len, i);
+}
+
+static double rnd_unit(struct kvmem_rng *r)
+{
+	return kvmem_rng_unit(r);
+}
+
+/*
+ * A value of a mixed distribution: roughly normal around 0 with magnitude
+ * @mag, with exact zeros, outliers and exact multiples of mag / 8 (which
+ * make exact ties against power-of-two scales) mixed in.
+ */
+static float rnd_value(struct kvmem_rng *r, double mag)
+{
+	double u = rnd_unit(r) + rnd_unit(r) + rnd_unit(r) + rnd_unit(r) - 2;
+
+	switch (kvmem_rng_below(r, 32)) {
+	case 0:
+		return 0.0f;
+	case 1:
+		return (float)(u * mag * 40);
+	case 2:
+		return (float)(mag / 8 *
+			       ((double)kvmem_rng_below(r, 33) - 16.0));
+	default:
+		return (float)(u * mag);
+	}
+}
+
+/* Magnitudes from 2^-20 to 2^12, so scales from subnormal to large. */
+static double rnd_mag(struct kvmem_rng *r)
+{
+	return ldexp(1.0 + rnd_unit(r), (int)kvmem_rng_below(r, 33) - 20);
+}
+
+static void fill_values(struct kvmem_rng *r, float *x, size_t n,
+			unsigned int group)
+{
+	double mag = 1;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (i % group == 0)
+			mag = rnd_mag(r);
+		x[i] = rnd_value(r, mag);
+	}
+}
+
+/* ---- Checking a quantized buffer ----------------------------------------- */
+
+/*
+ * Value @i = @x, stored as @q with scale @sh and read back as @y: q is the
+ * reference's (or its neighbour at a tie), y is exactly q * s and within
+ * s / 2 of x unless x is beyond the range.
+ */
+static void check_value(const struct ref_fmt *f, float x, int q, float y,
+			uint16_t sh, const char *what, size_t i)
+{
+	float s = ref_h2f(sh);
+	int rq, alt;
+
+	ref_q(x, sh, f->qmax, &rq, &alt);
+	if (q != alt)
+		EXPECT_EQ(q, rq, "%s %s: q of value %zu = %a, scale %a", what,
+			  f->name, i, x, s);
+	EXPECT(y == (float)q * s,
+	       "%s %s: value %zu read back as %a, q %d * s %a = %a", what,
+	       f->name, i, y, q, s, (float)q * s);
+	if (isfinite(x) && fabs((double)x) <= 65504.0 * f->qmax) {
+		double err = fabs((double)x - (double)y);
+		double bound =
+			q == alt && rq != alt ? s * (0.5 + 0x1p-12) : s * 0.5;
+
+		EXPECT(err <= bound,
+		       "%s %s: value %zu = %a read back as %a, error %a > %a",
+		       what, f->name, i, x, y, err, bound);
+	}
+}
+
+/*
+ * Quantize @x[0..n) with @group, check scales and bitstream against the
+ * reference and the dequantized values against both.
+ */
+static void check_quant(int fmt, const float *x, size_t n, unsigned int group,
+			const char *what)
+{
+	const struct ref_fmt *f = &rfmt[fmt];
+	size_t nbytes = (n * f->bits + 7) / 8;
+	size_t ngroups = (n + group - 1) / group;
+	uint16_t *scales = guarded(ngroups * 2);
+	uint8_t *bits = guarded(nbytes);
+	float *y = guarded(n * sizeof(float));
+	size_t i, g;
+
+	ck_assert_int_eq(kvmem_quantize(fmt, x, n, group, scales, bits), 0);
+	check_guard(bits, nbytes, "bits");
+	check_guard(scales, ngroups * 2, "scales");
+	if ((n * f->bits) % 8)
+		EXPECT_EQ(bits[nbytes - 1] >> ((n * f->bits) % 8), 0,
+			  "%s %s n %zu: spare bits of the last byte", what,
+			  f->name, n);
+	ck_assert_int_eq(kvmem_dequantize(fmt, bits, scales, n, group, y), 0);
+	check_guard(y, n * sizeof(float), "dequantized values");
+
+	if (fmt == KVMEM_FMT_FP16) {
+		for (i = 0; i < ngroups * 2; i++)
+			EXPECT_EQ(((uint8_t *)scales)[i], GUARD_BYTE,
+				  "%s: fp16 wrote scale byte %zu", what, i);
+		for (i = 0; i < n; i++) {
+			uint16_t h = (uint16_t)get_bits(bits, i * 16, 16);
+
+			if (isinf(x[i]))
+				/* quant.h: non-finite inputs are stored as 0;
+				 * kvmem_half_from_float(): inf is 65504. */
+				EXPECT(h == 0 || h == ref_f2h(x[i]),
+				       "%s: value %zu = %a stored as 0x%04x",
+				       what, i, x[i], h);
+			else
+				EXPECT_EQ(h, ref_f2h(x[i]),
+					  "%s: value %zu = %a", what, i, x[i]);
+			EXPECT_EQ(f2u(y[i]), f2u(ref_h2f(h)),
+				  "%s: value %zu read back from 0x%04x", what,
+				  i, h);
+		}
+		goto out;
+	}
+
+	for (g = 0; g < ngroups; g++) {
+		size_t g0 = g * group, glen = n - g0 < group ? n - g0 : group;
+		uint16_t sh = ref_scale(x + g0, glen, 1, f->qmax);
+		float s = ref_h2f(sh);
+
+		EXPECT_EQ(scales[g], sh,
+			  "%s %s n %zu group %u: scale of group %zu (got %a, "
+			  "expected %a)",
+			  what, f->name, n, group, g, ref_h2f(scales[g]), s);
+		for (i = g0; i < g0 + glen; i++)
+			check_value(f, x[i], get_q(bits, i, f->bits), y[i], sh,
+				    what, i);
+	}
+out:
+	free(scales);
+	free(bits);
+	free(y);
+}
+
+/* ---- Formats ------------------------------------------------------------- */
+
+START_TEST(test_format_table)
+{
+	static const int bad[] = { -1, KVMEM_FMT_NR, 5, 255, 1 << 20 };
+	static const char *const bad_names[] = {
+		"", "int", "int3", "INT4", "fp32", "int4 ", "fp16\n", "bf16",
+	};
+	unsigned int i;
+
+	for (i = 0; i < KVMEM_FMT_NR; i++) {
+		const struct kvmem_format_info *fi = kvmem_format_get((int)i);
+
+		ck_assert_ptr_nonnull(fi);
+		ck_assert_str_eq(fi->name, rfmt[i].name);
+		ck_assert_uint_eq(fi->bits, rfmt[i].bits);
+		ck_assert_int_eq(fi->qmax, rfmt[i].qmax);
+		ck_assert_int_eq(kvmem_format_by_name(rfmt[i].name), (int)i);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_ptr_null(kvmem_format_get(bad[i]));
+	for (i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++)
+		ck_assert_int_eq(kvmem_format_by_name(bad_names[i]), -EINVAL);
+}
+END_TEST
+
+/* ---- FP16 conversion ----------------------------------------------------- */
+
+START_TEST(test_half_reference_selfcheck)
+{
+	/* The reference itself, against values worked out by hand. */
+	ck_assert_uint_eq(ref_f2h(1.0f), 0x3c00);
+	ck_assert_uint_eq(ref_f2h(0.1f), 0x2e66);
+	ck_assert_uint_eq(ref_f2h(-2.0f), 0xc000);
+	ck_assert_uint_eq(ref_f2h(0x1p-24f), 0x0001);
+	ck_assert_uint_eq(ref_f2h(0x1p-14f), 0x0400);
+	ck_assert_uint_eq(ref_f2h(65504.0f), 0x7bff);
+	ck_assert_uint_eq(ref_half_ceil(0.5 / 7), 0x2c93);
+	ck_assert_uint_eq(ref_half_ceil(1.0), 0x3c00);
+	ck_assert_uint_eq(ref_half_ceil(1.0 + 0x1p-30), 0x3c01);
+	ck_assert_uint_eq(ref_half_ceil(1e-30), 0x0001);
+	ck_assert_uint_eq(ref_half_ceil(70000), 0x7bff);
+	ck_assert(ref_h2f(0x3555) == 0x1.554p-2f);
+	ck_assert(ref_h2f(0x8001) == -0x1p-24f);
+	ck_assert(isinf(ref_h2f(0xfc00)) && ref_h2f(0xfc00) < 0);
+	ck_assert(isnan(ref_h2f(0x7e00)));
+}
+END_TEST
+
+START_TEST(test_half_to_float_all)
+{
+	unsigned int h;
+
+	for (h = 0; h < 0x10000; h++) {
+		float got = kvmem_half_to_float((uint16_t)h);
+		float exp = ref_h2f((uint16_t)h);
+
+		if (isnan(exp))
+			EXPECT(isnan(got), "half 0x%04x gave %a", h, got);
+		else
+			EXPECT_EQ(f2u(got), f2u(exp), "half 0x%04x: %a vs %a",
+				  h, got, exp);
+	}
+}
+END_TEST
+
+START_TEST(test_half_roundtrip_all)
+{
+	unsigned int h;
+
+	for (h = 0; h < 0x10000; h++) {
+		uint16_t back = kvmem_half_from_float(ref_h2f((uint16_t)h));
+		unsigned int e = h >> 10 & 31;
+
+		if (e != 31)
+			EXPECT_EQ(back, h, "half 0x%04x round trip", h);
+		else if (h & 0x3ff) /* NaN gives 0 */
+			EXPECT_EQ(back, 0, "NaN 0x%04x", h);
+		else /* +-inf saturate */
+			EXPECT_EQ(back, (h & 0x8000) | 0x7bff, "inf 0x%04x", h);
+	}
+}
+END_TEST
+
+static void check_f2h(float f, const char *what)
+{
+	EXPECT_EQ(kvmem_half_from_float(f), ref_f2h(f), "%s: float %a (0x%08x)",
+		  what, f, f2u(f));
+}
+
+START_TEST(test_half_from_float_sweep)
+{
+	uint64_t u;
+	unsigned int h;
+
+	/* A stride through every float bit pattern, signs and NaNs too. */
+	for (u = 0; u < 1ull << 32; u += 4093)
+		check_f2h(u2f((uint32_t)u), "sweep");
+	/* Every FP16 value, the midpoints to its neighbour (exact ties) and
+	 * one float ulp either side of those. */
+	for (h = 0; h < 0x7c00; h++) {
+		double a = ref_h2f((uint16_t)h);
+		double b = h < 0x7bff ? ref_h2f((uint16_t)(h + 1)) : 65536.0;
+		float mid = (float)((a + b) / 2);
+		int sgn;
+
+		ck_assert((double)mid == (a + b) / 2);
+		for (sgn = 0; sgn < 2; sgn++) {
+			uint32_t s = sgn ? 0x80000000u : 0;
+
+			check_f2h(u2f(f2u((float)a) | s), "value");
+			check_f2h(u2f(f2u(mid) | s), "tie");
+			check_f2h(u2f((f2u(mid) + 1) | s), "tie + ulp");
+			if (f2u(mid) & 0x7fffffff)
+				check_f2h(u2f((f2u(mid) - 1) | s), "tie - ulp");
+		}
+	}
+	/* Every float below the smallest FP16 subnormal's midpoint region
+	 * and the whole subnormal FP16 range at a finer stride. */
+	for (u = 0x33000000u - 0x100000u; u < 0x38800000u + 0x100000u; u += 61)
+		check_f2h(u2f((uint32_t)u), "subnormal");
+	/* Around the top of the range. */
+	for (u = 0x477fe000u - 0x2000u; u < 0x47801000u; u++)
+		check_f2h(u2f((uint32_t)u), "top");
+}
+END_TEST
+
+START_TEST(test_half_from_float_specials)
+{
+	static const struct {
+		float f;
+		uint16_t h;
+	} tab[] = {
+		{ 0.0f, 0x0000 },
+		{ -0.0f, 0x8000 },
+		{ 1.0f, 0x3c00 },
+		{ -1.0f, 0xbc00 },
+		{ 0.1f, 0x2e66 },
+		{ 1.0f + 0x1p-11f, 0x3c00 }, /* tie, to even */
+		{ 1.0f + 0x3p-11f, 0x3c02 }, /* tie, to even */
+		{ 1.0f + 0x1p-11f + 0x1p-23f, 0x3c01 },
+		{ 0x1p-24f, 0x0001 },
+		{ 0x1p-25f, 0x0000 }, /* tie between 0 and 2^-24 */
+		{ -0x1p-25f, 0x8000 },
+		{ 0x1.000002p-25f, 0x0001 },
+		{ 0x3p-25f, 0x0002 }, /* tie, to even */
+		{ 0x1p-30f, 0x0000 },
+		{ 0x1p-149f, 0x0000 }, /* float subnormal */
+		{ 0x1.ff8p-15f, 0x03ff }, /* largest subnormal */
+		{ 0x1.ffcp-15f, 0x0400 }, /* tie, rounds up into the normals */
+		{ 0x1p-14f, 0x0400 },
+		{ 65504.0f, 0x7bff },
+		{ -65504.0f, 0xfbff },
+		{ 65512.0f,
+		  0x7bff }, /* tie with 65536: even is inf, saturate */
+		{ 65519.99f, 0x7bff },
+		{ 65520.0f, 0x7bff },
+		{ 1e10f, 0x7bff },
+		{ -3e38f, 0xfbff },
+		{ INFINITY, 0x7bff },
+		{ -INFINITY, 0xfbff },
+		{ NAN, 0x0000 },
+		{ -NAN, 0x0000 },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
+		EXPECT_EQ(ref_f2h(tab[i].f), tab[i].h, "reference, entry %u",
+			  i);
+		EXPECT_EQ(kvmem_half_from_float(tab[i].f), tab[i].h,
+			  "entry %u: %a", i, tab[i].f);
+	}
+	/* NaNs with payloads. */
+	EXPECT_EQ(kvmem_half_from_float(u2f(0x7f800001u)), 0, "%s", "sNaN");
+	EXPECT_EQ(kvmem_half_from_float(u2f(0xffffffffu)), 0, "%s", "-NaN");
+}
+END_TEST
+
+/* ---- Quantization -------------------------------------------------------- */
+
+START_TEST(test_quant_hand_examples)
+{
+	static const float x4[] = { 1, -1, 7, -7 };
+	static const float x4b[] = { 0.5f, -0.25f, 0.1f };
+	static const float x8[] = { 127, -127, 1, -1, 0 };
+	static const float x2[] = { 1, -1, 0, 1, -1 };
+	static const float xh[] = { 1.0f, -2.0f, 65504.0f, 0.5f };
+	uint8_t bits[16];
+	uint16_t sc[4];
+	float y[8];
+
+	/* int4 [1, -1, 7, -7]: scale 1, nibbles 1 f 7 9. */
+	memset(bits, 0xee, sizeof(bits));
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_INT4, x4, 4, 4, sc, bits), 0);
+	ck_assert_uint_eq(sc[0], 0x3c00);
+	ck_assert_uint_eq(bits[0], 0xf1);
+	ck_assert_uint_eq(bits[1], 0x97);
+	ck_assert_uint_eq(bits[2], 0xee);
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_INT4, bits, sc, 4, 4, y),
+			 0);
+	ck_assert_float_eq(y[0], 1);
+	ck_assert_float_eq(y[1], -1);
+	ck_assert_float_eq(y[2], 7);
+	ck_assert_float_eq(y[3], -7);
+
+	/* int4 [0.5, -0.25, 0.1]: scale = smallest FP16 >= 0.5 / 7 =
+	 * 0x2c93 (0.07147216796875); q = 7, -3, 1 -> nibbles 7 d 1. */
+	memset(bits, 0xee, sizeof(bits));
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_INT4, x4b, 3, 32, sc, bits),
+			 0);
+	ck_assert_uint_eq(sc[0], 0x2c93);
+	ck_assert_uint_eq(bits[0], 0xd7);
+	ck_assert_uint_eq(bits[1], 0x01);
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_INT4, bits, sc, 3, 32, y),
+			 0);
+	ck_assert_float_eq(y[0], 7 * 0.07147216796875f);
+	ck_assert_float_eq(y[1], -3 * 0.07147216796875f);
+	ck_assert_float_eq(y[2], 0.07147216796875f);
+
+	/* int8 [127, -127, 1, -1, 0]: scale 1. */
+	memset(bits, 0xee, sizeof(bits));
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_INT8, x8, 5, 8, sc, bits), 0);
+	ck_assert_uint_eq(sc[0], 0x3c00);
+	ck_assert_uint_eq(bits[0], 0x7f);
+	ck_assert_uint_eq(bits[1], 0x81);
+	ck_assert_uint_eq(bits[2], 0x01);
+	ck_assert_uint_eq(bits[3], 0xff);
+	ck_assert_uint_eq(bits[4], 0x00);
+	ck_assert_uint_eq(bits[5], 0xee);
+
+	/* int2 [1, -1, 0, 1, -1]: 01 11 00 01 | 11 -> 0x4d 0x03. */
+	memset(bits, 0xee, sizeof(bits));
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_INT2, x2, 5, 5, sc, bits), 0);
+	ck_assert_uint_eq(sc[0], 0x3c00);
+	ck_assert_uint_eq(bits[0], 0x4d);
+	ck_assert_uint_eq(bits[1], 0x03);
+	ck_assert_uint_eq(bits[2], 0xee);
+
+	/* int2, two groups of 2: [3, -3 | 0.5, 0] -> scales 3 (0x4200) and
+	 * 0.5 (0x3800), q 1 -1 1 0 -> 01 11 01 00 = 0x1d. */
+	{
+		static const float x2b[] = { 3, -3, 0.5f, 0 };
+
+		ck_assert_int_eq(
+			kvmem_quantize(KVMEM_FMT_INT2, x2b, 4, 2, sc, bits), 0);
+		ck_assert_uint_eq(sc[0], 0x4200);
+		ck_assert_uint_eq(sc[1], 0x3800);
+		ck_assert_uint_eq(bits[0], 0x1d);
+	}
+
+	/* fp16: the halves, little-endian. */
+	memset(bits, 0xee, sizeof(bits));
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_FP16, xh, 4, 32, sc, bits),
+			 0);
+	ck_assert_uint_eq(bits[0], 0x00);
+	ck_assert_uint_eq(bits[1], 0x3c);
+	ck_assert_uint_eq(bits[2], 0x00);
+	ck_assert_uint_eq(bits[3], 0xc0);
+	ck_assert_uint_eq(bits[4], 0xff);
+	ck_assert_uint_eq(bits[5], 0x7b);
+	ck_assert_uint_eq(bits[6], 0x00);
+	ck_assert_uint_eq(bits[7], 0x38);
+	ck_assert_uint_eq(bits[8], 0xee);
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_FP16, bits, NULL, 4, 32, y),
+			 0);
+	ck_assert_float_eq(y[0], 1.0f);
+	ck_assert_float_eq(y[1], -2.0f);
+	ck_assert_float_eq(y[2], 65504.0f);
+	ck_assert_float_eq(y[3], 0.5f);
+}
+END_TEST
+
+START_TEST(test_quant_roundtrip_int)
+{
+	static const size_t ns[] = {
+		1, 2, 3, 5, 31, 32, 33, 64, 100, 1000, 4097
+	};
+	static const unsigned int groups[] = { 1, 3, 7, 16, 32, 64, 128, 5000 };
+	struct kvmem_rng r;
+	char what[96];
+	unsigned int fmt, gi, ni;
+
+	kvmem_rng_seed(&r, 0x9a117);
+	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++)
+		for (gi = 0; gi < sizeof(groups) / sizeof(groups[0]); gi++)
+			for (ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+				size_t n = ns[ni];
+				float *x = xmalloc(n * sizeof(float));
+
+				fill_values(&r, x, n, groups[gi]);
+				snprintf(what, sizeof(what),
+					 "random n %zu group %u", n,
+					 groups[gi]);
+				check_quant((int)fmt, x, n, groups[gi], what);
+				free(x);
+			}
+}
+END_TEST
+
+START_TEST(test_quant_exact_scales)
+{
+	/* amax a multiple of qmax by an FP16: the scale is exactly that, and
+	 * values at +-amax come back exactly. */
+	struct kvmem_rng r;
+	unsigned int fmt, i, t;
+	float x[64];
+
+	kvmem_rng_seed(&r, 0xe4ac7);
+	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++)
+		for (t = 0; t < 200; t++) {
+			uint16_t sh =
+				(uint16_t)(1 + kvmem_rng_below(&r, 0x7bff));
+			float s = ref_h2f(sh);
+			float amax = s * (float)rfmt[fmt].qmax;
+			uint16_t got;
+			uint8_t bits[64];
+
+			for (i = 0; i < 64; i++)
+				x[i] = (float)((rnd_unit(&r) * 2 - 1) * amax);
+			x[kvmem_rng_below(&r, 64)] =
+				kvmem_rng_below(&r, 2) ? amax : -amax;
+			ck_assert_int_eq(
+				kvmem_quantize((int)fmt, x, 64, 64, &got, bits),
+				0);
+			EXPECT_EQ(got, sh, "%s: amax %a = %d * %a",
+				  rfmt[fmt].name, amax, rfmt[fmt].qmax, s);
+			check_quant((int)fmt, x, 64, 64, "exact scale");
+		}
+}
+END_TEST
+
+START_TEST(test_quant_fp16_format)
+{
+	struct kvmem_rng r;
+	size_t n = 3001, i;
+	float *x = xmalloc(n * sizeof(float));
+
+	kvmem_rng_seed(&r, 0xf16);
+	/* Representable values (exact), then arbitrary ones (rounded). */
+	for (i = 0; i < n; i++) {
+		uint16_t h = (uint16_t)kvmem_rng_below(&r, 0x10000);
+
+		if ((h >> 10 & 31) == 31)
+			h &= 0xfbff;
+		x[i] = ref_h2f(h);
+	}
+	check_quant(KVMEM_FMT_FP16, x, n, 32, "representable");
+	fill_values(&r, x, n, 7);
+	check_quant(KVMEM_FMT_FP16, x, n, 7, "random");
+	/* group is ignored for fp16. */
+	check_quant(KVMEM_FMT_FP16, x, 3, 1, "group 1");
+	/* Out of range and NaN. */
+	x[0] = 1e9f;
+	x[1] = -70000.0f;
+	x[2] = NAN;
+	x[3] = 65519.0f;
+	check_quant(KVMEM_FMT_FP16, x, 4, 32, "out of range");
+	free(x);
+}
+END_TEST
+
+START_TEST(test_quant_zero_group)
+{
+	float x[96];
+	uint16_t sc[3];
+	uint8_t bits[96];
+	unsigned int fmt, i;
+
+	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+		for (i = 0; i < 96; i++)
+			x[i] = 0.25f * (float)((int)i % 9 - 4);
+		for (i = 32; i < 64; i++)
+			x[i] = i & 1 ? -0.0f : 0.0f;
+		memset(bits, 0xee, sizeof(bits));
+		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 96, 32, sc, bits),
+				 0);
+		EXPECT_EQ(sc[1], 0, "%s: scale of a zero group",
+			  rfmt[fmt].name);
+		for (i = 32; i < 64; i++)
+			EXPECT_EQ(get_q(bits, i, rfmt[fmt].bits), 0,
+				  "%s: q of zero %u", rfmt[fmt].name, i);
+		check_quant((int)fmt, x, 96, 32, "zero group");
+		/* All zeros: scale 0 everywhere, an all-zero stream. */
+		memset(x, 0, sizeof(x));
+		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 96, 32, sc, bits),
+				 0);
+		for (i = 0; i < 3; i++)
+			ck_assert_uint_eq(sc[i], 0);
+		for (i = 0; i < 96 * rfmt[fmt].bits / 8; i++)
+			ck_assert_uint_eq(bits[i], 0);
+	}
+}
+END_TEST
+
+START_TEST(test_quant_nonfinite)
+{
+	float x[40];
+	uint16_t sc[5];
+	uint8_t bits[40];
+	unsigned int fmt, i;
+
+	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+		for (i = 0; i < 40; i++)
+			x[i] = 0.01f * (float)i - 0.1f;
+		x[3] = NAN;
+		x[5] = INFINITY;
+		x[6] = -INFINITY;
+		x[7] = -NAN;
+		for (i = 8; i < 16; i++) /* a group of nothing but these */
+			x[i] = i % 3 ? INFINITY : NAN;
+		x[20] = -INFINITY; /* alone with small values */
+		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 40, 8, sc, bits),
+				 0);
+		/* Group 0's amax is |x[0]| = 0.1; group 1 has none. */
+		EXPECT_EQ(sc[0], ref_half_ceil((double)0.1f / rfmt[fmt].qmax),
+			  "%s", rfmt[fmt].name);
+		EXPECT_EQ(sc[1], 0, "%s", rfmt[fmt].name);
+		for (i = 3; i < 16; i++)
+			if (i != 4)
+				EXPECT_EQ(get_q(bits, i, rfmt[fmt].bits), 0,
+					  "%s: non-finite value %u",
+					  rfmt[fmt].name, i);
+		EXPECT_EQ(get_q(bits, 20, rfmt[fmt].bits), 0, "%s",
+			  rfmt[fmt].name);
+		check_quant((int)fmt, x, 40, 8, "non-finite");
+	}
+}
+END_TEST
+
+START_TEST(test_quant_saturate)
+{
+	unsigned int fmt, i;
+
+	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+		int qmax = rfmt[fmt].qmax;
+		float x[8] = { 1e9f,
+			       -3e38f,
+			       5.0f,
+			       0.0f,
+			       65504.0f * (float)qmax * 2,
+			       -1e30f,
+			       1e-3f,
+			       -65504.0f * (float)qmax };
+		float y[8];
+		uint16_t sc[2];
+		uint8_t bits[8];
+
+		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 8, 4, sc, bits),
+				 0);
+		ck_assert_uint_eq(sc[0], 0x7bff);
+		ck_assert_uint_eq(sc[1], 0x7bff);
+		ck_assert_int_eq(kvmem_dequantize((int)fmt, bits, sc, 8, 4, y),
+				 0);
+		ck_assert_float_eq(y[0], 65504.0f * (float)qmax);
+		ck_assert_float_eq(y[1], -65504.0f * (float)qmax);
+		ck_assert_float_eq(y[4], 65504.0f * (float)qmax);
+		ck_assert_float_eq(y[5], -65504.0f * (float)qmax);
+		ck_assert_float_eq(y[7], -65504.0f * (float)qmax);
+		for (i = 0; i < 8; i++)
+			ck_assert_int_le(abs(get_q(bits, i, rfmt[fmt].bits)),
+					 qmax);
+		check_quant((int)fmt, x, 8, 4, "saturate");
+	}
+}
+END_TEST
+
+START_TEST(test_quant_tiny)
+{
+	/* amax / qmax below the smallest FP16: scale 2^-24 (0x0001). */
+	static const float x[] = { 1e-10f, -3e-9f, 0.0f, 2e-12f };
+	static const float xs[] = { 3e-7f, -1e-7f, 0x1p-24f, 0x3p-25f };
+	unsigned int fmt;
+	uint16_t sc[1];
+	uint8_t bits[8];
+
+	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 4, 4, sc, bits),
+				 0);
+		ck_assert_uint_eq(sc[0], 0x0001);
+		check_quant((int)fmt, x, 4, 4, "tiny");
+		check_quant((int)fmt, xs, 4, 4, "subnormal scale");
+		check_quant((int)fmt, xs, 4, 1, "subnormal scale group 1");
+	}
+}
+END_TEST
+
+START_TEST(test_dequant_twos_complement)
+{
+	/* The most negative code of each width is read back as two's
+	 * complement, as a corrupted stream may carry it. */
+	uint8_t b8[2] = { 0x80, 0x7f }, b4[1] = { 0x78 }, b2[1] = { 0x1e };
+	uint16_t sc[1] = { 0x4000 }; /* 2.0 */
+	float y[4];
+
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_INT8, b8, sc, 2, 2, y), 0);
+	ck_assert_float_eq(y[0], -256.0f);
+	ck_assert_float_eq(y[1], 254.0f);
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_INT4, b4, sc, 2, 2, y), 0);
+	ck_assert_float_eq(y[0], -16.0f);
+	ck_assert_float_eq(y[1], 14.0f);
+	/* 0x1e = 00 01 11 10: -2, -1, 1, 0. */
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_INT2, b2, sc, 4, 4, y), 0);
+	ck_assert_float_eq(y[0], -4.0f);
+	ck_assert_float_eq(y[1], -2.0f);
+	ck_assert_float_eq(y[2], 2.0f);
+	ck_assert_float_eq(y[3], 0.0f);
+}
+END_TEST
+
+/* ---- One scale per channel ----------------------------------------------- */
+
+static void check_channels(int fmt, const float *x, size_t ntok,
+			   unsigned int dim, const char *what)
+{
+	const struct ref_fmt *f = &rfmt[fmt];
+	size_t n = ntok * dim, nbytes = (n * f->bits + 7) / 8, i;
+	uint16_t *sc = guarded(dim * 2);
+	uint8_t *bits = guarded(nbytes);
+	unsigned int c;
+
+	ck_assert_int_eq(kvmem_quantize_channels(fmt, x, ntok, dim, sc, bits),
+			 0);
+	check_guard(sc, dim * 2, "channel scales");
+	check_guard(bits, nbytes, "channel bits");
+	if ((n * f->bits) % 8)
+		EXPECT_EQ(bits[nbytes - 1] >> ((n * f->bits) % 8), 0,
+			  "%s: spare bits", what);
+	for (c = 0; c < dim; c++) {
+		uint16_t sh = ref_scale(x + c, ntok, dim, f->qmax);
+
+		EXPECT_EQ(sc[c], sh, "%s %s %zux%u: scale of channel %u", what,
+			  f->name, ntok, dim, c);
+		for (i = 0; i < ntok; i++) {
+			size_t j = i * dim + c;
+			int q = get_q(bits, j, f->bits), rq, alt;
+
+			ref_q(x[j], sh, f->qmax, &rq, &alt);
+			if (q != alt)
+				EXPECT_EQ(q, rq,
+					  "%s %s: row %zu channel %u = %a, "
+					  "scale %a",
+					  what, f->name, i, c, x[j],
+					  ref_h2f(sh));
+		}
+	}
+	free(sc);
+	free(bits);
+}
+
+START_TEST(test_quant_channels)
+{
+	static const struct {
+		size_t ntok;
+		unsigned int dim;
+	} sz[] = { { 1, 1 }, { 1, 64 },	 { 32, 128 },
+		   { 5, 3 }, { 16, 33 }, { 7, 20 } };
+	struct kvmem_rng r;
+	unsigned int fmt, i, c;
+
+	kvmem_rng_seed(&r, 0xc4a77e1);
+	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++)
+		for (i = 0; i < sizeof(sz) / sizeof(sz[0]); i++) {
+			size_t n = sz[i].ntok * sz[i].dim, j;
+			float *x = xmalloc(n * sizeof(float));
+
+			/* Columns of their own magnitudes: outlier channels. */
+			for (c = 0; c < sz[i].dim; c++) {
+				double mag = rnd_mag(&r);
+
+				for (j = 0; j < sz[i].ntok; j++)
+					x[j * sz[i].dim + c] =
+						rnd_value(&r, mag);
+			}
+			if (n > 4) {
+				x[1] = NAN;
+				x[n - 2] = -INFINITY;
+			}
+			check_channels((int)fmt, x, sz[i].ntok, sz[i].dim,
+				       "random");
+			free(x);
+		}
+}
+END_TEST
+
+START_TEST(test_quant_channels_example)
+{
+	/* 2 rows x 3 channels, int4: channel amax 7, 0.5, 0 -> scales 1,
+	 * 0x2c93, 0; rows [7 0.5 0] [-1 -0.25 0] -> q 7 7 0 -1 -3 0. */
+	static const float x[] = { 7, 0.5f, 0, -1, -0.25f, 0 };
+	uint16_t sc[3];
+	uint8_t bits[3];
+
+	ck_assert_int_eq(
+		kvmem_quantize_channels(KVMEM_FMT_INT4, x, 2, 3, sc, bits), 0);
+	ck_assert_uint_eq(sc[0], 0x3c00);
+	ck_assert_uint_eq(sc[1], 0x2c93);
+	ck_assert_uint_eq(sc[2], 0);
+	ck_assert_uint_eq(bits[0], 0x77);
+	ck_assert_uint_eq(bits[1], 0xf0);
+	ck_assert_uint_eq(bits[2], 0x0d);
+}
+END_TEST
+
+/* ---- Bad arguments ------------------------------------------------------- */
+
+START_TEST(test_quant_bad_args)
+{
+	static const int bad_fmt[] = { -1, KVMEM_FMT_NR, 7, 1000 };
+	float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	uint16_t sc[8];
+	uint8_t bits[16];
+	float y[8];
+	unsigned int i, fmt;
+
+	for (i = 0; i < sizeof(bad_fmt) / sizeof(bad_fmt[0]); i++) {
+		ck_assert_int_eq(kvmem_quantize(bad_fmt[i], x, 8, 4, sc, bits),
+				 -EINVAL);
+		ck_assert_int_eq(
+			kvmem_dequantize(bad_fmt[i], bits, sc, 8, 4, y),
+			-EINVAL);
+		ck_assert_int_eq(
+			kvmem_quantize_channels(bad_fmt[i], x, 2, 4, sc, bits),
+			-EINVAL);
+	}
+	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 8, 0, sc, bits),
+				 -EINVAL);
+		ck_assert_int_eq(kvmem_dequantize((int)fmt, bits, sc, 8, 0, y),
+				 -EINVAL);
+		ck_assert_int_eq(kvmem_quantize((int)fmt, NULL, 8, 4, sc, bits),
+				 -EINVAL);
+		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 8, 4, NULL, bits),
+				 -EINVAL);
+		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 8, 4, sc, NULL),
+				 -EINVAL);
+		ck_assert_int_eq(kvmem_dequantize((int)fmt, NULL, sc, 8, 4, y),
+				 -EINVAL);
+		ck_assert_int_eq(
+			kvmem_dequantize((int)fmt, bits, NULL, 8, 4, y),
+			-EINVAL);
+		ck_assert_int_eq(
+			kvmem_dequantize((int)fmt, bits, sc, 8, 4, NULL),
+			-EINVAL);
+		ck_assert_int_eq(
+			kvmem_quantize_channels((int)fmt, NULL, 2, 4, sc, bits),
+			-EINVAL);
+		ck_assert_int_eq(
+			kvmem_quantize_channels((int)fmt, x, 2, 4, NULL, bits),
+			-EINVAL);
+		ck_assert_int_eq(
+			kvmem_quantize_channels((int)fmt, x, 2, 4, sc, NULL),
+			-EINVAL);
+		/* Nothing to do is not an error. */
+		ck_assert_int_eq(
+			kvmem_quantize((int)fmt, NULL, 0, 4, NULL, NULL), 0);
+		ck_assert_int_eq(
+			kvmem_dequantize((int)fmt, NULL, NULL, 0, 4, NULL), 0);
+	}
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_FP16, NULL, 8, 4, sc, bits),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_FP16, x, 8, 4, sc, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(
+		kvmem_quantize_channels(KVMEM_FMT_FP16, x, 2, 4, sc, bits),
+		-EINVAL);
+}
+END_TEST
+
+KVMEM_SUITE(quant)
+{
+	Suite *s = suite_create("quant");
+	TCase *tc = tcase_create("formats");
+	TCase *tq = tcase_create("quantize");
+
+	tcase_add_test(tc, test_format_table);
+	tcase_add_test(tc, test_half_reference_selfcheck);
+	tcase_add_test(tc, test_half_to_float_all);
+	tcase_add_test(tc, test_half_roundtrip_all);
+	tcase_add_test(tc, test_half_from_float_sweep);
+	tcase_add_test(tc, test_half_from_float_specials);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tcase_add_test(tq, test_quant_hand_examples);
+	tcase_add_test(tq, test_quant_roundtrip_int);
+	tcase_add_test(tq, test_quant_exact_scales);
+	tcase_add_test(tq, test_quant_fp16_format);
+	tcase_add_test(tq, test_quant_zero_group);
+	tcase_add_test(tq, test_quant_nonfinite);
+	tcase_add_test(tq, test_quant_saturate);
+	tcase_add_test(tq, test_quant_tiny);
+	tcase_add_test(tq, test_dequant_twos_complement);
+	tcase_add_test(tq, test_quant_channels);
+	tcase_add_test(tq, test_quant_channels_example);
+	tcase_add_test(tq, test_quant_bad_args);
+	tcase_set_timeout(tq, 60);
+	suite_add_tcase(s, tq);
+	return s;
+}
