@@ -234,7 +234,7 @@ static void reader_rows(struct reader *r, uint32_t pi, int is_v, uint32_t h,
 static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 				 uint32_t h, uint32_t t0, uint32_t n,
 				 const float **sc, size_t *sstride,
-				 unsigned int *group)
+				 unsigned int *group, size_t *rstride)
 {
 	const struct kvmem__page *p = r->lt->pages[pi];
 
@@ -242,7 +242,7 @@ static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 	return kvmem__page_rows_cw4(
 		&r->c->g, &r->c->layout[p->hot], p->data, is_v, h, t0, n,
 		r->scales, r->cur_lost ? r->serased : NULL, sc, sstride, group,
-		&r->pc.payload, r->c->scratch);
+		rstride, &r->pc.payload, r->c->scratch);
 }
 
 int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
@@ -408,26 +408,24 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 	const uint32_t G = a->G, D = a->D;
 	const uint8_t *kc, *vc = NULL;
 	const float *ks, *vs;
-	size_t kss, vss, t;
+	size_t kss, vss, krs, vrs, t;
 	unsigned int kg, vg;
 
-	kc = reader_cw4(r, pi, 0, h, t0, n, &ks, &kss, &kg);
+	kc = reader_cw4(r, pi, 0, h, t0, n, &ks, &kss, &kg, &krs);
 	if (kc)
-		vc = reader_cw4(r, pi, 1, h, t0, n, &vs, &vss, &vg);
+		vc = reader_cw4(r, pi, 1, h, t0, n, &vs, &vss, &vg, &vrs);
 	if (kc && vc) {
-		const size_t stride = r->c->layout[0].row_bytes;
-
-		a->kn->scores_cw4(q + (size_t)h * G * D, G, kc, stride, n, D,
-				  kg, ks, kss, a->scale, a->sc);
+		a->kn->scores_cw4(q + (size_t)h * G * D, G, kc, krs, n, D, kg,
+				  ks, kss, a->scale, a->sc);
 		kvmem__attn_softmax(a, h, n, mass);
-		a->kn->accum_cw4(a->sc, G, vc, stride, n, D, vg, vs, vss,
+		a->kn->accum_cw4(a->sc, G, vc, vrs, n, D, vg, vs, vss,
 				 a->acc + (size_t)h * G * D);
 		return;
 	}
 	if (kc)
 		for (t = 0; t < n; t++)
-			a->kn->dequant_cw4(kc + t * r->c->layout[0].row_bytes,
-					   D, kg, ks + t * kss, kt + t * D);
+			a->kn->dequant_cw4(kc + t * krs, D, kg, ks + t * kss,
+					   kt + t * D);
 	else
 		reader_rows(r, pi, 0, h, t0, n, kt, erased);
 	reader_rows(r, pi, 1, h, t0, n, vt, erased);
@@ -483,6 +481,7 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 			pm[2 * i] = -INFINITY;
 			pm[2 * i + 1] = 0.0f;
 		}
+
 		for (h = 0; h < g->kv_heads; h++)
 			for (t0 = 0; t0 < p->ntokens; t0 += TILE) {
 				uint32_t n = p->ntokens - t0 < TILE

@@ -44,6 +44,30 @@ static __m256 cw8(const uint8_t *c)
 	return nib8f(_mm_loadl_epi64((const void *)c));
 }
 
+/*
+ * Thirty-two int4 codewords as floats, v[k] holding values 8k..8k+7. Every
+ * FP16 number from -8 to 7 has a zero low byte, so one lookup of the
+ * nibble gives the high byte of its FP16 pattern; F16C converts exactly.
+ */
+static void cw32(const uint8_t *c, __m256 *v)
+{
+	const __m256i hi = _mm256_broadcastsi128_si256(
+		_mm_setr_epi8(0x00, 0x3c, 0x40, 0x42, 0x44, 0x45, 0x46, 0x47,
+			      (char)0xc8, (char)0xc7, (char)0xc6, (char)0xc5,
+			      (char)0xc4, (char)0xc2, (char)0xc0, (char)0xbc));
+	__m256i x = _mm256_loadu_si256((const void *)c);
+	__m256i h = _mm256_shuffle_epi8(
+		hi, _mm256_and_si256(x, _mm256_set1_epi8(0x0f)));
+	/* In-lane unpacks: lo holds values 0-7 and 16-23, up 8-15, 24-31. */
+	__m256i lo = _mm256_unpacklo_epi8(_mm256_setzero_si256(), h);
+	__m256i up = _mm256_unpackhi_epi8(_mm256_setzero_si256(), h);
+
+	v[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(lo));
+	v[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(up));
+	v[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1));
+	v[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(up, 1));
+}
+
 static int vec_ok(unsigned int dim, unsigned int group)
 {
 	return dim % 8 == 0 && (group == 1 || group % 8 == 0);
@@ -271,10 +295,11 @@ static void accum(const float *p, unsigned int ng, const float *v,
 static inline __attribute__((always_inline)) void
 scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	      size_t stride, unsigned int n, unsigned int dim,
-	      unsigned int group, const int CHAN, const float *scales,
-	      size_t sstride, float scale, float *s, unsigned int sn)
+	      unsigned int group, const int CHAN, const unsigned int W,
+	      const float *scales, size_t sstride, float scale, float *s,
+	      unsigned int sn)
 {
-	unsigned int t, d, d0, gi, j;
+	unsigned int t, d, d0, gi, j, k;
 
 	for (t = 0; t < n; t++) {
 		const uint8_t *c = code + t * stride;
@@ -291,18 +316,30 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 #pragma GCC unroll 4
 			for (j = 0; j < NB; j++)
 				a[j] = _mm256_setzero_ps();
-			for (d = d0; d < end; d += 8) {
-				__m256 kv = cw8(c + d);
+			for (d = d0; d < end; d += W) {
+				__m256 v[4];
 
-				if (CHAN)
-					kv = _mm256_mul_ps(
-						kv, _mm256_loadu_ps(sc + d));
+				if (W == 32)
+					cw32(c + d, v);
+				else
+					v[0] = cw8(c + d);
 #pragma GCC unroll 4
-				for (j = 0; j < NB; j++)
-					a[j] = _mm256_fmadd_ps(
-						_mm256_loadu_ps(q + j * dim +
-								d),
-						kv, a[j]);
+				for (k = 0; k < W / 8; k++) {
+					__m256 kv = v[k];
+
+					if (CHAN)
+						kv = _mm256_mul_ps(
+							kv,
+							_mm256_loadu_ps(sc + d +
+									8 * k));
+#pragma GCC unroll 4
+					for (j = 0; j < NB; j++)
+						a[j] = _mm256_fmadd_ps(
+							_mm256_loadu_ps(
+								q + j * dim +
+								d + 8 * k),
+							kv, a[j]);
+				}
 			}
 #pragma GCC unroll 4
 			for (j = 0; j < NB; j++)
@@ -330,6 +367,8 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       unsigned int group, const float *scales, size_t sstride,
 		       float scale, float *s)
 {
+	/* 32 values per step where groups allow it. */
+	const int wide = dim % 32 == 0 && (group == 1 || group % 32 == 0);
 	unsigned int g = 0;
 
 	if (!vec_ok(dim, group)) {
@@ -341,16 +380,16 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 	for (; g + 4 <= ng; g += 4)
 		if (group == 1)
 			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
-				      dim, 1, 1, scales, sstride, scale,
-				      s + (size_t)g * n, n);
+				      dim, 1, 1, wide ? 32 : 8, scales, sstride,
+				      scale, s + (size_t)g * n, n);
 		else
 			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
-				      dim, group, 0, scales, sstride, scale,
-				      s + (size_t)g * n, n);
+				      dim, group, 0, wide ? 32 : 8, scales,
+				      sstride, scale, s + (size_t)g * n, n);
 	for (; g < ng; g++)
 		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
-			      group, group == 1, scales, sstride, scale,
-			      s + (size_t)g * n, n);
+			      group, group == 1, wide ? 32 : 8, scales, sstride,
+			      scale, s + (size_t)g * n, n);
 }
 
 /*
@@ -379,13 +418,12 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 		const float *sc = scales + t * sstride;
 		__m256 v[4];
 
+		cw32(c, v);
 #pragma GCC unroll 4
-		for (k = 0; k < 4; k++) {
-			v[k] = cw8(c + 8 * k);
+		for (k = 0; k < 4; k++)
 			if (CHAN)
 				v[k] = _mm256_mul_ps(
 					v[k], _mm256_loadu_ps(sc + d + 8 * k));
-		}
 #pragma GCC unroll 4
 		for (j = 0; j < NB; j++) {
 			float wj =
@@ -435,6 +473,40 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 				     acc + (size_t)g * dim);
 }
 
+/*
+ * Golay words to one int4 value per byte: each 12-byte half of a vector
+ * holds four words, whose bytes b0, b0, b1 go to three value bytes; the
+ * middle one is the high nibble of b0. Each step reads 28 bytes for 24 and
+ * writes 28 for 24 (see internal.h for the room that needs).
+ */
+static void golay_nibbles(const uint8_t *code, size_t code_bytes,
+			  unsigned int nvals, uint8_t *out)
+{
+	const __m256i pick = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+		0, 0, 1, 3, 3, 4, 6, 6, 7, 9, 9, 10, -1, -1, -1, -1));
+	const __m256i odd = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+		0, -1, 0, 0, -1, 0, 0, -1, 0, 0, -1, 0, 0, 0, 0, 0));
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	unsigned int i = 0;
+
+	/* Value i sits in byte i of the codewords: 3 values per 3 bytes. */
+	for (; i + 24 <= nvals && i + 28 <= code_bytes; i += 24) {
+		__m256i x = _mm256_shuffle_epi8(
+			_mm256_loadu2_m128i((const void *)(code + i + 12),
+					    (const void *)(code + i)),
+			pick);
+		__m256i v = _mm256_and_si256(
+			_mm256_blendv_epi8(x, _mm256_srli_epi16(x, 4), odd),
+			low4);
+
+		_mm_storeu_si128((void *)(out + i), _mm256_castsi256_si128(v));
+		_mm_storeu_si128((void *)(out + i + 12),
+				 _mm256_extracti128_si256(v, 1));
+	}
+	kvmem__attn_portable.golay_nibbles(code + i, code_bytes - i, nvals - i,
+					   out + i);
+}
+
 /* kvmem__expf() eight at a time. */
 static void vexp(float *x, unsigned int n)
 {
@@ -477,6 +549,7 @@ const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.scores = scores,
 	.accum = accum,
 	.exp = vexp,
+	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
 };

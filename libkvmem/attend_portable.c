@@ -120,12 +120,29 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		}
 }
 
+static void golay_nibbles(const uint8_t *code, size_t code_bytes,
+			  unsigned int nvals, uint8_t *out)
+{
+	unsigned int i;
+
+	(void)code_bytes;
+	/* Word w: d0..d11 in bytes 3w (all) and 3w + 1 (low nibble). */
+	for (i = 0; i < nvals; i += 3, code += 3) {
+		out[i] = code[0] & 0xf;
+		if (i + 1 < nvals)
+			out[i + 1] = code[0] >> 4;
+		if (i + 2 < nvals)
+			out[i + 2] = code[1] & 0xf;
+	}
+}
+
 const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.dequant = kvmem__dequant_row,
 	.dequant_cw4 = dequant_cw4,
 	.scores = scores,
 	.accum = accum,
 	.exp = vexp,
+	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
 };

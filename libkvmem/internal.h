@@ -106,21 +106,21 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 		      float *out, uint8_t *erased, struct kvmem_ecc_counts *c,
 		      void *scratch);
 /*
- * The codewords of rows [t0, t0 + n) of head @h, when they are int4 in
- * h74/h84 (one value per byte) and clean, for kernels that read them
- * directly: returns the first row (rows l->row_bytes apart; a corrected
- * copy in @scratch when some word needed correcting) and sets *@sc,
+ * Rows [t0, t0 + n) of head @h as int4 values one per byte, when the page
+ * is int4 in h74/h84 (its codewords are that already) or golay24 (expanded
+ * into @scratch), for kernels that read them directly: returns the first
+ * row, rows *@rstride bytes apart (a corrected copy in @scratch when some
+ * word needed correcting), and sets *@sc,
  * *@sstride and *@group to their scales as the *_cw4 kernels take them,
  * counting the words; or NULL, counting nothing, when some word is
  * uncorrectable or a scale is erased (decode with kvmem__page_rows()).
  */
-const uint8_t *
-kvmem__page_rows_cw4(const struct kvmem_geometry *g,
-		     const struct kvmem_page_layout *l, const uint8_t *page,
-		     int is_v, uint32_t h, uint32_t t0, uint32_t n,
-		     const float *scales, const uint8_t *scale_erased,
-		     const float **sc, size_t *sstride, unsigned int *group,
-		     struct kvmem_ecc_counts *c, void *scratch);
+const uint8_t *kvmem__page_rows_cw4(
+	const struct kvmem_geometry *g, const struct kvmem_page_layout *l,
+	const uint8_t *page, int is_v, uint32_t h, uint32_t t0, uint32_t n,
+	const float *scales, const uint8_t *scale_erased, const float **sc,
+	size_t *sstride, unsigned int *group, size_t *rstride,
+	struct kvmem_ecc_counts *c, void *scratch);
 /* Write token @t of a hot page; @row holds one row's data bytes. */
 void kvmem__page_put_token(const struct kvmem_geometry *g,
 			   const struct kvmem_page_layout *l, uint8_t *page,
@@ -136,6 +136,9 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
  * scores:      s[g][t] = scale * q[g] . k[t] for @ng query heads, @n rows
  * accum:       acc[g] += sum_t p[g][t] * v[t]
  * exp:         x[i] = e^x[i] for x[i] <= 0 (softmax weights)
+ * golay_nibbles: the @nvals int4 values of golay24 codewords (@code_bytes
+ *              of them readable), one value per byte (low nibble), as
+ *              h74/h84 codewords hold them; @out has room for nvals + 16
  * scores_cw4, accum_cw4: scores and accum straight from int4 h74/h84
  *              codewords, one value per byte: row t at code + t * stride,
  *              its scales at scales + t * sstride, one per @group values
@@ -152,6 +155,8 @@ struct kvmem__attn_kernels {
 	void (*accum)(const float *p, unsigned int ng, const float *v,
 		      unsigned int n, unsigned int dim, float *acc);
 	void (*exp)(float *x, unsigned int n);
+	void (*golay_nibbles)(const uint8_t *code, size_t code_bytes,
+			      unsigned int nvals, uint8_t *out);
 	void (*scores_cw4)(const float *q, unsigned int ng, const uint8_t *code,
 			   size_t stride, unsigned int n, unsigned int dim,
 			   unsigned int group, const float *scales,

@@ -254,6 +254,7 @@ struct scratch {
 	uint8_t *halves;
 	uint64_t *scales_bm;
 	uint8_t *copy[2]; /* [is_v]: a block of codewords, corrected */
+	uint8_t *values[2]; /* [is_v]: int4 values, one per byte */
 };
 
 static size_t scratch_layout(const struct kvmem_geometry *g,
@@ -276,6 +277,11 @@ static size_t scratch_layout(const struct kvmem_geometry *g,
 	off += (size_t)g->tokens_per_page * l->row_bytes;
 	sp->copy[1] = b + off;
 	off += (size_t)g->tokens_per_page * l->row_bytes;
+	/* golay_nibbles() may write 16 bytes past the last value. */
+	sp->values[0] = b + off;
+	off += (size_t)g->tokens_per_page * g->head_dim + 16;
+	sp->values[1] = b + off;
+	off += (size_t)g->tokens_per_page * g->head_dim + 16;
 	return off;
 }
 
@@ -347,7 +353,7 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 		     int is_v, uint32_t h, uint32_t t0, uint32_t n,
 		     const float *scales, const uint8_t *scale_erased,
 		     const float **sc, size_t *sstride, unsigned int *group,
-		     struct kvmem_ecc_counts *c, void *scratch)
+		     size_t *rstride, struct kvmem_ecc_counts *c, void *scratch)
 {
 	const uint8_t *code = row_ptr(g, l, (uint8_t *)page, is_v, h, t0);
 	const unsigned int grp = row_group(g, l, is_v);
@@ -359,21 +365,22 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	size_t r, i;
 
 	if (l->format != KVMEM_FMT_INT4 ||
-	    (l->codec != KVMEM_CODEC_H84 && l->codec != KVMEM_CODEC_H74))
+	    (l->codec != KVMEM_CODEC_H84 && l->codec != KVMEM_CODEC_H74 &&
+	     l->codec != KVMEM_CODEC_GOLAY24))
 		return NULL;
 	if (scale_erased)
 		for (r = 0; r < n; r++)
 			for (i = 0; i < g->head_dim / grp; i++)
 				if (scale_erased[sbase + r * stride + i])
 					return NULL;
+	scratch_layout(g, l, scratch, &sp);
 	if (kvmem__ecc_scan(l->codec, code, nw) == nw) {
 		c->clean += nw;
 	} else {
-		/* Correct a copy: the kernels then read the same codewords
-		 * as for a clean page, so a corrected read is bit-identical
-		 * to a clean one. The page itself is the scrubber's. */
-		scratch_layout(g, l, scratch, &sp);
-		memcpy(sp.copy[is_v], code, nw);
+		/* Correct a copy: the kernels then read the same values as
+		 * for a clean page, so a corrected read is bit-identical to
+		 * a clean one. The page itself is the scrubber's. */
+		memcpy(sp.copy[is_v], code, (size_t)n * l->row_bytes);
 		if (kvmem_ecc_scrub(l->codec, sp.copy[is_v], nw, &wc, NULL, 0))
 			return NULL;
 		counts_add(c, &wc);
@@ -382,6 +389,15 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	*sc = scales + sbase;
 	*sstride = stride;
 	*group = grp;
+	*rstride = l->row_bytes;
+	if (l->codec == KVMEM_CODEC_GOLAY24) {
+		for (r = 0; r < n; r++)
+			kvmem__attn()->golay_nibbles(
+				code + r * l->row_bytes, l->row_bytes,
+				g->head_dim, sp.values[is_v] + r * g->head_dim);
+		*rstride = g->head_dim;
+		return sp.values[is_v];
+	}
 	return code;
 }
 
@@ -396,7 +412,7 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	const uint8_t *code = row_ptr(g, l, (uint8_t *)page, is_v, h, t0);
 	const uint8_t *cw;
 	const float *csc;
-	size_t css;
+	size_t css, crs;
 	unsigned int cgroup;
 	const unsigned int group = row_group(g, l, is_v);
 	const unsigned int D = g->head_dim;
@@ -412,12 +428,12 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	size_t r, i;
 
 	cw = kvmem__page_rows_cw4(g, l, page, is_v, h, t0, n, scales,
-				  scale_erased, &csc, &css, &cgroup, c,
+				  scale_erased, &csc, &css, &cgroup, &crs, c,
 				  scratch);
 	if (cw) {
 		for (r = 0; r < n; r++)
-			kn->dequant_cw4(cw + r * l->row_bytes, D, cgroup,
-					csc + r * css, out + r * D);
+			kn->dequant_cw4(cw + r * crs, D, cgroup, csc + r * css,
+					out + r * D);
 		return 0;
 	}
 	if (scale_erased)
