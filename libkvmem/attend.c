@@ -339,24 +339,15 @@ void kvmem__attn_softmax(struct kvmem__attn *a, uint32_t h, uint32_t n,
 			 float *mass)
 {
 	const uint32_t G = a->G, D = a->D, first = h * G;
-	uint32_t g, t, d;
+	uint32_t g, d;
 
 	for (g = 0; g < G; g++) {
-		float *s = a->sc + (size_t)g * n;
 		float *acc = a->acc + (size_t)(first + g) * D;
-		float mt = s[0], m, sum = 0.0f;
+		float old = a->m[first + g], m = old;
+		float sum = a->kn->softmax(a->sc + (size_t)g * n, n, &m);
 
-		for (t = 1; t < n; t++)
-			if (s[t] > mt)
-				mt = s[t];
-		m = mt > a->m[first + g] ? mt : a->m[first + g];
-		for (t = 0; t < n; t++)
-			s[t] -= m;
-		a->kn->exp(s, n);
-		for (t = 0; t < n; t++)
-			sum += s[t];
-		if (m != a->m[first + g]) {
-			float corr = kvmem__expf(a->m[first + g] - m);
+		if (m != old) {
+			float corr = kvmem__expf(old - m);
 
 			a->l[first + g] *= corr;
 			for (d = 0; d < D; d++)

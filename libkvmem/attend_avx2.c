@@ -507,40 +507,65 @@ static void golay_nibbles(const uint8_t *code, size_t code_bytes,
 					   out + i);
 }
 
-/* kvmem__expf() eight at a time. */
-static void vexp(float *x, unsigned int n)
+/* kvmem__expf() of eight values at once. */
+static __m256 exp8(__m256 v)
 {
-	const __m256 lo = _mm256_set1_ps(-87.0f);
+	const __m256 under =
+		_mm256_cmp_ps(v, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+	__m256 nf =
+		_mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504f)),
+				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(0.693359375f), v);
+	__m256 y;
+	__m256i e;
+
+	r = _mm256_fmadd_ps(nf, _mm256_set1_ps(2.12194440e-4f), r);
+	y = _mm256_set1_ps(1.9875691500e-4f);
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+	y = _mm256_fmadd_ps(_mm256_mul_ps(y, r), r,
+			    _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nf),
+					       _mm256_set1_epi32(127)),
+			      23);
+	return _mm256_andnot_ps(under,
+				_mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+static float softmax(float *x, unsigned int n, float *m)
+{
+	__m256 mv = _mm256_set1_ps(*m), sv = _mm256_setzero_ps();
+	__m128 h;
+	float mx, sum;
 	unsigned int i;
 
-	for (i = 0; i + 8 <= n; i += 8) {
-		__m256 v = _mm256_loadu_ps(x + i);
-		__m256 under = _mm256_cmp_ps(v, lo, _CMP_LT_OQ);
-		__m256 nf = _mm256_round_ps(
-			_mm256_mul_ps(v, _mm256_set1_ps(1.44269504f)),
-			_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-		__m256 r =
-			_mm256_fnmadd_ps(nf, _mm256_set1_ps(0.693359375f), v);
-		__m256 y;
-		__m256i e;
-
-		r = _mm256_fmadd_ps(nf, _mm256_set1_ps(2.12194440e-4f), r);
-		y = _mm256_set1_ps(1.9875691500e-4f);
-		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-		y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-		y = _mm256_fmadd_ps(_mm256_mul_ps(y, r), r,
-				    _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-		e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nf),
-						       _mm256_set1_epi32(127)),
-				      23);
-		y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-		_mm256_storeu_ps(x + i, _mm256_andnot_ps(under, y));
-	}
+	for (i = 0; i + 8 <= n; i += 8)
+		mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+	h = _mm_max_ps(_mm256_castps256_ps128(mv),
+		       _mm256_extractf128_ps(mv, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	mx = _mm_cvtss_f32(h);
 	for (; i < n; i++)
-		x[i] = kvmem__expf(x[i]);
+		if (x[i] > mx)
+			mx = x[i];
+	mv = _mm256_set1_ps(mx);
+	for (i = 0; i + 8 <= n; i += 8) {
+		__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+
+		_mm256_storeu_ps(x + i, e);
+		sv = _mm256_add_ps(sv, e);
+	}
+	sum = hsum(sv);
+	for (; i < n; i++) {
+		x[i] = kvmem__expf(x[i] - mx);
+		sum += x[i];
+	}
+	*m = mx;
+	return sum;
 }
 
 const struct kvmem__attn_kernels kvmem__attn_avx2 = {
@@ -548,7 +573,7 @@ const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.dequant_cw4 = dequant_cw4,
 	.scores = scores,
 	.accum = accum,
-	.exp = vexp,
+	.softmax = softmax,
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,

@@ -30,6 +30,22 @@ float kvmem__expf(float x)
 	return y * e.f;
 }
 
+static float softmax(float *x, unsigned int n, float *m)
+{
+	float mx = *m, sum = 0.0f;
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (x[i] > mx)
+			mx = x[i];
+	for (i = 0; i < n; i++) {
+		x[i] = kvmem__expf(x[i] - mx);
+		sum += x[i];
+	}
+	*m = mx;
+	return sum;
+}
+
 static void dequant_cw4(const uint8_t *code, unsigned int dim,
 			unsigned int group, const float *scales, float *out)
 {
@@ -69,14 +85,6 @@ static void accum(const float *p, unsigned int ng, const float *v,
 				acc[(size_t)g * dim + d] +=
 					w * v[(size_t)t * dim + d];
 		}
-}
-
-static void vexp(float *x, unsigned int n)
-{
-	unsigned int i;
-
-	for (i = 0; i < n; i++)
-		x[i] = kvmem__expf(x[i]);
 }
 
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
@@ -141,7 +149,7 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.dequant_cw4 = dequant_cw4,
 	.scores = scores,
 	.accum = accum,
-	.exp = vexp,
+	.softmax = softmax,
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,

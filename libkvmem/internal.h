@@ -135,7 +135,8 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
  * dequant_cw4: one int4 row from h74/h84 codewords, one value per byte
  * scores:      s[g][t] = scale * q[g] . k[t] for @ng query heads, @n rows
  * accum:       acc[g] += sum_t p[g][t] * v[t]
- * exp:         x[i] = e^x[i] for x[i] <= 0 (softmax weights)
+ * softmax:     m = max(@m, max x[i]); x[i] = e^(x[i] - m); returns the sum
+ *              of the new x[i] and leaves m in *@m
  * golay_nibbles: the @nvals int4 values of golay24 codewords (@code_bytes
  *              of them readable), one value per byte (low nibble), as
  *              h74/h84 codewords hold them; @out has room for nvals + 16
@@ -154,7 +155,7 @@ struct kvmem__attn_kernels {
 		       unsigned int n, unsigned int dim, float scale, float *s);
 	void (*accum)(const float *p, unsigned int ng, const float *v,
 		      unsigned int n, unsigned int dim, float *acc);
-	void (*exp)(float *x, unsigned int n);
+	float (*softmax)(float *x, unsigned int n, float *m);
 	void (*golay_nibbles)(const uint8_t *code, size_t code_bytes,
 			      unsigned int nvals, uint8_t *out);
 	void (*scores_cw4)(const float *q, unsigned int ng, const uint8_t *code,
