@@ -64,7 +64,8 @@ LIB_A := $(B)/libkvmem.a
 
 TOOLS := kvmem-ecc kvmem-bench
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
-BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c
+BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
+	      tools/bench-attend.c
 
 TEST_SRCS := $(wildcard tests/*.c)
 TEST_BIN := $(B)/tests/kvmem-check
@@ -133,7 +134,8 @@ $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(LIB_A) | $(LIB_SO)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -lm
 
-# The per-word codec header must stay valid CUDA: compile it for the GPU.
+# The headers shared with the kernels (ecc_word.h, quant_word.h) must stay
+# valid CUDA: compile them for the GPU.
 cuda-check:
 ifeq ($(NVCC),)
 	@echo "SKIP: cuda-check: nvcc not found (set NVCC=); ecc_word.h not compiled as CUDA"
@@ -156,6 +158,7 @@ test: all $(TEST_BIN) cuda-check
 
 run: $(B)/tools/kvmem-bench
 	$(B)/tools/kvmem-bench codec
+	$(B)/tools/kvmem-bench attend
 
 clean:
 	rm -rf $(BUILD)

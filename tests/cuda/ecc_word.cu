@@ -1,11 +1,12 @@
 /*
- * ecc_word.cu - compile the per-word codec header as CUDA device code
+ * ecc_word.cu - compile the headers shared with CUDA as device code
  *
  * Not run (CI has no GPU): `make test` compiles it with nvcc so that
- * ecc_word.h stays usable from the kernels. Each kernel makes every
- * function of the header reachable from device code.
+ * ecc_word.h and quant_word.h stay usable from the kernels. Each kernel
+ * makes every function of the headers reachable from device code.
  */
 #include "ecc_word.h"
+#include "quant_word.h"
 
 extern "C" __global__ void kvmem_check_nibble(uint8_t *cw, const uint8_t *d,
 					      int *fixed, unsigned int n)
@@ -41,4 +42,17 @@ extern "C" __global__ void kvmem_check_secded72(uint64_t *data,
 		return;
 	check[i] = kvmem_secded72_encode(data[i]);
 	fixed[i] = kvmem_secded72_correct(&data[i], &check[i]);
+}
+
+extern "C" __global__ void kvmem_check_half(const float *x, float *y,
+					    uint16_t *up, int *q,
+					    unsigned int n)
+{
+	unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= n)
+		return;
+	y[i] = kvmem_h2f(kvmem_f2h(x[i]));
+	up[i] = kvmem_f2h_up(x[i]);
+	q[i] = kvmem_sext(up[i], 4);
 }

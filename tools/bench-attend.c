@@ -1,0 +1,437 @@
+/*
+ * bench-attend.c - decode-on-load attention against unprotected attention
+ *
+ * Three ways to attend one query token over the same context, timed in the
+ * same run:
+ *   kvmem  kvmem_attend() over the protected pages of an embedded cache
+ *   fp32   float K and V, [kv_head][token][dim], no decoding at all
+ *   noecc  the same format and scales as kvmem, without codewords
+ * All three run the same online-softmax core (kvmem__attn_tile()) with the
+ * same kernels, so the differences are what decoding costs and what reading
+ * fewer bytes saves. Each figure is the median of --reps calls after one
+ * warm-up call.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmem/kvmem.h"
+#include "bench.h"
+#include "internal.h"
+#include "rng.h"
+
+struct attend_cfg {
+	uint32_t ctx, heads, kv_heads, dim, page_tokens, reps;
+	int format, codec, json;
+};
+
+/* The same context without codewords: rows quantized, scales as floats. */
+struct flat {
+	int format;
+	uint32_t ctx, kv_heads, dim, group, row_bytes;
+	float *k, *v; /* fp32 baseline, [kv_head][token][dim] */
+	uint8_t *qk, *qv; /* noecc rows, [kv_head][token][row_bytes] */
+	float *sk, *sv; /* noecc scales, [kv_head][token][groups] */
+};
+
+static void attend_usage(FILE *f)
+{
+	fprintf(f, "usage: kvmem-bench attend [--ctx N] [--heads H] "
+		   "[--kv-heads K] [--dim D]\n"
+		   "                          [--format F] [--codec C] "
+		   "[--page-tokens T] [--reps N] [--json]\n\n"
+		   "  --ctx N          context tokens (default 4096)\n"
+		   "  --heads H        query heads (default 32)\n"
+		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
+		   "  --dim D          head dimension (default 128)\n"
+		   "  --format F       fp16 int8 int4 int2 (default int4)\n"
+		   "  --codec C        h74 h84 golay24 secded72 (default h84)\n"
+		   "  --page-tokens T  tokens per page (default 32)\n"
+		   "  --reps N         timed calls, median kept (default 20)\n"
+		   "  --json           one JSON object on stdout\n");
+}
+
+static float rnd_unit(struct kvmem_rng *r)
+{
+	return (float)(kvmem_rng_next(r) >> 40) * 0x1p-24f * 2.0f - 1.0f;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t median(uint64_t *t, uint32_t n)
+{
+	qsort(t, n, sizeof(*t), cmp_u64);
+	return t[n / 2];
+}
+
+static int flat_build(struct flat *f, const struct attend_cfg *cfg,
+		      const float *K, const float *V, uint32_t group)
+{
+	const size_t rows = (size_t)cfg->kv_heads * cfg->ctx;
+	const unsigned int bits = kvmem_format_get(cfg->format)->bits;
+	const uint32_t ng = cfg->dim / group;
+	uint16_t *sc = malloc(ng * sizeof(*sc));
+	uint32_t h, t, i;
+
+	memset(f, 0, sizeof(*f));
+	f->format = cfg->format;
+	f->ctx = cfg->ctx;
+	f->kv_heads = cfg->kv_heads;
+	f->dim = cfg->dim;
+	f->group = group;
+	f->row_bytes = (cfg->dim * bits + 7) / 8;
+	f->k = malloc(rows * cfg->dim * sizeof(float));
+	f->v = malloc(rows * cfg->dim * sizeof(float));
+	f->qk = malloc(rows * f->row_bytes);
+	f->qv = malloc(rows * f->row_bytes);
+	f->sk = malloc(rows * ng * sizeof(float));
+	f->sv = malloc(rows * ng * sizeof(float));
+	if (!sc || !f->k || !f->v || !f->qk || !f->qv || !f->sk || !f->sv) {
+		free(sc);
+		return -1;
+	}
+	for (h = 0; h < cfg->kv_heads; h++)
+		for (t = 0; t < cfg->ctx; t++) {
+			size_t src = ((size_t)t * cfg->kv_heads + h) * cfg->dim;
+			size_t row = (size_t)h * cfg->ctx + t;
+
+			memcpy(f->k + row * cfg->dim, K + src,
+			       cfg->dim * sizeof(float));
+			memcpy(f->v + row * cfg->dim, V + src,
+			       cfg->dim * sizeof(float));
+			kvmem_quantize(cfg->format, K + src, cfg->dim, group,
+				       sc, f->qk + row * f->row_bytes);
+			for (i = 0; i < ng && bits < 16; i++)
+				f->sk[row * ng + i] =
+					kvmem_half_to_float(sc[i]);
+			kvmem_quantize(cfg->format, V + src, cfg->dim, group,
+				       sc, f->qv + row * f->row_bytes);
+			for (i = 0; i < ng && bits < 16; i++)
+				f->sv[row * ng + i] =
+					kvmem_half_to_float(sc[i]);
+		}
+	free(sc);
+	return 0;
+}
+
+static void flat_free(struct flat *f)
+{
+	free(f->k);
+	free(f->v);
+	free(f->qk);
+	free(f->qv);
+	free(f->sk);
+	free(f->sv);
+}
+
+/* fp32 (@quant = 0) or noecc (@quant = 1) attention over @f. */
+static void flat_attend(const struct flat *f, struct kvmem__attn *a,
+			uint32_t heads, const float *q, float *out, int quant,
+			float *kt, float *vt)
+{
+	const uint32_t D = f->dim, ng = D / f->group;
+	uint32_t h, t0, t;
+	uint32_t i;
+
+	for (i = 0; i < heads; i++) {
+		a->m[i] = -INFINITY;
+		a->l[i] = 0.0f;
+	}
+	memset(a->acc, 0, (size_t)heads * D * sizeof(float));
+	for (h = 0; h < f->kv_heads; h++)
+		for (t0 = 0; t0 < f->ctx; t0 += KVMEM__ATTN_TILE) {
+			uint32_t n = f->ctx - t0 < KVMEM__ATTN_TILE
+					     ? f->ctx - t0
+					     : KVMEM__ATTN_TILE;
+			size_t row = (size_t)h * f->ctx + t0;
+
+			if (!quant) {
+				kvmem__attn_tile(a, q, h, f->k + row * D,
+						 f->v + row * D, n, NULL);
+				continue;
+			}
+			for (t = 0; t < n; t++) {
+				a->kn->dequant(f->format,
+					       f->qk + (row + t) * f->row_bytes,
+					       D, f->group,
+					       f->sk + (row + t) * ng,
+					       kt + (size_t)t * D);
+				a->kn->dequant(f->format,
+					       f->qv + (row + t) * f->row_bytes,
+					       D, f->group,
+					       f->sv + (row + t) * ng,
+					       vt + (size_t)t * D);
+			}
+			kvmem__attn_tile(a, q, h, kt, vt, n, NULL);
+		}
+	kvmem__attn_finish(a, heads, out);
+}
+
+static int parse_u32(const char *opt, const char *arg, uint32_t min,
+		     uint32_t max, uint32_t *out)
+{
+	uint64_t v;
+
+	if (bench_parse_u64(opt, arg, min, max, &v))
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
+{
+	static const struct option opts[] = {
+		{ "ctx", required_argument, NULL, 'n' },
+		{ "heads", required_argument, NULL, 'H' },
+		{ "kv-heads", required_argument, NULL, 'K' },
+		{ "dim", required_argument, NULL, 'D' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "codec", required_argument, NULL, 'c' },
+		{ "page-tokens", required_argument, NULL, 'T' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int o;
+
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n':
+			if (parse_u32("ctx", optarg, 1, 1u << 20, &cfg->ctx))
+				return 2;
+			break;
+		case 'H':
+			if (parse_u32("heads", optarg, 1, 1024, &cfg->heads))
+				return 2;
+			break;
+		case 'K':
+			if (parse_u32("kv-heads", optarg, 1, 1024,
+				      &cfg->kv_heads))
+				return 2;
+			break;
+		case 'D':
+			if (parse_u32("dim", optarg, 1, 1024, &cfg->dim))
+				return 2;
+			break;
+		case 'T':
+			if (parse_u32("page-tokens", optarg, 1, 4096,
+				      &cfg->page_tokens))
+				return 2;
+			break;
+		case 'r':
+			if (parse_u32("reps", optarg, 1, 10000, &cfg->reps))
+				return 2;
+			break;
+		case 'f':
+			cfg->format = kvmem_format_by_name(optarg);
+			if (cfg->format < 0) {
+				fprintf(stderr,
+					"kvmem-bench: unknown format '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'c':
+			cfg->codec = kvmem_codec_by_name(optarg);
+			if (cfg->codec < 0) {
+				fprintf(stderr,
+					"kvmem-bench: unknown codec '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'j':
+			cfg->json = 1;
+			break;
+		case 'h':
+			attend_usage(stdout);
+			return 1;
+		default:
+			attend_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		attend_usage(stderr);
+		return 2;
+	}
+	if (cfg->heads % cfg->kv_heads) {
+		fprintf(stderr, "kvmem-bench: --heads must be a multiple of "
+				"--kv-heads\n");
+		return 2;
+	}
+	return 0;
+}
+
+static int run_attend(int argc, char **argv)
+{
+	struct attend_cfg cfg = {
+		.ctx = 4096,
+		.heads = 32,
+		.kv_heads = 8,
+		.dim = 128,
+		.page_tokens = 32,
+		.reps = 20,
+		.format = KVMEM_FMT_INT4,
+		.codec = KVMEM_CODEC_H84,
+	};
+	struct kvmem_geometry g = { 0 };
+	struct kvmem_attend_opts opts = { 0 };
+	struct kvmem_cache *cache = NULL;
+	struct kvmem_seq *seq = NULL;
+	struct kvmem__attn a = { 0 };
+	struct kvmem_rng rng;
+	struct flat f = { 0 };
+	float *K, *V, *q, *out_kv, *out_fp, *out_nq, *kt, *vt;
+	uint64_t *tk, *tf, *tn, t0;
+	double kvmem_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
+	size_t nvals, i;
+	uint32_t r;
+	int ret;
+
+	ret = parse_cfg(argc, argv, &cfg);
+	if (ret)
+		return ret == 1 ? 0 : ret;
+
+	g.layers = 1;
+	g.kv_heads = cfg.kv_heads;
+	g.head_dim = cfg.dim;
+	kvmem_geometry_default(&g);
+	g.tokens_per_page = cfg.page_tokens;
+	if (g.sink_tokens > g.tokens_per_page)
+		g.sink_tokens = g.tokens_per_page;
+	if (cfg.dim % g.group_size)
+		g.group_size = cfg.dim;
+	g.format = (uint8_t)cfg.format;
+	g.codec = (uint8_t)cfg.codec;
+	if (kvmem_geometry_check(&g)) {
+		fprintf(stderr, "kvmem-bench: that geometry is not valid\n");
+		return 2;
+	}
+
+	nvals = (size_t)cfg.ctx * cfg.kv_heads * cfg.dim;
+	K = bench_alloc(nvals * sizeof(float));
+	V = bench_alloc(nvals * sizeof(float));
+	q = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
+	out_kv = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
+	out_fp = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
+	out_nq = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
+	kt = bench_alloc((size_t)KVMEM__ATTN_TILE * cfg.dim * sizeof(float));
+	vt = bench_alloc((size_t)KVMEM__ATTN_TILE * cfg.dim * sizeof(float));
+	tk = bench_alloc(cfg.reps * sizeof(*tk));
+	tf = bench_alloc(cfg.reps * sizeof(*tf));
+	tn = bench_alloc(cfg.reps * sizeof(*tn));
+	kvmem_rng_seed(&rng, 1);
+	for (i = 0; i < nvals; i++) {
+		K[i] = rnd_unit(&rng);
+		V[i] = rnd_unit(&rng);
+	}
+	for (i = 0; i < (size_t)cfg.heads * cfg.dim; i++)
+		q[i] = rnd_unit(&rng);
+
+	ret = 1;
+	if (kvmem_open_embedded(&g, 2 * nvals * 2 * sizeof(float) + (64u << 20),
+				&cache) ||
+	    kvmem_seq_create(cache, &seq) ||
+	    kvmem_seq_append(seq, 0, K, V, cfg.ctx) ||
+	    flat_build(&f, &cfg, K, V, g.group_size) ||
+	    kvmem__attn_init(&a, cfg.heads, cfg.heads / cfg.kv_heads, cfg.dim,
+			     1.0f / sqrtf((float)cfg.dim))) {
+		fprintf(stderr, "kvmem-bench: out of memory building the "
+				"context\n");
+		goto out;
+	}
+	opts.n_heads = cfg.heads;
+
+	/* Interleaved, so that drift in the machine's load hits all three. */
+	for (r = 0; r <= cfg.reps; r++) {
+		t0 = bench_now_ns();
+		kvmem_attend(seq, 0, q, out_kv, &opts, NULL);
+		t0 = bench_now_ns() - t0;
+		if (r)
+			tk[r - 1] = t0;
+		t0 = bench_now_ns();
+		flat_attend(&f, &a, cfg.heads, q, out_fp, 0, kt, vt);
+		t0 = bench_now_ns() - t0;
+		if (r)
+			tf[r - 1] = t0;
+		t0 = bench_now_ns();
+		flat_attend(&f, &a, cfg.heads, q, out_nq, 1, kt, vt);
+		t0 = bench_now_ns() - t0;
+		if (r)
+			tn[r - 1] = t0;
+	}
+	for (i = 0; i < (size_t)cfg.heads * cfg.dim; i++) {
+		double d = fabs((double)out_kv[i] - out_fp[i]);
+		double dn = fabs((double)out_kv[i] - out_nq[i]);
+
+		diff = d > diff ? d : diff;
+		diff_nq = dn > diff_nq ? dn : diff_nq;
+	}
+	kvmem_us = (double)median(tk, cfg.reps) / 1e3;
+	fp32_us = (double)median(tf, cfg.reps) / 1e3;
+	noecc_us = (double)median(tn, cfg.reps) / 1e3;
+
+	if (cfg.json) {
+		printf("{\"ctx\": %u, \"heads\": %u, \"kv_heads\": %u, "
+		       "\"dim\": %u, \"format\": \"%s\", \"codec\": \"%s\", "
+		       "\"impl\": \"%s\", \"kvmem_us\": %.1f, "
+		       "\"fp32_us\": %.1f, \"noecc_us\": %.1f, "
+		       "\"fp32_over_kvmem\": %.3f, \"noecc_over_kvmem\": %.3f, "
+		       "\"max_diff_fp32\": %.3g, \"max_diff_noecc\": %.3g}\n",
+		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
+		       kvmem_format_get(cfg.format)->name,
+		       kvmem_codec_get(cfg.codec)->name, kvmem_ecc_impl(),
+		       kvmem_us, fp32_us, noecc_us, fp32_us / kvmem_us,
+		       noecc_us / kvmem_us, diff, diff_nq);
+	} else {
+		printf("kvmem-bench attend: ctx %u, %u heads, %u KV heads, "
+		       "dim %u, %s + %s, %u tokens/page, path %s,\n"
+		       "median of %u calls\n\n",
+		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
+		       kvmem_format_get(cfg.format)->name,
+		       kvmem_codec_get(cfg.codec)->name, cfg.page_tokens,
+		       kvmem_ecc_impl(), cfg.reps);
+		printf("%-34s %10s %10s\n", "", "us/call", "speed");
+		printf("%-34s %10.1f %9.2fx\n", "fp32, float K/V (baseline)",
+		       fp32_us, 1.0);
+		printf("%-34s %10.1f %9.2fx\n", "same format, no ECC", noecc_us,
+		       fp32_us / noecc_us);
+		printf("%-34s %10.1f %9.2fx\n", "kvmem, decode-on-load",
+		       kvmem_us, fp32_us / kvmem_us);
+		printf("\nmax |kvmem - fp32| = %.3g (quantization), "
+		       "max |kvmem - no ECC| = %.3g\n",
+		       diff, diff_nq);
+	}
+	ret = 0;
+out:
+	kvmem__attn_free(&a);
+	flat_free(&f);
+	kvmem_close(cache);
+	free(K);
+	free(V);
+	free(q);
+	free(out_kv);
+	free(out_fp);
+	free(out_nq);
+	free(kt);
+	free(vt);
+	free(tk);
+	free(tf);
+	free(tn);
+	return ret;
+}
+
+const struct bench_cmd bench_attend = {
+	.name = "attend",
+	.summary = "decode-on-load attention next to FP32 and no-ECC loops",
+	.run = run_attend,
+};
