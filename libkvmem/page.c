@@ -8,6 +8,7 @@
  * reads back as, erasures included.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -320,13 +321,15 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 	counts_add(c, &wc);
 	/* FP16 to float: the fp16 "dequantization" of one long row. */
 	kvmem__attn()->dequant(KVMEM_FMT_FP16, sp.halves, n, 1, NULL, scales);
-	if (!wc.uncorrectable) {
-		memset(erased, 0, n);
-		return 0;
-	}
 	for (i = 0; i < n; i++) {
-		/* Four scales to a 64-bit word. */
-		erased[i] = sp.scales_bm[i / 4 / 64] >> (i / 4 % 64) & 1;
+		/* Four scales to a 64-bit word. A scale is never negative or
+		 * non-finite when written: one that reads so was damaged
+		 * past what the code saw (a miscorrection), and is lost. */
+		erased[i] = (wc.uncorrectable &&
+			     sp.scales_bm[i / 4 / 64] >> (i / 4 % 64) & 1) ||
+			    !(scales[i] >= 0.0f && scales[i] <= 65504.0f);
+		if (erased[i])
+			scales[i] = 0.0f;
 		nerased += erased[i];
 	}
 	return nerased;
@@ -423,7 +426,7 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	const size_t sstride = group == 1 ? 0 : D / group;
 	struct scratch sp;
 	struct kvmem_ecc_counts wc;
-	int scales_lost = 0;
+	int scales_lost = 0, nonfinite = 0;
 	long nerased = 0;
 	size_t r, i;
 
@@ -449,7 +452,12 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 		kn->dequant(l->format, sp.data + r * l->row_data, D, group,
 			    l->nscales_k ? scales + sbase + r * sstride : NULL,
 			    out + r * D);
-	if (!wc.uncorrectable && !scales_lost)
+	/* The encoder never writes a non-finite FP16 value: one that reads
+	 * so was damaged past what the code saw, and is lost too. */
+	if (l->format == KVMEM_FMT_FP16)
+		for (i = 0; i < (size_t)n * D && !nonfinite; i++)
+			nonfinite = !isfinite(out[i]);
+	if (!wc.uncorrectable && !scales_lost && !nonfinite)
 		return 0;
 
 	memset(erased, 0, (size_t)n * D);
@@ -468,6 +476,12 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 				if (scale_erased[sbase + r * sstride +
 						 i / group])
 					erased[r * D + i] = 1;
+	if (nonfinite)
+		for (i = 0; i < (size_t)n * D; i++)
+			if (!isfinite(out[i])) {
+				erased[i] = 1;
+				out[i] = 0.0f;
+			}
 	for (i = 0; i < (size_t)n * D; i++)
 		nerased += erased[i];
 	return nerased;
