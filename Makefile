@@ -62,7 +62,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB_SO := $(B)/libkvmem.so.$(VERSION)
 LIB_A := $(B)/libkvmem.a
 
-TOOLS := kvmem-ecc kvmem-bench
+TOOLS := kvmem-ecc kvmem-bench kvmem-eval
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
 BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
 	      tools/bench-attend.c
@@ -118,6 +118,10 @@ $(LIB_A): $(LIB_OBJS)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(B)/tools/kvmem-ecc: $(B)/tools/kvmem-ecc.o $(LIB_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
+
+$(B)/tools/kvmem-eval: $(B)/tools/kvmem-eval.o $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 

@@ -1,0 +1,1255 @@
+/*
+ * kvmem-eval - the ECC paper's experiment on a real checkpoint, on kvmem's
+ * own data path
+ *
+ * A small llama2.c-format runner (RMSNorm, RoPE, grouped-query attention,
+ * SwiGLU) whose attention goes through kvmem_attend() over an embedded cache
+ * of protected pages. Protocol (Roy, section 6):
+ *   1. the clean FP32 model generates a reference stream of N tokens from
+ *      BOS (seeded sampling), keeping its logits;
+ *   2. for every cache mode, bit error rate and seed, the stream is
+ *      teacher-forced with a binary symmetric channel applied once to every
+ *      stored bit of each page (header, scales and payload; or payload only)
+ *      when the page is sealed, and perplexity, KL divergence from the clean
+ *      logits, top-1 agreement and top-5 accuracy are measured, with the
+ *      words the codes corrected and detected.
+ * The FP16 tail being written is not injected: it is not yet stored.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmem/inject.h"
+#include "kvmem/kvmem.h"
+#include "rng.h"
+
+#define PROG "kvmem-eval"
+#define VERSION "0.1.0"
+#define BOS 1
+#define MAX_LIST 16
+
+/* ---- the checkpoint --------------------------------------------------- */
+
+struct config {
+	int dim, hidden, layers, heads, kv_heads, vocab, seq_len;
+};
+
+struct weights {
+	float *tok, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3;
+	float *rms_final, *wcls;
+};
+
+struct model {
+	struct config c;
+	struct weights w;
+	float *mem;
+	int head_dim, kv_dim;
+};
+
+/* Floats the weights take, or 0 when a product overflows. */
+static size_t weight_floats(const struct config *c, int shared)
+{
+	size_t d = (size_t)c->dim, hd = d / (size_t)c->heads;
+	size_t kv = hd * (size_t)c->kv_heads, L = (size_t)c->layers;
+
+	return (size_t)c->vocab * d + L * d + L * d * d + 2 * L * d * kv +
+	       L * d * d + L * d + 3 * L * d * (size_t)c->hidden + d +
+	       (size_t)c->seq_len * hd + (shared ? 0 : (size_t)c->vocab * d);
+}
+
+static int model_load(const char *path, struct model *m)
+{
+	FILE *f = fopen(path, "rb");
+	int32_t h[7];
+	long size;
+	size_t n;
+	float *p;
+	int shared;
+
+	memset(m, 0, sizeof(*m));
+	if (!f) {
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (fread(h, sizeof(h), 1, f) != 1 || fseek(f, 0, SEEK_END) ||
+	    (size = ftell(f)) < 0) {
+		fprintf(stderr, PROG ": %s: too short for a llama2.c header\n",
+			path);
+		fclose(f);
+		return -1;
+	}
+	m->c = (struct config){ h[0], h[1], h[2], h[3], h[4], abs(h[5]), h[6] };
+	shared = h[5] > 0;
+	/* Absurd values first, so the size arithmetic cannot overflow. */
+	if (h[0] <= 0 || h[0] > 65536 || h[1] <= 0 || h[1] > 262144 ||
+	    h[2] <= 0 || h[2] > 1024 || h[3] <= 0 || h[3] > h[0] ||
+	    h[0] % h[3] || h[4] <= 0 || h[4] > h[3] || h[3] % h[4] || !h[5] ||
+	    h[5] == INT32_MIN || m->c.vocab > 1 << 20 || h[6] <= 0 ||
+	    h[6] > 1 << 20 || (h[0] / h[3]) % 2) {
+		fprintf(stderr,
+			PROG ": %s: header is not a llama2.c model (dim %d, "
+			     "hidden %d, layers %d, heads %d, kv_heads %d, "
+			     "vocab %d, seq_len %d)\n",
+			path, h[0], h[1], h[2], h[3], h[4], h[5], h[6]);
+		fclose(f);
+		return -1;
+	}
+	n = weight_floats(&m->c, shared);
+	if ((size_t)size != sizeof(h) + n * sizeof(float)) {
+		fprintf(stderr,
+			PROG ": %s: %ld bytes, but that header needs %zu\n",
+			path, size, sizeof(h) + n * sizeof(float));
+		fclose(f);
+		return -1;
+	}
+	m->mem = malloc(n * sizeof(float));
+	if (!m->mem || fseek(f, sizeof(h), SEEK_SET) ||
+	    fread(m->mem, sizeof(float), n, f) != n) {
+		fprintf(stderr, PROG ": %s: cannot read the weights\n", path);
+		free(m->mem);
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	m->head_dim = m->c.dim / m->c.heads;
+	m->kv_dim = m->head_dim * m->c.kv_heads;
+	p = m->mem;
+#define TAKE(field, count)      \
+	do {                    \
+		m->w.field = p; \
+		p += (count);   \
+	} while (0)
+	TAKE(tok, (size_t)m->c.vocab * m->c.dim);
+	TAKE(rms_att, (size_t)m->c.layers * m->c.dim);
+	TAKE(wq, (size_t)m->c.layers * m->c.dim * m->c.dim);
+	TAKE(wk, (size_t)m->c.layers * m->c.dim * m->kv_dim);
+	TAKE(wv, (size_t)m->c.layers * m->c.dim * m->kv_dim);
+	TAKE(wo, (size_t)m->c.layers * m->c.dim * m->c.dim);
+	TAKE(rms_ffn, (size_t)m->c.layers * m->c.dim);
+	TAKE(w1, (size_t)m->c.layers * m->c.dim * m->c.hidden);
+	TAKE(w2, (size_t)m->c.layers * m->c.hidden * m->c.dim);
+	TAKE(w3, (size_t)m->c.layers * m->c.dim * m->c.hidden);
+	TAKE(rms_final, (size_t)m->c.dim);
+	/* What used to be freq_cis_real and _imag: RoPE is computed. */
+	p += (size_t)m->c.seq_len * m->head_dim;
+	m->w.wcls = shared ? m->w.tok : p;
+#undef TAKE
+	return 0;
+}
+
+/* ---- the caches the attention reads from ------------------------------ */
+
+enum cache_kind {
+	CACHE_FP32, /* the oracle: float K/V */
+	CACHE_FLAT, /* int4 without ECC: bits in plain memory */
+	CACHE_KVMEM /* protected pages through kvmem_attend() */
+};
+
+struct mode {
+	const char *name;
+	int kind, format, codec, erasure;
+};
+
+static const struct mode modes[] = {
+	{ "fp32", CACHE_FP32, 0, 0, 0 },
+	{ "int4", CACHE_FLAT, KVMEM_FMT_INT4, 0, 0 },
+	{ "int4-h74", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H74,
+	  KVMEM_ERASE_KEEP },
+	{ "int4-h84", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP },
+	{ "int4-h84-interp", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_INTERPOLATE },
+	{ "int4-golay24", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24,
+	  KVMEM_ERASE_KEEP },
+	{ "int8-secded72", CACHE_KVMEM, KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72,
+	  KVMEM_ERASE_KEEP },
+	{ "fp16-secded72", CACHE_KVMEM, KVMEM_FMT_FP16, KVMEM_CODEC_SECDED72,
+	  KVMEM_ERASE_KEEP },
+};
+#define NMODES ((int)(sizeof(modes) / sizeof(modes[0])))
+
+struct run_opts {
+	double ber;
+	uint64_t seed;
+	int payload_only;
+	uint32_t page_tokens, sink_tokens;
+};
+
+struct cache {
+	const struct mode *mode;
+	const struct model *m;
+	const struct run_opts *o;
+	struct kvmem_geometry g;
+	/* fp32 and flat: per layer [seq_len][kv_dim] */
+	float *k, *v;
+	/* flat: stored bits, per layer; a token is int4 once sealed */
+	uint16_t *hk, *hv; /* FP16 rows */
+	uint8_t *qk, *qv; /* int4 rows, kv_dim / 2 bytes */
+	uint16_t *sk, *sv; /* FP16 scales, kv_heads * groups a row */
+	uint8_t *sealed; /* per layer and token */
+	/* kvmem */
+	struct kvmem_cache *kc;
+	struct kvmem_seq *seq;
+	uint32_t *injected; /* pages injected, per layer */
+	uint64_t pages_injected, bits_flipped;
+};
+
+static uint64_t mix(uint64_t seed, uint64_t a, uint64_t b)
+{
+	uint64_t x =
+		seed ^ a * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full;
+
+	return kvmem_splitmix64(&x);
+}
+
+/* Flip bits of @len bytes with the run's channel; @a, @b pick the seed. */
+static void channel(struct cache *c, void *buf, size_t len, uint64_t a,
+		    uint64_t b)
+{
+	struct kvmem_inject_params p = {
+		.mode = KVMEM_INJECT_BSC,
+		.ber = c->o->ber,
+		.seed = mix(c->o->seed, a, b),
+		.word_bits = 8,
+		.word_bytes = 1,
+	};
+	struct kvmem_inject_report rep = { 0 };
+
+	if (c->o->ber <= 0 || !len)
+		return;
+	kvmem_inject(buf, len, &p, &rep);
+	c->bits_flipped += rep.bits;
+}
+
+static unsigned int groups_of(const struct cache *c)
+{
+	return (unsigned int)c->m->head_dim / c->g.group_size;
+}
+
+static int cache_open(struct cache *c, const struct model *m,
+		      const struct mode *mode, const struct run_opts *o)
+{
+	const size_t rows = (size_t)m->c.layers * m->c.seq_len;
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	c->mode = mode;
+	c->m = m;
+	c->o = o;
+	c->g.layers = (uint32_t)m->c.layers;
+	c->g.kv_heads = (uint32_t)m->c.kv_heads;
+	c->g.head_dim = (uint32_t)m->head_dim;
+	kvmem_geometry_default(&c->g);
+	c->g.tokens_per_page = o->page_tokens;
+	c->g.sink_tokens = o->sink_tokens;
+	if (m->head_dim % c->g.group_size)
+		c->g.group_size = (uint32_t)m->head_dim;
+	c->g.format = (uint8_t)(mode->kind == CACHE_KVMEM ? mode->format
+							  : KVMEM_FMT_INT4);
+	c->g.codec = (uint8_t)(mode->kind == CACHE_KVMEM ? mode->codec
+							 : KVMEM_CODEC_H84);
+	if (kvmem_geometry_check(&c->g))
+		return -EINVAL;
+	if (mode->kind == CACHE_KVMEM) {
+		struct kvmem_page_layout l;
+		size_t pages;
+
+		kvmem_page_layout(&c->g, 1, &l);
+		/* Every page of every layer, plus the tails, as if hot. */
+		pages = ((size_t)m->c.seq_len / o->page_tokens + 3) *
+			(size_t)m->c.layers * 2;
+		ret = kvmem_open_embedded(&c->g, pages * l.size, &c->kc);
+		if (!ret)
+			ret = kvmem_seq_create(c->kc, &c->seq);
+		c->injected = calloc((size_t)m->c.layers, sizeof(uint32_t));
+		return ret ? ret : c->injected ? 0 : -ENOMEM;
+	}
+	c->k = calloc(rows * m->kv_dim, sizeof(float));
+	c->v = calloc(rows * m->kv_dim, sizeof(float));
+	if (!c->k || !c->v)
+		return -ENOMEM;
+	if (mode->kind == CACHE_FLAT) {
+		c->hk = calloc(rows * m->kv_dim, sizeof(uint16_t));
+		c->hv = calloc(rows * m->kv_dim, sizeof(uint16_t));
+		c->qk = calloc(rows * m->kv_dim / 2, 1);
+		c->qv = calloc(rows * m->kv_dim / 2, 1);
+		c->sk = calloc(rows * m->c.kv_heads * groups_of(c),
+			       sizeof(uint16_t));
+		c->sv = calloc(rows * m->c.kv_heads * groups_of(c),
+			       sizeof(uint16_t));
+		c->sealed = calloc(rows, 1);
+		if (!c->hk || !c->hv || !c->qk || !c->qv || !c->sk || !c->sv ||
+		    !c->sealed)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void cache_close(struct cache *c)
+{
+	kvmem_close(c->kc);
+	free(c->injected);
+	free(c->k);
+	free(c->v);
+	free(c->hk);
+	free(c->hv);
+	free(c->qk);
+	free(c->qv);
+	free(c->sk);
+	free(c->sv);
+	free(c->sealed);
+}
+
+/*
+ * Inject the pages of @layer sealed since the last call: the header, the
+ * scales and the rows that hold tokens; with payload_only, the K/V rows of
+ * quantized pages alone (the paper's setting: it has no FP16 sinks).
+ */
+static void kvmem_inject_new(struct cache *c, uint32_t layer)
+{
+	struct kvmem_page_desc d[1024];
+	int n = kvmem_seq_pages(c->seq, layer, d, 1024), i;
+	uint32_t h;
+
+	for (i = (int)c->injected[layer]; i < n && i < 1024; i++) {
+		const uint64_t at = (uint64_t)i << 16;
+		struct kvmem_page_layout l;
+		uint8_t *p = d[i].data;
+		size_t rows;
+
+		if (!d[i].sealed)
+			break;
+		c->injected[layer]++;
+		c->pages_injected++;
+		if (c->o->payload_only && d[i].hot)
+			continue;
+		kvmem_page_layout(&c->g, d[i].hot, &l);
+		if (!c->o->payload_only) {
+			channel(c, p, 72, layer, at);
+			channel(c, p + l.scales_off, (size_t)l.scale_words * 9,
+				layer, at + 1);
+		}
+		rows = (size_t)d[i].ntokens * l.row_bytes;
+		for (h = 0; h < c->g.kv_heads; h++) {
+			size_t off =
+				(size_t)h * c->g.tokens_per_page * l.row_bytes;
+
+			channel(c, p + l.k_off + off, rows, layer,
+				at + 2 + 2 * h);
+			channel(c, p + l.v_off + off, rows, layer,
+				at + 3 + 2 * h);
+		}
+	}
+}
+
+/* Flat int4: quantize tokens [t0, t1) of @layer from their FP16 rows. */
+static void flat_seal(struct cache *c, int layer, int t0, int t1)
+{
+	const int kvd = c->m->kv_dim, hd = c->m->head_dim;
+	const unsigned int ng = groups_of(c);
+	const size_t base = (size_t)layer * c->m->c.seq_len;
+	float row[1024];
+	int t, h, i, side;
+
+	for (t = t0; t < t1; t++)
+		for (side = 0; side < 2; side++)
+			for (h = 0; h < c->m->c.kv_heads; h++) {
+				const uint16_t *src = (side ? c->hv : c->hk) +
+						      (base + t) * kvd +
+						      (size_t)h * hd;
+
+				for (i = 0; i < hd; i++)
+					row[i] = kvmem_half_to_float(src[i]);
+				kvmem_quantize(
+					KVMEM_FMT_INT4, row, (size_t)hd,
+					c->g.group_size,
+					(side ? c->sv : c->sk) +
+						((base + t) * c->m->c.kv_heads +
+						 h) * ng,
+					(side ? c->qv : c->qk) +
+						((base + t) * kvd +
+						 (size_t)h * hd) /
+							2);
+			}
+	for (t = t0; t < t1; t++)
+		c->sealed[base + t] = 1;
+	if (c->o->payload_only) {
+		channel(c, c->qk + (base + t0) * kvd / 2,
+			(size_t)(t1 - t0) * kvd / 2, layer, 4 * (uint64_t)t0);
+		channel(c, c->qv + (base + t0) * kvd / 2,
+			(size_t)(t1 - t0) * kvd / 2, layer,
+			4 * (uint64_t)t0 + 1);
+		return;
+	}
+	channel(c, c->qk + (base + t0) * kvd / 2, (size_t)(t1 - t0) * kvd / 2,
+		layer, 4 * (uint64_t)t0);
+	channel(c, c->qv + (base + t0) * kvd / 2, (size_t)(t1 - t0) * kvd / 2,
+		layer, 4 * (uint64_t)t0 + 1);
+	channel(c, c->sk + (base + t0) * c->m->c.kv_heads * ng,
+		(size_t)(t1 - t0) * c->m->c.kv_heads * ng * 2, layer,
+		4 * (uint64_t)t0 + 2);
+	channel(c, c->sv + (base + t0) * c->m->c.kv_heads * ng,
+		(size_t)(t1 - t0) * c->m->c.kv_heads * ng * 2, layer,
+		4 * (uint64_t)t0 + 3);
+}
+
+/*
+ * Store token @pos's K and V of @layer. The flat cache follows kvmem's
+ * page structure: FP16 sink tokens (injected when the sink is full), pages
+ * quantized when full, an FP16 tail.
+ */
+static int cache_put(struct cache *c, int layer, int pos, const float *k,
+		     const float *v)
+{
+	const int kvd = c->m->kv_dim;
+	const size_t at = ((size_t)layer * c->m->c.seq_len + pos) * kvd;
+	const int S = (int)c->g.sink_tokens, T = (int)c->g.tokens_per_page;
+	int i, ret;
+
+	switch (c->mode->kind) {
+	case CACHE_KVMEM:
+		ret = kvmem_seq_append(c->seq, (uint32_t)layer, k, v, 1);
+		if (!ret)
+			kvmem_inject_new(c, (uint32_t)layer);
+		return ret;
+	case CACHE_FLAT:
+		for (i = 0; i < kvd; i++) {
+			c->hk[at + i] = kvmem_half_from_float(k[i]);
+			c->hv[at + i] = kvmem_half_from_float(v[i]);
+		}
+		if (pos == S - 1 && !c->o->payload_only) {
+			channel(c, c->hk + at - (size_t)(S - 1) * kvd,
+				(size_t)S * kvd * 2, layer, UINT32_MAX);
+			channel(c, c->hv + at - (size_t)(S - 1) * kvd,
+				(size_t)S * kvd * 2, layer, UINT32_MAX - 1u);
+		}
+		if (pos >= S && (pos - S + 1) % T == 0)
+			flat_seal(c, layer, pos - T + 1, pos + 1);
+		return 0;
+	default:
+		memcpy(c->k + at, k, kvd * sizeof(float));
+		memcpy(c->v + at, v, kvd * sizeof(float));
+		return 0;
+	}
+}
+
+/* Float attention over tokens [0, n) of @layer's float rows. */
+static void attend_float(const struct model *m, const float *K, const float *V,
+			 int n, const float *q, float *out, float *att)
+{
+	const int hd = m->head_dim, kvd = m->kv_dim;
+	const int kv_mul = m->c.heads / m->c.kv_heads;
+	int h, t, i;
+
+	for (h = 0; h < m->c.heads; h++) {
+		const float *qh = q + h * hd;
+		const int kh = h / kv_mul;
+		float mx = -INFINITY, sum = 0.0f;
+
+		for (t = 0; t < n; t++) {
+			const float *kt = K + (size_t)t * kvd + kh * hd;
+			float s = 0.0f;
+
+			for (i = 0; i < hd; i++)
+				s += qh[i] * kt[i];
+			att[t] = s / sqrtf((float)hd);
+			mx = att[t] > mx ? att[t] : mx;
+		}
+		for (t = 0; t < n; t++) {
+			att[t] = expf(att[t] - mx);
+			sum += att[t];
+		}
+		for (i = 0; i < hd; i++) {
+			float o = 0.0f;
+
+			for (t = 0; t < n; t++)
+				o += att[t] * V[(size_t)t * kvd + kh * hd + i];
+			out[h * hd + i] = o / sum;
+		}
+	}
+}
+
+/*
+ * What kvmem does with values no encoder writes (a non-finite FP16 value,
+ * or one scaled by a negative or non-finite scale): read them as 0. The
+ * flat cache gets the same sanity, so the comparison is about the codes.
+ */
+static void sanitize(float *x, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			x[i] = 0.0f;
+}
+
+/* Flat: the float rows of tokens [0, n) as the stored bits read back. */
+static void flat_rows(struct cache *c, int layer, int n)
+{
+	const int kvd = c->m->kv_dim, hd = c->m->head_dim;
+	const unsigned int ng = groups_of(c);
+	const size_t base = (size_t)layer * c->m->c.seq_len;
+	int t, h, i, side;
+
+	for (t = 0; t < n; t++)
+		for (side = 0; side < 2; side++) {
+			float *dst = (side ? c->v : c->k) + (base + t) * kvd;
+
+			if (!c->sealed[base + t]) {
+				const uint16_t *src = (side ? c->hv : c->hk) +
+						      (base + t) * kvd;
+
+				for (i = 0; i < kvd; i++)
+					dst[i] = kvmem_half_to_float(src[i]);
+				sanitize(dst, kvd);
+				continue;
+			}
+			for (h = 0; h < c->m->c.kv_heads; h++)
+				kvmem_dequantize(
+					KVMEM_FMT_INT4,
+					(side ? c->qv : c->qk) +
+						((base + t) * kvd +
+						 (size_t)h * hd) /
+							2,
+					(side ? c->sv : c->sk) +
+						((base + t) * c->m->c.kv_heads +
+						 h) * ng,
+					(size_t)hd, c->g.group_size,
+					dst + (size_t)h * hd);
+			sanitize(dst, kvd);
+		}
+}
+
+static int cache_attend(struct cache *c, int layer, int n, const float *q,
+			float *out, float *att)
+{
+	const size_t base = (size_t)layer * c->m->c.seq_len * c->m->kv_dim;
+	struct kvmem_attend_opts o = {
+		.n_heads = (uint32_t)c->m->c.heads,
+		.erasure = (uint32_t)c->mode->erasure,
+		.importance_alpha = -1.0f,
+	};
+
+	switch (c->mode->kind) {
+	case CACHE_KVMEM:
+		return kvmem_attend(c->seq, (uint32_t)layer, q, out, &o, NULL);
+	case CACHE_FLAT:
+		flat_rows(c, layer, n);
+		/* fall through */
+	default:
+		attend_float(c->m, c->k + base, c->v + base, n, q, out, att);
+		return 0;
+	}
+}
+
+/* ---- the forward pass ------------------------------------------------- */
+
+struct state {
+	float *x, *xb, *xb2, *hb, *hb2, *q, *k, *v, *att, *logits;
+};
+
+static int state_alloc(struct state *s, const struct model *m)
+{
+	s->x = calloc((size_t)m->c.dim, sizeof(float));
+	s->xb = calloc((size_t)m->c.dim, sizeof(float));
+	s->xb2 = calloc((size_t)m->c.dim, sizeof(float));
+	s->hb = calloc((size_t)m->c.hidden, sizeof(float));
+	s->hb2 = calloc((size_t)m->c.hidden, sizeof(float));
+	s->q = calloc((size_t)m->c.dim, sizeof(float));
+	s->k = calloc((size_t)m->kv_dim, sizeof(float));
+	s->v = calloc((size_t)m->kv_dim, sizeof(float));
+	s->att = calloc((size_t)m->c.seq_len, sizeof(float));
+	s->logits = calloc((size_t)m->c.vocab, sizeof(float));
+	return s->x && s->xb && s->xb2 && s->hb && s->hb2 && s->q && s->k &&
+			       s->v && s->att && s->logits
+		       ? 0
+		       : -ENOMEM;
+}
+
+static void state_free(struct state *s)
+{
+	free(s->x);
+	free(s->xb);
+	free(s->xb2);
+	free(s->hb);
+	free(s->hb2);
+	free(s->q);
+	free(s->k);
+	free(s->v);
+	free(s->att);
+	free(s->logits);
+}
+
+static void rmsnorm(float *o, const float *x, const float *w, int n)
+{
+	float ss = 0.0f;
+	int i;
+
+	for (i = 0; i < n; i++)
+		ss += x[i] * x[i];
+	ss = 1.0f / sqrtf(ss / (float)n + 1e-5f);
+	for (i = 0; i < n; i++)
+		o[i] = w[i] * (ss * x[i]);
+}
+
+/* out[d] = W[d][n] x[n] */
+static void matmul(float *out, const float *x, const float *w, int n, int d)
+{
+	int i, j;
+
+	for (i = 0; i < d; i++) {
+		float s = 0.0f;
+
+		for (j = 0; j < n; j++)
+			s += w[(size_t)i * n + j] * x[j];
+		out[i] = s;
+	}
+}
+
+static void rope(const struct model *m, float *vec, int len, int pos)
+{
+	int i;
+
+	for (i = 0; i < len; i += 2) {
+		float freq = 1.0f / powf(10000.0f, (float)(i % m->head_dim) /
+							   (float)m->head_dim);
+		float a = (float)pos * freq, c = cosf(a), s = sinf(a);
+		float v0 = vec[i], v1 = vec[i + 1];
+
+		vec[i] = v0 * c - v1 * s;
+		vec[i + 1] = v0 * s + v1 * c;
+	}
+}
+
+static int forward(const struct model *m, struct state *s, struct cache *c,
+		   int token, int pos)
+{
+	const struct weights *w = &m->w;
+	const int dim = m->c.dim, kvd = m->kv_dim, hid = m->c.hidden;
+	int l, i, ret;
+
+	memcpy(s->x, w->tok + (size_t)token * dim, dim * sizeof(float));
+	for (l = 0; l < m->c.layers; l++) {
+		rmsnorm(s->xb, s->x, w->rms_att + (size_t)l * dim, dim);
+		matmul(s->q, s->xb, w->wq + (size_t)l * dim * dim, dim, dim);
+		matmul(s->k, s->xb, w->wk + (size_t)l * dim * kvd, dim, kvd);
+		matmul(s->v, s->xb, w->wv + (size_t)l * dim * kvd, dim, kvd);
+		rope(m, s->q, dim, pos);
+		rope(m, s->k, kvd, pos);
+		ret = cache_put(c, l, pos, s->k, s->v);
+		if (!ret)
+			ret = cache_attend(c, l, pos + 1, s->q, s->xb, s->att);
+		if (ret)
+			return ret;
+		matmul(s->xb2, s->xb, w->wo + (size_t)l * dim * dim, dim, dim);
+		for (i = 0; i < dim; i++)
+			s->x[i] += s->xb2[i];
+		rmsnorm(s->xb, s->x, w->rms_ffn + (size_t)l * dim, dim);
+		matmul(s->hb, s->xb, w->w1 + (size_t)l * dim * hid, dim, hid);
+		matmul(s->hb2, s->xb, w->w3 + (size_t)l * dim * hid, dim, hid);
+		for (i = 0; i < hid; i++)
+			s->hb[i] =
+				s->hb[i] / (1.0f + expf(-s->hb[i])) * s->hb2[i];
+		matmul(s->xb, s->hb, w->w2 + (size_t)l * dim * hid, hid, dim);
+		for (i = 0; i < dim; i++)
+			s->x[i] += s->xb[i];
+	}
+	rmsnorm(s->x, s->x, w->rms_final, dim);
+	matmul(s->logits, s->x, w->wcls, dim, m->c.vocab);
+	return 0;
+}
+
+/* ---- the protocol ----------------------------------------------------- */
+
+struct result {
+	double ppl, kl, top1, top5;
+	uint64_t corrected, detected, bits_flipped, pages_injected;
+};
+
+/* log-softmax of @n logits into @out, in double. */
+static void log_softmax(const float *x, int n, double *out)
+{
+	double mx = x[0], sum = 0.0;
+	int i;
+
+	for (i = 1; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	for (i = 0; i < n; i++)
+		sum += exp((double)x[i] - mx);
+	for (i = 0; i < n; i++)
+		out[i] = (double)x[i] - mx - log(sum);
+}
+
+static int argmax(const float *x, int n)
+{
+	int i, best = 0;
+
+	for (i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+/* Is @tok among the 5 largest of @x (ties count against it)? */
+static int in_top5(const float *x, int n, int tok)
+{
+	int i, above = 0;
+
+	for (i = 0; i < n; i++)
+		if (x[i] > x[tok] || (x[i] == x[tok] && i < tok))
+			above++;
+	return above < 5;
+}
+
+static int sample(const float *logits, int n, struct kvmem_rng *r)
+{
+	double mx = logits[argmax(logits, n)], sum = 0.0, u, acc = 0.0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		sum += exp((double)logits[i] - mx);
+	u = kvmem_rng_unit(r) * sum;
+	for (i = 0; i < n; i++) {
+		acc += exp((double)logits[i] - mx);
+		if (u <= acc)
+			return i;
+	}
+	return n - 1;
+}
+
+/* The reference: N tokens from BOS, and the logits after each. */
+static int reference(const struct model *m, struct state *s, int ntok,
+		     uint64_t seed, int *tok, float *ref)
+{
+	const struct run_opts o = { .page_tokens = 32, .sink_tokens = 4 };
+	struct kvmem_rng r;
+	struct cache c;
+	int pos, ret;
+
+	kvmem_rng_seed(&r, seed);
+	ret = cache_open(&c, m, &modes[0], &o);
+	tok[0] = BOS;
+	for (pos = 0; !ret && pos + 1 < ntok; pos++) {
+		ret = forward(m, s, &c, tok[pos], pos);
+		memcpy(ref + (size_t)pos * m->c.vocab, s->logits,
+		       (size_t)m->c.vocab * sizeof(float));
+		tok[pos + 1] = sample(s->logits, m->c.vocab, &r);
+	}
+	cache_close(&c);
+	return ret;
+}
+
+static void count_region(int codec, const void *code, size_t nwords,
+			 struct result *res)
+{
+	struct kvmem_ecc_counts n;
+	void *data = malloc(kvmem_ecc_data_bytes(codec, nwords) + 8);
+
+	if (!data)
+		return;
+	kvmem_ecc_decode(codec, code, data, nwords, &n, NULL, NULL);
+	res->corrected += n.corrected;
+	res->detected += n.uncorrectable;
+	free(data);
+}
+
+/*
+ * Codewords that a scrub would correct, and could not, in what holds
+ * data: region by region, so a lost header does not hide the rest.
+ */
+static void count_words(struct cache *c, struct result *res)
+{
+	struct kvmem_page_desc d[1024];
+	uint32_t l, h;
+	int i, n;
+
+	for (l = 0; l < c->g.layers; l++) {
+		n = kvmem_seq_pages(c->seq, l, d, 1024);
+		for (i = 0; i < n && i < 1024; i++) {
+			struct kvmem_page_layout lay;
+			const uint8_t *p = d[i].data;
+
+			kvmem_page_layout(&c->g, d[i].hot, &lay);
+			count_region(KVMEM_CODEC_SECDED72, p, 8, res);
+			count_region(KVMEM_CODEC_SECDED72, p + lay.scales_off,
+				     lay.scale_words, res);
+			for (h = 0; h < c->g.kv_heads; h++) {
+				size_t off = (size_t)h * c->g.tokens_per_page *
+					     lay.row_bytes;
+
+				count_region(lay.codec, p + lay.k_off + off,
+					     (size_t)d[i].ntokens *
+						     lay.row_words,
+					     res);
+				count_region(lay.codec, p + lay.v_off + off,
+					     (size_t)d[i].ntokens *
+						     lay.row_words,
+					     res);
+			}
+		}
+	}
+}
+
+static int run(const struct model *m, struct state *s, const struct mode *md,
+	       const struct run_opts *o, int ntok, const int *tok,
+	       const float *ref, double *lsm, double *lsr, struct result *res)
+{
+	const int V = m->c.vocab;
+	double nll = 0.0, kl = 0.0;
+	int pos, top1 = 0, top5 = 0, i, ret;
+	struct cache c;
+
+	memset(res, 0, sizeof(*res));
+	ret = cache_open(&c, m, md, o);
+	for (pos = 0; !ret && pos + 1 < ntok; pos++) {
+		const float *rl = ref + (size_t)pos * V;
+
+		ret = forward(m, s, &c, tok[pos], pos);
+		if (ret)
+			break;
+		log_softmax(s->logits, V, lsm);
+		log_softmax(rl, V, lsr);
+		nll -= lsm[tok[pos + 1]];
+		for (i = 0; i < V; i++)
+			kl += exp(lsr[i]) * (lsr[i] - lsm[i]);
+		top1 += argmax(s->logits, V) == argmax(rl, V);
+		top5 += in_top5(s->logits, V, tok[pos + 1]);
+	}
+	if (!ret) {
+		res->ppl = exp(nll / (ntok - 1));
+		res->kl = kl / (ntok - 1);
+		res->top1 = (double)top1 / (ntok - 1);
+		res->top5 = (double)top5 / (ntok - 1);
+		res->bits_flipped = c.bits_flipped;
+		if (md->kind == CACHE_KVMEM)
+			count_words(&c, res);
+	}
+	cache_close(&c);
+	return ret;
+}
+
+/* Student's t at 97.5% for n - 1 degrees of freedom: a 95% interval. */
+static double t975(int n)
+{
+	static const double t[] = { 0,	   12.706, 4.303, 3.182, 2.776, 2.571,
+				    2.447, 2.365,  2.306, 2.262, 2.228, 2.201,
+				    2.179, 2.160,  2.145, 2.131 };
+
+	return n - 1 < (int)(sizeof(t) / sizeof(t[0])) ? t[n - 1] : 1.96;
+}
+
+/* Mean of @n values and the half-width of its 95% interval. */
+static void mean_ci(const double *x, int n, double *mean, double *ci)
+{
+	double s = 0.0, ss = 0.0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		s += x[i];
+	*mean = s / n;
+	for (i = 0; i < n; i++)
+		ss += (x[i] - *mean) * (x[i] - *mean);
+	*ci = n > 1 ? t975(n) * sqrt(ss / (n - 1)) / sqrt((double)n) : 0.0;
+}
+
+/* ---- the command line ------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	int i;
+
+	fprintf(f, "usage: " PROG " --model PATH [--tokens N] [--modes LIST] "
+		   "[--ber LIST]\n"
+		   "                  [--seeds LIST] [--payload-only] "
+		   "[--page-tokens T] [--sink S]\n"
+		   "                  [--sample-seed S] [--json]\n\n"
+		   "  --model PATH      llama2.c checkpoint\n"
+		   "  --tokens N        reference stream length (default 256)\n"
+		   "  --modes LIST      comma-separated (default: all):");
+	for (i = 0; i < NMODES; i++)
+		fprintf(f, " %s", modes[i].name);
+	fprintf(f,
+		"\n"
+		"  --ber LIST        bit error rates (default 0,1e-4,1e-3,1e-2)\n"
+		"  --seeds LIST      channel seeds (default 1,2,3)\n"
+		"  --payload-only    flip K/V payload bits only (the paper's "
+		"setting);\n"
+		"                    default: every stored bit of each page\n"
+		"  --page-tokens T   tokens per page (default 32)\n"
+		"  --sink S          FP16 sink tokens (default 4)\n"
+		"  --sample-seed S   seed of the reference sampling (default "
+		"1)\n"
+		"  --json            one JSON array, a record per mode, rate "
+		"and seed\n\n"
+		"Exit status: 0 done, 1 a run failed, 2 usage or bad "
+		"checkpoint.\n");
+}
+
+/* Split "a,b,c"; each item through @parse. Returns the count or -1. */
+static int parse_list(const char *opt, char *arg, int max,
+		      int (*parse)(const char *, void *, int), void *out)
+{
+	char *save = NULL, *item;
+	int n = 0;
+
+	for (item = strtok_r(arg, ",", &save); item;
+	     item = strtok_r(NULL, ",", &save)) {
+		if (n == max || parse(item, out, n)) {
+			fprintf(stderr, PROG ": bad --%s item '%s'\n", opt,
+				item);
+			return -1;
+		}
+		n++;
+	}
+	if (!n)
+		fprintf(stderr, PROG ": --%s is empty\n", opt);
+	return n ? n : -1;
+}
+
+static int parse_mode(const char *s, void *out, int i)
+{
+	int m;
+
+	for (m = 0; m < NMODES; m++)
+		if (!strcmp(s, modes[m].name)) {
+			((int *)out)[i] = m;
+			return 0;
+		}
+	return -1;
+}
+
+static int parse_ber(const char *s, void *out, int i)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v >= 0.0 && v <= 1.0))
+		return -1;
+	((double *)out)[i] = v;
+	return 0;
+}
+
+static int parse_u64(const char *s, void *out, int i)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end || errno)
+		return -1;
+	((uint64_t *)out)[i] = v;
+	return 0;
+}
+
+static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < lo || v > hi) {
+		fprintf(stderr, PROG ": --%s must be %ld..%ld\n", opt, lo, hi);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+struct args {
+	const char *model;
+	int ntok, nmodes, nber, nseeds, json, page_tokens, sink;
+	int modes[MAX_LIST];
+	double ber[MAX_LIST];
+	uint64_t seeds[MAX_LIST], sample_seed;
+	int payload_only;
+};
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option opts[] = {
+		{ "model", required_argument, NULL, 'm' },
+		{ "tokens", required_argument, NULL, 'n' },
+		{ "modes", required_argument, NULL, 'M' },
+		{ "ber", required_argument, NULL, 'b' },
+		{ "seeds", required_argument, NULL, 's' },
+		{ "payload-only", no_argument, NULL, 'p' },
+		{ "page-tokens", required_argument, NULL, 'T' },
+		{ "sink", required_argument, NULL, 'S' },
+		{ "sample-seed", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	char def_ber[] = "0,1e-4,1e-3,1e-2", def_seeds[] = "1,2,3";
+	int o, i;
+
+	memset(a, 0, sizeof(*a));
+	a->ntok = 256;
+	a->page_tokens = 32;
+	a->sink = 4;
+	a->sample_seed = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'm':
+			a->model = optarg;
+			break;
+		case 'n':
+			if (parse_int("tokens", optarg, 2, 1 << 20, &a->ntok))
+				return 2;
+			break;
+		case 'M':
+			a->nmodes = parse_list("modes", optarg, MAX_LIST,
+					       parse_mode, a->modes);
+			if (a->nmodes < 0)
+				return 2;
+			break;
+		case 'b':
+			a->nber = parse_list("ber", optarg, MAX_LIST, parse_ber,
+					     a->ber);
+			if (a->nber < 0)
+				return 2;
+			break;
+		case 's':
+			a->nseeds = parse_list("seeds", optarg, MAX_LIST,
+					       parse_u64, a->seeds);
+			if (a->nseeds < 0)
+				return 2;
+			break;
+		case 'p':
+			a->payload_only = 1;
+			break;
+		case 'T':
+			if (parse_int("page-tokens", optarg, 1, 4096,
+				      &a->page_tokens))
+				return 2;
+			break;
+		case 'S':
+			if (parse_int("sink", optarg, 0, 4096, &a->sink))
+				return 2;
+			break;
+		case 'r':
+			if (parse_u64(optarg, &a->sample_seed, 0)) {
+				fprintf(stderr, PROG ": bad --sample-seed\n");
+				return 2;
+			}
+			break;
+		case 'j':
+			a->json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'V':
+			printf(PROG " " VERSION "\n");
+			return 1;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc || !a->model) {
+		if (!a->model)
+			fprintf(stderr, PROG ": --model is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if (a->sink > a->page_tokens) {
+		fprintf(stderr,
+			PROG ": --sink must not exceed --page-tokens\n");
+		return 2;
+	}
+	if (!a->nmodes)
+		for (i = 0; i < NMODES; i++)
+			a->modes[a->nmodes++] = i;
+	if (!a->nber)
+		a->nber =
+			parse_list("ber", def_ber, MAX_LIST, parse_ber, a->ber);
+	if (!a->nseeds)
+		a->nseeds = parse_list("seeds", def_seeds, MAX_LIST, parse_u64,
+				       a->seeds);
+	return 0;
+}
+
+static void print_header(const struct args *a, const struct model *m,
+			 const struct cache *geo)
+{
+	int i;
+
+	printf("kvmem-eval: %s: dim %d, %d layers, %d heads (%d KV), "
+	       "vocab %d, seq_len %d\n",
+	       a->model, m->c.dim, m->c.layers, m->c.heads, m->c.kv_heads,
+	       m->c.vocab, m->c.seq_len);
+	printf("reference: %d tokens from BOS, FP32 model, sampled at "
+	       "temperature 1 (seed %llu)\n",
+	       a->ntok, (unsigned long long)a->sample_seed);
+	printf("cache: %u tokens a page, %u FP16 sink tokens, head_dim %u, "
+	       "scale group %u\n",
+	       geo->g.tokens_per_page, geo->g.sink_tokens, geo->g.head_dim,
+	       geo->g.group_size);
+	printf("channel: BSC once on every stored bit of each page when it "
+	       "is sealed (%s);\n         the FP16 tail being written is not "
+	       "injected\n",
+	       a->payload_only ? "K/V payload only"
+			       : "header, scales and payload");
+	printf("seeds:");
+	for (i = 0; i < a->nseeds; i++)
+		printf(" %llu", (unsigned long long)a->seeds[i]);
+	printf(" (mean, +- 95%% CI)\n\n%-16s %7s %16s %18s %14s %14s %10s "
+	       "%9s\n",
+	       "mode", "BER", "ppl", "KL", "top-1", "top-5", "corrected",
+	       "detected");
+}
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	struct model m;
+	struct state s = { 0 };
+	struct result *res = NULL;
+	struct cache geo;
+	double *lsm = NULL, *lsr = NULL;
+	float *ref = NULL;
+	int *tok = NULL, ret, mi, bi, si, first = 1;
+
+	ret = parse_args(argc, argv, &a);
+	if (ret)
+		return ret == 1 ? 0 : ret;
+	if (model_load(a.model, &m))
+		return 2;
+	if (a.ntok > m.c.seq_len) {
+		fprintf(stderr,
+			PROG ": --tokens %d exceeds the model's "
+			     "seq_len %d\n",
+			a.ntok, m.c.seq_len);
+		free(m.mem);
+		return 2;
+	}
+	ret = 1;
+	tok = malloc((size_t)a.ntok * sizeof(int));
+	ref = malloc((size_t)a.ntok * m.c.vocab * sizeof(float));
+	lsm = malloc((size_t)m.c.vocab * sizeof(double));
+	lsr = malloc((size_t)m.c.vocab * sizeof(double));
+	res = calloc((size_t)a.nmodes * a.nber * a.nseeds, sizeof(*res));
+	if (!tok || !ref || !lsm || !lsr || !res || state_alloc(&s, &m)) {
+		fprintf(stderr, PROG ": out of memory\n");
+		goto out;
+	}
+	if (reference(&m, &s, a.ntok, a.sample_seed, tok, ref)) {
+		fprintf(stderr, PROG ": the reference run failed\n");
+		goto out;
+	}
+	for (mi = 0; mi < a.nmodes; mi++)
+		for (bi = 0; bi < a.nber; bi++)
+			for (si = 0; si < a.nseeds; si++) {
+				struct run_opts o = {
+					.ber = a.ber[bi],
+					.seed = a.seeds[si],
+					.payload_only = a.payload_only,
+					.page_tokens = (uint32_t)a.page_tokens,
+					.sink_tokens = (uint32_t)a.sink,
+				};
+				struct result *r = &res[((size_t)mi * a.nber +
+							 bi) * a.nseeds +
+							si];
+				int err = run(&m, &s, &modes[a.modes[mi]], &o,
+					      a.ntok, tok, ref, lsm, lsr, r);
+
+				if (err) {
+					fprintf(stderr,
+						PROG ": %s at BER %g: %s\n",
+						modes[a.modes[mi]].name,
+						a.ber[bi], strerror(-err));
+					goto out;
+				}
+			}
+
+	if (a.json) {
+		printf("[");
+		for (mi = 0; mi < a.nmodes; mi++)
+			for (bi = 0; bi < a.nber; bi++)
+				for (si = 0; si < a.nseeds; si++) {
+					const struct result *r =
+						&res[((size_t)mi * a.nber +
+						      bi) * a.nseeds +
+						     si];
+
+					printf("%s\n{\"mode\": \"%s\", \"ber\": "
+					       "%g, \"seed\": %llu, \"ppl\": "
+					       "%.6f, \"kl\": %.8f, \"top1\": "
+					       "%.6f, \"top5\": %.6f, "
+					       "\"corrected\": %llu, "
+					       "\"detected\": %llu, "
+					       "\"bits_flipped\": %llu, "
+					       "\"payload_only\": %s}",
+					       first ? "" : ",",
+					       modes[a.modes[mi]].name,
+					       a.ber[bi],
+					       (unsigned long long)a.seeds[si],
+					       r->ppl, r->kl, r->top1, r->top5,
+					       (unsigned long long)r->corrected,
+					       (unsigned long long)r->detected,
+					       (unsigned long long)
+						       r->bits_flipped,
+					       a.payload_only ? "true"
+							      : "false");
+					first = 0;
+				}
+		printf("\n]\n");
+	} else {
+		struct run_opts o = { .page_tokens = (uint32_t)a.page_tokens,
+				      .sink_tokens = (uint32_t)a.sink };
+
+		cache_open(&geo, &m, &modes[3], &o);
+		print_header(&a, &m, &geo);
+		cache_close(&geo);
+		for (mi = 0; mi < a.nmodes; mi++)
+			for (bi = 0; bi < a.nber; bi++) {
+				const struct result *r =
+					&res[((size_t)mi * a.nber + bi) *
+					     a.nseeds];
+				double v[4][2], x[4][MAX_LIST], corr = 0;
+				double det = 0;
+				int k;
+
+				for (si = 0; si < a.nseeds; si++) {
+					x[0][si] = r[si].ppl;
+					x[1][si] = r[si].kl;
+					x[2][si] = r[si].top1;
+					x[3][si] = r[si].top5;
+					corr += (double)r[si].corrected;
+					det += (double)r[si].detected;
+				}
+				for (k = 0; k < 4; k++)
+					mean_ci(x[k], a.nseeds, &v[k][0],
+						&v[k][1]);
+				printf("%-16s %7g %8.3f +-%5.3f %9.5f +-%6.5f "
+				       "%6.3f +-%5.3f %6.3f +-%5.3f %10.0f "
+				       "%9.0f\n",
+				       modes[a.modes[mi]].name, a.ber[bi],
+				       v[0][0], v[0][1], v[1][0], v[1][1],
+				       v[2][0], v[2][1], v[3][0], v[3][1],
+				       corr / a.nseeds, det / a.nseeds);
+			}
+		printf("\ncorrected, detected: codewords per run that a scrub "
+		       "would correct, and could\nnot (mean over seeds); ppl "
+		       "and KL are of the teacher-forced reference stream.\n");
+	}
+	ret = 0;
+out:
+	state_free(&s);
+	free(tok);
+	free(ref);
+	free(lsm);
+	free(lsr);
+	free(res);
+	free(m.mem);
+	return ret;
+}
