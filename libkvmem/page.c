@@ -325,10 +325,14 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 		/* Four scales to a 64-bit word. A scale is never negative or
 		 * non-finite when written: one that reads so was damaged
 		 * past what the code saw (a miscorrection), and is lost. */
-		erased[i] = (wc.uncorrectable &&
-			     sp.scales_bm[i / 4 / 64] >> (i / 4 % 64) & 1) ||
-			    !(scales[i] >= 0.0f && scales[i] <= 65504.0f);
-		if (erased[i])
+		int bad = !(scales[i] >= 0.0f && scales[i] <= 65504.0f);
+
+		erased[i] =
+			bad || (wc.uncorrectable &&
+				sp.scales_bm[i / 4 / 64] >> (i / 4 % 64) & 1);
+		/* Uncorrectable but plausible: kept as received (the keep
+		 * policy uses it). Impossible: worthless, read as 0. */
+		if (bad)
 			scales[i] = 0.0f;
 		nerased += erased[i];
 	}
