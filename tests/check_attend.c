@@ -23,127 +23,15 @@
 #include "internal.h"
 #include "kvmem/inject.h"
 #include "kvmem/kvmem.h"
+#include "ecc_ref.h"
 #include "kvmem_check.h"
+#include "quant_ref.h"
 #include "rng.h"
-
-/* Fail with both operands; no mark point per success (loops). */
-#define EXPECT_EQ(a, b, fmt, ...)                                        \
-	do {                                                             \
-		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
-		if (x_a_ != x_b_)                                        \
-			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
-				     "0x%jx (%jd); " fmt,                \
-				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
-				     (intmax_t)x_b_, __VA_ARGS__);       \
-	} while (0)
-
-#define EXPECT_FEQ(got, exp, fmt, ...)                                         \
-	do {                                                                   \
-		float x_g_ = (got), x_e_ = (exp);                              \
-		if (!(x_g_ == x_e_))                                           \
-			ck_abort_msg("%s == %s: %.9g (%a) != %.9g (%a); " fmt, \
-				     #got, #exp, x_g_, x_g_, x_e_, x_e_,       \
-				     __VA_ARGS__);                             \
-	} while (0)
-
-#define EXPECT_NEAR(got, exp, tol, fmt, ...)                                  \
-	do {                                                                  \
-		double x_g_ = (got), x_e_ = (exp), x_t_ = (tol);              \
-		if (!(fabs(x_g_ - x_e_) <= x_t_))                             \
-			ck_abort_msg("|%s - %s| <= %s: |%.9g - %.9g| = %.3g " \
-				     "> %.3g; " fmt,                          \
-				     #got, #exp, #tol, x_g_, x_e_,            \
-				     fabs(x_g_ - x_e_), x_t_, __VA_ARGS__);   \
-	} while (0)
 
 #define MAXP 64 /* pages per layer */
 #define TIGHT 1e-5 /* attention over the same decoded values */
 
-/* ---- References ---------------------------------------------------------- */
-
-/* Nearest FP16 value of @x, ties to even, saturating (quant.h). */
-static float ref_half(float x)
-{
-	double a = fabs((double)x), ulp, r;
-	int e;
-
-	if (isnan(x))
-		return 0.0f;
-	if (isinf(x) || a >= 65520.0)
-		return x < 0 ? -65504.0f : 65504.0f;
-	if (a == 0.0)
-		return x;
-	(void)frexp(a, &e); /* a in [2^(e-1), 2^e) */
-	ulp = ldexp(1.0, e - 1 < -14 ? -24 : e - 11);
-	r = nearbyint(a / ulp) * ulp;
-	return (float)(x < 0 ? -r : r);
-}
-
-/* The smallest FP16 number >= @y > 0. */
-static double half_ceil(double y)
-{
-	double ulp;
-	int e;
-
-	if (y <= 0)
-		return 0;
-	(void)frexp(y, &e);
-	ulp = ldexp(1.0, e - 1 < -14 ? -24 : e - 11);
-	return ceil(y / ulp) * ulp;
-}
-
-/* The value of an FP16 bit pattern (IEEE binary16). */
-static float ref_half_bits(uint16_t h)
-{
-	int e = h >> 10 & 0x1f, m = h & 0x3ff;
-	double v;
-
-	if (e == 0)
-		v = ldexp(m, -24);
-	else if (e == 31)
-		v = m ? NAN : INFINITY;
-	else
-		v = ldexp(m | 0x400, e - 25);
-	return (float)(h & 0x8000 ? -v : v);
-}
-
-static int fmt_qmax(int fmt)
-{
-	return fmt == KVMEM_FMT_INT8   ? 127
-	       : fmt == KVMEM_FMT_INT4 ? 7
-	       : fmt == KVMEM_FMT_INT2 ? 1
-				       : 0;
-}
-
 /* ---- Fixtures ------------------------------------------------------------ */
-
-static void *xmalloc(size_t len)
-{
-	void *p = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
-}
-
-static struct kvmem_geometry geo(uint32_t layers, uint32_t kv_heads,
-				 uint32_t head_dim, uint32_t tpp,
-				 uint32_t group, uint32_t sink, int fmt,
-				 int codec, int key_scales)
-{
-	struct kvmem_geometry g;
-
-	memset(&g, 0, sizeof(g));
-	g.layers = layers;
-	g.kv_heads = kv_heads;
-	g.head_dim = head_dim;
-	g.tokens_per_page = tpp;
-	g.group_size = group;
-	g.sink_tokens = sink;
-	g.format = (uint8_t)fmt;
-	g.codec = (uint8_t)codec;
-	g.key_scales = (uint8_t)key_scales;
-	return g;
-}
 
 /* A cache with room for a few times the pages @ntok tokens need. */
 static struct kvmem_cache *open_for(const struct kvmem_geometry *g,
@@ -176,9 +64,9 @@ static void gen_kv(struct kvmem_rng *r, const struct kvmem_geometry *g,
 		   uint32_t ntok, int smooth, float *x)
 {
 	size_t row = (size_t)g->layers * g->kv_heads * g->head_dim, c, t;
-	double *amp = xmalloc(row * sizeof(double));
-	double *om = xmalloc(row * sizeof(double));
-	double *ph = xmalloc(row * sizeof(double));
+	double *amp = kvmem_check_xmalloc(row * sizeof(double));
+	double *om = kvmem_check_xmalloc(row * sizeof(double));
+	double *ph = kvmem_check_xmalloc(row * sizeof(double));
 
 	for (c = 0; c < row; c++) {
 		amp[c] = urand(r, 0.5, 1.5);
@@ -221,61 +109,31 @@ static void gen_q(struct kvmem_rng *r, const struct kvmem_geometry *g,
 		q[i] = (float)urand(r, -a, a);
 }
 
-static int tok_sealed(const struct kvmem_geometry *g, uint32_t n, uint32_t t)
-{
-	uint32_t S = g->sink_tokens, P = g->tokens_per_page;
-
-	return n > S && t >= S && t < S + (n - S) / P * P;
-}
-
 /*
  * Per value of a layer of @n tokens from inputs @x, a bound on |cache - x|:
- * FP16 pages |half(x) - x|; sealed pages s / 2 with s the smallest FP16 >=
- * amax / qmax (quant.h; amax over the group, or the page's channel, of the
- * inputs and of their FP16 copies since a tail may be sealed from either),
- * plus |half(x) - x|, plus 2^-20 relative for the quantizer's division.
+ * FP16 pages |half(x) - x|; sealed pages ref_sealed_bound(): s / 2 with s
+ * the smallest FP16 >= amax / qmax (quant.h; amax over the group, or the
+ * page's channel, of the inputs and of their FP16 copies since a tail may
+ * be sealed from either), plus |half(x) - x|, plus 2^-20 relative for the
+ * quantizer's division.
  */
 static void layer_dev(const struct kvmem_geometry *g, const float *x,
 		      uint32_t n, int is_k, double *dev)
 {
-	uint32_t H = g->kv_heads, D = g->head_dim, G = g->group_size;
-	uint32_t S = g->sink_tokens, P = g->tokens_per_page, t, h, d, j;
-	int qmax = fmt_qmax(g->format);
-	int chan = is_k && g->key_scales == KVMEM_SCALES_CHANNEL;
+	uint32_t H = g->kv_heads, D = g->head_dim, t, h, d;
+	int qmax = ref_fmts[g->format].qmax;
 
 	for (t = 0; t < n; t++)
 		for (h = 0; h < H; h++)
 			for (d = 0; d < D; d++) {
 				size_t i = ((size_t)t * H + h) * D + d;
-				double amax = 0,
-				       fp = fabs((double)ref_half(x[i]) - x[i]);
-				uint32_t t0 = t, t1 = t + 1;
 
-				if (!tok_sealed(g, n, t) || !qmax) {
-					dev[i] = fp;
-					continue;
-				}
-				if (chan) {
-					t0 = t - (t - S) % P;
-					t1 = t0 + P;
-				}
-				for (; t0 < t1; t0++)
-					for (j = 0; j < D; j++) {
-						size_t o = ((size_t)t0 * H +
-							    h) * D +
-							   j;
-
-						if (chan ? j != d
-							 : j / G != d / G)
-							continue;
-						amax = fmax(amax, fabs(x[o]));
-						amax = fmax(
-							amax,
-							fabs(ref_half(x[o])));
-					}
-				dev[i] = half_ceil(amax / qmax) / 2 *
-						 (1 + 0x1p-20) +
-					 fp;
+				if (!ref_tok_sealed(g, n, 0, t) || !qmax)
+					dev[i] = fabs((double)ref_half(x[i]) -
+						      x[i]);
+				else
+					dev[i] = ref_sealed_bound(g, x, is_k, t,
+								  h, d);
 			}
 }
 
@@ -289,7 +147,7 @@ static void ref_attend(const struct kvmem_geometry *g, uint32_t nh,
 		       const float *v, uint32_t n, double *out, double *share)
 {
 	uint32_t H = g->kv_heads, D = g->head_dim, grp = nh / H, h, t, d;
-	double *p = xmalloc(n * sizeof(double));
+	double *p = kvmem_check_xmalloc(n * sizeof(double));
 
 	if (share)
 		memset(share, 0, n * sizeof(double));
@@ -497,16 +355,16 @@ static void check_attend_ref(struct kvmem_seq *s,
 	size_t row = (size_t)g->kv_heads * g->head_dim;
 	size_t no = (size_t)nh * g->head_dim;
 	double sc = scale ? scale : 1 / sqrt(g->head_dim);
-	float *xk = xmalloc(n * row * sizeof(float));
-	float *xv = xmalloc(n * row * sizeof(float));
-	float *dk = xmalloc(n * row * sizeof(float));
-	float *dv = xmalloc(n * row * sizeof(float));
-	double *ek = xmalloc(n * row * sizeof(double));
-	double *ev = xmalloc(n * row * sizeof(double));
-	float *q = xmalloc(no * sizeof(float)),
-	      *out = xmalloc(no * sizeof(float));
-	double *ro = xmalloc(no * sizeof(double)),
-	       *tol = xmalloc(no * sizeof(double));
+	float *xk = kvmem_check_xmalloc(n * row * sizeof(float));
+	float *xv = kvmem_check_xmalloc(n * row * sizeof(float));
+	float *dk = kvmem_check_xmalloc(n * row * sizeof(float));
+	float *dv = kvmem_check_xmalloc(n * row * sizeof(float));
+	double *ek = kvmem_check_xmalloc(n * row * sizeof(double));
+	double *ev = kvmem_check_xmalloc(n * row * sizeof(double));
+	float *q = kvmem_check_xmalloc(no * sizeof(float)),
+	      *out = kvmem_check_xmalloc(no * sizeof(float));
+	double *ro = kvmem_check_xmalloc(no * sizeof(double)),
+	       *tol = kvmem_check_xmalloc(no * sizeof(double));
 	struct kvmem_attend_stats st;
 	struct kvmem_page_counts pc;
 	int lv, active = kvmem__simd_active();
@@ -573,12 +431,12 @@ static void check_attend_ref(struct kvmem_seq *s,
 START_TEST(test_attend_ref)
 {
 	const struct acase *ac = &acases[_i];
-	struct kvmem_geometry g =
-		geo(2, ac->kv_heads, ac->head_dim, ac->tpp, ac->group, ac->sink,
-		    ac->fmt, ac->codec, ac->key_scales);
+	struct kvmem_geometry g = kvmem_check_geo(
+		2, ac->kv_heads, ac->head_dim, ac->tpp, ac->group, ac->sink,
+		ac->fmt, ac->codec, ac->key_scales);
 	size_t all = (size_t)ac->ntok * 2 * ac->kv_heads * ac->head_dim;
-	float *k = xmalloc(all * sizeof(float)),
-	      *v = xmalloc(all * sizeof(float));
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
 	struct kvmem_cache *c = open_for(&g, ac->ntok);
 	struct kvmem_seq *s = NULL;
 	struct kvmem_rng r;
@@ -600,7 +458,7 @@ END_TEST
 /* Llama-like: 8 KV heads of 128, 32 query heads, 500 tokens, defaults. */
 START_TEST(test_attend_realistic)
 {
-	struct kvmem_geometry g = geo(1, 8, 128, 0, 0, 0, 0, 0, 0);
+	struct kvmem_geometry g = kvmem_check_geo(1, 8, 128, 0, 0, 0, 0, 0, 0);
 	uint32_t n = 500;
 	size_t all;
 	float *k, *v;
@@ -614,8 +472,8 @@ START_TEST(test_attend_realistic)
 	ck_assert_uint_eq(g.format, KVMEM_FMT_INT4);
 	ck_assert_uint_eq(g.codec, KVMEM_CODEC_H84);
 	all = (size_t)n * g.kv_heads * g.head_dim;
-	k = xmalloc(all * sizeof(float));
-	v = xmalloc(all * sizeof(float));
+	k = kvmem_check_xmalloc(all * sizeof(float));
+	v = kvmem_check_xmalloc(all * sizeof(float));
 	c = open_for(&g, n);
 	kvmem_rng_seed(&r, 0x11a3a + (unsigned int)smooth);
 	gen_kv(&r, &g, n, smooth, k);
@@ -640,12 +498,12 @@ static void check_tight(struct kvmem_seq *s, const struct kvmem_geometry *g,
 	size_t row = (size_t)g->kv_heads * g->head_dim;
 	size_t no = (size_t)nh * g->head_dim;
 	double sc = 1 / sqrt(g->head_dim);
-	float *dk = xmalloc(n * row * sizeof(float));
-	float *dv = xmalloc(n * row * sizeof(float));
-	float *q = xmalloc(no * sizeof(float)),
-	      *out = xmalloc(no * sizeof(float));
-	double *ro = xmalloc(no * sizeof(double)),
-	       *tol = xmalloc(no * sizeof(double));
+	float *dk = kvmem_check_xmalloc(n * row * sizeof(float));
+	float *dv = kvmem_check_xmalloc(n * row * sizeof(float));
+	float *q = kvmem_check_xmalloc(no * sizeof(float)),
+	      *out = kvmem_check_xmalloc(no * sizeof(float));
+	double *ro = kvmem_check_xmalloc(no * sizeof(double)),
+	       *tol = kvmem_check_xmalloc(no * sizeof(double));
 	struct kvmem_page_counts pc;
 
 	ck_assert_uint_gt(n, 0);
@@ -669,12 +527,13 @@ static void check_tight(struct kvmem_seq *s, const struct kvmem_geometry *g,
  * page: attention over each is attention over what each reads back. */
 START_TEST(test_attend_fork_truncate)
 {
-	struct kvmem_geometry g = geo(2, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
-				      KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	struct kvmem_geometry g =
+		kvmem_check_geo(2, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
+				KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
 	uint32_t n = 2 + 3 * 8 + 5;
 	size_t all = (size_t)(n + 9) * 2 * 2 * 32;
-	float *k = xmalloc(all * sizeof(float)),
-	      *v = xmalloc(all * sizeof(float));
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
 	struct kvmem_cache *c = open_for(&g, 3 * n);
 	struct kvmem_seq *p = NULL, *f = NULL;
 	struct kvmem_rng r;
@@ -745,16 +604,6 @@ static void word_layout(const struct kvmem_geometry *g, int hot, struct wl *w)
 	w->vpw = w->k / w->b;
 }
 
-static uint64_t get_le(const uint8_t *p, unsigned int n)
-{
-	uint64_t v = 0;
-	unsigned int i;
-
-	for (i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
 struct pages {
 	const struct kvmem_geometry *g;
 	struct kvmem_page_layout hot, sealed;
@@ -806,8 +655,8 @@ static float scale_at(const uint8_t *page, const struct kvmem_page_layout *l,
 	size_t b0 = 2 * (size_t)i, b1 = b0 + 1;
 
 	ck_assert_uint_lt(i, l->nscales_k + l->nscales_v);
-	return ref_half_bits((uint16_t)(sc[b0 / 8 * 9 + b0 % 8] |
-					sc[b1 / 8 * 9 + b1 % 8] << 8));
+	return ref_h2f((uint16_t)(sc[b0 / 8 * 9 + b0 % 8] |
+				  sc[b1 / 8 * 9 + b1 % 8] << 8));
 }
 
 /*
@@ -827,10 +676,10 @@ static float value_at(const struct pages *ps, int is_k, uint32_t t, uint32_t h,
 	int q;
 
 	word_layout(g, pd->hot, &w);
-	data = get_le(row + (d / w.vpw) * w.wb, w.wb > 8 ? 8 : w.wb);
+	data = ref_get_le(row + (d / w.vpw) * w.wb, w.wb > 8 ? 8 : w.wb);
 	bits = data >> (d % w.vpw * w.b) & ((1ull << w.b) - 1);
 	if (w.fp16)
-		return ref_half_bits((uint16_t)bits);
+		return ref_h2f((uint16_t)bits);
 	q = (int)bits - (bits >> (w.b - 1) ? 1 << w.b : 0);
 	if (is_k && g->key_scales == KVMEM_SCALES_CHANNEL)
 		si = h * g->head_dim + d;
@@ -937,16 +786,16 @@ static const struct icase icases[] = {
 START_TEST(test_attend_correctable)
 {
 	const struct icase *ic = &icases[_i];
-	struct kvmem_geometry g =
-		geo(1, 2, 32, 8, 16, 2, ic->fmt, ic->codec, KVMEM_SCALES_GROUP);
+	struct kvmem_geometry g = kvmem_check_geo(
+		1, 2, 32, 8, 16, 2, ic->fmt, ic->codec, KVMEM_SCALES_GROUP);
 	uint32_t n = 2 + 3 * 8 + 5, nh = 4, D = 32; /* sink, 3 sealed, tail */
 	size_t row = 2 * 32, all = n * row;
-	float *k = xmalloc(all * sizeof(float)),
-	      *v = xmalloc(all * sizeof(float));
-	float *k0 = xmalloc(all * sizeof(float)),
-	      *v0 = xmalloc(all * sizeof(float));
-	float *k1 = xmalloc(all * sizeof(float)),
-	      *v1 = xmalloc(all * sizeof(float));
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
+	float *k0 = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v0 = kvmem_check_xmalloc(all * sizeof(float));
+	float *k1 = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v1 = kvmem_check_xmalloc(all * sizeof(float));
 	float q[4 * 32], o0[4 * 32], o1[4 * 32];
 	struct kvmem_cache *c = open_for(&g, n);
 	struct kvmem_attend_stats st0, st1;
@@ -1147,20 +996,21 @@ static const char *const pol_name[] = { "interpolate", "zero", "keep" };
 START_TEST(test_attend_erasure)
 {
 	const struct ecase *ec = &ecases[_i];
-	struct kvmem_geometry g = geo(1, 2, 32, 4, 16, ec->sink, ec->fmt,
-				      ec->codec, KVMEM_SCALES_GROUP);
+	struct kvmem_geometry g =
+		kvmem_check_geo(1, 2, 32, 4, 16, ec->sink, ec->fmt, ec->codec,
+				KVMEM_SCALES_GROUP);
 	uint32_t n = ec->n, H = 2, D = 32, nh = 4, pol, i, t, h, d;
 	size_t row = (size_t)H * D, all = n * row;
-	float *k = xmalloc(all * sizeof(float)),
-	      *v = xmalloc(all * sizeof(float));
-	float *ck = xmalloc(all * sizeof(float)),
-	      *cv = xmalloc(all * sizeof(float));
-	float *kk = xmalloc(all * sizeof(float)),
-	      *kv = xmalloc(all * sizeof(float));
-	float *xk = xmalloc(all * sizeof(float)),
-	      *xv = xmalloc(all * sizeof(float));
-	float *gk = xmalloc(all * sizeof(float)),
-	      *gv = xmalloc(all * sizeof(float));
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
+	float *ck = kvmem_check_xmalloc(all * sizeof(float)),
+	      *cv = kvmem_check_xmalloc(all * sizeof(float));
+	float *kk = kvmem_check_xmalloc(all * sizeof(float)),
+	      *kv = kvmem_check_xmalloc(all * sizeof(float));
+	float *xk = kvmem_check_xmalloc(all * sizeof(float)),
+	      *xv = kvmem_check_xmalloc(all * sizeof(float));
+	float *gk = kvmem_check_xmalloc(all * sizeof(float)),
+	      *gv = kvmem_check_xmalloc(all * sizeof(float));
 	uint8_t *erk = calloc(all, 1), *erv = calloc(all, 1);
 	float q[4 * 32], out[4 * 32], rk[64], rv[64];
 	double ro[4 * 32], tol[4 * 32];
@@ -1361,12 +1211,13 @@ static void importance(struct kvmem_seq *s, uint32_t layer, float *imp, int np,
  */
 START_TEST(test_importance_aligned)
 {
-	struct kvmem_geometry g = geo(1, 2, 32, 4, 16, 2, KVMEM_FMT_INT4,
-				      KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	struct kvmem_geometry g =
+		kvmem_check_geo(1, 2, 32, 4, 16, 2, KVMEM_FMT_INT4,
+				KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
 	uint32_t n = 2 + 4 * 4 + 2, H = 2, D = 32, nh = 8, t, h, d;
 	size_t row = (size_t)H * D;
-	float *k = xmalloc(n * row * sizeof(float)),
-	      *v = xmalloc(n * row * sizeof(float));
+	float *k = kvmem_check_xmalloc(n * row * sizeof(float)),
+	      *v = kvmem_check_xmalloc(n * row * sizeof(float));
 	float u[2][32], q[8 * 32], out[8 * 32], i0[MAXP], i1[MAXP];
 	struct kvmem_cache *c = open_for(&g, n);
 	struct kvmem_seq *s = NULL;
@@ -1430,15 +1281,17 @@ END_TEST
 START_TEST(test_importance_average)
 {
 	static const float alphas[] = { 1, 0.5f, 0, 0.25f, -1, -0.5f };
-	struct kvmem_geometry g = geo(1, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
-				      KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	struct kvmem_geometry g =
+		kvmem_check_geo(1, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
+				KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
 	uint32_t n = 2 + 3 * 8 + 5, nh = 4, D = 32, t;
 	size_t all = (size_t)n * 2 * D;
-	float *k = xmalloc(all * sizeof(float)),
-	      *v = xmalloc(all * sizeof(float));
-	float *dk = xmalloc(all * sizeof(float)),
-	      *dv = xmalloc(all * sizeof(float));
-	double *share = xmalloc(n * sizeof(double)), ro[4 * 32], ps_[MAXP];
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
+	float *dk = kvmem_check_xmalloc(all * sizeof(float)),
+	      *dv = kvmem_check_xmalloc(all * sizeof(float));
+	double *share = kvmem_check_xmalloc(n * sizeof(double)), ro[4 * 32],
+	       ps_[MAXP];
 	float q[4 * 32], out[4 * 32], i0[MAXP], i1[MAXP];
 	struct kvmem_page_desc pd[MAXP];
 	struct kvmem_cache *c = open_for(&g, n);
@@ -1498,8 +1351,9 @@ END_TEST
 
 START_TEST(test_attend_bad_args)
 {
-	struct kvmem_geometry g = geo(2, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
-				      KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	struct kvmem_geometry g =
+		kvmem_check_geo(2, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
+				KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
 	float k[5 * 64], v[5 * 64], q[8 * 32], out[8 * 32];
 	struct kvmem_cache *c = open_for(&g, 8);
 	struct kvmem_seq *s = NULL;

@@ -1,34 +1,22 @@
 /*
  * check_crc32c.c - CRC-32C against a bitwise reference and published values
  *
- * The reference below is the textbook bit-at-a-time loop over the reflected
- * polynomial 0x82f63b78, with no tables, so it shares nothing with either
- * library path (slicing-by-8 tables, the SSE4.2 instruction). The check
- * values are the catalogue's ("123456789") and RFC 3720's (iSCSI, B.4).
+ * The reference (ref_crc32c() of ecc_ref.c) is the textbook bit-at-a-time
+ * loop over the reflected polynomial 0x82f63b78, with no tables, so it
+ * shares nothing with either library path (slicing-by-8 tables, the SSE4.2
+ * instruction). The check values are the catalogue's ("123456789") and RFC
+ * 3720's (iSCSI, B.4).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecc_ref.h"
 #include "internal.h"
 #include "kvmem/crc32c.h"
 #include "kvmem_check.h"
 #include "rng.h"
-
-static uint32_t ref_crc32c(uint32_t crc, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	unsigned int k;
-
-	crc = ~crc;
-	while (len--) {
-		crc ^= *p++;
-		for (k = 0; k < 8; k++)
-			crc = crc & 1 ? crc >> 1 ^ 0x82f63b78u : crc >> 1;
-	}
-	return ~crc;
-}
 
 typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
 
@@ -46,14 +34,6 @@ static unsigned int crc_paths(crc_fn *fn, const char **name)
 		name[n++] = "sse42";
 	}
 	return n;
-}
-
-static void fill_random(struct kvmem_rng *r, uint8_t *p, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (uint8_t)kvmem_rng_next(r);
 }
 
 START_TEST(test_crc32c_check_values)
@@ -102,7 +82,7 @@ START_TEST(test_crc32c_resumable)
 	size_t s, t;
 
 	kvmem_rng_seed(&r, 0xc2c);
-	fill_random(&r, buf, N);
+	kvmem_check_fill_random(&r, buf, N);
 	whole = ref_crc32c(0, buf, N);
 	for (i = 0; i < n; i++) {
 		ck_assert_uint_eq(fn[i](0, buf, N), whole);
@@ -150,7 +130,7 @@ START_TEST(test_crc32c_paths_agree)
 	kvmem_rng_seed(&r, 0x55e42);
 	mem = malloc(70000 + 16);
 	ck_assert_ptr_nonnull(mem);
-	fill_random(&r, mem, 70000 + 16);
+	kvmem_check_fill_random(&r, mem, 70000 + 16);
 	for (len = 0; len < 300 + KVMEM_ARRAY_SIZE(longs); len++) {
 		size_t l = len < 300 ? len : longs[len - 300];
 

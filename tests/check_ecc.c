@@ -22,47 +22,6 @@
 #include "kvmem_check.h"
 #include "rng.h"
 
-/*
- * ck_assert_*() records a mark point (a write to Check's pipe) on every
- * success, which costs more than the decode it checks in the exhaustive
- * loops. These fail with both operands and the case at hand and cost nothing
- * when they pass.
- */
-#define EXPECT_EQ(a, b, fmt, ...)                                        \
-	do {                                                             \
-		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
-		if (x_a_ != x_b_)                                        \
-			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
-				     "0x%jx (%jd); " fmt,                \
-				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
-				     (intmax_t)x_b_, __VA_ARGS__);       \
-	} while (0)
-
-/* memcmp that names the first differing byte. */
-#define EXPECT_MEM(got, exp, len, fmt, ...)                                  \
-	do {                                                                 \
-		size_t x_off_ = mem_diff((got), (exp), (len));               \
-		if (x_off_ != (size_t)-1)                                    \
-			ck_abort_msg("%s vs %s: byte %zu of %zu: 0x%02x != " \
-				     "0x%02x; " fmt,                         \
-				     #got, #exp, x_off_, (size_t)(len),      \
-				     ((const uint8_t *)(got))[x_off_],       \
-				     ((const uint8_t *)(exp))[x_off_],       \
-				     __VA_ARGS__);                           \
-	} while (0)
-
-static size_t mem_diff(const void *a, const void *b, size_t len)
-{
-	const uint8_t *p = a, *q = b;
-	size_t i;
-
-	if (!memcmp(a, b, len))
-		return (size_t)-1;
-	for (i = 0; p[i] == q[i]; i++)
-		;
-	return i;
-}
-
 /* ---- The paper's matrices (ecc_ref.c), expanded -------------------------- */
 
 /* G24 = [I | B] and H24 = [B^T | I] from eq. 31's B. */
@@ -105,24 +64,7 @@ static unsigned int popcount64(uint64_t v)
 	return (unsigned int)__builtin_popcountll(v);
 }
 
-/* ---- Layouts and reference codecs ---------------------------------------- */
-
-struct layout {
-	const char *name;
-	unsigned int k; /* data bits */
-	unsigned int n; /* code bits */
-	unsigned int wb; /* stored bytes per word */
-	unsigned int t; /* corrects */
-	unsigned int ue; /* weight of a pattern reported uncorrectable, or 0 */
-};
-
-/* DESIGN.md section 3, written down independently of ecc.c's table. */
-static const struct layout lay[KVMEM_CODEC_NR] = {
-	[KVMEM_CODEC_H74] = { "h74", 4, 7, 1, 1, 0 },
-	[KVMEM_CODEC_H84] = { "h84", 4, 8, 1, 1, 2 },
-	[KVMEM_CODEC_GOLAY24] = { "golay24", 12, 24, 3, 3, 4 },
-	[KVMEM_CODEC_SECDED72] = { "secded72", 64, 72, 9, 1, 2 },
-};
+/* ---- Reference codecs ---------------------------------------------------- */
 
 #define MAX_WB 9
 
@@ -132,104 +74,28 @@ static void refs_init(void)
 	ref_secded_columns(secded_col);
 }
 
-/* Stream bits [pos, pos + k), LSB-first, one bit at a time. */
-static uint64_t get_bits(const uint8_t *p, size_t pos, unsigned int k)
-{
-	uint64_t v = 0;
-	unsigned int i;
-
-	for (i = 0; i < k; i++, pos++)
-		v |= (uint64_t)(p[pos / 8] >> (pos % 8) & 1) << i;
-	return v;
-}
-
-static void put_bits(uint8_t *p, size_t pos, unsigned int k, uint64_t v)
-{
-	unsigned int i;
-
-	for (i = 0; i < k; i++, pos++) {
-		p[pos / 8] &= (uint8_t) ~(1u << (pos % 8));
-		p[pos / 8] |= (uint8_t)((v >> i & 1) << (pos % 8));
-	}
-}
-
-static void put_le(uint8_t *w, unsigned int nbytes, uint64_t v)
-{
-	unsigned int i;
-
-	for (i = 0; i < nbytes; i++)
-		w[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *w, unsigned int nbytes)
-{
-	uint64_t v = 0;
-	unsigned int i;
-
-	for (i = 0; i < nbytes; i++)
-		v |= (uint64_t)w[i] << (8 * i);
-	return v;
-}
-
-/* The stored codeword of data @d. */
-static void ref_encode_word(int codec, uint64_t d, uint8_t *w)
-{
-	switch (codec) {
-	case KVMEM_CODEC_H74:
-		w[0] = ref_h74((unsigned int)d);
-		break;
-	case KVMEM_CODEC_H84:
-		w[0] = ref_h84((unsigned int)d);
-		break;
-	case KVMEM_CODEC_GOLAY24:
-		put_le(w, 3, ref_golay((uint32_t)d));
-		break;
-	default:
-		put_le(w, 8, d);
-		w[8] = ref_secded_check(d);
-		break;
-	}
-}
-
 static size_t ref_data_bytes(int codec, size_t n)
 {
-	return (n * lay[codec].k + 7) / 8;
+	return (n * ref_codecs[codec].k + 7) / 8;
 }
 
 static void ref_encode(int codec, const uint8_t *data, uint8_t *code, size_t n)
 {
-	const struct layout *l = &lay[codec];
+	const struct ref_codec *l = &ref_codecs[codec];
 	size_t w;
 
 	for (w = 0; w < n; w++)
-		ref_encode_word(codec, get_bits(data, w * l->k, l->k),
-				code + w * l->wb);
+		ref_word(codec, ref_get_bits(data, w * l->k, l->k),
+			 code + w * l->wb);
 }
 
 /* @data with the spare bits of its last byte cleared, as decode writes it. */
 static void clear_spare(int codec, uint8_t *data, size_t n)
 {
-	size_t bits = n * lay[codec].k;
+	size_t bits = n * ref_codecs[codec].k;
 
 	if (bits % 8)
 		data[bits / 8] &= (uint8_t)((1u << (bits % 8)) - 1);
-}
-
-static void fill_random(struct kvmem_rng *r, void *buf, size_t len)
-{
-	uint8_t *p = buf;
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (uint8_t)kvmem_rng_next(r);
-}
-
-static void *xmalloc(size_t len)
-{
-	void *p = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
 }
 
 static void flip_bit(uint8_t *w, unsigned int b)
@@ -275,7 +141,8 @@ static void expect_decode_all(int codec, const uint8_t *code, size_t n,
 			      unsigned int pat)
 {
 	size_t db = ref_data_bytes(codec, n), w;
-	uint8_t *out = xmalloc(db), *status = xmalloc(n);
+	uint8_t *out = kvmem_check_xmalloc(db),
+		*status = kvmem_check_xmalloc(n);
 	struct kvmem_ecc_counts c;
 	int ret;
 
@@ -314,8 +181,8 @@ static void expect_scrub_all(int codec, uint8_t *code, size_t n,
 	ret = kvmem_ecc_scrub(codec, code, n, &c, NULL, 0);
 	EXPECT_EQ(ret, st == KVMEM_ECC_UNCORRECTABLE ? -EBADMSG : 0,
 		  "%s scrub pattern 0x%x", what, pat);
-	EXPECT_MEM(code, exp, n * lay[codec].wb, "%s scrub pattern 0x%x", what,
-		   pat);
+	EXPECT_MEM(code, exp, n * ref_codecs[codec].wb, "%s scrub pattern 0x%x",
+		   what, pat);
 	EXPECT_EQ(c.corrected, st == KVMEM_ECC_CORRECTED ? n : 0,
 		  "%s scrub pattern 0x%x", what, pat);
 	EXPECT_EQ(c.uncorrectable, st == KVMEM_ECC_UNCORRECTABLE ? n : 0,
@@ -330,7 +197,7 @@ static void nibble_stream(uint8_t *data)
 	unsigned int d;
 
 	for (d = 0; d < 16; d++)
-		put_bits(data, 4 * d, 4, d);
+		ref_put_bits(data, 4 * d, 4, d);
 }
 
 START_TEST(test_h74_paper_matrices)
@@ -412,7 +279,7 @@ START_TEST(test_h74_paper_example3)
 	for (d = 0; d < 16; d++) {
 		code[d] = (uint8_t)(ref_h74(d) ^ 0x3);
 		exp[d] = (uint8_t)(ref_h74(d) ^ 0x7);
-		put_bits(exp_data, 4 * d, 4, exp[d] & 0xf);
+		ref_put_bits(exp_data, 4 * d, 4, exp[d] & 0xf);
 		/* The miscorrected word differs from the sent one in 3 bits. */
 		ck_assert_uint_eq(popcount64(exp[d] ^ ref_h74(d)), 3);
 	}
@@ -498,7 +365,7 @@ START_TEST(test_h74_double_miscorrected)
 				ck_assert_uint_eq(dist, 1);
 				ck_assert_uint_eq(cw[which], exp[d]);
 				ck_assert_uint_ne(which, d);
-				put_bits(exp_data, 4 * d, 4, which);
+				ref_put_bits(exp_data, 4 * d, 4, which);
 			}
 			expect_decode_all(KVMEM_CODEC_H74, code, 16, exp_data,
 					  KVMEM_ECC_CORRECTED, 1, "h74 double",
@@ -681,7 +548,7 @@ START_TEST(test_h84_double_detected)
 				ck_assert_uint_ge(
 					nearest(cw, code[d], &dist, &which), 2);
 				ck_assert_uint_eq(dist, 2);
-				put_bits(exp_data, 4 * d, 4, code[d] & 0xf);
+				ref_put_bits(exp_data, 4 * d, 4, code[d] & 0xf);
 			}
 			memcpy(recv, code, 16);
 			expect_decode_all(KVMEM_CODEC_H84, code, 16, exp_data,
@@ -785,7 +652,7 @@ static void golay_all_words(uint8_t *data, uint8_t *code)
 	unsigned int d;
 
 	for (d = 0; d < 4096; d++)
-		put_bits(data, 12 * d, 12, d);
+		ref_put_bits(data, 12 * d, 12, d);
 	ck_assert_int_eq(
 		kvmem_ecc_encode(KVMEM_CODEC_GOLAY24, data, code, 4096), 0);
 }
@@ -798,7 +665,7 @@ START_TEST(test_golay_codewords)
 	refs_init();
 	golay_all_words(data, code);
 	for (d = 0; d < 4096; d++) {
-		uint32_t c = (uint32_t)get_le(code + 3 * d, 3);
+		uint32_t c = (uint32_t)ref_get_le(code + 3 * d, 3);
 
 		EXPECT_EQ(c, ref_golay(d), "d 0x%03x", d);
 		EXPECT_EQ(kvmem_golay24_encode(d), ref_golay(d), "d 0x%03x", d);
@@ -923,7 +790,7 @@ START_TEST(test_golay_correct_exhaustive)
 	for (wt = 0; wt <= 3; wt++) {
 		n = golay_patterns(wt, pats);
 		for (i = 0; i < n; i++) {
-			put_le(e, 3, pats[i]);
+			ref_put_le(e, 3, pats[i]);
 			memcpy(recv, code, sizeof(code));
 			xor_all(recv, 4096, 3, e);
 			expect_decode_all(KVMEM_CODEC_GOLAY24, recv, 4096, data,
@@ -954,19 +821,19 @@ START_TEST(test_golay_weight4_detected)
 
 	refs_init();
 	kvmem_rng_seed(&r, 0x601a4);
-	fill_random(&r, data, sizeof(data));
+	kvmem_check_fill_random(&r, data, sizeof(data));
 	ref_encode(KVMEM_CODEC_GOLAY24, data, code, N);
 	n = golay_patterns(4, pats);
 	ck_assert_uint_eq(n, 10626);
 	for (i = 0; i < n; i++) {
-		put_le(e, 3, pats[i]);
+		ref_put_le(e, 3, pats[i]);
 		memcpy(recv, code, sizeof(code));
 		xor_all(recv, N, 3, e);
 		/* The data bits as received. */
 		for (w = 0; w < N; w++)
-			put_bits(exp, 12 * w, 12,
-				 get_bits(data, 12 * w, 12) ^
-					 (pats[i] & 0xfff));
+			ref_put_bits(exp, 12 * w, 12,
+				     ref_get_bits(data, 12 * w, 12) ^
+					     (pats[i] & 0xfff));
 		expect_decode_all(KVMEM_CODEC_GOLAY24, recv, N, exp,
 				  KVMEM_ECC_UNCORRECTABLE, 0, "golay weight 4",
 				  pats[i]);
@@ -993,8 +860,8 @@ START_TEST(test_golay_int4_packing)
 	data[2] = (uint8_t)(v[4] | v[5] << 4);
 	ck_assert_int_eq(kvmem_ecc_encode(KVMEM_CODEC_GOLAY24, data, code, 2),
 			 0);
-	w0 = (uint32_t)get_le(code, 3);
-	w1 = (uint32_t)get_le(code + 3, 3);
+	w0 = (uint32_t)ref_get_le(code, 3);
+	w1 = (uint32_t)ref_get_le(code + 3, 3);
 	ck_assert_uint_eq(w0 & 0xfff, 0x7c3);
 	ck_assert_uint_eq(w1 & 0xfff, 0x9f0);
 	ck_assert_uint_eq(w0, ref_golay(0x7c3));
@@ -1004,7 +871,7 @@ START_TEST(test_golay_int4_packing)
 	data[1] = 0xa7;
 	ck_assert_int_eq(kvmem_ecc_encode(KVMEM_CODEC_GOLAY24, data, code, 1),
 			 0);
-	ck_assert_uint_eq(get_le(code, 3), ref_golay(0x7c3));
+	ck_assert_uint_eq(ref_get_le(code, 3), ref_golay(0x7c3));
 	memset(out, 0xff, sizeof(out));
 	ck_assert_int_eq(kvmem_ecc_decode(KVMEM_CODEC_GOLAY24, code, out, 1,
 					  NULL, NULL, NULL),
@@ -1040,7 +907,7 @@ static void secded_words(uint64_t seed, uint8_t *data, uint8_t *code, size_t n)
 	struct kvmem_rng r;
 
 	kvmem_rng_seed(&r, seed);
-	fill_random(&r, data, 8 * n);
+	kvmem_check_fill_random(&r, data, 8 * n);
 	ref_encode(KVMEM_CODEC_SECDED72, data, code, n);
 }
 
@@ -1072,10 +939,10 @@ START_TEST(test_secded_hsiao)
 	for (j = 0; j < 64; j++) {
 		uint64_t d = 1ull << j;
 
-		put_le(data, 8, d);
+		ref_put_le(data, 8, d);
 		ck_assert_int_eq(
 			kvmem_ecc_encode(KVMEM_CODEC_SECDED72, data, w, 1), 0);
-		ck_assert_uint_eq(get_le(w, 8), d);
+		ck_assert_uint_eq(ref_get_le(w, 8), d);
 		ck_assert_uint_eq(w[8], secded_col[j]);
 		ck_assert_uint_eq(kvmem_secded72_encode(d), secded_col[j]);
 	}
@@ -1226,20 +1093,20 @@ START_TEST(test_bulk_codec_info)
 	for (c = 0; c < KVMEM_CODEC_NR; c++) {
 		ci = kvmem_codec_get(c);
 		ck_assert_ptr_nonnull(ci);
-		ck_assert_str_eq(ci->name, lay[c].name);
-		ck_assert_uint_eq(ci->data_bits, lay[c].k);
-		ck_assert_uint_eq(ci->code_bits, lay[c].n);
-		ck_assert_uint_eq(ci->word_bytes, lay[c].wb);
+		ck_assert_str_eq(ci->name, ref_codecs[c].name);
+		ck_assert_uint_eq(ci->data_bits, ref_codecs[c].k);
+		ck_assert_uint_eq(ci->code_bits, ref_codecs[c].n);
+		ck_assert_uint_eq(ci->word_bytes, ref_codecs[c].wb);
 		ck_assert_uint_eq(ci->corrects, corrects[c]);
 		ck_assert_uint_eq(ci->detects, detects[c]);
-		ck_assert_int_eq(kvmem_codec_by_name(lay[c].name), c);
+		ck_assert_int_eq(kvmem_codec_by_name(ref_codecs[c].name), c);
 		ck_assert_uint_eq(kvmem_ecc_data_bytes(c, 0), 0);
 		ck_assert_uint_eq(kvmem_ecc_data_bytes(c, 1),
-				  (lay[c].k + 7) / 8);
+				  (ref_codecs[c].k + 7) / 8);
 		ck_assert_uint_eq(kvmem_ecc_data_bytes(c, 100003),
-				  (100003 * lay[c].k + 7) / 8);
+				  (100003 * ref_codecs[c].k + 7) / 8);
 		ck_assert_uint_eq(kvmem_ecc_code_bytes(c, 100003),
-				  100003 * lay[c].wb);
+				  100003 * ref_codecs[c].wb);
 	}
 	ck_assert_uint_eq(kvmem_ecc_data_bytes(KVMEM_CODEC_H84, 3), 2);
 	ck_assert_uint_eq(kvmem_ecc_data_bytes(KVMEM_CODEC_GOLAY24, 3), 5);
@@ -1311,11 +1178,14 @@ START_TEST(test_bulk_roundtrip)
 	kvmem_rng_seed(&r, 0x7700 + (uint64_t)codec);
 	for (si = 0; si < KVMEM_ARRAY_SIZE(sizes); si++) {
 		size_t n = sizes[si], db = ref_data_bytes(codec, n),
-		       cb = n * lay[codec].wb, w;
-		uint8_t *data = xmalloc(db), *exp = xmalloc(db);
-		uint8_t *ref = xmalloc(cb), *code = xmalloc(cb + CANARY);
-		uint8_t *out = xmalloc(db + CANARY), *status = xmalloc(n);
-		uint64_t *eras = xmalloc((n + 63) / 64 * 8);
+		       cb = n * ref_codecs[codec].wb, w;
+		uint8_t *data = kvmem_check_xmalloc(db),
+			*exp = kvmem_check_xmalloc(db);
+		uint8_t *ref = kvmem_check_xmalloc(cb),
+			*code = kvmem_check_xmalloc(cb + CANARY);
+		uint8_t *out = kvmem_check_xmalloc(db + CANARY),
+			*status = kvmem_check_xmalloc(n);
+		uint64_t *eras = kvmem_check_xmalloc((n + 63) / 64 * 8);
 		uint8_t canary[CANARY];
 		struct kvmem_ecc_counts c;
 
@@ -1323,7 +1193,7 @@ START_TEST(test_bulk_roundtrip)
 		ck_assert_uint_eq(kvmem_ecc_data_bytes(codec, n), db);
 		ck_assert_uint_eq(kvmem_ecc_code_bytes(codec, n), cb);
 		/* Random spare bits too: encode must ignore them. */
-		fill_random(&r, data, db);
+		kvmem_check_fill_random(&r, data, db);
 		memcpy(exp, data, db);
 		clear_spare(codec, exp, n);
 		ref_encode(codec, data, ref, n);
@@ -1334,10 +1204,10 @@ START_TEST(test_bulk_roundtrip)
 			ck_assert_int_eq(kvmem_ecc_encode(codec, data, code, n),
 					 0);
 			EXPECT_MEM(code, ref, cb, "%s n %zu path %s",
-				   lay[codec].name, n, kvmem_ecc_impl());
+				   ref_codecs[codec].name, n, kvmem_ecc_impl());
 			EXPECT_MEM(code + cb, canary, CANARY,
 				   "%s n %zu path %s: encode overran",
-				   lay[codec].name, n, kvmem_ecc_impl());
+				   ref_codecs[codec].name, n, kvmem_ecc_impl());
 
 			memset(out, 0x5a, db);
 			memcpy(out + db, canary, CANARY);
@@ -1348,21 +1218,21 @@ START_TEST(test_bulk_roundtrip)
 							  &c, status, eras),
 					 0);
 			EXPECT_MEM(out, exp, db, "%s n %zu path %s",
-				   lay[codec].name, n, kvmem_ecc_impl());
+				   ref_codecs[codec].name, n, kvmem_ecc_impl());
 			EXPECT_MEM(out + db, canary, CANARY,
 				   "%s n %zu path %s: decode overran",
-				   lay[codec].name, n, kvmem_ecc_impl());
+				   ref_codecs[codec].name, n, kvmem_ecc_impl());
 			ck_assert_uint_eq(c.clean, n);
 			ck_assert_uint_eq(c.corrected, 0);
 			ck_assert_uint_eq(c.uncorrectable, 0);
 			ck_assert_uint_eq(c.bits_corrected, 0);
 			for (w = 0; w < n; w++)
 				EXPECT_EQ(status[w], KVMEM_ECC_CLEAN,
-					  "%s n %zu word %zu", lay[codec].name,
-					  n, w);
+					  "%s n %zu word %zu",
+					  ref_codecs[codec].name, n, w);
 			for (w = 0; w < (n + 63) / 64; w++)
 				EXPECT_EQ(eras[w], 0, "%s n %zu eras %zu",
-					  lay[codec].name, n, w);
+					  ref_codecs[codec].name, n, w);
 
 			memset(&c, 0xff, sizeof(c));
 			ck_assert_int_eq(
@@ -1371,7 +1241,7 @@ START_TEST(test_bulk_roundtrip)
 			ck_assert_uint_eq(c.clean, n);
 			ck_assert_uint_eq(c.corrected + c.uncorrectable, 0);
 			EXPECT_MEM(code, ref, cb, "%s n %zu path %s scrub",
-				   lay[codec].name, n, kvmem_ecc_impl());
+				   ref_codecs[codec].name, n, kvmem_ecc_impl());
 		}
 		free(data);
 		free(exp);
@@ -1422,7 +1292,7 @@ START_TEST(test_bulk_stream_layout)
 	}
 	/* secded72: eight bytes, little-endian, then the check byte. */
 	d = 0x0123456789abcdefull;
-	put_le(data, 8, d);
+	ref_put_le(data, 8, d);
 	ck_assert_int_eq(kvmem_ecc_encode(KVMEM_CODEC_SECDED72, data, code, 1),
 			 0);
 	for (i = 0; i < 8; i++)
@@ -1453,7 +1323,7 @@ struct mixed {
 static unsigned int make_pattern(int codec, struct kvmem_rng *r, int ue,
 				 uint8_t *e)
 {
-	const struct layout *l = &lay[codec];
+	const struct ref_codec *l = &ref_codecs[codec];
 	unsigned int wt, i, b;
 
 	memset(e, 0, MAX_WB);
@@ -1486,7 +1356,7 @@ static unsigned int make_pattern(int codec, struct kvmem_rng *r, int ue,
 static void mixed_build(struct mixed *m, int codec, size_t n, uint64_t seed,
 			size_t nrandom)
 {
-	const struct layout *l = &lay[codec];
+	const struct ref_codec *l = &ref_codecs[codec];
 	/* Boundaries of the SIMD blocks (8, 32, 64 and 128 words) and of
 	 * decode's 2048-word chunks: an error on each side of each. */
 	const size_t bounds[] = { 0, 8, 32, 64, 128, 2048, 4096, 6144 };
@@ -1502,14 +1372,14 @@ static void mixed_build(struct mixed *m, int codec, size_t n, uint64_t seed,
 	m->n = n;
 	m->db = ref_data_bytes(codec, n);
 	m->cb = n * l->wb;
-	m->data = xmalloc(m->db);
-	m->clean = xmalloc(m->cb);
-	m->recv = xmalloc(m->cb);
-	m->exp_data = xmalloc(m->db);
-	m->exp_st = xmalloc(n);
-	m->ue = xmalloc(n * sizeof(*m->ue));
+	m->data = kvmem_check_xmalloc(m->db);
+	m->clean = kvmem_check_xmalloc(m->cb);
+	m->recv = kvmem_check_xmalloc(m->cb);
+	m->exp_data = kvmem_check_xmalloc(m->db);
+	m->exp_st = kvmem_check_xmalloc(n);
+	m->ue = kvmem_check_xmalloc(n * sizeof(*m->ue));
 	kvmem_rng_seed(&r, seed);
-	fill_random(&r, m->data, m->db);
+	kvmem_check_fill_random(&r, m->data, m->db);
 	ref_encode(codec, m->data, m->clean, n);
 	memcpy(m->recv, m->clean, m->cb);
 	memcpy(m->exp_data, m->data, m->db);
@@ -1532,8 +1402,9 @@ static void mixed_build(struct mixed *m, int codec, size_t n, uint64_t seed,
 		if (ue) {
 			m->exp_st[w] = KVMEM_ECC_UNCORRECTABLE;
 			/* Systematic codes: the data bits as received. */
-			put_bits(m->exp_data, w * l->k, l->k,
-				 get_bits(m->recv + w * l->wb, 0, l->k));
+			ref_put_bits(
+				m->exp_data, w * l->k, l->k,
+				ref_get_bits(m->recv + w * l->wb, 0, l->k));
 		} else {
 			m->exp_st[w] = KVMEM_ECC_CORRECTED;
 			m->bits += wt;
@@ -1560,7 +1431,7 @@ static void mixed_free(struct mixed *m)
 /* What a scrub must leave: corrected words clean, the rest as received. */
 static void mixed_scrubbed(const struct mixed *m, uint8_t *out)
 {
-	unsigned int wb = lay[m->codec].wb;
+	unsigned int wb = ref_codecs[m->codec].wb;
 	size_t w;
 
 	for (w = 0; w < m->n; w++)
@@ -1588,9 +1459,9 @@ START_TEST(test_bulk_decode_outputs)
 		uint64_t *eras;
 
 		mixed_build(&m, codec, n, 0xdec0de + n, n / 40);
-		out = xmalloc(m.db);
-		status = xmalloc(n);
-		eras = xmalloc(ne * 8);
+		out = kvmem_check_xmalloc(m.db);
+		status = kvmem_check_xmalloc(n);
+		eras = kvmem_check_xmalloc(ne * 8);
 		for (li = 0; li < nlv; li++) {
 			struct kvmem_ecc_counts c;
 			int ret;
@@ -1603,11 +1474,11 @@ START_TEST(test_bulk_decode_outputs)
 			ret = kvmem_ecc_decode(codec, m.recv, out, n, &c,
 					       status, eras);
 			EXPECT_EQ(ret, m.nue ? -EBADMSG : 0, "%s n %zu path %s",
-				  lay[codec].name, n, kvmem_ecc_impl());
+				  ref_codecs[codec].name, n, kvmem_ecc_impl());
 			EXPECT_MEM(out, m.exp_data, m.db, "%s n %zu path %s",
-				   lay[codec].name, n, kvmem_ecc_impl());
+				   ref_codecs[codec].name, n, kvmem_ecc_impl());
 			EXPECT_MEM(status, m.exp_st, n, "%s n %zu path %s",
-				   lay[codec].name, n, kvmem_ecc_impl());
+				   ref_codecs[codec].name, n, kvmem_ecc_impl());
 			/* Bit w % 64 of word w / 64; bits past n stay 0. */
 			for (w = 0; w < ne * 64; w++) {
 				int ue = w < n &&
@@ -1615,26 +1486,26 @@ START_TEST(test_bulk_decode_outputs)
 
 				EXPECT_EQ(eras[w / 64] >> (w % 64) & 1, ue,
 					  "%s n %zu path %s erasure bit %zu",
-					  lay[codec].name, n, kvmem_ecc_impl(),
-					  w);
+					  ref_codecs[codec].name, n,
+					  kvmem_ecc_impl(), w);
 			}
 			EXPECT_EQ(c.uncorrectable, m.nue, "%s n %zu",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.corrected, m.ncorr, "%s n %zu",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.bits_corrected, m.bits, "%s n %zu",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.clean + c.corrected + c.uncorrectable, n,
-				  "%s n %zu", lay[codec].name, n);
+				  "%s n %zu", ref_codecs[codec].name, n);
 
 			/* Every output is optional. */
 			memset(out, 0x5a, m.db);
 			ret = kvmem_ecc_decode(codec, m.recv, out, n, NULL,
 					       NULL, NULL);
 			EXPECT_EQ(ret, m.nue ? -EBADMSG : 0, "%s n %zu",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_MEM(out, m.exp_data, m.db, "%s n %zu no outputs",
-				   lay[codec].name, n);
+				   ref_codecs[codec].name, n);
 		}
 		mixed_free(&m);
 		free(out);
@@ -1657,9 +1528,9 @@ START_TEST(test_bulk_scrub)
 		size_t *pos;
 
 		mixed_build(&m, codec, n, 0x5c2b + n, n / 40);
-		buf = xmalloc(m.cb);
-		exp = xmalloc(m.cb);
-		pos = xmalloc((m.nue + 4) * sizeof(*pos));
+		buf = kvmem_check_xmalloc(m.cb);
+		exp = kvmem_check_xmalloc(m.cb);
+		pos = kvmem_check_xmalloc((m.nue + 4) * sizeof(*pos));
 		mixed_scrubbed(&m, exp);
 		for (li = 0; li < nlv; li++) {
 			struct kvmem_ecc_counts c;
@@ -1675,22 +1546,22 @@ START_TEST(test_bulk_scrub)
 			memset(&c, 0xff, sizeof(c));
 			ret = kvmem_ecc_scrub(codec, buf, n, &c, pos, cap);
 			EXPECT_EQ(ret, m.nue ? -EBADMSG : 0, "%s n %zu path %s",
-				  lay[codec].name, n, kvmem_ecc_impl());
+				  ref_codecs[codec].name, n, kvmem_ecc_impl());
 			EXPECT_MEM(buf, exp, m.cb, "%s n %zu path %s",
-				   lay[codec].name, n, kvmem_ecc_impl());
+				   ref_codecs[codec].name, n, kvmem_ecc_impl());
 			EXPECT_EQ(c.uncorrectable, m.nue, "%s n %zu",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.corrected, m.ncorr, "%s n %zu",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.bits_corrected, m.bits, "%s n %zu",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.clean, n - m.nue - m.ncorr, "%s n %zu",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			for (i = 0; i < m.nue + 4; i++)
 				EXPECT_EQ(pos[i],
 					  i < cap ? m.ue[i] : (size_t)-7,
 					  "%s n %zu ue_pos[%zu] cap %zu",
-					  lay[codec].name, n, i, cap);
+					  ref_codecs[codec].name, n, i, cap);
 
 			/* Again: nothing left to correct, the same words
 			 * uncorrectable, all of them listed this time. */
@@ -1699,30 +1570,30 @@ START_TEST(test_bulk_scrub)
 			ret = kvmem_ecc_scrub(codec, buf, n, &c, pos,
 					      m.nue + 4);
 			EXPECT_EQ(ret, m.nue ? -EBADMSG : 0, "%s n %zu again",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_MEM(buf, exp, m.cb, "%s n %zu again",
-				   lay[codec].name, n);
+				   ref_codecs[codec].name, n);
 			EXPECT_EQ(c.corrected, 0, "%s n %zu again",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.bits_corrected, 0, "%s n %zu again",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.uncorrectable, m.nue, "%s n %zu again",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_EQ(c.clean, n - m.nue, "%s n %zu again",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			for (i = 0; i < m.nue + 4; i++)
 				EXPECT_EQ(pos[i],
 					  i < m.nue ? m.ue[i] : (size_t)-7,
 					  "%s n %zu again ue_pos[%zu]",
-					  lay[codec].name, n, i);
+					  ref_codecs[codec].name, n, i);
 
 			/* No position array, no counts: still scrubs. */
 			memcpy(buf, m.recv, m.cb);
 			ret = kvmem_ecc_scrub(codec, buf, n, NULL, NULL, 5);
 			EXPECT_EQ(ret, m.nue ? -EBADMSG : 0, "%s n %zu bare",
-				  lay[codec].name, n);
+				  ref_codecs[codec].name, n);
 			EXPECT_MEM(buf, exp, m.cb, "%s n %zu bare",
-				   lay[codec].name, n);
+				   ref_codecs[codec].name, n);
 		}
 		mixed_free(&m);
 		free(buf);
@@ -1764,12 +1635,12 @@ static void run_path(const struct mixed *m, int level, struct run *o)
 	size_t n = m->n;
 
 	force_level(level);
-	o->code = xmalloc(m->cb);
-	o->out = xmalloc(m->db);
-	o->status = xmalloc(n);
-	o->scrubbed = xmalloc(m->cb);
-	o->eras = xmalloc((n + 63) / 64 * 8);
-	o->ue = xmalloc((n + 1) * sizeof(*o->ue));
+	o->code = kvmem_check_xmalloc(m->cb);
+	o->out = kvmem_check_xmalloc(m->db);
+	o->status = kvmem_check_xmalloc(n);
+	o->scrubbed = kvmem_check_xmalloc(m->cb);
+	o->eras = kvmem_check_xmalloc((n + 63) / 64 * 8);
+	o->ue = kvmem_check_xmalloc((n + 1) * sizeof(*o->ue));
 	ck_assert_int_eq(kvmem_ecc_encode(m->codec, m->data, o->code, n), 0);
 	o->dret = kvmem_ecc_decode(m->codec, m->recv, o->out, n, &o->dc,
 				   o->status, o->eras);
@@ -1791,7 +1662,7 @@ static void run_free(struct run *o)
 
 static void compare_paths(const struct mixed *m)
 {
-	const char *name = lay[m->codec].name;
+	const char *name = ref_codecs[m->codec].name;
 	struct run p, a;
 	size_t n = m->n;
 
@@ -1875,7 +1746,7 @@ START_TEST(test_simd_single_sweep)
 	struct kvmem_rng r;
 	struct mixed m;
 	uint8_t e[MAX_WB];
-	unsigned int wb = lay[codec].wb, b, wt;
+	unsigned int wb = ref_codecs[codec].wb, b, wt;
 	size_t w;
 
 	if (!avx2_or_skip("ecc_simd single sweep"))
@@ -1884,7 +1755,7 @@ START_TEST(test_simd_single_sweep)
 	kvmem_rng_seed(&r, 0x5eed + (uint64_t)codec);
 	mixed_build(&m, codec, N, 0x5eed, 0);
 	for (w = 0; w < N; w++) {
-		int ue = lay[codec].ue && (w & 1);
+		int ue = ref_codecs[codec].ue && (w & 1);
 
 		memcpy(m.recv, m.clean, m.cb);
 		memcpy(m.exp_data, m.data, m.db);
@@ -1899,8 +1770,10 @@ START_TEST(test_simd_single_sweep)
 		m.exp_st[w] =
 			ue ? KVMEM_ECC_UNCORRECTABLE : KVMEM_ECC_CORRECTED;
 		if (ue)
-			put_bits(m.exp_data, w * lay[codec].k, lay[codec].k,
-				 get_bits(m.recv + w * wb, 0, lay[codec].k));
+			ref_put_bits(m.exp_data, w * ref_codecs[codec].k,
+				     ref_codecs[codec].k,
+				     ref_get_bits(m.recv + w * wb, 0,
+						  ref_codecs[codec].k));
 		compare_paths(&m);
 	}
 	mixed_free(&m);

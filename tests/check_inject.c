@@ -20,17 +20,8 @@
 #include "kvmem_check.h"
 #include "rng.h"
 
-#define EXPECT_EQ(a, b, fmt, ...)                                              \
-	do {                                                                   \
-		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);        \
-		if (x_a_ != x_b_)                                              \
-			ck_abort_msg("(%s) == (%s): %jd != %jd; " fmt, #a, #b, \
-				     (intmax_t)x_a_, (intmax_t)x_b_,           \
-				     __VA_ARGS__);                             \
-	} while (0)
-
 /* |got - mean| within 6 sigma (plus one for tiny means). */
-#define EXPECT_NEAR(got, mean, sigma, fmt, ...)                               \
+#define EXPECT_6SIGMA(got, mean, sigma, fmt, ...)                             \
 	do {                                                                  \
 		double x_g_ = (double)(got), x_m_ = (mean), x_s_ = (sigma);   \
 		if (fabs(x_g_ - x_m_) > 6 * x_s_ + 1)                         \
@@ -38,22 +29,6 @@
 				"%s = %.0f, expected %.1f +- 6 * %.2f; " fmt, \
 				#got, x_g_, x_m_, x_s_, __VA_ARGS__);         \
 	} while (0)
-
-static void *xmalloc(size_t len)
-{
-	void *p = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
-}
-
-static void fill_random(struct kvmem_rng *r, uint8_t *p, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (uint8_t)kvmem_rng_next(r);
-}
 
 static struct kvmem_inject_params mkparams(uint32_t mode, uint32_t k,
 					   double ber, uint64_t seed,
@@ -206,12 +181,13 @@ START_TEST(test_inject_deterministic)
 	struct kvmem_inject_report r1, r2;
 	struct kvmem_inject_params p;
 	struct kvmem_rng r;
-	uint8_t *orig = xmalloc(3 * N), *a = xmalloc(3 * N),
-		*b = xmalloc(3 * N);
+	uint8_t *orig = kvmem_check_xmalloc(3 * N),
+		*a = kvmem_check_xmalloc(3 * N),
+		*b = kvmem_check_xmalloc(3 * N);
 	unsigned int m;
 
 	kvmem_rng_seed(&r, 0xde7);
-	fill_random(&r, orig, 3 * N);
+	kvmem_check_fill_random(&r, orig, 3 * N);
 	for (m = 0; m < 3; m++) {
 		p = mkparams(modes[m], 2, 0.01, 42, 24, 3);
 		memcpy(a, orig, 3 * N);
@@ -267,10 +243,11 @@ START_TEST(test_inject_bsc_rate)
 			/* Enough bits for ~400k flips, at most 2^21. */
 			double want = 4e5 / ber < 2097152 ? 4e5 / ber : 2097152;
 			size_t n = (size_t)(want / wbits) + 1, w;
-			uint8_t *orig = xmalloc(n * wbytes);
-			uint8_t *buf = xmalloc(n * wbytes);
+			uint8_t *orig = kvmem_check_xmalloc(n * wbytes);
+			uint8_t *buf = kvmem_check_xmalloc(n * wbytes);
 			double bits = (double)n * wbits, mean, pw;
-			uint64_t *pos = xmalloc(8 * wbytes * sizeof(*pos));
+			uint64_t *pos =
+				kvmem_check_xmalloc(8 * wbytes * sizeof(*pos));
 			unsigned int b;
 
 			memset(orig, 0, n * wbytes);
@@ -281,17 +258,18 @@ START_TEST(test_inject_bsc_rate)
 			report_init(&rep, NULL, 0, 0);
 			ck_assert_int_eq(kvmem_inject(buf, n, &p, &rep), 0);
 			expect_report(orig, buf, n, &p, &rep, &rc, "bsc");
-			EXPECT_NEAR(rc.bits, bits * ber,
-				    sqrt(bits * ber * (1 - ber)),
-				    "ber %g layout %u/%u", ber, wbits, wbytes);
+			EXPECT_6SIGMA(rc.bits, bits * ber,
+				      sqrt(bits * ber * (1 - ber)),
+				      "ber %g layout %u/%u", ber, wbits,
+				      wbytes);
 			/* Per position within the word. */
 			for (w = 0; w < n; w++)
 				count_positions(orig, buf, &p, w, pos);
 			for (b = 0; b < wbits; b++)
-				EXPECT_NEAR(pos[b], n * ber,
-					    sqrt(n * ber * (1 - ber)),
-					    "ber %g layout %u/%u bit %u", ber,
-					    wbits, wbytes, b);
+				EXPECT_6SIGMA(pos[b], n * ber,
+					      sqrt(n * ber * (1 - ber)),
+					      "ber %g layout %u/%u bit %u", ber,
+					      wbits, wbytes, b);
 			/* Histogram of flips per word (buckets below 7). */
 			for (i = 1; i < KVMEM_INJECT_HIST - 1 && i <= wbits;
 			     i++) {
@@ -300,10 +278,11 @@ START_TEST(test_inject_bsc_rate)
 					 i * log(ber) +
 					 (wbits - i) * log1p(-ber));
 				mean = n * pw;
-				EXPECT_NEAR(rc.by_flips[i], mean,
-					    sqrt(mean * (1 - pw)),
-					    "ber %g layout %u/%u by_flips[%u]",
-					    ber, wbits, wbytes, i);
+				EXPECT_6SIGMA(
+					rc.by_flips[i], mean,
+					sqrt(mean * (1 - pw)),
+					"ber %g layout %u/%u by_flips[%u]", ber,
+					wbits, wbytes, i);
 			}
 			free(orig);
 			free(buf);
@@ -333,13 +312,14 @@ START_TEST(test_inject_report_recount)
 	struct kvmem_rng r;
 	struct recount rc;
 	unsigned int li, ci;
-	uint8_t *orig = xmalloc(64 * N), *buf = xmalloc(64 * N);
+	uint8_t *orig = kvmem_check_xmalloc(64 * N),
+		*buf = kvmem_check_xmalloc(64 * N);
 
 	kvmem_rng_seed(&r, 0x2ec0);
 	for (li = 0; li < KVMEM_ARRAY_SIZE(lay); li++) {
 		size_t nb = (size_t)N * lay[li].bytes;
 
-		fill_random(&r, orig, nb);
+		kvmem_check_fill_random(&r, orig, nb);
 		for (ci = 0; ci <= KVMEM_ARRAY_SIZE(caps); ci++) {
 			/* The last round: hits NULL with a capacity. */
 			int nohits = ci == KVMEM_ARRAY_SIZE(caps);
@@ -377,7 +357,8 @@ START_TEST(test_inject_exact)
 	struct kvmem_inject_params p;
 	struct kvmem_rng r;
 	struct recount rc;
-	uint8_t *orig = xmalloc(64 * N), *buf = xmalloc(64 * N);
+	uint8_t *orig = kvmem_check_xmalloc(64 * N),
+		*buf = kvmem_check_xmalloc(64 * N);
 	uint64_t pos[512];
 	unsigned int li, ki, b;
 	size_t w;
@@ -387,7 +368,7 @@ START_TEST(test_inject_exact)
 		uint32_t wbits = layouts[li][0], wbytes = layouts[li][1];
 		const uint32_t ks[] = { 1, 2, 3, wbits - 1, wbits };
 
-		fill_random(&r, orig, (size_t)N * wbytes);
+		kvmem_check_fill_random(&r, orig, (size_t)N * wbytes);
 		for (ki = 0; ki < KVMEM_ARRAY_SIZE(ks); ki++) {
 			uint32_t k = ks[ki];
 
@@ -412,10 +393,10 @@ START_TEST(test_inject_exact)
 			for (b = 0; b < wbits; b++) {
 				double q = (double)k / wbits;
 
-				EXPECT_NEAR(pos[b], N * q,
-					    sqrt(N * q * (1 - q)),
-					    "layout %u/%u k %u bit %u", wbits,
-					    wbytes, k, b);
+				EXPECT_6SIGMA(pos[b], N * q,
+					      sqrt(N * q * (1 - q)),
+					      "layout %u/%u k %u bit %u", wbits,
+					      wbytes, k, b);
 			}
 		}
 	}
@@ -482,7 +463,8 @@ START_TEST(test_inject_burst)
 		/* About 700k channel bits per case. */
 		size_t N = 700000 / cases[ci].bits;
 		size_t nb = N * cases[ci].bytes;
-		uint8_t *orig = xmalloc(nb), *buf = xmalloc(nb);
+		uint8_t *orig = kvmem_check_xmalloc(nb),
+			*buf = kvmem_check_xmalloc(nb);
 		uint64_t total = (uint64_t)N * cases[ci].bits, c, run = 0;
 		uint64_t runs = 0, crossing = 0, start = 0, kk = cases[ci].k;
 		double pb = cases[ci].ber, mean;
@@ -514,7 +496,7 @@ START_TEST(test_inject_burst)
 		}
 		ck_assert_uint_gt(crossing, 0);
 		mean = total * pb / (1 - pb + kk * pb);
-		EXPECT_NEAR(runs, mean, sqrt(mean), "case %u", ci);
+		EXPECT_6SIGMA(runs, mean, sqrt(mean), "case %u", ci);
 		free(orig);
 		free(buf);
 	}
@@ -553,7 +535,8 @@ START_TEST(test_inject_ber_edges)
 	struct kvmem_inject_params p;
 	struct kvmem_rng r;
 	struct recount rc;
-	uint8_t *orig = xmalloc(9 * N), *buf = xmalloc(9 * N);
+	uint8_t *orig = kvmem_check_xmalloc(9 * N),
+		*buf = kvmem_check_xmalloc(9 * N);
 	unsigned int li, mode;
 	size_t w;
 
@@ -562,7 +545,7 @@ START_TEST(test_inject_ber_edges)
 		uint32_t wbits = layouts[li][0], wbytes = layouts[li][1];
 		size_t nb = (size_t)N * wbytes;
 
-		fill_random(&r, orig, nb);
+		kvmem_check_fill_random(&r, orig, nb);
 		for (mode = KVMEM_INJECT_BSC; mode <= KVMEM_INJECT_BURST;
 		     mode += KVMEM_INJECT_BURST) {
 			p = mkparams(mode, 3, 0.0, 3, wbits, wbytes);

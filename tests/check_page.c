@@ -6,11 +6,12 @@
  * codeword is checked against the reference encoders of ecc_ref.c (built
  * from the paper's matrices), the header, scale and payload bitstreams are
  * read one bit at a time in the order the diagram in page.h gives, scales
- * and quantized values are compared with a reference quantizer written from
- * quant.h (bit-level FP16, "smallest FP16 >= amax / qmax" by search, round()
- * in double), every byte outside the regions must be zero and the CRC is
- * recomputed bit by bit. Decoded values must be exactly q * s of what the
- * page holds and within s / 2 of the input.
+ * and quantized values are compared with the reference quantizer of
+ * quant_ref.c, written from quant.h (bit-level FP16, "smallest FP16 >=
+ * amax / qmax" by search, round() in double), every byte outside the
+ * regions must be zero and the CRC is recomputed bit by bit (ecc_ref.c).
+ * Decoded values must be exactly q * s of what the page holds and within
+ * s / 2 of the input.
  *
  * Errors are put in with the fault injector in EXACT mode word by word, so
  * which words got how many flips is known, and the expected counts and
@@ -31,79 +32,10 @@
 #include "kvmem/page.h"
 #include "kvmem/quant.h"
 #include "kvmem_check.h"
+#include "quant_ref.h"
 #include "rng.h"
 
-/* Fails with both operands and the case; costs nothing when it passes. */
-#define EXPECT_EQ(a, b, fmt, ...)                                        \
-	do {                                                             \
-		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
-		if (x_a_ != x_b_)                                        \
-			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
-				     "0x%jx (%jd); " fmt,                \
-				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
-				     (intmax_t)x_b_, __VA_ARGS__);       \
-	} while (0)
-
-#define EXPECT(cond, fmt, ...)                                        \
-	do {                                                          \
-		if (!(cond))                                          \
-			ck_abort_msg("%s; " fmt, #cond, __VA_ARGS__); \
-	} while (0)
-
-/* memcmp that names the first differing byte. */
-#define EXPECT_MEM(got, exp, len, fmt, ...)                                  \
-	do {                                                                 \
-		size_t x_off_ = mem_diff((got), (exp), (len));               \
-		if (x_off_ != (size_t)-1)                                    \
-			ck_abort_msg("%s vs %s: byte %zu of %zu: 0x%02x != " \
-				     "0x%02x; " fmt,                         \
-				     #got, #exp, x_off_, (size_t)(len),      \
-				     ((const uint8_t *)(got))[x_off_],       \
-				     ((const uint8_t *)(exp))[x_off_],       \
-				     __VA_ARGS__);                           \
-	} while (0)
-
-static size_t mem_diff(const void *a, const void *b, size_t len)
-{
-	const uint8_t *p = a, *q = b;
-	size_t i;
-
-	if (!memcmp(a, b, len))
-		return (size_t)-1;
-	for (i = 0; p[i] == q[i]; i++)
-		;
-	return i;
-}
-
 /* ---- The contracts, written down ----------------------------------------- */
-
-struct ref_fmt {
-	const char *name;
-	unsigned int bits;
-	int qmax;
-};
-
-static const struct ref_fmt rfmt[KVMEM_FMT_NR] = {
-	[KVMEM_FMT_FP16] = { "fp16", 16, 0 },
-	[KVMEM_FMT_INT8] = { "int8", 8, 127 },
-	[KVMEM_FMT_INT4] = { "int4", 4, 7 },
-	[KVMEM_FMT_INT2] = { "int2", 2, 1 },
-};
-
-struct ref_codec {
-	const char *name;
-	unsigned int k; /* data bits */
-	unsigned int n; /* live code bits */
-	unsigned int wb; /* stored bytes */
-	unsigned int ue; /* a weight always reported uncorrectable, or 0 */
-};
-
-static const struct ref_codec rcod[KVMEM_CODEC_NR] = {
-	[KVMEM_CODEC_H74] = { "h74", 4, 7, 1, 0 },
-	[KVMEM_CODEC_H84] = { "h84", 4, 8, 1, 2 },
-	[KVMEM_CODEC_GOLAY24] = { "golay24", 12, 24, 3, 4 },
-	[KVMEM_CODEC_SECDED72] = { "secded72", 64, 72, 9, 2 },
-};
 
 _Static_assert(sizeof(struct kvmem_page_hdr) == 64, "header is 64 bytes");
 
@@ -111,180 +43,7 @@ _Static_assert(sizeof(struct kvmem_page_hdr) == 64, "header is 64 bytes");
 #define HDR_WORDS 8
 #define SW_BYTES 9
 
-/* ---- Reference FP16 and quantizer (as in check_quant.c) ------------------ */
-
-static uint32_t f2u(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
-}
-
-static uint16_t ref_f2h(float f)
-{
-	uint32_t u = f2u(f), sign = u >> 16 & 0x8000, exp = u >> 23 & 0xff;
-	uint64_t m = u & 0x7fffff, q, rem, half;
-	int e2, ulp, shift;
-	uint32_t h;
-
-	if (exp == 0xff)
-		return m ? 0 : (uint16_t)(sign | 0x7bff);
-	if (exp >= 127 + 16)
-		return (uint16_t)(sign | 0x7bff);
-	if (exp == 0) {
-		if (!m)
-			return (uint16_t)sign;
-		e2 = -149;
-	} else {
-		m |= 0x800000;
-		e2 = (int)exp - 150;
-	}
-	ulp = exp < 127 - 14 ? -24 : (int)exp - 127 - 10;
-	shift = ulp - e2;
-	if (shift >= 64) {
-		q = 0;
-	} else {
-		q = m >> shift;
-		rem = m & ((1ull << shift) - 1);
-		half = 1ull << (shift - 1);
-		if (rem > half || (rem == half && (q & 1)))
-			q++;
-	}
-	if (exp < 127 - 14)
-		h = (uint32_t)q;
-	else
-		h = ((exp - 127 + 15) << 10) + (uint32_t)q - 1024;
-	if (h >= 0x7c00)
-		h = 0x7bff;
-	return (uint16_t)(sign | h);
-}
-
-static float ref_h2f(uint16_t h)
-{
-	unsigned int e = h >> 10 & 31, m = h & 0x3ff;
-	double v;
-
-	if (e == 31)
-		return m ? NAN : (h & 0x8000 ? -INFINITY : INFINITY);
-	v = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
-	return (float)(h & 0x8000 ? -v : v);
-}
-
-static uint16_t ref_half_ceil(double x)
-{
-	unsigned int lo = 0, hi = 0x7bff;
-
-	if (x > 65504.0)
-		return 0x7bff;
-	while (lo < hi) {
-		unsigned int mid = (lo + hi) / 2;
-
-		if (ref_h2f((uint16_t)mid) >= x)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return (uint16_t)lo;
-}
-
-static uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax)
-{
-	double amax = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		double a = fabs((double)x[i * stride]);
-
-		if (isfinite(a) && a > amax)
-			amax = a;
-	}
-	return amax == 0 ? 0 : ref_half_ceil(amax / qmax);
-}
-
-static void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt)
-{
-	double s = ref_h2f(sh), r, fl, frac;
-
-	*q = *alt = 0;
-	if (!isfinite(x) || s == 0)
-		return;
-	r = (double)x / s;
-	fl = floor(r);
-	frac = r - fl;
-	*q = (int)(frac >= 0.5 ? fl + 1 : fl);
-	*alt = *q;
-	if (fabs(frac - 0.5) <= 0x1p-20 * fmax(1.0, fabs(r)))
-		*alt = *q == (int)fl ? (int)fl + 1 : (int)fl;
-	if (*q > qmax)
-		*q = qmax;
-	if (*q < -qmax)
-		*q = -qmax;
-	if (*alt > qmax)
-		*alt = qmax;
-	if (*alt < -qmax)
-		*alt = -qmax;
-}
-
-/* ---- Bits, words, CRC ---------------------------------------------------- */
-
-static uint64_t get_bits(const uint8_t *p, size_t pos, unsigned int k)
-{
-	uint64_t v = 0;
-	unsigned int i;
-
-	for (i = 0; i < k; i++, pos++)
-		v |= (uint64_t)(p[pos / 8] >> (pos % 8) & 1) << i;
-	return v;
-}
-
-static void put_bits(uint8_t *p, size_t pos, unsigned int k, uint64_t v)
-{
-	unsigned int i;
-
-	for (i = 0; i < k; i++, pos++) {
-		p[pos / 8] &= (uint8_t) ~(1u << (pos % 8));
-		p[pos / 8] |= (uint8_t)((v >> i & 1) << (pos % 8));
-	}
-}
-
-static uint64_t get_le(const uint8_t *w, unsigned int nbytes)
-{
-	uint64_t v = 0;
-	unsigned int i;
-
-	for (i = 0; i < nbytes; i++)
-		v |= (uint64_t)w[i] << (8 * i);
-	return v;
-}
-
-static void put_le(uint8_t *w, unsigned int nbytes, uint64_t v)
-{
-	unsigned int i;
-
-	for (i = 0; i < nbytes; i++)
-		w[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* The stored codeword of data @d, from the paper's matrices. */
-static void ref_word(int codec, uint64_t d, uint8_t *w)
-{
-	switch (codec) {
-	case KVMEM_CODEC_H74:
-		w[0] = ref_h74((unsigned int)d);
-		break;
-	case KVMEM_CODEC_H84:
-		w[0] = ref_h84((unsigned int)d);
-		break;
-	case KVMEM_CODEC_GOLAY24:
-		put_le(w, 3, ref_golay((uint32_t)d));
-		break;
-	default:
-		put_le(w, 8, d);
-		w[8] = ref_secded_check(d);
-		break;
-	}
-}
+/* ---- Words --------------------------------------------------------------- */
 
 /*
  * The data of the stored word @w, which must be a valid codeword: the codes
@@ -293,8 +52,8 @@ static void ref_word(int codec, uint64_t d, uint8_t *w)
 static uint64_t word_data(int codec, const uint8_t *w, const char *what,
 			  size_t idx, const char *name)
 {
-	const struct ref_codec *c = &rcod[codec];
-	uint64_t d = get_le(w, c->k == 64 ? 8 : c->wb);
+	const struct ref_codec *c = &ref_codecs[codec];
+	uint64_t d = ref_get_le(w, c->k == 64 ? 8 : c->wb);
 	uint8_t exp[9];
 
 	if (c->k < 64)
@@ -305,28 +64,6 @@ static uint64_t word_data(int codec, const uint8_t *w, const char *what,
 		   "its data",
 		   name, what, idx, c->name);
 	return d;
-}
-
-static uint32_t ref_crc32c(const uint8_t *p, size_t len)
-{
-	uint32_t crc = 0xffffffffu;
-	size_t i;
-	int b;
-
-	for (i = 0; i < len; i++) {
-		crc ^= p[i];
-		for (b = 0; b < 8; b++)
-			crc = crc >> 1 ^ (0x82f63b78u & (0u - (crc & 1)));
-	}
-	return ~crc;
-}
-
-static void *xmalloc(size_t len)
-{
-	void *p = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
 }
 
 /* ---- Reference layout ---------------------------------------------------- */
@@ -345,9 +82,9 @@ static void ref_layout(const struct kvmem_geometry *g, int hot, struct rlay *r)
 	memset(r, 0, sizeof(*r));
 	r->fmt = hot ? KVMEM_FMT_FP16 : g->format;
 	r->codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
-	r->bits = rfmt[r->fmt].bits;
-	r->k = rcod[r->codec].k;
-	r->wb = rcod[r->codec].wb;
+	r->bits = ref_fmts[r->fmt].bits;
+	r->k = ref_codecs[r->codec].k;
+	r->wb = ref_codecs[r->codec].wb;
 	r->G = g->head_dim / g->group_size;
 	/* Whole codewords, and whole bytes of data. */
 	r->rw = (g->head_dim * r->bits + r->k - 1) / r->k;
@@ -464,28 +201,6 @@ struct pcase {
 	uint32_t *raw[2]; /* K, V values as stored, [t][h][c], pvals each */
 };
 
-static double rnd_unit(struct kvmem_rng *r)
-{
-	return kvmem_rng_unit(r);
-}
-
-static float rnd_value(struct kvmem_rng *r, double mag)
-{
-	double u = rnd_unit(r) + rnd_unit(r) + rnd_unit(r) + rnd_unit(r) - 2;
-
-	switch (kvmem_rng_below(r, 32)) {
-	case 0:
-		return 0.0f;
-	case 1:
-		return (float)(u * mag * 40);
-	case 2:
-		return (float)(mag / 8 *
-			       ((double)kvmem_rng_below(r, 33) - 16.0));
-	default:
-		return (float)(u * mag);
-	}
-}
-
 /* Rows of [kv_heads][head_dim]; keys get outlier channels. */
 static void fill_rows(struct kvmem_rng *r, float *x, uint32_t ntok,
 		      const struct kvmem_geometry *g, int keys)
@@ -494,7 +209,7 @@ static void fill_rows(struct kvmem_rng *r, float *x, uint32_t ntok,
 
 	for (t = 0; t < ntok; t++)
 		for (h = 0; h < g->kv_heads; h++) {
-			double mag = ldexp(1.0 + rnd_unit(r),
+			double mag = ldexp(1.0 + kvmem_rng_unit(r),
 					   (int)kvmem_rng_below(r, 16) - 10);
 
 			for (c = 0; c < g->head_dim; c++) {
@@ -502,7 +217,7 @@ static void fill_rows(struct kvmem_rng *r, float *x, uint32_t ntok,
 						      g->head_dim +
 					      c];
 
-				*p = rnd_value(r, mag);
+				*p = kvmem_check_rnd_value(r, mag);
 				if (keys && c % 13 == 5)
 					*p *= 25;
 			}
@@ -554,7 +269,7 @@ static void case_setup(struct pcase *pc, const struct kvmem_geometry *g,
 	snprintf(pc->name, sizeof(pc->name),
 		 "%s+%s%s kvh %u hd %u tpp %u group %u, %s page, %u tokens, "
 		 "flags %#x, seed %#" PRIx64,
-		 rfmt[g->format].name, rcod[g->codec].name,
+		 ref_fmts[g->format].name, ref_codecs[g->codec].name,
 		 g->key_scales ? " channel-keys" : "", g->kv_heads, g->head_dim,
 		 g->tokens_per_page, g->group_size, hot ? "hot" : "sealed-kind",
 		 ntok, flags, seed);
@@ -563,8 +278,8 @@ static void case_setup(struct pcase *pc, const struct kvmem_geometry *g,
 	ref_layout(g, hot, &pc->r);
 	pc->nvals = (size_t)ntok * g->kv_heads * g->head_dim;
 	pc->pvals = (size_t)g->tokens_per_page * g->kv_heads * g->head_dim;
-	pc->k = xmalloc(pc->nvals * sizeof(float));
-	pc->v = xmalloc(pc->nvals * sizeof(float));
+	pc->k = kvmem_check_xmalloc(pc->nvals * sizeof(float));
+	pc->v = kvmem_check_xmalloc(pc->nvals * sizeof(float));
 	fill_rows(&pc->rng, pc->k, ntok, g, 1);
 	fill_rows(&pc->rng, pc->v, ntok, g, 0);
 	pc->page = aligned_alloc(KVMEM_PAGE_ALIGN, pc->l.size);
@@ -594,10 +309,12 @@ static void case_setup(struct pcase *pc, const struct kvmem_geometry *g,
 	pc->hexp.codec = (uint8_t)pc->r.codec;
 	pc->hexp.geometry = kvmem_geometry_digest(g);
 	pc->hexp.flags = flags | (hot ? KVMEM_HDR_HOT : 0);
-	pc->hexp.crc = ref_crc32c(pc->page + HDR_BYTES, pc->l.size - HDR_BYTES);
-	pc->scales = xmalloc((pc->r.nk + pc->r.nv + 1) * sizeof(uint16_t));
-	pc->raw[0] = xmalloc(pc->pvals * sizeof(uint32_t));
-	pc->raw[1] = xmalloc(pc->pvals * sizeof(uint32_t));
+	pc->hexp.crc =
+		ref_crc32c(0, pc->page + HDR_BYTES, pc->l.size - HDR_BYTES);
+	pc->scales = kvmem_check_xmalloc((pc->r.nk + pc->r.nv + 1) *
+					 sizeof(uint16_t));
+	pc->raw[0] = kvmem_check_xmalloc(pc->pvals * sizeof(uint32_t));
+	pc->raw[1] = kvmem_check_xmalloc(pc->pvals * sizeof(uint32_t));
 }
 
 /* All bytes of [from, to) are zero. */
@@ -618,9 +335,10 @@ static void check_header_image(struct pcase *pc)
 	unsigned int w;
 
 	for (w = 0; w < HDR_WORDS; w++)
-		put_le(data + 8 * w, 8,
-		       word_data(KVMEM_CODEC_SECDED72, pc->page + SW_BYTES * w,
-				 "header", w, pc->name));
+		ref_put_le(data + 8 * w, 8,
+			   word_data(KVMEM_CODEC_SECDED72,
+				     pc->page + SW_BYTES * w, "header", w,
+				     pc->name));
 	memcpy(&got, data, sizeof(got));
 	if (!(pc->flags & KVMEM_HDR_SEALED))
 		pc->hexp.crc = got.crc; /* only set at seal */
@@ -646,20 +364,20 @@ static void check_scales_image(struct pcase *pc)
 {
 	const struct kvmem_geometry *g = &pc->g;
 	const struct rlay *r = &pc->r;
-	int qmax = rfmt[r->fmt].qmax;
+	int qmax = ref_fmts[r->fmt].qmax;
 	size_t nsc = r->nk + r->nv, i;
-	uint8_t *data = xmalloc((size_t)r->sw * 8);
+	uint8_t *data = kvmem_check_xmalloc((size_t)r->sw * 8);
 	uint32_t t, h, c;
 
 	for (i = 0; i < r->sw; i++)
-		put_le(data + 8 * i, 8,
-		       word_data(KVMEM_CODEC_SECDED72,
-				 pc->page + pc->l.scales_off + SW_BYTES * i,
-				 "scale", i, pc->name));
+		ref_put_le(data + 8 * i, 8,
+			   word_data(KVMEM_CODEC_SECDED72,
+				     pc->page + pc->l.scales_off + SW_BYTES * i,
+				     "scale", i, pc->name));
 	for (i = 0; i < nsc; i++)
-		pc->scales[i] = (uint16_t)get_bits(data, 16 * i, 16);
+		pc->scales[i] = (uint16_t)ref_get_bits(data, 16 * i, 16);
 	for (i = nsc * 16; i < (size_t)r->sw * 64; i++)
-		EXPECT_EQ(get_bits(data, i, 1), 0,
+		EXPECT_EQ(ref_get_bits(data, i, 1), 0,
 			  "%s: spare bit %zu of the scales", pc->name, i);
 	free(data);
 	if (!nsc)
@@ -711,7 +429,7 @@ static void check_payload_image(struct pcase *pc, int isv)
 	const struct rlay *r = &pc->r;
 	const float *x = isv ? pc->v : pc->k;
 	size_t off = isv ? pc->l.v_off : pc->l.k_off;
-	uint8_t *row = xmalloc(r->rd + 8);
+	uint8_t *row = kvmem_check_xmalloc(r->rd + 8);
 	uint32_t t, h, c, j;
 	size_t b;
 
@@ -722,19 +440,20 @@ static void check_payload_image(struct pcase *pc, int isv)
 
 			memset(row, 0, r->rd + 8);
 			for (j = 0; j < r->rw; j++)
-				put_bits(row, (size_t)j * r->k, r->k,
-					 word_data((int)r->codec,
-						   rp + (size_t)j * r->wb,
-						   isv ? "V" : "K",
-						   ri * r->rw + j, pc->name));
+				ref_put_bits(row, (size_t)j * r->k, r->k,
+					     word_data((int)r->codec,
+						       rp + (size_t)j * r->wb,
+						       isv ? "V" : "K",
+						       ri * r->rw + j,
+						       pc->name));
 			for (b = (size_t)g->head_dim * r->bits;
 			     b < (size_t)r->rw * r->k; b++)
-				EXPECT_EQ(get_bits(row, b, 1), 0,
+				EXPECT_EQ(ref_get_bits(row, b, 1), 0,
 					  "%s: %s head %u token %u spare bit "
 					  "%zu",
 					  pc->name, isv ? "V" : "K", h, t, b);
 			for (c = 0; c < g->head_dim; c++) {
-				uint32_t raw = (uint32_t)get_bits(
+				uint32_t raw = (uint32_t)ref_get_bits(
 					row, (size_t)c * r->bits, r->bits);
 				int q, rq, alt;
 
@@ -761,7 +480,7 @@ static void check_payload_image(struct pcase *pc, int isv)
 					    : (int)raw;
 				ref_q(x[vidx(pc, t, h, c)],
 				      pc->scales[scale_idx(pc, isv, t, h, c)],
-				      rfmt[r->fmt].qmax, &rq, &alt);
+				      ref_fmts[r->fmt].qmax, &rq, &alt);
 				if (q != alt)
 					EXPECT_EQ(q, rq,
 						  "%s: %s head %u token %u "
@@ -816,9 +535,9 @@ static void decode(const struct pcase *pc, struct decoded *d)
 {
 	size_t i;
 
-	d->k = xmalloc(pc->pvals * sizeof(float));
-	d->v = xmalloc(pc->pvals * sizeof(float));
-	d->erased = xmalloc(2 * pc->pvals);
+	d->k = kvmem_check_xmalloc(pc->pvals * sizeof(float));
+	d->v = kvmem_check_xmalloc(pc->pvals * sizeof(float));
+	d->erased = kvmem_check_xmalloc(2 * pc->pvals);
 	for (i = 0; i < pc->pvals; i++) {
 		uint32_t s = SENTINEL;
 
@@ -898,7 +617,8 @@ static void check_decode(const struct pcase *pc)
 					double err, bound;
 
 					if (t >= pc->ntok) {
-						EXPECT_EQ(f2u(y[j]), SENTINEL,
+						EXPECT_EQ(ref_f2u(y[j]),
+							  SENTINEL,
 							  "%s: %s row %u past "
 							  "ntokens written",
 							  pc->name,
@@ -906,7 +626,7 @@ static void check_decode(const struct pcase *pc)
 						continue;
 					}
 					e = expected_value(pc, isv, t, h, c);
-					EXPECT_EQ(f2u(y[j]), f2u(e),
+					EXPECT_EQ(ref_f2u(y[j]), ref_f2u(e),
 						  "%s: %s token %u head %u "
 						  "channel %u: %a, expected %a",
 						  pc->name, isv ? "V" : "K", t,
@@ -949,7 +669,7 @@ static void check_clean_verify_scrub(const struct pcase *pc)
 {
 	static const uint64_t zero[3];
 	struct kvmem_page_counts c;
-	uint8_t *copy = xmalloc(pc->l.size);
+	uint8_t *copy = kvmem_check_xmalloc(pc->l.size);
 
 	memcpy(copy, pc->page, pc->l.size);
 	memset(&c, 0xa5, sizeof(c));
@@ -1117,8 +837,8 @@ START_TEST(test_layout)
 			for (hot = 0; hot < 2; hot++) {
 				snprintf(name, sizeof(name),
 					 "geometry %d %s+%s ks %u hot %d", gi,
-					 rfmt[fmt].name, rcod[codec].name, ks,
-					 hot);
+					 ref_fmts[fmt].name,
+					 ref_codecs[codec].name, ks, hot);
 				check_layout(&g, hot, &l, name);
 			}
 		}
@@ -1250,7 +970,7 @@ static void rewrite_header(uint8_t *page, const struct kvmem_page_hdr *h)
 
 	memcpy(data, h, sizeof(data));
 	for (w = 0; w < HDR_WORDS; w++)
-		ref_word(KVMEM_CODEC_SECDED72, get_le(data + 8 * w, 8),
+		ref_word(KVMEM_CODEC_SECDED72, ref_get_le(data + 8 * w, 8),
 			 page + SW_BYTES * w);
 }
 
@@ -1295,9 +1015,9 @@ START_TEST(test_header_double_flips)
 
 	mkgeom(&g, &geoms[0], KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0);
 	case_setup(&pc, &g, 0, geoms[0].tpp, KVMEM_HDR_SEALED, 0xd0b1e);
-	k = xmalloc(pc.pvals * sizeof(float));
-	v = xmalloc(pc.pvals * sizeof(float));
-	copy = xmalloc(pc.l.size);
+	k = kvmem_check_xmalloc(pc.pvals * sizeof(float));
+	v = kvmem_check_xmalloc(pc.pvals * sizeof(float));
+	copy = kvmem_check_xmalloc(pc.l.size);
 	/* Every pair of bits within each header word. */
 	for (w = 0; w < HDR_WORDS; w++)
 		for (i = 0; i < 72; i++)
@@ -1361,10 +1081,10 @@ START_TEST(test_header_mismatch)
 	mkgeom(&g, &geoms[1], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
 	case_setup(&pc, &g, 0, geoms[1].tpp, KVMEM_HDR_SEALED, 0x3155);
 	check_image(&pc);
-	copy = xmalloc(pc.l.size);
+	copy = kvmem_check_xmalloc(pc.l.size);
 	memcpy(copy, pc.page, pc.l.size);
-	k = xmalloc(pc.pvals * 4 * sizeof(float));
-	v = xmalloc(pc.pvals * 4 * sizeof(float));
+	k = kvmem_check_xmalloc(pc.pvals * 4 * sizeof(float));
+	v = kvmem_check_xmalloc(pc.pvals * 4 * sizeof(float));
 
 	/* Read with another geometry (digest mismatch): -EINVAL from all
 	 * four, and scrub writes nothing. */
@@ -1547,7 +1267,7 @@ enum { R_HDR, R_SCALES, R_K, R_V, R_NR };
 static void region(const struct pcase *pc, int reg, size_t *off, size_t *nw,
 		   unsigned int *n, unsigned int *wb)
 {
-	const struct ref_codec *c = &rcod[pc->r.codec];
+	const struct ref_codec *c = &ref_codecs[pc->r.codec];
 
 	*n = 72;
 	*wb = SW_BYTES;
@@ -1582,7 +1302,7 @@ static void single_errors(struct pcase *pc, const struct decoded *clean,
 	struct kvmem_page_hdr got;
 	struct kvmem_ecc_counts hc;
 	struct decoded d;
-	uint8_t *hit = xmalloc(pc->l.size);
+	uint8_t *hit = kvmem_check_xmalloc(pc->l.size);
 	size_t words[8], off, nw;
 	unsigned int n, wb, i, m;
 	int reg;
@@ -1709,12 +1429,13 @@ static void one_uncorrectable(struct pcase *pc, const struct decoded *clean,
 	static const uint64_t zero[3];
 	struct kvmem_page_counts c;
 	struct decoded d;
-	uint8_t *exp = xmalloc(2 * pc->pvals), *hit = xmalloc(pc->l.size);
+	uint8_t *exp = kvmem_check_xmalloc(2 * pc->pvals),
+		*hit = kvmem_check_xmalloc(pc->l.size);
 	size_t off, nw, w, i, nerased = 0;
 	unsigned int n, wb, k;
 
 	region(pc, reg, &off, &nw, &n, &wb);
-	k = reg == R_SCALES ? 2 : rcod[pc->r.codec].ue;
+	k = reg == R_SCALES ? 2 : ref_codecs[pc->r.codec].ue;
 	memcpy(pc->page, clean_page, pc->l.size);
 	w = (size_t)kvmem_rng_below(&pc->rng, nw);
 	inject_word(pc, off, w, n, wb, k);
@@ -1744,7 +1465,7 @@ static void one_uncorrectable(struct pcase *pc, const struct decoded *clean,
 					  : "V",
 			  w);
 		if (!exp[i])
-			EXPECT_EQ(f2u(y[j]), f2u(y0[j]),
+			EXPECT_EQ(ref_f2u(y[j]), ref_f2u(y0[j]),
 				  "%s: value %zu not erased but changed",
 				  pc->name, i);
 	}
@@ -1774,7 +1495,7 @@ static void error_case(const struct kvmem_geometry *g, int hot, uint32_t flags,
 
 	case_setup(&pc, g, hot, g->tokens_per_page, flags, seed);
 	check_image(&pc);
-	clean_page = xmalloc(pc.l.size);
+	clean_page = kvmem_check_xmalloc(pc.l.size);
 	memcpy(clean_page, pc.page, pc.l.size);
 	decode(&pc, &clean);
 	ck_assert_int_eq(clean.rc, pc.ntok);
@@ -1784,7 +1505,7 @@ static void error_case(const struct kvmem_geometry *g, int hot, uint32_t flags,
 	single_errors(&pc, &clean, clean_page, (1u << R_NR) - 1);
 	single_errors(&pc, &clean, clean_page, (1u << R_NR) - 1);
 
-	if (rcod[pc.r.codec].ue)
+	if (ref_codecs[pc.r.codec].ue)
 		for (i = 0; i < 4; i++)
 			one_uncorrectable(&pc, &clean, clean_page,
 					  i & 1 ? R_V : R_K);
@@ -1873,7 +1594,7 @@ START_TEST(test_page_crc)
 	struct pcase pc;
 	int hot;
 
-	ck_assert_uint_eq(ref_crc32c((const uint8_t *)"123456789", 9),
+	ck_assert_uint_eq(ref_crc32c(0, (const uint8_t *)"123456789", 9),
 			  0xe3069283u);
 	FOR_EACH_KIND(g, 1, fmt, codec, ks)
 	{
@@ -1928,8 +1649,8 @@ START_TEST(test_page_bad_args)
 
 	mkgeom(&g, &geoms[0], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
 	case_setup(&pc, &g, 0, 2, KVMEM_HDR_SEALED, 0xbad);
-	k = xmalloc(pc.pvals * 2 * sizeof(float));
-	v = xmalloc(pc.pvals * 2 * sizeof(float));
+	k = kvmem_check_xmalloc(pc.pvals * 2 * sizeof(float));
+	v = kvmem_check_xmalloc(pc.pvals * 2 * sizeof(float));
 	memset(k, 0, pc.pvals * 2 * sizeof(float));
 	memset(v, 0, pc.pvals * 2 * sizeof(float));
 	for (hot = 0; hot < 2; hot++) {

@@ -2,11 +2,12 @@
  * check_quant.c - value formats and group-wise quantization against a
  * reference written from the contract in kvmem/quant.h
  *
- * Nothing here derives an expected value from the code under test: the FP16
- * conversion is bit-level integer arithmetic (round to nearest, ties to
- * even), "the smallest FP16 >= x" is a binary search over the FP16 values
- * decoded by that reference, and q = round(x / s) is computed in double.
- * The bitstream is read back one bit at a time.
+ * Nothing here derives an expected value from the code under test: in the
+ * reference (quant_ref.c) the FP16 conversion is bit-level integer
+ * arithmetic (round to nearest, ties to even), "the smallest FP16 >= x" is
+ * a binary search over the FP16 values decoded by that reference, and
+ * q = round(x / s) is computed in double. The bitstream is read back one
+ * bit at a time (ecc_ref.c).
  *
  * Rounding ties may go either way (the contract says round(), not which
  * one): where x / s is within a few float ulps of k + 1/2 either neighbour
@@ -20,191 +21,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecc_ref.h"
 #include "kvmem/quant.h"
 #include "kvmem_check.h"
+#include "quant_ref.h"
 #include "rng.h"
 
-/* Fails with both operands and the case; costs nothing when it passes. */
-#define EXPECT_EQ(a, b, fmt, ...)                                        \
-	do {                                                             \
-		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
-		if (x_a_ != x_b_)                                        \
-			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
-				     "0x%jx (%jd); " fmt,                \
-				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
-				     (intmax_t)x_b_, __VA_ARGS__);       \
-	} while (0)
-
-#define EXPECT(cond, fmt, ...)                                        \
-	do {                                                          \
-		if (!(cond))                                          \
-			ck_abort_msg("%s; " fmt, #cond, __VA_ARGS__); \
-	} while (0)
-
-/* ---- The contract, written down ------------------------------------------ */
-
-struct ref_fmt {
-	const char *name;
-	unsigned int bits;
-	int qmax;
-};
-
-static const struct ref_fmt rfmt[KVMEM_FMT_NR] = {
-	[KVMEM_FMT_FP16] = { "fp16", 16, 0 },
-	[KVMEM_FMT_INT8] = { "int8", 8, 127 },
-	[KVMEM_FMT_INT4] = { "int4", 4, 7 },
-	[KVMEM_FMT_INT2] = { "int2", 2, 1 },
-};
-
-/* ---- Reference FP16 ------------------------------------------------------ */
-
-static uint32_t f2u(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
-}
-
-static float u2f(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-/* Nearest FP16, ties to even; NaN 0, +-inf and overflow +-65504. */
-static uint16_t ref_f2h(float f)
-{
-	uint32_t u = f2u(f), sign = u >> 16 & 0x8000, exp = u >> 23 & 0xff;
-	uint64_t m = u & 0x7fffff, q, rem, half;
-	int e2, ulp, shift;
-	uint32_t h;
-
-	if (exp == 0xff)
-		return m ? 0 : (uint16_t)(sign | 0x7bff);
-	if (exp >= 127 + 16) /* >= 65536 */
-		return (uint16_t)(sign | 0x7bff);
-	if (exp == 0) {
-		if (!m)
-			return (uint16_t)sign;
-		e2 = -149;
-	} else {
-		m |= 0x800000;
-		e2 = (int)exp - 150;
-	}
-	/* |f| = m * 2^e2; the FP16 grid of its binade has spacing 2^ulp. */
-	ulp = exp < 127 - 14 ? -24 : (int)exp - 127 - 10;
-	shift = ulp - e2; /* > 0 for every float below 65536 */
-	if (shift >= 64) {
-		q = 0;
-	} else {
-		q = m >> shift;
-		rem = m & ((1ull << shift) - 1);
-		half = 1ull << (shift - 1);
-		if (rem > half || (rem == half && (q & 1)))
-			q++;
-	}
-	if (exp < 127 - 14)
-		h = (uint32_t)q; /* subnormal, or 0x400 if it rounded up */
-	else
-		h = ((exp - 127 + 15) << 10) + (uint32_t)q - 1024;
-	if (h >= 0x7c00)
-		h = 0x7bff;
-	return (uint16_t)(sign | h);
-}
-
-static float ref_h2f(uint16_t h)
-{
-	unsigned int e = h >> 10 & 31, m = h & 0x3ff;
-	double v;
-
-	if (e == 31)
-		return m ? NAN : (h & 0x8000 ? -INFINITY : INFINITY);
-	v = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
-	return (float)(h & 0x8000 ? -v : v);
-}
-
-/* The smallest FP16 >= @x (x >= 0), 65504 beyond the range. */
-static uint16_t ref_half_ceil(double x)
-{
-	unsigned int lo = 0, hi = 0x7bff;
-
-	if (x > 65504.0)
-		return 0x7bff;
-	while (lo < hi) {
-		unsigned int mid = (lo + hi) / 2;
-
-		if (ref_h2f((uint16_t)mid) >= x)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return (uint16_t)lo;
-}
-
-/* ---- Reference quantizer ------------------------------------------------- */
-
-/* The scale of values @x[0..n) for a format with @qmax. */
-static uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax)
-{
-	double amax = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		double a = fabs((double)x[i * stride]);
-
-		if (isfinite(a) && a > amax)
-			amax = a;
-	}
-	return amax == 0 ? 0 : ref_half_ceil(amax / qmax);
-}
-
-/*
- * q = round(x / s) clamped to +-qmax. *alt is the other neighbour when
- * x / s lies within a few float ulps of a tie, else *q.
- */
-static void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt)
-{
-	double s = ref_h2f(sh), r, fl, frac;
-
-	*q = *alt = 0;
-	if (!isfinite(x) || s == 0)
-		return;
-	r = (double)x / s;
-	fl = floor(r);
-	frac = r - fl;
-	*q = (int)(frac >= 0.5 ? fl + 1 : fl);
-	*alt = *q;
-	if (fabs(frac - 0.5) <= 0x1p-20 * fmax(1.0, fabs(r)))
-		*alt = *q == (int)fl ? (int)fl + 1 : (int)fl;
-	if (*q > qmax)
-		*q = qmax;
-	if (*q < -qmax)
-		*q = -qmax;
-	if (*alt > qmax)
-		*alt = qmax;
-	if (*alt < -qmax)
-		*alt = -qmax;
-}
-
 /* ---- Bitstreams ---------------------------------------------------------- */
-
-static uint64_t get_bits(const uint8_t *p, size_t pos, unsigned int k)
-{
-	uint64_t v = 0;
-	unsigned int i;
-
-	for (i = 0; i < k; i++, pos++)
-		v |= (uint64_t)(p[pos / 8] >> (pos % 8) & 1) << i;
-	return v;
-}
 
 /* Value @i of a @b-bit two's complement stream. */
 static int get_q(const uint8_t *p, size_t i, unsigned int b)
 {
-	uint64_t v = get_bits(p, i * b, b);
+	uint64_t v = ref_get_bits(p, i * b, b);
 
 	return v >> (b - 1) ? (int)v - (1 << b) : (int)v;
 }
@@ -214,18 +42,10 @@ static int get_q(const uint8_t *p, size_t i, unsigned int b)
 #define GUARD 16
 #define GUARD_BYTE 0xa7
 
-static void *xmalloc(size_t len)
-{
-	void *p = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
-}
-
 /* @len bytes followed by GUARD guard bytes, all GUARD_BYTE. */
 static void *guarded(size_t len)
 {
-	uint8_t *p = xmalloc(len + GUARD);
+	uint8_t *p = kvmem_check_xmalloc(len + GUARD);
 
 	memset(p, GUARD_BYTE, len + GUARD);
 	return p;
@@ -242,37 +62,10 @@ static void check_guard(const void *buf, size_t len, const char *what)
 			  what, len, i);
 }
 
-static double rnd_unit(struct kvmem_rng *r)
-{
-	return kvmem_rng_unit(r);
-}
-
-/*
- * A value of a mixed distribution: roughly normal around 0 with magnitude
- * @mag, with exact zeros, outliers and exact multiples of mag / 8 (which
- * make exact ties against power-of-two scales) mixed in.
- */
-static float rnd_value(struct kvmem_rng *r, double mag)
-{
-	double u = rnd_unit(r) + rnd_unit(r) + rnd_unit(r) + rnd_unit(r) - 2;
-
-	switch (kvmem_rng_below(r, 32)) {
-	case 0:
-		return 0.0f;
-	case 1:
-		return (float)(u * mag * 40);
-	case 2:
-		return (float)(mag / 8 *
-			       ((double)kvmem_rng_below(r, 33) - 16.0));
-	default:
-		return (float)(u * mag);
-	}
-}
-
 /* Magnitudes from 2^-20 to 2^12, so scales from subnormal to large. */
 static double rnd_mag(struct kvmem_rng *r)
 {
-	return ldexp(1.0 + rnd_unit(r), (int)kvmem_rng_below(r, 33) - 20);
+	return ldexp(1.0 + kvmem_rng_unit(r), (int)kvmem_rng_below(r, 33) - 20);
 }
 
 static void fill_values(struct kvmem_rng *r, float *x, size_t n,
@@ -284,7 +77,7 @@ static void fill_values(struct kvmem_rng *r, float *x, size_t n,
 	for (i = 0; i < n; i++) {
 		if (i % group == 0)
 			mag = rnd_mag(r);
-		x[i] = rnd_value(r, mag);
+		x[i] = kvmem_check_rnd_value(r, mag);
 	}
 }
 
@@ -326,7 +119,7 @@ static void check_value(const struct ref_fmt *f, float x, int q, float y,
 static void check_quant(int fmt, const float *x, size_t n, unsigned int group,
 			const char *what)
 {
-	const struct ref_fmt *f = &rfmt[fmt];
+	const struct ref_fmt *f = &ref_fmts[fmt];
 	size_t nbytes = (n * f->bits + 7) / 8;
 	size_t ngroups = (n + group - 1) / group;
 	uint16_t *scales = guarded(ngroups * 2);
@@ -349,7 +142,7 @@ static void check_quant(int fmt, const float *x, size_t n, unsigned int group,
 			EXPECT_EQ(((uint8_t *)scales)[i], GUARD_BYTE,
 				  "%s: fp16 wrote scale byte %zu", what, i);
 		for (i = 0; i < n; i++) {
-			uint16_t h = (uint16_t)get_bits(bits, i * 16, 16);
+			uint16_t h = (uint16_t)ref_get_bits(bits, i * 16, 16);
 
 			if (isinf(x[i]))
 				/* quant.h: non-finite inputs are stored as 0;
@@ -360,7 +153,7 @@ static void check_quant(int fmt, const float *x, size_t n, unsigned int group,
 			else
 				EXPECT_EQ(h, ref_f2h(x[i]),
 					  "%s: value %zu = %a", what, i, x[i]);
-			EXPECT_EQ(f2u(y[i]), f2u(ref_h2f(h)),
+			EXPECT_EQ(ref_f2u(y[i]), ref_f2u(ref_h2f(h)),
 				  "%s: value %zu read back from 0x%04x", what,
 				  i, h);
 		}
@@ -400,10 +193,11 @@ START_TEST(test_format_table)
 		const struct kvmem_format_info *fi = kvmem_format_get((int)i);
 
 		ck_assert_ptr_nonnull(fi);
-		ck_assert_str_eq(fi->name, rfmt[i].name);
-		ck_assert_uint_eq(fi->bits, rfmt[i].bits);
-		ck_assert_int_eq(fi->qmax, rfmt[i].qmax);
-		ck_assert_int_eq(kvmem_format_by_name(rfmt[i].name), (int)i);
+		ck_assert_str_eq(fi->name, ref_fmts[i].name);
+		ck_assert_uint_eq(fi->bits, ref_fmts[i].bits);
+		ck_assert_int_eq(fi->qmax, ref_fmts[i].qmax);
+		ck_assert_int_eq(kvmem_format_by_name(ref_fmts[i].name),
+				 (int)i);
 	}
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_ptr_null(kvmem_format_get(bad[i]));
@@ -446,8 +240,8 @@ START_TEST(test_half_to_float_all)
 		if (isnan(exp))
 			EXPECT(isnan(got), "half 0x%04x gave %a", h, got);
 		else
-			EXPECT_EQ(f2u(got), f2u(exp), "half 0x%04x: %a vs %a",
-				  h, got, exp);
+			EXPECT_EQ(ref_f2u(got), ref_f2u(exp),
+				  "half 0x%04x: %a vs %a", h, got, exp);
 	}
 }
 END_TEST
@@ -473,7 +267,7 @@ END_TEST
 static void check_f2h(float f, const char *what)
 {
 	EXPECT_EQ(kvmem_half_from_float(f), ref_f2h(f), "%s: float %a (0x%08x)",
-		  what, f, f2u(f));
+		  what, f, ref_f2u(f));
 }
 
 START_TEST(test_half_from_float_sweep)
@@ -483,7 +277,7 @@ START_TEST(test_half_from_float_sweep)
 
 	/* A stride through every float bit pattern, signs and NaNs too. */
 	for (u = 0; u < 1ull << 32; u += 4093)
-		check_f2h(u2f((uint32_t)u), "sweep");
+		check_f2h(ref_u2f((uint32_t)u), "sweep");
 	/* Every FP16 value, the midpoints to its neighbour (exact ties) and
 	 * one float ulp either side of those. */
 	for (h = 0; h < 0x7c00; h++) {
@@ -496,20 +290,21 @@ START_TEST(test_half_from_float_sweep)
 		for (sgn = 0; sgn < 2; sgn++) {
 			uint32_t s = sgn ? 0x80000000u : 0;
 
-			check_f2h(u2f(f2u((float)a) | s), "value");
-			check_f2h(u2f(f2u(mid) | s), "tie");
-			check_f2h(u2f((f2u(mid) + 1) | s), "tie + ulp");
-			if (f2u(mid) & 0x7fffffff)
-				check_f2h(u2f((f2u(mid) - 1) | s), "tie - ulp");
+			check_f2h(ref_u2f(ref_f2u((float)a) | s), "value");
+			check_f2h(ref_u2f(ref_f2u(mid) | s), "tie");
+			check_f2h(ref_u2f((ref_f2u(mid) + 1) | s), "tie + ulp");
+			if (ref_f2u(mid) & 0x7fffffff)
+				check_f2h(ref_u2f((ref_f2u(mid) - 1) | s),
+					  "tie - ulp");
 		}
 	}
 	/* Every float below the smallest FP16 subnormal's midpoint region
 	 * and the whole subnormal FP16 range at a finer stride. */
 	for (u = 0x33000000u - 0x100000u; u < 0x38800000u + 0x100000u; u += 61)
-		check_f2h(u2f((uint32_t)u), "subnormal");
+		check_f2h(ref_u2f((uint32_t)u), "subnormal");
 	/* Around the top of the range. */
 	for (u = 0x477fe000u - 0x2000u; u < 0x47801000u; u++)
-		check_f2h(u2f((uint32_t)u), "top");
+		check_f2h(ref_u2f((uint32_t)u), "top");
 }
 END_TEST
 
@@ -559,8 +354,8 @@ START_TEST(test_half_from_float_specials)
 			  "entry %u: %a", i, tab[i].f);
 	}
 	/* NaNs with payloads. */
-	EXPECT_EQ(kvmem_half_from_float(u2f(0x7f800001u)), 0, "%s", "sNaN");
-	EXPECT_EQ(kvmem_half_from_float(u2f(0xffffffffu)), 0, "%s", "-NaN");
+	EXPECT_EQ(kvmem_half_from_float(ref_u2f(0x7f800001u)), 0, "%s", "sNaN");
+	EXPECT_EQ(kvmem_half_from_float(ref_u2f(0xffffffffu)), 0, "%s", "-NaN");
 }
 END_TEST
 
@@ -673,7 +468,8 @@ START_TEST(test_quant_roundtrip_int)
 		for (gi = 0; gi < sizeof(groups) / sizeof(groups[0]); gi++)
 			for (ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
 				size_t n = ns[ni];
-				float *x = xmalloc(n * sizeof(float));
+				float *x =
+					kvmem_check_xmalloc(n * sizeof(float));
 
 				fill_values(&r, x, n, groups[gi]);
 				snprintf(what, sizeof(what),
@@ -699,19 +495,21 @@ START_TEST(test_quant_exact_scales)
 			uint16_t sh =
 				(uint16_t)(1 + kvmem_rng_below(&r, 0x7bff));
 			float s = ref_h2f(sh);
-			float amax = s * (float)rfmt[fmt].qmax;
+			float amax = s * (float)ref_fmts[fmt].qmax;
 			uint16_t got;
 			uint8_t bits[64];
 
 			for (i = 0; i < 64; i++)
-				x[i] = (float)((rnd_unit(&r) * 2 - 1) * amax);
+				x[i] = (float)((kvmem_rng_unit(&r) * 2 - 1) *
+					       amax);
 			x[kvmem_rng_below(&r, 64)] =
 				kvmem_rng_below(&r, 2) ? amax : -amax;
 			ck_assert_int_eq(
 				kvmem_quantize((int)fmt, x, 64, 64, &got, bits),
 				0);
 			EXPECT_EQ(got, sh, "%s: amax %a = %d * %a",
-				  rfmt[fmt].name, amax, rfmt[fmt].qmax, s);
+				  ref_fmts[fmt].name, amax, ref_fmts[fmt].qmax,
+				  s);
 			check_quant((int)fmt, x, 64, 64, "exact scale");
 		}
 }
@@ -721,7 +519,7 @@ START_TEST(test_quant_fp16_format)
 {
 	struct kvmem_rng r;
 	size_t n = 3001, i;
-	float *x = xmalloc(n * sizeof(float));
+	float *x = kvmem_check_xmalloc(n * sizeof(float));
 
 	kvmem_rng_seed(&r, 0xf16);
 	/* Representable values (exact), then arbitrary ones (rounded). */
@@ -763,10 +561,10 @@ START_TEST(test_quant_zero_group)
 		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 96, 32, sc, bits),
 				 0);
 		EXPECT_EQ(sc[1], 0, "%s: scale of a zero group",
-			  rfmt[fmt].name);
+			  ref_fmts[fmt].name);
 		for (i = 32; i < 64; i++)
-			EXPECT_EQ(get_q(bits, i, rfmt[fmt].bits), 0,
-				  "%s: q of zero %u", rfmt[fmt].name, i);
+			EXPECT_EQ(get_q(bits, i, ref_fmts[fmt].bits), 0,
+				  "%s: q of zero %u", ref_fmts[fmt].name, i);
 		check_quant((int)fmt, x, 96, 32, "zero group");
 		/* All zeros: scale 0 everywhere, an all-zero stream. */
 		memset(x, 0, sizeof(x));
@@ -774,7 +572,7 @@ START_TEST(test_quant_zero_group)
 				 0);
 		for (i = 0; i < 3; i++)
 			ck_assert_uint_eq(sc[i], 0);
-		for (i = 0; i < 96 * rfmt[fmt].bits / 8; i++)
+		for (i = 0; i < 96 * ref_fmts[fmt].bits / 8; i++)
 			ck_assert_uint_eq(bits[i], 0);
 	}
 }
@@ -800,16 +598,17 @@ START_TEST(test_quant_nonfinite)
 		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 40, 8, sc, bits),
 				 0);
 		/* Group 0's amax is |x[0]| = 0.1; group 1 has none. */
-		EXPECT_EQ(sc[0], ref_half_ceil((double)0.1f / rfmt[fmt].qmax),
-			  "%s", rfmt[fmt].name);
-		EXPECT_EQ(sc[1], 0, "%s", rfmt[fmt].name);
+		EXPECT_EQ(sc[0],
+			  ref_half_ceil((double)0.1f / ref_fmts[fmt].qmax),
+			  "%s", ref_fmts[fmt].name);
+		EXPECT_EQ(sc[1], 0, "%s", ref_fmts[fmt].name);
 		for (i = 3; i < 16; i++)
 			if (i != 4)
-				EXPECT_EQ(get_q(bits, i, rfmt[fmt].bits), 0,
+				EXPECT_EQ(get_q(bits, i, ref_fmts[fmt].bits), 0,
 					  "%s: non-finite value %u",
-					  rfmt[fmt].name, i);
-		EXPECT_EQ(get_q(bits, 20, rfmt[fmt].bits), 0, "%s",
-			  rfmt[fmt].name);
+					  ref_fmts[fmt].name, i);
+		EXPECT_EQ(get_q(bits, 20, ref_fmts[fmt].bits), 0, "%s",
+			  ref_fmts[fmt].name);
 		check_quant((int)fmt, x, 40, 8, "non-finite");
 	}
 }
@@ -820,7 +619,7 @@ START_TEST(test_quant_saturate)
 	unsigned int fmt, i;
 
 	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
-		int qmax = rfmt[fmt].qmax;
+		int qmax = ref_fmts[fmt].qmax;
 		float x[8] = { 1e9f,
 			       -3e38f,
 			       5.0f,
@@ -845,8 +644,8 @@ START_TEST(test_quant_saturate)
 		ck_assert_float_eq(y[5], -65504.0f * (float)qmax);
 		ck_assert_float_eq(y[7], -65504.0f * (float)qmax);
 		for (i = 0; i < 8; i++)
-			ck_assert_int_le(abs(get_q(bits, i, rfmt[fmt].bits)),
-					 qmax);
+			ck_assert_int_le(
+				abs(get_q(bits, i, ref_fmts[fmt].bits)), qmax);
 		check_quant((int)fmt, x, 8, 4, "saturate");
 	}
 }
@@ -900,7 +699,7 @@ END_TEST
 static void check_channels(int fmt, const float *x, size_t ntok,
 			   unsigned int dim, const char *what)
 {
-	const struct ref_fmt *f = &rfmt[fmt];
+	const struct ref_fmt *f = &ref_fmts[fmt];
 	size_t n = ntok * dim, nbytes = (n * f->bits + 7) / 8, i;
 	uint16_t *sc = guarded(dim * 2);
 	uint8_t *bits = guarded(nbytes);
@@ -949,7 +748,7 @@ START_TEST(test_quant_channels)
 	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++)
 		for (i = 0; i < sizeof(sz) / sizeof(sz[0]); i++) {
 			size_t n = sz[i].ntok * sz[i].dim, j;
-			float *x = xmalloc(n * sizeof(float));
+			float *x = kvmem_check_xmalloc(n * sizeof(float));
 
 			/* Columns of their own magnitudes: outlier channels. */
 			for (c = 0; c < sz[i].dim; c++) {
@@ -957,7 +756,7 @@ START_TEST(test_quant_channels)
 
 				for (j = 0; j < sz[i].ntok; j++)
 					x[j * sz[i].dim + c] =
-						rnd_value(&r, mag);
+						kvmem_check_rnd_value(&r, mag);
 			}
 			if (n > 4) {
 				x[1] = NAN;

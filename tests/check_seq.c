@@ -3,10 +3,11 @@
  * an arena that runs out
  *
  * Expected values come from the public headers, computed here and never by
- * the code under test: FP16 by a reference round-to-nearest-even written
- * below, sealed values within quant.h's bound (|x^ - x| <= s / 2, s the
- * smallest FP16 >= amax / qmax), the page table from kvmem.h's picture of a
- * sequence (sink page, sealed pages of tokens_per_page, FP16 tail).
+ * the code under test: FP16 by the reference round-to-nearest-even of
+ * quant_ref.c, sealed values within quant.h's bound (|x^ - x| <= s / 2,
+ * s the smallest FP16 >= amax / qmax), the page table from kvmem.h's
+ * picture of a sequence (sink page, sealed pages of tokens_per_page, FP16
+ * tail).
  */
 #include <errno.h>
 #include <math.h>
@@ -17,121 +18,13 @@
 
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
+#include "quant_ref.h"
 #include "rng.h"
-
-/*
- * ck_assert_*() records a mark point on every success, too slow for loops
- * over every value; these fail with both operands and the case at hand.
- */
-#define EXPECT_EQ(a, b, fmt, ...)                                        \
-	do {                                                             \
-		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
-		if (x_a_ != x_b_)                                        \
-			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
-				     "0x%jx (%jd); " fmt,                \
-				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
-				     (intmax_t)x_b_, __VA_ARGS__);       \
-	} while (0)
-
-/* Same float value (+0 and -0 alike), printed exactly when not. */
-#define EXPECT_FEQ(got, exp, fmt, ...)                                         \
-	do {                                                                   \
-		float x_g_ = (got), x_e_ = (exp);                              \
-		if (!(x_g_ == x_e_))                                           \
-			ck_abort_msg("%s == %s: %.9g (%a) != %.9g (%a); " fmt, \
-				     #got, #exp, x_g_, x_g_, x_e_, x_e_,       \
-				     __VA_ARGS__);                             \
-	} while (0)
-
-#define EXPECT_NEAR(got, exp, tol, fmt, ...)                                  \
-	do {                                                                  \
-		double x_g_ = (got), x_e_ = (exp), x_t_ = (tol);              \
-		if (!(fabs(x_g_ - x_e_) <= x_t_))                             \
-			ck_abort_msg("|%s - %s| <= %s: |%.9g - %.9g| = %.3g " \
-				     "> %.3g; " fmt,                          \
-				     #got, #exp, #tol, x_g_, x_e_,            \
-				     fabs(x_g_ - x_e_), x_t_, __VA_ARGS__);   \
-	} while (0)
 
 #define MAXL 4 /* layers in these tests */
 #define MAXP 256 /* pages per layer */
 
-/* ---- References ---------------------------------------------------------- */
-
-/* Nearest FP16 value of @x, ties to even, saturating at +-65504 (quant.h). */
-static float ref_half(float x)
-{
-	double a = fabs((double)x), ulp, r;
-	int e;
-
-	if (isnan(x))
-		return 0.0f;
-	if (isinf(x) || a >= 65520.0)
-		return x < 0 ? -65504.0f : 65504.0f;
-	if (a == 0.0)
-		return x;
-	(void)frexp(a, &e); /* a in [2^(e-1), 2^e) */
-	ulp = ldexp(1.0, e - 1 < -14 ? -24 : e - 11);
-	r = nearbyint(a / ulp) * ulp; /* exact scaling; rint ties to even */
-	return (float)(x < 0 ? -r : r);
-}
-
-/* The smallest FP16 number >= @y > 0 (a group scale, quant.h). */
-static double half_ceil(double y)
-{
-	double ulp;
-	int e;
-
-	if (y <= 0)
-		return 0;
-	(void)frexp(y, &e);
-	ulp = ldexp(1.0, e - 1 < -14 ? -24 : e - 11);
-	return ceil(y / ulp) * ulp;
-}
-
-static int fmt_qmax(int fmt)
-{
-	switch (fmt) {
-	case KVMEM_FMT_INT8:
-		return 127;
-	case KVMEM_FMT_INT4:
-		return 7;
-	case KVMEM_FMT_INT2:
-		return 1;
-	default:
-		return 0; /* fp16 */
-	}
-}
-
 /* ---- Fixtures ------------------------------------------------------------ */
-
-static void *xmalloc(size_t len)
-{
-	void *p = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
-}
-
-static struct kvmem_geometry geo(uint32_t layers, uint32_t kv_heads,
-				 uint32_t head_dim, uint32_t tpp,
-				 uint32_t group, uint32_t sink, int fmt,
-				 int codec, int key_scales)
-{
-	struct kvmem_geometry g;
-
-	memset(&g, 0, sizeof(g));
-	g.layers = layers;
-	g.kv_heads = kv_heads;
-	g.head_dim = head_dim;
-	g.tokens_per_page = tpp;
-	g.group_size = group;
-	g.sink_tokens = sink;
-	g.format = (uint8_t)fmt;
-	g.codec = (uint8_t)codec;
-	g.key_scales = (uint8_t)key_scales;
-	return g;
-}
 
 struct fix {
 	struct kvmem_geometry g;
@@ -210,8 +103,8 @@ static void model_init(struct model *m, const struct kvmem_geometry *g,
 	m->g = g;
 	m->cap = cap;
 	for (l = 0; l < g->layers; l++) {
-		m->k[l] = xmalloc(cap * row * sizeof(float));
-		m->v[l] = xmalloc(cap * row * sizeof(float));
+		m->k[l] = kvmem_check_xmalloc(cap * row * sizeof(float));
+		m->v[l] = kvmem_check_xmalloc(cap * row * sizeof(float));
 	}
 }
 
@@ -251,18 +144,6 @@ static void model_append(struct model *m, uint32_t layer, const float *k,
 	/* once it grows, a full page before the tail is sealed */
 	if (nt)
 		m->full_tail[layer] = 0;
-}
-
-/*
- * Does token @t of a layer of @n tokens live in a sealed page? With
- * @full_tail, the last full page has not been sealed yet.
- */
-static int tok_sealed(const struct kvmem_geometry *g, uint32_t n, int full_tail,
-		      uint32_t t)
-{
-	uint32_t S = g->sink_tokens, P = g->tokens_per_page;
-
-	return n > S && t >= S && t < S + (n - S) / P * P - (full_tail ? P : 0);
 }
 
 static void read_layer(struct kvmem_seq *s, const struct kvmem_geometry *g,
@@ -305,11 +186,11 @@ static void model_truncate(struct model *m, struct kvmem_seq *s, uint32_t nt)
 		m->n[l] = nt;
 		m->full_tail[l] = 0;
 		if (nt <= S || (nt - S) % P == 0 ||
-		    !tok_sealed(g, n, ft, nt - 1))
+		    !ref_tok_sealed(g, n, ft, nt - 1))
 			continue;
 		first = nt - (nt - S) % P;
-		k = xmalloc((nt - first) * row * sizeof(float));
-		v = xmalloc((nt - first) * row * sizeof(float));
+		k = kvmem_check_xmalloc((nt - first) * row * sizeof(float));
+		v = kvmem_check_xmalloc((nt - first) * row * sizeof(float));
 		read_layer(s, g, l, first, nt - first, k, v);
 		for (i = 0; i < (nt - first) * row; i++) {
 			m->k[l][first * row + i] = ref_half(k[i]);
@@ -324,58 +205,31 @@ static void model_truncate(struct model *m, struct kvmem_seq *s, uint32_t nt)
  * What reading a layer of @n tokens whose inputs were @src must give: @want
  * exactly where @eps < 0 (FP16 pages: the FP16 of the input), else within
  * @eps of @src. A sealed page may be quantized from the floats or from the
- * tail's FP16 copies, so the bound allows both: s from the larger amax of
- * the two, plus the FP16 rounding, plus 2^-20 relative for the quantizer's
- * own float division.
+ * tail's FP16 copies, so the bound (ref_sealed_bound()) allows both: s from
+ * the larger amax of the two, plus the FP16 rounding, plus 2^-20 relative
+ * for the quantizer's own float division.
  */
 static void layer_expect(const struct kvmem_geometry *g, const float *src,
 			 uint32_t n, int full_tail, int is_k, float *want,
 			 float *eps)
 {
-	uint32_t H = g->kv_heads, D = g->head_dim, G = g->group_size;
-	uint32_t S = g->sink_tokens, P = g->tokens_per_page;
-	int qmax = fmt_qmax(g->format);
-	int chan = is_k && g->key_scales == KVMEM_SCALES_CHANNEL;
-	uint32_t t, h, d, j;
+	uint32_t H = g->kv_heads, D = g->head_dim, t, h, d;
+	int qmax = ref_fmts[g->format].qmax;
 
 	for (t = 0; t < n; t++) {
 		for (h = 0; h < H; h++) {
 			for (d = 0; d < D; d++) {
 				size_t i = ((size_t)t * H + h) * D + d;
-				double amax = 0, s;
-				uint32_t t0, t1;
 
-				if (!tok_sealed(g, n, full_tail, t) || !qmax) {
+				if (!ref_tok_sealed(g, n, full_tail, t) ||
+				    !qmax) {
 					want[i] = ref_half(src[i]);
 					eps[i] = -1;
 					continue;
 				}
-				if (chan) {
-					t0 = t - (t - S) % P;
-					t1 = t0 + P;
-				} else {
-					t0 = t;
-					t1 = t + 1;
-				}
-				for (; t0 < t1; t0++) {
-					for (j = 0; j < D; j++) {
-						size_t o = ((size_t)t0 * H +
-							    h) * D +
-							   j;
-						if (chan ? j != d
-							 : j / G != d / G)
-							continue;
-						amax = fmax(amax, fabs(src[o]));
-						amax = fmax(
-							amax,
-							fabs(ref_half(src[o])));
-					}
-				}
-				s = half_ceil(amax / qmax);
 				want[i] = src[i];
-				eps[i] = (float)(s / 2 * (1 + 0x1p-20) +
-						 fabs((double)ref_half(src[i]) -
-						      src[i]));
+				eps[i] = (float)ref_sealed_bound(g, src, is_k,
+								 t, h, d);
 			}
 		}
 	}
@@ -474,8 +328,8 @@ static void check_values(const struct kvmem_geometry *g, uint32_t layer,
 			 uint32_t n, int full_tail)
 {
 	size_t row = (size_t)g->kv_heads * g->head_dim, i;
-	float *want = xmalloc(n * row * sizeof(float));
-	float *eps = xmalloc(n * row * sizeof(float));
+	float *want = kvmem_check_xmalloc(n * row * sizeof(float));
+	float *eps = kvmem_check_xmalloc(n * row * sizeof(float));
 
 	layer_expect(g, src, n, full_tail, is_k, want, eps);
 	for (i = 0; i < n * row; i++) {
@@ -515,16 +369,16 @@ static void check_layer(struct kvmem_seq *s, const struct fix *f,
 	check_pages(s, f, layer, n, m->full_tail[layer], pd);
 	if (!n)
 		return;
-	k = xmalloc(n * row * sizeof(float));
-	v = xmalloc(n * row * sizeof(float));
+	k = kvmem_check_xmalloc(n * row * sizeof(float));
+	v = kvmem_check_xmalloc(n * row * sizeof(float));
 	read_layer(s, g, layer, 0, n, k, v);
 	check_values(g, layer, 1, k, m->k[layer], n, m->full_tail[layer]);
 	check_values(g, layer, 0, v, m->v[layer], n, m->full_tail[layer]);
 	a = n / 3;
 	b = n - a - n / 4;
 	if (b) {
-		k2 = xmalloc(b * row * sizeof(float));
-		v2 = xmalloc(b * row * sizeof(float));
+		k2 = kvmem_check_xmalloc(b * row * sizeof(float));
+		v2 = kvmem_check_xmalloc(b * row * sizeof(float));
 		read_layer(s, g, layer, a, b, k2, v2);
 		ck_assert_mem_eq(k2, k + a * row, b * row * sizeof(float));
 		ck_assert_mem_eq(v2, v + a * row, b * row * sizeof(float));
@@ -562,8 +416,8 @@ static struct snap *snap_take(struct kvmem_seq *s,
 	ck_assert_ptr_nonnull(sn);
 	for (l = 0; l < g->layers; l++) {
 		sn->n[l] = kvmem_seq_len(s, l);
-		sn->k[l] = xmalloc(sn->n[l] * row * sizeof(float));
-		sn->v[l] = xmalloc(sn->n[l] * row * sizeof(float));
+		sn->k[l] = kvmem_check_xmalloc(sn->n[l] * row * sizeof(float));
+		sn->v[l] = kvmem_check_xmalloc(sn->n[l] * row * sizeof(float));
 		if (sn->n[l])
 			read_layer(s, g, l, 0, sn->n[l], sn->k[l], sn->v[l]);
 		sn->np[l] = kvmem_seq_pages(s, l, sn->pd[l], MAXP);
@@ -699,8 +553,9 @@ static const struct gcase gcases[] = {
 
 static struct kvmem_geometry gcase_geo(const struct gcase *gc, uint32_t layers)
 {
-	return geo(layers, gc->kv_heads, gc->head_dim, gc->tpp, gc->group,
-		   gc->sink, gc->fmt, gc->codec, gc->key_scales);
+	return kvmem_check_geo(layers, gc->kv_heads, gc->head_dim, gc->tpp,
+			       gc->group, gc->sink, gc->fmt, gc->codec,
+			       gc->key_scales);
 }
 
 /* The small geometry most tests use: pages of 8, 2 sink tokens, int4+h84. */
@@ -716,8 +571,8 @@ static void append_all_rand(struct kvmem_seq *s, struct model *m,
 	const struct kvmem_geometry *g = m->g;
 	size_t row = (size_t)g->kv_heads * g->head_dim;
 	size_t all = row * g->layers;
-	float *k = xmalloc(nt * all * sizeof(float));
-	float *v = xmalloc(nt * all * sizeof(float));
+	float *k = kvmem_check_xmalloc(nt * all * sizeof(float));
+	float *v = kvmem_check_xmalloc(nt * all * sizeof(float));
 	uint32_t t, l;
 
 	fill(r, k, nt * all, g->head_dim, 1.0);
@@ -738,8 +593,8 @@ static int append_rand(struct kvmem_seq *s, struct model *m,
 {
 	const struct kvmem_geometry *g = m->g;
 	size_t row = (size_t)g->kv_heads * g->head_dim;
-	float *k = xmalloc(nt * row * sizeof(float));
-	float *v = xmalloc(nt * row * sizeof(float));
+	float *k = kvmem_check_xmalloc(nt * row * sizeof(float));
+	float *v = kvmem_check_xmalloc(nt * row * sizeof(float));
 	int ret;
 
 	fill(r, k, nt * row, g->head_dim, 2.0);
@@ -895,10 +750,10 @@ START_TEST(test_append_all)
 	a = seq_new(&f);
 	b = seq_new(&f);
 	c = seq_new(&f);
-	k = xmalloc(nt * all * sizeof(float));
-	v = xmalloc(nt * all * sizeof(float));
-	kl = xmalloc(nt * row * sizeof(float));
-	vl = xmalloc(nt * row * sizeof(float));
+	k = kvmem_check_xmalloc(nt * all * sizeof(float));
+	v = kvmem_check_xmalloc(nt * all * sizeof(float));
+	kl = kvmem_check_xmalloc(nt * row * sizeof(float));
+	vl = kvmem_check_xmalloc(nt * row * sizeof(float));
 	fill(&r, k, nt * all, g.head_dim, 1.5);
 	fill(&r, v, nt * all, g.head_dim, 0.7);
 	ck_assert_int_eq(kvmem_seq_append_all(a, k, v, nt), 0);
@@ -974,8 +829,8 @@ START_TEST(test_seq_bad_args)
 	struct kvmem_rng r;
 	struct model m;
 	struct fix f;
-	float *k = xmalloc(16 * row * sizeof(float));
-	float *v = xmalloc(16 * row * sizeof(float));
+	float *k = kvmem_check_xmalloc(16 * row * sizeof(float));
+	float *v = kvmem_check_xmalloc(16 * row * sizeof(float));
 
 	kvmem_rng_seed(&r, 0xbad);
 	fix_open(&f, &g, 16);
@@ -1225,11 +1080,11 @@ static void truncate_case(uint32_t cut, uint64_t seed)
 		float *k, *v;
 		int np = kvmem_seq_pages(s, l, pd, MAXP);
 
-		if (whole && tok_sealed(&g, TR_N, 0, whole - 1))
+		if (whole && ref_tok_sealed(&g, TR_N, 0, whole - 1))
 			whole -= (whole - g.sink_tokens) % g.tokens_per_page;
 		ck_assert_uint_eq(n, cut < TR_N ? cut : TR_N);
-		k = xmalloc((n + 1) * row * sizeof(float));
-		v = xmalloc((n + 1) * row * sizeof(float));
+		k = kvmem_check_xmalloc((n + 1) * row * sizeof(float));
+		v = kvmem_check_xmalloc((n + 1) * row * sizeof(float));
 		if (n)
 			read_layer(s, &g, l, 0, n, k, v);
 		ck_assert_msg(
@@ -1553,8 +1408,8 @@ START_TEST(test_exhaustion_all)
 	fix_open(&f, &g, 7);
 	model_init(&m, &f.g, nt);
 	s = seq_new(&f);
-	k = xmalloc(nt * all * sizeof(float));
-	v = xmalloc(nt * all * sizeof(float));
+	k = kvmem_check_xmalloc(nt * all * sizeof(float));
+	v = kvmem_check_xmalloc(nt * all * sizeof(float));
 	fill(&r, k, nt * all, g.head_dim, 1);
 	fill(&r, v, nt * all, g.head_dim, 1);
 	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, nt), -ENOMEM);

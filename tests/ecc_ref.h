@@ -8,15 +8,31 @@
  * matrix-vector products over GF(2).
  *
  * This is deliberately independent of libkvmem: it includes no library
- * header (ecc_word.h least of all) and calls no library function, so that
- * the library is only ever the thing being compared against it.
+ * header but kvmem/ecc.h, for the codec numbers alone (ecc_word.h least of
+ * all), and calls no library function, so that the library is only ever the
+ * thing being compared against it.
  *
  * Bit i of a vector or word is the bit of value 2^i.
  */
 #ifndef KVMEM_ECC_REF_H
 #define KVMEM_ECC_REF_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "kvmem/ecc.h"
+
+/* A codec's word layout (DESIGN.md section 3), written down. */
+struct ref_codec {
+	const char *name;
+	unsigned int k; /* data bits */
+	unsigned int n; /* live code bits */
+	unsigned int wb; /* stored bytes per word */
+	unsigned int t; /* corrects */
+	unsigned int ue; /* a weight always reported uncorrectable, or 0 */
+};
+
+extern const struct ref_codec ref_codecs[KVMEM_CODEC_NR];
 
 /* Eq. 17: G = [I4 | P] of Hamming(7,4). */
 extern const uint8_t ref_h74_G[4][7];
@@ -54,6 +70,24 @@ int ref_h74_position(unsigned int z);
 void ref_secded_columns(uint8_t col[64]);
 /* The 8 check bits of data word @d: the XOR of the columns of its 1 bits. */
 uint8_t ref_secded_check(uint64_t d);
+
+/* The stored codeword of data @d (@codec's wb bytes at @w). */
+void ref_word(int codec, uint64_t d, uint8_t *w);
+
+/* Bits [pos, pos + k) of the LSB-first stream @p, one bit at a time. */
+uint64_t ref_get_bits(const uint8_t *p, size_t pos, unsigned int k);
+/* Set bits [pos, pos + k) of @p to the low @k bits of @v. */
+void ref_put_bits(uint8_t *p, size_t pos, unsigned int k, uint64_t v);
+/* The @nbytes little-endian bytes at @w as a number (nbytes <= 8). */
+uint64_t ref_get_le(const uint8_t *w, unsigned int nbytes);
+/* @v as @nbytes little-endian bytes at @w. */
+void ref_put_le(uint8_t *w, unsigned int nbytes, uint64_t v);
+
+/*
+ * CRC-32C of @len bytes at @buf continuing @crc (0 to start), the textbook
+ * bit-at-a-time loop over the reflected polynomial 0x82f63b78, no tables.
+ */
+uint32_t ref_crc32c(uint32_t crc, const void *buf, size_t len);
 
 /* Deterministic test data: splitmix64, state in @s. */
 uint64_t ref_rnd(uint64_t *s);

@@ -1,5 +1,6 @@
 /*
- * kvmem_check.c - what the suites share: finding and running the built tools
+ * kvmem_check.c - what the suites share: finding and running the built
+ * tools, and the helpers behind kvmem_check.h's assertions and fixtures
  *
  * A tool runs as a process with its stdin read from a file and its stdout
  * and stderr written to files, all in a fresh temporary directory that is
@@ -14,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kvmem/page.h"
 #include "kvmem_check.h"
+#include "rng.h"
 
 #define MAX_ARGS 32
 
@@ -122,4 +125,71 @@ void kvmem_check_run_free(struct kvmem_run *r)
 {
 	free(r->out);
 	free(r->err);
+}
+
+size_t kvmem_check_mem_diff(const void *a, const void *b, size_t len)
+{
+	const uint8_t *p = a, *q = b;
+	size_t i;
+
+	if (!memcmp(a, b, len))
+		return (size_t)-1;
+	for (i = 0; p[i] == q[i]; i++)
+		;
+	return i;
+}
+
+void *kvmem_check_xmalloc(size_t len)
+{
+	void *p = malloc(len ? len : 1);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+void kvmem_check_fill_random(struct kvmem_rng *r, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)kvmem_rng_next(r);
+}
+
+float kvmem_check_rnd_value(struct kvmem_rng *r, double mag)
+{
+	double u = kvmem_rng_unit(r) + kvmem_rng_unit(r) + kvmem_rng_unit(r) +
+		   kvmem_rng_unit(r) - 2;
+
+	switch (kvmem_rng_below(r, 32)) {
+	case 0:
+		return 0.0f;
+	case 1:
+		return (float)(u * mag * 40);
+	case 2:
+		return (float)(mag / 8 *
+			       ((double)kvmem_rng_below(r, 33) - 16.0));
+	default:
+		return (float)(u * mag);
+	}
+}
+
+struct kvmem_geometry kvmem_check_geo(uint32_t layers, uint32_t kv_heads,
+				      uint32_t head_dim, uint32_t tpp,
+				      uint32_t group, uint32_t sink, int fmt,
+				      int codec, int key_scales)
+{
+	struct kvmem_geometry g;
+
+	memset(&g, 0, sizeof(g));
+	g.layers = layers;
+	g.kv_heads = kv_heads;
+	g.head_dim = head_dim;
+	g.tokens_per_page = tpp;
+	g.group_size = group;
+	g.sink_tokens = sink;
+	g.format = (uint8_t)fmt;
+	g.codec = (uint8_t)codec;
+	g.key_scales = (uint8_t)key_scales;
+	return g;
 }

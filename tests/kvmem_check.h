@@ -11,6 +11,12 @@
 #define KVMEM_CHECK_H
 
 #include <check.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kvmem_geometry;
+struct kvmem_rng;
 
 typedef Suite *(*kvmem_suite_fn)(void);
 
@@ -51,5 +57,83 @@ void kvmem_check_run_free(struct kvmem_run *r);
 #define KVMEM_RUN(r, name, input, ...)        \
 	kvmem_check_run(r, name, input, NULL, \
 			(const char *const[]){ __VA_ARGS__, NULL })
+
+/*
+ * ck_assert_*() records a mark point (a write to Check's pipe) on every
+ * success, which costs more than what it checks in the exhaustive loops.
+ * These fail with both operands and the case at hand (a printf format and
+ * at least one argument) and cost nothing when they pass.
+ */
+#define EXPECT(cond, fmt, ...)                                        \
+	do {                                                          \
+		if (!(cond))                                          \
+			ck_abort_msg("%s; " fmt, #cond, __VA_ARGS__); \
+	} while (0)
+
+#define EXPECT_EQ(a, b, fmt, ...)                                        \
+	do {                                                             \
+		uintmax_t x_a_ = (uintmax_t)(a), x_b_ = (uintmax_t)(b);  \
+		if (x_a_ != x_b_)                                        \
+			ck_abort_msg("(%s) == (%s): 0x%jx (%jd) != "     \
+				     "0x%jx (%jd); " fmt,                \
+				     #a, #b, x_a_, (intmax_t)x_a_, x_b_, \
+				     (intmax_t)x_b_, __VA_ARGS__);       \
+	} while (0)
+
+/* Same float value (+0 and -0 alike), printed exactly when not. */
+#define EXPECT_FEQ(got, exp, fmt, ...)                                         \
+	do {                                                                   \
+		float x_g_ = (got), x_e_ = (exp);                              \
+		if (!(x_g_ == x_e_))                                           \
+			ck_abort_msg("%s == %s: %.9g (%a) != %.9g (%a); " fmt, \
+				     #got, #exp, x_g_, x_g_, x_e_, x_e_,       \
+				     __VA_ARGS__);                             \
+	} while (0)
+
+/* |got - exp| <= tol, in double. */
+#define EXPECT_NEAR(got, exp, tol, fmt, ...)                                  \
+	do {                                                                  \
+		double x_g_ = (got), x_e_ = (exp), x_t_ = (tol);              \
+		if (!(fabs(x_g_ - x_e_) <= x_t_))                             \
+			ck_abort_msg("|%s - %s| <= %s: |%.9g - %.9g| = %.3g " \
+				     "> %.3g; " fmt,                          \
+				     #got, #exp, #tol, x_g_, x_e_,            \
+				     fabs(x_g_ - x_e_), x_t_, __VA_ARGS__);   \
+	} while (0)
+
+/* memcmp that names the first differing byte. */
+#define EXPECT_MEM(got, exp, len, fmt, ...)                                  \
+	do {                                                                 \
+		size_t x_off_ = kvmem_check_mem_diff((got), (exp), (len));   \
+		if (x_off_ != (size_t)-1)                                    \
+			ck_abort_msg("%s vs %s: byte %zu of %zu: 0x%02x != " \
+				     "0x%02x; " fmt,                         \
+				     #got, #exp, x_off_, (size_t)(len),      \
+				     ((const uint8_t *)(got))[x_off_],       \
+				     ((const uint8_t *)(exp))[x_off_],       \
+				     __VA_ARGS__);                           \
+	} while (0)
+
+/* The first byte at which @a and @b differ, or (size_t)-1. */
+size_t kvmem_check_mem_diff(const void *a, const void *b, size_t len);
+
+/* malloc() that fails the test instead of returning NULL (also for 0). */
+void *kvmem_check_xmalloc(size_t len);
+
+/* @len bytes of @r's stream at @buf. */
+void kvmem_check_fill_random(struct kvmem_rng *r, void *buf, size_t len);
+
+/*
+ * A value of a mixed distribution: roughly normal around 0 with magnitude
+ * @mag, with exact zeros, outliers and exact multiples of mag / 8 (which
+ * make exact ties against power-of-two scales) mixed in.
+ */
+float kvmem_check_rnd_value(struct kvmem_rng *r, double mag);
+
+/* A geometry with these fields, the rest zero. */
+struct kvmem_geometry kvmem_check_geo(uint32_t layers, uint32_t kv_heads,
+				      uint32_t head_dim, uint32_t tpp,
+				      uint32_t group, uint32_t sink, int fmt,
+				      int codec, int key_scales);
 
 #endif /* KVMEM_CHECK_H */

@@ -1,0 +1,183 @@
+/*
+ * quant_ref.c - reference FP16 and quantizer for the tests, from the
+ * contract in kvmem/quant.h, not the library
+ *
+ * Deliberately independent of libkvmem: see quant_ref.h.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kvmem/page.h"
+#include "kvmem/quant.h"
+#include "quant_ref.h"
+
+uint32_t ref_f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+float ref_u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+uint16_t ref_f2h(float f)
+{
+	uint32_t u = ref_f2u(f), sign = u >> 16 & 0x8000, exp = u >> 23 & 0xff;
+	uint64_t m = u & 0x7fffff, q, rem, half;
+	int e2, ulp, shift;
+	uint32_t h;
+
+	if (exp == 0xff)
+		return m ? 0 : (uint16_t)(sign | 0x7bff);
+	if (exp >= 127 + 16) /* >= 65536 */
+		return (uint16_t)(sign | 0x7bff);
+	if (exp == 0) {
+		if (!m)
+			return (uint16_t)sign;
+		e2 = -149;
+	} else {
+		m |= 0x800000;
+		e2 = (int)exp - 150;
+	}
+	/* |f| = m * 2^e2; the FP16 grid of its binade has spacing 2^ulp. */
+	ulp = exp < 127 - 14 ? -24 : (int)exp - 127 - 10;
+	shift = ulp - e2; /* > 0 for every float below 65536 */
+	if (shift >= 64) {
+		q = 0;
+	} else {
+		q = m >> shift;
+		rem = m & ((1ull << shift) - 1);
+		half = 1ull << (shift - 1);
+		if (rem > half || (rem == half && (q & 1)))
+			q++;
+	}
+	if (exp < 127 - 14)
+		h = (uint32_t)q; /* subnormal, or 0x400 if it rounded up */
+	else
+		h = ((exp - 127 + 15) << 10) + (uint32_t)q - 1024;
+	if (h >= 0x7c00)
+		h = 0x7bff;
+	return (uint16_t)(sign | h);
+}
+
+float ref_h2f(uint16_t h)
+{
+	unsigned int e = h >> 10 & 31, m = h & 0x3ff;
+	double v;
+
+	if (e == 31)
+		return m ? NAN : (h & 0x8000 ? -INFINITY : INFINITY);
+	v = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
+	return (float)(h & 0x8000 ? -v : v);
+}
+
+float ref_half(float x)
+{
+	return ref_h2f(ref_f2h(x));
+}
+
+uint16_t ref_half_ceil(double x)
+{
+	unsigned int lo = 0, hi = 0x7bff;
+
+	if (x > 65504.0)
+		return 0x7bff;
+	while (lo < hi) {
+		unsigned int mid = (lo + hi) / 2;
+
+		if (ref_h2f((uint16_t)mid) >= x)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return (uint16_t)lo;
+}
+
+const struct ref_fmt ref_fmts[KVMEM_FMT_NR] = {
+	[KVMEM_FMT_FP16] = { "fp16", 16, 0 },
+	[KVMEM_FMT_INT8] = { "int8", 8, 127 },
+	[KVMEM_FMT_INT4] = { "int4", 4, 7 },
+	[KVMEM_FMT_INT2] = { "int2", 2, 1 },
+};
+
+uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax)
+{
+	double amax = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		double a = fabs((double)x[i * stride]);
+
+		if (isfinite(a) && a > amax)
+			amax = a;
+	}
+	return amax == 0 ? 0 : ref_half_ceil(amax / qmax);
+}
+
+void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt)
+{
+	double s = ref_h2f(sh), r, fl, frac;
+
+	*q = *alt = 0;
+	if (!isfinite(x) || s == 0)
+		return;
+	r = (double)x / s;
+	fl = floor(r);
+	frac = r - fl;
+	*q = (int)(frac >= 0.5 ? fl + 1 : fl);
+	*alt = *q;
+	if (fabs(frac - 0.5) <= 0x1p-20 * fmax(1.0, fabs(r)))
+		*alt = *q == (int)fl ? (int)fl + 1 : (int)fl;
+	if (*q > qmax)
+		*q = qmax;
+	if (*q < -qmax)
+		*q = -qmax;
+	if (*alt > qmax)
+		*alt = qmax;
+	if (*alt < -qmax)
+		*alt = -qmax;
+}
+
+int ref_tok_sealed(const struct kvmem_geometry *g, uint32_t n, int full_tail,
+		   uint32_t t)
+{
+	uint32_t S = g->sink_tokens, P = g->tokens_per_page;
+
+	return n > S && t >= S && t < S + (n - S) / P * P - (full_tail ? P : 0);
+}
+
+double ref_sealed_bound(const struct kvmem_geometry *g, const float *x,
+			int is_k, uint32_t t, uint32_t h, uint32_t d)
+{
+	uint32_t H = g->kv_heads, D = g->head_dim, G = g->group_size;
+	uint32_t S = g->sink_tokens, P = g->tokens_per_page, t0 = t, t1 = t + 1;
+	int qmax = ref_fmts[g->format].qmax;
+	int chan = is_k && g->key_scales == KVMEM_SCALES_CHANNEL;
+	size_t i = ((size_t)t * H + h) * D + d;
+	double amax = 0;
+	uint32_t j;
+
+	if (chan) {
+		t0 = t - (t - S) % P;
+		t1 = t0 + P;
+	}
+	for (; t0 < t1; t0++)
+		for (j = 0; j < D; j++) {
+			size_t o = ((size_t)t0 * H + h) * D + j;
+
+			if (chan ? j != d : j / G != d / G)
+				continue;
+			amax = fmax(amax, fabs(x[o]));
+			amax = fmax(amax, fabs(ref_half(x[o])));
+		}
+	return (double)ref_h2f(ref_half_ceil(amax / qmax)) / 2 * (1 + 0x1p-20) +
+	       fabs((double)ref_half(x[i]) - x[i]);
+}

@@ -1,0 +1,80 @@
+/*
+ * quant_ref.h - reference FP16 and quantizer for the tests, written from
+ * the contract in kvmem/quant.h, not from the library
+ *
+ * The FP16 conversion is bit-level integer arithmetic (round to nearest,
+ * ties to even), "the smallest FP16 >= x" is a binary search over the FP16
+ * values decoded by that reference, and q = round(x / s) is computed in
+ * double.
+ *
+ * Like ecc_ref.h this is deliberately independent of libkvmem: it calls no
+ * library function and takes nothing from the public headers but their
+ * constants and the geometry's fields, so that the library is only ever
+ * the thing being compared against it.
+ */
+#ifndef KVMEM_QUANT_REF_H
+#define KVMEM_QUANT_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmem/quant.h"
+
+struct kvmem_geometry;
+
+/* The bits of a float, and back. */
+uint32_t ref_f2u(float f);
+float ref_u2f(uint32_t u);
+
+/* Nearest FP16, ties to even; NaN 0, +-inf and overflow +-65504. */
+uint16_t ref_f2h(float f);
+/* The value of an FP16 bit pattern (IEEE binary16). */
+float ref_h2f(uint16_t h);
+/* The nearest FP16 value of @x: ref_h2f(ref_f2h(x)). */
+float ref_half(float x);
+/* The smallest FP16 >= @x (0 for x <= 0), 65504 beyond the range. */
+uint16_t ref_half_ceil(double x);
+
+/* The value formats of quant.h, written down. */
+struct ref_fmt {
+	const char *name;
+	unsigned int bits;
+	int qmax; /* 0 for fp16 */
+};
+
+extern const struct ref_fmt ref_fmts[KVMEM_FMT_NR];
+
+/*
+ * The scale of the @n values @x[0], @x[stride], ... for a format with
+ * @qmax: the smallest FP16 >= amax / qmax over the finite values, 0 for a
+ * group of zeros.
+ */
+uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax);
+
+/*
+ * q = round(x / s) clamped to +-qmax, s the FP16 scale @sh. *alt is the
+ * other neighbour when x / s lies within a few float ulps of a tie, else
+ * *q.
+ */
+void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt);
+
+/*
+ * Does token @t of a layer of @n tokens live in a sealed page (kvmem.h's
+ * picture: sink page, sealed pages of tokens_per_page, FP16 tail)? With
+ * @full_tail, the last full page has not been sealed yet.
+ */
+int ref_tok_sealed(const struct kvmem_geometry *g, uint32_t n, int full_tail,
+		   uint32_t t);
+
+/*
+ * A bound on |read - x| for value (@t, @h, @d) of a sealed page of a layer
+ * with inputs @x ([tokens][kv_heads][head_dim]), @is_k for keys: s / 2 with
+ * s the smallest FP16 >= amax / qmax (amax over the group, or the page's
+ * channel, of the inputs and of their FP16 copies since a tail may be
+ * sealed from either), plus 2^-20 relative for the quantizer's own float
+ * division, plus |half(x) - x|.
+ */
+double ref_sealed_bound(const struct kvmem_geometry *g, const float *x,
+			int is_k, uint32_t t, uint32_t h, uint32_t d);
+
+#endif /* KVMEM_QUANT_REF_H */
