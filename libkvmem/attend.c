@@ -69,15 +69,6 @@ static void reader_close(struct reader *r)
 	free(r->nrow_erased);
 }
 
-static void counts_add(struct kvmem_ecc_counts *a,
-		       const struct kvmem_ecc_counts *b)
-{
-	a->clean += b->clean;
-	a->corrected += b->corrected;
-	a->uncorrectable += b->uncorrectable;
-	a->bits_corrected += b->bits_corrected;
-}
-
 /*
  * Check page @pi's header and decode its scales into @scales; returns how
  * many scales are erased.
@@ -93,7 +84,7 @@ static int load_scales(struct reader *r, uint32_t pi, float *scales,
 	 * is checked so that damage to it is seen and counted. */
 	if (kvmem_page_read_header(p->data, &r->c->g, &hdr, &hc) == -EBADMSG)
 		r->headers_ue++;
-	counts_add(&r->pc.header, &hc);
+	kvmem__counts_add(&r->pc.header, &hc);
 	return kvmem__page_scales(&r->c->g, &r->c->layout[p->hot], p->data,
 				  scales, erased, &r->pc.scales, r->c->scratch);
 }

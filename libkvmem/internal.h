@@ -65,6 +65,16 @@ struct kvmem__ecc_tables {
 
 const struct kvmem__ecc_tables *kvmem__ecc_tables(void);
 
+/* a += b, for summing what several decodes found. */
+static inline void kvmem__counts_add(struct kvmem_ecc_counts *a,
+				     const struct kvmem_ecc_counts *b)
+{
+	a->clean += b->clean;
+	a->corrected += b->corrected;
+	a->uncorrectable += b->uncorrectable;
+	a->bits_corrected += b->bits_corrected;
+}
+
 /* ecc.c: the active scan kernel (first word with a non-zero syndrome). */
 size_t kvmem__ecc_scan(int codec, const uint8_t *code, size_t nwords);
 

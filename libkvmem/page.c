@@ -294,15 +294,6 @@ size_t kvmem__page_scratch_size(const struct kvmem_geometry *g,
 	return scratch_layout(g, l, NULL, &sp);
 }
 
-static void counts_add(struct kvmem_ecc_counts *a,
-		       const struct kvmem_ecc_counts *b)
-{
-	a->clean += b->clean;
-	a->corrected += b->corrected;
-	a->uncorrectable += b->uncorrectable;
-	a->bits_corrected += b->bits_corrected;
-}
-
 int kvmem__page_scales(const struct kvmem_geometry *g,
 		       const struct kvmem_page_layout *l, const uint8_t *page,
 		       float *scales, uint8_t *erased,
@@ -318,7 +309,7 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 	scratch_layout(g, l, scratch, &sp);
 	kvmem_ecc_decode(KVMEM_CODEC_SECDED72, page + l->scales_off, sp.halves,
 			 l->scale_words, &wc, NULL, sp.scales_bm);
-	counts_add(c, &wc);
+	kvmem__counts_add(c, &wc);
 	/* FP16 to float: the fp16 "dequantization" of one long row. */
 	kvmem__attn()->dequant(KVMEM_FMT_FP16, sp.halves, n, 1, NULL, scales);
 	for (i = 0; i < n; i++) {
@@ -390,7 +381,7 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 		memcpy(sp.copy[is_v], code, (size_t)n * l->row_bytes);
 		if (kvmem_ecc_scrub(l->codec, sp.copy[is_v], nw, &wc, NULL, 0))
 			return NULL;
-		counts_add(c, &wc);
+		kvmem__counts_add(c, &wc);
 		code = sp.copy[is_v];
 	}
 	*sc = scales + sbase;
@@ -451,7 +442,7 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 
 	scratch_layout(g, l, scratch, &sp);
 	kvmem_ecc_decode(l->codec, code, sp.data, nw, &wc, NULL, sp.rows_bm);
-	counts_add(c, &wc);
+	kvmem__counts_add(c, &wc);
 	for (r = 0; r < n; r++)
 		kn->dequant(l->format, sp.data + r * l->row_data, D, group,
 			    l->nscales_k ? scales + sbase + r * sstride : NULL,
@@ -689,7 +680,7 @@ static int page_walk(void *page, const struct kvmem_geometry *g,
 		else
 			kvmem_ecc_decode(rg[i].codec, p, buf, rg[i].nwords, &wc,
 					 NULL, NULL);
-		counts_add(rg[i].c, &wc);
+		kvmem__counts_add(rg[i].c, &wc);
 	}
 	if (pc.header.uncorrectable || pc.scales.uncorrectable ||
 	    pc.payload.uncorrectable)
