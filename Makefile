@@ -55,7 +55,7 @@ LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
 	    libkvmem/ecc_avx2.c libkvmem/crc32c.c libkvmem/crc32c_sse42.c \
 	    libkvmem/inject.c libkvmem/quant.c libkvmem/page.c \
 	    libkvmem/cache.c libkvmem/attend.c libkvmem/attend_portable.c \
-	    libkvmem/attend_avx2.c
+	    libkvmem/attend_avx2.c libkvmem/client.c
 LIB_PIC_OBJS := $(LIB_SRCS:%.c=$(B)/pic/%.o)
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 

@@ -252,6 +252,9 @@ int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
 	    start > s->layer[layer].len ||
 	    ntokens > s->layer[layer].len - start || (ntokens && (!k || !v)))
 		return -EINVAL;
+	ret = kvmem__seq_acquire(s);
+	if (ret)
+		return ret;
 	g = &s->c->g;
 	tok = (size_t)g->kv_heads * g->head_dim;
 	ret = reader_open(&r, s, layer, erasure);
@@ -436,6 +439,9 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 	if (!nh || nh % g->kv_heads || !lt->len ||
 	    opts->erasure > KVMEM_ERASE_KEEP)
 		return -EINVAL;
+	ret = kvmem__seq_acquire(s);
+	if (ret)
+		return ret;
 	G = nh / g->kv_heads;
 	D = g->head_dim;
 	alpha = opts->importance_alpha != 0.0f ? opts->importance_alpha : 0.1f;

@@ -4,7 +4,8 @@
  * The page tables (which pages a sequence's layer has, with reference counts
  * for sharing) live here; where a page's bytes live is the store's business,
  * behind struct kvmem__store_ops. Embedded mode stores pages in one arena of
- * this process; the daemon will hand out slots of a shared arena instead.
+ * this process; over kvmemd (client.c) they are slots of a shared arena and
+ * the hooks tell the daemon through the ring.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -36,30 +37,32 @@ static int free_list(const struct kvmem_cache *c, int hot)
 	return hot && c->layout[1].size != c->layout[0].size;
 }
 
-static int arena_alloc(struct kvmem_cache *c, int hot, uint8_t **out)
+static int arena_alloc(struct kvmem_cache *c, struct kvmem__page *pg)
 {
 	struct arena *a = c->store_priv;
-	size_t size = c->layout[hot].size;
-	uint8_t *p = a->free[free_list(c, hot)];
+	size_t size = c->layout[pg->hot].size;
+	uint8_t *p = a->free[free_list(c, pg->hot)];
 
 	if (p) {
-		memcpy(&a->free[free_list(c, hot)], p, sizeof(p));
+		memcpy(&a->free[free_list(c, pg->hot)], p, sizeof(p));
 	} else {
 		if (a->size - a->top < size)
 			return -ENOMEM;
 		p = a->base + a->top;
 		a->top += size;
 	}
-	*out = p;
+	pg->data = p;
+	pg->slot = (uint32_t)((size_t)(p - a->base) / KVMEM_PAGE_ALIGN);
 	return 0;
 }
 
-static void arena_free(struct kvmem_cache *c, int hot, uint8_t *p)
+static void arena_release(struct kvmem_cache *c, struct kvmem__page *pg)
 {
 	struct arena *a = c->store_priv;
+	uint8_t *p = pg->data;
 
-	memcpy(p, &a->free[free_list(c, hot)], sizeof(p));
-	a->free[free_list(c, hot)] = p;
+	memcpy(p, &a->free[free_list(c, pg->hot)], sizeof(p));
+	a->free[free_list(c, pg->hot)] = p;
 }
 
 static void arena_close(struct kvmem_cache *c)
@@ -72,9 +75,55 @@ static void arena_close(struct kvmem_cache *c)
 	free(a);
 }
 
+static void arena_drop(struct kvmem_cache *c, struct kvmem_seq *s,
+		       struct kvmem__page *p)
+{
+	(void)c;
+	(void)s;
+	(void)p;
+}
+
+static int arena_seal(struct kvmem_cache *c, struct kvmem_seq *s,
+		      uint32_t layer, struct kvmem__page *p)
+{
+	(void)c;
+	(void)s;
+	(void)layer;
+	(void)p;
+	return 0;
+}
+
+static int arena_seq_new(struct kvmem_cache *c, struct kvmem_seq *parent,
+			 uint64_t *id)
+{
+	(void)parent;
+	*id = ++c->next_id;
+	return 0;
+}
+
+static void arena_seq_free(struct kvmem_cache *c, struct kvmem_seq *s)
+{
+	(void)c;
+	(void)s;
+}
+
+/* In-process memory is always resident. */
+static int arena_pin(struct kvmem_cache *c, struct kvmem_seq *s)
+{
+	(void)c;
+	(void)s;
+	return 0;
+}
+
 static const struct kvmem__store_ops arena_ops = {
 	.alloc = arena_alloc,
-	.free = arena_free,
+	.drop = arena_drop,
+	.release = arena_release,
+	.seal = arena_seal,
+	.seq_new = arena_seq_new,
+	.seq_free = arena_seq_free,
+	.acquire = arena_pin,
+	.unpin = arena_pin,
 	.close = arena_close,
 };
 
@@ -106,33 +155,42 @@ static int arena_open(struct kvmem_cache *c, size_t size)
 	a->size = size;
 	c->store_priv = a;
 	c->store = &arena_ops;
+	c->arena_bytes = size;
 	return 0;
 }
 
 /* ---- pages ------------------------------------------------------------ */
 
-static struct kvmem__page *page_new(struct kvmem_cache *c, int hot)
+static int page_new(struct kvmem_cache *c, int hot, struct kvmem__page **out)
 {
 	struct kvmem__page *p = calloc(1, sizeof(*p));
+	int ret;
 
 	if (!p)
-		return NULL;
-	if (c->store->alloc(c, hot, &p->data)) {
+		return -ENOMEM;
+	p->hot = (uint8_t)hot;
+	ret = c->store->alloc(c, p);
+	if (ret) {
 		free(p);
-		return NULL;
+		return ret;
 	}
 	p->refs = 1;
-	p->hot = (uint8_t)hot;
 	c->npages[hot]++;
 	c->used += c->layout[hot].size;
-	return p;
+	*out = p;
+	return 0;
 }
 
-static void page_put(struct kvmem_cache *c, struct kvmem__page *p)
+/* @s lets go of @p; NULL when the whole sequence goes (see drop). */
+static void page_put(struct kvmem_cache *c, struct kvmem_seq *s,
+		     struct kvmem__page *p)
 {
-	if (!p || --p->refs)
+	if (!p)
 		return;
-	c->store->free(c, p->hot, p->data);
+	c->store->drop(c, s, p);
+	if (--p->refs)
+		return;
+	c->store->release(c, p);
 	c->npages[p->hot]--;
 	c->used -= c->layout[p->hot].size;
 	free(p);
@@ -169,20 +227,21 @@ static void page_header(struct kvmem_cache *c, struct kvmem_seq *s,
  * (sealed when @seal). Used to seal a full tail and to cut a sealed page
  * back to a tail.
  */
-static struct kvmem__page *page_recode(struct kvmem_cache *c,
-				       struct kvmem_seq *s, uint32_t layer,
-				       const struct kvmem__page *src,
-				       uint32_t ntokens, int hot, int seal)
+static int page_recode(struct kvmem_cache *c, struct kvmem_seq *s,
+		       uint32_t layer, const struct kvmem__page *src,
+		       uint32_t ntokens, int hot, int seal,
+		       struct kvmem__page **out)
 {
 	struct kvmem_page_hdr h = { 0 };
 	struct kvmem__page *p;
+	int ret;
 
-	if (kvmem_page_decode(src->data, &c->g, c->kbuf, c->vbuf, NULL, NULL) <
-	    0)
-		return NULL;
-	p = page_new(c, hot);
-	if (!p)
-		return NULL;
+	ret = kvmem_page_decode(src->data, &c->g, c->kbuf, c->vbuf, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	ret = page_new(c, hot, &p);
+	if (ret)
+		return ret;
 	p->token_start = src->token_start;
 	p->ntokens = ntokens;
 	p->sealed = (uint8_t)seal;
@@ -193,21 +252,24 @@ static struct kvmem__page *page_recode(struct kvmem_cache *c,
 	h.ntokens = ntokens;
 	h.flags = seal ? KVMEM_HDR_SEALED : 0;
 	h.generation = ++c->generation;
-	if (kvmem_page_encode(p->data, &c->g, &h, hot, c->kbuf, c->vbuf)) {
-		page_put(c, p);
-		return NULL;
+	ret = kvmem_page_encode(p->data, &c->g, &h, hot, c->kbuf, c->vbuf);
+	if (!ret && seal)
+		ret = c->store->seal(c, s, layer, p);
+	if (ret) {
+		p->sealed = 0;
+		page_put(c, NULL, p);
+		return ret;
 	}
-	return p;
+	*out = p;
+	return 0;
 }
 
 /* ---- the cache -------------------------------------------------------- */
 
-int kvmem_open_embedded(const struct kvmem_geometry *g, size_t arena_bytes,
-			struct kvmem_cache **out)
+int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out)
 {
 	struct kvmem_cache *c;
 	size_t tok, scratch;
-	int ret;
 
 	if (!out || kvmem_geometry_check(g))
 		return -EINVAL;
@@ -218,34 +280,52 @@ int kvmem_open_embedded(const struct kvmem_geometry *g, size_t arena_bytes,
 	c->digest = kvmem_geometry_digest(g);
 	kvmem_page_layout(g, 0, &c->layout[0]);
 	kvmem_page_layout(g, 1, &c->layout[1]);
-	ret = -EINVAL;
-	if (arena_bytes < c->layout[0].size + c->layout[1].size)
-		goto err_cache;
 
 	tok = (size_t)g->tokens_per_page * g->kv_heads * g->head_dim;
 	scratch = kvmem__page_scratch_size(g, &c->layout[0]);
 	if (kvmem__page_scratch_size(g, &c->layout[1]) > scratch)
 		scratch = kvmem__page_scratch_size(g, &c->layout[1]);
-	ret = -ENOMEM;
 	c->kbuf = malloc(tok * sizeof(float));
 	c->vbuf = malloc(tok * sizeof(float));
 	c->row = malloc((size_t)c->layout[1].row_data + 64);
 	c->scratch = malloc(scratch);
-	if (!c->kbuf || !c->vbuf || !c->row || !c->scratch)
-		goto err_bufs;
-	ret = arena_open(c, arena_bytes);
-	if (ret)
-		goto err_bufs;
+	if (!c->kbuf || !c->vbuf || !c->row || !c->scratch) {
+		kvmem__cache_free(c);
+		return -ENOMEM;
+	}
 	*out = c;
 	return 0;
+}
 
-err_bufs:
+void kvmem__cache_free(struct kvmem_cache *c)
+{
 	free(c->kbuf);
 	free(c->vbuf);
 	free(c->row);
 	free(c->scratch);
-err_cache:
 	free(c);
+}
+
+int kvmem_open_embedded(const struct kvmem_geometry *g, size_t arena_bytes,
+			struct kvmem_cache **out)
+{
+	struct kvmem_cache *c;
+	int ret;
+
+	ret = kvmem__cache_new(g, &c);
+	if (ret)
+		return ret;
+	ret = -EINVAL;
+	if (arena_bytes < c->layout[0].size + c->layout[1].size)
+		goto err_cache;
+	ret = arena_open(c, arena_bytes);
+	if (ret)
+		goto err_cache;
+	*out = c;
+	return 0;
+
+err_cache:
+	kvmem__cache_free(c);
 	return ret;
 }
 
@@ -253,14 +333,11 @@ void kvmem_close(struct kvmem_cache *c)
 {
 	if (!c)
 		return;
+	c->closing = 1;
 	while (c->seqs)
 		kvmem_seq_free(c->seqs);
 	c->store->close(c);
-	free(c->kbuf);
-	free(c->vbuf);
-	free(c->row);
-	free(c->scratch);
-	free(c);
+	kvmem__cache_free(c);
 }
 
 const struct kvmem_geometry *kvmem_cache_geometry(const struct kvmem_cache *c)
@@ -271,40 +348,46 @@ const struct kvmem_geometry *kvmem_cache_geometry(const struct kvmem_cache *c)
 void kvmem_cache_stats(const struct kvmem_cache *c,
 		       struct kvmem_cache_stats *st)
 {
-	const struct arena *a = c->store_priv;
-
-	st->arena_bytes = a->size;
+	st->arena_bytes = c->arena_bytes;
 	st->used_bytes = c->used;
 	st->hot_pages = c->npages[1];
 	st->sealed_pages = c->npages[0];
 	st->seqs = c->nseqs;
+	st->ring_errors = c->ring_errors;
 }
 
 /* ---- sequences -------------------------------------------------------- */
 
-static struct kvmem_seq *seq_alloc(struct kvmem_cache *c)
+static int seq_alloc(struct kvmem_cache *c, struct kvmem_seq *parent,
+		     struct kvmem_seq **out)
 {
 	struct kvmem_seq *s;
+	int ret;
 
 	s = calloc(1, sizeof(*s) + c->g.layers * sizeof(s->layer[0]));
 	if (!s)
-		return NULL;
+		return -ENOMEM;
+	ret = c->store->seq_new(c, parent, &s->id);
+	if (ret) {
+		free(s);
+		return ret;
+	}
 	s->c = c;
-	s->id = ++c->next_id;
+	s->acquired = 1;
 	s->next = c->seqs;
 	if (c->seqs)
 		c->seqs->prev = s;
 	c->seqs = s;
 	c->nseqs++;
-	return s;
+	*out = s;
+	return 0;
 }
 
 int kvmem_seq_create(struct kvmem_cache *c, struct kvmem_seq **out)
 {
 	if (!c || !out)
 		return -EINVAL;
-	*out = seq_alloc(c);
-	return *out ? 0 : -ENOMEM;
+	return seq_alloc(c, NULL, out);
 }
 
 void kvmem_seq_free(struct kvmem_seq *s)
@@ -317,9 +400,10 @@ void kvmem_seq_free(struct kvmem_seq *s)
 	c = s->c;
 	for (l = 0; l < c->g.layers; l++) {
 		for (i = 0; i < s->layer[l].npages; i++)
-			page_put(c, s->layer[l].pages[i]);
+			page_put(c, NULL, s->layer[l].pages[i]);
 		free(s->layer[l].pages);
 	}
+	c->store->seq_free(c, s);
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -328,6 +412,39 @@ void kvmem_seq_free(struct kvmem_seq *s)
 		s->next->prev = s->prev;
 	c->nseqs--;
 	free(s);
+}
+
+int kvmem__seq_acquire(struct kvmem_seq *s)
+{
+	int ret;
+
+	if (s->acquired)
+		return 0;
+	ret = s->c->store->acquire(s->c, s);
+	if (!ret)
+		s->acquired = 1;
+	return ret;
+}
+
+int kvmem_seq_acquire(struct kvmem_seq *s)
+{
+	if (!s)
+		return -EINVAL;
+	return kvmem__seq_acquire(s);
+}
+
+int kvmem_seq_release(struct kvmem_seq *s)
+{
+	int ret;
+
+	if (!s)
+		return -EINVAL;
+	if (!s->acquired)
+		return 0;
+	ret = s->c->store->unpin(s->c, s);
+	if (!ret)
+		s->acquired = 0;
+	return ret;
 }
 
 uint32_t kvmem_seq_len(const struct kvmem_seq *s, uint32_t layer)
@@ -353,23 +470,27 @@ static int table_push(struct kvmem__layer *lt, struct kvmem__page *p)
 }
 
 /* Start a new hot page at token @pos; it becomes the layer's last page. */
-static struct kvmem__page *tail_new(struct kvmem_seq *s, uint32_t layer,
-				    uint32_t pos)
+static int tail_new(struct kvmem_seq *s, uint32_t layer, uint32_t pos,
+		    struct kvmem__page **out)
 {
 	struct kvmem_cache *c = s->c;
-	struct kvmem__page *p = page_new(c, 1);
+	struct kvmem__page *p;
+	int ret;
 
-	if (!p)
-		return NULL;
-	if (table_push(&s->layer[layer], p)) {
-		page_put(c, p);
-		return NULL;
+	ret = page_new(c, 1, &p);
+	if (ret)
+		return ret;
+	ret = table_push(&s->layer[layer], p);
+	if (ret) {
+		page_put(c, s, p);
+		return ret;
 	}
 	p->token_start = pos;
 	/* Zeros are valid codewords of every codec: the unwritten rows of a
 	 * fresh page decode clean. */
 	memset(p->data, 0, c->layout[1].size);
-	return p;
+	*out = p;
+	return 0;
 }
 
 /* Seal the full tail at the end of @layer: -ENOMEM without a free slot. */
@@ -379,12 +500,13 @@ static int tail_seal(struct kvmem_seq *s, uint32_t layer)
 	struct kvmem__layer *lt = &s->layer[layer];
 	struct kvmem__page *tail = lt->pages[lt->npages - 1];
 	struct kvmem__page *p;
+	int ret;
 
-	p = page_recode(c, s, layer, tail, tail->ntokens, 0, 1);
-	if (!p)
-		return -ENOMEM;
+	ret = page_recode(c, s, layer, tail, tail->ntokens, 0, 1, &p);
+	if (ret)
+		return ret;
 	lt->pages[lt->npages - 1] = p;
-	page_put(c, tail);
+	page_put(c, s, tail);
 	return 0;
 }
 
@@ -396,19 +518,25 @@ static int append_one(struct kvmem_seq *s, uint32_t layer, const float *k,
 	const uint32_t S = c->g.sink_tokens, T = c->g.tokens_per_page;
 	uint32_t pos = lt->len, cap;
 	struct kvmem__page *p;
+	int ret = 0;
 
 	if (pos == UINT32_MAX)
 		return -EOVERFLOW;
 	if (pos < S) {
 		cap = S;
-		p = pos ? lt->pages[0] : tail_new(s, layer, 0);
+		if (pos)
+			p = lt->pages[0];
+		else
+			ret = tail_new(s, layer, 0, &p);
 	} else {
 		cap = T;
-		p = (pos - S) % T ? lt->pages[lt->npages - 1]
-				  : tail_new(s, layer, pos);
+		if ((pos - S) % T)
+			p = lt->pages[lt->npages - 1];
+		else
+			ret = tail_new(s, layer, pos, &p);
 	}
-	if (!p)
-		return -ENOMEM;
+	if (ret)
+		return ret;
 	kvmem__page_put_token(&c->g, &c->layout[1], p->data,
 			      pos - p->token_start, k, v, c->row);
 	p->ntokens++;
@@ -417,16 +545,20 @@ static int append_one(struct kvmem_seq *s, uint32_t layer, const float *k,
 	if (pos < S && p->ntokens == cap)
 		p->sealed = 1;
 	page_header(c, s, p, layer);
-	if (pos >= S && p->ntokens == cap && tail_seal(s, layer)) {
-		/* No room for the sealed copy: the token is not kept, so a
-		 * full page is always a sealed one. */
+	if (p->ntokens == cap)
+		ret = pos < S ? c->store->seal(c, s, layer, p)
+			      : tail_seal(s, layer);
+	if (ret) {
+		/* No room for the sealed copy, or no daemon to tell: the
+		 * token is not kept, so a full page is always a sealed one. */
+		p->sealed = 0;
 		if (--p->ntokens) {
 			page_header(c, s, p, layer);
 		} else {
 			lt->npages--;
-			page_put(c, p);
+			page_put(c, s, p);
 		}
-		return -ENOMEM;
+		return ret;
 	}
 	lt->len++;
 	return 0;
@@ -441,6 +573,9 @@ int kvmem_seq_append(struct kvmem_seq *s, uint32_t layer, const float *k,
 
 	if (!s || layer >= s->c->g.layers || (ntokens && (!k || !v)))
 		return -EINVAL;
+	ret = kvmem__seq_acquire(s);
+	if (ret)
+		return ret;
 	for (i = 0; i < ntokens; i++) {
 		ret = append_one(s, layer, k + i * tok, v + i * tok);
 		if (ret)
@@ -458,6 +593,9 @@ int kvmem_seq_append_all(struct kvmem_seq *s, const float *k, const float *v,
 
 	if (!s || (ntokens && (!k || !v)))
 		return -EINVAL;
+	ret = kvmem__seq_acquire(s);
+	if (ret)
+		return ret;
 	tok = (size_t)s->c->g.kv_heads * s->c->g.head_dim;
 	stride = tok * s->c->g.layers;
 	for (i = 0; i < ntokens; i++)
@@ -475,16 +613,20 @@ int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out)
 	struct kvmem_cache *c;
 	struct kvmem_seq *f;
 	uint32_t l, i;
+	int ret;
 
 	if (!s || !out)
 		return -EINVAL;
 	c = s->c;
-	f = seq_alloc(c);
-	if (!f)
-		return -ENOMEM;
+	ret = kvmem__seq_acquire(s);
+	if (!ret)
+		ret = seq_alloc(c, s, &f);
+	if (ret)
+		return ret;
 	for (l = 0; l < c->g.layers; l++) {
 		struct kvmem__layer *src = &s->layer[l], *dst = &f->layer[l];
 
+		ret = -ENOMEM;
 		dst->pages = malloc((src->npages + 1) * sizeof(*dst->pages));
 		if (!dst->pages)
 			goto err;
@@ -498,8 +640,8 @@ int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out)
 				continue;
 			}
 			/* A page still being written is copied. */
-			q = page_new(c, p->hot);
-			if (!q)
+			ret = page_new(c, p->hot, &q);
+			if (ret)
 				goto err;
 			memcpy(q->data, p->data, c->layout[p->hot].size);
 			q->token_start = p->token_start;
@@ -513,7 +655,7 @@ int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out)
 	return 0;
 err:
 	kvmem_seq_free(f);
-	return -ENOMEM;
+	return ret;
 }
 
 int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens)
@@ -521,10 +663,14 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens)
 	struct kvmem_cache *c;
 	struct kvmem__page **cut;
 	uint32_t l, i;
+	int ret;
 
 	if (!s)
 		return -EINVAL;
 	c = s->c;
+	ret = kvmem__seq_acquire(s);
+	if (ret)
+		return ret;
 	cut = calloc(c->g.layers, sizeof(*cut));
 	if (!cut)
 		return -ENOMEM;
@@ -538,9 +684,9 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens)
 		p = lt->pages[kvmem__page_index(&c->g, ntokens - 1)];
 		if (p->token_start + p->ntokens == ntokens || !p->sealed)
 			continue;
-		cut[l] =
-			page_recode(c, s, l, p, ntokens - p->token_start, 1, 0);
-		if (!cut[l])
+		ret = page_recode(c, s, l, p, ntokens - p->token_start, 1, 0,
+				  &cut[l]);
+		if (ret)
 			goto err;
 	}
 	for (l = 0; l < c->g.layers; l++) {
@@ -551,11 +697,11 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens)
 			continue;
 		keep = ntokens ? kvmem__page_index(&c->g, ntokens - 1) + 1 : 0;
 		for (i = keep; i < lt->npages; i++)
-			page_put(c, lt->pages[i]);
+			page_put(c, s, lt->pages[i]);
 		lt->npages = keep;
 		lt->len = ntokens;
 		if (cut[l]) {
-			page_put(c, lt->pages[keep - 1]);
+			page_put(c, s, lt->pages[keep - 1]);
 			lt->pages[keep - 1] = cut[l];
 		} else if (keep) {
 			struct kvmem__page *p = lt->pages[keep - 1];
@@ -570,9 +716,9 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens)
 	return 0;
 err:
 	for (l = 0; l < c->g.layers; l++)
-		page_put(c, cut[l]);
+		page_put(c, NULL, cut[l]);
 	free(cut);
-	return -ENOMEM;
+	return ret;
 }
 
 int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,

@@ -12,6 +12,7 @@
 /* A page and who holds it. Sealed pages are shared between forks. */
 struct kvmem__page {
 	uint8_t *data;
+	uint32_t slot; /* the daemon's name for it */
 	uint32_t refs;
 	uint32_t token_start;
 	uint32_t ntokens;
@@ -28,15 +29,35 @@ struct kvmem__layer {
 };
 
 /*
- * Where page bytes live. Embedded mode: an arena of this process.
+ * Where page bytes live, and who else must hear of what happens to them.
+ * Embedded mode: an arena of this process, and nobody. Over kvmemd: slots of
+ * the session's shared arena, and the daemon, through the ring.
  *
- * alloc: a slot of the cache's page size for the kind (@hot), or -ENOMEM
- * free:  give a slot back
- * close: release the store
+ * alloc:    a slot for a page of kind @p->hot: sets ->data and ->slot;
+ *           -ENOMEM when the arena is full
+ * drop:     @s no longer holds @p (NULL: @s goes away as a whole, and
+ *           seq_free will say so)
+ * release:  the last reference to @p is gone
+ * seal:     @p, page @layer of @s, is full and immutable
+ * seq_new:  an id for a new sequence, empty or a fork of @parent
+ * seq_free: @s is gone
+ * acquire:  @s is about to be used: its pages must be resident
+ * unpin:    @s may be moved until the next acquire
+ * stats:    store-specific fields of struct kvmem_cache_stats
+ * close:    release the store
  */
 struct kvmem__store_ops {
-	int (*alloc)(struct kvmem_cache *c, int hot, uint8_t **out);
-	void (*free)(struct kvmem_cache *c, int hot, uint8_t *p);
+	int (*alloc)(struct kvmem_cache *c, struct kvmem__page *p);
+	void (*drop)(struct kvmem_cache *c, struct kvmem_seq *s,
+		     struct kvmem__page *p);
+	void (*release)(struct kvmem_cache *c, struct kvmem__page *p);
+	int (*seal)(struct kvmem_cache *c, struct kvmem_seq *s, uint32_t layer,
+		    struct kvmem__page *p);
+	int (*seq_new)(struct kvmem_cache *c, struct kvmem_seq *parent,
+		       uint64_t *id);
+	void (*seq_free)(struct kvmem_cache *c, struct kvmem_seq *s);
+	int (*acquire)(struct kvmem_cache *c, struct kvmem_seq *s);
+	int (*unpin)(struct kvmem_cache *c, struct kvmem_seq *s);
 	void (*close)(struct kvmem_cache *c);
 };
 
@@ -46,6 +67,9 @@ struct kvmem_cache {
 	struct kvmem_page_layout layout[2]; /* [hot] */
 	const struct kvmem__store_ops *store;
 	void *store_priv;
+	size_t arena_bytes;
+	uint64_t ring_errors; /* see struct kvmem_cache_stats */
+	int closing; /* kvmem_close() runs: the store need tell nobody */
 	struct kvmem_seq *seqs;
 	uint64_t nseqs, next_id, generation;
 	uint64_t npages[2]; /* [hot] */
@@ -59,6 +83,7 @@ struct kvmem_cache {
 struct kvmem_seq {
 	struct kvmem_cache *c;
 	uint64_t id;
+	int acquired; /* pages resident until kvmem_seq_release() */
 	struct kvmem_seq *prev, *next;
 	struct kvmem__layer layer[];
 };
@@ -72,5 +97,17 @@ static inline uint32_t kvmem__page_index(const struct kvmem_geometry *g,
 	return (g->sink_tokens ? 1 : 0) +
 	       (pos - g->sink_tokens) / g->tokens_per_page;
 }
+
+/*
+ * kvmem__cache_new() - a cache of geometry @g with no store yet
+ *
+ * Return: 0, -EINVAL for a bad geometry, -ENOMEM.
+ */
+int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out);
+/* Free what kvmem__cache_new() allocated. */
+void kvmem__cache_free(struct kvmem_cache *c);
+
+/* Make @s resident before its pages are touched. */
+int kvmem__seq_acquire(struct kvmem_seq *s);
 
 #endif /* KVMEM_CACHE_H */

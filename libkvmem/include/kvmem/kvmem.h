@@ -16,7 +16,15 @@
  * copied on fork.
  *
  * Embedded mode (kvmem_open_embedded()) keeps the pages in an arena of this
- * process. The same calls will work over kvmemd.
+ * process. kvmem_connect() attaches to kvmemd instead: the pages live in a
+ * shared arena the daemon owns and the client writes and reads directly,
+ * while allocation, sealing, forks and frees go to the daemon through a ring
+ * (kvmem/uapi.h). Every call below works the same on both.
+ *
+ * Errors are negative errno values (kvmem_strerror()). Over kvmemd,
+ * -ENOTCONN means the daemon is gone (stopped, restarted, or it dropped
+ * this client): nothing new can be allocated, but the pages already in the
+ * arena stay mapped and readable until kvmem_close().
  *
  * A cache and its sequences are not thread-safe: use one thread at a time,
  * or lock around every call.
@@ -30,6 +38,7 @@
 #include "kvmem/ecc.h"
 #include "kvmem/page.h"
 #include "kvmem/quant.h"
+#include "kvmem/uapi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,9 +60,69 @@ struct kvmem_seq;
 int kvmem_open_embedded(const struct kvmem_geometry *g, size_t arena_bytes,
 			struct kvmem_cache **out);
 
+struct kvmem_connect_opts {
+	uint64_t quota_bytes; /* arena wanted; 0: the daemon's default */
+	uint32_t sq_entries; /* power of two; 0: the daemon's default */
+	uint32_t cq_entries; /* power of two >= sq_entries; 0: 2 x SQ */
+	int32_t spin_us; /* busy-wait this long for a completion before
+			  * sleeping; 0: 50, < 0: never spin */
+	uint32_t resv[3]; /* must be 0 */
+};
+
+/**
+ * kvmem_socket_path() - where kvmemd listens by default
+ * @buf: receives the path
+ * @len: size of @buf
+ *
+ * $KVMEM_SOCKET when set; else /run/kvmem/kvmemd.sock for root,
+ * $XDG_RUNTIME_DIR/kvmem/kvmemd.sock when that is set, ./run/kvmemd.sock
+ * otherwise (kvmemd's own defaults).
+ *
+ * Return: @buf, or NULL when the path does not fit.
+ */
+char *kvmem_socket_path(char *buf, size_t len);
+
+/**
+ * kvmem_connect() - attach to kvmemd
+ * @path: its socket; NULL: kvmem_socket_path()
+ * @g: the geometry of every page (kvmem_geometry_check())
+ * @opts: NULL for the defaults
+ * @out: receives the cache
+ *
+ * Blocks until the daemon has set up the session's memory.
+ *
+ * Return: 0; -ENOENT or -ECONNREFUSED when no daemon listens at @path;
+ * -EACCES when the daemon does not admit this user; -EDQUOT when the quota
+ * is over the daemon's per-session limit; -ENOSPC when its pool cannot take
+ * the session; -EUSERS at its session limit; -EAGAIN when it is busy
+ * setting up others; -EPROTONOSUPPORT for another ABI version; -EINVAL for
+ * a bad geometry or options; -ETIMEDOUT when the daemon does not answer
+ * within 30 s; -ENOMEM. kvmem_connect_error() says why in words.
+ */
+int kvmem_connect(const char *path, const struct kvmem_geometry *g,
+		  const struct kvmem_connect_opts *opts,
+		  struct kvmem_cache **out);
+
+/*
+ * The reason the last kvmem_connect() of this thread failed, as the daemon
+ * gave it when it refused; "" after a success.
+ */
+const char *kvmem_connect_error(void);
+
+/**
+ * kvmem_strerror() - a message for a negative errno from this library
+ * @err: the value
+ *
+ * Return: a static string; kvmem's own meaning where it has one (-ENOTCONN:
+ * "kvmemd connection lost"), else strerror()'s.
+ */
+const char *kvmem_strerror(int err);
+
 /**
  * kvmem_close() - free a cache and every sequence still in it
  * @c: the cache, or NULL
+ *
+ * Over kvmemd this detaches: the daemon frees the session.
  */
 void kvmem_close(struct kvmem_cache *c);
 
@@ -62,10 +131,11 @@ const struct kvmem_geometry *kvmem_cache_geometry(const struct kvmem_cache *c);
 
 struct kvmem_cache_stats {
 	uint64_t arena_bytes; /* size of the arena */
-	uint64_t used_bytes; /* in page slots now allocated */
+	uint64_t used_bytes; /* in pages */
 	uint64_t hot_pages; /* FP16 pages (tails and sinks) */
 	uint64_t sealed_pages;
 	uint64_t seqs;
+	uint64_t ring_errors; /* kvmemd: batched ring ops that failed */
 };
 
 void kvmem_cache_stats(const struct kvmem_cache *c,
@@ -76,7 +146,9 @@ void kvmem_cache_stats(const struct kvmem_cache *c,
  * @c: the cache
  * @out: receives the sequence
  *
- * Return: 0 or -ENOMEM.
+ * A new sequence is acquired (see kvmem_seq_release()).
+ *
+ * Return: 0, -ENOMEM, -ENOSPC at kvmemd's sequence limit, -ENOTCONN.
  */
 int kvmem_seq_create(struct kvmem_cache *c, struct kvmem_seq **out);
 
@@ -145,6 +217,27 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
  * @s: the sequence, or NULL
  */
 void kvmem_seq_free(struct kvmem_seq *s);
+
+/**
+ * kvmem_seq_release() - let the daemon move a sequence's pages
+ * @s: the sequence
+ *
+ * Over kvmemd, the pages of a released sequence may be demoted or moved out
+ * to a slower tier; the next call that touches them (append, read, attend,
+ * fork, truncate, or kvmem_seq_acquire()) waits until they are back. In
+ * embedded mode pages never move and this only records the state.
+ *
+ * Return: 0, -EINVAL, -ENOTCONN.
+ */
+int kvmem_seq_release(struct kvmem_seq *s);
+
+/**
+ * kvmem_seq_acquire() - make a released sequence resident again
+ * @s: the sequence
+ *
+ * Blocks until its pages are resident. Return: 0, -EINVAL, -ENOTCONN.
+ */
+int kvmem_seq_acquire(struct kvmem_seq *s);
 
 enum kvmem_erasure_policy {
 	KVMEM_ERASE_INTERPOLATE = 0, /* mean of the same channel at t-1, t+1 */
@@ -242,6 +335,64 @@ struct kvmem_attend_stats {
 int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 		 float *out, const struct kvmem_attend_opts *opts,
 		 struct kvmem_attend_stats *stats);
+
+/*
+ * The ring itself, for programs that batch their own ops (kvmem-bench ring,
+ * tests). Only on a cache from kvmem_connect(); the library's own ops share
+ * the ring and mark their user_data with KVMEM_USER_DATA_LIB, which callers
+ * must leave clear.
+ */
+#define KVMEM_USER_DATA_LIB (1ULL << 63)
+
+/**
+ * kvmem_ring_sqe() - the next free SQE, zeroed
+ * @c: a connected cache
+ *
+ * Return: the entry, or NULL when the SQ is full (submit and reap
+ * completions first) or @c is not connected.
+ */
+struct kvmem_sqe *kvmem_ring_sqe(struct kvmem_cache *c);
+
+/**
+ * kvmem_ring_submit() - publish the SQEs taken since the last submit, and
+ * ring the daemon's doorbell if it sleeps
+ * @c: a connected cache
+ *
+ * Return: the number published, -ENOTCONN.
+ */
+int kvmem_ring_submit(struct kvmem_cache *c);
+
+/**
+ * kvmem_ring_wait() - the next completion of a caller's SQE
+ * @c: a connected cache
+ * @cqe: receives it
+ * @timeout_ms: 0: do not wait; < 0: wait as long as it takes
+ *
+ * Return: 1 with @cqe filled, 0 when none came in time, -ENOTCONN when the
+ * daemon is gone.
+ */
+int kvmem_ring_wait(struct kvmem_cache *c, struct kvmem_cqe *cqe,
+		    int timeout_ms);
+
+/**
+ * kvmem_ring_buffer() - the part of the shared buffer region that is the
+ * caller's, for the results of PAGE_ALLOC and STATS
+ * @c: a connected cache
+ * @addr: receives its offset, the value to put in kvmem_sqe.addr
+ * @len: receives its size in bytes
+ *
+ * Return: its address, or NULL when @c is not connected.
+ */
+void *kvmem_ring_buffer(struct kvmem_cache *c, uint64_t *addr, size_t *len);
+
+/**
+ * kvmem_daemon_stats() - the session's and the daemon's counters
+ * @c: a connected cache
+ * @st: receives them
+ *
+ * Return: 0, -EOPNOTSUPP in embedded mode, -ENOTCONN.
+ */
+int kvmem_daemon_stats(struct kvmem_cache *c, struct kvmem_stats *st);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,831 @@
+/*
+ * client.c - libkvmem over kvmemd: the handshake, the client side of the
+ * ring, and the store that keeps pages in the session's shared arena
+ *
+ * The data plane stays here: pages are written and read in the shared
+ * arena as in embedded mode. What the daemon must know goes through the
+ * ring. Calls that need an answer (a new sequence, slots) submit and wait;
+ * the rest (seal, free, release) are only queued, so they travel in the
+ * same batch as the next op that waits. Slots come in batches of
+ * SLOT_BATCH and unsealed ones are recycled here without telling the
+ * daemon.
+ *
+ * The library's SQEs carry KVMEM_USER_DATA_LIB; a caller's completions met
+ * while the library waits for its own are kept (at most cq_entries: that
+ * many of the caller's SQEs may be in flight) for kvmem_ring_wait().
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "internal.h"
+#include "ring.h"
+
+#define SLOT_BATCH 32
+#define CONNECT_TIMEOUT_MS 30000
+#define DEFAULT_SPIN_US 50
+
+/* The library's part of the buffer region; the caller's starts after. */
+#define BUF_ALLOC 0u
+#define BUF_STATS 1024u
+#define BUF_USER 4096u
+
+/* user_data of the library's SQEs: bit 62 set when someone waits on it. */
+#define LIB_SYNC (1ULL << 62)
+
+static __thread char connect_error[KVMEM_MESSAGE_LEN];
+
+struct remote {
+	int sock, sq_efd, cq_efd;
+	uint8_t *map;
+	size_t map_bytes;
+	struct kvmem_ring *ring;
+	struct kvmem_sqe *sqes;
+	struct kvmem_cqe *cqes;
+	uint8_t *buf, *arena;
+	uint64_t buf_bytes, arena_bytes;
+	uint32_t nslots; /* arena units */
+	uint32_t slot_units[2];
+	uint32_t sq_entries, cq_entries;
+	uint32_t sq_tail; /* SQEs taken */
+	uint32_t sq_pub; /* SQEs published */
+	uint32_t cq_head;
+	int dead; /* -ENOTCONN once the daemon is gone */
+	int spin_us;
+	uint64_t next_tag;
+	uint32_t pool[2][SLOT_BATCH], npool[2]; /* open slots in reserve */
+	struct kvmem_cqe *stash; /* the caller's, cq_entries of them */
+	uint32_t stash_head, nstash;
+	uint32_t user_inflight; /* the caller's SQEs not yet returned */
+};
+
+/* ---- the ring --------------------------------------------------------- */
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static void mark_dead(struct remote *r)
+{
+	r->dead = -ENOTCONN;
+}
+
+static struct kvmem_sqe *sqe_get(struct remote *r)
+{
+	struct kvmem_sqe *e;
+
+	/* Acquire: the daemon is done reading the entries it consumed. */
+	if (r->sq_tail - kvmem__load_acquire(&r->ring->sq_head) >=
+	    r->sq_entries)
+		return NULL;
+	e = &r->sqes[r->sq_tail & (r->sq_entries - 1)];
+	memset(e, 0, sizeof(*e));
+	r->sq_tail++;
+	return e;
+}
+
+static int submit(struct remote *r)
+{
+	uint32_t n = r->sq_tail - r->sq_pub;
+
+	if (r->dead)
+		return r->dead;
+	if (!n)
+		return 0;
+	/* Release: the SQEs are written before the daemon sees the tail. */
+	kvmem__store_release(&r->ring->sq_tail, r->sq_tail);
+	r->sq_pub = r->sq_tail;
+	/* Full barrier: the tail is visible before NEED_WAKEUP is read,
+	 * pairing with the daemon's barrier between setting the flag and
+	 * looking at the tail once more before it sleeps. */
+	kvmem__smp_mb();
+	if (kvmem__load_relaxed(&r->ring->flags) & KVMEM_RING_NEED_WAKEUP)
+		eventfd_write(r->sq_efd, 1);
+	return (int)n;
+}
+
+/* One completion off the ring: 1, or 0 when there is none. */
+static int cqe_pop(struct remote *r, struct kvmem_cqe *out)
+{
+	/* Acquire: the daemon wrote the CQEs before it moved the tail. */
+	uint32_t tail = kvmem__load_acquire(&r->ring->cq_tail);
+	int was_full = tail - r->cq_head >= r->cq_entries;
+
+	if (tail == r->cq_head)
+		return 0;
+	*out = r->cqes[r->cq_head & (r->cq_entries - 1)];
+	/* Release: the entry is read before the daemon may reuse it. */
+	kvmem__store_release(&r->ring->cq_head, ++r->cq_head);
+	/* A daemon that stopped at a full CQ and went to sleep waits for a
+	 * doorbell to take the rest of the SQ. */
+	if (was_full) {
+		kvmem__smp_mb();
+		if ((kvmem__load_relaxed(&r->ring->flags) &
+		     KVMEM_RING_NEED_WAKEUP) &&
+		    kvmem__load_relaxed(&r->ring->sq_head) != r->sq_pub)
+			eventfd_write(r->sq_efd, 1);
+	}
+	return 1;
+}
+
+/* Is the daemon still there? Reads its notice or its hang-up. */
+static void check_socket(struct remote *r, short revents)
+{
+	struct kvmem_notice n;
+
+	if (kvmem__load_relaxed(&r->ring->flags) & KVMEM_RING_SHUTDOWN)
+		mark_dead(r);
+	if (revents & (POLLHUP | POLLERR | POLLRDHUP)) {
+		mark_dead(r);
+		return;
+	}
+	if (revents & POLLIN) {
+		/* The one thing the daemon sends: a shutdown notice. */
+		if (recv(r->sock, &n, sizeof(n), MSG_DONTWAIT) != -1 ||
+		    errno != EAGAIN)
+			mark_dead(r);
+	}
+}
+
+/*
+ * Wait for any completion: 1 with @out filled, 0 after @timeout_ms, or
+ * -ENOTCONN. Spins for spin_us first, then sleeps on the CQ doorbell and
+ * the socket.
+ */
+static int cqe_wait(struct remote *r, struct kvmem_cqe *out, int timeout_ms)
+{
+	uint64_t start, spin_end;
+	struct pollfd pfd[2];
+	unsigned int spins = 0;
+	int ret;
+
+	/* The common case, a completion already there, reads no clock. */
+	if (cqe_pop(r, out))
+		return 1;
+	start = spin_end = now_us();
+	if (r->spin_us > 0)
+		spin_end += (uint64_t)r->spin_us;
+	for (;;) {
+		if (cqe_pop(r, out))
+			return 1;
+		if (r->dead)
+			return r->dead;
+		if (!timeout_ms)
+			return 0;
+		/* The clock costs more than a look at the ring: read it
+		 * every 64 spins. */
+		if (++spins % 64 || now_us() < spin_end) {
+			if (kvmem__load_relaxed(&r->ring->flags) &
+			    KVMEM_RING_SHUTDOWN)
+				mark_dead(r);
+			cpu_relax();
+			continue;
+		}
+		__atomic_store_n(&r->ring->cq_flags, KVMEM_RING_CQ_WAIT,
+				 __ATOMIC_RELAXED);
+		/* Full barrier: CQ_WAIT is visible before the tail is read
+		 * once more, pairing with the daemon's barrier between
+		 * moving the tail and reading CQ_WAIT. */
+		kvmem__smp_mb();
+		if (cqe_pop(r, out)) {
+			__atomic_store_n(&r->ring->cq_flags, 0,
+					 __ATOMIC_RELAXED);
+			return 1;
+		}
+		pfd[0] = (struct pollfd){ .fd = r->cq_efd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = r->sock,
+					  .events = POLLIN | POLLRDHUP };
+		ret = poll(pfd, 2, timeout_ms);
+		__atomic_store_n(&r->ring->cq_flags, 0, __ATOMIC_RELAXED);
+		if (ret < 0 && errno != EINTR)
+			return -errno;
+		if (ret > 0 && (pfd[0].revents & POLLIN)) {
+			eventfd_t v;
+
+			eventfd_read(r->cq_efd, &v);
+		}
+		if (ret > 0)
+			check_socket(r, pfd[1].revents);
+		if (!ret && timeout_ms > 0)
+			return 0;
+		if (timeout_ms > 0) {
+			uint64_t spent = (now_us() - start) / 1000u;
+
+			if (spent >= (uint64_t)timeout_ms)
+				timeout_ms = 0;
+		}
+	}
+}
+
+static void stash(struct remote *r, const struct kvmem_cqe *e)
+{
+	/* Cannot overflow: at most cq_entries of the caller's SQEs are in
+	 * flight (kvmem_ring_sqe()). */
+	r->stash[(r->stash_head + r->nstash++) % r->cq_entries] = *e;
+}
+
+/*
+ * Wait for the completion tagged @tag, handling the library's queued ops
+ * and keeping the caller's. Return: its result, or -ENOTCONN.
+ */
+static int lib_wait(struct kvmem_cache *c, uint64_t tag)
+{
+	struct remote *r = c->store_priv;
+	struct kvmem_cqe e;
+	int ret;
+
+	for (;;) {
+		ret = cqe_wait(r, &e, -1);
+		if (ret < 0)
+			return ret;
+		if (!(e.user_data & KVMEM_USER_DATA_LIB))
+			stash(r, &e);
+		else if (e.user_data == tag)
+			return e.res;
+		else if (e.res < 0)
+			c->ring_errors++;
+	}
+}
+
+/* An SQE for the library, waiting for room in the SQ if need be. */
+static struct kvmem_sqe *lib_sqe(struct kvmem_cache *c)
+{
+	struct remote *r = c->store_priv;
+	struct kvmem_sqe *e;
+	struct kvmem_cqe cqe;
+
+	while (!(e = sqe_get(r))) {
+		if (submit(r) < 0)
+			return NULL;
+		/* The daemon frees SQ entries as it completes them. */
+		if (cqe_wait(r, &cqe, -1) < 0)
+			return NULL;
+		if (!(cqe.user_data & KVMEM_USER_DATA_LIB))
+			stash(r, &cqe);
+		else if (cqe.res < 0)
+			c->ring_errors++;
+	}
+	return e;
+}
+
+/* Queue @t; its result only counts in ring_errors. */
+static int lib_async(struct kvmem_cache *c, const struct kvmem_sqe *t)
+{
+	struct remote *r = c->store_priv;
+	struct kvmem_sqe *e;
+	int ret;
+
+	if (r->dead)
+		return r->dead;
+	e = lib_sqe(c);
+	if (!e)
+		return r->dead ? r->dead : -EIO;
+	*e = *t;
+	e->user_data = KVMEM_USER_DATA_LIB;
+	ret = submit(r);
+	return ret < 0 ? ret : 0;
+}
+
+/* Submit @t and wait for its result. */
+static int lib_sync(struct kvmem_cache *c, const struct kvmem_sqe *t)
+{
+	struct remote *r = c->store_priv;
+	struct kvmem_sqe *e;
+	uint64_t tag;
+	int ret;
+
+	if (r->dead)
+		return r->dead;
+	e = lib_sqe(c);
+	if (!e)
+		return r->dead ? r->dead : -EIO;
+	tag = KVMEM_USER_DATA_LIB | LIB_SYNC | (++r->next_tag & (LIB_SYNC - 1));
+	*e = *t;
+	e->user_data = tag;
+	ret = submit(r);
+	if (ret < 0)
+		return ret;
+	return lib_wait(c, tag);
+}
+
+/* ---- the store -------------------------------------------------------- */
+
+static int remote_refill(struct kvmem_cache *c, int kind)
+{
+	struct remote *r = c->store_priv;
+	struct kvmem_sqe t = {
+		.opcode = KVMEM_OP_PAGE_ALLOC,
+		.kind = (uint8_t)kind,
+		.addr = BUF_ALLOC,
+		.len = SLOT_BATCH,
+	};
+	uint32_t i, u;
+	int n;
+
+	n = lib_sync(c, &t);
+	if (n < 0)
+		return n;
+	if (n > SLOT_BATCH)
+		return -EIO;
+	for (i = 0; i < (uint32_t)n; i++) {
+		memcpy(&u, r->buf + BUF_ALLOC + i * sizeof(u), sizeof(u));
+		/* The daemon is trusted, but not to the point of writing
+		 * outside the arena. */
+		if (u >= r->nslots || r->nslots - u < r->slot_units[kind])
+			return -EIO;
+		r->pool[kind][r->npool[kind]++] = u;
+	}
+	return 0;
+}
+
+static int remote_alloc(struct kvmem_cache *c, struct kvmem__page *p)
+{
+	struct remote *r = c->store_priv;
+	int ret;
+
+	if (!r->npool[p->hot]) {
+		ret = remote_refill(c, p->hot);
+		if (ret)
+			return ret;
+	}
+	p->slot = r->pool[p->hot][--r->npool[p->hot]];
+	p->data = r->arena + (size_t)p->slot * KVMEM_SLOT_UNIT;
+	return 0;
+}
+
+static void remote_drop(struct kvmem_cache *c, struct kvmem_seq *s,
+			struct kvmem__page *p)
+{
+	struct remote *r = c->store_priv;
+	struct kvmem_sqe t = {
+		.opcode = KVMEM_OP_PAGE_FREE,
+		.slot = p->slot,
+	};
+
+	if (c->closing)
+		return;
+	if (!p->sealed) {
+		/* Still open at the daemon: keep it for the next page. */
+		if (r->npool[p->hot] < SLOT_BATCH) {
+			r->pool[p->hot][r->npool[p->hot]++] = p->slot;
+			return;
+		}
+	} else if (s) {
+		t.seq = s->id;
+	} else {
+		return; /* SEQ_FREE drops the sequence's references */
+	}
+	if (lib_async(c, &t))
+		c->ring_errors++;
+}
+
+static void remote_release(struct kvmem_cache *c, struct kvmem__page *p)
+{
+	(void)c;
+	(void)p;
+}
+
+static int remote_seal(struct kvmem_cache *c, struct kvmem_seq *s,
+		       uint32_t layer, struct kvmem__page *p)
+{
+	struct kvmem_sqe t = {
+		.opcode = KVMEM_OP_PAGE_SEAL,
+		.slot = p->slot,
+		.seq = s->id,
+		.layer = layer,
+		.token_start = p->token_start,
+		.ntokens = p->ntokens,
+	};
+
+	return lib_async(c, &t);
+}
+
+static int remote_seq_new(struct kvmem_cache *c, struct kvmem_seq *parent,
+			  uint64_t *id)
+{
+	struct kvmem_sqe t = { .opcode = KVMEM_OP_SEQ_CREATE };
+	int ret;
+
+	if (parent) {
+		t.opcode = KVMEM_OP_SEQ_FORK;
+		t.seq = parent->id;
+	}
+	ret = lib_sync(c, &t);
+	if (ret < 0)
+		return ret;
+	if (!ret)
+		return -EIO;
+	*id = (uint64_t)ret;
+	return 0;
+}
+
+static void remote_seq_free(struct kvmem_cache *c, struct kvmem_seq *s)
+{
+	struct kvmem_sqe t = { .opcode = KVMEM_OP_SEQ_FREE, .seq = s->id };
+
+	if (!c->closing && lib_async(c, &t))
+		c->ring_errors++;
+}
+
+static int remote_acquire(struct kvmem_cache *c, struct kvmem_seq *s)
+{
+	struct kvmem_sqe t = { .opcode = KVMEM_OP_SEQ_ACQUIRE, .seq = s->id };
+
+	return lib_sync(c, &t);
+}
+
+static int remote_unpin(struct kvmem_cache *c, struct kvmem_seq *s)
+{
+	struct kvmem_sqe t = { .opcode = KVMEM_OP_SEQ_RELEASE, .seq = s->id };
+
+	return lib_async(c, &t);
+}
+
+static void remote_close(struct kvmem_cache *c)
+{
+	struct remote *r = c->store_priv;
+
+	if (!r)
+		return;
+	munmap(r->map, r->map_bytes);
+	close(r->sock);
+	close(r->sq_efd);
+	close(r->cq_efd);
+	free(r->stash);
+	free(r);
+}
+
+static const struct kvmem__store_ops remote_ops = {
+	.alloc = remote_alloc,
+	.drop = remote_drop,
+	.release = remote_release,
+	.seal = remote_seal,
+	.seq_new = remote_seq_new,
+	.seq_free = remote_seq_free,
+	.acquire = remote_acquire,
+	.unpin = remote_unpin,
+	.close = remote_close,
+};
+
+/* ---- attaching -------------------------------------------------------- */
+
+char *kvmem_socket_path(char *buf, size_t len)
+{
+	const char *env = getenv("KVMEM_SOCKET");
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (env && *env)
+		n = snprintf(buf, len, "%s", env);
+	else if (!geteuid())
+		n = snprintf(buf, len, "/run/kvmem/kvmemd.sock");
+	else if (xdg && *xdg)
+		n = snprintf(buf, len, "%s/kvmem/kvmemd.sock", xdg);
+	else
+		n = snprintf(buf, len, "./run/kvmemd.sock");
+	return n < 0 || (size_t)n >= len ? NULL : buf;
+}
+
+static int fail(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(connect_error, sizeof(connect_error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+const char *kvmem_connect_error(void)
+{
+	return connect_error;
+}
+
+/* Receive the welcome and the three descriptors that come with it. */
+static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[3])
+{
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = w, .iov_len = sizeof(*w) };
+	struct msghdr m = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = u.buf,
+		.msg_controllen = sizeof(u.buf),
+	};
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+	struct cmsghdr *cm;
+	ssize_t n;
+	int ret;
+
+	ret = poll(&pfd, 1, CONNECT_TIMEOUT_MS);
+	if (ret < 0)
+		return fail(-errno, "poll: %s", strerror(errno));
+	if (!ret)
+		return fail(-ETIMEDOUT, "kvmemd did not answer in %d s",
+			    CONNECT_TIMEOUT_MS / 1000);
+	n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return fail(-errno, "recvmsg: %s", strerror(errno));
+	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(3 * sizeof(int)))
+			memcpy(fds, CMSG_DATA(cm), 3 * sizeof(int));
+	}
+	if (n != sizeof(*w) || w->magic != KVMEM_WELCOME_MAGIC ||
+	    w->size != sizeof(*w))
+		return fail(-EPROTO,
+			    "kvmemd answered with %zd bytes that "
+			    "are not a welcome",
+			    n);
+	w->message[sizeof(w->message) - 1] = 0;
+	if (w->error < 0)
+		return fail(w->error, "kvmemd refused: %s", w->message);
+	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0)
+		return fail(-EPROTO, "kvmemd sent no session descriptors");
+	return 0;
+}
+
+static int inside(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
+static int map_session(struct remote *r, const struct kvmem_welcome *w,
+		       const struct kvmem_geometry *g, int memfd)
+{
+	struct kvmem_page_layout l[2];
+	struct stat st;
+	void *p;
+	int k;
+
+	kvmem_page_layout(g, 0, &l[0]);
+	kvmem_page_layout(g, 1, &l[1]);
+	if (fstat(memfd, &st) || (uint64_t)st.st_size < w->map_bytes ||
+	    w->sq_entries & (w->sq_entries - 1) || !w->sq_entries ||
+	    w->cq_entries & (w->cq_entries - 1) || !w->cq_entries ||
+	    w->slot_bytes[0] != l[0].size || w->slot_bytes[1] != l[1].size ||
+	    w->arena_off % KVMEM_SLOT_UNIT || w->buf_bytes < BUF_USER ||
+	    !inside(w->ring_off, sizeof(struct kvmem_ring), w->map_bytes) ||
+	    !inside(w->sqes_off,
+		    (uint64_t)w->sq_entries * sizeof(struct kvmem_sqe),
+		    w->map_bytes) ||
+	    !inside(w->cqes_off,
+		    (uint64_t)w->cq_entries * sizeof(struct kvmem_cqe),
+		    w->map_bytes) ||
+	    !inside(w->buf_off, w->buf_bytes, w->map_bytes) ||
+	    !inside(w->arena_off, w->arena_bytes, w->map_bytes))
+		return fail(-EPROTO, "kvmemd described a session layout "
+				     "this library cannot use");
+	p = mmap(NULL, w->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,
+		 0);
+	if (p == MAP_FAILED)
+		return fail(-errno, "mmap: %s", strerror(errno));
+	r->map = p;
+	r->map_bytes = w->map_bytes;
+	r->ring = (struct kvmem_ring *)(r->map + w->ring_off);
+	r->sqes = (struct kvmem_sqe *)(r->map + w->sqes_off);
+	r->cqes = (struct kvmem_cqe *)(r->map + w->cqes_off);
+	r->buf = r->map + w->buf_off;
+	r->buf_bytes = w->buf_bytes;
+	r->arena = r->map + w->arena_off;
+	r->arena_bytes = w->arena_bytes;
+	r->nslots = (uint32_t)(w->arena_bytes / KVMEM_SLOT_UNIT);
+	for (k = 0; k < 2; k++)
+		r->slot_units[k] = w->slot_bytes[k] / KVMEM_SLOT_UNIT;
+	r->sq_entries = w->sq_entries;
+	r->cq_entries = w->cq_entries;
+	/* Pick up where the ring is: fresh, so all zero. */
+	r->sq_tail = r->sq_pub = r->ring->sq_tail;
+	r->cq_head = r->ring->cq_head;
+	return 0;
+}
+
+int kvmem_connect(const char *path, const struct kvmem_geometry *g,
+		  const struct kvmem_connect_opts *opts,
+		  struct kvmem_cache **out)
+{
+	static const struct kvmem_connect_opts defaults;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct kvmem_hello h = {
+		.magic = KVMEM_HELLO_MAGIC,
+		.abi_version = KVMEM_ABI_VERSION,
+		.size = sizeof(h),
+		.features = KVMEM_FEAT_ALL,
+	};
+	struct kvmem_welcome w;
+	int fds[3] = { -1, -1, -1 };
+	struct kvmem_cache *c = NULL;
+	struct remote *r;
+	int ret, i;
+
+	connect_error[0] = 0;
+	if (!opts)
+		opts = &defaults;
+	if (!out || !g || opts->resv[0] || opts->resv[1] || opts->resv[2])
+		return fail(-EINVAL, "bad arguments");
+	if (!path)
+		path = kvmem_socket_path(sa.sun_path, sizeof(sa.sun_path));
+	if (!path || strlen(path) >= sizeof(sa.sun_path))
+		return fail(-ENAMETOOLONG, "socket path too long");
+	memmove(sa.sun_path, path, strlen(path) + 1);
+	ret = kvmem__cache_new(g, &c);
+	if (ret)
+		return fail(ret, "%s",
+			    ret == -EINVAL ? "invalid geometry"
+					   : "out of memory");
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		ret = fail(-ENOMEM, "out of memory");
+		goto err_cache;
+	}
+	r->sq_efd = r->cq_efd = -1;
+	r->spin_us = opts->spin_us ? opts->spin_us : DEFAULT_SPIN_US;
+	r->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (r->sock < 0) {
+		ret = fail(-errno, "socket: %s", strerror(errno));
+		goto err_remote;
+	}
+	if (connect(r->sock, (struct sockaddr *)&sa, sizeof(sa))) {
+		ret = fail(-errno, "%s: %s", sa.sun_path, strerror(errno));
+		goto err_sock;
+	}
+	h.geometry = *g;
+	h.quota_bytes = opts->quota_bytes;
+	h.sq_entries = opts->sq_entries;
+	h.cq_entries = opts->cq_entries;
+	/* A daemon that refuses at once may have closed already; its
+	 * answer is still there to read. */
+	send(r->sock, &h, sizeof(h), MSG_NOSIGNAL);
+	ret = recv_welcome(r->sock, &w, fds);
+	if (ret)
+		goto err_fds;
+	ret = map_session(r, &w, g, fds[0]);
+	if (ret)
+		goto err_fds;
+	close(fds[0]);
+	r->sq_efd = fds[1];
+	r->cq_efd = fds[2];
+	r->stash = calloc(r->cq_entries, sizeof(*r->stash));
+	if (!r->stash) {
+		ret = fail(-ENOMEM, "out of memory");
+		goto err_map;
+	}
+	c->store = &remote_ops;
+	c->store_priv = r;
+	c->arena_bytes = r->arena_bytes;
+	*out = c;
+	return 0;
+
+err_map:
+	munmap(r->map, r->map_bytes);
+	close(r->sq_efd);
+	close(r->cq_efd);
+	goto err_sock;
+err_fds:
+	for (i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+err_sock:
+	close(r->sock);
+err_remote:
+	free(r);
+err_cache:
+	kvmem__cache_free(c);
+	return ret;
+}
+
+/* ---- the raw ring ----------------------------------------------------- */
+
+static struct remote *connected(struct kvmem_cache *c)
+{
+	return c && c->store == &remote_ops ? c->store_priv : NULL;
+}
+
+struct kvmem_sqe *kvmem_ring_sqe(struct kvmem_cache *c)
+{
+	struct remote *r = connected(c);
+	struct kvmem_sqe *e;
+
+	if (!r || r->dead || r->user_inflight >= r->cq_entries)
+		return NULL;
+	e = sqe_get(r);
+	if (e)
+		r->user_inflight++;
+	return e;
+}
+
+int kvmem_ring_submit(struct kvmem_cache *c)
+{
+	struct remote *r = connected(c);
+
+	return r ? submit(r) : -EOPNOTSUPP;
+}
+
+int kvmem_ring_wait(struct kvmem_cache *c, struct kvmem_cqe *cqe,
+		    int timeout_ms)
+{
+	struct remote *r = connected(c);
+	int ret;
+
+	if (!r || !cqe)
+		return -EINVAL;
+	for (;;) {
+		if (r->nstash) {
+			*cqe = r->stash[r->stash_head];
+			r->stash_head = (r->stash_head + 1) % r->cq_entries;
+			r->nstash--;
+			r->user_inflight--;
+			return 1;
+		}
+		ret = cqe_wait(r, cqe, timeout_ms);
+		if (ret <= 0)
+			return ret;
+		if (!(cqe->user_data & KVMEM_USER_DATA_LIB)) {
+			r->user_inflight--;
+			return 1;
+		}
+		if (cqe->res < 0)
+			c->ring_errors++;
+	}
+}
+
+void *kvmem_ring_buffer(struct kvmem_cache *c, uint64_t *addr, size_t *len)
+{
+	struct remote *r = connected(c);
+
+	if (!r)
+		return NULL;
+	*addr = BUF_USER;
+	*len = r->buf_bytes - BUF_USER;
+	return r->buf + BUF_USER;
+}
+
+int kvmem_daemon_stats(struct kvmem_cache *c, struct kvmem_stats *st)
+{
+	struct remote *r = connected(c);
+	struct kvmem_sqe t = {
+		.opcode = KVMEM_OP_STATS,
+		.addr = BUF_STATS,
+		.len = sizeof(*st),
+	};
+	int ret;
+
+	if (!r)
+		return -EOPNOTSUPP;
+	ret = lib_sync(c, &t);
+	if (ret < 0)
+		return ret;
+	if (ret != sizeof(*st))
+		return -EIO;
+	memcpy(st, r->buf + BUF_STATS, sizeof(*st));
+	return 0;
+}
+
+const char *kvmem_strerror(int err)
+{
+	switch (err) {
+	case -ENOTCONN:
+		return "kvmemd connection lost";
+	case -EACCES:
+		return "kvmemd does not admit this user";
+	case -EDQUOT:
+		return "quota over kvmemd's per-session limit";
+	case -ENOSPC:
+		return "kvmemd's pool or sequence limit reached";
+	case -EPROTONOSUPPORT:
+		return "kvmemd speaks another ABI version";
+	case -EBADMSG:
+		return "uncorrectable error in protected data";
+	default:
+		return strerror(err < 0 ? -err : err);
+	}
+}

@@ -1,0 +1,329 @@
+/*
+ * kvmem/uapi.h - the ABI between kvmemd and its clients
+ *
+ * A client attaches over an AF_UNIX SOCK_SEQPACKET socket:
+ *
+ *   client                                   kvmemd
+ *   struct kvmem_hello          ───────▶     checks credentials (SO_PEERCRED),
+ *                                            ABI version, geometry, quota
+ *                               ◀───────     struct kvmem_welcome, and with it
+ *                                            (SCM_RIGHTS) the session memfd,
+ *                                            the SQ doorbell eventfd and the
+ *                                            CQ doorbell eventfd, in that order
+ *
+ * A refusal is a welcome with a negative errno in ->error, a message in
+ * ->message, and no descriptors. After the welcome the socket carries only
+ * struct kvmem_notice from the daemon (shutdown); its hang-up tells either
+ * side that the other is gone.
+ *
+ * The memfd (sealed against shrinking and growing) holds, at the offsets the
+ * welcome gives:
+ *
+ *   ring_off    struct kvmem_ring: head/tail indices and flags
+ *   sqes_off    sq_entries x struct kvmem_sqe (written by the client)
+ *   cqes_off    cq_entries x struct kvmem_cqe (written by the daemon)
+ *   buf_off     buf_bytes of operation buffers (PAGE_ALLOC and STATS
+ *               results), laid out by the client
+ *   arena_off   arena_bytes of pages: slot n is the page at
+ *               arena_off + n * KVMEM_SLOT_UNIT
+ *
+ * Ring protocol (single producer, single consumer each way, indices free
+ * running modulo 2^32, entry i at index i & (entries - 1)):
+ *
+ *   client: fill sqes[sq_tail & mask], store-release sq_tail; full barrier,
+ *           then if flags & KVMEM_RING_NEED_WAKEUP, write 1 to the SQ eventfd
+ *   daemon: load-acquire sq_tail, consume up to it, store-release sq_head;
+ *           fill cqes[cq_tail & mask], store-release cq_tail; if the client
+ *           set KVMEM_RING_CQ_WAIT, write 1 to the CQ eventfd
+ *   client: load-acquire cq_tail, read, store-release cq_head
+ *
+ * The daemon never waits for a full CQ to drain by queueing: it stops taking
+ * SQEs until the client makes room. A client that moves sq_tail more than
+ * sq_entries past sq_head, or cq_head past cq_tail, is disconnected.
+ *
+ * Every field marked "must be 0" is checked; an SQE with an unknown opcode,
+ * flag or non-zero reserved field completes with -EINVAL.
+ */
+#ifndef KVMEM_UAPI_H
+#define KVMEM_UAPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmem/page.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVMEM_ABI_VERSION 1
+
+#define KVMEM_HELLO_MAGIC 0x484d564bu /* "KVMH" */
+#define KVMEM_WELCOME_MAGIC 0x574d564bu /* "KVMW" */
+#define KVMEM_NOTICE_MAGIC 0x4e4d564bu /* "KVMN" */
+
+/* Arena slots are counted in these units; every page size is a multiple. */
+#define KVMEM_SLOT_UNIT 4096u
+
+/* Feature bits, exchanged at the handshake. */
+#define KVMEM_FEAT_NEED_WAKEUP (1ULL << 0) /* the daemon polls the SQ */
+#define KVMEM_FEAT_CQ_WAIT (1ULL << 1) /* CQ doorbell only on request */
+#define KVMEM_FEAT_ALL (KVMEM_FEAT_NEED_WAKEUP | KVMEM_FEAT_CQ_WAIT)
+
+/* client -> daemon: the first and only message before the welcome. */
+struct kvmem_hello {
+	uint32_t magic; /* KVMEM_HELLO_MAGIC */
+	uint16_t abi_version; /* KVMEM_ABI_VERSION */
+	uint16_t size; /* sizeof(struct kvmem_hello) */
+	uint64_t features; /* what the client understands */
+	struct kvmem_geometry geometry; /* of every page of the session */
+	uint64_t quota_bytes; /* arena wanted; 0: the daemon's default */
+	uint32_t sq_entries; /* power of two; 0: the daemon's default */
+	uint32_t cq_entries; /* power of two >= sq_entries; 0: 2 x SQ */
+	uint64_t resv[4]; /* must be 0 */
+};
+
+#define KVMEM_MESSAGE_LEN 160
+
+/* daemon -> client: the answer to the hello. */
+struct kvmem_welcome {
+	uint32_t magic; /* KVMEM_WELCOME_MAGIC */
+	uint16_t abi_version; /* the daemon's */
+	uint16_t size; /* sizeof(struct kvmem_welcome) */
+	int32_t error; /* 0, or a negative errno: refused */
+	uint32_t session; /* the daemon's id for this session */
+	uint64_t features; /* the daemon's, masked by the client's */
+	uint64_t max_quota_bytes; /* the largest quota a session gets */
+	uint64_t pool_free_bytes; /* host pool not promised to sessions */
+	uint64_t map_bytes; /* size of the memfd */
+	uint64_t ring_off; /* offsets into the memfd, see above */
+	uint64_t sqes_off;
+	uint64_t cqes_off;
+	uint64_t buf_off;
+	uint64_t buf_bytes;
+	uint64_t arena_off;
+	uint64_t arena_bytes; /* the session's quota */
+	uint32_t sq_entries;
+	uint32_t cq_entries;
+	uint32_t slot_bytes[2]; /* page size of sealed [0] and hot [1] slots */
+	uint64_t resv[2]; /* 0 */
+	char message[KVMEM_MESSAGE_LEN]; /* NUL-terminated: why, on error */
+};
+
+enum kvmem_notice_type {
+	KVMEM_NOTICE_SHUTDOWN = 1, /* the daemon is stopping */
+};
+
+/* daemon -> client, any time after the welcome. */
+struct kvmem_notice {
+	uint32_t magic; /* KVMEM_NOTICE_MAGIC */
+	uint32_t type; /* enum kvmem_notice_type */
+	uint64_t resv[3]; /* 0 */
+};
+
+/* struct kvmem_ring.flags, written by the daemon */
+#define KVMEM_RING_NEED_WAKEUP \
+	(1U << 0) /* the daemon sleeps: ring the SQ
+					  * doorbell after publishing */
+#define KVMEM_RING_SHUTDOWN (1U << 1) /* the daemon takes no more SQEs */
+
+/* struct kvmem_ring.cq_flags, written by the client */
+#define KVMEM_RING_CQ_WAIT (1U << 0) /* the client sleeps on the CQ doorbell */
+
+/*
+ * The shared indices. Each field has one writer; the fields each side
+ * writes are on cache lines of their own so polling does not bounce them.
+ */
+struct kvmem_ring {
+	uint32_t sq_head; /* daemon: SQEs consumed */
+	uint32_t flags; /* daemon: KVMEM_RING_* */
+	uint32_t cq_tail; /* daemon: CQEs posted */
+	uint32_t resv0[13];
+	uint32_t sq_tail; /* client: SQEs published */
+	uint32_t cq_head; /* client: CQEs consumed */
+	uint32_t cq_flags; /* client: KVMEM_RING_CQ_* */
+	uint32_t resv1[13];
+};
+
+enum kvmem_op {
+	KVMEM_OP_NOP = 0, /* completes with 0 */
+	KVMEM_OP_SEQ_CREATE = 1, /* -> a new sequence id (> 0) */
+	KVMEM_OP_PAGE_ALLOC = 2, /* kind, len slots to the u32 array at addr
+				  * -> how many were allocated (>= 1) */
+	KVMEM_OP_PAGE_SEAL = 3, /* slot, seq, layer, token_start, ntokens:
+				 * the page is full and immutable; its header
+				 * must say the same -> 0 */
+	KVMEM_OP_PAGE_FREE = 4, /* slot, seq: an unsealed slot (seq 0) goes
+				 * back, or seq drops a sealed page -> 0 */
+	KVMEM_OP_SEQ_FORK = 5, /* seq -> a new sequence id sharing its
+				* sealed pages */
+	KVMEM_OP_SEQ_ACQUIRE = 6, /* seq: make its pages resident -> 0 when
+				   * they are */
+	KVMEM_OP_SEQ_RELEASE = 7, /* seq: its pages may move -> 0 */
+	KVMEM_OP_SEQ_FREE = 8, /* seq: drop the sequence and its references
+				* to sealed pages -> 0 */
+	KVMEM_OP_STATS = 9, /* struct kvmem_stats to addr, len bytes
+			     * -> bytes written */
+	KVMEM_OP_LAST,
+};
+
+/* struct kvmem_sqe.kind of PAGE_ALLOC */
+enum kvmem_slot_kind {
+	KVMEM_SLOT_SEALED = 0, /* the geometry's format and codec */
+	KVMEM_SLOT_HOT = 1, /* FP16 + secded72 */
+};
+
+/* A submission: 64 bytes. Fields an opcode does not use must be 0. */
+struct kvmem_sqe {
+	uint8_t opcode; /* enum kvmem_op */
+	uint8_t flags; /* none defined: must be 0 */
+	uint8_t kind; /* enum kvmem_slot_kind: PAGE_ALLOC */
+	uint8_t resv0; /* must be 0 */
+	uint32_t slot; /* PAGE_SEAL, PAGE_FREE */
+	uint64_t user_data; /* returned in the CQE */
+	uint64_t seq; /* sequence id */
+	uint64_t addr; /* PAGE_ALLOC, STATS: offset of the result in the
+			* buffer region, from buf_off */
+	uint32_t len; /* PAGE_ALLOC: slots; STATS: bytes */
+	uint32_t layer; /* PAGE_SEAL */
+	uint32_t token_start; /* PAGE_SEAL */
+	uint32_t ntokens; /* PAGE_SEAL */
+	uint64_t resv1[2]; /* must be 0 */
+};
+
+/* A completion: 16 bytes. */
+struct kvmem_cqe {
+	uint64_t user_data; /* from the SQE */
+	int32_t res; /* >= 0, or a negative errno */
+	uint32_t flags; /* 0 */
+};
+
+/* Most slots one PAGE_ALLOC hands out. */
+#define KVMEM_ALLOC_MAX 256
+
+/* What STATS writes: the session, then the daemon. */
+struct kvmem_stats {
+	uint64_t arena_bytes; /* the session's quota */
+	uint64_t used_bytes; /* in allocated slots */
+	uint64_t slots_open; /* allocated, not sealed */
+	uint64_t slots_sealed;
+	uint64_t seqs;
+	uint64_t seqs_acquired;
+	uint64_t ops; /* SQEs completed for the session */
+	uint64_t op_errors; /* of which with res < 0 */
+	uint64_t sessions; /* daemon-wide from here */
+	uint64_t pool_bytes; /* the host pool limit */
+	uint64_t pool_used_bytes; /* promised to sessions */
+	uint64_t resv[5];
+};
+
+/*
+ * The layout is the ABI: these hold for every compiler that builds either
+ * side.
+ */
+#define KVMEM_UAPI_ASSERT(type, field, off)                   \
+	_Static_assert(offsetof(struct type, field) == (off), \
+		       #type "." #field " is at " #off)
+
+_Static_assert(sizeof(struct kvmem_geometry) == 32, "kvmem_geometry size");
+KVMEM_UAPI_ASSERT(kvmem_geometry, layers, 0);
+KVMEM_UAPI_ASSERT(kvmem_geometry, kv_heads, 4);
+KVMEM_UAPI_ASSERT(kvmem_geometry, head_dim, 8);
+KVMEM_UAPI_ASSERT(kvmem_geometry, tokens_per_page, 12);
+KVMEM_UAPI_ASSERT(kvmem_geometry, group_size, 16);
+KVMEM_UAPI_ASSERT(kvmem_geometry, sink_tokens, 20);
+KVMEM_UAPI_ASSERT(kvmem_geometry, format, 24);
+KVMEM_UAPI_ASSERT(kvmem_geometry, codec, 25);
+KVMEM_UAPI_ASSERT(kvmem_geometry, key_scales, 26);
+KVMEM_UAPI_ASSERT(kvmem_geometry, resv, 27);
+
+_Static_assert(sizeof(struct kvmem_hello) == 96, "kvmem_hello size");
+KVMEM_UAPI_ASSERT(kvmem_hello, magic, 0);
+KVMEM_UAPI_ASSERT(kvmem_hello, abi_version, 4);
+KVMEM_UAPI_ASSERT(kvmem_hello, size, 6);
+KVMEM_UAPI_ASSERT(kvmem_hello, features, 8);
+KVMEM_UAPI_ASSERT(kvmem_hello, geometry, 16);
+KVMEM_UAPI_ASSERT(kvmem_hello, quota_bytes, 48);
+KVMEM_UAPI_ASSERT(kvmem_hello, sq_entries, 56);
+KVMEM_UAPI_ASSERT(kvmem_hello, cq_entries, 60);
+KVMEM_UAPI_ASSERT(kvmem_hello, resv, 64);
+
+_Static_assert(sizeof(struct kvmem_welcome) == 296, "kvmem_welcome size");
+KVMEM_UAPI_ASSERT(kvmem_welcome, magic, 0);
+KVMEM_UAPI_ASSERT(kvmem_welcome, abi_version, 4);
+KVMEM_UAPI_ASSERT(kvmem_welcome, size, 6);
+KVMEM_UAPI_ASSERT(kvmem_welcome, error, 8);
+KVMEM_UAPI_ASSERT(kvmem_welcome, session, 12);
+KVMEM_UAPI_ASSERT(kvmem_welcome, features, 16);
+KVMEM_UAPI_ASSERT(kvmem_welcome, max_quota_bytes, 24);
+KVMEM_UAPI_ASSERT(kvmem_welcome, pool_free_bytes, 32);
+KVMEM_UAPI_ASSERT(kvmem_welcome, map_bytes, 40);
+KVMEM_UAPI_ASSERT(kvmem_welcome, ring_off, 48);
+KVMEM_UAPI_ASSERT(kvmem_welcome, sqes_off, 56);
+KVMEM_UAPI_ASSERT(kvmem_welcome, cqes_off, 64);
+KVMEM_UAPI_ASSERT(kvmem_welcome, buf_off, 72);
+KVMEM_UAPI_ASSERT(kvmem_welcome, buf_bytes, 80);
+KVMEM_UAPI_ASSERT(kvmem_welcome, arena_off, 88);
+KVMEM_UAPI_ASSERT(kvmem_welcome, arena_bytes, 96);
+KVMEM_UAPI_ASSERT(kvmem_welcome, sq_entries, 104);
+KVMEM_UAPI_ASSERT(kvmem_welcome, cq_entries, 108);
+KVMEM_UAPI_ASSERT(kvmem_welcome, slot_bytes, 112);
+KVMEM_UAPI_ASSERT(kvmem_welcome, resv, 120);
+KVMEM_UAPI_ASSERT(kvmem_welcome, message, 136);
+
+_Static_assert(sizeof(struct kvmem_notice) == 32, "kvmem_notice size");
+KVMEM_UAPI_ASSERT(kvmem_notice, magic, 0);
+KVMEM_UAPI_ASSERT(kvmem_notice, type, 4);
+KVMEM_UAPI_ASSERT(kvmem_notice, resv, 8);
+
+_Static_assert(sizeof(struct kvmem_ring) == 128, "kvmem_ring size");
+KVMEM_UAPI_ASSERT(kvmem_ring, sq_head, 0);
+KVMEM_UAPI_ASSERT(kvmem_ring, flags, 4);
+KVMEM_UAPI_ASSERT(kvmem_ring, cq_tail, 8);
+KVMEM_UAPI_ASSERT(kvmem_ring, resv0, 12);
+KVMEM_UAPI_ASSERT(kvmem_ring, sq_tail, 64);
+KVMEM_UAPI_ASSERT(kvmem_ring, cq_head, 68);
+KVMEM_UAPI_ASSERT(kvmem_ring, cq_flags, 72);
+KVMEM_UAPI_ASSERT(kvmem_ring, resv1, 76);
+
+_Static_assert(sizeof(struct kvmem_sqe) == 64, "kvmem_sqe size");
+KVMEM_UAPI_ASSERT(kvmem_sqe, opcode, 0);
+KVMEM_UAPI_ASSERT(kvmem_sqe, flags, 1);
+KVMEM_UAPI_ASSERT(kvmem_sqe, kind, 2);
+KVMEM_UAPI_ASSERT(kvmem_sqe, resv0, 3);
+KVMEM_UAPI_ASSERT(kvmem_sqe, slot, 4);
+KVMEM_UAPI_ASSERT(kvmem_sqe, user_data, 8);
+KVMEM_UAPI_ASSERT(kvmem_sqe, seq, 16);
+KVMEM_UAPI_ASSERT(kvmem_sqe, addr, 24);
+KVMEM_UAPI_ASSERT(kvmem_sqe, len, 32);
+KVMEM_UAPI_ASSERT(kvmem_sqe, layer, 36);
+KVMEM_UAPI_ASSERT(kvmem_sqe, token_start, 40);
+KVMEM_UAPI_ASSERT(kvmem_sqe, ntokens, 44);
+KVMEM_UAPI_ASSERT(kvmem_sqe, resv1, 48);
+
+_Static_assert(sizeof(struct kvmem_cqe) == 16, "kvmem_cqe size");
+KVMEM_UAPI_ASSERT(kvmem_cqe, user_data, 0);
+KVMEM_UAPI_ASSERT(kvmem_cqe, res, 8);
+KVMEM_UAPI_ASSERT(kvmem_cqe, flags, 12);
+
+_Static_assert(sizeof(struct kvmem_stats) == 128, "kvmem_stats size");
+KVMEM_UAPI_ASSERT(kvmem_stats, arena_bytes, 0);
+KVMEM_UAPI_ASSERT(kvmem_stats, used_bytes, 8);
+KVMEM_UAPI_ASSERT(kvmem_stats, slots_open, 16);
+KVMEM_UAPI_ASSERT(kvmem_stats, slots_sealed, 24);
+KVMEM_UAPI_ASSERT(kvmem_stats, seqs, 32);
+KVMEM_UAPI_ASSERT(kvmem_stats, seqs_acquired, 40);
+KVMEM_UAPI_ASSERT(kvmem_stats, ops, 48);
+KVMEM_UAPI_ASSERT(kvmem_stats, op_errors, 56);
+KVMEM_UAPI_ASSERT(kvmem_stats, sessions, 64);
+KVMEM_UAPI_ASSERT(kvmem_stats, pool_bytes, 72);
+KVMEM_UAPI_ASSERT(kvmem_stats, pool_used_bytes, 80);
+KVMEM_UAPI_ASSERT(kvmem_stats, resv, 88);
+
+#undef KVMEM_UAPI_ASSERT
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVMEM_UAPI_H */
