@@ -3,7 +3,7 @@
 #   make            libkvmem.so/.a and the tools
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
 #                   with nvcc, also compile the shared codec header as CUDA
-#   make run        run the main job on embedded defaults
+#   make run        run kvmemd in the foreground on built-in defaults
 #   V=1             show the commands
 #   WERROR=0        do not turn warnings into errors
 #   BUILD=DIR       build there instead of build/
@@ -67,6 +67,12 @@ TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
 BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
 	      tools/bench-attend.c
 
+DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
+	       daemon/worker.c daemon/session.c daemon/server.c
+DAEMON_BIN := $(B)/daemon/kvmemd
+# The configuration parser is unit-tested in the runner as well.
+TEST_DAEMON_OBJS := $(B)/daemon/config.o
+
 TEST_SRCS := $(wildcard tests/*.c)
 TEST_BIN := $(B)/tests/kvmem-check
 
@@ -79,15 +85,18 @@ DEPS_STAMP := $(B)/.deps-ok
 # pkg-config runs when a recipe needs it, after the deps step installed it.
 CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS = $(shell pkg-config --libs check)
+SYSTEMD_LIBS = $(shell pkg-config --libs libsystemd)
 
-.PHONY: all lib tools test run clean deps cuda-check
+.PHONY: all lib tools daemon test run clean deps cuda-check
 .DEFAULT_GOAL := all
 
-all: lib tools
+all: lib tools daemon
 
 lib: $(LIB_SO) $(LIB_A)
 
 tools: $(TOOL_BINS)
+
+daemon: $(DAEMON_BIN)
 
 deps: $(DEPS_STAMP)
 
@@ -129,12 +138,16 @@ $(B)/tools/kvmem-bench: $(BENCH_SRCS:%.c=$(B)/%.o) $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 
+$(DAEMON_BIN): $(DAEMON_SRCS:%.c=$(B)/%.o) $(LIB_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(SYSTEMD_LIBS) -lpthread -lm
+
 $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(KCFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
-$(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(LIB_A) | $(LIB_SO)
+$(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(LIB_A) | $(LIB_SO)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -lm
 
@@ -160,9 +173,8 @@ endif
 test: all $(TEST_BIN) cuda-check
 	$(Q)$(TEST_ENV) $(TEST_BIN)
 
-run: $(B)/tools/kvmem-bench
-	$(B)/tools/kvmem-bench codec
-	$(B)/tools/kvmem-bench attend
+run: $(DAEMON_BIN)
+	$(DAEMON_BIN) -f
 
 clean:
 	rm -rf $(BUILD)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kvmem_check.h"
+#include "kvmemd_harness.h"
 #include "rng.h"
 
 struct rec {
@@ -282,6 +283,41 @@ START_TEST(test_usage)
 }
 END_TEST
 
+/* The same runs, with the KV cache kept in kvmemd: the same numbers. */
+START_TEST(test_over_daemon)
+{
+	const char *path = tiny_model(&tiny_ok, 0);
+	struct kvmemd_proc p;
+	struct kvmem_run r, r2;
+
+	kvmemd_start(&p, NULL, NULL);
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84-interp,int4-golay24", "--ber", "0,0.01",
+		  "--seeds", "1", "--page-tokens", "8", "--sink", "2",
+		  "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	KVMEM_RUN(&r2, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84-interp,int4-golay24", "--ber", "0,0.01",
+		  "--seeds", "1", "--page-tokens", "8", "--sink", "2",
+		  "--connect", p.sock, "--json");
+	ck_assert_msg(r2.status == 0, "exit %d: %s", r2.status, r2.err);
+	ck_assert_str_eq(r2.out, r.out);
+	kvmem_check_run_free(&r2);
+
+	/* No daemon there: a clear error, exit 1. */
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	KVMEM_RUN(&r2, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84", "--ber", "0", "--seeds", "1",
+		  "--connect", p.sock);
+	ck_assert_int_eq(r2.status, 1);
+	ck_assert_ptr_nonnull(strstr(r2.err, p.sock));
+	kvmem_check_run_free(&r2);
+	kvmem_check_run_free(&r);
+	kvmemd_cleanup(&p);
+	unlink(path);
+}
+END_TEST
+
 static double mean_kl(const struct rec *r, int n, const char *mode, double ber)
 {
 	double s = 0.0;
@@ -354,6 +390,7 @@ KVMEM_SUITE(eval)
 	tcase_add_test(tc, test_bad_checkpoints);
 	tcase_add_test(tc, test_usage);
 	tcase_add_test(tc, test_stories260k);
+	tcase_add_test(tc, test_over_daemon);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

@@ -176,6 +176,7 @@ struct run_opts {
 	uint64_t seed;
 	int payload_only;
 	uint32_t page_tokens, sink_tokens;
+	const char *connect; /* kvmemd's socket, or NULL: embedded */
 };
 
 struct cache {
@@ -261,7 +262,19 @@ static int cache_open(struct cache *c, const struct model *m,
 		/* Every page of every layer, plus the tails, as if hot. */
 		pages = ((size_t)m->c.seq_len / o->page_tokens + 3) *
 			(size_t)m->c.layers * 2;
-		ret = kvmem_open_embedded(&c->g, pages * l.size, &c->kc);
+		if (o->connect) {
+			struct kvmem_connect_opts co = {
+				.quota_bytes = pages * l.size,
+			};
+
+			ret = kvmem_connect(o->connect, &c->g, &co, &c->kc);
+			if (ret)
+				fprintf(stderr, PROG ": %s: %s\n", o->connect,
+					kvmem_connect_error());
+		} else {
+			ret = kvmem_open_embedded(&c->g, pages * l.size,
+						  &c->kc);
+		}
 		if (!ret)
 			ret = kvmem_seq_create(c->kc, &c->seq);
 		c->injected = calloc((size_t)m->c.layers, sizeof(uint32_t));
@@ -865,7 +878,8 @@ static void usage(FILE *f)
 		   "[--ber LIST]\n"
 		   "                  [--seeds LIST] [--payload-only] "
 		   "[--page-tokens T] [--sink S]\n"
-		   "                  [--sample-seed S] [--json]\n\n"
+		   "                  [--sample-seed S] [--connect PATH] "
+		   "[--json]\n\n"
 		   "  --model PATH      llama2.c checkpoint\n"
 		   "  --tokens N        reference stream length (default 256)\n"
 		   "  --modes LIST      comma-separated (default: all):");
@@ -882,6 +896,9 @@ static void usage(FILE *f)
 		"  --sink S          FP16 sink tokens (default 4)\n"
 		"  --sample-seed S   seed of the reference sampling (default "
 		"1)\n"
+		"  --connect PATH    keep the protected KV cache in kvmemd at "
+		"PATH\n"
+		"                    (default: in this process)\n"
 		"  --json            one JSON array, a record per mode, rate "
 		"and seed\n\n"
 		"Exit status: 0 done, 1 a run failed, 2 usage or bad "
@@ -969,6 +986,7 @@ struct args {
 	double ber[MAX_LIST];
 	uint64_t seeds[MAX_LIST], sample_seed;
 	int payload_only;
+	const char *connect;
 };
 
 static int parse_args(int argc, char **argv, struct args *a)
@@ -983,6 +1001,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "page-tokens", required_argument, NULL, 'T' },
 		{ "sink", required_argument, NULL, 'S' },
 		{ "sample-seed", required_argument, NULL, 'r' },
+		{ "connect", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -1040,6 +1059,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 				fprintf(stderr, PROG ": bad --sample-seed\n");
 				return 2;
 			}
+			break;
+		case 'c':
+			a->connect = optarg;
 			break;
 		case 'j':
 			a->json = 1;
@@ -1155,6 +1177,7 @@ int main(int argc, char **argv)
 					.payload_only = a.payload_only,
 					.page_tokens = (uint32_t)a.page_tokens,
 					.sink_tokens = (uint32_t)a.sink,
+					.connect = a.connect,
 				};
 				struct result *r = &res[((size_t)mi * a.nber +
 							 bi) * a.nseeds +
@@ -1166,7 +1189,7 @@ int main(int argc, char **argv)
 					fprintf(stderr,
 						PROG ": %s at BER %g: %s\n",
 						modes[a.modes[mi]].name,
-						a.ber[bi], strerror(-err));
+						a.ber[bi], kvmem_strerror(err));
 					goto out;
 				}
 			}

@@ -1,0 +1,111 @@
+/*
+ * config.h - kvmemd's configuration: built-in defaults, overridden by an
+ * INI-style file (/etc/kvmem/kvmemd.conf) and then by command-line flags
+ */
+#ifndef KVMEMD_CONFIG_H
+#define KVMEMD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#define KVMEMD_CONFIG_PATH "/etc/kvmem/kvmemd.conf"
+#define KVMEMD_MAX_IDS 32
+#define KVMEMD_SOCK_PATH_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
+
+enum kvmemd_tristate {
+	KVMEMD_NO = 0,
+	KVMEMD_YES = 1,
+	KVMEMD_AUTO = 2,
+};
+
+struct kvmemd_config {
+	/* [daemon] */
+	char socket[KVMEMD_SOCK_PATH_MAX];
+	char admin_socket[KVMEMD_SOCK_PATH_MAX];
+	char state_dir[256];
+	char group[64]; /* owner group of the sockets; "" leaves it */
+	uid_t allow_uids[KVMEMD_MAX_IDS];
+	unsigned int n_allow_uids;
+	gid_t allow_gids[KVMEMD_MAX_IDS];
+	unsigned int n_allow_gids;
+	uint32_t max_sessions;
+	int log_level; /* LOG_ERR .. LOG_DEBUG */
+	/* [pool] */
+	uint64_t host_bytes; /* all sessions' arenas together */
+	uint64_t session_default_bytes; /* quota when a client asks for 0 */
+	uint64_t session_max_bytes;
+	int hugepages; /* enum kvmemd_tristate */
+	int mlock; /* enum kvmemd_tristate */
+	/* [ring] */
+	uint32_t sq_entries; /* default SQ size */
+	uint32_t max_entries; /* largest SQ or CQ a client may ask for */
+	uint32_t poll_idle_us; /* SQ polling after the last SQE; 0: never */
+	uint32_t max_seqs; /* sequences per session */
+	/* [workers] */
+	uint32_t threads;
+	uint32_t queue_depth;
+};
+
+/*
+ * kvmemd_config_defaults() - the built-in configuration
+ *
+ * Paths depend on who runs the daemon: as root, /run/kvmem/kvmemd.sock,
+ * /run/kvmem/kvmemd-admin.sock and /var/lib/kvmem; otherwise
+ * $XDG_RUNTIME_DIR/kvmem/... and $XDG_STATE_HOME/kvmem when those are set
+ * (to absolute paths), else ./run/... and ./run/state. allow_uids holds the
+ * daemon's uid, allow_gids the group "kvmem" when it exists, and group is
+ * "kvmem" when it exists, else "".
+ */
+void kvmemd_config_defaults(struct kvmemd_config *c);
+
+/*
+ * kvmemd_config_load() - read a configuration file over @c
+ * @c: the configuration, usually from kvmemd_config_defaults()
+ * @path: the file
+ * @must_exist: when 0, a missing file is not an error (the default path)
+ * @err, @errlen: receives "path:line: key: what is wrong" on error
+ *
+ * The file is all or nothing: on error @c is unchanged.
+ *
+ * Return: 0, -ENOENT/-EACCES/... when it cannot be read, -EINVAL when it is
+ * malformed.
+ */
+int kvmemd_config_load(struct kvmemd_config *c, const char *path,
+		       int must_exist, char *err, size_t errlen);
+
+/*
+ * kvmemd_config_set() - set one key, as the file would
+ * @c: the configuration
+ * @key: "section.key", e.g. "daemon.socket"
+ * @value: the value as text
+ * @err, @errlen: receives "key: what is wrong" on error
+ *
+ * Return: 0 or -EINVAL.
+ */
+int kvmemd_config_set(struct kvmemd_config *c, const char *key,
+		      const char *value, char *err, size_t errlen);
+
+/*
+ * kvmemd_config_check() - checks across keys (session_max_bytes <=
+ * host_bytes, ...); @err as above. Return: 0 or -EINVAL.
+ */
+int kvmemd_config_check(const struct kvmemd_config *c, char *err,
+			size_t errlen);
+
+/* Write @c as a configuration file that loads back to the same values. */
+void kvmemd_config_print(const struct kvmemd_config *c, FILE *f);
+
+/*
+ * kvmemd_config_reload() - take the policy keys of @fresh into @live
+ *
+ * Paths, the pool size and the worker pool need a restart and keep their
+ * values; everything else (access lists, quotas, ring sizes, polling, log
+ * level) is copied.
+ */
+void kvmemd_config_reload(struct kvmemd_config *live,
+			  const struct kvmemd_config *fresh);
+
+#endif /* KVMEMD_CONFIG_H */

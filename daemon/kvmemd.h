@@ -1,0 +1,182 @@
+/*
+ * kvmemd.h - the daemon's internals
+ *
+ * One thread runs the event loop (server.c): the sockets, the doorbells,
+ * every session's ring and every op. Worker threads (worker.c) do the work
+ * that may block for long, today the setting up of a session's memory, and
+ * hand the result back to the loop; they never touch a session the loop
+ * uses.
+ */
+#ifndef KVMEMD_H
+#define KVMEMD_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <syslog.h>
+
+#include "kvmem/kvmem.h"
+#include "kvmem/uapi.h"
+#include "config.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- log.c ------------------------------------------------------------ */
+
+void kvmemd_log_init(int level);
+void kvmemd_log(int prio, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* kvmemd_log() with ": strerror(-err)" appended */
+void kvmemd_log_err(int prio, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- pool.c: where a session's memory comes from --------------------- */
+
+enum kvmemd_pool_kind {
+	KVMEMD_POOL_HOST,
+	KVMEMD_POOL_CUDA,
+	KVMEMD_POOL_NVME,
+	KVMEMD_POOL_NR,
+};
+
+/* A mapping shared with one client. */
+struct kvmemd_region {
+	int fd; /* memfd, sealed against shrinking and growing */
+	uint8_t *base;
+	size_t size;
+	uint8_t huge; /* backed by huge pages */
+	uint8_t locked; /* mlock()ed */
+};
+
+/*
+ * A backend. Every hook is mandatory; a backend this build or machine lacks
+ * has stubs returning -EOPNOTSUPP.
+ *
+ * create:  a region of at least @req->size bytes; may block (it runs on a
+ *          worker thread)
+ * destroy: unmap and close it
+ */
+/* What a region is asked for, fixed when the session is admitted. */
+struct kvmemd_region_req {
+	size_t size;
+	int hugepages; /* enum kvmemd_tristate */
+	int mlock; /* enum kvmemd_tristate */
+};
+
+struct kvmemd_pool_ops {
+	const char *name;
+	int (*create)(const struct kvmemd_region_req *req,
+		      struct kvmemd_region *r, char *why, size_t whylen);
+	void (*destroy)(struct kvmemd_region *r);
+};
+
+const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind);
+
+/* ---- worker.c: a fixed pool of threads and a bounded queue ------------ */
+
+struct kvmemd_work {
+	void (*fn)(struct kvmemd_work *w); /* runs on a worker */
+	struct kvmemd_work *next; /* queue link, the pool's */
+};
+
+struct kvmemd_workers;
+
+/*
+ * kvmemd_workers_start() - @threads threads; finished work is queued for
+ * kvmemd_workers_reap() and the eventfd returned by kvmemd_workers_fd()
+ * becomes readable. Return: 0 or a negative errno.
+ */
+int kvmemd_workers_start(unsigned int threads, unsigned int depth,
+			 struct kvmemd_workers **out);
+/* Queue @w: 0, or -EAGAIN when @depth items are queued or running. */
+int kvmemd_workers_queue(struct kvmemd_workers *wp, struct kvmemd_work *w);
+int kvmemd_workers_fd(const struct kvmemd_workers *wp);
+/* The next finished item, or NULL. Event loop only. */
+struct kvmemd_work *kvmemd_workers_reap(struct kvmemd_workers *wp);
+/* Let queued work finish and join the threads; what finished is left for
+ * kvmemd_workers_reap(). */
+void kvmemd_workers_stop(struct kvmemd_workers *wp);
+/* Stop, then free; finished work not reaped is the caller's loss. */
+void kvmemd_workers_free(struct kvmemd_workers *wp);
+
+/* ---- session.c: one attached client ---------------------------------- */
+
+struct kvmemd;
+struct kvmemd_session;
+
+/*
+ * kvmemd_session_new() - check a hello and reserve what it asks for
+ * @d: the daemon
+ * @h: the hello, exactly sizeof(*h) bytes received
+ * @uid, @pid: the peer, for logs
+ * @w: receives the refusal (error and message) or the session's limits
+ * @out: receives the session, whose memory is not set up yet
+ *
+ * Return: 0, or the negative errno also put in @w->error.
+ */
+int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
+		       pid_t pid, struct kvmem_welcome *w,
+		       struct kvmemd_session **out);
+/* Create the region and lay out the ring; may block (a worker runs it). */
+int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen);
+/* Fill in the layout part of @w once kvmemd_session_setup() succeeded. */
+void kvmemd_session_welcome(const struct kvmemd_session *s,
+			    struct kvmem_welcome *w);
+/* The memfd, the SQ doorbell and the CQ doorbell, as they go to the client */
+void kvmemd_session_fds(const struct kvmemd_session *s, int fds[3]);
+int kvmemd_session_sq_efd(const struct kvmemd_session *s);
+uint32_t kvmemd_session_id(const struct kvmemd_session *s);
+/*
+ * kvmemd_session_run() - take up to @budget SQEs and complete them, and
+ * ring the CQ doorbell when the client sleeps on it
+ *
+ * Return: the number taken, or -EPROTO when the client broke the ring
+ * protocol (it must be disconnected).
+ */
+int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget);
+/* Has the client published SQEs the daemon has not taken? */
+int kvmemd_session_pending(const struct kvmemd_session *s);
+/* Set or clear NEED_WAKEUP in the shared ring. */
+void kvmemd_session_need_wakeup(struct kvmemd_session *s, int on);
+/* Mark the ring shut down and wake the client. */
+void kvmemd_session_shutdown(struct kvmemd_session *s);
+/* Free the session and everything in it; returns its pool reservation. */
+void kvmemd_session_free(struct kvmemd_session *s);
+
+/* ---- server.c: the daemon --------------------------------------------- */
+
+struct kvmemd_counters {
+	uint64_t sessions; /* attached now */
+	uint64_t pool_used; /* bytes promised to sessions */
+	uint64_t attached, refused, dropped; /* since start */
+	uint64_t ops;
+};
+
+#define KVMEMD_MAX_SETS 64
+
+struct kvmemd {
+	struct kvmemd_config cfg;
+	const char *config_path; /* re-read on SIGHUP */
+	int config_must_exist;
+	/* Command-line settings, applied over the file at start and reload */
+	const char *set_keys[KVMEMD_MAX_SETS], *set_vals[KVMEMD_MAX_SETS];
+	int nset;
+	struct kvmemd_counters n;
+	uint32_t next_session;
+};
+
+/*
+ * kvmemd_run() - serve until SIGTERM or SIGINT
+ *
+ * Return: 0 after a clean shutdown, or a negative errno when start-up
+ * failed (logged).
+ */
+int kvmemd_run(struct kvmemd *d);
+
+/*
+ * kvmemd_load_config() - defaults, then the file, then the command line,
+ * then the checks across keys, into @c; @err says what failed
+ */
+int kvmemd_load_config(const struct kvmemd *d, struct kvmemd_config *c,
+		       char *err, size_t errlen);
+
+#endif /* KVMEMD_H */

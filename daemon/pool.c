@@ -1,0 +1,150 @@
+/*
+ * pool.c - the memory backends, one ops table each
+ *
+ * host: a memfd per session, on huge pages when the system has them
+ * (pool.hugepages), locked in RAM when the limits allow (pool.mlock). The
+ * cuda and nvme backends come later; until then they are stubs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kvmemd.h"
+
+#define HUGE_PAGE (2u << 20)
+
+static int host_map(struct kvmemd_region *r, size_t size, int huge)
+{
+	unsigned int flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+	void *p;
+	int fd, ret;
+
+	if (huge) {
+		flags |= MFD_HUGETLB;
+		size = (size + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+	}
+	fd = memfd_create("kvmem-session", flags);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size))
+		goto err_fd;
+	/* The client can no longer shrink the file under the daemon's
+	 * mapping (a SIGBUS here) nor grow it past its quota. */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+		goto err_fd;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto err_fd;
+	r->fd = fd;
+	r->base = p;
+	r->size = size;
+	r->huge = (uint8_t)huge;
+	return 0;
+err_fd:
+	ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static int host_create(const struct kvmemd_region_req *req,
+		       struct kvmemd_region *r, char *why, size_t whylen)
+{
+	const size_t size = req->size;
+	int ret = -EOPNOTSUPP;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	if (req->hugepages != KVMEMD_NO)
+		ret = host_map(r, size, 1);
+	if (ret && req->hugepages == KVMEMD_YES) {
+		snprintf(why, whylen, "no huge pages for %zu bytes: %s", size,
+			 strerror(-ret));
+		return ret;
+	}
+	if (ret)
+		ret = host_map(r, size, 0);
+	if (ret) {
+		snprintf(why, whylen, "memfd of %zu bytes: %s", size,
+			 strerror(-ret));
+		return ret;
+	}
+	if (req->mlock == KVMEMD_NO)
+		return 0;
+	if (!mlock(r->base, r->size)) {
+		r->locked = 1;
+		return 0;
+	}
+	ret = -errno;
+	if (req->mlock == KVMEMD_YES) {
+		snprintf(why, whylen, "mlock %zu bytes: %s", r->size,
+			 strerror(-ret));
+		munmap(r->base, r->size);
+		close(r->fd);
+		return ret;
+	}
+	/* auto: run unlocked, and say so once. */
+	{
+		static int warned;
+
+		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			kvmemd_log_err(LOG_WARNING, ret,
+				       "mlock of a session arena failed, pages "
+				       "may be swapped (raise LimitMEMLOCK or "
+				       "set pool.mlock = no)");
+	}
+	return 0;
+}
+
+static void host_destroy(struct kvmemd_region *r)
+{
+	if (r->base)
+		munmap(r->base, r->size);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->base = NULL;
+	r->fd = -1;
+}
+
+static int stub_create(const struct kvmemd_region_req *req,
+		       struct kvmemd_region *r, char *why, size_t whylen)
+{
+	(void)req;
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	snprintf(why, whylen, "backend not built in this version");
+	return -EOPNOTSUPP;
+}
+
+static void stub_destroy(struct kvmemd_region *r)
+{
+	(void)r;
+}
+
+static const struct kvmemd_pool_ops pool_ops[] = {
+	[KVMEMD_POOL_HOST] = {
+		.name = "host",
+		.create = host_create,
+		.destroy = host_destroy,
+	},
+	[KVMEMD_POOL_CUDA] = {
+		.name = "cuda",
+		.create = stub_create,
+		.destroy = stub_destroy,
+	},
+	[KVMEMD_POOL_NVME] = {
+		.name = "nvme",
+		.create = stub_create,
+		.destroy = stub_destroy,
+	},
+};
+
+_Static_assert(ARRAY_SIZE(pool_ops) == KVMEMD_POOL_NR,
+	       "every pool kind has an ops table");
+
+const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind)
+{
+	return &pool_ops[kind];
+}

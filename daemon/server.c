@@ -1,0 +1,939 @@
+/*
+ * server.c - kvmemd's event loop: sockets, handshakes, doorbells, signals,
+ * and systemd
+ *
+ * One epoll set holds the listening sockets, every connection, every
+ * session's SQ doorbell and the workers' completion eventfd. While clients
+ * are busy the loop also polls their rings, and lets them skip the doorbell
+ * (NEED_WAKEUP clear); after ring.poll_idle_us without work it sets
+ * NEED_WAKEUP everywhere and sleeps in epoll.
+ *
+ * A connection goes HELLO (waiting for struct kvmem_hello, with a deadline)
+ * -> SETUP (a worker creates its memory) -> ACTIVE (welcome sent, ring
+ * served). Whatever the client does, the worst outcome is that its own
+ * connection is dropped and everything it held is freed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvmemd.h"
+
+/* A client has this long to say hello, an admin connection between
+ * requests. */
+#define HELLO_TIMEOUT_NS (5ull * 1000000000ull)
+/* Connections not yet attached (and admin ones) at any time. */
+#define MAX_PENDING 64
+#define MAX_EVENTS 64
+#define POLL_PASSES 32
+
+enum watch_type {
+	W_LISTEN,
+	W_ADMIN_LISTEN,
+	W_CONN,
+	W_DOORBELL,
+	W_WORKERS,
+};
+
+/* What an epoll event points at. */
+struct watch {
+	enum watch_type type;
+	struct conn *conn;
+};
+
+enum conn_state {
+	CONN_HELLO,
+	CONN_SETUP, /* a worker has it: only the loop's fields change */
+	CONN_ACTIVE,
+	CONN_ADMIN,
+};
+
+struct conn {
+	struct kvmemd_work work; /* first: the worker hands it back */
+	struct watch sock_w, bell_w;
+	int fd;
+	enum conn_state state;
+	int hung_up; /* the client left during SETUP */
+	int dead; /* freed at the end of this loop iteration */
+	int setup_ret;
+	char why[KVMEM_MESSAGE_LEN];
+	struct ucred cred;
+	uint64_t deadline; /* CONN_HELLO, CONN_ADMIN */
+	struct kvmemd_session *s;
+	struct kvmem_welcome w;
+	struct conn *prev, *next;
+};
+
+struct server {
+	struct kvmemd *d;
+	int ep;
+	int lfd, afd; /* listening: clients, admin */
+	int own_lfd, own_afd; /* bound here (unlink at exit) */
+	struct watch lw, aw, ww;
+	struct kvmemd_workers *workers;
+	struct conn *conns;
+	struct conn *zombies; /* dead, events for them may still be queued */
+	unsigned int npending;
+	int polling;
+	uint64_t last_busy;
+	uint64_t watchdog_usec, next_watchdog;
+	char status[256];
+	uint64_t status_sessions, status_pool; /* what status says */
+	unsigned int polls; /* passes since the last epoll_pwait() */
+};
+
+static volatile sig_atomic_t sig_stop, sig_reload;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		sig_reload = 1;
+	else
+		sig_stop = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int watch_add(struct server *sv, int fd, uint32_t events,
+		     struct watch *w)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+
+	return epoll_ctl(sv->ep, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+/* ---- status and systemd ----------------------------------------------- */
+
+static void status_update(struct server *sv)
+{
+	const struct kvmemd *d = sv->d;
+	char buf[sizeof(sv->status)];
+
+	/* Called on every pass of the loop: cheap when nothing changed. */
+	if (d->n.sessions == sv->status_sessions &&
+	    d->n.pool_used == sv->status_pool && sv->status[0])
+		return;
+	sv->status_sessions = d->n.sessions;
+	sv->status_pool = d->n.pool_used;
+
+	snprintf(buf, sizeof(buf),
+		 "sessions %llu, host pool %llu of %llu MiB used, scrub off",
+		 (unsigned long long)d->n.sessions,
+		 (unsigned long long)(d->n.pool_used >> 20),
+		 (unsigned long long)(d->cfg.host_bytes >> 20));
+	if (!strcmp(buf, sv->status))
+		return;
+	memcpy(sv->status, buf, sizeof(buf));
+	sd_notifyf(0, "STATUS=%s", buf);
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+static void conn_link(struct server *sv, struct conn *c)
+{
+	c->next = sv->conns;
+	if (sv->conns)
+		sv->conns->prev = c;
+	sv->conns = c;
+}
+
+/*
+ * Release what a connection holds now; the struct itself goes at the end of
+ * the loop iteration, since events for it may still be in the batch.
+ */
+static void conn_free(struct server *sv, struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		sv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->state != CONN_ACTIVE)
+		sv->npending--;
+	if (c->s) {
+		epoll_ctl(sv->ep, EPOLL_CTL_DEL, kvmemd_session_sq_efd(c->s),
+			  NULL);
+		kvmemd_session_free(c->s);
+		c->s = NULL;
+	}
+	if (c->fd >= 0)
+		close(c->fd); /* also leaves the epoll set */
+	c->fd = -1;
+	c->dead = 1;
+	c->next = sv->zombies;
+	sv->zombies = c;
+	status_update(sv);
+}
+
+static void reap_zombies(struct server *sv)
+{
+	struct conn *c;
+
+	while ((c = sv->zombies)) {
+		sv->zombies = c->next;
+		free(c);
+	}
+}
+
+/* Send the welcome (with the session's fds when it is not a refusal). */
+static int send_welcome(struct conn *c, const int *fds)
+{
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &c->w, .iov_len = sizeof(c->w) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	c->w.magic = KVMEM_WELCOME_MAGIC;
+	c->w.abi_version = KVMEM_ABI_VERSION;
+	c->w.size = sizeof(c->w);
+	if (fds) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, 3 * sizeof(int));
+	}
+	if (sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		return -errno;
+	return 0;
+}
+
+static void conn_refuse(struct server *sv, struct conn *c)
+{
+	kvmemd_log(LOG_NOTICE, "refused pid %d uid %u: %s", (int)c->cred.pid,
+		   (unsigned int)c->cred.uid, c->w.message);
+	sv->d->n.refused++;
+	send_welcome(c, NULL);
+	conn_free(sv, c);
+}
+
+static void conn_drop(struct server *sv, struct conn *c, const char *why)
+{
+	if (c->state == CONN_ACTIVE) {
+		kvmemd_log(LOG_NOTICE, "session %u (pid %d) dropped: %s",
+			   kvmemd_session_id(c->s), (int)c->cred.pid, why);
+		sv->d->n.dropped++;
+		kvmemd_session_shutdown(c->s);
+	}
+	if (c->state == CONN_SETUP) {
+		/* A worker still has it: finish when it comes back. */
+		c->hung_up = 1;
+		return;
+	}
+	conn_free(sv, c);
+}
+
+static int id_allowed(const struct kvmemd_config *cfg, const struct ucred *cr,
+		      const gid_t *groups, int ngroups)
+{
+	unsigned int i;
+	int j;
+
+	for (i = 0; i < cfg->n_allow_uids; i++)
+		if (cfg->allow_uids[i] == cr->uid)
+			return 1;
+	for (i = 0; i < cfg->n_allow_gids; i++) {
+		if (cfg->allow_gids[i] == cr->gid)
+			return 1;
+		for (j = 0; j < ngroups; j++)
+			if (cfg->allow_gids[i] == groups[j])
+				return 1;
+	}
+	return 0;
+}
+
+/*
+ * SO_PEERCRED, and the peer's supplementary groups when the kernel says. A
+ * refusal goes to c->w, to be sent when the client has spoken.
+ */
+static int authorize(const struct kvmemd_config *cfg, struct conn *c)
+{
+	gid_t groups[64];
+	socklen_t len = sizeof(c->cred);
+	int ngroups = 0;
+
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len)) {
+		c->w.error = -errno;
+		snprintf(c->w.message, sizeof(c->w.message),
+			 "cannot read the peer's credentials: %s",
+			 strerror(errno));
+		return c->w.error;
+	}
+	len = sizeof(groups);
+	if (!getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len))
+		ngroups = (int)(len / sizeof(gid_t));
+	if (id_allowed(cfg, &c->cred, groups, ngroups))
+		return 0;
+	snprintf(c->w.message, sizeof(c->w.message),
+		 "uid %u gid %u is not allowed to attach "
+		 "(daemon.allow_uids, daemon.allow_gids)",
+		 (unsigned int)c->cred.uid, (unsigned int)c->cred.gid);
+	c->w.error = -EACCES;
+	return -EACCES;
+}
+
+static void on_accept(struct server *sv, int lfd, int admin)
+{
+	struct conn *c;
+	int fd;
+
+	for (;;) {
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR &&
+			    errno != ECONNABORTED)
+				kvmemd_log_err(LOG_WARNING, -errno, "accept");
+			return;
+		}
+		if (sv->npending >= MAX_PENDING) {
+			kvmemd_log(LOG_WARNING,
+				   "%u connections waiting, closing a new one",
+				   sv->npending);
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->state = admin ? CONN_ADMIN : CONN_HELLO;
+		c->deadline = now_ns() + HELLO_TIMEOUT_NS;
+		c->sock_w.type = W_CONN;
+		c->sock_w.conn = c;
+		sv->npending++;
+		conn_link(sv, c);
+		/* A refused client hears why after its request: closing with
+		 * the request unread would reset the connection instead. */
+		authorize(&sv->d->cfg, c);
+		if (watch_add(sv, fd, EPOLLIN | EPOLLRDHUP, &c->sock_w))
+			conn_free(sv, c);
+	}
+}
+
+static void setup_work(struct kvmemd_work *w)
+{
+	struct conn *c = (struct conn *)w;
+
+	c->setup_ret = kvmemd_session_setup(c->s, c->why, sizeof(c->why));
+}
+
+static void on_hello(struct server *sv, struct conn *c)
+{
+	struct kvmem_hello h;
+	ssize_t n;
+	int ret;
+
+	/* One byte more than a hello, to see a longer message; recv() takes
+	 * no ancillary data, so descriptors a client sends are closed. */
+	n = recv(c->fd, &h, sizeof(h), MSG_TRUNC | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_free(sv, c);
+		return;
+	}
+	if (c->w.error) {
+		conn_refuse(sv, c);
+		return;
+	}
+	if ((size_t)n != sizeof(h)) {
+		snprintf(c->w.message, sizeof(c->w.message),
+			 "hello of %zd bytes, expected %zu", n, sizeof(h));
+		c->w.error = -EPROTO;
+		conn_refuse(sv, c);
+		return;
+	}
+	ret = kvmemd_session_new(sv->d, &h, c->cred.uid, c->cred.pid, &c->w,
+				 &c->s);
+	if (ret) {
+		conn_refuse(sv, c);
+		return;
+	}
+	c->work.fn = setup_work;
+	if (kvmemd_workers_queue(sv->workers, &c->work)) {
+		snprintf(c->w.message, sizeof(c->w.message),
+			 "kvmemd is busy setting up other sessions, retry");
+		c->w.error = -EAGAIN;
+		conn_refuse(sv, c);
+		return;
+	}
+	c->state = CONN_SETUP;
+	status_update(sv);
+}
+
+static void on_setup_done(struct server *sv, struct conn *c)
+{
+	int fds[3];
+
+	if (c->hung_up) {
+		conn_free(sv, c);
+		return;
+	}
+	if (c->setup_ret) {
+		snprintf(c->w.message, sizeof(c->w.message), "%s", c->why);
+		c->w.error = c->setup_ret;
+		conn_refuse(sv, c);
+		return;
+	}
+	kvmemd_session_welcome(c->s, &c->w);
+	kvmemd_session_fds(c->s, fds);
+	if (send_welcome(c, fds)) {
+		conn_free(sv, c);
+		return;
+	}
+	c->bell_w.type = W_DOORBELL;
+	c->bell_w.conn = c;
+	if (watch_add(sv, kvmemd_session_sq_efd(c->s), EPOLLIN, &c->bell_w)) {
+		conn_free(sv, c);
+		return;
+	}
+	c->state = CONN_ACTIVE;
+	sv->npending--;
+	sv->d->n.attached++;
+	/* A polling loop spares the new client its doorbell too. */
+	if (sv->polling)
+		kvmemd_session_need_wakeup(c->s, 0);
+	kvmemd_log(LOG_INFO,
+		   "session %u: pid %d uid %u, %llu MiB arena, %u/%u ring",
+		   kvmemd_session_id(c->s), (int)c->cred.pid,
+		   (unsigned int)c->cred.uid,
+		   (unsigned long long)(c->w.arena_bytes >> 20),
+		   c->w.sq_entries, c->w.cq_entries);
+}
+
+/* The admin socket answers "status" with one JSON line. */
+static void on_admin(struct server *sv, struct conn *c)
+{
+	const struct kvmemd *d = sv->d;
+	char req[64], out[512];
+	ssize_t n;
+	int len;
+
+	n = recv(c->fd, req, sizeof(req) - 1, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_free(sv, c);
+		return;
+	}
+	req[n] = 0;
+	req[strcspn(req, "\n")] = 0;
+	if (c->w.error) {
+		len = snprintf(out, sizeof(out), "{\"error\":\"%s\"}\n",
+			       c->w.message);
+		send(c->fd, out, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		conn_free(sv, c);
+		return;
+	}
+	if (strcmp(req, "status")) {
+		len = snprintf(out, sizeof(out),
+			       "{\"error\":\"unknown request\"}\n");
+	} else {
+		len = snprintf(
+			out, sizeof(out),
+			"{\"pid\":%d,\"sessions\":%llu,\"pool_bytes\":%llu,"
+			"\"pool_used_bytes\":%llu,\"attached\":%llu,"
+			"\"refused\":%llu,\"dropped\":%llu,\"ops\":%llu}\n",
+			(int)getpid(), (unsigned long long)d->n.sessions,
+			(unsigned long long)d->cfg.host_bytes,
+			(unsigned long long)d->n.pool_used,
+			(unsigned long long)d->n.attached,
+			(unsigned long long)d->n.refused,
+			(unsigned long long)d->n.dropped,
+			(unsigned long long)d->n.ops);
+	}
+	if (send(c->fd, out, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		conn_free(sv, c);
+	else
+		c->deadline = now_ns() + HELLO_TIMEOUT_NS;
+}
+
+static void on_conn(struct server *sv, struct conn *c, uint32_t events)
+{
+	switch (c->state) {
+	case CONN_HELLO:
+		if (events & EPOLLIN)
+			on_hello(sv, c);
+		else
+			conn_free(sv, c);
+		break;
+	case CONN_SETUP:
+		/* Nothing is read now; a hang-up ends it when it is back. */
+		if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+			conn_drop(sv, c, "hung up");
+		break;
+	case CONN_ACTIVE:
+		/* After the welcome a client says nothing: data is a protocol
+		 * violation, a hang-up its exit. */
+		conn_drop(sv, c,
+			  events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)
+				  ? "hung up"
+				  : "sent data on the control socket");
+		break;
+	case CONN_ADMIN:
+		if (events & EPOLLIN)
+			on_admin(sv, c);
+		else
+			conn_free(sv, c);
+		break;
+	}
+}
+
+/* ---- rings ------------------------------------------------------------ */
+
+/* Serve one session's ring; 1 when it had work. */
+static int serve(struct server *sv, struct conn *c)
+{
+	int n = kvmemd_session_run(c->s, UINT32_MAX);
+
+	if (n < 0) {
+		conn_drop(sv, c, "broke the ring protocol");
+		return 0;
+	}
+	return n > 0;
+}
+
+static void on_doorbell(struct server *sv, struct conn *c)
+{
+	eventfd_t v;
+
+	if (eventfd_read(kvmemd_session_sq_efd(c->s), &v))
+		return;
+	if (serve(sv, c) && sv->d->cfg.poll_idle_us) {
+		struct conn *o;
+
+		/* Busy: poll, and let every client skip its doorbell. */
+		if (!sv->polling)
+			for (o = sv->conns; o; o = o->next)
+				if (o->state == CONN_ACTIVE)
+					kvmemd_session_need_wakeup(o->s, 0);
+		sv->polling = 1;
+		sv->last_busy = now_ns();
+	}
+}
+
+static void poll_rings(struct server *sv)
+{
+	struct conn *c, *next;
+	int busy = 0;
+
+	for (c = sv->conns; c; c = next) {
+		next = c->next;
+		if (c->state == CONN_ACTIVE && kvmemd_session_pending(c->s))
+			busy |= serve(sv, c);
+	}
+	if (busy) {
+		sv->last_busy = now_ns();
+		return;
+	}
+	if (now_ns() - sv->last_busy < sv->d->cfg.poll_idle_us * 1000ull)
+		return;
+	/* Idle: ask for doorbells, then look once more, so an SQE published
+	 * before a client saw the flag is not left behind. */
+	for (c = sv->conns; c; c = c->next)
+		if (c->state == CONN_ACTIVE)
+			kvmemd_session_need_wakeup(c->s, 1);
+	for (c = sv->conns; c; c = c->next) {
+		if (c->state == CONN_ACTIVE && kvmemd_session_pending(c->s)) {
+			for (c = sv->conns; c; c = c->next)
+				if (c->state == CONN_ACTIVE)
+					kvmemd_session_need_wakeup(c->s, 0);
+			sv->last_busy = now_ns();
+			return;
+		}
+	}
+	sv->polling = 0;
+}
+
+/* ---- sockets ---------------------------------------------------------- */
+
+/* mkdir -p for the socket's directory. */
+static int make_parent(const char *path, mode_t mode)
+{
+	char dir[256];
+	char *p;
+
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+		return -ENAMETOOLONG;
+	p = strrchr(dir, '/');
+	if (!p || p == dir)
+		return 0;
+	*p = 0;
+	for (p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(dir, mode) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(dir, mode) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int listen_on(const struct kvmemd_config *cfg, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd, ret;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	ret = make_parent(path, 0755);
+	if (ret) {
+		kvmemd_log_err(LOG_ERR, ret,
+			       "cannot create the directory of %s", path);
+		return ret;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* A socket file nobody answers on is left over from a crash. */
+	if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		kvmemd_log(LOG_ERR, "%s: another kvmemd is listening there",
+			   path);
+		close(fd);
+		return -EADDRINUSE;
+	}
+	close(fd);
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	old = umask(0117);
+	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+	umask(old);
+	if (!ret && cfg->group[0]) {
+		struct group *gr = getgrnam(cfg->group);
+
+		if (!gr || chown(path, (uid_t)-1, gr->gr_gid))
+			kvmemd_log(LOG_WARNING,
+				   "%s: cannot give it to group %s", path,
+				   cfg->group);
+	}
+	if (!ret && listen(fd, 128))
+		ret = -errno;
+	if (ret) {
+		kvmemd_log_err(LOG_ERR, ret, "%s", path);
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/* Sockets systemd passed (kvmemd.socket): "admin" names the admin one. */
+static void activated_sockets(struct server *sv)
+{
+	char **names = NULL;
+	int n, i, fd, ret;
+
+	n = sd_listen_fds_with_names(1, &names);
+	for (i = 0; i < n; i++) {
+		fd = SD_LISTEN_FDS_START + i;
+		ret = sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0);
+		if (ret <= 0 || fcntl(fd, F_SETFL, O_NONBLOCK)) {
+			kvmemd_log(LOG_WARNING,
+				   "passed fd %d is not a listening AF_UNIX "
+				   "SOCK_SEQPACKET socket (%d), ignored",
+				   fd, ret);
+			close(fd);
+		} else if (names && names[i] && !strcmp(names[i], "admin")) {
+			sv->afd = fd;
+		} else {
+			sv->lfd = fd;
+		}
+	}
+	if (names)
+		for (i = 0; names[i]; i++)
+			free(names[i]);
+	free(names);
+}
+
+/* ---- the loop --------------------------------------------------------- */
+
+static int timeout_ms(struct server *sv)
+{
+	uint64_t now = now_ns(), next = UINT64_MAX;
+	struct conn *c;
+
+	if (sv->polling)
+		return 0;
+	for (c = sv->conns; c; c = c->next)
+		if ((c->state == CONN_HELLO || c->state == CONN_ADMIN) &&
+		    c->deadline < next)
+			next = c->deadline;
+	if (sv->watchdog_usec && sv->next_watchdog < next)
+		next = sv->next_watchdog;
+	if (next == UINT64_MAX)
+		return -1;
+	if (next <= now)
+		return 0;
+	return (int)((next - now + 999999) / 1000000);
+}
+
+static void timers(struct server *sv)
+{
+	uint64_t now = now_ns();
+	struct conn *c, *next;
+
+	for (c = sv->conns; c; c = next) {
+		next = c->next;
+		if (c->deadline > now)
+			continue;
+		if (c->state == CONN_HELLO) {
+			snprintf(c->w.message, sizeof(c->w.message),
+				 "no hello within %llu s",
+				 HELLO_TIMEOUT_NS / 1000000000ull);
+			c->w.error = -ETIMEDOUT;
+			conn_refuse(sv, c);
+		} else if (c->state == CONN_ADMIN) {
+			conn_free(sv, c);
+		}
+	}
+	if (sv->watchdog_usec && now >= sv->next_watchdog) {
+		sd_notify(0, "WATCHDOG=1");
+		sv->next_watchdog = now + sv->watchdog_usec * 500ull;
+	}
+}
+
+/*
+ * SIGHUP: read everything again, keep only the policy keys, and take them
+ * only when the result still passes the checks across keys.
+ */
+static void reload(struct server *sv)
+{
+	struct kvmemd *d = sv->d;
+	struct kvmemd_config fresh, merged;
+	char err[1024];
+
+	sd_notify(0, "RELOADING=1");
+	merged = d->cfg;
+	if (!kvmemd_load_config(d, &fresh, err, sizeof(err))) {
+		kvmemd_config_reload(&merged, &fresh);
+		if (!kvmemd_config_check(&merged, err, sizeof(err))) {
+			d->cfg = merged;
+			kvmemd_log_init(d->cfg.log_level);
+			kvmemd_log(LOG_INFO, "configuration reloaded");
+			sd_notify(0, "READY=1");
+			return;
+		}
+	}
+	kvmemd_log(LOG_ERR, "reload: %s; keeping the old configuration", err);
+	sd_notify(0, "READY=1");
+}
+
+static void handle(struct server *sv, struct epoll_event *ev)
+{
+	struct watch *w = ev->data.ptr;
+	struct kvmemd_work *work;
+
+	if (w->conn && w->conn->dead)
+		return;
+	switch (w->type) {
+	case W_LISTEN:
+		on_accept(sv, sv->lfd, 0);
+		break;
+	case W_ADMIN_LISTEN:
+		on_accept(sv, sv->afd, 1);
+		break;
+	case W_CONN:
+		on_conn(sv, w->conn, ev->events);
+		break;
+	case W_DOORBELL:
+		on_doorbell(sv, w->conn);
+		break;
+	case W_WORKERS:
+		while ((work = kvmemd_workers_reap(sv->workers)))
+			on_setup_done(sv, (struct conn *)work);
+		break;
+	}
+}
+
+/* Take what clients already submitted, tell them, let them go. */
+static void shut_down(struct server *sv)
+{
+	static const struct kvmem_notice notice = {
+		.magic = KVMEM_NOTICE_MAGIC,
+		.type = KVMEM_NOTICE_SHUTDOWN,
+	};
+	struct kvmemd_work *work;
+	struct conn *c;
+
+	sd_notify(0, "STOPPING=1");
+	kvmemd_log(LOG_INFO, "stopping");
+	if (sv->lfd >= 0)
+		close(sv->lfd);
+	if (sv->afd >= 0)
+		close(sv->afd);
+	if (sv->own_lfd)
+		unlink(sv->d->cfg.socket);
+	if (sv->own_afd)
+		unlink(sv->d->cfg.admin_socket);
+	kvmemd_workers_stop(sv->workers);
+	while ((work = kvmemd_workers_reap(sv->workers))) {
+		c = (struct conn *)work;
+		c->hung_up = 1;
+		on_setup_done(sv, c);
+	}
+	while ((c = sv->conns)) {
+		if (c->state == CONN_ACTIVE) {
+			kvmemd_session_run(c->s, UINT32_MAX);
+			kvmemd_session_shutdown(c->s);
+			send(c->fd, &notice, sizeof(notice),
+			     MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
+		conn_free(sv, c);
+	}
+	kvmemd_workers_free(sv->workers);
+	close(sv->ep);
+}
+
+static int start(struct server *sv)
+{
+	const struct kvmemd_config *cfg = &sv->d->cfg;
+	int ret;
+
+	sv->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (sv->ep < 0)
+		return -errno;
+	ret = kvmemd_workers_start(cfg->threads, cfg->queue_depth,
+				   &sv->workers);
+	if (ret) {
+		kvmemd_log_err(LOG_ERR, ret, "worker threads");
+		return ret;
+	}
+	sv->ww.type = W_WORKERS;
+	ret = watch_add(sv, kvmemd_workers_fd(sv->workers), EPOLLIN, &sv->ww);
+	if (ret)
+		return ret;
+	ret = make_parent(cfg->state_dir, 0750);
+	if (!ret && mkdir(cfg->state_dir, 0750) && errno != EEXIST)
+		ret = -errno;
+	if (ret) {
+		kvmemd_log_err(LOG_ERR, ret, "state directory %s",
+			       cfg->state_dir);
+		return ret;
+	}
+	activated_sockets(sv);
+	if (sv->lfd < 0) {
+		sv->lfd = listen_on(cfg, cfg->socket);
+		if (sv->lfd < 0)
+			return sv->lfd;
+		sv->own_lfd = 1;
+	}
+	if (sv->afd < 0) {
+		sv->afd = listen_on(cfg, cfg->admin_socket);
+		if (sv->afd < 0)
+			return sv->afd;
+		sv->own_afd = 1;
+	}
+	sv->lw.type = W_LISTEN;
+	sv->aw.type = W_ADMIN_LISTEN;
+	ret = watch_add(sv, sv->lfd, EPOLLIN, &sv->lw);
+	if (!ret)
+		ret = watch_add(sv, sv->afd, EPOLLIN, &sv->aw);
+	return ret;
+}
+
+int kvmemd_run(struct kvmemd *d)
+{
+	struct server sv = { .d = d, .lfd = -1, .afd = -1, .ep = -1 };
+	struct epoll_event ev[MAX_EVENTS];
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigset_t block, waitmask;
+	int i, n, ret;
+
+	/* The handlers run only inside epoll_pwait(), which unblocks them. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &waitmask);
+	sigdelset(&waitmask, SIGTERM);
+	sigdelset(&waitmask, SIGINT);
+	sigdelset(&waitmask, SIGHUP);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	ret = start(&sv);
+	if (ret) {
+		if (sv.own_lfd)
+			unlink(d->cfg.socket);
+		if (sv.lfd >= 0)
+			close(sv.lfd);
+		if (sv.afd >= 0)
+			close(sv.afd);
+		kvmemd_workers_free(sv.workers);
+		if (sv.ep >= 0)
+			close(sv.ep);
+		return ret;
+	}
+	if (sd_watchdog_enabled(0, &sv.watchdog_usec) <= 0)
+		sv.watchdog_usec = 0;
+	kvmemd_log(LOG_INFO, "serving on %s (admin %s), host pool %llu MiB",
+		   sv.own_lfd ? d->cfg.socket : "the socket systemd passed",
+		   sv.own_afd ? d->cfg.admin_socket : "passed by systemd",
+		   (unsigned long long)(d->cfg.host_bytes >> 20));
+	sd_notify(0, "READY=1");
+	status_update(&sv);
+
+	while (!sig_stop) {
+		/* While polling, the rings come first: look at the sockets
+		 * (and take signals) every POLL_PASSES passes. */
+		n = 0;
+		if (!sv.polling || ++sv.polls % POLL_PASSES == 0)
+			n = epoll_pwait(sv.ep, ev, MAX_EVENTS, timeout_ms(&sv),
+					&waitmask);
+		if (n < 0 && errno != EINTR) {
+			kvmemd_log_err(LOG_ERR, -errno, "epoll_pwait");
+			break;
+		}
+		if (sig_stop)
+			break;
+		if (sig_reload) {
+			sig_reload = 0;
+			reload(&sv);
+		}
+		for (i = 0; i < n; i++)
+			handle(&sv, &ev[i]);
+		if (sv.polling)
+			poll_rings(&sv);
+		timers(&sv);
+		status_update(&sv);
+		reap_zombies(&sv);
+	}
+	shut_down(&sv);
+	reap_zombies(&sv);
+	return 0;
+}

@@ -1,0 +1,796 @@
+/*
+ * session.c - one attached client: its shared region, its slots and
+ * sequences, and the op table its ring is served from
+ *
+ * Everything in the shared region is the client's to scribble on. The daemon
+ * keeps its own copy of every index it acts on (ring heads and tails, the
+ * slot table, the sequences) and reads from shared memory only values it
+ * then checks: an SQE is copied out before it is looked at, ring positions
+ * are checked against what the daemon last saw, a header is copied and
+ * decoded before it is compared. A bad SQE completes with an error; a broken
+ * ring protocol ends the session. Nothing a client writes reaches another
+ * session or the daemon's own memory.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "kvmemd.h"
+#include "ring.h"
+
+#define BUF_BYTES (64u << 10)
+#define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+
+/* A sealed slot may be shared by this many sequences on average: forks are
+ * bounded by what the daemon will keep track of. */
+#define REFS_PER_SLOT 64
+
+enum slot_state {
+	SLOT_NONE = 0, /* not the start of a slot, or never handed out */
+	SLOT_FREE, /* on a free list */
+	SLOT_OPEN, /* the client's, being written */
+	SLOT_SEALED, /* full, immutable, held by sequences */
+};
+
+struct slot {
+	uint8_t state; /* enum slot_state */
+	uint8_t kind; /* enum kvmem_slot_kind */
+	uint16_t resv;
+	uint32_t refs; /* sequences holding a sealed slot */
+	uint32_t seq; /* what the sealed page's header says */
+	uint32_t layer;
+	uint32_t token_start;
+	uint32_t ntokens;
+};
+
+struct seq {
+	uint32_t id;
+	uint8_t acquired;
+	uint32_t n, cap;
+	uint32_t *slots; /* sealed slots it holds, in no order */
+};
+
+struct kvmemd_session {
+	struct kvmemd *d;
+	uint32_t id;
+	uid_t uid;
+	pid_t pid;
+	struct kvmem_geometry g;
+	uint64_t digest;
+	uint64_t features;
+	uint32_t slot_units[2]; /* [kind] */
+	uint32_t sq_entries, cq_entries;
+	uint64_t arena_bytes, map_bytes; /* map_bytes is reserved in the pool */
+	uint32_t max_seqs;
+	struct kvmemd_region_req req; /* the config as it was at admission */
+
+	struct kvmemd_region r;
+	int sq_efd, cq_efd;
+	struct kvmem_ring *ring;
+	struct kvmem_sqe *sqes;
+	struct kvmem_cqe *cqes;
+	uint8_t *buf, *arena;
+	uint64_t sqes_off, cqes_off, buf_off, arena_off;
+	uint32_t sq_head, cq_tail; /* the daemon's own, authoritative */
+
+	struct slot *slots; /* [unit] */
+	uint32_t nunits, top; /* units carved so far */
+	uint32_t *free[2], nfree[2]; /* [free_list(kind)] */
+	uint64_t used_bytes, nopen, nsealed;
+
+	struct seq **seqs; /* [id - 1] */
+	uint32_t nseqs, nacquired, seq_hint;
+	uint64_t nrefs, max_refs;
+	uint64_t ops, op_errors;
+};
+
+/* When both kinds of page have one size they share one free list. */
+static int free_list(const struct kvmemd_session *s, int kind)
+{
+	return kind && s->slot_units[1] != s->slot_units[0];
+}
+
+static int refuse(struct kvmem_welcome *w, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int refuse(struct kvmem_welcome *w, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->message, sizeof(w->message), fmt, ap);
+	va_end(ap);
+	w->error = err;
+	return err;
+}
+
+static int is_pow2(uint32_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+static int all_zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n--)
+		if (*b++)
+			return 0;
+	return 1;
+}
+
+int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
+		       pid_t pid, struct kvmem_welcome *w,
+		       struct kvmemd_session **out)
+{
+	const struct kvmemd_config *cfg = &d->cfg;
+	struct kvmem_page_layout l[2];
+	struct kvmemd_session *s;
+	uint64_t quota, ring_bytes, map;
+	uint32_t sq, cq;
+	int k;
+
+	w->max_quota_bytes = cfg->session_max_bytes;
+	w->pool_free_bytes = cfg->host_bytes - d->n.pool_used;
+	if (h->magic != KVMEM_HELLO_MAGIC || h->size != sizeof(*h))
+		return refuse(w, -EPROTO, "not a kvmem hello");
+	if (h->abi_version != KVMEM_ABI_VERSION)
+		return refuse(w, -EPROTONOSUPPORT,
+			      "client speaks ABI version %u, kvmemd speaks %u",
+			      h->abi_version, KVMEM_ABI_VERSION);
+	if (!all_zero(h->resv, sizeof(h->resv)))
+		return refuse(w, -EINVAL, "reserved hello fields are set");
+	if (kvmem_geometry_check(&h->geometry))
+		return refuse(w, -EINVAL, "invalid page geometry");
+	sq = h->sq_entries ? h->sq_entries : cfg->sq_entries;
+	cq = h->cq_entries ? h->cq_entries : 2 * sq;
+	if (!is_pow2(sq) || !is_pow2(cq) || cq < sq || sq > cfg->max_entries ||
+	    cq > cfg->max_entries)
+		return refuse(w, -EINVAL,
+			      "ring of %u SQ / %u CQ entries: want powers of "
+			      "two, CQ >= SQ, at most %u (ring.max_entries)",
+			      sq, cq, cfg->max_entries);
+
+	kvmem_page_layout(&h->geometry, 0, &l[0]);
+	kvmem_page_layout(&h->geometry, 1, &l[1]);
+	quota = h->quota_bytes ? h->quota_bytes : cfg->session_default_bytes;
+	if (quota > cfg->session_max_bytes)
+		return refuse(w, -EDQUOT,
+			      "quota of %llu bytes is over the %llu a session "
+			      "may have (pool.session_max_bytes)",
+			      (unsigned long long)quota,
+			      (unsigned long long)cfg->session_max_bytes);
+	quota = quota / KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT;
+	if (quota < l[0].size + l[1].size)
+		return refuse(w, -EINVAL,
+			      "quota of %llu bytes holds no page of each kind "
+			      "(%zu + %zu bytes)",
+			      (unsigned long long)h->quota_bytes, l[0].size,
+			      l[1].size);
+	ring_bytes = KVMEM_SLOT_UNIT +
+		     ALIGN_UP((uint64_t)sq * sizeof(struct kvmem_sqe),
+			      KVMEM_SLOT_UNIT) +
+		     ALIGN_UP((uint64_t)cq * sizeof(struct kvmem_cqe),
+			      KVMEM_SLOT_UNIT) +
+		     BUF_BYTES;
+	map = ring_bytes + quota;
+	if (d->n.sessions >= cfg->max_sessions)
+		return refuse(w, -EUSERS,
+			      "%llu sessions attached, the limit "
+			      "(daemon.max_sessions)",
+			      (unsigned long long)d->n.sessions);
+	if (map > cfg->host_bytes - d->n.pool_used)
+		return refuse(
+			w, -ENOSPC,
+			"host pool has %llu of %llu bytes free, the "
+			"session needs %llu",
+			(unsigned long long)(cfg->host_bytes - d->n.pool_used),
+			(unsigned long long)cfg->host_bytes,
+			(unsigned long long)map);
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return refuse(w, -ENOMEM, "out of memory");
+	s->d = d;
+	s->id = ++d->next_session;
+	s->uid = uid;
+	s->pid = pid;
+	s->g = h->geometry;
+	s->digest = kvmem_geometry_digest(&s->g);
+	s->features = h->features & KVMEM_FEAT_ALL;
+	for (k = 0; k < 2; k++)
+		s->slot_units[k] = (uint32_t)(l[k].size / KVMEM_SLOT_UNIT);
+	s->sq_entries = sq;
+	s->cq_entries = cq;
+	s->arena_bytes = quota;
+	s->map_bytes = map;
+	s->max_seqs = cfg->max_seqs;
+	s->req.size = map;
+	s->req.hugepages = cfg->hugepages;
+	s->req.mlock = cfg->mlock;
+	s->nunits = (uint32_t)(quota / KVMEM_SLOT_UNIT);
+	s->max_refs = (uint64_t)REFS_PER_SLOT * s->nunits;
+	s->sq_efd = s->cq_efd = -1;
+	s->r.fd = -1;
+	d->n.pool_used += map;
+	d->n.sessions++;
+	*out = s;
+	return 0;
+}
+
+/* Runs on a worker: touches only @s, never the daemon or its config. */
+int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
+{
+	const struct kvmemd_pool_ops *pool = kvmemd_pool(KVMEMD_POOL_HOST);
+	int k, ret = -ENOMEM;
+
+	s->slots = calloc(s->nunits, sizeof(*s->slots));
+	for (k = 0; k < 2; k++)
+		s->free[k] = malloc((s->nunits / s->slot_units[k] + 1) *
+				    sizeof(uint32_t));
+	s->seqs = calloc(s->max_seqs, sizeof(*s->seqs));
+	if (!s->slots || !s->free[0] || !s->free[1] || !s->seqs) {
+		snprintf(why, whylen, "out of memory");
+		return ret;
+	}
+	s->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->sq_efd < 0 || s->cq_efd < 0) {
+		ret = -errno;
+		snprintf(why, whylen, "eventfd: %s", strerror(errno));
+		return ret;
+	}
+	ret = pool->create(&s->req, &s->r, why, whylen);
+	if (ret)
+		return ret;
+	s->sqes_off = KVMEM_SLOT_UNIT;
+	s->cqes_off = s->sqes_off + ALIGN_UP((uint64_t)s->sq_entries *
+						     sizeof(struct kvmem_sqe),
+					     KVMEM_SLOT_UNIT);
+	s->buf_off = s->cqes_off + ALIGN_UP((uint64_t)s->cq_entries *
+						    sizeof(struct kvmem_cqe),
+					    KVMEM_SLOT_UNIT);
+	s->arena_off = s->buf_off + BUF_BYTES;
+	s->ring = (struct kvmem_ring *)s->r.base;
+	s->sqes = (struct kvmem_sqe *)(s->r.base + s->sqes_off);
+	s->cqes = (struct kvmem_cqe *)(s->r.base + s->cqes_off);
+	s->buf = s->r.base + s->buf_off;
+	s->arena = s->r.base + s->arena_off;
+	/* Until the loop polls it, the client must ring. */
+	s->ring->flags = KVMEM_RING_NEED_WAKEUP;
+	return 0;
+}
+
+void kvmemd_session_welcome(const struct kvmemd_session *s,
+			    struct kvmem_welcome *w)
+{
+	w->session = s->id;
+	w->features = s->features;
+	w->map_bytes = s->r.size;
+	w->ring_off = 0;
+	w->sqes_off = s->sqes_off;
+	w->cqes_off = s->cqes_off;
+	w->buf_off = s->buf_off;
+	w->buf_bytes = BUF_BYTES;
+	w->arena_off = s->arena_off;
+	w->arena_bytes = s->arena_bytes;
+	w->sq_entries = s->sq_entries;
+	w->cq_entries = s->cq_entries;
+	w->slot_bytes[0] = s->slot_units[0] * KVMEM_SLOT_UNIT;
+	w->slot_bytes[1] = s->slot_units[1] * KVMEM_SLOT_UNIT;
+}
+
+void kvmemd_session_fds(const struct kvmemd_session *s, int fds[3])
+{
+	fds[0] = s->r.fd;
+	fds[1] = s->sq_efd;
+	fds[2] = s->cq_efd;
+}
+
+uint32_t kvmemd_session_id(const struct kvmemd_session *s)
+{
+	return s->id;
+}
+
+void kvmemd_session_free(struct kvmemd_session *s)
+{
+	uint32_t i;
+
+	if (!s)
+		return;
+	if (s->seqs) {
+		for (i = 0; i < s->max_seqs; i++) {
+			if (!s->seqs[i])
+				continue;
+			free(s->seqs[i]->slots);
+			free(s->seqs[i]);
+		}
+	}
+	free(s->seqs);
+	free(s->slots);
+	free(s->free[0]);
+	free(s->free[1]);
+	kvmemd_pool(KVMEMD_POOL_HOST)->destroy(&s->r);
+	if (s->sq_efd >= 0)
+		close(s->sq_efd);
+	if (s->cq_efd >= 0)
+		close(s->cq_efd);
+	s->d->n.pool_used -= s->map_bytes;
+	s->d->n.sessions--;
+	free(s);
+}
+
+/* ---- slots ------------------------------------------------------------ */
+
+static int slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out)
+{
+	int fl = free_list(s, kind);
+	uint32_t u;
+
+	if (s->nfree[fl]) {
+		u = s->free[fl][--s->nfree[fl]];
+	} else {
+		if (s->nunits - s->top < s->slot_units[kind])
+			return -ENOMEM;
+		u = s->top;
+		s->top += s->slot_units[kind];
+	}
+	memset(&s->slots[u], 0, sizeof(s->slots[u]));
+	s->slots[u].state = SLOT_OPEN;
+	s->slots[u].kind = (uint8_t)kind;
+	s->used_bytes += (uint64_t)s->slot_units[kind] * KVMEM_SLOT_UNIT;
+	s->nopen++;
+	*out = u;
+	return 0;
+}
+
+static void slot_free(struct kvmemd_session *s, uint32_t u)
+{
+	struct slot *sl = &s->slots[u];
+	int fl = free_list(s, sl->kind);
+
+	if (sl->state == SLOT_OPEN)
+		s->nopen--;
+	else
+		s->nsealed--;
+	s->used_bytes -= (uint64_t)s->slot_units[sl->kind] * KVMEM_SLOT_UNIT;
+	sl->state = SLOT_FREE;
+	s->free[fl][s->nfree[fl]++] = u;
+}
+
+/* A slot index from the client: the start of a live slot, or NULL. */
+static struct slot *slot_get(struct kvmemd_session *s, uint32_t u)
+{
+	if (u >= s->nunits || s->slots[u].state < SLOT_OPEN)
+		return NULL;
+	return &s->slots[u];
+}
+
+static void slot_put(struct kvmemd_session *s, uint32_t u)
+{
+	if (!--s->slots[u].refs)
+		slot_free(s, u);
+	s->nrefs--;
+}
+
+/* ---- sequences -------------------------------------------------------- */
+
+static struct seq *seq_get(struct kvmemd_session *s, uint64_t id)
+{
+	if (!id || id > s->max_seqs)
+		return NULL;
+	return s->seqs[id - 1];
+}
+
+static int seq_hold(struct seq *q, uint32_t u)
+{
+	if (q->n == q->cap) {
+		uint32_t cap = q->cap ? q->cap * 2 : 16;
+		uint32_t *n = realloc(q->slots, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		q->slots = n;
+		q->cap = cap;
+	}
+	q->slots[q->n++] = u;
+	return 0;
+}
+
+static struct seq *seq_new(struct kvmemd_session *s)
+{
+	uint32_t i, id = 0;
+	struct seq *q;
+
+	if (s->nseqs == s->max_seqs)
+		return NULL;
+	for (i = 0; i < s->max_seqs; i++) {
+		id = (s->seq_hint + i) % s->max_seqs;
+		if (!s->seqs[id])
+			break;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	q->id = id + 1;
+	q->acquired = 1;
+	s->seqs[id] = q;
+	s->seq_hint = id + 1;
+	s->nseqs++;
+	s->nacquired++;
+	return q;
+}
+
+static void seq_free(struct kvmemd_session *s, struct seq *q)
+{
+	uint32_t i;
+
+	for (i = 0; i < q->n; i++)
+		slot_put(s, q->slots[i]);
+	s->seqs[q->id - 1] = NULL;
+	s->nseqs--;
+	s->nacquired -= q->acquired;
+	free(q->slots);
+	free(q);
+}
+
+/* ---- ops -------------------------------------------------------------- */
+
+/* The SQE fields an op reads; the others must be 0. */
+#define F_KIND (1u << 0)
+#define F_SLOT (1u << 1)
+#define F_SEQ (1u << 2)
+#define F_ADDR (1u << 3)
+#define F_LEN (1u << 4)
+#define F_LAYER (1u << 5)
+#define F_TOKENS (1u << 6)
+
+/* A result buffer of @len bytes at @addr: inside the buffer region. */
+static void *op_buf(struct kvmemd_session *s, uint64_t addr, uint64_t len,
+		    uint64_t align)
+{
+	if (addr % align || addr > BUF_BYTES || len > BUF_BYTES - addr)
+		return NULL;
+	return s->buf + addr;
+}
+
+static int op_nop(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	(void)s;
+	(void)e;
+	return 0;
+}
+
+static int op_seq_create(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct seq *q;
+
+	(void)e;
+	if (s->nseqs == s->max_seqs)
+		return -ENOSPC;
+	q = seq_new(s);
+	return q ? (int)q->id : -ENOMEM;
+}
+
+static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	uint32_t i, u;
+	uint8_t *out;
+
+	if (e->kind > KVMEM_SLOT_HOT || !e->len || e->len > KVMEM_ALLOC_MAX)
+		return -EINVAL;
+	out = op_buf(s, e->addr, (uint64_t)e->len * sizeof(u), sizeof(u));
+	if (!out)
+		return -EFAULT;
+	for (i = 0; i < e->len; i++) {
+		if (slot_alloc(s, e->kind, &u))
+			break;
+		memcpy(out + i * sizeof(u), &u, sizeof(u));
+	}
+	return i ? (int)i : -ENOMEM;
+}
+
+static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	uint8_t raw[KVMEM_HDR_BYTES];
+	struct kvmem_page_hdr h;
+	struct slot *sl = slot_get(s, e->slot);
+	struct seq *q = seq_get(s, e->seq);
+	int ret;
+
+	if (!sl || !q || sl->state != SLOT_OPEN || e->layer >= s->g.layers)
+		return -EINVAL;
+	if (q->n == UINT32_MAX || s->nrefs >= s->max_refs)
+		return -ENOMEM;
+	/* Copied before it is decoded: the client may change it meanwhile. */
+	memcpy(raw, s->arena + (size_t)e->slot * KVMEM_SLOT_UNIT, sizeof(raw));
+	ret = kvmem_page_read_header(raw, &s->g, &h, NULL);
+	if (ret)
+		return ret;
+	if (h.seq != e->seq || h.layer != e->layer ||
+	    h.token_start != e->token_start || h.ntokens != e->ntokens ||
+	    !(h.flags & KVMEM_HDR_SEALED) ||
+	    !(h.flags & KVMEM_HDR_HOT) != (sl->kind == KVMEM_SLOT_SEALED))
+		return -EINVAL;
+	ret = seq_hold(q, e->slot);
+	if (ret)
+		return ret;
+	sl->state = SLOT_SEALED;
+	sl->refs = 1;
+	sl->seq = (uint32_t)e->seq;
+	sl->layer = e->layer;
+	sl->token_start = e->token_start;
+	sl->ntokens = e->ntokens;
+	s->nopen--;
+	s->nsealed++;
+	s->nrefs++;
+	return 0;
+}
+
+static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct slot *sl = slot_get(s, e->slot);
+	struct seq *q;
+	uint32_t i;
+
+	if (!sl)
+		return -EINVAL;
+	if (sl->state == SLOT_OPEN) {
+		if (e->seq)
+			return -EINVAL;
+		slot_free(s, e->slot);
+		return 0;
+	}
+	q = seq_get(s, e->seq);
+	if (!q)
+		return -EINVAL;
+	/* Pages are dropped from the end of a sequence: search from there. */
+	for (i = q->n; i--;) {
+		if (q->slots[i] != e->slot)
+			continue;
+		q->slots[i] = q->slots[--q->n];
+		slot_put(s, e->slot);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct seq *p = seq_get(s, e->seq), *q;
+	uint32_t i;
+
+	if (!p)
+		return -EINVAL;
+	if (s->nseqs == s->max_seqs)
+		return -ENOSPC;
+	if (p->n > s->max_refs - s->nrefs)
+		return -ENOMEM;
+	q = seq_new(s);
+	if (!q)
+		return -ENOMEM;
+	if (p->n) {
+		q->slots = malloc(p->n * sizeof(*q->slots));
+		if (!q->slots) {
+			seq_free(s, q);
+			return -ENOMEM;
+		}
+		memcpy(q->slots, p->slots, p->n * sizeof(*q->slots));
+		q->n = q->cap = p->n;
+	}
+	for (i = 0; i < q->n; i++)
+		s->slots[q->slots[i]].refs++;
+	s->nrefs += q->n;
+	return (int)q->id;
+}
+
+/* Host memory is always resident; the NVMe tier will make this wait. */
+static int op_seq_acquire(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct seq *q = seq_get(s, e->seq);
+
+	if (!q)
+		return -EINVAL;
+	s->nacquired += !q->acquired;
+	q->acquired = 1;
+	return 0;
+}
+
+static int op_seq_release(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct seq *q = seq_get(s, e->seq);
+
+	if (!q)
+		return -EINVAL;
+	s->nacquired -= q->acquired;
+	q->acquired = 0;
+	return 0;
+}
+
+static int op_seq_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct seq *q = seq_get(s, e->seq);
+
+	if (!q)
+		return -EINVAL;
+	seq_free(s, q);
+	return 0;
+}
+
+static int op_stats(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct kvmem_stats st = {
+		.arena_bytes = s->arena_bytes,
+		.used_bytes = s->used_bytes,
+		.slots_open = s->nopen,
+		.slots_sealed = s->nsealed,
+		.seqs = s->nseqs,
+		.seqs_acquired = s->nacquired,
+		.ops = s->ops,
+		.op_errors = s->op_errors,
+		.sessions = s->d->n.sessions,
+		.pool_bytes = s->d->cfg.host_bytes,
+		.pool_used_bytes = s->d->n.pool_used,
+	};
+	void *out;
+
+	if (!e->len || e->len > sizeof(st))
+		return -EINVAL;
+	out = op_buf(s, e->addr, e->len, 8);
+	if (!out)
+		return -EFAULT;
+	memcpy(out, &st, e->len);
+	return (int)e->len;
+}
+
+struct opdef {
+	const char *name;
+	int (*issue)(struct kvmemd_session *s, const struct kvmem_sqe *e);
+	uint32_t fields; /* F_*: what it reads */
+};
+
+static const struct opdef opdefs[] = {
+	[KVMEM_OP_NOP] = { "nop", op_nop, 0 },
+	[KVMEM_OP_SEQ_CREATE] = { "seq_create", op_seq_create, 0 },
+	[KVMEM_OP_PAGE_ALLOC] = { "page_alloc", op_page_alloc,
+				  F_KIND | F_ADDR | F_LEN },
+	[KVMEM_OP_PAGE_SEAL] = { "page_seal", op_page_seal,
+				 F_SLOT | F_SEQ | F_LAYER | F_TOKENS },
+	[KVMEM_OP_PAGE_FREE] = { "page_free", op_page_free, F_SLOT | F_SEQ },
+	[KVMEM_OP_SEQ_FORK] = { "seq_fork", op_seq_fork, F_SEQ },
+	[KVMEM_OP_SEQ_ACQUIRE] = { "seq_acquire", op_seq_acquire, F_SEQ },
+	[KVMEM_OP_SEQ_RELEASE] = { "seq_release", op_seq_release, F_SEQ },
+	[KVMEM_OP_SEQ_FREE] = { "seq_free", op_seq_free, F_SEQ },
+	[KVMEM_OP_STATS] = { "stats", op_stats, F_ADDR | F_LEN },
+};
+
+_Static_assert(ARRAY_SIZE(opdefs) == KVMEM_OP_LAST,
+	       "every opcode has an entry");
+
+/* Fields the op does not read, flags and reserved words must be 0. */
+static int sqe_check(const struct kvmem_sqe *e, uint32_t f)
+{
+	if (e->flags || e->resv0 || e->resv1[0] || e->resv1[1])
+		return -EINVAL;
+	if ((!(f & F_KIND) && e->kind) || (!(f & F_SLOT) && e->slot) ||
+	    (!(f & F_SEQ) && e->seq) || (!(f & F_ADDR) && e->addr) ||
+	    (!(f & F_LEN) && e->len) || (!(f & F_LAYER) && e->layer) ||
+	    (!(f & F_TOKENS) && (e->token_start || e->ntokens)))
+		return -EINVAL;
+	return 0;
+}
+
+static int dispatch(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	const struct opdef *op;
+	int ret;
+
+	if (e->opcode >= KVMEM_OP_LAST)
+		return -EINVAL;
+	op = &opdefs[e->opcode];
+	ret = sqe_check(e, op->fields);
+	if (!ret)
+		ret = op->issue(s, e);
+	if (ret < 0)
+		kvmemd_log(LOG_DEBUG, "session %u: %s: %s", s->id, op->name,
+			   strerror(-ret));
+	return ret;
+}
+
+/* ---- the ring --------------------------------------------------------- */
+
+int kvmemd_session_pending(const struct kvmemd_session *s)
+{
+	/* A hint only: kvmemd_session_run() checks what it acts on. */
+	uint32_t tail = kvmem__load_relaxed(&s->ring->sq_tail);
+	uint32_t cq_head = kvmem__load_relaxed(&s->ring->cq_head);
+
+	return tail != s->sq_head && s->cq_tail - cq_head < s->cq_entries;
+}
+
+int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
+{
+	/* Acquire: the SQEs up to the tail were written before it moved. */
+	uint32_t tail = kvmem__load_acquire(&s->ring->sq_tail);
+	/* Acquire: the client is done reading the CQEs it gave back. */
+	uint32_t cq_head = kvmem__load_acquire(&s->ring->cq_head);
+	unsigned int n = 0;
+	struct kvmem_sqe e;
+	struct kvmem_cqe *c;
+	int res;
+
+	if (tail - s->sq_head > s->sq_entries) {
+		kvmemd_log(LOG_WARNING,
+			   "session %u (pid %d): SQ tail %u is %u past head "
+			   "%u of a %u-entry ring",
+			   s->id, (int)s->pid, tail, tail - s->sq_head,
+			   s->sq_head, s->sq_entries);
+		return -EPROTO;
+	}
+	if (s->cq_tail - cq_head > s->cq_entries) {
+		kvmemd_log(LOG_WARNING,
+			   "session %u (pid %d): CQ head %u is past tail %u",
+			   s->id, (int)s->pid, cq_head, s->cq_tail);
+		return -EPROTO;
+	}
+	while (s->sq_head != tail && n < budget &&
+	       s->cq_tail - cq_head < s->cq_entries) {
+		memcpy(&e, &s->sqes[s->sq_head & (s->sq_entries - 1)],
+		       sizeof(e));
+		res = dispatch(s, &e);
+		s->ops++;
+		s->op_errors += res < 0;
+		c = &s->cqes[s->cq_tail & (s->cq_entries - 1)];
+		c->user_data = e.user_data;
+		c->res = res;
+		c->flags = 0;
+		s->cq_tail++;
+		s->sq_head++;
+		n++;
+	}
+	if (!n)
+		return 0;
+	s->d->n.ops += n;
+	/* Release: the SQEs were read before the client may reuse them. */
+	kvmem__store_release(&s->ring->sq_head, s->sq_head);
+	/* Release: the CQEs are written before the client sees them. */
+	kvmem__store_release(&s->ring->cq_tail, s->cq_tail);
+	/* Full barrier: the tail is visible before CQ_WAIT is looked at,
+	 * pairing with the client's barrier between setting CQ_WAIT and
+	 * checking the tail one last time before it sleeps. */
+	kvmem__smp_mb();
+	if (kvmem__load_relaxed(&s->ring->cq_flags) & KVMEM_RING_CQ_WAIT)
+		eventfd_write(s->cq_efd, 1);
+	return (int)n;
+}
+
+int kvmemd_session_sq_efd(const struct kvmemd_session *s)
+{
+	return s->sq_efd;
+}
+
+void kvmemd_session_need_wakeup(struct kvmemd_session *s, int on)
+{
+	uint32_t f = kvmem__load_relaxed(&s->ring->flags);
+
+	f = on ? f | KVMEM_RING_NEED_WAKEUP : f & ~KVMEM_RING_NEED_WAKEUP;
+	__atomic_store_n(&s->ring->flags, f, __ATOMIC_RELAXED);
+	/* Full barrier: the flag is visible before the caller looks at the
+	 * SQ tail once more, pairing with the client's barrier between
+	 * publishing its tail and looking at the flag. */
+	kvmem__smp_mb();
+}
+
+void kvmemd_session_shutdown(struct kvmemd_session *s)
+{
+	uint32_t f = kvmem__load_relaxed(&s->ring->flags);
+
+	__atomic_store_n(&s->ring->flags, f | KVMEM_RING_SHUTDOWN,
+			 __ATOMIC_RELEASE);
+	eventfd_write(s->cq_efd, 1);
+}

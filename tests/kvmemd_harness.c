@@ -1,0 +1,353 @@
+/*
+ * kvmemd_harness.c - see kvmemd_harness.h
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvmem_check.h"
+#include "kvmemd_harness.h"
+
+static const char *daemon_path(void)
+{
+	static char path[4096];
+	const char *dir = getenv("KVMEM_BUILD");
+
+	snprintf(path, sizeof(path), "%s/daemon/kvmemd", dir ? dir : "build");
+	return path;
+}
+
+static int ready_timeout_ms(void)
+{
+	/* Sanitizers make start-up slower. */
+	return getenv("CK_TIMEOUT_MULTIPLIER") ? 40000 : 10000;
+}
+
+void kvmemd_write_conf(struct kvmemd_proc *p, const char *conf)
+{
+	FILE *f = fopen(p->conf, "w");
+
+	ck_assert_msg(f, "%s: %s", p->conf, strerror(errno));
+	if (conf)
+		fputs(conf, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+void kvmemd_start(struct kvmemd_proc *p, const char *conf,
+		  const char *const *env)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char nsock[108], buf[512];
+	int i;
+
+	memset(p, 0, sizeof(*p));
+	ck_assert_msg(
+		(size_t)snprintf(p->dir, sizeof(p->dir), "%s/kvmemd.XXXXXX",
+				 tmp && *tmp ? tmp : "/tmp") < sizeof(p->dir),
+		"TMPDIR is too long for socket paths");
+	ck_assert_msg(mkdtemp(p->dir), "mkdtemp: %s", strerror(errno));
+	snprintf(p->sock, sizeof(p->sock), "%s/k.sock", p->dir);
+	snprintf(p->admin, sizeof(p->admin), "%s/a.sock", p->dir);
+	snprintf(p->conf, sizeof(p->conf), "%s/kvmemd.conf", p->dir);
+	snprintf(p->log, sizeof(p->log), "%s/kvmemd.log", p->dir);
+	snprintf(nsock, sizeof(nsock), "%s/notify", p->dir);
+	kvmemd_write_conf(p, conf);
+
+	p->notify = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(p->notify, 0);
+	strcpy(sa.sun_path, nsock);
+	ck_assert_msg(!bind(p->notify, (struct sockaddr *)&sa, sizeof(sa)),
+		      "bind %s: %s", nsock, strerror(errno));
+
+	p->pid = fork();
+	ck_assert_int_ge(p->pid, 0);
+	if (!p->pid) {
+		char state[300];
+		int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(fd, STDERR_FILENO);
+		setenv("NOTIFY_SOCKET", nsock, 1);
+		unsetenv("WATCHDOG_USEC");
+		unsetenv("WATCHDOG_PID");
+		unsetenv("LISTEN_FDS");
+		for (i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
+		snprintf(state, sizeof(state), "%s/state", p->dir);
+		execl(daemon_path(), "kvmemd", "-f", "-c", p->conf, "-s",
+		      p->sock, "-a", p->admin, "-d", state, (char *)NULL);
+		_exit(127);
+	}
+	if (!kvmemd_notify_wait(p, "READY=1", ready_timeout_ms(), buf,
+				sizeof(buf))) {
+		char log[2048] = "";
+		FILE *f = fopen(p->log, "r");
+
+		if (f) {
+			log[fread(log, 1, sizeof(log) - 1, f)] = 0;
+			fclose(f);
+		}
+		kill(p->pid, SIGKILL);
+		ck_abort_msg("kvmemd (%s) did not become ready; its log:\n%s",
+			     daemon_path(), log);
+	}
+}
+
+int kvmemd_stop(struct kvmemd_proc *p)
+{
+	int status, i;
+
+	if (p->pid <= 0)
+		return -1;
+	kill(p->pid, SIGTERM);
+	for (i = 0; i < 2000; i++) {
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid)
+			break;
+		usleep(10000);
+	}
+	if (i == 2000) {
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, &status, 0);
+	}
+	p->pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+void kvmemd_cleanup(struct kvmemd_proc *p)
+{
+	if (p->notify > 0)
+		close(p->notify);
+	nftw(p->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int kvmemd_notify_wait(struct kvmemd_proc *p, const char *prefix,
+		       int timeout_ms, char *out, size_t len)
+{
+	struct pollfd pfd = { .fd = p->notify, .events = POLLIN };
+	size_t plen = strlen(prefix);
+	ssize_t n;
+	char *line;
+
+	for (;;) {
+		if (poll(&pfd, 1, timeout_ms) <= 0)
+			return 0;
+		n = recv(p->notify, out, len - 1, 0);
+		if (n < 0)
+			continue;
+		out[n] = 0;
+		for (line = out; line; line = strchr(line, '\n')) {
+			if (*line == '\n')
+				line++;
+			if (!strncmp(line, prefix, plen))
+				return 1;
+		}
+	}
+}
+
+int kvmemd_fd_count(const struct kvmemd_proc *p)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)p->pid);
+	dir = opendir(path);
+	ck_assert_msg(dir, "%s: %s", path, strerror(errno));
+	while ((d = readdir(dir)))
+		n += d->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
+		  size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ssize_t n;
+
+	strcpy(sa.sun_path, p->admin);
+	ck_assert_msg(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)),
+		      "connect %s: %s", p->admin, strerror(errno));
+	ck_assert_int_eq(send(fd, req, strlen(req), MSG_NOSIGNAL),
+			 (ssize_t)strlen(req));
+	n = recv(fd, out, len - 1, 0);
+	ck_assert_int_gt(n, 0);
+	out[n] = 0;
+	close(fd);
+}
+
+unsigned long long kvmemd_json_u64(const char *json, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(json, pat);
+	ck_assert_msg(p, "no \"%s\" in %s", key, json);
+	return strtoull(p + strlen(pat), NULL, 10);
+}
+
+struct kvmem_geometry kvmemd_test_geo(void)
+{
+	struct kvmem_geometry g = { .layers = 2,
+				    .kv_heads = 2,
+				    .head_dim = 64 };
+
+	kvmem_geometry_default(&g);
+	return g;
+}
+
+struct kvmem_cache *kvmemd_connect(const struct kvmemd_proc *p, uint64_t quota)
+{
+	struct kvmem_connect_opts o = { .quota_bytes = quota };
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_cache *c = NULL;
+	int ret = kvmem_connect(p->sock, &g, &o, &c);
+
+	ck_assert_msg(!ret, "kvmem_connect %s: %s (%s)", p->sock,
+		      kvmem_strerror(ret), kvmem_connect_error());
+	return c;
+}
+
+struct kvmem_hello kvmemd_hello(uint64_t quota)
+{
+	struct kvmem_hello h = {
+		.magic = KVMEM_HELLO_MAGIC,
+		.abi_version = KVMEM_ABI_VERSION,
+		.size = sizeof(h),
+		.features = KVMEM_FEAT_ALL,
+		.geometry = kvmemd_test_geo(),
+		.quota_bytes = quota,
+	};
+
+	return h;
+}
+
+int kvmemd_raw_attach(struct kvmemd_raw *r, const struct kvmemd_proc *p,
+		      const void *msg, size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &r->w, .iov_len = sizeof(r->w) };
+	struct msghdr m = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = u.buf,
+		.msg_controllen = sizeof(u.buf),
+	};
+	struct cmsghdr *cm;
+	int fds[3];
+	ssize_t n;
+	void *map;
+
+	memset(r, 0, sizeof(*r));
+	r->memfd = r->sq_efd = r->cq_efd = -1;
+	r->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(r->sock, 0);
+	strcpy(sa.sun_path, p->sock);
+	ck_assert_msg(!connect(r->sock, (struct sockaddr *)&sa, sizeof(sa)),
+		      "connect %s: %s", p->sock, strerror(errno));
+	send(r->sock, msg, len, MSG_NOSIGNAL);
+	n = recvmsg(r->sock, &m, MSG_CMSG_CLOEXEC);
+	ck_assert_int_eq(n, sizeof(r->w));
+	ck_assert_uint_eq(r->w.magic, KVMEM_WELCOME_MAGIC);
+	ck_assert_uint_eq(r->w.size, sizeof(r->w));
+	ck_assert_uint_eq(r->w.abi_version, KVMEM_ABI_VERSION);
+	cm = CMSG_FIRSTHDR(&m);
+	if (r->w.error) {
+		ck_assert_msg(!cm, "a refusal came with descriptors");
+		ck_assert_msg(r->w.message[0], "a refusal without a reason");
+		return r->w.error;
+	}
+	ck_assert_ptr_nonnull(cm);
+	ck_assert_uint_eq(cm->cmsg_len, CMSG_LEN(3 * sizeof(int)));
+	memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+	r->memfd = fds[0];
+	r->sq_efd = fds[1];
+	r->cq_efd = fds[2];
+	map = mmap(NULL, r->w.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   r->memfd, 0);
+	ck_assert_msg(map != MAP_FAILED, "mmap: %s", strerror(errno));
+	r->map = map;
+	r->ring = (struct kvmem_ring *)(r->map + r->w.ring_off);
+	r->sqes = (struct kvmem_sqe *)(r->map + r->w.sqes_off);
+	r->cqes = (struct kvmem_cqe *)(r->map + r->w.cqes_off);
+	r->buf = r->map + r->w.buf_off;
+	r->arena = r->map + r->w.arena_off;
+	return 0;
+}
+
+void kvmemd_raw_detach(struct kvmemd_raw *r)
+{
+	if (r->map)
+		munmap(r->map, r->w.map_bytes);
+	if (r->memfd >= 0)
+		close(r->memfd);
+	if (r->sq_efd >= 0)
+		close(r->sq_efd);
+	if (r->cq_efd >= 0)
+		close(r->cq_efd);
+	close(r->sock);
+	memset(r, 0, sizeof(*r));
+}
+
+struct kvmem_cqe kvmemd_raw_op(struct kvmemd_raw *r, const struct kvmem_sqe *e)
+{
+	struct kvmem_cqe c;
+	int i;
+
+	r->sqes[r->sq_tail & (r->w.sq_entries - 1)] = *e;
+	__atomic_store_n(&r->ring->sq_tail, ++r->sq_tail, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	eventfd_write(r->sq_efd, 1);
+	for (i = 0; i < 200000; i++) {
+		if (__atomic_load_n(&r->ring->cq_tail, __ATOMIC_ACQUIRE) !=
+		    r->cq_head)
+			break;
+		usleep(50);
+	}
+	ck_assert_msg(i < 200000, "no completion for opcode %u",
+		      (unsigned int)e->opcode);
+	c = r->cqes[r->cq_head & (r->w.cq_entries - 1)];
+	__atomic_store_n(&r->ring->cq_head, ++r->cq_head, __ATOMIC_RELEASE);
+	return c;
+}
+
+int kvmemd_raw_hung_up(struct kvmemd_raw *r, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = r->sock, .events = POLLRDHUP };
+
+	if (poll(&pfd, 1, timeout_ms) <= 0)
+		return 0;
+	return !!(pfd.revents & (POLLRDHUP | POLLHUP));
+}

@@ -1,0 +1,99 @@
+/*
+ * kvmemd_harness.h - real kvmemd processes for the integration suites
+ *
+ * Each daemon runs in a directory of its own under $TMPDIR (or /tmp), with
+ * its sockets, state directory, log and config file there, a NOTIFY_SOCKET
+ * the test reads, and PR_SET_PDEATHSIG so it dies with the test that
+ * started it even when the test fails half-way.
+ */
+#ifndef KVMEMD_HARNESS_H
+#define KVMEMD_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "kvmem/kvmem.h"
+
+struct kvmemd_proc {
+	pid_t pid;
+	char dir[80]; /* short: socket paths must fit sun_path */
+	char sock[108];
+	char admin[108];
+	char conf[300];
+	char log[300];
+	int notify; /* the datagram socket NOTIFY_SOCKET names */
+};
+
+/*
+ * Start kvmemd with @conf as its configuration file (NULL: an empty one),
+ * @env (NULL-terminated "NAME=value" strings, or NULL) added to its
+ * environment, and wait for READY=1. Fails the test when it does not come.
+ */
+void kvmemd_start(struct kvmemd_proc *p, const char *conf,
+		  const char *const *env);
+
+/* SIGTERM, wait; returns the exit status (128 + signal when killed). */
+int kvmemd_stop(struct kvmemd_proc *p);
+
+/* Remove the daemon's directory. */
+void kvmemd_cleanup(struct kvmemd_proc *p);
+
+/*
+ * The next notification that has a line starting with @prefix; its whole
+ * text to @out. Return: 1, or 0 after @timeout_ms.
+ */
+int kvmemd_notify_wait(struct kvmemd_proc *p, const char *prefix,
+		       int timeout_ms, char *out, size_t len);
+
+/* The daemon's open descriptors, from /proc. */
+int kvmemd_fd_count(const struct kvmemd_proc *p);
+
+/* The admin socket's answer to "status", a JSON line, to @out. */
+void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
+		  size_t len);
+
+/* A number from that JSON: the value of "key". Fails the test if absent. */
+unsigned long long kvmemd_json_u64(const char *json, const char *key);
+
+/* Rewrite the config file (for SIGHUP). */
+void kvmemd_write_conf(struct kvmemd_proc *p, const char *conf);
+
+/* A small geometry: 2 layers, 2 KV heads, head_dim 64, defaults else. */
+struct kvmem_geometry kvmemd_test_geo(void);
+
+/* kvmem_connect() to @p with @quota (0: default); fails the test on error. */
+struct kvmem_cache *kvmemd_connect(const struct kvmemd_proc *p, uint64_t quota);
+
+/*
+ * A session attached by hand, below libkvmem: the ABI as a hostile or
+ * foreign client sees it.
+ */
+struct kvmemd_raw {
+	int sock, memfd, sq_efd, cq_efd;
+	struct kvmem_welcome w;
+	uint8_t *map;
+	struct kvmem_ring *ring;
+	struct kvmem_sqe *sqes;
+	struct kvmem_cqe *cqes;
+	uint8_t *buf, *arena;
+	uint32_t sq_tail, cq_head;
+};
+
+/* A hello for kvmemd_test_geo() and @quota, ready to send or spoil. */
+struct kvmem_hello kvmemd_hello(uint64_t quota);
+
+/*
+ * Send @len bytes of @msg as the hello and read the answer into r->w.
+ * Return: r->w.error (0: attached, mapped, descriptors in @r).
+ */
+int kvmemd_raw_attach(struct kvmemd_raw *r, const struct kvmemd_proc *p,
+		      const void *msg, size_t len);
+void kvmemd_raw_detach(struct kvmemd_raw *r);
+
+/* Submit one SQE (user_data set by the caller) and wait for its CQE. */
+struct kvmem_cqe kvmemd_raw_op(struct kvmemd_raw *r, const struct kvmem_sqe *e);
+
+/* Wait up to @timeout_ms for the daemon to hang up on @r: 1, or 0. */
+int kvmemd_raw_hung_up(struct kvmemd_raw *r, int timeout_ms);
+
+#endif /* KVMEMD_HARNESS_H */
