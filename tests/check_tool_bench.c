@@ -306,6 +306,55 @@ START_TEST(test_attend_json)
 }
 END_TEST
 
+/*
+ * The ring benchmark starts its own kvmemd (build/daemon/kvmemd, next to
+ * build/tools/), checks every completion itself and fails on a wrong one;
+ * here only the shape of its report is checked, never a timing.
+ */
+START_TEST(test_ring_json)
+{
+	static const char *const keys[] = {
+		"ring_batched_ops",
+		"ring_unbatched_ops",
+		"ring_p50_us",
+		"ring_p99_us",
+		"socket_ops",
+		"socket_p50_us",
+		"alloc_batched_ops",
+		"alloc_unbatched_ops",
+		"batched_vs_socket",
+		"batch",
+		"ops",
+	};
+	struct kvmem_run r;
+	double v;
+	size_t i;
+
+	/* Hermetic: the benchmark's own daemon, not one the caller runs. */
+	unsetenv("KVMEM_SOCKET");
+	KVMEM_RUN(&r, "kvmem-bench", "", "ring", "--ops", "2000", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_msg(strchr(r.out, '{') == strrchr(r.out, '{'),
+		      "more than one object: %s", r.out);
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		v = json_num(r.out, keys[i]);
+		ck_assert_msg(isfinite(v) && v > 0, "\"%s\": %g in %s", keys[i],
+			      v, r.out);
+	}
+	ck_assert_double_eq(json_num(r.out, "ops"), 2000);
+	ck_assert_double_eq(json_num(r.out, "batch"), 32);
+	ck_assert_double_ge(json_num(r.out, "ring_p99_us"),
+			    json_num(r.out, "ring_p50_us"));
+	kvmem_check_run_free(&r);
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "ring", "--batch", "0");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_msg(strstr(r.err, "--batch") != NULL,
+		      "message does not name --batch: %s", r.err);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
 START_TEST(test_usage_errors)
 {
 	const char *const *const bad[] = {
@@ -328,6 +377,9 @@ START_TEST(test_usage_errors)
 				       "4", NULL },
 		(const char *const[]){ "attend", "--format", "int3", NULL },
 		(const char *const[]){ "attend", "--ctx", "0", NULL },
+		(const char *const[]){ "ring", "--batch", "257", NULL },
+		(const char *const[]){ "ring", "--ops", "many", NULL },
+		(const char *const[]){ "ring", "extra", NULL },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -355,6 +407,7 @@ KVMEM_SUITE(tool_bench)
 	Suite *s = suite_create("tool_bench");
 	TCase *ber = tcase_create("ber");
 	TCase *codec = tcase_create("codec");
+	TCase *ring = tcase_create("ring");
 
 	tcase_add_test(ber, test_ber_h74);
 	tcase_add_test(ber, test_ber_h84);
@@ -366,7 +419,10 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(codec, test_attend_json);
 	tcase_add_test(codec, test_usage_errors);
 	tcase_set_timeout(codec, 60);
+	tcase_add_test(ring, test_ring_json);
+	tcase_set_timeout(ring, 60);
 	suite_add_tcase(s, ber);
 	suite_add_tcase(s, codec);
+	suite_add_tcase(s, ring);
 	return s;
 }

@@ -20,6 +20,7 @@ static const struct bench_cmd *const cmds[] = {
 	&bench_codec,
 	&bench_ber,
 	&bench_attend,
+	&bench_ring,
 };
 
 uint64_t bench_now_ns(void)
