@@ -147,7 +147,9 @@ void kvmemd_session_free(struct kvmemd_session *s);
 struct kvmemd_counters {
 	uint64_t sessions; /* attached now */
 	uint64_t pool_used; /* bytes promised to sessions */
-	uint64_t attached, refused, dropped; /* since start */
+	/* since start: sessions set up, refused, ended by the client, and
+	 * ended by the daemon for breaking the protocol */
+	uint64_t attached, refused, detached, dropped;
 	uint64_t ops;
 };
 

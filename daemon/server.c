@@ -16,7 +16,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,55 @@ static int watch_add(struct server *sv, int fd, uint32_t events,
 
 /* ---- status and systemd ----------------------------------------------- */
 
+/*
+ * sd_notify() blocks while the receiver's queue is full, and the loop must
+ * never wait on whoever reads NOTIFY_SOCKET. Messages go out non-blocking;
+ * those systemd waits for (READY=1, RELOADING=1) may wait up to
+ * NOTIFY_WAIT_MS for room, the rest are dropped when the reader is behind
+ * (the next change sends a whole new STATUS= line).
+ */
+#define NOTIFY_WAIT_MS 1000
+
+static int notify_fd = -1;
+
+/* Connected, so that poll() sees the room in the reader's queue. */
+static void notify_open(void)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len = path ? strlen(path) : 0;
+
+	if (!len || (path[0] != '/' && path[0] != '@') ||
+	    len >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, path, len);
+	if (path[0] == '@')
+		sa.sun_path[0] = 0; /* abstract namespace */
+	notify_fd =
+		socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (notify_fd >= 0 &&
+	    connect(notify_fd, (struct sockaddr *)&sa,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+				len))) {
+		kvmemd_log_err(LOG_WARNING, -errno, "NOTIFY_SOCKET %s", path);
+		close(notify_fd);
+		notify_fd = -1;
+	}
+}
+
+static void notify(const char *msg, int wait_ms)
+{
+	struct pollfd pfd = { .fd = notify_fd, .events = POLLOUT };
+	size_t len = strlen(msg);
+
+	if (notify_fd < 0 || send(notify_fd, msg, len, MSG_NOSIGNAL) >= 0)
+		return;
+	if (errno == EAGAIN && wait_ms && poll(&pfd, 1, wait_ms) > 0 &&
+	    send(notify_fd, msg, len, MSG_NOSIGNAL) >= 0)
+		return;
+	kvmemd_log(LOG_DEBUG, "notify %s: dropped, the reader is behind", msg);
+}
+
 static void status_update(struct server *sv)
 {
 	const struct kvmemd *d = sv->d;
@@ -142,7 +193,12 @@ static void status_update(struct server *sv)
 	if (!strcmp(buf, sv->status))
 		return;
 	memcpy(sv->status, buf, sizeof(buf));
-	sd_notifyf(0, "STATUS=%s", buf);
+	{
+		char line[sizeof("STATUS=") + sizeof(buf)];
+
+		snprintf(line, sizeof(line), "STATUS=%s", buf);
+		notify(line, 0);
+	}
 }
 
 /* ---- connections ------------------------------------------------------ */
@@ -232,13 +288,18 @@ static void conn_refuse(struct server *sv, struct conn *c)
 	conn_free(sv, c);
 }
 
+/* @why NULL: the client hung up; else what it did to be dropped. */
 static void conn_drop(struct server *sv, struct conn *c, const char *why)
 {
-	if (c->state == CONN_ACTIVE) {
+	if (c->state == CONN_ACTIVE && why) {
 		kvmemd_log(LOG_NOTICE, "session %u (pid %d) dropped: %s",
 			   kvmemd_session_id(c->s), (int)c->cred.pid, why);
 		sv->d->n.dropped++;
 		kvmemd_session_shutdown(c->s);
+	} else if (c->state == CONN_ACTIVE) {
+		kvmemd_log(LOG_INFO, "session %u (pid %d) detached",
+			   kvmemd_session_id(c->s), (int)c->cred.pid);
+		sv->d->n.detached++;
 	}
 	if (c->state == CONN_SETUP) {
 		/* A worker still has it: finish when it comes back. */
@@ -460,12 +521,14 @@ static void on_admin(struct server *sv, struct conn *c)
 			out, sizeof(out),
 			"{\"pid\":%d,\"sessions\":%llu,\"pool_bytes\":%llu,"
 			"\"pool_used_bytes\":%llu,\"attached\":%llu,"
-			"\"refused\":%llu,\"dropped\":%llu,\"ops\":%llu}\n",
+			"\"refused\":%llu,\"detached\":%llu,"
+			"\"dropped\":%llu,\"ops\":%llu}\n",
 			(int)getpid(), (unsigned long long)d->n.sessions,
 			(unsigned long long)d->cfg.host_bytes,
 			(unsigned long long)d->n.pool_used,
 			(unsigned long long)d->n.attached,
 			(unsigned long long)d->n.refused,
+			(unsigned long long)d->n.detached,
 			(unsigned long long)d->n.dropped,
 			(unsigned long long)d->n.ops);
 	}
@@ -487,14 +550,14 @@ static void on_conn(struct server *sv, struct conn *c, uint32_t events)
 	case CONN_SETUP:
 		/* Nothing is read now; a hang-up ends it when it is back. */
 		if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-			conn_drop(sv, c, "hung up");
+			conn_drop(sv, c, NULL);
 		break;
 	case CONN_ACTIVE:
 		/* After the welcome a client says nothing: data is a protocol
 		 * violation, a hang-up its exit. */
 		conn_drop(sv, c,
 			  events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)
-				  ? "hung up"
+				  ? NULL
 				  : "sent data on the control socket");
 		break;
 	case CONN_ADMIN:
@@ -720,7 +783,7 @@ static void timers(struct server *sv)
 		}
 	}
 	if (sv->watchdog_usec && now >= sv->next_watchdog) {
-		sd_notify(0, "WATCHDOG=1");
+		notify("WATCHDOG=1", 0);
 		sv->next_watchdog = now + sv->watchdog_usec * 500ull;
 	}
 }
@@ -735,7 +798,7 @@ static void reload(struct server *sv)
 	struct kvmemd_config fresh, merged;
 	char err[1024];
 
-	sd_notify(0, "RELOADING=1");
+	notify("RELOADING=1", NOTIFY_WAIT_MS);
 	merged = d->cfg;
 	if (!kvmemd_load_config(d, &fresh, err, sizeof(err))) {
 		kvmemd_config_reload(&merged, &fresh);
@@ -743,12 +806,12 @@ static void reload(struct server *sv)
 			d->cfg = merged;
 			kvmemd_log_init(d->cfg.log_level);
 			kvmemd_log(LOG_INFO, "configuration reloaded");
-			sd_notify(0, "READY=1");
+			notify("READY=1", NOTIFY_WAIT_MS);
 			return;
 		}
 	}
 	kvmemd_log(LOG_ERR, "reload: %s; keeping the old configuration", err);
-	sd_notify(0, "READY=1");
+	notify("READY=1", NOTIFY_WAIT_MS);
 }
 
 static void handle(struct server *sv, struct epoll_event *ev)
@@ -788,7 +851,7 @@ static void shut_down(struct server *sv)
 	struct kvmemd_work *work;
 	struct conn *c;
 
-	sd_notify(0, "STOPPING=1");
+	notify("STOPPING=1", 0);
 	kvmemd_log(LOG_INFO, "stopping");
 	if (sv->lfd >= 0)
 		close(sv->lfd);
@@ -899,13 +962,14 @@ int kvmemd_run(struct kvmemd *d)
 			close(sv.ep);
 		return ret;
 	}
+	notify_open();
 	if (sd_watchdog_enabled(0, &sv.watchdog_usec) <= 0)
 		sv.watchdog_usec = 0;
 	kvmemd_log(LOG_INFO, "serving on %s (admin %s), host pool %llu MiB",
 		   sv.own_lfd ? d->cfg.socket : "the socket systemd passed",
 		   sv.own_afd ? d->cfg.admin_socket : "passed by systemd",
 		   (unsigned long long)(d->cfg.host_bytes >> 20));
-	sd_notify(0, "READY=1");
+	notify("READY=1", NOTIFY_WAIT_MS);
 	status_update(&sv);
 
 	while (!sig_stop) {
