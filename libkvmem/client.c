@@ -290,8 +290,9 @@ static struct kvmem_sqe *lib_sqe(struct kvmem_cache *c)
 	return e;
 }
 
-/* Queue @t; its result only counts in ring_errors. */
-static int lib_async(struct kvmem_cache *c, const struct kvmem_sqe *t)
+/* Queue @t with @tag as its user_data and publish it. */
+static int lib_submit(struct kvmem_cache *c, const struct kvmem_sqe *t,
+		      uint64_t tag)
 {
 	struct remote *r = c->store_priv;
 	struct kvmem_sqe *e;
@@ -303,31 +304,27 @@ static int lib_async(struct kvmem_cache *c, const struct kvmem_sqe *t)
 	if (!e)
 		return r->dead ? r->dead : -EIO;
 	*e = *t;
-	e->user_data = KVMEM_USER_DATA_LIB;
+	e->user_data = tag;
 	ret = submit(r);
 	return ret < 0 ? ret : 0;
+}
+
+/* Queue @t; its result only counts in ring_errors. */
+static int lib_async(struct kvmem_cache *c, const struct kvmem_sqe *t)
+{
+	return lib_submit(c, t, KVMEM_USER_DATA_LIB);
 }
 
 /* Submit @t and wait for its result. */
 static int lib_sync(struct kvmem_cache *c, const struct kvmem_sqe *t)
 {
 	struct remote *r = c->store_priv;
-	struct kvmem_sqe *e;
 	uint64_t tag;
 	int ret;
 
-	if (r->dead)
-		return r->dead;
-	e = lib_sqe(c);
-	if (!e)
-		return r->dead ? r->dead : -EIO;
 	tag = KVMEM_USER_DATA_LIB | LIB_SYNC | (++r->next_tag & (LIB_SYNC - 1));
-	*e = *t;
-	e->user_data = tag;
-	ret = submit(r);
-	if (ret < 0)
-		return ret;
-	return lib_wait(c, tag);
+	ret = lib_submit(c, t, tag);
+	return ret ? ret : lib_wait(c, tag);
 }
 
 /* ---- the store -------------------------------------------------------- */
