@@ -173,7 +173,7 @@ endif
 test: all $(TEST_BIN) cuda-check
 	$(Q)$(TEST_ENV) $(TEST_BIN)
 
-run: $(DAEMON_BIN)
+run: all
 	$(DAEMON_BIN) -f
 
 clean:
