@@ -215,7 +215,7 @@ static const struct key keys[] = {
 		KEY_FIELD(hugepages, int),
 		.names = tristates,
 		.reload = true,
-		.desc = "back arenas with huge pages",
+		.desc = "ask for transparent huge pages for arenas",
 	},
 	{
 		.section = "pool",

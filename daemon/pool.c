@@ -1,9 +1,14 @@
 /*
  * pool.c - the memory backends, one ops table each
  *
- * host: a memfd per session, on huge pages when the system has them
+ * host: a shmem memfd per session, asking for transparent huge pages
  * (pool.hugepages), locked in RAM when the limits allow (pool.mlock). The
  * cuda and nvme backends come later; until then they are stubs.
+ *
+ * Not hugetlbfs: a client can punch a hole in its shared mapping
+ * (MADV_REMOVE, FALLOC_FL_PUNCH_HOLE), which on hugetlbfs gives the
+ * reservation back, and the daemon's next touch of that page dies of SIGBUS
+ * when no huge page is free. shmem refaults a zero page instead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,19 +19,12 @@
 
 #include "kvmemd.h"
 
-#define HUGE_PAGE (2u << 20)
-
 static int host_map(struct kvmemd_region *r, size_t size, int huge)
 {
-	unsigned int flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
 	void *p;
 	int fd, ret;
 
-	if (huge) {
-		flags |= MFD_HUGETLB;
-		size = (size + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-	}
-	fd = memfd_create("kvmem-session", flags);
+	fd = memfd_create("kvmem-session", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)size))
@@ -38,6 +36,12 @@ static int host_map(struct kvmemd_region *r, size_t size, int huge)
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		goto err_fd;
+	if (huge && madvise(p, size, MADV_HUGEPAGE)) {
+		ret = -errno;
+		munmap(p, size);
+		close(fd);
+		return ret;
+	}
 	r->fd = fd;
 	r->base = p;
 	r->size = size;
@@ -60,7 +64,8 @@ static int host_create(const struct kvmemd_region_req *req,
 	if (req->hugepages != KVMEMD_NO)
 		ret = host_map(r, size, 1);
 	if (ret && req->hugepages == KVMEMD_YES) {
-		snprintf(why, whylen, "no huge pages for %zu bytes: %s", size,
+		snprintf(why, whylen,
+			 "no transparent huge pages for %zu bytes: %s", size,
 			 strerror(-ret));
 		return ret;
 	}
@@ -83,6 +88,9 @@ static int host_create(const struct kvmemd_region_req *req,
 			 strerror(-ret));
 		munmap(r->base, r->size);
 		close(r->fd);
+		/* The caller destroys a failed region too. */
+		r->base = NULL;
+		r->fd = -1;
 		return ret;
 	}
 	/* auto: run unlocked, and say so once. */
