@@ -43,7 +43,7 @@ struct kvmemd_region {
 	int fd; /* memfd, sealed against shrinking and growing */
 	uint8_t *base;
 	size_t size;
-	uint8_t huge; /* backed by huge pages */
+	uint8_t huge; /* transparent huge pages asked for */
 	uint8_t locked; /* mlock()ed */
 };
 

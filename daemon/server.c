@@ -36,7 +36,7 @@
 /* A client has this long to say hello, an admin connection between
  * requests. */
 #define HELLO_TIMEOUT_NS (5ull * 1000000000ull)
-/* Connections not yet attached (and admin ones) at any time. */
+/* Connections not yet attached, and admin connections, at any time. */
 #define MAX_PENDING 64
 #define MAX_EVENTS 64
 #define POLL_PASSES 32
@@ -87,7 +87,7 @@ struct server {
 	struct kvmemd_workers *workers;
 	struct conn *conns;
 	struct conn *zombies; /* dead, events for them may still be queued */
-	unsigned int npending;
+	unsigned int npending[2]; /* not attached yet: [0] clients, [1] admin */
 	int polling;
 	uint64_t last_busy;
 	uint64_t watchdog_usec, next_watchdog;
@@ -224,7 +224,7 @@ static void conn_free(struct server *sv, struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	if (c->state != CONN_ACTIVE)
-		sv->npending--;
+		sv->npending[c->state == CONN_ADMIN]--;
 	if (c->s) {
 		epoll_ctl(sv->ep, EPOLL_CTL_DEL, kvmemd_session_sq_efd(c->s),
 			  NULL);
@@ -371,10 +371,13 @@ static void on_accept(struct server *sv, int lfd, int admin)
 				kvmemd_log_err(LOG_WARNING, -errno, "accept");
 			return;
 		}
-		if (sv->npending >= MAX_PENDING) {
-			kvmemd_log(LOG_WARNING,
-				   "%u connections waiting, closing a new one",
-				   sv->npending);
+		/* Admin connections have a count of their own: they cannot
+		 * keep clients out. */
+		if (sv->npending[admin] >= MAX_PENDING) {
+			kvmemd_log(
+				LOG_WARNING,
+				"%u %sconnections waiting, closing a new one",
+				sv->npending[admin], admin ? "admin " : "");
 			close(fd);
 			continue;
 		}
@@ -388,7 +391,7 @@ static void on_accept(struct server *sv, int lfd, int admin)
 		c->deadline = now_ns() + HELLO_TIMEOUT_NS;
 		c->sock_w.type = W_CONN;
 		c->sock_w.conn = c;
-		sv->npending++;
+		sv->npending[admin]++;
 		conn_link(sv, c);
 		/* A refused client hears why after its request: closing with
 		 * the request unread would reset the connection instead. */
@@ -476,7 +479,7 @@ static void on_setup_done(struct server *sv, struct conn *c)
 		return;
 	}
 	c->state = CONN_ACTIVE;
-	sv->npending--;
+	sv->npending[0]--;
 	sv->d->n.attached++;
 	/* A polling loop spares the new client its doorbell too. */
 	if (sv->polling)
@@ -548,9 +551,11 @@ static void on_conn(struct server *sv, struct conn *c, uint32_t events)
 			conn_free(sv, c);
 		break;
 	case CONN_SETUP:
-		/* Nothing is read now; a hang-up ends it when it is back. */
-		if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-			conn_drop(sv, c, NULL);
+		/* A client says nothing until its welcome: data or a hang-up
+		 * ends it when the worker is done. Stop watching, or the
+		 * level-triggered event comes back on every pass until then. */
+		epoll_ctl(sv->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		conn_drop(sv, c, NULL);
 		break;
 	case CONN_ACTIVE:
 		/* After the welcome a client says nothing: data is a protocol
@@ -571,10 +576,13 @@ static void on_conn(struct server *sv, struct conn *c, uint32_t events)
 
 /* ---- rings ------------------------------------------------------------ */
 
+/* SQEs one pass takes from one session: no client holds the loop long. */
+#define PASS_BUDGET 256
+
 /* Serve one session's ring; 1 when it had work. */
 static int serve(struct server *sv, struct conn *c)
 {
-	int n = kvmemd_session_run(c->s, UINT32_MAX);
+	int n = kvmemd_session_run(c->s, PASS_BUDGET);
 
 	if (n < 0) {
 		conn_drop(sv, c, "broke the ring protocol");
@@ -583,23 +591,32 @@ static int serve(struct server *sv, struct conn *c)
 	return n > 0;
 }
 
+/* Poll the rings, and let every client skip its doorbell meanwhile. */
+static void start_polling(struct server *sv)
+{
+	struct conn *o;
+
+	if (!sv->polling)
+		for (o = sv->conns; o; o = o->next)
+			if (o->state == CONN_ACTIVE)
+				kvmemd_session_need_wakeup(o->s, 0);
+	sv->polling = 1;
+	sv->last_busy = now_ns();
+}
+
 static void on_doorbell(struct server *sv, struct conn *c)
 {
 	eventfd_t v;
+	int busy;
 
 	if (eventfd_read(kvmemd_session_sq_efd(c->s), &v))
 		return;
-	if (serve(sv, c) && sv->d->cfg.poll_idle_us) {
-		struct conn *o;
-
-		/* Busy: poll, and let every client skip its doorbell. */
-		if (!sv->polling)
-			for (o = sv->conns; o; o = o->next)
-				if (o->state == CONN_ACTIVE)
-					kvmemd_session_need_wakeup(o->s, 0);
-		sv->polling = 1;
-		sv->last_busy = now_ns();
-	}
+	busy = serve(sv, c);
+	if (c->dead)
+		return;
+	/* More than one pass of SQEs waits even when polling is off. */
+	if ((busy && sv->d->cfg.poll_idle_us) || kvmemd_session_pending(c->s))
+		start_polling(sv);
 }
 
 static void poll_rings(struct server *sv)

@@ -48,11 +48,18 @@ struct slot {
 	uint32_t ntokens;
 };
 
+/*
+ * A sequence: the sealed slots it holds, in no order, and an index from
+ * slot to position (open addressing, linear probing, 2 x cap entries of
+ * position + 1, 0 = empty), so that dropping one page costs O(1) however
+ * long the sequence is.
+ */
 struct seq {
 	uint32_t id;
 	uint8_t acquired;
 	uint32_t n, cap;
-	uint32_t *slots; /* sealed slots it holds, in no order */
+	uint32_t *slots;
+	uint32_t *index; /* 2 * cap entries */
 };
 
 struct kvmemd_session {
@@ -148,7 +155,9 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	if (kvmem_geometry_check(&h->geometry))
 		return refuse(w, -EINVAL, "invalid page geometry");
 	sq = h->sq_entries ? h->sq_entries : cfg->sq_entries;
-	cq = h->cq_entries ? h->cq_entries : 2 * sq;
+	cq = h->cq_entries		  ? h->cq_entries
+	     : 2 * sq <= cfg->max_entries ? 2 * sq
+					  : sq;
 	if (!is_pow2(sq) || !is_pow2(cq) || cq < sq || sq > cfg->max_entries ||
 	    cq > cfg->max_entries)
 		return refuse(w, -EINVAL,
@@ -158,6 +167,10 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 
 	kvmem_page_layout(&h->geometry, 0, &l[0]);
 	kvmem_page_layout(&h->geometry, 1, &l[1]);
+	if (l[0].size > UINT32_MAX || l[1].size > UINT32_MAX)
+		return refuse(w, -EINVAL,
+			      "pages of %zu bytes are too large for a slot",
+			      l[0].size > l[1].size ? l[0].size : l[1].size);
 	quota = h->quota_bytes ? h->quota_bytes : cfg->session_default_bytes;
 	if (quota > cfg->session_max_bytes)
 		return refuse(w, -EDQUOT,
@@ -308,6 +321,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 			if (!s->seqs[i])
 				continue;
 			free(s->seqs[i]->slots);
+			free(s->seqs[i]->index);
 			free(s->seqs[i]);
 		}
 	}
@@ -387,18 +401,101 @@ static struct seq *seq_get(struct kvmemd_session *s, uint64_t id)
 	return s->seqs[id - 1];
 }
 
+/* Slots are small consecutive numbers: mix all their bits in. */
+static uint32_t index_home(const struct seq *q, uint32_t u)
+{
+	u ^= u >> 16;
+	u *= 0x7feb352du;
+	u ^= u >> 15;
+	u *= 0x846ca68bu;
+	u ^= u >> 16;
+	return u & (2 * q->cap - 1);
+}
+
+/* The index entry of slot @u, or of the empty place where it would go. */
+static uint32_t index_find(const struct seq *q, uint32_t u)
+{
+	uint32_t i = index_home(q, u);
+
+	while (q->index[i] && q->slots[q->index[i] - 1] != u)
+		i = (i + 1) & (2 * q->cap - 1);
+	return i;
+}
+
+/* Empty entry @i, moving back what probed past it (no tombstones). */
+static void index_delete(struct seq *q, uint32_t i)
+{
+	const uint32_t mask = 2 * q->cap - 1;
+	uint32_t j = i, k;
+
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!q->index[j])
+			break;
+		k = index_home(q, q->slots[q->index[j] - 1]);
+		/* Leave it if its home lies cyclically in (i, j]. */
+		if (i <= j ? i < k && k <= j : i < k || k <= j)
+			continue;
+		q->index[i] = q->index[j];
+		i = j;
+	}
+	q->index[i] = 0;
+}
+
+/* Room for @cap slots, the index rebuilt for it. */
+static int seq_reserve(struct seq *q, uint32_t cap)
+{
+	uint32_t *slots, *index, i;
+
+	if (cap <= q->cap)
+		return 0;
+	if (cap > UINT32_MAX / 4)
+		return -ENOMEM;
+	slots = realloc(q->slots, cap * sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	q->slots = slots;
+	index = calloc(2 * (size_t)cap, sizeof(*index));
+	if (!index)
+		return -ENOMEM;
+	free(q->index);
+	q->index = index;
+	q->cap = cap;
+	for (i = 0; i < q->n; i++)
+		q->index[index_find(q, q->slots[i])] = i + 1;
+	return 0;
+}
+
 static int seq_hold(struct seq *q, uint32_t u)
 {
-	if (q->n == q->cap) {
-		uint32_t cap = q->cap ? q->cap * 2 : 16;
-		uint32_t *n = realloc(q->slots, cap * sizeof(*n));
+	uint32_t cap = q->cap;
 
-		if (!n)
-			return -ENOMEM;
-		q->slots = n;
-		q->cap = cap;
+	while (cap < q->n + 1)
+		cap = cap ? cap * 2 : 16;
+	if (seq_reserve(q, cap))
+		return -ENOMEM;
+	q->slots[q->n] = u;
+	q->index[index_find(q, u)] = ++q->n;
+	return 0;
+}
+
+/* Drop @u from @q: 0, or -ENOENT when @q does not hold it. */
+static int seq_unhold(struct seq *q, uint32_t u)
+{
+	uint32_t i, pos, last;
+
+	if (!q->n)
+		return -ENOENT;
+	i = index_find(q, u);
+	if (!q->index[i])
+		return -ENOENT;
+	pos = q->index[i] - 1;
+	index_delete(q, i);
+	last = --q->n;
+	if (pos != last) {
+		q->slots[pos] = q->slots[last];
+		q->index[index_find(q, q->slots[pos])] = pos + 1;
 	}
-	q->slots[q->n++] = u;
 	return 0;
 }
 
@@ -436,6 +533,7 @@ static void seq_free(struct kvmemd_session *s, struct seq *q)
 	s->nseqs--;
 	s->nacquired -= q->acquired;
 	free(q->slots);
+	free(q->index);
 	free(q);
 }
 
@@ -505,8 +603,6 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 	if (!sl || !q || sl->state != SLOT_OPEN || e->layer >= s->g.layers)
 		return -EINVAL;
-	if (q->n == UINT32_MAX || s->nrefs >= s->max_refs)
-		return -ENOMEM;
 	/* Copied before it is decoded: the client may change it meanwhile. */
 	memcpy(raw, s->arena + (size_t)e->slot * KVMEM_SLOT_UNIT, sizeof(raw));
 	ret = kvmem_page_read_header(raw, &s->g, &h, NULL);
@@ -536,7 +632,6 @@ static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct slot *sl = slot_get(s, e->slot);
 	struct seq *q;
-	uint32_t i;
 
 	if (!sl)
 		return -EINVAL;
@@ -549,15 +644,10 @@ static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	q = seq_get(s, e->seq);
 	if (!q)
 		return -EINVAL;
-	/* Pages are dropped from the end of a sequence: search from there. */
-	for (i = q->n; i--;) {
-		if (q->slots[i] != e->slot)
-			continue;
-		q->slots[i] = q->slots[--q->n];
-		slot_put(s, e->slot);
-		return 0;
-	}
-	return -ENOENT;
+	if (seq_unhold(q, e->slot))
+		return -ENOENT;
+	slot_put(s, e->slot);
+	return 0;
 }
 
 static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
@@ -569,20 +659,22 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		return -EINVAL;
 	if (s->nseqs == s->max_seqs)
 		return -ENOSPC;
-	if (p->n > s->max_refs - s->nrefs)
+	/* Only forks multiply references; a seal adds a slot's first. */
+	if (s->nrefs >= s->max_refs || p->n > s->max_refs - s->nrefs)
 		return -ENOMEM;
 	q = seq_new(s);
 	if (!q)
 		return -ENOMEM;
-	if (p->n) {
-		q->slots = malloc(p->n * sizeof(*q->slots));
-		if (!q->slots) {
-			seq_free(s, q);
-			return -ENOMEM;
-		}
-		memcpy(q->slots, p->slots, p->n * sizeof(*q->slots));
-		q->n = q->cap = p->n;
+	if (seq_reserve(q, p->cap)) {
+		seq_free(s, q);
+		return -ENOMEM;
 	}
+	if (p->cap) {
+		memcpy(q->slots, p->slots, p->n * sizeof(*q->slots));
+		memcpy(q->index, p->index,
+		       2 * (size_t)p->cap * sizeof(*q->index));
+	}
+	q->n = p->n;
 	for (i = 0; i < q->n; i++)
 		s->slots[q->slots[i]].refs++;
 	s->nrefs += q->n;
