@@ -6,7 +6,7 @@
  * arena as in embedded mode. What the daemon must know goes through the
  * ring. Calls that need an answer (a new sequence, slots) submit and wait;
  * the rest (seal, free, release) are only queued, so they travel in the
- * same batch as the next op that waits. Slots come in batches of
+ * same batch as the next op that waits. Slots come in batches of up to
  * SLOT_BATCH and unsealed ones are recycled here without telling the
  * daemon.
  *
@@ -138,9 +138,11 @@ static int cqe_pop(struct remote *r, struct kvmem_cqe *out)
 	*out = r->cqes[r->cq_head & (r->cq_entries - 1)];
 	/* Release: the entry is read before the daemon may reuse it. */
 	kvmem__store_release(&r->ring->cq_head, ++r->cq_head);
-	/* A daemon that stopped at a full CQ and went to sleep waits for a
-	 * doorbell to take the rest of the SQ. */
-	if (was_full) {
+	/* A daemon that stopped at a CQ it saw full (by a cq_head it reads
+	 * once a pass, so perhaps before this client's last pops) sleeps
+	 * with SQEs left: ring when the CQ was full or is drained now and
+	 * SQEs wait. The last pop before the client waits is a draining one. */
+	if (was_full || tail == r->cq_head) {
 		kvmem__smp_mb();
 		if ((kvmem__load_relaxed(&r->ring->flags) &
 		     KVMEM_RING_NEED_WAKEUP) &&
@@ -329,22 +331,47 @@ static int lib_sync(struct kvmem_cache *c, const struct kvmem_sqe *t)
 
 /* ---- the store -------------------------------------------------------- */
 
+/* Give the daemon back the open slots held in reserve for @kind. */
+static void reserve_return(struct kvmem_cache *c, int kind)
+{
+	struct remote *r = c->store_priv;
+	struct kvmem_sqe t = { .opcode = KVMEM_OP_PAGE_FREE };
+
+	while (r->npool[kind]) {
+		t.slot = r->pool[kind][--r->npool[kind]];
+		if (lib_async(c, &t))
+			c->ring_errors++;
+	}
+}
+
+/*
+ * Take slots for pages of @kind: SLOT_BATCH, but never more than a 32nd of
+ * the arena, and when the arena is full, give back the other kind's
+ * reserve and try once more, so reserves do not make it full early.
+ */
 static int remote_refill(struct kvmem_cache *c, int kind)
 {
 	struct remote *r = c->store_priv;
+	uint32_t want = r->nslots / r->slot_units[kind] / 32;
 	struct kvmem_sqe t = {
 		.opcode = KVMEM_OP_PAGE_ALLOC,
 		.kind = (uint8_t)kind,
 		.addr = BUF_ALLOC,
-		.len = SLOT_BATCH,
+		.len = want < 1		   ? 1
+		       : want < SLOT_BATCH ? want
+					   : SLOT_BATCH,
 	};
 	uint32_t i, u;
 	int n;
 
 	n = lib_sync(c, &t);
+	if (n == -ENOMEM && r->npool[!kind]) {
+		reserve_return(c, !kind);
+		n = lib_sync(c, &t);
+	}
 	if (n < 0)
 		return n;
-	if (n > SLOT_BATCH)
+	if ((uint32_t)n > t.len)
 		return -EIO;
 	for (i = 0; i < (uint32_t)n; i++) {
 		memcpy(&u, r->buf + BUF_ALLOC + i * sizeof(u), sizeof(u));

@@ -63,7 +63,8 @@ int kvmem_open_embedded(const struct kvmem_geometry *g, size_t arena_bytes,
 struct kvmem_connect_opts {
 	uint64_t quota_bytes; /* arena wanted; 0: the daemon's default */
 	uint32_t sq_entries; /* power of two; 0: the daemon's default */
-	uint32_t cq_entries; /* power of two >= sq_entries; 0: 2 x SQ */
+	uint32_t cq_entries; /* power of two >= sq_entries; 0: 2 x SQ, or SQ
+			     * when that is over the largest ring */
 	int32_t spin_us; /* busy-wait this long for a completion before
 			  * sleeping; 0: 50, < 0: never spin */
 	uint32_t resv[3]; /* must be 0 */

@@ -38,7 +38,10 @@
  *   client: load-acquire cq_tail, read, store-release cq_head
  *
  * The daemon never waits for a full CQ to drain by queueing: it stops taking
- * SQEs until the client makes room. A client that moves sq_tail more than
+ * SQEs until the client makes room. So a client that empties the CQ while
+ * SQEs wait (sq_head != sq_tail) must ring the SQ doorbell if
+ * NEED_WAKEUP is set (after a full barrier): the daemon may have gone to
+ * sleep on the CQ it saw full. A client that moves sq_tail more than
  * sq_entries past sq_head, or cq_head past cq_tail, is disconnected.
  *
  * Every field marked "must be 0" is checked; an SQE with an unknown opcode,
@@ -79,7 +82,8 @@ struct kvmem_hello {
 	struct kvmem_geometry geometry; /* of every page of the session */
 	uint64_t quota_bytes; /* arena wanted; 0: the daemon's default */
 	uint32_t sq_entries; /* power of two; 0: the daemon's default */
-	uint32_t cq_entries; /* power of two >= sq_entries; 0: 2 x SQ */
+	uint32_t cq_entries; /* power of two >= sq_entries; 0: 2 x SQ, or SQ
+			     * when that is over the largest ring */
 	uint64_t resv[4]; /* must be 0 */
 };
 
