@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "internal.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -800,32 +801,26 @@ static const char *xdg_dir(const char *name)
  */
 void kvmemd_config_defaults(struct kvmemd_config *c)
 {
-	const char *run, *state;
+	const char *state;
 	id_t gid;
 
 	memset(c, 0, sizeof(*c));
-	if (geteuid() == 0) {
-		default_path(c->socket, sizeof(c->socket), "/run/kvmem",
+	/* Where clients look (kvmem_socket_path()); both sockets in one
+	 * directory, or both in ./run. */
+	if (kvmem__socket_path(c->socket, sizeof(c->socket), "kvmemd.sock") ||
+	    kvmem__socket_path(c->admin_socket, sizeof(c->admin_socket),
+			       "kvmemd-admin.sock")) {
+		memset(c->socket, 0, sizeof(c->socket));
+		memset(c->admin_socket, 0, sizeof(c->admin_socket));
+		default_path(c->socket, sizeof(c->socket), "./run",
 			     "kvmemd.sock");
-		default_path(c->admin_socket, sizeof(c->admin_socket),
-			     "/run/kvmem", "kvmemd-admin.sock");
+		default_path(c->admin_socket, sizeof(c->admin_socket), "./run",
+			     "kvmemd-admin.sock");
+	}
+	if (geteuid() == 0) {
 		default_path(c->state_dir, sizeof(c->state_dir), "/var/lib",
 			     "kvmem");
 	} else {
-		char dir[sizeof(c->state_dir)];
-
-		/* Both sockets in one directory, or both in ./run. */
-		run = xdg_dir("XDG_RUNTIME_DIR");
-		if (!run || !default_path(dir, sizeof(dir), run, "kvmem") ||
-		    !default_path(c->socket, sizeof(c->socket), dir,
-				  "kvmemd.sock") ||
-		    !default_path(c->admin_socket, sizeof(c->admin_socket), dir,
-				  "kvmemd-admin.sock")) {
-			default_path(c->socket, sizeof(c->socket), "./run",
-				     "kvmemd.sock");
-			default_path(c->admin_socket, sizeof(c->admin_socket),
-				     "./run", "kvmemd-admin.sock");
-		}
 		state = xdg_dir("XDG_STATE_HOME");
 		if (!state || !default_path(c->state_dir, sizeof(c->state_dir),
 					    state, "kvmem"))

@@ -515,20 +515,34 @@ static const struct kvmem__store_ops remote_ops = {
 
 /* ---- attaching -------------------------------------------------------- */
 
-char *kvmem_socket_path(char *buf, size_t len)
+int kvmem__socket_path(char *buf, size_t len, const char *file)
 {
-	const char *env = getenv("KVMEM_SOCKET");
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	int n;
 
-	if (env && *env)
-		n = snprintf(buf, len, "%s", env);
-	else if (!geteuid())
-		n = snprintf(buf, len, "/run/kvmem/kvmemd.sock");
-	else if (xdg && *xdg)
-		n = snprintf(buf, len, "%s/kvmem/kvmemd.sock", xdg);
+	if (!geteuid())
+		n = snprintf(buf, len, "/run/kvmem/%s", file);
+	else if (xdg && xdg[0] == '/')
+		n = snprintf(buf, len, "%s/kvmem/%s", xdg, file);
 	else
-		n = snprintf(buf, len, "./run/kvmemd.sock");
+		return snprintf(buf, len, "./run/%s", file) < (int)len
+			       ? 0
+			       : -ENAMETOOLONG;
+	if (n >= 0 && (size_t)n < len)
+		return 0;
+	n = snprintf(buf, len, "./run/%s", file);
+	return n >= 0 && (size_t)n < len ? 1 : -ENAMETOOLONG;
+}
+
+char *kvmem_socket_path(char *buf, size_t len)
+{
+	const char *env = getenv("KVMEM_SOCKET");
+	int n;
+
+	if (!env || !*env)
+		return kvmem__socket_path(buf, len, "kvmemd.sock") < 0 ? NULL
+								       : buf;
+	n = snprintf(buf, len, "%s", env);
 	return n < 0 || (size_t)n >= len ? NULL : buf;
 }
 

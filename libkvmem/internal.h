@@ -219,4 +219,14 @@ void kvmem__attn_free(struct kvmem__attn *a);
 uint32_t kvmem__crc32c_sw(uint32_t crc, const void *buf, size_t len);
 uint32_t kvmem__crc32c_sse42(uint32_t crc, const void *buf, size_t len);
 
+/*
+ * kvmem__socket_path() - where kvmemd listens by default: @file in
+ * /run/kvmem as root, else in $XDG_RUNTIME_DIR/kvmem (an absolute path, as
+ * the XDG spec asks), else in ./run; kvmemd and its clients both ask here.
+ *
+ * Return: 0, 1 when $XDG_RUNTIME_DIR made a path too long for @len and
+ * ./run was taken instead, -ENAMETOOLONG when even that does not fit.
+ */
+int kvmem__socket_path(char *buf, size_t len, const char *file);
+
 #endif /* KVMEM_INTERNAL_H */

@@ -978,6 +978,43 @@ START_TEST(test_check_config)
 }
 END_TEST
 
+/* Clients look where the daemon listens by default, whatever the XDG
+ * runtime directory says. */
+START_TEST(test_default_socket_agrees)
+{
+	static const char *const xdg[] = { NULL, "/tmp/kvmem-xdg",
+					   "relative/dir" };
+	char want[128], path[108];
+	struct kvmem_run r;
+	const char *line;
+	size_t i;
+
+	unsetenv("KVMEM_SOCKET");
+	for (i = 0; i < sizeof(xdg) / sizeof(xdg[0]); i++) {
+		if (xdg[i])
+			setenv("XDG_RUNTIME_DIR", xdg[i], 1);
+		else
+			unsetenv("XDG_RUNTIME_DIR");
+		ck_assert_ptr_nonnull(kvmem_socket_path(path, sizeof(path)));
+		KVMEM_RUN(&r, "../daemon/kvmemd", "", "--print-config", "-c",
+			  "/dev/null");
+		ck_assert_int_eq(r.status, 0);
+		line = strstr(r.out, "\nsocket = ");
+		ck_assert_ptr_nonnull(line);
+		snprintf(want, sizeof(want), "\nsocket = %s\n", path);
+		ck_assert_msg(!strncmp(line, want, strlen(want)),
+			      "XDG_RUNTIME_DIR=%s: client %s, daemon %.60s",
+			      xdg[i] ? xdg[i] : "(unset)", path, line + 1);
+		kvmem_check_run_free(&r);
+	}
+	/* Not root, a relative directory is ignored (XDG spec). */
+	if (geteuid())
+		ck_assert_str_eq(path, "./run/kvmemd.sock");
+	setenv("KVMEM_SOCKET", "/x/y.sock", 1);
+	ck_assert_str_eq(kvmem_socket_path(path, sizeof(path)), "/x/y.sock");
+}
+END_TEST
+
 START_TEST(test_print_config_round_trip)
 {
 	struct kvmem_run r, r2;
@@ -1021,6 +1058,7 @@ KVMEM_SUITE(daemon)
 	tcase_add_test(tc, test_socket_activation);
 	tcase_add_test(tc, test_check_config);
 	tcase_add_test(tc, test_print_config_round_trip);
+	tcase_add_test(tc, test_default_socket_agrees);
 	suite_add_tcase(s, tc);
 	return s;
 }

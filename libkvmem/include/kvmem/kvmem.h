@@ -76,8 +76,9 @@ struct kvmem_connect_opts {
  * @len: size of @buf
  *
  * $KVMEM_SOCKET when set; else /run/kvmem/kvmemd.sock for root,
- * $XDG_RUNTIME_DIR/kvmem/kvmemd.sock when that is set, ./run/kvmemd.sock
- * otherwise (kvmemd's own defaults).
+ * $XDG_RUNTIME_DIR/kvmem/kvmemd.sock when that is an absolute path,
+ * ./run/kvmemd.sock otherwise: kvmemd's own default, computed by the same
+ * code.
  *
  * Return: @buf, or NULL when the path does not fit.
  */
