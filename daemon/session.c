@@ -499,13 +499,14 @@ static int seq_unhold(struct seq *q, uint32_t u)
 	return 0;
 }
 
-static struct seq *seq_new(struct kvmemd_session *s)
+/* A new, acquired sequence: 0, -ENOSPC at ring.max_seqs, or -ENOMEM. */
+static int seq_new(struct kvmemd_session *s, struct seq **out)
 {
 	uint32_t i, id = 0;
 	struct seq *q;
 
 	if (s->nseqs == s->max_seqs)
-		return NULL;
+		return -ENOSPC;
 	for (i = 0; i < s->max_seqs; i++) {
 		id = (s->seq_hint + i) % s->max_seqs;
 		if (!s->seqs[id])
@@ -513,14 +514,15 @@ static struct seq *seq_new(struct kvmemd_session *s)
 	}
 	q = calloc(1, sizeof(*q));
 	if (!q)
-		return NULL;
+		return -ENOMEM;
 	q->id = id + 1;
 	q->acquired = 1;
 	s->seqs[id] = q;
 	s->seq_hint = id + 1;
 	s->nseqs++;
 	s->nacquired++;
-	return q;
+	*out = q;
+	return 0;
 }
 
 static void seq_free(struct kvmemd_session *s, struct seq *q)
@@ -567,12 +569,11 @@ static int op_nop(struct kvmemd_session *s, const struct kvmem_sqe *e)
 static int op_seq_create(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct seq *q;
+	int ret;
 
 	(void)e;
-	if (s->nseqs == s->max_seqs)
-		return -ENOSPC;
-	q = seq_new(s);
-	return q ? (int)q->id : -ENOMEM;
+	ret = seq_new(s, &q);
+	return ret ? ret : (int)q->id;
 }
 
 static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
@@ -654,18 +655,16 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct seq *p = seq_get(s, e->seq), *q;
 	uint32_t i;
+	int ret;
 
 	if (!p)
 		return -EINVAL;
-	if (s->nseqs == s->max_seqs)
-		return -ENOSPC;
+	ret = seq_new(s, &q);
+	if (ret)
+		return ret;
 	/* Only forks multiply references; a seal adds a slot's first. */
-	if (s->nrefs >= s->max_refs || p->n > s->max_refs - s->nrefs)
-		return -ENOMEM;
-	q = seq_new(s);
-	if (!q)
-		return -ENOMEM;
-	if (seq_reserve(q, p->cap)) {
+	if (s->nrefs >= s->max_refs || p->n > s->max_refs - s->nrefs ||
+	    seq_reserve(q, p->cap)) {
 		seq_free(s, q);
 		return -ENOMEM;
 	}
