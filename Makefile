@@ -70,8 +70,10 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c
 DAEMON_BIN := $(B)/daemon/kvmemd
-# The configuration parser is unit-tested in the runner as well.
+# The configuration parser and tools/json.c are unit-tested in the runner
+# as well.
 TEST_DAEMON_OBJS := $(B)/daemon/config.o
+TEST_TOOL_OBJS := $(B)/tools/json.o
 
 TEST_SRCS := $(wildcard tests/*.c)
 TEST_BIN := $(B)/tests/kvmem-check
@@ -147,7 +149,8 @@ $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(KCFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
-$(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(LIB_A) | $(LIB_SO)
+$(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
+	     $(LIB_A) | $(LIB_SO)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -lm
 
