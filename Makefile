@@ -50,6 +50,7 @@ KLDFLAGS := $(SANFLAGS) $(LDFLAGS)
 CFLAGS_libkvmem/ecc_avx2.c := -mavx2
 CFLAGS_libkvmem/crc32c_sse42.c := -msse4.2
 CFLAGS_libkvmem/attend_avx2.c := -mavx2 -mfma -mf16c
+CFLAGS_tools/kvmemctl.c := -DKVMEMCTL_VERSION='"$(VERSION)"'
 
 LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
 	    libkvmem/ecc_avx2.c libkvmem/crc32c.c libkvmem/crc32c_sse42.c \
@@ -62,7 +63,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
 LIB_SO := $(B)/libkvmem.so.$(VERSION)
 LIB_A := $(B)/libkvmem.a
 
-TOOLS := kvmem-ecc kvmem-bench kvmem-eval
+TOOLS := kvmem-ecc kvmem-bench kvmem-eval kvmemctl
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
 BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
 	      tools/bench-attend.c tools/bench-ring.c
@@ -70,8 +71,8 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c
 DAEMON_BIN := $(B)/daemon/kvmemd
-# The configuration parser and tools/json.c are unit-tested in the runner
-# as well.
+# The configuration parser and kvmemctl's JSON reader are unit-tested in
+# the runner as well.
 TEST_DAEMON_OBJS := $(B)/daemon/config.o
 TEST_TOOL_OBJS := $(B)/tools/json.o
 
@@ -133,6 +134,10 @@ $(B)/tools/kvmem-ecc: $(B)/tools/kvmem-ecc.o $(LIB_A)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 
 $(B)/tools/kvmem-eval: $(B)/tools/kvmem-eval.o $(LIB_A)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
+
+$(B)/tools/kvmemctl: $(B)/tools/kvmemctl.o $(B)/tools/json.o $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 

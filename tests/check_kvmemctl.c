@@ -1,17 +1,38 @@
 /*
- * check_kvmemctl.c - the JSON reader kvmemctl reads kvmemd's replies with
+ * check_kvmemctl.c - kvmemctl and the JSON reader under it
  *
  * json: the reader against valid and invalid text, truncation at every
  * byte, nesting and size limits, and mutated documents (no input crashes
  * it; what it accepts prints back to the same text).
+ *
+ * kvmemctl: the tool run as a process, first against a fake admin server
+ * that answers with replies written from the protocol's specification
+ * (so the exact request words, every rendering, malformed and hostile
+ * replies and the exit statuses are pinned down without a daemon), then
+ * against real kvmemd processes: every command, --json replies checked
+ * against the specification's schema, metrics checked as Prometheus text,
+ * and the ways of being refused.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../tools/json.h"
+#include "internal.h"
+#include "kvmem/kvmem.h"
 #include "kvmem_check.h"
+#include "kvmemd_harness.h"
 #include "rng.h"
 
 /* ---- json: helpers ---------------------------------------------------- */
@@ -420,6 +441,1620 @@ KVMEM_SUITE(json)
 	tcase_add_test(tc, test_json_limits);
 	tcase_add_test(tc, test_json_print);
 	tcase_add_test(tc, test_json_mutations);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/* ---- running kvmemctl ------------------------------------------------- */
+
+struct ctl_opts {
+	const char *env[4]; /* "NAME=value" put into its environment */
+	uid_t uid; /* when not 0: run as uid and gid @uid... */
+	gid_t group; /* ...with this supplementary group when not 0 */
+	int sigint_ms; /* when > 0: SIGINT after that many milliseconds */
+};
+
+/*
+ * kvmem_check_run() with the extras the access and --watch tests need; its
+ * output goes to files opened before privileges are dropped.
+ */
+static void ctl_run(struct kvmem_run *r, const struct ctl_opts *o,
+		    const char *const *args)
+{
+	const char *tool = kvmem_check_tool("kvmemctl");
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], out[300], err[300];
+	const char *argv[32];
+	int argc = 0, status, i;
+	FILE *f;
+	pid_t pid;
+
+	ck_assert_msg(!access(tool, X_OK), "%s not built: %s", tool,
+		      strerror(errno));
+	argv[argc++] = tool;
+	while ((argv[argc] = *args++)) {
+		argc++;
+		ck_assert_int_lt(argc, 31);
+	}
+	snprintf(dir, sizeof(dir), "%s/kvmemctl-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(out, sizeof(out), "%s/out", dir);
+	snprintf(err, sizeof(err), "%s/err", dir);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fi = open("/dev/null", O_RDONLY);
+
+		if (fo < 0 || fe < 0 || fi < 0 || dup2(fi, 0) < 0 ||
+		    dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+			_exit(126);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (i = 0; o && i < 4 && o->env[i]; i++)
+			putenv((char *)o->env[i]);
+		if (o && o->uid) {
+			gid_t g = o->group;
+
+			if (setgroups(o->group ? 1 : 0, &g) ||
+			    setgid((gid_t)o->uid) || setuid(o->uid))
+				_exit(126);
+		}
+		execv(tool, (char *const *)argv);
+		_exit(127);
+	}
+	if (o && o->sigint_ms > 0) {
+		usleep((useconds_t)o->sigint_ms * 1000);
+		kill(pid, SIGINT);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	r->status = WIFEXITED(status) ? WEXITSTATUS(status)
+				      : 128 + WTERMSIG(status);
+	ck_assert_msg(r->status != 126 && r->status != 127,
+		      "could not start %s (status %d)", tool, r->status);
+	for (i = 0; i < 2; i++) {
+		char **dst = i ? &r->err : &r->out;
+		size_t len = 0, cap = 4096;
+
+		f = fopen(i ? err : out, "r");
+		ck_assert_ptr_nonnull(f);
+		*dst = kvmem_check_xmalloc(cap);
+		for (;;) {
+			len += fread(*dst + len, 1, cap - len - 1, f);
+			if (len < cap - 1)
+				break;
+			cap *= 2;
+			*dst = realloc(*dst, cap);
+			ck_assert_ptr_nonnull(*dst);
+		}
+		(*dst)[len] = 0;
+		fclose(f);
+	}
+	unlink(out);
+	unlink(err);
+	rmdir(dir);
+}
+
+#define CTL(r, o, ...) ctl_run(r, o, (const char *const[]){ __VA_ARGS__, NULL })
+
+/* @out with every run of spaces made one, for matching table rows. */
+static char *squeeze(const char *out)
+{
+	char *s = kvmem_check_xmalloc(strlen(out) + 1), *o = s;
+
+	for (; *out; out++)
+		if (*out != ' ' || o == s || o[-1] != ' ')
+			*o++ = *out;
+	*o = 0;
+	return s;
+}
+
+#define EXPECT_HAS(text, needle)                                             \
+	ck_assert_msg(strstr((text), (needle)), "no \"%s\" in:\n%s", needle, \
+		      text)
+
+/* The output holds @line (spaces squeezed) as a whole line. */
+static void expect_line(const struct kvmem_run *r, const char *line)
+{
+	char *s = squeeze(r->out), *want;
+	size_t n = strlen(line);
+	const char *p;
+
+	want = kvmem_check_xmalloc(n + 3);
+	snprintf(want, n + 3, "\n%s\n", line);
+	p = strstr(s, want + 1);
+	ck_assert_msg(p && (p == s || p[-1] == '\n') && p[n] == '\n',
+		      "no line \"%s\" in:\n%s", line, r->out);
+	free(want);
+	free(s);
+}
+
+static void expect_status(const struct kvmem_run *r, int status)
+{
+	ck_assert_msg(r->status == status,
+		      "exit %d, expected %d\nstdout:\n%s\nstderr:\n%s",
+		      r->status, status, r->out, r->err);
+}
+
+/* ---- a fake admin server ---------------------------------------------- */
+
+/*
+ * Replies written from the specification. A request the table does not
+ * hold gets kvmemd's answer to an unknown request.
+ */
+struct fake_reply {
+	const char *req; /* exact; or ending in '*': a prefix */
+	const char *reply; /* sent as it is, then a hang-up unless it ends
+			    * in "\n"; NULL: hang up instead */
+};
+
+struct fake {
+	pid_t pid;
+	char dir[64], sock[108], log[108];
+};
+
+static const struct fake_reply *fake_find(const struct fake_reply *t, size_t n,
+					  const char *req)
+{
+	size_t i, len;
+
+	for (i = 0; i < n; i++) {
+		len = strlen(t[i].req);
+		if (!strcmp(t[i].req, req) ||
+		    (len && t[i].req[len - 1] == '*' &&
+		     !strncmp(t[i].req, req, len - 1)))
+			return &t[i];
+	}
+	return NULL;
+}
+
+/* The server's loop (in a child: no Check calls). */
+static void fake_serve(int lfd, const char *log, const struct fake_reply *t,
+		       size_t n, size_t chunk)
+{
+	static const char unknown[] =
+		"{\"error\":\"unknown request\",\"errno\":-22}\n";
+	char req[2048];
+	ssize_t got;
+	int fd, lf;
+
+	for (;;) {
+		fd = accept(lfd, NULL, NULL);
+		if (fd < 0)
+			_exit(1);
+		while ((got = recv(fd, req, sizeof(req) - 1, 0)) > 0) {
+			const struct fake_reply *r;
+			const char *text;
+			size_t len, off, k;
+
+			req[got] = 0;
+			lf = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+			if (lf < 0 || write(lf, req, (size_t)got) != got ||
+			    write(lf, "|", 1) != 1)
+				_exit(1);
+			close(lf);
+			r = fake_find(t, n, req);
+			if (r && !r->reply)
+				break;
+			text = r ? r->reply : unknown;
+			len = strlen(text);
+			for (off = 0; off < len; off += k) {
+				k = len - off < chunk ? len - off : chunk;
+				if (send(fd, text + off, k, MSG_NOSIGNAL) < 0)
+					break;
+			}
+			/* An unfinished reply is followed by a hang-up. */
+			if (!len || text[len - 1] != '\n')
+				break;
+		}
+		close(fd);
+	}
+}
+
+/* Serve @t in datagrams of @chunk bytes at most. */
+static void fake_start(struct fake *f, const struct fake_reply *t, size_t n,
+		       size_t chunk)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *tmp = getenv("TMPDIR");
+	int lfd;
+
+	memset(f, 0, sizeof(*f));
+	snprintf(f->dir, sizeof(f->dir), "%s/kvfake.XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(f->dir));
+	snprintf(f->sock, sizeof(f->sock), "%s/a.sock", f->dir);
+	snprintf(f->log, sizeof(f->log), "%s/log", f->dir);
+	strcpy(sa.sun_path, f->sock);
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 8), 0);
+	fflush(NULL);
+	f->pid = fork();
+	ck_assert_int_ge(f->pid, 0);
+	if (!f->pid) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		fake_serve(lfd, f->log, t, n, chunk);
+	}
+	close(lfd);
+}
+
+/* The requests it got so far, each followed by '|'. */
+static char *fake_log(const struct fake *f)
+{
+	char *buf = kvmem_check_xmalloc(65536);
+	FILE *lf = fopen(f->log, "r");
+	size_t n = 0;
+
+	if (lf) {
+		n = fread(buf, 1, 65535, lf);
+		fclose(lf);
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+static void fake_stop(struct fake *f)
+{
+	kill(f->pid, SIGKILL);
+	waitpid(f->pid, NULL, 0);
+	unlink(f->sock);
+	unlink(f->log);
+	rmdir(f->dir);
+}
+
+/* ---- replies as the specification writes them ------------------------ */
+
+#define R_VERSION "{\"version\":\"0.4.0\",\"abi\":1,\"admin\":1}\n"
+#define R_STATUS                                                      \
+	"{\"pid\":4242,\"version\":\"0.4.0\",\"uptime_s\":3723.5,"    \
+	"\"sessions\":2,\"pool_bytes\":1073741824,"                   \
+	"\"pool_used_bytes\":268435456,\"attached\":5,\"refused\":1," \
+	"\"detached\":3,\"dropped\":0,\"ops\":123456,"                \
+	"\"scrub\":{\"enabled\":true,\"state\":\"patrol\"}}\n"
+#define R_STATS                                                           \
+	"{\"uptime_s\":3723.5,\"daemon\":{\"sessions\":2,\"attached\":5," \
+	"\"refused\":1,\"detached\":3,\"dropped\":0,\"ops\":123456},"     \
+	"\"pools\":[{\"pool\":\"host\",\"bytes\":1073741824,"             \
+	"\"reserved_bytes\":268435456,\"open_bytes\":1048576,"            \
+	"\"sealed_bytes\":16777216,\"free_bytes\":805306368,"             \
+	"\"degraded_pages\":1}],\"scrub\":{\"passes\":12,"                \
+	"\"bytes_total\":201326592,\"pages_total\":49152,\"ce\":3,"       \
+	"\"ue\":1},\"seconds_since_reset\":600.25}\n"
+#define SESSION(id, pid, fmt, codec)                                         \
+	"{\"id\":" id ",\"pid\":" pid ",\"uid\":0,\"arena_bytes\":67108864," \
+	"\"used_bytes\":1048576,\"slots_open\":2,\"slots_sealed\":8,"        \
+	"\"seqs\":3,\"seqs_acquired\":1,\"ops\":500,\"op_errors\":0,"        \
+	"\"ce\":2,\"ue\":0,\"degraded_pages\":0,\"format\":\"" fmt "\","     \
+	"\"codec\":\"" codec "\",\"tokens_per_page\":32,\"layers\":2,"       \
+	"\"kv_heads\":2,\"head_dim\":64}"
+#define R_SESSIONS                                                        \
+	"{\"sessions\":[" SESSION("1", "100", "int4", "h84") "," SESSION( \
+		"2", "200", "int8", "secded72") "]}\n"
+#define R_SEQS                                                     \
+	"{\"seqs\":[{\"session\":1,\"seq\":0,\"acquired\":true,"   \
+	"\"pages\":8,\"tokens\":128,\"degraded_pages\":0},"        \
+	"{\"session\":1,\"seq\":1,\"acquired\":false,\"pages\":2," \
+	"\"tokens\":40,\"degraded_pages\":1}]}\n"
+#define PASS_LAST                                                        \
+	"{\"kind\":\"patrol\",\"target\":\"pool\","                      \
+	"\"started\":1700000000.25,\"duration_s\":65.5,"                 \
+	"\"bytes\":16777216,\"pages\":4096,\"ce\":3,\"ue\":1,\"crc\":0," \
+	"\"degraded_pages\":1,\"restored_pages\":0}"
+#define R_SCRUB                                                            \
+	"{\"enabled\":true,\"enable_background\":1,"                       \
+	"\"rate_bytes_per_s\":16777216,\"cycle_s\":0,"                     \
+	"\"current_cycle_duration\":1.0,\"verify_on_seal\":true,"          \
+	"\"state\":\"idle\",\"current\":null,\"last_pass\":" PASS_LAST "," \
+	"\"passes\":12,\"bytes_total\":201326592,\"estimate\":[{"          \
+	"\"codec\":\"h84\",\"t\":1,\"n\":8,\"words\":1048576,\"ce\":3,"    \
+	"\"lambda_per_bit_hour\":1.25e-6,\"p_ue_word\":4.1e-11,"           \
+	"\"expected_ue_per_cycle\":4.3e-5}]}\n"
+#define R_PASS                                                             \
+	"{\"kind\":\"ondemand\",\"target\":\"session 1\","                 \
+	"\"started\":1700000100.5,\"duration_s\":0.5,\"bytes\":8388608,"   \
+	"\"pages\":2048,\"ce\":1,\"ue\":0,\"crc\":0,\"degraded_pages\":0," \
+	"\"restored_pages\":0}\n"
+#define R_EVENTS                                                             \
+	"{\"events\":[{\"time\":1700000000.5,\"session\":1,\"seq\":2,"       \
+	"\"layer\":1,\"token_start\":32,\"token_end\":64,\"pool\":\"host\"," \
+	"\"tier\":\"warm\",\"codec\":\"h84\",\"region\":\"payload\","        \
+	"\"words\":2,\"kind\":\"uncorrectable\",\"restored\":false,"         \
+	"\"source\":\"patrol\"}],\"lost\":3}\n"
+#define R_ERRORS                                                   \
+	"{\"since\":1700000000.0,\"seconds_since_reset\":600.25,"  \
+	"\"counters\":[{\"pool\":\"host\",\"tier\":\"warm\","      \
+	"\"codec\":\"h84\",\"ce\":3,\"ue\":1,\"ce_total\":15,"     \
+	"\"ue_total\":2},{\"pool\":\"host\",\"tier\":\"hot\","     \
+	"\"codec\":\"secded72\",\"ce\":0,\"ue\":0,\"ce_total\":0," \
+	"\"ue_total\":0}]}\n"
+#define R_INJECT                                                        \
+	"{\"pages\":10,\"words\":40960,\"bits\":45,"                    \
+	"\"by_flips\":[40916,43,1,0,0,0,0,0],\"codecs\":[{"             \
+	"\"codec\":\"h84\",\"words\":40000,\"bits\":44,"                \
+	"\"by_flips\":[39957,42,1,0,0,0,0,0]},{\"codec\":\"secded72\"," \
+	"\"words\":960,\"bits\":1,\"by_flips\":[959,1,0,0,0,0,0,0]}]}\n"
+#define R_POLICY                                      \
+	"{\"policy\":{\"daemon.log_level\":\"info\"," \
+	"\"scrub.rate\":16777216,\"scrub.cycle\":0,"  \
+	"\"scrub.verify_on_seal\":true,\"scrub.allow_inject\":false}}\n"
+
+static const struct fake_reply spec_replies[] = {
+	{ "version", R_VERSION },
+	{ "status", R_STATUS },
+	{ "stats", R_STATS },
+	{ "sessions", R_SESSIONS },
+	{ "seqs", R_SEQS },
+	{ "seqs 1", R_SEQS },
+	{ "seqs 9", "{\"error\":\"no session 9\",\"errno\":-2}\n" },
+	{ "scrub status", R_SCRUB },
+	{ "scrub start", R_SCRUB },
+	{ "scrub stop", R_SCRUB },
+	{ "scrub rate 16M", R_SCRUB },
+	{ "scrub cycle 86400", R_SCRUB },
+	{ "scrub now", R_PASS },
+	{ "scrub now pool", R_PASS },
+	{ "scrub now session 1", R_PASS },
+	{ "scrub now seq 1 2", R_PASS },
+	{ "scrub now seq 1 3",
+	  "{\"error\":\"an on-demand scrub is already running\","
+	  "\"errno\":-16}\n" },
+	{ "events", R_EVENTS },
+	{ "events since*", R_EVENTS },
+	{ "errors", R_ERRORS },
+	{ "reset-counters", "{\"ok\":true}\n" },
+	{ "inject seq 1 2 ber 0.001 seed 7 all", R_INJECT },
+	{ "inject pool ber 1e-05 seed 18446744073709551615", R_INJECT },
+	{ "inject session 1 ber 0.5 seed 1",
+	  "{\"error\":\"injection is off (scrub.allow_inject)\","
+	  "\"errno\":-1}\n" },
+	{ "policy show", R_POLICY },
+	{ "policy set scrub.rate=1M", R_POLICY },
+	{ "policy set x=1", "{\"error\":\"x: no such key\",\"errno\":-22}\n" },
+};
+
+#define NSPEC (sizeof(spec_replies) / sizeof(spec_replies[0]))
+
+/* ---- checkers --------------------------------------------------------- */
+
+static int name_ok(const char *s, size_t n, int colon)
+{
+	size_t i;
+
+	if (!n)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      c == '_' || (colon && c == ':') ||
+		      (i && c >= '0' && c <= '9')))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Prometheus text exposition format 0.0.4, strictly: every sample line is
+ * name{label="value",...} value, its family declared by a # TYPE line
+ * before it (and only once), names and label names well formed, label
+ * values with only the escapes \\ \" \n, values that parse as floats.
+ * Returns the number of samples.
+ */
+static int check_prometheus(const char *text)
+{
+	char typed[256][96], family[96] = "";
+	int ntyped = 0, samples = 0, i, lineno = 0;
+	const char *line, *end;
+
+	for (line = text; *line; line = end + 1) {
+		const char *p, *q;
+		char *fend;
+		size_t n;
+
+		lineno++;
+		end = strchr(line, '\n');
+		ck_assert_msg(end, "line %d does not end in a newline", lineno);
+		if (!strncmp(line, "# TYPE ", 7)) {
+			p = line + 7;
+			q = strchr(p, ' ');
+			ck_assert_msg(q && q < end, "line %d: %.*s", lineno,
+				      (int)(end - line), line);
+			n = (size_t)(q - p);
+			ck_assert_msg(name_ok(p, n, 1) && n < sizeof(family),
+				      "line %d: bad name", lineno);
+			memcpy(family, p, n);
+			family[n] = 0;
+			for (i = 0; i < ntyped; i++)
+				ck_assert_msg(strcmp(typed[i], family),
+					      "line %d: %s typed twice", lineno,
+					      family);
+			ck_assert_int_lt(ntyped, 256);
+			strcpy(typed[ntyped++], family);
+			q++;
+			ck_assert_msg(
+				(end - q == 7 && !strncmp(q, "counter", 7)) ||
+					(end - q == 5 &&
+					 !strncmp(q, "gauge", 5)) ||
+					(end - q == 8 &&
+					 !strncmp(q, "untyped", 7)),
+				"line %d: type %.*s", lineno, (int)(end - q),
+				q);
+			continue;
+		}
+		if (!strncmp(line, "# HELP ", 7)) {
+			p = line + 7;
+			q = strchr(p, ' ');
+			ck_assert_msg(q && q < end &&
+					      name_ok(p, (size_t)(q - p), 1),
+				      "line %d: %.*s", lineno,
+				      (int)(end - line), line);
+			continue;
+		}
+		ck_assert_msg(line[0] != '#' || line[1] == ' ', "line %d: %.*s",
+			      lineno, (int)(end - line), line);
+		if (line[0] == '#')
+			continue;
+		/* A sample. */
+		for (p = line; p < end && *p != '{' && *p != ' '; p++)
+			;
+		n = (size_t)(p - line);
+		ck_assert_msg(name_ok(line, n, 1), "line %d: bad name %.*s",
+			      lineno, (int)n, line);
+		ck_assert_msg(strlen(family) == n && !strncmp(line, family, n),
+			      "line %d: %.*s has no # TYPE before it", lineno,
+			      (int)n, line);
+		if (*p == '{') {
+			p++;
+			while (*p != '}') {
+				q = p;
+				while (p < end && *p != '=')
+					p++;
+				ck_assert_msg(name_ok(q, (size_t)(p - q), 0),
+					      "line %d: label name", lineno);
+				ck_assert_msg(p[0] == '=' && p[1] == '"',
+					      "line %d: label", lineno);
+				for (p += 2; p < end && *p != '"'; p++) {
+					if (*p != '\\')
+						continue;
+					p++;
+					ck_assert_msg(*p == '\\' || *p == '"' ||
+							      *p == 'n',
+						      "line %d: escape \\%c",
+						      lineno, *p);
+				}
+				ck_assert_msg(p < end, "line %d: open label",
+					      lineno);
+				p++;
+				if (*p == ',')
+					p++;
+				ck_assert_msg(p < end, "line %d: labels",
+					      lineno);
+			}
+			p++;
+		}
+		ck_assert_msg(*p == ' ', "line %d: no value", lineno);
+		p++;
+		if (strncmp(p, "NaN", 3) && strncmp(p, "+Inf", 4) &&
+		    strncmp(p, "-Inf", 4)) {
+			strtod(p, &fend);
+			ck_assert_msg(fend > p && (fend == end || *fend == ' '),
+				      "line %d: value %.*s", lineno,
+				      (int)(end - p), p);
+		}
+		samples++;
+	}
+	return samples;
+}
+
+/* The value of the sample written exactly @series, or fail. */
+static double prom_value(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+	const char *p;
+
+	for (p = text; (p = strstr(p, series)); p++)
+		if ((p == text || p[-1] == '\n') && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	ck_abort_msg("no sample %s in:\n%s", series, text);
+	return 0;
+}
+
+/*
+ * @v against @schema, itself JSON: an object lists keys that must be
+ * present (others may be too), an array holds the schema of every element,
+ * {"?": S} is S or null, and a string names a type: "u" an integer >= 0,
+ * "n" a number, "b" a boolean, "s" a string, "s:a|b" one of those strings.
+ */
+static void check_schema(const struct json *v, const struct json *schema,
+			 const char *where)
+{
+	char sub[256];
+	const char *t;
+	size_t i;
+
+	if (schema->type == JSON_OBJECT && schema->u.obj.n == 1 &&
+	    !strcmp(schema->u.obj.m[0].key, "?")) {
+		if (v->type != JSON_NULL)
+			check_schema(v, &schema->u.obj.m[0].v, where);
+		return;
+	}
+	switch (schema->type) {
+	case JSON_OBJECT:
+		ck_assert_msg(v->type == JSON_OBJECT, "%s: %s, not an object",
+			      where, json_type_name(v->type));
+		for (i = 0; i < schema->u.obj.n; i++) {
+			const struct json *m =
+				json_get(v, schema->u.obj.m[i].key);
+
+			snprintf(sub, sizeof(sub), "%s.%s", where,
+				 schema->u.obj.m[i].key);
+			ck_assert_msg(m, "%s is missing", sub);
+			check_schema(m, &schema->u.obj.m[i].v, sub);
+		}
+		break;
+	case JSON_ARRAY:
+		ck_assert_msg(v->type == JSON_ARRAY, "%s: %s, not an array",
+			      where, json_type_name(v->type));
+		for (i = 0; i < v->u.arr.n; i++) {
+			snprintf(sub, sizeof(sub), "%s[%zu]", where, i);
+			check_schema(&v->u.arr.v[i], &schema->u.arr.v[0], sub);
+		}
+		break;
+	case JSON_STRING:
+		t = schema->u.str.s;
+		if (!strcmp(t, "u")) {
+			uint64_t x;
+
+			ck_assert_msg(!json_u64(v, &x), "%s: not an integer",
+				      where);
+		} else if (!strcmp(t, "n")) {
+			ck_assert_msg(v->type == JSON_NUMBER,
+				      "%s: not a number", where);
+		} else if (!strcmp(t, "b")) {
+			ck_assert_msg(v->type == JSON_BOOL, "%s: not a boolean",
+				      where);
+		} else {
+			const char *s = json_str(v), *opts = t + 2;
+			size_t n;
+
+			ck_assert_msg(s, "%s: not a string", where);
+			if (t[1] != ':')
+				break;
+			n = strlen(s);
+			for (;;) {
+				const char *bar = strchr(opts, '|');
+				size_t k = bar ? (size_t)(bar - opts)
+					       : strlen(opts);
+
+				if (k == n && !strncmp(opts, s, n))
+					break;
+				ck_assert_msg(bar,
+					      "%s: \"%s\" is not one of %s",
+					      where, s, t + 2);
+				opts = bar + 1;
+			}
+		}
+		break;
+	default:
+		ck_abort_msg("bad schema at %s", where);
+	}
+}
+
+#define S_POOL "\"s:host|cuda|nvme\""
+#define S_TIER "\"s:hot|warm|archive|cold\""
+#define S_CODEC "\"s:h74|h84|golay24|secded72\""
+#define S_PASS                                                     \
+	"{\"kind\":\"s:patrol|ondemand|seal\",\"target\":\"s\","   \
+	"\"started\":\"n\",\"duration_s\":\"n\",\"bytes\":\"u\","  \
+	"\"pages\":\"u\",\"ce\":\"u\",\"ue\":\"u\",\"crc\":\"u\"," \
+	"\"degraded_pages\":\"u\",\"restored_pages\":\"u\"}"
+
+static const struct {
+	const char *cmd, *schema;
+} schemas[] = {
+	{ "version", "{\"version\":\"s\",\"abi\":\"u\",\"admin\":\"u\"}" },
+	{ "status",
+	  "{\"pid\":\"u\",\"version\":\"s\",\"uptime_s\":\"n\","
+	  "\"sessions\":\"u\",\"pool_bytes\":\"u\",\"pool_used_bytes\":\"u\","
+	  "\"attached\":\"u\",\"refused\":\"u\",\"detached\":\"u\","
+	  "\"dropped\":\"u\",\"ops\":\"u\",\"scrub\":{\"enabled\":\"b\","
+	  "\"state\":\"s:idle|patrol|ondemand\"}}" },
+	{ "stats",
+	  "{\"uptime_s\":\"n\",\"daemon\":{\"sessions\":\"u\","
+	  "\"attached\":\"u\",\"refused\":\"u\",\"detached\":\"u\","
+	  "\"dropped\":\"u\",\"ops\":\"u\"},\"pools\":[{\"pool\":" S_POOL
+	  ",\"bytes\":\"u\",\"reserved_bytes\":\"u\",\"open_bytes\":\"u\","
+	  "\"sealed_bytes\":\"u\",\"free_bytes\":\"u\","
+	  "\"degraded_pages\":\"u\"}],\"scrub\":{\"passes\":\"u\","
+	  "\"bytes_total\":\"u\",\"pages_total\":\"u\",\"ce\":\"u\","
+	  "\"ue\":\"u\"},\"seconds_since_reset\":\"n\"}" },
+	{ "sessions",
+	  "{\"sessions\":[{\"id\":\"u\",\"pid\":\"u\",\"uid\":\"u\","
+	  "\"arena_bytes\":\"u\",\"used_bytes\":\"u\",\"slots_open\":\"u\","
+	  "\"slots_sealed\":\"u\",\"seqs\":\"u\",\"seqs_acquired\":\"u\","
+	  "\"ops\":\"u\",\"op_errors\":\"u\",\"ce\":\"u\",\"ue\":\"u\","
+	  "\"degraded_pages\":\"u\",\"format\":\"s:fp16|int8|int4|int2\","
+	  "\"codec\":" S_CODEC ",\"tokens_per_page\":\"u\",\"layers\":\"u\","
+	  "\"kv_heads\":\"u\",\"head_dim\":\"u\"}]}" },
+	{ "seqs",
+	  "{\"seqs\":[{\"session\":\"u\",\"seq\":\"u\",\"acquired\":\"b\","
+	  "\"pages\":\"u\",\"tokens\":\"u\",\"degraded_pages\":\"u\"}]}" },
+	{ "scrub",
+	  "{\"enabled\":\"b\",\"enable_background\":\"u\","
+	  "\"rate_bytes_per_s\":\"u\",\"cycle_s\":\"u\","
+	  "\"current_cycle_duration\":\"n\",\"verify_on_seal\":\"b\","
+	  "\"state\":\"s:idle|patrol|ondemand\",\"current\":{\"?\":" S_PASS
+	  "},\"last_pass\":{\"?\":" S_PASS "},\"passes\":\"u\","
+	  "\"bytes_total\":\"u\",\"estimate\":[{\"codec\":" S_CODEC ","
+	  "\"t\":\"u\",\"n\":\"u\",\"words\":\"u\",\"ce\":\"u\","
+	  "\"lambda_per_bit_hour\":\"n\",\"p_ue_word\":\"n\","
+	  "\"expected_ue_per_cycle\":\"n\"}]}" },
+	{ "pass", S_PASS },
+	{ "events",
+	  "{\"events\":[{\"time\":\"n\",\"session\":\"u\",\"seq\":\"u\","
+	  "\"layer\":\"u\",\"token_start\":\"u\",\"token_end\":\"u\","
+	  "\"pool\":" S_POOL ",\"tier\":" S_TIER ",\"codec\":" S_CODEC ","
+	  "\"region\":\"s:header|scales|payload\",\"words\":\"u\","
+	  "\"kind\":\"s:uncorrectable|crc\",\"restored\":\"b\","
+	  "\"source\":\"s:patrol|ondemand|seal\"}],\"lost\":\"u\"}" },
+	{ "errors",
+	  "{\"since\":\"n\",\"seconds_since_reset\":\"n\",\"counters\":[{"
+	  "\"pool\":" S_POOL ",\"tier\":" S_TIER ",\"codec\":" S_CODEC ","
+	  "\"ce\":\"u\",\"ue\":\"u\",\"ce_total\":\"u\","
+	  "\"ue_total\":\"u\"}]}" },
+	{ "reset-counters", "{\"ok\":\"b\"}" },
+	{ "inject", "{\"pages\":\"u\",\"words\":\"u\",\"bits\":\"u\","
+		    "\"by_flips\":[\"u\"],\"codecs\":[{\"codec\":" S_CODEC ","
+		    "\"words\":\"u\",\"bits\":\"u\",\"by_flips\":[\"u\"]}]}" },
+	{ "policy",
+	  "{\"policy\":{\"scrub.rate\":\"u\",\"scrub.cycle\":\"u\","
+	  "\"scrub.verify_on_seal\":\"b\",\"scrub.allow_inject\":\"b\"}}" },
+};
+
+/* --json output: one line of JSON that fits the schema named @name. */
+static struct json *expect_schema(const char *out, const char *name)
+{
+	const struct json *sch = NULL;
+	struct json *v, *schema;
+	size_t i;
+
+	ck_assert_msg(*out && strchr(out, '\n') == out + strlen(out) - 1,
+		      "not one line: %s", out);
+	v = parse_ok(out);
+	for (i = 0; i < sizeof(schemas) / sizeof(schemas[0]); i++)
+		if (!strcmp(schemas[i].cmd, name))
+			break;
+	ck_assert_uint_lt(i, sizeof(schemas) / sizeof(schemas[0]));
+	schema = parse_ok(schemas[i].schema);
+	sch = schema;
+	check_schema(v, sch, name);
+	json_free(schema);
+	return v;
+}
+
+/* ---- kvmemctl against the specification ------------------------------- */
+
+static const struct ctl_opts utc = { .env = { "TZ=UTC" } };
+
+/* One run against the fake: exit 0 and what it printed. */
+#define FAKE_OK(r, f, ...)                                         \
+	do {                                                       \
+		CTL(r, &utc, "-a", (f)->sock, __VA_ARGS__);        \
+		expect_status(r, 0);                               \
+		ck_assert_msg(!*(r)->err, "stderr: %s", (r)->err); \
+	} while (0)
+
+START_TEST(test_spec_tables)
+{
+	static const struct {
+		const char *args[6];
+		const char *lines[4];
+	} cases[] = {
+		{ { "status" },
+		  { "kvmemd 0.4.0, pid 4242, up 1h 02m",
+		    "sessions 2 (5 attached, 1 refused, 3 detached, 0 "
+		    "dropped since start)",
+		    "host pool 256.0 MiB of 1.0 GiB used (25.0%)",
+		    "scrub enabled, patrol" } },
+		{ { "stats" },
+		  { "uptime 1h 02m (counters reset 10m 00s ago)",
+		    "scrub 12 passes, 192.0 MiB in 49152 pages; CE 3, UE 1 "
+		    "words since reset",
+		    "POOL SIZE RESERVED OPEN SEALED FREE DEGRADED PAGES",
+		    "host 1.0 GiB 256.0 MiB 1.0 MiB 16.0 MiB 768.0 MiB 1" } },
+		{ { "sessions" },
+		  { "ID PID UID ARENA USED OPEN SEALED SEQS ACQ OPS OP ERRS "
+		    "CE UE DEGR FORMAT CODEC LAYERS KV HEADS DIM TOK/PG",
+		    " 1 100 0 64.0 MiB 1.0 MiB 2 8 3 1 500 0 2 0 0 int4 h84 "
+		    "2 2 64 32",
+		    " 2 200 0 64.0 MiB 1.0 MiB 2 8 3 1 500 0 2 0 0 int8 "
+		    "secded72 2 2 64 32" } },
+		{ { "seqs", "1" },
+		  { "SESSION SEQ ACQUIRED PAGES TOKENS DEGRADED PAGES",
+		    " 1 0 yes 8 128 0", " 1 1 no 2 40 1" } },
+		{ { "scrub", "status" },
+		  { "patrol enabled (enable_background 1), idle now",
+		    "rate 16.0 MiB/s", "cycle target 0 (use the rate)",
+		    "last pass patrol pool at 2023-11-14 22:13:20, 1m 05s: "
+		    "16.0 MiB in 4096 pages; CE 3, UE 1, CRC 0, 1 degraded, "
+		    "0 restored" } },
+		{ { "scrub", "status" },
+		  { "current pass none", "passes 12, 192.0 MiB scrubbed",
+		    "h84 1 8 1048576 3 1.25e-06 4.1e-11 4.3e-05",
+		    "full pass 1.0 s at the effective rate" } },
+		{ { "scrub", "now", "session", "1" },
+		  { "pass ondemand session 1", "started 2023-11-14 22:15:00",
+		    "duration 500 ms",
+		    "scrubbed 8.0 MiB in 2048 pages (16.0 MiB/s)" } },
+		{ { "events" },
+		  { "TIME SESSION SEQ LAYER TOKENS POOL TIER CODEC REGION "
+		    "WORDS KIND RESTORED SOURCE",
+		    "2023-11-14 22:13:20 1 2 1 32-64 host warm h84 payload 2 "
+		    "uncorrectable no patrol",
+		    "3 older events fell out of kvmemd's in-memory log" } },
+		{ { "errors" },
+		  { "POOL TIER CODEC CE UE CE TOTAL UE TOTAL",
+		    "host warm h84 3 1 15 2", "host hot secded72 0 0 0 0",
+		    "CE/UE: corrected/uncorrectable words since 2023-11-14 "
+		    "22:13:20 (10m 00s ago); the totals persist across "
+		    "restarts." } },
+		{ { "reset-counters" },
+		  { "volatile counters reset; the persistent totals are "
+		    "kept" } },
+		{ { "inject", "seq", "1", "2", "--ber", "1e-3" },
+		  { "flipped 45 bits in 40960 words of 10 pages",
+		    "CODEC WORDS BITS 0 FLIPS 1 FLIPS 2 FLIPS 3 FLIPS 4 FLIPS "
+		    "5 FLIPS 6 FLIPS 7+ FLIPS",
+		    "h84 40000 44 39957 42 1 0 0 0 0 0",
+		    "all 40960 45 40916 43 1 0 0 0 0 0" } },
+		{ { "policy", "show" },
+		  { "KEY VALUE", "daemon.log_level info", "scrub.rate 16777216",
+		    "scrub.verify_on_seal yes" } },
+		{ { "policy", "set", "scrub.rate=1M" },
+		  { "scrub.allow_inject no", "scrub.cycle 0" } },
+	};
+	struct kvmem_run r;
+	struct fake f;
+	size_t i, k;
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i].args;
+
+		if (!strcmp(a[0], "inject"))
+			FAKE_OK(&r, &f, a[0], a[1], a[2], a[3], a[4], a[5],
+				"--seed", "7", "--all");
+		else if (!a[1])
+			FAKE_OK(&r, &f, a[0]);
+		else if (!a[2])
+			FAKE_OK(&r, &f, a[0], a[1]);
+		else if (!a[3])
+			FAKE_OK(&r, &f, a[0], a[1], a[2]);
+		else
+			FAKE_OK(&r, &f, a[0], a[1], a[2], a[3]);
+		for (k = 0; k < 4 && cases[i].lines[k]; k++)
+			expect_line(&r, cases[i].lines[k]);
+		kvmem_check_run_free(&r);
+	}
+	fake_stop(&f);
+}
+END_TEST
+
+/* The words on the wire for each way of writing a command. */
+START_TEST(test_spec_requests)
+{
+	static const struct {
+		const char *args[10];
+		const char *req;
+	} cases[] = {
+		{ { "seqs" }, "seqs" },
+		{ { "seqs", "1" }, "seqs 1" },
+		{ { "scrub", "start" }, "scrub start" },
+		{ { "scrub", "stop" }, "scrub stop" },
+		{ { "scrub", "rate", "16m" }, "scrub rate 16M" },
+		{ { "scrub", "cycle", "1d" }, "scrub cycle 86400" },
+		{ { "scrub", "now" }, "scrub now" },
+		{ { "scrub", "now", "pool" }, "scrub now pool" },
+		{ { "scrub", "now", "seq", "1", "2" }, "scrub now seq 1 2" },
+		{ { "events", "--limit", "5", "--since", "1700000000.9" },
+		  "events since 1700000000 limit 5" },
+		{ { "--json", "inject", "--all", "seq", "1", "--seed", "7", "2",
+		    "--ber", "0.001" },
+		  "inject seq 1 2 ber 0.001 seed 7 all" },
+		{ { "inject", "pool", "--ber", "1e-5", "--seed",
+		    "18446744073709551615" },
+		  "inject pool ber 1e-05 seed 18446744073709551615" },
+		{ { "policy", "set", "scrub.rate=1M" },
+		  "policy set scrub.rate=1M" },
+		{ { "metrics" }, "stats|errors|scrub status|sessions" },
+		{ { "version" }, "version" },
+	};
+	struct kvmem_run r;
+	struct fake f;
+	char *log, want[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i].args;
+		const char *argv[12] = { "-a" };
+		int n = 1, k;
+
+		fake_start(&f, spec_replies, NSPEC, 32768);
+		argv[n++] = f.sock;
+		for (k = 0; k < 10 && a[k]; k++)
+			argv[n++] = a[k];
+		argv[n] = NULL;
+		ctl_run(&r, &utc, argv);
+		expect_status(&r, 0);
+		log = fake_log(&f);
+		snprintf(want, sizeof(want), "%s|", cases[i].req);
+		ck_assert_str_eq(log, want);
+		free(log);
+		kvmem_check_run_free(&r);
+		fake_stop(&f);
+	}
+}
+END_TEST
+
+/* --since with an age: the time it means, in whole Unix seconds. */
+START_TEST(test_spec_since_age)
+{
+	static const struct {
+		const char *arg;
+		long long age;
+	} cases[] = {
+		{ "10m", 600 },	  { "2h ago", 7200 }, { "1d", 86400 },
+		{ "1.5h", 5400 }, { "30s ago", 30 },  { "1w", 604800 },
+	};
+	struct kvmem_run r;
+	struct fake f;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		long long before = (long long)time(NULL), got, after;
+		char *log;
+
+		fake_start(&f, spec_replies, NSPEC, 32768);
+		CTL(&r, NULL, "-a", f.sock, "events", "--since", cases[i].arg);
+		after = (long long)time(NULL);
+		expect_status(&r, 0);
+		log = fake_log(&f);
+		ck_assert_int_eq(sscanf(log, "events since %lld|", &got), 1);
+		ck_assert_int_ge(got, before - cases[i].age - 1);
+		ck_assert_int_le(got, after - cases[i].age);
+		free(log);
+		kvmem_check_run_free(&r);
+		fake_stop(&f);
+	}
+}
+END_TEST
+
+/* --json: the reply itself, compact, for every command that has one. */
+START_TEST(test_spec_json)
+{
+	static const struct {
+		const char *args[4];
+		const char *reply, *schema;
+	} cases[] = {
+		{ { "status" }, R_STATUS, "status" },
+		{ { "stats" }, R_STATS, "stats" },
+		{ { "sessions" }, R_SESSIONS, "sessions" },
+		{ { "seqs" }, R_SEQS, "seqs" },
+		{ { "scrub", "status" }, R_SCRUB, "scrub" },
+		{ { "scrub", "rate", "16M" }, R_SCRUB, "scrub" },
+		{ { "scrub", "now", "pool" }, R_PASS, "pass" },
+		{ { "events" }, R_EVENTS, "events" },
+		{ { "errors" }, R_ERRORS, "errors" },
+		{ { "reset-counters" }, "{\"ok\":true}", "reset-counters" },
+		{ { "policy", "show" }, R_POLICY, "policy" },
+	};
+	struct kvmem_run r;
+	struct json *v, *want;
+	struct fake f;
+	char *text;
+	size_t i;
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i].args;
+
+		if (!a[1])
+			FAKE_OK(&r, &f, "--json", a[0]);
+		else if (!a[2])
+			FAKE_OK(&r, &f, a[0], a[1], "--json");
+		else
+			FAKE_OK(&r, &f, a[0], "--json", a[1], a[2]);
+		v = expect_schema(r.out, cases[i].schema);
+		want = parse_ok(cases[i].reply);
+		text = print_json(want);
+		ck_assert_uint_eq(strlen(r.out), strlen(text) + 1);
+		ck_assert_mem_eq(r.out, text, strlen(text));
+		free(text);
+		json_free(v);
+		json_free(want);
+		kvmem_check_run_free(&r);
+	}
+	FAKE_OK(&r, &f, "inject", "--json", "seq", "1", "2", "--ber", "0.001",
+		"--seed", "7", "--all");
+	json_free(expect_schema(r.out, "inject"));
+	kvmem_check_run_free(&r);
+	/* version adds kvmemctl's own to the daemon's. */
+	FAKE_OK(&r, &f, "version", "--json");
+	v = expect_schema(r.out, "version");
+	ck_assert_str_eq(json_str(json_get(v, "version")), "0.4.0");
+	ck_assert_ptr_nonnull(json_str(json_get(v, "kvmemctl")));
+	json_free(v);
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+START_TEST(test_spec_metrics)
+{
+	static const struct {
+		const char *series;
+		double value;
+	} samples[] = {
+		{ "kvmem_ce_total{pool=\"host\",tier=\"warm\",codec=\"h84\"}",
+		  15 },
+		{ "kvmem_ue_total{pool=\"host\",tier=\"warm\",codec=\"h84\"}",
+		  2 },
+		{ "kvmem_ce{pool=\"host\",tier=\"warm\",codec=\"h84\"}", 3 },
+		{ "kvmem_ue{pool=\"host\",tier=\"hot\",codec=\"secded72\"}",
+		  0 },
+		{ "kvmem_pool_bytes{pool=\"host\",state=\"free\"}", 805306368 },
+		{ "kvmem_pool_bytes{pool=\"host\",state=\"open\"}", 1048576 },
+		{ "kvmem_pool_bytes{pool=\"host\",state=\"sealed\"}",
+		  16777216 },
+		{ "kvmem_pool_bytes{pool=\"host\",state=\"reserved\"}",
+		  268435456 },
+		{ "kvmem_pool_size_bytes{pool=\"host\"}", 1073741824 },
+		{ "kvmem_degraded_pages{pool=\"host\"}", 1 },
+		{ "kvmem_sessions", 2 },
+		{ "kvmem_ops_total", 123456 },
+		{ "kvmem_uptime_seconds", 3723.5 },
+		{ "kvmem_seconds_since_reset", 600.25 },
+		{ "kvmem_sessions_refused_total", 1 },
+		{ "kvmem_scrub_bytes_total", 201326592 },
+		{ "kvmem_scrub_passes_total", 12 },
+		{ "kvmem_scrub_pages_total", 49152 },
+		{ "kvmem_scrub_enabled", 1 },
+		{ "kvmem_scrub_state{state=\"idle\"}", 1 },
+		{ "kvmem_scrub_state{state=\"patrol\"}", 0 },
+		{ "kvmem_scrub_rate_bytes_per_second", 16777216 },
+		{ "kvmem_scrub_last_pass_duration_seconds", 65.5 },
+		{ "kvmem_scrub_expected_ue_per_cycle{codec=\"h84\"}", 4.3e-5 },
+		{ "kvmem_session_info{session=\"2\",pid=\"200\",uid=\"0\","
+		  "format=\"int8\",codec=\"secded72\"}",
+		  1 },
+		{ "kvmem_session_used_bytes{session=\"1\"}", 1048576 },
+		{ "kvmem_session_ops_total{session=\"2\"}", 500 },
+	};
+	struct kvmem_run r;
+	struct fake f;
+	size_t i;
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	FAKE_OK(&r, &f, "metrics");
+	ck_assert_int_gt(check_prometheus(r.out), 40);
+	for (i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
+		ck_assert_msg(prom_value(r.out, samples[i].series) ==
+				      samples[i].value,
+			      "%s is not %g", samples[i].series,
+			      samples[i].value);
+	EXPECT_HAS(r.out, "# TYPE kvmem_ce_total counter\n");
+	EXPECT_HAS(r.out, "# TYPE kvmem_ce gauge\n");
+	EXPECT_HAS(r.out, "# HELP kvmem_ue_total ");
+	kvmem_check_run_free(&r);
+	/* --json has no meaning here. */
+	CTL(&r, NULL, "-a", f.sock, "metrics", "--json");
+	expect_status(&r, 2);
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/* Label values from the daemon are escaped, control characters dropped. */
+START_TEST(test_spec_metrics_escapes)
+{
+	static const struct fake_reply t[] = {
+		{ "stats",
+		  "{\"uptime_s\":1,\"daemon\":{\"sessions\":0,\"attached\":0,"
+		  "\"refused\":0,\"detached\":0,\"dropped\":0,\"ops\":0},"
+		  "\"pools\":[{\"pool\":\"a\\\"b\\\\c\\nd\",\"bytes\":1,"
+		  "\"reserved_bytes\":0,\"open_bytes\":0,\"sealed_bytes\":0,"
+		  "\"free_bytes\":1,\"degraded_pages\":0}],\"scrub\":{"
+		  "\"passes\":0,\"bytes_total\":0,\"pages_total\":0,\"ce\":0,"
+		  "\"ue\":0},\"seconds_since_reset\":1}\n" },
+		{ "errors",
+		  "{\"since\":0,\"seconds_since_reset\":1,\"counters\":[]}\n" },
+		{ "scrub status", R_SCRUB },
+		{ "sessions", "{\"sessions\":[]}\n" },
+	};
+	struct kvmem_run r;
+	struct fake f;
+
+	fake_start(&f, t, 4, 32768);
+	FAKE_OK(&r, &f, "metrics");
+	check_prometheus(r.out);
+	ck_assert(prom_value(r.out,
+			     "kvmem_pool_size_bytes{pool=\"a\\\"b\\\\c?d\"}") ==
+		  1);
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/* Replies in many datagrams, and one as large as the reader takes. */
+START_TEST(test_spec_datagrams)
+{
+	static const struct fake_reply small[] = { { "stats", R_STATS } };
+	struct fake_reply big[1] = { { "status", NULL } };
+	size_t pad = 4u << 20, n;
+	struct kvmem_run r;
+	struct fake f;
+	char *text;
+
+	fake_start(&f, small, 1, 7);
+	FAKE_OK(&r, &f, "stats");
+	expect_line(&r, "host 1.0 GiB 256.0 MiB 1.0 MiB 16.0 MiB 768.0 MiB 1");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+
+	/* A status with a 4 MiB member it does not know, in 32 KiB
+	 * datagrams. */
+	n = strlen(R_STATUS);
+	text = kvmem_check_xmalloc(n + pad + 16);
+	memcpy(text, R_STATUS, n - 2);
+	memcpy(text + n - 2, ",\"x\":\"", 6);
+	memset(text + n + 4, 'a', pad);
+	strcpy(text + n + 4 + pad, "\"}\n");
+	big[0].reply = text;
+	fake_start(&f, big, 1, 32768);
+	FAKE_OK(&r, &f, "status");
+	expect_line(&r, "ops 123456");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+	free(text);
+}
+END_TEST
+
+/*
+ * The daemon's errors: its sentence and exit 1, or exit 4 for EACCES, and
+ * nothing on stdout.
+ */
+START_TEST(test_spec_error_replies)
+{
+	static const struct fake_reply t[] = {
+		{ "status", "{\"error\":\"not an admin\",\"errno\":-13}\n" },
+		{ "stats", "{\"error\":\"kvmemd is \\u001b[31mbusy\"}\n" },
+		{ "sessions", "{\"error\":5,\"errno\":\"x\"}\n" },
+	};
+	struct kvmem_run r;
+	struct fake f;
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	CTL(&r, NULL, "-a", f.sock, "seqs", "9");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.out, "");
+	ck_assert_str_eq(r.err, "kvmemctl: seqs 9: no session 9\n");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", f.sock, "inject", "session", "1", "--ber", "0.5",
+	    "--seed", "1");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.err, "kvmemctl: inject session 1 ber 0.5 seed 1: "
+				"injection is off (scrub.allow_inject)\n");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", f.sock, "scrub", "now", "seq", "1", "3");
+	expect_status(&r, 1);
+	EXPECT_HAS(r.err, "an on-demand scrub is already running");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", f.sock, "policy", "set", "x=1", "--json");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.out, "");
+	EXPECT_HAS(r.err, "x: no such key");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+
+	fake_start(&f, t, 3, 32768);
+	CTL(&r, NULL, "-a", f.sock, "status");
+	expect_status(&r, 4);
+	ck_assert_str_eq(r.err,
+			 "kvmemctl: permission denied: kvmemctl needs root or "
+			 "membership in group kvmem-admin\n"
+			 "kvmemctl: kvmemd: not an admin\n");
+	kvmem_check_run_free(&r);
+	/* The sentence reaches the terminal without its escape. */
+	CTL(&r, NULL, "-a", f.sock, "stats");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.err, "kvmemctl: stats: kvmemd is ?[31mbusy\n");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", f.sock, "sessions");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.err, "kvmemctl: sessions: (no reason given)\n");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/*
+ * Replies that break the protocol or the schema: exit 1 (or 3 when the
+ * daemon hangs up), a sentence saying what was wrong, nothing on stdout,
+ * and never a crash.
+ */
+START_TEST(test_spec_malformed_replies)
+{
+	static const struct {
+		const char *reply;
+		int status;
+		const char *err;
+	} cases[] = {
+		{ "not json\n", 1,
+		  "malformed reply from kvmemd: byte 0: not a JSON value" },
+		{ "[1,2]\n", 1, "array, not an object" },
+		{ "{\"pid\":1}\n", 1, "\"scrub\" is missing" },
+		{ "{\"pid\":1,\"scrub\":{\"enabled\":true,\"state\":\"idle\"}}\n",
+		  1, "\"pool_bytes\" is missing" },
+		{ "{\"pid\":-1,\"version\":\"0.4.0\",\"uptime_s\":1,"
+		  "\"sessions\":0,\"pool_bytes\":1,\"pool_used_bytes\":0,"
+		  "\"attached\":0,\"refused\":0,\"detached\":0,"
+		  "\"dropped\":0,\"ops\":0,\"scrub\":{\"enabled\":true,"
+		  "\"state\":\"idle\"}}\n",
+		  1, "\"pid\" is number, not an integer" },
+		{ "{\"a\":1}\n{}\n", 1, "a newline inside the JSON" },
+		{ "{\"a\":1", 3, "closed the connection in the middle" },
+		{ NULL, 3, "closed the connection without replying" },
+		{ "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+		  "[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+		  "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}\n",
+		  1, "nested deeper than 64" },
+		{ "{\"a\":\"\xff\"}\n", 1, "invalid UTF-8" },
+		{ "{\"a\":1e999}\n", 1, "range of a double" },
+	};
+	struct fake_reply t[1] = { { "status", NULL } };
+	struct kvmem_run r;
+	struct fake f;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		t[0].reply = cases[i].reply;
+		fake_start(&f, t, 1, 32768);
+		CTL(&r, NULL, "-a", f.sock, "status");
+		expect_status(&r, cases[i].status);
+		ck_assert_str_eq(r.out, "");
+		EXPECT_HAS(r.err, cases[i].err);
+		kvmem_check_run_free(&r);
+		fake_stop(&f);
+	}
+}
+END_TEST
+
+/* Fields of the wrong type in every command's tables: exit 1, no output. */
+START_TEST(test_spec_wrong_types)
+{
+	static const struct {
+		const char *req, *reply, *args[4], *err;
+	} cases[] = {
+		{ "stats",
+		  "{\"uptime_s\":\"1\",\"daemon\":{},\"pools\":[],\"scrub\":{},"
+		  "\"seconds_since_reset\":1}\n",
+		  { "stats" },
+		  "\"uptime_s\" is string, not a number" },
+		{ "sessions",
+		  "{\"sessions\":[{\"id\":-1}]}\n",
+		  { "sessions" },
+		  "\"id\" is number, not an integer" },
+		{ "sessions",
+		  "{\"sessions\":{}}\n",
+		  { "sessions" },
+		  "\"sessions\" is object, not an array" },
+		{ "seqs",
+		  "{\"seqs\":[1]}\n",
+		  { "seqs" },
+		  "\"session\" is missing" },
+		{ "scrub status",
+		  "{\"enabled\":1,\"enable_background\":1}\n",
+		  { "scrub", "status" },
+		  "\"rate_bytes_per_s\" is missing" },
+		{ "scrub status",
+		  "{\"enabled\":true,\"enable_background\":1,"
+		  "\"rate_bytes_per_s\":0,\"cycle_s\":0,"
+		  "\"current_cycle_duration\":0,\"verify_on_seal\":true,"
+		  "\"state\":\"idle\",\"current\":[],\"last_pass\":null,"
+		  "\"passes\":0,\"bytes_total\":0,\"estimate\":[]}\n",
+		  { "scrub", "status" },
+		  "\"current\" is array, not an object" },
+		{ "events",
+		  "{\"events\":[{}],\"lost\":0}\n",
+		  { "events" },
+		  "\"time\" is missing" },
+		{ "errors",
+		  "{\"since\":0,\"counters\":[]}\n",
+		  { "errors" },
+		  "\"seconds_since_reset\" is missing" },
+		{ "reset-counters",
+		  "{\"ok\":false}\n",
+		  { "reset-counters" },
+		  "\"ok\" is false" },
+		{ "inject pool ber 0.5 seed 1",
+		  "{\"pages\":1,\"words\":1,\"bits\":1,\"by_flips\":[1],"
+		  "\"codecs\":[]}\n",
+		  { "inject", "pool" },
+		  "\"by_flips\" is not an array of 2" },
+		{ "inject pool ber 0.5 seed 1",
+		  "{\"pages\":1,\"words\":1,\"bits\":1,\"by_flips\":[1,0],"
+		  "\"codecs\":[{\"codec\":\"h84\",\"words\":1,\"bits\":1,"
+		  "\"by_flips\":[1,0,0]}]}\n",
+		  { "inject", "pool" },
+		  "not an array of 2 integers" },
+		{ "policy show",
+		  "{\"policy\":{\"a\":[]}}\n",
+		  { "policy", "show" },
+		  "\"a\" is array, not a number, string or boolean" },
+		{ "version",
+		  "{\"version\":1,\"abi\":1,\"admin\":1}\n",
+		  { "version" },
+		  "\"version\" is number, not a string" },
+	};
+	struct fake_reply t[1];
+	struct kvmem_run r;
+	struct fake f;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i].args;
+
+		t[0].req = cases[i].req;
+		t[0].reply = cases[i].reply;
+		fake_start(&f, t, 1, 32768);
+		if (!strcmp(a[0], "inject"))
+			CTL(&r, NULL, "-a", f.sock, a[0], a[1], "--ber", "0.5",
+			    "--seed", "1");
+		else if (a[1])
+			CTL(&r, NULL, "-a", f.sock, a[0], a[1]);
+		else
+			CTL(&r, NULL, "-a", f.sock, a[0]);
+		expect_status(&r, 1);
+		ck_assert_str_eq(r.out, "");
+		EXPECT_HAS(r.err, "malformed reply from kvmemd");
+		EXPECT_HAS(r.err, cases[i].err);
+		kvmem_check_run_free(&r);
+		fake_stop(&f);
+	}
+}
+END_TEST
+
+/* A datagram over the protocol's 32 KiB is refused, not truncated. */
+START_TEST(test_spec_oversized_datagram)
+{
+	struct fake_reply t[1] = { { "status", NULL } };
+	size_t n = 40000;
+	struct kvmem_run r;
+	struct fake f;
+	char *text = kvmem_check_xmalloc(n + 16);
+
+	memcpy(text, "{\"x\":\"", 6);
+	memset(text + 6, 'a', n);
+	strcpy(text + 6 + n, "\"}\n");
+	t[0].reply = text;
+	fake_start(&f, t, 1, n + 16);
+	CTL(&r, NULL, "-a", f.sock, "status");
+	expect_status(&r, 1);
+	EXPECT_HAS(r.err, "a datagram of 40009 bytes, over the protocol's "
+			  "32768");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+	free(text);
+}
+END_TEST
+
+/* Terminal escapes in the daemon's strings never reach the terminal. */
+START_TEST(test_spec_control_characters)
+{
+	static const struct fake_reply t[] = {
+		{ "version", "{\"version\":\"\\u001b]0;pwned\\u0007\\u009b2J\","
+			     "\"abi\":1,\"admin\":1}\n" },
+	};
+	struct kvmem_run r;
+	struct fake f;
+
+	fake_start(&f, t, 1, 32768);
+	FAKE_OK(&r, &f, "version");
+	EXPECT_HAS(r.out, "kvmemd   ?]0;pwned??2J (ABI 1, admin protocol 1)\n");
+	kvmem_check_run_free(&r);
+	FAKE_OK(&r, &f, "version", "--json");
+	EXPECT_HAS(r.out, "\"version\":\"\\u001b]0;pwned\\u0007\\u009b2J\"");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+START_TEST(test_usage_errors)
+{
+	static const struct {
+		const char *args[8];
+		const char *err;
+	} cases[] = {
+		{ { "frobnicate" }, "unknown command 'frobnicate'" },
+		{ { "--frob", "status" }, "unknown option '--frob'" },
+		{ { "status", "--watch" },
+		  "option '--watch' needs an argument" },
+		{ { "sessions", "--watch", "1" }, "--watch does not apply" },
+		{ { "stats", "--watch", "0" }, "--watch must be seconds" },
+		{ { "status", "--ber", "1" }, "--ber does not apply" },
+		{ { "status", "extra" }, "usage: kvmemctl status" },
+		{ { "seqs", "x" }, "SESSION must be a number" },
+		{ { "seqs", "1", "2" }, "usage: kvmemctl seqs [SESSION]" },
+		{ { "scrub" }, "usage: kvmemctl scrub" },
+		{ { "scrub", "go" }, "scrub: expected status, start" },
+		{ { "scrub", "start", "now" }, "unexpected argument 'now'" },
+		{ { "scrub", "now", "session" }, "expected a target" },
+		{ { "scrub", "now", "pool", "x" }, "unexpected argument 'x'" },
+		{ { "scrub", "rate", "fast" }, "BYTES_PER_S must be" },
+		{ { "scrub", "rate", "1T" }, "BYTES_PER_S must be" },
+		{ { "scrub", "cycle", "1y" }, "SECONDS must be" },
+		{ { "scrub", "cycle", "99999999999" }, "SECONDS must be" },
+		{ { "events", "--since", "10m", "ago" }, "quote the time" },
+		{ { "events", "--since", "yesterday" }, "--since must be" },
+		{ { "events", "--limit", "-1" }, "--limit must be a number" },
+		{ { "inject", "pool", "--ber", "0.1" },
+		  "needs --ber P and --seed" },
+		{ { "inject", "pool", "--ber", "2", "--seed", "1" },
+		  "--ber must be a probability" },
+		{ { "inject", "pool", "--ber", "nan", "--seed", "1" },
+		  "--ber must be a probability" },
+		{ { "inject", "pool", "--ber", "0.1", "--seed", "-1" },
+		  "--seed must be a number" },
+		{ { "inject", "seq", "1", "--ber", "0.1", "--seed", "1" },
+		  "expected a target" },
+		{ { "policy", "get" }, "policy: expected show" },
+		{ { "policy", "set", "novalue" }, "expected KEY=VALUE" },
+		{ { "policy", "set", "=1" }, "expected KEY=VALUE" },
+		{ { "policy", "set", "a=b c" }, "without spaces" },
+		{ { "-a",
+		    "/x/0123456789012345678901234567890123456789012345678"
+		    "901234567890123456789012345678901234567890123456789"
+		    "0123456789",
+		    "status" },
+		  "admin socket path longer than 107 bytes" },
+	};
+	struct kvmem_run r;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i].args;
+		const char *argv[12] = { "-a", "/nonexistent/a.sock" };
+		int n = 2, k;
+
+		for (k = 0; k < 8 && a[k]; k++)
+			argv[n++] = a[k];
+		argv[n] = NULL;
+		ctl_run(&r, NULL, argv);
+		expect_status(&r, 2);
+		ck_assert_str_eq(r.out, "");
+		EXPECT_HAS(r.err, cases[i].err);
+		kvmem_check_run_free(&r);
+	}
+	CTL(&r, NULL, "-a", "/nonexistent/a.sock");
+	expect_status(&r, 2);
+	EXPECT_HAS(r.err, "usage: kvmemctl [-a PATH] [--json] COMMAND");
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+START_TEST(test_help_and_version)
+{
+	struct kvmem_run r;
+
+	CTL(&r, NULL, "--help");
+	expect_status(&r, 0);
+	EXPECT_HAS(r.out, "exit status: 0 done, 1 kvmemd refused or failed");
+	EXPECT_HAS(r.out, "metrics\n");
+	EXPECT_HAS(r.out, "  inject TARGET --ber P --seed S [--all]\n");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "help");
+	expect_status(&r, 0);
+	EXPECT_HAS(r.out, "usage: kvmemctl");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-V");
+	expect_status(&r, 0);
+	ck_assert_msg(!strncmp(r.out, "kvmemctl ", 9) && strlen(r.out) > 10,
+		      "%s", r.out);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/* KVMEM_ADMIN_SOCKET names the socket; -a wins over it. */
+START_TEST(test_admin_socket_env)
+{
+	struct ctl_opts o = { 0 };
+	struct kvmem_run r;
+	struct fake f;
+	char env[160];
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	snprintf(env, sizeof(env), "KVMEM_ADMIN_SOCKET=%s", f.sock);
+	o.env[0] = env;
+	CTL(&r, &o, "reset-counters");
+	expect_status(&r, 0);
+	kvmem_check_run_free(&r);
+	CTL(&r, &o, "-a", "/nonexistent/b.sock", "reset-counters");
+	expect_status(&r, 3);
+	EXPECT_HAS(r.err, "/nonexistent/b.sock");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/*
+ * Without -a or the variable, kvmemctl asks libkvmem where the admin socket
+ * is, as kvmemd does.
+ */
+START_TEST(test_default_admin_socket)
+{
+	static const struct ctl_opts o = {
+		.env = { "KVMEM_ADMIN_SOCKET=",
+			 "XDG_RUNTIME_DIR=/nonexistent" },
+	};
+	char path[108], want[256];
+	struct kvmem_run r;
+	struct stat sb;
+
+	ck_assert_int_ge(
+		kvmem__socket_path(path, sizeof(path), "kvmemd-admin.sock"), 0);
+	if (!stat(path, &sb)) {
+		fprintf(stderr,
+			"SKIP: test_default_admin_socket: %s exists "
+			"(a kvmemd runs here)\n",
+			path);
+		return;
+	}
+	CTL(&r, &o, "status");
+	expect_status(&r, 3);
+	snprintf(want, sizeof(want),
+		 "kvmemctl: cannot reach kvmemd at %s: No such file or "
+		 "directory \u2014 is kvmemd running?\n",
+		 geteuid() ? "/nonexistent/kvmem/kvmemd-admin.sock" : path);
+	ck_assert_str_eq(r.err, want);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/* stats --watch: a sample every interval until SIGINT, which exits 0. */
+START_TEST(test_spec_watch)
+{
+	struct ctl_opts o = { .sigint_ms = 1500 };
+	struct kvmem_run r;
+	struct fake f;
+	const char *p;
+	int lines = 0;
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	CTL(&r, &o, "-a", f.sock, "stats", "--watch", "0.2", "--json");
+	expect_status(&r, 0);
+	for (p = r.out; (p = strchr(p, '\n')); p++)
+		lines++;
+	ck_assert_int_ge(lines, 3);
+	p = strchr(r.out, '\n');
+	{
+		char *first = strndup(r.out, (size_t)(p - r.out + 1));
+
+		json_free(expect_schema(first, "stats"));
+		free(first);
+	}
+	kvmem_check_run_free(&r);
+	/* Human samples, a blank line apart (not a terminal: no redraw). */
+	CTL(&r, &o, "-a", f.sock, "stats", "--watch", "0.3");
+	expect_status(&r, 0);
+	p = strstr(r.out, "\n\nuptime ");
+	ck_assert_msg(p && strstr(p + 1, "\n\nuptime "), "%s", r.out);
+	ck_assert_msg(!strncmp(r.out, "uptime ", 7), "%s", r.out);
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/* Nobody home: exit 3 and the sentence, for a missing or dead socket. */
+START_TEST(test_daemon_down)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+	char want[300];
+	int fd;
+
+	kvmemd_start(&p, NULL, NULL);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	CTL(&r, NULL, "-a", p.admin, "status");
+	expect_status(&r, 3);
+	ck_assert_str_eq(r.out, "");
+	snprintf(want, sizeof(want),
+		 "kvmemctl: cannot reach kvmemd at %s: No such file or "
+		 "directory \u2014 is kvmemd running?\n",
+		 p.admin);
+	ck_assert_str_eq(r.err, want);
+	kvmem_check_run_free(&r);
+
+	/* A socket file left over, nobody listening. */
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	strcpy(sa.sun_path, p.admin);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	CTL(&r, NULL, "-a", p.admin, "metrics");
+	expect_status(&r, 3);
+	ck_assert_str_eq(r.out, "");
+	snprintf(want, sizeof(want),
+		 "kvmemctl: cannot reach kvmemd at %s: Connection refused "
+		 "\u2014 is kvmemd running?\n",
+		 p.admin);
+	ck_assert_str_eq(r.err, want);
+	kvmem_check_run_free(&r);
+	/* version still says its own. */
+	CTL(&r, NULL, "-a", p.admin, "version");
+	expect_status(&r, 3);
+	ck_assert_msg(!strncmp(r.out, "kvmemctl ", 9), "%s", r.out);
+	kvmem_check_run_free(&r);
+	unlink(p.admin);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* A user the file system keeps out: exit 4 at connect(). */
+START_TEST(test_denied_at_connect)
+{
+	static const struct ctl_opts nobody = { .uid = 65534 };
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_denied_at_connect: needs root to "
+				"run kvmemctl as another uid\n");
+		return;
+	}
+	kvmemd_start(&p, NULL, NULL);
+	/* The directory is open, the 0660 root socket is not. */
+	chmod(p.dir, 0755);
+	CTL(&r, &nobody, "-a", p.admin, "status");
+	expect_status(&r, 4);
+	ck_assert_str_eq(r.out, "");
+	EXPECT_HAS(r.err, "kvmemctl: permission denied: kvmemctl needs root "
+			  "or membership in group kvmem-admin\n");
+	EXPECT_HAS(r.err, "Permission denied\n");
+	kvmem_check_run_free(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+KVMEM_SUITE(kvmemctl)
+{
+	Suite *s = suite_create("kvmemctl");
+	TCase *tc = tcase_create("spec");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_spec_tables);
+	tcase_add_test(tc, test_spec_requests);
+	tcase_add_test(tc, test_spec_since_age);
+	tcase_add_test(tc, test_spec_json);
+	tcase_add_test(tc, test_spec_metrics);
+	tcase_add_test(tc, test_spec_metrics_escapes);
+	tcase_add_test(tc, test_spec_datagrams);
+	tcase_add_test(tc, test_spec_error_replies);
+	tcase_add_test(tc, test_spec_malformed_replies);
+	tcase_add_test(tc, test_spec_wrong_types);
+	tcase_add_test(tc, test_spec_oversized_datagram);
+	tcase_add_test(tc, test_spec_control_characters);
+	tcase_add_test(tc, test_usage_errors);
+	tcase_add_test(tc, test_help_and_version);
+	tcase_add_test(tc, test_admin_socket_env);
+	tcase_add_test(tc, test_default_admin_socket);
+	tcase_add_test(tc, test_spec_watch);
+	tcase_add_test(tc, test_daemon_down);
+	tcase_add_test(tc, test_denied_at_connect);
 	suite_add_tcase(s, tc);
 	return s;
 }
