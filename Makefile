@@ -50,6 +50,7 @@ KLDFLAGS := $(SANFLAGS) $(LDFLAGS)
 CFLAGS_libkvmem/ecc_avx2.c := -mavx2
 CFLAGS_libkvmem/crc32c_sse42.c := -msse4.2
 CFLAGS_libkvmem/attend_avx2.c := -mavx2 -mfma -mf16c
+CFLAGS_daemon/admin.c := -DKVMEM_VERSION='"$(VERSION)"'
 CFLAGS_tools/kvmemctl.c := -DKVMEMCTL_VERSION='"$(VERSION)"'
 
 LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
@@ -69,7 +70,8 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
 	      tools/bench-attend.c tools/bench-ring.c
 
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
-	       daemon/worker.c daemon/session.c daemon/server.c
+	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \
+	       daemon/admin.c daemon/json.c
 DAEMON_BIN := $(B)/daemon/kvmemd
 # The configuration parser and kvmemctl's JSON reader are unit-tested in
 # the runner as well.

@@ -105,6 +105,11 @@ static const struct key_name log_levels[] = {
 	{ "debug", LOG_DEBUG },	  { NULL, 0 },
 };
 
+static const struct key_name booleans[] = {
+	{ "yes", 1 }, { "no", 0 }, { "true", 1 }, { "false", 0 }, { "on", 1 },
+	{ "off", 0 }, { "1", 1 },  { "0", 0 },	  { NULL, 0 },
+};
+
 static const struct key_name tristates[] = {
 	{ "yes", KVMEMD_YES },	 { "no", KVMEMD_NO },
 	{ "auto", KVMEMD_AUTO }, { "true", KVMEMD_YES },
@@ -160,6 +165,15 @@ static const struct key keys[] = {
 		KEY_COUNT(n_allow_gids),
 		.reload = true,
 		.desc = "groups (names or gids) whose members are admitted",
+	},
+	{
+		.section = "daemon",
+		.name = "admin_group",
+		.type = KEY_GROUP,
+		KEY_FIELD(admin_group, char *),
+		.reload = true,
+		.desc = "group whose members may use the admin socket, "
+			"besides root and the daemon's user",
 	},
 	{
 		.section = "daemon",
@@ -266,6 +280,53 @@ static const struct key keys[] = {
 		.max = 1048576,
 		.reload = true,
 		.desc = "sequences per session",
+	},
+	{
+		.section = "scrub",
+		.name = "rate",
+		.type = KEY_SIZE,
+		KEY_FIELD(scrub_rate, uint64_t),
+		.min = 0,
+		.max = 64 * GIB,
+		.reload = true,
+		.desc = "patrol scrub bytes per second, 0: no patrol",
+	},
+	{
+		.section = "scrub",
+		.name = "cycle",
+		.type = KEY_U32,
+		KEY_FIELD(scrub_cycle, uint32_t),
+		.min = 0,
+		.max = 31536000,
+		.reload = true,
+		.desc = "seconds a full patrol pass should take, 0: use the rate",
+	},
+	{
+		.section = "scrub",
+		.name = "verify_on_seal",
+		.type = KEY_ENUM,
+		KEY_FIELD(verify_on_seal, int),
+		.names = booleans,
+		.reload = true,
+		.desc = "check and correct every page when it is sealed",
+	},
+	{
+		.section = "scrub",
+		.name = "allow_inject",
+		.type = KEY_ENUM,
+		KEY_FIELD(allow_inject, int),
+		.names = booleans,
+		.reload = true,
+		.desc = "let admins inject bit errors (tests and demos only)",
+	},
+	{
+		.section = "scrub",
+		.name = "events",
+		.type = KEY_U32,
+		KEY_FIELD(events, uint32_t),
+		.min = 16,
+		.max = 1048576,
+		.desc = "error events kept in memory",
 	},
 	{
 		.section = "workers",
@@ -832,6 +893,8 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 		c->allow_gids[0] = (gid_t)gid;
 		c->n_allow_gids = 1;
 	}
+	if (!lookup_id(true, "kvmem-admin", &gid))
+		strcpy(c->admin_group, "kvmem-admin");
 	c->allow_uids[0] = getuid();
 	c->n_allow_uids = 1;
 	c->max_sessions = 64;
@@ -845,6 +908,9 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->max_entries = 8192;
 	c->poll_idle_us = 200;
 	c->max_seqs = 4096;
+	c->scrub_rate = 16 * MIB;
+	c->verify_on_seal = 1;
+	c->events = 1024;
 	c->threads = 2;
 	c->queue_depth = 64;
 }
@@ -1212,4 +1278,69 @@ void kvmemd_config_reload(struct kvmemd_config *live,
 		if (k->type == KEY_UIDS || k->type == KEY_GIDS)
 			*count_field(live, k) = *ccount_field(fresh, k);
 	}
+}
+
+/**
+ * kvmemd_config_policy() - the keys that change at run time, with values
+ * @c: the configuration
+ * @fn: called for each key marked reload, in file order, with its
+ *      "section.key", its value as text (numbers in decimal without
+ *      suffixes, yes/no keys as true/false) and its kind
+ * @ctx: passed to @fn
+ */
+void kvmemd_config_policy(const struct kvmemd_config *c,
+			  void (*fn)(void *ctx, const char *key,
+				     const char *value,
+				     enum kvmemd_value_kind kind),
+			  void *ctx)
+{
+	char name[64], val[512];
+	enum kvmemd_value_kind kind;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(keys); i++) {
+		const struct key *k = &keys[i];
+
+		if (!k->reload)
+			continue;
+		snprintf(name, sizeof(name), "%s.%s", k->section, k->name);
+		kind = KVMEMD_VALUE_STRING;
+		if (k->type == KEY_U32 || k->type == KEY_POW2) {
+			snprintf(val, sizeof(val), "%u",
+				 *(const uint32_t *)cfield(c, k));
+			kind = KVMEMD_VALUE_NUMBER;
+		} else if (k->type == KEY_SIZE) {
+			snprintf(val, sizeof(val), "%llu",
+				 (unsigned long long)*(const uint64_t *)cfield(
+					 c, k));
+			kind = KVMEMD_VALUE_NUMBER;
+		} else if (k->names == booleans) {
+			snprintf(val, sizeof(val), "%s",
+				 *(const int *)cfield(c, k) ? "true" : "false");
+			kind = KVMEMD_VALUE_BOOL;
+		} else {
+			type_ops[k->type].format(c, k, val, sizeof(val));
+		}
+		fn(ctx, name, val, kind);
+	}
+}
+
+/**
+ * kvmemd_config_reloads() - whether a key takes a new value without a
+ * restart
+ * @key: "section.key"
+ *
+ * Return: 1 or 0, or -EINVAL for an unknown key.
+ */
+int kvmemd_config_reloads(const char *key)
+{
+	const char *dot = strchr(key, '.');
+	size_t i;
+
+	for (i = 0; dot && i < ARRAY_SIZE(keys); i++)
+		if (strlen(keys[i].section) == (size_t)(dot - key) &&
+		    !strncmp(keys[i].section, key, dot - key) &&
+		    !strcmp(keys[i].name, dot + 1))
+			return keys[i].reload;
+	return -EINVAL;
 }

@@ -27,6 +27,7 @@ struct kvmemd_config {
 	char admin_socket[KVMEMD_SOCK_PATH_MAX];
 	char state_dir[256];
 	char group[64]; /* owner group of the sockets; "" leaves it */
+	char admin_group[64]; /* may use the admin socket; "" for none */
 	uid_t allow_uids[KVMEMD_MAX_IDS];
 	unsigned int n_allow_uids;
 	gid_t allow_gids[KVMEMD_MAX_IDS];
@@ -44,6 +45,12 @@ struct kvmemd_config {
 	uint32_t max_entries; /* largest SQ or CQ a client may ask for */
 	uint32_t poll_idle_us; /* SQ polling after the last SQE; 0: never */
 	uint32_t max_seqs; /* sequences per session */
+	/* [scrub] */
+	uint64_t scrub_rate; /* patrol bytes per second; 0: none */
+	uint32_t scrub_cycle; /* seconds per patrol pass; 0: use the rate */
+	int verify_on_seal; /* 0 or 1 */
+	int allow_inject; /* 0 or 1 */
+	uint32_t events; /* error events kept in memory */
 	/* [workers] */
 	uint32_t threads;
 	uint32_t queue_depth;
@@ -107,5 +114,25 @@ void kvmemd_config_print(const struct kvmemd_config *c, FILE *f);
  */
 void kvmemd_config_reload(struct kvmemd_config *live,
 			  const struct kvmemd_config *fresh);
+
+enum kvmemd_value_kind {
+	KVMEMD_VALUE_STRING,
+	KVMEMD_VALUE_NUMBER,
+	KVMEMD_VALUE_BOOL,
+};
+
+/*
+ * kvmemd_config_policy() - call @fn for each key that SIGHUP (and the admin
+ * socket's "policy set") can change, with its value as text
+ */
+void kvmemd_config_policy(const struct kvmemd_config *c,
+			  void (*fn)(void *ctx, const char *key,
+				     const char *value,
+				     enum kvmemd_value_kind kind),
+			  void *ctx);
+
+/* 1 when "section.key" changes without a restart, 0 when not, -EINVAL
+ * for an unknown key. */
+int kvmemd_config_reloads(const char *key);
 
 #endif /* KVMEMD_CONFIG_H */

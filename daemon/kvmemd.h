@@ -18,6 +18,8 @@
 #include "kvmem/uapi.h"
 #include "config.h"
 
+struct jw;
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- log.c ------------------------------------------------------------ */
@@ -125,6 +127,9 @@ void kvmemd_session_welcome(const struct kvmemd_session *s,
 void kvmemd_session_fds(const struct kvmemd_session *s, int fds[3]);
 int kvmemd_session_sq_efd(const struct kvmemd_session *s);
 uint32_t kvmemd_session_id(const struct kvmemd_session *s);
+/* Put a set-up session on d->sessions: the scrubber and the admin socket
+ * see it from now on. kvmemd_session_free() takes it off. */
+void kvmemd_session_activate(struct kvmemd_session *s);
 /*
  * kvmemd_session_run() - take up to @budget SQEs and complete them, and
  * ring the CQ doorbell when the client sleeps on it
@@ -155,6 +160,8 @@ struct kvmemd_counters {
 
 #define KVMEMD_MAX_SETS 64
 
+struct kvmemd_ras;
+
 struct kvmemd {
 	struct kvmemd_config cfg;
 	const char *config_path; /* re-read on SIGHUP */
@@ -162,8 +169,15 @@ struct kvmemd {
 	/* Command-line settings, applied over the file at start and reload */
 	const char *set_keys[KVMEMD_MAX_SETS], *set_vals[KVMEMD_MAX_SETS];
 	int nset;
+	/* Set through the admin socket, applied after those: a reload
+	 * keeps them */
+	char *policy_keys[KVMEMD_MAX_SETS], *policy_vals[KVMEMD_MAX_SETS];
+	int npolicy;
 	struct kvmemd_counters n;
 	uint32_t next_session;
+	struct kvmemd_session *sessions, *sessions_tail; /* by id */
+	struct kvmemd_ras *ras;
+	uint64_t start_mono; /* CLOCK_MONOTONIC ns */
 };
 
 /*
@@ -180,5 +194,78 @@ int kvmemd_run(struct kvmemd *d);
  */
 int kvmemd_load_config(const struct kvmemd *d, struct kvmemd_config *c,
 		       char *err, size_t errlen);
+
+/*
+ * kvmemd_server_reply() - send a reply that was not ready when its request
+ * came (see kvmemd_admin()); @cookie is the one kvmemd_admin() was given
+ */
+void kvmemd_server_reply(struct kvmemd *d, void *cookie, struct jw *reply);
+
+/* ---- admin.c: the admin socket's requests ---------------------------- */
+
+enum kvmemd_target_type {
+	KVMEMD_TARGET_POOL,
+	KVMEMD_TARGET_SESSION,
+	KVMEMD_TARGET_SEQ,
+};
+
+/* What a scrub or an injection covers: "pool", "session N", "seq N S". */
+struct kvmemd_target {
+	enum kvmemd_target_type type;
+	uint32_t session;
+	uint32_t seq;
+};
+
+/*
+ * kvmemd_admin() - answer one request
+ * @d: the daemon
+ * @req: the request, NUL-terminated; modified
+ * @cookie: identifies the connection, for a reply that comes later
+ * @w: receives the reply, a JSON object and a newline
+ *
+ * Return: 0 when @w holds the reply, 1 when kvmemd_server_reply() will
+ * send it (the connection must wait).
+ */
+int kvmemd_admin(struct kvmemd *d, char *req, void *cookie, struct jw *w);
+/* An error reply: {"error": message, "errno": @err}. */
+void kvmemd_admin_error(struct jw *w, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Parse a target from @argc words; an error reply in @w when it fails. */
+int kvmemd_admin_target(const struct kvmemd *d, int argc, char **argv,
+			struct kvmemd_target *t, struct jw *w);
+/*
+ * kvmemd_policy_set() - change a run-time key now and across reloads
+ * Return: 0, or -EINVAL with the reason in @err.
+ */
+int kvmemd_policy_set(struct kvmemd *d, const char *key, const char *val,
+		      char *err, size_t errlen);
+void kvmemd_policy_free(struct kvmemd *d);
+
+/* ---- ras.c: scrubber, error counters, events, injection --------------- */
+
+/* Load the persisted counters and events. Return: 0 or -ENOMEM. */
+int kvmemd_ras_init(struct kvmemd *d);
+/* Save the counters and free everything. */
+void kvmemd_ras_exit(struct kvmemd *d);
+/* Verify-on-seal: scrub the slot at @unit just sealed. */
+void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit);
+/*
+ * kvmemd_ras_run() - scrub for a bounded while if the rate allows
+ * Return: CLOCK_MONOTONIC ns when it wants to run next (@now: at once), or
+ * UINT64_MAX when nothing is to be done.
+ */
+uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now);
+/* The connection @waiter waits on is gone: its reply is dropped. */
+void kvmemd_ras_forget(struct kvmemd *d, void *waiter);
+void kvmemd_ras_reset(struct kvmemd *d);
+/* "off", "idle", "patrol" or "ondemand" */
+const char *kvmemd_ras_state(const struct kvmemd *d);
+void kvmemd_ras_status_json(const struct kvmemd *d, struct jw *w);
+void kvmemd_ras_stats_json(const struct kvmemd *d, struct jw *w);
+int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
+		     struct jw *w);
+int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w);
+int kvmemd_ras_errors(struct kvmemd *d, struct jw *w);
+int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w);
 
 #endif /* KVMEMD_H */

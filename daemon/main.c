@@ -46,6 +46,9 @@ int kvmemd_load_config(const struct kvmemd *d, struct kvmemd_config *c,
 	for (i = 0; !ret && i < d->nset; i++)
 		ret = kvmemd_config_set(c, d->set_keys[i], d->set_vals[i], err,
 					errlen);
+	for (i = 0; !ret && i < d->npolicy; i++)
+		ret = kvmemd_config_set(c, d->policy_keys[i], d->policy_vals[i],
+					err, errlen);
 	if (!ret)
 		ret = kvmemd_config_check(c, err, errlen);
 	return ret;

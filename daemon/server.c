@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "kvmemd.h"
 
 /* A client has this long to say hello, an admin connection between
@@ -40,6 +41,9 @@
 #define MAX_PENDING 64
 #define MAX_EVENTS 64
 #define POLL_PASSES 32
+/* An admin request, and the datagrams a reply is cut into. */
+#define ADMIN_REQ_MAX 1024
+#define ADMIN_CHUNK (32u << 10)
 
 enum watch_type {
 	W_LISTEN,
@@ -76,6 +80,11 @@ struct conn {
 	struct kvmemd_session *s;
 	struct kvmem_welcome w;
 	struct conn *prev, *next;
+	struct server *sv;
+	/* CONN_ADMIN: the reply being sent, and whether one is awaited */
+	struct jw out;
+	size_t out_off;
+	int waiting;
 };
 
 struct server {
@@ -93,6 +102,8 @@ struct server {
 	uint64_t watchdog_usec, next_watchdog;
 	char status[256];
 	uint64_t status_sessions, status_pool; /* what status says */
+	const char *status_scrub;
+	uint64_t scrub_next; /* when kvmemd_ras_run() wants to run */
 	unsigned int polls; /* passes since the last epoll_pwait() */
 };
 
@@ -177,19 +188,22 @@ static void status_update(struct server *sv)
 {
 	const struct kvmemd *d = sv->d;
 	char buf[sizeof(sv->status)];
+	const char *scrub = kvmemd_ras_state(d);
 
 	/* Called on every pass of the loop: cheap when nothing changed. */
 	if (d->n.sessions == sv->status_sessions &&
-	    d->n.pool_used == sv->status_pool && sv->status[0])
+	    d->n.pool_used == sv->status_pool && scrub == sv->status_scrub &&
+	    sv->status[0])
 		return;
 	sv->status_sessions = d->n.sessions;
 	sv->status_pool = d->n.pool_used;
+	sv->status_scrub = scrub;
 
 	snprintf(buf, sizeof(buf),
-		 "sessions %llu, host pool %llu of %llu MiB used, scrub off",
+		 "sessions %llu, host pool %llu of %llu MiB used, scrub %s",
 		 (unsigned long long)d->n.sessions,
 		 (unsigned long long)(d->n.pool_used >> 20),
-		 (unsigned long long)(d->cfg.host_bytes >> 20));
+		 (unsigned long long)(d->cfg.host_bytes >> 20), scrub);
 	if (!strcmp(buf, sv->status))
 		return;
 	memcpy(sv->status, buf, sizeof(buf));
@@ -225,6 +239,9 @@ static void conn_free(struct server *sv, struct conn *c)
 		c->next->prev = c->prev;
 	if (c->state != CONN_ACTIVE)
 		sv->npending[c->state == CONN_ADMIN]--;
+	if (c->waiting)
+		kvmemd_ras_forget(sv->d, c);
+	jw_free(&c->out);
 	if (c->s) {
 		epoll_ctl(sv->ep, EPOLL_CTL_DEL, kvmemd_session_sq_efd(c->s),
 			  NULL);
@@ -328,11 +345,34 @@ static int id_allowed(const struct kvmemd_config *cfg, const struct ucred *cr,
 	return 0;
 }
 
+/* Root, the daemon's own user, and members of daemon.admin_group. */
+static int admin_allowed(const struct kvmemd_config *cfg,
+			 const struct ucred *cr, const gid_t *groups,
+			 int ngroups)
+{
+	struct group *gr;
+	int j;
+
+	if (cr->uid == 0 || cr->uid == geteuid())
+		return 1;
+	if (!cfg->admin_group[0])
+		return 0;
+	gr = getgrnam(cfg->admin_group);
+	if (!gr)
+		return 0;
+	if (cr->gid == gr->gr_gid)
+		return 1;
+	for (j = 0; j < ngroups; j++)
+		if (groups[j] == gr->gr_gid)
+			return 1;
+	return 0;
+}
+
 /*
  * SO_PEERCRED, and the peer's supplementary groups when the kernel says. A
  * refusal goes to c->w, to be sent when the client has spoken.
  */
-static int authorize(const struct kvmemd_config *cfg, struct conn *c)
+static int authorize(const struct kvmemd_config *cfg, struct conn *c, int admin)
 {
 	gid_t groups[64];
 	socklen_t len = sizeof(c->cred);
@@ -348,6 +388,17 @@ static int authorize(const struct kvmemd_config *cfg, struct conn *c)
 	len = sizeof(groups);
 	if (!getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len))
 		ngroups = (int)(len / sizeof(gid_t));
+	if (admin) {
+		if (admin_allowed(cfg, &c->cred, groups, ngroups))
+			return 0;
+		snprintf(c->w.message, sizeof(c->w.message),
+			 "permission denied: uid %u is not root, kvmemd's "
+			 "user or in group %s (daemon.admin_group)",
+			 (unsigned int)c->cred.uid,
+			 cfg->admin_group[0] ? cfg->admin_group : "(none)");
+		c->w.error = -EACCES;
+		return -EACCES;
+	}
 	if (id_allowed(cfg, &c->cred, groups, ngroups))
 		return 0;
 	snprintf(c->w.message, sizeof(c->w.message),
@@ -387,6 +438,7 @@ static void on_accept(struct server *sv, int lfd, int admin)
 			continue;
 		}
 		c->fd = fd;
+		c->sv = sv;
 		c->state = admin ? CONN_ADMIN : CONN_HELLO;
 		c->deadline = now_ns() + HELLO_TIMEOUT_NS;
 		c->sock_w.type = W_CONN;
@@ -395,7 +447,7 @@ static void on_accept(struct server *sv, int lfd, int admin)
 		conn_link(sv, c);
 		/* A refused client hears why after its request: closing with
 		 * the request unread would reset the connection instead. */
-		authorize(&sv->d->cfg, c);
+		authorize(&sv->d->cfg, c, admin);
 		if (watch_add(sv, fd, EPOLLIN | EPOLLRDHUP, &c->sock_w))
 			conn_free(sv, c);
 	}
@@ -479,6 +531,7 @@ static void on_setup_done(struct server *sv, struct conn *c)
 		return;
 	}
 	c->state = CONN_ACTIVE;
+	kvmemd_session_activate(c->s);
 	sv->npending[0]--;
 	sv->d->n.attached++;
 	/* A polling loop spares the new client its doorbell too. */
@@ -492,53 +545,108 @@ static void on_setup_done(struct server *sv, struct conn *c)
 		   c->w.sq_entries, c->w.cq_entries);
 }
 
-/* The admin socket answers "status" with one JSON line. */
+/* What an admin connection waits for: a request, or room to send. */
+static void admin_watch(struct server *sv, struct conn *c, uint32_t events)
+{
+	struct epoll_event ev = { .events = events | EPOLLRDHUP,
+				  .data.ptr = &c->sock_w };
+
+	if (epoll_ctl(sv->ep, EPOLL_CTL_MOD, c->fd, &ev))
+		conn_free(sv, c);
+}
+
+/* Send what is left of the reply, up to 32 KiB a datagram. */
+static void admin_flush(struct server *sv, struct conn *c)
+{
+	size_t n;
+	ssize_t sent;
+
+	while (c->out_off < c->out.len) {
+		n = c->out.len - c->out_off;
+		if (n > ADMIN_CHUNK)
+			n = ADMIN_CHUNK;
+		sent = send(c->fd, c->out.buf + c->out_off, n,
+			    MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (sent < 0 && errno == EINTR)
+			continue;
+		if (sent < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
+			admin_watch(sv, c, EPOLLOUT);
+			return;
+		}
+		if (sent < 0) {
+			conn_free(sv, c);
+			return;
+		}
+		c->out_off += (size_t)sent;
+	}
+	jw_reset(&c->out);
+	c->out_off = 0;
+	c->deadline = now_ns() + HELLO_TIMEOUT_NS;
+	admin_watch(sv, c, EPOLLIN);
+}
+
+static void admin_send(struct server *sv, struct conn *c)
+{
+	if (jw_failed(&c->out))
+		kvmemd_admin_error(&c->out, -ENOMEM, "out of memory");
+	c->out_off = 0;
+	admin_flush(sv, c);
+}
+
+void kvmemd_server_reply(struct kvmemd *d, void *cookie, struct jw *reply)
+{
+	struct conn *c = cookie;
+
+	(void)d;
+	c->waiting = 0;
+	jw_reset(&c->out);
+	jw_raw(&c->out, NULL, reply->buf ? reply->buf : "");
+	admin_send(c->sv, c);
+}
+
+/* One request in, one JSON reply out; a refused peer hears why, once. */
 static void on_admin(struct server *sv, struct conn *c)
 {
-	const struct kvmemd *d = sv->d;
-	char req[64], out[512];
+	char req[ADMIN_REQ_MAX + 1];
 	ssize_t n;
-	int len;
 
-	n = recv(c->fd, req, sizeof(req) - 1, MSG_DONTWAIT);
+	n = recv(c->fd, req, sizeof(req), MSG_DONTWAIT | MSG_TRUNC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
 		conn_free(sv, c);
 		return;
 	}
-	req[n] = 0;
-	req[strcspn(req, "\n")] = 0;
 	if (c->w.error) {
-		len = snprintf(out, sizeof(out), "{\"error\":\"%s\"}\n",
-			       c->w.message);
-		send(c->fd, out, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		conn_free(sv, c);
+		kvmemd_admin_error(&c->out, c->w.error, "%s", c->w.message);
+		admin_send(sv, c);
+		if (!c->dead) {
+			shutdown(c->fd, SHUT_RD);
+			c->deadline = now_ns();
+		}
 		return;
 	}
-	if (strcmp(req, "status")) {
-		len = snprintf(out, sizeof(out),
-			       "{\"error\":\"unknown request\"}\n");
-	} else {
-		len = snprintf(
-			out, sizeof(out),
-			"{\"pid\":%d,\"sessions\":%llu,\"pool_bytes\":%llu,"
-			"\"pool_used_bytes\":%llu,\"attached\":%llu,"
-			"\"refused\":%llu,\"detached\":%llu,"
-			"\"dropped\":%llu,\"ops\":%llu}\n",
-			(int)getpid(), (unsigned long long)d->n.sessions,
-			(unsigned long long)d->cfg.host_bytes,
-			(unsigned long long)d->n.pool_used,
-			(unsigned long long)d->n.attached,
-			(unsigned long long)d->n.refused,
-			(unsigned long long)d->n.detached,
-			(unsigned long long)d->n.dropped,
-			(unsigned long long)d->n.ops);
+	if (n > ADMIN_REQ_MAX) {
+		kvmemd_admin_error(&c->out, -EMSGSIZE,
+				   "request longer than %d bytes",
+				   ADMIN_REQ_MAX);
+		admin_send(sv, c);
+		return;
 	}
-	if (send(c->fd, out, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-		conn_free(sv, c);
-	else
-		c->deadline = now_ns() + HELLO_TIMEOUT_NS;
+	req[n] = 0;
+	if (memchr(req, 0, (size_t)n)) {
+		kvmemd_admin_error(&c->out, -EINVAL, "NUL byte in request");
+		admin_send(sv, c);
+		return;
+	}
+	if (kvmemd_admin(sv->d, req, c, &c->out)) {
+		/* Nothing more is read until the reply is out. */
+		c->waiting = 1;
+		c->deadline = UINT64_MAX;
+		admin_watch(sv, c, 0);
+		return;
+	}
+	admin_send(sv, c);
 }
 
 static void on_conn(struct server *sv, struct conn *c, uint32_t events)
@@ -566,9 +674,13 @@ static void on_conn(struct server *sv, struct conn *c, uint32_t events)
 				  : "sent data on the control socket");
 		break;
 	case CONN_ADMIN:
-		if (events & EPOLLIN)
+		if (events & (EPOLLHUP | EPOLLERR))
+			conn_free(sv, c);
+		else if (events & EPOLLOUT)
+			admin_flush(sv, c);
+		else if (events & EPOLLIN)
 			on_admin(sv, c);
-		else
+		else if (!c->waiting && c->out_off == c->out.len)
 			conn_free(sv, c);
 		break;
 	}
@@ -773,6 +885,8 @@ static int timeout_ms(struct server *sv)
 			next = c->deadline;
 	if (sv->watchdog_usec && sv->next_watchdog < next)
 		next = sv->next_watchdog;
+	if (sv->scrub_next < next)
+		next = sv->scrub_next;
 	if (next == UINT64_MAX)
 		return -1;
 	if (next <= now)
@@ -894,6 +1008,7 @@ static void shut_down(struct server *sv)
 		conn_free(sv, c);
 	}
 	kvmemd_workers_free(sv->workers);
+	kvmemd_ras_exit(sv->d);
 	close(sv->ep);
 }
 
@@ -921,6 +1036,11 @@ static int start(struct server *sv)
 	if (ret) {
 		kvmemd_log_err(LOG_ERR, ret, "state directory %s",
 			       cfg->state_dir);
+		return ret;
+	}
+	ret = kvmemd_ras_init(sv->d);
+	if (ret) {
+		kvmemd_log_err(LOG_ERR, ret, "error accounting");
 		return ret;
 	}
 	activated_sockets(sv);
@@ -966,6 +1086,7 @@ int kvmemd_run(struct kvmemd *d)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	d->start_mono = now_ns();
 	ret = start(&sv);
 	if (ret) {
 		if (sv.own_lfd)
@@ -975,6 +1096,7 @@ int kvmemd_run(struct kvmemd *d)
 		if (sv.afd >= 0)
 			close(sv.afd);
 		kvmemd_workers_free(sv.workers);
+		kvmemd_ras_exit(d);
 		if (sv.ep >= 0)
 			close(sv.ep);
 		return ret;
@@ -1010,11 +1132,13 @@ int kvmemd_run(struct kvmemd *d)
 			handle(&sv, &ev[i]);
 		if (sv.polling)
 			poll_rings(&sv);
+		sv.scrub_next = kvmemd_ras_run(d, now_ns());
 		timers(&sv);
 		status_update(&sv);
 		reap_zombies(&sv);
 	}
 	shut_down(&sv);
 	reap_zombies(&sv);
+	kvmemd_policy_free(d);
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include "internal.h"
 #include "kvmemd.h"
 #include "ring.h"
+#include "session.h"
 
 #define BUF_BYTES (64u << 10)
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
@@ -29,72 +30,6 @@
 /* A sealed slot may be shared by this many sequences on average: forks are
  * bounded by what the daemon will keep track of. */
 #define REFS_PER_SLOT 64
-
-enum slot_state {
-	SLOT_NONE = 0, /* not the start of a slot, or never handed out */
-	SLOT_FREE, /* on a free list */
-	SLOT_OPEN, /* the client's, being written */
-	SLOT_SEALED, /* full, immutable, held by sequences */
-};
-
-struct slot {
-	uint8_t state; /* enum slot_state */
-	uint8_t kind; /* enum kvmem_slot_kind */
-	uint16_t resv;
-	uint32_t refs; /* sequences holding a sealed slot */
-	uint32_t seq; /* what the sealed page's header says */
-	uint32_t layer;
-	uint32_t token_start;
-	uint32_t ntokens;
-};
-
-/*
- * A sequence: the sealed slots it holds, in no order, and an index from
- * slot to position (open addressing, linear probing, 2 x cap entries of
- * position + 1, 0 = empty), so that dropping one page costs O(1) however
- * long the sequence is.
- */
-struct seq {
-	uint32_t id;
-	uint8_t acquired;
-	uint32_t n, cap;
-	uint32_t *slots;
-	uint32_t *index; /* 2 * cap entries */
-};
-
-struct kvmemd_session {
-	struct kvmemd *d;
-	uint32_t id;
-	uid_t uid;
-	pid_t pid;
-	struct kvmem_geometry g;
-	uint64_t digest;
-	uint64_t features;
-	uint32_t slot_units[2]; /* [kind] */
-	uint32_t sq_entries, cq_entries;
-	uint64_t arena_bytes, map_bytes; /* map_bytes is reserved in the pool */
-	uint32_t max_seqs;
-	struct kvmemd_region_req req; /* the config as it was at admission */
-
-	struct kvmemd_region r;
-	int sq_efd, cq_efd;
-	struct kvmem_ring *ring;
-	struct kvmem_sqe *sqes;
-	struct kvmem_cqe *cqes;
-	uint8_t *buf, *arena;
-	uint64_t sqes_off, cqes_off, buf_off, arena_off;
-	uint32_t sq_head, cq_tail; /* the daemon's own, authoritative */
-
-	struct slot *slots; /* [unit] */
-	uint32_t nunits, top; /* units carved so far */
-	uint32_t *free[2], nfree[2]; /* [free_list(kind)] */
-	uint64_t used_bytes, nopen, nsealed;
-
-	struct seq **seqs; /* [id - 1] */
-	uint32_t nseqs, nacquired, seq_hint;
-	uint64_t nrefs, max_refs;
-	uint64_t ops, op_errors;
-};
 
 /* When both kinds of page have one size they share one free list. */
 static int free_list(const struct kvmemd_session *s, int kind)
@@ -216,8 +151,10 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->g = h->geometry;
 	s->digest = kvmem_geometry_digest(&s->g);
 	s->features = h->features & KVMEM_FEAT_ALL;
-	for (k = 0; k < 2; k++)
+	for (k = 0; k < 2; k++) {
+		s->layout[k] = l[k];
 		s->slot_units[k] = (uint32_t)(l[k].size / KVMEM_SLOT_UNIT);
+	}
 	s->sq_entries = sq;
 	s->cq_entries = cq;
 	s->arena_bytes = quota;
@@ -310,12 +247,37 @@ uint32_t kvmemd_session_id(const struct kvmemd_session *s)
 	return s->id;
 }
 
+/* Ids only grow, so appending keeps d->sessions in the order of ids. */
+void kvmemd_session_activate(struct kvmemd_session *s)
+{
+	struct kvmemd *d = s->d;
+
+	s->prev = d->sessions_tail;
+	s->next = NULL;
+	if (d->sessions_tail)
+		d->sessions_tail->next = s;
+	else
+		d->sessions = s;
+	d->sessions_tail = s;
+	s->active = 1;
+}
+
 void kvmemd_session_free(struct kvmemd_session *s)
 {
 	uint32_t i;
 
 	if (!s)
 		return;
+	if (s->active) {
+		if (s->prev)
+			s->prev->next = s->next;
+		else
+			s->d->sessions = s->next;
+		if (s->next)
+			s->next->prev = s->prev;
+		else
+			s->d->sessions_tail = s->prev;
+	}
 	if (s->seqs) {
 		for (i = 0; i < s->max_seqs; i++) {
 			if (!s->seqs[i])
@@ -357,7 +319,7 @@ static int slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out)
 	memset(&s->slots[u], 0, sizeof(s->slots[u]));
 	s->slots[u].state = SLOT_OPEN;
 	s->slots[u].kind = (uint8_t)kind;
-	s->used_bytes += (uint64_t)s->slot_units[kind] * KVMEM_SLOT_UNIT;
+	s->used_bytes += slot_bytes(s, kind);
 	s->nopen++;
 	*out = u;
 	return 0;
@@ -368,11 +330,14 @@ static void slot_free(struct kvmemd_session *s, uint32_t u)
 	struct slot *sl = &s->slots[u];
 	int fl = free_list(s, sl->kind);
 
-	if (sl->state == SLOT_OPEN)
+	if (sl->state == SLOT_OPEN) {
 		s->nopen--;
-	else
+	} else {
 		s->nsealed--;
-	s->used_bytes -= (uint64_t)s->slot_units[sl->kind] * KVMEM_SLOT_UNIT;
+		s->sealed_bytes -= slot_bytes(s, sl->kind);
+		s->ndegraded -= !!(sl->flags & SLOT_DEGRADED);
+	}
+	s->used_bytes -= slot_bytes(s, sl->kind);
 	sl->state = SLOT_FREE;
 	s->free[fl][s->nfree[fl]++] = u;
 }
@@ -393,13 +358,6 @@ static void slot_put(struct kvmemd_session *s, uint32_t u)
 }
 
 /* ---- sequences -------------------------------------------------------- */
-
-static struct seq *seq_get(struct kvmemd_session *s, uint64_t id)
-{
-	if (!id || id > s->max_seqs)
-		return NULL;
-	return s->seqs[id - 1];
-}
 
 /* Slots are small consecutive numbers: mix all their bits in. */
 static uint32_t index_home(const struct seq *q, uint32_t u)
@@ -599,20 +557,22 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	uint8_t raw[KVMEM_HDR_BYTES];
 	struct kvmem_page_hdr h;
 	struct slot *sl = slot_get(s, e->slot);
-	struct seq *q = seq_get(s, e->seq);
+	struct seq *q = session_seq(s, e->seq);
 	int ret;
 
 	if (!sl || !q || sl->state != SLOT_OPEN || e->layer >= s->g.layers)
 		return -EINVAL;
 	/* Copied before it is decoded: the client may change it meanwhile. */
-	memcpy(raw, s->arena + (size_t)e->slot * KVMEM_SLOT_UNIT, sizeof(raw));
+	memcpy(raw, session_page(s, e->slot), sizeof(raw));
 	ret = kvmem_page_read_header(raw, &s->g, &h, NULL);
 	if (ret)
 		return ret;
 	if (h.seq != e->seq || h.layer != e->layer ||
 	    h.token_start != e->token_start || h.ntokens != e->ntokens ||
 	    !(h.flags & KVMEM_HDR_SEALED) ||
-	    !(h.flags & KVMEM_HDR_HOT) != (sl->kind == KVMEM_SLOT_SEALED))
+	    !(h.flags & KVMEM_HDR_HOT) != (sl->kind == KVMEM_SLOT_SEALED) ||
+	    h.flags & ~(KVMEM_HDR_SEALED | KVMEM_HDR_HOT) || h.resv[0] ||
+	    h.resv[1] || h.resv[2])
 		return -EINVAL;
 	ret = seq_hold(q, e->slot);
 	if (ret)
@@ -623,9 +583,15 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	sl->layer = e->layer;
 	sl->token_start = e->token_start;
 	sl->ntokens = e->ntokens;
+	sl->crc = h.crc;
+	sl->generation = h.generation;
+	sl->hdr_flags = (uint8_t)h.flags;
 	s->nopen--;
 	s->nsealed++;
+	s->sealed_bytes += slot_bytes(s, sl->kind);
 	s->nrefs++;
+	if (s->d->cfg.verify_on_seal)
+		kvmemd_ras_seal(s, e->slot);
 	return 0;
 }
 
@@ -642,7 +608,7 @@ static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		slot_free(s, e->slot);
 		return 0;
 	}
-	q = seq_get(s, e->seq);
+	q = session_seq(s, e->seq);
 	if (!q)
 		return -EINVAL;
 	if (seq_unhold(q, e->slot))
@@ -653,7 +619,7 @@ static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
-	struct seq *p = seq_get(s, e->seq), *q;
+	struct seq *p = session_seq(s, e->seq), *q;
 	uint32_t i;
 	int ret;
 
@@ -683,7 +649,7 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 /* Host memory is always resident; the NVMe tier will make this wait. */
 static int op_seq_acquire(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
-	struct seq *q = seq_get(s, e->seq);
+	struct seq *q = session_seq(s, e->seq);
 
 	if (!q)
 		return -EINVAL;
@@ -694,7 +660,7 @@ static int op_seq_acquire(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 static int op_seq_release(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
-	struct seq *q = seq_get(s, e->seq);
+	struct seq *q = session_seq(s, e->seq);
 
 	if (!q)
 		return -EINVAL;
@@ -705,7 +671,7 @@ static int op_seq_release(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 static int op_seq_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
-	struct seq *q = seq_get(s, e->seq);
+	struct seq *q = session_seq(s, e->seq);
 
 	if (!q)
 		return -EINVAL;
@@ -727,6 +693,9 @@ static int op_stats(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		.sessions = s->d->n.sessions,
 		.pool_bytes = s->d->cfg.host_bytes,
 		.pool_used_bytes = s->d->n.pool_used,
+		.ce_words = s->ce,
+		.ue_words = s->ue,
+		.degraded_pages = s->ndegraded,
 	};
 	void *out;
 

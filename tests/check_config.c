@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../daemon/config.h"
+#include "internal.h"
 #include "kvmem_check.h"
 
 /* ---- files --------------------------------------------------------- */
@@ -930,6 +931,7 @@ START_TEST(test_config_print_format)
 		"group",
 		"allow_uids",
 		"allow_gids",
+		"admin_group",
 		"max_sessions",
 		"log_level",
 		"host_bytes",
@@ -941,11 +943,16 @@ START_TEST(test_config_print_format)
 		"max_entries",
 		"poll_idle_us",
 		"max_seqs",
+		"rate",
+		"cycle",
+		"verify_on_seal",
+		"allow_inject",
+		"events",
 		"threads",
 		"queue_depth",
 	};
 	static const char *const sections[] = { "[daemon]", "[pool]", "[ring]",
-						"[workers]" };
+						"[scrub]", "[workers]" };
 	struct kvmemd_config c;
 	char *text = NULL, *line, *save, prev[1024] = "";
 	size_t len = 0, n_keys = 0, n_sections = 0, klen;
@@ -962,11 +969,12 @@ START_TEST(test_config_print_format)
 	for (line = strtok_r(text, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		if (line[0] == '[') {
-			ck_assert_uint_lt(n_sections, 4);
+			ck_assert_uint_lt(n_sections,
+					  KVMEM_ARRAY_SIZE(sections));
 			ck_assert_str_eq(line, sections[n_sections]);
 			n_sections++;
 		} else if (line[0] != '#') {
-			ck_assert_uint_lt(n_keys, 19);
+			ck_assert_uint_lt(n_keys, KVMEM_ARRAY_SIZE(names));
 			klen = strlen(names[n_keys]);
 			ck_assert_msg(!strncmp(line, names[n_keys], klen) &&
 					      !strncmp(line + klen, " =", 2),
@@ -981,8 +989,8 @@ START_TEST(test_config_print_format)
 		}
 		snprintf(prev, sizeof(prev), "%s", line);
 	}
-	ck_assert_uint_eq(n_sections, 4);
-	ck_assert_uint_eq(n_keys, 19);
+	ck_assert_uint_eq(n_sections, KVMEM_ARRAY_SIZE(sections));
+	ck_assert_uint_eq(n_keys, KVMEM_ARRAY_SIZE(names));
 	free(text);
 }
 END_TEST

@@ -52,8 +52,7 @@ void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 {
 	const char *tmp = getenv("TMPDIR");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char nsock[108], buf[512];
-	int i;
+	char nsock[108];
 
 	memset(p, 0, sizeof(*p));
 	ck_assert_msg(
@@ -73,7 +72,15 @@ void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 	strcpy(sa.sun_path, nsock);
 	ck_assert_msg(!bind(p->notify, (struct sockaddr *)&sa, sizeof(sa)),
 		      "bind %s: %s", nsock, strerror(errno));
+	kvmemd_restart(p, env);
+}
 
+void kvmemd_restart(struct kvmemd_proc *p, const char *const *env)
+{
+	char nsock[108], buf[512];
+	int i;
+
+	snprintf(nsock, sizeof(nsock), "%s/notify", p->dir);
 	p->pid = fork();
 	ck_assert_int_ge(p->pid, 0);
 	if (!p->pid) {
@@ -190,6 +197,7 @@ void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	size_t got = 0;
 	ssize_t n;
 
 	strcpy(sa.sun_path, p->admin);
@@ -197,9 +205,16 @@ void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
 		      "connect %s: %s", p->admin, strerror(errno));
 	ck_assert_int_eq(send(fd, req, strlen(req), MSG_NOSIGNAL),
 			 (ssize_t)strlen(req));
-	n = recv(fd, out, len - 1, 0);
-	ck_assert_int_gt(n, 0);
-	out[n] = 0;
+	/* A long reply comes in several datagrams; a newline ends it. */
+	do {
+		ck_assert_msg(got + 1 < len, "reply to \"%s\" longer than %zu",
+			      req, len);
+		n = recv(fd, out + got, len - 1 - got, 0);
+		ck_assert_msg(n > 0, "reply to \"%s\": %s", req,
+			      n ? strerror(errno) : "connection closed");
+		got += (size_t)n;
+	} while (out[got - 1] != '\n');
+	out[got] = 0;
 	close(fd);
 }
 

@@ -32,6 +32,9 @@ struct kvmemd_proc {
 void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 		  const char *const *env);
 
+/* Start the daemon again after kvmemd_stop(): same directory, state and
+ * configuration file. */
+void kvmemd_restart(struct kvmemd_proc *p, const char *const *env);
 /* SIGTERM, wait; returns the exit status (128 + signal when killed). */
 int kvmemd_stop(struct kvmemd_proc *p);
 
@@ -48,7 +51,7 @@ int kvmemd_notify_wait(struct kvmemd_proc *p, const char *prefix,
 /* The daemon's open descriptors, from /proc. */
 int kvmemd_fd_count(const struct kvmemd_proc *p);
 
-/* The admin socket's answer to "status", a JSON line, to @out. */
+/* The admin socket's answer to @req, a JSON line, to @out. */
 void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
 		  size_t len);
 

@@ -218,7 +218,12 @@ struct kvmem_stats {
 	uint64_t sessions; /* daemon-wide from here */
 	uint64_t pool_bytes; /* the host pool limit */
 	uint64_t pool_used_bytes; /* promised to sessions */
-	uint64_t resv[5];
+	/* the session's pages, as the scrubber found them: words corrected,
+	 * words no code could correct, pages holding such words */
+	uint64_t ce_words;
+	uint64_t ue_words;
+	uint64_t degraded_pages;
+	uint64_t resv[2];
 };
 
 /*
@@ -322,7 +327,10 @@ KVMEM_UAPI_ASSERT(kvmem_stats, op_errors, 56);
 KVMEM_UAPI_ASSERT(kvmem_stats, sessions, 64);
 KVMEM_UAPI_ASSERT(kvmem_stats, pool_bytes, 72);
 KVMEM_UAPI_ASSERT(kvmem_stats, pool_used_bytes, 80);
-KVMEM_UAPI_ASSERT(kvmem_stats, resv, 88);
+KVMEM_UAPI_ASSERT(kvmem_stats, ce_words, 88);
+KVMEM_UAPI_ASSERT(kvmem_stats, ue_words, 96);
+KVMEM_UAPI_ASSERT(kvmem_stats, degraded_pages, 104);
+KVMEM_UAPI_ASSERT(kvmem_stats, resv, 112);
 
 #undef KVMEM_UAPI_ASSERT
 

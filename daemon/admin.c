@@ -1,0 +1,491 @@
+/*
+ * admin.c - the admin socket's requests: one line of words in, one JSON
+ * object out (the protocol is in kvmemctl(8))
+ *
+ * Everything here runs on the event loop and only reads the daemon's own
+ * tables, never a session's shared memory, so a request costs the clients
+ * no more than the time to walk those tables.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "kvmemd.h"
+#include "session.h"
+
+#define ADMIN_PROTOCOL 1
+#define MAX_WORDS 16
+
+void kvmemd_admin_error(struct jw *w, int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	jw_reset(w);
+	jw_open(w, NULL, '{');
+	jw_str(w, "error", msg);
+	jw_i64(w, "errno", err);
+	jw_close(w, '}');
+	jw_end(w);
+}
+
+static int parse_u32(const char *s, uint32_t *v)
+{
+	unsigned long long x;
+	char *end;
+
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (!*s || *end || errno || *s == '-' || x > UINT32_MAX)
+		return -EINVAL;
+	*v = (uint32_t)x;
+	return 0;
+}
+
+static struct kvmemd_session *find_session(const struct kvmemd *d, uint32_t id)
+{
+	struct kvmemd_session *s;
+
+	for (s = d->sessions; s; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+int kvmemd_admin_target(const struct kvmemd *d, int argc, char **argv,
+			struct kvmemd_target *t, struct jw *w)
+{
+	const struct kvmemd_session *s;
+
+	memset(t, 0, sizeof(*t));
+	if (!argc || (argc == 1 && !strcmp(argv[0], "pool"))) {
+		t->type = KVMEMD_TARGET_POOL;
+		return 0;
+	}
+	if (argc == 2 && !strcmp(argv[0], "session") &&
+	    !parse_u32(argv[1], &t->session)) {
+		t->type = KVMEMD_TARGET_SESSION;
+	} else if (argc == 3 && !strcmp(argv[0], "seq") &&
+		   !parse_u32(argv[1], &t->session) &&
+		   !parse_u32(argv[2], &t->seq)) {
+		t->type = KVMEMD_TARGET_SEQ;
+	} else {
+		kvmemd_admin_error(w, -EINVAL,
+				   "a target is pool, session N or seq N S");
+		return -EINVAL;
+	}
+	s = find_session(d, t->session);
+	if (!s) {
+		kvmemd_admin_error(w, -ENOENT, "no session %u", t->session);
+		return -ENOENT;
+	}
+	if (t->type == KVMEMD_TARGET_SEQ && !session_seq(s, t->seq)) {
+		kvmemd_admin_error(w, -ENOENT, "session %u has no sequence %u",
+				   t->session, t->seq);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static double uptime(const struct kvmemd *d)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec -
+		(double)d->start_mono) /
+	       1e9;
+}
+
+static void daemon_counters(const struct kvmemd *d, struct jw *w)
+{
+	jw_u64(w, "sessions", d->n.sessions);
+	jw_u64(w, "attached", d->n.attached);
+	jw_u64(w, "refused", d->n.refused);
+	jw_u64(w, "detached", d->n.detached);
+	jw_u64(w, "dropped", d->n.dropped);
+	jw_u64(w, "ops", d->n.ops);
+}
+
+static void cmd_version(struct jw *w)
+{
+	jw_open(w, NULL, '{');
+	jw_str(w, "version", KVMEM_VERSION);
+	jw_u64(w, "abi", KVMEM_ABI_VERSION);
+	jw_u64(w, "admin", ADMIN_PROTOCOL);
+	jw_close(w, '}');
+	jw_end(w);
+}
+
+static void cmd_status(const struct kvmemd *d, struct jw *w)
+{
+	jw_open(w, NULL, '{');
+	jw_i64(w, "pid", getpid());
+	jw_str(w, "version", KVMEM_VERSION);
+	jw_f64(w, "uptime_s", uptime(d));
+	jw_u64(w, "pool_bytes", d->cfg.host_bytes);
+	jw_u64(w, "pool_used_bytes", d->n.pool_used);
+	daemon_counters(d, w);
+	kvmemd_ras_status_json(d, w);
+	jw_close(w, '}');
+	jw_end(w);
+}
+
+static void cmd_stats(const struct kvmemd *d, struct jw *w)
+{
+	const struct kvmemd_session *s;
+	uint64_t open = 0, sealed = 0, degraded = 0;
+
+	for (s = d->sessions; s; s = s->next) {
+		open += s->used_bytes - s->sealed_bytes;
+		sealed += s->sealed_bytes;
+		degraded += s->ndegraded;
+	}
+	jw_open(w, NULL, '{');
+	jw_f64(w, "uptime_s", uptime(d));
+	jw_open(w, "daemon", '{');
+	daemon_counters(d, w);
+	jw_close(w, '}');
+	jw_open(w, "pools", '[');
+	jw_open(w, NULL, '{');
+	jw_str(w, "pool", "host");
+	jw_u64(w, "bytes", d->cfg.host_bytes);
+	jw_u64(w, "reserved_bytes", d->n.pool_used);
+	jw_u64(w, "open_bytes", open);
+	jw_u64(w, "sealed_bytes", sealed);
+	jw_u64(w, "free_bytes", d->cfg.host_bytes - d->n.pool_used);
+	jw_u64(w, "degraded_pages", degraded);
+	jw_close(w, '}');
+	jw_close(w, ']');
+	kvmemd_ras_stats_json(d, w);
+	jw_close(w, '}');
+	jw_end(w);
+}
+
+static void cmd_sessions(const struct kvmemd *d, struct jw *w)
+{
+	const struct kvmemd_session *s;
+
+	jw_open(w, NULL, '{');
+	jw_open(w, "sessions", '[');
+	for (s = d->sessions; s; s = s->next) {
+		jw_open(w, NULL, '{');
+		jw_u64(w, "id", s->id);
+		jw_i64(w, "pid", s->pid);
+		jw_u64(w, "uid", s->uid);
+		jw_u64(w, "arena_bytes", s->arena_bytes);
+		jw_u64(w, "used_bytes", s->used_bytes);
+		jw_u64(w, "slots_open", s->nopen);
+		jw_u64(w, "slots_sealed", s->nsealed);
+		jw_u64(w, "seqs", s->nseqs);
+		jw_u64(w, "seqs_acquired", s->nacquired);
+		jw_u64(w, "ops", s->ops);
+		jw_u64(w, "op_errors", s->op_errors);
+		jw_u64(w, "ce", s->ce);
+		jw_u64(w, "ue", s->ue);
+		jw_u64(w, "crc", s->crc);
+		jw_u64(w, "degraded_pages", s->ndegraded);
+		jw_str(w, "format", kvmem_format_get(s->g.format)->name);
+		jw_str(w, "codec", kvmem_codec_get(s->g.codec)->name);
+		jw_u64(w, "tokens_per_page", s->g.tokens_per_page);
+		jw_u64(w, "layers", s->g.layers);
+		jw_u64(w, "kv_heads", s->g.kv_heads);
+		jw_u64(w, "head_dim", s->g.head_dim);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
+	jw_end(w);
+}
+
+static void seq_json(const struct kvmemd_session *s, const struct seq *q,
+		     struct jw *w)
+{
+	uint64_t tokens = 0, degraded = 0;
+	uint32_t i;
+
+	for (i = 0; i < q->n; i++) {
+		tokens += s->slots[q->slots[i]].ntokens;
+		degraded += !!(s->slots[q->slots[i]].flags & SLOT_DEGRADED);
+	}
+	jw_open(w, NULL, '{');
+	jw_u64(w, "session", s->id);
+	jw_u64(w, "seq", q->id);
+	jw_bool(w, "acquired", q->acquired);
+	jw_u64(w, "pages", q->n);
+	jw_u64(w, "tokens", tokens / s->g.layers);
+	jw_u64(w, "degraded_pages", degraded);
+	jw_close(w, '}');
+}
+
+static void cmd_seqs(const struct kvmemd *d, int argc, char **argv,
+		     struct jw *w)
+{
+	const struct kvmemd_session *s;
+	uint32_t id = 0, i;
+
+	if (argc > 2 || (argc == 2 && parse_u32(argv[1], &id))) {
+		kvmemd_admin_error(w, -EINVAL, "usage: seqs [SESSION]");
+		return;
+	}
+	if (argc == 2 && !find_session(d, id)) {
+		kvmemd_admin_error(w, -ENOENT, "no session %u", id);
+		return;
+	}
+	jw_open(w, NULL, '{');
+	jw_open(w, "seqs", '[');
+	for (s = d->sessions; s; s = s->next) {
+		if (argc == 2 && s->id != id)
+			continue;
+		for (i = 0; i < s->max_seqs; i++)
+			if (s->seqs[i])
+				seq_json(s, s->seqs[i], w);
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
+	jw_end(w);
+}
+
+static void policy_entry(void *ctx, const char *key, const char *value,
+			 enum kvmemd_value_kind kind)
+{
+	struct jw *w = ctx;
+
+	if (kind == KVMEMD_VALUE_STRING)
+		jw_str(w, key, value);
+	else
+		jw_raw(w, key, value);
+}
+
+static void policy_show(const struct kvmemd *d, struct jw *w)
+{
+	jw_open(w, NULL, '{');
+	jw_open(w, "policy", '{');
+	kvmemd_config_policy(&d->cfg, policy_entry, w);
+	jw_close(w, '}');
+	jw_close(w, '}');
+	jw_end(w);
+}
+
+int kvmemd_policy_set(struct kvmemd *d, const char *key, const char *val,
+		      char *err, size_t errlen)
+{
+	struct kvmemd_config c = d->cfg;
+	char *k, *v;
+	int i, ret;
+
+	ret = kvmemd_config_reloads(key);
+	if (ret <= 0) {
+		snprintf(err, errlen, "%s: %s", key,
+			 ret ? "unknown key" : "takes a restart to change");
+		return -EINVAL;
+	}
+	ret = kvmemd_config_set(&c, key, val, err, errlen);
+	if (!ret)
+		ret = kvmemd_config_check(&c, err, errlen);
+	if (ret)
+		return ret;
+	for (i = 0; i < d->npolicy && strcmp(d->policy_keys[i], key); i++)
+		;
+	if (i == KVMEMD_MAX_SETS) {
+		snprintf(err, errlen, "too many keys set at run time");
+		return -EINVAL;
+	}
+	k = strdup(key);
+	v = strdup(val);
+	if (!k || !v) {
+		free(k);
+		free(v);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (i < d->npolicy) {
+		free(d->policy_keys[i]);
+		free(d->policy_vals[i]);
+	} else {
+		d->npolicy++;
+	}
+	d->policy_keys[i] = k;
+	d->policy_vals[i] = v;
+	d->cfg = c;
+	kvmemd_log_init(d->cfg.log_level);
+	kvmemd_log(LOG_NOTICE, "policy: %s = %s", key, val);
+	return 0;
+}
+
+void kvmemd_policy_free(struct kvmemd *d)
+{
+	int i;
+
+	for (i = 0; i < d->npolicy; i++) {
+		free(d->policy_keys[i]);
+		free(d->policy_vals[i]);
+	}
+	d->npolicy = 0;
+}
+
+static void cmd_policy(struct kvmemd *d, int argc, char **argv, struct jw *w)
+{
+	char err[512], *eq;
+
+	if (argc == 1 || (argc == 2 && !strcmp(argv[1], "show"))) {
+		policy_show(d, w);
+		return;
+	}
+	if (argc != 3 || strcmp(argv[1], "set") ||
+	    !(eq = strchr(argv[2], '='))) {
+		kvmemd_admin_error(
+			w, -EINVAL,
+			"usage: policy {show|set SECTION.KEY=VALUE}");
+		return;
+	}
+	*eq = 0;
+	if (kvmemd_policy_set(d, argv[2], eq + 1, err, sizeof(err))) {
+		kvmemd_admin_error(w, -EINVAL, "%s", err);
+		return;
+	}
+	policy_show(d, w);
+}
+
+/* A request being answered. */
+struct admin_req {
+	struct kvmemd *d;
+	int argc;
+	char **argv;
+	void *cookie;
+	struct jw *w;
+};
+
+static int do_version(const struct admin_req *rq)
+{
+	cmd_version(rq->w);
+	return 0;
+}
+
+static int do_status(const struct admin_req *rq)
+{
+	cmd_status(rq->d, rq->w);
+	return 0;
+}
+
+static int do_stats(const struct admin_req *rq)
+{
+	cmd_stats(rq->d, rq->w);
+	return 0;
+}
+
+static int do_sessions(const struct admin_req *rq)
+{
+	cmd_sessions(rq->d, rq->w);
+	return 0;
+}
+
+static int do_seqs(const struct admin_req *rq)
+{
+	cmd_seqs(rq->d, rq->argc, rq->argv, rq->w);
+	return 0;
+}
+
+static int do_scrub(const struct admin_req *rq)
+{
+	return kvmemd_ras_scrub(rq->d, rq->argc, rq->argv, rq->cookie, rq->w);
+}
+
+static int do_events(const struct admin_req *rq)
+{
+	return kvmemd_ras_events(rq->d, rq->argc, rq->argv, rq->w);
+}
+
+static int do_errors(const struct admin_req *rq)
+{
+	return kvmemd_ras_errors(rq->d, rq->w);
+}
+
+static int do_reset(const struct admin_req *rq)
+{
+	kvmemd_ras_reset(rq->d);
+	jw_open(rq->w, NULL, '{');
+	jw_bool(rq->w, "ok", 1);
+	jw_close(rq->w, '}');
+	jw_end(rq->w);
+	return 0;
+}
+
+static int do_inject(const struct admin_req *rq)
+{
+	return kvmemd_ras_inject(rq->d, rq->argc, rq->argv, rq->w);
+}
+
+static int do_policy(const struct admin_req *rq)
+{
+	cmd_policy(rq->d, rq->argc, rq->argv, rq->w);
+	return 0;
+}
+
+struct admin_cmd {
+	const char *name;
+	int max_args; /* words after the name; the command checks further */
+	int (*fn)(const struct admin_req *rq);
+};
+
+static const struct admin_cmd cmds[] = {
+	{ .name = "version", .max_args = 0, .fn = do_version },
+	{ .name = "status", .max_args = 0, .fn = do_status },
+	{ .name = "stats", .max_args = 0, .fn = do_stats },
+	{ .name = "sessions", .max_args = 0, .fn = do_sessions },
+	{ .name = "seqs", .max_args = MAX_WORDS, .fn = do_seqs },
+	{ .name = "scrub", .max_args = MAX_WORDS, .fn = do_scrub },
+	{ .name = "events", .max_args = MAX_WORDS, .fn = do_events },
+	{ .name = "errors", .max_args = 0, .fn = do_errors },
+	{ .name = "reset-counters", .max_args = 0, .fn = do_reset },
+	{ .name = "inject", .max_args = MAX_WORDS, .fn = do_inject },
+	{ .name = "policy", .max_args = MAX_WORDS, .fn = do_policy },
+};
+
+int kvmemd_admin(struct kvmemd *d, char *req, void *cookie, struct jw *w)
+{
+	char *argv[MAX_WORDS + 1], *save = NULL, *word;
+	struct admin_req rq;
+	size_t i;
+	int argc = 0;
+
+	jw_reset(w);
+	for (word = strtok_r(req, " \t\n", &save); word;
+	     word = strtok_r(NULL, " \t\n", &save)) {
+		if (argc == MAX_WORDS) {
+			kvmemd_admin_error(w, -EINVAL, "too many words");
+			return 0;
+		}
+		argv[argc++] = word;
+	}
+	argv[argc] = NULL;
+	if (!argc) {
+		kvmemd_admin_error(w, -EINVAL, "empty request");
+		return 0;
+	}
+	for (i = 0; i < ARRAY_SIZE(cmds); i++) {
+		if (strcmp(argv[0], cmds[i].name))
+			continue;
+		if (argc - 1 > cmds[i].max_args) {
+			kvmemd_admin_error(w, -EINVAL, "%s takes no arguments",
+					   argv[0]);
+			return 0;
+		}
+		rq.d = d;
+		rq.argc = argc;
+		rq.argv = argv;
+		rq.cookie = cookie;
+		rq.w = w;
+		return cmds[i].fn(&rq);
+	}
+	kvmemd_admin_error(w, -EINVAL, "unknown request \"%s\"", argv[0]);
+	return 0;
+}

@@ -1,0 +1,1365 @@
+/*
+ * ras.c - reliability: the patrol scrubber, error accounting, error events
+ * and error injection
+ *
+ * The scrubber walks every sealed slot of every session in a fixed order
+ * (sessions by id, slots by unit) at a rate set by a token bucket, checks
+ * each codeword of the page (header, scales, K and V) and writes
+ * corrections back with byte stores that only ever remove errors, so a
+ * client reading the page meanwhile decodes it the same way. It runs on the
+ * event loop thread in bounded steps: the slot table cannot change under it
+ * and a freed slot is never written to.
+ *
+ * The daemon trusts nothing in the page but the codewords' own checks: the
+ * layout comes from the slot's kind and the header is compared with what
+ * the daemon recorded at seal time. A damaged header is written back from
+ * that record (the page is "restored"); words no code can correct mark the
+ * page degraded (clients rebuild those values from neighbouring tokens when
+ * they decode) and make an event.
+ *
+ * Counters are kept per pool, tier and codec, in words: volatile ones since
+ * start or the last reset, and totals kept in STATE_DIR/counters across
+ * restarts. Events go to a bounded ring, the journal (rate-limited) and
+ * STATE_DIR/events, from which the ring is refilled at start.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "kvmem/crc32c.h"
+#include "kvmem/inject.h"
+#include "json.h"
+#include "kvmemd.h"
+#include "session.h"
+
+/* Bytes one call of kvmemd_ras_run() scrubs at most, and slot-table units
+ * it looks at: the rings wait meanwhile. */
+#define STEP_BYTES (256u << 10)
+#define STEP_UNITS (1u << 16)
+/* A patrol pass that found nothing sealed waits this long for the next. */
+#define IDLE_NS 1000000000ull
+/* The events file is renamed to events.1 beyond this size. */
+#define EVENTS_FILE_MAX (1u << 20)
+/* The journal gets this many events per window, then a summary. */
+#define LOG_BURST 10
+#define LOG_WINDOW_NS (5ull * 1000000000ull)
+
+enum tier { TIER_HOT, TIER_WARM, TIER_NR };
+static const char *const tier_names[TIER_NR] = { "hot", "warm" };
+static const char *const pool_names[KVMEMD_POOL_NR] = { "host", "cuda",
+							"nvme" };
+
+enum region { REGION_HEADER, REGION_SCALES, REGION_PAYLOAD, REGION_NR };
+static const char *const region_names[REGION_NR] = { "header", "scales",
+						     "payload" };
+
+enum ev_kind { EV_UE, EV_CRC, EV_MISMATCH, EV_NR };
+static const char *const kind_names[EV_NR] = { "uncorrectable", "crc",
+					       "mismatch" };
+
+enum source { SRC_PATROL, SRC_ONDEMAND, SRC_SEAL, SRC_NR };
+static const char *const source_names[SRC_NR] = { "patrol", "ondemand",
+						  "seal" };
+
+struct ras_count {
+	uint64_t ce, ue; /* words */
+};
+
+struct ras_event {
+	uint64_t time_ns; /* CLOCK_REALTIME */
+	uint32_t session, seq, layer, token_start, token_end, words;
+	uint8_t pool, tier, codec, region, kind, restored, source;
+};
+
+struct pass {
+	int active;
+	enum source kind;
+	struct kvmemd_target t;
+	uint32_t session, pos; /* cursor: session id; unit, or seq index */
+	uint64_t started_ns, started_mono;
+	double duration;
+	uint64_t bytes, pages, ce, ue, crc, degraded, restored;
+	uint64_t words[KVMEM_CODEC_NR], ce_words[KVMEM_CODEC_NR];
+};
+
+struct kvmemd_ras {
+	struct ras_count vol[KVMEMD_POOL_NR][TIER_NR][KVMEM_CODEC_NR];
+	struct ras_count agg[KVMEMD_POOL_NR][TIER_NR][KVMEM_CODEC_NR];
+	uint64_t reset_ns, reset_mono;
+	uint64_t crc; /* pages whose CRC stopped matching, volatile */
+	int agg_dirty;
+
+	struct ras_event *ev;
+	uint32_t ev_cap, ev_next, ev_n;
+	uint64_t ev_lost;
+	int ev_fd;
+	uint64_t ev_bytes;
+	uint64_t log_window, log_n, log_suppressed;
+
+	int enabled; /* scrub start / stop */
+	double tokens, rate;
+	uint64_t refill_mono, idle_until;
+	struct pass patrol, ondemand, last_patrol, last;
+	double patrol_interval; /* seconds between the last two starts */
+	uint64_t passes, bytes_total, pages_total;
+	void *waiter; /* the admin request an on-demand pass answers */
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double secs(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+static const char *codec_name(int codec)
+{
+	return kvmem_codec_get(codec)->name;
+}
+
+static int name_index(const char *const *names, int n, const char *name)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return i;
+	return -1;
+}
+
+/* ---- state files ------------------------------------------------------ */
+
+static int state_path(const struct kvmemd *d, const char *name, char *buf,
+		      size_t len)
+{
+	int n = snprintf(buf, len, "%s/%s", d->cfg.state_dir, name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* A file that cannot be read back is kept aside for a human, not lost. */
+static void keep_aside(const struct kvmemd *d, const char *name,
+		       const char *why)
+{
+	char path[300], bad[310];
+
+	if (state_path(d, name, path, sizeof(path)))
+		return;
+	snprintf(bad, sizeof(bad), "%s.bad", path);
+	rename(path, bad);
+	kvmemd_log(LOG_WARNING, "%s: %s; moved to %s, starting from zero", path,
+		   why, bad);
+}
+
+static void load_counters(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = d->ras;
+	char path[300], line[256], pool[16], tier[16], codec[16];
+	unsigned long long ce, ue;
+	int p, t, c, n = 0;
+	FILE *f;
+
+	if (state_path(d, "counters", path, sizeof(path)))
+		return;
+	f = fopen(path, "re");
+	if (!f) {
+		if (errno != ENOENT)
+			kvmemd_log_err(LOG_WARNING, -errno, "%s", path);
+		return;
+	}
+	if (!fgets(line, sizeof(line), f) ||
+	    strcmp(line, "kvmem-counters 1\n")) {
+		fclose(f);
+		keep_aside(d, "counters", "not a kvmem counters file");
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		n++;
+		if (sscanf(line, "%15s %15s %15s %llu %llu", pool, tier, codec,
+			   &ce, &ue) != 5 ||
+		    (p = name_index(pool_names, KVMEMD_POOL_NR, pool)) < 0 ||
+		    (t = name_index(tier_names, TIER_NR, tier)) < 0 ||
+		    (c = kvmem_codec_by_name(codec)) < 0) {
+			fclose(f);
+			memset(r->agg, 0, sizeof(r->agg));
+			snprintf(line, sizeof(line), "line %d is malformed",
+				 n + 1);
+			keep_aside(d, "counters", line);
+			return;
+		}
+		r->agg[p][t][c].ce = ce;
+		r->agg[p][t][c].ue = ue;
+	}
+	fclose(f);
+}
+
+/* Write the totals to a new file and rename it over the old one. */
+static void save_counters(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = d->ras;
+	char path[300], tmp[310];
+	int p, t, c, ok;
+	FILE *f;
+
+	if (!r->agg_dirty || state_path(d, "counters", path, sizeof(path)))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (!f) {
+		kvmemd_log_err(LOG_WARNING, -errno, "%s", tmp);
+		return;
+	}
+	fprintf(f, "kvmem-counters 1\n");
+	for (p = 0; p < KVMEMD_POOL_NR; p++) {
+		for (t = 0; t < TIER_NR; t++) {
+			for (c = 0; c < KVMEM_CODEC_NR; c++) {
+				const struct ras_count *a = &r->agg[p][t][c];
+
+				if (a->ce || a->ue)
+					fprintf(f, "%s %s %s %llu %llu\n",
+						pool_names[p], tier_names[t],
+						codec_name(c),
+						(unsigned long long)a->ce,
+						(unsigned long long)a->ue);
+			}
+		}
+	}
+	ok = !fflush(f) && !fsync(fileno(f));
+	ok &= !fclose(f);
+	if (!ok || rename(tmp, path)) {
+		kvmemd_log_err(LOG_WARNING, -errno,
+			       "cannot save the error totals to %s", path);
+		unlink(tmp);
+		return;
+	}
+	r->agg_dirty = 0;
+}
+
+static void event_line(const struct ras_event *e, char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "%llu.%09llu %u %u %u %u %u %s %s %s %s %u %s %u %s\n",
+		 (unsigned long long)(e->time_ns / 1000000000ull),
+		 (unsigned long long)(e->time_ns % 1000000000ull), e->session,
+		 e->seq, e->layer, e->token_start, e->token_end,
+		 pool_names[e->pool], tier_names[e->tier], codec_name(e->codec),
+		 region_names[e->region], e->words, kind_names[e->kind],
+		 e->restored, source_names[e->source]);
+}
+
+static int event_parse(const char *line, struct ras_event *e)
+{
+	char pool[16], tier[16], codec[16], region[16], kind[16], src[16];
+	unsigned long long s, ns;
+	unsigned int restored;
+	int p, t, c, g, k, o;
+
+	if (sscanf(line,
+		   "%llu.%9llu %u %u %u %u %u %15s %15s %15s %15s %u %15s "
+		   "%u %15s",
+		   &s, &ns, &e->session, &e->seq, &e->layer, &e->token_start,
+		   &e->token_end, pool, tier, codec, region, &e->words, kind,
+		   &restored, src) != 15)
+		return -EINVAL;
+	p = name_index(pool_names, KVMEMD_POOL_NR, pool);
+	t = name_index(tier_names, TIER_NR, tier);
+	c = kvmem_codec_by_name(codec);
+	g = name_index(region_names, REGION_NR, region);
+	k = name_index(kind_names, EV_NR, kind);
+	o = name_index(source_names, SRC_NR, src);
+	if (p < 0 || t < 0 || c < 0 || g < 0 || k < 0 || o < 0 ||
+	    restored > 1 || ns >= 1000000000ull ||
+	    s > UINT64_MAX / 2000000000ull)
+		return -EINVAL;
+	e->time_ns = s * 1000000000ull + ns;
+	e->pool = (uint8_t)p;
+	e->tier = (uint8_t)t;
+	e->codec = (uint8_t)c;
+	e->region = (uint8_t)g;
+	e->kind = (uint8_t)k;
+	e->restored = (uint8_t)restored;
+	e->source = (uint8_t)o;
+	return 0;
+}
+
+static void ring_add(struct kvmemd_ras *r, const struct ras_event *e)
+{
+	r->ev[r->ev_next] = *e;
+	r->ev_next = (r->ev_next + 1) % r->ev_cap;
+	if (r->ev_n < r->ev_cap)
+		r->ev_n++;
+	else
+		r->ev_lost++;
+}
+
+/* Refill the ring from the file: its last ev_cap good lines. */
+static void load_events(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = d->ras;
+	char path[300], line[512];
+	struct ras_event e;
+	unsigned int bad = 0;
+	struct stat st;
+	FILE *f;
+
+	if (state_path(d, "events", path, sizeof(path)))
+		return;
+	f = fopen(path, "re");
+	if (!f) {
+		if (errno != ENOENT)
+			kvmemd_log_err(LOG_WARNING, -errno, "%s", path);
+		return;
+	}
+	if (!fstat(fileno(f), &st))
+		r->ev_bytes = (uint64_t)st.st_size;
+	while (fgets(line, sizeof(line), f)) {
+		memset(&e, 0, sizeof(e));
+		if (event_parse(line, &e))
+			bad++;
+		else
+			ring_add(r, &e);
+	}
+	fclose(f);
+	r->ev_lost = 0;
+	if (bad)
+		kvmemd_log(LOG_WARNING, "%s: %u malformed lines skipped", path,
+			   bad);
+}
+
+static void open_events(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = d->ras;
+	char path[300], old[310];
+
+	if (state_path(d, "events", path, sizeof(path)))
+		return;
+	if (r->ev_bytes >= EVENTS_FILE_MAX) {
+		snprintf(old, sizeof(old), "%s.1", path);
+		if (rename(path, old))
+			kvmemd_log_err(LOG_WARNING, -errno, "rename %s", path);
+		r->ev_bytes = 0;
+	}
+	r->ev_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (r->ev_fd < 0)
+		kvmemd_log_err(LOG_WARNING, -errno,
+			       "%s: events will not be kept across restarts",
+			       path);
+}
+
+static void record_event(struct kvmemd *d, const struct ras_event *e)
+{
+	struct kvmemd_ras *r = d->ras;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	char line[512];
+	size_t len;
+
+	ring_add(r, e);
+	event_line(e, line, sizeof(line));
+	len = strlen(line);
+	if (r->ev_fd >= 0) {
+		if (write(r->ev_fd, line, len) != (ssize_t)len) {
+			kvmemd_log_err(LOG_WARNING, -errno,
+				       "cannot append to the events file");
+			close(r->ev_fd);
+			r->ev_fd = -1;
+		} else if ((r->ev_bytes += len) >= EVENTS_FILE_MAX) {
+			close(r->ev_fd);
+			open_events(d);
+		}
+	}
+	if (now - r->log_window >= LOG_WINDOW_NS) {
+		if (r->log_suppressed)
+			kvmemd_log(LOG_WARNING,
+				   "%llu more error events not logged "
+				   "(kvmemctl events lists them)",
+				   (unsigned long long)r->log_suppressed);
+		r->log_window = now;
+		r->log_n = 0;
+		r->log_suppressed = 0;
+	}
+	if (r->log_n++ >= LOG_BURST) {
+		r->log_suppressed++;
+		return;
+	}
+	kvmemd_log(e->restored ? LOG_WARNING : LOG_ERR,
+		   "%s error: session %u seq %u layer %u tokens %u-%u, %s %s "
+		   "%s %s, %u words; %s (%s)",
+		   kind_names[e->kind], e->session, e->seq, e->layer,
+		   e->token_start, e->token_end, pool_names[e->pool],
+		   tier_names[e->tier], codec_name(e->codec),
+		   region_names[e->region], e->words,
+		   e->restored	      ? "restored"
+		   : e->kind == EV_UE ? "values rebuilt from neighbours on read"
+				      : "page marked degraded",
+		   source_names[e->source]);
+}
+
+int kvmemd_ras_init(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->ev_cap = d->cfg.events;
+	r->ev = calloc(r->ev_cap, sizeof(*r->ev));
+	if (!r->ev) {
+		free(r);
+		return -ENOMEM;
+	}
+	r->ev_fd = -1;
+	r->enabled = 1;
+	r->reset_mono = clock_ns(CLOCK_MONOTONIC);
+	r->reset_ns = clock_ns(CLOCK_REALTIME);
+	r->refill_mono = r->reset_mono;
+	d->ras = r;
+	load_counters(d);
+	load_events(d);
+	open_events(d);
+	return 0;
+}
+
+void kvmemd_ras_exit(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = d->ras;
+
+	if (!r)
+		return;
+	save_counters(d);
+	if (r->ev_fd >= 0)
+		close(r->ev_fd);
+	free(r->ev);
+	free(r);
+	d->ras = NULL;
+}
+
+/* ---- one page --------------------------------------------------------- */
+
+struct region_def {
+	size_t off, nwords;
+	int codec;
+	enum region region;
+};
+
+static void slot_regions(const struct kvmemd_session *s, int kind,
+			 struct region_def rg[4])
+{
+	const struct kvmem_page_layout *l = &s->layout[kind];
+	size_t block =
+		(size_t)s->g.kv_heads * s->g.tokens_per_page * l->row_words;
+
+	rg[0] = (struct region_def){ 0, KVMEM_HDR_WORDS, KVMEM_CODEC_SECDED72,
+				     REGION_HEADER };
+	rg[1] = (struct region_def){ l->scales_off, l->scale_words,
+				     KVMEM_CODEC_SECDED72, REGION_SCALES };
+	rg[2] = (struct region_def){ l->k_off, block, l->codec,
+				     REGION_PAYLOAD };
+	rg[3] = (struct region_def){ l->v_off, block, l->codec,
+				     REGION_PAYLOAD };
+}
+
+static enum tier slot_tier(const struct slot *sl)
+{
+	return sl->kind == KVMEM_SLOT_HOT ? TIER_HOT : TIER_WARM;
+}
+
+/* The header the slot was sealed with. */
+static void slot_header(const struct kvmemd_session *s, const struct slot *sl,
+			struct kvmem_page_hdr *h)
+{
+	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+
+	memset(h, 0, sizeof(*h));
+	h->magic = KVMEM_PAGE_MAGIC;
+	h->version = KVMEM_PAGE_VERSION;
+	h->format = l->format;
+	h->codec = l->codec;
+	h->geometry = s->digest;
+	h->seq = sl->seq;
+	h->layer = sl->layer;
+	h->token_start = sl->token_start;
+	h->ntokens = sl->ntokens;
+	h->flags = sl->hdr_flags;
+	h->generation = sl->generation;
+	h->crc = sl->crc;
+}
+
+/*
+ * Compare the header in the page with the one recorded at seal and write
+ * back the bytes that differ: each store turns wrong bits into right ones,
+ * so a reader sees the header as it was or closer to right. 1 when it
+ * wrote.
+ */
+static int restore_header(const struct kvmemd_session *s, const struct slot *sl,
+			  uint8_t *page)
+{
+	uint8_t raw[KVMEM_HDR_BYTES], want[KVMEM_HDR_BYTES];
+	struct kvmem_page_hdr h, good;
+	size_t i;
+
+	slot_header(s, sl, &good);
+	memcpy(raw, page, sizeof(raw));
+	if (!kvmem_ecc_decode(KVMEM_CODEC_SECDED72, raw, &h, KVMEM_HDR_WORDS,
+			      NULL, NULL, NULL) &&
+	    !memcmp(&h, &good, sizeof(h)))
+		return 0;
+	kvmem__hdr_encode(want, &good);
+	for (i = 0; i < sizeof(want); i++)
+		if (raw[i] != want[i])
+			__atomic_store_n(&page[i], want[i], __ATOMIC_RELAXED);
+	return 1;
+}
+
+static void page_event(struct kvmemd *d, const struct kvmemd_session *s,
+		       const struct slot *sl, struct ras_event *e,
+		       enum source src)
+{
+	e->time_ns = clock_ns(CLOCK_REALTIME);
+	e->session = s->id;
+	e->seq = sl->seq;
+	e->layer = sl->layer;
+	e->token_start = sl->token_start;
+	e->token_end = sl->token_start + sl->ntokens - 1;
+	e->pool = KVMEMD_POOL_HOST;
+	e->tier = (uint8_t)slot_tier(sl);
+	e->source = (uint8_t)src;
+	record_event(d, e);
+}
+
+/*
+ * Scrub the sealed slot at unit @u: correct what can be corrected, restore
+ * a damaged header, count and report the rest. Only new uncorrectable words
+ * are counted: a word stays uncorrectable, and the next pass sees it again.
+ */
+static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
+		       struct pass *p)
+{
+	struct kvmemd_ras *r = d->ras;
+	struct slot *sl = &s->slots[u];
+	uint8_t *page = session_page(s, u);
+	enum tier tier = slot_tier(sl);
+	struct ras_count *cnt;
+	struct region_def rg[4];
+	struct kvmem_ecc_counts wc;
+	uint64_t ue[REGION_NR] = { 0 };
+	struct ras_event e;
+	size_t i;
+
+	slot_regions(s, sl->kind, rg);
+	for (i = 0; i < ARRAY_SIZE(rg); i++) {
+		kvmem_ecc_scrub(rg[i].codec, page + rg[i].off, rg[i].nwords,
+				&wc, NULL, 0);
+		cnt = &r->vol[KVMEMD_POOL_HOST][tier][rg[i].codec];
+		cnt->ce += wc.corrected;
+		r->agg[KVMEMD_POOL_HOST][tier][rg[i].codec].ce += wc.corrected;
+		r->agg_dirty |= wc.corrected > 0;
+		s->ce += wc.corrected;
+		p->ce += wc.corrected;
+		p->words[rg[i].codec] += rg[i].nwords;
+		p->ce_words[rg[i].codec] += wc.corrected;
+		ue[rg[i].region] += wc.uncorrectable;
+	}
+	p->bytes += slot_bytes(s, sl->kind);
+	p->pages++;
+
+	if (restore_header(s, sl, page)) {
+		memset(&e, 0, sizeof(e));
+		e.codec = KVMEM_CODEC_SECDED72;
+		e.region = REGION_HEADER;
+		e.words = (uint32_t)ue[REGION_HEADER];
+		e.kind = ue[REGION_HEADER] ? EV_UE : EV_MISMATCH;
+		e.restored = 1;
+		p->restored++;
+		p->ue += ue[REGION_HEADER];
+		s->ue += ue[REGION_HEADER];
+		cnt = &r->vol[KVMEMD_POOL_HOST][tier][KVMEM_CODEC_SECDED72];
+		cnt->ue += ue[REGION_HEADER];
+		r->agg[KVMEMD_POOL_HOST][tier][KVMEM_CODEC_SECDED72].ue +=
+			ue[REGION_HEADER];
+		r->agg_dirty = 1;
+		page_event(d, s, sl, &e, p->kind);
+	}
+
+	for (i = REGION_SCALES; i <= REGION_PAYLOAD; i++) {
+		uint16_t *known =
+			i == REGION_SCALES ? &sl->ue_scales : &sl->ue_payload;
+		int codec = i == REGION_SCALES ? KVMEM_CODEC_SECDED72
+					       : s->layout[sl->kind].codec;
+		uint64_t fresh;
+
+		if (ue[i] <= *known)
+			continue;
+		fresh = ue[i] - *known;
+		*known = ue[i] > UINT16_MAX ? UINT16_MAX : (uint16_t)ue[i];
+		r->vol[KVMEMD_POOL_HOST][tier][codec].ue += fresh;
+		r->agg[KVMEMD_POOL_HOST][tier][codec].ue += fresh;
+		r->agg_dirty = 1;
+		s->ue += fresh;
+		p->ue += fresh;
+		if (!(sl->flags & SLOT_DEGRADED)) {
+			sl->flags |= SLOT_DEGRADED;
+			s->ndegraded++;
+			p->degraded++;
+		}
+		memset(&e, 0, sizeof(e));
+		e.codec = (uint8_t)codec;
+		e.region = (uint8_t)i;
+		e.words = (uint32_t)fresh;
+		e.kind = EV_UE;
+		page_event(d, s, sl, &e, p->kind);
+	}
+
+	/* Errors the codes cannot see (a word miscorrected, padding changed)
+	 * still change the CRC; it is reported once per page. */
+	if (ue[REGION_SCALES] || ue[REGION_PAYLOAD] || sl->flags & SLOT_CRC_BAD)
+		return;
+	if (kvmem_crc32c(0, page + KVMEM_HDR_BYTES,
+			 slot_bytes(s, sl->kind) - KVMEM_HDR_BYTES) == sl->crc)
+		return;
+	sl->flags |= SLOT_CRC_BAD;
+	if (!(sl->flags & SLOT_DEGRADED)) {
+		sl->flags |= SLOT_DEGRADED;
+		s->ndegraded++;
+		p->degraded++;
+	}
+	s->crc++;
+	r->crc++;
+	p->crc++;
+	memset(&e, 0, sizeof(e));
+	e.codec = (uint8_t)s->layout[sl->kind].codec;
+	e.region = REGION_PAYLOAD;
+	e.kind = EV_CRC;
+	page_event(d, s, sl, &e, p->kind);
+}
+
+void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit)
+{
+	struct pass p = { .kind = SRC_SEAL };
+
+	scrub_slot(s->d, s, unit, &p);
+}
+
+/* ---- passes ----------------------------------------------------------- */
+
+static struct kvmemd_session *session_from(const struct kvmemd *d, uint32_t id)
+{
+	struct kvmemd_session *s;
+
+	for (s = d->sessions; s && s->id < id; s = s->next)
+		;
+	return s;
+}
+
+static void pass_start(struct pass *p, enum source kind,
+		       const struct kvmemd_target *t)
+{
+	memset(p, 0, sizeof(*p));
+	p->active = 1;
+	p->kind = kind;
+	p->t = *t;
+	p->session = t->type == KVMEMD_TARGET_POOL ? 0 : t->session;
+	p->started_ns = clock_ns(CLOCK_REALTIME);
+	p->started_mono = clock_ns(CLOCK_MONOTONIC);
+}
+
+/*
+ * Scrub about @budget bytes of @p from its cursor on. Return: 1 when the
+ * pass is complete, 0 when it stopped at the budget.
+ */
+static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
+{
+	uint64_t start = p->bytes;
+	unsigned int visits = 0;
+	struct kvmemd_session *s;
+	struct seq *q;
+	struct slot *sl;
+
+	for (;;) {
+		s = session_from(d, p->session);
+		if (!s ||
+		    (p->t.type != KVMEMD_TARGET_POOL && s->id != p->t.session))
+			return 1;
+		if (p->t.type == KVMEMD_TARGET_SEQ) {
+			q = session_seq(s, p->t.seq);
+			if (!q)
+				return 1;
+			while (p->pos < q->n) {
+				scrub_slot(d, s, q->slots[p->pos++], p);
+				if (p->bytes - start >= budget)
+					return 0;
+			}
+			return 1;
+		}
+		while (p->pos < s->top) {
+			sl = &s->slots[p->pos];
+			if (sl->state == SLOT_SEALED)
+				scrub_slot(d, s, p->pos, p);
+			p->pos += sl->state == SLOT_NONE
+					  ? 1
+					  : s->slot_units[sl->kind];
+			if (p->bytes - start >= budget ||
+			    ++visits >= STEP_UNITS)
+				return 0;
+		}
+		p->session = s->id + 1;
+		p->pos = 0;
+	}
+}
+
+static void pass_end(struct kvmemd *d, struct pass *p)
+{
+	struct kvmemd_ras *r = d->ras;
+
+	p->active = 0;
+	/* A patrol with nothing to do is not a pass. */
+	if (p->kind == SRC_PATROL && !p->pages)
+		return;
+	p->duration = secs(clock_ns(CLOCK_MONOTONIC) - p->started_mono);
+	r->passes++;
+	r->bytes_total += p->bytes;
+	r->pages_total += p->pages;
+	r->last = *p;
+	save_counters(d);
+	if (p->ce || p->ue || p->crc)
+		kvmemd_log(LOG_NOTICE,
+			   "scrub %s pass: %llu pages, %llu KiB in %.3f s; "
+			   "%llu corrected, %llu uncorrectable words, %llu "
+			   "CRC mismatches",
+			   source_names[p->kind], (unsigned long long)p->pages,
+			   (unsigned long long)(p->bytes >> 10), p->duration,
+			   (unsigned long long)p->ce, (unsigned long long)p->ue,
+			   (unsigned long long)p->crc);
+}
+
+static uint64_t sealed_bytes(const struct kvmemd *d)
+{
+	const struct kvmemd_session *s;
+	uint64_t n = 0;
+
+	for (s = d->sessions; s; s = s->next)
+		n += s->sealed_bytes;
+	return n;
+}
+
+/* Bytes per second the patrol runs at: the rate, or the cycle's. */
+static double patrol_rate(const struct kvmemd *d)
+{
+	double rate;
+
+	if (!d->cfg.scrub_cycle)
+		return (double)d->cfg.scrub_rate;
+	rate = (double)sealed_bytes(d) / d->cfg.scrub_cycle;
+	return rate < KVMEM_SLOT_UNIT ? KVMEM_SLOT_UNIT : rate;
+}
+
+static int patrol_on(const struct kvmemd *d)
+{
+	return d->ras->enabled && (d->cfg.scrub_rate || d->cfg.scrub_cycle);
+}
+
+static void answer(struct kvmemd *d, const struct pass *p);
+
+uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
+{
+	static const struct kvmemd_target pool = { KVMEMD_TARGET_POOL };
+	struct kvmemd_ras *r = d->ras;
+	double burst, spent;
+	uint64_t before;
+
+	if (r->ondemand.active) {
+		if (pass_step(d, &r->ondemand, 4 * STEP_BYTES)) {
+			pass_end(d, &r->ondemand);
+			answer(d, &r->ondemand);
+		}
+		return now;
+	}
+	if (!patrol_on(d)) {
+		r->patrol.active = 0;
+		r->tokens = 0;
+		r->refill_mono = now;
+		return UINT64_MAX;
+	}
+	if (!r->patrol.active) {
+		if (now < r->idle_until)
+			return r->idle_until;
+		if (r->last_patrol.started_mono)
+			r->patrol_interval =
+				secs(now - r->last_patrol.started_mono);
+		pass_start(&r->patrol, SRC_PATROL, &pool);
+		r->rate = patrol_rate(d);
+	}
+	burst = r->rate / 10 > STEP_BYTES ? r->rate / 10 : STEP_BYTES;
+	r->tokens += r->rate * secs(now - r->refill_mono);
+	if (r->tokens > burst)
+		r->tokens = burst;
+	r->refill_mono = now;
+	if (r->tokens > 0) {
+		before = r->patrol.bytes;
+		if (pass_step(d, &r->patrol,
+			      r->tokens < STEP_BYTES ? (uint64_t)r->tokens + 1
+						     : STEP_BYTES)) {
+			pass_end(d, &r->patrol);
+			if (r->patrol.pages)
+				r->last_patrol = r->patrol;
+			else
+				r->idle_until = now + IDLE_NS;
+		}
+		spent = (double)(r->patrol.bytes - before);
+		r->tokens -= spent;
+	}
+	if (r->tokens > 0)
+		return now;
+	return now + (uint64_t)(-r->tokens / r->rate * 1e9) + 1;
+}
+
+/* ---- admin requests --------------------------------------------------- */
+
+static void pass_json(struct jw *w, const char *key, const struct pass *p,
+		      int current)
+{
+	char target[48];
+
+	if (!p) {
+		jw_null(w, key);
+		return;
+	}
+	if (p->t.type == KVMEMD_TARGET_POOL)
+		snprintf(target, sizeof(target), "pool");
+	else if (p->t.type == KVMEMD_TARGET_SESSION)
+		snprintf(target, sizeof(target), "session %u", p->t.session);
+	else
+		snprintf(target, sizeof(target), "seq %u %u", p->t.session,
+			 p->t.seq);
+	jw_open(w, key, '{');
+	jw_str(w, "kind", source_names[p->kind]);
+	jw_str(w, "target", target);
+	jw_f64(w, "started", secs(p->started_ns));
+	jw_f64(w, "duration_s",
+	       current ? secs(clock_ns(CLOCK_MONOTONIC) - p->started_mono)
+		       : p->duration);
+	jw_u64(w, "bytes", p->bytes);
+	jw_u64(w, "pages", p->pages);
+	jw_u64(w, "ce", p->ce);
+	jw_u64(w, "ue", p->ue);
+	jw_u64(w, "crc", p->crc);
+	jw_u64(w, "degraded_pages", p->degraded);
+	jw_u64(w, "restored_pages", p->restored);
+	jw_close(w, '}');
+}
+
+static void answer(struct kvmemd *d, const struct pass *p)
+{
+	struct kvmemd_ras *r = d->ras;
+	struct jw w = { 0 };
+	void *waiter = r->waiter;
+
+	r->waiter = NULL;
+	if (!waiter)
+		return;
+	pass_json(&w, NULL, p, 0);
+	jw_end(&w);
+	kvmemd_server_reply(d, waiter, &w);
+	jw_free(&w);
+}
+
+void kvmemd_ras_forget(struct kvmemd *d, void *waiter)
+{
+	if (d->ras->waiter == waiter)
+		d->ras->waiter = NULL;
+}
+
+/* Bytes and pages scrubbed so far, the passes under way included. */
+static uint64_t scrubbed(const struct kvmemd_ras *r, int pages)
+{
+	uint64_t n = pages ? r->pages_total : r->bytes_total;
+	const struct pass *p[2] = { &r->patrol, &r->ondemand };
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (p[i]->active)
+			n += pages ? p[i]->pages : p[i]->bytes;
+	return n;
+}
+
+static const char *scrub_state(const struct kvmemd_ras *r)
+{
+	return r->ondemand.active ? "ondemand"
+	       : r->patrol.active ? "patrol"
+				  : "idle";
+}
+
+const char *kvmemd_ras_state(const struct kvmemd *d)
+{
+	if (!d->ras)
+		return "off";
+	if (!patrol_on(d) && !d->ras->ondemand.active)
+		return "off";
+	return scrub_state(d->ras);
+}
+
+void kvmemd_ras_status_json(const struct kvmemd *d, struct jw *w)
+{
+	jw_open(w, "scrub", '{');
+	jw_bool(w, "enabled", patrol_on(d));
+	jw_str(w, "state", scrub_state(d->ras));
+	jw_close(w, '}');
+}
+
+/*
+ * P(a word is uncorrectable after one cycle): flips arrive as a Poisson
+ * process of n * lambda * T per word and cycle, estimated by the share of
+ * words the last pass corrected; more than t of them is the first term,
+ * (n lambda T)^(t+1) / (t+1)!.
+ */
+static void estimate_json(const struct kvmemd_ras *r, struct jw *w)
+{
+	const struct pass *p = &r->last_patrol;
+	const struct kvmem_codec_info *ci;
+	double x, pw, T;
+	int c;
+
+	jw_open(w, "estimate", '[');
+	for (c = 0; c < KVMEM_CODEC_NR; c++) {
+		if (!p->words[c])
+			continue;
+		ci = kvmem_codec_get(c);
+		T = r->patrol_interval > 0 ? r->patrol_interval : p->duration;
+		x = (double)p->ce_words[c] / (double)p->words[c];
+		pw = pow(x, ci->corrects + 1) / tgamma(ci->corrects + 2.0);
+		jw_open(w, NULL, '{');
+		jw_str(w, "codec", ci->name);
+		jw_u64(w, "t", ci->corrects);
+		jw_u64(w, "n", ci->code_bits);
+		jw_u64(w, "words", p->words[c]);
+		jw_u64(w, "ce", p->ce_words[c]);
+		jw_f64(w, "lambda_per_bit_hour",
+		       T > 0 ? x / ci->code_bits / T * 3600 : 0);
+		jw_f64(w, "p_ue_word", pw);
+		jw_f64(w, "expected_ue_per_cycle", pw * (double)p->words[c]);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+}
+
+static void scrub_status(const struct kvmemd *d, struct jw *w)
+{
+	const struct kvmemd_ras *r = d->ras;
+	double rate = patrol_rate(d);
+	const struct pass *cur = r->ondemand.active ? &r->ondemand
+				 : r->patrol.active ? &r->patrol
+						    : NULL;
+
+	jw_open(w, NULL, '{');
+	jw_bool(w, "enabled", patrol_on(d));
+	jw_u64(w, "enable_background", (uint64_t)patrol_on(d));
+	jw_u64(w, "rate_bytes_per_s", d->cfg.scrub_rate);
+	jw_u64(w, "cycle_s", d->cfg.scrub_cycle);
+	jw_f64(w, "current_cycle_duration",
+	       rate > 0 ? (double)sealed_bytes(d) / rate : 0);
+	jw_bool(w, "verify_on_seal", d->cfg.verify_on_seal);
+	jw_str(w, "state", scrub_state(r));
+	pass_json(w, "current", cur, 1);
+	pass_json(w, "last_pass", r->passes ? &r->last : NULL, 0);
+	jw_u64(w, "passes", r->passes);
+	jw_u64(w, "bytes_total", scrubbed(r, 0));
+	estimate_json(r, w);
+	jw_close(w, '}');
+	jw_end(w);
+}
+
+static int set_policy(struct kvmemd *d, const char *key, const char *val,
+		      struct jw *w)
+{
+	char err[256];
+	int ret = kvmemd_policy_set(d, key, val, err, sizeof(err));
+
+	if (ret)
+		kvmemd_admin_error(w, ret, "%s", err);
+	return ret;
+}
+
+/*
+ * kvmemd_ras_scrub() - "scrub ..." from the admin socket
+ *
+ * Return: 0 with the reply in @w, or 1 when the reply comes later through
+ * kvmemd_server_reply() (an on-demand pass).
+ */
+int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
+		     struct jw *w)
+{
+	struct kvmemd_ras *r = d->ras;
+	struct kvmemd_target t;
+
+	if (argc < 2 || !strcmp(argv[1], "status")) {
+		if (argc > 2)
+			goto usage;
+	} else if (!strcmp(argv[1], "start") && argc == 2) {
+		if (!d->cfg.scrub_rate && !d->cfg.scrub_cycle) {
+			kvmemd_admin_error(w, -EINVAL,
+					   "scrub.rate and scrub.cycle are 0: "
+					   "set a rate or a cycle first");
+			return 0;
+		}
+		r->enabled = 1;
+	} else if (!strcmp(argv[1], "stop") && argc == 2) {
+		r->enabled = 0;
+		r->patrol.active = 0;
+	} else if (!strcmp(argv[1], "rate") && argc == 3) {
+		if (set_policy(d, "scrub.rate", argv[2], w))
+			return 0;
+	} else if (!strcmp(argv[1], "cycle") && argc == 3) {
+		if (set_policy(d, "scrub.cycle", argv[2], w))
+			return 0;
+	} else if (!strcmp(argv[1], "now")) {
+		if (kvmemd_admin_target(d, argc - 2, argv + 2, &t, w))
+			return 0;
+		if (r->ondemand.active) {
+			kvmemd_admin_error(w, -EBUSY,
+					   "an on-demand scrub is running");
+			return 0;
+		}
+		pass_start(&r->ondemand, SRC_ONDEMAND, &t);
+		r->waiter = waiter;
+		return 1;
+	} else {
+		goto usage;
+	}
+	scrub_status(d, w);
+	return 0;
+usage:
+	kvmemd_admin_error(w, -EINVAL,
+			   "usage: scrub {status|start|stop|rate BYTES_PER_S|"
+			   "cycle SECONDS|now [pool|session N|seq N S]}");
+	return 0;
+}
+
+int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w)
+{
+	const struct kvmemd_ras *r = d->ras;
+	double since = 0;
+	unsigned long limit = 1000, skip;
+	const struct ras_event *e;
+	uint32_t i, n = 0, first;
+	char *end;
+	int a;
+
+	for (a = 1; a < argc; a += 2) {
+		if (a + 1 >= argc)
+			goto usage;
+		errno = 0;
+		if (!strcmp(argv[a], "since")) {
+			since = strtod(argv[a + 1], &end);
+			if (*end || errno || !isfinite(since))
+				goto usage;
+		} else if (!strcmp(argv[a], "limit")) {
+			limit = strtoul(argv[a + 1], &end, 10);
+			if (*end || errno || argv[a + 1][0] == '-')
+				goto usage;
+		} else {
+			goto usage;
+		}
+	}
+	first = (r->ev_next + r->ev_cap - r->ev_n) % r->ev_cap;
+	for (i = 0; i < r->ev_n; i++)
+		n += secs(r->ev[(first + i) % r->ev_cap].time_ns) >= since;
+	skip = n > limit ? n - limit : 0;
+	jw_open(w, NULL, '{');
+	jw_open(w, "events", '[');
+	for (i = 0; i < r->ev_n; i++) {
+		e = &r->ev[(first + i) % r->ev_cap];
+		if (secs(e->time_ns) < since)
+			continue;
+		if (skip) {
+			skip--;
+			continue;
+		}
+		jw_open(w, NULL, '{');
+		jw_f64(w, "time", secs(e->time_ns));
+		jw_u64(w, "session", e->session);
+		jw_u64(w, "seq", e->seq);
+		jw_u64(w, "layer", e->layer);
+		jw_u64(w, "token_start", e->token_start);
+		jw_u64(w, "token_end", e->token_end);
+		jw_str(w, "pool", pool_names[e->pool]);
+		jw_str(w, "tier", tier_names[e->tier]);
+		jw_str(w, "codec", codec_name(e->codec));
+		jw_str(w, "region", region_names[e->region]);
+		jw_u64(w, "words", e->words);
+		jw_str(w, "kind", kind_names[e->kind]);
+		jw_bool(w, "restored", e->restored);
+		jw_str(w, "source", source_names[e->source]);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_u64(w, "lost", r->ev_lost);
+	jw_close(w, '}');
+	jw_end(w);
+	return 0;
+usage:
+	kvmemd_admin_error(w, -EINVAL,
+			   "usage: events [since UNIX_TIME] [limit N]");
+	return 0;
+}
+
+/* Which (pool, tier, codec) a live session can produce errors in. */
+static void live_codecs(const struct kvmemd *d,
+			uint8_t seen[KVMEMD_POOL_NR][TIER_NR][KVMEM_CODEC_NR])
+{
+	const struct kvmemd_session *s;
+
+	for (s = d->sessions; s; s = s->next) {
+		seen[KVMEMD_POOL_HOST][TIER_WARM][s->layout[0].codec] = 1;
+		seen[KVMEMD_POOL_HOST][TIER_WARM][KVMEM_CODEC_SECDED72] = 1;
+		seen[KVMEMD_POOL_HOST][TIER_HOT][KVMEM_CODEC_SECDED72] = 1;
+	}
+}
+
+int kvmemd_ras_errors(struct kvmemd *d, struct jw *w)
+{
+	const struct kvmemd_ras *r = d->ras;
+	uint8_t seen[KVMEMD_POOL_NR][TIER_NR][KVMEM_CODEC_NR] = { { { 0 } } };
+	int p, t, c;
+
+	live_codecs(d, seen);
+	jw_open(w, NULL, '{');
+	jw_f64(w, "since", secs(r->reset_ns));
+	jw_f64(w, "seconds_since_reset",
+	       secs(clock_ns(CLOCK_MONOTONIC) - r->reset_mono));
+	jw_open(w, "counters", '[');
+	for (p = 0; p < KVMEMD_POOL_NR; p++) {
+		for (t = 0; t < TIER_NR; t++) {
+			for (c = 0; c < KVMEM_CODEC_NR; c++) {
+				const struct ras_count *v = &r->vol[p][t][c];
+				const struct ras_count *a = &r->agg[p][t][c];
+
+				if (!seen[p][t][c] && !v->ce && !v->ue &&
+				    !a->ce && !a->ue)
+					continue;
+				jw_open(w, NULL, '{');
+				jw_str(w, "pool", pool_names[p]);
+				jw_str(w, "tier", tier_names[t]);
+				jw_str(w, "codec", codec_name(c));
+				jw_u64(w, "ce", v->ce);
+				jw_u64(w, "ue", v->ue);
+				jw_u64(w, "ce_total", a->ce);
+				jw_u64(w, "ue_total", a->ue);
+				jw_close(w, '}');
+			}
+		}
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
+	jw_end(w);
+	return 0;
+}
+
+void kvmemd_ras_reset(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = d->ras;
+
+	memset(r->vol, 0, sizeof(r->vol));
+	r->crc = 0;
+	r->reset_ns = clock_ns(CLOCK_REALTIME);
+	r->reset_mono = clock_ns(CLOCK_MONOTONIC);
+}
+
+void kvmemd_ras_stats_json(const struct kvmemd *d, struct jw *w)
+{
+	const struct kvmemd_ras *r = d->ras;
+	uint64_t ce = 0, ue = 0;
+	int p, t, c;
+
+	for (p = 0; p < KVMEMD_POOL_NR; p++)
+		for (t = 0; t < TIER_NR; t++)
+			for (c = 0; c < KVMEM_CODEC_NR; c++) {
+				ce += r->vol[p][t][c].ce;
+				ue += r->vol[p][t][c].ue;
+			}
+	jw_open(w, "scrub", '{');
+	jw_u64(w, "passes", r->passes);
+	jw_u64(w, "bytes_total", scrubbed(r, 0));
+	jw_u64(w, "pages_total", scrubbed(r, 1));
+	jw_u64(w, "ce", ce);
+	jw_u64(w, "ue", ue);
+	jw_u64(w, "crc", r->crc);
+	jw_close(w, '}');
+	jw_f64(w, "seconds_since_reset",
+	       secs(clock_ns(CLOCK_MONOTONIC) - r->reset_mono));
+}
+
+/* ---- injection -------------------------------------------------------- */
+
+struct inject_sum {
+	uint64_t pages;
+	struct kvmem_inject_report c[KVMEM_CODEC_NR];
+};
+
+/* One seed per region of a page, all from the caller's. */
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
+		       uint64_t seed, int all, struct inject_sum *sum)
+{
+	struct region_def rg[4];
+	struct kvmem_inject_params ip;
+	struct kvmem_inject_report rep;
+	size_t i, b;
+	int ret;
+
+	slot_regions(s, s->slots[u].kind, rg);
+	for (i = all ? 0 : 2; i < ARRAY_SIZE(rg); i++) {
+		uint64_t rs = mix(seed ^ mix(((uint64_t)s->id << 40) ^
+					     ((uint64_t)u << 2) ^ i));
+
+		ret = kvmem_inject_params_for_codec(&ip, rg[i].codec, ber, rs);
+		if (!ret) {
+			memset(&rep, 0, sizeof(rep));
+			ret = kvmem_inject(session_page(s, u) + rg[i].off,
+					   rg[i].nwords, &ip, &rep);
+		}
+		if (ret)
+			return ret;
+		sum->c[rg[i].codec].bits += rep.bits;
+		sum->c[rg[i].codec].words += rep.words;
+		for (b = 0; b < KVMEM_INJECT_HIST; b++)
+			sum->c[rg[i].codec].by_flips[b] += rep.by_flips[b];
+	}
+	sum->pages++;
+	return 0;
+}
+
+static void flips_json(struct jw *w, const struct kvmem_inject_report *rep)
+{
+	size_t b;
+
+	jw_u64(w, "words", rep->words);
+	jw_u64(w, "bits", rep->bits);
+	jw_open(w, "by_flips", '[');
+	for (b = 0; b < KVMEM_INJECT_HIST; b++)
+		jw_u64(w, NULL, b ? rep->by_flips[b] : 0);
+	jw_close(w, ']');
+}
+
+int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
+{
+	struct inject_sum sum = { 0 };
+	struct kvmem_inject_report total = { 0 };
+	struct kvmemd_session *s;
+	struct kvmemd_target t;
+	double ber = -1;
+	uint64_t seed = 0;
+	int i, n, all = 0, ret;
+	uint32_t u;
+	char *end;
+
+	if (!d->cfg.allow_inject) {
+		kvmemd_admin_error(
+			w, -EPERM,
+			"error injection is off (scrub.allow_inject)");
+		return 0;
+	}
+	for (n = 1; n < argc && strcmp(argv[n], "ber"); n++)
+		;
+	if (kvmemd_admin_target(d, n - 1, argv + 1, &t, w))
+		return 0;
+	for (i = n; i < argc; i++) {
+		errno = 0;
+		if (!strcmp(argv[i], "ber") && i + 1 < argc) {
+			ber = strtod(argv[++i], &end);
+			if (*end || errno || !(ber >= 0 && ber <= 1))
+				goto usage;
+		} else if (!strcmp(argv[i], "seed") && i + 1 < argc) {
+			seed = strtoull(argv[++i], &end, 0);
+			if (*end || errno)
+				goto usage;
+		} else if (!strcmp(argv[i], "all")) {
+			all = 1;
+		} else {
+			goto usage;
+		}
+	}
+	if (ber < 0)
+		goto usage;
+	for (s = d->sessions; s; s = s->next) {
+		struct seq *q;
+
+		if (t.type != KVMEMD_TARGET_POOL && s->id != t.session)
+			continue;
+		if (t.type == KVMEMD_TARGET_SEQ) {
+			q = session_seq(s, t.seq);
+			for (u = 0; q && u < q->n; u++) {
+				ret = inject_slot(s, q->slots[u], ber, seed,
+						  all, &sum);
+				if (ret)
+					goto fail;
+			}
+			continue;
+		}
+		for (u = 0; u < s->top;) {
+			struct slot *sl = &s->slots[u];
+
+			if (sl->state == SLOT_SEALED) {
+				ret = inject_slot(s, u, ber, seed, all, &sum);
+				if (ret)
+					goto fail;
+			}
+			u += sl->state == SLOT_NONE ? 1
+						    : s->slot_units[sl->kind];
+		}
+	}
+	jw_open(w, NULL, '{');
+	jw_u64(w, "pages", sum.pages);
+	for (i = 0; i < KVMEM_CODEC_NR; i++) {
+		total.words += sum.c[i].words;
+		total.bits += sum.c[i].bits;
+		for (n = 0; n < KVMEM_INJECT_HIST; n++)
+			total.by_flips[n] += sum.c[i].by_flips[n];
+	}
+	flips_json(w, &total);
+	jw_open(w, "codecs", '[');
+	for (i = 0; i < KVMEM_CODEC_NR; i++) {
+		if (!sum.c[i].words)
+			continue;
+		jw_open(w, NULL, '{');
+		jw_str(w, "codec", codec_name(i));
+		flips_json(w, &sum.c[i]);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
+	jw_end(w);
+	kvmemd_log(LOG_WARNING,
+		   "injected %llu bit errors into %llu pages (ber %g, seed "
+		   "%llu)",
+		   (unsigned long long)total.bits,
+		   (unsigned long long)sum.pages, ber,
+		   (unsigned long long)seed);
+	return 0;
+fail:
+	kvmemd_admin_error(w, ret, "injection failed: %s", strerror(-ret));
+	return 0;
+usage:
+	kvmemd_admin_error(w, -EINVAL,
+			   "usage: inject (pool|session N|seq N S) ber P "
+			   "[seed S] [all]");
+	return 0;
+}

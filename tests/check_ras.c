@@ -1,0 +1,668 @@
+/*
+ * check_ras.c - the patrol scrubber, error accounting, events and error
+ * injection of kvmemd, through its admin socket
+ *
+ * Expected counts come from the injector's own report (which words got how
+ * many flips) and from what each code can do, never from the scrubber.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "kvmem/inject.h"
+#include "kvmem/kvmem.h"
+#include "kvmem/uapi.h"
+#include "kvmem_check.h"
+#include "kvmemd_harness.h"
+#include "rng.h"
+
+static char reply[1 << 20];
+
+static const char *admin(const struct kvmemd_proc *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static const char *admin(const struct kvmemd_proc *p, const char *fmt, ...)
+{
+	char req[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(req, sizeof(req), fmt, ap);
+	va_end(ap);
+	kvmemd_admin(p, req, reply, sizeof(reply));
+	ck_assert_msg(!strstr(reply, "\"error\""), "%s: %s", req, reply);
+	return reply;
+}
+
+/* The number after "key": in @json, after the first @anchor. */
+static unsigned long long after(const char *json, const char *anchor,
+				const char *key)
+{
+	const char *p = strstr(json, anchor);
+
+	ck_assert_msg(p, "no %s in %s", anchor, json);
+	return kvmemd_json_u64(p, key);
+}
+
+/* by_flips of one codec of an inject reply. */
+static void flips_of(const char *json, const char *codec, uint64_t f[8])
+{
+	char anchor[64];
+	const char *p;
+	int i;
+
+	snprintf(anchor, sizeof(anchor), "\"codec\":\"%s\"", codec);
+	p = strstr(json, anchor);
+	ck_assert_msg(p, "no %s in %s", anchor, json);
+	p = strstr(p, "\"by_flips\":[");
+	ck_assert_ptr_nonnull(p);
+	p += strlen("\"by_flips\":[");
+	for (i = 0; i < 8; i++) {
+		f[i] = strtoull(p, (char **)&p, 10);
+		p++;
+	}
+}
+
+static struct kvmem_geometry geo(int codec)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+
+	g.codec = (uint8_t)codec;
+	g.sink_tokens = 0; /* every full page sealed: one codec per session */
+	return g;
+}
+
+static struct kvmem_cache *attach(const struct kvmemd_proc *p,
+				  const struct kvmem_geometry *g,
+				  uint64_t quota)
+{
+	struct kvmem_connect_opts o = { .quota_bytes = quota };
+	struct kvmem_cache *c = NULL;
+	int ret = kvmem_connect(p->sock, g, &o, &c);
+
+	ck_assert_msg(!ret, "kvmem_connect: %s (%s)", kvmem_strerror(ret),
+		      kvmem_connect_error());
+	return c;
+}
+
+/* @n sequences of @tokens seeded tokens, released. */
+static void fill(const struct kvmem_geometry *g, struct kvmem_cache *c,
+		 struct kvmem_seq **s, int n, uint32_t tokens, uint64_t seed)
+{
+	size_t row = (size_t)g->layers * g->kv_heads * g->head_dim;
+	float *k = malloc(tokens * row * sizeof(float));
+	float *v = malloc(tokens * row * sizeof(float));
+	struct kvmem_rng r;
+	size_t i;
+	int j;
+
+	ck_assert_ptr_nonnull(k);
+	ck_assert_ptr_nonnull(v);
+	kvmem_rng_seed(&r, seed);
+	for (j = 0; j < n; j++) {
+		for (i = 0; i < tokens * row; i++) {
+			k[i] = kvmem_check_rnd_value(&r, 1.0);
+			v[i] = kvmem_check_rnd_value(&r, 1.0);
+		}
+		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(s[j], k, v, tokens), 0);
+		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+	}
+	free(k);
+	free(v);
+}
+
+/* Every value of every layer of @s, K then V, into @out. */
+static void read_all(const struct kvmem_geometry *g, struct kvmem_seq *s,
+		     uint32_t tokens, float *out, uint64_t *erased)
+{
+	size_t n = (size_t)tokens * g->kv_heads * g->head_dim;
+	struct kvmem_page_counts pc;
+	uint32_t l;
+
+	*erased = 0;
+	for (l = 0; l < g->layers; l++) {
+		ck_assert_int_eq(kvmem_seq_read(s, l, 0, tokens,
+						KVMEM_ERASE_INTERPOLATE,
+						out + 2 * l * n,
+						out + (2 * l + 1) * n, &pc),
+				 0);
+		*erased += pc.values_erased;
+	}
+}
+
+#define NSEQ 4
+#define TOKENS 256
+
+/*
+ * Inject at BER 1e-3 into an h84 and a golay24 session, scrub once: the
+ * corrected words are those the injector gave at most t flips, the
+ * uncorrectable ones those it gave more (the seed is one where no h84 word
+ * got 3 flips, which SECDED would miscorrect), the data reads back as it
+ * was written wherever nothing was lost, and a second pass finds nothing.
+ */
+START_TEST(test_scrub_counts_injected)
+{
+	static const int codecs[2] = { KVMEM_CODEC_H84, KVMEM_CODEC_GOLAY24 };
+	size_t nvals = 2 * (size_t)2 * TOKENS * 2 * 64;
+	struct kvmem_geometry g[2] = { geo(codecs[0]), geo(codecs[1]) };
+	struct kvmem_cache *c[2];
+	struct kvmem_seq *s[2][NSEQ];
+	struct kvmemd_proc p;
+	float *before = malloc(2 * NSEQ * nvals * sizeof(float));
+	float *now = malloc(nvals * sizeof(float));
+	uint64_t f[2][8], ce[2], ue[2], erased, ue_seen = 0;
+	char inj[8192], anchor[64];
+	int i, j, b;
+
+	ck_assert_ptr_nonnull(before);
+	ck_assert_ptr_nonnull(now);
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	for (i = 0; i < 2; i++) {
+		c[i] = attach(&p, &g[i], 16u << 20);
+		fill(&g[i], c[i], s[i], NSEQ, TOKENS, 100 + i);
+		for (j = 0; j < NSEQ; j++)
+			read_all(&g[i], s[i][j], TOKENS,
+				 before + (i * NSEQ + j) * nvals, &erased);
+	}
+	admin(&p, "reset-counters");
+	snprintf(inj, sizeof(inj), "%s",
+		 admin(&p, "inject pool ber 0.001 seed 11"));
+	flips_of(inj, "h84", f[0]);
+	flips_of(inj, "golay24", f[1]);
+	/* h84 corrects 1 and flags 2; golay24 corrects 3 and flags 4. */
+	for (b = 3; b < 8; b++)
+		ck_assert_msg(!f[0][b], "seed gives h84 words %d flips", b);
+	for (b = 5; b < 8; b++)
+		ck_assert_msg(!f[1][b], "seed gives golay24 words %d flips", b);
+	ce[0] = f[0][1];
+	ue[0] = f[0][2];
+	ce[1] = f[1][1] + f[1][2] + f[1][3];
+	ue[1] = f[1][4];
+	ck_assert_uint_gt(ce[0], 1000);
+	ck_assert_uint_gt(ue[0], 0);
+	ck_assert_uint_gt(f[1][2], 0);
+
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), ce[0] + ce[1]);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), ue[0] + ue[1]);
+	admin(&p, "errors");
+	for (i = 0; i < 2; i++) {
+		snprintf(anchor, sizeof(anchor),
+			 "\"tier\":\"warm\",\"codec\":\"%s\"",
+			 kvmem_codec_get(codecs[i])->name);
+		ck_assert_uint_eq(after(reply, anchor, "ce"), ce[i]);
+		ck_assert_uint_eq(after(reply, anchor, "ue"), ue[i]);
+		ck_assert_uint_eq(after(reply, anchor, "ce_total"), ce[i]);
+	}
+	/* Payload only: the header and scale words were not touched. */
+	ck_assert_uint_eq(after(reply, "\"codec\":\"secded72\"", "ce"), 0);
+
+	/* Corrected data reads back bit for bit; a degraded page loses only
+	 * the values its uncorrectable words held. */
+	for (i = 0; i < 2; i++) {
+		for (j = 0; j < NSEQ; j++) {
+			const float *want = before + (i * NSEQ + j) * nvals;
+			size_t n, diff = 0;
+
+			read_all(&g[i], s[i][j], TOKENS, now, &erased);
+			for (n = 0; n < nvals; n++) {
+				ck_assert(isfinite(now[n]));
+				diff += now[n] != want[n];
+			}
+			ck_assert_uint_le(diff, erased);
+			ue_seen += erased > 0;
+		}
+	}
+	ck_assert_uint_gt(ue_seen, 0);
+	admin(&p, "seqs");
+	ck_assert_msg(strstr(reply, "\"degraded_pages\":1") ||
+			      strstr(reply, "\"degraded_pages\":2"),
+		      "%s", reply);
+
+	/* Written back: nothing new on the next pass. */
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"),
+			  2 * NSEQ * 2 * (TOKENS / 32) - 1);
+
+	for (i = 0; i < 2; i++)
+		kvmem_close(c[i]);
+	free(before);
+	free(now);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Many uncorrectable words in one sequence: its pages are degraded in the
+ * daemon's table and in the session's STATS, each page is one event, and
+ * attention over the sequence still gives finite output.
+ */
+START_TEST(test_degraded_attend)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	struct kvmem_attend_opts o = { .n_heads = 4 };
+	struct kvmem_attend_stats as;
+	struct kvmem_seq *s[2];
+	struct kvmem_cache *c;
+	struct kvmem_stats st;
+	struct kvmemd_proc p;
+	float q[4 * 64], out[4 * 64];
+	uint64_t degraded, events = 0;
+	const char *e;
+	uint32_t l;
+	int i;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	c = attach(&p, &g, 16u << 20);
+	fill(&g, c, s, 2, TOKENS, 5);
+	admin(&p, "inject seq 1 1 ber 0.03 seed 3");
+	admin(&p, "scrub now seq 1 1");
+	ck_assert(strstr(reply, "\"target\":\"seq 1 1\""));
+	degraded = kvmemd_json_u64(reply, "degraded_pages");
+	/* 2 layers x 8 pages, each with about 2000 words of 2+ flips */
+	ck_assert_uint_eq(degraded, 2 * TOKENS / 32);
+	admin(&p, "seqs 1");
+	ck_assert(strstr(reply, "\"seq\":1,\"acquired\":false,\"pages\":16,"
+				"\"tokens\":256,\"degraded_pages\":16"));
+	ck_assert(strstr(reply, "\"seq\":2,\"acquired\":false,\"pages\":16,"
+				"\"tokens\":256,\"degraded_pages\":0"));
+	admin(&p, "stats");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), degraded);
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+	ck_assert_uint_eq(st.degraded_pages, degraded);
+	ck_assert_uint_gt(st.ue_words, 0);
+	ck_assert_uint_gt(st.ce_words, 0);
+
+	admin(&p, "events");
+	for (e = strstr(reply, "\"kind\":\"uncorrectable\""); e;
+	     e = strstr(e + 1, "\"kind\":\"uncorrectable\""))
+		events++;
+	ck_assert_uint_eq(events, degraded);
+	ck_assert(strstr(reply, "\"session\":1,\"seq\":1,\"layer\":1,"
+				"\"token_start\":224,\"token_end\":255"));
+	ck_assert(strstr(reply, "\"source\":\"ondemand\""));
+
+	for (i = 0; i < 4 * 64; i++)
+		q[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
+	for (l = 0; l < g.layers; l++) {
+		ck_assert_int_eq(kvmem_attend(s[0], l, q, out, &o, &as), 0);
+		ck_assert_uint_gt(as.words_uncorrectable, 0);
+		for (i = 0; i < 4 * 64; i++)
+			ck_assert(isfinite(out[i]));
+	}
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * The patrol keeps to its rate: over a few seconds it scrubs no more than
+ * twice the rate allows (a bound for a noisy machine) and not nothing; in
+ * cycle mode the rate follows from the sealed bytes.
+ */
+START_TEST(test_scrub_rate)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	const double rate = 2 << 20;
+	struct kvmem_seq *s[8];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	unsigned long long b0, b1, sealed;
+	double t0, t1, got;
+
+	g.kv_heads = 8;
+	g.head_dim = 128;
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	c = attach(&p, &g, 64u << 20);
+	fill(&g, c, s, 4, 512, 9);
+	admin(&p, "stats");
+	sealed = after(reply, "\"pools\"", "sealed_bytes");
+	ck_assert_uint_gt(sealed, 4 * rate);
+
+	admin(&p, "scrub rate 2M");
+	ck_assert(strstr(reply, "\"rate_bytes_per_s\":2097152"));
+	t0 = mono_s();
+	b0 = after(admin(&p, "stats"), "\"scrub\"", "bytes_total");
+	sleep(3);
+	b1 = after(admin(&p, "stats"), "\"scrub\"", "bytes_total");
+	t1 = mono_s();
+	got = (double)(b1 - b0) / (t1 - t0);
+	ck_assert_msg(got <= 2 * rate && got >= rate / 4,
+		      "scrubbed %.0f B/s at a rate of %.0f", got, rate);
+
+	admin(&p, "scrub cycle 4");
+	ck_assert_msg(fabs(strtod(strstr(reply, "\"current_cycle_duration\":") +
+					  strlen("\"current_cycle_duration\":"),
+				  NULL) -
+			   4.0) < 0.01,
+		      "%s", reply);
+	admin(&p, "scrub stop");
+	ck_assert(strstr(reply, "\"enabled\":false"));
+	ck_assert(strstr(reply, "\"state\":\"idle\""));
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Totals and events outlive the daemon; a counters file it cannot read is
+ * kept aside and the daemon starts from zero.
+ */
+START_TEST(test_persist)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	unsigned long long ce, ue;
+	struct kvmem_seq *s[1];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	char path[400];
+	struct stat st;
+	FILE *f;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	c = attach(&p, &g, 8u << 20);
+	fill(&g, c, s, 1, TOKENS, 21);
+	admin(&p, "inject pool ber 0.01 seed 2");
+	admin(&p, "scrub now");
+	ce = kvmemd_json_u64(reply, "ce");
+	ue = kvmemd_json_u64(reply, "ue");
+	ck_assert_uint_gt(ue, 0);
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+
+	kvmemd_restart(&p, NULL);
+	admin(&p, "errors");
+	ck_assert_uint_eq(after(reply, "\"codec\":\"h84\"", "ce"), 0);
+	ck_assert_uint_eq(after(reply, "\"codec\":\"h84\"", "ce_total"), ce);
+	ck_assert_uint_eq(after(reply, "\"codec\":\"h84\"", "ue_total"), ue);
+	admin(&p, "events");
+	ck_assert(strstr(reply, "\"session\":1,\"seq\":1,\"layer\":"));
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+
+	snprintf(path, sizeof(path), "%s/state/counters", p.dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("kvmem-counters 1\nhost warm h99 1 2\n", f);
+	fclose(f);
+	kvmemd_restart(&p, NULL);
+	admin(&p, "errors");
+	ck_assert(!strstr(reply, "\"codec\":\"h84\""));
+	snprintf(path, sizeof(path), "%s/state/counters.bad", p.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* A raw session: one sealed page the test wrote itself, at unit 0. */
+struct raw_page {
+	struct kvmemd_raw r;
+	struct kvmem_geometry g;
+	size_t size;
+	uint8_t *clean;
+};
+
+static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p, int flip)
+{
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	struct kvmem_page_hdr hdr = { .seq = 1,
+				      .ntokens = 32,
+				      .flags = KVMEM_HDR_SEALED };
+	struct kvmem_sqe e = { .user_data = 1 };
+	struct kvmem_page_layout l;
+	struct kvmem_rng r;
+	struct kvmem_cqe cq;
+	float *k, *v;
+	uint32_t slot;
+	size_t i, n;
+
+	rp->g = h.geometry;
+	kvmem_page_layout(&rp->g, 0, &l);
+	rp->size = l.size;
+	ck_assert_int_eq(kvmemd_raw_attach(&rp->r, p, &h, sizeof(h)), 0);
+	e.opcode = KVMEM_OP_SEQ_CREATE;
+	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 1);
+	e.opcode = KVMEM_OP_PAGE_ALLOC;
+	e.len = 1;
+	cq = kvmemd_raw_op(&rp->r, &e);
+	ck_assert_int_eq(cq.res, 1);
+	memcpy(&slot, rp->r.buf, sizeof(slot));
+	ck_assert_uint_eq(slot, 0);
+
+	n = (size_t)32 * rp->g.kv_heads * rp->g.head_dim;
+	k = malloc(n * sizeof(float));
+	v = malloc(n * sizeof(float));
+	rp->clean = malloc(l.size);
+	kvmem_rng_seed(&r, 77);
+	for (i = 0; i < n; i++) {
+		k[i] = kvmem_check_rnd_value(&r, 1.0);
+		v[i] = kvmem_check_rnd_value(&r, 1.0);
+	}
+	ck_assert_int_eq(kvmem_page_encode(rp->clean, &rp->g, &hdr, 0, k, v),
+			 0);
+	memcpy(rp->r.arena, rp->clean, l.size);
+	if (flip)
+		rp->r.arena[l.k_off + 5] ^= 0x10;
+	free(k);
+	free(v);
+
+	memset(&e, 0, sizeof(e));
+	e.opcode = KVMEM_OP_PAGE_SEAL;
+	e.user_data = 2;
+	e.slot = 0;
+	e.seq = 1;
+	e.ntokens = 32;
+	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 0);
+}
+
+/*
+ * Verify-on-seal corrects a page that was damaged before it was sealed; a
+ * header no code can correct is written back from what the daemon recorded
+ * at seal time.
+ */
+START_TEST(test_seal_verify_and_header_restore)
+{
+	struct kvmemd_proc p;
+	struct raw_page rp;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	raw_page(&rp, &p, 1);
+	ck_assert_int_eq(memcmp(rp.r.arena, rp.clean, rp.size), 0);
+	admin(&p, "errors");
+	ck_assert_uint_eq(
+		after(reply, "\"tier\":\"warm\",\"codec\":\"h84\"", "ce"), 1);
+
+	/* Two flips in one header word: SECDED detects, cannot correct. */
+	rp.r.arena[3] ^= 0x03;
+	admin(&p, "scrub now session 1");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "restored_pages"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 0);
+	ck_assert_int_eq(memcmp(rp.r.arena, rp.clean, rp.size), 0);
+	admin(&p, "events");
+	ck_assert(strstr(reply,
+			 "\"region\":\"header\",\"words\":1,"
+			 "\"kind\":\"uncorrectable\",\"restored\":true"));
+
+	/* A byte the codes cannot see (padding) still changes the CRC. */
+	rp.r.arena[rp.size - 1] ^= 0x01;
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 1);
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 0);
+
+	kvmemd_raw_detach(&rp.r);
+	free(rp.clean);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Send @req on a connected admin socket and read the reply. */
+static void ask(int fd, const void *req, size_t len, char *out, size_t cap)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	ck_assert_int_eq(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+	do {
+		n = recv(fd, out + got, cap - 1 - got, 0);
+		ck_assert_int_gt(n, 0);
+		got += (size_t)n;
+	} while (out[got - 1] != '\n');
+	out[got] = 0;
+}
+
+static int admin_connect(const struct kvmemd_proc *p)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	strcpy(sa.sun_path, p->admin);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/*
+ * Bad requests get an error and the connection goes on; injection is off
+ * by default; a user who is not root, kvmemd's or in the admin group is
+ * refused by the daemon itself.
+ */
+START_TEST(test_admin_errors)
+{
+	char big[2048], out[4096];
+	struct kvmemd_proc p;
+	pid_t pid;
+	int fd, status;
+
+	kvmemd_start(&p, NULL, NULL);
+	fd = admin_connect(&p);
+	ask(fd, "bogus", 5, out, sizeof(out));
+	ck_assert(strstr(out, "\"errno\":-22"));
+	ask(fd, "status\0x", 8, out, sizeof(out));
+	ck_assert(strstr(out, "\"errno\":-22"));
+	memset(big, 'a', sizeof(big));
+	ask(fd, big, sizeof(big), out, sizeof(out));
+	ck_assert(strstr(out, "\"errno\":-90"));
+	ask(fd, "inject pool ber 0.1", 19, out, sizeof(out));
+	ck_assert_msg(strstr(out, "\"errno\":-1}"), "%s", out);
+	ask(fd, "scrub now session 9", 19, out, sizeof(out));
+	ck_assert(strstr(out, "\"errno\":-2}"));
+	ask(fd, "policy set pool.host_bytes=2G", 29, out, sizeof(out));
+	ck_assert(strstr(out, "restart"));
+	ask(fd, "policy set scrub.rate=-1", 24, out, sizeof(out));
+	ck_assert(strstr(out, "\"errno\":-22"));
+	ask(fd, "version", 7, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_u64(out, "admin"), 1);
+	close(fd);
+
+	if (geteuid() != 0) {
+		kvmemd_stop(&p);
+		kvmemd_cleanup(&p);
+		fprintf(stderr, "SKIP: test_admin_errors: the access check "
+				"needs root to switch users\n");
+		return;
+	}
+	ck_assert_int_eq(chmod(p.dir, 0711), 0);
+	ck_assert_int_eq(chmod(p.admin, 0666), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		if (setgid(65534) || setuid(65534))
+			_exit(2);
+		fd = admin_connect(&p);
+		ask(fd, "status", 6, out, sizeof(out));
+		_exit(strstr(out, "\"errno\":-13") ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* The event log is bounded; a long reply comes in several datagrams. */
+START_TEST(test_events_bounded)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	struct kvmem_seq *s[4], *more[500];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	const char *e;
+	unsigned int n = 0, i;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\nevents = 16\n",
+		     NULL);
+	c = attach(&p, &g, 16u << 20);
+	fill(&g, c, s, 4, TOKENS, 1);
+	admin(&p, "inject pool ber 0.03 seed 1");
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"),
+			  4 * 2 * TOKENS / 32);
+	admin(&p, "events");
+	for (e = strstr(reply, "\"time\""); e; e = strstr(e + 1, "\"time\""))
+		n++;
+	ck_assert_uint_eq(n, 16);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "lost"), 4 * 2 * 8 - 16);
+	admin(&p, "events limit 3");
+	n = 0;
+	for (e = strstr(reply, "\"time\""); e; e = strstr(e + 1, "\"time\""))
+		n++;
+	ck_assert_uint_eq(n, 3);
+	for (i = 0; i < 500; i++)
+		ck_assert_int_eq(kvmem_seq_create(c, &more[i]), 0);
+	admin(&p, "seqs");
+	ck_assert_uint_gt(strlen(reply), 32u << 10);
+	n = 0;
+	for (e = strstr(reply, "\"session\""); e;
+	     e = strstr(e + 1, "\"session\""))
+		n++;
+	ck_assert_uint_eq(n, 504);
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+KVMEM_SUITE(ras)
+{
+	Suite *s = suite_create("ras");
+	TCase *tc = tcase_create("scrub");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_scrub_counts_injected);
+	tcase_add_test(tc, test_degraded_attend);
+	tcase_add_test(tc, test_scrub_rate);
+	tcase_add_test(tc, test_persist);
+	tcase_add_test(tc, test_seal_verify_and_header_restore);
+	tcase_add_test(tc, test_admin_errors);
+	tcase_add_test(tc, test_events_bounded);
+	suite_add_tcase(s, tc);
+	return s;
+}
