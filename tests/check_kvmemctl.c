@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1044,6 +1045,8 @@ static void check_schema(const struct json *v, const struct json *schema,
 	}
 }
 
+/* Event kinds: kvmemd also reports "mismatch", a header that decoded
+ * cleanly to another page's and was restored. */
 #define S_POOL "\"s:host|cuda|nvme\""
 #define S_TIER "\"s:hot|warm|archive|cold\""
 #define S_CODEC "\"s:h74|h84|golay24|secded72\""
@@ -1099,7 +1102,7 @@ static const struct {
 	  "\"layer\":\"u\",\"token_start\":\"u\",\"token_end\":\"u\","
 	  "\"pool\":" S_POOL ",\"tier\":" S_TIER ",\"codec\":" S_CODEC ","
 	  "\"region\":\"s:header|scales|payload\",\"words\":\"u\","
-	  "\"kind\":\"s:uncorrectable|crc\",\"restored\":\"b\","
+	  "\"kind\":\"s:uncorrectable|crc|mismatch\",\"restored\":\"b\","
 	  "\"source\":\"s:patrol|ondemand|seal\"}],\"lost\":\"u\"}" },
 	{ "errors",
 	  "{\"since\":\"n\",\"seconds_since_reset\":\"n\",\"counters\":[{"
@@ -2030,6 +2033,397 @@ START_TEST(test_denied_at_connect)
 }
 END_TEST
 
+/* ---- kvmemctl against kvmemd ------------------------------------------ */
+
+static uint64_t u64_at(const struct json *o, const char *key)
+{
+	uint64_t x = 0;
+
+	ck_assert_msg(!json_u64(json_get(o, key), &x), "\"%s\" is no integer",
+		      key);
+	return x;
+}
+
+/* kvmemctl --json @args on @p's admin socket: the reply, schema checked. */
+static struct json *live_json(const struct kvmemd_proc *p, const char *schema,
+			      const char *const *args)
+{
+	const char *argv[16] = { "-a", p->admin, "--json" };
+	struct kvmem_run r;
+	struct json *v;
+	int n = 3;
+
+	while ((argv[n] = *args++)) {
+		n++;
+		ck_assert_int_lt(n, 15);
+	}
+	ctl_run(&r, NULL, argv);
+	expect_status(&r, 0);
+	v = expect_schema(r.out, schema);
+	kvmem_check_run_free(&r);
+	return v;
+}
+
+#define LIVE(p, schema, ...) \
+	live_json(p, schema, (const char *const[]){ __VA_ARGS__, NULL })
+
+/* A sequence of @ntok tokens in every layer. */
+static struct kvmem_seq *live_seq(struct kvmem_cache *c, uint32_t ntok)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	size_t n = (size_t)ntok * g.layers * g.kv_heads * g.head_dim, i;
+	float *k = kvmem_check_xmalloc(n * sizeof(float));
+	float *v = kvmem_check_xmalloc(n * sizeof(float));
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+
+	kvmem_rng_seed(&r, 9);
+	for (i = 0; i < n; i++) {
+		k[i] = kvmem_check_rnd_value(&r, 1.0);
+		v[i] = kvmem_check_rnd_value(&r, 1.0);
+	}
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, ntok), 0);
+	free(k);
+	free(v);
+	return s;
+}
+
+/* The element of array @arr of @v whose string members match @match. */
+static const struct json *row(const struct json *v, const char *arr,
+			      const char *const *match)
+{
+	const struct json *a = json_get(v, arr);
+	size_t i, k;
+
+	for (i = 0; i < a->u.arr.n; i++) {
+		for (k = 0; match[k]; k += 2)
+			if (strcmp(json_str(json_get(&a->u.arr.v[i], match[k])),
+				   match[k + 1]))
+				break;
+		if (!match[k])
+			return &a->u.arr.v[i];
+	}
+	ck_abort_msg("no such element of %s", arr);
+	return NULL;
+}
+
+#define ROW(v, arr, ...) row(v, arr, (const char *const[]){ __VA_ARGS__, NULL })
+
+/* The words of @codec an injection gave exactly one flip. */
+static uint64_t one_flip(const struct json *inj, const char *codec)
+{
+	const struct json *c = ROW(inj, "codecs", "codec", codec);
+
+	return json_get(c, "by_flips")->u.arr.v[1].u.num.u;
+}
+
+/* The patrol is off (rate 0): only the test's passes scrub. */
+#define LIVE_CONF                                                    \
+	"[pool]\nhost_bytes = 64M\nsession_max_bytes = 32M\n"        \
+	"session_default_bytes = 16M\n[scrub]\nallow_inject = yes\n" \
+	"rate = 0\n"
+
+/*
+ * Every command against kvmemd with one session: the --json replies fit
+ * the specification, and what they say agrees with what the test did
+ * (the injector's report of which words got how many flips is the
+ * independent count the scrubber's is held to).
+ */
+START_TEST(test_live_commands)
+{
+	static const char *const human[][2] = {
+		{ "status" },	      { "stats" },	     { "sessions" },
+		{ "seqs" },	      { "scrub", "status" }, { "errors" },
+		{ "policy", "show" }, { "version" },
+	};
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct json *v, *inj, *pass;
+	const struct json *e, *bf;
+	char sid[16], qid[16], line[160];
+	uint64_t ce, h84, flips1, total;
+	struct kvmem_run r;
+	size_t i;
+
+	kvmemd_start(&p, LIVE_CONF, NULL);
+	c = kvmemd_connect(&p, 0);
+	/* Three full pages and 4 tokens of tail in each layer. */
+	s = live_seq(c, 3 * g.tokens_per_page + 4);
+
+	v = LIVE(&p, "status", "status");
+	ck_assert_uint_eq(u64_at(v, "pid"), (uint64_t)p.pid);
+	ck_assert_uint_eq(u64_at(v, "sessions"), 1);
+	ck_assert_uint_eq(u64_at(v, "pool_bytes"), 64u << 20);
+	json_free(v);
+	v = LIVE(&p, "version", "version");
+	ck_assert_uint_eq(u64_at(v, "admin"), 1);
+	json_free(v);
+	v = LIVE(&p, "stats", "stats");
+	ck_assert_uint_eq(u64_at(json_get(v, "daemon"), "sessions"), 1);
+	e = &json_get(v, "pools")->u.arr.v[0];
+	ck_assert_uint_eq(u64_at(e, "bytes"), 64u << 20);
+	ck_assert_uint_eq(u64_at(e, "free_bytes") + u64_at(e, "reserved_bytes"),
+			  64u << 20);
+	json_free(v);
+
+	v = LIVE(&p, "sessions", "sessions");
+	ck_assert_uint_eq(json_get(v, "sessions")->u.arr.n, 1);
+	e = &json_get(v, "sessions")->u.arr.v[0];
+	ck_assert_uint_eq(u64_at(e, "pid"), (uint64_t)getpid());
+	ck_assert_uint_eq(u64_at(e, "layers"), g.layers);
+	ck_assert_uint_eq(u64_at(e, "kv_heads"), g.kv_heads);
+	ck_assert_uint_eq(u64_at(e, "head_dim"), g.head_dim);
+	ck_assert_uint_eq(u64_at(e, "tokens_per_page"), g.tokens_per_page);
+	ck_assert_str_eq(json_str(json_get(e, "format")), "int4");
+	ck_assert_str_eq(json_str(json_get(e, "codec")), "h84");
+	ck_assert_uint_eq(u64_at(e, "seqs"), 1);
+	snprintf(sid, sizeof(sid), "%" PRIu64, u64_at(e, "id"));
+	json_free(v);
+
+	v = LIVE(&p, "seqs", "seqs", sid);
+	ck_assert_uint_eq(json_get(v, "seqs")->u.arr.n, 1);
+	e = &json_get(v, "seqs")->u.arr.v[0];
+	ck_assert_uint_eq(u64_at(e, "session"), strtoull(sid, NULL, 10));
+	/* libkvmem seals the FP16 tail too (a hot page): every token
+	 * appended is in a sealed page. */
+	ck_assert_uint_eq(u64_at(e, "tokens"), 3 * g.tokens_per_page + 4);
+	ck_assert_uint_eq(u64_at(e, "pages"), 4 * g.layers);
+	snprintf(qid, sizeof(qid), "%" PRIu64, u64_at(e, "seq"));
+	json_free(v);
+	CTL(&r, NULL, "-a", p.admin, "seqs", "999");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.err, "kvmemctl: seqs 999: no session 999\n");
+	kvmem_check_run_free(&r);
+
+	/* Flip payload bits; one on-demand pass corrects exactly the words
+	 * that got one flip (and this seed gave none two). */
+	inj = LIVE(&p, "inject", "inject", "seq", sid, qid, "--ber", "1e-4",
+		   "--seed", "3");
+	bf = json_get(inj, "by_flips");
+	for (i = 0, total = 0; i < bf->u.arr.n; i++)
+		total += bf->u.arr.v[i].u.num.u;
+	ck_assert_uint_eq(total, u64_at(inj, "words"));
+	flips1 = bf->u.arr.v[1].u.num.u;
+	ck_assert_uint_gt(flips1, 0);
+	for (i = 2; i < bf->u.arr.n; i++)
+		ck_assert_uint_eq(bf->u.arr.v[i].u.num.u, 0);
+	pass = LIVE(&p, "pass", "scrub", "now", "seq", sid, qid);
+	ck_assert_str_eq(json_str(json_get(pass, "kind")), "ondemand");
+	ck_assert_uint_eq(u64_at(pass, "ce"), flips1);
+	ck_assert_uint_eq(u64_at(pass, "ue"), 0);
+	ck_assert_uint_eq(u64_at(pass, "pages"), 4 * g.layers);
+	ce = u64_at(pass, "ce");
+	json_free(pass);
+
+	/* Warm pages hold h84 payload, the FP16 tails secded72. */
+	v = LIVE(&p, "errors", "errors");
+	e = ROW(v, "counters", "pool", "host", "tier", "warm", "codec", "h84");
+	h84 = u64_at(e, "ce");
+	ck_assert_uint_eq(h84, one_flip(inj, "h84"));
+	ck_assert_uint_eq(u64_at(e, "ce_total"), h84);
+	ck_assert_uint_eq(u64_at(e, "ue"), 0);
+	e = ROW(v, "counters", "pool", "host", "tier", "hot", "codec",
+		"secded72");
+	ck_assert_uint_eq(u64_at(e, "ce"), one_flip(inj, "secded72"));
+	ck_assert_uint_eq(h84 + u64_at(e, "ce"), ce);
+	json_free(v);
+	json_free(inj);
+	CTL(&r, NULL, "-a", p.admin, "errors");
+	expect_status(&r, 0);
+	snprintf(line, sizeof(line),
+		 "host warm h84 %" PRIu64 " 0 %" PRIu64 " 0", h84, h84);
+	expect_line(&r, line);
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "metrics");
+	expect_status(&r, 0);
+	ck_assert_int_gt(check_prometheus(r.out), 30);
+	ck_assert(prom_value(r.out,
+			     "kvmem_ce_total{pool=\"host\",tier=\"warm\","
+			     "codec=\"h84\"}") == (double)h84);
+	ck_assert(prom_value(r.out, "kvmem_sessions") == 1);
+	ck_assert(prom_value(r.out, "kvmem_scrub_passes_total") >= 1);
+	kvmem_check_run_free(&r);
+
+	/* reset-counters clears the volatile counters only. */
+	json_free(LIVE(&p, "reset-counters", "reset-counters"));
+	v = LIVE(&p, "errors", "errors");
+	e = ROW(v, "counters", "pool", "host", "tier", "warm", "codec", "h84");
+	ck_assert_uint_eq(u64_at(e, "ce"), 0);
+	ck_assert_uint_eq(u64_at(e, "ce_total"), h84);
+	json_free(v);
+
+	/* Enough flips for uncorrectable words: events name them. */
+	json_free(LIVE(&p, "inject", "inject", "seq", sid, qid, "--ber", "1e-2",
+		       "--seed", "5", "--all"));
+	pass = LIVE(&p, "pass", "scrub", "now", "session", sid);
+	ck_assert_uint_gt(u64_at(pass, "ue"), 0);
+	json_free(pass);
+	v = LIVE(&p, "events", "events");
+	ck_assert_uint_gt(json_get(v, "events")->u.arr.n, 1);
+	e = &json_get(v, "events")->u.arr.v[0];
+	ck_assert_uint_eq(u64_at(e, "session"), strtoull(sid, NULL, 10));
+	ck_assert_uint_eq(u64_at(e, "seq"), strtoull(qid, NULL, 10));
+	ck_assert_str_eq(json_str(json_get(e, "source")), "ondemand");
+	json_free(v);
+	v = LIVE(&p, "events", "events", "--limit", "1", "--since", "1h");
+	ck_assert_uint_eq(json_get(v, "events")->u.arr.n, 1);
+	json_free(v);
+	v = LIVE(&p, "events", "events", "--since", "4000000000");
+	ck_assert_uint_eq(json_get(v, "events")->u.arr.n, 0);
+	json_free(v);
+	CTL(&r, NULL, "-a", p.admin, "events");
+	expect_status(&r, 0);
+	EXPECT_HAS(r.out, " uncorrectable ");
+	kvmem_check_run_free(&r);
+
+	/* The patrol's knobs; with rate and cycle 0 it cannot start. */
+	CTL(&r, NULL, "-a", p.admin, "scrub", "start");
+	expect_status(&r, 1);
+	EXPECT_HAS(r.err, "kvmemctl: scrub start: ");
+	kvmem_check_run_free(&r);
+	v = LIVE(&p, "scrub", "scrub", "rate", "2M");
+	ck_assert_uint_eq(u64_at(v, "rate_bytes_per_s"), 2u << 20);
+	json_free(v);
+	v = LIVE(&p, "scrub", "scrub", "cycle", "1h");
+	ck_assert_uint_eq(u64_at(v, "cycle_s"), 3600);
+	json_free(v);
+	v = LIVE(&p, "scrub", "scrub", "start");
+	ck_assert(json_get(v, "enabled")->u.b);
+	json_free(v);
+	v = LIVE(&p, "scrub", "scrub", "stop");
+	ck_assert(!json_get(v, "enabled")->u.b);
+	json_free(v);
+	v = LIVE(&p, "scrub", "scrub", "status");
+	ck_assert_uint_ge(u64_at(v, "passes"), 2);
+	json_free(v);
+	CTL(&r, NULL, "-a", p.admin, "scrub", "status");
+	expect_status(&r, 0);
+	expect_line(&r, "rate 2.0 MiB/s");
+	expect_line(&r, "cycle target 1h 00m");
+	kvmem_check_run_free(&r);
+
+	v = LIVE(&p, "policy", "policy", "set", "scrub.rate=1M");
+	ck_assert_uint_eq(u64_at(json_get(v, "policy"), "scrub.rate"),
+			  1u << 20);
+	ck_assert(json_get(json_get(v, "policy"), "scrub.allow_inject")->u.b);
+	json_free(v);
+	json_free(LIVE(&p, "policy", "policy", "show"));
+	CTL(&r, NULL, "-a", p.admin, "policy", "set", "no.such_key=1");
+	expect_status(&r, 1);
+	EXPECT_HAS(r.err, "kvmemctl: policy set no.such_key=1: ");
+	kvmem_check_run_free(&r);
+
+	/* Every table renders from the real replies. */
+	for (i = 0; i < sizeof(human) / sizeof(human[0]); i++) {
+		if (human[i][1])
+			CTL(&r, NULL, "-a", p.admin, human[i][0], human[i][1]);
+		else
+			CTL(&r, NULL, "-a", p.admin, human[i][0]);
+		expect_status(&r, 0);
+		ck_assert_str_eq(r.err, "");
+		ck_assert_uint_gt(strlen(r.out), 10);
+		kvmem_check_run_free(&r);
+	}
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Injection is off unless the configuration allows it: EPERM, exit 1. */
+START_TEST(test_live_inject_refused)
+{
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+
+	kvmemd_start(&p, NULL, NULL);
+	CTL(&r, NULL, "-a", p.admin, "inject", "pool", "--ber", "0.1", "--seed",
+	    "1");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.out, "");
+	EXPECT_HAS(r.err, "kvmemctl: inject pool ber 0.1 seed 1: ");
+	EXPECT_HAS(r.err, "allow_inject");
+	kvmem_check_run_free(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* stats --watch on a live daemon: rates from the second sample on. */
+START_TEST(test_live_watch)
+{
+	struct ctl_opts o = { .sigint_ms = 1200 };
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+
+	kvmemd_start(&p, LIVE_CONF, NULL);
+	CTL(&r, &o, "-a", p.admin, "stats", "--watch", "0.3");
+	expect_status(&r, 0);
+	EXPECT_HAS(r.out, "(0.0/s)\n");
+	EXPECT_HAS(r.out, "scrub rate  0 B/s\n");
+	kvmem_check_run_free(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * A user the file system lets through: kvmemd refuses with EACCES and
+ * kvmemctl exits 4, whatever the command, unless the user is in
+ * daemon.admin_group.
+ */
+START_TEST(test_live_denied_by_daemon)
+{
+	struct ctl_opts nobody = { .uid = 65534 };
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+	struct group *gr;
+	char conf[128];
+	gid_t admin_gid;
+
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_live_denied_by_daemon: needs root "
+				"to run kvmemctl as another uid\n");
+		return;
+	}
+	/* Any group but root's and nobody's stands in for kvmem-admin. */
+	setgrent();
+	while ((gr = getgrent()) && (!gr->gr_gid || gr->gr_gid == 65534))
+		;
+	ck_assert_msg(gr, "no group to make the admin group");
+	snprintf(conf, sizeof(conf), "[daemon]\nadmin_group = %s\n",
+		 gr->gr_name);
+	admin_gid = gr->gr_gid;
+	endgrent();
+	kvmemd_start(&p, conf, NULL);
+	/* Open the way through the file system: kvmemd decides. */
+	chmod(p.dir, 0755);
+	chmod(p.admin, 0666);
+	CTL(&r, &nobody, "-a", p.admin, "status");
+	expect_status(&r, 4);
+	ck_assert_str_eq(r.out, "");
+	EXPECT_HAS(r.err, "kvmemctl: permission denied: kvmemctl needs root "
+			  "or membership in group kvmem-admin\n"
+			  "kvmemctl: kvmemd: ");
+	kvmem_check_run_free(&r);
+	CTL(&r, &nobody, "-a", p.admin, "metrics");
+	expect_status(&r, 4);
+	ck_assert_str_eq(r.out, "");
+	kvmem_check_run_free(&r);
+	nobody.group = admin_gid;
+	CTL(&r, &nobody, "-a", p.admin, "status");
+	expect_status(&r, 0);
+	expect_line(&r, "ops 0");
+	kvmem_check_run_free(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(kvmemctl)
 {
 	Suite *s = suite_create("kvmemctl");
@@ -2055,6 +2449,13 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_spec_watch);
 	tcase_add_test(tc, test_daemon_down);
 	tcase_add_test(tc, test_denied_at_connect);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("kvmemd");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_live_commands);
+	tcase_add_test(tc, test_live_inject_refused);
+	tcase_add_test(tc, test_live_watch);
+	tcase_add_test(tc, test_live_denied_by_daemon);
 	suite_add_tcase(s, tc);
 	return s;
 }
