@@ -778,9 +778,9 @@ static void fake_stop(struct fake *f)
 	"\"codec\":\"h84\",\"words\":40000,\"bits\":44,"                \
 	"\"by_flips\":[39957,42,1,0,0,0,0,0]},{\"codec\":\"secded72\"," \
 	"\"words\":960,\"bits\":1,\"by_flips\":[959,1,0,0,0,0,0,0]}]}\n"
-#define R_POLICY                                      \
-	"{\"policy\":{\"daemon.log_level\":\"info\"," \
-	"\"scrub.rate\":16777216,\"scrub.cycle\":0,"  \
+#define R_POLICY                                                                 \
+	"{\"policy\":{\"daemon.log_level\":\"info\",\"daemon.allow_gids\":\"\"," \
+	"\"scrub.rate\":16777216,\"scrub.cycle\":0,"                             \
 	"\"scrub.verify_on_seal\":true,\"scrub.allow_inject\":false}}\n"
 
 static const struct fake_reply spec_replies[] = {
@@ -1218,7 +1218,8 @@ START_TEST(test_spec_tables)
 		  { "KEY VALUE", "daemon.log_level info", "scrub.rate 16777216",
 		    "scrub.verify_on_seal yes" } },
 		{ { "policy", "set", "scrub.rate=1M" },
-		  { "scrub.allow_inject no", "scrub.cycle 0" } },
+		  { "scrub.allow_inject no", "scrub.cycle 0",
+		    "daemon.allow_gids \"\"" } },
 	};
 	struct kvmem_run r;
 	struct fake f;

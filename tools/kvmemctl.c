@@ -1537,7 +1537,11 @@ static void render_policy(struct rd *r, FILE *f, const struct json *v)
 				t_cell(&t, "%g", e->u.num.d);
 			break;
 		case JSON_STRING:
-			t_cell(&t, "%s", clean(e->u.str.s, val, sizeof(val)));
+			/* An empty value (an empty list) is seen as such. */
+			t_cell(&t, "%s",
+			       e->u.str.len
+				       ? clean(e->u.str.s, val, sizeof(val))
+				       : "\"\"");
 			break;
 		default:
 			bad(r, key, "a number, string or boolean", e);
