@@ -593,7 +593,7 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 	}
 
 	for (i = REGION_SCALES; i <= REGION_PAYLOAD; i++) {
-		uint16_t *known =
+		uint32_t *known =
 			i == REGION_SCALES ? &sl->ue_scales : &sl->ue_payload;
 		int codec = i == REGION_SCALES ? KVMEM_CODEC_SECDED72
 					       : s->layout[sl->kind].codec;
@@ -602,7 +602,7 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 		if (ue[i] <= *known)
 			continue;
 		fresh = ue[i] - *known;
-		*known = ue[i] > UINT16_MAX ? UINT16_MAX : (uint16_t)ue[i];
+		*known = (uint32_t)ue[i];
 		r->vol[KVMEMD_POOL_HOST][tier][codec].ue += fresh;
 		r->agg[KVMEMD_POOL_HOST][tier][codec].ue += fresh;
 		r->agg_dirty = 1;

@@ -37,7 +37,7 @@ struct slot {
 	uint32_t ntokens;
 	uint32_t crc;
 	/* uncorrectable words the scrubber already reported */
-	uint16_t ue_scales, ue_payload;
+	uint32_t ue_scales, ue_payload;
 	uint64_t generation;
 };
 
