@@ -66,7 +66,7 @@ LIB_A := $(B)/libkvmem.a
 TOOLS := kvmem-ecc kvmem-bench kvmem-eval
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
 BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
-	      tools/bench-attend.c tools/bench-ring.c
+	      tools/bench-attend.c tools/bench-ring.c tools/bench-fill.c
 
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \
