@@ -539,6 +539,69 @@ static uint8_t *map_session(const struct kvmemd_proc *p, size_t *len)
 }
 
 /*
+ * Start kvmem-bench fill holding 2 sequences of 150 tokens in @p for up to
+ * 300 s, its output in @out and @err; return once it says it holds them,
+ * with the session it named.
+ */
+static pid_t fill_hold(const struct kvmemd_proc *p, char *out, char *err,
+		       size_t len, unsigned int *session)
+{
+	const char *tool = kvmem_check_tool("kvmem-bench");
+	char text[8192];
+	const char *at;
+	int i, status;
+	pid_t pid;
+
+	snprintf(out, len, "%s/fill.out", p->dir);
+	snprintf(err, len, "%s/fill.err", p->dir);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		/* Not left holding when the test fails half-way. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+			_exit(126);
+		execl(tool, tool, "fill", "--connect", p->sock, "--seqs", "2",
+		      "--tokens", "150", FILL_GEO, "--hold", "300", "--json",
+		      (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 6000; i++) {
+		read_text(err, text, sizeof(text));
+		if (strstr(text, "holding"))
+			break;
+		ck_assert_int_eq(waitpid(pid, &status, WNOHANG), 0);
+		usleep(10000);
+	}
+	ck_assert_msg(strstr(text, "holding 2 seqs for 300 s (session "),
+		      "no hold announced: %s", text);
+	at = strstr(text, "(session ");
+	ck_assert_int_eq(sscanf(at, "(session %u,", session), 1);
+	return pid;
+}
+
+/* End the hold, expect exit 0 and parse what the tool found. */
+static void fill_finish(pid_t pid, const char *out, const char *err,
+			struct fill_run *f)
+{
+	char text[8192];
+	int status;
+
+	ck_assert_int_eq(kill(pid, SIGUSR1), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	read_text(err, text, sizeof(text));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "status 0x%x: %s", status, text);
+	read_text(out, text, sizeof(text));
+	fill_parse(text, f);
+	ck_assert_double_lt(f->hold_s, 300);
+}
+
+/*
  * An operator's errors, made while the tool holds its sequences: in every
  * sealed page of the session, one flip in the first scale word, one in the
  * first K word and two in the second V word. The first scale word holds
@@ -558,45 +621,17 @@ START_TEST(test_fill_hold_operator_errors)
 	struct kvmem_page_hdr hdr;
 	struct kvmemd_proc p;
 	struct fill_run f;
-	char out[600], err[600], text[8192];
-	const char *tool = kvmem_check_tool("kvmem-bench");
-	const char *at;
+	char out[600], err[600];
 	uint8_t *map;
 	size_t len = 0, off, npages = 0;
 	unsigned int session;
-	int i, status;
 	pid_t pid;
 
 	kvmem_geometry_default(&g);
 	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
-	kvmemd_start(&p, NULL, NULL);
-	snprintf(out, sizeof(out), "%s/fill.out", p.dir);
-	snprintf(err, sizeof(err), "%s/fill.err", p.dir);
-	fflush(NULL);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (!pid) {
-		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		/* Not left holding when the test fails half-way. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
-			_exit(126);
-		execl(tool, tool, "fill", "--connect", p.sock, "--seqs", "2",
-		      "--tokens", "150", FILL_GEO, "--hold", "300", "--json",
-		      (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 6000; i++) {
-		read_text(err, text, sizeof(text));
-		if (strstr(text, "holding"))
-			break;
-		ck_assert_int_eq(waitpid(pid, &status, WNOHANG), 0);
-		usleep(10000);
-	}
-	ck_assert_msg(strstr(text, "holding 2 seqs for 300 s (session "),
-		      "no hold announced: %s", text);
+	/* No patrol: it would correct the flips before the tool reads. */
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	pid = fill_hold(&p, out, err, sizeof(out), &session);
 
 	map = map_session(&p, &len);
 	for (off = 0; off + l.size <= len; off += KVMEM_SLOT_UNIT) {
@@ -612,24 +647,82 @@ START_TEST(test_fill_hold_operator_errors)
 	munmap(map, len);
 	ck_assert_uint_eq(npages, 2 * 2 * FILL_SEALED_TOKENS(150) / 32);
 
-	ck_assert_int_eq(kill(pid, SIGUSR1), 0);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	read_text(err, text, sizeof(text));
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "status 0x%x: %s", status, text);
-	at = strstr(text, "(session ");
-	ck_assert_ptr_nonnull(at);
-	ck_assert_int_eq(sscanf(at, "(session %u,", &session), 1);
-	read_text(out, text, sizeof(text));
-	fill_parse(text, &f);
+	fill_finish(pid, out, err, &f);
 	ck_assert_double_eq(f.session, session);
-	ck_assert_double_lt(f.hold_s, 300);
 	ck_assert_double_eq(f.corrected, 128 * npages);
 	ck_assert_double_eq(f.rebuilt, npages);
 	ck_assert_double_eq(f.wrong, 0);
 	ck_assert_double_eq(f.words_corrected, 2 * npages);
 	ck_assert_double_eq(f.words_uncorrectable, npages);
 	ck_assert_double_eq(f.inj_words, 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* by_flips of @codec in the daemon's inject reply @json. */
+static void inject_flips(const char *json, const char *codec,
+			 unsigned long long f[8])
+{
+	char anchor[64];
+	const char *at;
+	int i;
+
+	snprintf(anchor, sizeof(anchor), "\"codec\":\"%s\"", codec);
+	at = strstr(json, anchor);
+	ck_assert_msg(at, "no %s in %s", anchor, json);
+	at = strstr(at, "\"by_flips\":[");
+	ck_assert_ptr_nonnull(at);
+	at += strlen("\"by_flips\":[");
+	for (i = 0; i < 8; i++)
+		f[i] = strtoull(at, (char **)&at, 10), at++;
+}
+
+/*
+ * The daemon's injector and scrubber while the tool holds. After a scrub
+ * nothing is left to correct when the tool reads; what the codes cannot
+ * correct are the words the injector gave two flips (the seed gives none
+ * three or more, which SECDED would miscorrect), and the tool rebuilds
+ * the values of those it reads: one per h84 word of int4 payload, four
+ * FP16 values per secded72 word of the FP16 sink pages. Nothing is wrong.
+ */
+START_TEST(test_fill_hold_scrubbed)
+{
+	struct kvmemd_proc p;
+	struct fill_run f;
+	char out[600], err[600], req[128], reply[8192];
+	unsigned long long h84[8], sec[8];
+	unsigned int session;
+	pid_t pid;
+	int i;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	pid = fill_hold(&p, out, err, sizeof(out), &session);
+	snprintf(req, sizeof(req), "inject session %u ber 0.001 seed 4",
+		 session);
+	kvmemd_admin(&p, req, reply, sizeof(reply));
+	inject_flips(reply, "h84", h84);
+	inject_flips(reply, "secded72", sec);
+	for (i = 3; i < 8; i++)
+		ck_assert_msg(!h84[i] && !sec[i], "seed gives %d flips", i);
+	ck_assert_uint_gt(h84[2] + sec[2], 0);
+	snprintf(req, sizeof(req), "scrub now session %u", session);
+	kvmemd_admin(&p, req, reply, sizeof(reply));
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), h84[1] + sec[1]);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), h84[2] + sec[2]);
+
+	fill_finish(pid, out, err, &f);
+	ck_assert_double_eq(f.session, session);
+	ck_assert_double_eq(f.words_corrected, 0);
+	/* Every h84 page is full; of a sink page only its first rows hold
+	 * tokens, and the tool reads only those. */
+	ck_assert_double_ge(f.words_uncorrectable, h84[2]);
+	ck_assert_double_le(f.words_uncorrectable, h84[2] + sec[2]);
+	ck_assert_double_eq(f.rebuilt,
+			    h84[2] + 4 * (f.words_uncorrectable - h84[2]));
+	ck_assert_double_eq(f.corrected, 0);
+	ck_assert_double_eq(f.wrong, 0);
+	ck_assert_double_eq(f.exact + f.rebuilt, f.values);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -802,6 +895,7 @@ KVMEM_SUITE(tool_bench)
 	suite_add_tcase(s, codec);
 	tcase_add_test(fill, test_fill_daemon_clean);
 	tcase_add_test(fill, test_fill_hold_operator_errors);
+	tcase_add_test(fill, test_fill_hold_scrubbed);
 	tcase_add_test(fill, test_fill_inject_ber);
 	tcase_add_test(fill, test_fill_inject_flips);
 	tcase_add_test(fill, test_fill_usage_and_no_daemon);
