@@ -4,6 +4,7 @@
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
 #                   with nvcc, also compile the shared codec header as CUDA
 #   make run        run kvmemd in the foreground on built-in defaults
+#   make install    PREFIX=/usr/local, DESTDIR=, ... (mk/install.mk)
 #   V=1             show the commands
 #   WERROR=0        do not turn warnings into errors
 #   BUILD=DIR       build there instead of build/
@@ -178,5 +179,7 @@ run: all
 
 clean:
 	rm -rf $(BUILD)
+
+include mk/install.mk
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
