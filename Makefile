@@ -165,7 +165,8 @@ else
 endif
 
 # Check's own timeouts are per test; sanitizers make everything slower.
-TEST_ENV := KVMEM_BUILD=$(B) CK_DEFAULT_TIMEOUT=120
+TEST_ENV := KVMEM_BUILD=$(B) CK_DEFAULT_TIMEOUT=120 KVMEM_SRCDIR=$(CURDIR) \
+	    KVMEM_VERSION=$(VERSION)
 ifeq ($(SAN),1)
 TEST_ENV += CK_TIMEOUT_MULTIPLIER=4 ASAN_OPTIONS=detect_leaks=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1
