@@ -37,6 +37,13 @@ static const char *srcdir(void)
 	return dir && *dir ? dir : ".";
 }
 
+static const char *builddir(void)
+{
+	const char *dir = getenv("KVMEM_BUILD");
+
+	return dir && *dir ? dir : "build";
+}
+
 static const char *version(void)
 {
 	const char *v = getenv("KVMEM_VERSION");
@@ -53,43 +60,6 @@ static char *join(char *buf, size_t len, const char *dir, const char *name)
 	ck_assert_msg(n > 0 && (size_t)n < len, "path too long: %s/%s", dir,
 		      name);
 	return buf;
-}
-
-/* The whole file, NUL-terminated; its size in *@len. */
-static char *read_bytes(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
-	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	ck_assert_int_ge(n, 0);
-	rewind(f);
-	buf = kvmem_check_xmalloc((size_t)n + 1);
-	ck_assert_msg(fread(buf, 1, (size_t)n, f) == (size_t)n, "read %s",
-		      path);
-	fclose(f);
-	buf[n] = '\0';
-	*len = (size_t)n;
-	return buf;
-}
-
-static char *read_text(const char *path)
-{
-	size_t len;
-
-	return read_bytes(path, &len);
-}
-
-static void write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	ck_assert_msg(f != NULL, "create %s: %s", path, strerror(errno));
-	ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
-	ck_assert_int_eq(fclose(f), 0);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag,
@@ -155,7 +125,7 @@ static int run(const char *log, const char *const *env, const char *const *argv)
 /* Fail with @what and the log of the command that failed. */
 static void fail_log(const char *log, const char *what, int status)
 {
-	char *text = read_text(log);
+	char *text = kvmem_check_read_file(log, NULL);
 
 	fprintf(stderr, "---- %s ----\n%s---- end ----\n", log, text);
 	free(text);
@@ -185,12 +155,10 @@ static void make_install(const char *log, const char *const *vars)
 {
 	const char *argv[16] = { "make", "-C", srcdir(), "install" };
 	char build[PATH_MAX], build_var[PATH_MAX + 8];
-	const char *b = getenv("KVMEM_BUILD");
 	int argc = 4, status;
 
-	ck_assert_msg(realpath(b && *b ? b : "build", build) != NULL,
-		      "build directory %s: %s", b ? b : "build",
-		      strerror(errno));
+	ck_assert_msg(realpath(builddir(), build) != NULL,
+		      "build directory %s: %s", builddir(), strerror(errno));
 	/* BUILD is the directory the objects are in: SAN=1 builds in
 	 * BUILD/san, which is the one KVMEM_BUILD names. */
 	snprintf(build_var, sizeof(build_var), "BUILD=%s", build);
@@ -222,7 +190,8 @@ static void install_usr(const char *dest)
 static void expect_same_file(const char *got, const char *want)
 {
 	size_t na, nb;
-	char *a = read_bytes(got, &na), *b = read_bytes(want, &nb);
+	char *a = kvmem_check_read_file(got, &na);
+	char *b = kvmem_check_read_file(want, &nb);
 
 	ck_assert_msg(na == nb && !memcmp(a, b, na),
 		      "%s differs from %s (%zu and %zu bytes)", got, want, na,
@@ -285,7 +254,7 @@ static void expect_link(const char *path, const char *target)
 /* "@NAME@" with NAME in capitals: a template variable make did not fill. */
 static void expect_filled(const char *path)
 {
-	char *text = read_text(path), *p, *q;
+	char *text = kvmem_check_read_file(path, NULL), *p, *q;
 
 	for (p = strchr(text, '@'); p; p = strchr(p + 1, '@')) {
 		for (q = p + 1; (*q >= 'A' && *q <= 'Z') || *q == '_'; q++)
@@ -320,7 +289,6 @@ START_TEST(test_install_tree)
 		  "usr/lib/tmpfiles.d/kvmem.conf", 0644 },
 	};
 	static const char sections[] = "1358";
-	const char *b = getenv("KVMEM_BUILD");
 	char dest[PATH_MAX], path[PATH_MAX * 2], from[PATH_MAX * 2];
 	char so[64], ext[4], man[32], *text;
 	size_t i;
@@ -333,8 +301,7 @@ START_TEST(test_install_tree)
 		if (files[i].src)
 			join(from, sizeof(from), srcdir(), files[i].src);
 		else
-			join(from, sizeof(from), b && *b ? b : "build",
-			     files[i].built);
+			join(from, sizeof(from), builddir(), files[i].built);
 		expect_same_file(path, from);
 	}
 	expect_dir_installed("libkvmem/include/kvmem", ".h", dest,
@@ -357,7 +324,7 @@ START_TEST(test_install_tree)
 	join(path, sizeof(path), dest, "usr/lib/pkgconfig/kvmem.pc");
 	expect_mode(path, 0644);
 	expect_filled(path);
-	text = read_text(path);
+	text = kvmem_check_read_file(path, NULL);
 	ck_assert_msg(!strncmp(text, "prefix=/usr\n", 12),
 		      "kvmem.pc does not start with prefix=/usr: %s", text);
 	snprintf(from, sizeof(from), "\nVersion: %s\n", version());
@@ -368,7 +335,7 @@ START_TEST(test_install_tree)
 	join(path, sizeof(path), dest, "usr/lib/systemd/system/kvmemd.service");
 	expect_mode(path, 0644);
 	expect_filled(path);
-	text = read_text(path);
+	text = kvmem_check_read_file(path, NULL);
 	ck_assert_msg(strstr(text, "\nExecStart=/usr/sbin/kvmemd -f ") != NULL,
 		      "kvmemd.service does not start /usr/sbin/kvmemd -f");
 	ck_assert_msg(strstr(text, " -c /etc/kvmem/kvmemd.conf ") != NULL,
@@ -426,7 +393,7 @@ static void pkg_config(char *buf, size_t len, const char *dest,
 	status = run(log, (const char *const[]){ env, NULL }, argv);
 	if (status)
 		fail_log(log, "pkg-config", status);
-	text = read_text(log);
+	text = kvmem_check_read_file(log, NULL);
 	text[strcspn(text, "\n")] = '\0';
 	ck_assert_msg(strlen(text) < len, "pkg-config output too long");
 	strcpy(buf, text);
@@ -460,7 +427,7 @@ START_TEST(test_install_builds_users)
 
 	snprintf(src, sizeof(src), "%s/user.c", dest);
 	snprintf(exe, sizeof(exe), "%s/user", dest);
-	write_text(src, consumer);
+	kvmem_check_write_file(src, consumer);
 	argv[argc++] = "cc";
 #ifdef __SANITIZE_ADDRESS__
 	/* The library carries this build's sanitizers; so must its users. */
@@ -486,7 +453,7 @@ START_TEST(test_install_builds_users)
 		     (const char *const[]){ exe, NULL });
 	if (status)
 		fail_log(log, "the program built against the install", status);
-	text = read_text(log);
+	text = kvmem_check_read_file(log, NULL);
 	ck_assert_str_eq(text, "2 kvmemd connection lost\n");
 	free(text);
 	unlink(log);
@@ -532,7 +499,7 @@ START_TEST(test_units_verify)
 					    NULL });
 	if (status)
 		fail_log(log, "systemd-analyze verify", status);
-	text = read_text(log);
+	text = kvmem_check_read_file(log, NULL);
 	if (*text)
 		fail_log(log, "systemd-analyze verify warned", status);
 	free(text);
@@ -544,7 +511,7 @@ END_TEST
 /* Line "NAME:x:ID:..." of an /etc/passwd or /etc/group: the ID, or -1. */
 static long file_id(const char *path, const char *name)
 {
-	char *text = read_text(path), *line, *save = NULL;
+	char *text = kvmem_check_read_file(path, NULL), *line, *save = NULL;
 	size_t n = strlen(name);
 	long id = -1;
 
@@ -686,10 +653,10 @@ START_TEST(test_config_lists_every_key)
 	ck_assert_int_gt(printed.n, 0);
 
 	join(path, sizeof(path), srcdir(), "etc/kvmemd.conf");
-	text = read_text(path);
+	text = kvmem_check_read_file(path, NULL);
 	collect_keys(&listed, text, "#");
 	free(text);
-	text = read_text(path);
+	text = kvmem_check_read_file(path, NULL);
 	collect_keys(&set, text, "");
 	free(text);
 
