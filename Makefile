@@ -4,6 +4,7 @@
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
 #                   with nvcc, also compile the shared codec header as CUDA
 #   make run        run kvmemd in the foreground on built-in defaults
+#   make install    PREFIX=/usr/local, DESTDIR=, ... (mk/install.mk)
 #   V=1             show the commands
 #   WERROR=0        do not turn warnings into errors
 #   BUILD=DIR       build there instead of build/
@@ -67,7 +68,7 @@ LIB_A := $(B)/libkvmem.a
 TOOLS := kvmem-ecc kvmem-bench kvmem-eval kvmemctl
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
 BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
-	      tools/bench-attend.c tools/bench-ring.c
+	      tools/bench-attend.c tools/bench-ring.c tools/bench-fill.c
 
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \
@@ -174,7 +175,8 @@ else
 endif
 
 # Check's own timeouts are per test; sanitizers make everything slower.
-TEST_ENV := KVMEM_BUILD=$(B) CK_DEFAULT_TIMEOUT=120
+TEST_ENV := KVMEM_BUILD=$(B) CK_DEFAULT_TIMEOUT=120 KVMEM_SRCDIR=$(CURDIR) \
+	    KVMEM_VERSION=$(VERSION)
 ifeq ($(SAN),1)
 TEST_ENV += CK_TIMEOUT_MULTIPLIER=4 ASAN_OPTIONS=detect_leaks=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1
@@ -188,5 +190,7 @@ run: all
 
 clean:
 	rm -rf $(BUILD)
+
+include mk/install.mk
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

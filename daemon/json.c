@@ -58,6 +58,8 @@ putf(struct jw *w, const char *fmt, ...)
 		    (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
+/* Bytes past ASCII are escaped one by one: the request words an error
+ * echoes need not be UTF-8, and the reply must stay valid JSON. */
 static void put_string(struct jw *w, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -66,7 +68,7 @@ static void put_string(struct jw *w, const char *s)
 	for (; *p; p++) {
 		if (*p == '"' || *p == '\\')
 			putf(w, "\\%c", *p);
-		else if (*p < 0x20 || *p == 0x7f)
+		else if (*p < 0x20 || *p >= 0x7f)
 			putf(w, "\\u%04x", *p);
 		else
 			put(w, (const char *)p, 1);

@@ -50,6 +50,10 @@
 /* The journal gets this many events per window, then a summary. */
 #define LOG_BURST 10
 #define LOG_WINDOW_NS (5ull * 1000000000ull)
+/* Events one session may make per minute: a client rewriting its own
+ * pages cannot push everyone else's events out. The counts still grow. */
+#define SESSION_EVENTS 64
+#define MINUTE_NS (60ull * 1000000000ull)
 
 enum tier { TIER_HOT, TIER_WARM, TIER_NR };
 static const char *const tier_names[TIER_NR] = { "hot", "warm" };
@@ -95,12 +99,14 @@ struct kvmemd_ras {
 	uint64_t reset_ns, reset_mono;
 	uint64_t crc; /* pages whose CRC stopped matching, volatile */
 	int agg_dirty;
+	uint64_t saved_mono; /* totals written at most once a minute */
+	uint64_t summary_mono; /* pass summaries logged at most once */
 
 	struct ras_event *ev;
 	uint32_t ev_cap, ev_next, ev_n;
 	uint64_t ev_lost;
 	int ev_fd;
-	uint64_t ev_bytes;
+	uint64_t ev_bytes, ev_open_mono;
 	uint64_t log_window, log_n, log_suppressed;
 
 	int enabled; /* scrub start / stop */
@@ -188,7 +194,8 @@ static void load_counters(struct kvmemd *d)
 	}
 	while (fgets(line, sizeof(line), f)) {
 		n++;
-		if (sscanf(line, "%15s %15s %15s %llu %llu", pool, tier, codec,
+		if (strchr(line, '-') ||
+		    sscanf(line, "%15s %15s %15s %llu %llu", pool, tier, codec,
 			   &ce, &ue) != 5 ||
 		    (p = name_index(pool_names, KVMEMD_POOL_NR, pool)) < 0 ||
 		    (t = name_index(tier_names, TIER_NR, tier)) < 0 ||
@@ -216,6 +223,7 @@ static void save_counters(struct kvmemd *d)
 
 	if (!r->agg_dirty || state_path(d, "counters", path, sizeof(path)))
 		return;
+	r->saved_mono = clock_ns(CLOCK_MONOTONIC);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "we");
 	if (!f) {
@@ -305,17 +313,16 @@ static void ring_add(struct kvmemd_ras *r, const struct ras_event *e)
 		r->ev_lost++;
 }
 
-/* Refill the ring from the file: its last ev_cap good lines. */
-static void load_events(struct kvmemd *d)
+/* Refill the ring from a file: its good lines, the last ev_cap kept. */
+static void load_events(struct kvmemd *d, const char *name)
 {
 	struct kvmemd_ras *r = d->ras;
 	char path[300], line[512];
 	struct ras_event e;
 	unsigned int bad = 0;
-	struct stat st;
 	FILE *f;
 
-	if (state_path(d, "events", path, sizeof(path)))
+	if (state_path(d, name, path, sizeof(path)))
 		return;
 	f = fopen(path, "re");
 	if (!f) {
@@ -323,8 +330,6 @@ static void load_events(struct kvmemd *d)
 			kvmemd_log_err(LOG_WARNING, -errno, "%s", path);
 		return;
 	}
-	if (!fstat(fileno(f), &st))
-		r->ev_bytes = (uint64_t)st.st_size;
 	while (fgets(line, sizeof(line), f)) {
 		memset(&e, 0, sizeof(e));
 		if (event_parse(line, &e))
@@ -333,7 +338,6 @@ static void load_events(struct kvmemd *d)
 			ring_add(r, &e);
 	}
 	fclose(f);
-	r->ev_lost = 0;
 	if (bad)
 		kvmemd_log(LOG_WARNING, "%s: %u malformed lines skipped", path,
 			   bad);
@@ -342,21 +346,30 @@ static void load_events(struct kvmemd *d)
 static void open_events(struct kvmemd *d)
 {
 	struct kvmemd_ras *r = d->ras;
-	char path[300], old[310];
+	char path[300], old[310], last;
+	struct stat st;
 
+	r->ev_open_mono = clock_ns(CLOCK_MONOTONIC);
 	if (state_path(d, "events", path, sizeof(path)))
 		return;
+	r->ev_bytes = stat(path, &st) ? 0 : (uint64_t)st.st_size;
 	if (r->ev_bytes >= EVENTS_FILE_MAX) {
 		snprintf(old, sizeof(old), "%s.1", path);
 		if (rename(path, old))
 			kvmemd_log_err(LOG_WARNING, -errno, "rename %s", path);
 		r->ev_bytes = 0;
 	}
-	r->ev_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-	if (r->ev_fd < 0)
+	r->ev_fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (r->ev_fd < 0) {
 		kvmemd_log_err(LOG_WARNING, -errno,
-			       "%s: events will not be kept across restarts",
-			       path);
+			       "%s: events are not kept until it opens", path);
+		return;
+	}
+	/* A line cut short by a crash ends here, not in the next one. */
+	if (r->ev_bytes &&
+	    pread(r->ev_fd, &last, 1, (off_t)r->ev_bytes - 1) == 1 &&
+	    last != '\n' && write(r->ev_fd, "\n", 1) == 1)
+		r->ev_bytes++;
 }
 
 static void record_event(struct kvmemd *d, const struct ras_event *e)
@@ -369,6 +382,8 @@ static void record_event(struct kvmemd *d, const struct ras_event *e)
 	ring_add(r, e);
 	event_line(e, line, sizeof(line));
 	len = strlen(line);
+	if (r->ev_fd < 0 && now - r->ev_open_mono >= MINUTE_NS)
+		open_events(d);
 	if (r->ev_fd >= 0) {
 		if (write(r->ev_fd, line, len) != (ssize_t)len) {
 			kvmemd_log_err(LOG_WARNING, -errno,
@@ -426,7 +441,9 @@ int kvmemd_ras_init(struct kvmemd *d)
 	r->refill_mono = r->reset_mono;
 	d->ras = r;
 	load_counters(d);
-	load_events(d);
+	load_events(d, "events.1");
+	load_events(d, "events");
+	r->ev_lost = 0;
 	open_events(d);
 	return 0;
 }
@@ -522,10 +539,27 @@ static int restore_header(const struct kvmemd_session *s, const struct slot *sl,
 	return 1;
 }
 
-static void page_event(struct kvmemd *d, const struct kvmemd_session *s,
+static void page_event(struct kvmemd *d, struct kvmemd_session *s,
 		       const struct slot *sl, struct ras_event *e,
 		       enum source src)
 {
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+
+	if (now - s->ev_window >= MINUTE_NS) {
+		if (s->ev_suppressed)
+			kvmemd_log(LOG_WARNING,
+				   "session %u: %llu error events not "
+				   "recorded (more than %u a minute)",
+				   s->id, (unsigned long long)s->ev_suppressed,
+				   SESSION_EVENTS);
+		s->ev_window = now;
+		s->ev_count = 0;
+		s->ev_suppressed = 0;
+	}
+	if (s->ev_count++ >= SESSION_EVENTS) {
+		s->ev_suppressed++;
+		return;
+	}
 	e->time_ns = clock_ns(CLOCK_REALTIME);
 	e->session = s->id;
 	e->seq = sl->seq;
@@ -536,6 +570,41 @@ static void page_event(struct kvmemd *d, const struct kvmemd_session *s,
 	e->tier = (uint8_t)slot_tier(sl);
 	e->source = (uint8_t)src;
 	record_event(d, e);
+}
+
+/*
+ * Scrub one region of a page into @wc. The rows of tokens a page does not
+ * hold (past ntokens, in a partial page) are codewords too and get
+ * corrected, but an uncorrectable one there takes no value away and is
+ * not counted.
+ */
+static void scrub_region(const struct kvmemd_session *s, const struct slot *sl,
+			 uint8_t *page, const struct region_def *rg,
+			 struct kvmem_ecc_counts *wc)
+{
+	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const size_t tpp = s->g.tokens_per_page;
+	struct kvmem_ecc_counts c;
+	uint8_t *row;
+	uint32_t h;
+
+	if (rg->region != REGION_PAYLOAD) {
+		kvmem_ecc_scrub(rg->codec, page + rg->off, rg->nwords, wc, NULL,
+				0);
+		return;
+	}
+	memset(wc, 0, sizeof(*wc));
+	for (h = 0; h < s->g.kv_heads; h++) {
+		row = page + rg->off + h * tpp * l->row_bytes;
+		kvmem_ecc_scrub(rg->codec, row, sl->ntokens * l->row_words, &c,
+				NULL, 0);
+		kvmem__counts_add(wc, &c);
+		kvmem_ecc_scrub(rg->codec, row + sl->ntokens * l->row_bytes,
+				(tpp - sl->ntokens) * l->row_words, &c, NULL,
+				0);
+		c.uncorrectable = 0;
+		kvmem__counts_add(wc, &c);
+	}
 }
 
 /*
@@ -559,8 +628,7 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 
 	slot_regions(s, sl->kind, rg);
 	for (i = 0; i < ARRAY_SIZE(rg); i++) {
-		kvmem_ecc_scrub(rg[i].codec, page + rg[i].off, rg[i].nwords,
-				&wc, NULL, 0);
+		scrub_region(s, sl, page, &rg[i], &wc);
 		cnt = &r->vol[KVMEMD_POOL_HOST][tier][rg[i].codec];
 		cnt->ce += wc.corrected;
 		r->agg[KVMEMD_POOL_HOST][tier][rg[i].codec].ce += wc.corrected;
@@ -593,7 +661,7 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 	}
 
 	for (i = REGION_SCALES; i <= REGION_PAYLOAD; i++) {
-		uint16_t *known =
+		uint32_t *known =
 			i == REGION_SCALES ? &sl->ue_scales : &sl->ue_payload;
 		int codec = i == REGION_SCALES ? KVMEM_CODEC_SECDED72
 					       : s->layout[sl->kind].codec;
@@ -602,7 +670,7 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 		if (ue[i] <= *known)
 			continue;
 		fresh = ue[i] - *known;
-		*known = ue[i] > UINT16_MAX ? UINT16_MAX : (uint16_t)ue[i];
+		*known = (uint32_t)ue[i];
 		r->vol[KVMEMD_POOL_HOST][tier][codec].ue += fresh;
 		r->agg[KVMEMD_POOL_HOST][tier][codec].ue += fresh;
 		r->agg_dirty = 1;
@@ -691,6 +759,11 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 		if (!s ||
 		    (p->t.type != KVMEMD_TARGET_POOL && s->id != p->t.session))
 			return 1;
+		if (s->id != p->session) {
+			/* The session under the cursor is gone. */
+			p->session = s->id;
+			p->pos = 0;
+		}
 		if (p->t.type == KVMEMD_TARGET_SEQ) {
 			q = session_seq(s, p->t.seq);
 			if (!q)
@@ -721,6 +794,7 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 static void pass_end(struct kvmemd *d, struct pass *p)
 {
 	struct kvmemd_ras *r = d->ras;
+	uint64_t now;
 
 	p->active = 0;
 	/* A patrol with nothing to do is not a pass. */
@@ -731,8 +805,12 @@ static void pass_end(struct kvmemd *d, struct pass *p)
 	r->bytes_total += p->bytes;
 	r->pages_total += p->pages;
 	r->last = *p;
-	save_counters(d);
-	if (p->ce || p->ue || p->crc)
+	now = clock_ns(CLOCK_MONOTONIC);
+	if (now - r->saved_mono >= MINUTE_NS)
+		save_counters(d);
+	if ((p->ce || p->ue || p->crc) &&
+	    (p->kind != SRC_PATROL || now - r->summary_mono >= MINUTE_NS)) {
+		r->summary_mono = now;
 		kvmemd_log(LOG_NOTICE,
 			   "scrub %s pass: %llu pages, %llu KiB in %.3f s; "
 			   "%llu corrected, %llu uncorrectable words, %llu "
@@ -741,6 +819,7 @@ static void pass_end(struct kvmemd *d, struct pass *p)
 			   (unsigned long long)(p->bytes >> 10), p->duration,
 			   (unsigned long long)p->ce, (unsigned long long)p->ue,
 			   (unsigned long long)p->crc);
+	}
 }
 
 static uint64_t sealed_bytes(const struct kvmemd *d)
@@ -798,9 +877,12 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 			r->patrol_interval =
 				secs(now - r->last_patrol.started_mono);
 		pass_start(&r->patrol, SRC_PATROL, &pool);
-		r->rate = patrol_rate(d);
 	}
+	/* Every time: the rate, the cycle or the sealed bytes may change. */
+	r->rate = patrol_rate(d);
 	burst = r->rate / 10 > STEP_BYTES ? r->rate / 10 : STEP_BYTES;
+	if (r->tokens < -burst)
+		r->tokens = -burst;
 	r->tokens += r->rate * secs(now - r->refill_mono);
 	if (r->tokens > burst)
 		r->tokens = burst;

@@ -545,10 +545,17 @@ static void on_setup_done(struct server *sv, struct conn *c)
 		   c->w.sq_entries, c->w.cq_entries);
 }
 
-/* What an admin connection waits for: a request, or room to send. */
+/*
+ * What an admin connection waits for: a request (and its hang-up), room to
+ * send, or nothing but an error. A half-closed peer is noticed only when
+ * reading: it stays readable, and a watch for it while sending would fire
+ * on every pass.
+ */
 static void admin_watch(struct server *sv, struct conn *c, uint32_t events)
 {
-	struct epoll_event ev = { .events = events | EPOLLRDHUP,
+	struct epoll_event ev = { .events = events & EPOLLIN
+						    ? events | EPOLLRDHUP
+						    : events,
 				  .data.ptr = &c->sock_w };
 
 	if (epoll_ctl(sv->ep, EPOLL_CTL_MOD, c->fd, &ev))
@@ -570,6 +577,8 @@ static void admin_flush(struct server *sv, struct conn *c)
 		if (sent < 0 && errno == EINTR)
 			continue;
 		if (sent < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
+			/* A reader that keeps reading keeps its reply. */
+			c->deadline = now_ns() + HELLO_TIMEOUT_NS;
 			admin_watch(sv, c, EPOLLOUT);
 			return;
 		}

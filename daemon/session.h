@@ -37,7 +37,7 @@ struct slot {
 	uint32_t ntokens;
 	uint32_t crc;
 	/* uncorrectable words the scrubber already reported */
-	uint16_t ue_scales, ue_payload;
+	uint32_t ue_scales, ue_payload;
 	uint64_t generation;
 };
 
@@ -90,6 +90,8 @@ struct kvmemd_session {
 	uint64_t nrefs, max_refs;
 	uint64_t ops, op_errors;
 	uint64_t ce, ue, crc; /* words corrected, uncorrectable; CRC misses */
+	uint64_t ev_window, ev_suppressed; /* events per minute, ras.c */
+	uint32_t ev_count;
 
 	struct kvmemd_session *prev, *next; /* on d->sessions once active */
 	int active;

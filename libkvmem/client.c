@@ -63,6 +63,7 @@ struct remote {
 	uint32_t cq_head;
 	int dead; /* -ENOTCONN once the daemon is gone */
 	int spin_us;
+	uint32_t session; /* the daemon's id for it */
 	uint64_t next_tag;
 	uint32_t pool[2][SLOT_BATCH], npool[2]; /* open slots in reserve */
 	struct kvmem_cqe *stash; /* the caller's, cq_entries of them */
@@ -730,6 +731,7 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	if (ret)
 		goto err_fds;
 	close(fds[0]);
+	r->session = w.session;
 	r->sq_efd = fds[1];
 	r->cq_efd = fds[2];
 	r->stash = calloc(r->cq_entries, sizeof(*r->stash));
@@ -846,6 +848,14 @@ int kvmem_daemon_stats(struct kvmem_cache *c, struct kvmem_stats *st)
 		return -EIO;
 	memcpy(st, r->buf + BUF_STATS, sizeof(*st));
 	return 0;
+}
+
+uint32_t kvmem_session_id(const struct kvmem_cache *c)
+{
+	const struct remote *r =
+		c && c->store == &remote_ops ? c->store_priv : NULL;
+
+	return r ? r->session : 0;
 }
 
 const char *kvmem_strerror(int err)

@@ -907,6 +907,50 @@ START_TEST(test_sighup_reloads_policy)
 }
 END_TEST
 
+/*
+ * Every session has its own id, the one the daemon's log names it by with
+ * the client's pid; an embedded cache has none.
+ */
+START_TEST(test_session_ids)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmemd_proc p;
+	struct kvmem_cache *a, *b, *e;
+	char log[4096] = "", line[64];
+	uint32_t id[2];
+	FILE *f;
+	int i;
+
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 1u << 20);
+	b = kvmemd_connect(&p, 1u << 20);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 1u << 20, &e), 0);
+	id[0] = kvmem_session_id(a);
+	id[1] = kvmem_session_id(b);
+	ck_assert_uint_gt(id[0], 0);
+	ck_assert_uint_gt(id[1], 0);
+	ck_assert_uint_ne(id[0], id[1]);
+	ck_assert_uint_eq(kvmem_session_id(e), 0);
+	ck_assert_uint_eq(kvmem_session_id(NULL), 0);
+	kvmem_close(a);
+	kvmem_close(b);
+	kvmem_close(e);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+
+	f = fopen(p.log, "r");
+	ck_assert_ptr_nonnull(f);
+	log[fread(log, 1, sizeof(log) - 1, f)] = 0;
+	fclose(f);
+	for (i = 0; i < 2; i++) {
+		snprintf(line, sizeof(line), "session %u: pid %d ", id[i],
+			 (int)getpid());
+		ck_assert_msg(strstr(log, line), "no \"%s\" in the log:\n%s",
+			      line, log);
+	}
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 START_TEST(test_admin_status)
 {
 	struct kvmemd_proc p;
@@ -1125,6 +1169,7 @@ KVMEM_SUITE(daemon)
 	tcase_add_test(tc, test_sigterm_tells_clients_and_keeps_their_data);
 	tcase_add_test(tc, test_sighup_reloads_policy);
 	tcase_add_test(tc, test_admin_status);
+	tcase_add_test(tc, test_session_ids);
 	tcase_add_test(tc, test_socket_activation);
 	tcase_add_test(tc, test_check_config);
 	tcase_add_test(tc, test_print_config_round_trip);

@@ -8,13 +8,29 @@
  * identities are asserted exactly against the flip histogram; the binomial
  * expectations are recomputed here. The codec benchmark is only checked for
  * the shape of its output: timings are never asserted.
+ *
+ * fill is checked the same way: its exact, corrected, rebuilt and wrong
+ * counts against what was flipped, by its own injector (whose report is
+ * independent of the decode) or by this test in kvmemd's session memory
+ * while the tool holds, and against the geometry.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "kvmem/kvmem.h"
 #include "kvmem_check.h"
+#include "kvmemd_harness.h"
 
 #define NFLIPS 6 /* flips[] buckets: 0..4 and "5 or more" */
 
@@ -402,12 +418,466 @@ START_TEST(test_usage_errors)
 }
 END_TEST
 
+/* ---- fill ------------------------------------------------------------- */
+
+/*
+ * The fill tests' geometry: 2 layers, 2 KV heads, dim 64, 32 tokens per
+ * page after 4 FP16 sink tokens (the defaults). With 150 tokens a layer
+ * holds 4 sealed pages, tokens 4..131; injection touches only those.
+ */
+#define FILL_GEO "--layers", "2", "--kv-heads", "2", "--dim", "64"
+#define FILL_TOKEN_VALUES (2.0 * 2 * 64 * 2) /* layers, heads, dim, K+V */
+#define FILL_SEALED_TOKENS(tokens) (((tokens)-4) / 32 * 32)
+
+struct fill_run {
+	double values, exact, corrected, rebuilt, wrong;
+	double words_corrected, words_uncorrectable, session, hold_s;
+	double inj_words, by_flips[8];
+};
+
+static void fill_parse(const char *json, struct fill_run *f)
+{
+	const char *inj = strstr(json, "\"injected\"");
+
+	ck_assert_msg(inj != NULL, "no \"injected\" in %s", json);
+	f->values = json_num(json, "values");
+	f->exact = json_num(json, "exact");
+	f->corrected = json_num(json, "corrected");
+	f->rebuilt = json_num(json, "rebuilt");
+	f->wrong = json_num(json, "wrong");
+	f->words_corrected = json_num(json, "words_corrected");
+	f->words_uncorrectable = json_num(json, "words_uncorrectable");
+	f->session = json_num(json, "session");
+	f->hold_s = json_num(json, "hold_s");
+	f->inj_words = json_num(inj, "words");
+	json_array(inj, "by_flips", f->by_flips, 8);
+	ck_assert_double_eq(f->exact + f->corrected + f->rebuilt + f->wrong,
+			    f->values);
+}
+
+/* A fill against a live kvmemd reads back every value exactly. */
+START_TEST(test_fill_daemon_clean)
+{
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+	struct fill_run f;
+
+	kvmemd_start(&p, NULL, NULL);
+	KVMEM_RUN(&r, "kvmem-bench", "", "fill", "--connect", p.sock, "--seqs",
+		  "3", "--tokens", "150", FILL_GEO, "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "\"mode\": \"kvmemd\""));
+	fill_parse(r.out, &f);
+	ck_assert_double_eq(f.values, 3 * 150 * FILL_TOKEN_VALUES);
+	ck_assert_double_eq(f.exact, f.values);
+	ck_assert_double_eq(f.wrong, 0);
+	ck_assert_double_eq(f.words_corrected + f.words_uncorrectable, 0);
+	ck_assert_double_ge(f.session, 1);
+	kvmem_check_run_free(&r);
+
+	/* The same in human form. */
+	KVMEM_RUN(&r, "kvmem-bench", "", "fill", "--connect", p.sock, "--seqs",
+		  "1", "--tokens", "40", FILL_GEO);
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "kvmemd at "));
+	ck_assert_ptr_nonnull(strstr(r.out, "(baseline)"));
+	ck_assert_ptr_nonnull(strstr(r.out, "wrong"));
+	kvmem_check_run_free(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+static size_t read_text(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+
+	if (f) {
+		n = fread(buf, 1, len - 1, f);
+		fclose(f);
+	}
+	buf[n] = 0;
+	return n;
+}
+
+/* The session memory kvmemd holds for its only session, mapped here. */
+static uint8_t *map_session(const struct kvmemd_proc *p, size_t *len)
+{
+	char dir[64], path[600], target[256];
+	struct dirent *d;
+	struct stat st;
+	uint8_t *map = NULL;
+	ssize_t n;
+	DIR *fds;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)p->pid);
+	fds = opendir(dir);
+	ck_assert_msg(fds != NULL, "%s: %s", dir, strerror(errno));
+	while ((d = readdir(fds))) {
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n < 0)
+			continue;
+		target[n] = 0;
+		if (!strstr(target, "memfd:kvmem-session"))
+			continue;
+		ck_assert_ptr_null(map);
+		fd = open(path, O_RDWR);
+		ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+		ck_assert_int_eq(fstat(fd, &st), 0);
+		*len = (size_t)st.st_size;
+		map = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+			   0);
+		ck_assert_ptr_ne(map, MAP_FAILED);
+		close(fd);
+	}
+	closedir(fds);
+	ck_assert_msg(map != NULL, "kvmemd holds no session memfd");
+	return map;
+}
+
+/*
+ * Start kvmem-bench fill holding 2 sequences of 150 tokens in @p for up to
+ * 300 s, its output in @out and @err; return once it says it holds them,
+ * with the session it named.
+ */
+static pid_t fill_hold(const struct kvmemd_proc *p, char *out, char *err,
+		       size_t len, unsigned int *session)
+{
+	const char *tool = kvmem_check_tool("kvmem-bench");
+	char text[8192];
+	const char *at;
+	int i, status;
+	pid_t pid;
+
+	snprintf(out, len, "%s/fill.out", p->dir);
+	snprintf(err, len, "%s/fill.err", p->dir);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		/* Not left holding when the test fails half-way. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+			_exit(126);
+		execl(tool, tool, "fill", "--connect", p->sock, "--seqs", "2",
+		      "--tokens", "150", FILL_GEO, "--hold", "300", "--json",
+		      (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 6000; i++) {
+		read_text(err, text, sizeof(text));
+		if (strstr(text, "holding"))
+			break;
+		ck_assert_int_eq(waitpid(pid, &status, WNOHANG), 0);
+		usleep(10000);
+	}
+	ck_assert_msg(strstr(text, "holding 2 seqs for 300 s (session "),
+		      "no hold announced: %s", text);
+	at = strstr(text, "(session ");
+	ck_assert_int_eq(sscanf(at, "(session %u,", session), 1);
+	return pid;
+}
+
+/* End the hold, expect exit 0 and parse what the tool found. */
+static void fill_finish(pid_t pid, const char *out, const char *err,
+			struct fill_run *f)
+{
+	char text[8192];
+	int status;
+
+	ck_assert_int_eq(kill(pid, SIGUSR1), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	read_text(err, text, sizeof(text));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "status 0x%x: %s", status, text);
+	read_text(out, text, sizeof(text));
+	fill_parse(text, f);
+	ck_assert_double_lt(f->hold_s, 300);
+}
+
+/*
+ * An operator's errors, made while the tool holds its sequences: in every
+ * sealed page of the session, one flip in the first scale word, one in the
+ * first K word and two in the second V word. The first scale word holds
+ * the four scales of head 0's K rows for tokens 0 and 1 (kvmem/page.h: K
+ * scales [kv_head][token][group], four FP16 to a secded72 word; two groups
+ * of 32 to a row): their 128 values, the flipped K word's among them, are
+ * corrected. The V word is erased (a double under h84) and its one value
+ * rebuilt. The pages are found the way any reader of the arena would, by
+ * their headers; what the tool must report follows from that alone.
+ */
+START_TEST(test_fill_hold_operator_errors)
+{
+	struct kvmem_geometry g = { .layers = 2,
+				    .kv_heads = 2,
+				    .head_dim = 64 };
+	struct kvmem_page_layout l;
+	struct kvmem_page_hdr hdr;
+	struct kvmemd_proc p;
+	struct fill_run f;
+	char out[600], err[600];
+	uint8_t *map;
+	size_t len = 0, off, npages = 0;
+	unsigned int session;
+	pid_t pid;
+
+	kvmem_geometry_default(&g);
+	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
+	/* No patrol: it would correct the flips before the tool reads. */
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	pid = fill_hold(&p, out, err, sizeof(out), &session);
+
+	map = map_session(&p, &len);
+	for (off = 0; off + l.size <= len; off += KVMEM_SLOT_UNIT) {
+		if (kvmem_page_read_header(map + off, &g, &hdr, NULL) ||
+		    !(hdr.flags & KVMEM_HDR_SEALED) ||
+		    hdr.flags & KVMEM_HDR_HOT)
+			continue;
+		map[off + l.scales_off] ^= 0x01;
+		map[off + l.k_off] ^= 0x01;
+		map[off + l.v_off + 1] ^= 0x03;
+		npages++;
+	}
+	munmap(map, len);
+	ck_assert_uint_eq(npages, 2 * 2 * FILL_SEALED_TOKENS(150) / 32);
+
+	fill_finish(pid, out, err, &f);
+	ck_assert_double_eq(f.session, session);
+	ck_assert_double_eq(f.corrected, 128 * npages);
+	ck_assert_double_eq(f.rebuilt, npages);
+	ck_assert_double_eq(f.wrong, 0);
+	ck_assert_double_eq(f.words_corrected, 2 * npages);
+	ck_assert_double_eq(f.words_uncorrectable, npages);
+	ck_assert_double_eq(f.inj_words, 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* by_flips of @codec in the daemon's inject reply @json. */
+static void inject_flips(const char *json, const char *codec,
+			 unsigned long long f[8])
+{
+	char anchor[64];
+	const char *at;
+	int i;
+
+	snprintf(anchor, sizeof(anchor), "\"codec\":\"%s\"", codec);
+	at = strstr(json, anchor);
+	ck_assert_msg(at, "no %s in %s", anchor, json);
+	at = strstr(at, "\"by_flips\":[");
+	ck_assert_ptr_nonnull(at);
+	at += strlen("\"by_flips\":[");
+	for (i = 0; i < 8; i++)
+		f[i] = strtoull(at, (char **)&at, 10), at++;
+}
+
+/*
+ * The daemon's injector and scrubber while the tool holds. After a scrub
+ * nothing is left to correct when the tool reads; what the codes cannot
+ * correct are the words the injector gave two flips (the seed gives none
+ * three or more, which SECDED would miscorrect), and the tool rebuilds
+ * the values of those it reads: one per h84 word of int4 payload, four
+ * FP16 values per secded72 word of the FP16 sink pages. Nothing is wrong.
+ */
+START_TEST(test_fill_hold_scrubbed)
+{
+	struct kvmemd_proc p;
+	struct fill_run f;
+	char out[600], err[600], req[128], reply[8192];
+	unsigned long long h84[8], sec[8], ue;
+	unsigned int session;
+	pid_t pid;
+	int i;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	pid = fill_hold(&p, out, err, sizeof(out), &session);
+	snprintf(req, sizeof(req), "inject session %u ber 0.001 seed 4",
+		 session);
+	kvmemd_admin(&p, req, reply, sizeof(reply));
+	inject_flips(reply, "h84", h84);
+	inject_flips(reply, "secded72", sec);
+	for (i = 3; i < 8; i++)
+		ck_assert_msg(!h84[i] && !sec[i], "seed gives %d flips", i);
+	ck_assert_uint_gt(h84[2] + sec[2], 0);
+	snprintf(req, sizeof(req), "scrub now session %u", session);
+	kvmemd_admin(&p, req, reply, sizeof(reply));
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), h84[1] + sec[1]);
+	/* Every h84 page is full; of a sink page only the rows of its
+	 * tokens count, as only those hold values. */
+	ue = kvmemd_json_u64(reply, "ue");
+	ck_assert_uint_ge(ue, h84[2]);
+	ck_assert_uint_le(ue, h84[2] + sec[2]);
+
+	fill_finish(pid, out, err, &f);
+	ck_assert_double_eq(f.session, session);
+	ck_assert_double_eq(f.words_corrected, 0);
+	ck_assert_double_eq(f.words_uncorrectable, ue);
+	ck_assert_double_eq(f.rebuilt, h84[2] + 4 * (ue - h84[2]));
+	ck_assert_double_eq(f.corrected, 0);
+	ck_assert_double_eq(f.wrong, 0);
+	ck_assert_double_eq(f.exact + f.rebuilt, f.values);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * The tool's own injector on an embedded cache: under int4 + h84 a value
+ * is one word, so values must sort exactly as the injector's histogram
+ * says: one flip corrected, two detected and rebuilt, three miscorrected
+ * into a wrong value (which fails the run).
+ */
+START_TEST(test_fill_inject_ber)
+{
+	const double sealed = 2 * FILL_SEALED_TOKENS(150) * FILL_TOKEN_VALUES;
+	struct kvmem_run r;
+	struct fill_run f;
+	int i;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "fill", "--embedded", "--seqs", "2",
+		  "--tokens", "150", FILL_GEO, "--inject-ber", "0.01",
+		  "--inject-seed", "7", "--json");
+	ck_assert_msg(r.status <= 1, "exit %d: %s", r.status, r.err);
+	fill_parse(r.out, &f);
+	ck_assert_ptr_nonnull(strstr(r.out, "\"mode\": \"embedded\""));
+	ck_assert_double_eq(f.session, 0);
+	ck_assert_double_eq(f.inj_words, sealed);
+	for (i = 4; i < 8; i++)
+		ck_assert_msg(f.by_flips[i] == 0,
+			      "%g words with %d flips: pick another seed",
+			      f.by_flips[i], i);
+	ck_assert_double_gt(f.by_flips[1], 0);
+	ck_assert_double_gt(f.by_flips[2], 0);
+	ck_assert_double_gt(f.by_flips[3], 0);
+	ck_assert_double_eq(f.corrected, f.by_flips[1]);
+	ck_assert_double_eq(f.rebuilt, f.by_flips[2]);
+	ck_assert_double_eq(f.wrong, f.by_flips[3]);
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "wrong: seq "));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/*
+ * Exactly k flips in every payload word of every sealed page: each codec
+ * either corrects them all, detects them all, or (h84 with three)
+ * miscorrects them all; what is outside the sealed payload stays exact.
+ * int8 over golay24 has values straddling two words, fp16 four values to
+ * a secded72 word.
+ */
+START_TEST(test_fill_inject_flips)
+{
+	enum { CORRECTED, REBUILT, WRONG };
+	static const struct {
+		const char *fmt, *codec, *flips;
+		int k, outcome;
+	} cases[] = {
+		{ "int4", "h84", "1", 1, CORRECTED },
+		{ "int4", "h84", "2", 2, REBUILT },
+		{ "int4", "h84", "3", 3, WRONG },
+		{ "int4", "golay24", "3", 3, CORRECTED },
+		{ "int4", "golay24", "4", 4, REBUILT },
+		{ "int8", "golay24", "2", 2, CORRECTED },
+		{ "fp16", "secded72", "1", 1, CORRECTED },
+		{ "fp16", "secded72", "2", 2, REBUILT },
+	};
+	const double sealed = 2 * FILL_SEALED_TOKENS(150) * FILL_TOKEN_VALUES;
+	struct kvmem_run r;
+	struct fill_run f;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		KVMEM_RUN(&r, "kvmem-bench", "", "fill", "--embedded", "--seqs",
+			  "2", "--tokens", "150", FILL_GEO, "--format",
+			  cases[i].fmt, "--codec", cases[i].codec,
+			  "--inject-flips", cases[i].flips, "--json");
+		ck_assert_msg(r.status == (cases[i].outcome == WRONG),
+			      "case %zu: exit %d: %s", i, r.status, r.err);
+		fill_parse(r.out, &f);
+		ck_assert_double_gt(f.inj_words, 0);
+		ck_assert_double_eq(f.by_flips[cases[i].k], f.inj_words);
+		ck_assert_double_eq(f.exact, f.values - sealed);
+		ck_assert_double_eq(f.corrected,
+				    cases[i].outcome == CORRECTED ? sealed : 0);
+		ck_assert_double_eq(f.rebuilt,
+				    cases[i].outcome == REBUILT ? sealed : 0);
+		ck_assert_double_eq(f.wrong,
+				    cases[i].outcome == WRONG ? sealed : 0);
+		kvmem_check_run_free(&r);
+	}
+}
+END_TEST
+
+START_TEST(test_fill_usage_and_no_daemon)
+{
+	const char *const *const bad[] = {
+		(const char *const[]){ "fill", NULL },
+		(const char *const[]){ "fill", "--seqs", "2", NULL },
+		(const char *const[]){ "fill", "--seqs", "0", "--tokens", "8",
+				       NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "x",
+				       NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--embedded", "--connect", "k.sock",
+				       NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--hold", "-1", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--inject-ber", "2", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--inject-ber", "0", "--inject-flips",
+				       "1", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--inject-flips", "9", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--format", "int3", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "extra", NULL },
+	};
+	struct kvmem_run r;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		kvmem_check_run(&r, "kvmem-bench", "", NULL, bad[i]);
+		ck_assert_msg(r.status == 2, "case %zu: exit %d", i, r.status);
+		ck_assert_msg(strstr(r.err, "usage") || strstr(r.err, "bad") ||
+				      strstr(r.err, "needs") ||
+				      strstr(r.err, "pick one"),
+			      "case %zu: unclear message: %s", i, r.err);
+		kvmem_check_run_free(&r);
+	}
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "fill", "--connect",
+		  "/nonexistent/kvmemd.sock", "--seqs", "1", "--tokens", "8");
+	ck_assert_int_eq(r.status, 3);
+	ck_assert_msg(strstr(r.err, "cannot attach to kvmemd at "
+				    "/nonexistent/kvmemd.sock") &&
+			      strstr(r.err, "is kvmemd running?"),
+		      "unclear message: %s", r.err);
+	ck_assert_str_eq(r.out, "");
+	kvmem_check_run_free(&r);
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "fill", "--help");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "--inject-flips"));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
 KVMEM_SUITE(tool_bench)
 {
 	Suite *s = suite_create("tool_bench");
 	TCase *ber = tcase_create("ber");
 	TCase *codec = tcase_create("codec");
 	TCase *ring = tcase_create("ring");
+	TCase *fill = tcase_create("fill");
 
 	tcase_add_test(ber, test_ber_h74);
 	tcase_add_test(ber, test_ber_h84);
@@ -423,6 +893,14 @@ KVMEM_SUITE(tool_bench)
 	tcase_set_timeout(ring, 60);
 	suite_add_tcase(s, ber);
 	suite_add_tcase(s, codec);
+	tcase_add_test(fill, test_fill_daemon_clean);
+	tcase_add_test(fill, test_fill_hold_operator_errors);
+	tcase_add_test(fill, test_fill_hold_scrubbed);
+	tcase_add_test(fill, test_fill_inject_ber);
+	tcase_add_test(fill, test_fill_inject_flips);
+	tcase_add_test(fill, test_fill_usage_and_no_daemon);
+	tcase_set_timeout(fill, 90);
 	suite_add_tcase(s, ring);
+	suite_add_tcase(s, fill);
 	return s;
 }

@@ -30,7 +30,7 @@ const char *kvmem_check_tool(const char *name)
 	return path;
 }
 
-static char *slurp(const char *path)
+char *kvmem_check_read_file(const char *path, size_t *size)
 {
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
@@ -51,10 +51,12 @@ static char *slurp(const char *path)
 	ck_assert_msg(!ferror(f), "read %s", path);
 	fclose(f);
 	buf[len] = '\0';
+	if (size)
+		*size = len;
 	return buf;
 }
 
-static void spit(const char *path, const char *text)
+void kvmem_check_write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "wb");
 
@@ -88,7 +90,7 @@ void kvmem_check_run(struct kvmem_run *r, const char *name, const char *input,
 	snprintf(in, sizeof(in), "%s/in", dir);
 	snprintf(out, sizeof(out), "%s/out", dir);
 	snprintf(err, sizeof(err), "%s/err", dir);
-	spit(in, input);
+	kvmem_check_write_file(in, input);
 
 	fflush(NULL);
 	pid = fork();
@@ -110,8 +112,8 @@ void kvmem_check_run(struct kvmem_run *r, const char *name, const char *input,
 		r->status = WEXITSTATUS(wstatus);
 	else
 		r->status = 128 + WTERMSIG(wstatus);
-	r->out = out_path ? strdup("") : slurp(out);
-	r->err = slurp(err);
+	r->out = out_path ? strdup("") : kvmem_check_read_file(out, NULL);
+	r->err = kvmem_check_read_file(err, NULL);
 	ck_assert_ptr_nonnull(r->out);
 	unlink(in);
 	unlink(out);

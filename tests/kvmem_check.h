@@ -114,6 +114,15 @@ void kvmem_check_run_free(struct kvmem_run *r);
 				     __VA_ARGS__);                           \
 	} while (0)
 
+/*
+ * The whole file at @path, NUL-terminated, its size in *@size unless that is
+ * NULL; fails the test when it cannot be read. free() it.
+ */
+char *kvmem_check_read_file(const char *path, size_t *size);
+
+/* Create or truncate @path and write @text to it, or fail the test. */
+void kvmem_check_write_file(const char *path, const char *text);
+
 /* The first byte at which @a and @b differ, or (size_t)-1. */
 size_t kvmem_check_mem_diff(const void *a, const void *b, size_t len);
 

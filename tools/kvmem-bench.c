@@ -21,6 +21,7 @@ static const struct bench_cmd *const cmds[] = {
 	&bench_ber,
 	&bench_attend,
 	&bench_ring,
+	&bench_fill,
 };
 
 uint64_t bench_now_ns(void)

@@ -112,6 +112,17 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 const char *kvmem_connect_error(void);
 
 /**
+ * kvmem_session_id() - the daemon's id for the session behind a cache
+ * @c: the cache
+ *
+ * The id kvmemd's log names the session by ("session 3: pid 1234 ..."), so
+ * that an operator can tell which session is which process's.
+ *
+ * Return: the id (1 or more), or 0 for an embedded cache.
+ */
+uint32_t kvmem_session_id(const struct kvmem_cache *c);
+
+/**
  * kvmem_strerror() - a message for a negative errno from this library
  * @err: the value
  *
