@@ -456,8 +456,11 @@ static int parse_array(struct parser *ps, struct json *v)
 		if (ret)
 			return fail(ps, ret, "out of memory");
 		ret = parse_value(ps, &v->u.arr.v[v->u.arr.n]);
-		if (ret)
+		if (ret) {
+			/* Not counted yet: the array would not free it. */
+			free_value(&v->u.arr.v[v->u.arr.n]);
 			return ret;
+		}
 		v->u.arr.n++;
 		skip_ws(ps);
 		if (ps->p == ps->end)
