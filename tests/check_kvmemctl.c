@@ -1284,7 +1284,7 @@ START_TEST(test_spec_requests)
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *const *a = cases[i].args;
-		const char *argv[12] = { "-a" };
+		const char *argv[13] = { "-a" };
 		int n = 1, k;
 
 		fake_start(&f, spec_replies, NSPEC, 32768);
