@@ -205,8 +205,9 @@ static const char *fmt_time(char *buf, size_t len, double t)
 /*
  * Cells are added row by row; the header (when there is one) is the first
  * row. align[i] is 'l' or 'r' for column i; the last column is never
- * padded.
+ * padded. No table is wider than MAX_COLS (sessions has 20 columns).
  */
+#define MAX_COLS 32
 struct table {
 	const char *align;
 	unsigned int ncols;
@@ -263,7 +264,7 @@ static void t_row(struct table *t, const char *const *cells)
 /* Returns -ENOMEM when a cell could not be stored. */
 static int t_print(struct table *t, FILE *f)
 {
-	size_t w[32] = { 0 }, i, c, pad;
+	size_t w[MAX_COLS] = { 0 }, i, c, pad;
 
 	if (t->oom)
 		return -ENOMEM;
@@ -1387,6 +1388,7 @@ static int cmd_reset(struct ctl *c, int argc, char **argv)
 /* ---- inject ----------------------------------------------------------- */
 
 #define MAX_FLIP_BUCKETS 16
+_Static_assert(MAX_FLIP_BUCKETS + 3 <= MAX_COLS, "the inject table fits");
 
 /* by_flips of @o: its @n counts, n the same for every row. */
 static void flips_cells(struct rd *r, struct table *t, const struct json *o,
