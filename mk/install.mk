@@ -21,8 +21,8 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 
-SBIN_PROGS := $(DAEMON_BIN)
-BIN_PROGS := $(TOOL_BINS)
+SBIN_PROGS := $(DAEMON_BIN) $(B)/tools/kvmemctl
+BIN_PROGS := $(filter-out $(SBIN_PROGS),$(TOOL_BINS))
 HEADERS := $(wildcard libkvmem/include/kvmem/*.h)
 MAN_PAGES := $(wildcard man/*.[1-8])
 UNITS := $(B)/systemd/kvmemd.service systemd/kvmemd.socket \

@@ -274,6 +274,7 @@ START_TEST(test_install_tree)
 		mode_t mode;
 	} files[] = {
 		{ NULL, "daemon/kvmemd", "usr/sbin/kvmemd", 0755 },
+		{ NULL, "tools/kvmemctl", "usr/sbin/kvmemctl", 0755 },
 		{ NULL, "tools/kvmem-bench", "usr/bin/kvmem-bench", 0755 },
 		{ NULL, "tools/kvmem-ecc", "usr/bin/kvmem-ecc", 0755 },
 		{ NULL, "tools/kvmem-eval", "usr/bin/kvmem-eval", 0755 },
