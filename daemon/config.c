@@ -172,8 +172,8 @@ static const struct key keys[] = {
 		.type = KEY_GROUP,
 		KEY_FIELD(admin_group, char *),
 		.reload = true,
-		.desc = "group whose members may use the admin socket, "
-			"besides root and the daemon's user",
+		.desc = "group whose members may use the admin socket (and "
+			"its group), besides root and the daemon's user",
 	},
 	{
 		.section = "daemon",

@@ -800,7 +800,8 @@ static int make_parent(const char *path, mode_t mode)
 	return 0;
 }
 
-static int listen_on(const struct kvmemd_config *cfg, const char *path)
+/* Bind @path for @group ("" leaves the socket's group as created). */
+static int listen_on(const char *path, const char *group)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	mode_t old;
@@ -833,13 +834,13 @@ static int listen_on(const struct kvmemd_config *cfg, const char *path)
 	old = umask(0117);
 	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 	umask(old);
-	if (!ret && cfg->group[0]) {
-		struct group *gr = getgrnam(cfg->group);
+	if (!ret && group[0]) {
+		struct group *gr = getgrnam(group);
 
 		if (!gr || chown(path, (uid_t)-1, gr->gr_gid))
 			kvmemd_log(LOG_WARNING,
 				   "%s: cannot give it to group %s", path,
-				   cfg->group);
+				   group);
 	}
 	if (!ret && listen(fd, 128))
 		ret = -errno;
@@ -1054,13 +1055,16 @@ static int start(struct server *sv)
 	}
 	activated_sockets(sv);
 	if (sv->lfd < 0) {
-		sv->lfd = listen_on(cfg, cfg->socket);
+		sv->lfd = listen_on(cfg->socket, cfg->group);
 		if (sv->lfd < 0)
 			return sv->lfd;
 		sv->own_lfd = 1;
 	}
 	if (sv->afd < 0) {
-		sv->afd = listen_on(cfg, cfg->admin_socket);
+		/* Admins are those of the admin group, not the clients. */
+		sv->afd = listen_on(cfg->admin_socket,
+				    cfg->admin_group[0] ? cfg->admin_group
+							: cfg->group);
 		if (sv->afd < 0)
 			return sv->afd;
 		sv->own_afd = 1;
