@@ -243,6 +243,11 @@ void kvmemd_policy_free(struct kvmemd *d);
 
 /* ---- ras.c: scrubber, error counters, events, injection --------------- */
 
+/* At most a burst per window; what is over is counted (ras.c). */
+struct kvmemd_ratelimit {
+	uint64_t start, n, missed;
+};
+
 /* Load the persisted counters and events. Return: 0 or -ENOMEM. */
 int kvmemd_ras_init(struct kvmemd *d);
 /* Save the counters and free everything. */

@@ -107,7 +107,7 @@ struct kvmemd_ras {
 	uint64_t ev_lost;
 	int ev_fd;
 	uint64_t ev_bytes, ev_open_mono;
-	uint64_t log_window, log_n, log_suppressed;
+	struct kvmemd_ratelimit log;
 
 	int enabled; /* scrub start / stop */
 	double tokens, rate;
@@ -372,12 +372,36 @@ static void open_events(struct kvmemd *d)
 		r->ev_bytes++;
 }
 
+/*
+ * ratelimit() - may one more go in this window
+ * @missed: receives, when a new window opens, how many the last one
+ *          refused (for the caller to report), else 0
+ *
+ * Return: 1 or 0.
+ */
+static int ratelimit(struct kvmemd_ratelimit *rl, uint64_t now, uint64_t window,
+		     uint64_t burst, uint64_t *missed)
+{
+	*missed = 0;
+	if (now - rl->start >= window) {
+		*missed = rl->missed;
+		rl->start = now;
+		rl->n = 0;
+		rl->missed = 0;
+	}
+	if (rl->n++ < burst)
+		return 1;
+	rl->missed++;
+	return 0;
+}
+
 static void record_event(struct kvmemd *d, const struct ras_event *e)
 {
 	struct kvmemd_ras *r = d->ras;
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t now = clock_ns(CLOCK_MONOTONIC), missed;
 	char line[512];
 	size_t len;
+	int ok;
 
 	ring_add(r, e);
 	event_line(e, line, sizeof(line));
@@ -395,20 +419,14 @@ static void record_event(struct kvmemd *d, const struct ras_event *e)
 			open_events(d);
 		}
 	}
-	if (now - r->log_window >= LOG_WINDOW_NS) {
-		if (r->log_suppressed)
-			kvmemd_log(LOG_WARNING,
-				   "%llu more error events not logged "
-				   "(kvmemctl events lists them)",
-				   (unsigned long long)r->log_suppressed);
-		r->log_window = now;
-		r->log_n = 0;
-		r->log_suppressed = 0;
-	}
-	if (r->log_n++ >= LOG_BURST) {
-		r->log_suppressed++;
+	ok = ratelimit(&r->log, now, LOG_WINDOW_NS, LOG_BURST, &missed);
+	if (missed)
+		kvmemd_log(LOG_WARNING,
+			   "%llu more error events not logged "
+			   "(kvmemctl events lists them)",
+			   (unsigned long long)missed);
+	if (!ok)
 		return;
-	}
 	kvmemd_log(e->restored ? LOG_WARNING : LOG_ERR,
 		   "%s error: session %u seq %u layer %u tokens %u-%u, %s %s "
 		   "%s %s, %u words; %s (%s)",
@@ -543,23 +561,17 @@ static void page_event(struct kvmemd *d, struct kvmemd_session *s,
 		       const struct slot *sl, struct ras_event *e,
 		       enum source src)
 {
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t missed;
+	int ok = ratelimit(&s->events, clock_ns(CLOCK_MONOTONIC), MINUTE_NS,
+			   SESSION_EVENTS, &missed);
 
-	if (now - s->ev_window >= MINUTE_NS) {
-		if (s->ev_suppressed)
-			kvmemd_log(LOG_WARNING,
-				   "session %u: %llu error events not "
-				   "recorded (more than %u a minute)",
-				   s->id, (unsigned long long)s->ev_suppressed,
-				   SESSION_EVENTS);
-		s->ev_window = now;
-		s->ev_count = 0;
-		s->ev_suppressed = 0;
-	}
-	if (s->ev_count++ >= SESSION_EVENTS) {
-		s->ev_suppressed++;
+	if (missed)
+		kvmemd_log(LOG_WARNING,
+			   "session %u: %llu error events not recorded (more "
+			   "than %u a minute)",
+			   s->id, (unsigned long long)missed, SESSION_EVENTS);
+	if (!ok)
 		return;
-	}
 	e->time_ns = clock_ns(CLOCK_REALTIME);
 	e->session = s->id;
 	e->seq = sl->seq;

@@ -90,8 +90,7 @@ struct kvmemd_session {
 	uint64_t nrefs, max_refs;
 	uint64_t ops, op_errors;
 	uint64_t ce, ue, crc; /* words corrected, uncorrectable; CRC misses */
-	uint64_t ev_window, ev_suppressed; /* events per minute, ras.c */
-	uint32_t ev_count;
+	struct kvmemd_ratelimit events; /* per minute, ras.c */
 
 	struct kvmemd_session *prev, *next; /* on d->sessions once active */
 	int active;

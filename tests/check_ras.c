@@ -55,25 +55,6 @@ static unsigned long long after(const char *json, const char *anchor,
 	return kvmemd_json_u64(p, key);
 }
 
-/* by_flips of one codec of an inject reply. */
-static void flips_of(const char *json, const char *codec, uint64_t f[8])
-{
-	char anchor[64];
-	const char *p;
-	int i;
-
-	snprintf(anchor, sizeof(anchor), "\"codec\":\"%s\"", codec);
-	p = strstr(json, anchor);
-	ck_assert_msg(p, "no %s in %s", anchor, json);
-	p = strstr(p, "\"by_flips\":[");
-	ck_assert_ptr_nonnull(p);
-	p += strlen("\"by_flips\":[");
-	for (i = 0; i < 8; i++) {
-		f[i] = strtoull(p, (char **)&p, 10);
-		p++;
-	}
-}
-
 static struct kvmem_geometry geo(int codec)
 {
 	struct kvmem_geometry g = kvmemd_test_geo();
@@ -162,7 +143,8 @@ START_TEST(test_scrub_counts_injected)
 	struct kvmemd_proc p;
 	float *before = malloc(2 * NSEQ * nvals * sizeof(float));
 	float *now = malloc(nvals * sizeof(float));
-	uint64_t f[2][8], ce[2], ue[2], erased, ue_seen = 0;
+	unsigned long long f[2][8];
+	uint64_t ce[2], ue[2], erased, ue_seen = 0;
 	char inj[8192], anchor[64];
 	int i, j, b;
 
@@ -179,8 +161,8 @@ START_TEST(test_scrub_counts_injected)
 	admin(&p, "reset-counters");
 	snprintf(inj, sizeof(inj), "%s",
 		 admin(&p, "inject pool ber 0.001 seed 11"));
-	flips_of(inj, "h84", f[0]);
-	flips_of(inj, "golay24", f[1]);
+	kvmemd_inject_flips(inj, "h84", f[0]);
+	kvmemd_inject_flips(inj, "golay24", f[1]);
 	/* h84 corrects 1 and flags 2; golay24 corrects 3 and flags 4. */
 	for (b = 3; b < 8; b++)
 		ck_assert_msg(!f[0][b], "seed gives h84 words %d flips", b);

@@ -660,24 +660,6 @@ START_TEST(test_fill_hold_operator_errors)
 }
 END_TEST
 
-/* by_flips of @codec in the daemon's inject reply @json. */
-static void inject_flips(const char *json, const char *codec,
-			 unsigned long long f[8])
-{
-	char anchor[64];
-	const char *at;
-	int i;
-
-	snprintf(anchor, sizeof(anchor), "\"codec\":\"%s\"", codec);
-	at = strstr(json, anchor);
-	ck_assert_msg(at, "no %s in %s", anchor, json);
-	at = strstr(at, "\"by_flips\":[");
-	ck_assert_ptr_nonnull(at);
-	at += strlen("\"by_flips\":[");
-	for (i = 0; i < 8; i++)
-		f[i] = strtoull(at, (char **)&at, 10), at++;
-}
-
 /*
  * The daemon's injector and scrubber while the tool holds. After a scrub
  * nothing is left to correct when the tool reads; what the codes cannot
@@ -701,8 +683,8 @@ START_TEST(test_fill_hold_scrubbed)
 	snprintf(req, sizeof(req), "inject session %u ber 0.001 seed 4",
 		 session);
 	kvmemd_admin(&p, req, reply, sizeof(reply));
-	inject_flips(reply, "h84", h84);
-	inject_flips(reply, "secded72", sec);
+	kvmemd_inject_flips(reply, "h84", h84);
+	kvmemd_inject_flips(reply, "secded72", sec);
 	for (i = 3; i < 8; i++)
 		ck_assert_msg(!h84[i] && !sec[i], "seed gives %d flips", i);
 	ck_assert_uint_gt(h84[2] + sec[2], 0);

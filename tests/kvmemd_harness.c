@@ -229,6 +229,25 @@ unsigned long long kvmemd_json_u64(const char *json, const char *key)
 	return strtoull(p + strlen(pat), NULL, 10);
 }
 
+void kvmemd_inject_flips(const char *json, const char *codec,
+			 unsigned long long f[8])
+{
+	char anchor[64];
+	const char *at;
+	int i;
+
+	snprintf(anchor, sizeof(anchor), "\"codec\":\"%s\"", codec);
+	at = strstr(json, anchor);
+	ck_assert_msg(at, "no %s in %s", anchor, json);
+	at = strstr(at, "\"by_flips\":[");
+	ck_assert_msg(at, "no by_flips in %s", json);
+	at += strlen("\"by_flips\":[");
+	for (i = 0; i < 8; i++) {
+		f[i] = strtoull(at, (char **)&at, 10);
+		at++;
+	}
+}
+
 struct kvmem_geometry kvmemd_test_geo(void)
 {
 	struct kvmem_geometry g = { .layers = 2,

@@ -58,6 +58,9 @@ void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
 /* A number from that JSON: the value of "key". Fails the test if absent. */
 unsigned long long kvmemd_json_u64(const char *json, const char *key);
 
+/* by_flips[0..7] of @codec in the admin socket's reply to "inject". */
+void kvmemd_inject_flips(const char *json, const char *codec,
+			 unsigned long long f[8]);
 /* Rewrite the config file (for SIGHUP). */
 void kvmemd_write_conf(struct kvmemd_proc *p, const char *conf);
 
