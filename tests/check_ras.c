@@ -634,6 +634,38 @@ START_TEST(test_events_bounded)
 }
 END_TEST
 
+/*
+ * One session makes at most 64 events a minute, however many of its pages
+ * go bad: a client rewriting its own pages cannot push everyone else's
+ * events out. Its pages are all still counted as degraded.
+ */
+START_TEST(test_events_per_session_limit)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	struct kvmem_seq *s[5];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	const char *e;
+	unsigned int n = 0;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	c = attach(&p, &g, 16u << 20);
+	fill(&g, c, s, 5, TOKENS, 2);
+	admin(&p, "inject pool ber 0.03 seed 1");
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"),
+			  5 * 2 * TOKENS / 32);
+	admin(&p, "events");
+	for (e = strstr(reply, "\"time\""); e; e = strstr(e + 1, "\"time\""))
+		n++;
+	ck_assert_uint_eq(n, 64);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "lost"), 0);
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(ras)
 {
 	Suite *s = suite_create("ras");
@@ -647,6 +679,7 @@ KVMEM_SUITE(ras)
 	tcase_add_test(tc, test_seal_verify_and_header_restore);
 	tcase_add_test(tc, test_admin_errors);
 	tcase_add_test(tc, test_events_bounded);
+	tcase_add_test(tc, test_events_per_session_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }
