@@ -1,0 +1,150 @@
+/*
+ * store.h - the backing store: a file or block device that holds pages
+ * which left memory (the cold tier), and the I/O engine that moves them
+ *
+ * On disk, in units of KVMEMD_STORE_UNIT (4 KiB) bytes:
+ *
+ *   unit 0        struct kvmemd_store_hdr, zero-padded to the unit
+ *   unit 1 ...    nunits data units: a page occupies consecutive units
+ *
+ * Every multi-byte field of the header is little-endian. The header is
+ * written once, when the store is formatted, and again at each start with
+ * generation + 1 (after an fsync). Nothing else in it changes while the
+ * daemon runs, so a daemon killed at any moment leaves a valid header.
+ *
+ * Pages belong to sessions, and sessions do not outlive the daemon: at each
+ * start every data unit is free. The allocator lives in memory only.
+ *
+ * All I/O is O_DIRECT from buffers the store owns (registered with
+ * io_uring), so the page cache never holds a page, and never blocks the
+ * caller: kvmemd_store_io_submit() queues, kvmemd_store_io_reap() runs the
+ * completions that arrived. The event loop watches kvmemd_store_io_fd().
+ * Everything here is called from the event loop thread only.
+ */
+#ifndef KVMEMD_STORE_H
+#define KVMEMD_STORE_H
+
+#include <stdint.h>
+
+#define KVMEMD_STORE_UNIT 4096u
+#define KVMEMD_STORE_MAGIC "KVMSTORE" /* 8 bytes, no NUL */
+#define KVMEMD_STORE_VERSION 1
+
+/* The header as it is on disk. */
+struct kvmemd_store_hdr {
+	char magic[8]; /* KVMEMD_STORE_MAGIC */
+	uint32_t version; /* KVMEMD_STORE_VERSION */
+	uint32_t unit; /* KVMEMD_STORE_UNIT */
+	uint64_t size; /* bytes the store was formatted for */
+	uint64_t nunits; /* data units after the header's */
+	uint8_t uuid[16]; /* random, at format time */
+	uint64_t digest; /* of version, unit, size, nunits (geometry) */
+	uint64_t generation; /* starts, since the format */
+	uint64_t formatted; /* Unix time of the format */
+	uint32_t resv[9]; /* 0 */
+	uint32_t crc; /* CRC-32C of the bytes before it */
+};
+
+_Static_assert(sizeof(struct kvmemd_store_hdr) == 128, "store header size");
+
+enum kvmemd_store_engine {
+	KVMEMD_ENGINE_AUTO = 0, /* io_uring, else threads with a warning */
+	KVMEMD_ENGINE_URING = 1, /* io_uring or fail */
+	KVMEMD_ENGINE_THREADS = 2, /* pread/pwrite on a thread pool */
+};
+
+struct kvmemd_store_cfg {
+	const char *path; /* regular file (created) or block device */
+	uint64_t size; /* bytes; 0 for a block device: all of it */
+	int reformat; /* format over a store that does not match */
+	uint32_t queue_depth; /* I/Os in flight at most, 1..1024 */
+	uint32_t io_bytes; /* largest I/O, a multiple of the unit */
+	int engine; /* enum kvmemd_store_engine */
+};
+
+struct kvmemd_store;
+
+/*
+ * kvmemd_store_open() - open (creating or formatting if need be) a store
+ * @cfg: what to open
+ * @out: receives the store
+ * @err, @errlen: receives why it failed, e.g. "/var/lib/kvmem/store: holds
+ *                a store of 1073741824 bytes, the config says 2147483648
+ *                (set store.reformat = yes to format it, losing nothing
+ *                kvmemd still needs)"
+ *
+ * A missing file is created and given @cfg->size bytes (fallocate). A file
+ * or device whose header is missing, corrupt, of another version or of
+ * another size is refused with -EEXIST (a foreign or damaged store: kvmemd
+ * does not write over what it did not make) unless @cfg->reformat, which
+ * formats it anew. O_DIRECT is required: a file system without it is
+ * refused with -EINVAL.
+ *
+ * Return: 0 or a negative errno.
+ */
+int kvmemd_store_open(const struct kvmemd_store_cfg *cfg,
+		      struct kvmemd_store **out, char *err, size_t errlen);
+/* Wait for the I/O in flight (its completions run), then close. */
+void kvmemd_store_close(struct kvmemd_store *st);
+
+/* ---- the allocator ---------------------------------------------------- */
+
+/* @units consecutive free data units: 0 and @unit set, or -ENOSPC. */
+int kvmemd_store_alloc(struct kvmemd_store *st, uint32_t units, uint64_t *unit);
+void kvmemd_store_free(struct kvmemd_store *st, uint64_t unit, uint32_t units);
+
+/* ---- I/O -------------------------------------------------------------- */
+
+enum kvmemd_io_op {
+	KVMEMD_IO_READ,
+	KVMEMD_IO_WRITE,
+};
+
+/*
+ * One I/O. kvmemd_store_io_get() hands it out with a buffer; the caller
+ * fills in the fields above the line (and the buffer, for a write) and
+ * queues it. done() runs from kvmemd_store_io_reap() with @res: the bytes
+ * transferred, or a negative errno; anything but @len is a failure the
+ * caller handles (a short write, a short read). The io and its buffer go
+ * back to the store when done() returns.
+ */
+struct kvmemd_io {
+	enum kvmemd_io_op op;
+	uint64_t unit; /* first data unit */
+	uint32_t len; /* bytes, a multiple of the unit, <= io_bytes */
+	void (*done)(struct kvmemd_io *io, int res);
+	void *priv;
+	/* ---- the store's ---- */
+	uint8_t *buf; /* io_bytes, aligned to the unit */
+	uint32_t index; /* of the buffer */
+	struct kvmemd_io *next;
+};
+
+/* An idle io and its buffer, or NULL when queue_depth are in use. */
+struct kvmemd_io *kvmemd_store_io_get(struct kvmemd_store *st);
+/* Queue @io; it is submitted by the next kvmemd_store_io_submit(). */
+void kvmemd_store_io_queue(struct kvmemd_store *st, struct kvmemd_io *io);
+/* Submit what was queued, in one batch. Never blocks. */
+void kvmemd_store_io_submit(struct kvmemd_store *st);
+/* Readable (an eventfd) when completions wait. */
+int kvmemd_store_io_fd(const struct kvmemd_store *st);
+/* Run done() of every completion that arrived. Return: how many. */
+unsigned int kvmemd_store_io_reap(struct kvmemd_store *st);
+
+struct kvmemd_store_stats {
+	const char *path;
+	const char *engine; /* "io_uring" or "threads" */
+	uint8_t uuid[16];
+	uint64_t generation;
+	uint64_t size, nunits, used_units;
+	uint32_t queue_depth, io_bytes, inflight;
+	uint64_t reads, writes; /* completed without error */
+	uint64_t read_bytes, write_bytes;
+	uint64_t read_errors, write_errors; /* errno or short */
+	uint64_t enospc, short_ios; /* of which ENOSPC, short */
+};
+
+void kvmemd_store_stats(const struct kvmemd_store *st,
+			struct kvmemd_store_stats *out);
+
+#endif /* KVMEMD_STORE_H */
