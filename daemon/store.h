@@ -41,7 +41,7 @@ struct kvmemd_store_hdr {
 	uint64_t digest; /* of version, unit, size, nunits (geometry) */
 	uint64_t generation; /* starts, since the format */
 	uint64_t formatted; /* Unix time of the format */
-	uint32_t resv[9]; /* 0 */
+	uint32_t resv[13]; /* 0 */
 	uint32_t crc; /* CRC-32C of the bytes before it */
 };
 
