@@ -72,11 +72,12 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
 
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \
-	       daemon/admin.c daemon/json.c
+	       daemon/admin.c daemon/json.c daemon/store.c
 DAEMON_BIN := $(B)/daemon/kvmemd
-# The configuration parser and kvmemctl's JSON reader are unit-tested in
-# the runner as well.
-TEST_DAEMON_OBJS := $(B)/daemon/config.o
+# The configuration parser, the backing store (with the log it writes to)
+# and kvmemctl's JSON reader are unit-tested in the runner as well.
+TEST_DAEMON_OBJS := $(B)/daemon/config.o $(B)/daemon/store.o \
+		    $(B)/daemon/log.o
 TEST_TOOL_OBJS := $(B)/tools/json.o
 
 TEST_SRCS := $(wildcard tests/*.c)
@@ -150,7 +151,7 @@ $(B)/tools/kvmem-bench: $(BENCH_SRCS:%.c=$(B)/%.o) $(LIB_A)
 
 $(DAEMON_BIN): $(DAEMON_SRCS:%.c=$(B)/%.o) $(LIB_A)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(SYSTEMD_LIBS) -lpthread -lm
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(SYSTEMD_LIBS) -luring -lpthread -lm
 
 $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 	$(call msg,CC,$@)
@@ -160,7 +161,7 @@ $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
 	     $(LIB_A) | $(LIB_SO)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -lm
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -luring -lm
 
 # The headers shared with the kernels (ecc_word.h, quant_word.h) must stay
 # valid CUDA: compile them for the GPU.
