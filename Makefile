@@ -68,11 +68,12 @@ LIB_A := $(B)/libkvmem.a
 TOOLS := kvmem-ecc kvmem-bench kvmem-eval kvmemctl
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
 BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
-	      tools/bench-attend.c tools/bench-ring.c tools/bench-fill.c
+	      tools/bench-attend.c tools/bench-ring.c tools/bench-fill.c \
+	      tools/bench-offload.c
 
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \
-	       daemon/admin.c daemon/json.c daemon/store.c
+	       daemon/admin.c daemon/json.c daemon/store.c daemon/tier.c
 DAEMON_BIN := $(B)/daemon/kvmemd
 # The configuration parser, the backing store (with the log it writes to)
 # and kvmemctl's JSON reader are unit-tested in the runner as well.

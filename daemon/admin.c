@@ -193,6 +193,10 @@ static void cmd_sessions(const struct kvmemd *d, struct jw *w)
 		jw_u64(w, "ue", s->ue);
 		jw_u64(w, "crc", s->crc);
 		jw_u64(w, "degraded_pages", s->ndegraded);
+		jw_u64(w, "cold_pages", s->ncold);
+		jw_u64(w, "cold_bytes", s->cold_bytes);
+		jw_u64(w, "offloads", s->offloads);
+		jw_u64(w, "reloads", s->reloads);
 		jw_str(w, "format", kvmem_format_get(s->g.format)->name);
 		jw_str(w, "codec", kvmem_codec_get(s->g.codec)->name);
 		jw_u64(w, "tokens_per_page", s->g.tokens_per_page);
@@ -209,12 +213,19 @@ static void cmd_sessions(const struct kvmemd *d, struct jw *w)
 static void seq_json(const struct kvmemd_session *s, const struct seq *q,
 		     struct jw *w)
 {
-	uint64_t tokens = 0, degraded = 0;
+	uint64_t tokens = 0, degraded = 0, cold = 0;
 	uint32_t i;
 
 	for (i = 0; i < q->n; i++) {
-		tokens += s->slots[q->slots[i]].ntokens;
-		degraded += !!(s->slots[q->slots[i]].flags & SLOT_DEGRADED);
+		const struct page *p = &s->pages[q->pages[i]];
+		const struct slot *sl =
+			p->unit == NO_UNIT || p->state == PAGE_READING
+				? &p->cold
+				: &s->slots[p->unit];
+
+		tokens += sl->ntokens;
+		degraded += !!(sl->flags & SLOT_DEGRADED);
+		cold += p->state == PAGE_COLD || p->state == PAGE_READING;
 	}
 	jw_open(w, NULL, '{');
 	jw_u64(w, "session", s->id);
@@ -223,6 +234,7 @@ static void seq_json(const struct kvmemd_session *s, const struct seq *q,
 	jw_u64(w, "pages", q->n);
 	jw_u64(w, "tokens", tokens / s->g.layers);
 	jw_u64(w, "degraded_pages", degraded);
+	jw_u64(w, "cold_pages", cold);
 	jw_close(w, '}');
 }
 
@@ -424,6 +436,21 @@ static int do_inject(const struct admin_req *rq)
 	return kvmemd_ras_inject(rq->d, rq->argc, rq->argv, rq->w);
 }
 
+static int do_tier(const struct admin_req *rq)
+{
+	jw_open(rq->w, NULL, '{');
+	kvmemd_tier_stats_json(rq->d, rq->w);
+	jw_close(rq->w, '}');
+	jw_end(rq->w);
+	return 0;
+}
+
+static int do_offload(const struct admin_req *rq)
+{
+	return kvmemd_tier_offload(rq->d, rq->argc, rq->argv, rq->cookie,
+				   rq->w);
+}
+
 static int do_policy(const struct admin_req *rq)
 {
 	cmd_policy(rq->d, rq->argc, rq->argv, rq->w);
@@ -448,6 +475,8 @@ static const struct admin_cmd cmds[] = {
 	{ .name = "reset-counters", .max_args = 0, .fn = do_reset },
 	{ .name = "inject", .max_args = MAX_WORDS, .fn = do_inject },
 	{ .name = "policy", .max_args = MAX_WORDS, .fn = do_policy },
+	{ .name = "tier", .max_args = 0, .fn = do_tier },
+	{ .name = "offload", .max_args = MAX_WORDS, .fn = do_offload },
 };
 
 int kvmemd_admin(struct kvmemd *d, char *req, void *cookie, struct jw *w)

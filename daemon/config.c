@@ -34,6 +34,7 @@
 
 #include "config.h"
 #include "internal.h"
+#include "store.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -56,6 +57,7 @@ _Static_assert(sizeof(uid_t) <= sizeof(id_t) && sizeof(gid_t) <= sizeof(id_t),
 
 enum key_type {
 	KEY_PATH, /* a non-empty path */
+	KEY_PATH_OPT, /* a path, or "" for none */
 	KEY_GROUP, /* a group name that exists, or "" */
 	KEY_UIDS, /* user names and uids; the count at count_off */
 	KEY_GIDS, /* group names and gids; the count at count_off */
@@ -108,6 +110,13 @@ static const struct key_name log_levels[] = {
 static const struct key_name booleans[] = {
 	{ "yes", 1 }, { "no", 0 }, { "true", 1 }, { "false", 0 }, { "on", 1 },
 	{ "off", 0 }, { "1", 1 },  { "0", 0 },	  { NULL, 0 },
+};
+
+static const struct key_name engines[] = {
+	{ "auto", KVMEMD_ENGINE_AUTO },
+	{ "io_uring", KVMEMD_ENGINE_URING },
+	{ "threads", KVMEMD_ENGINE_THREADS },
+	{ NULL, 0 },
 };
 
 static const struct key_name tristates[] = {
@@ -327,6 +336,99 @@ static const struct key keys[] = {
 		.min = 16,
 		.max = 1048576,
 		.desc = "error events kept in memory",
+	},
+	{
+		.section = "tier",
+		.name = "low_watermark",
+		.type = KEY_U32,
+		KEY_FIELD(low_watermark, uint32_t),
+		.min = 0,
+		.max = 99,
+		.reload = true,
+		.desc = "percent of a session's arena free below which released "
+			"pages go to the store",
+	},
+	{
+		.section = "tier",
+		.name = "high_watermark",
+		.type = KEY_U32,
+		KEY_FIELD(high_watermark, uint32_t),
+		.min = 1,
+		.max = 100,
+		.reload = true,
+		.desc = "percent free at which they stop going",
+	},
+	{
+		.section = "tier",
+		.name = "stale_tokens",
+		.type = KEY_U32,
+		KEY_FIELD(stale_tokens, uint32_t),
+		.min = 0,
+		.max = UINT32_MAX,
+		.reload = true,
+		.desc = "a page this many tokens behind the end of its sequence "
+			"leaves first, 0: age does not count",
+	},
+	{
+		.section = "tier",
+		.name = "offload",
+		.type = KEY_ENUM,
+		KEY_FIELD(offload, int),
+		.names = booleans,
+		.reload = true,
+		.desc = "move released pages to the store under pressure",
+	},
+	{
+		.section = "store",
+		.name = "path",
+		.type = KEY_PATH_OPT,
+		KEY_FIELD(store_path, char *),
+		.desc = "backing file or block device, empty: no cold tier",
+	},
+	{
+		.section = "store",
+		.name = "size",
+		.type = KEY_SIZE,
+		KEY_FIELD(store_size, uint64_t),
+		.min = 0,
+		.max = 1ull << 50,
+		.desc = "bytes of the store, 0 for a block device: all of it",
+	},
+	{
+		.section = "store",
+		.name = "reformat",
+		.type = KEY_ENUM,
+		KEY_FIELD(store_reformat, int),
+		.names = booleans,
+		.desc = "format a store that does not match this configuration "
+			"(what it held is lost)",
+	},
+	{
+		.section = "store",
+		.name = "queue_depth",
+		.type = KEY_U32,
+		KEY_FIELD(store_queue_depth, uint32_t),
+		.min = 1,
+		.max = 1024,
+		.desc = "store I/Os in flight at most",
+	},
+	{
+		.section = "store",
+		.name = "io_bytes",
+		.type = KEY_SIZE,
+		KEY_FIELD(store_io_bytes, uint64_t),
+		.min = 4096,
+		.max = 64 * MIB,
+		.desc = "largest I/O; larger pages stay in memory",
+	},
+	{
+		.section = "store",
+		.name = "engine",
+		.type = KEY_ENUM,
+		KEY_FIELD(store_engine, int),
+		.names = engines,
+		.desc = "I/O engine: io_uring, threads (pread/pwrite), or auto "
+			"(io_uring, else threads)",
 	},
 	{
 		.section = "workers",
@@ -780,6 +882,7 @@ static void format_enum(const struct kvmemd_config *c, const struct key *k,
 
 static const struct key_type_ops type_ops[] = {
 	[KEY_PATH] = { set_string, format_string, range_none, false },
+	[KEY_PATH_OPT] = { set_string, format_string, range_none, true },
 	[KEY_GROUP] = { set_string, format_string, range_none, true },
 	[KEY_UIDS] = { set_ids, format_ids, range_none, true },
 	[KEY_GIDS] = { set_ids, format_ids, range_none, true },
@@ -909,6 +1012,13 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->poll_idle_us = 200;
 	c->max_seqs = 4096;
 	c->scrub_rate = 16 * MIB;
+	c->low_watermark = 10;
+	c->high_watermark = 20;
+	c->stale_tokens = 1024;
+	c->offload = 1;
+	c->store_size = GIB;
+	c->store_queue_depth = 32;
+	c->store_io_bytes = MIB;
 	c->verify_on_seal = 1;
 	c->events = 1024;
 	c->threads = 2;
@@ -997,6 +1107,25 @@ int kvmemd_config_check(const struct kvmemd_config *c, char *err, size_t errlen)
 		seterr(err, errlen,
 		       "ring.sq_entries: %u is more than ring.max_entries (%u)",
 		       c->sq_entries, c->max_entries);
+		return -EINVAL;
+	}
+	if (c->low_watermark >= c->high_watermark) {
+		seterr(err, errlen,
+		       "tier.low_watermark: %u is not below "
+		       "tier.high_watermark (%u)",
+		       c->low_watermark, c->high_watermark);
+		return -EINVAL;
+	}
+	if (c->store_path[0] && c->store_path[0] != '/') {
+		seterr(err, errlen, "store.path: \"%s\" is not absolute",
+		       c->store_path);
+		return -EINVAL;
+	}
+	if (c->store_io_bytes % KVMEMD_STORE_UNIT) {
+		seterr(err, errlen,
+		       "store.io_bytes: %llu is not a multiple of %u",
+		       (unsigned long long)c->store_io_bytes,
+		       KVMEMD_STORE_UNIT);
 		return -EINVAL;
 	}
 	if (!strncmp(c->socket, c->admin_socket, sizeof(c->socket))) {

@@ -51,6 +51,17 @@ struct kvmemd_config {
 	int verify_on_seal; /* 0 or 1 */
 	int allow_inject; /* 0 or 1 */
 	uint32_t events; /* error events kept in memory */
+	/* [tier] */
+	uint32_t low_watermark, high_watermark; /* percent of an arena free */
+	uint32_t stale_tokens; /* token age of an archive candidate */
+	int offload; /* 0 or 1 */
+	/* [store] */
+	char store_path[256]; /* "" for none */
+	uint64_t store_size;
+	int store_reformat; /* 0 or 1 */
+	uint32_t store_queue_depth;
+	uint64_t store_io_bytes;
+	int store_engine; /* enum kvmemd_store_engine */
 	/* [workers] */
 	uint32_t threads;
 	uint32_t queue_depth;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <syslog.h>
+#include <time.h>
 
 #include "kvmem/kvmem.h"
 #include "kvmem/uapi.h"
@@ -21,6 +22,14 @@
 struct jw;
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static inline uint64_t kvmemd_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- log.c ------------------------------------------------------------ */
 
@@ -161,6 +170,7 @@ struct kvmemd_counters {
 #define KVMEMD_MAX_SETS 64
 
 struct kvmemd_ras;
+struct kvmemd_tier;
 
 struct kvmemd {
 	struct kvmemd_config cfg;
@@ -177,6 +187,7 @@ struct kvmemd {
 	uint32_t next_session;
 	struct kvmemd_session *sessions, *sessions_tail; /* by id */
 	struct kvmemd_ras *ras;
+	struct kvmemd_tier *tier;
 	uint64_t start_mono; /* CLOCK_MONOTONIC ns */
 };
 
@@ -254,6 +265,8 @@ int kvmemd_ras_init(struct kvmemd *d);
 void kvmemd_ras_exit(struct kvmemd *d);
 /* Verify-on-seal: scrub the slot at @unit just sealed. */
 void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit);
+/* A page just read back from the store into @unit: check, correct, report. */
+void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit);
 /*
  * kvmemd_ras_run() - scrub for a bounded while if the rate allows
  * Return: CLOCK_MONOTONIC ns when it wants to run next (@now: at once), or
@@ -272,5 +285,28 @@ int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
 int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w);
 int kvmemd_ras_errors(struct kvmemd *d, struct jw *w);
 int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w);
+
+/* ---- tier.c: the tiering policy and the backing store ----------------- */
+
+/* Open the store when one is configured. Return: 0 or a negative errno. */
+int kvmemd_tier_init(struct kvmemd *d);
+/* Wait for the I/O in flight and close the store. */
+void kvmemd_tier_exit(struct kvmemd *d);
+int kvmemd_tier_has_store(const struct kvmemd *d);
+/* The store's completion eventfd for the loop's epoll set, or -1. */
+int kvmemd_tier_fd(const struct kvmemd *d);
+/* Completions that arrived. */
+void kvmemd_tier_reap(struct kvmemd *d);
+/*
+ * kvmemd_tier_run() - move pages as the policy says and submit the I/O
+ * Return: CLOCK_MONOTONIC ns when it wants to run again, UINT64_MAX for
+ * when something happens.
+ */
+uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now);
+/* The connection @waiter waits on is gone: its reply is dropped. */
+void kvmemd_tier_forget(struct kvmemd *d, void *waiter);
+void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w);
+int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
+			struct jw *w);
 
 #endif /* KVMEMD_H */

@@ -55,8 +55,8 @@
 #define SESSION_EVENTS 64
 #define MINUTE_NS (60ull * 1000000000ull)
 
-enum tier { TIER_HOT, TIER_WARM, TIER_NR };
-static const char *const tier_names[TIER_NR] = { "hot", "warm" };
+enum tier { TIER_HOT, TIER_WARM, TIER_COLD, TIER_NR };
+static const char *const tier_names[TIER_NR] = { "hot", "warm", "cold" };
 static const char *const pool_names[KVMEMD_POOL_NR] = { "host", "cuda",
 							"nvme" };
 
@@ -68,9 +68,9 @@ enum ev_kind { EV_UE, EV_CRC, EV_MISMATCH, EV_NR };
 static const char *const kind_names[EV_NR] = { "uncorrectable", "crc",
 					       "mismatch" };
 
-enum source { SRC_PATROL, SRC_ONDEMAND, SRC_SEAL, SRC_NR };
-static const char *const source_names[SRC_NR] = { "patrol", "ondemand",
-						  "seal" };
+enum source { SRC_PATROL, SRC_ONDEMAND, SRC_SEAL, SRC_RELOAD, SRC_NR };
+static const char *const source_names[SRC_NR] = { "patrol", "ondemand", "seal",
+						  "reload" };
 
 struct ras_count {
 	uint64_t ce, ue; /* words */
@@ -505,9 +505,17 @@ static void slot_regions(const struct kvmemd_session *s, int kind,
 				     REGION_PAYLOAD };
 }
 
-static enum tier slot_tier(const struct slot *sl)
+/* Errors found in a page read back were made on the store. */
+static enum tier slot_tier(const struct slot *sl, enum source src)
 {
+	if (src == SRC_RELOAD)
+		return TIER_COLD;
 	return sl->kind == KVMEM_SLOT_HOT ? TIER_HOT : TIER_WARM;
+}
+
+static enum kvmemd_pool_kind src_pool(enum source src)
+{
+	return src == SRC_RELOAD ? KVMEMD_POOL_NVME : KVMEMD_POOL_HOST;
 }
 
 /* The header the slot was sealed with. */
@@ -578,8 +586,8 @@ static void page_event(struct kvmemd *d, struct kvmemd_session *s,
 	e->layer = sl->layer;
 	e->token_start = sl->token_start;
 	e->token_end = sl->token_start + sl->ntokens - 1;
-	e->pool = KVMEMD_POOL_HOST;
-	e->tier = (uint8_t)slot_tier(sl);
+	e->pool = (uint8_t)src_pool(src);
+	e->tier = (uint8_t)slot_tier(sl, src);
 	e->source = (uint8_t)src;
 	record_event(d, e);
 }
@@ -630,7 +638,8 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 	struct kvmemd_ras *r = d->ras;
 	struct slot *sl = &s->slots[u];
 	uint8_t *page = session_page(s, u);
-	enum tier tier = slot_tier(sl);
+	enum tier tier = slot_tier(sl, p->kind);
+	enum kvmemd_pool_kind pool = src_pool(p->kind);
 	struct ras_count *cnt;
 	struct region_def rg[4];
 	struct kvmem_ecc_counts wc;
@@ -641,9 +650,9 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 	slot_regions(s, sl->kind, rg);
 	for (i = 0; i < ARRAY_SIZE(rg); i++) {
 		scrub_region(s, sl, page, &rg[i], &wc);
-		cnt = &r->vol[KVMEMD_POOL_HOST][tier][rg[i].codec];
+		cnt = &r->vol[pool][tier][rg[i].codec];
 		cnt->ce += wc.corrected;
-		r->agg[KVMEMD_POOL_HOST][tier][rg[i].codec].ce += wc.corrected;
+		r->agg[pool][tier][rg[i].codec].ce += wc.corrected;
 		r->agg_dirty |= wc.corrected > 0;
 		s->ce += wc.corrected;
 		p->ce += wc.corrected;
@@ -664,9 +673,9 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 		p->restored++;
 		p->ue += ue[REGION_HEADER];
 		s->ue += ue[REGION_HEADER];
-		cnt = &r->vol[KVMEMD_POOL_HOST][tier][KVMEM_CODEC_SECDED72];
+		cnt = &r->vol[pool][tier][KVMEM_CODEC_SECDED72];
 		cnt->ue += ue[REGION_HEADER];
-		r->agg[KVMEMD_POOL_HOST][tier][KVMEM_CODEC_SECDED72].ue +=
+		r->agg[pool][tier][KVMEM_CODEC_SECDED72].ue +=
 			ue[REGION_HEADER];
 		r->agg_dirty = 1;
 		page_event(d, s, sl, &e, p->kind);
@@ -683,8 +692,8 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 			continue;
 		fresh = ue[i] - *known;
 		*known = (uint32_t)ue[i];
-		r->vol[KVMEMD_POOL_HOST][tier][codec].ue += fresh;
-		r->agg[KVMEMD_POOL_HOST][tier][codec].ue += fresh;
+		r->vol[pool][tier][codec].ue += fresh;
+		r->agg[pool][tier][codec].ue += fresh;
 		r->agg_dirty = 1;
 		s->ue += fresh;
 		p->ue += fresh;
@@ -728,6 +737,29 @@ void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit)
 {
 	struct pass p = { .kind = SRC_SEAL };
 
+	scrub_slot(s->d, s, unit, &p);
+}
+
+/*
+ * A page read back from the store: when its CRC and header are what they
+ * were at seal, it came back as it left; otherwise scrub it, which corrects
+ * what the codes can, restores the header and reports the rest.
+ */
+void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit)
+{
+	const struct slot *sl = &s->slots[unit];
+	const uint8_t *page = session_page(s, unit);
+	uint8_t raw[KVMEM_HDR_BYTES], want[KVMEM_HDR_BYTES];
+	struct kvmem_page_hdr good;
+	struct pass p = { .kind = SRC_RELOAD };
+
+	slot_header(s, sl, &good);
+	kvmem__hdr_encode(want, &good);
+	memcpy(raw, page, sizeof(raw));
+	if (!memcmp(raw, want, sizeof(raw)) &&
+	    kvmem_crc32c(0, page + KVMEM_HDR_BYTES,
+			 slot_bytes(s, sl->kind) - KVMEM_HDR_BYTES) == sl->crc)
+		return;
 	scrub_slot(s->d, s, unit, &p);
 }
 
@@ -781,7 +813,14 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 			if (!q)
 				return 1;
 			while (p->pos < q->n) {
-				scrub_slot(d, s, q->slots[p->pos++], p);
+				const struct page *pg =
+					&s->pages[q->pages[p->pos++]];
+
+				/* Pages on the store are checked when they
+				 * come back. */
+				if (pg->state == PAGE_RESIDENT ||
+				    pg->state == PAGE_WRITING)
+					scrub_slot(d, s, pg->unit, p);
 				if (p->bytes - start >= budget)
 					return 0;
 			}
@@ -1217,6 +1256,12 @@ static void live_codecs(const struct kvmemd *d,
 		seen[KVMEMD_POOL_HOST][TIER_WARM][s->layout[0].codec] = 1;
 		seen[KVMEMD_POOL_HOST][TIER_WARM][KVMEM_CODEC_SECDED72] = 1;
 		seen[KVMEMD_POOL_HOST][TIER_HOT][KVMEM_CODEC_SECDED72] = 1;
+		if (kvmemd_tier_has_store(d)) {
+			seen[KVMEMD_POOL_NVME][TIER_COLD][s->layout[0].codec] =
+				1;
+			seen[KVMEMD_POOL_NVME][TIER_COLD]
+			    [KVMEM_CODEC_SECDED72] = 1;
+		}
 	}
 }
 
@@ -1401,8 +1446,13 @@ int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		if (t.type == KVMEMD_TARGET_SEQ) {
 			q = session_seq(s, t.seq);
 			for (u = 0; q && u < q->n; u++) {
-				ret = inject_slot(s, q->slots[u], ber, seed,
-						  all, &sum);
+				const struct page *pg = &s->pages[q->pages[u]];
+
+				if (pg->state != PAGE_RESIDENT &&
+				    pg->state != PAGE_WRITING)
+					continue;
+				ret = inject_slot(s, pg->unit, ber, seed, all,
+						  &sum);
 				if (ret)
 					goto fail;
 			}

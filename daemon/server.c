@@ -51,6 +51,7 @@ enum watch_type {
 	W_CONN,
 	W_DOORBELL,
 	W_WORKERS,
+	W_STORE,
 };
 
 /* What an epoll event points at. */
@@ -92,7 +93,7 @@ struct server {
 	int ep;
 	int lfd, afd; /* listening: clients, admin */
 	int own_lfd, own_afd; /* bound here (unlink at exit) */
-	struct watch lw, aw, ww;
+	struct watch lw, aw, ww, sw;
 	struct kvmemd_workers *workers;
 	struct conn *conns;
 	struct conn *zombies; /* dead, events for them may still be queued */
@@ -104,6 +105,7 @@ struct server {
 	uint64_t status_sessions, status_pool; /* what status says */
 	const char *status_scrub;
 	uint64_t scrub_next; /* when kvmemd_ras_run() wants to run */
+	uint64_t tier_next; /* when kvmemd_tier_run() does */
 	unsigned int polls; /* passes since the last epoll_pwait() */
 };
 
@@ -239,8 +241,10 @@ static void conn_free(struct server *sv, struct conn *c)
 		c->next->prev = c->prev;
 	if (c->state != CONN_ACTIVE)
 		sv->npending[c->state == CONN_ADMIN]--;
-	if (c->waiting)
+	if (c->waiting) {
 		kvmemd_ras_forget(sv->d, c);
+		kvmemd_tier_forget(sv->d, c);
+	}
 	jw_free(&c->out);
 	if (c->s) {
 		epoll_ctl(sv->ep, EPOLL_CTL_DEL, kvmemd_session_sq_efd(c->s),
@@ -897,6 +901,8 @@ static int timeout_ms(struct server *sv)
 		next = sv->next_watchdog;
 	if (sv->scrub_next < next)
 		next = sv->scrub_next;
+	if (sv->tier_next < next)
+		next = sv->tier_next;
 	if (next == UINT64_MAX)
 		return -1;
 	if (next <= now)
@@ -979,6 +985,9 @@ static void handle(struct server *sv, struct epoll_event *ev)
 		while ((work = kvmemd_workers_reap(sv->workers)))
 			on_setup_done(sv, (struct conn *)work);
 		break;
+	case W_STORE:
+		kvmemd_tier_reap(sv->d);
+		break;
 	}
 }
 
@@ -1018,6 +1027,7 @@ static void shut_down(struct server *sv)
 		conn_free(sv, c);
 	}
 	kvmemd_workers_free(sv->workers);
+	kvmemd_tier_exit(sv->d);
 	kvmemd_ras_exit(sv->d);
 	close(sv->ep);
 }
@@ -1052,6 +1062,15 @@ static int start(struct server *sv)
 	if (ret) {
 		kvmemd_log_err(LOG_ERR, ret, "error accounting");
 		return ret;
+	}
+	ret = kvmemd_tier_init(sv->d);
+	if (ret)
+		return ret;
+	if (kvmemd_tier_fd(sv->d) >= 0) {
+		sv->sw.type = W_STORE;
+		ret = watch_add(sv, kvmemd_tier_fd(sv->d), EPOLLIN, &sv->sw);
+		if (ret)
+			return ret;
 	}
 	activated_sockets(sv);
 	if (sv->lfd < 0) {
@@ -1109,6 +1128,7 @@ int kvmemd_run(struct kvmemd *d)
 		if (sv.afd >= 0)
 			close(sv.afd);
 		kvmemd_workers_free(sv.workers);
+		kvmemd_tier_exit(d);
 		kvmemd_ras_exit(d);
 		if (sv.ep >= 0)
 			close(sv.ep);
@@ -1146,6 +1166,7 @@ int kvmemd_run(struct kvmemd *d)
 		if (sv.polling)
 			poll_rings(&sv);
 		sv.scrub_next = kvmemd_ras_run(d, now_ns());
+		sv.tier_next = kvmemd_tier_run(d, now_ns());
 		timers(&sv);
 		status_update(&sv);
 		reap_zombies(&sv);

@@ -51,6 +51,13 @@ static int refuse(struct kvmem_welcome *w, int err, const char *fmt, ...)
 	return err;
 }
 
+/* A 16-bit heat per arena unit, rounded up to whole units. */
+static uint64_t heat_bytes(uint64_t arena)
+{
+	return ALIGN_UP(arena / KVMEM_SLOT_UNIT * sizeof(uint16_t),
+			KVMEM_SLOT_UNIT);
+}
+
 static int is_pow2(uint32_t x)
 {
 	return x && !(x & (x - 1));
@@ -125,7 +132,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			      KVMEM_SLOT_UNIT) +
 		     ALIGN_UP((uint64_t)cq * sizeof(struct kvmem_cqe),
 			      KVMEM_SLOT_UNIT) +
-		     BUF_BYTES;
+		     BUF_BYTES + heat_bytes(quota);
 	map = ring_bytes + quota;
 	if (d->n.sessions >= cfg->max_sessions)
 		return refuse(w, -EUSERS,
@@ -167,6 +174,8 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->max_refs = (uint64_t)REFS_PER_SLOT * s->nunits;
 	s->sq_efd = s->cq_efd = -1;
 	s->r.fd = -1;
+	s->free_page = NO_UNIT;
+	s->waits_tail = &s->waits;
 	d->n.pool_used += map;
 	d->n.sessions++;
 	*out = s;
@@ -205,11 +214,13 @@ int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
 	s->buf_off = s->cqes_off + ALIGN_UP((uint64_t)s->cq_entries *
 						    sizeof(struct kvmem_cqe),
 					    KVMEM_SLOT_UNIT);
-	s->arena_off = s->buf_off + BUF_BYTES;
+	s->heat_off = s->buf_off + BUF_BYTES;
+	s->arena_off = s->heat_off + heat_bytes(s->arena_bytes);
 	s->ring = (struct kvmem_ring *)s->r.base;
 	s->sqes = (struct kvmem_sqe *)(s->r.base + s->sqes_off);
 	s->cqes = (struct kvmem_cqe *)(s->r.base + s->cqes_off);
 	s->buf = s->r.base + s->buf_off;
+	s->heat = (uint16_t *)(s->r.base + s->heat_off);
 	s->arena = s->r.base + s->arena_off;
 	/* Until the loop polls it, the client must ring. */
 	s->ring->flags = KVMEM_RING_NEED_WAKEUP;
@@ -227,6 +238,7 @@ void kvmemd_session_welcome(const struct kvmemd_session *s,
 	w->cqes_off = s->cqes_off;
 	w->buf_off = s->buf_off;
 	w->buf_bytes = BUF_BYTES;
+	w->heat_off = s->heat_off;
 	w->arena_off = s->arena_off;
 	w->arena_bytes = s->arena_bytes;
 	w->sq_entries = s->sq_entries;
@@ -278,16 +290,18 @@ void kvmemd_session_free(struct kvmemd_session *s)
 		else
 			s->d->sessions_tail = s->prev;
 	}
+	tier_session_free(s);
 	if (s->seqs) {
 		for (i = 0; i < s->max_seqs; i++) {
 			if (!s->seqs[i])
 				continue;
-			free(s->seqs[i]->slots);
+			free(s->seqs[i]->pages);
 			free(s->seqs[i]->index);
 			free(s->seqs[i]);
 		}
 	}
 	free(s->seqs);
+	free(s->pages);
 	free(s->slots);
 	free(s->free[0]);
 	free(s->free[1]);
@@ -303,7 +317,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 
 /* ---- slots ------------------------------------------------------------ */
 
-static int slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out)
+int session_slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out)
 {
 	int fl = free_list(s, kind);
 	uint32_t u;
@@ -317,6 +331,8 @@ static int slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out)
 		s->top += s->slot_units[kind];
 	}
 	memset(&s->slots[u], 0, sizeof(s->slots[u]));
+	/* What the client said of the last page here is not about this one. */
+	__atomic_store_n(&s->heat[u], 0, __ATOMIC_RELAXED);
 	s->slots[u].state = SLOT_OPEN;
 	s->slots[u].kind = (uint8_t)kind;
 	s->used_bytes += slot_bytes(s, kind);
@@ -325,14 +341,14 @@ static int slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out)
 	return 0;
 }
 
-static void slot_free(struct kvmemd_session *s, uint32_t u)
+void session_slot_free(struct kvmemd_session *s, uint32_t u)
 {
 	struct slot *sl = &s->slots[u];
 	int fl = free_list(s, sl->kind);
 
 	if (sl->state == SLOT_OPEN) {
 		s->nopen--;
-	} else {
+	} else if (sl->state == SLOT_SEALED) {
 		s->nsealed--;
 		s->sealed_bytes -= slot_bytes(s, sl->kind);
 		s->ndegraded -= !!(sl->flags & SLOT_DEGRADED);
@@ -345,21 +361,81 @@ static void slot_free(struct kvmemd_session *s, uint32_t u)
 /* A slot index from the client: the start of a live slot, or NULL. */
 static struct slot *slot_get(struct kvmemd_session *s, uint32_t u)
 {
-	if (u >= s->nunits || s->slots[u].state < SLOT_OPEN)
+	if (u >= s->nunits || (s->slots[u].state != SLOT_OPEN &&
+			       s->slots[u].state != SLOT_SEALED))
 		return NULL;
 	return &s->slots[u];
 }
 
-static void slot_put(struct kvmemd_session *s, uint32_t u)
+/* ---- pages ------------------------------------------------------------ */
+
+/* A new page for the slot at @u, just sealed. */
+static int page_new(struct kvmemd_session *s, uint32_t u, uint32_t *out)
 {
-	if (!--s->slots[u].refs)
-		slot_free(s, u);
+	struct page *p;
+	uint32_t pg, n;
+
+	if (s->free_page != NO_UNIT) {
+		pg = s->free_page;
+		s->free_page = s->pages[pg].next_free;
+	} else {
+		if (s->top_page == s->npages) {
+			n = s->npages ? s->npages * 2 : 64;
+			if (n <= s->npages || n >= NO_UNIT)
+				return -ENOMEM;
+			p = realloc(s->pages, (size_t)n * sizeof(*p));
+			if (!p)
+				return -ENOMEM;
+			s->pages = p;
+			s->npages = n;
+		}
+		pg = s->top_page++;
+	}
+	p = &s->pages[pg];
+	memset(p, 0, sizeof(*p));
+	p->state = PAGE_RESIDENT;
+	p->kind = s->slots[u].kind;
+	p->unit = u;
+	p->client_slot = u;
+	*out = pg;
+	return 0;
+}
+
+void session_page_free(struct kvmemd_session *s, uint32_t pg)
+{
+	struct page *p = &s->pages[pg];
+
+	p->state = PAGE_UNUSED;
+	p->next_free = s->free_page;
+	s->free_page = pg;
+}
+
+/* The last holder of page @pg let go: its slot (or store units) go back,
+ * now or when its I/O ends. */
+static void page_put(struct kvmemd_session *s, uint32_t pg)
+{
+	struct page *p = &s->pages[pg];
+
 	s->nrefs--;
+	if (--p->refs)
+		return;
+	if (p->unit != NO_UNIT && p->state != PAGE_READING) {
+		session_slot_free(s, p->unit);
+		p->unit = NO_UNIT;
+	}
+	if (p->state == PAGE_RESIDENT) {
+		session_page_free(s, pg);
+		return;
+	}
+	/* tier.c frees it: now when cold, when the I/O ends otherwise. */
+	p->dead = 1;
+	if (p->state == PAGE_COLD)
+		tier_page_drop(s, pg);
 }
 
 /* ---- sequences -------------------------------------------------------- */
 
-/* Slots are small consecutive numbers: mix all their bits in. */
+/* Pages are small consecutive numbers: mix all their bits in. */
 static uint32_t index_home(const struct seq *q, uint32_t u)
 {
 	u ^= u >> 16;
@@ -370,12 +446,12 @@ static uint32_t index_home(const struct seq *q, uint32_t u)
 	return u & (2 * q->cap - 1);
 }
 
-/* The index entry of slot @u, or of the empty place where it would go. */
+/* The index entry of page @u, or of the empty place where it would go. */
 static uint32_t index_find(const struct seq *q, uint32_t u)
 {
 	uint32_t i = index_home(q, u);
 
-	while (q->index[i] && q->slots[q->index[i] - 1] != u)
+	while (q->index[i] && q->pages[q->index[i] - 1] != u)
 		i = (i + 1) & (2 * q->cap - 1);
 	return i;
 }
@@ -390,7 +466,7 @@ static void index_delete(struct seq *q, uint32_t i)
 		j = (j + 1) & mask;
 		if (!q->index[j])
 			break;
-		k = index_home(q, q->slots[q->index[j] - 1]);
+		k = index_home(q, q->pages[q->index[j] - 1]);
 		/* Leave it if its home lies cyclically in (i, j]. */
 		if (i <= j ? i < k && k <= j : i < k || k <= j)
 			continue;
@@ -403,16 +479,16 @@ static void index_delete(struct seq *q, uint32_t i)
 /* Room for @cap slots, the index rebuilt for it. */
 static int seq_reserve(struct seq *q, uint32_t cap)
 {
-	uint32_t *slots, *index, i;
+	uint32_t *pages, *index, i;
 
 	if (cap <= q->cap)
 		return 0;
 	if (cap > UINT32_MAX / 4)
 		return -ENOMEM;
-	slots = realloc(q->slots, cap * sizeof(*slots));
-	if (!slots)
+	pages = realloc(q->pages, cap * sizeof(*pages));
+	if (!pages)
 		return -ENOMEM;
-	q->slots = slots;
+	q->pages = pages;
 	index = calloc(2 * (size_t)cap, sizeof(*index));
 	if (!index)
 		return -ENOMEM;
@@ -420,7 +496,7 @@ static int seq_reserve(struct seq *q, uint32_t cap)
 	q->index = index;
 	q->cap = cap;
 	for (i = 0; i < q->n; i++)
-		q->index[index_find(q, q->slots[i])] = i + 1;
+		q->index[index_find(q, q->pages[i])] = i + 1;
 	return 0;
 }
 
@@ -432,9 +508,14 @@ static int seq_hold(struct seq *q, uint32_t u)
 		cap = cap ? cap * 2 : 16;
 	if (seq_reserve(q, cap))
 		return -ENOMEM;
-	q->slots[q->n] = u;
+	q->pages[q->n] = u;
 	q->index[index_find(q, u)] = ++q->n;
 	return 0;
+}
+
+int session_seq_holds(const struct seq *q, uint32_t pg)
+{
+	return q->n && q->index[index_find(q, pg)];
 }
 
 /* Drop @u from @q: 0, or -ENOENT when @q does not hold it. */
@@ -451,8 +532,8 @@ static int seq_unhold(struct seq *q, uint32_t u)
 	index_delete(q, i);
 	last = --q->n;
 	if (pos != last) {
-		q->slots[pos] = q->slots[last];
-		q->index[index_find(q, q->slots[pos])] = pos + 1;
+		q->pages[pos] = q->pages[last];
+		q->index[index_find(q, q->pages[pos])] = pos + 1;
 	}
 	return 0;
 }
@@ -483,16 +564,42 @@ static int seq_new(struct kvmemd_session *s, struct seq **out)
 	return 0;
 }
 
+/* Pin or unpin the pages of @q; unpinned ones may move from now on. */
+void session_seq_pin(struct kvmemd_session *s, struct seq *q, int on)
+{
+	uint64_t now = on ? 0 : kvmemd_now_ns();
+	uint32_t i;
+
+	if (q->acquired == on)
+		return;
+	for (i = 0; i < q->n; i++) {
+		struct page *p = &s->pages[q->pages[i]];
+
+		if (on) {
+			p->pins++;
+		} else {
+			p->pins--;
+			p->released = now;
+		}
+	}
+	q->acquired = (uint8_t)on;
+	if (on)
+		s->nacquired++;
+	else
+		s->nacquired--;
+}
+
 static void seq_free(struct kvmemd_session *s, struct seq *q)
 {
 	uint32_t i;
 
+	tier_cancel(s, q);
+	session_seq_pin(s, q, 0);
 	for (i = 0; i < q->n; i++)
-		slot_put(s, q->slots[i]);
+		page_put(s, q->pages[i]);
 	s->seqs[q->id - 1] = NULL;
 	s->nseqs--;
-	s->nacquired -= q->acquired;
-	free(q->slots);
+	free(q->pages);
 	free(q->index);
 	free(q);
 }
@@ -545,11 +652,12 @@ static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	if (!out)
 		return -EFAULT;
 	for (i = 0; i < e->len; i++) {
-		if (slot_alloc(s, e->kind, &u))
+		if (session_slot_alloc(s, e->kind, &u))
 			break;
 		memcpy(out + i * sizeof(u), &u, sizeof(u));
 	}
-	return i ? (int)i : -ENOMEM;
+	/* A full arena waits for released pages to leave, when any can. */
+	return i ? (int)i : tier_alloc_wait(s, e);
 }
 
 static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
@@ -558,10 +666,14 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	struct kvmem_page_hdr h;
 	struct slot *sl = slot_get(s, e->slot);
 	struct seq *q = session_seq(s, e->seq);
+	uint32_t pg;
 	int ret;
 
 	if (!sl || !q || sl->state != SLOT_OPEN || e->layer >= s->g.layers)
 		return -EINVAL;
+	/* The client's slot numbers for a released sequence may be stale. */
+	if (!q->acquired || q->wait)
+		return -EBUSY;
 	/* Copied before it is decoded: the client may change it meanwhile. */
 	memcpy(raw, session_page(s, e->slot), sizeof(raw));
 	ret = kvmem_page_read_header(raw, &s->g, &h, NULL);
@@ -574,11 +686,20 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	    h.flags & ~(KVMEM_HDR_SEALED | KVMEM_HDR_HOT) || h.resv[0] ||
 	    h.resv[1] || h.resv[2])
 		return -EINVAL;
-	ret = seq_hold(q, e->slot);
+	ret = page_new(s, e->slot, &pg);
 	if (ret)
 		return ret;
+	ret = seq_hold(q, pg);
+	if (ret) {
+		session_page_free(s, pg);
+		return ret;
+	}
+	s->pages[pg].refs = 1;
+	s->pages[pg].pins = 1;
+	if (q->tokens < e->token_start + e->ntokens)
+		q->tokens = e->token_start + e->ntokens;
 	sl->state = SLOT_SEALED;
-	sl->refs = 1;
+	sl->page = pg;
 	sl->seq = (uint32_t)e->seq;
 	sl->layer = e->layer;
 	sl->token_start = e->token_start;
@@ -605,15 +726,18 @@ static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	if (sl->state == SLOT_OPEN) {
 		if (e->seq)
 			return -EINVAL;
-		slot_free(s, e->slot);
+		session_slot_free(s, e->slot);
 		return 0;
 	}
 	q = session_seq(s, e->seq);
 	if (!q)
 		return -EINVAL;
-	if (seq_unhold(q, e->slot))
+	if (!q->acquired || q->wait)
+		return -EBUSY;
+	if (seq_unhold(q, sl->page))
 		return -ENOENT;
-	slot_put(s, e->slot);
+	s->pages[sl->page].pins--;
+	page_put(s, sl->page);
 	return 0;
 }
 
@@ -625,6 +749,9 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 	if (!p)
 		return -EINVAL;
+	/* The fork is acquired: its pages must be resident already. */
+	if (!p->acquired || p->wait)
+		return -EBUSY;
 	ret = seq_new(s, &q);
 	if (ret)
 		return ret;
@@ -635,27 +762,32 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		return -ENOMEM;
 	}
 	if (p->cap) {
-		memcpy(q->slots, p->slots, p->n * sizeof(*q->slots));
+		memcpy(q->pages, p->pages, p->n * sizeof(*q->pages));
 		memcpy(q->index, p->index,
 		       2 * (size_t)p->cap * sizeof(*q->index));
 	}
 	q->n = p->n;
-	for (i = 0; i < q->n; i++)
-		s->slots[q->slots[i]].refs++;
+	q->tokens = p->tokens;
+	for (i = 0; i < q->n; i++) {
+		s->pages[q->pages[i]].refs++;
+		s->pages[q->pages[i]].pins++;
+	}
 	s->nrefs += q->n;
 	return (int)q->id;
 }
 
-/* Host memory is always resident; the NVMe tier will make this wait. */
+/* Pinned at once; complete when every page is resident (tier.c). */
 static int op_seq_acquire(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct seq *q = session_seq(s, e->seq);
 
-	if (!q)
+	if (!q || e->len % (2 * sizeof(uint32_t)) ||
+	    (e->len && !op_buf(s, e->addr, e->len, sizeof(uint32_t))))
 		return -EINVAL;
-	s->nacquired += !q->acquired;
-	q->acquired = 1;
-	return 0;
+	if (q->wait)
+		return -EBUSY;
+	session_seq_pin(s, q, 1);
+	return tier_acquire(s, q, e);
 }
 
 static int op_seq_release(struct kvmemd_session *s, const struct kvmem_sqe *e)
@@ -664,8 +796,8 @@ static int op_seq_release(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 	if (!q)
 		return -EINVAL;
-	s->nacquired -= q->acquired;
-	q->acquired = 0;
+	tier_cancel(s, q);
+	session_seq_pin(s, q, 0);
 	return 0;
 }
 
@@ -696,6 +828,8 @@ static int op_stats(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		.ce_words = s->ce,
 		.ue_words = s->ue,
 		.degraded_pages = s->ndegraded,
+		.cold_pages = s->ncold,
+		.cold_bytes = s->cold_bytes,
 	};
 	void *out;
 
@@ -723,7 +857,8 @@ static const struct opdef opdefs[] = {
 				 F_SLOT | F_SEQ | F_LAYER | F_TOKENS },
 	[KVMEM_OP_PAGE_FREE] = { "page_free", op_page_free, F_SLOT | F_SEQ },
 	[KVMEM_OP_SEQ_FORK] = { "seq_fork", op_seq_fork, F_SEQ },
-	[KVMEM_OP_SEQ_ACQUIRE] = { "seq_acquire", op_seq_acquire, F_SEQ },
+	[KVMEM_OP_SEQ_ACQUIRE] = { "seq_acquire", op_seq_acquire,
+				   F_SEQ | F_ADDR | F_LEN },
 	[KVMEM_OP_SEQ_RELEASE] = { "seq_release", op_seq_release, F_SEQ },
 	[KVMEM_OP_SEQ_FREE] = { "seq_free", op_seq_free, F_SEQ },
 	[KVMEM_OP_STATS] = { "stats", op_stats, F_ADDR | F_LEN },
@@ -756,7 +891,7 @@ static int dispatch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	ret = sqe_check(e, op->fields);
 	if (!ret)
 		ret = op->issue(s, e);
-	if (ret < 0)
+	if (ret < 0 && ret != OP_WAIT)
 		kvmemd_log(LOG_DEBUG, "session %u: %s: %s", s->id, op->name,
 			   strerror(-ret));
 	return ret;
@@ -770,7 +905,41 @@ int kvmemd_session_pending(const struct kvmemd_session *s)
 	uint32_t tail = kvmem__load_relaxed(&s->ring->sq_tail);
 	uint32_t cq_head = kvmem__load_relaxed(&s->ring->cq_head);
 
-	return tail != s->sq_head && s->cq_tail - cq_head < s->cq_entries;
+	return tail != s->sq_head &&
+	       s->cq_tail - cq_head + s->nwaits < s->cq_entries;
+}
+
+/* Wake a client that sleeps on the CQ, after the tail moved. */
+static void cq_kick(struct kvmemd_session *s)
+{
+	/* Release: the CQEs are written before the client sees them. */
+	kvmem__store_release(&s->ring->cq_tail, s->cq_tail);
+	/* Full barrier: the tail is visible before CQ_WAIT is looked at,
+	 * pairing with the client's barrier between setting CQ_WAIT and
+	 * checking the tail one last time before it sleeps. */
+	kvmem__smp_mb();
+	if (kvmem__load_relaxed(&s->ring->cq_flags) & KVMEM_RING_CQ_WAIT)
+		eventfd_write(s->cq_efd, 1);
+}
+
+static void cqe_put(struct kvmemd_session *s, uint64_t user_data, int res,
+		    uint32_t flags)
+{
+	struct kvmem_cqe *c = &s->cqes[s->cq_tail & (s->cq_entries - 1)];
+
+	c->user_data = user_data;
+	c->res = res;
+	c->flags = flags;
+	s->cq_tail++;
+}
+
+/* Room was reserved when the op started waiting (s->nwaits). */
+void session_post(struct kvmemd_session *s, uint64_t user_data, int res,
+		  uint32_t flags)
+{
+	cqe_put(s, user_data, res, flags);
+	s->op_errors += res < 0;
+	cq_kick(s);
 }
 
 int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
@@ -781,7 +950,6 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 	uint32_t cq_head = kvmem__load_acquire(&s->ring->cq_head);
 	unsigned int n = 0;
 	struct kvmem_sqe e;
-	struct kvmem_cqe *c;
 	int res;
 
 	if (tail - s->sq_head > s->sq_entries) {
@@ -798,18 +966,18 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 			   s->id, (int)s->pid, cq_head, s->cq_tail);
 		return -EPROTO;
 	}
+	/* Ops that wait hold a CQE each: a client cannot make the daemon
+	 * owe more completions than its CQ holds. */
 	while (s->sq_head != tail && n < budget &&
-	       s->cq_tail - cq_head < s->cq_entries) {
+	       s->cq_tail - cq_head + s->nwaits < s->cq_entries) {
 		memcpy(&e, &s->sqes[s->sq_head & (s->sq_entries - 1)],
 		       sizeof(e));
 		res = dispatch(s, &e);
 		s->ops++;
-		s->op_errors += res < 0;
-		c = &s->cqes[s->cq_tail & (s->cq_entries - 1)];
-		c->user_data = e.user_data;
-		c->res = res;
-		c->flags = 0;
-		s->cq_tail++;
+		if (res != OP_WAIT) {
+			s->op_errors += res < 0;
+			cqe_put(s, e.user_data, res, 0);
+		}
 		s->sq_head++;
 		n++;
 	}
@@ -818,14 +986,7 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 	s->d->n.ops += n;
 	/* Release: the SQEs were read before the client may reuse them. */
 	kvmem__store_release(&s->ring->sq_head, s->sq_head);
-	/* Release: the CQEs are written before the client sees them. */
-	kvmem__store_release(&s->ring->cq_tail, s->cq_tail);
-	/* Full barrier: the tail is visible before CQ_WAIT is looked at,
-	 * pairing with the client's barrier between setting CQ_WAIT and
-	 * checking the tail one last time before it sleeps. */
-	kvmem__smp_mb();
-	if (kvmem__load_relaxed(&s->ring->cq_flags) & KVMEM_RING_CQ_WAIT)
-		eventfd_write(s->cq_efd, 1);
+	cq_kick(s);
 	return (int)n;
 }
 

@@ -15,22 +15,25 @@ enum slot_state {
 	SLOT_NONE = 0, /* not the start of a slot, or never handed out */
 	SLOT_FREE, /* on a free list */
 	SLOT_OPEN, /* the client's, being written */
-	SLOT_SEALED, /* full, immutable, held by sequences */
+	SLOT_SEALED, /* full, immutable, a page's bytes */
+	SLOT_LOADING, /* a page being read back from the store into it */
 };
 
 #define SLOT_DEGRADED (1u << 0) /* holds values no code could correct */
 #define SLOT_CRC_BAD (1u << 1) /* its CRC no longer matches, reported */
+#define SLOT_READ_FAILED (1u << 2) /* cold: the last read of it failed */
 
 /*
- * A sealed slot keeps what its header said when it was sealed, so the
- * scrubber can tell a damaged header from a good one and write it back.
+ * A slot of the arena. A sealed one keeps what its header said when it was
+ * sealed, so the scrubber can tell a damaged header from a good one and
+ * write it back, and the page it holds.
  */
 struct slot {
 	uint8_t state; /* enum slot_state */
 	uint8_t kind; /* enum kvmem_slot_kind */
 	uint8_t flags; /* SLOT_* */
 	uint8_t hdr_flags; /* KVMEM_HDR_* */
-	uint32_t refs; /* sequences holding a sealed slot */
+	uint32_t page; /* SLOT_SEALED, SLOT_LOADING: s->pages[] index */
 	uint32_t seq;
 	uint32_t layer;
 	uint32_t token_start;
@@ -41,18 +44,52 @@ struct slot {
 	uint64_t generation;
 };
 
+#define NO_UNIT UINT32_MAX
+
+enum page_state {
+	PAGE_UNUSED = 0, /* on the free list */
+	PAGE_RESIDENT, /* in the arena at ->unit */
+	PAGE_WRITING, /* resident, a copy on its way to the store */
+	PAGE_COLD, /* only on the store, at ->store_unit */
+	PAGE_READING, /* on its way back into the slot at ->unit */
+};
+
 /*
- * A sequence: the sealed slots it holds, in no order, and an index from
- * slot to position (open addressing, linear probing, 2 x cap entries of
- * position + 1, 0 = empty), so that dropping one page costs O(1) however
- * long the sequence is.
+ * A sealed page, wherever its bytes are. Sequences hold pages, not slots:
+ * a page that goes to the store and comes back lands in another slot, and
+ * every sequence holding it follows. The client knows a page by the slot
+ * it last saw it in (->client_slot); SEQ_ACQUIRE tells it the new one.
+ */
+struct page {
+	uint8_t state; /* enum page_state */
+	uint8_t moved; /* resident in a slot the client was not told of */
+	uint8_t dead; /* no sequence holds it; freed when its I/O ends */
+	uint8_t kind; /* enum kvmem_slot_kind */
+	uint32_t unit; /* arena slot, NO_UNIT while cold */
+	uint32_t refs; /* sequences holding it */
+	uint32_t pins; /* acquired sequences holding it: it may not move */
+	uint32_t client_slot;
+	uint32_t next_free;
+	uint64_t store_unit; /* PAGE_WRITING, PAGE_COLD, PAGE_READING */
+	uint64_t released; /* CLOCK_MONOTONIC ns when it was last unpinned */
+	struct slot cold; /* PAGE_COLD, PAGE_READING: its slot as it was */
+};
+
+/*
+ * A sequence: the pages it holds, in no order, and an index from page to
+ * position (open addressing, linear probing, 2 x cap entries of position +
+ * 1, 0 = empty), so that dropping one page costs O(1) however long the
+ * sequence is.
  */
 struct seq {
 	uint32_t id;
-	uint8_t acquired;
+	uint8_t acquired; /* its pages are pinned, and resident once the
+			   * acquire completed */
 	uint32_t n, cap;
-	uint32_t *slots;
+	uint32_t *pages; /* s->pages[] indices */
 	uint32_t *index; /* 2 * cap entries */
+	uint32_t tokens; /* end of its last sealed page, for token age */
+	struct tier_wait *wait; /* an acquire waiting for its pages */
 };
 
 struct kvmemd_session {
@@ -76,7 +113,8 @@ struct kvmemd_session {
 	struct kvmem_sqe *sqes;
 	struct kvmem_cqe *cqes;
 	uint8_t *buf, *arena;
-	uint64_t sqes_off, cqes_off, buf_off, arena_off;
+	uint16_t *heat; /* [unit], written by the client */
+	uint64_t sqes_off, cqes_off, buf_off, heat_off, arena_off;
 	uint32_t sq_head, cq_tail; /* the daemon's own, authoritative */
 
 	struct slot *slots; /* [unit] */
@@ -84,6 +122,24 @@ struct kvmemd_session {
 	uint32_t *free[2], nfree[2]; /* [free_list(kind)] */
 	uint64_t used_bytes, nopen, nsealed;
 	uint64_t sealed_bytes, ndegraded;
+
+	struct page *pages;
+	uint32_t npages, top_page, free_page; /* free_page: NO_UNIT for none */
+
+	/* tier.c */
+	struct tier_wait *waits, **waits_tail; /* ops waiting, in order */
+	uint32_t nwaits; /* CQEs they will post: reserved in the CQ */
+	uint64_t want_units; /* what waiting ops need freed */
+	uint64_t ncold, cold_bytes; /* pages only on the store */
+	uint64_t inflight; /* store I/Os of its pages */
+	uint64_t writing_units; /* slots that writes in flight will free */
+	uint64_t offloads, reloads, offload_bytes, reload_bytes;
+	uint64_t io_errors, nospace;
+	uint8_t reclaiming; /* fell below the low watermark, not yet high */
+	uint8_t cmd_done; /* nothing left for the "offload" command */
+	uint8_t victims_forced; /* the order is the command's */
+	uint32_t *victims, nvictims, vpos; /* pages in the order they go */
+	uint64_t victims_built;
 
 	struct seq **seqs; /* [id - 1] */
 	uint32_t nseqs, nacquired, seq_hint;
@@ -94,6 +150,16 @@ struct kvmemd_session {
 
 	struct kvmemd_session *prev, *next; /* on d->sessions once active */
 	int active;
+};
+
+/* An op that completes later: an acquire waiting for its pages to come
+ * back, or an allocation waiting for pages to leave. */
+struct tier_wait {
+	struct kvmem_sqe e; /* the SQE, as it came */
+	uint32_t scan; /* ACQUIRE: its pages before this one are resident */
+	uint32_t issue; /* ACQUIRE: reads were started before this one */
+	int error; /* ACQUIRE: a page could not be read back, or no room */
+	struct tier_wait *next;
 };
 
 static inline struct seq *session_seq(const struct kvmemd_session *s,
@@ -114,5 +180,29 @@ static inline uint64_t slot_bytes(const struct kvmemd_session *s, int kind)
 {
 	return (uint64_t)s->slot_units[kind] * KVMEM_SLOT_UNIT;
 }
+
+/* session.c, for tier.c and ras.c */
+int session_slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out);
+void session_slot_free(struct kvmemd_session *s, uint32_t u);
+void session_page_free(struct kvmemd_session *s, uint32_t pg);
+int session_seq_holds(const struct seq *q, uint32_t pg);
+/* Pin (@on) or unpin the pages of @q: acquire and release. */
+void session_seq_pin(struct kvmemd_session *s, struct seq *q, int on);
+/* Post a completion outside kvmemd_session_run() (an op that waited). */
+void session_post(struct kvmemd_session *s, uint64_t user_data, int res,
+		  uint32_t flags);
+
+/* tier.c, for session.c */
+/* The op was queued to complete later. */
+#define OP_WAIT INT32_MIN
+int tier_acquire(struct kvmemd_session *s, struct seq *q,
+		 const struct kvmem_sqe *e);
+int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e);
+/* @q is released or freed: an acquire of it still waiting is cancelled. */
+void tier_cancel(struct kvmemd_session *s, struct seq *q);
+/* Cold page @pg lost its last holder: its store units go back. */
+void tier_page_drop(struct kvmemd_session *s, uint32_t pg);
+/* The session goes: its pages on the store and its I/O in flight. */
+void tier_session_free(struct kvmemd_session *s);
 
 #endif /* KVMEMD_SESSION_H */

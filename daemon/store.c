@@ -1114,6 +1114,12 @@ struct kvmemd_io *kvmemd_store_io_get(struct kvmemd_store *st)
 	return io;
 }
 
+void kvmemd_store_io_put(struct kvmemd_store *st, struct kvmemd_io *io)
+{
+	io->next = st->idle;
+	st->idle = io;
+}
+
 void kvmemd_store_io_queue(struct kvmemd_store *st, struct kvmemd_io *io)
 {
 	io->next = NULL;

@@ -122,6 +122,8 @@ struct kvmemd_io {
 
 /* An idle io and its buffer, or NULL when queue_depth are in use. */
 struct kvmemd_io *kvmemd_store_io_get(struct kvmemd_store *st);
+/* Give back an io from kvmemd_store_io_get() that was not queued. */
+void kvmemd_store_io_put(struct kvmemd_store *st, struct kvmemd_io *io);
 /* Queue @io; it is submitted by the next kvmemd_store_io_submit(). */
 void kvmemd_store_io_queue(struct kvmemd_store *st, struct kvmemd_io *io);
 /* Submit what was queued, in one batch. Never blocks. */

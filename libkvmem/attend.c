@@ -494,6 +494,8 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 			lt->pages[pi]->importance =
 				(1.0f - alpha) * lt->pages[pi]->importance +
 				alpha * share;
+			if (s->c->heat)
+				kvmem__heat_set(s->c, lt->pages[pi], nh);
 		}
 	if (stats) {
 		const struct kvmem_page_counts *c = &r.pc;

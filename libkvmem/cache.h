@@ -69,6 +69,7 @@ struct kvmem_cache {
 	void *store_priv;
 	size_t arena_bytes;
 	uint64_t ring_errors; /* see struct kvmem_cache_stats */
+	uint16_t *heat; /* over kvmemd: the session's heat array, by slot */
 	int closing; /* kvmem_close() runs: the store need tell nobody */
 	struct kvmem_seq *seqs;
 	uint64_t nseqs, next_id, generation;
@@ -87,6 +88,20 @@ struct kvmem_seq {
 	struct kvmem_seq *prev, *next;
 	struct kvmem__layer layer[];
 };
+
+/*
+ * Over kvmemd: tell the daemon how much of the attention of @nh heads page
+ * @p gets, as the share of all of it in 16 bits. Released pages with less
+ * leave memory first.
+ */
+static inline void kvmem__heat_set(struct kvmem_cache *c,
+				   const struct kvmem__page *p, uint32_t nh)
+{
+	float h = p->importance / (float)nh * 65535.0f;
+	uint16_t v = h >= 65535.0f ? 65535 : h > 0.0f ? (uint16_t)h : 0;
+
+	__atomic_store_n(&c->heat[p->slot], v, __ATOMIC_RELAXED);
+}
 
 /* The index of the page holding token @pos of a layer. */
 static inline uint32_t kvmem__page_index(const struct kvmem_geometry *g,

@@ -39,6 +39,7 @@
 /* The library's part of the buffer region; the caller's starts after. */
 #define BUF_ALLOC 0u
 #define BUF_STATS 1024u
+#define BUF_MAP 2048u /* SEQ_ACQUIRE's moved pages, to BUF_USER */
 #define BUF_USER 4096u
 
 /* user_data of the library's SQEs: bit 62 set when someone waits on it. */
@@ -54,6 +55,7 @@ struct remote {
 	struct kvmem_sqe *sqes;
 	struct kvmem_cqe *cqes;
 	uint8_t *buf, *arena;
+	uint16_t *heat;
 	uint64_t buf_bytes, arena_bytes;
 	uint32_t nslots; /* arena units */
 	uint32_t slot_units[2];
@@ -474,11 +476,96 @@ static void remote_seq_free(struct kvmem_cache *c, struct kvmem_seq *s)
 		c->ring_errors++;
 }
 
+static int slot_pair_cmp(const void *a, const void *b)
+{
+	uint32_t x, y;
+
+	memcpy(&x, a, sizeof(x));
+	memcpy(&y, b, sizeof(y));
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Give the pages of @s the slots the daemon moved them to: @n (old, new)
+ * pairs in @map, sorted here by old slot, all of them at once (a new slot
+ * may be another page's old one). A page shared with a fork is one object,
+ * so it moves once for all holders.
+ */
+static int remote_remap(struct kvmem_cache *c, struct kvmem_seq *s,
+			uint32_t *map, uint32_t n)
+{
+	struct remote *r = c->store_priv;
+	uint32_t l, i, key[2];
+
+	qsort(map, n, 2 * sizeof(*map), slot_pair_cmp);
+	for (l = 0; l < c->g.layers; l++) {
+		for (i = 0; i < s->layer[l].npages; i++) {
+			struct kvmem__page *p = s->layer[l].pages[i];
+			uint32_t *hit;
+
+			if (!p->sealed)
+				continue;
+			key[0] = p->slot;
+			hit = bsearch(key, map, n, 2 * sizeof(*map),
+				      slot_pair_cmp);
+			if (!hit)
+				continue;
+			/* The daemon is trusted, but not to the point of
+			 * pointing outside the arena. */
+			if (hit[1] >= r->nslots ||
+			    r->nslots - hit[1] < r->slot_units[p->hot])
+				return -EIO;
+			p->slot = hit[1];
+			p->data = r->arena + (size_t)p->slot * KVMEM_SLOT_UNIT;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Pages of a released sequence may have gone to the backing store and come
+ * back in other slots: the daemon says which, a buffer at a time.
+ */
 static int remote_acquire(struct kvmem_cache *c, struct kvmem_seq *s)
 {
-	struct kvmem_sqe t = { .opcode = KVMEM_OP_SEQ_ACQUIRE, .seq = s->id };
+	struct remote *r = c->store_priv;
+	const uint32_t room = (BUF_USER - BUF_MAP) / (2 * sizeof(uint32_t));
+	struct kvmem_sqe t = {
+		.opcode = KVMEM_OP_SEQ_ACQUIRE,
+		.seq = s->id,
+		.addr = BUF_MAP,
+		.len = room * 2 * sizeof(uint32_t),
+	};
+	uint32_t *map = NULL, *more, total = 0, cap = 0;
+	int n, ret;
 
-	return lib_sync(c, &t);
+	do {
+		n = lib_sync(c, &t);
+		if (n < 0) {
+			free(map);
+			return n;
+		}
+		if ((uint32_t)n > room || total + (uint32_t)n < total) {
+			free(map);
+			return -EIO;
+		}
+		if (total + (uint32_t)n > cap) {
+			cap = cap ? 2 * cap : room;
+			more = realloc(map, (size_t)cap * 2 * sizeof(*map));
+			if (!more) {
+				free(map);
+				return -ENOMEM;
+			}
+			map = more;
+		}
+		if (n)
+			memcpy(map + 2 * (size_t)total, r->buf + BUF_MAP,
+			       (size_t)n * 2 * sizeof(uint32_t));
+		total += (uint32_t)n;
+	} while ((uint32_t)n == room);
+	ret = total ? remote_remap(c, s, map, total) : 0;
+	free(map);
+	return ret;
 }
 
 static int remote_unpin(struct kvmem_cache *c, struct kvmem_seq *s)
@@ -641,6 +728,10 @@ static int map_session(struct remote *r, const struct kvmem_welcome *w,
 		    (uint64_t)w->cq_entries * sizeof(struct kvmem_cqe),
 		    w->map_bytes) ||
 	    !inside(w->buf_off, w->buf_bytes, w->map_bytes) ||
+	    w->heat_off % sizeof(uint16_t) ||
+	    !inside(w->heat_off,
+		    w->arena_bytes / KVMEM_SLOT_UNIT * sizeof(uint16_t),
+		    w->map_bytes) ||
 	    !inside(w->arena_off, w->arena_bytes, w->map_bytes))
 		return fail(-EPROTO, "kvmemd described a session layout "
 				     "this library cannot use");
@@ -656,6 +747,7 @@ static int map_session(struct remote *r, const struct kvmem_welcome *w,
 	r->buf = r->map + w->buf_off;
 	r->buf_bytes = w->buf_bytes;
 	r->arena = r->map + w->arena_off;
+	r->heat = (uint16_t *)(r->map + w->heat_off);
 	r->arena_bytes = w->arena_bytes;
 	r->nslots = (uint32_t)(w->arena_bytes / KVMEM_SLOT_UNIT);
 	for (k = 0; k < 2; k++)
@@ -741,6 +833,7 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	}
 	c->store = &remote_ops;
 	c->store_priv = r;
+	c->heat = r->heat;
 	c->arena_bytes = r->arena_bytes;
 	*out = c;
 	return 0;

@@ -948,11 +948,22 @@ START_TEST(test_config_print_format)
 		"verify_on_seal",
 		"allow_inject",
 		"events",
+		"low_watermark",
+		"high_watermark",
+		"stale_tokens",
+		"offload",
+		"path",
+		"size",
+		"reformat",
+		"queue_depth",
+		"io_bytes",
+		"engine",
 		"threads",
 		"queue_depth",
 	};
 	static const char *const sections[] = { "[daemon]", "[pool]", "[ring]",
-						"[scrub]", "[workers]" };
+						"[scrub]",  "[tier]", "[store]",
+						"[workers]" };
 	struct kvmemd_config c;
 	char *text = NULL, *line, *save, prev[1024] = "";
 	size_t len = 0, n_keys = 0, n_sections = 0, klen;

@@ -742,7 +742,7 @@ static const uint32_t op_reads[KVMEM_OP_LAST] = {
 	[KVMEM_OP_PAGE_SEAL] = U_SLOT | U_SEQ | U_LAYER | U_TOKENS,
 	[KVMEM_OP_PAGE_FREE] = U_SLOT | U_SEQ,
 	[KVMEM_OP_SEQ_FORK] = U_SEQ,
-	[KVMEM_OP_SEQ_ACQUIRE] = U_SEQ,
+	[KVMEM_OP_SEQ_ACQUIRE] = U_SEQ | U_ADDR | U_LEN,
 	[KVMEM_OP_SEQ_RELEASE] = U_SEQ,
 	[KVMEM_OP_SEQ_FREE] = U_SEQ,
 	[KVMEM_OP_STATS] = U_ADDR | U_LEN,
@@ -938,7 +938,10 @@ static void fuzz_judge(const struct fuzz *f, const struct kvmem_sqe *e,
 		EXPECT(res != 0, "SQE %u: opcode %u made sequence 0", i,
 		       e->opcode);
 		if (res < 0) {
-			EXPECT(res == -ENOSPC || res == -ENOMEM,
+			/* A fork of a released sequence is -EBUSY. */
+			EXPECT(res == -ENOSPC || res == -ENOMEM ||
+				       (res == -EBUSY &&
+					e->opcode == KVMEM_OP_SEQ_FORK),
 			       "SQE %u: opcode %u: %d", i, e->opcode, res);
 			break;
 		}
@@ -949,6 +952,18 @@ static void fuzz_judge(const struct fuzz *f, const struct kvmem_sqe *e,
 		live[res] = 1;
 		break;
 	case KVMEM_OP_SEQ_ACQUIRE:
+		if (seq > CONF_MAX_SEQS || !live[seq] || e->len % 8 ||
+		    (e->len && (!in_buf(f, e->addr, e->len) || e->addr % 4))) {
+			EXPECT(res < 0,
+			       "SQE %u: SEQ_ACQUIRE of %llu, %u to %llu", i,
+			       (unsigned long long)seq, e->len,
+			       (unsigned long long)e->addr);
+			break;
+		}
+		/* No store: nothing ever moved, nothing to report. */
+		EXPECT_EQ(res, 0, "SQE %u: SEQ_ACQUIRE of %llu", i,
+			  (unsigned long long)seq);
+		break;
 	case KVMEM_OP_SEQ_RELEASE:
 	case KVMEM_OP_SEQ_FREE:
 		if (seq > CONF_MAX_SEQS || !live[seq]) {

@@ -40,8 +40,15 @@ static int ready_timeout_ms(void)
 void kvmemd_write_conf(struct kvmemd_proc *p, const char *conf)
 {
 	FILE *f = fopen(p->conf, "w");
+	const char *at;
 
 	ck_assert_msg(f, "%s: %s", p->conf, strerror(errno));
+	/* @DIR@ is the daemon's directory, unknown before it is made. */
+	while (conf && (at = strstr(conf, "@DIR@"))) {
+		fwrite(conf, 1, (size_t)(at - conf), f);
+		fputs(p->dir, f);
+		conf = at + 5;
+	}
 	if (conf)
 		fputs(conf, f);
 	ck_assert_int_eq(fclose(f), 0);
@@ -75,9 +82,9 @@ void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 	kvmemd_restart(p, env);
 }
 
-void kvmemd_restart(struct kvmemd_proc *p, const char *const *env)
+static void spawn(struct kvmemd_proc *p, const char *const *env)
 {
-	char nsock[108], buf[512];
+	char nsock[108];
 	int i;
 
 	snprintf(nsock, sizeof(nsock), "%s/notify", p->dir);
@@ -100,6 +107,13 @@ void kvmemd_restart(struct kvmemd_proc *p, const char *const *env)
 		      p->sock, "-a", p->admin, "-d", state, (char *)NULL);
 		_exit(127);
 	}
+}
+
+void kvmemd_restart(struct kvmemd_proc *p, const char *const *env)
+{
+	char buf[512];
+
+	spawn(p, env);
 	if (!kvmemd_notify_wait(p, "READY=1", ready_timeout_ms(), buf,
 				sizeof(buf))) {
 		char log[2048] = "";
@@ -113,6 +127,16 @@ void kvmemd_restart(struct kvmemd_proc *p, const char *const *env)
 		ck_abort_msg("kvmemd (%s) did not become ready; its log:\n%s",
 			     daemon_path(), log);
 	}
+}
+
+int kvmemd_try_restart(struct kvmemd_proc *p)
+{
+	int status;
+
+	spawn(p, NULL);
+	ck_assert_int_eq(waitpid(p->pid, &status, 0), p->pid);
+	p->pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int kvmemd_stop(struct kvmemd_proc *p)
@@ -192,19 +216,26 @@ int kvmemd_fd_count(const struct kvmemd_proc *p)
 	return n;
 }
 
-void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
-		  size_t len)
+int kvmemd_admin_send(const struct kvmemd_proc *p, const char *req)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	size_t got = 0;
-	ssize_t n;
 
 	strcpy(sa.sun_path, p->admin);
 	ck_assert_msg(!connect(fd, (struct sockaddr *)&sa, sizeof(sa)),
 		      "connect %s: %s", p->admin, strerror(errno));
 	ck_assert_int_eq(send(fd, req, strlen(req), MSG_NOSIGNAL),
 			 (ssize_t)strlen(req));
+	return fd;
+}
+
+void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
+		  size_t len)
+{
+	int fd = kvmemd_admin_send(p, req);
+	size_t got = 0;
+	ssize_t n;
+
 	/* A long reply comes in several datagrams; a newline ends it. */
 	do {
 		ck_assert_msg(got + 1 < len, "reply to \"%s\" longer than %zu",

@@ -35,6 +35,8 @@ void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 /* Start the daemon again after kvmemd_stop(): same directory, state and
  * configuration file. */
 void kvmemd_restart(struct kvmemd_proc *p, const char *const *env);
+/* Start it again expecting it to fail: its exit status. */
+int kvmemd_try_restart(struct kvmemd_proc *p);
 /* SIGTERM, wait; returns the exit status (128 + signal when killed). */
 int kvmemd_stop(struct kvmemd_proc *p);
 
@@ -51,6 +53,8 @@ int kvmemd_notify_wait(struct kvmemd_proc *p, const char *prefix,
 /* The daemon's open descriptors, from /proc. */
 int kvmemd_fd_count(const struct kvmemd_proc *p);
 
+/* Send @req on a new admin connection; its descriptor, for the reply. */
+int kvmemd_admin_send(const struct kvmemd_proc *p, const char *req);
 /* The admin socket's answer to @req, a JSON line, to @out. */
 void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
 		  size_t len);
@@ -61,7 +65,8 @@ unsigned long long kvmemd_json_u64(const char *json, const char *key);
 /* by_flips[0..7] of @codec in the admin socket's reply to "inject". */
 void kvmemd_inject_flips(const char *json, const char *codec,
 			 unsigned long long f[8]);
-/* Rewrite the config file (for SIGHUP). */
+/* Rewrite the config file (for SIGHUP); "@DIR@" in it becomes the
+ * daemon's directory. */
 void kvmemd_write_conf(struct kvmemd_proc *p, const char *conf);
 
 /* A small geometry: 2 layers, 2 KV heads, head_dim 64, defaults else. */

@@ -22,8 +22,12 @@
  *   ring_off    struct kvmem_ring: head/tail indices and flags
  *   sqes_off    sq_entries x struct kvmem_sqe (written by the client)
  *   cqes_off    cq_entries x struct kvmem_cqe (written by the daemon)
- *   buf_off     buf_bytes of operation buffers (PAGE_ALLOC and STATS
- *               results), laid out by the client
+ *   buf_off     buf_bytes of operation buffers (PAGE_ALLOC, SEQ_ACQUIRE
+ *               and STATS results), laid out by the client
+ *   heat_off    one uint16_t per slot unit, written by the client: how much
+ *               attention the page in that slot gets (0 = none, 65535 =
+ *               all); released pages with less heat leave memory first. The
+ *               daemon zeroes a slot's heat when it hands the slot out.
  *   arena_off   arena_bytes of pages: slot n is the page at
  *               arena_off + n * KVMEM_SLOT_UNIT
  *
@@ -46,6 +50,22 @@
  *
  * Every field marked "must be 0" is checked; an SQE with an unknown opcode,
  * flag or non-zero reserved field completes with -EINVAL.
+ *
+ * Completions come in the order of the SQEs except for two ops that may
+ * wait: PAGE_ALLOC when the arena is full and released pages can leave for
+ * the backing store, and SEQ_ACQUIRE while the sequence's pages come back
+ * from it. Each op that waits keeps one CQ entry reserved, so the CQ never
+ * overflows.
+ *
+ * Pages move only while no acquired sequence holds them. A page read back
+ * lands in a new slot: the SEQ_ACQUIRE that made it resident reports the
+ * move once, as a pair of uint32_t (old slot, new slot) in its buffer (addr,
+ * len: a multiple of 8); its result is the number of pairs. A result that
+ * fills the buffer means more may follow: acquire again (an acquired
+ * sequence completes at once) until fewer come. Without a buffer, an
+ * acquire that has moves to report fails with -EMSGSIZE. PAGE_SEAL and
+ * PAGE_FREE name pages by slot, so they need an acquired sequence
+ * (-EBUSY otherwise), as does SEQ_FORK.
  */
 #ifndef KVMEM_UAPI_H
 #define KVMEM_UAPI_H
@@ -110,7 +130,8 @@ struct kvmem_welcome {
 	uint32_t sq_entries;
 	uint32_t cq_entries;
 	uint32_t slot_bytes[2]; /* page size of sealed [0] and hot [1] slots */
-	uint64_t resv[2]; /* 0 */
+	uint64_t heat_off; /* offset of the heat array in the memfd */
+	uint64_t resv[1]; /* 0 */
 	char message[KVMEM_MESSAGE_LEN]; /* NUL-terminated: why, on error */
 };
 
@@ -161,8 +182,10 @@ enum kvmem_op {
 				 * back, or seq drops a sealed page -> 0 */
 	KVMEM_OP_SEQ_FORK = 5, /* seq -> a new sequence id sharing its
 				* sealed pages */
-	KVMEM_OP_SEQ_ACQUIRE = 6, /* seq: make its pages resident -> 0 when
-				   * they are */
+	KVMEM_OP_SEQ_ACQUIRE = 6, /* seq, addr, len: make its pages resident
+				   * -> moved-page pairs, when they are;
+				   * -EIO when one cannot be read back,
+				   * -ENOMEM when they do not fit */
 	KVMEM_OP_SEQ_RELEASE = 7, /* seq: its pages may move -> 0 */
 	KVMEM_OP_SEQ_FREE = 8, /* seq: drop the sequence and its references
 				* to sealed pages -> 0 */
@@ -223,7 +246,9 @@ struct kvmem_stats {
 	uint64_t ce_words;
 	uint64_t ue_words;
 	uint64_t degraded_pages;
-	uint64_t resv[2];
+	/* the session's pages on the backing store */
+	uint64_t cold_pages;
+	uint64_t cold_bytes;
 };
 
 /*
@@ -277,7 +302,8 @@ KVMEM_UAPI_ASSERT(kvmem_welcome, arena_bytes, 96);
 KVMEM_UAPI_ASSERT(kvmem_welcome, sq_entries, 104);
 KVMEM_UAPI_ASSERT(kvmem_welcome, cq_entries, 108);
 KVMEM_UAPI_ASSERT(kvmem_welcome, slot_bytes, 112);
-KVMEM_UAPI_ASSERT(kvmem_welcome, resv, 120);
+KVMEM_UAPI_ASSERT(kvmem_welcome, heat_off, 120);
+KVMEM_UAPI_ASSERT(kvmem_welcome, resv, 128);
 KVMEM_UAPI_ASSERT(kvmem_welcome, message, 136);
 
 _Static_assert(sizeof(struct kvmem_notice) == 32, "kvmem_notice size");
@@ -330,7 +356,8 @@ KVMEM_UAPI_ASSERT(kvmem_stats, pool_used_bytes, 80);
 KVMEM_UAPI_ASSERT(kvmem_stats, ce_words, 88);
 KVMEM_UAPI_ASSERT(kvmem_stats, ue_words, 96);
 KVMEM_UAPI_ASSERT(kvmem_stats, degraded_pages, 104);
-KVMEM_UAPI_ASSERT(kvmem_stats, resv, 112);
+KVMEM_UAPI_ASSERT(kvmem_stats, cold_pages, 112);
+KVMEM_UAPI_ASSERT(kvmem_stats, cold_bytes, 120);
 
 #undef KVMEM_UAPI_ASSERT
 

@@ -1,0 +1,981 @@
+/*
+ * tier.c - where a session's pages live: the tiering policy, and the moves
+ * to and from the backing store (the cold tier)
+ *
+ * Tiers: hot (FP16 slots: a sequence's unsealed tail and its sinks), warm
+ * (sealed slots in the session's format and codec), both in the session's
+ * arena, and cold (on the store, out of the arena). A page moves only while
+ * no acquired sequence holds it (its pins are 0), and only as a whole: it
+ * is written to the store as it is in memory, ECC and CRC-32C included, and
+ * its slot is given back only once the write completed in full. A write
+ * that fails (EIO, ENOSPC, short) leaves the page where it was; the error
+ * is counted and the policy backs off for a while.
+ *
+ * The policy runs on the event loop, like kswapd: when a session's arena
+ * has less than tier.low_watermark percent free, released pages leave until
+ * tier.high_watermark percent is free or on its way to be. An allocation or
+ * an acquire that finds the arena full waits for pages to leave (direct
+ * reclaim) instead of failing, as long as some can. Pages leave in this
+ * order: those tier.stale_tokens or more behind the end of their sequence
+ * first (the three-tier design's archive candidates), then by the heat the
+ * client's attention gave them (the shared heat array, lowest first), then
+ * the longest released.
+ *
+ * SEQ_ACQUIRE pins the sequence's pages at once and completes when all are
+ * resident: cold ones are read back into fresh slots, checked (CRC-32C,
+ * then the codes: see kvmemd_ras_reload()) and reported to the client as
+ * (old slot, new slot) pairs in the acquire's buffer. Each move is
+ * reported once, to the first acquire that sees it.
+ *
+ * The I/O never blocks the loop: the store's engine (io_uring, or a thread
+ * pool) completes into an eventfd the loop watches.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "kvmemd.h"
+#include "session.h"
+#include "store.h"
+
+/* A session's order of pages to move is rebuilt at least this often. */
+#define VICTIMS_TTL_NS 1000000000ull
+/* After a failed write, offloads pause this long (doubling to the max). */
+#define BACKOFF_MIN_NS 100000000ull
+#define BACKOFF_MAX_NS (10ull * 1000000000ull)
+/* The journal hears of I/O errors at most this often. */
+#define ERROR_LOG_NS (10ull * 1000000000ull)
+
+/* What one store I/O is for; [io->index], so none is allocated per I/O. */
+struct ticket {
+	struct kvmemd_session *s; /* NULL once the session is gone */
+	uint32_t pg;
+	uint64_t store_unit;
+	uint32_t units;
+	uint8_t forced; /* an "offload" command asked for it */
+};
+
+/* An admin "offload TARGET": released pages of the target go now. */
+struct offload_cmd {
+	int active;
+	void *waiter;
+	struct kvmemd_target t;
+	uint64_t started, pages, bytes, errors;
+	uint64_t inflight;
+};
+
+struct kvmemd_tier {
+	struct kvmemd_store *st;
+	struct ticket *tickets; /* [queue_depth] */
+	uint32_t io_bytes, queue_depth;
+	uint64_t backoff_until, backoff;
+	uint64_t last_log;
+	/* since start, all sessions */
+	uint64_t offloads, reloads, offload_bytes, reload_bytes;
+	uint64_t write_errors, read_errors, nospace, reload_bad;
+	uint64_t waits; /* ops that had to wait for pages to move */
+	struct offload_cmd cmd;
+};
+
+static uint32_t page_units(const struct kvmemd_session *s, const struct page *p)
+{
+	return s->slot_units[p->kind];
+}
+
+int kvmemd_tier_has_store(const struct kvmemd *d)
+{
+	return d->tier && d->tier->st;
+}
+
+int kvmemd_tier_init(struct kvmemd *d)
+{
+	const struct kvmemd_config *c = &d->cfg;
+	struct kvmemd_store_cfg sc = {
+		.path = c->store_path,
+		.size = c->store_size,
+		.reformat = c->store_reformat,
+		.queue_depth = c->store_queue_depth,
+		.io_bytes = (uint32_t)c->store_io_bytes,
+		.engine = c->store_engine,
+	};
+	struct kvmemd_tier *t;
+	char err[512];
+	int ret;
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	d->tier = t;
+	if (!c->store_path[0])
+		return 0;
+	t->tickets = calloc(c->store_queue_depth, sizeof(*t->tickets));
+	if (!t->tickets)
+		return -ENOMEM;
+	ret = kvmemd_store_open(&sc, &t->st, err, sizeof(err));
+	if (ret) {
+		kvmemd_log(LOG_ERR, "store: %s", err);
+		return ret;
+	}
+	t->io_bytes = sc.io_bytes;
+	t->queue_depth = sc.queue_depth;
+	return 0;
+}
+
+void kvmemd_tier_exit(struct kvmemd *d)
+{
+	struct kvmemd_tier *t = d->tier;
+
+	if (!t)
+		return;
+	/* Sessions are gone by now: the completions find no owner. */
+	if (t->st)
+		kvmemd_store_close(t->st);
+	free(t->tickets);
+	free(t);
+	d->tier = NULL;
+}
+
+int kvmemd_tier_fd(const struct kvmemd *d)
+{
+	return kvmemd_tier_has_store(d) ? kvmemd_store_io_fd(d->tier->st) : -1;
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+static void io_error(struct kvmemd_tier *t, const struct kvmemd_session *s,
+		     const char *what, int res, uint32_t len)
+{
+	uint64_t now = kvmemd_now_ns();
+	char why[64];
+
+	if (now - t->last_log < ERROR_LOG_NS && t->last_log)
+		return;
+	t->last_log = now;
+	if (res >= 0)
+		snprintf(why, sizeof(why), "short: %d of %u bytes", res, len);
+	else
+		snprintf(why, sizeof(why), "%s", strerror(-res));
+	kvmemd_log(LOG_WARNING,
+		   "store: %s for session %u failed (%s); the page stays "
+		   "where it was (errors: %llu writes, %llu reads, %llu out "
+		   "of space)",
+		   what, s ? s->id : 0, why,
+		   (unsigned long long)t->write_errors,
+		   (unsigned long long)t->read_errors,
+		   (unsigned long long)t->nospace);
+}
+
+static void backoff(struct kvmemd_tier *t)
+{
+	t->backoff = t->backoff ? t->backoff * 2 : BACKOFF_MIN_NS;
+	if (t->backoff > BACKOFF_MAX_NS)
+		t->backoff = BACKOFF_MAX_NS;
+	t->backoff_until = kvmemd_now_ns() + t->backoff;
+}
+
+/* ---- waiting ops ------------------------------------------------------ */
+
+static void wait_remove(struct kvmemd_session *s, struct tier_wait *w)
+{
+	struct tier_wait **pp;
+
+	for (pp = &s->waits; *pp != w; pp = &(*pp)->next)
+		;
+	*pp = w->next;
+	if (s->waits_tail == &w->next)
+		s->waits_tail = pp;
+	s->nwaits--;
+	free(w);
+}
+
+static void wait_done(struct kvmemd_session *s, struct tier_wait *w, int res)
+{
+	uint64_t user_data = w->e.user_data;
+
+	wait_remove(s, w);
+	session_post(s, user_data, res, 0);
+}
+
+static int wait_add(struct kvmemd_session *s, const struct kvmem_sqe *e,
+		    struct tier_wait **out)
+{
+	struct tier_wait *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	w->e = *e;
+	*s->waits_tail = w;
+	s->waits_tail = &w->next;
+	s->nwaits++;
+	if (s->d->tier)
+		s->d->tier->waits++;
+	*out = w;
+	return 0;
+}
+
+/* Can pages of @s leave at all? (Some are released, a store is there.) */
+static int can_reclaim(const struct kvmemd_session *s)
+{
+	const struct kvmemd_tier *t = s->d->tier;
+	uint32_t least = s->slot_units[0] < s->slot_units[1] ? s->slot_units[0]
+							     : s->slot_units[1];
+	struct kvmemd_store_stats st;
+	uint32_t i;
+
+	if (!t || !t->st || !s->d->cfg.offload)
+		return 0;
+	if (s->inflight)
+		return 1;
+	/* A full store takes nothing more: waiting would be for ever. */
+	kvmemd_store_stats(t->st, &st);
+	if (st.nunits - st.used_units < least)
+		return 0;
+	for (i = 0; i < s->top_page; i++) {
+		const struct page *p = &s->pages[i];
+
+		if (p->state == PAGE_RESIDENT && !p->pins && p->refs &&
+		    slot_bytes(s, p->kind) <= t->io_bytes)
+			return 1;
+	}
+	return 0;
+}
+
+int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct tier_wait *w;
+
+	if (!can_reclaim(s) || wait_add(s, e, &w))
+		return -ENOMEM;
+	return OP_WAIT;
+}
+
+/*
+ * Write up to the buffer's worth of (old, new) slot pairs of @q's moved
+ * pages. Return: how many; a full buffer means the client asks again.
+ */
+static int map_report(struct kvmemd_session *s, struct seq *q,
+		      const struct kvmem_sqe *e)
+{
+	uint32_t room = e->len / (2 * sizeof(uint32_t)), n = 0, i, pair[2];
+	uint8_t *out = s->buf + e->addr;
+
+	for (i = 0; i < q->n && n < room; i++) {
+		struct page *p = &s->pages[q->pages[i]];
+
+		if (!p->moved)
+			continue;
+		pair[0] = p->client_slot;
+		pair[1] = p->unit;
+		memcpy(out + (size_t)n * sizeof(pair), pair, sizeof(pair));
+		p->client_slot = p->unit;
+		p->moved = 0;
+		n++;
+	}
+	/* A client that gave no room cannot learn where its pages are. */
+	if (!room)
+		for (; i < q->n; i++)
+			if (s->pages[q->pages[i]].moved)
+				return -EMSGSIZE;
+	return (int)n;
+}
+
+static int read_page(struct kvmemd_session *s, uint32_t pg);
+
+static int resident(const struct page *p)
+{
+	return p->state == PAGE_RESIDENT || p->state == PAGE_WRITING;
+}
+
+/*
+ * Move an acquire on: start reads of its cold pages while slots and I/Os
+ * allow, and complete it once all are resident.
+ */
+static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
+{
+	struct seq *q = session_seq(s, w->e.seq);
+	uint32_t i;
+	int ret;
+
+	for (i = w->issue; i < q->n && !w->error; i++) {
+		struct page *p = &s->pages[q->pages[i]];
+
+		if (p->state == PAGE_COLD && p->cold.flags & SLOT_READ_FAILED) {
+			p->cold.flags &= ~SLOT_READ_FAILED;
+			w->error = -EIO;
+			break;
+		}
+		if (p->state != PAGE_COLD)
+			continue;
+		ret = read_page(s, q->pages[i]);
+		if (ret == -ENOMEM) {
+			/* Direct reclaim: other pages must leave first. */
+			s->want_units += page_units(s, p);
+			if (!can_reclaim(s))
+				w->error = -ENOMEM;
+		}
+		if (ret)
+			break;
+	}
+	w->issue = i;
+	while (w->scan < q->n && resident(&s->pages[q->pages[w->scan]]))
+		w->scan++;
+	if (w->error) {
+		/* What came back stays; the sequence is not acquired. */
+		ret = w->error;
+		q->wait = NULL;
+		session_seq_pin(s, q, 0);
+		wait_done(s, w, ret);
+		return;
+	}
+	if (w->scan < q->n)
+		return;
+	q->wait = NULL;
+	wait_done(s, w, map_report(s, q, &w->e));
+}
+
+int tier_acquire(struct kvmemd_session *s, struct seq *q,
+		 const struct kvmem_sqe *e)
+{
+	struct tier_wait *w;
+	uint32_t i;
+
+	for (i = 0; i < q->n && resident(&s->pages[q->pages[i]]); i++)
+		;
+	if (i == q->n)
+		return map_report(s, q, e);
+	if (wait_add(s, e, &w))
+		return -ENOMEM;
+	w->scan = w->issue = i;
+	q->wait = w;
+	acquire_step(s, w);
+	return OP_WAIT;
+}
+
+void tier_cancel(struct kvmemd_session *s, struct seq *q)
+{
+	struct tier_wait *w = q->wait;
+
+	if (!w)
+		return;
+	q->wait = NULL;
+	wait_done(s, w, -ECANCELED);
+}
+
+/* An allocation that waited: slots now, or still waiting, or -ENOMEM. */
+static int alloc_step(struct kvmemd_session *s, struct tier_wait *w)
+{
+	uint32_t i, u;
+	uint8_t *out = s->buf + w->e.addr;
+
+	for (i = 0; i < w->e.len; i++) {
+		if (session_slot_alloc(s, w->e.kind, &u))
+			break;
+		memcpy(out + i * sizeof(u), &u, sizeof(u));
+	}
+	if (i) {
+		wait_done(s, w, (int)i);
+		return 1;
+	}
+	if (!can_reclaim(s)) {
+		wait_done(s, w, -ENOMEM);
+		return 1;
+	}
+	s->want_units += s->slot_units[w->e.kind];
+	return 0;
+}
+
+/* Move every waiting op of @s on, in order. */
+static void kick(struct kvmemd_session *s)
+{
+	struct tier_wait *w, *next;
+
+	s->want_units = 0;
+	for (w = s->waits; w; w = next) {
+		next = w->next;
+		if (w->e.opcode == KVMEM_OP_PAGE_ALLOC)
+			alloc_step(s, w);
+		else
+			acquire_step(s, w);
+	}
+}
+
+/* ---- I/O -------------------------------------------------------------- */
+
+static struct ticket *ticket_of(struct kvmemd_tier *t, struct kvmemd_io *io)
+{
+	return &t->tickets[io->index];
+}
+
+static void read_done(struct kvmemd_io *io, int res);
+static void write_done(struct kvmemd_io *io, int res);
+
+/* Start reading cold page @pg back: 0, -ENOMEM (no slot), -EBUSY (no I/O). */
+static int read_page(struct kvmemd_session *s, uint32_t pg)
+{
+	struct kvmemd_tier *t = s->d->tier;
+	struct page *p = &s->pages[pg];
+	struct kvmemd_io *io;
+	struct ticket *tk;
+	uint32_t u;
+	int ret;
+
+	io = kvmemd_store_io_get(t->st);
+	if (!io)
+		return -EBUSY;
+	ret = session_slot_alloc(s, p->kind, &u);
+	if (ret) {
+		kvmemd_store_io_put(t->st, io);
+		return ret;
+	}
+	/* The slot is loading, no longer open. */
+	s->nopen--;
+	s->slots[u].state = SLOT_LOADING;
+	s->slots[u].page = pg;
+	p->unit = u;
+	p->state = PAGE_READING;
+	tk = ticket_of(t, io);
+	*tk = (struct ticket){ s, pg, p->store_unit, page_units(s, p), 0 };
+	io->op = KVMEMD_IO_READ;
+	io->unit = p->store_unit;
+	io->len = (uint32_t)slot_bytes(s, p->kind);
+	io->done = read_done;
+	io->priv = t;
+	s->inflight++;
+	kvmemd_store_io_queue(t->st, io);
+	return 0;
+}
+
+static void read_done(struct kvmemd_io *io, int res)
+{
+	struct kvmemd_tier *t = io->priv;
+	struct ticket *tk = ticket_of(t, io);
+	struct kvmemd_session *s = tk->s;
+	struct page *p;
+	struct slot *sl;
+	uint32_t u;
+
+	if (!s) {
+		kvmemd_store_free(t->st, tk->store_unit, tk->units);
+		return;
+	}
+	s->inflight--;
+	p = &s->pages[tk->pg];
+	u = p->unit;
+	if (res != (int)io->len) {
+		t->read_errors++;
+		io_error(t, s, "a read", res, io->len);
+		session_slot_free(s, u);
+		p->unit = NO_UNIT;
+		p->state = PAGE_COLD;
+		p->cold.flags |= SLOT_READ_FAILED;
+		if (p->dead)
+			tier_page_drop(s, tk->pg);
+		kick(s);
+		return;
+	}
+	kvmemd_store_free(t->st, tk->store_unit, tk->units);
+	s->ncold--;
+	s->cold_bytes -= io->len;
+	if (p->dead) {
+		session_slot_free(s, u);
+		session_page_free(s, tk->pg);
+		kick(s);
+		return;
+	}
+	memcpy(session_page(s, u), io->buf, io->len);
+	sl = &s->slots[u];
+	*sl = p->cold;
+	sl->state = SLOT_SEALED;
+	sl->page = tk->pg;
+	s->nsealed++;
+	s->sealed_bytes += io->len;
+	s->ndegraded += !!(sl->flags & SLOT_DEGRADED);
+	p->state = PAGE_RESIDENT;
+	p->moved = u != p->client_slot;
+	s->reloads++;
+	s->reload_bytes += io->len;
+	t->reloads++;
+	t->reload_bytes += io->len;
+	/* Never handed back as good unless it is what was sealed. */
+	if (!(sl->flags & SLOT_DEGRADED))
+		kvmemd_ras_reload(s, u);
+	if (sl->flags & SLOT_DEGRADED)
+		t->reload_bad++;
+	kick(s);
+}
+
+/* Start writing resident page @pg out: 0, or -ENOSPC / -EBUSY. */
+static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
+{
+	struct kvmemd_tier *t = s->d->tier;
+	struct page *p = &s->pages[pg];
+	struct kvmemd_io *io;
+	struct ticket *tk;
+	uint64_t unit;
+	uint32_t units = page_units(s, p);
+	int ret;
+
+	io = kvmemd_store_io_get(t->st);
+	if (!io)
+		return -EBUSY;
+	ret = kvmemd_store_alloc(t->st, units, &unit);
+	if (ret) {
+		kvmemd_store_io_put(t->st, io);
+		t->nospace++;
+		s->nospace++;
+		io_error(t, s, "an offload", ret, 0);
+		backoff(t);
+		return ret;
+	}
+	/* The copy is taken now: the slot may be reused once it is on disk. */
+	memcpy(io->buf, session_page(s, p->unit), slot_bytes(s, p->kind));
+	p->state = PAGE_WRITING;
+	p->store_unit = unit;
+	tk = ticket_of(t, io);
+	*tk = (struct ticket){ s, pg, unit, units, (uint8_t)forced };
+	io->op = KVMEMD_IO_WRITE;
+	io->unit = unit;
+	io->len = (uint32_t)slot_bytes(s, p->kind);
+	io->done = write_done;
+	io->priv = t;
+	s->inflight++;
+	s->writing_units += units;
+	if (forced)
+		t->cmd.inflight++;
+	kvmemd_store_io_queue(t->st, io);
+	return 0;
+}
+
+static void write_done(struct kvmemd_io *io, int res)
+{
+	struct kvmemd_tier *t = io->priv;
+	struct ticket *tk = ticket_of(t, io);
+	struct kvmemd_session *s = tk->s;
+	struct page *p;
+	int ok = res == (int)io->len;
+
+	if (tk->forced && t->cmd.active) {
+		t->cmd.inflight--;
+		if (ok) {
+			t->cmd.pages++;
+			t->cmd.bytes += io->len;
+		} else {
+			t->cmd.errors++;
+		}
+	}
+	if (!ok) {
+		t->write_errors++;
+		t->nospace += res == -ENOSPC;
+		if (s)
+			s->io_errors++;
+		io_error(t, s, "an offload", res, io->len);
+		backoff(t);
+	} else {
+		t->backoff = 0;
+	}
+	if (!s) {
+		kvmemd_store_free(t->st, tk->store_unit, tk->units);
+		return;
+	}
+	s->inflight--;
+	s->writing_units -= tk->units;
+	p = &s->pages[tk->pg];
+	if (p->dead || !ok || p->pins) {
+		/* Gone, failed, or wanted again meanwhile: it stays (or
+		 * goes) from memory, and the copy is not needed. */
+		kvmemd_store_free(t->st, tk->store_unit, tk->units);
+		if (p->dead) {
+			session_page_free(s, tk->pg);
+		} else {
+			p->state = PAGE_RESIDENT;
+		}
+		kick(s);
+		return;
+	}
+	p->cold = s->slots[p->unit];
+	session_slot_free(s, p->unit);
+	p->unit = NO_UNIT;
+	p->state = PAGE_COLD;
+	s->ncold++;
+	s->cold_bytes += io->len;
+	s->offloads++;
+	s->offload_bytes += io->len;
+	t->offloads++;
+	t->offload_bytes += io->len;
+	kick(s);
+}
+
+void tier_page_drop(struct kvmemd_session *s, uint32_t pg)
+{
+	struct page *p = &s->pages[pg];
+
+	kvmemd_store_free(s->d->tier->st, p->store_unit, page_units(s, p));
+	s->ncold--;
+	s->cold_bytes -= slot_bytes(s, p->kind);
+	session_page_free(s, pg);
+}
+
+void tier_session_free(struct kvmemd_session *s)
+{
+	struct kvmemd_tier *t = s->d->tier;
+	struct tier_wait *w, *next;
+	uint32_t i;
+
+	for (w = s->waits; w; w = next) {
+		next = w->next;
+		free(w);
+	}
+	s->waits = NULL;
+	free(s->victims);
+	if (!t || !t->st)
+		return;
+	/* I/O in flight frees its store units when it completes. */
+	for (i = 0; i < t->queue_depth; i++)
+		if (t->tickets[i].s == s)
+			t->tickets[i].s = NULL;
+	for (i = 0; i < s->top_page; i++)
+		if (s->pages[i].state == PAGE_COLD)
+			kvmemd_store_free(t->st, s->pages[i].store_unit,
+					  page_units(s, &s->pages[i]));
+}
+
+void kvmemd_tier_reap(struct kvmemd *d)
+{
+	if (kvmemd_tier_has_store(d))
+		kvmemd_store_io_reap(d->tier->st);
+}
+
+/* ---- the policy ------------------------------------------------------- */
+
+struct victim {
+	uint64_t key; /* lower leaves first */
+	uint32_t pg;
+};
+
+static int victim_cmp(const void *a, const void *b)
+{
+	const struct victim *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Stale pages first, then the coldest by heat, then the longest released. */
+static uint64_t victim_key(const struct kvmemd_session *s, const struct page *p)
+{
+	const struct slot *sl = &s->slots[p->unit];
+	const struct seq *q = session_seq(s, sl->seq);
+	uint32_t stale_tokens = s->d->cfg.stale_tokens;
+	uint16_t heat = __atomic_load_n(&s->heat[p->unit], __ATOMIC_RELAXED);
+	int stale = stale_tokens && q &&
+		    q->tokens - sl->token_start - sl->ntokens >= stale_tokens;
+
+	return (uint64_t)!stale << 63 | (uint64_t)heat << 47 |
+	       ((p->released >> 20) & ((1ull << 47) - 1));
+}
+
+static int in_target(const struct kvmemd_session *s, const struct page *p,
+		     const struct kvmemd_target *t)
+{
+	const struct seq *q;
+
+	if (t->type == KVMEMD_TARGET_POOL)
+		return 1;
+	if (s->id != t->session)
+		return 0;
+	if (t->type == KVMEMD_TARGET_SESSION)
+		return 1;
+	q = session_seq(s, t->seq);
+	return q && session_seq_holds(q, (uint32_t)(p - s->pages));
+}
+
+/*
+ * How many slot units of @s should start leaving now: what waiting ops
+ * need, and down to the watermarks (kswapd's hysteresis: below the low
+ * one, reclaim to the high one).
+ */
+static uint64_t reclaim_goal(struct kvmemd_session *s)
+{
+	const struct kvmemd_config *c = &s->d->cfg;
+	uint64_t free_units = s->nunits - s->used_bytes / KVMEM_SLOT_UNIT;
+	uint64_t coming = free_units + s->writing_units, goal = 0;
+	uint64_t low = (uint64_t)s->nunits * c->low_watermark / 100;
+	uint64_t high = (uint64_t)s->nunits * c->high_watermark / 100;
+
+	if (free_units < low)
+		s->reclaiming = 1;
+	if (s->reclaiming && coming >= high)
+		s->reclaiming = 0;
+	if (s->reclaiming)
+		goal = high - coming;
+	if (s->want_units > s->writing_units &&
+	    s->want_units - s->writing_units > goal)
+		goal = s->want_units - s->writing_units;
+	return goal;
+}
+
+/* Start writes of @s's released pages: @goal units, or all of the
+ * command's target when @forced. */
+/* Order @s's movable pages (the command's target only, when @forced)
+ * into s->victims. Return: how many. */
+static uint32_t victims_build(struct kvmemd_session *s, int forced)
+{
+	struct kvmemd_tier *t = s->d->tier;
+	struct victim *v;
+	uint32_t i, n = 0, *order;
+
+	s->nvictims = s->vpos = 0;
+	v = malloc((size_t)s->top_page * sizeof(*v) + 1);
+	order = realloc(s->victims, (size_t)s->top_page * sizeof(*order) + 1);
+	if (!v || !order) {
+		free(v);
+		if (order)
+			s->victims = order;
+		return 0;
+	}
+	s->victims = order;
+	for (i = 0; i < s->top_page; i++) {
+		const struct page *p = &s->pages[i];
+
+		if (p->state != PAGE_RESIDENT || p->pins || !p->refs ||
+		    slot_bytes(s, p->kind) > t->io_bytes)
+			continue;
+		if (forced && !in_target(s, p, &t->cmd.t))
+			continue;
+		v[n].key = victim_key(s, p);
+		v[n].pg = i;
+		n++;
+	}
+	qsort(v, n, sizeof(*v), victim_cmp);
+	for (i = 0; i < n; i++)
+		order[i] = v[i].pg;
+	free(v);
+	s->nvictims = n;
+	s->victims_forced = (uint8_t)forced;
+	s->victims_built = kvmemd_now_ns();
+	return n;
+}
+
+/*
+ * Start writes of @s's released pages: @goal units, or all of the
+ * command's target when @forced. The order is built once and used until
+ * it runs out or ages, not rebuilt for every I/O that completes; a page is
+ * checked again before it goes.
+ */
+static void reclaim(struct kvmemd_session *s, uint64_t goal, int forced)
+{
+	struct kvmemd_tier *t = s->d->tier;
+	struct kvmemd_io *io;
+	uint32_t units;
+
+	/* Nothing can start while every I/O is in flight. */
+	io = kvmemd_store_io_get(t->st);
+	if (!io)
+		return;
+	kvmemd_store_io_put(t->st, io);
+	if (s->vpos == s->nvictims || s->victims_forced != forced ||
+	    kvmemd_now_ns() - s->victims_built > VICTIMS_TTL_NS) {
+		if (!victims_build(s, forced)) {
+			s->cmd_done = (uint8_t)forced;
+			return;
+		}
+	}
+	for (; s->vpos < s->nvictims && (forced || goal); s->vpos++) {
+		uint32_t pg = s->victims[s->vpos];
+		const struct page *p = &s->pages[pg];
+
+		if (p->state != PAGE_RESIDENT || p->pins || !p->refs ||
+		    (forced && !in_target(s, p, &t->cmd.t)))
+			continue;
+		units = page_units(s, p);
+		if (write_page(s, pg, forced))
+			break;
+		goal = goal > units ? goal - units : 0;
+	}
+}
+
+/* The "offload" command is over: nothing left to start, nothing in
+ * flight (or an error stopped it). */
+static void cmd_finish(struct kvmemd *d)
+{
+	struct offload_cmd *c = &d->tier->cmd;
+	double secs = (double)(kvmemd_now_ns() - c->started) / 1e9;
+	struct jw w = { 0 };
+
+	jw_open(&w, NULL, '{');
+	jw_u64(&w, "pages", c->pages);
+	jw_u64(&w, "bytes", c->bytes);
+	jw_u64(&w, "errors", c->errors);
+	jw_f64(&w, "seconds", secs);
+	jw_f64(&w, "gbps", secs > 0 ? (double)c->bytes / secs / 1e9 : 0);
+	jw_close(&w, '}');
+	jw_end(&w);
+	c->active = 0;
+	kvmemd_server_reply(d, c->waiter, &w);
+	jw_free(&w);
+}
+
+uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
+{
+	struct kvmemd_tier *t = d->tier;
+	struct kvmemd_session *s;
+	int cmd_busy = 0;
+	uint64_t goal;
+
+	if (!t || !t->st)
+		return UINT64_MAX;
+	/* While the loop polls rings it looks at the eventfd less often. */
+	kvmemd_store_io_reap(t->st);
+	for (s = d->sessions; s; s = s->next)
+		if (s->waits)
+			kick(s);
+	for (s = d->sessions; s; s = s->next) {
+		if (t->cmd.active && !t->cmd.errors && !s->cmd_done &&
+		    (t->cmd.t.type == KVMEMD_TARGET_POOL ||
+		     t->cmd.t.session == s->id)) {
+			reclaim(s, 0, 1);
+			cmd_busy |= !s->cmd_done;
+			continue;
+		}
+		if (!d->cfg.offload || now < t->backoff_until)
+			continue;
+		goal = reclaim_goal(s);
+		if (goal)
+			reclaim(s, goal, 0);
+	}
+	if (t->cmd.active && !cmd_busy && !t->cmd.inflight)
+		cmd_finish(d);
+	kvmemd_store_io_submit(t->st);
+	return now < t->backoff_until ? t->backoff_until : UINT64_MAX;
+}
+
+int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
+			struct jw *w)
+{
+	struct kvmemd_tier *t = d->tier;
+	struct kvmemd_session *s;
+	struct kvmemd_target tg;
+
+	if (!kvmemd_tier_has_store(d)) {
+		kvmemd_admin_error(w, -EOPNOTSUPP,
+				   "no backing store (set store.path)");
+		return 0;
+	}
+	if (kvmemd_admin_target(d, argc - 1, argv + 1, &tg, w))
+		return 0;
+	if (t->cmd.active) {
+		kvmemd_admin_error(w, -EBUSY, "an offload is running");
+		return 0;
+	}
+	memset(&t->cmd, 0, sizeof(t->cmd));
+	t->cmd.active = 1;
+	t->cmd.waiter = waiter;
+	t->cmd.t = tg;
+	t->cmd.started = kvmemd_now_ns();
+	for (s = d->sessions; s; s = s->next) {
+		s->cmd_done = 0;
+		s->vpos = s->nvictims; /* a fresh order for the target */
+	}
+	return 1;
+}
+
+void kvmemd_tier_forget(struct kvmemd *d, void *waiter)
+{
+	struct kvmemd_tier *t = d->tier;
+
+	/* The pages already on their way go on; no more are started. */
+	if (t && t->cmd.active && t->cmd.waiter == waiter)
+		t->cmd.active = 0;
+}
+
+/* ---- the operator's view ---------------------------------------------- */
+
+static void occupancy(const struct kvmemd *d, uint64_t pages[3],
+		      uint64_t bytes[3])
+{
+	const struct kvmemd_session *s;
+	uint32_t i;
+
+	for (s = d->sessions; s; s = s->next) {
+		for (i = 0; i < s->top_page; i++) {
+			const struct page *p = &s->pages[i];
+			int k;
+
+			if (!resident(p) || p->dead)
+				continue;
+			k = p->kind == KVMEM_SLOT_HOT ? 0 : 1;
+			pages[k]++;
+			bytes[k] += slot_bytes(s, p->kind);
+		}
+		pages[2] += s->ncold;
+		bytes[2] += s->cold_bytes;
+	}
+}
+
+void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
+{
+	static const char *const names[3] = { "hot", "warm", "cold" };
+	const struct kvmemd_tier *t = d->tier;
+	const struct kvmemd_config *c = &d->cfg;
+	uint64_t pages[3] = { 0 }, bytes[3] = { 0 };
+	struct kvmemd_store_stats st;
+	char uuid[40];
+	int i;
+
+	occupancy(d, pages, bytes);
+	jw_open(w, "policy", '{');
+	jw_bool(w, "offload", c->offload);
+	jw_u64(w, "low_watermark", c->low_watermark);
+	jw_u64(w, "high_watermark", c->high_watermark);
+	jw_u64(w, "stale_tokens", c->stale_tokens);
+	jw_close(w, '}');
+	jw_open(w, "tiers", '{');
+	for (i = 0; i < 3; i++) {
+		jw_open(w, names[i], '{');
+		jw_u64(w, "pages", pages[i]);
+		jw_u64(w, "bytes", bytes[i]);
+		jw_close(w, '}');
+	}
+	jw_close(w, '}');
+	jw_u64(w, "offloads", t->offloads);
+	jw_u64(w, "offload_bytes", t->offload_bytes);
+	jw_u64(w, "reloads", t->reloads);
+	jw_u64(w, "reload_bytes", t->reload_bytes);
+	jw_u64(w, "reload_degraded", t->reload_bad);
+	jw_u64(w, "write_errors", t->write_errors);
+	jw_u64(w, "read_errors", t->read_errors);
+	jw_u64(w, "nospace", t->nospace);
+	jw_u64(w, "waits", t->waits);
+	if (!t->st) {
+		jw_null(w, "store");
+		return;
+	}
+	kvmemd_store_stats(t->st, &st);
+	for (i = 0; i < 16; i++)
+		snprintf(uuid + 2 * i + (i >= 4) + (i >= 6) + (i >= 8) +
+				 (i >= 10),
+			 3, "%02x", st.uuid[i]);
+	for (i = 8; i <= 23; i += 5)
+		uuid[i] = '-';
+	jw_open(w, "store", '{');
+	jw_str(w, "path", st.path);
+	jw_str(w, "engine", st.engine);
+	jw_str(w, "uuid", uuid);
+	jw_u64(w, "generation", st.generation);
+	jw_u64(w, "size", st.size);
+	jw_u64(w, "units", st.nunits);
+	jw_u64(w, "used_units", st.used_units);
+	jw_u64(w, "queue_depth", st.queue_depth);
+	jw_u64(w, "io_bytes", st.io_bytes);
+	jw_u64(w, "inflight", st.inflight);
+	jw_u64(w, "reads", st.reads);
+	jw_u64(w, "writes", st.writes);
+	jw_u64(w, "read_bytes", st.read_bytes);
+	jw_u64(w, "write_bytes", st.write_bytes);
+	jw_u64(w, "read_errors", st.read_errors);
+	jw_u64(w, "write_errors", st.write_errors);
+	jw_u64(w, "enospc", st.enospc);
+	jw_u64(w, "short", st.short_ios);
+	jw_close(w, '}');
+}

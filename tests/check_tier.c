@@ -1,0 +1,597 @@
+/*
+ * check_tier.c - the cold tier: pages that leave a session's arena for the
+ * backing store and come back, through a real kvmemd
+ *
+ * What a page holds after a round trip is compared with the same data in
+ * an embedded cache that never moved: the library quantizes both the same
+ * way, so every value must be equal, bit for bit. Each test runs with the
+ * io_uring engine and with the pread/pwrite thread pool that replaces it
+ * where io_uring is refused.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "kvmem/crc32c.h"
+#include "kvmem/kvmem.h"
+#include "kvmem/uapi.h"
+#include "kvmem_check.h"
+#include "kvmemd_harness.h"
+#include "rng.h"
+#include "../daemon/store.h"
+
+static const char *const engines[] = { "io_uring", "threads" };
+
+static char reply[1 << 20];
+
+static const char *admin(const struct kvmemd_proc *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static const char *admin(const struct kvmemd_proc *p, const char *fmt, ...)
+{
+	char req[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(req, sizeof(req), fmt, ap);
+	va_end(ap);
+	kvmemd_admin(p, req, reply, sizeof(reply));
+	ck_assert_msg(!strstr(reply, "\"error\""), "%s: %s", req, reply);
+	return reply;
+}
+
+/* The number after "key": in @json, after the first @anchor. */
+static unsigned long long after(const char *json, const char *anchor,
+				const char *key)
+{
+	const char *p = strstr(json, anchor);
+
+	ck_assert_msg(p, "no %s in %s", anchor, json);
+	return kvmemd_json_u64(p, key);
+}
+
+/* A daemon with a store of @store_bytes in its directory. */
+static void start(struct kvmemd_proc *p, int engine, const char *store_size,
+		  const char *extra)
+{
+	char conf[1024];
+
+	/* The directory is made by kvmemd_start(); the store goes in it. */
+	snprintf(conf, sizeof(conf),
+		 "[scrub]\nrate = 0\n"
+		 "[store]\npath = @DIR@/store\nsize = %s\nengine = %s\n"
+		 "queue_depth = 8\n%s",
+		 store_size, engines[engine], extra ? extra : "");
+	kvmemd_start(p, conf, NULL);
+}
+
+struct ref {
+	struct kvmem_geometry g;
+	struct kvmem_cache *emb;
+	struct kvmem_seq **es; /* the same sequences, embedded */
+	float *k, *v; /* one sequence's tokens */
+	uint32_t tokens;
+};
+
+static void ref_init(struct ref *r, uint32_t nseq, uint32_t tokens)
+{
+	size_t row;
+
+	r->g = kvmemd_test_geo();
+	r->tokens = tokens;
+	row = (size_t)r->g.layers * r->g.kv_heads * r->g.head_dim;
+	ck_assert_int_eq(kvmem_open_embedded(&r->g, 64u << 20, &r->emb), 0);
+	r->es = calloc(nseq, sizeof(*r->es));
+	r->k = malloc(tokens * row * sizeof(float));
+	r->v = malloc(tokens * row * sizeof(float));
+	ck_assert(r->es && r->k && r->v);
+}
+
+/* Sequence @j's tokens (a function of @j alone). */
+static void ref_data(struct ref *r, uint32_t j)
+{
+	size_t n =
+		(size_t)r->tokens * r->g.layers * r->g.kv_heads * r->g.head_dim;
+	struct kvmem_rng rng;
+	size_t i;
+
+	kvmem_rng_seed(&rng, 1000 + j);
+	for (i = 0; i < n; i++) {
+		r->k[i] = kvmem_check_rnd_value(&rng, 1.0);
+		r->v[i] = kvmem_check_rnd_value(&rng, 1.0);
+	}
+}
+
+static void ref_free(struct ref *r, uint32_t nseq)
+{
+	uint32_t j;
+
+	for (j = 0; j < nseq; j++)
+		if (r->es[j])
+			kvmem_seq_free(r->es[j]);
+	kvmem_close(r->emb);
+	free(r->es);
+	free(r->k);
+	free(r->v);
+}
+
+/* Every value of @s equals the embedded reference's; return the values
+ * the decode had to rebuild. */
+static uint64_t same_as_ref(struct ref *r, struct kvmem_seq *s,
+			    struct kvmem_seq *es, uint32_t id)
+{
+	size_t n = (size_t)r->tokens * r->g.kv_heads * r->g.head_dim;
+	float *a = malloc(2 * n * sizeof(float));
+	float *b = malloc(2 * n * sizeof(float));
+	struct kvmem_page_counts pc;
+	uint64_t erased = 0;
+	uint32_t l;
+	size_t i;
+
+	ck_assert(a && b);
+	for (l = 0; l < r->g.layers; l++) {
+		ck_assert_int_eq(kvmem_seq_read(s, l, 0, r->tokens,
+						KVMEM_ERASE_INTERPOLATE, a,
+						a + n, &pc),
+				 0);
+		erased += pc.values_erased;
+		ck_assert_int_eq(kvmem_seq_read(es, l, 0, r->tokens,
+						KVMEM_ERASE_INTERPOLATE, b,
+						b + n, NULL),
+				 0);
+		if (pc.values_erased)
+			continue;
+		for (i = 0; i < 2 * n; i++)
+			EXPECT(a[i] == b[i],
+			       "seq %u layer %u value %zu: %g, %g", id, l, i,
+			       (double)a[i], (double)b[i]);
+	}
+	free(a);
+	free(b);
+	return erased;
+}
+
+static struct kvmem_cache *attach(const struct kvmemd_proc *p, uint64_t quota)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_connect_opts o = { .quota_bytes = quota };
+	struct kvmem_cache *c = NULL;
+	int ret = kvmem_connect(p->sock, &g, &o, &c);
+
+	ck_assert_msg(!ret, "kvmem_connect: %s (%s)", kvmem_strerror(ret),
+		      kvmem_connect_error());
+	return c;
+}
+
+#define PRESSURE_SEQS 24
+/* Whole pages: the unsealed tail of a sequence never leaves memory. */
+#define PRESSURE_TOKENS 196
+#define PRESSURE_ARENA (1u << 20)
+
+/*
+ * Many sequences, each about a fifth of a 1 MiB arena, written, released,
+ * then acquired and read in random order, over and over, with more written
+ * in between: every value equals the embedded copy's, and the daemon says
+ * pages went out and came back.
+ */
+static void pressure(int engine)
+{
+	struct kvmemd_proc p;
+	struct kvmem_seq *s[PRESSURE_SEQS];
+	struct kvmem_stats st;
+	struct kvmem_cache *c;
+	struct kvmem_rng rng;
+	struct ref r;
+	uint32_t j, round;
+	int ret;
+
+	start(&p, engine, "64M", NULL);
+	c = attach(&p, PRESSURE_ARENA);
+	ref_init(&r, PRESSURE_SEQS, PRESSURE_TOKENS);
+	kvmem_rng_seed(&rng, 7);
+	for (j = 0; j < PRESSURE_SEQS; j++) {
+		ref_data(&r, j);
+		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
+		ret = kvmem_seq_append_all(s[j], r.k, r.v, r.tokens);
+		ck_assert_msg(!ret, "seq %u: %s", j, kvmem_strerror(ret));
+		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+		ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[j]), 0);
+		ck_assert_int_eq(
+			kvmem_seq_append_all(r.es[j], r.k, r.v, r.tokens), 0);
+	}
+	for (round = 0; round < 3 * PRESSURE_SEQS; round++) {
+		j = (uint32_t)(kvmem_rng_next(&rng) % PRESSURE_SEQS);
+		ck_assert_int_eq(same_as_ref(&r, s[j], r.es[j], j), 0);
+		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+	}
+	/* Once the last writes are done, the store holds the cold pages
+	 * and nothing else. */
+	for (round = 0; round < 500; round++) {
+		admin(&p, "tier");
+		if (!after(reply, "\"store\"", "inflight"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+	ck_assert_uint_gt(st.cold_pages, 0);
+	ck_assert_uint_le(st.used_bytes, PRESSURE_ARENA);
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "offloads"), 0);
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "reloads"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "write_errors"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "read_errors"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "reload_degraded"), 0);
+	ck_assert_msg(strstr(reply, engines[engine]), "engine: %s", reply);
+	/* What is cold is on the store: its units hold those pages. */
+	ck_assert_uint_eq(after(reply, "\"cold\"", "pages"), st.cold_pages);
+	ck_assert_uint_eq(after(reply, "\"store\"", "used_units") * 4096,
+			  st.cold_bytes);
+	ck_assert_uint_eq(after(reply, "\"cold\"", "bytes"), st.cold_bytes);
+	for (j = 0; j < PRESSURE_SEQS; j++)
+		kvmem_seq_free(s[j]);
+	kvmem_close(c);
+	ref_free(&r, PRESSURE_SEQS);
+	/* Freed sequences give their store units back. */
+	admin(&p, "tier");
+	ck_assert_uint_eq(after(reply, "\"store\"", "used_units"), 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_pressure)
+{
+	pressure(_i);
+}
+END_TEST
+
+/* Where on the store a page of (seq, layer, token_start) lies: its unit
+ * number, found by decoding the header of every unit. */
+static long find_page(int fd, const struct kvmem_geometry *g, uint64_t seq,
+		      uint32_t layer, uint32_t token_start)
+{
+	uint8_t unit[KVMEMD_STORE_UNIT];
+	struct kvmem_page_hdr h;
+	long u;
+
+	for (u = 0;
+	     pread(fd, unit, sizeof(unit),
+		   (off_t)(u + 1) * KVMEMD_STORE_UNIT) == (ssize_t)sizeof(unit);
+	     u++) {
+		if (kvmem_page_read_header(unit, g, &h, NULL))
+			continue;
+		if (h.seq == seq && h.layer == layer &&
+		    h.token_start == token_start && !(h.flags & KVMEM_HDR_HOT))
+			return u;
+	}
+	return -1;
+}
+
+/*
+ * Bytes of the store changed while pages are there: one flipped bit is
+ * corrected on reload and the data is exact; a smashed stretch of a page is
+ * detected, the page is degraded and reported (an event from "reload", on
+ * the nvme pool's cold tier), and the values it lost are rebuilt, never
+ * returned as they came off the disk.
+ */
+static void corrupt(int engine)
+{
+	const uint32_t tokens = 128;
+	struct kvmem_page_layout l;
+	struct kvmemd_proc p;
+	struct kvmem_seq *s;
+	struct kvmem_stats st;
+	struct kvmem_cache *c;
+	struct ref r;
+	char path[400];
+	uint8_t byte, junk[64];
+	long u1, u2;
+	off_t off;
+	int fd;
+
+	start(&p, engine, "16M", NULL);
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, tokens);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, tokens), 0);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, tokens), 0);
+	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	admin(&p, "offload pool");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "errors"), 0);
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+	ck_assert_uint_eq(st.cold_pages, kvmemd_json_u64(reply, "pages"));
+
+	snprintf(path, sizeof(path), "%s/store", p.dir);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	kvmem_page_layout(&r.g, 0, &l);
+	/* Layer 0's second sealed page: one bit of its K payload. */
+	u1 = find_page(fd, &r.g, 1, 0, r.g.sink_tokens + r.g.tokens_per_page);
+	ck_assert_int_ge(u1, 0);
+	off = (off_t)(u1 + 1) * KVMEMD_STORE_UNIT + (off_t)l.k_off + 5;
+	ck_assert_int_eq(pread(fd, &byte, 1, off), 1);
+	byte ^= 0x10;
+	ck_assert_int_eq(pwrite(fd, &byte, 1, off), 1);
+	/* Layer 1's first sealed page: two bits of each of 64 h84 words of
+	 * its V payload (all eight would make another codeword). */
+	u2 = find_page(fd, &r.g, 1, 1, r.g.sink_tokens);
+	ck_assert_int_ge(u2, 0);
+	off = (off_t)(u2 + 1) * KVMEMD_STORE_UNIT + (off_t)l.v_off;
+	ck_assert_int_eq(pread(fd, junk, sizeof(junk), off),
+			 (ssize_t)sizeof(junk));
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] ^= 0x03;
+	ck_assert_int_eq(pwrite(fd, junk, sizeof(junk), off),
+			 (ssize_t)sizeof(junk));
+	ck_assert_int_eq(fsync(fd), 0);
+	close(fd);
+
+	/* The reload finds both; layer 0 is exact, layer 1 lost values. */
+	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+	ck_assert_uint_eq(st.cold_pages, 0);
+	ck_assert_uint_eq(st.degraded_pages, 1);
+	ck_assert_uint_eq(st.ce_words, 1);
+	ck_assert_uint_eq(st.ue_words, sizeof(junk));
+	ck_assert_uint_gt(same_as_ref(&r, s, r.es[0], 1), 0);
+	admin(&p, "events");
+	ck_assert_msg(strstr(reply, "\"source\":\"reload\"") &&
+			      strstr(reply, "\"pool\":\"nvme\"") &&
+			      strstr(reply, "\"tier\":\"cold\""),
+		      "events: %s", reply);
+	ck_assert_msg(strstr(reply, "\"layer\":1"), "events: %s", reply);
+	admin(&p, "tier");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "reload_degraded"), 1);
+	admin(&p, "seqs");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 1);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_corrupt_store)
+{
+	corrupt(_i);
+}
+END_TEST
+
+/*
+ * A store with room for a few pages only: once it is full, allocations
+ * that would need pages to leave fail with -ENOMEM instead of waiting, and
+ * everything written before reads back exactly; the daemon goes on.
+ */
+static void tiny(int engine)
+{
+	struct kvmemd_proc p;
+	struct kvmem_seq *s[32];
+	struct kvmem_page_layout l;
+	struct kvmem_cache *c;
+	unsigned long long used;
+	struct ref r;
+	uint32_t j, n = 0;
+	int ret = 0;
+
+	/* The header's unit and 12: four sealed pages. */
+	start(&p, engine, "52K", NULL);
+	c = attach(&p, 512u << 10);
+	ref_init(&r, 32, 64);
+	for (j = 0; j < 32 && !ret; j++) {
+		ref_data(&r, j);
+		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
+		ret = kvmem_seq_append_all(s[j], r.k, r.v, r.tokens);
+		ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[j]), 0);
+		ck_assert_int_eq(
+			kvmem_seq_append_all(r.es[j], r.k, r.v, r.tokens), 0);
+		n++;
+		if (!ret)
+			ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+	}
+	ck_assert_int_eq(ret, -ENOMEM);
+	/* The store is full: not one more page fits. */
+	kvmem_page_layout(&r.g, 0, &l);
+	admin(&p, "tier");
+	used = after(reply, "\"store\"", "used_units");
+	ck_assert_uint_gt(used + l.size / KVMEMD_STORE_UNIT,
+			  after(reply, "\"store\"", "units"));
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "write_errors"), 0);
+	/* Everything the arena and the store took is intact. */
+	for (j = 0; j + 1 < n; j++) {
+		ck_assert_int_eq(same_as_ref(&r, s[j], r.es[j], j), 0);
+		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+	}
+	admin(&p, "status");
+	for (j = 0; j < n; j++)
+		kvmem_seq_free(s[j]);
+	kvmem_close(c);
+	ref_free(&r, 32);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_tiny_store)
+{
+	tiny(_i);
+}
+END_TEST
+
+static void read_header(const char *path, struct kvmemd_store_hdr *h)
+{
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, h, sizeof(*h), 0), (ssize_t)sizeof(*h));
+	close(fd);
+	ck_assert_int_eq(memcmp(h->magic, KVMEMD_STORE_MAGIC, 8), 0);
+	ck_assert_uint_eq(h->crc,
+			  kvmem_crc32c(0, h, offsetof(typeof(*h), crc)));
+}
+
+/*
+ * SIGKILL while pages are on their way to the store: the next start on the
+ * same store finds a valid header (same uuid, one more start), every unit
+ * free (the dead sessions' pages are gone with them), and works.
+ */
+static void killed(int engine)
+{
+	struct kvmemd_store_hdr h1, h2;
+	struct kvmemd_proc p;
+	struct kvmem_seq *s[8];
+	struct kvmem_cache *c;
+	struct ref r;
+	char path[400];
+	uint32_t j;
+	int fd;
+
+	start(&p, engine, "64M", NULL);
+	snprintf(path, sizeof(path), "%s/store", p.dir);
+	read_header(path, &h1);
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 8, 256);
+	for (j = 0; j < 8; j++) {
+		ref_data(&r, j);
+		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(s[j], r.k, r.v, r.tokens),
+				 0);
+		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+	}
+	/* Ask for the offload and kill the daemon before it answers. */
+	fd = kvmemd_admin_send(&p, "offload pool");
+	ck_assert_int_eq(kill(p.pid, SIGKILL), 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 128 + SIGKILL);
+	close(fd);
+	kvmem_close(c);
+
+	kvmemd_restart(&p, NULL);
+	read_header(path, &h2);
+	ck_assert_int_eq(memcmp(h1.uuid, h2.uuid, sizeof(h1.uuid)), 0);
+	ck_assert_uint_eq(h2.generation, h1.generation + 1);
+	admin(&p, "tier");
+	ck_assert_uint_eq(after(reply, "\"store\"", "used_units"), 0);
+	/* And pages go out and come back again. */
+	c = attach(&p, 4u << 20);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s[0], r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(kvmem_seq_release(s[0]), 0);
+	admin(&p, "offload pool");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+	ck_assert_int_eq(same_as_ref(&r, s[0], r.es[0], 0), 0);
+	kvmem_seq_free(s[0]);
+	kvmem_close(c);
+	ref_free(&r, 8);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_sigkill_restart)
+{
+	killed(_i);
+}
+END_TEST
+
+/*
+ * A store that does not match the configuration is refused with a clear
+ * error, and left as it was, unless store.reformat says otherwise.
+ */
+START_TEST(test_store_mismatch)
+{
+	struct kvmemd_store_hdr h1, h2;
+	struct kvmemd_proc p;
+	char path[400], conf[1024], *log;
+
+	start(&p, 1, "8M", NULL);
+	snprintf(path, sizeof(path), "%s/store", p.dir);
+	read_header(path, &h1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	snprintf(conf, sizeof(conf),
+		 "[scrub]\nrate = 0\n[store]\npath = %s\nsize = 16M\n", path);
+	kvmemd_write_conf(&p, conf);
+	ck_assert_int_ne(kvmemd_try_restart(&p), 0);
+	log = kvmem_check_read_file(p.log, NULL);
+	ck_assert_msg(log && strstr(log, "store.reformat"), "log: %s", log);
+	free(log);
+	read_header(path, &h2);
+	ck_assert_int_eq(memcmp(&h1, &h2, sizeof(h1)) == 0 ||
+				 h2.generation == h1.generation,
+			 1);
+	snprintf(conf, sizeof(conf),
+		 "[scrub]\nrate = 0\n[store]\npath = %s\nsize = 16M\n"
+		 "reformat = yes\n",
+		 path);
+	kvmemd_write_conf(&p, conf);
+	kvmemd_restart(&p, NULL);
+	read_header(path, &h2);
+	ck_assert_int_ne(memcmp(h1.uuid, h2.uuid, sizeof(h1.uuid)), 0);
+	ck_assert_uint_eq(h2.size, 16u << 20);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * The ABI below libkvmem: pages of a released sequence are named by slots
+ * that may be stale, so sealing into it or freeing from it is refused;
+ * an acquire with no room for the moves it has to report fails, and with
+ * room it reports each move once.
+ */
+START_TEST(test_acquire_remap)
+{
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmem_page_desc d[8];
+	struct ref r;
+	int n;
+
+	start(&p, 0, "16M", NULL);
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, 96);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
+	n = kvmem_seq_pages(s, 0, d, 8);
+	ck_assert_int_gt(n, 1);
+	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	admin(&p, "offload pool");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+	/* The library learns the new slots: its pages read right. */
+	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(same_as_ref(&r, s, r.es[0], 0), 0);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+KVMEM_SUITE(tier)
+{
+	Suite *s = suite_create("tier");
+	TCase *tc = tcase_create("cold");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_pressure, 0, 2);
+	tcase_add_loop_test(tc, test_corrupt_store, 0, 2);
+	tcase_add_loop_test(tc, test_tiny_store, 0, 2);
+	tcase_add_loop_test(tc, test_sigkill_restart, 0, 2);
+	tcase_add_test(tc, test_store_mismatch);
+	tcase_add_test(tc, test_acquire_remap);
+	suite_add_tcase(s, tc);
+	return s;
+}
