@@ -22,6 +22,7 @@ static const struct bench_cmd *const cmds[] = {
 	&bench_attend,
 	&bench_ring,
 	&bench_fill,
+	&bench_offload,
 };
 
 uint64_t bench_now_ns(void)
