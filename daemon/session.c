@@ -801,6 +801,16 @@ static int op_seq_release(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	return 0;
 }
 
+static int op_seq_prefetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	struct seq *q = session_seq(s, e->seq);
+
+	if (!q)
+		return -EINVAL;
+	tier_prefetch(s, q);
+	return 0;
+}
+
 static int op_seq_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct seq *q = session_seq(s, e->seq);
@@ -862,6 +872,7 @@ static const struct opdef opdefs[] = {
 	[KVMEM_OP_SEQ_RELEASE] = { "seq_release", op_seq_release, F_SEQ },
 	[KVMEM_OP_SEQ_FREE] = { "seq_free", op_seq_free, F_SEQ },
 	[KVMEM_OP_STATS] = { "stats", op_stats, F_ADDR | F_LEN },
+	[KVMEM_OP_SEQ_PREFETCH] = { "seq_prefetch", op_seq_prefetch, F_SEQ },
 };
 
 _Static_assert(ARRAY_SIZE(opdefs) == KVMEM_OP_LAST,

@@ -45,6 +45,8 @@ struct slot {
 };
 
 #define NO_UNIT UINT32_MAX
+/* Sequences a session may have waiting for a prefetch at once. */
+#define TIER_PREFETCH 16
 
 enum page_state {
 	PAGE_UNUSED = 0, /* on the free list */
@@ -140,6 +142,8 @@ struct kvmemd_session {
 	uint8_t victims_forced; /* the order is the command's */
 	uint32_t *victims, nvictims, vpos; /* pages in the order they go */
 	uint64_t victims_built;
+	/* sequences to read back (SEQ_PREFETCH), and how far each got */
+	uint32_t prefetch[TIER_PREFETCH][2], nprefetch;
 
 	struct seq **seqs; /* [id - 1] */
 	uint32_t nseqs, nacquired, seq_hint;
@@ -198,6 +202,8 @@ void session_post(struct kvmemd_session *s, uint64_t user_data, int res,
 int tier_acquire(struct kvmemd_session *s, struct seq *q,
 		 const struct kvmem_sqe *e);
 int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e);
+/* Start reading @q's cold pages back, as I/Os and free slots allow. */
+void tier_prefetch(struct kvmemd_session *s, struct seq *q);
 /* @q is released or freed: an acquire of it still waiting is cancelled. */
 void tier_cancel(struct kvmemd_session *s, struct seq *q);
 /* Cold page @pg lost its last holder: its store units go back. */

@@ -494,6 +494,8 @@ static void read_done(struct kvmemd_io *io, int res)
 	s->ndegraded += !!(sl->flags & SLOT_DEGRADED);
 	p->state = PAGE_RESIDENT;
 	p->moved = u != p->client_slot;
+	/* Just wanted: the last to leave again, if nobody pins it. */
+	p->released = kvmemd_now_ns();
 	s->reloads++;
 	s->reload_bytes += io->len;
 	t->reloads++;
@@ -645,6 +647,63 @@ void kvmemd_tier_reap(struct kvmemd *d)
 {
 	if (kvmemd_tier_has_store(d))
 		kvmemd_store_io_reap(d->tier->st);
+}
+
+/* ---- prefetch --------------------------------------------------------- */
+
+/*
+ * Read back what @s's prefetched sequences still have on the store, as
+ * I/Os and free slots allow. A prefetch never makes room: in a full arena
+ * it is dropped, and the acquire does the rest.
+ */
+static void prefetch_step(struct kvmemd_session *s)
+{
+	uint32_t i = 0, *pf;
+	struct seq *q;
+	int ret = 0;
+
+	while (i < s->nprefetch) {
+		pf = s->prefetch[i];
+		q = session_seq(s, pf[0]);
+		for (; q && pf[1] < q->n; pf[1]++) {
+			struct page *p = &s->pages[q->pages[pf[1]]];
+
+			if (p->state != PAGE_COLD ||
+			    p->cold.flags & SLOT_READ_FAILED)
+				continue;
+			ret = read_page(s, q->pages[pf[1]]);
+			if (ret)
+				break;
+		}
+		if (ret == -EBUSY)
+			return;
+		/* Done, gone, or no room: drop it. */
+		s->prefetch[i][0] = s->prefetch[s->nprefetch - 1][0];
+		s->prefetch[i][1] = s->prefetch[s->nprefetch - 1][1];
+		s->nprefetch--;
+		ret = 0;
+	}
+}
+
+void tier_prefetch(struct kvmemd_session *s, struct seq *q)
+{
+	uint32_t i;
+
+	if (!kvmemd_tier_has_store(s->d))
+		return;
+	for (i = 0; i < s->nprefetch; i++)
+		if (s->prefetch[i][0] == q->id)
+			return;
+	/* Full: the oldest hint gives way. */
+	if (s->nprefetch == TIER_PREFETCH) {
+		memmove(s->prefetch[0], s->prefetch[1],
+			(TIER_PREFETCH - 1) * sizeof(s->prefetch[0]));
+		s->nprefetch--;
+	}
+	s->prefetch[s->nprefetch][0] = q->id;
+	s->prefetch[s->nprefetch][1] = 0;
+	s->nprefetch++;
+	prefetch_step(s);
 }
 
 /* ---- the policy ------------------------------------------------------- */
@@ -827,9 +886,12 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 		return UINT64_MAX;
 	/* While the loop polls rings it looks at the eventfd less often. */
 	kvmemd_store_io_reap(t->st);
-	for (s = d->sessions; s; s = s->next)
+	for (s = d->sessions; s; s = s->next) {
 		if (s->waits)
 			kick(s);
+		if (s->nprefetch)
+			prefetch_step(s);
+	}
 	for (s = d->sessions; s; s = s->next) {
 		if (t->cmd.active && !t->cmd.errors && !s->cmd_done &&
 		    (t->cmd.t.type == KVMEMD_TARGET_POOL ||

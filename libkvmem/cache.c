@@ -433,6 +433,15 @@ int kvmem_seq_acquire(struct kvmem_seq *s)
 	return kvmem__seq_acquire(s);
 }
 
+int kvmem_seq_prefetch(struct kvmem_seq *s)
+{
+	if (!s)
+		return -EINVAL;
+	if (s->acquired || !s->c->store->prefetch)
+		return 0;
+	return s->c->store->prefetch(s->c, s);
+}
+
 int kvmem_seq_release(struct kvmem_seq *s)
 {
 	int ret;

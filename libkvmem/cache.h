@@ -43,6 +43,7 @@ struct kvmem__layer {
  * seq_free: @s is gone
  * acquire:  @s is about to be used: its pages must be resident
  * unpin:    @s may be moved until the next acquire
+ * prefetch: @s is wanted soon (NULL: nothing to do)
  * stats:    store-specific fields of struct kvmem_cache_stats
  * close:    release the store
  */
@@ -58,6 +59,7 @@ struct kvmem__store_ops {
 	void (*seq_free)(struct kvmem_cache *c, struct kvmem_seq *s);
 	int (*acquire)(struct kvmem_cache *c, struct kvmem_seq *s);
 	int (*unpin)(struct kvmem_cache *c, struct kvmem_seq *s);
+	int (*prefetch)(struct kvmem_cache *c, struct kvmem_seq *s);
 	void (*close)(struct kvmem_cache *c);
 };
 

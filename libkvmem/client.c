@@ -575,6 +575,13 @@ static int remote_unpin(struct kvmem_cache *c, struct kvmem_seq *s)
 	return lib_async(c, &t);
 }
 
+static int remote_prefetch(struct kvmem_cache *c, struct kvmem_seq *s)
+{
+	struct kvmem_sqe t = { .opcode = KVMEM_OP_SEQ_PREFETCH, .seq = s->id };
+
+	return lib_async(c, &t);
+}
+
 static void remote_close(struct kvmem_cache *c)
 {
 	struct remote *r = c->store_priv;
@@ -598,6 +605,7 @@ static const struct kvmem__store_ops remote_ops = {
 	.seq_free = remote_seq_free,
 	.acquire = remote_acquire,
 	.unpin = remote_unpin,
+	.prefetch = remote_prefetch,
 	.close = remote_close,
 };
 

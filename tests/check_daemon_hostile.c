@@ -746,6 +746,7 @@ static const uint32_t op_reads[KVMEM_OP_LAST] = {
 	[KVMEM_OP_SEQ_RELEASE] = U_SEQ,
 	[KVMEM_OP_SEQ_FREE] = U_SEQ,
 	[KVMEM_OP_STATS] = U_ADDR | U_LEN,
+	[KVMEM_OP_SEQ_PREFETCH] = U_SEQ,
 };
 
 /* Mostly zero, else small, else anything. */

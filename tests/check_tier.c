@@ -580,6 +580,55 @@ START_TEST(test_acquire_remap)
 }
 END_TEST
 
+/*
+ * A prefetch hint reads a released sequence's pages back without waiting
+ * and without acquiring it; the acquire then finds them resident, in the
+ * slots it is told of, and they read right.
+ */
+START_TEST(test_prefetch)
+{
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmem_stats st;
+	unsigned long long out;
+	struct ref r;
+	int i;
+
+	start(&p, _i, "16M", NULL);
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, 160);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	admin(&p, "offload pool");
+	out = kvmemd_json_u64(reply, "pages");
+	ck_assert_uint_gt(out, 0);
+	ck_assert_int_eq(kvmem_seq_prefetch(s), 0);
+	for (i = 0; i < 500; i++) {
+		admin(&p, "tier");
+		if (!after(reply, "\"cold\"", "pages"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(after(reply, "\"cold\"", "pages"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "reloads"), out);
+	admin(&p, "seqs");
+	ck_assert_msg(strstr(reply, "\"acquired\":false"), "seqs: %s", reply);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(same_as_ref(&r, s, r.es[0], 0), 0);
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+	ck_assert_uint_eq(st.cold_pages, 0);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(tier)
 {
 	Suite *s = suite_create("tier");
@@ -592,6 +641,7 @@ KVMEM_SUITE(tier)
 	tcase_add_loop_test(tc, test_sigkill_restart, 0, 2);
 	tcase_add_test(tc, test_store_mismatch);
 	tcase_add_test(tc, test_acquire_remap);
+	tcase_add_loop_test(tc, test_prefetch, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -248,9 +248,27 @@ int kvmem_seq_release(struct kvmem_seq *s);
  * kvmem_seq_acquire() - make a released sequence resident again
  * @s: the sequence
  *
- * Blocks until its pages are resident. Return: 0, -EINVAL, -ENOTCONN.
+ * Blocks until its pages are resident. Over kvmemd, pages that come back
+ * from the backing store are checked first; a page that cannot be read
+ * fails the acquire with -EIO (the sequence stays released), and one that
+ * does not fit the arena with -ENOMEM.
+ *
+ * Return: 0, -EINVAL, -EIO, -ENOMEM, -ENOTCONN.
  */
 int kvmem_seq_acquire(struct kvmem_seq *s);
+
+/**
+ * kvmem_seq_prefetch() - a hint that a released sequence is wanted soon
+ * @s: the sequence
+ *
+ * Over kvmemd, starts reading its pages back from the backing store
+ * without waiting, so that the kvmem_seq_acquire() that follows finds
+ * them resident or on their way. It stays released. Embedded: nothing to
+ * do.
+ *
+ * Return: 0, -EINVAL, -ENOTCONN.
+ */
+int kvmem_seq_prefetch(struct kvmem_seq *s);
 
 enum kvmem_erasure_policy {
 	KVMEM_ERASE_INTERPOLATE = 0, /* mean of the same channel at t-1, t+1 */

@@ -191,6 +191,8 @@ enum kvmem_op {
 				* to sealed pages -> 0 */
 	KVMEM_OP_STATS = 9, /* struct kvmem_stats to addr, len bytes
 			     * -> bytes written */
+	KVMEM_OP_SEQ_PREFETCH = 10, /* seq: start reading its pages back from
+				     * the store, as the queue allows -> 0 */
 	KVMEM_OP_LAST,
 };
 
