@@ -371,6 +371,38 @@ START_TEST(test_ring_json)
 }
 END_TEST
 
+/*
+ * kvmem-bench offload with its own daemon and store: every page written
+ * went out and came back (the tool checks the daemon's byte counts), both
+ * rates are measured, and without fio its columns are null.
+ */
+START_TEST(test_offload_json)
+{
+	struct kvmem_run r;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "offload", "--bytes", "8M", "--qd",
+		  "4", "--engine", "threads", "--no-fio", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_double_ge(json_num(r.out, "bytes"), 8u << 20);
+	ck_assert_double_eq(json_num(r.out, "queue_depth"), 4);
+	ck_assert_double_gt(json_num(r.out, "offload_gbps"), 0);
+	ck_assert_double_gt(json_num(r.out, "reload_gbps"), 0);
+	ck_assert_msg(strstr(r.out, "\"fio_write_gbps\": null") &&
+			      strstr(r.out, "\"fio_read_gbps\": null"),
+		      "fio columns: %s", r.out);
+	kvmem_check_run_free(&r);
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "offload", "--bytes", "12");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_msg(strstr(r.err, "--bytes"), "message: %s", r.err);
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "kvmem-bench", "", "offload", "--kvmemd",
+		  "/nonexistent/kvmemd", "--bytes", "1M", "--no-fio");
+	ck_assert_int_eq(r.status, 3);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
 START_TEST(test_usage_errors)
 {
 	const char *const *const bad[] = {
@@ -872,6 +904,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(codec, test_usage_errors);
 	tcase_set_timeout(codec, 60);
 	tcase_add_test(ring, test_ring_json);
+	tcase_add_test(ring, test_offload_json);
 	tcase_set_timeout(ring, 60);
 	suite_add_tcase(s, ber);
 	suite_add_tcase(s, codec);
