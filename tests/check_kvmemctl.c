@@ -18,6 +18,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -729,17 +730,20 @@ static void fake_stop(struct fake *f)
 	"{\"id\":" id ",\"pid\":" pid ",\"uid\":0,\"arena_bytes\":67108864," \
 	"\"used_bytes\":1048576,\"slots_open\":2,\"slots_sealed\":8,"        \
 	"\"seqs\":3,\"seqs_acquired\":1,\"ops\":500,\"op_errors\":0,"        \
-	"\"ce\":2,\"ue\":0,\"degraded_pages\":0,\"format\":\"" fmt "\","     \
+	"\"ce\":2,\"ue\":0,\"degraded_pages\":0,\"cold_pages\":6,"           \
+	"\"cold_bytes\":196608,\"offloads\":9,\"reloads\":3,"                \
+	"\"format\":\"" fmt "\","                                            \
 	"\"codec\":\"" codec "\",\"tokens_per_page\":32,\"layers\":2,"       \
 	"\"kv_heads\":2,\"head_dim\":64}"
 #define R_SESSIONS                                                        \
 	"{\"sessions\":[" SESSION("1", "100", "int4", "h84") "," SESSION( \
 		"2", "200", "int8", "secded72") "]}\n"
-#define R_SEQS                                                     \
-	"{\"seqs\":[{\"session\":1,\"seq\":0,\"acquired\":true,"   \
-	"\"pages\":8,\"tokens\":128,\"degraded_pages\":0},"        \
-	"{\"session\":1,\"seq\":1,\"acquired\":false,\"pages\":2," \
-	"\"tokens\":40,\"degraded_pages\":1}]}\n"
+#define R_SEQS                                                   \
+	"{\"seqs\":[{\"session\":1,\"seq\":0,\"acquired\":true," \
+	"\"pages\":8,\"tokens\":128,\"degraded_pages\":0,"       \
+	"\"cold_pages\":0},{\"session\":1,\"seq\":1,"            \
+	"\"acquired\":false,\"pages\":2,\"tokens\":40,"          \
+	"\"degraded_pages\":1,\"cold_pages\":2}]}\n"
 #define PASS_LAST                                                        \
 	"{\"kind\":\"patrol\",\"target\":\"pool\","                      \
 	"\"started\":1700000000.25,\"duration_s\":65.5,"                 \
@@ -778,6 +782,31 @@ static void fake_stop(struct fake *f)
 	"\"codec\":\"h84\",\"words\":40000,\"bits\":44,"                \
 	"\"by_flips\":[39957,42,1,0,0,0,0,0]},{\"codec\":\"secded72\"," \
 	"\"words\":960,\"bits\":1,\"by_flips\":[959,1,0,0,0,0,0,0]}]}\n"
+#define TIER_HEAD(offload, stale)                                         \
+	"{\"policy\":{\"offload\":" offload ",\"low_watermark\":10,"      \
+	"\"high_watermark\":20,\"stale_tokens\":" stale "},"              \
+	"\"tiers\":{\"hot\":{\"pages\":4,\"bytes\":131072},"              \
+	"\"warm\":{\"pages\":12,\"bytes\":393216},\"cold\":{\"pages\":6," \
+	"\"bytes\":196608}},\"offloads\":9,\"offload_bytes\":294912,"     \
+	"\"reloads\":3,\"reload_bytes\":98304,\"reload_degraded\":1,"     \
+	"\"write_errors\":2,\"read_errors\":1,\"nospace\":5,\"waits\":7," \
+	"\"store\":"
+#define R_TIER                                                                \
+	TIER_HEAD("true", "1024")                                             \
+	"{\"path\":\"/var/lib/kvmem/store\",\"engine\":\"io_uring\","         \
+	"\"uuid\":\"5bc44f14-daf4-412e-b07f-d3eaee54e66d\",\"generation\":3," \
+	"\"size\":16777216,\"units\":4095,\"used_units\":48,"                 \
+	"\"queue_depth\":32,\"io_bytes\":1048576,\"inflight\":2,"             \
+	"\"reads\":3,\"writes\":11,\"read_bytes\":98304,"                     \
+	"\"write_bytes\":360448,\"read_errors\":1,\"write_errors\":2,"        \
+	"\"enospc\":1,\"short\":0}}\n"
+#define R_TIER_NOSTORE TIER_HEAD("false", "0") "null}\n"
+#define R_OFFLOAD                                                           \
+	"{\"pages\":123,\"bytes\":9017753,\"errors\":0,\"seconds\":0.0121," \
+	"\"gbps\":0.7452}\n"
+#define R_OFFLOAD_ERRORS                                               \
+	"{\"pages\":10,\"bytes\":327680,\"errors\":2,\"seconds\":0.5," \
+	"\"gbps\":0.00065536}\n"
 #define R_POLICY                                                                 \
 	"{\"policy\":{\"daemon.log_level\":\"info\",\"daemon.allow_gids\":\"\"," \
 	"\"scrub.rate\":16777216,\"scrub.cycle\":0,"                             \
@@ -812,6 +841,13 @@ static const struct fake_reply spec_replies[] = {
 	{ "inject session 1 ber 0.5 seed 1",
 	  "{\"error\":\"injection is off (scrub.allow_inject)\","
 	  "\"errno\":-1}\n" },
+	{ "tier", R_TIER },
+	{ "offload", R_OFFLOAD },
+	{ "offload pool", R_OFFLOAD },
+	{ "offload session 1", R_OFFLOAD },
+	{ "offload seq 1 2", R_OFFLOAD_ERRORS },
+	{ "offload seq 1 3",
+	  "{\"error\":\"an offload is running\",\"errno\":-16}\n" },
 	{ "policy show", R_POLICY },
 	{ "policy set scrub.rate=1M", R_POLICY },
 	{ "policy set x=1", "{\"error\":\"x: no such key\",\"errno\":-22}\n" },
@@ -1055,6 +1091,14 @@ static void check_schema(const struct json *v, const struct json *schema,
 	"\"started\":\"n\",\"duration_s\":\"n\",\"bytes\":\"u\","  \
 	"\"pages\":\"u\",\"ce\":\"u\",\"ue\":\"u\",\"crc\":\"u\"," \
 	"\"degraded_pages\":\"u\",\"restored_pages\":\"u\"}"
+#define S_PAGES_BYTES "{\"pages\":\"u\",\"bytes\":\"u\"}"
+#define S_STORE                                                             \
+	"{\"path\":\"s\",\"engine\":\"s:io_uring|threads\",\"uuid\":\"s\"," \
+	"\"generation\":\"u\",\"size\":\"u\",\"units\":\"u\","              \
+	"\"used_units\":\"u\",\"queue_depth\":\"u\",\"io_bytes\":\"u\","    \
+	"\"inflight\":\"u\",\"reads\":\"u\",\"writes\":\"u\","              \
+	"\"read_bytes\":\"u\",\"write_bytes\":\"u\",\"read_errors\":\"u\"," \
+	"\"write_errors\":\"u\",\"enospc\":\"u\",\"short\":\"u\"}"
 
 static const struct {
 	const char *cmd, *schema;
@@ -1080,12 +1124,15 @@ static const struct {
 	  "\"arena_bytes\":\"u\",\"used_bytes\":\"u\",\"slots_open\":\"u\","
 	  "\"slots_sealed\":\"u\",\"seqs\":\"u\",\"seqs_acquired\":\"u\","
 	  "\"ops\":\"u\",\"op_errors\":\"u\",\"ce\":\"u\",\"ue\":\"u\","
-	  "\"degraded_pages\":\"u\",\"format\":\"s:fp16|int8|int4|int2\","
+	  "\"degraded_pages\":\"u\",\"cold_pages\":\"u\","
+	  "\"cold_bytes\":\"u\",\"offloads\":\"u\",\"reloads\":\"u\","
+	  "\"format\":\"s:fp16|int8|int4|int2\","
 	  "\"codec\":" S_CODEC ",\"tokens_per_page\":\"u\",\"layers\":\"u\","
 	  "\"kv_heads\":\"u\",\"head_dim\":\"u\"}]}" },
 	{ "seqs",
 	  "{\"seqs\":[{\"session\":\"u\",\"seq\":\"u\",\"acquired\":\"b\","
-	  "\"pages\":\"u\",\"tokens\":\"u\",\"degraded_pages\":\"u\"}]}" },
+	  "\"pages\":\"u\",\"tokens\":\"u\",\"degraded_pages\":\"u\","
+	  "\"cold_pages\":\"u\"}]}" },
 	{ "scrub",
 	  "{\"enabled\":\"b\",\"enable_background\":\"u\","
 	  "\"rate_bytes_per_s\":\"u\",\"cycle_s\":\"u\","
@@ -1103,7 +1150,7 @@ static const struct {
 	  "\"pool\":" S_POOL ",\"tier\":" S_TIER ",\"codec\":" S_CODEC ","
 	  "\"region\":\"s:header|scales|payload\",\"words\":\"u\","
 	  "\"kind\":\"s:uncorrectable|crc|mismatch\",\"restored\":\"b\","
-	  "\"source\":\"s:patrol|ondemand|seal\"}],\"lost\":\"u\"}" },
+	  "\"source\":\"s:patrol|ondemand|seal|reload\"}],\"lost\":\"u\"}" },
 	{ "errors",
 	  "{\"since\":\"n\",\"seconds_since_reset\":\"n\",\"counters\":[{"
 	  "\"pool\":" S_POOL ",\"tier\":" S_TIER ",\"codec\":" S_CODEC ","
@@ -1116,6 +1163,17 @@ static const struct {
 	{ "policy",
 	  "{\"policy\":{\"scrub.rate\":\"u\",\"scrub.cycle\":\"u\","
 	  "\"scrub.verify_on_seal\":\"b\",\"scrub.allow_inject\":\"b\"}}" },
+	{ "tier",
+	  "{\"policy\":{\"offload\":\"b\",\"low_watermark\":\"u\","
+	  "\"high_watermark\":\"u\",\"stale_tokens\":\"u\"},"
+	  "\"tiers\":{\"hot\":" S_PAGES_BYTES ",\"warm\":" S_PAGES_BYTES
+	  ",\"cold\":" S_PAGES_BYTES "},\"offloads\":\"u\","
+	  "\"offload_bytes\":\"u\",\"reloads\":\"u\",\"reload_bytes\":\"u\","
+	  "\"reload_degraded\":\"u\",\"write_errors\":\"u\","
+	  "\"read_errors\":\"u\",\"nospace\":\"u\",\"waits\":\"u\","
+	  "\"store\":{\"?\":" S_STORE "}}" },
+	{ "offload", "{\"pages\":\"u\",\"bytes\":\"u\",\"errors\":\"u\","
+		     "\"seconds\":\"n\",\"gbps\":\"n\"}" },
 };
 
 /* --json output: one line of JSON that fits the schema named @name. */
@@ -1170,15 +1228,40 @@ START_TEST(test_spec_tables)
 		    "POOL SIZE RESERVED OPEN SEALED FREE DEGRADED PAGES",
 		    "host 1.0 GiB 256.0 MiB 1.0 MiB 16.0 MiB 768.0 MiB 1" } },
 		{ { "sessions" },
-		  { "ID PID UID ARENA USED OPEN SEALED SEQS ACQ OPS OP ERRS "
-		    "CE UE DEGR FORMAT CODEC LAYERS KV HEADS DIM TOK/PG",
-		    " 1 100 0 64.0 MiB 1.0 MiB 2 8 3 1 500 0 2 0 0 int4 h84 "
-		    "2 2 64 32",
-		    " 2 200 0 64.0 MiB 1.0 MiB 2 8 3 1 500 0 2 0 0 int8 "
-		    "secded72 2 2 64 32" } },
+		  { "ID PID UID ARENA USED COLD OPEN SEALED SEQS ACQ OPS OP "
+		    "ERRS CE UE DEGR FORMAT CODEC LAYERS KV HEADS DIM TOK/PG",
+		    " 1 100 0 64.0 MiB 1.0 MiB 192.0 KiB 2 8 3 1 500 0 2 0 0 "
+		    "int4 h84 2 2 64 32",
+		    " 2 200 0 64.0 MiB 1.0 MiB 192.0 KiB 2 8 3 1 500 0 2 0 0 "
+		    "int8 secded72 2 2 64 32" } },
 		{ { "seqs", "1" },
-		  { "SESSION SEQ ACQUIRED PAGES TOKENS DEGRADED PAGES",
-		    " 1 0 yes 8 128 0", " 1 1 no 2 40 1" } },
+		  { "SESSION SEQ ACQUIRED PAGES COLD TOKENS DEGRADED PAGES",
+		    " 1 0 yes 8 0 128 0", " 1 1 no 2 2 40 1" } },
+		{ { "tier" },
+		  { "policy offload on, watermarks 10% / 20% free, stale "
+		    "after 1024 tokens",
+		    "TIER PAGES BYTES", "hot 4 128.0 KiB",
+		    "cold 6 192.0 KiB" } },
+		{ { "tier" },
+		  { "offloads 9 pages, 288.0 KiB",
+		    "reloads 3 pages, 96.0 KiB, 1 degraded",
+		    "waits 7 ops waited for pages to move",
+		    "errors 2 writes, 1 reads, 5 out of space" } },
+		{ { "tier" },
+		  { "store /var/lib/kvmem/store",
+		    "size 16.0 MiB, 4095 units of 4.0 KiB",
+		    "used 192.0 KiB in 48 units (1.2%)",
+		    "I/O errors 1 reads, 2 writes; 1 ENOSPC, 0 short" } },
+		{ { "tier" },
+		  { "engine io_uring",
+		    "uuid 5bc44f14-daf4-412e-b07f-d3eaee54e66d", "generation 3",
+		    "queue depth 32" } },
+		{ { "tier" },
+		  { "I/O size 1.0 MiB", "in flight 2", "reads 3, 96.0 KiB",
+		    "writes 11, 352.0 KiB" } },
+		{ { "offload", "pool" },
+		  { "offloaded 123 pages, 8.6 MiB in 0.012 s (0.75 GB/s), 0 "
+		    "errors" } },
 		{ { "scrub", "status" },
 		  { "patrol enabled (enable_background 1), idle now",
 		    "rate 16.0 MiB/s", "cycle target 0 (use the rate)",
@@ -1274,7 +1357,12 @@ START_TEST(test_spec_requests)
 		  "inject pool ber 1e-05 seed 18446744073709551615" },
 		{ { "policy", "set", "scrub.rate=1M" },
 		  "policy set scrub.rate=1M" },
-		{ { "metrics" }, "stats|errors|scrub status|sessions" },
+		{ { "tier" }, "tier" },
+		{ { "offload" }, "offload" },
+		{ { "offload", "pool" }, "offload pool" },
+		{ { "--json", "offload", "session", "1" },
+		  "offload session 1" },
+		{ { "metrics" }, "stats|errors|scrub status|sessions|tier" },
 		{ { "version" }, "version" },
 	};
 	struct kvmem_run r;
@@ -1355,6 +1443,8 @@ START_TEST(test_spec_json)
 		{ { "errors" }, R_ERRORS, "errors" },
 		{ { "reset-counters" }, "{\"ok\":true}", "reset-counters" },
 		{ { "policy", "show" }, R_POLICY, "policy" },
+		{ { "tier" }, R_TIER, "tier" },
+		{ { "offload", "pool" }, R_OFFLOAD, "offload" },
 	};
 	struct kvmem_run r;
 	struct json *v, *want;
@@ -1437,6 +1527,22 @@ START_TEST(test_spec_metrics)
 		  1 },
 		{ "kvmem_session_used_bytes{session=\"1\"}", 1048576 },
 		{ "kvmem_session_ops_total{session=\"2\"}", 500 },
+		{ "kvmem_session_cold_bytes{session=\"1\"}", 196608 },
+		{ "kvmem_session_offloads_total{session=\"2\"}", 9 },
+		{ "kvmem_session_reloads_total{session=\"1\"}", 3 },
+		{ "kvmem_tier_pages{tier=\"hot\"}", 4 },
+		{ "kvmem_tier_pages{tier=\"cold\"}", 6 },
+		{ "kvmem_tier_bytes{tier=\"warm\"}", 393216 },
+		{ "kvmem_tier_bytes{tier=\"cold\"}", 196608 },
+		{ "kvmem_offloads_total", 9 },
+		{ "kvmem_offload_bytes_total", 294912 },
+		{ "kvmem_reloads_total", 3 },
+		{ "kvmem_reload_bytes_total", 98304 },
+		{ "kvmem_reload_degraded_total", 1 },
+		{ "kvmem_store_size_bytes", 16777216 },
+		{ "kvmem_store_used_bytes", 48 * 4096 },
+		{ "kvmem_store_errors_total{op=\"read\"}", 1 },
+		{ "kvmem_store_errors_total{op=\"write\"}", 2 },
 	};
 	struct kvmem_run r;
 	struct fake f;
@@ -1453,6 +1559,8 @@ START_TEST(test_spec_metrics)
 	EXPECT_HAS(r.out, "# TYPE kvmem_ce_total counter\n");
 	EXPECT_HAS(r.out, "# TYPE kvmem_ce gauge\n");
 	EXPECT_HAS(r.out, "# HELP kvmem_ue_total ");
+	EXPECT_HAS(r.out, "# TYPE kvmem_offloads_total counter\n");
+	EXPECT_HAS(r.out, "# TYPE kvmem_tier_pages gauge\n");
 	kvmem_check_run_free(&r);
 	/* --json has no meaning here. */
 	CTL(&r, NULL, "-a", f.sock, "metrics", "--json");
@@ -1478,16 +1586,103 @@ START_TEST(test_spec_metrics_escapes)
 		  "{\"since\":0,\"seconds_since_reset\":1,\"counters\":[]}\n" },
 		{ "scrub status", R_SCRUB },
 		{ "sessions", "{\"sessions\":[]}\n" },
+		{ "tier", R_TIER_NOSTORE },
 	};
 	struct kvmem_run r;
 	struct fake f;
 
-	fake_start(&f, t, 4, 32768);
+	fake_start(&f, t, sizeof(t) / sizeof(t[0]), 32768);
 	FAKE_OK(&r, &f, "metrics");
 	check_prometheus(r.out);
 	ck_assert(prom_value(r.out,
 			     "kvmem_pool_size_bytes{pool=\"a\\\"b\\\\c?d\"}") ==
 		  1);
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/*
+ * A daemon without a backing store: tier says so (store null), metrics
+ * leave the store's families out, offload is refused (EOPNOTSUPP).
+ */
+START_TEST(test_spec_no_store)
+{
+	static const struct fake_reply t[] = {
+		{ "stats", R_STATS },
+		{ "errors", R_ERRORS },
+		{ "scrub status", R_SCRUB },
+		{ "sessions", R_SESSIONS },
+		{ "tier", R_TIER_NOSTORE },
+		{ "offload*",
+		  "{\"error\":\"no backing store (set store.path)\","
+		  "\"errno\":-95}\n" },
+	};
+	struct kvmem_run r;
+	struct json *v;
+	struct fake f;
+
+	fake_start(&f, t, sizeof(t) / sizeof(t[0]), 32768);
+	FAKE_OK(&r, &f, "tier");
+	expect_line(&r, "policy offload off, watermarks 10% / 20% free, age "
+			"does not count");
+	expect_line(&r, "cold 6 192.0 KiB");
+	expect_line(&r, "errors 2 writes, 1 reads, 5 out of space");
+	expect_line(&r, "no backing store (store.path is empty)");
+	ck_assert_msg(!strstr(r.out, "\nstore ") && !strstr(r.out, "uuid"),
+		      "%s", r.out);
+	kvmem_check_run_free(&r);
+	FAKE_OK(&r, &f, "tier", "--json");
+	v = expect_schema(r.out, "tier");
+	ck_assert_int_eq(json_get(v, "store")->type, JSON_NULL);
+	json_free(v);
+	kvmem_check_run_free(&r);
+	FAKE_OK(&r, &f, "metrics");
+	check_prometheus(r.out);
+	ck_assert(prom_value(r.out, "kvmem_tier_pages{tier=\"cold\"}") == 6);
+	ck_assert(prom_value(r.out, "kvmem_offloads_total") == 9);
+	ck_assert_msg(!strstr(r.out, "kvmem_store_"), "%s", r.out);
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", f.sock, "offload");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.out, "");
+	ck_assert_str_eq(
+		r.err,
+		"kvmemctl: offload: no backing store (set store.path)\n");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/*
+ * An offload the daemon finished with failed writes: its line still, the
+ * count on stderr, exit 1 (with --json too); one refused: exit 1, nothing
+ * on stdout.
+ */
+START_TEST(test_spec_offload_errors)
+{
+	struct kvmem_run r;
+	struct fake f;
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	CTL(&r, NULL, "-a", f.sock, "offload", "seq", "1", "2");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.out, "offloaded 10 pages, 320.0 KiB in 0.500 s "
+				"(0.00 GB/s), 2 errors\n");
+	ck_assert_str_eq(r.err, "kvmemctl: offload seq 1 2: 2 pages could not "
+				"be written to the store and stay in memory "
+				"(kvmemd's log says why)\n");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", f.sock, "offload", "--json", "seq", "1", "2");
+	expect_status(&r, 1);
+	json_free(expect_schema(r.out, "offload"));
+	EXPECT_HAS(r.err, "2 pages could not be written");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", f.sock, "offload", "seq", "1", "3");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.out, "");
+	ck_assert_str_eq(r.err,
+			 "kvmemctl: offload seq 1 3: an offload is running\n");
 	kvmem_check_run_free(&r);
 	fake_stop(&f);
 }
@@ -1703,6 +1898,28 @@ START_TEST(test_spec_wrong_types)
 		  "{\"version\":1,\"abi\":1,\"admin\":1}\n",
 		  { "version" },
 		  "\"version\" is number, not a string" },
+		{ "tier",
+		  "{\"policy\":{\"offload\":true,\"low_watermark\":10,"
+		  "\"high_watermark\":20,\"stale_tokens\":1}}\n",
+		  { "tier" },
+		  "\"tiers\" is missing" },
+		{ "tier",
+		  TIER_HEAD("true", "1") "[]}\n",
+		  { "tier" },
+		  "\"store\" is array, not an object" },
+		{ "tier",
+		  TIER_HEAD("true", "1") "{\"path\":\"/x\"}}\n",
+		  { "tier" },
+		  "\"units\" is missing" },
+		{ "offload",
+		  "{\"pages\":1,\"bytes\":1,\"seconds\":0,\"gbps\":0}\n",
+		  { "offload" },
+		  "\"errors\" is missing" },
+		{ "offload pool",
+		  "{\"pages\":1,\"bytes\":1,\"errors\":0,\"seconds\":\"1\","
+		  "\"gbps\":0}\n",
+		  { "offload", "pool" },
+		  "\"seconds\" is string, not a number" },
 	};
 	struct fake_reply t[1];
 	struct kvmem_run r;
@@ -1815,6 +2032,18 @@ START_TEST(test_usage_errors)
 		  "--seed must be a number" },
 		{ { "inject", "seq", "1", "--ber", "0.1", "--seed", "1" },
 		  "expected a target" },
+		{ { "tier", "x" }, "usage: kvmemctl tier" },
+		{ { "tier", "--watch", "1" }, "--watch does not apply" },
+		{ { "offload", "all" }, "expected a target" },
+		{ { "offload", "seq", "1" }, "expected a target" },
+		{ { "offload", "session", "x" }, "SESSION must be a number" },
+		{ { "offload", "seq", "1", "x" }, "SEQ must be a number" },
+		{ { "offload", "pool", "now" },
+		  "offload: unexpected argument 'now'" },
+		{ { "offload", "seq", "1", "2", "3" },
+		  "usage: kvmemctl offload [TARGET]" },
+		{ { "offload", "pool", "--seed", "1" },
+		  "--seed does not apply" },
 		{ { "policy", "get" }, "policy: expected show" },
 		{ { "policy", "set", "novalue" }, "expected KEY=VALUE" },
 		{ { "policy", "set", "=1" }, "expected KEY=VALUE" },
@@ -1859,6 +2088,8 @@ START_TEST(test_help_and_version)
 	EXPECT_HAS(r.out, "exit status: 0 done, 1 kvmemd refused or failed");
 	EXPECT_HAS(r.out, "metrics\n");
 	EXPECT_HAS(r.out, "  inject TARGET --ber P --seed S [--all]\n");
+	EXPECT_HAS(r.out, "  tier\n");
+	EXPECT_HAS(r.out, "  offload [TARGET]\n");
 	kvmem_check_run_free(&r);
 	CTL(&r, NULL, "help");
 	expect_status(&r, 0);
@@ -2335,6 +2566,273 @@ START_TEST(test_live_commands)
 }
 END_TEST
 
+/* A backing store, and no offloads of the daemon's own: only the offload
+ * command moves pages. */
+#define LIVE_STORE_CONF                             \
+	LIVE_CONF "[tier]\noffload = no\n[store]\n" \
+		  "path = @DIR@/store\nsize = 16M\n"
+#define LIVE_SEQS 4
+
+/* @out with runs of spaces squeezed holds @fmt's text. */
+static void expect_squeezed(const char *out, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void expect_squeezed(const char *out, const char *fmt, ...)
+{
+	char want[256], *s = squeeze(out);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof(want), fmt, ap);
+	va_end(ap);
+	ck_assert_msg(strstr(s, want), "no \"%s\" in:\n%s", want, out);
+	free(s);
+}
+
+/*
+ * The cold tier through kvmemctl: sequences written with libkvmem, all but
+ * one released, offloaded by one sequence and then the pool. The pages
+ * each command reports are the ones the test released (three full pages
+ * and a tail in every layer per sequence); tier, sessions, seqs, metrics
+ * and the client's own STATS op agree on what is cold; an acquire brings
+ * one sequence back as reloads.
+ */
+START_TEST(test_live_tier)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const uint64_t per_seq = 4 * g.layers;
+	struct kvmem_seq *s[LIVE_SEQS];
+	const struct json *e, *a, *tiers, *store;
+	uint64_t pages, cold, cold_bytes, seq_bytes, id;
+	char sid[16], qid[16] = "", series[96];
+	struct json *v, *off;
+	struct kvmemd_proc p;
+	struct kvmem_stats st;
+	struct kvmem_cache *c;
+	struct kvmem_run r;
+	size_t i;
+
+	kvmemd_start(&p, LIVE_STORE_CONF, NULL);
+	c = kvmemd_connect(&p, 0);
+	for (i = 0; i < LIVE_SEQS; i++)
+		s[i] = live_seq(c, 3 * g.tokens_per_page + 4);
+	/* The last stays acquired: its pages never leave. */
+	for (i = 0; i + 1 < LIVE_SEQS; i++)
+		ck_assert_int_eq(kvmem_seq_release(s[i]), 0);
+
+	v = LIVE(&p, "tier", "tier");
+	ck_assert(!json_get(json_get(v, "policy"), "offload")->u.b);
+	tiers = json_get(v, "tiers");
+	ck_assert_uint_eq(u64_at(json_get(tiers, "hot"), "pages") +
+				  u64_at(json_get(tiers, "warm"), "pages"),
+			  LIVE_SEQS * per_seq);
+	ck_assert_uint_eq(u64_at(json_get(tiers, "cold"), "pages"), 0);
+	store = json_get(v, "store");
+	ck_assert_uint_eq(u64_at(store, "size"), 16u << 20);
+	ck_assert_uint_eq(u64_at(store, "used_units"), 0);
+	json_free(v);
+
+	v = LIVE(&p, "sessions", "sessions");
+	id = u64_at(&json_get(v, "sessions")->u.arr.v[0], "id");
+	snprintf(sid, sizeof(sid), "%" PRIu64, id);
+	json_free(v);
+	v = LIVE(&p, "seqs", "seqs", sid);
+	a = json_get(v, "seqs");
+	ck_assert_uint_eq(a->u.arr.n, LIVE_SEQS);
+	for (i = 0; i < a->u.arr.n; i++) {
+		ck_assert_uint_eq(u64_at(&a->u.arr.v[i], "pages"), per_seq);
+		ck_assert_uint_eq(u64_at(&a->u.arr.v[i], "cold_pages"), 0);
+		if (!json_get(&a->u.arr.v[i], "acquired")->u.b && !qid[0])
+			snprintf(qid, sizeof(qid), "%" PRIu64,
+				 u64_at(&a->u.arr.v[i], "seq"));
+	}
+	json_free(v);
+
+	/* One released sequence by itself, as JSON... */
+	off = LIVE(&p, "offload", "offload", "seq", sid, qid);
+	ck_assert_uint_eq(u64_at(off, "pages"), per_seq);
+	ck_assert_uint_eq(u64_at(off, "errors"), 0);
+	seq_bytes = u64_at(off, "bytes");
+	ck_assert_uint_gt(seq_bytes, 0);
+	json_free(off);
+	/* ...then the rest of the pool, as a line. */
+	CTL(&r, NULL, "-a", p.admin, "offload", "pool");
+	expect_status(&r, 0);
+	ck_assert_str_eq(r.err, "");
+	ck_assert_int_eq(sscanf(r.out, "offloaded %" SCNu64 " pages, ", &pages),
+			 1);
+	ck_assert_uint_eq(pages, (LIVE_SEQS - 2) * per_seq);
+	EXPECT_HAS(r.out, ", 0 errors\n");
+	kvmem_check_run_free(&r);
+	/* Nothing released is left in memory. */
+	off = LIVE(&p, "offload", "offload");
+	ck_assert_uint_eq(u64_at(off, "pages"), 0);
+	json_free(off);
+
+	/* Cold: what the commands moved, as the client's STATS sees it. */
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+	v = LIVE(&p, "tier", "tier");
+	tiers = json_get(v, "tiers");
+	cold = u64_at(json_get(tiers, "cold"), "pages");
+	cold_bytes = u64_at(json_get(tiers, "cold"), "bytes");
+	ck_assert_uint_eq(cold, per_seq + pages);
+	ck_assert_uint_eq(cold, st.cold_pages);
+	ck_assert_uint_eq(cold_bytes, st.cold_bytes);
+	ck_assert_uint_eq(cold_bytes, (LIVE_SEQS - 1) * seq_bytes);
+	ck_assert_uint_eq(u64_at(json_get(tiers, "hot"), "pages") +
+				  u64_at(json_get(tiers, "warm"), "pages"),
+			  per_seq);
+	ck_assert_uint_eq(u64_at(v, "offloads"), cold);
+	ck_assert_uint_eq(u64_at(v, "offload_bytes"), cold_bytes);
+	ck_assert_uint_eq(u64_at(v, "write_errors"), 0);
+	store = json_get(v, "store");
+	ck_assert_uint_eq(u64_at(store, "used_units") * 4096, cold_bytes);
+	ck_assert_uint_eq(u64_at(store, "writes"), cold);
+	ck_assert_uint_eq(u64_at(store, "write_bytes"), cold_bytes);
+	ck_assert_uint_eq(u64_at(store, "inflight"), 0);
+	json_free(v);
+
+	v = LIVE(&p, "sessions", "sessions");
+	e = &json_get(v, "sessions")->u.arr.v[0];
+	ck_assert_uint_eq(u64_at(e, "cold_pages"), cold);
+	ck_assert_uint_eq(u64_at(e, "cold_bytes"), cold_bytes);
+	ck_assert_uint_eq(u64_at(e, "offloads"), cold);
+	ck_assert_uint_eq(u64_at(e, "reloads"), 0);
+	json_free(v);
+	v = LIVE(&p, "seqs", "seqs");
+	a = json_get(v, "seqs");
+	for (i = 0; i < a->u.arr.n; i++)
+		ck_assert_uint_eq(u64_at(&a->u.arr.v[i], "cold_pages"),
+				  json_get(&a->u.arr.v[i], "acquired")->u.b
+					  ? 0
+					  : per_seq);
+	json_free(v);
+
+	/* The tables say the same. */
+	CTL(&r, NULL, "-a", p.admin, "tier");
+	expect_status(&r, 0);
+	expect_line(&r, "policy offload off, watermarks 10% / 20% free, "
+			"stale after 1024 tokens");
+	expect_squeezed(r.out, "\ncold %" PRIu64 " ", cold);
+	expect_squeezed(r.out, "\noffloads %" PRIu64 " pages, ", cold);
+	expect_squeezed(r.out, " in %" PRIu64 " units (", cold_bytes / 4096);
+	expect_line(&r, "size 16.0 MiB, 4095 units of 4.0 KiB");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "seqs", sid);
+	expect_status(&r, 0);
+	expect_squeezed(r.out, " %s %s no %" PRIu64 " %" PRIu64 " %u 0\n", sid,
+			qid, per_seq, per_seq, 3 * g.tokens_per_page + 4);
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "sessions");
+	expect_status(&r, 0);
+	expect_squeezed(r.out, " USED COLD OPEN ");
+	kvmem_check_run_free(&r);
+
+	CTL(&r, NULL, "-a", p.admin, "metrics");
+	expect_status(&r, 0);
+	check_prometheus(r.out);
+	ck_assert(prom_value(r.out, "kvmem_tier_pages{tier=\"cold\"}") ==
+		  (double)cold);
+	ck_assert(prom_value(r.out, "kvmem_tier_bytes{tier=\"cold\"}") ==
+		  (double)cold_bytes);
+	ck_assert(prom_value(r.out, "kvmem_offloads_total") == (double)cold);
+	ck_assert(prom_value(r.out, "kvmem_offload_bytes_total") ==
+		  (double)cold_bytes);
+	ck_assert(prom_value(r.out, "kvmem_reloads_total") == 0);
+	ck_assert(prom_value(r.out, "kvmem_store_used_bytes") ==
+		  (double)cold_bytes);
+	ck_assert(prom_value(r.out, "kvmem_store_size_bytes") == 16u << 20);
+	ck_assert(prom_value(r.out, "kvmem_store_errors_total{op=\"write\"}") ==
+		  0);
+	snprintf(series, sizeof(series),
+		 "kvmem_session_cold_bytes{session=\"%s\"}", sid);
+	ck_assert(prom_value(r.out, series) == (double)cold_bytes);
+	kvmem_check_run_free(&r);
+
+	/* An acquire brings one sequence back. */
+	ck_assert_int_eq(kvmem_seq_acquire(s[0]), 0);
+	v = LIVE(&p, "tier", "tier");
+	ck_assert_uint_eq(u64_at(v, "reloads"), per_seq);
+	ck_assert_uint_eq(u64_at(v, "reload_bytes"), seq_bytes);
+	ck_assert_uint_eq(u64_at(v, "reload_degraded"), 0);
+	ck_assert_uint_eq(
+		u64_at(json_get(json_get(v, "tiers"), "cold"), "pages"),
+		cold - per_seq);
+	json_free(v);
+	CTL(&r, NULL, "-a", p.admin, "metrics");
+	expect_status(&r, 0);
+	ck_assert(prom_value(r.out, "kvmem_reloads_total") == (double)per_seq);
+	ck_assert(prom_value(r.out, "kvmem_tier_pages{tier=\"cold\"}") ==
+		  (double)(cold - per_seq));
+	kvmem_check_run_free(&r);
+
+	/* Targets that are not there. */
+	CTL(&r, NULL, "-a", p.admin, "offload", "seq", "999", "999");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.out, "");
+	ck_assert_str_eq(r.err,
+			 "kvmemctl: offload seq 999 999: no session 999\n");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "offload", "seq", sid, "999999");
+	expect_status(&r, 1);
+	EXPECT_HAS(r.err, "has no sequence 999999");
+	kvmem_check_run_free(&r);
+
+	/* The tier's keys change at run time. */
+	v = LIVE(&p, "policy", "policy", "set", "tier.offload=yes");
+	ck_assert(json_get(json_get(v, "policy"), "tier.offload")->u.b);
+	json_free(v);
+	v = LIVE(&p, "tier", "tier");
+	ck_assert(json_get(json_get(v, "policy"), "offload")->u.b);
+	json_free(v);
+
+	for (i = 0; i < LIVE_SEQS; i++)
+		kvmem_seq_free(s[i]);
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Without store.path: tier says so, offload is refused, no store series. */
+START_TEST(test_live_no_store)
+{
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+	struct json *v;
+
+	kvmemd_start(&p, LIVE_CONF, NULL);
+	v = LIVE(&p, "tier", "tier");
+	ck_assert_int_eq(json_get(v, "store")->type, JSON_NULL);
+	json_free(v);
+	CTL(&r, NULL, "-a", p.admin, "tier");
+	expect_status(&r, 0);
+	expect_line(&r, "no backing store (store.path is empty)");
+	expect_line(&r, "cold 0 0 B");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "offload");
+	expect_status(&r, 1);
+	ck_assert_str_eq(r.out, "");
+	ck_assert_str_eq(
+		r.err,
+		"kvmemctl: offload: no backing store (set store.path)\n");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "offload", "seq", "999", "999");
+	expect_status(&r, 1);
+	EXPECT_HAS(r.err, "no backing store");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "metrics");
+	expect_status(&r, 0);
+	check_prometheus(r.out);
+	ck_assert(prom_value(r.out, "kvmem_tier_pages{tier=\"cold\"}") == 0);
+	ck_assert(prom_value(r.out, "kvmem_offloads_total") == 0);
+	ck_assert_msg(!strstr(r.out, "kvmem_store_"), "%s", r.out);
+	kvmem_check_run_free(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /* Injection is off unless the configuration allows it: EPERM, exit 1. */
 START_TEST(test_live_inject_refused)
 {
@@ -2437,6 +2935,8 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_spec_json);
 	tcase_add_test(tc, test_spec_metrics);
 	tcase_add_test(tc, test_spec_metrics_escapes);
+	tcase_add_test(tc, test_spec_no_store);
+	tcase_add_test(tc, test_spec_offload_errors);
 	tcase_add_test(tc, test_spec_datagrams);
 	tcase_add_test(tc, test_spec_error_replies);
 	tcase_add_test(tc, test_spec_malformed_replies);
@@ -2454,6 +2954,8 @@ KVMEM_SUITE(kvmemctl)
 	tc = tcase_create("kvmemd");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_live_commands);
+	tcase_add_test(tc, test_live_tier);
+	tcase_add_test(tc, test_live_no_store);
 	tcase_add_test(tc, test_live_inject_refused);
 	tcase_add_test(tc, test_live_watch);
 	tcase_add_test(tc, test_live_denied_by_daemon);

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../daemon/store.h" /* KVMEMD_STORE_UNIT: the store's format */
 #include "internal.h"
 #include "json.h"
 
@@ -205,7 +206,7 @@ static const char *fmt_time(char *buf, size_t len, double t)
 /*
  * Cells are added row by row; the header (when there is one) is the first
  * row. align[i] is 'l' or 'r' for column i; the last column is never
- * padded. No table is wider than MAX_COLS (sessions has 20 columns).
+ * padded. No table is wider than MAX_COLS (sessions has 21 columns).
  */
 #define MAX_COLS 32
 struct table {
@@ -843,10 +844,10 @@ static int cmd_stats(struct ctl *c, int argc, char **argv)
 static void render_sessions(struct rd *r, FILE *f, const struct json *v)
 {
 	static const char *const head[] = {
-		"ID",	   "PID",    "UID",	 "ARENA", "USED",
-		"OPEN",	   "SEALED", "SEQS",	 "ACQ",	  "OPS",
-		"OP ERRS", "CE",     "UE",	 "DEGR",  "FORMAT",
-		"CODEC",   "LAYERS", "KV HEADS", "DIM",	  "TOK/PG",
+		"ID",	    "PID",    "UID",	"ARENA",  "USED",  "COLD",
+		"OPEN",	    "SEALED", "SEQS",	"ACQ",	  "OPS",   "OP ERRS",
+		"CE",	    "UE",     "DEGR",	"FORMAT", "CODEC", "LAYERS",
+		"KV HEADS", "DIM",    "TOK/PG",
 	};
 	const struct json *s;
 	char a[32], fmt[32], codec[32];
@@ -858,7 +859,7 @@ static void render_sessions(struct rd *r, FILE *f, const struct json *v)
 		fputs("no sessions\n", f);
 		return;
 	}
-	t_init(&t, "rrrrrrrrrrrrrrllrrrr");
+	t_init(&t, "rrrrrrrrrrrrrrrllrrrr");
 	t_row(&t, head);
 	for (i = 0; i < n; i++) {
 		const struct json *e = &s[i];
@@ -870,6 +871,8 @@ static void render_sessions(struct rd *r, FILE *f, const struct json *v)
 		       fmt_bytes(a, sizeof(a), g_u64(r, e, "arena_bytes")));
 		t_cell(&t, "%s",
 		       fmt_bytes(a, sizeof(a), g_u64(r, e, "used_bytes")));
+		t_cell(&t, "%s",
+		       fmt_bytes(a, sizeof(a), g_u64(r, e, "cold_bytes")));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "slots_open"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "slots_sealed"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "seqs"));
@@ -898,9 +901,9 @@ static int cmd_sessions(struct ctl *c, int argc, char **argv)
 
 static void render_seqs(struct rd *r, FILE *f, const struct json *v)
 {
-	static const char *const head[] = { "SESSION",	"SEQ",
-					    "ACQUIRED", "PAGES",
-					    "TOKENS",	"DEGRADED PAGES" };
+	static const char *const head[] = { "SESSION",	     "SEQ",  "ACQUIRED",
+					    "PAGES",	     "COLD", "TOKENS",
+					    "DEGRADED PAGES" };
 	const struct json *s;
 	struct table t;
 	size_t n, i;
@@ -910,7 +913,7 @@ static void render_seqs(struct rd *r, FILE *f, const struct json *v)
 		fputs("no sequences\n", f);
 		return;
 	}
-	t_init(&t, "rrlrrr");
+	t_init(&t, "rrlrrrr");
 	t_row(&t, head);
 	for (i = 0; i < n; i++) {
 		const struct json *e = &s[i];
@@ -919,6 +922,7 @@ static void render_seqs(struct rd *r, FILE *f, const struct json *v)
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "seq"));
 		t_cell(&t, "%s", g_bool(r, e, "acquired") ? "yes" : "no");
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "pages"));
+		t_cell(&t, "%" PRIu64, g_u64(r, e, "cold_pages"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "tokens"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "degraded_pages"));
 	}
@@ -1202,6 +1206,158 @@ static int cmd_scrub(struct ctl *c, int argc, char **argv)
 extra:
 	errx("scrub %s: unexpected argument '%s'", sub, argv[want]);
 	return CTL_USAGE;
+}
+
+/* ---- tier, offload ---------------------------------------------------- */
+
+static void render_tier(struct rd *r, FILE *f, const struct json *v)
+{
+	static const char *const head[] = { "TIER", "PAGES", "BYTES" };
+	static const char *const tiers[] = { "hot", "warm", "cold" };
+	const struct json *pol = g_obj(r, v, "policy");
+	const struct json *ts = g_obj(r, v, "tiers");
+	const struct json *st = g_obj_or_null(r, v, "store");
+	uint64_t stale = g_u64(r, pol, "stale_tokens");
+	uint64_t units, used;
+	char a[32], b[32], stale_s[64], path[1024], engine[32], uuid[64];
+	struct table t;
+	size_t i;
+
+	if (stale)
+		snprintf(stale_s, sizeof(stale_s),
+			 "stale after %" PRIu64 " tokens", stale);
+	else
+		snprintf(stale_s, sizeof(stale_s), "age does not count");
+	t_init(&t, "ll");
+	kv(&t, "policy",
+	   "offload %s, watermarks %" PRIu64 "%% / %" PRIu64 "%% free, %s",
+	   g_bool(r, pol, "offload") ? "on" : "off",
+	   g_u64(r, pol, "low_watermark"), g_u64(r, pol, "high_watermark"),
+	   stale_s);
+	t_done(r, &t, f);
+
+	fputc('\n', f);
+	t_init(&t, "lrr");
+	t_row(&t, head);
+	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
+		const struct json *e = g_obj(r, ts, tiers[i]);
+
+		t_cell(&t, "%s", tiers[i]);
+		t_cell(&t, "%" PRIu64, g_u64(r, e, "pages"));
+		t_cell(&t, "%s",
+		       fmt_bytes(a, sizeof(a), (double)g_u64(r, e, "bytes")));
+	}
+	t_done(r, &t, f);
+
+	fputc('\n', f);
+	t_init(&t, "ll");
+	kv(&t, "offloads", "%" PRIu64 " pages, %s", g_u64(r, v, "offloads"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, v, "offload_bytes")));
+	kv(&t, "reloads", "%" PRIu64 " pages, %s, %" PRIu64 " degraded",
+	   g_u64(r, v, "reloads"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, v, "reload_bytes")),
+	   g_u64(r, v, "reload_degraded"));
+	kv(&t, "waits", "%" PRIu64 " ops waited for pages to move",
+	   g_u64(r, v, "waits"));
+	kv(&t, "errors",
+	   "%" PRIu64 " writes, %" PRIu64 " reads, %" PRIu64 " out of space",
+	   g_u64(r, v, "write_errors"), g_u64(r, v, "read_errors"),
+	   g_u64(r, v, "nospace"));
+	t_done(r, &t, f);
+
+	fputc('\n', f);
+	if (!st) {
+		fputs("no backing store (store.path is empty)\n", f);
+		return;
+	}
+	units = g_u64(r, st, "units");
+	used = g_u64(r, st, "used_units");
+	t_init(&t, "ll");
+	kv(&t, "store", "%s", g_str(r, st, "path", path, sizeof(path)));
+	kv(&t, "engine", "%s", g_str(r, st, "engine", engine, sizeof(engine)));
+	kv(&t, "uuid", "%s", g_str(r, st, "uuid", uuid, sizeof(uuid)));
+	kv(&t, "generation", "%" PRIu64, g_u64(r, st, "generation"));
+	kv(&t, "size", "%s, %" PRIu64 " units of %s",
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, st, "size")), units,
+	   fmt_bytes(b, sizeof(b), KVMEMD_STORE_UNIT));
+	kv(&t, "used", "%s in %" PRIu64 " units (%.1f%%)",
+	   fmt_bytes(a, sizeof(a), (double)used * KVMEMD_STORE_UNIT), used,
+	   units ? 100.0 * (double)used / (double)units : 0.0);
+	kv(&t, "queue depth", "%" PRIu64, g_u64(r, st, "queue_depth"));
+	kv(&t, "I/O size", "%s",
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, st, "io_bytes")));
+	kv(&t, "in flight", "%" PRIu64, g_u64(r, st, "inflight"));
+	kv(&t, "reads", "%" PRIu64 ", %s", g_u64(r, st, "reads"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, st, "read_bytes")));
+	kv(&t, "writes", "%" PRIu64 ", %s", g_u64(r, st, "writes"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, st, "write_bytes")));
+	kv(&t, "I/O errors",
+	   "%" PRIu64 " reads, %" PRIu64 " writes; %" PRIu64 " ENOSPC, %" PRIu64
+	   " short",
+	   g_u64(r, st, "read_errors"), g_u64(r, st, "write_errors"),
+	   g_u64(r, st, "enospc"), g_u64(r, st, "short"));
+	t_done(r, &t, f);
+}
+
+static int cmd_tier(struct ctl *c, int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	return simple(c, "tier", REPLY_TIMEOUT_MS, render_tier);
+}
+
+static void render_offload(struct rd *r, FILE *f, const struct json *v)
+{
+	char a[32];
+
+	fprintf(f,
+		"offloaded %" PRIu64
+		" pages, %s in %.3f s (%.2f GB/s), %" PRIu64 " errors\n",
+		g_u64(r, v, "pages"),
+		fmt_bytes(a, sizeof(a), (double)g_u64(r, v, "bytes")),
+		g_num(r, v, "seconds"), g_num(r, v, "gbps"),
+		g_u64(r, v, "errors"));
+}
+
+static int cmd_offload(struct ctl *c, int argc, char **argv)
+{
+	char req[REQ_MAX + 1], target[64];
+	struct rd r = { .req = req };
+	uint64_t errors;
+	struct json *v;
+	int n = 0, ret;
+
+	snprintf(req, sizeof(req), "offload");
+	if (argc) {
+		n = target_arg(argc, argv, target, sizeof(target));
+		if (n < 0)
+			return CTL_USAGE;
+		snprintf(req, sizeof(req), "offload %s", target);
+	}
+	if (n != argc) {
+		errx("offload: unexpected argument '%s'", argv[n]);
+		return CTL_USAGE;
+	}
+	/* The reply comes when every released page of the target is on
+	 * the store: as long as that takes. */
+	ret = request_timeout(c, req, -1, &v);
+	if (ret)
+		return ret;
+	errors = g_u64(&r, v, "errors");
+	if (r.err[0]) {
+		errx("%s: malformed reply from kvmemd: %s", req, r.err);
+		json_free(v);
+		return CTL_FAILED;
+	}
+	ret = present(c, req, render_offload, v);
+	json_free(v);
+	if (!ret && errors) {
+		errx("%s: %" PRIu64 " pages could not be written to the store "
+		     "and stay in memory (kvmemd's log says why)",
+		     req, errors);
+		ret = CTL_FAILED;
+	}
+	return ret;
 }
 
 /* ---- events, errors, reset-counters ----------------------------------- */
@@ -1593,7 +1749,7 @@ static int cmd_policy(struct ctl *c, int argc, char **argv)
 
 /*
  * Prometheus text exposition format 0.0.4 from the replies to stats,
- * errors, scrub status and sessions. Each family is written whole, its
+ * errors, scrub status, sessions and tier. Each family is written whole, its
  * HELP and TYPE lines first; label values come from the daemon and are
  * escaped.
  */
@@ -1886,6 +2042,12 @@ static void metrics_sessions(struct metrics *m, const struct json *v)
 		  "Uncorrectable words in each session's pages." },
 		{ "kvmem_session_degraded_pages", "gauge", "degraded_pages",
 		  "Degraded pages of each session." },
+		{ "kvmem_session_cold_bytes", "gauge", "cold_bytes",
+		  "Bytes of each session's pages on the backing store." },
+		{ "kvmem_session_offloads_total", "counter", "offloads",
+		  "Pages of each session written to the backing store." },
+		{ "kvmem_session_reloads_total", "counter", "reloads",
+		  "Pages of each session read back from the backing store." },
 	};
 	const struct json *s;
 	char id[24], pid[24], uid[24], fmt[32], codec[32];
@@ -1929,6 +2091,70 @@ static void metrics_sessions(struct metrics *m, const struct json *v)
 	}
 }
 
+static void metrics_tier(struct metrics *m, const struct json *v)
+{
+	static const char *const tiers[] = { "hot", "warm", "cold" };
+	static const struct {
+		const char *name, *key, *help;
+	} moves[] = {
+		{ "kvmem_offloads_total", "offloads",
+		  "Pages written to the backing store." },
+		{ "kvmem_offload_bytes_total", "offload_bytes",
+		  "Bytes of pages written to the backing store." },
+		{ "kvmem_reloads_total", "reloads",
+		  "Pages read back from the backing store." },
+		{ "kvmem_reload_bytes_total", "reload_bytes",
+		  "Bytes of pages read back from the backing store." },
+		{ "kvmem_reload_degraded_total", "reload_degraded",
+		  "Pages that came back from the backing store degraded." },
+	};
+	static const struct {
+		const char *op, *key;
+	} errs[] = { { "read", "read_errors" }, { "write", "write_errors" } };
+	const struct json *ts = g_obj(m->r, v, "tiers");
+	const struct json *st = g_obj_or_null(m->r, v, "store");
+	uint64_t used;
+	size_t i;
+
+	m_family(m, "kvmem_tier_pages", "gauge",
+		 "Pages in each tier: hot and warm in the sessions' arenas, "
+		 "cold on the backing store.");
+	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
+		const char *l[] = { "tier", tiers[i], NULL };
+
+		m_u64(m, "kvmem_tier_pages", l, g_obj(m->r, ts, tiers[i]),
+		      "pages");
+	}
+	m_family(m, "kvmem_tier_bytes", "gauge",
+		 "Bytes of the pages in each tier.");
+	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
+		const char *l[] = { "tier", tiers[i], NULL };
+
+		m_u64(m, "kvmem_tier_bytes", l, g_obj(m->r, ts, tiers[i]),
+		      "bytes");
+	}
+	for (i = 0; i < sizeof(moves) / sizeof(moves[0]); i++)
+		m_one(m, moves[i].name, "counter", moves[i].help, v,
+		      moves[i].key);
+	/* The store's families only where there is one. */
+	if (!st)
+		return;
+	m_one(m, "kvmem_store_size_bytes", "gauge",
+	      "Size of the backing store, its header included.", st, "size");
+	m_family(m, "kvmem_store_used_bytes", "gauge",
+		 "Bytes of the backing store that hold pages.");
+	used = g_u64(m->r, st, "used_units") * KVMEMD_STORE_UNIT;
+	m_sample(m, "kvmem_store_used_bytes", NULL, 0, &used);
+	m_family(m, "kvmem_store_errors_total", "counter",
+		 "Backing store I/Os that failed (an errno or short), by "
+		 "operation.");
+	for (i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		const char *l[] = { "op", errs[i].op, NULL };
+
+		m_u64(m, "kvmem_store_errors_total", l, st, errs[i].key);
+	}
+}
+
 static int cmd_metrics(struct ctl *c, int argc, char **argv)
 {
 	static const struct {
@@ -1939,10 +2165,12 @@ static int cmd_metrics(struct ctl *c, int argc, char **argv)
 		{ "errors", metrics_errors },
 		{ "scrub status", metrics_scrub },
 		{ "sessions", metrics_sessions },
+		{ "tier", metrics_tier },
 	};
+	enum { NPARTS = sizeof(parts) / sizeof(parts[0]) };
 	struct rd r = { 0 };
 	struct metrics m = { .r = &r };
-	struct json *v[4] = { NULL };
+	struct json *v[NPARTS] = { NULL };
 	char *text = NULL;
 	size_t len = 0, i;
 	int ret = CTL_OK;
@@ -1950,7 +2178,7 @@ static int cmd_metrics(struct ctl *c, int argc, char **argv)
 	(void)argc;
 	(void)argv;
 	/* Every reply first: no half an exposition when one fails. */
-	for (i = 0; i < 4 && !ret; i++)
+	for (i = 0; i < NPARTS && !ret; i++)
 		ret = request(c, parts[i].req, &v[i]);
 	if (!ret) {
 		m.f = open_memstream(&text, &len);
@@ -1959,7 +2187,7 @@ static int cmd_metrics(struct ctl *c, int argc, char **argv)
 			ret = CTL_FAILED;
 		}
 	}
-	for (i = 0; i < 4 && !ret; i++) {
+	for (i = 0; i < NPARTS && !ret; i++) {
 		r.req = parts[i].req;
 		parts[i].fn(&m, v[i]);
 		if (r.err[0]) {
@@ -1975,7 +2203,7 @@ static int cmd_metrics(struct ctl *c, int argc, char **argv)
 	if (!ret)
 		fwrite(text, 1, len, stdout);
 	free(text);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < NPARTS; i++)
 		json_free(v[i]);
 	return ret;
 }
@@ -2054,6 +2282,8 @@ static const struct cmd cmds[] = {
 	{ "stats", cmd_stats, 0, 0, O_JSON | O_WATCH, "stats [--watch SEC]" },
 	{ "sessions", cmd_sessions, 0, 0, O_JSON, "sessions" },
 	{ "seqs", cmd_seqs, 0, 1, O_JSON, "seqs [SESSION]" },
+	{ "tier", cmd_tier, 0, 0, O_JSON, "tier" },
+	{ "offload", cmd_offload, 0, 3, O_JSON, "offload [TARGET]" },
 	{ "scrub", cmd_scrub, 1, 4, O_JSON,
 	  "scrub status|start|stop|now [TARGET]|rate BYTES_PER_S|"
 	  "cycle SECONDS" },
