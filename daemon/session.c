@@ -781,7 +781,7 @@ static int op_seq_acquire(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct seq *q = session_seq(s, e->seq);
 
-	if (!q || e->len % (2 * sizeof(uint32_t)) ||
+	if (!q || e->len % sizeof(struct kvmem_page_move) ||
 	    (e->len && !op_buf(s, e->addr, e->len, sizeof(uint32_t))))
 		return -EINVAL;
 	if (q->wait)

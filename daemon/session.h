@@ -137,6 +137,7 @@ struct kvmemd_session {
 	uint64_t writing_units; /* slots that writes in flight will free */
 	uint64_t offloads, reloads, offload_bytes, reload_bytes;
 	uint64_t io_errors, nospace;
+	uint8_t write_failed; /* its last write failed: waiting ops fail */
 	uint8_t reclaiming; /* fell below the low watermark, not yet high */
 	uint8_t cmd_done; /* nothing left for the "offload" command */
 	uint8_t victims_forced; /* the order is the command's */

@@ -649,6 +649,16 @@ static int store_read_hdr(struct kvmemd_store *st, int reformat, int *fmt,
 	for (i = 0; i < KVMEMD_STORE_UNIT && !buf[i]; i++)
 		;
 	*fmt = i == KVMEMD_STORE_UNIT;
+	/* Zeroes at the start of a device do not make it unused (btrfs,
+	 * ZFS, md keep theirs further in): only a file is taken as it is. */
+	if (*fmt && !st->is_file && !reformat) {
+		ret = -EEXIST;
+		snprintf(err, errlen,
+			 "%s: holds no kvmem store (set store.reformat = yes "
+			 "to format the device, losing what it holds)",
+			 st->path);
+		goto out;
+	}
 	if (*fmt)
 		goto out;
 	memcpy(&st->hdr, buf, sizeof(st->hdr));

@@ -73,11 +73,12 @@ struct kvmemd_store;
  *                (set store.reformat = yes to format it, losing nothing
  *                kvmemd still needs)"
  *
- * A missing file is created and given @cfg->size bytes (fallocate). A file
- * or device whose header is missing, corrupt, of another version or of
- * another size is refused with -EEXIST (a foreign or damaged store: kvmemd
- * does not write over what it did not make) unless @cfg->reformat, which
- * formats it anew. O_DIRECT is required: a file system without it is
+ * A missing file is created and given @cfg->size bytes (fallocate); a file
+ * whose first unit is all zero is formatted too. A file whose header is
+ * corrupt, of another version or of another size, and a block device that
+ * holds no store header, are refused with -EEXIST (kvmemd does not write
+ * over what it did not make) unless @cfg->reformat, which formats them
+ * anew. O_DIRECT is required: a file system without it is
  * refused with -EINVAL.
  *
  * Return: 0 or a negative errno.

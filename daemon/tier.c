@@ -40,6 +40,8 @@
 #include "session.h"
 #include "store.h"
 
+/* How often ops that wait with no I/O in flight are looked at again. */
+#define WAIT_POLL_NS 100000000ull
 /* A session's order of pages to move is rebuilt at least this often. */
 #define VICTIMS_TTL_NS 1000000000ull
 /* After a failed write, offloads pause this long (doubling to the max). */
@@ -54,12 +56,14 @@ struct ticket {
 	uint32_t pg;
 	uint64_t store_unit;
 	uint32_t units;
-	uint8_t forced; /* an "offload" command asked for it */
+	uint32_t cmd; /* the "offload" command that asked for it, or 0 */
 };
 
 /* An admin "offload TARGET": released pages of the target go now. */
 struct offload_cmd {
 	int active;
+	uint32_t gen; /* tickets carry it: an old command's writes do not
+		       * count in a new one */
 	void *waiter;
 	struct kvmemd_target t;
 	uint64_t started, pages, bytes, errors;
@@ -71,6 +75,7 @@ struct kvmemd_tier {
 	struct ticket *tickets; /* [queue_depth] */
 	uint32_t io_bytes, queue_depth;
 	uint64_t backoff_until, backoff;
+	int store_full; /* an allocation failed, nothing was freed since */
 	uint64_t last_log;
 	/* since start, all sessions */
 	uint64_t offloads, reloads, offload_bytes, reload_bytes;
@@ -79,9 +84,19 @@ struct kvmemd_tier {
 	struct offload_cmd cmd;
 };
 
+/* Pages are counted in arena slot units on the store too. */
+_Static_assert(KVMEM_SLOT_UNIT == KVMEMD_STORE_UNIT,
+	       "an arena unit is a store unit");
+
 static uint32_t page_units(const struct kvmemd_session *s, const struct page *p)
 {
 	return s->slot_units[p->kind];
+}
+
+static void store_free(struct kvmemd_tier *t, uint64_t unit, uint32_t units)
+{
+	kvmemd_store_free(t->st, unit, units);
+	t->store_full = 0;
 }
 
 int kvmemd_tier_has_store(const struct kvmemd *d)
@@ -228,9 +243,11 @@ static int can_reclaim(const struct kvmemd_session *s)
 		return 0;
 	if (s->inflight)
 		return 1;
-	/* A full store takes nothing more: waiting would be for ever. */
+	/* A full store takes nothing more, a failing one nothing now:
+	 * waiting would be for ever. */
 	kvmemd_store_stats(t->st, &st);
-	if (st.nunits - st.used_units < least)
+	if (t->store_full || s->write_failed ||
+	    st.nunits - st.used_units < least)
 		return 0;
 	for (i = 0; i < s->top_page; i++) {
 		const struct page *p = &s->pages[i];
@@ -252,23 +269,27 @@ int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e)
 }
 
 /*
- * Write up to the buffer's worth of (old, new) slot pairs of @q's moved
- * pages. Return: how many; a full buffer means the client asks again.
+ * Write up to the buffer's worth of @q's moved pages. Return: how many; a
+ * full buffer means the client asks again.
  */
 static int map_report(struct kvmemd_session *s, struct seq *q,
 		      const struct kvmem_sqe *e)
 {
-	uint32_t room = e->len / (2 * sizeof(uint32_t)), n = 0, i, pair[2];
+	uint32_t room = e->len / sizeof(struct kvmem_page_move), n = 0, i;
 	uint8_t *out = s->buf + e->addr;
+	struct kvmem_page_move m;
 
 	for (i = 0; i < q->n && n < room; i++) {
 		struct page *p = &s->pages[q->pages[i]];
+		const struct slot *sl = &s->slots[p->unit];
 
 		if (!p->moved)
 			continue;
-		pair[0] = p->client_slot;
-		pair[1] = p->unit;
-		memcpy(out + (size_t)n * sizeof(pair), pair, sizeof(pair));
+		m.layer = sl->layer;
+		m.token_start = sl->token_start;
+		m.old_slot = p->client_slot;
+		m.new_slot = p->unit;
+		memcpy(out + (size_t)n * sizeof(m), &m, sizeof(m));
 		p->client_slot = p->unit;
 		p->moved = 0;
 		n++;
@@ -319,8 +340,20 @@ static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
 			break;
 	}
 	w->issue = i;
-	while (w->scan < q->n && resident(&s->pages[q->pages[w->scan]]))
-		w->scan++;
+	while (w->scan < q->n) {
+		struct page *p = &s->pages[q->pages[w->scan]];
+
+		if (resident(p)) {
+			w->scan++;
+			continue;
+		}
+		/* A read started earlier failed: the page is on the store. */
+		if (p->state == PAGE_COLD && p->cold.flags & SLOT_READ_FAILED) {
+			p->cold.flags &= ~SLOT_READ_FAILED;
+			w->error = -EIO;
+		}
+		break;
+	}
 	if (w->error) {
 		/* What came back stays; the sequence is not acquired. */
 		ret = w->error;
@@ -332,7 +365,10 @@ static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
 	if (w->scan < q->n)
 		return;
 	q->wait = NULL;
-	wait_done(s, w, map_report(s, q, &w->e));
+	ret = map_report(s, q, &w->e);
+	if (ret < 0)
+		session_seq_pin(s, q, 0);
+	wait_done(s, w, ret);
 }
 
 int tier_acquire(struct kvmemd_session *s, struct seq *q,
@@ -340,13 +376,20 @@ int tier_acquire(struct kvmemd_session *s, struct seq *q,
 {
 	struct tier_wait *w;
 	uint32_t i;
+	int ret;
 
 	for (i = 0; i < q->n && resident(&s->pages[q->pages[i]]); i++)
 		;
-	if (i == q->n)
-		return map_report(s, q, e);
-	if (wait_add(s, e, &w))
+	if (i == q->n) {
+		ret = map_report(s, q, e);
+		if (ret < 0)
+			session_seq_pin(s, q, 0);
+		return ret;
+	}
+	if (wait_add(s, e, &w)) {
+		session_seq_pin(s, q, 0);
 		return -ENOMEM;
+	}
 	w->scan = w->issue = i;
 	q->wait = w;
 	acquire_step(s, w);
@@ -457,7 +500,7 @@ static void read_done(struct kvmemd_io *io, int res)
 	uint32_t u;
 
 	if (!s) {
-		kvmemd_store_free(t->st, tk->store_unit, tk->units);
+		store_free(t, tk->store_unit, tk->units);
 		return;
 	}
 	s->inflight--;
@@ -475,7 +518,7 @@ static void read_done(struct kvmemd_io *io, int res)
 		kick(s);
 		return;
 	}
-	kvmemd_store_free(t->st, tk->store_unit, tk->units);
+	store_free(t, tk->store_unit, tk->units);
 	s->ncold--;
 	s->cold_bytes -= io->len;
 	if (p->dead) {
@@ -500,7 +543,8 @@ static void read_done(struct kvmemd_io *io, int res)
 	s->reload_bytes += io->len;
 	t->reloads++;
 	t->reload_bytes += io->len;
-	/* Never handed back as good unless it is what was sealed. */
+	/* Checked before the acquire completes: what the codes cannot
+	 * correct is degraded and reported, never passed off as good. */
 	if (!(sl->flags & SLOT_DEGRADED))
 		kvmemd_ras_reload(s, u);
 	if (sl->flags & SLOT_DEGRADED)
@@ -525,6 +569,10 @@ static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
 	ret = kvmemd_store_alloc(t->st, units, &unit);
 	if (ret) {
 		kvmemd_store_io_put(t->st, io);
+		/* Full until something is freed: waiting ops stop waiting,
+		 * the command stops with an error. */
+		t->store_full = 1;
+		t->cmd.errors += forced;
 		t->nospace++;
 		s->nospace++;
 		io_error(t, s, "an offload", ret, 0);
@@ -536,7 +584,7 @@ static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
 	p->state = PAGE_WRITING;
 	p->store_unit = unit;
 	tk = ticket_of(t, io);
-	*tk = (struct ticket){ s, pg, unit, units, (uint8_t)forced };
+	*tk = (struct ticket){ s, pg, unit, units, forced ? t->cmd.gen : 0 };
 	io->op = KVMEMD_IO_WRITE;
 	io->unit = unit;
 	io->len = (uint32_t)slot_bytes(s, p->kind);
@@ -558,7 +606,7 @@ static void write_done(struct kvmemd_io *io, int res)
 	struct page *p;
 	int ok = res == (int)io->len;
 
-	if (tk->forced && t->cmd.active) {
+	if (tk->cmd && tk->cmd == t->cmd.gen && t->cmd.active) {
 		t->cmd.inflight--;
 		if (ok) {
 			t->cmd.pages++;
@@ -570,24 +618,28 @@ static void write_done(struct kvmemd_io *io, int res)
 	if (!ok) {
 		t->write_errors++;
 		t->nospace += res == -ENOSPC;
-		if (s)
+		if (s) {
 			s->io_errors++;
+			s->write_failed = 1;
+		}
 		io_error(t, s, "an offload", res, io->len);
 		backoff(t);
 	} else {
 		t->backoff = 0;
 	}
 	if (!s) {
-		kvmemd_store_free(t->st, tk->store_unit, tk->units);
+		store_free(t, tk->store_unit, tk->units);
 		return;
 	}
 	s->inflight--;
 	s->writing_units -= tk->units;
 	p = &s->pages[tk->pg];
+	if (ok)
+		s->write_failed = 0;
 	if (p->dead || !ok || p->pins) {
 		/* Gone, failed, or wanted again meanwhile: it stays (or
 		 * goes) from memory, and the copy is not needed. */
-		kvmemd_store_free(t->st, tk->store_unit, tk->units);
+		store_free(t, tk->store_unit, tk->units);
 		if (p->dead) {
 			session_page_free(s, tk->pg);
 		} else {
@@ -613,7 +665,7 @@ void tier_page_drop(struct kvmemd_session *s, uint32_t pg)
 {
 	struct page *p = &s->pages[pg];
 
-	kvmemd_store_free(s->d->tier->st, p->store_unit, page_units(s, p));
+	store_free(s->d->tier, p->store_unit, page_units(s, p));
 	s->ncold--;
 	s->cold_bytes -= slot_bytes(s, p->kind);
 	session_page_free(s, pg);
@@ -639,8 +691,8 @@ void tier_session_free(struct kvmemd_session *s)
 			t->tickets[i].s = NULL;
 	for (i = 0; i < s->top_page; i++)
 		if (s->pages[i].state == PAGE_COLD)
-			kvmemd_store_free(t->st, s->pages[i].store_unit,
-					  page_units(s, &s->pages[i]));
+			store_free(t, s->pages[i].store_unit,
+				   page_units(s, &s->pages[i]));
 }
 
 void kvmemd_tier_reap(struct kvmemd *d)
@@ -825,8 +877,9 @@ static uint32_t victims_build(struct kvmemd_session *s, int forced)
 static void reclaim(struct kvmemd_session *s, uint64_t goal, int forced)
 {
 	struct kvmemd_tier *t = s->d->tier;
+	uint32_t units, started = 0;
 	struct kvmemd_io *io;
-	uint32_t units;
+	int fresh = 0;
 
 	/* Nothing can start while every I/O is in flight. */
 	io = kvmemd_store_io_get(t->st);
@@ -839,18 +892,31 @@ static void reclaim(struct kvmemd_session *s, uint64_t goal, int forced)
 			s->cmd_done = (uint8_t)forced;
 			return;
 		}
+		fresh = 1;
 	}
-	for (; s->vpos < s->nvictims && (forced || goal); s->vpos++) {
-		uint32_t pg = s->victims[s->vpos];
-		const struct page *p = &s->pages[pg];
+	for (;;) {
+		for (; s->vpos < s->nvictims && (forced || goal); s->vpos++) {
+			uint32_t pg = s->victims[s->vpos];
+			const struct page *p = &s->pages[pg];
 
-		if (p->state != PAGE_RESIDENT || p->pins || !p->refs ||
-		    (forced && !in_target(s, p, &t->cmd.t)))
-			continue;
-		units = page_units(s, p);
-		if (write_page(s, pg, forced))
-			break;
-		goal = goal > units ? goal - units : 0;
+			if (p->state != PAGE_RESIDENT || p->pins || !p->refs ||
+			    (forced && !in_target(s, p, &t->cmd.t)))
+				continue;
+			units = page_units(s, p);
+			if (write_page(s, pg, forced))
+				return;
+			goal = goal > units ? goal - units : 0;
+			started++;
+		}
+		/* An old order whose pages were all pinned since: once more
+		 * from a fresh one. */
+		if (started || fresh || s->vpos < s->nvictims)
+			return;
+		if (!victims_build(s, forced)) {
+			s->cmd_done = (uint8_t)forced;
+			return;
+		}
+		fresh = 1;
 	}
 }
 
@@ -879,8 +945,8 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 {
 	struct kvmemd_tier *t = d->tier;
 	struct kvmemd_session *s;
+	uint64_t goal, next = UINT64_MAX;
 	int cmd_busy = 0;
-	uint64_t goal;
 
 	if (!t || !t->st)
 		return UINT64_MAX;
@@ -891,6 +957,10 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 			kick(s);
 		if (s->nprefetch)
 			prefetch_step(s);
+		/* Ops wait with nothing in flight to wake them: look again
+		 * soon rather than rely on the client ringing. */
+		if (s->waits && !s->inflight)
+			next = now + WAIT_POLL_NS;
 	}
 	for (s = d->sessions; s; s = s->next) {
 		if (t->cmd.active && !t->cmd.errors && !s->cmd_done &&
@@ -909,7 +979,9 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 	if (t->cmd.active && !cmd_busy && !t->cmd.inflight)
 		cmd_finish(d);
 	kvmemd_store_io_submit(t->st);
-	return now < t->backoff_until ? t->backoff_until : UINT64_MAX;
+	if (now < t->backoff_until && t->backoff_until < next)
+		next = t->backoff_until;
+	return next;
 }
 
 int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
@@ -918,6 +990,7 @@ int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
 	struct kvmemd_tier *t = d->tier;
 	struct kvmemd_session *s;
 	struct kvmemd_target tg;
+	uint32_t gen;
 
 	if (!kvmemd_tier_has_store(d)) {
 		kvmemd_admin_error(w, -EOPNOTSUPP,
@@ -930,7 +1003,9 @@ int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
 		kvmemd_admin_error(w, -EBUSY, "an offload is running");
 		return 0;
 	}
+	gen = t->cmd.gen + 1 ? t->cmd.gen + 1 : 1;
 	memset(&t->cmd, 0, sizeof(t->cmd));
+	t->cmd.gen = gen;
 	t->cmd.active = 1;
 	t->cmd.waiter = waiter;
 	t->cmd.t = tg;

@@ -476,48 +476,33 @@ static void remote_seq_free(struct kvmem_cache *c, struct kvmem_seq *s)
 		c->ring_errors++;
 }
 
-static int slot_pair_cmp(const void *a, const void *b)
-{
-	uint32_t x, y;
-
-	memcpy(&x, a, sizeof(x));
-	memcpy(&y, b, sizeof(y));
-	return x < y ? -1 : x > y;
-}
-
 /*
- * Give the pages of @s the slots the daemon moved them to: @n (old, new)
- * pairs in @map, sorted here by old slot, all of them at once (a new slot
- * may be another page's old one). A page shared with a fork is one object,
- * so it moves once for all holders.
+ * Give the pages of @s the slots the daemon moved them to. A move names
+ * its page by layer and first token, never ambiguous within a sequence;
+ * a page shared with a fork is one object, so it moves for all holders.
  */
 static int remote_remap(struct kvmem_cache *c, struct kvmem_seq *s,
-			uint32_t *map, uint32_t n)
+			const struct kvmem_page_move *m, uint32_t n)
 {
 	struct remote *r = c->store_priv;
-	uint32_t l, i, key[2];
+	struct kvmem__page *p;
+	uint32_t i, idx;
 
-	qsort(map, n, 2 * sizeof(*map), slot_pair_cmp);
-	for (l = 0; l < c->g.layers; l++) {
-		for (i = 0; i < s->layer[l].npages; i++) {
-			struct kvmem__page *p = s->layer[l].pages[i];
-			uint32_t *hit;
-
-			if (!p->sealed)
-				continue;
-			key[0] = p->slot;
-			hit = bsearch(key, map, n, 2 * sizeof(*map),
-				      slot_pair_cmp);
-			if (!hit)
-				continue;
-			/* The daemon is trusted, but not to the point of
-			 * pointing outside the arena. */
-			if (hit[1] >= r->nslots ||
-			    r->nslots - hit[1] < r->slot_units[p->hot])
-				return -EIO;
-			p->slot = hit[1];
-			p->data = r->arena + (size_t)p->slot * KVMEM_SLOT_UNIT;
-		}
+	for (i = 0; i < n; i++) {
+		if (m[i].layer >= c->g.layers)
+			return -EIO;
+		idx = kvmem__page_index(&c->g, m[i].token_start);
+		if (idx >= s->layer[m[i].layer].npages)
+			return -EIO;
+		p = s->layer[m[i].layer].pages[idx];
+		/* The daemon is trusted, but not to the point of pointing
+		 * outside the arena. */
+		if (!p->sealed || p->token_start != m[i].token_start ||
+		    m[i].new_slot >= r->nslots ||
+		    r->nslots - m[i].new_slot < r->slot_units[p->hot])
+			return -EIO;
+		p->slot = m[i].new_slot;
+		p->data = r->arena + (size_t)p->slot * KVMEM_SLOT_UNIT;
 	}
 	return 0;
 }
@@ -529,43 +514,30 @@ static int remote_remap(struct kvmem_cache *c, struct kvmem_seq *s,
 static int remote_acquire(struct kvmem_cache *c, struct kvmem_seq *s)
 {
 	struct remote *r = c->store_priv;
-	const uint32_t room = (BUF_USER - BUF_MAP) / (2 * sizeof(uint32_t));
+	const uint32_t room =
+		(BUF_USER - BUF_MAP) / sizeof(struct kvmem_page_move);
 	struct kvmem_sqe t = {
 		.opcode = KVMEM_OP_SEQ_ACQUIRE,
 		.seq = s->id,
 		.addr = BUF_MAP,
-		.len = room * 2 * sizeof(uint32_t),
+		.len = room * sizeof(struct kvmem_page_move),
 	};
-	uint32_t *map = NULL, *more, total = 0, cap = 0;
+	struct kvmem_page_move
+		m[(BUF_USER - BUF_MAP) / sizeof(struct kvmem_page_move)];
 	int n, ret;
 
 	do {
 		n = lib_sync(c, &t);
-		if (n < 0) {
-			free(map);
+		if (n < 0)
 			return n;
-		}
-		if ((uint32_t)n > room || total + (uint32_t)n < total) {
-			free(map);
+		if ((uint32_t)n > room)
 			return -EIO;
-		}
-		if (total + (uint32_t)n > cap) {
-			cap = cap ? 2 * cap : room;
-			more = realloc(map, (size_t)cap * 2 * sizeof(*map));
-			if (!more) {
-				free(map);
-				return -ENOMEM;
-			}
-			map = more;
-		}
-		if (n)
-			memcpy(map + 2 * (size_t)total, r->buf + BUF_MAP,
-			       (size_t)n * 2 * sizeof(uint32_t));
-		total += (uint32_t)n;
+		memcpy(m, r->buf + BUF_MAP, (size_t)n * sizeof(*m));
+		ret = remote_remap(c, s, m, (uint32_t)n);
+		if (ret)
+			return ret;
 	} while ((uint32_t)n == room);
-	ret = total ? remote_remap(c, s, map, total) : 0;
-	free(map);
-	return ret;
+	return 0;
 }
 
 static int remote_unpin(struct kvmem_cache *c, struct kvmem_seq *s)

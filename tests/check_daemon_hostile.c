@@ -953,7 +953,7 @@ static void fuzz_judge(const struct fuzz *f, const struct kvmem_sqe *e,
 		live[res] = 1;
 		break;
 	case KVMEM_OP_SEQ_ACQUIRE:
-		if (seq > CONF_MAX_SEQS || !live[seq] || e->len % 8 ||
+		if (seq > CONF_MAX_SEQS || !live[seq] || e->len % 16 ||
 		    (e->len && (!in_buf(f, e->addr, e->len) || e->addr % 4))) {
 			EXPECT(res < 0,
 			       "SQE %u: SEQ_ACQUIRE of %llu, %u to %llu", i,

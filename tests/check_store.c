@@ -1244,9 +1244,13 @@ START_TEST(test_block_device)
 	/* Larger than the device */
 	cfg = cfg_of(dev, 33, engines[_i].engine);
 	OPEN_FAILS(&cfg, -EINVAL, dev, "135168", "139264");
-	/* size 0: all of it */
+	/* size 0: all of it; a device that holds no store is formatted
+	 * only when asked */
 	cfg.size = 0;
+	OPEN_FAILS(&cfg, -EEXIST, dev, "holds no kvmem store", "reformat");
+	cfg.reformat = 1;
 	st = open_ok(&cfg);
+	cfg.reformat = 0;
 	s = stats_of(st);
 	ck_assert_uint_eq(s.size, 33 * UNIT);
 	ck_assert_uint_eq(s.nunits, 32);

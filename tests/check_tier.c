@@ -629,6 +629,130 @@ START_TEST(test_prefetch)
 }
 END_TEST
 
+/*
+ * A prompt and a fork of it that goes on: both released and offloaded, the
+ * prompt acquired first (its pages, shared with the fork, come back and may
+ * land in slots the fork's own pages had), then the fork. Every value of
+ * both must still be right: moves name pages by position, not by a slot
+ * number another page may have taken since.
+ */
+START_TEST(test_fork_remap)
+{
+	const uint32_t t1 = 100, t2 = 100;
+	struct kvmem_seq *x, *y, *ex, *ey;
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	size_t row;
+	struct ref r;
+
+	start(&p, _i, "64M", NULL);
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, t1 + t2);
+	ref_data(&r, 0);
+	row = (size_t)r.g.layers * r.g.kv_heads * r.g.head_dim;
+	ck_assert_int_eq(kvmem_seq_create(c, &y), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(y, r.k, r.v, t1), 0);
+	ck_assert_int_eq(kvmem_seq_fork(y, &x), 0);
+	ck_assert_int_eq(
+		kvmem_seq_append_all(x, r.k + t1 * row, r.v + t1 * row, t2), 0);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &ey), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(ey, r.k, r.v, t1), 0);
+	ck_assert_int_eq(kvmem_seq_fork(ey, &ex), 0);
+	ck_assert_int_eq(
+		kvmem_seq_append_all(ex, r.k + t1 * row, r.v + t1 * row, t2),
+		0);
+	ck_assert_int_eq(kvmem_seq_release(x), 0);
+	ck_assert_int_eq(kvmem_seq_release(y), 0);
+	admin(&p, "offload pool");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+	r.tokens = t1;
+	ck_assert_int_eq(same_as_ref(&r, y, ey, 1), 0);
+	r.tokens = t1 + t2;
+	ck_assert_int_eq(same_as_ref(&r, x, ex, 2), 0);
+	r.tokens = t1;
+	ck_assert_int_eq(same_as_ref(&r, y, ey, 1), 0);
+	kvmem_seq_free(x);
+	kvmem_seq_free(y);
+	kvmem_seq_free(ex);
+	kvmem_seq_free(ey);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * The store loses the pages behind the daemon's back (truncated): the
+ * acquire fails with -EIO instead of waiting for ever or handing back
+ * something else, the errors are counted, and the daemon goes on.
+ */
+START_TEST(test_read_error)
+{
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	char path[400];
+	struct ref r;
+
+	start(&p, _i, "16M", NULL);
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, 160);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	admin(&p, "offload pool");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+	snprintf(path, sizeof(path), "%s/store", p.dir);
+	ck_assert_int_eq(truncate(path, KVMEMD_STORE_UNIT), 0);
+	ck_assert_int_eq(kvmem_seq_acquire(s), -EIO);
+	admin(&p, "tier");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "read_errors"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "reloads"), 0);
+	admin(&p, "seqs");
+	ck_assert_msg(strstr(reply, "\"acquired\":false"), "seqs: %s", reply);
+	admin(&p, "status");
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * "offload pool" with more released pages than the store holds: the reply
+ * comes, with the pages that went and an error, and nothing is lost.
+ */
+START_TEST(test_offload_store_full)
+{
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct ref r;
+
+	start(&p, _i, "52K", "[tier]\noffload = no\n");
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, 256);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	kvmemd_admin(&p, "offload pool", reply, sizeof(reply));
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "errors"), 0);
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(same_as_ref(&r, s, r.es[0], 0), 0);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(tier)
 {
 	Suite *s = suite_create("tier");
@@ -642,6 +766,9 @@ KVMEM_SUITE(tier)
 	tcase_add_test(tc, test_store_mismatch);
 	tcase_add_test(tc, test_acquire_remap);
 	tcase_add_loop_test(tc, test_prefetch, 0, 2);
+	tcase_add_loop_test(tc, test_fork_remap, 0, 2);
+	tcase_add_loop_test(tc, test_read_error, 0, 2);
+	tcase_add_loop_test(tc, test_offload_store_full, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

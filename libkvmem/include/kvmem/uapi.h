@@ -59,13 +59,16 @@
  *
  * Pages move only while no acquired sequence holds them. A page read back
  * lands in a new slot: the SEQ_ACQUIRE that made it resident reports the
- * move once, as a pair of uint32_t (old slot, new slot) in its buffer (addr,
- * len: a multiple of 8); its result is the number of pairs. A result that
+ * move once, as a struct kvmem_page_move in its buffer (addr, len: a
+ * multiple of its size); its result is the number of moves. A result that
  * fills the buffer means more may follow: acquire again (an acquired
- * sequence completes at once) until fewer come. Without a buffer, an
- * acquire that has moves to report fails with -EMSGSIZE. PAGE_SEAL and
- * PAGE_FREE name pages by slot, so they need an acquired sequence
- * (-EBUSY otherwise), as does SEQ_FORK.
+ * sequence completes at once) until fewer come. A move names the page by
+ * its layer and first token, which no other page of the sequence shares (a
+ * slot number may since have gone to another page); a page shared with
+ * forks is reported to whichever of them is acquired first. Without a
+ * buffer, an acquire that has moves to report fails with -EMSGSIZE and
+ * stays released. PAGE_SEAL and PAGE_FREE name pages by slot, so they need
+ * an acquired sequence (-EBUSY otherwise), as does SEQ_FORK.
  */
 #ifndef KVMEM_UAPI_H
 #define KVMEM_UAPI_H
@@ -79,7 +82,9 @@
 extern "C" {
 #endif
 
-#define KVMEM_ABI_VERSION 1
+/* 2: sequences hold pages that move (SEQ_ACQUIRE reports moves, the heat
+ * array, SEQ_PREFETCH). */
+#define KVMEM_ABI_VERSION 2
 
 #define KVMEM_HELLO_MAGIC 0x484d564bu /* "KVMH" */
 #define KVMEM_WELCOME_MAGIC 0x574d564bu /* "KVMW" */
@@ -183,7 +188,7 @@ enum kvmem_op {
 	KVMEM_OP_SEQ_FORK = 5, /* seq -> a new sequence id sharing its
 				* sealed pages */
 	KVMEM_OP_SEQ_ACQUIRE = 6, /* seq, addr, len: make its pages resident
-				   * -> moved-page pairs, when they are;
+				   * -> kvmem_page_moves, when they are;
 				   * -EIO when one cannot be read back,
 				   * -ENOMEM when they do not fit */
 	KVMEM_OP_SEQ_RELEASE = 7, /* seq: its pages may move -> 0 */
@@ -225,6 +230,14 @@ struct kvmem_cqe {
 	uint64_t user_data; /* from the SQE */
 	int32_t res; /* >= 0, or a negative errno */
 	uint32_t flags; /* 0 */
+};
+
+/* What SEQ_ACQUIRE reports of a page that came back in another slot. */
+struct kvmem_page_move {
+	uint32_t layer;
+	uint32_t token_start; /* the page's first token */
+	uint32_t old_slot; /* where the client last saw it */
+	uint32_t new_slot;
 };
 
 /* Most slots one PAGE_ALLOC hands out. */
@@ -337,6 +350,12 @@ KVMEM_UAPI_ASSERT(kvmem_sqe, layer, 36);
 KVMEM_UAPI_ASSERT(kvmem_sqe, token_start, 40);
 KVMEM_UAPI_ASSERT(kvmem_sqe, ntokens, 44);
 KVMEM_UAPI_ASSERT(kvmem_sqe, resv1, 48);
+
+_Static_assert(sizeof(struct kvmem_page_move) == 16, "kvmem_page_move size");
+KVMEM_UAPI_ASSERT(kvmem_page_move, layer, 0);
+KVMEM_UAPI_ASSERT(kvmem_page_move, token_start, 4);
+KVMEM_UAPI_ASSERT(kvmem_page_move, old_slot, 8);
+KVMEM_UAPI_ASSERT(kvmem_page_move, new_slot, 12);
 
 _Static_assert(sizeof(struct kvmem_cqe) == 16, "kvmem_cqe size");
 KVMEM_UAPI_ASSERT(kvmem_cqe, user_data, 0);
