@@ -583,11 +583,14 @@ START_TEST(test_bad_hellos_refused)
 {
 	struct kvmemd_proc p;
 	struct kvmem_hello h;
+	char words[64];
 
 	kvmemd_start(&p, NULL, NULL);
 	h = kvmemd_hello(0);
 	h.abi_version = KVMEM_ABI_VERSION + 1;
-	expect_refused(&p, &h, sizeof(h), -EPROTONOSUPPORT, "ABI version 2");
+	snprintf(words, sizeof(words), "ABI version %u, kvmemd speaks %u",
+		 KVMEM_ABI_VERSION + 1, KVMEM_ABI_VERSION);
+	expect_refused(&p, &h, sizeof(h), -EPROTONOSUPPORT, words);
 	h = kvmemd_hello(0);
 	expect_refused(&p, &h, 50, -EPROTO, "hello of 50 bytes");
 	{
