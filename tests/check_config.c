@@ -9,7 +9,6 @@
  * forked child, so the tests that change the environment change only their
  * own.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -29,27 +28,12 @@ static char tmpdir[64];
 
 static void tmpdir_make(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kvmem-config-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		tmpdir[0] = '\0'; /* each test fails on it */
+	kvmem_check_tmpdir_make(tmpdir, sizeof(tmpdir), "config");
 }
 
-/* The directory holds plain files only. */
 static void tmpdir_remove(void)
 {
-	struct dirent *d;
-	DIR *dir;
-
-	if (!tmpdir[0])
-		return;
-	dir = opendir(tmpdir);
-	if (dir) {
-		while ((d = readdir(dir)))
-			if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
-				unlinkat(dirfd(dir), d->d_name, 0);
-		closedir(dir);
-	}
-	rmdir(tmpdir);
+	kvmem_check_tmpdir_remove(tmpdir);
 }
 
 /* Write @len bytes of @text to @name in tmpdir; its path into @path. */

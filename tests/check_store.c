@@ -13,7 +13,6 @@
  * Stores go to a fresh directory under /tmp made before the test case runs
  * and removed after it, in the parent, whatever the tests did.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -59,27 +58,12 @@ static char tmpdir[64];
 
 static void tmpdir_make(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/kvmem-store-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		tmpdir[0] = '\0'; /* each test fails on it */
+	kvmem_check_tmpdir_make(tmpdir, sizeof(tmpdir), "store");
 }
 
-/* The directory holds plain files only. */
 static void tmpdir_remove(void)
 {
-	struct dirent *d;
-	DIR *dir;
-
-	if (!tmpdir[0])
-		return;
-	dir = opendir(tmpdir);
-	if (dir) {
-		while ((d = readdir(dir)))
-			if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
-				unlinkat(dirfd(dir), d->d_name, 0);
-		closedir(dir);
-	}
-	rmdir(tmpdir);
+	kvmem_check_tmpdir_remove(tmpdir);
 }
 
 /* In each test's child: warnings and errors only, not every open. */

@@ -6,6 +6,7 @@
  * and stderr written to files, all in a fresh temporary directory that is
  * removed again before kvmem_check_run() returns.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -194,4 +195,28 @@ struct kvmem_geometry kvmem_check_geo(uint32_t layers, uint32_t kv_heads,
 	g.codec = (uint8_t)codec;
 	g.key_scales = (uint8_t)key_scales;
 	return g;
+}
+
+void kvmem_check_tmpdir_make(char *dir, size_t len, const char *name)
+{
+	snprintf(dir, len, "/tmp/kvmem-%s-XXXXXX", name);
+	if (!mkdtemp(dir))
+		dir[0] = '\0';
+}
+
+void kvmem_check_tmpdir_remove(const char *dir)
+{
+	struct dirent *d;
+	DIR *dp;
+
+	if (!dir[0])
+		return;
+	dp = opendir(dir);
+	if (dp) {
+		while ((d = readdir(dp)))
+			if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
+				unlinkat(dirfd(dp), d->d_name, 0);
+		closedir(dp);
+	}
+	rmdir(dir);
 }

@@ -120,6 +120,14 @@ void kvmem_check_run_free(struct kvmem_run *r);
  */
 char *kvmem_check_read_file(const char *path, size_t *size);
 
+/*
+ * A fresh directory /tmp/kvmem-@name-XXXXXX into @dir (@dir[0] = 0 when it
+ * cannot be made: each test using it then fails), and its removal, for a
+ * directory that holds plain files only. For Check's unchecked fixtures.
+ */
+void kvmem_check_tmpdir_make(char *dir, size_t len, const char *name);
+void kvmem_check_tmpdir_remove(const char *dir);
+
 /* Create or truncate @path and write @text to it, or fail the test. */
 void kvmem_check_write_file(const char *path, const char *text);
 
