@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,31 +28,8 @@
 
 static char reply[1 << 20];
 
-static const char *admin(const struct kvmemd_proc *p, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static const char *admin(const struct kvmemd_proc *p, const char *fmt, ...)
-{
-	char req[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(req, sizeof(req), fmt, ap);
-	va_end(ap);
-	kvmemd_admin(p, req, reply, sizeof(reply));
-	ck_assert_msg(!strstr(reply, "\"error\""), "%s: %s", req, reply);
-	return reply;
-}
-
-/* The number after "key": in @json, after the first @anchor. */
-static unsigned long long after(const char *json, const char *anchor,
-				const char *key)
-{
-	const char *p = strstr(json, anchor);
-
-	ck_assert_msg(p, "no %s in %s", anchor, json);
-	return kvmemd_json_u64(p, key);
-}
+/* An admin request that must succeed; its reply in reply[]. */
+#define admin(p, ...) kvmemd_admin_ok(p, reply, sizeof(reply), __VA_ARGS__)
 
 static struct kvmem_geometry geo(int codec)
 {
@@ -184,12 +160,16 @@ START_TEST(test_scrub_counts_injected)
 		snprintf(anchor, sizeof(anchor),
 			 "\"tier\":\"warm\",\"codec\":\"%s\"",
 			 kvmem_codec_get(codecs[i])->name);
-		ck_assert_uint_eq(after(reply, anchor, "ce"), ce[i]);
-		ck_assert_uint_eq(after(reply, anchor, "ue"), ue[i]);
-		ck_assert_uint_eq(after(reply, anchor, "ce_total"), ce[i]);
+		ck_assert_uint_eq(kvmemd_json_after(reply, anchor, "ce"),
+				  ce[i]);
+		ck_assert_uint_eq(kvmemd_json_after(reply, anchor, "ue"),
+				  ue[i]);
+		ck_assert_uint_eq(kvmemd_json_after(reply, anchor, "ce_total"),
+				  ce[i]);
 	}
 	/* Payload only: the header and scale words were not touched. */
-	ck_assert_uint_eq(after(reply, "\"codec\":\"secded72\"", "ce"), 0);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"codec\":\"secded72\"", "ce"), 0);
 
 	/* Corrected data reads back bit for bit; a degraded page loses only
 	 * the values its uncorrectable words held. */
@@ -324,15 +304,15 @@ START_TEST(test_scrub_rate)
 	c = attach(&p, &g, 64u << 20);
 	fill(&g, c, s, 4, 512, 9);
 	admin(&p, "stats");
-	sealed = after(reply, "\"pools\"", "sealed_bytes");
+	sealed = kvmemd_json_after(reply, "\"pools\"", "sealed_bytes");
 	ck_assert_uint_gt(sealed, 4 * rate);
 
 	admin(&p, "scrub rate 2M");
 	ck_assert(strstr(reply, "\"rate_bytes_per_s\":2097152"));
 	t0 = mono_s();
-	b0 = after(admin(&p, "stats"), "\"scrub\"", "bytes_total");
+	b0 = kvmemd_json_after(admin(&p, "stats"), "\"scrub\"", "bytes_total");
 	sleep(3);
-	b1 = after(admin(&p, "stats"), "\"scrub\"", "bytes_total");
+	b1 = kvmemd_json_after(admin(&p, "stats"), "\"scrub\"", "bytes_total");
 	t1 = mono_s();
 	got = (double)(b1 - b0) / (t1 - t0);
 	ck_assert_msg(got <= 2 * rate && got >= rate / 4,
@@ -381,9 +361,12 @@ START_TEST(test_persist)
 
 	kvmemd_restart(&p, NULL);
 	admin(&p, "errors");
-	ck_assert_uint_eq(after(reply, "\"codec\":\"h84\"", "ce"), 0);
-	ck_assert_uint_eq(after(reply, "\"codec\":\"h84\"", "ce_total"), ce);
-	ck_assert_uint_eq(after(reply, "\"codec\":\"h84\"", "ue_total"), ue);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"codec\":\"h84\"", "ce"),
+			  0);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"codec\":\"h84\"", "ce_total"), ce);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"codec\":\"h84\"", "ue_total"), ue);
 	admin(&p, "events");
 	ck_assert(strstr(reply, "\"session\":1,\"seq\":1,\"layer\":"));
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
@@ -479,7 +462,9 @@ START_TEST(test_seal_verify_and_header_restore)
 	ck_assert_int_eq(memcmp(rp.r.arena, rp.clean, rp.size), 0);
 	admin(&p, "errors");
 	ck_assert_uint_eq(
-		after(reply, "\"tier\":\"warm\",\"codec\":\"h84\"", "ce"), 1);
+		kvmemd_json_after(reply, "\"tier\":\"warm\",\"codec\":\"h84\"",
+				  "ce"),
+		1);
 
 	/* Two flips in one header word: SECDED detects, cannot correct. */
 	rp.r.arena[3] ^= 0x03;

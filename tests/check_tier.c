@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,31 +31,8 @@ static const char *const engines[] = { "io_uring", "threads" };
 
 static char reply[1 << 20];
 
-static const char *admin(const struct kvmemd_proc *p, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static const char *admin(const struct kvmemd_proc *p, const char *fmt, ...)
-{
-	char req[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(req, sizeof(req), fmt, ap);
-	va_end(ap);
-	kvmemd_admin(p, req, reply, sizeof(reply));
-	ck_assert_msg(!strstr(reply, "\"error\""), "%s: %s", req, reply);
-	return reply;
-}
-
-/* The number after "key": in @json, after the first @anchor. */
-static unsigned long long after(const char *json, const char *anchor,
-				const char *key)
-{
-	const char *p = strstr(json, anchor);
-
-	ck_assert_msg(p, "no %s in %s", anchor, json);
-	return kvmemd_json_u64(p, key);
-}
+/* An admin request that must succeed; its reply in reply[]. */
+#define admin(p, ...) kvmemd_admin_ok(p, reply, sizeof(reply), __VA_ARGS__)
 
 /* A daemon with a store of @store_bytes in its directory. */
 static void start(struct kvmemd_proc *p, int engine, const char *store_size,
@@ -216,7 +192,7 @@ static void pressure(int engine)
 	 * and nothing else. */
 	for (round = 0; round < 500; round++) {
 		admin(&p, "tier");
-		if (!after(reply, "\"store\"", "inflight"))
+		if (!kvmemd_json_after(reply, "\"store\"", "inflight"))
 			break;
 		usleep(10000);
 	}
@@ -230,17 +206,21 @@ static void pressure(int engine)
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "reload_degraded"), 0);
 	ck_assert_msg(strstr(reply, engines[engine]), "engine: %s", reply);
 	/* What is cold is on the store: its units hold those pages. */
-	ck_assert_uint_eq(after(reply, "\"cold\"", "pages"), st.cold_pages);
-	ck_assert_uint_eq(after(reply, "\"store\"", "used_units") * 4096,
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"cold\"", "pages"),
+			  st.cold_pages);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"store\"", "used_units") *
+				  4096,
 			  st.cold_bytes);
-	ck_assert_uint_eq(after(reply, "\"cold\"", "bytes"), st.cold_bytes);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"cold\"", "bytes"),
+			  st.cold_bytes);
 	for (j = 0; j < PRESSURE_SEQS; j++)
 		kvmem_seq_free(s[j]);
 	kvmem_close(c);
 	ref_free(&r, PRESSURE_SEQS);
 	/* Freed sequences give their store units back. */
 	admin(&p, "tier");
-	ck_assert_uint_eq(after(reply, "\"store\"", "used_units"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"store\"", "used_units"),
+			  0);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -401,9 +381,9 @@ static void tiny(int engine)
 	/* The store is full: not one more page fits. */
 	kvmem_page_layout(&r.g, 0, &l);
 	admin(&p, "tier");
-	used = after(reply, "\"store\"", "used_units");
+	used = kvmemd_json_after(reply, "\"store\"", "used_units");
 	ck_assert_uint_gt(used + l.size / KVMEMD_STORE_UNIT,
-			  after(reply, "\"store\"", "units"));
+			  kvmemd_json_after(reply, "\"store\"", "units"));
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "write_errors"), 0);
 	/* Everything the arena and the store took is intact. */
 	for (j = 0; j + 1 < n; j++) {
@@ -477,7 +457,8 @@ static void killed(int engine)
 	ck_assert_int_eq(memcmp(h1.uuid, h2.uuid, sizeof(h1.uuid)), 0);
 	ck_assert_uint_eq(h2.generation, h1.generation + 1);
 	admin(&p, "tier");
-	ck_assert_uint_eq(after(reply, "\"store\"", "used_units"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"store\"", "used_units"),
+			  0);
 	/* And pages go out and come back again. */
 	c = attach(&p, 4u << 20);
 	ref_data(&r, 0);
@@ -608,11 +589,11 @@ START_TEST(test_prefetch)
 	ck_assert_int_eq(kvmem_seq_prefetch(s), 0);
 	for (i = 0; i < 500; i++) {
 		admin(&p, "tier");
-		if (!after(reply, "\"cold\"", "pages"))
+		if (!kvmemd_json_after(reply, "\"cold\"", "pages"))
 			break;
 		usleep(10000);
 	}
-	ck_assert_uint_eq(after(reply, "\"cold\"", "pages"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"cold\"", "pages"), 0);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "reloads"), out);
 	admin(&p, "seqs");
 	ck_assert_msg(strstr(reply, "\"acquired\":false"), "seqs: %s", reply);

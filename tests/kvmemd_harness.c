@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,29 @@ void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
 	} while (out[got - 1] != '\n');
 	out[got] = 0;
 	close(fd);
+}
+
+const char *kvmemd_admin_ok(const struct kvmemd_proc *p, char *out, size_t len,
+			    const char *fmt, ...)
+{
+	char req[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(req, sizeof(req), fmt, ap);
+	va_end(ap);
+	kvmemd_admin(p, req, out, len);
+	ck_assert_msg(!strstr(out, "\"error\""), "%s: %s", req, out);
+	return out;
+}
+
+unsigned long long kvmemd_json_after(const char *json, const char *anchor,
+				     const char *key)
+{
+	const char *p = strstr(json, anchor);
+
+	ck_assert_msg(p, "no %s in %s", anchor, json);
+	return kvmemd_json_u64(p, key);
 }
 
 unsigned long long kvmemd_json_u64(const char *json, const char *key)

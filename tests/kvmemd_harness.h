@@ -59,9 +59,19 @@ int kvmemd_admin_send(const struct kvmemd_proc *p, const char *req);
 void kvmemd_admin(const struct kvmemd_proc *p, const char *req, char *out,
 		  size_t len);
 
+/*
+ * kvmemd_admin() of a printf-formatted request; fails the test when the
+ * reply is an error. Return: @out.
+ */
+const char *kvmemd_admin_ok(const struct kvmemd_proc *p, char *out, size_t len,
+			    const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* A number from that JSON: the value of "key". Fails the test if absent. */
 unsigned long long kvmemd_json_u64(const char *json, const char *key);
 
+/* The value of "key" after the first @anchor in @json. */
+unsigned long long kvmemd_json_after(const char *json, const char *anchor,
+				     const char *key);
 /* by_flips[0..7] of @codec in the admin socket's reply to "inject". */
 void kvmemd_inject_flips(const char *json, const char *codec,
 			 unsigned long long f[8]);
