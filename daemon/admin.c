@@ -97,12 +97,7 @@ int kvmemd_admin_target(const struct kvmemd *d, int argc, char **argv,
 
 static double uptime(const struct kvmemd *d)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec -
-		(double)d->start_mono) /
-	       1e9;
+	return (double)(kvmemd_now_ns() - d->start_mono) / 1e9;
 }
 
 static void daemon_counters(const struct kvmemd *d, struct jw *w)

@@ -223,7 +223,7 @@ static void save_counters(struct kvmemd *d)
 
 	if (!r->agg_dirty || state_path(d, "counters", path, sizeof(path)))
 		return;
-	r->saved_mono = clock_ns(CLOCK_MONOTONIC);
+	r->saved_mono = kvmemd_now_ns();
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "we");
 	if (!f) {
@@ -349,7 +349,7 @@ static void open_events(struct kvmemd *d)
 	char path[300], old[310], last;
 	struct stat st;
 
-	r->ev_open_mono = clock_ns(CLOCK_MONOTONIC);
+	r->ev_open_mono = kvmemd_now_ns();
 	if (state_path(d, "events", path, sizeof(path)))
 		return;
 	r->ev_bytes = stat(path, &st) ? 0 : (uint64_t)st.st_size;
@@ -398,7 +398,7 @@ static int ratelimit(struct kvmemd_ratelimit *rl, uint64_t now, uint64_t window,
 static void record_event(struct kvmemd *d, const struct ras_event *e)
 {
 	struct kvmemd_ras *r = d->ras;
-	uint64_t now = clock_ns(CLOCK_MONOTONIC), missed;
+	uint64_t now = kvmemd_now_ns(), missed;
 	char line[512];
 	size_t len;
 	int ok;
@@ -454,7 +454,7 @@ int kvmemd_ras_init(struct kvmemd *d)
 	}
 	r->ev_fd = -1;
 	r->enabled = 1;
-	r->reset_mono = clock_ns(CLOCK_MONOTONIC);
+	r->reset_mono = kvmemd_now_ns();
 	r->reset_ns = clock_ns(CLOCK_REALTIME);
 	r->refill_mono = r->reset_mono;
 	d->ras = r;
@@ -570,7 +570,7 @@ static void page_event(struct kvmemd *d, struct kvmemd_session *s,
 		       enum source src)
 {
 	uint64_t missed;
-	int ok = ratelimit(&s->events, clock_ns(CLOCK_MONOTONIC), MINUTE_NS,
+	int ok = ratelimit(&s->events, kvmemd_now_ns(), MINUTE_NS,
 			   SESSION_EVENTS, &missed);
 
 	if (missed)
@@ -783,7 +783,7 @@ static void pass_start(struct pass *p, enum source kind,
 	p->t = *t;
 	p->session = t->type == KVMEMD_TARGET_POOL ? 0 : t->session;
 	p->started_ns = clock_ns(CLOCK_REALTIME);
-	p->started_mono = clock_ns(CLOCK_MONOTONIC);
+	p->started_mono = kvmemd_now_ns();
 }
 
 /*
@@ -851,12 +851,12 @@ static void pass_end(struct kvmemd *d, struct pass *p)
 	/* A patrol with nothing to do is not a pass. */
 	if (p->kind == SRC_PATROL && !p->pages)
 		return;
-	p->duration = secs(clock_ns(CLOCK_MONOTONIC) - p->started_mono);
+	p->duration = secs(kvmemd_now_ns() - p->started_mono);
 	r->passes++;
 	r->bytes_total += p->bytes;
 	r->pages_total += p->pages;
 	r->last = *p;
-	now = clock_ns(CLOCK_MONOTONIC);
+	now = kvmemd_now_ns();
 	if (now - r->saved_mono >= MINUTE_NS)
 		save_counters(d);
 	if ((p->ce || p->ue || p->crc) &&
@@ -980,8 +980,7 @@ static void pass_json(struct jw *w, const char *key, const struct pass *p,
 	jw_str(w, "target", target);
 	jw_f64(w, "started", secs(p->started_ns));
 	jw_f64(w, "duration_s",
-	       current ? secs(clock_ns(CLOCK_MONOTONIC) - p->started_mono)
-		       : p->duration);
+	       current ? secs(kvmemd_now_ns() - p->started_mono) : p->duration);
 	jw_u64(w, "bytes", p->bytes);
 	jw_u64(w, "pages", p->pages);
 	jw_u64(w, "ce", p->ce);
@@ -1274,8 +1273,7 @@ int kvmemd_ras_errors(struct kvmemd *d, struct jw *w)
 	live_codecs(d, seen);
 	jw_open(w, NULL, '{');
 	jw_f64(w, "since", secs(r->reset_ns));
-	jw_f64(w, "seconds_since_reset",
-	       secs(clock_ns(CLOCK_MONOTONIC) - r->reset_mono));
+	jw_f64(w, "seconds_since_reset", secs(kvmemd_now_ns() - r->reset_mono));
 	jw_open(w, "counters", '[');
 	for (p = 0; p < KVMEMD_POOL_NR; p++) {
 		for (t = 0; t < TIER_NR; t++) {
@@ -1311,7 +1309,7 @@ void kvmemd_ras_reset(struct kvmemd *d)
 	memset(r->vol, 0, sizeof(r->vol));
 	r->crc = 0;
 	r->reset_ns = clock_ns(CLOCK_REALTIME);
-	r->reset_mono = clock_ns(CLOCK_MONOTONIC);
+	r->reset_mono = kvmemd_now_ns();
 }
 
 void kvmemd_ras_stats_json(const struct kvmemd *d, struct jw *w)
@@ -1334,8 +1332,7 @@ void kvmemd_ras_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "ue", ue);
 	jw_u64(w, "crc", r->crc);
 	jw_close(w, '}');
-	jw_f64(w, "seconds_since_reset",
-	       secs(clock_ns(CLOCK_MONOTONIC) - r->reset_mono));
+	jw_f64(w, "seconds_since_reset", secs(kvmemd_now_ns() - r->reset_mono));
 }
 
 /* ---- injection -------------------------------------------------------- */

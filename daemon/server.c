@@ -119,14 +119,6 @@ static void on_signal(int sig)
 		sig_stop = 1;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int watch_add(struct server *sv, int fd, uint32_t events,
 		     struct watch *w)
 {
@@ -444,7 +436,7 @@ static void on_accept(struct server *sv, int lfd, int admin)
 		c->fd = fd;
 		c->sv = sv;
 		c->state = admin ? CONN_ADMIN : CONN_HELLO;
-		c->deadline = now_ns() + HELLO_TIMEOUT_NS;
+		c->deadline = kvmemd_now_ns() + HELLO_TIMEOUT_NS;
 		c->sock_w.type = W_CONN;
 		c->sock_w.conn = c;
 		sv->npending[admin]++;
@@ -582,7 +574,7 @@ static void admin_flush(struct server *sv, struct conn *c)
 			continue;
 		if (sent < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
 			/* A reader that keeps reading keeps its reply. */
-			c->deadline = now_ns() + HELLO_TIMEOUT_NS;
+			c->deadline = kvmemd_now_ns() + HELLO_TIMEOUT_NS;
 			admin_watch(sv, c, EPOLLOUT);
 			return;
 		}
@@ -594,7 +586,7 @@ static void admin_flush(struct server *sv, struct conn *c)
 	}
 	jw_reset(&c->out);
 	c->out_off = 0;
-	c->deadline = now_ns() + HELLO_TIMEOUT_NS;
+	c->deadline = kvmemd_now_ns() + HELLO_TIMEOUT_NS;
 	admin_watch(sv, c, EPOLLIN);
 }
 
@@ -635,7 +627,7 @@ static void on_admin(struct server *sv, struct conn *c)
 		admin_send(sv, c);
 		if (!c->dead) {
 			shutdown(c->fd, SHUT_RD);
-			c->deadline = now_ns();
+			c->deadline = kvmemd_now_ns();
 		}
 		return;
 	}
@@ -726,7 +718,7 @@ static void start_polling(struct server *sv)
 			if (o->state == CONN_ACTIVE)
 				kvmemd_session_need_wakeup(o->s, 0);
 	sv->polling = 1;
-	sv->last_busy = now_ns();
+	sv->last_busy = kvmemd_now_ns();
 }
 
 static void on_doorbell(struct server *sv, struct conn *c)
@@ -755,10 +747,10 @@ static void poll_rings(struct server *sv)
 			busy |= serve(sv, c);
 	}
 	if (busy) {
-		sv->last_busy = now_ns();
+		sv->last_busy = kvmemd_now_ns();
 		return;
 	}
-	if (now_ns() - sv->last_busy < sv->d->cfg.poll_idle_us * 1000ull)
+	if (kvmemd_now_ns() - sv->last_busy < sv->d->cfg.poll_idle_us * 1000ull)
 		return;
 	/* Idle: ask for doorbells, then look once more, so an SQE published
 	 * before a client saw the flag is not left behind. */
@@ -770,7 +762,7 @@ static void poll_rings(struct server *sv)
 			for (c = sv->conns; c; c = c->next)
 				if (c->state == CONN_ACTIVE)
 					kvmemd_session_need_wakeup(c->s, 0);
-			sv->last_busy = now_ns();
+			sv->last_busy = kvmemd_now_ns();
 			return;
 		}
 	}
@@ -888,7 +880,7 @@ static void activated_sockets(struct server *sv)
 
 static int timeout_ms(struct server *sv)
 {
-	uint64_t now = now_ns(), next = UINT64_MAX;
+	uint64_t now = kvmemd_now_ns(), next = UINT64_MAX;
 	struct conn *c;
 
 	if (sv->polling)
@@ -912,7 +904,7 @@ static int timeout_ms(struct server *sv)
 
 static void timers(struct server *sv)
 {
-	uint64_t now = now_ns();
+	uint64_t now = kvmemd_now_ns();
 	struct conn *c, *next;
 
 	for (c = sv->conns; c; c = next) {
@@ -1118,7 +1110,7 @@ int kvmemd_run(struct kvmemd *d)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	d->start_mono = now_ns();
+	d->start_mono = kvmemd_now_ns();
 	ret = start(&sv);
 	if (ret) {
 		if (sv.own_lfd)
@@ -1165,8 +1157,8 @@ int kvmemd_run(struct kvmemd *d)
 			handle(&sv, &ev[i]);
 		if (sv.polling)
 			poll_rings(&sv);
-		sv.scrub_next = kvmemd_ras_run(d, now_ns());
-		sv.tier_next = kvmemd_tier_run(d, now_ns());
+		sv.scrub_next = kvmemd_ras_run(d, kvmemd_now_ns());
+		sv.tier_next = kvmemd_tier_run(d, kvmemd_now_ns());
 		timers(&sv);
 		status_update(&sv);
 		reap_zombies(&sv);
