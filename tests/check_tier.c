@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -734,6 +735,66 @@ START_TEST(test_offload_store_full)
 }
 END_TEST
 
+/*
+ * A client that goes away while its pages are on their way to the store:
+ * the offload still answers, the writes that were in flight give their
+ * store units back when they end, and the next session works.
+ */
+START_TEST(test_session_gone_mid_io)
+{
+	struct kvmem_seq *s[8];
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct ref r;
+	ssize_t n;
+	uint32_t j;
+	int fd, i;
+
+	start(&p, _i, "64M", "[tier]\noffload = no\n");
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 8, 256);
+	for (j = 0; j < 8; j++) {
+		ref_data(&r, j);
+		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(s[j], r.k, r.v, r.tokens),
+				 0);
+		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+	}
+	fd = kvmemd_admin_send(&p, "offload pool");
+	kvmem_close(c);
+	n = recv(fd, reply, sizeof(reply) - 1, 0);
+	ck_assert_int_gt(n, 0);
+	reply[n] = 0;
+	ck_assert_msg(strstr(reply, "\"pages\""), "offload: %s", reply);
+	close(fd);
+	for (i = 0; i < 500; i++) {
+		admin(&p, "tier");
+		if (!kvmemd_json_after(reply, "\"store\"", "inflight") &&
+		    !kvmemd_json_after(reply, "\"store\"", "used_units"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"store\"", "used_units"),
+			  0);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"cold\"", "pages"), 0);
+	c = attach(&p, 4u << 20);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s[0], r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(kvmem_seq_release(s[0]), 0);
+	admin(&p, "offload pool");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+	ck_assert_int_eq(same_as_ref(&r, s[0], r.es[0], 0), 0);
+	kvmem_seq_free(s[0]);
+	kvmem_close(c);
+	ref_free(&r, 8);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(tier)
 {
 	Suite *s = suite_create("tier");
@@ -750,6 +811,7 @@ KVMEM_SUITE(tier)
 	tcase_add_loop_test(tc, test_fork_remap, 0, 2);
 	tcase_add_loop_test(tc, test_read_error, 0, 2);
 	tcase_add_loop_test(tc, test_offload_store_full, 0, 2);
+	tcase_add_loop_test(tc, test_session_gone_mid_io, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
