@@ -186,11 +186,28 @@ static size_t row_scale(const struct kvmem_geometry *g,
 	       ((size_t)h * g->tokens_per_page + t) * groups;
 }
 
+/*
+ * Channel scales: K's values share one scale per channel over the whole
+ * page. Said by the layout, never by a group of 1: group_size 1 gives
+ * every value a scale of its own, row by row.
+ */
+static int row_chan(const struct kvmem_page_layout *l, int is_v)
+{
+	return !is_v && l->key_scales == KVMEM_SCALES_CHANNEL;
+}
+
+/* Values per scale along a row. */
 static unsigned int row_group(const struct kvmem_geometry *g,
 			      const struct kvmem_page_layout *l, int is_v)
 {
-	return !is_v && l->key_scales == KVMEM_SCALES_CHANNEL ? 1
-							      : g->group_size;
+	return row_chan(l, is_v) ? 1 : g->group_size;
+}
+
+/* Scales from one row to the next (0: every row has the same). */
+static size_t row_sstride(const struct kvmem_geometry *g,
+			  const struct kvmem_page_layout *l, int is_v)
+{
+	return row_chan(l, is_v) ? 0 : g->head_dim / g->group_size;
 }
 
 static uint8_t *row_ptr(const struct kvmem_geometry *g,
@@ -212,14 +229,15 @@ static void encode_block(const struct kvmem_geometry *g,
 {
 	const size_t stride = (size_t)g->kv_heads * g->head_dim;
 	const unsigned int group = row_group(g, l, is_v);
+	const int chan = row_chan(l, is_v);
 	uint32_t h, t, c;
 
 	for (h = 0; h < g->kv_heads; h++) {
 		const float *xh = x + (size_t)h * g->head_dim;
 
-		if (group == 1)
+		if (chan)
 			for (c = 0; c < g->head_dim; c++)
-				scales[row_scale(g, l, 0, h, 0) + c] =
+				scales[row_scale(g, l, is_v, h, 0) + c] =
 					kvmem__scale(l->format, xh + c, n,
 						     stride);
 		for (t = 0; t < n; t++) {
@@ -230,7 +248,7 @@ static void encode_block(const struct kvmem_geometry *g,
 			uint8_t *rd = data + (size_t)t * l->row_data;
 
 			memset(rd, 0, l->row_data);
-			if (group != 1 && l->nscales_k)
+			if (!chan && l->nscales_k)
 				for (c = 0; c < g->head_dim; c += group)
 					sc[c / group] = kvmem__scale(
 						l->format, xh + t * stride + c,
@@ -357,7 +375,7 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	const unsigned int grp = row_group(g, l, is_v);
 	const size_t nw = (size_t)n * l->row_words;
 	const size_t sbase = row_scale(g, l, is_v, h, t0);
-	const size_t stride = grp == 1 ? 0 : g->head_dim / grp;
+	const size_t stride = row_sstride(g, l, is_v);
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
 	size_t r, i;
@@ -418,7 +436,7 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	/* Row r's scales start at sbase + r * sstride (channel scales are
 	 * the same for every row). */
 	const size_t sbase = l->nscales_k ? row_scale(g, l, is_v, h, t0) : 0;
-	const size_t sstride = group == 1 ? 0 : D / group;
+	const size_t sstride = row_sstride(g, l, is_v);
 	struct scratch sp;
 	struct kvmem_ecc_counts wc;
 	int scales_lost = 0, nonfinite = 0;

@@ -340,6 +340,15 @@ static const struct acase acases[] = {
 	  32, 2, 2, 2 + 2 * 96 + 80, 0, 1 },
 	{ "int8+golay24 pages of 80, MHA", KVMEM_FMT_INT8, KVMEM_CODEC_GOLAY24,
 	  GRP, 1, 64, 80, 64, 0, 1, 200, 0.2f, 0 },
+	/* group_size 1: a scale per value, row by row, not channel scales */
+	{ "int4+h84 group 1, GQA 4", I4, KVMEM_CODEC_H84, GRP, 2, 32, 8, 1, 2,
+	  4, 45, 0, 0 },
+	{ "int8+secded72 group 1, MHA", KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72,
+	  GRP, 2, 32, 8, 1, 2, 1, 45, 0, 1 },
+	{ "int2+golay24 group 1, GQA 2", KVMEM_FMT_INT2, KVMEM_CODEC_GOLAY24,
+	  GRP, 2, 32, 8, 1, 2, 2, 45, 0, 0 },
+	{ "int4+h84 group 1, channel keys", I4, KVMEM_CODEC_H84,
+	  KVMEM_SCALES_CHANNEL, 2, 32, 8, 1, 2, 2, 45, 0, 0 },
 };
 
 /*

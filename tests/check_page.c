@@ -161,6 +161,7 @@ static const struct gdef geoms[] = {
 	{ 3, 1, 3, 7, 3, 0 }, /* rows shorter than a word */
 	{ 1, 1, 32, 1, 32, 1 }, /* one token, one head */
 	{ 4, 8, 128, 32, 32, 4 }, /* realistic */
+	{ 2, 3, 16, 6, 1, 2 }, /* a scale per value */
 };
 
 #define REALISTIC 5
