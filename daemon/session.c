@@ -27,6 +27,9 @@
 #define BUF_BYTES (64u << 10)
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
+/* A valid geometry's pages fit the welcome's 32-bit slot sizes. */
+_Static_assert(KVMEM_PAGE_MAX <= UINT32_MAX, "page sizes fit 32 bits");
+
 /* A sealed slot may be shared by this many sequences on average: forks are
  * bounded by what the daemon will keep track of. */
 #define REFS_PER_SLOT 64
@@ -109,10 +112,6 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 
 	kvmem_page_layout(&h->geometry, 0, &l[0]);
 	kvmem_page_layout(&h->geometry, 1, &l[1]);
-	if (l[0].size > UINT32_MAX || l[1].size > UINT32_MAX)
-		return refuse(w, -EINVAL,
-			      "pages of %zu bytes are too large for a slot",
-			      l[0].size > l[1].size ? l[0].size : l[1].size);
 	quota = h->quota_bytes ? h->quota_bytes : cfg->session_default_bytes;
 	if (quota > cfg->session_max_bytes)
 		return refuse(w, -EDQUOT,

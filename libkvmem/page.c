@@ -47,7 +47,8 @@ void kvmem_geometry_default(struct kvmem_geometry *g)
 	memset(g->resv, 0, sizeof(g->resv));
 }
 
-int kvmem_geometry_check(const struct kvmem_geometry *g)
+/* Each field on its own, and the fields against each other. */
+static int geometry_fields(const struct kvmem_geometry *g)
 {
 	size_t i;
 
@@ -64,6 +65,18 @@ int kvmem_geometry_check(const struct kvmem_geometry *g)
 	for (i = 0; i < sizeof(g->resv); i++)
 		if (g->resv[i])
 			return -EINVAL;
+	return 0;
+}
+
+static int layout(const struct kvmem_geometry *g, int hot,
+		  struct kvmem_page_layout *l);
+
+int kvmem_geometry_check(const struct kvmem_geometry *g)
+{
+	struct kvmem_page_layout l;
+
+	if (geometry_fields(g) || layout(g, 0, &l) || layout(g, 1, &l))
+		return -EINVAL;
 	return 0;
 }
 
@@ -95,51 +108,67 @@ uint64_t kvmem_geometry_digest(const struct kvmem_geometry *g)
 	return fnv(h, g->key_scales);
 }
 
-int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
-		      struct kvmem_page_layout *l)
+/*
+ * Every count in 64 bits from fields of at most 13 bits each, so nothing
+ * wraps; a page over KVMEM_PAGE_MAX is refused before anything is narrowed
+ * to the layout's 32-bit fields (which it then always fits).
+ */
+static int layout(const struct kvmem_geometry *g, int hot,
+		  struct kvmem_page_layout *l)
 {
 	const struct kvmem_codec_info *ci;
-	unsigned int bits, k, m, row_bits;
-	size_t off, block;
+	const struct kvmem_format_info *fi;
+	uint64_t k, m, row_words, nk = 0, nv = 0, scale_words, block, off;
 
-	if (kvmem_geometry_check(g) || !l)
-		return -EINVAL;
 	memset(l, 0, sizeof(*l));
 	l->hot = !!hot;
 	l->format = hot ? KVMEM_FMT_FP16 : g->format;
 	l->codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
 	l->key_scales = hot ? KVMEM_SCALES_GROUP : g->key_scales;
 	ci = kvmem_codec_get(l->codec);
-	bits = kvmem_format_get(l->format)->bits;
+	fi = kvmem_format_get(l->format);
 	k = ci->data_bits;
 
 	/* Whole codewords, and whole bytes of data: m words make bytes. */
 	m = k % 8 == 0 ? 1 : k % 4 == 0 ? 2 : 8;
-	row_bits = g->head_dim * bits;
-	l->row_words = (row_bits + k - 1) / k;
-	l->row_words = (l->row_words + m - 1) / m * m;
-	l->row_bytes = l->row_words * ci->word_bytes;
-	l->row_data = l->row_words * k / 8;
+	row_words = ((uint64_t)g->head_dim * fi->bits + k - 1) / k;
+	row_words = (row_words + m - 1) / m * m;
 
-	if (kvmem_format_get(l->format)->qmax) {
-		uint32_t groups = g->kv_heads * g->tokens_per_page *
-				  (g->head_dim / g->group_size);
-
-		l->nscales_v = groups;
-		l->nscales_k = l->key_scales == KVMEM_SCALES_CHANNEL
-				       ? g->kv_heads * g->head_dim
-				       : groups;
+	if (fi->qmax) {
+		nv = (uint64_t)g->kv_heads * g->tokens_per_page *
+		     (g->head_dim / g->group_size);
+		nk = l->key_scales == KVMEM_SCALES_CHANNEL
+			     ? (uint64_t)g->kv_heads * g->head_dim
+			     : nv;
 	}
-	l->scale_words = ((l->nscales_k + l->nscales_v) * 16 + 63) / 64;
+	scale_words = ((nk + nv) * 16 + 63) / 64;
 
-	block = (size_t)g->kv_heads * g->tokens_per_page * l->row_bytes;
+	block = (uint64_t)g->kv_heads * g->tokens_per_page * row_words *
+		ci->word_bytes;
 	off = align_up(KVMEM_HDR_BYTES, 64);
 	l->scales_off = off;
-	off = align_up(off + (size_t)l->scale_words * 9, 64);
+	off = align_up(off + scale_words * 9, 64);
 	l->k_off = off;
 	off = align_up(off + block, 64);
 	l->v_off = off;
-	l->size = align_up(off + block, KVMEM_PAGE_ALIGN);
+	off = align_up(off + block, KVMEM_PAGE_ALIGN);
+	if (off > KVMEM_PAGE_MAX)
+		return -EINVAL;
+	l->size = off;
+	l->nscales_k = (uint32_t)nk;
+	l->nscales_v = (uint32_t)nv;
+	l->scale_words = (uint32_t)scale_words;
+	l->row_words = (uint32_t)row_words;
+	l->row_bytes = (uint32_t)(row_words * ci->word_bytes);
+	l->row_data = (uint32_t)(row_words * k / 8);
+	return 0;
+}
+
+int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
+		      struct kvmem_page_layout *l)
+{
+	if (geometry_fields(g) || !l || layout(g, hot, l))
+		return -EINVAL;
 	return 0;
 }
 

@@ -29,6 +29,7 @@
 #include "kvmem/crc32c.h"
 #include "kvmem/ecc.h"
 #include "kvmem/inject.h"
+#include "kvmem/kvmem.h"
 #include "kvmem/page.h"
 #include "kvmem/quant.h"
 #include "kvmem_check.h"
@@ -900,6 +901,148 @@ START_TEST(test_layout_examples)
 }
 END_TEST
 
+/*
+ * The size of a page as page.h draws it, in 64 bits from the fields, apart
+ * from the library's arithmetic: the header, the scales in 9-byte words,
+ * K and V, each start 64-aligned, the whole 4 KiB-aligned.
+ */
+static uint64_t ref_page_size(const struct kvmem_geometry *g, int hot)
+{
+	unsigned int fmt = hot ? KVMEM_FMT_FP16 : g->format;
+	unsigned int codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
+	uint64_t k = ref_codecs[codec].k, bits = ref_fmts[fmt].bits;
+	uint64_t rw = ((uint64_t)g->head_dim * bits + k - 1) / k;
+	uint64_t ns = 0, off, blk;
+
+	while (rw * k % 8)
+		rw++;
+	blk = (uint64_t)g->kv_heads * g->tokens_per_page * rw *
+	      ref_codecs[codec].wb;
+	if (fmt != KVMEM_FMT_FP16)
+		ns = (uint64_t)g->kv_heads * g->tokens_per_page *
+			     (g->head_dim / g->group_size) +
+		     (!hot && g->key_scales == KVMEM_SCALES_CHANNEL
+			      ? (uint64_t)g->kv_heads * g->head_dim
+			      : (uint64_t)g->kv_heads * g->tokens_per_page *
+					(g->head_dim / g->group_size));
+	off = (HDR_BYTES + 63) / 64 * 64;
+	off = (off + (ns * 16 + 63) / 64 * SW_BYTES + 63) / 64 * 64;
+	off = (off + blk + 63) / 64 * 64;
+	return (off + blk + 4095) / 4096 * 4096;
+}
+
+/*
+ * Regression: kv_heads 1024 x tokens_per_page 4096 x head_dim 1024 with a
+ * group of one wrapped the 32-bit scale count to 0, so the scale words came
+ * out 0 and kvmem_page_encode() wrote past its buffer. Every field is in
+ * range; the page (GiBs) is not: refused everywhere, before any arithmetic
+ * can wrap.
+ */
+START_TEST(test_layout_overflow_refused)
+{
+	struct kvmem_geometry g;
+	struct kvmem_page_layout l;
+	struct kvmem_page_hdr h = { .ntokens = 1 };
+	struct kvmem_cache *c = NULL;
+	float x[1] = { 0 };
+	uint8_t page[KVMEM_PAGE_ALIGN];
+
+	memset(&g, 0, sizeof(g));
+	g.layers = 1;
+	g.kv_heads = 1024;
+	g.head_dim = 1024;
+	g.tokens_per_page = 4096;
+	g.group_size = 1;
+	g.format = KVMEM_FMT_INT4;
+	g.codec = KVMEM_CODEC_H84;
+	ck_assert_uint_gt(ref_page_size(&g, 0), (uint64_t)KVMEM_PAGE_MAX);
+	ck_assert_int_eq(kvmem_geometry_check(&g), -EINVAL);
+	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), -EINVAL);
+	ck_assert_int_eq(kvmem_page_layout(&g, 1, &l), -EINVAL);
+	ck_assert_int_eq(kvmem_page_encode(page, &g, &h, 0, x, x), -EINVAL);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 1u << 20, &c), -EINVAL);
+	ck_assert_ptr_null(c);
+}
+END_TEST
+
+/*
+ * Random geometries over the whole range of each field: a geometry is
+ * accepted exactly when both kinds of page are at most KVMEM_PAGE_MAX
+ * bytes, and then the layout is the reference's, with every region inside
+ * the page.
+ */
+START_TEST(test_layout_random_geometries)
+{
+	static const uint32_t dims[] = { 1, 2, 3, 8, 64, 96, 128, 256, 1024 };
+	struct kvmem_geometry g;
+	struct kvmem_page_layout l;
+	struct kvmem_rng r;
+	unsigned int i, accepted = 0, refused = 0;
+	char name[200];
+
+	kvmem_rng_seed(&r, 0x1a7001);
+	for (i = 0; i < 20000; i++) {
+		uint32_t ng;
+		uint64_t s0, s1;
+		int ok, hot;
+
+		memset(&g, 0, sizeof(g));
+		g.layers = 1 + (uint32_t)kvmem_rng_below(&r, 4096);
+		g.kv_heads = kvmem_rng_below(&r, 4)
+				     ? 1 + (uint32_t)kvmem_rng_below(&r, 64)
+				     : 1 + (uint32_t)kvmem_rng_below(&r, 1024);
+		g.head_dim = dims[kvmem_rng_below(&r, 9)];
+		g.tokens_per_page = kvmem_rng_below(&r, 4)
+					    ? 1 + (uint32_t)kvmem_rng_below(
+							  &r, 128)
+					    : 1 + (uint32_t)kvmem_rng_below(
+							  &r, 4096);
+		/* A divisor of head_dim: a power of two that divides it. */
+		ng = (uint32_t)kvmem_rng_below(&r, 11);
+		while (g.head_dim % (1u << ng))
+			ng--;
+		g.group_size = 1u << ng;
+		g.sink_tokens =
+			(uint32_t)kvmem_rng_below(&r, g.tokens_per_page + 1);
+		g.format = (uint8_t)kvmem_rng_below(&r, KVMEM_FMT_NR);
+		g.codec = (uint8_t)kvmem_rng_below(&r, KVMEM_CODEC_NR);
+		g.key_scales = g.format != KVMEM_FMT_FP16 &&
+			       kvmem_rng_below(&r, 2);
+		s0 = ref_page_size(&g, 0);
+		s1 = ref_page_size(&g, 1);
+		ok = s0 <= KVMEM_PAGE_MAX && s1 <= KVMEM_PAGE_MAX;
+		snprintf(name, sizeof(name),
+			 "kvh %u hd %u tpp %u group %u fmt %u codec %u ks %u "
+			 "(%llu / %llu bytes)",
+			 g.kv_heads, g.head_dim, g.tokens_per_page,
+			 g.group_size, g.format, g.codec, g.key_scales,
+			 (unsigned long long)s0, (unsigned long long)s1);
+		EXPECT_EQ(kvmem_geometry_check(&g), ok ? 0 : -EINVAL, "%s",
+			  name);
+		accepted += ok;
+		refused += !ok;
+		for (hot = 0; hot < 2; hot++) {
+			uint64_t want = hot ? s1 : s0;
+
+			if (want > KVMEM_PAGE_MAX) {
+				EXPECT_EQ(kvmem_page_layout(&g, hot, &l),
+					  -EINVAL, "%s", name);
+				continue;
+			}
+			if (ok)
+				check_layout(&g, hot, &l, name);
+			else
+				ck_assert_int_eq(kvmem_page_layout(&g, hot, &l),
+						 0);
+			EXPECT_EQ(l.size, want, "%s, hot %d", name, hot);
+		}
+	}
+	/* The draw reaches both sides of the limit. */
+	ck_assert_uint_gt(accepted, 1000);
+	ck_assert_uint_gt(refused, 100);
+}
+END_TEST
+
 /* ---- Round trips --------------------------------------------------------- */
 
 static void roundtrip_case(const struct kvmem_geometry *g, int hot,
@@ -1708,6 +1851,8 @@ KVMEM_SUITE(page)
 	tcase_add_test(tg, test_geometry_digest);
 	tcase_add_test(tg, test_layout);
 	tcase_add_test(tg, test_layout_examples);
+	tcase_add_test(tg, test_layout_overflow_refused);
+	tcase_add_test(tg, test_layout_random_geometries);
 	suite_add_tcase(s, tg);
 
 	tcase_add_loop_test(tr, test_page_roundtrip, 0, NGEOM);

@@ -48,6 +48,8 @@ extern "C" {
 #define KVMEM_PAGE_MAGIC 0x4750564bu /* "KVPG" */
 #define KVMEM_PAGE_VERSION 1
 #define KVMEM_PAGE_ALIGN 4096u
+/* The largest page of either kind a geometry may make: 1 GiB. */
+#define KVMEM_PAGE_MAX (1u << 30)
 
 enum kvmem_key_scales {
 	KVMEM_SCALES_GROUP = 0, /* per token, per group of channels */
@@ -126,7 +128,8 @@ void kvmem_geometry_default(struct kvmem_geometry *g);
  *
  * Return: 0, or -EINVAL (zero or absurd sizes, group_size not dividing
  * head_dim, sink_tokens > tokens_per_page, unknown format, codec or
- * key_scales, channel scales with fp16, reserved bytes set).
+ * key_scales, channel scales with fp16, reserved bytes set, or a page of
+ * either kind larger than KVMEM_PAGE_MAX).
  */
 int kvmem_geometry_check(const struct kvmem_geometry *g);
 
@@ -145,7 +148,8 @@ uint64_t kvmem_geometry_digest(const struct kvmem_geometry *g);
  * @hot: non-zero for the FP16 hot kind
  * @l: receives the layout
  *
- * Return: 0, or -EINVAL for an invalid geometry.
+ * Return: 0, or -EINVAL for an invalid geometry or a page of this kind
+ * larger than KVMEM_PAGE_MAX.
  */
 int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
 		      struct kvmem_page_layout *l);
