@@ -131,6 +131,24 @@ const uint8_t *kvmem__page_rows_cw4(
 	const float *scales, const uint8_t *scale_erased, const float **sc,
 	size_t *sstride, unsigned int *group, size_t *rstride,
 	struct kvmem_ecc_counts *c, void *scratch);
+/*
+ * A page's padding (page.c: page_runs()): kvmem__page_tidy() puts back the
+ * zeros the encoder wrote there (returns how many bytes it changed), and
+ * kvmem__page_crc() is the CRC-32C of the page after its header as if it
+ * had: what the values depend on, the same as the header's CRC for a page
+ * as it was sealed.
+ */
+size_t kvmem__page_tidy(uint8_t *page, const struct kvmem_geometry *g,
+			const struct kvmem_page_layout *l, uint32_t ntokens);
+uint32_t kvmem__page_crc(const uint8_t *page, const struct kvmem_geometry *g,
+			 const struct kvmem_page_layout *l, uint32_t ntokens);
+/*
+ * Make every value of a page read as lost: the scales and the payload
+ * become words their decoders report uncorrectable (see poison_word()).
+ * The header is left as it is.
+ */
+void kvmem__page_poison(uint8_t *page, const struct kvmem_geometry *g,
+			const struct kvmem_page_layout *l);
 /* Write token @t of a hot page; @row holds one row's data bytes. */
 void kvmem__page_put_token(const struct kvmem_geometry *g,
 			   const struct kvmem_page_layout *l, uint8_t *page,

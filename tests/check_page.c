@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "ecc_ref.h"
+#include "internal.h"
 #include "kvmem/crc32c.h"
 #include "kvmem/ecc.h"
 #include "kvmem/inject.h"
@@ -992,11 +993,10 @@ START_TEST(test_layout_random_geometries)
 				     ? 1 + (uint32_t)kvmem_rng_below(&r, 64)
 				     : 1 + (uint32_t)kvmem_rng_below(&r, 1024);
 		g.head_dim = dims[kvmem_rng_below(&r, 9)];
-		g.tokens_per_page = kvmem_rng_below(&r, 4)
-					    ? 1 + (uint32_t)kvmem_rng_below(
-							  &r, 128)
-					    : 1 + (uint32_t)kvmem_rng_below(
-							  &r, 4096);
+		g.tokens_per_page =
+			kvmem_rng_below(&r, 4)
+				? 1 + (uint32_t)kvmem_rng_below(&r, 128)
+				: 1 + (uint32_t)kvmem_rng_below(&r, 4096);
 		/* A divisor of head_dim: a power of two that divides it. */
 		ng = (uint32_t)kvmem_rng_below(&r, 11);
 		while (g.head_dim % (1u << ng))
@@ -1006,8 +1006,8 @@ START_TEST(test_layout_random_geometries)
 			(uint32_t)kvmem_rng_below(&r, g.tokens_per_page + 1);
 		g.format = (uint8_t)kvmem_rng_below(&r, KVMEM_FMT_NR);
 		g.codec = (uint8_t)kvmem_rng_below(&r, KVMEM_CODEC_NR);
-		g.key_scales = g.format != KVMEM_FMT_FP16 &&
-			       kvmem_rng_below(&r, 2);
+		g.key_scales =
+			g.format != KVMEM_FMT_FP16 && kvmem_rng_below(&r, 2);
 		s0 = ref_page_size(&g, 0);
 		s1 = ref_page_size(&g, 1);
 		ok = s0 <= KVMEM_PAGE_MAX && s1 <= KVMEM_PAGE_MAX;
@@ -1623,6 +1623,12 @@ static void one_uncorrectable(struct pcase *pc, const struct decoded *clean,
 	EXPECT_EQ(kvmem_page_scrub(pc->page, &pc->g, &c), -EBADMSG, "%s",
 		  pc->name);
 	expect_counts(pc, &c, zero, ue, c.values_erased, "scrub");
+	/* An uncorrectable word stays as it is, unless it holds only the
+	 * padding at the end of a row: that is put back. */
+	if (reg != R_SCALES &&
+	    w % pc->r.rw >= ((size_t)pc->g.head_dim * pc->r.bits + pc->r.k -
+			     1) / pc->r.k)
+		memcpy(hit + off + w * wb, clean_page + off + w * wb, wb);
 	EXPECT_MEM(pc->page, hit, pc->l.size,
 		   "%s: scrub changed an uncorrectable page", pc->name);
 	free(exp);
@@ -1718,13 +1724,16 @@ END_TEST
  * Change one payload codeword into another valid codeword (its data with
  * one bit flipped): no code can see it, only the CRC of a sealed page.
  */
+/* A value bit of the first K row changes, through a valid codeword. */
 static void swap_codeword(struct pcase *pc)
 {
-	size_t w = (size_t)kvmem_rng_below(&pc->rng, pc->r.rw);
+	size_t b = (size_t)kvmem_rng_below(&pc->rng, (uint64_t)pc->g.head_dim *
+							     pc->r.bits);
+	size_t w = b / pc->r.k;
 	uint8_t *at = pc->page + pc->l.k_off + w * pc->r.wb;
 	uint64_t d = word_data((int)pc->r.codec, at, "K", w, pc->name);
 
-	d ^= 1ull << kvmem_rng_below(&pc->rng, pc->r.k);
+	d ^= 1ull << (b % pc->r.k);
 	ref_word((int)pc->r.codec, d, at);
 }
 
@@ -1759,12 +1768,17 @@ START_TEST(test_page_crc)
 			expect_counts(&pc, &c, zero, zero, 0, "verify");
 			case_free(&pc);
 
-			/* A byte of the zero padding changed. */
+			/* A byte of the zero padding changed: no value did,
+			 * and a scrub puts it back. */
 			case_setup(&pc, &g, hot, g.tokens_per_page,
 				   KVMEM_HDR_SEALED, seed++);
 			pc.page[pc.l.size - 1] ^= 0x10;
-			EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL),
-				  -EBADMSG, "%s: padding changed", pc.name);
+			EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL), 0,
+				  "%s: padding changed", pc.name);
+			EXPECT_EQ(kvmem_page_scrub(pc.page, &g, NULL), 0,
+				  "%s: padding changed", pc.name);
+			EXPECT_EQ(pc.page[pc.l.size - 1], 0, "%s: scrubbed",
+				  pc.name);
 			case_free(&pc);
 
 			/* Not sealed: no CRC to check. */
@@ -1776,6 +1790,153 @@ START_TEST(test_page_crc)
 				  "%s: unsealed page", pc.name);
 			case_free(&pc);
 		}
+	}
+}
+END_TEST
+
+/* ---- Padding and lost pages --------------------------------------------- */
+
+/* Flip random bits of [off, off + len) of the page; the count flipped. */
+static unsigned int spoil(struct pcase *pc, size_t off, size_t len,
+			  unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n && len; i++)
+		pc->page[off + kvmem_rng_below(&pc->rng, len)] ^=
+			(uint8_t)(1u << kvmem_rng_below(&pc->rng, 8));
+	return len ? n : 0;
+}
+
+/*
+ * Flip bits that carry no value, many at a time: in the gaps between the
+ * regions and after V, in rows past ntokens and in the words at the end
+ * of a row that hold only padding (uncorrectable ones too). Return: how
+ * many.
+ */
+static unsigned int spoil_padding(struct pcase *pc)
+{
+	const struct rlay *r = &pc->r;
+	const size_t vw = ((size_t)pc->g.head_dim * r->bits + r->k - 1) / r->k;
+	const size_t rows = (size_t)pc->g.kv_heads * pc->g.tokens_per_page;
+	const size_t se = pc->l.scales_off + (size_t)r->sw * SW_BYTES;
+	const size_t ke = pc->l.k_off + r->blk, ve = pc->l.v_off + r->blk;
+	unsigned int n;
+	size_t i, row;
+
+	n = spoil(pc, HDR_BYTES, pc->l.scales_off - HDR_BYTES, 3);
+	n += spoil(pc, se, pc->l.k_off - se, 3);
+	n += spoil(pc, ke, pc->l.v_off - ke, 3);
+	n += spoil(pc, ve, pc->l.size - ve, 3);
+	for (i = 0; i < 2 * rows; i++) {
+		row = (i < rows ? pc->l.k_off : pc->l.v_off) + i % rows * r->rb;
+		if (i % pc->g.tokens_per_page >= pc->ntok)
+			n += spoil(pc, row, r->rb, 4);
+		else
+			n += spoil(pc, row + vw * r->wb, (r->rw - vw) * r->wb,
+				   4);
+	}
+	return n;
+}
+
+static void padding_case(const struct kvmem_geometry *g, int hot, uint32_t ntok,
+			 uint64_t seed)
+{
+	struct pcase pc;
+	struct decoded clean, d;
+	uint8_t *clean_page;
+	unsigned int flips;
+	size_t i;
+
+	case_setup(&pc, g, hot, ntok, KVMEM_HDR_SEALED, seed);
+	clean_page = kvmem_check_xmalloc(pc.l.size);
+	memcpy(clean_page, pc.page, pc.l.size);
+	decode(&pc, &clean);
+	flips = spoil_padding(&pc);
+	ck_assert_uint_gt(flips, 0);
+	EXPECT_EQ(kvmem__page_crc(pc.page, g, &pc.l, pc.ntok), pc.hexp.crc,
+		  "%s: %u padding flips", pc.name, flips);
+	decode(&pc, &d);
+	EXPECT_EQ(d.rc, pc.ntok, "%s", pc.name);
+	EXPECT_EQ(d.counts.values_erased, 0, "%s", pc.name);
+	for (i = 0; i < pc.nvals; i++) {
+		EXPECT_EQ(ref_f2u(d.k[i]), ref_f2u(clean.k[i]),
+			  "%s: K value %zu", pc.name, i);
+		EXPECT_EQ(ref_f2u(d.v[i]), ref_f2u(clean.v[i]),
+			  "%s: V value %zu", pc.name, i);
+	}
+	decoded_free(&d);
+	kvmem_page_scrub(pc.page, g, NULL);
+	EXPECT_MEM(pc.page, clean_page, pc.l.size,
+		   "%s: scrubbed after %u padding flips", pc.name, flips);
+	EXPECT_EQ(kvmem_page_verify(pc.page, g, NULL), 0, "%s", pc.name);
+	swap_codeword(&pc);
+	EXPECT(kvmem__page_crc(pc.page, g, &pc.l, pc.ntok) != pc.hexp.crc,
+	       "%s: a value bit changed", pc.name);
+	decoded_free(&clean);
+	free(clean_page);
+	case_free(&pc);
+}
+
+/*
+ * Bits that carry no value change: every value decodes as before, the CRC
+ * of what the values depend on still matches the header's, and a scrub
+ * puts every byte back; a value bit that changes through a valid codeword
+ * does change that CRC.
+ */
+START_TEST(test_page_padding_is_not_a_value)
+{
+	struct kvmem_geometry g;
+	unsigned int fmt, codec, ks;
+	uint64_t seed = 0xbadd0000u;
+	int hot;
+
+	FOR_EACH_KIND(g, _i ? 2 : 1, fmt, codec, ks)
+	for (hot = 0; hot < 2; hot++) {
+		if (hot && codec != fmt)
+			continue;
+		padding_case(&g, hot, 1, seed++);
+		padding_case(&g, hot, 3, seed++);
+	}
+}
+END_TEST
+
+/*
+ * A poisoned page: every value of every row it holds reads as lost, for
+ * every format and codec and both kinds, so that a reader rebuilds or
+ * refuses them; the header still reads as it was.
+ */
+START_TEST(test_page_poison_erases_every_value)
+{
+	struct kvmem_geometry g;
+	unsigned int fmt, codec, ks;
+	uint64_t seed = 0x9015000u;
+	int hot;
+
+	FOR_EACH_KIND(g, _i, fmt, codec, ks)
+	for (hot = 0; hot < 2; hot++) {
+		struct pcase pc;
+		struct decoded d;
+		struct kvmem_page_hdr got;
+		size_t i;
+
+		if (hot && codec != fmt)
+			continue;
+		case_setup(&pc, &g, hot, g.tokens_per_page, KVMEM_HDR_SEALED,
+			   seed++);
+		kvmem__page_poison(pc.page, &g, &pc.l);
+		ck_assert_int_eq(
+			kvmem_page_read_header(pc.page, &g, &got, NULL), 0);
+		EXPECT_MEM(&got, &pc.hexp, sizeof(got), "%s: header", pc.name);
+		decode(&pc, &d);
+		EXPECT_EQ(d.rc, pc.ntok, "%s", pc.name);
+		EXPECT_EQ(d.counts.values_erased, 2 * pc.nvals, "%s", pc.name);
+		for (i = 0; i < 2 * pc.nvals; i++)
+			EXPECT_EQ(d.erased[i], 1, "%s: value %zu", pc.name, i);
+		EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL), -EBADMSG, "%s",
+			  pc.name);
+		decoded_free(&d);
+		case_free(&pc);
 	}
 }
 END_TEST
@@ -1870,6 +2031,8 @@ KVMEM_SUITE(page)
 	tcase_add_loop_test(te, test_page_errors, 0, NGEOM);
 	tcase_add_test(te, test_h84_double_erases_one_int4);
 	tcase_add_test(te, test_page_crc);
+	tcase_add_loop_test(te, test_page_padding_is_not_a_value, 0, 2);
+	tcase_add_loop_test(te, test_page_poison_erases_every_value, 0, NGEOM);
 	tcase_set_timeout(te, 60);
 	suite_add_tcase(s, te);
 	return s;

@@ -215,7 +215,10 @@ int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
  * @counts: if not NULL, receives what was found and corrected
  *
  * Corrections are stored with byte stores that only remove errors (see
- * kvmem_ecc_scrub()), so concurrent readers are safe.
+ * kvmem_ecc_scrub()), so concurrent readers are safe. In a sealed page the
+ * bytes that carry no value (the gaps between regions, rows past ntokens,
+ * words that hold only the padding at the end of a row) are then put back
+ * to the zeros the encoder wrote.
  *
  * Return: 0 when everything is clean or was corrected, -EBADMSG when some
  * word is uncorrectable (the rest is still corrected), -EINVAL when the
@@ -231,7 +234,10 @@ int kvmem_page_scrub(void *page, const struct kvmem_geometry *g,
  * @counts: if not NULL, receives what was found; corrected counts say what
  *          a scrub would correct
  *
- * Also checks the CRC of a sealed page when every word is clean.
+ * Also checks the CRC of a sealed page when every word is clean, over the
+ * page as its values depend on it: bytes that carry no value (see
+ * kvmem_page_scrub()) count as the zeros the encoder wrote, so a changed
+ * padding byte is not an error.
  *
  * Return: 0 when every word is clean (and the CRC matches), -EBADMSG when
  * some word would need correcting or is uncorrectable or the CRC does not
