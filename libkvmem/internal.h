@@ -133,13 +133,14 @@ const uint8_t *kvmem__page_rows_cw4(
 	struct kvmem_ecc_counts *c, void *scratch);
 /*
  * A page's padding (page.c: page_runs()): kvmem__page_tidy() puts back the
- * zeros the encoder wrote there (returns how many bytes it changed), and
- * kvmem__page_crc() is the CRC-32C of the page after its header as if it
- * had: what the values depend on, the same as the header's CRC for a page
- * as it was sealed.
+ * zeros the encoder wrote there, in the bytes [@from, @to) of the page
+ * (returns how many bytes it changed), and kvmem__page_crc() is the
+ * CRC-32C of the page after its header as if it had: what the values
+ * depend on, the same as the header's CRC for a page as it was sealed.
  */
 size_t kvmem__page_tidy(uint8_t *page, const struct kvmem_geometry *g,
-			const struct kvmem_page_layout *l, uint32_t ntokens);
+			const struct kvmem_page_layout *l, uint32_t ntokens,
+			size_t from, size_t to);
 uint32_t kvmem__page_crc(const uint8_t *page, const struct kvmem_geometry *g,
 			 const struct kvmem_page_layout *l, uint32_t ntokens);
 /*

@@ -683,14 +683,27 @@ out:
  * (the scales, and the codewords of rows [0, ntokens) that hold a value
  * bit) or all padding (the gaps, the rows past ntokens, the codewords at
  * the end of a row that hold only padding bits). The encoder writes
- * padding as zeros, and a zero word is a codeword of every codec.
+ * padding as zeros, and a zero word is a codeword of every codec. Only the
+ * parts inside the window [from, to) are passed on, and only the rows
+ * that meet it are looked at, so a walk in windows costs the page once.
  */
 struct runs {
 	void (*fn)(void *ctx, size_t off, size_t len, int pad);
 	void *ctx;
+	size_t from, to;
 	size_t off, len;
 	int pad;
 };
+
+static void run_flush(struct runs *r)
+{
+	size_t a = r->off > r->from ? r->off : r->from;
+	size_t b = r->off + r->len < r->to ? r->off + r->len : r->to;
+
+	if (a < b)
+		r->fn(r->ctx, a, b - a, r->pad);
+	r->len = 0;
+}
 
 static void run_add(struct runs *r, size_t off, size_t len, int pad)
 {
@@ -701,14 +714,32 @@ static void run_add(struct runs *r, size_t off, size_t len, int pad)
 		return;
 	}
 	if (r->len)
-		r->fn(r->ctx, r->off, r->len, r->pad);
+		run_flush(r);
 	r->off = off;
 	r->len = len;
 	r->pad = pad;
 }
 
+/* Rows [0, nrows) of a block at @off that meet the window, in order. */
+static void block_runs(struct runs *r, size_t off, size_t nrows, size_t rb,
+		       size_t tpp, uint32_t ntokens, size_t vbytes)
+{
+	size_t i = r->from > off ? (r->from - off) / rb : 0;
+	size_t end = r->to > off ? (r->to - off + rb - 1) / rb : 0;
+
+	for (end = end < nrows ? end : nrows; i < end; i++) {
+		if (i % tpp >= ntokens) {
+			run_add(r, off + i * rb, rb, 1);
+			continue;
+		}
+		run_add(r, off + i * rb, vbytes, 0);
+		run_add(r, off + i * rb + vbytes, rb - vbytes, 1);
+	}
+}
+
 static void page_runs(const struct kvmem_geometry *g,
 		      const struct kvmem_page_layout *l, uint32_t ntokens,
+		      size_t from, size_t to,
 		      void (*fn)(void *ctx, size_t off, size_t len, int pad),
 		      void *ctx)
 {
@@ -716,33 +747,22 @@ static void page_runs(const struct kvmem_geometry *g,
 	const unsigned int bits = kvmem_format_get(l->format)->bits;
 	const size_t vbytes = ((size_t)g->head_dim * bits + ci->data_bits - 1) /
 			      ci->data_bits * ci->word_bytes;
-	const size_t tpp = g->tokens_per_page, rb = l->row_bytes;
+	const size_t rows = (size_t)g->kv_heads * g->tokens_per_page;
+	const size_t blk = rows * l->row_bytes;
 	const size_t scales_end = l->scales_off + (size_t)l->scale_words * 9;
-	struct runs r = { .fn = fn, .ctx = ctx };
-	size_t blk, h, t, off;
-	int is_v;
+	struct runs r = { .fn = fn, .ctx = ctx, .from = from, .to = to };
 
 	run_add(&r, KVMEM_HDR_BYTES, l->scales_off - KVMEM_HDR_BYTES, 1);
 	run_add(&r, l->scales_off, scales_end - l->scales_off, 0);
 	run_add(&r, scales_end, l->k_off - scales_end, 1);
-	for (is_v = 0; is_v < 2; is_v++) {
-		off = is_v ? l->v_off : l->k_off;
-		blk = g->kv_heads * tpp * rb;
-		for (h = 0; h < g->kv_heads; h++) {
-			for (t = 0; t < ntokens; t++) {
-				run_add(&r, off + (h * tpp + t) * rb, vbytes,
-					0);
-				run_add(&r, off + (h * tpp + t) * rb + vbytes,
-					rb - vbytes, 1);
-			}
-			run_add(&r, off + (h * tpp + ntokens) * rb,
-				(tpp - ntokens) * rb, 1);
-		}
-		run_add(&r, off + blk,
-			(is_v ? l->size : l->v_off) - (off + blk), 1);
-	}
+	block_runs(&r, l->k_off, rows, l->row_bytes, g->tokens_per_page,
+		   ntokens, vbytes);
+	run_add(&r, l->k_off + blk, l->v_off - l->k_off - blk, 1);
+	block_runs(&r, l->v_off, rows, l->row_bytes, g->tokens_per_page,
+		   ntokens, vbytes);
+	run_add(&r, l->v_off + blk, l->size - l->v_off - blk, 1);
 	if (r.len)
-		fn(ctx, r.off, r.len, r.pad);
+		run_flush(&r);
 }
 
 struct tidy {
@@ -753,25 +773,37 @@ struct tidy {
 static void tidy_run(void *ctx, size_t off, size_t len, int pad)
 {
 	struct tidy *t = ctx;
-	size_t i;
+	size_t i = off, end = off + len;
+	uint64_t w;
 
 	if (!pad)
 		return;
-	for (i = off; i < off + len; i++)
+	while (i < end) {
+		/* Padding is almost always zero already: look 8 at a time. */
+		if (!(i % 8) && end - i >= 8) {
+			memcpy(&w, t->page + i, 8);
+			if (!w) {
+				i += 8;
+				continue;
+			}
+		}
 		if (t->page[i]) {
 			/* A reader never decodes padding; one store each
 			 * all the same, as the scrubber's corrections. */
 			__atomic_store_n(&t->page[i], 0, __ATOMIC_RELAXED);
 			t->changed++;
 		}
+		i++;
+	}
 }
 
 size_t kvmem__page_tidy(uint8_t *page, const struct kvmem_geometry *g,
-			const struct kvmem_page_layout *l, uint32_t ntokens)
+			const struct kvmem_page_layout *l, uint32_t ntokens,
+			size_t from, size_t to)
 {
 	struct tidy t = { .page = page };
 
-	page_runs(g, l, ntokens, tidy_run, &t);
+	page_runs(g, l, ntokens, from, to, tidy_run, &t);
 	return t.changed;
 }
 
@@ -801,7 +833,7 @@ uint32_t kvmem__page_crc(const uint8_t *page, const struct kvmem_geometry *g,
 {
 	struct crc c = { .page = page };
 
-	page_runs(g, l, ntokens, crc_run, &c);
+	page_runs(g, l, ntokens, 0, l->size, crc_run, &c);
 	return c.crc;
 }
 
@@ -919,7 +951,7 @@ static int page_walk(void *page, const struct kvmem_geometry *g,
 		ret = -EBADMSG;
 	/* A sealed page is immutable: its padding can be put back. */
 	if (write && hdr.flags & KVMEM_HDR_SEALED)
-		kvmem__page_tidy(page, g, &l, hdr.ntokens);
+		kvmem__page_tidy(page, g, &l, hdr.ntokens, 0, l.size);
 out:
 	free(buf);
 	if (counts)

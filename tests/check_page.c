@@ -1844,9 +1844,9 @@ static void padding_case(const struct kvmem_geometry *g, int hot, uint32_t ntok,
 {
 	struct pcase pc;
 	struct decoded clean, d;
-	uint8_t *clean_page;
+	uint8_t *clean_page, *spoiled;
 	unsigned int flips;
-	size_t i;
+	size_t i, from, to, tidied = 0;
 
 	case_setup(&pc, g, hot, ntok, KVMEM_HDR_SEALED, seed);
 	clean_page = kvmem_check_xmalloc(pc.l.size);
@@ -1866,6 +1866,23 @@ static void padding_case(const struct kvmem_geometry *g, int hot, uint32_t ntok,
 			  "%s: V value %zu", pc.name, i);
 	}
 	decoded_free(&d);
+	/* Put back in windows of any size, as kvmemd does a step at a
+	 * time: the same as a scrub of the whole page. */
+	spoiled = kvmem_check_xmalloc(pc.l.size);
+	memcpy(spoiled, pc.page, pc.l.size);
+	for (from = 0; from < pc.l.size; from = to) {
+		to = from + 1 + kvmem_rng_below(&pc.rng, 3000);
+		if (to > pc.l.size)
+			to = pc.l.size;
+		tidied +=
+			kvmem__page_tidy(spoiled, g, &pc.l, pc.ntok, from, to);
+	}
+	EXPECT_MEM(spoiled, clean_page, pc.l.size,
+		   "%s: tidied in windows after %u padding flips", pc.name,
+		   flips);
+	EXPECT(tidied > 0 && tidied <= flips, "%s: %zu bytes tidied", pc.name,
+	       tidied);
+	free(spoiled);
 	kvmem_page_scrub(pc.page, g, NULL);
 	EXPECT_MEM(pc.page, clean_page, pc.l.size,
 		   "%s: scrubbed after %u padding flips", pc.name, flips);
