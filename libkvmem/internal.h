@@ -144,12 +144,13 @@ size_t kvmem__page_tidy(uint8_t *page, const struct kvmem_geometry *g,
 uint32_t kvmem__page_crc(const uint8_t *page, const struct kvmem_geometry *g,
 			 const struct kvmem_page_layout *l, uint32_t ntokens);
 /*
- * Make every value of a page read as lost: the scales and the payload
- * become words their decoders report uncorrectable (see poison_word()).
- * The header is left as it is.
+ * Make every value of a page of @ntokens tokens read as lost: the scales
+ * and the words of the payload that hold values become words their
+ * decoders report uncorrectable (see poison_word()). The header and the
+ * padding are left as they are.
  */
 void kvmem__page_poison(uint8_t *page, const struct kvmem_geometry *g,
-			const struct kvmem_page_layout *l);
+			const struct kvmem_page_layout *l, uint32_t ntokens);
 /* Write token @t of a hot page; @row holds one row's data bytes. */
 void kvmem__page_put_token(const struct kvmem_geometry *g,
 			   const struct kvmem_page_layout *l, uint8_t *page,

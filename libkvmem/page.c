@@ -861,27 +861,34 @@ static void poison_word(int codec, uint8_t *w)
 	}
 }
 
-static void poison_region(uint8_t *p, int codec, size_t nwords)
+struct poison {
+	uint8_t *page;
+	const struct kvmem_page_layout *l;
+};
+
+/* A value run lies in one region and holds whole words of its codec. */
+static void poison_run(void *ctx, size_t off, size_t len, int pad)
 {
+	const struct poison *ps = ctx;
+	const int codec =
+		off < ps->l->k_off ? KVMEM_CODEC_SECDED72 : ps->l->codec;
 	const unsigned int wb = kvmem_codec_get(codec)->word_bytes;
 	uint8_t w[16];
 	size_t i;
 
+	if (pad)
+		return;
 	poison_word(codec, w);
-	for (i = 0; i < nwords; i++)
-		memcpy(p + i * wb, w, wb);
+	for (i = 0; i + wb <= len; i += wb)
+		memcpy(ps->page + off + i, w, wb);
 }
 
 void kvmem__page_poison(uint8_t *page, const struct kvmem_geometry *g,
-			const struct kvmem_page_layout *l)
+			const struct kvmem_page_layout *l, uint32_t ntokens)
 {
-	const size_t block =
-		(size_t)g->kv_heads * g->tokens_per_page * l->row_words;
+	struct poison ps = { .page = page, .l = l };
 
-	poison_region(page + l->scales_off, KVMEM_CODEC_SECDED72,
-		      l->scale_words);
-	poison_region(page + l->k_off, l->codec, block);
-	poison_region(page + l->v_off, l->codec, block);
+	page_runs(g, l, ntokens, 0, l->size, poison_run, &ps);
 }
 
 /*

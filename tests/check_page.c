@@ -1935,13 +1935,24 @@ START_TEST(test_page_poison_erases_every_value)
 		struct pcase pc;
 		struct decoded d;
 		struct kvmem_page_hdr got;
+		uint8_t *before;
 		size_t i;
 
 		if (hot && codec != fmt)
 			continue;
-		case_setup(&pc, &g, hot, g.tokens_per_page, KVMEM_HDR_SEALED,
-			   seed++);
-		kvmem__page_poison(pc.page, &g, &pc.l);
+		/* A partial page too: its rows past ntokens stay padding. */
+		case_setup(&pc, &g, hot,
+			   hot ? (g.tokens_per_page + 1) / 2
+			       : g.tokens_per_page,
+			   KVMEM_HDR_SEALED, seed++);
+		before = kvmem_check_xmalloc(pc.l.size);
+		memcpy(before, pc.page, pc.l.size);
+		kvmem__page_poison(pc.page, &g, &pc.l, pc.ntok);
+		/* Only value words changed: header and padding did not. */
+		ck_assert_int_eq(memcmp(pc.page, before, HDR_BYTES), 0);
+		ck_assert_uint_eq(kvmem__page_tidy(pc.page, &g, &pc.l, pc.ntok,
+						   0, pc.l.size),
+				  0);
 		ck_assert_int_eq(
 			kvmem_page_read_header(pc.page, &g, &got, NULL), 0);
 		EXPECT_MEM(&got, &pc.hexp, sizeof(got), "%s: header", pc.name);
@@ -1953,6 +1964,7 @@ START_TEST(test_page_poison_erases_every_value)
 		EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL), -EBADMSG, "%s",
 			  pc.name);
 		decoded_free(&d);
+		free(before);
 		case_free(&pc);
 	}
 }
