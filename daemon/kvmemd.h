@@ -171,6 +171,7 @@ struct kvmemd_counters {
 
 struct kvmemd_ras;
 struct kvmemd_tier;
+struct kvmemd_check;
 
 struct kvmemd {
 	struct kvmemd_config cfg;
@@ -263,10 +264,17 @@ struct kvmemd_ratelimit {
 int kvmemd_ras_init(struct kvmemd *d);
 /* Save the counters and free everything. */
 void kvmemd_ras_exit(struct kvmemd *d);
-/* Verify-on-seal: scrub the slot at @unit just sealed. */
+/* Verify-on-seal: check the slot at @unit just sealed (s->seal_check);
+ * kvmemd_ras_run() runs it, and the session takes no SQE until it is over. */
 void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit);
-/* A page just read back from the store into @unit: check, correct, report. */
-void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit);
+/* Set up @c to check a page just read back from the store into @unit,
+ * whose bytes had CRC-32C @store_crc when they were written. */
+void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
+		       uint32_t store_crc, struct kvmemd_check *c);
+/* Run @c for about *@budget bytes of work, taken from it. Return: 1 when
+ * the check is over (or its slot was freed), 0 when the budget ran out. */
+int kvmemd_ras_check_step(struct kvmemd_session *s, struct kvmemd_check *c,
+			  uint64_t *budget);
 /*
  * kvmemd_ras_run() - scrub for a bounded while if the rate allows
  * Return: CLOCK_MONOTONIC ns when it wants to run next (@now: at once), or

@@ -64,9 +64,9 @@ enum region { REGION_HEADER, REGION_SCALES, REGION_PAYLOAD, REGION_NR };
 static const char *const region_names[REGION_NR] = { "header", "scales",
 						     "payload" };
 
-enum ev_kind { EV_UE, EV_CRC, EV_MISMATCH, EV_NR };
+enum ev_kind { EV_UE, EV_CRC, EV_MISMATCH, EV_LOST, EV_NR };
 static const char *const kind_names[EV_NR] = { "uncorrectable", "crc",
-					       "mismatch" };
+					       "mismatch", "lost" };
 
 enum source { SRC_PATROL, SRC_ONDEMAND, SRC_SEAL, SRC_RELOAD, SRC_NR };
 static const char *const source_names[SRC_NR] = { "patrol", "ondemand", "seal",
@@ -90,7 +90,10 @@ struct pass {
 	uint64_t started_ns, started_mono;
 	double duration;
 	uint64_t bytes, pages, ce, ue, crc, degraded, restored;
+	uint64_t padding; /* bytes that carry no value, put back */
 	uint64_t words[KVMEM_CODEC_NR], ce_words[KVMEM_CODEC_NR];
+	struct kvmemd_check job; /* the page under the cursor */
+	int in_job;
 };
 
 struct kvmemd_ras {
@@ -116,6 +119,7 @@ struct kvmemd_ras {
 	double patrol_interval; /* seconds between the last two starts */
 	uint64_t passes, bytes_total, pages_total;
 	void *waiter; /* the admin request an on-demand pass answers */
+	uint32_t check_next; /* the session whose seal check goes first */
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -436,7 +440,10 @@ static void record_event(struct kvmemd *d, const struct ras_event *e)
 		   region_names[e->region], e->words,
 		   e->restored	      ? "restored"
 		   : e->kind == EV_UE ? "values rebuilt from neighbours on read"
-				      : "page marked degraded",
+		   : e->kind == EV_LOST
+			   ? "the page came back as something else: all its "
+			     "values erased"
+			   : "page marked degraded",
 		   source_names[e->source]);
 }
 
@@ -592,93 +599,92 @@ static void page_event(struct kvmemd *d, struct kvmemd_session *s,
 	record_event(d, e);
 }
 
-/*
- * Scrub one region of a page into @wc. The rows of tokens a page does not
- * hold (past ntokens, in a partial page) are codewords too and get
- * corrected, but an uncorrectable one there takes no value away and is
- * not counted.
- */
-static void scrub_region(const struct kvmemd_session *s, const struct slot *sl,
-			 uint8_t *page, const struct region_def *rg,
-			 struct kvmem_ecc_counts *wc)
-{
-	const struct kvmem_page_layout *l = &s->layout[sl->kind];
-	const size_t tpp = s->g.tokens_per_page;
-	struct kvmem_ecc_counts c;
-	uint8_t *row;
-	uint32_t h;
+enum check_phase {
+	PH_STORE, /* reload: the page as it was written? */
+	PH_SCALES, /* codewords scrubbed, region by region */
+	PH_K,
+	PH_V,
+	PH_TIDY, /* padding put back */
+	PH_HEADER, /* header restored, new uncorrectable words reported */
+	PH_CRC, /* the CRC of the seal */
+	PH_DONE,
+};
 
-	if (rg->region != REGION_PAYLOAD) {
-		kvmem_ecc_scrub(rg->codec, page + rg->off, rg->nwords, wc, NULL,
-				0);
+/* Work one step does at most: the rings wait meanwhile. */
+#define CHECK_CHUNK (64u << 10)
+
+static void check_start(const struct kvmemd_session *s,
+			struct kvmemd_check *c, uint32_t unit, enum source src)
+{
+	memset(c, 0, sizeof(*c));
+	c->unit = unit;
+	c->seal = s->slots[unit].seal;
+	c->src = (uint8_t)src;
+	c->phase = src == SRC_RELOAD ? PH_STORE : PH_SCALES;
+}
+
+static void mark_degraded(struct kvmemd_session *s, struct slot *sl,
+			  struct pass *p)
+{
+	if (sl->flags & SLOT_DEGRADED)
 		return;
-	}
-	memset(wc, 0, sizeof(*wc));
-	for (h = 0; h < s->g.kv_heads; h++) {
-		row = page + rg->off + h * tpp * l->row_bytes;
-		kvmem_ecc_scrub(rg->codec, row, sl->ntokens * l->row_words, &c,
-				NULL, 0);
-		kvmem__counts_add(wc, &c);
-		kvmem_ecc_scrub(rg->codec, row + sl->ntokens * l->row_bytes,
-				(tpp - sl->ntokens) * l->row_words, &c, NULL,
-				0);
-		c.uncorrectable = 0;
-		kvmem__counts_add(wc, &c);
-	}
+	sl->flags |= SLOT_DEGRADED;
+	s->ndegraded++;
+	p->degraded++;
 }
 
 /*
- * Scrub the sealed slot at unit @u: correct what can be corrected, restore
- * a damaged header, count and report the rest. Only new uncorrectable words
- * are counted: a word stays uncorrectable, and the next pass sees it again.
+ * The codewords are scrubbed: write the header back from the seal record
+ * if it differs, and count and report the uncorrectable words the
+ * scrubber did not know of. Only new ones are counted: a word stays
+ * uncorrectable, and the next pass sees it again.
  */
-static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
-		       struct pass *p)
+static void check_report(struct kvmemd *d, struct kvmemd_session *s,
+			 struct kvmemd_check *c, struct pass *p)
 {
 	struct kvmemd_ras *r = d->ras;
-	struct slot *sl = &s->slots[u];
-	uint8_t *page = session_page(s, u);
-	enum tier tier = slot_tier(sl, p->kind);
-	enum kvmemd_pool_kind pool = src_pool(p->kind);
-	struct ras_count *cnt;
+	struct slot *sl = &s->slots[c->unit];
+	enum tier tier = slot_tier(sl, c->src);
+	enum kvmemd_pool_kind pool = src_pool(c->src);
 	struct region_def rg[4];
-	struct kvmem_ecc_counts wc;
-	uint64_t ue[REGION_NR] = { 0 };
+	struct ras_count *cnt;
 	struct ras_event e;
 	size_t i;
 
 	slot_regions(s, sl->kind, rg);
-	for (i = 0; i < ARRAY_SIZE(rg); i++) {
-		scrub_region(s, sl, page, &rg[i], &wc);
-		cnt = &r->vol[pool][tier][rg[i].codec];
-		cnt->ce += wc.corrected;
-		r->agg[pool][tier][rg[i].codec].ce += wc.corrected;
-		r->agg_dirty |= wc.corrected > 0;
-		s->ce += wc.corrected;
-		p->ce += wc.corrected;
+	for (i = 0; i < ARRAY_SIZE(rg); i++)
 		p->words[rg[i].codec] += rg[i].nwords;
-		p->ce_words[rg[i].codec] += wc.corrected;
-		ue[rg[i].region] += wc.uncorrectable;
-	}
-	p->bytes += slot_bytes(s, sl->kind);
-	p->pages++;
+	p->ce_words[KVMEM_CODEC_SECDED72] +=
+		c->ce[REGION_HEADER] + c->ce[REGION_SCALES];
+	p->ce_words[rg[2].codec] += c->ce[REGION_PAYLOAD];
+	for (i = 0; i < REGION_NR; i++) {
+		int codec = i == REGION_PAYLOAD ? rg[2].codec
+						: KVMEM_CODEC_SECDED72;
 
-	if (restore_header(s, sl, page)) {
+		r->vol[pool][tier][codec].ce += c->ce[i];
+		r->agg[pool][tier][codec].ce += c->ce[i];
+		r->agg_dirty |= c->ce[i] > 0;
+		s->ce += c->ce[i];
+		p->ce += c->ce[i];
+	}
+	p->padding += c->tidied;
+
+	if (restore_header(s, sl, session_page(s, c->unit))) {
 		memset(&e, 0, sizeof(e));
 		e.codec = KVMEM_CODEC_SECDED72;
 		e.region = REGION_HEADER;
-		e.words = (uint32_t)ue[REGION_HEADER];
-		e.kind = ue[REGION_HEADER] ? EV_UE : EV_MISMATCH;
+		e.words = (uint32_t)c->ue[REGION_HEADER];
+		e.kind = c->ue[REGION_HEADER] ? EV_UE : EV_MISMATCH;
 		e.restored = 1;
 		p->restored++;
-		p->ue += ue[REGION_HEADER];
-		s->ue += ue[REGION_HEADER];
+		p->ue += c->ue[REGION_HEADER];
+		s->ue += c->ue[REGION_HEADER];
 		cnt = &r->vol[pool][tier][KVMEM_CODEC_SECDED72];
-		cnt->ue += ue[REGION_HEADER];
+		cnt->ue += c->ue[REGION_HEADER];
 		r->agg[pool][tier][KVMEM_CODEC_SECDED72].ue +=
-			ue[REGION_HEADER];
+			c->ue[REGION_HEADER];
 		r->agg_dirty = 1;
-		page_event(d, s, sl, &e, p->kind);
+		page_event(d, s, sl, &e, c->src);
 	}
 
 	for (i = REGION_SCALES; i <= REGION_PAYLOAD; i++) {
@@ -688,79 +694,275 @@ static void scrub_slot(struct kvmemd *d, struct kvmemd_session *s, uint32_t u,
 					       : s->layout[sl->kind].codec;
 		uint64_t fresh;
 
-		if (ue[i] <= *known)
+		if (c->ue[i] <= *known)
 			continue;
-		fresh = ue[i] - *known;
-		*known = (uint32_t)ue[i];
+		fresh = c->ue[i] - *known;
+		*known = (uint32_t)c->ue[i];
 		r->vol[pool][tier][codec].ue += fresh;
 		r->agg[pool][tier][codec].ue += fresh;
 		r->agg_dirty = 1;
 		s->ue += fresh;
 		p->ue += fresh;
-		if (!(sl->flags & SLOT_DEGRADED)) {
-			sl->flags |= SLOT_DEGRADED;
-			s->ndegraded++;
-			p->degraded++;
-		}
+		mark_degraded(s, sl, p);
 		memset(&e, 0, sizeof(e));
 		e.codec = (uint8_t)codec;
 		e.region = (uint8_t)i;
 		e.words = (uint32_t)fresh;
 		e.kind = EV_UE;
-		page_event(d, s, sl, &e, p->kind);
+		page_event(d, s, sl, &e, c->src);
 	}
+}
 
-	/* Errors the codes cannot see (a word miscorrected, padding changed)
-	 * still change the CRC; it is reported once per page. */
-	if (ue[REGION_SCALES] || ue[REGION_PAYLOAD] || sl->flags & SLOT_CRC_BAD)
-		return;
-	if (kvmem_crc32c(0, page + KVMEM_HDR_BYTES,
-			 slot_bytes(s, sl->kind) - KVMEM_HDR_BYTES) == sl->crc)
-		return;
+/*
+ * A page read back from the store that is not the page that was written
+ * (its CRC differs after every correction the codes could make: a zeroed
+ * or stale extent, another page, a burst of garbage). Its values cannot be
+ * told from right ones, so every one of them is made to read as lost:
+ * clients rebuild them from neighbouring tokens or refuse them, and the
+ * header, still right, keeps the page in its sequence.
+ */
+static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
+		       struct kvmemd_check *c, struct pass *p)
+{
+	struct slot *sl = &s->slots[c->unit];
+	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	struct ras_event e;
+
+	kvmem__page_poison(session_page(s, c->unit), &s->g, l, sl->ntokens);
+	c->lost = 1;
+	/* Every word now reads uncorrectable: none is news to the patrol. */
+	sl->ue_scales = l->scale_words;
+	sl->ue_payload = 2 * s->g.kv_heads * s->g.tokens_per_page *
+			 l->row_words;
 	sl->flags |= SLOT_CRC_BAD;
-	if (!(sl->flags & SLOT_DEGRADED)) {
-		sl->flags |= SLOT_DEGRADED;
-		s->ndegraded++;
-		p->degraded++;
-	}
+	mark_degraded(s, sl, p);
 	s->crc++;
-	r->crc++;
+	d->ras->crc++;
+	p->crc++;
+	memset(&e, 0, sizeof(e));
+	e.codec = (uint8_t)l->codec;
+	e.region = REGION_PAYLOAD;
+	e.kind = EV_LOST;
+	page_event(d, s, sl, &e, c->src);
+}
+
+/* The CRC over the page after its header is in: compare it with the seal. */
+static void check_crc(struct kvmemd *d, struct kvmemd_session *s,
+		      struct kvmemd_check *c, struct pass *p)
+{
+	struct slot *sl = &s->slots[c->unit];
+	struct ras_event e;
+
+	if (c->crc == sl->crc)
+		return;
+	if (c->src == SRC_RELOAD) {
+		check_lose(d, s, c, p);
+		return;
+	}
+	/* A word miscorrected, or changed into another codeword: values may
+	 * be wrong, and the codes cannot say which. Reported once. */
+	sl->flags |= SLOT_CRC_BAD;
+	mark_degraded(s, sl, p);
+	s->crc++;
+	d->ras->crc++;
 	p->crc++;
 	memset(&e, 0, sizeof(e));
 	e.codec = (uint8_t)s->layout[sl->kind].codec;
 	e.region = REGION_PAYLOAD;
 	e.kind = EV_CRC;
-	page_event(d, s, sl, &e, p->kind);
+	page_event(d, s, sl, &e, c->src);
+}
+
+/*
+ * Scrub rows [r0, r1) of a K or V block at @blk. Every word is corrected,
+ * but a word no code can correct counts only where it holds a value: not
+ * in rows past ntokens, nor in the words at the end of a row that hold
+ * only padding (PH_TIDY puts those back).
+ */
+static void scrub_rows(const struct kvmemd_session *s, const struct slot *sl,
+		       uint8_t *blk, size_t r0, size_t r1,
+		       struct kvmem_ecc_counts *sum)
+{
+	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const struct kvmem_codec_info *ci = kvmem_codec_get(l->codec);
+	const size_t vw = ((size_t)s->g.head_dim *
+				   kvmem_format_get(l->format)->bits +
+			   ci->data_bits - 1) /
+			  ci->data_bits;
+	const size_t tpp = s->g.tokens_per_page, rw = l->row_words;
+	struct kvmem_ecc_counts c;
+	size_t r = r0, t, end;
+
+	while (r < r1) {
+		t = r % tpp;
+		if (t >= sl->ntokens || vw == rw) {
+			/* A run of rows all of one kind. */
+			end = r - t + (t >= sl->ntokens ? tpp : sl->ntokens);
+			end = end < r1 ? end : r1;
+			kvmem_ecc_scrub(l->codec, blk + r * l->row_bytes,
+					(end - r) * rw, &c, NULL, 0);
+			if (t >= sl->ntokens)
+				c.uncorrectable = 0;
+			kvmem__counts_add(sum, &c);
+			r = end;
+			continue;
+		}
+		kvmem_ecc_scrub(l->codec, blk + r * l->row_bytes, vw, &c, NULL,
+				0);
+		kvmem__counts_add(sum, &c);
+		kvmem_ecc_scrub(l->codec,
+				blk + r * l->row_bytes + vw * ci->word_bytes,
+				rw - vw, &c, NULL, 0);
+		c.uncorrectable = 0;
+		kvmem__counts_add(sum, &c);
+		r++;
+	}
+}
+
+/* How much of @left fits in *@budget, at least one unit of @unit bytes. */
+static size_t take(uint64_t *budget, size_t left, size_t unit)
+{
+	size_t n = *budget / unit;
+
+	if (!n)
+		n = 1;
+	if (n > left)
+		n = left;
+	*budget = *budget > n * unit ? *budget - n * unit : 0;
+	return n;
+}
+
+static int check_step(struct kvmemd *d, struct kvmemd_session *s,
+		      struct kvmemd_check *c, struct pass *p, uint64_t *budget)
+{
+	struct slot *sl = &s->slots[c->unit];
+	uint8_t *page = session_page(s, c->unit);
+	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const size_t size = slot_bytes(s, sl->kind);
+	const size_t rows = (size_t)s->g.kv_heads * s->g.tokens_per_page;
+	struct kvmem_ecc_counts wc;
+	size_t n;
+
+	if (sl->state != SLOT_SEALED || sl->seal != c->seal)
+		return 1;
+	while (c->phase != PH_DONE && *budget) {
+		switch (c->phase) {
+		case PH_STORE:
+			n = take(budget, size - c->pos, 1);
+			c->crc = kvmem_crc32c(c->crc, page + c->pos, n);
+			c->pos += n;
+			if (c->pos < size)
+				break;
+			/* As it left: nothing happened to it out there. */
+			c->phase = c->crc == c->store_crc ? PH_DONE : PH_SCALES;
+			c->pos = 0;
+			c->crc = 0;
+			break;
+		case PH_SCALES:
+			n = take(budget, l->scale_words - c->pos, 9);
+			kvmem_ecc_scrub(KVMEM_CODEC_SECDED72,
+					page + l->scales_off + c->pos * 9, n,
+					&wc, NULL, 0);
+			c->ce[REGION_SCALES] += wc.corrected;
+			c->ue[REGION_SCALES] += wc.uncorrectable;
+			c->pos += n;
+			/* A patrol's rate counts a large page as it goes. */
+			p->bytes += n * 9;
+			c->counted += n * 9;
+			if (c->pos == l->scale_words) {
+				c->phase = PH_K;
+				c->pos = 0;
+			}
+			break;
+		case PH_K:
+		case PH_V:
+			n = take(budget, rows - c->pos, l->row_bytes);
+			memset(&wc, 0, sizeof(wc));
+			scrub_rows(s, sl,
+				   page + (c->phase == PH_K ? l->k_off
+							    : l->v_off),
+				   c->pos, c->pos + n, &wc);
+			c->ce[REGION_PAYLOAD] += wc.corrected;
+			c->ue[REGION_PAYLOAD] += wc.uncorrectable;
+			c->pos += n;
+			p->bytes += n * l->row_bytes;
+			c->counted += n * l->row_bytes;
+			if (c->pos == rows) {
+				c->phase++;
+				c->pos = 0;
+			}
+			break;
+		case PH_TIDY:
+			n = take(budget, size - c->pos, 1);
+			c->tidied += kvmem__page_tidy(page, &s->g, l,
+						      sl->ntokens, c->pos,
+						      c->pos + n);
+			c->pos += n;
+			if (c->pos == size) {
+				c->phase = PH_HEADER;
+				c->pos = 0;
+			}
+			break;
+		case PH_HEADER:
+			kvmem_ecc_scrub(KVMEM_CODEC_SECDED72, page,
+					KVMEM_HDR_WORDS, &wc, NULL, 0);
+			c->ce[REGION_HEADER] = wc.corrected;
+			c->ue[REGION_HEADER] = wc.uncorrectable;
+			check_report(d, s, c, p);
+			c->phase = PH_CRC;
+			c->pos = KVMEM_HDR_BYTES;
+			if (c->src == SRC_RELOAD &&
+			    (c->ue[REGION_SCALES] || c->ue[REGION_PAYLOAD])) {
+				/* It changed out there, and not only by
+				 * flips the codes could undo. */
+				check_lose(d, s, c, p);
+				c->phase = PH_DONE;
+			} else if (c->src != SRC_RELOAD &&
+				   (c->ue[REGION_SCALES] ||
+				    c->ue[REGION_PAYLOAD] ||
+				    sl->flags & SLOT_CRC_BAD)) {
+				/* Degraded and reported already. */
+				c->phase = PH_DONE;
+			}
+			break;
+		case PH_CRC:
+			n = take(budget, size - c->pos, 1);
+			c->crc = kvmem_crc32c(c->crc, page + c->pos, n);
+			c->pos += n;
+			if (c->pos < size)
+				break;
+			check_crc(d, s, c, p);
+			c->phase = PH_DONE;
+			break;
+		}
+	}
+	if (c->phase != PH_DONE)
+		return 0;
+	p->bytes += size - c->counted;
+	p->pages++;
+	return 1;
 }
 
 void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit)
 {
-	struct pass p = { .kind = SRC_SEAL };
-
-	scrub_slot(s->d, s, unit, &p);
+	check_start(s, &s->seal_check, unit, SRC_SEAL);
+	s->checking = 1;
 }
 
-/*
- * A page read back from the store: when its CRC and header are what they
- * were at seal, it came back as it left; otherwise scrub it, which corrects
- * what the codes can, restores the header and reports the rest.
- */
-void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit)
+void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
+		       uint32_t store_crc, struct kvmemd_check *c)
 {
-	const struct slot *sl = &s->slots[unit];
-	const uint8_t *page = session_page(s, unit);
-	uint8_t raw[KVMEM_HDR_BYTES], want[KVMEM_HDR_BYTES];
-	struct kvmem_page_hdr good;
-	struct pass p = { .kind = SRC_RELOAD };
+	check_start(s, c, unit, SRC_RELOAD);
+	c->store_crc = store_crc;
+}
 
-	slot_header(s, sl, &good);
-	kvmem__hdr_encode(want, &good);
-	memcpy(raw, page, sizeof(raw));
-	if (!memcmp(raw, want, sizeof(raw)) &&
-	    kvmem_crc32c(0, page + KVMEM_HDR_BYTES,
-			 slot_bytes(s, sl->kind) - KVMEM_HDR_BYTES) == sl->crc)
-		return;
-	scrub_slot(s->d, s, unit, &p);
+int kvmemd_ras_check_step(struct kvmemd_session *s, struct kvmemd_check *c,
+			  uint64_t *budget)
+{
+	/* Checks at seal and reload count in the totals, not in a pass. */
+	struct pass p = { .kind = (enum source)c->src };
+
+	return check_step(s->d, s, c, &p, budget);
 }
 
 /* ---- passes ----------------------------------------------------------- */
@@ -787,12 +989,12 @@ static void pass_start(struct pass *p, enum source kind,
 }
 
 /*
- * Scrub about @budget bytes of @p from its cursor on. Return: 1 when the
- * pass is complete, 0 when it stopped at the budget.
+ * Scrub about @budget bytes of work of @p from its cursor on, a page at a
+ * time (a page may take several calls). Return: 1 when the pass is
+ * complete, 0 when it stopped at the budget.
  */
 static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 {
-	uint64_t start = p->bytes;
 	unsigned int visits = 0;
 	struct kvmemd_session *s;
 	struct seq *q;
@@ -807,34 +1009,45 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 			/* The session under the cursor is gone. */
 			p->session = s->id;
 			p->pos = 0;
+			p->in_job = 0;
 		}
 		if (p->t.type == KVMEMD_TARGET_SEQ) {
 			q = session_seq(s, p->t.seq);
 			if (!q)
 				return 1;
-			while (p->pos < q->n) {
+			for (; p->pos < q->n; p->pos++) {
 				const struct page *pg =
-					&s->pages[q->pages[p->pos++]];
+					&s->pages[q->pages[p->pos]];
 
 				/* Pages on the store are checked when they
 				 * come back. */
-				if (pg->state == PAGE_RESIDENT ||
-				    pg->state == PAGE_WRITING)
-					scrub_slot(d, s, pg->unit, p);
-				if (p->bytes - start >= budget)
+				if (!p->in_job &&
+				    (pg->state == PAGE_RESIDENT ||
+				     pg->state == PAGE_WRITING)) {
+					check_start(s, &p->job, pg->unit,
+						    p->kind);
+					p->in_job = 1;
+				}
+				if (p->in_job &&
+				    !check_step(d, s, &p->job, p, &budget))
 					return 0;
+				p->in_job = 0;
 			}
 			return 1;
 		}
 		while (p->pos < s->top) {
 			sl = &s->slots[p->pos];
-			if (sl->state == SLOT_SEALED)
-				scrub_slot(d, s, p->pos, p);
+			if (!p->in_job && sl->state == SLOT_SEALED) {
+				check_start(s, &p->job, p->pos, p->kind);
+				p->in_job = 1;
+			}
+			if (p->in_job && !check_step(d, s, &p->job, p, &budget))
+				return 0;
+			p->in_job = 0;
 			p->pos += sl->state == SLOT_NONE
 					  ? 1
 					  : s->slot_units[sl->kind];
-			if (p->bytes - start >= budget ||
-			    ++visits >= STEP_UNITS)
+			if (!budget || ++visits >= STEP_UNITS)
 				return 0;
 		}
 		p->session = s->id + 1;
@@ -901,13 +1114,43 @@ static int patrol_on(const struct kvmemd *d)
 
 static void answer(struct kvmemd *d, const struct pass *p);
 
+/*
+ * The checks of pages just sealed, STEP_BYTES of work a pass, the sessions
+ * in turn from where the last pass stopped. Return: 1 when some remain.
+ */
+static int seal_checks(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = d->ras;
+	uint64_t budget = STEP_BYTES;
+	struct kvmemd_session *s;
+	int round, later, left = 0;
+
+	for (round = 0; round < 2; round++)
+		for (s = d->sessions; s; s = s->next) {
+			later = s->id >= r->check_next;
+			if (!s->checking || later != !round)
+				continue;
+			if (budget &&
+			    kvmemd_ras_check_step(s, &s->seal_check, &budget)) {
+				s->checking = 0;
+				continue;
+			}
+			if (!left)
+				r->check_next = s->id;
+			left = 1;
+		}
+	return left;
+}
+
 uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 {
 	static const struct kvmemd_target pool = { KVMEMD_TARGET_POOL };
 	struct kvmemd_ras *r = d->ras;
+	uint64_t before, next = UINT64_MAX;
 	double burst, spent;
-	uint64_t before;
 
+	if (seal_checks(d))
+		next = now;
 	if (r->ondemand.active) {
 		if (pass_step(d, &r->ondemand, 4 * STEP_BYTES)) {
 			pass_end(d, &r->ondemand);
@@ -919,11 +1162,11 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 		r->patrol.active = 0;
 		r->tokens = 0;
 		r->refill_mono = now;
-		return UINT64_MAX;
+		return next;
 	}
 	if (!r->patrol.active) {
 		if (now < r->idle_until)
-			return r->idle_until;
+			return next < r->idle_until ? next : r->idle_until;
 		if (r->last_patrol.started_mono)
 			r->patrol_interval =
 				secs(now - r->last_patrol.started_mono);
@@ -952,7 +1195,7 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 		spent = (double)(r->patrol.bytes - before);
 		r->tokens -= spent;
 	}
-	if (r->tokens > 0)
+	if (r->tokens > 0 || next == now)
 		return now;
 	return now + (uint64_t)(-r->tokens / r->rate * 1e9) + 1;
 }
@@ -988,6 +1231,7 @@ static void pass_json(struct jw *w, const char *key, const struct pass *p,
 	jw_u64(w, "crc", p->crc);
 	jw_u64(w, "degraded_pages", p->degraded);
 	jw_u64(w, "restored_pages", p->restored);
+	jw_u64(w, "padding", p->padding);
 	jw_close(w, '}');
 }
 

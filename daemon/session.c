@@ -706,6 +706,7 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	sl->crc = h.crc;
 	sl->generation = h.generation;
 	sl->hdr_flags = (uint8_t)h.flags;
+	sl->seal = ++s->seals;
 	s->nopen--;
 	s->nsealed++;
 	s->sealed_bytes += slot_bytes(s, sl->kind);
@@ -977,8 +978,9 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 		return -EPROTO;
 	}
 	/* Ops that wait hold a CQE each: a client cannot make the daemon
-	 * owe more completions than its CQ holds. */
-	while (s->sq_head != tail && n < budget &&
+	 * owe more completions than its CQ holds. A page just sealed is
+	 * checked before anything after it is taken (kvmemd_ras_seal()). */
+	while (s->sq_head != tail && n < budget && !s->checking &&
 	       s->cq_tail - cq_head + s->nwaits < s->cq_entries) {
 		memcpy(&e, &s->sqes[s->sq_head & (s->sq_entries - 1)],
 		       sizeof(e));

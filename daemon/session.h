@@ -41,7 +41,32 @@ struct slot {
 	uint32_t crc;
 	/* uncorrectable words the scrubber already reported */
 	uint32_t ue_scales, ue_payload;
+	uint32_t seal; /* which sealing of the slot: a check of an earlier
+			* one is over */
 	uint64_t generation;
+};
+
+/*
+ * A check of one sealed page (ras.c), run a bounded step at a time on the
+ * event loop so that no page, however large, holds the loop: the padding
+ * put back, every codeword scrubbed, the header compared with the seal
+ * record and written back, the CRC compared with the seal's. A page read
+ * back from the store is first compared with the CRC of what was written;
+ * one that came back as something else is poisoned (its values read as
+ * lost, see kvmemd(8)) and ->lost set.
+ */
+struct kvmemd_check {
+	uint32_t unit;
+	uint32_t seal; /* the slot's when the check began */
+	uint8_t src; /* ras.c: enum source */
+	uint8_t phase; /* ras.c: enum check_phase */
+	uint8_t lost;
+	size_t pos; /* into the phase: bytes, or words */
+	uint32_t crc; /* of the bytes so far */
+	uint32_t store_crc; /* reload: of the page as it was written */
+	uint64_t ce[3], ue[3]; /* words, by region: header, scales, payload */
+	uint64_t tidied; /* padding bytes put back */
+	size_t counted; /* bytes of the page a pass was told of */
 };
 
 #define NO_UNIT UINT32_MAX
@@ -73,6 +98,7 @@ struct page {
 	uint32_t client_slot;
 	uint32_t next_free;
 	uint64_t store_unit; /* PAGE_WRITING, PAGE_COLD, PAGE_READING */
+	uint32_t store_crc; /* CRC-32C of the whole page as it was written */
 	uint64_t released; /* CLOCK_MONOTONIC ns when it was last unpinned */
 	struct slot cold; /* PAGE_COLD, PAGE_READING: its slot as it was */
 };
@@ -152,6 +178,11 @@ struct kvmemd_session {
 	uint64_t ops, op_errors;
 	uint64_t ce, ue, crc; /* words corrected, uncorrectable; CRC misses */
 	struct kvmemd_ratelimit events; /* per minute, ras.c */
+	uint32_t seals; /* slots sealed: numbers slot.seal */
+	/* verify-on-seal of the page just sealed: while it runs, no more
+	 * SQEs are taken, so the session pays for its own checks */
+	struct kvmemd_check seal_check;
+	uint8_t checking;
 
 	struct kvmemd_session *prev, *next; /* on d->sessions once active */
 	int active;

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvmem/crc32c.h"
 #include "json.h"
 #include "kvmemd.h"
 #include "session.h"
@@ -47,6 +48,8 @@
 /* After a failed write, offloads pause this long (doubling to the max). */
 #define BACKOFF_MIN_NS 100000000ull
 #define BACKOFF_MAX_NS (10ull * 1000000000ull)
+/* Work checking pages read back does in one pass of the loop. */
+#define RELOAD_STEP_BYTES (256u << 10)
 /* The journal hears of I/O errors at most this often. */
 #define ERROR_LOG_NS (10ull * 1000000000ull)
 
@@ -70,16 +73,28 @@ struct offload_cmd {
 	uint64_t inflight;
 };
 
+/* A page read back, being checked before anyone may use it. */
+struct reload {
+	struct kvmemd_session *s; /* NULL once the session is gone */
+	uint32_t pg;
+	struct kvmemd_check c;
+};
+
 struct kvmemd_tier {
 	struct kvmemd_store *st;
 	struct ticket *tickets; /* [queue_depth] */
 	uint32_t io_bytes, queue_depth;
+	/* Reads in flight and pages read back but not checked yet: together
+	 * at most queue_depth, so checks[] never overflows. */
+	uint32_t reading, nchecks;
+	struct reload *checks; /* [queue_depth] */
 	uint64_t backoff_until, backoff;
 	int store_full; /* an allocation failed, nothing was freed since */
 	uint64_t last_log;
 	/* since start, all sessions */
 	uint64_t offloads, reloads, offload_bytes, reload_bytes;
 	uint64_t write_errors, read_errors, nospace, reload_bad;
+	uint64_t reload_lost; /* came back as something else: erased */
 	uint64_t waits; /* ops that had to wait for pages to move */
 	struct offload_cmd cmd;
 };
@@ -126,7 +141,8 @@ int kvmemd_tier_init(struct kvmemd *d)
 	if (!c->store_path[0])
 		return 0;
 	t->tickets = calloc(c->store_queue_depth, sizeof(*t->tickets));
-	if (!t->tickets)
+	t->checks = calloc(c->store_queue_depth, sizeof(*t->checks));
+	if (!t->tickets || !t->checks)
 		return -ENOMEM;
 	ret = kvmemd_store_open(&sc, &t->st, err, sizeof(err));
 	if (ret) {
@@ -148,6 +164,7 @@ void kvmemd_tier_exit(struct kvmemd *d)
 	if (t->st)
 		kvmemd_store_close(t->st);
 	free(t->tickets);
+	free(t->checks);
 	free(t);
 	d->tier = NULL;
 }
@@ -464,6 +481,8 @@ static int read_page(struct kvmemd_session *s, uint32_t pg)
 	uint32_t u;
 	int ret;
 
+	if (t->reading + t->nchecks >= t->queue_depth)
+		return -EBUSY;
 	io = kvmemd_store_io_get(t->st);
 	if (!io)
 		return -EBUSY;
@@ -486,6 +505,7 @@ static int read_page(struct kvmemd_session *s, uint32_t pg)
 	io->done = read_done;
 	io->priv = t;
 	s->inflight++;
+	t->reading++;
 	kvmemd_store_io_queue(t->st, io);
 	return 0;
 }
@@ -495,10 +515,12 @@ static void read_done(struct kvmemd_io *io, int res)
 	struct kvmemd_tier *t = io->priv;
 	struct ticket *tk = ticket_of(t, io);
 	struct kvmemd_session *s = tk->s;
+	struct reload *rl;
 	struct page *p;
 	struct slot *sl;
 	uint32_t u;
 
+	t->reading--;
 	if (!s) {
 		store_free(t, tk->store_unit, tk->units);
 		return;
@@ -532,24 +554,70 @@ static void read_done(struct kvmemd_io *io, int res)
 	*sl = p->cold;
 	sl->state = SLOT_SEALED;
 	sl->page = tk->pg;
+	sl->seal = ++s->seals;
 	s->nsealed++;
 	s->sealed_bytes += io->len;
 	s->ndegraded += !!(sl->flags & SLOT_DEGRADED);
-	p->state = PAGE_RESIDENT;
-	p->moved = u != p->client_slot;
-	/* Just wanted: the last to leave again, if nobody pins it. */
-	p->released = kvmemd_now_ns();
 	s->reloads++;
 	s->reload_bytes += io->len;
 	t->reloads++;
 	t->reload_bytes += io->len;
-	/* Checked before the acquire completes: what the codes cannot
-	 * correct is degraded and reported, never passed off as good. */
-	if (!(sl->flags & SLOT_DEGRADED))
-		kvmemd_ras_reload(s, u);
+	/* Still PAGE_READING: checked before any acquire can use it (CRC of
+	 * what was written, then the codes and the seal's CRC: what came
+	 * back as something else is never passed off as good). */
+	rl = &t->checks[t->nchecks++];
+	rl->s = s;
+	rl->pg = tk->pg;
+	kvmemd_ras_reload(s, u, p->store_crc, &rl->c);
+}
+
+/* The check of a page read back is over: it is resident from now on. */
+static void reload_checked(struct kvmemd_tier *t, struct reload *rl)
+{
+	struct kvmemd_session *s = rl->s;
+	struct page *p = &s->pages[rl->pg];
+	const struct slot *sl = &s->slots[p->unit];
+
+	if (rl->c.lost)
+		t->reload_lost++;
 	if (sl->flags & SLOT_DEGRADED)
 		t->reload_bad++;
-	kick(s);
+	if (p->dead) {
+		session_slot_free(s, p->unit);
+		session_page_free(s, rl->pg);
+		return;
+	}
+	p->state = PAGE_RESIDENT;
+	p->moved = p->unit != p->client_slot;
+	/* Just wanted: the last to leave again, if nobody pins it. */
+	p->released = kvmemd_now_ns();
+}
+
+/*
+ * Check pages read back, STEP_BYTES of work a pass at most: the rings
+ * wait meanwhile. Return: 1 when some are left.
+ */
+static int reloads_step(struct kvmemd_tier *t)
+{
+	uint64_t budget = RELOAD_STEP_BYTES;
+	struct kvmemd_session *s;
+	struct reload *rl;
+	uint32_t i = 0;
+
+	while (i < t->nchecks && budget) {
+		rl = &t->checks[i];
+		s = rl->s;
+		if (s && !kvmemd_ras_check_step(s, &rl->c, &budget)) {
+			i++;
+			continue;
+		}
+		if (s) {
+			reload_checked(t, rl);
+			kick(s);
+		}
+		*rl = t->checks[--t->nchecks];
+	}
+	return t->nchecks > 0;
 }
 
 /* Start writing resident page @pg out: 0, or -ENOSPC / -EBUSY. */
@@ -579,8 +647,10 @@ static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
 		backoff(t);
 		return ret;
 	}
-	/* The copy is taken now: the slot may be reused once it is on disk. */
+	/* The copy is taken now: the slot may be reused once it is on disk.
+	 * Its CRC tells, when it comes back, whether anything changed. */
 	memcpy(io->buf, session_page(s, p->unit), slot_bytes(s, p->kind));
+	p->store_crc = kvmem_crc32c(0, io->buf, slot_bytes(s, p->kind));
 	p->state = PAGE_WRITING;
 	p->store_unit = unit;
 	tk = ticket_of(t, io);
@@ -689,6 +759,9 @@ void tier_session_free(struct kvmemd_session *s)
 	for (i = 0; i < t->queue_depth; i++)
 		if (t->tickets[i].s == s)
 			t->tickets[i].s = NULL;
+	for (i = 0; i < t->nchecks; i++)
+		if (t->checks[i].s == s)
+			t->checks[i].s = NULL;
 	for (i = 0; i < s->top_page; i++)
 		if (s->pages[i].state == PAGE_COLD)
 			store_free(t, s->pages[i].store_unit,
@@ -952,6 +1025,8 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 		return UINT64_MAX;
 	/* While the loop polls rings it looks at the eventfd less often. */
 	kvmemd_store_io_reap(t->st);
+	if (reloads_step(t))
+		next = now;
 	for (s = d->sessions; s; s = s->next) {
 		if (s->waits)
 			kick(s);
@@ -1080,6 +1155,7 @@ void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "reloads", t->reloads);
 	jw_u64(w, "reload_bytes", t->reload_bytes);
 	jw_u64(w, "reload_degraded", t->reload_bad);
+	jw_u64(w, "reload_lost", t->reload_lost);
 	jw_u64(w, "write_errors", t->write_errors);
 	jw_u64(w, "read_errors", t->read_errors);
 	jw_u64(w, "nospace", t->nospace);

@@ -74,7 +74,7 @@ static void fill(const struct kvmem_geometry *g, struct kvmem_cache *c,
 		}
 		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
 		ck_assert_int_eq(kvmem_seq_append_all(s[j], k, v, tokens), 0);
-		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+		kvmemd_release(c, s[j]);
 	}
 	free(k);
 	free(v);
@@ -454,6 +454,7 @@ static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p, int flip)
  */
 START_TEST(test_seal_verify_and_header_restore)
 {
+	struct kvmem_page_layout l;
 	struct kvmemd_proc p;
 	struct raw_page rp;
 
@@ -478,8 +479,20 @@ START_TEST(test_seal_verify_and_header_restore)
 			 "\"region\":\"header\",\"words\":1,"
 			 "\"kind\":\"uncorrectable\",\"restored\":true"));
 
-	/* A byte the codes cannot see (padding) still changes the CRC. */
+	/* Bytes that carry no value (the padding after V, the gap after
+	 * the header): put back, and no reason to distrust the page. */
 	rp.r.arena[rp.size - 1] ^= 0x01;
+	rp.r.arena[KVMEM_HDR_BYTES + 3] ^= 0x40;
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "padding"), 2);
+	ck_assert_int_eq(memcmp(rp.r.arena, rp.clean, rp.size), 0);
+
+	/* A value turned into another codeword (h84 of data 1 is 0xb1): the
+	 * codes cannot see it, the CRC does, once. */
+	kvmem_page_layout(&rp.g, 0, &l);
+	rp.r.arena[l.k_off + 7] ^= 0xb1;
 	admin(&p, "scrub now");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 1);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 1);

@@ -179,7 +179,7 @@ static void pressure(int engine)
 		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
 		ret = kvmem_seq_append_all(s[j], r.k, r.v, r.tokens);
 		ck_assert_msg(!ret, "seq %u: %s", j, kvmem_strerror(ret));
-		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+		kvmemd_release(c, s[j]);
 		ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[j]), 0);
 		ck_assert_int_eq(
 			kvmem_seq_append_all(r.es[j], r.k, r.v, r.tokens), 0);
@@ -187,7 +187,7 @@ static void pressure(int engine)
 	for (round = 0; round < 3 * PRESSURE_SEQS; round++) {
 		j = (uint32_t)(kvmem_rng_next(&rng) % PRESSURE_SEQS);
 		ck_assert_int_eq(same_as_ref(&r, s[j], r.es[j], j), 0);
-		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+		kvmemd_release(c, s[j]);
 	}
 	/* Once the last writes are done, the store holds the cold pages
 	 * and nothing else. */
@@ -233,13 +233,15 @@ START_TEST(test_pressure)
 END_TEST
 
 /* Where on the store a page of (seq, layer, token_start) lies: its unit
- * number, found by decoding the header of every unit. */
+ * number, found by decoding the header of every unit; the newest
+ * generation when copies of earlier ones are left in free units. */
 static long find_page(int fd, const struct kvmem_geometry *g, uint64_t seq,
 		      uint32_t layer, uint32_t token_start)
 {
 	uint8_t unit[KVMEMD_STORE_UNIT];
 	struct kvmem_page_hdr h;
-	long u;
+	uint64_t gen = 0;
+	long u, at = -1;
 
 	for (u = 0;
 	     pread(fd, unit, sizeof(unit),
@@ -248,10 +250,14 @@ static long find_page(int fd, const struct kvmem_geometry *g, uint64_t seq,
 		if (kvmem_page_read_header(unit, g, &h, NULL))
 			continue;
 		if (h.seq == seq && h.layer == layer &&
-		    h.token_start == token_start && !(h.flags & KVMEM_HDR_HOT))
-			return u;
+		    h.token_start == token_start &&
+		    !(h.flags & KVMEM_HDR_HOT) &&
+		    (at < 0 || h.generation > gen)) {
+			at = u;
+			gen = h.generation;
+		}
 	}
-	return -1;
+	return at;
 }
 
 /*
@@ -284,7 +290,7 @@ static void corrupt(int engine)
 	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, tokens), 0);
 	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
 	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, tokens), 0);
-	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	kvmemd_release(c, s);
 	admin(&p, "offload pool");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "errors"), 0);
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
@@ -348,6 +354,214 @@ START_TEST(test_corrupt_store)
 END_TEST
 
 /*
+ * Every value of @s is right (bit for bit what the embedded copy @es
+ * decodes to) or flagged lost by the page's own decode: nothing comes back
+ * wrong and unflagged. Return: the values flagged.
+ */
+/* Cut @s to @keep tokens and append r's tokens from there on. */
+static void rewrite_tail(struct kvmem_seq *s, struct ref *r, uint32_t keep)
+{
+	size_t row = (size_t)r->g.layers * r->g.kv_heads * r->g.head_dim;
+
+	ck_assert_int_eq(kvmem_seq_truncate(s, keep), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r->k + keep * row,
+					      r->v + keep * row,
+					      r->tokens - keep),
+			 0);
+}
+
+static uint64_t right_or_flagged(struct ref *r, struct kvmem_seq *s,
+				 struct kvmem_seq *es)
+{
+	const size_t tok = (size_t)r->g.kv_heads * r->g.head_dim;
+	const size_t n = (size_t)r->g.tokens_per_page * tok;
+	struct kvmem_page_desc d[64], ed[64];
+	float *a = malloc(4 * n * sizeof(float));
+	uint8_t *ea = malloc(4 * n), *eb = malloc(4 * n);
+	uint64_t lost = 0;
+	int np, i, ra, rb;
+	uint32_t l;
+	size_t j;
+
+	ck_assert(a && ea && eb);
+	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+	for (l = 0; l < r->g.layers; l++) {
+		np = kvmem_seq_pages(s, l, d, 64);
+		ck_assert_int_eq(kvmem_seq_pages(es, l, ed, 64), np);
+		for (i = 0; i < np; i++) {
+			ck_assert_uint_eq(d[i].token_start, ed[i].token_start);
+			ra = kvmem_page_decode(d[i].data, &r->g, a, a + n, ea,
+					       NULL);
+			rb = kvmem_page_decode(ed[i].data, &r->g, a + 2 * n,
+					       a + 3 * n, eb, NULL);
+			ck_assert_int_eq(ra, (int)d[i].ntokens);
+			ck_assert_int_eq(rb, ra);
+			for (j = 0; j < 2 * (size_t)ra * tok; j++) {
+				size_t at = j < (size_t)ra * tok
+						    ? j
+						    : n + j - (size_t)ra * tok;
+
+				ck_assert_uint_eq(eb[j], 0);
+				if (ea[j]) {
+					lost++;
+					continue;
+				}
+				EXPECT(a[at] == a[2 * n + at],
+				       "layer %u page %d value %zu: %g, "
+				       "expected %g, not flagged",
+				       l, i, j, (double)a[at],
+				       (double)a[2 * n + at]);
+			}
+		}
+	}
+	free(a);
+	free(ea);
+	free(eb);
+	return lost;
+}
+
+enum replace {
+	REPLACE_ZEROS, /* a discarded or never-written extent */
+	REPLACE_OTHER, /* another page of the same size: a misdirected write */
+	REPLACE_BURST, /* 512 random bytes in the payload */
+	REPLACE_STALE, /* the same page of an earlier generation: lost write */
+	REPLACE_NR,
+};
+
+static const char *const replace_names[REPLACE_NR] = { "zeros", "other page",
+						       "burst", "stale" };
+
+/*
+ * Regression: a cold page replaced on the store by content that decodes
+ * without an ECC error came back as good. Each way a store can do that,
+ * with both engines: the acquire succeeds, the page's every value reads
+ * as lost (flagged, so a client rebuilds or refuses them), every other
+ * value is right, and kvmemd says so (tier reload_lost, a "lost" event).
+ */
+static void replaced(int engine, enum replace how)
+{
+	const uint32_t tokens = 100;
+	struct kvmem_page_layout l;
+	struct kvmemd_proc p;
+	struct kvmem_seq *s;
+	struct kvmem_cache *c;
+	struct kvmem_rng rng;
+	struct ref r;
+	char path[400];
+	uint8_t *old = NULL, *buf;
+	size_t row;
+	long u, v;
+	uint64_t lost;
+	int fd;
+
+	start(&p, engine, "16M", NULL);
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, tokens);
+	ref_data(&r, 0);
+	kvmem_page_layout(&r.g, 0, &l);
+	row = (size_t)r.g.layers * r.g.kv_heads * r.g.head_dim;
+	buf = malloc(l.size);
+	ck_assert_ptr_nonnull(buf);
+	snprintf(path, sizeof(path), "%s/store", p.dir);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, tokens), 0);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, tokens), 0);
+	if (how == REPLACE_STALE) {
+		/* Offload, keep the store's copy of layer 0's first sealed
+		 * page, then cut the sequence inside that page and write it
+		 * again with other values: the page at the same tokens is
+		 * sealed anew, a new generation. */
+		kvmemd_release(c, s);
+		admin(&p, "offload pool");
+		fd = open(path, O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		u = find_page(fd, &r.g, 1, 0, r.g.sink_tokens);
+		ck_assert_int_ge(u, 0);
+		old = malloc(l.size);
+		ck_assert_int_eq(pread(fd, old, l.size,
+				       (off_t)(u + 1) * KVMEMD_STORE_UNIT),
+				 (ssize_t)l.size);
+		close(fd);
+		kvmem_rng_seed(&rng, 99);
+		for (size_t i = (r.g.sink_tokens + 5) * row; i < tokens * row;
+		     i++) {
+			r.k[i] = kvmem_check_rnd_value(&rng, 1.0);
+			r.v[i] = kvmem_check_rnd_value(&rng, 1.0);
+		}
+		rewrite_tail(s, &r, r.g.sink_tokens + 5);
+		rewrite_tail(r.es[0], &r, r.g.sink_tokens + 5);
+	}
+	kvmemd_release(c, s);
+	admin(&p, "offload pool");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	/* Layer 0's first sealed page is the one replaced. */
+	u = find_page(fd, &r.g, 1, 0, r.g.sink_tokens);
+	ck_assert_int_ge(u, 0);
+	switch (how) {
+	case REPLACE_ZEROS:
+		memset(buf, 0, l.size);
+		break;
+	case REPLACE_OTHER:
+		v = find_page(fd, &r.g, 1, 1, r.g.sink_tokens + 32);
+		ck_assert_int_ge(v, 0);
+		ck_assert_int_eq(pread(fd, buf, l.size,
+				       (off_t)(v + 1) * KVMEMD_STORE_UNIT),
+				 (ssize_t)l.size);
+		break;
+	case REPLACE_BURST:
+		ck_assert_int_eq(pread(fd, buf, l.size,
+				       (off_t)(u + 1) * KVMEMD_STORE_UNIT),
+				 (ssize_t)l.size);
+		kvmem_rng_seed(&rng, 0xb0b0 + engine);
+		for (size_t i = 0; i < 512; i++)
+			buf[l.k_off + 1000 + i] = (uint8_t)kvmem_rng_next(&rng);
+		break;
+	case REPLACE_STALE:
+		memcpy(buf, old, l.size);
+		break;
+	default:
+		ck_abort();
+	}
+	ck_assert_int_eq(
+		pwrite(fd, buf, l.size, (off_t)(u + 1) * KVMEMD_STORE_UNIT),
+		(ssize_t)l.size);
+	ck_assert_int_eq(fsync(fd), 0);
+	close(fd);
+
+	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+	lost = right_or_flagged(&r, s, r.es[0]);
+	ck_assert_msg(lost == 2 * (uint64_t)r.g.tokens_per_page * r.g.kv_heads *
+				      r.g.head_dim,
+		      "%s, %s: %llu values flagged, a page has %u",
+		      replace_names[how], engines[engine],
+		      (unsigned long long)lost,
+		      2 * r.g.tokens_per_page * r.g.kv_heads * r.g.head_dim);
+	admin(&p, "tier");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "reload_lost"), 1);
+	admin(&p, "events");
+	ck_assert_msg(strstr(reply, "\"kind\":\"lost\",\"restored\":false,"
+				    "\"source\":\"reload\""),
+		      "events: %s", reply);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	free(buf);
+	free(old);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_store_replaced_page_flagged)
+{
+	replaced(_i % 2, (enum replace)(_i / 2));
+}
+END_TEST
+
+/*
  * A store with room for a few pages only: once it is full, allocations
  * that would need pages to leave fail with -ENOMEM instead of waiting, and
  * everything written before reads back exactly; the daemon goes on.
@@ -376,7 +590,7 @@ static void tiny(int engine)
 			kvmem_seq_append_all(r.es[j], r.k, r.v, r.tokens), 0);
 		n++;
 		if (!ret)
-			ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+			kvmemd_release(c, s[j]);
 	}
 	ck_assert_int_eq(ret, -ENOMEM);
 	/* The store is full: not one more page fits. */
@@ -389,7 +603,7 @@ static void tiny(int engine)
 	/* Everything the arena and the store took is intact. */
 	for (j = 0; j + 1 < n; j++) {
 		ck_assert_int_eq(same_as_ref(&r, s[j], r.es[j], j), 0);
-		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+		kvmemd_release(c, s[j]);
 	}
 	admin(&p, "status");
 	for (j = 0; j < n; j++)
@@ -444,7 +658,7 @@ static void killed(int engine)
 		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
 		ck_assert_int_eq(kvmem_seq_append_all(s[j], r.k, r.v, r.tokens),
 				 0);
-		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+		kvmemd_release(c, s[j]);
 	}
 	/* Ask for the offload and kill the daemon before it answers. */
 	fd = kvmemd_admin_send(&p, "offload pool");
@@ -467,7 +681,7 @@ static void killed(int engine)
 	ck_assert_int_eq(kvmem_seq_append_all(s[0], r.k, r.v, r.tokens), 0);
 	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
 	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_release(s[0]), 0);
+	kvmemd_release(c, s[0]);
 	admin(&p, "offload pool");
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
 	ck_assert_int_eq(same_as_ref(&r, s[0], r.es[0], 0), 0);
@@ -546,7 +760,7 @@ START_TEST(test_acquire_remap)
 	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
 	n = kvmem_seq_pages(s, 0, d, 8);
 	ck_assert_int_gt(n, 1);
-	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	kvmemd_release(c, s);
 	admin(&p, "offload pool");
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
 	/* The library learns the new slots: its pages read right. */
@@ -583,7 +797,7 @@ START_TEST(test_prefetch)
 	ref_data(&r, 0);
 	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
 	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	kvmemd_release(c, s);
 	admin(&p, "offload pool");
 	out = kvmemd_json_u64(reply, "pages");
 	ck_assert_uint_gt(out, 0);
@@ -643,8 +857,8 @@ START_TEST(test_fork_remap)
 	ck_assert_int_eq(
 		kvmem_seq_append_all(ex, r.k + t1 * row, r.v + t1 * row, t2),
 		0);
-	ck_assert_int_eq(kvmem_seq_release(x), 0);
-	ck_assert_int_eq(kvmem_seq_release(y), 0);
+	kvmemd_release(c, x);
+	kvmemd_release(c, y);
 	admin(&p, "offload pool");
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
 	r.tokens = t1;
@@ -683,7 +897,7 @@ START_TEST(test_read_error)
 	ref_data(&r, 0);
 	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
 	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	kvmemd_release(c, s);
 	admin(&p, "offload pool");
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
 	snprintf(path, sizeof(path), "%s/store", p.dir);
@@ -720,7 +934,7 @@ START_TEST(test_offload_store_full)
 	ref_data(&r, 0);
 	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
 	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	kvmemd_release(c, s);
 	kvmemd_admin(&p, "offload pool", reply, sizeof(reply));
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "errors"), 0);
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
@@ -758,7 +972,7 @@ START_TEST(test_session_gone_mid_io)
 		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
 		ck_assert_int_eq(kvmem_seq_append_all(s[j], r.k, r.v, r.tokens),
 				 0);
-		ck_assert_int_eq(kvmem_seq_release(s[j]), 0);
+		kvmemd_release(c, s[j]);
 	}
 	fd = kvmemd_admin_send(&p, "offload pool");
 	kvmem_close(c);
@@ -783,7 +997,7 @@ START_TEST(test_session_gone_mid_io)
 	ck_assert_int_eq(kvmem_seq_append_all(s[0], r.k, r.v, r.tokens), 0);
 	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
 	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_release(s[0]), 0);
+	kvmemd_release(c, s[0]);
 	admin(&p, "offload pool");
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
 	ck_assert_int_eq(same_as_ref(&r, s[0], r.es[0], 0), 0);
@@ -803,6 +1017,8 @@ KVMEM_SUITE(tier)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_pressure, 0, 2);
 	tcase_add_loop_test(tc, test_corrupt_store, 0, 2);
+	tcase_add_loop_test(tc, test_store_replaced_page_flagged, 0,
+			    2 * REPLACE_NR);
 	tcase_add_loop_test(tc, test_tiny_store, 0, 2);
 	tcase_add_loop_test(tc, test_sigkill_restart, 0, 2);
 	tcase_add_test(tc, test_store_mismatch);

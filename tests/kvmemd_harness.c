@@ -325,6 +325,15 @@ struct kvmem_cache *kvmemd_connect(const struct kvmemd_proc *p, uint64_t quota)
 	return c;
 }
 
+void kvmemd_release(struct kvmem_cache *c, struct kvmem_seq *s)
+{
+	struct kvmem_stats st;
+
+	ck_assert_int_eq(kvmem_seq_release(s), 0);
+	/* Completions come in order: the release went before this. */
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+}
+
 struct kvmem_hello kvmemd_hello(uint64_t quota)
 {
 	struct kvmem_hello h = {

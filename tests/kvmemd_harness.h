@@ -85,6 +85,10 @@ struct kvmem_geometry kvmemd_test_geo(void);
 /* kvmem_connect() to @p with @quota (0: default); fails the test on error. */
 struct kvmem_cache *kvmemd_connect(const struct kvmemd_proc *p, uint64_t quota);
 
+/* Release @s and wait until kvmemd has taken the release in (a release
+ * is only queued, and an admin request may overtake it). */
+void kvmemd_release(struct kvmem_cache *c, struct kvmem_seq *s);
+
 /*
  * A session attached by hand, below libkvmem: the ABI as a hostile or
  * foreign client sees it.
