@@ -178,6 +178,8 @@ static void cmd_sessions(const struct kvmemd *d, struct jw *w)
 		jw_u64(w, "uid", s->uid);
 		jw_u64(w, "arena_bytes", s->arena_bytes);
 		jw_u64(w, "used_bytes", s->used_bytes);
+		jw_u64(w, "heap_bytes", s->heap);
+		jw_u64(w, "heap_max_bytes", s->heap_max);
 		jw_u64(w, "slots_open", s->nopen);
 		jw_u64(w, "slots_sealed", s->nsealed);
 		jw_u64(w, "seqs", s->nseqs);

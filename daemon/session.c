@@ -30,9 +30,14 @@
 /* A valid geometry's pages fit the welcome's 32-bit slot sizes. */
 _Static_assert(KVMEM_PAGE_MAX <= UINT32_MAX, "page sizes fit 32 bits");
 
-/* A sealed slot may be shared by this many sequences on average: forks are
- * bounded by what the daemon will keep track of. */
-#define REFS_PER_SLOT 64
+/*
+ * The daemon's own memory a session may hold for its sequences and pages,
+ * besides its fixed tables: an eighth of its arena, and 64 KiB however
+ * small the arena. Charged to the host pool as it is taken (see
+ * session_heap_get()), so forks and page tables count like arenas do.
+ */
+#define HEAP_SHARE 8
+#define HEAP_MIN (64u << 10)
 
 /* When both kinds of page have one size they share one free list. */
 static int free_list(const struct kvmemd_session *s, int kind)
@@ -76,6 +81,22 @@ static int all_zero(const void *p, size_t n)
 	return 1;
 }
 
+/* The daemon memory of a session of @quota that does not grow: the slot
+ * table, the free lists and the sequence table (kvmemd_session_setup()). */
+static uint64_t fixed_heap(const struct kvmemd_config *cfg, uint64_t quota,
+			   const struct kvmem_page_layout l[2])
+{
+	uint64_t units = quota / KVMEM_SLOT_UNIT, n = sizeof(struct
+							      kvmemd_session);
+	int k;
+
+	n += units * sizeof(struct slot);
+	for (k = 0; k < 2; k++)
+		n += (units / (l[k].size / KVMEM_SLOT_UNIT) + 1) *
+		     sizeof(uint32_t);
+	return n + (uint64_t)cfg->max_seqs * sizeof(struct seq *);
+}
+
 int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 		       pid_t pid, struct kvmem_welcome *w,
 		       struct kvmemd_session **out)
@@ -83,7 +104,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	const struct kvmemd_config *cfg = &d->cfg;
 	struct kvmem_page_layout l[2];
 	struct kvmemd_session *s;
-	uint64_t quota, ring_bytes, map;
+	uint64_t quota, ring_bytes, map, fixed;
 	uint32_t sq, cq;
 	int k;
 
@@ -133,19 +154,20 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			      KVMEM_SLOT_UNIT) +
 		     BUF_BYTES + heat_bytes(quota);
 	map = ring_bytes + quota;
+	fixed = fixed_heap(cfg, quota, l);
 	if (d->n.sessions >= cfg->max_sessions)
 		return refuse(w, -EUSERS,
 			      "%llu sessions attached, the limit "
 			      "(daemon.max_sessions)",
 			      (unsigned long long)d->n.sessions);
-	if (map > cfg->host_bytes - d->n.pool_used)
+	if (map + fixed > cfg->host_bytes - d->n.pool_used)
 		return refuse(
 			w, -ENOSPC,
 			"host pool has %llu of %llu bytes free, the "
 			"session needs %llu",
 			(unsigned long long)(cfg->host_bytes - d->n.pool_used),
 			(unsigned long long)cfg->host_bytes,
-			(unsigned long long)map);
+			(unsigned long long)(map + fixed));
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -170,12 +192,13 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->req.hugepages = cfg->hugepages;
 	s->req.mlock = cfg->mlock;
 	s->nunits = (uint32_t)(quota / KVMEM_SLOT_UNIT);
-	s->max_refs = (uint64_t)REFS_PER_SLOT * s->nunits;
+	s->heap = fixed;
+	s->heap_max = fixed + quota / HEAP_SHARE + HEAP_MIN;
 	s->sq_efd = s->cq_efd = -1;
 	s->r.fd = -1;
 	s->free_page = NO_UNIT;
 	s->waits_tail = &s->waits;
-	d->n.pool_used += map;
+	d->n.pool_used += map + fixed;
 	d->n.sessions++;
 	*out = s;
 	return 0;
@@ -296,6 +319,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 				continue;
 			free(s->seqs[i]->pages);
 			free(s->seqs[i]->index);
+			free(s->seqs[i]->by_tokens);
 			free(s->seqs[i]);
 		}
 	}
@@ -309,9 +333,27 @@ void kvmemd_session_free(struct kvmemd_session *s)
 		close(s->sq_efd);
 	if (s->cq_efd >= 0)
 		close(s->cq_efd);
-	s->d->n.pool_used -= s->map_bytes;
+	s->d->n.pool_used -= s->map_bytes + s->heap;
 	s->d->n.sessions--;
 	free(s);
+}
+
+int session_heap_get(struct kvmemd_session *s, size_t bytes)
+{
+	struct kvmemd *d = s->d;
+
+	if (bytes > s->heap_max - s->heap ||
+	    bytes > d->cfg.host_bytes - d->n.pool_used)
+		return -ENOMEM;
+	s->heap += bytes;
+	d->n.pool_used += bytes;
+	return 0;
+}
+
+void session_heap_put(struct kvmemd_session *s, size_t bytes)
+{
+	s->heap -= bytes;
+	s->d->n.pool_used -= bytes;
 }
 
 /* ---- slots ------------------------------------------------------------ */
@@ -368,8 +410,9 @@ static struct slot *slot_get(struct kvmemd_session *s, uint32_t u)
 
 /* ---- pages ------------------------------------------------------------ */
 
-/* A new page for the slot at @u, just sealed. */
-static int page_new(struct kvmemd_session *s, uint32_t u, uint32_t *out)
+/* A new page for the slot at @u, just sealed: @layer's from @token_start. */
+static int page_new(struct kvmemd_session *s, uint32_t u, uint32_t layer,
+		    uint32_t token_start, uint32_t *out)
 {
 	struct page *p;
 	uint32_t pg, n;
@@ -380,11 +423,16 @@ static int page_new(struct kvmemd_session *s, uint32_t u, uint32_t *out)
 	} else {
 		if (s->top_page == s->npages) {
 			n = s->npages ? s->npages * 2 : 64;
-			if (n <= s->npages || n >= NO_UNIT)
+			if (n <= s->npages || n >= NO_UNIT ||
+			    session_heap_get(s, (size_t)(n - s->npages) *
+							sizeof(*p)))
 				return -ENOMEM;
 			p = realloc(s->pages, (size_t)n * sizeof(*p));
-			if (!p)
+			if (!p) {
+				session_heap_put(s, (size_t)(n - s->npages) *
+							    sizeof(*p));
 				return -ENOMEM;
+			}
 			s->pages = p;
 			s->npages = n;
 		}
@@ -396,6 +444,8 @@ static int page_new(struct kvmemd_session *s, uint32_t u, uint32_t *out)
 	p->kind = s->slots[u].kind;
 	p->unit = u;
 	p->client_slot = u;
+	p->layer = layer;
+	p->token_start = token_start;
 	*out = pg;
 	return 0;
 }
@@ -415,7 +465,6 @@ static void page_put(struct kvmemd_session *s, uint32_t pg)
 {
 	struct page *p = &s->pages[pg];
 
-	s->nrefs--;
 	if (--p->refs)
 		return;
 	if (p->unit != NO_UNIT && p->state != PAGE_READING) {
@@ -434,105 +483,163 @@ static void page_put(struct kvmemd_session *s, uint32_t pg)
 
 /* ---- sequences -------------------------------------------------------- */
 
-/* Pages are small consecutive numbers: mix all their bits in. */
-static uint32_t index_home(const struct seq *q, uint32_t u)
+/*
+ * A sequence's two indexes (open addressing, linear probing, 2 x cap
+ * entries of position + 1, 0 = empty): by page, so that dropping one costs
+ * O(1), and by (layer, first token), the name a page has in the ABI, which
+ * no two pages of a sequence may share.
+ */
+enum { BY_PAGE, BY_TOKENS };
+
+static uint64_t key_of(const struct kvmemd_session *s, const struct seq *q,
+		       int by, uint32_t pos)
 {
-	u ^= u >> 16;
-	u *= 0x7feb352du;
-	u ^= u >> 15;
-	u *= 0x846ca68bu;
-	u ^= u >> 16;
-	return u & (2 * q->cap - 1);
+	const struct page *p = &s->pages[q->pages[pos]];
+
+	return by == BY_PAGE ? q->pages[pos]
+			     : (uint64_t)p->layer << 32 | p->token_start;
 }
 
-/* The index entry of page @u, or of the empty place where it would go. */
-static uint32_t index_find(const struct seq *q, uint32_t u)
+static uint32_t *index_of(const struct seq *q, int by)
 {
-	uint32_t i = index_home(q, u);
+	return by == BY_PAGE ? q->index : q->by_tokens;
+}
 
-	while (q->index[i] && q->pages[q->index[i] - 1] != u)
+/* Keys are small consecutive numbers: mix all their bits in. */
+static uint32_t index_home(const struct seq *q, uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return (uint32_t)k & (2 * q->cap - 1);
+}
+
+/* The entry of @k, or of the empty place where it would go. */
+static uint32_t index_find(const struct kvmemd_session *s,
+			   const struct seq *q, int by, uint64_t k)
+{
+	const uint32_t *t = index_of(q, by);
+	uint32_t i = index_home(q, k);
+
+	while (t[i] && key_of(s, q, by, t[i] - 1) != k)
 		i = (i + 1) & (2 * q->cap - 1);
 	return i;
 }
 
 /* Empty entry @i, moving back what probed past it (no tombstones). */
-static void index_delete(struct seq *q, uint32_t i)
+static void index_delete(const struct kvmemd_session *s, struct seq *q, int by,
+			 uint32_t i)
 {
 	const uint32_t mask = 2 * q->cap - 1;
+	uint32_t *t = index_of(q, by);
 	uint32_t j = i, k;
 
 	for (;;) {
 		j = (j + 1) & mask;
-		if (!q->index[j])
+		if (!t[j])
 			break;
-		k = index_home(q, q->pages[q->index[j] - 1]);
+		k = index_home(q, key_of(s, q, by, t[j] - 1));
 		/* Leave it if its home lies cyclically in (i, j]. */
 		if (i <= j ? i < k && k <= j : i < k || k <= j)
 			continue;
-		q->index[i] = q->index[j];
+		t[i] = t[j];
 		i = j;
 	}
-	q->index[i] = 0;
+	t[i] = 0;
 }
 
-/* Room for @cap slots, the index rebuilt for it. */
-static int seq_reserve(struct seq *q, uint32_t cap)
+/* Bytes a sequence's tables take per entry of its capacity. */
+#define SEQ_ENTRY_BYTES (sizeof(uint32_t) * 5)
+
+/* Room for @cap pages, the indexes rebuilt for it. */
+static int seq_reserve(struct kvmemd_session *s, struct seq *q, uint32_t cap)
 {
-	uint32_t *pages, *index, i;
+	uint32_t *pages, *index, *by_tokens, i;
 
 	if (cap <= q->cap)
 		return 0;
-	if (cap > UINT32_MAX / 4)
+	if (cap > UINT32_MAX / 4 ||
+	    session_heap_get(s, (size_t)(cap - q->cap) * SEQ_ENTRY_BYTES))
 		return -ENOMEM;
 	pages = realloc(q->pages, cap * sizeof(*pages));
-	if (!pages)
-		return -ENOMEM;
-	q->pages = pages;
+	if (pages)
+		q->pages = pages;
 	index = calloc(2 * (size_t)cap, sizeof(*index));
-	if (!index)
+	by_tokens = calloc(2 * (size_t)cap, sizeof(*by_tokens));
+	if (!pages || !index || !by_tokens) {
+		free(index);
+		free(by_tokens);
+		session_heap_put(s, (size_t)(cap - q->cap) * SEQ_ENTRY_BYTES);
 		return -ENOMEM;
+	}
 	free(q->index);
+	free(q->by_tokens);
 	q->index = index;
+	q->by_tokens = by_tokens;
 	q->cap = cap;
-	for (i = 0; i < q->n; i++)
-		q->index[index_find(q, q->pages[i])] = i + 1;
+	for (i = 0; i < q->n; i++) {
+		q->index[index_find(s, q, BY_PAGE, q->pages[i])] = i + 1;
+		q->by_tokens[index_find(s, q, BY_TOKENS,
+					key_of(s, q, BY_TOKENS, i))] = i + 1;
+	}
 	return 0;
 }
 
-static int seq_hold(struct seq *q, uint32_t u)
+/* Does @q hold a page of @layer from @token_start? */
+static int seq_has_tokens(const struct kvmemd_session *s, const struct seq *q,
+			  uint32_t layer, uint32_t token_start)
+{
+	return q->n && q->by_tokens[index_find(s, q, BY_TOKENS,
+					       (uint64_t)layer << 32 |
+						       token_start)];
+}
+
+static int seq_hold(struct kvmemd_session *s, struct seq *q, uint32_t u)
 {
 	uint32_t cap = q->cap;
 
 	while (cap < q->n + 1)
 		cap = cap ? cap * 2 : 16;
-	if (seq_reserve(q, cap))
+	if (seq_reserve(s, q, cap))
 		return -ENOMEM;
 	q->pages[q->n] = u;
-	q->index[index_find(q, u)] = ++q->n;
+	q->index[index_find(s, q, BY_PAGE, u)] = q->n + 1;
+	q->by_tokens[index_find(s, q, BY_TOKENS,
+				key_of(s, q, BY_TOKENS, q->n))] = q->n + 1;
+	q->n++;
 	return 0;
 }
 
-int session_seq_holds(const struct seq *q, uint32_t pg)
+int session_seq_holds(const struct kvmemd_session *s, const struct seq *q,
+		      uint32_t pg)
 {
-	return q->n && q->index[index_find(q, pg)];
+	return q->n && q->index[index_find(s, q, BY_PAGE, pg)];
 }
 
 /* Drop @u from @q: 0, or -ENOENT when @q does not hold it. */
-static int seq_unhold(struct seq *q, uint32_t u)
+static int seq_unhold(struct kvmemd_session *s, struct seq *q, uint32_t u)
 {
 	uint32_t i, pos, last;
 
 	if (!q->n)
 		return -ENOENT;
-	i = index_find(q, u);
+	i = index_find(s, q, BY_PAGE, u);
 	if (!q->index[i])
 		return -ENOENT;
 	pos = q->index[i] - 1;
-	index_delete(q, i);
+	index_delete(s, q, BY_PAGE, i);
+	index_delete(s, q, BY_TOKENS,
+		     index_find(s, q, BY_TOKENS, key_of(s, q, BY_TOKENS, pos)));
 	last = --q->n;
 	if (pos != last) {
+		/* The last moves into the hole: both indexes follow. */
+		q->index[index_find(s, q, BY_PAGE, q->pages[last])] = pos + 1;
+		q->by_tokens[index_find(s, q, BY_TOKENS,
+					key_of(s, q, BY_TOKENS, last))] =
+			pos + 1;
 		q->pages[pos] = q->pages[last];
-		q->index[index_find(q, q->pages[pos])] = pos + 1;
 	}
 	return 0;
 }
@@ -550,9 +657,13 @@ static int seq_new(struct kvmemd_session *s, struct seq **out)
 		if (!s->seqs[id])
 			break;
 	}
-	q = calloc(1, sizeof(*q));
-	if (!q)
+	if (session_heap_get(s, sizeof(*q)))
 		return -ENOMEM;
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		session_heap_put(s, sizeof(*q));
+		return -ENOMEM;
+	}
 	q->id = id + 1;
 	q->acquired = 1;
 	s->seqs[id] = q;
@@ -598,8 +709,10 @@ static void seq_free(struct kvmemd_session *s, struct seq *q)
 		page_put(s, q->pages[i]);
 	s->seqs[q->id - 1] = NULL;
 	s->nseqs--;
+	session_heap_put(s, sizeof(*q) + (size_t)q->cap * SEQ_ENTRY_BYTES);
 	free(q->pages);
 	free(q->index);
+	free(q->by_tokens);
 	free(q);
 }
 
@@ -668,7 +781,8 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	uint32_t pg;
 	int ret;
 
-	if (!sl || !q || sl->state != SLOT_OPEN || e->layer >= s->g.layers)
+	if (!sl || !q || sl->state != SLOT_OPEN || e->layer >= s->g.layers ||
+	    (uint64_t)e->token_start + e->ntokens > UINT32_MAX)
 		return -EINVAL;
 	/* The client's slot numbers for a released sequence may be stale. */
 	if (!q->acquired || q->wait)
@@ -685,10 +799,13 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	    h.flags & ~(KVMEM_HDR_SEALED | KVMEM_HDR_HOT) || h.resv[0] ||
 	    h.resv[1] || h.resv[2])
 		return -EINVAL;
-	ret = page_new(s, e->slot, &pg);
+	/* Moves name a page by these: two would be one name for two. */
+	if (seq_has_tokens(s, q, e->layer, e->token_start))
+		return -EINVAL;
+	ret = page_new(s, e->slot, e->layer, e->token_start, &pg);
 	if (ret)
 		return ret;
-	ret = seq_hold(q, pg);
+	ret = seq_hold(s, q, pg);
 	if (ret) {
 		session_page_free(s, pg);
 		return ret;
@@ -710,7 +827,6 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	s->nopen--;
 	s->nsealed++;
 	s->sealed_bytes += slot_bytes(s, sl->kind);
-	s->nrefs++;
 	if (s->d->cfg.verify_on_seal)
 		kvmemd_ras_seal(s, e->slot);
 	return 0;
@@ -734,7 +850,7 @@ static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		return -EINVAL;
 	if (!q->acquired || q->wait)
 		return -EBUSY;
-	if (seq_unhold(q, sl->page))
+	if (seq_unhold(s, q, sl->page))
 		return -ENOENT;
 	s->pages[sl->page].pins--;
 	page_put(s, sl->page);
@@ -755,9 +871,8 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	ret = seq_new(s, &q);
 	if (ret)
 		return ret;
-	/* Only forks multiply references; a seal adds a slot's first. */
-	if (s->nrefs >= s->max_refs || p->n > s->max_refs - s->nrefs ||
-	    seq_reserve(q, p->cap)) {
+	/* A fork costs the daemon its tables: within the session's share. */
+	if (seq_reserve(s, q, p->cap)) {
 		seq_free(s, q);
 		return -ENOMEM;
 	}
@@ -765,6 +880,8 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		memcpy(q->pages, p->pages, p->n * sizeof(*q->pages));
 		memcpy(q->index, p->index,
 		       2 * (size_t)p->cap * sizeof(*q->index));
+		memcpy(q->by_tokens, p->by_tokens,
+		       2 * (size_t)p->cap * sizeof(*q->by_tokens));
 	}
 	q->n = p->n;
 	q->tokens = p->tokens;
@@ -772,7 +889,6 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		s->pages[q->pages[i]].refs++;
 		s->pages[q->pages[i]].pins++;
 	}
-	s->nrefs += q->n;
 	return (int)q->id;
 }
 

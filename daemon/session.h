@@ -97,6 +97,7 @@ struct page {
 	uint32_t pins; /* acquired sequences holding it: it may not move */
 	uint32_t client_slot;
 	uint32_t next_free;
+	uint32_t layer, token_start; /* its name in the ABI */
 	uint64_t store_unit; /* PAGE_WRITING, PAGE_COLD, PAGE_READING */
 	uint32_t store_crc; /* CRC-32C of the whole page as it was written */
 	uint64_t released; /* CLOCK_MONOTONIC ns when it was last unpinned */
@@ -104,10 +105,10 @@ struct page {
 };
 
 /*
- * A sequence: the pages it holds, in no order, and an index from page to
- * position (open addressing, linear probing, 2 x cap entries of position +
- * 1, 0 = empty), so that dropping one page costs O(1) however long the
- * sequence is.
+ * A sequence: the pages it holds, in no order, and two indexes to their
+ * positions, by page and by (layer, token_start) (session.c), so that
+ * dropping one page costs O(1) however long the sequence is and no two of
+ * its pages share a name.
  */
 struct seq {
 	uint32_t id;
@@ -115,7 +116,8 @@ struct seq {
 			   * acquire completed */
 	uint32_t n, cap;
 	uint32_t *pages; /* s->pages[] indices */
-	uint32_t *index; /* 2 * cap entries */
+	uint32_t *index; /* 2 * cap entries, by page */
+	uint32_t *by_tokens; /* 2 * cap entries, by (layer, token_start) */
 	uint32_t tokens; /* end of its last sealed page, for token age */
 	struct tier_wait *wait; /* an acquire waiting for its pages */
 };
@@ -174,7 +176,9 @@ struct kvmemd_session {
 
 	struct seq **seqs; /* [id - 1] */
 	uint32_t nseqs, nacquired, seq_hint;
-	uint64_t nrefs, max_refs;
+	/* daemon memory it holds (its tables, sequences, page records),
+	 * charged to the host pool, and the most it may */
+	uint64_t heap, heap_max;
 	uint64_t ops, op_errors;
 	uint64_t ce, ue, crc; /* words corrected, uncorrectable; CRC misses */
 	struct kvmemd_ratelimit events; /* per minute, ras.c */
@@ -221,7 +225,12 @@ static inline uint64_t slot_bytes(const struct kvmemd_session *s, int kind)
 int session_slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out);
 void session_slot_free(struct kvmemd_session *s, uint32_t u);
 void session_page_free(struct kvmemd_session *s, uint32_t pg);
-int session_seq_holds(const struct seq *q, uint32_t pg);
+int session_seq_holds(const struct kvmemd_session *s, const struct seq *q,
+		      uint32_t pg);
+/* Take @bytes more of daemon memory for @s: 0, or -ENOMEM past its share
+ * or the pool's. session_heap_put() gives them back. */
+int session_heap_get(struct kvmemd_session *s, size_t bytes);
+void session_heap_put(struct kvmemd_session *s, size_t bytes);
 /* Pin (@on) or unpin the pages of @q: acquire and release. */
 void session_seq_pin(struct kvmemd_session *s, struct seq *q, int on);
 /* Post a completion outside kvmemd_session_run() (an op that waited). */

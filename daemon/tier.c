@@ -298,12 +298,11 @@ static int map_report(struct kvmemd_session *s, struct seq *q,
 
 	for (i = 0; i < q->n && n < room; i++) {
 		struct page *p = &s->pages[q->pages[i]];
-		const struct slot *sl = &s->slots[p->unit];
 
 		if (!p->moved)
 			continue;
-		m.layer = sl->layer;
-		m.token_start = sl->token_start;
+		m.layer = p->layer;
+		m.token_start = p->token_start;
 		m.old_slot = p->client_slot;
 		m.new_slot = p->unit;
 		memcpy(out + (size_t)n * sizeof(m), &m, sizeof(m));
@@ -871,7 +870,7 @@ static int in_target(const struct kvmemd_session *s, const struct page *p,
 	if (t->type == KVMEMD_TARGET_SESSION)
 		return 1;
 	q = session_seq(s, t->seq);
-	return q && session_seq_holds(q, (uint32_t)(p - s->pages));
+	return q && session_seq_holds(s, q, (uint32_t)(p - s->pages));
 }
 
 /*

@@ -281,13 +281,14 @@ static struct kvmem_stats stats(struct kvmemd_raw *r)
 }
 
 /* A sealed page of seq @seq, layer 1, tokens 4..35, encoded at @slot. */
-static void write_sealed(struct kvmemd_raw *r, uint32_t slot, uint64_t seq)
+static void write_sealed_at(struct kvmemd_raw *r, uint32_t slot, uint64_t seq,
+			    uint32_t token_start)
 {
 	const struct kvmem_geometry g = kvmemd_test_geo();
 	struct kvmem_page_hdr h = {
 		.seq = seq,
 		.layer = 1,
-		.token_start = 4,
+		.token_start = token_start,
 		.ntokens = g.tokens_per_page,
 		.flags = KVMEM_HDR_SEALED,
 	};
@@ -305,6 +306,12 @@ static void write_sealed(struct kvmemd_raw *r, uint32_t slot, uint64_t seq)
 		0);
 	free(k);
 	free(v);
+}
+
+/* A sealed page of layer 1 from token 4, in @slot. */
+static void write_sealed(struct kvmemd_raw *r, uint32_t slot, uint64_t seq)
+{
+	write_sealed_at(r, slot, seq, 4);
 }
 
 START_TEST(test_every_op)
@@ -504,7 +511,7 @@ END_TEST
  */
 START_TEST(test_page_free_any_order)
 {
-	const uint32_t N = 300;
+	const uint32_t N = 300, tpp = kvmemd_test_geo().tokens_per_page;
 	struct kvmem_hello h = kvmemd_hello(8u << 20);
 	struct kvmemd_proc p;
 	struct kvmemd_raw r;
@@ -524,12 +531,11 @@ START_TEST(test_page_free_any_order)
 		memcpy(&slot[i], r.buf, (size_t)res * sizeof(uint32_t));
 	}
 	for (i = 0; i < N; i++) {
-		write_sealed(&r, slot[i], 1);
-		ck_assert_int_eq(
-			OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL, .slot = slot[i],
-			   .seq = 1, .layer = 1, .token_start = 4,
-			   .ntokens = kvmemd_test_geo().tokens_per_page),
-			0);
+		write_sealed_at(&r, slot[i], 1, 4 + i * tpp);
+		ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
+				    .slot = slot[i], .seq = 1, .layer = 1,
+				    .token_start = 4 + i * tpp, .ntokens = tpp),
+				 0);
 	}
 	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1), 2);
 	/* A shuffled order for each holder. */
@@ -561,6 +567,135 @@ START_TEST(test_page_free_any_order)
 	}
 	ck_assert_uint_eq(st.used_bytes, 0);
 	kvmemd_raw_detach(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Regression: a sequence could hold two pages of the same layer and first
+ * token (the name SEQ_ACQUIRE's moves give a page), and a page whose
+ * token_start + ntokens wraps past 2^32. Both are refused with -EINVAL
+ * and leave nothing behind; the name is free again once its page is
+ * dropped, and another sequence (a fork) may use it all along.
+ */
+START_TEST(test_seal_one_page_per_name)
+{
+	const uint32_t tpp = kvmemd_test_geo().tokens_per_page;
+	struct kvmem_hello h = kvmemd_hello(2u << 20);
+	struct kvmemd_proc p;
+	struct kvmemd_raw r;
+	struct kvmem_stats st;
+	uint32_t slot[4];
+
+	kvmemd_start(&p, NULL, NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	ck_assert_int_eq(OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
+	ck_assert_int_eq(OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 4), 4);
+	memcpy(slot, r.buf, sizeof(slot));
+	write_sealed_at(&r, slot[0], 1, 4);
+	write_sealed_at(&r, slot[1], 1, 4);
+	write_sealed_at(&r, slot[2], 1, UINT32_MAX - tpp / 2);
+	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
+			    .slot = slot[0], .seq = 1, .layer = 1,
+			    .token_start = 4, .ntokens = tpp),
+			 0);
+	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PAGE_SEAL,
+			    .slot = slot[1], .seq = 1, .layer = 1,
+			    .token_start = 4, .ntokens = tpp),
+			 -EINVAL);
+	ck_assert_int_eq(OP(&r, 5, .opcode = KVMEM_OP_PAGE_SEAL,
+			    .slot = slot[2], .seq = 1, .layer = 1,
+			    .token_start = UINT32_MAX - tpp / 2,
+			    .ntokens = tpp),
+			 -EINVAL);
+	st = stats(&r);
+	ck_assert_uint_eq(st.slots_sealed, 1);
+	ck_assert_uint_eq(st.slots_open, 3);
+	/* A fork holds the name too; the parent frees its page and may seal
+	 * another one of that name. */
+	ck_assert_int_eq(OP(&r, 6, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1), 2);
+	ck_assert_int_eq(OP(&r, 7, .opcode = KVMEM_OP_PAGE_FREE,
+			    .slot = slot[0], .seq = 1),
+			 0);
+	ck_assert_int_eq(OP(&r, 8, .opcode = KVMEM_OP_PAGE_SEAL,
+			    .slot = slot[1], .seq = 1, .layer = 1,
+			    .token_start = 4, .ntokens = tpp),
+			 0);
+	write_sealed_at(&r, slot[3], 2, 4);
+	ck_assert_int_eq(OP(&r, 9, .opcode = KVMEM_OP_PAGE_SEAL,
+			    .slot = slot[3], .seq = 2, .layer = 1,
+			    .token_start = 4, .ntokens = tpp),
+			 -EINVAL);
+	st = stats(&r);
+	ck_assert_uint_eq(st.slots_sealed, 2);
+	kvmemd_raw_detach(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Regression: forks cost the daemon memory (a page table each) that no
+ * quota counted: a session could fork until the daemon ran out. That
+ * memory is now charged to the host pool as it is taken, up to a share of
+ * the session's own quota: the pool's use grows with every fork by at
+ * least the 12 bytes per page a fork's table needs, forks fail with
+ * -ENOMEM once the share is used, and it all comes back when they go.
+ */
+START_TEST(test_fork_memory_charged)
+{
+	const uint32_t tpp = kvmemd_test_geo().tokens_per_page, N = 60;
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	unsigned long long before, after, heap, heap_max;
+	struct kvmemd_proc p;
+	struct kvmemd_raw r;
+	uint32_t slot[60], i, forks;
+	char buf[4096];
+	int res;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	ck_assert_int_eq(OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
+	for (i = 0; i < N; i += (uint32_t)res) {
+		res = OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC, .len = N - i);
+		ck_assert_int_gt(res, 0);
+		memcpy(&slot[i], r.buf, (size_t)res * sizeof(uint32_t));
+	}
+	for (i = 0; i < N; i++) {
+		write_sealed_at(&r, slot[i], 1, 4 + i * tpp);
+		ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
+				    .slot = slot[i], .seq = 1, .layer = 1,
+				    .token_start = 4 + i * tpp, .ntokens = tpp),
+				 0);
+	}
+	kvmemd_admin(&p, "status", buf, sizeof(buf));
+	before = kvmemd_json_u64(buf, "pool_used_bytes");
+	for (forks = 0; forks < 4000; forks++) {
+		res = OP(&r, 4, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1);
+		if (res < 0)
+			break;
+	}
+	ck_assert_int_eq(res, -ENOMEM);
+	ck_assert_uint_gt(forks, 0);
+	kvmemd_admin(&p, "status", buf, sizeof(buf));
+	after = kvmemd_json_u64(buf, "pool_used_bytes");
+	ck_assert_uint_ge(after - before, (uint64_t)forks * N * 12);
+	kvmemd_admin(&p, "sessions", buf, sizeof(buf));
+	heap = kvmemd_json_u64(buf, "heap_bytes");
+	heap_max = kvmemd_json_u64(buf, "heap_max_bytes");
+	ck_assert_uint_le(heap, heap_max);
+	/* An eighth of the 1 MiB quota, 64 KiB, and the fixed tables. */
+	ck_assert_uint_lt(heap_max, (1u << 20) / 8 + (64u << 10) + (64u << 10));
+	for (i = 0; i < forks; i++)
+		ck_assert_int_eq(
+			OP(&r, 5, .opcode = KVMEM_OP_SEQ_FREE, .seq = 2 + i),
+			0);
+	kvmemd_admin(&p, "status", buf, sizeof(buf));
+	ck_assert_uint_eq(kvmemd_json_u64(buf, "pool_used_bytes"), before);
+	kvmemd_raw_detach(&r);
+	kvmemd_admin(&p, "status", buf, sizeof(buf));
+	ck_assert_uint_eq(kvmemd_json_u64(buf, "pool_used_bytes"), 0);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -1163,6 +1298,8 @@ KVMEM_SUITE(daemon)
 	tcase_add_test(tc, test_arena_full_keeps_what_was_stored);
 	tcase_add_test(tc, test_every_op);
 	tcase_add_test(tc, test_page_free_any_order);
+	tcase_add_test(tc, test_seal_one_page_per_name);
+	tcase_add_test(tc, test_fork_memory_charged);
 	tcase_add_test(tc, test_bad_hellos_refused);
 	tcase_add_test(tc, test_quota_pool_and_session_limits);
 	tcase_add_test(tc, test_unlisted_user_refused);

@@ -182,7 +182,10 @@ enum kvmem_op {
 				  * -> how many were allocated (>= 1) */
 	KVMEM_OP_PAGE_SEAL = 3, /* slot, seq, layer, token_start, ntokens:
 				 * the page is full and immutable; its header
-				 * must say the same -> 0 */
+				 * must say the same, no other page of seq may
+				 * have that layer and token_start, and
+				 * token_start + ntokens must not pass 2^32
+				 * -> 0 */
 	KVMEM_OP_PAGE_FREE = 4, /* slot, seq: an unsealed slot (seq 0) goes
 				 * back, or seq drops a sealed page -> 0 */
 	KVMEM_OP_SEQ_FORK = 5, /* seq -> a new sequence id sharing its
