@@ -107,6 +107,8 @@ static void daemon_counters(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "refused", d->n.refused);
 	jw_u64(w, "detached", d->n.detached);
 	jw_u64(w, "dropped", d->n.dropped);
+	jw_u64(w, "evicted", d->n.evicted);
+	jw_u64(w, "accept_errors", d->n.accept_errors);
 	jw_u64(w, "ops", d->n.ops);
 }
 

@@ -196,6 +196,16 @@ static const struct key keys[] = {
 	},
 	{
 		.section = "daemon",
+		.name = "max_sessions_per_uid",
+		.type = KEY_U32,
+		KEY_FIELD(max_sessions_per_uid, uint32_t),
+		.min = 1,
+		.max = 65536,
+		.reload = true,
+		.desc = "most client sessions of one user at once",
+	},
+	{
+		.section = "daemon",
 		.name = "log_level",
 		.type = KEY_ENUM,
 		KEY_FIELD(log_level, int),
@@ -1001,6 +1011,7 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->allow_uids[0] = getuid();
 	c->n_allow_uids = 1;
 	c->max_sessions = 64;
+	c->max_sessions_per_uid = 32;
 	c->log_level = LOG_INFO;
 	c->host_bytes = GIB;
 	c->session_default_bytes = 64 * MIB;

@@ -33,6 +33,7 @@ struct kvmemd_config {
 	gid_t allow_gids[KVMEMD_MAX_IDS];
 	unsigned int n_allow_gids;
 	uint32_t max_sessions;
+	uint32_t max_sessions_per_uid;
 	int log_level; /* LOG_ERR .. LOG_DEBUG */
 	/* [pool] */
 	uint64_t host_bytes; /* all sessions' arenas together */

@@ -40,6 +40,41 @@ void kvmemd_log(int prio, const char *fmt, ...)
 void kvmemd_log_err(int prio, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* At most a burst per window; what is over is counted. */
+struct kvmemd_ratelimit {
+	uint64_t start, n, missed;
+};
+
+/*
+ * kvmemd_ratelimit() - may one more go in this window
+ * @missed: receives, when a new window opens, how many the last one
+ *          refused (for the caller to report), else 0
+ *
+ * Return: 1 or 0.
+ */
+int kvmemd_ratelimit(struct kvmemd_ratelimit *rl, uint64_t now, uint64_t window,
+		     uint64_t burst, uint64_t *missed);
+
+/*
+ * kvmemd_rl() - may one more of a kind of message (@what, plural: "session
+ * drops") be logged: at most @burst per @window ns through @rl. The first
+ * one held back in a window says so; how many were is said when the window
+ * is over, with the next message of the kind or by kvmemd_rl_flush(),
+ * which the event loop calls for the kinds it keeps.
+ */
+int kvmemd_rl(struct kvmemd_ratelimit *rl, uint64_t window, uint64_t burst,
+	      const char *what);
+void kvmemd_rl_flush(struct kvmemd_ratelimit *rl, uint64_t window,
+		     const char *what);
+
+/* Messages a client can make at will: 10 per 5 s of each kind. */
+#define KVMEMD_RL_BURST 10
+#define KVMEMD_RL_WINDOW_NS (5ull * 1000000000ull)
+
+/* kvmemd_log() through kvmemd_rl(@rl, 5 s, 10, @what). */
+void kvmemd_log_rl(struct kvmemd_ratelimit *rl, const char *what, int prio,
+		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* ---- pool.c: where a session's memory comes from --------------------- */
 
 enum kvmemd_pool_kind {
@@ -165,9 +200,23 @@ struct kvmemd_counters {
 	 * ended by the daemon for breaking the protocol */
 	uint64_t attached, refused, detached, dropped;
 	uint64_t ops;
+	/* connections closed for others of their user, or the pool of
+	 * them, and refused because descriptors ran out */
+	uint64_t evicted, accept_errors;
 };
 
 #define KVMEMD_MAX_SETS 64
+
+/* What one user has of the daemon (user.c). */
+struct kvmemd_user {
+	uid_t uid;
+	uint32_t sessions; /* attached, or being set up */
+	uint32_t pending[2]; /* connections before the welcome: [0]
+			      * clients, [1] admin */
+	struct kvmemd_ratelimit events; /* error events a minute (ras.c) */
+	struct kvmemd_ratelimit log; /* of which the journal hears */
+	uint32_t ring_events; /* its events in ras.c's ring */
+};
 
 struct kvmemd_ras;
 struct kvmemd_tier;
@@ -190,7 +239,21 @@ struct kvmemd {
 	struct kvmemd_ras *ras;
 	struct kvmemd_tier *tier;
 	uint64_t start_mono; /* CLOCK_MONOTONIC ns */
+	struct kvmemd_user *users; /* user.c */
+	uint32_t nusers, users_cap;
 };
+
+/* ---- user.c: per-uid accounting --------------------------------------- */
+
+/*
+ * kvmemd_user() - @uid's record, made when it has none
+ *
+ * Return: the record, good until the next call; NULL when out of memory.
+ */
+struct kvmemd_user *kvmemd_user(struct kvmemd *d, uid_t uid);
+/* @uid's record, or NULL when it has none. */
+const struct kvmemd_user *kvmemd_user_find(const struct kvmemd *d, uid_t uid);
+void kvmemd_users_free(struct kvmemd *d);
 
 /*
  * kvmemd_run() - serve until SIGTERM or SIGINT
@@ -199,6 +262,15 @@ struct kvmemd {
  * failed (logged).
  */
 int kvmemd_run(struct kvmemd *d);
+
+/*
+ * kvmemd_fd_check() - do daemon.max_sessions sessions, and the connections
+ * waiting for their handshake, fit RLIMIT_NOFILE; with @raise, lift the
+ * soft limit to what they need when the hard one allows
+ * Return: 0, or a negative errno with why in @err.
+ */
+int kvmemd_fd_check(const struct kvmemd_config *c, int raise, char *err,
+		    size_t errlen);
 
 /*
  * kvmemd_load_config() - defaults, then the file, then the command line,
@@ -254,11 +326,6 @@ int kvmemd_policy_set(struct kvmemd *d, const char *key, const char *val,
 void kvmemd_policy_free(struct kvmemd *d);
 
 /* ---- ras.c: scrubber, error counters, events, injection --------------- */
-
-/* At most a burst per window; what is over is counted (ras.c). */
-struct kvmemd_ratelimit {
-	uint64_t start, n, missed;
-};
 
 /* Load the persisted counters and events. Return: 0 or -ENOMEM. */
 int kvmemd_ras_init(struct kvmemd *d);

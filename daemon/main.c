@@ -147,6 +147,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (check) {
+		/* What start-up would refuse, short of binding and opening. */
+		if (kvmemd_fd_check(&d.cfg, 0, err, sizeof(err))) {
+			fprintf(stderr, "kvmemd: %s\n", err);
+			return 1;
+		}
 		printf("kvmemd: configuration ok\n");
 		return 0;
 	}

@@ -45,15 +45,16 @@
 #define STEP_UNITS (1u << 16)
 /* A patrol pass that found nothing sealed waits this long for the next. */
 #define IDLE_NS 1000000000ull
-/* The events file is renamed to events.1 beyond this size. */
+/* Past this size the events file starts again, after the events in
+ * memory are saved to events.1. */
 #define EVENTS_FILE_MAX (1u << 20)
-/* The journal gets this many events per window, then a summary. */
-#define LOG_BURST 10
-#define LOG_WINDOW_NS (5ull * 1000000000ull)
-/* Events one session may make per minute: a client rewriting its own
- * pages cannot push everyone else's events out. The counts still grow. */
-#define SESSION_EVENTS 64
+/* Events one user may make per minute, however many sessions it opens: a
+ * client rewriting its own pages cannot push everyone else's events out.
+ * The counts still grow. */
+#define USER_EVENTS 64
 #define MINUTE_NS (60ull * 1000000000ull)
+/* An event read from a file of a version that did not record the user. */
+#define UID_UNKNOWN ((uid_t)-1)
 
 enum tier { TIER_HOT, TIER_WARM, TIER_COLD, TIER_NR };
 static const char *const tier_names[TIER_NR] = { "hot", "warm", "cold" };
@@ -78,6 +79,7 @@ struct ras_count {
 
 struct ras_event {
 	uint64_t time_ns; /* CLOCK_REALTIME */
+	uid_t uid; /* of the session */
 	uint32_t session, seq, layer, token_start, token_end, words;
 	uint8_t pool, tier, codec, region, kind, restored, source;
 };
@@ -105,12 +107,11 @@ struct kvmemd_ras {
 	uint64_t saved_mono; /* totals written at most once a minute */
 	uint64_t summary_mono; /* pass summaries logged at most once */
 
-	struct ras_event *ev;
-	uint32_t ev_cap, ev_next, ev_n;
+	struct ras_event *ev; /* ev_n of them, oldest first */
+	uint32_t ev_cap, ev_n;
 	uint64_t ev_lost;
 	int ev_fd;
 	uint64_t ev_bytes, ev_open_mono;
-	struct kvmemd_ratelimit log;
 
 	int enabled; /* scrub start / stop */
 	double tokens, rate;
@@ -217,6 +218,17 @@ static void load_counters(struct kvmemd *d)
 	fclose(f);
 }
 
+/* A new state file to write, as private as the events file. */
+static FILE *state_create(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	if (!f && fd >= 0)
+		close(fd);
+	return f;
+}
+
 /* Write the totals to a new file and rename it over the old one. */
 static void save_counters(struct kvmemd *d)
 {
@@ -229,7 +241,7 @@ static void save_counters(struct kvmemd *d)
 		return;
 	r->saved_mono = kvmemd_now_ns();
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
+	f = state_create(tmp);
 	if (!f) {
 		kvmemd_log_err(LOG_WARNING, -errno, "%s", tmp);
 		return;
@@ -263,29 +275,33 @@ static void save_counters(struct kvmemd *d)
 static void event_line(const struct ras_event *e, char *buf, size_t len)
 {
 	snprintf(buf, len,
-		 "%llu.%09llu %u %u %u %u %u %s %s %s %s %u %s %u %s\n",
+		 "%llu.%09llu %u %u %u %u %u %s %s %s %s %u %s %u %s %u\n",
 		 (unsigned long long)(e->time_ns / 1000000000ull),
 		 (unsigned long long)(e->time_ns % 1000000000ull), e->session,
 		 e->seq, e->layer, e->token_start, e->token_end,
 		 pool_names[e->pool], tier_names[e->tier], codec_name(e->codec),
 		 region_names[e->region], e->words, kind_names[e->kind],
-		 e->restored, source_names[e->source]);
+		 e->restored, source_names[e->source], (unsigned int)e->uid);
 }
 
+/* A line of event_line(); one without the last field (the uid) is from
+ * an earlier version. */
 static int event_parse(const char *line, struct ras_event *e)
 {
 	char pool[16], tier[16], codec[16], region[16], kind[16], src[16];
 	unsigned long long s, ns;
-	unsigned int restored;
-	int p, t, c, g, k, o;
+	unsigned int restored, uid;
+	int p, t, c, g, k, o, n;
 
-	if (sscanf(line,
+	n = sscanf(line,
 		   "%llu.%9llu %u %u %u %u %u %15s %15s %15s %15s %u %15s "
-		   "%u %15s",
+		   "%u %15s %u",
 		   &s, &ns, &e->session, &e->seq, &e->layer, &e->token_start,
 		   &e->token_end, pool, tier, codec, region, &e->words, kind,
-		   &restored, src) != 15)
+		   &restored, src, &uid);
+	if (n != 15 && n != 16)
 		return -EINVAL;
+	e->uid = n == 16 ? (uid_t)uid : UID_UNKNOWN;
 	p = name_index(pool_names, KVMEMD_POOL_NR, pool);
 	t = name_index(tier_names, TIER_NR, tier);
 	c = kvmem_codec_by_name(codec);
@@ -307,20 +323,60 @@ static int event_parse(const char *line, struct ras_event *e)
 	return 0;
 }
 
-static void ring_add(struct kvmemd_ras *r, const struct ras_event *e)
+/*
+ * The event a full ring gives up for a new one: of the user with the most
+ * events in it, the oldest that says nothing was lost (a header put
+ * back), else its oldest. A user who floods the ring only ever pushes out
+ * its own events.
+ */
+static uint32_t ring_victim(const struct kvmemd *d)
 {
-	r->ev[r->ev_next] = *e;
-	r->ev_next = (r->ev_next + 1) % r->ev_cap;
-	if (r->ev_n < r->ev_cap)
-		r->ev_n++;
-	else
-		r->ev_lost++;
+	const struct kvmemd_ras *r = d->ras;
+	uint32_t i, most = 0, at = UINT32_MAX;
+	uid_t heavy = 0;
+
+	for (i = 0; i < d->nusers; i++)
+		if (d->users[i].ring_events > most) {
+			most = d->users[i].ring_events;
+			heavy = d->users[i].uid;
+		}
+	for (i = 0; i < r->ev_n; i++) {
+		if (r->ev[i].uid != heavy)
+			continue;
+		if (r->ev[i].kind == EV_MISMATCH)
+			return i;
+		if (at == UINT32_MAX)
+			at = i;
+	}
+	return at == UINT32_MAX ? 0 : at;
 }
 
-/* Refill the ring from a file: its good lines, the last ev_cap kept. */
-static void load_events(struct kvmemd *d, const char *name)
+static void ring_add(struct kvmemd *d, const struct ras_event *e)
 {
 	struct kvmemd_ras *r = d->ras;
+	struct kvmemd_user *u;
+	uint32_t v;
+
+	if (r->ev_n == r->ev_cap) {
+		v = ring_victim(d);
+		u = kvmemd_user(d, r->ev[v].uid);
+		if (u)
+			u->ring_events--;
+		memmove(&r->ev[v], &r->ev[v + 1],
+			(r->ev_n - v - 1) * sizeof(*r->ev));
+		r->ev_n--;
+		r->ev_lost++;
+	}
+	r->ev[r->ev_n++] = *e;
+	u = kvmemd_user(d, e->uid);
+	if (u)
+		u->ring_events++;
+}
+
+/* Refill the ring from a file: its good lines, kept as ring_add() keeps
+ * them. */
+static void load_events(struct kvmemd *d, const char *name)
+{
 	char path[300], line[512];
 	struct ras_event e;
 	unsigned int bad = 0;
@@ -339,7 +395,7 @@ static void load_events(struct kvmemd *d, const char *name)
 		if (event_parse(line, &e))
 			bad++;
 		else
-			ring_add(r, &e);
+			ring_add(d, &e);
 	}
 	fclose(f);
 	if (bad)
@@ -347,23 +403,61 @@ static void load_events(struct kvmemd *d, const char *name)
 			   bad);
 }
 
+/*
+ * The events in memory to events.1 (a new file renamed over the old one):
+ * they were kept fairly between users, so what a full events file would
+ * lose by starting again is what the ring already gave up.
+ */
+static int save_events(struct kvmemd *d)
+{
+	struct kvmemd_ras *r = d->ras;
+	char path[300], tmp[310], line[512];
+	uint32_t i;
+	FILE *f;
+	int ok = 1;
+
+	if (state_path(d, "events.1", path, sizeof(path)))
+		return -ENAMETOOLONG;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = state_create(tmp);
+	if (!f)
+		return -errno;
+	for (i = 0; i < r->ev_n; i++) {
+		event_line(&r->ev[i], line, sizeof(line));
+		ok &= fputs(line, f) >= 0;
+	}
+	ok &= !fflush(f) && !fsync(fileno(f));
+	ok &= !fclose(f);
+	if (!ok || rename(tmp, path)) {
+		unlink(tmp);
+		return -EIO;
+	}
+	return 0;
+}
+
 static void open_events(struct kvmemd *d)
 {
 	struct kvmemd_ras *r = d->ras;
-	char path[300], old[310], last;
+	char path[300], last;
 	struct stat st;
+	int flags = O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC;
 
 	r->ev_open_mono = kvmemd_now_ns();
 	if (state_path(d, "events", path, sizeof(path)))
 		return;
 	r->ev_bytes = stat(path, &st) ? 0 : (uint64_t)st.st_size;
 	if (r->ev_bytes >= EVENTS_FILE_MAX) {
-		snprintf(old, sizeof(old), "%s.1", path);
-		if (rename(path, old))
-			kvmemd_log_err(LOG_WARNING, -errno, "rename %s", path);
-		r->ev_bytes = 0;
+		if (save_events(d)) {
+			kvmemd_log_err(LOG_WARNING, -errno,
+				       "cannot save the events to events.1; "
+				       "%s goes on growing",
+				       path);
+		} else {
+			flags |= O_TRUNC;
+			r->ev_bytes = 0;
+		}
 	}
-	r->ev_fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	r->ev_fd = open(path, flags, 0640);
 	if (r->ev_fd < 0) {
 		kvmemd_log_err(LOG_WARNING, -errno,
 			       "%s: events are not kept until it opens", path);
@@ -376,38 +470,53 @@ static void open_events(struct kvmemd *d)
 		r->ev_bytes++;
 }
 
-/*
- * ratelimit() - may one more go in this window
- * @missed: receives, when a new window opens, how many the last one
- *          refused (for the caller to report), else 0
- *
- * Return: 1 or 0.
- */
-static int ratelimit(struct kvmemd_ratelimit *rl, uint64_t now, uint64_t window,
-		     uint64_t burst, uint64_t *missed)
+/* The kind of message kvmemd_rl() limits for @uid's events. */
+static void user_what(char *buf, size_t len, uid_t uid)
 {
-	*missed = 0;
-	if (now - rl->start >= window) {
-		*missed = rl->missed;
-		rl->start = now;
-		rl->n = 0;
-		rl->missed = 0;
+	snprintf(buf, len,
+		 "error events of uid %u (kvmemctl events lists them)",
+		 (unsigned int)uid);
+}
+
+static void events_missed(uid_t uid, uint64_t missed)
+{
+	kvmemd_log(LOG_WARNING,
+		   "uid %u: %llu error events were counted but not recorded "
+		   "(more than %u a minute)",
+		   (unsigned int)uid, (unsigned long long)missed, USER_EVENTS);
+}
+
+/* Say what each user's limits held back, once their windows are over. */
+static void users_flush(struct kvmemd *d)
+{
+	uint64_t now = kvmemd_now_ns();
+	char what[80];
+	uint32_t i;
+
+	for (i = 0; i < d->nusers; i++) {
+		struct kvmemd_user *u = &d->users[i];
+
+		if (u->log.missed) {
+			user_what(what, sizeof(what), u->uid);
+			kvmemd_rl_flush(&u->log, KVMEMD_RL_WINDOW_NS, what);
+		}
+		if (u->events.missed && now - u->events.start >= MINUTE_NS) {
+			events_missed(u->uid, u->events.missed);
+			u->events.missed = 0;
+			u->events.n = 0;
+		}
 	}
-	if (rl->n++ < burst)
-		return 1;
-	rl->missed++;
-	return 0;
 }
 
 static void record_event(struct kvmemd *d, const struct ras_event *e)
 {
 	struct kvmemd_ras *r = d->ras;
-	uint64_t now = kvmemd_now_ns(), missed;
-	char line[512];
+	uint64_t now = kvmemd_now_ns();
+	struct kvmemd_user *u;
+	char line[512], what[80];
 	size_t len;
-	int ok;
 
-	ring_add(r, e);
+	ring_add(d, e);
 	event_line(e, line, sizeof(line));
 	len = strlen(line);
 	if (r->ev_fd < 0 && now - r->ev_open_mono >= MINUTE_NS)
@@ -423,21 +532,21 @@ static void record_event(struct kvmemd *d, const struct ras_event *e)
 			open_events(d);
 		}
 	}
-	ok = ratelimit(&r->log, now, LOG_WINDOW_NS, LOG_BURST, &missed);
-	if (missed)
-		kvmemd_log(LOG_WARNING,
-			   "%llu more error events not logged "
-			   "(kvmemctl events lists them)",
-			   (unsigned long long)missed);
-	if (!ok)
-		return;
+	/* The journal hears KVMEMD_RL_BURST events of a user per window. */
+	u = kvmemd_user(d, e->uid);
+	if (u) {
+		user_what(what, sizeof(what), e->uid);
+		if (!kvmemd_rl(&u->log, KVMEMD_RL_WINDOW_NS, KVMEMD_RL_BURST,
+			       what))
+			return;
+	}
 	kvmemd_log(e->restored ? LOG_WARNING : LOG_ERR,
-		   "%s error: session %u seq %u layer %u tokens %u-%u, %s %s "
-		   "%s %s, %u words; %s (%s)",
-		   kind_names[e->kind], e->session, e->seq, e->layer,
-		   e->token_start, e->token_end, pool_names[e->pool],
-		   tier_names[e->tier], codec_name(e->codec),
-		   region_names[e->region], e->words,
+		   "%s error: uid %u session %u seq %u layer %u tokens %u-%u, "
+		   "%s %s %s %s, %u words; %s (%s)",
+		   kind_names[e->kind], (unsigned int)e->uid, e->session,
+		   e->seq, e->layer, e->token_start, e->token_end,
+		   pool_names[e->pool], tier_names[e->tier],
+		   codec_name(e->codec), region_names[e->region], e->words,
 		   e->restored	      ? "restored"
 		   : e->kind == EV_UE ? "values rebuilt from neighbours on read"
 		   : e->kind == EV_LOST
@@ -576,18 +685,25 @@ static void page_event(struct kvmemd *d, struct kvmemd_session *s,
 		       const struct slot *sl, struct ras_event *e,
 		       enum source src)
 {
-	uint64_t missed;
-	int ok = ratelimit(&s->events, kvmemd_now_ns(), MINUTE_NS,
-			   SESSION_EVENTS, &missed);
+	struct kvmemd_user *u = kvmemd_user(d, s->uid);
+	uint64_t missed = 0;
+	int ok = 1;
 
+	/* Without a record (no memory) the event is kept: it may be real. */
+	if (u)
+		ok = kvmemd_ratelimit(&u->events, kvmemd_now_ns(), MINUTE_NS,
+				      USER_EVENTS, &missed);
 	if (missed)
+		events_missed(s->uid, missed);
+	if (!ok && u->events.missed == 1)
 		kvmemd_log(LOG_WARNING,
-			   "session %u: %llu error events not recorded (more "
-			   "than %u a minute)",
-			   s->id, (unsigned long long)missed, SESSION_EVENTS);
+			   "uid %u: more than %u error events in a minute; "
+			   "the rest of the minute's are counted, not recorded",
+			   (unsigned int)s->uid, USER_EVENTS);
 	if (!ok)
 		return;
 	e->time_ns = clock_ns(CLOCK_REALTIME);
+	e->uid = s->uid;
 	e->session = s->id;
 	e->seq = sl->seq;
 	e->layer = sl->layer;
@@ -613,8 +729,8 @@ enum check_phase {
 /* Work one step does at most: the rings wait meanwhile. */
 #define CHECK_CHUNK (64u << 10)
 
-static void check_start(const struct kvmemd_session *s,
-			struct kvmemd_check *c, uint32_t unit, enum source src)
+static void check_start(const struct kvmemd_session *s, struct kvmemd_check *c,
+			uint32_t unit, enum source src)
 {
 	memset(c, 0, sizeof(*c));
 	c->unit = unit;
@@ -732,8 +848,8 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 	c->lost = 1;
 	/* Every word now reads uncorrectable: none is news to the patrol. */
 	sl->ue_scales = l->scale_words;
-	sl->ue_payload = 2 * s->g.kv_heads * s->g.tokens_per_page *
-			 l->row_words;
+	sl->ue_payload =
+		2 * s->g.kv_heads * s->g.tokens_per_page * l->row_words;
 	sl->flags |= SLOT_CRC_BAD;
 	mark_degraded(s, sl, p);
 	s->crc++;
@@ -785,10 +901,10 @@ static void scrub_rows(const struct kvmemd_session *s, const struct slot *sl,
 {
 	const struct kvmem_page_layout *l = &s->layout[sl->kind];
 	const struct kvmem_codec_info *ci = kvmem_codec_get(l->codec);
-	const size_t vw = ((size_t)s->g.head_dim *
-				   kvmem_format_get(l->format)->bits +
-			   ci->data_bits - 1) /
-			  ci->data_bits;
+	const size_t vw =
+		((size_t)s->g.head_dim * kvmem_format_get(l->format)->bits +
+		 ci->data_bits - 1) /
+		ci->data_bits;
 	const size_t tpp = s->g.tokens_per_page, rw = l->row_words;
 	struct kvmem_ecc_counts c;
 	size_t r = r0, t, end;
@@ -878,10 +994,10 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 		case PH_V:
 			n = take(budget, rows - c->pos, l->row_bytes);
 			memset(&wc, 0, sizeof(wc));
-			scrub_rows(s, sl,
-				   page + (c->phase == PH_K ? l->k_off
-							    : l->v_off),
-				   c->pos, c->pos + n, &wc);
+			scrub_rows(
+				s, sl,
+				page + (c->phase == PH_K ? l->k_off : l->v_off),
+				c->pos, c->pos + n, &wc);
 			c->ce[REGION_PAYLOAD] += wc.corrected;
 			c->ue[REGION_PAYLOAD] += wc.uncorrectable;
 			c->pos += n;
@@ -894,9 +1010,9 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 			break;
 		case PH_TIDY:
 			n = take(budget, size - c->pos, 1);
-			c->tidied += kvmem__page_tidy(page, &s->g, l,
-						      sl->ntokens, c->pos,
-						      c->pos + n);
+			c->tidied +=
+				kvmem__page_tidy(page, &s->g, l, sl->ntokens,
+						 c->pos, c->pos + n);
 			c->pos += n;
 			if (c->pos == size) {
 				c->phase = PH_HEADER;
@@ -1021,9 +1137,8 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 
 				/* Pages on the store are checked when they
 				 * come back. */
-				if (!p->in_job &&
-				    (pg->state == PAGE_RESIDENT ||
-				     pg->state == PAGE_WRITING)) {
+				if (!p->in_job && (pg->state == PAGE_RESIDENT ||
+						   pg->state == PAGE_WRITING)) {
 					check_start(s, &p->job, pg->unit,
 						    p->kind);
 					p->in_job = 1;
@@ -1149,6 +1264,7 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 	uint64_t before, next = UINT64_MAX;
 	double burst, spent;
 
+	users_flush(d);
 	if (seal_checks(d))
 		next = now;
 	if (r->ondemand.active) {
@@ -1427,7 +1543,7 @@ int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	double since = 0;
 	unsigned long limit = 1000, skip;
 	const struct ras_event *e;
-	uint32_t i, n = 0, first;
+	uint32_t i, n = 0;
 	char *end;
 	int a;
 
@@ -1447,14 +1563,13 @@ int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w)
 			goto usage;
 		}
 	}
-	first = (r->ev_next + r->ev_cap - r->ev_n) % r->ev_cap;
 	for (i = 0; i < r->ev_n; i++)
-		n += secs(r->ev[(first + i) % r->ev_cap].time_ns) >= since;
+		n += secs(r->ev[i].time_ns) >= since;
 	skip = n > limit ? n - limit : 0;
 	jw_open(w, NULL, '{');
 	jw_open(w, "events", '[');
 	for (i = 0; i < r->ev_n; i++) {
-		e = &r->ev[(first + i) % r->ev_cap];
+		e = &r->ev[i];
 		if (secs(e->time_ns) < since)
 			continue;
 		if (skip) {
@@ -1463,6 +1578,8 @@ int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		}
 		jw_open(w, NULL, '{');
 		jw_f64(w, "time", secs(e->time_ns));
+		if (e->uid != UID_UNKNOWN)
+			jw_u64(w, "uid", e->uid);
 		jw_u64(w, "session", e->session);
 		jw_u64(w, "seq", e->seq);
 		jw_u64(w, "layer", e->layer);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,8 +38,16 @@
 /* A client has this long to say hello, an admin connection between
  * requests. */
 #define HELLO_TIMEOUT_NS (5ull * 1000000000ull)
-/* Connections not yet attached, and admin connections, at any time. */
+/* Connections not yet attached, and admin connections, at any time: in
+ * all, and of one user. A new one past either limit makes the oldest of
+ * that user (or of the user with the most) go, so connections that never
+ * speak cannot keep anyone out (kvmemd_fd_check() counts on these). */
 #define MAX_PENDING 64
+#define MAX_PENDING_UID 8
+/* After accept() ran out of descriptors, the socket rests this long,
+ * doubling up to the max. */
+#define ACCEPT_BACKOFF_NS (50ull * 1000000ull)
+#define ACCEPT_BACKOFF_MAX_NS (1000ull * 1000000ull)
 #define MAX_EVENTS 64
 #define POLL_PASSES 32
 /* An admin request, and the datagrams a reply is cut into. */
@@ -77,6 +86,7 @@ struct conn {
 	int setup_ret;
 	char why[KVMEM_MESSAGE_LEN];
 	struct ucred cred;
+	uint64_t accepted; /* CLOCK_MONOTONIC ns */
 	uint64_t deadline; /* CONN_HELLO, CONN_ADMIN */
 	struct kvmemd_session *s;
 	struct kvmem_welcome w;
@@ -98,6 +108,11 @@ struct server {
 	struct conn *conns;
 	struct conn *zombies; /* dead, events for them may still be queued */
 	unsigned int npending[2]; /* not attached yet: [0] clients, [1] admin */
+	int reserve_fd; /* closed to accept when descriptors run out */
+	uint64_t accept_rest[2]; /* a listening socket is not watched until */
+	uint64_t accept_backoff;
+	/* log lines a client can cause at will */
+	struct kvmemd_ratelimit log_conn, log_drop, log_accept;
 	int polling;
 	uint64_t last_busy;
 	uint64_t watchdog_usec, next_watchdog;
@@ -211,6 +226,19 @@ static void status_update(struct server *sv)
 
 /* ---- connections ------------------------------------------------------ */
 
+static int is_admin(const struct conn *c)
+{
+	return c->state == CONN_ADMIN;
+}
+
+/* @c no longer waits to speak (it said hello, or it is gone). */
+static void pending_put(struct server *sv, struct conn *c)
+{
+	sv->npending[is_admin(c)]--;
+	/* The record exists while it counts something. */
+	kvmemd_user(sv->d, c->cred.uid)->pending[is_admin(c)]--;
+}
+
 static void conn_link(struct server *sv, struct conn *c)
 {
 	c->next = sv->conns;
@@ -231,8 +259,8 @@ static void conn_free(struct server *sv, struct conn *c)
 		sv->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (c->state != CONN_ACTIVE)
-		sv->npending[c->state == CONN_ADMIN]--;
+	if (c->state == CONN_HELLO || c->state == CONN_ADMIN)
+		pending_put(sv, c);
 	if (c->waiting) {
 		kvmemd_ras_forget(sv->d, c);
 		kvmemd_tier_forget(sv->d, c);
@@ -292,11 +320,28 @@ static int send_welcome(struct conn *c, const int *fds)
 	return 0;
 }
 
+/*
+ * Read what the peer sent and did not get an answer to: a socket closed
+ * with it unread resets the connection, and the peer would lose the
+ * reason it is told.
+ */
+static void drain(int fd)
+{
+	char buf[256];
+	int i;
+
+	for (i = 0; i < 64; i++)
+		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC) <= 0)
+			break;
+}
+
 static void conn_refuse(struct server *sv, struct conn *c)
 {
-	kvmemd_log(LOG_NOTICE, "refused pid %d uid %u: %s", (int)c->cred.pid,
-		   (unsigned int)c->cred.uid, c->w.message);
+	kvmemd_log_rl(&sv->log_conn, "connection refusals", LOG_NOTICE,
+		      "refused pid %d uid %u: %s", (int)c->cred.pid,
+		      (unsigned int)c->cred.uid, c->w.message);
 	sv->d->n.refused++;
+	drain(c->fd);
 	send_welcome(c, NULL);
 	conn_free(sv, c);
 }
@@ -305,8 +350,10 @@ static void conn_refuse(struct server *sv, struct conn *c)
 static void conn_drop(struct server *sv, struct conn *c, const char *why)
 {
 	if (c->state == CONN_ACTIVE && why) {
-		kvmemd_log(LOG_NOTICE, "session %u (pid %d) dropped: %s",
-			   kvmemd_session_id(c->s), (int)c->cred.pid, why);
+		kvmemd_log_rl(&sv->log_drop, "session drops", LOG_NOTICE,
+			      "session %u (pid %d uid %u) dropped: %s",
+			      kvmemd_session_id(c->s), (int)c->cred.pid,
+			      (unsigned int)c->cred.uid, why);
 		sv->d->n.dropped++;
 		kvmemd_session_shutdown(c->s);
 	} else if (c->state == CONN_ACTIVE) {
@@ -405,45 +452,204 @@ static int authorize(const struct kvmemd_config *cfg, struct conn *c, int admin)
 	return -EACCES;
 }
 
+/* May @c, a connection still in its handshake, be closed for another? */
+static int evictable(const struct conn *c, int admin)
+{
+	if (admin)
+		return is_admin(c) && !c->waiting && c->out_off == c->out.len;
+	return c->state == CONN_HELLO;
+}
+
+/* The oldest connection of @uid (any user: (uid_t)-1) that may go. */
+static struct conn *oldest(struct server *sv, uid_t uid, int admin)
+{
+	struct conn *c, *o = NULL;
+
+	for (c = sv->conns; c; c = c->next)
+		if (evictable(c, admin) &&
+		    (uid == (uid_t)-1 || c->cred.uid == uid) &&
+		    (!o || c->accepted < o->accepted))
+			o = c;
+	return o;
+}
+
+static void evict(struct server *sv, struct conn *c, const char *why)
+{
+	sv->d->n.evicted++;
+	if (is_admin(c)) {
+		kvmemd_log_rl(&sv->log_conn, "connection refusals", LOG_NOTICE,
+			      "closed an idle admin connection of uid %u: %s",
+			      (unsigned int)c->cred.uid, why);
+		conn_free(sv, c);
+		return;
+	}
+	snprintf(c->w.message, sizeof(c->w.message), "%s", why);
+	c->w.error = -EAGAIN;
+	conn_refuse(sv, c);
+}
+
+/*
+ * Make room for one more connection of @uid in its handshake: past
+ * MAX_PENDING_UID of its own, its oldest goes; past MAX_PENDING in all,
+ * the oldest of the user that has the most. Return: 0, or -EAGAIN when
+ * none can go (all are being set up).
+ */
+static int make_room(struct server *sv, uid_t uid, int admin)
+{
+	const struct kvmemd_user *u = kvmemd_user_find(sv->d, uid);
+	struct conn *c = NULL;
+	char why[KVMEM_MESSAGE_LEN];
+	uint32_t i, most = 0;
+	uid_t heavy = uid;
+
+	if (u && u->pending[admin] >= MAX_PENDING_UID) {
+		c = oldest(sv, uid, admin);
+		snprintf(why, sizeof(why),
+			 "uid %u has %u connections waiting to attach, "
+			 "the most kvmemd keeps for one user",
+			 (unsigned int)uid, MAX_PENDING_UID);
+	} else if (sv->npending[admin] >= MAX_PENDING) {
+		for (i = 0; i < sv->d->nusers; i++)
+			if (sv->d->users[i].pending[admin] > most) {
+				most = sv->d->users[i].pending[admin];
+				heavy = sv->d->users[i].uid;
+			}
+		c = oldest(sv, heavy, admin);
+		if (!c)
+			c = oldest(sv, (uid_t)-1, admin);
+		snprintf(why, sizeof(why),
+			 "%u connections waiting to attach, the most kvmemd "
+			 "keeps; uid %u has the most",
+			 MAX_PENDING, (unsigned int)heavy);
+	} else {
+		return 0;
+	}
+	if (!c)
+		return -EAGAIN;
+	evict(sv, c, why);
+	return 0;
+}
+
+/* A refusal to a peer that has no connection state (yet): the welcome,
+ * or nothing for an admin peer, whose replies are JSON. */
+static void refuse_fd(int fd, int admin, int err, const char *why)
+{
+	struct conn c = { .fd = fd };
+
+	if (!admin) {
+		c.w.error = err;
+		snprintf(c.w.message, sizeof(c.w.message), "%s", why);
+		drain(fd);
+		send_welcome(&c, NULL);
+	}
+	close(fd);
+}
+
+/*
+ * accept() found no descriptor: the connection would stay in the backlog
+ * and wake the loop on every pass. Take it with the one kept in reserve,
+ * tell it why, and let the socket rest before trying again.
+ */
+static void accept_starved(struct server *sv, int lfd, int admin, int err)
+{
+	uint64_t now = kvmemd_now_ns();
+	struct epoll_event ev = { .events = 0,
+				  .data.ptr = admin ? &sv->aw : &sv->lw };
+	struct rlimit rl = { 0 };
+	char why[KVMEM_MESSAGE_LEN];
+	int fd;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	snprintf(why, sizeof(why),
+		 "kvmemd is out of file descriptors (%s, RLIMIT_NOFILE %llu); "
+		 "try again later",
+		 strerror(-err), (unsigned long long)rl.rlim_cur);
+	sv->d->n.accept_errors++;
+	kvmemd_log_rl(&sv->log_accept, "accept errors", LOG_WARNING,
+		      "accept on the %s socket: %s; refusing connections for "
+		      "%llu ms (%llu refused so far)",
+		      admin ? "admin" : "client", why,
+		      (unsigned long long)(sv->accept_backoff / 1000000),
+		      (unsigned long long)sv->d->n.accept_errors);
+	if (sv->reserve_fd >= 0) {
+		close(sv->reserve_fd);
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0)
+			refuse_fd(fd, admin, err, why);
+		sv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	sv->accept_rest[admin] = now + sv->accept_backoff;
+	sv->accept_backoff = sv->accept_backoff * 2 < ACCEPT_BACKOFF_MAX_NS
+				     ? sv->accept_backoff * 2
+				     : ACCEPT_BACKOFF_MAX_NS;
+	epoll_ctl(sv->ep, EPOLL_CTL_MOD, lfd, &ev);
+}
+
+/* Watch the listening sockets again once their rest is over. */
+static void accept_wake(struct server *sv, uint64_t now)
+{
+	int admin;
+
+	for (admin = 0; admin < 2; admin++) {
+		struct epoll_event ev = {
+			.events = EPOLLIN,
+			.data.ptr = admin ? &sv->aw : &sv->lw,
+		};
+
+		if (!sv->accept_rest[admin] || now < sv->accept_rest[admin])
+			continue;
+		sv->accept_rest[admin] = 0;
+		epoll_ctl(sv->ep, EPOLL_CTL_MOD, admin ? sv->afd : sv->lfd,
+			  &ev);
+	}
+}
+
 static void on_accept(struct server *sv, int lfd, int admin)
 {
+	struct kvmemd_user *u;
 	struct conn *c;
 	int fd;
 
 	for (;;) {
 		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR &&
-			    errno != ECONNABORTED)
-				kvmemd_log_err(LOG_WARNING, -errno, "accept");
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				accept_starved(sv, lfd, admin, -errno);
+			else if (errno != EAGAIN && errno != EINTR &&
+				 errno != ECONNABORTED)
+				kvmemd_log_rl(&sv->log_accept, "accept errors",
+					      LOG_WARNING, "accept: %s",
+					      strerror(errno));
 			return;
 		}
-		/* Admin connections have a count of their own: they cannot
-		 * keep clients out. */
-		if (sv->npending[admin] >= MAX_PENDING) {
-			kvmemd_log(
-				LOG_WARNING,
-				"%u %sconnections waiting, closing a new one",
-				sv->npending[admin], admin ? "admin " : "");
-			close(fd);
-			continue;
-		}
+		sv->accept_backoff = ACCEPT_BACKOFF_NS;
 		c = calloc(1, sizeof(*c));
 		if (!c) {
-			close(fd);
+			refuse_fd(fd, admin, -ENOMEM, "kvmemd: out of memory");
 			continue;
 		}
 		c->fd = fd;
 		c->sv = sv;
 		c->state = admin ? CONN_ADMIN : CONN_HELLO;
-		c->deadline = kvmemd_now_ns() + HELLO_TIMEOUT_NS;
+		c->accepted = kvmemd_now_ns();
+		c->deadline = c->accepted + HELLO_TIMEOUT_NS;
 		c->sock_w.type = W_CONN;
 		c->sock_w.conn = c;
-		sv->npending[admin]++;
-		conn_link(sv, c);
 		/* A refused client hears why after its request: closing with
 		 * the request unread would reset the connection instead. */
 		authorize(&sv->d->cfg, c, admin);
+		if (make_room(sv, c->cred.uid, admin) ||
+		    !(u = kvmemd_user(sv->d, c->cred.uid))) {
+			refuse_fd(fd, admin, -EAGAIN,
+				  "kvmemd has no room for another connection "
+				  "waiting to attach; try again");
+			free(c);
+			continue;
+		}
+		u->pending[admin]++;
+		sv->npending[admin]++;
+		conn_link(sv, c);
 		if (watch_add(sv, fd, EPOLLIN | EPOLLRDHUP, &c->sock_w))
 			conn_free(sv, c);
 	}
@@ -496,6 +702,9 @@ static void on_hello(struct server *sv, struct conn *c)
 		conn_refuse(sv, c);
 		return;
 	}
+	/* It spoke: its memory is set up on a worker, whose queue bounds
+	 * how many wait for that. */
+	pending_put(sv, c);
 	c->state = CONN_SETUP;
 	status_update(sv);
 }
@@ -528,7 +737,6 @@ static void on_setup_done(struct server *sv, struct conn *c)
 	}
 	c->state = CONN_ACTIVE;
 	kvmemd_session_activate(c->s);
-	sv->npending[0]--;
 	sv->d->n.attached++;
 	/* A polling loop spares the new client its doorbell too. */
 	if (sv->polling)
@@ -882,6 +1090,7 @@ static int timeout_ms(struct server *sv)
 {
 	uint64_t now = kvmemd_now_ns(), next = UINT64_MAX;
 	struct conn *c;
+	int i;
 
 	if (sv->polling)
 		return 0;
@@ -891,6 +1100,9 @@ static int timeout_ms(struct server *sv)
 			next = c->deadline;
 	if (sv->watchdog_usec && sv->next_watchdog < next)
 		next = sv->next_watchdog;
+	for (i = 0; i < 2; i++)
+		if (sv->accept_rest[i] && sv->accept_rest[i] < next)
+			next = sv->accept_rest[i];
 	if (sv->scrub_next < next)
 		next = sv->scrub_next;
 	if (sv->tier_next < next)
@@ -921,6 +1133,11 @@ static void timers(struct server *sv)
 			conn_free(sv, c);
 		}
 	}
+	accept_wake(sv, now);
+	kvmemd_rl_flush(&sv->log_conn, KVMEMD_RL_WINDOW_NS,
+			"connection refusals");
+	kvmemd_rl_flush(&sv->log_drop, KVMEMD_RL_WINDOW_NS, "session drops");
+	kvmemd_rl_flush(&sv->log_accept, KVMEMD_RL_WINDOW_NS, "accept errors");
 	if (sv->watchdog_usec && now >= sv->next_watchdog) {
 		notify("WATCHDOG=1", 0);
 		sv->next_watchdog = now + sv->watchdog_usec * 500ull;
@@ -941,7 +1158,8 @@ static void reload(struct server *sv)
 	merged = d->cfg;
 	if (!kvmemd_load_config(d, &fresh, err, sizeof(err))) {
 		kvmemd_config_reload(&merged, &fresh);
-		if (!kvmemd_config_check(&merged, err, sizeof(err))) {
+		if (!kvmemd_config_check(&merged, err, sizeof(err)) &&
+		    !kvmemd_fd_check(&merged, 1, err, sizeof(err))) {
 			d->cfg = merged;
 			kvmemd_log_init(d->cfg.log_level);
 			kvmemd_log(LOG_INFO, "configuration reloaded");
@@ -1022,16 +1240,28 @@ static void shut_down(struct server *sv)
 	kvmemd_tier_exit(sv->d);
 	kvmemd_ras_exit(sv->d);
 	close(sv->ep);
+	if (sv->reserve_fd >= 0)
+		close(sv->reserve_fd);
 }
 
 static int start(struct server *sv)
 {
 	const struct kvmemd_config *cfg = &sv->d->cfg;
+
+	char err[256];
 	int ret;
 
+	ret = kvmemd_fd_check(cfg, 1, err, sizeof(err));
+	if (ret) {
+		kvmemd_log(LOG_ERR, "%s", err);
+		return ret;
+	}
 	sv->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (sv->ep < 0)
 		return -errno;
+	/* Kept to take a connection off the backlog when accept() runs out
+	 * of descriptors (accept_starved()). */
+	sv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	ret = kvmemd_workers_start(cfg->threads, cfg->queue_depth,
 				   &sv->workers);
 	if (ret) {
@@ -1088,9 +1318,55 @@ static int start(struct server *sv)
 	return ret;
 }
 
+/* Descriptors besides those of sessions and pending connections: stdio,
+ * epoll, the listening sockets, eventfds, state files, the store. */
+#define FD_BASE 32
+/* A session's: its socket, memfd and two eventfds. */
+#define FDS_PER_SESSION 4
+
+int kvmemd_fd_check(const struct kvmemd_config *c, int raise, char *err,
+		    size_t errlen)
+{
+	const rlim_t need = FD_BASE +
+			    (rlim_t)FDS_PER_SESSION * c->max_sessions +
+			    2 * MAX_PENDING;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl)) {
+		snprintf(err, errlen, "getrlimit: %s", strerror(errno));
+		return -errno;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= need)
+		return 0;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+		snprintf(err, errlen,
+			 "daemon.max_sessions = %u needs %llu file "
+			 "descriptors, RLIMIT_NOFILE allows %llu (raise "
+			 "LimitNOFILE= or ulimit -n, or lower "
+			 "daemon.max_sessions)",
+			 c->max_sessions, (unsigned long long)need,
+			 (unsigned long long)rl.rlim_max);
+		return -EMFILE;
+	}
+	if (!raise || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	rl.rlim_cur = need;
+	if (setrlimit(RLIMIT_NOFILE, &rl)) {
+		snprintf(err, errlen, "setrlimit(RLIMIT_NOFILE, %llu): %s",
+			 (unsigned long long)need, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 int kvmemd_run(struct kvmemd *d)
 {
-	struct server sv = { .d = d, .lfd = -1, .afd = -1, .ep = -1 };
+	struct server sv = { .d = d,
+			     .lfd = -1,
+			     .afd = -1,
+			     .ep = -1,
+			     .reserve_fd = -1,
+			     .accept_backoff = ACCEPT_BACKOFF_NS };
 	struct epoll_event ev[MAX_EVENTS];
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigset_t block, waitmask;
@@ -1124,6 +1400,8 @@ int kvmemd_run(struct kvmemd *d)
 		kvmemd_ras_exit(d);
 		if (sv.ep >= 0)
 			close(sv.ep);
+		if (sv.reserve_fd >= 0)
+			close(sv.reserve_fd);
 		return ret;
 	}
 	notify_open();
@@ -1166,5 +1444,6 @@ int kvmemd_run(struct kvmemd *d)
 	shut_down(&sv);
 	reap_zombies(&sv);
 	kvmemd_policy_free(d);
+	kvmemd_users_free(d);
 	return 0;
 }

@@ -104,6 +104,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	const struct kvmemd_config *cfg = &d->cfg;
 	struct kvmem_page_layout l[2];
 	struct kvmemd_session *s;
+	struct kvmemd_user *u;
 	uint64_t quota, ring_bytes, map, fixed;
 	uint32_t sq, cq;
 	int k;
@@ -160,6 +161,14 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			      "%llu sessions attached, the limit "
 			      "(daemon.max_sessions)",
 			      (unsigned long long)d->n.sessions);
+	u = kvmemd_user(d, uid);
+	if (!u)
+		return refuse(w, -ENOMEM, "out of memory");
+	if (u->sessions >= cfg->max_sessions_per_uid)
+		return refuse(w, -EUSERS,
+			      "uid %u has %u sessions, the limit "
+			      "(daemon.max_sessions_per_uid)",
+			      (unsigned int)uid, u->sessions);
 	if (map + fixed > cfg->host_bytes - d->n.pool_used)
 		return refuse(
 			w, -ENOSPC,
@@ -200,6 +209,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->waits_tail = &s->waits;
 	d->n.pool_used += map + fixed;
 	d->n.sessions++;
+	u->sessions++;
 	*out = s;
 	return 0;
 }
@@ -335,6 +345,8 @@ void kvmemd_session_free(struct kvmemd_session *s)
 		close(s->cq_efd);
 	s->d->n.pool_used -= s->map_bytes + s->heap;
 	s->d->n.sessions--;
+	/* Counted in a record that cannot have gone meanwhile. */
+	kvmemd_user(s->d, s->uid)->sessions--;
 	free(s);
 }
 
@@ -1007,6 +1019,9 @@ static int sqe_check(const struct kvmem_sqe *e, uint32_t f)
 	return 0;
 }
 
+/* Clients fail their own operations at will: the debug log is limited. */
+static struct kvmemd_ratelimit op_errors_log;
+
 static int dispatch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	const struct opdef *op;
@@ -1019,8 +1034,9 @@ static int dispatch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	if (!ret)
 		ret = op->issue(s, e);
 	if (ret < 0 && ret != OP_WAIT)
-		kvmemd_log(LOG_DEBUG, "session %u: %s: %s", s->id, op->name,
-			   strerror(-ret));
+		kvmemd_log_rl(&op_errors_log, "failed operations", LOG_DEBUG,
+			      "session %u: %s: %s", s->id, op->name,
+			      strerror(-ret));
 	return ret;
 }
 

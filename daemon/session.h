@@ -181,7 +181,6 @@ struct kvmemd_session {
 	uint64_t heap, heap_max;
 	uint64_t ops, op_errors;
 	uint64_t ce, ue, crc; /* words corrected, uncorrectable; CRC misses */
-	struct kvmemd_ratelimit events; /* per minute, ras.c */
 	uint32_t seals; /* slots sealed: numbers slot.seal */
 	/* verify-on-seal of the page just sealed: while it runs, no more
 	 * SQEs are taken, so the session pays for its own checks */

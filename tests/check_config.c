@@ -917,6 +917,7 @@ START_TEST(test_config_print_format)
 		"allow_gids",
 		"admin_group",
 		"max_sessions",
+		"max_sessions_per_uid",
 		"log_level",
 		"host_bytes",
 		"session_default_bytes",

@@ -11,14 +11,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kvmem/kvmem.h"
@@ -180,6 +183,396 @@ START_TEST(test_dos_seal_flood_others_served)
 }
 END_TEST
 
+/* ---- connections that never speak --------------------------------------- */
+
+/* A connection to @path, made and left silent; -1 when refused. */
+static int silent(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+#define FLOOD 200
+
+/*
+ * The flood: FLOOD silent connections to each socket, as the test's own
+ * uid (@other 0) or as uid 65534 (@other 1), which kvmemd refuses anyway;
+ * the latter keeps opening new ones as the daemon closes old ones. It
+ * writes one byte to @ready once the first FLOOD of each are open, and
+ * runs until killed.
+ */
+static void __attribute__((noreturn))
+flood(const struct kvmemd_proc *p, int other, int ready)
+{
+	int fds[2][FLOOD], i, k, n = 0;
+
+	if (other && (setgid(65534) || setuid(65534)))
+		_exit(3);
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < FLOOD; i++)
+			fds[k][i] = silent(k ? p->admin : p->sock);
+	if (write(ready, "x", 1) != 1)
+		_exit(4);
+	for (;;) {
+		if (!other) {
+			pause();
+			continue;
+		}
+		k = n % 2;
+		i = n / 2 % FLOOD;
+		if (fds[k][i] >= 0)
+			close(fds[k][i]);
+		fds[k][i] = silent(k ? p->admin : p->sock);
+		n++;
+		usleep(200);
+	}
+}
+
+/*
+ * Regression: 64 connections that never sent a hello locked every new
+ * client and kvmemctl out, even from a uid the daemon would refuse. Now a
+ * user keeps at most 8 waiting, the oldest making room for the newest, and
+ * 64 in all, the user with the most making room: with 200 silent
+ * connections to each socket open, a client attaches and the admin socket
+ * answers, again and again.
+ */
+START_TEST(test_dos_slowloris)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	char buf[4096];
+	int pipefd[2], i, ret;
+	pid_t pid;
+
+	if (_i && geteuid()) {
+		fprintf(stderr, "SKIP: test_dos_slowloris: needs root to flood "
+				"as another uid\n");
+		return;
+	}
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	if (_i) {
+		/* Let the other uid reach the daemon, which refuses it. */
+		chmod(p.dir, 0755);
+		chmod(p.sock, 0666);
+		chmod(p.admin, 0666);
+	}
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid)
+		flood(&p, _i, pipefd[1]);
+	ck_assert_int_eq(read(pipefd[0], buf, 1), 1);
+	for (i = 0; i < 20; i++) {
+		c = NULL;
+		ret = kvmem_connect(p.sock, &g, NULL, &c);
+		ck_assert_msg(!ret, "attach %d under the flood: %s (%s)", i,
+			      kvmem_strerror(ret), kvmem_connect_error());
+		kvmem_close(c);
+		admin(&p, "status");
+	}
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "evicted"), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* ---- out of descriptors -------------------------------------------------- */
+
+static unsigned long long cpu_ticks(pid_t pid)
+{
+	char path[64], *text, *p;
+	unsigned long long ut = 0, st = 0;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	text = kvmem_check_read_file(path, NULL);
+	ck_assert_ptr_nonnull(text);
+	/* After the command's ")", fields 3 on; utime and stime are 14, 15. */
+	p = strrchr(text, ')');
+	ck_assert_ptr_nonnull(p);
+	for (i = 3; i < 14 && p; i++)
+		p = strchr(p + 1, ' ');
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(sscanf(p, " %llu %llu", &ut, &st), 2);
+	free(text);
+	return ut + st;
+}
+
+static int count_lines(const char *path, const char *needle)
+{
+	char *text = kvmem_check_read_file(path, NULL), *at;
+	int n = 0;
+
+	for (at = text; at && (at = strstr(at, needle)); at++)
+		n++;
+	free(text);
+	return n;
+}
+
+/*
+ * Regression: out of descriptors, accept() failed on every pass of the
+ * loop: 100% CPU and a log line each time. Now a descriptor kept in
+ * reserve takes the connection off the backlog to tell it why, and the
+ * socket rests (50 ms, doubling to 1 s) before the next try: over a
+ * second and a half of starvation the daemon uses little CPU and logs a
+ * few lines, a client hears the reason, and once descriptors are back
+ * clients attach again.
+ */
+START_TEST(test_dos_out_of_descriptors)
+{
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_welcome w;
+	struct rlimit old, low;
+	unsigned long long t0, t1;
+	int fds[6], i, told = 0, tick = (int)sysconf(_SC_CLK_TCK);
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	ck_assert_int_eq(prlimit(p.pid, RLIMIT_NOFILE, NULL, &old), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)kvmemd_fd_count(&p) + 1;
+	ck_assert_int_eq(prlimit(p.pid, RLIMIT_NOFILE, &low, NULL), 0);
+	for (i = 0; i < 6; i++) {
+		fds[i] = silent(p.sock);
+		ck_assert_int_ge(fds[i], 0);
+	}
+	t0 = cpu_ticks(p.pid);
+	usleep(1500 * 1000);
+	t1 = cpu_ticks(p.pid);
+	ck_assert_msg(t1 - t0 < (unsigned long long)tick / 2,
+		      "kvmemd used %llu of %d ticks a second out of "
+		      "descriptors",
+		      t1 - t0, tick);
+	for (i = 0; i < 6; i++) {
+		struct pollfd pfd = { .fd = fds[i], .events = POLLIN };
+
+		if (poll(&pfd, 1, 0) == 1 &&
+		    recv(fds[i], &w, sizeof(w), MSG_DONTWAIT) ==
+			    (ssize_t)sizeof(w) &&
+		    w.error == -EMFILE &&
+		    strstr(w.message, "out of file descriptors"))
+			told++;
+		close(fds[i]);
+	}
+	ck_assert_int_gt(told, 0);
+	ck_assert_int_le(count_lines(p.log, "out of file descriptors"), 12);
+	ck_assert_int_eq(prlimit(p.pid, RLIMIT_NOFILE, &old, NULL), 0);
+	c = kvmemd_connect(&p, 0);
+	kvmem_close(c);
+	admin(&p, "status");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "accept_errors"), 0);
+	ck_assert_uint_lt(kvmemd_json_u64(reply, "accept_errors"), 100);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* ---- fairness between users --------------------------------------------- */
+
+/*
+ * Regression: one uid could take every session slot with tiny quotas.
+ * daemon.max_sessions_per_uid bounds it: the fourth session of a user
+ * limited to three is refused with EUSERS and a sentence naming the key,
+ * another user still attaches (as root), and a session that goes makes
+ * room for the next.
+ */
+START_TEST(test_dos_sessions_per_uid)
+{
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	struct kvmemd_raw r[4];
+	struct kvmemd_proc p;
+	char conf[256];
+	int i, status;
+	pid_t pid;
+
+	snprintf(conf, sizeof(conf),
+		 "[daemon]\nmax_sessions = 8\nmax_sessions_per_uid = 3\n"
+		 "allow_uids = %u 65534\n[scrub]\nrate = 0\n",
+		 (unsigned int)getuid());
+	kvmemd_start(&p, conf, NULL);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(kvmemd_raw_attach(&r[i], &p, &h, sizeof(h)),
+				 0);
+	ck_assert_int_eq(kvmemd_raw_attach(&r[3], &p, &h, sizeof(h)), -EUSERS);
+	ck_assert_msg(strstr(r[3].w.message, "daemon.max_sessions_per_uid"),
+		      "%s", r[3].w.message);
+	kvmemd_raw_detach(&r[3]);
+	if (!geteuid()) {
+		chmod(p.dir, 0755);
+		chmod(p.sock, 0666);
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (!pid) {
+			struct kvmem_cache *c = NULL;
+			struct kvmem_geometry g = kvmemd_test_geo();
+
+			if (setgid(65534) || setuid(65534))
+				_exit(3);
+			_exit(kvmem_connect(p.sock, &g, NULL, &c) ? 1 : 0);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+			      "another uid was refused (status %d)", status);
+	} else {
+		fprintf(stderr, "SKIP: test_dos_sessions_per_uid: another uid "
+				"attaching needs root\n");
+	}
+	kvmemd_raw_detach(&r[0]);
+	/* The daemon hears of the hang-up before the next attach. */
+	admin(&p, "status");
+	for (i = 0; i < 200 && kvmemd_json_u64(reply, "sessions") > 2; i++) {
+		usleep(10000);
+		admin(&p, "status");
+	}
+	ck_assert_int_eq(kvmemd_raw_attach(&r[0], &p, &h, sizeof(h)), 0);
+	for (i = 0; i < 3; i++)
+		kvmemd_raw_detach(&r[i]);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * A session of the test geometry whose @n pages each seal with a word no
+ * code can correct (two flips in an h84 word of K): verify-on-seal makes
+ * one event a page. Detaches when done.
+ */
+static void ue_pages(const struct kvmemd_proc *p, uint32_t n)
+{
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	const struct kvmem_geometry g = h.geometry;
+	const size_t vals = (size_t)g.tokens_per_page * g.kv_heads * g.head_dim;
+	struct kvmem_page_hdr hdr = { .seq = 1,
+				      .layer = 0,
+				      .ntokens = g.tokens_per_page,
+				      .flags = KVMEM_HDR_SEALED };
+	struct kvmem_page_layout l;
+	struct kvmem_sqe e;
+	struct kvmemd_raw r;
+	float *x = kvmem_check_xmalloc(vals * sizeof(float));
+	uint32_t i, slot;
+	uint8_t *page;
+
+	for (i = 0; i < vals; i++)
+		x[i] = (float)(i % 7) - 3.0f;
+	kvmem_page_layout(&g, 0, &l);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, p, &h, sizeof(h)), 0);
+	memset(&e, 0, sizeof(e));
+	e.opcode = KVMEM_OP_SEQ_CREATE;
+	ck_assert_int_eq(kvmemd_raw_op(&r, &e).res, 1);
+	for (i = 0; i < n; i++) {
+		memset(&e, 0, sizeof(e));
+		e.opcode = KVMEM_OP_PAGE_ALLOC;
+		e.len = 1;
+		ck_assert_int_eq(kvmemd_raw_op(&r, &e).res, 1);
+		memcpy(&slot, r.buf, sizeof(slot));
+		page = r.arena + (size_t)slot * 4096;
+		hdr.token_start = g.sink_tokens + i * g.tokens_per_page;
+		ck_assert_int_eq(kvmem_page_encode(page, &g, &hdr, 0, x, x), 0);
+		page[l.k_off] ^= 0x03;
+		memset(&e, 0, sizeof(e));
+		e.opcode = KVMEM_OP_PAGE_SEAL;
+		e.slot = slot;
+		e.seq = 1;
+		e.token_start = hdr.token_start;
+		e.ntokens = hdr.ntokens;
+		ck_assert_int_eq(kvmemd_raw_op(&r, &e).res, 0);
+	}
+	/* A STATS after the last seal: its check is over by then. */
+	memset(&e, 0, sizeof(e));
+	e.opcode = KVMEM_OP_NOP;
+	kvmemd_raw_op(&r, &e);
+	kvmemd_raw_detach(&r);
+	free(x);
+}
+
+/*
+ * Regression: the 64-events-a-minute limit was per session, so a client
+ * that reconnected made as many events as it liked, pushed other users'
+ * genuine uncorrectable-error events out of the ring and the events file,
+ * and wrote a journal line for each. Now the budget is per uid: five
+ * sessions of one user, 30 damaged pages each, record 64 events; the
+ * journal gets a few lines and a count of the rest. As root, another
+ * user's event made before the flood stays in a ring of 16 through the
+ * flood and through a restart (a full ring gives up the events of the user
+ * who has the most).
+ */
+START_TEST(test_dos_events_per_uid)
+{
+	char conf[256], path[400], mine[160];
+	struct kvmemd_proc p;
+	int i, status, other = !geteuid();
+	pid_t pid;
+
+	snprintf(conf, sizeof(conf),
+		 "[daemon]\nallow_uids = %u 65534\n[scrub]\nrate = 0\n"
+		 "events = 16\n",
+		 (unsigned int)getuid());
+	kvmemd_start(&p, conf, NULL);
+	if (other) {
+		chmod(p.dir, 0755);
+		chmod(p.sock, 0666);
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (!pid) {
+			if (setgid(65534) || setuid(65534))
+				_exit(3);
+			ue_pages(&p, 1);
+			_exit(0);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+			      "status %d", status);
+	} else {
+		fprintf(stderr, "SKIP: test_dos_events_per_uid: another uid's "
+				"event needs root\n");
+	}
+	for (i = 0; i < 5; i++)
+		ue_pages(&p, 30);
+	snprintf(path, sizeof(path), "%s/state/events", p.dir);
+	snprintf(mine, sizeof(mine), " seal %u\n", (unsigned int)getuid());
+	ck_assert_int_eq(count_lines(path, mine), 64);
+	snprintf(mine, sizeof(mine), "uncorrectable error: uid %u ",
+		 (unsigned int)getuid());
+	ck_assert_int_le(count_lines(p.log, mine), 20);
+	snprintf(mine, sizeof(mine),
+		 "more than 10 error events of uid %u (kvmemctl events lists "
+		 "them) in 5 s: the rest are not logged until then",
+		 (unsigned int)getuid());
+	ck_assert_int_ge(count_lines(p.log, mine), 1);
+	snprintf(mine, sizeof(mine),
+		 "uid %u: more than 64 error events in a minute; the rest of "
+		 "the minute's are counted, not recorded",
+		 (unsigned int)getuid());
+	ck_assert_int_eq(count_lines(p.log, mine), 1);
+	admin(&p, "events");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "lost"), 64 + other - 16);
+	if (other) {
+		ck_assert_msg(strstr(reply, "\"uid\":65534"), "%s", reply);
+		ck_assert_int_eq(kvmemd_stop(&p), 0);
+		kvmemd_restart(&p, NULL);
+		admin(&p, "events");
+		ck_assert_msg(strstr(reply, "\"uid\":65534"), "%s", reply);
+	}
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(daemon_dos)
 {
 	Suite *s = suite_create("daemon_dos");
@@ -187,6 +580,10 @@ KVMEM_SUITE(daemon_dos)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_dos_seal_flood_others_served);
+	tcase_add_loop_test(tc, test_dos_slowloris, 0, 2);
+	tcase_add_test(tc, test_dos_out_of_descriptors);
+	tcase_add_test(tc, test_dos_sessions_per_uid);
+	tcase_add_test(tc, test_dos_events_per_uid);
 	suite_add_tcase(s, tc);
 	return s;
 }

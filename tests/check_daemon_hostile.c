@@ -40,7 +40,8 @@
 
 /*
  * The daemon's configuration in every test; the expectations below are
- * computed from these numbers.
+ * computed from these numbers. The stress test's 32 clients hold two
+ * sessions each, all of one uid.
  */
 #define CONF_POOL_BYTES (1024 * MIB)
 #define CONF_DEFAULT_BYTES (8 * MIB)
@@ -49,7 +50,9 @@
 #define CONF_MAX_ENTRIES 1024u
 #define CONF_MAX_SEQS 4096u
 
-static const char conf[] = "[pool]\n"
+static const char conf[] = "[daemon]\n"
+			   "max_sessions_per_uid = 64\n"
+			   "[pool]\n"
 			   "host_bytes = 1G\n"
 			   "session_default_bytes = 8M\n"
 			   "session_max_bytes = 64M\n"

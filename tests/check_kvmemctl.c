@@ -715,11 +715,13 @@ static void fake_stop(struct fake *f)
 	"{\"pid\":4242,\"version\":\"0.4.0\",\"uptime_s\":3723.5,"    \
 	"\"sessions\":2,\"pool_bytes\":1073741824,"                   \
 	"\"pool_used_bytes\":268435456,\"attached\":5,\"refused\":1," \
-	"\"detached\":3,\"dropped\":0,\"ops\":123456,"                \
+	"\"detached\":3,\"dropped\":0,\"evicted\":4,"                 \
+	"\"accept_errors\":2,\"ops\":123456,"                         \
 	"\"scrub\":{\"enabled\":true,\"state\":\"patrol\"}}\n"
 #define R_STATS                                                           \
 	"{\"uptime_s\":3723.5,\"daemon\":{\"sessions\":2,\"attached\":5," \
-	"\"refused\":1,\"detached\":3,\"dropped\":0,\"ops\":123456},"     \
+	"\"refused\":1,\"detached\":3,\"dropped\":0,\"evicted\":4,"       \
+	"\"accept_errors\":2,\"ops\":123456},"                            \
 	"\"pools\":[{\"pool\":\"host\",\"bytes\":1073741824,"             \
 	"\"reserved_bytes\":268435456,\"open_bytes\":1048576,"            \
 	"\"sealed_bytes\":16777216,\"free_bytes\":805306368,"             \
@@ -732,6 +734,7 @@ static void fake_stop(struct fake *f)
 	"\"seqs\":3,\"seqs_acquired\":1,\"ops\":500,\"op_errors\":0,"        \
 	"\"ce\":2,\"ue\":0,\"degraded_pages\":0,\"cold_pages\":6,"           \
 	"\"cold_bytes\":196608,\"offloads\":9,\"reloads\":3,"                \
+	"\"heap_bytes\":4096,\"heap_max_bytes\":8454144,"                    \
 	"\"format\":\"" fmt "\","                                            \
 	"\"codec\":\"" codec "\",\"tokens_per_page\":32,\"layers\":2,"       \
 	"\"kv_heads\":2,\"head_dim\":64}"
@@ -764,7 +767,8 @@ static void fake_stop(struct fake *f)
 	"\"pages\":2048,\"ce\":1,\"ue\":0,\"crc\":0,\"degraded_pages\":0," \
 	"\"restored_pages\":0}\n"
 #define R_EVENTS                                                             \
-	"{\"events\":[{\"time\":1700000000.5,\"session\":1,\"seq\":2,"       \
+	"{\"events\":[{\"time\":1700000000.5,\"uid\":1000,\"session\":1,"    \
+	"\"seq\":2,"                                                         \
 	"\"layer\":1,\"token_start\":32,\"token_end\":64,\"pool\":\"host\"," \
 	"\"tier\":\"warm\",\"codec\":\"h84\",\"region\":\"payload\","        \
 	"\"words\":2,\"kind\":\"uncorrectable\",\"restored\":false,"         \
@@ -789,6 +793,7 @@ static void fake_stop(struct fake *f)
 	"\"warm\":{\"pages\":12,\"bytes\":393216},\"cold\":{\"pages\":6," \
 	"\"bytes\":196608}},\"offloads\":9,\"offload_bytes\":294912,"     \
 	"\"reloads\":3,\"reload_bytes\":98304,\"reload_degraded\":1,"     \
+	"\"reload_lost\":1,"                                              \
 	"\"write_errors\":2,\"read_errors\":1,\"nospace\":5,\"waits\":7," \
 	"\"store\":"
 #define R_TIER                                                                \
@@ -1108,12 +1113,14 @@ static const struct {
 	  "{\"pid\":\"u\",\"version\":\"s\",\"uptime_s\":\"n\","
 	  "\"sessions\":\"u\",\"pool_bytes\":\"u\",\"pool_used_bytes\":\"u\","
 	  "\"attached\":\"u\",\"refused\":\"u\",\"detached\":\"u\","
-	  "\"dropped\":\"u\",\"ops\":\"u\",\"scrub\":{\"enabled\":\"b\","
+	  "\"dropped\":\"u\",\"evicted\":\"u\",\"accept_errors\":\"u\","
+	  "\"ops\":\"u\",\"scrub\":{\"enabled\":\"b\","
 	  "\"state\":\"s:idle|patrol|ondemand\"}}" },
 	{ "stats",
 	  "{\"uptime_s\":\"n\",\"daemon\":{\"sessions\":\"u\","
 	  "\"attached\":\"u\",\"refused\":\"u\",\"detached\":\"u\","
-	  "\"dropped\":\"u\",\"ops\":\"u\"},\"pools\":[{\"pool\":" S_POOL
+	  "\"dropped\":\"u\",\"evicted\":\"u\",\"accept_errors\":\"u\","
+	  "\"ops\":\"u\"},\"pools\":[{\"pool\":" S_POOL
 	  ",\"bytes\":\"u\",\"reserved_bytes\":\"u\",\"open_bytes\":\"u\","
 	  "\"sealed_bytes\":\"u\",\"free_bytes\":\"u\","
 	  "\"degraded_pages\":\"u\"}],\"scrub\":{\"passes\":\"u\","
@@ -1126,6 +1133,7 @@ static const struct {
 	  "\"ops\":\"u\",\"op_errors\":\"u\",\"ce\":\"u\",\"ue\":\"u\","
 	  "\"degraded_pages\":\"u\",\"cold_pages\":\"u\","
 	  "\"cold_bytes\":\"u\",\"offloads\":\"u\",\"reloads\":\"u\","
+	  "\"heap_bytes\":\"u\",\"heap_max_bytes\":\"u\","
 	  "\"format\":\"s:fp16|int8|int4|int2\","
 	  "\"codec\":" S_CODEC ",\"tokens_per_page\":\"u\",\"layers\":\"u\","
 	  "\"kv_heads\":\"u\",\"head_dim\":\"u\"}]}" },
@@ -1145,11 +1153,12 @@ static const struct {
 	  "\"expected_ue_per_cycle\":\"n\"}]}" },
 	{ "pass", S_PASS },
 	{ "events",
-	  "{\"events\":[{\"time\":\"n\",\"session\":\"u\",\"seq\":\"u\","
+	  "{\"events\":[{\"time\":\"n\",\"uid\":\"u\",\"session\":\"u\","
+	  "\"seq\":\"u\","
 	  "\"layer\":\"u\",\"token_start\":\"u\",\"token_end\":\"u\","
 	  "\"pool\":" S_POOL ",\"tier\":" S_TIER ",\"codec\":" S_CODEC ","
 	  "\"region\":\"s:header|scales|payload\",\"words\":\"u\","
-	  "\"kind\":\"s:uncorrectable|crc|mismatch\",\"restored\":\"b\","
+	  "\"kind\":\"s:uncorrectable|crc|mismatch|lost\",\"restored\":\"b\","
 	  "\"source\":\"s:patrol|ondemand|seal|reload\"}],\"lost\":\"u\"}" },
 	{ "errors",
 	  "{\"since\":\"n\",\"seconds_since_reset\":\"n\",\"counters\":[{"
@@ -1169,8 +1178,8 @@ static const struct {
 	  "\"tiers\":{\"hot\":" S_PAGES_BYTES ",\"warm\":" S_PAGES_BYTES
 	  ",\"cold\":" S_PAGES_BYTES "},\"offloads\":\"u\","
 	  "\"offload_bytes\":\"u\",\"reloads\":\"u\",\"reload_bytes\":\"u\","
-	  "\"reload_degraded\":\"u\",\"write_errors\":\"u\","
-	  "\"read_errors\":\"u\",\"nospace\":\"u\",\"waits\":\"u\","
+	  "\"reload_degraded\":\"u\",\"reload_lost\":\"u\","
+	  "\"write_errors\":\"u\",\"read_errors\":\"u\",\"nospace\":\"u\",\"waits\":\"u\","
 	  "\"store\":{\"?\":" S_STORE "}}" },
 	{ "offload", "{\"pages\":\"u\",\"bytes\":\"u\",\"errors\":\"u\","
 		     "\"seconds\":\"n\",\"gbps\":\"n\"}" },
@@ -1221,6 +1230,9 @@ START_TEST(test_spec_tables)
 		    "dropped since start)",
 		    "host pool 256.0 MiB of 1.0 GiB used (25.0%)",
 		    "scrub enabled, patrol" } },
+		{ { "status" },
+		  { "connections 4 closed waiting for their hello, 2 refused "
+		    "for want of descriptors" } },
 		{ { "stats" },
 		  { "uptime 1h 02m (counters reset 10m 00s ago)",
 		    "scrub 12 passes, 192.0 MiB in 49152 pages; CE 3, UE 1 "
@@ -1244,7 +1256,8 @@ START_TEST(test_spec_tables)
 		    "cold 6 192.0 KiB" } },
 		{ { "tier" },
 		  { "offloads 9 pages, 288.0 KiB",
-		    "reloads 3 pages, 96.0 KiB, 1 degraded",
+		    "reloads 3 pages, 96.0 KiB, 1 degraded, 1 lost (values "
+		    "erased)",
 		    "waits 7 ops waited for pages to move",
 		    "errors 2 writes, 1 reads, 5 out of space" } },
 		{ { "tier" },
@@ -1277,10 +1290,10 @@ START_TEST(test_spec_tables)
 		    "duration 500 ms",
 		    "scrubbed 8.0 MiB in 2048 pages (16.0 MiB/s)" } },
 		{ { "events" },
-		  { "TIME SESSION SEQ LAYER TOKENS POOL TIER CODEC REGION "
-		    "WORDS KIND RESTORED SOURCE",
-		    "2023-11-14 22:13:20 1 2 1 32-64 host warm h84 payload 2 "
-		    "uncorrectable no patrol",
+		  { "TIME UID SESSION SEQ LAYER TOKENS POOL TIER CODEC "
+		    "REGION WORDS KIND RESTORED SOURCE",
+		    "2023-11-14 22:13:20 1000 1 2 1 32-64 host warm h84 "
+		    "payload 2 uncorrectable no patrol",
 		    "3 older events fell out of kvmemd's in-memory log" } },
 		{ { "errors" },
 		  { "POOL TIER CODEC CE UE CE TOTAL UE TOTAL",
@@ -1539,6 +1552,9 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_reloads_total", 3 },
 		{ "kvmem_reload_bytes_total", 98304 },
 		{ "kvmem_reload_degraded_total", 1 },
+		{ "kvmem_reload_lost_total", 1 },
+		{ "kvmem_connections_evicted_total", 4 },
+		{ "kvmem_accept_errors_total", 2 },
 		{ "kvmem_store_size_bytes", 16777216 },
 		{ "kvmem_store_used_bytes", 48 * 4096 },
 		{ "kvmem_store_errors_total{op=\"read\"}", 1 },
@@ -1576,7 +1592,8 @@ START_TEST(test_spec_metrics_escapes)
 	static const struct fake_reply t[] = {
 		{ "stats",
 		  "{\"uptime_s\":1,\"daemon\":{\"sessions\":0,\"attached\":0,"
-		  "\"refused\":0,\"detached\":0,\"dropped\":0,\"ops\":0},"
+		  "\"refused\":0,\"detached\":0,\"dropped\":0,\"evicted\":0,"
+		  "\"accept_errors\":0,\"ops\":0},"
 		  "\"pools\":[{\"pool\":\"a\\\"b\\\\c\\nd\",\"bytes\":1,"
 		  "\"reserved_bytes\":0,\"open_bytes\":0,\"sealed_bytes\":0,"
 		  "\"free_bytes\":1,\"degraded_pages\":0}],\"scrub\":{"

@@ -696,6 +696,10 @@ static void render_status(struct rd *r, FILE *f, const struct json *v)
 	   g_u64(r, v, "sessions"), g_u64(r, v, "attached"),
 	   g_u64(r, v, "refused"), g_u64(r, v, "detached"),
 	   g_u64(r, v, "dropped"));
+	kv(&t, "connections",
+	   "%" PRIu64 " closed waiting for their hello, %" PRIu64
+	   " refused for want of descriptors",
+	   g_u64(r, v, "evicted"), g_u64(r, v, "accept_errors"));
 	kv(&t, "host pool", "%s of %s used (%.1f%%)",
 	   fmt_bytes(a, sizeof(a), (double)used),
 	   fmt_bytes(b, sizeof(b), (double)bytes),
@@ -866,7 +870,11 @@ static void render_sessions(struct rd *r, FILE *f, const struct json *v)
 
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "id"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "pid"));
-		t_cell(&t, "%" PRIu64, g_u64(r, e, "uid"));
+		/* Events recorded before kvmemd kept the user have none. */
+		if (json_get(e, "uid"))
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "uid"));
+		else
+			t_cell(&t, "-");
 		t_cell(&t, "%s",
 		       fmt_bytes(a, sizeof(a), g_u64(r, e, "arena_bytes")));
 		t_cell(&t, "%s",
@@ -1253,10 +1261,12 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	t_init(&t, "ll");
 	kv(&t, "offloads", "%" PRIu64 " pages, %s", g_u64(r, v, "offloads"),
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, v, "offload_bytes")));
-	kv(&t, "reloads", "%" PRIu64 " pages, %s, %" PRIu64 " degraded",
+	kv(&t, "reloads",
+	   "%" PRIu64 " pages, %s, %" PRIu64 " degraded, %" PRIu64
+	   " lost (values erased)",
 	   g_u64(r, v, "reloads"),
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, v, "reload_bytes")),
-	   g_u64(r, v, "reload_degraded"));
+	   g_u64(r, v, "reload_degraded"), g_u64(r, v, "reload_lost"));
 	kv(&t, "waits", "%" PRIu64 " ops waited for pages to move",
 	   g_u64(r, v, "waits"));
 	kv(&t, "errors",
@@ -1365,9 +1375,9 @@ static int cmd_offload(struct ctl *c, int argc, char **argv)
 static void render_events(struct rd *r, FILE *f, const struct json *v)
 {
 	static const char *const head[] = {
-		"TIME", "SESSION",  "SEQ",    "LAYER",	"TOKENS",
-		"POOL", "TIER",	    "CODEC",  "REGION", "WORDS",
-		"KIND", "RESTORED", "SOURCE",
+		"TIME",	  "UID",  "SESSION",  "SEQ",	"LAYER",
+		"TOKENS", "POOL", "TIER",     "CODEC",	"REGION",
+		"WORDS",  "KIND", "RESTORED", "SOURCE",
 	};
 	const struct json *ev;
 	char at[32], pool[32], tier[32], codec[32], region[32], kind[32],
@@ -1379,13 +1389,18 @@ static void render_events(struct rd *r, FILE *f, const struct json *v)
 	ev = g_arr(r, v, "events", &n);
 	if (!n)
 		fputs("no events\n", f);
-	t_init(&t, "lrrrrllllrlll");
+	t_init(&t, "lrrrrrllllrlll");
 	if (n)
 		t_row(&t, head);
 	for (i = 0; i < n; i++) {
 		const struct json *e = &ev[i];
 
 		t_cell(&t, "%s", fmt_time(at, sizeof(at), g_num(r, e, "time")));
+		/* Events recorded before kvmemd kept the user have none. */
+		if (json_get(e, "uid"))
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "uid"));
+		else
+			t_cell(&t, "-");
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "session"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "seq"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "layer"));
@@ -1845,6 +1860,12 @@ static void metrics_stats(struct metrics *m, const struct json *v)
 		  "Sessions that ended by the client's hang-up." },
 		{ "kvmem_sessions_dropped_total", "dropped",
 		  "Sessions kvmemd dropped for breaking the protocol." },
+		{ "kvmem_connections_evicted_total", "evicted",
+		  "Connections closed while waiting for their hello, to "
+		  "make room for newer ones." },
+		{ "kvmem_accept_errors_total", "accept_errors",
+		  "Connections refused because kvmemd was out of file "
+		  "descriptors." },
 	};
 	const struct json *d = g_obj(m->r, v, "daemon");
 	const struct json *sc = g_obj(m->r, v, "scrub");
@@ -2107,6 +2128,9 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 		  "Bytes of pages read back from the backing store." },
 		{ "kvmem_reload_degraded_total", "reload_degraded",
 		  "Pages that came back from the backing store degraded." },
+		{ "kvmem_reload_lost_total", "reload_lost",
+		  "Pages that came back from the backing store as something "
+		  "else, their values erased." },
 	};
 	static const struct {
 		const char *op, *key;
