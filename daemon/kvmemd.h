@@ -91,6 +91,7 @@ struct kvmemd_region {
 	size_t size;
 	uint8_t huge; /* transparent huge pages asked for */
 	uint8_t locked; /* mlock()ed */
+	uint8_t discard; /* destroy frees the pages, mapped or not */
 };
 
 /*
@@ -188,6 +189,13 @@ int kvmemd_session_pending(const struct kvmemd_session *s);
 void kvmemd_session_need_wakeup(struct kvmemd_session *s, int on);
 /* Mark the ring shut down and wake the client. */
 void kvmemd_session_shutdown(struct kvmemd_session *s);
+/*
+ * The client is gone (it hung up or was dropped): kvmemd_session_free()
+ * frees the arena's pages too, however long the client's descriptor or
+ * mapping outlives the session. Not at shutdown, when clients keep reading
+ * what they hold.
+ */
+void kvmemd_session_discard(struct kvmemd_session *s);
 /* Free the session and everything in it; returns its pool reservation. */
 void kvmemd_session_free(struct kvmemd_session *s);
 

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -106,10 +107,23 @@ static int host_create(const struct kvmemd_region_req *req,
 	return 0;
 }
 
+/*
+ * The client may keep its descriptor and mapping of the memfd after it hung
+ * up, and with them the pages: with r->discard, free them, so that the
+ * pool the daemon accounts is the memory there is. What the client touches
+ * after this is new zero pages it allocates itself, charged to it.
+ * Unmapped first: punching pages still mapped here costs twice as long.
+ */
 static void host_destroy(struct kvmemd_region *r)
 {
 	if (r->base)
 		munmap(r->base, r->size);
+	if (r->fd >= 0 && r->discard &&
+	    fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+		      (off_t)r->size))
+		kvmemd_log_err(LOG_WARNING, -errno,
+			       "cannot free an ended session's memory; it "
+			       "stays allocated while its client holds it");
 	if (r->fd >= 0)
 		close(r->fd);
 	r->base = NULL;

@@ -356,10 +356,12 @@ static void conn_drop(struct server *sv, struct conn *c, const char *why)
 			      (unsigned int)c->cred.uid, why);
 		sv->d->n.dropped++;
 		kvmemd_session_shutdown(c->s);
+		kvmemd_session_discard(c->s);
 	} else if (c->state == CONN_ACTIVE) {
 		kvmemd_log(LOG_INFO, "session %u (pid %d) detached",
 			   kvmemd_session_id(c->s), (int)c->cred.pid);
 		sv->d->n.detached++;
+		kvmemd_session_discard(c->s);
 	}
 	if (c->state == CONN_SETUP) {
 		/* A worker still has it: finish when it comes back. */

@@ -1151,6 +1151,11 @@ void kvmemd_session_need_wakeup(struct kvmemd_session *s, int on)
 	kvmem__smp_mb();
 }
 
+void kvmemd_session_discard(struct kvmemd_session *s)
+{
+	s->r.discard = 1;
+}
+
 void kvmemd_session_shutdown(struct kvmemd_session *s)
 {
 	uint32_t f = kvmem__load_relaxed(&s->ring->flags);

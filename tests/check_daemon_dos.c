@@ -573,6 +573,65 @@ START_TEST(test_dos_events_per_uid)
 }
 END_TEST
 
+/*
+ * A client that hangs up but keeps its memfd and mapping held the arena's
+ * memory while the daemon reported the pool empty: eight such sessions of
+ * 16 MiB held 128 MiB against a 64 MiB pool. The daemon frees the pages
+ * when a session ends.
+ */
+#define KEPT 8
+
+START_TEST(test_dos_memfd_kept_after_hangup)
+{
+	struct kvmem_hello h = kvmemd_hello(16 * MIB);
+	struct kvmemd_raw r[KEPT];
+	struct kvmemd_proc p;
+	struct stat st;
+	uint64_t held = 0;
+	int i, k;
+
+	kvmemd_start(&p,
+		     "[pool]\nhost_bytes = 64M\nsession_max_bytes = 32M\n"
+		     "session_default_bytes = 16M\n"
+		     "mlock = no\n"
+		     "[scrub]\nrate = 0\n",
+		     NULL);
+	for (i = 0; i < KEPT; i++) {
+		ck_assert_int_eq(kvmemd_raw_attach(&r[i], &p, &h, sizeof(h)),
+				 0);
+		memset(r[i].arena, 0xa5, r[i].w.arena_bytes);
+		ck_assert_int_eq(fstat(r[i].memfd, &st), 0);
+		ck_assert_uint_ge((uint64_t)st.st_blocks * 512,
+				  r[i].w.arena_bytes);
+		/* Hang up; keep the memfd and the mapping. */
+		close(r[i].sock);
+		r[i].sock = -1;
+		for (k = 0; k < 500; k++) {
+			admin(&p, "status");
+			if (!kvmemd_json_u64(reply, "sessions"))
+				break;
+			usleep(10000);
+		}
+		ck_assert_uint_eq(kvmemd_json_u64(reply, "sessions"), 0);
+		ck_assert_uint_eq(kvmemd_json_u64(reply, "pool_used_bytes"), 0);
+	}
+	for (i = 0; i < KEPT; i++) {
+		ck_assert_int_eq(fstat(r[i].memfd, &st), 0);
+		held += (uint64_t)st.st_blocks * 512;
+		/* The client still reads its mapping: zeros now. */
+		ck_assert_uint_eq(r[i].arena[0], 0);
+		ck_assert_uint_eq(r[i].arena[r[i].w.arena_bytes - 1], 0);
+	}
+	ck_assert_uint_eq(held, 0);
+	for (i = 0; i < KEPT; i++) {
+		r[i].sock = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		kvmemd_raw_detach(&r[i]);
+	}
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(daemon_dos)
 {
 	Suite *s = suite_create("daemon_dos");
@@ -584,6 +643,7 @@ KVMEM_SUITE(daemon_dos)
 	tcase_add_test(tc, test_dos_out_of_descriptors);
 	tcase_add_test(tc, test_dos_sessions_per_uid);
 	tcase_add_test(tc, test_dos_events_per_uid);
+	tcase_add_test(tc, test_dos_memfd_kept_after_hangup);
 	suite_add_tcase(s, tc);
 	return s;
 }
