@@ -373,6 +373,8 @@ int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w);
 
 /* Open the store when one is configured. Return: 0 or a negative errno. */
 int kvmemd_tier_init(struct kvmemd *d);
+/* Would kvmemd_tier_init() open it (kvmemd -n)? 0, or why not in @err. */
+int kvmemd_tier_check(const struct kvmemd_config *c, char *err, size_t len);
 /* Wait for the I/O in flight and close the store. */
 void kvmemd_tier_exit(struct kvmemd *d);
 int kvmemd_tier_has_store(const struct kvmemd *d);

@@ -147,8 +147,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (check) {
-		/* What start-up would refuse, short of binding and opening. */
-		if (kvmemd_fd_check(&d.cfg, 0, err, sizeof(err))) {
+		/* What start-up would refuse, short of binding and writing. */
+		if (kvmemd_fd_check(&d.cfg, 0, err, sizeof(err)) ||
+		    kvmemd_tier_check(&d.cfg, err, sizeof(err))) {
 			fprintf(stderr, "kvmemd: %s\n", err);
 			return 1;
 		}

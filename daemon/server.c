@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -109,6 +110,7 @@ struct server {
 	struct conn *zombies; /* dead, events for them may still be queued */
 	unsigned int npending[2]; /* not attached yet: [0] clients, [1] admin */
 	int reserve_fd; /* closed to accept when descriptors run out */
+	int state_fd; /* the state directory, locked while this runs */
 	uint64_t accept_rest[2]; /* a listening socket is not watched until */
 	uint64_t accept_backoff;
 	/* log lines a client can cause at will */
@@ -1244,6 +1246,35 @@ static void shut_down(struct server *sv)
 	close(sv->ep);
 	if (sv->reserve_fd >= 0)
 		close(sv->reserve_fd);
+	close(sv->state_fd);
+}
+
+/*
+ * The state directory is this daemon's alone: a second one with the same
+ * directory (under other sockets) would overwrite the counters and events.
+ */
+static int lock_state(struct server *sv)
+{
+	const char *dir = sv->d->cfg.state_dir;
+	int ret;
+
+	sv->state_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sv->state_fd < 0) {
+		ret = -errno;
+		kvmemd_log_err(LOG_ERR, ret, "state directory %s", dir);
+		return ret;
+	}
+	if (!flock(sv->state_fd, LOCK_EX | LOCK_NB))
+		return 0;
+	ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	if (ret == -EBUSY)
+		kvmemd_log(LOG_ERR,
+			   "state directory %s is in use by another kvmemd "
+			   "(it holds the lock on it)",
+			   dir);
+	else
+		kvmemd_log_err(LOG_ERR, ret, "locking state directory %s", dir);
+	return ret;
 }
 
 static int start(struct server *sv)
@@ -1282,20 +1313,11 @@ static int start(struct server *sv)
 			       cfg->state_dir);
 		return ret;
 	}
-	ret = kvmemd_ras_init(sv->d);
-	if (ret) {
-		kvmemd_log_err(LOG_ERR, ret, "error accounting");
-		return ret;
-	}
-	ret = kvmemd_tier_init(sv->d);
+	ret = lock_state(sv);
 	if (ret)
 		return ret;
-	if (kvmemd_tier_fd(sv->d) >= 0) {
-		sv->sw.type = W_STORE;
-		ret = watch_add(sv, kvmemd_tier_fd(sv->d), EPOLLIN, &sv->sw);
-		if (ret)
-			return ret;
-	}
+	/* Before the state and the store are touched: a second daemon on
+	 * the same sockets stops here, having written nothing. */
 	activated_sockets(sv);
 	if (sv->lfd < 0) {
 		sv->lfd = listen_on(cfg->socket, cfg->group);
@@ -1311,6 +1333,20 @@ static int start(struct server *sv)
 		if (sv->afd < 0)
 			return sv->afd;
 		sv->own_afd = 1;
+	}
+	ret = kvmemd_ras_init(sv->d);
+	if (ret) {
+		kvmemd_log_err(LOG_ERR, ret, "error accounting");
+		return ret;
+	}
+	ret = kvmemd_tier_init(sv->d);
+	if (ret)
+		return ret;
+	if (kvmemd_tier_fd(sv->d) >= 0) {
+		sv->sw.type = W_STORE;
+		ret = watch_add(sv, kvmemd_tier_fd(sv->d), EPOLLIN, &sv->sw);
+		if (ret)
+			return ret;
 	}
 	sv->lw.type = W_LISTEN;
 	sv->aw.type = W_ADMIN_LISTEN;
@@ -1368,6 +1404,7 @@ int kvmemd_run(struct kvmemd *d)
 			     .afd = -1,
 			     .ep = -1,
 			     .reserve_fd = -1,
+			     .state_fd = -1,
 			     .accept_backoff = ACCEPT_BACKOFF_NS };
 	struct epoll_event ev[MAX_EVENTS];
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -1393,10 +1430,14 @@ int kvmemd_run(struct kvmemd *d)
 	if (ret) {
 		if (sv.own_lfd)
 			unlink(d->cfg.socket);
+		if (sv.own_afd)
+			unlink(d->cfg.admin_socket);
 		if (sv.lfd >= 0)
 			close(sv.lfd);
 		if (sv.afd >= 0)
 			close(sv.afd);
+		if (sv.state_fd >= 0)
+			close(sv.state_fd);
 		kvmemd_workers_free(sv.workers);
 		kvmemd_tier_exit(d);
 		kvmemd_ras_exit(d);

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -101,6 +102,9 @@ struct thread_engine {
 struct kvmemd_store {
 	char *path;
 	int fd;
+	/* Another open of the path, flock()ed: the lock goes with the
+	 * process, while io_uring's hold on fd outlives it for a while. */
+	int lock_fd;
 	int efd; /* completions wait: both engines signal it */
 	int is_file; /* a regular file, not a block device */
 	uint64_t size, nunits;
@@ -537,13 +541,14 @@ static uint32_t hdr_crc(const struct kvmemd_store_hdr *h)
 }
 
 /*
- * Why the header in @h is not the one for st->size bytes, into @what; or
- * 0 when it is. @what ends where the caller adds the advice.
+ * Why the header in @h is not the one for @size bytes, into @what; or 0
+ * when it is. @what ends where the caller adds the advice.
  */
-static int hdr_mismatch(const struct kvmemd_store *st,
-			const struct kvmemd_store_hdr *h, char *what,
-			size_t len)
+static int hdr_mismatch(const struct kvmemd_store_hdr *h, uint64_t size,
+			char *what, size_t len)
 {
+	const uint64_t nunits = size / KVMEMD_STORE_UNIT - 1;
+
 	if (memcmp(h->magic, KVMEMD_STORE_MAGIC, sizeof(h->magic)))
 		snprintf(what, len,
 			 "holds something that is not a kvmem store: no %s "
@@ -569,16 +574,17 @@ static int hdr_mismatch(const struct kvmemd_store *st,
 			 "holds a store whose geometry digest is wrong "
 			 "(0x%016" PRIx64 ", computed 0x%016" PRIx64 ")",
 			 h->digest, hdr_digest(h));
-	else if (h->size != st->size)
+	else if (h->size != size)
 		snprintf(what, len,
 			 "holds a store of %" PRIu64 " bytes, the config says "
 			 "%" PRIu64,
-			 h->size, st->size);
-	else if (h->nunits != st->nunits)
+			 h->size, size);
+	else if (h->nunits != nunits)
 		snprintf(what, len,
 			 "holds a store of %" PRIu64 " data units, %" PRIu64
 			 " bytes make %" PRIu64,
-			 h->nunits, st->size, st->nunits);
+			 h->nunits, size, nunits);
+
 	else
 		return 0;
 	return 1;
@@ -613,19 +619,52 @@ static int store_format(struct kvmemd_store *st, char *err, size_t errlen)
 	return 0;
 }
 
-/*
- * Read unit 0 and keep, format or refuse, into st->hdr (not written yet).
- * @fmt: set when the store is formatted. The whole unit, not only the
- * header, must be zero to count as unused: an ext4 superblock begins at
- * byte 1024 and a partition table at byte 446.
- */
-static int store_read_hdr(struct kvmemd_store *st, int reformat, int *fmt,
-			  char *err, size_t errlen)
+int kvmemd_store_judge(const uint8_t *unit0, uint64_t size, int is_file,
+		       int reformat, struct kvmemd_store_hdr *hdr, char *why,
+		       size_t len)
 {
 	char what[256];
+	size_t i;
+
+	*why = 0;
+	for (i = 0; i < KVMEMD_STORE_UNIT && !unit0[i]; i++)
+		;
+	if (i == KVMEMD_STORE_UNIT) {
+		/* Zeroes at the start of a device do not make it unused
+		 * (btrfs, ZFS, md keep theirs further in): only a file is
+		 * taken as it is. */
+		if (is_file || reformat)
+			return KVMEMD_STORE_FORMAT;
+		snprintf(why, len,
+			 "holds no kvmem store (set store.reformat = yes to "
+			 "format the device, losing what it holds)");
+		return -EEXIST;
+	}
+	memcpy(hdr, unit0, sizeof(*hdr));
+	if (!hdr_mismatch(hdr, size, what, sizeof(what)))
+		return KVMEMD_STORE_KEEP;
+	if (reformat) {
+		snprintf(why, len, "%s", what);
+		return KVMEMD_STORE_FORMAT;
+	}
+	snprintf(why, len,
+		 "%s (set store.reformat = yes to format it, losing what it "
+		 "holds; kvmemd keeps nothing there across restarts)",
+		 what);
+	return -EEXIST;
+}
+
+/*
+ * Read unit 0 and keep, format or refuse, into st->hdr (not written yet).
+ * @fmt: set when the store is to be formatted; @dry: only say so (kvmemd
+ * -n), formatting nothing.
+ */
+static int store_read_hdr(struct kvmemd_store *st, int reformat, int dry,
+			  int *fmt, char *err, size_t errlen)
+{
+	char why[384];
 	uint8_t *buf;
 	ssize_t n;
-	size_t i;
 	int ret;
 
 	ret = -posix_memalign((void **)&buf, KVMEMD_STORE_UNIT,
@@ -644,43 +683,24 @@ static int store_read_hdr(struct kvmemd_store *st, int reformat, int *fmt,
 		ret = -errno;
 		snprintf(err, errlen, "%s: reading the header: %s", st->path,
 			 strerror(errno));
-		goto out;
+		free(buf);
+		return ret;
 	}
-	for (i = 0; i < KVMEMD_STORE_UNIT && !buf[i]; i++)
-		;
-	*fmt = i == KVMEMD_STORE_UNIT;
-	/* Zeroes at the start of a device do not make it unused (btrfs,
-	 * ZFS, md keep theirs further in): only a file is taken as it is. */
-	if (*fmt && !st->is_file && !reformat) {
-		ret = -EEXIST;
-		snprintf(err, errlen,
-			 "%s: holds no kvmem store (set store.reformat = yes "
-			 "to format the device, losing what it holds)",
-			 st->path);
-		goto out;
-	}
-	if (*fmt)
-		goto out;
-	memcpy(&st->hdr, buf, sizeof(st->hdr));
-	if (!hdr_mismatch(st, &st->hdr, what, sizeof(what)))
-		goto out;
-	if (!reformat) {
-		ret = -EEXIST;
-		snprintf(err, errlen,
-			 "%s: %s (set store.reformat = yes to format it, "
-			 "losing what it holds; kvmemd keeps nothing there "
-			 "across restarts)",
-			 st->path, what);
-		goto out;
-	}
-	kvmemd_log(LOG_NOTICE, "store %s: %s; formatting (store.reformat)",
-		   st->path, what);
-	*fmt = 1;
-out:
+	ret = kvmemd_store_judge(buf, st->size, st->is_file, reformat, &st->hdr,
+				 why, sizeof(why));
 	free(buf);
-	if (!ret && *fmt)
-		ret = store_format(st, err, errlen);
-	return ret;
+	if (ret < 0) {
+		snprintf(err, errlen, "%s: %s", st->path, why);
+		return ret;
+	}
+	*fmt = ret == KVMEMD_STORE_FORMAT;
+	if (!*fmt || dry)
+		return 0;
+	if (*why)
+		kvmemd_log(LOG_NOTICE,
+			   "store %s: %s; formatting (store.reformat)",
+			   st->path, why);
+	return store_format(st, err, errlen);
 }
 
 /* st->hdr with generation + 1 to unit 0, on stable storage. */
@@ -758,21 +778,26 @@ static void store_unlink(const struct kvmemd_store *st)
 }
 
 /*
- * Open st->path for direct I/O and find st->size. @created: set when the
- * file did not exist, so that a failed open removes it again.
+ * Open st->path for direct I/O, take it for this daemon alone, and find
+ * st->size. @created: set when the file did not exist, so that a failed
+ * open removes it again. @dry (kvmemd -n): open it to read, and a file
+ * that does not exist yet is checked as the one that would be made.
  */
 static int store_open_fd(struct kvmemd_store *st,
 			 const struct kvmemd_store_cfg *cfg, int *created,
-			 char *err, size_t errlen)
+			 int dry, char *err, size_t errlen)
 {
-	const int flags = O_RDWR | O_DIRECT | O_CLOEXEC;
+	const int flags =
+		dry ? O_RDONLY | O_CLOEXEC : O_RDWR | O_DIRECT | O_CLOEXEC;
 	uint64_t devsize;
-	struct stat sb;
+	struct stat sb = { .st_mode = S_IFREG };
 	int ret;
 
 	st->fd = open(st->path, flags);
 	ret = st->fd < 0 ? -errno : 0;
-	if (ret == -ENOENT) {
+	if (ret == -ENOENT && dry) {
+		ret = 0;
+	} else if (ret == -ENOENT) {
 		/* O_EXCL: a failure later removes only what this made. */
 		st->fd = open(st->path, flags | O_CREAT | O_EXCL, 0600);
 		ret = st->fd < 0 ? -errno : 0;
@@ -793,7 +818,19 @@ static int store_open_fd(struct kvmemd_store *st,
 				 strerror(-ret));
 		return ret;
 	}
-	if (fstat(st->fd, &sb)) {
+	/* Another daemon's store, which it would format or write over. */
+	if (!dry)
+		st->lock_fd = open(st->path, O_RDONLY | O_CLOEXEC);
+	if (!dry &&
+	    (st->lock_fd < 0 || flock(st->lock_fd, LOCK_EX | LOCK_NB))) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		snprintf(err, errlen, "%s: %s", st->path,
+			 ret == -EBUSY ? "in use by another kvmemd (it holds "
+					 "the lock on the store)"
+				       : strerror(-ret));
+		return ret;
+	}
+	if (st->fd >= 0 && fstat(st->fd, &sb)) {
 		ret = -errno;
 		snprintf(err, errlen, "%s: fstat: %s", st->path,
 			 strerror(errno));
@@ -926,6 +963,8 @@ static void store_free(struct kvmemd_store *st)
 	free(st->map);
 	if (st->fd >= 0)
 		close(st->fd);
+	if (st->lock_fd >= 0)
+		close(st->lock_fd);
 	free(st->path);
 	free(st);
 }
@@ -958,13 +997,14 @@ int kvmemd_store_open(const struct kvmemd_store_cfg *cfg,
 		return -ENOMEM;
 	}
 	st->fd = -1;
+	st->lock_fd = -1;
 	st->efd = -1;
 	st->queue_depth = cfg->queue_depth;
 	st->io_bytes = cfg->io_bytes;
 
-	ret = store_open_fd(st, cfg, &created, err, errlen);
+	ret = store_open_fd(st, cfg, &created, 0, err, errlen);
 	if (!ret)
-		ret = store_read_hdr(st, cfg->reformat, &fmt, err, errlen);
+		ret = store_read_hdr(st, cfg->reformat, 0, &fmt, err, errlen);
 	if (!ret && st->is_file)
 		ret = store_allocate(st, err, errlen);
 	if (!ret)
@@ -995,6 +1035,24 @@ err_free:
 	if (created)
 		store_unlink(st);
 	store_free(st);
+	return ret;
+}
+
+int kvmemd_store_check(const struct kvmemd_store_cfg *cfg, char *err,
+		       size_t errlen)
+{
+	struct kvmemd_store st = { .fd = -1, .lock_fd = -1, .efd = -1 };
+	int ret, created = 0, fmt = 0;
+
+	ret = check_cfg(cfg, err, errlen);
+	if (ret)
+		return ret;
+	st.path = (char *)cfg->path;
+	ret = store_open_fd(&st, cfg, &created, 1, err, errlen);
+	if (!ret && st.fd >= 0)
+		ret = store_read_hdr(&st, cfg->reformat, 1, &fmt, err, errlen);
+	if (st.fd >= 0)
+		close(st.fd);
 	return ret;
 }
 

@@ -88,6 +88,37 @@ int kvmemd_store_open(const struct kvmemd_store_cfg *cfg,
 /* Wait for the I/O in flight (its completions run), then close. */
 void kvmemd_store_close(struct kvmemd_store *st);
 
+/*
+ * kvmemd_store_check() - would kvmemd_store_open() of @cfg succeed, as far
+ * as can be told without writing: the path, the size, the header. It
+ * opens the store to read only and formats nothing; a store another
+ * daemon holds is fine (kvmemd -n runs beside the daemon it checks for).
+ * Return: 0 or the negative errno kvmemd_store_open() would return, with
+ * why in @err.
+ */
+int kvmemd_store_check(const struct kvmemd_store_cfg *cfg, char *err,
+		       size_t errlen);
+
+/* What to do with a store, from its unit 0. */
+enum {
+	KVMEMD_STORE_KEEP = 0, /* a store of this size: used as it is */
+	KVMEMD_STORE_FORMAT = 1, /* unused, or store.reformat says so */
+};
+
+/*
+ * kvmemd_store_judge() - what kvmemd does with a store of @size bytes whose
+ * unit 0 holds @unit0 (KVMEMD_STORE_UNIT bytes, untrusted): a file or
+ * device it did not make is never written over without @reformat
+ * @is_file: a regular file (all zeros counts as unused); else a device
+ * @hdr: receives the header when there is one
+ * @why: what @unit0 held when it is refused or formatted over, else ""
+ *
+ * Return: KVMEMD_STORE_KEEP, KVMEMD_STORE_FORMAT, or -EEXIST.
+ */
+int kvmemd_store_judge(const uint8_t *unit0, uint64_t size, int is_file,
+		       int reformat, struct kvmemd_store_hdr *hdr, char *why,
+		       size_t len);
+
 /* ---- the allocator ---------------------------------------------------- */
 
 /* @units consecutive free data units: 0 and @unit set, or -ENOSPC. */

@@ -119,10 +119,9 @@ int kvmemd_tier_has_store(const struct kvmemd *d)
 	return d->tier && d->tier->st;
 }
 
-int kvmemd_tier_init(struct kvmemd *d)
+static struct kvmemd_store_cfg store_cfg(const struct kvmemd_config *c)
 {
-	const struct kvmemd_config *c = &d->cfg;
-	struct kvmemd_store_cfg sc = {
+	return (struct kvmemd_store_cfg){
 		.path = c->store_path,
 		.size = c->store_size,
 		.reformat = c->store_reformat,
@@ -130,6 +129,26 @@ int kvmemd_tier_init(struct kvmemd *d)
 		.io_bytes = (uint32_t)c->store_io_bytes,
 		.engine = c->store_engine,
 	};
+}
+
+int kvmemd_tier_check(const struct kvmemd_config *c, char *err, size_t len)
+{
+	struct kvmemd_store_cfg sc = store_cfg(c);
+	char why[512];
+	int ret;
+
+	if (!c->store_path[0])
+		return 0;
+	ret = kvmemd_store_check(&sc, why, sizeof(why));
+	if (ret)
+		snprintf(err, len, "store: %s", why);
+	return ret;
+}
+
+int kvmemd_tier_init(struct kvmemd *d)
+{
+	const struct kvmemd_config *c = &d->cfg;
+	struct kvmemd_store_cfg sc = store_cfg(c);
 	struct kvmemd_tier *t;
 	char err[512];
 	int ret;

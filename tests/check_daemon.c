@@ -1229,6 +1229,186 @@ START_TEST(test_check_config)
 }
 END_TEST
 
+/* kvmemd -n opens the store to read, as start-up would, and writes nothing. */
+START_TEST(test_check_config_store)
+{
+	char dir[80], store[160], garbage[128], size[64];
+	struct kvmem_run r;
+	struct stat st;
+	uint8_t junk[8192];
+	FILE *f;
+
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "kvmemd-n");
+	snprintf(store, sizeof(store), "store.path=%s/store", dir);
+	KVMEM_RUN(&r, "../daemon/kvmemd", "", "-n", "-c", "/dev/null", "-o",
+		  store, "-o", "store.size=1");
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_msg(strstr(r.err, "too few for a store"), "%s", r.err);
+	kvmem_check_run_free(&r);
+
+	/* A store that would be made: fine, and not made. */
+	KVMEM_RUN(&r, "../daemon/kvmemd", "", "-n", "-c", "/dev/null", "-o",
+		  store, "-o", "store.size=1M");
+	ck_assert_int_eq(r.status, 0);
+	kvmem_check_run_free(&r);
+	ck_assert_int_ne(stat(store + strlen("store.path="), &st), 0);
+
+	/* A file that is not a store is refused at start: and by -n. */
+	snprintf(garbage, sizeof(garbage), "%s/garbage", dir);
+	memset(junk, 0x5a, sizeof(junk));
+	f = fopen(garbage, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
+	fclose(f);
+	snprintf(store, sizeof(store), "store.path=%s", garbage);
+	snprintf(size, sizeof(size), "store.size=%zu", sizeof(junk));
+	KVMEM_RUN(&r, "../daemon/kvmemd", "", "-n", "-c", "/dev/null", "-o",
+		  store, "-o", size);
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_msg(strstr(r.err, "not a kvmem store") &&
+			      strstr(r.err, "store.reformat"),
+		      "%s", r.err);
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "../daemon/kvmemd", "", "-n", "-c", "/dev/null", "-o",
+		  store, "-o", size, "-o", "store.reformat=yes");
+	ck_assert_int_eq(r.status, 0);
+	kvmem_check_run_free(&r);
+	/* Still the garbage: -n formats nothing. */
+	f = fopen(garbage, "rb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fread(junk, 1, sizeof(junk), f), sizeof(junk));
+	fclose(f);
+	ck_assert_uint_eq(junk[0], 0x5a);
+	kvmem_check_tmpdir_remove(dir);
+}
+END_TEST
+
+/*
+ * Run kvmemd with @args expecting it to refuse to start: its exit status,
+ * its stderr in @err. A daemon that starts is killed after 10 s and fails
+ * the test.
+ */
+static int refused_start(const char *const *args, char *err, size_t len)
+{
+	char log[] = "/tmp/kvmemd-second.XXXXXX";
+	int fd = mkstemp(log), status = 0, i;
+	pid_t pid;
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(fd, STDERR_FILENO);
+		unsetenv("NOTIFY_SOCKET");
+		unsetenv("LISTEN_FDS");
+		execv(kvmem_check_tool("../daemon/kvmemd"), (char **)args);
+		_exit(127);
+	}
+	for (i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) != pid; i++)
+		usleep(10000);
+	if (i == 1000) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	n = pread(fd, err, len - 1, 0);
+	err[n > 0 ? n : 0] = 0;
+	close(fd);
+	unlink(log);
+	ck_assert_msg(i < 1000, "a second kvmemd started: %s", err);
+	ck_assert_msg(WIFEXITED(status), "status %d", status);
+	return WEXITSTATUS(status);
+}
+
+static uint64_t store_generation(const char *path)
+{
+	uint64_t gen;
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	/* The on-disk header (daemon/store.h): magic[8], version, unit,
+	 * size, nunits, uuid[16], digest, then the generation at byte 56. */
+	ck_assert_int_eq(pread(fd, &gen, sizeof(gen), 56), sizeof(gen));
+	close(fd);
+	return gen;
+}
+
+/*
+ * A second daemon started beside a running one must stop before it
+ * touches the first one's state or store, or makes one of its own.
+ */
+START_TEST(test_second_daemon_writes_nothing)
+{
+	char dir[80], sock[108], admin[108], state[128], store[192],
+		own_store[128], err[4096], a_state[128], path[160];
+	struct kvmemd_proc p;
+	struct stat cs;
+	uint64_t gen;
+
+	kvmemd_start(&p,
+		     "[store]\npath = @DIR@/store\nsize = 1M\n"
+		     "[scrub]\nrate = 0\n",
+		     NULL);
+	snprintf(path, sizeof(path), "%s/store", p.dir);
+	gen = store_generation(path);
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "kvmemd-2nd");
+	snprintf(sock, sizeof(sock), "%s/s", dir);
+	snprintf(admin, sizeof(admin), "%s/a", dir);
+	snprintf(state, sizeof(state), "%s/state", dir);
+	snprintf(a_state, sizeof(a_state), "%s/state", p.dir);
+	snprintf(own_store, sizeof(own_store), "store.path=%s/store", dir);
+	snprintf(store, sizeof(store), "store.path=%s", path);
+
+	/* Its sockets: refused before it makes a store. */
+	ck_assert_int_eq(
+		refused_start((const char *const[]){ "kvmemd", "-f", "-c",
+						     "/dev/null", "-s", p.sock,
+						     "-a", p.admin, "-d", state,
+						     "-o", own_store, "-o",
+						     "store.size=1M", NULL },
+			      err, sizeof(err)),
+		1);
+	ck_assert_msg(strstr(err, "another kvmemd is listening"), "%s", err);
+	snprintf(path, sizeof(path), "%s/store", dir);
+	ck_assert_msg(stat(path, &cs), "%s was made", path);
+
+	/* Its store, under other sockets: refused, the header as it was. */
+	ck_assert_int_eq(
+		refused_start((const char *const[]){ "kvmemd", "-f", "-c",
+						     "/dev/null", "-s", sock,
+						     "-a", admin, "-d", state,
+						     "-o", store, "-o",
+						     "store.size=1M", NULL },
+			      err, sizeof(err)),
+		1);
+	ck_assert_msg(strstr(err, "in use by another kvmemd"), "%s", err);
+	snprintf(path, sizeof(path), "%s/store", p.dir);
+	ck_assert_uint_eq(store_generation(path), gen);
+
+	/* Its state directory: refused. */
+	ck_assert_int_eq(
+		refused_start((const char *const[]){ "kvmemd", "-f", "-c",
+						     "/dev/null", "-s", sock,
+						     "-a", admin, "-d", a_state,
+						     NULL },
+			      err, sizeof(err)),
+		1);
+	ck_assert_msg(strstr(err, "state directory") &&
+			      strstr(err, "in use by another kvmemd"),
+		      "%s", err);
+	ck_assert_msg(stat(sock, &cs) && stat(admin, &cs),
+		      "the refused daemon left its sockets");
+
+	/* The first one still serves. */
+	kvmemd_admin(&p, "status", err, sizeof(err));
+	ck_assert_msg(strstr(err, "\"pid\":"), "%s", err);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+	kvmem_check_tmpdir_remove(dir);
+}
+END_TEST
+
 /* Clients look where the daemon listens by default, whatever the XDG
  * runtime directory says. */
 START_TEST(test_default_socket_agrees)
@@ -1312,6 +1492,8 @@ KVMEM_SUITE(daemon)
 	tcase_add_test(tc, test_session_ids);
 	tcase_add_test(tc, test_socket_activation);
 	tcase_add_test(tc, test_check_config);
+	tcase_add_test(tc, test_check_config_store);
+	tcase_add_test(tc, test_second_daemon_writes_nothing);
 	tcase_add_test(tc, test_print_config_round_trip);
 	tcase_add_test(tc, test_default_socket_agrees);
 	suite_add_tcase(s, tc);

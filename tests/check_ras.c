@@ -358,6 +358,13 @@ START_TEST(test_persist)
 	ck_assert_uint_gt(ue, 0);
 	kvmem_close(c);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	/* Both files say the same about the pages: both 0640. */
+	snprintf(path, sizeof(path), "%s/state/counters", p.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0640);
+	snprintf(path, sizeof(path), "%s/state/events", p.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0640);
 
 	kvmemd_restart(&p, NULL);
 	admin(&p, "errors");
