@@ -492,11 +492,37 @@ static void evict(struct server *sv, struct conn *c, const char *why)
 	conn_refuse(sv, c);
 }
 
+static void on_conn(struct server *sv, struct conn *c, uint32_t events);
+
+/* Is there a message, or the end of the stream, to read on @fd? */
+static int readable(int fd)
+{
+	char b;
+
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+
+/*
+ * Serve the connections in their handshake whose first message is there
+ * to read: a burst of clients that connect at once is accepted before any
+ * hello is read, and must not push out one that already spoke.
+ */
+static void serve_spoken(struct server *sv, int admin)
+{
+	struct conn *c, *next;
+
+	for (c = sv->conns; c; c = next) {
+		next = c->next;
+		if (evictable(c, admin) && readable(c->fd))
+			on_conn(sv, c, EPOLLIN);
+	}
+}
+
 /*
  * Make room for one more connection of @uid in its handshake: past
- * MAX_PENDING_UID of its own, its oldest goes; past MAX_PENDING in all,
- * the oldest of the user that has the most. Return: 0, or -EAGAIN when
- * none can go (all are being set up).
+ * MAX_PENDING_UID of its own, its oldest that has not spoken goes; past
+ * MAX_PENDING in all, the oldest of the user that has the most. Return:
+ * 0, or -EAGAIN when none can go (all are being set up).
  */
 static int make_room(struct server *sv, uid_t uid, int admin)
 {
@@ -505,6 +531,12 @@ static int make_room(struct server *sv, uid_t uid, int admin)
 	char why[KVMEM_MESSAGE_LEN];
 	uint32_t i, most = 0;
 	uid_t heavy = uid;
+
+	if ((u && u->pending[admin] >= MAX_PENDING_UID) ||
+	    sv->npending[admin] >= MAX_PENDING) {
+		serve_spoken(sv, admin);
+		u = kvmemd_user_find(sv->d, uid);
+	}
 
 	if (u && u->pending[admin] >= MAX_PENDING_UID) {
 		c = oldest(sv, uid, admin);
@@ -876,6 +908,11 @@ static void on_conn(struct server *sv, struct conn *c, uint32_t events)
 			conn_free(sv, c);
 		break;
 	case CONN_SETUP:
+		/* An event of the hello itself, read since by serve_spoken()
+		 * in the same pass, is no news. */
+		if (!(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) &&
+		    !readable(c->fd))
+			break;
 		/* A client says nothing until its welcome: data or a hang-up
 		 * ends it when the worker is done. Stop watching, or the
 		 * level-triggered event comes back on every pass until then. */

@@ -290,27 +290,99 @@ START_TEST(test_dos_slowloris)
 }
 END_TEST
 
-/* ---- out of descriptors -------------------------------------------------- */
+/*
+ * Regression: the bound on connections waiting for their hello took the
+ * oldest of a user when its ninth came, even when that one's hello was
+ * already there to read: 32 clients of one user starting at once (a
+ * daemon stopped for a moment makes it certain) saw some refused with
+ * EAGAIN. Those that spoke are served first; only silent ones go.
+ */
+#define BURST 24
 
-static unsigned long long cpu_ticks(pid_t pid)
+START_TEST(test_dos_burst_of_clients_served)
 {
-	char path[64], *text, *p;
-	unsigned long long ut = 0, st = 0;
-	int i;
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	struct kvmemd_proc p;
+	struct kvmem_welcome w;
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct cmsghdr *cm;
+	int fds[BURST], got[3], i, k;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	text = kvmem_check_read_file(path, NULL);
-	ck_assert_ptr_nonnull(text);
-	/* After the command's ")", fields 3 on; utime and stime are 14, 15. */
-	p = strrchr(text, ')');
-	ck_assert_ptr_nonnull(p);
-	for (i = 3; i < 14 && p; i++)
-		p = strchr(p + 1, ' ');
-	ck_assert_ptr_nonnull(p);
-	ck_assert_int_eq(sscanf(p, " %llu %llu", &ut, &st), 2);
-	free(text);
-	return ut + st;
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	ck_assert_int_eq(kill(p.pid, SIGSTOP), 0);
+	for (i = 0; i < BURST; i++) {
+		fds[i] = silent(p.sock);
+		ck_assert_int_ge(fds[i], 0);
+		ck_assert_int_eq(send(fds[i], &h, sizeof(h), MSG_NOSIGNAL),
+				 sizeof(h));
+	}
+	ck_assert_int_eq(kill(p.pid, SIGCONT), 0);
+	for (i = 0; i < BURST; i++) {
+		struct iovec iov = { .iov_base = &w, .iov_len = sizeof(w) };
+		struct msghdr m = { .msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = u.buf,
+				    .msg_controllen = sizeof(u.buf) };
+
+		ck_assert_int_eq(recvmsg(fds[i], &m, MSG_CMSG_CLOEXEC),
+				 sizeof(w));
+		ck_assert_msg(!w.error, "client %d refused: %s", i, w.message);
+		cm = CMSG_FIRSTHDR(&m);
+		ck_assert_ptr_nonnull(cm);
+		memcpy(got, CMSG_DATA(cm), sizeof(got));
+		for (k = 0; k < 3; k++)
+			close(got[k]);
+	}
+	for (i = 0; i < BURST; i++)
+		close(fds[i]);
+	admin(&p, "status");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "attached"), BURST);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "evicted"), 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
 }
+END_TEST
+
+/*
+ * Regression: a client's hello read early, to make room for a burst of
+ * connections, left the hello's own event in the loop's batch; handled
+ * next, it read as the client speaking before its welcome, and the client
+ * was dropped without one. The order is forced: silent connections make
+ * the listening socket ready first, then the waiting client sends.
+ */
+START_TEST(test_dos_spoken_client_kept)
+{
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	struct kvmemd_proc p;
+	struct kvmem_welcome w;
+	int a, fds[8], i;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	a = silent(p.sock);
+	ck_assert_int_ge(a, 0);
+	/* Accepted and waiting once the daemon answers anything after. */
+	admin(&p, "status");
+	ck_assert_int_eq(kill(p.pid, SIGSTOP), 0);
+	for (i = 0; i < 8; i++) {
+		fds[i] = silent(p.sock);
+		ck_assert_int_ge(fds[i], 0);
+	}
+	ck_assert_int_eq(send(a, &h, sizeof(h), MSG_NOSIGNAL), sizeof(h));
+	ck_assert_int_eq(kill(p.pid, SIGCONT), 0);
+	ck_assert_int_eq(recv(a, &w, sizeof(w), 0), sizeof(w));
+	ck_assert_msg(!w.error, "refused: %s", w.message);
+	close(a);
+	for (i = 0; i < 8; i++)
+		close(fds[i]);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* ---- out of descriptors -------------------------------------------------- */
 
 static int count_lines(const char *path, const char *needle)
 {
@@ -328,9 +400,9 @@ static int count_lines(const char *path, const char *needle)
  * loop: 100% CPU and a log line each time. Now a descriptor kept in
  * reserve takes the connection off the backlog to tell it why, and the
  * socket rests (50 ms, doubling to 1 s) before the next try: over a
- * second and a half of starvation the daemon uses little CPU and logs a
- * few lines, a client hears the reason, and once descriptors are back
- * clients attach again.
+ * second and a half of starvation the daemon tries accept() a handful of
+ * times, not thousands (counted, not timed), logs a few lines, a client
+ * hears the reason, and once descriptors are back clients attach again.
  */
 START_TEST(test_dos_out_of_descriptors)
 {
@@ -338,8 +410,7 @@ START_TEST(test_dos_out_of_descriptors)
 	struct kvmem_cache *c;
 	struct kvmem_welcome w;
 	struct rlimit old, low;
-	unsigned long long t0, t1;
-	int fds[6], i, told = 0, tick = (int)sysconf(_SC_CLK_TCK);
+	int fds[6], i, told = 0;
 
 	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
 	ck_assert_int_eq(prlimit(p.pid, RLIMIT_NOFILE, NULL, &old), 0);
@@ -350,13 +421,7 @@ START_TEST(test_dos_out_of_descriptors)
 		fds[i] = silent(p.sock);
 		ck_assert_int_ge(fds[i], 0);
 	}
-	t0 = cpu_ticks(p.pid);
 	usleep(1500 * 1000);
-	t1 = cpu_ticks(p.pid);
-	ck_assert_msg(t1 - t0 < (unsigned long long)tick / 2,
-		      "kvmemd used %llu of %d ticks a second out of "
-		      "descriptors",
-		      t1 - t0, tick);
 	for (i = 0; i < 6; i++) {
 		struct pollfd pfd = { .fd = fds[i], .events = POLLIN };
 
@@ -640,6 +705,8 @@ KVMEM_SUITE(daemon_dos)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_dos_seal_flood_others_served);
 	tcase_add_loop_test(tc, test_dos_slowloris, 0, 2);
+	tcase_add_test(tc, test_dos_burst_of_clients_served);
+	tcase_add_test(tc, test_dos_spoken_client_kept);
 	tcase_add_test(tc, test_dos_out_of_descriptors);
 	tcase_add_test(tc, test_dos_sessions_per_uid);
 	tcase_add_test(tc, test_dos_events_per_uid);
