@@ -19,7 +19,8 @@ void kvmemd_log_init(int level)
 	log_prefix = !isatty(STDERR_FILENO);
 }
 
-static void vlog(int prio, int err, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 3, 0)))
+vlog(int prio, int err, const char *fmt, va_list ap)
 {
 	char buf[1024];
 	int n;

@@ -1259,7 +1259,7 @@ static int seal_checks(struct kvmemd *d)
 
 uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 {
-	static const struct kvmemd_target pool = { KVMEMD_TARGET_POOL };
+	static const struct kvmemd_target pool = { .type = KVMEMD_TARGET_POOL };
 	struct kvmemd_ras *r = d->ras;
 	uint64_t before, next = UINT64_MAX;
 	double burst, spent;

@@ -44,7 +44,7 @@ static int arena_alloc(struct kvmem_cache *c, struct kvmem__page *pg)
 	uint8_t *p = a->free[free_list(c, pg->hot)];
 
 	if (p) {
-		memcpy(&a->free[free_list(c, pg->hot)], p, sizeof(p));
+		memcpy(&a->free[free_list(c, pg->hot)], p, sizeof(a->free[0]));
 	} else {
 		if (a->size - a->top < size)
 			return -ENOMEM;
@@ -61,7 +61,7 @@ static void arena_release(struct kvmem_cache *c, struct kvmem__page *pg)
 	struct arena *a = c->store_priv;
 	uint8_t *p = pg->data;
 
-	memcpy(p, &a->free[free_list(c, pg->hot)], sizeof(p));
+	memcpy(p, &a->free[free_list(c, pg->hot)], sizeof(a->free[0]));
 	a->free[free_list(c, pg->hot)] = p;
 }
 

@@ -1,6 +1,7 @@
 /*
  * cpu.c - which SIMD code path the bulk functions take
  */
+#include <cpuid.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,15 @@ static const char *const simd_names[KVMEM__SIMD_NR] = {
 /* -1 until the first call decides; the decision is idempotent, so a race
  * between two first callers stores the same value twice. */
 static int simd_level = -1;
+
+/* F16C from CPUID leaf 1: not every compiler's __builtin_cpu_supports()
+ * knows it (clang 14 does not). */
+static int has_f16c(void)
+{
+	unsigned int a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
 
 int kvmem__cpu_has_sse42(void)
 {
@@ -37,7 +47,7 @@ int kvmem__simd_supported(int level)
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx2") &&
 		       __builtin_cpu_supports("fma") &&
-		       __builtin_cpu_supports("f16c");
+		       has_f16c();
 	default:
 		return 0;
 	}
