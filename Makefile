@@ -4,6 +4,8 @@
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
 #                   with nvcc, also compile the shared codec header as CUDA
 #   make run        run kvmemd in the foreground on built-in defaults
+#   make fuzz       run each libFuzzer target FUZZ_TIME seconds (default
+#                   600; make test runs them FUZZ_SMOKE_TIME = 5 s each)
 #   make install    PREFIX=/usr/local, DESTDIR=, ... (mk/install.mk)
 #   V=1             show the commands
 #   WERROR=0        do not turn warnings into errors
@@ -96,7 +98,7 @@ CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS = $(shell pkg-config --libs check)
 SYSTEMD_LIBS = $(shell pkg-config --libs libsystemd)
 
-.PHONY: all lib tools daemon test run clean deps cuda-check
+.PHONY: all lib tools daemon test run clean deps cuda-check fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: lib tools daemon
@@ -177,6 +179,51 @@ else
 		-c -o $(B)/tests/cuda_ecc_word.o tests/cuda/ecc_word.cu
 endif
 
+# ---- fuzzing: libFuzzer targets in tests/fuzz/, built with clang -------
+#
+# The library and the daemon less its event loop (main.c, server.c),
+# compiled again with ASan, UBSan and libFuzzer's coverage; see
+# scripts/fuzz.sh for the runs.
+FUZZ_CC ?= clang
+FUZZ_B := $(BUILD)/fuzz
+FUZZ_TARGETS := config admin store_hdr hello
+FUZZ_TIME ?= 600
+FUZZ_SMOKE_TIME ?= 5
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	    -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -Ilibkvmem/include -Ilibkvmem \
+	       -MMD -MP $(WARN) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_SRCS := $(LIB_SRCS) \
+	     $(filter-out daemon/main.c daemon/server.c,$(DAEMON_SRCS)) \
+	     tools/json.c tests/fuzz/fuzz_daemon.c
+FUZZ_OBJS := $(FUZZ_SRCS:%.c=$(FUZZ_B)/%.o)
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_B)/fuzz-%)
+# Reached through a pattern rule, they would count as intermediate and be
+# deleted after each link, to be compiled again for the next run.
+.SECONDARY: $(FUZZ_OBJS) $(FUZZ_TARGETS:%=$(FUZZ_B)/tests/fuzz/fuzz_%.o)
+
+$(FUZZ_B)/%.o: %.c | $(DEPS_STAMP)
+	$(call msg,FUZZCC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $(CFLAGS_$<) -c -o $@ $<
+
+$(FUZZ_B)/fuzz-%: $(FUZZ_B)/tests/fuzz/fuzz_%.o $(FUZZ_OBJS)
+	$(call msg,LD,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ \
+		$(SYSTEMD_LIBS) -luring -lpthread -lm
+
+fuzz: $(FUZZ_BINS)
+	$(Q)scripts/fuzz.sh $(FUZZ_B) $(FUZZ_TIME) $(FUZZ_TARGETS)
+
+# In make test: a short run of each, or a SKIP where clang has no
+# libFuzzer (scripts/install-deps.sh installs it on Debian).
+fuzz-smoke: | $(DEPS_STAMP)
+	$(Q)if scripts/fuzz.sh --probe $(FUZZ_CC); then \
+		$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SMOKE_TIME); \
+	else \
+		echo "SKIP: fuzz: $(FUZZ_CC) cannot build libFuzzer targets"; \
+	fi
+
 # Check's own timeouts are per test; sanitizers make everything slower.
 TEST_ENV := KVMEM_BUILD=$(B) CK_DEFAULT_TIMEOUT=120 KVMEM_SRCDIR=$(CURDIR) \
 	    KVMEM_VERSION=$(VERSION)
@@ -185,8 +232,16 @@ TEST_ENV += CK_TIMEOUT_MULTIPLIER=4 ASAN_OPTIONS=detect_leaks=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1
 endif
 
+# The fuzz targets carry their own sanitizers: run once, not again for
+# SAN=1.
+ifeq ($(SAN),1)
 test: all $(TEST_BIN) cuda-check
 	$(Q)$(TEST_ENV) $(TEST_BIN)
+else
+test: all $(TEST_BIN) cuda-check
+	$(Q)$(TEST_ENV) $(TEST_BIN)
+	$(Q)$(MAKE) --no-print-directory fuzz-smoke
+endif
 
 run: all
 	$(DAEMON_BIN) -f

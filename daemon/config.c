@@ -1314,6 +1314,26 @@ static int parse_file(struct kvmemd_config *c, FILE *f, const char *path,
 	return ret;
 }
 
+int kvmemd_config_read(struct kvmemd_config *c, FILE *f, const char *name,
+		       char *err, size_t errlen)
+{
+	struct kvmemd_config tmp;
+	char msg[MSG_MAX];
+	int ret;
+
+	memcpy(&tmp, c, sizeof(tmp));
+	ret = parse_file(&tmp, f, name, err, errlen);
+	if (ret)
+		return ret;
+	ret = kvmemd_config_check(&tmp, msg, sizeof(msg));
+	if (ret) {
+		seterr(err, errlen, "%s: %s", name, msg);
+		return ret;
+	}
+	memcpy(c, &tmp, sizeof(*c));
+	return 0;
+}
+
 /**
  * kvmemd_config_load() - read a configuration file over @c
  * @c: the configuration, usually from kvmemd_config_defaults(); changed
@@ -1330,12 +1350,9 @@ static int parse_file(struct kvmemd_config *c, FILE *f, const char *path,
 int kvmemd_config_load(struct kvmemd_config *c, const char *path,
 		       int must_exist, char *err, size_t errlen)
 {
-	struct kvmemd_config tmp;
-	char msg[MSG_MAX];
 	FILE *f;
 	int ret;
 
-	memcpy(&tmp, c, sizeof(tmp));
 	f = fopen(path, "re");
 	if (!f) {
 		ret = -errno;
@@ -1344,17 +1361,9 @@ int kvmemd_config_load(struct kvmemd_config *c, const char *path,
 		seterr(err, errlen, "%s: %s", path, strerror(-ret));
 		return ret;
 	}
-	ret = parse_file(&tmp, f, path, err, errlen);
+	ret = kvmemd_config_read(c, f, path, err, errlen);
 	fclose(f);
-	if (ret)
-		return ret;
-	ret = kvmemd_config_check(&tmp, msg, sizeof(msg));
-	if (ret) {
-		seterr(err, errlen, "%s: %s", path, msg);
-		return ret;
-	}
-	memcpy(c, &tmp, sizeof(*c));
-	return 0;
+	return ret;
 }
 
 /**

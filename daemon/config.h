@@ -81,6 +81,14 @@ struct kvmemd_config {
 void kvmemd_config_defaults(struct kvmemd_config *c);
 
 /*
+ * kvmemd_config_read() - kvmemd_config_load() of an open stream, @name
+ * standing for its path in the messages (the fuzz harness reads from
+ * memory)
+ */
+int kvmemd_config_read(struct kvmemd_config *c, FILE *f, const char *name,
+		       char *err, size_t errlen);
+
+/*
  * kvmemd_config_load() - read a configuration file over @c
  * @c: the configuration, usually from kvmemd_config_defaults()
  * @path: the file

@@ -6,7 +6,7 @@
 # with the list of packages otherwise.
 set -eu
 
-PKGS="build-essential pkg-config check liburing-dev libsystemd-dev"
+PKGS="build-essential pkg-config check liburing-dev libsystemd-dev clang libclang-rt-dev"
 
 missing=
 for p in $PKGS; do
