@@ -71,7 +71,7 @@ TOOLS := kvmem-ecc kvmem-bench kvmem-eval kvmemctl
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
 BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
 	      tools/bench-attend.c tools/bench-ring.c tools/bench-fill.c \
-	      tools/bench-offload.c
+	      tools/bench-offload.c tools/bench-attach.c
 
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \

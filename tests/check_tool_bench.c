@@ -428,6 +428,8 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "ring", "--batch", "257", NULL },
 		(const char *const[]){ "ring", "--ops", "many", NULL },
 		(const char *const[]){ "ring", "extra", NULL },
+		(const char *const[]){ "attach", "--cycles", "0", NULL },
+		(const char *const[]){ "attach", "extra", NULL },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -447,6 +449,39 @@ START_TEST(test_usage_errors)
 	ck_assert_ptr_nonnull(strstr(r.out, "codec"));
 	ck_assert_ptr_nonnull(strstr(r.out, "ber"));
 	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/* ---- attach ----------------------------------------------------------- */
+
+/*
+ * attach --json: as many cycles as asked, each a session the daemon
+ * counts as attached and then detached, and the daemon's RSS read (it is
+ * this test's child, so its /proc entry is readable).
+ */
+START_TEST(test_attach_json)
+{
+	char reply[4096];
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+
+	kvmemd_start(&p, NULL, NULL);
+	KVMEM_RUN(&r, "kvmem-bench", "", "attach", "--connect", p.sock,
+		  "--cycles", "40", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_double_eq(json_num(r.out, "cycles"), 40);
+	ck_assert_double_gt(json_num(r.out, "connect_close_per_s"), 0);
+	ck_assert_double_gt(json_num(r.out, "attach_detach_per_s"), 0);
+	ck_assert_double_gt(json_num(r.out, "daemon_rss_kib_before"), 0);
+	ck_assert_double_gt(json_num(r.out, "daemon_rss_kib_after"), 0);
+	kvmem_check_run_free(&r);
+	kvmemd_admin(&p, "status", reply, sizeof(reply));
+	/* The cycles, and an attach before and after them. */
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "attached"), 42);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "detached"), 42);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "pool_used_bytes"), 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
 }
 END_TEST
 
@@ -905,6 +940,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_set_timeout(codec, 60);
 	tcase_add_test(ring, test_ring_json);
 	tcase_add_test(ring, test_offload_json);
+	tcase_add_test(ring, test_attach_json);
 	tcase_set_timeout(ring, 60);
 	suite_add_tcase(s, ber);
 	suite_add_tcase(s, codec);

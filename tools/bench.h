@@ -19,6 +19,7 @@ extern const struct bench_cmd bench_attend;
 extern const struct bench_cmd bench_ring;
 extern const struct bench_cmd bench_fill;
 extern const struct bench_cmd bench_offload;
+extern const struct bench_cmd bench_attach;
 
 uint64_t bench_now_ns(void);
 /* Allocate and touch @size bytes (so page faults stay out of timings). */

@@ -23,6 +23,7 @@ static const struct bench_cmd *const cmds[] = {
 	&bench_ring,
 	&bench_fill,
 	&bench_offload,
+	&bench_attach,
 };
 
 uint64_t bench_now_ns(void)
