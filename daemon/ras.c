@@ -829,6 +829,26 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 	}
 }
 
+/* The page checked by @c does not match its seal's CRC: degraded, counted,
+ * and an event of @kind. */
+static void crc_missed(struct kvmemd *d, struct kvmemd_session *s,
+		       struct kvmemd_check *c, struct pass *p, int kind)
+{
+	struct slot *sl = &s->slots[c->unit];
+	struct ras_event e;
+
+	sl->flags |= SLOT_CRC_BAD;
+	mark_degraded(s, sl, p);
+	s->crc++;
+	d->ras->crc++;
+	p->crc++;
+	memset(&e, 0, sizeof(e));
+	e.codec = (uint8_t)s->layout[sl->kind].codec;
+	e.region = REGION_PAYLOAD;
+	e.kind = (uint8_t)kind;
+	page_event(d, s, sl, &e, c->src);
+}
+
 /*
  * A page read back from the store that is not the page that was written
  * (its CRC differs after every correction the codes could make: a zeroed
@@ -842,7 +862,6 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 {
 	struct slot *sl = &s->slots[c->unit];
 	const struct kvmem_page_layout *l = &s->layout[sl->kind];
-	struct ras_event e;
 
 	kvmem__page_poison(session_page(s, c->unit), &s->g, l, sl->ntokens);
 	c->lost = 1;
@@ -850,24 +869,14 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 	sl->ue_scales = l->scale_words;
 	sl->ue_payload =
 		2 * s->g.kv_heads * s->g.tokens_per_page * l->row_words;
-	sl->flags |= SLOT_CRC_BAD;
-	mark_degraded(s, sl, p);
-	s->crc++;
-	d->ras->crc++;
-	p->crc++;
-	memset(&e, 0, sizeof(e));
-	e.codec = (uint8_t)l->codec;
-	e.region = REGION_PAYLOAD;
-	e.kind = EV_LOST;
-	page_event(d, s, sl, &e, c->src);
+	crc_missed(d, s, c, p, EV_LOST);
 }
 
 /* The CRC over the page after its header is in: compare it with the seal. */
 static void check_crc(struct kvmemd *d, struct kvmemd_session *s,
 		      struct kvmemd_check *c, struct pass *p)
 {
-	struct slot *sl = &s->slots[c->unit];
-	struct ras_event e;
+	const struct slot *sl = &s->slots[c->unit];
 
 	if (c->crc == sl->crc)
 		return;
@@ -877,16 +886,7 @@ static void check_crc(struct kvmemd *d, struct kvmemd_session *s,
 	}
 	/* A word miscorrected, or changed into another codeword: values may
 	 * be wrong, and the codes cannot say which. Reported once. */
-	sl->flags |= SLOT_CRC_BAD;
-	mark_degraded(s, sl, p);
-	s->crc++;
-	d->ras->crc++;
-	p->crc++;
-	memset(&e, 0, sizeof(e));
-	e.codec = (uint8_t)s->layout[sl->kind].codec;
-	e.region = REGION_PAYLOAD;
-	e.kind = EV_CRC;
-	page_event(d, s, sl, &e, c->src);
+	crc_missed(d, s, c, p, EV_CRC);
 }
 
 /*

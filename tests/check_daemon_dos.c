@@ -449,6 +449,38 @@ END_TEST
 /* ---- fairness between users --------------------------------------------- */
 
 /*
+ * Run @fn(@p) in a child as uid and gid 65534, with the daemon's directory
+ * and socket open to it; the child must exit 0. Needs root.
+ */
+static void as_nobody(const struct kvmemd_proc *p,
+		      int (*fn)(const struct kvmemd_proc *p))
+{
+	int status;
+	pid_t pid;
+
+	chmod(p->dir, 0755);
+	chmod(p->sock, 0666);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		_exit(fn(p));
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "the other uid's child: status 0x%x", status);
+}
+
+static int nobody_attach(const struct kvmemd_proc *p)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_cache *c = NULL;
+
+	return kvmem_connect(p->sock, &g, NULL, &c) ? 1 : 0;
+}
+
+/*
  * Regression: one uid could take every session slot with tiny quotas.
  * daemon.max_sessions_per_uid bounds it: the fourth session of a user
  * limited to three is refused with EUSERS and a sentence naming the key,
@@ -461,8 +493,7 @@ START_TEST(test_dos_sessions_per_uid)
 	struct kvmemd_raw r[4];
 	struct kvmemd_proc p;
 	char conf[256];
-	int i, status;
-	pid_t pid;
+	int i;
 
 	snprintf(conf, sizeof(conf),
 		 "[daemon]\nmax_sessions = 8\nmax_sessions_per_uid = 3\n"
@@ -477,21 +508,7 @@ START_TEST(test_dos_sessions_per_uid)
 		      "%s", r[3].w.message);
 	kvmemd_raw_detach(&r[3]);
 	if (!geteuid()) {
-		chmod(p.dir, 0755);
-		chmod(p.sock, 0666);
-		pid = fork();
-		ck_assert_int_ge(pid, 0);
-		if (!pid) {
-			struct kvmem_cache *c = NULL;
-			struct kvmem_geometry g = kvmemd_test_geo();
-
-			if (setgid(65534) || setuid(65534))
-				_exit(3);
-			_exit(kvmem_connect(p.sock, &g, NULL, &c) ? 1 : 0);
-		}
-		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-		ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
-			      "another uid was refused (status %d)", status);
+		as_nobody(&p, nobody_attach);
 	} else {
 		fprintf(stderr, "SKIP: test_dos_sessions_per_uid: another uid "
 				"attaching needs root\n");
@@ -565,6 +582,12 @@ static void ue_pages(const struct kvmemd_proc *p, uint32_t n)
 	free(x);
 }
 
+static int nobody_ue_page(const struct kvmemd_proc *p)
+{
+	ue_pages(p, 1);
+	return 0;
+}
+
 /*
  * Regression: the 64-events-a-minute limit was per session, so a client
  * that reconnected made as many events as it liked, pushed other users'
@@ -580,8 +603,7 @@ START_TEST(test_dos_events_per_uid)
 {
 	char conf[256], path[400], mine[160];
 	struct kvmemd_proc p;
-	int i, status, other = !geteuid();
-	pid_t pid;
+	int i, other = !geteuid();
 
 	snprintf(conf, sizeof(conf),
 		 "[daemon]\nallow_uids = %u 65534\n[scrub]\nrate = 0\n"
@@ -589,19 +611,7 @@ START_TEST(test_dos_events_per_uid)
 		 (unsigned int)getuid());
 	kvmemd_start(&p, conf, NULL);
 	if (other) {
-		chmod(p.dir, 0755);
-		chmod(p.sock, 0666);
-		pid = fork();
-		ck_assert_int_ge(pid, 0);
-		if (!pid) {
-			if (setgid(65534) || setuid(65534))
-				_exit(3);
-			ue_pages(&p, 1);
-			_exit(0);
-		}
-		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-		ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
-			      "status %d", status);
+		as_nobody(&p, nobody_ue_page);
 	} else {
 		fprintf(stderr, "SKIP: test_dos_events_per_uid: another uid's "
 				"event needs root\n");
