@@ -114,7 +114,7 @@ struct server {
 	uint64_t accept_rest[2]; /* a listening socket is not watched until */
 	uint64_t accept_backoff;
 	/* log lines a client can cause at will */
-	struct kvmemd_ratelimit log_conn, log_drop, log_accept;
+	struct kvmemd_ratelimit log_conn, log_drop, log_accept, log_session;
 	int polling;
 	uint64_t last_busy;
 	uint64_t watchdog_usec, next_watchdog;
@@ -360,8 +360,9 @@ static void conn_drop(struct server *sv, struct conn *c, const char *why)
 		kvmemd_session_shutdown(c->s);
 		kvmemd_session_discard(c->s);
 	} else if (c->state == CONN_ACTIVE) {
-		kvmemd_log(LOG_INFO, "session %u (pid %d) detached",
-			   kvmemd_session_id(c->s), (int)c->cred.pid);
+		kvmemd_log_rl(&sv->log_session, "attaches and detaches",
+			      LOG_INFO, "session %u (pid %d) detached",
+			      kvmemd_session_id(c->s), (int)c->cred.pid);
 		sv->d->n.detached++;
 		kvmemd_session_discard(c->s);
 	}
@@ -777,12 +778,12 @@ static void on_setup_done(struct server *sv, struct conn *c)
 	/* A polling loop spares the new client its doorbell too. */
 	if (sv->polling)
 		kvmemd_session_need_wakeup(c->s, 0);
-	kvmemd_log(LOG_INFO,
-		   "session %u: pid %d uid %u, %llu MiB arena, %u/%u ring",
-		   kvmemd_session_id(c->s), (int)c->cred.pid,
-		   (unsigned int)c->cred.uid,
-		   (unsigned long long)(c->w.arena_bytes >> 20),
-		   c->w.sq_entries, c->w.cq_entries);
+	kvmemd_log_rl(&sv->log_session, "attaches and detaches", LOG_INFO,
+		      "session %u: pid %d uid %u, %llu MiB arena, %u/%u ring",
+		      kvmemd_session_id(c->s), (int)c->cred.pid,
+		      (unsigned int)c->cred.uid,
+		      (unsigned long long)(c->w.arena_bytes >> 20),
+		      c->w.sq_entries, c->w.cq_entries);
 }
 
 /*
@@ -1179,6 +1180,8 @@ static void timers(struct server *sv)
 			"connection refusals");
 	kvmemd_rl_flush(&sv->log_drop, KVMEMD_RL_WINDOW_NS, "session drops");
 	kvmemd_rl_flush(&sv->log_accept, KVMEMD_RL_WINDOW_NS, "accept errors");
+	kvmemd_rl_flush(&sv->log_session, KVMEMD_RL_WINDOW_NS,
+			"attaches and detaches");
 	if (sv->watchdog_usec && now >= sv->next_watchdog) {
 		notify("WATCHDOG=1", 0);
 		sv->next_watchdog = now + sv->watchdog_usec * 500ull;

@@ -201,6 +201,18 @@ static int silent(const char *path)
 	return fd;
 }
 
+/* How many times @needle is in the file at @path. */
+static int count_lines(const char *path, const char *needle)
+{
+	char *text = kvmem_check_read_file(path, NULL), *at;
+	int n = 0;
+
+	for (at = text; at && (at = strstr(at, needle)); at++)
+		n++;
+	free(text);
+	return n;
+}
+
 #define FLOOD 200
 
 /*
@@ -341,6 +353,10 @@ START_TEST(test_dos_burst_of_clients_served)
 	admin(&p, "status");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "attached"), BURST);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "evicted"), 0);
+	/* A client attaching in a loop does not flood the log either: 10
+	 * lines a 5 s window (two windows at most, on a slow machine). */
+	ck_assert_int_gt(count_lines(p.log, " MiB arena, "), 0);
+	ck_assert_int_le(count_lines(p.log, " MiB arena, "), 20);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -383,17 +399,6 @@ START_TEST(test_dos_spoken_client_kept)
 END_TEST
 
 /* ---- out of descriptors -------------------------------------------------- */
-
-static int count_lines(const char *path, const char *needle)
-{
-	char *text = kvmem_check_read_file(path, NULL), *at;
-	int n = 0;
-
-	for (at = text; at && (at = strstr(at, needle)); at++)
-		n++;
-	free(text);
-	return n;
-}
 
 /*
  * Regression: out of descriptors, accept() failed on every pass of the
