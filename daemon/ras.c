@@ -948,6 +948,18 @@ static size_t take(uint64_t *budget, size_t left, size_t unit)
 	return n;
 }
 
+/* Go on with the CRC of @page (@size bytes) in c->crc from c->pos, as far
+ * as @budget allows. Return: 1 once it covers the whole page. */
+static int crc_step(struct kvmemd_check *c, const uint8_t *page, size_t size,
+		    uint64_t *budget)
+{
+	size_t n = take(budget, size - c->pos, 1);
+
+	c->crc = kvmem_crc32c(c->crc, page + c->pos, n);
+	c->pos += n;
+	return c->pos == size;
+}
+
 static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 		      struct kvmemd_check *c, struct pass *p, uint64_t *budget)
 {
@@ -964,10 +976,7 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 	while (c->phase != PH_DONE && *budget) {
 		switch (c->phase) {
 		case PH_STORE:
-			n = take(budget, size - c->pos, 1);
-			c->crc = kvmem_crc32c(c->crc, page + c->pos, n);
-			c->pos += n;
-			if (c->pos < size)
+			if (!crc_step(c, page, size, budget))
 				break;
 			/* As it left: nothing happened to it out there. */
 			c->phase = c->crc == c->store_crc ? PH_DONE : PH_SCALES;
@@ -1042,10 +1051,7 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 			}
 			break;
 		case PH_CRC:
-			n = take(budget, size - c->pos, 1);
-			c->crc = kvmem_crc32c(c->crc, page + c->pos, n);
-			c->pos += n;
-			if (c->pos < size)
+			if (!crc_step(c, page, size, budget))
 				break;
 			check_crc(d, s, c, p);
 			c->phase = PH_DONE;

@@ -232,6 +232,12 @@ START_TEST(test_pressure)
 }
 END_TEST
 
+/* Where data unit @u of the store begins: after the header's unit. */
+static off_t unit_off(long u)
+{
+	return (off_t)(u + 1) * KVMEMD_STORE_UNIT;
+}
+
 /* Where on the store a page of (seq, layer, token_start) lies: its unit
  * number, found by decoding the header of every unit; the newest
  * generation when copies of earlier ones are left in free units. */
@@ -243,9 +249,8 @@ static long find_page(int fd, const struct kvmem_geometry *g, uint64_t seq,
 	uint64_t gen = 0;
 	long u, at = -1;
 
-	for (u = 0;
-	     pread(fd, unit, sizeof(unit),
-		   (off_t)(u + 1) * KVMEMD_STORE_UNIT) == (ssize_t)sizeof(unit);
+	for (u = 0; pread(fd, unit, sizeof(unit), unit_off(u)) ==
+		    (ssize_t)sizeof(unit);
 	     u++) {
 		if (kvmem_page_read_header(unit, g, &h, NULL))
 			continue;
@@ -304,7 +309,7 @@ static void corrupt(int engine)
 	/* Layer 0's second sealed page: one bit of its K payload. */
 	u1 = find_page(fd, &r.g, 1, 0, r.g.sink_tokens + r.g.tokens_per_page);
 	ck_assert_int_ge(u1, 0);
-	off = (off_t)(u1 + 1) * KVMEMD_STORE_UNIT + (off_t)l.k_off + 5;
+	off = unit_off(u1) + (off_t)l.k_off + 5;
 	ck_assert_int_eq(pread(fd, &byte, 1, off), 1);
 	byte ^= 0x10;
 	ck_assert_int_eq(pwrite(fd, &byte, 1, off), 1);
@@ -312,7 +317,7 @@ static void corrupt(int engine)
 	 * its V payload (all eight would make another codeword). */
 	u2 = find_page(fd, &r.g, 1, 1, r.g.sink_tokens);
 	ck_assert_int_ge(u2, 0);
-	off = (off_t)(u2 + 1) * KVMEMD_STORE_UNIT + (off_t)l.v_off;
+	off = unit_off(u2) + (off_t)l.v_off;
 	ck_assert_int_eq(pread(fd, junk, sizeof(junk), off),
 			 (ssize_t)sizeof(junk));
 	for (size_t i = 0; i < sizeof(junk); i++)
@@ -479,8 +484,7 @@ static void replaced(int engine, enum replace how)
 		u = find_page(fd, &r.g, 1, 0, r.g.sink_tokens);
 		ck_assert_int_ge(u, 0);
 		old = malloc(l.size);
-		ck_assert_int_eq(pread(fd, old, l.size,
-				       (off_t)(u + 1) * KVMEMD_STORE_UNIT),
+		ck_assert_int_eq(pread(fd, old, l.size, unit_off(u)),
 				 (ssize_t)l.size);
 		close(fd);
 		kvmem_rng_seed(&rng, 99);
@@ -508,13 +512,11 @@ static void replaced(int engine, enum replace how)
 	case REPLACE_OTHER:
 		v = find_page(fd, &r.g, 1, 1, r.g.sink_tokens + 32);
 		ck_assert_int_ge(v, 0);
-		ck_assert_int_eq(pread(fd, buf, l.size,
-				       (off_t)(v + 1) * KVMEMD_STORE_UNIT),
+		ck_assert_int_eq(pread(fd, buf, l.size, unit_off(v)),
 				 (ssize_t)l.size);
 		break;
 	case REPLACE_BURST:
-		ck_assert_int_eq(pread(fd, buf, l.size,
-				       (off_t)(u + 1) * KVMEMD_STORE_UNIT),
+		ck_assert_int_eq(pread(fd, buf, l.size, unit_off(u)),
 				 (ssize_t)l.size);
 		kvmem_rng_seed(&rng, 0xb0b0 + engine);
 		for (size_t i = 0; i < 512; i++)
@@ -526,9 +528,7 @@ static void replaced(int engine, enum replace how)
 	default:
 		ck_abort();
 	}
-	ck_assert_int_eq(
-		pwrite(fd, buf, l.size, (off_t)(u + 1) * KVMEMD_STORE_UNIT),
-		(ssize_t)l.size);
+	ck_assert_int_eq(pwrite(fd, buf, l.size, unit_off(u)), (ssize_t)l.size);
 	ck_assert_int_eq(fsync(fd), 0);
 	close(fd);
 
