@@ -45,6 +45,16 @@ KVMEM_WORD_FN unsigned int kvmem_parity64(uint64_t x)
 #endif
 }
 
+/* Index of the lowest set bit of a non-zero @x. */
+KVMEM_WORD_FN unsigned int kvmem_ctz32(uint32_t x)
+{
+#ifdef __CUDA_ARCH__
+	return __ffs(x) - 1;
+#else
+	return __builtin_ctz(x);
+#endif
+}
+
 KVMEM_WORD_FN unsigned int kvmem_popcount32(uint32_t x)
 {
 #ifdef __CUDA_ARCH__
@@ -310,7 +320,7 @@ KVMEM_WORD_FN unsigned int kvmem_secded72_syndrome(uint64_t data,
  */
 KVMEM_WORD_FN int kvmem_secded72_column(unsigned int s)
 {
-	unsigned int pos[3], n = 0, i;
+	unsigned int a, b, c, i;
 
 	if (kvmem_popcount32(s) == 5) {
 		for (i = 0; i < 8; i++)
@@ -320,11 +330,14 @@ KVMEM_WORD_FN int kvmem_secded72_column(unsigned int s)
 	}
 	if (kvmem_popcount32(s) != 3)
 		return -1;
-	for (i = 0; i < 8; i++)
-		if (s >> i & 1)
-			pos[n++] = i;
-	return (int)(pos[2] * (pos[2] - 1) * (pos[2] - 2) / 6 +
-		     pos[1] * (pos[1] - 1) / 2 + pos[0]);
+	/* Bits a < b < c, lowest first; no array, so device code keeps it
+	 * in registers. */
+	a = kvmem_ctz32(s);
+	s &= s - 1;
+	b = kvmem_ctz32(s);
+	s &= s - 1;
+	c = kvmem_ctz32(s);
+	return (int)(c * (c - 1) * (c - 2) / 6 + b * (b - 1) / 2 + a);
 }
 
 KVMEM_WORD_FN int kvmem_secded72_correct(uint64_t *data, uint8_t *check)

@@ -85,11 +85,6 @@ static void put_value(uint8_t *s, size_t i, unsigned int bits, unsigned int v)
 	}
 }
 
-static float finite_or_zero(float x)
-{
-	return isfinite(x) ? x : 0.0f;
-}
-
 /* The scale of values x[0], x[stride], ... (n of them). */
 static uint16_t group_scale(const float *x, size_t n, size_t stride, int qmax)
 {
@@ -97,26 +92,12 @@ static uint16_t group_scale(const float *x, size_t n, size_t stride, int qmax)
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		float a = fabsf(finite_or_zero(x[i * stride]));
+		float a = fabsf(kvmem_finite_or_zero(x[i * stride]));
 
 		if (a > amax)
 			amax = a;
 	}
-	return kvmem_f2h_up(amax / (float)qmax);
-}
-
-static unsigned int quantize_one(float x, float s, int qmax)
-{
-	float r;
-
-	if (s == 0.0f)
-		return 0;
-	r = rintf(finite_or_zero(x) / s);
-	if (r > (float)qmax)
-		r = (float)qmax;
-	if (r < (float)-qmax)
-		r = (float)-qmax;
-	return (unsigned int)(int)r;
+	return kvmem_scale_of(amax, qmax);
 }
 
 static size_t stream_bytes(size_t n, unsigned int bits)
@@ -139,12 +120,13 @@ void kvmem__quantize_row(int fmt, const float *x, size_t n, unsigned int group,
 	memset(out, 0, stream_bytes(n, fi->bits));
 	for (i = 0; i < n; i++) {
 		if (!fi->qmax) {
-			put_value(out, i, 16, kvmem_f2h(finite_or_zero(x[i])));
+			put_value(out, i, 16,
+				  kvmem_f2h(kvmem_finite_or_zero(x[i])));
 			continue;
 		}
 		if (i % group == 0)
 			s = kvmem_h2f(scales[i / group]);
-		put_value(out, i, fi->bits, quantize_one(x[i], s, fi->qmax));
+		put_value(out, i, fi->bits, kvmem_quant_one(x[i], s, fi->qmax));
 	}
 }
 
@@ -207,8 +189,9 @@ int kvmem_quantize_channels(int fmt, const float *x, size_t ntok,
 	for (t = 0; t < ntok; t++)
 		for (c = 0; c < dim; c++)
 			put_value(out, t * dim + c, fi->bits,
-				  quantize_one(x[t * dim + c],
-					       kvmem_h2f(scales[c]), fi->qmax));
+				  kvmem_quant_one(x[t * dim + c],
+						  kvmem_h2f(scales[c]),
+						  fi->qmax));
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #ifndef KVMEM_QUANT_WORD_H
 #define KVMEM_QUANT_WORD_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "ecc_word.h"
@@ -77,6 +78,38 @@ KVMEM_WORD_FN uint16_t kvmem_f2h_up(float x)
 	if (kvmem_h2f(h) < x && h < KVMEM_HALF_MAX)
 		h++;
 	return h;
+}
+
+/* @x, or 0 when it is NaN or +-inf: non-finite inputs are stored as 0. */
+KVMEM_WORD_FN float kvmem_finite_or_zero(float x)
+{
+	union kvmem_f32 v = { .f = x };
+
+	return (v.u & 0x7f800000u) == 0x7f800000u ? 0.0f : x;
+}
+
+/*
+ * The scale of a group whose largest |x| is @amax: the smallest FP16 >=
+ * amax / qmax, so no value is clipped.
+ */
+KVMEM_WORD_FN uint16_t kvmem_scale_of(float amax, int qmax)
+{
+	return kvmem_f2h_up(amax / (float)qmax);
+}
+
+/* q = round(x / s) (ties to even), clamped to +-qmax, as stored bits. */
+KVMEM_WORD_FN unsigned int kvmem_quant_one(float x, float s, int qmax)
+{
+	float r;
+
+	if (s == 0.0f)
+		return 0;
+	r = rintf(kvmem_finite_or_zero(x) / s);
+	if (r > (float)qmax)
+		r = (float)qmax;
+	if (r < (float)-qmax)
+		r = (float)-qmax;
+	return (unsigned int)(int)r;
 }
 
 /* Sign-extend the low @bits bits of @v. */

@@ -271,13 +271,19 @@ struct kvmem_stats {
 
 /*
  * The layout is the ABI: these hold for every compiler that builds either
- * side.
+ * side, C or C++.
  */
-#define KVMEM_UAPI_ASSERT(type, field, off)                   \
-	_Static_assert(offsetof(struct type, field) == (off), \
-		       #type "." #field " is at " #off)
+#ifdef __cplusplus
+#define KVMEM_UAPI_STATIC_ASSERT static_assert
+#else
+#define KVMEM_UAPI_STATIC_ASSERT _Static_assert
+#endif
+#define KVMEM_UAPI_ASSERT(type, field, off)                             \
+	KVMEM_UAPI_STATIC_ASSERT(offsetof(struct type, field) == (off), \
+				 #type "." #field " is at " #off)
 
-_Static_assert(sizeof(struct kvmem_geometry) == 32, "kvmem_geometry size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_geometry) == 32,
+			 "kvmem_geometry size");
 KVMEM_UAPI_ASSERT(kvmem_geometry, layers, 0);
 KVMEM_UAPI_ASSERT(kvmem_geometry, kv_heads, 4);
 KVMEM_UAPI_ASSERT(kvmem_geometry, head_dim, 8);
@@ -289,7 +295,7 @@ KVMEM_UAPI_ASSERT(kvmem_geometry, codec, 25);
 KVMEM_UAPI_ASSERT(kvmem_geometry, key_scales, 26);
 KVMEM_UAPI_ASSERT(kvmem_geometry, resv, 27);
 
-_Static_assert(sizeof(struct kvmem_hello) == 96, "kvmem_hello size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_hello) == 96, "kvmem_hello size");
 KVMEM_UAPI_ASSERT(kvmem_hello, magic, 0);
 KVMEM_UAPI_ASSERT(kvmem_hello, abi_version, 4);
 KVMEM_UAPI_ASSERT(kvmem_hello, size, 6);
@@ -300,7 +306,8 @@ KVMEM_UAPI_ASSERT(kvmem_hello, sq_entries, 56);
 KVMEM_UAPI_ASSERT(kvmem_hello, cq_entries, 60);
 KVMEM_UAPI_ASSERT(kvmem_hello, resv, 64);
 
-_Static_assert(sizeof(struct kvmem_welcome) == 296, "kvmem_welcome size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_welcome) == 296,
+			 "kvmem_welcome size");
 KVMEM_UAPI_ASSERT(kvmem_welcome, magic, 0);
 KVMEM_UAPI_ASSERT(kvmem_welcome, abi_version, 4);
 KVMEM_UAPI_ASSERT(kvmem_welcome, size, 6);
@@ -324,12 +331,13 @@ KVMEM_UAPI_ASSERT(kvmem_welcome, heat_off, 120);
 KVMEM_UAPI_ASSERT(kvmem_welcome, resv, 128);
 KVMEM_UAPI_ASSERT(kvmem_welcome, message, 136);
 
-_Static_assert(sizeof(struct kvmem_notice) == 32, "kvmem_notice size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_notice) == 32,
+			 "kvmem_notice size");
 KVMEM_UAPI_ASSERT(kvmem_notice, magic, 0);
 KVMEM_UAPI_ASSERT(kvmem_notice, type, 4);
 KVMEM_UAPI_ASSERT(kvmem_notice, resv, 8);
 
-_Static_assert(sizeof(struct kvmem_ring) == 128, "kvmem_ring size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_ring) == 128, "kvmem_ring size");
 KVMEM_UAPI_ASSERT(kvmem_ring, sq_head, 0);
 KVMEM_UAPI_ASSERT(kvmem_ring, flags, 4);
 KVMEM_UAPI_ASSERT(kvmem_ring, cq_tail, 8);
@@ -339,7 +347,7 @@ KVMEM_UAPI_ASSERT(kvmem_ring, cq_head, 68);
 KVMEM_UAPI_ASSERT(kvmem_ring, cq_flags, 72);
 KVMEM_UAPI_ASSERT(kvmem_ring, resv1, 76);
 
-_Static_assert(sizeof(struct kvmem_sqe) == 64, "kvmem_sqe size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_sqe) == 64, "kvmem_sqe size");
 KVMEM_UAPI_ASSERT(kvmem_sqe, opcode, 0);
 KVMEM_UAPI_ASSERT(kvmem_sqe, flags, 1);
 KVMEM_UAPI_ASSERT(kvmem_sqe, kind, 2);
@@ -354,18 +362,19 @@ KVMEM_UAPI_ASSERT(kvmem_sqe, token_start, 40);
 KVMEM_UAPI_ASSERT(kvmem_sqe, ntokens, 44);
 KVMEM_UAPI_ASSERT(kvmem_sqe, resv1, 48);
 
-_Static_assert(sizeof(struct kvmem_page_move) == 16, "kvmem_page_move size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_page_move) == 16,
+			 "kvmem_page_move size");
 KVMEM_UAPI_ASSERT(kvmem_page_move, layer, 0);
 KVMEM_UAPI_ASSERT(kvmem_page_move, token_start, 4);
 KVMEM_UAPI_ASSERT(kvmem_page_move, old_slot, 8);
 KVMEM_UAPI_ASSERT(kvmem_page_move, new_slot, 12);
 
-_Static_assert(sizeof(struct kvmem_cqe) == 16, "kvmem_cqe size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_cqe) == 16, "kvmem_cqe size");
 KVMEM_UAPI_ASSERT(kvmem_cqe, user_data, 0);
 KVMEM_UAPI_ASSERT(kvmem_cqe, res, 8);
 KVMEM_UAPI_ASSERT(kvmem_cqe, flags, 12);
 
-_Static_assert(sizeof(struct kvmem_stats) == 128, "kvmem_stats size");
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_stats) == 128, "kvmem_stats size");
 KVMEM_UAPI_ASSERT(kvmem_stats, arena_bytes, 0);
 KVMEM_UAPI_ASSERT(kvmem_stats, used_bytes, 8);
 KVMEM_UAPI_ASSERT(kvmem_stats, slots_open, 16);
