@@ -1,8 +1,9 @@
 # kvmem - the one entry point: make, make test, make run, make clean
 #
-#   make            libkvmem.so/.a and the tools
+#   make            libkvmem.so/.a (with the GPU kernels' fatbin when nvcc
+#                   is found) and the tools
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
-#                   with nvcc, also compile the shared codec header as CUDA
+#                   the GPU kernels run on the CPU there (tests/cuda/cta.h)
 #   make run        run kvmemd in the foreground on built-in defaults
 #   make fuzz       run each libFuzzer target FUZZ_TIME seconds (default
 #                   600; make test runs them FUZZ_SMOKE_TIME = 5 s each)
@@ -44,7 +45,7 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 ifeq ($(WERROR),1)
 WARN += -Werror
 endif
-KCFLAGS := -std=gnu11 -D_GNU_SOURCE -Ilibkvmem/include -Ilibkvmem \
+KCFLAGS := -std=gnu11 -D_GNU_SOURCE -Ilibkvmem/include -Ilibkvmem -Ikernels \
 	   -MMD -MP $(WARN) $(SANFLAGS) $(CFLAGS)
 KLDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
@@ -60,9 +61,10 @@ LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
 	    libkvmem/ecc_avx2.c libkvmem/crc32c.c libkvmem/crc32c_sse42.c \
 	    libkvmem/inject.c libkvmem/quant.c libkvmem/page.c \
 	    libkvmem/cache.c libkvmem/attend.c libkvmem/attend_portable.c \
-	    libkvmem/attend_avx2.c libkvmem/client.c
-LIB_PIC_OBJS := $(LIB_SRCS:%.c=$(B)/pic/%.o)
-LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
+	    libkvmem/attend_avx2.c libkvmem/client.c libkvmem/cuda.c \
+	    libkvmem/cuda_driver.c
+LIB_PIC_OBJS := $(LIB_SRCS:%.c=$(B)/pic/%.o) $(B)/kernels/fatbin.o
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(B)/kernels/fatbin.o
 
 LIB_SO := $(B)/libkvmem.so.$(VERSION)
 LIB_A := $(B)/libkvmem.a
@@ -125,11 +127,44 @@ $(B)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(KCFLAGS) $(CFLAGS_$<) -c -o $@ $<
 
+# ---- the CUDA kernels: one fatbin, embedded in libkvmem ----------------
+#
+# sm_80 and sm_90 code plus sm_90 PTX for newer GPUs. A kernel that spills
+# registers or uses local memory fails the build; ptxas's resource report
+# of each kernel is kept in $(B)/kernels/resource-usage.txt.
+KERNEL_DEPS := $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h) \
+	       libkvmem/ecc_word.h libkvmem/quant_word.h \
+	       $(wildcard libkvmem/include/kvmem/*.h)
+CUDA_GENCODE := -gencode arch=compute_80,code=sm_80 \
+		-gencode arch=compute_90,code=sm_90 \
+		-gencode arch=compute_90,code=compute_90
+NVCC_KFLAGS := -O3 -std=c++17 -Ilibkvmem -Ilibkvmem/include -Ikernels \
+	       --resource-usage -Xptxas -warn-spills,-warn-lmem-usage \
+	       -Werror all-warnings
+
+ifneq ($(NVCC),)
+$(B)/kernels/kvmem.fatbin: $(KERNEL_DEPS)
+	$(call msg,NVCC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(NVCC_KFLAGS) $(CUDA_GENCODE) -fatbin -o $@ \
+		kernels/kvmem.cu >$(B)/kernels/resource-usage.txt 2>&1 || \
+		{ cat $(B)/kernels/resource-usage.txt; rm -f $@; exit 1; }
+
+$(B)/kernels/fatbin.o: kernels/fatbin.S $(B)/kernels/kvmem.fatbin
+	$(call msg,AS,$@)
+	$(Q)$(CC) -c -Wa,-I,$(B)/kernels -o $@ $<
+else
+$(B)/kernels/fatbin.o: kernels/fatbin_none.c | $(DEPS_STAMP)
+	@echo "NOTE: nvcc not found (set NVCC=): libkvmem is built without GPU kernels"
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(KCFLAGS) -fPIC -c -o $@ $<
+endif
+
 $(LIB_SO): $(LIB_PIC_OBJS) libkvmem/libkvmem.map
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared -Wl,-soname,libkvmem.so.$(SOVERSION) \
 		-Wl,--version-script=libkvmem/libkvmem.map -Wl,-z,defs \
-		-o $@ $(LIB_PIC_OBJS) $(KLDFLAGS) -lm
+		-o $@ $(LIB_PIC_OBJS) $(KLDFLAGS) -ldl -lm
 	$(Q)ln -sf libkvmem.so.$(VERSION) $(B)/libkvmem.so.$(SOVERSION)
 	$(Q)ln -sf libkvmem.so.$(SOVERSION) $(B)/libkvmem.so
 
@@ -155,17 +190,29 @@ $(B)/tools/kvmem-bench: $(BENCH_SRCS:%.c=$(B)/%.o) $(LIB_A)
 
 $(DAEMON_BIN): $(DAEMON_SRCS:%.c=$(B)/%.o) $(LIB_A)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(SYSTEMD_LIBS) -luring -lpthread -lm
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(SYSTEMD_LIBS) -luring -lpthread -ldl -lm
 
 $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(KCFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
+# The kernels of kernels/, unchanged, run on host threads for the tests
+# (tests/cuda/cta.h): C++, so the runner is linked with $(CXX).
+CTA_OBJS := $(B)/tests/cuda/cta.o $(B)/tests/cuda/simt_kernels.o
+CTA_CXXFLAGS := -std=gnu++20 -D_GNU_SOURCE -Itests/cuda -Ikernels -Ilibkvmem \
+		-Ilibkvmem/include -MMD -MP -Wall -Wextra -Wno-unused-parameter \
+		$(if $(filter 1,$(WERROR)),-Werror) -pthread $(SANFLAGS) $(CFLAGS)
+
+$(B)/tests/cuda/%.o: tests/cuda/%.cc | $(DEPS_STAMP)
+	$(call msg,CXX,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(CTA_CXXFLAGS) -c -o $@ $<
+
 $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
-	     $(LIB_A) | $(LIB_SO)
+	     $(CTA_OBJS) $(LIB_A) | $(LIB_SO)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -luring -lm
+	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -luring -lpthread -lm
 
 # The headers shared with the kernels (ecc_word.h, quant_word.h) must stay
 # valid CUDA: compile them for the GPU.
@@ -191,11 +238,11 @@ FUZZ_TIME ?= 600
 FUZZ_SMOKE_TIME ?= 5
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	    -fno-omit-frame-pointer
-FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -Ilibkvmem/include -Ilibkvmem \
+FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -Ilibkvmem/include -Ilibkvmem -Ikernels \
 	       -MMD -MP $(WARN) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_SRCS := $(LIB_SRCS) \
 	     $(filter-out daemon/main.c daemon/server.c,$(DAEMON_SRCS)) \
-	     tools/json.c tests/fuzz/fuzz_daemon.c
+	     tools/json.c tests/fuzz/fuzz_daemon.c kernels/fatbin_none.c
 FUZZ_OBJS := $(FUZZ_SRCS:%.c=$(FUZZ_B)/%.o)
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_B)/fuzz-%)
 # Reached through a pattern rule, they would count as intermediate and be
@@ -210,7 +257,7 @@ $(FUZZ_B)/%.o: %.c | $(DEPS_STAMP)
 $(FUZZ_B)/fuzz-%: $(FUZZ_B)/tests/fuzz/fuzz_%.o $(FUZZ_OBJS)
 	$(call msg,LD,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ \
-		$(SYSTEMD_LIBS) -luring -lpthread -lm
+		$(SYSTEMD_LIBS) -luring -lpthread -ldl -lm
 
 fuzz: $(FUZZ_BINS)
 	$(Q)scripts/fuzz.sh $(FUZZ_B) $(FUZZ_TIME) $(FUZZ_TARGETS)

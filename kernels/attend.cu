@@ -1,0 +1,505 @@
+/*
+ * attend.cu - decode-on-load attention over protected pages
+ *
+ * Flash-decoding with split-K. A CTA takes one sequence, one KV head and
+ * one share of that sequence's pages (blockIdx = (KV head, sequence,
+ * split)); all G query heads of the KV head and all nq query tokens are its
+ * query rows, so every codeword is decoded once per call. Per tile of rows
+ * the CTA decodes K and V (codewords corrected in registers, never written
+ * back), rebuilds the values uncorrectable words took away exactly as
+ * kvmem_attend() does, and folds the tile into an online softmax. It then
+ * writes its partial (max, sum, accumulator) per query row, and per page the
+ * softmax mass of each query row; kvmem_k_combine merges the splits and
+ * turns the masses into each page's share of the attention.
+ *
+ * Query token j of a sequence of len tokens sits at len - nq + j and sees
+ * the keys at or before it. Erasures are rebuilt from the stored sequence,
+ * whatever a query sees.
+ */
+#include "page_dev.cuh"
+
+struct kvmem_k_tile {
+	float *x; /* [T][D] */
+	uint8_t *xe; /* [T][D] */
+	const float *sc; /* the head's scales of this page */
+	const uint8_t *sce;
+};
+
+/* The page of positions [p0, p1) of the table that holds @pos. */
+static __device__ __forceinline__ unsigned int
+kvmem_k_find(const struct kvmem_k_page *pg, unsigned int p0, unsigned int p1,
+	     unsigned int pos)
+{
+	unsigned int lo = p0, hi = p1 - 1;
+
+	while (lo < hi) {
+		unsigned int mid = (lo + hi + 1) / 2;
+
+		if (pg[mid].token_start <= pos)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/*
+ * Decode rows [t0, t0 + n) of head @h of K or V into @tl; returns, the same
+ * in every thread, whether any value was lost.
+ */
+static __device__ __forceinline__ int
+kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
+	     const uint8_t *page, int is_v, unsigned int h, unsigned int t0,
+	     unsigned int n, uint8_t *data, uint8_t *wue,
+	     const struct kvmem_k_tile *tl, struct kvmem_k_counts *c,
+	     unsigned long long *nlost)
+{
+	const unsigned int D = g->head_dim;
+	const unsigned int upr = l->row_words / l->unit;
+	const uint8_t *code = page + (is_v ? l->v_off : l->k_off) +
+			      (h * g->tokens_per_page + t0) * l->row_bytes;
+	const unsigned int groups = D / g->group_size;
+	const int chan = !is_v && l->chan;
+	unsigned int i, j, ue;
+	int any = 0;
+
+	for (i = threadIdx.x; i < n * upr; i += blockDim.x) {
+		unsigned int r = i / upr, u = i % upr;
+
+		kvmem_k_unit_decode(l, code + r * l->row_bytes, u,
+				    data + r * l->row_data, &ue, c);
+		for (j = 0; j < l->unit; j++)
+			wue[r * l->row_words + u * l->unit + j] =
+				(uint8_t)(ue >> j & 1);
+	}
+	__syncthreads();
+	for (i = threadIdx.x; i < n * D; i += blockDim.x) {
+		unsigned int r = i / D, d = i % D;
+		int lost = kvmem_k_value_ue(l, wue + r * l->row_words, d);
+		float s = 0.0f;
+
+		if (l->qmax) {
+			unsigned int si =
+				chan ? d
+				     : (t0 + r) * groups + d / g->group_size;
+
+			s = tl->sc[si];
+			lost |= tl->sce[si];
+		}
+		tl->x[i] = kvmem_k_dequant(
+			l, kvmem_k_raw(data + r * l->row_data, l->bits, d), s,
+			&lost);
+		tl->xe[i] = (uint8_t)lost;
+		*nlost += (unsigned long long)lost;
+		any |= lost;
+	}
+	return __syncthreads_or(any);
+}
+
+/*
+ * The rows just outside a tile, at pos0 - 1 and pos0 + n, which may be in
+ * other pages: @edge[0][D] and @edge[1][D], @ok saying which values were
+ * decoded and kept. Decoded one value at a time; only tiles with a lost
+ * value need them.
+ */
+static __device__ __forceinline__ void
+kvmem_k_edges(const struct kvmem_k_attend *p, unsigned int p0, unsigned int p1,
+	      unsigned int len, unsigned int pos0, unsigned int n, int is_v,
+	      unsigned int h, float *edge, uint8_t *ok)
+{
+	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p->pages;
+	const unsigned int D = p->g.head_dim;
+	unsigned int i;
+
+	for (i = threadIdx.x; i < 2 * D; i += blockDim.x) {
+		unsigned int pos = i < D ? pos0 - 1 : pos0 + n, pi;
+		const struct kvmem_k_layout *l;
+		int lost = 0;
+
+		ok[i] = 0;
+		if (i < D ? pos0 == 0 : pos >= len)
+			continue;
+		pi = kvmem_k_find(pg, p0, p1, pos);
+		l = &p->g.l[pg[pi].flags & KVMEM_HDR_HOT ? 1 : 0];
+		edge[i] = kvmem_k_value(&p->g, l, (const uint8_t *)pg[pi].addr,
+					is_v, h, pos - pg[pi].token_start,
+					i % D, &lost);
+		ok[i] = (uint8_t)!lost;
+	}
+}
+
+/*
+ * Rebuild the lost values of a tile of @n rows: the mean of the same
+ * channel at t - 1 and t + 1 as they decode (across the tile's edges
+ * through @edge and @ok), a lost or missing neighbour left out, 0 with
+ * neither. Only lost values are written and only kept ones read, so the
+ * threads need no ordering among themselves.
+ */
+static __device__ __forceinline__ void
+kvmem_k_rebuild(unsigned int policy, unsigned int D, unsigned int n, float *x,
+		const uint8_t *xe, const float *edge, const uint8_t *ok)
+{
+	unsigned int i;
+
+	for (i = threadIdx.x; i < n * D; i += blockDim.x) {
+		unsigned int r = i / D, d = i % D;
+		float sum = 0.0f;
+		int have = 0;
+
+		if (!xe[i])
+			continue;
+		if (policy == KVMEM_ERASE_ZERO) {
+			x[i] = 0.0f;
+			continue;
+		}
+		if (r > 0 ? !xe[i - D] : ok[d]) {
+			sum += r > 0 ? x[i - D] : edge[d];
+			have++;
+		}
+		if (r + 1 < n ? !xe[i + D] : ok[D + d]) {
+			sum += r + 1 < n ? x[i + D] : edge[D + d];
+			have++;
+		}
+		x[i] = have == 2 ? sum * 0.5f : have ? sum : 0.0f;
+	}
+}
+
+/* Rebuild a decoded tile of K or V that lost values. */
+static __device__ __forceinline__ void
+kvmem_k_fix(const struct kvmem_k_attend *p, unsigned int p0, unsigned int p1,
+	    unsigned int len, unsigned int pos0, unsigned int n, int is_v,
+	    unsigned int h, float *x, const uint8_t *xe, float *edge,
+	    uint8_t *ok)
+{
+	kvmem_k_edges(p, p0, p1, len, pos0, n, is_v, h, edge, ok);
+	__syncthreads();
+	kvmem_k_rebuild(p->erasure, p->g.head_dim, n, x, xe, edge, ok);
+	__syncthreads();
+}
+
+/* Decode this head's K or V scales of a page, counting each word once. */
+static __device__ __forceinline__ void
+kvmem_k_head_scales_load(const struct kvmem_k_geom *g,
+			 const struct kvmem_k_layout *l, const uint8_t *page,
+			 unsigned int h, int is_v, float *sc, uint8_t *sce,
+			 struct kvmem_k_counts *c)
+{
+	const unsigned int base = kvmem_k_row_scale(g, l, is_v, h, 0);
+	const unsigned int cnt = kvmem_k_head_scales(g, l, is_v);
+	unsigned int idx;
+
+	for (idx = base + threadIdx.x; idx < base + cnt; idx += blockDim.x) {
+		int lost, st, nbits;
+
+		sc[idx - base] =
+			kvmem_k_scale(page, l, idx, &lost, &st, &nbits);
+		sce[idx - base] = (uint8_t)lost;
+		/* A word is counted by the head its first scale belongs to,
+		 * in the thread that reads that scale. */
+		if (idx % 4 == 0)
+			kvmem_k_count(c, st, nbits);
+	}
+}
+
+/* Thread 0 of the KV-head-0 CTA checks a page's header. */
+static __device__ __forceinline__ void
+kvmem_k_header(const uint8_t *page, struct kvmem_k_counts *c,
+	       unsigned long long *headers_ue)
+{
+	unsigned int i, hi, ue = 0;
+	uint64_t lo;
+	int st, nbits;
+
+	for (i = 0; i < KVMEM_K_HDR_WORDS; i++) {
+		kvmem_k_word_load(page + 9 * i, KVMEM_CODEC_SECDED72, &lo, &hi);
+		st = kvmem_k_word_correct(KVMEM_CODEC_SECDED72, &lo, &hi,
+					  &nbits);
+		/* As kvmem_attend(): an uncorrectable header word counts
+		 * as a bad header, not as a lost value's word. */
+		if (st == KVMEM_K_UE)
+			ue = 1;
+		else
+			kvmem_k_count(c, st, nbits);
+	}
+	*headers_ue += ue;
+}
+
+extern "C" __global__ void KVMEM_K_BOUNDS
+kvmem_k_attend(const struct kvmem_k_attend p)
+{
+	KVMEM_DYN_SMEM(smem);
+	const struct kvmem_k_geom *g = &p.g;
+	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p.pages;
+	const uint32_t *sp = (const uint32_t *)p.seq_pages;
+	const unsigned int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
+	const unsigned int D = g->head_dim, G = p.n_heads / g->kv_heads;
+	const unsigned int QR = G * p.nq, T = p.tile;
+	const unsigned int p0 = sp[b], p1 = sp[b + 1];
+	const unsigned int per = (p1 - p0 + p.splits - 1) / p.splits;
+	const unsigned int first = p0 + split * per;
+	const unsigned int last = first + per < p1 ? first + per : p1;
+	struct kvmem_k_attend_smem o;
+	struct kvmem_k_counts c = { 0, 0, 0, 0 };
+	unsigned long long nlost = 0, headers_ue = 0;
+	struct kvmem_k_tile kt, vt;
+	float *q, *acc, *s, *m, *lsum, *corr, *pmax, *psum, *edge;
+	uint8_t *edge_ok;
+	unsigned int len = 0, i, pi;
+
+	kvmem_k_attend_carve(g, QR, T, &o);
+	q = (float *)(smem + o.q);
+	acc = (float *)(smem + o.acc);
+	s = (float *)(smem + o.s);
+	m = (float *)(smem + o.m);
+	lsum = (float *)(smem + o.l);
+	corr = (float *)(smem + o.corr);
+	pmax = (float *)(smem + o.pmax);
+	psum = (float *)(smem + o.psum);
+	edge = (float *)(smem + o.edge);
+	edge_ok = smem + o.edge_ok;
+	kt.x = (float *)(smem + o.kt);
+	kt.xe = smem + o.ke;
+	kt.sc = (const float *)(smem + o.sc[0]);
+	kt.sce = smem + o.sce[0];
+	vt.x = (float *)(smem + o.vt);
+	vt.xe = smem + o.ve;
+	vt.sc = (const float *)(smem + o.sc[1]);
+	vt.sce = smem + o.sce[1];
+	if (p1 > p0)
+		len = pg[p1 - 1].token_start + pg[p1 - 1].ntokens;
+
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
+		unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
+
+		q[i] = ((const float *)p.q)
+			[(((size_t)b * p.nq + j) * p.n_heads + h * G + gq) * D +
+			 d];
+		acc[i] = 0.0f;
+	}
+	for (i = threadIdx.x; i < QR; i += blockDim.x) {
+		m[i] = -INFINITY;
+		lsum[i] = 0.0f;
+	}
+	__syncthreads();
+
+	for (pi = first; pi < last; pi++) {
+		const uint8_t *page = (const uint8_t *)pg[pi].addr;
+		const int hot = pg[pi].flags & KVMEM_HDR_HOT ? 1 : 0;
+		const struct kvmem_k_layout *l = &g->l[hot];
+		unsigned int t0;
+
+		if (h == 0 && threadIdx.x == 0)
+			kvmem_k_header(page, &c, &headers_ue);
+		kvmem_k_head_scales_load(g, l, page, h, 0,
+					 (float *)(smem + o.sc[0]),
+					 smem + o.sce[0], &c);
+		kvmem_k_head_scales_load(g, l, page, h, 1,
+					 (float *)(smem + o.sc[1]),
+					 smem + o.sce[1], &c);
+		for (i = threadIdx.x; i < QR; i += blockDim.x) {
+			pmax[i] = -INFINITY;
+			psum[i] = 0.0f;
+		}
+		__syncthreads();
+
+		for (t0 = 0; t0 < pg[pi].ntokens; t0 += T) {
+			const unsigned int n = pg[pi].ntokens - t0 < T
+						       ? pg[pi].ntokens - t0
+						       : T;
+			const unsigned int pos0 = pg[pi].token_start + t0;
+			int klost, vlost, is_v;
+
+			klost = kvmem_k_rows(g, l, page, 0, h, t0, n,
+					     smem + o.data, smem + o.wue, &kt,
+					     &c, &nlost);
+			vlost = kvmem_k_rows(g, l, page, 1, h, t0, n,
+					     smem + o.data, smem + o.wue, &vt,
+					     &c, &nlost);
+			for (is_v = 0; is_v < 2; is_v++)
+				if (p.erasure != KVMEM_ERASE_KEEP &&
+				    (is_v ? vlost : klost))
+					kvmem_k_fix(
+						&p, p0, p1, len, pos0, n, is_v,
+						h,
+						(float *)(smem +
+							  (is_v ? o.vt : o.kt)),
+						smem + (is_v ? o.ve : o.ke),
+						edge, edge_ok);
+
+			for (i = threadIdx.x; i < QR * n; i += blockDim.x) {
+				unsigned int r = i / n, t = i % n, d;
+				unsigned int qpos = len - p.nq + r / G;
+				float dot = 0.0f;
+
+				if (pos0 + t > qpos) {
+					s[r * T + t] = -INFINITY;
+					continue;
+				}
+				for (d = 0; d < D; d++)
+					dot += q[r * D + d] * kt.x[t * D + d];
+				s[r * T + t] = p.scale * dot;
+			}
+			__syncthreads();
+
+			for (i = threadIdx.x; i < QR; i += blockDim.x) {
+				float mt = -INFINITY, mn, sum = 0.0f;
+				unsigned int t;
+
+				for (t = 0; t < n; t++)
+					mt = fmaxf(mt, s[i * T + t]);
+				if (mt == -INFINITY) {
+					for (t = 0; t < n; t++)
+						s[i * T + t] = 0.0f;
+					corr[i] = 1.0f;
+					continue;
+				}
+				mn = fmaxf(m[i], mt);
+				for (t = 0; t < n; t++) {
+					s[i * T + t] = expf(s[i * T + t] - mn);
+					sum += s[i * T + t];
+				}
+				corr[i] = expf(m[i] - mn);
+				lsum[i] = lsum[i] * corr[i] + sum;
+				m[i] = mn;
+				if (pmax[i] != mn)
+					psum[i] *= expf(pmax[i] - mn);
+				pmax[i] = mn;
+				psum[i] += sum;
+			}
+			__syncthreads();
+
+			for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
+				unsigned int r = i / D, d = i % D, t;
+				float a = acc[i] * corr[r];
+
+				for (t = 0; t < n; t++)
+					a += s[r * T + t] * vt.x[t * D + d];
+				acc[i] = a;
+			}
+			__syncthreads();
+		}
+
+		if (p.mass) {
+			uint64_t mo;
+			float *wm;
+
+			kvmem_k_attend_ws(g, p.batch, p.splits, QR,
+					  p.total_pages, &mo);
+			wm = (float *)(p.ws + mo) +
+			     ((size_t)pi * g->kv_heads + h) * QR * 2;
+			for (i = threadIdx.x; i < QR; i += blockDim.x) {
+				wm[2 * i] = pmax[i];
+				wm[2 * i + 1] = psum[i];
+			}
+		}
+		__syncthreads();
+	}
+
+	{
+		float *w = (float *)p.ws +
+			   (((size_t)b * g->kv_heads + h) * p.splits + split) *
+				   QR * (D + 2);
+
+		for (i = threadIdx.x; i < QR * D; i += blockDim.x)
+			w[2 * QR + i] = acc[i];
+		for (i = threadIdx.x; i < QR; i += blockDim.x) {
+			w[2 * i] = m[i];
+			w[2 * i + 1] = lsum[i];
+		}
+	}
+	if (p.stats) {
+		unsigned long long *st = (unsigned long long *)p.stats;
+
+		if (c.clean)
+			atomicAdd(&st[0], c.clean);
+		if (c.corrected)
+			atomicAdd(&st[1], c.corrected);
+		if (c.ue)
+			atomicAdd(&st[2], c.ue);
+		if (nlost)
+			atomicAdd(&st[3], nlost);
+		if (headers_ue)
+			atomicAdd(&st[4], headers_ue);
+	}
+}
+
+/*
+ * Merge the splits of each (sequence, KV head, query row), and turn the
+ * per-page masses into each page's share of the softmax weights, summed
+ * over query rows: one CTA per sequence, so a page's share is summed in
+ * one order every run.
+ */
+extern "C" __global__ void KVMEM_K_BOUNDS
+kvmem_k_combine(const struct kvmem_k_attend p)
+{
+	KVMEM_DYN_SMEM(smem);
+	const struct kvmem_k_geom *g = &p.g;
+	const uint32_t *sp = (const uint32_t *)p.seq_pages;
+	const unsigned int b = blockIdx.x, D = g->head_dim;
+	const unsigned int G = p.n_heads / g->kv_heads, QR = G * p.nq;
+	const unsigned int rows = g->kv_heads * QR;
+	float *ml = (float *)smem; /* [kv_heads][QR][2]: max, sum */
+	const float *ws = (const float *)p.ws;
+	unsigned int i, sx;
+
+	for (i = threadIdx.x; i < rows; i += blockDim.x) {
+		unsigned int h = i / QR, r = i % QR;
+		const float *w = ws + ((size_t)b * g->kv_heads + h) * p.splits *
+					      QR * (D + 2);
+		float mx = -INFINITY, sum = 0.0f;
+
+		for (sx = 0; sx < p.splits; sx++)
+			mx = fmaxf(mx, w[sx * QR * (D + 2) + 2 * r]);
+		for (sx = 0; sx < p.splits; sx++) {
+			const float *ws_ = w + sx * QR * (D + 2);
+
+			if (ws_[2 * r] != -INFINITY)
+				sum += ws_[2 * r + 1] * expf(ws_[2 * r] - mx);
+		}
+		ml[2 * i] = mx;
+		ml[2 * i + 1] = sum;
+	}
+	__syncthreads();
+
+	for (i = threadIdx.x; i < rows * D; i += blockDim.x) {
+		unsigned int row = i / D, d = i % D;
+		unsigned int h = row / QR, r = row % QR;
+		const float *w = ws + ((size_t)b * g->kv_heads + h) * p.splits *
+					      QR * (D + 2);
+		float a = 0.0f;
+
+		for (sx = 0; sx < p.splits; sx++) {
+			const float *ws_ = w + sx * QR * (D + 2);
+
+			if (ws_[2 * r] != -INFINITY)
+				a += ws_[2 * QR + r * D + d] *
+				     expf(ws_[2 * r] - ml[2 * row]);
+		}
+		((float *)p.out)[(((size_t)b * p.nq + r / G) * p.n_heads +
+				  h * G + r % G) *
+					 D +
+				 d] =
+			ml[2 * row + 1] > 0.0f ? a / ml[2 * row + 1] : 0.0f;
+	}
+
+	if (p.mass) {
+		uint64_t mo;
+		const float *wm;
+
+		kvmem_k_attend_ws(g, p.batch, p.splits, QR, p.total_pages, &mo);
+		wm = (const float *)(p.ws + mo);
+		for (i = sp[b] + threadIdx.x; i < sp[b + 1]; i += blockDim.x) {
+			const float *pm = wm + (size_t)i * rows * 2;
+			float share = 0.0f;
+			unsigned int r;
+
+			for (r = 0; r < rows; r++)
+				if (pm[2 * r + 1] > 0.0f &&
+				    ml[2 * r + 1] > 0.0f)
+					share += pm[2 * r + 1] *
+						 expf(pm[2 * r] - ml[2 * r]) /
+						 ml[2 * r + 1];
+			((float *)p.mass)[i] = share;
+		}
+	}
+}

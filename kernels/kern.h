@@ -1,0 +1,224 @@
+/*
+ * kern.h - what the host hands the kernels, and the page arithmetic they
+ * share
+ *
+ * Compiled three ways: as C by libkvmem/cuda.c (the parameter blocks only),
+ * as CUDA by nvcc, and as C++ by the tests' CPU executor (tests/simt), which
+ * runs the unchanged kernel sources on host threads. Every kernel takes one
+ * parameter block by value, so a launch is the same few bytes on both.
+ *
+ * The per-codeword and dequantization arithmetic is ecc_word.h and
+ * quant_word.h, the headers the CPU library uses.
+ */
+#ifndef KVMEM_KERN_H
+#define KVMEM_KERN_H
+
+#include <stdint.h>
+
+#include "kvmem/page.h"
+
+#ifdef __CUDACC__
+#define KVMEM_K_HD static __host__ __device__ __forceinline__
+#else
+#define KVMEM_K_HD static inline
+#endif
+
+/* One kind of page (kvmem_page_layout()), in the kernels' terms. */
+struct kvmem_k_layout {
+	uint32_t size;
+	uint32_t scales_off, k_off, v_off;
+	uint32_t nscales_k, nscales_v, scale_words;
+	uint32_t row_words, row_bytes, row_data;
+	uint8_t format, codec;
+	uint8_t chan; /* K has one scale per channel */
+	uint8_t bits; /* per value */
+	uint8_t qmax; /* 0 for fp16 */
+	uint8_t k; /* data bits per codeword */
+	uint8_t wbytes; /* bytes per codeword */
+	uint8_t unit; /* codewords that make whole data bytes */
+};
+
+struct kvmem_k_geom {
+	uint32_t kv_heads, head_dim, tokens_per_page, group_size;
+	uint64_t digest; /* kvmem_geometry_digest() */
+	struct kvmem_k_layout l[2]; /* [0]: sealed, [1]: hot */
+};
+
+/* The page header: 8 secded72 words (page.c). */
+#define KVMEM_K_HDR_WORDS 8
+#define KVMEM_K_HDR_BYTES (KVMEM_K_HDR_WORDS * 9)
+
+/*
+ * Threads per CTA of every kernel. Bounds of (threads, 1 CTA per SM) let
+ * ptxas give a kernel the registers it needs rather than spill for an
+ * occupancy the shared memory would not allow anyway.
+ */
+#define KVMEM_K_THREADS 128
+#define KVMEM_K_BOUNDS __launch_bounds__(KVMEM_K_THREADS, 1)
+
+/* A page as the kernels see it; the public struct kvmem_cuda_page. */
+struct kvmem_k_page {
+	uint64_t addr;
+	uint32_t token_start;
+	uint32_t ntokens;
+	uint32_t flags; /* KVMEM_HDR_HOT */
+	uint32_t resv;
+};
+
+struct kvmem_k_encode_job {
+	uint64_t page;
+	uint64_t k, v;
+	uint64_t seq, generation;
+	uint32_t stride;
+	uint32_t layer, token_start;
+	uint32_t t0, n;
+	uint32_t flags;
+};
+
+/* Source types of an encode: enum kvmem_cuda_dtype. */
+#define KVMEM_K_DTYPE_F32 0
+#define KVMEM_K_DTYPE_F16 1
+#define KVMEM_K_DTYPE_BF16 2
+
+struct kvmem_k_encode {
+	struct kvmem_k_geom g;
+	uint64_t jobs; /* struct kvmem_k_encode_job[njobs] */
+	uint32_t njobs;
+	uint32_t dtype; /* enum kvmem_cuda_dtype */
+	uint32_t smem; /* bytes of dynamic shared memory: the page's scales */
+	uint32_t resv;
+};
+
+struct kvmem_k_attend {
+	struct kvmem_k_geom g;
+	uint64_t pages; /* struct kvmem_k_page[] of all sequences */
+	uint64_t seq_pages; /* uint32_t[batch + 1] */
+	uint64_t q, out; /* float [batch][nq][n_heads][head_dim] */
+	uint64_t mass; /* float [pages], or 0 */
+	uint64_t stats; /* uint64_t [5], or 0 */
+	uint64_t ws; /* partial results (kvmem_k_attend_ws()) */
+	uint32_t batch, n_heads, nq, erasure;
+	uint32_t splits; /* CTAs per (sequence, KV head) */
+	uint32_t tile; /* rows decoded at once */
+	uint32_t total_pages;
+	float scale;
+};
+
+struct kvmem_k_scrub {
+	struct kvmem_k_geom g;
+	uint64_t pages; /* struct kvmem_k_page[npages] */
+	uint64_t counts; /* struct kvmem_page_counts[npages] */
+	uint64_t status; /* int32_t[npages] */
+	uint32_t npages;
+	uint32_t resv;
+};
+
+/* Report of an injection, as uint64_t words. */
+#define KVMEM_K_INJ_BITS 0
+#define KVMEM_K_INJ_WORDS 1
+#define KVMEM_K_INJ_HIST 2 /* + KVMEM_INJECT_HIST buckets */
+
+struct kvmem_k_inject {
+	uint64_t buf;
+	uint64_t nwords;
+	uint64_t seed;
+	uint64_t threshold; /* a bit flips when its 64-bit draw is below */
+	uint64_t flips; /* uint8_t[nwords], or 0 */
+	uint64_t report; /* uint64_t[KVMEM_K_INJ_HIST + KVMEM_INJECT_HIST] */
+	uint32_t word_bits, word_bytes;
+};
+
+/*
+ * Shared memory of the attention kernel, carved one way for the host (which
+ * sizes the launch) and the kernel (which uses it). QR = query rows of a
+ * CTA, T = tile rows.
+ */
+struct kvmem_k_attend_smem {
+	uint32_t q, acc, s, m, l, corr, pmax, psum; /* float arrays */
+	uint32_t kt, vt; /* float [T][D] */
+	uint32_t ke, ve; /* uint8_t [T][D]: erased */
+	uint32_t data; /* uint8_t [T][row_data]: one block's data */
+	uint32_t wue; /* uint8_t [T][row_words]: uncorrectable words */
+	uint32_t edge, edge_ok; /* float, uint8_t [2][D]: rows next to a tile */
+	uint32_t sc[2], sce[2]; /* K/V scales of the head: float, erased */
+	uint32_t size;
+};
+
+#define KVMEM_K_ALIGN16(x) (((x) + 15u) & ~15u)
+
+/* Scales of one KV head in a page: K or V (@is_v). */
+KVMEM_K_HD uint32_t kvmem_k_head_scales(const struct kvmem_k_geom *g,
+					const struct kvmem_k_layout *l,
+					int is_v)
+{
+	if (!l->qmax)
+		return 0;
+	if (!is_v && l->chan)
+		return g->head_dim;
+	return g->tokens_per_page * (g->head_dim / g->group_size);
+}
+
+KVMEM_K_HD void kvmem_k_attend_carve(const struct kvmem_k_geom *g, uint32_t qr,
+				     uint32_t t, struct kvmem_k_attend_smem *s)
+{
+	const uint32_t D = g->head_dim;
+	uint32_t off = 0, rd = 0, rw = 0, ns[2] = { 0, 0 }, i, kind;
+
+	for (kind = 0; kind < 2; kind++) {
+		const struct kvmem_k_layout *l = &g->l[kind];
+
+		rd = l->row_data > rd ? l->row_data : rd;
+		rw = l->row_words > rw ? l->row_words : rw;
+		for (i = 0; i < 2; i++) {
+			uint32_t n = kvmem_k_head_scales(g, l, (int)i);
+
+			ns[i] = n > ns[i] ? n : ns[i];
+		}
+	}
+#define KVMEM_K_TAKE(field, bytes)                    \
+	do {                                          \
+		s->field = off;                       \
+		off = KVMEM_K_ALIGN16(off + (bytes)); \
+	} while (0)
+	KVMEM_K_TAKE(q, qr * D * 4);
+	KVMEM_K_TAKE(acc, qr * D * 4);
+	KVMEM_K_TAKE(s, qr * t * 4);
+	KVMEM_K_TAKE(m, qr * 4);
+	KVMEM_K_TAKE(l, qr * 4);
+	KVMEM_K_TAKE(corr, qr * 4);
+	KVMEM_K_TAKE(pmax, qr * 4);
+	KVMEM_K_TAKE(psum, qr * 4);
+	KVMEM_K_TAKE(kt, t * D * 4);
+	KVMEM_K_TAKE(vt, t * D * 4);
+	KVMEM_K_TAKE(ke, t * D);
+	KVMEM_K_TAKE(ve, t * D);
+	KVMEM_K_TAKE(data, t * rd);
+	KVMEM_K_TAKE(wue, t * rw);
+	KVMEM_K_TAKE(edge, 2 * D * 4);
+	KVMEM_K_TAKE(edge_ok, 2 * D);
+	KVMEM_K_TAKE(sc[0], ns[0] * 4);
+	KVMEM_K_TAKE(sc[1], ns[1] * 4);
+	KVMEM_K_TAKE(sce[0], ns[0]);
+	KVMEM_K_TAKE(sce[1], ns[1]);
+#undef KVMEM_K_TAKE
+	s->size = off;
+}
+
+/*
+ * The attention workspace: per (sequence, KV head, split) the running max,
+ * sum and accumulator of each query row, then per (page, KV head) a
+ * (max, sum) pair of each query row's softmax weights on that page.
+ */
+KVMEM_K_HD uint64_t kvmem_k_attend_ws(const struct kvmem_k_geom *g,
+				      uint32_t batch, uint32_t splits,
+				      uint32_t qr, uint32_t total_pages,
+				      uint64_t *mass_off)
+{
+	uint64_t part = (uint64_t)batch * g->kv_heads * splits * qr *
+			(g->head_dim + 2) * 4;
+
+	*mass_off = part;
+	return part + (uint64_t)total_pages * g->kv_heads * qr * 2 * 4;
+}
+
+#endif /* KVMEM_KERN_H */

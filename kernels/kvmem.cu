@@ -1,0 +1,6 @@
+/*
+ * kvmem.cu - the one module libkvmem loads: every kernel, one fatbin
+ */
+#include "attend.cu"
+#include "encode.cu"
+#include "scrub.cu"

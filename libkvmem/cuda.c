@@ -1,0 +1,292 @@
+/*
+ * cuda.c - the CUDA calls of kvmem/cuda.h: check, size, fill, launch
+ *
+ * Everything here is independent of the driver: the backend (cuda_impl.h)
+ * runs each launch. Kernel parameter blocks are kernels/kern.h.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_impl.h"
+#include "kern.h"
+#include "kvmem/kvmem.h"
+
+_Static_assert(sizeof(struct kvmem_cuda_page) == sizeof(struct kvmem_k_page),
+	       "block table entry");
+_Static_assert(sizeof(struct kvmem_cuda_encode_job) ==
+		       sizeof(struct kvmem_k_encode_job),
+	       "encode job");
+_Static_assert(KVMEM_CUDA_BF16 == KVMEM_K_DTYPE_BF16 &&
+		       KVMEM_CUDA_F16 == KVMEM_K_DTYPE_F16,
+	       "dtypes");
+
+/* Rows a tile of attention decodes at once, at most. */
+#define ATTEND_TILE 32
+
+static __thread char cuda_err[256];
+
+int kvmem__cuda_fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cuda_err, sizeof(cuda_err), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+const char *kvmem_cuda_error(void)
+{
+	return cuda_err;
+}
+
+const char *kvmem_cuda_name(const struct kvmem_cuda *cu)
+{
+	return cu ? cu->name : "";
+}
+
+void kvmem_cuda_close(struct kvmem_cuda *cu)
+{
+	if (cu)
+		cu->be->close(cu);
+}
+
+static int geom(const struct kvmem_geometry *g, struct kvmem_k_geom *kg)
+{
+	int kind;
+
+	if (kvmem_geometry_check(g))
+		return kvmem__cuda_fail(-EINVAL, "invalid geometry");
+	memset(kg, 0, sizeof(*kg));
+	kg->kv_heads = g->kv_heads;
+	kg->head_dim = g->head_dim;
+	kg->tokens_per_page = g->tokens_per_page;
+	kg->group_size = g->group_size;
+	kg->digest = kvmem_geometry_digest(g);
+	for (kind = 0; kind < 2; kind++) {
+		struct kvmem_k_layout *kl = &kg->l[kind];
+		const struct kvmem_codec_info *ci;
+		struct kvmem_page_layout l;
+
+		kvmem_page_layout(g, kind, &l);
+		ci = kvmem_codec_get(l.codec);
+		kl->size = (uint32_t)l.size;
+		kl->scales_off = (uint32_t)l.scales_off;
+		kl->k_off = (uint32_t)l.k_off;
+		kl->v_off = (uint32_t)l.v_off;
+		kl->nscales_k = l.nscales_k;
+		kl->nscales_v = l.nscales_v;
+		kl->scale_words = l.scale_words;
+		kl->row_words = l.row_words;
+		kl->row_bytes = l.row_bytes;
+		kl->row_data = l.row_data;
+		kl->format = l.format;
+		kl->codec = l.codec;
+		kl->chan = l.key_scales == KVMEM_SCALES_CHANNEL;
+		kl->bits = (uint8_t)kvmem_format_get(l.format)->bits;
+		kl->qmax = (uint8_t)kvmem_format_get(l.format)->qmax;
+		kl->k = (uint8_t)ci->data_bits;
+		kl->wbytes = (uint8_t)ci->word_bytes;
+		kl->unit = ci->data_bits % 8 == 0 ? 1 : 2;
+	}
+	return 0;
+}
+
+static int launch(struct kvmem_cuda *cu, int kernel, unsigned int gx,
+		  unsigned int gy, unsigned int gz, unsigned int smem,
+		  const void *params, size_t size, void *stream)
+{
+	cuda_err[0] = '\0';
+	return cu->be->launch(cu, kernel, gx, gy, gz, smem, params, size,
+			      stream);
+}
+
+int kvmem_cuda_encode(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+		      uint32_t dtype, uint64_t jobs, uint32_t njobs,
+		      void *stream)
+{
+	struct kvmem_k_encode p;
+	int ret;
+
+	if (!cu || dtype > KVMEM_CUDA_BF16 || (njobs && !jobs))
+		return kvmem__cuda_fail(-EINVAL, "bad encode arguments");
+	ret = geom(g, &p.g);
+	if (ret)
+		return ret;
+	if (!njobs)
+		return 0;
+	p.jobs = jobs;
+	p.njobs = njobs;
+	p.dtype = dtype;
+	p.smem = KVMEM_K_ALIGN16((p.g.l[0].nscales_k + p.g.l[0].nscales_v) * 2);
+	p.resv = 0;
+	if (p.smem > cu->smem_max)
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"a page's %u scales do not fit in "
+					"shared memory",
+					p.g.l[0].nscales_k +
+						p.g.l[0].nscales_v);
+	return launch(cu, KVMEM__K_ENCODE, njobs, 1, 1, p.smem, &p, sizeof(p),
+		      stream);
+}
+
+/* Fill the attention parameters; the launch shape is p->splits, p->tile. */
+static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+			 const struct kvmem_cuda_attend_args *a,
+			 struct kvmem_k_attend *p, uint32_t *smem, uint64_t *ws)
+{
+	struct kvmem_k_attend_smem o;
+	uint64_t mo, ctas;
+	uint32_t qr;
+	int ret;
+
+	if (!cu || !a)
+		return kvmem__cuda_fail(-EINVAL, "no arguments");
+	memset(p, 0, sizeof(*p));
+	ret = geom(g, &p->g);
+	if (ret)
+		return ret;
+	if (!a->batch || !a->nq || !a->n_heads || a->n_heads % g->kv_heads ||
+	    a->erasure > KVMEM_ERASE_KEEP || !a->max_pages ||
+	    a->total_pages < a->max_pages || a->nq > 4096 ||
+	    a->n_heads > 4096 || !(a->scale >= 0.0f))
+		return kvmem__cuda_fail(-EINVAL, "bad attention arguments");
+	qr = a->n_heads / g->kv_heads * a->nq;
+	p->batch = a->batch;
+	p->n_heads = a->n_heads;
+	p->nq = a->nq;
+	p->erasure = a->erasure;
+	p->total_pages = a->total_pages;
+	p->scale =
+		a->scale != 0.0f ? a->scale : 1.0f / sqrtf((float)g->head_dim);
+	/* Enough CTAs for two per multiprocessor, never more splits than a
+	 * sequence has pages. */
+	p->splits = a->splits;
+	if (!p->splits) {
+		ctas = (uint64_t)a->batch * g->kv_heads;
+		p->splits = (uint32_t)((2ull * cu->sms + ctas - 1) / ctas);
+	}
+	if (p->splits > a->max_pages)
+		p->splits = a->max_pages;
+	for (p->tile = ATTEND_TILE < g->tokens_per_page ? ATTEND_TILE
+							: g->tokens_per_page;
+	     p->tile; p->tile /= 2) {
+		kvmem_k_attend_carve(&p->g, qr, p->tile, &o);
+		if (o.size <= cu->smem_max)
+			break;
+	}
+	if (!p->tile)
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"%u query rows of dimension %u do not "
+					"fit in shared memory",
+					qr, g->head_dim);
+	*smem = o.size;
+	if ((uint64_t)g->kv_heads * qr * 8 > cu->smem_max)
+		return kvmem__cuda_fail(-EOPNOTSUPP, "too many query rows");
+	*ws = kvmem_k_attend_ws(&p->g, a->batch, p->splits, qr, a->total_pages,
+				&mo);
+	return 0;
+}
+
+int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
+				const struct kvmem_geometry *g,
+				const struct kvmem_cuda_attend_args *a,
+				size_t *bytes)
+{
+	struct kvmem_k_attend p;
+	uint32_t smem;
+	uint64_t ws;
+	int ret = attend_params(cu, g, a, &p, &smem, &ws);
+
+	if (!ret)
+		*bytes = ws;
+	return ret;
+}
+
+int kvmem_cuda_attend(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+		      const struct kvmem_cuda_attend_args *a, void *stream)
+{
+	struct kvmem_k_attend p;
+	uint32_t smem, qr;
+	uint64_t ws;
+	int ret = attend_params(cu, g, a, &p, &smem, &ws);
+
+	if (ret)
+		return ret;
+	if (!a->pages || !a->seq_pages || !a->q || !a->out || !a->workspace)
+		return kvmem__cuda_fail(-EINVAL, "a NULL device address");
+	p.pages = a->pages;
+	p.seq_pages = a->seq_pages;
+	p.q = a->q;
+	p.out = a->out;
+	p.mass = a->mass;
+	p.stats = a->stats;
+	p.ws = a->workspace;
+	qr = a->n_heads / g->kv_heads * a->nq;
+	ret = launch(cu, KVMEM__K_ATTEND, g->kv_heads, a->batch, p.splits, smem,
+		     &p, sizeof(p), stream);
+	if (ret)
+		return ret;
+	return launch(cu, KVMEM__K_COMBINE, a->batch, 1, 1,
+		      KVMEM_K_ALIGN16(g->kv_heads * qr * 8), &p, sizeof(p),
+		      stream);
+}
+
+int kvmem_cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+		     uint64_t pages, uint32_t npages, uint64_t counts,
+		     uint64_t status, void *stream)
+{
+	struct kvmem_k_scrub p;
+	int ret;
+
+	if (!cu || (npages && (!pages || !counts || !status)))
+		return kvmem__cuda_fail(-EINVAL, "bad scrub arguments");
+	memset(&p, 0, sizeof(p));
+	ret = geom(g, &p.g);
+	if (ret || !npages)
+		return ret;
+	p.pages = pages;
+	p.counts = counts;
+	p.status = status;
+	p.npages = npages;
+	return launch(cu, KVMEM__K_SCRUB, npages, 1, 1, 0, &p, sizeof(p),
+		      stream);
+}
+
+int kvmem_cuda_inject(struct kvmem_cuda *cu, uint64_t buf, uint64_t nwords,
+		      const struct kvmem_inject_params *ip, uint64_t flips,
+		      uint64_t report, void *stream)
+{
+	struct kvmem_k_inject p;
+	uint64_t blocks;
+
+	if (!cu || !ip || !report || (nwords && !buf) || !ip->word_bytes ||
+	    ip->word_bytes > 64 || !ip->word_bits ||
+	    ip->word_bits > ip->word_bytes * 8 || !(ip->ber >= 0.0) ||
+	    ip->ber > 1.0)
+		return kvmem__cuda_fail(-EINVAL, "bad injection arguments");
+	if (ip->mode != KVMEM_INJECT_BSC)
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"only BSC injection runs on the GPU");
+	blocks = (nwords + KVMEM_K_THREADS - 1) / KVMEM_K_THREADS;
+	if (blocks > 0x7fffffffu)
+		return kvmem__cuda_fail(-EINVAL, "too many words");
+	if (!nwords)
+		return 0;
+	memset(&p, 0, sizeof(p));
+	p.buf = buf;
+	p.nwords = nwords;
+	p.seed = ip->seed;
+	/* P(draw < threshold) = ber, for a uniform 64-bit draw. */
+	p.threshold =
+		ip->ber >= 1.0 ? UINT64_MAX : (uint64_t)ldexp(ip->ber, 64);
+	p.flips = flips;
+	p.report = report;
+	p.word_bits = ip->word_bits;
+	p.word_bytes = ip->word_bytes;
+	return launch(cu, KVMEM__K_INJECT, (unsigned int)blocks, 1, 1, 0, &p,
+		      sizeof(p), stream);
+}

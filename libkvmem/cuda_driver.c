@@ -1,0 +1,354 @@
+/*
+ * cuda_driver.c - the driver backend: libcuda.so.1 through dlopen
+ *
+ * No link dependency on CUDA: the driver is opened at run time and every
+ * entry point resolved through cuGetProcAddress for the CUDA 12.0 ABI, so
+ * libkvmem loads and works on machines with no driver, no GPU, or the
+ * toolkit's stub library, and says which. $KVMEM_LIBCUDA names another
+ * library to open (tests use it).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_impl.h"
+#include "kern.h"
+
+/*
+ * The little of cuda.h this file uses, with the values the driver ABI
+ * fixes, so that libkvmem builds where no CUDA toolkit is installed.
+ */
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_STUB_LIBRARY 34
+#define CUDA_ERROR_NO_DEVICE 100
+#define CUDA_ERROR_NO_BINARY_FOR_GPU 209
+#define CUDA_ERROR_INVALID_PTX 218
+#define CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define CU_GET_PROC_ADDRESS_DEFAULT 0
+#define CU_GET_PROC_ADDRESS_SUCCESS 0
+
+/* The ABI every entry point is resolved for; the oldest driver we take. */
+#define DRIVER_ABI 12000
+
+/* The kernels, embedded by the build (kernels/fatbin.S); size 0 without. */
+extern const unsigned char kvmem__fatbin[];
+extern const size_t kvmem__fatbin_size;
+
+static const char *const kernel_names[KVMEM__K_NR] = {
+	[KVMEM__K_ENCODE] = "kvmem_k_encode",
+	[KVMEM__K_ATTEND] = "kvmem_k_attend",
+	[KVMEM__K_COMBINE] = "kvmem_k_combine",
+	[KVMEM__K_SCRUB] = "kvmem_k_scrub",
+	[KVMEM__K_INJECT] = "kvmem_k_inject",
+};
+
+struct driver {
+	void *lib;
+	CUdevice dev;
+	CUcontext ctx;
+	CUmodule mod;
+	CUfunction fn[KVMEM__K_NR];
+	CUresult (*GetErrorString)(CUresult, const char **);
+	CUresult (*Init)(unsigned int);
+	CUresult (*DriverGetVersion)(int *);
+	CUresult (*DeviceGetCount)(int *);
+	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*DeviceGetName)(char *, int, CUdevice);
+	CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+	CUresult (*CtxPushCurrent)(CUcontext);
+	CUresult (*CtxPopCurrent)(CUcontext *);
+	CUresult (*ModuleLoadData)(CUmodule *, const void *);
+	CUresult (*ModuleUnload)(CUmodule);
+	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*FuncSetAttribute)(CUfunction, int, int);
+	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int,
+				 unsigned int, unsigned int, unsigned int,
+				 unsigned int, unsigned int, CUstream, void **,
+				 void **);
+};
+
+#define SYM(field, name)                             \
+	{                                            \
+		offsetof(struct driver, field), name \
+	}
+static const struct {
+	size_t off;
+	const char *name;
+} syms[] = {
+	SYM(GetErrorString, "cuGetErrorString"),
+	SYM(Init, "cuInit"),
+	SYM(DriverGetVersion, "cuDriverGetVersion"),
+	SYM(DeviceGetCount, "cuDeviceGetCount"),
+	SYM(DeviceGet, "cuDeviceGet"),
+	SYM(DeviceGetName, "cuDeviceGetName"),
+	SYM(DeviceGetAttribute, "cuDeviceGetAttribute"),
+	SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+	SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease"),
+	SYM(CtxPushCurrent, "cuCtxPushCurrent"),
+	SYM(CtxPopCurrent, "cuCtxPopCurrent"),
+	SYM(ModuleLoadData, "cuModuleLoadData"),
+	SYM(ModuleUnload, "cuModuleUnload"),
+	SYM(ModuleGetFunction, "cuModuleGetFunction"),
+	SYM(FuncSetAttribute, "cuFuncSetAttribute"),
+	SYM(LaunchKernel, "cuLaunchKernel"),
+};
+
+static const char *errstr(const struct driver *d, CUresult r)
+{
+	const char *s = NULL;
+
+	if (d->GetErrorString && d->GetErrorString(r, &s) == CUDA_SUCCESS && s)
+		return s;
+	return "unknown CUDA error";
+}
+
+typedef CUresult (*gpa2_fn)(const char *, void **, int, uint64_t, int *);
+typedef CUresult (*gpa1_fn)(const char *, void **, int, uint64_t);
+
+static int resolve(struct driver *d, const char *lib)
+{
+	gpa2_fn gpa2 = (gpa2_fn)dlsym(d->lib, "cuGetProcAddress_v2");
+	gpa1_fn gpa1 = (gpa1_fn)dlsym(d->lib, "cuGetProcAddress");
+	size_t i;
+
+	if (!gpa2 && !gpa1)
+		return kvmem__cuda_fail(-ENODEV,
+					"%s has no cuGetProcAddress: not an "
+					"NVIDIA driver",
+					lib);
+	for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void **slot = (void **)((char *)d + syms[i].off);
+		int q = CU_GET_PROC_ADDRESS_SUCCESS;
+		CUresult r;
+
+		r = gpa2 ? gpa2(syms[i].name, slot, DRIVER_ABI,
+				CU_GET_PROC_ADDRESS_DEFAULT, &q)
+			 : gpa1(syms[i].name, slot, DRIVER_ABI,
+				CU_GET_PROC_ADDRESS_DEFAULT);
+		if (r == CUDA_ERROR_STUB_LIBRARY)
+			return kvmem__cuda_fail(
+				-ENODEV,
+				"%s is the CUDA toolkit's stub library, not "
+				"a driver: no GPU can be used",
+				lib);
+		if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS ||
+		    !*slot)
+			return kvmem__cuda_fail(
+				-EOPNOTSUPP,
+				"the NVIDIA driver (%s) has no %s for CUDA "
+				"12.0: too old for kvmem",
+				lib, syms[i].name);
+	}
+	return 0;
+}
+
+static void driver_close(struct kvmem_cuda *cu)
+{
+	struct driver *d = cu->priv;
+
+	if (d) {
+		if (d->mod && d->CtxPushCurrent(d->ctx) == CUDA_SUCCESS) {
+			CUcontext old;
+
+			d->ModuleUnload(d->mod);
+			d->CtxPopCurrent(&old);
+		}
+		if (d->ctx)
+			d->DevicePrimaryCtxRelease(d->dev);
+		if (d->lib)
+			dlclose(d->lib);
+		free(d);
+	}
+	free(cu);
+}
+
+static int driver_launch(struct kvmem_cuda *cu, int kernel, unsigned int gx,
+			 unsigned int gy, unsigned int gz, unsigned int smem,
+			 const void *params, size_t size, void *stream)
+{
+	struct driver *d = cu->priv;
+	void *args[] = { (void *)params };
+	CUcontext old;
+	CUresult r;
+
+	(void)size;
+	r = d->CtxPushCurrent(d->ctx);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO, "cuCtxPushCurrent: %s",
+					errstr(d, r));
+	r = d->LaunchKernel(d->fn[kernel], gx, gy, gz, KVMEM_K_THREADS, 1, 1,
+			    smem, (CUstream)stream, args, NULL);
+	d->CtxPopCurrent(&old);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO, "launch of %s: %s",
+					kernel_names[kernel], errstr(d, r));
+	return 0;
+}
+
+static const struct kvmem__cuda_backend driver_backend = {
+	.launch = driver_launch,
+	.close = driver_close,
+};
+
+/* Start the driver and find the device: everything before the module. */
+static int driver_start(struct driver *d, int device, struct kvmem_cuda *cu,
+			const char *lib)
+{
+	int count = 0, version = 0, sms = 0, smem = 0;
+	CUresult r;
+
+	r = d->Init(0);
+	if (r == CUDA_ERROR_STUB_LIBRARY)
+		return kvmem__cuda_fail(-ENODEV,
+					"%s is the CUDA toolkit's stub "
+					"library, not a driver: no GPU can be "
+					"used",
+					lib);
+	if (r == CUDA_ERROR_NO_DEVICE)
+		return kvmem__cuda_fail(-ENODEV, "no CUDA GPU on this machine");
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-ENODEV,
+					"the NVIDIA driver failed to start: %s",
+					errstr(d, r));
+	if (d->DriverGetVersion(&version) != CUDA_SUCCESS ||
+	    version < DRIVER_ABI)
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"the NVIDIA driver supports CUDA "
+					"%d.%d; kvmem needs 12.0 or later",
+					version / 1000, version % 1000 / 10);
+	r = d->DeviceGetCount(&count);
+	if (r != CUDA_SUCCESS || device < 0 || device >= count)
+		return kvmem__cuda_fail(-ENODEV,
+					"no CUDA device %d (%d present)",
+					device, count);
+	r = d->DeviceGet(&d->dev, device);
+	if (r == CUDA_SUCCESS)
+		r = d->DeviceGetName(cu->name, sizeof(cu->name), d->dev);
+	if (r == CUDA_SUCCESS)
+		r = d->DeviceGetAttribute(
+			&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev);
+	if (r == CUDA_SUCCESS)
+		r = d->DeviceGetAttribute(
+			&smem,
+			CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+			d->dev);
+	if (r == CUDA_SUCCESS)
+		r = d->DevicePrimaryCtxRetain(&d->ctx, d->dev);
+	if (r != CUDA_SUCCESS) {
+		d->ctx = NULL;
+		return kvmem__cuda_fail(-ENODEV, "CUDA device %d: %s", device,
+					errstr(d, r));
+	}
+	cu->sms = sms > 0 ? (unsigned int)sms : 1;
+	cu->smem_max = smem > 0 ? (unsigned int)smem : 48 * 1024;
+	return 0;
+}
+
+/* Load the fatbin into the context and find the kernels. */
+static int driver_module(struct driver *d, struct kvmem_cuda *cu)
+{
+	CUcontext old;
+	CUresult r;
+	int i, ret = 0;
+
+	r = d->CtxPushCurrent(d->ctx);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-ENODEV, "cuCtxPushCurrent: %s",
+					errstr(d, r));
+	r = d->ModuleLoadData(&d->mod, kvmem__fatbin);
+	if (r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+	    r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+	    r == CUDA_ERROR_INVALID_PTX) {
+		d->mod = NULL;
+		ret = kvmem__cuda_fail(-EOPNOTSUPP,
+				       "no kvmem kernel runs on %s: the fatbin "
+				       "has sm_80 and sm_90 code and PTX the "
+				       "driver cannot compile (%s); update "
+				       "the driver",
+				       cu->name, errstr(d, r));
+		goto out;
+	}
+	if (r != CUDA_SUCCESS) {
+		d->mod = NULL;
+		ret = kvmem__cuda_fail(-ENODEV, "loading the kernels: %s",
+				       errstr(d, r));
+		goto out;
+	}
+	for (i = 0; i < KVMEM__K_NR; i++) {
+		r = d->ModuleGetFunction(&d->fn[i], d->mod, kernel_names[i]);
+		if (r == CUDA_SUCCESS)
+			r = d->FuncSetAttribute(
+				d->fn[i],
+				CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+				(int)cu->smem_max);
+		if (r != CUDA_SUCCESS) {
+			ret = kvmem__cuda_fail(-EOPNOTSUPP, "kernel %s: %s",
+					       kernel_names[i], errstr(d, r));
+			goto out;
+		}
+	}
+out:
+	d->CtxPopCurrent(&old);
+	return ret;
+}
+
+int kvmem_cuda_open(int device, struct kvmem_cuda **out)
+{
+	const char *lib = getenv("KVMEM_LIBCUDA");
+	struct kvmem_cuda *cu;
+	struct driver *d;
+	int ret;
+
+	if (!out)
+		return kvmem__cuda_fail(-EINVAL, "no handle to fill");
+	*out = NULL;
+	if (!kvmem__fatbin_size)
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"libkvmem was built without nvcc: it "
+					"carries no GPU kernels");
+	if (!lib || !*lib)
+		lib = "libcuda.so.1";
+	cu = calloc(1, sizeof(*cu));
+	d = calloc(1, sizeof(*d));
+	if (!cu || !d) {
+		free(cu);
+		free(d);
+		return kvmem__cuda_fail(-ENOMEM, "out of memory");
+	}
+	cu->be = &driver_backend;
+	cu->priv = d;
+	d->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	if (!d->lib) {
+		ret = kvmem__cuda_fail(-ENODEV,
+				       "no NVIDIA driver: cannot load %s (%s)",
+				       lib, dlerror());
+		goto fail;
+	}
+	ret = resolve(d, lib);
+	if (!ret)
+		ret = driver_start(d, device, cu, lib);
+	if (!ret)
+		ret = driver_module(d, cu);
+	if (ret)
+		goto fail;
+	kvmem__cuda_fail(0, "%s", "");
+	*out = cu;
+	return 0;
+fail:
+	driver_close(cu);
+	return ret;
+}
