@@ -3,7 +3,7 @@
 #   make            libkvmem.so/.a (with the GPU kernels' fatbin when nvcc
 #                   is found) and the tools
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
-#                   the GPU kernels run on the CPU there (tests/cuda/cta.h)
+#                   the GPU kernels run on the CPU there (tests/simt)
 #   make run        run kvmemd in the foreground on built-in defaults
 #   make fuzz       run each libFuzzer target FUZZ_TIME seconds (default
 #                   600; make test runs them FUZZ_SMOKE_TIME = 5 s each)
@@ -198,9 +198,11 @@ $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 	$(Q)$(CC) $(KCFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
 # The kernels of kernels/, unchanged, run on host threads for the tests
-# (tests/cuda/cta.h): C++, so the runner is linked with $(CXX).
-CTA_OBJS := $(B)/tests/cuda/cta.o $(B)/tests/cuda/simt_kernels.o
-CTA_CXXFLAGS := -std=gnu++20 -D_GNU_SOURCE -Itests/cuda -Ikernels -Ilibkvmem \
+# (tests/simt): C++, so the runner is linked with $(CXX).
+include mk/simt.mk
+
+CTA_OBJS := $(B)/tests/cuda/simt_kernels.o
+CTA_CXXFLAGS := -std=gnu++20 -D_GNU_SOURCE -Itests/simt -Ikernels -Ilibkvmem \
 		-Ilibkvmem/include -MMD -MP -Wall -Wextra -Wno-unused-parameter \
 		$(if $(filter 1,$(WERROR)),-Werror) -pthread $(SANFLAGS) $(CFLAGS)
 
@@ -210,7 +212,7 @@ $(B)/tests/cuda/%.o: tests/cuda/%.cc | $(DEPS_STAMP)
 	$(Q)$(CXX) $(CTA_CXXFLAGS) -c -o $@ $<
 
 $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
-	     $(CTA_OBJS) $(LIB_A) | $(LIB_SO)
+	     $(CTA_OBJS) $(SIMT_OBJS) $(LIB_A) | $(LIB_SO)
 	$(call msg,LD,$@)
 	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -luring -lpthread -lm
 

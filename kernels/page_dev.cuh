@@ -27,7 +27,7 @@
 #ifdef __CUDACC__
 #define KVMEM_DYN_SMEM(name) extern __shared__ __align__(16) uint8_t name[]
 #else
-#define KVMEM_DYN_SMEM(name) uint8_t *name = (uint8_t *)cta_dyn_smem()
+#define KVMEM_DYN_SMEM(name) uint8_t *name = (uint8_t *)simt_dyn_smem()
 #endif
 
 /* Outcome of one word, as kvmem_ecc_status. */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cta.h"
+#include "simt.h"
 
 #include "kvmem.cu"
 
@@ -25,7 +25,7 @@ static int run(void (*k)(P), unsigned int gx, unsigned int gy, unsigned int gz,
 	P p;
 
 	memcpy(&p, params, sizeof(p));
-	return cta_launch(k, dim3(gx, gy, gz), dim3(KVMEM_K_THREADS), smem, p)
+	return simt_launch(k, dim3(gx, gy, gz), dim3(KVMEM_K_THREADS), smem, p)
 		       ? -EIO
 		       : 0;
 }
