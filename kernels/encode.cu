@@ -151,6 +151,12 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 	const unsigned int nrows = 2 * g->kv_heads * j->n;
 	unsigned int i;
 
+	/* A job that does not fit its page writes nothing; every thread of
+	 * the CTA returns here, before any barrier. */
+	if (!j->n || j->n > g->tokens_per_page ||
+	    j->t0 > g->tokens_per_page - j->n ||
+	    (!(j->flags & KVMEM_HDR_HOT) && j->t0))
+		return;
 	/* A page written from its first row is written whole. */
 	if (j->t0 == 0)
 		for (i = KVMEM_K_HDR_BYTES + threadIdx.x; i < l->size;

@@ -242,6 +242,55 @@ START_TEST(test_cuda_encode_matches_cpu)
 }
 END_TEST
 
+/* Jobs that do not fit their page must leave it alone, not overrun it. */
+START_TEST(test_cuda_encode_refuses_misfit_jobs)
+{
+	struct kvmem_cuda *cu = kvmem__cuda_simt(1, SIMT_SMEM);
+	struct kvmem_cuda_encode_job job[4];
+	struct kvmem_page_layout l;
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+	uint8_t *pages, *exp;
+	float *k;
+	size_t tok, i;
+
+	ck_assert_ptr_nonnull(cu);
+	kvmem_rng_seed(&r, 3);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
+	tok = (size_t)g.kv_heads * g.head_dim;
+	k = kvmem_check_xmalloc((g.tokens_per_page + 1) * tok * 4);
+	fill(&r, k, (g.tokens_per_page + 1) * tok);
+	/* Each page sits in a buffer of two, so an overrun stays in it. */
+	pages = kvmem_check_xmalloc(4 * 2 * l.size);
+	exp = kvmem_check_xmalloc(4 * 2 * l.size);
+	memset(pages, 0x5a, 4 * 2 * l.size);
+	memcpy(exp, pages, 4 * 2 * l.size);
+	memset(job, 0, sizeof(job));
+	for (i = 0; i < 4; i++) {
+		job[i].page = (uintptr_t)(pages + i * 2 * l.size);
+		job[i].k = job[i].v = (uintptr_t)k;
+		job[i].n = g.tokens_per_page;
+		job[i].flags = KVMEM_HDR_SEALED;
+	}
+	job[0].n = g.tokens_per_page + 1; /* more rows than the page has */
+	job[1].n = 0;
+	job[2].t0 = 1; /* a sealed page is written whole */
+	job[2].n = 1;
+	job[3].flags = KVMEM_HDR_HOT; /* t0 + n wraps past the page */
+	job[3].t0 = UINT32_MAX;
+	job[3].n = 2;
+	EXPECT_EQ(kvmem_cuda_encode(cu, &g, KVMEM_CUDA_F32, (uintptr_t)job, 4,
+				    NULL),
+		  0, "%s", kvmem_cuda_error());
+	EXPECT_MEM(pages, exp, 4 * 2 * l.size, "%s", "misfit jobs wrote");
+	free(k);
+	free(pages);
+	free(exp);
+	kvmem_cuda_close(cu);
+}
+END_TEST
+
 /* ---- attention -------------------------------------------------------- */
 
 struct table {
@@ -747,6 +796,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_open_without_driver);
 	tcase_add_test(tc, test_cuda_open_stub_library);
 	tcase_add_test(tc, test_cuda_encode_matches_cpu);
+	tcase_add_test(tc, test_cuda_encode_refuses_misfit_jobs);
 	tcase_add_test(tc, test_cuda_attend_matches_cpu);
 	tcase_add_test(tc, test_cuda_attend_shapes);
 	tcase_add_test(tc, test_cuda_attend_batch_causal);

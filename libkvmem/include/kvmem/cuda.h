@@ -79,6 +79,8 @@ const char *kvmem_cuda_name(const struct kvmem_cuda *cu);
  * then its header (ntokens = t0 + n). A sealed page (flags without
  * KVMEM_HDR_HOT) is written whole: t0 = 0, and it gets its scales and, with
  * KVMEM_HDR_SEALED, its CRC. An FP16 page can be appended to row by row.
+ * A job with n = 0, t0 + n past tokens_per_page, or a sealed page with
+ * t0 > 0 writes nothing: its page is left as it was.
  */
 struct kvmem_cuda_encode_job {
 	uint64_t page;
