@@ -91,7 +91,6 @@ TEST_BIN := $(B)/tests/kvmem-check
 
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) \
 	$(shell command -v nvcc 2>/dev/null))
-CUDA_ARCH ?= sm_90
 
 DEPS_STAMP := $(B)/.deps-ok
 
@@ -100,7 +99,7 @@ CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS = $(shell pkg-config --libs check)
 SYSTEMD_LIBS = $(shell pkg-config --libs libsystemd)
 
-.PHONY: all lib tools daemon test run clean deps cuda-check fuzz fuzz-smoke
+.PHONY: all lib tools daemon test run clean deps fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: lib tools daemon
@@ -216,18 +215,6 @@ $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
 	$(call msg,LD,$@)
 	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -luring -lpthread -lm
 
-# The headers shared with the kernels (ecc_word.h, quant_word.h) must stay
-# valid CUDA: compile them for the GPU.
-cuda-check:
-ifeq ($(NVCC),)
-	@echo "SKIP: cuda-check: nvcc not found (set NVCC=); ecc_word.h not compiled as CUDA"
-else
-	$(call msg,NVCC,tests/cuda/ecc_word.cu)
-	@mkdir -p $(B)/tests
-	$(Q)$(NVCC) -arch=$(CUDA_ARCH) -Ilibkvmem -Werror all-warnings \
-		-c -o $(B)/tests/cuda_ecc_word.o tests/cuda/ecc_word.cu
-endif
-
 # ---- fuzzing: libFuzzer targets in tests/fuzz/, built with clang -------
 #
 # The library and the daemon less its event loop (main.c, server.c),
@@ -284,10 +271,10 @@ endif
 # The fuzz targets carry their own sanitizers: run once, not again for
 # SAN=1.
 ifeq ($(SAN),1)
-test: all $(TEST_BIN) cuda-check
+test: all $(TEST_BIN)
 	$(Q)$(TEST_ENV) $(TEST_BIN)
 else
-test: all $(TEST_BIN) cuda-check
+test: all $(TEST_BIN)
 	$(Q)$(TEST_ENV) $(TEST_BIN)
 	$(Q)$(MAKE) --no-print-directory fuzz-smoke
 endif

@@ -241,6 +241,7 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 	struct kvmem_k_attend_smem o;
 	struct kvmem_k_counts c = { 0, 0, 0, 0 };
 	unsigned long long nlost = 0, headers_ue = 0;
+	uint64_t mass_off;
 	struct kvmem_k_tile kt, vt;
 	float *q, *acc, *s, *m, *lsum, *corr, *pmax, *psum, *edge;
 	uint8_t *edge_ok;
@@ -267,6 +268,7 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 	vt.sce = smem + o.sce[1];
 	if (p1 > p0)
 		len = pg[p1 - 1].token_start + pg[p1 - 1].ntokens;
+	kvmem_k_attend_ws(g, p.batch, p.splits, QR, p.total_pages, &mass_off);
 
 	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
 		unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
@@ -380,13 +382,9 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 		}
 
 		if (p.mass) {
-			uint64_t mo;
-			float *wm;
+			float *wm = (float *)(p.ws + mass_off) +
+				    ((size_t)pi * g->kv_heads + h) * QR * 2;
 
-			kvmem_k_attend_ws(g, p.batch, p.splits, QR,
-					  p.total_pages, &mo);
-			wm = (float *)(p.ws + mo) +
-			     ((size_t)pi * g->kv_heads + h) * QR * 2;
 			for (i = threadIdx.x; i < QR; i += blockDim.x) {
 				wm[2 * i] = pmax[i];
 				wm[2 * i + 1] = psum[i];
