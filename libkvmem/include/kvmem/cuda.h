@@ -158,6 +158,10 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
  * stored sequence, as kvmem_attend() does. Counts match kvmem_attend()'s
  * for each sequence, summed.
  *
+ * The block table is trusted as it is: each entry must name a page of @g
+ * with 1..tokens_per_page tokens, in token order without gaps; the kernel
+ * reads it in device memory and does not check it.
+ *
  * Return: 0; -EINVAL (bad sizes, policy, or n_heads); -EOPNOTSUPP when the
  * geometry needs more shared memory than the GPU has (head_dim and query
  * rows too large); -EIO when the launch fails.
