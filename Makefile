@@ -210,8 +210,17 @@ $(B)/tests/cuda/%.o: tests/cuda/%.cc | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(Q)$(CXX) $(CTA_CXXFLAGS) -c -o $@ $<
 
+# The libcuda.so.1 the tests load in place of the driver: kernels launched
+# through it run in the runner's executor (tests/cuda/fakecuda.h).
+FAKECUDA_SO := $(B)/tests/libfakecuda.so
+
+$(FAKECUDA_SO): tests/cuda/fakecuda.c tests/cuda/fakecuda.h | $(DEPS_STAMP)
+	$(call msg,CCLD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(KCFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $<
+
 $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
-	     $(CTA_OBJS) $(SIMT_OBJS) $(LIB_A) | $(LIB_SO)
+	     $(CTA_OBJS) $(SIMT_OBJS) $(LIB_A) | $(LIB_SO) $(FAKECUDA_SO)
 	$(call msg,LD,$@)
 	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -luring -lpthread -lm
 

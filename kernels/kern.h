@@ -55,6 +55,7 @@ struct kvmem_k_geom {
  */
 #define KVMEM_K_THREADS 128
 #define KVMEM_K_BOUNDS __launch_bounds__(KVMEM_K_THREADS, 1)
+#define KVMEM_K_WARPS (KVMEM_K_THREADS / 32)
 
 /* A page as the kernels see it; the public struct kvmem_cuda_page. */
 struct kvmem_k_page {
@@ -202,6 +203,15 @@ KVMEM_K_HD void kvmem_k_attend_carve(const struct kvmem_k_geom *g, uint32_t qr,
 	KVMEM_K_TAKE(sce[1], ns[1]);
 #undef KVMEM_K_TAKE
 	s->size = off;
+}
+
+/*
+ * Shared memory of the FP16 baseline (baseline.cu): q [QR][D], then per
+ * warp an accumulator [QR][D] and (max, sum) [QR].
+ */
+KVMEM_K_HD uint32_t kvmem_k_f16_smem(uint32_t qr, uint32_t d)
+{
+	return (qr * d * (1 + KVMEM_K_WARPS) + KVMEM_K_WARPS * qr * 2) * 4;
 }
 
 /*

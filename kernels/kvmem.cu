@@ -4,3 +4,4 @@
 #include "attend.cu"
 #include "encode.cu"
 #include "scrub.cu"
+#include "baseline.cu"

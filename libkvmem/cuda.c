@@ -1,8 +1,8 @@
 /*
  * cuda.c - the CUDA calls of kvmem/cuda.h: check, size, fill, launch
  *
- * Everything here is independent of the driver: the backend (cuda_impl.h)
- * runs each launch. Kernel parameter blocks are kernels/kern.h.
+ * Everything here is independent of the driver: cuda_driver.c runs each
+ * launch. Kernel parameter blocks are kernels/kern.h.
  */
 #include <errno.h>
 #include <math.h>
@@ -48,12 +48,6 @@ const char *kvmem_cuda_name(const struct kvmem_cuda *cu)
 	return cu ? cu->name : "";
 }
 
-void kvmem_cuda_close(struct kvmem_cuda *cu)
-{
-	if (cu)
-		cu->be->close(cu);
-}
-
 static int geom(const struct kvmem_geometry *g, struct kvmem_k_geom *kg)
 {
 	int kind;
@@ -97,11 +91,10 @@ static int geom(const struct kvmem_geometry *g, struct kvmem_k_geom *kg)
 
 static int launch(struct kvmem_cuda *cu, int kernel, unsigned int gx,
 		  unsigned int gy, unsigned int gz, unsigned int smem,
-		  const void *params, size_t size, void *stream)
+		  const void *params, void *stream)
 {
 	cuda_err[0] = '\0';
-	return cu->be->launch(cu, kernel, gx, gy, gz, smem, params, size,
-			      stream);
+	return kvmem__cuda_launch(cu, kernel, gx, gy, gz, smem, params, stream);
 }
 
 int kvmem_cuda_encode(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
@@ -129,8 +122,7 @@ int kvmem_cuda_encode(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 					"shared memory",
 					p.g.l[0].nscales_k +
 						p.g.l[0].nscales_v);
-	return launch(cu, KVMEM__K_ENCODE, njobs, 1, 1, p.smem, &p, sizeof(p),
-		      stream);
+	return launch(cu, KVMEM__K_ENCODE, njobs, 1, 1, p.smem, &p, stream);
 }
 
 /* Fill the attention parameters; the launch shape is p->splits, p->tile. */
@@ -206,8 +198,47 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
 	return ret;
 }
 
+/* Fill in the addresses, then the attention kernel and the combine. */
+static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+		      const struct kvmem_cuda_attend_args *a,
+		      struct kvmem_k_attend *p, int kernel, uint32_t smem,
+		      void *stream)
+{
+	const uint32_t qr = a->n_heads / g->kv_heads * a->nq;
+	int ret;
+
+	if (!a->pages || !a->seq_pages || !a->q || !a->out || !a->workspace)
+		return kvmem__cuda_fail(-EINVAL, "a NULL device address");
+	p->pages = a->pages;
+	p->seq_pages = a->seq_pages;
+	p->q = a->q;
+	p->out = a->out;
+	p->ws = a->workspace;
+	ret = launch(cu, kernel, g->kv_heads, a->batch, p->splits, smem, p,
+		     stream);
+	if (ret)
+		return ret;
+	return launch(cu, KVMEM__K_COMBINE, a->batch, 1, 1,
+		      KVMEM_K_ALIGN16(g->kv_heads * qr * 8), p, stream);
+}
+
 int kvmem_cuda_attend(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		      const struct kvmem_cuda_attend_args *a, void *stream)
+{
+	struct kvmem_k_attend p;
+	uint32_t smem;
+	uint64_t ws;
+	int ret = attend_params(cu, g, a, &p, &smem, &ws);
+
+	if (ret)
+		return ret;
+	p.mass = a->mass;
+	p.stats = a->stats;
+	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND, smem, stream);
+}
+
+int kvmem_cuda_attend_f16(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+			  const struct kvmem_cuda_attend_args *a, void *stream)
 {
 	struct kvmem_k_attend p;
 	uint32_t smem, qr;
@@ -216,23 +247,19 @@ int kvmem_cuda_attend(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 
 	if (ret)
 		return ret;
-	if (!a->pages || !a->seq_pages || !a->q || !a->out || !a->workspace)
-		return kvmem__cuda_fail(-EINVAL, "a NULL device address");
-	p.pages = a->pages;
-	p.seq_pages = a->seq_pages;
-	p.q = a->q;
-	p.out = a->out;
-	p.mass = a->mass;
-	p.stats = a->stats;
-	p.ws = a->workspace;
+	if (g->head_dim != 64 && g->head_dim != 128 && g->head_dim != 256)
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"the FP16 kernel takes head_dim 64, "
+					"128 or 256, not %u",
+					g->head_dim);
 	qr = a->n_heads / g->kv_heads * a->nq;
-	ret = launch(cu, KVMEM__K_ATTEND, g->kv_heads, a->batch, p.splits, smem,
-		     &p, sizeof(p), stream);
-	if (ret)
-		return ret;
-	return launch(cu, KVMEM__K_COMBINE, a->batch, 1, 1,
-		      KVMEM_K_ALIGN16(g->kv_heads * qr * 8), &p, sizeof(p),
-		      stream);
+	smem = kvmem_k_f16_smem(qr, g->head_dim);
+	if (smem > cu->smem_max)
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"%u query rows of dimension %u do not "
+					"fit in shared memory",
+					qr, g->head_dim);
+	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND_F16, smem, stream);
 }
 
 int kvmem_cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
@@ -252,8 +279,7 @@ int kvmem_cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	p.counts = counts;
 	p.status = status;
 	p.npages = npages;
-	return launch(cu, KVMEM__K_SCRUB, npages, 1, 1, 0, &p, sizeof(p),
-		      stream);
+	return launch(cu, KVMEM__K_SCRUB, npages, 1, 1, 0, &p, stream);
 }
 
 int kvmem_cuda_inject(struct kvmem_cuda *cu, uint64_t buf, uint64_t nwords,
@@ -288,5 +314,5 @@ int kvmem_cuda_inject(struct kvmem_cuda *cu, uint64_t buf, uint64_t nwords,
 	p.word_bits = ip->word_bits;
 	p.word_bytes = ip->word_bytes;
 	return launch(cu, KVMEM__K_INJECT, (unsigned int)blocks, 1, 1, 0, &p,
-		      sizeof(p), stream);
+		      stream);
 }

@@ -1,11 +1,12 @@
 /*
- * cuda_driver.c - the driver backend: libcuda.so.1 through dlopen
+ * cuda_driver.c - the driver: libcuda.so.1 through dlopen
  *
  * No link dependency on CUDA: the driver is opened at run time and every
  * entry point resolved through cuGetProcAddress for the CUDA 12.0 ABI, so
  * libkvmem loads and works on machines with no driver, no GPU, or the
  * toolkit's stub library, and says which. $KVMEM_LIBCUDA names another
- * library to open (tests use it).
+ * library to open; the tests use it, and kvmem__cuda_open_image(), to run
+ * all of this file against a fake driver (tests/cuda/fakecuda.c).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -26,8 +27,10 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef unsigned long long CUdeviceptr;
 
 #define CUDA_SUCCESS 0
+#define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_STUB_LIBRARY 34
 #define CUDA_ERROR_NO_DEVICE 100
 #define CUDA_ERROR_NO_BINARY_FOR_GPU 209
@@ -52,9 +55,10 @@ static const char *const kernel_names[KVMEM__K_NR] = {
 	[KVMEM__K_COMBINE] = "kvmem_k_combine",
 	[KVMEM__K_SCRUB] = "kvmem_k_scrub",
 	[KVMEM__K_INJECT] = "kvmem_k_inject",
+	[KVMEM__K_ATTEND_F16] = "kvmem_k_attend_f16",
 };
 
-struct driver {
+struct kvmem__driver {
 	void *lib;
 	CUdevice dev;
 	CUcontext ctx;
@@ -75,15 +79,19 @@ struct driver {
 	CUresult (*ModuleUnload)(CUmodule);
 	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
 	CUresult (*FuncSetAttribute)(CUfunction, int, int);
+	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
+	CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*StreamSynchronize)(CUstream);
 	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int,
 				 unsigned int, unsigned int, unsigned int,
 				 unsigned int, unsigned int, CUstream, void **,
 				 void **);
 };
 
-#define SYM(field, name)                             \
-	{                                            \
-		offsetof(struct driver, field), name \
+#define SYM(field, name)                                    \
+	{                                                   \
+		offsetof(struct kvmem__driver, field), name \
 	}
 static const struct {
 	size_t off;
@@ -104,10 +112,14 @@ static const struct {
 	SYM(ModuleUnload, "cuModuleUnload"),
 	SYM(ModuleGetFunction, "cuModuleGetFunction"),
 	SYM(FuncSetAttribute, "cuFuncSetAttribute"),
+	SYM(MemAlloc, "cuMemAlloc"),
+	SYM(MemFree, "cuMemFree"),
+	SYM(MemcpyAsync, "cuMemcpyAsync"),
+	SYM(StreamSynchronize, "cuStreamSynchronize"),
 	SYM(LaunchKernel, "cuLaunchKernel"),
 };
 
-static const char *errstr(const struct driver *d, CUresult r)
+static const char *errstr(const struct kvmem__driver *d, CUresult r)
 {
 	const char *s = NULL;
 
@@ -119,7 +131,7 @@ static const char *errstr(const struct driver *d, CUresult r)
 typedef CUresult (*gpa2_fn)(const char *, void **, int, uint64_t, int *);
 typedef CUresult (*gpa1_fn)(const char *, void **, int, uint64_t);
 
-static int resolve(struct driver *d, const char *lib)
+static int resolve(struct kvmem__driver *d, const char *lib)
 {
 	gpa2_fn gpa2 = (gpa2_fn)dlsym(d->lib, "cuGetProcAddress_v2");
 	gpa1_fn gpa1 = (gpa1_fn)dlsym(d->lib, "cuGetProcAddress");
@@ -156,10 +168,13 @@ static int resolve(struct driver *d, const char *lib)
 	return 0;
 }
 
-static void driver_close(struct kvmem_cuda *cu)
+void kvmem_cuda_close(struct kvmem_cuda *cu)
 {
-	struct driver *d = cu->priv;
+	struct kvmem__driver *d;
 
+	if (!cu)
+		return;
+	d = cu->drv;
 	if (d) {
 		if (d->mod && d->CtxPushCurrent(d->ctx) == CUDA_SUCCESS) {
 			CUcontext old;
@@ -176,37 +191,121 @@ static void driver_close(struct kvmem_cuda *cu)
 	free(cu);
 }
 
-static int driver_launch(struct kvmem_cuda *cu, int kernel, unsigned int gx,
-			 unsigned int gy, unsigned int gz, unsigned int smem,
-			 const void *params, size_t size, void *stream)
+/* Make the device's context current for one call; -EIO if it cannot be. */
+static int enter(struct kvmem__driver *d)
 {
-	struct driver *d = cu->priv;
-	void *args[] = { (void *)params };
-	CUcontext old;
-	CUresult r;
+	CUresult r = d->CtxPushCurrent(d->ctx);
 
-	(void)size;
-	r = d->CtxPushCurrent(d->ctx);
 	if (r != CUDA_SUCCESS)
 		return kvmem__cuda_fail(-EIO, "cuCtxPushCurrent: %s",
 					errstr(d, r));
+	return 0;
+}
+
+static void leave(struct kvmem__driver *d)
+{
+	CUcontext old;
+
+	d->CtxPopCurrent(&old);
+}
+
+int kvmem__cuda_launch(struct kvmem_cuda *cu, int kernel, unsigned int gx,
+		       unsigned int gy, unsigned int gz, unsigned int smem,
+		       const void *params, void *stream)
+{
+	struct kvmem__driver *d = cu->drv;
+	void *args[] = { (void *)params };
+	CUresult r;
+	int ret = enter(d);
+
+	if (ret)
+		return ret;
 	r = d->LaunchKernel(d->fn[kernel], gx, gy, gz, KVMEM_K_THREADS, 1, 1,
 			    smem, (CUstream)stream, args, NULL);
-	d->CtxPopCurrent(&old);
+	leave(d);
 	if (r != CUDA_SUCCESS)
 		return kvmem__cuda_fail(-EIO, "launch of %s: %s",
 					kernel_names[kernel], errstr(d, r));
 	return 0;
 }
 
-static const struct kvmem__cuda_backend driver_backend = {
-	.launch = driver_launch,
-	.close = driver_close,
-};
+int kvmem_cuda_alloc(struct kvmem_cuda *cu, size_t bytes, uint64_t *addr)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+	int ret;
+
+	if (!cu || !bytes || !addr)
+		return kvmem__cuda_fail(-EINVAL, "bad allocation arguments");
+	ret = enter(cu->drv);
+	if (ret)
+		return ret;
+	r = cu->drv->MemAlloc(&p, bytes);
+	leave(cu->drv);
+	if (r == CUDA_ERROR_OUT_OF_MEMORY)
+		return kvmem__cuda_fail(-ENOMEM,
+					"%s has no %zu bytes of memory free",
+					cu->name, bytes);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO, "cuMemAlloc of %zu bytes: %s",
+					bytes, errstr(cu->drv, r));
+	*addr = p;
+	kvmem__cuda_fail(0, "%s", "");
+	return 0;
+}
+
+void kvmem_cuda_free(struct kvmem_cuda *cu, uint64_t addr)
+{
+	if (!cu || !addr || enter(cu->drv))
+		return;
+	cu->drv->MemFree(addr);
+	leave(cu->drv);
+}
+
+int kvmem_cuda_copy(struct kvmem_cuda *cu, uint64_t dst, uint64_t src,
+		    size_t bytes, void *stream)
+{
+	CUresult r;
+	int ret;
+
+	if (!cu || ((!dst || !src) && bytes))
+		return kvmem__cuda_fail(-EINVAL, "bad copy arguments");
+	if (!bytes)
+		return 0;
+	ret = enter(cu->drv);
+	if (ret)
+		return ret;
+	r = cu->drv->MemcpyAsync(dst, src, bytes, (CUstream)stream);
+	leave(cu->drv);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO, "copy of %zu bytes: %s", bytes,
+					errstr(cu->drv, r));
+	kvmem__cuda_fail(0, "%s", "");
+	return 0;
+}
+
+int kvmem_cuda_sync(struct kvmem_cuda *cu, void *stream)
+{
+	CUresult r;
+	int ret;
+
+	if (!cu)
+		return kvmem__cuda_fail(-EINVAL, "no handle");
+	ret = enter(cu->drv);
+	if (ret)
+		return ret;
+	r = cu->drv->StreamSynchronize((CUstream)stream);
+	leave(cu->drv);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO, "the stream failed: %s",
+					errstr(cu->drv, r));
+	kvmem__cuda_fail(0, "%s", "");
+	return 0;
+}
 
 /* Start the driver and find the device: everything before the module. */
-static int driver_start(struct driver *d, int device, struct kvmem_cuda *cu,
-			const char *lib)
+static int driver_start(struct kvmem__driver *d, int device,
+			struct kvmem_cuda *cu, const char *lib)
 {
 	int count = 0, version = 0, sms = 0, smem = 0;
 	CUresult r;
@@ -259,7 +358,8 @@ static int driver_start(struct driver *d, int device, struct kvmem_cuda *cu,
 }
 
 /* Load the fatbin into the context and find the kernels. */
-static int driver_module(struct driver *d, struct kvmem_cuda *cu)
+static int driver_module(struct kvmem__driver *d, struct kvmem_cuda *cu,
+			 const void *image)
 {
 	CUcontext old;
 	CUresult r;
@@ -269,7 +369,7 @@ static int driver_module(struct driver *d, struct kvmem_cuda *cu)
 	if (r != CUDA_SUCCESS)
 		return kvmem__cuda_fail(-ENODEV, "cuCtxPushCurrent: %s",
 					errstr(d, r));
-	r = d->ModuleLoadData(&d->mod, kvmem__fatbin);
+	r = d->ModuleLoadData(&d->mod, image);
 	if (r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
 	    r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
 	    r == CUDA_ERROR_INVALID_PTX) {
@@ -306,31 +406,19 @@ out:
 	return ret;
 }
 
-int kvmem_cuda_open(int device, struct kvmem_cuda **out)
+int kvmem__cuda_open_image(int device, const char *lib, const void *image,
+			   struct kvmem_cuda **out)
 {
-	const char *lib = getenv("KVMEM_LIBCUDA");
-	struct kvmem_cuda *cu;
-	struct driver *d;
+	struct kvmem_cuda *cu = calloc(1, sizeof(*cu));
+	struct kvmem__driver *d = calloc(1, sizeof(*d));
 	int ret;
 
-	if (!out)
-		return kvmem__cuda_fail(-EINVAL, "no handle to fill");
-	*out = NULL;
-	if (!kvmem__fatbin_size)
-		return kvmem__cuda_fail(-EOPNOTSUPP,
-					"libkvmem was built without nvcc: it "
-					"carries no GPU kernels");
-	if (!lib || !*lib)
-		lib = "libcuda.so.1";
-	cu = calloc(1, sizeof(*cu));
-	d = calloc(1, sizeof(*d));
 	if (!cu || !d) {
 		free(cu);
 		free(d);
 		return kvmem__cuda_fail(-ENOMEM, "out of memory");
 	}
-	cu->be = &driver_backend;
-	cu->priv = d;
+	cu->drv = d;
 	d->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	if (!d->lib) {
 		ret = kvmem__cuda_fail(-ENODEV,
@@ -342,13 +430,29 @@ int kvmem_cuda_open(int device, struct kvmem_cuda **out)
 	if (!ret)
 		ret = driver_start(d, device, cu, lib);
 	if (!ret)
-		ret = driver_module(d, cu);
+		ret = driver_module(d, cu, image);
 	if (ret)
 		goto fail;
 	kvmem__cuda_fail(0, "%s", "");
 	*out = cu;
 	return 0;
 fail:
-	driver_close(cu);
+	kvmem_cuda_close(cu);
 	return ret;
+}
+
+int kvmem_cuda_open(int device, struct kvmem_cuda **out)
+{
+	const char *lib = getenv("KVMEM_LIBCUDA");
+
+	if (!out)
+		return kvmem__cuda_fail(-EINVAL, "no handle to fill");
+	*out = NULL;
+	if (!kvmem__fatbin_size)
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"libkvmem was built without nvcc: it "
+					"carries no GPU kernels");
+	if (!lib || !*lib)
+		lib = "libcuda.so.1";
+	return kvmem__cuda_open_image(device, lib, kvmem__fatbin, out);
 }

@@ -1,11 +1,11 @@
 /*
- * cuda_impl.h - libkvmem's CUDA front end and the backends that run it
+ * cuda_impl.h - between libkvmem's CUDA front end and the driver
  *
  * The public calls (kvmem/cuda.h) check their arguments, size the launches
- * and fill each kernel's parameter block; a backend runs the launch. The
- * driver backend (cuda.c) calls cuLaunchKernel; the tests' backend runs
- * the same kernels on host threads (tests/simt), so everything but the
- * driver itself is tested without a GPU.
+ * and fill each kernel's parameter block (cuda.c); the driver code
+ * (cuda_driver.c) loads libcuda, owns the context and runs each launch.
+ * The tests put a fake libcuda under it that runs the same kernels on host
+ * threads (tests/cuda), so everything but the GPU itself runs in CI.
  */
 #ifndef KVMEM_CUDA_IMPL_H
 #define KVMEM_CUDA_IMPL_H
@@ -21,24 +21,31 @@ enum kvmem__kernel {
 	KVMEM__K_COMBINE,
 	KVMEM__K_SCRUB,
 	KVMEM__K_INJECT,
+	KVMEM__K_ATTEND_F16,
 	KVMEM__K_NR,
 };
 
-struct kvmem__cuda_backend {
-	/* Launch @kernel with one parameter block; 0 or -EIO. */
-	int (*launch)(struct kvmem_cuda *cu, int kernel, unsigned int gx,
-		      unsigned int gy, unsigned int gz, unsigned int smem,
-		      const void *params, size_t size, void *stream);
-	void (*close)(struct kvmem_cuda *cu);
-};
+struct kvmem__driver;
 
 struct kvmem_cuda {
-	const struct kvmem__cuda_backend *be;
-	void *priv; /* the backend's */
+	struct kvmem__driver *drv;
 	unsigned int sms; /* multiprocessors: how many CTAs keep it busy */
 	unsigned int smem_max; /* dynamic shared memory a CTA may have */
 	char name[128];
 };
+
+/* Launch @kernel, KVMEM_K_THREADS threads a CTA, with @params; 0 or -EIO. */
+int kvmem__cuda_launch(struct kvmem_cuda *cu, int kernel, unsigned int gx,
+		       unsigned int gy, unsigned int gz, unsigned int smem,
+		       const void *params, void *stream);
+
+/*
+ * kvmem_cuda_open() with the driver library @lib and the module @image
+ * (a fatbin) named: for the tests, which run the kernels on the CPU
+ * behind a fake driver whether or not this build has a fatbin.
+ */
+int kvmem__cuda_open_image(int device, const char *lib, const void *image,
+			   struct kvmem_cuda **out);
 
 /* Set kvmem_cuda_error() for this thread; returns @err. */
 int kvmem__cuda_fail(int err, const char *fmt, ...)

@@ -1,29 +1,38 @@
 /*
- * check_cuda.c - the GPU kernels, run on the CPU, against the CPU library
+ * check_cuda.c - the GPU kernels and their driver code, against the CPU
  *
- * kvmem__cuda_simt() runs the unchanged kernels of kernels/ on host threads
- * (tests/simt) behind the same front end as the driver, so the launch
- * shapes, parameter blocks and kernel logic are all tested here: encode
- * must write the bytes kvmem_page_encode() writes, attention must give
- * kvmem_attend()'s result and counts, scrub kvmem_page_scrub()'s. The
- * loader's failures are tested with the libraries a machine without a GPU
- * has. What needs a real GPU is the last test, which skips without one.
+ * Every test runs the kernels through the whole of libkvmem's CUDA code,
+ * kvmem/cuda.h down to cuda_driver.c, loaded on a fake libcuda
+ * (tests/cuda/fakecuda.c) whose launches run the unchanged kernels of
+ * kernels/ on host threads (tests/simt); where this machine has a GPU,
+ * each kernel test runs on it too. Encode must write the bytes
+ * kvmem_page_encode() writes, attention must give kvmem_attend()'s result
+ * and counts, scrub kvmem_page_scrub()'s. The loader's failures are tested
+ * with the libraries a machine without a GPU has and with the fake driver
+ * playing an old or broken one.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda/fakecuda.h"
+#include "cuda_impl.h"
 #include "kvmem/cuda.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
 #include "quant_word.h"
 #include "rng.h"
 
-struct kvmem_cuda *kvmem__cuda_simt(unsigned int sms, unsigned int smem);
+/* tests/cuda/simt_kernels.cc: the fake driver's launches. */
+int kvmem__simt_run(const char *kernel, unsigned int gx, unsigned int gy,
+		    unsigned int gz, unsigned int block, unsigned int smem,
+		    void *params);
 
-#define SIMT_SMEM (227 * 1024)
+#define FAKE_SMEM (227 * 1024)
 
 static const char *const codecs[] = { "h74", "h84", "golay24", "secded72" };
 
@@ -51,16 +60,146 @@ static void fill(struct kvmem_rng *r, float *x, size_t n)
 		x[i] = kvmem_check_rnd_value(r, 2.0);
 }
 
+/*
+ * Queries for the causal checks: small, so that softmax spreads its weight
+ * over many positions and one position more or less shows in the output.
+ */
+static void fill_query(struct kvmem_rng *r, float *x, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		x[i] = (float)((kvmem_rng_unit(r) - 0.5) * 0.1);
+}
+
+/* ---- the fake driver, and the GPU where there is one ------------------ */
+
+static const char *fake_path(void)
+{
+	static char path[PATH_MAX];
+	const char *dir = getenv("KVMEM_BUILD");
+
+	snprintf(path, sizeof(path), "%s/tests/libfakecuda.so",
+		 dir && *dir ? dir : "build");
+	return path;
+}
+
+/*
+ * The fake driver's state, back to a healthy GPU with @sms multiprocessors
+ * and @smem bytes of shared memory a CTA. The test's own reference to the
+ * library keeps the state alive across kvmem_cuda_open()/close().
+ */
+static struct fakecuda *fake;
+
+static struct fakecuda *fake_setup(int sms, int smem)
+{
+	void *lib = dlopen(fake_path(), RTLD_NOW | RTLD_LOCAL);
+	fakecuda_state_fn state;
+	struct fakecuda *f;
+
+	ck_assert_msg(lib, "%s", dlerror());
+	state = (fakecuda_state_fn)dlsym(lib, "fakecuda_state");
+	ck_assert_ptr_nonnull(state);
+	f = state();
+	memset(f, 0, sizeof(*f));
+	f->version = 12080;
+	f->devices = 1;
+	f->sms = sms;
+	f->smem = smem;
+	f->launch = kvmem__simt_run;
+	fake = f;
+	return f;
+}
+
+/* The start of a fatbin, all the fake driver looks at. */
+static const uint32_t fake_image[4] = { 0xba55ed50u };
+
+static struct kvmem_cuda *fake_open(int sms, int smem)
+{
+	struct kvmem_cuda *cu = NULL;
+
+	fake_setup(sms, smem);
+	ck_assert_msg(!kvmem__cuda_open_image(0, fake_path(), fake_image, &cu),
+		      "%s", kvmem_cuda_error());
+	return cu;
+}
+
+/*
+ * The handles a kernel test runs on: the fake driver with @sms and @smem,
+ * then GPU 0 where this machine has one. Returns how many.
+ */
+static int targets(struct kvmem_cuda *cu[2], int sms, int smem)
+{
+	static int said;
+	int n = 0;
+
+	cu[n++] = fake_open(sms, smem);
+	if (!kvmem_cuda_open(0, &cu[n]))
+		n++;
+	else if (!said++)
+		fprintf(stderr, "SKIP: cuda: on the CPU only, no GPU: %s\n",
+			kvmem_cuda_error());
+	return n;
+}
+
+/* Device buffers of one test, freed together. */
+struct dev {
+	struct kvmem_cuda *cu;
+	uint64_t buf[512];
+	int n;
+};
+
+static uint64_t dev_put(struct dev *d, const void *p, size_t n)
+{
+	uint64_t a;
+
+	ck_assert_int_lt(d->n, 512);
+	ck_assert_msg(!kvmem_cuda_alloc(d->cu, n, &a), "%s",
+		      kvmem_cuda_error());
+	d->buf[d->n++] = a;
+	if (p)
+		ck_assert_msg(!kvmem_cuda_copy(d->cu, a, (uintptr_t)p, n, NULL),
+			      "%s", kvmem_cuda_error());
+	return a;
+}
+
+/* A buffer the kernel is to fill: 0xa5 bytes, so what it skips shows. */
+static uint64_t dev_junk(struct dev *d, size_t n)
+{
+	void *p = kvmem_check_xmalloc(n);
+	uint64_t a;
+
+	memset(p, 0xa5, n);
+	a = dev_put(d, p, n);
+	ck_assert_msg(!kvmem_cuda_sync(d->cu, NULL), "%s", kvmem_cuda_error());
+	free(p);
+	return a;
+}
+
+static void dev_set(struct dev *d, uint64_t a, const void *p, size_t n)
+{
+	ck_assert_msg(!kvmem_cuda_copy(d->cu, a, (uintptr_t)p, n, NULL), "%s",
+		      kvmem_cuda_error());
+}
+
+static void dev_get(struct dev *d, void *p, uint64_t a, size_t n)
+{
+	ck_assert_msg(!kvmem_cuda_copy(d->cu, (uintptr_t)p, a, n, NULL), "%s",
+		      kvmem_cuda_error());
+	ck_assert_msg(!kvmem_cuda_sync(d->cu, NULL), "%s", kvmem_cuda_error());
+}
+
+static void dev_done(struct dev *d)
+{
+	while (d->n)
+		kvmem_cuda_free(d->cu, d->buf[--d->n]);
+}
+
 /* ---- loading ---------------------------------------------------------- */
 
 static int open_with(const char *lib, struct kvmem_cuda **cu)
 {
-	int ret;
-
-	setenv("KVMEM_LIBCUDA", lib, 1);
-	ret = kvmem_cuda_open(0, cu);
-	unsetenv("KVMEM_LIBCUDA");
-	return ret;
+	return kvmem__cuda_open_image(0, lib, fake_image, cu);
 }
 
 START_TEST(test_cuda_open_without_driver)
@@ -68,14 +207,7 @@ START_TEST(test_cuda_open_without_driver)
 	struct kvmem_cuda *cu = (struct kvmem_cuda *)1;
 	int ret = open_with("/nonexistent/libcuda.so.1", &cu);
 
-	/* Built without nvcc there are no kernels to load: said first. */
-	if (ret == -EOPNOTSUPP) {
-		EXPECT(strstr(kvmem_cuda_error(), "without nvcc"), "%s",
-		       kvmem_cuda_error());
-		return;
-	}
 	EXPECT_EQ(ret, -ENODEV, "%s", kvmem_cuda_error());
-	EXPECT(cu == NULL, "%p", (void *)cu);
 	EXPECT(strstr(kvmem_cuda_error(), "no NVIDIA driver"), "%s",
 	       kvmem_cuda_error());
 	EXPECT(strstr(kvmem_cuda_error(), "/nonexistent/libcuda.so.1"), "%s",
@@ -109,10 +241,6 @@ START_TEST(test_cuda_open_stub_library)
 		return;
 	}
 	ret = open_with(stub, &cu);
-	if (ret == -EOPNOTSUPP && strstr(kvmem_cuda_error(), "without nvcc")) {
-		fprintf(stderr, "SKIP: cuda stub: built without nvcc\n");
-		return;
-	}
 	EXPECT_EQ(ret, -ENODEV, "%s", kvmem_cuda_error());
 	EXPECT(cu == NULL, "%p", (void *)cu);
 	EXPECT(strstr(kvmem_cuda_error(), "stub library"), "%s",
@@ -120,14 +248,140 @@ START_TEST(test_cuda_open_stub_library)
 }
 END_TEST
 
+/* What a failed open must leave behind: nothing held in the driver. */
+static void expect_released(const struct fakecuda *f, const char *what)
+{
+	EXPECT_EQ(f->contexts, 0, "%s: a primary context kept", what);
+	EXPECT_EQ(f->modules, 0, "%s: a module kept", what);
+	EXPECT_EQ(f->depth, 0, "%s: a context left current", what);
+}
+
+/* The fake driver plays the drivers a fleet has that kvmem cannot use. */
+START_TEST(test_cuda_open_broken_drivers)
+{
+	static const struct {
+		const char *what;
+		int version, devices, device, no_binary;
+		const char *missing;
+		int err;
+		const char *says;
+	} cases[] = {
+		{ "CUDA 11.8 driver", 11080, 1, 0, 0, NULL, -EOPNOTSUPP,
+		  "supports CUDA 11.8; kvmem needs 12.0" },
+		{ "an entry point missing", 12080, 1, 0, 0, "cuMemcpyAsync",
+		  -EOPNOTSUPP, "has no cuMemcpyAsync" },
+		{ "no GPU", 12080, 0, 0, 0, NULL, -ENODEV, "no CUDA GPU" },
+		{ "device 1 of 1", 12080, 1, 1, 0, NULL, -ENODEV,
+		  "no CUDA device 1 (1 present)" },
+		{ "no code for this GPU", 12080, 1, 0, 1, NULL, -EOPNOTSUPP,
+		  "no kvmem kernel runs on kvmem fake GPU" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fakecuda *f = fake_setup(4, FAKE_SMEM);
+		struct kvmem_cuda *cu = (struct kvmem_cuda *)1;
+
+		f->version = cases[i].version;
+		f->devices = cases[i].devices;
+		f->no_binary = cases[i].no_binary;
+		f->missing = cases[i].missing;
+		EXPECT_EQ(kvmem__cuda_open_image(cases[i].device, fake_path(),
+						 fake_image, &cu),
+			  cases[i].err, "%s: %s", cases[i].what,
+			  kvmem_cuda_error());
+		EXPECT(strstr(kvmem_cuda_error(), cases[i].says), "%s: %s",
+		       cases[i].what, kvmem_cuda_error());
+		expect_released(f, cases[i].what);
+	}
+}
+END_TEST
+
+/* A driver that works: what libkvmem holds, memory, and giving it back. */
+START_TEST(test_cuda_driver_resources)
+{
+	struct kvmem_cuda *cu = fake_open(4, FAKE_SMEM);
+	struct fakecuda *f = fake;
+	uint64_t a = 0, b = 0;
+	char in[100], out[100];
+
+	EXPECT_EQ(f->contexts, 1, "%s", "primary context retained");
+	EXPECT_EQ(f->modules, 1, "%s", "module loaded");
+	EXPECT(!strcmp(kvmem_cuda_name(cu), "kvmem fake GPU (CPU threads)"),
+	       "%s", kvmem_cuda_name(cu));
+	EXPECT_EQ(kvmem_cuda_alloc(cu, 0, &a), -EINVAL, "%s", "0 bytes");
+	EXPECT_EQ(kvmem_cuda_copy(cu, 0, (uintptr_t)in, 1, NULL), -EINVAL, "%s",
+		  "NULL destination");
+	f->mem_limit = 1000;
+	EXPECT_EQ(kvmem_cuda_alloc(cu, 1001, &a), -ENOMEM, "%s",
+		  kvmem_cuda_error());
+	EXPECT(strstr(kvmem_cuda_error(), "no 1001 bytes"), "%s",
+	       kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_alloc(cu, 100, &a), 0, "%s", kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_alloc(cu, 100, &b), 0, "%s", kvmem_cuda_error());
+	EXPECT_EQ(f->allocated, 200, "%s", "bytes held");
+	memset(in, 7, sizeof(in));
+	in[99] = 9;
+	EXPECT_EQ(kvmem_cuda_copy(cu, a, (uintptr_t)in, 100, NULL), 0, "%s",
+		  kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_copy(cu, b, a, 100, NULL), 0, "%s",
+		  kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_copy(cu, (uintptr_t)out, b, 100, NULL), 0, "%s",
+		  kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_sync(cu, NULL), 0, "%s", kvmem_cuda_error());
+	EXPECT_MEM(out, in, 100, "%s", "host -> a -> b -> host");
+	kvmem_cuda_free(cu, a);
+	kvmem_cuda_free(cu, b);
+	kvmem_cuda_free(cu, 0);
+	EXPECT_EQ(f->allocated, 0, "%s", "bytes held after free");
+	EXPECT_EQ(f->depth, 0, "%s", "a context left current");
+	/* A launch the driver refuses is an error with its reason. */
+	f->launch = NULL;
+	{
+		struct kvmem_geometry g;
+
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+		EXPECT_EQ(kvmem_cuda_scrub(cu, &g, 64, 1, 64, 64, NULL), -EIO,
+			  "%s", kvmem_cuda_error());
+		EXPECT(strstr(kvmem_cuda_error(), "launch of kvmem_k_scrub"),
+		       "%s", kvmem_cuda_error());
+	}
+	kvmem_cuda_close(cu);
+	expect_released(f, "close");
+}
+END_TEST
+
+/* The public open hands the driver the fatbin libkvmem carries. */
+START_TEST(test_cuda_open_embedded_kernels)
+{
+	struct fakecuda *f = fake_setup(4, FAKE_SMEM);
+	struct kvmem_cuda *cu = NULL;
+	int ret;
+
+	setenv("KVMEM_LIBCUDA", fake_path(), 1);
+	ret = kvmem_cuda_open(0, &cu);
+	unsetenv("KVMEM_LIBCUDA");
+	if (ret == -EOPNOTSUPP && strstr(kvmem_cuda_error(), "without nvcc")) {
+		fprintf(stderr, "SKIP: cuda: libkvmem built without nvcc\n");
+		return;
+	}
+	/* The fake loads only an image that starts as a fatbin does. */
+	EXPECT_EQ(ret, 0, "%s", kvmem_cuda_error());
+	EXPECT_EQ(f->modules, 1, "%s", "module loaded");
+	kvmem_cuda_close(cu);
+	expect_released(f, "close");
+}
+END_TEST
+
 /* ---- encode ----------------------------------------------------------- */
 
 /* One page through both encoders, compared byte for byte. */
-static void encode_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
-			int hot, uint32_t flags, uint32_t ntok, uint32_t dtype,
+static void encode_case(struct dev *dv, const struct kvmem_geometry *g, int hot,
+			uint32_t flags, uint32_t ntok, uint32_t dtype,
 			struct kvmem_rng *r)
 {
 	const size_t tok = (size_t)g->kv_heads * g->head_dim;
+	const size_t esz = dtype == KVMEM_CUDA_F16 ? 2 : 4;
 	struct kvmem_cuda_encode_job job;
 	struct kvmem_page_layout l;
 	struct kvmem_page_hdr hdr;
@@ -135,6 +389,7 @@ static void encode_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	float *v = kvmem_check_xmalloc(ntok * tok * 4);
 	uint16_t *k16 = kvmem_check_xmalloc(ntok * tok * 2);
 	uint16_t *v16 = kvmem_check_xmalloc(ntok * tok * 2);
+	uint64_t dk, dv_, dpage, djob;
 	uint8_t *exp, *got;
 	size_t i;
 
@@ -165,46 +420,52 @@ static void encode_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	hdr.generation = 9;
 	ck_assert_int_eq(kvmem_page_encode(exp, g, &hdr, hot, k, v), 0);
 
-	memset(got, 0xa5, l.size);
+	dk = dev_put(dv, dtype == KVMEM_CUDA_F16 ? (void *)k16 : (void *)k,
+		     ntok * tok * esz);
+	dv_ = dev_put(dv, dtype == KVMEM_CUDA_F16 ? (void *)v16 : (void *)v,
+		      ntok * tok * esz);
+	dpage = dev_junk(dv, l.size);
 	memset(&job, 0, sizeof(job));
-	job.page = (uintptr_t)got;
-	job.k = (uintptr_t)(dtype == KVMEM_CUDA_F16 ? (void *)k16 : (void *)k);
-	job.v = (uintptr_t)(dtype == KVMEM_CUDA_F16 ? (void *)v16 : (void *)v);
+	job.page = dpage;
+	job.k = dk;
+	job.v = dv_;
 	job.seq = 77;
 	job.generation = 9;
 	job.token_start = 4;
 	job.n = ntok;
 	job.flags = flags | (hot ? KVMEM_HDR_HOT : 0);
-	EXPECT_EQ(kvmem_cuda_encode(cu, g, dtype, (uintptr_t)&job, 1, NULL), 0,
-		  "%s", kvmem_cuda_error());
+	djob = dev_put(dv, &job, sizeof(job));
+	EXPECT_EQ(kvmem_cuda_encode(dv->cu, g, dtype, djob, 1, NULL), 0, "%s",
+		  kvmem_cuda_error());
+	dev_get(dv, got, dpage, l.size);
 	EXPECT_MEM(got + 72, exp + 72, l.size - 72,
-		   "fmt %u codec %s chan %u hot %d ntok %u dtype %u", g->format,
-		   codecs[g->codec], g->key_scales, hot, ntok, dtype);
-	EXPECT_MEM(got, exp, 72, "header: fmt %u codec %s hot %d flags %u",
-		   g->format, codecs[g->codec], hot, flags);
+		   "%s: fmt %u codec %s chan %u hot %d ntok %u dtype %u",
+		   kvmem_cuda_name(dv->cu), g->format, codecs[g->codec],
+		   g->key_scales, hot, ntok, dtype);
+	EXPECT_MEM(got, exp, 72, "%s: header: fmt %u codec %s hot %d flags %u",
+		   kvmem_cuda_name(dv->cu), g->format, codecs[g->codec], hot,
+		   flags);
 
 	/* Appending to an FP16 page row by row gives the same page. */
 	if (hot && ntok > 1) {
 		memset(got, 0xa5, l.size);
-		job.n = 1;
-		job.flags = KVMEM_HDR_HOT;
-		EXPECT_EQ(kvmem_cuda_encode(cu, g, dtype, (uintptr_t)&job, 1,
-					    NULL),
-			  0, "%s", kvmem_cuda_error());
-		for (i = 1; i < ntok; i++) {
+		dev_set(dv, dpage, got, l.size);
+		for (i = 0; i < ntok; i++) {
 			job.t0 = (uint32_t)i;
-			job.k = (uintptr_t)(dtype == KVMEM_CUDA_F16
-						    ? (void *)(k16 + i * tok)
-						    : (void *)(k + i * tok));
-			job.v = (uintptr_t)(dtype == KVMEM_CUDA_F16
-						    ? (void *)(v16 + i * tok)
-						    : (void *)(v + i * tok));
-			EXPECT_EQ(kvmem_cuda_encode(cu, g, dtype,
-						    (uintptr_t)&job, 1, NULL),
+			job.n = 1;
+			job.flags = KVMEM_HDR_HOT;
+			job.k = dk + i * tok * esz;
+			job.v = dv_ + i * tok * esz;
+			dev_set(dv, djob, &job, sizeof(job));
+			EXPECT_EQ(kvmem_cuda_encode(dv->cu, g, dtype, djob, 1,
+						    NULL),
 				  0, "%s", kvmem_cuda_error());
+			/* the job's host copy changes next round */
+			ck_assert_int_eq(kvmem_cuda_sync(dv->cu, NULL), 0);
 		}
 		hdr.flags = 0;
 		ck_assert_int_eq(kvmem_page_encode(exp, g, &hdr, 1, k, v), 0);
+		dev_get(dv, got, dpage, l.size);
 		EXPECT_MEM(got, exp, l.size, "appended page ntok %u dtype %u",
 			   ntok, dtype);
 	}
@@ -218,88 +479,109 @@ static void encode_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 
 START_TEST(test_cuda_encode_matches_cpu)
 {
-	struct kvmem_cuda *cu = kvmem__cuda_simt(1, SIMT_SMEM);
-	struct kvmem_geometry g;
-	struct kvmem_rng r;
-	int fmt, codec, chan;
+	struct kvmem_cuda *cus[2];
+	int t, n = targets(cus, 1, FAKE_SMEM);
 
-	ck_assert_ptr_nonnull(cu);
-	kvmem_rng_seed(&r, 14);
-	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
-		for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
-			for (chan = 0; chan < (fmt ? 2 : 1); chan++) {
-				geometry(&g, fmt, codec, chan, 2, 64);
-				encode_case(cu, &g, 0, KVMEM_HDR_SEALED, 16,
-					    KVMEM_CUDA_F32, &r);
-				encode_case(cu, &g, 0, KVMEM_HDR_SEALED, 16,
-					    KVMEM_CUDA_F16, &r);
-			}
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 3, 96);
-	encode_case(cu, &g, 1, 0, 5, KVMEM_CUDA_F32, &r);
-	encode_case(cu, &g, 1, 0, 3, KVMEM_CUDA_F16, &r);
-	encode_case(cu, &g, 1, KVMEM_HDR_SEALED, 16, KVMEM_CUDA_F32, &r);
-	kvmem_cuda_close(cu);
+	for (t = 0; t < n; t++) {
+		struct dev dv = { .cu = cus[t] };
+		struct kvmem_geometry g;
+		struct kvmem_rng r;
+		int fmt, codec, chan;
+
+		kvmem_rng_seed(&r, 14);
+		for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
+			for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
+				for (chan = 0; chan < (fmt ? 2 : 1); chan++) {
+					geometry(&g, fmt, codec, chan, 2, 64);
+					encode_case(&dv, &g, 0,
+						    KVMEM_HDR_SEALED, 16,
+						    KVMEM_CUDA_F32, &r);
+					encode_case(&dv, &g, 0,
+						    KVMEM_HDR_SEALED, 16,
+						    KVMEM_CUDA_F16, &r);
+					dev_done(&dv);
+				}
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 3, 96);
+		encode_case(&dv, &g, 1, 0, 5, KVMEM_CUDA_F32, &r);
+		encode_case(&dv, &g, 1, 0, 3, KVMEM_CUDA_F16, &r);
+		encode_case(&dv, &g, 1, KVMEM_HDR_SEALED, 16, KVMEM_CUDA_F32,
+			    &r);
+		dev_done(&dv);
+		kvmem_cuda_close(cus[t]);
+	}
 }
 END_TEST
 
 /* Jobs that do not fit their page must leave it alone, not overrun it. */
 START_TEST(test_cuda_encode_refuses_misfit_jobs)
 {
-	struct kvmem_cuda *cu = kvmem__cuda_simt(1, SIMT_SMEM);
-	struct kvmem_cuda_encode_job job[4];
-	struct kvmem_page_layout l;
-	struct kvmem_geometry g;
-	struct kvmem_rng r;
-	uint8_t *pages, *exp;
-	float *k;
-	size_t tok, i;
+	struct kvmem_cuda *cus[2];
+	int t, n = targets(cus, 1, FAKE_SMEM);
 
-	ck_assert_ptr_nonnull(cu);
-	kvmem_rng_seed(&r, 3);
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
-	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
-	tok = (size_t)g.kv_heads * g.head_dim;
-	k = kvmem_check_xmalloc((g.tokens_per_page + 1) * tok * 4);
-	fill(&r, k, (g.tokens_per_page + 1) * tok);
-	/* Each page sits in a buffer of two, so an overrun stays in it. */
-	pages = kvmem_check_xmalloc(4 * 2 * l.size);
-	exp = kvmem_check_xmalloc(4 * 2 * l.size);
-	memset(pages, 0x5a, 4 * 2 * l.size);
-	memcpy(exp, pages, 4 * 2 * l.size);
-	memset(job, 0, sizeof(job));
-	for (i = 0; i < 4; i++) {
-		job[i].page = (uintptr_t)(pages + i * 2 * l.size);
-		job[i].k = job[i].v = (uintptr_t)k;
-		job[i].n = g.tokens_per_page;
-		job[i].flags = KVMEM_HDR_SEALED;
+	for (t = 0; t < n; t++) {
+		struct dev dv = { .cu = cus[t] };
+		struct kvmem_cuda_encode_job job[4];
+		struct kvmem_page_layout l;
+		struct kvmem_geometry g;
+		struct kvmem_rng r;
+		uint64_t dk, dpages;
+		uint8_t *pages, *exp;
+		float *k;
+		size_t tok, i;
+
+		kvmem_rng_seed(&r, 3);
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+		ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
+		tok = (size_t)g.kv_heads * g.head_dim;
+		k = kvmem_check_xmalloc((g.tokens_per_page + 1) * tok * 4);
+		fill(&r, k, (g.tokens_per_page + 1) * tok);
+		dk = dev_put(&dv, k, (g.tokens_per_page + 1) * tok * 4);
+		/* Each page sits in a buffer of two, so an overrun stays in
+		 * it. */
+		pages = kvmem_check_xmalloc(4 * 2 * l.size);
+		exp = kvmem_check_xmalloc(4 * 2 * l.size);
+		memset(exp, 0xa5, 4 * 2 * l.size);
+		dpages = dev_junk(&dv, 4 * 2 * l.size);
+		memset(job, 0, sizeof(job));
+		for (i = 0; i < 4; i++) {
+			job[i].page = dpages + i * 2 * l.size;
+			job[i].k = job[i].v = dk;
+			job[i].n = g.tokens_per_page;
+			job[i].flags = KVMEM_HDR_SEALED;
+		}
+		job[0].n = g.tokens_per_page + 1; /* more rows than it has */
+		job[1].n = 0;
+		job[2].t0 = 1; /* a sealed page is written whole */
+		job[2].n = 1;
+		job[3].flags = KVMEM_HDR_HOT; /* t0 + n wraps past the page */
+		job[3].t0 = UINT32_MAX;
+		job[3].n = 2;
+		EXPECT_EQ(kvmem_cuda_encode(cus[t], &g, KVMEM_CUDA_F32,
+					    dev_put(&dv, job, sizeof(job)), 4,
+					    NULL),
+			  0, "%s", kvmem_cuda_error());
+		dev_get(&dv, pages, dpages, 4 * 2 * l.size);
+		EXPECT_MEM(pages, exp, 4 * 2 * l.size, "%s: misfit jobs wrote",
+			   kvmem_cuda_name(cus[t]));
+		free(k);
+		free(pages);
+		free(exp);
+		dev_done(&dv);
+		kvmem_cuda_close(cus[t]);
 	}
-	job[0].n = g.tokens_per_page + 1; /* more rows than the page has */
-	job[1].n = 0;
-	job[2].t0 = 1; /* a sealed page is written whole */
-	job[2].n = 1;
-	job[3].flags = KVMEM_HDR_HOT; /* t0 + n wraps past the page */
-	job[3].t0 = UINT32_MAX;
-	job[3].n = 2;
-	EXPECT_EQ(kvmem_cuda_encode(cu, &g, KVMEM_CUDA_F32, (uintptr_t)job, 4,
-				    NULL),
-		  0, "%s", kvmem_cuda_error());
-	EXPECT_MEM(pages, exp, 4 * 2 * l.size, "%s", "misfit jobs wrote");
-	free(k);
-	free(pages);
-	free(exp);
-	kvmem_cuda_close(cu);
 }
 END_TEST
 
 /* ---- attention -------------------------------------------------------- */
 
 struct table {
-	struct kvmem_cuda_page *pages;
-	uint32_t seq_pages[2];
+	struct kvmem_cuda_page *pages; /* device addresses of the pages */
 	uint32_t npages;
 };
 
-static void table_of(struct kvmem_seq *s, struct table *t)
+/* The block table of @s, its pages copied to the device. */
+static void table_of(struct dev *dv, const struct kvmem_geometry *g,
+		     struct kvmem_seq *s, struct table *t)
 {
 	struct kvmem_page_desc d[256];
 	int i, n = kvmem_seq_pages(s, 0, d, 256);
@@ -308,15 +590,16 @@ static void table_of(struct kvmem_seq *s, struct table *t)
 	ck_assert_int_le(n, 256);
 	t->pages = kvmem_check_xmalloc((size_t)n * sizeof(*t->pages));
 	for (i = 0; i < n; i++) {
-		t->pages[i].addr = (uintptr_t)d[i].data;
+		struct kvmem_page_layout l;
+
+		kvmem_page_layout(g, d[i].hot, &l);
+		t->pages[i].addr = dev_put(dv, d[i].data, l.size);
 		t->pages[i].token_start = d[i].token_start;
 		t->pages[i].ntokens = d[i].ntokens;
 		t->pages[i].flags = d[i].hot ? KVMEM_HDR_HOT : 0;
 		t->pages[i].resv = 0;
 	}
 	t->npages = (uint32_t)n;
-	t->seq_pages[0] = 0;
-	t->seq_pages[1] = (uint32_t)n;
 }
 
 /*
@@ -354,7 +637,7 @@ static void damage(struct kvmem_seq *s, const struct kvmem_geometry *g)
 }
 
 /* kvmem_attend() and the kernels on one sequence of @len tokens. */
-static void attend_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 			uint32_t G, uint32_t len, int hurt, uint32_t policy,
 			uint32_t splits, struct kvmem_rng *r)
 {
@@ -374,8 +657,9 @@ static void attend_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	float *q = kvmem_check_xmalloc((size_t)nh * D * 4);
 	float *exp = kvmem_check_xmalloc((size_t)nh * D * 4);
 	float *got = kvmem_check_xmalloc((size_t)nh * D * 4);
+	const char *gpu = kvmem_cuda_name(dv->cu);
+	uint32_t sp[2];
 	float *mass;
-	void *ws;
 	size_t wsb, i;
 	int np;
 
@@ -387,17 +671,19 @@ static void attend_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, len), 0);
 	if (hurt)
 		damage(s, g);
-	table_of(s, &t);
+	table_of(dv, g, s, &t);
+	sp[0] = 0;
+	sp[1] = t.npages;
 
 	memset(&a, 0, sizeof(a));
-	a.pages = (uintptr_t)t.pages;
-	a.seq_pages = (uintptr_t)t.seq_pages;
-	a.q = (uintptr_t)q;
-	a.out = (uintptr_t)got;
+	a.pages = dev_put(dv, t.pages, t.npages * sizeof(*t.pages));
+	a.seq_pages = dev_put(dv, sp, sizeof(sp));
+	a.q = dev_put(dv, q, (size_t)nh * D * 4);
+	a.out = dev_junk(dv, (size_t)nh * D * 4);
 	mass = kvmem_check_xmalloc(t.npages * sizeof(float));
-	a.mass = (uintptr_t)mass;
+	a.mass = dev_junk(dv, t.npages * sizeof(float));
 	memset(&gst, 0, sizeof(gst));
-	a.stats = (uintptr_t)&gst;
+	a.stats = dev_put(dv, &gst, sizeof(gst));
 	a.batch = 1;
 	a.n_heads = nh;
 	a.nq = 1;
@@ -405,30 +691,32 @@ static void attend_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	a.total_pages = t.npages;
 	a.max_pages = t.npages;
 	a.splits = splits;
-	EXPECT_EQ(kvmem_cuda_attend_workspace(cu, g, &a, &wsb), 0, "%s",
+	EXPECT_EQ(kvmem_cuda_attend_workspace(dv->cu, g, &a, &wsb), 0, "%s",
 		  kvmem_cuda_error());
-	ws = kvmem_check_xmalloc(wsb);
-	a.workspace = (uintptr_t)ws;
-	EXPECT_EQ(kvmem_cuda_attend(cu, g, &a, NULL), 0, "%s",
+	a.workspace = dev_junk(dv, wsb);
+	EXPECT_EQ(kvmem_cuda_attend(dv->cu, g, &a, NULL), 0, "%s",
 		  kvmem_cuda_error());
+	dev_get(dv, got, a.out, (size_t)nh * D * 4);
+	dev_get(dv, mass, a.mass, t.npages * sizeof(float));
+	dev_get(dv, &gst, a.stats, sizeof(gst));
 
 	ck_assert_int_eq(kvmem_attend(s, 0, q, exp, &o, &st), 0);
 	for (i = 0; i < (size_t)nh * D; i++)
 		EXPECT_NEAR(got[i], exp[i], 1e-4 + 1e-4 * fabsf(exp[i]),
-			    "out[%zu] fmt %u codec %s G %u D %u len %u hurt %d "
-			    "policy %u splits %u",
-			    i, g->format, codecs[g->codec], G, D, len, hurt,
-			    policy, splits);
-	EXPECT_EQ(gst.words_clean, st.words_clean, "codec %s hurt %d",
+			    "%s: out[%zu] fmt %u codec %s G %u D %u len %u "
+			    "hurt %d policy %u splits %u",
+			    gpu, i, g->format, codecs[g->codec], G, D, len,
+			    hurt, policy, splits);
+	EXPECT_EQ(gst.words_clean, st.words_clean, "%s: codec %s hurt %d", gpu,
 		  codecs[g->codec], hurt);
-	EXPECT_EQ(gst.words_corrected, st.words_corrected, "codec %s hurt %d",
-		  codecs[g->codec], hurt);
+	EXPECT_EQ(gst.words_corrected, st.words_corrected,
+		  "%s: codec %s hurt %d", gpu, codecs[g->codec], hurt);
 	EXPECT_EQ(gst.words_uncorrectable, st.words_uncorrectable,
-		  "codec %s hurt %d", codecs[g->codec], hurt);
-	EXPECT_EQ(gst.values_erased, st.values_erased, "codec %s hurt %d",
-		  codecs[g->codec], hurt);
+		  "%s: codec %s hurt %d", gpu, codecs[g->codec], hurt);
+	EXPECT_EQ(gst.values_erased, st.values_erased, "%s: codec %s hurt %d",
+		  gpu, codecs[g->codec], hurt);
 	EXPECT_EQ(gst.headers_uncorrectable, st.headers_uncorrectable,
-		  "codec %s", codecs[g->codec]);
+		  "%s: codec %s", gpu, codecs[g->codec]);
 	if (hurt && g->codec != KVMEM_CODEC_H74)
 		EXPECT(st.values_erased > 0, "codec %s: nothing lost",
 		       codecs[g->codec]);
@@ -436,10 +724,12 @@ static void attend_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	np = kvmem_seq_pages(s, 0, d, 256);
 	for (i = 0; i < (size_t)np; i++)
 		EXPECT_NEAR(mass[i], d[i].importance, 1e-4,
-			    "page %zu codec %s G %u", i, codecs[g->codec], G);
+			    "%s: page %zu codec %s G %u", gpu, i,
+			    codecs[g->codec], G);
 
 	kvmem_seq_free(s);
 	kvmem_close(c);
+	dev_done(dv);
 	free(t.pages);
 	free(k);
 	free(v);
@@ -447,68 +737,125 @@ static void attend_case(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	free(exp);
 	free(got);
 	free(mass);
-	free(ws);
 }
 
 START_TEST(test_cuda_attend_matches_cpu)
 {
-	struct kvmem_cuda *cu = kvmem__cuda_simt(4, SIMT_SMEM);
-	struct kvmem_geometry g;
-	struct kvmem_rng r;
-	int fmt, codec;
+	struct kvmem_cuda *cus[2];
+	int t, n = targets(cus, 4, FAKE_SMEM);
 
-	ck_assert_ptr_nonnull(cu);
-	kvmem_rng_seed(&r, 1414);
-	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
-		for (codec = 0; codec < KVMEM_CODEC_NR; codec++) {
-			geometry(&g, fmt, codec, 0, 2, 64);
-			attend_case(cu, &g, 4, 37, 0, KVMEM_ERASE_INTERPOLATE,
-				    0, &r);
-			attend_case(cu, &g, 1, 53, 1, KVMEM_ERASE_INTERPOLATE,
-				    2, &r);
-		}
-	kvmem_cuda_close(cu);
+	for (t = 0; t < n; t++) {
+		struct dev dv = { .cu = cus[t] };
+		struct kvmem_geometry g;
+		struct kvmem_rng r;
+		int fmt, codec;
+
+		kvmem_rng_seed(&r, 1414);
+		for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
+			for (codec = 0; codec < KVMEM_CODEC_NR; codec++) {
+				geometry(&g, fmt, codec, 0, 2, 64);
+				attend_case(&dv, &g, 4, 37, 0,
+					    KVMEM_ERASE_INTERPOLATE, 0, &r);
+				attend_case(&dv, &g, 1, 53, 1,
+					    KVMEM_ERASE_INTERPOLATE, 2, &r);
+			}
+		kvmem_cuda_close(cus[t]);
+	}
 }
 END_TEST
 
 START_TEST(test_cuda_attend_shapes)
 {
-	struct kvmem_cuda *cu = kvmem__cuda_simt(4, SIMT_SMEM);
 	static const uint32_t gqa[] = { 1, 4, 8 };
-	struct kvmem_geometry g;
-	struct kvmem_rng r;
-	uint32_t policy;
-	size_t i;
+	struct kvmem_cuda *cus[2];
+	int t, n = targets(cus, 4, FAKE_SMEM);
 
-	ck_assert_ptr_nonnull(cu);
-	kvmem_rng_seed(&r, 2828);
-	for (i = 0; i < 3; i++) {
-		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
-		attend_case(cu, &g, gqa[i], 41, 1, KVMEM_ERASE_INTERPOLATE, 3,
-			    &r);
-		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 1, 64);
-		attend_case(cu, &g, gqa[i], 21, 1, KVMEM_ERASE_INTERPOLATE, 1,
-			    &r);
+	for (t = 0; t < n; t++) {
+		struct dev dv = { .cu = cus[t] };
+		struct kvmem_geometry g;
+		struct kvmem_rng r;
+		uint32_t policy;
+		size_t i;
+
+		kvmem_rng_seed(&r, 2828);
+		for (i = 0; i < 3; i++) {
+			geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2,
+				 128);
+			attend_case(&dv, &g, gqa[i], 41, 1,
+				    KVMEM_ERASE_INTERPOLATE, 3, &r);
+			geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 1,
+				 64);
+			attend_case(&dv, &g, gqa[i], 21, 1,
+				    KVMEM_ERASE_INTERPOLATE, 1, &r);
+		}
+		for (policy = 0; policy <= KVMEM_ERASE_KEEP; policy++) {
+			geometry(&g, KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0, 2,
+				 64);
+			attend_case(&dv, &g, 2, 70, 1, policy, 0, &r);
+		}
+		/* A sequence shorter than its sink: one FP16 page. */
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+		attend_case(&dv, &g, 2, 3, 0, KVMEM_ERASE_INTERPOLATE, 0, &r);
+		kvmem_cuda_close(cus[t]);
 	}
-	for (policy = 0; policy <= KVMEM_ERASE_KEEP; policy++) {
-		geometry(&g, KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0, 2, 64);
-		attend_case(cu, &g, 2, 70, 1, policy, 0, &r);
-	}
-	/* A sequence shorter than its sink: one FP16 page. */
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
-	attend_case(cu, &g, 2, 3, 0, KVMEM_ERASE_INTERPOLATE, 0, &r);
-	kvmem_cuda_close(cu);
 }
 END_TEST
+
+/*
+ * Check the @nq query tokens of sequence @b of a batch (@out and @q as
+ * kvmem_cuda_attend() has them) against softmax attention in double over
+ * @k and @v, token-major [len][kvh][D]: query token j sees positions up to
+ * len - nq + j.
+ */
+static void expect_causal(const char *gpu, uint32_t b, const float *out,
+			  const float *q, const float *k, const float *v,
+			  uint32_t kvh, uint32_t len, uint32_t nq, uint32_t nh,
+			  uint32_t D)
+{
+	const size_t tok = (size_t)kvh * D;
+	const uint32_t G = nh / kvh;
+	uint32_t j, h, t, d;
+
+	for (j = 0; j < nq; j++)
+		for (h = 0; h < nh; h++) {
+			const size_t row = ((size_t)b * nq + j) * nh + h;
+			const float *qh = q + row * D;
+			const float *kh = k + h / G * D, *vh = v + h / G * D;
+			double mx = -INFINITY, sum = 0, acc[256] = { 0 };
+			double *dots =
+				kvmem_check_xmalloc(len * sizeof(double));
+
+			for (t = 0; t <= len - nq + j; t++) {
+				double dot = 0;
+
+				for (d = 0; d < D; d++)
+					dot += (double)qh[d] * kh[t * tok + d];
+				dots[t] = dot / sqrt((double)D);
+				mx = dots[t] > mx ? dots[t] : mx;
+			}
+			for (t = 0; t <= len - nq + j; t++) {
+				double w = exp(dots[t] - mx);
+
+				sum += w;
+				for (d = 0; d < D; d++)
+					acc[d] += w * vh[t * tok + d];
+			}
+			for (d = 0; d < D; d++)
+				EXPECT_NEAR(
+					out[row * D + d], acc[d] / sum, 2e-4,
+					"%s: seq %u query %u head %u dim %u",
+					gpu, b, j, h, d);
+			free(dots);
+		}
+}
 
 /*
  * Several query tokens per sequence and a batch of two: each query token
  * against softmax over the decoded sequence up to its position, computed
  * here in double from kvmem_seq_read().
  */
-START_TEST(test_cuda_attend_batch_causal)
+static void batch_causal(struct dev *dv)
 {
-	struct kvmem_cuda *cu = kvmem__cuda_simt(2, SIMT_SMEM);
 	const uint32_t nq = 3, G = 2, lens[2] = { 29, 45 };
 	struct kvmem_cuda_attend_args a;
 	struct kvmem_cuda_page *all;
@@ -517,12 +864,10 @@ START_TEST(test_cuda_attend_batch_causal)
 	struct kvmem_seq *s[2];
 	struct table t[2];
 	struct kvmem_rng r;
-	uint32_t sp[3], b, j, h, tt, d, nh, D;
+	uint32_t sp[3], b, nh, D;
 	float *q, *out, *kk, *vv;
 	size_t tok, wsb;
-	void *ws;
 
-	ck_assert_ptr_nonnull(cu);
 	kvmem_rng_seed(&r, 99);
 	geometry(&g, KVMEM_FMT_INT8, KVMEM_CODEC_GOLAY24, 0, 2, 64);
 	D = g.head_dim;
@@ -538,7 +883,7 @@ START_TEST(test_cuda_attend_batch_causal)
 		ck_assert_int_eq(kvmem_seq_create(c, &s[b]), 0);
 		ck_assert_int_eq(kvmem_seq_append(s[b], 0, k, v, lens[b]), 0);
 		damage(s[b], &g);
-		table_of(s[b], &t[b]);
+		table_of(dv, &g, s[b], &t[b]);
 		free(k);
 		free(v);
 	}
@@ -550,23 +895,23 @@ START_TEST(test_cuda_attend_batch_causal)
 	sp[2] = t[0].npages + t[1].npages;
 	q = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	out = kvmem_check_xmalloc(2 * nq * nh * D * 4);
-	fill(&r, q, 2 * nq * nh * D);
+	fill_query(&r, q, 2 * nq * nh * D);
 	memset(&a, 0, sizeof(a));
-	a.pages = (uintptr_t)all;
-	a.seq_pages = (uintptr_t)sp;
-	a.q = (uintptr_t)q;
-	a.out = (uintptr_t)out;
+	a.pages = dev_put(dv, all, sp[2] * sizeof(*all));
+	a.seq_pages = dev_put(dv, sp, sizeof(sp));
+	a.q = dev_put(dv, q, 2 * nq * nh * D * 4);
+	a.out = dev_junk(dv, 2 * nq * nh * D * 4);
 	a.batch = 2;
 	a.n_heads = nh;
 	a.nq = nq;
 	a.total_pages = sp[2];
 	a.max_pages = t[1].npages;
 	a.splits = 2;
-	ck_assert_int_eq(kvmem_cuda_attend_workspace(cu, &g, &a, &wsb), 0);
-	ws = kvmem_check_xmalloc(wsb);
-	a.workspace = (uintptr_t)ws;
-	EXPECT_EQ(kvmem_cuda_attend(cu, &g, &a, NULL), 0, "%s",
+	ck_assert_int_eq(kvmem_cuda_attend_workspace(dv->cu, &g, &a, &wsb), 0);
+	a.workspace = dev_junk(dv, wsb);
+	EXPECT_EQ(kvmem_cuda_attend(dv->cu, &g, &a, NULL), 0, "%s",
 		  kvmem_cuda_error());
+	dev_get(dv, out, a.out, 2 * nq * nh * D * 4);
 
 	kk = kvmem_check_xmalloc(lens[1] * tok * 4);
 	vv = kvmem_check_xmalloc(lens[1] * tok * 4);
@@ -575,70 +920,164 @@ START_TEST(test_cuda_attend_batch_causal)
 						KVMEM_ERASE_INTERPOLATE, kk, vv,
 						NULL),
 				 0);
-		for (j = 0; j < nq; j++)
-			for (h = 0; h < nh; h++) {
-				const float *qh =
-					q + ((b * nq + j) * nh + h) * D;
-				uint32_t kvh = h / G, last = lens[b] - nq + j;
-				double mx = -INFINITY, sum = 0,
-				       acc[128] = { 0 };
-
-				for (tt = 0; tt <= last; tt++) {
-					double dot = 0;
-
-					for (d = 0; d < D; d++)
-						dot += (double)qh[d] *
-						       kk[tt * tok + kvh * D +
-							  d];
-					dot /= sqrt((double)D);
-					mx = dot > mx ? dot : mx;
-				}
-				for (tt = 0; tt <= last; tt++) {
-					double dot = 0, w;
-
-					for (d = 0; d < D; d++)
-						dot += (double)qh[d] *
-						       kk[tt * tok + kvh * D +
-							  d];
-					w = exp(dot / sqrt((double)D) - mx);
-					sum += w;
-					for (d = 0; d < D; d++)
-						acc[d] += w * vv[tt * tok +
-								 kvh * D + d];
-				}
-				for (d = 0; d < D; d++)
-					EXPECT_NEAR(out[((b * nq + j) * nh +
-							 h) * D +
-							d],
-						    acc[d] / sum, 2e-4,
-						    "seq %u query %u head %u "
-						    "dim %u",
-						    b, j, h, d);
-			}
+		expect_causal(kvmem_cuda_name(dv->cu), b, out, q, kk, vv,
+			      g.kv_heads, lens[b], nq, nh, D);
 	}
 	for (b = 0; b < 2; b++) {
 		kvmem_seq_free(s[b]);
 		free(t[b].pages);
 	}
 	kvmem_close(c);
-	kvmem_cuda_close(cu);
+	dev_done(dv);
 	free(all);
 	free(q);
 	free(out);
 	free(kk);
 	free(vv);
-	free(ws);
+}
+
+START_TEST(test_cuda_attend_batch_causal)
+{
+	struct kvmem_cuda *cus[2];
+	int t, n = targets(cus, 2, FAKE_SMEM);
+
+	for (t = 0; t < n; t++) {
+		struct dev dv = { .cu = cus[t] };
+
+		batch_causal(&dv);
+		kvmem_cuda_close(cus[t]);
+	}
+}
+END_TEST
+
+/*
+ * The FP16 baseline over plain pages: a batch of two, @nq causal query
+ * tokens, against attention in double over the same FP16 values.
+ */
+static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
+		     uint32_t splits, struct kvmem_rng *r)
+{
+	const uint32_t kvh = 2, nh = kvh * G, lens[2] = { 37, 50 };
+	const size_t tok = (size_t)kvh * D;
+	struct kvmem_cuda_page table[8];
+	struct kvmem_cuda_attend_args a;
+	struct kvmem_geometry g;
+	uint32_t sp[3], b, np = 0;
+	float *k[2], *v[2], *q, *out;
+	size_t wsb, i;
+
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, kvh, D);
+	sp[0] = 0;
+	for (b = 0; b < 2; b++) {
+		const uint32_t tpp = g.tokens_per_page;
+		uint16_t *page = kvmem_check_xmalloc(2 * tok * tpp * 2);
+		uint32_t t0, t, h, d;
+
+		k[b] = kvmem_check_xmalloc(lens[b] * tok * 4);
+		v[b] = kvmem_check_xmalloc(lens[b] * tok * 4);
+		fill(r, k[b], lens[b] * tok);
+		fill(r, v[b], lens[b] * tok);
+		for (i = 0; i < lens[b] * tok; i++) {
+			k[b][i] = kvmem_h2f(kvmem_f2h(k[b][i]));
+			v[b][i] = kvmem_h2f(kvmem_f2h(v[b][i]));
+		}
+		for (t0 = 0; t0 < lens[b]; t0 += tpp, np++) {
+			const uint32_t n =
+				lens[b] - t0 < tpp ? lens[b] - t0 : tpp;
+
+			memset(page, 0xff, 2 * tok * tpp * 2); /* NaN */
+			for (h = 0; h < kvh; h++)
+				for (t = 0; t < n; t++)
+					for (d = 0; d < D; d++) {
+						size_t src = (t0 + t) * tok +
+							     h * D + d;
+						size_t dst = ((size_t)h * tpp +
+							      t) * D +
+							     d;
+
+						page[dst] =
+							kvmem_f2h(k[b][src]);
+						page[tok * tpp + dst] =
+							kvmem_f2h(v[b][src]);
+					}
+			ck_assert_uint_lt(np, 8);
+			table[np].addr = dev_put(dv, page, 2 * tok * tpp * 2);
+			table[np].token_start = t0;
+			table[np].ntokens = n;
+			table[np].flags = 0;
+			table[np].resv = 0;
+		}
+		sp[b + 1] = np;
+		free(page);
+	}
+	q = kvmem_check_xmalloc(2 * nq * nh * D * 4);
+	out = kvmem_check_xmalloc(2 * nq * nh * D * 4);
+	fill_query(r, q, 2 * nq * nh * D);
+	memset(&a, 0, sizeof(a));
+	a.pages = dev_put(dv, table, np * sizeof(table[0]));
+	a.seq_pages = dev_put(dv, sp, sizeof(sp));
+	a.q = dev_put(dv, q, 2 * nq * nh * D * 4);
+	a.out = dev_junk(dv, 2 * nq * nh * D * 4);
+	a.batch = 2;
+	a.n_heads = nh;
+	a.nq = nq;
+	a.total_pages = np;
+	a.max_pages = sp[2] - sp[1];
+	a.splits = splits;
+	ck_assert_int_eq(kvmem_cuda_attend_workspace(dv->cu, &g, &a, &wsb), 0);
+	a.workspace = dev_junk(dv, wsb);
+	EXPECT_EQ(kvmem_cuda_attend_f16(dv->cu, &g, &a, NULL), 0, "%s",
+		  kvmem_cuda_error());
+	dev_get(dv, out, a.out, 2 * nq * nh * D * 4);
+	for (b = 0; b < 2; b++) {
+		expect_causal(kvmem_cuda_name(dv->cu), b, out, q, k[b], v[b],
+			      kvh, lens[b], nq, nh, D);
+		free(k[b]);
+		free(v[b]);
+	}
+	free(q);
+	free(out);
+	dev_done(dv);
+}
+
+START_TEST(test_cuda_attend_f16_baseline)
+{
+	struct kvmem_cuda *cus[2];
+	int t, n = targets(cus, 2, FAKE_SMEM);
+
+	for (t = 0; t < n; t++) {
+		struct dev dv = { .cu = cus[t] };
+		struct kvmem_cuda_attend_args a;
+		struct kvmem_geometry g;
+		struct kvmem_rng r;
+
+		kvmem_rng_seed(&r, 16);
+		f16_case(&dv, 64, 4, 1, 0, &r);
+		f16_case(&dv, 128, 2, 3, 2, &r);
+		f16_case(&dv, 256, 1, 2, 3, &r);
+		/* Only the head sizes it has code for. */
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 96);
+		g.group_size = 32;
+		memset(&a, 0, sizeof(a));
+		a.batch = a.nq = a.total_pages = a.max_pages = 1;
+		a.n_heads = 2;
+		a.pages = a.seq_pages = a.q = a.out = a.workspace = 64;
+		EXPECT_EQ(kvmem_cuda_attend_f16(cus[t], &g, &a, NULL),
+			  -EOPNOTSUPP, "%s", kvmem_cuda_error());
+		EXPECT(strstr(kvmem_cuda_error(), "not 96"), "%s",
+		       kvmem_cuda_error());
+		kvmem_cuda_close(cus[t]);
+	}
 }
 END_TEST
 
 START_TEST(test_cuda_attend_bad_args)
 {
-	struct kvmem_cuda *cu = kvmem__cuda_simt(1, 16 * 1024);
+	struct kvmem_cuda *cu = fake_open(1, 16 * 1024);
 	struct kvmem_cuda_attend_args a;
 	struct kvmem_geometry g;
 	size_t wsb;
 
-	ck_assert_ptr_nonnull(cu);
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
 	memset(&a, 0, sizeof(a));
 	a.batch = 1;
@@ -666,124 +1105,125 @@ END_TEST
 
 /* ---- scrub and inject ------------------------------------------------- */
 
+static void scrub_case(struct dev *dv, int codec, struct kvmem_rng *r)
+{
+	const uint32_t ntok = 16;
+	const char *gpu = kvmem_cuda_name(dv->cu);
+	struct kvmem_inject_params ip;
+	struct kvmem_page_counts pc, exp;
+	struct kvmem_cuda_page pg;
+	struct kvmem_page_layout l;
+	struct kvmem_geometry g;
+	struct kvmem_page_hdr hdr;
+	uint64_t rep[2 + KVMEM_INJECT_HIST] = { 0 };
+	uint64_t bits = 0, words = 0, dpage, dflips, drep, dpg, dpc, dstatus;
+	int32_t status;
+	float *k, *v;
+	uint8_t *page, *ref, *flips;
+	size_t tok, nw, i;
+	int want;
+
+	geometry(&g, KVMEM_FMT_INT4, codec, 0, 2, 64);
+	kvmem_page_layout(&g, 0, &l);
+	tok = (size_t)g.kv_heads * g.head_dim;
+	k = kvmem_check_xmalloc(ntok * tok * 4);
+	v = kvmem_check_xmalloc(ntok * tok * 4);
+	fill(r, k, ntok * tok);
+	fill(r, v, ntok * tok);
+	page = kvmem_check_xmalloc(l.size);
+	ref = kvmem_check_xmalloc(l.size);
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.ntokens = ntok;
+	hdr.flags = KVMEM_HDR_SEALED;
+	ck_assert_int_eq(kvmem_page_encode(page, &g, &hdr, 0, k, v), 0);
+	dpage = dev_put(dv, page, l.size);
+
+	/* Flip bits in the K block on the device. */
+	nw = (size_t)g.kv_heads * g.tokens_per_page * l.row_words;
+	flips = kvmem_check_xmalloc(nw);
+	dflips = dev_junk(dv, nw);
+	drep = dev_put(dv, rep, sizeof(rep));
+	ck_assert_int_eq(
+		kvmem_inject_params_for_codec(&ip, codec, 0.02, 42 + codec), 0);
+	EXPECT_EQ(kvmem_cuda_inject(dv->cu, dpage + l.k_off, nw, &ip, dflips,
+				    drep, NULL),
+		  0, "%s", kvmem_cuda_error());
+	dev_get(dv, flips, dflips, nw);
+	dev_get(dv, rep, drep, sizeof(rep));
+	dev_get(dv, page, dpage, l.size);
+	for (i = 0; i < nw; i++) {
+		bits += flips[i];
+		words += flips[i] > 0;
+	}
+	EXPECT_EQ(rep[0], bits, "%s: codec %s", gpu, codecs[codec]);
+	EXPECT_EQ(rep[1], words, "%s: codec %s", gpu, codecs[codec]);
+	EXPECT(bits > 0, "%s: codec %s: no flips", gpu, codecs[codec]);
+	/* A flip in the padding gap too: put back by the scrub. */
+	page[l.size - 1] ^= 0x80;
+	dev_set(dv, dpage, page, l.size);
+
+	memcpy(ref, page, l.size);
+	want = kvmem_page_scrub(ref, &g, &exp);
+	memset(&pg, 0, sizeof(pg));
+	pg.addr = dpage;
+	dpg = dev_put(dv, &pg, sizeof(pg));
+	dpc = dev_junk(dv, sizeof(pc));
+	dstatus = dev_junk(dv, sizeof(status));
+	EXPECT_EQ(kvmem_cuda_scrub(dv->cu, &g, dpg, 1, dpc, dstatus, NULL), 0,
+		  "%s", kvmem_cuda_error());
+	dev_get(dv, &status, dstatus, sizeof(status));
+	dev_get(dv, &pc, dpc, sizeof(pc));
+	dev_get(dv, page, dpage, l.size);
+	EXPECT_EQ(status, want, "%s: codec %s", gpu, codecs[codec]);
+	EXPECT_MEM(&pc, &exp, sizeof(exp), "%s: counts, codec %s", gpu,
+		   codecs[codec]);
+	EXPECT_MEM(page, ref, l.size, "%s: scrubbed page, codec %s", gpu,
+		   codecs[codec]);
+	/* Every word with one flip was corrected. */
+	for (i = 0; i < nw; i++)
+		if (flips[i] == 1)
+			break;
+	EXPECT(exp.payload.corrected > 0 || i == nw, "codec %s", codecs[codec]);
+
+	/* A header beyond repair: nothing else is touched. */
+	page[0] ^= 0x03;
+	dev_set(dv, dpage, page, l.size);
+	memcpy(ref, page, l.size);
+	want = kvmem_page_scrub(ref, &g, &exp);
+	EXPECT_EQ(kvmem_cuda_scrub(dv->cu, &g, dpg, 1, dpc, dstatus, NULL), 0,
+		  "%s", kvmem_cuda_error());
+	dev_get(dv, &status, dstatus, sizeof(status));
+	dev_get(dv, &pc, dpc, sizeof(pc));
+	dev_get(dv, page, dpage, l.size);
+	EXPECT_EQ(status, -EBADMSG, "%s: codec %s", gpu, codecs[codec]);
+	EXPECT_EQ(want, -EBADMSG, "codec %s", codecs[codec]);
+	EXPECT_MEM(&pc, &exp, sizeof(exp), "%s: bad header, codec %s", gpu,
+		   codecs[codec]);
+	EXPECT_MEM(page, ref, l.size, "%s: bad header page, codec %s", gpu,
+		   codecs[codec]);
+	free(k);
+	free(v);
+	free(page);
+	free(ref);
+	free(flips);
+	dev_done(dv);
+}
+
 START_TEST(test_cuda_scrub_matches_cpu)
 {
-	struct kvmem_cuda *cu = kvmem__cuda_simt(1, SIMT_SMEM);
-	struct kvmem_inject_params ip;
-	struct kvmem_geometry g;
-	struct kvmem_rng r;
-	int codec;
+	struct kvmem_cuda *cus[2];
+	int t, n = targets(cus, 1, FAKE_SMEM);
 
-	ck_assert_ptr_nonnull(cu);
-	kvmem_rng_seed(&r, 5);
-	for (codec = 0; codec < KVMEM_CODEC_NR; codec++) {
-		const uint32_t ntok = 16;
-		struct kvmem_page_counts pc[2], exp;
-		struct kvmem_cuda_page pg[2];
-		struct kvmem_page_layout l;
-		struct kvmem_page_hdr hdr;
-		uint64_t rep[2 + KVMEM_INJECT_HIST] = { 0 };
-		uint64_t bits = 0, words = 0;
-		int32_t status[2];
-		float *k, *v;
-		uint8_t *page, *ref, *flips;
-		size_t tok, nw, i;
-		int want;
+	for (t = 0; t < n; t++) {
+		struct dev dv = { .cu = cus[t] };
+		struct kvmem_rng r;
+		int codec;
 
-		geometry(&g, KVMEM_FMT_INT4, codec, 0, 2, 64);
-		kvmem_page_layout(&g, 0, &l);
-		tok = (size_t)g.kv_heads * g.head_dim;
-		k = kvmem_check_xmalloc(ntok * tok * 4);
-		v = kvmem_check_xmalloc(ntok * tok * 4);
-		fill(&r, k, ntok * tok);
-		fill(&r, v, ntok * tok);
-		page = kvmem_check_xmalloc(l.size);
-		ref = kvmem_check_xmalloc(l.size);
-		memset(&hdr, 0, sizeof(hdr));
-		hdr.ntokens = ntok;
-		hdr.flags = KVMEM_HDR_SEALED;
-		ck_assert_int_eq(kvmem_page_encode(page, &g, &hdr, 0, k, v), 0);
-
-		/* Flip bits in the K block on the device. */
-		nw = (size_t)g.kv_heads * g.tokens_per_page * l.row_words;
-		flips = kvmem_check_xmalloc(nw);
-		ck_assert_int_eq(kvmem_inject_params_for_codec(&ip, codec, 0.02,
-							       42 + codec),
-				 0);
-		EXPECT_EQ(kvmem_cuda_inject(cu, (uintptr_t)(page + l.k_off), nw,
-					    &ip, (uintptr_t)flips,
-					    (uintptr_t)rep, NULL),
-			  0, "%s", kvmem_cuda_error());
-		for (i = 0; i < nw; i++) {
-			bits += flips[i];
-			words += flips[i] > 0;
-		}
-		EXPECT_EQ(rep[0], bits, "codec %s", codecs[codec]);
-		EXPECT_EQ(rep[1], words, "codec %s", codecs[codec]);
-		EXPECT(bits > 0, "codec %s: no flips", codecs[codec]);
-		/* A flip in the padding gap too: put back by the scrub. */
-		page[l.size - 1] ^= 0x80;
-
-		memcpy(ref, page, l.size);
-		want = kvmem_page_scrub(ref, &g, &exp);
-		memset(pg, 0, sizeof(pg));
-		pg[0].addr = (uintptr_t)page;
-		EXPECT_EQ(kvmem_cuda_scrub(cu, &g, (uintptr_t)pg, 1,
-					   (uintptr_t)pc, (uintptr_t)status,
-					   NULL),
-			  0, "%s", kvmem_cuda_error());
-		EXPECT_EQ(status[0], want, "codec %s", codecs[codec]);
-		EXPECT_MEM(&pc[0], &exp, sizeof(exp), "counts, codec %s",
-			   codecs[codec]);
-		EXPECT_MEM(page, ref, l.size, "scrubbed page, codec %s",
-			   codecs[codec]);
-		/* Every word with one flip was corrected. */
-		for (i = 0; i < nw; i++)
-			if (flips[i] == 1)
-				break;
-		EXPECT(exp.payload.corrected > 0 || i == nw, "codec %s",
-		       codecs[codec]);
-
-		/* A header beyond repair: nothing else is touched. */
-		page[0] ^= 0x03;
-		memcpy(ref, page, l.size);
-		want = kvmem_page_scrub(ref, &g, &exp);
-		EXPECT_EQ(kvmem_cuda_scrub(cu, &g, (uintptr_t)pg, 1,
-					   (uintptr_t)pc, (uintptr_t)status,
-					   NULL),
-			  0, "%s", kvmem_cuda_error());
-		EXPECT_EQ(status[0], -EBADMSG, "codec %s", codecs[codec]);
-		EXPECT_EQ(want, -EBADMSG, "codec %s", codecs[codec]);
-		EXPECT_MEM(&pc[0], &exp, sizeof(exp), "bad header, codec %s",
-			   codecs[codec]);
-		EXPECT_MEM(page, ref, l.size, "bad header page, codec %s",
-			   codecs[codec]);
-		free(k);
-		free(v);
-		free(page);
-		free(ref);
-		free(flips);
+		kvmem_rng_seed(&r, 5);
+		for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
+			scrub_case(&dv, codec, &r);
+		kvmem_cuda_close(cus[t]);
 	}
-	kvmem_cuda_close(cu);
-}
-END_TEST
-
-/* ---- on a GPU --------------------------------------------------------- */
-
-START_TEST(test_cuda_device)
-{
-	struct kvmem_cuda *cu = NULL;
-	int ret = kvmem_cuda_open(0, &cu);
-
-	if (ret) {
-		fprintf(stderr, "SKIP: cuda device: %s\n", kvmem_cuda_error());
-		EXPECT(ret == -ENODEV || ret == -EOPNOTSUPP, "%d: %s", ret,
-		       kvmem_cuda_error());
-		EXPECT(*kvmem_cuda_error(), "%s", "no reason given");
-		return;
-	}
-	EXPECT(*kvmem_cuda_name(cu), "%s", "no device name");
-	kvmem_cuda_close(cu);
 }
 END_TEST
 
@@ -795,14 +1235,17 @@ KVMEM_SUITE(cuda)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_cuda_open_without_driver);
 	tcase_add_test(tc, test_cuda_open_stub_library);
+	tcase_add_test(tc, test_cuda_open_broken_drivers);
+	tcase_add_test(tc, test_cuda_driver_resources);
+	tcase_add_test(tc, test_cuda_open_embedded_kernels);
 	tcase_add_test(tc, test_cuda_encode_matches_cpu);
 	tcase_add_test(tc, test_cuda_encode_refuses_misfit_jobs);
 	tcase_add_test(tc, test_cuda_attend_matches_cpu);
 	tcase_add_test(tc, test_cuda_attend_shapes);
 	tcase_add_test(tc, test_cuda_attend_batch_causal);
+	tcase_add_test(tc, test_cuda_attend_f16_baseline);
 	tcase_add_test(tc, test_cuda_attend_bad_args);
 	tcase_add_test(tc, test_cuda_scrub_matches_cpu);
-	tcase_add_test(tc, test_cuda_device);
 	suite_add_tcase(s, tc);
 	return s;
 }

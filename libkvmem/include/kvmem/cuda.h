@@ -11,10 +11,12 @@
  *
  * Pages on the device have the byte layout of kvmem/page.h. The caller owns
  * all device memory: pages, tables, inputs, outputs and the attention
- * workspace are device addresses (CUdeviceptr) it allocated in the current
- * context's device; libkvmem allocates none and keeps no pointer after a
+ * workspace are device addresses (CUdeviceptr) on the handle's device,
+ * from cudaMalloc(), the caller's own allocator, or kvmem_cuda_alloc() for
+ * programs without the CUDA runtime. libkvmem keeps no pointer after a
  * call returns. Calls only enqueue work on @stream (a CUstream, NULL for
- * the default stream): results are there when the stream has run it.
+ * the default stream): results are there when the stream has run it, and
+ * a fault in a kernel shows up in kvmem_cuda_sync().
  */
 #ifndef KVMEM_CUDA_H
 #define KVMEM_CUDA_H
@@ -72,6 +74,31 @@ const char *kvmem_cuda_error(void);
 
 /* The device's name ("NVIDIA H100 80GB HBM3"). */
 const char *kvmem_cuda_name(const struct kvmem_cuda *cu);
+
+/*
+ * Device memory for programs without the CUDA runtime (tools, tests,
+ * bindings): kvmem_cuda_alloc() returns 0 and the address in @addr,
+ * -ENOMEM when the device has no @bytes free, -EINVAL, -EIO.
+ * kvmem_cuda_free() takes 0 too.
+ */
+int kvmem_cuda_alloc(struct kvmem_cuda *cu, size_t bytes, uint64_t *addr);
+void kvmem_cuda_free(struct kvmem_cuda *cu, uint64_t addr);
+
+/*
+ * Copy @bytes from @src to @dst on @stream, in any direction: addresses are
+ * device addresses or host pointers ((uintptr_t)p), which unified
+ * addressing tells apart. A host buffer must stay as it is until the
+ * stream has run the copy. Return: 0, -EINVAL, -EIO.
+ */
+int kvmem_cuda_copy(struct kvmem_cuda *cu, uint64_t dst, uint64_t src,
+		    size_t bytes, void *stream);
+
+/*
+ * Wait until @stream has run everything enqueued on it. Return: 0, or -EIO
+ * with the driver's reason when something on it failed (a kernel that
+ * faulted); the context is then unusable, as CUDA makes it.
+ */
+int kvmem_cuda_sync(struct kvmem_cuda *cu, void *stream);
 
 /*
  * One page write: rows [t0, t0 + n) of the page at @page from token-major
@@ -168,6 +195,25 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
  */
 int kvmem_cuda_attend(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		      const struct kvmem_cuda_attend_args *a, void *stream);
+
+/**
+ * kvmem_cuda_attend_f16() - the same attention over unprotected FP16 pages
+ * @cu: the handle
+ * @g: the geometry: kv_heads, head_dim (64, 128 or 256), tokens_per_page
+ * @a: as for kvmem_cuda_attend(), with the same workspace; mass, stats and
+ *     erasure are not used
+ * @stream: a CUstream
+ *
+ * Pages here are plain FP16: K then V, each [kv_heads][tokens_per_page]
+ * [head_dim], 16-byte aligned, with no header, code or scales. This is
+ * the baseline kvmem's protection is measured against (kvmem-bench attend
+ * --gpu), and serves KV a caller chose not to protect.
+ *
+ * Return: as kvmem_cuda_attend(); -EOPNOTSUPP for another head_dim.
+ */
+int kvmem_cuda_attend_f16(struct kvmem_cuda *cu,
+			  const struct kvmem_geometry *g,
+			  const struct kvmem_cuda_attend_args *a, void *stream);
 
 /**
  * kvmem_cuda_scrub() - check pages and correct them in place

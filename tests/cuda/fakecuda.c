@@ -1,0 +1,333 @@
+/*
+ * fakecuda.c - the driver API calls libkvmem makes, without a GPU
+ *
+ * Built as a shared library (libfakecuda.so) that libkvmem loads in place
+ * of libcuda.so.1, so the tests run every line of cuda_driver.c: symbol
+ * resolution, the version and device checks, the context discipline, the
+ * module and its kernels, launches and device memory. The fake checks what
+ * a real driver would refuse (a launch or copy with no context current, a
+ * module that is not a fatbin, more shared memory than the device has) and
+ * counts what libkvmem must give back.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+typedef int CUresult;
+
+enum {
+	CUDA_SUCCESS = 0,
+	CUDA_ERROR_INVALID_VALUE = 1,
+	CUDA_ERROR_OUT_OF_MEMORY = 2,
+	CUDA_ERROR_NO_DEVICE = 100,
+	CUDA_ERROR_INVALID_DEVICE = 101,
+	CUDA_ERROR_INVALID_IMAGE = 200,
+	CUDA_ERROR_INVALID_CONTEXT = 201,
+	CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+	CUDA_ERROR_NOT_FOUND = 500,
+	CUDA_ERROR_LAUNCH_FAILED = 719,
+};
+
+#define FATBIN_MAGIC 0xba55ed50u
+#define ATTR_SMS 16
+#define ATTR_SMEM_OPTIN 97
+#define FUNC_ATTR_MAX_DYN_SMEM 8
+
+static struct fakecuda fake = {
+	.version = 12080,
+	.devices = 1,
+	.sms = 4,
+	.smem = 227 * 1024,
+};
+
+/* The context and module handles: any non-NULL pointer will do. */
+static char the_ctx, the_mod;
+
+struct func {
+	char name[64];
+	int max_smem;
+};
+
+__attribute__((visibility("default"))) struct fakecuda *fakecuda_state(void)
+{
+	return &fake;
+}
+
+static CUresult cuGetErrorString(CUresult r, const char **s)
+{
+	switch (r) {
+	case CUDA_ERROR_OUT_OF_MEMORY:
+		*s = "out of memory";
+		return CUDA_SUCCESS;
+	case CUDA_ERROR_NO_BINARY_FOR_GPU:
+		*s = "no kernel image is available for execution on the device";
+		return CUDA_SUCCESS;
+	case CUDA_ERROR_LAUNCH_FAILED:
+		*s = "unspecified launch failure";
+		return CUDA_SUCCESS;
+	case CUDA_ERROR_INVALID_CONTEXT:
+		*s = "invalid device context";
+		return CUDA_SUCCESS;
+	}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult cuInit(unsigned int flags)
+{
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	return fake.devices ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
+static CUresult cuDriverGetVersion(int *v)
+{
+	*v = fake.version;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuDeviceGetCount(int *n)
+{
+	*n = fake.devices;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuDeviceGet(int *dev, int ordinal)
+{
+	if (ordinal < 0 || ordinal >= fake.devices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*dev = ordinal;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuDeviceGetName(char *name, int len, int dev)
+{
+	(void)dev;
+	snprintf(name, (size_t)len, "kvmem fake GPU (CPU threads)");
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
+{
+	(void)dev;
+	if (attr == ATTR_SMS)
+		*v = fake.sms;
+	else if (attr == ATTR_SMEM_OPTIN)
+		*v = fake.smem;
+	else
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+	(void)dev;
+	*ctx = &the_ctx;
+	fake.contexts++;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuDevicePrimaryCtxRelease(int dev)
+{
+	(void)dev;
+	if (fake.contexts <= 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	fake.contexts--;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuCtxPushCurrent(void *ctx)
+{
+	if (ctx != &the_ctx || fake.contexts <= 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	fake.depth++;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuCtxPopCurrent(void **ctx)
+{
+	if (fake.depth <= 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	fake.depth--;
+	*ctx = &the_ctx;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuModuleLoadData(void **mod, const void *image)
+{
+	uint32_t magic;
+
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	memcpy(&magic, image, sizeof(magic));
+	if (magic != FATBIN_MAGIC)
+		return CUDA_ERROR_INVALID_IMAGE;
+	if (fake.no_binary)
+		return CUDA_ERROR_NO_BINARY_FOR_GPU;
+	*mod = &the_mod;
+	fake.modules++;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuModuleUnload(void *mod)
+{
+	if (mod != &the_mod || !fake.depth || fake.modules <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	fake.modules--;
+	return CUDA_SUCCESS;
+}
+
+/* Function handles live as long as the library: libkvmem holds a few. */
+static CUresult cuModuleGetFunction(struct func **fn, void *mod,
+				    const char *name)
+{
+	static struct func funcs[16];
+	static int nfuncs;
+	int i;
+
+	if (mod != &the_mod || strlen(name) >= sizeof(funcs[0].name))
+		return CUDA_ERROR_NOT_FOUND;
+	for (i = 0; i < nfuncs; i++)
+		if (!strcmp(funcs[i].name, name))
+			break;
+	if (i == nfuncs) {
+		if (nfuncs == 16)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		strcpy(funcs[nfuncs++].name, name);
+	}
+	funcs[i].max_smem = 48 * 1024;
+	*fn = &funcs[i];
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuFuncSetAttribute(struct func *fn, int attr, int v)
+{
+	if (attr != FUNC_ATTR_MAX_DYN_SMEM || v < 0 || v > fake.smem)
+		return CUDA_ERROR_INVALID_VALUE;
+	fn->max_smem = v;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuLaunchKernel(struct func *fn, unsigned int gx,
+			       unsigned int gy, unsigned int gz,
+			       unsigned int bx, unsigned int by,
+			       unsigned int bz, unsigned int smem, void *stream,
+			       void **params, void **extra)
+{
+	(void)stream;
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!gx || !gy || !gz || !bx || by != 1 || bz != 1 ||
+	    (int)smem > fn->max_smem || !params || extra || !fake.launch)
+		return CUDA_ERROR_INVALID_VALUE;
+	fake.launches++;
+	snprintf(fake.last_kernel, sizeof(fake.last_kernel), "%s", fn->name);
+	if (fake.launch(fn->name, gx, gy, gz, bx, smem, params[0]))
+		return CUDA_ERROR_LAUNCH_FAILED;
+	return CUDA_SUCCESS;
+}
+
+/* Each allocation carries its size ahead of it, for the accounting. */
+static CUresult cuMemAlloc(unsigned long long *p, size_t bytes)
+{
+	long *a;
+
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (fake.mem_limit && (long)bytes > fake.mem_limit - fake.allocated)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	a = aligned_alloc(256, 256 + (bytes + 255) / 256 * 256);
+	if (!a)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	a[0] = (long)bytes;
+	fake.allocated += (long)bytes;
+	*p = (uintptr_t)a + 256;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemFree(unsigned long long p)
+{
+	long *a = (long *)(uintptr_t)(p - 256);
+
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	fake.allocated -= a[0];
+	free(a);
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemcpyAsync(unsigned long long dst, unsigned long long src,
+			      size_t bytes, void *stream)
+{
+	(void)stream;
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuStreamSynchronize(void *stream)
+{
+	(void)stream;
+	return fake.depth ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+#define ENTRY(f)              \
+	{                     \
+#f, (void *)f \
+	}
+static const struct {
+	const char *name;
+	void *fn;
+} entries[] = {
+	ENTRY(cuGetErrorString),
+	ENTRY(cuInit),
+	ENTRY(cuDriverGetVersion),
+	ENTRY(cuDeviceGetCount),
+	ENTRY(cuDeviceGet),
+	ENTRY(cuDeviceGetName),
+	ENTRY(cuDeviceGetAttribute),
+	ENTRY(cuDevicePrimaryCtxRetain),
+	ENTRY(cuDevicePrimaryCtxRelease),
+	ENTRY(cuCtxPushCurrent),
+	ENTRY(cuCtxPopCurrent),
+	ENTRY(cuModuleLoadData),
+	ENTRY(cuModuleUnload),
+	ENTRY(cuModuleGetFunction),
+	ENTRY(cuFuncSetAttribute),
+	ENTRY(cuLaunchKernel),
+	ENTRY(cuMemAlloc),
+	ENTRY(cuMemFree),
+	ENTRY(cuMemcpyAsync),
+	ENTRY(cuStreamSynchronize),
+};
+
+/* The 12.0 entry point: status 1 is CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND. */
+__attribute__((visibility("default"))) CUresult
+cuGetProcAddress_v2(const char *name, void **fn, int version,
+		    unsigned long long flags, int *status);
+
+CUresult cuGetProcAddress_v2(const char *name, void **fn, int version,
+			     unsigned long long flags, int *status)
+{
+	size_t i;
+
+	*fn = NULL;
+	if (version < 12000 || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+		if (!strcmp(entries[i].name, name) &&
+		    !(fake.missing && !strcmp(fake.missing, name))) {
+			*fn = entries[i].fn;
+			if (status)
+				*status = 0;
+			return CUDA_SUCCESS;
+		}
+	if (status)
+		*status = 1;
+	return CUDA_ERROR_NOT_FOUND;
+}

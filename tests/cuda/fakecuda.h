@@ -1,0 +1,37 @@
+/*
+ * fakecuda.h - a libcuda.so.1 for machines without a GPU (fakecuda.c)
+ *
+ * libkvmem opens it through $KVMEM_LIBCUDA like the real driver; the test
+ * opens it too, takes fakecuda_state() with dlsym and sets how the "driver"
+ * behaves before kvmem_cuda_open(). Device memory is host memory, and a
+ * launch hands the kernel's name and parameter block to @launch, which runs
+ * the kernels of kernels/ on host threads (simt_kernels.cc).
+ */
+#ifndef KVMEM_FAKECUDA_H
+#define KVMEM_FAKECUDA_H
+
+struct fakecuda {
+	/* How the driver behaves; the test sets these. */
+	int version; /* cuDriverGetVersion(): 12080 is CUDA 12.8 */
+	int devices; /* 0: cuInit() fails with CUDA_ERROR_NO_DEVICE */
+	int sms, smem; /* multiprocessors, opt-in shared memory per CTA */
+	int no_binary; /* cuModuleLoadData(): CUDA_ERROR_NO_BINARY_FOR_GPU */
+	const char *missing; /* an entry point cuGetProcAddress lacks */
+	long mem_limit; /* bytes cuMemAlloc gives out in all; 0: no limit */
+	int (*launch)(const char *kernel, unsigned int gx, unsigned int gy,
+		      unsigned int gz, unsigned int block, unsigned int smem,
+		      void *params);
+	/* What libkvmem did with it; the fake keeps these. */
+	int contexts; /* primary contexts retained and not released */
+	int modules; /* modules loaded and not unloaded */
+	int depth; /* contexts pushed and not popped */
+	long allocated; /* bytes allocated and not freed */
+	long launches;
+	char last_kernel[64];
+};
+
+/* The fake's one state; the test finds it with dlsym. */
+struct fakecuda *fakecuda_state(void);
+typedef struct fakecuda *(*fakecuda_state_fn)(void);
+
+#endif /* KVMEM_FAKECUDA_H */
