@@ -71,9 +71,10 @@ LIB_A := $(B)/libkvmem.a
 
 TOOLS := kvmem-ecc kvmem-bench kvmem-eval kvmemctl
 TOOL_BINS := $(TOOLS:%=$(B)/tools/%)
-BENCH_SRCS := tools/kvmem-bench.c tools/bench-codec.c tools/bench-ber.c \
-	      tools/bench-attend.c tools/bench-ring.c tools/bench-fill.c \
-	      tools/bench-offload.c tools/bench-attach.c
+BENCH_SRCS := tools/kvmem-bench.c tools/bench.c tools/bench-codec.c \
+	      tools/bench-ber.c tools/bench-attend.c tools/bench-attend-gpu.c \
+	      tools/bench-ring.c tools/bench-fill.c tools/bench-offload.c \
+	      tools/bench-attach.c
 
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \
@@ -81,10 +82,12 @@ DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/user.c
 DAEMON_BIN := $(B)/daemon/kvmemd
 # The configuration parser, the backing store (with the log it writes to)
-# and kvmemctl's JSON reader are unit-tested in the runner as well.
+# and kvmemctl's JSON reader are unit-tested in the runner as well, and
+# kvmem-bench attend runs there with --gpu on the fake driver.
 TEST_DAEMON_OBJS := $(B)/daemon/config.o $(B)/daemon/store.o \
 		    $(B)/daemon/log.o
-TEST_TOOL_OBJS := $(B)/tools/json.o
+TEST_TOOL_OBJS := $(B)/tools/json.o $(B)/tools/bench.o \
+		  $(B)/tools/bench-attend.o $(B)/tools/bench-attend-gpu.o
 
 TEST_SRCS := $(wildcard tests/*.c)
 TEST_BIN := $(B)/tests/kvmem-check

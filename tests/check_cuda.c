@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../tools/bench.h"
 #include "cuda/fakecuda.h"
 #include "cuda_impl.h"
 #include "kvmem/cuda.h"
@@ -193,6 +194,21 @@ static void dev_done(struct dev *d)
 {
 	while (d->n)
 		kvmem_cuda_free(d->cu, d->buf[--d->n]);
+}
+
+/* Run @fn on each target (targets()), closing each handle after it. */
+static void on_targets(int sms, void (*fn)(struct dev *dv))
+{
+	struct kvmem_cuda *cus[2];
+	int t, n = targets(cus, sms, FAKE_SMEM);
+
+	for (t = 0; t < n; t++) {
+		struct dev dv = { .cu = cus[t] };
+
+		fn(&dv);
+		dev_done(&dv);
+		kvmem_cuda_close(cus[t]);
+	}
 }
 
 /* ---- loading ---------------------------------------------------------- */
@@ -477,98 +493,88 @@ static void encode_case(struct dev *dv, const struct kvmem_geometry *g, int hot,
 	free(got);
 }
 
+static void encode_matches_cpu_on(struct dev *dv)
+{
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+	int fmt, codec, chan;
+
+	kvmem_rng_seed(&r, 14);
+	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
+		for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
+			for (chan = 0; chan < (fmt ? 2 : 1); chan++) {
+				geometry(&g, fmt, codec, chan, 2, 64);
+				encode_case(dv, &g, 0, KVMEM_HDR_SEALED, 16,
+					    KVMEM_CUDA_F32, &r);
+				encode_case(dv, &g, 0, KVMEM_HDR_SEALED, 16,
+					    KVMEM_CUDA_F16, &r);
+				dev_done(dv);
+			}
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 3, 96);
+	encode_case(dv, &g, 1, 0, 5, KVMEM_CUDA_F32, &r);
+	encode_case(dv, &g, 1, 0, 3, KVMEM_CUDA_F16, &r);
+	encode_case(dv, &g, 1, KVMEM_HDR_SEALED, 16, KVMEM_CUDA_F32, &r);
+}
+
 START_TEST(test_cuda_encode_matches_cpu)
 {
-	struct kvmem_cuda *cus[2];
-	int t, n = targets(cus, 1, FAKE_SMEM);
-
-	for (t = 0; t < n; t++) {
-		struct dev dv = { .cu = cus[t] };
-		struct kvmem_geometry g;
-		struct kvmem_rng r;
-		int fmt, codec, chan;
-
-		kvmem_rng_seed(&r, 14);
-		for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
-			for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
-				for (chan = 0; chan < (fmt ? 2 : 1); chan++) {
-					geometry(&g, fmt, codec, chan, 2, 64);
-					encode_case(&dv, &g, 0,
-						    KVMEM_HDR_SEALED, 16,
-						    KVMEM_CUDA_F32, &r);
-					encode_case(&dv, &g, 0,
-						    KVMEM_HDR_SEALED, 16,
-						    KVMEM_CUDA_F16, &r);
-					dev_done(&dv);
-				}
-		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 3, 96);
-		encode_case(&dv, &g, 1, 0, 5, KVMEM_CUDA_F32, &r);
-		encode_case(&dv, &g, 1, 0, 3, KVMEM_CUDA_F16, &r);
-		encode_case(&dv, &g, 1, KVMEM_HDR_SEALED, 16, KVMEM_CUDA_F32,
-			    &r);
-		dev_done(&dv);
-		kvmem_cuda_close(cus[t]);
-	}
+	on_targets(1, encode_matches_cpu_on);
 }
 END_TEST
 
 /* Jobs that do not fit their page must leave it alone, not overrun it. */
+static void encode_refuses_misfit_jobs_on(struct dev *dv)
+{
+	struct kvmem_cuda_encode_job job[4];
+	struct kvmem_page_layout l;
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+	uint64_t dk, dpages;
+	uint8_t *pages, *exp;
+	float *k;
+	size_t tok, i;
+
+	kvmem_rng_seed(&r, 3);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
+	tok = (size_t)g.kv_heads * g.head_dim;
+	k = kvmem_check_xmalloc((g.tokens_per_page + 1) * tok * 4);
+	fill(&r, k, (g.tokens_per_page + 1) * tok);
+	dk = dev_put(dv, k, (g.tokens_per_page + 1) * tok * 4);
+	/* Each page sits in a buffer of two, so an overrun stays in
+	 * it. */
+	pages = kvmem_check_xmalloc(4 * 2 * l.size);
+	exp = kvmem_check_xmalloc(4 * 2 * l.size);
+	memset(exp, 0xa5, 4 * 2 * l.size);
+	dpages = dev_junk(dv, 4 * 2 * l.size);
+	memset(job, 0, sizeof(job));
+	for (i = 0; i < 4; i++) {
+		job[i].page = dpages + i * 2 * l.size;
+		job[i].k = job[i].v = dk;
+		job[i].n = g.tokens_per_page;
+		job[i].flags = KVMEM_HDR_SEALED;
+	}
+	job[0].n = g.tokens_per_page + 1; /* more rows than it has */
+	job[1].n = 0;
+	job[2].t0 = 1; /* a sealed page is written whole */
+	job[2].n = 1;
+	job[3].flags = KVMEM_HDR_HOT; /* t0 + n wraps past the page */
+	job[3].t0 = UINT32_MAX;
+	job[3].n = 2;
+	EXPECT_EQ(kvmem_cuda_encode(dv->cu, &g, KVMEM_CUDA_F32,
+				    dev_put(dv, job, sizeof(job)), 4, NULL),
+		  0, "%s", kvmem_cuda_error());
+	dev_get(dv, pages, dpages, 4 * 2 * l.size);
+	EXPECT_MEM(pages, exp, 4 * 2 * l.size, "%s: misfit jobs wrote",
+		   kvmem_cuda_name(dv->cu));
+	free(k);
+	free(pages);
+	free(exp);
+}
+
 START_TEST(test_cuda_encode_refuses_misfit_jobs)
 {
-	struct kvmem_cuda *cus[2];
-	int t, n = targets(cus, 1, FAKE_SMEM);
-
-	for (t = 0; t < n; t++) {
-		struct dev dv = { .cu = cus[t] };
-		struct kvmem_cuda_encode_job job[4];
-		struct kvmem_page_layout l;
-		struct kvmem_geometry g;
-		struct kvmem_rng r;
-		uint64_t dk, dpages;
-		uint8_t *pages, *exp;
-		float *k;
-		size_t tok, i;
-
-		kvmem_rng_seed(&r, 3);
-		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
-		ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
-		tok = (size_t)g.kv_heads * g.head_dim;
-		k = kvmem_check_xmalloc((g.tokens_per_page + 1) * tok * 4);
-		fill(&r, k, (g.tokens_per_page + 1) * tok);
-		dk = dev_put(&dv, k, (g.tokens_per_page + 1) * tok * 4);
-		/* Each page sits in a buffer of two, so an overrun stays in
-		 * it. */
-		pages = kvmem_check_xmalloc(4 * 2 * l.size);
-		exp = kvmem_check_xmalloc(4 * 2 * l.size);
-		memset(exp, 0xa5, 4 * 2 * l.size);
-		dpages = dev_junk(&dv, 4 * 2 * l.size);
-		memset(job, 0, sizeof(job));
-		for (i = 0; i < 4; i++) {
-			job[i].page = dpages + i * 2 * l.size;
-			job[i].k = job[i].v = dk;
-			job[i].n = g.tokens_per_page;
-			job[i].flags = KVMEM_HDR_SEALED;
-		}
-		job[0].n = g.tokens_per_page + 1; /* more rows than it has */
-		job[1].n = 0;
-		job[2].t0 = 1; /* a sealed page is written whole */
-		job[2].n = 1;
-		job[3].flags = KVMEM_HDR_HOT; /* t0 + n wraps past the page */
-		job[3].t0 = UINT32_MAX;
-		job[3].n = 2;
-		EXPECT_EQ(kvmem_cuda_encode(cus[t], &g, KVMEM_CUDA_F32,
-					    dev_put(&dv, job, sizeof(job)), 4,
-					    NULL),
-			  0, "%s", kvmem_cuda_error());
-		dev_get(&dv, pages, dpages, 4 * 2 * l.size);
-		EXPECT_MEM(pages, exp, 4 * 2 * l.size, "%s: misfit jobs wrote",
-			   kvmem_cuda_name(cus[t]));
-		free(k);
-		free(pages);
-		free(exp);
-		dev_done(&dv);
-		kvmem_cuda_close(cus[t]);
-	}
+	on_targets(1, encode_refuses_misfit_jobs_on);
 }
 END_TEST
 
@@ -739,67 +745,83 @@ static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 	free(mass);
 }
 
+static void attend_matches_cpu_on(struct dev *dv)
+{
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+	int fmt, codec;
+
+	kvmem_rng_seed(&r, 1414);
+	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
+		for (codec = 0; codec < KVMEM_CODEC_NR; codec++) {
+			geometry(&g, fmt, codec, 0, 2, 64);
+			attend_case(dv, &g, 4, 37, 0, KVMEM_ERASE_INTERPOLATE,
+				    0, &r);
+			attend_case(dv, &g, 1, 53, 1, KVMEM_ERASE_INTERPOLATE,
+				    2, &r);
+		}
+}
+
 START_TEST(test_cuda_attend_matches_cpu)
 {
-	struct kvmem_cuda *cus[2];
-	int t, n = targets(cus, 4, FAKE_SMEM);
-
-	for (t = 0; t < n; t++) {
-		struct dev dv = { .cu = cus[t] };
-		struct kvmem_geometry g;
-		struct kvmem_rng r;
-		int fmt, codec;
-
-		kvmem_rng_seed(&r, 1414);
-		for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
-			for (codec = 0; codec < KVMEM_CODEC_NR; codec++) {
-				geometry(&g, fmt, codec, 0, 2, 64);
-				attend_case(&dv, &g, 4, 37, 0,
-					    KVMEM_ERASE_INTERPOLATE, 0, &r);
-				attend_case(&dv, &g, 1, 53, 1,
-					    KVMEM_ERASE_INTERPOLATE, 2, &r);
-			}
-		kvmem_cuda_close(cus[t]);
-	}
+	on_targets(4, attend_matches_cpu_on);
 }
 END_TEST
+
+static void attend_shapes_on(struct dev *dv)
+{
+	static const uint32_t gqa[] = { 1, 4, 8 };
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+	uint32_t policy;
+	size_t i;
+
+	kvmem_rng_seed(&r, 2828);
+	for (i = 0; i < 3; i++) {
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
+		attend_case(dv, &g, gqa[i], 41, 1, KVMEM_ERASE_INTERPOLATE, 3,
+			    &r);
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 1, 64);
+		attend_case(dv, &g, gqa[i], 21, 1, KVMEM_ERASE_INTERPOLATE, 1,
+			    &r);
+	}
+	for (policy = 0; policy <= KVMEM_ERASE_KEEP; policy++) {
+		geometry(&g, KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0, 2, 64);
+		attend_case(dv, &g, 2, 70, 1, policy, 0, &r);
+	}
+	/* A sequence shorter than its sink: one FP16 page. */
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+	attend_case(dv, &g, 2, 3, 0, KVMEM_ERASE_INTERPOLATE, 0, &r);
+}
 
 START_TEST(test_cuda_attend_shapes)
 {
-	static const uint32_t gqa[] = { 1, 4, 8 };
-	struct kvmem_cuda *cus[2];
-	int t, n = targets(cus, 4, FAKE_SMEM);
-
-	for (t = 0; t < n; t++) {
-		struct dev dv = { .cu = cus[t] };
-		struct kvmem_geometry g;
-		struct kvmem_rng r;
-		uint32_t policy;
-		size_t i;
-
-		kvmem_rng_seed(&r, 2828);
-		for (i = 0; i < 3; i++) {
-			geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2,
-				 128);
-			attend_case(&dv, &g, gqa[i], 41, 1,
-				    KVMEM_ERASE_INTERPOLATE, 3, &r);
-			geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 1,
-				 64);
-			attend_case(&dv, &g, gqa[i], 21, 1,
-				    KVMEM_ERASE_INTERPOLATE, 1, &r);
-		}
-		for (policy = 0; policy <= KVMEM_ERASE_KEEP; policy++) {
-			geometry(&g, KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0, 2,
-				 64);
-			attend_case(&dv, &g, 2, 70, 1, policy, 0, &r);
-		}
-		/* A sequence shorter than its sink: one FP16 page. */
-		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
-		attend_case(&dv, &g, 2, 3, 0, KVMEM_ERASE_INTERPOLATE, 0, &r);
-		kvmem_cuda_close(cus[t]);
-	}
+	on_targets(4, attend_shapes_on);
 }
 END_TEST
+
+/*
+ * Attention arguments for a batch of two sequences, pages [sp[b],
+ * sp[b + 1]) of @table each, and @nq query tokens of @nh heads from @q.
+ */
+static void batch_args(struct dev *dv, struct kvmem_cuda_attend_args *a,
+		       const struct kvmem_cuda_page *table, const uint32_t *sp,
+		       const float *q, uint32_t nq, uint32_t nh, uint32_t D)
+{
+	const size_t qbytes = 2 * (size_t)nq * nh * D * 4;
+
+	memset(a, 0, sizeof(*a));
+	a->pages = dev_put(dv, table, sp[2] * sizeof(*table));
+	a->seq_pages = dev_put(dv, sp, 3 * sizeof(*sp));
+	a->q = dev_put(dv, q, qbytes);
+	a->out = dev_junk(dv, qbytes);
+	a->batch = 2;
+	a->n_heads = nh;
+	a->nq = nq;
+	a->total_pages = sp[2];
+	a->max_pages =
+		sp[1] - sp[0] > sp[2] - sp[1] ? sp[1] - sp[0] : sp[2] - sp[1];
+}
 
 /*
  * Check the @nq query tokens of sequence @b of a batch (@out and @q as
@@ -896,16 +918,7 @@ static void batch_causal(struct dev *dv)
 	q = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	out = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	fill_query(&r, q, 2 * nq * nh * D);
-	memset(&a, 0, sizeof(a));
-	a.pages = dev_put(dv, all, sp[2] * sizeof(*all));
-	a.seq_pages = dev_put(dv, sp, sizeof(sp));
-	a.q = dev_put(dv, q, 2 * nq * nh * D * 4);
-	a.out = dev_junk(dv, 2 * nq * nh * D * 4);
-	a.batch = 2;
-	a.n_heads = nh;
-	a.nq = nq;
-	a.total_pages = sp[2];
-	a.max_pages = t[1].npages;
+	batch_args(dv, &a, all, sp, q, nq, nh, D);
 	a.splits = 2;
 	ck_assert_int_eq(kvmem_cuda_attend_workspace(dv->cu, &g, &a, &wsb), 0);
 	a.workspace = dev_junk(dv, wsb);
@@ -928,7 +941,6 @@ static void batch_causal(struct dev *dv)
 		free(t[b].pages);
 	}
 	kvmem_close(c);
-	dev_done(dv);
 	free(all);
 	free(q);
 	free(out);
@@ -938,15 +950,7 @@ static void batch_causal(struct dev *dv)
 
 START_TEST(test_cuda_attend_batch_causal)
 {
-	struct kvmem_cuda *cus[2];
-	int t, n = targets(cus, 2, FAKE_SMEM);
-
-	for (t = 0; t < n; t++) {
-		struct dev dv = { .cu = cus[t] };
-
-		batch_causal(&dv);
-		kvmem_cuda_close(cus[t]);
-	}
+	on_targets(2, batch_causal);
 }
 END_TEST
 
@@ -1013,16 +1017,7 @@ static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
 	q = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	out = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	fill_query(r, q, 2 * nq * nh * D);
-	memset(&a, 0, sizeof(a));
-	a.pages = dev_put(dv, table, np * sizeof(table[0]));
-	a.seq_pages = dev_put(dv, sp, sizeof(sp));
-	a.q = dev_put(dv, q, 2 * nq * nh * D * 4);
-	a.out = dev_junk(dv, 2 * nq * nh * D * 4);
-	a.batch = 2;
-	a.n_heads = nh;
-	a.nq = nq;
-	a.total_pages = np;
-	a.max_pages = sp[2] - sp[1];
+	batch_args(dv, &a, table, sp, q, nq, nh, D);
 	a.splits = splits;
 	ck_assert_int_eq(kvmem_cuda_attend_workspace(dv->cu, &g, &a, &wsb), 0);
 	a.workspace = dev_junk(dv, wsb);
@@ -1040,34 +1035,31 @@ static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
 	dev_done(dv);
 }
 
+static void attend_f16_baseline_on(struct dev *dv)
+{
+	struct kvmem_cuda_attend_args a;
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+
+	kvmem_rng_seed(&r, 16);
+	f16_case(dv, 64, 4, 1, 0, &r);
+	f16_case(dv, 128, 2, 3, 2, &r);
+	f16_case(dv, 256, 1, 2, 3, &r);
+	/* Only the head sizes it has code for. */
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 96);
+	g.group_size = 32;
+	memset(&a, 0, sizeof(a));
+	a.batch = a.nq = a.total_pages = a.max_pages = 1;
+	a.n_heads = 2;
+	a.pages = a.seq_pages = a.q = a.out = a.workspace = 64;
+	EXPECT_EQ(kvmem_cuda_attend_f16(dv->cu, &g, &a, NULL), -EOPNOTSUPP,
+		  "%s", kvmem_cuda_error());
+	EXPECT(strstr(kvmem_cuda_error(), "not 96"), "%s", kvmem_cuda_error());
+}
+
 START_TEST(test_cuda_attend_f16_baseline)
 {
-	struct kvmem_cuda *cus[2];
-	int t, n = targets(cus, 2, FAKE_SMEM);
-
-	for (t = 0; t < n; t++) {
-		struct dev dv = { .cu = cus[t] };
-		struct kvmem_cuda_attend_args a;
-		struct kvmem_geometry g;
-		struct kvmem_rng r;
-
-		kvmem_rng_seed(&r, 16);
-		f16_case(&dv, 64, 4, 1, 0, &r);
-		f16_case(&dv, 128, 2, 3, 2, &r);
-		f16_case(&dv, 256, 1, 2, 3, &r);
-		/* Only the head sizes it has code for. */
-		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 96);
-		g.group_size = 32;
-		memset(&a, 0, sizeof(a));
-		a.batch = a.nq = a.total_pages = a.max_pages = 1;
-		a.n_heads = 2;
-		a.pages = a.seq_pages = a.q = a.out = a.workspace = 64;
-		EXPECT_EQ(kvmem_cuda_attend_f16(cus[t], &g, &a, NULL),
-			  -EOPNOTSUPP, "%s", kvmem_cuda_error());
-		EXPECT(strstr(kvmem_cuda_error(), "not 96"), "%s",
-		       kvmem_cuda_error());
-		kvmem_cuda_close(cus[t]);
-	}
+	on_targets(2, attend_f16_baseline_on);
 }
 END_TEST
 
@@ -1209,21 +1201,83 @@ static void scrub_case(struct dev *dv, int codec, struct kvmem_rng *r)
 	dev_done(dv);
 }
 
+static void scrub_matches_cpu_on(struct dev *dv)
+{
+	struct kvmem_rng r;
+	int codec;
+
+	kvmem_rng_seed(&r, 5);
+	for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
+		scrub_case(dv, codec, &r);
+}
+
 START_TEST(test_cuda_scrub_matches_cpu)
 {
-	struct kvmem_cuda *cus[2];
-	int t, n = targets(cus, 1, FAKE_SMEM);
+	on_targets(1, scrub_matches_cpu_on);
+}
+END_TEST
 
-	for (t = 0; t < n; t++) {
-		struct dev dv = { .cu = cus[t] };
-		struct kvmem_rng r;
-		int codec;
+/* ---- kvmem-bench attend --gpu ----------------------------------------- */
 
-		kvmem_rng_seed(&r, 5);
-		for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
-			scrub_case(&dv, codec, &r);
-		kvmem_cuda_close(cus[t]);
+/*
+ * The benchmark's whole path on the fake driver: options, device encode,
+ * both page layouts, the rounds, the copy, and the agreement check between
+ * kvmem and FP16 attention; its JSON must describe what it measured.
+ */
+START_TEST(test_cuda_bench_attend_gpu)
+{
+	char *argv[] = { "attend",  "--gpu", "--ctx",	      "70",
+			 "--heads", "4",     "--kv-heads",    "2",
+			 "--dim",   "64",    "--page-tokens", "16",
+			 "--reps",  "1",     "--json",	      NULL };
+	char path[] = "/tmp/kvmem-bench-gpu-XXXXXX", buf[2048];
+	struct kvmem_page_layout l;
+	struct kvmem_geometry g;
+	int fd = mkstemp(path), saved, ret;
+	double diff = -1, kbytes = 0, fbytes = 0;
+	unsigned int layers = 0;
+	const char *p;
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	fake_setup(2, FAKE_SMEM);
+	setenv("KVMEM_LIBCUDA", fake_path(), 1);
+	fflush(stdout);
+	saved = dup(1);
+	dup2(fd, 1);
+	optind = 0;
+	ret = bench_attend.run(sizeof(argv) / sizeof(argv[0]) - 1, argv);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	unsetenv("KVMEM_LIBCUDA");
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	if (ret == 2 && strstr(kvmem_cuda_error(), "without nvcc")) {
+		fprintf(stderr, "SKIP: cuda bench: %s\n", kvmem_cuda_error());
+		return;
 	}
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	EXPECT_EQ(ret, 0, "%s", buf);
+	p = strstr(buf, "\"layers\": ");
+	EXPECT(p && sscanf(p, "\"layers\": %u", &layers) == 1, "%s", buf);
+	p = strstr(buf, "\"kvmem_bytes\": ");
+	EXPECT(p && sscanf(p, "\"kvmem_bytes\": %lf", &kbytes) == 1, "%s", buf);
+	p = strstr(buf, "\"fp16_bytes\": ");
+	EXPECT(p && sscanf(p, "\"fp16_bytes\": %lf", &fbytes) == 1, "%s", buf);
+	p = strstr(buf, "\"max_diff_fp16\": ");
+	EXPECT(p && sscanf(p, "\"max_diff_fp16\": %lf", &diff) == 1, "%s", buf);
+	/* 70 tokens in 5 pages of 16; K and V of 2 heads of 64 in FP16. */
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+	g.sink_tokens = 0;
+	kvmem_page_layout(&g, 0, &l);
+	EXPECT_EQ(kbytes, 5.0 * l.size, "%s", buf);
+	EXPECT_EQ(fbytes, 70.0 * 2 * 64 * 2 * 2, "%s", buf);
+	EXPECT_EQ(layers, 16, "%s", "tiny layers are stored 16 times");
+	/* int4 against FP16: quantization error, not a wrong answer */
+	EXPECT(diff >= 0 && diff < 0.05, "%s", buf);
 }
 END_TEST
 
@@ -1246,6 +1300,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_attend_f16_baseline);
 	tcase_add_test(tc, test_cuda_attend_bad_args);
 	tcase_add_test(tc, test_cuda_scrub_matches_cpu);
+	tcase_add_test(tc, test_cuda_bench_attend_gpu);
 	suite_add_tcase(s, tc);
 	return s;
 }

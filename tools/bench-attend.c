@@ -22,11 +22,6 @@
 #include "internal.h"
 #include "rng.h"
 
-struct attend_cfg {
-	uint32_t ctx, heads, kv_heads, dim, page_tokens, reps;
-	int format, codec, json;
-};
-
 /* The same context without codewords: rows quantized, scales as floats. */
 struct flat {
 	int format;
@@ -41,7 +36,8 @@ static void attend_usage(FILE *f)
 	fprintf(f, "usage: kvmem-bench attend [--ctx N] [--heads H] "
 		   "[--kv-heads K] [--dim D]\n"
 		   "                          [--format F] [--codec C] "
-		   "[--page-tokens T] [--reps N] [--json]\n\n"
+		   "[--page-tokens T] [--reps N] [--json]\n"
+		   "                          [--gpu]\n\n"
 		   "  --ctx N          context tokens (default 4096)\n"
 		   "  --heads H        query heads (default 32)\n"
 		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
@@ -50,25 +46,16 @@ static void attend_usage(FILE *f)
 		   "  --codec C        h74 h84 golay24 secded72 (default h84)\n"
 		   "  --page-tokens T  tokens per page (default 32)\n"
 		   "  --reps N         timed calls, median kept (default 20)\n"
-		   "  --json           one JSON object on stdout\n");
+		   "  --json           one JSON object on stdout\n"
+		   "  --gpu            on GPU 0: kvmem_cuda_attend() against "
+		   "the FP16\n"
+		   "                   kernel and a device copy (try --ctx "
+		   "32768)\n");
 }
 
 static float rnd_unit(struct kvmem_rng *r)
 {
 	return (float)(kvmem_rng_next(r) >> 40) * 0x1p-24f * 2.0f - 1.0f;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t median(uint64_t *t, uint32_t n)
-{
-	qsort(t, n, sizeof(*t), cmp_u64);
-	return t[n / 2];
 }
 
 static int flat_build(struct flat *f, const struct attend_cfg *cfg,
@@ -197,6 +184,7 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		{ "page-tokens", required_argument, NULL, 'T' },
 		{ "reps", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "gpu", no_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -250,6 +238,9 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 			break;
 		case 'j':
 			cfg->json = 1;
+			break;
+		case 'g':
+			cfg->gpu = 1;
 			break;
 		case 'h':
 			attend_usage(stdout);
@@ -316,6 +307,8 @@ static int run_attend(int argc, char **argv)
 		fprintf(stderr, "kvmem-bench: that geometry is not valid\n");
 		return 2;
 	}
+	if (cfg.gpu)
+		return bench_attend_gpu(&cfg, &g);
 
 	nvals = (size_t)cfg.ctx * cfg.kv_heads * cfg.dim;
 	K = bench_alloc(nvals * sizeof(float));
@@ -376,9 +369,9 @@ static int run_attend(int argc, char **argv)
 		diff = d > diff ? d : diff;
 		diff_nq = dn > diff_nq ? dn : diff_nq;
 	}
-	kvmem_us = (double)median(tk, cfg.reps) / 1e3;
-	fp32_us = (double)median(tf, cfg.reps) / 1e3;
-	noecc_us = (double)median(tn, cfg.reps) / 1e3;
+	kvmem_us = (double)bench_median(tk, cfg.reps) / 1e3;
+	fp32_us = (double)bench_median(tf, cfg.reps) / 1e3;
+	noecc_us = (double)bench_median(tn, cfg.reps) / 1e3;
 
 	if (cfg.json) {
 		printf("{\"ctx\": %u, \"heads\": %u, \"kv_heads\": %u, "

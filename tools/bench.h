@@ -21,7 +21,19 @@ extern const struct bench_cmd bench_fill;
 extern const struct bench_cmd bench_offload;
 extern const struct bench_cmd bench_attach;
 
+/* kvmem-bench attend; --gpu runs bench_attend_gpu() (bench-attend-gpu.c). */
+struct attend_cfg {
+	uint32_t ctx, heads, kv_heads, dim, page_tokens, reps;
+	int format, codec, json, gpu;
+};
+
+struct kvmem_geometry;
+int bench_attend_gpu(const struct attend_cfg *cfg,
+		     const struct kvmem_geometry *g);
+
 uint64_t bench_now_ns(void);
+/* The median of @n times; sorts @t. */
+uint64_t bench_median(uint64_t *t, uint32_t n);
 /* Allocate and touch @size bytes (so page faults stay out of timings). */
 void *bench_alloc(size_t size);
 /*

@@ -5,84 +5,18 @@
  * same machine, because these machines are shared and noisy: compare ratios,
  * not absolute values across runs. --json prints one object per run.
  */
-#include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
 
 #define VERSION "0.1.0"
 
 static const struct bench_cmd *const cmds[] = {
-	&bench_codec,
-	&bench_ber,
-	&bench_attend,
-	&bench_ring,
-	&bench_fill,
-	&bench_offload,
-	&bench_attach,
+	&bench_codec, &bench_ber,     &bench_attend, &bench_ring,
+	&bench_fill,  &bench_offload, &bench_attach,
 };
-
-uint64_t bench_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void *bench_alloc(size_t size)
-{
-	void *p = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
-
-	if (!p) {
-		fprintf(stderr, "kvmem-bench: cannot allocate %zu bytes\n",
-			size);
-		exit(1);
-	}
-	memset(p, 0, size);
-	return p;
-}
-
-int bench_parse_u64(const char *opt, const char *arg, uint64_t min,
-		    uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(arg, &end, 0);
-	if (errno || end == arg || *end || arg[0] == '-') {
-		fprintf(stderr, "kvmem-bench: bad --%s '%s'\n", opt, arg);
-		return -EINVAL;
-	}
-	if (v < min || v > max) {
-		fprintf(stderr,
-			"kvmem-bench: bad --%s '%s': must be %llu..%llu\n", opt,
-			arg, (unsigned long long)min, (unsigned long long)max);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
-int bench_parse_double(const char *opt, const char *arg, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(arg, &end);
-	if (errno || end == arg || *end || v != v) {
-		fprintf(stderr, "kvmem-bench: bad --%s '%s'\n", opt, arg);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
 
 static void usage(FILE *f)
 {

@@ -1,0 +1,372 @@
+/*
+ * bench-attend-gpu.c - kvmem-bench attend --gpu: decode-on-load attention
+ * on GPU 0 against plain FP16 attention and a device-to-device copy
+ *
+ * The context is encoded on the device (kvmem_cuda_encode() from FP16 K/V,
+ * timed as well) into sealed pages, and laid out again as plain FP16 pages
+ * for kvmem_cuda_attend_f16(): the same split-K attention with nothing to
+ * decode, the baseline. A call attends one query token of every head over
+ * the whole context. To keep the GPU's L2 cache out of the figures the
+ * context is stored as many times (layers, at most 16) as it takes to pass
+ * 256 MiB of FP16 pages, and a timed round makes one call per layer, as a
+ * decode step does; the round's time over its layers is one call. Each figure is the
+ * median of --reps rounds after a warm-up round. Bandwidth is bytes of
+ * pages read per call over its time; a copy's is bytes read plus written.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmem/cuda.h"
+#include "kvmem/kvmem.h"
+#include "bench.h"
+#include "quant_word.h"
+#include "rng.h"
+
+#define COLD_BYTES (256ull << 20)
+#define MAX_LAYERS 16
+#define NBUFS 16
+
+struct gpu_run {
+	struct kvmem_cuda *cu;
+	uint64_t buf[NBUFS];
+	int nbufs;
+};
+
+/* Device memory, freed at the end; a sentence and 0 when there is none. */
+static uint64_t dalloc(struct gpu_run *run, size_t bytes)
+{
+	uint64_t a;
+
+	if (run->nbufs == NBUFS || kvmem_cuda_alloc(run->cu, bytes, &a)) {
+		fprintf(stderr, "kvmem-bench: attend --gpu: %s\n",
+			kvmem_cuda_error());
+		return 0;
+	}
+	run->buf[run->nbufs++] = a;
+	return a;
+}
+
+static int dput(struct gpu_run *run, uint64_t dst, const void *src,
+		size_t bytes)
+{
+	if (kvmem_cuda_copy(run->cu, dst, (uintptr_t)src, bytes, NULL) ||
+	    kvmem_cuda_sync(run->cu, NULL)) {
+		fprintf(stderr, "kvmem-bench: attend --gpu: %s\n",
+			kvmem_cuda_error());
+		return -1;
+	}
+	return 0;
+}
+
+static int failed(int ret)
+{
+	if (ret)
+		fprintf(stderr, "kvmem-bench: attend --gpu: %s\n",
+			kvmem_cuda_error());
+	return ret;
+}
+
+static float rnd_unit(struct kvmem_rng *r)
+{
+	return (float)(kvmem_rng_next(r) >> 40) * 0x1p-24f * 2.0f - 1.0f;
+}
+
+/* What one layer of the context is on the device. */
+struct layout {
+	uint32_t npages, tpp;
+	size_t tok; /* values of a token: kv_heads * head_dim */
+	size_t pstride; /* bytes between protected pages */
+	size_t fstride; /* bytes of an FP16 page: K then V */
+};
+
+/* Plain FP16 pages of the context, [kv_head][token][dim] each of K, V. */
+static void f16_pages(const struct layout *lo, uint32_t ctx, uint32_t dim,
+		      const uint16_t *k, const uint16_t *v, uint16_t *out)
+{
+	const size_t half = lo->tok * lo->tpp;
+	uint32_t t, h;
+
+	for (t = 0; t < ctx; t++)
+		for (h = 0; h < lo->tok / dim; h++) {
+			uint16_t *pk =
+				out +
+				(size_t)(t / lo->tpp) * (lo->fstride / 2) +
+				((size_t)h * lo->tpp + t % lo->tpp) * dim;
+
+			memcpy(pk, k + t * lo->tok + h * dim, dim * 2);
+			memcpy(pk + half, v + t * lo->tok + h * dim, dim * 2);
+		}
+}
+
+/* Time @layers calls of @fn (0: kvmem, 1: FP16, 2: copy) as one round. */
+struct round {
+	struct kvmem_cuda *cu;
+	const struct kvmem_geometry *g;
+	struct kvmem_cuda_attend_args a;
+	uint64_t ptab, ftab, fpages, scratch, out[2];
+	size_t tab_bytes, fbytes;
+	uint32_t layers;
+};
+
+static int run_round(struct round *rd, int fn, uint64_t *ns)
+{
+	uint64_t t0 = bench_now_ns();
+	uint32_t L;
+	int ret = 0;
+
+	for (L = 0; L < rd->layers && !ret; L++) {
+		struct kvmem_cuda_attend_args a = rd->a;
+
+		a.out = rd->out[fn == 1];
+		if (fn == 0) {
+			a.pages = rd->ptab + L * rd->tab_bytes;
+			ret = kvmem_cuda_attend(rd->cu, rd->g, &a, NULL);
+		} else if (fn == 1) {
+			a.pages = rd->ftab + L * rd->tab_bytes;
+			ret = kvmem_cuda_attend_f16(rd->cu, rd->g, &a, NULL);
+		} else {
+			ret = kvmem_cuda_copy(rd->cu, rd->scratch,
+					      rd->fpages + L * rd->fbytes,
+					      rd->fbytes, NULL);
+		}
+	}
+	if (!ret)
+		ret = kvmem_cuda_sync(rd->cu, NULL);
+	*ns = (bench_now_ns() - t0) / rd->layers;
+	return failed(ret);
+}
+
+int bench_attend_gpu(const struct attend_cfg *cfg,
+		     const struct kvmem_geometry *g0)
+{
+	struct kvmem_geometry g = *g0;
+	struct gpu_run run = { 0 };
+	struct kvmem_page_layout l;
+	struct layout lo;
+	struct round rd = { 0 };
+	struct kvmem_cuda_encode_job *jobs = NULL;
+	struct kvmem_cuda_page *ptab = NULL, *ftab = NULL;
+	struct kvmem_rng rng;
+	uint16_t *k = NULL, *v = NULL, *fimg = NULL;
+	float *q = NULL, *outk = NULL, *outf = NULL;
+	uint64_t *t[3] = { NULL, NULL, NULL }, dk, dv, dprot, dq, djobs, dsp;
+	uint64_t enc_ns = 0;
+	uint32_t sp[2], i, L, r;
+	double us[3], diff = 0.0, kbytes, fbytes, copy_gbps;
+	size_t nvals, wsb, j;
+	int ret = 1;
+
+	/* Sealed pages only: sinks and the FP16 tail are not measured. */
+	g.sink_tokens = 0;
+	if (kvmem_cuda_open(0, &run.cu)) {
+		fprintf(stderr, "kvmem-bench: attend --gpu: %s\n",
+			kvmem_cuda_error());
+		return 2;
+	}
+	kvmem_page_layout(&g, 0, &l);
+	lo.tpp = g.tokens_per_page;
+	lo.npages = (cfg->ctx + lo.tpp - 1) / lo.tpp;
+	lo.tok = (size_t)g.kv_heads * g.head_dim;
+	lo.pstride = (l.size + 255) & ~(size_t)255;
+	lo.fstride = 2 * lo.tok * lo.tpp * 2;
+	rd.fbytes = lo.npages * lo.fstride;
+	rd.layers = (uint32_t)((COLD_BYTES + rd.fbytes - 1) / rd.fbytes);
+	if (rd.layers > MAX_LAYERS)
+		rd.layers = MAX_LAYERS;
+	nvals = (size_t)cfg->ctx * lo.tok;
+
+	k = bench_alloc(nvals * 2);
+	v = bench_alloc(nvals * 2);
+	q = bench_alloc((size_t)cfg->heads * g.head_dim * 4);
+	outk = bench_alloc((size_t)cfg->heads * g.head_dim * 4);
+	outf = bench_alloc((size_t)cfg->heads * g.head_dim * 4);
+	fimg = bench_alloc(rd.fbytes);
+	jobs = bench_alloc((size_t)rd.layers * lo.npages * sizeof(*jobs));
+	ptab = bench_alloc((size_t)rd.layers * lo.npages * sizeof(*ptab));
+	ftab = bench_alloc((size_t)rd.layers * lo.npages * sizeof(*ftab));
+	for (i = 0; i < 3; i++)
+		t[i] = bench_alloc(cfg->reps * sizeof(uint64_t));
+	kvmem_rng_seed(&rng, 1);
+	for (j = 0; j < nvals; j++) {
+		k[j] = kvmem_f2h(rnd_unit(&rng));
+		v[j] = kvmem_f2h(rnd_unit(&rng));
+	}
+	for (j = 0; j < (size_t)cfg->heads * g.head_dim; j++)
+		q[j] = rnd_unit(&rng);
+	f16_pages(&lo, cfg->ctx, g.head_dim, k, v, fimg);
+
+	rd.tab_bytes = lo.npages * sizeof(*ptab);
+	if (!(dk = dalloc(&run, nvals * 2)) ||
+	    !(dv = dalloc(&run, nvals * 2)) ||
+	    !(dprot = dalloc(&run, rd.layers * lo.npages * lo.pstride)) ||
+	    !(rd.fpages = dalloc(&run, rd.layers * rd.fbytes)) ||
+	    !(rd.scratch = dalloc(&run, rd.fbytes)) ||
+	    !(djobs = dalloc(&run, rd.layers * lo.npages * sizeof(*jobs))) ||
+	    !(rd.ptab = dalloc(&run, rd.layers * rd.tab_bytes)) ||
+	    !(rd.ftab = dalloc(&run, rd.layers * rd.tab_bytes)) ||
+	    !(dsp = dalloc(&run, sizeof(sp))) ||
+	    !(dq = dalloc(&run, (size_t)cfg->heads * g.head_dim * 4)) ||
+	    !(rd.out[0] = dalloc(&run, (size_t)cfg->heads * g.head_dim * 4)) ||
+	    !(rd.out[1] = dalloc(&run, (size_t)cfg->heads * g.head_dim * 4)))
+		goto out;
+
+	for (L = 0; L < rd.layers; L++)
+		for (i = 0; i < lo.npages; i++) {
+			const size_t n = (size_t)L * lo.npages + i;
+			const uint32_t t0 = i * lo.tpp;
+
+			memset(&jobs[n], 0, sizeof(jobs[n]));
+			jobs[n].page = dprot + n * lo.pstride;
+			jobs[n].k = dk + (size_t)t0 * lo.tok * 2;
+			jobs[n].v = dv + (size_t)t0 * lo.tok * 2;
+			jobs[n].seq = 1;
+			jobs[n].layer = L;
+			jobs[n].token_start = t0;
+			jobs[n].n =
+				cfg->ctx - t0 < lo.tpp ? cfg->ctx - t0 : lo.tpp;
+			jobs[n].flags = KVMEM_HDR_SEALED;
+			ptab[n].addr = jobs[n].page;
+			ptab[n].token_start = t0;
+			ptab[n].ntokens = jobs[n].n;
+			ftab[n] = ptab[n];
+			ftab[n].addr = rd.fpages + (size_t)L * rd.fbytes +
+				       (size_t)i * lo.fstride;
+		}
+	sp[0] = 0;
+	sp[1] = lo.npages;
+	if (dput(&run, dk, k, nvals * 2) || dput(&run, dv, v, nvals * 2) ||
+	    dput(&run, djobs, jobs, rd.layers * lo.npages * sizeof(*jobs)) ||
+	    dput(&run, rd.ptab, ptab, rd.layers * rd.tab_bytes) ||
+	    dput(&run, rd.ftab, ftab, rd.layers * rd.tab_bytes) ||
+	    dput(&run, dsp, sp, sizeof(sp)) ||
+	    dput(&run, dq, q, (size_t)cfg->heads * g.head_dim * 4))
+		goto out;
+	for (L = 0; L < rd.layers; L++)
+		if (dput(&run, rd.fpages + (size_t)L * rd.fbytes, fimg,
+			 rd.fbytes))
+			goto out;
+
+	/* Encode every layer's pages, twice: the second is timed. */
+	for (r = 0; r < 2; r++) {
+		uint64_t t0 = bench_now_ns();
+
+		if (failed(kvmem_cuda_encode(run.cu, &g, KVMEM_CUDA_F16, djobs,
+					     rd.layers * lo.npages, NULL)) ||
+		    failed(kvmem_cuda_sync(run.cu, NULL)))
+			goto out;
+		enc_ns = (bench_now_ns() - t0) / rd.layers;
+	}
+
+	rd.cu = run.cu;
+	rd.g = &g;
+	rd.a.seq_pages = dsp;
+	rd.a.q = dq;
+	rd.a.batch = 1;
+	rd.a.n_heads = cfg->heads;
+	rd.a.nq = 1;
+	rd.a.total_pages = lo.npages;
+	rd.a.max_pages = lo.npages;
+	if (failed(kvmem_cuda_attend_workspace(run.cu, &g, &rd.a, &wsb)) ||
+	    !(rd.a.workspace = dalloc(&run, wsb)))
+		goto out;
+	/* Interleaved, so that drift in the machine's load hits all three. */
+	for (r = 0; r <= cfg->reps; r++)
+		for (i = 0; i < 3; i++) {
+			uint64_t ns;
+
+			if (run_round(&rd, (int)i, &ns))
+				goto out;
+			if (r)
+				t[i][r - 1] = ns;
+		}
+	if (failed(kvmem_cuda_copy(run.cu, (uintptr_t)outk, rd.out[0],
+				   (size_t)cfg->heads * g.head_dim * 4,
+				   NULL)) ||
+	    failed(kvmem_cuda_copy(run.cu, (uintptr_t)outf, rd.out[1],
+				   (size_t)cfg->heads * g.head_dim * 4,
+				   NULL)) ||
+	    failed(kvmem_cuda_sync(run.cu, NULL)))
+		goto out;
+	for (j = 0; j < (size_t)cfg->heads * g.head_dim; j++) {
+		double d = fabs((double)outk[j] - outf[j]);
+
+		/* NaN compares false: count it as a mismatch too */
+		diff = !(d <= diff) ? d : diff;
+	}
+	/* Outputs are means of values in [-1, 1]: a gap of 1 is a bug. */
+	if (!(diff < 1.0)) {
+		fprintf(stderr,
+			"kvmem-bench: attend --gpu: kvmem and FP16 attention "
+			"disagree by %g\n",
+			diff);
+		goto out;
+	}
+	for (i = 0; i < 3; i++)
+		us[i] = (double)bench_median(t[i], cfg->reps) / 1e3;
+	kbytes = (double)lo.npages * l.size;
+	fbytes = 2.0 * nvals * 2;
+	copy_gbps = 2.0 * rd.fbytes / us[2] / 1e3;
+
+	if (cfg->json) {
+		printf("{\"device\": \"%s\", \"ctx\": %u, \"heads\": %u, "
+		       "\"kv_heads\": %u, \"dim\": %u, \"format\": \"%s\", "
+		       "\"codec\": \"%s\", \"layers\": %u, "
+		       "\"kvmem_us\": %.2f, \"fp16_us\": %.2f, "
+		       "\"fp16_over_kvmem\": %.3f, \"kvmem_bytes\": %.0f, "
+		       "\"fp16_bytes\": %.0f, \"kvmem_gbps\": %.1f, "
+		       "\"fp16_gbps\": %.1f, \"copy_gbps\": %.1f, "
+		       "\"kvmem_of_copy\": %.3f, \"fp16_of_copy\": %.3f, "
+		       "\"encode_us\": %.2f, \"max_diff_fp16\": %.3g}\n",
+		       kvmem_cuda_name(run.cu), cfg->ctx, cfg->heads,
+		       cfg->kv_heads, cfg->dim,
+		       kvmem_format_get(cfg->format)->name,
+		       kvmem_codec_get(cfg->codec)->name, rd.layers, us[0],
+		       us[1], us[1] / us[0], kbytes, fbytes,
+		       kbytes / us[0] / 1e3, fbytes / us[1] / 1e3, copy_gbps,
+		       kbytes / us[0] / 1e3 / copy_gbps,
+		       fbytes / us[1] / 1e3 / copy_gbps, enc_ns / 1e3, diff);
+	} else {
+		printf("kvmem-bench attend --gpu: %s\nctx %u, %u heads, %u KV "
+		       "heads, dim %u, %s + %s, %u tokens/page,\n%u layers "
+		       "a round, median of %u rounds\n\n",
+		       kvmem_cuda_name(run.cu), cfg->ctx, cfg->heads,
+		       cfg->kv_heads, cfg->dim,
+		       kvmem_format_get(cfg->format)->name,
+		       kvmem_codec_get(cfg->codec)->name, cfg->page_tokens,
+		       rd.layers, cfg->reps);
+		printf("%-30s %10s %10s %10s %9s\n", "", "us/call", "speed",
+		       "MB/call", "GB/s");
+		printf("%-30s %10.2f %9.2fx %10.2f %9.1f\n",
+		       "FP16 pages (baseline)", us[1], 1.0, fbytes / 1e6,
+		       fbytes / us[1] / 1e3);
+		printf("%-30s %10.2f %9.2fx %10.2f %9.1f\n",
+		       "kvmem, decode-on-load", us[0], us[1] / us[0],
+		       kbytes / 1e6, kbytes / us[0] / 1e3);
+		printf("\ndevice copy: %.1f GB/s (read + write); kvmem reads at "
+		       "%.0f%% of it, FP16 at %.0f%%\n",
+		       copy_gbps, 100.0 * kbytes / us[0] / 1e3 / copy_gbps,
+		       100.0 * fbytes / us[1] / 1e3 / copy_gbps);
+		printf("encode of one layer: %.2f us; max |kvmem - fp16| = "
+		       "%.3g (quantization)\n",
+		       enc_ns / 1e3, diff);
+	}
+	ret = 0;
+out:
+	while (run.nbufs)
+		kvmem_cuda_free(run.cu, run.buf[--run.nbufs]);
+	kvmem_cuda_close(run.cu);
+	free(k);
+	free(v);
+	free(q);
+	free(outk);
+	free(outf);
+	free(fimg);
+	free(jobs);
+	free(ptab);
+	free(ftab);
+	for (i = 0; i < 3; i++)
+		free(t[i]);
+	return ret;
+}
