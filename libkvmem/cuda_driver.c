@@ -413,6 +413,7 @@ int kvmem__cuda_open_image(int device, const char *lib, const void *image,
 	struct kvmem__driver *d = calloc(1, sizeof(*d));
 	int ret;
 
+	*out = NULL;
 	if (!cu || !d) {
 		free(cu);
 		free(d);

@@ -224,6 +224,7 @@ START_TEST(test_cuda_open_without_driver)
 	int ret = open_with("/nonexistent/libcuda.so.1", &cu);
 
 	EXPECT_EQ(ret, -ENODEV, "%s", kvmem_cuda_error());
+	EXPECT(cu == NULL, "%p", (void *)cu);
 	EXPECT(strstr(kvmem_cuda_error(), "no NVIDIA driver"), "%s",
 	       kvmem_cuda_error());
 	EXPECT(strstr(kvmem_cuda_error(), "/nonexistent/libcuda.so.1"), "%s",
@@ -308,6 +309,7 @@ START_TEST(test_cuda_open_broken_drivers)
 			  kvmem_cuda_error());
 		EXPECT(strstr(kvmem_cuda_error(), cases[i].says), "%s: %s",
 		       cases[i].what, kvmem_cuda_error());
+		EXPECT(cu == NULL, "%s: handle %p", cases[i].what, (void *)cu);
 		expect_released(f, cases[i].what);
 	}
 }
