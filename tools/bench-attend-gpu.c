@@ -68,11 +68,6 @@ static int failed(int ret)
 	return ret;
 }
 
-static float rnd_unit(struct kvmem_rng *r)
-{
-	return (float)(kvmem_rng_next(r) >> 40) * 0x1p-24f * 2.0f - 1.0f;
-}
-
 /* What one layer of the context is on the device. */
 struct layout {
 	uint32_t npages, tpp;
@@ -190,11 +185,11 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		t[i] = bench_alloc(cfg->reps * sizeof(uint64_t));
 	kvmem_rng_seed(&rng, 1);
 	for (j = 0; j < nvals; j++) {
-		k[j] = kvmem_f2h(rnd_unit(&rng));
-		v[j] = kvmem_f2h(rnd_unit(&rng));
+		k[j] = kvmem_f2h(bench_rnd_unit(&rng));
+		v[j] = kvmem_f2h(bench_rnd_unit(&rng));
 	}
 	for (j = 0; j < (size_t)cfg->heads * g.head_dim; j++)
-		q[j] = rnd_unit(&rng);
+		q[j] = bench_rnd_unit(&rng);
 	f16_pages(&lo, cfg->ctx, g.head_dim, k, v, fimg);
 
 	rd.tab_bytes = lo.npages * sizeof(*ptab);

@@ -53,11 +53,6 @@ static void attend_usage(FILE *f)
 		   "32768)\n");
 }
 
-static float rnd_unit(struct kvmem_rng *r)
-{
-	return (float)(kvmem_rng_next(r) >> 40) * 0x1p-24f * 2.0f - 1.0f;
-}
-
 static int flat_build(struct flat *f, const struct attend_cfg *cfg,
 		      const float *K, const float *V, uint32_t group)
 {
@@ -324,11 +319,11 @@ static int run_attend(int argc, char **argv)
 	tn = bench_alloc(cfg.reps * sizeof(*tn));
 	kvmem_rng_seed(&rng, 1);
 	for (i = 0; i < nvals; i++) {
-		K[i] = rnd_unit(&rng);
-		V[i] = rnd_unit(&rng);
+		K[i] = bench_rnd_unit(&rng);
+		V[i] = bench_rnd_unit(&rng);
 	}
 	for (i = 0; i < (size_t)cfg.heads * cfg.dim; i++)
-		q[i] = rnd_unit(&rng);
+		q[i] = bench_rnd_unit(&rng);
 
 	ret = 1;
 	if (kvmem_open_embedded(&g, 2 * nvals * 2 * sizeof(float) + (64u << 20),

@@ -8,6 +8,12 @@
 #include <time.h>
 
 #include "bench.h"
+#include "rng.h"
+
+float bench_rnd_unit(struct kvmem_rng *r)
+{
+	return (float)(kvmem_rng_next(r) >> 40) * 0x1p-24f * 2.0f - 1.0f;
+}
 
 uint64_t bench_now_ns(void)
 {

@@ -31,6 +31,10 @@ struct kvmem_geometry;
 int bench_attend_gpu(const struct attend_cfg *cfg,
 		     const struct kvmem_geometry *g);
 
+struct kvmem_rng;
+/* A value uniform in [-1, 1). */
+float bench_rnd_unit(struct kvmem_rng *r);
+
 uint64_t bench_now_ns(void);
 /* The median of @n times; sorts @t. */
 uint64_t bench_median(uint64_t *t, uint32_t n);
