@@ -52,17 +52,22 @@ KLDFLAGS := $(SANFLAGS) $(LDFLAGS)
 # Files that need instruction-set flags of their own; the code in them is
 # only reached after a runtime CPU check.
 CFLAGS_libkvmem/ecc_avx2.c := -mavx2
+AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vbmi \
+	  -mavx512vnni -mgfni
+CFLAGS_libkvmem/ecc_avx512.c := $(AVX512)
+CFLAGS_libkvmem/attend_avx512.c := $(AVX512)
 CFLAGS_libkvmem/crc32c_sse42.c := -msse4.2
 CFLAGS_libkvmem/attend_avx2.c := -mavx2 -mfma -mf16c
 CFLAGS_daemon/admin.c := -DKVMEM_VERSION='"$(VERSION)"'
 CFLAGS_tools/kvmemctl.c := -DKVMEMCTL_VERSION='"$(VERSION)"'
 
 LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
-	    libkvmem/ecc_avx2.c libkvmem/crc32c.c libkvmem/crc32c_sse42.c \
-	    libkvmem/inject.c libkvmem/quant.c libkvmem/page.c \
-	    libkvmem/cache.c libkvmem/attend.c libkvmem/attend_portable.c \
-	    libkvmem/attend_avx2.c libkvmem/client.c libkvmem/cuda.c \
-	    libkvmem/cuda_driver.c
+	    libkvmem/ecc_avx2.c libkvmem/ecc_avx512.c libkvmem/crc32c.c \
+	    libkvmem/crc32c_sse42.c libkvmem/inject.c libkvmem/quant.c \
+	    libkvmem/page.c libkvmem/cache.c libkvmem/attend.c \
+	    libkvmem/attend_portable.c libkvmem/attend_avx2.c \
+	    libkvmem/attend_avx512.c libkvmem/client.c libkvmem/cuda.c \
+	    libkvmem/cuda_driver.c libkvmem/pool.c
 LIB_PIC_OBJS := $(LIB_SRCS:%.c=$(B)/pic/%.o) $(B)/kernels/fatbin.o
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(B)/kernels/fatbin.o
 
@@ -166,7 +171,7 @@ $(LIB_SO): $(LIB_PIC_OBJS) libkvmem/libkvmem.map
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared -Wl,-soname,libkvmem.so.$(SOVERSION) \
 		-Wl,--version-script=libkvmem/libkvmem.map -Wl,-z,defs \
-		-o $@ $(LIB_PIC_OBJS) $(KLDFLAGS) -ldl -lm
+		-o $@ $(LIB_PIC_OBJS) $(KLDFLAGS) -lpthread -ldl -lm
 	$(Q)ln -sf libkvmem.so.$(VERSION) $(B)/libkvmem.so.$(SOVERSION)
 	$(Q)ln -sf libkvmem.so.$(SOVERSION) $(B)/libkvmem.so
 

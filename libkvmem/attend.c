@@ -32,12 +32,13 @@ struct reader {
 	int cur_lost; /* current page has erased scales */
 	float *nrow; /* a neighbour row */
 	uint8_t *nrow_erased;
+	void *scratch; /* kvmem__page_scratch_size() */
 	struct kvmem_page_counts pc;
 	uint64_t headers_ue;
 };
 
 static int reader_open(struct reader *r, struct kvmem_seq *s, uint32_t layer,
-		       uint32_t policy)
+		       uint32_t policy, void *scratch)
 {
 	struct kvmem_cache *c = s->c;
 	size_t ns = (size_t)c->layout[0].nscales_k + c->layout[0].nscales_v + 1;
@@ -46,6 +47,7 @@ static int reader_open(struct reader *r, struct kvmem_seq *s, uint32_t layer,
 	r->c = c;
 	r->lt = &s->layer[layer];
 	r->policy = policy;
+	r->scratch = scratch;
 	r->cur = UINT32_MAX;
 	r->scales = malloc(ns * sizeof(float));
 	r->nscales = malloc(ns * sizeof(float));
@@ -86,7 +88,7 @@ static int load_scales(struct reader *r, uint32_t pi, float *scales,
 		r->headers_ue++;
 	kvmem__counts_add(&r->pc.header, &hc);
 	return kvmem__page_scales(&r->c->g, &r->c->layout[p->hot], p->data,
-				  scales, erased, &r->pc.scales, r->c->scratch);
+				  scales, erased, &r->pc.scales, r->scratch);
 }
 
 static void reader_page(struct reader *r, uint32_t pi)
@@ -123,7 +125,7 @@ static void neighbour_row(struct reader *r, uint32_t pos, int is_v, uint32_t h)
 	}
 	if (!kvmem__page_rows(g, &r->c->layout[p->hot], p->data, is_v, h,
 			      pos - p->token_start, 1, sc, se, r->nrow,
-			      r->nrow_erased, &scratch_counts, r->c->scratch))
+			      r->nrow_erased, &scratch_counts, r->scratch))
 		memset(r->nrow_erased, 0, g->head_dim);
 }
 
@@ -213,7 +215,7 @@ static void reader_rows(struct reader *r, uint32_t pi, int is_v, uint32_t h,
 	reader_page(r, pi);
 	ne = kvmem__page_rows(&r->c->g, &r->c->layout[p->hot], p->data, is_v, h,
 			      t0, n, r->scales, r->cur_lost ? r->serased : NULL,
-			      out, erased, &r->pc.payload, r->c->scratch);
+			      out, erased, &r->pc.payload, r->scratch);
 	if (ne <= 0)
 		return;
 	r->pc.values_erased += (uint64_t)ne;
@@ -233,7 +235,7 @@ static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 	return kvmem__page_rows_cw4(
 		&r->c->g, &r->c->layout[p->hot], p->data, is_v, h, t0, n,
 		r->scales, r->cur_lost ? r->serased : NULL, sc, sstride, group,
-		rstride, &r->pc.payload, r->c->scratch);
+		rstride, &r->pc.payload, r->scratch);
 }
 
 int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
@@ -257,7 +259,7 @@ int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
 		return ret;
 	g = &s->c->g;
 	tok = (size_t)g->kv_heads * g->head_dim;
-	ret = reader_open(&r, s, layer, erasure);
+	ret = reader_open(&r, s, layer, erasure, s->c->scratch);
 	tile = malloc((size_t)TILE * g->head_dim * sizeof(float));
 	erased = malloc((size_t)TILE * g->head_dim);
 	if (ret || !tile || !erased) {
@@ -417,18 +419,190 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 	kvmem__attn_tile(a, q, h, kt, vt, n, mass);
 }
 
+/*
+ * Start loading the tile after the one that ends at token @end of head @h
+ * of page @pi, so that it arrives while this one is worked on.
+ */
+static void prefetch_next(const struct reader *r, uint32_t pi, uint32_t h,
+			  uint32_t end)
+{
+	const struct kvmem__page *p = r->lt->pages[pi];
+
+	if (end >= p->ntokens) {
+		end = 0;
+		if (++h == r->c->g.kv_heads) {
+			h = 0;
+			if (++pi == r->lt->npages)
+				return;
+			p = r->lt->pages[pi];
+		}
+	}
+	kvmem__page_prefetch(&r->c->g, &r->c->layout[p->hot], p->data, h, end,
+			     p->ntokens - end < TILE ? p->ntokens - end : TILE);
+}
+
+/*
+ * Threads. The pages of a layer are cut into chunks of about CHUNK_TOKENS
+ * tokens, the same whatever the number of threads; each chunk keeps its
+ * own online-softmax state, workers claim chunks in turn, and the states
+ * are combined in chunk order at the end. So the result is the same bits
+ * for any opts->threads: only who computes a chunk changes, never the
+ * order of any sum.
+ */
+#define CHUNK_TOKENS 256
+
+struct worker {
+	struct reader r;
+	struct kvmem__attn a; /* ->sc its own; acc, m, l the chunk's */
+	float *kt, *vt;
+	uint8_t *erased;
+	void *scratch; /* NULL: worker 0 uses the cache's */
+};
+
+struct job {
+	struct kvmem_seq *s;
+	const struct kvmem__layer *lt;
+	const float *q;
+	uint32_t nh, D, ppc, nchunks;
+	float *acc, *m, *l; /* per chunk: [nh][D], [nh], [nh] */
+	float *mass; /* per page and query head: (max, sum) */
+	uint32_t next; /* the next chunk to claim */
+	struct worker *w;
+};
+
+static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
+{
+	const uint32_t nh = j->nh, G = w->a.G, kvh = j->s->c->g.kv_heads;
+	const uint32_t end = (c + 1) * j->ppc < j->lt->npages ? (c + 1) * j->ppc
+							      : j->lt->npages;
+	uint32_t pi, h, t0, i;
+
+	w->a.acc = j->acc + (size_t)c * nh * j->D;
+	w->a.m = j->m + (size_t)c * nh;
+	w->a.l = j->l + (size_t)c * nh;
+	memset(w->a.acc, 0, (size_t)nh * j->D * sizeof(float));
+	for (i = 0; i < nh; i++) {
+		w->a.m[i] = -INFINITY;
+		w->a.l[i] = 0.0f;
+	}
+	for (pi = c * j->ppc; pi < end; pi++) {
+		const struct kvmem__page *p = j->lt->pages[pi];
+		float *pm = j->mass + (size_t)pi * nh * 2;
+
+		for (i = 0; i < nh; i++) {
+			pm[2 * i] = -INFINITY;
+			pm[2 * i + 1] = 0.0f;
+		}
+		for (h = 0; h < kvh; h++)
+			for (t0 = 0; t0 < p->ntokens; t0 += TILE) {
+				uint32_t n = p->ntokens - t0 < TILE
+						     ? p->ntokens - t0
+						     : TILE;
+
+				prefetch_next(&w->r, pi, h, t0 + n);
+				attend_tile(&w->r, &w->a, j->q, pi, h, t0, n,
+					    w->kt, w->vt, w->erased,
+					    pm + (size_t)h * G * 2);
+			}
+	}
+}
+
+static void attend_worker(void *arg, unsigned int id)
+{
+	struct job *j = arg;
+	uint32_t c;
+
+	while ((c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) <
+	       j->nchunks)
+		attend_chunk(j, &j->w[id], c);
+}
+
+/* Chunk states to the result; leaves the layer's max and sum in m, l. */
+static void combine(const struct job *j, float *m, float *l, float *out)
+{
+	const uint32_t nh = j->nh, D = j->D;
+	uint32_t c, i, d;
+
+	for (i = 0; i < nh; i++) {
+		float *o = out + (size_t)i * D;
+
+		m[i] = -INFINITY;
+		l[i] = 0.0f;
+		for (c = 0; c < j->nchunks; c++)
+			if (j->m[(size_t)c * nh + i] > m[i])
+				m[i] = j->m[(size_t)c * nh + i];
+		memset(o, 0, D * sizeof(float));
+		for (c = 0; c < j->nchunks; c++) {
+			const float *acc = j->acc + ((size_t)c * nh + i) * D;
+			float f = kvmem__expf(j->m[(size_t)c * nh + i] - m[i]);
+
+			l[i] += j->l[(size_t)c * nh + i] * f;
+			for (d = 0; d < D; d++)
+				o[d] += acc[d] * f;
+		}
+		for (d = 0; d < D; d++)
+			o[d] /= l[i];
+	}
+}
+
+static void workers_free(struct worker *w, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; w && i < n; i++) {
+		reader_close(&w[i].r);
+		free(w[i].a.sc);
+		free(w[i].kt);
+		free(w[i].vt);
+		free(w[i].erased);
+		free(w[i].scratch);
+	}
+	free(w);
+}
+
+static struct worker *workers_new(struct kvmem_seq *s, uint32_t layer,
+				  const struct kvmem_attend_opts *opts,
+				  uint32_t G, float scale, unsigned int n)
+{
+	const uint32_t D = s->c->g.head_dim;
+	struct worker *w = calloc(n, sizeof(*w));
+	unsigned int i;
+
+	for (i = 0; w && i < n; i++) {
+		struct worker *x = &w[i];
+
+		if (i)
+			x->scratch = malloc(s->c->scratch_bytes);
+		x->a.kn = kvmem__attn();
+		x->a.G = G;
+		x->a.D = D;
+		x->a.scale = scale;
+		x->a.sc = malloc((size_t)G * TILE * sizeof(float));
+		x->kt = malloc((size_t)TILE * D * sizeof(float));
+		x->vt = malloc((size_t)TILE * D * sizeof(float));
+		x->erased = malloc((size_t)TILE * D);
+		if (reader_open(&x->r, s, layer, opts->erasure,
+				i ? x->scratch : s->c->scratch) ||
+		    (i && !x->scratch) || !x->a.sc || !x->kt || !x->vt ||
+		    !x->erased) {
+			workers_free(w, i + 1);
+			return NULL;
+		}
+	}
+	return w;
+}
+
 int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 		 float *out, const struct kvmem_attend_opts *opts,
 		 struct kvmem_attend_stats *stats)
 {
 	const struct kvmem_geometry *g;
 	const struct kvmem__layer *lt;
-	uint32_t nh, G, D, pi, h, t0, i;
-	struct kvmem__attn a = { 0 };
-	float *kt = NULL, *vt = NULL, *mass = NULL;
-	uint8_t *erased = NULL;
-	struct reader r;
-	float alpha;
+	struct job j = { 0 };
+	uint32_t nh, G, D, pi, i;
+	unsigned int nw, k;
+	float *m = NULL, *l = NULL;
+	float alpha, scale;
 	int ret;
 
 	if (!s || !q || !out || !opts || layer >= s->c->g.layers)
@@ -437,7 +611,8 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 	lt = &s->layer[layer];
 	nh = opts->n_heads;
 	if (!nh || nh % g->kv_heads || !lt->len ||
-	    opts->erasure > KVMEM_ERASE_KEEP)
+	    opts->erasure > KVMEM_ERASE_KEEP || opts->resv[0] ||
+	    opts->resv[1] || opts->resv[2])
 		return -EINVAL;
 	ret = kvmem__seq_acquire(s);
 	if (ret)
@@ -445,52 +620,42 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 	G = nh / g->kv_heads;
 	D = g->head_dim;
 	alpha = opts->importance_alpha != 0.0f ? opts->importance_alpha : 0.1f;
+	scale = opts->scale != 0.0f ? opts->scale : 1.0f / sqrtf((float)D);
 
-	ret = reader_open(&r, s, layer, opts->erasure);
-	if (!ret)
-		ret = kvmem__attn_init(&a, nh, G, D,
-				       opts->scale != 0.0f
-					       ? opts->scale
-					       : 1.0f / sqrtf((float)D));
-	kt = malloc((size_t)TILE * D * sizeof(float));
-	vt = malloc((size_t)TILE * D * sizeof(float));
-	erased = malloc((size_t)TILE * D);
-	/* Per page and query head: the page's softmax sum and its max. */
-	mass = malloc((size_t)lt->npages * nh * 2 * sizeof(float));
-	if (ret || !kt || !vt || !erased || !mass) {
+	j.s = s;
+	j.lt = lt;
+	j.q = q;
+	j.nh = nh;
+	j.D = D;
+	j.ppc = (CHUNK_TOKENS + g->tokens_per_page - 1) / g->tokens_per_page;
+	j.nchunks = (lt->npages + j.ppc - 1) / j.ppc;
+	nw = opts->threads ? opts->threads : kvmem__cpus();
+	if (nw > j.nchunks)
+		nw = j.nchunks;
+	j.acc = malloc((size_t)j.nchunks * nh * D * sizeof(float));
+	j.m = malloc((size_t)j.nchunks * nh * sizeof(float));
+	j.l = malloc((size_t)j.nchunks * nh * sizeof(float));
+	j.mass = malloc((size_t)lt->npages * nh * 2 * sizeof(float));
+	m = malloc(nh * sizeof(float));
+	l = malloc(nh * sizeof(float));
+	j.w = j.acc && j.m && j.l && j.mass && m && l
+		      ? workers_new(s, layer, opts, G, scale, nw)
+		      : NULL;
+	if (!j.w) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	for (pi = 0; pi < lt->npages; pi++) {
-		const struct kvmem__page *p = lt->pages[pi];
-		float *pm = mass + (size_t)pi * nh * 2;
-
-		for (i = 0; i < nh; i++) {
-			pm[2 * i] = -INFINITY;
-			pm[2 * i + 1] = 0.0f;
-		}
-
-		for (h = 0; h < g->kv_heads; h++)
-			for (t0 = 0; t0 < p->ntokens; t0 += TILE) {
-				uint32_t n = p->ntokens - t0 < TILE
-						     ? p->ntokens - t0
-						     : TILE;
-
-				attend_tile(&r, &a, q, pi, h, t0, n, kt, vt,
-					    erased, pm + (size_t)h * G * 2);
-			}
-	}
-	kvmem__attn_finish(&a, nh, out);
+	kvmem__pool_run(&s->c->pool, nw, attend_worker, &j);
+	combine(&j, m, l, out);
 
 	if (alpha > 0.0f)
 		for (pi = 0; pi < lt->npages; pi++) {
-			const float *pm = mass + (size_t)pi * nh * 2;
+			const float *pm = j.mass + (size_t)pi * nh * 2;
 			float share = 0.0f;
 
 			for (i = 0; i < nh; i++)
 				share += pm[2 * i + 1] *
-					 kvmem__expf(pm[2 * i] - a.m[i]) /
-					 a.l[i];
+					 kvmem__expf(pm[2 * i] - m[i]) / l[i];
 			lt->pages[pi]->importance =
 				(1.0f - alpha) * lt->pages[pi]->importance +
 				alpha * share;
@@ -498,24 +663,36 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 				kvmem__heat_set(s->c, lt->pages[pi], nh);
 		}
 	if (stats) {
-		const struct kvmem_page_counts *c = &r.pc;
+		struct kvmem_page_counts c = { 0 };
+		uint64_t hue = 0;
 
+		for (k = 0; k < nw; k++) {
+			const struct kvmem_page_counts *x = &j.w[k].r.pc;
+
+			kvmem__counts_add(&c.header, &x->header);
+			kvmem__counts_add(&c.scales, &x->scales);
+			kvmem__counts_add(&c.payload, &x->payload);
+			c.values_erased += x->values_erased;
+			hue += j.w[k].r.headers_ue;
+		}
 		stats->words_clean =
-			c->header.clean + c->scales.clean + c->payload.clean;
-		stats->words_corrected = c->header.corrected +
-					 c->scales.corrected +
-					 c->payload.corrected;
+			c.header.clean + c.scales.clean + c.payload.clean;
+		stats->words_corrected = c.header.corrected +
+					 c.scales.corrected +
+					 c.payload.corrected;
 		stats->words_uncorrectable =
-			c->scales.uncorrectable + c->payload.uncorrectable;
-		stats->values_erased = c->values_erased;
-		stats->headers_uncorrectable = r.headers_ue;
+			c.scales.uncorrectable + c.payload.uncorrectable;
+		stats->values_erased = c.values_erased;
+		stats->headers_uncorrectable = hue;
 	}
+	ret = 0;
 out:
-	kvmem__attn_free(&a);
-	reader_close(&r);
-	free(kt);
-	free(vt);
-	free(erased);
-	free(mass);
+	workers_free(j.w, nw);
+	free(j.acc);
+	free(j.m);
+	free(j.l);
+	free(j.mass);
+	free(m);
+	free(l);
 	return ret;
 }

@@ -568,12 +568,31 @@ static float softmax(float *x, unsigned int n, float *m)
 	return sum;
 }
 
+static int scales_ok(const float *x, unsigned int n)
+{
+	const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(65504.0f);
+	__m256 ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+	unsigned int i;
+
+	/* Ordered compares: a NaN fails both. */
+	for (i = 0; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+
+		ok = _mm256_and_ps(
+			ok, _mm256_and_ps(_mm256_cmp_ps(v, lo, _CMP_GE_OQ),
+					  _mm256_cmp_ps(v, hi, _CMP_LE_OQ)));
+	}
+	return _mm256_movemask_ps(ok) == 0xff &&
+	       kvmem__attn_portable.scales_ok(x + i, n - i);
+}
+
 const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.dequant = dequant,
 	.dequant_cw4 = dequant_cw4,
 	.scores = scores,
 	.accum = accum,
 	.softmax = softmax,
+	.scales_ok = scales_ok,
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,

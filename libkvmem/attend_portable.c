@@ -46,6 +46,16 @@ static float softmax(float *x, unsigned int n, float *m)
 	return sum;
 }
 
+static int scales_ok(const float *x, unsigned int n)
+{
+	unsigned int i;
+	int ok = 1;
+
+	for (i = 0; i < n; i++)
+		ok &= x[i] >= 0.0f && x[i] <= 65504.0f;
+	return ok;
+}
+
 static void dequant_cw4(const uint8_t *code, unsigned int dim,
 			unsigned int group, const float *scales, float *out)
 {
@@ -150,6 +160,7 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.scores = scores,
 	.accum = accum,
 	.softmax = softmax,
+	.scales_ok = scales_ok,
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
@@ -157,6 +168,11 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 
 const struct kvmem__attn_kernels *kvmem__attn(void)
 {
-	return kvmem__simd_active() == KVMEM__SIMD_AVX2 ? &kvmem__attn_avx2
-							: &kvmem__attn_portable;
+	static const struct kvmem__attn_kernels *const impls[KVMEM__SIMD_NR] = {
+		[KVMEM__SIMD_PORTABLE] = &kvmem__attn_portable,
+		[KVMEM__SIMD_AVX2] = &kvmem__attn_avx2,
+		[KVMEM__SIMD_AVX512] = &kvmem__attn_avx512,
+	};
+
+	return impls[kvmem__simd_active()];
 }

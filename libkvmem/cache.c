@@ -289,6 +289,7 @@ int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out)
 	c->vbuf = malloc(tok * sizeof(float));
 	c->row = malloc((size_t)c->layout[1].row_data + 64);
 	c->scratch = malloc(scratch);
+	c->scratch_bytes = scratch;
 	if (!c->kbuf || !c->vbuf || !c->row || !c->scratch) {
 		kvmem__cache_free(c);
 		return -ENOMEM;
@@ -299,6 +300,7 @@ int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out)
 
 void kvmem__cache_free(struct kvmem_cache *c)
 {
+	kvmem__pool_free(c->pool);
 	free(c->kbuf);
 	free(c->vbuf);
 	free(c->row);

@@ -81,6 +81,8 @@ struct kvmem_cache {
 	float *kbuf, *vbuf; /* a page of K and V, token-major */
 	uint8_t *row; /* one hot row's data */
 	void *scratch; /* kvmem__page_scratch_size() */
+	size_t scratch_bytes;
+	struct kvmem__pool *pool; /* attention's threads, NULL until used */
 };
 
 struct kvmem_seq {

@@ -11,6 +11,7 @@
 static const char *const simd_names[KVMEM__SIMD_NR] = {
 	[KVMEM__SIMD_PORTABLE] = "portable",
 	[KVMEM__SIMD_AVX2] = "avx2",
+	[KVMEM__SIMD_AVX512] = "avx512",
 };
 
 /* -1 until the first call decides; the decision is idempotent, so a race
@@ -46,8 +47,15 @@ int kvmem__simd_supported(int level)
 		 * every CPU with AVX2 so far has both. */
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx2") &&
-		       __builtin_cpu_supports("fma") &&
-		       has_f16c();
+		       __builtin_cpu_supports("fma") && has_f16c();
+	case KVMEM__SIMD_AVX512:
+		return kvmem__simd_supported(KVMEM__SIMD_AVX2) &&
+		       __builtin_cpu_supports("avx512f") &&
+		       __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") &&
+		       __builtin_cpu_supports("avx512vbmi") &&
+		       __builtin_cpu_supports("avx512vnni") &&
+		       __builtin_cpu_supports("gfni");
 	default:
 		return 0;
 	}
@@ -56,17 +64,18 @@ int kvmem__simd_supported(int level)
 int kvmem__simd_active(void)
 {
 	int level = __atomic_load_n(&simd_level, __ATOMIC_RELAXED);
+	int cap = KVMEM__SIMD_NR - 1;
 	const char *env;
 
 	if (level >= 0)
 		return level;
+	/* An unknown name caps nothing, as no variable at all. */
 	env = getenv("KVMEM_SIMD");
-	if (env && !strcmp(env, "portable"))
-		level = KVMEM__SIMD_PORTABLE;
-	else if (kvmem__simd_supported(KVMEM__SIMD_AVX2))
-		level = KVMEM__SIMD_AVX2;
-	else
-		level = KVMEM__SIMD_PORTABLE;
+	for (level = 0; env && level < KVMEM__SIMD_NR; level++)
+		if (!strcmp(env, simd_names[level]))
+			cap = level;
+	for (level = cap; level > 0 && !kvmem__simd_supported(level); level--)
+		;
 	__atomic_store_n(&simd_level, level, __ATOMIC_RELAXED);
 	return level;
 }

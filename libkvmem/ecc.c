@@ -1,10 +1,11 @@
 /*
  * ecc.c - bulk encode, decode and scrub over buffers of codewords
  *
- * The work is split between fast kernels (ecc_portable.c, ecc_avx2.c) and
- * the per-word functions of ecc_word.h. Clean data is the common case: the
- * kernels find the next word with a non-zero syndrome and move data in bulk,
- * and only those rare words go through the per-word decoder here.
+ * The work is split between fast kernels (ecc_portable.c, ecc_avx2.c,
+ * ecc_avx512.c) and the per-word functions of ecc_word.h. Clean data is the
+ * common case: the kernels find the next word with a non-zero syndrome and
+ * move data in bulk, and only those rare words go through the per-word
+ * decoder here.
  */
 #include <errno.h>
 #include <string.h>
@@ -36,6 +37,7 @@ _Static_assert(KVMEM_ARRAY_SIZE(codecs) == KVMEM_CODEC_NR,
 static const struct kvmem__ecc_kernels *const impls[KVMEM__SIMD_NR] = {
 	[KVMEM__SIMD_PORTABLE] = kvmem__ecc_portable,
 	[KVMEM__SIMD_AVX2] = kvmem__ecc_avx2,
+	[KVMEM__SIMD_AVX512] = kvmem__ecc_avx512,
 };
 
 /*
@@ -87,11 +89,18 @@ const char *kvmem_ecc_impl(void)
 	return kvmem__simd_name(kvmem__simd_active());
 }
 
-/* The kernel @op of @codec on the active path, or the portable one. */
-#define KERNEL(codec, op)                                \
-	(impls[kvmem__simd_active()][codec].op           \
-		 ? impls[kvmem__simd_active()][codec].op \
-		 : kvmem__ecc_portable[codec].op)
+static int below(int level)
+{
+	return level ? level - 1 : 0;
+}
+
+/* The kernel @op of @codec on the active path, else the level below. */
+#define KERNEL(codec, op) \
+	(impls[kvmem__simd_active()][codec].op                   \
+		 ?: impls[below(kvmem__simd_active())][codec].op \
+		 ?: kvmem__ecc_portable[codec].op)
+
+_Static_assert(KVMEM__SIMD_NR == 3, "KERNEL() looks two levels down");
 
 size_t kvmem__ecc_scan(int codec, const uint8_t *code, size_t nwords)
 {

@@ -33,6 +33,14 @@ static void tables_init(void)
 		for (i = 0; i < 256; i++)
 			t->secded_check[k][i] =
 				kvmem_secded72_encode((uint64_t)i << (8 * k));
+	for (k = 0; k < 8; k++)
+		for (i = 0; i < 8; i++) {
+			t->h74_gf |= (uint64_t)(h74_syn_ext(1u << k) >> i & 1)
+				     << (8 * (7 - i) + k);
+			t->h84_gf |=
+				(uint64_t)(kvmem_h84_syndrome(1u << k) >> i & 1)
+				<< (8 * (7 - i) + k);
+		}
 	for (n = 0; n < 16; n++) {
 		t->h74_syn[0][n] = (uint8_t)h74_syn_ext(n);
 		t->h74_syn[1][n] = (uint8_t)h74_syn_ext(n << 4);

@@ -15,13 +15,20 @@
 #define KVMEM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /*
- * SIMD code paths. The active one is picked on first use from the CPU's
- * features, or forced to portable with KVMEM_SIMD=portable in the
- * environment; tests and benchmarks switch it with kvmem__simd_force().
+ * SIMD code paths, each a superset of the one before. The active one is the
+ * best the CPU runs, picked on first use; KVMEM_SIMD=portable, avx2 or
+ * avx512 in the environment caps it; tests and benchmarks switch it with
+ * kvmem__simd_force(). A kernel a level does not have comes from the level
+ * below.
+ *
+ * avx512 wants AVX-512 F, BW, VL and VBMI, GFNI and AVX512-VNNI together,
+ * as every CPU with AVX-512 since Ice Lake and Zen 4 has them; a CPU with
+ * less runs avx2.
  */
 enum kvmem__simd {
 	KVMEM__SIMD_PORTABLE = 0,
 	KVMEM__SIMD_AVX2 = 1,
+	KVMEM__SIMD_AVX512 = 2,
 	KVMEM__SIMD_NR,
 };
 
@@ -49,6 +56,7 @@ struct kvmem__ecc_kernels {
 
 extern const struct kvmem__ecc_kernels kvmem__ecc_portable[KVMEM_CODEC_NR];
 extern const struct kvmem__ecc_kernels kvmem__ecc_avx2[KVMEM_CODEC_NR];
+extern const struct kvmem__ecc_kernels kvmem__ecc_avx512[KVMEM_CODEC_NR];
 
 /* Tables derived once from the per-word functions of ecc_word.h. */
 struct kvmem__ecc_tables {
@@ -58,6 +66,9 @@ struct kvmem__ecc_tables {
 	/* Nibble tables for pshufb, linear pieces of the maps above. */
 	uint8_t h74_syn[2][16]; /* [lo/hi nibble]: syndrome | bit7 << 3 */
 	uint8_t h84_syn[2][16]; /* [lo/hi nibble]: kvmem_h84_syndrome */
+	/* The same two maps as GF2P8AFFINEQB matrices: byte 7 - i of each
+	 * is the mask of code bits that feed syndrome bit i. */
+	uint64_t h74_gf, h84_gf;
 	uint8_t h74_enc[16];
 	uint8_t h84_enc[16];
 	uint8_t golay_par[3][2][16]; /* [nibble k][low/high byte][n] */
@@ -132,6 +143,15 @@ const uint8_t *kvmem__page_rows_cw4(
 	size_t *sstride, unsigned int *group, size_t *rstride,
 	struct kvmem_ecc_counts *c, void *scratch);
 /*
+ * Ask the CPU to start loading what attention reads next of @page: rows
+ * [t0, t0 + n) of KV head @h, K and V, or with @h == 0 also the header and
+ * scales. A hint only; it never faults.
+ */
+void kvmem__page_prefetch(const struct kvmem_geometry *g,
+			  const struct kvmem_page_layout *l,
+			  const uint8_t *page, uint32_t h, uint32_t t0,
+			  uint32_t n);
+/*
  * A page's padding (page.c: page_runs()): kvmem__page_tidy() puts back the
  * zeros the encoder wrote there, in the bytes [@from, @to) of the page
  * (returns how many bytes it changed), and kvmem__page_crc() is the
@@ -158,7 +178,8 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
 			   uint8_t *row);
 
 /*
- * Attention kernels, portable and AVX2 (attend_portable.c, attend_avx2.c).
+ * Attention kernels, portable, AVX2 and AVX-512 (attend_portable.c,
+ * attend_avx2.c, attend_avx512.c).
  *
  * dequant:     one row of @dim values of format @fmt from its data bytes,
  *              scale i / @group (no scales for fp16)
@@ -170,6 +191,8 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
  * golay_nibbles: the @nvals int4 values of golay24 codewords (@code_bytes
  *              of them readable), one value per byte (low nibble), as
  *              h74/h84 codewords hold them; @out has room for nvals + 16
+ * scales_ok:   1 if every one of the @n values is in [0, 65504], the
+ *              range of the scales an encoder writes, else 0
  * scores_cw4, accum_cw4: scores and accum straight from int4 h74/h84
  *              codewords, one value per byte: row t at code + t * stride,
  *              its scales at scales + t * sstride, one per @group values
@@ -186,6 +209,7 @@ struct kvmem__attn_kernels {
 	void (*accum)(const float *p, unsigned int ng, const float *v,
 		      unsigned int n, unsigned int dim, float *acc);
 	float (*softmax)(float *x, unsigned int n, float *m);
+	int (*scales_ok)(const float *x, unsigned int n);
 	void (*golay_nibbles)(const uint8_t *code, size_t code_bytes,
 			      unsigned int nvals, uint8_t *out);
 	void (*scores_cw4)(const float *q, unsigned int ng, const uint8_t *code,
@@ -201,6 +225,7 @@ struct kvmem__attn_kernels {
 extern const struct kvmem__attn_kernels kvmem__attn_portable;
 float kvmem__expf(float x);
 extern const struct kvmem__attn_kernels kvmem__attn_avx2;
+extern const struct kvmem__attn_kernels kvmem__attn_avx512;
 const struct kvmem__attn_kernels *kvmem__attn(void);
 
 /*
@@ -235,6 +260,20 @@ void kvmem__attn_softmax(struct kvmem__attn *a, uint32_t h, uint32_t n,
 void kvmem__attn_finish(const struct kvmem__attn *a, uint32_t n_heads,
 			float *out);
 void kvmem__attn_free(struct kvmem__attn *a);
+
+/*
+ * pool.c: a persistent thread pool. kvmem__pool_run() runs @fn(@arg, i) for
+ * i = 0 on the calling thread and i = 1 .. on up to @n - 1 pool threads
+ * (created in *@pp on first need) and returns how many ran, 1 .. @n, once
+ * all have returned. kvmem__cpus() is how many CPUs the process may run on.
+ */
+struct kvmem__pool;
+
+unsigned int kvmem__pool_run(struct kvmem__pool **pp, unsigned int n,
+			     void (*fn)(void *arg, unsigned int worker),
+			     void *arg);
+void kvmem__pool_free(struct kvmem__pool *p);
+unsigned int kvmem__cpus(void);
 
 uint32_t kvmem__crc32c_sw(uint32_t crc, const void *buf, size_t len);
 uint32_t kvmem__crc32c_sse42(uint32_t crc, const void *buf, size_t len);

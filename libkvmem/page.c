@@ -360,6 +360,10 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 	kvmem__counts_add(c, &wc);
 	/* FP16 to float: the fp16 "dequantization" of one long row. */
 	kvmem__attn()->dequant(KVMEM_FMT_FP16, sp.halves, n, 1, NULL, scales);
+	if (!wc.uncorrectable && kvmem__attn()->scales_ok(scales, n)) {
+		memset(erased, 0, n);
+		return 0;
+	}
 	for (i = 0; i < n; i++) {
 		/* Four scales to a 64-bit word. A scale is never negative or
 		 * non-finite when written: one that reads so was damaged
@@ -445,6 +449,27 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 		return sp.values[is_v];
 	}
 	return code;
+}
+
+static void prefetch_bytes(const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i += 64)
+		__builtin_prefetch(p + i);
+}
+
+void kvmem__page_prefetch(const struct kvmem_geometry *g,
+			  const struct kvmem_page_layout *l,
+			  const uint8_t *page, uint32_t h, uint32_t t0,
+			  uint32_t n)
+{
+	uint8_t *pg = (uint8_t *)page;
+
+	if (!h)
+		prefetch_bytes(page, l->k_off);
+	prefetch_bytes(row_ptr(g, l, pg, 0, h, t0), (size_t)n * l->row_bytes);
+	prefetch_bytes(row_ptr(g, l, pg, 1, h, t0), (size_t)n * l->row_bytes);
 }
 
 long kvmem__page_rows(const struct kvmem_geometry *g,

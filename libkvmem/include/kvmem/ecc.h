@@ -149,8 +149,9 @@ int kvmem_ecc_scrub(int codec, void *code, size_t nwords,
 /**
  * kvmem_ecc_impl() - the name of the code path the bulk functions use
  *
- * "avx2" or "portable", chosen once from the CPU's features; the environment
- * variable KVMEM_SIMD=portable forces the portable path.
+ * "avx512", "avx2" or "portable", the best the CPU runs, chosen once; the
+ * environment variable KVMEM_SIMD (one of those names) caps it. avx512 wants
+ * AVX-512 F/BW/VL/VBMI, GFNI and AVX512-VNNI (Ice Lake, Zen 4 and later).
  *
  * Return: a constant string.
  */

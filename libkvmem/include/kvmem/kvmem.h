@@ -329,6 +329,9 @@ struct kvmem_attend_opts {
 	float importance_alpha; /* weight of this call in the page importance
 				 * moving average; 0 means 0.1, < 0 leaves
 				 * importance alone */
+	uint32_t threads; /* at most this many threads; 0 means one per CPU
+			   * the process may run on, 1 the caller's only */
+	uint32_t resv[3]; /* must be 0 */
 };
 
 struct kvmem_attend_stats {
@@ -360,8 +363,16 @@ struct kvmem_attend_stats {
  * Each page's share of the softmax weights, summed over the query heads, is
  * folded into its importance (kvmem_page_desc.importance).
  *
+ * Threads: the layer's pages are cut into chunks of about 256 tokens that
+ * do not depend on @opts->threads; each chunk keeps its own softmax state,
+ * up to @opts->threads threads (the caller's and a pool the cache keeps
+ * until kvmem_close()) take chunks in turn, and the states are combined in
+ * chunk order. So every thread count gives the same bits, counts and
+ * importance. The pool's threads block all signals. A process forked from
+ * one whose cache has started them runs on the calling thread only.
+ *
  * Return: 0, -EINVAL (bad layer, n_heads not a multiple of kv_heads, empty
- * layer), -ENOMEM.
+ * layer, a reserved field not 0), -ENOMEM.
  */
 int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 		 float *out, const struct kvmem_attend_opts *opts,

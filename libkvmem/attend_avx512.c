@@ -1,0 +1,502 @@
+/*
+ * attend_avx512.c - attention kernels with AVX-512 (built with the avx512
+ * level's flags, reached only after a runtime check of all of them)
+ *
+ * The same loops as attend_avx2.c, sixteen floats wide. An int4 value,
+ * the low nibble of its byte (a codeword, or a nibble unpacked from data),
+ * becomes a float in one VPERMPS: the instruction reads only the low four
+ * bits of each index, so the parity bits above them need no masking. What
+ * does not fill whole vectors goes to the AVX2 kernels.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kvmem/quant.h"
+#include "internal.h"
+
+#define AVX2 kvmem__attn_avx2
+
+/* Sixteen int4 values, the low nibbles of 16 bytes at @c, as floats. */
+static __m512 nib16(__m128i b)
+{
+	const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6,
+					  -5, -4, -3, -2, -1);
+
+	return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(b), lut);
+}
+
+static __m512 cw16(const uint8_t *c)
+{
+	return nib16(_mm_loadu_si128((const void *)c));
+}
+
+static int vec_ok(unsigned int dim, unsigned int group)
+{
+	return dim % 16 == 0 && (group == 1 || group % 16 == 0);
+}
+
+/*
+ * Scales for values i..i+15 of a row walked in steps of 16: one per value
+ * (group 1, channel scales), or the group's, fetched when a group starts.
+ */
+struct scale_walk {
+	const float *scales;
+	unsigned int group, next, gi;
+	__m512 cur;
+};
+
+static __m512 scale_at(struct scale_walk *w, unsigned int i)
+{
+	if (w->group == 1)
+		return _mm512_loadu_ps(w->scales + i);
+	if (i == w->next) {
+		w->cur = _mm512_set1_ps(w->scales[w->gi++]);
+		w->next += w->group;
+	}
+	return w->cur;
+}
+
+static void dequant_cw4(const uint8_t *code, unsigned int dim,
+			unsigned int group, const float *scales, float *out)
+{
+	struct scale_walk w = { .scales = scales, .group = group };
+	unsigned int i;
+
+	if (!vec_ok(dim, group)) {
+		AVX2.dequant_cw4(code, dim, group, scales, out);
+		return;
+	}
+	for (i = 0; i < dim; i += 16)
+		_mm512_storeu_ps(out + i, _mm512_mul_ps(cw16(code + i),
+							scale_at(&w, i)));
+}
+
+static void dequant(int fmt, const uint8_t *data, unsigned int dim,
+		    unsigned int group, const float *scales, float *out)
+{
+	const __m128i m = _mm_set1_epi8(0x0f);
+	struct scale_walk w = { .scales = scales, .group = group };
+	unsigned int i;
+	__m128i b;
+
+	if (fmt == KVMEM_FMT_FP16 && dim % 16 == 0) {
+		for (i = 0; i < dim; i += 16)
+			_mm512_storeu_ps(out + i,
+					 _mm512_cvtph_ps(_mm256_loadu_si256((
+						 const void *)(data + 2 * i))));
+		return;
+	}
+	if (!vec_ok(dim, group) || fmt == KVMEM_FMT_INT2 ||
+	    fmt == KVMEM_FMT_FP16) {
+		AVX2.dequant(fmt, data, dim, group, scales, out);
+		return;
+	}
+	for (i = 0; i < dim; i += 16) {
+		__m512 x;
+
+		if (fmt == KVMEM_FMT_INT8) {
+			b = _mm_loadu_si128((const void *)(data + i));
+			x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+		} else {
+			/* int4, low nibble first */
+			b = _mm_loadl_epi64((const void *)(data + i / 2));
+			x = nib16(_mm_unpacklo_epi8(
+				_mm_and_si128(b, m),
+				_mm_and_si128(_mm_srli_epi16(b, 4), m)));
+		}
+		_mm512_storeu_ps(out + i, _mm512_mul_ps(x, scale_at(&w, i)));
+	}
+}
+
+/* The four horizontal sums of a0..a3, in lanes 0..3. */
+static __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+	/* Per 128-bit lane: {a0, a1, a0, a1} partial sums, then {a0..a3}. */
+	__m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1),
+				  _mm512_unpackhi_ps(a0, a1));
+	__m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3),
+				  _mm512_unpackhi_ps(a2, a3));
+	__m512 x = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44),
+				 _mm512_shuffle_ps(ab, cd, 0xee));
+	__m256 y = _mm256_add_ps(_mm512_castps512_ps256(x),
+				 _mm256_castpd_ps(_mm512_extractf64x4_pd(
+					 _mm512_castps_pd(x), 1)));
+
+	return _mm_add_ps(_mm256_castps256_ps128(y),
+			  _mm256_extractf128_ps(y, 1));
+}
+
+static void scores(const float *q, unsigned int ng, const float *k,
+		   unsigned int n, unsigned int dim, float scale, float *s)
+{
+	unsigned int g = 0, t, d;
+
+	if (dim % 16) {
+		AVX2.scores(q, ng, k, n, dim, scale, s);
+		return;
+	}
+	/* Four query heads share each load of a key row. */
+	for (; g + 4 <= ng; g += 4) {
+		const float *q0 = q + (size_t)g * dim;
+
+		for (t = 0; t < n; t++) {
+			const float *kt = k + (size_t)t * dim;
+			__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0,
+			       a3 = a0;
+			float r[4];
+
+			for (d = 0; d < dim; d += 16) {
+				__m512 kv = _mm512_loadu_ps(kt + d);
+
+				a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + d),
+						     kv, a0);
+				a1 = _mm512_fmadd_ps(
+					_mm512_loadu_ps(q0 + dim + d), kv, a1);
+				a2 = _mm512_fmadd_ps(
+					_mm512_loadu_ps(q0 + 2 * dim + d), kv,
+					a2);
+				a3 = _mm512_fmadd_ps(
+					_mm512_loadu_ps(q0 + 3 * dim + d), kv,
+					a3);
+			}
+			_mm_storeu_ps(r, _mm_mul_ps(hsum4(a0, a1, a2, a3),
+						    _mm_set1_ps(scale)));
+			s[(size_t)g * n + t] = r[0];
+			s[(size_t)(g + 1) * n + t] = r[1];
+			s[(size_t)(g + 2) * n + t] = r[2];
+			s[(size_t)(g + 3) * n + t] = r[3];
+		}
+	}
+	for (; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			__m512 a = _mm512_setzero_ps();
+
+			for (d = 0; d < dim; d += 16)
+				a = _mm512_fmadd_ps(
+					_mm512_loadu_ps(q + (size_t)g * dim +
+							d),
+					_mm512_loadu_ps(k + (size_t)t * dim +
+							d),
+					a);
+			s[(size_t)g * n + t] = scale * _mm512_reduce_add_ps(a);
+		}
+}
+
+/*
+ * acc[g + j][d..d+64) += sum_t p[g + j][t] v[t][d..] for @NB (1, 2 or 4)
+ * heads: each V load feeds all of them.
+ */
+static inline __attribute__((always_inline)) void
+accum_nb(const float *p, unsigned int NB, const float *v, unsigned int n,
+	 unsigned int dim, unsigned int d, float *acc)
+{
+	__m512 a[4][4];
+	unsigned int t, j, k;
+
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			a[j][k] = _mm512_loadu_ps(acc + (size_t)j * dim + d +
+						  16 * k);
+	for (t = 0; t < n; t++) {
+		const float *vt = v + (size_t)t * dim + d;
+		__m512 x[4];
+
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			x[k] = _mm512_loadu_ps(vt + 16 * k);
+#pragma GCC unroll 4
+		for (j = 0; j < NB; j++) {
+			__m512 w = _mm512_set1_ps(p[(size_t)j * n + t]);
+
+#pragma GCC unroll 4
+			for (k = 0; k < 4; k++)
+				a[j][k] = _mm512_fmadd_ps(w, x[k], a[j][k]);
+		}
+	}
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			_mm512_storeu_ps(acc + (size_t)j * dim + d + 16 * k,
+					 a[j][k]);
+}
+
+static void accum(const float *p, unsigned int ng, const float *v,
+		  unsigned int n, unsigned int dim, float *acc)
+{
+	unsigned int g = 0, d;
+
+	if (dim % 64) {
+		AVX2.accum(p, ng, v, n, dim, acc);
+		return;
+	}
+	for (; g + 4 <= ng; g += 4)
+		for (d = 0; d < dim; d += 64)
+			accum_nb(p + (size_t)g * n, 4, v, n, dim, d,
+				 acc + (size_t)g * dim);
+	for (; g < ng; g++)
+		for (d = 0; d < dim; d += 64)
+			accum_nb(p + (size_t)g * n, 1, v, n, dim, d,
+				 acc + (size_t)g * dim);
+}
+
+/*
+ * Scores of @NB (1 or 4) query heads over int4 codeword rows. A group's
+ * dot products are summed unscaled and its scale applied once per group;
+ * channel scales (@CHAN) go onto the values.
+ */
+static inline __attribute__((always_inline)) void
+scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
+	      size_t stride, unsigned int n, unsigned int dim,
+	      unsigned int group, const int CHAN, const float *scales,
+	      size_t sstride, float scale, float *s, unsigned int sn)
+{
+	unsigned int t, d, d0, gi, j;
+
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = code + t * stride;
+		const float *sc = scales + t * sstride;
+		__m512 tot[4], a[4];
+		float r[4];
+
+#pragma GCC unroll 4
+		for (j = 0; j < NB; j++)
+			tot[j] = _mm512_setzero_ps();
+		for (d0 = 0, gi = 0; d0 < dim; d0 += CHAN ? dim : group, gi++) {
+			unsigned int end = CHAN ? dim : d0 + group;
+
+#pragma GCC unroll 4
+			for (j = 0; j < NB; j++)
+				a[j] = _mm512_setzero_ps();
+			for (d = d0; d < end; d += 16) {
+				__m512 kv = cw16(c + d);
+
+				if (CHAN)
+					kv = _mm512_mul_ps(
+						kv, _mm512_loadu_ps(sc + d));
+#pragma GCC unroll 4
+				for (j = 0; j < NB; j++)
+					a[j] = _mm512_fmadd_ps(
+						_mm512_loadu_ps(q + j * dim +
+								d),
+						kv, a[j]);
+			}
+#pragma GCC unroll 4
+			for (j = 0; j < NB; j++)
+				tot[j] = CHAN ? a[j]
+					      : _mm512_fmadd_ps(
+							a[j],
+							_mm512_set1_ps(sc[gi]),
+							tot[j]);
+		}
+		if (NB == 4) {
+			_mm_storeu_ps(r, _mm_mul_ps(hsum4(tot[0], tot[1],
+							  tot[2], tot[3]),
+						    _mm_set1_ps(scale)));
+#pragma GCC unroll 4
+			for (j = 0; j < 4; j++)
+				s[(size_t)j * sn + t] = r[j];
+		} else {
+			s[t] = scale * _mm512_reduce_add_ps(tot[0]);
+		}
+	}
+}
+
+static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
+		       size_t stride, unsigned int n, unsigned int dim,
+		       unsigned int group, const float *scales, size_t sstride,
+		       float scale, float *s)
+{
+	unsigned int g = 0;
+
+	if (!vec_ok(dim, group)) {
+		AVX2.scores_cw4(q, ng, code, stride, n, dim, group, scales,
+				sstride, scale, s);
+		return;
+	}
+	/* Literal arguments: each call is its own specialised copy. */
+	for (; g + 4 <= ng; g += 4)
+		if (group == 1)
+			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
+				      dim, 1, 1, scales, sstride, scale,
+				      s + (size_t)g * n, n);
+		else
+			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
+				      dim, group, 0, scales, sstride, scale,
+				      s + (size_t)g * n, n);
+	for (; g < ng; g++)
+		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
+			      group, group == 1, scales, sstride, scale,
+			      s + (size_t)g * n, n);
+}
+
+/*
+ * acc[g + j][d..d+64) += sum_t p[g + j][t] * v[t][d..] for @NB (1 or 4)
+ * heads, v read from int4 codewords with its scales applied once for all
+ * heads.
+ */
+static inline __attribute__((always_inline)) void
+accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
+	     size_t stride, unsigned int n, unsigned int dim,
+	     unsigned int group, const int CHAN, const float *scales,
+	     size_t sstride, unsigned int d, float *acc)
+{
+	__m512 a[4][4];
+	unsigned int t, j, k;
+
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			a[j][k] = _mm512_loadu_ps(acc + (size_t)j * dim + d +
+						  16 * k);
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = code + t * stride + d;
+		const float *sc = scales + t * sstride;
+		__m512 v[4];
+
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			v[k] = _mm512_mul_ps(
+				cw16(c + 16 * k),
+				CHAN ? _mm512_loadu_ps(sc + d + 16 * k)
+				     : _mm512_set1_ps(
+					       sc[(d + 16 * k) / group]));
+#pragma GCC unroll 4
+		for (j = 0; j < NB; j++) {
+			__m512 w = _mm512_set1_ps(p[(size_t)j * n + t]);
+
+#pragma GCC unroll 4
+			for (k = 0; k < 4; k++)
+				a[j][k] = _mm512_fmadd_ps(w, v[k], a[j][k]);
+		}
+	}
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			_mm512_storeu_ps(acc + (size_t)j * dim + d + 16 * k,
+					 a[j][k]);
+}
+
+static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      unsigned int group, const float *scales, size_t sstride,
+		      float *acc)
+{
+	unsigned int g = 0, d;
+
+	if (dim % 64 || (group != 1 && group % 16)) {
+		AVX2.accum_cw4(p, ng, code, stride, n, dim, group, scales,
+			       sstride, acc);
+		return;
+	}
+	for (; g + 4 <= ng; g += 4)
+		for (d = 0; d < dim; d += 64)
+			if (group == 1)
+				accum_cw4_nb(p + (size_t)g * n, 4, code, stride,
+					     n, dim, 1, 1, scales, sstride, d,
+					     acc + (size_t)g * dim);
+			else
+				accum_cw4_nb(p + (size_t)g * n, 4, code, stride,
+					     n, dim, group, 0, scales, sstride,
+					     d, acc + (size_t)g * dim);
+	for (; g < ng; g++)
+		for (d = 0; d < dim; d += 64)
+			accum_cw4_nb(p + (size_t)g * n, 1, code, stride, n, dim,
+				     group, group == 1, scales, sstride, d,
+				     acc + (size_t)g * dim);
+}
+
+static void golay_nibbles(const uint8_t *code, size_t code_bytes,
+			  unsigned int nvals, uint8_t *out)
+{
+	AVX2.golay_nibbles(code, code_bytes, nvals, out);
+}
+
+/* kvmem__expf() of sixteen values at once. */
+static __m512 exp16(__m512 v)
+{
+	const __mmask16 under =
+		_mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+	__m512 nf = _mm512_roundscale_ps(
+		_mm512_mul_ps(v, _mm512_set1_ps(1.44269504f)),
+		_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693359375f), v);
+	__m512 y;
+	__m512i e;
+
+	r = _mm512_fmadd_ps(nf, _mm512_set1_ps(2.12194440e-4f), r);
+	y = _mm512_set1_ps(1.9875691500e-4f);
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+	y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+	y = _mm512_fmadd_ps(_mm512_mul_ps(y, r), r,
+			    _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+	e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nf),
+					       _mm512_set1_epi32(127)),
+			      23);
+	return _mm512_maskz_mul_ps((__mmask16)~under, y,
+				   _mm512_castsi512_ps(e));
+}
+
+static float softmax(float *x, unsigned int n, float *m)
+{
+	__m512 mv = _mm512_set1_ps(*m), sv = _mm512_setzero_ps();
+	float mx, sum;
+	unsigned int i;
+
+	for (i = 0; i + 16 <= n; i += 16)
+		mv = _mm512_max_ps(mv, _mm512_loadu_ps(x + i));
+	mx = _mm512_reduce_max_ps(mv);
+	for (; i < n; i++)
+		if (x[i] > mx)
+			mx = x[i];
+	mv = _mm512_set1_ps(mx);
+	for (i = 0; i + 16 <= n; i += 16) {
+		__m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+
+		_mm512_storeu_ps(x + i, e);
+		sv = _mm512_add_ps(sv, e);
+	}
+	sum = _mm512_reduce_add_ps(sv);
+	for (; i < n; i++) {
+		x[i] = kvmem__expf(x[i] - mx);
+		sum += x[i];
+	}
+	*m = mx;
+	return sum;
+}
+
+static int scales_ok(const float *x, unsigned int n)
+{
+	const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(65504.0f);
+	__mmask16 ok = 0xffff;
+	unsigned int i;
+
+	/* Ordered compares: a NaN fails both. Lanes past @n read 0. */
+	for (i = 0; i < n && ok == 0xffff; i += 16) {
+		__mmask16 in = n - i >= 16 ? 0xffff : (1u << (n - i)) - 1;
+		__m512 v = _mm512_maskz_loadu_ps(in, x + i);
+
+		ok = _mm512_cmp_ps_mask(v, lo, _CMP_GE_OQ) &
+		     _mm512_cmp_ps_mask(v, hi, _CMP_LE_OQ);
+	}
+	return ok == 0xffff;
+}
+
+const struct kvmem__attn_kernels kvmem__attn_avx512 = {
+	.dequant = dequant,
+	.dequant_cw4 = dequant_cw4,
+	.scores = scores,
+	.accum = accum,
+	.softmax = softmax,
+	.scales_ok = scales_ok,
+	.golay_nibbles = golay_nibbles,
+	.scores_cw4 = scores_cw4,
+	.accum_cw4 = accum_cw4,
+};

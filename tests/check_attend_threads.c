@@ -1,0 +1,313 @@
+/*
+ * check_attend_threads.c - kvmem_attend() on several threads
+ *
+ * The contract (kvmem.h): opts.threads changes who computes, never the
+ * result. So every thread count must give the same bits as one thread: the
+ * output, the counts and the page importance, on every SIMD path, under
+ * every erasure policy, with uncorrectable damage spread over the pages
+ * (interpolation then reads neighbours across the chunks that threads
+ * split the layer into). That the results are right is check_attend.c's
+ * business; it runs with the default, one thread per CPU.
+ *
+ * The threads must be real (they show up in /proc/self/task and are gone
+ * after kvmem_close()), and a child forked after they started must still
+ * get its answer, on its own thread.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "kvmem/inject.h"
+#include "kvmem/kvmem.h"
+#include "kvmem_check.h"
+#include "rng.h"
+
+#define NTOK 1100 /* several chunks of 256 tokens, and a tail */
+#define MAXP 160
+
+struct tcase {
+	const char *name;
+	int fmt, codec, key_scales;
+	uint32_t kv_heads, head_dim, tpp, group, mult;
+};
+
+static const struct tcase tcases[] = {
+	{ "int4+h84, GQA 4", KVMEM_FMT_INT4, KVMEM_CODEC_H84,
+	  KVMEM_SCALES_GROUP, 2, 64, 16, 32, 4 },
+	{ "int4+golay24, MHA", KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24,
+	  KVMEM_SCALES_GROUP, 2, 32, 32, 16, 1 },
+	{ "int8+secded72, GQA 2, pages of 8", KVMEM_FMT_INT8,
+	  KVMEM_CODEC_SECDED72, KVMEM_SCALES_GROUP, 2, 32, 8, 32, 2 },
+	{ "int4+h74 channel keys, GQA 4", KVMEM_FMT_INT4, KVMEM_CODEC_H74,
+	  KVMEM_SCALES_CHANNEL, 1, 128, 32, 32, 4 },
+};
+
+struct result {
+	float *out;
+	struct kvmem_attend_stats st;
+	float imp[MAXP];
+};
+
+static struct kvmem_seq *build(const struct tcase *tc, struct kvmem_cache **c,
+			       uint32_t *nh, uint64_t seed)
+{
+	struct kvmem_geometry g = kvmem_check_geo(
+		1, tc->kv_heads, tc->head_dim, tc->tpp, tc->group, 2, tc->fmt,
+		tc->codec, tc->key_scales);
+	size_t row = (size_t)g.kv_heads * g.head_dim, i;
+	float *k = kvmem_check_xmalloc(NTOK * row * sizeof(float));
+	float *v = kvmem_check_xmalloc(NTOK * row * sizeof(float));
+	struct kvmem_rng r;
+	struct kvmem_seq *s;
+
+	kvmem_rng_seed(&r, seed);
+	for (i = 0; i < NTOK * row; i++) {
+		k[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+		v[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+	}
+	ck_assert_int_eq(kvmem_open_embedded(&g, 64u << 20, c), 0);
+	ck_assert_int_eq(kvmem_seq_create(*c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, NTOK), 0);
+	*nh = tc->kv_heads * tc->mult;
+	free(k);
+	free(v);
+	return s;
+}
+
+/* Flip bits anywhere in every page: header, scales, payload, padding. */
+static void damage(struct kvmem_seq *s, double ber, uint64_t seed)
+{
+	struct kvmem_page_desc pd[MAXP];
+	struct kvmem_inject_params ip = {
+		.mode = KVMEM_INJECT_BSC,
+		.ber = ber,
+		.word_bits = 8,
+		.word_bytes = 1,
+	};
+	int np = kvmem_seq_pages(s, 0, pd, MAXP), p;
+
+	ck_assert_int_gt(np, 0);
+	ck_assert_int_le(np, MAXP);
+	for (p = 0; p < np; p++) {
+		ip.seed = seed + (uint64_t)p;
+		ck_assert_int_eq(
+			kvmem_inject(pd[p].data, pd[p].size, &ip, NULL), 0);
+	}
+}
+
+static void run(struct kvmem_seq *s, uint32_t nh, uint32_t D, const float *q,
+		uint32_t erasure, uint32_t threads, struct result *res)
+{
+	struct kvmem_attend_opts o = {
+		.n_heads = nh,
+		.erasure = erasure,
+		/* all of this call's share: the importance is a function of
+		 * this call alone */
+		.importance_alpha = 1.0f,
+		.threads = threads,
+	};
+	struct kvmem_page_desc pd[MAXP];
+	int np, p;
+
+	memset(res->out, 0xa5, (size_t)nh * D * sizeof(float));
+	memset(&res->st, 0xee, sizeof(res->st));
+	ck_assert_int_eq(kvmem_attend(s, 0, q, res->out, &o, &res->st), 0);
+	np = kvmem_seq_pages(s, 0, pd, MAXP);
+	memset(res->imp, 0, sizeof(res->imp));
+	for (p = 0; p < np; p++)
+		res->imp[p] = pd[p].importance;
+}
+
+static const char *const pol_name[] = { "interpolate", "zero", "keep" };
+
+START_TEST(test_threads_same_bits)
+{
+	static const uint32_t counts[] = { 2, 3, 4, 7, 64 };
+	const struct tcase *tc = &tcases[_i];
+	const int active = kvmem__simd_active();
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct result one, many;
+	struct kvmem_rng r;
+	uint32_t nh, D = tc->head_dim, pol, i;
+	float *q;
+	int lv;
+	size_t j;
+
+	s = build(tc, &c, &nh, 7 + (uint64_t)_i);
+	damage(s, 2e-3, 100 + (uint64_t)_i);
+	q = kvmem_check_xmalloc((size_t)nh * D * sizeof(float));
+	one.out = kvmem_check_xmalloc((size_t)nh * D * sizeof(float));
+	many.out = kvmem_check_xmalloc((size_t)nh * D * sizeof(float));
+	kvmem_rng_seed(&r, 11);
+	for (j = 0; j < (size_t)nh * D; j++)
+		q[j] = (float)(4 * kvmem_rng_unit(&r) - 2) / sqrtf((float)D);
+
+	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+		if (!kvmem__simd_supported(lv))
+			continue;
+		ck_assert_int_eq(kvmem__simd_force(lv), 0);
+		for (pol = 0; pol <= KVMEM_ERASE_KEEP; pol++) {
+			run(s, nh, D, q, pol, 1, &one);
+			/* The damage reached what the test is about. */
+			ck_assert_uint_gt(one.st.words_uncorrectable, 0);
+			ck_assert_uint_gt(one.st.values_erased, 0);
+			ck_assert_uint_gt(one.st.words_corrected, 0);
+			for (j = 0; j < (size_t)nh * D; j++)
+				ck_assert_msg(isfinite(one.out[j]),
+					      "%s %s %s: output %zu is %g",
+					      tc->name, kvmem__simd_name(lv),
+					      pol_name[pol], j,
+					      (double)one.out[j]);
+			for (i = 0; i < KVMEM_ARRAY_SIZE(counts); i++) {
+				run(s, nh, D, q, pol, counts[i], &many);
+				ck_assert_msg(
+					!memcmp(one.out, many.out,
+						(size_t)nh * D * sizeof(float)),
+					"%s %s %s: %u threads give another "
+					"output than one",
+					tc->name, kvmem__simd_name(lv),
+					pol_name[pol], counts[i]);
+				ck_assert_msg(!memcmp(&one.st, &many.st,
+						      sizeof(one.st)),
+					      "%s %s %s: %u threads count "
+					      "otherwise",
+					      tc->name, kvmem__simd_name(lv),
+					      pol_name[pol], counts[i]);
+				ck_assert_msg(!memcmp(one.imp, many.imp,
+						      sizeof(one.imp)),
+					      "%s %s %s: %u threads weigh "
+					      "pages otherwise",
+					      tc->name, kvmem__simd_name(lv),
+					      pol_name[pol], counts[i]);
+			}
+		}
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	free(q);
+	free(one.out);
+	free(many.out);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+}
+END_TEST
+
+static int tasks(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * Threads come into being for a call that asks for them, stay for the
+ * next, and leave with the cache. A child forked meanwhile runs the same
+ * call on its own thread to the same bits.
+ */
+START_TEST(test_threads_lifetime_fork)
+{
+	const struct tcase *tc = &tcases[0];
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct result a, b;
+	uint32_t nh, D = tc->head_dim;
+	int before = tasks(), status;
+	float *q;
+	pid_t pid;
+	size_t j;
+
+	s = build(tc, &c, &nh, 3);
+	q = kvmem_check_xmalloc((size_t)nh * D * sizeof(float));
+	a.out = kvmem_check_xmalloc((size_t)nh * D * sizeof(float));
+	b.out = kvmem_check_xmalloc((size_t)nh * D * sizeof(float));
+	for (j = 0; j < (size_t)nh * D; j++)
+		q[j] = (float)((j * 37 % 101) / 101.0 - 0.5);
+
+	run(s, nh, D, q, KVMEM_ERASE_INTERPOLATE, 1, &a);
+	ck_assert_int_eq(tasks(), before);
+	run(s, nh, D, q, KVMEM_ERASE_INTERPOLATE, 3, &b);
+	ck_assert_int_eq(tasks(), before + 2);
+	ck_assert(!memcmp(a.out, b.out, (size_t)nh * D * sizeof(float)));
+	run(s, nh, D, q, KVMEM_ERASE_INTERPOLATE, 2, &b);
+	ck_assert_int_eq(tasks(), before + 2);
+
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		alarm(30);
+		run(s, nh, D, q, KVMEM_ERASE_INTERPOLATE, 4, &b);
+		_exit(tasks() == 1 && !memcmp(a.out, b.out,
+					      (size_t)nh * D * sizeof(float))
+			      ? 0
+			      : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the forked child got no answer, or another one "
+		      "(status %#x)",
+		      status);
+
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ck_assert_int_eq(tasks(), before);
+	free(q);
+	free(a.out);
+	free(b.out);
+}
+END_TEST
+
+START_TEST(test_threads_bad_opts)
+{
+	const struct tcase *tc = &tcases[0];
+	struct kvmem_attend_opts o = { 0 };
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	uint32_t nh, i;
+	float *q, *out;
+
+	s = build(tc, &c, &nh, 5);
+	q = kvmem_check_xmalloc((size_t)nh * tc->head_dim * sizeof(float));
+	out = kvmem_check_xmalloc((size_t)nh * tc->head_dim * sizeof(float));
+	memset(q, 0, (size_t)nh * tc->head_dim * sizeof(float));
+	o.n_heads = nh;
+	for (i = 0; i < 3; i++) {
+		o.resv[i] = 1;
+		ck_assert_int_eq(kvmem_attend(s, 0, q, out, &o, NULL), -EINVAL);
+		o.resv[i] = 0;
+	}
+	/* More threads than anyone has: as many as there is work for. */
+	o.threads = UINT32_MAX;
+	ck_assert_int_eq(kvmem_attend(s, 0, q, out, &o, NULL), 0);
+	free(q);
+	free(out);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+}
+END_TEST
+
+KVMEM_SUITE(attend_threads)
+{
+	Suite *s = suite_create("attend_threads");
+	TCase *tc = tcase_create("threads");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_threads_same_bits, 0,
+			    (int)KVMEM_ARRAY_SIZE(tcases));
+	tcase_add_test(tc, test_threads_lifetime_fork);
+	tcase_add_test(tc, test_threads_bad_opts);
+	suite_add_tcase(s, tc);
+	return s;
+}
