@@ -284,7 +284,8 @@ START_TEST(test_codec_json)
 END_TEST
 
 /*
- * The attend benchmark's three paths compute the same attention: kvmem and
+ * The attend benchmark's three paths compute the same attention (and its
+ * threaded kvmem call the same bits as the single-threaded one): kvmem and
  * the fp32 loop differ by quantization only (int4 with group scales over
  * uniform [-1, 1] data moves each value by at most 1/14; averaged through
  * softmax that is far below 0.05), and fp16 + secded72 by FP16 rounding.
@@ -294,10 +295,11 @@ START_TEST(test_attend_json)
 	static const struct {
 		const char *fmt, *codec;
 		double tol;
+		unsigned int bits;
 	} cases[] = {
-		{ "int4", "h84", 0.05 },
-		{ "int4", "golay24", 0.05 },
-		{ "fp16", "secded72", 1e-3 },
+		{ "int4", "h84", 0.05, 4 },
+		{ "int4", "golay24", 0.05, 4 },
+		{ "fp16", "secded72", 1e-3, 16 },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -306,10 +308,23 @@ START_TEST(test_attend_json)
 		KVMEM_RUN(&r, "kvmem-bench", "", "attend", "--ctx", "300",
 			  "--heads", "8", "--kv-heads", "2", "--dim", "64",
 			  "--format", cases[i].fmt, "--codec", cases[i].codec,
-			  "--reps", "2", "--json");
+			  "--reps", "2", "--threads", "3", "--flush-mib", "1",
+			  "--json");
 		ck_assert_msg(r.status == 0, "%s: exit %d: %s", cases[i].fmt,
 			      r.status, r.err);
 		ck_assert_double_eq(json_num(r.out, "ctx"), 300);
+		ck_assert_double_eq(json_num(r.out, "threads"), 3);
+		ck_assert_double_eq(json_num(r.out, "flush_mib"), 1);
+		ck_assert_ptr_nonnull(strstr(r.out, "\"mt_same_bits\": true"));
+		ck_assert_double_gt(json_num(r.out, "kvmem_mt_us"), 0);
+		/* K and V, 300 tokens of 2 heads of 64 floats */
+		ck_assert_double_eq(json_num(r.out, "fp32_bytes"),
+				    2 * 300 * 2 * 64 * 4);
+		/* pages hold codewords, scales and headers besides */
+		ck_assert_double_gt(json_num(r.out, "kvmem_bytes"),
+				    2 * 300 * 2 * 64 * cases[i].bits / 8);
+		ck_assert_double_gt(json_num(r.out, "read_gbps"), 0);
+		ck_assert_double_gt(json_num(r.out, "floor_us"), 0);
 		ck_assert_double_gt(json_num(r.out, "kvmem_us"), 0);
 		ck_assert_double_gt(json_num(r.out, "fp32_us"), 0);
 		ck_assert_double_gt(json_num(r.out, "noecc_us"), 0);
@@ -423,6 +438,8 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "codec", "extra", NULL },
 		(const char *const[]){ "attend", "--heads", "6", "--kv-heads",
 				       "4", NULL },
+		(const char *const[]){ "attend", "--threads", "0", NULL },
+		(const char *const[]){ "attend", "--flush-mib", "lots", NULL },
 		(const char *const[]){ "attend", "--format", "int3", NULL },
 		(const char *const[]){ "attend", "--ctx", "0", NULL },
 		(const char *const[]){ "ring", "--batch", "257", NULL },

@@ -3,13 +3,19 @@
  *
  * Three ways to attend one query token over the same context, timed in the
  * same run:
- *   kvmem  kvmem_attend() over the protected pages of an embedded cache
+ *   kvmem  kvmem_attend() over the protected pages of an embedded cache, on
+ *          one thread and on --threads
  *   fp32   float K and V, [kv_head][token][dim], no decoding at all
  *   noecc  the same format and scales as kvmem, without codewords
  * All three run the same online-softmax core (kvmem__attn_tile()) with the
  * same kernels, so the differences are what decoding costs and what reading
- * fewer bytes saves. Each figure is the median of --reps calls after one
- * warm-up call.
+ * fewer bytes saves. Before every call --flush-mib of other memory is read,
+ * so each starts with its data out of the caches, as a long context's is;
+ * each figure is the median of --reps calls after one warm-up call.
+ *
+ * The memory floor: the bytes a call reads (kvmem: its pages, whole) over
+ * the read bandwidth of one core, and of --threads cores, measured on the
+ * flush buffer in the same run.
  */
 #include <getopt.h>
 #include <math.h>
@@ -37,7 +43,8 @@ static void attend_usage(FILE *f)
 		   "[--kv-heads K] [--dim D]\n"
 		   "                          [--format F] [--codec C] "
 		   "[--page-tokens T] [--reps N] [--json]\n"
-		   "                          [--gpu]\n\n"
+		   "                          [--threads N] [--flush-mib M] "
+		   "[--gpu]\n\n"
 		   "  --ctx N          context tokens (default 4096)\n"
 		   "  --heads H        query heads (default 32)\n"
 		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
@@ -46,6 +53,11 @@ static void attend_usage(FILE *f)
 		   "  --codec C        h74 h84 golay24 secded72 (default h84)\n"
 		   "  --page-tokens T  tokens per page (default 32)\n"
 		   "  --reps N         timed calls, median kept (default 20)\n"
+		   "  --threads N      threads of the second kvmem run "
+		   "(default: one per CPU)\n"
+		   "  --flush-mib M    memory read before each call to empty "
+		   "the caches\n"
+		   "                   (default 128; 0 keeps them warm)\n"
 		   "  --json           one JSON object on stdout\n"
 		   "  --gpu            on GPU 0: kvmem_cuda_attend() against "
 		   "the FP16\n"
@@ -180,6 +192,8 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		{ "reps", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "gpu", no_argument, NULL, 'g' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "flush-mib", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -237,6 +251,16 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		case 'g':
 			cfg->gpu = 1;
 			break;
+		case 't':
+			if (parse_u32("threads", optarg, 1, BENCH_MAX_THREADS,
+				      &cfg->threads))
+				return 2;
+			break;
+		case 'F':
+			if (parse_u32("flush-mib", optarg, 0, 16384,
+				      &cfg->flush_mib))
+				return 2;
+			break;
 		case 'h':
 			attend_usage(stdout);
 			return 1;
@@ -257,6 +281,38 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 	return 0;
 }
 
+/* Median microseconds of @n times. */
+static double median_us(uint64_t *t, uint32_t n)
+{
+	return (double)bench_median(t, n) / 1e3;
+}
+
+/* What a call of kvmem_attend() reads: every page of the layer, whole. */
+static size_t pages_bytes(struct kvmem_seq *seq)
+{
+	int np = kvmem_seq_pages(seq, 0, NULL, 0), i;
+	struct kvmem_page_desc *pd;
+	size_t bytes = 0;
+
+	if (np <= 0)
+		return 0;
+	pd = bench_alloc((size_t)np * sizeof(*pd));
+	if (kvmem_seq_pages(seq, 0, pd, (size_t)np) == np)
+		for (i = 0; i < np; i++)
+			bytes += pd[i].size;
+	free(pd);
+	return bytes;
+}
+
+/* Read the flush buffer, so the next call finds none of its data cached. */
+static void flush(const void *buf, size_t len)
+{
+	static volatile uint64_t sink;
+
+	if (len)
+		sink += bench_read_sum(buf, len);
+}
+
 static int run_attend(int argc, char **argv)
 {
 	struct attend_cfg cfg = {
@@ -266,23 +322,27 @@ static int run_attend(int argc, char **argv)
 		.dim = 128,
 		.page_tokens = 32,
 		.reps = 20,
+		.flush_mib = 128,
 		.format = KVMEM_FMT_INT4,
 		.codec = KVMEM_CODEC_H84,
 	};
 	struct kvmem_geometry g = { 0 };
-	struct kvmem_attend_opts opts = { 0 };
+	struct kvmem_attend_opts opts = { 0 }, opts_mt;
 	struct kvmem_cache *cache = NULL;
 	struct kvmem_seq *seq = NULL;
 	struct kvmem__attn a = { 0 };
 	struct kvmem_rng rng;
 	struct flat f = { 0 };
-	float *K, *V, *q, *out_kv, *out_fp, *out_nq, *kt, *vt;
-	uint64_t *tk, *tf, *tn, t0;
-	double kvmem_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
-	size_t nvals, i;
+	float *K, *V, *q, *out_kv, *out_mt, *out_fp, *out_nq, *kt, *vt;
+	uint64_t *tk, *tm, *tf, *tn, t0;
+	double kvmem_us, mt_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
+	double bw1, bwn, floor1_us, floorn_us;
+	size_t nvals, i, flush_len, kv_bytes, fp_bytes;
+	uint8_t *fbuf;
 	uint32_t r;
-	int ret;
+	int ret, same_mt = 1;
 
+	cfg.threads = kvmem__cpus();
 	ret = parse_cfg(argc, argv, &cfg);
 	if (ret)
 		return ret == 1 ? 0 : ret;
@@ -310,13 +370,18 @@ static int run_attend(int argc, char **argv)
 	V = bench_alloc(nvals * sizeof(float));
 	q = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
 	out_kv = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
+	out_mt = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
 	out_fp = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
 	out_nq = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
 	kt = bench_alloc((size_t)KVMEM__ATTN_TILE * cfg.dim * sizeof(float));
 	vt = bench_alloc((size_t)KVMEM__ATTN_TILE * cfg.dim * sizeof(float));
 	tk = bench_alloc(cfg.reps * sizeof(*tk));
+	tm = bench_alloc(cfg.reps * sizeof(*tm));
 	tf = bench_alloc(cfg.reps * sizeof(*tf));
 	tn = bench_alloc(cfg.reps * sizeof(*tn));
+	/* The flush buffer doubles as the bandwidth probe: 32 MiB at least. */
+	flush_len = (size_t)cfg.flush_mib << 20;
+	fbuf = bench_alloc(flush_len > (32u << 20) ? flush_len : 32u << 20);
 	kvmem_rng_seed(&rng, 1);
 	for (i = 0; i < nvals; i++) {
 		K[i] = bench_rnd_unit(&rng);
@@ -338,19 +403,31 @@ static int run_attend(int argc, char **argv)
 		goto out;
 	}
 	opts.n_heads = cfg.heads;
+	opts.threads = 1;
+	opts_mt = opts;
+	opts_mt.threads = cfg.threads;
 
-	/* Interleaved, so that drift in the machine's load hits all three. */
+	/* Interleaved, so that drift in the machine's load hits all four. */
 	for (r = 0; r <= cfg.reps; r++) {
+		flush(fbuf, flush_len);
 		t0 = bench_now_ns();
 		kvmem_attend(seq, 0, q, out_kv, &opts, NULL);
 		t0 = bench_now_ns() - t0;
 		if (r)
 			tk[r - 1] = t0;
+		flush(fbuf, flush_len);
+		t0 = bench_now_ns();
+		kvmem_attend(seq, 0, q, out_mt, &opts_mt, NULL);
+		t0 = bench_now_ns() - t0;
+		if (r)
+			tm[r - 1] = t0;
+		flush(fbuf, flush_len);
 		t0 = bench_now_ns();
 		flat_attend(&f, &a, cfg.heads, q, out_fp, 0, kt, vt);
 		t0 = bench_now_ns() - t0;
 		if (r)
 			tf[r - 1] = t0;
+		flush(fbuf, flush_len);
 		t0 = bench_now_ns();
 		flat_attend(&f, &a, cfg.heads, q, out_nq, 1, kt, vt);
 		t0 = bench_now_ns() - t0;
@@ -364,42 +441,81 @@ static int run_attend(int argc, char **argv)
 		diff = d > diff ? d : diff;
 		diff_nq = dn > diff_nq ? dn : diff_nq;
 	}
-	kvmem_us = (double)bench_median(tk, cfg.reps) / 1e3;
-	fp32_us = (double)bench_median(tf, cfg.reps) / 1e3;
-	noecc_us = (double)bench_median(tn, cfg.reps) / 1e3;
+	/* Threads change who computes, never the bits (kvmem.h). */
+	same_mt = !memcmp(out_kv, out_mt,
+			  (size_t)cfg.heads * cfg.dim * sizeof(float));
+	kvmem_us = median_us(tk, cfg.reps);
+	mt_us = median_us(tm, cfg.reps);
+	fp32_us = median_us(tf, cfg.reps);
+	noecc_us = median_us(tn, cfg.reps);
+	kv_bytes = pages_bytes(seq);
+	fp_bytes = 2 * nvals * sizeof(float);
+	bw1 = bench_read_gbps(
+		fbuf, flush_len > (32u << 20) ? flush_len : 32u << 20, 1, 3);
+	bwn = bench_read_gbps(fbuf,
+			      flush_len > (32u << 20) ? flush_len : 32u << 20,
+			      cfg.threads, 3);
+	floor1_us = (double)kv_bytes / bw1 / 1e3;
+	floorn_us = (double)kv_bytes / bwn / 1e3;
 
 	if (cfg.json) {
 		printf("{\"ctx\": %u, \"heads\": %u, \"kv_heads\": %u, "
 		       "\"dim\": %u, \"format\": \"%s\", \"codec\": \"%s\", "
-		       "\"impl\": \"%s\", \"kvmem_us\": %.1f, "
-		       "\"fp32_us\": %.1f, \"noecc_us\": %.1f, "
-		       "\"fp32_over_kvmem\": %.3f, \"noecc_over_kvmem\": %.3f, "
-		       "\"max_diff_fp32\": %.3g, \"max_diff_noecc\": %.3g}\n",
+		       "\"impl\": \"%s\", \"threads\": %u, "
+		       "\"flush_mib\": %u, \"kvmem_us\": %.1f, "
+		       "\"kvmem_mt_us\": %.1f, \"fp32_us\": %.1f, "
+		       "\"noecc_us\": %.1f, \"fp32_over_kvmem\": %.3f, "
+		       "\"fp32_over_kvmem_mt\": %.3f, "
+		       "\"noecc_over_kvmem\": %.3f, \"kvmem_bytes\": %zu, "
+		       "\"fp32_bytes\": %zu, \"read_gbps\": %.2f, "
+		       "\"read_gbps_mt\": %.2f, \"floor_us\": %.1f, "
+		       "\"floor_mt_us\": %.1f, \"kvmem_of_floor\": %.3f, "
+		       "\"kvmem_mt_of_floor\": %.3f, \"max_diff_fp32\": %.3g, "
+		       "\"max_diff_noecc\": %.3g, \"mt_same_bits\": %s}\n",
 		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
 		       kvmem_format_get(cfg.format)->name,
 		       kvmem_codec_get(cfg.codec)->name, kvmem_ecc_impl(),
-		       kvmem_us, fp32_us, noecc_us, fp32_us / kvmem_us,
-		       noecc_us / kvmem_us, diff, diff_nq);
+		       cfg.threads, cfg.flush_mib, kvmem_us, mt_us, fp32_us,
+		       noecc_us, fp32_us / kvmem_us, fp32_us / mt_us,
+		       noecc_us / kvmem_us, kv_bytes, fp_bytes, bw1, bwn,
+		       floor1_us, floorn_us, floor1_us / kvmem_us,
+		       floorn_us / mt_us, diff, diff_nq,
+		       same_mt ? "true" : "false");
 	} else {
 		printf("kvmem-bench attend: ctx %u, %u heads, %u KV heads, "
 		       "dim %u, %s + %s, %u tokens/page, path %s,\n"
-		       "median of %u calls\n\n",
+		       "median of %u calls, %u MiB read before each\n\n",
 		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
 		       kvmem_format_get(cfg.format)->name,
 		       kvmem_codec_get(cfg.codec)->name, cfg.page_tokens,
-		       kvmem_ecc_impl(), cfg.reps);
-		printf("%-34s %10s %10s\n", "", "us/call", "speed");
-		printf("%-34s %10.1f %9.2fx\n", "fp32, float K/V (baseline)",
-		       fp32_us, 1.0);
+		       kvmem_ecc_impl(), cfg.reps, cfg.flush_mib);
+		printf("%-34s %10s %10s %10s %9s\n", "", "us/call", "speed",
+		       "MB read", "of floor");
+		printf("%-34s %10.1f %9.2fx %10.2f\n",
+		       "fp32, float K/V (baseline)", fp32_us, 1.0,
+		       (double)fp_bytes / 1e6);
 		printf("%-34s %10.1f %9.2fx\n", "same format, no ECC", noecc_us,
 		       fp32_us / noecc_us);
-		printf("%-34s %10.1f %9.2fx\n", "kvmem, decode-on-load",
-		       kvmem_us, fp32_us / kvmem_us);
-		printf("\nmax |kvmem - fp32| = %.3g (quantization), "
+		printf("%-34s %10.1f %9.2fx %10.2f %8.0f%%\n",
+		       "kvmem, decode-on-load, 1 thread", kvmem_us,
+		       fp32_us / kvmem_us, (double)kv_bytes / 1e6,
+		       100.0 * floor1_us / kvmem_us);
+		printf("kvmem, %3u threads%16s %10.1f %9.2fx %10.2f %8.0f%%\n",
+		       cfg.threads, "", mt_us, fp32_us / mt_us,
+		       (double)kv_bytes / 1e6, 100.0 * floorn_us / mt_us);
+		printf("\nread bandwidth: %.1f GB/s on one core, %.1f GB/s on "
+		       "%u; memory floor of kvmem: %.1f us, %.1f us\n",
+		       bw1, bwn, cfg.threads, floor1_us, floorn_us);
+		printf("max |kvmem - fp32| = %.3g (quantization), "
 		       "max |kvmem - no ECC| = %.3g\n",
 		       diff, diff_nq);
 	}
-	ret = 0;
+	if (!same_mt)
+		fprintf(stderr,
+			"kvmem-bench: %u threads gave other bits than "
+			"one\n",
+			cfg.threads);
+	ret = same_mt ? 0 : 1;
 out:
 	kvmem__attn_free(&a);
 	flat_free(&f);
@@ -408,13 +524,16 @@ out:
 	free(V);
 	free(q);
 	free(out_kv);
+	free(out_mt);
 	free(out_fp);
 	free(out_nq);
 	free(kt);
 	free(vt);
 	free(tk);
+	free(tm);
 	free(tf);
 	free(tn);
+	free(fbuf);
 	return ret;
 }
 

@@ -26,23 +26,6 @@ struct codec_result {
 	double encode, decode, scrub_clean, scrub_dirty;
 };
 
-typedef uint64_t v4u64 __attribute__((vector_size(32)));
-
-/* Sum every 64-bit word: the cheapest full read of the buffer. */
-static uint64_t read_sum(const void *buf, size_t len)
-{
-	const v4u64 *p = buf;
-	v4u64 a = { 0 }, b = { 0 };
-	size_t i, n = len / sizeof(v4u64);
-
-	for (i = 0; i + 2 <= n; i += 2) {
-		a += p[i];
-		b += p[i + 1];
-	}
-	a += b;
-	return a[0] + a[1] + a[2] + a[3];
-}
-
 static volatile uint64_t sink;
 
 static double gbps(size_t bytes, uint64_t ns)
@@ -150,7 +133,7 @@ static int run_codec(int argc, char **argv)
 		memcpy(data + i, &v, 8);
 	}
 
-	read_gbps = BEST(reps, size, , sink = read_sum(data, size));
+	read_gbps = BEST(reps, size, , sink = bench_read_sum(data, size));
 	memcpy_gbps = BEST(reps, size, , memcpy(copy, data, size));
 
 	for (c = 0; c < KVMEM_CODEC_NR; c++) {

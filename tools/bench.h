@@ -24,6 +24,7 @@ extern const struct bench_cmd bench_attach;
 /* kvmem-bench attend; --gpu runs bench_attend_gpu() (bench-attend-gpu.c). */
 struct attend_cfg {
 	uint32_t ctx, heads, kv_heads, dim, page_tokens, reps;
+	uint32_t threads, flush_mib;
 	int format, codec, json, gpu;
 };
 
@@ -38,6 +39,18 @@ float bench_rnd_unit(struct kvmem_rng *r);
 uint64_t bench_now_ns(void);
 /* The median of @n times; sorts @t. */
 uint64_t bench_median(uint64_t *t, uint32_t n);
+/*
+ * Read @buf (16-byte aligned; whole 128-byte steps) as fast as one core
+ * can.
+ */
+uint64_t bench_read_sum(const void *buf, size_t len);
+/*
+ * How fast @threads threads (1..BENCH_MAX_THREADS) read @len bytes of @buf
+ * between them, in GB/s: the best of @reps runs.
+ */
+#define BENCH_MAX_THREADS 256
+double bench_read_gbps(const void *buf, size_t len, unsigned int threads,
+		       unsigned int reps);
 /* Allocate and touch @size bytes (so page faults stay out of timings). */
 void *bench_alloc(size_t size);
 /*
