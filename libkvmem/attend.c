@@ -443,13 +443,17 @@ static void prefetch_next(const struct reader *r, uint32_t pi, uint32_t h,
 
 /*
  * Threads. The pages of a layer are cut into chunks of about CHUNK_TOKENS
- * tokens, the same whatever the number of threads; each chunk keeps its
+ * tokens (at most MAX_CHUNKS of them), the same whatever the number of
+ * threads; each chunk keeps its
  * own online-softmax state, workers claim chunks in turn, and the states
  * are combined in chunk order at the end. So the result is the same bits
  * for any opts->threads: only who computes a chunk changes, never the
  * order of any sum.
  */
 #define CHUNK_TOKENS 256
+/* Longer layers get longer chunks: the states stay small (and so does the
+ * most threads one call can use). */
+#define MAX_CHUNKS 128
 
 struct worker {
 	struct reader r;
@@ -628,6 +632,8 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 	j.nh = nh;
 	j.D = D;
 	j.ppc = (CHUNK_TOKENS + g->tokens_per_page - 1) / g->tokens_per_page;
+	if (lt->npages > j.ppc * MAX_CHUNKS)
+		j.ppc = (lt->npages + MAX_CHUNKS - 1) / MAX_CHUNKS;
 	j.nchunks = (lt->npages + j.ppc - 1) / j.ppc;
 	nw = opts->threads ? opts->threads : kvmem__cpus();
 	if (nw > j.nchunks)

@@ -363,8 +363,9 @@ struct kvmem_attend_stats {
  * Each page's share of the softmax weights, summed over the query heads, is
  * folded into its importance (kvmem_page_desc.importance).
  *
- * Threads: the layer's pages are cut into chunks of about 256 tokens that
- * do not depend on @opts->threads; each chunk keeps its own softmax state,
+ * Threads: the layer's pages are cut into chunks of about 256 tokens (at
+ * most 128 chunks: longer for layers past 32K tokens) that do not depend
+ * on @opts->threads; each chunk keeps its own softmax state,
  * up to @opts->threads threads (the caller's and a pool the cache keeps
  * until kvmem_close()) take chunks in turn, and the states are combined in
  * chunk order. So every thread count gives the same bits, counts and
