@@ -452,6 +452,13 @@ static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p, int flip)
 	e.seq = 1;
 	e.ntokens = 32;
 	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 0);
+	/* The seal completes at once and its check runs after; the daemon
+	 * takes no later op before the check is done, so the NOP's completion
+	 * says the page is as the check left it. */
+	memset(&e, 0, sizeof(e));
+	e.opcode = KVMEM_OP_NOP;
+	e.user_data = 3;
+	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 0);
 }
 
 /*
