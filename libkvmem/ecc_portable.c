@@ -20,10 +20,24 @@ static unsigned int h74_syn_ext(unsigned int b)
 	return kvmem_h74_syndrome(b) | (b >> 7) << 3;
 }
 
+/* The GF2P8AFFINEQB matrix of the linear byte map that sends bit b to
+ * col[b]: byte 7 - i holds the input bits that feed output bit i. */
+static uint64_t gf_matrix(const uint8_t *col)
+{
+	uint64_t m = 0;
+	unsigned int b, i;
+
+	for (b = 0; b < 8; b++)
+		for (i = 0; i < 8; i++)
+			m |= (uint64_t)(col[b] >> i & 1) << (8 * (7 - i) + b);
+	return m;
+}
+
 static void tables_init(void)
 {
 	struct kvmem__ecc_tables *t = &tables;
 	unsigned int i, k, n;
+	uint8_t col[8];
 
 	for (i = 0; i < 4096; i++) {
 		t->golay_parity[i] = (uint16_t)kvmem_golay24_mul_b(i);
@@ -40,6 +54,14 @@ static void tables_init(void)
 			t->h84_gf |=
 				(uint64_t)(kvmem_h84_syndrome(1u << k) >> i & 1)
 				<< (8 * (7 - i) + k);
+		}
+	for (k = 0; k < 3; k++)
+		for (n = 0; n < 2; n++) {
+			for (i = 0; i < 8; i++)
+				col[i] = (uint8_t)(kvmem_golay24_syndrome(
+							   1u << (8 * k + i)) >>
+						   (8 * n));
+			t->golay_gf[k][n] = gf_matrix(col);
 		}
 	for (n = 0; n < 16; n++) {
 		t->h74_syn[0][n] = (uint8_t)h74_syn_ext(n);

@@ -69,6 +69,9 @@ struct kvmem__ecc_tables {
 	/* The same two maps as GF2P8AFFINEQB matrices: byte 7 - i of each
 	 * is the mask of code bits that feed syndrome bit i. */
 	uint64_t h74_gf, h84_gf;
+	/* The golay24 syndrome's share from code byte k, as matrices of
+	 * the same form: [k][0] its bits 0-7, [k][1] its bits 8-11. */
+	uint64_t golay_gf[3][2];
 	uint8_t h74_enc[16];
 	uint8_t h84_enc[16];
 	uint8_t golay_par[3][2][16]; /* [nibble k][low/high byte][n] */

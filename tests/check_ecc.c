@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ecc_ref.h"
 #include "ecc_word.h"
@@ -114,14 +116,17 @@ static void xor_all(uint8_t *buf, size_t n, unsigned int wb, const uint8_t *e)
 			buf[w * wb + b] ^= e[b];
 }
 
-/* The SIMD paths this CPU runs: portable always, AVX2 when it has it. */
+/* The SIMD paths this CPU runs: portable always, and every level above it
+ * that the CPU has. */
 static unsigned int simd_levels(int *lv)
 {
 	unsigned int n = 0;
+	int level;
 
 	lv[n++] = KVMEM__SIMD_PORTABLE;
-	if (kvmem__simd_supported(KVMEM__SIMD_AVX2))
-		lv[n++] = KVMEM__SIMD_AVX2;
+	for (level = KVMEM__SIMD_PORTABLE + 1; level < KVMEM__SIMD_NR; level++)
+		if (kvmem__simd_supported(level))
+			lv[n++] = level;
 	return n;
 }
 
@@ -1619,7 +1624,7 @@ KVMEM_SUITE(ecc_bulk)
 	return s;
 }
 
-/* ---- AVX2 against portable ----------------------------------------------- */
+/* ---- Every SIMD level against portable ----------------------------------- */
 
 /* Results of one path over one mixed buffer. */
 struct run {
@@ -1660,26 +1665,40 @@ static void run_free(struct run *o)
 	free(o->ue);
 }
 
+/* Every SIMD level the CPU has against portable, bit for bit. */
 static void compare_paths(const struct mixed *m)
 {
 	const char *name = ref_codecs[m->codec].name;
+	int lv[KVMEM__SIMD_NR];
+	unsigned int nlv = simd_levels(lv), li;
 	struct run p, a;
 	size_t n = m->n;
 
 	run_path(m, KVMEM__SIMD_PORTABLE, &p);
-	run_path(m, KVMEM__SIMD_AVX2, &a);
-	EXPECT_MEM(a.code, p.code, m->cb, "%s n %zu encode", name, n);
-	EXPECT_EQ(a.dret, p.dret, "%s n %zu decode", name, n);
-	EXPECT_MEM(a.out, p.out, m->db, "%s n %zu decode", name, n);
-	EXPECT_MEM(a.status, p.status, n, "%s n %zu decode", name, n);
-	EXPECT_MEM(a.eras, p.eras, (n + 63) / 64 * 8, "%s n %zu decode", name,
-		   n);
-	EXPECT_MEM(&a.dc, &p.dc, sizeof(a.dc), "%s n %zu decode", name, n);
-	EXPECT_EQ(a.sret, p.sret, "%s n %zu scrub", name, n);
-	EXPECT_MEM(a.scrubbed, p.scrubbed, m->cb, "%s n %zu scrub", name, n);
-	EXPECT_MEM(&a.sc, &p.sc, sizeof(a.sc), "%s n %zu scrub", name, n);
-	EXPECT_MEM(a.ue, p.ue, (n + 1) * sizeof(*a.ue), "%s n %zu scrub", name,
-		   n);
+	for (li = 1; li < nlv; li++) {
+		const char *path = kvmem__simd_name(lv[li]);
+
+		run_path(m, lv[li], &a);
+		EXPECT_MEM(a.code, p.code, m->cb, "%s n %zu %s encode", name, n,
+			   path);
+		EXPECT_EQ(a.dret, p.dret, "%s n %zu %s decode", name, n, path);
+		EXPECT_MEM(a.out, p.out, m->db, "%s n %zu %s decode", name, n,
+			   path);
+		EXPECT_MEM(a.status, p.status, n, "%s n %zu %s decode", name, n,
+			   path);
+		EXPECT_MEM(a.eras, p.eras, (n + 63) / 64 * 8,
+			   "%s n %zu %s decode", name, n, path);
+		EXPECT_MEM(&a.dc, &p.dc, sizeof(a.dc), "%s n %zu %s decode",
+			   name, n, path);
+		EXPECT_EQ(a.sret, p.sret, "%s n %zu %s scrub", name, n, path);
+		EXPECT_MEM(a.scrubbed, p.scrubbed, m->cb, "%s n %zu %s scrub",
+			   name, n, path);
+		EXPECT_MEM(&a.sc, &p.sc, sizeof(a.sc), "%s n %zu %s scrub",
+			   name, n, path);
+		EXPECT_MEM(a.ue, p.ue, (n + 1) * sizeof(*a.ue),
+			   "%s n %zu %s scrub", name, n, path);
+		run_free(&a);
+	}
 	/* And both are right, not merely equal. */
 	EXPECT_MEM(p.code, m->clean, m->cb, "%s n %zu encode", name, n);
 	EXPECT_MEM(p.out, m->exp_data, m->db, "%s n %zu decode", name, n);
@@ -1687,25 +1706,36 @@ static void compare_paths(const struct mixed *m)
 	EXPECT_EQ(p.dc.uncorrectable, m->nue, "%s n %zu", name, n);
 	EXPECT_EQ(p.sc.corrected, m->ncorr, "%s n %zu", name, n);
 	run_free(&p);
-	run_free(&a);
-}
-
-static int avx2_or_skip(const char *test)
-{
-	if (kvmem__simd_supported(KVMEM__SIMD_AVX2))
-		return 1;
-	/* Check has no skip: say so loudly rather than pass in silence. */
-	printf("SKIP: %s: this CPU has no AVX2; the AVX2 kernels were not "
-	       "compared with the portable ones\n",
-	       test);
-	fflush(stdout);
-	return 0;
 }
 
 /*
- * Buffer sizes one below, at and one above: tiny, the AVX2 golay scan's
- * 10-word minimum, the 64- and 128-byte vector blocks, a decode chunk, and
- * two sizes that end in a ragged tail.
+ * Print a SKIP line for each SIMD level this CPU lacks, whose kernels @test
+ * then does not compare with the portable ones; non-zero if it has any.
+ */
+static int simd_or_skip(const char *test)
+{
+	int level, any = 0;
+
+	for (level = KVMEM__SIMD_PORTABLE + 1; level < KVMEM__SIMD_NR;
+	     level++) {
+		if (kvmem__simd_supported(level)) {
+			any = 1;
+			continue;
+		}
+		/* Check has no skip: say so loudly rather than pass in
+		 * silence. */
+		printf("SKIP: %s: this CPU has no %s; the %s kernels were not "
+		       "compared with the portable ones\n",
+		       test, kvmem__simd_name(level), kvmem__simd_name(level));
+		fflush(stdout);
+	}
+	return any;
+}
+
+/*
+ * Buffer sizes one below, at and one above: tiny, a secded72 group of 8
+ * words and the AVX2 golay scan's 10-word minimum, the 64- and 128-word
+ * blocks, a decode chunk, and two sizes that end in a ragged tail.
  */
 static const size_t simd_bases[] = { 2, 9, 64, 128, 2048, 6211, 20011 };
 
@@ -1714,7 +1744,7 @@ START_TEST(test_simd_mixed)
 	int codec = _i, saved = kvmem__simd_active();
 	unsigned int si;
 
-	if (!avx2_or_skip("ecc_simd mixed"))
+	if (!simd_or_skip("ecc_simd mixed"))
 		return;
 	refs_init();
 	for (si = 0; si < 3 * KVMEM_ARRAY_SIZE(simd_bases); si++) {
@@ -1749,7 +1779,7 @@ START_TEST(test_simd_single_sweep)
 	unsigned int wb = ref_codecs[codec].wb, b, wt;
 	size_t w;
 
-	if (!avx2_or_skip("ecc_simd single sweep"))
+	if (!simd_or_skip("ecc_simd single sweep"))
 		return;
 	refs_init();
 	kvmem_rng_seed(&r, 0x5eed + (uint64_t)codec);
@@ -1781,20 +1811,166 @@ START_TEST(test_simd_single_sweep)
 }
 END_TEST
 
+/* The kernel @op of @codec at @level, with KERNEL()'s fallback (ecc.c). */
+#define LEVEL_KERNEL(level, codec, op) \
+	(simd_impls[level][codec].op                                 \
+		 ?: simd_impls[(level) ? (level)-1 : 0][codec].op \
+		 ?: kvmem__ecc_portable[codec].op)
+
+static const struct kvmem__ecc_kernels *const simd_impls[KVMEM__SIMD_NR] = {
+	[KVMEM__SIMD_PORTABLE] = kvmem__ecc_portable,
+	[KVMEM__SIMD_AVX2] = kvmem__ecc_avx2,
+	[KVMEM__SIMD_AVX512] = kvmem__ecc_avx512,
+};
+
+/*
+ * @len bytes that end where an inaccessible page begins: a read or write one
+ * byte past them faults, sanitizer or not (GCC's ASan does not instrument
+ * masked vector loads and stores).
+ */
+struct guarded {
+	void *map;
+	size_t maplen;
+	uint8_t *p;
+};
+
+static uint8_t *guard_alloc(struct guarded *g, size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	g->maplen = (len + pg - 1) / pg * pg + pg;
+	g->map = mmap(NULL, g->maplen, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(g->map, MAP_FAILED);
+	ck_assert_int_eq(
+		mprotect((uint8_t *)g->map + g->maplen - pg, pg, PROT_NONE), 0);
+	g->p = (uint8_t *)g->map + g->maplen - pg - len;
+	return g->p;
+}
+
+static void guard_free(struct guarded *g)
+{
+	munmap(g->map, g->maplen);
+}
+
+/*
+ * The bulk kernels of each level called directly, against the portable
+ * ones: every buffer size from 0 to past three 64-word blocks, then some
+ * larger ones. The inputs end at a guard page, the outputs at a canary.
+ * scan runs on random words, on clean ones and with one dirty word at every
+ * position, and from every start word of the buffer, as decode restarts it
+ * after a dirty word: unlike decode's results, which the per-word decoder
+ * settles, it must flag exactly the words portable flags.
+ */
+START_TEST(test_simd_kernels)
+{
+	static const size_t big[] = { 255, 256, 257, 511, 512, 513, 1000 };
+	const unsigned int wb = ref_codecs[_i].wb;
+	int lv[KVMEM__SIMD_NR], codec = _i;
+	unsigned int nlv = simd_levels(lv), li, si;
+	struct kvmem_rng r;
+
+	if (!simd_or_skip("ecc_simd kernels"))
+		return;
+	refs_init();
+	kvmem_rng_seed(&r, 0x6e6e + (uint64_t)codec);
+	for (si = 0; si < 200 + KVMEM_ARRAY_SIZE(big); si++) {
+		size_t n = si < 200 ? si : big[si - 200], cb = n * wb;
+		size_t db = ref_data_bytes(codec, n), w, s, e;
+		struct guarded gd, gc;
+		uint8_t *data = guard_alloc(&gd, db);
+		uint8_t *code = kvmem_check_xmalloc(cb + 1);
+		uint8_t *exp = kvmem_check_xmalloc(cb + CANARY);
+		uint8_t *out = kvmem_check_xmalloc(cb + CANARY);
+		uint8_t *pdata = kvmem_check_xmalloc(db + CANARY);
+		uint8_t *odata = kvmem_check_xmalloc(db + CANARY);
+		uint8_t *exact = guard_alloc(&gc, cb);
+
+		kvmem_check_fill_random(&r, data, db);
+		kvmem__ecc_portable[codec].encode(data, code, n);
+		memcpy(exact, code, cb);
+		for (li = 1; li < nlv; li++) {
+			int level = lv[li];
+			const char *path = kvmem__simd_name(level);
+
+			memset(exp, 0xc5, cb + CANARY);
+			memset(out, 0xc5, cb + CANARY);
+			kvmem__ecc_portable[codec].encode(data, exp, n);
+			LEVEL_KERNEL(level, codec, encode)(data, out, n);
+			EXPECT_MEM(out, exp, cb + CANARY, "%s n %zu %s encode",
+				   ref_codecs[codec].name, n, path);
+
+			/* Random words, mostly not codewords. */
+			kvmem_check_fill_random(&r, exact, cb);
+			memset(pdata, 0xa5, db + CANARY);
+			memset(odata, 0xa5, db + CANARY);
+			kvmem__ecc_portable[codec].extract(exact, pdata, n);
+			LEVEL_KERNEL(level, codec, extract)(exact, odata, n);
+			EXPECT_MEM(odata, pdata, db + CANARY,
+				   "%s n %zu %s extract",
+				   ref_codecs[codec].name, n, path);
+			for (s = 0; s <= n; s++)
+				EXPECT_EQ(LEVEL_KERNEL(level, codec, scan)(
+						  exact + s * wb, n - s),
+					  kvmem__ecc_portable[codec].scan(
+						  exact + s * wb, n - s),
+					  "%s n %zu %s scan random from %zu",
+					  ref_codecs[codec].name, n, path, s);
+
+			/* Clean, then one bit flipped in word w, at every
+			 * w, scanned from the start and from every word up
+			 * to it. */
+			memcpy(exact, code, cb);
+			EXPECT_EQ(LEVEL_KERNEL(level, codec, scan)(exact, n), n,
+				  "%s n %zu %s scan clean",
+				  ref_codecs[codec].name, n, path);
+			for (w = 0; w < n; w++) {
+				unsigned int bit =
+					(unsigned int)kvmem_rng_below(
+						&r, ref_codecs[codec].n);
+
+				flip_bit(exact + w * wb, bit);
+				for (s = 0; s <= w; s++) {
+					e = LEVEL_KERNEL(level, codec, scan)(
+						exact + s * wb, n - s);
+					EXPECT_EQ(e, w - s,
+						  "%s n %zu %s scan bit %u of "
+						  "word %zu from %zu",
+						  ref_codecs[codec].name, n,
+						  path, bit, w, s);
+				}
+				flip_bit(exact + w * wb, bit);
+			}
+		}
+		guard_free(&gd);
+		free(code);
+		free(exp);
+		free(out);
+		free(pdata);
+		free(odata);
+		guard_free(&gc);
+	}
+}
+END_TEST
+
 START_TEST(test_simd_impl_name)
 {
-	int saved = kvmem__simd_active();
+	int saved = kvmem__simd_active(), level;
 
 	ck_assert_int_eq(kvmem__simd_force(KVMEM__SIMD_PORTABLE), 0);
 	ck_assert_str_eq(kvmem_ecc_impl(), "portable");
 	ck_assert_int_ne(kvmem__simd_force(KVMEM__SIMD_NR), 0);
 	ck_assert_int_ne(kvmem__simd_force(-1), 0);
-	if (avx2_or_skip("ecc_simd impl name")) {
-		ck_assert_int_eq(kvmem__simd_force(KVMEM__SIMD_AVX2), 0);
-		ck_assert_str_eq(kvmem_ecc_impl(), "avx2");
-	} else {
-		ck_assert_int_eq(kvmem__simd_force(KVMEM__SIMD_AVX2),
-				 -EOPNOTSUPP);
+	simd_or_skip("ecc_simd impl name");
+	for (level = KVMEM__SIMD_AVX2; level < KVMEM__SIMD_NR; level++) {
+		if (kvmem__simd_supported(level)) {
+			ck_assert_int_eq(kvmem__simd_force(level), 0);
+			ck_assert_str_eq(kvmem_ecc_impl(),
+					 level == KVMEM__SIMD_AVX2 ? "avx2"
+								   : "avx512");
+		} else {
+			ck_assert_int_eq(kvmem__simd_force(level), -EOPNOTSUPP);
+		}
 	}
 	force_level(saved);
 }
@@ -1803,11 +1979,12 @@ END_TEST
 KVMEM_SUITE(ecc_simd)
 {
 	Suite *s = suite_create("ecc_simd");
-	TCase *tc = tcase_create("avx2_vs_portable");
+	TCase *tc = tcase_create("simd_vs_portable");
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_simd_mixed, 0, KVMEM_CODEC_NR);
 	tcase_add_loop_test(tc, test_simd_single_sweep, 0, KVMEM_CODEC_NR);
+	tcase_add_loop_test(tc, test_simd_kernels, 0, KVMEM_CODEC_NR);
 	tcase_add_test(tc, test_simd_impl_name);
 	suite_add_tcase(s, tc);
 	return s;
