@@ -183,15 +183,14 @@ static void scores(const float *q, unsigned int ng, const float *k,
 }
 
 /*
- * acc[g + j][d..d+64) += sum_t p[g + j][t] v[t][d..] for @NB (1, 2 or 4)
- * heads: each V load feeds all of them.
+ * The four accumulator vectors of @NB heads for acc[g + j][d..d+64): loaded,
+ * given one row of V (@x, 64 floats) weighted by p[g + j][t], stored.
  */
 static inline __attribute__((always_inline)) void
-accum_nb(const float *p, unsigned int NB, const float *v, unsigned int n,
-	 unsigned int dim, unsigned int d, float *acc)
+acc_load(__m512 a[4][4], unsigned int NB, const float *acc, unsigned int dim,
+	 unsigned int d)
 {
-	__m512 a[4][4];
-	unsigned int t, j, k;
+	unsigned int j, k;
 
 #pragma GCC unroll 4
 	for (j = 0; j < NB; j++)
@@ -199,6 +198,50 @@ accum_nb(const float *p, unsigned int NB, const float *v, unsigned int n,
 		for (k = 0; k < 4; k++)
 			a[j][k] = _mm512_loadu_ps(acc + (size_t)j * dim + d +
 						  16 * k);
+}
+
+static inline __attribute__((always_inline)) void
+acc_row(__m512 a[4][4], unsigned int NB, const float *p, unsigned int n,
+	unsigned int t, const __m512 x[4])
+{
+	unsigned int j, k;
+
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++) {
+		__m512 w = _mm512_set1_ps(p[(size_t)j * n + t]);
+
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			a[j][k] = _mm512_fmadd_ps(w, x[k], a[j][k]);
+	}
+}
+
+static inline __attribute__((always_inline)) void
+acc_store(__m512 a[4][4], unsigned int NB, float *acc, unsigned int dim,
+	  unsigned int d)
+{
+	unsigned int j, k;
+
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			_mm512_storeu_ps(acc + (size_t)j * dim + d + 16 * k,
+					 a[j][k]);
+}
+
+/*
+ * acc[g + j][d..d+64) += sum_t p[g + j][t] v[t][d..] for @NB (1 or 4)
+ * heads: each V load feeds all of them.
+ */
+static inline __attribute__((always_inline)) void
+accum_nb(const float *p, unsigned int NB, const float *v, unsigned int n,
+	 unsigned int dim, unsigned int d, float *acc)
+{
+	__m512 a[4][4];
+	unsigned int t, k;
+
+	acc_load(a, NB, acc, dim, d);
 	for (t = 0; t < n; t++) {
 		const float *vt = v + (size_t)t * dim + d;
 		__m512 x[4];
@@ -206,21 +249,9 @@ accum_nb(const float *p, unsigned int NB, const float *v, unsigned int n,
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
 			x[k] = _mm512_loadu_ps(vt + 16 * k);
-#pragma GCC unroll 4
-		for (j = 0; j < NB; j++) {
-			__m512 w = _mm512_set1_ps(p[(size_t)j * n + t]);
-
-#pragma GCC unroll 4
-			for (k = 0; k < 4; k++)
-				a[j][k] = _mm512_fmadd_ps(w, x[k], a[j][k]);
-		}
+		acc_row(a, NB, p, n, t, x);
 	}
-#pragma GCC unroll 4
-	for (j = 0; j < NB; j++)
-#pragma GCC unroll 4
-		for (k = 0; k < 4; k++)
-			_mm512_storeu_ps(acc + (size_t)j * dim + d + 16 * k,
-					 a[j][k]);
+	acc_store(a, NB, acc, dim, d);
 }
 
 static void accum(const float *p, unsigned int ng, const float *v,
@@ -344,14 +375,9 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t sstride, unsigned int d, float *acc)
 {
 	__m512 a[4][4];
-	unsigned int t, j, k;
+	unsigned int t, k;
 
-#pragma GCC unroll 4
-	for (j = 0; j < NB; j++)
-#pragma GCC unroll 4
-		for (k = 0; k < 4; k++)
-			a[j][k] = _mm512_loadu_ps(acc + (size_t)j * dim + d +
-						  16 * k);
+	acc_load(a, NB, acc, dim, d);
 	for (t = 0; t < n; t++) {
 		const uint8_t *c = code + t * stride + d;
 		const float *sc = scales + t * sstride;
@@ -364,21 +390,9 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 				CHAN ? _mm512_loadu_ps(sc + d + 16 * k)
 				     : _mm512_set1_ps(
 					       sc[(d + 16 * k) / group]));
-#pragma GCC unroll 4
-		for (j = 0; j < NB; j++) {
-			__m512 w = _mm512_set1_ps(p[(size_t)j * n + t]);
-
-#pragma GCC unroll 4
-			for (k = 0; k < 4; k++)
-				a[j][k] = _mm512_fmadd_ps(w, v[k], a[j][k]);
-		}
+		acc_row(a, NB, p, n, t, v);
 	}
-#pragma GCC unroll 4
-	for (j = 0; j < NB; j++)
-#pragma GCC unroll 4
-		for (k = 0; k < 4; k++)
-			_mm512_storeu_ps(acc + (size_t)j * dim + d + 16 * k,
-					 a[j][k]);
+	acc_store(a, NB, acc, dim, d);
 }
 
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,

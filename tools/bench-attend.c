@@ -337,7 +337,7 @@ static int run_attend(int argc, char **argv)
 	uint64_t *tk, *tm, *tf, *tn, t0;
 	double kvmem_us, mt_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
 	double bw1, bwn, floor1_us, floorn_us;
-	size_t nvals, i, flush_len, kv_bytes, fp_bytes;
+	size_t nvals, i, flush_len, probe_len, kv_bytes, fp_bytes;
 	uint8_t *fbuf;
 	uint32_t r;
 	int ret, same_mt = 1;
@@ -381,7 +381,8 @@ static int run_attend(int argc, char **argv)
 	tn = bench_alloc(cfg.reps * sizeof(*tn));
 	/* The flush buffer doubles as the bandwidth probe: 32 MiB at least. */
 	flush_len = (size_t)cfg.flush_mib << 20;
-	fbuf = bench_alloc(flush_len > (32u << 20) ? flush_len : 32u << 20);
+	probe_len = flush_len > (32u << 20) ? flush_len : 32u << 20;
+	fbuf = bench_alloc(probe_len);
 	kvmem_rng_seed(&rng, 1);
 	for (i = 0; i < nvals; i++) {
 		K[i] = bench_rnd_unit(&rng);
@@ -450,11 +451,8 @@ static int run_attend(int argc, char **argv)
 	noecc_us = median_us(tn, cfg.reps);
 	kv_bytes = pages_bytes(seq);
 	fp_bytes = 2 * nvals * sizeof(float);
-	bw1 = bench_read_gbps(
-		fbuf, flush_len > (32u << 20) ? flush_len : 32u << 20, 1, 3);
-	bwn = bench_read_gbps(fbuf,
-			      flush_len > (32u << 20) ? flush_len : 32u << 20,
-			      cfg.threads, 3);
+	bw1 = bench_read_gbps(fbuf, probe_len, 1, 3);
+	bwn = bench_read_gbps(fbuf, probe_len, cfg.threads, 3);
 	floor1_us = (double)kv_bytes / bw1 / 1e3;
 	floorn_us = (double)kv_bytes / bwn / 1e3;
 
