@@ -434,6 +434,65 @@ static size_t golay_scan(const uint8_t *code, size_t n)
 	return n;
 }
 
+/*
+ * Golay extract: the 12 data bits of each word (its first byte and the low
+ * nibble of its second), packed two words to three bytes. A block is 64
+ * words: two VPERMT2B put the first two bytes of words 0-31 and 32-63 in
+ * 16-bit lanes, a dword is then a pair (w0 | w1 << 16) and one bitwise
+ * select makes it w0 | w1 << 12; two more permutes drop every fourth byte.
+ */
+/* Byte o of the lanes of words base.., as an index into the vector pair
+ * starting at byte 2 * base of the block (v0 for words 0-31, v1 for 32-63). */
+#define GL_LANE(base, o) (3 * ((base) + (o) / 2) + (o) % 2 - 2 * (base))
+/* Output byte o of a block: pair o / 3, byte o % 3, in the first vector
+ * (pairs 0-15) or, from index 64, the second. */
+#define GL_OUT(p, b) ((p) < 16 ? 4 * (p) + (b) : 64 + 4 * ((p)-16) + (b))
+#define GL_PACK(i, o) GL_OUT(((i) + (o)) / 3, ((i) + (o)) % 3)
+
+static const uint8_t gl_lanes[2][64] = {
+	R64(GL_LANE, 0),
+	R64(GL_LANE, 32),
+};
+static const uint8_t gl_pack[2][64] = {
+	R64(GL_PACK, 0),
+	R64(GL_PACK, 64),
+};
+
+static void gl_extract_block(const uint8_t *code, uint8_t *data, size_t len,
+			     size_t out)
+{
+	const __m512i v0 = load64(code, len, 0), v1 = load64(code, len, 64);
+	const __m512i v2 = load64(code, len, 128);
+	const __m512i keep = _mm512_set1_epi32(0x0fff0fff);
+	const __m512i low = _mm512_set1_epi32(0xfff);
+	__m512i w[2], r[2];
+	int k;
+
+	w[0] = _mm512_permutex2var_epi8(v0, idx64(gl_lanes[0]), v1);
+	w[1] = _mm512_permutex2var_epi8(v1, idx64(gl_lanes[1]), v2);
+	for (k = 0; k < 2; k++) {
+		const __m512i x = _mm512_and_si512(w[k], keep);
+
+		r[k] = _mm512_ternarylogic_epi32(low, x,
+						 _mm512_srli_epi32(x, 4), 0xca);
+	}
+	store64(data, out, 0,
+		_mm512_permutex2var_epi8(r[0], idx64(gl_pack[0]), r[1]));
+	store64(data, out, 64,
+		_mm512_permutexvar_epi8(idx64(gl_pack[1]), r[1]));
+}
+
+static void golay_extract(const uint8_t *code, uint8_t *data, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i + GL_WORDS <= n; i += GL_WORDS)
+		gl_extract_block(code + 3 * i, data + 3 * i / 2, FULL, 96);
+	if (i < n)
+		gl_extract_block(code + 3 * i, data + 3 * i / 2, 3 * (n - i),
+				 (3 * (n - i) + 1) / 2);
+}
+
 const struct kvmem__ecc_kernels kvmem__ecc_avx512[KVMEM_CODEC_NR] = {
 	[KVMEM_CODEC_H74] = {
 		.scan = h74_scan,
@@ -443,6 +502,7 @@ const struct kvmem__ecc_kernels kvmem__ecc_avx512[KVMEM_CODEC_NR] = {
 	},
 	[KVMEM_CODEC_GOLAY24] = {
 		.scan = golay_scan,
+		.extract = golay_extract,
 	},
 	[KVMEM_CODEC_SECDED72] = {
 		.scan = secded_scan,
