@@ -611,14 +611,29 @@ static void slot_regions(const struct kvmemd_session *s, int kind,
 	size_t block =
 		(size_t)s->g.kv_heads * s->g.tokens_per_page * l->row_words;
 
-	rg[0] = (struct region_def){ 0, KVMEM_HDR_WORDS, KVMEM_CODEC_SECDED72,
-				     REGION_HEADER };
+	rg[0] = (struct region_def){ 0, KVMEM_PAGE_HDR_WORDS,
+				     KVMEM_PAGE_META_CODEC, REGION_HEADER };
 	rg[1] = (struct region_def){ l->scales_off, l->scale_words,
-				     KVMEM_CODEC_SECDED72, REGION_SCALES };
+				     KVMEM_PAGE_META_CODEC, REGION_SCALES };
 	rg[2] = (struct region_def){ l->k_off, block, l->codec,
 				     REGION_PAYLOAD };
 	rg[3] = (struct region_def){ l->v_off, block, l->codec,
 				     REGION_PAYLOAD };
+}
+
+/*
+ * The scale words that hold scale bits. The scales are one FP16 bitstream
+ * in golay24 words, a whole number of pairs (kvmem/page.h): the last word
+ * may hold only padding.
+ */
+static size_t scale_value_words(const struct kvmem_page_layout *l)
+{
+	const unsigned int k =
+		kvmem_codec_get(KVMEM_PAGE_META_CODEC)->data_bits;
+	const size_t bits = ((size_t)l->nscales_k + l->nscales_v) *
+			    kvmem_format_get(KVMEM_FMT_FP16)->bits;
+
+	return (bits + k - 1) / k;
 }
 
 /* Errors found in a page read back were made on the store. */
@@ -664,15 +679,13 @@ static void slot_header(const struct kvmemd_session *s, const struct slot *sl,
 static int restore_header(const struct kvmemd_session *s, const struct slot *sl,
 			  uint8_t *page)
 {
-	uint8_t raw[KVMEM_HDR_BYTES], want[KVMEM_HDR_BYTES];
+	uint8_t raw[KVMEM_PAGE_HDR_BYTES], want[KVMEM_PAGE_HDR_BYTES];
 	struct kvmem_page_hdr h, good;
 	size_t i;
 
 	slot_header(s, sl, &good);
 	memcpy(raw, page, sizeof(raw));
-	if (!kvmem_ecc_decode(KVMEM_CODEC_SECDED72, raw, &h, KVMEM_HDR_WORDS,
-			      NULL, NULL, NULL) &&
-	    !memcmp(&h, &good, sizeof(h)))
+	if (!kvmem__hdr_decode(raw, &h, NULL) && !memcmp(&h, &good, sizeof(h)))
 		return 0;
 	kvmem__hdr_encode(want, &good);
 	for (i = 0; i < sizeof(want); i++)
@@ -770,12 +783,12 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 	slot_regions(s, sl->kind, rg);
 	for (i = 0; i < ARRAY_SIZE(rg); i++)
 		p->words[rg[i].codec] += rg[i].nwords;
-	p->ce_words[KVMEM_CODEC_SECDED72] +=
+	p->ce_words[KVMEM_PAGE_META_CODEC] +=
 		c->ce[REGION_HEADER] + c->ce[REGION_SCALES];
 	p->ce_words[rg[2].codec] += c->ce[REGION_PAYLOAD];
 	for (i = 0; i < REGION_NR; i++) {
 		int codec = i == REGION_PAYLOAD ? rg[2].codec
-						: KVMEM_CODEC_SECDED72;
+						: KVMEM_PAGE_META_CODEC;
 
 		r->vol[pool][tier][codec].ce += c->ce[i];
 		r->agg[pool][tier][codec].ce += c->ce[i];
@@ -787,7 +800,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 
 	if (restore_header(s, sl, session_page(s, c->unit))) {
 		memset(&e, 0, sizeof(e));
-		e.codec = KVMEM_CODEC_SECDED72;
+		e.codec = KVMEM_PAGE_META_CODEC;
 		e.region = REGION_HEADER;
 		e.words = (uint32_t)c->ue[REGION_HEADER];
 		e.kind = c->ue[REGION_HEADER] ? EV_UE : EV_MISMATCH;
@@ -795,9 +808,9 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 		p->restored++;
 		p->ue += c->ue[REGION_HEADER];
 		s->ue += c->ue[REGION_HEADER];
-		cnt = &r->vol[pool][tier][KVMEM_CODEC_SECDED72];
+		cnt = &r->vol[pool][tier][KVMEM_PAGE_META_CODEC];
 		cnt->ue += c->ue[REGION_HEADER];
-		r->agg[pool][tier][KVMEM_CODEC_SECDED72].ue +=
+		r->agg[pool][tier][KVMEM_PAGE_META_CODEC].ue +=
 			c->ue[REGION_HEADER];
 		r->agg_dirty = 1;
 		page_event(d, s, sl, &e, c->src);
@@ -806,7 +819,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 	for (i = REGION_SCALES; i <= REGION_PAYLOAD; i++) {
 		uint32_t *known =
 			i == REGION_SCALES ? &sl->ue_scales : &sl->ue_payload;
-		int codec = i == REGION_SCALES ? KVMEM_CODEC_SECDED72
+		int codec = i == REGION_SCALES ? KVMEM_PAGE_META_CODEC
 					       : s->layout[sl->kind].codec;
 		uint64_t fresh;
 
@@ -866,7 +879,7 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 	kvmem__page_poison(session_page(s, c->unit), &s->g, l, sl->ntokens);
 	c->lost = 1;
 	/* Every word now reads uncorrectable: none is news to the patrol. */
-	sl->ue_scales = l->scale_words;
+	sl->ue_scales = (uint32_t)scale_value_words(l);
 	sl->ue_payload =
 		2 * s->g.kv_heads * s->g.tokens_per_page * l->row_words;
 	crc_missed(d, s, c, p, EV_LOST);
@@ -935,6 +948,34 @@ static void scrub_rows(const struct kvmemd_session *s, const struct slot *sl,
 	}
 }
 
+/* Scrub scale words [w0, w0 + n) of @page: a word no code can correct
+ * counts only where it holds scale bits. */
+static void scrub_scales(const struct kvmem_page_layout *l, uint8_t *page,
+			 size_t w0, size_t n, struct kvmem_ecc_counts *sum)
+{
+	const size_t wb = kvmem_codec_get(KVMEM_PAGE_META_CODEC)->word_bytes;
+	const size_t vw = scale_value_words(l);
+	size_t split = w0 + n < vw ? w0 + n : vw;
+	struct kvmem_ecc_counts c;
+
+	memset(sum, 0, sizeof(*sum));
+	if (split < w0)
+		split = w0;
+	if (split > w0) {
+		kvmem_ecc_scrub(KVMEM_PAGE_META_CODEC,
+				page + l->scales_off + w0 * wb, split - w0, &c,
+				NULL, 0);
+		kvmem__counts_add(sum, &c);
+	}
+	if (w0 + n > split) {
+		kvmem_ecc_scrub(KVMEM_PAGE_META_CODEC,
+				page + l->scales_off + split * wb,
+				w0 + n - split, &c, NULL, 0);
+		c.uncorrectable = 0;
+		kvmem__counts_add(sum, &c);
+	}
+}
+
 /* How much of @left fits in *@budget, at least one unit of @unit bytes. */
 static size_t take(uint64_t *budget, size_t left, size_t unit)
 {
@@ -968,6 +1009,7 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 	const struct kvmem_page_layout *l = &s->layout[sl->kind];
 	const size_t size = slot_bytes(s, sl->kind);
 	const size_t rows = (size_t)s->g.kv_heads * s->g.tokens_per_page;
+	const size_t mwb = kvmem_ecc_code_bytes(KVMEM_PAGE_META_CODEC, 1);
 	struct kvmem_ecc_counts wc;
 	size_t n;
 
@@ -984,16 +1026,14 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 			c->crc = 0;
 			break;
 		case PH_SCALES:
-			n = take(budget, l->scale_words - c->pos, 9);
-			kvmem_ecc_scrub(KVMEM_CODEC_SECDED72,
-					page + l->scales_off + c->pos * 9, n,
-					&wc, NULL, 0);
+			n = take(budget, l->scale_words - c->pos, mwb);
+			scrub_scales(l, page, c->pos, n, &wc);
 			c->ce[REGION_SCALES] += wc.corrected;
 			c->ue[REGION_SCALES] += wc.uncorrectable;
 			c->pos += n;
 			/* A patrol's rate counts a large page as it goes. */
-			p->bytes += n * 9;
-			c->counted += n * 9;
+			p->bytes += n * mwb;
+			c->counted += n * mwb;
 			if (c->pos == l->scale_words) {
 				c->phase = PH_K;
 				c->pos = 0;
@@ -1029,13 +1069,13 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 			}
 			break;
 		case PH_HEADER:
-			kvmem_ecc_scrub(KVMEM_CODEC_SECDED72, page,
-					KVMEM_HDR_WORDS, &wc, NULL, 0);
+			kvmem_ecc_scrub(KVMEM_PAGE_META_CODEC, page,
+					KVMEM_PAGE_HDR_WORDS, &wc, NULL, 0);
 			c->ce[REGION_HEADER] = wc.corrected;
 			c->ue[REGION_HEADER] = wc.uncorrectable;
 			check_report(d, s, c, p);
 			c->phase = PH_CRC;
-			c->pos = KVMEM_HDR_BYTES;
+			c->pos = KVMEM_PAGE_HDR_BYTES;
 			if (c->src == SRC_RELOAD &&
 			    (c->ue[REGION_SCALES] || c->ue[REGION_PAYLOAD])) {
 				/* It changed out there, and not only by
@@ -1620,13 +1660,13 @@ static void live_codecs(const struct kvmemd *d,
 
 	for (s = d->sessions; s; s = s->next) {
 		seen[KVMEMD_POOL_HOST][TIER_WARM][s->layout[0].codec] = 1;
-		seen[KVMEMD_POOL_HOST][TIER_WARM][KVMEM_CODEC_SECDED72] = 1;
-		seen[KVMEMD_POOL_HOST][TIER_HOT][KVMEM_CODEC_SECDED72] = 1;
+		seen[KVMEMD_POOL_HOST][TIER_WARM][KVMEM_PAGE_META_CODEC] = 1;
+		seen[KVMEMD_POOL_HOST][TIER_HOT][KVMEM_PAGE_META_CODEC] = 1;
 		if (kvmemd_tier_has_store(d)) {
 			seen[KVMEMD_POOL_NVME][TIER_COLD][s->layout[0].codec] =
 				1;
 			seen[KVMEMD_POOL_NVME][TIER_COLD]
-			    [KVMEM_CODEC_SECDED72] = 1;
+			    [KVMEM_PAGE_META_CODEC] = 1;
 		}
 	}
 }

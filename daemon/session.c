@@ -786,7 +786,7 @@ static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
-	uint8_t raw[KVMEM_HDR_BYTES];
+	uint8_t raw[KVMEM_PAGE_HDR_BYTES];
 	struct kvmem_page_hdr h;
 	struct slot *sl = slot_get(s, e->slot);
 	struct seq *q = session_seq(s, e->seq);

@@ -114,6 +114,15 @@ static void store_free(struct kvmemd_tier *t, uint64_t unit, uint32_t units)
 	t->store_full = 0;
 }
 
+/* Store units not in use. */
+static uint64_t store_room(const struct kvmemd_tier *t)
+{
+	struct kvmemd_store_stats st;
+
+	kvmemd_store_stats(t->st, &st);
+	return st.nunits - st.used_units;
+}
+
 int kvmemd_tier_has_store(const struct kvmemd *d)
 {
 	return d->tier && d->tier->st;
@@ -270,26 +279,25 @@ static int wait_add(struct kvmemd_session *s, const struct kvmem_sqe *e,
 static int can_reclaim(const struct kvmemd_session *s)
 {
 	const struct kvmemd_tier *t = s->d->tier;
-	uint32_t least = s->slot_units[0] < s->slot_units[1] ? s->slot_units[0]
-							     : s->slot_units[1];
-	struct kvmemd_store_stats st;
+	uint64_t room;
 	uint32_t i;
 
 	if (!t || !t->st || !s->d->cfg.offload)
 		return 0;
 	if (s->inflight)
 		return 1;
-	/* A full store takes nothing more, a failing one nothing now:
+	/* A full store takes nothing more, a failing one nothing now, one
+	 * with less room than each page that could go none of them:
 	 * waiting would be for ever. */
-	kvmemd_store_stats(t->st, &st);
-	if (t->store_full || s->write_failed ||
-	    st.nunits - st.used_units < least)
+	if (t->store_full || s->write_failed)
 		return 0;
+	room = store_room(t);
 	for (i = 0; i < s->top_page; i++) {
 		const struct page *p = &s->pages[i];
 
 		if (p->state == PAGE_RESIDENT && !p->pins && p->refs &&
-		    slot_bytes(s, p->kind) <= t->io_bytes)
+		    slot_bytes(s, p->kind) <= t->io_bytes &&
+		    page_units(s, p) <= room)
 			return 1;
 	}
 	return 0;
@@ -994,6 +1002,11 @@ static void reclaim(struct kvmemd_session *s, uint64_t goal, int forced)
 			    (forced && !in_target(s, p, &t->cmd.t)))
 				continue;
 			units = page_units(s, p);
+			/* An FP16 page takes the room of several sealed ones:
+			 * one that does not fit leaves the store open to the
+			 * smaller pages after it. */
+			if (!forced && units > store_room(t))
+				continue;
 			if (write_page(s, pg, forced))
 				return;
 			goal = goal > units ? goal - units : 0;

@@ -43,14 +43,22 @@ kvmem_k_find(const struct kvmem_k_page *pg, unsigned int p0, unsigned int p1,
 	return lo;
 }
 
+/* Does @policy rebuild a value lost as @e (KVMEM_K_LOST_*, or 0)? */
+static __device__ __forceinline__ int kvmem_k_rebuilds(unsigned int policy,
+						       int e)
+{
+	return policy == KVMEM_ERASE_KEEP ? e == KVMEM_K_LOST : e != 0;
+}
+
 /*
- * Decode rows [t0, t0 + n) of head @h of K or V into @tl; returns, the same
- * in every thread, whether any value was lost.
+ * Decode rows [t0, t0 + n) of head @h of K or V into @tl, each value's
+ * KVMEM_K_LOST_* in tl->xe; returns, the same in every thread, whether
+ * @policy rebuilds any.
  */
 static __device__ __forceinline__ int
 kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
-	     const uint8_t *page, int is_v, unsigned int h, unsigned int t0,
-	     unsigned int n, uint8_t *data, uint8_t *wue,
+	     unsigned int policy, const uint8_t *page, int is_v, unsigned int h,
+	     unsigned int t0, unsigned int n, uint8_t *data, uint8_t *wue,
 	     const struct kvmem_k_tile *tl, struct kvmem_k_counts *c,
 	     unsigned long long *nlost)
 {
@@ -75,7 +83,8 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	__syncthreads();
 	for (i = threadIdx.x; i < n * D; i += blockDim.x) {
 		unsigned int r = i / D, d = i % D;
-		int lost = kvmem_k_value_ue(l, wue + r * l->row_words, d);
+		int ue = kvmem_k_value_ue(l, wue + r * l->row_words, d);
+		int lost = 0, e;
 		float s = 0.0f;
 
 		if (l->qmax) {
@@ -84,14 +93,18 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 				     : (t0 + r) * groups + d / g->group_size;
 
 			s = tl->sc[si];
-			lost |= tl->sce[si];
+			lost = tl->sce[si];
 		}
 		tl->x[i] = kvmem_k_dequant(
 			l, kvmem_k_raw(data + r * l->row_data, l->bits, d), s,
 			&lost);
-		tl->xe[i] = (uint8_t)lost;
-		*nlost += (unsigned long long)lost;
-		any |= lost;
+		/* Only a quantized value's own word leaves it bounded. */
+		e = lost || (ue && !l->qmax) ? KVMEM_K_LOST
+		    : ue		     ? KVMEM_K_LOST_BOUNDED
+					     : 0;
+		tl->xe[i] = (uint8_t)e;
+		*nlost += (unsigned long long)(e != 0);
+		any |= kvmem_k_rebuilds(policy, e);
 	}
 	return __syncthreads_or(any);
 }
@@ -132,8 +145,9 @@ kvmem_k_edges(const struct kvmem_k_attend *p, unsigned int p0, unsigned int p1,
  * Rebuild the lost values of a tile of @n rows: the mean of the same
  * channel at t - 1 and t + 1 as they decode (across the tile's edges
  * through @edge and @ok), a lost or missing neighbour left out, 0 with
- * neither. Only lost values are written and only kept ones read, so the
- * threads need no ordering among themselves.
+ * neither. Under keep, a bounded value stays as received, but is still no
+ * neighbour. Only values rebuilt are written and only values never lost
+ * read, so the threads need no ordering among themselves.
  */
 static __device__ __forceinline__ void
 kvmem_k_rebuild(unsigned int policy, unsigned int D, unsigned int n, float *x,
@@ -146,7 +160,7 @@ kvmem_k_rebuild(unsigned int policy, unsigned int D, unsigned int n, float *x,
 		float sum = 0.0f;
 		int have = 0;
 
-		if (!xe[i])
+		if (!kvmem_k_rebuilds(policy, xe[i]))
 			continue;
 		if (policy == KVMEM_ERASE_ZERO) {
 			x[i] = 0.0f;
@@ -177,7 +191,11 @@ kvmem_k_fix(const struct kvmem_k_attend *p, unsigned int p0, unsigned int p1,
 	__syncthreads();
 }
 
-/* Decode this head's K or V scales of a page, counting each word once. */
+/*
+ * Decode this head's K or V scales of a page, counting each word once: a
+ * word by the scale that starts in it (kvmem_k_scale()), and the words
+ * past the last scale, which carry none, by the thread that reads it.
+ */
 static __device__ __forceinline__ void
 kvmem_k_head_scales_load(const struct kvmem_k_geom *g,
 			 const struct kvmem_k_layout *l, const uint8_t *page,
@@ -186,18 +204,28 @@ kvmem_k_head_scales_load(const struct kvmem_k_geom *g,
 {
 	const unsigned int base = kvmem_k_row_scale(g, l, is_v, h, 0);
 	const unsigned int cnt = kvmem_k_head_scales(g, l, is_v);
-	unsigned int idx;
+	const unsigned int last = l->nscales_k + l->nscales_v - 1;
+	unsigned int idx, w;
 
 	for (idx = base + threadIdx.x; idx < base + cnt; idx += blockDim.x) {
-		int lost, st, nbits;
+		int lost;
 
-		sc[idx - base] =
-			kvmem_k_scale(page, l, idx, &lost, &st, &nbits);
+		sc[idx - base] = kvmem_k_scale(page, l, idx, &lost, c);
 		sce[idx - base] = (uint8_t)lost;
-		/* A word is counted by the head its first scale belongs to,
-		 * in the thread that reads that scale. */
-		if (idx % 4 == 0)
+		if (idx != last)
+			continue;
+		/* Words come in pairs: one may follow the last scale's. */
+		for (w = (16 * idx + 15) / 12 + 1; w < l->scale_words; w++) {
+			uint64_t lo;
+			unsigned int hi;
+			int st, nbits;
+
+			kvmem_k_word_load(page + l->scales_off + 3 * w,
+					  KVMEM_CODEC_GOLAY24, &lo, &hi);
+			st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
+						  &nbits);
 			kvmem_k_count(c, st, nbits);
+		}
 	}
 }
 
@@ -206,22 +234,14 @@ static __device__ __forceinline__ void
 kvmem_k_header(const uint8_t *page, struct kvmem_k_counts *c,
 	       unsigned long long *headers_ue)
 {
-	unsigned int i, hi, ue = 0;
-	uint64_t lo;
-	int st, nbits;
+	struct kvmem_k_counts hc = { 0, 0, 0, 0 };
 
-	for (i = 0; i < KVMEM_K_HDR_WORDS; i++) {
-		kvmem_k_word_load(page + 9 * i, KVMEM_CODEC_SECDED72, &lo, &hi);
-		st = kvmem_k_word_correct(KVMEM_CODEC_SECDED72, &lo, &hi,
-					  &nbits);
-		/* As kvmem_attend(): an uncorrectable header word counts
-		 * as a bad header, not as a lost value's word. */
-		if (st == KVMEM_K_UE)
-			ue = 1;
-		else
-			kvmem_k_count(c, st, nbits);
-	}
-	*headers_ue += ue;
+	/* As kvmem_attend(): an uncorrectable header word counts as a bad
+	 * header, not as a lost value's word. */
+	*headers_ue += (unsigned long long)kvmem_k_hdr_decode(page, NULL, &hc);
+	c->clean += hc.clean;
+	c->corrected += hc.corrected;
+	c->bits += hc.bits;
 }
 
 extern "C" __global__ void KVMEM_K_BOUNDS
@@ -311,15 +331,14 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 			const unsigned int pos0 = pg[pi].token_start + t0;
 			int klost, vlost, is_v;
 
-			klost = kvmem_k_rows(g, l, page, 0, h, t0, n,
+			klost = kvmem_k_rows(g, l, p.erasure, page, 0, h, t0, n,
 					     smem + o.data, smem + o.wue, &kt,
 					     &c, &nlost);
-			vlost = kvmem_k_rows(g, l, page, 1, h, t0, n,
+			vlost = kvmem_k_rows(g, l, p.erasure, page, 1, h, t0, n,
 					     smem + o.data, smem + o.wue, &vt,
 					     &c, &nlost);
 			for (is_v = 0; is_v < 2; is_v++)
-				if (p.erasure != KVMEM_ERASE_KEEP &&
-				    (is_v ? vlost : klost))
+				if (is_v ? vlost : klost)
 					kvmem_k_fix(
 						&p, p0, p1, len, pos0, n, is_v,
 						h,

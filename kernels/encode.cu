@@ -138,7 +138,10 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 	KVMEM_DYN_SMEM(smem);
 	__shared__ uint32_t crc_table[256];
 	__shared__ uint32_t crc_part[KVMEM_K_THREADS];
-	__shared__ uint64_t hdr_words[KVMEM_K_HDR_WORDS];
+	__shared__ union {
+		struct kvmem_page_hdr h;
+		uint16_t s[sizeof(struct kvmem_page_hdr) / 2];
+	} hd;
 	const struct kvmem_k_encode_job *j =
 		(const struct kvmem_k_encode_job *)p.jobs + blockIdx.x;
 	const struct kvmem_k_geom *g = &p.g;
@@ -167,15 +170,15 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 	__syncthreads();
 
 	for (i = threadIdx.x; i < l->scale_words; i += blockDim.x) {
-		uint64_t data = 0, lo;
-		unsigned int k, hi;
+		uint64_t lo;
+		unsigned int hi;
 
-		for (k = 0; k < 4; k++)
-			if (4 * i + k < l->nscales_k + l->nscales_v)
-				data |= (uint64_t)sc[4 * i + k] << (16 * k);
-		kvmem_k_word_encode(KVMEM_CODEC_SECDED72, data, &lo, &hi);
-		kvmem_k_word_store(page + l->scales_off + 9 * i,
-				   KVMEM_CODEC_SECDED72, lo, hi);
+		kvmem_k_word_encode(
+			KVMEM_CODEC_GOLAY24,
+			kvmem_k_bits12(sc, l->nscales_k + l->nscales_v, 12 * i),
+			&lo, &hi);
+		kvmem_k_word_store(page + l->scales_off + 3 * i,
+				   KVMEM_CODEC_GOLAY24, lo, hi);
 	}
 	for (i = threadIdx.x; i < nrows * upr; i += blockDim.x) {
 		unsigned int row = i / upr, u = i % upr;
@@ -244,14 +247,10 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 		}
 	}
 	if (threadIdx.x == 0) {
-		union {
-			struct kvmem_page_hdr h;
-			uint64_t w[KVMEM_K_HDR_WORDS];
-		} hd;
 		unsigned int k;
 
-		for (k = 0; k < KVMEM_K_HDR_WORDS; k++)
-			hd.w[k] = 0;
+		for (k = 0; k < sizeof(hd.s) / 2; k++)
+			hd.s[k] = 0;
 		hd.h.magic = KVMEM_PAGE_MAGIC;
 		hd.h.version = KVMEM_PAGE_VERSION;
 		hd.h.format = l->format;
@@ -264,16 +263,17 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 		hd.h.flags = j->flags;
 		hd.h.generation = j->generation;
 		hd.h.crc = j->flags & KVMEM_HDR_SEALED ? crc_part[0] : 0;
-		for (k = 0; k < KVMEM_K_HDR_WORDS; k++)
-			hdr_words[k] = hd.w[k];
 	}
 	__syncthreads();
+	/* The header's 64 bytes and 4 zero bits. */
 	for (i = threadIdx.x; i < KVMEM_K_HDR_WORDS; i += blockDim.x) {
 		uint64_t lo;
 		unsigned int hi;
 
-		kvmem_k_word_encode(KVMEM_CODEC_SECDED72, hdr_words[i], &lo,
-				    &hi);
-		kvmem_k_word_store(page + 9 * i, KVMEM_CODEC_SECDED72, lo, hi);
+		kvmem_k_word_encode(
+			KVMEM_CODEC_GOLAY24,
+			kvmem_k_bits12(hd.s, sizeof(hd.s) / 2, 12 * i), &lo,
+			&hi);
+		kvmem_k_word_store(page + 3 * i, KVMEM_CODEC_GOLAY24, lo, hi);
 	}
 }

@@ -44,9 +44,15 @@ struct kvmem_k_geom {
 	struct kvmem_k_layout l[2]; /* [0]: sealed, [1]: hot */
 };
 
-/* The page header: 8 secded72 words (page.c). */
-#define KVMEM_K_HDR_WORDS 8
-#define KVMEM_K_HDR_BYTES (KVMEM_K_HDR_WORDS * 9)
+/*
+ * The metadata of a page is golay24, 12 data bits in 3 bytes a word
+ * (kvmem/page.h): the header, its 64 bytes and 4 zero bits as one
+ * bitstream of 43 words, and the FP16 scales as another, scale i taking
+ * stream bits [16 i, 16 i + 16) in words 16 i / 12 and (16 i + 15) / 12.
+ * cuda.c checks these against page.h.
+ */
+#define KVMEM_K_HDR_WORDS 43
+#define KVMEM_K_HDR_BYTES (KVMEM_K_HDR_WORDS * 3)
 
 /*
  * Threads per CTA of every kernel. Bounds of (threads, 1 CTA per SM) let
@@ -137,7 +143,7 @@ struct kvmem_k_inject {
 struct kvmem_k_attend_smem {
 	uint32_t q, acc, s, m, l, corr, pmax, psum; /* float arrays */
 	uint32_t kt, vt; /* float [T][D] */
-	uint32_t ke, ve; /* uint8_t [T][D]: erased */
+	uint32_t ke, ve; /* uint8_t [T][D]: KVMEM_K_LOST_* or 0 */
 	uint32_t data; /* uint8_t [T][row_data]: one block's data */
 	uint32_t wue; /* uint8_t [T][row_words]: uncorrectable words */
 	uint32_t edge, edge_ok; /* float, uint8_t [2][D]: rows next to a tile */

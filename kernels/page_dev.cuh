@@ -4,7 +4,8 @@
  * Codewords of any codec as (lo, hi) pairs: the low 64 bits and, for
  * secded72 only, the check byte. The word arithmetic itself is ecc_word.h;
  * this file loads and stores words, cuts rows into units of whole data
- * bytes, and finds values and scales in a page.
+ * bytes, and finds values, scales and the header (golay24 bitstreams) in a
+ * page.
  */
 #ifndef KVMEM_PAGE_DEV_CUH
 #define KVMEM_PAGE_DEV_CUH
@@ -34,6 +35,15 @@
 #define KVMEM_K_CLEAN 0
 #define KVMEM_K_FIXED 1
 #define KVMEM_K_UE 2
+
+/*
+ * Why a value was lost, as page.c's KVMEM__LOST_*: a quantized value whose
+ * own word was uncorrectable is bounded by its scale, and the keep policy
+ * reads it as received; an FP16 value, or one whose scale is lost, is
+ * rebuilt under keep as under interpolate.
+ */
+#define KVMEM_K_LOST_BOUNDED 1
+#define KVMEM_K_LOST 2
 
 /* Per-thread word counts, summed into the caller's at the end. */
 struct kvmem_k_counts {
@@ -164,6 +174,50 @@ KVMEM_DFN void kvmem_k_word_encode(unsigned int codec, uint64_t data,
 	}
 }
 
+/*
+ * Bits [@b, @b + 12) of a bitstream of @n 16-bit pieces (FP16 scales, or
+ * the header), zeros past its end: the data of the golay24 word @b / 12.
+ */
+KVMEM_DFN unsigned int kvmem_k_bits12(const uint16_t *s, unsigned int n,
+				      unsigned int b)
+{
+	const unsigned int i = b / 16;
+	unsigned int v = 0;
+
+	if (i < n)
+		v = s[i];
+	if (i + 1 < n)
+		v |= (unsigned int)s[i + 1] << 16;
+	return v >> (b % 16) & 0xfff;
+}
+
+/*
+ * Decode the golay24 words of a page's header, each counted in @c; its 64
+ * bytes go to @h unless that is NULL (43 words of 12 bits: 64 bytes and
+ * the 4 zero bits). Returns whether a word was uncorrectable.
+ */
+KVMEM_DFN int kvmem_k_hdr_decode(const uint8_t *page, uint8_t *h,
+				 struct kvmem_k_counts *c)
+{
+	uint64_t lo, acc = 0;
+	unsigned int hi, i, nacc = 0, nb = 0;
+	int st, nbits, ue = 0;
+
+	for (i = 0; i < KVMEM_K_HDR_WORDS; i++) {
+		kvmem_k_word_load(page + 3 * i, KVMEM_CODEC_GOLAY24, &lo, &hi);
+		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
+					  &nbits);
+		kvmem_k_count(c, st, nbits);
+		ue |= st == KVMEM_K_UE;
+		if (!h)
+			continue;
+		acc |= (lo & 0xfff) << nacc;
+		for (nacc += 12; nacc >= 8; nacc -= 8, acc >>= 8)
+			h[nb++] = (uint8_t)acc;
+	}
+	return ue;
+}
+
 /* Data bytes a unit of l->unit words carries: 1, 3 or 8. */
 KVMEM_DFN unsigned int kvmem_k_unit_bytes(const struct kvmem_k_layout *l)
 {
@@ -265,23 +319,35 @@ KVMEM_DFN unsigned int kvmem_k_scale_of(const struct kvmem_k_geom *g,
 }
 
 /*
- * Decode scale @idx of a page straight from its secded72 word; *@lost when
- * the word is uncorrectable or the scale is impossible (negative or not
- * finite: read as 0).
+ * Decode scale @idx of a page straight from its two golay24 words, 16 idx
+ * / 12 and the next; *@lost when either is uncorrectable or the scale is
+ * impossible (negative or not finite: read as 0). With @c, the words are
+ * counted once over all the scales, each by the first scale with bits in
+ * it: idx counts its second word always, its first only when it starts
+ * there (idx % 3 == 0, 16 idx a multiple of 12).
  */
 KVMEM_DFN float kvmem_k_scale(const uint8_t *page,
 			      const struct kvmem_k_layout *l, unsigned int idx,
-			      int *lost, int *st, int *nbits)
+			      int *lost, struct kvmem_k_counts *c)
 {
+	const unsigned int b = 16 * idx;
+	const uint8_t *w = page + l->scales_off + 3 * (b / 12);
+	unsigned int hi, i, bits = 0;
 	uint64_t lo;
-	unsigned int hi;
+	int st, nbits;
 	float s;
 
-	kvmem_k_word_load(page + l->scales_off + (idx / 4) * 9,
-			  KVMEM_CODEC_SECDED72, &lo, &hi);
-	*st = kvmem_k_word_correct(KVMEM_CODEC_SECDED72, &lo, &hi, nbits);
-	s = kvmem_h2f((uint16_t)(lo >> (16 * (idx % 4))));
-	*lost = *st == KVMEM_K_UE;
+	*lost = 0;
+	for (i = 0; i < 2; i++) {
+		kvmem_k_word_load(w + 3 * i, KVMEM_CODEC_GOLAY24, &lo, &hi);
+		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
+					  &nbits);
+		*lost |= st == KVMEM_K_UE;
+		bits |= (unsigned int)(lo & 0xfff) << (12 * i);
+		if (c && (i || idx % 3 == 0))
+			kvmem_k_count(c, st, nbits);
+	}
+	s = kvmem_h2f((uint16_t)(bits >> (b % 12)));
 	if (!(s >= 0.0f && s <= 65504.0f)) {
 		*lost = 1;
 		s = 0.0f;
@@ -326,7 +392,7 @@ KVMEM_DFN float kvmem_k_value(const struct kvmem_k_geom *g,
 
 		scale = kvmem_k_scale(page, l,
 				      kvmem_k_scale_of(g, l, is_v, first, i),
-				      &slost, &st, &nbits);
+				      &slost, NULL);
 	}
 	*lost = (int)st_ue | slost;
 	return kvmem_k_dequant(l, raw, scale, lost);

@@ -47,7 +47,7 @@ kvmem_k_is_pad(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 
 	if (off < KVMEM_K_HDR_BYTES)
 		return 0;
-	if (off >= l->scales_off && off < l->scales_off + l->scale_words * 9)
+	if (off >= l->scales_off && off < l->scales_off + l->scale_words * 3)
 		return 0;
 	if (off >= l->k_off && off < l->k_off + block)
 		rel = off - l->k_off;
@@ -81,7 +81,7 @@ kvmem_k_scrub(const struct kvmem_k_scrub p)
 	__shared__ unsigned int hot, ntokens, sealed;
 	__shared__ union {
 		struct kvmem_page_hdr h;
-		uint64_t w[KVMEM_K_HDR_WORDS];
+		uint8_t b[sizeof(struct kvmem_page_hdr)];
 	} hd;
 	const struct kvmem_k_geom *g = &p.g;
 	const struct kvmem_k_page *pg =
@@ -93,21 +93,11 @@ kvmem_k_scrub(const struct kvmem_k_scrub p)
 
 	if (threadIdx.x == 0) {
 		struct kvmem_k_counts hc = { 0, 0, 0, 0 };
-		unsigned int hi, ue = 0;
-		uint64_t lo;
-		int st, nbits;
+		int ue;
 
 		for (i = 0; i < sizeof(pc) / 8; i++)
 			((uint64_t *)&pc)[i] = 0;
-		for (i = 0; i < KVMEM_K_HDR_WORDS; i++) {
-			kvmem_k_word_load(page + 9 * i, KVMEM_CODEC_SECDED72,
-					  &lo, &hi);
-			st = kvmem_k_word_correct(KVMEM_CODEC_SECDED72, &lo,
-						  &hi, &nbits);
-			kvmem_k_count(&hc, st, nbits);
-			ue |= st == KVMEM_K_UE;
-			hd.w[i] = lo;
-		}
+		ue = kvmem_k_hdr_decode(page, hd.b, &hc);
 		hot = hd.h.flags & KVMEM_HDR_HOT ? 1 : 0;
 		ntokens = hd.h.ntokens;
 		sealed = hd.h.flags & KVMEM_HDR_SEALED ? 1 : 0;
@@ -134,9 +124,9 @@ kvmem_k_scrub(const struct kvmem_k_scrub p)
 
 	l = &g->l[hot];
 	block = g->kv_heads * g->tokens_per_page * l->row_words;
-	kvmem_k_scrub_words(page, KVMEM_CODEC_SECDED72, 9, KVMEM_K_HDR_WORDS,
+	kvmem_k_scrub_words(page, KVMEM_CODEC_GOLAY24, 3, KVMEM_K_HDR_WORDS,
 			    &ch);
-	kvmem_k_scrub_words(page + l->scales_off, KVMEM_CODEC_SECDED72, 9,
+	kvmem_k_scrub_words(page + l->scales_off, KVMEM_CODEC_GOLAY24, 3,
 			    l->scale_words, &cs);
 	kvmem_k_scrub_words(page + l->k_off, l->codec, l->wbytes, block, &cp);
 	kvmem_k_scrub_words(page + l->v_off, l->codec, l->wbytes, block, &cp);

@@ -129,7 +129,10 @@ static void neighbour_row(struct reader *r, uint32_t pos, int is_v, uint32_t h)
 		memset(r->nrow_erased, 0, g->head_dim);
 }
 
-/* Rebuild the erased values of rows [pos0, pos0 + n) in @out. */
+/*
+ * Rebuild the erased values of rows [pos0, pos0 + n) in @out; under the
+ * keep policy, only those it may not keep (KVMEM__LOST).
+ */
 static void rebuild(struct reader *r, uint32_t pos0, uint32_t n, int is_v,
 		    uint32_t h, float *out, const uint8_t *erased)
 {
@@ -144,7 +147,8 @@ static void rebuild(struct reader *r, uint32_t pos0, uint32_t n, int is_v,
 			float sum = 0.0f;
 			int have = 0;
 
-			if (!erased[i])
+			if (!erased[i] || (r->policy == KVMEM_ERASE_KEEP &&
+					   erased[i] == KVMEM__LOST_BOUNDED))
 				continue;
 			if (r->policy == KVMEM_ERASE_ZERO) {
 				out[i] = 0.0f;
@@ -219,8 +223,7 @@ static void reader_rows(struct reader *r, uint32_t pi, int is_v, uint32_t h,
 	if (ne <= 0)
 		return;
 	r->pc.values_erased += (uint64_t)ne;
-	if (r->policy != KVMEM_ERASE_KEEP)
-		rebuild(r, p->token_start + t0, n, is_v, h, out, erased);
+	rebuild(r, p->token_start + t0, n, is_v, h, out, erased);
 }
 
 /* Rows of page @pi as clean int4 codewords, or NULL: see page.c. */

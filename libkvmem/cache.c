@@ -217,8 +217,8 @@ static void page_header(struct kvmem_cache *c, struct kvmem_seq *s,
 
 	/* The CRC covers what follows the header, so it comes first. */
 	if (p->sealed)
-		h.crc = kvmem_crc32c(0, p->data + KVMEM_HDR_BYTES,
-				     c->layout[p->hot].size - KVMEM_HDR_BYTES);
+		h.crc = kvmem_crc32c(0, p->data + KVMEM_PAGE_HDR_BYTES,
+				     c->layout[p->hot].size - KVMEM_PAGE_HDR_BYTES);
 	kvmem__hdr_encode(p->data, &h);
 }
 

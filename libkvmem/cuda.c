@@ -22,6 +22,10 @@ _Static_assert(sizeof(struct kvmem_cuda_encode_job) ==
 _Static_assert(KVMEM_CUDA_BF16 == KVMEM_K_DTYPE_BF16 &&
 		       KVMEM_CUDA_F16 == KVMEM_K_DTYPE_F16,
 	       "dtypes");
+_Static_assert(KVMEM_PAGE_META_CODEC == KVMEM_CODEC_GOLAY24 &&
+		       KVMEM_K_HDR_WORDS == KVMEM_PAGE_HDR_WORDS &&
+		       KVMEM_K_HDR_BYTES == KVMEM_PAGE_HDR_BYTES,
+	       "the kernels read the header and the scales as golay24");
 
 /* Rows a tile of attention decodes at once, at most. */
 #define ATTEND_TILE 32

@@ -99,16 +99,15 @@ void kvmem__quantize_row(int fmt, const float *x, size_t n, unsigned int group,
 void kvmem__dequant_row(int fmt, const uint8_t *data, unsigned int dim,
 			unsigned int group, const float *scales, float *out);
 
-/* page.c: the header is 8 secded72 words. */
-#define KVMEM_HDR_WORDS 8
-#define KVMEM_HDR_BYTES (KVMEM_HDR_WORDS * 9)
-
 struct kvmem_geometry;
 struct kvmem_page_layout;
 struct kvmem_page_hdr;
 struct kvmem_ecc_counts;
 
 void kvmem__hdr_encode(uint8_t *page, const struct kvmem_page_hdr *hdr);
+/* Decode a header's words only (kvmem_page_read_header() checks it). */
+int kvmem__hdr_decode(const uint8_t *page, struct kvmem_page_hdr *hdr,
+		      struct kvmem_ecc_counts *c);
 /* Bytes of scratch kvmem__page_scales() and kvmem__page_rows() need. */
 size_t kvmem__page_scratch_size(const struct kvmem_geometry *g,
 				const struct kvmem_page_layout *l);
@@ -118,10 +117,20 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 		       float *scales, uint8_t *erased,
 		       struct kvmem_ecc_counts *c, void *scratch);
 /*
+ * Why kvmem__page_rows() erased a value. A quantized value whose own word
+ * was uncorrectable is still bounded by its scale, so the keep policy may
+ * read it as received. An FP16 value, or one whose scale is lost, could be
+ * anything: it is rebuilt under keep as under interpolate.
+ */
+#define KVMEM__LOST_BOUNDED 1
+#define KVMEM__LOST 2
+
+/*
  * Decode rows [t0, t0 + n) of KV head @h of K or V (@is_v) to floats,
  * @out[n][head_dim]. @scale_erased may be NULL when no scale of the page is
  * erased. Returns the number of erased values; only when it is non-zero is
- * @erased[n][head_dim] written (1 = erased). Word counts are added to @c.
+ * @erased[n][head_dim] written (0, or KVMEM__LOST_*). Word counts are added
+ * to @c.
  */
 long kvmem__page_rows(const struct kvmem_geometry *g,
 		      const struct kvmem_page_layout *l, const uint8_t *page,

@@ -1,11 +1,11 @@
 /*
  * page.c - the protected KV page (see kvmem/page.h for the layout)
  *
- * Everything in a page is a codeword. The header and the scales are
- * secded72; the payload uses the page's codec. Rows are decoded through
- * kvmem__page_rows(), which attention, kvmem_seq_read() and
- * kvmem_page_decode() share, so there is one definition of what a page
- * reads back as, erasures included.
+ * Everything in a page is a codeword. The header, the scales and hot pages
+ * are in the metadata code (golay24); the payload uses the page's codec.
+ * Rows are decoded through kvmem__page_rows(), which attention,
+ * kvmem_seq_read() and kvmem_page_decode() share, so there is one
+ * definition of what a page reads back as, erasures included.
  */
 #include <errno.h>
 #include <math.h>
@@ -24,8 +24,12 @@
 #endif
 
 _Static_assert(sizeof(struct kvmem_page_hdr) == 64, "page header is 64 bytes");
-_Static_assert(KVMEM_HDR_WORDS * 8 == sizeof(struct kvmem_page_hdr),
+_Static_assert(KVMEM_PAGE_HDR_WORDS * 12 >= 8 * sizeof(struct kvmem_page_hdr) &&
+		       (KVMEM_PAGE_HDR_WORDS - 1) * 12 <
+			       8 * sizeof(struct kvmem_page_hdr),
 	       "header words");
+/* The header's data: 64 bytes and the 4 zero bits of its last word. */
+#define HDR_DATA ((KVMEM_PAGE_HDR_WORDS * 12 + 7) / 8)
 
 #define MAX_LAYERS 4096
 #define MAX_HEADS 1024
@@ -124,7 +128,7 @@ static int layout(const struct kvmem_geometry *g, int hot,
 	memset(l, 0, sizeof(*l));
 	l->hot = !!hot;
 	l->format = hot ? KVMEM_FMT_FP16 : g->format;
-	l->codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
+	l->codec = hot ? KVMEM_PAGE_META_CODEC : g->codec;
 	l->key_scales = hot ? KVMEM_SCALES_GROUP : g->key_scales;
 	ci = kvmem_codec_get(l->codec);
 	fi = kvmem_format_get(l->format);
@@ -142,13 +146,14 @@ static int layout(const struct kvmem_geometry *g, int hot,
 			     ? (uint64_t)g->kv_heads * g->head_dim
 			     : nv;
 	}
-	scale_words = ((nk + nv) * 16 + 63) / 64;
+	/* Whole bytes: golay24 words in pairs. */
+	scale_words = ((nk + nv) * 16 + 23) / 24 * 2;
 
 	block = (uint64_t)g->kv_heads * g->tokens_per_page * row_words *
 		ci->word_bytes;
-	off = align_up(KVMEM_HDR_BYTES, 64);
+	off = align_up(KVMEM_PAGE_HDR_BYTES, 64);
 	l->scales_off = off;
-	off = align_up(off + scale_words * 9, 64);
+	off = align_up(off + scale_words * 3, 64);
 	l->k_off = off;
 	off = align_up(off + block, 64);
 	l->v_off = off;
@@ -175,7 +180,23 @@ int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
 
 void kvmem__hdr_encode(uint8_t *page, const struct kvmem_page_hdr *hdr)
 {
-	kvmem_ecc_encode(KVMEM_CODEC_SECDED72, hdr, page, KVMEM_HDR_WORDS);
+	uint8_t data[HDR_DATA] = { 0 };
+
+	memcpy(data, hdr, sizeof(*hdr));
+	kvmem_ecc_encode(KVMEM_PAGE_META_CODEC, data, page,
+			 KVMEM_PAGE_HDR_WORDS);
+}
+
+int kvmem__hdr_decode(const uint8_t *page, struct kvmem_page_hdr *hdr,
+		      struct kvmem_ecc_counts *c)
+{
+	uint8_t data[HDR_DATA];
+	int ret;
+
+	ret = kvmem_ecc_decode(KVMEM_PAGE_META_CODEC, page, data,
+			       KVMEM_PAGE_HDR_WORDS, c, NULL, NULL);
+	memcpy(hdr, data, sizeof(*hdr));
+	return ret;
 }
 
 int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
@@ -186,8 +207,7 @@ int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
 
 	if (!page || !g || !hdr)
 		return -EINVAL;
-	ret = kvmem_ecc_decode(KVMEM_CODEC_SECDED72, page, hdr, KVMEM_HDR_WORDS,
-			       counts, NULL, NULL);
+	ret = kvmem__hdr_decode(page, hdr, counts);
 	if (ret)
 		return ret;
 	if (hdr->magic != KVMEM_PAGE_MAGIC ||
@@ -197,7 +217,7 @@ int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
 		return -EINVAL;
 	if (hdr->flags & KVMEM_HDR_HOT
 		    ? hdr->format != KVMEM_FMT_FP16 ||
-			      hdr->codec != KVMEM_CODEC_SECDED72
+			      hdr->codec != KVMEM_PAGE_META_CODEC
 		    : hdr->format != g->format || hdr->codec != g->codec)
 		return -EINVAL;
 	return 0;
@@ -319,7 +339,8 @@ static size_t scratch_layout(const struct kvmem_geometry *g,
 	sp->rows_bm = (uint64_t *)(void *)(b + off);
 	off += (rows_words + 63) / 64 * 8;
 	sp->halves = b + off;
-	off += (size_t)l->scale_words * 8;
+	off += align_up(
+		kvmem_ecc_data_bytes(KVMEM_PAGE_META_CODEC, l->scale_words), 8);
 	sp->scales_bm = (uint64_t *)(void *)(b + off);
 	off += ((size_t)l->scale_words + 63) / 64 * 8;
 	sp->copy[0] = b + off;
@@ -355,7 +376,7 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 	if (!l->scale_words)
 		return 0;
 	scratch_layout(g, l, scratch, &sp);
-	kvmem_ecc_decode(KVMEM_CODEC_SECDED72, page + l->scales_off, sp.halves,
+	kvmem_ecc_decode(KVMEM_PAGE_META_CODEC, page + l->scales_off, sp.halves,
 			 l->scale_words, &wc, NULL, sp.scales_bm);
 	kvmem__counts_add(c, &wc);
 	/* FP16 to float: the fp16 "dequantization" of one long row. */
@@ -365,16 +386,19 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 		return 0;
 	}
 	for (i = 0; i < n; i++) {
-		/* Four scales to a 64-bit word. A scale is never negative or
-		 * non-finite when written: one that reads so was damaged
-		 * past what the code saw (a miscorrection), and is lost. */
+		/* Scale i is stream bits [16i, 16i + 16), in two golay24
+		 * words. A scale is never negative or non-finite when
+		 * written: one that reads so was damaged past what the code
+		 * saw (a miscorrection), and is lost. */
+		size_t w0 = (size_t)i * 16 / 12,
+		       w1 = ((size_t)i * 16 + 15) / 12;
 		int bad = !(scales[i] >= 0.0f && scales[i] <= 65504.0f);
 
-		erased[i] =
-			bad || (wc.uncorrectable &&
-				sp.scales_bm[i / 4 / 64] >> (i / 4 % 64) & 1);
-		/* Uncorrectable but plausible: kept as received (the keep
-		 * policy uses it). Impossible: worthless, read as 0. */
+		erased[i] = bad || (wc.uncorrectable &&
+				    (sp.scales_bm[w0 / 64] >> (w0 % 64) & 1 ||
+				     sp.scales_bm[w1 / 64] >> (w1 % 64) & 1));
+		/* A lost scale makes its values lost under every policy
+		 * (kvmem__page_rows()); impossible ones read as 0. */
 		if (bad)
 			scales[i] = 0.0f;
 		nerased += erased[i];
@@ -388,13 +412,15 @@ static void mark_word(const struct kvmem_geometry *g,
 		      uint8_t *erased)
 {
 	const unsigned int k = kvmem_codec_get(l->codec)->data_bits;
-	const unsigned int bits = kvmem_format_get(l->format)->bits;
+	const struct kvmem_format_info *fi = kvmem_format_get(l->format);
+	const unsigned int bits = fi->bits;
 	size_t r = w / l->row_words, wi = w % l->row_words;
 	size_t first = wi * k / bits, last = ((wi + 1) * k - 1) / bits;
 	size_t i;
 
 	for (i = first; i <= last && i < g->head_dim; i++)
-		erased[r * g->head_dim + i] = 1;
+		erased[r * g->head_dim + i] =
+			fi->qmax ? KVMEM__LOST_BOUNDED : KVMEM__LOST;
 }
 
 const uint8_t *
@@ -543,15 +569,15 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 			for (i = 0; i < D; i++)
 				if (scale_erased[sbase + r * sstride +
 						 i / group])
-					erased[r * D + i] = 1;
+					erased[r * D + i] = KVMEM__LOST;
 	if (nonfinite)
 		for (i = 0; i < (size_t)n * D; i++)
 			if (!isfinite(out[i])) {
-				erased[i] = 1;
+				erased[i] = KVMEM__LOST;
 				out[i] = 0.0f;
 			}
 	for (i = 0; i < (size_t)n * D; i++)
-		nerased += erased[i];
+		nerased += !!erased[i];
 	return nerased;
 }
 
@@ -589,7 +615,10 @@ int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
 	if (!page || !hdr || !k || !v || kvmem_page_layout(g, hot, &l) ||
 	    !hdr->ntokens || hdr->ntokens > g->tokens_per_page)
 		return -EINVAL;
-	scales = calloc((size_t)l.scale_words * 4 + 1, sizeof(*scales));
+	scales = calloc(
+		kvmem_ecc_data_bytes(KVMEM_PAGE_META_CODEC, l.scale_words) / 2 +
+			1,
+		sizeof(*scales));
 	data = malloc((size_t)g->tokens_per_page * l.row_data);
 	if (!scales || !data) {
 		free(scales);
@@ -599,7 +628,7 @@ int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
 	memset(page, 0, l.size);
 	encode_block(g, &l, page, 0, k, hdr->ntokens, scales, data);
 	encode_block(g, &l, page, 1, v, hdr->ntokens, scales, data);
-	kvmem_ecc_encode(KVMEM_CODEC_SECDED72, scales,
+	kvmem_ecc_encode(KVMEM_PAGE_META_CODEC, scales,
 			 (uint8_t *)page + l.scales_off, l.scale_words);
 	free(scales);
 	free(data);
@@ -612,8 +641,9 @@ int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
 	h.geometry = kvmem_geometry_digest(g);
 	h.flags = (h.flags & ~KVMEM_HDR_HOT) | (hot ? KVMEM_HDR_HOT : 0);
 	h.crc = h.flags & KVMEM_HDR_SEALED
-			? kvmem_crc32c(0, (uint8_t *)page + KVMEM_HDR_BYTES,
-				       l.size - KVMEM_HDR_BYTES)
+			? kvmem_crc32c(0,
+				       (uint8_t *)page + KVMEM_PAGE_HDR_BYTES,
+				       l.size - KVMEM_PAGE_HDR_BYTES)
 			: 0;
 	kvmem__hdr_encode(page, &h);
 	return 0;
@@ -642,7 +672,7 @@ int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
 	uint8_t *serased = NULL, *terased = NULL;
 	void *scratch = NULL;
 	const size_t tok = g ? (size_t)g->kv_heads * g->head_dim : 0;
-	uint32_t h, t;
+	uint32_t h, t, i;
 	int ret, is_v;
 
 	if (!k || !v)
@@ -680,13 +710,13 @@ int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
 				       tile + (size_t)t * g->head_dim,
 				       g->head_dim * sizeof(*tile));
 				if (erased && ne)
-					memcpy(erased +
-						       is_v * hdr.ntokens *
+					for (i = 0; i < g->head_dim; i++)
+						erased[is_v * hdr.ntokens *
 							       tok +
-						       at,
-					       terased +
-						       (size_t)t * g->head_dim,
-					       g->head_dim);
+						       at + i] =
+							!!terased[(size_t)t *
+									  g->head_dim +
+								  i];
 			}
 		}
 	ret = (int)hdr.ntokens;
@@ -774,10 +804,17 @@ static void page_runs(const struct kvmem_geometry *g,
 			      ci->data_bits * ci->word_bytes;
 	const size_t rows = (size_t)g->kv_heads * g->tokens_per_page;
 	const size_t blk = rows * l->row_bytes;
-	const size_t scales_end = l->scales_off + (size_t)l->scale_words * 9;
+	/* Words past the last scale bit (at most one: words come in pairs)
+	 * hold only padding. */
+	/* A word past the last scale bit (words come in pairs) holds only
+	 * padding. */
+	const size_t scales_end =
+		l->scales_off +
+		((size_t)(l->nscales_k + l->nscales_v) * 16 + 11) / 12 * 3;
 	struct runs r = { .fn = fn, .ctx = ctx, .from = from, .to = to };
 
-	run_add(&r, KVMEM_HDR_BYTES, l->scales_off - KVMEM_HDR_BYTES, 1);
+	run_add(&r, KVMEM_PAGE_HDR_BYTES, l->scales_off - KVMEM_PAGE_HDR_BYTES,
+		1);
 	run_add(&r, l->scales_off, scales_end - l->scales_off, 0);
 	run_add(&r, scales_end, l->k_off - scales_end, 1);
 	block_runs(&r, l->k_off, rows, l->row_bytes, g->tokens_per_page,
@@ -896,7 +933,7 @@ static void poison_run(void *ctx, size_t off, size_t len, int pad)
 {
 	const struct poison *ps = ctx;
 	const int codec =
-		off < ps->l->k_off ? KVMEM_CODEC_SECDED72 : ps->l->codec;
+		off < ps->l->k_off ? KVMEM_PAGE_META_CODEC : ps->l->codec;
 	const unsigned int wb = kvmem_codec_get(codec)->word_bytes;
 	uint8_t w[16];
 	size_t i;
@@ -943,17 +980,17 @@ static int page_walk(void *page, const struct kvmem_geometry *g,
 		goto out;
 	}
 	block = (size_t)g->kv_heads * g->tokens_per_page * l.row_words;
-	rg[0] = (struct region){ 0, KVMEM_HDR_WORDS, KVMEM_CODEC_SECDED72,
+	rg[0] = (struct region){ 0, KVMEM_PAGE_HDR_WORDS, KVMEM_PAGE_META_CODEC,
 				 &pc.header };
 	rg[1] = (struct region){ l.scales_off, l.scale_words,
-				 KVMEM_CODEC_SECDED72, &pc.scales };
+				 KVMEM_PAGE_META_CODEC, &pc.scales };
 	rg[2] = (struct region){ l.k_off, block, l.codec, &pc.payload };
 	rg[3] = (struct region){ l.v_off, block, l.codec, &pc.payload };
 	if (!write) {
-		buf = malloc(
-			kvmem_ecc_data_bytes(l.codec, block) +
-			kvmem_ecc_data_bytes(KVMEM_CODEC_SECDED72,
-					     l.scale_words + KVMEM_HDR_WORDS));
+		buf = malloc(kvmem_ecc_data_bytes(l.codec, block) +
+			     kvmem_ecc_data_bytes(
+				     KVMEM_PAGE_META_CODEC,
+				     l.scale_words + KVMEM_PAGE_HDR_WORDS));
 		if (!buf) {
 			ret = -ENOMEM;
 			goto out;

@@ -580,22 +580,14 @@ struct wl {
 	unsigned int b; /* bits per value */
 	unsigned int k; /* data bits per codeword */
 	unsigned int wb; /* bytes per codeword */
-	unsigned int vpw; /* values per codeword */
 	int codec, fp16;
 };
 
-static void word_layout(const struct kvmem_geometry *g, int hot, struct wl *w)
+/* The codeword shape of @codec, DESIGN.md section 3. */
+static void word_shape(int codec, struct wl *w)
 {
-	int fmt = hot ? KVMEM_FMT_FP16 : g->format;
-
-	w->codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
-	w->fp16 = fmt == KVMEM_FMT_FP16;
-	w->b = fmt == KVMEM_FMT_FP16   ? 16
-	       : fmt == KVMEM_FMT_INT8 ? 8
-	       : fmt == KVMEM_FMT_INT4 ? 4
-				       : 2;
-	/* DESIGN.md section 3 */
-	switch (w->codec) {
+	w->codec = codec;
+	switch (codec) {
 	case KVMEM_CODEC_GOLAY24:
 		w->k = 12;
 		w->wb = 3;
@@ -609,8 +601,39 @@ static void word_layout(const struct kvmem_geometry *g, int hot, struct wl *w)
 		w->wb = 1;
 		break;
 	}
-	ck_assert_uint_eq(w->k % w->b, 0);
-	w->vpw = w->k / w->b;
+}
+
+/* Hot pages, the header and the scales are golay24 (page.h). */
+static void word_layout(const struct kvmem_geometry *g, int hot, struct wl *w)
+{
+	int fmt = hot ? KVMEM_FMT_FP16 : g->format;
+
+	word_shape(hot ? KVMEM_CODEC_GOLAY24 : g->codec, w);
+	w->fp16 = fmt == KVMEM_FMT_FP16;
+	w->b = fmt == KVMEM_FMT_FP16   ? 16
+	       : fmt == KVMEM_FMT_INT8 ? 8
+	       : fmt == KVMEM_FMT_INT4 ? 4
+				       : 2;
+}
+
+/*
+ * Bits [pos, pos + n) of the data stream of the words at @p, read one at a
+ * time from each word's data bits (the codes are systematic: data in the
+ * low k bits), without checking the words.
+ */
+static uint64_t data_bits(const uint8_t *p, const struct wl *w, size_t pos,
+			  unsigned int n)
+{
+	uint64_t v = 0;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		size_t b = pos + i, bi = b % w->k;
+
+		v |= (uint64_t)(p[b / w->k * w->wb + bi / 8] >> (bi % 8) & 1)
+		     << i;
+	}
+	return v;
 }
 
 struct pages {
@@ -656,16 +679,16 @@ static uint8_t *row_at(const struct pages *ps, int is_k, uint32_t t, uint32_t h,
 		       l->row_bytes;
 }
 
-/* FP16 scale number @i of a sealed page, from its secded72 words' data. */
+/* FP16 scale number @i of a sealed page, from its golay24 words' data. */
 static float scale_at(const uint8_t *page, const struct kvmem_page_layout *l,
 		      uint32_t i)
 {
-	const uint8_t *sc = page + l->scales_off;
-	size_t b0 = 2 * (size_t)i, b1 = b0 + 1;
+	struct wl w;
 
 	ck_assert_uint_lt(i, l->nscales_k + l->nscales_v);
-	return ref_h2f((uint16_t)(sc[b0 / 8 * 9 + b0 % 8] |
-				  sc[b1 / 8 * 9 + b1 % 8] << 8));
+	word_shape(KVMEM_CODEC_GOLAY24, &w);
+	return ref_h2f((uint16_t)data_bits(page + l->scales_off, &w,
+					   16 * (size_t)i, 16));
 }
 
 /*
@@ -681,12 +704,11 @@ static float value_at(const struct pages *ps, int is_k, uint32_t t, uint32_t h,
 	const uint8_t *row = row_at(ps, is_k, t, h, &l);
 	uint32_t tin = t - pd->token_start, G = g->head_dim / g->group_size, si;
 	struct wl w;
-	uint64_t data, bits;
+	uint64_t bits;
 	int q;
 
 	word_layout(g, pd->hot, &w);
-	data = ref_get_le(row + (d / w.vpw) * w.wb, w.wb > 8 ? 8 : w.wb);
-	bits = data >> (d % w.vpw * w.b) & ((1ull << w.b) - 1);
+	bits = data_bits(row, &w, (size_t)d * w.b, w.b);
 	if (w.fp16)
 		return ref_h2f((uint16_t)bits);
 	q = (int)bits - (bits >> (w.b - 1) ? 1 << w.b : 0);
@@ -767,10 +789,10 @@ static void inject_page(const struct pages *ps, int p, uint64_t seed)
 	ck_assert_uint_eq(l->row_bytes, l->row_words * w.wb);
 	ck_assert_uint_le(l->k_off + rows * l->row_bytes, l->v_off);
 	ck_assert_uint_le(l->v_off + rows * l->row_bytes, pd->size);
-	inject_words(page, KVMEM_CODEC_SECDED72, 8, 1, seed);
+	inject_words(page, KVMEM_CODEC_GOLAY24, KVMEM_PAGE_HDR_WORDS, 3, seed);
 	if (l->scale_words)
-		inject_words(page + l->scales_off, KVMEM_CODEC_SECDED72,
-			     l->scale_words, 1, seed + 1);
+		inject_words(page + l->scales_off, KVMEM_CODEC_GOLAY24,
+			     l->scale_words, 3, seed + 1);
 	inject_words(page + l->k_off, w.codec, rows * l->row_words, t,
 		     seed + 2);
 	inject_words(page + l->v_off, w.codec, rows * l->row_words, t,
@@ -908,10 +930,14 @@ static unsigned int build_ents(const struct ecase *ec, struct ent *e)
 #define SCALE(t_, w_, x_) \
 	(e[m++] = (struct ent){ .t = t_, .d = w_, .data = x_, .scale = 1 })
 	if (ec->scales) {
-		/* secded72 word w holds FP16 scales 4w .. 4w+3; K's are
-		 * [kv_head][token][group], 2 groups, then V's likewise */
-		SCALE(6, 0, 1); /* K head 0 tokens 6, 7 (first of a page) */
-		SCALE(10, 7, 0); /* V head 1 tokens 12, 13 */
+		/* golay24 word w holds stream bits [12w, 12w + 12) of the
+		 * FP16 scales; K's are [kv_head][token][group], 2 groups,
+		 * then V's (16 in all) likewise */
+		SCALE(6, 1, 1); /* scales 0, 1: K head 0 token 6 (first of a
+				   page) */
+		SCALE(6, 21, 0); /* scales 15, 16: K head 1 token 9 group 1,
+				    V head 0 token 6 group 0 */
+		SCALE(10, 38, 0); /* scales 28, 29: V head 1 token 12 */
 		return m;
 	}
 #undef SCALE
@@ -981,9 +1007,11 @@ static unsigned int break_scale(const struct pages *ps, const struct ent *e,
 	ck_assert_uint_eq(pd->sealed, 1);
 	ck_assert_uint_eq(g->key_scales, KVMEM_SCALES_GROUP);
 	ck_assert_uint_lt(e->d, l->scale_words);
-	break_word((uint8_t *)pd->data + l->scales_off + e->d * 9,
-		   KVMEM_CODEC_SECDED72, e->data);
-	for (si = 4 * e->d; si < 4 * e->d + 4; si++) {
+	break_word((uint8_t *)pd->data + l->scales_off + e->d * 3,
+		   KVMEM_CODEC_GOLAY24, e->data);
+	/* Stream bits [12d, 12d + 12) meet scales 12d / 16 .. (12d + 11) / 16,
+	 * and a lost scale's values are rebuilt under every policy but zero. */
+	for (si = 12 * e->d / 16; si <= (12 * e->d + 11) / 16; si++) {
 		int is_k = si < l->nscales_k;
 		uint32_t x = is_k ? si : si - l->nscales_k;
 		uint32_t h = x / (P * G), t = pd->token_start + x / G % P;
@@ -993,7 +1021,7 @@ static unsigned int break_scale(const struct pages *ps, const struct ent *e,
 			break;
 		for (d = x % G * g->group_size; d < (x % G + 1) * g->group_size;
 		     d++) {
-			er[((size_t)t * g->kv_heads + h) * g->head_dim + d] = 1;
+			er[((size_t)t * g->kv_heads + h) * g->head_dim + d] = 2;
 			nv++;
 		}
 	}
@@ -1070,15 +1098,20 @@ START_TEST(test_attend_erasure)
 		npw++;
 
 		word_layout(&g, ps.pd[page_of(&ps, e[i].t)].hot, &w);
-		w0 = e[i].d / w.vpw * w.vpw;
-		ck_assert_uint_le(w0 + w.vpw, D);
-		break_word(rw + e[i].d / w.vpw * w.wb, w.codec, e[i].data);
-		for (d = w0; d < w0 + w.vpw; d++) {
+		/* The word of value d's first bit, and every value with a
+		 * bit in it: bounded if quantized, not if FP16. */
+		w0 = e[i].d * w.b / w.k;
+		break_word(rw + w0 * w.wb, w.codec, e[i].data);
+		for (d = 0; d < D; d++) {
 			uint8_t *er = e[i].is_k ? erk : erv;
 
+			if (d * w.b >= (w0 + 1) * w.k ||
+			    (d + 1) * w.b <= w0 * w.k)
+				continue;
 			ck_assert_uint_eq(
 				er[((size_t)e[i].t * H + e[i].h) * D + d], 0);
-			er[((size_t)e[i].t * H + e[i].h) * D + d] = 1;
+			er[((size_t)e[i].t * H + e[i].h) * D + d] =
+				w.fp16 ? 2 : 1;
 			nvals++;
 		}
 	}
@@ -1088,10 +1121,10 @@ START_TEST(test_attend_erasure)
 			for (d = 0; d < D; d++) {
 				size_t x = ((size_t)t * H + h) * D + d;
 
-				kk[x] = erk[x] ? value_at(&ps, 1, t, h, d)
-					       : ck[x];
-				kv[x] = erv[x] ? value_at(&ps, 0, t, h, d)
-					       : cv[x];
+				kk[x] = erk[x] == 1 ? value_at(&ps, 1, t, h, d)
+						    : ck[x];
+				kv[x] = erv[x] == 1 ? value_at(&ps, 0, t, h, d)
+						    : cv[x];
 			}
 
 	for (pol = 0; pol < 3; pol++) {
@@ -1116,8 +1149,9 @@ START_TEST(test_attend_erasure)
 						else if (pol ==
 							 KVMEM_ERASE_ZERO)
 							xo[x] = 0;
-						else if (pol ==
-							 KVMEM_ERASE_KEEP)
+						else if (
+							pol == KVMEM_ERASE_KEEP &&
+							er[x] == 1)
 							xo[x] = j ? kv[x]
 								  : kk[x];
 						else if (hl && hr)

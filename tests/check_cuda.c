@@ -22,9 +22,11 @@
 #include "../tools/bench.h"
 #include "cuda/fakecuda.h"
 #include "cuda_impl.h"
+#include "ecc_ref.h"
 #include "kvmem/cuda.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
+#include "quant_ref.h"
 #include "quant_word.h"
 #include "rng.h"
 
@@ -34,6 +36,17 @@ int kvmem__simt_run(const char *kernel, unsigned int gx, unsigned int gy,
 		    void *params);
 
 #define FAKE_SMEM (227 * 1024)
+
+/*
+ * The page's metadata as kvmem/page.h has it, written down: the 64 header
+ * bytes and 4 zero bits in 43 golay24 words, the FP16 scales from offset
+ * 192 as one bitstream in golay24 words (in pairs), and hot pages FP16 in
+ * golay24.
+ */
+#define META KVMEM_CODEC_GOLAY24
+#define HDR_WORDS 43
+#define HDR_BYTES (HDR_WORDS * 3)
+#define SCALES_OFF 192
 
 static const char *const codecs[] = { "h74", "h84", "golay24", "secded72" };
 
@@ -62,8 +75,9 @@ static void fill(struct kvmem_rng *r, float *x, size_t n)
 }
 
 /*
- * Queries for the causal checks: small, so that softmax spreads its weight
- * over many positions and one position more or less shows in the output.
+ * Queries: small, so that softmax spreads its weight over many positions
+ * and one position more or less, or one value rebuilt otherwise, shows in
+ * the output.
  */
 static void fill_query(struct kvmem_rng *r, float *x, size_t n)
 {
@@ -393,6 +407,98 @@ END_TEST
 
 /* ---- encode ----------------------------------------------------------- */
 
+/* FP16 of @x as the encoder stores it: a non-finite value as 0. */
+static uint16_t half_of(float x)
+{
+	return isfinite(x) ? ref_f2h(x) : 0;
+}
+
+/* The golay24 words of the bitstream @data at @code, against ref_word(). */
+static void expect_meta_words(const uint8_t *code, const uint8_t *data,
+			      size_t nwords, const char *gpu, const char *what)
+{
+	uint8_t w[3];
+	size_t i;
+
+	for (i = 0; i < nwords; i++) {
+		ref_word(META, ref_get_bits(data, 12 * i, 12), w);
+		EXPECT_MEM(code + 3 * i, w, 3, "%s: %s word %zu", gpu, what, i);
+	}
+}
+
+/*
+ * A page the kernel encoded from @hdr, @k and @v against the format as
+ * kvmem/page.h writes it down, through the reference codec and quantizer:
+ * its header, its scales, and for a hot page the first row of K.
+ */
+static void expect_format(const char *gpu, const uint8_t *page,
+			  const struct kvmem_geometry *g,
+			  const struct kvmem_page_layout *l, int hot,
+			  const struct kvmem_page_hdr *hdr, const float *k,
+			  const float *v)
+{
+	const uint32_t D = g->head_dim, G = g->group_size, groups = D / G;
+	const uint32_t tpp = g->tokens_per_page;
+	const size_t tok = (size_t)g->kv_heads * D;
+	const int qmax = hot ? 0 : ref_fmts[g->format].qmax;
+	const int chan = qmax && g->key_scales == KVMEM_SCALES_CHANNEL;
+	const size_t nv = qmax ? (size_t)g->kv_heads * tpp * groups : 0;
+	const size_t nk = chan ? tok : nv;
+	const size_t sw = ((nk + nv) * 16 + 23) / 24 * 2;
+	uint8_t hb[HDR_WORDS * 12 / 8 + 1] = { 0 };
+	struct kvmem_page_hdr h = *hdr;
+	uint16_t *sc = calloc(sw + 1, sizeof(*sc));
+	uint32_t hh, t, c;
+
+	ck_assert_ptr_nonnull(sc);
+	h.magic = 0x4750564bu; /* "KVPG" */
+	h.version = 2;
+	h.format = hot ? KVMEM_FMT_FP16 : g->format;
+	h.codec = hot ? META : g->codec;
+	h.geometry = kvmem_geometry_digest(g);
+	h.flags |= hot ? KVMEM_HDR_HOT : 0;
+	h.crc = h.flags & KVMEM_HDR_SEALED
+			? ref_crc32c(0, page + HDR_BYTES, l->size - HDR_BYTES)
+			: 0;
+	memcpy(hb, &h, sizeof(h));
+	expect_meta_words(page, hb, HDR_WORDS, gpu, "header");
+
+	EXPECT_EQ(l->scales_off, SCALES_OFF, "%s", gpu);
+	EXPECT_EQ(l->scale_words, sw, "%s: hot %d", gpu, hot);
+	for (hh = 0; hh < g->kv_heads; hh++) {
+		for (t = 0; t < hdr->ntokens && qmax; t++)
+			for (c = 0; c < groups; c++) {
+				const size_t x = t * tok + hh * D + c * G;
+				const size_t i =
+					((size_t)hh * tpp + t) * groups + c;
+
+				if (!chan)
+					sc[i] = ref_scale(k + x, G, 1, qmax);
+				sc[nk + i] = ref_scale(v + x, G, 1, qmax);
+			}
+		for (c = 0; c < D && chan; c++)
+			sc[hh * D + c] = ref_scale(k + hh * D + c, hdr->ntokens,
+						   tok, qmax);
+	}
+	expect_meta_words(page + SCALES_OFF, (const uint8_t *)sc, sw, gpu,
+			  "scale");
+	free(sc);
+
+	if (hot) {
+		const size_t rw = ((size_t)D * 16 + 23) / 24 * 2;
+		uint16_t *row = calloc(rw + 1, sizeof(*row));
+
+		ck_assert_ptr_nonnull(row);
+		EXPECT_EQ(l->codec, META, "%s", gpu);
+		EXPECT_EQ(l->row_words, rw, "%s", gpu);
+		for (c = 0; c < D; c++)
+			row[c] = half_of(k[c]);
+		expect_meta_words(page + l->k_off, (const uint8_t *)row, rw,
+				  gpu, "hot K row 0");
+		free(row);
+	}
+}
+
 /* One page through both encoders, compared byte for byte. */
 static void encode_case(struct dev *dv, const struct kvmem_geometry *g, int hot,
 			uint32_t flags, uint32_t ntok, uint32_t dtype,
@@ -456,13 +562,15 @@ static void encode_case(struct dev *dv, const struct kvmem_geometry *g, int hot,
 	EXPECT_EQ(kvmem_cuda_encode(dv->cu, g, dtype, djob, 1, NULL), 0, "%s",
 		  kvmem_cuda_error());
 	dev_get(dv, got, dpage, l.size);
-	EXPECT_MEM(got + 72, exp + 72, l.size - 72,
+	EXPECT_MEM(got + HDR_BYTES, exp + HDR_BYTES, l.size - HDR_BYTES,
 		   "%s: fmt %u codec %s chan %u hot %d ntok %u dtype %u",
 		   kvmem_cuda_name(dv->cu), g->format, codecs[g->codec],
 		   g->key_scales, hot, ntok, dtype);
-	EXPECT_MEM(got, exp, 72, "%s: header: fmt %u codec %s hot %d flags %u",
+	EXPECT_MEM(got, exp, HDR_BYTES,
+		   "%s: header: fmt %u codec %s hot %d flags %u",
 		   kvmem_cuda_name(dv->cu), g->format, codecs[g->codec], hot,
 		   flags);
+	expect_format(kvmem_cuda_name(dv->cu), got, g, &l, hot, &hdr, k, v);
 
 	/* Appending to an FP16 page row by row gives the same page. */
 	if (hot && ntok > 1) {
@@ -611,9 +719,56 @@ static void table_of(struct dev *dv, const struct kvmem_geometry *g,
 }
 
 /*
- * Flip bits in the sealed pages of @s: single errors everywhere the codes
+ * Make FP16 value @i of the golay24 row at @row read @h: its two words
+ * re-encoded, so they decode clean to a value the encoder never writes
+ * (damage past what the code saw).
+ */
+static void put_half(uint8_t *row, unsigned int i, uint16_t h)
+{
+	const unsigned int w = 16 * i / 12;
+	uint8_t data[3];
+	unsigned int j;
+
+	for (j = 0; j < 2; j++)
+		ref_put_bits(data, 12 * j, 12,
+			     ref_get_le(row + 3 * (w + j), 3) & 0xfff);
+	ref_put_bits(data, 16 * i - 12 * w, 16, h);
+	for (j = 0; j < 2; j++)
+		ref_word(META, ref_get_bits(data, 12 * j, 12),
+			 row + 3 * (w + j));
+}
+
+/*
+ * A hot page of @ntok tokens (FP16 in golay24, whatever the codec): a
+ * corrected flip, values lost to four flips in their word, and one that
+ * reads +inf from clean words. All are rebuilt under every policy but
+ * zero, keep included.
+ */
+static void damage_hot(uint8_t *p, const struct kvmem_geometry *g,
+		       uint32_t ntok)
+{
+	struct kvmem_page_layout l;
+
+	kvmem_page_layout(g, 1, &l);
+	p[l.v_off + 4] ^= 0x20;
+	/* Word 2 of K row 0 of head 0: data bits 3..6 are bits 11..14 of
+	 * value 1, its exponent, so that kept it would show. */
+	p[l.k_off + 2 * 3] ^= 0x78;
+	/* Word 9 of V's last row of head 0: bits 12..15 of value 6. */
+	p[l.v_off + (ntok - 1) * l.row_bytes + 9 * 3] ^= 0x0f;
+	put_half(p + l.v_off +
+			 ((size_t)(g->kv_heads - 1) * g->tokens_per_page +
+			  ntok - 1) *
+				 l.row_bytes,
+		 3, 0x7c00);
+}
+
+/*
+ * Flip bits in the pages of @s: single errors everywhere the codes
  * correct, and double errors in h84/secded72 (and 4 bits in golay24 words)
- * that they only detect, so values are lost and rebuilt.
+ * that they only detect, so values are lost and rebuilt. In every sealed
+ * page with scales, a scale is lost (keep must rebuild its values too);
+ * hot pages lose values as damage_hot() says.
  */
 static void damage(struct kvmem_seq *s, const struct kvmem_geometry *g)
 {
@@ -627,11 +782,23 @@ static void damage(struct kvmem_seq *s, const struct kvmem_geometry *g)
 	for (i = 0; i < n; i++) {
 		uint8_t *p = d[i].data;
 
-		if (d[i].hot)
+		if (d[i].hot) {
+			damage_hot(p, g, d[i].ntokens);
 			continue;
+		}
 		p[l.k_off + 3 * wb] ^= 0x01; /* corrected */
 		p[l.v_off + 5 * l.row_bytes] ^= 0x02;
-		p[l.scales_off + 9] ^= 0x10; /* a scale word: corrected */
+		if (l.scale_words) {
+			/* Scale words: word 3 and the last corrected (the
+			 * last carries no scale when the count is 2 more
+			 * than a multiple of 3, as here with group scales);
+			 * four flips in word 4, stream bits 48..59, lose
+			 * scale 3, bits 8..11 of it so that kept it would
+			 * show. */
+			p[l.scales_off + 9] ^= 0x10;
+			p[l.scales_off + 3 * (l.scale_words - 1) + 2] ^= 0x80;
+			p[l.scales_off + 3 * 4 + 1] ^= 0x0f;
+		}
 		if (g->codec == KVMEM_CODEC_H74)
 			continue;
 		/* Lost: word 1 of row 0 of K, the last row of V, row 2's
@@ -675,7 +842,7 @@ static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
 	fill(r, k, len * tok);
 	fill(r, v, len * tok);
-	fill(r, q, (size_t)nh * D);
+	fill_query(r, q, (size_t)nh * D);
 	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, len), 0);
 	if (hurt)
 		damage(s, g);
@@ -787,9 +954,15 @@ static void attend_shapes_on(struct dev *dv)
 		attend_case(dv, &g, gqa[i], 21, 1, KVMEM_ERASE_INTERPOLATE, 1,
 			    &r);
 	}
+	/* Each policy over quantized values kept or lost (their own word,
+	 * their scale), FP16 sealed pages and the hot sink and tail. */
 	for (policy = 0; policy <= KVMEM_ERASE_KEEP; policy++) {
 		geometry(&g, KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0, 2, 64);
 		attend_case(dv, &g, 2, 70, 1, policy, 0, &r);
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 2, 64);
+		attend_case(dv, &g, 2, 70, 1, policy, 2, &r);
+		geometry(&g, KVMEM_FMT_FP16, KVMEM_CODEC_H84, 0, 2, 64);
+		attend_case(dv, &g, 2, 45, 1, policy, 0, &r);
 	}
 	/* A sequence shorter than its sink: one FP16 page. */
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
@@ -1152,8 +1325,15 @@ static void scrub_case(struct dev *dv, int codec, struct kvmem_rng *r)
 	EXPECT_EQ(rep[0], bits, "%s: codec %s", gpu, codecs[codec]);
 	EXPECT_EQ(rep[1], words, "%s: codec %s", gpu, codecs[codec]);
 	EXPECT(bits > 0, "%s: codec %s: no flips", gpu, codecs[codec]);
-	/* A flip in the padding gap too: put back by the scrub. */
+	/* Flips in the padding gaps too, after V and after the header:
+	 * put back by the scrub. */
 	page[l.size - 1] ^= 0x80;
+	page[HDR_BYTES + 3] ^= 0x40;
+	/* The metadata, golay24: a corrected flip in the last header word
+	 * and in scale word 1, four flips (beyond repair) in scale word 5. */
+	page[3 * (HDR_WORDS - 1) + 1] ^= 0x04;
+	page[SCALES_OFF + 3 * 1] ^= 0x01;
+	page[SCALES_OFF + 3 * 5 + 1] ^= 0x0f;
 	dev_set(dv, dpage, page, l.size);
 
 	memcpy(ref, page, l.size);
@@ -1173,14 +1353,22 @@ static void scrub_case(struct dev *dv, int codec, struct kvmem_rng *r)
 		   codecs[codec]);
 	EXPECT_MEM(page, ref, l.size, "%s: scrubbed page, codec %s", gpu,
 		   codecs[codec]);
+	EXPECT_EQ(status, -EBADMSG, "%s: codec %s", gpu, codecs[codec]);
+	EXPECT_EQ(pc.header.clean, HDR_WORDS - 1, "%s", gpu);
+	EXPECT_EQ(pc.header.corrected, 1, "%s", gpu);
+	EXPECT_EQ(pc.scales.clean, l.scale_words - 2, "%s", gpu);
+	EXPECT_EQ(pc.scales.corrected, 1, "%s", gpu);
+	EXPECT_EQ(pc.scales.uncorrectable, 1, "%s", gpu);
+	EXPECT_EQ(page[HDR_BYTES + 3], 0, "%s: the gap after the header", gpu);
 	/* Every word with one flip was corrected. */
 	for (i = 0; i < nw; i++)
 		if (flips[i] == 1)
 			break;
 	EXPECT(exp.payload.corrected > 0 || i == nw, "codec %s", codecs[codec]);
 
-	/* A header beyond repair: nothing else is touched. */
-	page[0] ^= 0x03;
+	/* A header beyond repair (four flips in a golay24 word): nothing
+	 * else is touched. */
+	page[0] ^= 0x0f;
 	dev_set(dv, dpage, page, l.size);
 	memcpy(ref, page, l.size);
 	want = kvmem_page_scrub(ref, &g, &exp);

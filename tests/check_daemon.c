@@ -903,7 +903,10 @@ START_TEST(test_mlock_refusal_leaves_others_alone)
 				      ? 0
 				      : 1);
 		}
-		c = kvmemd_connect(&p, 128u << 10);
+		/* Room for 40 tokens of 2 layers (an FP16 sink page, a
+		 * sealed page and an FP16 tail each), well below the
+		 * 1 MiB the daemon may lock. */
+		c = kvmemd_connect(&p, 256u << 10);
 		ck_assert_int_eq(kvmem_open_embedded(&g, 1u << 20, &e), 0);
 		ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
 		ck_assert_int_eq(kvmem_seq_create(e, &es), 0);

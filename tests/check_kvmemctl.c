@@ -773,18 +773,18 @@ static void fake_stop(struct fake *f)
 	"\"tier\":\"warm\",\"codec\":\"h84\",\"region\":\"payload\","        \
 	"\"words\":2,\"kind\":\"uncorrectable\",\"restored\":false,"         \
 	"\"source\":\"patrol\"}],\"lost\":3}\n"
-#define R_ERRORS                                                   \
-	"{\"since\":1700000000.0,\"seconds_since_reset\":600.25,"  \
-	"\"counters\":[{\"pool\":\"host\",\"tier\":\"warm\","      \
-	"\"codec\":\"h84\",\"ce\":3,\"ue\":1,\"ce_total\":15,"     \
-	"\"ue_total\":2},{\"pool\":\"host\",\"tier\":\"hot\","     \
-	"\"codec\":\"secded72\",\"ce\":0,\"ue\":0,\"ce_total\":0," \
+#define R_ERRORS                                                  \
+	"{\"since\":1700000000.0,\"seconds_since_reset\":600.25," \
+	"\"counters\":[{\"pool\":\"host\",\"tier\":\"warm\","     \
+	"\"codec\":\"h84\",\"ce\":3,\"ue\":1,\"ce_total\":15,"    \
+	"\"ue_total\":2},{\"pool\":\"host\",\"tier\":\"hot\","    \
+	"\"codec\":\"golay24\",\"ce\":0,\"ue\":0,\"ce_total\":0," \
 	"\"ue_total\":0}]}\n"
-#define R_INJECT                                                        \
-	"{\"pages\":10,\"words\":40960,\"bits\":45,"                    \
-	"\"by_flips\":[40916,43,1,0,0,0,0,0],\"codecs\":[{"             \
-	"\"codec\":\"h84\",\"words\":40000,\"bits\":44,"                \
-	"\"by_flips\":[39957,42,1,0,0,0,0,0]},{\"codec\":\"secded72\"," \
+#define R_INJECT                                                       \
+	"{\"pages\":10,\"words\":40960,\"bits\":45,"                   \
+	"\"by_flips\":[40916,43,1,0,0,0,0,0],\"codecs\":[{"            \
+	"\"codec\":\"h84\",\"words\":40000,\"bits\":44,"               \
+	"\"by_flips\":[39957,42,1,0,0,0,0,0]},{\"codec\":\"golay24\"," \
 	"\"words\":960,\"bits\":1,\"by_flips\":[959,1,0,0,0,0,0,0]}]}\n"
 #define TIER_HEAD(offload, stale)                                         \
 	"{\"policy\":{\"offload\":" offload ",\"low_watermark\":10,"      \
@@ -1297,7 +1297,7 @@ START_TEST(test_spec_tables)
 		    "3 older events fell out of kvmemd's in-memory log" } },
 		{ { "errors" },
 		  { "POOL TIER CODEC CE UE CE TOTAL UE TOTAL",
-		    "host warm h84 3 1 15 2", "host hot secded72 0 0 0 0",
+		    "host warm h84 3 1 15 2", "host hot golay24 0 0 0 0",
 		    "CE/UE: corrected/uncorrectable words since 2023-11-14 "
 		    "22:13:20 (10m 00s ago); the totals persist across "
 		    "restarts." } },
@@ -1511,8 +1511,7 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_ue_total{pool=\"host\",tier=\"warm\",codec=\"h84\"}",
 		  2 },
 		{ "kvmem_ce{pool=\"host\",tier=\"warm\",codec=\"h84\"}", 3 },
-		{ "kvmem_ue{pool=\"host\",tier=\"hot\",codec=\"secded72\"}",
-		  0 },
+		{ "kvmem_ue{pool=\"host\",tier=\"hot\",codec=\"golay24\"}", 0 },
 		{ "kvmem_pool_bytes{pool=\"host\",state=\"free\"}", 805306368 },
 		{ "kvmem_pool_bytes{pool=\"host\",state=\"open\"}", 1048576 },
 		{ "kvmem_pool_bytes{pool=\"host\",state=\"sealed\"}",
@@ -2467,7 +2466,7 @@ START_TEST(test_live_commands)
 	ce = u64_at(pass, "ce");
 	json_free(pass);
 
-	/* Warm pages hold h84 payload, the FP16 tails secded72. */
+	/* Warm pages hold h84 payload, the FP16 tails golay24. */
 	v = LIVE(&p, "errors", "errors");
 	e = ROW(v, "counters", "pool", "host", "tier", "warm", "codec", "h84");
 	h84 = u64_at(e, "ce");
@@ -2475,8 +2474,8 @@ START_TEST(test_live_commands)
 	ck_assert_uint_eq(u64_at(e, "ce_total"), h84);
 	ck_assert_uint_eq(u64_at(e, "ue"), 0);
 	e = ROW(v, "counters", "pool", "host", "tier", "hot", "codec",
-		"secded72");
-	ck_assert_uint_eq(u64_at(e, "ce"), one_flip(inj, "secded72"));
+		"golay24");
+	ck_assert_uint_eq(u64_at(e, "ce"), one_flip(inj, "golay24"));
 	ck_assert_uint_eq(h84 + u64_at(e, "ce"), ce);
 	json_free(v);
 	json_free(inj);

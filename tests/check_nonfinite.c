@@ -1,9 +1,10 @@
 /*
  * check_nonfinite.c - values no encoder writes are erased, not returned
  *
- * Regression for kvmem-eval at BER 1e-2: a secded72 word with three flips
- * is miscorrected into a clean-looking word, and an FP16 scale or value
- * can come out inf or NaN, which turned attention into NaN. kvmem never
+ * Regression for kvmem-eval at BER 1e-2: a word past its code's reach (a
+ * secded72 word with three flips, a golay24 word with five) is miscorrected
+ * into a clean-looking word, and an FP16 scale or value can come out inf
+ * or NaN, which turned attention into NaN. kvmem never
  * writes a negative or non-finite scale, nor a non-finite FP16 value, so
  * one that reads so is damaged and is treated as erased. The tests plant
  * such words with valid codewords, as a miscorrection leaves them.
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "kvmem/kvmem.h"
+#include "kvmem/page.h"
 #include "kvmem_check.h"
 
 #define D 32
@@ -41,22 +43,24 @@ static void fill(float *x, int ntok)
 }
 
 /*
- * Replace the FP16 word @idx of a secded72 region with @half and encode
- * the region again, so the codes see a clean word.
+ * Replace FP16 value @idx of a region in the metadata code (scales, hot
+ * pages) with @half and encode the region again, so the code sees clean
+ * words.
  */
 static void plant_half(uint8_t *code, size_t nwords, size_t idx, uint16_t half)
 {
 	uint8_t data[4096];
 	struct kvmem_ecc_counts c;
 
-	ck_assert_uint_le(nwords * 8, sizeof(data));
-	ck_assert_int_eq(kvmem_ecc_decode(KVMEM_CODEC_SECDED72, code, data,
+	ck_assert_uint_le(kvmem_ecc_data_bytes(KVMEM_PAGE_META_CODEC, nwords),
+			  sizeof(data));
+	ck_assert_int_eq(kvmem_ecc_decode(KVMEM_PAGE_META_CODEC, code, data,
 					  nwords, &c, NULL, NULL),
 			 0);
 	data[2 * idx] = (uint8_t)half;
 	data[2 * idx + 1] = (uint8_t)(half >> 8);
 	ck_assert_int_eq(
-		kvmem_ecc_encode(KVMEM_CODEC_SECDED72, data, code, nwords), 0);
+		kvmem_ecc_encode(KVMEM_PAGE_META_CODEC, data, code, nwords), 0);
 }
 
 START_TEST(test_nan_scale_is_erased)
@@ -104,6 +108,7 @@ START_TEST(test_inf_fp16_value_is_rebuilt)
 	struct kvmem_cache *c;
 	struct kvmem_seq *s;
 	float q[H * D], out[H * D];
+	uint32_t pol;
 	size_t i;
 
 	fill(k, 3);
@@ -118,17 +123,21 @@ START_TEST(test_inf_fp16_value_is_rebuilt)
 	/* Token 1, head 0, channel 5 of K becomes +inf: word 1 of row 1. */
 	plant_half((uint8_t *)pd[0].data + l.k_off + l.row_bytes, l.row_words,
 		   5, 0x7c00);
-	ck_assert_int_eq(kvmem_seq_read(s, 0, 0, 3, KVMEM_ERASE_INTERPOLATE, k2,
-					v2, NULL),
-			 0);
-	/* Rebuilt from its neighbours, exactly as interpolation defines. */
-	ck_assert_float_eq(k2[1 * H * D + 5],
-			   (k2[5] + k2[2 * H * D + 5]) * 0.5f);
-	for (i = 0; i < 3 * H * D; i++)
-		if (i != (size_t)H * D + 5)
-			ck_assert_float_eq(
-				k2[i], kvmem_half_to_float(
-					       kvmem_half_from_float(k[i])));
+	/* Rebuilt from its neighbours, exactly as interpolation defines;
+	 * under keep too: an FP16 value is not bounded by anything. */
+	for (pol = KVMEM_ERASE_INTERPOLATE; pol <= KVMEM_ERASE_KEEP;
+	     pol += KVMEM_ERASE_KEEP) {
+		ck_assert_int_eq(kvmem_seq_read(s, 0, 0, 3, pol, k2, v2, NULL),
+				 0);
+		ck_assert_float_eq(k2[1 * H * D + 5],
+				   (k2[5] + k2[2 * H * D + 5]) * 0.5f);
+		for (i = 0; i < 3 * H * D; i++)
+			if (i != (size_t)H * D + 5)
+				ck_assert_float_eq(
+					k2[i],
+					kvmem_half_to_float(
+						kvmem_half_from_float(k[i])));
+	}
 	for (i = 0; i < H * D; i++)
 		q[i] = 1.0f;
 	ck_assert_int_eq(kvmem_attend(s, 0, q, out, &opts, NULL), 0);

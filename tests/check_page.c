@@ -41,9 +41,11 @@
 
 _Static_assert(sizeof(struct kvmem_page_hdr) == 64, "header is 64 bytes");
 
-#define HDR_BYTES 72
-#define HDR_WORDS 8
-#define SW_BYTES 9
+/* Header, scales and hot pages: golay24 (12 data bits in 3 bytes). */
+#define META KVMEM_CODEC_GOLAY24
+#define HDR_WORDS 43
+#define HDR_BYTES (HDR_WORDS * 3)
+#define SW_BYTES 3
 
 /* ---- Words --------------------------------------------------------------- */
 
@@ -83,7 +85,7 @@ static void ref_layout(const struct kvmem_geometry *g, int hot, struct rlay *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->fmt = hot ? KVMEM_FMT_FP16 : g->format;
-	r->codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
+	r->codec = hot ? META : g->codec;
 	r->bits = ref_fmts[r->fmt].bits;
 	r->k = ref_codecs[r->codec].k;
 	r->wb = ref_codecs[r->codec].wb;
@@ -100,7 +102,8 @@ static void ref_layout(const struct kvmem_geometry *g, int hot, struct rlay *r)
 				? g->kv_heads * g->head_dim
 				: r->nv;
 	}
-	r->sw = ((r->nk + r->nv) * 16 + 63) / 64;
+	/* 12 bits a word, words in pairs (whole bytes). */
+	r->sw = ((r->nk + r->nv) * 16 + 23) / 24 * 2;
 	r->rows = (size_t)g->kv_heads * g->tokens_per_page;
 	r->blk = r->rows * r->rb;
 }
@@ -333,15 +336,16 @@ static void check_zero(const struct pcase *pc, size_t from, size_t to,
 
 static void check_header_image(struct pcase *pc)
 {
-	uint8_t data[64], exp[64];
+	uint8_t data[HDR_WORDS * 12 / 8 + 1] = { 0 }, exp[64];
 	struct kvmem_page_hdr got;
 	unsigned int w;
 
 	for (w = 0; w < HDR_WORDS; w++)
-		ref_put_le(data + 8 * w, 8,
-			   word_data(KVMEM_CODEC_SECDED72,
-				     pc->page + SW_BYTES * w, "header", w,
-				     pc->name));
+		ref_put_bits(data, 12 * w, 12,
+			     word_data(META, pc->page + SW_BYTES * w, "header",
+				       w, pc->name));
+	EXPECT_EQ(ref_get_bits(data, 512, 4), 0, "%s: the header's spare bits",
+		  pc->name);
 	memcpy(&got, data, sizeof(got));
 	if (!(pc->flags & KVMEM_HDR_SEALED))
 		pc->hexp.crc = got.crc; /* only set at seal */
@@ -356,10 +360,10 @@ static void check_header_image(struct pcase *pc)
 	EXPECT_EQ(got.ntokens, pc->hexp.ntokens, "%s", pc->name);
 	EXPECT_EQ(got.flags, pc->hexp.flags, "%s", pc->name);
 	EXPECT_EQ(got.generation, pc->hexp.generation, "%s", pc->name);
-	EXPECT_EQ(got.crc, pc->hexp.crc, "%s: CRC-32C of bytes [72, %zu)",
-		  pc->name, pc->l.size);
+	EXPECT_EQ(got.crc, pc->hexp.crc, "%s: CRC-32C of bytes [%d, %zu)",
+		  pc->name, HDR_BYTES, pc->l.size);
 	memcpy(exp, &pc->hexp, sizeof(exp));
-	EXPECT_MEM(data, exp, sizeof(data), "%s: header bytes", pc->name);
+	EXPECT_MEM(data, exp, sizeof(exp), "%s: header bytes", pc->name);
 }
 
 /* Read the scales out of the page and check them against the input. */
@@ -369,17 +373,18 @@ static void check_scales_image(struct pcase *pc)
 	const struct rlay *r = &pc->r;
 	int qmax = ref_fmts[r->fmt].qmax;
 	size_t nsc = r->nk + r->nv, i;
-	uint8_t *data = kvmem_check_xmalloc((size_t)r->sw * 8);
+	uint8_t *data = kvmem_check_xmalloc((size_t)r->sw * 2 + 1);
 	uint32_t t, h, c;
 
 	for (i = 0; i < r->sw; i++)
-		ref_put_le(data + 8 * i, 8,
-			   word_data(KVMEM_CODEC_SECDED72,
-				     pc->page + pc->l.scales_off + SW_BYTES * i,
-				     "scale", i, pc->name));
+		ref_put_bits(
+			data, 12 * i, 12,
+			word_data(META,
+				  pc->page + pc->l.scales_off + SW_BYTES * i,
+				  "scale", i, pc->name));
 	for (i = 0; i < nsc; i++)
 		pc->scales[i] = (uint16_t)ref_get_bits(data, 16 * i, 16);
-	for (i = nsc * 16; i < (size_t)r->sw * 64; i++)
+	for (i = nsc * 16; i < (size_t)r->sw * 12; i++)
 		EXPECT_EQ(ref_get_bits(data, i, 1), 0,
 			  "%s: spare bit %zu of the scales", pc->name, i);
 	free(data);
@@ -856,25 +861,27 @@ START_TEST(test_layout_examples)
 		uint8_t fmt, codec, ks, hot;
 		uint32_t nk, nv, sw, rw, rb, rd;
 	} ex[] = {
-		/* int4 + h84: one value a word; 2048 scales in 512 words. */
-		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 0, 1024, 1024, 512, 128,
+		/* int4 + h84: one value a word; 2048 scales, 32768 bits, in
+		 * 24-bit pairs of golay24 words: 1366 pairs, 2732 words. */
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 0, 1024, 1024, 2732, 128,
 		  128, 64 },
 		/* 512 bits / 12 = 42.7 -> 43 words = 516 bits, not whole
 		 * bytes -> 44 words, 132 bytes, 66 data bytes. */
-		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 0, 1024, 1024, 512,
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 0, 1024, 1024, 2732,
 		  44, 132, 66 },
-		{ KVMEM_FMT_INT2, KVMEM_CODEC_GOLAY24, 0, 0, 1024, 1024, 512,
+		{ KVMEM_FMT_INT2, KVMEM_CODEC_GOLAY24, 0, 0, 1024, 1024, 2732,
 		  22, 66, 33 },
-		/* channel keys: 8 * 128 K scales; 1024 + 1024 in 512. */
-		{ KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 1, 0, 1024, 1024, 512,
+		/* channel keys: 8 * 128 K scales; 1024 + 1024 in 2732. */
+		{ KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 1, 0, 1024, 1024, 2732,
 		  16, 144, 128 },
-		{ KVMEM_FMT_INT2, KVMEM_CODEC_H74, 1, 0, 1024, 1024, 512, 64,
+		{ KVMEM_FMT_INT2, KVMEM_CODEC_H74, 1, 0, 1024, 1024, 2732, 64,
 		  64, 32 },
 		{ KVMEM_FMT_FP16, KVMEM_CODEC_H84, 0, 0, 0, 0, 0, 512, 512,
 		  256 },
-		/* hot: fp16 + secded72, 32 words a row, no scales. */
-		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 1, 0, 0, 0, 32, 288,
-		  256 },
+		/* hot: fp16 + golay24, 2048 bits -> 171 words, not whole
+		 * bytes -> 172 words, 516 bytes, 258 data bytes; no scales. */
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 1, 0, 0, 0, 172, 516,
+		  258 },
 	};
 	struct kvmem_geometry g;
 	struct kvmem_page_layout l;
@@ -896,21 +903,22 @@ START_TEST(test_layout_examples)
 	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
 	ck_assert_uint_eq(l.row_words, 4);
 	ck_assert_uint_eq(l.row_data, 2);
-	/* 1 head * 7 tokens * 1 group, K and V: 14 scales, 4 words. */
+	/* 1 head * 7 tokens * 1 group, K and V: 14 scales, 224 bits, 10
+	 * pairs of golay24 words. */
 	ck_assert_uint_eq(l.nscales_k, 7);
-	ck_assert_uint_eq(l.scale_words, 4);
+	ck_assert_uint_eq(l.scale_words, 20);
 }
 END_TEST
 
 /*
  * The size of a page as page.h draws it, in 64 bits from the fields, apart
- * from the library's arithmetic: the header, the scales in 9-byte words,
+ * from the library's arithmetic: the header, the scales in 3-byte words,
  * K and V, each start 64-aligned, the whole 4 KiB-aligned.
  */
 static uint64_t ref_page_size(const struct kvmem_geometry *g, int hot)
 {
 	unsigned int fmt = hot ? KVMEM_FMT_FP16 : g->format;
-	unsigned int codec = hot ? KVMEM_CODEC_SECDED72 : g->codec;
+	unsigned int codec = hot ? META : g->codec;
 	uint64_t k = ref_codecs[codec].k, bits = ref_fmts[fmt].bits;
 	uint64_t rw = ((uint64_t)g->head_dim * bits + k - 1) / k;
 	uint64_t ns = 0, off, blk;
@@ -927,7 +935,7 @@ static uint64_t ref_page_size(const struct kvmem_geometry *g, int hot)
 			      : (uint64_t)g->kv_heads * g->tokens_per_page *
 					(g->head_dim / g->group_size));
 	off = (HDR_BYTES + 63) / 64 * 64;
-	off = (off + (ns * 16 + 63) / 64 * SW_BYTES + 63) / 64 * 64;
+	off = (off + (ns * 16 + 23) / 24 * 2 * SW_BYTES + 63) / 64 * 64;
 	off = (off + blk + 63) / 64 * 64;
 	return (off + blk + 4095) / 4096 * 4096;
 }
@@ -1109,12 +1117,12 @@ END_TEST
 /* Re-encode the header of @page with the reference after @edit changed it. */
 static void rewrite_header(uint8_t *page, const struct kvmem_page_hdr *h)
 {
-	uint8_t data[64];
+	uint8_t data[HDR_WORDS * 12 / 8 + 1] = { 0 };
 	unsigned int w;
 
-	memcpy(data, h, sizeof(data));
+	memcpy(data, h, sizeof(*h));
 	for (w = 0; w < HDR_WORDS; w++)
-		ref_word(KVMEM_CODEC_SECDED72, ref_get_le(data + 8 * w, 8),
+		ref_word(META, ref_get_bits(data, 12 * w, 12),
 			 page + SW_BYTES * w);
 }
 
@@ -1130,7 +1138,7 @@ START_TEST(test_header_single_flips)
 	case_setup(&pc, &g, _i & 1, geoms[_i].tpp, KVMEM_HDR_SEALED,
 		   0x4ead + (uint64_t)_i);
 	check_image(&pc);
-	/* Every bit of the 72 header bytes, one at a time. */
+	/* Every bit of the header's codewords, one at a time. */
 	for (b = 0; b < HDR_BYTES * 8; b++) {
 		pc.page[b / 8] ^= (uint8_t)(1u << (b % 8));
 		memset(&got, 0xa5, sizeof(got));
@@ -1146,14 +1154,68 @@ START_TEST(test_header_single_flips)
 }
 END_TEST
 
-START_TEST(test_header_double_flips)
+/* Flip the bits of @mask (24 bits) in header word @w. */
+static void flip_word(uint8_t *page, unsigned int w, uint32_t mask)
 {
+	unsigned int i;
+
+	for (i = 0; i < 3; i++)
+		page[SW_BYTES * w + i] ^= (uint8_t)(mask >> (8 * i));
+}
+
+/* Two and three flips in a header word are corrected, in every word. */
+START_TEST(test_header_triple_flips)
+{
+	struct kvmem_geometry g;
+	struct kvmem_page_hdr got;
+	struct kvmem_ecc_counts c;
+	struct pcase pc;
+	unsigned int w, i, j, l;
+
+	mkgeom(&g, &geoms[0], KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0);
+	case_setup(&pc, &g, 0, geoms[0].tpp, KVMEM_HDR_SEALED, 0x7b1e);
+	for (w = 0; w < HDR_WORDS; w++)
+		for (i = 0; i < 24; i++)
+			for (j = i + 1; j < 24; j++)
+				for (l = j; l < 24; l++) {
+					/* l == j: the pair alone. */
+					uint32_t m =
+						1u << i | 1u << j | 1u << l;
+
+					flip_word(pc.page, w, m);
+					memset(&got, 0xa5, sizeof(got));
+					EXPECT_EQ(
+						kvmem_page_read_header(
+							pc.page, &g, &got, &c),
+						0, "word %u mask %#x", w, m);
+					EXPECT_MEM(&got, &pc.hexp, sizeof(got),
+						   "word %u mask %#x", w, m);
+					EXPECT_EQ(c.corrected, 1,
+						  "word %u mask %#x", w, m);
+					EXPECT_EQ(c.bits_corrected,
+						  l == j ? 2 : 3,
+						  "word %u mask %#x", w, m);
+					flip_word(pc.page, w, m);
+				}
+	case_free(&pc);
+}
+END_TEST
+
+/*
+ * Four flips in a header word, past golay24's reach: always detected,
+ * every pattern in the first, a middle and the last word, and the page is
+ * refused by every reader without a byte of it changed.
+ */
+START_TEST(test_header_quad_flips)
+{
+	static const unsigned int words[] = { 0, HDR_WORDS / 2, HDR_WORDS - 1 };
 	struct kvmem_geometry g;
 	struct kvmem_page_hdr got;
 	struct kvmem_ecc_counts c;
 	struct kvmem_page_counts pcnt;
 	struct pcase pc;
-	unsigned int w, i, j;
+	unsigned int wi, w, n = 0;
+	uint32_t m;
 	float *k, *v;
 	uint8_t *copy;
 
@@ -1162,46 +1224,32 @@ START_TEST(test_header_double_flips)
 	k = kvmem_check_xmalloc(pc.pvals * sizeof(float));
 	v = kvmem_check_xmalloc(pc.pvals * sizeof(float));
 	copy = kvmem_check_xmalloc(pc.l.size);
-	/* Every pair of bits within each header word. */
-	for (w = 0; w < HDR_WORDS; w++)
-		for (i = 0; i < 72; i++)
-			for (j = i + 1; j < 72; j++) {
-				uint8_t *p = pc.page + SW_BYTES * w;
-
-				p[i / 8] ^= (uint8_t)(1u << (i % 8));
-				p[j / 8] ^= (uint8_t)(1u << (j % 8));
-				EXPECT_EQ(kvmem_page_read_header(pc.page, &g,
-								 &got, &c),
-					  -EBADMSG, "word %u bits %u %u", w, i,
-					  j);
-				EXPECT_EQ(c.uncorrectable, 1,
-					  "word %u bits %u %u", w, i, j);
-				if ((i + j + w) % 97 == 0) {
-					EXPECT_EQ(kvmem_page_decode(pc.page, &g,
-								    k, v, NULL,
-								    NULL),
-						  -EBADMSG,
-						  "word %u bits %u %u", w, i,
-						  j);
-					EXPECT_EQ(kvmem_page_verify(pc.page, &g,
-								    &pcnt),
-						  -EBADMSG,
-						  "word %u bits %u %u", w, i,
-						  j);
-					memcpy(copy, pc.page, pc.l.size);
-					EXPECT_EQ(kvmem_page_scrub(pc.page, &g,
-								   &pcnt),
-						  -EBADMSG,
-						  "word %u bits %u %u", w, i,
-						  j);
-					EXPECT_MEM(pc.page, copy, pc.l.size,
-						   "scrub of an uncorrectable "
-						   "header, word %u",
-						   w);
-				}
-				p[i / 8] ^= (uint8_t)(1u << (i % 8));
-				p[j / 8] ^= (uint8_t)(1u << (j % 8));
+	for (wi = 0; wi < 3; wi++)
+		for (m = 0; m < 1u << 24; m++) {
+			if (__builtin_popcount(m) != 4)
+				continue;
+			w = words[wi];
+			flip_word(pc.page, w, m);
+			EXPECT_EQ(kvmem_page_read_header(pc.page, &g, &got, &c),
+				  -EBADMSG, "word %u mask %#x", w, m);
+			EXPECT_EQ(c.uncorrectable, 1, "word %u mask %#x", w, m);
+			if (n++ % 997 == 0) {
+				EXPECT_EQ(kvmem_page_decode(pc.page, &g, k, v,
+							    NULL, NULL),
+					  -EBADMSG, "word %u mask %#x", w, m);
+				EXPECT_EQ(kvmem_page_verify(pc.page, &g, &pcnt),
+					  -EBADMSG, "word %u mask %#x", w, m);
+				memcpy(copy, pc.page, pc.l.size);
+				EXPECT_EQ(kvmem_page_scrub(pc.page, &g, &pcnt),
+					  -EBADMSG, "word %u mask %#x", w, m);
+				EXPECT_MEM(pc.page, copy, pc.l.size,
+					   "scrub of an uncorrectable header, "
+					   "word %u",
+					   w);
 			}
+			flip_word(pc.page, w, m);
+		}
+	ck_assert_uint_eq(n, 3 * 10626);
 	free(k);
 	free(v);
 	free(copy);
@@ -1286,7 +1334,7 @@ START_TEST(test_header_mismatch)
 		unsigned int w;
 
 		for (w = 0; w < HDR_WORDS; w++)
-			ref_word(KVMEM_CODEC_SECDED72, kvmem_rng_next(&r),
+			ref_word(META, kvmem_rng_next(&r) & 0xfff,
 				 zero + SW_BYTES * w);
 		EXPECT_EQ(kvmem_page_read_header(zero, &g, &got, NULL), -EINVAL,
 			  "garbage header %u", i);
@@ -1413,7 +1461,7 @@ static void region(const struct pcase *pc, int reg, size_t *off, size_t *nw,
 {
 	const struct ref_codec *c = &ref_codecs[pc->r.codec];
 
-	*n = 72;
+	*n = 24;
 	*wb = SW_BYTES;
 	switch (reg) {
 	case R_HDR:
@@ -1531,14 +1579,18 @@ static void erase_payload_word(const struct pcase *pc, int isv, size_t w,
 	}
 }
 
-/* Mark the values governed by the four scales of scale word @w. */
+/*
+ * Mark the values governed by the scales with a bit in scale word @w: the
+ * 12 bits [12w, 12w + 12) of the stream meet scales 12w / 16 to
+ * (12w + 11) / 16.
+ */
 static void erase_scale_word(const struct pcase *pc, size_t w, uint8_t *exp)
 {
 	const struct kvmem_geometry *g = &pc->g;
 	size_t i, G = pc->r.G;
 	uint32_t t, c;
 
-	for (i = 4 * w; i < 4 * w + 4; i++) {
+	for (i = 12 * w / 16; i <= (12 * w + 11) / 16; i++) {
 		int isv = i >= pc->r.nk;
 		size_t j = isv ? i - pc->r.nk : i;
 		uint32_t h;
@@ -1579,7 +1631,7 @@ static void one_uncorrectable(struct pcase *pc, const struct decoded *clean,
 	unsigned int n, wb, k;
 
 	region(pc, reg, &off, &nw, &n, &wb);
-	k = reg == R_SCALES ? 2 : ref_codecs[pc->r.codec].ue;
+	k = ref_codecs[reg == R_SCALES ? META : pc->r.codec].ue;
 	memcpy(pc->page, clean_page, pc->l.size);
 	w = (size_t)kvmem_rng_below(&pc->rng, nw);
 	inject_word(pc, off, w, n, wb, k);
@@ -1623,11 +1675,15 @@ static void one_uncorrectable(struct pcase *pc, const struct decoded *clean,
 	EXPECT_EQ(kvmem_page_scrub(pc->page, &pc->g, &c), -EBADMSG, "%s",
 		  pc->name);
 	expect_counts(pc, &c, zero, ue, c.values_erased, "scrub");
-	/* An uncorrectable word stays as it is, unless it holds only the
-	 * padding at the end of a row: that is put back. */
-	if (reg != R_SCALES &&
-	    w % pc->r.rw >= ((size_t)pc->g.head_dim * pc->r.bits + pc->r.k -
-			     1) / pc->r.k)
+	/* An uncorrectable word stays as it is, unless it holds only padding
+	 * (at the end of a row, or past the last scale bit) in a sealed page:
+	 * that is put back. */
+	if (pc->flags & KVMEM_HDR_SEALED &&
+	    (reg == R_SCALES
+		     ? w >= ((size_t)(pc->r.nk + pc->r.nv) * 16 + 11) / 12
+		     : w % pc->r.rw >=
+			       ((size_t)pc->g.head_dim * pc->r.bits + pc->r.k -
+				1) / pc->r.k))
 		memcpy(hit + off + w * wb, clean_page + off + w * wb, wb);
 	EXPECT_MEM(pc->page, hit, pc->l.size,
 		   "%s: scrub changed an uncorrectable page", pc->name);
@@ -1666,6 +1722,80 @@ static void error_case(const struct kvmem_geometry *g, int hot, uint32_t flags,
 	free(clean_page);
 	case_free(&pc);
 }
+
+/*
+ * The metadata at golay24's radius: three flips in every header word, every
+ * scale word and, in a hot page, every word of its FP16 rows. All of them
+ * are corrected: the page decodes to the bits of the clean page with
+ * nothing erased, and a scrub puts back every byte.
+ */
+START_TEST(test_meta_at_radius)
+{
+	struct kvmem_geometry g;
+	struct decoded clean, d;
+	struct kvmem_page_counts c;
+	struct pcase pc;
+	uint8_t *clean_page;
+	size_t w, nrow = 0;
+	int hot;
+
+	for (hot = 0; hot < 2; hot++) {
+		mkgeom(&g, &geoms[_i], KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+		case_setup(&pc, &g, hot, g.tokens_per_page, KVMEM_HDR_SEALED,
+			   0x3e7a + (uint64_t)_i);
+		clean_page = kvmem_check_xmalloc(pc.l.size);
+		memcpy(clean_page, pc.page, pc.l.size);
+		decode(&pc, &clean);
+		ck_assert_int_eq(clean.rc, pc.ntok);
+
+		for (w = 0; w < HDR_WORDS; w++)
+			inject_word(&pc, 0, w, 24, SW_BYTES, 3);
+		for (w = 0; w < pc.r.sw; w++)
+			inject_word(&pc, pc.l.scales_off, w, 24, SW_BYTES, 3);
+		if (hot) {
+			nrow = pc.r.rows * pc.r.rw;
+			ck_assert_uint_eq(pc.r.codec, META);
+			for (w = 0; w < nrow; w++) {
+				inject_word(&pc, pc.l.k_off, w, 24, SW_BYTES,
+					    3);
+				inject_word(&pc, pc.l.v_off, w, 24, SW_BYTES,
+					    3);
+			}
+		}
+
+		decode(&pc, &d);
+		EXPECT_EQ(d.rc, pc.ntok, "%s", pc.name);
+		EXPECT_EQ(d.counts.header.corrected, HDR_WORDS, "%s", pc.name);
+		EXPECT_EQ(d.counts.header.bits_corrected, 3 * HDR_WORDS, "%s",
+			  pc.name);
+		EXPECT_EQ(d.counts.scales.corrected, pc.r.sw, "%s", pc.name);
+		EXPECT_EQ(d.counts.scales.bits_corrected, 3 * (uint64_t)pc.r.sw,
+			  "%s", pc.name);
+		EXPECT_EQ(d.counts.payload.corrected, 2 * nrow, "%s", pc.name);
+		EXPECT_EQ(d.counts.payload.bits_corrected, 6 * nrow, "%s",
+			  pc.name);
+		EXPECT_EQ(d.counts.header.uncorrectable +
+				  d.counts.scales.uncorrectable +
+				  d.counts.payload.uncorrectable,
+			  0, "%s", pc.name);
+		EXPECT_EQ(d.counts.values_erased, 0, "%s", pc.name);
+		EXPECT_MEM(d.k, clean.k, pc.pvals * sizeof(float), "%s K",
+			   pc.name);
+		EXPECT_MEM(d.v, clean.v, pc.pvals * sizeof(float), "%s V",
+			   pc.name);
+		EXPECT_EQ(kvmem_page_verify(pc.page, &g, &c), -EBADMSG, "%s",
+			  pc.name);
+		EXPECT_EQ(kvmem_page_scrub(pc.page, &g, &c), 0, "%s", pc.name);
+		EXPECT_MEM(pc.page, clean_page, pc.l.size, "%s: scrubbed",
+			   pc.name);
+		EXPECT_EQ(kvmem_page_verify(pc.page, &g, &c), 0, "%s", pc.name);
+		decoded_free(&d);
+		decoded_free(&clean);
+		free(clean_page);
+		case_free(&pc);
+	}
+}
+END_TEST
 
 START_TEST(test_page_errors)
 {
@@ -2052,12 +2182,14 @@ KVMEM_SUITE(page)
 	suite_add_tcase(s, tr);
 
 	tcase_add_loop_test(th, test_header_single_flips, 0, NGEOM);
-	tcase_add_test(th, test_header_double_flips);
+	tcase_add_test(th, test_header_triple_flips);
+	tcase_add_test(th, test_header_quad_flips);
 	tcase_add_test(th, test_header_mismatch);
 	tcase_set_timeout(th, 60);
 	suite_add_tcase(s, th);
 
 	tcase_add_loop_test(te, test_page_errors, 0, NGEOM);
+	tcase_add_loop_test(te, test_meta_at_radius, 0, NGEOM);
 	tcase_add_test(te, test_h84_double_erases_one_int4);
 	tcase_add_test(te, test_page_crc);
 	tcase_add_loop_test(te, test_page_padding_is_not_a_value, 0, 2);

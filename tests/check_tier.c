@@ -562,9 +562,10 @@ START_TEST(test_store_replaced_page_flagged)
 END_TEST
 
 /*
- * A store with room for a few pages only: once it is full, allocations
- * that would need pages to leave fail with -ENOMEM instead of waiting, and
- * everything written before reads back exactly; the daemon goes on.
+ * A store with room for a few pages only: once no page that could leave
+ * fits in it, allocations that would need pages to leave fail with -ENOMEM
+ * instead of waiting; once the client frees some, everything else written
+ * before reads back exactly; the daemon goes on.
  */
 static void tiny(int engine)
 {
@@ -600,8 +601,13 @@ static void tiny(int engine)
 	ck_assert_uint_gt(used + l.size / KVMEMD_STORE_UNIT,
 			  kvmemd_json_after(reply, "\"store\"", "units"));
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "write_errors"), 0);
-	/* Everything the arena and the store took is intact. */
-	for (j = 0; j + 1 < n; j++) {
+	/* Nothing can leave for a page to come back to: the client makes
+	 * room, giving up the sequence that did not fit and the newest one
+	 * that did. */
+	kvmem_seq_free(s[--n]);
+	kvmem_seq_free(s[--n]);
+	/* Everything else the arena and the store took is intact. */
+	for (j = 0; j < n; j++) {
 		ck_assert_int_eq(same_as_ref(&r, s[j], r.es[j], j), 0);
 		kvmemd_release(c, s[j]);
 	}
@@ -617,6 +623,60 @@ static void tiny(int engine)
 START_TEST(test_tiny_store)
 {
 	tiny(_i);
+}
+END_TEST
+
+/*
+ * Room left on the store, but less than any page that could leave: every
+ * page is an FP16 sink page (9 units of the test geometry; the store takes
+ * 12), so after the first none fits, and an allocation that needs one to
+ * leave fails with -ENOMEM at once instead of waiting for ever.
+ */
+static void room_too_small(int engine)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_connect_opts o = { .quota_bytes = 512u << 10 };
+	struct kvmem_seq *s[32];
+	struct kvmem_page_layout lh;
+	struct kvmem_cache *c = NULL;
+	struct kvmemd_proc p;
+	unsigned long long used, units, hot;
+	struct ref r;
+	uint32_t j, n = 0;
+	int ret = 0;
+
+	g.sink_tokens = g.tokens_per_page;
+	ck_assert_int_eq(kvmem_page_layout(&g, 1, &lh), 0);
+	hot = lh.size / KVMEMD_STORE_UNIT;
+	start(&p, engine, "52K", NULL);
+	ck_assert_int_eq(kvmem_connect(p.sock, &g, &o, &c), 0);
+	ref_init(&r, 1, g.tokens_per_page);
+	ref_data(&r, 0);
+	for (j = 0; j < 32 && !ret; j++) {
+		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
+		n++;
+		ret = kvmem_seq_append_all(s[j], r.k, r.v, r.tokens);
+		if (!ret)
+			kvmemd_release(c, s[j]);
+	}
+	ck_assert_int_eq(ret, -ENOMEM);
+	admin(&p, "tier");
+	used = kvmemd_json_after(reply, "\"store\"", "used_units");
+	units = kvmemd_json_after(reply, "\"store\"", "units");
+	ck_assert_uint_eq(units, 12);
+	ck_assert_uint_eq(used, hot);
+	ck_assert_uint_gt(used + hot, units);
+	for (j = 0; j < n; j++)
+		kvmem_seq_free(s[j]);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_store_room_too_small)
+{
+	room_too_small(_i);
 }
 END_TEST
 
@@ -1020,6 +1080,7 @@ KVMEM_SUITE(tier)
 	tcase_add_loop_test(tc, test_store_replaced_page_flagged, 0,
 			    2 * REPLACE_NR);
 	tcase_add_loop_test(tc, test_tiny_store, 0, 2);
+	tcase_add_loop_test(tc, test_store_room_too_small, 0, 2);
 	tcase_add_loop_test(tc, test_sigkill_restart, 0, 2);
 	tcase_add_test(tc, test_store_mismatch);
 	tcase_add_test(tc, test_acquire_remap);

@@ -686,33 +686,39 @@ static void fill_finish(pid_t pid, const char *out, const char *err,
 }
 
 /*
- * An operator's errors, made while the tool holds its sequences: in every
- * sealed page of the session, one flip in the first scale word, one in the
- * first K word and two in the second V word. The first scale word holds
- * the four scales of head 0's K rows for tokens 0 and 1 (kvmem/page.h: K
- * scales [kv_head][token][group], four FP16 to a secded72 word; two groups
- * of 32 to a row): their 128 values, the flipped K word's among them, are
- * corrected. The V word is erased (a double under h84) and its one value
- * rebuilt. The pages are found the way any reader of the arena would, by
- * their headers; what the tool must report follows from that alone.
+ * An operator's errors, made while the tool holds its sequences. In every
+ * sealed page of the session: one flip in the second scale word, one in
+ * the first K word and two in the second V word. The scales are one FP16
+ * bitstream in golay24 words of 12 bits (kvmem/page.h: K scales
+ * [kv_head][token][group], two groups of 32 to a row), so the second word
+ * holds stream bits 12 to 23: the last 4 bits of the scale of head 0's
+ * token 0 group 0 and the first 8 of its group 1. Both groups' 64 values,
+ * the flipped K word's among them, are corrected. The V word is erased (a
+ * double under h84) and its one value rebuilt. In every sealed FP16 page
+ * (the sink tokens', golay24 too): four flips in the second word of the
+ * first K row, stream bits 12 to 23 again, which hold parts of the row's
+ * first two values: detected, not corrected, and both values rebuilt. The
+ * pages are found the way any reader of the arena would, by their headers;
+ * what the tool must report follows from that alone.
  */
 START_TEST(test_fill_hold_operator_errors)
 {
 	struct kvmem_geometry g = { .layers = 2,
 				    .kv_heads = 2,
 				    .head_dim = 64 };
-	struct kvmem_page_layout l;
+	struct kvmem_page_layout l, lh;
 	struct kvmem_page_hdr hdr;
 	struct kvmemd_proc p;
 	struct fill_run f;
 	char out[600], err[600];
 	uint8_t *map;
-	size_t len = 0, off, npages = 0;
+	size_t len = 0, off, npages = 0, nhot = 0;
 	unsigned int session;
 	pid_t pid;
 
 	kvmem_geometry_default(&g);
 	ck_assert_int_eq(kvmem_page_layout(&g, 0, &l), 0);
+	ck_assert_int_eq(kvmem_page_layout(&g, 1, &lh), 0);
 	/* No patrol: it would correct the flips before the tool reads. */
 	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
 	pid = fill_hold(&p, out, err, sizeof(out), &session);
@@ -720,24 +726,32 @@ START_TEST(test_fill_hold_operator_errors)
 	map = map_session(&p, &len);
 	for (off = 0; off + l.size <= len; off += KVMEM_SLOT_UNIT) {
 		if (kvmem_page_read_header(map + off, &g, &hdr, NULL) ||
-		    !(hdr.flags & KVMEM_HDR_SEALED) ||
-		    hdr.flags & KVMEM_HDR_HOT)
+		    !(hdr.flags & KVMEM_HDR_SEALED))
 			continue;
-		map[off + l.scales_off] ^= 0x01;
+		if (hdr.flags & KVMEM_HDR_HOT) {
+			ck_assert_uint_le(off + lh.size, len);
+			map[off + lh.k_off + 3] ^= 0x03;
+			map[off + lh.k_off + 4] ^= 0x03;
+			nhot++;
+			continue;
+		}
+		map[off + l.scales_off + 3] ^= 0x01;
 		map[off + l.k_off] ^= 0x01;
 		map[off + l.v_off + 1] ^= 0x03;
 		npages++;
 	}
 	munmap(map, len);
 	ck_assert_uint_eq(npages, 2 * 2 * FILL_SEALED_TOKENS(150) / 32);
+	/* A sink page in each layer of each sequence. */
+	ck_assert_uint_eq(nhot, 2 * 2);
 
 	fill_finish(pid, out, err, &f);
 	ck_assert_double_eq(f.session, session);
-	ck_assert_double_eq(f.corrected, 128 * npages);
-	ck_assert_double_eq(f.rebuilt, npages);
+	ck_assert_double_eq(f.corrected, 64 * npages);
+	ck_assert_double_eq(f.rebuilt, npages + 2 * nhot);
 	ck_assert_double_eq(f.wrong, 0);
 	ck_assert_double_eq(f.words_corrected, 2 * npages);
-	ck_assert_double_eq(f.words_uncorrectable, npages);
+	ck_assert_double_eq(f.words_uncorrectable, npages + nhot);
 	ck_assert_double_eq(f.inj_words, 0);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
@@ -746,18 +760,19 @@ END_TEST
 
 /*
  * The daemon's injector and scrubber while the tool holds. After a scrub
- * nothing is left to correct when the tool reads; what the codes cannot
- * correct are the words the injector gave two flips (the seed gives none
- * three or more, which SECDED would miscorrect), and the tool rebuilds
- * the values of those it reads: one per h84 word of int4 payload, four
- * FP16 values per secded72 word of the FP16 sink pages. Nothing is wrong.
+ * nothing is left to correct when the tool reads. The seed gives no h84
+ * word three flips or more (which SECDED would miscorrect) and no golay24
+ * word, the code of the FP16 sink and tail pages, four or more; it gives
+ * some golay24 words two or three, which golay24 corrects. So what the
+ * codes cannot correct are the h84 words the injector gave two flips, and
+ * the tool rebuilds the one int4 value of each. Nothing is wrong.
  */
 START_TEST(test_fill_hold_scrubbed)
 {
 	struct kvmemd_proc p;
 	struct fill_run f;
 	char out[600], err[600], req[128], reply[8192];
-	unsigned long long h84[8], sec[8], ue;
+	unsigned long long h84[8], gol[8];
 	unsigned int session;
 	pid_t pid;
 	int i;
@@ -768,24 +783,25 @@ START_TEST(test_fill_hold_scrubbed)
 		 session);
 	kvmemd_admin(&p, req, reply, sizeof(reply));
 	kvmemd_inject_flips(reply, "h84", h84);
-	kvmemd_inject_flips(reply, "secded72", sec);
+	kvmemd_inject_flips(reply, "golay24", gol);
 	for (i = 3; i < 8; i++)
-		ck_assert_msg(!h84[i] && !sec[i], "seed gives %d flips", i);
-	ck_assert_uint_gt(h84[2] + sec[2], 0);
+		ck_assert_msg(!h84[i], "seed gives h84 words %d flips", i);
+	for (i = 4; i < 8; i++)
+		ck_assert_msg(!gol[i], "seed gives golay24 words %d flips", i);
+	ck_assert_uint_gt(h84[2], 0);
+	ck_assert_uint_gt(gol[2] + gol[3], 0);
 	snprintf(req, sizeof(req), "scrub now session %u", session);
 	kvmemd_admin(&p, req, reply, sizeof(reply));
-	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), h84[1] + sec[1]);
-	/* Every h84 page is full; of a sink page only the rows of its
-	 * tokens count, as only those hold values. */
-	ue = kvmemd_json_u64(reply, "ue");
-	ck_assert_uint_ge(ue, h84[2]);
-	ck_assert_uint_le(ue, h84[2] + sec[2]);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"),
+			  h84[1] + gol[1] + gol[2] + gol[3]);
+	/* Every h84 page is full: each of its words holds a value. */
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), h84[2]);
 
 	fill_finish(pid, out, err, &f);
 	ck_assert_double_eq(f.session, session);
 	ck_assert_double_eq(f.words_corrected, 0);
-	ck_assert_double_eq(f.words_uncorrectable, ue);
-	ck_assert_double_eq(f.rebuilt, h84[2] + 4 * (ue - h84[2]));
+	ck_assert_double_eq(f.words_uncorrectable, h84[2]);
+	ck_assert_double_eq(f.rebuilt, h84[2]);
 	ck_assert_double_eq(f.corrected, 0);
 	ck_assert_double_eq(f.wrong, 0);
 	ck_assert_double_eq(f.exact + f.rebuilt, f.values);

@@ -12,7 +12,7 @@
  * into a fresh embedded cache that nobody touched: the clean quantized
  * values. Each value is then
  *   exact      equal to the reference, every codeword it depends on (its
- *              payload words, its scale's word) as the reference has them
+ *              payload words, its scale's words) as the reference has them
  *   corrected  equal to the reference, but one of those codewords differs
  *              from the reference's: the decode corrected it
  *   rebuilt    taken away by an uncorrectable word (or scale) and rebuilt
@@ -616,19 +616,23 @@ static void fill_hold(struct fill *f)
 /*
  * Does value @c ([kv_head][dim]) of token @t of K or V (@is_v) depend on a
  * codeword that differs between page @p and its reference @r: its payload
- * words, or the secded72 word of its scale (four FP16 scales to a word;
- * kvmem/page.h says where they are)?
+ * words, or the metadata words of its scale (kvmem/page.h: scale i is bits
+ * [16 i, 16 i + 16) of one FP16 bitstream in golay24 words, so in words
+ * 16 i / 12 to (16 i + 15) / 12)?
  */
 static int damaged(const struct fill *f, const struct kvmem_page_layout *l,
 		   const uint8_t *p, const uint8_t *r, int is_v, size_t t,
 		   size_t c)
 {
 	const struct kvmem_codec_info *ci = kvmem_codec_get(l->codec);
+	const struct kvmem_codec_info *mi =
+		kvmem_codec_get(KVMEM_PAGE_META_CODEC);
 	const size_t bits = kvmem_format_get(l->format)->bits;
+	const size_t sbits = kvmem_format_get(KVMEM_FMT_FP16)->bits;
 	const size_t D = f->g.head_dim, P = f->g.tokens_per_page;
 	const size_t h = c / D, d = c % D, G = f->g.group_size;
-	const size_t w0 = d * bits / ci->data_bits;
-	const size_t w1 = (d * bits + bits - 1) / ci->data_bits;
+	size_t w0 = d * bits / ci->data_bits;
+	size_t w1 = (d * bits + bits - 1) / ci->data_bits;
 	size_t at = (is_v ? l->v_off : l->k_off) + (h * P + t) * l->row_bytes +
 		    w0 * ci->word_bytes;
 
@@ -640,8 +644,10 @@ static int damaged(const struct fill *f, const struct kvmem_page_layout *l,
 		at = h * D + d;
 	else
 		at = (is_v ? l->nscales_k : 0) + (h * P + t) * (D / G) + d / G;
-	at = l->scales_off + at / 4 * 9;
-	return memcmp(p + at, r + at, 9) != 0;
+	w0 = at * sbits / mi->data_bits;
+	w1 = (at * sbits + sbits - 1) / mi->data_bits;
+	at = l->scales_off + w0 * mi->word_bytes;
+	return memcmp(p + at, r + at, (w1 - w0 + 1) * mi->word_bytes) != 0;
 }
 
 /* Flag the values of page @rd's tokens from its decoded copy. */

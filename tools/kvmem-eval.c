@@ -341,8 +341,10 @@ static void kvmem_inject_new(struct cache *c, uint32_t layer)
 			continue;
 		kvmem_page_layout(&c->g, d[i].hot, &l);
 		if (!c->o->payload_only) {
-			channel(c, p, 72, layer, at);
-			channel(c, p + l.scales_off, (size_t)l.scale_words * 9,
+			channel(c, p, KVMEM_PAGE_HDR_BYTES, layer, at);
+			channel(c, p + l.scales_off,
+				kvmem_ecc_code_bytes(KVMEM_PAGE_META_CODEC,
+						     l.scale_words),
 				layer, at + 1);
 		}
 		rows = (size_t)d[i].ntokens * l.row_bytes;
@@ -786,8 +788,9 @@ static void count_words(struct cache *c, struct result *res)
 			const uint8_t *p = d[i].data;
 
 			kvmem_page_layout(&c->g, d[i].hot, &lay);
-			count_region(KVMEM_CODEC_SECDED72, p, 8, res);
-			count_region(KVMEM_CODEC_SECDED72, p + lay.scales_off,
+			count_region(KVMEM_PAGE_META_CODEC, p,
+				     KVMEM_PAGE_HDR_WORDS, res);
+			count_region(KVMEM_PAGE_META_CODEC, p + lay.scales_off,
 				     lay.scale_words, res);
 			for (h = 0; h < c->g.kv_heads; h++) {
 				size_t off = (size_t)h * c->g.tokens_per_page *

@@ -273,7 +273,10 @@ int kvmem_seq_prefetch(struct kvmem_seq *s);
 enum kvmem_erasure_policy {
 	KVMEM_ERASE_INTERPOLATE = 0, /* mean of the same channel at t-1, t+1 */
 	KVMEM_ERASE_ZERO = 1, /* erased values read as 0 */
-	KVMEM_ERASE_KEEP = 2, /* decoded from the bits as received */
+	/* Quantized values decoded from the bits as received; their scale
+	 * bounds them. FP16 values and values whose scale is lost are not
+	 * bounded by anything: they are rebuilt as by INTERPOLATE. */
+	KVMEM_ERASE_KEEP = 2,
 };
 
 /**

@@ -5,10 +5,10 @@
  * sequence, one layer, all KV heads. Everything in it is ECC-protected:
  *
  *   offset 0          +--------------------------------------------------+
- *                     | header: struct kvmem_page_hdr, 64 bytes, as 8    |
- *                     | secded72 words (72 bytes)                        |
+ *                     | header: struct kvmem_page_hdr, 64 bytes, as 43   |
+ *                     | golay24 words (129 bytes)                        |
  *   scales_off        +--------------------------------------------------+
- *   (64-aligned)      | scales, FP16, one bitstream in secded72 words:   |
+ *   (64-aligned)      | scales, FP16, one bitstream in golay24 words:    |
  *                     |   K: [kv_head][token][group]  (group scales)     |
  *                     |   or [kv_head][channel]      (channel scales)    |
  *                     |   V: [kv_head][token][group]                     |
@@ -28,7 +28,13 @@
  * by tile. Pages are multiples of 4 KiB so they go to NVMe with O_DIRECT as
  * they are.
  *
- * Two kinds of page share the layout. A *hot* page is FP16 + secded72 and
+ * The header, the scales and the FP16 values of hot pages are metadata:
+ * one flipped bit in them is worth a whole group of values, a token that
+ * attention leans on, or the page. They are in the metadata code, golay24
+ * (three errors corrected in every 24 bits, four detected), whatever the
+ * payload's codec.
+ *
+ * Two kinds of page share the layout. A *hot* page is FP16 + golay24 and
  * has no scales: the unsealed tail of a sequence, and its first sink_tokens
  * tokens (attention sinks), which stay exact. A *sealed* page uses the
  * geometry's format and codec. Both are immutable once sealed.
@@ -46,8 +52,13 @@ extern "C" {
 #endif
 
 #define KVMEM_PAGE_MAGIC 0x4750564bu /* "KVPG" */
-#define KVMEM_PAGE_VERSION 1
+#define KVMEM_PAGE_VERSION 2
 #define KVMEM_PAGE_ALIGN 4096u
+/* The code of the header, the scales and hot pages. */
+#define KVMEM_PAGE_META_CODEC KVMEM_CODEC_GOLAY24
+/* The 64-byte header as golay24 words: 516 bits, the last 4 zero. */
+#define KVMEM_PAGE_HDR_WORDS 43
+#define KVMEM_PAGE_HDR_BYTES (KVMEM_PAGE_HDR_WORDS * 3)
 /* The largest page of either kind a geometry may make: 1 GiB. */
 #define KVMEM_PAGE_MAX (1u << 30)
 
@@ -71,7 +82,7 @@ struct kvmem_geometry {
 };
 
 #define KVMEM_HDR_SEALED (1u << 0) /* full and immutable */
-#define KVMEM_HDR_HOT (1u << 1) /* FP16 + secded72 layout */
+#define KVMEM_HDR_HOT (1u << 1) /* FP16 + golay24 layout */
 
 /* The page header, as it is before encoding. */
 struct kvmem_page_hdr {
@@ -86,7 +97,7 @@ struct kvmem_page_hdr {
 	uint32_t ntokens; /* tokens written, <= tokens_per_page */
 	uint32_t flags; /* KVMEM_HDR_* */
 	uint64_t generation;
-	/* CRC-32C of the page's bytes after the header's 72, set at seal */
+	/* CRC-32C of the page's bytes after the header's 129, set at seal */
 	uint32_t crc;
 	uint32_t resv[3];
 };
@@ -98,7 +109,7 @@ struct kvmem_page_layout {
 	size_t k_off, v_off; /* payload blocks */
 	uint32_t nscales_k; /* K scales in the page */
 	uint32_t nscales_v; /* V scales */
-	uint32_t scale_words; /* secded72 words of all scales */
+	uint32_t scale_words; /* golay24 words of all scales */
 	uint32_t row_words; /* codewords per row */
 	uint32_t row_bytes; /* bytes per row (row_words codewords) */
 	uint32_t row_data; /* data bytes per row after decoding */
