@@ -621,21 +621,6 @@ static void slot_regions(const struct kvmemd_session *s, int kind,
 				     REGION_PAYLOAD };
 }
 
-/*
- * The scale words that hold scale bits. The scales are one FP16 bitstream
- * in golay24 words, a whole number of pairs (kvmem/page.h): the last word
- * may hold only padding.
- */
-static size_t scale_value_words(const struct kvmem_page_layout *l)
-{
-	const unsigned int k =
-		kvmem_codec_get(KVMEM_PAGE_META_CODEC)->data_bits;
-	const size_t bits = ((size_t)l->nscales_k + l->nscales_v) *
-			    kvmem_format_get(KVMEM_FMT_FP16)->bits;
-
-	return (bits + k - 1) / k;
-}
-
 /* Errors found in a page read back were made on the store. */
 static enum tier slot_tier(const struct slot *sl, enum source src)
 {
@@ -879,7 +864,7 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 	kvmem__page_poison(session_page(s, c->unit), &s->g, l, sl->ntokens);
 	c->lost = 1;
 	/* Every word now reads uncorrectable: none is news to the patrol. */
-	sl->ue_scales = (uint32_t)scale_value_words(l);
+	sl->ue_scales = (uint32_t)kvmem__page_scale_words(l);
 	sl->ue_payload =
 		2 * s->g.kv_heads * s->g.tokens_per_page * l->row_words;
 	crc_missed(d, s, c, p, EV_LOST);
@@ -954,7 +939,7 @@ static void scrub_scales(const struct kvmem_page_layout *l, uint8_t *page,
 			 size_t w0, size_t n, struct kvmem_ecc_counts *sum)
 {
 	const size_t wb = kvmem_codec_get(KVMEM_PAGE_META_CODEC)->word_bytes;
-	const size_t vw = scale_value_words(l);
+	const size_t vw = kvmem__page_scale_words(l);
 	size_t split = w0 + n < vw ? w0 + n : vw;
 	struct kvmem_ecc_counts c;
 

@@ -105,6 +105,8 @@ struct kvmem_page_hdr;
 struct kvmem_ecc_counts;
 
 void kvmem__hdr_encode(uint8_t *page, const struct kvmem_page_hdr *hdr);
+/* Scale words that hold scale bits; a last word past them is padding. */
+size_t kvmem__page_scale_words(const struct kvmem_page_layout *l);
 /* Decode a header's words only (kvmem_page_read_header() checks it). */
 int kvmem__hdr_decode(const uint8_t *page, struct kvmem_page_hdr *hdr,
 		      struct kvmem_ecc_counts *c);

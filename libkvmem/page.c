@@ -178,6 +178,11 @@ int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
 	return 0;
 }
 
+size_t kvmem__page_scale_words(const struct kvmem_page_layout *l)
+{
+	return ((size_t)(l->nscales_k + l->nscales_v) * 16 + 11) / 12;
+}
+
 void kvmem__hdr_encode(uint8_t *page, const struct kvmem_page_hdr *hdr)
 {
 	uint8_t data[HDR_DATA] = { 0 };
@@ -809,8 +814,7 @@ static void page_runs(const struct kvmem_geometry *g,
 	/* A word past the last scale bit (words come in pairs) holds only
 	 * padding. */
 	const size_t scales_end =
-		l->scales_off +
-		((size_t)(l->nscales_k + l->nscales_v) * 16 + 11) / 12 * 3;
+		l->scales_off + kvmem__page_scale_words(l) * 3;
 	struct runs r = { .fn = fn, .ctx = ctx, .from = from, .to = to };
 
 	run_add(&r, KVMEM_PAGE_HDR_BYTES, l->scales_off - KVMEM_PAGE_HDR_BYTES,
