@@ -8,7 +8,9 @@
  * installs its own build and nothing is compiled again. Then:
  *   - every file is where it belongs, with its mode and its content;
  *   - the library's links lead to it, and a program built with pkg-config
- *     against the installed tree links and runs;
+ *     against the installed tree, in C and in C++, links and runs;
+ *   - each installed header compiles alone as C (C99 on) and C++ (C++11
+ *     on), warnings as errors;
  *   - the filled templates have no @PLACEHOLDER@ left;
  *   - systemd-analyze verify, systemd-sysusers and systemd-tmpfiles accept
  *     the units and entries (skipped, with a message, without systemd);
@@ -240,6 +242,25 @@ static void expect_dir_installed(const char *dir, const char *suffix,
 	ck_assert_msg(count > 0, "no %s files in %s", suffix, src);
 }
 
+/* The number of source files @dir/NAME whose NAME ends in @suffix. */
+static int count_suffix(const char *dir, const char *suffix)
+{
+	char src[PATH_MAX];
+	struct dirent *e;
+	size_t n, ls = strlen(suffix);
+	int count = 0;
+	DIR *d;
+
+	d = opendir(join(src, sizeof(src), srcdir(), dir));
+	ck_assert_msg(d != NULL, "%s: %s", src, strerror(errno));
+	while ((e = readdir(d))) {
+		n = strlen(e->d_name);
+		count += n > ls && !strcmp(e->d_name + n - ls, suffix);
+	}
+	closedir(d);
+	return count;
+}
+
 static void expect_link(const char *path, const char *target)
 {
 	char buf[PATH_MAX];
@@ -377,6 +398,43 @@ static const char consumer[] =
 	"}\n";
 
 /*
+ * The same program in C++11, as an engine written in C++ builds it: the
+ * headers' extern "C" blocks must hold, or it does not link.
+ */
+static const char consumer_cxx[] =
+	"#include <cerrno>\n"
+	"#include <cstdio>\n"
+	"#include <kvmem/kvmem.h>\n"
+	"\n"
+	"int main()\n"
+	"{\n"
+	"	struct kvmem_geometry g = {};\n"
+	"	struct kvmem_attend_opts opts = {};\n"
+	"	float k[32] = { 1 }, v[32] = { 2 }, q[32] = { 1 }, out[32];\n"
+	"	struct kvmem_cache *c;\n"
+	"	struct kvmem_seq *s;\n"
+	"	int ret;\n"
+	"\n"
+	"	g.layers = 1;\n"
+	"	g.kv_heads = 1;\n"
+	"	g.head_dim = 32;\n"
+	"	opts.n_heads = 1;\n"
+	"	kvmem_geometry_default(&g);\n"
+	"	if (kvmem_open_embedded(&g, 1 << 20, &c))\n"
+	"		return 1;\n"
+	"	ret = kvmem_seq_create(c, &s);\n"
+	"	if (!ret)\n"
+	"		ret = kvmem_seq_append(s, 0, k, v, 1);\n"
+	"	if (!ret)\n"
+	"		ret = kvmem_attend(s, 0, q, out, &opts, nullptr);\n"
+	"	if (!ret)\n"
+	"		std::printf(\"%g %s\\n\", out[0],\n"
+	"			    kvmem_strerror(-ENOTCONN));\n"
+	"	kvmem_close(c);\n"
+	"	return ret ? 2 : 0;\n"
+	"}\n";
+
+/*
  * pkg-config output, from the installed kvmem.pc moved under @dest
  * (--define-prefix), into @buf without its newline.
  */
@@ -401,14 +459,63 @@ static void pkg_config(char *buf, size_t len, const char *dest,
 	free(text);
 }
 
+/*
+ * @text, saved as @dest/@name, built by @cc (with @std and warnings as
+ * errors) against the installed tree as pkg-config's @cflags and @libs
+ * say, then run; its output must be what the consumers print.
+ */
+static void build_user(const char *dest, const char *cc, const char *std,
+		       const char *name, const char *text, const char *cflags,
+		       const char *libs)
+{
+	char src[PATH_MAX + 16], exe[PATH_MAX + 16], log[PATH_MAX + 16];
+	char env[PATH_MAX + 32], words[PATH_MAX * 4];
+	char *argv[64], *out, *save = NULL, *w;
+	int argc = 0, status;
+
+	snprintf(src, sizeof(src), "%s/%s", dest, name);
+	snprintf(exe, sizeof(exe), "%s/%s.exe", dest, name);
+	snprintf(log, sizeof(log), "%s.log", dest);
+	snprintf(words, sizeof(words), "%s %s", cflags, libs);
+	kvmem_check_write_file(src, text);
+	argv[argc++] = (char *)cc;
+	argv[argc++] = (char *)std;
+	argv[argc++] = "-Wall";
+	argv[argc++] = "-Wextra";
+	argv[argc++] = "-Wpedantic";
+	argv[argc++] = "-Werror";
+#ifdef __SANITIZE_ADDRESS__
+	/* The library carries this build's sanitizers; so must its users. */
+	argv[argc++] = "-fsanitize=address,undefined";
+#endif
+	argv[argc++] = "-o";
+	argv[argc++] = exe;
+	argv[argc++] = src;
+	for (w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save))
+		argv[argc++] = w;
+	argv[argc] = NULL;
+	ck_assert_int_lt(argc, (int)ARRAY_SIZE(argv));
+	status = run(log, NULL, (const char *const *)argv);
+	if (status)
+		fail_log(log, name, status);
+
+	/* Found through the SONAME link, by the dynamic loader. */
+	snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s/usr/lib", dest);
+	status = run(log, (const char *const[]){ env, NULL },
+		     (const char *const[]){ exe, NULL });
+	if (status)
+		fail_log(log, exe, status);
+	out = kvmem_check_read_file(log, NULL);
+	ck_assert_msg(!strcmp(out, "2 kvmemd connection lost\n"),
+		      "%s printed \"%s\"", exe, out);
+	free(out);
+	unlink(log);
+}
+
 START_TEST(test_install_builds_users)
 {
-	char dest[PATH_MAX], src[PATH_MAX + 16], exe[PATH_MAX + 16];
-	char log[PATH_MAX + 16], env[PATH_MAX + 32];
+	char dest[PATH_MAX], log[PATH_MAX + 16], want[PATH_MAX + 16];
 	char ver[64], cflags[PATH_MAX * 2], libs[PATH_MAX * 2];
-	char want[PATH_MAX + 16];
-	char *argv[64], *text, *save = NULL, *w;
-	int argc = 0, status;
 
 	if (!have("pkg-config")) {
 		fprintf(stderr, "SKIP: test_install_builds_users: no "
@@ -422,41 +529,75 @@ START_TEST(test_install_builds_users)
 	ck_assert_str_eq(ver, version());
 	pkg_config(cflags, sizeof(cflags), dest, "--cflags", log);
 	pkg_config(libs, sizeof(libs), dest, "--libs", log);
+	unlink(log);
 	snprintf(want, sizeof(want), "-I%s/usr/include", dest);
 	ck_assert_msg(strstr(cflags, want) != NULL, "--cflags: %s", cflags);
 	ck_assert_msg(strstr(libs, "-lkvmem") != NULL, "--libs: %s", libs);
 
-	snprintf(src, sizeof(src), "%s/user.c", dest);
-	snprintf(exe, sizeof(exe), "%s/user", dest);
-	kvmem_check_write_file(src, consumer);
-	argv[argc++] = "cc";
-#ifdef __SANITIZE_ADDRESS__
-	/* The library carries this build's sanitizers; so must its users. */
-	argv[argc++] = "-fsanitize=address,undefined";
-#endif
-	argv[argc++] = "-o";
-	argv[argc++] = exe;
-	argv[argc++] = src;
-	for (w = strtok_r(cflags, " ", &save); w;
-	     w = strtok_r(NULL, " ", &save))
-		argv[argc++] = w;
-	for (w = strtok_r(libs, " ", &save); w; w = strtok_r(NULL, " ", &save))
-		argv[argc++] = w;
-	argv[argc] = NULL;
-	ck_assert_int_lt(argc, (int)ARRAY_SIZE(argv));
-	status = run(log, NULL, (const char *const *)argv);
-	if (status)
-		fail_log(log, "cc against the installed tree", status);
+	build_user(dest, "cc", "-std=c99", "user.c", consumer, cflags, libs);
+	build_user(dest, "c++", "-std=c++11", "user.cc", consumer_cxx, cflags,
+		   libs);
+	remove_tree(dest);
+}
+END_TEST
 
-	/* Found through the SONAME link, by the dynamic loader. */
-	snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s/usr/lib", dest);
-	status = run(log, (const char *const[]){ env, NULL },
-		     (const char *const[]){ exe, NULL });
-	if (status)
-		fail_log(log, "the program built against the install", status);
-	text = kvmem_check_read_file(log, NULL);
-	ck_assert_str_eq(text, "2 kvmemd connection lost\n");
-	free(text);
+/*
+ * Each installed header alone, twice over (its guard), in a translation
+ * unit of its own, in every language and standard the library promises:
+ * C99 and later, C++11 and later. Warnings are errors, as in the builds of
+ * the programs that include them.
+ */
+START_TEST(test_install_headers_alone)
+{
+	static const struct {
+		const char *cc, *lang, *std;
+	} builds[] = {
+		{ "cc", "c", "-std=c99" },	{ "cc", "c", "-std=c11" },
+		{ "cc", "c", "-std=c17" },	{ "c++", "c++", "-std=c++11" },
+		{ "c++", "c++", "-std=c++14" }, { "c++", "c++", "-std=c++17" },
+		{ "c++", "c++", "-std=c++20" },
+	};
+	char dest[PATH_MAX], inc[PATH_MAX + 16], dir[PATH_MAX + 32];
+	char src[PATH_MAX + 16], log[PATH_MAX + 16], text[512];
+	struct dirent *e;
+	size_t i, n;
+	int headers = 0, status;
+	DIR *d;
+
+	make_tmpdir(dest, sizeof(dest));
+	install_usr(dest);
+	snprintf(inc, sizeof(inc), "%s/usr/include", dest);
+	snprintf(dir, sizeof(dir), "%s/kvmem", inc);
+	snprintf(src, sizeof(src), "%s/alone.src", dest);
+	snprintf(log, sizeof(log), "%s.log", dest);
+	d = opendir(dir);
+	ck_assert_msg(d != NULL, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d))) {
+		n = strlen(e->d_name);
+		if (n < 3 || strcmp(e->d_name + n - 2, ".h"))
+			continue;
+		snprintf(text, sizeof(text),
+			 "#include <kvmem/%s>\n#include <kvmem/%s>\n",
+			 e->d_name, e->d_name);
+		kvmem_check_write_file(src, text);
+		for (i = 0; i < ARRAY_SIZE(builds); i++) {
+			status = run(log, NULL,
+				     (const char *const[]){
+					     builds[i].cc, "-x", builds[i].lang,
+					     builds[i].std, "-Wall", "-Wextra",
+					     "-Wpedantic", "-Werror",
+					     "-fsyntax-only", "-I", inc, src,
+					     NULL });
+			if (status) {
+				fprintf(stderr, "<kvmem/%s> as %s %s:\n",
+					e->d_name, builds[i].cc, builds[i].std);
+				fail_log(log, e->d_name, status);
+			}
+		}
+		headers++;
+	}
+	closedir(d);
+	ck_assert_int_eq(headers, count_suffix("libkvmem/include/kvmem", ".h"));
 	unlink(log);
 	remove_tree(dest);
 }
@@ -690,6 +831,7 @@ KVMEM_SUITE(install)
 	tcase_set_timeout(tree, 120);
 	tcase_add_test(tree, test_install_tree);
 	tcase_add_test(tree, test_install_builds_users);
+	tcase_add_test(tree, test_install_headers_alone);
 	tcase_add_test(tree, test_units_verify);
 	tcase_add_test(tree, test_sysusers_tmpfiles);
 	tcase_add_test(conf, test_config_lists_every_key);
