@@ -175,8 +175,11 @@ static void report_init(struct kvmem_inject_report *rep,
 START_TEST(test_inject_deterministic)
 {
 	enum { N = 20000, CAP = 64 };
-	static const uint32_t modes[] = { KVMEM_INJECT_BSC, KVMEM_INJECT_EXACT,
-					  KVMEM_INJECT_BURST };
+	static const uint32_t modes[] = {
+		KVMEM_INJECT_BSC,    KVMEM_INJECT_EXACT,    KVMEM_INJECT_BURST,
+		KVMEM_INJECT_BYTE,   KVMEM_INJECT_ADJACENT, KVMEM_INJECT_LINE,
+		KVMEM_INJECT_COLUMN,
+	};
 	struct kvmem_inject_hit h1[CAP + 1], h2[CAP + 1];
 	struct kvmem_inject_report r1, r2;
 	struct kvmem_inject_params p;
@@ -188,8 +191,10 @@ START_TEST(test_inject_deterministic)
 
 	kvmem_rng_seed(&r, 0xde7);
 	kvmem_check_fill_random(&r, orig, 3 * N);
-	for (m = 0; m < 3; m++) {
-		p = mkparams(modes[m], 2, 0.01, 42, 24, 3);
+	for (m = 0; m < KVMEM_ARRAY_SIZE(modes); m++) {
+		/* Rows of 64 bytes: 512 columns, about 5 of them stuck. */
+		p = mkparams(modes[m], modes[m] == KVMEM_INJECT_COLUMN ? 64 : 2,
+			     0.01, 42, 24, 3);
 		memcpy(a, orig, 3 * N);
 		memcpy(b, orig, 3 * N);
 		report_init(&r1, h1, CAP, CAP + 1);
@@ -523,6 +528,360 @@ START_TEST(test_inject_burst_clipped)
 }
 END_TEST
 
+/* Live bits of stored byte @j of a word of @p's layout. */
+static unsigned int byte_live(const struct kvmem_inject_params *p, size_t j)
+{
+	if (p->word_bits >= 8 * (j + 1))
+		return 8;
+	return p->word_bits <= 8 * j ? 0 : p->word_bits - 8 * (unsigned int)j;
+}
+
+/* Stored bytes of @n words of @p's layout with at least one live bit. */
+static size_t live_bytes(const struct kvmem_inject_params *p, size_t n)
+{
+	size_t j, per = 0;
+
+	for (j = 0; j < p->word_bytes; j++)
+		per += byte_live(p, j) > 0;
+	return per * n;
+}
+
+static const uint32_t phys_layouts[][2] = {
+	{ 7, 1 }, /* h74: bit 7 dead */
+	{ 8, 1 }, /* h84 */
+	{ 13, 3 }, /* a word whose last byte is padding */
+	{ 24, 3 }, /* golay24 */
+	{ 72, 9 }, /* secded72 */
+};
+
+/*
+ * BYTE: every changed stored byte has exactly min(k, its live bits) bits
+ * changed, and the number of hit bytes (among those with a live bit) is
+ * Binomial(bytes, ber).
+ */
+START_TEST(test_inject_byte)
+{
+	enum { BYTES = 300000 };
+	static struct kvmem_inject_hit hits[64];
+	struct kvmem_inject_report rep;
+	struct kvmem_inject_params p;
+	struct kvmem_rng r;
+	struct recount rc;
+	uint8_t *orig = kvmem_check_xmalloc(BYTES),
+		*buf = kvmem_check_xmalloc(BYTES);
+	unsigned int li, k, want;
+	size_t n, i, hit, live;
+	const double pb = 0.004;
+
+	kvmem_rng_seed(&r, 0xb17e);
+	kvmem_check_fill_random(&r, orig, BYTES);
+	for (li = 0; li < KVMEM_ARRAY_SIZE(phys_layouts); li++) {
+		for (k = 1; k <= 8; k++) {
+			p = mkparams(KVMEM_INJECT_BYTE, k, pb, 100 * li + k,
+				     phys_layouts[li][0], phys_layouts[li][1]);
+			n = BYTES / p.word_bytes;
+			memcpy(buf, orig, BYTES);
+			report_init(&rep, hits, 63, 64);
+			ck_assert_int_eq(kvmem_inject(buf, n, &p, &rep), 0);
+			expect_report(orig, buf, n, &p, &rep, &rc, "byte");
+			hit = 0;
+			for (i = 0; i < n * p.word_bytes; i++) {
+				uint8_t x = orig[i] ^ buf[i];
+
+				if (!x)
+					continue;
+				want = byte_live(&p, i % p.word_bytes);
+				want = want < k ? want : k;
+				EXPECT_EQ((unsigned int)__builtin_popcount(x),
+					  want, "layout %u k %u byte %zu", li,
+					  k, i);
+				hit++;
+			}
+			live = live_bytes(&p, n);
+			EXPECT_6SIGMA(hit, live * pb,
+				      sqrt(live * pb * (1 - pb)),
+				      "layout %u k %u", li, k);
+		}
+	}
+	free(orig);
+	free(buf);
+}
+END_TEST
+
+/*
+ * ADJACENT: changed bytes have one bit each, and come in runs of k (2k...
+ * where hits touch; the last one may be clipped); their number follows the
+ * renewal mean B p / (1 - p + k p).
+ */
+START_TEST(test_inject_adjacent)
+{
+	enum { BYTES = 300000 };
+	static const uint32_t ks[] = { 1, 2, 3, 8, 64 };
+	struct kvmem_inject_report rep;
+	struct kvmem_inject_params p;
+	struct recount rc;
+	uint8_t *orig = kvmem_check_xmalloc(BYTES),
+		*buf = kvmem_check_xmalloc(BYTES);
+	unsigned int li, ki;
+	size_t n, i, run, runs, nb;
+	const double pb = 0.002;
+	double mean;
+
+	memset(orig, 0, BYTES);
+	/* Layouts whose every byte has a live bit: a hit shows in each. */
+	for (li = 0; li < KVMEM_ARRAY_SIZE(phys_layouts); li++) {
+		if (li == 2)
+			continue;
+		for (ki = 0; ki < KVMEM_ARRAY_SIZE(ks); ki++) {
+			p = mkparams(KVMEM_INJECT_ADJACENT, ks[ki], pb,
+				     7 * li + ki, phys_layouts[li][0],
+				     phys_layouts[li][1]);
+			n = BYTES / p.word_bytes;
+			nb = n * p.word_bytes;
+			memcpy(buf, orig, BYTES);
+			report_init(&rep, NULL, 0, 0);
+			ck_assert_int_eq(kvmem_inject(buf, n, &p, &rep), 0);
+			expect_report(orig, buf, n, &p, &rep, &rc, "adjacent");
+			run = runs = 0;
+			for (i = 0; i <= nb; i++) {
+				if (i < nb && buf[i]) {
+					EXPECT_EQ(__builtin_popcount(buf[i]), 1,
+						  "byte %zu", i);
+					run++;
+					continue;
+				}
+				if (!run)
+					continue;
+				if (i < nb && run % ks[ki])
+					ck_abort_msg("layout %u k %u: run of "
+						     "%zu bytes ending at %zu",
+						     li, ks[ki], run, i);
+				runs += (run + ks[ki] - 1) / ks[ki];
+				run = 0;
+			}
+			mean = nb * pb / (1 - pb + ks[ki] * pb);
+			EXPECT_6SIGMA(runs, mean, sqrt(mean), "layout %u k %u",
+				      li, ks[ki]);
+		}
+	}
+	free(orig);
+	free(buf);
+}
+END_TEST
+
+/*
+ * LINE: changes fall in whole lines counted from the start of the buffer;
+ * a hit line has about half its live bits flipped (a line of 64 bytes
+ * with none flipped has odds 2^-512), and the hit lines are
+ * Binomial(lines, ber). At ber 1 every line is hit, the last one clipped.
+ */
+START_TEST(test_inject_line)
+{
+	enum { BYTES = 64 * 6000 + 40 };
+	static const uint32_t lines[] = { 64, 48, 4096 };
+	struct kvmem_inject_report rep;
+	struct kvmem_inject_params p;
+	struct kvmem_rng r;
+	struct recount rc;
+	uint8_t *orig = kvmem_check_xmalloc(BYTES),
+		*buf = kvmem_check_xmalloc(BYTES);
+	unsigned int li, lk, pass;
+	size_t n, nb, l, i, nl, hit, bits, live;
+	double pb, mean;
+
+	kvmem_rng_seed(&r, 0x11e);
+	kvmem_check_fill_random(&r, orig, BYTES);
+	for (li = 0; li < KVMEM_ARRAY_SIZE(phys_layouts); li++)
+		for (lk = 0; lk < KVMEM_ARRAY_SIZE(lines); lk++)
+			for (pass = 0; pass < 2; pass++) {
+				pb = pass ? 1.0 : 0.02;
+				p = mkparams(KVMEM_INJECT_LINE, lines[lk], pb,
+					     31 * li + lk, phys_layouts[li][0],
+					     phys_layouts[li][1]);
+				n = BYTES / p.word_bytes;
+				nb = n * p.word_bytes;
+				nl = (nb + lines[lk] - 1) / lines[lk];
+				memcpy(buf, orig, BYTES);
+				report_init(&rep, NULL, 0, 0);
+				ck_assert_int_eq(kvmem_inject(buf, n, &p, &rep),
+						 0);
+				expect_report(orig, buf, n, &p, &rep, &rc,
+					      "line");
+				hit = 0;
+				for (l = 0; l < nl; l++) {
+					bits = live = 0;
+					for (i = l * lines[lk];
+					     i < nb && i < (l + 1) * lines[lk];
+					     i++) {
+						bits += (size_t)
+							__builtin_popcount(
+								orig[i] ^
+								buf[i]);
+						live += byte_live(
+							&p, i % p.word_bytes);
+					}
+					if (!bits)
+						continue;
+					hit++;
+					EXPECT_6SIGMA(bits, live / 2.0,
+						      sqrt(live) / 2,
+						      "layout %u line %u #%zu",
+						      li, lines[lk], l);
+				}
+				mean = nl * pb;
+				EXPECT_6SIGMA(hit, mean, sqrt(mean * (1 - pb)),
+					      "layout %u line %u", li,
+					      lines[lk]);
+			}
+	free(orig);
+	free(buf);
+}
+END_TEST
+
+/*
+ * COLUMN: in rows of k bytes from the start of the buffer, a column (bit
+ * position in a row) that changed anywhere holds one value in every row
+ * where it is live afterwards, and changed in about half those rows
+ * (random data); the
+ * columns that changed are Binomial(k * 8, ber) (a stuck column that never
+ * shows has odds 2^-rows). Dead bits never change (expect_report).
+ */
+START_TEST(test_inject_column)
+{
+	enum { BYTES = 200000 };
+	static const uint32_t rows[] = { 64, 1000, 8192 };
+	struct kvmem_inject_report rep;
+	struct kvmem_inject_params p;
+	struct kvmem_rng r;
+	struct recount rc;
+	uint8_t *orig = kvmem_check_xmalloc(BYTES),
+		*buf = kvmem_check_xmalloc(BYTES);
+	unsigned int li, rk, b, v;
+	size_t n, nb, c, at, nrows, changed, stuck, cols;
+	const double pb = 0.01;
+	double mean;
+
+	kvmem_rng_seed(&r, 0xc01);
+	kvmem_check_fill_random(&r, orig, BYTES);
+	for (li = 0; li < KVMEM_ARRAY_SIZE(phys_layouts); li++)
+		for (rk = 0; rk < KVMEM_ARRAY_SIZE(rows); rk++) {
+			p = mkparams(KVMEM_INJECT_COLUMN, rows[rk], pb,
+				     17 * li + rk, phys_layouts[li][0],
+				     phys_layouts[li][1]);
+			n = BYTES / p.word_bytes;
+			nb = n * p.word_bytes;
+			memcpy(buf, orig, BYTES);
+			report_init(&rep, NULL, 0, 0);
+			ck_assert_int_eq(kvmem_inject(buf, n, &p, &rep), 0);
+			expect_report(orig, buf, n, &p, &rep, &rc, "column");
+			stuck = cols = 0;
+			for (c = 0; c < (size_t)rows[rk] * 8; c++) {
+				b = (unsigned int)(c % 8);
+				changed = nrows = 0;
+				v = 2;
+				for (at = c / 8; at < nb; at += rows[rk]) {
+					nrows += byte_live(&p,
+							   at % p.word_bytes) >
+						 b;
+					changed +=
+						(orig[at] ^ buf[at]) >> b & 1;
+				}
+				if (!changed)
+					continue;
+				stuck++;
+				for (at = c / 8; at < nb; at += rows[rk]) {
+					if (byte_live(&p, at % p.word_bytes) <=
+					    b)
+						continue;
+					if (v == 2)
+						v = buf[at] >> b & 1;
+					EXPECT_EQ(buf[at] >> b & 1u, v,
+						  "layout %u row %u column "
+						  "%zu at %zu",
+						  li, rows[rk], c, at);
+				}
+				EXPECT_6SIGMA(changed, nrows / 2.0,
+					      sqrt((double)nrows) / 2,
+					      "layout %u column %zu", li, c);
+			}
+			for (c = 0; c < (size_t)rows[rk] * 8; c++)
+				cols += byte_live(&p, c / 8 % p.word_bytes) >
+					c % 8;
+			/* Rows of a multiple of the word size: a column is
+			 * always on the same byte of a word. */
+			if (rows[rk] % p.word_bytes == 0) {
+				mean = cols * pb;
+				EXPECT_6SIGMA(stuck, mean,
+					      sqrt(mean * (1 - pb)),
+					      "layout %u row %u", li, rows[rk]);
+			}
+		}
+	free(orig);
+	free(buf);
+}
+END_TEST
+
+/* The names the tools take, and what they are refused. */
+START_TEST(test_inject_parse)
+{
+	static const struct {
+		const char *spec;
+		int ret;
+		uint32_t mode, k;
+	} cases[] = {
+		{ "bsc", 0, KVMEM_INJECT_BSC, 1 },
+		{ "exact:3", 0, KVMEM_INJECT_EXACT, 3 },
+		{ "burst:10", 0, KVMEM_INJECT_BURST, 10 },
+		{ "byte:1", 0, KVMEM_INJECT_BYTE, 1 },
+		{ "byte:8", 0, KVMEM_INJECT_BYTE, 8 },
+		{ "adjacent:2", 0, KVMEM_INJECT_ADJACENT, 2 },
+		{ "line", 0, KVMEM_INJECT_LINE, 64 },
+		{ "line:4096", 0, KVMEM_INJECT_LINE, 4096 },
+		{ "column:8192", 0, KVMEM_INJECT_COLUMN, 8192 },
+		{ "column:4294967295", 0, KVMEM_INJECT_COLUMN, UINT32_MAX },
+		{ "byte:9", -EINVAL, 0, 0 },
+		{ "byte", -EINVAL, 0, 0 },
+		{ "byte:", -EINVAL, 0, 0 },
+		{ "byte:0", -EINVAL, 0, 0 },
+		{ "exact", -EINVAL, 0, 0 },
+		{ "column", -EINVAL, 0, 0 },
+		{ "bsc:2", -EINVAL, 0, 0 },
+		{ "line:-1", -EINVAL, 0, 0 },
+		{ "line:+1", -EINVAL, 0, 0 },
+		{ "line: 5", -EINVAL, 0, 0 },
+		{ "line:5x", -EINVAL, 0, 0 },
+		{ "line:4294967296", -EINVAL, 0, 0 },
+		{ "line:99999999999999999999999", -EINVAL, 0, 0 },
+		{ "lines", -EINVAL, 0, 0 },
+		{ "lin", -EINVAL, 0, 0 },
+		{ "BSC", -EINVAL, 0, 0 },
+		{ "", -EINVAL, 0, 0 },
+		{ ":3", -EINVAL, 0, 0 },
+	};
+	struct kvmem_inject_params p, before;
+	unsigned int i;
+
+	for (i = 0; i < KVMEM_ARRAY_SIZE(cases); i++) {
+		memset(&p, 0xee, sizeof(p));
+		before = p;
+		EXPECT_EQ(kvmem_inject_parse(&p, cases[i].spec), cases[i].ret,
+			  "\"%s\"", cases[i].spec);
+		if (cases[i].ret) {
+			ck_assert_mem_eq(&p, &before, sizeof(p));
+			continue;
+		}
+		EXPECT_EQ(p.mode, cases[i].mode, "\"%s\"", cases[i].spec);
+		EXPECT_EQ(p.k, cases[i].k, "\"%s\"", cases[i].spec);
+		/* The rest is the caller's. */
+		EXPECT_EQ(p.seed, before.seed, "\"%s\"", cases[i].spec);
+		EXPECT_EQ(p.word_bits, before.word_bits, "\"%s\"",
+			  cases[i].spec);
+	}
+	ck_assert_int_eq(kvmem_inject_parse(&p, NULL), -EINVAL);
+	ck_assert_int_eq(kvmem_inject_parse(NULL, "bsc"), -EINVAL);
+}
+END_TEST
+
 /* ber = 0 flips nothing; ber = 1 flips every live bit and nothing else. */
 START_TEST(test_inject_ber_edges)
 {
@@ -588,7 +947,7 @@ START_TEST(test_inject_einval)
 {
 	const struct kvmem_inject_params good =
 		mkparams(KVMEM_INJECT_BSC, 2, 0.5, 1, 8, 1);
-	struct kvmem_inject_params bad[16];
+	struct kvmem_inject_params bad[32];
 	uint8_t buf[64 * 4], orig[64 * 4];
 	unsigned int n = 0, i;
 
@@ -629,9 +988,20 @@ START_TEST(test_inject_einval)
 	bad[n].word_bytes = 65;
 	bad[n++].word_bits = 8;
 	bad[n] = good;
-	bad[n++].mode = 3;
+	bad[n++].mode = 7;
 	bad[n] = good;
 	bad[n++].mode = UINT32_MAX;
+	for (i = KVMEM_INJECT_BYTE; i <= KVMEM_INJECT_COLUMN; i++) {
+		bad[n] = good;
+		bad[n].mode = i;
+		bad[n++].k = 0;
+		bad[n] = good;
+		bad[n].mode = i;
+		bad[n++].ber = NAN;
+	}
+	bad[n] = good;
+	bad[n].mode = KVMEM_INJECT_BYTE;
+	bad[n++].k = 9;
 	for (i = 0; i < n; i++) {
 		memcpy(orig, buf, sizeof(buf));
 		EXPECT_EQ(kvmem_inject(buf, 4, &bad[i], NULL), -EINVAL,
@@ -688,6 +1058,11 @@ KVMEM_SUITE(inject)
 	tcase_add_test(tc, test_inject_exact_pairs);
 	tcase_add_test(tc, test_inject_burst);
 	tcase_add_test(tc, test_inject_burst_clipped);
+	tcase_add_test(tc, test_inject_byte);
+	tcase_add_test(tc, test_inject_adjacent);
+	tcase_add_test(tc, test_inject_line);
+	tcase_add_test(tc, test_inject_column);
+	tcase_add_test(tc, test_inject_parse);
 	tcase_add_test(tc, test_inject_ber_edges);
 	tcase_add_test(tc, test_inject_einval);
 	tcase_add_test(tc, test_inject_params_for_codec);
