@@ -1014,6 +1014,77 @@ START_TEST(inject_default_seed)
 }
 END_TEST
 
+/*
+ * The physical channels at P = 1, where what they do depends on no draw
+ * but the bits they pick: a byte hit takes exactly K flips, a garbled or
+ * stuck pattern is the same everywhere it applies.
+ */
+START_TEST(inject_channels)
+{
+	static const char *const bad[] = { "byte:9", "byte",  "line:0", "lines",
+					   "column", "bsc:1", "" };
+	struct kvmem_run r;
+	unsigned int i;
+	char *line, *save = NULL;
+
+	KVMEM_RUN(&r, "kvmem-ecc", "00 00 ff 5a\n", "inject", "-c", "h84",
+		  "--ber", "1", "--channel", "byte:2");
+	assert_status(&r, 0);
+	for (line = strtok_r(r.out, "\n", &save), i = 0; line;
+	     line = strtok_r(NULL, "\n", &save), i++) {
+		static const unsigned int in[] = { 0x00, 0x00, 0xff, 0x5a };
+
+		ck_assert_uint_lt(i, 4);
+		ck_assert_int_eq(
+			__builtin_popcount(
+				(unsigned int)strtoul(line, NULL, 16) ^ in[i]),
+			2);
+	}
+	ck_assert_uint_eq(i, 4);
+	ck_assert_str_eq(r.err, "kvmem-ecc: 4 words: 8 bits flipped, "
+				"4 words hit (2 flips: 4)\n");
+	kvmem_check_run_free(&r);
+
+	/* h74: a byte has 7 live bits, so byte:8 flips those 7. */
+	KVMEM_RUN(&r, "kvmem-ecc", "00 ff\n", "inject", "-c", "h74", "--ber",
+		  "1", "--channel", "byte:8");
+	assert_status(&r, 0);
+	ck_assert_str_eq(r.out, "7f\n80\n");
+	kvmem_check_run_free(&r);
+
+	/* Rows of one byte, every column stuck: one value in every word. */
+	KVMEM_RUN(&r, "kvmem-ecc", "00 ff 0f f0 3c\n", "inject", "-c", "h84",
+		  "--ber", "1", "--channel", "column:1", "--seed", "5");
+	assert_status(&r, 0);
+	ck_assert_uint_eq(strlen(r.out), 15);
+	for (i = 3; i < 15; i += 3)
+		ck_assert_int_eq(memcmp(r.out, r.out + i, 3), 0);
+	kvmem_check_run_free(&r);
+
+	/* A golay24 word is 3 bytes: adjacent:3 puts one flip in each. */
+	KVMEM_RUN(&r, "kvmem-ecc", "000000 000000\n", "inject", "-c", "golay24",
+		  "--ber", "1", "--channel", "adjacent:3");
+	assert_status(&r, 0);
+	ck_assert_str_eq(r.err, "kvmem-ecc: 2 words: 6 bits flipped, "
+				"2 words hit (3 flips: 2)\n");
+	kvmem_check_run_free(&r);
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		KVMEM_RUN(&r, "kvmem-ecc", "00\n", "inject", "-c", "h84",
+			  "--ber", "0.1", "--channel", bad[i]);
+		assert_status(&r, 2);
+		ck_assert_str_eq(r.out, "");
+		assert_err_has(&r, "--channel");
+		kvmem_check_run_free(&r);
+	}
+	KVMEM_RUN(&r, "kvmem-ecc", "0\n", "encode", "-c", "h84", "--channel",
+		  "line");
+	assert_status(&r, 2);
+	assert_err_has(&r, "--channel only applies to inject");
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
 /* ---- command line -------------------------------------------------- */
 
 START_TEST(cli_help_and_version)
@@ -1162,6 +1233,7 @@ KVMEM_SUITE(tool_ecc)
 	tcase_add_test(tc, inject_bad_ber);
 	tcase_add_test(tc, inject_bad_seed);
 	tcase_add_test(tc, inject_default_seed);
+	tcase_add_test(tc, inject_channels);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cli");

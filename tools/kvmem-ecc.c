@@ -51,6 +51,7 @@ static const char *const cmd_names[] = {
 enum {
 	OPT_BER = 256,
 	OPT_SEED,
+	OPT_CHANNEL,
 	OPT_VERSION,
 };
 
@@ -58,6 +59,7 @@ static const struct option long_opts[] = {
 	{ "codec", required_argument, NULL, 'c' },
 	{ "ber", required_argument, NULL, OPT_BER },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "channel", required_argument, NULL, OPT_CHANNEL },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -90,19 +92,32 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: " PROG " encode -c CODEC < DATA\n"
 		"       " PROG " decode -c CODEC < CODES\n"
-		"       " PROG " inject -c CODEC --ber P [--seed S] < CODES\n"
+		"       " PROG " inject -c CODEC --ber P [--seed S] "
+		"[--channel SPEC] < CODES\n"
 		"\n"
 		"Commands:\n"
 		"  encode   read data words, print one codeword per line\n"
 		"  decode   read codewords, print \"DATA STATUS\" per line,\n"
 		"           STATUS one of ok, corrected, uncorrectable\n"
-		"  inject   read codewords, flip each live bit with probability P,\n"
-		"           print the codewords\n"
+		"  inject   read codewords, flip bits through a fault channel\n"
+		"           (default: each live bit with probability P), print\n"
+		"           the codewords\n"
 		"\n"
 		"Options:\n"
 		"  -c, --codec CODEC  the code (required)\n"
 		"      --ber P        inject: bit error rate, 0 <= P <= 1 (required)\n"
 		"      --seed S       inject: unsigned integer seed (default 1)\n"
+		"      --channel SPEC inject: the fault channel (default bsc):\n"
+		"                       bsc          each live bit, P per bit\n"
+		"                       exact:K      K flips in every word\n"
+		"                       burst:K      K adjacent bits, P per bit\n"
+		"                       byte:K       K bits of a byte, P per byte\n"
+		"                       adjacent:K   a bit in each of K bytes,\n"
+		"                                    P per byte\n"
+		"                       line[:BYTES] a garbled line (64 bytes),\n"
+		"                                    P per line\n"
+		"                       column:ROW   bit columns stuck in rows of\n"
+		"                                    ROW bytes, P per column\n"
 		"  -h, --help         print this help and exit\n"
 		"      --version      print the version and exit\n"
 		"\n"
@@ -404,7 +419,7 @@ out:
 }
 
 static int cmd_inject(int codec, const struct kvmem_codec_info *ci, double ber,
-		      uint64_t seed)
+		      uint64_t seed, const struct kvmem_inject_params *chan)
 {
 	struct words w = { .stride = ci->word_bytes };
 	struct kvmem_inject_report rep = { 0 };
@@ -414,6 +429,8 @@ static int cmd_inject(int codec, const struct kvmem_codec_info *ci, double ber,
 	int ret;
 
 	ret = kvmem_inject_params_for_codec(&params, codec, ber, seed);
+	params.mode = chan->mode;
+	params.k = chan->k;
 	if (ret) {
 		fprintf(stderr, PROG ": inject: %s\n", strerror(-ret));
 		goto out;
@@ -505,6 +522,8 @@ static int finish_output(int ret)
 int main(int argc, char **argv)
 {
 	const char *codec_name = NULL, *ber_arg = NULL, *seed_arg = NULL;
+	const char *channel_arg = NULL;
+	struct kvmem_inject_params chan = { .mode = KVMEM_INJECT_BSC };
 	const char *cmd_arg = NULL;
 	const struct kvmem_codec_info *ci;
 	uint64_t seed = 1;
@@ -534,6 +553,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SEED:
 			seed_arg = optarg;
+			break;
+		case OPT_CHANNEL:
+			channel_arg = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -585,9 +607,11 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 
-	if (cmd != CMD_INJECT && (ber_arg || seed_arg)) {
+	if (cmd != CMD_INJECT && (ber_arg || seed_arg || channel_arg)) {
 		fprintf(stderr, PROG ": %s only applies to inject\n",
-			ber_arg ? "--ber" : "--seed");
+			ber_arg	   ? "--ber"
+			: seed_arg ? "--seed"
+				   : "--channel");
 		return EXIT_USAGE;
 	}
 	if (cmd == CMD_INJECT) {
@@ -599,6 +623,15 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 				PROG ": --ber '%s': not a number in [0, 1]\n",
 				ber_arg);
+			return EXIT_USAGE;
+		}
+		if (channel_arg && kvmem_inject_parse(&chan, channel_arg)) {
+			fprintf(stderr,
+				PROG
+				": --channel '%s': not bsc, exact:K, burst:K, "
+				"byte:K (K 1..8), adjacent:K, line[:BYTES] "
+				"or column:ROW\n",
+				channel_arg);
 			return EXIT_USAGE;
 		}
 		if (seed_arg && parse_seed(seed_arg, &seed)) {
@@ -618,7 +651,7 @@ int main(int argc, char **argv)
 		ret = cmd_decode(codec, ci);
 		break;
 	default:
-		ret = cmd_inject(codec, ci, ber, seed);
+		ret = cmd_inject(codec, ci, ber, seed, &chan);
 		break;
 	}
 	return finish_output(ret);
