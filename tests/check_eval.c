@@ -195,6 +195,20 @@ START_TEST(test_protocol_tiny)
 	ck_assert_uint_eq(rec[0].detected, 0);
 	kvmem_check_run_free(&r);
 
+	/* Two flips in one byte: every h84 payload word it hits has two,
+	 * which h84 detects and never corrects. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84", "--ber", "0.01", "--seeds", "1",
+		  "--page-tokens", "8", "--sink", "2", "--payload-only",
+		  "--channel", "byte:2", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_int_eq(parse_records(r.out, rec, 64), 1);
+	ck_assert_uint_eq(rec[0].corrected, 0);
+	ck_assert_uint_gt(rec[0].detected, 0);
+	ck_assert_uint_eq(rec[0].flips, 2 * rec[0].detected);
+	ck_assert_ptr_nonnull(strstr(r.out, "\"channel\": \"byte:2\""));
+	kvmem_check_run_free(&r);
+
 	/* The human table names the channel and the geometry. */
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
 		  "--modes", "int4-h84", "--ber", "0.001", "--seeds", "3");
@@ -263,6 +277,10 @@ START_TEST(test_usage)
 		(const char *const[]){ "--model", path, "--sink", "9",
 				       "--page-tokens", "8", NULL },
 		(const char *const[]){ "--model", path, "extra", NULL },
+		(const char *const[]){ "--model", path, "--channel", "byte:0",
+				       NULL },
+		(const char *const[]){ "--model", path, "--channel", "exact:1",
+				       NULL },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -278,6 +296,7 @@ START_TEST(test_usage)
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "int4-h84-interp"));
 	ck_assert_ptr_nonnull(strstr(r.out, "--payload-only"));
+	ck_assert_ptr_nonnull(strstr(r.out, "--channel"));
 	kvmem_check_run_free(&r);
 	unlink(path);
 }

@@ -218,6 +218,86 @@ START_TEST(test_ber_zero_rate)
 }
 END_TEST
 
+static void run_channel(struct ber_run *b, const char *codec, const char *chan,
+			const char *depth, const char *ber)
+{
+	struct kvmem_run r;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "ber", "--codec", codec, "--ber", ber,
+		  "--channel", chan, "--interleave", depth, "--words", "40960",
+		  "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_msg(strstr(r.out, "\"expected\": null") &&
+			      strstr(r.out, "\"flips_expected\": null"),
+		      "the binomial shown for %s: %s", chan, r.out);
+	b->words = json_num(r.out, "words");
+	b->corrected = json_num(r.out, "corrected");
+	b->detected = json_num(r.out, "detected");
+	b->silent = json_num(r.out, "silent");
+	json_array(r.out, "flips", b->flips, NFLIPS);
+	kvmem_check_run_free(&r);
+}
+
+/*
+ * Two flips in one byte: an h84 word is one byte, so every hit word has
+ * two flips and is detected, never corrected; interleaved by 8, the byte
+ * holds one bit of each of 8 words, so a hit puts one flip in each of two
+ * words, and they are corrected. golay24 corrects the two flips without
+ * interleaving.
+ */
+START_TEST(test_ber_byte_interleave)
+{
+	struct ber_run b;
+
+	run_channel(&b, "h84", "byte:2", "1", "0.01");
+	ck_assert_double_eq(sum_flips(&b, 0, NFLIPS - 1), b.words);
+	ck_assert_double_eq(b.flips[1], 0);
+	ck_assert_double_gt(b.flips[2], 100);
+	ck_assert_double_eq(sum_flips(&b, 3, NFLIPS - 1), 0);
+	ck_assert_double_eq(b.detected, b.flips[2]);
+	ck_assert_double_eq(b.corrected + b.silent, 0);
+
+	/* Two hits in the 8 bytes of one group can still meet in a word,
+	 * at odds of about 7 P per hit. */
+	run_channel(&b, "h84", "byte:2", "8", "0.01");
+	ck_assert_double_gt(b.flips[1], 200);
+	ck_assert_double_le(sum_flips(&b, 2, NFLIPS - 1), b.flips[1] / 20);
+	ck_assert_double_eq(b.corrected, b.flips[1]);
+	ck_assert_double_eq(b.detected, b.flips[2]);
+
+	/* golay24 words are 3 bytes: two hits in one make 4 flips. */
+	run_channel(&b, "golay24", "byte:2", "1", "0.01");
+	ck_assert_double_gt(b.flips[2], 100);
+	ck_assert_double_eq(b.corrected, sum_flips(&b, 1, 3));
+	ck_assert_double_eq(b.detected, b.flips[4]);
+	ck_assert_double_eq(b.silent, 0);
+}
+END_TEST
+
+/*
+ * A garbled 64-byte line holds 64 h84 words: about half their bits flip,
+ * beyond what the code can handle, and some come out silently wrong.
+ * Interleaved by 512, a line holds one bit of each of 512 words.
+ */
+START_TEST(test_ber_line_interleave)
+{
+	struct ber_run b;
+
+	run_channel(&b, "h84", "line", "1", "0.01");
+	ck_assert_double_gt(sum_flips(&b, 3, NFLIPS - 1), 0);
+	ck_assert_double_gt(b.silent, 0);
+
+	/* A word's 8 bits span 8 lines: two hit lines among them (odds
+	 * about 7 P) give it two flips, detected. */
+	run_channel(&b, "h84", "line", "512", "0.01");
+	ck_assert_double_gt(b.flips[1], 500);
+	ck_assert_double_le(sum_flips(&b, 2, NFLIPS - 1), b.flips[1] / 10);
+	ck_assert_double_eq(b.corrected, b.flips[1]);
+	ck_assert_double_eq(b.detected, b.flips[2]);
+	ck_assert_double_eq(b.silent, sum_flips(&b, 3, NFLIPS - 1));
+}
+END_TEST
+
 START_TEST(test_ber_deterministic)
 {
 	struct kvmem_run a, b, c;
@@ -433,6 +513,14 @@ START_TEST(test_usage_errors)
 				       NULL },
 		(const char *const[]){ "ber", "--codec", "h84", "--seed", "-1",
 				       NULL },
+		(const char *const[]){ "ber", "--codec", "h84", "--channel",
+				       "byte:9", NULL },
+		(const char *const[]){ "ber", "--codec", "h84", "--interleave",
+				       "0", NULL },
+		(const char *const[]){ "ber", "--codec", "h84", "--interleave",
+				       "3", "--words", "1000", NULL },
+		(const char *const[]){ "ber", "--codec", "h74", "--channel",
+				       "exact:8", NULL },
 		(const char *const[]){ "codec", "--size", "0", NULL },
 		(const char *const[]){ "codec", "--reps", "many", NULL },
 		(const char *const[]){ "codec", "extra", NULL },
@@ -967,6 +1055,8 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(ber, test_ber_secded72);
 	tcase_add_test(ber, test_ber_zero_rate);
 	tcase_add_test(ber, test_ber_deterministic);
+	tcase_add_test(ber, test_ber_byte_interleave);
+	tcase_add_test(ber, test_ber_line_interleave);
 	tcase_add_test(codec, test_codec_json);
 	tcase_add_test(codec, test_attend_json);
 	tcase_add_test(codec, test_usage_errors);

@@ -173,6 +173,7 @@ static const struct mode modes[] = {
 
 struct run_opts {
 	double ber;
+	uint32_t chan_mode, chan_k; /* kvmem_inject_parse() of --channel */
 	uint64_t seed;
 	int payload_only;
 	uint32_t page_tokens, sink_tokens;
@@ -206,12 +207,17 @@ static uint64_t mix(uint64_t seed, uint64_t a, uint64_t b)
 	return kvmem_splitmix64(&x);
 }
 
-/* Flip bits of @len bytes with the run's channel; @a, @b pick the seed. */
+/*
+ * Flip bits of @len bytes with the run's channel; @a, @b pick the seed.
+ * The physical channels count lines and rows from @buf: each region of a
+ * page starts on a 64-byte line.
+ */
 static void channel(struct cache *c, void *buf, size_t len, uint64_t a,
 		    uint64_t b)
 {
 	struct kvmem_inject_params p = {
-		.mode = KVMEM_INJECT_BSC,
+		.mode = c->o->chan_mode,
+		.k = c->o->chan_k,
 		.ber = c->o->ber,
 		.seed = mix(c->o->seed, a, b),
 		.word_bits = 8,
@@ -879,7 +885,9 @@ static void usage(FILE *f)
 
 	fprintf(f, "usage: " PROG " --model PATH [--tokens N] [--modes LIST] "
 		   "[--ber LIST]\n"
-		   "                  [--seeds LIST] [--payload-only] "
+		   "                  [--seeds LIST] [--channel SPEC] "
+		   "[--payload-only]\n"
+		   "                  "
 		   "[--page-tokens T] [--sink S]\n"
 		   "                  [--sample-seed S] [--connect PATH] "
 		   "[--json]\n\n"
@@ -892,6 +900,12 @@ static void usage(FILE *f)
 		"\n"
 		"  --ber LIST        bit error rates (default 0,1e-4,1e-3,1e-2)\n"
 		"  --seeds LIST      channel seeds (default 1,2,3)\n"
+		"  --channel SPEC    bsc (default), byte:K, adjacent:K, "
+		"line[:BYTES],\n"
+		"                    column:ROW or burst:K (kvmem-ecc(1)); "
+		"--ber is then\n"
+		"                    per byte, line or column as the "
+		"channel counts\n"
 		"  --payload-only    flip K/V payload bits only (the paper's "
 		"setting);\n"
 		"                    default: every stored bit of each page\n"
@@ -990,6 +1004,8 @@ struct args {
 	uint64_t seeds[MAX_LIST], sample_seed;
 	int payload_only;
 	const char *connect;
+	const char *channel; /* as given; its mode and k in chan */
+	struct kvmem_inject_params chan;
 };
 
 static int parse_args(int argc, char **argv, struct args *a)
@@ -1001,6 +1017,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "ber", required_argument, NULL, 'b' },
 		{ "seeds", required_argument, NULL, 's' },
 		{ "payload-only", no_argument, NULL, 'p' },
+		{ "channel", required_argument, NULL, 'C' },
 		{ "page-tokens", required_argument, NULL, 'T' },
 		{ "sink", required_argument, NULL, 'S' },
 		{ "sample-seed", required_argument, NULL, 'r' },
@@ -1018,6 +1035,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 	a->page_tokens = 32;
 	a->sink = 4;
 	a->sample_seed = 1;
+	a->channel = "bsc";
+	a->chan.mode = KVMEM_INJECT_BSC;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case 'm':
@@ -1047,6 +1066,19 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'p':
 			a->payload_only = 1;
+			break;
+		case 'C':
+			if (kvmem_inject_parse(&a->chan, optarg) ||
+			    a->chan.mode == KVMEM_INJECT_EXACT) {
+				fprintf(stderr,
+					PROG ": bad --channel '%s': not bsc, "
+					     "burst:K, byte:K (K 1..8), "
+					     "adjacent:K, line[:BYTES] or "
+					     "column:ROW\n",
+					optarg);
+				return 2;
+			}
+			a->channel = optarg;
 			break;
 		case 'T':
 			if (parse_int("page-tokens", optarg, 1, 4096,
@@ -1119,9 +1151,10 @@ static void print_header(const struct args *a, const struct model *m,
 	       "scale group %u\n",
 	       geo->g.tokens_per_page, geo->g.sink_tokens, geo->g.head_dim,
 	       geo->g.group_size);
-	printf("channel: BSC once on every stored bit of each page when it "
+	printf("channel: %s once on every stored bit of each page when it "
 	       "is sealed (%s);\n         the FP16 tail being written is not "
 	       "injected\n",
+	       a->channel,
 	       a->payload_only ? "K/V payload only"
 			       : "header, scales and payload");
 	printf("seeds:");
@@ -1176,6 +1209,8 @@ int main(int argc, char **argv)
 			for (si = 0; si < a.nseeds; si++) {
 				struct run_opts o = {
 					.ber = a.ber[bi],
+					.chan_mode = a.chan.mode,
+					.chan_k = a.chan.k,
 					.seed = a.seeds[si],
 					.payload_only = a.payload_only,
 					.page_tokens = (uint32_t)a.page_tokens,
@@ -1214,6 +1249,7 @@ int main(int argc, char **argv)
 					       "\"corrected\": %llu, "
 					       "\"detected\": %llu, "
 					       "\"bits_flipped\": %llu, "
+					       "\"channel\": \"%s\", "
 					       "\"payload_only\": %s}",
 					       first ? "" : ",",
 					       modes[a.modes[mi]].name,
@@ -1224,6 +1260,7 @@ int main(int argc, char **argv)
 					       (unsigned long long)r->detected,
 					       (unsigned long long)
 						       r->bits_flipped,
+					       a.channel,
 					       a.payload_only ? "true"
 							      : "false");
 					first = 0;
