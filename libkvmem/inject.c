@@ -64,6 +64,12 @@ static void flip(struct injector *in, uint64_t pos)
 		in->rep->bits++;
 }
 
+/* log(1 - @p), what skip() takes: -inf when every unit has an event. */
+static double log_clean(double p)
+{
+	return p >= 1.0 ? -INFINITY : log1p(-p);
+}
+
 /* Bits to skip before the next event of probability @p per bit. */
 static uint64_t skip(struct kvmem_rng *r, double log1mp, uint64_t limit)
 {
@@ -79,7 +85,7 @@ static void inject_stream(struct injector *in, struct kvmem_rng *r,
 			  uint64_t total, uint32_t len)
 {
 	const double p = in->p->ber;
-	double log1mp = p >= 1.0 ? -INFINITY : log1p(-p);
+	double log1mp = log_clean(p);
 	uint64_t pos = 0, i;
 
 	if (p <= 0.0)
@@ -169,7 +175,7 @@ static void inject_bytes(struct injector *in, struct kvmem_rng *r,
 			 uint64_t total, uint32_t span, uint32_t per_byte)
 {
 	const double p = in->p->ber;
-	double log1mp = p >= 1.0 ? -INFINITY : log1p(-p);
+	double log1mp = log_clean(p);
 	uint64_t at = 0, i;
 
 	if (p <= 0.0)
@@ -191,7 +197,7 @@ static void inject_lines(struct injector *in, struct kvmem_rng *r,
 			 uint64_t total, uint32_t line)
 {
 	const double p = in->p->ber;
-	double log1mp = p >= 1.0 ? -INFINITY : log1p(-p);
+	double log1mp = log_clean(p);
 	uint64_t lines = (total + line - 1) / line, l = 0, at, end;
 
 	if (p <= 0.0)
@@ -212,7 +218,7 @@ static void inject_columns(struct injector *in, struct kvmem_rng *r,
 			   uint64_t total, uint32_t row)
 {
 	const double p = in->p->ber;
-	double log1mp = p >= 1.0 ? -INFINITY : log1p(-p);
+	double log1mp = log_clean(p);
 	const uint64_t cols = (uint64_t)row * 8;
 	uint64_t base, c, at;
 	struct kvmem_rng replay;

@@ -546,6 +546,25 @@ static size_t live_bytes(const struct kvmem_inject_params *p, size_t n)
 	return per * n;
 }
 
+/*
+ * @p over a copy of @orig in @buf (@bytes of each): the number of words
+ * it covered, with its report checked against the buffer.
+ */
+static size_t inject_checked(const uint8_t *orig, uint8_t *buf, size_t bytes,
+			     const struct kvmem_inject_params *p,
+			     const char *what)
+{
+	size_t n = bytes / p->word_bytes;
+	struct kvmem_inject_report rep;
+	struct recount rc;
+
+	memcpy(buf, orig, bytes);
+	report_init(&rep, NULL, 0, 0);
+	ck_assert_int_eq(kvmem_inject(buf, n, p, &rep), 0);
+	expect_report(orig, buf, n, p, &rep, &rc, what);
+	return n;
+}
+
 static const uint32_t phys_layouts[][2] = {
 	{ 7, 1 }, /* h74: bit 7 dead */
 	{ 8, 1 }, /* h84 */
@@ -617,9 +636,7 @@ START_TEST(test_inject_adjacent)
 {
 	enum { BYTES = 300000 };
 	static const uint32_t ks[] = { 1, 2, 3, 8, 64 };
-	struct kvmem_inject_report rep;
 	struct kvmem_inject_params p;
-	struct recount rc;
 	uint8_t *orig = kvmem_check_xmalloc(BYTES),
 		*buf = kvmem_check_xmalloc(BYTES);
 	unsigned int li, ki;
@@ -636,12 +653,8 @@ START_TEST(test_inject_adjacent)
 			p = mkparams(KVMEM_INJECT_ADJACENT, ks[ki], pb,
 				     7 * li + ki, phys_layouts[li][0],
 				     phys_layouts[li][1]);
-			n = BYTES / p.word_bytes;
+			n = inject_checked(orig, buf, BYTES, &p, "adjacent");
 			nb = n * p.word_bytes;
-			memcpy(buf, orig, BYTES);
-			report_init(&rep, NULL, 0, 0);
-			ck_assert_int_eq(kvmem_inject(buf, n, &p, &rep), 0);
-			expect_report(orig, buf, n, &p, &rep, &rc, "adjacent");
 			run = runs = 0;
 			for (i = 0; i <= nb; i++) {
 				if (i < nb && buf[i]) {
@@ -679,10 +692,8 @@ START_TEST(test_inject_line)
 {
 	enum { BYTES = 64 * 6000 + 40 };
 	static const uint32_t lines[] = { 64, 48, 4096 };
-	struct kvmem_inject_report rep;
 	struct kvmem_inject_params p;
 	struct kvmem_rng r;
-	struct recount rc;
 	uint8_t *orig = kvmem_check_xmalloc(BYTES),
 		*buf = kvmem_check_xmalloc(BYTES);
 	unsigned int li, lk, pass;
@@ -698,15 +709,10 @@ START_TEST(test_inject_line)
 				p = mkparams(KVMEM_INJECT_LINE, lines[lk], pb,
 					     31 * li + lk, phys_layouts[li][0],
 					     phys_layouts[li][1]);
-				n = BYTES / p.word_bytes;
+				n = inject_checked(orig, buf, BYTES, &p,
+						   "line");
 				nb = n * p.word_bytes;
 				nl = (nb + lines[lk] - 1) / lines[lk];
-				memcpy(buf, orig, BYTES);
-				report_init(&rep, NULL, 0, 0);
-				ck_assert_int_eq(kvmem_inject(buf, n, &p, &rep),
-						 0);
-				expect_report(orig, buf, n, &p, &rep, &rc,
-					      "line");
 				hit = 0;
 				for (l = 0; l < nl; l++) {
 					bits = live = 0;
@@ -750,10 +756,8 @@ START_TEST(test_inject_column)
 {
 	enum { BYTES = 200000 };
 	static const uint32_t rows[] = { 64, 1000, 8192 };
-	struct kvmem_inject_report rep;
 	struct kvmem_inject_params p;
 	struct kvmem_rng r;
-	struct recount rc;
 	uint8_t *orig = kvmem_check_xmalloc(BYTES),
 		*buf = kvmem_check_xmalloc(BYTES);
 	unsigned int li, rk, b, v;
@@ -768,12 +772,8 @@ START_TEST(test_inject_column)
 			p = mkparams(KVMEM_INJECT_COLUMN, rows[rk], pb,
 				     17 * li + rk, phys_layouts[li][0],
 				     phys_layouts[li][1]);
-			n = BYTES / p.word_bytes;
+			n = inject_checked(orig, buf, BYTES, &p, "column");
 			nb = n * p.word_bytes;
-			memcpy(buf, orig, BYTES);
-			report_init(&rep, NULL, 0, 0);
-			ck_assert_int_eq(kvmem_inject(buf, n, &p, &rep), 0);
-			expect_report(orig, buf, n, &p, &rep, &rc, "column");
 			stuck = cols = 0;
 			for (c = 0; c < (size_t)rows[rk] * 8; c++) {
 				b = (unsigned int)(c % 8);
