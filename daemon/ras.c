@@ -613,7 +613,9 @@ static void slot_regions(const struct kvmemd_session *s, int kind,
 
 	rg[0] = (struct region_def){ 0, KVMEM_PAGE_HDR_WORDS,
 				     KVMEM_PAGE_META_CODEC, REGION_HEADER };
-	rg[1] = (struct region_def){ l->scales_off, l->scale_words,
+	/* The scales and, after them, the checks: metadata words. */
+	rg[1] = (struct region_def){ l->scales_off,
+				     l->scale_words + 2 * (size_t)l->nchecks,
 				     KVMEM_PAGE_META_CODEC, REGION_SCALES };
 	rg[2] = (struct region_def){ l->k_off, block, l->codec,
 				     REGION_PAYLOAD };
@@ -864,7 +866,7 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 	kvmem__page_poison(session_page(s, c->unit), &s->g, l, sl->ntokens);
 	c->lost = 1;
 	/* Every word now reads uncorrectable: none is news to the patrol. */
-	sl->ue_scales = (uint32_t)kvmem__page_scale_words(l);
+	sl->ue_scales = l->scale_words + 2 * l->nchecks;
 	sl->ue_payload =
 		2 * s->g.kv_heads * s->g.tokens_per_page * l->row_words;
 	crc_missed(d, s, c, p, EV_LOST);
@@ -933,31 +935,56 @@ static void scrub_rows(const struct kvmemd_session *s, const struct slot *sl,
 	}
 }
 
-/* Scrub scale words [w0, w0 + n) of @page: a word no code can correct
- * counts only where it holds scale bits. */
-static void scrub_scales(const struct kvmem_page_layout *l, uint8_t *page,
-			 size_t w0, size_t n, struct kvmem_ecc_counts *sum)
+/*
+ * Of metadata word @w (scales, then checks) and those after it, the first
+ * that is not of the same kind: value or padding (scale words past the last
+ * scale bit, checks of rows past ntokens). *@value says which @w is.
+ */
+static size_t meta_run(const struct kvmemd_session *s, const struct slot *sl,
+		       size_t w, int *value)
 {
-	const size_t wb = kvmem_codec_get(KVMEM_PAGE_META_CODEC)->word_bytes;
+	const struct kvmem_page_layout *l = &s->layout[sl->kind];
 	const size_t vw = kvmem__page_scale_words(l);
-	size_t split = w0 + n < vw ? w0 + n : vw;
+	const size_t tpp = s->g.tokens_per_page;
+	size_t c, t;
+
+	if (w < l->scale_words) {
+		*value = w < vw;
+		return w < vw ? vw : l->scale_words;
+	}
+	*value = 1;
+	if (l->scale_words)
+		return l->scale_words + 2 * (size_t)l->nchecks;
+	/* Row checks, two words each, [K, V][kv_head][token]. */
+	c = (w - l->scale_words) / 2;
+	t = c % tpp;
+	*value = t < sl->ntokens;
+	return l->scale_words + 2 * (c - t + (*value ? sl->ntokens : tpp));
+}
+
+/* Scrub metadata words [w0, w0 + n) of @page: a word no code can correct
+ * counts only where it holds a value. */
+static void scrub_meta(const struct kvmemd_session *s, const struct slot *sl,
+		       uint8_t *page, size_t w0, size_t n,
+		       struct kvmem_ecc_counts *sum)
+{
+	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const size_t wb = kvmem_codec_get(KVMEM_PAGE_META_CODEC)->word_bytes;
 	struct kvmem_ecc_counts c;
+	size_t w = w0, end;
+	int value;
 
 	memset(sum, 0, sizeof(*sum));
-	if (split < w0)
-		split = w0;
-	if (split > w0) {
+	while (w < w0 + n) {
+		end = meta_run(s, sl, w, &value);
+		end = end < w0 + n ? end : w0 + n;
 		kvmem_ecc_scrub(KVMEM_PAGE_META_CODEC,
-				page + l->scales_off + w0 * wb, split - w0, &c,
+				page + l->scales_off + w * wb, end - w, &c,
 				NULL, 0);
+		if (!value)
+			c.uncorrectable = 0;
 		kvmem__counts_add(sum, &c);
-	}
-	if (w0 + n > split) {
-		kvmem_ecc_scrub(KVMEM_PAGE_META_CODEC,
-				page + l->scales_off + split * wb,
-				w0 + n - split, &c, NULL, 0);
-		c.uncorrectable = 0;
-		kvmem__counts_add(sum, &c);
+		w = end;
 	}
 }
 
@@ -1011,15 +1038,18 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 			c->crc = 0;
 			break;
 		case PH_SCALES:
-			n = take(budget, l->scale_words - c->pos, mwb);
-			scrub_scales(l, page, c->pos, n, &wc);
+			n = take(budget,
+				 l->scale_words + 2 * (size_t)l->nchecks -
+					 c->pos,
+				 mwb);
+			scrub_meta(s, sl, page, c->pos, n, &wc);
 			c->ce[REGION_SCALES] += wc.corrected;
 			c->ue[REGION_SCALES] += wc.uncorrectable;
 			c->pos += n;
 			/* A patrol's rate counts a large page as it goes. */
 			p->bytes += n * mwb;
 			c->counted += n * mwb;
-			if (c->pos == l->scale_words) {
+			if (c->pos == l->scale_words + 2 * (size_t)l->nchecks) {
 				c->phase = PH_K;
 				c->pos = 0;
 			}

@@ -809,7 +809,7 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	    !(h.flags & KVMEM_HDR_SEALED) ||
 	    !(h.flags & KVMEM_HDR_HOT) != (sl->kind == KVMEM_SLOT_SEALED) ||
 	    h.flags & ~(KVMEM_HDR_SEALED | KVMEM_HDR_HOT) || h.resv[0] ||
-	    h.resv[1] || h.resv[2])
+	    h.resv[1])
 		return -EINVAL;
 	/* Moves name a page by these: two would be one name for two. */
 	if (seq_has_tokens(s, q, e->layer, e->token_start))

@@ -53,14 +53,16 @@ static __device__ __forceinline__ int kvmem_k_rebuilds(unsigned int policy,
 /*
  * Decode rows [t0, t0 + n) of head @h of K or V into @tl, each value's
  * KVMEM_K_LOST_* in tl->xe; returns, the same in every thread, whether
- * @policy rebuilds any.
+ * @policy rebuilds any. In a page without scales each row is held to its
+ * check (kvmem__page_rows()): its two words counted with the row's, a
+ * lost row as one uncorrectable word more.
  */
 static __device__ __forceinline__ int
 kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	     unsigned int policy, const uint8_t *page, int is_v, unsigned int h,
-	     unsigned int t0, unsigned int n, uint8_t *data, uint8_t *wue,
-	     const struct kvmem_k_tile *tl, struct kvmem_k_counts *c,
-	     unsigned long long *nlost)
+	     unsigned int t0, unsigned int n, uint8_t *data, uint8_t *wst,
+	     uint8_t *rst, const uint32_t *tab, const struct kvmem_k_tile *tl,
+	     struct kvmem_k_counts *c, unsigned long long *nlost)
 {
 	const unsigned int D = g->head_dim;
 	const unsigned int upr = l->row_words / l->unit;
@@ -68,22 +70,40 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 			      (h * g->tokens_per_page + t0) * l->row_bytes;
 	const unsigned int groups = D / g->group_size;
 	const int chan = !is_v && l->chan;
-	unsigned int i, j, ue;
+	unsigned int i, j, st;
 	int any = 0;
 
 	for (i = threadIdx.x; i < n * upr; i += blockDim.x) {
 		unsigned int r = i / upr, u = i % upr;
 
 		kvmem_k_unit_decode(l, code + r * l->row_bytes, u,
-				    data + r * l->row_data, &ue, c);
+				    data + r * l->row_data, &st, c);
 		for (j = 0; j < l->unit; j++)
-			wue[r * l->row_words + u * l->unit + j] =
-				(uint8_t)(ue >> j & 1);
+			wst[r * l->row_words + u * l->unit + j] =
+				(uint8_t)(st >> (2 * j) & 3);
 	}
 	__syncthreads();
+	if (!l->scale_words) {
+		for (i = threadIdx.x; i < n; i += blockDim.x) {
+			const uint8_t *rd = data + i * l->row_data;
+			uint32_t crc = 0xffffffffu, want;
+			int ue = 0, cue;
+
+			for (j = 0; j < l->row_words; j++)
+				ue |= wst[i * l->row_words + j] == KVMEM_K_UE;
+			for (j = 0; j < l->row_data; j++)
+				crc = kvmem_k_crc_byte(tab, crc, rd[j]);
+			want = kvmem_k_check(
+				page, l, kvmem_k_row_check(g, is_v, h, t0 + i),
+				&cue, c);
+			rst[i] = (uint8_t)kvmem_k_run(ue || cue, crc, want, c);
+		}
+		__syncthreads();
+	}
 	for (i = threadIdx.x; i < n * D; i += blockDim.x) {
 		unsigned int r = i / D, d = i % D;
-		int ue = kvmem_k_value_ue(l, wue + r * l->row_words, d);
+		int ws = kvmem_k_value_st(l, wst + r * l->row_words, d);
+		int ue = (ws & KVMEM_K_UE) != 0;
 		int lost = 0, e;
 		float s = 0.0f;
 
@@ -94,6 +114,8 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 
 			s = tl->sc[si];
 			lost = tl->sce[si];
+		} else if (!l->scale_words) {
+			lost = kvmem_k_run_lost(rst[r], ws);
 		}
 		tl->x[i] = kvmem_k_dequant(
 			l, kvmem_k_raw(data + r * l->row_data, l->bits, d), s,
@@ -112,18 +134,47 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 /*
  * The rows just outside a tile, at pos0 - 1 and pos0 + n, which may be in
  * other pages: @edge[0][D] and @edge[1][D], @ok saying which values were
- * decoded and kept. Decoded one value at a time; only tiles with a lost
- * value need them.
+ * decoded and kept. First the checks that judge them (@runs: per row
+ * kvmem_k_edge_runs() bytes, as kvmem_k_value() takes them), then the
+ * values, one at a time; only tiles with a lost value need them.
  */
 static __device__ __forceinline__ void
 kvmem_k_edges(const struct kvmem_k_attend *p, unsigned int p0, unsigned int p1,
 	      unsigned int len, unsigned int pos0, unsigned int n, int is_v,
-	      unsigned int h, float *edge, uint8_t *ok)
+	      unsigned int h, float *edge, uint8_t *ok, uint8_t *runs,
+	      const uint32_t *tab)
 {
 	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p->pages;
 	const unsigned int D = p->g.head_dim;
+	const unsigned int nr = kvmem_k_edge_runs(&p->g);
 	unsigned int i;
 
+	for (i = threadIdx.x; i < 2 * nr; i += blockDim.x) {
+		unsigned int pos = i < nr ? pos0 - 1 : pos0 + n, pi, t, f, cnt,
+			     sg;
+		const struct kvmem_k_layout *l;
+		const uint8_t *page;
+
+		if (i < nr ? pos0 == 0 : pos >= len)
+			continue;
+		pi = kvmem_k_find(pg, p0, p1, pos);
+		l = &p->g.l[pg[pi].flags & KVMEM_HDR_HOT ? 1 : 0];
+		page = (const uint8_t *)pg[pi].addr;
+		t = pos - pg[pi].token_start;
+		if (!l->scale_words) {
+			if (i % nr == 0)
+				runs[i] = (uint8_t)kvmem_k_row_run(
+					&p->g, l, page, is_v, h, t, tab);
+			continue;
+		}
+		/* Segment i % nr of those the row's scales meet. */
+		cnt = kvmem_k_row_scales(&p->g, l, is_v, h, t, &f);
+		sg = f / KVMEM_K_CHECK_SCALES + i % nr;
+		if (sg <= (f + cnt - 1) / KVMEM_K_CHECK_SCALES)
+			runs[i] = (uint8_t)kvmem_k_segment(page, l, sg, tab,
+							   NULL);
+	}
+	__syncthreads();
 	for (i = threadIdx.x; i < 2 * D; i += blockDim.x) {
 		unsigned int pos = i < D ? pos0 - 1 : pos0 + n, pi;
 		const struct kvmem_k_layout *l;
@@ -136,7 +187,7 @@ kvmem_k_edges(const struct kvmem_k_attend *p, unsigned int p0, unsigned int p1,
 		l = &p->g.l[pg[pi].flags & KVMEM_HDR_HOT ? 1 : 0];
 		edge[i] = kvmem_k_value(&p->g, l, (const uint8_t *)pg[pi].addr,
 					is_v, h, pos - pg[pi].token_start,
-					i % D, &lost);
+					i % D, runs + (i < D ? 0 : nr), &lost);
 		ok[i] = (uint8_t)!lost;
 	}
 }
@@ -183,34 +234,52 @@ static __device__ __forceinline__ void
 kvmem_k_fix(const struct kvmem_k_attend *p, unsigned int p0, unsigned int p1,
 	    unsigned int len, unsigned int pos0, unsigned int n, int is_v,
 	    unsigned int h, float *x, const uint8_t *xe, float *edge,
-	    uint8_t *ok)
+	    uint8_t *ok, uint8_t *runs, const uint32_t *tab)
 {
-	kvmem_k_edges(p, p0, p1, len, pos0, n, is_v, h, edge, ok);
+	kvmem_k_edges(p, p0, p1, len, pos0, n, is_v, h, edge, ok, runs, tab);
 	__syncthreads();
 	kvmem_k_rebuild(p->erasure, p->g.head_dim, n, x, xe, edge, ok);
 	__syncthreads();
 }
 
 /*
- * Decode this head's K or V scales of a page, counting each word once: a
- * word by the scale that starts in it (kvmem_k_scale()), and the words
- * past the last scale, which carry none, by the thread that reads it.
+ * Decode this head's K or V scales of a page: first the checks of the
+ * segments they meet (@seg, from the segment of the first on), then the
+ * scales. Each word is counted once over the CTAs of a page: a scale word
+ * by the scale that starts in it (kvmem_k_scale()), the words past the
+ * last scale, which carry none, by the thread that reads it, a segment's
+ * check words (and a lost segment's one uncorrectable word more) by the
+ * head whose K or V scales hold its first scale.
  */
-static __device__ __forceinline__ void
-kvmem_k_head_scales_load(const struct kvmem_k_geom *g,
-			 const struct kvmem_k_layout *l, const uint8_t *page,
-			 unsigned int h, int is_v, float *sc, uint8_t *sce,
-			 struct kvmem_k_counts *c)
+static __device__ __forceinline__ void kvmem_k_head_scales_load(
+	const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
+	const uint8_t *page, unsigned int h, int is_v, float *sc, uint8_t *sce,
+	uint8_t *seg, const uint32_t *tab, struct kvmem_k_counts *c)
 {
 	const unsigned int base = kvmem_k_row_scale(g, l, is_v, h, 0);
 	const unsigned int cnt = kvmem_k_head_scales(g, l, is_v);
 	const unsigned int last = l->nscales_k + l->nscales_v - 1;
-	unsigned int idx, w;
+	const unsigned int s0 = base / KVMEM_K_CHECK_SCALES;
+	unsigned int idx, w, sg;
 
+	/* The same in every thread: a page without scales has none. */
+	if (!cnt)
+		return;
+	for (sg = s0 + threadIdx.x;
+	     sg <= (base + cnt - 1) / KVMEM_K_CHECK_SCALES; sg += blockDim.x) {
+		struct kvmem_k_counts cc = { 0, 0, 0, 0 };
+
+		seg[sg - s0] = (uint8_t)kvmem_k_segment(page, l, sg, tab, &cc);
+		if (sg * KVMEM_K_CHECK_SCALES >= base)
+			kvmem_k_counts_sum(c, &cc);
+	}
+	__syncthreads();
 	for (idx = base + threadIdx.x; idx < base + cnt; idx += blockDim.x) {
 		int lost;
 
-		sc[idx - base] = kvmem_k_scale(page, l, idx, &lost, c);
+		sc[idx - base] = kvmem_k_scale(
+			page, l, idx, seg[idx / KVMEM_K_CHECK_SCALES - s0],
+			&lost, c);
 		sce[idx - base] = (uint8_t)lost;
 		if (idx != last)
 			continue;
@@ -231,14 +300,16 @@ kvmem_k_head_scales_load(const struct kvmem_k_geom *g,
 
 /* Thread 0 of the KV-head-0 CTA checks a page's header. */
 static __device__ __forceinline__ void
-kvmem_k_header(const uint8_t *page, struct kvmem_k_counts *c,
-	       unsigned long long *headers_ue)
+kvmem_k_header(const uint8_t *page, const uint32_t *tab,
+	       struct kvmem_k_counts *c, unsigned long long *headers_ue)
 {
 	struct kvmem_k_counts hc = { 0, 0, 0, 0 };
 
-	/* As kvmem_attend(): an uncorrectable header word counts as a bad
-	 * header, not as a lost value's word. */
-	*headers_ue += (unsigned long long)kvmem_k_hdr_decode(page, NULL, &hc);
+	/* As kvmem_attend(): an uncorrectable header word, or a header
+	 * that does not match its hcrc, counts as a bad header, not as a
+	 * lost value's word. */
+	*headers_ue +=
+		(unsigned long long)kvmem_k_hdr_decode(page, NULL, tab, &hc);
 	c->clean += hc.clean;
 	c->corrected += hc.corrected;
 	c->bits += hc.bits;
@@ -265,6 +336,7 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 	struct kvmem_k_tile kt, vt;
 	float *q, *acc, *s, *m, *lsum, *corr, *pmax, *psum, *edge;
 	uint8_t *edge_ok;
+	uint32_t *tab;
 	unsigned int len = 0, i, pi;
 
 	kvmem_k_attend_carve(g, QR, T, &o);
@@ -278,6 +350,7 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 	psum = (float *)(smem + o.psum);
 	edge = (float *)(smem + o.edge);
 	edge_ok = smem + o.edge_ok;
+	tab = (uint32_t *)(smem + o.crc);
 	kt.x = (float *)(smem + o.kt);
 	kt.xe = smem + o.ke;
 	kt.sc = (const float *)(smem + o.sc[0]);
@@ -289,6 +362,7 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 	if (p1 > p0)
 		len = pg[p1 - 1].token_start + pg[p1 - 1].ntokens;
 	kvmem_k_attend_ws(g, p.batch, p.splits, QR, p.total_pages, &mass_off);
+	kvmem_k_crc_table(tab);
 
 	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
 		unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
@@ -311,13 +385,13 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 		unsigned int t0;
 
 		if (h == 0 && threadIdx.x == 0)
-			kvmem_k_header(page, &c, &headers_ue);
-		kvmem_k_head_scales_load(g, l, page, h, 0,
-					 (float *)(smem + o.sc[0]),
-					 smem + o.sce[0], &c);
-		kvmem_k_head_scales_load(g, l, page, h, 1,
-					 (float *)(smem + o.sc[1]),
-					 smem + o.sce[1], &c);
+			kvmem_k_header(page, tab, &c, &headers_ue);
+		kvmem_k_head_scales_load(
+			g, l, page, h, 0, (float *)(smem + o.sc[0]),
+			smem + o.sce[0], smem + o.seg[0], tab, &c);
+		kvmem_k_head_scales_load(
+			g, l, page, h, 1, (float *)(smem + o.sc[1]),
+			smem + o.sce[1], smem + o.seg[1], tab, &c);
 		for (i = threadIdx.x; i < QR; i += blockDim.x) {
 			pmax[i] = -INFINITY;
 			psum[i] = 0.0f;
@@ -332,11 +406,13 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 			int klost, vlost, is_v;
 
 			klost = kvmem_k_rows(g, l, p.erasure, page, 0, h, t0, n,
-					     smem + o.data, smem + o.wue, &kt,
-					     &c, &nlost);
+					     smem + o.data, smem + o.wst,
+					     smem + o.rst, tab, &kt, &c,
+					     &nlost);
 			vlost = kvmem_k_rows(g, l, p.erasure, page, 1, h, t0, n,
-					     smem + o.data, smem + o.wue, &vt,
-					     &c, &nlost);
+					     smem + o.data, smem + o.wst,
+					     smem + o.rst, tab, &vt, &c,
+					     &nlost);
 			for (is_v = 0; is_v < 2; is_v++)
 				if (is_v ? vlost : klost)
 					kvmem_k_fix(
@@ -345,7 +421,8 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 						(float *)(smem +
 							  (is_v ? o.vt : o.kt)),
 						smem + (is_v ? o.ve : o.ke),
-						edge, edge_ok);
+						edge, edge_ok, smem + o.eruns,
+						tab);
 
 			for (i = threadIdx.x; i < QR * n; i += blockDim.x) {
 				unsigned int r = i / n, t = i % n, d;

@@ -2,15 +2,15 @@
  * encode.cu - quantize and encode K/V into page slots on the device
  *
  * One CTA per job. A job writes rows [t0, t0 + n) of one page from
- * token-major K and V (the layout a forward pass produces), then the
- * page's header; a sealed page, written whole (t0 = 0), also gets its
- * scales and the CRC-32C its header carries. What it writes is
- * bit-identical to kvmem_page_encode(): the arithmetic is quant_word.h and
- * ecc_word.h, and the values are visited in the same order.
+ * token-major K and V (the layout a forward pass produces), with their
+ * checks in a page without scales, then the page's header and its hcrc; a
+ * sealed page, written whole (t0 = 0), also gets its scales, their
+ * segments' checks and the CRC-32C its header carries. What it writes is
+ * bit-identical to kvmem_page_encode() (and, row by row, to appending to
+ * a hot page): the arithmetic is quant_word.h and ecc_word.h, and the
+ * values are visited in the same order.
  */
 #include "page_dev.cuh"
-
-#define KVMEM_K_CRC_POLY 0x82f63b78u /* CRC-32C, reflected */
 
 /* a * b modulo the CRC polynomial, bit-reflected (x^0 is bit 31). */
 static __device__ __forceinline__ uint32_t kvmem_k_crc_mul(uint32_t a,
@@ -160,6 +160,7 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 	    j->t0 > g->tokens_per_page - j->n ||
 	    (!(j->flags & KVMEM_HDR_HOT) && j->t0))
 		return;
+	kvmem_k_crc_table(crc_table);
 	/* A page written from its first row is written whole. */
 	if (j->t0 == 0)
 		for (i = KVMEM_K_HDR_BYTES + threadIdx.x; i < l->size;
@@ -179,6 +180,40 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 			&lo, &hi);
 		kvmem_k_word_store(page + l->scales_off + 3 * i,
 				   KVMEM_CODEC_GOLAY24, lo, hi);
+	}
+	/* The checks: of each segment of the scales, or of each row written
+	 * in a page without (its row_data bytes, the padding 0). */
+	for (i = threadIdx.x; i < (l->scale_words ? l->nchecks : nrows);
+	     i += blockDim.x) {
+		uint32_t crc = 0xffffffffu;
+		unsigned int b;
+
+		if (l->scale_words) {
+			const unsigned int nbytes =
+				2 * (l->nscales_k + l->nscales_v);
+
+			for (b = 2 * KVMEM_K_CHECK_SCALES * i;
+			     b < 2 * KVMEM_K_CHECK_SCALES * (i + 1) &&
+			     b < nbytes;
+			     b++)
+				crc = kvmem_k_crc_byte(
+					crc_table, crc,
+					sc[b / 2] >> (8 * (b % 2)) & 0xff);
+			kvmem_k_check_store(page, l, i, ~crc);
+		} else {
+			int is_v = i >= g->kv_heads * j->n;
+			unsigned int hr = i % (g->kv_heads * j->n);
+			unsigned int h = hr / j->n, r = hr % j->n;
+
+			for (b = 0; b < l->row_data; b++)
+				crc = kvmem_k_crc_byte(
+					crc_table, crc,
+					kvmem_k_row_byte(&p, j, l, sc, is_v, r,
+							 h, b));
+			kvmem_k_check_store(
+				page, l,
+				kvmem_k_row_check(g, is_v, h, j->t0 + r), ~crc);
+		}
 	}
 	for (i = threadIdx.x; i < nrows * upr; i += blockDim.x) {
 		unsigned int row = i / upr, u = i % upr;
@@ -214,23 +249,14 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 		const uint32_t slice = (len + blockDim.x - 1) / blockDim.x;
 		uint32_t from = threadIdx.x * slice, to = from + slice, crc;
 
-		for (i = threadIdx.x; i < 256; i += blockDim.x) {
-			uint32_t c = i, k;
-
-			for (k = 0; k < 8; k++)
-				c = c & 1 ? c >> 1 ^ KVMEM_K_CRC_POLY : c >> 1;
-			crc_table[i] = c;
-		}
-		__syncthreads();
 		if (from > len)
 			from = len;
 		if (to > len)
 			to = len;
 		crc = 0xffffffffu;
 		for (i = from; i < to; i++)
-			crc = crc_table[(crc ^ page[KVMEM_K_HDR_BYTES + i]) &
-					0xff] ^
-			      crc >> 8;
+			crc = kvmem_k_crc_byte(crc_table, crc,
+					       page[KVMEM_K_HDR_BYTES + i]);
 		crc_part[threadIdx.x] = ~crc;
 		__syncthreads();
 		if (threadIdx.x == 0) {
@@ -248,6 +274,7 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 	}
 	if (threadIdx.x == 0) {
 		unsigned int k;
+		uint32_t crc;
 
 		for (k = 0; k < sizeof(hd.s) / 2; k++)
 			hd.s[k] = 0;
@@ -263,6 +290,13 @@ kvmem_k_encode(const struct kvmem_k_encode p)
 		hd.h.flags = j->flags;
 		hd.h.generation = j->generation;
 		hd.h.crc = j->flags & KVMEM_HDR_SEALED ? crc_part[0] : 0;
+		/* Its own check, over its 64 bytes with hcrc 0. */
+		crc = 0xffffffffu;
+		for (k = 0; k < sizeof(hd.h); k++)
+			crc = kvmem_k_crc_byte(crc_table, crc,
+					       hd.s[k / 2] >> (8 * (k % 2)) &
+						       0xff);
+		hd.h.hcrc = ~crc;
 	}
 	__syncthreads();
 	/* The header's 64 bytes and 4 zero bits. */

@@ -28,6 +28,8 @@ struct kvmem_k_layout {
 	uint32_t size;
 	uint32_t scales_off, k_off, v_off;
 	uint32_t nscales_k, nscales_v, scale_words;
+	uint32_t checks_off; /* check codewords, two a check */
+	uint32_t nchecks; /* per KVMEM_K_CHECK_SCALES scales, or per row */
 	uint32_t row_words, row_bytes, row_data;
 	uint8_t format, codec;
 	uint8_t chan; /* K has one scale per channel */
@@ -53,6 +55,19 @@ struct kvmem_k_geom {
  */
 #define KVMEM_K_HDR_WORDS 43
 #define KVMEM_K_HDR_BYTES (KVMEM_K_HDR_WORDS * 3)
+/* Offset of hcrc in the 64 header bytes: the CRC-32C of those bytes with
+ * it zero (page.h). */
+#define KVMEM_K_HDR_HCRC 52
+
+/*
+ * The checks (page.h): the low 24 bits of a CRC-32C of decoded data, in two
+ * golay24 words each (6 bytes at checks_off + 6 i). A page with scales has
+ * one per KVMEM_K_CHECK_SCALES scales of the stream (48 of its bytes, 32
+ * of its words, the last segment shorter); a page without has one per row,
+ * [K, V][kv_head][token], over the row's row_data decoded bytes.
+ */
+#define KVMEM_K_CHECK_SCALES 24
+#define KVMEM_K_CHECK_WORDS (KVMEM_K_CHECK_SCALES * 16 / 12)
 
 /*
  * Threads per CTA of every kernel. Bounds of (threads, 1 CTA per SM) let
@@ -145,9 +160,13 @@ struct kvmem_k_attend_smem {
 	uint32_t kt, vt; /* float [T][D] */
 	uint32_t ke, ve; /* uint8_t [T][D]: KVMEM_K_LOST_* or 0 */
 	uint32_t data; /* uint8_t [T][row_data]: one block's data */
-	uint32_t wue; /* uint8_t [T][row_words]: uncorrectable words */
+	uint32_t wst; /* uint8_t [T][row_words]: each word's KVMEM_K_* */
+	uint32_t rst; /* uint8_t [T]: each FP16 row's check, KVMEM_K_RUN_* */
 	uint32_t edge, edge_ok; /* float, uint8_t [2][D]: rows next to a tile */
+	uint32_t eruns; /* uint8_t [2][kvmem_k_edge_runs()]: their checks */
 	uint32_t sc[2], sce[2]; /* K/V scales of the head: float, erased */
+	uint32_t seg[2]; /* uint8_t: the checks of the segments they meet */
+	uint32_t crc; /* uint32_t [256]: the CRC-32C table */
 	uint32_t size;
 };
 
@@ -163,6 +182,21 @@ KVMEM_K_HD uint32_t kvmem_k_head_scales(const struct kvmem_k_geom *g,
 	if (!is_v && l->chan)
 		return g->head_dim;
 	return g->tokens_per_page * (g->head_dim / g->group_size);
+}
+
+/*
+ * Checks of scale segments a run of @n consecutive scales meets, at most:
+ * where a head's scales or a row's start in the stream is not fixed.
+ */
+KVMEM_K_HD uint32_t kvmem_k_segs(uint32_t n)
+{
+	return n ? (n - 1) / KVMEM_K_CHECK_SCALES + 2 : 0;
+}
+
+/* Checks of a row next to a tile: its own, or its scales' segments. */
+KVMEM_K_HD uint32_t kvmem_k_edge_runs(const struct kvmem_k_geom *g)
+{
+	return kvmem_k_segs(g->head_dim);
 }
 
 KVMEM_K_HD void kvmem_k_attend_carve(const struct kvmem_k_geom *g, uint32_t qr,
@@ -200,13 +234,18 @@ KVMEM_K_HD void kvmem_k_attend_carve(const struct kvmem_k_geom *g, uint32_t qr,
 	KVMEM_K_TAKE(ke, t * D);
 	KVMEM_K_TAKE(ve, t * D);
 	KVMEM_K_TAKE(data, t * rd);
-	KVMEM_K_TAKE(wue, t * rw);
+	KVMEM_K_TAKE(wst, t * rw);
+	KVMEM_K_TAKE(rst, t);
 	KVMEM_K_TAKE(edge, 2 * D * 4);
 	KVMEM_K_TAKE(edge_ok, 2 * D);
+	KVMEM_K_TAKE(eruns, 2 * kvmem_k_edge_runs(g));
 	KVMEM_K_TAKE(sc[0], ns[0] * 4);
 	KVMEM_K_TAKE(sc[1], ns[1] * 4);
 	KVMEM_K_TAKE(sce[0], ns[0]);
 	KVMEM_K_TAKE(sce[1], ns[1]);
+	KVMEM_K_TAKE(seg[0], kvmem_k_segs(ns[0]));
+	KVMEM_K_TAKE(seg[1], kvmem_k_segs(ns[1]));
+	KVMEM_K_TAKE(crc, 256 * 4);
 #undef KVMEM_K_TAKE
 	s->size = off;
 }

@@ -45,13 +45,28 @@
 #define KVMEM_K_LOST_BOUNDED 1
 #define KVMEM_K_LOST 2
 
+/*
+ * What a check says of the run of data it covers (a scale segment or an
+ * FP16 row), as page.c's RUN_*: as written; lost, its words decoded and
+ * not matching, so all of it is lost; unverified, a word of it or of its
+ * check uncorrectable, so every word of it the decoder changed is lost.
+ */
+#define KVMEM_K_RUN_OK 0
+#define KVMEM_K_RUN_LOST 1
+#define KVMEM_K_RUN_UNVERIFIED 2
+
+#define KVMEM_K_CRC_POLY 0x82f63b78u /* CRC-32C, reflected */
+
 /* Per-thread word counts, summed into the caller's at the end. */
 struct kvmem_k_counts {
 	unsigned long long clean, corrected, ue, bits;
 };
 
+/* Count a word's outcome in @c, unless @c is NULL. */
 KVMEM_DFN void kvmem_k_count(struct kvmem_k_counts *c, int st, int nbits)
 {
+	if (!c)
+		return;
 	if (st == KVMEM_K_CLEAN) {
 		c->clean++;
 	} else if (st == KVMEM_K_FIXED) {
@@ -60,6 +75,16 @@ KVMEM_DFN void kvmem_k_count(struct kvmem_k_counts *c, int st, int nbits)
 	} else {
 		c->ue++;
 	}
+}
+
+/* Add @from to @to. */
+KVMEM_DFN void kvmem_k_counts_sum(struct kvmem_k_counts *to,
+				  const struct kvmem_k_counts *from)
+{
+	to->clean += from->clean;
+	to->corrected += from->corrected;
+	to->ue += from->ue;
+	to->bits += from->bits;
 }
 
 KVMEM_DFN void kvmem_k_word_load(const uint8_t *p, unsigned int codec,
@@ -192,15 +217,43 @@ KVMEM_DFN unsigned int kvmem_k_bits12(const uint16_t *s, unsigned int n,
 }
 
 /*
+ * The CRC-32C table, byte at a time, filled by the threads of a CTA (the
+ * caller syncs before use). A CRC runs in a register that starts at ~0;
+ * the CRC is its complement (kvmem_crc32c(0, ...)).
+ */
+KVMEM_DFN void kvmem_k_crc_table(uint32_t *tab)
+{
+	unsigned int i, k;
+
+	for (i = threadIdx.x; i < 256; i += blockDim.x) {
+		uint32_t c = i;
+
+		for (k = 0; k < 8; k++)
+			c = c & 1 ? c >> 1 ^ KVMEM_K_CRC_POLY : c >> 1;
+		tab[i] = c;
+	}
+}
+
+KVMEM_DFN uint32_t kvmem_k_crc_byte(const uint32_t *tab, uint32_t crc,
+				    unsigned int b)
+{
+	return tab[(crc ^ b) & 0xff] ^ crc >> 8;
+}
+
+/*
  * Decode the golay24 words of a page's header, each counted in @c; its 64
  * bytes go to @h unless that is NULL (43 words of 12 bits: 64 bytes and
- * the 4 zero bits). Returns whether a word was uncorrectable.
+ * the 4 zero bits), hcrc read back as 0. Returns whether the header is
+ * uncorrectable: a word is, or (as kvmem__hdr_decode()) the words decode
+ * but the bytes do not match their hcrc, which counts as one uncorrectable
+ * word more.
  */
 KVMEM_DFN int kvmem_k_hdr_decode(const uint8_t *page, uint8_t *h,
-				 struct kvmem_k_counts *c)
+				 const uint32_t *tab, struct kvmem_k_counts *c)
 {
 	uint64_t lo, acc = 0;
-	unsigned int hi, i, nacc = 0, nb = 0;
+	uint32_t crc = 0xffffffffu, hcrc = 0;
+	unsigned int hi, i, b, nacc = 0, nb = 0;
 	int st, nbits, ue = 0;
 
 	for (i = 0; i < KVMEM_K_HDR_WORDS; i++) {
@@ -209,13 +262,133 @@ KVMEM_DFN int kvmem_k_hdr_decode(const uint8_t *page, uint8_t *h,
 					  &nbits);
 		kvmem_k_count(c, st, nbits);
 		ue |= st == KVMEM_K_UE;
-		if (!h)
-			continue;
 		acc |= (lo & 0xfff) << nacc;
-		for (nacc += 12; nacc >= 8; nacc -= 8, acc >>= 8)
-			h[nb++] = (uint8_t)acc;
+		for (nacc += 12; nacc >= 8 && nb < 64;
+		     nacc -= 8, acc >>= 8, nb++) {
+			b = (unsigned int)acc & 0xff;
+			/* hcrc is taken as 0 by its own CRC. */
+			if (nb >= KVMEM_K_HDR_HCRC &&
+			    nb < KVMEM_K_HDR_HCRC + 4) {
+				hcrc |= b << (8 * (nb - KVMEM_K_HDR_HCRC));
+				b = 0;
+			}
+			crc = kvmem_k_crc_byte(tab, crc, b);
+			if (h)
+				h[nb] = (uint8_t)b;
+		}
+	}
+	if (!ue && ~crc != hcrc) {
+		if (c)
+			c->ue++;
+		ue = 1;
 	}
 	return ue;
+}
+
+/*
+ * Check @i of a page: its 24 bits, from its two golay24 words; *@ue set
+ * when either is uncorrectable. The words are counted in @c.
+ */
+KVMEM_DFN uint32_t kvmem_k_check(const uint8_t *page,
+				 const struct kvmem_k_layout *l, unsigned int i,
+				 int *ue, struct kvmem_k_counts *c)
+{
+	uint32_t v = 0;
+	uint64_t lo;
+	unsigned int hi, j;
+	int st, nbits;
+
+	*ue = 0;
+	for (j = 0; j < 2; j++) {
+		kvmem_k_word_load(page + l->checks_off + 6 * i + 3 * j,
+				  KVMEM_CODEC_GOLAY24, &lo, &hi);
+		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
+					  &nbits);
+		kvmem_k_count(c, st, nbits);
+		*ue |= st == KVMEM_K_UE;
+		v |= (uint32_t)(lo & 0xfff) << (12 * j);
+	}
+	return v;
+}
+
+/* Write check @i of a page: the low 24 bits of the CRC-32C @crc. */
+KVMEM_DFN void kvmem_k_check_store(uint8_t *page,
+				   const struct kvmem_k_layout *l,
+				   unsigned int i, uint32_t crc)
+{
+	uint64_t lo;
+	unsigned int hi, j;
+
+	for (j = 0; j < 2; j++) {
+		kvmem_k_word_encode(KVMEM_CODEC_GOLAY24,
+				    crc >> (12 * j) & 0xfff, &lo, &hi);
+		kvmem_k_word_store(page + l->checks_off + 6 * i + 3 * j,
+				   KVMEM_CODEC_GOLAY24, lo, hi);
+	}
+}
+
+/*
+ * The verdict on a run of data (page.c's test_checks()): @ue, a word of it
+ * or of its check uncorrectable; @crc, the CRC register over its decoded
+ * bytes; @want, its check. A lost run counts one uncorrectable word more
+ * in @c.
+ */
+KVMEM_DFN int kvmem_k_run(int ue, uint32_t crc, uint32_t want,
+			  struct kvmem_k_counts *c)
+{
+	if (ue)
+		return KVMEM_K_RUN_UNVERIFIED;
+	if ((~crc & 0xffffff) == want)
+		return KVMEM_K_RUN_OK;
+	if (c)
+		c->ue++;
+	return KVMEM_K_RUN_LOST;
+}
+
+/*
+ * Scale segment @s of a page against its check: the scale words [32 s,
+ * 32 s + 32) (fewer in the last segment, the pad word included), the 48
+ * bytes of the FP16 stream they carry (fewer in the last). Returns
+ * KVMEM_K_RUN_*; with @c, the check's words are counted in it, and a lost
+ * segment as one uncorrectable word more (the scale words are not).
+ */
+KVMEM_DFN int kvmem_k_segment(const uint8_t *page,
+			      const struct kvmem_k_layout *l, unsigned int s,
+			      const uint32_t *tab, struct kvmem_k_counts *c)
+{
+	const unsigned int w0 = s * KVMEM_K_CHECK_WORDS;
+	const unsigned int w1 = w0 + KVMEM_K_CHECK_WORDS < l->scale_words
+					? w0 + KVMEM_K_CHECK_WORDS
+					: l->scale_words;
+	const unsigned int nbytes = 2 * (l->nscales_k + l->nscales_v);
+	uint32_t crc = 0xffffffffu, acc = 0, want;
+	unsigned int w, hi, b;
+	uint64_t lo;
+	int st, nbits, ue = 0, cue;
+
+	/* Words come in pairs from an even one: 3 stream bytes a pair. */
+	for (w = w0; w < w1; w++) {
+		kvmem_k_word_load(page + l->scales_off + 3 * w,
+				  KVMEM_CODEC_GOLAY24, &lo, &hi);
+		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
+					  &nbits);
+		ue |= st == KVMEM_K_UE;
+		acc |= (uint32_t)(lo & 0xfff) << (12 * (w % 2));
+		if (!(w % 2))
+			continue;
+		for (b = 0; b < 3 && 3 * (w / 2) + b < nbytes; b++)
+			crc = kvmem_k_crc_byte(tab, crc, acc >> (8 * b) & 0xff);
+		acc = 0;
+	}
+	want = kvmem_k_check(page, l, s, &cue, c);
+	return kvmem_k_run(ue || cue, crc, want, c);
+}
+
+/* The check of row (@h, @t) of K or V in a page without scales. */
+KVMEM_DFN unsigned int kvmem_k_row_check(const struct kvmem_k_geom *g, int is_v,
+					 unsigned int h, unsigned int t)
+{
+	return ((unsigned int)is_v * g->kv_heads + h) * g->tokens_per_page + t;
 }
 
 /* Data bytes a unit of l->unit words carries: 1, 3 or 8. */
@@ -225,30 +398,72 @@ KVMEM_DFN unsigned int kvmem_k_unit_bytes(const struct kvmem_k_layout *l)
 }
 
 /*
- * Decode unit @u of a row at @code (corrections kept local) into @data
- * (the row's data bytes); *@ue gets a bit per uncorrectable word of it.
+ * Decode unit @u of a row at @code (corrections kept local): its data
+ * bits; *@st gets each word's KVMEM_K_* (word i in bits 2 i, 2 i + 1).
  */
-KVMEM_DFN void kvmem_k_unit_decode(const struct kvmem_k_layout *l,
-				   const uint8_t *code, unsigned int u,
-				   uint8_t *data, unsigned int *ue,
-				   struct kvmem_k_counts *c)
+KVMEM_DFN uint64_t kvmem_k_unit_bits(const struct kvmem_k_layout *l,
+				     const uint8_t *code, unsigned int u,
+				     unsigned int *st, struct kvmem_k_counts *c)
 {
 	uint64_t bits = 0, lo;
-	unsigned int hi, i, nb = kvmem_k_unit_bytes(l);
-	int nbits, st;
+	unsigned int hi, i;
+	int nbits, ws;
 
-	*ue = 0;
+	*st = 0;
 	for (i = 0; i < l->unit; i++) {
 		kvmem_k_word_load(code + (u * l->unit + i) * l->wbytes,
 				  l->codec, &lo, &hi);
-		st = kvmem_k_word_correct(l->codec, &lo, &hi, &nbits);
-		kvmem_k_count(c, st, nbits);
-		if (st == KVMEM_K_UE)
-			*ue |= 1u << i;
+		ws = kvmem_k_word_correct(l->codec, &lo, &hi, &nbits);
+		kvmem_k_count(c, ws, nbits);
+		*st |= (unsigned int)ws << (2 * i);
 		bits |= kvmem_k_word_data(l->codec, lo) << (i * l->k);
 	}
+	return bits;
+}
+
+/* The same into @data (the row's data bytes). */
+KVMEM_DFN void kvmem_k_unit_decode(const struct kvmem_k_layout *l,
+				   const uint8_t *code, unsigned int u,
+				   uint8_t *data, unsigned int *st,
+				   struct kvmem_k_counts *c)
+{
+	const unsigned int nb = kvmem_k_unit_bytes(l);
+	uint64_t bits = kvmem_k_unit_bits(l, code, u, st, c);
+	unsigned int i;
+
 	for (i = 0; i < nb; i++)
 		data[u * nb + i] = (uint8_t)(bits >> (8 * i));
+}
+
+/*
+ * Row (@h, @t) of K or V of a page without scales against its check, the
+ * row decoded on its own: KVMEM_K_RUN_*. Counts nothing.
+ */
+KVMEM_DFN int kvmem_k_row_run(const struct kvmem_k_geom *g,
+			      const struct kvmem_k_layout *l,
+			      const uint8_t *page, int is_v, unsigned int h,
+			      unsigned int t, const uint32_t *tab)
+{
+	const uint8_t *code = page + (is_v ? l->v_off : l->k_off) +
+			      (h * g->tokens_per_page + t) * l->row_bytes;
+	const unsigned int upr = l->row_words / l->unit;
+	const unsigned int nb = kvmem_k_unit_bytes(l);
+	uint32_t crc = 0xffffffffu, want;
+	unsigned int u, i, st;
+	int ue = 0, cue;
+
+	for (u = 0; u < upr; u++) {
+		uint64_t bits = kvmem_k_unit_bits(l, code, u, &st, NULL);
+
+		ue |= (st & (KVMEM_K_UE | KVMEM_K_UE << 2)) != 0;
+		for (i = 0; i < nb; i++)
+			crc = kvmem_k_crc_byte(tab, crc,
+					       (unsigned int)(bits >> (8 * i)) &
+						       0xff);
+	}
+	want = kvmem_k_check(page, l, kvmem_k_row_check(g, is_v, h, t), &cue,
+			     NULL);
+	return kvmem_k_run(ue || cue, crc, want, NULL);
 }
 
 /* Raw bits of value @i of a row's data bytes. */
@@ -262,17 +477,32 @@ KVMEM_DFN unsigned int kvmem_k_raw(const uint8_t *data, unsigned int bits,
 	return data[b / 8] >> (b % 8) & ((1u << bits) - 1);
 }
 
-/* Is value @i of a row in a word that @word_ue (per word) marks? */
-KVMEM_DFN int kvmem_k_value_ue(const struct kvmem_k_layout *l,
-			       const uint8_t *word_ue, unsigned int i)
+/*
+ * The KVMEM_K_* of the words value @i of a row is in (@word_st, per word),
+ * or'd: KVMEM_K_UE set when one is uncorrectable, non-zero when the
+ * decoder changed one.
+ */
+KVMEM_DFN int kvmem_k_value_st(const struct kvmem_k_layout *l,
+			       const uint8_t *word_st, unsigned int i)
 {
 	unsigned int w = i * l->bits / l->k;
 	unsigned int last = (i * l->bits + l->bits - 1) / l->k;
-	int ue = 0;
+	int st = 0;
 
 	for (; w <= last; w++)
-		ue |= word_ue[w];
-	return ue;
+		st |= word_st[w];
+	return st;
+}
+
+/*
+ * Is a value lost to the check of its run @run (KVMEM_K_RUN_*), its words
+ * being @st (kvmem_k_value_st())? All of a lost run is; of an unverified
+ * one, what the decoder changed.
+ */
+KVMEM_DFN int kvmem_k_run_lost(int run, int st)
+{
+	return run == KVMEM_K_RUN_LOST ||
+	       (run == KVMEM_K_RUN_UNVERIFIED && st != KVMEM_K_CLEAN);
 }
 
 /*
@@ -320,33 +550,35 @@ KVMEM_DFN unsigned int kvmem_k_scale_of(const struct kvmem_k_geom *g,
 
 /*
  * Decode scale @idx of a page straight from its two golay24 words, 16 idx
- * / 12 and the next; *@lost when either is uncorrectable or the scale is
- * impossible (negative or not finite: read as 0). With @c, the words are
- * counted once over all the scales, each by the first scale with bits in
- * it: idx counts its second word always, its first only when it starts
- * there (idx % 3 == 0, 16 idx a multiple of 12).
+ * / 12 and the next, @seg being the KVMEM_K_RUN_* of its segment
+ * (kvmem_k_segment()); *@lost when the check loses it (a word of it is
+ * uncorrectable only in an unverified segment) or the scale is impossible
+ * (negative or not finite: read as 0). With @c, the words are counted
+ * once over all the scales, each by the first scale with bits in it: idx
+ * counts its second word always, its first only when it starts there
+ * (idx % 3 == 0, 16 idx a multiple of 12).
  */
 KVMEM_DFN float kvmem_k_scale(const uint8_t *page,
 			      const struct kvmem_k_layout *l, unsigned int idx,
-			      int *lost, struct kvmem_k_counts *c)
+			      int seg, int *lost, struct kvmem_k_counts *c)
 {
 	const unsigned int b = 16 * idx;
 	const uint8_t *w = page + l->scales_off + 3 * (b / 12);
 	unsigned int hi, i, bits = 0;
 	uint64_t lo;
-	int st, nbits;
+	int st, nbits, changed = 0;
 	float s;
 
-	*lost = 0;
 	for (i = 0; i < 2; i++) {
 		kvmem_k_word_load(w + 3 * i, KVMEM_CODEC_GOLAY24, &lo, &hi);
 		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
 					  &nbits);
-		*lost |= st == KVMEM_K_UE;
+		changed |= st;
 		bits |= (unsigned int)(lo & 0xfff) << (12 * i);
 		if (c && (i || idx % 3 == 0))
 			kvmem_k_count(c, st, nbits);
 	}
+	*lost = kvmem_k_run_lost(seg, changed);
 	s = kvmem_h2f((uint16_t)(bits >> (b % 12)));
 	if (!(s >= 0.0f && s <= 65504.0f)) {
 		*lost = 1;
@@ -356,21 +588,38 @@ KVMEM_DFN float kvmem_k_scale(const uint8_t *page,
 }
 
 /*
+ * The first scale of row (@h, @t) of K or V and how many it has: the
+ * scales its values use, [*@first, *@first + return).
+ */
+KVMEM_DFN unsigned int kvmem_k_row_scales(const struct kvmem_k_geom *g,
+					  const struct kvmem_k_layout *l,
+					  int is_v, unsigned int h,
+					  unsigned int t, unsigned int *first)
+{
+	*first = kvmem_k_row_scale(g, l, is_v, h, t);
+	return !is_v && l->chan ? g->head_dim : g->head_dim / g->group_size;
+}
+
+/*
  * One value of a page, decoded on its own: value @i of row (@h, @t) of K or
  * V. For rebuilding a neighbour outside the tile at hand; counts nothing.
+ * @runs are the checks' verdicts on the row (KVMEM_K_RUN_*): in a page
+ * with scales, one per segment its scales meet from the segment of its
+ * first scale on; in a page without, the row's own.
  */
 KVMEM_DFN float kvmem_k_value(const struct kvmem_k_geom *g,
 			      const struct kvmem_k_layout *l,
 			      const uint8_t *page, int is_v, unsigned int h,
-			      unsigned int t, unsigned int i, int *lost)
+			      unsigned int t, unsigned int i,
+			      const uint8_t *runs, int *lost)
 {
 	const uint8_t *row = page + (is_v ? l->v_off : l->k_off) +
 			     (h * g->tokens_per_page + t) * l->row_bytes;
 	unsigned int b0 = i * l->bits, b1 = b0 + l->bits - 1;
-	unsigned int w, hi, raw = 0, st_ue = 0;
+	unsigned int w, hi, raw = 0;
 	float scale = 0.0f;
 	uint64_t lo;
-	int nbits, st, slost = 0;
+	int nbits, st, wst = 0, slost = 0;
 
 	for (w = b0 / l->k; w <= b1 / l->k; w++) {
 		uint64_t d;
@@ -378,7 +627,7 @@ KVMEM_DFN float kvmem_k_value(const struct kvmem_k_geom *g,
 
 		kvmem_k_word_load(row + w * l->wbytes, l->codec, &lo, &hi);
 		st = kvmem_k_word_correct(l->codec, &lo, &hi, &nbits);
-		st_ue |= st == KVMEM_K_UE;
+		wst |= st;
 		d = kvmem_k_word_data(l->codec, lo);
 		/* The value's bits that this word carries. */
 		if (lo_bit <= b0)
@@ -388,13 +637,18 @@ KVMEM_DFN float kvmem_k_value(const struct kvmem_k_geom *g,
 	}
 	raw &= (1u << l->bits) - 1;
 	if (l->qmax) {
-		unsigned int first = kvmem_k_row_scale(g, l, is_v, h, t);
+		unsigned int first, si;
 
-		scale = kvmem_k_scale(page, l,
-				      kvmem_k_scale_of(g, l, is_v, first, i),
+		kvmem_k_row_scales(g, l, is_v, h, t, &first);
+		si = kvmem_k_scale_of(g, l, is_v, first, i);
+		scale = kvmem_k_scale(page, l, si,
+				      runs[si / KVMEM_K_CHECK_SCALES -
+					   first / KVMEM_K_CHECK_SCALES],
 				      &slost, NULL);
+	} else {
+		slost = kvmem_k_run_lost(runs[0], wst);
 	}
-	*lost = (int)st_ue | slost;
+	*lost = (wst & KVMEM_K_UE) != 0 || slost;
 	return kvmem_k_dequant(l, raw, scale, lost);
 }
 

@@ -2,12 +2,13 @@
  * scrub.cu - patrol scrub and error injection on device pages
  *
  * kvmem_k_scrub is kvmem_page_scrub() for a batch of pages, one CTA each:
- * header, scales and both payload blocks checked, corrections stored with
- * byte stores that only remove errors (so concurrent attention is safe),
- * and in a sealed page the padding put back to zeros. kvmem_k_inject flips
- * bits of a buffer of codewords as a binary symmetric channel, one thread
- * per word, from a counter-based generator: the same seed gives the same
- * flips whatever the launch shape.
+ * header, scales, checks and both payload blocks checked, corrections
+ * stored with byte stores that only remove errors (so concurrent attention
+ * is safe), then the checks held to the data they cover, and in a sealed
+ * page the padding put back to zeros. kvmem_k_inject flips bits of a
+ * buffer of codewords as a binary symmetric channel, one thread per word,
+ * from a counter-based generator: the same seed gives the same flips
+ * whatever the launch shape.
  */
 #include "page_dev.cuh"
 
@@ -43,12 +44,20 @@ kvmem_k_is_pad(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 		g->kv_heads * g->tokens_per_page * l->row_bytes;
 	const unsigned int vbytes =
 		(g->head_dim * l->bits + l->k - 1) / l->k * l->wbytes;
+	/* A word past the last scale bit holds only padding. */
+	const unsigned int svalue =
+		((l->nscales_k + l->nscales_v) * 16 + 11) / 12 * 3;
 	unsigned int rel;
 
 	if (off < KVMEM_K_HDR_BYTES)
 		return 0;
-	if (off >= l->scales_off && off < l->scales_off + l->scale_words * 3)
+	if (off >= l->scales_off && off < l->scales_off + svalue)
 		return 0;
+	if (off >= l->checks_off && off < l->checks_off + l->nchecks * 6)
+		/* The checks of rows past ntokens are padding too. */
+		return !l->scale_words &&
+		       (off - l->checks_off) / 6 % g->tokens_per_page >=
+			       ntokens;
 	if (off >= l->k_off && off < l->k_off + block)
 		rel = off - l->k_off;
 	else if (off >= l->v_off && off < l->v_off + block)
@@ -57,6 +66,37 @@ kvmem_k_is_pad(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 		return 1;
 	return rel / l->row_bytes % g->tokens_per_page >= ntokens ||
 	       rel % l->row_bytes >= vbytes;
+}
+
+/*
+ * The checks of a page whose words are scrubbed (page.c: page_checks()):
+ * each scale segment, or each row [0, ntokens) of a page without scales,
+ * against its check; one that fails with its words good counts one
+ * uncorrectable word more, in @cs for a segment, @cp for a row.
+ */
+static __device__ __forceinline__ void
+kvmem_k_scrub_checks(const struct kvmem_k_geom *g,
+		     const struct kvmem_k_layout *l, const uint8_t *page,
+		     unsigned int ntokens, const uint32_t *tab,
+		     struct kvmem_k_counts *cs, struct kvmem_k_counts *cp)
+{
+	unsigned int i;
+
+	if (l->scale_words) {
+		for (i = threadIdx.x; i < l->nchecks; i += blockDim.x)
+			if (kvmem_k_segment(page, l, i, tab, NULL) ==
+			    KVMEM_K_RUN_LOST)
+				cs->ue++;
+		return;
+	}
+	for (i = threadIdx.x; i < 2 * g->kv_heads * ntokens; i += blockDim.x) {
+		const unsigned int hr = i % (g->kv_heads * ntokens);
+
+		if (kvmem_k_row_run(g, l, page, i >= g->kv_heads * ntokens,
+				    hr / ntokens, hr % ntokens,
+				    tab) == KVMEM_K_RUN_LOST)
+			cp->ue++;
+	}
 }
 
 /* Sum a thread's counts into the CTA's (shared) ones. */
@@ -77,6 +117,7 @@ extern "C" __global__ void KVMEM_K_BOUNDS
 kvmem_k_scrub(const struct kvmem_k_scrub p)
 {
 	__shared__ struct kvmem_page_counts pc;
+	__shared__ uint32_t crc_table[256];
 	__shared__ int verdict; /* 0, -EBADMSG, -EINVAL; 1: walk */
 	__shared__ unsigned int hot, ntokens, sealed;
 	__shared__ union {
@@ -87,17 +128,19 @@ kvmem_k_scrub(const struct kvmem_k_scrub p)
 	const struct kvmem_k_page *pg =
 		(const struct kvmem_k_page *)p.pages + blockIdx.x;
 	uint8_t *page = (uint8_t *)pg->addr;
-	struct kvmem_k_counts ch = {}, cs = {}, cp = {};
+	struct kvmem_k_counts ch = {}, cs = {}, cp = {}, cc = {};
 	const struct kvmem_k_layout *l;
 	unsigned int i, block;
 
+	kvmem_k_crc_table(crc_table);
+	__syncthreads();
 	if (threadIdx.x == 0) {
 		struct kvmem_k_counts hc = { 0, 0, 0, 0 };
 		int ue;
 
 		for (i = 0; i < sizeof(pc) / 8; i++)
 			((uint64_t *)&pc)[i] = 0;
-		ue = kvmem_k_hdr_decode(page, hd.b, &hc);
+		ue = kvmem_k_hdr_decode(page, hd.b, crc_table, &hc);
 		hot = hd.h.flags & KVMEM_HDR_HOT ? 1 : 0;
 		ntokens = hd.h.ntokens;
 		sealed = hd.h.flags & KVMEM_HDR_SEALED ? 1 : 0;
@@ -128,12 +171,22 @@ kvmem_k_scrub(const struct kvmem_k_scrub p)
 			    &ch);
 	kvmem_k_scrub_words(page + l->scales_off, KVMEM_CODEC_GOLAY24, 3,
 			    l->scale_words, &cs);
+	/* Check words count with what they check: the scales, or rows. */
+	kvmem_k_scrub_words(page + l->checks_off, KVMEM_CODEC_GOLAY24, 3,
+			    2 * l->nchecks, &cc);
+	if (l->scale_words)
+		kvmem_k_counts_sum(&cs, &cc);
+	else
+		kvmem_k_counts_sum(&cp, &cc);
 	kvmem_k_scrub_words(page + l->k_off, l->codec, l->wbytes, block, &cp);
 	kvmem_k_scrub_words(page + l->v_off, l->codec, l->wbytes, block, &cp);
+	/* Every scrub store is done before the checks read the words, and
+	 * they are read before padding is put back. */
+	__syncthreads();
+	kvmem_k_scrub_checks(g, l, page, ntokens, crc_table, &cs, &cp);
 	kvmem_k_counts_add(&pc.header, &ch);
 	kvmem_k_counts_add(&pc.scales, &cs);
 	kvmem_k_counts_add(&pc.payload, &cp);
-	/* Every scrub store is done before padding is judged. */
 	__syncthreads();
 	if (sealed)
 		for (i = KVMEM_K_HDR_BYTES + threadIdx.x; i < l->size;

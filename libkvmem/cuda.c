@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,9 @@ _Static_assert(KVMEM_PAGE_META_CODEC == KVMEM_CODEC_GOLAY24 &&
 		       KVMEM_K_HDR_WORDS == KVMEM_PAGE_HDR_WORDS &&
 		       KVMEM_K_HDR_BYTES == KVMEM_PAGE_HDR_BYTES,
 	       "the kernels read the header and the scales as golay24");
+_Static_assert(KVMEM_K_HDR_HCRC == offsetof(struct kvmem_page_hdr, hcrc) &&
+		       KVMEM_K_CHECK_SCALES == KVMEM_PAGE_CHECK_SCALES,
+	       "the kernels find the checks as page.h has them");
 
 /* Rows a tile of attention decodes at once, at most. */
 #define ATTEND_TILE 32
@@ -78,6 +82,8 @@ static int geom(const struct kvmem_geometry *g, struct kvmem_k_geom *kg)
 		kl->nscales_k = l.nscales_k;
 		kl->nscales_v = l.nscales_v;
 		kl->scale_words = l.scale_words;
+		kl->checks_off = (uint32_t)l.checks_off;
+		kl->nchecks = l.nchecks;
 		kl->row_words = l.row_words;
 		kl->row_bytes = l.row_bytes;
 		kl->row_data = l.row_data;

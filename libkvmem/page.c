@@ -1,8 +1,10 @@
 /*
  * page.c - the protected KV page (see kvmem/page.h for the layout)
  *
- * Everything in a page is a codeword. The header, the scales and hot pages
- * are in the metadata code (golay24); the payload uses the page's codec.
+ * Everything in a page is a codeword. The header, the scales, the checks
+ * and hot pages are in the metadata code (golay24); the payload uses the
+ * page's codec. The checks (CRC-32C over decoded data) catch what a code
+ * turned into another codeword without a report.
  * Rows are decoded through kvmem__page_rows(), which attention,
  * kvmem_seq_read() and kvmem_page_decode() share, so there is one
  * definition of what a page reads back as, erasures included.
@@ -123,7 +125,8 @@ static int layout(const struct kvmem_geometry *g, int hot,
 {
 	const struct kvmem_codec_info *ci;
 	const struct kvmem_format_info *fi;
-	uint64_t k, m, row_words, nk = 0, nv = 0, scale_words, block, off;
+	uint64_t k, m, row_words, nk = 0, nv = 0, scale_words, nchecks, block;
+	uint64_t off;
 
 	memset(l, 0, sizeof(*l));
 	l->hot = !!hot;
@@ -148,12 +151,18 @@ static int layout(const struct kvmem_geometry *g, int hot,
 	}
 	/* Whole bytes: golay24 words in pairs. */
 	scale_words = ((nk + nv) * 16 + 23) / 24 * 2;
+	/* A page without scales holds FP16 values: one check a row. */
+	nchecks = fi->qmax ? (nk + nv + KVMEM_PAGE_CHECK_SCALES - 1) /
+				     KVMEM_PAGE_CHECK_SCALES
+			   : 2 * (uint64_t)g->kv_heads * g->tokens_per_page;
 
 	block = (uint64_t)g->kv_heads * g->tokens_per_page * row_words *
 		ci->word_bytes;
 	off = align_up(KVMEM_PAGE_HDR_BYTES, 64);
 	l->scales_off = off;
-	off = align_up(off + scale_words * 3, 64);
+	off += scale_words * 3;
+	l->checks_off = off;
+	off = align_up(off + nchecks * 6, 64);
 	l->k_off = off;
 	off = align_up(off + block, 64);
 	l->v_off = off;
@@ -164,6 +173,7 @@ static int layout(const struct kvmem_geometry *g, int hot,
 	l->nscales_k = (uint32_t)nk;
 	l->nscales_v = (uint32_t)nv;
 	l->scale_words = (uint32_t)scale_words;
+	l->nchecks = (uint32_t)nchecks;
 	l->row_words = (uint32_t)row_words;
 	l->row_bytes = (uint32_t)(row_words * ci->word_bytes);
 	l->row_data = (uint32_t)(row_words * k / 8);
@@ -183,11 +193,22 @@ size_t kvmem__page_scale_words(const struct kvmem_page_layout *l)
 	return ((size_t)(l->nscales_k + l->nscales_v) * 16 + 11) / 12;
 }
 
+/* The header's own check: its 64 bytes with hcrc 0. */
+static uint32_t hdr_crc(const struct kvmem_page_hdr *hdr)
+{
+	struct kvmem_page_hdr h = *hdr;
+
+	h.hcrc = 0;
+	return kvmem_crc32c(0, &h, sizeof(h));
+}
+
 void kvmem__hdr_encode(uint8_t *page, const struct kvmem_page_hdr *hdr)
 {
 	uint8_t data[HDR_DATA] = { 0 };
+	struct kvmem_page_hdr h = *hdr;
 
-	memcpy(data, hdr, sizeof(*hdr));
+	h.hcrc = hdr_crc(&h);
+	memcpy(data, &h, sizeof(h));
 	kvmem_ecc_encode(KVMEM_PAGE_META_CODEC, data, page,
 			 KVMEM_PAGE_HDR_WORDS);
 }
@@ -196,11 +217,21 @@ int kvmem__hdr_decode(const uint8_t *page, struct kvmem_page_hdr *hdr,
 		      struct kvmem_ecc_counts *c)
 {
 	uint8_t data[HDR_DATA];
+	struct kvmem_ecc_counts wc;
 	int ret;
 
 	ret = kvmem_ecc_decode(KVMEM_PAGE_META_CODEC, page, data,
-			       KVMEM_PAGE_HDR_WORDS, c, NULL, NULL);
+			       KVMEM_PAGE_HDR_WORDS, &wc, NULL, NULL);
 	memcpy(hdr, data, sizeof(*hdr));
+	/* Words that decoded to other codewords: the header as a whole is
+	 * lost, one uncorrectable word more. */
+	if (!ret && hdr->hcrc != hdr_crc(hdr)) {
+		wc.uncorrectable++;
+		ret = -EBADMSG;
+	}
+	hdr->hcrc = 0;
+	if (c)
+		*c = wc;
 	return ret;
 }
 
@@ -265,12 +296,57 @@ static size_t row_sstride(const struct kvmem_geometry *g,
 	return row_chan(l, is_v) ? 0 : g->head_dim / g->group_size;
 }
 
+/* The check of row (@h, @t) of K or V in a page without scales. */
+static size_t row_check(const struct kvmem_geometry *g, int is_v, uint32_t h,
+			uint32_t t)
+{
+	return ((size_t)is_v * g->kv_heads + h) * g->tokens_per_page + t;
+}
+
 static uint8_t *row_ptr(const struct kvmem_geometry *g,
 			const struct kvmem_page_layout *l, uint8_t *page,
 			int is_v, uint32_t h, uint32_t t)
 {
 	return page + (is_v ? l->v_off : l->k_off) +
 	       ((size_t)h * g->tokens_per_page + t) * l->row_bytes;
+}
+
+/* A check: the low 24 bits of the CRC-32C of the data it covers. */
+static uint32_t check_of(const uint8_t *data, size_t len)
+{
+	return kvmem_crc32c(0, data, len) & 0xffffff;
+}
+
+/* Bytes in run @i of data cut in runs of @len, @total bytes in all. */
+static size_t run_len(size_t i, size_t len, size_t total)
+{
+	return total - i * len < len ? total - i * len : len;
+}
+
+/*
+ * Write the checks of @n runs of @data, each @len bytes but the last
+ * (@total bytes in all), as checks [@first, @first + n) of the page.
+ */
+static void put_checks(uint8_t *page, const struct kvmem_page_layout *l,
+		       size_t first, const uint8_t *data, size_t len,
+		       size_t total, size_t n)
+{
+	uint8_t c[3 * 64];
+	size_t i, j, m;
+
+	for (i = 0; i < n; i += m) {
+		m = n - i < 64 ? n - i : 64;
+		for (j = 0; j < m; j++) {
+			uint32_t v = check_of(data + (i + j) * len,
+					      run_len(i + j, len, total));
+
+			c[3 * j] = (uint8_t)v;
+			c[3 * j + 1] = (uint8_t)(v >> 8);
+			c[3 * j + 2] = (uint8_t)(v >> 16);
+		}
+		kvmem_ecc_encode(KVMEM_PAGE_META_CODEC, c,
+				 page + l->checks_off + (first + i) * 6, 2 * m);
+	}
 }
 
 /*
@@ -314,6 +390,9 @@ static void encode_block(const struct kvmem_geometry *g,
 		kvmem_ecc_encode(l->codec, data,
 				 row_ptr(g, l, page, is_v, h, 0),
 				 (size_t)n * l->row_words);
+		if (!l->scale_words)
+			put_checks(page, l, row_check(g, is_v, h, 0), data,
+				   l->row_data, (size_t)n * l->row_data, n);
 	}
 }
 
@@ -329,6 +408,10 @@ struct scratch {
 	uint64_t *scales_bm;
 	uint8_t *copy[2]; /* [is_v]: a block of codewords, corrected */
 	uint8_t *values[2]; /* [is_v]: int4 values, one per byte */
+	uint8_t *checks; /* decoded checks, 3 bytes each */
+	uint64_t *checks_bm; /* their erasure bitmap */
+	uint8_t *bad; /* RUN_* for each scale segment or row */
+	uint8_t *status; /* enum kvmem_ecc_status of scale or row words */
 };
 
 static size_t scratch_layout(const struct kvmem_geometry *g,
@@ -356,8 +439,79 @@ static size_t scratch_layout(const struct kvmem_geometry *g,
 	sp->values[0] = b + off;
 	off += (size_t)g->tokens_per_page * g->head_dim + 16;
 	sp->values[1] = b + off;
-	off += (size_t)g->tokens_per_page * g->head_dim + 16;
+	off += align_up((size_t)g->tokens_per_page * g->head_dim + 16, 8);
+	sp->checks_bm = (uint64_t *)(void *)(b + off);
+	off += ((size_t)l->nchecks * 2 + 63) / 64 * 8;
+	sp->checks = b + off;
+	off += (size_t)l->nchecks * 3;
+	sp->bad = b + off;
+	off += l->nchecks;
+	sp->status = b + off;
+	off += (size_t)l->scale_words > rows_words ? l->scale_words
+						   : rows_words;
 	return off;
+}
+
+/* What a check says of the run of data it covers. */
+enum {
+	RUN_OK, /* as written */
+	RUN_LOST, /* its words decoded, and do not match: all of it lost */
+	RUN_UNVERIFIED, /* a word of it or of its check is uncorrectable:
+			 * every word the decoder changed is lost */
+};
+
+/* Is a bit of [@from, @to) set in bitmap @bm? */
+static int bm_any(const uint64_t *bm, size_t from, size_t to)
+{
+	size_t i;
+
+	for (i = from; i < to; i++)
+		if (bm[i / 64] >> (i % 64) & 1)
+			return 1;
+	return 0;
+}
+
+/*
+ * Compare checks [@first, @first + n) with @n runs of @data as
+ * put_checks() cut them, each of @wpr decoded words whose uncorrectable
+ * ones are set in @ue. Sets @sp->bad[i] to RUN_* for each run; adds the
+ * check words to @c (unless @words is 0: the caller counted them), and one
+ * uncorrectable word more for each RUN_LOST. Return: the number of runs
+ * not RUN_OK.
+ */
+static size_t test_checks(const struct kvmem_page_layout *l,
+			  const uint8_t *page, size_t first,
+			  const uint8_t *data, size_t len, size_t total,
+			  size_t n, const uint64_t *ue, size_t wpr,
+			  struct scratch *sp, struct kvmem_ecc_counts *c,
+			  int words)
+{
+	struct kvmem_ecc_counts wc;
+	size_t i, nbad = 0, extra = 0;
+
+	kvmem_ecc_decode(KVMEM_PAGE_META_CODEC,
+			 page + l->checks_off + first * 6, sp->checks, 2 * n,
+			 &wc, NULL, sp->checks_bm);
+	for (i = 0; i < n; i++) {
+		const uint8_t *cb = sp->checks + 3 * i;
+		uint32_t want =
+			cb[0] | (uint32_t)cb[1] << 8 | (uint32_t)cb[2] << 16;
+
+		if (sp->checks_bm[2 * i / 64] >> (2 * i % 64) & 3 ||
+		    bm_any(ue, i * wpr, (i + 1) * wpr))
+			sp->bad[i] = RUN_UNVERIFIED;
+		else if (check_of(data + i * len, run_len(i, len, total)) !=
+			 want)
+			sp->bad[i] = RUN_LOST;
+		else
+			sp->bad[i] = RUN_OK;
+		extra += sp->bad[i] == RUN_LOST;
+		nbad += sp->bad[i] != RUN_OK;
+	}
+	if (words)
+		kvmem__counts_add(c, &wc);
+	c->uncorrectable += extra;
+	return nbad;
 }
 
 size_t kvmem__page_scratch_size(const struct kvmem_geometry *g,
@@ -376,6 +530,7 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
 	uint32_t i, n = l->nscales_k + l->nscales_v;
+	size_t nbad;
 	int nerased = 0;
 
 	if (!l->scale_words)
@@ -384,24 +539,34 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 	kvmem_ecc_decode(KVMEM_PAGE_META_CODEC, page + l->scales_off, sp.halves,
 			 l->scale_words, &wc, NULL, sp.scales_bm);
 	kvmem__counts_add(c, &wc);
+	nbad = test_checks(l, page, 0, sp.halves, 2 * KVMEM_PAGE_CHECK_SCALES,
+			   (size_t)n * 2, l->nchecks, sp.scales_bm,
+			   KVMEM_PAGE_CHECK_SCALES * 16 / 12, &sp, c, 1);
 	/* FP16 to float: the fp16 "dequantization" of one long row. */
 	kvmem__attn()->dequant(KVMEM_FMT_FP16, sp.halves, n, 1, NULL, scales);
-	if (!wc.uncorrectable && kvmem__attn()->scales_ok(scales, n)) {
+	if (!nbad && kvmem__attn()->scales_ok(scales, n)) {
 		memset(erased, 0, n);
 		return 0;
 	}
+	/* Which words the decoder changed, where that matters. */
+	if (nbad)
+		kvmem_ecc_decode(KVMEM_PAGE_META_CODEC, page + l->scales_off,
+				 sp.halves, l->scale_words, NULL, sp.status,
+				 NULL);
 	for (i = 0; i < n; i++) {
 		/* Scale i is stream bits [16i, 16i + 16), in two golay24
-		 * words. A scale is never negative or non-finite when
-		 * written: one that reads so was damaged past what the code
-		 * saw (a miscorrection), and is lost. */
+		 * words of segment i / KVMEM_PAGE_CHECK_SCALES. A scale is
+		 * never negative or non-finite when written: one that reads
+		 * so was damaged past what the code saw (a miscorrection),
+		 * and is lost. */
 		size_t w0 = (size_t)i * 16 / 12,
 		       w1 = ((size_t)i * 16 + 15) / 12;
+		int run = sp.bad[i / KVMEM_PAGE_CHECK_SCALES];
 		int bad = !(scales[i] >= 0.0f && scales[i] <= 65504.0f);
 
-		erased[i] = bad || (wc.uncorrectable &&
-				    (sp.scales_bm[w0 / 64] >> (w0 % 64) & 1 ||
-				     sp.scales_bm[w1 / 64] >> (w1 % 64) & 1));
+		erased[i] = bad || run == RUN_LOST ||
+			    (run == RUN_UNVERIFIED &&
+			     (sp.status[w0] || sp.status[w1]));
 		/* A lost scale makes its values lost under every policy
 		 * (kvmem__page_rows()); impossible ones read as 0. */
 		if (bad)
@@ -526,8 +691,8 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	struct scratch sp;
 	struct kvmem_ecc_counts wc;
 	int scales_lost = 0, nonfinite = 0;
+	size_t r, i, rows_lost = 0;
 	long nerased = 0;
-	size_t r, i;
 
 	cw = kvmem__page_rows_cw4(g, l, page, is_v, h, t0, n, scales,
 				  scale_erased, &csc, &css, &cgroup, &crs, c,
@@ -547,6 +712,11 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	scratch_layout(g, l, scratch, &sp);
 	kvmem_ecc_decode(l->codec, code, sp.data, nw, &wc, NULL, sp.rows_bm);
 	kvmem__counts_add(c, &wc);
+	if (!l->scale_words)
+		rows_lost =
+			test_checks(l, page, row_check(g, is_v, h, t0), sp.data,
+				    l->row_data, (size_t)n * l->row_data, n,
+				    sp.rows_bm, l->row_words, &sp, c, 1);
 	for (r = 0; r < n; r++)
 		kn->dequant(l->format, sp.data + r * l->row_data, D, group,
 			    l->nscales_k ? scales + sbase + r * sstride : NULL,
@@ -556,7 +726,7 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	if (l->format == KVMEM_FMT_FP16)
 		for (i = 0; i < (size_t)n * D && !nonfinite; i++)
 			nonfinite = !isfinite(out[i]);
-	if (!wc.uncorrectable && !scales_lost && !nonfinite)
+	if (!wc.uncorrectable && !scales_lost && !nonfinite && !rows_lost)
 		return 0;
 
 	memset(erased, 0, (size_t)n * D);
@@ -575,6 +745,20 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 				if (scale_erased[sbase + r * sstride +
 						 i / group])
 					erased[r * D + i] = KVMEM__LOST;
+	if (rows_lost) {
+		kvmem_ecc_decode(l->codec, code, sp.data, nw, NULL, sp.status,
+				 NULL);
+		for (r = 0; r < n; r++) {
+			if (sp.bad[r] == RUN_LOST)
+				memset(erased + r * D, KVMEM__LOST, D);
+			if (sp.bad[r] != RUN_UNVERIFIED)
+				continue;
+			for (i = r * l->row_words; i < (r + 1) * l->row_words;
+			     i++)
+				if (sp.status[i])
+					mark_word(g, l, i, erased);
+		}
+	}
 	if (nonfinite)
 		for (i = 0; i < (size_t)n * D; i++)
 			if (!isfinite(out[i])) {
@@ -605,6 +789,8 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
 			kvmem_ecc_encode(l->codec, row,
 					 row_ptr(g, l, page, is_v, h, t),
 					 l->row_words);
+			put_checks(page, l, row_check(g, is_v, h, t), row,
+				   l->row_data, l->row_data, 1);
 		}
 }
 
@@ -635,6 +821,10 @@ int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
 	encode_block(g, &l, page, 1, v, hdr->ntokens, scales, data);
 	kvmem_ecc_encode(KVMEM_PAGE_META_CODEC, scales,
 			 (uint8_t *)page + l.scales_off, l.scale_words);
+	if (l.scale_words)
+		put_checks(page, &l, 0, (const uint8_t *)scales,
+			   2 * KVMEM_PAGE_CHECK_SCALES,
+			   ((size_t)l.nscales_k + l.nscales_v) * 2, l.nchecks);
 	free(scales);
 	free(data);
 
@@ -809,18 +999,24 @@ static void page_runs(const struct kvmem_geometry *g,
 			      ci->data_bits * ci->word_bytes;
 	const size_t rows = (size_t)g->kv_heads * g->tokens_per_page;
 	const size_t blk = rows * l->row_bytes;
-	/* Words past the last scale bit (at most one: words come in pairs)
-	 * hold only padding. */
 	/* A word past the last scale bit (words come in pairs) holds only
 	 * padding. */
 	const size_t scales_end =
 		l->scales_off + kvmem__page_scale_words(l) * 3;
+	const size_t checks_end = l->checks_off + (size_t)l->nchecks * 6;
 	struct runs r = { .fn = fn, .ctx = ctx, .from = from, .to = to };
 
 	run_add(&r, KVMEM_PAGE_HDR_BYTES, l->scales_off - KVMEM_PAGE_HDR_BYTES,
 		1);
 	run_add(&r, l->scales_off, scales_end - l->scales_off, 0);
-	run_add(&r, scales_end, l->k_off - scales_end, 1);
+	run_add(&r, scales_end, l->checks_off - scales_end, 1);
+	/* The checks of rows past ntokens are padding too. */
+	if (l->scale_words)
+		run_add(&r, l->checks_off, checks_end - l->checks_off, 0);
+	else
+		block_runs(&r, l->checks_off, 2 * rows, 6, g->tokens_per_page,
+			   ntokens, 6);
+	run_add(&r, checks_end, l->k_off - checks_end, 1);
 	block_runs(&r, l->k_off, rows, l->row_bytes, g->tokens_per_page,
 		   ntokens, vbytes);
 	run_add(&r, l->k_off + blk, l->v_off - l->k_off - blk, 1);
@@ -958,8 +1154,58 @@ void kvmem__page_poison(uint8_t *page, const struct kvmem_geometry *g,
 }
 
 /*
- * Scrub (@write) or check every region of a page. A page whose header is
- * uncorrectable is not walked: its kind, and so its layout, is unknown.
+ * The checks of a page whose words are scrubbed or checked already: one
+ * uncorrectable word more in @pc for each check that fails with its words
+ * good. Return: 1 when a check fails, 0 when none does, -ENOMEM.
+ */
+static int page_checks(const void *page, const struct kvmem_geometry *g,
+		       const struct kvmem_page_layout *l, uint32_t ntokens,
+		       struct kvmem_page_counts *pc)
+{
+	const size_t n = (size_t)l->nscales_k + l->nscales_v;
+	void *scratch = malloc(kvmem__page_scratch_size(g, l));
+	struct scratch sp;
+	size_t bad = 0;
+	uint32_t h;
+	int is_v;
+
+	if (!scratch)
+		return -ENOMEM;
+	scratch_layout(g, l, scratch, &sp);
+	if (l->scale_words) {
+		kvmem_ecc_decode(KVMEM_PAGE_META_CODEC,
+				 (const uint8_t *)page + l->scales_off,
+				 sp.halves, l->scale_words, NULL, NULL,
+				 sp.scales_bm);
+		bad = test_checks(
+			l, page, 0, sp.halves, 2 * KVMEM_PAGE_CHECK_SCALES,
+			2 * n, l->nchecks, sp.scales_bm,
+			KVMEM_PAGE_CHECK_SCALES * 16 / 12, &sp, &pc->scales, 0);
+	} else {
+		for (is_v = 0; is_v < 2; is_v++)
+			for (h = 0; h < g->kv_heads; h++) {
+				kvmem_ecc_decode(l->codec,
+						 row_ptr(g, l, (uint8_t *)page,
+							 is_v, h, 0),
+						 sp.data,
+						 (size_t)ntokens * l->row_words,
+						 NULL, NULL, sp.rows_bm);
+				bad += test_checks(
+					l, page, row_check(g, is_v, h, 0),
+					sp.data, l->row_data,
+					(size_t)ntokens * l->row_data, ntokens,
+					sp.rows_bm, l->row_words, &sp,
+					&pc->payload, 0);
+			}
+	}
+	free(scratch);
+	return !!bad;
+}
+
+/*
+ * Scrub (@write) or check every region of a page, then its checks. A page
+ * whose header is uncorrectable is not walked: its kind, and so its
+ * layout, is unknown.
  */
 static int page_walk(void *page, const struct kvmem_geometry *g,
 		     struct kvmem_page_counts *counts, int write)
@@ -972,7 +1218,7 @@ static int page_walk(void *page, const struct kvmem_geometry *g,
 		size_t off, nwords;
 		int codec;
 		struct kvmem_ecc_counts *c;
-	} rg[4];
+	} rg[5];
 	size_t i, block;
 	void *buf = NULL;
 	int ret;
@@ -988,13 +1234,18 @@ static int page_walk(void *page, const struct kvmem_geometry *g,
 				 &pc.header };
 	rg[1] = (struct region){ l.scales_off, l.scale_words,
 				 KVMEM_PAGE_META_CODEC, &pc.scales };
-	rg[2] = (struct region){ l.k_off, block, l.codec, &pc.payload };
-	rg[3] = (struct region){ l.v_off, block, l.codec, &pc.payload };
+	/* Check words count with what they check. */
+	rg[2] = (struct region){ l.checks_off, 2 * (size_t)l.nchecks,
+				 KVMEM_PAGE_META_CODEC,
+				 l.scale_words ? &pc.scales : &pc.payload };
+	rg[3] = (struct region){ l.k_off, block, l.codec, &pc.payload };
+	rg[4] = (struct region){ l.v_off, block, l.codec, &pc.payload };
 	if (!write) {
-		buf = malloc(kvmem_ecc_data_bytes(l.codec, block) +
-			     kvmem_ecc_data_bytes(
-				     KVMEM_PAGE_META_CODEC,
-				     l.scale_words + KVMEM_PAGE_HDR_WORDS));
+		buf = malloc(
+			kvmem_ecc_data_bytes(l.codec, block) +
+			kvmem_ecc_data_bytes(KVMEM_PAGE_META_CODEC,
+					     l.scale_words + 2 * l.nchecks +
+						     KVMEM_PAGE_HDR_WORDS));
 		if (!buf) {
 			ret = -ENOMEM;
 			goto out;
@@ -1011,7 +1262,10 @@ static int page_walk(void *page, const struct kvmem_geometry *g,
 					 NULL, NULL);
 		kvmem__counts_add(rg[i].c, &wc);
 	}
-	if (pc.header.uncorrectable || pc.scales.uncorrectable ||
+	ret = page_checks(page, g, &l, hdr.ntokens, &pc);
+	if (ret < 0)
+		goto out;
+	if (ret || pc.header.uncorrectable || pc.scales.uncorrectable ||
 	    pc.payload.uncorrectable)
 		ret = -EBADMSG;
 	/* Verify reports what a scrub would have to do, and a CRC mismatch

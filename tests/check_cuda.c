@@ -39,14 +39,20 @@ int kvmem__simt_run(const char *kernel, unsigned int gx, unsigned int gy,
 
 /*
  * The page's metadata as kvmem/page.h has it, written down: the 64 header
- * bytes and 4 zero bits in 43 golay24 words, the FP16 scales from offset
- * 192 as one bitstream in golay24 words (in pairs), and hot pages FP16 in
- * golay24.
+ * bytes and 4 zero bits in 43 golay24 words, hcrc (at byte 52) the
+ * CRC-32C of those bytes with it 0; the FP16 scales from offset 192 as one
+ * bitstream in golay24 words (in pairs); right after them the checks, 24
+ * bits in two golay24 words each, the low 24 bits of a CRC-32C: one per 24
+ * scales (48 bytes of the bitstream), or in a page without scales one per
+ * row, [K, V][kv_head][token], over the row's data bytes; the K block at
+ * the next multiple of 64; hot pages FP16 in golay24.
  */
 #define META KVMEM_CODEC_GOLAY24
 #define HDR_WORDS 43
 #define HDR_BYTES (HDR_WORDS * 3)
+#define HDR_HCRC 52
 #define SCALES_OFF 192
+#define CHECK_SCALES 24
 
 static const char *const codecs[] = { "h74", "h84", "golay24", "secded72" };
 
@@ -426,10 +432,26 @@ static void expect_meta_words(const uint8_t *code, const uint8_t *data,
 	}
 }
 
+/* Check @i of @page, as written down above, against @len bytes of @data. */
+static void expect_check(const uint8_t *page, size_t checks_off, size_t i,
+			 const void *data, size_t len, const char *gpu,
+			 const char *what)
+{
+	uint32_t crc = len ? ref_crc32c(0, data, len) & 0xffffff : 0;
+	uint8_t c[3] = { (uint8_t)crc, (uint8_t)(crc >> 8),
+			 (uint8_t)(crc >> 16) };
+	char name[64];
+
+	snprintf(name, sizeof(name), "%s check %zu", what, i);
+	expect_meta_words(page + checks_off + 6 * i, c, 2, gpu, name);
+}
+
 /*
  * A page the kernel encoded from @hdr, @k and @v against the format as
  * kvmem/page.h writes it down, through the reference codec and quantizer:
- * its header, its scales, and for a hot page the first row of K.
+ * its header and hcrc, its scales and their checks, and for a hot page the
+ * first row of K and of V's last head, their checks, and the check of a
+ * row it does not have.
  */
 static void expect_format(const char *gpu, const uint8_t *page,
 			  const struct kvmem_geometry *g,
@@ -445,14 +467,19 @@ static void expect_format(const char *gpu, const uint8_t *page,
 	const size_t nv = qmax ? (size_t)g->kv_heads * tpp * groups : 0;
 	const size_t nk = chan ? tok : nv;
 	const size_t sw = ((nk + nv) * 16 + 23) / 24 * 2;
+	const size_t checks_off = SCALES_OFF + sw * 3;
+	const size_t nchecks =
+		qmax ? (nk + nv + CHECK_SCALES - 1) / CHECK_SCALES
+		     : 2 * (size_t)g->kv_heads * tpp;
 	uint8_t hb[HDR_WORDS * 12 / 8 + 1] = { 0 };
 	struct kvmem_page_hdr h = *hdr;
 	uint16_t *sc = calloc(sw + 1, sizeof(*sc));
-	uint32_t hh, t, c;
+	uint32_t hh, t, c, crc;
+	size_t ci;
 
 	ck_assert_ptr_nonnull(sc);
 	h.magic = 0x4750564bu; /* "KVPG" */
-	h.version = 2;
+	h.version = 3;
 	h.format = hot ? KVMEM_FMT_FP16 : g->format;
 	h.codec = hot ? META : g->codec;
 	h.geometry = kvmem_geometry_digest(g);
@@ -461,10 +488,17 @@ static void expect_format(const char *gpu, const uint8_t *page,
 			? ref_crc32c(0, page + HDR_BYTES, l->size - HDR_BYTES)
 			: 0;
 	memcpy(hb, &h, sizeof(h));
+	memset(hb + HDR_HCRC, 0, 4);
+	crc = ref_crc32c(0, hb, 64);
+	ref_put_le(hb + HDR_HCRC, 4, crc);
 	expect_meta_words(page, hb, HDR_WORDS, gpu, "header");
 
 	EXPECT_EQ(l->scales_off, SCALES_OFF, "%s", gpu);
 	EXPECT_EQ(l->scale_words, sw, "%s: hot %d", gpu, hot);
+	EXPECT_EQ(l->checks_off, checks_off, "%s: hot %d", gpu, hot);
+	EXPECT_EQ(l->nchecks, nchecks, "%s: hot %d", gpu, hot);
+	EXPECT_EQ(l->k_off, (checks_off + 6 * nchecks + 63) / 64 * 64,
+		  "%s: hot %d", gpu, hot);
 	for (hh = 0; hh < g->kv_heads; hh++) {
 		for (t = 0; t < hdr->ntokens && qmax; t++)
 			for (c = 0; c < groups; c++) {
@@ -482,10 +516,20 @@ static void expect_format(const char *gpu, const uint8_t *page,
 	}
 	expect_meta_words(page + SCALES_OFF, (const uint8_t *)sc, sw, gpu,
 			  "scale");
+	/* Each 48 bytes of the stream, the last fewer. */
+	for (ci = 0; qmax && ci < nchecks; ci++)
+		expect_check(page, checks_off, ci,
+			     (const uint8_t *)sc + 2 * CHECK_SCALES * ci,
+			     2 * (nk + nv) - 2 * CHECK_SCALES * ci <
+					     2 * CHECK_SCALES
+				     ? 2 * (nk + nv) - 2 * CHECK_SCALES * ci
+				     : 2 * CHECK_SCALES,
+			     gpu, "scale");
 	free(sc);
 
 	if (hot) {
 		const size_t rw = ((size_t)D * 16 + 23) / 24 * 2;
+		const size_t kvh = g->kv_heads;
 		uint16_t *row = calloc(rw + 1, sizeof(*row));
 
 		ck_assert_ptr_nonnull(row);
@@ -495,6 +539,21 @@ static void expect_format(const char *gpu, const uint8_t *page,
 			row[c] = half_of(k[c]);
 		expect_meta_words(page + l->k_off, (const uint8_t *)row, rw,
 				  gpu, "hot K row 0");
+		/* Over the row's data: its values, then the zero padding. */
+		expect_check(page, checks_off, 0, row, rw * 12 / 8, gpu,
+			     "hot K row 0");
+		for (c = 0; c < D; c++)
+			row[c] = half_of(v[(kvh - 1) * D + c]);
+		expect_meta_words(page + l->v_off +
+					  (kvh - 1) * tpp * l->row_bytes,
+				  (const uint8_t *)row, rw, gpu,
+				  "hot V row 0 of the last head");
+		expect_check(page, checks_off, (2 * kvh - 1) * tpp, row,
+			     rw * 12 / 8, gpu, "hot V row 0 of the last head");
+		/* A row past ntokens: zero words, as its data. */
+		if (hdr->ntokens < tpp)
+			expect_check(page, checks_off, hdr->ntokens, NULL, 0,
+				     gpu, "hot K row past ntokens");
 		free(row);
 	}
 }
@@ -811,6 +870,131 @@ static void damage(struct kvmem_seq *s, const struct kvmem_geometry *g)
 	}
 }
 
+/*
+ * Damage past what a code sees, as a garbled line leaves it: data byte
+ * @byte of the @nwords words of @codec at @code changed by @x and the
+ * words encoded again, so they decode clean to data never written.
+ */
+static void plant(uint8_t *code, int codec, size_t nwords, size_t byte,
+		  uint8_t x)
+{
+	size_t nb = kvmem_ecc_data_bytes(codec, nwords);
+	uint8_t *data = kvmem_check_xmalloc(nb);
+
+	ck_assert_uint_lt(byte, nb);
+	ck_assert_int_eq(
+		kvmem_ecc_decode(codec, code, data, nwords, NULL, NULL, NULL),
+		0);
+	data[byte] ^= x;
+	ck_assert_int_eq(kvmem_ecc_encode(codec, data, code, nwords), 0);
+	free(data);
+}
+
+/* The bytes of FP16 value @i of a row: the high one's low bit is in the
+ * mantissa, so the value stays finite and only its check sees it. */
+#define HALF_HI(i) (2 * (i) + 1)
+
+/*
+ * Miscorrections each check must catch, in every page of @s: the header
+ * of the first page (hcrc); in a page with scales, scale 30 (segment 1,
+ * across the K scales of two heads with group scales) and the last one
+ * (the shorter last segment); in a page without, K row ntokens - 1 of head
+ * 0 and K row 0 of the last head, rows next to the pages around it. Each
+ * page then verifies as the checks say: one uncorrectable word for each.
+ */
+static void miscorrect(struct kvmem_seq *s, const struct kvmem_geometry *g)
+{
+	struct kvmem_page_desc d[256];
+	int i, n = kvmem_seq_pages(s, 0, d, 256);
+
+	for (i = 0; i < n; i++) {
+		struct kvmem_page_counts pc;
+		struct kvmem_page_layout l;
+		uint8_t *p = d[i].data, *copy;
+		const uint32_t kvh = g->kv_heads, last = d[i].ntokens - 1;
+		size_t nlost = 1;
+
+		kvmem_page_layout(g, d[i].hot, &l);
+		if (l.scale_words) {
+			ck_assert_uint_gt(l.nscales_k + l.nscales_v, 30);
+			plant(p + l.scales_off, META, l.scale_words,
+			      HALF_HI(30), 0x01);
+			plant(p + l.scales_off, META, l.scale_words,
+			      HALF_HI(l.nscales_k + l.nscales_v - 1), 0x01);
+			nlost = 2;
+		} else {
+			plant(p + l.k_off + (size_t)last * l.row_bytes, l.codec,
+			      l.row_words, HALF_HI(3), 0x01);
+			if (kvh > 1 || last > 0) {
+				plant(p + l.k_off +
+					      (size_t)(kvh - 1) *
+						      g->tokens_per_page *
+						      l.row_bytes,
+				      l.codec, l.row_words, HALF_HI(5), 0x01);
+				nlost = 2;
+			}
+		}
+		copy = kvmem_check_xmalloc(l.size);
+		memcpy(copy, p, l.size);
+		EXPECT_EQ(kvmem_page_verify(copy, g, &pc), -EBADMSG,
+			  "page %d: planted damage not seen", i);
+		EXPECT_EQ(l.scale_words ? pc.scales.uncorrectable
+					: pc.payload.uncorrectable,
+			  nlost, "page %d hot %d", i, d[i].hot);
+		EXPECT_EQ(pc.header.uncorrectable + pc.scales.corrected +
+				  pc.payload.corrected,
+			  0, "page %d", i);
+		free(copy);
+		if (i)
+			continue;
+		/* The generation's low byte: a header whose words decode
+		 * clean and whose hcrc does not match. */
+		plant(p, META, HDR_WORDS, 40, 0x01);
+		EXPECT_EQ(kvmem_page_verify(p, g, &pc), -EBADMSG, "%s",
+			  "planted header");
+		EXPECT_EQ(pc.header.uncorrectable, 1, "%s", "planted header");
+	}
+}
+
+/*
+ * Damage to the checks and to runs the checks leave unverified, after
+ * damage(): in a page with scales, a corrected flip in check 2, a check
+ * beyond repair (four flips) over segment 3, one of whose scale words is
+ * corrected, so its scales are lost; in a page without, a corrected flip
+ * in the check of K row 0 of head 0, and, in V row 2 of the last head, a
+ * corrected word with its check beyond repair.
+ */
+static void damage_checks(struct kvmem_seq *s, const struct kvmem_geometry *g)
+{
+	const unsigned int wb = kvmem_codec_get(g->codec)->word_bytes;
+	struct kvmem_page_desc d[256];
+	int i, n = kvmem_seq_pages(s, 0, d, 256);
+
+	for (i = 0; i < n; i++) {
+		struct kvmem_page_layout l;
+		uint8_t *p = d[i].data;
+		const uint32_t kvh = g->kv_heads;
+
+		kvmem_page_layout(g, d[i].hot, &l);
+		if (l.scale_words) {
+			if (l.nchecks < 4)
+				continue;
+			p[l.checks_off + 6 * 2 + 3] ^= 0x10;
+			p[l.checks_off + 6 * 3] ^= 0x0f;
+			p[l.scales_off + 3 * (32 * 3 + 1) + 1] ^= 0x02;
+			continue;
+		}
+		p[l.checks_off + 3] ^= 0x04;
+		if (d[i].ntokens < 3)
+			continue;
+		p[l.v_off +
+		  ((size_t)(kvh - 1) * g->tokens_per_page + 2) * l.row_bytes +
+		  (d[i].hot ? 3 : wb)] ^= 0x01;
+		p[l.checks_off +
+		  6 * ((2 * (size_t)kvh - 1) * g->tokens_per_page + 2)] ^= 0x0f;
+	}
+}
+
 /* kvmem_attend() and the kernels on one sequence of @len tokens. */
 static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 			uint32_t G, uint32_t len, int hurt, uint32_t policy,
@@ -844,8 +1028,12 @@ static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 	fill(r, v, len * tok);
 	fill_query(r, q, (size_t)nh * D);
 	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, len), 0);
+	if (hurt > 1)
+		miscorrect(s, g);
 	if (hurt)
 		damage(s, g);
+	if (hurt > 1)
+		damage_checks(s, g);
 	table_of(dv, g, s, &t);
 	sp[0] = 0;
 	sp[1] = t.npages;
@@ -895,6 +1083,9 @@ static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 	if (hurt && g->codec != KVMEM_CODEC_H74)
 		EXPECT(st.values_erased > 0, "codec %s: nothing lost",
 		       codecs[g->codec]);
+	if (hurt > 1)
+		EXPECT_EQ(st.headers_uncorrectable, 1, "codec %s",
+			  codecs[g->codec]);
 	/* alpha 1: each page's importance is this call's share. */
 	np = kvmem_seq_pages(s, 0, d, 256);
 	for (i = 0; i < (size_t)np; i++)
@@ -972,6 +1163,39 @@ static void attend_shapes_on(struct dev *dv)
 START_TEST(test_cuda_attend_shapes)
 {
 	on_targets(4, attend_shapes_on);
+}
+END_TEST
+
+/*
+ * What the checks catch (miscorrect(), damage_checks()): scale segments,
+ * sealed FP16 rows and hot rows lost whole, unverified ones losing what
+ * the decoder changed, across heads and into the rows next to a tile, and
+ * a header that does not match its hcrc.
+ */
+static void attend_checks_on(struct dev *dv)
+{
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+	uint32_t policy;
+
+	kvmem_rng_seed(&r, 2424);
+	for (policy = 0; policy <= KVMEM_ERASE_KEEP; policy++) {
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+		attend_case(dv, &g, 2, 53, 2, policy, 2, &r);
+		geometry(&g, KVMEM_FMT_FP16, KVMEM_CODEC_SECDED72, 0, 2, 64);
+		attend_case(dv, &g, 2, 45, 2, policy, 0, &r);
+	}
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 2, 64);
+	attend_case(dv, &g, 2, 70, 2, KVMEM_ERASE_INTERPOLATE, 3, &r);
+	geometry(&g, KVMEM_FMT_INT8, KVMEM_CODEC_H74, 0, 1, 128);
+	attend_case(dv, &g, 4, 41, 2, KVMEM_ERASE_INTERPOLATE, 0, &r);
+	geometry(&g, KVMEM_FMT_INT2, KVMEM_CODEC_SECDED72, 0, 3, 96);
+	attend_case(dv, &g, 1, 37, 2, KVMEM_ERASE_INTERPOLATE, 2, &r);
+}
+
+START_TEST(test_cuda_attend_checks)
+{
+	on_targets(4, attend_checks_on);
 }
 END_TEST
 
@@ -1356,7 +1580,8 @@ static void scrub_case(struct dev *dv, int codec, struct kvmem_rng *r)
 	EXPECT_EQ(status, -EBADMSG, "%s: codec %s", gpu, codecs[codec]);
 	EXPECT_EQ(pc.header.clean, HDR_WORDS - 1, "%s", gpu);
 	EXPECT_EQ(pc.header.corrected, 1, "%s", gpu);
-	EXPECT_EQ(pc.scales.clean, l.scale_words - 2, "%s", gpu);
+	EXPECT_EQ(pc.scales.clean, l.scale_words + 2 * l.nchecks - 2, "%s",
+		  gpu);
 	EXPECT_EQ(pc.scales.corrected, 1, "%s", gpu);
 	EXPECT_EQ(pc.scales.uncorrectable, 1, "%s", gpu);
 	EXPECT_EQ(page[HDR_BYTES + 3], 0, "%s: the gap after the header", gpu);
@@ -1391,6 +1616,118 @@ static void scrub_case(struct dev *dv, int codec, struct kvmem_rng *r)
 	dev_done(dv);
 }
 
+/*
+ * kvmem_page_scrub() and the kernel on a copy each of @page, which gets
+ * the result; the CPU's counts go to @counts.
+ */
+static void scrub_both(struct dev *dv, const struct kvmem_geometry *g,
+		       uint8_t *page, size_t size, int want,
+		       struct kvmem_page_counts *counts, const char *what)
+{
+	const char *gpu = kvmem_cuda_name(dv->cu);
+	struct kvmem_page_counts pc, exp;
+	struct kvmem_cuda_page pg;
+	uint8_t *ref = kvmem_check_xmalloc(size);
+	uint64_t dpage = dev_put(dv, page, size), dpc, dstatus;
+	int32_t status;
+
+	memcpy(ref, page, size);
+	EXPECT_EQ(kvmem_page_scrub(ref, g, &exp), want, "%s", what);
+	memset(&pg, 0, sizeof(pg));
+	pg.addr = dpage;
+	dpc = dev_junk(dv, sizeof(pc));
+	dstatus = dev_junk(dv, sizeof(status));
+	EXPECT_EQ(kvmem_cuda_scrub(dv->cu, g, dev_put(dv, &pg, sizeof(pg)), 1,
+				   dpc, dstatus, NULL),
+		  0, "%s", kvmem_cuda_error());
+	dev_get(dv, &status, dstatus, sizeof(status));
+	dev_get(dv, &pc, dpc, sizeof(pc));
+	dev_get(dv, page, dpage, size);
+	EXPECT_EQ(status, want, "%s: %s", gpu, what);
+	EXPECT_MEM(&pc, &exp, sizeof(exp), "%s: counts, %s", gpu, what);
+	EXPECT_MEM(page, ref, size, "%s: scrubbed page, %s", gpu, what);
+	*counts = exp;
+	free(ref);
+}
+
+/*
+ * Scrub against the checks: a page of @ntok tokens (sealed unless @hot)
+ * with a segment or row miscorrected (plant()), check words corrected and
+ * beyond repair, in a page with scales the pad word after the last scale
+ * beyond repair, in one without the check of a row past ntokens beyond
+ * repair; then a header that does not match its hcrc.
+ */
+static void scrub_checks_case(struct dev *dv, int fmt, int codec, int hot,
+			      uint32_t ntok, struct kvmem_rng *r)
+{
+	struct kvmem_page_counts pc;
+	struct kvmem_page_layout l;
+	struct kvmem_geometry g;
+	struct kvmem_page_hdr hdr;
+	char what[96];
+	uint8_t *page;
+	float *k, *v;
+	size_t tok;
+
+	geometry(&g, fmt, codec, 0, 2, 64);
+	kvmem_page_layout(&g, hot, &l);
+	tok = (size_t)g.kv_heads * g.head_dim;
+	k = kvmem_check_xmalloc(ntok * tok * 4);
+	v = kvmem_check_xmalloc(ntok * tok * 4);
+	fill(r, k, ntok * tok);
+	fill(r, v, ntok * tok);
+	page = kvmem_check_xmalloc(l.size);
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.ntokens = ntok;
+	hdr.flags = hot ? 0 : KVMEM_HDR_SEALED;
+	ck_assert_int_eq(kvmem_page_encode(page, &g, &hdr, hot, k, v), 0);
+	snprintf(what, sizeof(what), "fmt %d codec %s hot %d ntok %u", fmt,
+		 codecs[codec], hot, ntok);
+
+	if (l.scale_words) {
+		const size_t vw =
+			((size_t)(l.nscales_k + l.nscales_v) * 16 + 11) / 12;
+
+		ck_assert_uint_ge(l.nchecks, 4);
+		ck_assert_uint_eq(vw + 1, l.scale_words);
+		plant(page + l.scales_off, META, l.scale_words, HALF_HI(30),
+		      0x01);
+		page[l.checks_off + 6 * 2 + 4] ^= 0x01;
+		page[l.checks_off + 6 * 3 + 3] ^= 0x0f;
+		page[l.scales_off + 3 * vw] ^= 0x0f;
+	} else {
+		ck_assert_uint_lt(ntok, g.tokens_per_page);
+		plant(page + l.k_off +
+			      ((size_t)g.tokens_per_page + 1) * l.row_bytes,
+		      l.codec, l.row_words, HALF_HI(7), 0x01);
+		page[l.checks_off + 1] ^= 0x08;
+		page[l.checks_off + 6 * (g.tokens_per_page + ntok)] ^= 0x0f;
+	}
+	scrub_both(dv, &g, page, l.size, -EBADMSG, &pc, what);
+	/* What both found, as this test made it, check words counted with
+	 * what they check: a corrected check; the pad word and a check
+	 * beyond repair and a lost segment, or a check beyond repair and a
+	 * lost row. */
+	{
+		const struct kvmem_ecc_counts *in =
+			l.scale_words ? &pc.scales : &pc.payload;
+		const struct kvmem_ecc_counts *out =
+			l.scale_words ? &pc.payload : &pc.scales;
+
+		EXPECT_EQ(in->corrected, 1, "%s", what);
+		EXPECT_EQ(in->uncorrectable, l.scale_words ? 3 : 2, "%s", what);
+		EXPECT_EQ(out->corrected + out->uncorrectable, 0, "%s", what);
+	}
+
+	plant(page, META, HDR_WORDS, 40, 0x01);
+	scrub_both(dv, &g, page, l.size, -EBADMSG, &pc, what);
+	EXPECT_EQ(pc.header.uncorrectable, 1, "%s: planted header", what);
+	free(k);
+	free(v);
+	free(page);
+	dev_done(dv);
+}
+
 static void scrub_matches_cpu_on(struct dev *dv)
 {
 	struct kvmem_rng r;
@@ -1399,6 +1736,10 @@ static void scrub_matches_cpu_on(struct dev *dv)
 	kvmem_rng_seed(&r, 5);
 	for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
 		scrub_case(dv, codec, &r);
+	scrub_checks_case(dv, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 16, &r);
+	scrub_checks_case(dv, KVMEM_FMT_INT8, KVMEM_CODEC_GOLAY24, 0, 9, &r);
+	scrub_checks_case(dv, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 5, &r);
+	scrub_checks_case(dv, KVMEM_FMT_FP16, KVMEM_CODEC_SECDED72, 0, 11, &r);
 }
 
 START_TEST(test_cuda_scrub_matches_cpu)
@@ -1486,6 +1827,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_encode_refuses_misfit_jobs);
 	tcase_add_test(tc, test_cuda_attend_matches_cpu);
 	tcase_add_test(tc, test_cuda_attend_shapes);
+	tcase_add_test(tc, test_cuda_attend_checks);
 	tcase_add_test(tc, test_cuda_attend_batch_causal);
 	tcase_add_test(tc, test_cuda_attend_f16_baseline);
 	tcase_add_test(tc, test_cuda_attend_bad_args);

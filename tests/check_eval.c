@@ -213,7 +213,7 @@ START_TEST(test_protocol_tiny)
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
 		  "--modes", "int4-h84", "--ber", "0.001", "--seeds", "3");
 	ck_assert_int_eq(r.status, 0);
-	ck_assert_ptr_nonnull(strstr(r.out, "header, scales and payload"));
+	ck_assert_ptr_nonnull(strstr(r.out, "header, scales, checks and payload"));
 	ck_assert_ptr_nonnull(strstr(r.out, "tokens a page"));
 	ck_assert_ptr_nonnull(strstr(r.out, "int4-h84"));
 	kvmem_check_run_free(&r);

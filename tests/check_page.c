@@ -76,6 +76,7 @@ struct rlay {
 	unsigned int fmt, codec, bits, k, wb;
 	uint32_t G; /* groups per row */
 	uint32_t nk, nv, sw; /* scales, scale words */
+	uint32_t nc; /* checks: per 24 scales, or per row of an fp16 page */
 	uint32_t rw, rb, rd; /* row words, bytes, data bytes */
 	size_t rows; /* rows per block */
 	size_t blk; /* bytes per block */
@@ -105,6 +106,8 @@ static void ref_layout(const struct kvmem_geometry *g, int hot, struct rlay *r)
 	/* 12 bits a word, words in pairs (whole bytes). */
 	r->sw = ((r->nk + r->nv) * 16 + 23) / 24 * 2;
 	r->rows = (size_t)g->kv_heads * g->tokens_per_page;
+	r->nc = r->fmt != KVMEM_FMT_FP16 ? (r->nk + r->nv + 23) / 24
+					 : 2 * (uint32_t)r->rows;
 	r->blk = r->rows * r->rb;
 }
 
@@ -138,9 +141,13 @@ static void check_layout(const struct kvmem_geometry *g, int hot,
 	EXPECT_EQ(l->v_off % 64, 0, "%s", name);
 	EXPECT(l->scales_off >= HDR_BYTES, "%s: scales_off %zu", name,
 	       l->scales_off);
-	EXPECT(l->scales_off + (size_t)r.sw * SW_BYTES <= l->k_off,
-	       "%s: scales_off %zu + %u words > k_off %zu", name, l->scales_off,
-	       r.sw, l->k_off);
+	/* The checks follow the scales, two words each. */
+	EXPECT_EQ(l->nchecks, r.nc, "%s", name);
+	EXPECT_EQ(l->checks_off, l->scales_off + (size_t)r.sw * SW_BYTES, "%s",
+		  name);
+	EXPECT(l->checks_off + (size_t)r.nc * 2 * SW_BYTES <= l->k_off,
+	       "%s: checks_off %zu + %u checks > k_off %zu", name,
+	       l->checks_off, r.nc, l->k_off);
 	kend = l->k_off + r.blk;
 	vend = l->v_off + r.blk;
 	EXPECT(kend <= l->v_off, "%s: K ends at %zu > v_off %zu", name, kend,
@@ -150,7 +157,8 @@ static void check_layout(const struct kvmem_geometry *g, int hot,
 	/* "zero padding to a multiple of 4 KiB": no more than that. */
 	EXPECT(l->size - vend < KVMEM_PAGE_ALIGN, "%s: size %zu, V ends at %zu",
 	       name, l->size, vend);
-	EXPECT(l->size >= HDR_BYTES + (size_t)r.sw * SW_BYTES + 2 * r.blk,
+	EXPECT(l->size >= HDR_BYTES + (size_t)(r.sw + 2 * r.nc) * SW_BYTES +
+				  2 * r.blk,
 	       "%s: size %zu", name, l->size);
 }
 
@@ -338,6 +346,7 @@ static void check_header_image(struct pcase *pc)
 {
 	uint8_t data[HDR_WORDS * 12 / 8 + 1] = { 0 }, exp[64];
 	struct kvmem_page_hdr got;
+	uint32_t hcrc;
 	unsigned int w;
 
 	for (w = 0; w < HDR_WORDS; w++)
@@ -362,8 +371,80 @@ static void check_header_image(struct pcase *pc)
 	EXPECT_EQ(got.generation, pc->hexp.generation, "%s", pc->name);
 	EXPECT_EQ(got.crc, pc->hexp.crc, "%s: CRC-32C of bytes [%d, %zu)",
 		  pc->name, HDR_BYTES, pc->l.size);
+	/* hcrc: the CRC-32C of the 64 bytes with hcrc 0. */
 	memcpy(exp, &pc->hexp, sizeof(exp));
+	memset(exp + 52, 0, 4);
+	hcrc = ref_crc32c(0, exp, sizeof(exp));
+	EXPECT_EQ(got.hcrc, hcrc, "%s: the header's own CRC", pc->name);
+	memcpy(exp + 52, &hcrc, 4);
 	EXPECT_MEM(data, exp, sizeof(exp), "%s: header bytes", pc->name);
+}
+
+/* The data bits of check @i (two words at checks_off + 6 i). */
+static uint32_t check_word(const struct pcase *pc, size_t i)
+{
+	const uint8_t *w = pc->page + pc->l.checks_off + 2 * SW_BYTES * i;
+
+	return (uint32_t)(word_data(META, w, "check", 2 * i, pc->name) |
+			  word_data(META, w + SW_BYTES, "check", 2 * i + 1,
+				    pc->name)
+				  << 12);
+}
+
+/*
+ * The checks, recomputed: the low 24 bits of the CRC-32C of each 48 bytes
+ * of the scale stream (as check_scales_image() read it), or of each row's
+ * data bytes in an fp16 page (its FP16 values, then zeros); checks of
+ * rows never written are zero.
+ */
+static void check_checks_image(struct pcase *pc)
+{
+	const struct rlay *r = &pc->r;
+	const size_t nsc = r->nk + r->nv;
+	uint8_t *b = kvmem_check_xmalloc(nsc * 2 + r->rd + 1);
+	size_t i, j, len;
+
+	if (r->fmt != KVMEM_FMT_FP16) {
+		for (i = 0; i < nsc; i++) {
+			b[2 * i] = (uint8_t)pc->scales[i];
+			b[2 * i + 1] = (uint8_t)(pc->scales[i] >> 8);
+		}
+		for (i = 0; i < r->nc; i++) {
+			len = nsc * 2 - 48 * i < 48 ? nsc * 2 - 48 * i : 48;
+			EXPECT_EQ(check_word(pc, i),
+				  ref_crc32c(0, b + 48 * i, len) & 0xffffff,
+				  "%s: check of scales [%zu, %zu)", pc->name,
+				  24 * i, 24 * i + len / 2);
+		}
+		free(b);
+		return;
+	}
+	for (i = 0; i < r->nc; i++) {
+		/* [K, V][kv_head][token], as pc->raw[is_v] holds them. */
+		const int isv = i >= r->rows;
+		const uint32_t h =
+			(uint32_t)(i % r->rows / pc->g.tokens_per_page);
+		const uint32_t t = (uint32_t)(i % pc->g.tokens_per_page);
+
+		if (t >= pc->ntok) {
+			EXPECT_EQ(check_word(pc, i), 0,
+				  "%s: check of row %zu, past ntokens",
+				  pc->name, i);
+			continue;
+		}
+		memset(b, 0, r->rd);
+		for (j = 0; j < pc->g.head_dim; j++) {
+			uint32_t raw =
+				pc->raw[isv][vidx(pc, t, h, (uint32_t)j)];
+
+			b[2 * j] = (uint8_t)raw;
+			b[2 * j + 1] = (uint8_t)(raw >> 8);
+		}
+		EXPECT_EQ(check_word(pc, i), ref_crc32c(0, b, r->rd) & 0xffffff,
+			  "%s: check of %s head %u token %u", pc->name,
+			  isv ? "V" : "K", h, t);
+	}
+	free(b);
 }
 
 /* Read the scales out of the page and check them against the input. */
@@ -509,9 +590,10 @@ static void check_image(struct pcase *pc)
 	check_scales_image(pc);
 	check_payload_image(pc, 0);
 	check_payload_image(pc, 1);
+	check_checks_image(pc);
 	check_zero(pc, HDR_BYTES, l->scales_off, "header-scales gap");
-	check_zero(pc, l->scales_off + (size_t)pc->r.sw * SW_BYTES, l->k_off,
-		   "scales-K gap");
+	check_zero(pc, l->checks_off + (size_t)pc->r.nc * 2 * SW_BYTES,
+		   l->k_off, "checks-K gap");
 	check_zero(pc, l->k_off + pc->r.blk, l->v_off, "K-V gap");
 	check_zero(pc, l->v_off + pc->r.blk, l->size, "padding");
 }
@@ -587,13 +669,16 @@ static void expect_counts(const struct pcase *pc,
 			  uint64_t erased, const char *what)
 {
 	int full = pc->ntok == pc->g.tokens_per_page;
+	/* Check words count with what they check. */
+	uint64_t sc = pc->r.fmt != KVMEM_FMT_FP16 ? 2 * pc->r.nc : 0;
+	uint64_t rc = pc->r.fmt == KVMEM_FMT_FP16 ? 2 * pc->r.nc : 0;
 
 	expect_ecc_counts(&c->header, HDR_WORDS, corr[0], ue[0], "header", what,
 			  pc->name);
-	expect_ecc_counts(&c->scales, full ? pc->r.sw : (uint64_t)-1, corr[1],
-			  ue[1], "scales", what, pc->name);
+	expect_ecc_counts(&c->scales, full ? pc->r.sw + sc : (uint64_t)-1,
+			  corr[1], ue[1], "scales", what, pc->name);
 	expect_ecc_counts(&c->payload,
-			  full ? 2 * pc->r.rows * pc->r.rw : (uint64_t)-1,
+			  full ? 2 * pc->r.rows * pc->r.rw + rc : (uint64_t)-1,
 			  corr[2], ue[2], "payload", what, pc->name);
 	EXPECT_EQ(c->values_erased, erased, "%s: %s", pc->name, what);
 }
@@ -912,8 +997,9 @@ END_TEST
 
 /*
  * The size of a page as page.h draws it, in 64 bits from the fields, apart
- * from the library's arithmetic: the header, the scales in 3-byte words,
- * K and V, each start 64-aligned, the whole 4 KiB-aligned.
+ * from the library's arithmetic: the header, the scales in 3-byte words and
+ * their checks (or an fp16 page's row checks) in pairs of them, K and V,
+ * each start 64-aligned, the whole 4 KiB-aligned.
  */
 static uint64_t ref_page_size(const struct kvmem_geometry *g, int hot)
 {
@@ -921,7 +1007,7 @@ static uint64_t ref_page_size(const struct kvmem_geometry *g, int hot)
 	unsigned int codec = hot ? META : g->codec;
 	uint64_t k = ref_codecs[codec].k, bits = ref_fmts[fmt].bits;
 	uint64_t rw = ((uint64_t)g->head_dim * bits + k - 1) / k;
-	uint64_t ns = 0, off, blk;
+	uint64_t ns = 0, nc, off, blk;
 
 	while (rw * k % 8)
 		rw++;
@@ -934,8 +1020,13 @@ static uint64_t ref_page_size(const struct kvmem_geometry *g, int hot)
 			      ? (uint64_t)g->kv_heads * g->head_dim
 			      : (uint64_t)g->kv_heads * g->tokens_per_page *
 					(g->head_dim / g->group_size));
+	nc = fmt != KVMEM_FMT_FP16
+		     ? (ns + 23) / 24
+		     : 2 * (uint64_t)g->kv_heads * g->tokens_per_page;
 	off = (HDR_BYTES + 63) / 64 * 64;
-	off = (off + (ns * 16 + 23) / 24 * 2 * SW_BYTES + 63) / 64 * 64;
+	off = (off + (ns * 16 + 23) / 24 * 2 * SW_BYTES + nc * 2 * SW_BYTES +
+	       63) /
+	      64 * 64;
 	off = (off + blk + 63) / 64 * 64;
 	return (off + blk + 4095) / 4096 * 4096;
 }
@@ -1115,15 +1206,31 @@ END_TEST
 /* ---- Headers ------------------------------------------------------------- */
 
 /* Re-encode the header of @page with the reference after @edit changed it. */
-static void rewrite_header(uint8_t *page, const struct kvmem_page_hdr *h)
+/*
+ * Encode @h as the page's header, with its own CRC (hcrc) when @hcrc: as
+ * page.h says, the CRC-32C of the 64 bytes with hcrc 0. Without, the
+ * header is what a miscorrection leaves: valid words, hcrc unchanged.
+ */
+static void encode_header(uint8_t *page, const struct kvmem_page_hdr *h,
+			  int hcrc)
 {
 	uint8_t data[HDR_WORDS * 12 / 8 + 1] = { 0 };
+	struct kvmem_page_hdr x = *h;
 	unsigned int w;
 
-	memcpy(data, h, sizeof(*h));
+	if (hcrc) {
+		x.hcrc = 0;
+		x.hcrc = ref_crc32c(0, (const uint8_t *)&x, sizeof(x));
+	}
+	memcpy(data, &x, sizeof(x));
 	for (w = 0; w < HDR_WORDS; w++)
 		ref_word(META, ref_get_bits(data, 12 * w, 12),
 			 page + SW_BYTES * w);
+}
+
+static void rewrite_header(uint8_t *page, const struct kvmem_page_hdr *h)
+{
+	encode_header(page, h, 1);
 }
 
 START_TEST(test_header_single_flips)
@@ -1262,6 +1369,7 @@ START_TEST(test_header_mismatch)
 	struct kvmem_geometry g, o;
 	struct kvmem_page_hdr got, h;
 	struct kvmem_page_counts cnt;
+	struct kvmem_ecc_counts hc;
 	struct pcase pc;
 	struct kvmem_rng r;
 	uint8_t *copy, *zero;
@@ -1320,15 +1428,19 @@ START_TEST(test_header_mismatch)
 		EXPECT_MEM(pc.page, copy, pc.l.size, "variant %u", i);
 	}
 
-	/* A zero page decodes clean and has no magic. */
+	/* A zero page decodes clean, but not to a header: its own CRC
+	 * does not match. */
 	zero = aligned_alloc(KVMEM_PAGE_ALIGN, pc.l.size);
 	ck_assert_ptr_nonnull(zero);
 	memset(zero, 0, pc.l.size);
-	ck_assert_int_eq(kvmem_page_read_header(zero, &g, &got, NULL), -EINVAL);
+	ck_assert_int_eq(kvmem_page_read_header(zero, &g, &got, NULL),
+			 -EBADMSG);
 	ck_assert_int_eq(kvmem_page_decode(zero, &g, k, v, NULL, NULL),
-			 -EINVAL);
+			 -EBADMSG);
 
-	/* Valid codewords of garbage: -EINVAL. Garbage bytes: an error. */
+	/* Valid codewords of garbage, as a garbled line leaves them: lost,
+	 * one uncorrectable word more than the code saw. Garbage bytes: an
+	 * error. */
 	kvmem_rng_seed(&r, 0x6a7ba6e);
 	for (i = 0; i < 64; i++) {
 		unsigned int w;
@@ -1336,8 +1448,11 @@ START_TEST(test_header_mismatch)
 		for (w = 0; w < HDR_WORDS; w++)
 			ref_word(META, kvmem_rng_next(&r) & 0xfff,
 				 zero + SW_BYTES * w);
-		EXPECT_EQ(kvmem_page_read_header(zero, &g, &got, NULL), -EINVAL,
+		memset(&hc, 0xa5, sizeof(hc));
+		EXPECT_EQ(kvmem_page_read_header(zero, &g, &got, &hc), -EBADMSG,
 			  "garbage header %u", i);
+		EXPECT_EQ(hc.clean, HDR_WORDS, "garbage header %u", i);
+		EXPECT_EQ(hc.uncorrectable, 1, "garbage header %u", i);
 		for (w = 0; w < HDR_BYTES; w++)
 			zero[w] = (uint8_t)kvmem_rng_next(&r);
 		rc = kvmem_page_read_header(zero, &g, &got, NULL);
@@ -1391,6 +1506,35 @@ START_TEST(test_header_mismatch)
 			snprintf(bad + strlen(bad), sizeof(bad) - strlen(bad),
 				 " [%s: read_header %d, decode %d]", field[i],
 				 rd, rdec);
+		/* The same field changed by a miscorrection (the header's
+		 * own CRC left as it was): lost, not a mismatch. */
+		encode_header(zero, &h, 0);
+		rd = kvmem_page_read_header(zero, &g, &got, NULL);
+		rdec = kvmem_page_verify(zero, &g, NULL);
+		if (rd != -EBADMSG || rdec != -EBADMSG)
+			snprintf(bad + strlen(bad), sizeof(bad) - strlen(bad),
+				 " [%s, hcrc stale: read_header %d, verify %d]",
+				 field[i], rd, rdec);
+	}
+	/* Fields no mismatch test can see: they too are covered. */
+	for (i = 0; i < 4; i++) {
+		h = pc.hexp;
+		if (i == 0)
+			h.seq ^= 1ull << 33;
+		if (i == 1)
+			h.token_start += 32;
+		if (i == 2)
+			h.generation ^= 1;
+		if (i == 3)
+			h.crc ^= 1u << 7;
+		memcpy(zero, pc.page, pc.l.size);
+		encode_header(zero, &h, 0);
+		EXPECT_EQ(kvmem_page_read_header(zero, &g, &got, NULL),
+			  -EBADMSG, "field %u changed, hcrc stale", i);
+		encode_header(zero, &h, 1);
+		EXPECT_EQ(kvmem_page_read_header(zero, &g, &got, NULL), 0,
+			  "field %u changed, hcrc right", i);
+		EXPECT_EQ(got.hcrc, 0, "field %u: hcrc reads back as 0", i);
 	}
 	ck_assert_msg(!bad[0], "accepted with a header field off:%s", bad);
 	/* The re-encoding itself is faithful. */
@@ -1875,6 +2019,7 @@ START_TEST(test_page_crc)
 	unsigned int fmt, codec, ks;
 	uint64_t seed = 0xc5c0000;
 	struct pcase pc;
+	size_t pad;
 	int hot;
 
 	ck_assert_uint_eq(ref_crc32c(0, (const uint8_t *)"123456789", 9),
@@ -1895,20 +2040,37 @@ START_TEST(test_page_crc)
 			memset(&c, 0xa5, sizeof(c));
 			EXPECT_EQ(kvmem_page_verify(pc.page, &g, &c), -EBADMSG,
 				  "%s: a valid codeword changed", pc.name);
-			expect_counts(&pc, &c, zero, zero, 0, "verify");
+			if (pc.r.fmt != KVMEM_FMT_FP16) {
+				expect_counts(&pc, &c, zero, zero, 0, "verify");
+			} else {
+				/* An FP16 row's check sees it too: one
+				 * uncorrectable more than the words. */
+				expect_ecc_counts(&c.header, HDR_WORDS, 0, 0,
+						  "header", "verify", pc.name);
+				expect_ecc_counts(&c.scales, 0, 0, 0, "scales",
+						  "verify", pc.name);
+				expect_ecc_counts(&c.payload,
+						  2 * pc.r.rows * pc.r.rw +
+							  2 * pc.r.nc + 1,
+						  0, 1, "payload", "verify",
+						  pc.name);
+			}
 			case_free(&pc);
 
 			/* A byte of the zero padding changed: no value did,
 			 * and a scrub puts it back. */
 			case_setup(&pc, &g, hot, g.tokens_per_page,
 				   KVMEM_HDR_SEALED, seed++);
-			pc.page[pc.l.size - 1] ^= 0x10;
+			/* The last byte, or where V ends the page, the
+			 * header's gap. */
+			pad = pc.l.v_off + pc.r.blk < pc.l.size ? pc.l.size - 1
+								: HDR_BYTES;
+			pc.page[pad] ^= 0x10;
 			EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL), 0,
 				  "%s: padding changed", pc.name);
 			EXPECT_EQ(kvmem_page_scrub(pc.page, &g, NULL), 0,
 				  "%s: padding changed", pc.name);
-			EXPECT_EQ(pc.page[pc.l.size - 1], 0, "%s: scrubbed",
-				  pc.name);
+			EXPECT_EQ(pc.page[pad], 0, "%s: scrubbed", pc.name);
 			case_free(&pc);
 
 			/* Not sealed: no CRC to check. */
@@ -1916,11 +2078,101 @@ START_TEST(test_page_crc)
 				   seed++);
 			check_image(&pc);
 			swap_codeword(&pc);
-			EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL), 0,
+			EXPECT_EQ(kvmem_page_verify(pc.page, &g, NULL),
+				  pc.r.fmt == KVMEM_FMT_FP16 ? -EBADMSG : 0,
 				  "%s: unsealed page", pc.name);
 			case_free(&pc);
 		}
 	}
+}
+END_TEST
+
+/* ---- Garbled lines -------------------------------------------------------- */
+
+/*
+ * One garbled 64-byte line (a failed transfer, a dead chip in a burst:
+ * each bit flips with odds 1/2, the injector's line channel) in what is
+ * worth more than its own range: the header, the scales and their checks,
+ * and anywhere in a page of FP16 values. About half the words it hits
+ * decode to other codewords without a report; the checks must catch every
+ * one. Every value reads back bit for bit as from the clean page, or is
+ * erased, or the page is refused. A quantized value in a garbled payload
+ * line may come back wrong within its group's range, as without ECC: not
+ * tried here.
+ */
+static void line_case(const struct kvmem_geometry *g, int hot, uint64_t seed,
+		      unsigned int trials, unsigned int *caught)
+{
+	struct pcase pc;
+	struct decoded clean, d;
+	uint8_t *orig;
+	unsigned int n;
+	size_t i, lines, line;
+
+	case_setup(&pc, g, hot, g->tokens_per_page, KVMEM_HDR_SEALED, seed);
+	decode(&pc, &clean);
+	orig = kvmem_check_xmalloc(pc.l.size);
+	memcpy(orig, pc.page, pc.l.size);
+	lines = (pc.r.fmt == KVMEM_FMT_FP16 ? pc.l.v_off + pc.r.blk
+					    : pc.l.k_off) /
+		64;
+	for (n = 0; n < trials; n++) {
+		memcpy(pc.page, orig, pc.l.size);
+		line = kvmem_rng_below(&pc.rng, lines);
+		for (i = 0; i < 64; i++)
+			pc.page[64 * line + i] ^=
+				(uint8_t)kvmem_rng_next(&pc.rng);
+		decode(&pc, &d);
+		if (d.rc < 0) {
+			EXPECT_EQ(d.rc, -EBADMSG, "%s: line %zu", pc.name,
+				  line);
+			(*caught)++;
+			decoded_free(&d);
+			continue;
+		}
+		*caught += d.counts.values_erased > 0;
+		for (i = 0; i < 2 * pc.nvals; i++) {
+			const float *x = i < pc.nvals ? d.k : d.v;
+			const float *y = i < pc.nvals ? clean.k : clean.v;
+			size_t j = i % pc.nvals;
+
+			if (!d.erased[i])
+				EXPECT_EQ(ref_f2u(x[j]), ref_f2u(y[j]),
+					  "%s: line %zu garbled, %s value %zu "
+					  "wrong and not erased",
+					  pc.name, line,
+					  i < pc.nvals ? "K" : "V", j);
+		}
+		decoded_free(&d);
+	}
+	decoded_free(&clean);
+	free(orig);
+	case_free(&pc);
+}
+
+START_TEST(test_line_fault_right_or_flagged)
+{
+	static const struct {
+		unsigned int fmt, codec;
+	} kinds[] = {
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84 },
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24 },
+		{ KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72 },
+		{ KVMEM_FMT_INT2, KVMEM_CODEC_H74 },
+		{ KVMEM_FMT_FP16, KVMEM_CODEC_H84 },
+	};
+	struct kvmem_geometry g;
+	unsigned int i, caught = 0;
+	int hot;
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		for (hot = 0; hot < 2; hot++) {
+			mkgeom(&g, &geoms[_i], kinds[i].fmt, kinds[i].codec, 0);
+			line_case(&g, hot, 0x11e0000u + 16 * i + (unsigned)hot,
+				  40, &caught);
+		}
+	/* The lines did hit something. */
+	ck_assert_uint_gt(caught, 100);
 }
 END_TEST
 
@@ -1949,13 +2201,18 @@ static unsigned int spoil_padding(struct pcase *pc)
 	const struct rlay *r = &pc->r;
 	const size_t vw = ((size_t)pc->g.head_dim * r->bits + r->k - 1) / r->k;
 	const size_t rows = (size_t)pc->g.kv_heads * pc->g.tokens_per_page;
-	const size_t se = pc->l.scales_off + (size_t)r->sw * SW_BYTES;
+	const size_t ce = pc->l.checks_off + (size_t)r->nc * 2 * SW_BYTES;
 	const size_t ke = pc->l.k_off + r->blk, ve = pc->l.v_off + r->blk;
 	unsigned int n;
 	size_t i, row;
 
 	n = spoil(pc, HDR_BYTES, pc->l.scales_off - HDR_BYTES, 3);
-	n += spoil(pc, se, pc->l.k_off - se, 3);
+	n += spoil(pc, ce, pc->l.k_off - ce, 3);
+	/* The checks of rows past ntokens in an fp16 page. */
+	for (i = 0; r->fmt == KVMEM_FMT_FP16 && i < r->nc; i++)
+		if (i % pc->g.tokens_per_page >= pc->ntok)
+			n += spoil(pc, pc->l.checks_off + 2 * SW_BYTES * i,
+				   2 * SW_BYTES, 2);
 	n += spoil(pc, ke, pc->l.v_off - ke, 3);
 	n += spoil(pc, ve, pc->l.size - ve, 3);
 	for (i = 0; i < 2 * rows; i++) {
@@ -2192,6 +2449,7 @@ KVMEM_SUITE(page)
 	tcase_add_loop_test(te, test_meta_at_radius, 0, NGEOM);
 	tcase_add_test(te, test_h84_double_erases_one_int4);
 	tcase_add_test(te, test_page_crc);
+	tcase_add_loop_test(te, test_line_fault_right_or_flagged, 0, NGEOM);
 	tcase_add_loop_test(te, test_page_padding_is_not_a_value, 0, 2);
 	tcase_add_loop_test(te, test_page_poison_erases_every_value, 0, NGEOM);
 	tcase_set_timeout(te, 60);

@@ -9,10 +9,10 @@
  *      BOS (seeded sampling), keeping its logits;
  *   2. for every cache mode, bit error rate and seed, the stream is
  *      teacher-forced with a binary symmetric channel applied once to every
- *      stored bit of each page (header, scales and payload; or payload only)
- *      when the page is sealed, and perplexity, KL divergence from the clean
- *      logits, top-1 agreement and top-5 accuracy are measured, with the
- *      words the codes corrected and detected.
+ *      stored bit of each page (header, scales, checks and payload; or
+ *      payload only) when the page is sealed, and perplexity, KL divergence
+ *      from the clean logits, top-1 agreement and top-5 accuracy are
+ *      measured, with the words the codes corrected and detected.
  * The FP16 tail being written is not injected: it is not yet stored.
  */
 #include <errno.h>
@@ -324,7 +324,7 @@ static void cache_close(struct cache *c)
 
 /*
  * Inject the pages of @layer sealed since the last call: the header, the
- * scales and the rows that hold tokens; with payload_only, the K/V rows of
+ * scales and the checks, and the rows that hold tokens; with payload_only, the K/V rows of
  * quantized pages alone (the paper's setting: it has no FP16 sinks).
  */
 static void kvmem_inject_new(struct cache *c, uint32_t layer)
@@ -348,9 +348,11 @@ static void kvmem_inject_new(struct cache *c, uint32_t layer)
 		kvmem_page_layout(&c->g, d[i].hot, &l);
 		if (!c->o->payload_only) {
 			channel(c, p, KVMEM_PAGE_HDR_BYTES, layer, at);
+			/* The scales and their checks (or the rows'). */
 			channel(c, p + l.scales_off,
 				kvmem_ecc_code_bytes(KVMEM_PAGE_META_CODEC,
-						     l.scale_words),
+						     l.scale_words +
+							     2 * l.nchecks),
 				layer, at + 1);
 		}
 		rows = (size_t)d[i].ntokens * l.row_bytes;
@@ -797,7 +799,7 @@ static void count_words(struct cache *c, struct result *res)
 			count_region(KVMEM_PAGE_META_CODEC, p,
 				     KVMEM_PAGE_HDR_WORDS, res);
 			count_region(KVMEM_PAGE_META_CODEC, p + lay.scales_off,
-				     lay.scale_words, res);
+				     lay.scale_words + 2 * lay.nchecks, res);
 			for (h = 0; h < c->g.kv_heads; h++) {
 				size_t off = (size_t)h * c->g.tokens_per_page *
 					     lay.row_bytes;
@@ -1156,7 +1158,7 @@ static void print_header(const struct args *a, const struct model *m,
 	       "injected\n",
 	       a->channel,
 	       a->payload_only ? "K/V payload only"
-			       : "header, scales and payload");
+			       : "header, scales, checks and payload");
 	printf("seeds:");
 	for (i = 0; i < a->nseeds; i++)
 		printf(" %llu", (unsigned long long)a->seeds[i]);

@@ -12,6 +12,11 @@
  *                     |   K: [kv_head][token][group]  (group scales)     |
  *                     |   or [kv_head][channel]      (channel scales)    |
  *                     |   V: [kv_head][token][group]                     |
+ *   checks_off        +--------------------------------------------------+
+ *                     | checks, 24 bits each in two golay24 words:       |
+ *                     |   one per 24 scales of the bitstream, or, in a   |
+ *                     |   page without scales (FP16), one per row:       |
+ *                     |   [K, V][kv_head][token]                         |
  *   k_off             +--------------------------------------------------+
  *   (64-aligned)      | K payload: [kv_head][token] rows, each row the   |
  *                     | head_dim values of one token and head, encoded   |
@@ -34,6 +39,16 @@
  * (three errors corrected in every 24 bits, four detected), whatever the
  * payload's codec.
  *
+ * A code only knows its own word. A fault that garbles many bits of
+ * neighbouring words (a bad 64-byte line, a burst) turns about half of them
+ * into other codewords without a report. So what can be worth more than
+ * its own range is also checked, over the data as decoded: the header by a
+ * CRC-32C of itself, every 24 scales (48 bytes of the bitstream) and every
+ * FP16 row by the low 24 bits of a CRC-32C of their data. A scale segment
+ * or row whose check fails is lost as if its words were uncorrectable. A
+ * quantized value past its scale stays within its group's range, as in a
+ * page without ECC.
+ *
  * Two kinds of page share the layout. A *hot* page is FP16 + golay24 and
  * has no scales: the unsealed tail of a sequence, and its first sink_tokens
  * tokens (attention sinks), which stay exact. A *sealed* page uses the
@@ -52,13 +67,15 @@ extern "C" {
 #endif
 
 #define KVMEM_PAGE_MAGIC 0x4750564bu /* "KVPG" */
-#define KVMEM_PAGE_VERSION 2
+#define KVMEM_PAGE_VERSION 3
 #define KVMEM_PAGE_ALIGN 4096u
 /* The code of the header, the scales and hot pages. */
 #define KVMEM_PAGE_META_CODEC KVMEM_CODEC_GOLAY24
 /* The 64-byte header as golay24 words: 516 bits, the last 4 zero. */
 #define KVMEM_PAGE_HDR_WORDS 43
 #define KVMEM_PAGE_HDR_BYTES (KVMEM_PAGE_HDR_WORDS * 3)
+/* Scales per check: 48 bytes of the scale bitstream, 32 golay24 words. */
+#define KVMEM_PAGE_CHECK_SCALES 24
 /* The largest page of either kind a geometry may make: 1 GiB. */
 #define KVMEM_PAGE_MAX (1u << 30)
 
@@ -99,7 +116,11 @@ struct kvmem_page_hdr {
 	uint64_t generation;
 	/* CRC-32C of the page's bytes after the header's 129, set at seal */
 	uint32_t crc;
-	uint32_t resv[3];
+	/* CRC-32C of these 64 bytes with hcrc 0: written by the encoder,
+	 * checked by the decoder (a header it does not match is
+	 * uncorrectable), read back as 0 */
+	uint32_t hcrc;
+	uint32_t resv[2];
 };
 
 /* Where things are in a page of one kind (hot or sealed). */
@@ -116,9 +137,16 @@ struct kvmem_page_layout {
 	uint8_t format, codec; /* of this kind */
 	uint8_t key_scales;
 	uint8_t hot;
+	size_t checks_off; /* check codewords, two a check */
+	uint32_t nchecks; /* per KVMEM_PAGE_CHECK_SCALES scales, or per row */
 };
 
-/* What a decode, verify or scrub found, by region. */
+/*
+ * What a decode, verify or scrub found, by region. Check words count with
+ * what they check (scale checks with the scales, row checks with the
+ * payload), and a check whose words are good but do not match its data as
+ * one uncorrectable word more.
+ */
 struct kvmem_page_counts {
 	struct kvmem_ecc_counts header;
 	struct kvmem_ecc_counts scales;
@@ -192,8 +220,9 @@ int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
  * @hdr: receives the header
  * @counts: if not NULL, receives what the header's decode found
  *
- * Return: 0; -EBADMSG when the header is uncorrectable; -EINVAL when its
- * magic, version, geometry digest or sizes do not match.
+ * Return: 0; -EBADMSG when the header is uncorrectable or its words decode
+ * but not to its own CRC (hcrc; counted as one uncorrectable word more);
+ * -EINVAL when its magic, version, geometry digest or sizes do not match.
  */
 int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
 			   struct kvmem_page_hdr *hdr,
@@ -207,8 +236,8 @@ int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
  * @v: the same for V
  * @erased: if not NULL, receives one byte per value: the ntokens rows of K
  *          (layout as @k), then the ntokens rows of V; 1 where an
- *          uncorrectable word took the value away. Such values are decoded
- *          from the bits as received.
+ *          uncorrectable word, a lost scale or a failed check took the
+ *          value away. Such values are decoded from the bits as received.
  * @counts: if not NULL, receives what was found
  *
  * Return: the number of tokens decoded, or -EBADMSG (header uncorrectable)
@@ -232,8 +261,9 @@ int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
  * to the zeros the encoder wrote.
  *
  * Return: 0 when everything is clean or was corrected, -EBADMSG when some
- * word is uncorrectable (the rest is still corrected), -EINVAL when the
- * header does not match @g.
+ * word is uncorrectable or a check fails (the rest is still corrected; a
+ * word a fault turned into another codeword stays as it is, and its check
+ * keeps failing), -EINVAL when the header does not match @g.
  */
 int kvmem_page_scrub(void *page, const struct kvmem_geometry *g,
 		     struct kvmem_page_counts *counts);
@@ -250,9 +280,10 @@ int kvmem_page_scrub(void *page, const struct kvmem_geometry *g,
  * kvmem_page_scrub()) count as the zeros the encoder wrote, so a changed
  * padding byte is not an error.
  *
- * Return: 0 when every word is clean (and the CRC matches), -EBADMSG when
- * some word would need correcting or is uncorrectable or the CRC does not
- * match, -EINVAL when the header does not match @g.
+ * Return: 0 when every word is clean (and the checks and the CRC match),
+ * -EBADMSG when some word would need correcting or is uncorrectable, a
+ * check fails or the CRC does not match, -EINVAL when the header does not
+ * match @g.
  */
 int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
 		      struct kvmem_page_counts *counts);

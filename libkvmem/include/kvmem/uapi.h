@@ -83,8 +83,9 @@ extern "C" {
 #endif
 
 /* 2: sequences hold pages that move (SEQ_ACQUIRE reports moves, the heat
- * array, SEQ_PREFETCH). */
-#define KVMEM_ABI_VERSION 2
+ * array, SEQ_PREFETCH). 3: the pages in the arena are page format 3
+ * (KVMEM_PAGE_VERSION: checks over the scales, FP16 rows and header). */
+#define KVMEM_ABI_VERSION 3
 
 #define KVMEM_HELLO_MAGIC 0x484d564bu /* "KVMH" */
 #define KVMEM_WELCOME_MAGIC 0x574d564bu /* "KVMW" */
