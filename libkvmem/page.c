@@ -439,7 +439,8 @@ static size_t scratch_layout(const struct kvmem_geometry *g,
 	sp->values[0] = b + off;
 	off += (size_t)g->tokens_per_page * g->head_dim + 16;
 	sp->values[1] = b + off;
-	off += align_up((size_t)g->tokens_per_page * g->head_dim + 16, 8);
+	off += (size_t)g->tokens_per_page * g->head_dim + 16;
+	off = align_up(off, 8);
 	sp->checks_bm = (uint64_t *)(void *)(b + off);
 	off += ((size_t)l->nchecks * 2 + 63) / 64 * 8;
 	sp->checks = b + off;
