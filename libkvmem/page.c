@@ -461,13 +461,19 @@ enum {
 			 * every word the decoder changed is lost */
 };
 
-/* Is a bit of [@from, @to) set in bitmap @bm? */
+/* Is a bit of [@from, @to) set in bitmap @bm (NULL: none is)? */
 static int bm_any(const uint64_t *bm, size_t from, size_t to)
 {
-	size_t i;
-
-	for (i = from; i < to; i++)
-		if (bm[i / 64] >> (i % 64) & 1)
+	if (!bm)
+		return 0;
+	for (; from < to && from % 64; from++)
+		if (bm[from / 64] >> (from % 64) & 1)
+			return 1;
+	for (; from + 64 <= to; from += 64)
+		if (bm[from / 64])
+			return 1;
+	for (; from < to; from++)
+		if (bm[from / 64] >> (from % 64) & 1)
 			return 1;
 	return 0;
 }
@@ -475,7 +481,7 @@ static int bm_any(const uint64_t *bm, size_t from, size_t to)
 /*
  * Compare checks [@first, @first + n) with @n runs of @data as
  * put_checks() cut them, each of @wpr decoded words whose uncorrectable
- * ones are set in @ue. Sets @sp->bad[i] to RUN_* for each run; adds the
+ * ones are set in @ue (NULL when none is). Sets @sp->bad[i] to RUN_* for each run; adds the
  * check words to @c (unless @words is 0: the caller counted them), and one
  * uncorrectable word more for each RUN_LOST. Return: the number of runs
  * not RUN_OK.
@@ -541,7 +547,8 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 			 l->scale_words, &wc, NULL, sp.scales_bm);
 	kvmem__counts_add(c, &wc);
 	nbad = test_checks(l, page, 0, sp.halves, 2 * KVMEM_PAGE_CHECK_SCALES,
-			   (size_t)n * 2, l->nchecks, sp.scales_bm,
+			   (size_t)n * 2, l->nchecks,
+			   wc.uncorrectable ? sp.scales_bm : NULL,
 			   KVMEM_PAGE_CHECK_SCALES * 16 / 12, &sp, c, 1);
 	/* FP16 to float: the fp16 "dequantization" of one long row. */
 	kvmem__attn()->dequant(KVMEM_FMT_FP16, sp.halves, n, 1, NULL, scales);
@@ -717,7 +724,8 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 		rows_lost =
 			test_checks(l, page, row_check(g, is_v, h, t0), sp.data,
 				    l->row_data, (size_t)n * l->row_data, n,
-				    sp.rows_bm, l->row_words, &sp, c, 1);
+				    wc.uncorrectable ? sp.rows_bm : NULL,
+				    l->row_words, &sp, c, 1);
 	for (r = 0; r < n; r++)
 		kn->dequant(l->format, sp.data + r * l->row_data, D, group,
 			    l->nscales_k ? scales + sbase + r * sstride : NULL,
