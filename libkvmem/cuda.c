@@ -126,7 +126,7 @@ int kvmem_cuda_encode(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	p.dtype = dtype;
 	p.smem = KVMEM_K_ALIGN16((p.g.l[0].nscales_k + p.g.l[0].nscales_v) * 2);
 	p.resv = 0;
-	if (p.smem > cu->smem_max)
+	if (p.smem > cu->smem_max[KVMEM__K_ENCODE])
 		return kvmem__cuda_fail(-EOPNOTSUPP,
 					"a page's %u scales do not fit in "
 					"shared memory",
@@ -177,7 +177,7 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 							: g->tokens_per_page;
 	     p->tile; p->tile /= 2) {
 		kvmem_k_attend_carve(&p->g, qr, p->tile, &o);
-		if (o.size <= cu->smem_max)
+		if (o.size <= cu->smem_max[KVMEM__K_ATTEND])
 			break;
 	}
 	if (!p->tile)
@@ -186,7 +186,7 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 					"fit in shared memory",
 					qr, g->head_dim);
 	*smem = o.size;
-	if ((uint64_t)g->kv_heads * qr * 8 > cu->smem_max)
+	if ((uint64_t)g->kv_heads * qr * 8 > cu->smem_max[KVMEM__K_COMBINE])
 		return kvmem__cuda_fail(-EOPNOTSUPP, "too many query rows");
 	*ws = kvmem_k_attend_ws(&p->g, a->batch, p->splits, qr, a->total_pages,
 				&mo);
@@ -264,7 +264,7 @@ int kvmem_cuda_attend_f16(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 					g->head_dim);
 	qr = a->n_heads / g->kv_heads * a->nq;
 	smem = kvmem_k_f16_smem(qr, g->head_dim);
-	if (smem > cu->smem_max)
+	if (smem > cu->smem_max[KVMEM__K_ATTEND_F16])
 		return kvmem__cuda_fail(-EOPNOTSUPP,
 					"%u query rows of dimension %u do not "
 					"fit in shared memory",

@@ -38,6 +38,7 @@ typedef unsigned long long CUdeviceptr;
 #define CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222
 #define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
+#define CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES 1
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define CU_GET_PROC_ADDRESS_DEFAULT 0
 #define CU_GET_PROC_ADDRESS_SUCCESS 0
@@ -78,6 +79,7 @@ struct kvmem__driver {
 	CUresult (*ModuleLoadData)(CUmodule *, const void *);
 	CUresult (*ModuleUnload)(CUmodule);
 	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*FuncGetAttribute)(int *, int, CUfunction);
 	CUresult (*FuncSetAttribute)(CUfunction, int, int);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
 	CUresult (*MemFree)(CUdeviceptr);
@@ -111,6 +113,7 @@ static const struct {
 	SYM(ModuleLoadData, "cuModuleLoadData"),
 	SYM(ModuleUnload, "cuModuleUnload"),
 	SYM(ModuleGetFunction, "cuModuleGetFunction"),
+	SYM(FuncGetAttribute, "cuFuncGetAttribute"),
 	SYM(FuncSetAttribute, "cuFuncSetAttribute"),
 	SYM(MemAlloc, "cuMemAlloc"),
 	SYM(MemFree, "cuMemFree"),
@@ -353,7 +356,7 @@ static int driver_start(struct kvmem__driver *d, int device,
 					errstr(d, r));
 	}
 	cu->sms = sms > 0 ? (unsigned int)sms : 1;
-	cu->smem_max = smem > 0 ? (unsigned int)smem : 48 * 1024;
+	cu->smem_optin = smem > 0 ? (unsigned int)smem : 48 * 1024;
 	return 0;
 }
 
@@ -388,13 +391,35 @@ static int driver_module(struct kvmem__driver *d, struct kvmem_cuda *cu,
 				       errstr(d, r));
 		goto out;
 	}
+	/*
+	 * A CTA's static and dynamic shared memory together may not pass
+	 * the opt-in limit, so each kernel may ask for the rest of it.
+	 */
 	for (i = 0; i < KVMEM__K_NR; i++) {
+		int fixed = 0;
+
 		r = d->ModuleGetFunction(&d->fn[i], d->mod, kernel_names[i]);
 		if (r == CUDA_SUCCESS)
+			r = d->FuncGetAttribute(
+				&fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+				d->fn[i]);
+		if (r == CUDA_SUCCESS &&
+		    (fixed < 0 || (unsigned int)fixed > cu->smem_optin)) {
+			ret = kvmem__cuda_fail(-EOPNOTSUPP,
+					       "kernel %s needs %d bytes of "
+					       "shared memory; %s gives a CTA "
+					       "%u",
+					       kernel_names[i], fixed, cu->name,
+					       cu->smem_optin);
+			goto out;
+		}
+		if (r == CUDA_SUCCESS) {
+			cu->smem_max[i] = cu->smem_optin - (unsigned int)fixed;
 			r = d->FuncSetAttribute(
 				d->fn[i],
 				CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-				(int)cu->smem_max);
+				(int)cu->smem_max[i]);
+		}
 		if (r != CUDA_SUCCESS) {
 			ret = kvmem__cuda_fail(-EOPNOTSUPP, "kernel %s: %s",
 					       kernel_names[i], errstr(d, r));

@@ -30,7 +30,10 @@ struct kvmem__driver;
 struct kvmem_cuda {
 	struct kvmem__driver *drv;
 	unsigned int sms; /* multiprocessors: how many CTAs keep it busy */
-	unsigned int smem_max; /* dynamic shared memory a CTA may have */
+	unsigned int smem_optin; /* shared memory a CTA may have in all */
+	/* Dynamic shared memory each kernel's CTA may have: the opt-in
+	 * limit less what the kernel declares statically. */
+	unsigned int smem_max[KVMEM__K_NR];
 	char name[128];
 };
 

@@ -36,6 +36,8 @@ int kvmem__simt_run(const char *kernel, unsigned int gx, unsigned int gy,
 		    void *params);
 
 #define FAKE_SMEM (227 * 1024)
+/* Shared memory the fake says each kernel declares statically. */
+#define FAKE_STATIC_SMEM 1600
 
 /*
  * The page's metadata as kvmem/page.h has it, written down: the 64 header
@@ -127,6 +129,7 @@ static struct fakecuda *fake_setup(int sms, int smem)
 	f->devices = 1;
 	f->sms = sms;
 	f->smem = smem;
+	f->static_smem = FAKE_STATIC_SMEM;
 	f->launch = kvmem__simt_run;
 	fake = f;
 	return f;
@@ -298,20 +301,23 @@ START_TEST(test_cuda_open_broken_drivers)
 {
 	static const struct {
 		const char *what;
-		int version, devices, device, no_binary;
+		int version, devices, device, no_binary, fixed;
 		const char *missing;
 		int err;
 		const char *says;
 	} cases[] = {
-		{ "CUDA 11.8 driver", 11080, 1, 0, 0, NULL, -EOPNOTSUPP,
+		{ "CUDA 11.8 driver", 11080, 1, 0, 0, 0, NULL, -EOPNOTSUPP,
 		  "supports CUDA 11.8; kvmem needs 12.0" },
-		{ "an entry point missing", 12080, 1, 0, 0, "cuMemcpyAsync",
+		{ "an entry point missing", 12080, 1, 0, 0, 0, "cuMemcpyAsync",
 		  -EOPNOTSUPP, "has no cuMemcpyAsync" },
-		{ "no GPU", 12080, 0, 0, 0, NULL, -ENODEV, "no CUDA GPU" },
-		{ "device 1 of 1", 12080, 1, 1, 0, NULL, -ENODEV,
+		{ "no GPU", 12080, 0, 0, 0, 0, NULL, -ENODEV, "no CUDA GPU" },
+		{ "device 1 of 1", 12080, 1, 1, 0, 0, NULL, -ENODEV,
 		  "no CUDA device 1 (1 present)" },
-		{ "no code for this GPU", 12080, 1, 0, 1, NULL, -EOPNOTSUPP,
+		{ "no code for this GPU", 12080, 1, 0, 1, 0, NULL, -EOPNOTSUPP,
 		  "no kvmem kernel runs on kvmem fake GPU" },
+		{ "static shared memory past the limit", 12080, 1, 0, 0,
+		  FAKE_SMEM + 16, NULL, -EOPNOTSUPP,
+		  "kernel kvmem_k_encode needs 232464 bytes of shared memory" },
 	};
 	size_t i;
 
@@ -323,6 +329,8 @@ START_TEST(test_cuda_open_broken_drivers)
 		f->devices = cases[i].devices;
 		f->no_binary = cases[i].no_binary;
 		f->missing = cases[i].missing;
+		if (cases[i].fixed)
+			f->static_smem = cases[i].fixed;
 		EXPECT_EQ(kvmem__cuda_open_image(cases[i].device, fake_path(),
 						 fake_image, &cu),
 			  cases[i].err, "%s: %s", cases[i].what,
@@ -1193,6 +1201,32 @@ static void attend_checks_on(struct dev *dv)
 	attend_case(dv, &g, 1, 37, 2, KVMEM_ERASE_INTERPOLATE, 2, &r);
 }
 
+/*
+ * A kernel's static shared memory comes out of the opt-in limit: with
+ * all but 24 KiB of it declared statically, every launch asks for no more
+ * than the rest (the fake refuses one that does), and attention runs with
+ * a smaller tile and still matches the CPU.
+ */
+START_TEST(test_cuda_static_smem)
+{
+	struct fakecuda *f = fake_setup(4, FAKE_SMEM);
+	struct dev dv = { 0 };
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+
+	f->static_smem = FAKE_SMEM - 24 * 1024;
+	ck_assert_msg(
+		!kvmem__cuda_open_image(0, fake_path(), fake_image, &dv.cu),
+		"%s", kvmem_cuda_error());
+	kvmem_rng_seed(&r, 77);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
+	attend_case(&dv, &g, 4, 70, 2, KVMEM_ERASE_INTERPOLATE, 2, &r);
+	dev_done(&dv);
+	kvmem_cuda_close(dv.cu);
+	expect_released(f, "close");
+}
+END_TEST
+
 START_TEST(test_cuda_attend_checks)
 {
 	on_targets(4, attend_checks_on);
@@ -1827,6 +1861,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_encode_refuses_misfit_jobs);
 	tcase_add_test(tc, test_cuda_attend_matches_cpu);
 	tcase_add_test(tc, test_cuda_attend_shapes);
+	tcase_add_test(tc, test_cuda_static_smem);
 	tcase_add_test(tc, test_cuda_attend_checks);
 	tcase_add_test(tc, test_cuda_attend_batch_causal);
 	tcase_add_test(tc, test_cuda_attend_f16_baseline);

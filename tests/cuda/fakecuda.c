@@ -34,6 +34,7 @@ enum {
 #define FATBIN_MAGIC 0xba55ed50u
 #define ATTR_SMS 16
 #define ATTR_SMEM_OPTIN 97
+#define FUNC_ATTR_STATIC_SMEM 1
 #define FUNC_ATTR_MAX_DYN_SMEM 8
 
 static struct fakecuda fake = {
@@ -197,14 +198,27 @@ static CUresult cuModuleGetFunction(struct func **fn, void *mod,
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		strcpy(funcs[nfuncs++].name, name);
 	}
-	funcs[i].max_smem = 48 * 1024;
+	funcs[i].max_smem = 48 * 1024 - fake.static_smem;
 	*fn = &funcs[i];
 	return CUDA_SUCCESS;
 }
 
+static CUresult cuFuncGetAttribute(int *v, int attr, struct func *fn)
+{
+	if (attr == FUNC_ATTR_STATIC_SMEM)
+		*v = fake.static_smem;
+	else if (attr == FUNC_ATTR_MAX_DYN_SMEM)
+		*v = fn->max_smem;
+	else
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+/* As the driver: static and dynamic shared memory within the opt-in. */
 static CUresult cuFuncSetAttribute(struct func *fn, int attr, int v)
 {
-	if (attr != FUNC_ATTR_MAX_DYN_SMEM || v < 0 || v > fake.smem)
+	if (attr != FUNC_ATTR_MAX_DYN_SMEM || v < 0 ||
+	    v > fake.smem - fake.static_smem)
 		return CUDA_ERROR_INVALID_VALUE;
 	fn->max_smem = v;
 	return CUDA_SUCCESS;
@@ -298,6 +312,7 @@ static const struct {
 	ENTRY(cuModuleLoadData),
 	ENTRY(cuModuleUnload),
 	ENTRY(cuModuleGetFunction),
+	ENTRY(cuFuncGetAttribute),
 	ENTRY(cuFuncSetAttribute),
 	ENTRY(cuLaunchKernel),
 	ENTRY(cuMemAlloc),

@@ -15,6 +15,7 @@ struct fakecuda {
 	int version; /* cuDriverGetVersion(): 12080 is CUDA 12.8 */
 	int devices; /* 0: cuInit() fails with CUDA_ERROR_NO_DEVICE */
 	int sms, smem; /* multiprocessors, opt-in shared memory per CTA */
+	int static_smem; /* shared memory every kernel declares statically */
 	int no_binary; /* cuModuleLoadData(): CUDA_ERROR_NO_BINARY_FOR_GPU */
 	const char *missing; /* an entry point cuGetProcAddress lacks */
 	long mem_limit; /* bytes cuMemAlloc gives out in all; 0: no limit */
