@@ -25,6 +25,33 @@ struct kvmem_k_tile {
 	const uint8_t *sce;
 };
 
+/*
+ * How the threads of a CTA walk the cells of a tile @cols wide with the
+ * divisions done once, not per cell: a thread takes columns from col0 by
+ * cstep and, of each, rows from row0 by rstep. Narrower than the CTA,
+ * each thread keeps one column (the threads past the last whole set of
+ * columns idle); wider, each thread takes every row of its columns.
+ */
+struct kvmem_k_walk {
+	unsigned int col0, cstep, row0, rstep;
+};
+
+static __device__ __forceinline__ struct kvmem_k_walk
+kvmem_k_walk(unsigned int cols)
+{
+	struct kvmem_k_walk w = { threadIdx.x, blockDim.x, 0, 1 };
+
+	if (cols < blockDim.x) {
+		w.col0 = threadIdx.x % cols;
+		w.cstep = cols;
+		w.row0 = threadIdx.x / cols;
+		w.rstep = blockDim.x / cols;
+		if (w.row0 >= w.rstep)
+			w.col0 = cols;
+	}
+	return w;
+}
+
 /* The page of positions [p0, p1) of the table that holds @pos. */
 static __device__ __forceinline__ unsigned int
 kvmem_k_find(const struct kvmem_k_page *pg, unsigned int p0, unsigned int p1,
@@ -70,18 +97,18 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 			      (h * g->tokens_per_page + t0) * l->row_bytes;
 	const unsigned int groups = D / g->group_size;
 	const int chan = !is_v && l->chan;
-	unsigned int i, j, st;
+	struct kvmem_k_walk wk = kvmem_k_walk(upr);
+	unsigned int i, j, st, r, u, d;
 	int any = 0;
 
-	for (i = threadIdx.x; i < n * upr; i += blockDim.x) {
-		unsigned int r = i / upr, u = i % upr;
-
-		kvmem_k_unit_decode(l, code + r * l->row_bytes, u,
-				    data + r * l->row_data, &st, c);
-		for (j = 0; j < l->unit; j++)
-			wst[r * l->row_words + u * l->unit + j] =
-				(uint8_t)(st >> (2 * j) & 3);
-	}
+	for (u = wk.col0; u < upr; u += wk.cstep)
+		for (r = wk.row0; r < n; r += wk.rstep) {
+			kvmem_k_unit_decode(l, code + r * l->row_bytes, u,
+					    data + r * l->row_data, &st, c);
+			for (j = 0; j < l->unit; j++)
+				wst[r * l->row_words + u * l->unit + j] =
+					(uint8_t)(st >> (2 * j) & 3);
+		}
 	__syncthreads();
 	if (!l->scale_words) {
 		for (i = threadIdx.x; i < n; i += blockDim.x) {
@@ -100,33 +127,43 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 		}
 		__syncthreads();
 	}
-	for (i = threadIdx.x; i < n * D; i += blockDim.x) {
-		unsigned int r = i / D, d = i % D;
-		int ws = kvmem_k_value_st(l, wst + r * l->row_words, d);
-		int ue = (ws & KVMEM_K_UE) != 0;
-		int lost = 0, e;
-		float s = 0.0f;
+	wk = kvmem_k_walk(D);
+	for (d = wk.col0; d < D; d += wk.cstep) {
+		/* The words value d takes bits from, and its scale. */
+		const unsigned int w0 = d * l->bits / l->k;
+		const unsigned int w1 = (d * l->bits + l->bits - 1) / l->k;
+		const unsigned int sd = chan ? d : d / g->group_size;
 
-		if (l->qmax) {
-			unsigned int si =
-				chan ? d
-				     : (t0 + r) * groups + d / g->group_size;
+		for (r = wk.row0; r < n; r += wk.rstep) {
+			const unsigned int x = r * D + d;
+			int ws = 0, ue, lost = 0, e;
+			float s = 0.0f;
 
-			s = tl->sc[si];
-			lost = tl->sce[si];
-		} else if (!l->scale_words) {
-			lost = kvmem_k_run_lost(rst[r], ws);
+			for (j = w0; j <= w1; j++)
+				ws |= wst[r * l->row_words + j];
+			ue = (ws & KVMEM_K_UE) != 0;
+			if (l->qmax) {
+				const unsigned int si =
+					chan ? sd : (t0 + r) * groups + sd;
+
+				s = tl->sc[si];
+				lost = tl->sce[si];
+			} else if (!l->scale_words) {
+				lost = kvmem_k_run_lost(rst[r], ws);
+			}
+			tl->x[x] = kvmem_k_dequant(
+				l,
+				kvmem_k_raw(data + r * l->row_data, l->bits, d),
+				s, &lost);
+			/* Only a quantized value's own word leaves it
+			 * bounded. */
+			e = lost || (ue && !l->qmax) ? KVMEM_K_LOST
+			    : ue		     ? KVMEM_K_LOST_BOUNDED
+						     : 0;
+			tl->xe[x] = (uint8_t)e;
+			*nlost += (unsigned long long)(e != 0);
+			any |= kvmem_k_rebuilds(policy, e);
 		}
-		tl->x[i] = kvmem_k_dequant(
-			l, kvmem_k_raw(data + r * l->row_data, l->bits, d), s,
-			&lost);
-		/* Only a quantized value's own word leaves it bounded. */
-		e = lost || (ue && !l->qmax) ? KVMEM_K_LOST
-		    : ue		     ? KVMEM_K_LOST_BOUNDED
-					     : 0;
-		tl->xe[i] = (uint8_t)e;
-		*nlost += (unsigned long long)(e != 0);
-		any |= kvmem_k_rebuilds(policy, e);
 	}
 	return __syncthreads_or(any);
 }
@@ -243,37 +280,69 @@ kvmem_k_fix(const struct kvmem_k_attend *p, unsigned int p0, unsigned int p1,
 }
 
 /*
- * Decode this head's K or V scales of a page: first the checks of the
- * segments they meet (@seg, from the segment of the first on), then the
- * scales. Each word is counted once over the CTAs of a page: a scale word
- * by the scale that starts in it (kvmem_k_scale()), the words past the
- * last scale, which carry none, by the thread that reads it, a segment's
- * check words (and a lost segment's one uncorrectable word more) by the
- * head whose K or V scales hold its first scale.
+ * Judge the scale segments this head's K and V scales meet, a warp a
+ * segment (kvmem_k_segment_warp()): the verdicts go to @kseg and @vseg,
+ * from the segment of the head's first scale on. A segment's check words, and
+ * a lost segment's one uncorrectable word more, are counted by the head
+ * whose K or V scales hold its first scale, so once over the CTAs of a
+ * page. The caller syncs before the verdicts are read.
  */
-static __device__ __forceinline__ void kvmem_k_head_scales_load(
-	const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
-	const uint8_t *page, unsigned int h, int is_v, float *sc, uint8_t *sce,
-	uint8_t *seg, const uint32_t *tab, struct kvmem_k_counts *c)
+/* Segments the K or V scales of head @h meet; the first is *@s0. */
+static __device__ __forceinline__ unsigned int
+kvmem_k_head_nsegs(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
+		   int is_v, unsigned int h, unsigned int *s0)
+{
+	const unsigned int base = kvmem_k_row_scale(g, l, is_v, h, 0);
+	const unsigned int cnt = kvmem_k_head_scales(g, l, is_v);
+
+	*s0 = base / KVMEM_K_CHECK_SCALES;
+	return cnt ? (base + cnt - 1) / KVMEM_K_CHECK_SCALES - *s0 + 1 : 0;
+}
+
+static __device__ __forceinline__ void
+kvmem_k_head_segments(const struct kvmem_k_geom *g,
+		      const struct kvmem_k_layout *l, const uint8_t *page,
+		      unsigned int h, uint8_t *kseg, uint8_t *vseg,
+		      const uint32_t *tab, struct kvmem_k_counts *c)
+{
+	unsigned int ks0, vs0, u;
+	const unsigned int nk = kvmem_k_head_nsegs(g, l, 0, h, &ks0);
+	const unsigned int nv = kvmem_k_head_nsegs(g, l, 1, h, &vs0);
+
+	for (u = threadIdx.x / 32; u < nk + nv; u += KVMEM_K_WARPS) {
+		const int is_v = u >= nk;
+		const unsigned int i = is_v ? u - nk : u;
+		const unsigned int sg = (is_v ? vs0 : ks0) + i;
+		struct kvmem_k_counts cc = { 0, 0, 0, 0 };
+		int r = kvmem_k_segment_warp(page, l, sg, tab, &cc);
+
+		if (threadIdx.x % 32 == 0)
+			(is_v ? vseg : kseg)[i] = (uint8_t)r;
+		if (sg * KVMEM_K_CHECK_SCALES >=
+		    kvmem_k_row_scale(g, l, is_v, h, 0))
+			kvmem_k_counts_sum(c, &cc);
+	}
+}
+
+/*
+ * Decode this head's K or V scales of a page, their segments judged
+ * (kvmem_k_head_segments(), @seg). Each word is counted once over the
+ * CTAs of a page: a scale word by the scale that starts in it
+ * (kvmem_k_scale()), the words past the last scale, which carry none, by
+ * the thread that reads it.
+ */
+static __device__ __forceinline__ void
+kvmem_k_head_scales_load(const struct kvmem_k_geom *g,
+			 const struct kvmem_k_layout *l, const uint8_t *page,
+			 unsigned int h, int is_v, float *sc, uint8_t *sce,
+			 const uint8_t *seg, struct kvmem_k_counts *c)
 {
 	const unsigned int base = kvmem_k_row_scale(g, l, is_v, h, 0);
 	const unsigned int cnt = kvmem_k_head_scales(g, l, is_v);
 	const unsigned int last = l->nscales_k + l->nscales_v - 1;
 	const unsigned int s0 = base / KVMEM_K_CHECK_SCALES;
-	unsigned int idx, w, sg;
+	unsigned int idx, w;
 
-	/* The same in every thread: a page without scales has none. */
-	if (!cnt)
-		return;
-	for (sg = s0 + threadIdx.x;
-	     sg <= (base + cnt - 1) / KVMEM_K_CHECK_SCALES; sg += blockDim.x) {
-		struct kvmem_k_counts cc = { 0, 0, 0, 0 };
-
-		seg[sg - s0] = (uint8_t)kvmem_k_segment(page, l, sg, tab, &cc);
-		if (sg * KVMEM_K_CHECK_SCALES >= base)
-			kvmem_k_counts_sum(c, &cc);
-	}
-	__syncthreads();
 	for (idx = base + threadIdx.x; idx < base + cnt; idx += blockDim.x) {
 		int lost;
 
@@ -298,18 +367,20 @@ static __device__ __forceinline__ void kvmem_k_head_scales_load(
 	}
 }
 
-/* Thread 0 of the KV-head-0 CTA checks a page's header. */
+/*
+ * The last warp of the KV-head-0 CTA checks a page's header. As
+ * kvmem_attend(): an uncorrectable header word, or a header that does not
+ * match its hcrc, counts as a bad header, not as a lost value's word.
+ */
 static __device__ __forceinline__ void
 kvmem_k_header(const uint8_t *page, const uint32_t *tab,
 	       struct kvmem_k_counts *c, unsigned long long *headers_ue)
 {
 	struct kvmem_k_counts hc = { 0, 0, 0, 0 };
+	int bad = kvmem_k_hdr_decode_warp(page, tab, &hc);
 
-	/* As kvmem_attend(): an uncorrectable header word, or a header
-	 * that does not match its hcrc, counts as a bad header, not as a
-	 * lost value's word. */
-	*headers_ue +=
-		(unsigned long long)kvmem_k_hdr_decode(page, NULL, tab, &hc);
+	if (threadIdx.x % 32 == 0)
+		*headers_ue += (unsigned long long)bad;
 	c->clean += hc.clean;
 	c->corrected += hc.corrected;
 	c->bits += hc.bits;
@@ -384,14 +455,17 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 		const struct kvmem_k_layout *l = &g->l[hot];
 		unsigned int t0;
 
-		if (h == 0 && threadIdx.x == 0)
+		if (h == 0 && threadIdx.x / 32 == KVMEM_K_WARPS - 1)
 			kvmem_k_header(page, tab, &c, &headers_ue);
-		kvmem_k_head_scales_load(
-			g, l, page, h, 0, (float *)(smem + o.sc[0]),
-			smem + o.sce[0], smem + o.seg[0], tab, &c);
-		kvmem_k_head_scales_load(
-			g, l, page, h, 1, (float *)(smem + o.sc[1]),
-			smem + o.sce[1], smem + o.seg[1], tab, &c);
+		kvmem_k_head_segments(g, l, page, h, smem + o.seg[0],
+				      smem + o.seg[1], tab, &c);
+		__syncthreads();
+		kvmem_k_head_scales_load(g, l, page, h, 0,
+					 (float *)(smem + o.sc[0]),
+					 smem + o.sce[0], smem + o.seg[0], &c);
+		kvmem_k_head_scales_load(g, l, page, h, 1,
+					 (float *)(smem + o.sc[1]),
+					 smem + o.sce[1], smem + o.seg[1], &c);
 		for (i = threadIdx.x; i < QR; i += blockDim.x) {
 			pmax[i] = -INFINITY;
 			psum[i] = 0.0f;
@@ -424,8 +498,11 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 						edge, edge_ok, smem + o.eruns,
 						tab);
 
+			/* The lanes of a warp take the tokens of a query row,
+			 * each from its own column on: no bank conflicts. */
 			for (i = threadIdx.x; i < QR * n; i += blockDim.x) {
-				unsigned int r = i / n, t = i % n, d;
+				unsigned int r = i / n, t = i % n, d,
+					     dd = t % D;
 				unsigned int qpos = len - p.nq + r / G;
 				float dot = 0.0f;
 
@@ -433,29 +510,42 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 					s[r * T + t] = -INFINITY;
 					continue;
 				}
-				for (d = 0; d < D; d++)
-					dot += q[r * D + d] * kt.x[t * D + d];
+				for (d = 0; d < D; d++) {
+					dot += q[r * D + dd] * kt.x[t * D + dd];
+					dd = dd + 1 < D ? dd + 1 : 0;
+				}
 				s[r * T + t] = p.scale * dot;
 			}
 			__syncthreads();
 
-			for (i = threadIdx.x; i < QR; i += blockDim.x) {
-				float mt = -INFINITY, mn, sum = 0.0f;
-				unsigned int t;
+			/* A warp a query row, a lane a token of the tile. */
+			for (i = threadIdx.x / 32; i < QR; i += KVMEM_K_WARPS) {
+				const unsigned int t = threadIdx.x % 32;
+				float v = t < n ? s[i * T + t] : -INFINITY;
+				float mt = v, mn, e, sum;
+				unsigned int k;
 
-				for (t = 0; t < n; t++)
-					mt = fmaxf(mt, s[i * T + t]);
+				for (k = 16; k; k /= 2)
+					mt = fmaxf(mt,
+						   __shfl_xor_sync(0xffffffffu,
+								   mt, k));
 				if (mt == -INFINITY) {
-					for (t = 0; t < n; t++)
+					if (t < n)
 						s[i * T + t] = 0.0f;
-					corr[i] = 1.0f;
+					if (!t)
+						corr[i] = 1.0f;
 					continue;
 				}
 				mn = fmaxf(m[i], mt);
-				for (t = 0; t < n; t++) {
-					s[i * T + t] = expf(s[i * T + t] - mn);
-					sum += s[i * T + t];
-				}
+				e = t < n ? expf(v - mn) : 0.0f;
+				if (t < n)
+					s[i * T + t] = e;
+				sum = e;
+				for (k = 16; k; k /= 2)
+					sum += __shfl_xor_sync(0xffffffffu, sum,
+							       k);
+				if (t)
+					continue;
 				corr[i] = expf(m[i] - mn);
 				lsum[i] = lsum[i] * corr[i] + sum;
 				m[i] = mn;
@@ -518,10 +608,11 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 }
 
 /*
- * Merge the splits of each (sequence, KV head, query row), and turn the
- * per-page masses into each page's share of the softmax weights, summed
- * over query rows: one CTA per sequence, so a page's share is summed in
- * one order every run.
+ * Merge the splits of each (sequence, KV head, query row), one CTA per
+ * (sequence, KV head), and turn the per-page masses into each page's
+ * share of the softmax weights, summed over query rows: by the CTA of KV
+ * head 0 of a sequence, so a page's share is summed in one order every
+ * run.
  */
 extern "C" __global__ void KVMEM_K_BOUNDS
 kvmem_k_combine(const struct kvmem_k_attend p)
@@ -529,7 +620,7 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 	KVMEM_DYN_SMEM(smem);
 	const struct kvmem_k_geom *g = &p.g;
 	const uint32_t *sp = (const uint32_t *)p.seq_pages;
-	const unsigned int b = blockIdx.x, D = g->head_dim;
+	const unsigned int b = blockIdx.x, hc = blockIdx.y, D = g->head_dim;
 	const unsigned int G = p.n_heads / g->kv_heads, QR = G * p.nq;
 	const unsigned int rows = g->kv_heads * QR;
 	float *ml = (float *)smem; /* [kv_heads][QR][2]: max, sum */
@@ -555,11 +646,10 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 	}
 	__syncthreads();
 
-	for (i = threadIdx.x; i < rows * D; i += blockDim.x) {
-		unsigned int row = i / D, d = i % D;
-		unsigned int h = row / QR, r = row % QR;
-		const float *w = ws + ((size_t)b * g->kv_heads + h) * p.splits *
-					      QR * (D + 2);
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
+		unsigned int r = i / D, row = hc * QR + r, d = i % D;
+		const float *w = ws + ((size_t)b * g->kv_heads + hc) *
+					      p.splits * QR * (D + 2);
 		float a = 0.0f;
 
 		for (sx = 0; sx < p.splits; sx++) {
@@ -570,13 +660,13 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 				     expf(ws_[2 * r] - ml[2 * row]);
 		}
 		((float *)p.out)[(((size_t)b * p.nq + r / G) * p.n_heads +
-				  h * G + r % G) *
+				  hc * G + r % G) *
 					 D +
 				 d] =
 			ml[2 * row + 1] > 0.0f ? a / ml[2 * row + 1] : 0.0f;
 	}
 
-	if (p.mass) {
+	if (p.mass && !hc) {
 		uint64_t mo;
 		const float *wm;
 

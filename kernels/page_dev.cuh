@@ -286,6 +286,73 @@ KVMEM_DFN int kvmem_k_hdr_decode(const uint8_t *page, uint8_t *h,
 }
 
 /*
+ * Header word @w decoded by this lane (none past the last), joined with
+ * the next lane's: the three header bytes of a pair when @w is even.
+ */
+KVMEM_DFN uint32_t kvmem_k_hdr_pair(const uint8_t *page, unsigned int w,
+				    struct kvmem_k_counts *c, int *ue)
+{
+	uint32_t d = 0;
+	uint64_t lo;
+	unsigned int hi;
+	int st, nbits;
+
+	if (w < KVMEM_K_HDR_WORDS) {
+		kvmem_k_word_load(page + 3 * w, KVMEM_CODEC_GOLAY24, &lo, &hi);
+		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
+					  &nbits);
+		kvmem_k_count(c, st, nbits);
+		*ue |= st == KVMEM_K_UE;
+		d = (uint32_t)(lo & 0xfff);
+	}
+	return d | __shfl_down_sync(0xffffffffu, d, 1) << 12;
+}
+
+/*
+ * kvmem_k_hdr_decode() by a whole warp, every lane calling it converged,
+ * the bytes not kept: lane i decodes words i and 32 + i, and every lane
+ * runs the CRC over the pairs it gathers, so all of them return the
+ * verdict. Each word is counted in @c by the lane that decoded it, a
+ * header that does not match its hcrc as one uncorrectable word more by
+ * lane 0.
+ */
+KVMEM_DFN int kvmem_k_hdr_decode_warp(const uint8_t *page, const uint32_t *tab,
+				      struct kvmem_k_counts *c)
+{
+	const unsigned int lane = threadIdx.x % 32;
+	uint32_t crc = 0xffffffffu, hcrc = 0, pr0, pr1;
+	unsigned int k, b, nb;
+	int ue = 0;
+
+	pr0 = kvmem_k_hdr_pair(page, lane, c, &ue);
+	pr1 = kvmem_k_hdr_pair(page, 32 + lane, c, &ue);
+	ue = __any_sync(0xffffffffu, ue);
+	/* Pair k, words 2 k and 2 k + 1, is header bytes 3 k .. 3 k + 2. */
+	for (k = 0; 3 * k < 64; k++) {
+		const uint32_t v = __shfl_sync(0xffffffffu, k < 16 ? pr0 : pr1,
+					       2 * k % 32);
+
+		for (b = 0, nb = 3 * k; b < 3 && nb < 64; b++, nb++) {
+			unsigned int byte = v >> (8 * b) & 0xff;
+
+			/* hcrc is taken as 0 by its own CRC. */
+			if (nb >= KVMEM_K_HDR_HCRC &&
+			    nb < KVMEM_K_HDR_HCRC + 4) {
+				hcrc |= byte << (8 * (nb - KVMEM_K_HDR_HCRC));
+				byte = 0;
+			}
+			crc = kvmem_k_crc_byte(tab, crc, byte);
+		}
+	}
+	if (!ue && ~crc != hcrc) {
+		if (c && !lane)
+			c->ue++;
+		ue = 1;
+	}
+	return ue;
+}
+
+/*
  * Check @i of a page: its 24 bits, from its two golay24 words; *@ue set
  * when either is uncorrectable. The words are counted in @c.
  */
@@ -384,6 +451,65 @@ KVMEM_DFN int kvmem_k_segment(const uint8_t *page,
 	return kvmem_k_run(ue || cue, crc, want, c);
 }
 
+/*
+ * kvmem_k_segment() by a whole warp, every lane calling it converged: lane
+ * i decodes word i of the segment (a segment is a warp's worth of words),
+ * lanes 0 and 1 the check's two words, and every lane runs the CRC over
+ * the pairs it gathers, so all of them return the verdict. Each check word
+ * is counted in @c by the lane that decoded it, a lost segment's one
+ * uncorrectable word more by lane 0; the scale words are not counted.
+ */
+KVMEM_DFN int kvmem_k_segment_warp(const uint8_t *page,
+				   const struct kvmem_k_layout *l,
+				   unsigned int s, const uint32_t *tab,
+				   struct kvmem_k_counts *c)
+{
+	const unsigned int lane = threadIdx.x % 32;
+	const unsigned int w0 = s * KVMEM_K_CHECK_WORDS;
+	const unsigned int nw = w0 + KVMEM_K_CHECK_WORDS < l->scale_words
+					? KVMEM_K_CHECK_WORDS
+					: l->scale_words - w0;
+	const unsigned int nbytes = 2 * (l->nscales_k + l->nscales_v);
+	uint32_t crc = 0xffffffffu, d = 0, pair, want;
+	unsigned int hi, k, b;
+	uint64_t lo;
+	int st = KVMEM_K_CLEAN, nbits, bad;
+
+	if (lane < nw) {
+		kvmem_k_word_load(page + l->scales_off + 3 * (w0 + lane),
+				  KVMEM_CODEC_GOLAY24, &lo, &hi);
+		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
+					  &nbits);
+		d = (uint32_t)(lo & 0xfff);
+	}
+	bad = __any_sync(0xffffffffu, st == KVMEM_K_UE);
+	pair = d | __shfl_down_sync(0xffffffffu, d, 1) << 12;
+	/* Words come in pairs from an even one: 3 stream bytes a pair. */
+	for (k = 0; 2 * k + 1 < nw; k++) {
+		const uint32_t v = __shfl_sync(0xffffffffu, pair, 2 * k);
+
+		for (b = 0; b < 3 && 3 * (w0 / 2 + k) + b < nbytes; b++)
+			crc = kvmem_k_crc_byte(tab, crc, v >> (8 * b) & 0xff);
+	}
+	d = 0;
+	st = KVMEM_K_CLEAN;
+	if (lane < 2) {
+		kvmem_k_word_load(page + l->checks_off + 6 * s + 3 * lane,
+				  KVMEM_CODEC_GOLAY24, &lo, &hi);
+		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
+					  &nbits);
+		kvmem_k_count(c, st, nbits);
+		d = (uint32_t)(lo & 0xfff);
+	}
+	bad |= __any_sync(0xffffffffu, st == KVMEM_K_UE);
+	want = __shfl_sync(0xffffffffu, d, 0) | __shfl_sync(0xffffffffu, d, 1)
+							<< 12;
+	st = kvmem_k_run(bad, crc, want, NULL);
+	if (st == KVMEM_K_RUN_LOST && c && !lane)
+		c->ue++;
+	return st;
+}
+
 /* The check of row (@h, @t) of K or V in a page without scales. */
 KVMEM_DFN unsigned int kvmem_k_row_check(const struct kvmem_k_geom *g, int is_v,
 					 unsigned int h, unsigned int t)
@@ -478,25 +604,8 @@ KVMEM_DFN unsigned int kvmem_k_raw(const uint8_t *data, unsigned int bits,
 }
 
 /*
- * The KVMEM_K_* of the words value @i of a row is in (@word_st, per word),
- * or'd: KVMEM_K_UE set when one is uncorrectable, non-zero when the
- * decoder changed one.
- */
-KVMEM_DFN int kvmem_k_value_st(const struct kvmem_k_layout *l,
-			       const uint8_t *word_st, unsigned int i)
-{
-	unsigned int w = i * l->bits / l->k;
-	unsigned int last = (i * l->bits + l->bits - 1) / l->k;
-	int st = 0;
-
-	for (; w <= last; w++)
-		st |= word_st[w];
-	return st;
-}
-
-/*
  * Is a value lost to the check of its run @run (KVMEM_K_RUN_*), its words
- * being @st (kvmem_k_value_st())? All of a lost run is; of an unverified
+ * being @st (their KVMEM_K_*, or'd)? All of a lost run is; of an unverified
  * one, what the decoder changed.
  */
 KVMEM_DFN int kvmem_k_run_lost(int run, int st)

@@ -31,7 +31,8 @@ _Static_assert(KVMEM_K_HDR_HCRC == offsetof(struct kvmem_page_hdr, hcrc) &&
 		       KVMEM_K_CHECK_SCALES == KVMEM_PAGE_CHECK_SCALES,
 	       "the kernels find the checks as page.h has them");
 
-/* Rows a tile of attention decodes at once, at most. */
+/* Rows a tile of attention decodes at once, at most: a warp, as its
+ * softmax takes a lane a token. */
 #define ATTEND_TILE 32
 
 static __thread char cuda_err[256];
@@ -164,15 +165,6 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	p->total_pages = a->total_pages;
 	p->scale =
 		a->scale != 0.0f ? a->scale : 1.0f / sqrtf((float)g->head_dim);
-	/* Enough CTAs for two per multiprocessor, never more splits than a
-	 * sequence has pages. */
-	p->splits = a->splits;
-	if (!p->splits) {
-		ctas = (uint64_t)a->batch * g->kv_heads;
-		p->splits = (uint32_t)((2ull * cu->sms + ctas - 1) / ctas);
-	}
-	if (p->splits > a->max_pages)
-		p->splits = a->max_pages;
 	for (p->tile = ATTEND_TILE < g->tokens_per_page ? ATTEND_TILE
 							: g->tokens_per_page;
 	     p->tile; p->tile /= 2) {
@@ -188,6 +180,20 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	*smem = o.size;
 	if ((uint64_t)g->kv_heads * qr * 8 > cu->smem_max[KVMEM__K_COMBINE])
 		return kvmem__cuda_fail(-EOPNOTSUPP, "too many query rows");
+	/* One wave of CTAs, as many as the multiprocessors run at once,
+	 * never more splits than a sequence has pages. The FP16 baseline
+	 * takes the same splits, and so the same workspace. */
+	p->splits = a->splits;
+	if (!p->splits) {
+		ctas = (uint64_t)a->batch * g->kv_heads;
+		p->splits = (uint32_t)((kvmem__cuda_occupancy(
+						cu, KVMEM__K_ATTEND, o.size) *
+						(uint64_t)cu->sms +
+					ctas - 1) /
+				       ctas);
+	}
+	if (p->splits > a->max_pages)
+		p->splits = a->max_pages;
 	*ws = kvmem_k_attend_ws(&p->g, a->batch, p->splits, qr, a->total_pages,
 				&mo);
 	return 0;
@@ -228,7 +234,7 @@ static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		     stream);
 	if (ret)
 		return ret;
-	return launch(cu, KVMEM__K_COMBINE, a->batch, 1, 1,
+	return launch(cu, KVMEM__K_COMBINE, a->batch, g->kv_heads, 1,
 		      KVMEM_K_ALIGN16(g->kv_heads * qr * 8), p, stream);
 }
 

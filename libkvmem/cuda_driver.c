@@ -81,6 +81,8 @@ struct kvmem__driver {
 	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
 	CUresult (*FuncGetAttribute)(int *, int, CUfunction);
 	CUresult (*FuncSetAttribute)(CUfunction, int, int);
+	CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction,
+							      int, size_t);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
@@ -115,6 +117,8 @@ static const struct {
 	SYM(ModuleGetFunction, "cuModuleGetFunction"),
 	SYM(FuncGetAttribute, "cuFuncGetAttribute"),
 	SYM(FuncSetAttribute, "cuFuncSetAttribute"),
+	SYM(OccupancyMaxActiveBlocksPerMultiprocessor,
+	    "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
 	SYM(MemAlloc, "cuMemAlloc"),
 	SYM(MemFree, "cuMemFree"),
 	SYM(MemcpyAsync, "cuMemcpyAsync"),
@@ -230,6 +234,21 @@ int kvmem__cuda_launch(struct kvmem_cuda *cu, int kernel, unsigned int gx,
 		return kvmem__cuda_fail(-EIO, "launch of %s: %s",
 					kernel_names[kernel], errstr(d, r));
 	return 0;
+}
+
+unsigned int kvmem__cuda_occupancy(struct kvmem_cuda *cu, int kernel,
+				   unsigned int smem)
+{
+	struct kvmem__driver *d = cu->drv;
+	int n = 0;
+	CUresult r;
+
+	if (enter(d))
+		return 1;
+	r = d->OccupancyMaxActiveBlocksPerMultiprocessor(&n, d->fn[kernel],
+							 KVMEM_K_THREADS, smem);
+	leave(d);
+	return r == CUDA_SUCCESS && n > 0 ? (unsigned int)n : 1;
 }
 
 int kvmem_cuda_alloc(struct kvmem_cuda *cu, size_t bytes, uint64_t *addr)

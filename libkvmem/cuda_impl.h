@@ -42,6 +42,11 @@ int kvmem__cuda_launch(struct kvmem_cuda *cu, int kernel, unsigned int gx,
 		       unsigned int gy, unsigned int gz, unsigned int smem,
 		       const void *params, void *stream);
 
+/* CTAs of @kernel with @smem bytes of dynamic shared memory that one
+ * multiprocessor runs at once, by the driver; 1 when it cannot say. */
+unsigned int kvmem__cuda_occupancy(struct kvmem_cuda *cu, int kernel,
+				   unsigned int smem);
+
 /*
  * kvmem_cuda_open() with the driver library @lib and the module @image
  * (a fatbin) named: for the tests, which run the kernels on the CPU

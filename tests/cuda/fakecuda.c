@@ -224,6 +224,22 @@ static CUresult cuFuncSetAttribute(struct func *fn, int attr, int v)
 	return CUDA_SUCCESS;
 }
 
+/* As the driver would, counting shared memory alone: at most 8. */
+static CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n,
+							    struct func *fn,
+							    int block,
+							    size_t smem)
+{
+	const size_t per = smem + (size_t)fake.static_smem;
+
+	if (!fn || block <= 0 || (int)smem > fn->max_smem)
+		return CUDA_ERROR_INVALID_VALUE;
+	*n = per ? (int)((size_t)fake.smem / per) : 8;
+	if (*n > 8)
+		*n = 8;
+	return CUDA_SUCCESS;
+}
+
 static CUresult cuLaunchKernel(struct func *fn, unsigned int gx,
 			       unsigned int gy, unsigned int gz,
 			       unsigned int bx, unsigned int by,
@@ -314,6 +330,7 @@ static const struct {
 	ENTRY(cuModuleGetFunction),
 	ENTRY(cuFuncGetAttribute),
 	ENTRY(cuFuncSetAttribute),
+	ENTRY(cuOccupancyMaxActiveBlocksPerMultiprocessor),
 	ENTRY(cuLaunchKernel),
 	ENTRY(cuMemAlloc),
 	ENTRY(cuMemFree),
