@@ -1794,13 +1794,14 @@ START_TEST(test_cuda_bench_attend_gpu)
 	char *argv[] = { "attend",  "--gpu", "--ctx",	      "70",
 			 "--heads", "4",     "--kv-heads",    "2",
 			 "--dim",   "64",    "--page-tokens", "16",
-			 "--reps",  "1",     "--json",	      NULL };
+			 "--reps",  "1",     "--batch",	      "3",
+			 "--json",  NULL };
 	char path[] = "/tmp/kvmem-bench-gpu-XXXXXX", buf[2048];
 	struct kvmem_page_layout l;
 	struct kvmem_geometry g;
 	int fd = mkstemp(path), saved, ret;
 	double diff = -1, kbytes = 0, fbytes = 0;
-	unsigned int layers = 0;
+	unsigned int layers = 0, batch = 0;
 	const char *p;
 	ssize_t n;
 
@@ -1828,18 +1829,22 @@ START_TEST(test_cuda_bench_attend_gpu)
 	EXPECT_EQ(ret, 0, "%s", buf);
 	p = strstr(buf, "\"layers\": ");
 	EXPECT(p && sscanf(p, "\"layers\": %u", &layers) == 1, "%s", buf);
+	p = strstr(buf, "\"batch\": ");
+	EXPECT(p && sscanf(p, "\"batch\": %u", &batch) == 1, "%s", buf);
 	p = strstr(buf, "\"kvmem_bytes\": ");
 	EXPECT(p && sscanf(p, "\"kvmem_bytes\": %lf", &kbytes) == 1, "%s", buf);
 	p = strstr(buf, "\"fp16_bytes\": ");
 	EXPECT(p && sscanf(p, "\"fp16_bytes\": %lf", &fbytes) == 1, "%s", buf);
 	p = strstr(buf, "\"max_diff_fp16\": ");
 	EXPECT(p && sscanf(p, "\"max_diff_fp16\": %lf", &diff) == 1, "%s", buf);
-	/* 70 tokens in 5 pages of 16; K and V of 2 heads of 64 in FP16. */
+	/* 3 sequences of 70 tokens in 5 pages of 16; K and V of 2 heads of
+	 * 64 in FP16. */
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
 	g.sink_tokens = 0;
 	kvmem_page_layout(&g, 0, &l);
-	EXPECT_EQ(kbytes, 5.0 * l.size, "%s", buf);
-	EXPECT_EQ(fbytes, 70.0 * 2 * 64 * 2 * 2, "%s", buf);
+	EXPECT_EQ(batch, 3, "%s", buf);
+	EXPECT_EQ(kbytes, 3 * 5.0 * l.size, "%s", buf);
+	EXPECT_EQ(fbytes, 3 * 70.0 * 2 * 64 * 2 * 2, "%s", buf);
 	EXPECT_EQ(layers, 16, "%s", "tiny layers are stored 16 times");
 	/* int4 against FP16: quantization error, not a wrong answer */
 	EXPECT(diff >= 0 && diff < 0.05, "%s", buf);

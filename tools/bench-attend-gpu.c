@@ -5,11 +5,12 @@
  * The context is encoded on the device (kvmem_cuda_encode() from FP16 K/V,
  * timed as well) into sealed pages, and laid out again as plain FP16 pages
  * for kvmem_cuda_attend_f16(): the same split-K attention with nothing to
- * decode, the baseline. A call attends one query token of every head over
- * the whole context. To keep the GPU's L2 cache out of the figures the
- * context is stored as many times (layers, at most 16) as it takes to pass
- * 256 MiB of FP16 pages, and a timed round makes one call per layer, as a
- * decode step does; the round's time over its layers is one call. Each figure is the
+ * decode, the baseline. A call attends one query token of every head of
+ * each of --batch sequences over its whole context (the sequences hold the
+ * same K/V in pages of their own). To keep the GPU's L2 cache out of the
+ * figures the batch is stored as many times (layers, at most 16) as it
+ * takes to pass 256 MiB of FP16 pages, and a timed round makes one call
+ * per layer, as a decode step does; the round's time over its layers is one call. Each figure is the
  * median of --reps rounds after a warm-up round. Bandwidth is bytes of
  * pages read per call over its time; a copy's is bytes read plus written.
  */
@@ -148,9 +149,10 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	float *q = NULL, *outk = NULL, *outf = NULL;
 	uint64_t *t[3] = { NULL, NULL, NULL }, dk, dv, dprot, dq, djobs, dsp;
 	uint64_t enc_ns = 0;
-	uint32_t sp[2], i, L, r;
+	const uint32_t B = cfg->batch;
+	uint32_t *sp = NULL, i, L, b, r, nslots;
 	double us[3], diff = 0.0, kbytes, fbytes, copy_gbps;
-	size_t nvals, wsb, j;
+	size_t nvals, nq, wsb, j;
 	int ret = 1;
 
 	/* Sealed pages only: sinks and the FP16 tail are not measured. */
@@ -166,21 +168,25 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	lo.tok = (size_t)g.kv_heads * g.head_dim;
 	lo.pstride = (l.size + 255) & ~(size_t)255;
 	lo.fstride = 2 * lo.tok * lo.tpp * 2;
-	rd.fbytes = lo.npages * lo.fstride;
+	rd.fbytes = (size_t)B * lo.npages * lo.fstride;
 	rd.layers = (uint32_t)((COLD_BYTES + rd.fbytes - 1) / rd.fbytes);
 	if (rd.layers > MAX_LAYERS)
 		rd.layers = MAX_LAYERS;
+	/* A slot is one sequence of one layer: npages pages. */
+	nslots = rd.layers * B;
 	nvals = (size_t)cfg->ctx * lo.tok;
+	nq = (size_t)B * cfg->heads * g.head_dim;
 
 	k = bench_alloc(nvals * 2);
 	v = bench_alloc(nvals * 2);
-	q = bench_alloc((size_t)cfg->heads * g.head_dim * 4);
-	outk = bench_alloc((size_t)cfg->heads * g.head_dim * 4);
-	outf = bench_alloc((size_t)cfg->heads * g.head_dim * 4);
-	fimg = bench_alloc(rd.fbytes);
-	jobs = bench_alloc((size_t)rd.layers * lo.npages * sizeof(*jobs));
-	ptab = bench_alloc((size_t)rd.layers * lo.npages * sizeof(*ptab));
-	ftab = bench_alloc((size_t)rd.layers * lo.npages * sizeof(*ftab));
+	q = bench_alloc(nq * 4);
+	outk = bench_alloc(nq * 4);
+	outf = bench_alloc(nq * 4);
+	fimg = bench_alloc(lo.npages * lo.fstride);
+	sp = bench_alloc((B + 1) * sizeof(*sp));
+	jobs = bench_alloc((size_t)nslots * lo.npages * sizeof(*jobs));
+	ptab = bench_alloc((size_t)nslots * lo.npages * sizeof(*ptab));
+	ftab = bench_alloc((size_t)nslots * lo.npages * sizeof(*ftab));
 	for (i = 0; i < 3; i++)
 		t[i] = bench_alloc(cfg->reps * sizeof(uint64_t));
 	kvmem_rng_seed(&rng, 1);
@@ -188,59 +194,67 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		k[j] = kvmem_f2h(bench_rnd_unit(&rng));
 		v[j] = kvmem_f2h(bench_rnd_unit(&rng));
 	}
-	for (j = 0; j < (size_t)cfg->heads * g.head_dim; j++)
+	for (j = 0; j < nq; j++)
 		q[j] = bench_rnd_unit(&rng);
 	f16_pages(&lo, cfg->ctx, g.head_dim, k, v, fimg);
 
-	rd.tab_bytes = lo.npages * sizeof(*ptab);
+	rd.tab_bytes = (size_t)B * lo.npages * sizeof(*ptab);
 	if (!(dk = dalloc(&run, nvals * 2)) ||
 	    !(dv = dalloc(&run, nvals * 2)) ||
-	    !(dprot = dalloc(&run, rd.layers * lo.npages * lo.pstride)) ||
+	    !(dprot = dalloc(&run, (size_t)nslots * lo.npages * lo.pstride)) ||
 	    !(rd.fpages = dalloc(&run, rd.layers * rd.fbytes)) ||
 	    !(rd.scratch = dalloc(&run, rd.fbytes)) ||
-	    !(djobs = dalloc(&run, rd.layers * lo.npages * sizeof(*jobs))) ||
+	    !(djobs = dalloc(&run,
+			     (size_t)nslots * lo.npages * sizeof(*jobs))) ||
 	    !(rd.ptab = dalloc(&run, rd.layers * rd.tab_bytes)) ||
 	    !(rd.ftab = dalloc(&run, rd.layers * rd.tab_bytes)) ||
-	    !(dsp = dalloc(&run, sizeof(sp))) ||
-	    !(dq = dalloc(&run, (size_t)cfg->heads * g.head_dim * 4)) ||
-	    !(rd.out[0] = dalloc(&run, (size_t)cfg->heads * g.head_dim * 4)) ||
-	    !(rd.out[1] = dalloc(&run, (size_t)cfg->heads * g.head_dim * 4)))
+	    !(dsp = dalloc(&run, (B + 1) * sizeof(*sp))) ||
+	    !(dq = dalloc(&run, nq * 4)) ||
+	    !(rd.out[0] = dalloc(&run, nq * 4)) ||
+	    !(rd.out[1] = dalloc(&run, nq * 4)))
 		goto out;
 
+	/* Slot L * B + b holds sequence b of layer L. */
 	for (L = 0; L < rd.layers; L++)
-		for (i = 0; i < lo.npages; i++) {
-			const size_t n = (size_t)L * lo.npages + i;
-			const uint32_t t0 = i * lo.tpp;
+		for (b = 0; b < B; b++)
+			for (i = 0; i < lo.npages; i++) {
+				const size_t n =
+					((size_t)L * B + b) * lo.npages + i;
+				const uint32_t t0 = i * lo.tpp;
 
-			memset(&jobs[n], 0, sizeof(jobs[n]));
-			jobs[n].page = dprot + n * lo.pstride;
-			jobs[n].k = dk + (size_t)t0 * lo.tok * 2;
-			jobs[n].v = dv + (size_t)t0 * lo.tok * 2;
-			jobs[n].seq = 1;
-			jobs[n].layer = L;
-			jobs[n].token_start = t0;
-			jobs[n].n =
-				cfg->ctx - t0 < lo.tpp ? cfg->ctx - t0 : lo.tpp;
-			jobs[n].flags = KVMEM_HDR_SEALED;
-			ptab[n].addr = jobs[n].page;
-			ptab[n].token_start = t0;
-			ptab[n].ntokens = jobs[n].n;
-			ftab[n] = ptab[n];
-			ftab[n].addr = rd.fpages + (size_t)L * rd.fbytes +
-				       (size_t)i * lo.fstride;
-		}
-	sp[0] = 0;
-	sp[1] = lo.npages;
+				memset(&jobs[n], 0, sizeof(jobs[n]));
+				jobs[n].page = dprot + n * lo.pstride;
+				jobs[n].k = dk + (size_t)t0 * lo.tok * 2;
+				jobs[n].v = dv + (size_t)t0 * lo.tok * 2;
+				jobs[n].seq = b + 1;
+				jobs[n].layer = L;
+				jobs[n].token_start = t0;
+				jobs[n].n = cfg->ctx - t0 < lo.tpp
+						    ? cfg->ctx - t0
+						    : lo.tpp;
+				jobs[n].flags = KVMEM_HDR_SEALED;
+				ptab[n].addr = jobs[n].page;
+				ptab[n].token_start = t0;
+				ptab[n].ntokens = jobs[n].n;
+				ftab[n] = ptab[n];
+				ftab[n].addr = rd.fpages +
+					       ((size_t)L * B + b) * lo.npages *
+						       lo.fstride +
+					       (size_t)i * lo.fstride;
+			}
+	for (b = 0; b <= B; b++)
+		sp[b] = b * lo.npages;
 	if (dput(&run, dk, k, nvals * 2) || dput(&run, dv, v, nvals * 2) ||
-	    dput(&run, djobs, jobs, rd.layers * lo.npages * sizeof(*jobs)) ||
+	    dput(&run, djobs, jobs,
+		 (size_t)nslots * lo.npages * sizeof(*jobs)) ||
 	    dput(&run, rd.ptab, ptab, rd.layers * rd.tab_bytes) ||
 	    dput(&run, rd.ftab, ftab, rd.layers * rd.tab_bytes) ||
-	    dput(&run, dsp, sp, sizeof(sp)) ||
-	    dput(&run, dq, q, (size_t)cfg->heads * g.head_dim * 4))
+	    dput(&run, dsp, sp, (B + 1) * sizeof(*sp)) ||
+	    dput(&run, dq, q, nq * 4))
 		goto out;
-	for (L = 0; L < rd.layers; L++)
-		if (dput(&run, rd.fpages + (size_t)L * rd.fbytes, fimg,
-			 rd.fbytes))
+	for (j = 0; j < nslots; j++)
+		if (dput(&run, rd.fpages + j * lo.npages * lo.fstride, fimg,
+			 lo.npages * lo.fstride))
 			goto out;
 
 	/* Encode every layer's pages, twice: the second is timed. */
@@ -248,7 +262,7 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		uint64_t t0 = bench_now_ns();
 
 		if (failed(kvmem_cuda_encode(run.cu, &g, KVMEM_CUDA_F16, djobs,
-					     rd.layers * lo.npages, NULL)) ||
+					     nslots * lo.npages, NULL)) ||
 		    failed(kvmem_cuda_sync(run.cu, NULL)))
 			goto out;
 		enc_ns = (bench_now_ns() - t0) / rd.layers;
@@ -258,10 +272,10 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	rd.g = &g;
 	rd.a.seq_pages = dsp;
 	rd.a.q = dq;
-	rd.a.batch = 1;
+	rd.a.batch = B;
 	rd.a.n_heads = cfg->heads;
 	rd.a.nq = 1;
-	rd.a.total_pages = lo.npages;
+	rd.a.total_pages = B * lo.npages;
 	rd.a.max_pages = lo.npages;
 	if (failed(kvmem_cuda_attend_workspace(run.cu, &g, &rd.a, &wsb)) ||
 	    !(rd.a.workspace = dalloc(&run, wsb)))
@@ -276,15 +290,13 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 			if (r)
 				t[i][r - 1] = ns;
 		}
-	if (failed(kvmem_cuda_copy(run.cu, (uintptr_t)outk, rd.out[0],
-				   (size_t)cfg->heads * g.head_dim * 4,
+	if (failed(kvmem_cuda_copy(run.cu, (uintptr_t)outk, rd.out[0], nq * 4,
 				   NULL)) ||
-	    failed(kvmem_cuda_copy(run.cu, (uintptr_t)outf, rd.out[1],
-				   (size_t)cfg->heads * g.head_dim * 4,
+	    failed(kvmem_cuda_copy(run.cu, (uintptr_t)outf, rd.out[1], nq * 4,
 				   NULL)) ||
 	    failed(kvmem_cuda_sync(run.cu, NULL)))
 		goto out;
-	for (j = 0; j < (size_t)cfg->heads * g.head_dim; j++) {
+	for (j = 0; j < nq; j++) {
 		double d = fabs((double)outk[j] - outf[j]);
 
 		/* NaN compares false: count it as a mismatch too */
@@ -300,12 +312,13 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	}
 	for (i = 0; i < 3; i++)
 		us[i] = (double)bench_median(t[i], cfg->reps) / 1e3;
-	kbytes = (double)lo.npages * l.size;
-	fbytes = 2.0 * nvals * 2;
+	kbytes = (double)B * lo.npages * l.size;
+	fbytes = 2.0 * B * nvals * 2;
 	copy_gbps = 2.0 * rd.fbytes / us[2] / 1e3;
 
 	if (cfg->json) {
-		printf("{\"device\": \"%s\", \"ctx\": %u, \"heads\": %u, "
+		printf("{\"device\": \"%s\", \"ctx\": %u, \"batch\": %u, "
+		       "\"heads\": %u, "
 		       "\"kv_heads\": %u, \"dim\": %u, \"format\": \"%s\", "
 		       "\"codec\": \"%s\", \"layers\": %u, "
 		       "\"kvmem_us\": %.2f, \"fp16_us\": %.2f, "
@@ -314,7 +327,7 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		       "\"fp16_gbps\": %.1f, \"copy_gbps\": %.1f, "
 		       "\"kvmem_of_copy\": %.3f, \"fp16_of_copy\": %.3f, "
 		       "\"encode_us\": %.2f, \"max_diff_fp16\": %.3g}\n",
-		       kvmem_cuda_name(run.cu), cfg->ctx, cfg->heads,
+		       kvmem_cuda_name(run.cu), cfg->ctx, B, cfg->heads,
 		       cfg->kv_heads, cfg->dim,
 		       kvmem_format_get(cfg->format)->name,
 		       kvmem_codec_get(cfg->codec)->name, rd.layers, us[0],
@@ -323,10 +336,11 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		       kbytes / us[0] / 1e3 / copy_gbps,
 		       fbytes / us[1] / 1e3 / copy_gbps, enc_ns / 1e3, diff);
 	} else {
-		printf("kvmem-bench attend --gpu: %s\nctx %u, %u heads, %u KV "
+		printf("kvmem-bench attend --gpu: %s\nbatch %u of ctx %u, %u "
+		       "heads, %u KV "
 		       "heads, dim %u, %s + %s, %u tokens/page,\n%u layers "
 		       "a round, median of %u rounds\n\n",
-		       kvmem_cuda_name(run.cu), cfg->ctx, cfg->heads,
+		       kvmem_cuda_name(run.cu), B, cfg->ctx, cfg->heads,
 		       cfg->kv_heads, cfg->dim,
 		       kvmem_format_get(cfg->format)->name,
 		       kvmem_codec_get(cfg->codec)->name, cfg->page_tokens,
@@ -358,6 +372,7 @@ out:
 	free(outk);
 	free(outf);
 	free(fimg);
+	free(sp);
 	free(jobs);
 	free(ptab);
 	free(ftab);

@@ -44,7 +44,7 @@ static void attend_usage(FILE *f)
 		   "                          [--format F] [--codec C] "
 		   "[--page-tokens T] [--reps N] [--json]\n"
 		   "                          [--threads N] [--flush-mib M] "
-		   "[--gpu]\n\n"
+		   "[--gpu [--batch B]]\n\n"
 		   "  --ctx N          context tokens (default 4096)\n"
 		   "  --heads H        query heads (default 32)\n"
 		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
@@ -62,7 +62,9 @@ static void attend_usage(FILE *f)
 		   "  --gpu            on GPU 0: kvmem_cuda_attend() against "
 		   "the FP16\n"
 		   "                   kernel and a device copy (try --ctx "
-		   "32768)\n");
+		   "32768)\n"
+		   "  --batch B        with --gpu: sequences of ctx tokens "
+		   "each (default 1)\n");
 }
 
 static int flat_build(struct flat *f, const struct attend_cfg *cfg,
@@ -192,6 +194,7 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		{ "reps", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "gpu", no_argument, NULL, 'g' },
+		{ "batch", required_argument, NULL, 'B' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "flush-mib", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
@@ -250,6 +253,10 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 			break;
 		case 'g':
 			cfg->gpu = 1;
+			break;
+		case 'B':
+			if (parse_u32("batch", optarg, 1, 256, &cfg->batch))
+				return 2;
 			break;
 		case 't':
 			if (parse_u32("threads", optarg, 1, BENCH_MAX_THREADS,
@@ -323,6 +330,7 @@ static int run_attend(int argc, char **argv)
 		.page_tokens = 32,
 		.reps = 20,
 		.flush_mib = 128,
+		.batch = 1,
 		.format = KVMEM_FMT_INT4,
 		.codec = KVMEM_CODEC_H84,
 	};
@@ -364,6 +372,10 @@ static int run_attend(int argc, char **argv)
 	}
 	if (cfg.gpu)
 		return bench_attend_gpu(&cfg, &g);
+	if (cfg.batch != 1) {
+		fprintf(stderr, "kvmem-bench: --batch needs --gpu\n");
+		return 2;
+	}
 
 	nvals = (size_t)cfg.ctx * cfg.kv_heads * cfg.dim;
 	K = bench_alloc(nvals * sizeof(float));

@@ -25,6 +25,7 @@ extern const struct bench_cmd bench_attach;
 struct attend_cfg {
 	uint32_t ctx, heads, kv_heads, dim, page_tokens, reps;
 	uint32_t threads, flush_mib;
+	uint32_t batch; /* sequences a call attends (--gpu) */
 	int format, codec, json, gpu;
 };
 
