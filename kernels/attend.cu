@@ -78,6 +78,114 @@ static __device__ __forceinline__ int kvmem_k_rebuilds(unsigned int policy,
 }
 
 /*
+ * The quantized rows of kvmem_k_rows() for one codec and width known when
+ * compiling: each thread decodes a unit of a row (codewords that carry
+ * whole values) and dequantizes its values straight into @tl, without
+ * the row's bytes and word outcomes passing through shared memory, and
+ * with every division done once a unit. The same values, outcomes and
+ * counts as the general path.
+ */
+template <unsigned int CODEC, unsigned int BITS>
+static __device__ __forceinline__ int
+kvmem_k_rows_q(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
+	       unsigned int policy, const uint8_t *code, int chan,
+	       unsigned int t0, unsigned int n, const struct kvmem_k_tile *tl,
+	       struct kvmem_k_counts *c, unsigned long long *nlost)
+{
+	constexpr unsigned int K = CODEC == KVMEM_CODEC_GOLAY24	   ? 12
+				   : CODEC == KVMEM_CODEC_SECDED72 ? 64
+								   : 4;
+	constexpr unsigned int UNIT = K % 8 ? 2 : 1;
+	constexpr unsigned int WB = CODEC == KVMEM_CODEC_GOLAY24    ? 3
+				    : CODEC == KVMEM_CODEC_SECDED72 ? 9
+								    : 1;
+	constexpr unsigned int VPU = UNIT * K / BITS;
+	const unsigned int D = g->head_dim, gs = g->group_size;
+	const unsigned int groups = D / gs;
+	const struct kvmem_k_walk wk = kvmem_k_walk(l->row_words / UNIT);
+	unsigned int u, r, v;
+	int any = 0;
+
+	for (u = wk.col0; u < l->row_words / UNIT; u += wk.cstep) {
+		const unsigned int d0 = u * VPU, q0 = d0 / gs, rem0 = d0 % gs;
+
+		for (r = wk.row0; r < n; r += wk.rstep) {
+			const uint8_t *w =
+				code + r * l->row_bytes + u * UNIT * WB;
+			unsigned int st0, st1 = 0, gi = q0, rem = rem0, hi;
+			uint64_t bits, lo;
+			int nb;
+
+			kvmem_k_word_load(w, CODEC, &lo, &hi);
+			st0 = (unsigned int)kvmem_k_word_correct(CODEC, &lo,
+								 &hi, &nb);
+			kvmem_k_count(c, (int)st0, nb);
+			bits = kvmem_k_word_data(CODEC, lo);
+			if constexpr (UNIT == 2) {
+				kvmem_k_word_load(w + WB, CODEC, &lo, &hi);
+				st1 = (unsigned int)kvmem_k_word_correct(
+					CODEC, &lo, &hi, &nb);
+				kvmem_k_count(c, (int)st1, nb);
+				bits |= kvmem_k_word_data(CODEC, lo) << K;
+			}
+			/* Past the row's last value, a unit holds padding. */
+			for (v = 0; v < VPU && d0 + v < D; v++) {
+				const unsigned int x = r * D + d0 + v;
+				const unsigned int si =
+					chan ? d0 + v : (t0 + r) * groups + gi;
+				/* The words value v takes bits from. */
+				const unsigned int ws =
+					(v * BITS < K ? st0 : 0) |
+					((v + 1) * BITS > K ? st1 : 0);
+				const int lost = tl->sce[si];
+				int e;
+
+				tl->x[x] = (float)kvmem_sext(
+						   (unsigned int)(bits >>
+								  (v * BITS)),
+						   BITS) *
+					   tl->sc[si];
+				e = lost	      ? KVMEM_K_LOST
+				    : ws & KVMEM_K_UE ? KVMEM_K_LOST_BOUNDED
+						      : 0;
+				tl->xe[x] = (uint8_t)e;
+				*nlost += (unsigned long long)(e != 0);
+				any |= kvmem_k_rebuilds(policy, e);
+				if (++rem == gs) {
+					rem = 0;
+					gi++;
+				}
+			}
+		}
+	}
+	return __syncthreads_or(any);
+}
+
+/* kvmem_k_rows_q() for @l's codec, or 0 with *@done 0 where there is none. */
+template <unsigned int CODEC>
+static __device__ __forceinline__ int
+kvmem_k_rows_qc(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
+		unsigned int policy, const uint8_t *code, int chan,
+		unsigned int t0, unsigned int n, const struct kvmem_k_tile *tl,
+		struct kvmem_k_counts *c, unsigned long long *nlost, int *done)
+{
+	*done = 1;
+	switch (l->bits) {
+	case 2:
+		return kvmem_k_rows_q<CODEC, 2>(g, l, policy, code, chan, t0, n,
+						tl, c, nlost);
+	case 4:
+		return kvmem_k_rows_q<CODEC, 4>(g, l, policy, code, chan, t0, n,
+						tl, c, nlost);
+	case 8:
+		return kvmem_k_rows_q<CODEC, 8>(g, l, policy, code, chan, t0, n,
+						tl, c, nlost);
+	}
+	*done = 0;
+	return 0;
+}
+
+/*
  * Decode rows [t0, t0 + n) of head @h of K or V into @tl, each value's
  * KVMEM_K_LOST_* in tl->xe; returns, the same in every thread, whether
  * @policy rebuilds any. In a page without scales each row is held to its
@@ -99,8 +207,35 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	const int chan = !is_v && l->chan;
 	struct kvmem_k_walk wk = kvmem_k_walk(upr);
 	unsigned int i, j, st, r, u, d;
-	int any = 0;
+	int any = 0, done = 0;
 
+	/* The same in every thread: a quantized page of a known width. */
+	if (l->qmax) {
+		switch (l->codec) {
+		case KVMEM_CODEC_H74:
+			any = kvmem_k_rows_qc<KVMEM_CODEC_H74>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost,
+				&done);
+			break;
+		case KVMEM_CODEC_H84:
+			any = kvmem_k_rows_qc<KVMEM_CODEC_H84>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost,
+				&done);
+			break;
+		case KVMEM_CODEC_GOLAY24:
+			any = kvmem_k_rows_qc<KVMEM_CODEC_GOLAY24>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost,
+				&done);
+			break;
+		case KVMEM_CODEC_SECDED72:
+			any = kvmem_k_rows_qc<KVMEM_CODEC_SECDED72>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost,
+				&done);
+			break;
+		}
+		if (done)
+			return any;
+	}
 	for (u = wk.col0; u < upr; u += wk.cstep)
 		for (r = wk.row0; r < n; r += wk.rstep) {
 			kvmem_k_unit_decode(l, code + r * l->row_bytes, u,
