@@ -18,11 +18,6 @@ template <int W> struct alignas(4 * W) kvmem_k_vec {
 	uint32_t w[W];
 };
 
-/* @N floats of shared memory in as few aligned loads as the GPU has. */
-template <int N> struct alignas(N * 4 > 16 ? 16 : N * 4) kvmem_k_fvec {
-	float x[N];
-};
-
 KVMEM_DFN float kvmem_k_h2f(uint32_t h)
 {
 #ifdef __CUDACC__

@@ -31,6 +31,11 @@
 #define KVMEM_DYN_SMEM(name) uint8_t *name = (uint8_t *)simt_dyn_smem()
 #endif
 
+/* @N floats of shared memory in as few aligned loads as the GPU has. */
+template <int N> struct alignas(N * 4 > 16 ? 16 : N * 4) kvmem_k_fvec {
+	float x[N];
+};
+
 /* Outcome of one word, as kvmem_ecc_status. */
 #define KVMEM_K_CLEAN 0
 #define KVMEM_K_FIXED 1
