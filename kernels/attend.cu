@@ -170,7 +170,7 @@ kvmem_k_rows_q(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	return __syncthreads_or(any);
 }
 
-/* kvmem_k_rows_q() for @l's codec, or 0 with *@done 0 where there is none. */
+/* kvmem_k_rows_q() for @l's width, *@done 0 where it has no instance. */
 template <unsigned int CODEC>
 static __device__ __forceinline__ int
 kvmem_k_rows_qc(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
