@@ -792,11 +792,14 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 	const unsigned int b = blockIdx.x, hc = blockIdx.y, D = g->head_dim;
 	const unsigned int G = p.n_heads / g->kv_heads, QR = G * p.nq;
 	const unsigned int rows = g->kv_heads * QR;
+	/* This KV head's rows; every head's where the masses are summed. */
+	const unsigned int r0 = p.mass && !hc ? 0 : hc * QR;
+	const unsigned int r1 = p.mass && !hc ? rows : r0 + QR;
 	float *ml = (float *)smem; /* [kv_heads][QR][2]: max, sum */
 	const float *ws = (const float *)p.ws;
 	unsigned int i, sx;
 
-	for (i = threadIdx.x; i < rows; i += blockDim.x) {
+	for (i = r0 + threadIdx.x; i < r1; i += blockDim.x) {
 		unsigned int h = i / QR, r = i % QR;
 		const float *w = ws + ((size_t)b * g->kv_heads + h) * p.splits *
 					      QR * (D + 2);
