@@ -170,15 +170,14 @@ kvmem_k_rows_q(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	return __syncthreads_or(any);
 }
 
-/* kvmem_k_rows_q() for @l's width, *@done 0 where it has no instance. */
+/* kvmem_k_rows_q() for @l's width: 2, 4 or 8 bits, the quantized formats. */
 template <unsigned int CODEC>
 static __device__ __forceinline__ int
 kvmem_k_rows_qc(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 		unsigned int policy, const uint8_t *code, int chan,
 		unsigned int t0, unsigned int n, const struct kvmem_k_tile *tl,
-		struct kvmem_k_counts *c, unsigned long long *nlost, int *done)
+		struct kvmem_k_counts *c, unsigned long long *nlost)
 {
-	*done = 1;
 	switch (l->bits) {
 	case 2:
 		return kvmem_k_rows_q<CODEC, 2>(g, l, policy, code, chan, t0, n,
@@ -186,12 +185,10 @@ kvmem_k_rows_qc(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	case 4:
 		return kvmem_k_rows_q<CODEC, 4>(g, l, policy, code, chan, t0, n,
 						tl, c, nlost);
-	case 8:
+	default:
 		return kvmem_k_rows_q<CODEC, 8>(g, l, policy, code, chan, t0, n,
 						tl, c, nlost);
 	}
-	*done = 0;
-	return 0;
 }
 
 /*
@@ -216,34 +213,24 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	const int chan = !is_v && l->chan;
 	struct kvmem_k_walk wk = kvmem_k_walk(upr);
 	unsigned int i, j, st, r, u, d;
-	int any = 0, done = 0;
+	int any = 0;
 
-	/* The same in every thread: a quantized page of a known width. */
+	/* The same in every thread: a quantized page, of a checked codec. */
 	if (l->qmax) {
 		switch (l->codec) {
 		case KVMEM_CODEC_H74:
-			any = kvmem_k_rows_qc<KVMEM_CODEC_H74>(
-				g, l, policy, code, chan, t0, n, tl, c, nlost,
-				&done);
-			break;
+			return kvmem_k_rows_qc<KVMEM_CODEC_H74>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost);
 		case KVMEM_CODEC_H84:
-			any = kvmem_k_rows_qc<KVMEM_CODEC_H84>(
-				g, l, policy, code, chan, t0, n, tl, c, nlost,
-				&done);
-			break;
+			return kvmem_k_rows_qc<KVMEM_CODEC_H84>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost);
 		case KVMEM_CODEC_GOLAY24:
-			any = kvmem_k_rows_qc<KVMEM_CODEC_GOLAY24>(
-				g, l, policy, code, chan, t0, n, tl, c, nlost,
-				&done);
-			break;
-		case KVMEM_CODEC_SECDED72:
-			any = kvmem_k_rows_qc<KVMEM_CODEC_SECDED72>(
-				g, l, policy, code, chan, t0, n, tl, c, nlost,
-				&done);
-			break;
+			return kvmem_k_rows_qc<KVMEM_CODEC_GOLAY24>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost);
+		default:
+			return kvmem_k_rows_qc<KVMEM_CODEC_SECDED72>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost);
 		}
-		if (done)
-			return any;
 	}
 	for (u = wk.col0; u < upr; u += wk.cstep)
 		for (r = wk.row0; r < n; r += wk.rstep) {
