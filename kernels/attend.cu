@@ -194,9 +194,10 @@ kvmem_k_rows_qc(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 /*
  * Decode rows [t0, t0 + n) of head @h of K or V into @tl, each value's
  * KVMEM_K_LOST_* in tl->xe; returns, the same in every thread, whether
- * @policy rebuilds any. In a page without scales each row is held to its
- * check (kvmem__page_rows()): its two words counted with the row's, a
- * lost row as one uncorrectable word more.
+ * @policy rebuilds any. Quantized rows go to kvmem_k_rows_q(). FP16 rows,
+ * in a page without scales, are held to their checks
+ * (kvmem__page_rows()): a row's two check words counted with its words,
+ * a lost row as one uncorrectable word more.
  */
 static __device__ __forceinline__ int
 kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
@@ -209,7 +210,6 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	const unsigned int upr = l->row_words / l->unit;
 	const uint8_t *code = page + (is_v ? l->v_off : l->k_off) +
 			      (h * g->tokens_per_page + t0) * l->row_bytes;
-	const unsigned int groups = D / g->group_size;
 	const int chan = !is_v && l->chan;
 	struct kvmem_k_walk wk = kvmem_k_walk(upr);
 	unsigned int i, j, st, r, u, d;
@@ -241,56 +241,41 @@ kvmem_k_rows(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 					(uint8_t)(st >> (2 * j) & 3);
 		}
 	__syncthreads();
-	if (!l->scale_words) {
-		for (i = threadIdx.x; i < n; i += blockDim.x) {
-			const uint8_t *rd = data + i * l->row_data;
-			uint32_t crc = 0xffffffffu, want;
-			int ue = 0, cue;
+	for (i = threadIdx.x; i < n; i += blockDim.x) {
+		const uint8_t *rd = data + i * l->row_data;
+		uint32_t crc = 0xffffffffu, want;
+		int ue = 0, cue;
 
-			for (j = 0; j < l->row_words; j++)
-				ue |= wst[i * l->row_words + j] == KVMEM_K_UE;
-			for (j = 0; j < l->row_data; j++)
-				crc = kvmem_k_crc_byte(tab, crc, rd[j]);
-			want = kvmem_k_check(
-				page, l, kvmem_k_row_check(g, is_v, h, t0 + i),
-				&cue, c);
-			rst[i] = (uint8_t)kvmem_k_run(ue || cue, crc, want, c);
-		}
-		__syncthreads();
+		for (j = 0; j < l->row_words; j++)
+			ue |= wst[i * l->row_words + j] == KVMEM_K_UE;
+		for (j = 0; j < l->row_data; j++)
+			crc = kvmem_k_crc_byte(tab, crc, rd[j]);
+		want = kvmem_k_check(page, l,
+				     kvmem_k_row_check(g, is_v, h, t0 + i),
+				     &cue, c);
+		rst[i] = (uint8_t)kvmem_k_run(ue || cue, crc, want, c);
 	}
+	__syncthreads();
 	wk = kvmem_k_walk(D);
 	for (d = wk.col0; d < D; d += wk.cstep) {
-		/* The words value d takes bits from, and its scale. */
+		/* The words value d takes bits from. */
 		const unsigned int w0 = d * l->bits / l->k;
 		const unsigned int w1 = (d * l->bits + l->bits - 1) / l->k;
-		const unsigned int sd = chan ? d : d / g->group_size;
 
 		for (r = wk.row0; r < n; r += wk.rstep) {
 			const unsigned int x = r * D + d;
-			int ws = 0, ue, lost = 0, e;
-			float s = 0.0f;
+			int ws = 0, lost, e;
 
 			for (j = w0; j <= w1; j++)
 				ws |= wst[r * l->row_words + j];
-			ue = (ws & KVMEM_K_UE) != 0;
-			if (l->qmax) {
-				const unsigned int si =
-					chan ? sd : (t0 + r) * groups + sd;
-
-				s = tl->sc[si];
-				lost = tl->sce[si];
-			} else if (!l->scale_words) {
-				lost = kvmem_k_run_lost(rst[r], ws);
-			}
+			lost = kvmem_k_run_lost(rst[r], ws);
 			tl->x[x] = kvmem_k_dequant(
 				l,
 				kvmem_k_raw(data + r * l->row_data, l->bits, d),
-				s, &lost);
-			/* Only a quantized value's own word leaves it
-			 * bounded. */
-			e = lost || (ue && !l->qmax) ? KVMEM_K_LOST
-			    : ue		     ? KVMEM_K_LOST_BOUNDED
-						     : 0;
+				0.0f, &lost);
+			/* An FP16 value is never bounded: one of its words
+			 * uncorrectable loses it. */
+			e = lost || (ws & KVMEM_K_UE) ? KVMEM_K_LOST : 0;
 			tl->xe[x] = (uint8_t)e;
 			*nlost += (unsigned long long)(e != 0);
 			any |= kvmem_k_rebuilds(policy, e);
