@@ -470,15 +470,9 @@ kvmem_k_head_scales_load(const struct kvmem_k_geom *g,
 			continue;
 		/* Words come in pairs: one may follow the last scale's. */
 		for (w = (16 * idx + 15) / 12 + 1; w < l->scale_words; w++) {
-			uint64_t lo;
-			unsigned int hi;
-			int st, nbits;
+			int st;
 
-			kvmem_k_word_load(page + l->scales_off + 3 * w,
-					  KVMEM_CODEC_GOLAY24, &lo, &hi);
-			st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
-						  &nbits);
-			kvmem_k_count(c, st, nbits);
+			kvmem_k_meta_word(page + l->scales_off + 3 * w, &st, c);
 		}
 	}
 }

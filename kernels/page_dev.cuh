@@ -205,6 +205,24 @@ KVMEM_DFN void kvmem_k_word_encode(unsigned int codec, uint64_t data,
 }
 
 /*
+ * The 12 data bits of the golay24 word of metadata (header, scales,
+ * checks) at @p, corrected in a register; *@st its KVMEM_K_*, counted in
+ * @c unless that is NULL.
+ */
+KVMEM_DFN uint32_t kvmem_k_meta_word(const uint8_t *p, int *st,
+				     struct kvmem_k_counts *c)
+{
+	uint64_t lo;
+	unsigned int hi;
+	int nbits;
+
+	kvmem_k_word_load(p, KVMEM_CODEC_GOLAY24, &lo, &hi);
+	*st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi, &nbits);
+	kvmem_k_count(c, *st, nbits);
+	return (uint32_t)(lo & 0xfff);
+}
+
+/*
  * Bits [@b, @b + 12) of a bitstream of @n 16-bit pieces (FP16 scales, or
  * the header), zeros past its end: the data of the golay24 word @b / 12.
  */
@@ -256,18 +274,15 @@ KVMEM_DFN uint32_t kvmem_k_crc_byte(const uint32_t *tab, uint32_t crc,
 KVMEM_DFN int kvmem_k_hdr_decode(const uint8_t *page, uint8_t *h,
 				 const uint32_t *tab, struct kvmem_k_counts *c)
 {
-	uint64_t lo, acc = 0;
+	uint64_t acc = 0;
 	uint32_t crc = 0xffffffffu, hcrc = 0;
-	unsigned int hi, i, b, nacc = 0, nb = 0;
-	int st, nbits, ue = 0;
+	unsigned int i, b, nacc = 0, nb = 0;
+	int st, ue = 0;
 
 	for (i = 0; i < KVMEM_K_HDR_WORDS; i++) {
-		kvmem_k_word_load(page + 3 * i, KVMEM_CODEC_GOLAY24, &lo, &hi);
-		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
-					  &nbits);
-		kvmem_k_count(c, st, nbits);
+		acc |= (uint64_t)kvmem_k_meta_word(page + 3 * i, &st, c)
+		       << nacc;
 		ue |= st == KVMEM_K_UE;
-		acc |= (lo & 0xfff) << nacc;
 		for (nacc += 12; nacc >= 8 && nb < 64;
 		     nacc -= 8, acc >>= 8, nb++) {
 			b = (unsigned int)acc & 0xff;
@@ -298,17 +313,11 @@ KVMEM_DFN uint32_t kvmem_k_hdr_pair(const uint8_t *page, unsigned int w,
 				    struct kvmem_k_counts *c, int *ue)
 {
 	uint32_t d = 0;
-	uint64_t lo;
-	unsigned int hi;
-	int st, nbits;
+	int st;
 
 	if (w < KVMEM_K_HDR_WORDS) {
-		kvmem_k_word_load(page + 3 * w, KVMEM_CODEC_GOLAY24, &lo, &hi);
-		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
-					  &nbits);
-		kvmem_k_count(c, st, nbits);
+		d = kvmem_k_meta_word(page + 3 * w, &st, c);
 		*ue |= st == KVMEM_K_UE;
-		d = (uint32_t)(lo & 0xfff);
 	}
 	return d | __shfl_down_sync(0xffffffffu, d, 1) << 12;
 }
@@ -366,19 +375,15 @@ KVMEM_DFN uint32_t kvmem_k_check(const uint8_t *page,
 				 int *ue, struct kvmem_k_counts *c)
 {
 	uint32_t v = 0;
-	uint64_t lo;
-	unsigned int hi, j;
-	int st, nbits;
+	unsigned int j;
+	int st;
 
 	*ue = 0;
 	for (j = 0; j < 2; j++) {
-		kvmem_k_word_load(page + l->checks_off + 6 * i + 3 * j,
-				  KVMEM_CODEC_GOLAY24, &lo, &hi);
-		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
-					  &nbits);
-		kvmem_k_count(c, st, nbits);
+		v |= kvmem_k_meta_word(page + l->checks_off + 6 * i + 3 * j,
+				       &st, c)
+		     << (12 * j);
 		*ue |= st == KVMEM_K_UE;
-		v |= (uint32_t)(lo & 0xfff) << (12 * j);
 	}
 	return v;
 }
@@ -434,18 +439,15 @@ KVMEM_DFN int kvmem_k_segment(const uint8_t *page,
 					: l->scale_words;
 	const unsigned int nbytes = 2 * (l->nscales_k + l->nscales_v);
 	uint32_t crc = 0xffffffffu, acc = 0, want;
-	unsigned int w, hi, b;
-	uint64_t lo;
-	int st, nbits, ue = 0, cue;
+	unsigned int w, b;
+	int st, ue = 0, cue;
 
 	/* Words come in pairs from an even one: 3 stream bytes a pair. */
 	for (w = w0; w < w1; w++) {
-		kvmem_k_word_load(page + l->scales_off + 3 * w,
-				  KVMEM_CODEC_GOLAY24, &lo, &hi);
-		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
-					  &nbits);
+		acc |= kvmem_k_meta_word(page + l->scales_off + 3 * w, &st,
+					 NULL)
+		       << (12 * (w % 2));
 		ue |= st == KVMEM_K_UE;
-		acc |= (uint32_t)(lo & 0xfff) << (12 * (w % 2));
 		if (!(w % 2))
 			continue;
 		for (b = 0; b < 3 && 3 * (w / 2) + b < nbytes; b++)
@@ -476,17 +478,12 @@ KVMEM_DFN int kvmem_k_segment_warp(const uint8_t *page,
 					: l->scale_words - w0;
 	const unsigned int nbytes = 2 * (l->nscales_k + l->nscales_v);
 	uint32_t crc = 0xffffffffu, d = 0, pair, want;
-	unsigned int hi, k, b;
-	uint64_t lo;
-	int st = KVMEM_K_CLEAN, nbits, bad;
+	unsigned int k, b;
+	int st = KVMEM_K_CLEAN, bad;
 
-	if (lane < nw) {
-		kvmem_k_word_load(page + l->scales_off + 3 * (w0 + lane),
-				  KVMEM_CODEC_GOLAY24, &lo, &hi);
-		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
-					  &nbits);
-		d = (uint32_t)(lo & 0xfff);
-	}
+	if (lane < nw)
+		d = kvmem_k_meta_word(page + l->scales_off + 3 * (w0 + lane),
+				      &st, NULL);
 	bad = __any_sync(0xffffffffu, st == KVMEM_K_UE);
 	pair = d | __shfl_down_sync(0xffffffffu, d, 1) << 12;
 	/* Words come in pairs from an even one: 3 stream bytes a pair. */
@@ -498,14 +495,9 @@ KVMEM_DFN int kvmem_k_segment_warp(const uint8_t *page,
 	}
 	d = 0;
 	st = KVMEM_K_CLEAN;
-	if (lane < 2) {
-		kvmem_k_word_load(page + l->checks_off + 6 * s + 3 * lane,
-				  KVMEM_CODEC_GOLAY24, &lo, &hi);
-		st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi,
-					  &nbits);
-		kvmem_k_count(c, st, nbits);
-		d = (uint32_t)(lo & 0xfff);
-	}
+	if (lane < 2)
+		d = kvmem_k_meta_word(page + l->checks_off + 6 * s + 3 * lane,
+				      &st, c);
 	bad |= __any_sync(0xffffffffu, st == KVMEM_K_UE);
 	want = __shfl_sync(0xffffffffu, d, 0) | __shfl_sync(0xffffffffu, d, 1)
 							<< 12;
