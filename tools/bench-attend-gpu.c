@@ -10,9 +10,10 @@
  * same K/V in pages of their own). To keep the GPU's L2 cache out of the
  * figures the batch is stored as many times (layers, at most 16) as it
  * takes to pass 256 MiB of FP16 pages, and a timed round makes one call
- * per layer, as a decode step does; the round's time over its layers is one call. Each figure is the
- * median of --reps rounds after a warm-up round. Bandwidth is bytes of
- * pages read per call over its time; a copy's is bytes read plus written.
+ * per layer, as a decode step does; the round's time over its layers is
+ * one call. Each figure is the median of --reps rounds after a warm-up
+ * round. Bandwidth is bytes of pages read per call over its time; a
+ * copy's is bytes read plus written.
  */
 #include <math.h>
 #include <stdio.h>
@@ -150,7 +151,7 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	uint64_t *t[3] = { NULL, NULL, NULL }, dk, dv, dprot, dq, djobs, dsp;
 	uint64_t enc_ns = 0;
 	const uint32_t B = cfg->batch;
-	uint32_t *sp = NULL, i, L, b, r, nslots;
+	uint32_t *sp = NULL, i, b, r, nslots;
 	double us[3], diff = 0.0, kbytes, fbytes, copy_gbps;
 	size_t nvals, nq, wsb, j;
 	int ret = 1;
@@ -214,34 +215,27 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	    !(rd.out[1] = dalloc(&run, nq * 4)))
 		goto out;
 
-	/* Slot L * B + b holds sequence b of layer L. */
-	for (L = 0; L < rd.layers; L++)
-		for (b = 0; b < B; b++)
-			for (i = 0; i < lo.npages; i++) {
-				const size_t n =
-					((size_t)L * B + b) * lo.npages + i;
-				const uint32_t t0 = i * lo.tpp;
+	/* Slot L * B + b holds sequence b of layer L: page j is page
+	 * j % npages of slot j / npages, in both layouts. */
+	for (j = 0; j < (size_t)nslots * lo.npages; j++) {
+		const uint32_t slot = (uint32_t)(j / lo.npages);
+		const uint32_t t0 = (uint32_t)(j % lo.npages) * lo.tpp;
 
-				memset(&jobs[n], 0, sizeof(jobs[n]));
-				jobs[n].page = dprot + n * lo.pstride;
-				jobs[n].k = dk + (size_t)t0 * lo.tok * 2;
-				jobs[n].v = dv + (size_t)t0 * lo.tok * 2;
-				jobs[n].seq = b + 1;
-				jobs[n].layer = L;
-				jobs[n].token_start = t0;
-				jobs[n].n = cfg->ctx - t0 < lo.tpp
-						    ? cfg->ctx - t0
-						    : lo.tpp;
-				jobs[n].flags = KVMEM_HDR_SEALED;
-				ptab[n].addr = jobs[n].page;
-				ptab[n].token_start = t0;
-				ptab[n].ntokens = jobs[n].n;
-				ftab[n] = ptab[n];
-				ftab[n].addr = rd.fpages +
-					       ((size_t)L * B + b) * lo.npages *
-						       lo.fstride +
-					       (size_t)i * lo.fstride;
-			}
+		memset(&jobs[j], 0, sizeof(jobs[j]));
+		jobs[j].page = dprot + j * lo.pstride;
+		jobs[j].k = dk + (size_t)t0 * lo.tok * 2;
+		jobs[j].v = dv + (size_t)t0 * lo.tok * 2;
+		jobs[j].seq = slot % B + 1;
+		jobs[j].layer = slot / B;
+		jobs[j].token_start = t0;
+		jobs[j].n = cfg->ctx - t0 < lo.tpp ? cfg->ctx - t0 : lo.tpp;
+		jobs[j].flags = KVMEM_HDR_SEALED;
+		ptab[j].addr = jobs[j].page;
+		ptab[j].token_start = t0;
+		ptab[j].ntokens = jobs[j].n;
+		ftab[j] = ptab[j];
+		ftab[j].addr = rd.fpages + j * lo.fstride;
+	}
 	for (b = 0; b <= B; b++)
 		sp[b] = b * lo.npages;
 	if (dput(&run, dk, k, nvals * 2) || dput(&run, dv, v, nvals * 2) ||
