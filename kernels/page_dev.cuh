@@ -264,6 +264,22 @@ KVMEM_DFN uint32_t kvmem_k_crc_byte(const uint32_t *tab, uint32_t crc,
 }
 
 /*
+ * Header byte @nb, @b, into the register @crc of the header's CRC: hcrc's
+ * own bytes go to *@hcrc and count as 0. Returns the byte as counted.
+ */
+KVMEM_DFN unsigned int kvmem_k_hdr_crc_byte(const uint32_t *tab, uint32_t *crc,
+					    uint32_t *hcrc, unsigned int nb,
+					    unsigned int b)
+{
+	if (nb >= KVMEM_K_HDR_HCRC && nb < KVMEM_K_HDR_HCRC + 4) {
+		*hcrc |= b << (8 * (nb - KVMEM_K_HDR_HCRC));
+		b = 0;
+	}
+	*crc = kvmem_k_crc_byte(tab, *crc, b);
+	return b;
+}
+
+/*
  * Decode the golay24 words of a page's header, each counted in @c; its 64
  * bytes go to @h unless that is NULL (43 words of 12 bits: 64 bytes and
  * the 4 zero bits), hcrc read back as 0. Returns whether the header is
@@ -285,14 +301,8 @@ KVMEM_DFN int kvmem_k_hdr_decode(const uint8_t *page, uint8_t *h,
 		ue |= st == KVMEM_K_UE;
 		for (nacc += 12; nacc >= 8 && nb < 64;
 		     nacc -= 8, acc >>= 8, nb++) {
-			b = (unsigned int)acc & 0xff;
-			/* hcrc is taken as 0 by its own CRC. */
-			if (nb >= KVMEM_K_HDR_HCRC &&
-			    nb < KVMEM_K_HDR_HCRC + 4) {
-				hcrc |= b << (8 * (nb - KVMEM_K_HDR_HCRC));
-				b = 0;
-			}
-			crc = kvmem_k_crc_byte(tab, crc, b);
+			b = kvmem_k_hdr_crc_byte(tab, &crc, &hcrc, nb,
+						 (unsigned int)acc & 0xff);
 			if (h)
 				h[nb] = (uint8_t)b;
 		}
@@ -346,17 +356,9 @@ KVMEM_DFN int kvmem_k_hdr_decode_warp(const uint8_t *page, const uint32_t *tab,
 		const uint32_t v = __shfl_sync(0xffffffffu, k < 16 ? pr0 : pr1,
 					       2 * k % 32);
 
-		for (b = 0, nb = 3 * k; b < 3 && nb < 64; b++, nb++) {
-			unsigned int byte = v >> (8 * b) & 0xff;
-
-			/* hcrc is taken as 0 by its own CRC. */
-			if (nb >= KVMEM_K_HDR_HCRC &&
-			    nb < KVMEM_K_HDR_HCRC + 4) {
-				hcrc |= byte << (8 * (nb - KVMEM_K_HDR_HCRC));
-				byte = 0;
-			}
-			crc = kvmem_k_crc_byte(tab, crc, byte);
-		}
+		for (b = 0, nb = 3 * k; b < 3 && nb < 64; b++, nb++)
+			kvmem_k_hdr_crc_byte(tab, &crc, &hcrc, nb,
+					     v >> (8 * b) & 0xff);
 	}
 	if (!ue && ~crc != hcrc) {
 		if (c && !lane)
