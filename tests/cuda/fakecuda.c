@@ -203,14 +203,12 @@ static CUresult cuModuleGetFunction(struct func **fn, void *mod,
 	return CUDA_SUCCESS;
 }
 
+/* What libkvmem asks of a kernel: the shared memory it declares. */
 static CUresult cuFuncGetAttribute(int *v, int attr, struct func *fn)
 {
-	if (attr == FUNC_ATTR_STATIC_SMEM)
-		*v = fake.static_smem;
-	else if (attr == FUNC_ATTR_MAX_DYN_SMEM)
-		*v = fn->max_smem;
-	else
+	if (!fn || attr != FUNC_ATTR_STATIC_SMEM)
 		return CUDA_ERROR_INVALID_VALUE;
+	*v = fake.static_smem;
 	return CUDA_SUCCESS;
 }
 
