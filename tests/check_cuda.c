@@ -1205,7 +1205,8 @@ static void attend_checks_on(struct dev *dv)
  * A kernel's static shared memory comes out of the opt-in limit: with
  * all but 24 KiB of it declared statically, every launch asks for no more
  * than the rest (the fake refuses one that does), and attention runs with
- * a smaller tile and still matches the CPU.
+ * a smaller tile and still matches the CPU, also when the driver cannot
+ * say how many CTAs fit.
  */
 START_TEST(test_cuda_static_smem)
 {
@@ -1221,6 +1222,10 @@ START_TEST(test_cuda_static_smem)
 	kvmem_rng_seed(&r, 77);
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
 	attend_case(&dv, &g, 4, 70, 2, KVMEM_ERASE_INTERPOLATE, 2, &r);
+	/* A driver that cannot say how many CTAs fit: the splits chosen
+	 * (0 asks for them) still give the same attention. */
+	f->no_occupancy = 1;
+	attend_case(&dv, &g, 4, 70, 2, KVMEM_ERASE_INTERPOLATE, 0, &r);
 	dev_done(&dv);
 	kvmem_cuda_close(dv.cu);
 	expect_released(f, "close");

@@ -230,7 +230,7 @@ static CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n,
 {
 	const size_t per = smem + (size_t)fake.static_smem;
 
-	if (!fn || block <= 0 || (int)smem > fn->max_smem)
+	if (!fn || block <= 0 || (int)smem > fn->max_smem || fake.no_occupancy)
 		return CUDA_ERROR_INVALID_VALUE;
 	*n = per ? (int)((size_t)fake.smem / per) : 8;
 	if (*n > 8)

@@ -17,6 +17,7 @@ struct fakecuda {
 	int sms, smem; /* multiprocessors, opt-in shared memory per CTA */
 	int static_smem; /* shared memory every kernel declares statically */
 	int no_binary; /* cuModuleLoadData(): CUDA_ERROR_NO_BINARY_FOR_GPU */
+	int no_occupancy; /* cuOccupancyMaxActiveBlocks...(): it fails */
 	const char *missing; /* an entry point cuGetProcAddress lacks */
 	long mem_limit; /* bytes cuMemAlloc gives out in all; 0: no limit */
 	int (*launch)(const char *kernel, unsigned int gx, unsigned int gy,
