@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "kvmem/crc32c.h"
+#include "kvmem/cuda.h"
 #include "cache.h"
 #include "internal.h"
 
@@ -155,6 +156,7 @@ static int arena_open(struct kvmem_cache *c, size_t size)
 	a->size = size;
 	c->store_priv = a;
 	c->store = &arena_ops;
+	c->arena = p;
 	c->arena_bytes = size;
 	return 0;
 }
@@ -218,7 +220,8 @@ static void page_header(struct kvmem_cache *c, struct kvmem_seq *s,
 	/* The CRC covers what follows the header, so it comes first. */
 	if (p->sealed)
 		h.crc = kvmem_crc32c(0, p->data + KVMEM_PAGE_HDR_BYTES,
-				     c->layout[p->hot].size - KVMEM_PAGE_HDR_BYTES);
+				     c->layout[p->hot].size -
+					     KVMEM_PAGE_HDR_BYTES);
 	kvmem__hdr_encode(p->data, &h);
 }
 
@@ -338,6 +341,8 @@ void kvmem_close(struct kvmem_cache *c)
 	c->closing = 1;
 	while (c->seqs)
 		kvmem_seq_free(c->seqs);
+	/* The driver lets go of the pages before they are unmapped. */
+	kvmem_cuda_unregister(c);
 	c->store->close(c);
 	kvmem__cache_free(c);
 }

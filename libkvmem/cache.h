@@ -69,7 +69,13 @@ struct kvmem_cache {
 	struct kvmem_page_layout layout[2]; /* [hot] */
 	const struct kvmem__store_ops *store;
 	void *store_priv;
+	uint8_t *arena; /* where pages live: arena_bytes from here */
 	size_t arena_bytes;
+	/* kvmem_cuda_register(): the GPU that maps the arena, the device
+	 * address of its start, and the next cache that GPU maps. */
+	struct kvmem_cuda *cuda;
+	uint64_t cuda_base;
+	struct kvmem_cache *cuda_next;
 	uint64_t ring_errors; /* see struct kvmem_cache_stats */
 	uint16_t *heat; /* over kvmemd: the session's heat array, by slot */
 	int closing; /* kvmem_close() runs: the store need tell nobody */

@@ -814,6 +814,7 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	c->store = &remote_ops;
 	c->store_priv = r;
 	c->heat = r->heat;
+	c->arena = r->arena;
 	c->arena_bytes = r->arena_bytes;
 	*out = c;
 	return 0;

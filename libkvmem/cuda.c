@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cache.h"
 #include "cuda_impl.h"
 #include "kern.h"
 #include "kvmem/kvmem.h"
@@ -55,6 +56,43 @@ const char *kvmem_cuda_error(void)
 const char *kvmem_cuda_name(const struct kvmem_cuda *cu)
 {
 	return cu ? cu->name : "";
+}
+
+int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
+			 uint32_t layer, struct kvmem_cuda_page *out,
+			 size_t cap)
+{
+	const struct kvmem__layer *l;
+	struct kvmem_cache *c;
+	uint32_t i;
+	int ret;
+
+	if (!cu || !s || (cap && !out) || layer >= s->c->g.layers)
+		return kvmem__cuda_fail(-EINVAL, "bad block table arguments");
+	c = s->c;
+	if (c->cuda != cu)
+		return kvmem__cuda_fail(-ENXIO,
+					"the cache is not registered with %s "
+					"(kvmem_cuda_register())",
+					cu->name);
+	ret = kvmem__seq_acquire(s);
+	if (ret)
+		return kvmem__cuda_fail(ret,
+					"the sequence's pages cannot be made "
+					"resident: %s",
+					kvmem_strerror(ret));
+	l = &s->layer[layer];
+	for (i = 0; i < l->npages && i < cap; i++) {
+		const struct kvmem__page *p = l->pages[i];
+
+		out[i].addr = c->cuda_base + (uint64_t)(p->data - c->arena);
+		out[i].token_start = p->token_start;
+		out[i].ntokens = p->ntokens;
+		out[i].flags = p->hot ? KVMEM_HDR_HOT : 0;
+		out[i].resv = 0;
+	}
+	kvmem__cuda_fail(0, "%s", "");
+	return (int)l->npages;
 }
 
 static int geom(const struct kvmem_geometry *g, struct kvmem_k_geom *kg)

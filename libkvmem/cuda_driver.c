@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "cuda_impl.h"
 #include "kern.h"
 
@@ -36,12 +37,15 @@ typedef unsigned long long CUdeviceptr;
 #define CUDA_ERROR_NO_BINARY_FOR_GPU 209
 #define CUDA_ERROR_INVALID_PTX 218
 #define CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222
+#define CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
 #define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
 #define CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES 1
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define CU_GET_PROC_ADDRESS_DEFAULT 0
 #define CU_GET_PROC_ADDRESS_SUCCESS 0
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 
 /* The ABI every entry point is resolved for; the oldest driver we take. */
 #define DRIVER_ABI 12000
@@ -86,6 +90,10 @@ struct kvmem__driver {
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*MemHostRegister)(void *, size_t, unsigned int);
+	CUresult (*MemHostUnregister)(void *);
+	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *,
+					    unsigned int);
 	CUresult (*StreamSynchronize)(CUstream);
 	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int,
 				 unsigned int, unsigned int, unsigned int,
@@ -122,6 +130,9 @@ static const struct {
 	SYM(MemAlloc, "cuMemAlloc"),
 	SYM(MemFree, "cuMemFree"),
 	SYM(MemcpyAsync, "cuMemcpyAsync"),
+	SYM(MemHostRegister, "cuMemHostRegister"),
+	SYM(MemHostUnregister, "cuMemHostUnregister"),
+	SYM(MemHostGetDevicePointer, "cuMemHostGetDevicePointer"),
 	SYM(StreamSynchronize, "cuStreamSynchronize"),
 	SYM(LaunchKernel, "cuLaunchKernel"),
 };
@@ -181,6 +192,9 @@ void kvmem_cuda_close(struct kvmem_cuda *cu)
 
 	if (!cu)
 		return;
+	while (cu->caches)
+		kvmem_cuda_unregister(cu->caches);
+	pthread_mutex_destroy(&cu->lock);
 	d = cu->drv;
 	if (d) {
 		if (d->mod && d->CtxPushCurrent(d->ctx) == CUDA_SUCCESS) {
@@ -325,6 +339,82 @@ int kvmem_cuda_sync(struct kvmem_cuda *cu, void *stream)
 	return 0;
 }
 
+/*
+ * The arena is locked and mapped for every context (PORTABLE), so it
+ * stays usable from the runtime's contexts on this device as well.
+ */
+int kvmem_cuda_register(struct kvmem_cuda *cu, struct kvmem_cache *c)
+{
+	struct kvmem__driver *d;
+	CUdeviceptr base = 0;
+	CUresult r;
+	int ret;
+
+	if (!cu || !c)
+		return kvmem__cuda_fail(-EINVAL, "no handle or no cache");
+	if (c->cuda)
+		return kvmem__cuda_fail(-EBUSY,
+					"the cache is registered with %s "
+					"already",
+					c->cuda->name);
+	d = cu->drv;
+	ret = enter(d);
+	if (ret)
+		return ret;
+	r = d->MemHostRegister(c->arena, c->arena_bytes,
+			       CU_MEMHOSTREGISTER_PORTABLE |
+				       CU_MEMHOSTREGISTER_DEVICEMAP);
+	if (r == CUDA_SUCCESS) {
+		r = d->MemHostGetDevicePointer(&base, c->arena, 0);
+		if (r != CUDA_SUCCESS)
+			d->MemHostUnregister(c->arena);
+	}
+	leave(d);
+	if (r == CUDA_ERROR_OUT_OF_MEMORY)
+		return kvmem__cuda_fail(-ENOMEM,
+					"the driver cannot lock the cache's "
+					"%zu bytes of pages in memory",
+					c->arena_bytes);
+	if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+		return kvmem__cuda_fail(-EBUSY,
+					"the cache's pages are registered "
+					"with CUDA already, outside kvmem");
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO,
+					"mapping the cache's %zu bytes of "
+					"pages for %s: %s",
+					c->arena_bytes, cu->name, errstr(d, r));
+	c->cuda_base = base;
+	pthread_mutex_lock(&cu->lock);
+	c->cuda = cu;
+	c->cuda_next = cu->caches;
+	cu->caches = c;
+	pthread_mutex_unlock(&cu->lock);
+	kvmem__cuda_fail(0, "%s", "");
+	return 0;
+}
+
+void kvmem_cuda_unregister(struct kvmem_cache *c)
+{
+	struct kvmem_cuda *cu = c ? c->cuda : NULL;
+	struct kvmem_cache **pp;
+
+	if (!cu)
+		return;
+	pthread_mutex_lock(&cu->lock);
+	for (pp = &cu->caches; *pp != c; pp = &(*pp)->cuda_next)
+		;
+	*pp = c->cuda_next;
+	pthread_mutex_unlock(&cu->lock);
+	if (!enter(cu->drv)) {
+		cu->drv->MemHostUnregister(c->arena);
+		leave(cu->drv);
+	}
+	c->cuda = NULL;
+	c->cuda_base = 0;
+	c->cuda_next = NULL;
+}
+
 /* Start the driver and find the device: everything before the module. */
 static int driver_start(struct kvmem__driver *d, int device,
 			struct kvmem_cuda *cu, const char *lib)
@@ -464,6 +554,7 @@ int kvmem__cuda_open_image(int device, const char *lib, const void *image,
 		return kvmem__cuda_fail(-ENOMEM, "out of memory");
 	}
 	cu->drv = d;
+	pthread_mutex_init(&cu->lock, NULL);
 	d->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	if (!d->lib) {
 		ret = kvmem__cuda_fail(-ENODEV,

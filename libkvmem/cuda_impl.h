@@ -10,6 +10,7 @@
 #ifndef KVMEM_CUDA_IMPL_H
 #define KVMEM_CUDA_IMPL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,8 @@ struct kvmem_cuda {
 	 * limit less what the kernel declares statically. */
 	unsigned int smem_max[KVMEM__K_NR];
 	char name[128];
+	pthread_mutex_t lock; /* of caches */
+	struct kvmem_cache *caches; /* registered, through ->cuda_next */
 };
 
 /* Launch @kernel, KVMEM_K_THREADS threads a CTA, with @params; 0 or -EIO. */

@@ -26,6 +26,7 @@
 #include "kvmem/cuda.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
+#include "kvmemd_harness.h"
 #include "quant_ref.h"
 #include "quant_word.h"
 #include "rng.h"
@@ -294,6 +295,7 @@ static void expect_released(const struct fakecuda *f, const char *what)
 	EXPECT_EQ(f->contexts, 0, "%s: a primary context kept", what);
 	EXPECT_EQ(f->modules, 0, "%s: a module kept", what);
 	EXPECT_EQ(f->depth, 0, "%s: a context left current", what);
+	EXPECT_EQ(f->registered, 0, "%s: host memory left registered", what);
 }
 
 /* The fake driver plays the drivers a fleet has that kvmem cannot use. */
@@ -1787,6 +1789,245 @@ START_TEST(test_cuda_scrub_matches_cpu)
 }
 END_TEST
 
+/* ---- pages read where the cache keeps them ---------------------------- */
+
+static int on_fake(const struct kvmem_cuda *cu)
+{
+	return !strcmp(kvmem_cuda_name(cu), "kvmem fake GPU (CPU threads)");
+}
+
+/*
+ * Attention on the device over @s where its cache keeps it, through the
+ * table kvmem_cuda_seq_pages() gives, against kvmem_attend(): the same
+ * output and counts. Return: the words the device corrected.
+ */
+static uint64_t attend_in_place(struct dev *dv, struct kvmem_seq *s,
+				const struct kvmem_geometry *g, uint32_t G,
+				struct kvmem_rng *r)
+{
+	const uint32_t D = g->head_dim, nh = g->kv_heads * G;
+	const size_t nqd = (size_t)nh * D;
+	struct kvmem_attend_opts o = { .n_heads = nh,
+				       .erasure = KVMEM_ERASE_INTERPOLATE,
+				       .importance_alpha = 1.0f };
+	struct kvmem_cuda_page table[64];
+	struct kvmem_cuda_attend_args a;
+	struct kvmem_attend_stats st, gst;
+	float *q = kvmem_check_xmalloc(nqd * 4);
+	float *exp = kvmem_check_xmalloc(nqd * 4);
+	float *got = kvmem_check_xmalloc(nqd * 4);
+	const char *gpu = kvmem_cuda_name(dv->cu);
+	uint32_t sp[2];
+	size_t wsb, i;
+	int n;
+
+	n = kvmem_cuda_seq_pages(dv->cu, s, 0, table, 64);
+	ck_assert_msg(n > 0 && n <= 64, "%d: %s", n, kvmem_cuda_error());
+	fill_query(r, q, nqd);
+	sp[0] = 0;
+	sp[1] = (uint32_t)n;
+	memset(&a, 0, sizeof(a));
+	a.pages = dev_put(dv, table, (size_t)n * sizeof(*table));
+	a.seq_pages = dev_put(dv, sp, sizeof(sp));
+	a.q = dev_put(dv, q, nqd * 4);
+	a.out = dev_junk(dv, nqd * 4);
+	memset(&gst, 0, sizeof(gst));
+	a.stats = dev_put(dv, &gst, sizeof(gst));
+	a.batch = 1;
+	a.n_heads = nh;
+	a.nq = 1;
+	a.erasure = KVMEM_ERASE_INTERPOLATE;
+	a.total_pages = (uint32_t)n;
+	a.max_pages = (uint32_t)n;
+	ck_assert_msg(!kvmem_cuda_attend_workspace(dv->cu, g, &a, &wsb), "%s",
+		      kvmem_cuda_error());
+	a.workspace = dev_junk(dv, wsb);
+	EXPECT_EQ(kvmem_cuda_attend(dv->cu, g, &a, NULL), 0, "%s",
+		  kvmem_cuda_error());
+	dev_get(dv, got, a.out, nqd * 4);
+	dev_get(dv, &gst, a.stats, sizeof(gst));
+
+	ck_assert_int_eq(kvmem_attend(s, 0, q, exp, &o, &st), 0);
+	for (i = 0; i < nqd; i++)
+		EXPECT_NEAR(got[i], exp[i], 1e-4 + 1e-4 * fabsf(exp[i]),
+			    "%s: out[%zu] of pages read in place", gpu, i);
+	EXPECT_EQ(gst.words_clean, st.words_clean, "%s", gpu);
+	EXPECT_EQ(gst.words_corrected, st.words_corrected, "%s", gpu);
+	EXPECT_EQ(gst.words_uncorrectable, st.words_uncorrectable, "%s", gpu);
+	EXPECT_EQ(gst.values_erased, st.values_erased, "%s", gpu);
+	dev_done(dv);
+	free(q);
+	free(exp);
+	free(got);
+	return gst.words_corrected;
+}
+
+static void append_random(struct kvmem_seq *s, const struct kvmem_geometry *g,
+			  uint32_t len, struct kvmem_rng *r)
+{
+	const size_t n = (size_t)len * g->kv_heads * g->head_dim;
+	float *k = kvmem_check_xmalloc(n * 4);
+	float *v = kvmem_check_xmalloc(n * 4);
+
+	fill(r, k, n);
+	fill(r, v, n);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, len), 0);
+	free(k);
+	free(v);
+}
+
+static void register_embedded_on(struct dev *dv)
+{
+	struct kvmem_cuda_page table[4];
+	struct kvmem_geometry g;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+
+	kvmem_rng_seed(&r, 1701);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 8 << 20, &c), 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	append_random(s, &g, 53, &r);
+	EXPECT_EQ(kvmem_cuda_seq_pages(dv->cu, s, 0, table, 4), -ENXIO, "%s",
+		  "a table of a cache the GPU does not map");
+	EXPECT(strstr(kvmem_cuda_error(), "not registered"), "%s",
+	       kvmem_cuda_error());
+	ck_assert_msg(!kvmem_cuda_register(dv->cu, c), "%s",
+		      kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_register(dv->cu, c), -EBUSY, "%s",
+		  "registered twice");
+	if (on_fake(dv->cu)) {
+		struct kvmem_cache_stats cs;
+
+		kvmem_cache_stats(c, &cs);
+		EXPECT_EQ(fake->registered, (long)cs.arena_bytes, "%s",
+			  "the arena is what is locked");
+	}
+	/* 53 tokens: 4 sink, 3 sealed pages of 16 and a hot tail of 1;
+	 * @cap 4 takes 4 of the 5, and the count says so. */
+	EXPECT_EQ(kvmem_cuda_seq_pages(dv->cu, s, 0, table, 4), 5, "%s",
+		  kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_seq_pages(dv->cu, s, g.layers, table, 4), -EINVAL,
+		  "%s", "a layer past the geometry");
+	EXPECT_EQ(attend_in_place(dv, s, &g, 2, &r), 0, "%s", "clean pages");
+	/* Damage written after the table was taken reaches the kernel: it
+	 * reads the pages where they are, not a copy. */
+	damage(s, &g);
+	EXPECT(attend_in_place(dv, s, &g, 2, &r) > 0, "%s",
+	       "the device did not see the damage");
+	/* Pages appended after registering are as good. */
+	append_random(s, &g, 40, &r);
+	attend_in_place(dv, s, &g, 1, &r);
+	kvmem_cuda_unregister(c);
+	kvmem_cuda_unregister(c);
+	EXPECT_EQ(kvmem_cuda_seq_pages(dv->cu, s, 0, table, 4), -ENXIO, "%s",
+		  "a table after unregistering");
+	if (on_fake(dv->cu))
+		EXPECT_EQ(fake->registered, 0, "%s", "unregistered");
+	/* kvmem_close() lets go of what is still registered. */
+	ck_assert_msg(!kvmem_cuda_register(dv->cu, c), "%s",
+		      kvmem_cuda_error());
+	kvmem_close(c);
+	if (on_fake(dv->cu))
+		EXPECT_EQ(fake->registered, 0, "%s",
+			  "kvmem_close() of a registered cache");
+}
+
+START_TEST(test_cuda_register_embedded)
+{
+	on_targets(4, register_embedded_on);
+}
+END_TEST
+
+/* The driver refuses, or the handle goes first: the cache lives on. */
+START_TEST(test_cuda_register_refused)
+{
+	struct kvmem_cuda *cu = fake_open(4, FAKE_SMEM);
+	struct kvmem_cuda_page table[8];
+	struct kvmem_geometry g;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+	struct dev dv;
+
+	kvmem_rng_seed(&r, 1702);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 2, 64);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 8 << 20, &c), 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	append_random(s, &g, 30, &r);
+	EXPECT_EQ(kvmem_cuda_register(NULL, c), -EINVAL, "%s", "no handle");
+	EXPECT_EQ(kvmem_cuda_register(cu, NULL), -EINVAL, "%s", "no cache");
+	fake->no_lock = 1;
+	EXPECT_EQ(kvmem_cuda_register(cu, c), -ENOMEM, "%s",
+		  kvmem_cuda_error());
+	EXPECT(strstr(kvmem_cuda_error(), "cannot lock"), "%s",
+	       kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_seq_pages(cu, s, 0, table, 8), -ENXIO, "%s",
+		  "a refused registration leaves none");
+	EXPECT_EQ(fake->registered, 0, "%s", "bytes left locked");
+	fake->no_lock = 0;
+	ck_assert_msg(!kvmem_cuda_register(cu, c), "%s", kvmem_cuda_error());
+	dv = (struct dev){ .cu = cu };
+	attend_in_place(&dv, s, &g, 1, &r);
+	/* The handle closes first: it unregisters, and the cache stays
+	 * whole on the CPU. */
+	kvmem_cuda_close(cu);
+	expect_released(fake, "kvmem_cuda_close() with a cache registered");
+	{
+		const size_t nqd = (size_t)2 * 64;
+		struct kvmem_attend_opts o = { .n_heads = 2 };
+		float q[2 * 64], out[2 * 64];
+
+		fill_query(&r, q, nqd);
+		EXPECT_EQ(kvmem_attend(s, 0, q, out, &o, NULL), 0, "%s",
+			  "the cache after its GPU went");
+	}
+	kvmem_close(c);
+}
+END_TEST
+
+/*
+ * A session's pages, in this process's mapping of the shared arena, read
+ * in place by the device: what libkvmem wrote there is what the kernel
+ * sees. The patrol is off so that nothing changes the pages between the
+ * two attentions.
+ */
+static void register_session_on(struct dev *dv)
+{
+	struct kvmem_geometry g;
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+
+	kvmem_rng_seed(&r, 1703);
+	geometry(&g, KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 0, 2, 64);
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	ck_assert_msg(!kvmem_connect(p.sock, &g, NULL, &c), "%s",
+		      kvmem_connect_error());
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	append_random(s, &g, 45, &r);
+	ck_assert_msg(!kvmem_cuda_register(dv->cu, c), "%s",
+		      kvmem_cuda_error());
+	EXPECT_EQ(attend_in_place(dv, s, &g, 2, &r), 0, "%s", "clean pages");
+	damage(s, &g);
+	EXPECT(attend_in_place(dv, s, &g, 2, &r) > 0, "%s",
+	       "the device did not see the damage");
+	kvmem_close(c);
+	if (on_fake(dv->cu))
+		EXPECT_EQ(fake->registered, 0, "%s",
+			  "kvmem_close() of a registered session");
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_cuda_register_session)
+{
+	on_targets(4, register_session_on);
+}
+END_TEST
+
 /* ---- kvmem-bench attend --gpu ----------------------------------------- */
 
 /*
@@ -1877,6 +2118,9 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_attend_f16_baseline);
 	tcase_add_test(tc, test_cuda_attend_bad_args);
 	tcase_add_test(tc, test_cuda_scrub_matches_cpu);
+	tcase_add_test(tc, test_cuda_register_embedded);
+	tcase_add_test(tc, test_cuda_register_refused);
+	tcase_add_test(tc, test_cuda_register_session);
 	tcase_add_test(tc, test_cuda_bench_attend_gpu);
 	suite_add_tcase(s, tc);
 	return s;

@@ -28,6 +28,8 @@ enum {
 	CUDA_ERROR_INVALID_CONTEXT = 201,
 	CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
 	CUDA_ERROR_NOT_FOUND = 500,
+	CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
 	CUDA_ERROR_LAUNCH_FAILED = 719,
 };
 
@@ -36,6 +38,7 @@ enum {
 #define ATTR_SMEM_OPTIN 97
 #define FUNC_ATTR_STATIC_SMEM 1
 #define FUNC_ATTR_MAX_DYN_SMEM 8
+#define HOSTREGISTER_FLAGS 0x0f /* PORTABLE, DEVICEMAP, IOMEMORY, READ_ONLY */
 
 static struct fakecuda fake = {
 	.version = 12080,
@@ -304,6 +307,81 @@ static CUresult cuStreamSynchronize(void *stream)
 	return fake.depth ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+/*
+ * Registered host ranges. Unified addressing as on a real GPU: a range's
+ * device address is its host address, which the kernels here read as is.
+ */
+static struct {
+	uintptr_t start;
+	size_t bytes;
+} ranges[16];
+
+static int range_of(uintptr_t p)
+{
+	int i;
+
+	for (i = 0; i < 16; i++)
+		if (ranges[i].bytes && p >= ranges[i].start &&
+		    p - ranges[i].start < ranges[i].bytes)
+			return i;
+	return -1;
+}
+
+static CUresult cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
+{
+	const uintptr_t a = (uintptr_t)p;
+	int i, free_at = -1;
+	size_t off;
+
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!p || !bytes || flags & ~HOSTREGISTER_FLAGS)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (i = 0; i < 16; i++) {
+		if (!ranges[i].bytes) {
+			free_at = free_at < 0 ? i : free_at;
+			continue;
+		}
+		if (a < ranges[i].start + ranges[i].bytes &&
+		    ranges[i].start < a + bytes)
+			return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+	}
+	if (fake.no_lock || free_at < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	/* The driver makes every page resident: read each, as it would
+	 * fault it in (a write could undo the daemon's, in a session). */
+	for (off = 0; off < bytes; off += 4096)
+		(void)*(volatile const char *)(a + off);
+	ranges[free_at].start = a;
+	ranges[free_at].bytes = bytes;
+	fake.registered += (long)bytes;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemHostUnregister(void *p)
+{
+	int i = range_of((uintptr_t)p);
+
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (i < 0 || ranges[i].start != (uintptr_t)p)
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	fake.registered -= (long)ranges[i].bytes;
+	ranges[i].bytes = 0;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemHostGetDevicePointer(unsigned long long *d, void *p,
+					  unsigned int flags)
+{
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (flags || range_of((uintptr_t)p) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*d = (uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
 #define ENTRY(f)              \
 	{                     \
 #f, (void *)f \
@@ -333,6 +411,9 @@ static const struct {
 	ENTRY(cuMemAlloc),
 	ENTRY(cuMemFree),
 	ENTRY(cuMemcpyAsync),
+	ENTRY(cuMemHostRegister),
+	ENTRY(cuMemHostUnregister),
+	ENTRY(cuMemHostGetDevicePointer),
 	ENTRY(cuStreamSynchronize),
 };
 

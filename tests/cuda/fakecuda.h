@@ -20,6 +20,7 @@ struct fakecuda {
 	int no_occupancy; /* cuOccupancyMaxActiveBlocks...(): it fails */
 	const char *missing; /* an entry point cuGetProcAddress lacks */
 	long mem_limit; /* bytes cuMemAlloc gives out in all; 0: no limit */
+	int no_lock; /* cuMemHostRegister(): CUDA_ERROR_OUT_OF_MEMORY */
 	int (*launch)(const char *kernel, unsigned int gx, unsigned int gy,
 		      unsigned int gz, unsigned int block, unsigned int smem,
 		      void *params);
@@ -28,6 +29,7 @@ struct fakecuda {
 	int modules; /* modules loaded and not unloaded */
 	int depth; /* contexts pushed and not popped */
 	long allocated; /* bytes allocated and not freed */
+	long registered; /* host bytes registered and not unregistered */
 	long launches;
 	char last_kernel[64];
 };

@@ -32,6 +32,8 @@ extern "C" {
 #endif
 
 struct kvmem_cuda;
+struct kvmem_cache;
+struct kvmem_seq;
 
 enum kvmem_cuda_dtype {
 	KVMEM_CUDA_F32 = 0,
@@ -118,6 +120,50 @@ struct kvmem_cuda_encode_job {
 	uint32_t t0, n;
 	uint32_t flags; /* KVMEM_HDR_HOT, KVMEM_HDR_SEALED */
 };
+
+/**
+ * kvmem_cuda_register() - let the GPU read a cache's pages where they are
+ * @cu: the handle
+ * @c: an embedded cache, or one attached to kvmemd
+ *
+ * Locks the memory the cache keeps its pages in (its own arena, or this
+ * process's mapping of the session's shared arena) and maps it for the
+ * device (cuMemHostRegister, portable and device-mapped): kernels then read
+ * pages over the bus without copies, at the bandwidth of the link, and
+ * kvmem_cuda_seq_pages() gives their device addresses. The whole arena
+ * becomes resident. A cache is registered with one GPU at a time.
+ *
+ * kvmem_cuda_unregister(), kvmem_close() and kvmem_cuda_close() undo it;
+ * work that reads the pages must have finished first (kvmem_cuda_sync()).
+ *
+ * Return: 0; -EBUSY when the cache is registered already; -ENOMEM when the
+ * driver cannot lock that much memory; -EINVAL; -EIO.
+ */
+int kvmem_cuda_register(struct kvmem_cuda *cu, struct kvmem_cache *c);
+
+/* Undo kvmem_cuda_register(); @c may be NULL or not registered. */
+void kvmem_cuda_unregister(struct kvmem_cache *c);
+
+/**
+ * kvmem_cuda_seq_pages() - the block table of a sequence in a registered
+ * cache
+ * @cu: the handle the cache is registered with
+ * @s: the sequence; acquired here (kvmem_seq_acquire()), so its pages stay
+ *     where they are until kvmem_seq_release()
+ * @layer: the layer
+ * @out: receives up to @cap entries, in host memory: copy them to the
+ *       device for kvmem_cuda_attend() or kvmem_cuda_scrub()
+ * @cap: capacity of @out
+ *
+ * The table is the sequence as it is now: take it again after appending.
+ *
+ * Return: the number of pages (which may exceed @cap); -ENXIO when the
+ * cache is not registered with @cu; -EINVAL; what kvmem_seq_acquire()
+ * returns when the pages cannot be made resident.
+ */
+int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
+			 uint32_t layer, struct kvmem_cuda_page *out,
+			 size_t cap);
 
 /**
  * kvmem_cuda_encode() - quantize and encode K/V into pages
@@ -211,8 +257,7 @@ int kvmem_cuda_attend(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
  *
  * Return: as kvmem_cuda_attend(); -EOPNOTSUPP for another head_dim.
  */
-int kvmem_cuda_attend_f16(struct kvmem_cuda *cu,
-			  const struct kvmem_geometry *g,
+int kvmem_cuda_attend_f16(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 			  const struct kvmem_cuda_attend_args *a, void *stream);
 
 /**
