@@ -122,7 +122,27 @@ static void cmd_version(struct jw *w)
 	jw_end(w);
 }
 
-static void cmd_status(const struct kvmemd *d, struct jw *w)
+/* The GPU pool, or why there is none. */
+static void gpu_json(struct kvmemd *d, struct jw *w)
+{
+	const struct kvmemd_gpu *g = &d->gpu;
+
+	kvmemd_gpu_reap(d);
+	jw_open(w, "gpu_pool", '{');
+	if (g->cu) {
+		jw_str(w, "device", g->uuid);
+		jw_str(w, "name", g->name);
+		jw_u64(w, "bytes", d->cfg.gpu_bytes);
+		jw_u64(w, "used_bytes", g->used);
+		jw_u64(w, "held_bytes", g->held);
+	} else {
+		jw_null(w, "device");
+		jw_str(w, "why", g->why);
+	}
+	jw_close(w, '}');
+}
+
+static void cmd_status(struct kvmemd *d, struct jw *w)
 {
 	jw_open(w, NULL, '{');
 	jw_i64(w, "pid", getpid());
@@ -130,13 +150,14 @@ static void cmd_status(const struct kvmemd *d, struct jw *w)
 	jw_f64(w, "uptime_s", uptime(d));
 	jw_u64(w, "pool_bytes", d->cfg.host_bytes);
 	jw_u64(w, "pool_used_bytes", d->n.pool_used);
+	gpu_json(d, w);
 	daemon_counters(d, w);
 	kvmemd_ras_status_json(d, w);
 	jw_close(w, '}');
 	jw_end(w);
 }
 
-static void cmd_stats(const struct kvmemd *d, struct jw *w)
+static void cmd_stats(struct kvmemd *d, struct jw *w)
 {
 	const struct kvmemd_session *s;
 	uint64_t open = 0, sealed = 0, degraded = 0;
@@ -161,6 +182,21 @@ static void cmd_stats(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "free_bytes", d->cfg.host_bytes - d->n.pool_used);
 	jw_u64(w, "degraded_pages", degraded);
 	jw_close(w, '}');
+	if (d->gpu.cu) {
+		/* Device memory sessions have; pages do not live there yet. */
+		kvmemd_gpu_reap(d);
+		jw_open(w, NULL, '{');
+		jw_str(w, "pool", "gpu");
+		jw_str(w, "device", d->gpu.uuid);
+		jw_u64(w, "bytes", d->cfg.gpu_bytes);
+		jw_u64(w, "reserved_bytes", d->gpu.used);
+		jw_u64(w, "held_bytes", d->gpu.held);
+		jw_u64(w, "open_bytes", 0);
+		jw_u64(w, "sealed_bytes", 0);
+		jw_u64(w, "free_bytes", d->cfg.gpu_bytes - d->gpu.used);
+		jw_u64(w, "degraded_pages", 0);
+		jw_close(w, '}');
+	}
 	jw_close(w, ']');
 	kvmemd_ras_stats_json(d, w);
 	jw_close(w, '}');

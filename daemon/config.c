@@ -65,6 +65,7 @@ enum key_type {
 	KEY_POW2, /* a power of two in min..max */
 	KEY_SIZE, /* bytes, with an optional K/M/G/T suffix, in min..max */
 	KEY_ENUM, /* one of names[], stored as an int */
+	KEY_GPU, /* "auto", or a GPU's UUID: GPU-8hex-4hex-4hex-4hex-12hex */
 	KEY_NTYPES,
 };
 
@@ -259,6 +260,33 @@ static const struct key keys[] = {
 		.names = tristates,
 		.reload = true,
 		.desc = "lock arenas in memory",
+	},
+	{
+		.section = "pool",
+		.name = "gpu_device",
+		.type = KEY_GPU,
+		KEY_FIELD(gpu_device, char *),
+		.desc = "GPU of the GPU pool: auto (the first), or its UUID",
+	},
+	{
+		.section = "pool",
+		.name = "gpu_bytes",
+		.type = KEY_SIZE,
+		KEY_FIELD(gpu_bytes, uint64_t),
+		.min = 0,
+		.max = 64 * TIB,
+		.desc = "device memory of all sessions together, 0: no GPU pool",
+	},
+	{
+		.section = "pool",
+		.name = "gpu_session_max_bytes",
+		.type = KEY_SIZE,
+		KEY_FIELD(gpu_session_max_bytes, uint64_t),
+		.min = 0,
+		.max = 64 * TIB,
+		.reload = true,
+		.desc = "most device memory one session may have, 0: all of "
+			"gpu_bytes",
 	},
 	{
 		.section = "ring",
@@ -653,6 +681,23 @@ static void range_none(const struct key *k, char *buf, size_t len)
 	snprintf(buf, len, "%s", "");
 }
 
+/* "auto", or "GPU-" and 32 hex digits in groups of 8-4-4-4-12. */
+static bool gpu_name_ok(const char *v)
+{
+	static const char shape[] = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+	size_t i;
+
+	if (!strcmp(v, "auto"))
+		return true;
+	if (strlen(v) != sizeof(shape) - 1)
+		return false;
+	for (i = 0; shape[i]; i++)
+		if (shape[i] == 'x' ? !isxdigit((unsigned char)v[i])
+				    : v[i] != shape[i])
+			return false;
+	return true;
+}
+
 static int set_string(struct kvmemd_config *c, const struct key *k,
 		      const char *v, char *msg, size_t len)
 {
@@ -669,6 +714,13 @@ static int set_string(struct kvmemd_config *c, const struct key *k,
 		snprintf(msg, len,
 			 "\"%s\" has a control character, a blank at an end, "
 			 "or a '#' or ';' at the start or after a blank",
+			 v);
+		return -EINVAL;
+	}
+	if (k->type == KEY_GPU && !gpu_name_ok(v)) {
+		snprintf(msg, len,
+			 "\"%s\" is not auto nor a GPU UUID as nvidia-smi -L "
+			 "shows it (GPU-8c3b1f2a-...)",
 			 v);
 		return -EINVAL;
 	}
@@ -900,6 +952,7 @@ static const struct key_type_ops type_ops[] = {
 	[KEY_POW2] = { set_number, format_number, range_number, false },
 	[KEY_SIZE] = { set_number, format_number, range_number, false },
 	[KEY_ENUM] = { set_enum, format_enum, range_enum, false },
+	[KEY_GPU] = { set_string, format_string, range_none, false },
 };
 _Static_assert(ARRAY_SIZE(type_ops) == KEY_NTYPES, "type_ops covers the types");
 
@@ -1018,6 +1071,7 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->session_max_bytes = 512 * MIB;
 	c->hugepages = KVMEMD_AUTO;
 	c->mlock = KVMEMD_AUTO;
+	snprintf(c->gpu_device, sizeof(c->gpu_device), "auto");
 	c->sq_entries = 256;
 	c->max_entries = 8192;
 	c->poll_idle_us = 200;
@@ -1111,6 +1165,15 @@ int kvmemd_config_check(const struct kvmemd_config *c, char *err, size_t errlen)
 		seterr(err, errlen,
 		       "pool.session_max_bytes: %s is more than "
 		       "pool.host_bytes (%s)",
+		       a, b);
+		return -EINVAL;
+	}
+	if (c->gpu_session_max_bytes > c->gpu_bytes) {
+		fmt_size(c->gpu_session_max_bytes, a, sizeof(a));
+		fmt_size(c->gpu_bytes, b, sizeof(b));
+		seterr(err, errlen,
+		       "pool.gpu_session_max_bytes: %s is more than "
+		       "pool.gpu_bytes (%s)",
 		       a, b);
 		return -EINVAL;
 	}

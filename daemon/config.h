@@ -41,6 +41,9 @@ struct kvmemd_config {
 	uint64_t session_max_bytes;
 	int hugepages; /* enum kvmemd_tristate */
 	int mlock; /* enum kvmemd_tristate */
+	char gpu_device[48]; /* "auto", or a UUID as nvidia-smi -L shows it */
+	uint64_t gpu_bytes; /* device memory of all sessions; 0: no GPU pool */
+	uint64_t gpu_session_max_bytes; /* 0: gpu_bytes */
 	/* [ring] */
 	uint32_t sq_entries; /* default SQ size */
 	uint32_t max_entries; /* largest SQ or CQ a client may ask for */

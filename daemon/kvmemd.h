@@ -84,14 +84,21 @@ enum kvmemd_pool_kind {
 	KVMEMD_POOL_NR,
 };
 
+struct kvmem_cuda;
+struct kvmemd;
+
 /* A mapping shared with one client. */
 struct kvmemd_region {
-	int fd; /* memfd, sealed against shrinking and growing */
-	uint8_t *base;
+	int fd; /* host: memfd, sealed against shrinking and growing; cuda:
+		 * the descriptor that shares the device memory */
+	uint8_t *base; /* host: the daemon's mapping */
 	size_t size;
 	uint8_t huge; /* transparent huge pages asked for */
 	uint8_t locked; /* mlock()ed */
 	uint8_t discard; /* destroy frees the pages, mapped or not */
+	uint64_t dev; /* cuda: the daemon's mapping, a device address */
+	unsigned long long handle; /* cuda: the driver's */
+	struct kvmem_cuda *cu; /* cuda: its GPU */
 };
 
 /*
@@ -107,6 +114,7 @@ struct kvmemd_region_req {
 	size_t size;
 	int hugepages; /* enum kvmemd_tristate */
 	int mlock; /* enum kvmemd_tristate */
+	struct kvmem_cuda *cu; /* cuda: the GPU pool's device */
 };
 
 struct kvmemd_pool_ops {
@@ -117,6 +125,37 @@ struct kvmemd_pool_ops {
 };
 
 const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind);
+
+/*
+ * The GPU pool: pool.gpu_bytes of one GPU's memory, a whole allocation per
+ * session. A client maps what it was given, and the driver frees it only
+ * when no process maps it any more, which the daemon cannot force: what an
+ * ended session had stays charged until its process has exited (a pidfd
+ * says when), so the count is the memory there is.
+ */
+struct kvmemd_gpu_hold;
+
+struct kvmemd_gpu {
+	struct kvmem_cuda *cu; /* NULL: no GPU pool, for the reason in why */
+	char why[160];
+	char name[128]; /* the device's */
+	char uuid[41]; /* as nvidia-smi -L shows it */
+	uint8_t uuid_bytes[16];
+	size_t granularity; /* of allocations */
+	uint64_t used; /* charged: sessions' and held */
+	uint64_t held; /* of that, ended sessions' whose process lives */
+	struct kvmemd_gpu_hold *holds;
+};
+
+/* Open the pool's GPU as configured; without one, log why once. */
+void kvmemd_gpu_open(struct kvmemd *d);
+void kvmemd_gpu_close(struct kvmemd *d);
+/* Keep @bytes, charged to @uid, until process @pid has exited. */
+void kvmemd_gpu_hold(struct kvmemd *d, pid_t pid, uid_t uid, uint64_t bytes);
+/* Give back @bytes of a session of @uid that its client never got. */
+void kvmemd_gpu_release(struct kvmemd *d, uid_t uid, uint64_t bytes);
+/* Give back what processes that have exited held. */
+void kvmemd_gpu_reap(struct kvmemd *d);
 
 /* ---- worker.c: a fixed pool of threads and a bounded queue ------------ */
 
@@ -168,8 +207,9 @@ int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen);
 /* Fill in the layout part of @w once kvmemd_session_setup() succeeded. */
 void kvmemd_session_welcome(const struct kvmemd_session *s,
 			    struct kvmem_welcome *w);
-/* The memfd, the SQ doorbell and the CQ doorbell, as they go to the client */
-void kvmemd_session_fds(const struct kvmemd_session *s, int fds[3]);
+/* The memfd, the SQ doorbell, the CQ doorbell and the GPU memory, as they
+ * go to the client; returns how many there are (3 without GPU memory). */
+int kvmemd_session_fds(const struct kvmemd_session *s, int fds[4]);
 int kvmemd_session_sq_efd(const struct kvmemd_session *s);
 uint32_t kvmemd_session_id(const struct kvmemd_session *s);
 /* Put a set-up session on d->sessions: the scrubber and the admin socket
@@ -219,6 +259,8 @@ struct kvmemd_counters {
 struct kvmemd_user {
 	uid_t uid;
 	uint32_t sessions; /* attached, or being set up */
+	uint64_t gpu_bytes; /* GPU memory: its sessions' and held by its
+			     * processes after their sessions ended */
 	uint32_t pending[2]; /* connections before the welcome: [0]
 			      * clients, [1] admin */
 	struct kvmemd_ratelimit events; /* error events a minute (ras.c) */
@@ -246,6 +288,7 @@ struct kvmemd {
 	struct kvmemd_session *sessions, *sessions_tail; /* by id */
 	struct kvmemd_ras *ras;
 	struct kvmemd_tier *tier;
+	struct kvmemd_gpu gpu;
 	uint64_t start_mono; /* CLOCK_MONOTONIC ns */
 	struct kvmemd_user *users; /* user.c */
 	uint32_t nusers, users_cap;

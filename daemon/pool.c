@@ -1,9 +1,11 @@
 /*
- * pool.c - the memory backends, one ops table each
+ * pool.c - the memory backends, one ops table each, and the GPU pool
  *
  * host: a shmem memfd per session, asking for transparent huge pages
- * (pool.hugepages), locked in RAM when the limits allow (pool.mlock). The
- * cuda and nvme backends come later; until then they are stubs.
+ * (pool.hugepages), locked in RAM when the limits allow (pool.mlock).
+ * cuda: device memory of the driver's virtual memory API, one allocation
+ * per session, zeroed, mapped here and shared as a POSIX file descriptor.
+ * nvme: a stub; the backing store is the tier's (store.c).
  *
  * Not hugetlbfs: a client can punch a hole in its shared mapping
  * (MADV_REMOVE, FALLOC_FL_PUNCH_HOLE), which on hugetlbfs gives the
@@ -13,11 +15,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cuda_impl.h"
 #include "kvmemd.h"
 
 static int host_map(struct kvmemd_region *r, size_t size, int huge)
@@ -130,6 +136,41 @@ static void host_destroy(struct kvmemd_region *r)
 	r->fd = -1;
 }
 
+static int cuda_create(const struct kvmemd_region_req *req,
+		       struct kvmemd_region *r, char *why, size_t whylen)
+{
+	struct kvmem__vmm m;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	ret = kvmem__cuda_vmm_create(req->cu, req->size, &m, &r->fd);
+	if (ret) {
+		snprintf(why, whylen, "%s", kvmem_cuda_error());
+		return ret;
+	}
+	r->dev = m.addr;
+	r->size = m.bytes;
+	r->handle = m.handle;
+	r->cu = req->cu;
+	return 0;
+}
+
+/* The daemon lets go; the memory lives on while its client maps it. */
+static void cuda_destroy(struct kvmemd_region *r)
+{
+	struct kvmem__vmm m = { .addr = r->dev,
+				.bytes = r->size,
+				.handle = r->handle };
+
+	if (r->size)
+		kvmem__cuda_vmm_free(r->cu, &m);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	r->size = 0;
+}
+
 static int stub_create(const struct kvmemd_region_req *req,
 		       struct kvmemd_region *r, char *why, size_t whylen)
 {
@@ -153,8 +194,8 @@ static const struct kvmemd_pool_ops pool_ops[] = {
 	},
 	[KVMEMD_POOL_CUDA] = {
 		.name = "cuda",
-		.create = stub_create,
-		.destroy = stub_destroy,
+		.create = cuda_create,
+		.destroy = cuda_destroy,
 	},
 	[KVMEMD_POOL_NVME] = {
 		.name = "nvme",
@@ -169,4 +210,161 @@ _Static_assert(ARRAY_SIZE(pool_ops) == KVMEMD_POOL_NR,
 const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind)
 {
 	return &pool_ops[kind];
+}
+
+/* ---- the GPU pool ------------------------------------------------------ */
+
+/* What an ended session's process holds, until it exits. */
+struct kvmemd_gpu_hold {
+	struct kvmemd_gpu_hold *next;
+	pid_t pid;
+	uid_t uid; /* charged */
+	int pidfd;
+	uint64_t bytes;
+};
+
+/* The device named by pool.gpu_device: ordinals are tried in turn. */
+static struct kvmem_cuda *gpu_find(const char *want, char *why, size_t len)
+{
+	struct kvmem_cuda *cu;
+	char uuid[41];
+	int i, ret;
+
+	for (i = 0;; i++) {
+		ret = kvmem_cuda_open(i, &cu);
+		if (ret == -ENODEV && i && strcmp(want, "auto")) {
+			snprintf(why, len, "no GPU %s among the %d here", want,
+				 i);
+			return NULL;
+		}
+		if (ret) {
+			snprintf(why, len, "%s", kvmem_cuda_error());
+			return NULL;
+		}
+		kvmem__cuda_uuid_str(cu->uuid, uuid);
+		if (!strcmp(want, "auto") || !strcasecmp(want, uuid))
+			return cu;
+		kvmem_cuda_close(cu);
+	}
+}
+
+void kvmemd_gpu_open(struct kvmemd *d)
+{
+	struct kvmemd_gpu *g = &d->gpu;
+	struct kvmem_cuda *cu;
+
+	memset(g, 0, sizeof(*g));
+	if (!d->cfg.gpu_bytes) {
+		snprintf(g->why, sizeof(g->why), "pool.gpu_bytes is 0");
+		return;
+	}
+	cu = gpu_find(d->cfg.gpu_device, g->why, sizeof(g->why));
+	if (cu) {
+		g->granularity = kvmem__cuda_vmm_granularity(cu);
+		if (!g->granularity) {
+			snprintf(g->why, sizeof(g->why), "%s",
+				 kvmem_cuda_error());
+			kvmem_cuda_close(cu);
+			cu = NULL;
+		}
+	}
+	if (!cu) {
+		kvmemd_log(LOG_WARNING,
+			   "no GPU pool, serving host sessions only: %s",
+			   g->why);
+		return;
+	}
+	g->cu = cu;
+	snprintf(g->name, sizeof(g->name), "%s", kvmem_cuda_name(cu));
+	memcpy(g->uuid_bytes, cu->uuid, sizeof(g->uuid_bytes));
+	kvmem__cuda_uuid_str(cu->uuid, g->uuid);
+	kvmemd_log(LOG_INFO, "GPU pool: %llu MiB of %s (%s)",
+		   (unsigned long long)(d->cfg.gpu_bytes >> 20), g->name,
+		   g->uuid);
+}
+
+void kvmemd_gpu_close(struct kvmemd *d)
+{
+	struct kvmemd_gpu *g = &d->gpu;
+	struct kvmemd_gpu_hold *h;
+
+	while ((h = g->holds)) {
+		g->holds = h->next;
+		close(h->pidfd);
+		free(h);
+	}
+	kvmem_cuda_close(g->cu);
+	g->cu = NULL;
+}
+
+/* The user's record is there: it was made when the session was. */
+void kvmemd_gpu_release(struct kvmemd *d, uid_t uid, uint64_t bytes)
+{
+	d->gpu.used -= bytes;
+	kvmemd_user(d, uid)->gpu_bytes -= bytes;
+}
+
+/*
+ * One record a process, however many of its sessions ended: the pidfds
+ * are bounded by the processes that hold memory, not by their sessions.
+ * Without a pidfd (the process is gone, or none can be had) nothing can
+ * say when it exits, and the memory is given back at once.
+ */
+void kvmemd_gpu_hold(struct kvmemd *d, pid_t pid, uid_t uid, uint64_t bytes)
+{
+	struct kvmemd_gpu *g = &d->gpu;
+	struct kvmemd_gpu_hold *h;
+	int fd = -1, err = -EINVAL;
+
+	for (h = g->holds; h; h = h->next) {
+		if (h->pid == pid && h->uid == uid) {
+			h->bytes += bytes;
+			g->held += bytes;
+			return;
+		}
+	}
+	if (pid > 0) {
+		fd = (int)syscall(SYS_pidfd_open, pid, 0);
+		err = fd < 0 ? -errno : -ENOMEM;
+	}
+	h = fd >= 0 ? malloc(sizeof(*h)) : NULL;
+	if (!h) {
+		if (err != -ESRCH)
+			kvmemd_log_err(LOG_WARNING, err,
+				       "cannot watch pid %d, which may still "
+				       "map %llu bytes of the GPU pool; they "
+				       "are counted free",
+				       (int)pid, (unsigned long long)bytes);
+		if (fd >= 0)
+			close(fd);
+		kvmemd_gpu_release(d, uid, bytes);
+		return;
+	}
+	h->pid = pid;
+	h->uid = uid;
+	h->pidfd = fd;
+	h->bytes = bytes;
+	h->next = g->holds;
+	g->holds = h;
+	g->held += bytes;
+}
+
+void kvmemd_gpu_reap(struct kvmemd *d)
+{
+	struct kvmemd_gpu *g = &d->gpu;
+	struct kvmemd_gpu_hold **pp = &g->holds, *h;
+
+	while ((h = *pp)) {
+		struct pollfd p = { .fd = h->pidfd, .events = POLLIN };
+
+		if (poll(&p, 1, 0) != 1) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		g->held -= h->bytes;
+		kvmemd_gpu_release(d, h->uid, h->bytes);
+		close(h->pidfd);
+		free(h);
+	}
 }

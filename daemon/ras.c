@@ -58,8 +58,7 @@
 
 enum tier { TIER_HOT, TIER_WARM, TIER_COLD, TIER_NR };
 static const char *const tier_names[TIER_NR] = { "hot", "warm", "cold" };
-static const char *const pool_names[KVMEMD_POOL_NR] = { "host", "cuda",
-							"nvme" };
+static const char *const pool_names[KVMEMD_POOL_NR] = { "host", "gpu", "nvme" };
 
 enum region { REGION_HEADER, REGION_SCALES, REGION_PAYLOAD, REGION_NR };
 static const char *const region_names[REGION_NR] = { "header", "scales",

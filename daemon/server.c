@@ -87,6 +87,7 @@ struct conn {
 	int setup_ret;
 	char why[KVMEM_MESSAGE_LEN];
 	struct ucred cred;
+	uint16_t abi; /* the hello's version; 0 before a hello */
 	uint64_t accepted; /* CLOCK_MONOTONIC ns */
 	uint64_t deadline; /* CONN_HELLO, CONN_ADMIN */
 	struct kvmemd_session *s;
@@ -293,29 +294,34 @@ static void reap_zombies(struct server *sv)
 	}
 }
 
-/* Send the welcome (with the session's fds when it is not a refusal). */
-static int send_welcome(struct conn *c, const int *fds)
+/*
+ * Send the welcome (with @nfds of the session's fds when it is not a
+ * refusal): the whole of it to a client of ABI 4 or later, the welcome of
+ * ABI 3 to others and to peers that sent no hello.
+ */
+static int send_welcome(struct conn *c, const int *fds, int nfds)
 {
 	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
+		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { .iov_base = &c->w, .iov_len = sizeof(c->w) };
+	const size_t size = c->abi >= 4 ? sizeof(c->w) : KVMEM_WELCOME_V3_SIZE;
+	struct iovec iov = { .iov_base = &c->w, .iov_len = size };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *cm;
 
 	c->w.magic = KVMEM_WELCOME_MAGIC;
 	c->w.abi_version = KVMEM_ABI_VERSION;
-	c->w.size = sizeof(c->w);
-	if (fds) {
+	c->w.size = (uint16_t)size;
+	if (nfds) {
 		memset(&u, 0, sizeof(u));
 		m.msg_control = u.buf;
-		m.msg_controllen = sizeof(u.buf);
+		m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
 		cm = CMSG_FIRSTHDR(&m);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, 3 * sizeof(int));
+		cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
 	}
 	if (sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		return -errno;
@@ -344,7 +350,7 @@ static void conn_refuse(struct server *sv, struct conn *c)
 		      (unsigned int)c->cred.uid, c->w.message);
 	sv->d->n.refused++;
 	drain(c->fd);
-	send_welcome(c, NULL);
+	send_welcome(c, NULL, 0);
 	conn_free(sv, c);
 }
 
@@ -577,7 +583,7 @@ static void refuse_fd(int fd, int admin, int err, const char *why)
 		c.w.error = err;
 		snprintf(c.w.message, sizeof(c.w.message), "%s", why);
 		drain(fd);
-		send_welcome(&c, NULL);
+		send_welcome(&c, NULL, 0);
 	}
 	close(fd);
 }
@@ -714,6 +720,8 @@ static void on_hello(struct server *sv, struct conn *c)
 		conn_free(sv, c);
 		return;
 	}
+	if ((size_t)n == sizeof(h) && h.magic == KVMEM_HELLO_MAGIC)
+		c->abi = h.abi_version;
 	if (c->w.error) {
 		conn_refuse(sv, c);
 		return;
@@ -748,7 +756,7 @@ static void on_hello(struct server *sv, struct conn *c)
 
 static void on_setup_done(struct server *sv, struct conn *c)
 {
-	int fds[3];
+	int fds[4], nfds;
 
 	if (c->hung_up) {
 		conn_free(sv, c);
@@ -761,8 +769,8 @@ static void on_setup_done(struct server *sv, struct conn *c)
 		return;
 	}
 	kvmemd_session_welcome(c->s, &c->w);
-	kvmemd_session_fds(c->s, fds);
-	if (send_welcome(c, fds)) {
+	nfds = kvmemd_session_fds(c->s, fds);
+	if (send_welcome(c, fds, nfds)) {
 		conn_free(sv, c);
 		return;
 	}
@@ -1283,6 +1291,7 @@ static void shut_down(struct server *sv)
 	kvmemd_workers_free(sv->workers);
 	kvmemd_tier_exit(sv->d);
 	kvmemd_ras_exit(sv->d);
+	kvmemd_gpu_close(sv->d);
 	close(sv->ep);
 	if (sv->reserve_fd >= 0)
 		close(sv->reserve_fd);
@@ -1382,6 +1391,7 @@ static int start(struct server *sv)
 	ret = kvmemd_tier_init(sv->d);
 	if (ret)
 		return ret;
+	kvmemd_gpu_open(sv->d);
 	if (kvmemd_tier_fd(sv->d) >= 0) {
 		sv->sw.type = W_STORE;
 		ret = watch_add(sv, kvmemd_tier_fd(sv->d), EPOLLIN, &sv->sw);
@@ -1399,8 +1409,9 @@ static int start(struct server *sv)
 /* Descriptors besides those of sessions and pending connections: stdio,
  * epoll, the listening sockets, eventfds, state files, the store. */
 #define FD_BASE 32
-/* A session's: its socket, memfd and two eventfds. */
-#define FDS_PER_SESSION 4
+/* A session's: its socket, memfd, two eventfds and GPU memory, and a
+ * pidfd while its process holds that after it ended. */
+#define FDS_PER_SESSION 6
 
 int kvmemd_fd_check(const struct kvmemd_config *c, int raise, char *err,
 		    size_t errlen)
@@ -1481,6 +1492,7 @@ int kvmemd_run(struct kvmemd *d)
 		kvmemd_workers_free(sv.workers);
 		kvmemd_tier_exit(d);
 		kvmemd_ras_exit(d);
+		kvmemd_gpu_close(d);
 		if (sv.ep >= 0)
 			close(sv.ep);
 		if (sv.reserve_fd >= 0)

@@ -86,8 +86,8 @@ static int all_zero(const void *p, size_t n)
 static uint64_t fixed_heap(const struct kvmemd_config *cfg, uint64_t quota,
 			   const struct kvmem_page_layout l[2])
 {
-	uint64_t units = quota / KVMEM_SLOT_UNIT, n = sizeof(struct
-							      kvmemd_session);
+	uint64_t units = quota / KVMEM_SLOT_UNIT,
+		 n = sizeof(struct kvmemd_session);
 	int k;
 
 	n += units * sizeof(struct slot);
@@ -95,6 +95,62 @@ static uint64_t fixed_heap(const struct kvmemd_config *cfg, uint64_t quota,
 		n += (units / (l[k].size / KVMEM_SLOT_UNIT) + 1) *
 		     sizeof(uint32_t);
 	return n + (uint64_t)cfg->max_seqs * sizeof(struct seq *);
+}
+
+/* The GPU memory a hello asks for, rounded up to whole allocation units;
+ * 0, or a refusal. */
+static int gpu_admit(struct kvmemd *d, const struct kvmem_hello *h,
+		     const struct kvmemd_user *u, struct kvmem_welcome *w,
+		     uint64_t *out)
+{
+	const struct kvmemd_config *cfg = &d->cfg;
+	struct kvmemd_gpu *g = &d->gpu;
+	uint64_t bytes, max;
+
+	*out = 0;
+	if (!h->gpu_mib)
+		return 0;
+	if (!g->cu)
+		return refuse(w, -EOPNOTSUPP, "kvmemd has no GPU pool: %s",
+			      g->why);
+	if (!all_zero(h->gpu_uuid, sizeof(h->gpu_uuid)) &&
+	    memcmp(h->gpu_uuid, g->uuid_bytes, sizeof(g->uuid_bytes)))
+		return refuse(w, -ENODEV,
+			      "kvmemd's GPU pool is on %s, not the GPU "
+			      "asked for",
+			      g->uuid);
+	bytes = ALIGN_UP((uint64_t)h->gpu_mib << 20, g->granularity);
+	max = cfg->gpu_session_max_bytes ? cfg->gpu_session_max_bytes
+					 : cfg->gpu_bytes;
+	if (bytes > max)
+		return refuse(w, -EDQUOT,
+			      "%llu bytes of GPU memory is over the %llu a "
+			      "session may have (pool.gpu_session_max_bytes)",
+			      (unsigned long long)bytes,
+			      (unsigned long long)max);
+	kvmemd_gpu_reap(d);
+	/* Ended sessions do not count in u->sessions, but what their
+	 * processes hold does here: attaching and hanging up again and
+	 * again gets a user no more than its sessions could have. */
+	if (u->gpu_bytes + bytes > (uint64_t)cfg->max_sessions_per_uid * max)
+		return refuse(
+			w, -EDQUOT,
+			"uid %u has %llu bytes of GPU memory, with what "
+			"its processes hold of ended sessions; %u "
+			"sessions of %llu is the most a user may have",
+			(unsigned int)u->uid, (unsigned long long)u->gpu_bytes,
+			cfg->max_sessions_per_uid, (unsigned long long)max);
+	if (bytes > cfg->gpu_bytes - g->used)
+		return refuse(w, -ENOSPC,
+			      "GPU pool has %llu of %llu bytes free (%llu "
+			      "held by processes of ended sessions), the "
+			      "session wants %llu",
+			      (unsigned long long)(cfg->gpu_bytes - g->used),
+			      (unsigned long long)cfg->gpu_bytes,
+			      (unsigned long long)g->held,
+			      (unsigned long long)bytes);
+	*out = bytes;
+	return 0;
 }
 
 int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
@@ -105,7 +161,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	struct kvmem_page_layout l[2];
 	struct kvmemd_session *s;
 	struct kvmemd_user *u;
-	uint64_t quota, ring_bytes, map, fixed;
+	uint64_t quota, ring_bytes, map, fixed, gpu;
 	uint32_t sq, cq;
 	int k;
 
@@ -113,12 +169,19 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	w->pool_free_bytes = cfg->host_bytes - d->n.pool_used;
 	if (h->magic != KVMEM_HELLO_MAGIC || h->size != sizeof(*h))
 		return refuse(w, -EPROTO, "not a kvmem hello");
-	if (h->abi_version != KVMEM_ABI_VERSION)
+	if (h->abi_version < KVMEM_ABI_VERSION_MIN ||
+	    h->abi_version > KVMEM_ABI_VERSION)
 		return refuse(w, -EPROTONOSUPPORT,
-			      "client speaks ABI version %u, kvmemd speaks %u",
-			      h->abi_version, KVMEM_ABI_VERSION);
-	if (!all_zero(h->resv, sizeof(h->resv)))
+			      "client speaks ABI version %u, kvmemd speaks "
+			      "%u to %u",
+			      h->abi_version, KVMEM_ABI_VERSION_MIN,
+			      KVMEM_ABI_VERSION);
+	if (h->resv0 || !all_zero(h->resv, sizeof(h->resv)) ||
+	    (h->abi_version < 4 &&
+	     (h->gpu_mib || !all_zero(h->gpu_uuid, sizeof(h->gpu_uuid)))))
 		return refuse(w, -EINVAL, "reserved hello fields are set");
+	if (!h->gpu_mib && !all_zero(h->gpu_uuid, sizeof(h->gpu_uuid)))
+		return refuse(w, -EINVAL, "a GPU named, but no memory on it");
 	if (kvmem_geometry_check(&h->geometry))
 		return refuse(w, -EINVAL, "invalid page geometry");
 	sq = h->sq_entries ? h->sq_entries : cfg->sq_entries;
@@ -177,6 +240,9 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			(unsigned long long)(cfg->host_bytes - d->n.pool_used),
 			(unsigned long long)cfg->host_bytes,
 			(unsigned long long)(map + fixed));
+	k = gpu_admit(d, h, u, w, &gpu);
+	if (k)
+		return k;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -207,6 +273,11 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->r.fd = -1;
 	s->free_page = NO_UNIT;
 	s->waits_tail = &s->waits;
+	s->gpu.fd = -1;
+	s->gpu_bytes = gpu;
+	s->req.cu = d->gpu.cu;
+	d->gpu.used += gpu;
+	u->gpu_bytes += gpu;
 	d->n.pool_used += map + fixed;
 	d->n.sessions++;
 	u->sessions++;
@@ -239,6 +310,15 @@ int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
 	ret = pool->create(&s->req, &s->r, why, whylen);
 	if (ret)
 		return ret;
+	if (s->gpu_bytes) {
+		struct kvmemd_region_req req = s->req;
+
+		req.size = s->gpu_bytes;
+		ret = kvmemd_pool(KVMEMD_POOL_CUDA)
+			      ->create(&req, &s->gpu, why, whylen);
+		if (ret)
+			return ret;
+	}
 	s->sqes_off = KVMEM_SLOT_UNIT;
 	s->cqes_off = s->sqes_off + ALIGN_UP((uint64_t)s->sq_entries *
 						     sizeof(struct kvmem_sqe),
@@ -277,13 +357,19 @@ void kvmemd_session_welcome(const struct kvmemd_session *s,
 	w->cq_entries = s->cq_entries;
 	w->slot_bytes[0] = s->slot_units[0] * KVMEM_SLOT_UNIT;
 	w->slot_bytes[1] = s->slot_units[1] * KVMEM_SLOT_UNIT;
+	if (s->gpu_bytes) {
+		w->gpu_bytes = s->gpu_bytes;
+		memcpy(w->gpu_uuid, s->d->gpu.uuid_bytes, sizeof(w->gpu_uuid));
+	}
 }
 
-void kvmemd_session_fds(const struct kvmemd_session *s, int fds[3])
+int kvmemd_session_fds(const struct kvmemd_session *s, int fds[4])
 {
 	fds[0] = s->r.fd;
 	fds[1] = s->sq_efd;
 	fds[2] = s->cq_efd;
+	fds[3] = s->gpu.fd;
+	return s->gpu_bytes ? 4 : 3;
 }
 
 uint32_t kvmemd_session_id(const struct kvmemd_session *s)
@@ -339,6 +425,13 @@ void kvmemd_session_free(struct kvmemd_session *s)
 	free(s->free[0]);
 	free(s->free[1]);
 	kvmemd_pool(KVMEMD_POOL_HOST)->destroy(&s->r);
+	if (s->gpu.fd >= 0) {
+		/* Its client may map it still: charged until it exits. */
+		kvmemd_pool(KVMEMD_POOL_CUDA)->destroy(&s->gpu);
+		kvmemd_gpu_hold(s->d, s->pid, s->uid, s->gpu_bytes);
+	} else if (s->gpu_bytes) {
+		kvmemd_gpu_release(s->d, s->uid, s->gpu_bytes);
+	}
 	if (s->sq_efd >= 0)
 		close(s->sq_efd);
 	if (s->cq_efd >= 0)
@@ -529,8 +622,8 @@ static uint32_t index_home(const struct seq *q, uint64_t k)
 }
 
 /* The entry of @k, or of the empty place where it would go. */
-static uint32_t index_find(const struct kvmemd_session *s,
-			   const struct seq *q, int by, uint64_t k)
+static uint32_t index_find(const struct kvmemd_session *s, const struct seq *q,
+			   int by, uint64_t k)
 {
 	const uint32_t *t = index_of(q, by);
 	uint32_t i = index_home(q, k);
@@ -603,9 +696,9 @@ static int seq_reserve(struct kvmemd_session *s, struct seq *q, uint32_t cap)
 static int seq_has_tokens(const struct kvmemd_session *s, const struct seq *q,
 			  uint32_t layer, uint32_t token_start)
 {
-	return q->n && q->by_tokens[index_find(s, q, BY_TOKENS,
-					       (uint64_t)layer << 32 |
-						       token_start)];
+	return q->n &&
+	       q->by_tokens[index_find(s, q, BY_TOKENS,
+				       (uint64_t)layer << 32 | token_start)];
 }
 
 static int seq_hold(struct kvmemd_session *s, struct seq *q, uint32_t u)

@@ -138,6 +138,8 @@ struct kvmemd_session {
 	struct kvmemd_region_req req; /* the config as it was at admission */
 
 	struct kvmemd_region r;
+	struct kvmemd_region gpu; /* its GPU memory, gpu_bytes of it */
+	uint64_t gpu_bytes; /* charged to the GPU pool */
 	int sq_efd, cq_efd;
 	struct kvmem_ring *ring;
 	struct kvmem_sqe *sqes;

@@ -1,6 +1,6 @@
 /*
  * user.c - what each user (uid) has of the daemon: sessions, connections
- * still in their handshake, and a budget of error events
+ * still in their handshake, GPU memory, and a budget of error events
  *
  * Limits that count per session or per connection are undone by opening
  * more of them; these count per uid, which a client cannot multiply. The
@@ -19,7 +19,8 @@
 static int idle(const struct kvmemd_user *u, uint64_t now)
 {
 	return !u->sessions && !u->pending[0] && !u->pending[1] &&
-	       !u->ring_events && now - u->events.start >= MINUTE_NS &&
+	       !u->gpu_bytes && !u->ring_events &&
+	       now - u->events.start >= MINUTE_NS &&
 	       now - u->log.start >= MINUTE_NS;
 }
 

@@ -280,6 +280,7 @@ int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out)
 	if (!c)
 		return -ENOMEM;
 	c->g = *g;
+	c->gpu_fd = -1;
 	c->digest = kvmem_geometry_digest(g);
 	kvmem_page_layout(g, 0, &c->layout[0]);
 	kvmem_page_layout(g, 1, &c->layout[1]);

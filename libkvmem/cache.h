@@ -76,6 +76,14 @@ struct kvmem_cache {
 	struct kvmem_cuda *cuda;
 	uint64_t cuda_base;
 	struct kvmem_cache *cuda_next;
+	/* Over kvmemd, the session's GPU memory: the descriptor that shares
+	 * it (-1: none), its size and GPU, and where kvmem_cuda_register()
+	 * mapped it (gpu_handle 0: not mapped). */
+	int gpu_fd;
+	uint64_t gpu_bytes;
+	uint8_t gpu_uuid[16];
+	uint64_t gpu_addr;
+	unsigned long long gpu_handle;
 	uint64_t ring_errors; /* see struct kvmem_cache_stats */
 	uint16_t *heat; /* over kvmemd: the session's heat array, by slot */
 	int closing; /* kvmem_close() runs: the store need tell nobody */

@@ -564,6 +564,8 @@ static void remote_close(struct kvmem_cache *c)
 	close(r->sock);
 	close(r->sq_efd);
 	close(r->cq_efd);
+	if (c->gpu_fd >= 0)
+		close(c->gpu_fd);
 	free(r->stash);
 	free(r);
 }
@@ -633,10 +635,15 @@ const char *kvmem_connect_error(void)
 }
 
 /* Receive the welcome and the three descriptors that come with it. */
-static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[3])
+/*
+ * The welcome and its descriptors (the GPU memory's fourth when the
+ * session has some). A daemon of ABI 3, or one refusing before it read
+ * the hello, sends the welcome of ABI 3: the rest reads as zero.
+ */
+static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[4])
 {
 	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
+		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { .iov_base = w, .iov_len = sizeof(*w) };
@@ -657,17 +664,29 @@ static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[3])
 	if (!ret)
 		return fail(-ETIMEDOUT, "kvmemd did not answer in %d s",
 			    CONNECT_TIMEOUT_MS / 1000);
+	memset(w, 0, sizeof(*w));
 	n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return fail(-errno, "recvmsg: %s", strerror(errno));
 	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET &&
-		    cm->cmsg_type == SCM_RIGHTS &&
-		    cm->cmsg_len == CMSG_LEN(3 * sizeof(int)))
-			memcpy(fds, CMSG_DATA(cm), 3 * sizeof(int));
+		size_t k, nfds;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < nfds; k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int),
+			       sizeof(fd));
+			if (k < 4 && fds[k] < 0)
+				fds[k] = fd;
+			else
+				close(fd);
+		}
 	}
-	if (n != sizeof(*w) || w->magic != KVMEM_WELCOME_MAGIC ||
-	    w->size != sizeof(*w))
+	if ((n != sizeof(*w) && n != KVMEM_WELCOME_V3_SIZE) ||
+	    w->magic != KVMEM_WELCOME_MAGIC || w->size != n)
 		return fail(-EPROTO,
 			    "kvmemd answered with %zd bytes that "
 			    "are not a welcome",
@@ -675,7 +694,8 @@ static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[3])
 	w->message[sizeof(w->message) - 1] = 0;
 	if (w->error < 0)
 		return fail(w->error, "kvmemd refused: %s", w->message);
-	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0)
+	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ||
+	    (w->gpu_bytes != 0) != (fds[3] >= 0))
 		return fail(-EPROTO, "kvmemd sent no session descriptors");
 	return 0;
 }
@@ -753,7 +773,7 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 		.features = KVMEM_FEAT_ALL,
 	};
 	struct kvmem_welcome w;
-	int fds[3] = { -1, -1, -1 };
+	int fds[4] = { -1, -1, -1, -1 };
 	struct kvmem_cache *c = NULL;
 	struct remote *r;
 	int ret, i;
@@ -761,7 +781,7 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	connect_error[0] = 0;
 	if (!opts)
 		opts = &defaults;
-	if (!out || !g || opts->resv[0] || opts->resv[1] || opts->resv[2])
+	if (!out || !g || opts->resv[0] || opts->resv[1])
 		return fail(-EINVAL, "bad arguments");
 	if (!path)
 		path = kvmem_socket_path(sa.sun_path, sizeof(sa.sun_path));
@@ -793,16 +813,27 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	h.quota_bytes = opts->quota_bytes;
 	h.sq_entries = opts->sq_entries;
 	h.cq_entries = opts->cq_entries;
+	h.gpu_mib = opts->gpu_mib;
 	/* A daemon that refuses at once may have closed already; its
 	 * answer is still there to read. */
 	send(r->sock, &h, sizeof(h), MSG_NOSIGNAL);
 	ret = recv_welcome(r->sock, &w, fds);
 	if (ret)
 		goto err_fds;
+	if (opts->gpu_mib ? w.gpu_bytes < (uint64_t)opts->gpu_mib << 20
+			  : w.gpu_bytes != 0) {
+		ret = fail(-EPROTO,
+			   "kvmemd gave %llu bytes of GPU memory for %u MiB",
+			   (unsigned long long)w.gpu_bytes, opts->gpu_mib);
+		goto err_fds;
+	}
 	ret = map_session(r, &w, g, fds[0]);
 	if (ret)
 		goto err_fds;
 	close(fds[0]);
+	c->gpu_fd = fds[3];
+	c->gpu_bytes = w.gpu_bytes;
+	memcpy(c->gpu_uuid, w.gpu_uuid, sizeof(c->gpu_uuid));
 	r->session = w.session;
 	r->sq_efd = fds[1];
 	r->cq_efd = fds[2];
@@ -823,9 +854,11 @@ err_map:
 	munmap(r->map, r->map_bytes);
 	close(r->sq_efd);
 	close(r->cq_efd);
+	if (c->gpu_fd >= 0)
+		close(c->gpu_fd);
 	goto err_sock;
 err_fds:
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < 4; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 err_sock:

@@ -11,8 +11,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "cuda_impl.h"
@@ -46,6 +48,38 @@ typedef unsigned long long CUdeviceptr;
 #define CU_GET_PROC_ADDRESS_SUCCESS 0
 #define CU_MEMHOSTREGISTER_PORTABLE 0x01
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED 102
+#define CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED 103
+#define CU_MEM_ALLOCATION_TYPE_PINNED 1
+#define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 1
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3
+#define CU_MEM_ALLOC_GRANULARITY_MINIMUM 0
+
+typedef unsigned long long CUmemGenericAllocationHandle;
+
+typedef struct {
+	int type; /* CU_MEM_LOCATION_TYPE_* */
+	int id; /* the device, as this process numbers it */
+} CUmemLocation;
+
+typedef struct {
+	int type; /* CU_MEM_ALLOCATION_TYPE_* */
+	int requestedHandleTypes; /* CU_MEM_HANDLE_TYPE_* */
+	CUmemLocation location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+} CUmemAllocationProp;
+
+typedef struct {
+	CUmemLocation location;
+	int flags; /* CU_MEM_ACCESS_FLAGS_* */
+} CUmemAccessDesc;
 
 /* The ABI every entry point is resolved for; the oldest driver we take. */
 #define DRIVER_ABI 12000
@@ -76,6 +110,7 @@ struct kvmem__driver {
 	CUresult (*DeviceGet)(CUdevice *, int);
 	CUresult (*DeviceGetName)(char *, int, CUdevice);
 	CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+	CUresult (*DeviceGetUuid)(unsigned char *, CUdevice);
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*DevicePrimaryCtxRelease)(CUdevice);
 	CUresult (*CtxPushCurrent)(CUcontext);
@@ -94,6 +129,26 @@ struct kvmem__driver {
 	CUresult (*MemHostUnregister)(void *);
 	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *,
 					    unsigned int);
+	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*MemGetAllocationGranularity)(size_t *,
+						const CUmemAllocationProp *,
+						int);
+	CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t,
+			      const CUmemAllocationProp *, unsigned long long);
+	CUresult (*MemRelease)(CUmemGenericAllocationHandle);
+	CUresult (*MemExportToShareableHandle)(void *,
+					       CUmemGenericAllocationHandle,
+					       int, unsigned long long);
+	CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *,
+						 void *, int);
+	CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t,
+				      CUdeviceptr, unsigned long long);
+	CUresult (*MemAddressFree)(CUdeviceptr, size_t);
+	CUresult (*MemMap)(CUdeviceptr, size_t, size_t,
+			   CUmemGenericAllocationHandle, unsigned long long);
+	CUresult (*MemUnmap)(CUdeviceptr, size_t);
+	CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *,
+				 size_t);
 	CUresult (*StreamSynchronize)(CUstream);
 	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int,
 				 unsigned int, unsigned int, unsigned int,
@@ -116,6 +171,7 @@ static const struct {
 	SYM(DeviceGet, "cuDeviceGet"),
 	SYM(DeviceGetName, "cuDeviceGetName"),
 	SYM(DeviceGetAttribute, "cuDeviceGetAttribute"),
+	SYM(DeviceGetUuid, "cuDeviceGetUuid"),
 	SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
 	SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease"),
 	SYM(CtxPushCurrent, "cuCtxPushCurrent"),
@@ -133,6 +189,17 @@ static const struct {
 	SYM(MemHostRegister, "cuMemHostRegister"),
 	SYM(MemHostUnregister, "cuMemHostUnregister"),
 	SYM(MemHostGetDevicePointer, "cuMemHostGetDevicePointer"),
+	SYM(MemsetD8, "cuMemsetD8"),
+	SYM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
+	SYM(MemCreate, "cuMemCreate"),
+	SYM(MemRelease, "cuMemRelease"),
+	SYM(MemExportToShareableHandle, "cuMemExportToShareableHandle"),
+	SYM(MemImportFromShareableHandle, "cuMemImportFromShareableHandle"),
+	SYM(MemAddressReserve, "cuMemAddressReserve"),
+	SYM(MemAddressFree, "cuMemAddressFree"),
+	SYM(MemMap, "cuMemMap"),
+	SYM(MemUnmap, "cuMemUnmap"),
+	SYM(MemSetAccess, "cuMemSetAccess"),
 	SYM(StreamSynchronize, "cuStreamSynchronize"),
 	SYM(LaunchKernel, "cuLaunchKernel"),
 };
@@ -339,6 +406,31 @@ int kvmem_cuda_sync(struct kvmem_cuda *cu, void *stream)
 	return 0;
 }
 
+/* Map the GPU memory kvmemd gave the cache's session, if it has some. */
+static int map_session_gpu(struct kvmem_cuda *cu, struct kvmem_cache *c)
+{
+	struct kvmem__vmm m;
+	char has[41], is[41];
+	int ret;
+
+	if (!c->gpu_bytes)
+		return 0;
+	if (memcmp(c->gpu_uuid, cu->uuid, sizeof(cu->uuid))) {
+		kvmem__cuda_uuid_str(c->gpu_uuid, has);
+		kvmem__cuda_uuid_str(cu->uuid, is);
+		return kvmem__cuda_fail(-ENODEV,
+					"the session's GPU memory is on %s; "
+					"the handle is %s (%s)",
+					has, is, cu->name);
+	}
+	ret = kvmem__cuda_vmm_import(cu, c->gpu_fd, c->gpu_bytes, &m);
+	if (ret)
+		return ret;
+	c->gpu_addr = m.addr;
+	c->gpu_handle = m.handle;
+	return 0;
+}
+
 /*
  * The arena is locked and mapped for every context (PORTABLE), so it
  * stays usable from the runtime's contexts on this device as well.
@@ -384,6 +476,14 @@ int kvmem_cuda_register(struct kvmem_cuda *cu, struct kvmem_cache *c)
 					"mapping the cache's %zu bytes of "
 					"pages for %s: %s",
 					c->arena_bytes, cu->name, errstr(d, r));
+	ret = map_session_gpu(cu, c);
+	if (ret) {
+		if (!enter(d)) {
+			d->MemHostUnregister(c->arena);
+			leave(d);
+		}
+		return ret;
+	}
 	c->cuda_base = base;
 	pthread_mutex_lock(&cu->lock);
 	c->cuda = cu;
@@ -406,6 +506,15 @@ void kvmem_cuda_unregister(struct kvmem_cache *c)
 		;
 	*pp = c->cuda_next;
 	pthread_mutex_unlock(&cu->lock);
+	if (c->gpu_handle) {
+		struct kvmem__vmm m = { .addr = c->gpu_addr,
+					.bytes = c->gpu_bytes,
+					.handle = c->gpu_handle };
+
+		kvmem__cuda_vmm_free(cu, &m);
+		c->gpu_addr = 0;
+		c->gpu_handle = 0;
+	}
 	if (!enter(cu->drv)) {
 		cu->drv->MemHostUnregister(c->arena);
 		leave(cu->drv);
@@ -413,6 +522,207 @@ void kvmem_cuda_unregister(struct kvmem_cache *c)
 	c->cuda = NULL;
 	c->cuda_base = 0;
 	c->cuda_next = NULL;
+}
+
+static void vmm_prop(const struct kvmem__driver *d, CUmemAllocationProp *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	p->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p->location.id = d->dev;
+}
+
+size_t kvmem__cuda_vmm_granularity(struct kvmem_cuda *cu)
+{
+	struct kvmem__driver *d = cu->drv;
+	CUmemAllocationProp prop;
+	int vmm = 0, fds = 0;
+	size_t g = 0;
+	CUresult r;
+
+	r = d->DeviceGetAttribute(
+		&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+		d->dev);
+	if (r != CUDA_SUCCESS || !vmm) {
+		kvmem__cuda_fail(-EOPNOTSUPP,
+				 "%s or its driver has no virtual memory "
+				 "management (cuMemCreate)",
+				 cu->name);
+		return 0;
+	}
+	r = d->DeviceGetAttribute(
+		&fds,
+		CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+		d->dev);
+	if (r != CUDA_SUCCESS || !fds) {
+		kvmem__cuda_fail(-EOPNOTSUPP,
+				 "%s cannot share memory as file descriptors",
+				 cu->name);
+		return 0;
+	}
+	vmm_prop(d, &prop);
+	if (enter(d))
+		return 0;
+	r = d->MemGetAllocationGranularity(&g, &prop,
+					   CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	leave(d);
+	if (r != CUDA_SUCCESS || !g) {
+		kvmem__cuda_fail(-EIO, "cuMemGetAllocationGranularity: %s",
+				 errstr(d, r));
+		return 0;
+	}
+	return g;
+}
+
+/* Reserve addresses for @h here, map it, let the device read and write. */
+static CUresult vmm_map(struct kvmem__driver *d, CUmemGenericAllocationHandle h,
+			size_t bytes, struct kvmem__vmm *m)
+{
+	const CUmemAccessDesc rw = {
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, d->dev },
+		.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+	};
+	CUdeviceptr a = 0;
+	CUresult r;
+
+	r = d->MemAddressReserve(&a, bytes, 0, 0, 0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = d->MemMap(a, bytes, 0, h, 0);
+	if (r != CUDA_SUCCESS)
+		goto free_va;
+	r = d->MemSetAccess(a, bytes, &rw, 1);
+	if (r != CUDA_SUCCESS)
+		goto unmap;
+	m->addr = a;
+	m->bytes = bytes;
+	m->handle = h;
+	return CUDA_SUCCESS;
+unmap:
+	d->MemUnmap(a, bytes);
+free_va:
+	d->MemAddressFree(a, bytes);
+	return r;
+}
+
+static void vmm_unmap(struct kvmem__driver *d, struct kvmem__vmm *m)
+{
+	d->MemUnmap(m->addr, m->bytes);
+	d->MemAddressFree(m->addr, m->bytes);
+	d->MemRelease(m->handle);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Zeroed before it is shared: a session never sees another's KV. */
+int kvmem__cuda_vmm_create(struct kvmem_cuda *cu, size_t bytes,
+			   struct kvmem__vmm *m, int *fd)
+{
+	struct kvmem__driver *d = cu->drv;
+	CUmemGenericAllocationHandle h = 0;
+	CUmemAllocationProp prop;
+	int ofd = -1, ret;
+	CUresult r;
+
+	memset(m, 0, sizeof(*m));
+	*fd = -1;
+	vmm_prop(d, &prop);
+	ret = enter(d);
+	if (ret)
+		return ret;
+	r = d->MemCreate(&h, bytes, &prop, 0);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	r = d->MemExportToShareableHandle(
+		&ofd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	if (r == CUDA_SUCCESS)
+		r = vmm_map(d, h, bytes, m);
+	if (r == CUDA_SUCCESS) {
+		r = d->MemsetD8(m->addr, 0, bytes);
+		if (r != CUDA_SUCCESS)
+			vmm_unmap(d, m);
+	} else {
+		d->MemRelease(h);
+	}
+	if (r != CUDA_SUCCESS && ofd >= 0)
+		close(ofd);
+out:
+	leave(d);
+	if (r == CUDA_ERROR_OUT_OF_MEMORY)
+		return kvmem__cuda_fail(-ENOMEM, "%s has no %zu bytes free",
+					cu->name, bytes);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO,
+					"%zu bytes of shareable memory on %s: "
+					"%s",
+					bytes, cu->name, errstr(d, r));
+	*fd = ofd;
+	return 0;
+}
+
+int kvmem__cuda_vmm_import(struct kvmem_cuda *cu, int fd, size_t bytes,
+			   struct kvmem__vmm *m)
+{
+	struct kvmem__driver *d = cu->drv;
+	CUmemGenericAllocationHandle h = 0;
+	CUresult r;
+	int ret;
+
+	memset(m, 0, sizeof(*m));
+	ret = enter(d);
+	if (ret)
+		return ret;
+	r = d->MemImportFromShareableHandle(
+		&h, (void *)(uintptr_t)fd,
+		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (r == CUDA_SUCCESS) {
+		r = vmm_map(d, h, bytes, m);
+		if (r != CUDA_SUCCESS)
+			d->MemRelease(h);
+	}
+	leave(d);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO,
+					"mapping %zu bytes of shared memory "
+					"on %s: %s",
+					bytes, cu->name, errstr(d, r));
+	return 0;
+}
+
+void kvmem__cuda_vmm_free(struct kvmem_cuda *cu, struct kvmem__vmm *m)
+{
+	if (!m->bytes || enter(cu->drv))
+		return;
+	vmm_unmap(cu->drv, m);
+	leave(cu->drv);
+}
+
+int kvmem_cuda_session_memory(const struct kvmem_cache *c, uint64_t *addr,
+			      size_t *bytes)
+{
+	if (!c || !addr || !bytes)
+		return kvmem__cuda_fail(-EINVAL, "bad arguments");
+	if (!c->gpu_bytes)
+		return kvmem__cuda_fail(-ENXIO,
+					"the cache has no GPU memory from "
+					"kvmemd (kvmem_connect_opts.gpu_mib)");
+	if (!c->gpu_handle)
+		return kvmem__cuda_fail(-ENOENT,
+					"the session's GPU memory is mapped "
+					"by kvmem_cuda_register()");
+	*addr = c->gpu_addr;
+	*bytes = c->gpu_bytes;
+	kvmem__cuda_fail(0, "%s", "");
+	return 0;
+}
+
+void kvmem__cuda_uuid_str(const uint8_t u[16], char out[41])
+{
+	snprintf(out, 41,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+		 u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
 /* Start the driver and find the device: everything before the module. */
@@ -457,6 +767,8 @@ static int driver_start(struct kvmem__driver *d, int device,
 			&smem,
 			CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
 			d->dev);
+	if (r == CUDA_SUCCESS)
+		r = d->DeviceGetUuid(cu->uuid, d->dev);
 	if (r == CUDA_SUCCESS)
 		r = d->DevicePrimaryCtxRetain(&d->ctx, d->dev);
 	if (r != CUDA_SUCCESS) {

@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../tools/bench.h"
@@ -30,6 +33,9 @@
 #include "quant_ref.h"
 #include "quant_word.h"
 #include "rng.h"
+
+/* The kernels libkvmem carries; 0 bytes when it was built without nvcc. */
+extern const size_t kvmem__fatbin_size;
 
 /* tests/cuda/simt_kernels.cc: the fake driver's launches. */
 int kvmem__simt_run(const char *kernel, unsigned int gx, unsigned int gy,
@@ -2028,6 +2034,391 @@ START_TEST(test_cuda_register_session)
 }
 END_TEST
 
+/* ---- kvmemd's GPU pool, on the fake driver ---------------------------- */
+
+/* What the daemon loads for libcuda.so.1: the fake, by absolute path. */
+static const char *fake_env(void)
+{
+	static char env[PATH_MAX + 16];
+	char path[PATH_MAX];
+
+	ck_assert_msg(realpath(fake_path(), path), "%s: %s", fake_path(),
+		      strerror(errno));
+	snprintf(env, sizeof(env), "KVMEM_LIBCUDA=%s", path);
+	return env;
+}
+
+/* The kvmemd log's lines that have @needle. */
+static int log_lines(const struct kvmemd_proc *p, const char *needle)
+{
+	FILE *f = fopen(p->log, "r");
+	char line[1024];
+	int n = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		n += !!strstr(line, needle);
+	fclose(f);
+	return n;
+}
+
+/* The fake's UUID of device @dev ("kvmem fake GPU " and @dev) as
+ * nvidia-smi would print it, spelled out byte by byte here. */
+static void fake_uuid(int dev, char out[41])
+{
+	const unsigned char *b = (const unsigned char *)"kvmem fake GPU ";
+	char *o = out;
+	int i;
+
+	o += sprintf(o, "GPU-");
+	for (i = 0; i < 16; i++) {
+		o += sprintf(o, "%02x", i < 15 ? b[i] : dev);
+		if (i == 3 || i == 5 || i == 7 || i == 9)
+			*o++ = '-';
+	}
+	*o = 0;
+}
+
+static int gpu_connect(const struct kvmemd_proc *p, uint32_t mib,
+		       struct kvmem_cache **c)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_connect_opts o = { .quota_bytes = 1 << 20,
+					.gpu_mib = mib };
+
+	return kvmem_connect(p->sock, &g, &o, c);
+}
+
+static int no_fatbin(void)
+{
+	if (kvmem__fatbin_size)
+		return 0;
+	fprintf(stderr, "SKIP: cuda: GPU pool: libkvmem was built without "
+			"nvcc, so kvmemd has no kernels to open a GPU with\n");
+	return 1;
+}
+
+/*
+ * A process that attaches with @mib of GPU memory, hangs up at once and
+ * keeps the memory's descriptor until told to go (a byte on @go): what a
+ * client that keeps its mapping after hanging up looks like to the daemon.
+ * Writes a byte to @ready when it holds the descriptor.
+ */
+static pid_t holder(const struct kvmemd_proc *p, uint32_t mib, int ready,
+		    int go)
+{
+	pid_t pid = fork();
+	struct kvmem_hello h;
+	struct kvmem_welcome w;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &w, .iov_len = sizeof(w) };
+	struct msghdr m = { .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+	char byte = 1;
+	int sock;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid)
+		return pid;
+	h = kvmemd_hello(1 << 20);
+	h.gpu_mib = mib;
+	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", p->sock);
+	if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    send(sock, &h, sizeof(h), 0) != sizeof(h) ||
+	    recvmsg(sock, &m, 0) != sizeof(w) || w.error || !w.gpu_bytes)
+		_exit(1);
+	cm = CMSG_FIRSTHDR(&m);
+	if (!cm || cm->cmsg_len != CMSG_LEN(4 * sizeof(int)))
+		_exit(2);
+	close(sock);
+	if (write(ready, &byte, 1) != 1 || read(go, &byte, 1) < 0)
+		_exit(3);
+	_exit(0);
+}
+
+/* kvmemctl status says @a and @b on its gpu pool line. */
+static void ctl_status_has(const struct kvmemd_proc *p, const char *a,
+			   const char *b)
+{
+	struct kvmem_run r;
+	const char *line;
+
+	KVMEM_RUN(&r, "kvmemctl", "", "-a", p->admin, "status");
+	EXPECT_EQ(r.status, 0, "%s", r.err);
+	line = strstr(r.out, "gpu pool");
+	EXPECT(line && strstr(line, a) && strstr(line, b), "%s", r.out);
+	kvmem_check_run_free(&r);
+}
+
+/* The daemon's status, once it has @sessions attached. */
+static void status_at(const struct kvmemd_proc *p, unsigned long long sessions,
+		      char *out, size_t len)
+{
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		kvmemd_admin_ok(p, out, len, "status");
+		if (kvmemd_json_u64(out, "sessions") == sessions)
+			return;
+		usleep(10 * 1000);
+	}
+	ck_abort_msg("kvmemd keeps %llu sessions, not %llu: %s",
+		     kvmemd_json_u64(out, "sessions"), sessions, out);
+}
+
+#define MIB (1ull << 20)
+
+/*
+ * kvmemd with a GPU pool on the fake driver: the memory a session is given
+ * is rounded to the driver's 2 MiB, zeroed, mapped in the client by
+ * kvmem_cuda_register(), and charged until the process that attached
+ * exits, whether or not it hung up; quotas and the pool refuse what they
+ * cannot hold, and clients of ABI 3 are served as before.
+ */
+START_TEST(test_cuda_gpu_pool)
+{
+	const char *env[] = { fake_env(), NULL };
+	struct kvmem_cache *a, *b, *c;
+	struct kvmem_cuda *cu, *other;
+	char st[4096], uuid[41];
+	uint8_t buf[4096], zero[4096];
+	int ready[2], go[2], wst;
+	struct kvmemd_proc p;
+	struct kvmemd_raw raw;
+	struct kvmem_hello h;
+	uint64_t addr;
+	size_t bytes;
+	pid_t pid;
+
+	if (no_fatbin())
+		return;
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 64M\n"
+		     "gpu_session_max_bytes = 32M\n",
+		     env);
+	fake_uuid(0, uuid);
+	kvmemd_admin_ok(&p, st, sizeof(st), "status");
+	EXPECT(strstr(st, uuid), "%s not in %s", uuid, st);
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "bytes"), 64 * MIB,
+		  "%s", st);
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "used_bytes"), 0, "%s",
+		  st);
+
+	ctl_status_has(&p, uuid, "0 B of 64.0 MiB used");
+
+	/* 5 MiB asked, 6 given: whole units of the driver's 2 MiB. */
+	ck_assert_msg(!gpu_connect(&p, 5, &a), "%s", kvmem_connect_error());
+	EXPECT_EQ(kvmem_cuda_session_memory(a, &addr, &bytes), -ENOENT, "%s",
+		  "memory before the cache is registered");
+	cu = fake_open(4, FAKE_SMEM);
+	ck_assert_msg(!kvmem_cuda_register(cu, a), "%s", kvmem_cuda_error());
+	ck_assert_msg(!kvmem_cuda_session_memory(a, &addr, &bytes), "%s",
+		      kvmem_cuda_error());
+	EXPECT_EQ(bytes, 6 * MIB, "%s", "rounded to the granularity");
+	memset(zero, 0, sizeof(zero));
+	memset(buf, 0x5a, sizeof(buf));
+	ck_assert(!kvmem_cuda_copy(cu, (uintptr_t)buf,
+				   addr + bytes - sizeof(buf), sizeof(buf),
+				   NULL));
+	EXPECT_MEM(buf, zero, sizeof(buf), "%s", "new GPU memory is zeroed");
+	memset(buf, 0xc3, sizeof(buf));
+	ck_assert(
+		!kvmem_cuda_copy(cu, addr, (uintptr_t)buf, sizeof(buf), NULL));
+	memset(zero, 0, sizeof(zero));
+	ck_assert(
+		!kvmem_cuda_copy(cu, (uintptr_t)zero, addr, sizeof(buf), NULL));
+	EXPECT_MEM(zero, buf, sizeof(buf), "%s", "GPU memory keeps writes");
+	kvmemd_admin_ok(&p, st, sizeof(st), "status");
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "used_bytes"), 6 * MIB,
+		  "%s", st);
+
+	/* Over the session's limit; then the pool: 6 + 32 + 32 > 64. */
+	EXPECT_EQ(gpu_connect(&p, 33, &b), -EDQUOT, "%s",
+		  kvmem_connect_error());
+	EXPECT(strstr(kvmem_connect_error(), "pool.gpu_session_max_bytes"),
+	       "%s", kvmem_connect_error());
+	ck_assert_msg(!gpu_connect(&p, 32, &b), "%s", kvmem_connect_error());
+	EXPECT_EQ(gpu_connect(&p, 32, &c), -ENOSPC, "%s",
+		  kvmem_connect_error());
+	EXPECT(strstr(kvmem_connect_error(), "GPU pool has 27262976 of"), "%s",
+	       kvmem_connect_error());
+	/* A handle on another GPU cannot map b's memory. */
+	fake->devices = 2;
+	ck_assert_msg(
+		!kvmem__cuda_open_image(1, fake_path(), fake_image, &other),
+		"%s", kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_register(other, b), -ENODEV, "%s",
+		  kvmem_cuda_error());
+	EXPECT(strstr(kvmem_cuda_error(), uuid), "%s", kvmem_cuda_error());
+	EXPECT_EQ(fake->registered, (long)(1 << 20), "%s",
+		  "only a's arena is registered");
+	kvmem_cuda_close(other);
+	kvmem_close(b);
+
+	/* The pool's GPU named by UUID, and another. */
+	h = kvmemd_hello(1 << 20);
+	h.gpu_mib = 2;
+	h.gpu_uuid[15] = 1;
+	EXPECT_EQ(kvmemd_raw_attach(&raw, &p, &h, sizeof(h)), -ENODEV, "%s",
+		  raw.w.message);
+	kvmemd_raw_detach(&raw);
+
+	/* A client of ABI 3 gets the welcome of ABI 3 and is served. */
+	h = kvmemd_hello(1 << 20);
+	h.abi_version = 3;
+	ck_assert_int_eq(kvmemd_raw_attach(&raw, &p, &h, sizeof(h)), 0);
+	EXPECT_EQ(raw.w.size, KVMEM_WELCOME_V3_SIZE, "%s", "ABI 3 welcome");
+	{
+		struct kvmem_sqe e = { .opcode = KVMEM_OP_NOP, .user_data = 7 };
+		struct kvmem_cqe r = kvmemd_raw_op(&raw, &e);
+
+		EXPECT_EQ(r.res, 0, "%s", "a NOP of an ABI 3 client");
+	}
+	kvmemd_raw_detach(&raw);
+
+	/*
+	 * A process that hung up but keeps the descriptor: its 8 MiB stay
+	 * charged, as held, until it exits. b's 32 MiB are held too: this
+	 * process, which attached b, lives.
+	 */
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid = holder(&p, 8, ready[1], go[0]);
+	ck_assert_int_eq(read(ready[0], buf, 1), 1);
+	status_at(&p, 1, st, sizeof(st));
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "used_bytes"),
+		  (6 + 32 + 8) * MIB, "%s", st);
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "held_bytes"),
+		  (32 + 8) * MIB, "%s", st);
+	EXPECT_EQ(gpu_connect(&p, 20, &c), -ENOSPC, "%s",
+		  "memory held by a live process is not free");
+	ck_assert_int_eq(write(go[1], buf, 1), 1);
+	ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+	EXPECT(WIFEXITED(wst) && !WEXITSTATUS(wst), "holder status %d", wst);
+	kvmemd_admin_ok(&p, st, sizeof(st), "status");
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "used_bytes"),
+		  (6 + 32) * MIB, "%s", st);
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "held_bytes"), 32 * MIB,
+		  "%s", st);
+	ck_assert_msg(!gpu_connect(&p, 20, &c), "%s", kvmem_connect_error());
+	kvmem_close(c);
+	close(ready[0]);
+	close(ready[1]);
+	close(go[0]);
+	close(go[1]);
+
+	kvmem_close(a);
+	EXPECT_EQ(fake->allocated, 0, "%s", "a's mapping let go");
+	EXPECT_EQ(fake->registered, 0, "%s", "a's arena let go");
+	kvmem_cuda_close(cu);
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	EXPECT_EQ(log_lines(&p, "GPU pool: 64 MiB of kvmem fake GPU"), 1, "%s",
+		  p.log);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Hostile: attach with GPU memory and hang up, again and again. Each ended
+ * session's memory stays held while the process lives, and a user holds
+ * no more than its sessions could have at once (daemon.max_sessions_per_uid
+ * of pool.gpu_session_max_bytes), however much of the pool is free.
+ */
+START_TEST(test_cuda_gpu_pool_per_user)
+{
+	const char *env[] = { fake_env(), NULL };
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	char st[4096];
+	int i;
+
+	if (no_fatbin())
+		return;
+	kvmemd_start(&p,
+		     "[daemon]\nmax_sessions_per_uid = 2\n[scrub]\nrate = 0\n"
+		     "[pool]\ngpu_bytes = 64M\ngpu_session_max_bytes = 8M\n",
+		     env);
+	for (i = 0; i < 2; i++) {
+		ck_assert_msg(!gpu_connect(&p, 8, &c), "%s",
+			      kvmem_connect_error());
+		kvmem_close(c);
+	}
+	status_at(&p, 0, st, sizeof(st));
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "held_bytes"), 16 * MIB,
+		  "%s", st);
+	EXPECT_EQ(gpu_connect(&p, 2, &c), -EDQUOT, "%s", kvmem_connect_error());
+	EXPECT(strstr(kvmem_connect_error(),
+		      "has 16777216 bytes of GPU memory"),
+	       "%s", kvmem_connect_error());
+	/* Host sessions are not held back by it. */
+	ck_assert_msg(!gpu_connect(&p, 0, &c), "%s", kvmem_connect_error());
+	kvmem_close(c);
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Without a GPU pool kvmemd says why in one line and serves host sessions;
+ * a client that asks for GPU memory hears why.
+ */
+START_TEST(test_cuda_gpu_pool_absent)
+{
+	static const struct {
+		const char *env, *conf, *why;
+	} cases[] = {
+		{ "KVMEM_LIBCUDA=/nonexistent/libcuda.so.1", "",
+		  "no NVIDIA driver" },
+		{ "FAKECUDA_NO_VMM=1", "", "no virtual memory management" },
+		{ "FAKECUDA_DEVICES=0", "", "no CUDA GPU" },
+		{ NULL,
+		  "gpu_device = GPU-00000000-0000-0000-0000-000000000000\n",
+		  "no GPU GPU-00000000-0000-0000-0000-000000000000 among the "
+		  "1 here" },
+	};
+	size_t i;
+
+	if (no_fatbin())
+		return;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		/* putenv() in order: a later KVMEM_LIBCUDA wins. */
+		const char *env[] = { fake_env(), cases[i].env, NULL };
+		char conf[256], st[4096];
+		struct kvmem_cache *c;
+		struct kvmemd_proc p;
+
+		snprintf(conf, sizeof(conf),
+			 "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 64M\n%s",
+			 cases[i].conf);
+		kvmemd_start(&p, conf, env);
+		kvmemd_admin_ok(&p, st, sizeof(st), "status");
+		EXPECT(strstr(st, "\"device\":null") &&
+			       strstr(st, cases[i].why),
+		       "case %zu: %s", i, st);
+		ctl_status_has(&p, "none: ", cases[i].why);
+		EXPECT_EQ(gpu_connect(&p, 4, &c), -EOPNOTSUPP, "case %zu: %s",
+			  i, kvmem_connect_error());
+		EXPECT(strstr(kvmem_connect_error(), cases[i].why),
+		       "case %zu: %s", i, kvmem_connect_error());
+		ck_assert_msg(!gpu_connect(&p, 0, &c), "case %zu: %s", i,
+			      kvmem_connect_error());
+		kvmem_close(c);
+		EXPECT_EQ(kvmemd_stop(&p), 0, "case %zu", i);
+		EXPECT_EQ(log_lines(&p, "no GPU pool, serving host"), 1,
+			  "case %zu: %s", i, p.log);
+		kvmemd_cleanup(&p);
+	}
+}
+END_TEST
+
 /* ---- kvmem-bench attend --gpu ----------------------------------------- */
 
 /*
@@ -2121,6 +2512,9 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_register_embedded);
 	tcase_add_test(tc, test_cuda_register_refused);
 	tcase_add_test(tc, test_cuda_register_session);
+	tcase_add_test(tc, test_cuda_gpu_pool);
+	tcase_add_test(tc, test_cuda_gpu_pool_per_user);
+	tcase_add_test(tc, test_cuda_gpu_pool_absent);
 	tcase_add_test(tc, test_cuda_bench_attend_gpu);
 	suite_add_tcase(s, tc);
 	return s;

@@ -723,9 +723,12 @@ START_TEST(test_bad_hellos_refused)
 	kvmemd_start(&p, NULL, NULL);
 	h = kvmemd_hello(0);
 	h.abi_version = KVMEM_ABI_VERSION + 1;
-	snprintf(words, sizeof(words), "ABI version %u, kvmemd speaks %u",
-		 KVMEM_ABI_VERSION + 1, KVMEM_ABI_VERSION);
+	snprintf(words, sizeof(words), "ABI version %u, kvmemd speaks %u to %u",
+		 KVMEM_ABI_VERSION + 1, KVMEM_ABI_VERSION_MIN,
+		 KVMEM_ABI_VERSION);
 	expect_refused(&p, &h, sizeof(h), -EPROTONOSUPPORT, words);
+	h.abi_version = KVMEM_ABI_VERSION_MIN - 1;
+	expect_refused(&p, &h, sizeof(h), -EPROTONOSUPPORT, "ABI version 2");
 	h = kvmemd_hello(0);
 	expect_refused(&p, &h, 50, -EPROTO, "hello of 50 bytes");
 	{
@@ -738,8 +741,23 @@ START_TEST(test_bad_hellos_refused)
 	h.magic ^= 1;
 	expect_refused(&p, &h, sizeof(h), -EPROTO, "not a kvmem hello");
 	h = kvmemd_hello(0);
-	h.resv[3] = 1;
+	h.resv[0] = 1;
 	expect_refused(&p, &h, sizeof(h), -EINVAL, "reserved");
+	h = kvmemd_hello(0);
+	h.resv0 = 1;
+	expect_refused(&p, &h, sizeof(h), -EINVAL, "reserved");
+	/* GPU memory: not in ABI 3, not a GPU without memory, and not of a
+	 * daemon without a GPU pool. */
+	h = kvmemd_hello(0);
+	h.abi_version = 3;
+	h.gpu_mib = 1;
+	expect_refused(&p, &h, sizeof(h), -EINVAL, "reserved");
+	h = kvmemd_hello(0);
+	h.gpu_uuid[5] = 1;
+	expect_refused(&p, &h, sizeof(h), -EINVAL, "no memory on it");
+	h.gpu_mib = 16;
+	expect_refused(&p, &h, sizeof(h), -EOPNOTSUPP,
+		       "no GPU pool: pool.gpu_bytes is 0");
 	h = kvmemd_hello(0);
 	h.geometry.group_size = 7;
 	expect_refused(&p, &h, sizeof(h), -EINVAL, "geometry");

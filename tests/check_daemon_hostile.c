@@ -493,13 +493,18 @@ static int hello_expect(const struct kvmem_hello *h, uint32_t *sq_out,
 
 	if (h->magic != KVMEM_HELLO_MAGIC || h->size != sizeof(*h))
 		return ANY_NEG; /* not a hello at all */
-	if (h->abi_version != KVMEM_ABI_VERSION)
+	if (h->abi_version < KVMEM_ABI_VERSION_MIN ||
+	    h->abi_version > KVMEM_ABI_VERSION)
 		FAULT(-EPROTONOSUPPORT);
-	for (i = 0; i < 4; i++)
-		if (h->resv[i])
+	for (i = 0; i < 16; i++)
+		if (h->gpu_uuid[i])
 			break;
-	if (i < 4)
+	if (h->resv0 || h->resv[0] ||
+	    (h->abi_version < 4 && (h->gpu_mib || i < 16)) ||
+	    (!h->gpu_mib && i < 16))
 		FAULT(-EINVAL);
+	else if (h->gpu_mib) /* this daemon has no GPU pool */
+		FAULT(-EOPNOTSUPP);
 	geo_ok = !kvmem_geometry_check(&h->geometry);
 	if (!geo_ok)
 		FAULT(-EINVAL);
@@ -558,8 +563,11 @@ static const struct hello_field hello_fields[] = {
 	HF("quota_bytes", quota_bytes),
 	HF("sq_entries", sq_entries),
 	HF("cq_entries", cq_entries),
+	HF("gpu_mib", gpu_mib),
+	HF("resv0", resv0),
+	HF("gpu_uuid[0]", gpu_uuid[0]),
+	HF("gpu_uuid[15]", gpu_uuid[15]),
 	HF("resv[0]", resv[0]),
-	HF("resv[3]", resv[3]),
 };
 
 /* A value worth trying in a field of @width bytes. */
@@ -665,12 +673,12 @@ START_TEST(test_hostile_handshake_bytes)
 			answer_close(&a);
 			continue;
 		}
-		EXPECT_EQ(n, sizeof(struct kvmem_welcome),
+		EXPECT_EQ(n, kvmemd_welcome_size(msg, len),
 			  "connection %d: %zu bytes (%s = 0x%llx) sent", i, len,
 			  what, (unsigned long long)v);
 		EXPECT(!a.trunc, "connection %d: answer truncated", i);
 		EXPECT_EQ(a.w.magic, KVMEM_WELCOME_MAGIC, "connection %d", i);
-		EXPECT_EQ(a.w.size, sizeof(a.w), "connection %d", i);
+		EXPECT_EQ(a.w.size, n, "connection %d", i);
 		EXPECT_EQ(a.w.abi_version, KVMEM_ABI_VERSION, "connection %d",
 			  i);
 		EXPECT(memchr(a.w.message, 0, sizeof(a.w.message)),

@@ -717,6 +717,10 @@ static void fake_stop(struct fake *f)
 	"\"pool_used_bytes\":268435456,\"attached\":5,\"refused\":1," \
 	"\"detached\":3,\"dropped\":0,\"evicted\":4,"                 \
 	"\"accept_errors\":2,\"ops\":123456,"                         \
+	"\"gpu_pool\":{\"device\":"                                   \
+	"\"GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c\","               \
+	"\"name\":\"NVIDIA H100 80GB HBM3\",\"bytes\":68719476736,"   \
+	"\"used_bytes\":34359738368,\"held_bytes\":8589934592},"      \
 	"\"scrub\":{\"enabled\":true,\"state\":\"patrol\"}}\n"
 #define R_STATS                                                           \
 	"{\"uptime_s\":3723.5,\"daemon\":{\"sessions\":2,\"attached\":5," \
@@ -1088,7 +1092,7 @@ static void check_schema(const struct json *v, const struct json *schema,
 
 /* Event kinds: kvmemd also reports "mismatch", a header that decoded
  * cleanly to another page's and was restored. */
-#define S_POOL "\"s:host|cuda|nvme\""
+#define S_POOL "\"s:host|gpu|nvme\""
 #define S_TIER "\"s:hot|warm|archive|cold\""
 #define S_CODEC "\"s:h74|h84|golay24|secded72\""
 #define S_PASS                                                     \
@@ -1115,7 +1119,8 @@ static const struct {
 	  "\"attached\":\"u\",\"refused\":\"u\",\"detached\":\"u\","
 	  "\"dropped\":\"u\",\"evicted\":\"u\",\"accept_errors\":\"u\","
 	  "\"ops\":\"u\",\"scrub\":{\"enabled\":\"b\","
-	  "\"state\":\"s:idle|patrol|ondemand\"}}" },
+	  "\"state\":\"s:idle|patrol|ondemand\"},"
+	  "\"gpu_pool\":{\"device\":{\"?\":\"s\"}}}" },
 	{ "stats",
 	  "{\"uptime_s\":\"n\",\"daemon\":{\"sessions\":\"u\","
 	  "\"attached\":\"u\",\"refused\":\"u\",\"detached\":\"u\","
@@ -1232,7 +1237,10 @@ START_TEST(test_spec_tables)
 		    "scrub enabled, patrol" } },
 		{ { "status" },
 		  { "connections 4 closed waiting for their hello, 2 refused "
-		    "for want of descriptors" } },
+		    "for want of descriptors",
+		    "gpu pool 32.0 GiB of 64.0 GiB used (8.0 GiB held by "
+		    "processes of ended sessions) on NVIDIA H100 80GB HBM3, "
+		    "GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c" } },
 		{ { "stats" },
 		  { "uptime 1h 02m (counters reset 10m 00s ago)",
 		    "scrub 12 passes, 192.0 MiB in 49152 pages; CE 3, UE 1 "

@@ -348,6 +348,18 @@ struct kvmem_hello kvmemd_hello(uint64_t quota)
 	return h;
 }
 
+size_t kvmemd_welcome_size(const void *msg, size_t len)
+{
+	struct kvmem_hello h;
+
+	if (len != sizeof(h))
+		return KVMEM_WELCOME_V3_SIZE;
+	memcpy(&h, msg, sizeof(h));
+	return h.magic == KVMEM_HELLO_MAGIC && h.abi_version >= 4
+		       ? sizeof(struct kvmem_welcome)
+		       : KVMEM_WELCOME_V3_SIZE;
+}
+
 int kvmemd_raw_attach(struct kvmemd_raw *r, const struct kvmemd_proc *p,
 		      const void *msg, size_t len)
 {
@@ -377,9 +389,9 @@ int kvmemd_raw_attach(struct kvmemd_raw *r, const struct kvmemd_proc *p,
 		      "connect %s: %s", p->sock, strerror(errno));
 	send(r->sock, msg, len, MSG_NOSIGNAL);
 	n = recvmsg(r->sock, &m, MSG_CMSG_CLOEXEC);
-	ck_assert_int_eq(n, sizeof(r->w));
+	ck_assert_int_eq(n, kvmemd_welcome_size(msg, len));
 	ck_assert_uint_eq(r->w.magic, KVMEM_WELCOME_MAGIC);
-	ck_assert_uint_eq(r->w.size, sizeof(r->w));
+	ck_assert_uint_eq(r->w.size, n);
 	ck_assert_uint_eq(r->w.abi_version, KVMEM_ABI_VERSION);
 	cm = CMSG_FIRSTHDR(&m);
 	if (r->w.error) {

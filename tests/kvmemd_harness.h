@@ -104,6 +104,10 @@ struct kvmemd_raw {
 	uint32_t sq_tail, cq_head;
 };
 
+/* The size of the welcome that answers @len bytes of @msg: the whole of it
+ * to a hello of ABI 4 or later, the welcome of ABI 3 to anything else. */
+size_t kvmemd_welcome_size(const void *msg, size_t len);
+
 /* A hello for kvmemd_test_geo() and @quota, ready to send or spoil. */
 struct kvmem_hello kvmemd_hello(uint64_t quota);
 

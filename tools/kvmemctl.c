@@ -678,6 +678,32 @@ static void t_done(struct rd *r, struct table *t, FILE *f)
 
 /* ---- status, stats ---------------------------------------------------- */
 
+/* The GPU pool: its device and use, or why kvmemd has none. */
+static void gpu_line(struct rd *r, struct table *t, const struct json *g)
+{
+	const struct json *dev = json_get(g, "device");
+	char a[32], b[32], c[32], name[128], uuid[48], why[256];
+	uint64_t bytes, used;
+
+	if (!g)
+		return;
+	if (dev && dev->type == JSON_NULL) {
+		kv(t, "gpu pool", "none: %s",
+		   g_str(r, g, "why", why, sizeof(why)));
+		return;
+	}
+	bytes = g_u64(r, g, "bytes");
+	used = g_u64(r, g, "used_bytes");
+	kv(t, "gpu pool",
+	   "%s of %s used (%s held by processes of ended "
+	   "sessions) on %s, %s",
+	   fmt_bytes(a, sizeof(a), (double)used),
+	   fmt_bytes(b, sizeof(b), (double)bytes),
+	   fmt_bytes(c, sizeof(c), (double)g_u64(r, g, "held_bytes")),
+	   g_str(r, g, "name", name, sizeof(name)),
+	   g_str(r, g, "device", uuid, sizeof(uuid)));
+}
+
 static void render_status(struct rd *r, FILE *f, const struct json *v)
 {
 	const struct json *sc = g_obj(r, v, "scrub");
@@ -704,6 +730,8 @@ static void render_status(struct rd *r, FILE *f, const struct json *v)
 	   fmt_bytes(a, sizeof(a), (double)used),
 	   fmt_bytes(b, sizeof(b), (double)bytes),
 	   bytes ? 100.0 * (double)used / (double)bytes : 0.0);
+	if (json_get(v, "gpu_pool")) /* an older kvmemd sends none */
+		gpu_line(r, &t, g_obj(r, v, "gpu_pool"));
 	kv(&t, "ops", "%" PRIu64, g_u64(r, v, "ops"));
 	kv(&t, "scrub", "%s, %s",
 	   g_bool(r, sc, "enabled") ? "enabled" : "disabled",

@@ -9,10 +9,14 @@
  * module that is not a fatbin, more shared memory than the device has) and
  * counts what libkvmem must give back.
  */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fakecuda.h"
 
@@ -39,6 +43,13 @@ enum {
 #define FUNC_ATTR_STATIC_SMEM 1
 #define FUNC_ATTR_MAX_DYN_SMEM 8
 #define HOSTREGISTER_FLAGS 0x0f /* PORTABLE, DEVICEMAP, IOMEMORY, READ_ONLY */
+#define ATTR_VMM 102
+#define ATTR_VMM_POSIX_FD 103
+#define VMM_GRANULARITY (2u << 20)
+#define VMM_PINNED 1
+#define VMM_POSIX_FD 1
+#define VMM_LOC_DEVICE 1
+#define VMM_PROT_RW 3
 
 static struct fakecuda fake = {
 	.version = 12080,
@@ -58,6 +69,22 @@ struct func {
 __attribute__((visibility("default"))) struct fakecuda *fakecuda_state(void)
 {
 	return &fake;
+}
+
+/* A daemon under test has no test to set the state: its environment does. */
+__attribute__((constructor)) static void fake_env(void)
+{
+	const char *v;
+
+	v = getenv("FAKECUDA_DEVICES");
+	if (v)
+		fake.devices = atoi(v);
+	v = getenv("FAKECUDA_NO_VMM");
+	if (v)
+		fake.no_vmm = atoi(v);
+	v = getenv("FAKECUDA_MEM_LIMIT");
+	if (v)
+		fake.mem_limit = atol(v);
 }
 
 static CUresult cuGetErrorString(CUresult r, const char **s)
@@ -120,6 +147,8 @@ static CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
 		*v = fake.sms;
 	else if (attr == ATTR_SMEM_OPTIN)
 		*v = fake.smem;
+	else if (attr == ATTR_VMM || attr == ATTR_VMM_POSIX_FD)
+		*v = !fake.no_vmm;
 	else
 		return CUDA_ERROR_INVALID_VALUE;
 	return CUDA_SUCCESS;
@@ -382,6 +411,201 @@ static CUresult cuMemHostGetDevicePointer(unsigned long long *d, void *p,
 	return CUDA_SUCCESS;
 }
 
+/* "kvmem fake GPU" and the device number, as the 16 bytes of a UUID. */
+static CUresult cuDeviceGetUuid(unsigned char *uuid, int dev)
+{
+	if (dev < 0 || dev >= fake.devices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	memcpy(uuid, "kvmem fake GPU ", 15);
+	uuid[15] = (unsigned char)dev;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemsetD8(unsigned long long p, unsigned char v, size_t n)
+{
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	memset((void *)(uintptr_t)p, v, n);
+	return CUDA_SUCCESS;
+}
+
+/* ---- the virtual memory API: memory a descriptor shares ---------------- */
+
+struct vmm_loc {
+	int type, id;
+};
+
+struct vmm_prop {
+	int type, handle_types;
+	struct vmm_loc loc;
+	void *win32;
+	unsigned char flags[8];
+};
+
+struct vmm_access {
+	struct vmm_loc loc;
+	int flags;
+};
+
+struct vmm {
+	int fd; /* a memfd: what a descriptor shares, between processes too */
+	size_t bytes;
+};
+
+static int prop_ok(const struct vmm_prop *p)
+{
+	return p->type == VMM_PINNED && p->handle_types == VMM_POSIX_FD &&
+	       p->loc.type == VMM_LOC_DEVICE && p->loc.id >= 0 &&
+	       p->loc.id < fake.devices && !p->win32;
+}
+
+static CUresult
+cuMemGetAllocationGranularity(size_t *g, const struct vmm_prop *p, int option)
+{
+	if (fake.no_vmm || !prop_ok(p) || option < 0 || option > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	*g = VMM_GRANULARITY;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemCreate(unsigned long long *h, size_t bytes,
+			    const struct vmm_prop *p, unsigned long long flags)
+{
+	struct vmm *m;
+
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (fake.no_vmm || !prop_ok(p) || flags || !bytes ||
+	    bytes % VMM_GRANULARITY)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (fake.mem_limit && (long)bytes > fake.mem_limit - fake.allocated)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	m->fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+	if (m->fd < 0 || ftruncate(m->fd, (off_t)bytes)) {
+		if (m->fd >= 0)
+			close(m->fd);
+		free(m);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	m->bytes = bytes;
+	fake.allocated += (long)bytes;
+	*h = (uintptr_t)m;
+	return CUDA_SUCCESS;
+}
+
+/* Each handle, created or imported, is released once. */
+static CUresult cuMemRelease(unsigned long long h)
+{
+	struct vmm *m = (struct vmm *)(uintptr_t)h;
+
+	if (!m)
+		return CUDA_ERROR_INVALID_VALUE;
+	fake.allocated -= (long)m->bytes;
+	close(m->fd);
+	free(m);
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemExportToShareableHandle(void *out, unsigned long long h,
+					     int type, unsigned long long flags)
+{
+	struct vmm *m = (struct vmm *)(uintptr_t)h;
+	int fd;
+
+	if (!m || type != VMM_POSIX_FD || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = fcntl(m->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memcpy(out, &fd, sizeof(fd));
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemImportFromShareableHandle(unsigned long long *h, void *os,
+					       int type)
+{
+	const int fd = (int)(uintptr_t)os;
+	struct stat st;
+	struct vmm *m;
+
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (type != VMM_POSIX_FD || fstat(fd, &st) || !st.st_size)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	m->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (m->fd < 0) {
+		free(m);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	m->bytes = (size_t)st.st_size;
+	fake.allocated += (long)m->bytes;
+	*h = (uintptr_t)m;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemAddressReserve(unsigned long long *p, size_t bytes,
+				    size_t align, unsigned long long addr,
+				    unsigned long long flags)
+{
+	void *a;
+
+	if (!bytes || bytes % VMM_GRANULARITY || align || addr || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	a = mmap(NULL, bytes, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (a == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*p = (uintptr_t)a;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemAddressFree(unsigned long long p, size_t bytes)
+{
+	return munmap((void *)(uintptr_t)p, bytes) ? CUDA_ERROR_INVALID_VALUE
+						   : CUDA_SUCCESS;
+}
+
+/* As the driver: offset 0 only, the whole allocation or less of it. */
+static CUresult cuMemMap(unsigned long long p, size_t bytes, size_t offset,
+			 unsigned long long h, unsigned long long flags)
+{
+	struct vmm *m = (struct vmm *)(uintptr_t)h;
+
+	if (!m || offset || flags || !bytes || bytes > m->bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mmap((void *)(uintptr_t)p, bytes, PROT_NONE, MAP_SHARED | MAP_FIXED,
+		 m->fd, 0) == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return CUDA_SUCCESS;
+}
+
+/* Back to reserved addresses, nothing behind them. */
+static CUresult cuMemUnmap(unsigned long long p, size_t bytes)
+{
+	if (mmap((void *)(uintptr_t)p, bytes, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+		 0) == MAP_FAILED)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuMemSetAccess(unsigned long long p, size_t bytes,
+			       const struct vmm_access *desc, size_t count)
+{
+	if (count != 1 || desc->loc.type != VMM_LOC_DEVICE ||
+	    desc->flags != VMM_PROT_RW)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mprotect((void *)(uintptr_t)p, bytes, PROT_READ | PROT_WRITE))
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
 #define ENTRY(f)              \
 	{                     \
 #f, (void *)f \
@@ -397,6 +621,7 @@ static const struct {
 	ENTRY(cuDeviceGet),
 	ENTRY(cuDeviceGetName),
 	ENTRY(cuDeviceGetAttribute),
+	ENTRY(cuDeviceGetUuid),
 	ENTRY(cuDevicePrimaryCtxRetain),
 	ENTRY(cuDevicePrimaryCtxRelease),
 	ENTRY(cuCtxPushCurrent),
@@ -414,6 +639,17 @@ static const struct {
 	ENTRY(cuMemHostRegister),
 	ENTRY(cuMemHostUnregister),
 	ENTRY(cuMemHostGetDevicePointer),
+	ENTRY(cuMemsetD8),
+	ENTRY(cuMemGetAllocationGranularity),
+	ENTRY(cuMemCreate),
+	ENTRY(cuMemRelease),
+	ENTRY(cuMemExportToShareableHandle),
+	ENTRY(cuMemImportFromShareableHandle),
+	ENTRY(cuMemAddressReserve),
+	ENTRY(cuMemAddressFree),
+	ENTRY(cuMemMap),
+	ENTRY(cuMemUnmap),
+	ENTRY(cuMemSetAccess),
 	ENTRY(cuStreamSynchronize),
 };
 

@@ -3,9 +3,13 @@
  *
  * libkvmem opens it through $KVMEM_LIBCUDA like the real driver; the test
  * opens it too, takes fakecuda_state() with dlsym and sets how the "driver"
- * behaves before kvmem_cuda_open(). Device memory is host memory, and a
- * launch hands the kernel's name and parameter block to @launch, which runs
- * the kernels of kernels/ on host threads (simt_kernels.cc).
+ * behaves before kvmem_cuda_open(); in another process (kvmemd) the
+ * environment sets it: FAKECUDA_DEVICES, FAKECUDA_NO_VMM and
+ * FAKECUDA_MEM_LIMIT. Device memory is host memory (memory of the virtual
+ * memory API a memfd, so that its descriptor shares it between processes
+ * as the driver's does), and a launch hands the kernel's name and
+ * parameter block to @launch, which runs the kernels of kernels/ on host
+ * threads (simt_kernels.cc).
  */
 #ifndef KVMEM_FAKECUDA_H
 #define KVMEM_FAKECUDA_H
@@ -21,6 +25,7 @@ struct fakecuda {
 	const char *missing; /* an entry point cuGetProcAddress lacks */
 	long mem_limit; /* bytes cuMemAlloc gives out in all; 0: no limit */
 	int no_lock; /* cuMemHostRegister(): CUDA_ERROR_OUT_OF_MEMORY */
+	int no_vmm; /* no virtual memory management, nor its descriptors */
 	int (*launch)(const char *kernel, unsigned int gx, unsigned int gy,
 		      unsigned int gz, unsigned int block, unsigned int smem,
 		      void *params);

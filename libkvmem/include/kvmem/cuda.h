@@ -131,15 +131,36 @@ struct kvmem_cuda_encode_job {
  * device (cuMemHostRegister, portable and device-mapped): kernels then read
  * pages over the bus without copies, at the bandwidth of the link, and
  * kvmem_cuda_seq_pages() gives their device addresses. The whole arena
- * becomes resident. A cache is registered with one GPU at a time.
+ * becomes resident. A session given GPU memory by kvmemd
+ * (kvmem_connect_opts.gpu_mib) has it mapped here too
+ * (kvmem_cuda_session_memory()). A cache is registered with one GPU at a
+ * time.
  *
  * kvmem_cuda_unregister(), kvmem_close() and kvmem_cuda_close() undo it;
- * work that reads the pages must have finished first (kvmem_cuda_sync()).
+ * work that reads the pages or the memory must have finished first
+ * (kvmem_cuda_sync()).
  *
  * Return: 0; -EBUSY when the cache is registered already; -ENOMEM when the
- * driver cannot lock that much memory; -EINVAL; -EIO.
+ * driver cannot lock that much memory; -ENODEV when the session's GPU
+ * memory is on another GPU than @cu's; -EINVAL; -EIO.
  */
 int kvmem_cuda_register(struct kvmem_cuda *cu, struct kvmem_cache *c);
+
+/**
+ * kvmem_cuda_session_memory() - the GPU memory of a kvmemd session
+ * @c: a cache from kvmem_connect() with gpu_mib, registered
+ * @addr: receives its device address on the registered GPU
+ * @bytes: receives its size: gpu_mib rounded up to the driver's unit
+ *
+ * The session's alone, zeroed when it was created, and the caller's to
+ * lay out (pages written with kvmem_cuda_encode(), workspaces). It is
+ * mapped until the cache is unregistered.
+ *
+ * Return: 0; -ENXIO when the session has no GPU memory; -ENOENT when the
+ * cache is not registered; -EINVAL.
+ */
+int kvmem_cuda_session_memory(const struct kvmem_cache *c, uint64_t *addr,
+			      size_t *bytes);
 
 /* Undo kvmem_cuda_register(); @c may be NULL or not registered. */
 void kvmem_cuda_unregister(struct kvmem_cache *c);

@@ -67,7 +67,9 @@ struct kvmem_connect_opts {
 			     * when that is over the largest ring */
 	int32_t spin_us; /* busy-wait this long for a completion before
 			  * sleeping; 0: 50, < 0: never spin */
-	uint32_t resv[3]; /* must be 0 */
+	uint32_t gpu_mib; /* GPU memory from kvmemd's GPU pool, MiB; 0: none
+			   * (kvmem_cuda_register() maps it) */
+	uint32_t resv[2]; /* must be 0 */
 };
 
 /**
@@ -96,7 +98,8 @@ char *kvmem_socket_path(char *buf, size_t len);
  * Return: 0; -ENOENT or -ECONNREFUSED when no daemon listens at @path;
  * -EACCES when the daemon does not admit this user; -EDQUOT when the quota
  * is over the daemon's per-session limit; -ENOSPC when its pool cannot take
- * the session; -EUSERS at its session limit; -EAGAIN when it is busy
+ * the session; -EOPNOTSUPP when GPU memory is asked of a daemon without a
+ * GPU pool; -EUSERS at its session limit; -EAGAIN when it is busy
  * setting up others; -EPROTONOSUPPORT for another ABI version; -EINVAL for
  * a bad geometry or options; -ETIMEDOUT when the daemon does not answer
  * within 30 s; -ENOMEM. kvmem_connect_error() says why in words.

@@ -9,7 +9,22 @@
  *                               ◀───────     struct kvmem_welcome, and with it
  *                                            (SCM_RIGHTS) the session memfd,
  *                                            the SQ doorbell eventfd and the
- *                                            CQ doorbell eventfd, in that order
+ *                                            CQ doorbell eventfd, in that
+ *                                            order, then with gpu_bytes the
+ *                                            session's GPU memory
+ *
+ * GPU memory (ABI 4): a hello with gpu_mib asks for that much device
+ * memory on the daemon's GPU pool device (gpu_uuid, or all zero for the
+ * daemon's choice). The welcome gives gpu_bytes (gpu_mib rounded up to the
+ * driver's granularity) and gpu_uuid, and a fourth descriptor that shares
+ * it (cuMemExportToShareableHandle, POSIX file descriptor), zeroed: the
+ * client imports and maps it on that GPU. It is the session's alone, and
+ * charged to the pool until the attaching process has exited, whether or
+ * not it still maps it. A daemon without a GPU pool refuses such a hello
+ * with -EOPNOTSUPP, one without that GPU with -ENODEV.
+ *
+ * A client of ABI 3 sends the hello with those fields 0 and gets the
+ * welcome of ABI 3: the first KVMEM_WELCOME_V3_SIZE bytes, size saying so.
  *
  * A refusal is a welcome with a negative errno in ->error, a message in
  * ->message, and no descriptors. After the welcome the socket carries only
@@ -84,8 +99,10 @@ extern "C" {
 
 /* 2: sequences hold pages that move (SEQ_ACQUIRE reports moves, the heat
  * array, SEQ_PREFETCH). 3: the pages in the arena are page format 3
- * (KVMEM_PAGE_VERSION: checks over the scales, FP16 rows and header). */
-#define KVMEM_ABI_VERSION 3
+ * (KVMEM_PAGE_VERSION: checks over the scales, FP16 rows and header).
+ * 4: GPU memory; kvmemd serves clients of 3 as well. */
+#define KVMEM_ABI_VERSION 4
+#define KVMEM_ABI_VERSION_MIN 3
 
 #define KVMEM_HELLO_MAGIC 0x484d564bu /* "KVMH" */
 #define KVMEM_WELCOME_MAGIC 0x574d564bu /* "KVMW" */
@@ -110,7 +127,10 @@ struct kvmem_hello {
 	uint32_t sq_entries; /* power of two; 0: the daemon's default */
 	uint32_t cq_entries; /* power of two >= sq_entries; 0: 2 x SQ, or SQ
 			     * when that is over the largest ring */
-	uint64_t resv[4]; /* must be 0 */
+	uint32_t gpu_mib; /* GPU memory wanted, MiB; 0: none (ABI 4) */
+	uint32_t resv0; /* must be 0 */
+	uint8_t gpu_uuid[16]; /* its GPU; all zero: the daemon's (ABI 4) */
+	uint64_t resv[1]; /* must be 0 */
 };
 
 #define KVMEM_MESSAGE_LEN 160
@@ -139,7 +159,15 @@ struct kvmem_welcome {
 	uint64_t heat_off; /* offset of the heat array in the memfd */
 	uint64_t resv[1]; /* 0 */
 	char message[KVMEM_MESSAGE_LEN]; /* NUL-terminated: why, on error */
+	/* ABI 4 */
+	uint64_t gpu_bytes; /* GPU memory: the fourth descriptor; 0: none */
+	uint8_t gpu_uuid[16]; /* the GPU it is on */
+	uint64_t resv2[2]; /* 0 */
 };
+
+/* The welcome a client of ABI 3 gets, and a refusal sent before a hello
+ * said the client's version: struct kvmem_welcome up to gpu_bytes. */
+#define KVMEM_WELCOME_V3_SIZE 296
 
 enum kvmem_notice_type {
 	KVMEM_NOTICE_SHUTDOWN = 1, /* the daemon is stopping */
@@ -305,9 +333,12 @@ KVMEM_UAPI_ASSERT(kvmem_hello, geometry, 16);
 KVMEM_UAPI_ASSERT(kvmem_hello, quota_bytes, 48);
 KVMEM_UAPI_ASSERT(kvmem_hello, sq_entries, 56);
 KVMEM_UAPI_ASSERT(kvmem_hello, cq_entries, 60);
-KVMEM_UAPI_ASSERT(kvmem_hello, resv, 64);
+KVMEM_UAPI_ASSERT(kvmem_hello, gpu_mib, 64);
+KVMEM_UAPI_ASSERT(kvmem_hello, resv0, 68);
+KVMEM_UAPI_ASSERT(kvmem_hello, gpu_uuid, 72);
+KVMEM_UAPI_ASSERT(kvmem_hello, resv, 88);
 
-KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_welcome) == 296,
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_welcome) == 336,
 			 "kvmem_welcome size");
 KVMEM_UAPI_ASSERT(kvmem_welcome, magic, 0);
 KVMEM_UAPI_ASSERT(kvmem_welcome, abi_version, 4);
@@ -331,6 +362,9 @@ KVMEM_UAPI_ASSERT(kvmem_welcome, slot_bytes, 112);
 KVMEM_UAPI_ASSERT(kvmem_welcome, heat_off, 120);
 KVMEM_UAPI_ASSERT(kvmem_welcome, resv, 128);
 KVMEM_UAPI_ASSERT(kvmem_welcome, message, 136);
+KVMEM_UAPI_ASSERT(kvmem_welcome, gpu_bytes, KVMEM_WELCOME_V3_SIZE);
+KVMEM_UAPI_ASSERT(kvmem_welcome, gpu_uuid, 304);
+KVMEM_UAPI_ASSERT(kvmem_welcome, resv2, 320);
 
 KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_notice) == 32,
 			 "kvmem_notice size");
