@@ -20,6 +20,8 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# Where Debian's python3 looks for packages of the system and of /usr/local.
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 
 SBIN_PROGS := $(DAEMON_BIN) $(B)/tools/kvmemctl
 BIN_PROGS := $(filter-out $(SBIN_PROGS),$(TOOL_BINS))
@@ -61,6 +63,7 @@ install: all $(UNITS) $(PC)
 		$(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/kvmem \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
+		$(DESTDIR)$(PYTHONDIR)/kvmem \
 		$(dir $(CONF)) $(sort $(dir $(foreach m,$(MAN_PAGES),$(call man_dest,$(m)))))
 	$(Q)install -m 0755 $(BIN_PROGS) $(DESTDIR)$(BINDIR)/
 	$(Q)install -m 0755 $(SBIN_PROGS) $(DESTDIR)$(SBINDIR)/
@@ -71,6 +74,7 @@ install: all $(UNITS) $(PC)
 	$(Q)install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
 	$(Q)install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/kvmem/
 	$(Q)install -m 0644 $(PC) $(DESTDIR)$(PKGCONFIGDIR)/
+	$(Q)install -m 0644 python/kvmem/__init__.py $(DESTDIR)$(PYTHONDIR)/kvmem/
 	$(Q)install -m 0644 $(UNITS) $(DESTDIR)$(UNITDIR)/
 	$(Q)install -m 0644 systemd/kvmem.sysusers.conf \
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf
@@ -93,8 +97,10 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libkvmem.so $(DESTDIR)$(LIBDIR)/libkvmem.a \
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/kvmem/,$(notdir $(HEADERS))) \
 		$(DESTDIR)$(PKGCONFIGDIR)/kvmem.pc \
+		$(DESTDIR)$(PYTHONDIR)/kvmem/__init__.py \
 		$(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS))) \
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf \
 		$(DESTDIR)$(TMPFILESDIR)/kvmem.conf \
 		$(foreach m,$(MAN_PAGES),$(call man_dest,$(m)))
 	$(Q)rmdir $(DESTDIR)$(INCLUDEDIR)/kvmem 2>/dev/null || true
+	$(Q)rmdir $(DESTDIR)$(PYTHONDIR)/kvmem 2>/dev/null || true

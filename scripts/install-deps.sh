@@ -6,7 +6,7 @@
 # with the list of packages otherwise.
 set -eu
 
-PKGS="build-essential pkg-config check liburing-dev libsystemd-dev clang libclang-rt-dev"
+PKGS="build-essential pkg-config check liburing-dev libsystemd-dev clang libclang-rt-dev python3 python3-numpy"
 
 missing=
 for p in $PKGS; do

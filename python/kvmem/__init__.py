@@ -1,0 +1,585 @@
+"""kvmem - protected, quantized KV-cache pages and decode-on-load attention.
+
+A binding of libkvmem (man 3 libkvmem) with ctypes: no compiler is needed
+beyond the one that built the library. Arrays go in as NumPy arrays or
+anything NumPy can read without copying twice (CPU PyTorch tensors
+included) and come back as NumPy float32 arrays; torch.from_numpy() makes
+tensors of them without a copy.
+
+    import numpy as np, kvmem
+
+    g = kvmem.Geometry(layers=2, kv_heads=8, head_dim=128)
+    with kvmem.Cache.embedded(g, 64 << 20) as cache:   # or Cache.connect(g)
+        seq = cache.sequence()
+        seq.append(0, k, v)             # k, v: [tokens, kv_heads, head_dim]
+        out, stats = seq.attend(0, q)   # q: [n_heads, head_dim]
+
+The library is found at $KVMEM_LIB, else in the build tree next to this
+package (build/libkvmem.so), else as the installed libkvmem.so.0.
+Failures raise kvmem.Error, an OSError with the errno and libkvmem's
+sentence.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import weakref
+
+import numpy as np
+
+__all__ = [
+    "Cache",
+    "Error",
+    "Geometry",
+    "Sequence",
+    "FORMATS",
+    "CODECS",
+    "ERASURES",
+]
+
+FORMATS = {"fp16": 0, "int8": 1, "int4": 2, "int2": 3}
+CODECS = {"h74": 0, "h84": 1, "golay24": 2, "secded72": 3}
+ERASURES = {"interpolate": 0, "zero": 1, "keep": 2}
+_KEY_SCALES = {"group": 0, "channel": 1}
+
+
+class Error(OSError):
+    """A libkvmem call failed: .errno, and .strerror in the library's words."""
+
+
+# ---- the library -------------------------------------------------------
+
+
+def _find_library():
+    path = os.environ.get("KVMEM_LIB")
+    if path:
+        return path
+    here = os.path.dirname(os.path.abspath(__file__))
+    tree = os.path.join(here, "..", "..", "build", "libkvmem.so")
+    if os.path.exists(tree):
+        return tree
+    return ctypes.util.find_library("kvmem") or "libkvmem.so.0"
+
+
+class _Geometry(ctypes.Structure):
+    _fields_ = [
+        ("layers", ctypes.c_uint32),
+        ("kv_heads", ctypes.c_uint32),
+        ("head_dim", ctypes.c_uint32),
+        ("tokens_per_page", ctypes.c_uint32),
+        ("group_size", ctypes.c_uint32),
+        ("sink_tokens", ctypes.c_uint32),
+        ("format", ctypes.c_uint8),
+        ("codec", ctypes.c_uint8),
+        ("key_scales", ctypes.c_uint8),
+        ("resv", ctypes.c_uint8 * 5),
+    ]
+
+
+class _ConnectOpts(ctypes.Structure):
+    _fields_ = [
+        ("quota_bytes", ctypes.c_uint64),
+        ("sq_entries", ctypes.c_uint32),
+        ("cq_entries", ctypes.c_uint32),
+        ("spin_us", ctypes.c_int32),
+        ("gpu_mib", ctypes.c_uint32),
+        ("resv", ctypes.c_uint32 * 2),
+    ]
+
+
+class _CacheStats(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "arena_bytes",
+            "used_bytes",
+            "hot_pages",
+            "sealed_pages",
+            "seqs",
+            "ring_errors",
+        )
+    ]
+
+
+class _AttendOpts(ctypes.Structure):
+    _fields_ = [
+        ("n_heads", ctypes.c_uint32),
+        ("erasure", ctypes.c_uint32),
+        ("scale", ctypes.c_float),
+        ("importance_alpha", ctypes.c_float),
+        ("threads", ctypes.c_uint32),
+        ("resv", ctypes.c_uint32 * 3),
+    ]
+
+
+class _AttendStats(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "words_clean",
+            "words_corrected",
+            "words_uncorrectable",
+            "values_erased",
+            "headers_uncorrectable",
+        )
+    ]
+
+
+class _EccCounts(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in ("clean", "corrected", "uncorrectable", "bits_corrected")
+    ]
+
+
+class _PageCounts(ctypes.Structure):
+    _fields_ = [
+        ("header", _EccCounts),
+        ("scales", _EccCounts),
+        ("payload", _EccCounts),
+        ("values_erased", ctypes.c_uint64),
+    ]
+
+
+# The sizes kvmem/kvmem.h and kvmem/page.h fix.
+assert ctypes.sizeof(_Geometry) == 32
+assert ctypes.sizeof(_ConnectOpts) == 32
+assert ctypes.sizeof(_AttendOpts) == 32
+assert ctypes.sizeof(_PageCounts) == 104
+
+_vp = ctypes.c_void_p
+_u32 = ctypes.c_uint32
+_int = ctypes.c_int
+_fp = ctypes.POINTER(ctypes.c_float)
+
+
+def _load():
+    lib = ctypes.CDLL(_find_library())
+    sigs = {
+        "kvmem_geometry_default": (None, [ctypes.POINTER(_Geometry)]),
+        "kvmem_geometry_check": (_int, [ctypes.POINTER(_Geometry)]),
+        "kvmem_open_embedded": (
+            _int,
+            [ctypes.POINTER(_Geometry), ctypes.c_size_t, ctypes.POINTER(_vp)],
+        ),
+        "kvmem_connect": (
+            _int,
+            [
+                ctypes.c_char_p,
+                ctypes.POINTER(_Geometry),
+                ctypes.POINTER(_ConnectOpts),
+                ctypes.POINTER(_vp),
+            ],
+        ),
+        "kvmem_connect_error": (ctypes.c_char_p, []),
+        "kvmem_strerror": (ctypes.c_char_p, [_int]),
+        "kvmem_session_id": (_u32, [_vp]),
+        "kvmem_close": (None, [_vp]),
+        "kvmem_cache_stats": (None, [_vp, ctypes.POINTER(_CacheStats)]),
+        "kvmem_seq_create": (_int, [_vp, ctypes.POINTER(_vp)]),
+        "kvmem_seq_append": (_int, [_vp, _u32, _fp, _fp, _u32]),
+        "kvmem_seq_append_all": (_int, [_vp, _fp, _fp, _u32]),
+        "kvmem_seq_len": (_u32, [_vp, _u32]),
+        "kvmem_seq_fork": (_int, [_vp, ctypes.POINTER(_vp)]),
+        "kvmem_seq_truncate": (_int, [_vp, _u32]),
+        "kvmem_seq_free": (None, [_vp]),
+        "kvmem_seq_release": (_int, [_vp]),
+        "kvmem_seq_acquire": (_int, [_vp]),
+        "kvmem_seq_read": (
+            _int,
+            [_vp, _u32, _u32, _u32, _u32, _fp, _fp, ctypes.POINTER(_PageCounts)],
+        ),
+        "kvmem_attend": (
+            _int,
+            [
+                _vp,
+                _u32,
+                _fp,
+                _fp,
+                ctypes.POINTER(_AttendOpts),
+                ctypes.POINTER(_AttendStats),
+            ],
+        ),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib
+
+
+_lib = _load()
+
+
+def _fail(ret, what, why=None):
+    err = -ret
+    raise Error(err, "%s: %s" % (what, why or _lib.kvmem_strerror(ret).decode()))
+
+
+def _floats(x, shape, what):
+    """@x as a C-contiguous float32 array of @shape (-1: any length)."""
+    if hasattr(x, "detach"):  # a PyTorch tensor
+        x = x.detach().cpu().numpy()
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    want = tuple(shape)
+    if a.ndim != len(want) or any(w not in (-1, n) for w, n in zip(want, a.shape)):
+        raise ValueError(
+            "%s has shape %s, expected %s"
+            % (what, a.shape, tuple("n" if w == -1 else w for w in want))
+        )
+    return a
+
+
+def _ptr(a):
+    return a.ctypes.data_as(_fp)
+
+
+def _struct_dict(s):
+    return {name: getattr(s, name) for name, _ in s._fields_}
+
+
+# ---- geometry ----------------------------------------------------------
+
+
+class Geometry:
+    """The shape of every page of a cache (struct kvmem_geometry).
+
+    Defaults are libkvmem's: 32 tokens a page, groups of 32 channels, 4
+    sink tokens kept FP16, int4 values in extended Hamming(8,4), scales per
+    token and group. format is one of FORMATS, codec of CODECS, key_scales
+    "group" or "channel".
+    """
+
+    def __init__(
+        self,
+        layers,
+        kv_heads,
+        head_dim,
+        tokens_per_page=None,
+        group_size=None,
+        sink_tokens=None,
+        format=None,
+        codec=None,
+        key_scales=None,
+    ):
+        g = _Geometry()
+        _lib.kvmem_geometry_default(ctypes.byref(g))
+        g.layers, g.kv_heads, g.head_dim = layers, kv_heads, head_dim
+        if tokens_per_page is not None:
+            g.tokens_per_page = tokens_per_page
+        if group_size is not None:
+            g.group_size = group_size
+        if sink_tokens is not None:
+            g.sink_tokens = sink_tokens
+        if format is not None:
+            g.format = _name(FORMATS, format, "format")
+        if codec is not None:
+            g.codec = _name(CODECS, codec, "codec")
+        if key_scales is not None:
+            g.key_scales = _name(_KEY_SCALES, key_scales, "key_scales")
+        ret = _lib.kvmem_geometry_check(ctypes.byref(g))
+        if ret:
+            _fail(ret, "geometry", "not usable: %r" % (self._describe(g),))
+        self._g = g
+
+    @staticmethod
+    def _describe(g):
+        return {name: getattr(g, name) for name, _ in _Geometry._fields_[:6]}
+
+    def __getattr__(self, name):
+        g = self.__dict__.get("_g")
+        if g is not None and name in self._describe(g):
+            return getattr(g, name)
+        raise AttributeError(name)
+
+    @property
+    def format(self):
+        return _key_of(FORMATS, self._g.format)
+
+    @property
+    def codec(self):
+        return _key_of(CODECS, self._g.codec)
+
+    def __repr__(self):
+        return "Geometry(%s, format=%r, codec=%r)" % (
+            ", ".join("%s=%d" % kv for kv in self._describe(self._g).items()),
+            self.format,
+            self.codec,
+        )
+
+
+def _name(table, value, what):
+    if isinstance(value, int) and value in table.values():
+        return value
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        raise ValueError(
+            "%s %r is not one of %s" % (what, value, ", ".join(table))
+        ) from None
+
+
+def _key_of(table, value):
+    for k, v in table.items():
+        if v == value:
+            return k
+    return value
+
+
+# ---- the cache ---------------------------------------------------------
+
+
+class Cache:
+    """A cache of sequences of pages: in this process, or a kvmemd session.
+
+    Close it (or use it as a context manager) to free every sequence in it;
+    its Sequence objects are unusable after that.
+    """
+
+    def __init__(self, handle, geometry):
+        self._c = handle
+        self.geometry = geometry
+        self._seqs = weakref.WeakSet()
+
+    @classmethod
+    def embedded(cls, geometry, arena_bytes):
+        """A cache with @arena_bytes of pages in this process."""
+        h = _vp()
+        ret = _lib.kvmem_open_embedded(
+            ctypes.byref(geometry._g), arena_bytes, ctypes.byref(h)
+        )
+        if ret:
+            _fail(ret, "kvmem_open_embedded")
+        return cls(h, geometry)
+
+    @classmethod
+    def connect(
+        cls,
+        geometry,
+        path=None,
+        quota_bytes=0,
+        sq_entries=0,
+        cq_entries=0,
+        gpu_mib=0,
+    ):
+        """A session of kvmemd at @path (None: where it listens by default)."""
+        o = _ConnectOpts(
+            quota_bytes=quota_bytes,
+            sq_entries=sq_entries,
+            cq_entries=cq_entries,
+            gpu_mib=gpu_mib,
+        )
+        h = _vp()
+        ret = _lib.kvmem_connect(
+            path.encode() if path else None,
+            ctypes.byref(geometry._g),
+            ctypes.byref(o),
+            ctypes.byref(h),
+        )
+        if ret:
+            _fail(ret, "kvmem_connect", _lib.kvmem_connect_error().decode())
+        return cls(h, geometry)
+
+    def _handle(self):
+        if not self._c:
+            raise ValueError("the cache is closed")
+        return self._c
+
+    @property
+    def session_id(self):
+        """kvmemd's id for the session; 0 for an embedded cache."""
+        return _lib.kvmem_session_id(self._handle())
+
+    def stats(self):
+        st = _CacheStats()
+        _lib.kvmem_cache_stats(self._handle(), ctypes.byref(st))
+        return _struct_dict(st)
+
+    def sequence(self):
+        """A new, empty sequence."""
+        h = _vp()
+        ret = _lib.kvmem_seq_create(self._handle(), ctypes.byref(h))
+        if ret:
+            _fail(ret, "kvmem_seq_create")
+        return Sequence(self, h)
+
+    def close(self):
+        if self._c:
+            for s in list(self._seqs):
+                s._s = None
+            _lib.kvmem_close(self._c)
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if _lib is not None:
+            self.close()
+
+
+class Sequence:
+    """A sequence: for each layer, its tokens' K and V in pages."""
+
+    def __init__(self, cache, handle):
+        self.cache = cache
+        self._s = handle
+        cache._seqs.add(self)
+
+    def _handle(self):
+        if not self._s:
+            raise ValueError("the sequence is freed, or its cache closed")
+        return self._s
+
+    def _layer(self, layer):
+        if not 0 <= layer < self.cache.geometry.layers:
+            raise ValueError(
+                "layer %d of %d" % (layer, self.cache.geometry.layers)
+            )
+        return layer
+
+    def __len__(self):
+        return self.len(0)
+
+    def len(self, layer):
+        """Tokens stored in @layer."""
+        return _lib.kvmem_seq_len(self._handle(), self._layer(layer))
+
+    def append(self, layer, k, v):
+        """Append tokens to @layer: k and v are [tokens, kv_heads, head_dim]."""
+        g = self.cache.geometry
+        shape = (-1, g.kv_heads, g.head_dim)
+        k = _floats(k, shape, "k")
+        v = _floats(v, shape, "v")
+        if k.shape[0] != v.shape[0]:
+            raise ValueError("k has %d tokens, v %d" % (k.shape[0], v.shape[0]))
+        ret = _lib.kvmem_seq_append(
+            self._handle(), self._layer(layer), _ptr(k), _ptr(v), k.shape[0]
+        )
+        if ret:
+            _fail(ret, "kvmem_seq_append")
+
+    def append_all(self, k, v):
+        """Append tokens to every layer: [tokens, layers, kv_heads, head_dim]."""
+        g = self.cache.geometry
+        shape = (-1, g.layers, g.kv_heads, g.head_dim)
+        k = _floats(k, shape, "k")
+        v = _floats(v, shape, "v")
+        if k.shape[0] != v.shape[0]:
+            raise ValueError("k has %d tokens, v %d" % (k.shape[0], v.shape[0]))
+        ret = _lib.kvmem_seq_append_all(
+            self._handle(), _ptr(k), _ptr(v), k.shape[0]
+        )
+        if ret:
+            _fail(ret, "kvmem_seq_append_all")
+
+    def read(self, layer, start=0, ntokens=None, erasure="interpolate"):
+        """Tokens [start, start + ntokens) of @layer, decoded.
+
+        Returns (k, v, counts): k and v [ntokens, kv_heads, head_dim], and
+        what the decode found (header, scales and payload codewords clean,
+        corrected and uncorrectable; values erased).
+        """
+        g = self.cache.geometry
+        if ntokens is None:
+            ntokens = max(self.len(layer) - start, 0)
+        k = np.empty((ntokens, g.kv_heads, g.head_dim), np.float32)
+        v = np.empty_like(k)
+        c = _PageCounts()
+        ret = _lib.kvmem_seq_read(
+            self._handle(),
+            self._layer(layer),
+            start,
+            ntokens,
+            _name(ERASURES, erasure, "erasure"),
+            _ptr(k),
+            _ptr(v),
+            ctypes.byref(c),
+        )
+        if ret:
+            _fail(ret, "kvmem_seq_read")
+        counts = {
+            part: _struct_dict(getattr(c, part))
+            for part in ("header", "scales", "payload")
+        }
+        counts["values_erased"] = c.values_erased
+        return k, v, counts
+
+    def attend(
+        self,
+        layer,
+        q,
+        erasure="interpolate",
+        scale=0.0,
+        threads=1,
+        importance_alpha=0.0,
+    ):
+        """Attention of one query token over @layer, from the pages.
+
+        q is [n_heads, head_dim], n_heads a multiple of kv_heads (grouped
+        query attention). Returns (out, stats): out like q, and the
+        codewords decoded clean, corrected and uncorrectable, the values
+        erased and the uncorrectable headers.
+        """
+        g = self.cache.geometry
+        q = _floats(q, (-1, g.head_dim), "q")
+        out = np.empty_like(q)
+        o = _AttendOpts(
+            n_heads=q.shape[0],
+            erasure=_name(ERASURES, erasure, "erasure"),
+            scale=scale,
+            importance_alpha=importance_alpha,
+            threads=threads,
+        )
+        st = _AttendStats()
+        ret = _lib.kvmem_attend(
+            self._handle(),
+            self._layer(layer),
+            _ptr(q),
+            _ptr(out),
+            ctypes.byref(o),
+            ctypes.byref(st),
+        )
+        if ret:
+            _fail(ret, "kvmem_attend")
+        return out, _struct_dict(st)
+
+    def fork(self):
+        """A new sequence sharing this one's sealed pages."""
+        h = _vp()
+        ret = _lib.kvmem_seq_fork(self._handle(), ctypes.byref(h))
+        if ret:
+            _fail(ret, "kvmem_seq_fork")
+        return Sequence(self.cache, h)
+
+    def truncate(self, ntokens):
+        """Keep the first @ntokens tokens of every layer."""
+        ret = _lib.kvmem_seq_truncate(self._handle(), ntokens)
+        if ret:
+            _fail(ret, "kvmem_seq_truncate")
+
+    def release(self):
+        """The pages may move (to kvmemd's backing store) until acquire()."""
+        ret = _lib.kvmem_seq_release(self._handle())
+        if ret:
+            _fail(ret, "kvmem_seq_release")
+
+    def acquire(self):
+        """The pages are resident until release()."""
+        ret = _lib.kvmem_seq_acquire(self._handle())
+        if ret:
+            _fail(ret, "kvmem_seq_acquire")
+
+    def free(self):
+        """Free the sequence now; garbage collection does it otherwise."""
+        if self._s:
+            _lib.kvmem_seq_free(self._s)
+            self._s = None
+
+    def __del__(self):
+        if _lib is not None:
+            self.free()
+

@@ -1,0 +1,286 @@
+"""Tests of the kvmem Python package against libkvmem and kvmemd.
+
+Expected values are computed here with NumPy: FP16 rounding, the bound on
+int8 quantization error, softmax attention in float64. Run by `make test`
+(tests/check_python.c) with the package and library of the build tree, or
+by hand: PYTHONPATH=python python3 -m unittest discover -s python/tests
+"""
+
+import errno
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+import kvmem
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+BUILD = os.environ.get("KVMEM_BUILD", os.path.join(ROOT, "build"))
+
+
+def geometry(**kw):
+    args = dict(layers=2, kv_heads=2, head_dim=64)
+    args.update(kw)
+    return kvmem.Geometry(**args)
+
+
+def kv(rng, n, g):
+    shape = (n, g.kv_heads, g.head_dim)
+    return (
+        rng.standard_normal(shape).astype(np.float32),
+        rng.standard_normal(shape).astype(np.float32),
+    )
+
+
+def fp16(x):
+    return x.astype(np.float16).astype(np.float32)
+
+
+def attention(q, k, v, scale=None):
+    """Softmax attention of q [n_heads, D] over k, v [T, kv_heads, D]."""
+    nh, d = q.shape
+    group = nh // k.shape[1]
+    scale = 1.0 / np.sqrt(d) if scale is None else scale
+    out = np.empty((nh, d))
+    for h in range(nh):
+        kh = k[:, h // group, :].astype(np.float64)
+        vh = v[:, h // group, :].astype(np.float64)
+        s = kh @ q[h].astype(np.float64) * scale
+        w = np.exp(s - s.max())
+        out[h] = w @ vh / w.sum()
+    return out
+
+
+class Embedded(unittest.TestCase):
+    def setUp(self):
+        self.rng = np.random.default_rng(2611)
+
+    def test_geometry(self):
+        g = geometry(format="int8", codec="golay24")
+        self.assertEqual((g.layers, g.kv_heads, g.head_dim), (2, 2, 64))
+        self.assertEqual((g.format, g.codec), ("int8", "golay24"))
+        self.assertEqual(g.tokens_per_page, 32)
+        with self.assertRaises(kvmem.Error) as e:
+            geometry(head_dim=30)
+        self.assertEqual(e.exception.errno, errno.EINVAL)
+        self.assertIn("head_dim", str(e.exception))
+        with self.assertRaisesRegex(ValueError, "codec 'h99' is not one of"):
+            geometry(codec="h99")
+
+    def test_fp16_round_trip(self):
+        """FP16 pages give back exactly the FP16 rounding of what went in."""
+        g = geometry(format="fp16", codec="h84")
+        k, v = kv(self.rng, 77, g)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k[:40], v[:40])
+            s.append(0, k[40:], v[40:])
+            self.assertEqual((s.len(0), s.len(1), len(s)), (77, 0, 77))
+            rk, rv, counts = s.read(0)
+            np.testing.assert_array_equal(rk, fp16(k))
+            np.testing.assert_array_equal(rv, fp16(v))
+            self.assertEqual(counts["values_erased"], 0)
+            self.assertEqual(counts["payload"]["uncorrectable"], 0)
+            self.assertGreater(counts["payload"]["clean"], 0)
+            rk, _, _ = s.read(0, start=70, ntokens=5)
+            np.testing.assert_array_equal(rk, fp16(k[70:75]))
+
+    def test_int8_round_trip(self):
+        """int8 values are within half a step of the group's scale (amax
+        over 127), rounded scale and all: a step bounds the error."""
+        g = geometry(format="int8", codec="secded72", sink_tokens=0)
+        k, v = kv(self.rng, 64, g)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(1, k, v)
+            rk, rv, _ = s.read(1)
+        for want, got in ((k, rk), (v, rv)):
+            groups = want.reshape(64, g.kv_heads, -1, 32)
+            step = np.abs(groups).max(axis=-1, keepdims=True) / 127
+            err = np.abs(got.reshape(groups.shape) - groups)
+            self.assertTrue((err <= step).all(), err.max())
+            self.assertGreater(err.max(), 0)
+
+    def test_attend_matches_numpy(self):
+        g = geometry(format="fp16", codec="golay24")
+        k, v = kv(self.rng, 100, g)
+        q = self.rng.standard_normal((8, 64)).astype(np.float32)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k, v)
+            out, st = s.attend(0, q)
+            self.assertEqual(out.shape, (8, 64))
+            np.testing.assert_allclose(
+                out, attention(q, fp16(k), fp16(v)), rtol=1e-4, atol=1e-5
+            )
+            self.assertEqual(st["words_uncorrectable"], 0)
+            self.assertGreater(st["words_clean"], 0)
+            out2, _ = s.attend(0, q, scale=0.5, threads=0)
+            np.testing.assert_allclose(
+                out2,
+                attention(q, fp16(k), fp16(v), scale=0.5),
+                rtol=1e-4,
+                atol=1e-5,
+            )
+
+    def test_append_all(self):
+        g = geometry(format="fp16")
+        x = self.rng.standard_normal((10, 2, 2, 64)).astype(np.float32)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append_all(x, -x)
+            for layer in range(2):
+                rk, rv, _ = s.read(layer)
+                np.testing.assert_array_equal(rk, fp16(x[:, layer]))
+                np.testing.assert_array_equal(rv, fp16(-x[:, layer]))
+
+    def test_fork_truncate_free(self):
+        g = geometry(format="fp16")
+        k, v = kv(self.rng, 70, g)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k[:50], v[:50])
+            f = s.fork()
+            f.append(0, k[50:], v[50:])
+            self.assertEqual((s.len(0), f.len(0)), (50, 70))
+            np.testing.assert_array_equal(f.read(0)[0], fp16(k))
+            f.truncate(45)
+            self.assertEqual(f.len(0), 45)
+            np.testing.assert_array_equal(s.read(0)[0], fp16(k[:50]))
+            self.assertEqual(c.stats()["seqs"], 2)
+            f.free()
+            self.assertEqual(c.stats()["seqs"], 1)
+            with self.assertRaises(ValueError):
+                f.len(0)
+        with self.assertRaisesRegex(ValueError, "closed"):
+            s.len(0)
+        with self.assertRaisesRegex(ValueError, "closed"):
+            c.stats()
+
+    def test_bad_calls(self):
+        g = geometry()
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            with self.assertRaisesRegex(ValueError, "shape"):
+                s.append(0, np.zeros((3, 2, 32)), np.zeros((3, 2, 32)))
+            with self.assertRaisesRegex(ValueError, "layer 2 of 2"):
+                s.append(2, np.zeros((1, 2, 64)), np.zeros((1, 2, 64)))
+            with self.assertRaises(kvmem.Error) as e:
+                s.attend(0, np.zeros((2, 64)))  # an empty layer
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+            s.append(0, np.ones((3, 2, 64)), np.ones((3, 2, 64)))
+            with self.assertRaises(kvmem.Error) as e:
+                s.attend(0, np.zeros((3, 64)))  # 3 heads over 2 KV heads
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+            with self.assertRaises(kvmem.Error) as e:
+                s.read(0, start=2, ntokens=5)
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+        with self.assertRaises(kvmem.Error) as e:
+            kvmem.Cache.embedded(g, 4096)  # no page of each kind fits
+        self.assertEqual(e.exception.errno, errno.EINVAL)
+
+    def test_torch_tensors(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch is not installed (python3-torch)")
+        g = geometry(format="fp16")
+        k, v = kv(self.rng, 20, g)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, torch.from_numpy(k), torch.from_numpy(v))
+            q = torch.randn(4, 64, requires_grad=True)
+            out, _ = s.attend(0, q)
+            ref = attention(q.detach().numpy(), fp16(k), fp16(v))
+            np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def _free_dir():
+    return tempfile.mkdtemp(prefix="kvmem-py-", dir=os.environ.get("TMPDIR"))
+
+
+class Daemon(unittest.TestCase):
+    """A kvmemd of the build tree, on a configuration of its own."""
+
+    @classmethod
+    def setUpClass(cls):
+        daemon = os.path.join(BUILD, "daemon", "kvmemd")
+        if not os.access(daemon, os.X_OK):
+            raise unittest.SkipTest("%s is not built" % daemon)
+        cls.dir = _free_dir()
+        cls.sock = os.path.join(cls.dir, "s.sock")
+        conf = os.path.join(cls.dir, "kvmemd.conf")
+        with open(conf, "w") as f:
+            f.write(
+                "[daemon]\nsocket = %s\nadmin_socket = %s\nstate_dir = %s\n"
+                "[scrub]\nrate = 0\n"
+                % (cls.sock, os.path.join(cls.dir, "a.sock"), cls.dir)
+            )
+        cls.log = open(os.path.join(cls.dir, "log"), "w")
+        cls.proc = subprocess.Popen(
+            [daemon, "-f", "-c", conf], stdout=cls.log, stderr=cls.log
+        )
+        for _ in range(500):
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as t:
+                    t.connect(cls.sock)
+                break
+            except OSError:
+                if cls.proc.poll() is not None:
+                    break
+                time.sleep(0.01)
+        else:
+            cls.tearDownClass()
+            raise RuntimeError("kvmemd did not start")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.terminate()
+        cls.proc.wait(10)
+        cls.log.close()
+        shutil.rmtree(cls.dir)
+
+    def test_session_matches_embedded(self):
+        """The same calls over kvmemd give the bits of the embedded cache."""
+        g = geometry(format="int4", codec="h84")
+        rng = np.random.default_rng(7)
+        k, v = kv(rng, 90, g)
+        q = rng.standard_normal((4, 64)).astype(np.float32)
+        got = []
+        for c in (
+            kvmem.Cache.embedded(g, 8 << 20),
+            kvmem.Cache.connect(g, self.sock, quota_bytes=8 << 20),
+        ):
+            with c:
+                s = c.sequence()
+                s.append(0, k, v)
+                got.append((s.read(0)[0], s.attend(0, q)[0], c.session_id))
+        np.testing.assert_array_equal(got[0][0], got[1][0])
+        np.testing.assert_array_equal(got[0][1], got[1][1])
+        self.assertEqual(got[0][2], 0)
+        self.assertGreater(got[1][2], 0)
+
+    def test_refusals_carry_the_reason(self):
+        g = geometry()
+        with self.assertRaises(kvmem.Error) as e:
+            kvmem.Cache.connect(g, self.sock, gpu_mib=16)
+        self.assertEqual(e.exception.errno, errno.EOPNOTSUPP)
+        self.assertIn("no GPU pool: pool.gpu_bytes is 0", str(e.exception))
+        with self.assertRaises(kvmem.Error) as e:
+            kvmem.Cache.connect(g, self.sock, quota_bytes=1 << 40)
+        self.assertEqual(e.exception.errno, errno.EDQUOT)
+        self.assertIn("pool.session_max_bytes", str(e.exception))
+        missing = os.path.join(self.dir, "nobody.sock")
+        with self.assertRaises(kvmem.Error) as e:
+            kvmem.Cache.connect(g, missing)
+        self.assertEqual(e.exception.errno, errno.ENOENT)
+        self.assertIn(missing, str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,116 @@
+/*
+ * check_python.c - the Python package (python/kvmem), by its own tests
+ *
+ * Runs python/tests (unittest) with the package of the source tree
+ * (KVMEM_SRCDIR, else the working directory) and the library and daemon of
+ * the build (KVMEM_BUILD), under the first Python that has NumPy: $PYTHON,
+ * Debian's /usr/bin/python3 (where scripts/install-deps.sh installs
+ * python3-numpy), or python3 from PATH. Without one it skips and says so,
+ * as it does in a sanitizer build, whose libkvmem cannot be loaded into an
+ * interpreter that was not built with the sanitizers: the plain build runs
+ * these tests.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "kvmem_check.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+static const char *env_or(const char *name, const char *dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : dflt;
+}
+
+/* Whether @python runs and imports NumPy. */
+static int has_numpy(const char *python)
+{
+	char cmd[PATH_MAX + 64];
+
+	snprintf(cmd, sizeof(cmd), "'%s' -c 'import numpy' >/dev/null 2>&1",
+		 python);
+	return system(cmd) == 0;
+}
+
+static const char *pick_python(void)
+{
+	const char *cands[] = { getenv("PYTHON"), "/usr/bin/python3",
+				"python3" };
+	size_t i;
+
+	for (i = 0; i < sizeof(cands) / sizeof(cands[0]); i++)
+		if (cands[i] && *cands[i] && has_numpy(cands[i]))
+			return cands[i];
+	return NULL;
+}
+
+START_TEST(test_python_package)
+{
+	char src[PATH_MAX], build[PATH_MAX], line[1024], *cmd;
+	const char *python;
+	int status;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *p, *o;
+
+#ifdef SANITIZED
+	fprintf(stderr, "SKIP: python: a sanitizer build's libkvmem does not "
+			"load into python3; the plain build runs these\n");
+	return;
+#endif
+	python = pick_python();
+	if (!python) {
+		fprintf(stderr, "SKIP: python: no python3 with NumPy "
+				"(python3-numpy)\n");
+		return;
+	}
+	ck_assert_ptr_nonnull(realpath(env_or("KVMEM_SRCDIR", "."), src));
+	ck_assert_ptr_nonnull(realpath(env_or("KVMEM_BUILD", "build"), build));
+	ck_assert_int_gt(
+		asprintf(&cmd,
+			 "cd '%s' && PYTHONPATH='%s/python' "
+			 "KVMEM_LIB='%s/libkvmem.so' KVMEM_BUILD='%s' "
+			 "PYTHONDONTWRITEBYTECODE=1 '%s' -m unittest discover "
+			 "-s python/tests -v 2>&1",
+			 src, src, build, build, python),
+		0);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	free(cmd);
+	o = open_memstream(&out, &len);
+	ck_assert_ptr_nonnull(o);
+	while (fgets(line, sizeof(line), p)) {
+		fputs(line, o);
+		if (strstr(line, "... skipped"))
+			fprintf(stderr, "SKIP: python: %s", line);
+	}
+	status = pclose(p);
+	fclose(o);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "%s: python/tests failed:\n%s", python, out);
+	ck_assert_msg(strstr(out, "\nOK"), "%s", out);
+	free(out);
+}
+END_TEST
+
+KVMEM_SUITE(python)
+{
+	Suite *s = suite_create("python");
+	TCase *tc = tcase_create("python");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_python_package);
+	suite_add_tcase(s, tc);
+	return s;
+}
