@@ -26,6 +26,7 @@ PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 SBIN_PROGS := $(DAEMON_BIN) $(B)/tools/kvmemctl
 BIN_PROGS := $(filter-out $(SBIN_PROGS),$(TOOL_BINS))
 HEADERS := $(wildcard libkvmem/include/kvmem/*.h)
+PYTHON_MODULES := $(wildcard python/kvmem/*.py)
 MAN_PAGES := $(wildcard man/*.[1-8])
 UNITS := $(B)/systemd/kvmemd.service systemd/kvmemd.socket \
 	 systemd/kvmemd-admin.socket
@@ -74,7 +75,7 @@ install: all $(UNITS) $(PC)
 	$(Q)install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
 	$(Q)install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/kvmem/
 	$(Q)install -m 0644 $(PC) $(DESTDIR)$(PKGCONFIGDIR)/
-	$(Q)install -m 0644 python/kvmem/__init__.py $(DESTDIR)$(PYTHONDIR)/kvmem/
+	$(Q)install -m 0644 $(PYTHON_MODULES) $(DESTDIR)$(PYTHONDIR)/kvmem/
 	$(Q)install -m 0644 $(UNITS) $(DESTDIR)$(UNITDIR)/
 	$(Q)install -m 0644 systemd/kvmem.sysusers.conf \
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf
@@ -97,7 +98,7 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libkvmem.so $(DESTDIR)$(LIBDIR)/libkvmem.a \
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/kvmem/,$(notdir $(HEADERS))) \
 		$(DESTDIR)$(PKGCONFIGDIR)/kvmem.pc \
-		$(DESTDIR)$(PYTHONDIR)/kvmem/__init__.py \
+		$(addprefix $(DESTDIR)$(PYTHONDIR)/kvmem/,$(notdir $(PYTHON_MODULES))) \
 		$(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS))) \
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf \
 		$(DESTDIR)$(TMPFILESDIR)/kvmem.conf \

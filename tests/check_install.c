@@ -311,6 +311,8 @@ START_TEST(test_install_tree)
 		  "usr/lib/tmpfiles.d/kvmem.conf", 0644 },
 		{ "python/kvmem/__init__.py", NULL,
 		  "usr/lib/python3/dist-packages/kvmem/__init__.py", 0644 },
+		{ "python/kvmem/llama.py", NULL,
+		  "usr/lib/python3/dist-packages/kvmem/llama.py", 0644 },
 	};
 	static const char sections[] = "1358";
 	char dest[PATH_MAX], path[PATH_MAX * 2], from[PATH_MAX * 2];
