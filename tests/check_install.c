@@ -305,6 +305,8 @@ START_TEST(test_install_tree)
 		  "usr/lib/systemd/system/kvmemd.socket", 0644 },
 		{ "systemd/kvmemd-admin.socket", NULL,
 		  "usr/lib/systemd/system/kvmemd-admin.socket", 0644 },
+		{ "systemd/kvmem-exporter.socket", NULL,
+		  "usr/lib/systemd/system/kvmem-exporter.socket", 0644 },
 		{ "systemd/kvmem.sysusers.conf", NULL,
 		  "usr/lib/sysusers.d/kvmem.conf", 0644 },
 		{ "systemd/kvmem.tmpfiles.conf", NULL,
@@ -366,6 +368,18 @@ START_TEST(test_install_tree)
 		      "kvmemd.service does not start /usr/sbin/kvmemd -f");
 	ck_assert_msg(strstr(text, " -c /etc/kvmem/kvmemd.conf ") != NULL,
 		      "kvmemd.service does not read /etc/kvmem/kvmemd.conf");
+	free(text);
+	join(path, sizeof(path), dest,
+	     "usr/lib/systemd/system/kvmem-exporter@.service");
+	expect_mode(path, 0644);
+	expect_filled(path);
+	text = kvmem_check_read_file(path, NULL);
+	ck_assert_msg(strstr(text, "\nExecStart=/usr/sbin/kvmemctl -a "
+				   "/run/kvmem/kvmemd-admin.sock metrics "
+				   "--http\n") != NULL,
+		      "kvmem-exporter@.service does not run kvmemctl metrics "
+		      "--http: %s",
+		      text);
 	free(text);
 	remove_tree(dest);
 }
@@ -617,7 +631,7 @@ END_TEST
 START_TEST(test_units_verify)
 {
 	char dir[PATH_MAX], prefix[PATH_MAX + 16], conf[PATH_MAX + 16];
-	char log[PATH_MAX + 16], units[3][PATH_MAX + 64];
+	char log[PATH_MAX + 16], units[5][PATH_MAX + 64];
 	char manpath[PATH_MAX + 32], *text;
 	int status;
 
@@ -638,11 +652,15 @@ START_TEST(test_units_verify)
 		 "%s/usr/lib/systemd/system/kvmemd.socket", dir);
 	snprintf(units[2], sizeof(units[2]),
 		 "%s/usr/lib/systemd/system/kvmemd-admin.socket", dir);
+	snprintf(units[3], sizeof(units[3]),
+		 "%s/usr/lib/systemd/system/kvmem-exporter.socket", dir);
+	snprintf(units[4], sizeof(units[4]),
+		 "%s/usr/lib/systemd/system/kvmem-exporter@.service", dir);
 	snprintf(manpath, sizeof(manpath), "MANPATH=%s/usr/share/man", dir);
 	status = run(log, (const char *const[]){ manpath, NULL },
 		     (const char *const[]){ "systemd-analyze", "verify",
 					    units[0], units[1], units[2],
-					    NULL });
+					    units[3], units[4], NULL });
 	if (status)
 		fail_log(log, "systemd-analyze verify", status);
 	text = kvmem_check_read_file(log, NULL);

@@ -1593,6 +1593,98 @@ START_TEST(test_spec_metrics)
 }
 END_TEST
 
+/* metrics --http with @request on stdin, against @f (NULL: no daemon). */
+static void http_run(struct kvmem_run *r, const struct fake *f,
+		     const char *request)
+{
+	KVMEM_RUN(r, "kvmemctl", request, "-a",
+		  f ? f->sock : "/nonexistent/kvmemd-admin.sock", "metrics",
+		  "--http");
+}
+
+/* The body of an HTTP response, after checking its status line and
+ * that Content-Length says its length. */
+static const char *http_body(const char *out, const char *status)
+{
+	const char *body = strstr(out, "\r\n\r\n");
+	const char *cl = strstr(out, "\r\nContent-Length: ");
+
+	ck_assert_msg(!strncmp(out, status, strlen(status)), "%s", out);
+	ck_assert_msg(body && cl && cl < body, "%s", out);
+	ck_assert_uint_eq(strtoull(cl + 18, NULL, 10), strlen(body + 4));
+	return body + 4;
+}
+
+/*
+ * metrics --http: one request on stdin, as kvmem-exporter@.service hands
+ * it a connection. GET /metrics gets exactly what metrics prints; HEAD
+ * its headers; anything else a status and no metrics. Hostile requests
+ * first: no blank line, no version, a long head, NUL bytes.
+ */
+START_TEST(test_metrics_http)
+{
+	static const struct {
+		const char *request, *status;
+		int exit;
+	} bad[] = {
+		{ "GET /metrics HTTP/1.1\r\n", "HTTP/1.1 400 ", 2 },
+		{ "GET /metrics\r\n\r\n", "HTTP/1.1 400 ", 2 },
+		{ "\r\n\r\n", "HTTP/1.1 400 ", 2 },
+		{ "GET /metrics SPDY/3\r\n\r\n", "HTTP/1.1 400 ", 2 },
+		{ "POST /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 405 ", 2 },
+		{ "GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 404 ", 2 },
+		{ "GET /metrics/x HTTP/1.0\n\n", "HTTP/1.1 404 ", 2 },
+	};
+	char *plain, *big;
+	struct kvmem_run r;
+	struct fake f;
+	size_t i;
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	FAKE_OK(&r, &f, "metrics");
+	plain = strdup(r.out);
+	kvmem_check_run_free(&r);
+	http_run(&r, &f, "GET /metrics?name[]=x HTTP/1.1\r\nHost: h\r\n\r\n");
+	expect_status(&r, 0);
+	ck_assert_str_eq(http_body(r.out, "HTTP/1.1 200 OK\r\n"), plain);
+	EXPECT_HAS(r.out, "\r\nContent-Type: text/plain; version=0.0.4");
+	kvmem_check_run_free(&r);
+	http_run(&r, &f, "HEAD /metrics HTTP/1.0\n\n");
+	expect_status(&r, 0);
+	ck_assert_msg(!strcmp(strstr(r.out, "\r\n\r\n"), "\r\n\r\n"), "%s",
+		      r.out);
+	kvmem_check_run_free(&r);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		http_run(&r, &f, bad[i].request);
+		expect_status(&r, bad[i].exit);
+		http_body(r.out, bad[i].status);
+		ck_assert_msg(!strstr(r.out, "kvmem_"), "%zu: %s", i, r.out);
+		kvmem_check_run_free(&r);
+	}
+	http_run(&r, &f, "POST /metrics HTTP/1.1\r\n\r\n");
+	EXPECT_HAS(r.out, "\r\nAllow: GET, HEAD\r\n");
+	kvmem_check_run_free(&r);
+	/* A head past 8 KiB, and one with a NUL in it. */
+	big = kvmem_check_xmalloc(9000);
+	memcpy(big, "GET /metrics HTTP/1.1\r\nX: ", 26);
+	memset(big + 26, 'a', 9000 - 27);
+	big[8999] = 0;
+	http_run(&r, &f, big);
+	expect_status(&r, 2);
+	http_body(r.out, "HTTP/1.1 431 ");
+	kvmem_check_run_free(&r);
+	free(big);
+	fake_stop(&f);
+	/* No daemon: 503, and kvmemctl's own exit status. */
+	http_run(&r, NULL, "GET /metrics HTTP/1.1\r\n\r\n");
+	expect_status(&r, 3);
+	http_body(r.out, "HTTP/1.1 503 ");
+	EXPECT_HAS(r.err, "is kvmemd running?");
+	kvmem_check_run_free(&r);
+	free(plain);
+}
+END_TEST
+
 /* Label values from the daemon are escaped, control characters dropped. */
 START_TEST(test_spec_metrics_escapes)
 {
@@ -2110,7 +2202,8 @@ START_TEST(test_help_and_version)
 	CTL(&r, NULL, "--help");
 	expect_status(&r, 0);
 	EXPECT_HAS(r.out, "exit status: 0 done, 1 kvmemd refused or failed");
-	EXPECT_HAS(r.out, "metrics\n");
+	EXPECT_HAS(r.out, "  metrics [--http]\n");
+	EXPECT_HAS(r.out, "      --http  ");
 	EXPECT_HAS(r.out, "  inject TARGET --ber P --seed S [--all]\n");
 	EXPECT_HAS(r.out, "  tier\n");
 	EXPECT_HAS(r.out, "  offload [TARGET]\n");
@@ -2959,6 +3052,7 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_spec_json);
 	tcase_add_test(tc, test_spec_metrics);
 	tcase_add_test(tc, test_spec_metrics_escapes);
+	tcase_add_test(tc, test_metrics_http);
 	tcase_add_test(tc, test_spec_no_store);
 	tcase_add_test(tc, test_spec_offload_errors);
 	tcase_add_test(tc, test_spec_datagrams);

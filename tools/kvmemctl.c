@@ -62,6 +62,7 @@ enum {
 	O_BER = 1u << 4,
 	O_SEED = 1u << 5,
 	O_ALL = 1u << 6,
+	O_HTTP = 1u << 7,
 };
 
 struct ctl {
@@ -2207,7 +2208,8 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	}
 }
 
-static int cmd_metrics(struct ctl *c, int argc, char **argv)
+/* The exposition of every reply in @text, or nothing when one fails. */
+static int metrics_text(struct ctl *c, char **text, size_t *len)
 {
 	static const struct {
 		const char *req;
@@ -2223,17 +2225,16 @@ static int cmd_metrics(struct ctl *c, int argc, char **argv)
 	struct rd r = { 0 };
 	struct metrics m = { .r = &r };
 	struct json *v[NPARTS] = { NULL };
-	char *text = NULL;
-	size_t len = 0, i;
+	size_t i;
 	int ret = CTL_OK;
 
-	(void)argc;
-	(void)argv;
+	*text = NULL;
+	*len = 0;
 	/* Every reply first: no half an exposition when one fails. */
 	for (i = 0; i < NPARTS && !ret; i++)
 		ret = request(c, parts[i].req, &v[i]);
 	if (!ret) {
-		m.f = open_memstream(&text, &len);
+		m.f = open_memstream(text, len);
 		if (!m.f) {
 			errx("out of memory");
 			ret = CTL_FAILED;
@@ -2252,11 +2253,142 @@ static int cmd_metrics(struct ctl *c, int argc, char **argv)
 		errx("out of memory");
 		ret = CTL_FAILED;
 	}
+	if (ret) {
+		free(*text);
+		*text = NULL;
+	}
+	for (i = 0; i < NPARTS; i++)
+		json_free(v[i]);
+	return ret;
+}
+
+/*
+ * --http: one HTTP/1.x request on stdin, its answer on stdout, as an
+ * inetd-style service (kvmem-exporter@.service, StandardInput=socket)
+ * runs it for each connection: GET or HEAD of /metrics, the request and
+ * its headers in at most HTTP_MAX bytes, within HTTP_TIMEOUT_MS.
+ */
+#define HTTP_MAX 8192
+#define HTTP_TIMEOUT_MS 5000
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void http_reply(int status, const char *reason, const char *type,
+		       const char *extra, const char *body, size_t len,
+		       bool head)
+{
+	printf("HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+	       "Connection: close\r\n%s\r\n",
+	       status, reason, type, len, extra);
+	if (!head)
+		fwrite(body, 1, len, stdout);
+	fflush(stdout);
+}
+
+static void http_error(int status, const char *reason, const char *extra,
+		       bool head)
+{
+	char body[128];
+	int n = snprintf(body, sizeof(body), "%d %s\n", status, reason);
+
+	http_reply(status, reason, "text/plain; charset=utf-8", extra, body,
+		   (size_t)n, head);
+}
+
+/* The request head, up to its blank line: 0, or the status to answer. */
+static int http_read(char *buf, size_t cap, size_t *len)
+{
+	const uint64_t end = now_ms() + HTTP_TIMEOUT_MS;
+	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+	ssize_t n;
+
+	*len = 0;
+	for (;;) {
+		uint64_t now = now_ms();
+
+		buf[*len] = 0;
+		if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
+			return 0;
+		if (*len == cap - 1)
+			return 431;
+		if (now >= end || poll(&p, 1, (int)(end - now)) == 0)
+			return 408;
+		n = read(STDIN_FILENO, buf + *len, cap - 1 - *len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 400;
+		if (memchr(buf + *len, 0, (size_t)n))
+			return 400;
+		*len += (size_t)n;
+	}
+}
+
+static int serve_http(struct ctl *c)
+{
+	char buf[HTTP_MAX], method[16], target[256], version[16];
+	bool head = false;
+	char *text;
+	size_t len;
+	int ret, st;
+
+	st = http_read(buf, sizeof(buf), &len);
+	if (st == 431) {
+		http_error(431, "Request Header Fields Too Large", "", false);
+		return CTL_USAGE;
+	}
+	if (st == 408) {
+		http_error(408, "Request Timeout", "", false);
+		return CTL_USAGE;
+	}
+	if (st ||
+	    sscanf(buf, "%15s %255s %15s", method, target, version) != 3 ||
+	    strncmp(version, "HTTP/1.", 7)) {
+		http_error(400, "Bad Request", "", false);
+		return CTL_USAGE;
+	}
+	head = !strcmp(method, "HEAD");
+	if (!head && strcmp(method, "GET")) {
+		http_error(405, "Method Not Allowed", "Allow: GET, HEAD\r\n",
+			   false);
+		return CTL_USAGE;
+	}
+	target[strcspn(target, "?")] = 0;
+	if (strcmp(target, "/metrics")) {
+		http_error(404, "Not Found", "", head);
+		return CTL_USAGE;
+	}
+	ret = metrics_text(c, &text, &len);
+	if (ret) {
+		http_error(503, "Service Unavailable", "", head);
+		return ret;
+	}
+	http_reply(200, "OK", "text/plain; version=0.0.4; charset=utf-8", "",
+		   text, len, head);
+	free(text);
+	return CTL_OK;
+}
+
+static int cmd_metrics(struct ctl *c, int argc, char **argv)
+{
+	char *text;
+	size_t len;
+	int ret;
+
+	(void)argc;
+	(void)argv;
+	if (c->given & O_HTTP)
+		return serve_http(c);
+	ret = metrics_text(c, &text, &len);
 	if (!ret)
 		fwrite(text, 1, len, stdout);
 	free(text);
-	for (i = 0; i < NPARTS; i++)
-		json_free(v[i]);
 	return ret;
 }
 
@@ -2346,7 +2478,7 @@ static const struct cmd cmds[] = {
 	{ "inject", cmd_inject, 1, 3, O_JSON | O_BER | O_SEED | O_ALL,
 	  "inject TARGET --ber P --seed S [--all]" },
 	{ "policy", cmd_policy, 1, 2, O_JSON, "policy show|set KEY=VALUE" },
-	{ "metrics", cmd_metrics, 0, 0, 0, "metrics" },
+	{ "metrics", cmd_metrics, 0, 0, O_HTTP, "metrics [--http]" },
 	{ "version", cmd_version, 0, 0, O_JSON, "version" },
 	{ "help", cmd_help, 0, 0, 0, "help" },
 };
@@ -2371,6 +2503,8 @@ static void usage(FILE *f)
 		",\n"
 		"                           else ./run/" ADMIN_SOCKET_NAME ")\n"
 		"      --json               print kvmemd's reply as JSON\n"
+		"      --http               metrics: answer the HTTP request on "
+		"stdin (GET /metrics)\n"
 		"  -h, --help               this text\n"
 		"  -V, --version            kvmemctl's version\n\n"
 		"exit status: 0 done, 1 kvmemd refused or failed the request, "
@@ -2389,7 +2523,8 @@ static int cmd_help(struct ctl *c, int argc, char **argv)
 }
 
 static const char *const opt_names[] = {
-	"--json", "--watch", "--since", "--limit", "--ber", "--seed", "--all",
+	"--json", "--watch", "--since", "--limit",
+	"--ber",  "--seed",  "--all",	"--http",
 };
 
 static int parse_args(int argc, char **argv, struct ctl *c, int *first)
@@ -2403,6 +2538,7 @@ static int parse_args(int argc, char **argv, struct ctl *c, int *first)
 		{ "ber", required_argument, NULL, 'b' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "all", no_argument, NULL, 'A' },
+		{ "http", no_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -2450,6 +2586,9 @@ static int parse_args(int argc, char **argv, struct ctl *c, int *first)
 			break;
 		case 'A':
 			c->given |= O_ALL;
+			break;
+		case 'H':
+			c->given |= O_HTTP;
 			break;
 		case 'h':
 			usage(stdout);
