@@ -2488,6 +2488,58 @@ START_TEST(test_cuda_bench_attend_gpu)
 }
 END_TEST
 
+/*
+ * --host: the same pages encoded on the CPU into a registered cache and
+ * read where they are give the device pages' output to the bit (every
+ * page sealed: 64 tokens in pages of 16), and the copy is timed.
+ */
+START_TEST(test_cuda_bench_attend_host)
+{
+	char *argv[] = { "attend", "--gpu",   "--host", "--ctx",
+			 "64",	   "--heads", "4",	"--kv-heads",
+			 "2",	   "--dim",   "64",	"--page-tokens",
+			 "16",	   "--reps",  "1",	"--batch",
+			 "2",	   "--json",  NULL };
+	char path[] = "/tmp/kvmem-bench-gpu-XXXXXX", buf[2048];
+	double diff = -1, us = 0, h2d = 0;
+	int fd = mkstemp(path), saved, ret;
+	const char *p;
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	fake_setup(2, FAKE_SMEM);
+	setenv("KVMEM_LIBCUDA", fake_path(), 1);
+	fflush(stdout);
+	saved = dup(1);
+	dup2(fd, 1);
+	optind = 0;
+	ret = bench_attend.run(sizeof(argv) / sizeof(argv[0]) - 1, argv);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	unsetenv("KVMEM_LIBCUDA");
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	if (ret == 2 && strstr(kvmem_cuda_error(), "without nvcc")) {
+		fprintf(stderr, "SKIP: cuda bench: %s\n", kvmem_cuda_error());
+		return;
+	}
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	EXPECT_EQ(ret, 0, "%s", buf);
+	p = strstr(buf, "\"max_diff_host\": ");
+	EXPECT(p && sscanf(p, "\"max_diff_host\": %lf", &diff) == 1, "%s", buf);
+	p = strstr(buf, "\"host_us\": ");
+	EXPECT(p && sscanf(p, "\"host_us\": %lf", &us) == 1, "%s", buf);
+	p = strstr(buf, "\"h2d_gbps\": ");
+	EXPECT(p && sscanf(p, "\"h2d_gbps\": %lf", &h2d) == 1, "%s", buf);
+	EXPECT_EQ(diff, 0.0, "%s", buf);
+	EXPECT(us > 0 && h2d > 0, "%s", buf);
+	EXPECT_EQ(fake->registered, 0, "%s", "the cache is unregistered");
+}
+END_TEST
+
 KVMEM_SUITE(cuda)
 {
 	Suite *s = suite_create("cuda");
@@ -2516,6 +2568,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_gpu_pool_per_user);
 	tcase_add_test(tc, test_cuda_gpu_pool_absent);
 	tcase_add_test(tc, test_cuda_bench_attend_gpu);
+	tcase_add_test(tc, test_cuda_bench_attend_host);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -15,6 +15,7 @@
  * round. Bandwidth is bytes of pages read per call over its time; a
  * copy's is bytes read plus written.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,138 @@ static int run_round(struct round *rd, int fn, uint64_t *ns)
 	return failed(ret);
 }
 
+/* --host: attention from pages in host memory, and a copy of them. */
+struct host_res {
+	double us, copy_us, diff;
+	size_t span; /* bytes the pages take in the arena */
+};
+
+/*
+ * The batch's sequences of one layer in an embedded cache registered with
+ * the GPU, encoded on the CPU from the same FP16 K/V: kvmem_cuda_attend()
+ * reads them where they are (kvmem_cuda_seq_pages()), timed as the device
+ * rounds are; the pages' span copied to the device is the baseline.
+ * @outk is the device pages' output: the difference to it goes in @res.
+ */
+static int host_pages(struct gpu_run *run, const struct attend_cfg *cfg,
+		      const struct kvmem_geometry *g, const struct layout *lo,
+		      const uint16_t *k, const uint16_t *v,
+		      const struct round *rd, const float *outk,
+		      struct host_res *res)
+{
+	const uint32_t B = cfg->batch;
+	const size_t nvals = (size_t)cfg->ctx * lo->tok;
+	const size_t nq = (size_t)B * cfg->heads * g->head_dim;
+	struct kvmem_page_layout l[2];
+	struct kvmem_cuda_attend_args a = rd->a;
+	struct kvmem_cuda_page *tab = NULL;
+	struct kvmem_cache *c = NULL;
+	struct kvmem_seq **s = NULL;
+	float *kf = NULL, *vf = NULL, *out = NULL;
+	uint64_t *t = NULL, dtab, dcopy, ns, lo_addr = UINT64_MAX, hi = 0;
+	uint32_t b, r;
+	size_t j;
+	int ret = -1;
+
+	kvmem_page_layout(g, 0, &l[0]);
+	kvmem_page_layout(g, 1, &l[1]);
+	if (kvmem_open_embedded(g,
+				(size_t)B * (lo->npages + 2) *
+						(l[0].size > l[1].size
+							 ? l[0].size
+							 : l[1].size) +
+					(1u << 20),
+				&c)) {
+		fprintf(stderr, "kvmem-bench: attend --gpu --host: no cache\n");
+		return -1;
+	}
+	s = calloc(B, sizeof(*s));
+	tab = calloc((size_t)B * lo->npages, sizeof(*tab));
+	kf = malloc(nvals * sizeof(float));
+	vf = malloc(nvals * sizeof(float));
+	out = malloc(nq * sizeof(float));
+	t = calloc(cfg->reps, sizeof(*t));
+	if (!s || !tab || !kf || !vf || !out || !t)
+		goto out;
+	for (j = 0; j < nvals; j++) {
+		kf[j] = kvmem_h2f(k[j]);
+		vf[j] = kvmem_h2f(v[j]);
+	}
+	if (failed(kvmem_cuda_register(run->cu, c)))
+		goto out;
+	for (b = 0; b < B; b++) {
+		int n;
+
+		if (kvmem_seq_create(c, &s[b]) ||
+		    kvmem_seq_append(s[b], 0, kf, vf, cfg->ctx))
+			goto out;
+		n = kvmem_cuda_seq_pages(run->cu, s[b], 0,
+					 tab + (size_t)b * lo->npages,
+					 lo->npages);
+		if (n != (int)lo->npages) {
+			failed(n < 0 ? n : -EINVAL);
+			goto out;
+		}
+	}
+	/* The pages' extent in the arena, for the copy. */
+	for (j = 0; j < (size_t)B * lo->npages; j++) {
+		const size_t size = l[tab[j].flags ? 1 : 0].size;
+
+		lo_addr = tab[j].addr < lo_addr ? tab[j].addr : lo_addr;
+		hi = tab[j].addr + size > hi ? tab[j].addr + size : hi;
+	}
+	res->span = hi - lo_addr;
+	if (!(dtab = dalloc(run, (size_t)B * lo->npages * sizeof(*tab))) ||
+	    !(a.out = dalloc(run, nq * 4)) ||
+	    !(dcopy = dalloc(run, res->span)) ||
+	    dput(run, dtab, tab, (size_t)B * lo->npages * sizeof(*tab)))
+		goto out;
+	a.pages = dtab;
+	for (r = 0; r <= cfg->reps; r++) {
+		uint64_t t0 = bench_now_ns();
+
+		if (failed(kvmem_cuda_attend(run->cu, g, &a, NULL)) ||
+		    failed(kvmem_cuda_sync(run->cu, NULL)))
+			goto out;
+		ns = bench_now_ns() - t0;
+		if (r)
+			t[r - 1] = ns;
+	}
+	res->us = (double)bench_median(t, cfg->reps) / 1e3;
+	for (r = 0; r <= cfg->reps; r++) {
+		uint64_t t0 = bench_now_ns();
+
+		if (failed(kvmem_cuda_copy(run->cu, dcopy, lo_addr, res->span,
+					   NULL)) ||
+		    failed(kvmem_cuda_sync(run->cu, NULL)))
+			goto out;
+		ns = bench_now_ns() - t0;
+		if (r)
+			t[r - 1] = ns;
+	}
+	res->copy_us = (double)bench_median(t, cfg->reps) / 1e3;
+	if (failed(kvmem_cuda_copy(run->cu, (uintptr_t)out, a.out, nq * 4,
+				   NULL)) ||
+	    failed(kvmem_cuda_sync(run->cu, NULL)))
+		goto out;
+	res->diff = 0.0;
+	for (j = 0; j < nq; j++) {
+		double dd = fabs((double)out[j] - outk[j]);
+
+		res->diff = !(dd <= res->diff) ? dd : res->diff;
+	}
+	ret = 0;
+out:
+	kvmem_close(c);
+	free(s);
+	free(tab);
+	free(kf);
+	free(vf);
+	free(out);
+	free(t);
+	return ret;
+}
+
 int bench_attend_gpu(const struct attend_cfg *cfg,
 		     const struct kvmem_geometry *g0)
 {
@@ -153,6 +286,7 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	const uint32_t B = cfg->batch;
 	uint32_t *sp = NULL, i, b, r, nslots;
 	double us[3], diff = 0.0, kbytes, fbytes, copy_gbps;
+	struct host_res host = { 0 };
 	size_t nvals, nq, wsb, j;
 	int ret = 1;
 
@@ -304,6 +438,8 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 			diff);
 		goto out;
 	}
+	if (cfg->host && host_pages(&run, cfg, &g, &lo, k, v, &rd, outk, &host))
+		goto out;
 	for (i = 0; i < 3; i++)
 		us[i] = (double)bench_median(t[i], cfg->reps) / 1e3;
 	kbytes = (double)B * lo.npages * l.size;
@@ -320,7 +456,7 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		       "\"fp16_bytes\": %.0f, \"kvmem_gbps\": %.1f, "
 		       "\"fp16_gbps\": %.1f, \"copy_gbps\": %.1f, "
 		       "\"kvmem_of_copy\": %.3f, \"fp16_of_copy\": %.3f, "
-		       "\"encode_us\": %.2f, \"max_diff_fp16\": %.3g}\n",
+		       "\"encode_us\": %.2f, \"max_diff_fp16\": %.3g",
 		       kvmem_cuda_name(run.cu), cfg->ctx, B, cfg->heads,
 		       cfg->kv_heads, cfg->dim,
 		       kvmem_format_get(cfg->format)->name,
@@ -329,6 +465,16 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		       kbytes / us[0] / 1e3, fbytes / us[1] / 1e3, copy_gbps,
 		       kbytes / us[0] / 1e3 / copy_gbps,
 		       fbytes / us[1] / 1e3 / copy_gbps, enc_ns / 1e3, diff);
+		if (cfg->host)
+			printf(", \"host_us\": %.2f, \"host_gbps\": %.2f, "
+			       "\"h2d_gbps\": %.2f, \"host_of_h2d\": %.3f, "
+			       "\"kvmem_over_host\": %.3f, "
+			       "\"max_diff_host\": %.3g",
+			       host.us, kbytes / host.us / 1e3,
+			       host.span / host.copy_us / 1e3,
+			       kbytes / host.us / (host.span / host.copy_us),
+			       host.us / us[0], host.diff);
+		printf("}\n");
 	} else {
 		printf("kvmem-bench attend --gpu: %s\nbatch %u of ctx %u, %u "
 		       "heads, %u KV "
@@ -354,6 +500,16 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		printf("encode of one layer: %.2f us; max |kvmem - fp16| = "
 		       "%.3g (quantization)\n",
 		       enc_ns / 1e3, diff);
+		if (cfg->host)
+			printf("\npages in host memory: %.2f us/call, %.2f GB/s, "
+			       "%.0f%% of a copy of them to the device\n"
+			       "(%.2f GB/s), %.2fx the time from device pages; "
+			       "max |host - device| = %.3g\n",
+			       host.us, kbytes / host.us / 1e3,
+			       100.0 * kbytes / host.us /
+				       (host.span / host.copy_us),
+			       host.span / host.copy_us / 1e3, host.us / us[0],
+			       host.diff);
 	}
 	ret = 0;
 out:

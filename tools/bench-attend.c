@@ -44,7 +44,7 @@ static void attend_usage(FILE *f)
 		   "                          [--format F] [--codec C] "
 		   "[--page-tokens T] [--reps N] [--json]\n"
 		   "                          [--threads N] [--flush-mib M] "
-		   "[--gpu [--batch B]]\n\n"
+		   "[--gpu [--batch B] [--host]]\n\n"
 		   "  --ctx N          context tokens (default 4096)\n"
 		   "  --heads H        query heads (default 32)\n"
 		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
@@ -64,7 +64,13 @@ static void attend_usage(FILE *f)
 		   "                   kernel and a device copy (try --ctx "
 		   "32768)\n"
 		   "  --batch B        with --gpu: sequences of ctx tokens "
-		   "each (default 1)\n");
+		   "each (default 1)\n"
+		   "  --host           with --gpu: also attention from the "
+		   "pages of a cache in\n"
+		   "                   host memory (kvmem_cuda_register()), "
+		   "against the same\n"
+		   "                   pages on the device and a copy of them "
+		   "to it\n");
 }
 
 static int flat_build(struct flat *f, const struct attend_cfg *cfg,
@@ -195,6 +201,7 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		{ "json", no_argument, NULL, 'j' },
 		{ "gpu", no_argument, NULL, 'g' },
 		{ "batch", required_argument, NULL, 'B' },
+		{ "host", no_argument, NULL, 'o' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "flush-mib", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
@@ -257,6 +264,9 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		case 'B':
 			if (parse_u32("batch", optarg, 1, 256, &cfg->batch))
 				return 2;
+			break;
+		case 'o':
+			cfg->host = 1;
 			break;
 		case 't':
 			if (parse_u32("threads", optarg, 1, BENCH_MAX_THREADS,
@@ -372,8 +382,9 @@ static int run_attend(int argc, char **argv)
 	}
 	if (cfg.gpu)
 		return bench_attend_gpu(&cfg, &g);
-	if (cfg.batch != 1) {
-		fprintf(stderr, "kvmem-bench: --batch needs --gpu\n");
+	if (cfg.batch != 1 || cfg.host) {
+		fprintf(stderr, "kvmem-bench: --%s needs --gpu\n",
+			cfg.host ? "host" : "batch");
 		return 2;
 	}
 

@@ -27,6 +27,7 @@ struct attend_cfg {
 	uint32_t threads, flush_mib;
 	uint32_t batch; /* sequences a call attends (--gpu) */
 	int format, codec, json, gpu;
+	int host; /* --gpu --host: also from pages in host memory */
 };
 
 struct kvmem_geometry;
