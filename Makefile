@@ -59,6 +59,7 @@ CFLAGS_libkvmem/attend_avx512.c := $(AVX512)
 CFLAGS_libkvmem/crc32c_sse42.c := -msse4.2
 CFLAGS_libkvmem/attend_avx2.c := -mavx2 -mfma -mf16c
 CFLAGS_daemon/admin.c := -DKVMEM_VERSION='"$(VERSION)"'
+CFLAGS_daemon/main.c := -DKVMEM_VERSION='"$(VERSION)"'
 CFLAGS_tools/kvmemctl.c := -DKVMEMCTL_VERSION='"$(VERSION)"'
 
 LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \

@@ -30,6 +30,7 @@ static void usage(FILE *f)
 		"  -o, --set SECTION.KEY=VALUE\n"
 		"                        set any configuration key\n"
 		"  -h, --help            this text\n"
+		"  -V, --version         kvmemd's version and ABI, and exit\n"
 		"\n"
 		"Every key and its default: kvmemd.conf(5), or --print-config.\n",
 		KVMEMD_CONFIG_PATH);
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
 		{ "state-dir", required_argument, NULL, 'd' },
 		{ "set", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct kvmemd d;
@@ -74,7 +76,7 @@ int main(int argc, char **argv)
 	char err[1024];
 
 	d.config_path = KVMEMD_CONFIG_PATH;
-	while ((opt = getopt_long(argc, argv, "c:fns:a:d:o:h", opts, NULL)) !=
+	while ((opt = getopt_long(argc, argv, "c:fns:a:d:o:hV", opts, NULL)) !=
 	       -1) {
 		const char *key = NULL;
 
@@ -118,6 +120,13 @@ int main(int argc, char **argv)
 		}
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			printf("kvmemd %s (ABI %u, clients of ABI %u to %u; page "
+			       "format %u)\n",
+			       KVMEM_VERSION, KVMEM_ABI_VERSION,
+			       KVMEM_ABI_VERSION_MIN, KVMEM_ABI_VERSION,
+			       KVMEM_PAGE_VERSION);
 			return 0;
 		default:
 			usage(stderr);

@@ -162,6 +162,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	struct kvmemd_session *s;
 	struct kvmemd_user *u;
 	uint64_t quota, ring_bytes, map, fixed, gpu;
+	char why[KVMEM_MESSAGE_LEN - 24];
 	uint32_t sq, cq;
 	int k;
 
@@ -182,8 +183,8 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 		return refuse(w, -EINVAL, "reserved hello fields are set");
 	if (!h->gpu_mib && !all_zero(h->gpu_uuid, sizeof(h->gpu_uuid)))
 		return refuse(w, -EINVAL, "a GPU named, but no memory on it");
-	if (kvmem_geometry_check(&h->geometry))
-		return refuse(w, -EINVAL, "invalid page geometry");
+	if (kvmem_geometry_explain(&h->geometry, why, sizeof(why)))
+		return refuse(w, -EINVAL, "invalid page geometry: %s", why);
 	sq = h->sq_entries ? h->sq_entries : cfg->sq_entries;
 	cq = h->cq_entries		  ? h->cq_entries
 	     : 2 * sq <= cfg->max_entries ? 2 * sq

@@ -775,6 +775,7 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	struct kvmem_welcome w;
 	int fds[4] = { -1, -1, -1, -1 };
 	struct kvmem_cache *c = NULL;
+	char why[KVMEM_MESSAGE_LEN - 20];
 	struct remote *r;
 	int ret, i;
 
@@ -788,11 +789,11 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	if (!path || strlen(path) >= sizeof(sa.sun_path))
 		return fail(-ENAMETOOLONG, "socket path too long");
 	memmove(sa.sun_path, path, strlen(path) + 1);
+	if (kvmem_geometry_explain(g, why, sizeof(why)))
+		return fail(-EINVAL, "invalid geometry: %s", why);
 	ret = kvmem__cache_new(g, &c);
 	if (ret)
-		return fail(ret, "%s",
-			    ret == -EINVAL ? "invalid geometry"
-					   : "out of memory");
+		return fail(ret, "out of memory");
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		ret = fail(-ENOMEM, "out of memory");
@@ -806,7 +807,12 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 		goto err_remote;
 	}
 	if (connect(r->sock, (struct sockaddr *)&sa, sizeof(sa))) {
-		ret = fail(-errno, "%s: %s", sa.sun_path, strerror(errno));
+		ret = -errno;
+		fail(ret, "cannot reach kvmemd at %s: %s%s", sa.sun_path,
+		     strerror(-ret),
+		     ret == -ENOENT || ret == -ECONNREFUSED
+			     ? " — is kvmemd running?"
+			     : "");
 		goto err_sock;
 	}
 	h.geometry = *g;

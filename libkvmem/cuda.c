@@ -97,10 +97,11 @@ int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
 
 static int geom(const struct kvmem_geometry *g, struct kvmem_k_geom *kg)
 {
+	char why[160];
 	int kind;
 
-	if (kvmem_geometry_check(g))
-		return kvmem__cuda_fail(-EINVAL, "invalid geometry");
+	if (kvmem_geometry_explain(g, why, sizeof(why)))
+		return kvmem__cuda_fail(-EINVAL, "invalid geometry: %s", why);
 	memset(kg, 0, sizeof(*kg));
 	kg->kv_heads = g->kv_heads;
 	kg->head_dim = g->head_dim;

@@ -11,6 +11,9 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,36 +58,114 @@ void kvmem_geometry_default(struct kvmem_geometry *g)
 }
 
 /* Each field on its own, and the fields against each other. */
-static int geometry_fields(const struct kvmem_geometry *g)
+/* The sentence in @buf (NULL: none): -EINVAL. */
+static int geometry_fail(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int geometry_fail(char *buf, size_t len, const char *fmt, ...)
 {
+	va_list ap;
+
+	if (buf && len) {
+		va_start(ap, fmt);
+		vsnprintf(buf, len, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* What is wrong with @g's fields, as a sentence in @buf; 0 or -EINVAL. */
+static int geometry_fields(const struct kvmem_geometry *g, char *buf,
+			   size_t len)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		uint32_t max;
+	} sizes[] = {
+		{ "layers", offsetof(struct kvmem_geometry, layers),
+		  MAX_LAYERS },
+		{ "kv_heads", offsetof(struct kvmem_geometry, kv_heads),
+		  MAX_HEADS },
+		{ "head_dim", offsetof(struct kvmem_geometry, head_dim),
+		  MAX_DIM },
+		{ "tokens_per_page",
+		  offsetof(struct kvmem_geometry, tokens_per_page),
+		  MAX_TOKENS },
+	};
 	size_t i;
 
-	if (!g || !g->layers || g->layers > MAX_LAYERS || !g->kv_heads ||
-	    g->kv_heads > MAX_HEADS || !g->head_dim || g->head_dim > MAX_DIM ||
-	    !g->tokens_per_page || g->tokens_per_page > MAX_TOKENS ||
-	    !g->group_size || g->head_dim % g->group_size ||
-	    g->sink_tokens > g->tokens_per_page ||
-	    !kvmem_format_get(g->format) || !kvmem_codec_get(g->codec) ||
-	    g->key_scales > KVMEM_SCALES_CHANNEL ||
-	    (g->key_scales == KVMEM_SCALES_CHANNEL &&
-	     g->format == KVMEM_FMT_FP16))
-		return -EINVAL;
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t v;
+
+		memcpy(&v, (const char *)g + sizes[i].off, sizeof(v));
+		if (!v || v > sizes[i].max)
+			return geometry_fail(buf, len, "%s %u is not in 1..%u",
+					     sizes[i].name, v, sizes[i].max);
+	}
+	if (!g->group_size || g->head_dim % g->group_size)
+		return geometry_fail(buf, len,
+				     "head_dim %u is not a multiple of "
+				     "group_size %u",
+				     g->head_dim, g->group_size);
+	if (g->sink_tokens > g->tokens_per_page)
+		return geometry_fail(buf, len,
+				     "sink_tokens %u is more than "
+				     "tokens_per_page %u",
+				     g->sink_tokens, g->tokens_per_page);
+	if (!kvmem_format_get(g->format))
+		return geometry_fail(buf, len,
+				     "format %u is not one of 0..%u (fp16, "
+				     "int8, int4, int2)",
+				     g->format, KVMEM_FMT_NR - 1);
+	if (!kvmem_codec_get(g->codec))
+		return geometry_fail(buf, len,
+				     "codec %u is not one of 0..%u (h74, h84, "
+				     "golay24, secded72)",
+				     g->codec, KVMEM_CODEC_NR - 1);
+	if (g->key_scales > KVMEM_SCALES_CHANNEL)
+		return geometry_fail(buf, len,
+				     "key_scales %u is not 0 (group) or 1 "
+				     "(channel)",
+				     g->key_scales);
+	if (g->key_scales == KVMEM_SCALES_CHANNEL &&
+	    g->format == KVMEM_FMT_FP16)
+		return geometry_fail(buf, len,
+				     "channel key scales need a quantized "
+				     "format, not fp16");
 	for (i = 0; i < sizeof(g->resv); i++)
 		if (g->resv[i])
-			return -EINVAL;
+			return geometry_fail(buf, len, "resv[%zu] is not 0", i);
 	return 0;
 }
 
 static int layout(const struct kvmem_geometry *g, int hot,
 		  struct kvmem_page_layout *l);
 
-int kvmem_geometry_check(const struct kvmem_geometry *g)
+int kvmem_geometry_explain(const struct kvmem_geometry *g, char *buf,
+			   size_t len)
 {
 	struct kvmem_page_layout l;
+	int hot;
 
-	if (geometry_fields(g) || layout(g, 0, &l) || layout(g, 1, &l))
+	if (buf && len)
+		buf[0] = 0;
+	if (!g)
+		return geometry_fail(buf, len, "no geometry");
+	if (geometry_fields(g, buf, len))
 		return -EINVAL;
+	for (hot = 0; hot < 2; hot++)
+		if (layout(g, hot, &l))
+			return geometry_fail(buf, len,
+					     "a%s page would be over %u bytes",
+					     hot ? " hot (FP16)" : " sealed",
+					     KVMEM_PAGE_MAX);
 	return 0;
+}
+
+int kvmem_geometry_check(const struct kvmem_geometry *g)
+{
+	return kvmem_geometry_explain(g, NULL, 0);
 }
 
 /* FNV-1a over the fields, one at a time (no padding bytes). */
@@ -183,7 +264,7 @@ static int layout(const struct kvmem_geometry *g, int hot,
 int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
 		      struct kvmem_page_layout *l)
 {
-	if (geometry_fields(g) || !l || layout(g, hot, l))
+	if (!g || geometry_fields(g, NULL, 0) || !l || layout(g, hot, l))
 		return -EINVAL;
 	return 0;
 }

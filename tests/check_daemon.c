@@ -760,7 +760,9 @@ START_TEST(test_bad_hellos_refused)
 		       "no GPU pool: pool.gpu_bytes is 0");
 	h = kvmemd_hello(0);
 	h.geometry.group_size = 7;
-	expect_refused(&p, &h, sizeof(h), -EINVAL, "geometry");
+	expect_refused(&p, &h, sizeof(h), -EINVAL,
+		       "invalid page geometry: head_dim 64 is not a multiple "
+		       "of group_size 7");
 	h = kvmemd_hello(0);
 	h.sq_entries = 100;
 	expect_refused(&p, &h, sizeof(h), -EINVAL, "powers of two");
@@ -1467,6 +1469,24 @@ START_TEST(test_default_socket_agrees)
 }
 END_TEST
 
+START_TEST(test_version)
+{
+	struct kvmem_run r;
+	char want[128];
+
+	snprintf(want, sizeof(want),
+		 "kvmemd %s (ABI 4, clients of ABI 3 to 4; page format 3)\n",
+		 getenv("KVMEM_VERSION") ? getenv("KVMEM_VERSION") : "0.1.0");
+	KVMEM_RUN(&r, "../daemon/kvmemd", "", "--version");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_str_eq(r.out, want);
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "../daemon/kvmemd", "", "-V");
+	ck_assert_str_eq(r.out, want);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
 START_TEST(test_print_config_round_trip)
 {
 	struct kvmem_run r, r2;
@@ -1516,6 +1536,7 @@ KVMEM_SUITE(daemon)
 	tcase_add_test(tc, test_check_config_store);
 	tcase_add_test(tc, test_second_daemon_writes_nothing);
 	tcase_add_test(tc, test_print_config_round_trip);
+	tcase_add_test(tc, test_version);
 	tcase_add_test(tc, test_default_socket_agrees);
 	suite_add_tcase(s, tc);
 	return s;

@@ -213,7 +213,8 @@ START_TEST(test_protocol_tiny)
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
 		  "--modes", "int4-h84", "--ber", "0.001", "--seeds", "3");
 	ck_assert_int_eq(r.status, 0);
-	ck_assert_ptr_nonnull(strstr(r.out, "header, scales, checks and payload"));
+	ck_assert_ptr_nonnull(
+		strstr(r.out, "header, scales, checks and payload"));
 	ck_assert_ptr_nonnull(strstr(r.out, "tokens a page"));
 	ck_assert_ptr_nonnull(strstr(r.out, "int4-h84"));
 	kvmem_check_run_free(&r);
@@ -292,6 +293,24 @@ START_TEST(test_usage)
 		ck_assert_msg(strlen(r.err) > 0, "case %zu: silent", i);
 		kvmem_check_run_free(&r);
 	}
+	/* A bad item says what a good one is; no daemon, said once. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--modes", "int5");
+	ck_assert_str_eq(r.err,
+			 "kvmem-eval: bad --modes item 'int5': one of fp32, "
+			 "int4, int4-h74, int4-h84, int4-h84-interp, "
+			 "int4-golay24, int8-secded72, fp16-secded72\n");
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--ber", "2");
+	ck_assert_str_eq(r.err, "kvmem-eval: bad --ber item '2': a "
+				"probability from 0 to 1, like 1e-3\n");
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--modes", "int4-h84",
+		  "--tokens", "4", "--connect", "/nonexistent/kvmemd.sock");
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_str_eq(r.err, "kvmem-eval: cannot reach kvmemd at "
+				"/nonexistent/kvmemd.sock: No such file or "
+				"directory \u2014 is kvmemd running?\n");
+	kvmem_check_run_free(&r);
 	KVMEM_RUN(&r, "kvmem-eval", "", "--help");
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "int4-h84-interp"));

@@ -840,33 +840,63 @@ START_TEST(test_geometry_check)
 	b.sink_tokens = 1;
 	ck_assert_int_eq(kvmem_geometry_check(&b), 0);
 
-	/* Each bad field on its own. */
-#define BAD(stmt)                                                  \
-	do {                                                       \
-		b = g;                                             \
-		stmt;                                              \
-		ck_assert_msg(kvmem_geometry_check(&b) == -EINVAL, \
-			      "accepted: %s", #stmt);              \
+	/* Each bad field on its own, and the sentence that names it. */
+#define BAD(stmt, why)                                                         \
+	do {                                                                   \
+		char msg[160];                                                 \
+		b = g;                                                         \
+		stmt;                                                          \
+		ck_assert_msg(kvmem_geometry_check(&b) == -EINVAL,             \
+			      "accepted: %s", #stmt);                          \
+		ck_assert_int_eq(kvmem_geometry_explain(&b, msg, sizeof(msg)), \
+				 -EINVAL);                                     \
+		ck_assert_msg(!strcmp(msg, why), "%s: \"%s\", not \"%s\"",     \
+			      #stmt, msg, why);                                \
 	} while (0)
-	BAD(b.layers = 0);
-	BAD(b.kv_heads = 0);
-	BAD(b.head_dim = 0);
-	BAD(b.tokens_per_page = 0);
-	BAD(b.group_size = 0);
-	BAD(b.group_size = 24);
-	BAD(b.group_size = 128);
-	BAD(b.head_dim = 65);
-	BAD(b.sink_tokens = b.tokens_per_page + 1);
-	BAD(b.format = KVMEM_FMT_NR);
-	BAD(b.format = 0xff);
-	BAD(b.codec = KVMEM_CODEC_NR);
-	BAD(b.codec = 0xff);
-	BAD((b.format = KVMEM_FMT_FP16, b.key_scales = KVMEM_SCALES_CHANNEL));
-	BAD(b.kv_heads = 0xffffffffu);
-	BAD((b.head_dim = 0x80000000u, b.group_size = 0x80000000u));
-	BAD(b.tokens_per_page = 0xffffffffu);
-	for (i = 0; i < sizeof(b.resv); i++)
-		BAD(b.resv[i] = 1);
+	BAD(b.layers = 0, "layers 0 is not in 1..4096");
+	BAD(b.kv_heads = 0, "kv_heads 0 is not in 1..1024");
+	BAD(b.head_dim = 0, "head_dim 0 is not in 1..1024");
+	BAD(b.tokens_per_page = 0, "tokens_per_page 0 is not in 1..4096");
+	BAD(b.group_size = 0, "head_dim 64 is not a multiple of group_size 0");
+	BAD(b.group_size = 24,
+	    "head_dim 64 is not a multiple of group_size 24");
+	BAD(b.group_size = 128,
+	    "head_dim 64 is not a multiple of group_size 128");
+	BAD(b.head_dim = 65, "head_dim 65 is not a multiple of group_size 32");
+	BAD(b.sink_tokens = b.tokens_per_page + 1,
+	    "sink_tokens 17 is more than tokens_per_page 16");
+	BAD(b.format = KVMEM_FMT_NR,
+	    "format 4 is not one of 0..3 (fp16, int8, int4, int2)");
+	BAD(b.format = 0xff,
+	    "format 255 is not one of 0..3 (fp16, int8, int4, int2)");
+	BAD(b.codec = KVMEM_CODEC_NR,
+	    "codec 4 is not one of 0..3 (h74, h84, golay24, secded72)");
+	BAD(b.codec = 0xff,
+	    "codec 255 is not one of 0..3 (h74, h84, golay24, secded72)");
+	BAD(b.key_scales = 2, "key_scales 2 is not 0 (group) or 1 (channel)");
+	BAD((b.format = KVMEM_FMT_FP16, b.key_scales = KVMEM_SCALES_CHANNEL),
+	    "channel key scales need a quantized format, not fp16");
+	BAD(b.kv_heads = 0xffffffffu, "kv_heads 4294967295 is not in 1..1024");
+	BAD((b.head_dim = 0x80000000u, b.group_size = 0x80000000u),
+	    "head_dim 2147483648 is not in 1..1024");
+	BAD(b.tokens_per_page = 0xffffffffu,
+	    "tokens_per_page 4294967295 is not in 1..4096");
+	BAD((b.kv_heads = 1024, b.head_dim = 1024, b.tokens_per_page = 4096,
+	     b.sink_tokens = 0),
+	    "a sealed page would be over 1073741824 bytes");
+	for (i = 0; i < sizeof(b.resv); i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "resv[%u] is not 0", i);
+		BAD(b.resv[i] = 1, want);
+	}
+	{
+		char msg[16] = "x";
+
+		ck_assert_int_eq(kvmem_geometry_explain(&g, msg, sizeof(msg)),
+				 0);
+		ck_assert_str_eq(msg, "");
+	}
 #undef BAD
 }
 END_TEST

@@ -157,8 +157,7 @@ static int run_attach(int argc, char **argv)
 	 * keeps for all of them (worker stacks, tables). */
 	ret = kvmem_connect(path, &g, &o, &c);
 	if (ret) {
-		fprintf(stderr, "kvmem-bench: attach to %s: %s (%s)\n", path,
-			kvmem_strerror(ret), kvmem_connect_error());
+		fprintf(stderr, "kvmem-bench: %s\n", kvmem_connect_error());
 		return 1;
 	}
 	rss0 = daemon_rss_kib(path);
@@ -180,10 +179,8 @@ static int run_attach(int argc, char **argv)
 	for (i = 0; i < cfg.cycles; i++) {
 		ret = kvmem_connect(path, &g, &o, &c);
 		if (ret) {
-			fprintf(stderr,
-				"kvmem-bench: cycle %llu: attach: %s (%s)\n",
-				(unsigned long long)i, kvmem_strerror(ret),
-				kvmem_connect_error());
+			fprintf(stderr, "kvmem-bench: cycle %llu: %s\n",
+				(unsigned long long)i, kvmem_connect_error());
 			return 1;
 		}
 		kvmem_close(c);
@@ -191,9 +188,8 @@ static int run_attach(int argc, char **argv)
 	t_cycle = bench_now_ns() - t0;
 	ret = kvmem_connect(path, &g, &o, &c);
 	if (ret) {
-		fprintf(stderr,
-			"kvmem-bench: attach after the cycles: %s (%s)\n",
-			kvmem_strerror(ret), kvmem_connect_error());
+		fprintf(stderr, "kvmem-bench: after the cycles: %s\n",
+			kvmem_connect_error());
 		return 1;
 	}
 	rss1 = daemon_rss_kib(path);

@@ -345,6 +345,7 @@ static int run_attend(int argc, char **argv)
 		.codec = KVMEM_CODEC_H84,
 	};
 	struct kvmem_geometry g = { 0 };
+	char why[160];
 	struct kvmem_attend_opts opts = { 0 }, opts_mt;
 	struct kvmem_cache *cache = NULL;
 	struct kvmem_seq *seq = NULL;
@@ -376,8 +377,9 @@ static int run_attend(int argc, char **argv)
 		g.group_size = cfg.dim;
 	g.format = (uint8_t)cfg.format;
 	g.codec = (uint8_t)cfg.codec;
-	if (kvmem_geometry_check(&g)) {
-		fprintf(stderr, "kvmem-bench: that geometry is not valid\n");
+	if (kvmem_geometry_explain(&g, why, sizeof(why))) {
+		fprintf(stderr, "kvmem-bench: that geometry is not valid: %s\n",
+			why);
 		return 2;
 	}
 	if (cfg.gpu)

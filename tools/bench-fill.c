@@ -357,6 +357,7 @@ static uint64_t arena_bytes(const struct fill *f, uint32_t seqs)
 static int fill_init(struct fill *f, const struct fill_cfg *cfg)
 {
 	const size_t T = cfg->tokens;
+	char why[160] = "";
 
 	memset(f, 0, sizeof(*f));
 	f->cfg = cfg;
@@ -371,10 +372,11 @@ static int fill_init(struct fill *f, const struct fill_cfg *cfg)
 		f->g.group_size = cfg->dim;
 	f->g.format = (uint8_t)cfg->format;
 	f->g.codec = (uint8_t)cfg->codec;
-	if (kvmem_geometry_check(&f->g) ||
+	if (kvmem_geometry_explain(&f->g, why, sizeof(why)) ||
 	    kvmem_page_layout(&f->g, 0, &f->lay[0]) ||
 	    kvmem_page_layout(&f->g, 1, &f->lay[1])) {
-		fprintf(stderr, "kvmem-bench: that geometry is not valid\n");
+		fprintf(stderr, "kvmem-bench: that geometry is not valid: %s\n",
+			why);
 		return -EINVAL;
 	}
 	f->tok = (size_t)cfg->kv_heads * cfg->dim;
@@ -456,13 +458,11 @@ static int fill_open(struct fill *f)
 	}
 	ret = kvmem_connect(sock, &f->g, &o, &f->c);
 	if (ret) {
-		fprintf(stderr,
-			"kvmem-bench: cannot attach to kvmemd at %s: %s", sock,
+		fprintf(stderr, "kvmem-bench: %s",
 			*kvmem_connect_error() ? kvmem_connect_error()
 					       : kvmem_strerror(ret));
 		if (ret == -ENOENT || ret == -ECONNREFUSED)
-			fprintf(stderr, " (is kvmemd running? --embedded "
-					"runs without it)");
+			fprintf(stderr, " (--embedded runs without it)");
 		else if (ret == -EDQUOT || ret == -ENOSPC)
 			fprintf(stderr,
 				" (the run needs %llu MiB: fewer "

@@ -274,8 +274,7 @@ static int start_daemon(struct offload *o, struct kvmem_cache **c)
 			break;
 		usleep(10000);
 	}
-	fprintf(stderr, "kvmem-bench: cannot attach to %s: %s (%s)\n", o->sock,
-		kvmem_strerror(ret), kvmem_connect_error());
+	fprintf(stderr, "kvmem-bench: %s\n", kvmem_connect_error());
 	return ret;
 }
 

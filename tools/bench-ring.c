@@ -388,9 +388,7 @@ static int ring_attach(const char *sock, struct own_kvmemd *d,
 		sleep_ms(10);
 	}
 	if (ret)
-		fprintf(stderr,
-			"kvmem-bench: cannot attach to kvmemd at %s: %s\n",
-			sock,
+		fprintf(stderr, "kvmem-bench: %s\n",
 			*kvmem_connect_error() ? kvmem_connect_error()
 					       : kvmem_strerror(ret));
 	return ret;

@@ -197,6 +197,7 @@ struct cache {
 	struct kvmem_seq *seq;
 	uint32_t *injected; /* pages injected, per layer */
 	uint64_t pages_injected, bits_flipped;
+	int said; /* why it failed is on stderr already */
 };
 
 static uint64_t mix(uint64_t seed, uint64_t a, uint64_t b)
@@ -274,9 +275,11 @@ static int cache_open(struct cache *c, const struct model *m,
 			};
 
 			ret = kvmem_connect(o->connect, &c->g, &co, &c->kc);
-			if (ret)
-				fprintf(stderr, PROG ": %s: %s\n", o->connect,
+			if (ret) {
+				fprintf(stderr, PROG ": %s\n",
 					kvmem_connect_error());
+				c->said = 1;
+			}
 		} else {
 			ret = kvmem_open_embedded(&c->g, pages * l.size,
 						  &c->kc);
@@ -690,6 +693,7 @@ static int forward(const struct model *m, struct state *s, struct cache *c,
 struct result {
 	double ppl, kl, top1, top5;
 	uint64_t corrected, detected, bits_flipped, pages_injected;
+	int said; /* a failure was explained on stderr */
 };
 
 /* log-softmax of @n logits into @out, in double. */
@@ -851,6 +855,7 @@ static int run(const struct model *m, struct state *s, const struct mode *md,
 		if (md->kind == CACHE_KVMEM)
 			count_words(&c, res);
 	}
+	res->said = c.said;
 	cache_close(&c);
 	return ret;
 }
@@ -925,17 +930,24 @@ static void usage(FILE *f)
 }
 
 /* Split "a,b,c"; each item through @parse. Returns the count or -1. */
+/* @valid says what an item may be, for the message when one is not. */
 static int parse_list(const char *opt, char *arg, int max,
-		      int (*parse)(const char *, void *, int), void *out)
+		      int (*parse)(const char *, void *, int), void *out,
+		      const char *valid)
 {
 	char *save = NULL, *item;
 	int n = 0;
 
 	for (item = strtok_r(arg, ",", &save); item;
 	     item = strtok_r(NULL, ",", &save)) {
-		if (n == max || parse(item, out, n)) {
-			fprintf(stderr, PROG ": bad --%s item '%s'\n", opt,
-				item);
+		if (n == max) {
+			fprintf(stderr, PROG ": --%s takes at most %d items\n",
+				opt, max);
+			return -1;
+		}
+		if (parse(item, out, n)) {
+			fprintf(stderr, PROG ": bad --%s item '%s': %s\n", opt,
+				item, valid);
 			return -1;
 		}
 		n++;
@@ -943,6 +955,23 @@ static int parse_list(const char *opt, char *arg, int max,
 	if (!n)
 		fprintf(stderr, PROG ": --%s is empty\n", opt);
 	return n ? n : -1;
+}
+
+#define BER_VALID "a probability from 0 to 1, like 1e-3"
+#define SEED_VALID "an unsigned 64-bit integer"
+
+/* The modes' names, for a message: "one of fp32, int4, ...". */
+static const char *mode_names(void)
+{
+	static char buf[256];
+	size_t n;
+	int m;
+
+	n = (size_t)snprintf(buf, sizeof(buf), "one of");
+	for (m = 0; m < NMODES && n < sizeof(buf); m++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s %s",
+				      m ? "," : "", modes[m].name);
+	return buf;
 }
 
 static int parse_mode(const char *s, void *out, int i)
@@ -1049,20 +1078,21 @@ static int parse_args(int argc, char **argv, struct args *a)
 				return 2;
 			break;
 		case 'M':
-			a->nmodes = parse_list("modes", optarg, MAX_LIST,
-					       parse_mode, a->modes);
+			a->nmodes =
+				parse_list("modes", optarg, MAX_LIST,
+					   parse_mode, a->modes, mode_names());
 			if (a->nmodes < 0)
 				return 2;
 			break;
 		case 'b':
 			a->nber = parse_list("ber", optarg, MAX_LIST, parse_ber,
-					     a->ber);
+					     a->ber, BER_VALID);
 			if (a->nber < 0)
 				return 2;
 			break;
 		case 's':
 			a->nseeds = parse_list("seeds", optarg, MAX_LIST,
-					       parse_u64, a->seeds);
+					       parse_u64, a->seeds, SEED_VALID);
 			if (a->nseeds < 0)
 				return 2;
 			break;
@@ -1129,11 +1159,11 @@ static int parse_args(int argc, char **argv, struct args *a)
 		for (i = 0; i < NMODES; i++)
 			a->modes[a->nmodes++] = i;
 	if (!a->nber)
-		a->nber =
-			parse_list("ber", def_ber, MAX_LIST, parse_ber, a->ber);
+		a->nber = parse_list("ber", def_ber, MAX_LIST, parse_ber,
+				     a->ber, BER_VALID);
 	if (!a->nseeds)
 		a->nseeds = parse_list("seeds", def_seeds, MAX_LIST, parse_u64,
-				       a->seeds);
+				       a->seeds, SEED_VALID);
 	return 0;
 }
 
@@ -1226,10 +1256,13 @@ int main(int argc, char **argv)
 					      a.ntok, tok, ref, lsm, lsr, r);
 
 				if (err) {
-					fprintf(stderr,
-						PROG ": %s at BER %g: %s\n",
-						modes[a.modes[mi]].name,
-						a.ber[bi], kvmem_strerror(err));
+					if (!r->said)
+						fprintf(stderr,
+							PROG
+							": %s at BER %g: %s\n",
+							modes[a.modes[mi]].name,
+							a.ber[bi],
+							kvmem_strerror(err));
 					goto out;
 				}
 			}

@@ -157,7 +157,10 @@ def _load():
     lib = ctypes.CDLL(_find_library())
     sigs = {
         "kvmem_geometry_default": (None, [ctypes.POINTER(_Geometry)]),
-        "kvmem_geometry_check": (_int, [ctypes.POINTER(_Geometry)]),
+        "kvmem_geometry_explain": (
+            _int,
+            [ctypes.POINTER(_Geometry), ctypes.c_char_p, ctypes.c_size_t],
+        ),
         "kvmem_open_embedded": (
             _int,
             [ctypes.POINTER(_Geometry), ctypes.c_size_t, ctypes.POINTER(_vp)],
@@ -277,9 +280,10 @@ class Geometry:
             g.codec = _name(CODECS, codec, "codec")
         if key_scales is not None:
             g.key_scales = _name(_KEY_SCALES, key_scales, "key_scales")
-        ret = _lib.kvmem_geometry_check(ctypes.byref(g))
+        why = ctypes.create_string_buffer(160)
+        ret = _lib.kvmem_geometry_explain(ctypes.byref(g), why, len(why))
         if ret:
-            _fail(ret, "geometry", "not usable: %r" % (self._describe(g),))
+            _fail(ret, "geometry", why.value.decode())
         self._g = g
 
     @staticmethod

@@ -173,6 +173,18 @@ void kvmem_geometry_default(struct kvmem_geometry *g);
 int kvmem_geometry_check(const struct kvmem_geometry *g);
 
 /**
+ * kvmem_geometry_explain() - kvmem_geometry_check(), and why in words
+ * @g: the geometry
+ * @buf: receives a sentence naming the first field that is wrong and its
+ *       limit ("head_dim 30 is not a multiple of group_size 32"), or ""
+ * @len: size of @buf
+ *
+ * Return: what kvmem_geometry_check() returns.
+ */
+int kvmem_geometry_explain(const struct kvmem_geometry *g, char *buf,
+			   size_t len);
+
+/**
  * kvmem_geometry_digest() - a 64-bit digest of a geometry
  * @g: the geometry
  *
