@@ -1773,9 +1773,16 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/*
+ * @chan: the channel's mode and k (kvmem_inject_parse()); each region
+ * gets its codec's layout and its own seed.
+ */
 static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
-		       uint64_t seed, int all, struct inject_sum *sum)
+		       uint64_t seed, int all,
+		       const struct kvmem_inject_params *chan,
+		       struct inject_sum *sum)
 {
+	const int dry = !sum; /* only check the parameters */
 	struct region_def rg[4];
 	struct kvmem_inject_params ip;
 	struct kvmem_inject_report rep;
@@ -1788,11 +1795,19 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 					     ((uint64_t)u << 2) ^ i));
 
 		ret = kvmem_inject_params_for_codec(&ip, rg[i].codec, ber, rs);
-		if (!ret) {
-			memset(&rep, 0, sizeof(rep));
-			ret = kvmem_inject(session_page(s, u) + rg[i].off,
-					   rg[i].nwords, &ip, &rep);
+		if (ret)
+			return ret;
+		ip.mode = chan->mode;
+		ip.k = chan->k;
+		if (dry) {
+			ret = kvmem_inject(NULL, 0, &ip, NULL);
+			if (ret)
+				return ret;
+			continue;
 		}
+		memset(&rep, 0, sizeof(rep));
+		ret = kvmem_inject(session_page(s, u) + rg[i].off,
+				   rg[i].nwords, &ip, &rep);
 		if (ret)
 			return ret;
 		sum->c[rg[i].codec].bits += rep.bits;
@@ -1800,7 +1815,8 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 		for (b = 0; b < KVMEM_INJECT_HIST; b++)
 			sum->c[rg[i].codec].by_flips[b] += rep.by_flips[b];
 	}
-	sum->pages++;
+	if (!dry)
+		sum->pages++;
 	return 0;
 }
 
@@ -1816,16 +1832,62 @@ static void flips_json(struct jw *w, const struct kvmem_inject_report *rep)
 	jw_close(w, ']');
 }
 
+/* inject_slot() on every page of @t; @sum NULL: a dry run. */
+static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
+		       double ber, uint64_t seed, int all,
+		       const struct kvmem_inject_params *chan,
+		       struct inject_sum *sum)
+{
+	struct kvmemd_session *s;
+	uint32_t u;
+	int ret;
+
+	for (s = d->sessions; s; s = s->next) {
+		struct seq *q;
+
+		if (t->type != KVMEMD_TARGET_POOL && s->id != t->session)
+			continue;
+		if (t->type == KVMEMD_TARGET_SEQ) {
+			q = session_seq(s, t->seq);
+			for (u = 0; q && u < q->n; u++) {
+				const struct page *pg = &s->pages[q->pages[u]];
+
+				if (pg->state != PAGE_RESIDENT &&
+				    pg->state != PAGE_WRITING)
+					continue;
+				ret = inject_slot(s, pg->unit, ber, seed, all,
+						  chan, sum);
+				if (ret)
+					return ret;
+			}
+			continue;
+		}
+		for (u = 0; u < s->top;) {
+			struct slot *sl = &s->slots[u];
+
+			if (sl->state == SLOT_SEALED) {
+				ret = inject_slot(s, u, ber, seed, all, chan,
+						  sum);
+				if (ret)
+					return ret;
+			}
+			u += sl->state == SLOT_NONE ? 1
+						    : s->slot_units[sl->kind];
+		}
+	}
+	return 0;
+}
+
 int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 {
 	struct inject_sum sum = { 0 };
 	struct kvmem_inject_report total = { 0 };
-	struct kvmemd_session *s;
+	struct kvmem_inject_params chan = { .mode = KVMEM_INJECT_BSC };
 	struct kvmemd_target t;
+	const char *spec = "bsc";
 	double ber = -1;
 	uint64_t seed = 0;
 	int i, n, all = 0, ret;
-	uint32_t u;
 	char *end;
 
 	if (!d->cfg.allow_inject) {
@@ -1834,7 +1896,9 @@ int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 			"error injection is off (scrub.allow_inject)");
 		return 0;
 	}
-	for (n = 1; n < argc && strcmp(argv[n], "ber"); n++)
+	for (n = 1;
+	     n < argc && strcmp(argv[n], "ber") && strcmp(argv[n], "channel");
+	     n++)
 		;
 	if (kvmemd_admin_target(d, n - 1, argv + 1, &t, w))
 		return 0;
@@ -1850,44 +1914,30 @@ int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 				goto usage;
 		} else if (!strcmp(argv[i], "all")) {
 			all = 1;
+		} else if (!strcmp(argv[i], "channel") && i + 1 < argc) {
+			spec = argv[++i];
+			if (kvmem_inject_parse(&chan, spec)) {
+				kvmemd_admin_error(
+					w, -EINVAL,
+					"channel %.64s: want bsc, exact:K, "
+					"burst:K, byte:K, adjacent:K, "
+					"line[:BYTES] or column:ROW",
+					spec);
+				return 0;
+			}
 		} else {
 			goto usage;
 		}
 	}
 	if (ber < 0)
 		goto usage;
-	for (s = d->sessions; s; s = s->next) {
-		struct seq *q;
-
-		if (t.type != KVMEMD_TARGET_POOL && s->id != t.session)
-			continue;
-		if (t.type == KVMEMD_TARGET_SEQ) {
-			q = session_seq(s, t.seq);
-			for (u = 0; q && u < q->n; u++) {
-				const struct page *pg = &s->pages[q->pages[u]];
-
-				if (pg->state != PAGE_RESIDENT &&
-				    pg->state != PAGE_WRITING)
-					continue;
-				ret = inject_slot(s, pg->unit, ber, seed, all,
-						  &sum);
-				if (ret)
-					goto fail;
-			}
-			continue;
-		}
-		for (u = 0; u < s->top;) {
-			struct slot *sl = &s->slots[u];
-
-			if (sl->state == SLOT_SEALED) {
-				ret = inject_slot(s, u, ber, seed, all, &sum);
-				if (ret)
-					goto fail;
-			}
-			u += sl->state == SLOT_NONE ? 1
-						    : s->slot_units[sl->kind];
-		}
-	}
+	/* Every page the target covers takes the channel, or none does:
+	 * a K too large for one of their codecs is refused up front. */
+	ret = inject_walk(d, &t, ber, seed, all, &chan, NULL);
+	if (!ret)
+		ret = inject_walk(d, &t, ber, seed, all, &chan, &sum);
+	if (ret)
+		goto fail;
 	jw_open(w, NULL, '{');
 	jw_u64(w, "pages", sum.pages);
 	for (i = 0; i < KVMEM_CODEC_NR; i++) {
@@ -1910,10 +1960,10 @@ int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	jw_close(w, '}');
 	jw_end(w);
 	kvmemd_log(LOG_WARNING,
-		   "injected %llu bit errors into %llu pages (ber %g, seed "
-		   "%llu)",
+		   "injected %llu bit errors into %llu pages (channel %s, ber "
+		   "%g, seed %llu)",
 		   (unsigned long long)total.bits,
-		   (unsigned long long)sum.pages, ber,
+		   (unsigned long long)sum.pages, spec, ber,
 		   (unsigned long long)seed);
 	return 0;
 fail:
@@ -1922,6 +1972,6 @@ fail:
 usage:
 	kvmemd_admin_error(w, -EINVAL,
 			   "usage: inject (pool|session N|seq N S) ber P "
-			   "[seed S] [all]");
+			   "[seed S] [all] [channel SPEC]");
 	return 0;
 }

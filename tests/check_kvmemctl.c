@@ -846,6 +846,7 @@ static const struct fake_reply spec_replies[] = {
 	{ "errors", R_ERRORS },
 	{ "reset-counters", "{\"ok\":true}\n" },
 	{ "inject seq 1 2 ber 0.001 seed 7 all", R_INJECT },
+	{ "inject seq 1 2 ber 0.001 seed 7 channel line:128", R_INJECT },
 	{ "inject pool ber 1e-05 seed 18446744073709551615", R_INJECT },
 	{ "inject session 1 ber 0.5 seed 1",
 	  "{\"error\":\"injection is off (scrub.allow_inject)\","
@@ -1376,6 +1377,9 @@ START_TEST(test_spec_requests)
 		{ { "inject", "pool", "--ber", "1e-5", "--seed",
 		    "18446744073709551615" },
 		  "inject pool ber 1e-05 seed 18446744073709551615" },
+		{ { "inject", "seq", "1", "2", "--channel", "line:128", "--ber",
+		    "0.001", "--seed", "7" },
+		  "inject seq 1 2 ber 0.001 seed 7 channel line:128" },
 		{ { "policy", "set", "scrub.rate=1M" },
 		  "policy set scrub.rate=1M" },
 		{ { "tier" }, "tier" },
@@ -2142,6 +2146,11 @@ START_TEST(test_usage_errors)
 		  "needs --ber P and --seed" },
 		{ { "inject", "pool", "--ber", "2", "--seed", "1" },
 		  "--ber must be a probability" },
+		{ { "inject", "pool", "--ber", "0.1", "--seed", "1",
+		    "--channel", "byte:9" },
+		  "--channel must be bsc, exact:K" },
+		{ { "status", "--channel", "bsc" },
+		  "--channel does not apply" },
 		{ { "inject", "pool", "--ber", "nan", "--seed", "1" },
 		  "--ber must be a probability" },
 		{ { "inject", "pool", "--ber", "0.1", "--seed", "-1" },
@@ -2204,7 +2213,8 @@ START_TEST(test_help_and_version)
 	EXPECT_HAS(r.out, "exit status: 0 done, 1 kvmemd refused or failed");
 	EXPECT_HAS(r.out, "  metrics [--http]\n");
 	EXPECT_HAS(r.out, "      --http  ");
-	EXPECT_HAS(r.out, "  inject TARGET --ber P --seed S [--all]\n");
+	EXPECT_HAS(r.out, "  inject TARGET --ber P --seed S [--all] "
+			  "[--channel SPEC]\n");
 	EXPECT_HAS(r.out, "  tier\n");
 	EXPECT_HAS(r.out, "  offload [TARGET]\n");
 	kvmem_check_run_free(&r);

@@ -103,6 +103,83 @@ static void read_all(const struct kvmem_geometry *g, struct kvmem_seq *s,
 #define TOKENS 256
 
 /*
+ * Channels other than independent bits, through the admin socket: exact:1
+ * puts one flip in every payload word of a sequence, which the scrub
+ * corrects word for word; exact:2 two, which h84 detects in every word, so
+ * every value of that sequence is lost and flagged. A K past the codec's
+ * word (exact:9 on h84's 8 bits) or a channel the injector does not know
+ * is refused before a bit is flipped.
+ */
+START_TEST(test_inject_channels)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	const size_t nvals = 2 * (size_t)2 * TOKENS * 2 * 64;
+	float *before = malloc(nvals * sizeof(float));
+	float *now = malloc(nvals * sizeof(float));
+	struct kvmem_page_layout l;
+	struct kvmem_seq *s[2];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	unsigned long long f[8], words;
+	uint64_t erased;
+	size_t i;
+
+	ck_assert_ptr_nonnull(before);
+	ck_assert_ptr_nonnull(now);
+	kvmem_page_layout(&g, 0, &l);
+	/* Payload words of a sequence: 2 layers of 8 sealed pages, K and V
+	 * of each KV head, a row of row_words a token. */
+	words = 2ull * (TOKENS / g.tokens_per_page) * 2 * g.kv_heads *
+		g.tokens_per_page * l.row_words;
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	c = attach(&p, &g, 16u << 20);
+	fill(&g, c, s, 2, TOKENS, 300);
+	read_all(&g, s[0], TOKENS, before, &erased);
+	ck_assert_uint_eq(erased, 0);
+
+	kvmemd_admin(&p, "inject seq 1 1 ber 0 seed 1 channel exact:9", reply,
+		     sizeof(reply));
+	ck_assert_msg(strstr(reply, "\"error\""), "%s", reply);
+	kvmemd_admin(&p, "inject pool ber 0 seed 1 channel wobble", reply,
+		     sizeof(reply));
+	ck_assert_msg(strstr(reply, "channel wobble: want bsc, exact:K"), "%s",
+		      reply);
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+
+	admin(&p, "inject seq 1 1 ber 0 seed 5 channel exact:1");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "words"), words);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "bits"), words);
+	kvmemd_inject_flips(reply, "h84", f);
+	ck_assert_uint_eq(f[1], words);
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), words);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	read_all(&g, s[0], TOKENS, now, &erased);
+	ck_assert_uint_eq(erased, 0);
+	for (i = 0; i < nvals; i++)
+		ck_assert_msg(now[i] == before[i], "value %zu", i);
+
+	admin(&p, "inject seq 1 2 ber 0 seed 6 channel exact:2");
+	kvmemd_inject_flips(reply, "h84", f);
+	ck_assert_uint_eq(f[2], words);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "bits"), 2 * words);
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), words);
+	read_all(&g, s[1], TOKENS, now, &erased);
+	ck_assert_uint_eq(erased, nvals);
+
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+	free(before);
+	free(now);
+}
+END_TEST
+
+/*
  * Inject at BER 1e-3 into an h84 and a golay24 session, scrub once: the
  * corrected words are those the injector gave at most t flips, the
  * uncorrectable ones those it gave more (the seed is one where no h84 word
@@ -739,6 +816,7 @@ KVMEM_SUITE(ras)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_scrub_counts_injected);
+	tcase_add_test(tc, test_inject_channels);
 	tcase_add_test(tc, test_degraded_attend);
 	tcase_add_test(tc, test_scrub_rate);
 	tcase_add_test(tc, test_persist);

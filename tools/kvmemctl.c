@@ -33,6 +33,7 @@
 #include "../daemon/store.h" /* KVMEMD_STORE_UNIT: the store's format */
 #include "internal.h"
 #include "json.h"
+#include "kvmem/inject.h"
 
 #define PROG "kvmemctl"
 #define ADMIN_SOCKET_NAME "kvmemd-admin.sock"
@@ -63,6 +64,7 @@ enum {
 	O_SEED = 1u << 5,
 	O_ALL = 1u << 6,
 	O_HTTP = 1u << 7,
+	O_CHANNEL = 1u << 8,
 };
 
 struct ctl {
@@ -70,7 +72,7 @@ struct ctl {
 	int fd; /* -1 until the first request */
 	unsigned int given; /* O_* on the command line */
 	double watch;
-	const char *since, *limit, *ber, *seed;
+	const char *since, *limit, *ber, *seed, *channel;
 };
 
 static volatile sig_atomic_t stop;
@@ -1676,6 +1678,7 @@ static void shortest(char *buf, size_t len, double d)
 
 static int cmd_inject(struct ctl *c, int argc, char **argv)
 {
+	struct kvmem_inject_params chan;
 	char req[REQ_MAX + 1], target[64], ber[32];
 	uint64_t seed;
 	double p;
@@ -1704,9 +1707,16 @@ static int cmd_inject(struct ctl *c, int argc, char **argv)
 		errx("--seed must be a number, not '%s'", c->seed);
 		return CTL_USAGE;
 	}
+	if (c->channel && kvmem_inject_parse(&chan, c->channel)) {
+		errx("--channel must be bsc, exact:K, burst:K, byte:K, "
+		     "adjacent:K, line[:BYTES] or column:ROW, not '%s'",
+		     c->channel);
+		return CTL_USAGE;
+	}
 	shortest(ber, sizeof(ber), p);
-	snprintf(req, sizeof(req), "inject %s ber %s seed %" PRIu64 "%s",
-		 target, ber, seed, c->given & O_ALL ? " all" : "");
+	snprintf(req, sizeof(req), "inject %s ber %s seed %" PRIu64 "%s%s%s",
+		 target, ber, seed, c->given & O_ALL ? " all" : "",
+		 c->channel ? " channel " : "", c->channel ? c->channel : "");
 	return simple(c, req, -1, render_inject);
 }
 
@@ -2475,8 +2485,9 @@ static const struct cmd cmds[] = {
 	  "events [--since TIME] [--limit N]" },
 	{ "errors", cmd_errors, 0, 0, O_JSON, "errors" },
 	{ "reset-counters", cmd_reset, 0, 0, O_JSON, "reset-counters" },
-	{ "inject", cmd_inject, 1, 3, O_JSON | O_BER | O_SEED | O_ALL,
-	  "inject TARGET --ber P --seed S [--all]" },
+	{ "inject", cmd_inject, 1, 3,
+	  O_JSON | O_BER | O_SEED | O_ALL | O_CHANNEL,
+	  "inject TARGET --ber P --seed S [--all] [--channel SPEC]" },
 	{ "policy", cmd_policy, 1, 2, O_JSON, "policy show|set KEY=VALUE" },
 	{ "metrics", cmd_metrics, 0, 0, O_HTTP, "metrics [--http]" },
 	{ "version", cmd_version, 0, 0, O_JSON, "version" },
@@ -2523,9 +2534,13 @@ static int cmd_help(struct ctl *c, int argc, char **argv)
 }
 
 static const char *const opt_names[] = {
-	"--json", "--watch", "--since", "--limit",
-	"--ber",  "--seed",  "--all",	"--http",
+	"--json", "--watch", "--since", "--limit",   "--ber",
+	"--seed", "--all",   "--http",	"--channel",
 };
+
+_Static_assert(1u << (sizeof(opt_names) / sizeof(opt_names[0]) - 1) ==
+		       O_CHANNEL,
+	       "a name for each O_* bit, in order");
 
 static int parse_args(int argc, char **argv, struct ctl *c, int *first)
 {
@@ -2539,6 +2554,7 @@ static int parse_args(int argc, char **argv, struct ctl *c, int *first)
 		{ "seed", required_argument, NULL, 'S' },
 		{ "all", no_argument, NULL, 'A' },
 		{ "http", no_argument, NULL, 'H' },
+		{ "channel", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -2589,6 +2605,10 @@ static int parse_args(int argc, char **argv, struct ctl *c, int *first)
 			break;
 		case 'H':
 			c->given |= O_HTTP;
+			break;
+		case 'C':
+			c->given |= O_CHANNEL;
+			c->channel = optarg;
 			break;
 		case 'h':
 			usage(stdout);
