@@ -113,7 +113,7 @@ SYSTEMD_LIBS = $(shell pkg-config --libs libsystemd)
 
 all: lib tools daemon
 
-lib: $(LIB_SO) $(LIB_A)
+lib: $(LIB_SO) $(LIB_A) $(B)/kvmem-uninstalled.pc
 
 tools: $(TOOL_BINS)
 
@@ -175,6 +175,15 @@ $(LIB_SO): $(LIB_PIC_OBJS) libkvmem/libkvmem.map
 		-o $@ $(LIB_PIC_OBJS) $(KLDFLAGS) -lpthread -ldl -lm
 	$(Q)ln -sf libkvmem.so.$(VERSION) $(B)/libkvmem.so.$(SOVERSION)
 	$(Q)ln -sf libkvmem.so.$(SOVERSION) $(B)/libkvmem.so
+
+# pkg-config finds it before an installed kvmem.pc when PKG_CONFIG_PATH
+# names the build directory: programs build against the tree.
+$(B)/kvmem-uninstalled.pc: libkvmem/kvmem-uninstalled.pc.in Makefile
+	$(call msg,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)sed -e 's|@SRCDIR@|$(abspath .)|g' \
+		-e 's|@BUILDDIR@|$(abspath $(B))|g' \
+		-e 's|@VERSION@|$(VERSION)|g' $< > $@.tmp && mv $@.tmp $@
 
 $(LIB_A): $(LIB_OBJS)
 	$(call msg,AR,$@)

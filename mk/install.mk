@@ -22,6 +22,7 @@ TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 # Where Debian's python3 looks for packages of the system and of /usr/local.
 PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
+DOCDIR ?= $(PREFIX)/share/doc/kvmem
 
 SBIN_PROGS := $(DAEMON_BIN) $(B)/tools/kvmemctl
 BIN_PROGS := $(filter-out $(SBIN_PROGS),$(TOOL_BINS))
@@ -66,7 +67,7 @@ install: all $(UNITS) $(PC)
 		$(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/kvmem \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
-		$(DESTDIR)$(PYTHONDIR)/kvmem \
+		$(DESTDIR)$(PYTHONDIR)/kvmem $(DESTDIR)$(DOCDIR)/examples \
 		$(dir $(CONF)) $(sort $(dir $(foreach m,$(MAN_PAGES),$(call man_dest,$(m)))))
 	$(Q)install -m 0755 $(BIN_PROGS) $(DESTDIR)$(BINDIR)/
 	$(Q)install -m 0755 $(SBIN_PROGS) $(DESTDIR)$(SBINDIR)/
@@ -83,6 +84,8 @@ install: all $(UNITS) $(PC)
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf
 	$(Q)install -m 0644 systemd/kvmem.tmpfiles.conf \
 		$(DESTDIR)$(TMPFILESDIR)/kvmem.conf
+	$(Q)install -m 0644 systemd/kvmemd-store.conf \
+		$(DESTDIR)$(DOCDIR)/examples/
 	$(Q)$(foreach m,$(MAN_PAGES),install -m 0644 $(m) $(call man_dest,$(m)) &&) true
 	$(Q)if [ -e $(CONF) ]; then \
 		echo "  KEEP    $(CONF)"; \
@@ -104,6 +107,9 @@ uninstall:
 		$(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS))) \
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf \
 		$(DESTDIR)$(TMPFILESDIR)/kvmem.conf \
+		$(DESTDIR)$(DOCDIR)/examples/kvmemd-store.conf \
 		$(foreach m,$(MAN_PAGES),$(call man_dest,$(m)))
 	$(Q)rmdir $(DESTDIR)$(INCLUDEDIR)/kvmem 2>/dev/null || true
 	$(Q)rmdir $(DESTDIR)$(PYTHONDIR)/kvmem 2>/dev/null || true
+	$(Q)rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) \
+		2>/dev/null || true

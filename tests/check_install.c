@@ -242,6 +242,47 @@ static void expect_dir_installed(const char *dir, const char *suffix,
 	ck_assert_msg(count > 0, "no %s files in %s", suffix, src);
 }
 
+/*
+ * Pages of one function (man kvmem_connect) are ".so" links: each leads
+ * to an installed page that describes that function.
+ */
+static void expect_man_links(const char *dest)
+{
+	char dir[PATH_MAX * 2], path[PATH_MAX * 3], target[PATH_MAX * 3];
+	char name[256], *text, *page;
+	struct dirent *e;
+	int links = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/usr/share/man/man3", dest);
+	d = opendir(dir);
+	ck_assert_msg(d != NULL, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		text = kvmem_check_read_file(path, NULL);
+		if (strncmp(text, ".so ", 4)) {
+			free(text);
+			continue;
+		}
+		text[strcspn(text, "\n")] = 0;
+		snprintf(target, sizeof(target), "%s/usr/share/man/%s", dest,
+			 text + 4);
+		page = kvmem_check_read_file(target, NULL);
+		snprintf(name, sizeof(name), "%.*s ()",
+			 (int)(strlen(e->d_name) - 2), e->d_name);
+		ck_assert_msg(strstr(page, name),
+			      "%s leads to %s, which does not describe it",
+			      e->d_name, text + 4);
+		free(page);
+		free(text);
+		links++;
+	}
+	closedir(d);
+	ck_assert_int_gt(links, 10);
+}
+
 /* The number of source files @dir/NAME whose NAME ends in @suffix. */
 static int count_suffix(const char *dir, const char *suffix)
 {
@@ -315,6 +356,8 @@ START_TEST(test_install_tree)
 		  "usr/lib/python3/dist-packages/kvmem/__init__.py", 0644 },
 		{ "python/kvmem/llama.py", NULL,
 		  "usr/lib/python3/dist-packages/kvmem/llama.py", 0644 },
+		{ "systemd/kvmemd-store.conf", NULL,
+		  "usr/share/doc/kvmem/examples/kvmemd-store.conf", 0644 },
 	};
 	static const char sections[] = "1358";
 	char dest[PATH_MAX], path[PATH_MAX * 2], from[PATH_MAX * 2];
@@ -339,6 +382,7 @@ START_TEST(test_install_tree)
 		snprintf(man, sizeof(man), "usr/share/man/man%c", sections[i]);
 		expect_dir_installed("man", ext, dest, man);
 	}
+	expect_man_links(dest);
 
 	/* libkvmem.so -> libkvmem.so.0 -> libkvmem.so.VERSION */
 	snprintf(so, sizeof(so), "usr/lib/libkvmem.so.%s", version());
@@ -560,6 +604,55 @@ START_TEST(test_install_builds_users)
 END_TEST
 
 /*
+ * Against the tree, not installed: PKG_CONFIG_PATH naming the build
+ * directory makes pkg-config take kvmem-uninstalled.pc, whose flags build
+ * the same consumers, which run from the tree (an rpath) with nothing
+ * installed.
+ */
+START_TEST(test_uninstalled_pc)
+{
+	char dir[PATH_MAX], log[PATH_MAX + 16], env[PATH_MAX + 32];
+	char flags[2][PATH_MAX * 2], want[PATH_MAX * 2], *text;
+	const char *what[2] = { "--cflags", "--libs" };
+	char build[PATH_MAX], src[PATH_MAX];
+	int i, status;
+
+	if (!have("pkg-config")) {
+		fprintf(stderr, "SKIP: test_uninstalled_pc: no pkg-config in "
+				"PATH\n");
+		return;
+	}
+	ck_assert_ptr_nonnull(realpath(builddir(), build));
+	ck_assert_ptr_nonnull(realpath(srcdir(), src));
+	make_tmpdir(dir, sizeof(dir));
+	snprintf(log, sizeof(log), "%s.log", dir);
+	snprintf(env, sizeof(env), "PKG_CONFIG_PATH=%s", build);
+	for (i = 0; i < 2; i++) {
+		status = run(log, (const char *const[]){ env, NULL },
+			     (const char *const[]){ "pkg-config", what[i],
+						    "kvmem", NULL });
+		if (status)
+			fail_log(log, "pkg-config", status);
+		text = kvmem_check_read_file(log, NULL);
+		text[strcspn(text, "\n")] = '\0';
+		ck_assert_uint_lt(strlen(text), sizeof(flags[i]));
+		strcpy(flags[i], text);
+		free(text);
+	}
+	unlink(log);
+	snprintf(want, sizeof(want), "-I%s/libkvmem/include", src);
+	ck_assert_msg(strstr(flags[0], want), "--cflags: %s", flags[0]);
+	snprintf(want, sizeof(want), "-Wl,-rpath,%s", build);
+	ck_assert_msg(strstr(flags[1], want), "--libs: %s", flags[1]);
+	build_user(dir, "cc", "-std=c99", "user.c", consumer, flags[0],
+		   flags[1]);
+	build_user(dir, "c++", "-std=c++11", "user.cc", consumer_cxx, flags[0],
+		   flags[1]);
+	remove_tree(dir);
+}
+END_TEST
+
+/*
  * Each installed header alone, twice over (its guard), in a translation
  * unit of its own, in every language and standard the library promises:
  * C99 and later, C++11 and later. Warnings are errors, as in the builds of
@@ -632,6 +725,7 @@ START_TEST(test_units_verify)
 {
 	char dir[PATH_MAX], prefix[PATH_MAX + 16], conf[PATH_MAX + 16];
 	char log[PATH_MAX + 16], units[5][PATH_MAX + 64];
+	char dropin[PATH_MAX + 64], from[PATH_MAX + 96];
 	char manpath[PATH_MAX + 32], *text;
 	int status;
 
@@ -656,6 +750,16 @@ START_TEST(test_units_verify)
 		 "%s/usr/lib/systemd/system/kvmem-exporter.socket", dir);
 	snprintf(units[4], sizeof(units[4]),
 		 "%s/usr/lib/systemd/system/kvmem-exporter@.service", dir);
+	/* With the store drop-in in place, as its comment says to. */
+	snprintf(dropin, sizeof(dropin),
+		 "%s/usr/lib/systemd/system/kvmemd.service.d", dir);
+	ck_assert_int_eq(mkdir(dropin, 0755), 0);
+	snprintf(from, sizeof(from),
+		 "%s/usr/share/doc/kvmem/examples/kvmemd-store.conf", dir);
+	text = kvmem_check_read_file(from, NULL);
+	snprintf(from, sizeof(from), "%s/store.conf", dropin);
+	kvmem_check_write_file(from, text);
+	free(text);
 	snprintf(manpath, sizeof(manpath), "MANPATH=%s/usr/share/man", dir);
 	status = run(log, (const char *const[]){ manpath, NULL },
 		     (const char *const[]){ "systemd-analyze", "verify",
@@ -853,6 +957,7 @@ KVMEM_SUITE(install)
 	tcase_set_timeout(tree, 120);
 	tcase_add_test(tree, test_install_tree);
 	tcase_add_test(tree, test_install_builds_users);
+	tcase_add_test(tree, test_uninstalled_pc);
 	tcase_add_test(tree, test_install_headers_alone);
 	tcase_add_test(tree, test_units_verify);
 	tcase_add_test(tree, test_sysusers_tmpfiles);
