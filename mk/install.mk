@@ -85,7 +85,8 @@ install: all $(UNITS) $(PC)
 	$(Q)install -m 0644 systemd/kvmem.tmpfiles.conf \
 		$(DESTDIR)$(TMPFILESDIR)/kvmem.conf
 	$(Q)install -m 0644 systemd/kvmemd-store.conf \
-		$(DESTDIR)$(DOCDIR)/examples/
+		ops/prometheus/kvmem-alerts.yml \
+		ops/grafana/kvmem-dashboard.json $(DESTDIR)$(DOCDIR)/examples/
 	$(Q)$(foreach m,$(MAN_PAGES),install -m 0644 $(m) $(call man_dest,$(m)) &&) true
 	$(Q)if [ -e $(CONF) ]; then \
 		echo "  KEEP    $(CONF)"; \
@@ -107,7 +108,8 @@ uninstall:
 		$(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS))) \
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf \
 		$(DESTDIR)$(TMPFILESDIR)/kvmem.conf \
-		$(DESTDIR)$(DOCDIR)/examples/kvmemd-store.conf \
+		$(addprefix $(DESTDIR)$(DOCDIR)/examples/,kvmemd-store.conf \
+			kvmem-alerts.yml kvmem-dashboard.json) \
 		$(foreach m,$(MAN_PAGES),$(call man_dest,$(m)))
 	$(Q)rmdir $(DESTDIR)$(INCLUDEDIR)/kvmem 2>/dev/null || true
 	$(Q)rmdir $(DESTDIR)$(PYTHONDIR)/kvmem 2>/dev/null || true

@@ -358,6 +358,10 @@ START_TEST(test_install_tree)
 		  "usr/lib/python3/dist-packages/kvmem/llama.py", 0644 },
 		{ "systemd/kvmemd-store.conf", NULL,
 		  "usr/share/doc/kvmem/examples/kvmemd-store.conf", 0644 },
+		{ "ops/prometheus/kvmem-alerts.yml", NULL,
+		  "usr/share/doc/kvmem/examples/kvmem-alerts.yml", 0644 },
+		{ "ops/grafana/kvmem-dashboard.json", NULL,
+		  "usr/share/doc/kvmem/examples/kvmem-dashboard.json", 0644 },
 	};
 	static const char sections[] = "1358";
 	char dest[PATH_MAX], path[PATH_MAX * 2], from[PATH_MAX * 2];
