@@ -344,6 +344,21 @@ START_TEST(test_over_daemon)
 	ck_assert_msg(r2.status == 0, "exit %d: %s", r2.status, r2.err);
 	ck_assert_str_eq(r2.out, r.out);
 	kvmem_check_run_free(&r2);
+	/* --daemon: at the default socket, which $KVMEM_SOCKET names. */
+	setenv("KVMEM_SOCKET", p.sock, 1);
+	KVMEM_RUN(&r2, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84-interp,int4-golay24", "--ber", "0,0.01",
+		  "--seeds", "1", "--page-tokens", "8", "--sink", "2",
+		  "--daemon", "--json");
+	unsetenv("KVMEM_SOCKET");
+	ck_assert_msg(r2.status == 0, "exit %d: %s", r2.status, r2.err);
+	ck_assert_str_eq(r2.out, r.out);
+	kvmem_check_run_free(&r2);
+	KVMEM_RUN(&r2, "kvmem-eval", "", "--model", path, "--daemon",
+		  "--connect", p.sock);
+	ck_assert_int_eq(r2.status, 2);
+	ck_assert_ptr_nonnull(strstr(r2.err, "pick one"));
+	kvmem_check_run_free(&r2);
 
 	/* No daemon there: a clear error, exit 1. */
 	ck_assert_int_eq(kvmemd_stop(&p), 0);

@@ -890,17 +890,18 @@ static void usage(FILE *f)
 {
 	int i;
 
-	fprintf(f, "usage: " PROG " --model PATH [--tokens N] [--modes LIST] "
-		   "[--ber LIST]\n"
-		   "                  [--seeds LIST] [--channel SPEC] "
-		   "[--payload-only]\n"
-		   "                  "
-		   "[--page-tokens T] [--sink S]\n"
-		   "                  [--sample-seed S] [--connect PATH] "
-		   "[--json]\n\n"
-		   "  --model PATH      llama2.c checkpoint\n"
-		   "  --tokens N        reference stream length (default 256)\n"
-		   "  --modes LIST      comma-separated (default: all):");
+	fprintf(f,
+		"usage: " PROG " --model PATH [--tokens N] [--modes LIST] "
+		"[--ber LIST]\n"
+		"                  [--seeds LIST] [--channel SPEC] "
+		"[--payload-only]\n"
+		"                  "
+		"[--page-tokens T] [--sink S]\n"
+		"                  [--sample-seed S] [--connect PATH | --daemon] "
+		"[--json]\n\n"
+		"  --model PATH      llama2.c checkpoint\n"
+		"  --tokens N        reference stream length (default 256)\n"
+		"  --modes LIST      comma-separated (default: all):");
 	for (i = 0; i < NMODES; i++)
 		fprintf(f, " %s", modes[i].name);
 	fprintf(f,
@@ -923,6 +924,11 @@ static void usage(FILE *f)
 		"  --connect PATH    keep the protected KV cache in kvmemd at "
 		"PATH\n"
 		"                    (default: in this process)\n"
+		"  --daemon          the same, at kvmemd's default socket "
+		"($KVMEM_SOCKET,\n"
+		"                    /run/kvmem/kvmemd.sock as root, else "
+		"$XDG_RUNTIME_DIR/kvmem/\n"
+		"                    or ./run/, as make run puts it)\n"
 		"  --json            one JSON array, a record per mode, rate "
 		"and seed\n\n"
 		"Exit status: 0 done, 1 a run failed, 2 usage or bad "
@@ -1041,6 +1047,7 @@ struct args {
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
+	static char default_sock[108]; /* sun_path */
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "tokens", required_argument, NULL, 'n' },
@@ -1053,6 +1060,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "sink", required_argument, NULL, 'S' },
 		{ "sample-seed", required_argument, NULL, 'r' },
 		{ "connect", required_argument, NULL, 'c' },
+		{ "daemon", no_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -1128,7 +1136,30 @@ static int parse_args(int argc, char **argv, struct args *a)
 			}
 			break;
 		case 'c':
+			if (a->connect) {
+				fprintf(stderr,
+					PROG ": --connect and --daemon: "
+					     "pick one\n");
+				return 2;
+			}
 			a->connect = optarg;
+			break;
+		case 'd':
+			if (a->connect) {
+				fprintf(stderr,
+					PROG ": --connect and --daemon: "
+					     "pick one\n");
+				return 2;
+			}
+			a->connect = kvmem_socket_path(default_sock,
+						       sizeof(default_sock));
+			if (!a->connect) {
+				fprintf(stderr,
+					PROG ": the default socket path "
+					     "is too long; use "
+					     "--connect\n");
+				return 2;
+			}
 			break;
 		case 'j':
 			a->json = 1;
