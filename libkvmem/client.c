@@ -634,7 +634,6 @@ const char *kvmem_connect_error(void)
 	return connect_error;
 }
 
-/* Receive the welcome and the three descriptors that come with it. */
 /*
  * The welcome and its descriptors (the GPU memory's fourth when the
  * session has some). A daemon of ABI 3, or one refusing before it read
