@@ -22,12 +22,12 @@
 
 static void *open_lib(void)
 {
-	const char *dir = getenv("KVMEM_BUILD");
 	char path[PATH_MAX];
 	void *h;
 
 	/* The SONAME link: what a program linked with -lkvmem loads. */
-	snprintf(path, sizeof(path), "%s/libkvmem.so.0", dir ? dir : "build");
+	snprintf(path, sizeof(path), "%s/libkvmem.so.0",
+		 kvmem_check_builddir());
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	ck_assert_msg(h, "dlopen %s: %s", path, dlerror());
 	return h;

@@ -32,20 +32,6 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *srcdir(void)
-{
-	const char *dir = getenv("KVMEM_SRCDIR");
-
-	return dir && *dir ? dir : ".";
-}
-
-static const char *builddir(void)
-{
-	const char *dir = getenv("KVMEM_BUILD");
-
-	return dir && *dir ? dir : "build";
-}
-
 static const char *version(void)
 {
 	const char *v = getenv("KVMEM_VERSION");
@@ -134,33 +120,20 @@ static void fail_log(const char *log, const char *what, int status)
 	ck_abort_msg("%s: exit %d (its output is above)", what, status);
 }
 
-/* Whether @name is a program in PATH. */
-static int have(const char *name)
-{
-	char *path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
-	char *dir, *save = NULL, buf[PATH_MAX];
-	int found = 0;
-
-	ck_assert_ptr_nonnull(path);
-	for (dir = strtok_r(path, ":", &save); dir && !found;
-	     dir = strtok_r(NULL, ":", &save))
-		found = access(join(buf, sizeof(buf), dir, name), X_OK) == 0;
-	free(path);
-	return found;
-}
-
 /*
  * make install with @vars ("NAME=value", NULL-terminated) added; @log
  * receives its output.
  */
 static void make_install(const char *log, const char *const *vars)
 {
-	const char *argv[16] = { "make", "-C", srcdir(), "install" };
+	const char *argv[16] = { "make", "-C", kvmem_check_srcdir(),
+				 "install" };
 	char build[PATH_MAX], build_var[PATH_MAX + 8];
 	int argc = 4, status;
 
-	ck_assert_msg(realpath(builddir(), build) != NULL,
-		      "build directory %s: %s", builddir(), strerror(errno));
+	ck_assert_msg(realpath(kvmem_check_builddir(), build) != NULL,
+		      "build directory %s: %s", kvmem_check_builddir(),
+		      strerror(errno));
 	/* BUILD is the directory the objects are in: SAN=1 builds in
 	 * BUILD/san, which is the one KVMEM_BUILD names. */
 	snprintf(build_var, sizeof(build_var), "BUILD=%s", build);
@@ -227,7 +200,7 @@ static void expect_dir_installed(const char *dir, const char *suffix,
 	int count = 0;
 	DIR *d;
 
-	d = opendir(join(src, sizeof(src), srcdir(), dir));
+	d = opendir(join(src, sizeof(src), kvmem_check_srcdir(), dir));
 	ck_assert_msg(d != NULL, "%s: %s", src, strerror(errno));
 	while ((e = readdir(d))) {
 		n = strlen(e->d_name);
@@ -292,7 +265,7 @@ static int count_suffix(const char *dir, const char *suffix)
 	int count = 0;
 	DIR *d;
 
-	d = opendir(join(src, sizeof(src), srcdir(), dir));
+	d = opendir(join(src, sizeof(src), kvmem_check_srcdir(), dir));
 	ck_assert_msg(d != NULL, "%s: %s", src, strerror(errno));
 	while ((e = readdir(d))) {
 		n = strlen(e->d_name);
@@ -374,9 +347,11 @@ START_TEST(test_install_tree)
 		join(path, sizeof(path), dest, files[i].dest);
 		expect_mode(path, files[i].mode);
 		if (files[i].src)
-			join(from, sizeof(from), srcdir(), files[i].src);
+			join(from, sizeof(from), kvmem_check_srcdir(),
+			     files[i].src);
 		else
-			join(from, sizeof(from), builddir(), files[i].built);
+			join(from, sizeof(from), kvmem_check_builddir(),
+			     files[i].built);
 		expect_same_file(path, from);
 	}
 	expect_dir_installed("libkvmem/include/kvmem", ".h", dest,
@@ -583,7 +558,7 @@ START_TEST(test_install_builds_users)
 	char dest[PATH_MAX], log[PATH_MAX + 16], want[PATH_MAX + 16];
 	char ver[64], cflags[PATH_MAX * 2], libs[PATH_MAX * 2];
 
-	if (!have("pkg-config")) {
+	if (!kvmem_check_have("pkg-config")) {
 		fprintf(stderr, "SKIP: test_install_builds_users: no "
 				"pkg-config in PATH; kvmem.pc not tried\n");
 		return;
@@ -621,13 +596,13 @@ START_TEST(test_uninstalled_pc)
 	char build[PATH_MAX], src[PATH_MAX];
 	int i, status;
 
-	if (!have("pkg-config")) {
+	if (!kvmem_check_have("pkg-config")) {
 		fprintf(stderr, "SKIP: test_uninstalled_pc: no pkg-config in "
 				"PATH\n");
 		return;
 	}
-	ck_assert_ptr_nonnull(realpath(builddir(), build));
-	ck_assert_ptr_nonnull(realpath(srcdir(), src));
+	ck_assert_ptr_nonnull(realpath(kvmem_check_builddir(), build));
+	ck_assert_ptr_nonnull(realpath(kvmem_check_srcdir(), src));
 	make_tmpdir(dir, sizeof(dir));
 	snprintf(log, sizeof(log), "%s.log", dir);
 	snprintf(env, sizeof(env), "PKG_CONFIG_PATH=%s", build);
@@ -733,7 +708,7 @@ START_TEST(test_units_verify)
 	char manpath[PATH_MAX + 32], *text;
 	int status;
 
-	if (!have("systemd-analyze")) {
+	if (!kvmem_check_have("systemd-analyze")) {
 		fprintf(stderr, "SKIP: test_units_verify: no systemd-analyze "
 				"in PATH; the units are not verified\n");
 		return;
@@ -820,7 +795,8 @@ START_TEST(test_sysusers_tmpfiles)
 	long uid, gid;
 	int status;
 
-	if (!have("systemd-sysusers") || !have("systemd-tmpfiles")) {
+	if (!kvmem_check_have("systemd-sysusers") ||
+	    !kvmem_check_have("systemd-tmpfiles")) {
 		fprintf(stderr, "SKIP: test_sysusers_tmpfiles: no "
 				"systemd-sysusers or systemd-tmpfiles in "
 				"PATH; the entries are not tried\n");
@@ -924,7 +900,7 @@ START_TEST(test_config_lists_every_key)
 	kvmem_check_run_free(&r);
 	ck_assert_int_gt(printed.n, 0);
 
-	join(path, sizeof(path), srcdir(), "etc/kvmemd.conf");
+	join(path, sizeof(path), kvmem_check_srcdir(), "etc/kvmemd.conf");
 	text = kvmem_check_read_file(path, NULL);
 	collect_keys(&listed, text, "#");
 	free(text);

@@ -1723,7 +1723,6 @@ static int expect_known_series(const char *what, const char *text,
  */
 START_TEST(test_ops_series)
 {
-	const char *src = getenv("KVMEM_SRCDIR");
 	char path[2][PATH_MAX], prom[PATH_MAX], cmd[3 * PATH_MAX];
 	char *text[2];
 	struct kvmem_run r;
@@ -1733,10 +1732,9 @@ START_TEST(test_ops_series)
 	FILE *o;
 
 	snprintf(path[0], sizeof(path[0]),
-		 "%s/ops/grafana/kvmem-dashboard.json",
-		 src && *src ? src : ".");
+		 "%s/ops/grafana/kvmem-dashboard.json", kvmem_check_srcdir());
 	snprintf(path[1], sizeof(path[1]), "%s/ops/prometheus/kvmem-alerts.yml",
-		 src && *src ? src : ".");
+		 kvmem_check_srcdir());
 	fake_start(&f, spec_replies, NSPEC, 32768);
 	FAKE_OK(&r, &f, "metrics");
 	fake_stop(&f);
@@ -1748,7 +1746,7 @@ START_TEST(test_ops_series)
 	v = parse_ok(text[0]);
 	ck_assert_ptr_nonnull(json_get(v, "panels"));
 	json_free(v);
-	if (system("command -v promtool >/dev/null 2>&1")) {
+	if (!kvmem_check_have("promtool")) {
 		fprintf(stderr, "SKIP: test_ops_series: no promtool in PATH; "
 				"rules and exposition not linted\n");
 	} else {

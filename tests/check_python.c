@@ -26,13 +26,6 @@
 #endif
 #endif
 
-static const char *env_or(const char *name, const char *dflt)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : dflt;
-}
-
 /* Whether @python runs and imports NumPy. */
 static int has_numpy(const char *python)
 {
@@ -75,8 +68,8 @@ START_TEST(test_python_package)
 				"(python3-numpy)\n");
 		return;
 	}
-	ck_assert_ptr_nonnull(realpath(env_or("KVMEM_SRCDIR", "."), src));
-	ck_assert_ptr_nonnull(realpath(env_or("KVMEM_BUILD", "build"), build));
+	ck_assert_ptr_nonnull(realpath(kvmem_check_srcdir(), src));
+	ck_assert_ptr_nonnull(realpath(kvmem_check_builddir(), build));
 	ck_assert_int_gt(
 		asprintf(&cmd,
 			 "cd '%s' && PYTHONPATH='%s/python' "

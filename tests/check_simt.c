@@ -636,13 +636,12 @@ END_TEST
  */
 static void run_race(struct kvmem_run *r, const char *mode)
 {
-	const char *dir_b = getenv("KVMEM_BUILD");
 	char bin[4096], dir[4096], out[4200], err[4200];
 	int st, p;
 	pid_t pid;
 
 	snprintf(bin, sizeof(bin), "%s/tests/simt-race",
-		 dir_b && *dir_b ? dir_b : "build");
+		 kvmem_check_builddir());
 	ck_assert_msg(access(bin, X_OK) == 0, "%s not built: %s", bin,
 		      strerror(errno));
 	kvmem_check_tmpdir_make(dir, sizeof(dir), "simt");
@@ -681,12 +680,11 @@ static void run_race(struct kvmem_run *r, const char *mode)
 /* "race.cc:N" for the line of race.cc holding @marker. */
 static void race_site(char *buf, size_t len, const char *marker)
 {
-	const char *src = getenv("KVMEM_SRCDIR");
 	char path[4096], *text, *at, *c;
 	unsigned int line = 1;
 
 	snprintf(path, sizeof(path), "%s/tests/simt/race.cc",
-		 src && *src ? src : ".");
+		 kvmem_check_srcdir());
 	text = kvmem_check_read_file(path, NULL);
 	at = strstr(text, marker);
 	ck_assert_msg(at != NULL, "%s: no \"%s\"", path, marker);

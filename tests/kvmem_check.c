@@ -22,12 +22,42 @@
 
 #define MAX_ARGS 32
 
+const char *kvmem_check_srcdir(void)
+{
+	const char *dir = getenv("KVMEM_SRCDIR");
+
+	return dir && *dir ? dir : ".";
+}
+
+const char *kvmem_check_builddir(void)
+{
+	const char *dir = getenv("KVMEM_BUILD");
+
+	return dir && *dir ? dir : "build";
+}
+
+int kvmem_check_have(const char *name)
+{
+	char *path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	char *dir, *save = NULL, buf[4096];
+	int found = 0;
+
+	ck_assert_ptr_nonnull(path);
+	for (dir = strtok_r(path, ":", &save); dir && !found;
+	     dir = strtok_r(NULL, ":", &save)) {
+		snprintf(buf, sizeof(buf), "%s/%s", dir, name);
+		found = access(buf, X_OK) == 0;
+	}
+	free(path);
+	return found;
+}
+
 const char *kvmem_check_tool(const char *name)
 {
 	static char path[4096];
-	const char *dir = getenv("KVMEM_BUILD");
 
-	snprintf(path, sizeof(path), "%s/tools/%s", dir ? dir : "build", name);
+	snprintf(path, sizeof(path), "%s/tools/%s", kvmem_check_builddir(),
+		 name);
 	return path;
 }
 

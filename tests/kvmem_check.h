@@ -31,8 +31,18 @@ void kvmem_check_register(kvmem_suite_fn fn);
 	static Suite *kvmem_suite_##name(void)
 
 /*
- * Path of a built tool, from KVMEM_BUILD (set by make test) or "build".
- * Returns a static buffer.
+ * The source tree (KVMEM_SRCDIR, set by make test; else ".") and the build
+ * directory (KVMEM_BUILD; else "build").
+ */
+const char *kvmem_check_srcdir(void);
+const char *kvmem_check_builddir(void);
+
+/* Whether @name is an executable in one of PATH's directories. */
+int kvmem_check_have(const char *name);
+
+/*
+ * Path of a built tool, under kvmem_check_builddir(). Returns a static
+ * buffer.
  */
 const char *kvmem_check_tool(const char *name);
 

@@ -26,9 +26,9 @@
 static const char *daemon_path(void)
 {
 	static char path[4096];
-	const char *dir = getenv("KVMEM_BUILD");
 
-	snprintf(path, sizeof(path), "%s/daemon/kvmemd", dir ? dir : "build");
+	snprintf(path, sizeof(path), "%s/daemon/kvmemd",
+		 kvmem_check_builddir());
 	return path;
 }
 
