@@ -406,6 +406,15 @@ int kvmem_cuda_sync(struct kvmem_cuda *cu, void *stream)
 	return 0;
 }
 
+/* Undo cuMemHostRegister() of @p; nothing to report if it cannot be. */
+static void host_unregister(struct kvmem__driver *d, void *p)
+{
+	if (!enter(d)) {
+		d->MemHostUnregister(p);
+		leave(d);
+	}
+}
+
 /* Map the GPU memory kvmemd gave the cache's session, if it has some. */
 static int map_session_gpu(struct kvmem_cuda *cu, struct kvmem_cache *c)
 {
@@ -478,10 +487,7 @@ int kvmem_cuda_register(struct kvmem_cuda *cu, struct kvmem_cache *c)
 					c->arena_bytes, cu->name, errstr(d, r));
 	ret = map_session_gpu(cu, c);
 	if (ret) {
-		if (!enter(d)) {
-			d->MemHostUnregister(c->arena);
-			leave(d);
-		}
+		host_unregister(d, c->arena);
 		return ret;
 	}
 	c->cuda_base = base;
@@ -515,10 +521,7 @@ void kvmem_cuda_unregister(struct kvmem_cache *c)
 		c->gpu_addr = 0;
 		c->gpu_handle = 0;
 	}
-	if (!enter(cu->drv)) {
-		cu->drv->MemHostUnregister(c->arena);
-		leave(cu->drv);
-	}
+	host_unregister(cu->drv, c->arena);
 	c->cuda = NULL;
 	c->cuda_base = 0;
 	c->cuda_next = NULL;
