@@ -274,63 +274,51 @@ static void accum(const float *p, unsigned int ng, const float *v,
 }
 
 /*
- * Scores of @NB (1 or 4) query heads over int4 codeword rows. A group's
- * dot products are summed unscaled and its scale applied once per group;
- * channel scales (@CHAN) go onto the values.
+ * Scores of @NB (1 or 4) query heads over int4 codeword rows: each row is
+ * decoded and scaled once, into the values kvmem__page_rows() would give,
+ * and dotted with every head. @DIM and @GROUP are literals where the
+ * caller knows them, so that the loop over a row unrolls (0 for channel
+ * scales, one per value).
  */
 static inline __attribute__((always_inline)) void
 scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
-	      size_t stride, unsigned int n, unsigned int dim,
-	      unsigned int group, const int CHAN, const float *scales,
-	      size_t sstride, float scale, float *s, unsigned int sn)
+	      size_t stride, unsigned int n, unsigned int DIM,
+	      unsigned int GROUP, const float *scales, size_t sstride,
+	      float scale, float *s, unsigned int sn)
 {
-	unsigned int t, d, d0, gi, j;
+	unsigned int t, d, j;
 
 	for (t = 0; t < n; t++) {
 		const uint8_t *c = code + t * stride;
 		const float *sc = scales + t * sstride;
-		__m512 tot[4], a[4];
+		__m512 a[4];
 		float r[4];
 
 #pragma GCC unroll 4
 		for (j = 0; j < NB; j++)
-			tot[j] = _mm512_setzero_ps();
-		for (d0 = 0, gi = 0; d0 < dim; d0 += CHAN ? dim : group, gi++) {
-			unsigned int end = CHAN ? dim : d0 + group;
+			a[j] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+		for (d = 0; d < DIM; d += 16) {
+			__m512 kv = _mm512_mul_ps(
+				cw16(c + d),
+				GROUP ? _mm512_set1_ps(sc[d / GROUP])
+				      : _mm512_loadu_ps(sc + d));
 
 #pragma GCC unroll 4
 			for (j = 0; j < NB; j++)
-				a[j] = _mm512_setzero_ps();
-			for (d = d0; d < end; d += 16) {
-				__m512 kv = cw16(c + d);
-
-				if (CHAN)
-					kv = _mm512_mul_ps(
-						kv, _mm512_loadu_ps(sc + d));
-#pragma GCC unroll 4
-				for (j = 0; j < NB; j++)
-					a[j] = _mm512_fmadd_ps(
-						_mm512_loadu_ps(q + j * dim +
-								d),
-						kv, a[j]);
-			}
-#pragma GCC unroll 4
-			for (j = 0; j < NB; j++)
-				tot[j] = CHAN ? a[j]
-					      : _mm512_fmadd_ps(
-							a[j],
-							_mm512_set1_ps(sc[gi]),
-							tot[j]);
+				a[j] = _mm512_fmadd_ps(
+					_mm512_loadu_ps(q + j * DIM + d), kv,
+					a[j]);
 		}
 		if (NB == 4) {
-			_mm_storeu_ps(r, _mm_mul_ps(hsum4(tot[0], tot[1],
-							  tot[2], tot[3]),
-						    _mm_set1_ps(scale)));
+			_mm_storeu_ps(r,
+				      _mm_mul_ps(hsum4(a[0], a[1], a[2], a[3]),
+						 _mm_set1_ps(scale)));
 #pragma GCC unroll 4
 			for (j = 0; j < 4; j++)
 				s[(size_t)j * sn + t] = r[j];
 		} else {
-			s[t] = scale * _mm512_reduce_add_ps(tot[0]);
+			s[t] = scale * _mm512_reduce_add_ps(a[0]);
 		}
 	}
 }
@@ -348,18 +336,26 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		return;
 	}
 	/* Literal arguments: each call is its own specialised copy. */
-	for (; g + 4 <= ng; g += 4)
-		if (group == 1)
-			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
-				      dim, 1, 1, scales, sstride, scale,
-				      s + (size_t)g * n, n);
+	for (; g + 4 <= ng; g += 4) {
+		const float *qg = q + (size_t)g * dim;
+		float *sg = s + (size_t)g * n;
+
+		if (dim == 128 && group == 32)
+			scores_cw4_nb(qg, 4, code, stride, n, 128, 32, scales,
+				      sstride, scale, sg, n);
+		else if (dim == 128 && group == 1)
+			scores_cw4_nb(qg, 4, code, stride, n, 128, 0, scales,
+				      sstride, scale, sg, n);
+		else if (group == 1)
+			scores_cw4_nb(qg, 4, code, stride, n, dim, 0, scales,
+				      sstride, scale, sg, n);
 		else
-			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
-				      dim, group, 0, scales, sstride, scale,
-				      s + (size_t)g * n, n);
+			scores_cw4_nb(qg, 4, code, stride, n, dim, group,
+				      scales, sstride, scale, sg, n);
+	}
 	for (; g < ng; g++)
 		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
-			      group, group == 1, scales, sstride, scale,
+			      group == 1 ? 0 : group, scales, sstride, scale,
 			      s + (size_t)g * n, n);
 }
 
