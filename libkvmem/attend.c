@@ -312,6 +312,8 @@ int kvmem__attn_init(struct kvmem__attn *a, uint32_t n_heads, uint32_t G,
 	a->kn = kvmem__attn();
 	a->G = G;
 	a->D = D;
+	a->qg = G;
+	a->pos0 = UINT32_MAX;
 	a->scale = scale;
 	a->acc = calloc((size_t)n_heads * D, sizeof(float));
 	a->m = malloc(n_heads * sizeof(float));
@@ -342,8 +344,22 @@ void kvmem__attn_softmax(struct kvmem__attn *a, uint32_t h, uint32_t n,
 
 	for (g = 0; g < G; g++) {
 		float *acc = a->acc + (size_t)(first + g) * D;
-		float old = a->m[first + g], m = old;
-		float sum = a->kn->softmax(a->sc + (size_t)g * n, n, &m);
+		float old = a->m[first + g], m = old, sum;
+		float *sc = a->sc + (size_t)g * n;
+		/* The last token row g's query sees, and so how many of
+		 * the tile's: the rest weigh 0, a whole tile of them
+		 * leaves the row's state alone. */
+		uint64_t last = (uint64_t)a->pos0 + g / a->qg;
+		uint32_t nv = n;
+
+		if ((uint64_t)a->tpos + n - 1 > last) {
+			nv = a->tpos > last ? 0
+					    : (uint32_t)(last - a->tpos + 1);
+			memset(sc + nv, 0, (n - nv) * sizeof(float));
+			if (!nv)
+				continue;
+		}
+		sum = a->kn->softmax(sc, nv, &m);
 
 		if (m != old) {
 			float corr = kvmem__expf(old - m);
@@ -445,18 +461,24 @@ static void prefetch_next(const struct reader *r, uint32_t pi, uint32_t h,
 }
 
 /*
- * Threads. The pages of a layer are cut into chunks of about CHUNK_TOKENS
- * tokens (at most MAX_CHUNKS of them), the same whatever the number of
- * threads; each chunk keeps its
- * own online-softmax state, workers claim chunks in turn, and the states
- * are combined in chunk order at the end. So the result is the same bits
- * for any opts->threads: only who computes a chunk changes, never the
- * order of any sum.
+ * Threads. The pages a call reads are cut into chunks of about
+ * CHUNK_TOKENS tokens (at most MAX_CHUNKS of them, and no more than
+ * CHUNK_STATE bytes of softmax state in all), the same whatever the number
+ * of threads; each chunk keeps its own online-softmax state, workers claim
+ * chunks in turn, and the states are combined in chunk order at the end.
+ * So the result is the same bits for any opts->threads: only who computes
+ * a chunk changes, never the order of any sum.
+ *
+ * Several queries (kvmem_attend_causal()) are more rows of the same
+ * state: row (h * nq + i) * G + g is query i's head h * G + g, so that the
+ * rows of one KV head stay together for the kernels, and the softmax gives
+ * a row no weight on tokens past its query's position.
  */
 #define CHUNK_TOKENS 256
 /* Longer layers get longer chunks: the states stay small (and so does the
  * most threads one call can use). */
 #define MAX_CHUNKS 128
+#define CHUNK_STATE (64u << 20)
 
 struct worker {
 	struct reader r;
@@ -469,10 +491,12 @@ struct worker {
 struct job {
 	struct kvmem_seq *s;
 	const struct kvmem__layer *lt;
-	const float *q;
-	uint32_t nh, D, ppc, nchunks;
+	const float *q; /* [nh][D], rows as above */
+	uint32_t nh, D, ppc, nchunks; /* nh: rows, query heads times nq */
+	uint32_t npages; /* pages the queries see */
+	uint32_t last; /* the last token any query sees */
 	float *acc, *m, *l; /* per chunk: [nh][D], [nh], [nh] */
-	float *mass; /* per page and query head: (max, sum) */
+	float *mass; /* per page and row: (max, sum) */
 	uint32_t next; /* the next chunk to claim */
 	struct worker *w;
 };
@@ -480,8 +504,8 @@ struct job {
 static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 {
 	const uint32_t nh = j->nh, G = w->a.G, kvh = j->s->c->g.kv_heads;
-	const uint32_t end = (c + 1) * j->ppc < j->lt->npages ? (c + 1) * j->ppc
-							      : j->lt->npages;
+	const uint32_t end =
+		(c + 1) * j->ppc < j->npages ? (c + 1) * j->ppc : j->npages;
 	uint32_t pi, h, t0, i;
 
 	w->a.acc = j->acc + (size_t)c * nh * j->D;
@@ -495,18 +519,22 @@ static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 	for (pi = c * j->ppc; pi < end; pi++) {
 		const struct kvmem__page *p = j->lt->pages[pi];
 		float *pm = j->mass + (size_t)pi * nh * 2;
+		uint32_t ntok = p->ntokens;
 
 		for (i = 0; i < nh; i++) {
 			pm[2 * i] = -INFINITY;
 			pm[2 * i + 1] = 0.0f;
 		}
+		/* Tokens past the last query's are not read. */
+		if (p->token_start + ntok - 1 > j->last)
+			ntok = j->last - p->token_start + 1;
 		for (h = 0; h < kvh; h++)
-			for (t0 = 0; t0 < p->ntokens; t0 += TILE) {
-				uint32_t n = p->ntokens - t0 < TILE
-						     ? p->ntokens - t0
-						     : TILE;
+			for (t0 = 0; t0 < ntok; t0 += TILE) {
+				uint32_t n =
+					ntok - t0 < TILE ? ntok - t0 : TILE;
 
 				prefetch_next(&w->r, pi, h, t0 + n);
+				w->a.tpos = p->token_start + t0;
 				attend_tile(&w->r, &w->a, j->q, pi, h, t0, n,
 					    w->kt, w->vt, w->erased,
 					    pm + (size_t)h * G * 2);
@@ -569,7 +597,8 @@ static void workers_free(struct worker *w, unsigned int n)
 
 static struct worker *workers_new(struct kvmem_seq *s, uint32_t layer,
 				  const struct kvmem_attend_opts *opts,
-				  uint32_t G, float scale, unsigned int n)
+				  uint32_t G, uint32_t nq, uint32_t pos0,
+				  float scale, unsigned int n)
 {
 	const uint32_t D = s->c->g.head_dim;
 	struct worker *w = calloc(n, sizeof(*w));
@@ -581,10 +610,12 @@ static struct worker *workers_new(struct kvmem_seq *s, uint32_t layer,
 		if (i)
 			x->scratch = malloc(s->c->scratch_bytes);
 		x->a.kn = kvmem__attn();
-		x->a.G = G;
+		x->a.G = G * nq;
 		x->a.D = D;
+		x->a.qg = G;
+		x->a.pos0 = pos0;
 		x->a.scale = scale;
-		x->a.sc = malloc((size_t)G * TILE * sizeof(float));
+		x->a.sc = malloc((size_t)G * nq * TILE * sizeof(float));
 		x->kt = malloc((size_t)TILE * D * sizeof(float));
 		x->vt = malloc((size_t)TILE * D * sizeof(float));
 		x->erased = malloc((size_t)TILE * D);
@@ -599,16 +630,34 @@ static struct worker *workers_new(struct kvmem_seq *s, uint32_t layer,
 	return w;
 }
 
-int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
-		 float *out, const struct kvmem_attend_opts *opts,
-		 struct kvmem_attend_stats *stats)
+/* Query i's head x of @q to row (x / G * nq + i) * G + x % G, or back. */
+static void rows_move(const float *from, float *to, uint32_t nq, uint32_t nh,
+		      uint32_t G, uint32_t D, int to_rows)
+{
+	uint32_t i, x;
+
+	for (i = 0; i < nq; i++)
+		for (x = 0; x < nh; x++) {
+			size_t q = ((size_t)i * nh + x) * D;
+			size_t r = (((size_t)(x / G) * nq + i) * G + x % G) * D;
+
+			memcpy(to + (to_rows ? r : q), from + (to_rows ? q : r),
+			       D * sizeof(float));
+		}
+}
+
+int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
+			uint32_t nq, uint32_t pos0, float *out,
+			const struct kvmem_attend_opts *opts,
+			struct kvmem_attend_stats *stats)
 {
 	const struct kvmem_geometry *g;
 	const struct kvmem__layer *lt;
 	struct job j = { 0 };
 	uint32_t nh, G, D, pi, i;
 	unsigned int nw, k;
-	float *m = NULL, *l = NULL;
+	float *m = NULL, *l = NULL, *rows = NULL;
+	size_t state, max_chunks;
 	float alpha, scale;
 	int ret;
 
@@ -617,7 +666,8 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 	g = &s->c->g;
 	lt = &s->layer[layer];
 	nh = opts->n_heads;
-	if (!nh || nh % g->kv_heads || !lt->len ||
+	if (!nh || nh % g->kv_heads || !nq || pos0 >= lt->len ||
+	    nq > lt->len - pos0 || (uint64_t)nq * nh > UINT32_MAX / 2 ||
 	    opts->erasure > KVMEM_ERASE_KEEP || opts->resv[0] ||
 	    opts->resv[1] || opts->resv[2])
 		return -EINVAL;
@@ -632,42 +682,60 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 	j.s = s;
 	j.lt = lt;
 	j.q = q;
-	j.nh = nh;
+	j.nh = nh * nq;
 	j.D = D;
+	j.last = pos0 + nq - 1;
+	j.npages = kvmem__page_index(g, j.last) + 1;
+	state = ((size_t)D + 2) * j.nh * sizeof(float);
+	max_chunks = CHUNK_STATE / state;
+	if (max_chunks > MAX_CHUNKS)
+		max_chunks = MAX_CHUNKS;
+	if (!max_chunks)
+		max_chunks = 1;
 	j.ppc = (CHUNK_TOKENS + g->tokens_per_page - 1) / g->tokens_per_page;
-	if (lt->npages > j.ppc * MAX_CHUNKS)
-		j.ppc = (lt->npages + MAX_CHUNKS - 1) / MAX_CHUNKS;
-	j.nchunks = (lt->npages + j.ppc - 1) / j.ppc;
+	if (j.npages > j.ppc * max_chunks)
+		j.ppc = (j.npages + max_chunks - 1) / max_chunks;
+	j.nchunks = (j.npages + j.ppc - 1) / j.ppc;
 	nw = opts->threads ? opts->threads : kvmem__cpus();
 	if (nw > j.nchunks)
 		nw = j.nchunks;
-	j.acc = malloc((size_t)j.nchunks * nh * D * sizeof(float));
-	j.m = malloc((size_t)j.nchunks * nh * sizeof(float));
-	j.l = malloc((size_t)j.nchunks * nh * sizeof(float));
-	j.mass = malloc((size_t)lt->npages * nh * 2 * sizeof(float));
-	m = malloc(nh * sizeof(float));
-	l = malloc(nh * sizeof(float));
-	j.w = j.acc && j.m && j.l && j.mass && m && l
-		      ? workers_new(s, layer, opts, G, scale, nw)
+	j.acc = malloc((size_t)j.nchunks * j.nh * D * sizeof(float));
+	j.m = malloc((size_t)j.nchunks * j.nh * sizeof(float));
+	j.l = malloc((size_t)j.nchunks * j.nh * sizeof(float));
+	j.mass = malloc((size_t)j.npages * j.nh * 2 * sizeof(float));
+	m = malloc(j.nh * sizeof(float));
+	l = malloc(j.nh * sizeof(float));
+	if (nq > 1)
+		rows = malloc((size_t)j.nh * D * sizeof(float));
+	j.w = j.acc && j.m && j.l && j.mass && m && l && (nq == 1 || rows)
+		      ? workers_new(s, layer, opts, G, nq, pos0, scale, nw)
 		      : NULL;
 	if (!j.w) {
 		ret = -ENOMEM;
 		goto out;
 	}
+	if (rows) {
+		rows_move(q, rows, nq, nh, G, D, 1);
+		j.q = rows;
+	}
 	kvmem__pool_run(&s->c->pool, nw, attend_worker, &j);
-	combine(&j, m, l, out);
+	combine(&j, m, l, rows ? rows : out);
+	if (rows)
+		rows_move(rows, out, nq, nh, G, D, 0);
 
+	/* A page's share: its weight summed over the query heads, averaged
+	 * over the queries. */
 	if (alpha > 0.0f)
-		for (pi = 0; pi < lt->npages; pi++) {
-			const float *pm = j.mass + (size_t)pi * nh * 2;
+		for (pi = 0; pi < j.npages; pi++) {
+			const float *pm = j.mass + (size_t)pi * j.nh * 2;
 			float share = 0.0f;
 
-			for (i = 0; i < nh; i++)
+			for (i = 0; i < j.nh; i++)
 				share += pm[2 * i + 1] *
 					 kvmem__expf(pm[2 * i] - m[i]) / l[i];
 			lt->pages[pi]->importance =
 				(1.0f - alpha) * lt->pages[pi]->importance +
-				alpha * share;
+				alpha * share / (float)nq;
 			if (s->c->heat)
 				kvmem__heat_set(s->c, lt->pages[pi], nh);
 		}
@@ -703,5 +771,16 @@ out:
 	free(j.mass);
 	free(m);
 	free(l);
+	free(rows);
 	return ret;
+}
+
+int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
+		 float *out, const struct kvmem_attend_opts *opts,
+		 struct kvmem_attend_stats *stats)
+{
+	if (!s || layer >= s->c->g.layers || !s->layer[layer].len)
+		return -EINVAL;
+	return kvmem_attend_causal(s, layer, q, 1, s->layer[layer].len - 1, out,
+				   opts, stats);
 }

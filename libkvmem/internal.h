@@ -247,17 +247,23 @@ const struct kvmem__attn_kernels *kvmem__attn(void);
  * and the benchmarks' unprotected baselines so both do the same arithmetic.
  *
  * attn_tile:   fold a tile of @n rows of K and V of KV head @h into the
- *              state of its query heads h*G .. h*G+G-1; @mass, if not NULL,
- *              keeps per query head of the group a (max, sum) pair of the
+ *              state of its rows h*G .. h*G+G-1; @mass, if not NULL,
+ *              keeps per row of the group a (max, sum) pair of the
  *              softmax weights this tile and earlier ones under the same
- *              @mass contributed
+ *              @mass contributed. A row whose query may not see the
+ *              tile's later tokens (tpos, pos0) gives them no weight.
  * attn_finish: out[i] = acc[i] / l[i]
  */
 #define KVMEM__ATTN_TILE 64 /* rows: a tile of K and of V stay in L1/L2 */
 
 struct kvmem__attn {
 	const struct kvmem__attn_kernels *kn;
-	uint32_t G, D;
+	uint32_t G, D; /* rows of state per KV head (query heads of a group,
+			* times queries), head_dim */
+	uint32_t
+		qg; /* query heads per KV head: row r belongs to query r / qg */
+	uint32_t pos0; /* query i sees tokens up to pos0 + i (init: all) */
+	uint32_t tpos; /* the first token of the tile being folded in */
 	float scale;
 	float *acc; /* [n_heads][D] */
 	float *m, *l; /* [n_heads]: running max, sum of exp(score - m) */

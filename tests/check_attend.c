@@ -1233,6 +1233,215 @@ END_TEST
 
 /* ---- Importance ---------------------------------------------------------- */
 
+/* ---- Several queries, causal ------------------------------------------- */
+
+/*
+ * kvmem_attend_causal() on @nq queries from @pos0, against the reference
+ * of each query over tokens 0 .. pos0 + i of what kvmem_seq_read() gives,
+ * at every SIMD level and for 1, 2 and 3 threads (the same bits).
+ */
+static void check_causal(struct kvmem_seq *s, const struct kvmem_geometry *g,
+			 uint32_t nh, float scale, uint32_t pos0, uint32_t nq,
+			 struct kvmem_rng *r, uint64_t erased, const char *name)
+{
+	uint32_t n = kvmem_seq_len(s, 0), D = g->head_dim, i;
+	size_t row = (size_t)g->kv_heads * D, no = (size_t)nh * D;
+	double sc = scale ? scale : 1 / sqrt(D);
+	float *dk = kvmem_check_xmalloc(n * row * sizeof(float));
+	float *dv = kvmem_check_xmalloc(n * row * sizeof(float));
+	float *q = kvmem_check_xmalloc(nq * no * sizeof(float));
+	float *out = kvmem_check_xmalloc(nq * no * sizeof(float));
+	float *first = kvmem_check_xmalloc(nq * no * sizeof(float));
+	double *ro = kvmem_check_xmalloc(no * sizeof(double));
+	double *tol = kvmem_check_xmalloc(no * sizeof(double));
+	struct kvmem_attend_opts o = { .n_heads = nh, .scale = scale };
+	struct kvmem_attend_stats st;
+	struct kvmem_page_counts pc;
+	int lv, active = kvmem__simd_active();
+	unsigned int th;
+	char what[96];
+
+	read_all(s, 0, n, KVMEM_ERASE_INTERPOLATE, dk, dv, &pc);
+	for (i = 0; i < nq; i++)
+		gen_q(r, g, nh, sc, q + i * no);
+	o.importance_alpha = -1;
+	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+		if (!kvmem__simd_supported(lv))
+			continue;
+		ck_assert_int_eq(kvmem__simd_force(lv), 0);
+		for (th = 1; th <= 3; th++) {
+			o.threads = th;
+			memset(out, 0xff, nq * no * sizeof(float));
+			ck_assert_int_eq(kvmem_attend_causal(s, 0, q, nq, pos0,
+							     out, &o, &st),
+					 0);
+			ck_assert_uint_eq(st.values_erased, erased);
+			if (th == 1) {
+				memcpy(first, out, nq * no * sizeof(float));
+				continue;
+			}
+			EXPECT(!memcmp(first, out, nq * no * sizeof(float)),
+			       "%s: %u threads gave other bits than one (%s)",
+			       name, th, kvmem__simd_name(lv));
+		}
+		for (i = 0; i < nq; i++) {
+			ref_attend(g, nh, sc, q + i * no, dk, dv, pos0 + i + 1,
+				   ro, NULL);
+			tight_tol(g, nh, dv, pos0 + i + 1, tol);
+			snprintf(what, sizeof(what),
+				 "%s, query %u of %u from %u",
+				 kvmem__simd_name(lv), i, nq, pos0);
+			expect_close(first + i * no, ro, tol, no, what, name);
+		}
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	free(dk);
+	free(dv);
+	free(q);
+	free(out);
+	free(first);
+	free(ro);
+	free(tol);
+}
+
+/* Every geometry of acases, then a layer of three chunks (700 tokens). */
+START_TEST(test_attend_causal)
+{
+	const int nac = (int)(sizeof(acases) / sizeof(acases[0]));
+	const struct acase longc = { "int4+h84, 700 tokens, GQA 4",
+				     I4,
+				     KVMEM_CODEC_H84,
+				     GRP,
+				     2,
+				     32,
+				     16,
+				     16,
+				     2,
+				     4,
+				     700,
+				     0,
+				     1 };
+	const struct acase *ac = _i < nac ? &acases[_i] : &longc;
+	struct kvmem_geometry g = kvmem_check_geo(
+		1, ac->kv_heads, ac->head_dim, ac->tpp, ac->group, ac->sink,
+		ac->fmt, ac->codec, ac->key_scales);
+	const uint32_t n = ac->ntok, nh = ac->kv_heads * ac->mult;
+	size_t all = (size_t)n * ac->kv_heads * ac->head_dim;
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
+	struct kvmem_cache *c = open_for(&g, n);
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	struct pages ps;
+	uint64_t erased = 0;
+	uint32_t t;
+
+	kvmem_rng_seed(&r, 0xca05a1u + (unsigned int)_i);
+	gen_kv(&r, &g, n, ac->smooth, k);
+	gen_kv(&r, &g, n, ac->smooth, v);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, n), 0);
+	/* the whole layer; to its end; the middle; the last token alone */
+	check_causal(s, &g, nh, ac->scale, 0, n, &r, 0, ac->name);
+	check_causal(s, &g, nh, ac->scale, n / 3, n - n / 3, &r, 0, ac->name);
+	check_causal(s, &g, nh, ac->scale, 1, n / 2, &r, 0, ac->name);
+	check_causal(s, &g, nh, ac->scale, n - 1, 1, &r, 0, ac->name);
+	/* A double flip in the first K codeword of every 5th sealed token:
+	 * rebuilt from both neighbours, the later one past some queries. */
+	if (ac->codec == KVMEM_CODEC_H84 && ac->fmt == I4) {
+		pages_get(&ps, s, &g, 0);
+		for (t = 0; t < n; t += 5) {
+			const struct kvmem_page_layout *lo;
+			uint8_t *w = row_at(&ps, 1, t, 0, &lo);
+
+			if (ps.pd[page_of(&ps, t)].hot)
+				continue;
+			w[0] ^= 0x03;
+			erased++;
+		}
+		/* fewer tokens than a page and a tail: nothing sealed */
+		if (!erased && n < ac->sink + 2 * ac->tpp)
+			goto out;
+		ck_assert_uint_gt(erased, 0);
+		check_causal(s, &g, nh, ac->scale, 0, n, &r, erased, ac->name);
+		check_causal(s, &g, nh, ac->scale, n / 2, n - n / 2, &r, erased,
+			     ac->name);
+	}
+out:
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+}
+END_TEST
+
+START_TEST(test_attend_causal_bad_args)
+{
+	struct kvmem_geometry g =
+		kvmem_check_geo(1, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
+				KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	float k[5 * 64], v[5 * 64], q[3 * 8 * 32], out[3 * 8 * 32];
+	struct kvmem_attend_opts o = { .n_heads = 8 };
+	struct kvmem_cache *c = open_for(&g, 8);
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	unsigned int i;
+
+	kvmem_rng_seed(&r, 0xbad2);
+	for (i = 0; i < 5 * 64; i++) {
+		k[i] = (float)urand(&r, -1, 1);
+		v[i] = (float)urand(&r, -1, 1);
+	}
+	for (i = 0; i < 3; i++)
+		gen_q(&r, &g, 8, 1 / sqrt(32), q + i * 8 * 32);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, 1, 0, out, &o, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, 5), 0);
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, 0, 0, out, &o, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, 1, 5, out, &o, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, 3, 3, out, &o, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(
+		kvmem_attend_causal(s, 0, q, 2, UINT32_MAX, out, &o, NULL),
+		-EINVAL);
+	ck_assert_int_eq(
+		kvmem_attend_causal(s, 0, q, UINT32_MAX, 1, out, &o, NULL),
+		-EINVAL);
+	ck_assert_int_eq(kvmem_attend_causal(s, 1, q, 1, 0, out, &o, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_attend_causal(NULL, 0, q, 1, 0, out, &o, NULL),
+			 -EINVAL);
+	o.n_heads = 3;
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, 1, 0, out, &o, NULL),
+			 -EINVAL);
+	o.n_heads = 8;
+	o.resv[1] = 1;
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, 1, 0, out, &o, NULL),
+			 -EINVAL);
+	o.resv[1] = 0;
+	/* query 0 at token 0 sees token 0 alone: its output is that V */
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, 3, 0, out, &o, NULL), 0);
+	{
+		float dk[5 * 64], dv[5 * 64];
+		struct kvmem_page_counts pc;
+		uint32_t h, d;
+
+		read_all(s, 0, 5, KVMEM_ERASE_INTERPOLATE, dk, dv, &pc);
+		for (h = 0; h < 8; h++)
+			for (d = 0; d < 32; d++)
+				EXPECT_NEAR(
+					out[h * 32 + d], dv[(h / 4) * 32 + d],
+					1e-6 * (1 + fabs(dv[(h / 4) * 32 + d])),
+					"head %u value %u", h, d);
+	}
+	kvmem_seq_free(s);
+	kvmem_close(c);
+}
+END_TEST
+
 static void importance(struct kvmem_seq *s, uint32_t layer, float *imp, int np,
 		       uint32_t nh)
 {
@@ -1390,6 +1599,81 @@ START_TEST(test_importance_average)
 }
 END_TEST
 
+/*
+ * Causal queries 8 .. 17 of 31 tokens, alpha 0.5: a page's new importance
+ * takes half of its share averaged over the ten queries; pages past token
+ * 17 are not read and keep theirs.
+ */
+START_TEST(test_importance_causal)
+{
+	struct kvmem_geometry g =
+		kvmem_check_geo(1, 2, 32, 8, 16, 2, KVMEM_FMT_INT4,
+				KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	const uint32_t n = 2 + 3 * 8 + 5, nh = 4, D = 32, pos0 = 8, nq = 10;
+	size_t all = (size_t)n * 2 * D;
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
+	float *dk = kvmem_check_xmalloc(all * sizeof(float)),
+	      *dv = kvmem_check_xmalloc(all * sizeof(float));
+	float *q = kvmem_check_xmalloc(nq * nh * D * sizeof(float)),
+	      *out = kvmem_check_xmalloc(nq * nh * D * sizeof(float));
+	double *share = kvmem_check_xmalloc(n * sizeof(double)), ro[4 * 32],
+	       want[MAXP] = { 0 };
+	float i0[MAXP], i1[MAXP];
+	struct kvmem_attend_opts o = { .n_heads = nh,
+				       .importance_alpha = 0.5f };
+	struct kvmem_page_desc pd[MAXP];
+	struct kvmem_cache *c = open_for(&g, n);
+	struct kvmem_page_counts pc;
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	uint32_t i, t;
+	int np, p;
+
+	kvmem_rng_seed(&r, 0x1a3);
+	gen_kv(&r, &g, n, 0, k);
+	gen_kv(&r, &g, n, 0, v);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, n), 0);
+	read_all(s, 0, n, KVMEM_ERASE_INTERPOLATE, dk, dv, &pc);
+	np = kvmem_seq_pages(s, 0, pd, MAXP);
+	ck_assert_int_eq(np, 5);
+	/* some importance to start from, by a plain call */
+	gen_q(&r, &g, nh, 1 / sqrt(D), q);
+	ck_assert_int_eq(attend(s, 0, q, out, nh, 0, 0, 1, NULL), 0);
+	for (i = 0; i < nq; i++) {
+		gen_q(&r, &g, nh, 1 / sqrt(D), q + i * nh * D);
+		ref_attend(&g, nh, 1 / sqrt(D), q + i * nh * D, dk, dv,
+			   pos0 + i + 1, ro, share);
+		for (p = 0; p < np; p++)
+			for (t = pd[p].token_start;
+			     t < pd[p].token_start + pd[p].ntokens &&
+			     t <= pos0 + i;
+			     t++)
+				want[p] += share[t] / nq;
+	}
+	importance(s, 0, i0, np, nh);
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, nq, pos0, out, &o, NULL),
+			 0);
+	importance(s, 0, i1, np, nh);
+	for (p = 0; p < np; p++)
+		if (pd[p].token_start > pos0 + nq - 1)
+			EXPECT_FEQ(i1[p], i0[p], "page %d, not read", p);
+		else
+			EXPECT_NEAR(i1[p], 0.5 * i0[p] + 0.5 * want[p],
+				    1e-5 * nh, "page %d", p);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+	free(dk);
+	free(dv);
+	free(q);
+	free(out);
+	free(share);
+}
+END_TEST
+
 /* ---- Bad arguments ------------------------------------------------------- */
 
 START_TEST(test_attend_bad_args)
@@ -1443,6 +1727,7 @@ KVMEM_SUITE(attend)
 	TCase *tc = tcase_create("reference");
 	TCase *te = tcase_create("errors");
 	TCase *ti = tcase_create("importance");
+	TCase *tq = tcase_create("causal");
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_attend_ref, 0,
@@ -1458,8 +1743,15 @@ KVMEM_SUITE(attend)
 			    (int)(sizeof(ecases) / sizeof(ecases[0])));
 	suite_add_tcase(s, te);
 
+	tcase_set_timeout(tq, 120);
+	tcase_add_loop_test(tq, test_attend_causal, 0,
+			    (int)(sizeof(acases) / sizeof(acases[0])) + 1);
+	tcase_add_test(tq, test_attend_causal_bad_args);
+	suite_add_tcase(s, tq);
+
 	tcase_add_test(ti, test_importance_aligned);
 	tcase_add_test(ti, test_importance_average);
+	tcase_add_test(ti, test_importance_causal);
 	tcase_add_test(ti, test_attend_bad_args);
 	suite_add_tcase(s, ti);
 	return s;

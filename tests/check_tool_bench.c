@@ -389,7 +389,7 @@ START_TEST(test_attend_json)
 			  "--heads", "8", "--kv-heads", "2", "--dim", "64",
 			  "--format", cases[i].fmt, "--codec", cases[i].codec,
 			  "--reps", "2", "--threads", "3", "--flush-mib", "1",
-			  "--json");
+			  "--queries", "5", "--json");
 		ck_assert_msg(r.status == 0, "%s: exit %d: %s", cases[i].fmt,
 			      r.status, r.err);
 		ck_assert_double_eq(json_num(r.out, "ctx"), 300);
@@ -408,6 +408,10 @@ START_TEST(test_attend_json)
 		ck_assert_double_gt(json_num(r.out, "kvmem_us"), 0);
 		ck_assert_double_gt(json_num(r.out, "fp32_us"), 0);
 		ck_assert_double_gt(json_num(r.out, "noecc_us"), 0);
+		ck_assert_double_eq(json_num(r.out, "queries"), 5);
+		ck_assert_double_gt(json_num(r.out, "causal_us"), 0);
+		ck_assert_double_eq_tol(json_num(r.out, "causal_query_us"),
+					json_num(r.out, "causal_us") / 5, 0.1);
 		ck_assert_double_le(json_num(r.out, "max_diff_fp32"),
 				    cases[i].tol);
 		ck_assert_double_le(json_num(r.out, "max_diff_noecc"),
@@ -530,6 +534,9 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "attend", "--flush-mib", "lots", NULL },
 		(const char *const[]){ "attend", "--format", "int3", NULL },
 		(const char *const[]){ "attend", "--ctx", "0", NULL },
+		(const char *const[]){ "attend", "--queries", "0", NULL },
+		(const char *const[]){ "attend", "--ctx", "300", "--queries",
+				       "301", NULL },
 		(const char *const[]){ "ring", "--batch", "257", NULL },
 		(const char *const[]){ "ring", "--ops", "many", NULL },
 		(const char *const[]){ "ring", "extra", NULL },

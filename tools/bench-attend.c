@@ -7,6 +7,8 @@
  *          one thread and on --threads
  *   fp32   float K and V, [kv_head][token][dim], no decoding at all
  *   noecc  the same format and scales as kvmem, without codewords
+ * With --queries N, also kvmem_attend_causal() for the last N tokens as
+ * one prefill chunk, on one thread, reported per query.
  * All three run the same online-softmax core (kvmem__attn_tile()) with the
  * same kernels, so the differences are what decoding costs and what reading
  * fewer bytes saves. Before every call --flush-mib of other memory is read,
@@ -44,7 +46,8 @@ static void attend_usage(FILE *f)
 		   "                          [--format F] [--codec C] "
 		   "[--page-tokens T] [--reps N] [--json]\n"
 		   "                          [--threads N] [--flush-mib M] "
-		   "[--gpu [--batch B] [--host]]\n\n"
+		   "[--queries N]\n"
+		   "                          [--gpu [--batch B] [--host]]\n\n"
 		   "  --ctx N          context tokens (default 4096)\n"
 		   "  --heads H        query heads (default 32)\n"
 		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
@@ -58,6 +61,10 @@ static void attend_usage(FILE *f)
 		   "  --flush-mib M    memory read before each call to empty "
 		   "the caches\n"
 		   "                   (default 128; 0 keeps them warm)\n"
+		   "  --queries N      also one kvmem_attend_causal() call "
+		   "for the last N\n"
+		   "                   tokens, a prefill chunk (default 1: "
+		   "none)\n"
 		   "  --json           one JSON object on stdout\n"
 		   "  --gpu            on GPU 0: kvmem_cuda_attend() against "
 		   "the FP16\n"
@@ -204,6 +211,7 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		{ "host", no_argument, NULL, 'o' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "flush-mib", required_argument, NULL, 'F' },
+		{ "queries", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -278,6 +286,11 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 				      &cfg->flush_mib))
 				return 2;
 			break;
+		case 'Q':
+			if (parse_u32("queries", optarg, 1, 4096,
+				      &cfg->queries))
+				return 2;
+			break;
 		case 'h':
 			attend_usage(stdout);
 			return 1;
@@ -288,6 +301,11 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 	}
 	if (optind != argc) {
 		attend_usage(stderr);
+		return 2;
+	}
+	if (cfg->queries > cfg->ctx) {
+		fprintf(stderr,
+			"kvmem-bench: --queries must be at most --ctx\n");
 		return 2;
 	}
 	if (cfg->heads % cfg->kv_heads) {
@@ -341,6 +359,7 @@ static int run_attend(int argc, char **argv)
 		.reps = 20,
 		.flush_mib = 128,
 		.batch = 1,
+		.queries = 1,
 		.format = KVMEM_FMT_INT4,
 		.codec = KVMEM_CODEC_H84,
 	};
@@ -353,8 +372,10 @@ static int run_attend(int argc, char **argv)
 	struct kvmem_rng rng;
 	struct flat f = { 0 };
 	float *K, *V, *q, *out_kv, *out_mt, *out_fp, *out_nq, *kt, *vt;
-	uint64_t *tk, *tm, *tf, *tn, t0;
+	float *qc = NULL, *out_c = NULL;
+	uint64_t *tk, *tm, *tf, *tn, *tc = NULL, t0;
 	double kvmem_us, mt_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
+	double causal_us = 0.0;
 	double bw1, bwn, floor1_us, floorn_us;
 	size_t nvals, i, flush_len, probe_len, kv_bytes, fp_bytes;
 	uint8_t *fbuf;
@@ -404,6 +425,13 @@ static int run_attend(int argc, char **argv)
 	tm = bench_alloc(cfg.reps * sizeof(*tm));
 	tf = bench_alloc(cfg.reps * sizeof(*tf));
 	tn = bench_alloc(cfg.reps * sizeof(*tn));
+	if (cfg.queries > 1) {
+		qc = bench_alloc((size_t)cfg.queries * cfg.heads * cfg.dim *
+				 sizeof(float));
+		out_c = bench_alloc((size_t)cfg.queries * cfg.heads * cfg.dim *
+				    sizeof(float));
+		tc = bench_alloc(cfg.reps * sizeof(*tc));
+	}
 	/* The flush buffer doubles as the bandwidth probe: 32 MiB at least. */
 	flush_len = (size_t)cfg.flush_mib << 20;
 	probe_len = flush_len > (32u << 20) ? flush_len : 32u << 20;
@@ -415,6 +443,8 @@ static int run_attend(int argc, char **argv)
 	}
 	for (i = 0; i < (size_t)cfg.heads * cfg.dim; i++)
 		q[i] = bench_rnd_unit(&rng);
+	for (i = 0; qc && i < (size_t)cfg.queries * cfg.heads * cfg.dim; i++)
+		qc[i] = bench_rnd_unit(&rng);
 
 	ret = 1;
 	if (kvmem_open_embedded(&g, 2 * nvals * 2 * sizeof(float) + (64u << 20),
@@ -459,6 +489,15 @@ static int run_attend(int argc, char **argv)
 		t0 = bench_now_ns() - t0;
 		if (r)
 			tn[r - 1] = t0;
+		if (!qc)
+			continue;
+		flush(fbuf, flush_len);
+		t0 = bench_now_ns();
+		kvmem_attend_causal(seq, 0, qc, cfg.queries,
+				    cfg.ctx - cfg.queries, out_c, &opts, NULL);
+		t0 = bench_now_ns() - t0;
+		if (r)
+			tc[r - 1] = t0;
 	}
 	for (i = 0; i < (size_t)cfg.heads * cfg.dim; i++) {
 		double d = fabs((double)out_kv[i] - out_fp[i]);
@@ -474,6 +513,8 @@ static int run_attend(int argc, char **argv)
 	mt_us = median_us(tm, cfg.reps);
 	fp32_us = median_us(tf, cfg.reps);
 	noecc_us = median_us(tn, cfg.reps);
+	if (tc)
+		causal_us = median_us(tc, cfg.reps);
 	kv_bytes = pages_bytes(seq);
 	fp_bytes = 2 * nvals * sizeof(float);
 	bw1 = bench_read_gbps(fbuf, probe_len, 1, 3);
@@ -494,7 +535,10 @@ static int run_attend(int argc, char **argv)
 		       "\"read_gbps_mt\": %.2f, \"floor_us\": %.1f, "
 		       "\"floor_mt_us\": %.1f, \"kvmem_of_floor\": %.3f, "
 		       "\"kvmem_mt_of_floor\": %.3f, \"max_diff_fp32\": %.3g, "
-		       "\"max_diff_noecc\": %.3g, \"mt_same_bits\": %s}\n",
+		       "\"max_diff_noecc\": %.3g, \"mt_same_bits\": %s, "
+		       "\"queries\": %u, \"causal_us\": %.1f, "
+		       "\"causal_query_us\": %.1f, "
+		       "\"fp32_over_causal_query\": %.3f}\n",
 		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
 		       kvmem_format_get(cfg.format)->name,
 		       kvmem_codec_get(cfg.codec)->name, kvmem_ecc_impl(),
@@ -503,7 +547,9 @@ static int run_attend(int argc, char **argv)
 		       noecc_us / kvmem_us, kv_bytes, fp_bytes, bw1, bwn,
 		       floor1_us, floorn_us, floor1_us / kvmem_us,
 		       floorn_us / mt_us, diff, diff_nq,
-		       same_mt ? "true" : "false");
+		       same_mt ? "true" : "false", cfg.queries, causal_us,
+		       causal_us / cfg.queries,
+		       causal_us > 0 ? fp32_us * cfg.queries / causal_us : 0);
 	} else {
 		printf("kvmem-bench attend: ctx %u, %u heads, %u KV heads, "
 		       "dim %u, %s + %s, %u tokens/page, path %s,\n"
@@ -526,6 +572,11 @@ static int run_attend(int argc, char **argv)
 		printf("kvmem, %3u threads%16s %10.1f %9.2fx %10.2f %8.0f%%\n",
 		       cfg.threads, "", mt_us, fp32_us / mt_us,
 		       (double)kv_bytes / 1e6, 100.0 * floorn_us / mt_us);
+		if (qc)
+			printf("kvmem, %4u queries, per query%5s %10.1f "
+			       "%9.2fx\n",
+			       cfg.queries, "", causal_us / cfg.queries,
+			       fp32_us * cfg.queries / causal_us);
 		printf("\nread bandwidth: %.1f GB/s on one core, %.1f GB/s on "
 		       "%u; memory floor of kvmem: %.1f us, %.1f us\n",
 		       bw1, bwn, cfg.threads, floor1_us, floorn_us);
@@ -556,6 +607,9 @@ out:
 	free(tm);
 	free(tf);
 	free(tn);
+	free(tc);
+	free(qc);
+	free(out_c);
 	free(fbuf);
 	return ret;
 }

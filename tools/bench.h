@@ -26,6 +26,7 @@ struct attend_cfg {
 	uint32_t ctx, heads, kv_heads, dim, page_tokens, reps;
 	uint32_t threads, flush_mib;
 	uint32_t batch; /* sequences a call attends (--gpu) */
+	uint32_t queries; /* query tokens of a causal call (1: none) */
 	int format, codec, json, gpu;
 	int host; /* --gpu --host: also from pages in host memory */
 };

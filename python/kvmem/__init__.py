@@ -203,6 +203,19 @@ def _load():
                 ctypes.POINTER(_AttendStats),
             ],
         ),
+        "kvmem_attend_causal": (
+            _int,
+            [
+                _vp,
+                _u32,
+                _fp,
+                _u32,
+                _u32,
+                _fp,
+                ctypes.POINTER(_AttendOpts),
+                ctypes.POINTER(_AttendStats),
+            ],
+        ),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -549,6 +562,47 @@ class Sequence:
         )
         if ret:
             _fail(ret, "kvmem_attend")
+        return out, _struct_dict(st)
+
+    def attend_causal(
+        self,
+        layer,
+        q,
+        pos0,
+        erasure="interpolate",
+        scale=0.0,
+        threads=1,
+        importance_alpha=0.0,
+    ):
+        """Attention of consecutive query tokens (a prefill chunk).
+
+        q is [nq, n_heads, head_dim], query i at token pos0 + i, which
+        sees tokens 0 .. pos0 + i of @layer (appended before the call).
+        Returns (out, stats) as attend() does, out like q.
+        """
+        g = self.cache.geometry
+        q = _floats(q, (-1, -1, g.head_dim), "q")
+        out = np.empty_like(q)
+        o = _AttendOpts(
+            n_heads=q.shape[1],
+            erasure=_name(ERASURES, erasure, "erasure"),
+            scale=scale,
+            importance_alpha=importance_alpha,
+            threads=threads,
+        )
+        st = _AttendStats()
+        ret = _lib.kvmem_attend_causal(
+            self._handle(),
+            self._layer(layer),
+            _ptr(q),
+            q.shape[0],
+            pos0,
+            _ptr(out),
+            ctypes.byref(o),
+            ctypes.byref(st),
+        )
+        if ret:
+            _fail(ret, "kvmem_attend_causal")
         return out, _struct_dict(st)
 
     def fork(self):

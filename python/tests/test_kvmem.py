@@ -131,6 +131,29 @@ class Embedded(unittest.TestCase):
                 atol=1e-5,
             )
 
+    def test_attend_causal_matches_numpy(self):
+        """Query i of a chunk from token 40 sees tokens 0 .. 40 + i."""
+        g = geometry(format="fp16", codec="golay24")
+        k, v = kv(self.rng, 100, g)
+        q = self.rng.standard_normal((20, 8, 64)).astype(np.float32)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k, v)
+            out, st = s.attend_causal(0, q, 40, threads=0)
+            self.assertEqual(out.shape, (20, 8, 64))
+            for i in range(20):
+                n = 40 + i + 1
+                np.testing.assert_allclose(
+                    out[i],
+                    attention(q[i], fp16(k[:n]), fp16(v[:n])),
+                    rtol=1e-4,
+                    atol=1e-5,
+                )
+            self.assertEqual(st["words_uncorrectable"], 0)
+            with self.assertRaises(kvmem.Error) as e:
+                s.attend_causal(0, q, 81)
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+
     def test_append_all(self):
         g = geometry(format="fp16")
         x = self.rng.standard_normal((10, 2, 2, 64)).astype(np.float32)

@@ -385,6 +385,41 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 		 float *out, const struct kvmem_attend_opts *opts,
 		 struct kvmem_attend_stats *stats);
 
+/**
+ * kvmem_attend_causal() - attention of a chunk of consecutive query tokens
+ * (a prefill chunk, or a few speculative tokens), each over the tokens up
+ * to its own position
+ * @s: the sequence
+ * @layer: the layer; its K/V for the queries' own tokens already appended
+ * @q: [nq][n_heads][head_dim] floats, query i at token pos0 + i
+ * @nq: how many queries, at least 1
+ * @pos0: the first query's token
+ * @out: receives [nq][n_heads][head_dim] floats
+ * @opts: the options, as for kvmem_attend()
+ * @stats: if not NULL, receives what was decoded
+ *
+ * Query i attends to tokens 0 .. pos0 + i of the layer as kvmem_attend()
+ * would to a layer that ended there, in one pass: each tile is decoded
+ * once for every query and head of its KV group, and tokens past pos0 +
+ * nq - 1 are not read. The values are decoded as the layer stands
+ * (kvmem_seq_read()): an erased value is rebuilt from its neighbours even
+ * where one of them lies past a query's position. kvmem_attend() is this
+ * call with @nq 1 and @pos0 the layer's last token.
+ *
+ * Importance: each page's share, summed over the query heads and averaged
+ * over the queries, is one step of the moving average. Threads: as for
+ * kvmem_attend(), with fewer chunks where many queries would need more than
+ * 64 MiB of softmax state for them; still the same bits for every
+ * @opts->threads.
+ *
+ * Return: 0, -EINVAL (as kvmem_attend(), and @nq 0 or pos0 + nq past the
+ * layer's length), -ENOMEM.
+ */
+int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
+			uint32_t nq, uint32_t pos0, float *out,
+			const struct kvmem_attend_opts *opts,
+			struct kvmem_attend_stats *stats);
+
 /*
  * The ring itself, for programs that batch their own ops (kvmem-bench ring,
  * tests). Only on a cache from kvmem_connect(); the library's own ops share
