@@ -2365,6 +2365,111 @@ START_TEST(test_cuda_gpu_pool_per_user)
 }
 END_TEST
 
+/* The GPU pool's used bytes, once they are @want (or the test fails). */
+static void gpu_used_at(const struct kvmemd_proc *p, unsigned long long want,
+			char *st, size_t len)
+{
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		kvmemd_admin_ok(p, st, len, "status");
+		if (kvmemd_json_after(st, "\"gpu_pool\"", "used_bytes") == want)
+			return;
+		usleep(10 * 1000);
+	}
+	ck_abort_msg("the GPU pool keeps %llu bytes used, not %llu: %s",
+		     kvmemd_json_after(st, "\"gpu_pool\"", "used_bytes"), want,
+		     st);
+}
+
+/*
+ * Hostile: a client killed by SIGKILL while attached, its GPU memory
+ * mapped (kvmem_cuda_register()); then 16 clients that send a hello for
+ * GPU memory and die without reading the welcome, so that the daemon's
+ * descriptors go to a socket nobody reads. Each session ends, its memory
+ * goes back to the pool once its process is gone, nothing is charged
+ * twice, and a client that asks for the whole pool gets it.
+ */
+START_TEST(test_cuda_gpu_pool_killed)
+{
+	const char *env[] = { fake_env(), NULL };
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	char st[4096], byte;
+	int ready[2], wst, i;
+	pid_t pid;
+
+	if (no_fatbin())
+		return;
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 32M\n"
+		     "gpu_session_max_bytes = 32M\n",
+		     env);
+	fake_setup(4, FAKE_SMEM);
+	ck_assert_int_eq(pipe(ready), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		struct kvmem_cuda *cu = NULL;
+		uint64_t addr;
+		size_t bytes;
+
+		if (gpu_connect(&p, 16, &c) ||
+		    kvmem__cuda_open_image(0, fake_path(), fake_image, &cu) ||
+		    kvmem_cuda_register(cu, c) ||
+		    kvmem_cuda_session_memory(c, &addr, &bytes) ||
+		    bytes != 16 * MIB || write(ready[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	ck_assert_int_eq(read(ready[0], &byte, 1), 1);
+	status_at(&p, 1, st, sizeof(st));
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "used_bytes"), 16 * MIB,
+		  "%s", st);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+	EXPECT(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL, "status %d", wst);
+	status_at(&p, 0, st, sizeof(st));
+	gpu_used_at(&p, 0, st, sizeof(st));
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "held_bytes"), 0, "%s",
+		  st);
+
+	for (i = 0; i < 16; i++) {
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (!pid) {
+			struct kvmem_hello h = kvmemd_hello(1 << 20);
+			struct sockaddr_un sa = { .sun_family = AF_UNIX };
+			int sock = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+
+			h.gpu_mib = 2 + 2 * (i % 8);
+			snprintf(sa.sun_path, sizeof(sa.sun_path), "%s",
+				 p.sock);
+			if (sock < 0 ||
+			    connect(sock, (struct sockaddr *)&sa, sizeof(sa)) ||
+			    send(sock, &h, sizeof(h), 0) != sizeof(h))
+				_exit(1);
+			_exit(0);
+		}
+		ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+		EXPECT(WIFEXITED(wst) && !WEXITSTATUS(wst), "client %d: %d", i,
+		       wst);
+	}
+	status_at(&p, 0, st, sizeof(st));
+	gpu_used_at(&p, 0, st, sizeof(st));
+	ck_assert_msg(!gpu_connect(&p, 32, &c), "%s", kvmem_connect_error());
+	kvmemd_admin_ok(&p, st, sizeof(st), "status");
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "used_bytes"), 32 * MIB,
+		  "%s", st);
+	kvmem_close(c);
+	close(ready[0]);
+	close(ready[1]);
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /*
  * Without a GPU pool kvmemd says why in one line and serves host sessions;
  * a client that asks for GPU memory hears why.
@@ -2566,6 +2671,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_register_session);
 	tcase_add_test(tc, test_cuda_gpu_pool);
 	tcase_add_test(tc, test_cuda_gpu_pool_per_user);
+	tcase_add_test(tc, test_cuda_gpu_pool_killed);
 	tcase_add_test(tc, test_cuda_gpu_pool_absent);
 	tcase_add_test(tc, test_cuda_bench_attend_gpu);
 	tcase_add_test(tc, test_cuda_bench_attend_host);
