@@ -403,31 +403,77 @@ void kvmem__attn_finish(const struct kvmem__attn *a, uint32_t n_heads,
 }
 
 /*
- * One tile of page @pi, KV head @h. Clean int4 h74/h84 rows are read
- * straight from their codewords; anything else is decoded into the float
- * tiles @kt and @vt (rebuilding erasures) first.
+ * The bytes the next tile reads, started a slice at a time between pieces
+ * of this tile's work: they arrive while it computes, without the burst
+ * of loads that would fill every line fill buffer at once and stall.
+ */
+struct ahead {
+	const uint8_t *p[3];
+	size_t len[3];
+	size_t slice; /* bytes a step starts */
+};
+
+#define PIECE 8 /* rows of a tile between two steps ahead */
+
+static void ahead_step(struct ahead *pf)
+{
+	size_t left = pf->slice, i, n, o;
+
+	for (i = 0; i < 3 && left; i++) {
+		n = pf->len[i] < left ? pf->len[i] : left;
+		for (o = 0; o < n; o += 64)
+			__builtin_prefetch(pf->p[i] + o);
+		pf->p[i] += n;
+		pf->len[i] -= n;
+		left -= n;
+	}
+}
+
+/*
+ * One tile of page @pi, KV head @h. Clean int4 h74/h84/golay24 rows are
+ * read straight from their codewords, PIECE rows at a time with a step
+ * ahead after each; anything else is decoded into the float tiles @kt and
+ * @vt (rebuilding erasures), after starting all of the next tile at once.
  */
 static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 			uint32_t pi, uint32_t h, uint32_t t0, uint32_t n,
-			float *kt, float *vt, uint8_t *erased, float *mass)
+			float *kt, float *vt, uint8_t *erased, float *mass,
+			struct ahead *pf)
 {
 	const uint32_t G = a->G, D = a->D;
+	const float *qh = q + (size_t)h * G * D;
+	float *acc = a->acc + (size_t)h * G * D;
 	const uint8_t *kc, *vc = NULL;
 	const float *ks, *vs;
 	size_t kss, vss, krs, vrs, t;
 	unsigned int kg, vg;
+	uint32_t i, m;
 
 	kc = reader_cw4(r, pi, 0, h, t0, n, &ks, &kss, &kg, &krs);
 	if (kc)
 		vc = reader_cw4(r, pi, 1, h, t0, n, &vs, &vss, &vg, &vrs);
 	if (kc && vc) {
-		a->kn->scores_cw4(q + (size_t)h * G * D, G, kc, krs, n, D, kg,
-				  ks, kss, a->scale, a->sc);
+		pf->slice = (pf->len[0] + pf->len[1] + pf->len[2]) /
+				    (2 * ((n + PIECE - 1) / PIECE)) +
+			    64;
+		for (i = 0; i < n; i += PIECE) {
+			m = n - i < PIECE ? n - i : PIECE;
+			a->kn->scores_cw4(qh, G, kc + i * krs, krs, m, D, kg,
+					  ks + i * kss, kss, a->scale,
+					  a->sc + i, n);
+			ahead_step(pf);
+		}
 		kvmem__attn_softmax(a, h, n, mass);
-		a->kn->accum_cw4(a->sc, G, vc, vrs, n, D, vg, vs, vss,
-				 a->acc + (size_t)h * G * D);
+		for (i = 0; i < n; i += PIECE) {
+			m = n - i < PIECE ? n - i : PIECE;
+			a->kn->accum_cw4(a->sc + i, G, vc + i * vrs, vrs, m, D,
+					 vg, vs + i * vss, vss, acc, n);
+			ahead_step(pf);
+		}
 		return;
 	}
+	pf->slice = SIZE_MAX;
+	ahead_step(pf);
 	if (kc)
 		for (t = 0; t < n; t++)
 			a->kn->dequant_cw4(kc + t * krs, D, kg, ks + t * kss,
@@ -439,14 +485,15 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 }
 
 /*
- * Start loading the tile after the one that ends at token @end of head @h
- * of page @pi, so that it arrives while this one is worked on.
+ * In @pf, the bytes of the tile after the one that ends at token @end of
+ * head @h of page @pi (none after the layer's last).
  */
-static void prefetch_next(const struct reader *r, uint32_t pi, uint32_t h,
-			  uint32_t end)
+static void ahead_next(const struct reader *r, uint32_t pi, uint32_t h,
+		       uint32_t end, struct ahead *pf)
 {
 	const struct kvmem__page *p = r->lt->pages[pi];
 
+	memset(pf, 0, sizeof(*pf));
 	if (end >= p->ntokens) {
 		end = 0;
 		if (++h == r->c->g.kv_heads) {
@@ -456,8 +503,10 @@ static void prefetch_next(const struct reader *r, uint32_t pi, uint32_t h,
 			p = r->lt->pages[pi];
 		}
 	}
-	kvmem__page_prefetch(&r->c->g, &r->c->layout[p->hot], p->data, h, end,
-			     p->ntokens - end < TILE ? p->ntokens - end : TILE);
+	kvmem__page_tile_bytes(&r->c->g, &r->c->layout[p->hot], p->data, h, end,
+			       p->ntokens - end < TILE ? p->ntokens - end
+						       : TILE,
+			       pf->p, pf->len);
 }
 
 /*
@@ -506,6 +555,7 @@ static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 	const uint32_t nh = j->nh, G = w->a.G, kvh = j->s->c->g.kv_heads;
 	const uint32_t end =
 		(c + 1) * j->ppc < j->npages ? (c + 1) * j->ppc : j->npages;
+	struct ahead pf;
 	uint32_t pi, h, t0, i;
 
 	w->a.acc = j->acc + (size_t)c * nh * j->D;
@@ -533,11 +583,11 @@ static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 				uint32_t n =
 					ntok - t0 < TILE ? ntok - t0 : TILE;
 
-				prefetch_next(&w->r, pi, h, t0 + n);
+				ahead_next(&w->r, pi, h, t0 + n, &pf);
 				w->a.tpos = p->token_start + t0;
 				attend_tile(&w->r, &w->a, j->q, pi, h, t0, n,
 					    w->kt, w->vt, w->erased,
-					    pm + (size_t)h * G * 2);
+					    pm + (size_t)h * G * 2, &pf);
 			}
 	}
 }

@@ -365,7 +365,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
-		       float scale, float *s)
+		       float scale, float *s, unsigned int ld)
 {
 	/* 32 values per step where groups allow it. */
 	const int wide = dim % 32 == 0 && (group == 1 || group % 32 == 0);
@@ -374,22 +374,22 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 	if (!vec_ok(dim, group)) {
 		kvmem__attn_portable.scores_cw4(q, ng, code, stride, n, dim,
 						group, scales, sstride, scale,
-						s);
+						s, ld);
 		return;
 	}
 	for (; g + 4 <= ng; g += 4)
 		if (group == 1)
 			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
 				      dim, 1, 1, wide ? 32 : 8, scales, sstride,
-				      scale, s + (size_t)g * n, n);
+				      scale, s + (size_t)g * ld, ld);
 		else
 			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
 				      dim, group, 0, wide ? 32 : 8, scales,
-				      sstride, scale, s + (size_t)g * n, n);
+				      sstride, scale, s + (size_t)g * ld, ld);
 	for (; g < ng; g++)
 		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
 			      group, group == 1, wide ? 32 : 8, scales, sstride,
-			      scale, s + (size_t)g * n, n);
+			      scale, s + (size_t)g * ld, ld);
 }
 
 /*
@@ -401,7 +401,7 @@ static inline __attribute__((always_inline)) void
 accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const int CHAN, const float *scales,
-	     size_t sstride, unsigned int d, float *acc)
+	     size_t sstride, unsigned int d, float *acc, unsigned int pn)
 {
 	const unsigned int gi = CHAN ? 0 : d / group;
 	__m256 a[2][4];
@@ -427,7 +427,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 #pragma GCC unroll 4
 		for (j = 0; j < NB; j++) {
 			float wj =
-				p[(size_t)j * n + t] * (CHAN ? 1.0f : sc[gi]);
+				p[(size_t)j * pn + t] * (CHAN ? 1.0f : sc[gi]);
 			__m256 w = _mm256_set1_ps(wj);
 
 #pragma GCC unroll 4
@@ -446,31 +446,33 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float *acc)
+		      float *acc, unsigned int ld)
 {
 	unsigned int g = 0, d;
 
 	if (dim % 32 || (group != 1 && group % 32)) {
 		kvmem__attn_portable.accum_cw4(p, ng, code, stride, n, dim,
-					       group, scales, sstride, acc);
+					       group, scales, sstride, acc, ld);
 		return;
 	}
 	/* Literal arguments: each call is its own specialised copy. */
 	for (; g + 2 <= ng; g += 2)
 		for (d = 0; d < dim; d += 32)
 			if (group == 1)
-				accum_cw4_nb(p + (size_t)g * n, 2, code, stride,
-					     n, dim, 1, 1, scales, sstride, d,
-					     acc + (size_t)g * dim);
+				accum_cw4_nb(p + (size_t)g * ld, 2, code,
+					     stride, n, dim, 1, 1, scales,
+					     sstride, d, acc + (size_t)g * dim,
+					     ld);
 			else
-				accum_cw4_nb(p + (size_t)g * n, 2, code, stride,
-					     n, dim, group, 0, scales, sstride,
-					     d, acc + (size_t)g * dim);
+				accum_cw4_nb(p + (size_t)g * ld, 2, code,
+					     stride, n, dim, group, 0, scales,
+					     sstride, d, acc + (size_t)g * dim,
+					     ld);
 	for (; g < ng; g++)
 		for (d = 0; d < dim; d += 32)
-			accum_cw4_nb(p + (size_t)g * n, 1, code, stride, n, dim,
-				     group, group == 1, scales, sstride, d,
-				     acc + (size_t)g * dim);
+			accum_cw4_nb(p + (size_t)g * ld, 1, code, stride, n,
+				     dim, group, group == 1, scales, sstride, d,
+				     acc + (size_t)g * dim, ld);
 }
 
 /*

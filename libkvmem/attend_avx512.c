@@ -201,14 +201,14 @@ acc_load(__m512 a[4][4], unsigned int NB, const float *acc, unsigned int dim,
 }
 
 static inline __attribute__((always_inline)) void
-acc_row(__m512 a[4][4], unsigned int NB, const float *p, unsigned int n,
+acc_row(__m512 a[4][4], unsigned int NB, const float *p, unsigned int pn,
 	unsigned int t, const __m512 x[4])
 {
 	unsigned int j, k;
 
 #pragma GCC unroll 4
 	for (j = 0; j < NB; j++) {
-		__m512 w = _mm512_set1_ps(p[(size_t)j * n + t]);
+		__m512 w = _mm512_set1_ps(p[(size_t)j * pn + t]);
 
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
@@ -326,37 +326,37 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
-		       float scale, float *s)
+		       float scale, float *s, unsigned int ld)
 {
 	unsigned int g = 0;
 
 	if (!vec_ok(dim, group)) {
 		AVX2.scores_cw4(q, ng, code, stride, n, dim, group, scales,
-				sstride, scale, s);
+				sstride, scale, s, ld);
 		return;
 	}
 	/* Literal arguments: each call is its own specialised copy. */
 	for (; g + 4 <= ng; g += 4) {
 		const float *qg = q + (size_t)g * dim;
-		float *sg = s + (size_t)g * n;
+		float *sg = s + (size_t)g * ld;
 
 		if (dim == 128 && group == 32)
 			scores_cw4_nb(qg, 4, code, stride, n, 128, 32, scales,
-				      sstride, scale, sg, n);
+				      sstride, scale, sg, ld);
 		else if (dim == 128 && group == 1)
 			scores_cw4_nb(qg, 4, code, stride, n, 128, 0, scales,
-				      sstride, scale, sg, n);
+				      sstride, scale, sg, ld);
 		else if (group == 1)
 			scores_cw4_nb(qg, 4, code, stride, n, dim, 0, scales,
-				      sstride, scale, sg, n);
+				      sstride, scale, sg, ld);
 		else
 			scores_cw4_nb(qg, 4, code, stride, n, dim, group,
-				      scales, sstride, scale, sg, n);
+				      scales, sstride, scale, sg, ld);
 	}
 	for (; g < ng; g++)
 		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
 			      group == 1 ? 0 : group, scales, sstride, scale,
-			      s + (size_t)g * n, n);
+			      s + (size_t)g * ld, ld);
 }
 
 /*
@@ -368,7 +368,7 @@ static inline __attribute__((always_inline)) void
 accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const int CHAN, const float *scales,
-	     size_t sstride, unsigned int d, float *acc)
+	     size_t sstride, unsigned int d, float *acc, unsigned int pn)
 {
 	__m512 a[4][4];
 	unsigned int t, k;
@@ -386,7 +386,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 				CHAN ? _mm512_loadu_ps(sc + d + 16 * k)
 				     : _mm512_set1_ps(
 					       sc[(d + 16 * k) / group]));
-		acc_row(a, NB, p, n, t, v);
+		acc_row(a, NB, p, pn, t, v);
 	}
 	acc_store(a, NB, acc, dim, d);
 }
@@ -394,30 +394,32 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float *acc)
+		      float *acc, unsigned int ld)
 {
 	unsigned int g = 0, d;
 
 	if (dim % 64 || (group != 1 && group % 16)) {
 		AVX2.accum_cw4(p, ng, code, stride, n, dim, group, scales,
-			       sstride, acc);
+			       sstride, acc, ld);
 		return;
 	}
 	for (; g + 4 <= ng; g += 4)
 		for (d = 0; d < dim; d += 64)
 			if (group == 1)
-				accum_cw4_nb(p + (size_t)g * n, 4, code, stride,
-					     n, dim, 1, 1, scales, sstride, d,
-					     acc + (size_t)g * dim);
+				accum_cw4_nb(p + (size_t)g * ld, 4, code,
+					     stride, n, dim, 1, 1, scales,
+					     sstride, d, acc + (size_t)g * dim,
+					     ld);
 			else
-				accum_cw4_nb(p + (size_t)g * n, 4, code, stride,
-					     n, dim, group, 0, scales, sstride,
-					     d, acc + (size_t)g * dim);
+				accum_cw4_nb(p + (size_t)g * ld, 4, code,
+					     stride, n, dim, group, 0, scales,
+					     sstride, d, acc + (size_t)g * dim,
+					     ld);
 	for (; g < ng; g++)
 		for (d = 0; d < dim; d += 64)
-			accum_cw4_nb(p + (size_t)g * n, 1, code, stride, n, dim,
-				     group, group == 1, scales, sstride, d,
-				     acc + (size_t)g * dim);
+			accum_cw4_nb(p + (size_t)g * ld, 1, code, stride, n,
+				     dim, group, group == 1, scales, sstride, d,
+				     acc + (size_t)g * dim, ld);
 }
 
 static void golay_nibbles(const uint8_t *code, size_t code_bytes,

@@ -100,7 +100,7 @@ static void accum(const float *p, unsigned int ng, const float *v,
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
-		       float scale, float *s)
+		       float scale, float *s, unsigned int ld)
 {
 	unsigned int g, t, d;
 
@@ -114,14 +114,14 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 				acc += q[(size_t)g * dim + d] *
 				       ((float)kvmem_sext(c[d], 4) *
 					sc[d / group]);
-			s[(size_t)g * n + t] = scale * acc;
+			s[(size_t)g * ld + t] = scale * acc;
 		}
 }
 
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float *acc)
+		      float *acc, unsigned int ld)
 {
 	unsigned int g, t, d;
 
@@ -129,7 +129,7 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		for (t = 0; t < n; t++) {
 			const uint8_t *c = code + t * stride;
 			const float *sc = scales + t * sstride;
-			float w = p[(size_t)g * n + t];
+			float w = p[(size_t)g * ld + t];
 
 			for (d = 0; d < dim; d++)
 				acc[(size_t)g * dim + d] +=

@@ -157,14 +157,14 @@ const uint8_t *kvmem__page_rows_cw4(
 	size_t *sstride, unsigned int *group, size_t *rstride,
 	struct kvmem_ecc_counts *c, void *scratch);
 /*
- * Ask the CPU to start loading what attention reads next of @page: rows
- * [t0, t0 + n) of KV head @h, K and V, or with @h == 0 also the header and
- * scales. A hint only; it never faults.
+ * The bytes of @page that attention reads for rows [t0, t0 + n) of KV
+ * head @h, as three ranges: the header and scales (with @h == 0, where a
+ * walk starts on the page; else empty), the K rows and the V rows.
  */
-void kvmem__page_prefetch(const struct kvmem_geometry *g,
-			  const struct kvmem_page_layout *l,
-			  const uint8_t *page, uint32_t h, uint32_t t0,
-			  uint32_t n);
+void kvmem__page_tile_bytes(const struct kvmem_geometry *g,
+			    const struct kvmem_page_layout *l,
+			    const uint8_t *page, uint32_t h, uint32_t t0,
+			    uint32_t n, const uint8_t *p[3], size_t len[3]);
 /*
  * A page's padding (page.c: page_runs()): kvmem__page_tidy() puts back the
  * zeros the encoder wrote there, in the bytes [@from, @to) of the page
@@ -210,7 +210,8 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
  * scores_cw4, accum_cw4: scores and accum straight from int4 h74/h84
  *              codewords, one value per byte: row t at code + t * stride,
  *              its scales at scales + t * sstride, one per @group values
- *              (group 1 and sstride 0 for channel scales)
+ *              (group 1 and sstride 0 for channel scales); row g of the
+ *              scores or weights at s + g * ld, p + g * ld
  */
 struct kvmem__attn_kernels {
 	void (*dequant)(int fmt, const uint8_t *data, unsigned int dim,
@@ -229,11 +230,12 @@ struct kvmem__attn_kernels {
 	void (*scores_cw4)(const float *q, unsigned int ng, const uint8_t *code,
 			   size_t stride, unsigned int n, unsigned int dim,
 			   unsigned int group, const float *scales,
-			   size_t sstride, float scale, float *s);
+			   size_t sstride, float scale, float *s,
+			   unsigned int ld);
 	void (*accum_cw4)(const float *p, unsigned int ng, const uint8_t *code,
 			  size_t stride, unsigned int n, unsigned int dim,
 			  unsigned int group, const float *scales,
-			  size_t sstride, float *acc);
+			  size_t sstride, float *acc, unsigned int ld);
 };
 
 extern const struct kvmem__attn_kernels kvmem__attn_portable;

@@ -736,25 +736,18 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	return code;
 }
 
-static void prefetch_bytes(const uint8_t *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i += 64)
-		__builtin_prefetch(p + i);
-}
-
-void kvmem__page_prefetch(const struct kvmem_geometry *g,
-			  const struct kvmem_page_layout *l,
-			  const uint8_t *page, uint32_t h, uint32_t t0,
-			  uint32_t n)
+void kvmem__page_tile_bytes(const struct kvmem_geometry *g,
+			    const struct kvmem_page_layout *l,
+			    const uint8_t *page, uint32_t h, uint32_t t0,
+			    uint32_t n, const uint8_t *p[3], size_t len[3])
 {
 	uint8_t *pg = (uint8_t *)page;
 
-	if (!h)
-		prefetch_bytes(page, l->k_off);
-	prefetch_bytes(row_ptr(g, l, pg, 0, h, t0), (size_t)n * l->row_bytes);
-	prefetch_bytes(row_ptr(g, l, pg, 1, h, t0), (size_t)n * l->row_bytes);
+	p[0] = page;
+	len[0] = h ? 0 : l->k_off;
+	p[1] = row_ptr(g, l, pg, 0, h, t0);
+	p[2] = row_ptr(g, l, pg, 1, h, t0);
+	len[1] = len[2] = (size_t)n * l->row_bytes;
 }
 
 long kvmem__page_rows(const struct kvmem_geometry *g,
