@@ -340,7 +340,7 @@ void kvmem__attn_softmax(struct kvmem__attn *a, uint32_t h, uint32_t n,
 			 float *mass)
 {
 	const uint32_t G = a->G, D = a->D, first = h * G;
-	uint32_t g, d;
+	uint32_t g;
 
 	for (g = 0; g < G; g++) {
 		float *acc = a->acc + (size_t)(first + g) * D;
@@ -365,8 +365,7 @@ void kvmem__attn_softmax(struct kvmem__attn *a, uint32_t h, uint32_t n,
 			float corr = kvmem__expf(old - m);
 
 			a->l[first + g] *= corr;
-			for (d = 0; d < D; d++)
-				acc[d] *= corr;
+			a->kn->rescale(acc, D, corr);
 			/* The max only grows: rescaling a running sum to the
 			 * new one keeps it exact. */
 			if (mass)
@@ -605,6 +604,7 @@ static void attend_worker(void *arg, unsigned int id)
 /* Chunk states to the result; leaves the layer's max and sum in m, l. */
 static void combine(const struct job *j, float *m, float *l, float *out)
 {
+	const struct kvmem__attn_kernels *kn = kvmem__attn();
 	const uint32_t nh = j->nh, D = j->D;
 	uint32_t c, i, d;
 
@@ -622,8 +622,8 @@ static void combine(const struct job *j, float *m, float *l, float *out)
 			float f = kvmem__expf(j->m[(size_t)c * nh + i] - m[i]);
 
 			l[i] += j->l[(size_t)c * nh + i] * f;
-			for (d = 0; d < D; d++)
-				o[d] += acc[d] * f;
+			/* o += f * acc: one row of weight f */
+			kn->accum(&f, 1, acc, 1, D, o);
 		}
 		for (d = 0; d < D; d++)
 			o[d] /= l[i];
@@ -706,7 +706,7 @@ int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
 	struct job j = { 0 };
 	uint32_t nh, G, D, pi, i;
 	unsigned int nw, k;
-	float *m = NULL, *l = NULL, *rows = NULL;
+	float *m = NULL, *l = NULL, *ex = NULL, *rows = NULL;
 	size_t state, max_chunks;
 	float alpha, scale;
 	int ret;
@@ -755,9 +755,10 @@ int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
 	j.mass = malloc((size_t)j.npages * j.nh * 2 * sizeof(float));
 	m = malloc(j.nh * sizeof(float));
 	l = malloc(j.nh * sizeof(float));
+	ex = malloc(j.nh * sizeof(float));
 	if (nq > 1)
 		rows = malloc((size_t)j.nh * D * sizeof(float));
-	j.w = j.acc && j.m && j.l && j.mass && m && l && (nq == 1 || rows)
+	j.w = j.acc && j.m && j.l && j.mass && m && l && ex && (nq == 1 || rows)
 		      ? workers_new(s, layer, opts, G, nq, pos0, scale, nw)
 		      : NULL;
 	if (!j.w) {
@@ -773,16 +774,22 @@ int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
 	if (rows)
 		rows_move(rows, out, nq, nh, G, D, 0);
 
-	/* A page's share: its weight summed over the query heads, averaged
-	 * over the queries. */
+	/*
+	 * A page's share: its weight summed over the query heads, averaged
+	 * over the queries. The page's (max, sum) of each row against the
+	 * row's: e^(max - m) by the softmax kernel, whose running max stays
+	 * at 0 as no max passes m.
+	 */
 	if (alpha > 0.0f)
 		for (pi = 0; pi < j.npages; pi++) {
 			const float *pm = j.mass + (size_t)pi * j.nh * 2;
-			float share = 0.0f;
+			float share = 0.0f, zero = 0.0f;
 
 			for (i = 0; i < j.nh; i++)
-				share += pm[2 * i + 1] *
-					 kvmem__expf(pm[2 * i] - m[i]) / l[i];
+				ex[i] = pm[2 * i] - m[i];
+			kvmem__attn()->softmax(ex, j.nh, &zero);
+			for (i = 0; i < j.nh; i++)
+				share += pm[2 * i + 1] * ex[i] / l[i];
 			lt->pages[pi]->importance =
 				(1.0f - alpha) * lt->pages[pi]->importance +
 				alpha * share / (float)nq;
@@ -821,6 +828,7 @@ out:
 	free(j.mass);
 	free(m);
 	free(l);
+	free(ex);
 	free(rows);
 	return ret;
 }

@@ -537,6 +537,18 @@ static __m256 exp8(__m256 v)
 				_mm256_mul_ps(y, _mm256_castsi256_ps(e)));
 }
 
+static void rescale(float *x, unsigned int n, float f)
+{
+	const __m256 fv = _mm256_set1_ps(f);
+	unsigned int i;
+
+	for (i = 0; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i,
+				 _mm256_mul_ps(_mm256_loadu_ps(x + i), fv));
+	for (; i < n; i++)
+		x[i] *= f;
+}
+
 static float softmax(float *x, unsigned int n, float *m)
 {
 	__m256 mv = _mm256_set1_ps(*m), sv = _mm256_setzero_ps();
@@ -594,6 +606,7 @@ const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.scores = scores,
 	.accum = accum,
 	.softmax = softmax,
+	.rescale = rescale,
 	.scales_ok = scales_ok,
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,

@@ -456,6 +456,20 @@ static __m512 exp16(__m512 v)
 				   _mm512_castsi512_ps(e));
 }
 
+static void rescale(float *x, unsigned int n, float f)
+{
+	const __m512 fv = _mm512_set1_ps(f);
+	unsigned int i;
+
+	for (i = 0; i < n; i += 16) {
+		__mmask16 in = n - i >= 16 ? 0xffff : (1u << (n - i)) - 1;
+
+		_mm512_mask_storeu_ps(
+			x + i, in,
+			_mm512_mul_ps(_mm512_maskz_loadu_ps(in, x + i), fv));
+	}
+}
+
 static float softmax(float *x, unsigned int n, float *m)
 {
 	__m512 mv = _mm512_set1_ps(*m), sv = _mm512_setzero_ps();
@@ -507,6 +521,7 @@ const struct kvmem__attn_kernels kvmem__attn_avx512 = {
 	.scores = scores,
 	.accum = accum,
 	.softmax = softmax,
+	.rescale = rescale,
 	.scales_ok = scales_ok,
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,

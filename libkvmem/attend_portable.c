@@ -97,6 +97,14 @@ static void accum(const float *p, unsigned int ng, const float *v,
 		}
 }
 
+static void rescale(float *x, unsigned int n, float f)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		x[i] *= f;
+}
+
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
@@ -160,6 +168,7 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.scores = scores,
 	.accum = accum,
 	.softmax = softmax,
+	.rescale = rescale,
 	.scales_ok = scales_ok,
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,

@@ -202,6 +202,7 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
  * accum:       acc[g] += sum_t p[g][t] * v[t]
  * softmax:     m = max(@m, max x[i]); x[i] = e^(x[i] - m); returns the sum
  *              of the new x[i] and leaves m in *@m
+ * rescale:     x[i] *= f for the @n values (a state whose max grew)
  * golay_nibbles: the @nvals int4 values of golay24 codewords (@code_bytes
  *              of them readable), one value per byte (low nibble), as
  *              h74/h84 codewords hold them; @out has room for nvals + 16
@@ -224,6 +225,7 @@ struct kvmem__attn_kernels {
 	void (*accum)(const float *p, unsigned int ng, const float *v,
 		      unsigned int n, unsigned int dim, float *acc);
 	float (*softmax)(float *x, unsigned int n, float *m);
+	void (*rescale)(float *x, unsigned int n, float f);
 	int (*scales_ok)(const float *x, unsigned int n);
 	void (*golay_nibbles)(const uint8_t *code, size_t code_bytes,
 			      unsigned int nvals, uint8_t *out);
