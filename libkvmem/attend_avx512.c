@@ -422,10 +422,37 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 				     acc + (size_t)g * dim, ld);
 }
 
+/*
+ * Golay words to one int4 value per byte. Word w's bytes b0 b1 b2 hold
+ * values b0 & 15, b0 >> 4 and b1 & 15, so value i comes from byte i - (i %
+ * 3 != 0), shifted down a nibble where i % 3 == 1: one VPERMB, a shift and
+ * a blend for 63 values (21 words), input and output in step.
+ */
 static void golay_nibbles(const uint8_t *code, size_t code_bytes,
 			  unsigned int nvals, uint8_t *out)
 {
-	AVX2.golay_nibbles(code, code_bytes, nvals, out);
+	static const uint8_t pick[64] = {
+		0,  0,	1,  3,	3,  4,	6,  6,	7,  9,	9,  10, 12, 12, 13, 15,
+		15, 16, 18, 18, 19, 21, 21, 22, 24, 24, 25, 27, 27, 28, 30, 30,
+		31, 33, 33, 34, 36, 36, 37, 39, 39, 40, 42, 42, 43, 45, 45, 46,
+		48, 48, 49, 51, 51, 52, 54, 54, 55, 57, 57, 58, 60, 60, 61, 63,
+	};
+	const __mmask64 hi = 0x2492492492492492ull; /* i % 3 == 1 */
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	const __m512i idx = _mm512_loadu_si512(pick);
+	unsigned int i;
+
+	for (i = 0; i < nvals; i += 63) {
+		size_t in = code_bytes - i < 64 ? code_bytes - i : 64;
+		unsigned int n = nvals - i < 63 ? nvals - i : 63;
+		__m512i x = _mm512_maskz_loadu_epi8(
+			in == 64 ? ~0ull : (1ull << in) - 1, code + i);
+		__m512i y = _mm512_permutexvar_epi8(idx, x);
+
+		y = _mm512_mask_blend_epi8(hi, y, _mm512_srli_epi16(y, 4));
+		_mm512_mask_storeu_epi8(out + i, (1ull << n) - 1,
+					_mm512_and_si512(y, lo4));
+	}
 }
 
 /* kvmem__expf() of sixteen values at once. */

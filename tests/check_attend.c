@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "kvmem/inject.h"
@@ -1674,6 +1676,54 @@ START_TEST(test_importance_causal)
 }
 END_TEST
 
+/* ---- Kernels ------------------------------------------------------------- */
+
+/*
+ * golay_nibbles at every SIMD level, for 1 .. 200 values: value 3w + k is
+ * bits 4k .. 4k + 3 of word w's data, d0..d7 in its first byte and
+ * d8..d11 in the low nibble of its second. The words end at a page that
+ * cannot be read, so a kernel that reads past @code_bytes faults.
+ */
+START_TEST(test_kernel_golay_nibbles)
+{
+	const long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t out[256], want[256];
+	int lv, active = kvmem__simd_active();
+	unsigned int nvals, i;
+	struct kvmem_rng r;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(map + pg, pg, PROT_NONE), 0);
+	kvmem_rng_seed(&r, 0x601a);
+	for (nvals = 1; nvals <= 200; nvals++) {
+		size_t bytes = (nvals + 2) / 3 * 3;
+		uint8_t *code = map + pg - bytes;
+
+		for (i = 0; i < bytes; i++)
+			code[i] = (uint8_t)kvmem_rng_next(&r);
+		for (i = 0; i < nvals; i++) {
+			const uint8_t *w = code + i / 3 * 3;
+			unsigned int d = w[0] | (w[1] & 0xfu) << 8;
+
+			want[i] = (uint8_t)(d >> (4 * (i % 3)) & 0xf);
+		}
+		for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+			if (!kvmem__simd_supported(lv))
+				continue;
+			ck_assert_int_eq(kvmem__simd_force(lv), 0);
+			memset(out, 0xee, sizeof(out));
+			kvmem__attn()->golay_nibbles(code, bytes, nvals, out);
+			EXPECT_MEM(out, want, nvals, "%u values, %s", nvals,
+				   kvmem__simd_name(lv));
+		}
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	munmap(map, 2 * pg);
+}
+END_TEST
+
 /* ---- Bad arguments ------------------------------------------------------- */
 
 START_TEST(test_attend_bad_args)
@@ -1753,6 +1803,7 @@ KVMEM_SUITE(attend)
 	tcase_add_test(ti, test_importance_average);
 	tcase_add_test(ti, test_importance_causal);
 	tcase_add_test(ti, test_attend_bad_args);
+	tcase_add_test(ti, test_kernel_golay_nibbles);
 	suite_add_tcase(s, ti);
 	return s;
 }
