@@ -241,6 +241,21 @@ static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 		rstride, &r->pc.payload, r->scratch);
 }
 
+/* Rows of page @pi as int8 values, or NULL: see page.c. */
+static const int8_t *reader_i8(struct reader *r, uint32_t pi, int is_v,
+			       uint32_t h, uint32_t t0, uint32_t n,
+			       const float **sc, size_t *sstride,
+			       unsigned int *group, size_t *rstride)
+{
+	const struct kvmem__page *p = r->lt->pages[pi];
+
+	reader_page(r, pi);
+	return kvmem__page_rows_i8(&r->c->g, &r->c->layout[p->hot], p->data,
+				   is_v, h, t0, n, r->scales,
+				   r->cur_lost ? r->serased : NULL, sc, sstride,
+				   group, rstride, &r->pc.payload, r->scratch);
+}
+
 int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
 		   uint32_t ntokens, uint32_t erasure, float *k, float *v,
 		   struct kvmem_page_counts *counts)
@@ -428,56 +443,115 @@ static void ahead_step(struct ahead *pf)
 	}
 }
 
+/* A tile's K or V rows as one value a byte, and their scales. */
+struct rows {
+	const void *v;
+	const float *sc;
+	size_t sstride, rstride;
+	unsigned int group;
+};
+
 /*
- * One tile of page @pi, KV head @h. Clean int4 h74/h84/golay24 rows are
- * read straight from their codewords, PIECE rows at a time with a step
- * ahead after each; anything else is decoded into the float tiles @kt and
- * @vt (rebuilding erasures), after starting all of the next tile at once.
+ * Scores, softmax and weighted sum of a tile straight from rows of one
+ * value a byte (int4 in the low nibble, or int8 with @i8), PIECE rows at
+ * a time with a step ahead after each.
+ */
+static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
+		       uint32_t n, const struct rows *k, const struct rows *v,
+		       int i8, float *mass, struct ahead *pf)
+{
+	const struct kvmem__attn_kernels *kn = a->kn;
+	const uint32_t G = a->G, D = a->D;
+	float *acc = a->acc + (size_t)h * G * D;
+	uint32_t i, m;
+
+	pf->slice = (pf->len[0] + pf->len[1] + pf->len[2]) /
+			    (2 * ((n + PIECE - 1) / PIECE)) +
+		    64;
+	for (i = 0; i < n; i += PIECE) {
+		const uint8_t *kc = (const uint8_t *)k->v + i * k->rstride;
+		const float *ks = k->sc + i * k->sstride;
+
+		m = n - i < PIECE ? n - i : PIECE;
+		if (i8)
+			kn->scores_i8(qh, G, (const int8_t *)kc, k->rstride, m,
+				      D, k->group, ks, k->sstride, a->scale,
+				      a->sc + i, n);
+		else
+			kn->scores_cw4(qh, G, kc, k->rstride, m, D, k->group,
+				       ks, k->sstride, a->scale, a->sc + i, n);
+		ahead_step(pf);
+	}
+	kvmem__attn_softmax(a, h, n, mass);
+	for (i = 0; i < n; i += PIECE) {
+		const uint8_t *vc = (const uint8_t *)v->v + i * v->rstride;
+		const float *vs = v->sc + i * v->sstride;
+
+		m = n - i < PIECE ? n - i : PIECE;
+		if (i8)
+			kn->accum_i8(a->sc + i, G, (const int8_t *)vc,
+				     v->rstride, m, D, v->group, vs, v->sstride,
+				     acc, n);
+		else
+			kn->accum_cw4(a->sc + i, G, vc, v->rstride, m, D,
+				      v->group, vs, v->sstride, acc, n);
+		ahead_step(pf);
+	}
+}
+
+/*
+ * One tile of page @pi, KV head @h. Rows that decode clean or corrected
+ * to int4 (h74/h84/golay24) or, where the kernels have it, int8 are read
+ * a value a byte by tile_bytes(); anything else is decoded into the float
+ * tiles @kt and @vt (rebuilding erasures), after starting all of the next
+ * tile at once.
  */
 static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 			uint32_t pi, uint32_t h, uint32_t t0, uint32_t n,
 			float *kt, float *vt, uint8_t *erased, float *mass,
 			struct ahead *pf)
 {
-	const uint32_t G = a->G, D = a->D;
-	const float *qh = q + (size_t)h * G * D;
-	float *acc = a->acc + (size_t)h * G * D;
-	const uint8_t *kc, *vc = NULL;
-	const float *ks, *vs;
-	size_t kss, vss, krs, vrs, t;
-	unsigned int kg, vg;
-	uint32_t i, m;
+	const uint32_t D = a->D;
+	const float *qh = q + (size_t)h * a->G * D;
+	struct rows k = { 0 }, v = { 0 };
+	int i8 = 0;
+	size_t t;
 
-	kc = reader_cw4(r, pi, 0, h, t0, n, &ks, &kss, &kg, &krs);
-	if (kc)
-		vc = reader_cw4(r, pi, 1, h, t0, n, &vs, &vss, &vg, &vrs);
-	if (kc && vc) {
-		pf->slice = (pf->len[0] + pf->len[1] + pf->len[2]) /
-				    (2 * ((n + PIECE - 1) / PIECE)) +
-			    64;
-		for (i = 0; i < n; i += PIECE) {
-			m = n - i < PIECE ? n - i : PIECE;
-			a->kn->scores_cw4(qh, G, kc + i * krs, krs, m, D, kg,
-					  ks + i * kss, kss, a->scale,
-					  a->sc + i, n);
-			ahead_step(pf);
+	k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
+			 &k.rstride);
+	if (!k.v && a->kn->scores_i8) {
+		k.v = reader_i8(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
+				&k.rstride);
+		i8 = 1;
+	}
+	if (k.v) {
+		v.v = i8 ? (const void *)reader_i8(r, pi, 1, h, t0, n, &v.sc,
+						   &v.sstride, &v.group,
+						   &v.rstride)
+			 : (const void *)reader_cw4(r, pi, 1, h, t0, n, &v.sc,
+						    &v.sstride, &v.group,
+						    &v.rstride);
+		if (v.v) {
+			tile_bytes(a, qh, h, n, &k, &v, i8, mass, pf);
+			return;
 		}
-		kvmem__attn_softmax(a, h, n, mass);
-		for (i = 0; i < n; i += PIECE) {
-			m = n - i < PIECE ? n - i : PIECE;
-			a->kn->accum_cw4(a->sc + i, G, vc + i * vrs, vrs, m, D,
-					 vg, vs + i * vss, vss, acc, n);
-			ahead_step(pf);
+		for (t = 0; t < n; t++) {
+			const uint8_t *row =
+				(const uint8_t *)k.v + t * k.rstride;
+
+			if (i8)
+				a->kn->dequant(KVMEM_FMT_INT8, row, D, k.group,
+					       k.sc + t * k.sstride,
+					       kt + t * D);
+			else
+				a->kn->dequant_cw4(row, D, k.group,
+						   k.sc + t * k.sstride,
+						   kt + t * D);
 		}
-		return;
 	}
 	pf->slice = SIZE_MAX;
 	ahead_step(pf);
-	if (kc)
-		for (t = 0; t < n; t++)
-			a->kn->dequant_cw4(kc + t * krs, D, kg, ks + t * kss,
-					   kt + t * D);
-	else
+	if (!k.v)
 		reader_rows(r, pi, 0, h, t0, n, kt, erased);
 	reader_rows(r, pi, 1, h, t0, n, vt, erased);
 	kvmem__attn_tile(a, q, h, kt, vt, n, mass);

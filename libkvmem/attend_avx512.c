@@ -273,18 +273,28 @@ static void accum(const float *p, unsigned int ng, const float *v,
 				 acc + (size_t)g * dim);
 }
 
+/* Sixteen values at @c, one a byte: int4 in the low nibble, or int8. */
+static inline __attribute__((always_inline)) __m512 val16(const uint8_t *c,
+							  const int I8)
+{
+	if (I8)
+		return _mm512_cvtepi32_ps(
+			_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)c)));
+	return cw16(c);
+}
+
 /*
- * Scores of @NB (1 or 4) query heads over int4 codeword rows: each row is
- * decoded and scaled once, into the values kvmem__page_rows() would give,
- * and dotted with every head. @DIM and @GROUP are literals where the
- * caller knows them, so that the loop over a row unrolls (0 for channel
- * scales, one per value).
+ * Scores of @NB (1 or 4) query heads over rows of int4 codewords (or of
+ * int8 values, @I8): each row is decoded and scaled once, into the values
+ * kvmem__page_rows() would give, and dotted with every head. @DIM and
+ * @GROUP are literals where the caller knows them, so that the loop over a
+ * row unrolls (0 for channel scales, one per value).
  */
 static inline __attribute__((always_inline)) void
 scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	      size_t stride, unsigned int n, unsigned int DIM,
 	      unsigned int GROUP, const float *scales, size_t sstride,
-	      float scale, float *s, unsigned int sn)
+	      float scale, float *s, unsigned int sn, const int I8)
 {
 	unsigned int t, d, j;
 
@@ -300,7 +310,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 #pragma GCC unroll 16
 		for (d = 0; d < DIM; d += 16) {
 			__m512 kv = _mm512_mul_ps(
-				cw16(c + d),
+				val16(c + d, I8),
 				GROUP ? _mm512_set1_ps(sc[d / GROUP])
 				      : _mm512_loadu_ps(sc + d));
 
@@ -323,18 +333,14 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	}
 }
 
-static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
-		       size_t stride, unsigned int n, unsigned int dim,
-		       unsigned int group, const float *scales, size_t sstride,
-		       float scale, float *s, unsigned int ld)
+static inline __attribute__((always_inline)) void
+scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
+	    unsigned int n, unsigned int dim, unsigned int group,
+	    const float *scales, size_t sstride, float scale, float *s,
+	    unsigned int ld, const int I8)
 {
 	unsigned int g = 0;
 
-	if (!vec_ok(dim, group)) {
-		AVX2.scores_cw4(q, ng, code, stride, n, dim, group, scales,
-				sstride, scale, s, ld);
-		return;
-	}
 	/* Literal arguments: each call is its own specialised copy. */
 	for (; g + 4 <= ng; g += 4) {
 		const float *qg = q + (size_t)g * dim;
@@ -342,33 +348,61 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 
 		if (dim == 128 && group == 32)
 			scores_cw4_nb(qg, 4, code, stride, n, 128, 32, scales,
-				      sstride, scale, sg, ld);
+				      sstride, scale, sg, ld, I8);
 		else if (dim == 128 && group == 1)
 			scores_cw4_nb(qg, 4, code, stride, n, 128, 0, scales,
-				      sstride, scale, sg, ld);
+				      sstride, scale, sg, ld, I8);
 		else if (group == 1)
 			scores_cw4_nb(qg, 4, code, stride, n, dim, 0, scales,
-				      sstride, scale, sg, ld);
+				      sstride, scale, sg, ld, I8);
 		else
 			scores_cw4_nb(qg, 4, code, stride, n, dim, group,
-				      scales, sstride, scale, sg, ld);
+				      scales, sstride, scale, sg, ld, I8);
 	}
 	for (; g < ng; g++)
 		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
 			      group == 1 ? 0 : group, scales, sstride, scale,
-			      s + (size_t)g * ld, ld);
+			      s + (size_t)g * ld, ld, I8);
+}
+
+static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
+		       size_t stride, unsigned int n, unsigned int dim,
+		       unsigned int group, const float *scales, size_t sstride,
+		       float scale, float *s, unsigned int ld)
+{
+	if (!vec_ok(dim, group))
+		AVX2.scores_cw4(q, ng, code, stride, n, dim, group, scales,
+				sstride, scale, s, ld);
+	else
+		scores_vals(q, ng, code, stride, n, dim, group, scales, sstride,
+			    scale, s, ld, 0);
+}
+
+static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      unsigned int group, const float *scales, size_t sstride,
+		      float scale, float *s, unsigned int ld)
+{
+	if (!vec_ok(dim, group))
+		kvmem__attn_portable.scores_i8(q, ng, code, stride, n, dim,
+					       group, scales, sstride, scale, s,
+					       ld);
+	else
+		scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group,
+			    scales, sstride, scale, s, ld, 1);
 }
 
 /*
  * acc[g + j][d..d+64) += sum_t p[g + j][t] * v[t][d..] for @NB (1 or 4)
- * heads, v read from int4 codewords with its scales applied once for all
- * heads.
+ * heads, v read from int4 codewords (or int8 values, @I8) with its scales
+ * applied once for all heads.
  */
 static inline __attribute__((always_inline)) void
 accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const int CHAN, const float *scales,
-	     size_t sstride, unsigned int d, float *acc, unsigned int pn)
+	     size_t sstride, unsigned int d, float *acc, unsigned int pn,
+	     const int I8)
 {
 	__m512 a[4][4];
 	unsigned int t, k;
@@ -382,7 +416,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
 			v[k] = _mm512_mul_ps(
-				cw16(c + 16 * k),
+				val16(c + 16 * k, I8),
 				CHAN ? _mm512_loadu_ps(sc + d + 16 * k)
 				     : _mm512_set1_ps(
 					       sc[(d + 16 * k) / group]));
@@ -391,35 +425,62 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	acc_store(a, NB, acc, dim, d);
 }
 
-static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
-		      size_t stride, unsigned int n, unsigned int dim,
-		      unsigned int group, const float *scales, size_t sstride,
-		      float *acc, unsigned int ld)
+static int accum_ok(unsigned int dim, unsigned int group)
+{
+	return dim % 64 == 0 && (group == 1 || group % 16 == 0);
+}
+
+static inline __attribute__((always_inline)) void
+accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
+	   unsigned int n, unsigned int dim, unsigned int group,
+	   const float *scales, size_t sstride, float *acc, unsigned int ld,
+	   const int I8)
 {
 	unsigned int g = 0, d;
 
-	if (dim % 64 || (group != 1 && group % 16)) {
-		AVX2.accum_cw4(p, ng, code, stride, n, dim, group, scales,
-			       sstride, acc, ld);
-		return;
-	}
 	for (; g + 4 <= ng; g += 4)
 		for (d = 0; d < dim; d += 64)
 			if (group == 1)
 				accum_cw4_nb(p + (size_t)g * ld, 4, code,
 					     stride, n, dim, 1, 1, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld);
+					     ld, I8);
 			else
 				accum_cw4_nb(p + (size_t)g * ld, 4, code,
 					     stride, n, dim, group, 0, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld);
+					     ld, I8);
 	for (; g < ng; g++)
 		for (d = 0; d < dim; d += 64)
 			accum_cw4_nb(p + (size_t)g * ld, 1, code, stride, n,
 				     dim, group, group == 1, scales, sstride, d,
-				     acc + (size_t)g * dim, ld);
+				     acc + (size_t)g * dim, ld, I8);
+}
+
+static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      unsigned int group, const float *scales, size_t sstride,
+		      float *acc, unsigned int ld)
+{
+	if (!accum_ok(dim, group))
+		AVX2.accum_cw4(p, ng, code, stride, n, dim, group, scales,
+			       sstride, acc, ld);
+	else
+		accum_vals(p, ng, code, stride, n, dim, group, scales, sstride,
+			   acc, ld, 0);
+}
+
+static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
+		     size_t stride, unsigned int n, unsigned int dim,
+		     unsigned int group, const float *scales, size_t sstride,
+		     float *acc, unsigned int ld)
+{
+	if (!accum_ok(dim, group))
+		kvmem__attn_portable.accum_i8(p, ng, code, stride, n, dim,
+					      group, scales, sstride, acc, ld);
+	else
+		accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group,
+			   scales, sstride, acc, ld, 1);
 }
 
 /*
@@ -553,4 +614,6 @@ const struct kvmem__attn_kernels kvmem__attn_avx512 = {
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
+	.scores_i8 = scores_i8,
+	.accum_i8 = accum_i8,
 };

@@ -146,6 +146,45 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		}
 }
 
+static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      unsigned int group, const float *scales, size_t sstride,
+		      float scale, float *s, unsigned int ld)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			const int8_t *c = code + t * stride;
+			const float *sc = scales + t * sstride;
+			float acc = 0.0f;
+
+			for (d = 0; d < dim; d++)
+				acc += q[(size_t)g * dim + d] *
+				       ((float)c[d] * sc[d / group]);
+			s[(size_t)g * ld + t] = scale * acc;
+		}
+}
+
+static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
+		     size_t stride, unsigned int n, unsigned int dim,
+		     unsigned int group, const float *scales, size_t sstride,
+		     float *acc, unsigned int ld)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			const int8_t *c = code + t * stride;
+			const float *sc = scales + t * sstride;
+			float w = p[(size_t)g * ld + t];
+
+			for (d = 0; d < dim; d++)
+				acc[(size_t)g * dim + d] +=
+					w * ((float)c[d] * sc[d / group]);
+		}
+}
+
 static void golay_nibbles(const uint8_t *code, size_t code_bytes,
 			  unsigned int nvals, uint8_t *out)
 {
@@ -173,6 +212,8 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
+	.scores_i8 = scores_i8,
+	.accum_i8 = accum_i8,
 };
 
 const struct kvmem__attn_kernels *kvmem__attn(void)

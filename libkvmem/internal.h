@@ -157,6 +157,20 @@ const uint8_t *kvmem__page_rows_cw4(
 	size_t *sstride, unsigned int *group, size_t *rstride,
 	struct kvmem_ecc_counts *c, void *scratch);
 /*
+ * kvmem__page_rows_cw4() for int8 pages of any codec: rows [t0, t0 + n)
+ * of head @h decoded (corrected where a word needs it) into @scratch, one
+ * int8 value per byte, rows *@rstride bytes apart; or NULL, counting
+ * nothing, when some word is uncorrectable or a scale is erased.
+ */
+const int8_t *kvmem__page_rows_i8(const struct kvmem_geometry *g,
+				  const struct kvmem_page_layout *l,
+				  const uint8_t *page, int is_v, uint32_t h,
+				  uint32_t t0, uint32_t n, const float *scales,
+				  const uint8_t *scale_erased, const float **sc,
+				  size_t *sstride, unsigned int *group,
+				  size_t *rstride, struct kvmem_ecc_counts *c,
+				  void *scratch);
+/*
  * The bytes of @page that attention reads for rows [t0, t0 + n) of KV
  * head @h, as three ranges: the header and scales (with @h == 0, where a
  * walk starts on the page; else empty), the K rows and the V rows.
@@ -213,6 +227,9 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
  *              its scales at scales + t * sstride, one per @group values
  *              (group 1 and sstride 0 for channel scales); row g of the
  *              scores or weights at s + g * ld, p + g * ld
+ * scores_i8, accum_i8: the same from int8 values, one per byte (rows of
+ *              kvmem__page_rows_i8()); NULL where a level has none (its
+ *              int8 rows go through dequant and the float kernels)
  */
 struct kvmem__attn_kernels {
 	void (*dequant)(int fmt, const uint8_t *data, unsigned int dim,
@@ -238,6 +255,15 @@ struct kvmem__attn_kernels {
 			  size_t stride, unsigned int n, unsigned int dim,
 			  unsigned int group, const float *scales,
 			  size_t sstride, float *acc, unsigned int ld);
+	void (*scores_i8)(const float *q, unsigned int ng, const int8_t *code,
+			  size_t stride, unsigned int n, unsigned int dim,
+			  unsigned int group, const float *scales,
+			  size_t sstride, float scale, float *s,
+			  unsigned int ld);
+	void (*accum_i8)(const float *p, unsigned int ng, const int8_t *code,
+			 size_t stride, unsigned int n, unsigned int dim,
+			 unsigned int group, const float *scales,
+			 size_t sstride, float *acc, unsigned int ld);
 };
 
 extern const struct kvmem__attn_kernels kvmem__attn_portable;

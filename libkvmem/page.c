@@ -736,6 +736,44 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	return code;
 }
 
+const int8_t *kvmem__page_rows_i8(const struct kvmem_geometry *g,
+				  const struct kvmem_page_layout *l,
+				  const uint8_t *page, int is_v, uint32_t h,
+				  uint32_t t0, uint32_t n, const float *scales,
+				  const uint8_t *scale_erased, const float **sc,
+				  size_t *sstride, unsigned int *group,
+				  size_t *rstride, struct kvmem_ecc_counts *c,
+				  void *scratch)
+{
+	const uint8_t *code = row_ptr(g, l, (uint8_t *)page, is_v, h, t0);
+	const unsigned int grp = row_group(g, l, is_v);
+	const size_t nw = (size_t)n * l->row_words;
+	const size_t sbase = row_scale(g, l, is_v, h, t0);
+	const size_t stride = row_sstride(g, l, is_v);
+	struct kvmem_ecc_counts wc;
+	struct scratch sp;
+	size_t r, i;
+
+	if (l->format != KVMEM_FMT_INT8)
+		return NULL;
+	if (scale_erased)
+		for (r = 0; r < n; r++)
+			for (i = 0; i < g->head_dim / grp; i++)
+				if (scale_erased[sbase + r * stride + i])
+					return NULL;
+	scratch_layout(g, l, scratch, &sp);
+	/* Data fits where the codewords would: row_data <= row_bytes. */
+	kvmem_ecc_decode(l->codec, code, sp.copy[is_v], nw, &wc, NULL, NULL);
+	if (wc.uncorrectable)
+		return NULL;
+	kvmem__counts_add(c, &wc);
+	*sc = scales + sbase;
+	*sstride = stride;
+	*group = grp;
+	*rstride = l->row_data;
+	return (const int8_t *)sp.copy[is_v];
+}
+
 void kvmem__page_tile_bytes(const struct kvmem_geometry *g,
 			    const struct kvmem_page_layout *l,
 			    const uint8_t *page, uint32_t h, uint32_t t0,
