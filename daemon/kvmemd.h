@@ -39,6 +39,13 @@ void kvmemd_log(int prio, const char *fmt, ...)
 /* kvmemd_log() with ": strerror(-err)" appended */
 void kvmemd_log_err(int prio, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/*
+ * kvmemd_log() with journal fields: @fields is "KEY=value\n" lines
+ * (uppercase keys, values without newlines), sent with the message where
+ * it goes to the journal and left out of a line on stderr.
+ */
+void kvmemd_log_fields(int prio, const char *fields, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* At most a burst per window; what is over is counted. */
 struct kvmemd_ratelimit {

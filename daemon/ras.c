@@ -67,6 +67,13 @@ static const char *const region_names[REGION_NR] = { "header", "scales",
 enum ev_kind { EV_UE, EV_CRC, EV_MISMATCH, EV_LOST, EV_NR };
 static const char *const kind_names[EV_NR] = { "uncorrectable", "crc",
 					       "mismatch", "lost" };
+/* The journal's MESSAGE_ID of each kind (kvmemd(8), JOURNAL). */
+static const char *const kind_ids[EV_NR] = {
+	"757da92a137844b4b70f2b3b2a8d6e64",
+	"ee295074b34440c7be1635c04cbd1711",
+	"c3772798eac1471bac4545bb959a445b",
+	"aefb202d098c489390f10a2bd9656c32",
+};
 
 enum source { SRC_PATROL, SRC_ONDEMAND, SRC_SEAL, SRC_RELOAD, SRC_NR };
 static const char *const source_names[SRC_NR] = { "patrol", "ondemand", "seal",
@@ -512,7 +519,7 @@ static void record_event(struct kvmemd *d, const struct ras_event *e)
 	struct kvmemd_ras *r = d->ras;
 	uint64_t now = kvmemd_now_ns();
 	struct kvmemd_user *u;
-	char line[512], what[80];
+	char line[512], what[80], fields[512];
 	size_t len;
 
 	ring_add(d, e);
@@ -539,20 +546,31 @@ static void record_event(struct kvmemd *d, const struct ras_event *e)
 			       what))
 			return;
 	}
-	kvmemd_log(e->restored ? LOG_WARNING : LOG_ERR,
-		   "%s error: uid %u session %u seq %u layer %u tokens %u-%u, "
-		   "%s %s %s %s, %u words; %s (%s)",
-		   kind_names[e->kind], (unsigned int)e->uid, e->session,
-		   e->seq, e->layer, e->token_start, e->token_end,
-		   pool_names[e->pool], tier_names[e->tier],
-		   codec_name(e->codec), region_names[e->region], e->words,
-		   e->restored	      ? "restored"
-		   : e->kind == EV_UE ? "values rebuilt from neighbours on read"
-		   : e->kind == EV_LOST
-			   ? "the page came back as something else: all its "
-			     "values erased"
-			   : "page marked degraded",
-		   source_names[e->source]);
+	snprintf(fields, sizeof(fields),
+		 "MESSAGE_ID=%s\nKVMEM_EVENT=%s\nCLIENT_UID=%u\nSESSION=%u\n"
+		 "SEQ=%u\nLAYER=%u\nTOKEN_START=%u\nTOKEN_END=%u\n"
+		 "POOL=%s\nTIER=%s\nCODEC=%s\nREGION=%s\nWORDS=%u\n"
+		 "SOURCE=%s\nRESTORED=%d\n",
+		 kind_ids[e->kind], kind_names[e->kind], (unsigned int)e->uid,
+		 e->session, e->seq, e->layer, e->token_start, e->token_end,
+		 pool_names[e->pool], tier_names[e->tier], codec_name(e->codec),
+		 region_names[e->region], e->words, source_names[e->source],
+		 e->restored);
+	kvmemd_log_fields(
+		e->restored ? LOG_WARNING : LOG_ERR, fields,
+		"%s error: uid %u session %u seq %u layer %u tokens %u-%u, "
+		"%s %s %s %s, %u words; %s (%s)",
+		kind_names[e->kind], (unsigned int)e->uid, e->session, e->seq,
+		e->layer, e->token_start, e->token_end, pool_names[e->pool],
+		tier_names[e->tier], codec_name(e->codec),
+		region_names[e->region], e->words,
+		e->restored	   ? "restored"
+		: e->kind == EV_UE ? "values rebuilt from neighbours on read"
+		: e->kind == EV_LOST
+			? "the page came back as something else: all its "
+			  "values erased"
+			: "page marked degraded",
+		source_names[e->source]);
 }
 
 int kvmemd_ras_init(struct kvmemd *d)
@@ -1806,8 +1824,8 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 			continue;
 		}
 		memset(&rep, 0, sizeof(rep));
-		ret = kvmem_inject(session_page(s, u) + rg[i].off,
-				   rg[i].nwords, &ip, &rep);
+		ret = kvmem_inject(session_page(s, u) + rg[i].off, rg[i].nwords,
+				   &ip, &rep);
 		if (ret)
 			return ret;
 		sum->c[rg[i].codec].bits += rep.bits;

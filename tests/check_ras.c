@@ -7,6 +7,8 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,6 +415,177 @@ END_TEST
  * Totals and events outlive the daemon; a counters file it cannot read is
  * kept aside and the daemon starts from zero.
  */
+/* The value of "@key=" in a journal datagram, or NULL. */
+static const char *jfield(const char *dgram, const char *key, char *out,
+			  size_t len)
+{
+	char pat[64];
+	const char *at, *end;
+
+	snprintf(pat, sizeof(pat), "%s=", key);
+	for (at = dgram; (at = strstr(at, pat)); at++)
+		if (at == dgram || at[-1] == '\n')
+			break;
+	if (!at)
+		return NULL;
+	at += strlen(pat);
+	end = strchr(at, '\n');
+	if (!end || (size_t)(end - at) >= len)
+		return NULL;
+	memcpy(out, at, (size_t)(end - at));
+	out[end - at] = 0;
+	return out;
+}
+
+/*
+ * The journal's side: a thread that takes every datagram on @fd as it
+ * comes (a unix datagram queue holds 10, and kvmemd does not wait for a
+ * full one), each stored with its terminating 0, until @stop.
+ */
+struct journal {
+	int fd, stop;
+	pthread_t thr;
+	size_t len, count;
+	char buf[1 << 20];
+};
+
+static void *journal_run(void *arg)
+{
+	struct journal *j = arg;
+
+	while (!__atomic_load_n(&j->stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd pfd = { .fd = j->fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&pfd, 1, 20) != 1)
+			continue;
+		n = recv(j->fd, j->buf + j->len, sizeof(j->buf) - j->len - 1,
+			 MSG_DONTWAIT);
+		if (n <= 0)
+			continue;
+		j->len += (size_t)n;
+		j->buf[j->len++] = 0;
+		j->count++;
+	}
+	return NULL;
+}
+
+/*
+ * Under systemd, with stderr the journal's stream ($JOURNAL_STREAM is its
+ * device and inode), kvmemd sends each message to the journal's socket
+ * (here a socket of the test's, $KVMEMD_JOURNAL_SOCKET) with fields; an
+ * uncorrectable error event carries its MESSAGE_ID and the session, the
+ * sequence, codec and pool, the same as `kvmemctl events` lists. Nothing
+ * goes to stderr as well. With a stream that is not stderr, lines go to
+ * stderr as before.
+ */
+START_TEST(test_journal_fields)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char stream[96], sockenv[160], line[4096], v[64], want[160], f4[4][16];
+	const char *env[3] = { stream, sockenv, NULL };
+	struct journal *j = calloc(1, sizeof(*j));
+	struct kvmem_seq *s[1];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	int serving = 0, ue = 0, i;
+	const char *buf;
+	struct stat st;
+	FILE *f;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	/* The log file keeps its inode when the harness truncates it. */
+	ck_assert_int_eq(stat(p.log, &st), 0);
+	snprintf(stream, sizeof(stream), "JOURNAL_STREAM=%llu:%llu",
+		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/journal", p.dir);
+	snprintf(sockenv, sizeof(sockenv), "KVMEMD_JOURNAL_SOCKET=%s",
+		 sa.sun_path);
+	ck_assert_ptr_nonnull(j);
+	j->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(j->fd, 0);
+	ck_assert_int_eq(bind(j->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(pthread_create(&j->thr, NULL, journal_run, j), 0);
+	kvmemd_restart(&p, env);
+
+	c = attach(&p, &g, 8u << 20);
+	fill(&g, c, s, 1, TOKENS, 31);
+	admin(&p, "inject pool ber 0.01 seed 2");
+	admin(&p, "scrub now");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "ue"), 0);
+	admin(&p, "events");
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	__atomic_store_n(&j->stop, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(j->thr, NULL), 0);
+	for (buf = j->buf; buf < j->buf + j->len; buf += strlen(buf) + 1) {
+		ck_assert_msg(!strncmp(buf, "MESSAGE=", 8), "%s", buf);
+		ck_assert_msg(jfield(buf, "SYSLOG_IDENTIFIER", v, sizeof(v)) &&
+				      !strcmp(v, "kvmemd"),
+			      "%s", buf);
+		if (strstr(buf, "MESSAGE=serving on ")) {
+			serving++;
+			EXPECT(jfield(buf, "PRIORITY", v, sizeof(v)) &&
+				       !strcmp(v, "6"),
+			       "%s", buf);
+		}
+		if (!strstr(buf, "\nKVMEM_EVENT=uncorrectable\n"))
+			continue;
+		ue++;
+		EXPECT(jfield(buf, "MESSAGE_ID", v, sizeof(v)) &&
+			       !strcmp(v, "757da92a137844b4b70f2b3b2a8d6e64"),
+		       "%s", buf);
+		EXPECT(jfield(buf, "PRIORITY", v, sizeof(v)) && !strcmp(v, "3"),
+		       "%s", buf);
+		EXPECT(jfield(buf, "CODEC", v, sizeof(v)) && !strcmp(v, "h84"),
+		       "%s", buf);
+		EXPECT(jfield(buf, "POOL", v, sizeof(v)) && !strcmp(v, "host"),
+		       "%s", buf);
+		/* The same event as kvmemctl events lists it. */
+		ck_assert_ptr_nonnull(jfield(buf, "SESSION", f4[0], 16));
+		ck_assert_ptr_nonnull(jfield(buf, "SEQ", f4[1], 16));
+		ck_assert_ptr_nonnull(jfield(buf, "LAYER", f4[2], 16));
+		ck_assert_ptr_nonnull(jfield(buf, "TOKEN_START", f4[3], 16));
+		snprintf(want, sizeof(want),
+			 "\"session\":%s,\"seq\":%s,\"layer\":%s,"
+			 "\"token_start\":%s,",
+			 f4[0], f4[1], f4[2], f4[3]);
+		EXPECT(strstr(reply, want), "%s not in the events: %.600s",
+		       want, reply);
+	}
+	EXPECT_EQ(serving, 1, "%s", "the start, in the journal");
+	EXPECT(ue > 0, "%s", "no uncorrectable event in the journal");
+	f = fopen(p.log, "r");
+	ck_assert_ptr_nonnull(f);
+	i = 0;
+	while (fgets(line, sizeof(line), f))
+		i += !!strstr(line, "serving on");
+	fclose(f);
+	EXPECT_EQ(i, 0, "%s", "the start on stderr too");
+
+	/* A stream that is not stderr: plain lines. */
+	snprintf(stream, sizeof(stream), "JOURNAL_STREAM=%llu:%llu",
+		 (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino + 1);
+	kvmemd_restart(&p, env);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	EXPECT(recv(j->fd, line, sizeof(line), MSG_DONTWAIT) < 0, "%s",
+	       "a datagram without the journal's stream");
+	f = fopen(p.log, "r");
+	ck_assert_ptr_nonnull(f);
+	i = 0;
+	while (fgets(line, sizeof(line), f))
+		i += !!strstr(line, "serving on");
+	fclose(f);
+	EXPECT_EQ(i, 1, "%s", "the start on stderr");
+	close(j->fd);
+	free(j);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 START_TEST(test_persist)
 {
 	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
@@ -820,6 +993,7 @@ KVMEM_SUITE(ras)
 	tcase_add_test(tc, test_degraded_attend);
 	tcase_add_test(tc, test_scrub_rate);
 	tcase_add_test(tc, test_persist);
+	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_seal_verify_and_header_restore);
 	tcase_add_test(tc, test_scale_padding_word);
 	tcase_add_test(tc, test_admin_errors);
