@@ -1,0 +1,231 @@
+/*
+ * check_readme.c - the README's commands, as a new user types them
+ *
+ * Every command of a ```sh block of README.md that runs a built program
+ * (build/tools/..., build/daemon/kvmemd) is run here, word for word, from
+ * the source tree, against a kvmemd of the test's own (KVMEM_SOCKET,
+ * KVMEM_ADMIN_SOCKET) with a backing store and a session holding three
+ * sequences, so that `kvmemctl offload seq 1 3` has something to move. A
+ * kvmemd command line is run with -n (check the configuration, write
+ * nothing) in place of -f. Each must exit 0; a renamed option or
+ * subcommand in the README fails here. Skipped, and said so: commands that
+ * need root or systemd (make install, systemctl, ...), make itself (the
+ * tests run under it), lines with a placeholder path (/path/on/...), and
+ * files the machine lacks (the model in ../shared/models).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvmem/kvmem.h"
+#include "kvmem_check.h"
+#include "kvmemd_harness.h"
+
+/* The commands of the README's sh blocks: continuations joined, comments
+ * and trailing blanks cut, one command per element (a && b is two). */
+static int readme_commands(char *text, char **cmd, int max)
+{
+	char *line, *save = NULL, joined[2048] = "";
+	int in_sh = 0, n = 0;
+
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		size_t len;
+		char *hash, *at, *amp;
+
+		if (!strncmp(line, "```", 3)) {
+			in_sh = !in_sh && !strcmp(line, "```sh");
+			continue;
+		}
+		if (!in_sh)
+			continue;
+		if ((hash = strstr(line, "  #")) ||
+		    (hash = strstr(line, "\t#")))
+			*hash = 0;
+		len = strlen(line);
+		while (len && (line[len - 1] == ' ' || line[len - 1] == '\t'))
+			line[--len] = 0;
+		ck_assert_uint_lt(strlen(joined) + len + 1, sizeof(joined));
+		if (len && line[len - 1] == '\\') {
+			line[len - 1] = 0;
+			strcat(joined, line);
+			continue;
+		}
+		strcat(joined, line);
+		for (at = joined; *at; at = amp + 4) {
+			amp = strstr(at, " && ");
+			if (amp)
+				*amp = 0;
+			while (*at == ' ')
+				at++;
+			if (*at) {
+				ck_assert_int_lt(n, max);
+				cmd[n++] = strdup(at);
+			}
+			if (!amp)
+				break;
+		}
+		joined[0] = 0;
+	}
+	return n;
+}
+
+/* Why @cmd is not run here, or NULL. */
+static const char *skip_reason(const char *cmd)
+{
+	const char *model = strstr(cmd, "../shared/models/");
+
+	if (strncmp(cmd, "build/", 6))
+		return "not a built program (make, root or systemd)";
+	if (strstr(cmd, "/path/on/"))
+		return "a placeholder path";
+	if (model) {
+		char path[256];
+
+		sscanf(model, "%255s", path);
+		if (access(path, R_OK))
+			return "no model file here";
+	}
+	return NULL;
+}
+
+/*
+ * Run @cmd with sh from the source tree, with the build tree's programs
+ * for build/...; @watch: it runs until stopped, so 3 s of it are enough
+ * (timeout's 124 is its success). Returns its exit status; its output
+ * goes to @log.
+ */
+static int run_cmd(const char *cmd, int watch, const char *log)
+{
+	const char *limit = watch ? "timeout 3" : "timeout 120";
+	char line[4096];
+	pid_t pid;
+	int st;
+
+	/* build/ in the README is the build tree, wherever that is. */
+	snprintf(line, sizeof(line), "%s %s/%s", limit, kvmem_check_builddir(),
+		 cmd + strlen("build/"));
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd < 0 || chdir(kvmem_check_srcdir()))
+			_exit(126);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st))
+		return 128 + WTERMSIG(st);
+	return watch && WEXITSTATUS(st) == 124 ? 0 : WEXITSTATUS(st);
+}
+
+/* kvmemd -f ... becomes kvmemd -n ...: check it, write nothing. */
+static void daemon_check_only(char *cmd)
+{
+	char *f = strstr(cmd, " -f");
+
+	ck_assert_msg(f && (f[3] == ' ' || !f[3]),
+		      "README starts kvmemd without -f: %s", cmd);
+	f[2] = 'n';
+}
+
+START_TEST(test_readme_commands)
+{
+	char conf[512], env_sock[300], env_admin[300], log[300], *text;
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_connect_opts o = { .quota_bytes = 8 << 20 };
+	/* 64 tokens of 2 layers of 2 heads of 64: a sealed page each */
+	float *k = malloc(64 * 256 * sizeof(float)),
+	      *v = malloc(64 * 256 * sizeof(float));
+	struct kvmem_seq *s[3];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	char *cmd[128];
+	int n, i, ran = 0;
+	size_t len;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	snprintf(conf, sizeof(conf),
+		 "[scrub]\nrate = 0\n[store]\npath = %s/kvmem.store\n"
+		 "size = 64M\n",
+		 p.dir);
+	kvmemd_write_conf(&p, conf);
+	kvmemd_restart(&p, NULL);
+	snprintf(env_sock, sizeof(env_sock), "%s", p.sock);
+	snprintf(env_admin, sizeof(env_admin), "%s", p.admin);
+	setenv("KVMEM_SOCKET", env_sock, 1);
+	setenv("KVMEM_ADMIN_SOCKET", env_admin, 1);
+	snprintf(log, sizeof(log), "%s/readme.log", p.dir);
+
+	/* Session 1, sequences 1 to 3, released: offload can move them. */
+	ck_assert_msg(!kvmem_connect(p.sock, &g, &o, &c), "%s",
+		      kvmem_connect_error());
+	ck_assert(k && v);
+	for (i = 0; i < 64 * 256; i++) {
+		k[i] = (float)(i % 17) / 17.0f;
+		v[i] = (float)(i % 13) / 13.0f;
+	}
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(kvmem_seq_create(c, &s[i]), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(s[i], k, v, 64), 0);
+		ck_assert_int_eq(kvmem_seq_release(s[i]), 0);
+	}
+
+	{
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/README.md",
+			 kvmem_check_srcdir());
+		text = kvmem_check_read_file(path, &len);
+	}
+	n = readme_commands(text, cmd, 128);
+	ck_assert_int_gt(n, 10);
+	for (i = 0; i < n; i++) {
+		const char *why = skip_reason(cmd[i]);
+		int st;
+
+		if (why) {
+			fprintf(stderr, "SKIP: readme: %s: %s\n", cmd[i], why);
+			continue;
+		}
+		if (!strncmp(cmd[i], "build/daemon/kvmemd", 19))
+			daemon_check_only(cmd[i]);
+		st = run_cmd(cmd[i], strstr(cmd[i], "--watch") != NULL, log);
+		EXPECT_EQ(st, 0, "README command \"%s\" (output in %s)", cmd[i],
+			  log);
+		ran++;
+	}
+	ck_assert_int_gt(ran, 10);
+	for (i = 0; i < n; i++)
+		free(cmd[i]);
+	free(text);
+	free(k);
+	free(v);
+	kvmem_close(c);
+	unsetenv("KVMEM_SOCKET");
+	unsetenv("KVMEM_ADMIN_SOCKET");
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+KVMEM_SUITE(readme)
+{
+	Suite *s = suite_create("readme");
+	TCase *tc = tcase_create("readme");
+
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_readme_commands);
+	suite_add_tcase(s, tc);
+	return s;
+}
