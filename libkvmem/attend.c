@@ -610,27 +610,50 @@ struct worker {
 	void *scratch; /* NULL: worker 0 uses the cache's */
 };
 
+/* One sequence's part of a call. */
 struct job {
 	struct kvmem_seq *s;
 	const struct kvmem__layer *lt;
 	const float *q; /* [nh][D], rows as above */
-	uint32_t nh, D, ppc, nchunks; /* nh: rows, query heads times nq */
+	float *out; /* [nh][D], in the caller's order */
+	float *rows; /* q and out in row order when nq > 1, else NULL */
+	uint32_t nq, nh, G, D, ppc, nchunks; /* nh: rows, query heads * nq */
+	uint32_t pos0; /* the first query's token */
 	uint32_t npages; /* pages the queries see */
 	uint32_t last; /* the last token any query sees */
 	float *acc, *m, *l; /* per chunk: [nh][D], [nh], [nh] */
 	float *mass; /* per page and row: (max, sum) */
+	struct kvmem_page_counts *pc; /* per chunk: what it decoded */
+	uint64_t *hue; /* per chunk: uncorrectable headers */
+};
+
+/* The jobs of a call and the workers that share out their chunks. */
+struct run {
+	struct job *j;
+	uint32_t nj;
+	uint32_t *first; /* [nj + 1]: the jobs' chunks in one numbering */
 	uint32_t next; /* the next chunk to claim */
 	struct worker *w;
 };
 
 static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 {
-	const uint32_t nh = j->nh, G = w->a.G, kvh = j->s->c->g.kv_heads;
+	const uint32_t nh = j->nh, G = j->G * j->nq, kvh = j->s->c->g.kv_heads;
 	const uint32_t end =
 		(c + 1) * j->ppc < j->npages ? (c + 1) * j->ppc : j->npages;
 	struct ahead pf;
 	uint32_t pi, h, t0, i;
 
+	/* The reader follows the chunk's sequence; counts are the chunk's. */
+	if (w->r.lt != j->lt) {
+		w->r.lt = j->lt;
+		w->r.cur = UINT32_MAX;
+	}
+	memset(&w->r.pc, 0, sizeof(w->r.pc));
+	w->r.headers_ue = 0;
+	w->a.G = G;
+	w->a.qg = j->G;
+	w->a.pos0 = j->pos0;
 	w->a.acc = j->acc + (size_t)c * nh * j->D;
 	w->a.m = j->m + (size_t)c * nh;
 	w->a.l = j->l + (size_t)c * nh;
@@ -663,16 +686,21 @@ static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 					    pm + (size_t)h * G * 2, &pf);
 			}
 	}
+	j->pc[c] = w->r.pc;
+	j->hue[c] = w->r.headers_ue;
 }
 
 static void attend_worker(void *arg, unsigned int id)
 {
-	struct job *j = arg;
-	uint32_t c;
+	struct run *r = arg;
+	uint32_t c, k = 0;
 
-	while ((c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) <
-	       j->nchunks)
-		attend_chunk(j, &j->w[id], c);
+	while ((c = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED)) <
+	       r->first[r->nj]) {
+		while (c >= r->first[k + 1])
+			k++;
+		attend_chunk(&r->j[k], &r->w[id], c - r->first[k]);
+	}
 }
 
 /* Chunk states to the result; leaves the layer's max and sum in m, l. */
@@ -719,10 +747,10 @@ static void workers_free(struct worker *w, unsigned int n)
 	free(w);
 }
 
+/* @n workers for jobs of up to @rows rows a KV head; bound to @s. */
 static struct worker *workers_new(struct kvmem_seq *s, uint32_t layer,
 				  const struct kvmem_attend_opts *opts,
-				  uint32_t G, uint32_t nq, uint32_t pos0,
-				  float scale, unsigned int n)
+				  uint32_t rows, float scale, unsigned int n)
 {
 	const uint32_t D = s->c->g.head_dim;
 	struct worker *w = calloc(n, sizeof(*w));
@@ -734,12 +762,9 @@ static struct worker *workers_new(struct kvmem_seq *s, uint32_t layer,
 		if (i)
 			x->scratch = malloc(s->c->scratch_bytes);
 		x->a.kn = kvmem__attn();
-		x->a.G = G * nq;
 		x->a.D = D;
-		x->a.qg = G;
-		x->a.pos0 = pos0;
 		x->a.scale = scale;
-		x->a.sc = malloc((size_t)G * nq * TILE * sizeof(float));
+		x->a.sc = malloc((size_t)rows * TILE * sizeof(float));
 		x->kt = malloc((size_t)TILE * D * sizeof(float));
 		x->vt = malloc((size_t)TILE * D * sizeof(float));
 		x->erased = malloc((size_t)TILE * D);
@@ -770,140 +795,217 @@ static void rows_move(const float *from, float *to, uint32_t nq, uint32_t nh,
 		}
 }
 
-int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
-			uint32_t nq, uint32_t pos0, float *out,
-			const struct kvmem_attend_opts *opts,
-			struct kvmem_attend_stats *stats)
+/* What kvmem_attend_causal() checks of its arguments, before any work. */
+static int job_check(struct kvmem_seq *s, uint32_t layer, const float *q,
+		     uint32_t nq, uint32_t pos0, const float *out,
+		     const struct kvmem_attend_opts *opts)
 {
-	const struct kvmem_geometry *g;
 	const struct kvmem__layer *lt;
-	struct job j = { 0 };
-	uint32_t nh, G, D, pi, i;
-	unsigned int nw, k;
-	float *m = NULL, *l = NULL, *ex = NULL, *rows = NULL;
-	size_t state, max_chunks;
-	float alpha, scale;
-	int ret;
+	uint32_t nh;
 
 	if (!s || !q || !out || !opts || layer >= s->c->g.layers)
 		return -EINVAL;
-	g = &s->c->g;
 	lt = &s->layer[layer];
 	nh = opts->n_heads;
-	if (!nh || nh % g->kv_heads || !nq || pos0 >= lt->len ||
+	if (!nh || nh % s->c->g.kv_heads || !nq || pos0 >= lt->len ||
 	    nq > lt->len - pos0 || (uint64_t)nq * nh > UINT32_MAX / 2 ||
 	    opts->erasure > KVMEM_ERASE_KEEP || opts->resv[0] ||
 	    opts->resv[1] || opts->resv[2])
 		return -EINVAL;
-	ret = kvmem__seq_acquire(s);
-	if (ret)
-		return ret;
-	G = nh / g->kv_heads;
-	D = g->head_dim;
-	alpha = opts->importance_alpha != 0.0f ? opts->importance_alpha : 0.1f;
-	scale = opts->scale != 0.0f ? opts->scale : 1.0f / sqrtf((float)D);
+	return 0;
+}
 
-	j.s = s;
-	j.lt = lt;
-	j.q = q;
-	j.nh = nh * nq;
-	j.D = D;
-	j.last = pos0 + nq - 1;
-	j.npages = kvmem__page_index(g, j.last) + 1;
-	state = ((size_t)D + 2) * j.nh * sizeof(float);
+static void job_free(struct job *j)
+{
+	free(j->acc);
+	free(j->m);
+	free(j->l);
+	free(j->mass);
+	free(j->pc);
+	free(j->hue);
+	free(j->rows);
+}
+
+/* A checked, acquired sequence's job: its chunks and their state. */
+static int job_init(struct job *j, struct kvmem_seq *s, uint32_t layer,
+		    const float *q, uint32_t nq, uint32_t pos0, float *out,
+		    const struct kvmem_attend_opts *opts)
+{
+	const struct kvmem_geometry *g = &s->c->g;
+	size_t state, max_chunks;
+
+	memset(j, 0, sizeof(*j));
+	j->s = s;
+	j->lt = &s->layer[layer];
+	j->q = q;
+	j->out = out;
+	j->nq = nq;
+	j->G = opts->n_heads / g->kv_heads;
+	j->nh = opts->n_heads * nq;
+	j->D = g->head_dim;
+	j->pos0 = pos0;
+	j->last = pos0 + nq - 1;
+	j->npages = kvmem__page_index(g, j->last) + 1;
+	state = ((size_t)j->D + 2) * j->nh * sizeof(float);
 	max_chunks = CHUNK_STATE / state;
 	if (max_chunks > MAX_CHUNKS)
 		max_chunks = MAX_CHUNKS;
 	if (!max_chunks)
 		max_chunks = 1;
-	j.ppc = (CHUNK_TOKENS + g->tokens_per_page - 1) / g->tokens_per_page;
-	if (j.npages > j.ppc * max_chunks)
-		j.ppc = (j.npages + max_chunks - 1) / max_chunks;
-	j.nchunks = (j.npages + j.ppc - 1) / j.ppc;
-	nw = opts->threads ? opts->threads : kvmem__cpus();
-	if (nw > j.nchunks)
-		nw = j.nchunks;
-	j.acc = malloc((size_t)j.nchunks * j.nh * D * sizeof(float));
-	j.m = malloc((size_t)j.nchunks * j.nh * sizeof(float));
-	j.l = malloc((size_t)j.nchunks * j.nh * sizeof(float));
-	j.mass = malloc((size_t)j.npages * j.nh * 2 * sizeof(float));
-	m = malloc(j.nh * sizeof(float));
-	l = malloc(j.nh * sizeof(float));
-	ex = malloc(j.nh * sizeof(float));
-	if (nq > 1)
-		rows = malloc((size_t)j.nh * D * sizeof(float));
-	j.w = j.acc && j.m && j.l && j.mass && m && l && ex && (nq == 1 || rows)
-		      ? workers_new(s, layer, opts, G, nq, pos0, scale, nw)
-		      : NULL;
-	if (!j.w) {
-		ret = -ENOMEM;
-		goto out;
+	j->ppc = (CHUNK_TOKENS + g->tokens_per_page - 1) / g->tokens_per_page;
+	if (j->npages > j->ppc * max_chunks)
+		j->ppc = (j->npages + max_chunks - 1) / max_chunks;
+	j->nchunks = (j->npages + j->ppc - 1) / j->ppc;
+	j->acc = malloc((size_t)j->nchunks * j->nh * j->D * sizeof(float));
+	j->m = malloc((size_t)j->nchunks * j->nh * sizeof(float));
+	j->l = malloc((size_t)j->nchunks * j->nh * sizeof(float));
+	j->mass = malloc((size_t)j->npages * j->nh * 2 * sizeof(float));
+	j->pc = malloc((size_t)j->nchunks * sizeof(*j->pc));
+	j->hue = malloc((size_t)j->nchunks * sizeof(*j->hue));
+	if (nq > 1) {
+		j->rows = malloc((size_t)j->nh * j->D * sizeof(float));
+		if (j->rows) {
+			rows_move(q, j->rows, nq, opts->n_heads, j->G, j->D, 1);
+			j->q = j->rows;
+		}
 	}
-	if (rows) {
-		rows_move(q, rows, nq, nh, G, D, 1);
-		j.q = rows;
+	if (!j->acc || !j->m || !j->l || !j->mass || !j->pc || !j->hue ||
+	    (nq > 1 && !j->rows)) {
+		job_free(j);
+		return -ENOMEM;
 	}
-	kvmem__pool_run(&s->c->pool, nw, attend_worker, &j);
-	combine(&j, m, l, rows ? rows : out);
-	if (rows)
-		rows_move(rows, out, nq, nh, G, D, 0);
+	return 0;
+}
+
+/*
+ * The job's result to its caller's @out and @stats, and its pages' share
+ * of the softmax weights (summed over the query heads, averaged over the
+ * queries) into their importance. @m, @l, @ex: room for nh floats each.
+ */
+static void job_finish(struct job *j, const struct kvmem_attend_opts *opts,
+		       float *m, float *l, float *ex,
+		       struct kvmem_attend_stats *stats)
+{
+	const float alpha =
+		opts->importance_alpha != 0.0f ? opts->importance_alpha : 0.1f;
+	struct kvmem_page_counts c = { 0 };
+	struct kvmem_cache *cache = j->s->c;
+	uint64_t hue = 0;
+	uint32_t pi, i;
+
+	combine(j, m, l, j->rows ? j->rows : j->out);
+	if (j->rows)
+		rows_move(j->rows, j->out, j->nq, opts->n_heads, j->G, j->D, 0);
 
 	/*
-	 * A page's share: its weight summed over the query heads, averaged
-	 * over the queries. The page's (max, sum) of each row against the
-	 * row's: e^(max - m) by the softmax kernel, whose running max stays
-	 * at 0 as no max passes m.
+	 * The page's (max, sum) of each row against the row's: e^(max - m)
+	 * by the softmax kernel, whose running max stays at 0 as no max
+	 * passes m.
 	 */
 	if (alpha > 0.0f)
-		for (pi = 0; pi < j.npages; pi++) {
-			const float *pm = j.mass + (size_t)pi * j.nh * 2;
+		for (pi = 0; pi < j->npages; pi++) {
+			const float *pm = j->mass + (size_t)pi * j->nh * 2;
+			struct kvmem__page *p = j->lt->pages[pi];
 			float share = 0.0f, zero = 0.0f;
 
-			for (i = 0; i < j.nh; i++)
+			for (i = 0; i < j->nh; i++)
 				ex[i] = pm[2 * i] - m[i];
-			kvmem__attn()->softmax(ex, j.nh, &zero);
-			for (i = 0; i < j.nh; i++)
+			kvmem__attn()->softmax(ex, j->nh, &zero);
+			for (i = 0; i < j->nh; i++)
 				share += pm[2 * i + 1] * ex[i] / l[i];
-			lt->pages[pi]->importance =
-				(1.0f - alpha) * lt->pages[pi]->importance +
-				alpha * share / (float)nq;
-			if (s->c->heat)
-				kvmem__heat_set(s->c, lt->pages[pi], nh);
+			p->importance = (1.0f - alpha) * p->importance +
+					alpha * share / (float)j->nq;
+			if (cache->heat)
+				kvmem__heat_set(cache, p, opts->n_heads);
 		}
-	if (stats) {
-		struct kvmem_page_counts c = { 0 };
-		uint64_t hue = 0;
-
-		for (k = 0; k < nw; k++) {
-			const struct kvmem_page_counts *x = &j.w[k].r.pc;
-
-			kvmem__counts_add(&c.header, &x->header);
-			kvmem__counts_add(&c.scales, &x->scales);
-			kvmem__counts_add(&c.payload, &x->payload);
-			c.values_erased += x->values_erased;
-			hue += j.w[k].r.headers_ue;
-		}
-		stats->words_clean =
-			c.header.clean + c.scales.clean + c.payload.clean;
-		stats->words_corrected = c.header.corrected +
-					 c.scales.corrected +
-					 c.payload.corrected;
-		stats->words_uncorrectable =
-			c.scales.uncorrectable + c.payload.uncorrectable;
-		stats->values_erased = c.values_erased;
-		stats->headers_uncorrectable = hue;
+	if (!stats)
+		return;
+	for (i = 0; i < j->nchunks; i++) {
+		kvmem__counts_add(&c.header, &j->pc[i].header);
+		kvmem__counts_add(&c.scales, &j->pc[i].scales);
+		kvmem__counts_add(&c.payload, &j->pc[i].payload);
+		c.values_erased += j->pc[i].values_erased;
+		hue += j->hue[i];
 	}
-	ret = 0;
-out:
-	workers_free(j.w, nw);
-	free(j.acc);
-	free(j.m);
-	free(j.l);
-	free(j.mass);
+	stats->words_clean = c.header.clean + c.scales.clean + c.payload.clean;
+	stats->words_corrected =
+		c.header.corrected + c.scales.corrected + c.payload.corrected;
+	stats->words_uncorrectable =
+		c.scales.uncorrectable + c.payload.uncorrectable;
+	stats->values_erased = c.values_erased;
+	stats->headers_uncorrectable = hue;
+}
+
+/*
+ * Run @nj checked, acquired jobs of the sequences' one cache: their chunks
+ * shared out among up to opts->threads workers in one pool run, then each
+ * finished in order, as @nj calls one after the other would.
+ */
+static int run_jobs(struct job *jobs, uint32_t nj,
+		    const struct kvmem_attend_opts *opts, uint32_t layer,
+		    struct kvmem_attend_stats *stats)
+{
+	struct kvmem_cache *c = jobs[0].s->c;
+	const uint32_t D = c->g.head_dim;
+	const float scale =
+		opts->scale != 0.0f ? opts->scale : 1.0f / sqrtf((float)D);
+	struct run r = { .j = jobs, .nj = nj };
+	uint32_t k, rows = 0, nh = 0;
+	float *m = NULL, *l = NULL, *ex = NULL;
+	unsigned int nw;
+	int ret = -ENOMEM;
+
+	r.first = malloc(((size_t)nj + 1) * sizeof(*r.first));
+	if (!r.first)
+		return -ENOMEM;
+	r.first[0] = 0;
+	for (k = 0; k < nj; k++) {
+		r.first[k + 1] = r.first[k] + jobs[k].nchunks;
+		if (jobs[k].G * jobs[k].nq > rows)
+			rows = jobs[k].G * jobs[k].nq;
+		if (jobs[k].nh > nh)
+			nh = jobs[k].nh;
+	}
+	nw = opts->threads ? opts->threads : kvmem__cpus();
+	if (nw > r.first[nj])
+		nw = r.first[nj];
+	m = malloc(nh * sizeof(float));
+	l = malloc(nh * sizeof(float));
+	ex = malloc(nh * sizeof(float));
+	r.w = m && l && ex
+		      ? workers_new(jobs[0].s, layer, opts, rows, scale, nw)
+		      : NULL;
+	if (r.w) {
+		kvmem__pool_run(&c->pool, nw, attend_worker, &r);
+		for (k = 0; k < nj; k++)
+			job_finish(&jobs[k], opts, m, l, ex,
+				   stats ? &stats[k] : NULL);
+		ret = 0;
+	}
+	workers_free(r.w, nw);
+	free(r.first);
 	free(m);
 	free(l);
 	free(ex);
-	free(rows);
+	return ret;
+}
+
+int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
+			uint32_t nq, uint32_t pos0, float *out,
+			const struct kvmem_attend_opts *opts,
+			struct kvmem_attend_stats *stats)
+{
+	struct job j;
+	int ret = job_check(s, layer, q, nq, pos0, out, opts);
+
+	if (!ret)
+		ret = kvmem__seq_acquire(s);
+	if (!ret)
+		ret = job_init(&j, s, layer, q, nq, pos0, out, opts);
+	if (ret)
+		return ret;
+	ret = run_jobs(&j, 1, opts, layer, stats);
+	job_free(&j);
 	return ret;
 }
 
@@ -915,4 +1017,50 @@ int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
 		return -EINVAL;
 	return kvmem_attend_causal(s, layer, q, 1, s->layer[layer].len - 1, out,
 				   opts, stats);
+}
+
+int kvmem_attend_batch(struct kvmem_seq *const *seqs, uint32_t n,
+		       uint32_t layer, const float *q, float *out,
+		       const struct kvmem_attend_opts *opts,
+		       struct kvmem_attend_stats *stats)
+{
+	struct job *jobs;
+	size_t stride;
+	uint32_t i, k;
+	int ret = 0;
+
+	if (!seqs || !n || !opts || !q || !out)
+		return -EINVAL;
+	for (i = 0; i < n && !ret; i++) {
+		if (!seqs[i] || seqs[i]->c != seqs[0]->c ||
+		    layer >= seqs[i]->c->g.layers || !seqs[i]->layer[layer].len)
+			return -EINVAL;
+		ret = job_check(seqs[i], layer, q, 1,
+				seqs[i]->layer[layer].len - 1, out, opts);
+	}
+	if (ret)
+		return ret;
+	stride = (size_t)opts->n_heads * seqs[0]->c->g.head_dim;
+	if (stride && n > SIZE_MAX / sizeof(float) / stride)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		ret = kvmem__seq_acquire(seqs[i]);
+		if (ret)
+			return ret;
+	}
+	jobs = calloc(n, sizeof(*jobs));
+	if (!jobs)
+		return -ENOMEM;
+	for (k = 0; k < n && !ret; k++)
+		ret = job_init(&jobs[k], seqs[k], layer, q + k * stride, 1,
+			       seqs[k]->layer[layer].len - 1, out + k * stride,
+			       opts);
+	if (!ret)
+		ret = run_jobs(jobs, n, opts, layer, stats);
+	else
+		k--;
+	for (i = 0; i < k; i++)
+		job_free(&jobs[i]);
+	free(jobs);
+	return ret;
 }

@@ -12,6 +12,10 @@
  * The threads must be real (they show up in /proc/self/task and are gone
  * after kvmem_close()), and a child forked after they started must still
  * get its answer, on its own thread.
+ *
+ * kvmem_attend_batch() shares the chunks of several sequences among the
+ * threads: each result, count and importance must be the bits of
+ * kvmem_attend() on each sequence in turn.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -301,6 +305,203 @@ START_TEST(test_threads_bad_opts)
 }
 END_TEST
 
+/* ---- Batches --------------------------------------------------------- */
+
+/* Lengths of the batch's sequences: a tail alone, a page, several chunks. */
+static const uint32_t blens[] = { 1, 9, 45, 300, 700 };
+#define NB 6 /* the five, and the 300-token one again */
+
+/* The caches of two identical batches, built from one seed. */
+static struct kvmem_cache *batch_build(const struct tcase *tc,
+				       struct kvmem_seq *s[NB], uint32_t *nh,
+				       uint64_t seed)
+{
+	struct kvmem_geometry g = kvmem_check_geo(
+		1, tc->kv_heads, tc->head_dim, tc->tpp, tc->group, 2, tc->fmt,
+		tc->codec, tc->key_scales);
+	size_t row = (size_t)g.kv_heads * g.head_dim, i;
+	float *k = kvmem_check_xmalloc(NTOK * row * sizeof(float));
+	float *v = kvmem_check_xmalloc(NTOK * row * sizeof(float));
+	struct kvmem_cache *c;
+	struct kvmem_rng r;
+	int b;
+
+	kvmem_rng_seed(&r, seed);
+	for (i = 0; i < NTOK * row; i++) {
+		k[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+		v[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+	}
+	ck_assert_int_eq(kvmem_open_embedded(&g, 64u << 20, &c), 0);
+	for (b = 0; b < 5; b++) {
+		ck_assert_int_eq(kvmem_seq_create(c, &s[b]), 0);
+		ck_assert_int_eq(kvmem_seq_append(s[b], 0, k + b * 7 * row,
+						  v + b * 7 * row, blens[b]),
+				 0);
+	}
+	s[5] = s[3];
+	*nh = tc->kv_heads * tc->mult;
+	free(k);
+	free(v);
+	return c;
+}
+
+/*
+ * kvmem_attend_batch() over sequences of 1 to 700 tokens, one of them
+ * twice, with uncorrectable damage: each output and count is the same
+ * bits as kvmem_attend() on its sequence alone, for 1, 2, 3 and 8
+ * threads; the page importance after a batch is what the same calls one
+ * after the other leave (a second, identical cache gets those).
+ */
+START_TEST(test_batch_same_bits)
+{
+	static const uint32_t counts[] = { 1, 2, 3, 8 };
+	const struct tcase *tc = &tcases[_i];
+	const uint32_t D = tc->head_dim;
+	struct kvmem_seq *s[NB], *t[NB];
+	struct kvmem_attend_stats one[NB], st[NB];
+	struct kvmem_page_desc pa[MAXP], pb[MAXP];
+	struct kvmem_attend_opts o = { .importance_alpha = -1 };
+	struct kvmem_cache *a, *b;
+	float *q, *want, *got;
+	struct kvmem_rng r;
+	uint32_t nh, i, c;
+	size_t per;
+	int np, p;
+
+	a = batch_build(tc, s, &nh, 0xba7c + (uint64_t)_i);
+	b = batch_build(tc, t, &nh, 0xba7c + (uint64_t)_i);
+	per = (size_t)nh * D;
+	q = kvmem_check_xmalloc(NB * per * sizeof(float));
+	want = kvmem_check_xmalloc(NB * per * sizeof(float));
+	got = kvmem_check_xmalloc(NB * per * sizeof(float));
+	kvmem_rng_seed(&r, 0x9e + (uint64_t)_i);
+	for (i = 0; i < NB * per; i++)
+		q[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+	for (i = 0; i < 5; i++) {
+		damage(s[i], tc->ber, 77 + i);
+		damage(t[i], tc->ber, 77 + i);
+	}
+	o.n_heads = nh;
+	o.threads = 1;
+	for (i = 0, c = 0; i < NB; i++) {
+		ck_assert_int_eq(kvmem_attend(s[i], 0, q + i * per,
+					      want + i * per, &o, &one[i]),
+				 0);
+		c += one[i].values_erased > 0;
+	}
+	ck_assert_msg(c > 0, "%s: the damage erased nothing", tc->name);
+	for (c = 0; c < KVMEM_ARRAY_SIZE(counts); c++) {
+		o.threads = counts[c];
+		memset(got, 0xa5, NB * per * sizeof(float));
+		memset(st, 0xee, sizeof(st));
+		ck_assert_int_eq(kvmem_attend_batch(s, NB, 0, q, got, &o, st),
+				 0);
+		for (i = 0; i < NB; i++) {
+			EXPECT_MEM(got + i * per, want + i * per,
+				   per * sizeof(float),
+				   "%s: sequence %u, %u threads", tc->name, i,
+				   counts[c]);
+			EXPECT_MEM(&st[i], &one[i], sizeof(st[i]),
+				   "%s: counts of sequence %u, %u threads",
+				   tc->name, i, counts[c]);
+		}
+	}
+	/* Importance: the batch on a, the calls one by one on b. */
+	o.importance_alpha = 0.5f;
+	o.threads = 0;
+	ck_assert_int_eq(kvmem_attend_batch(s, NB, 0, q, got, &o, NULL), 0);
+	for (i = 0; i < NB; i++)
+		ck_assert_int_eq(
+			kvmem_attend(t[i], 0, q + i * per, want, &o, NULL), 0);
+	for (i = 0; i < 5; i++) {
+		np = kvmem_seq_pages(s[i], 0, pa, MAXP);
+		ck_assert_int_eq(kvmem_seq_pages(t[i], 0, pb, MAXP), np);
+		for (p = 0; p < np; p++)
+			EXPECT_MEM(&pa[p].importance, &pb[p].importance,
+				   sizeof(float), "%s: sequence %u page %d",
+				   tc->name, i, p);
+	}
+	for (i = 0; i < 5; i++) {
+		kvmem_seq_free(s[i]);
+		kvmem_seq_free(t[i]);
+	}
+	kvmem_close(a);
+	kvmem_close(b);
+	free(q);
+	free(want);
+	free(got);
+}
+END_TEST
+
+/*
+ * A batch that kvmem_attend_batch() refuses changes nothing: no output, no
+ * importance, whichever of its sequences is wrong.
+ */
+START_TEST(test_batch_bad_args)
+{
+	const struct tcase *tc = &tcases[0];
+	struct kvmem_seq *s[NB], *x[NB], *other, *empty;
+	struct kvmem_attend_opts o = { .importance_alpha = 1 };
+	struct kvmem_page_desc pd[MAXP];
+	struct kvmem_cache *c, *c2;
+	float *q, *out, imp;
+	uint32_t nh;
+	size_t per;
+	int i;
+
+	c = batch_build(tc, s, &nh, 0xbad);
+	c2 = batch_build(tc, x, &nh, 0xbad);
+	other = x[2];
+	ck_assert_int_eq(kvmem_seq_create(c, &empty), 0);
+	per = (size_t)nh * tc->head_dim;
+	q = kvmem_check_xmalloc(NB * per * sizeof(float));
+	out = kvmem_check_xmalloc(NB * per * sizeof(float));
+	for (i = 0; i < (int)(NB * per); i++)
+		q[i] = (float)(i % 7) / 7.0f;
+	o.n_heads = nh;
+	ck_assert_int_eq(kvmem_seq_pages(s[4], 0, pd, MAXP) > 0, 1);
+	imp = pd[0].importance;
+	memset(out, 0x5a, NB * per * sizeof(float));
+	EXPECT_EQ(kvmem_attend_batch(s, 0, 0, q, out, &o, NULL), -EINVAL, "%s",
+		  "n 0");
+	EXPECT_EQ(kvmem_attend_batch(NULL, 1, 0, q, out, &o, NULL), -EINVAL,
+		  "%s", "no sequences");
+	EXPECT_EQ(kvmem_attend_batch(s, NB, 1, q, out, &o, NULL), -EINVAL, "%s",
+		  "layer 1 of 1");
+	s[5] = other;
+	EXPECT_EQ(kvmem_attend_batch(s, NB, 0, q, out, &o, NULL), -EINVAL, "%s",
+		  "a sequence of another cache");
+	s[5] = empty;
+	EXPECT_EQ(kvmem_attend_batch(s, NB, 0, q, out, &o, NULL), -EINVAL, "%s",
+		  "an empty sequence");
+	s[5] = NULL;
+	EXPECT_EQ(kvmem_attend_batch(s, NB, 0, q, out, &o, NULL), -EINVAL, "%s",
+		  "a NULL sequence");
+	s[5] = s[3];
+	o.n_heads = 3;
+	EXPECT_EQ(kvmem_attend_batch(s, NB, 0, q, out, &o, NULL), -EINVAL, "%s",
+		  "n_heads not a multiple of kv_heads");
+	o.n_heads = nh;
+	for (i = 0; i < (int)(NB * per * sizeof(float)); i++)
+		if (((uint8_t *)out)[i] != 0x5a)
+			ck_abort_msg("byte %d of the output was written", i);
+	ck_assert_int_eq(kvmem_seq_pages(s[4], 0, pd, MAXP) > 0, 1);
+	EXPECT_MEM(&pd[0].importance, &imp, sizeof(imp), "%s",
+		   "importance after refused batches");
+	/* and the batch itself is fine */
+	ck_assert_int_eq(kvmem_attend_batch(s, NB, 0, q, out, &o, NULL), 0);
+	kvmem_seq_free(empty);
+	for (i = 0; i < 5; i++) {
+		kvmem_seq_free(s[i]);
+		kvmem_seq_free(x[i]);
+	}
+	kvmem_close(c);
+	kvmem_close(c2);
+	free(q);
+	free(out);
+}
+END_TEST
+
 KVMEM_SUITE(attend_threads)
 {
 	Suite *s = suite_create("attend_threads");
@@ -311,6 +512,9 @@ KVMEM_SUITE(attend_threads)
 			    (int)KVMEM_ARRAY_SIZE(tcases));
 	tcase_add_test(tc, test_threads_lifetime_fork);
 	tcase_add_test(tc, test_threads_bad_opts);
+	tcase_add_loop_test(tc, test_batch_same_bits, 0,
+			    (int)KVMEM_ARRAY_SIZE(tcases));
+	tcase_add_test(tc, test_batch_bad_args);
 	suite_add_tcase(s, tc);
 	return s;
 }

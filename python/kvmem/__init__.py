@@ -203,6 +203,18 @@ def _load():
                 ctypes.POINTER(_AttendStats),
             ],
         ),
+        "kvmem_attend_batch": (
+            _int,
+            [
+                ctypes.POINTER(_vp),
+                _u32,
+                _u32,
+                _fp,
+                _fp,
+                ctypes.POINTER(_AttendOpts),
+                ctypes.POINTER(_AttendStats),
+            ],
+        ),
         "kvmem_attend_causal": (
             _int,
             [
@@ -419,6 +431,47 @@ class Cache:
         if ret:
             _fail(ret, "kvmem_seq_create")
         return Sequence(self, h)
+
+    def attend_batch(
+        self,
+        seqs,
+        layer,
+        q,
+        erasure="interpolate",
+        scale=0.0,
+        threads=1,
+        importance_alpha=0.0,
+    ):
+        """One query for each sequence of @seqs (a decode step of a batch).
+
+        q is [len(seqs), n_heads, head_dim]. Returns (out, stats): out
+        like q, stats a list of what Sequence.attend() returns for each;
+        the same as attending each sequence in turn.
+        """
+        g = self.geometry
+        q = _floats(q, (len(seqs), -1, g.head_dim), "q")
+        out = np.empty_like(q)
+        handles = (_vp * len(seqs))(*[s._handle() for s in seqs])
+        o = _AttendOpts(
+            n_heads=q.shape[1],
+            erasure=_name(ERASURES, erasure, "erasure"),
+            scale=scale,
+            importance_alpha=importance_alpha,
+            threads=threads,
+        )
+        st = (_AttendStats * len(seqs))()
+        ret = _lib.kvmem_attend_batch(
+            handles,
+            len(seqs),
+            layer,
+            _ptr(q),
+            _ptr(out),
+            ctypes.byref(o),
+            st,
+        )
+        if ret:
+            _fail(ret, "kvmem_attend_batch")
+        return out, [_struct_dict(x) for x in st]
 
     def close(self):
         if self._c:

@@ -154,6 +154,26 @@ class Embedded(unittest.TestCase):
                 s.attend_causal(0, q, 81)
             self.assertEqual(e.exception.errno, errno.EINVAL)
 
+    def test_attend_batch_matches_each(self):
+        """A batch gives what attending each sequence in turn gives."""
+        g = geometry(format="fp16", codec="golay24")
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            seqs = []
+            for n in (3, 40, 100):
+                k, v = kv(self.rng, n, g)
+                s = c.sequence()
+                s.append(0, k, v)
+                seqs.append(s)
+            q = self.rng.standard_normal((3, 8, 64)).astype(np.float32)
+            out, st = c.attend_batch(seqs, 0, q, threads=0)
+            self.assertEqual(out.shape, (3, 8, 64))
+            for i, s in enumerate(seqs):
+                one, st1 = s.attend(0, q[i])
+                np.testing.assert_array_equal(out[i], one)
+                self.assertEqual(st[i], st1)
+            with self.assertRaises(ValueError):
+                c.attend_batch(seqs, 0, q[:2])
+
     def test_append_all(self):
         g = geometry(format="fp16")
         x = self.rng.standard_normal((10, 2, 2, 64)).astype(np.float32)

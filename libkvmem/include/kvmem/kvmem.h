@@ -420,6 +420,33 @@ int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
 			const struct kvmem_attend_opts *opts,
 			struct kvmem_attend_stats *stats);
 
+/**
+ * kvmem_attend_batch() - kvmem_attend() for a batch of sequences in one call
+ * @seqs: @n sequences of one cache (one may appear more than once)
+ * @n: how many, at least 1
+ * @layer: the layer, in each
+ * @q: [n][n_heads][head_dim] floats, sequence i's query at q + i * n_heads
+ *     * head_dim
+ * @out: receives [n][n_heads][head_dim] floats
+ * @opts: the options, as for kvmem_attend(), the same for every sequence
+ * @stats: if not NULL, receives [n] entries, one per sequence
+ *
+ * The chunks of every sequence (kvmem_attend(), Threads) are shared out
+ * among up to @opts->threads threads in one pass, so a batch of short
+ * sequences keeps the threads busy where one call of each would not; then
+ * each sequence is finished in order. Every output, count and importance
+ * is the same bits as n calls of kvmem_attend() one after the other.
+ *
+ * Return: 0; -EINVAL (@n 0, sequences of different caches, or any
+ * sequence's arguments as kvmem_attend() refuses them), and then nothing
+ * was done; -ENOMEM; an error of making a sequence's pages resident
+ * (kvmem_seq_acquire()).
+ */
+int kvmem_attend_batch(struct kvmem_seq *const *seqs, uint32_t n,
+		       uint32_t layer, const float *q, float *out,
+		       const struct kvmem_attend_opts *opts,
+		       struct kvmem_attend_stats *stats);
+
 /*
  * The ring itself, for programs that batch their own ops (kvmem-bench ring,
  * tests). Only on a cache from kvmem_connect(); the library's own ops share
