@@ -311,6 +311,29 @@ class Daemon(unittest.TestCase):
         self.assertEqual(got[0][2], 0)
         self.assertGreater(got[1][2], 0)
 
+    def test_batch_over_kvmemd(self):
+        """A batch of released sequences of a session: each result the
+        bits of attending that sequence alone in an embedded cache."""
+        g = geometry(format="int4", codec="golay24")
+        rng = np.random.default_rng(8)
+        data = [kv(rng, n, g) for n in (5, 70, 300)]
+        q = rng.standard_normal((3, 4, 64)).astype(np.float32)
+        with kvmem.Cache.connect(g, self.sock, quota_bytes=8 << 20) as c:
+            seqs = []
+            for k, v in data:
+                s = c.sequence()
+                s.append(0, k, v)
+                s.release()
+                seqs.append(s)
+            out, st = c.attend_batch(seqs, 0, q, threads=2)
+        with kvmem.Cache.embedded(g, 8 << 20) as e:
+            for i, (k, v) in enumerate(data):
+                s = e.sequence()
+                s.append(0, k, v)
+                one, st1 = s.attend(0, q[i])
+                np.testing.assert_array_equal(out[i], one)
+                self.assertEqual(st[i], st1)
+
     def test_refusals_carry_the_reason(self):
         g = geometry()
         with self.assertRaises(kvmem.Error) as e:
