@@ -105,10 +105,16 @@ static void rescale(float *x, unsigned int n, float f)
 		x[i] *= f;
 }
 
-static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
-		       size_t stride, unsigned int n, unsigned int dim,
-		       unsigned int group, const float *scales, size_t sstride,
-		       float scale, float *s, unsigned int ld)
+/* Value @d of a row: int4 in the low nibble of its byte, or int8. */
+static float val(const uint8_t *c, unsigned int d, int i8)
+{
+	return i8 ? (float)(int8_t)c[d] : (float)kvmem_sext(c[d], 4);
+}
+
+static void scores_vals(const float *q, unsigned int ng, const uint8_t *code,
+			size_t stride, unsigned int n, unsigned int dim,
+			unsigned int group, const float *scales, size_t sstride,
+			float scale, float *s, unsigned int ld, int i8)
 {
 	unsigned int g, t, d;
 
@@ -120,10 +126,37 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 
 			for (d = 0; d < dim; d++)
 				acc += q[(size_t)g * dim + d] *
-				       ((float)kvmem_sext(c[d], 4) *
-					sc[d / group]);
+				       (val(c, d, i8) * sc[d / group]);
 			s[(size_t)g * ld + t] = scale * acc;
 		}
+}
+
+static void accum_vals(const float *p, unsigned int ng, const uint8_t *code,
+		       size_t stride, unsigned int n, unsigned int dim,
+		       unsigned int group, const float *scales, size_t sstride,
+		       float *acc, unsigned int ld, int i8)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			const uint8_t *c = code + t * stride;
+			const float *sc = scales + t * sstride;
+			float w = p[(size_t)g * ld + t];
+
+			for (d = 0; d < dim; d++)
+				acc[(size_t)g * dim + d] +=
+					w * (val(c, d, i8) * sc[d / group]);
+		}
+}
+
+static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
+		       size_t stride, unsigned int n, unsigned int dim,
+		       unsigned int group, const float *scales, size_t sstride,
+		       float scale, float *s, unsigned int ld)
+{
+	scores_vals(q, ng, code, stride, n, dim, group, scales, sstride, scale,
+		    s, ld, 0);
 }
 
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
@@ -131,19 +164,8 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		      unsigned int group, const float *scales, size_t sstride,
 		      float *acc, unsigned int ld)
 {
-	unsigned int g, t, d;
-
-	for (g = 0; g < ng; g++)
-		for (t = 0; t < n; t++) {
-			const uint8_t *c = code + t * stride;
-			const float *sc = scales + t * sstride;
-			float w = p[(size_t)g * ld + t];
-
-			for (d = 0; d < dim; d++)
-				acc[(size_t)g * dim + d] +=
-					w * ((float)kvmem_sext(c[d], 4) *
-					     sc[d / group]);
-		}
+	accum_vals(p, ng, code, stride, n, dim, group, scales, sstride, acc, ld,
+		   0);
 }
 
 static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
@@ -151,19 +173,8 @@ static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
 		      unsigned int group, const float *scales, size_t sstride,
 		      float scale, float *s, unsigned int ld)
 {
-	unsigned int g, t, d;
-
-	for (g = 0; g < ng; g++)
-		for (t = 0; t < n; t++) {
-			const int8_t *c = code + t * stride;
-			const float *sc = scales + t * sstride;
-			float acc = 0.0f;
-
-			for (d = 0; d < dim; d++)
-				acc += q[(size_t)g * dim + d] *
-				       ((float)c[d] * sc[d / group]);
-			s[(size_t)g * ld + t] = scale * acc;
-		}
+	scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group, scales,
+		    sstride, scale, s, ld, 1);
 }
 
 static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
@@ -171,18 +182,8 @@ static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
 		     unsigned int group, const float *scales, size_t sstride,
 		     float *acc, unsigned int ld)
 {
-	unsigned int g, t, d;
-
-	for (g = 0; g < ng; g++)
-		for (t = 0; t < n; t++) {
-			const int8_t *c = code + t * stride;
-			const float *sc = scales + t * sstride;
-			float w = p[(size_t)g * ld + t];
-
-			for (d = 0; d < dim; d++)
-				acc[(size_t)g * dim + d] +=
-					w * ((float)c[d] * sc[d / group]);
-		}
+	accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group, scales,
+		   sstride, acc, ld, 1);
 }
 
 static void golay_nibbles(const uint8_t *code, size_t code_bytes,

@@ -682,6 +682,21 @@ static void mark_word(const struct kvmem_geometry *g,
 			fi->qmax ? KVMEM__LOST_BOUNDED : KVMEM__LOST;
 }
 
+/* Whether a scale of @n rows from scale @sbase is erased (@erased NULL:
+ * none is). */
+static int rows_scale_lost(const struct kvmem_geometry *g, unsigned int grp,
+			   const uint8_t *erased, size_t sbase, size_t stride,
+			   uint32_t n)
+{
+	size_t r, i;
+
+	for (r = 0; erased && r < n; r++)
+		for (i = 0; i < g->head_dim / grp; i++)
+			if (erased[sbase + r * stride + i])
+				return 1;
+	return 0;
+}
+
 const uint8_t *
 kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 		     const struct kvmem_page_layout *l, const uint8_t *page,
@@ -697,17 +712,14 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	const size_t stride = row_sstride(g, l, is_v);
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
-	size_t r, i;
+	size_t r;
 
 	if (l->format != KVMEM_FMT_INT4 ||
 	    (l->codec != KVMEM_CODEC_H84 && l->codec != KVMEM_CODEC_H74 &&
 	     l->codec != KVMEM_CODEC_GOLAY24))
 		return NULL;
-	if (scale_erased)
-		for (r = 0; r < n; r++)
-			for (i = 0; i < g->head_dim / grp; i++)
-				if (scale_erased[sbase + r * stride + i])
-					return NULL;
+	if (rows_scale_lost(g, grp, scale_erased, sbase, stride, n))
+		return NULL;
 	scratch_layout(g, l, scratch, &sp);
 	if (kvmem__ecc_scan(l->codec, code, nw) == nw) {
 		c->clean += nw;
@@ -752,15 +764,11 @@ const int8_t *kvmem__page_rows_i8(const struct kvmem_geometry *g,
 	const size_t stride = row_sstride(g, l, is_v);
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
-	size_t r, i;
 
 	if (l->format != KVMEM_FMT_INT8)
 		return NULL;
-	if (scale_erased)
-		for (r = 0; r < n; r++)
-			for (i = 0; i < g->head_dim / grp; i++)
-				if (scale_erased[sbase + r * stride + i])
-					return NULL;
+	if (rows_scale_lost(g, grp, scale_erased, sbase, stride, n))
+		return NULL;
 	scratch_layout(g, l, scratch, &sp);
 	/* Data fits where the codewords would: row_data <= row_bytes. */
 	kvmem_ecc_decode(l->codec, code, sp.copy[is_v], nw, &wc, NULL, NULL);

@@ -470,6 +470,20 @@ static void *journal_run(void *arg)
 	return NULL;
 }
 
+/* Lines of the file at @path that have @needle. */
+static int log_count(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	int n = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		n += !!strstr(line, needle);
+	fclose(f);
+	return n;
+}
+
 /*
  * Under systemd, with stderr the journal's stream ($JOURNAL_STREAM is its
  * device and inode), kvmemd sends each message to the journal's socket
@@ -489,10 +503,9 @@ START_TEST(test_journal_fields)
 	struct kvmem_seq *s[1];
 	struct kvmem_cache *c;
 	struct kvmemd_proc p;
-	int serving = 0, ue = 0, i;
+	int serving = 0, ue = 0;
 	const char *buf;
 	struct stat st;
-	FILE *f;
 
 	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
@@ -557,13 +570,8 @@ START_TEST(test_journal_fields)
 	}
 	EXPECT_EQ(serving, 1, "%s", "the start, in the journal");
 	EXPECT(ue > 0, "%s", "no uncorrectable event in the journal");
-	f = fopen(p.log, "r");
-	ck_assert_ptr_nonnull(f);
-	i = 0;
-	while (fgets(line, sizeof(line), f))
-		i += !!strstr(line, "serving on");
-	fclose(f);
-	EXPECT_EQ(i, 0, "%s", "the start on stderr too");
+	EXPECT_EQ(log_count(p.log, "serving on"), 0, "%s",
+		  "the start on stderr too");
 
 	/* A stream that is not stderr: plain lines. */
 	snprintf(stream, sizeof(stream), "JOURNAL_STREAM=%llu:%llu",
@@ -573,13 +581,8 @@ START_TEST(test_journal_fields)
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	EXPECT(recv(j->fd, line, sizeof(line), MSG_DONTWAIT) < 0, "%s",
 	       "a datagram without the journal's stream");
-	f = fopen(p.log, "r");
-	ck_assert_ptr_nonnull(f);
-	i = 0;
-	while (fgets(line, sizeof(line), f))
-		i += !!strstr(line, "serving on");
-	fclose(f);
-	EXPECT_EQ(i, 1, "%s", "the start on stderr");
+	EXPECT_EQ(log_count(p.log, "serving on"), 1, "%s",
+		  "the start on stderr");
 	close(j->fd);
 	free(j);
 	kvmemd_cleanup(&p);

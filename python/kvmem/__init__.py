@@ -262,6 +262,16 @@ def _ptr(a):
     return a.ctypes.data_as(_fp)
 
 
+def _attend_opts(n_heads, erasure, scale, threads, importance_alpha):
+    return _AttendOpts(
+        n_heads=n_heads,
+        erasure=_name(ERASURES, erasure, "erasure"),
+        scale=scale,
+        importance_alpha=importance_alpha,
+        threads=threads,
+    )
+
+
 def _struct_dict(s):
     return {name: getattr(s, name) for name, _ in s._fields_}
 
@@ -452,13 +462,7 @@ class Cache:
         q = _floats(q, (len(seqs), -1, g.head_dim), "q")
         out = np.empty_like(q)
         handles = (_vp * len(seqs))(*[s._handle() for s in seqs])
-        o = _AttendOpts(
-            n_heads=q.shape[1],
-            erasure=_name(ERASURES, erasure, "erasure"),
-            scale=scale,
-            importance_alpha=importance_alpha,
-            threads=threads,
-        )
+        o = _attend_opts(q.shape[1], erasure, scale, threads, importance_alpha)
         st = (_AttendStats * len(seqs))()
         ret = _lib.kvmem_attend_batch(
             handles,
@@ -597,13 +601,7 @@ class Sequence:
         g = self.cache.geometry
         q = _floats(q, (-1, g.head_dim), "q")
         out = np.empty_like(q)
-        o = _AttendOpts(
-            n_heads=q.shape[0],
-            erasure=_name(ERASURES, erasure, "erasure"),
-            scale=scale,
-            importance_alpha=importance_alpha,
-            threads=threads,
-        )
+        o = _attend_opts(q.shape[0], erasure, scale, threads, importance_alpha)
         st = _AttendStats()
         ret = _lib.kvmem_attend(
             self._handle(),
@@ -636,13 +634,7 @@ class Sequence:
         g = self.cache.geometry
         q = _floats(q, (-1, -1, g.head_dim), "q")
         out = np.empty_like(q)
-        o = _AttendOpts(
-            n_heads=q.shape[1],
-            erasure=_name(ERASURES, erasure, "erasure"),
-            scale=scale,
-            importance_alpha=importance_alpha,
-            threads=threads,
-        )
+        o = _attend_opts(q.shape[1], erasure, scale, threads, importance_alpha)
         st = _AttendStats()
         ret = _lib.kvmem_attend_causal(
             self._handle(),
