@@ -284,7 +284,7 @@ static inline __attribute__((always_inline)) __m512 val16(const uint8_t *c,
 }
 
 /*
- * Scores of @NB (1 or 4) query heads over rows of int4 codewords (or of
+ * Scores of @NB (1, 4 or 8) query heads over rows of int4 codewords (or of
  * int8 values, @I8): each row is decoded and scaled once, into the values
  * kvmem__page_rows() would give, and dotted with every head. @DIM and
  * @GROUP are literals where the caller knows them, so that the loop over a
@@ -301,10 +301,10 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	for (t = 0; t < n; t++) {
 		const uint8_t *c = code + t * stride;
 		const float *sc = scales + t * sstride;
-		__m512 a[4];
-		float r[4];
+		__m512 a[8];
+		float r[8];
 
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (j = 0; j < NB; j++)
 			a[j] = _mm512_setzero_ps();
 #pragma GCC unroll 16
@@ -314,18 +314,22 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 				GROUP ? _mm512_set1_ps(sc[d / GROUP])
 				      : _mm512_loadu_ps(sc + d));
 
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 			for (j = 0; j < NB; j++)
 				a[j] = _mm512_fmadd_ps(
 					_mm512_loadu_ps(q + j * DIM + d), kv,
 					a[j]);
 		}
-		if (NB == 4) {
-			_mm_storeu_ps(r,
-				      _mm_mul_ps(hsum4(a[0], a[1], a[2], a[3]),
-						 _mm_set1_ps(scale)));
-#pragma GCC unroll 4
-			for (j = 0; j < 4; j++)
+		if (NB >= 4) {
+#pragma GCC unroll 2
+			for (j = 0; j < NB; j += 4)
+				_mm_storeu_ps(
+					r + j,
+					_mm_mul_ps(hsum4(a[j], a[j + 1],
+							 a[j + 2], a[j + 3]),
+						   _mm_set1_ps(scale)));
+#pragma GCC unroll 8
+			for (j = 0; j < NB; j++)
 				s[(size_t)j * sn + t] = r[j];
 		} else {
 			s[t] = scale * _mm512_reduce_add_ps(a[0]);
@@ -341,7 +345,21 @@ scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 {
 	unsigned int g = 0;
 
-	/* Literal arguments: each call is its own specialised copy. */
+	/* Literal arguments: each call is its own specialised copy. Eight
+	 * heads a pass where there are (GQA 8, several queries) decode each
+	 * row half as often; a row's sums are the same either way. */
+	for (; g + 8 <= ng; g += 8) {
+		const float *qg = q + (size_t)g * dim;
+		float *sg = s + (size_t)g * ld;
+
+		if (dim == 128 && group == 32)
+			scores_cw4_nb(qg, 8, code, stride, n, 128, 32, scales,
+				      sstride, scale, sg, ld, I8);
+		else
+			scores_cw4_nb(qg, 8, code, stride, n, dim,
+				      group == 1 ? 0 : group, scales, sstride,
+				      scale, sg, ld, I8);
+	}
 	for (; g + 4 <= ng; g += 4) {
 		const float *qg = q + (size_t)g * dim;
 		float *sg = s + (size_t)g * ld;
@@ -425,6 +443,54 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	acc_store(a, NB, acc, dim, d);
 }
 
+/*
+ * acc[g + j][d..d+32) += sum_t p[g + j][t] * v[t][d..] for eight heads:
+ * the same sums as accum_cw4_nb(), each V row decoded once for the eight.
+ */
+static inline __attribute__((always_inline)) void
+accum8_nb(const float *p, const uint8_t *code, size_t stride, unsigned int n,
+	  unsigned int dim, unsigned int group, const int CHAN,
+	  const float *scales, size_t sstride, unsigned int d, float *acc,
+	  unsigned int pn, const int I8)
+{
+	__m512 a[8][2];
+	unsigned int t, j, k;
+
+#pragma GCC unroll 8
+	for (j = 0; j < 8; j++)
+#pragma GCC unroll 2
+		for (k = 0; k < 2; k++)
+			a[j][k] = _mm512_loadu_ps(acc + (size_t)j * dim + d +
+						  16 * k);
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = code + t * stride + d;
+		const float *sc = scales + t * sstride;
+		__m512 v[2];
+
+#pragma GCC unroll 2
+		for (k = 0; k < 2; k++)
+			v[k] = _mm512_mul_ps(
+				val16(c + 16 * k, I8),
+				CHAN ? _mm512_loadu_ps(sc + d + 16 * k)
+				     : _mm512_set1_ps(
+					       sc[(d + 16 * k) / group]));
+#pragma GCC unroll 8
+		for (j = 0; j < 8; j++) {
+			__m512 w = _mm512_set1_ps(p[(size_t)j * pn + t]);
+
+#pragma GCC unroll 2
+			for (k = 0; k < 2; k++)
+				a[j][k] = _mm512_fmadd_ps(w, v[k], a[j][k]);
+		}
+	}
+#pragma GCC unroll 8
+	for (j = 0; j < 8; j++)
+#pragma GCC unroll 2
+		for (k = 0; k < 2; k++)
+			_mm512_storeu_ps(acc + (size_t)j * dim + d + 16 * k,
+					 a[j][k]);
+}
+
 static int accum_ok(unsigned int dim, unsigned int group)
 {
 	return dim % 64 == 0 && (group == 1 || group % 16 == 0);
@@ -438,6 +504,16 @@ accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 {
 	unsigned int g = 0, d;
 
+	for (; g + 8 <= ng; g += 8)
+		for (d = 0; d < dim; d += 32)
+			if (group == 1)
+				accum8_nb(p + (size_t)g * ld, code, stride, n,
+					  dim, 1, 1, scales, sstride, d,
+					  acc + (size_t)g * dim, ld, I8);
+			else
+				accum8_nb(p + (size_t)g * ld, code, stride, n,
+					  dim, group, 0, scales, sstride, d,
+					  acc + (size_t)g * dim, ld, I8);
 	for (; g + 4 <= ng; g += 4)
 		for (d = 0; d < dim; d += 64)
 			if (group == 1)
