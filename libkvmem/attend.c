@@ -5,7 +5,9 @@
  * of one KV head at a time (kvmem__page_rows(): codewords checked and
  * corrected, values dequantized) and rebuilds the values that uncorrectable
  * words took away. Attention keeps an online softmax per query head, so no
- * more than a tile of K and V is ever decoded at once.
+ * more than a tile of K and V is ever decoded at once; kvmem_attend(),
+ * kvmem_attend_causal() (a chunk of queries) and kvmem_attend_batch()
+ * (several sequences) are one walk over chunks of pages (Threads, below).
  *
  * Rebuilding by interpolation (Roy, section 5.3): an erased value becomes
  * the mean of the same channel at t-1 and t+1 as they decode, across page

@@ -290,8 +290,7 @@ struct kvmem__attn {
 	const struct kvmem__attn_kernels *kn;
 	uint32_t G, D; /* rows of state per KV head (query heads of a group,
 			* times queries), head_dim */
-	uint32_t
-		qg; /* query heads per KV head: row r belongs to query r / qg */
+	uint32_t qg; /* query heads per KV head: row r is query r / qg's */
 	uint32_t pos0; /* query i sees tokens up to pos0 + i (init: all) */
 	uint32_t tpos; /* the first token of the tile being folded in */
 	float scale;
