@@ -992,6 +992,50 @@ START_TEST(test_fill_inject_flips)
 }
 END_TEST
 
+/*
+ * --inject-channel: byte:2 flips two bits of a byte, and under int4 + h84
+ * a byte is one word and one value, so every hit word has exactly two
+ * flips, every one is detected and its value rebuilt, none corrected,
+ * none wrong. exact:1 is --inject-flips 1: every payload word corrected.
+ */
+START_TEST(test_fill_inject_channel)
+{
+	const double sealed = 2 * FILL_SEALED_TOKENS(150) * FILL_TOKEN_VALUES;
+	struct kvmem_run r;
+	struct fill_run f;
+	int i;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "fill", "--embedded", "--seqs", "2",
+		  "--tokens", "150", FILL_GEO, "--inject-ber", "0.01",
+		  "--inject-channel", "byte:2", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	fill_parse(r.out, &f);
+	ck_assert_ptr_nonnull(strstr(r.out, "\"mode\": \"byte:2\""));
+	ck_assert_double_eq(f.inj_words, sealed);
+	ck_assert_double_gt(f.by_flips[2], 0);
+	for (i = 1; i < 8; i++)
+		if (i != 2)
+			ck_assert_msg(f.by_flips[i] == 0,
+				      "%g words with %d flips", f.by_flips[i],
+				      i);
+	ck_assert_double_eq(f.rebuilt, f.by_flips[2]);
+	ck_assert_double_eq(f.corrected, 0);
+	ck_assert_double_eq(f.wrong, 0);
+	ck_assert_double_eq(f.exact, f.values - f.by_flips[2]);
+	kvmem_check_run_free(&r);
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "fill", "--embedded", "--seqs", "2",
+		  "--tokens", "150", FILL_GEO, "--inject-channel", "exact:1",
+		  "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	fill_parse(r.out, &f);
+	ck_assert_double_eq(f.by_flips[1], sealed);
+	ck_assert_double_eq(f.corrected, sealed);
+	ck_assert_double_eq(f.exact, f.values - sealed);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
 START_TEST(test_fill_usage_and_no_daemon)
 {
 	const char *const *const bad[] = {
@@ -1013,6 +1057,18 @@ START_TEST(test_fill_usage_and_no_daemon)
 				       "1", NULL },
 		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
 				       "--inject-flips", "9", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--inject-channel", "wobble", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--inject-channel", "byte:2", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--inject-channel", "byte:2",
+				       "--inject-flips", "1", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--inject-channel", "exact:1",
+				       "--inject-ber", "0.1", NULL },
+		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
+				       "--inject-channel", "exact:9", NULL },
 		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
 				       "--format", "int3", NULL },
 		(const char *const[]){ "fill", "--seqs", "1", "--tokens", "8",
@@ -1081,6 +1137,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(fill, test_fill_hold_scrubbed);
 	tcase_add_test(fill, test_fill_inject_ber);
 	tcase_add_test(fill, test_fill_inject_flips);
+	tcase_add_test(fill, test_fill_inject_channel);
 	tcase_add_test(fill, test_fill_usage_and_no_daemon);
 	tcase_set_timeout(fill, 90);
 	suite_add_tcase(s, ring);

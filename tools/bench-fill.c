@@ -67,6 +67,8 @@ struct fill_cfg {
 	int inject;
 	double ber;
 	uint32_t flips;
+	const char *channel; /* --inject-channel, or NULL: independent bits */
+	struct kvmem_inject_params chan; /* its mode and k */
 	int json, embedded;
 	const char *connect;
 };
@@ -108,8 +110,9 @@ static void fill_usage(FILE *f)
 		"[--kv-heads K]\n"
 		"                        [--dim D] [--format F] [--codec C] "
 		"[--page-tokens T]\n"
-		"                        [--inject-ber P | --inject-flips K] "
-		"[--inject-seed S]\n"
+		"                        [--inject-ber P [--inject-channel SPEC] | "
+		"--inject-flips K]\n"
+		"                        [--inject-seed S]\n"
 		"                        [--json]\n\n"
 		"  --seqs N          sequences, held all at once (1..%u)\n"
 		"  --tokens T        tokens per sequence, every layer "
@@ -134,6 +137,12 @@ static void fill_usage(FILE *f)
 		"  --inject-flips K  flip exactly K bits of every payload word "
 		"of the sealed\n"
 		"                    pages after writing\n"
+		"  --inject-channel SPEC  with --inject-ber: P is the rate of "
+		"the fault\n"
+		"                    model SPEC (kvmem-ecc(1): byte:K, "
+		"adjacent:K, line,\n"
+		"                    column:ROW, burst:K; exact:K alone is "
+		"--inject-flips K)\n"
 		"  --inject-seed S   seed of the flips (default: --seed)\n"
 		"  --json            one JSON object on stdout\n\n"
 		"Exit status: 0 every value read back right, 1 some value "
@@ -161,6 +170,7 @@ static int parse_cfg(int argc, char **argv, struct fill_cfg *cfg)
 		{ "inject-ber", required_argument, NULL, 'b' },
 		{ "inject-flips", required_argument, NULL, 'F' },
 		{ "inject-seed", required_argument, NULL, 'S' },
+		{ "inject-channel", required_argument, NULL, 'X' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -263,6 +273,17 @@ static int parse_cfg(int argc, char **argv, struct fill_cfg *cfg)
 				goto both;
 			cfg->inject = INJECT_FLIPS;
 			break;
+		case 'X':
+			if (kvmem_inject_parse(&cfg->chan, optarg)) {
+				fprintf(stderr,
+					"kvmem-bench: bad --inject-channel "
+					"'%s': kvmem-ecc(1) lists the fault "
+					"models\n",
+					optarg);
+				return 2;
+			}
+			cfg->channel = optarg;
+			break;
 		case 'S':
 			if (bench_parse_u64("inject-seed", optarg, 0,
 					    UINT64_MAX, &cfg->inject_seed))
@@ -294,9 +315,26 @@ static int parse_cfg(int argc, char **argv, struct fill_cfg *cfg)
 			"kvmem-bench: --embedded and --connect: pick one\n");
 		return 2;
 	}
+	if (cfg->channel && cfg->inject == INJECT_FLIPS) {
+		fprintf(stderr, "kvmem-bench: --inject-channel and "
+				"--inject-flips: pick one\n");
+		return 2;
+	}
+	if (cfg->channel && cfg->chan.mode == KVMEM_INJECT_EXACT) {
+		if (cfg->inject == INJECT_BER)
+			goto exact;
+		cfg->inject = INJECT_FLIPS;
+		cfg->flips = cfg->chan.k;
+	} else if (cfg->channel && cfg->inject != INJECT_BER) {
+		fprintf(stderr,
+			"kvmem-bench: --inject-channel %s needs "
+			"--inject-ber, its rate\n",
+			cfg->channel);
+		return 2;
+	}
 	if (cfg->flips > kvmem_codec_get(cfg->codec)->code_bits) {
 		fprintf(stderr,
-			"kvmem-bench: bad --inject-flips %u: %s words have %u "
+			"kvmem-bench: bad flips per word %u: %s words have %u "
 			"bits\n",
 			cfg->flips, kvmem_codec_get(cfg->codec)->name,
 			kvmem_codec_get(cfg->codec)->code_bits);
@@ -305,6 +343,10 @@ static int parse_cfg(int argc, char **argv, struct fill_cfg *cfg)
 	if (!cfg->inject_seed_set)
 		cfg->inject_seed = cfg->seed;
 	return 0;
+exact:
+	fprintf(stderr, "kvmem-bench: bad --inject-channel exact:K with "
+			"--inject-ber: K is a count of flips, not a rate\n");
+	return 2;
 both:
 	fprintf(stderr,
 		"kvmem-bench: --inject-ber and --inject-flips: pick one\n");
@@ -498,6 +540,9 @@ static int inject_seq(struct fill *f, struct kvmem_seq *s, uint32_t i)
 	if (f->cfg->inject == INJECT_FLIPS) {
 		p.mode = KVMEM_INJECT_EXACT;
 		p.k = f->cfg->flips;
+	} else if (f->cfg->channel) {
+		p.mode = f->cfg->chan.mode;
+		p.k = f->cfg->chan.k;
 	}
 	for (layer = 0; layer < f->g.layers; layer++) {
 		n = kvmem_seq_pages(s, layer, f->pd, f->max_pages);
@@ -901,9 +946,10 @@ static void print_json(const struct fill *f)
 	printf("\"injected\": {\"mode\": \"%s\", \"ber\": %g, \"flips\": %u, "
 	       "\"seed\": %llu, \"words\": %llu, \"bits\": %llu, "
 	       "\"by_flips\": [%llu",
-	       cfg->inject == INJECT_BER     ? "ber"
-	       : cfg->inject == INJECT_FLIPS ? "flips"
-					     : "none",
+	       cfg->channel && cfg->inject == INJECT_BER ? cfg->channel
+	       : cfg->inject == INJECT_BER		 ? "ber"
+	       : cfg->inject == INJECT_FLIPS		 ? "flips"
+							 : "none",
 	       cfg->ber, cfg->flips, (unsigned long long)cfg->inject_seed,
 	       (unsigned long long)f->inject_words,
 	       (unsigned long long)f->rep.bits,
