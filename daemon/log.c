@@ -9,8 +9,9 @@
  * fields a caller adds (kvmemd_log_fields(): MESSAGE_ID, SESSION, SEQ,
  * CODEC, POOL ... of an error event), so that journalctl can select on
  * them. Elsewhere, and for a datagram the journal does not take at once
- * (its queue full: the event loop never waits for it), a line on stderr, with a syslog priority prefix ("<3>") when stderr is not a
- * terminal, so that journald files a plain line at the right level too.
+ * (its queue full: the event loop never waits for it), a line on stderr,
+ * with a syslog priority prefix ("<3>") when stderr is not a terminal, so
+ * that journald files a plain line at the right level too.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -562,10 +562,10 @@ static int bm_any(const uint64_t *bm, size_t from, size_t to)
 /*
  * Compare checks [@first, @first + n) with @n runs of @data as
  * put_checks() cut them, each of @wpr decoded words whose uncorrectable
- * ones are set in @ue (NULL when none is). Sets @sp->bad[i] to RUN_* for each run; adds the
- * check words to @c (unless @words is 0: the caller counted them), and one
- * uncorrectable word more for each RUN_LOST. Return: the number of runs
- * not RUN_OK.
+ * ones are set in @ue (NULL when none is). Sets @sp->bad[i] to RUN_* for
+ * each run; adds the check words to @c (unless @words is 0: the caller
+ * counted them), and one uncorrectable word more for each RUN_LOST.
+ * Return: the number of runs not RUN_OK.
  */
 static size_t test_checks(const struct kvmem_page_layout *l,
 			  const uint8_t *page, size_t first,
