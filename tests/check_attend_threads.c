@@ -62,24 +62,41 @@ struct result {
 	float imp[MAXP];
 };
 
-static struct kvmem_seq *build(const struct tcase *tc, struct kvmem_cache **c,
-			       uint32_t *nh, uint64_t seed)
+/*
+ * An embedded cache of @tc's geometry, and in *@k, *@v (the caller frees
+ * them) NTOK rows of K and V uniform in [-1, 1) from @seed, *@row floats
+ * a row.
+ */
+static struct kvmem_cache *open_kv(const struct tcase *tc, uint64_t seed,
+				   float **k, float **v, size_t *row)
 {
 	struct kvmem_geometry g = kvmem_check_geo(
 		1, tc->kv_heads, tc->head_dim, tc->tpp, tc->group, 2, tc->fmt,
 		tc->codec, tc->key_scales);
-	size_t row = (size_t)g.kv_heads * g.head_dim, i;
-	float *k = kvmem_check_xmalloc(NTOK * row * sizeof(float));
-	float *v = kvmem_check_xmalloc(NTOK * row * sizeof(float));
+	struct kvmem_cache *c;
 	struct kvmem_rng r;
-	struct kvmem_seq *s;
+	size_t i;
 
+	*row = (size_t)g.kv_heads * g.head_dim;
+	*k = kvmem_check_xmalloc(NTOK * *row * sizeof(float));
+	*v = kvmem_check_xmalloc(NTOK * *row * sizeof(float));
 	kvmem_rng_seed(&r, seed);
-	for (i = 0; i < NTOK * row; i++) {
-		k[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
-		v[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+	for (i = 0; i < NTOK * *row; i++) {
+		(*k)[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+		(*v)[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
 	}
-	ck_assert_int_eq(kvmem_open_embedded(&g, 64u << 20, c), 0);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 64u << 20, &c), 0);
+	return c;
+}
+
+static struct kvmem_seq *build(const struct tcase *tc, struct kvmem_cache **c,
+			       uint32_t *nh, uint64_t seed)
+{
+	struct kvmem_seq *s;
+	float *k, *v;
+	size_t row;
+
+	*c = open_kv(tc, seed, &k, &v, &row);
 	ck_assert_int_eq(kvmem_seq_create(*c, &s), 0);
 	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, NTOK), 0);
 	*nh = tc->kv_heads * tc->mult;
@@ -316,22 +333,12 @@ static struct kvmem_cache *batch_build(const struct tcase *tc,
 				       struct kvmem_seq *s[NB], uint32_t *nh,
 				       uint64_t seed)
 {
-	struct kvmem_geometry g = kvmem_check_geo(
-		1, tc->kv_heads, tc->head_dim, tc->tpp, tc->group, 2, tc->fmt,
-		tc->codec, tc->key_scales);
-	size_t row = (size_t)g.kv_heads * g.head_dim, i;
-	float *k = kvmem_check_xmalloc(NTOK * row * sizeof(float));
-	float *v = kvmem_check_xmalloc(NTOK * row * sizeof(float));
 	struct kvmem_cache *c;
-	struct kvmem_rng r;
+	float *k, *v;
+	size_t row;
 	int b;
 
-	kvmem_rng_seed(&r, seed);
-	for (i = 0; i < NTOK * row; i++) {
-		k[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
-		v[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
-	}
-	ck_assert_int_eq(kvmem_open_embedded(&g, 64u << 20, &c), 0);
+	c = open_kv(tc, seed, &k, &v, &row);
 	for (b = 0; b < 5; b++) {
 		ck_assert_int_eq(kvmem_seq_create(c, &s[b]), 0);
 		ck_assert_int_eq(kvmem_seq_append(s[b], 0, k + b * 7 * row,
