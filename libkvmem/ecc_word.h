@@ -157,6 +157,26 @@ KVMEM_WORD_FN int kvmem_h84_correct(uint8_t *cw)
 }
 
 /*
+ * Four one-byte codewords at once, a byte of @x each: every byte encoded
+ * again from its data nibble, as kvmem_h84_encode() (@ext) or
+ * kvmem_h74_encode() would. The result equals @x exactly when all four
+ * words are clean, which is how the GPU tests a register of codewords
+ * before it reads their values.
+ */
+KVMEM_WORD_FN uint32_t kvmem_h8x4_encode(uint32_t x, int ext)
+{
+	const uint32_t d = x & 0x0f0f0f0fu, one = 0x01010101u;
+	uint32_t c = d | ((d ^ d >> 1 ^ d >> 3) & one) << 4 |
+		     ((d ^ d >> 2 ^ d >> 3) & one) << 5 |
+		     ((d >> 1 ^ d >> 2 ^ d >> 3) & one) << 6;
+
+	/* c7 = d0 ^ d1 ^ d2: the parity of the other seven bits. */
+	if (ext)
+		c |= ((d ^ d >> 1 ^ d >> 2) & one) << 7;
+	return c;
+}
+
+/*
  * Extended binary Golay(24,12), paper eq. 31-36.
  *
  * c = [d0..d11 p0..p11] with p = d.B, B the paper's 12x12 matrix. Rows 0..10

@@ -602,6 +602,42 @@ START_TEST(test_h84_word_all_bytes)
 }
 END_TEST
 
+/* Four codewords a register: the encoding of each byte, and clean iff equal. */
+START_TEST(test_h8x4_encode)
+{
+	unsigned int n, ext, i, b, pos;
+	uint32_t x, want;
+
+	refs_init();
+	for (ext = 0; ext < 2; ext++)
+		for (n = 0; n < 0x10000; n++) {
+			x = (n & 0xf) | (n >> 4 & 0xf) << 8 |
+			    (n >> 8 & 0xf) << 16 | (n >> 12 & 0xf) << 24;
+			want = 0;
+			for (i = 0; i < 4; i++)
+				want |= (uint32_t)(ext ? ref_h84(n >> (4 * i) &
+								 0xf)
+						       : ref_h74(n >> (4 * i) &
+								 0xf))
+					<< (8 * i);
+			EXPECT_EQ(kvmem_h8x4_encode(x, (int)ext), want,
+				  "ext %u data 0x%04x", ext, n);
+			/* Every byte value at each place, among codewords. */
+			pos = n % 4;
+			for (b = 0; b < 256; b += 1 + n % 7) {
+				uint32_t r = (want & ~(0xffu << (8 * pos))) |
+					     (uint32_t)b << (8 * pos);
+				uint8_t w = (uint8_t)b;
+				int clean = ext ? kvmem_h84_correct(&w) == 0
+						: kvmem_h74_correct(&w) == 0;
+
+				EXPECT_EQ(kvmem_h8x4_encode(r, (int)ext) == r,
+					  clean, "ext %u 0x%08x", ext, r);
+			}
+		}
+}
+END_TEST
+
 KVMEM_SUITE(ecc_h84)
 {
 	Suite *s = suite_create("ecc_h84");
@@ -612,6 +648,7 @@ KVMEM_SUITE(ecc_h84)
 	tcase_add_test(tc, test_h84_c7_flipped);
 	tcase_add_test(tc, test_h84_double_detected);
 	tcase_add_test(tc, test_h84_word_all_bytes);
+	tcase_add_test(tc, test_h8x4_encode);
 	suite_add_tcase(s, tc);
 	return s;
 }
