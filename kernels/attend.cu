@@ -15,6 +15,11 @@
  * Query token j of a sequence of len tokens sits at len - nq + j and sees
  * the keys at or before it. Erasures are rebuilt from the stored sequence,
  * whatever a query sees.
+ *
+ * Where a fast kernel ran first (attend_q4.cu), p.flags names the pages it
+ * left, and kvmem_k_attend takes only those, writing its partial results
+ * after the fast kernel's (p.parts); a CTA with none of them only marks
+ * its partial result empty.
  */
 #include "page_dev.cuh"
 
@@ -496,6 +501,138 @@ kvmem_k_header(const uint8_t *page, const uint32_t *tab,
 	c->bits += hc.bits;
 }
 
+/* The shared memory of an attention CTA (kvmem_k_attend_carve()). */
+struct kvmem_k_cta {
+	float *q, *acc, *s, *m, *lsum, *corr, *pmax, *psum, *edge;
+	uint8_t *edge_ok, *eruns, *data, *wst, *rst;
+	uint32_t *tab;
+	struct kvmem_k_tile kt, vt;
+};
+
+/*
+ * Fold the scores of a tile of @n tokens (@x->s, [QR][T]) into the online
+ * softmax of each query row, a warp a row and a lane a token: the scores
+ * become their weights, x->corr the factor that rescales what the
+ * accumulator held, and the page's running max and sum take them too.
+ */
+static __device__ __forceinline__ void
+kvmem_k_softmax(const struct kvmem_k_cta *x, unsigned int QR, unsigned int T,
+		unsigned int n)
+{
+	unsigned int i, k;
+
+	for (i = threadIdx.x / 32; i < QR; i += KVMEM_K_WARPS) {
+		const unsigned int t = threadIdx.x % 32;
+		float v = t < n ? x->s[i * T + t] : -INFINITY;
+		float mt = v, mn, e, sum;
+
+		for (k = 16; k; k /= 2)
+			mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, k));
+		if (mt == -INFINITY) {
+			if (t < n)
+				x->s[i * T + t] = 0.0f;
+			if (!t)
+				x->corr[i] = 1.0f;
+			continue;
+		}
+		mn = fmaxf(x->m[i], mt);
+		e = t < n ? expf(v - mn) : 0.0f;
+		if (t < n)
+			x->s[i * T + t] = e;
+		sum = e;
+		for (k = 16; k; k /= 2)
+			sum += __shfl_xor_sync(0xffffffffu, sum, k);
+		if (t)
+			continue;
+		x->corr[i] = expf(x->m[i] - mn);
+		x->lsum[i] = x->lsum[i] * x->corr[i] + sum;
+		x->m[i] = mn;
+		if (x->pmax[i] != mn)
+			x->psum[i] *= expf(x->pmax[i] - mn);
+		x->pmax[i] = mn;
+		x->psum[i] += sum;
+	}
+}
+
+/*
+ * One tile of any page: rows [t0, t0 + n) of head @h, at positions from
+ * @pos0, decoded to shared memory, their lost values rebuilt, folded into
+ * the softmax and the accumulator in shared memory.
+ */
+static __device__ __forceinline__ void
+kvmem_k_tile_any(const struct kvmem_k_attend *p, const struct kvmem_k_cta *x,
+		 const struct kvmem_k_layout *l, const uint8_t *page,
+		 unsigned int p0, unsigned int p1, unsigned int len,
+		 unsigned int h, unsigned int t0, unsigned int n,
+		 unsigned int pos0, struct kvmem_k_counts *c,
+		 unsigned long long *nlost)
+{
+	const struct kvmem_k_geom *g = &p->g;
+	const unsigned int D = g->head_dim, G = p->n_heads / g->kv_heads;
+	const unsigned int QR = G * p->nq, T = p->tile;
+	unsigned int i;
+	int klost, vlost, is_v;
+
+	klost = kvmem_k_rows(g, l, p->erasure, page, 0, h, t0, n, x->data,
+			     x->wst, x->rst, x->tab, &x->kt, c, nlost);
+	vlost = kvmem_k_rows(g, l, p->erasure, page, 1, h, t0, n, x->data,
+			     x->wst, x->rst, x->tab, &x->vt, c, nlost);
+	for (is_v = 0; is_v < 2; is_v++)
+		if (is_v ? vlost : klost)
+			kvmem_k_fix(p, p0, p1, len, pos0, n, is_v, h,
+				    is_v ? x->vt.x : x->kt.x,
+				    is_v ? x->vt.xe : x->kt.xe, x->edge,
+				    x->edge_ok, x->eruns, x->tab);
+
+	/* The lanes of a warp take the tokens of a query row, each from its
+	 * own column on (four floats at a time where the dimension
+	 * allows): no bank conflicts. */
+	for (i = threadIdx.x; i < QR * n; i += blockDim.x) {
+		unsigned int r = i / n, t = i % n, d, dd;
+		unsigned int qpos = len - p->nq + r / G;
+		float dot = 0.0f;
+
+		if (pos0 + t > qpos) {
+			x->s[r * T + t] = -INFINITY;
+			continue;
+		}
+		if (D % 4 == 0) {
+			const kvmem_k_fvec<4> *qv =
+				(const kvmem_k_fvec<4> *)(x->q + r * D);
+			const kvmem_k_fvec<4> *kv =
+				(const kvmem_k_fvec<4> *)(x->kt.x + t * D);
+
+			for (d = 0, dd = t % (D / 4); d < D / 4; d++) {
+				const kvmem_k_fvec<4> a = qv[dd];
+				const kvmem_k_fvec<4> b = kv[dd];
+
+				dot += a.x[0] * b.x[0] + a.x[1] * b.x[1] +
+				       a.x[2] * b.x[2] + a.x[3] * b.x[3];
+				dd = dd + 1 < D / 4 ? dd + 1 : 0;
+			}
+		} else {
+			for (d = 0, dd = t % D; d < D; d++) {
+				dot += x->q[r * D + dd] * x->kt.x[t * D + dd];
+				dd = dd + 1 < D ? dd + 1 : 0;
+			}
+		}
+		x->s[r * T + t] = p->scale * dot;
+	}
+	__syncthreads();
+	kvmem_k_softmax(x, QR, T, n);
+	__syncthreads();
+
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
+		unsigned int r = i / D, d = i % D, t;
+		float a = x->acc[i] * x->corr[r];
+
+		for (t = 0; t < n; t++)
+			a += x->s[r * T + t] * x->vt.x[t * D + d];
+		x->acc[i] = a;
+	}
+	__syncthreads();
+}
+
 extern "C" __global__ void KVMEM_K_BOUNDS
 kvmem_k_attend(const struct kvmem_k_attend p)
 {
@@ -512,50 +649,69 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 	const unsigned int last = first + per < p1 ? first + per : p1;
 	struct kvmem_k_attend_smem o;
 	struct kvmem_k_counts c = { 0, 0, 0, 0 };
+	struct kvmem_k_cta x;
 	unsigned long long nlost = 0, headers_ue = 0;
-	uint64_t mass_off;
-	struct kvmem_k_tile kt, vt;
-	float *q, *acc, *s, *m, *lsum, *corr, *pmax, *psum, *edge;
-	uint8_t *edge_ok;
-	uint32_t *tab;
+	const uint8_t *fl = (const uint8_t *)p.flags;
+	float *w = (float *)p.ws + (((size_t)b * g->kv_heads + h) * p.parts +
+				    split + (fl ? p.splits : 0)) *
+					   QR * (D + 2);
+	uint64_t mass_off, flags_off;
 	unsigned int len = 0, i, pi;
+	int any = 0;
 
+	/* After kvmem_k_attend_q4: only the pages it left, if any. */
+	if (fl) {
+		for (pi = first + threadIdx.x; pi < last; pi += blockDim.x)
+			any |= fl[(size_t)pi * g->kv_heads + h];
+		if (!__syncthreads_or(any)) {
+			for (i = threadIdx.x; i < QR; i += blockDim.x) {
+				w[2 * i] = -INFINITY;
+				w[2 * i + 1] = 0.0f;
+			}
+			return;
+		}
+	}
 	kvmem_k_attend_carve(g, QR, T, &o);
-	q = (float *)(smem + o.q);
-	acc = (float *)(smem + o.acc);
-	s = (float *)(smem + o.s);
-	m = (float *)(smem + o.m);
-	lsum = (float *)(smem + o.l);
-	corr = (float *)(smem + o.corr);
-	pmax = (float *)(smem + o.pmax);
-	psum = (float *)(smem + o.psum);
-	edge = (float *)(smem + o.edge);
-	edge_ok = smem + o.edge_ok;
-	tab = (uint32_t *)(smem + o.crc);
-	kt.x = (float *)(smem + o.kt);
-	kt.xe = smem + o.ke;
-	kt.sc = (const float *)(smem + o.sc[0]);
-	kt.sce = smem + o.sce[0];
-	vt.x = (float *)(smem + o.vt);
-	vt.xe = smem + o.ve;
-	vt.sc = (const float *)(smem + o.sc[1]);
-	vt.sce = smem + o.sce[1];
+	x.q = (float *)(smem + o.q);
+	x.acc = (float *)(smem + o.acc);
+	x.s = (float *)(smem + o.s);
+	x.m = (float *)(smem + o.m);
+	x.lsum = (float *)(smem + o.l);
+	x.corr = (float *)(smem + o.corr);
+	x.pmax = (float *)(smem + o.pmax);
+	x.psum = (float *)(smem + o.psum);
+	x.edge = (float *)(smem + o.edge);
+	x.edge_ok = smem + o.edge_ok;
+	x.eruns = smem + o.eruns;
+	x.data = smem + o.data;
+	x.wst = smem + o.wst;
+	x.rst = smem + o.rst;
+	x.tab = (uint32_t *)(smem + o.crc);
+	x.kt.x = (float *)(smem + o.kt);
+	x.kt.xe = smem + o.ke;
+	x.kt.sc = (const float *)(smem + o.sc[0]);
+	x.kt.sce = smem + o.sce[0];
+	x.vt.x = (float *)(smem + o.vt);
+	x.vt.xe = smem + o.ve;
+	x.vt.sc = (const float *)(smem + o.sc[1]);
+	x.vt.sce = smem + o.sce[1];
 	if (p1 > p0)
 		len = pg[p1 - 1].token_start + pg[p1 - 1].ntokens;
-	kvmem_k_attend_ws(g, p.batch, p.splits, QR, p.total_pages, &mass_off);
-	kvmem_k_crc_table(tab);
+	kvmem_k_attend_ws(g, p.batch, p.parts, QR, p.total_pages, &mass_off,
+			  &flags_off);
+	kvmem_k_crc_table(x.tab);
 
 	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
 		unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
 
-		q[i] = ((const float *)p.q)
+		x.q[i] = ((const float *)p.q)
 			[(((size_t)b * p.nq + j) * p.n_heads + h * G + gq) * D +
 			 d];
-		acc[i] = 0.0f;
+		x.acc[i] = 0.0f;
 	}
 	for (i = threadIdx.x; i < QR; i += blockDim.x) {
-		m[i] = -INFINITY;
-		lsum[i] = 0.0f;
+		x.m[i] = -INFINITY;
+		x.lsum[i] = 0.0f;
 	}
 	__syncthreads();
 
@@ -565,10 +721,12 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 		const struct kvmem_k_layout *l = &g->l[hot];
 		unsigned int t0;
 
+		if (fl && !fl[(size_t)pi * g->kv_heads + h])
+			continue;
 		if (h == 0 && threadIdx.x / 32 == KVMEM_K_WARPS - 1)
-			kvmem_k_header(page, tab, &c, &headers_ue);
+			kvmem_k_header(page, x.tab, &c, &headers_ue);
 		kvmem_k_head_segments(g, l, page, h, smem + o.seg[0],
-				      smem + o.seg[1], tab, &c);
+				      smem + o.seg[1], x.tab, &c);
 		__syncthreads();
 		kvmem_k_head_scales_load(g, l, page, h, 0,
 					 (float *)(smem + o.sc[0]),
@@ -577,8 +735,8 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 					 (float *)(smem + o.sc[1]),
 					 smem + o.sce[1], smem + o.seg[1], &c);
 		for (i = threadIdx.x; i < QR; i += blockDim.x) {
-			pmax[i] = -INFINITY;
-			psum[i] = 0.0f;
+			x.pmax[i] = -INFINITY;
+			x.psum[i] = 0.0f;
 		}
 		__syncthreads();
 
@@ -587,119 +745,9 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 						       ? pg[pi].ntokens - t0
 						       : T;
 			const unsigned int pos0 = pg[pi].token_start + t0;
-			int klost, vlost, is_v;
 
-			klost = kvmem_k_rows(g, l, p.erasure, page, 0, h, t0, n,
-					     smem + o.data, smem + o.wst,
-					     smem + o.rst, tab, &kt, &c,
-					     &nlost);
-			vlost = kvmem_k_rows(g, l, p.erasure, page, 1, h, t0, n,
-					     smem + o.data, smem + o.wst,
-					     smem + o.rst, tab, &vt, &c,
-					     &nlost);
-			for (is_v = 0; is_v < 2; is_v++)
-				if (is_v ? vlost : klost)
-					kvmem_k_fix(
-						&p, p0, p1, len, pos0, n, is_v,
-						h,
-						(float *)(smem +
-							  (is_v ? o.vt : o.kt)),
-						smem + (is_v ? o.ve : o.ke),
-						edge, edge_ok, smem + o.eruns,
-						tab);
-
-			/* The lanes of a warp take the tokens of a query row,
-			 * each from its own column on (four floats at a time
-			 * where the dimension allows): no bank conflicts. */
-			for (i = threadIdx.x; i < QR * n; i += blockDim.x) {
-				unsigned int r = i / n, t = i % n, d, dd;
-				unsigned int qpos = len - p.nq + r / G;
-				float dot = 0.0f;
-
-				if (pos0 + t > qpos) {
-					s[r * T + t] = -INFINITY;
-					continue;
-				}
-				if (D % 4 == 0) {
-					const kvmem_k_fvec<4> *qv =
-						(const kvmem_k_fvec<4>
-							 *)(q + r * D);
-					const kvmem_k_fvec<4> *kv =
-						(const kvmem_k_fvec<4>
-							 *)(kt.x + t * D);
-
-					for (d = 0, dd = t % (D / 4); d < D / 4;
-					     d++) {
-						const kvmem_k_fvec<4> a =
-							qv[dd];
-						const kvmem_k_fvec<4> b =
-							kv[dd];
-
-						dot += a.x[0] * b.x[0] +
-						       a.x[1] * b.x[1] +
-						       a.x[2] * b.x[2] +
-						       a.x[3] * b.x[3];
-						dd = dd + 1 < D / 4 ? dd + 1
-								    : 0;
-					}
-				} else {
-					for (d = 0, dd = t % D; d < D; d++) {
-						dot += q[r * D + dd] *
-						       kt.x[t * D + dd];
-						dd = dd + 1 < D ? dd + 1 : 0;
-					}
-				}
-				s[r * T + t] = p.scale * dot;
-			}
-			__syncthreads();
-
-			/* A warp a query row, a lane a token of the tile. */
-			for (i = threadIdx.x / 32; i < QR; i += KVMEM_K_WARPS) {
-				const unsigned int t = threadIdx.x % 32;
-				float v = t < n ? s[i * T + t] : -INFINITY;
-				float mt = v, mn, e, sum;
-				unsigned int k;
-
-				for (k = 16; k; k /= 2)
-					mt = fmaxf(mt,
-						   __shfl_xor_sync(0xffffffffu,
-								   mt, k));
-				if (mt == -INFINITY) {
-					if (t < n)
-						s[i * T + t] = 0.0f;
-					if (!t)
-						corr[i] = 1.0f;
-					continue;
-				}
-				mn = fmaxf(m[i], mt);
-				e = t < n ? expf(v - mn) : 0.0f;
-				if (t < n)
-					s[i * T + t] = e;
-				sum = e;
-				for (k = 16; k; k /= 2)
-					sum += __shfl_xor_sync(0xffffffffu, sum,
-							       k);
-				if (t)
-					continue;
-				corr[i] = expf(m[i] - mn);
-				lsum[i] = lsum[i] * corr[i] + sum;
-				m[i] = mn;
-				if (pmax[i] != mn)
-					psum[i] *= expf(pmax[i] - mn);
-				pmax[i] = mn;
-				psum[i] += sum;
-			}
-			__syncthreads();
-
-			for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
-				unsigned int r = i / D, d = i % D, t;
-				float a = acc[i] * corr[r];
-
-				for (t = 0; t < n; t++)
-					a += s[r * T + t] * vt.x[t * D + d];
-				acc[i] = a;
-			}
-			__syncthreads();
+			kvmem_k_tile_any(&p, &x, l, page, p0, p1, len, h, t0, n,
+					 pos0, &c, &nlost);
 		}
 
 		if (p.mass) {
@@ -707,24 +755,18 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 				    ((size_t)pi * g->kv_heads + h) * QR * 2;
 
 			for (i = threadIdx.x; i < QR; i += blockDim.x) {
-				wm[2 * i] = pmax[i];
-				wm[2 * i + 1] = psum[i];
+				wm[2 * i] = x.pmax[i];
+				wm[2 * i + 1] = x.psum[i];
 			}
 		}
 		__syncthreads();
 	}
 
-	{
-		float *w = (float *)p.ws +
-			   (((size_t)b * g->kv_heads + h) * p.splits + split) *
-				   QR * (D + 2);
-
-		for (i = threadIdx.x; i < QR * D; i += blockDim.x)
-			w[2 * QR + i] = acc[i];
-		for (i = threadIdx.x; i < QR; i += blockDim.x) {
-			w[2 * i] = m[i];
-			w[2 * i + 1] = lsum[i];
-		}
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x)
+		w[2 * QR + i] = x.acc[i];
+	for (i = threadIdx.x; i < QR; i += blockDim.x) {
+		w[2 * i] = x.m[i];
+		w[2 * i + 1] = x.lsum[i];
 	}
 	if (p.stats) {
 		unsigned long long *st = (unsigned long long *)p.stats;
@@ -743,7 +785,8 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 }
 
 /*
- * Merge the splits of each (sequence, KV head, query row), one CTA per
+ * Merge the partial results of each (sequence, KV head, query row), the
+ * splits of each kernel that ran (p.parts), one CTA per
  * (sequence, KV head), and turn the per-page masses into each page's
  * share of the softmax weights, summed over query rows: by the CTA of KV
  * head 0 of a sequence, so a page's share is summed in one order every
@@ -767,13 +810,13 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 
 	for (i = r0 + threadIdx.x; i < r1; i += blockDim.x) {
 		unsigned int h = i / QR, r = i % QR;
-		const float *w = ws + ((size_t)b * g->kv_heads + h) * p.splits *
+		const float *w = ws + ((size_t)b * g->kv_heads + h) * p.parts *
 					      QR * (D + 2);
 		float mx = -INFINITY, sum = 0.0f;
 
-		for (sx = 0; sx < p.splits; sx++)
+		for (sx = 0; sx < p.parts; sx++)
 			mx = fmaxf(mx, w[sx * QR * (D + 2) + 2 * r]);
-		for (sx = 0; sx < p.splits; sx++) {
+		for (sx = 0; sx < p.parts; sx++) {
 			const float *ws_ = w + sx * QR * (D + 2);
 
 			if (ws_[2 * r] != -INFINITY)
@@ -786,11 +829,11 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 
 	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
 		unsigned int r = i / D, row = hc * QR + r, d = i % D;
-		const float *w = ws + ((size_t)b * g->kv_heads + hc) *
-					      p.splits * QR * (D + 2);
+		const float *w = ws + ((size_t)b * g->kv_heads + hc) * p.parts *
+					      QR * (D + 2);
 		float a = 0.0f;
 
-		for (sx = 0; sx < p.splits; sx++) {
+		for (sx = 0; sx < p.parts; sx++) {
 			const float *ws_ = w + sx * QR * (D + 2);
 
 			if (ws_[2 * r] != -INFINITY)
@@ -805,10 +848,11 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 	}
 
 	if (p.mass && !hc) {
-		uint64_t mo;
+		uint64_t mo, fo;
 		const float *wm;
 
-		kvmem_k_attend_ws(g, p.batch, p.splits, QR, p.total_pages, &mo);
+		kvmem_k_attend_ws(g, p.batch, p.parts, QR, p.total_pages, &mo,
+				  &fo);
 		wm = (const float *)(p.ws + mo);
 		for (i = sp[b] + threadIdx.x; i < sp[b + 1]; i += blockDim.x) {
 			const float *pm = wm + (size_t)i * rows * 2;

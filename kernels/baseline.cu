@@ -72,7 +72,7 @@ KVMEM_DFN void kvmem_k_f16_attend(const struct kvmem_k_attend &p, uint8_t *smem)
 	float *acc = acc_all + warp * QR * D;
 	float *ml = ml_all + warp * QR * 2;
 	float *w = (float *)p.ws +
-		   (((size_t)b * g->kv_heads + h) * p.splits + split) * QR *
+		   (((size_t)b * g->kv_heads + h) * p.parts + split) * QR *
 			   (D + 2);
 	unsigned int len = 0, i, pi, t, r, e;
 

@@ -119,11 +119,18 @@ struct kvmem_k_attend {
 	uint64_t mass; /* float [pages], or 0 */
 	uint64_t stats; /* uint64_t [5], or 0 */
 	uint64_t ws; /* partial results (kvmem_k_attend_ws()) */
+	/* 0: kvmem_k_attend takes every page; else the pages
+	 * kvmem_k_attend_q4 left to it, uint8_t [pages][kv_heads] in ws */
+	uint64_t flags;
 	uint32_t batch, n_heads, nq, erasure;
 	uint32_t splits; /* CTAs per (sequence, KV head) */
+	/* partial results per (sequence, KV head): splits, or 2 splits when
+	 * kvmem_k_attend_q4 runs first (its own, then kvmem_k_attend's) */
+	uint32_t parts;
 	uint32_t tile; /* rows decoded at once */
 	uint32_t total_pages;
 	float scale;
+	uint32_t resv;
 };
 
 struct kvmem_k_scrub {
@@ -260,20 +267,92 @@ KVMEM_K_HD uint32_t kvmem_k_f16_smem(uint32_t qr, uint32_t d)
 }
 
 /*
- * The attention workspace: per (sequence, KV head, split) the running max,
+ * The attention workspace: per (sequence, KV head, part) the running max,
  * sum and accumulator of each query row, then per (page, KV head) a
- * (max, sum) pair of each query row's softmax weights on that page.
+ * (max, sum) pair of each query row's softmax weights on that page, then
+ * per (page, KV head) the flag kvmem_k_attend_q4 leaves for
+ * kvmem_k_attend.
  */
 KVMEM_K_HD uint64_t kvmem_k_attend_ws(const struct kvmem_k_geom *g,
-				      uint32_t batch, uint32_t splits,
+				      uint32_t batch, uint32_t parts,
 				      uint32_t qr, uint32_t total_pages,
-				      uint64_t *mass_off)
+				      uint64_t *mass_off, uint64_t *flags_off)
 {
-	uint64_t part = (uint64_t)batch * g->kv_heads * splits * qr *
+	uint64_t part = (uint64_t)batch * g->kv_heads * parts * qr *
 			(g->head_dim + 2) * 4;
 
 	*mass_off = part;
-	return part + (uint64_t)total_pages * g->kv_heads * qr * 2 * 4;
+	*flags_off = part + (uint64_t)total_pages * g->kv_heads * qr * 2 * 4;
+	return *flags_off +
+	       KVMEM_K_ALIGN16((uint64_t)total_pages * g->kv_heads);
+}
+
+/*
+ * kvmem_k_attend_q4, the fast kernel (attend_q4.cu), takes the sealed
+ * pages of INT4 in one-byte codewords (h74, h84) at head_dim 64 or 128,
+ * up to 32 tokens a page, group scales a multiple of 4 wide, aligned rows,
+ * and at most KVMEM_K_Q4_QR query rows.
+ */
+#define KVMEM_K_Q4_QR 8
+
+KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
+{
+	const struct kvmem_k_layout *l = &g->l[0];
+
+	return l->qmax && l->bits == 4 &&
+	       (l->codec == KVMEM_CODEC_H74 || l->codec == KVMEM_CODEC_H84) &&
+	       (g->head_dim == 64 || g->head_dim == 128) &&
+	       g->group_size % 4 == 0 && g->tokens_per_page <= 32 && qr &&
+	       qr <= KVMEM_K_Q4_QR && l->row_bytes % 16 == 0 &&
+	       l->k_off % 16 == 0 && l->v_off % 16 == 0;
+}
+
+/*
+ * Shared memory of kvmem_k_attend_q4: the query rows, the CRC-32C table,
+ * v.B of golay24 by halves (kvmem_k_golay_lut()), the warps' running
+ * (max, sum), the warps' weights of a page's tokens, and per warp the
+ * decoded words of the scale
+ * segments of a page's head, their outcomes, the segments' verdicts and
+ * the head's scales (K's, then V's).
+ */
+struct kvmem_k_q4_smem {
+	uint32_t q, tab, glut, ml, wt;
+	uint32_t wd, wst, seg, sc; /* of warp 0; warp w's at + w * warp */
+	uint32_t warp;
+	uint32_t size;
+};
+
+KVMEM_K_HD void kvmem_k_q4_carve(const struct kvmem_k_geom *g, uint32_t qr,
+				 struct kvmem_k_q4_smem *s)
+{
+	const struct kvmem_k_layout *l = &g->l[0];
+	const uint32_t ns =
+		kvmem_k_head_scales(g, l, 0) + kvmem_k_head_scales(g, l, 1);
+	const uint32_t segs = kvmem_k_segs(kvmem_k_head_scales(g, l, 0)) +
+			      kvmem_k_segs(kvmem_k_head_scales(g, l, 1));
+	const uint32_t nw = segs * KVMEM_K_CHECK_WORDS;
+	uint32_t off = 0;
+
+	s->q = off;
+	off = KVMEM_K_ALIGN16(off + qr * g->head_dim * 4);
+	s->tab = off;
+	off = KVMEM_K_ALIGN16(off + 256 * 4);
+	s->glut = off;
+	off = KVMEM_K_ALIGN16(off + 128 * 2);
+	s->ml = off;
+	off = KVMEM_K_ALIGN16(off + KVMEM_K_WARPS * qr * 2 * 4);
+	s->wt = off;
+	off = KVMEM_K_ALIGN16(off + KVMEM_K_WARPS * 32 * KVMEM_K_Q4_QR * 4);
+	s->sc = 0;
+	s->wd = KVMEM_K_ALIGN16(s->sc + ns * 4);
+	s->wst = KVMEM_K_ALIGN16(s->wd + nw * 2);
+	s->seg = s->wst + nw;
+	s->warp = KVMEM_K_ALIGN16(s->seg + segs);
+	s->sc += off;
+	s->wd += off;
+	s->wst += off;
+	s->seg += off;
+	s->size = off + KVMEM_K_WARPS * s->warp;
 }
 
 #endif /* KVMEM_KERN_H */

@@ -36,6 +36,26 @@ template <int N> struct alignas(N * 4 > 16 ? 16 : N * 4) kvmem_k_fvec {
 	float x[N];
 };
 
+/* Unroll the loop that follows, so that the arrays it indexes stay in
+ * registers (nvcc; the CPU executor does without). */
+#ifdef __CUDACC__
+#define KVMEM_K_UNROLL _Pragma("unroll")
+#else
+#define KVMEM_K_UNROLL
+#endif
+
+/* Ask for the L2 line at @p ahead of its use: a hint, nothing on the CPU. */
+#ifdef __CUDA_ARCH__
+#define kvmem_k_prefetch(p) asm volatile("prefetch.global.L2 [%0];" : : "l"(p))
+#else
+#define kvmem_k_prefetch(p) ((void)(p))
+#endif
+
+/* Sixteen bytes of device memory in one load. */
+struct alignas(16) kvmem_k_uvec4 {
+	uint32_t x[4];
+};
+
 /* Outcome of one word, as kvmem_ecc_status. */
 #define KVMEM_K_CLEAN 0
 #define KVMEM_K_FIXED 1

@@ -175,13 +175,21 @@ int kvmem_cuda_encode(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	return launch(cu, KVMEM__K_ENCODE, njobs, 1, 1, p.smem, &p, stream);
 }
 
-/* Fill the attention parameters; the launch shape is p->splits, p->tile. */
+/*
+ * Fill the attention parameters; the launch shape is p->splits, p->tile.
+ * *@q4 is the fast kernel that takes the sealed pages first, with
+ * *@q4_smem bytes of shared memory (kvmem_k_attend_q4 for up to 4 query
+ * rows, kvmem_k_attend_q4w for up to 8), kvmem_k_attend then only the
+ * pages it leaves; 0 when there is none for these pages.
+ */
 static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 			 const struct kvmem_cuda_attend_args *a,
-			 struct kvmem_k_attend *p, uint32_t *smem, uint64_t *ws)
+			 struct kvmem_k_attend *p, uint32_t *smem, uint64_t *ws,
+			 int *q4, uint32_t *q4_smem)
 {
 	struct kvmem_k_attend_smem o;
-	uint64_t mo, ctas;
+	struct kvmem_k_q4_smem o4;
+	uint64_t mo, fo, ctas;
 	uint32_t qr;
 	int ret;
 
@@ -219,22 +227,30 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	*smem = o.size;
 	if ((uint64_t)g->kv_heads * qr * 8 > cu->smem_max[KVMEM__K_COMBINE])
 		return kvmem__cuda_fail(-EOPNOTSUPP, "too many query rows");
-	/* One wave of CTAs, as many as the multiprocessors run at once,
-	 * never more splits than a sequence has pages. The FP16 baseline
-	 * takes the same splits, and so the same workspace. */
+	kvmem_k_q4_carve(&p->g, qr, &o4);
+	*q4 = qr <= 4 ? KVMEM__K_ATTEND_Q4 : KVMEM__K_ATTEND_Q4W;
+	if (!kvmem_k_q4_ok(&p->g, qr) || o4.size > cu->smem_max[*q4])
+		*q4 = 0;
+	*q4_smem = o4.size;
+	/* One wave of CTAs of the kernel that attends most pages, as many
+	 * as the multiprocessors run at once, never more splits than a
+	 * sequence has pages. The FP16 baseline takes the same splits, and
+	 * so fits the same workspace. */
 	p->splits = a->splits;
 	if (!p->splits) {
 		ctas = (uint64_t)a->batch * g->kv_heads;
 		p->splits = (uint32_t)((kvmem__cuda_occupancy(
-						cu, KVMEM__K_ATTEND, o.size) *
+						cu, *q4 ? *q4 : KVMEM__K_ATTEND,
+						*q4 ? o4.size : o.size) *
 						(uint64_t)cu->sms +
 					ctas - 1) /
 				       ctas);
 	}
 	if (p->splits > a->max_pages)
 		p->splits = a->max_pages;
-	*ws = kvmem_k_attend_ws(&p->g, a->batch, p->splits, qr, a->total_pages,
-				&mo);
+	p->parts = *q4 ? 2 * p->splits : p->splits;
+	*ws = kvmem_k_attend_ws(&p->g, a->batch, p->parts, qr, a->total_pages,
+				&mo, &fo);
 	return 0;
 }
 
@@ -244,22 +260,26 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
 				size_t *bytes)
 {
 	struct kvmem_k_attend p;
-	uint32_t smem;
+	uint32_t smem, q4_smem;
 	uint64_t ws;
-	int ret = attend_params(cu, g, a, &p, &smem, &ws);
+	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
 
 	if (!ret)
 		*bytes = ws;
 	return ret;
 }
 
-/* Fill in the addresses, then the attention kernel and the combine. */
+/*
+ * Fill in the addresses, then the attention kernel (the fast kernel @q4
+ * first unless it is 0, @kernel on what it leaves) and the combine.
+ */
 static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		      const struct kvmem_cuda_attend_args *a,
 		      struct kvmem_k_attend *p, int kernel, uint32_t smem,
-		      void *stream)
+		      int q4, uint32_t q4_smem, void *stream)
 {
 	const uint32_t qr = a->n_heads / g->kv_heads * a->nq;
+	uint64_t mo, fo;
 	int ret;
 
 	if (!a->pages || !a->seq_pages || !a->q || !a->out || !a->workspace)
@@ -269,6 +289,15 @@ static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	p->q = a->q;
 	p->out = a->out;
 	p->ws = a->workspace;
+	if (q4) {
+		kvmem_k_attend_ws(&p->g, a->batch, p->parts, qr, a->total_pages,
+				  &mo, &fo);
+		p->flags = a->workspace + fo;
+		ret = launch(cu, q4, g->kv_heads, a->batch, p->splits, q4_smem,
+			     p, stream);
+		if (ret)
+			return ret;
+	}
 	ret = launch(cu, kernel, g->kv_heads, a->batch, p->splits, smem, p,
 		     stream);
 	if (ret)
@@ -281,27 +310,29 @@ int kvmem_cuda_attend(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		      const struct kvmem_cuda_attend_args *a, void *stream)
 {
 	struct kvmem_k_attend p;
-	uint32_t smem;
+	uint32_t smem, q4_smem;
 	uint64_t ws;
-	int ret = attend_params(cu, g, a, &p, &smem, &ws);
+	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
 
 	if (ret)
 		return ret;
 	p.mass = a->mass;
 	p.stats = a->stats;
-	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND, smem, stream);
+	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND, smem, q4, q4_smem,
+			  stream);
 }
 
 int kvmem_cuda_attend_f16(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 			  const struct kvmem_cuda_attend_args *a, void *stream)
 {
 	struct kvmem_k_attend p;
-	uint32_t smem, qr;
+	uint32_t smem, qr, q4_smem;
 	uint64_t ws;
-	int ret = attend_params(cu, g, a, &p, &smem, &ws);
+	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
 
 	if (ret)
 		return ret;
+	p.parts = p.splits;
 	if (g->head_dim != 64 && g->head_dim != 128 && g->head_dim != 256)
 		return kvmem__cuda_fail(-EOPNOTSUPP,
 					"the FP16 kernel takes head_dim 64, "
@@ -314,7 +345,8 @@ int kvmem_cuda_attend_f16(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 					"%u query rows of dimension %u do not "
 					"fit in shared memory",
 					qr, g->head_dim);
-	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND_F16, smem, stream);
+	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND_F16, smem, 0, 0,
+			  stream);
 }
 
 int kvmem_cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,

@@ -95,6 +95,8 @@ static const char *const kernel_names[KVMEM__K_NR] = {
 	[KVMEM__K_SCRUB] = "kvmem_k_scrub",
 	[KVMEM__K_INJECT] = "kvmem_k_inject",
 	[KVMEM__K_ATTEND_F16] = "kvmem_k_attend_f16",
+	[KVMEM__K_ATTEND_Q4] = "kvmem_k_attend_q4",
+	[KVMEM__K_ATTEND_Q4W] = "kvmem_k_attend_q4w",
 };
 
 struct kvmem__driver {

@@ -23,6 +23,8 @@ enum kvmem__kernel {
 	KVMEM__K_SCRUB,
 	KVMEM__K_INJECT,
 	KVMEM__K_ATTEND_F16,
+	KVMEM__K_ATTEND_Q4,
+	KVMEM__K_ATTEND_Q4W,
 	KVMEM__K_NR,
 };
 

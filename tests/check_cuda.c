@@ -1010,6 +1010,46 @@ static void damage_checks(struct kvmem_seq *s, const struct kvmem_geometry *g)
 	}
 }
 
+/*
+ * Damage for the kernels' fast path: in every sealed page, single flips
+ * (corrected) in every third row of K and V of each head, at columns that
+ * move from row to row; in every third page, a double flip in V row 1 of
+ * the last head, uncorrectable in h84, so the general path takes that
+ * tile while the fast path takes its neighbours.
+ */
+static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
+{
+	struct kvmem_page_desc d[256];
+	struct kvmem_page_layout l;
+	int i, n = kvmem_seq_pages(s, 0, d, 256);
+	uint32_t h, t;
+
+	kvmem_page_layout(g, 0, &l);
+	for (i = 0; i < n; i++) {
+		uint8_t *p = d[i].data;
+
+		if (d[i].hot)
+			continue;
+		for (h = 0; h < g->kv_heads; h++)
+			for (t = 0; t < d[i].ntokens; t += 3) {
+				size_t row =
+					((size_t)h * g->tokens_per_page + t) *
+					l.row_bytes;
+
+				p[l.k_off + row + (t * 7 + h) % l.row_words] ^=
+					(uint8_t)(1u << t % 8);
+				p[l.v_off + row +
+				  (t * 5 + 2 * h) % l.row_words] ^=
+					(uint8_t)(1u << (t + 3) % 8);
+			}
+		if (i % 3 == 1 && d[i].ntokens > 1)
+			p[l.v_off +
+			  ((size_t)(g->kv_heads - 1) * g->tokens_per_page + 1) *
+				  l.row_bytes +
+			  6] ^= 0x11;
+	}
+}
+
 /* kvmem_attend() and the kernels on one sequence of @len tokens. */
 static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 			uint32_t G, uint32_t len, int hurt, uint32_t policy,
@@ -1043,12 +1083,14 @@ static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 	fill(r, v, len * tok);
 	fill_query(r, q, (size_t)nh * D);
 	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, len), 0);
-	if (hurt > 1)
+	if (hurt == 2)
 		miscorrect(s, g);
-	if (hurt)
+	if (hurt == 1 || hurt == 2)
 		damage(s, g);
-	if (hurt > 1)
+	if (hurt == 2)
 		damage_checks(s, g);
+	if (hurt == 3)
+		damage_mixed(s, g);
 	table_of(dv, g, s, &t);
 	sp[0] = 0;
 	sp[1] = t.npages;
@@ -1098,9 +1140,12 @@ static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 	if (hurt && g->codec != KVMEM_CODEC_H74)
 		EXPECT(st.values_erased > 0, "codec %s: nothing lost",
 		       codecs[g->codec]);
-	if (hurt > 1)
+	if (hurt == 2)
 		EXPECT_EQ(st.headers_uncorrectable, 1, "codec %s",
 			  codecs[g->codec]);
+	if (hurt == 3)
+		EXPECT(st.words_corrected > 0, "codec %s: nothing corrected",
+		       codecs[g->codec]);
 	/* alpha 1: each page's importance is this call's share. */
 	np = kvmem_seq_pages(s, 0, d, 256);
 	for (i = 0; i < (size_t)np; i++)
@@ -1178,6 +1223,43 @@ static void attend_shapes_on(struct dev *dv)
 START_TEST(test_cuda_attend_shapes)
 {
 	on_targets(4, attend_shapes_on);
+}
+END_TEST
+
+/*
+ * The fast path (INT4 in one-byte codewords, head_dim 64 and 128, up to 8
+ * query rows): words it corrects, tiles with an uncorrectable word that
+ * the general path takes in the same CTA (damage_mixed()), group scales
+ * narrower and wider than a warp's columns, channel key scales, 16 and
+ * 32 tokens a page, each policy.
+ */
+static void attend_fast_on(struct dev *dv)
+{
+	static const uint32_t gqa[] = { 1, 4, 8 };
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+	size_t i;
+
+	kvmem_rng_seed(&r, 3131);
+	for (i = 0; i < 3; i++) {
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
+		g.tokens_per_page = 32;
+		attend_case(dv, &g, gqa[i], 150, 3, KVMEM_ERASE_INTERPOLATE, 2,
+			    &r);
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H74, 1, 2, 64);
+		attend_case(dv, &g, gqa[i], 77, 3, (uint32_t)i, 1, &r);
+	}
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 3, 64);
+	g.group_size = 16;
+	attend_case(dv, &g, 2, 90, 3, KVMEM_ERASE_ZERO, 0, &r);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
+	g.group_size = 128;
+	attend_case(dv, &g, 4, 60, 3, KVMEM_ERASE_KEEP, 3, &r);
+}
+
+START_TEST(test_cuda_attend_fast)
+{
+	on_targets(4, attend_fast_on);
 }
 END_TEST
 
@@ -1321,9 +1403,12 @@ static void expect_causal(const char *gpu, uint32_t b, const float *out,
  * against softmax over the decoded sequence up to its position, computed
  * here in double from kvmem_seq_read().
  */
-static void batch_causal(struct dev *dv)
+static void batch_causal_case(struct dev *dv, int fmt, int codec, uint32_t nq,
+			      uint32_t G,
+			      void (*hurt)(struct kvmem_seq *,
+					   const struct kvmem_geometry *))
 {
-	const uint32_t nq = 3, G = 2, lens[2] = { 29, 45 };
+	const uint32_t lens[2] = { 29, 45 };
 	struct kvmem_cuda_attend_args a;
 	struct kvmem_cuda_page *all;
 	struct kvmem_geometry g;
@@ -1336,7 +1421,7 @@ static void batch_causal(struct dev *dv)
 	size_t tok, wsb;
 
 	kvmem_rng_seed(&r, 99);
-	geometry(&g, KVMEM_FMT_INT8, KVMEM_CODEC_GOLAY24, 0, 2, 64);
+	geometry(&g, fmt, codec, 0, 2, 64);
 	D = g.head_dim;
 	nh = g.kv_heads * G;
 	tok = (size_t)g.kv_heads * D;
@@ -1349,7 +1434,7 @@ static void batch_causal(struct dev *dv)
 		fill(&r, v, lens[b] * tok);
 		ck_assert_int_eq(kvmem_seq_create(c, &s[b]), 0);
 		ck_assert_int_eq(kvmem_seq_append(s[b], 0, k, v, lens[b]), 0);
-		damage(s[b], &g);
+		hurt(s[b], &g);
 		table_of(dv, &g, s[b], &t[b]);
 		free(k);
 		free(v);
@@ -1391,6 +1476,16 @@ static void batch_causal(struct dev *dv)
 	free(out);
 	free(kk);
 	free(vv);
+}
+
+/* The general path (12 query rows of INT8), and the fast one (8 of INT4
+ * in h84 words, some pages with an uncorrectable word). */
+static void batch_causal(struct dev *dv)
+{
+	batch_causal_case(dv, KVMEM_FMT_INT8, KVMEM_CODEC_GOLAY24, 3, 2,
+			  damage);
+	batch_causal_case(dv, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 4, 2,
+			  damage_mixed);
 }
 
 START_TEST(test_cuda_attend_batch_causal)
@@ -2660,6 +2755,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_encode_refuses_misfit_jobs);
 	tcase_add_test(tc, test_cuda_attend_matches_cpu);
 	tcase_add_test(tc, test_cuda_attend_shapes);
+	tcase_add_test(tc, test_cuda_attend_fast);
 	tcase_add_test(tc, test_cuda_static_smem);
 	tcase_add_test(tc, test_cuda_attend_checks);
 	tcase_add_test(tc, test_cuda_attend_batch_causal);

@@ -31,6 +31,10 @@ extern "C" int kvmem__simt_run(const char *kernel, unsigned int gx,
 		return run(kvmem_k_encode, gx, gy, gz, block, smem, params);
 	if (!strcmp(kernel, "kvmem_k_attend"))
 		return run(kvmem_k_attend, gx, gy, gz, block, smem, params);
+	if (!strcmp(kernel, "kvmem_k_attend_q4"))
+		return run(kvmem_k_attend_q4, gx, gy, gz, block, smem, params);
+	if (!strcmp(kernel, "kvmem_k_attend_q4w"))
+		return run(kvmem_k_attend_q4w, gx, gy, gz, block, smem, params);
 	if (!strcmp(kernel, "kvmem_k_combine"))
 		return run(kvmem_k_combine, gx, gy, gz, block, smem, params);
 	if (!strcmp(kernel, "kvmem_k_scrub"))

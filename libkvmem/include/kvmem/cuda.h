@@ -252,6 +252,13 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
  * stored sequence, as kvmem_attend() does. Counts match kvmem_attend()'s
  * for each sequence, summed.
  *
+ * Sealed INT4 pages in h74 or h84 words (head_dim 64 or 128, up to 32
+ * tokens a page, group scales a multiple of 4 wide, up to 8 query rows a
+ * KV head) are attended by a fast kernel first, a warp a page; the pages
+ * it leaves (hot, or with a lost scale or an uncorrectable word) and every
+ * other kind go to the general kernel, then a combine merges both. All
+ * run on @stream; the workspace holds what passes between them.
+ *
  * The block table is trusted as it is: each entry must name a page of @g
  * with 1..tokens_per_page tokens, in token order without gaps; the kernel
  * reads it in device memory and does not check it.

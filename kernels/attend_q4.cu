@@ -1,0 +1,642 @@
+/*
+ * attend_q4.cu - decode-on-load attention, the fast kernel: sealed INT4
+ * pages in one-byte codewords (h74, h84), kvmem_k_q4_ok()
+ *
+ * The common page of kvmem_k_attend without its barriers. A CTA takes the
+ * same share of a sequence's pages for one KV head as kvmem_k_attend
+ * (blockIdx = (KV head, sequence, split)), and each of its warps takes
+ * whole pages of the share and attends them on its own:
+ *
+ * - the scale segments the head's K and V scales meet, a lane a word
+ *   (golay24 tested clean by a table of v.B, kvmem_k_golay_lut()), then a
+ *   lane a segment for its CRC and check, then the scales;
+ * - K with a lane a token: the row's codewords are loaded 16 bytes at a
+ *   time, tested four at a time (kvmem_h8x4_encode()), corrected where
+ *   they are not clean, and dotted with the query rows in registers;
+ * - the softmax across the lanes, into the warp's running max and sum
+ *   and the page's mass, the tokens' weights into shared memory;
+ * - V with a lane four columns, four query rows' weights of a token a
+ *   load; the accumulator stays in registers from page to page.
+ *
+ * Meanwhile the warp's next page is prefetched to L2.
+ *
+ * A page it cannot take as it is (hot, misaligned, a scale of the head
+ * lost, a word of its rows uncorrectable) it leaves to kvmem_k_attend,
+ * which runs next on the flagged pages only (p.flags) and rebuilds what
+ * was lost; nothing of such a page is counted here. At the end the warps'
+ * states are merged into the CTA's partial result, which kvmem_k_combine
+ * merges with kvmem_k_attend's.
+ *
+ * Counts are those of kvmem_attend(): a scale word by the scale that
+ * starts in it (or, past the last scale, by the last), a check by the
+ * head whose scales hold its segment's first scale, the header by KV
+ * head 0.
+ */
+#include "page_dev.cuh"
+
+/* v.B of golay24 (kvmem_golay24_mul_b()) for the low and high six bits. */
+KVMEM_DFN void kvmem_k_golay_lut(uint16_t *lut)
+{
+	unsigned int i;
+
+	for (i = threadIdx.x; i < 128; i += blockDim.x)
+		lut[i] = (uint16_t)kvmem_golay24_mul_b(i < 64 ? i
+							      : (i - 64) << 6);
+}
+
+/*
+ * The golay24 word of metadata at @p: its 12 data bits, corrected in a
+ * register when its syndrome (by @lut) is not 0; *@st its KVMEM_K_*,
+ * *@nb the bits flipped.
+ */
+KVMEM_DFN uint32_t kvmem_k_meta_fast(const uint8_t *p, const uint16_t *lut,
+				     int *st, int *nb)
+{
+	uint64_t lo = p[0] | (unsigned int)p[1] << 8 | (unsigned int)p[2] << 16;
+	unsigned int hi = 0;
+
+	*nb = 0;
+	*st = KVMEM_K_CLEAN;
+	if ((lo >> 12 & 0xfff) !=
+	    (uint32_t)(lut[lo & 63] ^ lut[64 + (lo >> 6 & 63)]))
+		*st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi, nb);
+	return (uint32_t)(lo & 0xfff);
+}
+
+/* The scale that counts scale word @w (kvmem_k_scale()), @last the last. */
+KVMEM_DFN unsigned int kvmem_k_word_scale(unsigned int w, unsigned int last)
+{
+	const unsigned int s = w % 4 ? (3 * (w - 1) + 3) / 4 : 3 * w / 4;
+
+	return s < last ? s : last;
+}
+
+/* A warp's share of shared memory (kvmem_k_q4_carve()). */
+struct kvmem_k_q4_warp {
+	float *sc; /* the head's K scales, then its V scales */
+	uint16_t *wd; /* scale words decoded */
+	uint8_t *wst; /* their KVMEM_K_* */
+	uint8_t *seg; /* the segments' KVMEM_K_RUN_* */
+};
+
+/* The K (@is_v 0) or V scales of head @h: first, how many, segments. */
+struct kvmem_k_q4_list {
+	unsigned int base, cnt, s0, nseg, w0, nw, woff, soff;
+};
+
+KVMEM_DFN void kvmem_k_q4_list(const struct kvmem_k_geom *g,
+			       const struct kvmem_k_layout *l, int is_v,
+			       unsigned int h, unsigned int woff,
+			       unsigned int soff, struct kvmem_k_q4_list *ls)
+{
+	unsigned int end;
+
+	ls->base = kvmem_k_row_scale(g, l, is_v, h, 0);
+	ls->cnt = kvmem_k_head_scales(g, l, is_v);
+	ls->s0 = ls->base / KVMEM_K_CHECK_SCALES;
+	ls->nseg = (ls->base + ls->cnt - 1) / KVMEM_K_CHECK_SCALES - ls->s0 + 1;
+	ls->w0 = ls->s0 * KVMEM_K_CHECK_WORDS;
+	end = ls->w0 + ls->nseg * KVMEM_K_CHECK_WORDS;
+	ls->nw = (end < l->scale_words ? end : l->scale_words) - ls->w0;
+	ls->woff = woff;
+	ls->soff = soff;
+}
+
+/*
+ * The verdict on segment @sg of a page (kvmem_k_segment()) from the words
+ * a warp decoded (@wd, @wst from the segment's first): its check's words,
+ * and one uncorrectable word more if it is lost, counted in @c when @own.
+ */
+KVMEM_DFN int kvmem_k_q4_segment(const uint8_t *page,
+				 const struct kvmem_k_layout *l,
+				 unsigned int sg, const uint16_t *wd,
+				 const uint8_t *wst, const uint32_t *tab,
+				 int own, struct kvmem_k_counts *c)
+{
+	const unsigned int w0 = sg * KVMEM_K_CHECK_WORDS;
+	const unsigned int nw = w0 + KVMEM_K_CHECK_WORDS < l->scale_words
+					? KVMEM_K_CHECK_WORDS
+					: l->scale_words - w0;
+	const unsigned int nbytes = 2 * (l->nscales_k + l->nscales_v);
+	struct kvmem_k_counts cc = { 0, 0, 0, 0 };
+	uint32_t crc = 0xffffffffu, want;
+	unsigned int k, b;
+	int ue = 0, cue, v;
+
+	for (k = 0; k < nw; k++)
+		ue |= wst[k] == KVMEM_K_UE;
+	/* Words come in pairs from an even one: 3 stream bytes a pair. */
+	for (k = 0; 2 * k + 1 < nw; k++) {
+		const uint32_t pair = wd[2 * k] | (uint32_t)wd[2 * k + 1] << 12;
+
+		for (b = 0; b < 3 && 3 * (w0 / 2 + k) + b < nbytes; b++)
+			crc = kvmem_k_crc_byte(tab, crc,
+					       pair >> (8 * b) & 0xff);
+	}
+	want = kvmem_k_check(page, l, sg, &cue, &cc);
+	v = kvmem_k_run(ue || cue, crc, want, &cc);
+	if (own)
+		kvmem_k_counts_sum(c, &cc);
+	return v;
+}
+
+/*
+ * Judge the scale segments head @h's K and V scales meet and decode its
+ * scales into @wp->sc, counting in @c; returns 1, the same in every lane,
+ * when a scale is lost.
+ */
+KVMEM_DFN int kvmem_k_q4_scales(const struct kvmem_k_geom *g,
+				const struct kvmem_k_layout *l,
+				const uint8_t *page, unsigned int h,
+				const uint32_t *tab, const uint16_t *lut,
+				const struct kvmem_k_q4_warp *wp,
+				struct kvmem_k_counts *c)
+{
+	const unsigned int lane = threadIdx.x % 32;
+	const unsigned int last = l->nscales_k + l->nscales_v - 1;
+	struct kvmem_k_q4_list ls[2];
+	unsigned int i, j, u;
+	int lost = 0;
+
+	kvmem_k_q4_list(g, l, 0, h, 0, 0, &ls[0]);
+	kvmem_k_q4_list(g, l, 1, h, ls[0].nw, ls[0].nseg, &ls[1]);
+	for (i = 0; i < 2; i++)
+		for (j = lane; j < ls[i].nw; j += 32) {
+			const unsigned int w = ls[i].w0 + j;
+			const unsigned int s = kvmem_k_word_scale(w, last);
+			int st, nb;
+
+			wp->wd[ls[i].woff + j] = (uint16_t)kvmem_k_meta_fast(
+				page + l->scales_off + 3 * w, lut, &st, &nb);
+			wp->wst[ls[i].woff + j] = (uint8_t)st;
+			if (s >= ls[i].base && s < ls[i].base + ls[i].cnt)
+				kvmem_k_count(c, st, nb);
+		}
+	__syncwarp();
+	for (u = lane; u < ls[0].nseg + ls[1].nseg; u += 32) {
+		const struct kvmem_k_q4_list li =
+			u >= ls[0].nseg ? ls[1] : ls[0];
+		const unsigned int k = u - li.soff, sg = li.s0 + k;
+		const unsigned int o = li.woff + k * KVMEM_K_CHECK_WORDS;
+
+		wp->seg[u] = (uint8_t)kvmem_k_q4_segment(
+			page, l, sg, wp->wd + o, wp->wst + o, tab,
+			sg * KVMEM_K_CHECK_SCALES >= li.base, c);
+	}
+	__syncwarp();
+	for (i = 0; i < 2; i++)
+		for (j = lane; j < ls[i].cnt; j += 32) {
+			const unsigned int idx = ls[i].base + j;
+			const unsigned int w = 16 * idx / 12 - ls[i].w0;
+			const uint32_t bits =
+				wp->wd[ls[i].woff + w] |
+				(uint32_t)wp->wd[ls[i].woff + w + 1] << 12;
+			const int run =
+				wp->seg[ls[i].soff +
+					idx / KVMEM_K_CHECK_SCALES - ls[i].s0];
+			const float s =
+				kvmem_h2f((uint16_t)(bits >> (16 * idx % 12)));
+
+			lost |= kvmem_k_run_lost(
+				run, wp->wst[ls[i].woff + w] |
+					     wp->wst[ls[i].woff + w + 1]);
+			lost |= !(s >= 0.0f && s <= 65504.0f);
+			wp->sc[i * ls[0].cnt + j] = s;
+		}
+	lost = __any_sync(0xffffffffu, lost);
+	__syncwarp();
+	return lost;
+}
+
+/*
+ * Four one-byte codewords of @CODEC in @w, corrected where they are not
+ * clean (counted in @c, the clean ones in @clean); *@ue set if one is
+ * uncorrectable.
+ */
+template <unsigned int CODEC>
+static __device__ __forceinline__ uint32_t
+kvmem_k_fix4(uint32_t w, unsigned int *clean, struct kvmem_k_counts *c, int *ue)
+{
+	unsigned int i, hi;
+	uint64_t lo;
+	int st, nb;
+
+	if (kvmem_h8x4_encode(w, CODEC == KVMEM_CODEC_H84) == w) {
+		*clean += 4;
+		return w;
+	}
+	for (i = 0; i < 4; i++) {
+		lo = w >> (8 * i) & 0xff;
+		st = kvmem_k_word_correct(CODEC, &lo, &hi, &nb);
+		kvmem_k_count(c, st, nb);
+		*ue |= st == KVMEM_K_UE;
+		w = (w & ~(0xffu << (8 * i))) | (uint32_t)lo << (8 * i);
+	}
+	return w;
+}
+
+/*
+ * The four INT4 values of the codewords in @w, as floats: each nibble
+ * plus 8 put in the mantissa of 2^23 by a byte permute, less 2^23 + 8.
+ */
+KVMEM_DFN void kvmem_k_q4x4(uint32_t w, float *v)
+{
+	const uint32_t u = (w & 0x0f0f0f0fu) ^ 0x08080808u;
+	unsigned int i;
+
+	for (i = 0; i < 4; i++)
+		v[i] = __uint_as_float(
+			       __byte_perm(u, 0x4b000000u, 0x7440u + i)) -
+		       8388616.0f;
+}
+
+/* What a warp carries from page to page, for up to QRM query rows. */
+template <unsigned int QRM> struct kvmem_k_q4_state {
+	float *ml; /* [QR][2]: running max and sum, in shared memory */
+	float *wt; /* [32][QRM]: a page's weights, in shared memory */
+	float acc[QRM][4]; /* this lane's columns */
+	struct kvmem_k_counts c;
+	unsigned long long headers_ue;
+};
+
+/*
+ * Page @pi for KV head @h, by one warp, the CTA's pages ending at @last;
+ * returns 0, the same in every lane, when the page is left to
+ * kvmem_k_attend. @q: the query rows; @mass: the pages' (max, sum) of each
+ * query row, or NULL.
+ */
+template <unsigned int CODEC, unsigned int D, unsigned int QRM>
+static __device__ __forceinline__ int
+kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
+		unsigned int last, unsigned int h, unsigned int len,
+		const float *q, float *mass, const uint32_t *tab,
+		const uint16_t *lut, const struct kvmem_k_q4_warp *wp,
+		struct kvmem_k_q4_state<QRM> *s)
+{
+	/* V: lanes a token stream has (four columns each), streams. */
+	constexpr unsigned int VL = D / 4, NH = 32 / VL, VT = 32 / NH;
+	const struct kvmem_k_geom *g = &p->g;
+	const struct kvmem_k_layout *l = &g->l[0];
+	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p->pages;
+	const unsigned int G = p->n_heads / g->kv_heads, QR = G * p->nq;
+	const unsigned int lane = threadIdx.x % 32, n = pg[pi].ntokens;
+	const unsigned int gs = g->group_size, groups = D / gs;
+	const unsigned int col = 4 * (lane % VL), th = lane / VL;
+	const uint8_t *page = (const uint8_t *)pg[pi].addr;
+	const uint8_t *rows =
+		page + (size_t)h * g->tokens_per_page * l->row_bytes;
+	const float *ks = wp->sc, *vs = wp->sc + kvmem_k_head_scales(g, l, 0);
+	struct kvmem_k_counts c = { 0, 0, 0, 0 };
+	float dot[QRM];
+	uint32_t vw[VT];
+	unsigned int r, j, i, k, clean = 0;
+	int ue = 0;
+
+	if (pg[pi].flags & KVMEM_HDR_HOT || pg[pi].addr % 16)
+		return 0;
+	/* The warp's next page on its way to L2 while this one is done:
+	 * lane t's K and V rows, and the words of the head's scale
+	 * segments, K's by lanes 0-15, V's by lanes 16-31. */
+	if (pi + KVMEM_K_WARPS < last) {
+		const uint8_t *np =
+			(const uint8_t *)pg[pi + KVMEM_K_WARPS].addr;
+		const uint8_t *nr = np + ((size_t)h * g->tokens_per_page +
+					  lane) * l->row_bytes;
+		const unsigned int at = 128 * (lane % 16);
+		struct kvmem_k_q4_list ls;
+
+		kvmem_k_q4_list(g, l, lane >= 16, h, 0, 0, &ls);
+		if (lane < g->tokens_per_page) {
+			kvmem_k_prefetch(nr + l->k_off);
+			kvmem_k_prefetch(nr + l->v_off);
+		}
+		if (at < 3 * ls.nw)
+			kvmem_k_prefetch(np + l->scales_off + 3 * ls.w0 + at);
+	}
+	if (kvmem_k_q4_scales(g, l, page, h, tab, lut, wp, &c))
+		return 0;
+
+	/* K, a lane a token: each value times its scale, dotted with the
+	 * query rows. */
+	KVMEM_K_UNROLL
+	for (r = 0; r < QRM; r++)
+		dot[r] = 0.0f;
+	if (lane < n) {
+		const kvmem_k_uvec4 *kr =
+			(const kvmem_k_uvec4 *)(rows + l->k_off +
+						lane * l->row_bytes);
+		const float *sk = l->chan ? ks : ks + lane * groups;
+		kvmem_k_uvec4 u = kr[0];
+		unsigned int rem = 0;
+		float f = sk[0];
+
+		KVMEM_K_UNROLL
+		for (j = 0; j < D / 4; j++) {
+			float v[4];
+
+			if (j % 4 == 0 && j)
+				u = kr[j / 4];
+			kvmem_k_q4x4(kvmem_k_fix4<CODEC>(u.x[j % 4], &clean, &c,
+							 &ue),
+				     v);
+			if (l->chan) {
+				const kvmem_k_fvec<4> sv =
+					*(const kvmem_k_fvec<4> *)(sk + 4 * j);
+
+				for (i = 0; i < 4; i++)
+					v[i] *= sv.x[i];
+			} else {
+				for (i = 0; i < 4; i++)
+					v[i] *= f;
+				/* The next group's scale. */
+				rem += 4;
+				if (rem == gs && 4 * j + 4 < D) {
+					rem = 0;
+					f = *++sk;
+				}
+			}
+			KVMEM_K_UNROLL
+			for (r = 0; r < QRM; r++) {
+				const kvmem_k_fvec<4> qv =
+					*(const kvmem_k_fvec<4> *)(q + r * D +
+								   4 * j);
+
+				for (i = 0; i < 4; i++)
+					dot[r] += qv.x[i] * v[i];
+			}
+		}
+	}
+	KVMEM_K_UNROLL
+	for (k = 0; k < VT; k++) {
+		const unsigned int t = th + k * NH;
+
+		vw[k] = t < n ? *(const uint32_t *)(rows + l->v_off +
+						    t * l->row_bytes + col)
+			      : 0;
+	}
+	KVMEM_K_UNROLL
+	for (k = 0; k < VT; k++)
+		if (th + k * NH < n)
+			vw[k] = kvmem_k_fix4<CODEC>(vw[k], &clean, &c, &ue);
+	if (__any_sync(0xffffffffu, ue))
+		return 0;
+
+	/* The softmax of each query row over the page's tokens; the
+	 * weights go to s->wt for V. */
+	KVMEM_K_UNROLL
+	for (r = 0; r < QRM; r++) {
+		const unsigned int qpos = len - p->nq + r / G;
+		float x, mt, sum, mn, e, ef = 0.0f;
+
+		if (r < QR) {
+			x = lane < n && pg[pi].token_start + lane <= qpos
+				    ? p->scale * dot[r]
+				    : -INFINITY;
+			mt = x;
+			for (k = 16; k; k /= 2)
+				mt = fmaxf(mt,
+					   __shfl_xor_sync(0xffffffffu, mt, k));
+			e = mt == -INFINITY ? 0.0f : expf(x - mt);
+			sum = e;
+			for (k = 16; k; k /= 2)
+				sum += __shfl_xor_sync(0xffffffffu, sum, k);
+			if (mass && !lane) {
+				float *wm =
+					mass +
+					((size_t)pi * g->kv_heads + h) * QR * 2;
+
+				wm[2 * r] = mt;
+				wm[2 * r + 1] = sum;
+			}
+			if (mt != -INFINITY) {
+				mn = fmaxf(s->ml[2 * r], mt);
+				x = expf(s->ml[2 * r] - mn);
+				for (i = 0; i < 4; i++)
+					s->acc[r][i] *= x;
+				ef = expf(mt - mn);
+				sum = s->ml[2 * r + 1] * x + sum * ef;
+				__syncwarp();
+				if (!lane) {
+					s->ml[2 * r] = mn;
+					s->ml[2 * r + 1] = sum;
+				}
+			}
+			ef *= e;
+		}
+		s->wt[lane * QRM + r] = ef;
+	}
+	__syncwarp();
+
+	/* V: token t's weights from the page's, four rows a load. */
+	KVMEM_K_UNROLL
+	for (k = 0; k < VT; k++) {
+		const unsigned int t = th + k * NH;
+		const float sv = t < n ? vs[t * groups + col / gs] : 0.0f;
+		float v[4];
+
+		kvmem_k_q4x4(vw[k], v);
+		for (i = 0; i < 4; i++)
+			v[i] *= sv;
+		KVMEM_K_UNROLL
+		for (r = 0; r < QRM; r += 4) {
+			const kvmem_k_fvec<4> pr =
+				*(const kvmem_k_fvec<4> *)(s->wt + t * QRM + r);
+
+			for (j = 0; j < 4; j++)
+				for (i = 0; i < 4; i++)
+					s->acc[r + j][i] += pr.x[j] * v[i];
+		}
+	}
+	__syncwarp();
+
+	if (h == 0)
+		kvmem_k_header(page, tab, &c, &s->headers_ue);
+	c.clean += clean;
+	kvmem_k_counts_sum(&s->c, &c);
+	return 1;
+}
+
+/*
+ * The pages of the CTA's share, warp by warp, then the warps' states
+ * merged into the CTA's partial result @w: each one's share rescaled to
+ * the CTA's max (their running max and sum are in @ml), the accumulator
+ * summed a warp at a time in the query rows' memory @q.
+ */
+template <unsigned int CODEC, unsigned int D, unsigned int QRM>
+static __device__ __forceinline__ void
+kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
+	       unsigned int last, unsigned int h, unsigned int len, float *q,
+	       float *mass, const uint32_t *tab, const uint16_t *lut,
+	       const struct kvmem_k_q4_warp *wp, float *ml, float *wt, float *w)
+{
+	constexpr unsigned int VL = D / 4;
+	const unsigned int QR = p->n_heads / p->g.kv_heads * p->nq;
+	const unsigned int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
+	uint8_t *fl = (uint8_t *)p->flags;
+	struct kvmem_k_q4_state<QRM> s;
+	unsigned int pi, r, i, k;
+
+	memset(&s, 0, sizeof(s));
+	s.ml = ml + wi * QR * 2;
+	s.wt = wt + wi * 32 * QRM;
+	for (pi = first + wi; pi < last; pi += KVMEM_K_WARPS) {
+		const int done = kvmem_k_q4_page<CODEC, D, QRM>(
+			p, pi, last, h, len, q, mass, tab, lut, wp, &s);
+
+		if (!lane)
+			fl[(size_t)pi * p->g.kv_heads + h] = (uint8_t)!done;
+	}
+
+	__syncthreads();
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x)
+		q[i] = 0.0f;
+	KVMEM_K_UNROLL
+	for (r = 0; r < QRM; r++) {
+		float mx = -INFINITY, f;
+
+		if (r >= QR)
+			continue;
+		for (k = 0; k < KVMEM_K_WARPS; k++)
+			mx = fmaxf(mx, ml[(k * QR + r) * 2]);
+		f = s.ml[2 * r] == -INFINITY ? 0.0f : expf(s.ml[2 * r] - mx);
+		for (i = 0; i < 4; i++) {
+			float v = s.acc[r][i] * f;
+
+			for (k = VL; k < 32; k *= 2)
+				v += __shfl_xor_sync(0xffffffffu, v, k);
+			s.acc[r][i] = v;
+		}
+		if (!threadIdx.x) {
+			float sum = 0.0f;
+
+			for (k = 0; k < KVMEM_K_WARPS; k++)
+				if (ml[(k * QR + r) * 2] != -INFINITY)
+					sum += ml[(k * QR + r) * 2 + 1] *
+					       expf(ml[(k * QR + r) * 2] - mx);
+			w[2 * r] = mx;
+			w[2 * r + 1] = sum;
+		}
+	}
+	__syncthreads();
+	for (k = 0; k < KVMEM_K_WARPS; k++) {
+		if (wi == k && lane < VL) {
+			KVMEM_K_UNROLL
+			for (r = 0; r < QRM; r++)
+				for (i = 0; i < 4 && r < QR; i++)
+					q[r * D + 4 * lane + i] += s.acc[r][i];
+		}
+		__syncthreads();
+	}
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x)
+		w[2 * QR + i] = q[i];
+
+	if (p->stats) {
+		unsigned long long *st = (unsigned long long *)p->stats;
+
+		if (s.c.clean)
+			atomicAdd(&st[0], s.c.clean);
+		if (s.c.corrected)
+			atomicAdd(&st[1], s.c.corrected);
+		if (s.c.ue)
+			atomicAdd(&st[2], s.c.ue);
+		if (s.headers_ue)
+			atomicAdd(&st[4], s.headers_ue);
+	}
+}
+
+/* The kernel, for up to QRM query rows; @smem its shared memory. */
+template <unsigned int QRM>
+static __device__ __forceinline__ void
+kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
+{
+	const struct kvmem_k_geom *g = &p.g;
+	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p.pages;
+	const uint32_t *sp = (const uint32_t *)p.seq_pages;
+	const unsigned int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
+	const unsigned int D = g->head_dim, G = p.n_heads / g->kv_heads;
+	const unsigned int QR = G * p.nq, wi = threadIdx.x / 32;
+	const unsigned int lane = threadIdx.x % 32;
+	const unsigned int p0 = sp[b], p1 = sp[b + 1];
+	const unsigned int per = (p1 - p0 + p.splits - 1) / p.splits;
+	const unsigned int first = p0 + split * per;
+	const unsigned int last = first + per < p1 ? first + per : p1;
+	float *w = (float *)p.ws +
+		   (((size_t)b * g->kv_heads + h) * p.parts + split) * QR *
+			   (D + 2);
+	struct kvmem_k_q4_smem o;
+	struct kvmem_k_q4_warp wp;
+	uint64_t mass_off, flags_off;
+	float *q, *ml, *wt, *mass = NULL;
+	uint32_t *tab;
+	uint16_t *lut;
+	unsigned int len = 0, i;
+
+	kvmem_k_q4_carve(g, QR, &o);
+	q = (float *)(smem + o.q);
+	tab = (uint32_t *)(smem + o.tab);
+	lut = (uint16_t *)(smem + o.glut);
+	ml = (float *)(smem + o.ml);
+	wt = (float *)(smem + o.wt);
+	wp.sc = (float *)(smem + o.sc + wi * o.warp);
+	wp.wd = (uint16_t *)(smem + o.wd + wi * o.warp);
+	wp.wst = smem + o.wst + wi * o.warp;
+	wp.seg = smem + o.seg + wi * o.warp;
+	for (i = lane; i < QR; i += 32) {
+		ml[(wi * QR + i) * 2] = -INFINITY;
+		ml[(wi * QR + i) * 2 + 1] = 0.0f;
+	}
+	if (p1 > p0)
+		len = pg[p1 - 1].token_start + pg[p1 - 1].ntokens;
+	kvmem_k_attend_ws(g, p.batch, p.parts, QR, p.total_pages, &mass_off,
+			  &flags_off);
+	if (p.mass)
+		mass = (float *)(p.ws + mass_off);
+	kvmem_k_crc_table(tab);
+	kvmem_k_golay_lut(lut);
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
+		unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
+
+		q[i] = ((const float *)p.q)
+			[(((size_t)b * p.nq + j) * p.n_heads + h * G + gq) * D +
+			 d];
+	}
+	__syncthreads();
+
+#define KVMEM_K_Q4_RUN(codec, d)                                             \
+	kvmem_k_q4_run<codec, d, QRM>(&p, first, last, h, len, q, mass, tab, \
+				      lut, &wp, ml, wt, w)
+	if (g->l[0].codec == KVMEM_CODEC_H84) {
+		if (D == 128)
+			KVMEM_K_Q4_RUN(KVMEM_CODEC_H84, 128);
+		else
+			KVMEM_K_Q4_RUN(KVMEM_CODEC_H84, 64);
+	} else {
+		if (D == 128)
+			KVMEM_K_Q4_RUN(KVMEM_CODEC_H74, 128);
+		else
+			KVMEM_K_Q4_RUN(KVMEM_CODEC_H74, 64);
+	}
+#undef KVMEM_K_Q4_RUN
+}
+
+/*
+ * Up to 4 query rows (decode with GQA up to 4) and up to 8: two kernels,
+ * so that the narrow one keeps fewer registers live. Three CTAs of the
+ * narrow one share a multiprocessor, two of the wide one: the registers
+ * of more would spill.
+ */
+extern "C" __global__ void __launch_bounds__(KVMEM_K_THREADS, 3)
+	kvmem_k_attend_q4(const struct kvmem_k_attend p)
+{
+	KVMEM_DYN_SMEM(smem);
+
+	kvmem_k_attend_q4_body<4>(p, smem);
+}
+
+extern "C" __global__ void __launch_bounds__(KVMEM_K_THREADS, 2)
+	kvmem_k_attend_q4w(const struct kvmem_k_attend p)
+{
+	KVMEM_DYN_SMEM(smem);
+
+	kvmem_k_attend_q4_body<KVMEM_K_Q4_QR>(p, smem);
+}
