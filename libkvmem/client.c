@@ -693,6 +693,15 @@ static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[4])
 	w->message[sizeof(w->message) - 1] = 0;
 	if (w->error < 0)
 		return fail(w->error, "kvmemd refused: %s", w->message);
+	/* The kernel installs what fits and drops the rest. */
+	if (m.msg_flags & MSG_CTRUNC)
+		return fail(-EMFILE,
+			    "the session's descriptors did not all arrive: "
+			    "this process is out of file descriptors "
+			    "(RLIMIT_NOFILE)%s",
+			    w->gpu_bytes ? "; kvmemd counts its GPU memory "
+					   "held until this process exits"
+					 : "");
 	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ||
 	    (w->gpu_bytes != 0) != (fds[3] >= 0))
 		return fail(-EPROTO, "kvmemd sent no session descriptors");

@@ -13,10 +13,12 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -2566,6 +2568,70 @@ START_TEST(test_cuda_gpu_pool_killed)
 END_TEST
 
 /*
+ * Hostile to itself: a client with room for its socket and one descriptor
+ * more asks for GPU memory. The welcome's four descriptors do not fit, and
+ * the client fails with -EMFILE and a sentence that says so (not -EPROTO);
+ * kvmemd gives the memory back once the process is gone and serves the
+ * next client the whole pool.
+ */
+START_TEST(test_cuda_gpu_pool_out_of_fds)
+{
+	const char *env[] = { fake_env(), NULL };
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	char st[4096];
+	int wst;
+	pid_t pid;
+
+	if (no_fatbin())
+		return;
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 32M\n"
+		     "gpu_session_max_bytes = 32M\n",
+		     env);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		struct rlimit rl;
+		int fd, prev = -1, last = -1;
+
+		/* Fill the table, then free two places. */
+		if (getrlimit(RLIMIT_NOFILE, &rl))
+			_exit(1);
+		rl.rlim_cur = rl.rlim_max < 64 ? rl.rlim_max : 64;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(1);
+		while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+			prev = last;
+			last = fd;
+		}
+		if (errno != EMFILE || prev < 0)
+			_exit(2);
+		close(prev);
+		close(last);
+		if (gpu_connect(&p, 16, &c) != -EMFILE)
+			_exit(3);
+		if (!strstr(kvmem_connect_error(), "out of file descriptors") ||
+		    !strstr(kvmem_connect_error(), "GPU memory held"))
+			_exit(4);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+	EXPECT(WIFEXITED(wst) && !WEXITSTATUS(wst),
+	       "client status %d (2: no EMFILE, 3: not -EMFILE, 4: sentence)",
+	       wst);
+	status_at(&p, 0, st, sizeof(st));
+	gpu_used_at(&p, 0, st, sizeof(st));
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "held_bytes"), 0, "%s",
+		  st);
+	ck_assert_msg(!gpu_connect(&p, 32, &c), "%s", kvmem_connect_error());
+	kvmem_close(c);
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * Without a GPU pool kvmemd says why in one line and serves host sessions;
  * a client that asks for GPU memory hears why.
  */
@@ -2768,6 +2834,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_gpu_pool);
 	tcase_add_test(tc, test_cuda_gpu_pool_per_user);
 	tcase_add_test(tc, test_cuda_gpu_pool_killed);
+	tcase_add_test(tc, test_cuda_gpu_pool_out_of_fds);
 	tcase_add_test(tc, test_cuda_gpu_pool_absent);
 	tcase_add_test(tc, test_cuda_bench_attend_gpu);
 	tcase_add_test(tc, test_cuda_bench_attend_host);

@@ -102,7 +102,8 @@ char *kvmem_socket_path(char *buf, size_t len);
  * GPU pool; -EUSERS at its session limit; -EAGAIN when it is busy
  * setting up others; -EPROTONOSUPPORT for another ABI version; -EINVAL for
  * a bad geometry or options; -ETIMEDOUT when the daemon does not answer
- * within 30 s; -ENOMEM. kvmem_connect_error() says why in words.
+ * within 30 s; -EMFILE when this process has no room for the session's
+ * descriptors; -ENOMEM. kvmem_connect_error() says why in words.
  */
 int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 		  const struct kvmem_connect_opts *opts,
