@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -2479,6 +2480,15 @@ static void gpu_used_at(const struct kvmemd_proc *p, unsigned long long want,
 		     st);
 }
 
+/* kvmemd with a GPU pool of 32 MiB that one session may take whole. */
+static void start_pool32(struct kvmemd_proc *p, const char *const *env)
+{
+	kvmemd_start(p,
+		     "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 32M\n"
+		     "gpu_session_max_bytes = 32M\n",
+		     env);
+}
+
 /*
  * Hostile: a client killed by SIGKILL while attached, its GPU memory
  * mapped (kvmem_cuda_register()); then 16 clients that send a hello for
@@ -2498,10 +2508,7 @@ START_TEST(test_cuda_gpu_pool_killed)
 
 	if (no_fatbin())
 		return;
-	kvmemd_start(&p,
-		     "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 32M\n"
-		     "gpu_session_max_bytes = 32M\n",
-		     env);
+	start_pool32(&p, env);
 	fake_setup(4, FAKE_SMEM);
 	ck_assert_int_eq(pipe(ready), 0);
 	pid = fork();
@@ -2568,6 +2575,26 @@ START_TEST(test_cuda_gpu_pool_killed)
 END_TEST
 
 /*
+ * The end of a GPU pool test with @mib of pool: once every session is gone
+ * nothing is used or held, a client gets the whole pool, and kvmemd stops
+ * cleanly.
+ */
+static void expect_pool_freed(struct kvmemd_proc *p, uint32_t mib)
+{
+	struct kvmem_cache *c;
+	char st[4096];
+
+	status_at(p, 0, st, sizeof(st));
+	gpu_used_at(p, 0, st, sizeof(st));
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "held_bytes"), 0, "%s",
+		  st);
+	ck_assert_msg(!gpu_connect(p, mib, &c), "%s", kvmem_connect_error());
+	kvmem_close(c);
+	EXPECT_EQ(kvmemd_stop(p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(p);
+}
+
+/*
  * Hostile to itself: a client with room for its socket and one descriptor
  * more asks for GPU memory. The welcome's four descriptors do not fit, and
  * the client fails with -EMFILE and a sentence that says so (not -EPROTO);
@@ -2579,16 +2606,12 @@ START_TEST(test_cuda_gpu_pool_out_of_fds)
 	const char *env[] = { fake_env(), NULL };
 	struct kvmem_cache *c;
 	struct kvmemd_proc p;
-	char st[4096];
 	int wst;
 	pid_t pid;
 
 	if (no_fatbin())
 		return;
-	kvmemd_start(&p,
-		     "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 32M\n"
-		     "gpu_session_max_bytes = 32M\n",
-		     env);
+	start_pool32(&p, env);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (!pid) {
@@ -2620,14 +2643,34 @@ START_TEST(test_cuda_gpu_pool_out_of_fds)
 	EXPECT(WIFEXITED(wst) && !WEXITSTATUS(wst),
 	       "client status %d (2: no EMFILE, 3: not -EMFILE, 4: sentence)",
 	       wst);
-	status_at(&p, 0, st, sizeof(st));
-	gpu_used_at(&p, 0, st, sizeof(st));
-	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "held_bytes"), 0, "%s",
-		  st);
-	ck_assert_msg(!gpu_connect(&p, 32, &c), "%s", kvmem_connect_error());
+	expect_pool_freed(&p, 32);
+}
+END_TEST
+
+/*
+ * A kernel without pidfd_open(2) (before Linux 5.3; here a seccomp filter
+ * on kvmemd): the daemon cannot watch a process whose GPU session ended,
+ * says so once in its log, and counts the memory free at once rather than
+ * held for ever; it goes on serving GPU sessions.
+ */
+START_TEST(test_cuda_gpu_pool_no_pidfd)
+{
+	char deny[64];
+	const char *env[] = { fake_env(), deny, NULL };
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	char st[4096];
+
+	if (no_fatbin())
+		return;
+	snprintf(deny, sizeof(deny), KVMEMD_DENY_SYSCALL "%ld",
+		 (long)SYS_pidfd_open);
+	start_pool32(&p, env);
+	ck_assert_msg(!gpu_connect(&p, 16, &c), "%s", kvmem_connect_error());
 	kvmem_close(c);
-	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
-	kvmemd_cleanup(&p);
+	status_at(&p, 0, st, sizeof(st));
+	EXPECT_EQ(log_lines(&p, "cannot watch pid"), 1, "%s", p.log);
+	expect_pool_freed(&p, 32);
 }
 END_TEST
 
@@ -2835,6 +2878,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_gpu_pool_per_user);
 	tcase_add_test(tc, test_cuda_gpu_pool_killed);
 	tcase_add_test(tc, test_cuda_gpu_pool_out_of_fds);
+	tcase_add_test(tc, test_cuda_gpu_pool_no_pidfd);
 	tcase_add_test(tc, test_cuda_gpu_pool_absent);
 	tcase_add_test(tc, test_cuda_bench_attend_gpu);
 	tcase_add_test(tc, test_cuda_bench_attend_host);

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -83,6 +85,28 @@ void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 	kvmemd_restart(p, env);
 }
 
+/*
+ * System call @nr fails with ENOSYS from here on, in this process and what
+ * it executes: a seccomp filter, which needs no privilege after
+ * PR_SET_NO_NEW_PRIVS.
+ */
+static int deny_syscall(long nr)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned int)nr, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]),
+				   .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
 static void spawn(struct kvmemd_proc *p, const char *const *env)
 {
 	char nsock[108];
@@ -101,8 +125,16 @@ static void spawn(struct kvmemd_proc *p, const char *const *env)
 		unsetenv("WATCHDOG_USEC");
 		unsetenv("WATCHDOG_PID");
 		unsetenv("LISTEN_FDS");
-		for (i = 0; env && env[i]; i++)
-			putenv((char *)env[i]);
+		for (i = 0; env && env[i]; i++) {
+			const size_t n = strlen(KVMEMD_DENY_SYSCALL);
+
+			if (strncmp(env[i], KVMEMD_DENY_SYSCALL, n)) {
+				putenv((char *)env[i]);
+				continue;
+			}
+			if (deny_syscall(strtol(env[i] + n, NULL, 10)))
+				_exit(126);
+		}
 		snprintf(state, sizeof(state), "%s/state", p->dir);
 		execl(daemon_path(), "kvmemd", "-f", "-c", p->conf, "-s",
 		      p->sock, "-a", p->admin, "-d", state, (char *)NULL);

@@ -28,7 +28,11 @@ struct kvmemd_proc {
  * Start kvmemd with @conf as its configuration file (NULL: an empty one),
  * @env (NULL-terminated "NAME=value" strings, or NULL) added to its
  * environment, and wait for READY=1. Fails the test when it does not come.
+ * An @env entry KVMEMD_DENY_SYSCALL "NR" is not passed on: in the daemon,
+ * system call NR fails with ENOSYS, as on a kernel without it.
  */
+#define KVMEMD_DENY_SYSCALL "KVMEMD_HARNESS_DENY_SYSCALL="
+
 void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 		  const char *const *env);
 
