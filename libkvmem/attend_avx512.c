@@ -411,6 +411,19 @@ static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
 }
 
 /*
+ * Values d..d+16 of a V row at @c (int4 codewords, or int8 values with
+ * @I8) times their scales @sc: per channel with @CHAN, else per group.
+ */
+static inline __attribute__((always_inline)) __m512
+vscaled16(const uint8_t *c, const float *sc, unsigned int d, unsigned int group,
+	  const int CHAN, const int I8)
+{
+	return _mm512_mul_ps(val16(c, I8),
+			     CHAN ? _mm512_loadu_ps(sc + d)
+				  : _mm512_set1_ps(sc[d / group]));
+}
+
+/*
  * acc[g + j][d..d+64) += sum_t p[g + j][t] * v[t][d..] for @NB (1 or 4)
  * heads, v read from int4 codewords (or int8 values, @I8) with its scales
  * applied once for all heads.
@@ -433,11 +446,8 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
-			v[k] = _mm512_mul_ps(
-				val16(c + 16 * k, I8),
-				CHAN ? _mm512_loadu_ps(sc + d + 16 * k)
-				     : _mm512_set1_ps(
-					       sc[(d + 16 * k) / group]));
+			v[k] = vscaled16(c + 16 * k, sc, d + 16 * k, group,
+					 CHAN, I8);
 		acc_row(a, NB, p, pn, t, v);
 	}
 	acc_store(a, NB, acc, dim, d);
@@ -469,11 +479,8 @@ accum8_nb(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 
 #pragma GCC unroll 2
 		for (k = 0; k < 2; k++)
-			v[k] = _mm512_mul_ps(
-				val16(c + 16 * k, I8),
-				CHAN ? _mm512_loadu_ps(sc + d + 16 * k)
-				     : _mm512_set1_ps(
-					       sc[(d + 16 * k) / group]));
+			v[k] = vscaled16(c + 16 * k, sc, d + 16 * k, group,
+					 CHAN, I8);
 #pragma GCC unroll 8
 		for (j = 0; j < 8; j++) {
 			__m512 w = _mm512_set1_ps(p[(size_t)j * pn + t]);
