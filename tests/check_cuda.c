@@ -2145,20 +2145,6 @@ static const char *fake_env(void)
 	return env;
 }
 
-/* The kvmemd log's lines that have @needle. */
-static int log_lines(const struct kvmemd_proc *p, const char *needle)
-{
-	FILE *f = fopen(p->log, "r");
-	char line[1024];
-	int n = 0;
-
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		n += !!strstr(line, needle);
-	fclose(f);
-	return n;
-}
-
 /* The fake's UUID of device @dev ("kvmem fake GPU " and @dev) as
  * nvidia-smi would print it, spelled out byte by byte here. */
 static void fake_uuid(int dev, char out[41])
@@ -2417,8 +2403,8 @@ START_TEST(test_cuda_gpu_pool)
 	EXPECT_EQ(fake->registered, 0, "%s", "a's arena let go");
 	kvmem_cuda_close(cu);
 	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
-	EXPECT_EQ(log_lines(&p, "GPU pool: 64 MiB of kvmem fake GPU"), 1, "%s",
-		  p.log);
+	EXPECT_EQ(kvmemd_log_lines(&p, "GPU pool: 64 MiB of kvmem fake GPU"), 1,
+		  "%s", p.log);
 	kvmemd_cleanup(&p);
 }
 END_TEST
@@ -2669,7 +2655,7 @@ START_TEST(test_cuda_gpu_pool_no_pidfd)
 	ck_assert_msg(!gpu_connect(&p, 16, &c), "%s", kvmem_connect_error());
 	kvmem_close(c);
 	status_at(&p, 0, st, sizeof(st));
-	EXPECT_EQ(log_lines(&p, "cannot watch pid"), 1, "%s", p.log);
+	EXPECT_EQ(kvmemd_log_lines(&p, "cannot watch pid"), 1, "%s", p.log);
 	expect_pool_freed(&p, 32);
 }
 END_TEST
@@ -2720,7 +2706,7 @@ START_TEST(test_cuda_gpu_pool_absent)
 			      kvmem_connect_error());
 		kvmem_close(c);
 		EXPECT_EQ(kvmemd_stop(&p), 0, "case %zu", i);
-		EXPECT_EQ(log_lines(&p, "no GPU pool, serving host"), 1,
+		EXPECT_EQ(kvmemd_log_lines(&p, "no GPU pool, serving host"), 1,
 			  "case %zu: %s", i, p.log);
 		kvmemd_cleanup(&p);
 	}

@@ -470,20 +470,6 @@ static void *journal_run(void *arg)
 	return NULL;
 }
 
-/* Lines of the file at @path that have @needle. */
-static int log_count(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	int n = 0;
-
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		n += !!strstr(line, needle);
-	fclose(f);
-	return n;
-}
-
 /*
  * Under systemd, with stderr the journal's stream ($JOURNAL_STREAM is its
  * device and inode), kvmemd sends each message to the journal's socket
@@ -570,7 +556,7 @@ START_TEST(test_journal_fields)
 	}
 	EXPECT_EQ(serving, 1, "%s", "the start, in the journal");
 	EXPECT(ue > 0, "%s", "no uncorrectable event in the journal");
-	EXPECT_EQ(log_count(p.log, "serving on"), 0, "%s",
+	EXPECT_EQ(kvmemd_log_lines(&p, "serving on"), 0, "%s",
 		  "the start on stderr too");
 
 	/* A stream that is not stderr: plain lines. */
@@ -581,7 +567,7 @@ START_TEST(test_journal_fields)
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	EXPECT(recv(j->fd, line, sizeof(line), MSG_DONTWAIT) < 0, "%s",
 	       "a datagram without the journal's stream");
-	EXPECT_EQ(log_count(p.log, "serving on"), 1, "%s",
+	EXPECT_EQ(kvmemd_log_lines(&p, "serving on"), 1, "%s",
 		  "the start on stderr");
 	close(j->fd);
 	free(j);

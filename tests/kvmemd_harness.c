@@ -233,6 +233,18 @@ int kvmemd_notify_wait(struct kvmemd_proc *p, const char *prefix,
 	}
 }
 
+int kvmemd_log_lines(const struct kvmemd_proc *p, const char *needle)
+{
+	FILE *f = fopen(p->log, "r");
+	char line[4096];
+	int n = 0;
+
+	ck_assert_msg(f, "%s: %s", p->log, strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		n += !!strstr(line, needle);
+	fclose(f);
+	return n;
+}
 int kvmemd_fd_count(const struct kvmemd_proc *p)
 {
 	char path[64];

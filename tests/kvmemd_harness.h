@@ -54,6 +54,9 @@ void kvmemd_cleanup(struct kvmemd_proc *p);
 int kvmemd_notify_wait(struct kvmemd_proc *p, const char *prefix,
 		       int timeout_ms, char *out, size_t len);
 
+/* Lines of the daemon's log that have @needle. */
+int kvmemd_log_lines(const struct kvmemd_proc *p, const char *needle);
+
 /* The daemon's open descriptors, from /proc. */
 int kvmemd_fd_count(const struct kvmemd_proc *p);
 
