@@ -64,6 +64,7 @@ enum key_type {
 	KEY_U32, /* decimal in min..max */
 	KEY_POW2, /* a power of two in min..max */
 	KEY_SIZE, /* bytes, with an optional K/M/G/T suffix, in min..max */
+	KEY_REAL, /* a decimal number, 1e-3 too, in min..max, as a double */
 	KEY_ENUM, /* one of names[], stored as an int */
 	KEY_GPU, /* "auto", or a GPU's UUID: GPU-8hex-4hex-4hex-4hex-12hex */
 	KEY_NTYPES,
@@ -347,6 +348,27 @@ static const struct key keys[] = {
 		.max = 31536000,
 		.reload = true,
 		.desc = "seconds a full patrol pass should take, 0: use the rate",
+	},
+	{
+		.section = "scrub",
+		.name = "target_ue_per_day",
+		.type = KEY_REAL,
+		KEY_FIELD(scrub_target_ue, double),
+		.min = 0,
+		.max = 1000000000,
+		.reload = true,
+		.desc = "uncorrectable words a day the patrol adapts its rate "
+			"to keep below, 0: a fixed rate",
+	},
+	{
+		.section = "scrub",
+		.name = "rate_max",
+		.type = KEY_SIZE,
+		KEY_FIELD(scrub_rate_max, uint64_t),
+		.min = 0,
+		.max = 64 * GIB,
+		.reload = true,
+		.desc = "patrol bytes per second adapting may go up to",
 	},
 	{
 		.section = "scrub",
@@ -885,6 +907,43 @@ static int set_number(struct kvmemd_config *c, const struct key *k,
 	return 0;
 }
 
+/*
+ * A decimal number as strtod() reads it, but starting with a digit (no
+ * sign, blank, "inf" or "nan") and without hexadecimal ("0x1p3").
+ */
+static int set_real(struct kvmemd_config *c, const struct key *k, const char *v,
+		    char *msg, size_t len)
+{
+	char range[64], *end = NULL;
+	double x = -1;
+
+	errno = 0;
+	if (isdigit((unsigned char)*v) && !strpbrk(v, "xX"))
+		x = strtod(v, &end);
+	if (!end || *end || errno || x < (double)k->min || x > (double)k->max) {
+		range_number(k, range, sizeof(range));
+		snprintf(msg, len, "\"%s\" is not a number in %s", v, range);
+		return -EINVAL;
+	}
+	*(double *)field(c, k) = x;
+	return 0;
+}
+
+/* The shortest form that reads back to the same double. */
+static void format_real(const struct kvmemd_config *c, const struct key *k,
+			char *buf, size_t len)
+{
+	double x = *(const double *)cfield(c, k);
+	int prec;
+
+	for (prec = 6; prec < 17; prec++) {
+		snprintf(buf, len, "%.*g", prec, x);
+		if (strtod(buf, NULL) == x)
+			return;
+	}
+	snprintf(buf, len, "%.17g", x);
+}
+
 static void format_number(const struct kvmemd_config *c, const struct key *k,
 			  char *buf, size_t len)
 {
@@ -951,6 +1010,7 @@ static const struct key_type_ops type_ops[] = {
 	[KEY_U32] = { set_number, format_number, range_number, false },
 	[KEY_POW2] = { set_number, format_number, range_number, false },
 	[KEY_SIZE] = { set_number, format_number, range_number, false },
+	[KEY_REAL] = { set_real, format_real, range_number, false },
 	[KEY_ENUM] = { set_enum, format_enum, range_enum, false },
 	[KEY_GPU] = { set_string, format_string, range_none, false },
 };
@@ -1077,6 +1137,7 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->poll_idle_us = 200;
 	c->max_seqs = 4096;
 	c->scrub_rate = 16 * MIB;
+	c->scrub_rate_max = 256 * MIB;
 	c->low_watermark = 10;
 	c->high_watermark = 20;
 	c->stale_tokens = 1024;

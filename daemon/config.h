@@ -51,6 +51,8 @@ struct kvmemd_config {
 	uint32_t max_seqs; /* sequences per session */
 	/* [scrub] */
 	uint64_t scrub_rate; /* patrol bytes per second; 0: none */
+	uint64_t scrub_rate_max; /* the most adapting may raise it to */
+	double scrub_target_ue; /* uncorrectable words a day; 0: no adapting */
 	uint32_t scrub_cycle; /* seconds per patrol pass; 0: use the rate */
 	int verify_on_seal; /* 0 or 1 */
 	int allow_inject; /* 0 or 1 */

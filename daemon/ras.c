@@ -21,6 +21,12 @@
  * start or the last reset, and totals kept in STATE_DIR/counters across
  * restarts. Events go to a bounded ring, the journal (rate-limited) and
  * STATE_DIR/events, from which the ring is refilled at start.
+ *
+ * With scrub.target_ue_per_day set, the end of each patrol pass also sets
+ * the patrol's rate: the words it corrected predict how many would turn
+ * uncorrectable a day at each cycle, and the patrol runs at the slowest
+ * doubling of its configured rate that keeps that under the target, within
+ * scrub.rate_max (adapt_pass()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -100,8 +106,37 @@ struct pass {
 	uint64_t bytes, pages, ce, ue, crc, degraded, restored;
 	uint64_t padding; /* bytes that carry no value, put back */
 	uint64_t words[KVMEM_CODEC_NR], ce_words[KVMEM_CODEC_NR];
+	/* a patrol's: seconds since the pass before it started, the time its
+	 * words had to collect flips; 0 for the first */
+	double interval;
 	struct kvmemd_check job; /* the page under the cursor */
 	int in_job;
+};
+
+/* Steps of the adaptive patrol `kvmemctl scrub` lists. */
+#define ADAPT_STEPS 16
+/* Doublings of the patrol rate at most, whatever scrub.rate_max allows. */
+#define ADAPT_LEVEL_MAX 20
+
+struct adapt_step {
+	uint64_t time_ns; /* CLOCK_REALTIME */
+	unsigned int from, to;
+	double ue_day; /* predicted at from's cycle */
+	double cycle; /* seconds, at to's rate */
+};
+
+/*
+ * The patrol's answer to scrub.target_ue_per_day: it runs at 2^level times
+ * the configured rate. Decided at the end of each patrol pass.
+ */
+struct adapt {
+	unsigned int level, from; /* from: the level the decision started at */
+	double base_cycle; /* seconds at the configured rate, when decided */
+	double ue_day; /* predicted at the level's cycle, when decided */
+	int short_of; /* at scrub.rate_max, and the prediction still over */
+	uint64_t up, down; /* steps taken */
+	struct adapt_step step[ADAPT_STEPS]; /* a ring: step nstep goes next */
+	uint64_t nstep;
 };
 
 struct kvmemd_ras {
@@ -123,7 +158,7 @@ struct kvmemd_ras {
 	double tokens, rate;
 	uint64_t refill_mono, idle_until;
 	struct pass patrol, ondemand, last_patrol, last;
-	double patrol_interval; /* seconds between the last two starts */
+	struct adapt adapt;
 	uint64_t passes, bytes_total, pages_total;
 	void *waiter; /* the admin request an on-demand pass answers */
 	uint32_t check_next; /* the session whose seal check goes first */
@@ -1289,8 +1324,8 @@ static uint64_t sealed_bytes(const struct kvmemd *d)
 	return n;
 }
 
-/* Bytes per second the patrol runs at: the rate, or the cycle's. */
-static double patrol_rate(const struct kvmemd *d)
+/* Bytes per second the configuration asks for: the rate, or the cycle's. */
+static double base_rate(const struct kvmemd *d)
 {
 	double rate;
 
@@ -1298,6 +1333,140 @@ static double patrol_rate(const struct kvmemd *d)
 		return (double)d->cfg.scrub_rate;
 	rate = (double)sealed_bytes(d) / d->cfg.scrub_cycle;
 	return rate < KVMEM_SLOT_UNIT ? KVMEM_SLOT_UNIT : rate;
+}
+
+/* Doublings of the base rate scrub.rate_max leaves room for. */
+static unsigned int adapt_max(const struct kvmemd *d)
+{
+	double base = base_rate(d);
+	unsigned int k = 0;
+
+	if (!d->cfg.scrub_target_ue || base <= 0)
+		return 0;
+	while (k < ADAPT_LEVEL_MAX &&
+	       base * (double)(2u << k) <= (double)d->cfg.scrub_rate_max)
+		k++;
+	return k;
+}
+
+/* The level the patrol runs at: the last decision's, within the budget
+ * the configuration leaves now. */
+static unsigned int adapt_level(const struct kvmemd *d)
+{
+	unsigned int max = adapt_max(d);
+
+	return d->ras->adapt.level < max ? d->ras->adapt.level : max;
+}
+
+/* Bytes per second the patrol runs at. */
+static double patrol_rate(const struct kvmemd *d)
+{
+	return base_rate(d) * (double)(1u << adapt_level(d));
+}
+
+/*
+ * Uncorrectable words a day if every word of the patrol pass @p were
+ * checked every @cycle seconds. The pass saw flips arrive at x / T per
+ * word (x the share of its words it corrected, T its interval), so a word
+ * collects more than its code's t of them in a cycle with probability about
+ * (x cycle / T)^(t+1) / (t+1)!, the first term of the Poisson tail.
+ */
+static double ue_per_day(const struct pass *p, double cycle)
+{
+	const struct kvmem_codec_info *ci;
+	double x, n = 0;
+	int c;
+
+	if (p->interval <= 0 || cycle <= 0)
+		return 0;
+	for (c = 0; c < KVMEM_CODEC_NR; c++) {
+		if (!p->words[c])
+			continue;
+		ci = kvmem_codec_get(c);
+		x = (double)p->ce_words[c] / (double)p->words[c] * cycle /
+		    p->interval;
+		n += (double)p->words[c] * pow(x, ci->corrects + 1) /
+		     tgamma(ci->corrects + 2.0);
+	}
+	return n * 86400.0 / cycle;
+}
+
+/* The journal's MESSAGE_ID of a step of the adaptive patrol. */
+#define ADAPT_MESSAGE_ID "6bf28fe1adf0492cb9cea25ff4ef7a89"
+
+static void adapt_step(struct kvmemd *d, unsigned int to, double ue_day,
+		       double cycle)
+{
+	struct adapt *a = &d->ras->adapt;
+	struct adapt_step *st = &a->step[a->nstep++ % ADAPT_STEPS];
+	double target = d->cfg.scrub_target_ue;
+	char fields[256];
+
+	*st = (struct adapt_step){ clock_ns(CLOCK_REALTIME), a->level, to,
+				   ue_day, cycle };
+	if (to > a->level)
+		a->up++;
+	else
+		a->down++;
+	snprintf(fields, sizeof(fields),
+		 "MESSAGE_ID=%s\nKVMEM_EVENT=scrub-adapt\nLEVEL_FROM=%u\n"
+		 "LEVEL_TO=%u\nUE_PER_DAY=%.6g\nTARGET_UE_PER_DAY=%.6g\n"
+		 "CYCLE_S=%.6g\n",
+		 ADAPT_MESSAGE_ID, a->level, to, ue_day, target, cycle);
+	kvmemd_log_fields(to > a->level ? LOG_WARNING : LOG_NOTICE, fields,
+			  "scrub: %.3g uncorrectable words a day predicted at "
+			  "the patrol's %ux rate (target %.3g): it now runs "
+			  "at %ux, a %.3g s cycle",
+			  ue_day, 1u << a->level, target, 1u << to, cycle);
+	a->level = to;
+}
+
+/*
+ * After patrol pass @p: run the patrol at the slowest of the rates 2^k
+ * times the configured one (k up to what scrub.rate_max allows) at which
+ * the prediction is within scrub.target_ue_per_day, stepping up at once;
+ * step down one doubling a pass, and only once the prediction at the
+ * slower rate is within half the target, so that a rate near a threshold
+ * does not make the patrol swing.
+ */
+static void adapt_pass(struct kvmemd *d, const struct pass *p)
+{
+	struct adapt *a = &d->ras->adapt;
+	double target = d->cfg.scrub_target_ue, base = base_rate(d), T0;
+	unsigned int max = adapt_max(d), to;
+	int short_of;
+
+	a->from = a->level;
+	to = a->level < max ? a->level : max;
+	T0 = base > 0 ? (double)sealed_bytes(d) / base : 0;
+	a->base_cycle = T0;
+	if (!target || p->interval <= 0 || base <= 0) {
+		/* No prediction: only the cap of the budget changes it. */
+		if (to != a->level)
+			adapt_step(d, to, 0, T0 / (1u << to));
+		a->ue_day = 0;
+		a->short_of = 0;
+		return;
+	}
+	if (ue_per_day(p, T0 / (1u << to)) > target) {
+		while (to < max && ue_per_day(p, T0 / (1u << to)) > target)
+			to++;
+	} else if (to && ue_per_day(p, T0 / (1u << (to - 1))) <= target / 2) {
+		to--;
+	}
+	if (to != a->level)
+		adapt_step(d, to, ue_per_day(p, T0 / (1u << a->level)),
+			   T0 / (1u << to));
+	a->ue_day = ue_per_day(p, T0 / (1u << to));
+	short_of = a->ue_day > target;
+	if (short_of && !a->short_of)
+		kvmemd_log(LOG_WARNING,
+			   "scrub: %.3g uncorrectable words a day predicted "
+			   "even at scrub.rate_max (a %.3g s cycle), over the "
+			   "target of %.3g: raise scrub.rate_max, or use a "
+			   "stronger codec",
+			   a->ue_day, T0 / (1u << to), target);
+	a->short_of = short_of;
 }
 
 static int patrol_on(const struct kvmemd *d)
@@ -1361,10 +1530,10 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 	if (!r->patrol.active) {
 		if (now < r->idle_until)
 			return next < r->idle_until ? next : r->idle_until;
-		if (r->last_patrol.started_mono)
-			r->patrol_interval =
-				secs(now - r->last_patrol.started_mono);
 		pass_start(&r->patrol, SRC_PATROL, &pool);
+		if (r->last_patrol.started_mono)
+			r->patrol.interval =
+				secs(now - r->last_patrol.started_mono);
 	}
 	/* Every time: the rate, the cycle or the sealed bytes may change. */
 	r->rate = patrol_rate(d);
@@ -1381,9 +1550,10 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 			      r->tokens < STEP_BYTES ? (uint64_t)r->tokens + 1
 						     : STEP_BYTES)) {
 			pass_end(d, &r->patrol);
-			if (r->patrol.pages)
+			if (r->patrol.pages) {
 				r->last_patrol = r->patrol;
-			else
+				adapt_pass(d, &r->patrol);
+			} else
 				r->idle_until = now + IDLE_NS;
 		}
 		spent = (double)(r->patrol.bytes - before);
@@ -1505,7 +1675,7 @@ static void estimate_json(const struct kvmemd_ras *r, struct jw *w)
 		if (!p->words[c])
 			continue;
 		ci = kvmem_codec_get(c);
-		T = r->patrol_interval > 0 ? r->patrol_interval : p->duration;
+		T = p->interval > 0 ? p->interval : p->duration;
 		x = (double)p->ce_words[c] / (double)p->words[c];
 		pw = pow(x, ci->corrects + 1) / tgamma(ci->corrects + 2.0);
 		jw_open(w, NULL, '{');
@@ -1521,6 +1691,39 @@ static void estimate_json(const struct kvmemd_ras *r, struct jw *w)
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');
+}
+
+static void adapt_json(const struct kvmemd *d, struct jw *w)
+{
+	const struct adapt *a = &d->ras->adapt;
+	const struct adapt_step *st;
+	uint64_t i;
+
+	jw_open(w, "adapt", '{');
+	jw_f64(w, "target_ue_per_day", d->cfg.scrub_target_ue);
+	jw_u64(w, "rate_max_bytes_per_s", d->cfg.scrub_rate_max);
+	jw_u64(w, "level", adapt_level(d));
+	jw_u64(w, "max_level", adapt_max(d));
+	jw_u64(w, "from", a->from);
+	jw_f64(w, "base_cycle_s", a->base_cycle);
+	jw_f64(w, "ue_per_day", a->ue_day);
+	jw_bool(w, "short_of_target", a->short_of);
+	jw_u64(w, "steps_up", a->up);
+	jw_u64(w, "steps_down", a->down);
+	jw_open(w, "steps", '[');
+	i = a->nstep > ADAPT_STEPS ? a->nstep - ADAPT_STEPS : 0;
+	for (; i < a->nstep; i++) {
+		st = &a->step[i % ADAPT_STEPS];
+		jw_open(w, NULL, '{');
+		jw_f64(w, "time", secs(st->time_ns));
+		jw_u64(w, "from", st->from);
+		jw_u64(w, "to", st->to);
+		jw_f64(w, "ue_per_day", st->ue_day);
+		jw_f64(w, "cycle_s", st->cycle);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	jw_close(w, '}');
 }
 
 static void scrub_status(const struct kvmemd *d, struct jw *w)
@@ -1544,7 +1747,10 @@ static void scrub_status(const struct kvmemd *d, struct jw *w)
 	pass_json(w, "last_pass", r->passes ? &r->last : NULL, 0);
 	jw_u64(w, "passes", r->passes);
 	jw_u64(w, "bytes_total", scrubbed(r, 0));
+	jw_f64(w, "effective_rate_bytes_per_s", rate);
+	jw_f64(w, "estimate_interval_s", r->last_patrol.interval);
 	estimate_json(r, w);
+	adapt_json(d, w);
 	jw_close(w, '}');
 	jw_end(w);
 }

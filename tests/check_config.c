@@ -637,6 +637,60 @@ START_TEST(test_config_integers)
 }
 END_TEST
 
+/*
+ * scrub.target_ue_per_day is a decimal number, 1e-3 too: what strtod()
+ * reads, but nothing it reads that the file should not carry (a sign,
+ * "inf", hexadecimal, a value beyond a double).
+ */
+START_TEST(test_config_reals)
+{
+	static const struct {
+		const char *text;
+		double want;
+	} good[] = {
+		{ "0", 0 },	  { "0.001", 0.001 }, { "1e-3", 0.001 },
+		{ "2000", 2000 }, { "2.5E2", 250 },   { "1000000000", 1e9 },
+		{ "1.", 1 },
+	};
+	static const char *const bad[] = {
+		"-1",	    "+1",    ".5",     "inf",	     "nan",
+		"0x1p3",    "1e400", "1e-400", "1,5",	     " 1",
+		"1 ",	    "1e",    "5e9",    "1000000001", "1000000000.5",
+		"infinity", "0.5x",
+	};
+	struct kvmemd_config c;
+	char want[256], *text = NULL;
+	size_t i, len = 0;
+	FILE *f;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		defaults(&c);
+		set_ok(&c, "scrub.target_ue_per_day", good[i].text);
+		EXPECT(c.scrub_target_ue == good[i].want,
+		       "target_ue_per_day = %s: %g", good[i].text,
+		       c.scrub_target_ue);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(want, sizeof(want),
+			 "\"%s\" is not a number in 0..1000000000", bad[i]);
+		expect_set_error("scrub.target_ue_per_day", bad[i], want);
+	}
+	expect_set_error("scrub.target_ue_per_day", "", "empty value");
+	/* written back in its shortest form */
+	defaults(&c);
+	set_ok(&c, "scrub.target_ue_per_day", "0.1");
+	f = open_memstream(&text, &len);
+	ck_assert_ptr_nonnull(f);
+	kvmemd_config_print(&c, f);
+	ck_assert_int_eq(fclose(f), 0);
+	EXPECT(strstr(text, "\ntarget_ue_per_day = 0.1\n"), "%s", text);
+	free(text);
+	defaults(&c);
+	EXPECT(c.scrub_target_ue == 0, "default target %g", c.scrub_target_ue);
+	ck_assert_uint_eq(c.scrub_rate_max, 268435456ull);
+}
+END_TEST
+
 START_TEST(test_config_enums)
 {
 	static const struct {
@@ -902,6 +956,11 @@ START_TEST(test_config_print_round_trip)
 	set_ok(&odd, "daemon.allow_gids", "4294967294");
 	set_ok(&odd, "daemon.socket", "/tmp/a#b;c d");
 	set_ok(&odd, "daemon.log_level", "err");
+	/* decimals with no short binary form, and 1e-7 */
+	set_ok(&odd, "scrub.target_ue_per_day", "0.1");
+	set_ok(&odd, "scrub.rate_max", "3");
+	round_trip(&odd, &all, "odd.printed");
+	set_ok(&odd, "scrub.target_ue_per_day", "1e-7");
 	round_trip(&odd, &all, "odd.printed");
 }
 END_TEST
@@ -933,6 +992,8 @@ START_TEST(test_config_print_format)
 		"max_seqs",
 		"rate",
 		"cycle",
+		"target_ue_per_day",
+		"rate_max",
 		"verify_on_seal",
 		"allow_inject",
 		"events",
@@ -1042,6 +1103,7 @@ KVMEM_SUITE(config)
 	tcase_add_test(tc, test_config_missing_file);
 	tcase_add_test(tc, test_config_sizes);
 	tcase_add_test(tc, test_config_integers);
+	tcase_add_test(tc, test_config_reals);
 	tcase_add_test(tc, test_config_enums);
 	tcase_add_test(tc, test_config_ids);
 	tcase_add_test(tc, test_config_paths);

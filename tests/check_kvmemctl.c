@@ -762,10 +762,18 @@ static void fake_stop(struct fake *f)
 	"\"rate_bytes_per_s\":16777216,\"cycle_s\":0,"                     \
 	"\"current_cycle_duration\":1.0,\"verify_on_seal\":true,"          \
 	"\"state\":\"idle\",\"current\":null,\"last_pass\":" PASS_LAST "," \
-	"\"passes\":12,\"bytes_total\":201326592,\"estimate\":[{"          \
+	"\"passes\":12,\"bytes_total\":201326592,"                         \
+	"\"effective_rate_bytes_per_s\":67108864,"                         \
+	"\"estimate_interval_s\":66.25,\"estimate\":[{"                    \
 	"\"codec\":\"h84\",\"t\":1,\"n\":8,\"words\":1048576,\"ce\":3,"    \
 	"\"lambda_per_bit_hour\":1.25e-6,\"p_ue_word\":4.1e-11,"           \
-	"\"expected_ue_per_cycle\":4.3e-5}]}\n"
+	"\"expected_ue_per_cycle\":4.3e-5}],\"adapt\":{"                   \
+	"\"target_ue_per_day\":0.001,\"rate_max_bytes_per_s\":268435456,"  \
+	"\"level\":2,\"max_level\":4,\"from\":1,\"base_cycle_s\":4.0,"     \
+	"\"ue_per_day\":0.0004,\"short_of_target\":false,"                 \
+	"\"steps_up\":2,\"steps_down\":0,\"steps\":[{"                     \
+	"\"time\":1700000000.25,\"from\":1,\"to\":2,"                      \
+	"\"ue_per_day\":0.0016,\"cycle_s\":1.0}]}}\n"
 #define R_PASS                                                             \
 	"{\"kind\":\"ondemand\",\"target\":\"session 1\","                 \
 	"\"started\":1700000100.5,\"duration_s\":0.5,\"bytes\":8388608,"   \
@@ -1154,10 +1162,17 @@ static const struct {
 	  "\"current_cycle_duration\":\"n\",\"verify_on_seal\":\"b\","
 	  "\"state\":\"s:idle|patrol|ondemand\",\"current\":{\"?\":" S_PASS
 	  "},\"last_pass\":{\"?\":" S_PASS "},\"passes\":\"u\","
-	  "\"bytes_total\":\"u\",\"estimate\":[{\"codec\":" S_CODEC ","
-	  "\"t\":\"u\",\"n\":\"u\",\"words\":\"u\",\"ce\":\"u\","
+	  "\"bytes_total\":\"u\",\"effective_rate_bytes_per_s\":\"n\","
+	  "\"estimate_interval_s\":\"n\",\"estimate\":[{\"codec\":" S_CODEC
+	  ",\"t\":\"u\",\"n\":\"u\",\"words\":\"u\",\"ce\":\"u\","
 	  "\"lambda_per_bit_hour\":\"n\",\"p_ue_word\":\"n\","
-	  "\"expected_ue_per_cycle\":\"n\"}]}" },
+	  "\"expected_ue_per_cycle\":\"n\"}],\"adapt\":{"
+	  "\"target_ue_per_day\":\"n\",\"rate_max_bytes_per_s\":\"u\","
+	  "\"level\":\"u\",\"max_level\":\"u\",\"from\":\"u\","
+	  "\"base_cycle_s\":\"n\",\"ue_per_day\":\"n\","
+	  "\"short_of_target\":\"b\",\"steps_up\":\"u\","
+	  "\"steps_down\":\"u\",\"steps\":[{\"time\":\"n\",\"from\":\"u\","
+	  "\"to\":\"u\",\"ue_per_day\":\"n\",\"cycle_s\":\"n\"}]}}" },
 	{ "pass", S_PASS },
 	{ "events",
 	  "{\"events\":[{\"time\":\"n\",\"uid\":\"u\",\"session\":\"u\","
@@ -1294,7 +1309,12 @@ START_TEST(test_spec_tables)
 		{ { "scrub", "status" },
 		  { "current pass none", "passes 12, 192.0 MiB scrubbed",
 		    "h84 1 8 1048576 3 1.25e-06 4.1e-11 4.3e-05",
-		    "full pass 1.0 s at the effective rate" } },
+		    "full pass 1.0 s at the effective rate, 64.0 MiB/s" } },
+		{ { "scrub", "status" },
+		  { "adaptive target 0.001 UE/day: 4x the rate (at most 16x), "
+		    "0.0004 UE/day predicted",
+		    "step 2023-11-14 22:13:20: 2x -> 4x at 0.0016 UE/day, a "
+		    "1.0 s cycle" } },
 		{ { "scrub", "now", "session", "1" },
 		  { "pass ondemand session 1", "started 2023-11-14 22:15:00",
 		    "duration 500 ms",
@@ -1547,6 +1567,12 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_scrub_rate_bytes_per_second", 16777216 },
 		{ "kvmem_scrub_last_pass_duration_seconds", 65.5 },
 		{ "kvmem_scrub_expected_ue_per_cycle{codec=\"h84\"}", 4.3e-5 },
+		{ "kvmem_scrub_target_ue_per_day", 0.001 },
+		{ "kvmem_scrub_adapt_level", 2 },
+		{ "kvmem_scrub_ue_per_day", 0.0004 },
+		{ "kvmem_scrub_adapt_short_of_target", 0 },
+		{ "kvmem_scrub_adapt_steps_total{direction=\"up\"}", 2 },
+		{ "kvmem_scrub_adapt_steps_total{direction=\"down\"}", 0 },
 		{ "kvmem_session_info{session=\"2\",pid=\"200\",uid=\"0\","
 		  "format=\"int8\",codec=\"secded72\"}",
 		  1 },
@@ -2065,7 +2091,9 @@ START_TEST(test_spec_wrong_types)
 		  "\"rate_bytes_per_s\":0,\"cycle_s\":0,"
 		  "\"current_cycle_duration\":0,\"verify_on_seal\":true,"
 		  "\"state\":\"idle\",\"current\":[],\"last_pass\":null,"
-		  "\"passes\":0,\"bytes_total\":0,\"estimate\":[]}\n",
+		  "\"passes\":0,\"bytes_total\":0,"
+		  "\"effective_rate_bytes_per_s\":0,\"estimate\":[],"
+		  "\"adapt\":{\"target_ue_per_day\":0}}\n",
 		  { "scrub", "status" },
 		  "\"current\" is array, not an object" },
 		{ "events",

@@ -575,6 +575,208 @@ START_TEST(test_journal_fields)
 }
 END_TEST
 
+/* ---- the adaptive patrol ------------------------------------------------ */
+
+/* The number after "@key": at or after @from in a reply. */
+static double jnum(const char *from, const char *key)
+{
+	char pat[64];
+	const char *at;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	at = strstr(from, pat);
+	ck_assert_msg(at, "no %s in %s", key, from);
+	return strtod(at + strlen(pat), NULL);
+}
+
+/*
+ * kvmemd(8)'s prediction for a scrub status reply: uncorrectable words a
+ * day with every word of the last patrol pass checked every @cycle
+ * seconds, from the words and corrected words of each codec and the pass's
+ * interval T, as sum words (x cycle / T)^(t+1) / (t+1)! * 86400 / cycle.
+ */
+static double predict(const char *st, double cycle)
+{
+	double T = jnum(st, "estimate_interval_s"), u = 0, x, t, f;
+	const char *e = strstr(st, "\"estimate\":["), *end;
+
+	ck_assert_ptr_nonnull(e);
+	end = strstr(e, "]");
+	for (e = strstr(e, "{\"codec\""); e && e < end;
+	     e = strstr(e + 1, "{\"codec\"")) {
+		t = jnum(e, "t");
+		x = jnum(e, "ce") / jnum(e, "words") * cycle / T;
+		for (f = 1; t > 0; t--)
+			f *= t + 1;
+		u += jnum(e, "words") * pow(x, jnum(e, "t") + 1) / f;
+	}
+	return u * 86400 / cycle;
+}
+
+/*
+ * One patrol decision, seen in a scrub status reply: the level must be the
+ * one kvmemd(8) gives for the level it started from. Return: the level.
+ */
+static unsigned int check_decision(const char *st, double target)
+{
+	const char *a = strstr(st, "\"adapt\":");
+	unsigned int from, max, level, k;
+	double c0;
+
+	ck_assert_ptr_nonnull(a);
+	from = (unsigned int)jnum(a, "from");
+	max = (unsigned int)jnum(a, "max_level");
+	level = (unsigned int)jnum(a, "level");
+	c0 = jnum(a, "base_cycle_s");
+	if (jnum(st, "estimate_interval_s") <= 0)
+		return level;
+	k = from < max ? from : max;
+	if (predict(st, c0 / (1u << k)) > target) {
+		while (k < max && predict(st, c0 / (1u << k)) > target)
+			k++;
+	} else if (k && predict(st, c0 / (1u << (k - 1))) <= target / 2) {
+		k--;
+	}
+	ck_assert_msg(level == k, "level %u, want %u: %s", level, k, st);
+	EXPECT(k == max || fabs(jnum(a, "ue_per_day") -
+				predict(st, c0 / (1u << k))) <=
+				   1e-9 * predict(st, c0 / (1u << k)),
+	       "%s", st);
+	/* The patrol runs at that level's rate: the cycle halves each. */
+	EXPECT(fabs(jnum(st, "current_cycle_duration") - c0 / (1u << level)) <
+		       1e-6 * c0,
+	       "level %u: %s", level, st);
+	return level;
+}
+
+/*
+ * Snapshots of the scrub status until @done says stop (each patrol pass's
+ * decision checked), or @secs go by; the last one in @st. Return: the
+ * highest level seen.
+ */
+static unsigned int watch(const struct kvmemd_proc *p, double target,
+			  double secs, int (*done)(unsigned int level, int n),
+			  char *st, size_t len)
+{
+	unsigned long long seen = 0, passes;
+	unsigned int level, top = 0;
+	double t0 = mono_s();
+	int n = 0;
+
+	while (mono_s() - t0 < secs) {
+		kvmemd_admin_ok(p, st, len, "scrub status");
+		passes = kvmemd_json_u64(st, "passes");
+		if (passes != seen) {
+			seen = passes;
+			level = check_decision(st, target);
+			top = level > top ? level : top;
+			if (done(level, ++n))
+				return top;
+		}
+		usleep(10000);
+	}
+	ck_abort_msg("no end after %.0f s: %s", secs, st);
+	return top;
+}
+
+static int two_passes(unsigned int level, int n)
+{
+	(void)level;
+	return n >= 2;
+}
+
+static int raised(unsigned int level, int n)
+{
+	(void)n;
+	return level > 0;
+}
+
+static int back_to_0(unsigned int level, int n)
+{
+	(void)n;
+	return level == 0;
+}
+
+/*
+ * scrub.target_ue_per_day on a live session whose bit error rate rises:
+ * a small rate changes nothing, a large one makes the patrol scrub faster
+ * at once (doublings of its rate, as many as the prediction needs), and
+ * once the errors stop it slows again one doubling a pass. With
+ * scrub.rate_max too low for the target the patrol runs at that rate and
+ * says the target is out of reach. Every decision is recomputed here from
+ * what the pass reported, by the rule kvmemd(8) gives; each step is a
+ * log line.
+ */
+START_TEST(test_scrub_adapt)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	const double target = 500;
+	static char st[1 << 16];
+	struct kvmem_seq *s[NSEQ];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	unsigned int top;
+	double base;
+
+	kvmemd_start(&p,
+		     "[scrub]\ncycle = 2\ntarget_ue_per_day = 500\n"
+		     "rate_max = 64M\nallow_inject = yes\n",
+		     NULL);
+	c = attach(&p, &g, 16u << 20);
+	fill(&g, c, s, NSEQ, TOKENS, 41);
+	/* Two passes without errors: an interval, nothing predicted. */
+	top = watch(&p, target, 30, two_passes, st, sizeof(st));
+	ck_assert_uint_eq(top, 0);
+	ck_assert(jnum(st, "estimate_interval_s") > 0);
+	EXPECT(fabs(jnum(strstr(st, "\"adapt\":"), "base_cycle_s") - 2) < 1e-6,
+	       "%s", st);
+	base = jnum(st, "effective_rate_bytes_per_s");
+
+	/* 1e-6 a bit: about 0.7 UE a day predicted, under the target. */
+	admin(&p, "inject pool ber 0.000001 seed 5");
+	top = watch(&p, target, 30, two_passes, st, sizeof(st));
+	ck_assert_uint_eq(top, 0);
+	ck_assert_uint_eq(kvmemd_json_after(st, "\"adapt\"", "steps_up"), 0);
+
+	/* 1e-4: thousands; the patrol steps up, then back down. */
+	admin(&p, "inject pool ber 0.0001 seed 6");
+	top = watch(&p, target, 30, raised, st, sizeof(st));
+	ck_assert_uint_gt(top, 1);
+	ck_assert(strstr(st, "\"short_of_target\":false"));
+	top = watch(&p, target, 30, back_to_0, st, sizeof(st));
+	ck_assert_uint_eq(kvmemd_json_after(st, "\"adapt\"", "steps_down"),
+			  top);
+	ck_assert_uint_ge(kvmemd_json_after(st, "\"adapt\"", "steps_up"), 1);
+	EXPECT_EQ(kvmemd_log_lines(&p, "it now runs at"),
+		  (int)(kvmemd_json_after(st, "\"adapt\"", "steps_up") +
+			kvmemd_json_after(st, "\"adapt\"", "steps_down")),
+		  "%s", "a log line a step");
+
+	/* Room for one doubling only: the patrol takes it and says the
+	 * target is out of reach. */
+	admin(&p, "policy set scrub.rate_max=%llu",
+	      (unsigned long long)(2.5 * base));
+	admin(&p, "inject pool ber 0.0001 seed 7");
+	top = watch(&p, target, 30, raised, st, sizeof(st));
+	ck_assert_uint_eq(top, 1);
+	ck_assert_uint_eq(kvmemd_json_after(st, "\"adapt\"", "max_level"), 1);
+	ck_assert_msg(strstr(st, "\"short_of_target\":true"), "%s", st);
+	EXPECT_EQ(kvmemd_log_lines(&p, "even at scrub.rate_max"), 1, "%s",
+		  "the target out of reach, said once");
+
+	/* No target: the configured rate at once. */
+	admin(&p, "policy set scrub.target_ue_per_day=0");
+	admin(&p, "scrub status");
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"adapt\"", "level"), 0);
+	EXPECT(fabs(jnum(reply, "effective_rate_bytes_per_s") - base) <
+		       1e-6 * base,
+	       "%s", reply);
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 START_TEST(test_persist)
 {
 	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
@@ -981,6 +1183,7 @@ KVMEM_SUITE(ras)
 	tcase_add_test(tc, test_inject_channels);
 	tcase_add_test(tc, test_degraded_attend);
 	tcase_add_test(tc, test_scrub_rate);
+	tcase_add_test(tc, test_scrub_adapt);
 	tcase_add_test(tc, test_persist);
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_seal_verify_and_header_restore);

@@ -1032,6 +1032,34 @@ static void pass_line(struct rd *r, struct table *t, const char *key,
 	   g_u64(r, p, "restored_pages"));
 }
 
+/* The adaptive patrol: its target, where it stands, its last steps. */
+static void adapt_lines(struct rd *r, struct table *t, const struct json *a)
+{
+	double target = g_num(r, a, "target_ue_per_day");
+	const struct json *st;
+	char at[32], cyc[32];
+	size_t n, i;
+
+	if (!target) {
+		kv(t, "adaptive", "off (scrub.target_ue_per_day = 0)");
+		return;
+	}
+	kv(t, "adaptive",
+	   "target %.3g UE/day: %ux the rate (at most %ux), %.3g UE/day "
+	   "predicted%s",
+	   target, 1u << g_u64(r, a, "level"), 1u << g_u64(r, a, "max_level"),
+	   g_num(r, a, "ue_per_day"),
+	   g_bool(r, a, "short_of_target") ? ", over the target at rate_max"
+					   : "");
+	st = g_arr(r, a, "steps", &n);
+	for (i = n > 4 ? n - 4 : 0; i < n; i++)
+		kv(t, "step", "%s: %ux -> %ux at %.3g UE/day, a %s cycle",
+		   fmt_time(at, sizeof(at), g_num(r, &st[i], "time")),
+		   1u << g_u64(r, &st[i], "from"), 1u << g_u64(r, &st[i], "to"),
+		   g_num(r, &st[i], "ue_per_day"),
+		   fmt_dur(cyc, sizeof(cyc), g_num(r, &st[i], "cycle_s")));
+}
+
 static void render_scrub(struct rd *r, FILE *f, const struct json *v)
 {
 	static const char *const head[] = { "CODEC",	  "T",
@@ -1054,8 +1082,10 @@ static void render_scrub(struct rd *r, FILE *f, const struct json *v)
 	   rate ? fmt_rate(a, sizeof(a), (double)rate) : "0 (patrol off)");
 	kv(&t, "cycle target", "%s",
 	   cycle ? fmt_dur(a, sizeof(a), (double)cycle) : "0 (use the rate)");
-	kv(&t, "full pass", "%s at the effective rate",
-	   fmt_dur(a, sizeof(a), g_num(r, v, "current_cycle_duration")));
+	kv(&t, "full pass", "%s at the effective rate, %s",
+	   fmt_dur(a, sizeof(a), g_num(r, v, "current_cycle_duration")),
+	   fmt_rate(b, sizeof(b), g_num(r, v, "effective_rate_bytes_per_s")));
+	adapt_lines(r, &t, g_obj(r, v, "adapt"));
 	kv(&t, "verify on seal", "%s",
 	   g_bool(r, v, "verify_on_seal") ? "yes" : "no");
 	kv(&t, "passes", "%" PRIu64 ", %s scrubbed", g_u64(r, v, "passes"),
@@ -2027,7 +2057,7 @@ static void metrics_scrub(struct metrics *m, const struct json *v)
 		{ "kvmem_scrub_expected_ue_per_cycle", "expected_ue_per_cycle",
 		  "Expected uncorrectable words per patrol cycle." },
 	};
-	const struct json *e, *last;
+	const struct json *e, *last, *a;
 	char state[32], codec[32];
 	size_t n, i, k;
 	uint64_t one;
@@ -2070,6 +2100,30 @@ static void metrics_scrub(struct metrics *m, const struct json *v)
 	if (last)
 		m_num(m, "kvmem_scrub_last_pass_duration_seconds", NULL, last,
 		      "duration_s");
+	a = g_obj(m->r, v, "adapt");
+	m_family(m, "kvmem_scrub_target_ue_per_day", "gauge",
+		 "Uncorrectable words a day the patrol adapts to stay under "
+		 "(0: off).");
+	m_num(m, "kvmem_scrub_target_ue_per_day", NULL, a, "target_ue_per_day");
+	m_one(m, "kvmem_scrub_adapt_level", "gauge",
+	      "The patrol runs at 2^level times its configured rate.", a,
+	      "level");
+	m_family(m, "kvmem_scrub_ue_per_day", "gauge",
+		 "Uncorrectable words a day predicted at the patrol's cycle.");
+	m_num(m, "kvmem_scrub_ue_per_day", NULL, a, "ue_per_day");
+	m_family(m, "kvmem_scrub_adapt_short_of_target", "gauge",
+		 "1 when the prediction is over the target even at "
+		 "scrub.rate_max.");
+	one = g_bool(m->r, a, "short_of_target");
+	m_sample(m, "kvmem_scrub_adapt_short_of_target", NULL, 0, &one);
+	m_family(m, "kvmem_scrub_adapt_steps_total", "counter",
+		 "Steps of the adaptive patrol, up (faster) and down.");
+	for (i = 0; i < 2; i++) {
+		const char *l[] = { "direction", i ? "down" : "up", NULL };
+
+		one = g_u64(m->r, a, i ? "steps_down" : "steps_up");
+		m_sample(m, "kvmem_scrub_adapt_steps_total", l, 0, &one);
+	}
 	for (k = 0; k < sizeof(est) / sizeof(est[0]); k++) {
 		m_family(m, est[k].name, "gauge", est[k].help);
 		for (i = 0; i < n; i++) {
