@@ -132,7 +132,7 @@ static void gpu_json(struct kvmemd *d, struct jw *w)
 	if (g->cu) {
 		jw_str(w, "device", g->uuid);
 		jw_str(w, "name", g->name);
-		jw_u64(w, "bytes", d->cfg.gpu_bytes);
+		jw_u64(w, "bytes", d->gpu.bytes);
 		jw_u64(w, "used_bytes", g->used);
 		jw_u64(w, "held_bytes", g->held);
 	} else {
@@ -188,12 +188,12 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 		jw_open(w, NULL, '{');
 		jw_str(w, "pool", "gpu");
 		jw_str(w, "device", d->gpu.uuid);
-		jw_u64(w, "bytes", d->cfg.gpu_bytes);
+		jw_u64(w, "bytes", d->gpu.bytes);
 		jw_u64(w, "reserved_bytes", d->gpu.used);
 		jw_u64(w, "held_bytes", d->gpu.held);
 		jw_u64(w, "open_bytes", 0);
 		jw_u64(w, "sealed_bytes", 0);
-		jw_u64(w, "free_bytes", d->cfg.gpu_bytes - d->gpu.used);
+		jw_u64(w, "free_bytes", d->gpu.bytes - d->gpu.used);
 		jw_u64(w, "degraded_pages", 0);
 		jw_close(w, '}');
 	}

@@ -65,6 +65,8 @@ enum key_type {
 	KEY_POW2, /* a power of two in min..max */
 	KEY_SIZE, /* bytes, with an optional K/M/G/T suffix, in min..max */
 	KEY_REAL, /* a decimal number, 1e-3 too, in min..max, as a double */
+	KEY_SIZE_PCT, /* a KEY_SIZE, or "N%" (1..100) to the uint32_t at
+		       * count_off */
 	KEY_ENUM, /* one of names[], stored as an int */
 	KEY_GPU, /* "auto", or a GPU's UUID: GPU-8hex-4hex-4hex-4hex-12hex */
 	KEY_NTYPES,
@@ -81,7 +83,8 @@ struct key {
 	enum key_type type;
 	size_t off; /* of the field in struct kvmemd_config */
 	size_t size; /* of the field */
-	size_t count_off; /* KEY_UIDS, KEY_GIDS: of the entry count */
+	size_t count_off; /* KEY_UIDS, KEY_GIDS: of the entry count;
+			   * KEY_SIZE_PCT: of the percentage */
 	uint64_t min, max; /* KEY_U32, KEY_POW2, KEY_SIZE */
 	const struct key_name *names; /* KEY_ENUM; ends with a NULL name */
 	bool reload; /* SIGHUP takes a new value */
@@ -272,11 +275,13 @@ static const struct key keys[] = {
 	{
 		.section = "pool",
 		.name = "gpu_bytes",
-		.type = KEY_SIZE,
+		.type = KEY_SIZE_PCT,
 		KEY_FIELD(gpu_bytes, uint64_t),
+		.count_off = offsetof(struct kvmemd_config, gpu_percent),
 		.min = 0,
 		.max = 64 * TIB,
-		.desc = "device memory of all sessions together, 0: no GPU pool",
+		.desc = "device memory of all sessions together, or a "
+			"percentage of the GPU's, 0: no GPU pool",
 	},
 	{
 		.section = "pool",
@@ -868,7 +873,7 @@ static void range_number(const struct key *k, char *buf, size_t len)
 {
 	char lo[32], hi[32];
 
-	if (k->type == KEY_SIZE) {
+	if (k->type == KEY_SIZE || k->type == KEY_SIZE_PCT) {
 		fmt_size(k->min, lo, sizeof(lo));
 		fmt_size(k->max, hi, sizeof(hi));
 	} else {
@@ -944,6 +949,45 @@ static void format_real(const struct kvmemd_config *c, const struct key *k,
 	snprintf(buf, len, "%.17g", x);
 }
 
+/* A size, or a percentage of what the daemon finds at start. */
+static int set_size_pct(struct kvmemd_config *c, const struct key *k,
+			const char *v, char *msg, size_t len)
+{
+	uint32_t *pct = count_field(c, k);
+	size_t n = strlen(v);
+	char range[64], num[32];
+	uint64_t x;
+
+	if (n && v[n - 1] == '%' && n < sizeof(num)) {
+		snprintf(num, sizeof(num), "%.*s", (int)(n - 1), v);
+		if (!parse_uint(num, &x) && x >= 1 && x <= 100) {
+			*pct = (uint32_t)x;
+			*(uint64_t *)field(c, k) = 0;
+			return 0;
+		}
+	} else if (!parse_size(v, &x) && x >= k->min && x <= k->max) {
+		*pct = 0;
+		*(uint64_t *)field(c, k) = x;
+		return 0;
+	}
+	range_number(k, range, sizeof(range));
+	snprintf(msg, len,
+		 "\"%s\" is not a size in %s or a percentage in 1%%..100%%", v,
+		 range);
+	return -EINVAL;
+}
+
+static void format_size_pct(const struct kvmemd_config *c, const struct key *k,
+			    char *buf, size_t len)
+{
+	uint32_t pct = *(const uint32_t *)((const char *)c + k->count_off);
+
+	if (pct)
+		snprintf(buf, len, "%u%%", pct);
+	else
+		fmt_size(*(const uint64_t *)cfield(c, k), buf, len);
+}
+
 static void format_number(const struct kvmemd_config *c, const struct key *k,
 			  char *buf, size_t len)
 {
@@ -1011,6 +1055,7 @@ static const struct key_type_ops type_ops[] = {
 	[KEY_POW2] = { set_number, format_number, range_number, false },
 	[KEY_SIZE] = { set_number, format_number, range_number, false },
 	[KEY_REAL] = { set_real, format_real, range_number, false },
+	[KEY_SIZE_PCT] = { set_size_pct, format_size_pct, range_number, false },
 	[KEY_ENUM] = { set_enum, format_enum, range_enum, false },
 	[KEY_GPU] = { set_string, format_string, range_none, false },
 };
@@ -1229,7 +1274,8 @@ int kvmemd_config_check(const struct kvmemd_config *c, char *err, size_t errlen)
 		       a, b);
 		return -EINVAL;
 	}
-	if (c->gpu_session_max_bytes > c->gpu_bytes) {
+	/* A percentage is checked when the GPU is found (kvmemd_gpu_open). */
+	if (!c->gpu_percent && c->gpu_session_max_bytes > c->gpu_bytes) {
 		fmt_size(c->gpu_session_max_bytes, a, sizeof(a));
 		fmt_size(c->gpu_bytes, b, sizeof(b));
 		seterr(err, errlen,

@@ -43,6 +43,7 @@ struct kvmemd_config {
 	int mlock; /* enum kvmemd_tristate */
 	char gpu_device[48]; /* "auto", or a UUID as nvidia-smi -L shows it */
 	uint64_t gpu_bytes; /* device memory of all sessions; 0: no GPU pool */
+	uint32_t gpu_percent; /* or this percent of the GPU's memory; 0: not */
 	uint64_t gpu_session_max_bytes; /* 0: gpu_bytes */
 	/* [ring] */
 	uint32_t sq_entries; /* default SQ size */

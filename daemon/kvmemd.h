@@ -134,8 +134,8 @@ struct kvmemd_pool_ops {
 const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind);
 
 /*
- * The GPU pool: pool.gpu_bytes of one GPU's memory, a whole allocation per
- * session. A client maps what it was given, and the driver frees it only
+ * The GPU pool: pool.gpu_bytes of one GPU's memory (or that percentage of
+ * what the GPU has), a whole allocation per session. A client maps what it was given, and the driver frees it only
  * when no process maps it any more, which the daemon cannot force: what an
  * ended session had stays charged until its process has exited (a pidfd
  * says when), so the count is the memory there is.
@@ -149,6 +149,7 @@ struct kvmemd_gpu {
 	char uuid[41]; /* as nvidia-smi -L shows it */
 	uint8_t uuid_bytes[16];
 	size_t granularity; /* of allocations */
+	uint64_t bytes; /* the pool: pool.gpu_bytes, or its percentage */
 	uint64_t used; /* charged: sessions' and held */
 	uint64_t held; /* of that, ended sessions' whose process lives */
 	struct kvmemd_gpu_hold *holds;

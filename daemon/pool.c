@@ -248,22 +248,56 @@ static struct kvmem_cuda *gpu_find(const char *want, char *why, size_t len)
 	}
 }
 
+/*
+ * pool.gpu_bytes as a percentage: of the memory the GPU has, in whole
+ * allocations. The pool is a limit, not memory taken at start: sessions
+ * allocate theirs when they come, and the driver may refuse one then if
+ * other processes use the GPU.
+ */
+static void gpu_share(struct kvmemd *d, struct kvmem_cuda *cu,
+		      struct kvmemd_gpu *g)
+{
+	uint64_t total = kvmem__cuda_total_mem(cu);
+
+	g->bytes = total / 100 * d->cfg.gpu_percent +
+		   total % 100 * d->cfg.gpu_percent / 100;
+	g->bytes -= g->bytes % g->granularity;
+	if (total && !g->bytes)
+		snprintf(g->why, sizeof(g->why),
+			 "pool.gpu_bytes = %u%% of the GPU's %llu bytes is "
+			 "less than one allocation (%zu bytes)",
+			 d->cfg.gpu_percent, (unsigned long long)total,
+			 g->granularity);
+	else if (total)
+		kvmemd_log(LOG_INFO,
+			   "GPU pool: %u%% of the GPU's %llu MiB, in %zu MiB "
+			   "allocations",
+			   d->cfg.gpu_percent,
+			   (unsigned long long)(total >> 20),
+			   g->granularity >> 20);
+}
+
 void kvmemd_gpu_open(struct kvmemd *d)
 {
 	struct kvmemd_gpu *g = &d->gpu;
 	struct kvmem_cuda *cu;
 
 	memset(g, 0, sizeof(*g));
-	if (!d->cfg.gpu_bytes) {
+	if (!d->cfg.gpu_bytes && !d->cfg.gpu_percent) {
 		snprintf(g->why, sizeof(g->why), "pool.gpu_bytes is 0");
 		return;
 	}
 	cu = gpu_find(d->cfg.gpu_device, g->why, sizeof(g->why));
 	if (cu) {
 		g->granularity = kvmem__cuda_vmm_granularity(cu);
-		if (!g->granularity) {
-			snprintf(g->why, sizeof(g->why), "%s",
-				 kvmem_cuda_error());
+		if (g->granularity && d->cfg.gpu_percent)
+			gpu_share(d, cu, g);
+		else
+			g->bytes = d->cfg.gpu_bytes;
+		if (!g->granularity || !g->bytes) {
+			if (!g->granularity || !g->why[0])
+				snprintf(g->why, sizeof(g->why), "%s",
+					 kvmem_cuda_error());
 			kvmem_cuda_close(cu);
 			cu = NULL;
 		}
@@ -279,8 +313,13 @@ void kvmemd_gpu_open(struct kvmemd *d)
 	memcpy(g->uuid_bytes, cu->uuid, sizeof(g->uuid_bytes));
 	kvmem__cuda_uuid_str(cu->uuid, g->uuid);
 	kvmemd_log(LOG_INFO, "GPU pool: %llu MiB of %s (%s)",
-		   (unsigned long long)(d->cfg.gpu_bytes >> 20), g->name,
-		   g->uuid);
+		   (unsigned long long)(g->bytes >> 20), g->name, g->uuid);
+	if (d->cfg.gpu_session_max_bytes > g->bytes)
+		kvmemd_log(LOG_NOTICE,
+			   "pool.gpu_session_max_bytes (%llu MiB) is more than "
+			   "the GPU pool: a session gets at most the pool",
+			   (unsigned long long)(d->cfg.gpu_session_max_bytes >>
+						20));
 }
 
 void kvmemd_gpu_close(struct kvmemd *d)

@@ -120,8 +120,10 @@ static int gpu_admit(struct kvmemd *d, const struct kvmem_hello *h,
 			      "asked for",
 			      g->uuid);
 	bytes = ALIGN_UP((uint64_t)h->gpu_mib << 20, g->granularity);
-	max = cfg->gpu_session_max_bytes ? cfg->gpu_session_max_bytes
-					 : cfg->gpu_bytes;
+	max = cfg->gpu_session_max_bytes &&
+			      cfg->gpu_session_max_bytes < g->bytes
+		      ? cfg->gpu_session_max_bytes
+		      : g->bytes;
 	if (bytes > max)
 		return refuse(w, -EDQUOT,
 			      "%llu bytes of GPU memory is over the %llu a "
@@ -140,13 +142,13 @@ static int gpu_admit(struct kvmemd *d, const struct kvmem_hello *h,
 			"sessions of %llu is the most a user may have",
 			(unsigned int)u->uid, (unsigned long long)u->gpu_bytes,
 			cfg->max_sessions_per_uid, (unsigned long long)max);
-	if (bytes > cfg->gpu_bytes - g->used)
+	if (bytes > g->bytes - g->used)
 		return refuse(w, -ENOSPC,
 			      "GPU pool has %llu of %llu bytes free (%llu "
 			      "held by processes of ended sessions), the "
 			      "session wants %llu",
-			      (unsigned long long)(cfg->gpu_bytes - g->used),
-			      (unsigned long long)cfg->gpu_bytes,
+			      (unsigned long long)(g->bytes - g->used),
+			      (unsigned long long)g->bytes,
 			      (unsigned long long)g->held,
 			      (unsigned long long)bytes);
 	*out = bytes;

@@ -113,6 +113,7 @@ struct kvmem__driver {
 	CUresult (*DeviceGetName)(char *, int, CUdevice);
 	CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
 	CUresult (*DeviceGetUuid)(unsigned char *, CUdevice);
+	CUresult (*DeviceTotalMem)(size_t *, CUdevice);
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*DevicePrimaryCtxRelease)(CUdevice);
 	CUresult (*CtxPushCurrent)(CUcontext);
@@ -174,6 +175,7 @@ static const struct {
 	SYM(DeviceGetName, "cuDeviceGetName"),
 	SYM(DeviceGetAttribute, "cuDeviceGetAttribute"),
 	SYM(DeviceGetUuid, "cuDeviceGetUuid"),
+	SYM(DeviceTotalMem, "cuDeviceTotalMem"),
 	SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
 	SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease"),
 	SYM(CtxPushCurrent, "cuCtxPushCurrent"),
@@ -578,6 +580,20 @@ size_t kvmem__cuda_vmm_granularity(struct kvmem_cuda *cu)
 		return 0;
 	}
 	return g;
+}
+
+uint64_t kvmem__cuda_total_mem(struct kvmem_cuda *cu)
+{
+	struct kvmem__driver *d = cu->drv;
+	size_t bytes = 0;
+	CUresult r;
+
+	r = d->DeviceTotalMem(&bytes, d->dev);
+	if (r != CUDA_SUCCESS || !bytes) {
+		kvmem__cuda_fail(-EIO, "cuDeviceTotalMem: %s", errstr(d, r));
+		return 0;
+	}
+	return bytes;
 }
 
 /* Reserve addresses for @h here, map it, let the device read and write. */

@@ -78,6 +78,10 @@ struct kvmem__vmm {
  */
 size_t kvmem__cuda_vmm_granularity(struct kvmem_cuda *cu);
 
+/* Bytes of memory the GPU has; 0, with the reason in kvmem_cuda_error(),
+ * when the driver does not say. */
+uint64_t kvmem__cuda_total_mem(struct kvmem_cuda *cu);
+
 /* @bytes (a multiple of the granularity) of device memory, zeroed and
  * mapped here, and a descriptor that shares it in @fd: 0, -ENOMEM, -EIO. */
 int kvmem__cuda_vmm_create(struct kvmem_cuda *cu, size_t bytes,

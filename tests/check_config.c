@@ -552,6 +552,52 @@ START_TEST(test_config_sizes)
 }
 END_TEST
 
+/*
+ * pool.gpu_bytes is a size or a percentage of the GPU (1% to 100%): one
+ * or the other is kept, the other 0, and it prints back as it was given.
+ */
+START_TEST(test_config_gpu_percent)
+{
+	static const char *const bad[] = {
+		"0%",  "101%", "5.5%", "%",   "-5%", "+5%",
+		" 5%", "5 %",  "5%%",  "5%M", "M%",  "99999999999999999999%",
+		"65T",
+	};
+	struct kvmemd_config c;
+	char want[256], *text = NULL;
+	size_t i, len = 0;
+	FILE *f;
+
+	defaults(&c);
+	set_ok(&c, "pool.gpu_bytes", "80%");
+	ck_assert_uint_eq(c.gpu_percent, 80);
+	ck_assert_uint_eq(c.gpu_bytes, 0);
+	/* checked against the pool when the GPU is found, not here */
+	set_ok(&c, "pool.gpu_session_max_bytes", "64G");
+	ck_assert_int_eq(kvmemd_config_check(&c, want, sizeof(want)), 0);
+	f = open_memstream(&text, &len);
+	ck_assert_ptr_nonnull(f);
+	kvmemd_config_print(&c, f);
+	ck_assert_int_eq(fclose(f), 0);
+	EXPECT(strstr(text, "\ngpu_bytes = 80%\n"), "%s", text);
+	free(text);
+	set_ok(&c, "pool.gpu_bytes", "100%");
+	ck_assert_uint_eq(c.gpu_percent, 100);
+	set_ok(&c, "pool.gpu_bytes", "1%");
+	ck_assert_uint_eq(c.gpu_percent, 1);
+	set_ok(&c, "pool.gpu_bytes", "96G");
+	ck_assert_uint_eq(c.gpu_percent, 0);
+	ck_assert_uint_eq(c.gpu_bytes, 96ull << 30);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(want, sizeof(want),
+			 "\"%s\" is not a size in 0..64T or a percentage in "
+			 "1%%..100%%",
+			 bad[i]);
+		expect_set_error("pool.gpu_bytes", bad[i], want);
+	}
+}
+END_TEST
+
 START_TEST(test_config_integers)
 {
 	static const struct {
@@ -961,6 +1007,7 @@ START_TEST(test_config_print_round_trip)
 	set_ok(&odd, "scrub.rate_max", "3");
 	round_trip(&odd, &all, "odd.printed");
 	set_ok(&odd, "scrub.target_ue_per_day", "1e-7");
+	set_ok(&odd, "pool.gpu_bytes", "37%");
 	round_trip(&odd, &all, "odd.printed");
 }
 END_TEST
@@ -1104,6 +1151,7 @@ KVMEM_SUITE(config)
 	tcase_add_test(tc, test_config_sizes);
 	tcase_add_test(tc, test_config_integers);
 	tcase_add_test(tc, test_config_reals);
+	tcase_add_test(tc, test_config_gpu_percent);
 	tcase_add_test(tc, test_config_enums);
 	tcase_add_test(tc, test_config_ids);
 	tcase_add_test(tc, test_config_paths);

@@ -2661,6 +2661,61 @@ START_TEST(test_cuda_gpu_pool_no_pidfd)
 END_TEST
 
 /*
+ * pool.gpu_bytes as a percentage: of the memory the driver says the GPU
+ * has, down to whole allocations (5% of 1 GiB is 53687091 bytes, 25 of
+ * the fake's 2 MiB: 50 MiB), and a session gets no more than that pool
+ * even when pool.gpu_session_max_bytes says more. A percentage smaller than
+ * one allocation is no pool, and says so.
+ */
+START_TEST(test_cuda_gpu_pool_percent)
+{
+	const char *env[] = { fake_env(), "FAKECUDA_TOTAL_MEM=1073741824",
+			      NULL };
+	const char *tiny[] = { fake_env(), "FAKECUDA_TOTAL_MEM=104857600",
+			       NULL };
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	char st[4096];
+
+	if (no_fatbin())
+		return;
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 5%\n"
+		     "gpu_session_max_bytes = 64M\n",
+		     env);
+	kvmemd_admin_ok(&p, st, sizeof(st), "status");
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "bytes"), 50 * MIB,
+		  "%s", st);
+	ctl_status_has(&p, "GPU", "0 B of 50.0 MiB used");
+	EXPECT_EQ(gpu_connect(&p, 51, &c), -EDQUOT, "%s",
+		  kvmem_connect_error());
+	ck_assert_msg(!gpu_connect(&p, 50, &c), "%s", kvmem_connect_error());
+	kvmem_close(c);
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	EXPECT_EQ(kvmemd_log_lines(&p, "GPU pool: 5% of the GPU's 1024 MiB, "
+				       "in 2 MiB allocations"),
+		  1, "%s", p.log);
+	EXPECT_EQ(kvmemd_log_lines(&p, "GPU pool: 50 MiB of kvmem fake GPU"), 1,
+		  "%s", p.log);
+	EXPECT_EQ(kvmemd_log_lines(&p, "pool.gpu_session_max_bytes (64 MiB) "
+				       "is more than the GPU pool"),
+		  1, "%s", p.log);
+	kvmemd_cleanup(&p);
+
+	/* 1% of 100 MiB: less than one 2 MiB allocation. */
+	kvmemd_start(&p, "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 1%\n", tiny);
+	kvmemd_admin_ok(&p, st, sizeof(st), "status");
+	EXPECT(strstr(st, "\"device\":null") &&
+		       strstr(st, "less than one allocation"),
+	       "%s", st);
+	EXPECT_EQ(gpu_connect(&p, 2, &c), -EOPNOTSUPP, "%s",
+		  kvmem_connect_error());
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * Without a GPU pool kvmemd says why in one line and serves host sessions;
  * a client that asks for GPU memory hears why.
  */
@@ -2866,6 +2921,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_gpu_pool_out_of_fds);
 	tcase_add_test(tc, test_cuda_gpu_pool_no_pidfd);
 	tcase_add_test(tc, test_cuda_gpu_pool_absent);
+	tcase_add_test(tc, test_cuda_gpu_pool_percent);
 	tcase_add_test(tc, test_cuda_bench_attend_gpu);
 	tcase_add_test(tc, test_cuda_bench_attend_host);
 	suite_add_tcase(s, tc);

@@ -56,6 +56,7 @@ static struct fakecuda fake = {
 	.devices = 1,
 	.sms = 4,
 	.smem = 227 * 1024,
+	.total_mem = 8L << 30,
 };
 
 /* The context and module handles: any non-NULL pointer will do. */
@@ -85,6 +86,9 @@ __attribute__((constructor)) static void fake_env(void)
 	v = getenv("FAKECUDA_MEM_LIMIT");
 	if (v)
 		fake.mem_limit = atol(v);
+	v = getenv("FAKECUDA_TOTAL_MEM");
+	if (v)
+		fake.total_mem = atol(v);
 }
 
 static CUresult cuGetErrorString(CUresult r, const char **s)
@@ -137,6 +141,13 @@ static CUresult cuDeviceGetName(char *name, int len, int dev)
 {
 	(void)dev;
 	snprintf(name, (size_t)len, "kvmem fake GPU (CPU threads)");
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuDeviceTotalMem(size_t *bytes, int dev)
+{
+	(void)dev;
+	*bytes = (size_t)fake.total_mem;
 	return CUDA_SUCCESS;
 }
 
@@ -622,6 +633,7 @@ static const struct {
 	ENTRY(cuDeviceGetName),
 	ENTRY(cuDeviceGetAttribute),
 	ENTRY(cuDeviceGetUuid),
+	ENTRY(cuDeviceTotalMem),
 	ENTRY(cuDevicePrimaryCtxRetain),
 	ENTRY(cuDevicePrimaryCtxRelease),
 	ENTRY(cuCtxPushCurrent),

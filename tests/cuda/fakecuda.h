@@ -4,12 +4,12 @@
  * libkvmem opens it through $KVMEM_LIBCUDA like the real driver; the test
  * opens it too, takes fakecuda_state() with dlsym and sets how the "driver"
  * behaves before kvmem_cuda_open(); in another process (kvmemd) the
- * environment sets it: FAKECUDA_DEVICES, FAKECUDA_NO_VMM and
- * FAKECUDA_MEM_LIMIT. Device memory is host memory (memory of the virtual
- * memory API a memfd, so that its descriptor shares it between processes
- * as the driver's does), and a launch hands the kernel's name and
- * parameter block to @launch, which runs the kernels of kernels/ on host
- * threads (simt_kernels.cc).
+ * environment sets it: FAKECUDA_DEVICES, FAKECUDA_NO_VMM,
+ * FAKECUDA_MEM_LIMIT and FAKECUDA_TOTAL_MEM. Device memory is host memory
+ * (memory of the virtual memory API a memfd, so that its descriptor shares
+ * it between processes as the driver's does), and a launch hands the
+ * kernel's name and parameter block to @launch, which runs the kernels of
+ * kernels/ on host threads (simt_kernels.cc).
  */
 #ifndef KVMEM_FAKECUDA_H
 #define KVMEM_FAKECUDA_H
@@ -24,6 +24,7 @@ struct fakecuda {
 	int no_occupancy; /* cuOccupancyMaxActiveBlocks...(): it fails */
 	const char *missing; /* an entry point cuGetProcAddress lacks */
 	long mem_limit; /* bytes cuMemAlloc gives out in all; 0: no limit */
+	long total_mem; /* cuDeviceTotalMem(): 8 GiB */
 	int no_lock; /* cuMemHostRegister(): CUDA_ERROR_OUT_OF_MEMORY */
 	int no_vmm; /* no virtual memory management, nor its descriptors */
 	int (*launch)(const char *kernel, unsigned int gx, unsigned int gy,
