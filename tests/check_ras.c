@@ -833,7 +833,8 @@ START_TEST(test_persist)
 }
 END_TEST
 
-/* A raw session: one sealed page the test wrote itself, at unit 0. */
+/* A raw session: one sealed page the test wrote itself, at unit 0: of
+ * kind @hot, @ntokens tokens. */
 struct raw_page {
 	struct kvmemd_raw r;
 	struct kvmem_geometry g;
@@ -842,11 +843,11 @@ struct raw_page {
 };
 
 static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p,
-		     uint32_t kv_heads, int flip)
+		     uint32_t kv_heads, int flip, int hot, uint32_t ntokens)
 {
 	struct kvmem_hello h = kvmemd_hello(1u << 20);
 	struct kvmem_page_hdr hdr = { .seq = 1,
-				      .ntokens = 32,
+				      .ntokens = ntokens,
 				      .flags = KVMEM_HDR_SEALED };
 	struct kvmem_sqe e = { .user_data = 1 };
 	struct kvmem_page_layout l;
@@ -858,19 +859,20 @@ static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p,
 
 	h.geometry.kv_heads = kv_heads;
 	rp->g = h.geometry;
-	kvmem_page_layout(&rp->g, 0, &l);
+	kvmem_page_layout(&rp->g, hot, &l);
 	rp->size = l.size;
 	ck_assert_int_eq(kvmemd_raw_attach(&rp->r, p, &h, sizeof(h)), 0);
 	e.opcode = KVMEM_OP_SEQ_CREATE;
 	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 1);
 	e.opcode = KVMEM_OP_PAGE_ALLOC;
+	e.kind = hot ? KVMEM_SLOT_HOT : KVMEM_SLOT_SEALED;
 	e.len = 1;
 	cq = kvmemd_raw_op(&rp->r, &e);
 	ck_assert_int_eq(cq.res, 1);
 	memcpy(&slot, rp->r.buf, sizeof(slot));
 	ck_assert_uint_eq(slot, 0);
 
-	n = (size_t)32 * rp->g.kv_heads * rp->g.head_dim;
+	n = (size_t)ntokens * rp->g.kv_heads * rp->g.head_dim;
 	k = malloc(n * sizeof(float));
 	v = malloc(n * sizeof(float));
 	rp->clean = malloc(l.size);
@@ -879,7 +881,7 @@ static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p,
 		k[i] = kvmem_check_rnd_value(&r, 1.0);
 		v[i] = kvmem_check_rnd_value(&r, 1.0);
 	}
-	ck_assert_int_eq(kvmem_page_encode(rp->clean, &rp->g, &hdr, 0, k, v),
+	ck_assert_int_eq(kvmem_page_encode(rp->clean, &rp->g, &hdr, hot, k, v),
 			 0);
 	memcpy(rp->r.arena, rp->clean, l.size);
 	if (flip)
@@ -892,7 +894,7 @@ static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p,
 	e.user_data = 2;
 	e.slot = 0;
 	e.seq = 1;
-	e.ntokens = 32;
+	e.ntokens = ntokens;
 	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 0);
 	/* The seal completes at once and its check runs after; the daemon
 	 * takes no later op before the check is done, so the NOP's completion
@@ -915,7 +917,7 @@ START_TEST(test_seal_verify_and_header_restore)
 	struct raw_page rp;
 
 	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
-	raw_page(&rp, &p, kvmemd_test_geo().kv_heads, 1);
+	raw_page(&rp, &p, kvmemd_test_geo().kv_heads, 1, 0, 32);
 	ck_assert_int_eq(memcmp(rp.r.arena, rp.clean, rp.size), 0);
 	admin(&p, "errors");
 	ck_assert_uint_eq(
@@ -981,7 +983,7 @@ START_TEST(test_scale_padding_word)
 	int n = 0;
 
 	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
-	raw_page(&rp, &p, 1, 0);
+	raw_page(&rp, &p, 1, 0, 0, 32);
 	kvmem_page_layout(&rp.g, 0, &l);
 	ck_assert_uint_eq(l.nscales_k + l.nscales_v, 128);
 	ck_assert_uint_eq(l.scale_words, 172);
@@ -1007,6 +1009,57 @@ START_TEST(test_scale_padding_word)
 	ck_assert_int_eq(n, 1);
 	ck_assert(strstr(reply, "\"codec\":\"golay24\",\"region\":\"scales\","
 				"\"words\":1,\"kind\":\"uncorrectable\""));
+
+	kvmemd_raw_detach(&rp.r);
+	free(rp.clean);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * An FP16 page (the sink tokens' kind) has a check a row, two golay24
+ * words each, [K, V][kv_head][token], for every row of the page: those of
+ * rows past ntokens check nothing. Four flips in a check word of a row
+ * with values is an uncorrectable word of the scales region and degrades
+ * the page; in one of a row past the end it loses nothing, is not
+ * counted, and is put back.
+ */
+START_TEST(test_row_check_padding_word)
+{
+	struct kvmem_page_layout l;
+	struct kvmemd_proc p;
+	struct raw_page rp;
+	size_t tok2, tok10;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	raw_page(&rp, &p, 1, 0, 1, 4);
+	kvmem_page_layout(&rp.g, 1, &l);
+	ck_assert_uint_eq(l.scale_words, 0);
+	ck_assert_uint_eq(l.nchecks, 2 * 32);
+	/* K's check of token 2, and of token 10: words 4 and 20. */
+	tok2 = l.checks_off + 2 * 2 * 3;
+	tok10 = l.checks_off + 2 * 10 * 3;
+	ck_assert_uint_eq(rp.r.arena[tok10], 0);
+
+	rp.r.arena[tok10] ^= 0x0f;
+	admin(&p, "scrub now session 1");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "padding"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 0);
+	ck_assert_uint_eq(rp.r.arena[tok10], 0);
+	EXPECT_MEM(rp.r.arena, rp.clean, rp.size, "%s", "the page as sealed");
+
+	rp.r.arena[tok2] ^= 0x0f;
+	admin(&p, "scrub now session 1");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 1);
+	admin(&p, "events");
+	ck_assert_msg(strstr(reply, "\"tier\":\"hot\",\"codec\":\"golay24\","
+				    "\"region\":\"scales\",\"words\":1,"
+				    "\"kind\":\"uncorrectable\""),
+		      "%s", reply);
 
 	kvmemd_raw_detach(&rp.r);
 	free(rp.clean);
@@ -1188,6 +1241,7 @@ KVMEM_SUITE(ras)
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_seal_verify_and_header_restore);
 	tcase_add_test(tc, test_scale_padding_word);
+	tcase_add_test(tc, test_row_check_padding_word);
 	tcase_add_test(tc, test_admin_errors);
 	tcase_add_test(tc, test_events_bounded);
 	tcase_add_test(tc, test_events_per_session_limit);
