@@ -234,8 +234,7 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	*q4_smem = o4.size;
 	/* One wave of CTAs of the kernel that attends most pages, as many
 	 * as the multiprocessors run at once, never more splits than a
-	 * sequence has pages. The FP16 baseline takes the same splits, and
-	 * so fits the same workspace. */
+	 * sequence has pages. */
 	p->splits = a->splits;
 	if (!p->splits) {
 		ctas = (uint64_t)a->batch * g->kv_heads;
@@ -254,19 +253,57 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	return 0;
 }
 
+/*
+ * The FP16 baseline's launch, for arguments attend_params() passed: its
+ * shared memory and its own splits, one wave of its CTAs (or a->splits),
+ * so that it is measured at its best rather than at kvmem's choice.
+ * Return: 0, or -EOPNOTSUPP (nothing said) where it has no kernel.
+ */
+static int f16_shape(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+		     const struct kvmem_cuda_attend_args *a, uint32_t *smem,
+		     uint32_t *splits)
+{
+	const uint32_t qr = a->n_heads / g->kv_heads * a->nq;
+	const uint64_t ctas = (uint64_t)a->batch * g->kv_heads;
+
+	if (g->head_dim != 64 && g->head_dim != 128 && g->head_dim != 256)
+		return -EOPNOTSUPP;
+	*smem = kvmem_k_f16_smem(qr, g->head_dim);
+	if (*smem > cu->smem_max[KVMEM__K_ATTEND_F16])
+		return -EOPNOTSUPP;
+	*splits = a->splits;
+	if (!*splits)
+		*splits = (uint32_t)((kvmem__cuda_occupancy(
+					      cu, KVMEM__K_ATTEND_F16, *smem) *
+					      (uint64_t)cu->sms +
+				      ctas - 1) /
+				     ctas);
+	if (*splits > a->max_pages)
+		*splits = a->max_pages;
+	return 0;
+}
+
+/* What kvmem_cuda_attend() needs, or the FP16 baseline if it needs more. */
 int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
 				const struct kvmem_geometry *g,
 				const struct kvmem_cuda_attend_args *a,
 				size_t *bytes)
 {
 	struct kvmem_k_attend p;
-	uint32_t smem, q4_smem;
-	uint64_t ws;
+	uint32_t smem, q4_smem, splits;
+	uint64_t ws, f16, mo, fo;
 	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
 
-	if (!ret)
-		*bytes = ws;
-	return ret;
+	if (ret)
+		return ret;
+	if (!f16_shape(cu, g, a, &smem, &splits)) {
+		f16 = kvmem_k_attend_ws(&p.g, a->batch, splits,
+					a->n_heads / g->kv_heads * a->nq,
+					a->total_pages, &mo, &fo);
+		ws = f16 > ws ? f16 : ws;
+	}
+	*bytes = ws;
+	return 0;
 }
 
 /*
@@ -326,25 +363,24 @@ int kvmem_cuda_attend_f16(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 			  const struct kvmem_cuda_attend_args *a, void *stream)
 {
 	struct kvmem_k_attend p;
-	uint32_t smem, qr, q4_smem;
+	uint32_t smem, q4_smem;
 	uint64_t ws;
 	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
 
 	if (ret)
 		return ret;
-	p.parts = p.splits;
 	if (g->head_dim != 64 && g->head_dim != 128 && g->head_dim != 256)
 		return kvmem__cuda_fail(-EOPNOTSUPP,
 					"the FP16 kernel takes head_dim 64, "
 					"128 or 256, not %u",
 					g->head_dim);
-	qr = a->n_heads / g->kv_heads * a->nq;
-	smem = kvmem_k_f16_smem(qr, g->head_dim);
-	if (smem > cu->smem_max[KVMEM__K_ATTEND_F16])
+	if (f16_shape(cu, g, a, &smem, &p.splits))
 		return kvmem__cuda_fail(-EOPNOTSUPP,
 					"%u query rows of dimension %u do not "
 					"fit in shared memory",
-					qr, g->head_dim);
+					a->n_heads / g->kv_heads * a->nq,
+					g->head_dim);
+	p.parts = p.splits;
 	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND_F16, smem, 0, 0,
 			  stream);
 }

@@ -29,6 +29,7 @@
 #include "cuda/fakecuda.h"
 #include "cuda_impl.h"
 #include "ecc_ref.h"
+#include "kern.h"
 #include "kvmem/cuda.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
@@ -1497,23 +1498,39 @@ START_TEST(test_cuda_attend_batch_causal)
 }
 END_TEST
 
+/* The grid depth (splits) of the fake's last FP16 kernel launch. */
+static unsigned int f16_splits;
+
+static int record_f16(const char *kernel, unsigned int gx, unsigned int gy,
+		      unsigned int gz, unsigned int block, unsigned int smem,
+		      void *params)
+{
+	if (!strcmp(kernel, "kvmem_k_attend_f16"))
+		f16_splits = gz;
+	return kvmem__simt_run(kernel, gx, gy, gz, block, smem, params);
+}
+
 /*
- * The FP16 baseline over plain pages: a batch of two, @nq causal query
- * tokens, against attention in double over the same FP16 values.
+ * The FP16 baseline over plain pages: a batch of two of @lens tokens, @nq
+ * causal query tokens, against attention in double over the same FP16
+ * values.
  */
 static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
-		     uint32_t splits, struct kvmem_rng *r)
+		     uint32_t splits, const uint32_t lens[2],
+		     struct kvmem_rng *r)
 {
-	const uint32_t kvh = 2, nh = kvh * G, lens[2] = { 37, 50 };
+	const uint32_t kvh = 2, nh = kvh * G;
 	const size_t tok = (size_t)kvh * D;
-	struct kvmem_cuda_page table[8];
+	struct kvmem_cuda_page table[40];
 	struct kvmem_cuda_attend_args a;
 	struct kvmem_geometry g;
 	uint32_t sp[3], b, np = 0;
 	float *k[2], *v[2], *q, *out;
 	size_t wsb, i;
 
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, kvh, D);
+	/* The shape only; golay24's attention, the general kernel, fits
+	 * fewer CTAs than the FP16 one, whose splits are its own. */
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, kvh, D);
 	sp[0] = 0;
 	for (b = 0; b < 2; b++) {
 		const uint32_t tpp = g.tokens_per_page;
@@ -1547,7 +1564,7 @@ static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
 						page[tok * tpp + dst] =
 							kvmem_f2h(v[b][src]);
 					}
-			ck_assert_uint_lt(np, 8);
+			ck_assert_uint_lt(np, 40);
 			table[np].addr = dev_put(dv, page, 2 * tok * tpp * 2);
 			table[np].token_start = t0;
 			table[np].ntokens = n;
@@ -1564,8 +1581,29 @@ static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
 	a.splits = splits;
 	ck_assert_int_eq(kvmem_cuda_attend_workspace(dv->cu, &g, &a, &wsb), 0);
 	a.workspace = dev_junk(dv, wsb);
+	f16_splits = 0;
 	EXPECT_EQ(kvmem_cuda_attend_f16(dv->cu, &g, &a, NULL), 0, "%s",
 		  kvmem_cuda_error());
+	/*
+	 * On the fake: the splits asked for, or one wave of the FP16
+	 * kernel's own CTAs (the fake fits as many as its shared memory
+	 * holds, 8 at most, on each of its multiprocessors), never more
+	 * than a sequence has pages.
+	 */
+	if (fake->launch == record_f16) {
+		uint32_t want = splits, occ;
+
+		if (!want) {
+			occ = FAKE_SMEM /
+			      (kvmem_k_f16_smem(nq * G, D) + FAKE_STATIC_SMEM);
+			occ = occ > 8 ? 8 : occ;
+			want = (occ * (uint32_t)fake->sms + 2 * kvh - 1) /
+			       (2 * kvh);
+		}
+		want = want < a.max_pages ? want : a.max_pages;
+		EXPECT_EQ(f16_splits, want, "D %u G %u nq %u splits %u", D, G,
+			  nq, splits);
+	}
 	dev_get(dv, out, a.out, 2 * nq * nh * D * 4);
 	for (b = 0; b < 2; b++) {
 		expect_causal(kvmem_cuda_name(dv->cu), b, out, q, k[b], v[b],
@@ -1584,10 +1622,18 @@ static void attend_f16_baseline_on(struct dev *dv)
 	struct kvmem_geometry g;
 	struct kvmem_rng r;
 
+	static const uint32_t lens[2][2] = { { 37, 50 }, { 150, 300 } };
+
 	kvmem_rng_seed(&r, 16);
-	f16_case(dv, 64, 4, 1, 0, &r);
-	f16_case(dv, 128, 2, 3, 2, &r);
-	f16_case(dv, 256, 1, 2, 3, &r);
+	if (strstr(kvmem_cuda_name(dv->cu), "kvmem fake GPU"))
+		fake->launch = record_f16;
+	f16_case(dv, 64, 4, 1, 0, lens[0], &r);
+	f16_case(dv, 128, 2, 3, 2, lens[0], &r);
+	f16_case(dv, 256, 1, 2, 3, lens[0], &r);
+	/* 10 and 19 pages: room for a wave of the FP16 kernel. */
+	f16_case(dv, 64, 1, 1, 0, lens[1], &r);
+	f16_case(dv, 128, 4, 1, 0, lens[1], &r);
+	fake->launch = kvmem__simt_run;
 	/* Only the head sizes it has code for. */
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 96);
 	g.group_size = 32;

@@ -220,7 +220,8 @@ struct kvmem_cuda_attend_args {
 	uint32_t erasure; /* enum kvmem_erasure_policy */
 	uint32_t total_pages;
 	uint32_t max_pages; /* most pages of one sequence */
-	uint32_t splits; /* CTAs per sequence and KV head; 0: chosen */
+	uint32_t splits; /* CTAs per sequence and KV head; 0: chosen, for
+			  * each kernel its own wave of CTAs */
 	float scale; /* 0: 1 / sqrt(head_dim) */
 };
 
@@ -229,7 +230,7 @@ struct kvmem_cuda_attend_args {
  * @cu: the handle
  * @g: the geometry
  * @a: the arguments (batch, n_heads, nq, total_pages, max_pages, splits)
- * @bytes: receives the size
+ * @bytes: receives the size, enough for kvmem_cuda_attend_f16() too
  *
  * Return: 0, -EINVAL, -EOPNOTSUPP (see kvmem_cuda_attend()).
  */
