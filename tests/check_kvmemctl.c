@@ -730,7 +730,12 @@ static void fake_stop(struct fake *f)
 	"\"pools\":[{\"pool\":\"host\",\"bytes\":1073741824,"             \
 	"\"reserved_bytes\":268435456,\"open_bytes\":1048576,"            \
 	"\"sealed_bytes\":16777216,\"free_bytes\":805306368,"             \
-	"\"degraded_pages\":1}],\"scrub\":{\"passes\":12,"                \
+	"\"degraded_pages\":1},{\"pool\":\"gpu\",\"device\":"             \
+	"\"GPU-6b766d65-6d20-6661-6b65-204750552030\","                   \
+	"\"bytes\":67108864,\"reserved_bytes\":8388608,"                  \
+	"\"held_bytes\":2097152,\"open_bytes\":0,\"sealed_bytes\":0,"     \
+	"\"free_bytes\":58720256,\"degraded_pages\":0}],"                 \
+	"\"scrub\":{\"passes\":12,"                                       \
 	"\"bytes_total\":201326592,\"pages_total\":49152,\"ce\":3,"       \
 	"\"ue\":1},\"seconds_since_reset\":600.25}\n"
 #define SESSION(id, pid, fmt, codec)                                         \
@@ -1552,6 +1557,12 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_pool_bytes{pool=\"host\",state=\"reserved\"}",
 		  268435456 },
 		{ "kvmem_pool_size_bytes{pool=\"host\"}", 1073741824 },
+		{ "kvmem_pool_size_bytes{pool=\"gpu\",device=\"GPU-6b766d65-"
+		  "6d20-6661-6b65-204750552030\"}",
+		  67108864 },
+		{ "kvmem_pool_bytes{pool=\"gpu\",state=\"reserved\",device=\""
+		  "GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
+		  8388608 },
 		{ "kvmem_degraded_pages{pool=\"host\"}", 1 },
 		{ "kvmem_sessions", 2 },
 		{ "kvmem_ops_total", 123456 },

@@ -1910,6 +1910,20 @@ static void m_one(struct metrics *m, const char *name, const char *type,
 	m_u64(m, name, NULL, o, key);
 }
 
+/*
+ * The pool's name into @pool, and its device's into @dev where it has one;
+ * where not, the labels end at @tail[2] (the "device" pair is dropped).
+ */
+static void pool_labels(struct rd *r, const struct json *p, char *pool,
+			size_t plen, char *dev, size_t dlen, const char **tail)
+{
+	g_str(r, p, "pool", pool, plen);
+	if (json_get(p, "device"))
+		g_str(r, p, "device", dev, dlen);
+	else
+		tail[2] = NULL;
+}
+
 static void metrics_stats(struct metrics *m, const struct json *v)
 {
 	static const struct {
@@ -1939,7 +1953,7 @@ static void metrics_stats(struct metrics *m, const struct json *v)
 	const struct json *d = g_obj(m->r, v, "daemon");
 	const struct json *sc = g_obj(m->r, v, "scrub");
 	const struct json *pools;
-	char pool[32];
+	char pool[32], dev[48];
 	size_t n, i, k;
 
 	m_family(m, "kvmem_uptime_seconds", "gauge",
@@ -1957,14 +1971,14 @@ static void metrics_stats(struct metrics *m, const struct json *v)
 	m_one(m, "kvmem_ops_total", "counter",
 	      "Ring operations served since kvmemd started.", d, "ops");
 
+	/* A pool on a GPU also carries its device's UUID. */
 	pools = g_arr(m->r, v, "pools", &n);
 	m_family(m, "kvmem_pool_size_bytes", "gauge", "Size of each pool.");
 	for (i = 0; i < n; i++) {
-		const char *l[] = {
-			"pool",
-			g_str(m->r, &pools[i], "pool", pool, sizeof(pool)), NULL
-		};
+		const char *l[] = { "pool", pool, "device", dev, NULL };
 
+		pool_labels(m->r, &pools[i], pool, sizeof(pool), dev,
+			    sizeof(dev), l);
 		m_u64(m, "kvmem_pool_size_bytes", l, &pools[i], "bytes");
 	}
 	m_family(m, "kvmem_pool_bytes", "gauge",
@@ -1972,11 +1986,14 @@ static void metrics_stats(struct metrics *m, const struct json *v)
 		 "(promised to sessions), open and sealed (in slots being "
 		 "written, and sealed).");
 	for (i = 0; i < n; i++) {
-		g_str(m->r, &pools[i], "pool", pool, sizeof(pool));
 		for (k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
-			const char *l[] = { "pool", pool, "state",
-					    states[k].state, NULL };
+			const char *l[] = { "pool",   pool,
+					    "state",  states[k].state,
+					    "device", dev,
+					    NULL };
 
+			pool_labels(m->r, &pools[i], pool, sizeof(pool), dev,
+				    sizeof(dev), l + 2);
 			m_u64(m, "kvmem_pool_bytes", l, &pools[i],
 			      states[k].key);
 		}
@@ -1984,11 +2001,10 @@ static void metrics_stats(struct metrics *m, const struct json *v)
 	m_family(m, "kvmem_degraded_pages", "gauge",
 		 "Pages with values an uncorrectable error took away.");
 	for (i = 0; i < n; i++) {
-		const char *l[] = {
-			"pool",
-			g_str(m->r, &pools[i], "pool", pool, sizeof(pool)), NULL
-		};
+		const char *l[] = { "pool", pool, "device", dev, NULL };
 
+		pool_labels(m->r, &pools[i], pool, sizeof(pool), dev,
+			    sizeof(dev), l);
 		m_u64(m, "kvmem_degraded_pages", l, &pools[i],
 		      "degraded_pages");
 	}
