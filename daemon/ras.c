@@ -1369,7 +1369,8 @@ static double patrol_rate(const struct kvmemd *d)
  * checked every @cycle seconds. The pass saw flips arrive at x / T per
  * word (x the share of its words it corrected, T its interval), so a word
  * collects more than its code's t of them in a cycle with probability about
- * (x cycle / T)^(t+1) / (t+1)!, the first term of the Poisson tail.
+ * (x cycle / T)^(t+1) / (t+1)!, the first term of the Poisson tail (at
+ * most 1).
  */
 static double ue_per_day(const struct pass *p, double cycle)
 {
@@ -1385,8 +1386,10 @@ static double ue_per_day(const struct pass *p, double cycle)
 		ci = kvmem_codec_get(c);
 		x = (double)p->ce_words[c] / (double)p->words[c] * cycle /
 		    p->interval;
-		n += (double)p->words[c] * pow(x, ci->corrects + 1) /
-		     tgamma(ci->corrects + 2.0);
+		x = pow(x, ci->corrects + 1) / tgamma(ci->corrects + 2.0);
+		/* A probability: where the first term passes 1, every word
+		 * is lost. */
+		n += (double)p->words[c] * (x < 1 ? x : 1);
 	}
 	return n * 86400.0 / cycle;
 }

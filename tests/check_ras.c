@@ -593,7 +593,8 @@ static double jnum(const char *from, const char *key)
  * kvmemd(8)'s prediction for a scrub status reply: uncorrectable words a
  * day with every word of the last patrol pass checked every @cycle
  * seconds, from the words and corrected words of each codec and the pass's
- * interval T, as sum words (x cycle / T)^(t+1) / (t+1)! * 86400 / cycle.
+ * interval T, as sum words min(1, (x cycle / T)^(t+1) / (t+1)!) * 86400 /
+ * cycle.
  */
 static double predict(const char *st, double cycle)
 {
@@ -608,7 +609,8 @@ static double predict(const char *st, double cycle)
 		x = jnum(e, "ce") / jnum(e, "words") * cycle / T;
 		for (f = 1; t > 0; t--)
 			f *= t + 1;
-		u += jnum(e, "words") * pow(x, jnum(e, "t") + 1) / f;
+		x = pow(x, jnum(e, "t") + 1) / f;
+		u += jnum(e, "words") * (x < 1 ? x : 1);
 	}
 	return u * 86400 / cycle;
 }
