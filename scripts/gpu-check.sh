@@ -1,0 +1,98 @@
+#!/bin/sh
+# gpu-check.sh - the checks and measurements that need an NVIDIA GPU, in one
+# run, from a built tree (make; make build/tests/kvmem-check)
+#
+#   scripts/gpu-check.sh [-q] OUTDIR
+#
+# Writes to OUTDIR:
+#   cuda.log           the cuda test suite on the GPU (and on the fake driver)
+#   memcheck.log       compute-sanitizer memcheck over the cuda suite
+#   racecheck-*.log    compute-sanitizer racecheck over kvmem-bench attend
+#                      --gpu, with 4 query rows a KV head (kvmem_k_attend_q4)
+#                      and with 8 (kvmem_k_attend_q4w)
+#   bench-*.json       kvmem-bench attend --gpu for the cases of the README's
+#                      and kernels/README.md's tables, each with the FP16
+#                      kernel and a device copy measured in the same run
+#   summary            one line a step: its exit status and seconds
+#
+# -q: the suite and one bench case only (a few minutes). Each step has a
+# timeout and the script goes on after a failure; its exit status is 1 when
+# any step failed. compute-sanitizer is looked for on PATH and in
+# /usr/local/cuda/bin; without it the sanitizer steps are skipped (and say
+# so in the summary).
+set -u
+
+quick=0
+if [ "${1:-}" = -q ]; then
+	quick=1
+	shift
+fi
+if [ $# -ne 1 ]; then
+	echo "usage: $0 [-q] OUTDIR" >&2
+	exit 2
+fi
+out=$1
+build=${KVMEM_BUILD:-build}
+bench=$build/tools/kvmem-bench
+check=$build/tests/kvmem-check
+for f in "$bench" "$check"; do
+	if [ ! -x "$f" ]; then
+		echo "$0: no $f: run make and make $check first" >&2
+		exit 2
+	fi
+done
+mkdir -p "$out" || exit 2
+: >"$out/summary"
+export KVMEM_BUILD="$build"
+PATH=$PATH:/usr/local/cuda/bin
+failed=0
+
+# step NAME SECONDS LOG COMMAND...: run it with a timeout, note the outcome.
+step() {
+	name=$1 secs=$2 log=$3
+	shift 3
+	t0=$(date +%s)
+	timeout "$secs" "$@" >"$out/$log" 2>&1
+	rc=$?
+	echo "$name rc=$rc $(($(date +%s) - t0))s" >>"$out/summary"
+	[ $rc -eq 0 ] || failed=1
+}
+
+# bench NAME ARGS...: one kvmem-bench attend --gpu case, as JSON.
+bench() {
+	name=$1
+	shift
+	step "bench $name" 120 "bench-$name.json" \
+		"$bench" attend --gpu --reps 10 --json "$@"
+}
+
+step "cuda suite" 300 cuda.log env CK_RUN_SUITE=cuda "$check"
+bench h84-32k --ctx 32768 --format int4 --codec h84
+if [ $quick -eq 1 ]; then
+	cat "$out/summary"
+	exit $failed
+fi
+
+bench h84-4k --ctx 4096 --format int4 --codec h84
+bench h84-128k --ctx 131072 --format int4 --codec h84
+bench h84-32k-b16 --ctx 32768 --batch 16 --format int4 --codec h84
+bench h84-32k-gqa8 --ctx 32768 --heads 64 --format int4 --codec h84
+bench h74-32k --ctx 32768 --format int4 --codec h74
+bench golay24-32k --ctx 32768 --format int4 --codec golay24
+bench secded72-32k --ctx 32768 --format int8 --codec secded72
+bench h84-32k-host --ctx 32768 --format int4 --codec h84 --host
+
+if command -v compute-sanitizer >/dev/null; then
+	step memcheck 600 memcheck.log env CK_RUN_SUITE=cuda CK_FORK=no \
+		compute-sanitizer --tool memcheck --error-exitcode 1 "$check"
+	step "racecheck q4" 120 racecheck-q4.log compute-sanitizer \
+		--tool racecheck --error-exitcode 1 "$bench" attend --gpu \
+		--ctx 2048 --reps 1
+	step "racecheck q4w" 300 racecheck-q4w.log compute-sanitizer \
+		--tool racecheck --error-exitcode 1 "$bench" attend --gpu \
+		--ctx 2048 --heads 64 --reps 1
+else
+	echo "sanitizers skipped: no compute-sanitizer" >>"$out/summary"
+fi
+cat "$out/summary"
+exit $failed
