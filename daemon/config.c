@@ -1633,6 +1633,9 @@ void kvmemd_config_policy(const struct kvmemd_config *c,
 				 (unsigned long long)*(const uint64_t *)cfield(
 					 c, k));
 			kind = KVMEMD_VALUE_NUMBER;
+		} else if (k->type == KEY_REAL) {
+			format_real(c, k, val, sizeof(val));
+			kind = KVMEMD_VALUE_NUMBER;
 		} else if (k->names == booleans) {
 			snprintf(val, sizeof(val), "%s",
 				 *(const int *)cfield(c, k) ? "true" : "false");

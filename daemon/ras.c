@@ -106,9 +106,10 @@ struct pass {
 	uint64_t bytes, pages, ce, ue, crc, degraded, restored;
 	uint64_t padding; /* bytes that carry no value, put back */
 	uint64_t words[KVMEM_CODEC_NR], ce_words[KVMEM_CODEC_NR];
-	/* a patrol's: seconds since the pass before it started, the time its
-	 * words had to collect flips; 0 for the first */
-	double interval;
+	/* a patrol's: the seconds its words had to collect flips since the
+	 * pass before checked them, on average (see pass_exposure()); 0 for
+	 * the first */
+	double exposure;
 	struct kvmemd_check job; /* the page under the cursor */
 	int in_job;
 };
@@ -135,6 +136,7 @@ struct adapt {
 	double ue_day; /* predicted at the level's cycle, when decided */
 	int short_of; /* at scrub.rate_max, and the prediction still over */
 	uint64_t up, down; /* steps taken */
+	struct kvmemd_ratelimit log; /* a client's errors can make steps */
 	struct adapt_step step[ADAPT_STEPS]; /* a ring: step nstep goes next */
 	uint64_t nstep;
 };
@@ -1367,7 +1369,7 @@ static double patrol_rate(const struct kvmemd *d)
 /*
  * Uncorrectable words a day if every word of the patrol pass @p were
  * checked every @cycle seconds. The pass saw flips arrive at x / T per
- * word (x the share of its words it corrected, T its interval), so a word
+ * word (x the share of its words it corrected, T its exposure), so a word
  * collects more than its code's t of them in a cycle with probability about
  * (x cycle / T)^(t+1) / (t+1)!, the first term of the Poisson tail (at
  * most 1).
@@ -1378,14 +1380,14 @@ static double ue_per_day(const struct pass *p, double cycle)
 	double x, n = 0;
 	int c;
 
-	if (p->interval <= 0 || cycle <= 0)
+	if (p->exposure <= 0 || cycle <= 0)
 		return 0;
 	for (c = 0; c < KVMEM_CODEC_NR; c++) {
 		if (!p->words[c])
 			continue;
 		ci = kvmem_codec_get(c);
 		x = (double)p->ce_words[c] / (double)p->words[c] * cycle /
-		    p->interval;
+		    p->exposure;
 		x = pow(x, ci->corrects + 1) / tgamma(ci->corrects + 2.0);
 		/* A probability: where the first term passes 1, every word
 		 * is lost. */
@@ -1396,32 +1398,66 @@ static double ue_per_day(const struct pass *p, double cycle)
 
 /* The journal's MESSAGE_ID of a step of the adaptive patrol. */
 #define ADAPT_MESSAGE_ID "6bf28fe1adf0492cb9cea25ff4ef7a89"
+#define ADAPT_WHAT "adaptive patrol messages"
 
+/* To level @to: by a prediction of @ue_day at the old level's cycle, or
+ * (@ue_day < 0) because the configuration no longer allows the old. */
 static void adapt_step(struct kvmemd *d, unsigned int to, double ue_day,
 		       double cycle)
 {
 	struct adapt *a = &d->ras->adapt;
 	struct adapt_step *st = &a->step[a->nstep++ % ADAPT_STEPS];
+	const unsigned int from = a->level;
 	double target = d->cfg.scrub_target_ue;
 	char fields[256];
 
-	*st = (struct adapt_step){ clock_ns(CLOCK_REALTIME), a->level, to,
-				   ue_day, cycle };
-	if (to > a->level)
+	*st = (struct adapt_step){ clock_ns(CLOCK_REALTIME), from, to,
+				   ue_day < 0 ? 0 : ue_day, cycle };
+	if (to > from)
 		a->up++;
 	else
 		a->down++;
+	a->level = to;
 	snprintf(fields, sizeof(fields),
 		 "MESSAGE_ID=%s\nKVMEM_EVENT=scrub-adapt\nLEVEL_FROM=%u\n"
 		 "LEVEL_TO=%u\nUE_PER_DAY=%.6g\nTARGET_UE_PER_DAY=%.6g\n"
 		 "CYCLE_S=%.6g\n",
-		 ADAPT_MESSAGE_ID, a->level, to, ue_day, target, cycle);
-	kvmemd_log_fields(to > a->level ? LOG_WARNING : LOG_NOTICE, fields,
-			  "scrub: %.3g uncorrectable words a day predicted at "
-			  "the patrol's %ux rate (target %.3g): it now runs "
-			  "at %ux, a %.3g s cycle",
-			  ue_day, 1u << a->level, target, 1u << to, cycle);
-	a->level = to;
+		 ADAPT_MESSAGE_ID, from, to, st->ue_day, target, cycle);
+	if (!kvmemd_rl(&a->log, KVMEMD_RL_WINDOW_NS, KVMEMD_RL_BURST,
+		       ADAPT_WHAT))
+		return;
+	if (ue_day < 0)
+		kvmemd_log_fields(LOG_NOTICE, fields,
+				  "scrub: scrub.target_ue_per_day or "
+				  "scrub.rate_max changed: the patrol now runs "
+				  "at %ux its rate, a %.3g s cycle",
+				  1u << to, cycle);
+	else
+		kvmemd_log_fields(to > from ? LOG_WARNING : LOG_NOTICE, fields,
+				  "scrub: %.3g uncorrectable words a day "
+				  "predicted at the patrol's %ux rate (target "
+				  "%.3g): it now runs at %ux, a %.3g s cycle",
+				  ue_day, 1u << from, target, 1u << to, cycle);
+}
+
+/*
+ * The target or scrub.rate_max changed at run time: a level the budget no
+ * longer allows (all of them, without a target) is left at once, as a
+ * step, not at the end of the next pass.
+ */
+static void adapt_clamp(struct kvmemd *d)
+{
+	struct adapt *a = &d->ras->adapt;
+	const unsigned int max = adapt_max(d);
+	const double base = base_rate(d);
+
+	if (a->level <= max)
+		return;
+	adapt_step(d, max, -1,
+		   base > 0 ? (double)sealed_bytes(d) / base / (1u << max) : 0);
+	a->from = max;
+	a->ue_day = 0;
+	a->short_of = 0;
 }
 
 /*
@@ -1439,14 +1475,12 @@ static void adapt_pass(struct kvmemd *d, const struct pass *p)
 	unsigned int max = adapt_max(d), to;
 	int short_of;
 
+	adapt_clamp(d);
 	a->from = a->level;
-	to = a->level < max ? a->level : max;
+	to = a->level;
 	T0 = base > 0 ? (double)sealed_bytes(d) / base : 0;
 	a->base_cycle = T0;
-	if (!target || p->interval <= 0 || base <= 0) {
-		/* No prediction: only the cap of the budget changes it. */
-		if (to != a->level)
-			adapt_step(d, to, 0, T0 / (1u << to));
+	if (!target || p->exposure <= 0 || base <= 0) {
 		a->ue_day = 0;
 		a->short_of = 0;
 		return;
@@ -1462,7 +1496,9 @@ static void adapt_pass(struct kvmemd *d, const struct pass *p)
 			   T0 / (1u << to));
 	a->ue_day = ue_per_day(p, T0 / (1u << to));
 	short_of = a->ue_day > target;
-	if (short_of && !a->short_of)
+	if (short_of && !a->short_of &&
+	    kvmemd_rl(&a->log, KVMEMD_RL_WINDOW_NS, KVMEMD_RL_BURST,
+		      ADAPT_WHAT))
 		kvmemd_log(LOG_WARNING,
 			   "scrub: %.3g uncorrectable words a day predicted "
 			   "even at scrub.rate_max (a %.3g s cycle), over the "
@@ -1507,6 +1543,24 @@ static int seal_checks(struct kvmemd *d)
 	return left;
 }
 
+/*
+ * The mean time the words of patrol pass @p, just ended, had to collect
+ * flips since @prev checked them: a word at share f of the way through
+ * was checked at prev's start + f * prev's duration and now at p's start +
+ * f * p's duration. Passes that follow a change of rate take more or less
+ * time than the one before, which the time between their starts alone
+ * would miss (and the patrol would swing a level up and down).
+ */
+static void pass_exposure(struct pass *p, const struct pass *prev)
+{
+	if (!prev->started_mono) {
+		p->exposure = 0;
+		return;
+	}
+	p->exposure = secs(p->started_mono - prev->started_mono) +
+		      (p->duration - prev->duration) / 2;
+}
+
 uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 {
 	static const struct kvmemd_target pool = { .type = KVMEMD_TARGET_POOL };
@@ -1534,11 +1588,11 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 		if (now < r->idle_until)
 			return next < r->idle_until ? next : r->idle_until;
 		pass_start(&r->patrol, SRC_PATROL, &pool);
-		if (r->last_patrol.started_mono)
-			r->patrol.interval =
-				secs(now - r->last_patrol.started_mono);
 	}
 	/* Every time: the rate, the cycle or the sealed bytes may change. */
+	adapt_clamp(d);
+	if (r->adapt.log.missed)
+		kvmemd_rl_flush(&r->adapt.log, KVMEMD_RL_WINDOW_NS, ADAPT_WHAT);
 	r->rate = patrol_rate(d);
 	burst = r->rate / 10 > STEP_BYTES ? r->rate / 10 : STEP_BYTES;
 	if (r->tokens < -burst)
@@ -1554,6 +1608,7 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 						     : STEP_BYTES)) {
 			pass_end(d, &r->patrol);
 			if (r->patrol.pages) {
+				pass_exposure(&r->patrol, &r->last_patrol);
 				r->last_patrol = r->patrol;
 				adapt_pass(d, &r->patrol);
 			} else
@@ -1678,7 +1733,7 @@ static void estimate_json(const struct kvmemd_ras *r, struct jw *w)
 		if (!p->words[c])
 			continue;
 		ci = kvmem_codec_get(c);
-		T = p->interval > 0 ? p->interval : p->duration;
+		T = p->exposure > 0 ? p->exposure : p->duration;
 		x = (double)p->ce_words[c] / (double)p->words[c];
 		pw = pow(x, ci->corrects + 1) / tgamma(ci->corrects + 2.0);
 		jw_open(w, NULL, '{');
@@ -1709,8 +1764,8 @@ static void adapt_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "max_level", adapt_max(d));
 	jw_u64(w, "from", a->from);
 	jw_f64(w, "base_cycle_s", a->base_cycle);
-	jw_f64(w, "ue_per_day", a->ue_day);
-	jw_bool(w, "short_of_target", a->short_of);
+	jw_f64(w, "ue_per_day", d->cfg.scrub_target_ue ? a->ue_day : 0);
+	jw_bool(w, "short_of_target", d->cfg.scrub_target_ue && a->short_of);
 	jw_u64(w, "steps_up", a->up);
 	jw_u64(w, "steps_down", a->down);
 	jw_open(w, "steps", '[');
@@ -1751,7 +1806,7 @@ static void scrub_status(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "passes", r->passes);
 	jw_u64(w, "bytes_total", scrubbed(r, 0));
 	jw_f64(w, "effective_rate_bytes_per_s", rate);
-	jw_f64(w, "estimate_interval_s", r->last_patrol.interval);
+	jw_f64(w, "estimate_exposure_s", r->last_patrol.exposure);
 	estimate_json(r, w);
 	adapt_json(d, w);
 	jw_close(w, '}');

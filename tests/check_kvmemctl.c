@@ -769,7 +769,7 @@ static void fake_stop(struct fake *f)
 	"\"state\":\"idle\",\"current\":null,\"last_pass\":" PASS_LAST "," \
 	"\"passes\":12,\"bytes_total\":201326592,"                         \
 	"\"effective_rate_bytes_per_s\":67108864,"                         \
-	"\"estimate_interval_s\":66.25,\"estimate\":[{"                    \
+	"\"estimate_exposure_s\":66.25,\"estimate\":[{"                    \
 	"\"codec\":\"h84\",\"t\":1,\"n\":8,\"words\":1048576,\"ce\":3,"    \
 	"\"lambda_per_bit_hour\":1.25e-6,\"p_ue_word\":4.1e-11,"           \
 	"\"expected_ue_per_cycle\":4.3e-5}],\"adapt\":{"                   \
@@ -1168,7 +1168,7 @@ static const struct {
 	  "\"state\":\"s:idle|patrol|ondemand\",\"current\":{\"?\":" S_PASS
 	  "},\"last_pass\":{\"?\":" S_PASS "},\"passes\":\"u\","
 	  "\"bytes_total\":\"u\",\"effective_rate_bytes_per_s\":\"n\","
-	  "\"estimate_interval_s\":\"n\",\"estimate\":[{\"codec\":" S_CODEC
+	  "\"estimate_exposure_s\":\"n\",\"estimate\":[{\"codec\":" S_CODEC
 	  ",\"t\":\"u\",\"n\":\"u\",\"words\":\"u\",\"ce\":\"u\","
 	  "\"lambda_per_bit_hour\":\"n\",\"p_ue_word\":\"n\","
 	  "\"expected_ue_per_cycle\":\"n\"}],\"adapt\":{"

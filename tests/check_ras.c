@@ -593,12 +593,12 @@ static double jnum(const char *from, const char *key)
  * kvmemd(8)'s prediction for a scrub status reply: uncorrectable words a
  * day with every word of the last patrol pass checked every @cycle
  * seconds, from the words and corrected words of each codec and the pass's
- * interval T, as sum words min(1, (x cycle / T)^(t+1) / (t+1)!) * 86400 /
+ * exposure T, as sum words min(1, (x cycle / T)^(t+1) / (t+1)!) * 86400 /
  * cycle.
  */
 static double predict(const char *st, double cycle)
 {
-	double T = jnum(st, "estimate_interval_s"), u = 0, x, t, f;
+	double T = jnum(st, "estimate_exposure_s"), u = 0, x, t, f;
 	const char *e = strstr(st, "\"estimate\":["), *end;
 
 	ck_assert_ptr_nonnull(e);
@@ -630,7 +630,7 @@ static unsigned int check_decision(const char *st, double target)
 	max = (unsigned int)jnum(a, "max_level");
 	level = (unsigned int)jnum(a, "level");
 	c0 = jnum(a, "base_cycle_s");
-	if (jnum(st, "estimate_interval_s") <= 0)
+	if (jnum(st, "estimate_exposure_s") <= 0)
 		return level;
 	k = from < max ? from : max;
 	if (predict(st, c0 / (1u << k)) > target) {
@@ -717,8 +717,10 @@ START_TEST(test_scrub_adapt)
 	struct kvmem_seq *s[NSEQ];
 	struct kvmem_cache *c;
 	struct kvmemd_proc p;
+	unsigned long long down;
 	unsigned int top;
 	double base;
+	int i;
 
 	kvmemd_start(&p,
 		     "[scrub]\ncycle = 2\ntarget_ue_per_day = 500\n"
@@ -726,10 +728,10 @@ START_TEST(test_scrub_adapt)
 		     NULL);
 	c = attach(&p, &g, 16u << 20);
 	fill(&g, c, s, NSEQ, TOKENS, 41);
-	/* Two passes without errors: an interval, nothing predicted. */
+	/* Two passes without errors: an exposure, nothing predicted. */
 	top = watch(&p, target, 30, two_passes, st, sizeof(st));
 	ck_assert_uint_eq(top, 0);
-	ck_assert(jnum(st, "estimate_interval_s") > 0);
+	ck_assert(jnum(st, "estimate_exposure_s") > 0);
 	EXPECT(fabs(jnum(strstr(st, "\"adapt\":"), "base_cycle_s") - 2) < 1e-6,
 	       "%s", st);
 	base = jnum(st, "effective_rate_bytes_per_s");
@@ -766,13 +768,25 @@ START_TEST(test_scrub_adapt)
 	EXPECT_EQ(kvmemd_log_lines(&p, "even at scrub.rate_max"), 1, "%s",
 		  "the target out of reach, said once");
 
-	/* No target: the configured rate at once. */
+	/* No target: the configured rate at once, as a step down. */
+	down = kvmemd_json_after(st, "\"adapt\"", "steps_down");
 	admin(&p, "policy set scrub.target_ue_per_day=0");
 	admin(&p, "scrub status");
 	ck_assert_uint_eq(kvmemd_json_after(reply, "\"adapt\"", "level"), 0);
 	EXPECT(fabs(jnum(reply, "effective_rate_bytes_per_s") - base) <
 		       1e-6 * base,
 	       "%s", reply);
+	ck_assert(strstr(reply, "\"short_of_target\":false"));
+	for (i = 0;
+	     i < 100 && kvmemd_json_after(admin(&p, "scrub status"),
+					  "\"adapt\"", "steps_down") == down;
+	     i++)
+		usleep(10000);
+	EXPECT_EQ(kvmemd_json_after(reply, "\"adapt\"", "steps_down"), down + 1,
+		  "%s", reply);
+	EXPECT_EQ(kvmemd_log_lines(&p, "scrub.target_ue_per_day or "
+				       "scrub.rate_max changed"),
+		  1, "%s", "the step, logged");
 	kvmem_close(c);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);

@@ -1032,6 +1032,14 @@ static void pass_line(struct rd *r, struct table *t, const char *key,
 	   g_u64(r, p, "restored_pages"));
 }
 
+/* 2^level of @key: kvmemd's levels are at most 20; more is not shifted. */
+static unsigned int times(struct rd *r, const struct json *o, const char *key)
+{
+	uint64_t k = g_u64(r, o, key);
+
+	return k < 32 ? 1u << k : 0;
+}
+
 /* The adaptive patrol: its target, where it stands, its last steps. */
 static void adapt_lines(struct rd *r, struct table *t, const struct json *a)
 {
@@ -1047,7 +1055,7 @@ static void adapt_lines(struct rd *r, struct table *t, const struct json *a)
 	kv(t, "adaptive",
 	   "target %.3g UE/day: %ux the rate (at most %ux), %.3g UE/day "
 	   "predicted%s",
-	   target, 1u << g_u64(r, a, "level"), 1u << g_u64(r, a, "max_level"),
+	   target, times(r, a, "level"), times(r, a, "max_level"),
 	   g_num(r, a, "ue_per_day"),
 	   g_bool(r, a, "short_of_target") ? ", over the target at rate_max"
 					   : "");
@@ -1055,7 +1063,7 @@ static void adapt_lines(struct rd *r, struct table *t, const struct json *a)
 	for (i = n > 4 ? n - 4 : 0; i < n; i++)
 		kv(t, "step", "%s: %ux -> %ux at %.3g UE/day, a %s cycle",
 		   fmt_time(at, sizeof(at), g_num(r, &st[i], "time")),
-		   1u << g_u64(r, &st[i], "from"), 1u << g_u64(r, &st[i], "to"),
+		   times(r, &st[i], "from"), times(r, &st[i], "to"),
 		   g_num(r, &st[i], "ue_per_day"),
 		   fmt_dur(cyc, sizeof(cyc), g_num(r, &st[i], "cycle_s")));
 }
