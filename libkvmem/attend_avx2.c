@@ -289,77 +289,91 @@ static void accum(const float *p, unsigned int ng, const float *v,
 }
 
 /*
- * Scores of @NB (1 or 4) query heads over int4 codeword rows. A group's
- * dot products are summed unscaled and its scale applied once per group.
+ * Scores of @NB (1, 4 or 8) query heads over int4 codeword rows: each row
+ * is decoded and scaled once, into the values kvmem__page_rows() would
+ * give, @W (8 or 32) at a time, and dotted with every head. @DIM and
+ * @GROUP are literals where the caller knows them, so that the loop over a
+ * row unrolls (GROUP 0: channel scales, one per value).
  */
 static inline __attribute__((always_inline)) void
 scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
-	      size_t stride, unsigned int n, unsigned int dim,
-	      unsigned int group, const int CHAN, const unsigned int W,
-	      const float *scales, size_t sstride, float scale, float *s,
-	      unsigned int sn)
+	      size_t stride, unsigned int n, unsigned int DIM,
+	      unsigned int GROUP, const unsigned int W, const float *scales,
+	      size_t sstride, float scale, float *s, unsigned int sn)
 {
-	unsigned int t, d, d0, gi, j, k;
+	unsigned int t, d, j, k;
 
 	for (t = 0; t < n; t++) {
 		const uint8_t *c = code + t * stride;
 		const float *sc = scales + t * sstride;
-		__m256 tot[4], a[4];
-		float r[4];
+		__m256 a[8];
+		float r[8];
 
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (j = 0; j < NB; j++)
-			tot[j] = _mm256_setzero_ps();
-		for (d0 = 0, gi = 0; d0 < dim; d0 += CHAN ? dim : group, gi++) {
-			unsigned int end = CHAN ? dim : d0 + group;
-
+			a[j] = _mm256_setzero_ps();
 #pragma GCC unroll 4
-			for (j = 0; j < NB; j++)
-				a[j] = _mm256_setzero_ps();
-			for (d = d0; d < end; d += W) {
-				__m256 v[4];
+		for (d = 0; d < DIM; d += W) {
+			__m256 v[4];
 
-				if (W == 32)
-					cw32(c + d, v);
-				else
-					v[0] = cw8(c + d);
+			if (W == 32)
+				cw32(c + d, v);
+			else
+				v[0] = cw8(c + d);
 #pragma GCC unroll 4
-				for (k = 0; k < W / 8; k++) {
-					__m256 kv = v[k];
+			for (k = 0; k < W / 8; k++) {
+				const unsigned int i = d + 8 * k;
+				__m256 kv = _mm256_mul_ps(
+					v[k],
+					GROUP ? _mm256_set1_ps(sc[i / GROUP])
+					      : _mm256_loadu_ps(sc + i));
 
-					if (CHAN)
-						kv = _mm256_mul_ps(
-							kv,
-							_mm256_loadu_ps(sc + d +
-									8 * k));
-#pragma GCC unroll 4
-					for (j = 0; j < NB; j++)
-						a[j] = _mm256_fmadd_ps(
-							_mm256_loadu_ps(
-								q + j * dim +
-								d + 8 * k),
-							kv, a[j]);
-				}
+#pragma GCC unroll 8
+				for (j = 0; j < NB; j++)
+					a[j] = _mm256_fmadd_ps(
+						_mm256_loadu_ps(q + j * DIM +
+								i),
+						kv, a[j]);
 			}
-#pragma GCC unroll 4
-			for (j = 0; j < NB; j++)
-				tot[j] = CHAN ? a[j]
-					      : _mm256_fmadd_ps(
-							a[j],
-							_mm256_set1_ps(sc[gi]),
-							tot[j]);
 		}
-		if (NB == 4) {
-			_mm_storeu_ps(r, _mm_mul_ps(hsum4(tot[0], tot[1],
-							  tot[2], tot[3]),
-						    _mm_set1_ps(scale)));
-#pragma GCC unroll 4
-			for (j = 0; j < 4; j++)
+		if (NB >= 4) {
+#pragma GCC unroll 2
+			for (j = 0; j < NB; j += 4)
+				_mm_storeu_ps(
+					r + j,
+					_mm_mul_ps(hsum4(a[j], a[j + 1],
+							 a[j + 2], a[j + 3]),
+						   _mm_set1_ps(scale)));
+#pragma GCC unroll 8
+			for (j = 0; j < NB; j++)
 				s[(size_t)j * sn + t] = r[j];
 		} else {
-			s[t] = scale * hsum(tot[0]);
+			s[t] = scale * hsum(a[0]);
 		}
 	}
+}
+
+/* Heads @NB at a time, specialised for the common shape. */
+static inline __attribute__((always_inline)) void
+scores_heads(const float *q, unsigned int NB, const uint8_t *code,
+	     size_t stride, unsigned int n, unsigned int dim,
+	     unsigned int group, const float *scales, size_t sstride,
+	     float scale, float *s, unsigned int sn)
+{
+	/* 32 values a step where the row and the groups allow it. */
+	const int wide = dim % 32 == 0 && (group == 1 || group % 32 == 0);
+
+	if (dim == 128 && group == 32)
+		scores_cw4_nb(q, NB, code, stride, n, 128, 32, 32, scales,
+			      sstride, scale, s, sn);
+	else if (wide)
+		scores_cw4_nb(q, NB, code, stride, n, dim,
+			      group == 1 ? 0 : group, 32, scales, sstride,
+			      scale, s, sn);
+	else
+		scores_cw4_nb(q, NB, code, stride, n, dim,
+			      group == 1 ? 0 : group, 8, scales, sstride, scale,
+			      s, sn);
 }
 
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
@@ -367,8 +381,6 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       unsigned int group, const float *scales, size_t sstride,
 		       float scale, float *s, unsigned int ld)
 {
-	/* 32 values per step where groups allow it. */
-	const int wide = dim % 32 == 0 && (group == 1 || group % 32 == 0);
 	unsigned int g = 0;
 
 	if (!vec_ok(dim, group)) {
@@ -377,19 +389,21 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 						s, ld);
 		return;
 	}
+	/* Eight heads a pass where there are (GQA 8, several queries)
+	 * decode each row half as often as four; a row's sums are the same
+	 * either way. */
+	for (; g + 8 <= ng; g += 8)
+		scores_heads(q + (size_t)g * dim, 8, code, stride, n, dim,
+			     group, scales, sstride, scale, s + (size_t)g * ld,
+			     ld);
 	for (; g + 4 <= ng; g += 4)
-		if (group == 1)
-			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
-				      dim, 1, 1, wide ? 32 : 8, scales, sstride,
-				      scale, s + (size_t)g * ld, ld);
-		else
-			scores_cw4_nb(q + (size_t)g * dim, 4, code, stride, n,
-				      dim, group, 0, wide ? 32 : 8, scales,
-				      sstride, scale, s + (size_t)g * ld, ld);
+		scores_heads(q + (size_t)g * dim, 4, code, stride, n, dim,
+			     group, scales, sstride, scale, s + (size_t)g * ld,
+			     ld);
 	for (; g < ng; g++)
-		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
-			      group, group == 1, wide ? 32 : 8, scales, sstride,
-			      scale, s + (size_t)g * ld, ld);
+		scores_heads(q + (size_t)g * dim, 1, code, stride, n, dim,
+			     group, scales, sstride, scale, s + (size_t)g * ld,
+			     ld);
 }
 
 /*
