@@ -1918,6 +1918,14 @@ static void m_one(struct metrics *m, const char *name, const char *type,
 	m_u64(m, name, NULL, o, key);
 }
 
+/* A gauge with one unlabelled sample, number member @key of @o. */
+static void m_one_num(struct metrics *m, const char *name, const char *help,
+		      const struct json *o, const char *key)
+{
+	m_family(m, name, "gauge", help);
+	m_num(m, name, NULL, o, key);
+}
+
 /*
  * The pool's name into @pool, and its device's into @dev where it has one;
  * where not, the labels end at @tail[2] (the "device" pair is dropped).
@@ -1964,13 +1972,12 @@ static void metrics_stats(struct metrics *m, const struct json *v)
 	char pool[32], dev[48];
 	size_t n, i, k;
 
-	m_family(m, "kvmem_uptime_seconds", "gauge",
-		 "Seconds since kvmemd started.");
-	m_num(m, "kvmem_uptime_seconds", NULL, v, "uptime_s");
-	m_family(m, "kvmem_seconds_since_reset", "gauge",
-		 "Seconds since the volatile counters were last reset "
-		 "(kvmemctl reset-counters) or kvmemd started.");
-	m_num(m, "kvmem_seconds_since_reset", NULL, v, "seconds_since_reset");
+	m_one_num(m, "kvmem_uptime_seconds", "Seconds since kvmemd started.", v,
+		  "uptime_s");
+	m_one_num(m, "kvmem_seconds_since_reset",
+		  "Seconds since the volatile counters were last reset "
+		  "(kvmemctl reset-counters) or kvmemd started.",
+		  v, "seconds_since_reset");
 	m_one(m, "kvmem_sessions", "gauge", "Sessions attached now.", d,
 	      "sessions");
 	for (i = 0; i < sizeof(conns) / sizeof(conns[0]); i++)
@@ -2105,10 +2112,9 @@ static void metrics_scrub(struct metrics *m, const struct json *v)
 	      "Configured patrol rate (0: patrol off).", v, "rate_bytes_per_s");
 	m_one(m, "kvmem_scrub_cycle_target_seconds", "gauge",
 	      "Configured patrol cycle (0: use the rate).", v, "cycle_s");
-	m_family(m, "kvmem_scrub_cycle_seconds", "gauge",
-		 "Seconds a full patrol pass takes at the effective rate.");
-	m_num(m, "kvmem_scrub_cycle_seconds", NULL, v,
-	      "current_cycle_duration");
+	m_one_num(m, "kvmem_scrub_cycle_seconds",
+		  "Seconds a full patrol pass takes at the effective rate.", v,
+		  "current_cycle_duration");
 	m_one(m, "kvmem_scrub_passes_total", "counter",
 	      "Scrub passes completed.", v, "passes");
 	m_one(m, "kvmem_scrub_bytes_total", "counter", "Bytes scrubbed.", v,
@@ -2125,16 +2131,16 @@ static void metrics_scrub(struct metrics *m, const struct json *v)
 		m_num(m, "kvmem_scrub_last_pass_duration_seconds", NULL, last,
 		      "duration_s");
 	a = g_obj(m->r, v, "adapt");
-	m_family(m, "kvmem_scrub_target_ue_per_day", "gauge",
-		 "Uncorrectable words a day the patrol adapts to stay under "
-		 "(0: off).");
-	m_num(m, "kvmem_scrub_target_ue_per_day", NULL, a, "target_ue_per_day");
+	m_one_num(m, "kvmem_scrub_target_ue_per_day",
+		  "Uncorrectable words a day the patrol adapts to stay under "
+		  "(0: off).",
+		  a, "target_ue_per_day");
 	m_one(m, "kvmem_scrub_adapt_level", "gauge",
 	      "The patrol runs at 2^level times its configured rate.", a,
 	      "level");
-	m_family(m, "kvmem_scrub_ue_per_day", "gauge",
-		 "Uncorrectable words a day predicted at the patrol's cycle.");
-	m_num(m, "kvmem_scrub_ue_per_day", NULL, a, "ue_per_day");
+	m_one_num(m, "kvmem_scrub_ue_per_day",
+		  "Uncorrectable words a day predicted at the patrol's cycle.",
+		  a, "ue_per_day");
 	m_family(m, "kvmem_scrub_adapt_short_of_target", "gauge",
 		 "1 when the prediction is over the target even at "
 		 "scrub.rate_max.");
