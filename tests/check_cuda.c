@@ -1630,9 +1630,12 @@ static void attend_f16_baseline_on(struct dev *dv)
 	f16_case(dv, 64, 4, 1, 0, lens[0], &r);
 	f16_case(dv, 128, 2, 3, 2, lens[0], &r);
 	f16_case(dv, 256, 1, 2, 3, lens[0], &r);
-	/* 10 and 19 pages: room for a wave of the FP16 kernel. */
+	/* 10 and 19 pages: room for a wave of the FP16 kernel, of 8 CTAs a
+	 * multiprocessor; and with 16 query rows of 128, of 5 (its shared
+	 * memory), 10 CTAs over 4 sequence heads: 3 splits. */
 	f16_case(dv, 64, 1, 1, 0, lens[1], &r);
 	f16_case(dv, 128, 4, 1, 0, lens[1], &r);
+	f16_case(dv, 128, 4, 4, 0, lens[1], &r);
 	fake->launch = kvmem__simt_run;
 	/* Only the head sizes it has code for. */
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 96);
