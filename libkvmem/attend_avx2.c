@@ -68,6 +68,29 @@ static void cw32(const uint8_t *c, __m256 *v)
 	v[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(up, 1));
 }
 
+/*
+ * @W (8 or 32) values of a row from @c as floats, v[k] holding values
+ * 8k..8k+7: int4 codewords, or int8 values with @I8.
+ */
+static inline __attribute__((always_inline)) void
+vals(const uint8_t *c, const unsigned int W, const int I8, __m256 *v)
+{
+	unsigned int k;
+
+	if (!I8 && W == 32) {
+		cw32(c, v);
+		return;
+	}
+	if (!I8) {
+		v[0] = cw8(c);
+		return;
+	}
+#pragma GCC unroll 4
+	for (k = 0; k < W / 8; k++)
+		v[k] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+			_mm_loadl_epi64((const void *)(c + 8 * k))));
+}
+
 static int vec_ok(unsigned int dim, unsigned int group)
 {
 	return dim % 8 == 0 && (group == 1 || group % 8 == 0);
@@ -289,17 +312,19 @@ static void accum(const float *p, unsigned int ng, const float *v,
 }
 
 /*
- * Scores of @NB (1, 4 or 8) query heads over int4 codeword rows: each row
- * is decoded and scaled once, into the values kvmem__page_rows() would
- * give, @W (8 or 32) at a time, and dotted with every head. @DIM and
- * @GROUP are literals where the caller knows them, so that the loop over a
- * row unrolls (GROUP 0: channel scales, one per value).
+ * Scores of @NB (1, 4 or 8) query heads over rows of int4 codewords (or of
+ * int8 values, @I8): each row is decoded and scaled once, into the values
+ * kvmem__page_rows() would give, @W (8 or 32) at a time, and dotted with
+ * every head. @DIM and @GROUP are literals where the caller knows them, so
+ * that the loop over a row unrolls (GROUP 0: channel scales, one per
+ * value).
  */
 static inline __attribute__((always_inline)) void
 scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	      size_t stride, unsigned int n, unsigned int DIM,
 	      unsigned int GROUP, const unsigned int W, const float *scales,
-	      size_t sstride, float scale, float *s, unsigned int sn)
+	      size_t sstride, float scale, float *s, unsigned int sn,
+	      const int I8)
 {
 	unsigned int t, d, j, k;
 
@@ -316,10 +341,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 		for (d = 0; d < DIM; d += W) {
 			__m256 v[4];
 
-			if (W == 32)
-				cw32(c + d, v);
-			else
-				v[0] = cw8(c + d);
+			vals(c + d, W, I8, v);
 #pragma GCC unroll 4
 			for (k = 0; k < W / 8; k++) {
 				const unsigned int i = d + 8 * k;
@@ -358,22 +380,47 @@ static inline __attribute__((always_inline)) void
 scores_heads(const float *q, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const float *scales, size_t sstride,
-	     float scale, float *s, unsigned int sn)
+	     float scale, float *s, unsigned int sn, const int I8)
 {
 	/* 32 values a step where the row and the groups allow it. */
 	const int wide = dim % 32 == 0 && (group == 1 || group % 32 == 0);
 
 	if (dim == 128 && group == 32)
 		scores_cw4_nb(q, NB, code, stride, n, 128, 32, 32, scales,
-			      sstride, scale, s, sn);
+			      sstride, scale, s, sn, I8);
 	else if (wide)
 		scores_cw4_nb(q, NB, code, stride, n, dim,
 			      group == 1 ? 0 : group, 32, scales, sstride,
-			      scale, s, sn);
+			      scale, s, sn, I8);
 	else
 		scores_cw4_nb(q, NB, code, stride, n, dim,
 			      group == 1 ? 0 : group, 8, scales, sstride, scale,
-			      s, sn);
+			      s, sn, I8);
+}
+
+static inline __attribute__((always_inline)) void
+scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
+	    unsigned int n, unsigned int dim, unsigned int group,
+	    const float *scales, size_t sstride, float scale, float *s,
+	    unsigned int ld, const int I8)
+{
+	unsigned int g = 0;
+
+	/* Eight heads a pass where there are (GQA 8, several queries)
+	 * decode each row half as often as four; a row's sums are the same
+	 * either way. */
+	for (; g + 8 <= ng; g += 8)
+		scores_heads(q + (size_t)g * dim, 8, code, stride, n, dim,
+			     group, scales, sstride, scale, s + (size_t)g * ld,
+			     ld, I8);
+	for (; g + 4 <= ng; g += 4)
+		scores_heads(q + (size_t)g * dim, 4, code, stride, n, dim,
+			     group, scales, sstride, scale, s + (size_t)g * ld,
+			     ld, I8);
+	for (; g < ng; g++)
+		scores_heads(q + (size_t)g * dim, 1, code, stride, n, dim,
+			     group, scales, sstride, scale, s + (size_t)g * ld,
+			     ld, I8);
 }
 
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
@@ -381,41 +428,40 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       unsigned int group, const float *scales, size_t sstride,
 		       float scale, float *s, unsigned int ld)
 {
-	unsigned int g = 0;
-
-	if (!vec_ok(dim, group)) {
+	if (!vec_ok(dim, group))
 		kvmem__attn_portable.scores_cw4(q, ng, code, stride, n, dim,
 						group, scales, sstride, scale,
 						s, ld);
-		return;
-	}
-	/* Eight heads a pass where there are (GQA 8, several queries)
-	 * decode each row half as often as four; a row's sums are the same
-	 * either way. */
-	for (; g + 8 <= ng; g += 8)
-		scores_heads(q + (size_t)g * dim, 8, code, stride, n, dim,
-			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld);
-	for (; g + 4 <= ng; g += 4)
-		scores_heads(q + (size_t)g * dim, 4, code, stride, n, dim,
-			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld);
-	for (; g < ng; g++)
-		scores_heads(q + (size_t)g * dim, 1, code, stride, n, dim,
-			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld);
+	else
+		scores_vals(q, ng, code, stride, n, dim, group, scales, sstride,
+			    scale, s, ld, 0);
+}
+
+static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      unsigned int group, const float *scales, size_t sstride,
+		      float scale, float *s, unsigned int ld)
+{
+	if (!vec_ok(dim, group))
+		kvmem__attn_portable.scores_i8(q, ng, code, stride, n, dim,
+					       group, scales, sstride, scale, s,
+					       ld);
+	else
+		scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group,
+			    scales, sstride, scale, s, ld, 1);
 }
 
 /*
  * acc[g][d..d+32) += sum_t p[g][t] * v[t][d..] for @NB (1 or 2) heads, v
- * read from int4 codewords: the row's scale goes into the weight (group of
- * 32 or more), or onto the values (channel scales).
+ * read from int4 codewords (or int8 values, @I8): the row's scale goes into
+ * the weight (group of 32 or more), or onto the values (channel scales).
  */
 static inline __attribute__((always_inline)) void
 accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const int CHAN, const float *scales,
-	     size_t sstride, unsigned int d, float *acc, unsigned int pn)
+	     size_t sstride, unsigned int d, float *acc, unsigned int pn,
+	     const int I8)
 {
 	const unsigned int gi = CHAN ? 0 : d / group;
 	__m256 a[2][4];
@@ -432,7 +478,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 		const float *sc = scales + t * sstride;
 		__m256 v[4];
 
-		cw32(c, v);
+		vals(c, 32, I8, v);
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
 			if (CHAN)
@@ -457,18 +503,14 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 					 a[j][k]);
 }
 
-static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
-		      size_t stride, unsigned int n, unsigned int dim,
-		      unsigned int group, const float *scales, size_t sstride,
-		      float *acc, unsigned int ld)
+static inline __attribute__((always_inline)) void
+accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
+	   unsigned int n, unsigned int dim, unsigned int group,
+	   const float *scales, size_t sstride, float *acc, unsigned int ld,
+	   const int I8)
 {
 	unsigned int g = 0, d;
 
-	if (dim % 32 || (group != 1 && group % 32)) {
-		kvmem__attn_portable.accum_cw4(p, ng, code, stride, n, dim,
-					       group, scales, sstride, acc, ld);
-		return;
-	}
 	/* Literal arguments: each call is its own specialised copy. */
 	for (; g + 2 <= ng; g += 2)
 		for (d = 0; d < dim; d += 32)
@@ -476,17 +518,49 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 				accum_cw4_nb(p + (size_t)g * ld, 2, code,
 					     stride, n, dim, 1, 1, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld);
+					     ld, I8);
 			else
 				accum_cw4_nb(p + (size_t)g * ld, 2, code,
 					     stride, n, dim, group, 0, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld);
+					     ld, I8);
 	for (; g < ng; g++)
 		for (d = 0; d < dim; d += 32)
 			accum_cw4_nb(p + (size_t)g * ld, 1, code, stride, n,
 				     dim, group, group == 1, scales, sstride, d,
-				     acc + (size_t)g * dim, ld);
+				     acc + (size_t)g * dim, ld, I8);
+}
+
+/* Rows of 32 values and more: whole vectors, and a group scale each. */
+static int accum_ok(unsigned int dim, unsigned int group)
+{
+	return dim % 32 == 0 && (group == 1 || group % 32 == 0);
+}
+
+static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      unsigned int group, const float *scales, size_t sstride,
+		      float *acc, unsigned int ld)
+{
+	if (!accum_ok(dim, group))
+		kvmem__attn_portable.accum_cw4(p, ng, code, stride, n, dim,
+					       group, scales, sstride, acc, ld);
+	else
+		accum_vals(p, ng, code, stride, n, dim, group, scales, sstride,
+			   acc, ld, 0);
+}
+
+static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
+		     size_t stride, unsigned int n, unsigned int dim,
+		     unsigned int group, const float *scales, size_t sstride,
+		     float *acc, unsigned int ld)
+{
+	if (!accum_ok(dim, group))
+		kvmem__attn_portable.accum_i8(p, ng, code, stride, n, dim,
+					      group, scales, sstride, acc, ld);
+	else
+		accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group,
+			   scales, sstride, acc, ld, 1);
 }
 
 /*
@@ -625,4 +699,6 @@ const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
+	.scores_i8 = scores_i8,
+	.accum_i8 = accum_i8,
 };
