@@ -1448,11 +1448,12 @@ static void adapt_step(struct kvmemd *d, unsigned int to, double ue_day,
 static void adapt_clamp(struct kvmemd *d)
 {
 	struct adapt *a = &d->ras->adapt;
-	const unsigned int max = adapt_max(d);
-	const double base = base_rate(d);
+	const unsigned int max = a->level ? adapt_max(d) : 0;
+	double base;
 
 	if (a->level <= max)
 		return;
+	base = base_rate(d);
 	adapt_step(d, max, -1,
 		   base > 0 ? (double)sealed_bytes(d) / base / (1u << max) : 0);
 	a->from = max;
