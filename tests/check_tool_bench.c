@@ -364,6 +364,48 @@ START_TEST(test_codec_json)
 END_TEST
 
 /*
+ * --interleave D: the bench checks its undo against interleaving bit by
+ * bit and the round trip over the whole buffer, and exits 1 when either
+ * differs; so a clean exit at every depth and path is the check. Only the
+ * one-byte codecs get the figures.
+ */
+START_TEST(test_codec_interleave)
+{
+	static const char *const depths[] = { "8", "512" };
+	struct kvmem_run r;
+	const char *p;
+	size_t i, k;
+
+	for (i = 0; i < 2; i++)
+		for (k = 0; k < 2; k++) {
+			KVMEM_RUN(&r, "kvmem-bench", "", "codec", "--size", "1",
+				  "--reps", "1", "--codec", "h84", "--codec",
+				  "golay24", "--interleave", depths[i],
+				  "--json", k ? "--portable" : NULL);
+			ck_assert_msg(r.status == 0, "by %s%s: exit %d: %s",
+				      depths[i], k ? ", portable" : "",
+				      r.status, r.err);
+			ck_assert_double_eq(json_num(r.out, "interleave"),
+					    atof(depths[i]));
+			p = strstr(r.out, "{\"codec\": \"h84\"");
+			ck_assert_ptr_nonnull(p);
+			ck_assert_double_gt(json_num(p, "deinterleave_gbps"),
+					    0);
+			ck_assert_double_gt(
+				json_num(p, "deinterleave_decode_gbps"), 0);
+			p = strstr(r.out, "{\"codec\": \"golay24\"");
+			ck_assert_ptr_nonnull(p);
+			ck_assert_ptr_null(strstr(p, "deinterleave"));
+			kvmem_check_run_free(&r);
+		}
+	KVMEM_RUN(&r, "kvmem-bench", "", "codec", "--interleave", "16");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "8 or 512"));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/*
  * The attend benchmark's three paths compute the same attention (and its
  * threaded kvmem call the same bits as the single-threaded one): kvmem and
  * the fp32 loop differ by quantization only (int4 with group scales over
@@ -1123,6 +1165,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(ber, test_ber_byte_interleave);
 	tcase_add_test(ber, test_ber_line_interleave);
 	tcase_add_test(codec, test_codec_json);
+	tcase_add_test(codec, test_codec_interleave);
 	tcase_add_test(codec, test_attend_json);
 	tcase_add_test(codec, test_usage_errors);
 	tcase_set_timeout(codec, 60);
