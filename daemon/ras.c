@@ -1854,6 +1854,9 @@ int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
 	} else if (!strcmp(argv[1], "rate") && argc == 3) {
 		if (set_policy(d, "scrub.rate", argv[2], w))
 			return 0;
+	} else if (!strcmp(argv[1], "target") && argc == 3) {
+		if (set_policy(d, "scrub.target_ue_per_day", argv[2], w))
+			return 0;
 	} else if (!strcmp(argv[1], "cycle") && argc == 3) {
 		if (set_policy(d, "scrub.cycle", argv[2], w))
 			return 0;
@@ -1876,7 +1879,8 @@ int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
 usage:
 	kvmemd_admin_error(w, -EINVAL,
 			   "usage: scrub {status|start|stop|rate BYTES_PER_S|"
-			   "cycle SECONDS|now [pool|session N|seq N S]}");
+			   "cycle SECONDS|target UE_PER_DAY|now [pool|session "
+			   "N|seq N S]}");
 	return 0;
 }
 

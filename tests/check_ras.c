@@ -723,9 +723,15 @@ START_TEST(test_scrub_adapt)
 	int i;
 
 	kvmemd_start(&p,
-		     "[scrub]\ncycle = 2\ntarget_ue_per_day = 500\n"
-		     "rate_max = 64M\nallow_inject = yes\n",
+		     "[scrub]\ncycle = 2\nrate_max = 64M\nallow_inject = yes\n",
 		     NULL);
+	/* kvmemctl scrub target's request, checked as the file would be */
+	kvmemd_admin(&p, "scrub target -5", reply, sizeof(reply));
+	ck_assert_msg(strstr(reply, "\"errno\":-22") &&
+			      strstr(reply, "is not a number in 0..1000000000"),
+		      "%s", reply);
+	admin(&p, "scrub target 500");
+	ck_assert(strstr(reply, "\"target_ue_per_day\":500"));
 	c = attach(&p, &g, 16u << 20);
 	fill(&g, c, s, NSEQ, TOKENS, 41);
 	/* Two passes without errors: an exposure, nothing predicted. */

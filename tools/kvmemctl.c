@@ -1272,9 +1272,17 @@ static int cmd_scrub(struct ctl *c, int argc, char **argv)
 		}
 		want = 2;
 		snprintf(req, sizeof(req), "scrub cycle %" PRIu64, secs);
+	} else if (!strcmp(sub, "target") && argc >= 2) {
+		/* kvmemd checks the number, as it does in the file. */
+		want = 2;
+		if ((size_t)snprintf(req, sizeof(req), "scrub target %s",
+				     argv[1]) >= sizeof(req)) {
+			errx("UE_PER_DAY '%s' is too long", argv[1]);
+			return CTL_USAGE;
+		}
 	} else {
 		errx("scrub: expected status, start, stop, now [TARGET], "
-		     "rate BYTES_PER_S or cycle SECONDS");
+		     "rate BYTES_PER_S, cycle SECONDS or target UE_PER_DAY");
 		return CTL_USAGE;
 	}
 	if (argc != want)
@@ -2564,7 +2572,7 @@ static const struct cmd cmds[] = {
 	{ "offload", cmd_offload, 0, 3, O_JSON, "offload [TARGET]" },
 	{ "scrub", cmd_scrub, 1, 4, O_JSON,
 	  "scrub status|start|stop|now [TARGET]|rate BYTES_PER_S|"
-	  "cycle SECONDS" },
+	  "cycle SECONDS|target UE_PER_DAY" },
 	{ "events", cmd_events, 0, 1, O_JSON | O_SINCE | O_LIMIT,
 	  "events [--since TIME] [--limit N]" },
 	{ "errors", cmd_errors, 0, 0, O_JSON, "errors" },
