@@ -1472,7 +1472,7 @@ static void adapt_clamp(struct kvmemd *d)
 static void adapt_pass(struct kvmemd *d, const struct pass *p)
 {
 	struct adapt *a = &d->ras->adapt;
-	double target = d->cfg.scrub_target_ue, base = base_rate(d), T0;
+	double target = d->cfg.scrub_target_ue, base = base_rate(d), T0, u0, u;
 	unsigned int max = adapt_max(d), to;
 	int short_of;
 
@@ -1486,16 +1486,16 @@ static void adapt_pass(struct kvmemd *d, const struct pass *p)
 		a->short_of = 0;
 		return;
 	}
-	if (ue_per_day(p, T0 / (1u << to)) > target) {
-		while (to < max && ue_per_day(p, T0 / (1u << to)) > target)
-			to++;
+	u = u0 = ue_per_day(p, T0 / (1u << to));
+	if (u > target) {
+		while (to < max && u > target)
+			u = ue_per_day(p, T0 / (1u << ++to));
 	} else if (to && ue_per_day(p, T0 / (1u << (to - 1))) <= target / 2) {
-		to--;
+		u = ue_per_day(p, T0 / (1u << --to));
 	}
 	if (to != a->level)
-		adapt_step(d, to, ue_per_day(p, T0 / (1u << a->level)),
-			   T0 / (1u << to));
-	a->ue_day = ue_per_day(p, T0 / (1u << to));
+		adapt_step(d, to, u0, T0 / (1u << to));
+	a->ue_day = u;
 	short_of = a->ue_day > target;
 	if (short_of && !a->short_of &&
 	    kvmemd_rl(&a->log, KVMEMD_RL_WINDOW_NS, KVMEMD_RL_BURST,
