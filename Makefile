@@ -237,8 +237,30 @@ $(FAKECUDA_SO): tests/cuda/fakecuda.c tests/cuda/fakecuda.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(KCFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $<
 
+# The kernels and their executor again, as a library of their own, for a
+# process with none linked in (FAKECUDA_SIMT): the Python tests'
+# interpreter. Never sanitized, like the interpreters that load it, and
+# not built with SAN=1, whose runner skips the Python tests.
+SIMT_SO := $(B)/tests/libkvmem-simt.so
+SIMT_PIC_OBJS := $(B)/tests/simt-pic/simt_kernels.o $(B)/tests/simt-pic/simt.o
+
+$(B)/tests/simt-pic/%.o: tests/cuda/%.cc | $(DEPS_STAMP)
+	$(call msg,CXX,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(filter-out $(SANFLAGS),$(CTA_CXXFLAGS)) -fPIC -c -o $@ $<
+
+$(B)/tests/simt-pic/%.o: tests/simt/%.cc | $(DEPS_STAMP)
+	$(call msg,CXX,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(SIMT_CXXFLAGS) -fPIC -c -o $@ $<
+
+$(SIMT_SO): $(SIMT_PIC_OBJS)
+	$(call msg,LD,$@)
+	$(Q)$(CXX) -shared -pthread -o $@ $^
+
 $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
-	     $(CTA_OBJS) $(SIMT_OBJS) $(LIB_A) | $(LIB_SO) $(FAKECUDA_SO)
+	     $(CTA_OBJS) $(SIMT_OBJS) $(LIB_A) | $(LIB_SO) $(FAKECUDA_SO) \
+	     $(if $(filter 1,$(SAN)),,$(SIMT_SO))
 	$(call msg,LD,$@)
 	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -luring -lpthread -lm
 

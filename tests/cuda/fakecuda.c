@@ -9,6 +9,7 @@
  * module that is not a fatbin, more shared memory than the device has) and
  * counts what libkvmem must give back.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,10 +73,16 @@ __attribute__((visibility("default"))) struct fakecuda *fakecuda_state(void)
 	return &fake;
 }
 
-/* A daemon under test has no test to set the state: its environment does. */
+/*
+ * A daemon or an interpreter under test has no test to set the state: its
+ * environment does. FAKECUDA_SIMT names the executor to run launches in
+ * (libkvmem-simt.so, the kernels on host threads) for a process that has
+ * none linked in.
+ */
 __attribute__((constructor)) static void fake_env(void)
 {
 	const char *v;
+	void *simt;
 
 	v = getenv("FAKECUDA_DEVICES");
 	if (v)
@@ -89,6 +96,16 @@ __attribute__((constructor)) static void fake_env(void)
 	v = getenv("FAKECUDA_TOTAL_MEM");
 	if (v)
 		fake.total_mem = atol(v);
+	v = getenv("FAKECUDA_SIMT");
+	if (v) {
+		simt = dlopen(v, RTLD_NOW | RTLD_LOCAL);
+		if (!simt) {
+			fprintf(stderr, "fakecuda: FAKECUDA_SIMT: %s\n",
+				dlerror());
+			return;
+		}
+		*(void **)&fake.launch = dlsym(simt, "kvmem__simt_run");
+	}
 }
 
 static CUresult cuGetErrorString(CUresult r, const char **s)

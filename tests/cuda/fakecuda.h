@@ -5,11 +5,13 @@
  * opens it too, takes fakecuda_state() with dlsym and sets how the "driver"
  * behaves before kvmem_cuda_open(); in another process (kvmemd) the
  * environment sets it: FAKECUDA_DEVICES, FAKECUDA_NO_VMM,
- * FAKECUDA_MEM_LIMIT and FAKECUDA_TOTAL_MEM. Device memory is host memory
+ * FAKECUDA_MEM_LIMIT, FAKECUDA_TOTAL_MEM, and FAKECUDA_SIMT, the path of
+ * libkvmem-simt.so to run launches in. Device memory is host memory
  * (memory of the virtual memory API a memfd, so that its descriptor shares
  * it between processes as the driver's does), and a launch hands the
  * kernel's name and parameter block to @launch, which runs the kernels of
- * kernels/ on host threads (simt_kernels.cc).
+ * kernels/ on host threads (simt_kernels.cc: linked into the test runner,
+ * and built alone as libkvmem-simt.so).
  */
 #ifndef KVMEM_FAKECUDA_H
 #define KVMEM_FAKECUDA_H
