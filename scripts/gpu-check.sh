@@ -6,6 +6,9 @@
 #
 # Writes to OUTDIR:
 #   cuda.log           the cuda test suite on the GPU (and on the fake driver)
+#   python-cuda.log    python/tests/test_cuda.py on the GPU (with CUDA
+#                      tensors where PyTorch has CUDA), where python3 has
+#                      NumPy
 #   memcheck.log       compute-sanitizer memcheck over the cuda suite
 #   racecheck-*.log    compute-sanitizer racecheck over kvmem-bench attend
 #                      --gpu, with 4 query rows a KV head (kvmem_k_attend_q4)
@@ -77,6 +80,14 @@ step "cuda suite" 300 cuda.log cuda.log env CK_RUN_SUITE=cuda "$check"
 if grep -q 'SKIP: cuda' "$out/cuda.log"; then
 	echo "cuda suite: no GPU, the fake driver only" >>"$out/summary"
 	failed=1
+fi
+if python3 -c 'import numpy' 2>/dev/null; then
+	step "python cuda" 300 python-cuda.log python-cuda.log \
+		env PYTHONPATH=python KVMEM_LIB="$build/libkvmem.so" \
+		PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover \
+		-s python/tests -p test_cuda.py -v
+else
+	echo "python cuda skipped: no python3 with NumPy" >>"$out/summary"
 fi
 bench h84-32k --ctx 32768 --format int4 --codec h84
 if [ $quick -eq 1 ]; then

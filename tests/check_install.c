@@ -329,6 +329,8 @@ START_TEST(test_install_tree)
 		  "usr/lib/python3/dist-packages/kvmem/__init__.py", 0644 },
 		{ "python/kvmem/llama.py", NULL,
 		  "usr/lib/python3/dist-packages/kvmem/llama.py", 0644 },
+		{ "python/kvmem/cuda.py", NULL,
+		  "usr/lib/python3/dist-packages/kvmem/cuda.py", 0644 },
 		{ "systemd/kvmemd-store.conf", NULL,
 		  "usr/share/doc/kvmem/examples/kvmemd-store.conf", 0644 },
 		{ "ops/prometheus/kvmem-alerts.yml", NULL,

@@ -245,9 +245,12 @@ def _fail(ret, what, why=None):
 
 
 def _floats(x, shape, what):
-    """@x as a C-contiguous float32 array of @shape (-1: any length)."""
-    if hasattr(x, "detach"):  # a PyTorch tensor
+    """@x as a C-contiguous float32 array of @shape (-1: any length), in
+    host memory: GPU memory is copied here."""
+    if hasattr(x, "detach"):  # a PyTorch tensor, on the CPU or a GPU
         x = x.detach().cpu().numpy()
+    elif cuda.on_device(x):
+        x = cuda.to_host(x)
     a = np.ascontiguousarray(x, dtype=np.float32)
     want = tuple(shape)
     if a.ndim != len(want) or any(w not in (-1, n) for w, n in zip(want, a.shape)):
@@ -379,6 +382,7 @@ class Cache:
         self._c = handle
         self.geometry = geometry
         self._seqs = weakref.WeakSet()
+        self._cuda = None
 
     @classmethod
     def embedded(cls, geometry, arena_bytes):
@@ -442,6 +446,29 @@ class Cache:
             _fail(ret, "kvmem_seq_create")
         return Sequence(self, h)
 
+    def register(self, device):
+        """Let @device (a kvmem.cuda.Device) read the pages where they are.
+
+        kvmem_cuda_register(): the memory the pages are in is locked and
+        mapped for the GPU. From then on the attend methods take queries
+        in GPU memory and run on it, acquiring each sequence they read
+        (its pages stay put until release()). One GPU at a time.
+        """
+        device._register(self)
+
+    def unregister(self):
+        """Undo register(); nothing if the cache is not registered."""
+        if self._cuda is not None:
+            if self._c:
+                _lib.kvmem_cuda_unregister(self._c)
+            self._cuda._caches.discard(self)
+            self._cuda = None
+
+    @property
+    def device(self):
+        """The kvmem.cuda.Device the cache is registered with, or None."""
+        return self._cuda
+
     def attend_batch(
         self,
         seqs,
@@ -456,9 +483,14 @@ class Cache:
 
         q is [len(seqs), n_heads, head_dim]. Returns (out, stats): out
         like q, stats a list of what Sequence.attend() returns for each;
-        the same as attending each sequence in turn.
+        the same as attending each sequence in turn. With q in GPU memory
+        the batch is one launch, and stats one dict for all of it.
         """
         g = self.geometry
+        if cuda.on_device(q):
+            return cuda.attend(
+                self, seqs, layer, q, (len(seqs), -1, g.head_dim), 1, erasure, scale
+            )
         q = _floats(q, (len(seqs), -1, g.head_dim), "q")
         out = np.empty_like(q)
         handles = (_vp * len(seqs))(*[s._handle() for s in seqs])
@@ -479,6 +511,7 @@ class Cache:
 
     def close(self):
         if self._c:
+            self.unregister()
             for s in list(self._seqs):
                 s._s = None
             _lib.kvmem_close(self._c)
@@ -597,8 +630,16 @@ class Sequence:
         query attention). Returns (out, stats): out like q, and the
         codewords decoded clean, corrected and uncorrectable, the values
         erased and the uncorrectable headers.
+
+        With q in GPU memory (the cache registered with its GPU), the
+        kernel attends and out is left on the GPU, float32; threads and
+        importance_alpha do not apply there.
         """
         g = self.cache.geometry
+        if cuda.on_device(q):
+            return cuda.attend(
+                self.cache, [self], layer, q, (-1, g.head_dim), 1, erasure, scale
+            )
         q = _floats(q, (-1, g.head_dim), "q")
         out = np.empty_like(q)
         o = _attend_opts(q.shape[0], erasure, scale, threads, importance_alpha)
@@ -629,9 +670,26 @@ class Sequence:
 
         q is [nq, n_heads, head_dim], query i at token pos0 + i, which
         sees tokens 0 .. pos0 + i of @layer (appended before the call).
-        Returns (out, stats) as attend() does, out like q.
+        Returns (out, stats) as attend() does, out like q. On the GPU the
+        queries must be the layer's last nq tokens (pos0 + nq = len).
         """
         g = self.cache.geometry
+        if cuda.on_device(q):
+            if len(q.shape) != 3 or pos0 + q.shape[0] != self.len(layer):
+                raise ValueError(
+                    "on the GPU the queries are the layer's last tokens: "
+                    "pos0 + nq must be %d" % self.len(layer)
+                )
+            return cuda.attend(
+                self.cache,
+                [self],
+                layer,
+                q,
+                (-1, -1, g.head_dim),
+                q.shape[0],
+                erasure,
+                scale,
+            )
         q = _floats(q, (-1, -1, g.head_dim), "q")
         out = np.empty_like(q)
         o = _attend_opts(q.shape[1], erasure, scale, threads, importance_alpha)
@@ -686,3 +744,6 @@ class Sequence:
         if _lib is not None:
             self.free()
 
+
+# The GPU side (kvmem/cuda.h): nothing is loaded until a Device is opened.
+from . import cuda  # noqa: E402

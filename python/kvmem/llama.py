@@ -36,9 +36,10 @@ class Config:
 
 
 class Llama:
-    """The weights of a llama2.c checkpoint and the forward pass."""
+    """The weights of a llama2.c checkpoint and the forward pass, on the
+    CPU or on @device (a torch.device, or "cuda")."""
 
-    def __init__(self, path):
+    def __init__(self, path, device="cpu"):
         with open(path, "rb") as f:
             head = f.read(28)
             if len(head) != 28:
@@ -76,12 +77,13 @@ class Llama:
         for name, shape in sizes:
             n = int(np.prod(shape))
             w[name] = torch.from_numpy(data[at : at + n].reshape(shape).copy())
+            w[name] = w[name].to(device)
             at += n
         if shared:
             w["wcls"] = w["tok"]
         self.config, self.w = c, w
         i = torch.arange(0, hd, 2, dtype=torch.float32)
-        self._freq = 1.0 / torch.pow(torch.tensor(10000.0), i / hd)
+        self._freq = (1.0 / torch.pow(torch.tensor(10000.0), i / hd)).to(device)
 
     def _rope(self, x, pos):
         """Rotate pairs (2i, 2i + 1) of each head by pos * 10000^(-2i/hd)."""
@@ -126,10 +128,12 @@ class Llama:
 class KVCache:
     """A sequence's KV cache in kvmem pages: update() stores a token's K
     and V of a layer ([tokens, kv_heads, head_dim]), attend() is attention
-    of one query token ([heads, head_dim]) over what the layer holds."""
+    of one query token ([heads, head_dim]) over what the layer holds. With
+    @gpu (a kvmem.cuda.Device), a model on that GPU attends there, over
+    the pages where they are (Cache.register())."""
 
     def __init__(self, geometry, arena_bytes=64 << 20, connect=None,
-                 erasure="interpolate"):
+                 erasure="interpolate", gpu=None):
         self.geometry = geometry
         if connect is not None:
             self.cache = kvmem.Cache.connect(
@@ -137,6 +141,8 @@ class KVCache:
             )
         else:
             self.cache = kvmem.Cache.embedded(geometry, arena_bytes)
+        if gpu is not None:
+            self.cache.register(gpu)
         self.seq = self.cache.sequence()
         self.erasure = erasure
         self.stats = dict.fromkeys(
@@ -166,7 +172,7 @@ class KVCache:
                                   importance_alpha=-1.0)
         for key, n in st.items():
             self.stats[key] += n
-        return torch.from_numpy(out)
+        return torch.from_numpy(out) if isinstance(out, np.ndarray) else out
 
     def close(self):
         self.cache.close()

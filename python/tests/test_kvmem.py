@@ -250,8 +250,11 @@ def _free_dir():
     return tempfile.mkdtemp(prefix="kvmem-py-", dir=os.environ.get("TMPDIR"))
 
 
-class Daemon(unittest.TestCase):
-    """A kvmemd of the build tree, on a configuration of its own."""
+class KvmemdFixture:
+    """A kvmemd of the build tree for a TestCase, on a configuration of its
+    own, with conf_scrub added to its [scrub] section."""
+
+    conf_scrub = ""
 
     @classmethod
     def setUpClass(cls):
@@ -260,12 +263,13 @@ class Daemon(unittest.TestCase):
             raise unittest.SkipTest("%s is not built" % daemon)
         cls.dir = _free_dir()
         cls.sock = os.path.join(cls.dir, "s.sock")
+        cls.admin = os.path.join(cls.dir, "a.sock")
         conf = os.path.join(cls.dir, "kvmemd.conf")
         with open(conf, "w") as f:
             f.write(
                 "[daemon]\nsocket = %s\nadmin_socket = %s\nstate_dir = %s\n"
-                "[scrub]\nrate = 0\n"
-                % (cls.sock, os.path.join(cls.dir, "a.sock"), cls.dir)
+                "[scrub]\nrate = 0\n%s"
+                % (cls.sock, cls.admin, cls.dir, cls.conf_scrub)
             )
         cls.log = open(os.path.join(cls.dir, "log"), "w")
         cls.proc = subprocess.Popen(
@@ -290,6 +294,10 @@ class Daemon(unittest.TestCase):
         cls.proc.wait(10)
         cls.log.close()
         shutil.rmtree(cls.dir)
+
+
+class Daemon(KvmemdFixture, unittest.TestCase):
+    """The package over a kvmemd session."""
 
     def test_session_matches_embedded(self):
         """The same calls over kvmemd give the bits of the embedded cache."""

@@ -157,6 +157,52 @@ class LlamaAgainstEval(unittest.TestCase):
         want = self.model.generate(TorchKVCache(self.model.config.layers), 24)
         self.assertEqual(got, want)
 
+    @unittest.skipUnless(
+        torch is not None and torch.cuda.is_available(),
+        "PyTorch has no CUDA GPU",
+    )
+    def test_attention_on_the_gpu(self):
+        """The same pages attended by kvmem's kernels on the GPU: the
+        logits of the CPU's attention, up to float32 rounding."""
+        import kvmem.cuda
+        from kvmem.llama import KVCache
+
+        class OnGPU(KVCache):
+            def attend(self, layer, q):
+                out = super().attend(layer, q.cuda())
+                self.on_gpu = out.is_cuda
+                return out.cpu()
+
+        with kvmem.cuda.Device(torch.cuda.current_device()) as dev:
+            kv_gpu = OnGPU.for_model(self.model, format="int4", gpu=dev)
+            kv_cpu = KVCache.for_model(self.model, format="int4")
+            for pos in range(NTOK - 1):
+                got = self.model.forward(self.tokens[pos], pos, kv_gpu)
+                want = self.model.forward(self.tokens[pos], pos, kv_cpu)
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+            self.assertTrue(kv_gpu.on_gpu)
+            self.assertEqual(kv_gpu.stats, kv_cpu.stats)
+            kv_gpu.close()
+            kv_cpu.close()
+
+    @unittest.skipUnless(
+        torch is not None and torch.cuda.is_available(),
+        "PyTorch has no CUDA GPU",
+    )
+    def test_generate_on_the_gpu(self):
+        """The whole model on the GPU, its KV in int8 pages: the greedy
+        text of the float cache on the CPU."""
+        import kvmem.cuda
+        from kvmem.llama import KVCache, Llama, TorchKVCache
+
+        model = Llama(MODEL, device="cuda")
+        with kvmem.cuda.Device(torch.cuda.current_device()) as dev:
+            kv = KVCache.for_model(model, format="int8", codec="secded72",
+                                   gpu=dev)
+            got = model.generate(kv, 24)
+            kv.close()
+        want = self.model.generate(TorchKVCache(self.model.config.layers), 24)
+        self.assertEqual(got, want)
 
 if __name__ == "__main__":
     unittest.main()

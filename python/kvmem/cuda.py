@@ -1,0 +1,470 @@
+"""kvmem.cuda - decode-on-load attention on an NVIDIA GPU, from Python.
+
+A binding of kvmem/cuda.h. Device(n) loads the driver (libcuda.so.1,
+through dlopen: no CUDA toolkit is needed) and kvmem's kernels for GPU n.
+A cache registered with it keeps its pages where they are, in host memory
+(this process's, or the kvmemd session's), and the GPU reads them over the
+bus; its sequences then take queries that are in GPU memory, and the
+output is left there:
+
+    import torch, kvmem, kvmem.cuda
+
+    dev = kvmem.cuda.Device(0)
+    with kvmem.Cache.embedded(g, 64 << 20) as cache:   # or Cache.connect(g)
+        cache.register(dev)
+        seq = cache.sequence()
+        seq.append(0, k, v)                   # CPU or CUDA tensors
+        out, stats = seq.attend(0, q.cuda())  # out: a CUDA tensor
+
+GPU memory is a PyTorch CUDA tensor (any dtype torch can make float32 of),
+or any object with __cuda_array_interface__ holding C-contiguous float32
+(a DeviceArray, memory kvmem allocates for programs without a CUDA
+framework; CuPy and Numba arrays). Work runs on PyTorch's current stream
+of the tensor's device, else on the default stream, and the call waits for
+it: the stats it returns are the kernel's. Failures raise kvmem.Error with
+kvmem_cuda_error()'s sentence.
+"""
+
+import ctypes
+import errno
+import itertools
+import sys
+import weakref
+
+import numpy as np
+
+from . import ERASURES, Error, _Geometry, _lib, _name
+
+__all__ = ["Device", "DeviceArray", "on_device", "to_host"]
+
+
+class _Page(ctypes.Structure):
+    _fields_ = [
+        ("addr", ctypes.c_uint64),
+        ("token_start", ctypes.c_uint32),
+        ("ntokens", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("resv", ctypes.c_uint32),
+    ]
+
+
+class _AttendArgs(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "pages",
+            "seq_pages",
+            "q",
+            "out",
+            "mass",
+            "stats",
+            "workspace",
+        )
+    ] + [
+        (name, ctypes.c_uint32)
+        for name in (
+            "batch",
+            "n_heads",
+            "nq",
+            "erasure",
+            "total_pages",
+            "max_pages",
+            "splits",
+        )
+    ] + [("scale", ctypes.c_float)]
+
+
+_STATS = (
+    "words_clean",
+    "words_corrected",
+    "words_uncorrectable",
+    "values_erased",
+    "headers_uncorrectable",
+)
+
+# The sizes kvmem/cuda.h fixes.
+assert ctypes.sizeof(_Page) == 24
+assert ctypes.sizeof(_AttendArgs) == 88
+
+_vp = ctypes.c_void_p
+_u32 = ctypes.c_uint32
+_u64 = ctypes.c_uint64
+_int = ctypes.c_int
+_size = ctypes.c_size_t
+_gp = ctypes.POINTER(_Geometry)
+_ap = ctypes.POINTER(_AttendArgs)
+
+for _fn, (_res, _args) in {
+    "kvmem_cuda_open": (_int, [_int, ctypes.POINTER(_vp)]),
+    "kvmem_cuda_close": (None, [_vp]),
+    "kvmem_cuda_error": (ctypes.c_char_p, []),
+    "kvmem_cuda_name": (ctypes.c_char_p, [_vp]),
+    "kvmem_cuda_alloc": (_int, [_vp, _size, ctypes.POINTER(_u64)]),
+    "kvmem_cuda_free": (None, [_vp, _u64]),
+    "kvmem_cuda_copy": (_int, [_vp, _u64, _u64, _size, _vp]),
+    "kvmem_cuda_sync": (_int, [_vp, _vp]),
+    "kvmem_cuda_register": (_int, [_vp, _vp]),
+    "kvmem_cuda_unregister": (None, [_vp]),
+    "kvmem_cuda_seq_pages": (
+        _int,
+        [_vp, _vp, _u32, ctypes.POINTER(_Page), _size],
+    ),
+    "kvmem_cuda_attend_workspace": (
+        _int,
+        [_vp, _gp, _ap, ctypes.POINTER(_size)],
+    ),
+    "kvmem_cuda_attend": (_int, [_vp, _gp, _ap, _vp]),
+}.items():
+    getattr(_lib, _fn).restype = _res
+    getattr(_lib, _fn).argtypes = _args
+
+
+def _fail(ret, what):
+    raise Error(-ret, "%s: %s" % (what, _lib.kvmem_cuda_error().decode()))
+
+
+def _is_torch(x):
+    return hasattr(x, "is_cuda") and hasattr(x, "detach")
+
+
+def on_device(x):
+    """Whether @x is GPU memory: a CUDA tensor, or a CUDA array."""
+    if _is_torch(x):
+        return bool(x.is_cuda)
+    return hasattr(x, "__cuda_array_interface__")
+
+
+class Device:
+    """One GPU with kvmem's kernels loaded (kvmem_cuda_open()).
+
+    Raises kvmem.Error: ENODEV without a driver or that GPU, EOPNOTSUPP
+    when libkvmem was built without nvcc or the driver is too old. close()
+    (or the end of a with block) frees its DeviceArrays and unregisters
+    the caches registered with it.
+    """
+
+    def __init__(self, ordinal=0):
+        self._cu = None
+        h = _vp()
+        ret = _lib.kvmem_cuda_open(ordinal, ctypes.byref(h))
+        if ret:
+            _fail(ret, "kvmem_cuda_open")
+        self._cu = h
+        self.ordinal = ordinal
+        self._arrays = weakref.WeakSet()
+        self._caches = weakref.WeakSet()
+
+    def _handle(self):
+        if not self._cu:
+            raise ValueError("the device is closed")
+        return self._cu
+
+    @property
+    def name(self):
+        """The GPU's name, as the driver gives it."""
+        return _lib.kvmem_cuda_name(self._handle()).decode()
+
+    def empty(self, shape, dtype=np.float32):
+        """An uninitialised DeviceArray on this GPU."""
+        return DeviceArray(self, shape, dtype)
+
+    def array(self, a):
+        """A DeviceArray holding a copy of the host array @a."""
+        a = np.ascontiguousarray(a)
+        d = DeviceArray(self, a.shape, a.dtype)
+        d.copy_from(a)
+        return d
+
+    def synchronize(self, stream=None):
+        """Wait for everything enqueued on @stream (a CUstream, or None)."""
+        ret = _lib.kvmem_cuda_sync(self._handle(), stream)
+        if ret:
+            _fail(ret, "kvmem_cuda_sync")
+
+    def _copy(self, dst, src, nbytes, stream=None):
+        if nbytes:
+            ret = _lib.kvmem_cuda_copy(self._handle(), dst, src, nbytes, stream)
+            if ret:
+                _fail(ret, "kvmem_cuda_copy")
+
+    def _register(self, cache):
+        ret = _lib.kvmem_cuda_register(self._handle(), cache._handle())
+        if ret:
+            _fail(ret, "kvmem_cuda_register")
+        cache._cuda = self
+        self._caches.add(cache)
+
+    def close(self):
+        if self._cu:
+            for c in list(self._caches):
+                c.unregister()
+            for a in list(self._arrays):
+                a.free()
+            _lib.kvmem_cuda_close(self._cu)
+            self._cu = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if _lib is not None:
+            self.close()
+
+    def __repr__(self):
+        return "Device(%d: %s)" % (
+            self.ordinal,
+            self.name if self._cu else "closed",
+        )
+
+
+class DeviceArray:
+    """A C-contiguous array in GPU memory that kvmem allocated.
+
+    For programs without a CUDA framework (kvmem_cuda_alloc()): it has
+    __cuda_array_interface__, numpy() copies it to the host and
+    copy_from() fills it from there. Freed by free(), by garbage
+    collection, or with its Device.
+    """
+
+    def __init__(self, device, shape, dtype=np.float32):
+        self.device = device
+        self.shape = tuple(int(n) for n in np.atleast_1d(shape))
+        if any(n < 0 for n in self.shape):
+            raise ValueError("a device array of shape %s" % (self.shape,))
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64))
+        self.nbytes *= self.dtype.itemsize
+        self.ptr = 0
+        if self.nbytes:
+            addr = _u64()
+            ret = _lib.kvmem_cuda_alloc(
+                device._handle(), self.nbytes, ctypes.byref(addr)
+            )
+            if ret:
+                _fail(ret, "kvmem_cuda_alloc")
+            self.ptr = addr.value
+        device._arrays.add(self)
+
+    def _live(self):
+        if self.nbytes and not self.ptr:
+            raise ValueError("the device array is freed")
+        return self.ptr
+
+    @property
+    def __cuda_array_interface__(self):
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self._live(), False),
+            "strides": None,
+            "version": 3,
+        }
+
+    def numpy(self):
+        """A host copy."""
+        a = np.empty(self.shape, self.dtype)
+        self.device._copy(a.ctypes.data, self._live(), self.nbytes)
+        self.device.synchronize()
+        return a
+
+    def copy_from(self, a):
+        """Fill the array from the host array @a, of its shape and dtype."""
+        a = np.ascontiguousarray(a, dtype=self.dtype)
+        if a.shape != self.shape:
+            raise ValueError(
+                "a host array of shape %s into one of %s" % (a.shape, self.shape)
+            )
+        self.device._copy(self._live(), a.ctypes.data, self.nbytes)
+        self.device.synchronize()
+
+    def free(self):
+        if self.ptr and self.device._cu:
+            _lib.kvmem_cuda_free(self.device._cu, self.ptr)
+        self.ptr = 0
+
+    def __del__(self):
+        if _lib is not None:
+            self.free()
+
+    def __repr__(self):
+        return "DeviceArray(%s, %s, on %r)" % (self.shape, self.dtype, self.device)
+
+
+def to_host(x):
+    """GPU memory @x as a host array: a NumPy copy of it."""
+    if _is_torch(x):
+        return x.detach().cpu().numpy()
+    if isinstance(x, DeviceArray):
+        return x.numpy()
+    raise TypeError(
+        "%s in GPU memory is neither a PyTorch tensor nor a "
+        "kvmem.cuda.DeviceArray: copy it to the host first" % type(x).__name__
+    )
+
+
+class _TorchMemory:
+    """Scratch and output as tensors of PyTorch's caching allocator, work
+    on its current stream of the query's device."""
+
+    def __init__(self, dev, like):
+        self.torch = sys.modules["torch"]
+        if like.device.index != dev.ordinal:
+            raise ValueError(
+                "q is on %s, the cache is registered with GPU %d"
+                % (like.device, dev.ordinal)
+            )
+        self.device = like.device
+        self.stream = _vp(self.torch.cuda.current_stream(like.device).cuda_stream)
+
+    def floats(self, x):
+        x = x.detach().to(self.torch.float32).contiguous()
+        return x, x.data_ptr()
+
+    def empty(self, nbytes):
+        t = self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
+        return t, t.data_ptr()
+
+    def empty_like(self, x):
+        t = self.torch.empty_like(x)
+        return t, t.data_ptr()
+
+    def done(self, keep):
+        pass
+
+
+class _ArrayMemory:
+    """Scratch and output as DeviceArrays, work on the default stream."""
+
+    def __init__(self, dev, like):
+        if isinstance(like, DeviceArray) and like.device is not dev:
+            raise ValueError(
+                "q is on %r, the cache is registered with %r" % (like.device, dev)
+            )
+        self.dev = dev
+        self.stream = None
+
+    def floats(self, x):
+        cai = x.__cuda_array_interface__
+        shape = tuple(cai["shape"])
+        if np.dtype(cai["typestr"]) != np.float32:
+            raise ValueError("q in GPU memory must be float32, not %s" % cai["typestr"])
+        strides = cai.get("strides")
+        if strides is not None:
+            want = [4] * len(shape)
+            for i in range(len(shape) - 2, -1, -1):
+                want[i] = want[i + 1] * shape[i + 1]
+            if tuple(strides) != tuple(want) and np.prod(shape) > 1:
+                raise ValueError("q in GPU memory must be C-contiguous")
+        return _Shaped(shape), cai["data"][0]
+
+    def empty(self, nbytes):
+        a = DeviceArray(self.dev, (nbytes,), np.uint8)
+        return a, a.ptr
+
+    def empty_like(self, x):
+        a = DeviceArray(self.dev, x.shape, np.float32)
+        return a, a.ptr
+
+    def done(self, keep):
+        for a in keep:
+            a.free()
+
+
+class _Shaped:
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def _table(dev, seq, layer):
+    """The block table of @seq's @layer (kvmem_cuda_seq_pages())."""
+    g = seq.cache.geometry
+    cap = seq.len(layer) // g.tokens_per_page + 2
+    while True:
+        t = (_Page * cap)()
+        n = _lib.kvmem_cuda_seq_pages(dev._handle(), seq._handle(), layer, t, cap)
+        if n < 0:
+            _fail(n, "kvmem_cuda_seq_pages")
+        if n <= cap:
+            return t[:n]
+        cap = n
+
+
+def attend(cache, seqs, layer, q, shape, nq, erasure, scale):
+    """kvmem_cuda_attend() for the Sequence methods: @q in GPU memory,
+    @shape what it must be (-1: any), @nq query tokens a sequence."""
+    dev = getattr(cache, "_cuda", None)
+    if dev is None:
+        raise ValueError(
+            "q is in GPU memory, and the cache is not registered with a GPU: "
+            "cache.register(kvmem.cuda.Device(n)) first"
+        )
+    g = cache.geometry
+    mem = (_TorchMemory if _is_torch(q) else _ArrayMemory)(dev, q)
+    q, qptr = mem.floats(q)
+    got = tuple(q.shape)
+    if len(got) != len(shape) or any(w not in (-1, n) for w, n in zip(shape, got)):
+        raise ValueError(
+            "q has shape %s, expected %s"
+            % (got, tuple("n" if w == -1 else w for w in shape))
+        )
+    n_heads = got[-2]
+    tables = []
+    for s in seqs:
+        layer = s._layer(layer)
+        t = _table(dev, s, layer)
+        if not t:
+            raise Error(errno.EINVAL, "kvmem_cuda_attend: layer %d is empty" % layer)
+        tables.append(t)
+    pages = (_Page * sum(len(t) for t in tables))(*[p for t in tables for p in t])
+    offsets = (_u32 * (len(seqs) + 1))(
+        *itertools.accumulate([0] + [len(t) for t in tables])
+    )
+    stats = (_u64 * len(_STATS))()
+    a = _AttendArgs(
+        q=qptr,
+        batch=len(seqs),
+        n_heads=n_heads,
+        nq=nq,
+        erasure=_name(ERASURES, erasure, "erasure"),
+        total_pages=len(pages),
+        max_pages=max(len(t) for t in tables),
+        scale=scale,
+    )
+    ws = _size()
+    ret = _lib.kvmem_cuda_attend_workspace(
+        dev._handle(), ctypes.byref(g._g), ctypes.byref(a), ctypes.byref(ws)
+    )
+    if ret:
+        _fail(ret, "kvmem_cuda_attend_workspace")
+    out, a.out = mem.empty_like(q)
+    keep = []
+    try:
+        for field, host in (
+            ("pages", pages),
+            ("seq_pages", offsets),
+            ("stats", stats),
+            ("workspace", None),
+        ):
+            nbytes = ctypes.sizeof(host) if host is not None else ws.value
+            buf, ptr = mem.empty(max(nbytes, 1))
+            keep.append(buf)
+            setattr(a, field, ptr)
+            if host is not None:
+                dev._copy(ptr, ctypes.addressof(host), nbytes, mem.stream)
+        ret = _lib.kvmem_cuda_attend(
+            dev._handle(), ctypes.byref(g._g), ctypes.byref(a), mem.stream
+        )
+        if ret:
+            _fail(ret, "kvmem_cuda_attend")
+        dev._copy(ctypes.addressof(stats), a.stats, ctypes.sizeof(stats), mem.stream)
+    finally:
+        # The host tables and the scratch must outlive what the stream
+        # does with them, a failed call's included.
+        synced = _lib.kvmem_cuda_sync(dev._handle(), mem.stream)
+        mem.done(keep)
+    if synced:
+        _fail(synced, "kvmem_cuda_sync")
+    return out, dict(zip(_STATS, stats))
