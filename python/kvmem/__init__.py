@@ -469,6 +469,13 @@ class Cache:
         """The kvmem.cuda.Device the cache is registered with, or None."""
         return self._cuda
 
+    def gpu_memory(self):
+        """The GPU memory kvmemd gave the session (connect(gpu_mib=)), as
+        mapped on the GPU the cache is registered with: a
+        kvmem.cuda.DeviceView of uint8, the session's to lay out (for
+        kvmem.cuda.Pages). Valid until the cache is unregistered."""
+        return cuda.session_memory(self)
+
     def attend_batch(
         self,
         seqs,

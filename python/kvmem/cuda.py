@@ -16,6 +16,10 @@ output is left there:
         seq.append(0, k, v)                   # CPU or CUDA tensors
         out, stats = seq.attend(0, q.cuda())  # out: a CUDA tensor
 
+Pages keeps pages in GPU memory instead, under block tables the caller
+keeps, as paged-attention engines do: the encode kernel writes them from
+K and V on the GPU, the attention and scrub kernels read them.
+
 GPU memory is a PyTorch CUDA tensor (any dtype torch can make float32 of),
 or any object with __cuda_array_interface__ holding C-contiguous float32
 (a DeviceArray, memory kvmem allocates for programs without a CUDA
@@ -33,9 +37,12 @@ import weakref
 
 import numpy as np
 
-from . import ERASURES, Error, _Geometry, _lib, _name
+from . import ERASURES, Error, _Geometry, _lib, _name, _PageCounts, _struct_dict
 
-__all__ = ["Device", "DeviceArray", "on_device", "to_host"]
+__all__ = ["Device", "DeviceArray", "DeviceView", "Pages", "on_device", "to_host"]
+
+HDR_SEALED = 1  # KVMEM_HDR_SEALED
+HDR_HOT = 2  # KVMEM_HDR_HOT
 
 
 class _Page(ctypes.Structure):
@@ -74,6 +81,37 @@ class _AttendArgs(ctypes.Structure):
     ] + [("scale", ctypes.c_float)]
 
 
+class _EncodeJob(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in ("page", "k", "v", "seq", "generation")
+    ] + [
+        (name, ctypes.c_uint32)
+        for name in ("stride", "layer", "token_start", "t0", "n", "flags")
+    ]
+
+
+class _Layout(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("size", "scales_off", "k_off", "v_off")
+    ] + [
+        (name, ctypes.c_uint32)
+        for name in (
+            "nscales_k",
+            "nscales_v",
+            "scale_words",
+            "row_words",
+            "row_bytes",
+            "row_data",
+        )
+    ] + [
+        (name, ctypes.c_uint8) for name in ("format", "codec", "key_scales", "hot")
+    ] + [("checks_off", ctypes.c_size_t), ("nchecks", ctypes.c_uint32)]
+
+
+_DTYPES = {"<f4": 0, "<f2": 1}  # enum kvmem_cuda_dtype: F32, F16 (BF16: torch)
+
 _STATS = (
     "words_clean",
     "words_corrected",
@@ -85,6 +123,8 @@ _STATS = (
 # The sizes kvmem/cuda.h fixes.
 assert ctypes.sizeof(_Page) == 24
 assert ctypes.sizeof(_AttendArgs) == 88
+assert ctypes.sizeof(_EncodeJob) == 64
+assert ctypes.sizeof(_Layout) == 80
 
 _vp = ctypes.c_void_p
 _u32 = ctypes.c_uint32
@@ -114,6 +154,13 @@ for _fn, (_res, _args) in {
         [_vp, _gp, _ap, ctypes.POINTER(_size)],
     ),
     "kvmem_cuda_attend": (_int, [_vp, _gp, _ap, _vp]),
+    "kvmem_cuda_encode": (_int, [_vp, _gp, _u32, _u64, _u32, _vp]),
+    "kvmem_cuda_scrub": (_int, [_vp, _gp, _u64, _u32, _u64, _u64, _vp]),
+    "kvmem_cuda_session_memory": (
+        _int,
+        [_vp, ctypes.POINTER(_u64), ctypes.POINTER(_size)],
+    ),
+    "kvmem_page_layout": (_int, [_gp, _int, ctypes.POINTER(_Layout)]),
 }.items():
     getattr(_lib, _fn).restype = _res
     getattr(_lib, _fn).argtypes = _args
@@ -230,6 +277,7 @@ class DeviceArray:
     """
 
     def __init__(self, device, shape, dtype=np.float32):
+        self.ptr = 0
         self.device = device
         self.shape = tuple(int(n) for n in np.atleast_1d(shape))
         if any(n < 0 for n in self.shape):
@@ -237,7 +285,6 @@ class DeviceArray:
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64))
         self.nbytes *= self.dtype.itemsize
-        self.ptr = 0
         if self.nbytes:
             addr = _u64()
             ret = _lib.kvmem_cuda_alloc(
@@ -313,7 +360,7 @@ class _TorchMemory:
         self.torch = sys.modules["torch"]
         if like.device.index != dev.ordinal:
             raise ValueError(
-                "q is on %s, the cache is registered with GPU %d"
+                "a tensor on %s, kvmem's kernels on GPU %d"
                 % (like.device, dev.ordinal)
             )
         self.device = like.device
@@ -341,7 +388,7 @@ class _ArrayMemory:
     def __init__(self, dev, like):
         if isinstance(like, DeviceArray) and like.device is not dev:
             raise ValueError(
-                "q is on %r, the cache is registered with %r" % (like.device, dev)
+                "GPU memory on %r, kvmem's kernels on %r" % (like.device, dev)
             )
         self.dev = dev
         self.stream = None
@@ -401,7 +448,18 @@ def attend(cache, seqs, layer, q, shape, nq, erasure, scale):
             "q is in GPU memory, and the cache is not registered with a GPU: "
             "cache.register(kvmem.cuda.Device(n)) first"
         )
-    g = cache.geometry
+    tables = []
+    for s in seqs:
+        layer = s._layer(layer)
+        t = _table(dev, s, layer)
+        if not t:
+            raise Error(errno.EINVAL, "kvmem_cuda_attend: layer %d is empty" % layer)
+        tables.append(t)
+    return _attend(dev, cache.geometry, tables, q, shape, nq, erasure, scale)
+
+
+def _attend(dev, g, tables, q, shape, nq, erasure, scale):
+    """kvmem_cuda_attend() over @tables, one list of _Page a sequence."""
     mem = (_TorchMemory if _is_torch(q) else _ArrayMemory)(dev, q)
     q, qptr = mem.floats(q)
     got = tuple(q.shape)
@@ -411,21 +469,14 @@ def attend(cache, seqs, layer, q, shape, nq, erasure, scale):
             % (got, tuple("n" if w == -1 else w for w in shape))
         )
     n_heads = got[-2]
-    tables = []
-    for s in seqs:
-        layer = s._layer(layer)
-        t = _table(dev, s, layer)
-        if not t:
-            raise Error(errno.EINVAL, "kvmem_cuda_attend: layer %d is empty" % layer)
-        tables.append(t)
     pages = (_Page * sum(len(t) for t in tables))(*[p for t in tables for p in t])
-    offsets = (_u32 * (len(seqs) + 1))(
+    offsets = (_u32 * (len(tables) + 1))(
         *itertools.accumulate([0] + [len(t) for t in tables])
     )
     stats = (_u64 * len(_STATS))()
     a = _AttendArgs(
         q=qptr,
-        batch=len(seqs),
+        batch=len(tables),
         n_heads=n_heads,
         nq=nq,
         erasure=_name(ERASURES, erasure, "erasure"),
@@ -468,3 +519,287 @@ def attend(cache, seqs, layer, q, shape, nq, erasure, scale):
     if synced:
         _fail(synced, "kvmem_cuda_sync")
     return out, dict(zip(_STATS, stats))
+
+
+class DeviceView:
+    """GPU memory that is not the caller's to free: a kvmemd session's
+    (Cache.gpu_memory()), valid while its cache is registered. uint8, with
+    __cuda_array_interface__."""
+
+    def __init__(self, cache, addr, nbytes):
+        self.cache = cache
+        self.device = cache.device
+        self.ptr = addr
+        self.nbytes = nbytes
+        self.shape = (nbytes,)
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.cache.device is not self.device:
+            raise ValueError("the session's GPU memory is unmapped")
+        return {
+            "shape": self.shape,
+            "typestr": "|u1",
+            "data": (self.ptr, False),
+            "strides": None,
+            "version": 3,
+        }
+
+
+def session_memory(cache):
+    """Cache.gpu_memory(): kvmem_cuda_session_memory()."""
+    addr, nbytes = _u64(), _size()
+    ret = _lib.kvmem_cuda_session_memory(
+        cache._handle(), ctypes.byref(addr), ctypes.byref(nbytes)
+    )
+    if ret:
+        _fail(ret, "kvmem_cuda_session_memory")
+    return DeviceView(cache, addr.value, nbytes.value)
+
+
+def _contiguous(cai, itemsize):
+    shape, strides = tuple(cai["shape"]), cai.get("strides")
+    if strides is None or int(np.prod(shape)) <= 1:
+        return True
+    want, step = [], itemsize
+    for n in reversed(shape):
+        want.insert(0, step)
+        step *= n
+    return tuple(strides) == tuple(want)
+
+
+def _values(x, what, dev):
+    """K or V in GPU memory: (keep, address, shape, enum kvmem_cuda_dtype,
+    stream)."""
+    if _is_torch(x):
+        torch = sys.modules["torch"]
+        codes = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+        if not x.is_cuda or x.dtype not in codes:
+            raise ValueError("%s must be a CUDA tensor of float32, float16 or "
+                             "bfloat16, not %s on %s" % (what, x.dtype, x.device))
+        mem = _TorchMemory(dev, x)
+        x = x.detach().contiguous()
+        return x, x.data_ptr(), tuple(x.shape), codes[x.dtype], mem.stream
+    if isinstance(x, DeviceArray) and x.device is not dev:
+        raise ValueError("%s is on %r, the pages on %r" % (what, x.device, dev))
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        raise ValueError("%s must be in GPU memory" % what)
+    code = _DTYPES.get(np.dtype(cai["typestr"]).str)
+    if code is None or not _contiguous(cai, np.dtype(cai["typestr"]).itemsize):
+        raise ValueError(
+            "%s in GPU memory must be C-contiguous float32 or float16, not %s"
+            % (what, cai["typestr"])
+        )
+    return x, cai["data"][0], tuple(cai["shape"]), code, None
+
+
+class Pages:
+    """Pages in GPU memory, kept the way a paged-attention engine keeps its
+    blocks: the caller decides which page holds which tokens and passes
+    block tables. kvmem writes them (the encode kernel, from K and V on the
+    GPU), attends over them (decode-on-load) and checks them (the scrub
+    kernel), with the byte layout of kvmem/page.h.
+
+    @npages pages of @geometry, each page_bytes long (the larger of the
+    sealed and the FP16 kind), in @memory: None to allocate a DeviceArray,
+    else GPU memory of at least npages * page_bytes bytes, 16-byte aligned
+    (a uint8 CUDA tensor, Cache.gpu_memory() of a kvmemd session).
+    """
+
+    def __init__(self, device, geometry, npages, memory=None):
+        self.device = device
+        self.geometry = geometry
+        self.npages = int(npages)
+        if self.npages < 1:
+            raise ValueError("Pages of %d pages" % self.npages)
+        sizes = []
+        for hot in (0, 1):
+            lay = _Layout()
+            ret = _lib.kvmem_page_layout(
+                ctypes.byref(geometry._g), hot, ctypes.byref(lay)
+            )
+            if ret:
+                _fail(ret, "kvmem_page_layout")
+            sizes.append(lay.size)
+        self.page_bytes = max(sizes)
+        need = self.npages * self.page_bytes
+        if memory is None:
+            memory = DeviceArray(device, (need,), np.uint8)
+        mine = isinstance(memory, (DeviceArray, DeviceView))
+        if mine and memory.device is not device:
+            raise ValueError("the memory is on %r, not %r" % (memory.device, device))
+        cai = memory.__cuda_array_interface__
+        have = int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize
+        if have < need:
+            raise ValueError(
+                "%d pages of %d bytes need %d bytes of GPU memory, not %d"
+                % (self.npages, self.page_bytes, need, have)
+            )
+        if cai["data"][0] % 16:
+            raise ValueError("the pages' memory must be 16-byte aligned")
+        self.memory = memory
+        self.base = cai["data"][0]
+
+    def address(self, page):
+        """The device address of page @page."""
+        if not 0 <= page < self.npages:
+            raise ValueError("page %d of %d" % (page, self.npages))
+        return self.base + page * self.page_bytes
+
+    def write(self, page, k, v, layer, token_start, t0=0, hot=False,
+              sealed=None, seq=0, generation=0):
+        """Rows [t0, t0 + n) of page @page from @k and @v, [n, kv_heads,
+        head_dim] in GPU memory (float32, float16, or bfloat16 tensors).
+
+        A page of the geometry's format (@hot False) is written whole, t0
+        0, and sealed; an FP16 page (@hot True: sink tokens, the tail) can
+        take rows as they come and is sealed when @sealed says so. The
+        header gets @seq, @layer, @token_start, @generation and ntokens t0
+        + n. One launch; the call waits for it.
+        """
+        g = self.geometry
+        sealed = not hot if sealed is None else sealed
+        kp = _values(k, "k", self.device)
+        vp = _values(v, "v", self.device)
+        n = kp[2][0] if kp[2] else 0
+        want = (n, g.kv_heads, g.head_dim)
+        if kp[2] != want or vp[2] != want or kp[3] != vp[3]:
+            raise ValueError(
+                "k %s and v %s must both be [n, %d, %d] of one dtype"
+                % (kp[2], vp[2], g.kv_heads, g.head_dim)
+            )
+        if not 0 <= layer < g.layers:
+            raise ValueError("layer %d of %d" % (layer, g.layers))
+        if n < 1 or t0 < 0 or t0 + n > g.tokens_per_page:
+            raise ValueError(
+                "rows %d..%d of a page of %d tokens" % (t0, t0 + n, g.tokens_per_page)
+            )
+        if not hot and (t0 or not sealed):
+            raise ValueError("a page of the sealed kind is written whole and sealed")
+        job = _EncodeJob(
+            page=self.address(page),
+            k=kp[1],
+            v=vp[1],
+            seq=seq,
+            generation=generation,
+            layer=layer,
+            token_start=token_start,
+            t0=t0,
+            n=n,
+            flags=(HDR_HOT if hot else 0) | (HDR_SEALED if sealed else 0),
+        )
+        stream = kp[4]
+        mem = (_TorchMemory if stream is not None else _ArrayMemory)(self.device, k)
+        buf, ptr = mem.empty(ctypes.sizeof(job))
+        try:
+            self.device._copy(ptr, ctypes.addressof(job), ctypes.sizeof(job), stream)
+            ret = _lib.kvmem_cuda_encode(
+                self.device._handle(), ctypes.byref(g._g), kp[3], ptr, 1, stream
+            )
+            if ret:
+                _fail(ret, "kvmem_cuda_encode")
+        finally:
+            synced = _lib.kvmem_cuda_sync(self.device._handle(), stream)
+            mem.done([buf])
+        if synced:
+            _fail(synced, "kvmem_cuda_sync")
+
+    def _table(self, entries):
+        """A block table of (page, token_start, ntokens, hot) in token
+        order from 0 without gaps, checked: the kernel trusts it."""
+        tpp = self.geometry.tokens_per_page
+        out, end = [], 0
+        for page, start, ntokens, hot in entries:
+            if start != end or not 1 <= ntokens <= tpp:
+                raise ValueError(
+                    "a block table entry of tokens %d..%d after token %d: "
+                    "entries are in token order without gaps, 1 to %d tokens"
+                    % (start, start + ntokens, end, tpp)
+                )
+            out.append(
+                _Page(
+                    addr=self.address(page),
+                    token_start=start,
+                    ntokens=ntokens,
+                    flags=HDR_HOT if hot else 0,
+                )
+            )
+            end += ntokens
+        if not out:
+            raise ValueError("an empty block table")
+        return out, end
+
+    def attend(self, tables, q, nq=1, erasure="interpolate", scale=0.0):
+        """Attention over the pages for a batch of sequences, one launch.
+
+        @tables holds, for each sequence, its pages in token order:
+        (page, token_start, ntokens, hot) tuples. q is [batch, n_heads,
+        head_dim] in GPU memory, or [batch, nq, n_heads, head_dim] for
+        @nq query tokens a sequence, its last nq (causal). Returns (out,
+        stats): out float32 like q on the GPU, stats the kernel's counts
+        for the batch.
+        """
+        built = [self._table(t) for t in tables]
+        if nq < 1 or any(end < nq for _, end in built):
+            raise ValueError("%d query tokens of sequences this short" % nq)
+        D = self.geometry.head_dim
+        shape = (len(built), -1, D) if nq == 1 else (len(built), nq, -1, D)
+        return _attend(
+            self.device,
+            self.geometry,
+            [t for t, _ in built],
+            q,
+            shape,
+            nq,
+            erasure,
+            scale,
+        )
+
+    def scrub(self, pages):
+        """Check pages @pages (indices) and correct them in place
+        (kvmem_page_scrub() on the GPU). Returns, for each, (status, counts):
+        kvmem_page_scrub()'s return (0, or a negative errno) and what it
+        found, by region, as Sequence.read() reports it."""
+        pages = list(pages)
+        if not pages:
+            return []
+        table = (_Page * len(pages))(*[_Page(addr=self.address(p)) for p in pages])
+        counts = (_PageCounts * len(pages))()
+        status = (ctypes.c_int32 * len(pages))()
+        mem = _ArrayMemory(self.device, None)
+        keep = []
+        try:
+            ptrs = []
+            for host in (table, counts, status):
+                buf, ptr = mem.empty(ctypes.sizeof(host))
+                keep.append(buf)
+                ptrs.append(ptr)
+            self.device._copy(ptrs[0], ctypes.addressof(table), ctypes.sizeof(table))
+            ret = _lib.kvmem_cuda_scrub(
+                self.device._handle(),
+                ctypes.byref(self.geometry._g),
+                ptrs[0],
+                len(pages),
+                ptrs[1],
+                ptrs[2],
+                None,
+            )
+            if ret:
+                _fail(ret, "kvmem_cuda_scrub")
+            self.device._copy(ctypes.addressof(counts), ptrs[1], ctypes.sizeof(counts))
+            self.device._copy(ctypes.addressof(status), ptrs[2], ctypes.sizeof(status))
+        finally:
+            synced = _lib.kvmem_cuda_sync(self.device._handle(), None)
+            mem.done(keep)
+        if synced:
+            _fail(synced, "kvmem_cuda_sync")
+        out = []
+        for st, c in zip(status, counts):
+            d = {
+                part: _struct_dict(getattr(c, part))
+                for part in ("header", "scales", "payload")
+            }
+            d["values_erased"] = c.values_erased
+            out.append((st, d))
+        return out

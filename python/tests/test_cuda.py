@@ -9,6 +9,7 @@ pages (itself tested against NumPy in test_kvmem.py) and a float64
 softmax over the values the pages decode to.
 """
 
+import ctypes
 import errno
 import os
 import subprocess
@@ -18,7 +19,7 @@ import numpy as np
 
 import kvmem
 import kvmem.cuda as kcuda
-from test_kvmem import BUILD, KvmemdFixture, attention, geometry, kv
+from test_kvmem import BUILD, KvmemdFixture, attention, fp16, geometry, kv
 
 
 def _torch_gpu():
@@ -262,6 +263,192 @@ class Attention(unittest.TestCase):
             d.numpy()
 
 
+def layout(g, hot):
+    lay = kcuda._Layout()
+    assert not kcuda._lib.kvmem_page_layout(ctypes.byref(g._g), hot, ctypes.byref(lay))
+    return lay
+
+
+def kv16(rng, n, g):
+    """K and V that FP16 holds exactly. A cache keeps a page's tokens FP16
+    until it is full and quantizes those, so pages written from these
+    values are the cache's."""
+    k, v = kv(rng, n, g)
+    return fp16(k), fp16(v)
+
+
+def write_seq(pages, gpu, k, v, first=0, layer=0):
+    """@k, @v as a sequence lays them out (sink tokens, full pages, a
+    tail) in pages first, first + 1, ...: its block table."""
+    g = pages.geometry
+    table, t, p = [], 0, first
+    while t < len(k):
+        sink = t < g.sink_tokens
+        n = g.sink_tokens - t if sink else min(g.tokens_per_page, len(k) - t)
+        n = min(n, len(k) - t)
+        hot = sink or n < g.tokens_per_page
+        pages.write(p, gpu.put(k[t : t + n]), gpu.put(v[t : t + n]), layer, t,
+                    hot=hot, sealed=sink or not hot)
+        table.append((p, t, n, hot))
+        t, p = t + n, p + 1
+    return table
+
+
+class DevicePages(unittest.TestCase):
+    """Pages in GPU memory, written by the encode kernel: what a cache
+    makes of the same values, attended and scrubbed there."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dev = _gpu()
+        cls.gpu = GPU(cls.dev)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dev.close()
+
+    def setUp(self):
+        self.rng = np.random.default_rng(5)
+        self.g = geometry(tokens_per_page=16)
+        self.k, self.v = kv16(self.rng, 53, self.g)
+        self.cache = kvmem.Cache.embedded(self.g, 8 << 20)
+        self.addCleanup(self.cache.close)
+        self.seq = self.cache.sequence()
+        self.seq.append(0, self.k, self.v)
+
+    def test_attend_as_the_cache_does(self):
+        pages = kcuda.Pages(self.dev, self.g, 8)
+        table = write_seq(pages, self.gpu, self.k, self.v)
+        # 4 sink tokens, 3 sealed pages of 16, a tail of 1
+        self.assertEqual([n for _, _, n, _ in table], [4, 16, 16, 16, 1])
+        q = self.rng.standard_normal((1, 4, 64)).astype(np.float32)
+        out, st = pages.attend([table], self.gpu.put(q))
+        want, wst = self.seq.attend(0, q[0])
+        np.testing.assert_allclose(self.gpu.get(out)[0], want, rtol=1e-4, atol=1e-5)
+        self.assertEqual(st, wst)
+        # a prefill chunk: the last three tokens
+        q3 = self.rng.standard_normal((1, 3, 4, 64)).astype(np.float32)
+        out, st = pages.attend([table], self.gpu.put(q3), nq=3)
+        want, wst = self.seq.attend_causal(0, q3[0], 50)
+        np.testing.assert_allclose(self.gpu.get(out)[0], want, rtol=1e-4, atol=1e-5)
+        self.assertEqual(st, wst)
+        # a batch: the sequence, and its first 20 tokens on pages of
+        # their own
+        short = write_seq(pages, self.gpu, self.k[:20], self.v[:20], first=5)
+        s20 = self.cache.sequence()
+        s20.append(0, self.k[:20], self.v[:20])
+        q2 = self.rng.standard_normal((2, 4, 64)).astype(np.float32)
+        out, st = pages.attend([table, short], self.gpu.put(q2))
+        got = self.gpu.get(out)
+        np.testing.assert_allclose(got[0], self.seq.attend(0, q2[0])[0],
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[1], s20.attend(0, q2[1])[0],
+                                   rtol=1e-4, atol=1e-5)
+
+    def test_half_precision_input(self):
+        """float16 K and V make the pages their float32 values make."""
+        pages = kcuda.Pages(self.dev, self.g, 16)
+        a = write_seq(pages, self.gpu, self.k, self.v)
+        b = write_seq(pages, self.gpu, self.k.astype(np.float16),
+                      self.v.astype(np.float16), first=8)
+        raw = pages.memory.numpy().reshape(16, -1)
+        for (i, _, _, hot), (j, _, _, _) in zip(a, b):
+            size = layout(self.g, hot).size  # what the kind has of the slot
+            np.testing.assert_array_equal(raw[i, :size], raw[j, :size])
+        q = self.rng.standard_normal((2, 4, 64)).astype(np.float32)
+        q[1] = q[0]
+        out, st = pages.attend([a, b], self.gpu.put(q))
+        got = self.gpu.get(out)
+        np.testing.assert_array_equal(got[0], got[1])
+
+    def test_hot_page_row_by_row(self):
+        """An FP16 page takes rows as they come: four one-row writes, the
+        last sealing it, make the page one write makes."""
+        pages = kcuda.Pages(self.dev, self.g, 2)
+        size = layout(self.g, 1).size
+        k, v = self.gpu.put(self.k[:4]), self.gpu.put(self.v[:4])
+        pages.write(0, k, v, 1, 0, hot=True, sealed=True, seq=7)
+        for t in range(4):
+            pages.write(1, self.gpu.put(self.k[t : t + 1]),
+                        self.gpu.put(self.v[t : t + 1]), 1, 0, t0=t,
+                        hot=True, sealed=t == 3, seq=7)
+            if t == 2:
+                open3 = pages.memory.numpy().reshape(2, -1)[1, :size]
+        raw = pages.memory.numpy().reshape(2, -1)
+        np.testing.assert_array_equal(raw[0, :size], raw[1, :size])
+        # the header says whether a page is sealed
+        pages.write(0, self.gpu.put(self.k[:3]), self.gpu.put(self.v[:3]), 1,
+                    0, hot=True, sealed=True, seq=7)
+        sealed3 = pages.memory.numpy().reshape(2, -1)[0, :size]
+        self.assertFalse(np.array_equal(open3, sealed3))
+        pages.write(0, self.gpu.put(self.k[:3]), self.gpu.put(self.v[:3]), 1,
+                    0, hot=True, sealed=False, seq=7)
+        np.testing.assert_array_equal(
+            pages.memory.numpy().reshape(2, -1)[0, :size], open3
+        )
+
+    def test_scrub_corrects_in_place(self):
+        """One flipped payload bit: corrected as attention loads it, and
+        for good by the scrub kernel."""
+        if KIND == "torch":
+            self.skipTest("the flip goes through a DeviceArray")
+        pages = kcuda.Pages(self.dev, self.g, 8)
+        table = write_seq(pages, self.gpu, self.k, self.v)
+        q = self.rng.standard_normal((1, 4, 64)).astype(np.float32)
+        clean, cst = pages.attend([table], self.gpu.put(q))
+        clean = self.gpu.get(clean)
+        self.assertEqual(cst["words_corrected"], 0)
+        raw = pages.memory.numpy()
+        at = pages.page_bytes + layout(self.g, 0).k_off + 7
+        raw[at] ^= 0x10
+        pages.memory.copy_from(raw)
+        out, st = pages.attend([table], self.gpu.put(q))
+        self.assertEqual(st["words_corrected"], 1)
+        np.testing.assert_array_equal(self.gpu.get(out), clean)
+        (status, counts), (status2, counts2) = pages.scrub([1, 2])
+        self.assertEqual((status, status2), (0, 0))
+        self.assertEqual(counts["payload"]["corrected"], 1)
+        self.assertEqual(counts2["payload"]["corrected"], 0)
+        self.assertEqual(counts["payload"]["uncorrectable"], 0)
+        np.testing.assert_array_equal(pages.memory.numpy()[at], raw[at] ^ 0x10)
+        out, st = pages.attend([table], self.gpu.put(q))
+        self.assertEqual(st, cst)
+
+    def test_refusals(self):
+        g = self.g
+        pages = kcuda.Pages(self.dev, g, 4)
+        k, v = self.gpu.put(self.k[:16]), self.gpu.put(self.v[:16])
+        with self.assertRaisesRegex(ValueError, "page 4 of 4"):
+            pages.write(4, k, v, 0, 0)
+        with self.assertRaisesRegex(ValueError, "written whole"):
+            pages.write(0, self.gpu.put(self.k[:8]), self.gpu.put(self.v[:8]),
+                        0, 0, t0=1)
+        with self.assertRaisesRegex(ValueError, "rows 8..24"):
+            pages.write(0, k, v, 0, 0, t0=8, hot=True)
+        with self.assertRaisesRegex(ValueError, "layer 2 of 2"):
+            pages.write(0, k, v, 2, 0)
+        with self.assertRaisesRegex(ValueError, "must both be"):
+            pages.write(0, k, self.gpu.put(self.v[:8]), 0, 0)
+        with self.assertRaisesRegex(ValueError, "GPU memory"):
+            pages.write(0, self.k[:16], self.v[:16], 0, 0)
+        pages.write(0, k, v, 0, 0)
+        q = self.gpu.put(np.zeros((1, 4, 64), np.float32))
+        for bad in ([(0, 1, 16, False)], [(0, 0, 17, False)], [(0, 0, 0, False)],
+                    [(0, 0, 16, False), (1, 20, 16, False)], []):
+            with self.assertRaises(ValueError, msg=bad):
+                pages.attend([bad], q)
+        with self.assertRaisesRegex(ValueError, "page 9 of 4"):
+            pages.attend([[(9, 0, 16, False)]], q)
+        with self.assertRaisesRegex(ValueError, "query tokens"):
+            pages.attend([[(0, 0, 16, False)]], q, nq=17)
+        with self.assertRaisesRegex(ValueError, "shape"):
+            pages.attend([[(0, 0, 16, False)]] * 2, q)
+        with self.assertRaisesRegex(ValueError, "need"):
+            kcuda.Pages(self.dev, g, 4, memory=self.dev.empty(4096, np.uint8))
+        with self.assertRaisesRegex(ValueError, "0 pages"):
+            kcuda.Pages(self.dev, g, 0)
+
+
 class Lifetimes(unittest.TestCase):
     def test_close_the_device_first(self):
         """Closing the device unregisters its caches and frees its arrays;
@@ -316,7 +503,7 @@ class Session(KvmemdFixture, unittest.TestCase):
     """A kvmemd session's pages, damaged by kvmemctl inject, read by the
     GPU where the session keeps them."""
 
-    conf_scrub = "allow_inject = yes\n"
+    conf_extra = "allow_inject = yes\n[pool]\ngpu_bytes = 64M\n"
 
     def test_damaged_session(self):
         dev = _gpu()
@@ -350,6 +537,43 @@ class Session(KvmemdFixture, unittest.TestCase):
             self.assertGreater(st["words_uncorrectable"], 0)
             # the policies differ only where values were lost
             self.assertFalse(np.array_equal(seen["zero"], seen["keep"]))
+
+    def test_session_gpu_memory(self):
+        """Pages in the GPU memory kvmemd gave the session."""
+        dev = _gpu()
+        self.addCleanup(dev.close)
+        gpu = GPU(dev)
+        g = geometry(tokens_per_page=16)
+        rng = np.random.default_rng(12)
+        k, v = kv16(rng, 40, g)
+        q = rng.standard_normal((1, 4, 64)).astype(np.float32)
+        with kvmem.Cache.embedded(g, 8 << 20) as e:
+            s = e.sequence()
+            s.append(0, k, v)
+            want, wst = s.attend(0, q[0])
+        with kvmem.Cache.connect(g, self.sock, quota_bytes=8 << 20,
+                                 gpu_mib=4) as c:
+            with self.assertRaises(kvmem.Error) as err:
+                c.gpu_memory()
+            self.assertEqual(err.exception.errno, errno.ENOENT)
+            c.register(dev)
+            mem = c.gpu_memory()
+            self.assertGreaterEqual(mem.nbytes, 4 << 20)
+            pages = kcuda.Pages(dev, g, 4, memory=mem)
+            self.assertEqual(pages.base, mem.ptr)
+            table = write_seq(pages, gpu, k, v)
+            out, st = pages.attend([table], gpu.put(q))
+            np.testing.assert_allclose(gpu.get(out)[0], want, rtol=1e-4,
+                                       atol=1e-5)
+            self.assertEqual(st, wst)
+            c.unregister()
+            with self.assertRaisesRegex(ValueError, "unmapped"):
+                mem.__cuda_array_interface__
+        with kvmem.Cache.connect(g, self.sock, quota_bytes=8 << 20) as c:
+            c.register(dev)
+            with self.assertRaises(kvmem.Error) as err:
+                c.gpu_memory()
+            self.assertEqual(err.exception.errno, errno.ENXIO)
 
 
 if __name__ == "__main__":

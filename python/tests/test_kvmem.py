@@ -252,9 +252,9 @@ def _free_dir():
 
 class KvmemdFixture:
     """A kvmemd of the build tree for a TestCase, on a configuration of its
-    own, with conf_scrub added to its [scrub] section."""
+    own, with conf_extra after its [scrub] section's keys."""
 
-    conf_scrub = ""
+    conf_extra = ""
 
     @classmethod
     def setUpClass(cls):
@@ -269,7 +269,7 @@ class KvmemdFixture:
             f.write(
                 "[daemon]\nsocket = %s\nadmin_socket = %s\nstate_dir = %s\n"
                 "[scrub]\nrate = 0\n%s"
-                % (cls.sock, cls.admin, cls.dir, cls.conf_scrub)
+                % (cls.sock, cls.admin, cls.dir, cls.conf_extra)
             )
         cls.log = open(os.path.join(cls.dir, "log"), "w")
         cls.proc = subprocess.Popen(
