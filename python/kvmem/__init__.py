@@ -248,7 +248,7 @@ def _floats(x, shape, what):
     """@x as a C-contiguous float32 array of @shape (-1: any length), in
     host memory: GPU memory is copied here."""
     if hasattr(x, "detach"):  # a PyTorch tensor, on the CPU or a GPU
-        x = x.detach().cpu().numpy()
+        x = x.detach().float().cpu().numpy()
     elif cuda.on_device(x):
         x = cuda.to_host(x)
     a = np.ascontiguousarray(x, dtype=np.float32)
@@ -383,6 +383,7 @@ class Cache:
         self.geometry = geometry
         self._seqs = weakref.WeakSet()
         self._cuda = None
+        self._cuda_gen = 0  # registrations so far: kvmem.cuda.DeviceView
 
     @classmethod
     def embedded(cls, geometry, arena_bytes):
@@ -682,10 +683,11 @@ class Sequence:
         """
         g = self.cache.geometry
         if cuda.on_device(q):
-            if len(q.shape) != 3 or pos0 + q.shape[0] != self.len(layer):
+            n = self.len(layer)
+            if len(q.shape) != 3 or pos0 < 0 or pos0 + q.shape[0] != n:
                 raise ValueError(
                     "on the GPU the queries are the layer's last tokens: "
-                    "pos0 + nq must be %d" % self.len(layer)
+                    "pos0 + nq must be %d" % n
                 )
             return cuda.attend(
                 self.cache,

@@ -24,8 +24,9 @@ GPU memory is a PyTorch CUDA tensor (any dtype torch can make float32 of),
 or any object with __cuda_array_interface__ holding C-contiguous float32
 (a DeviceArray, memory kvmem allocates for programs without a CUDA
 framework; CuPy and Numba arrays). Work runs on PyTorch's current stream
-of the tensor's device, else on the default stream, and the call waits for
-it: the stats it returns are the kernel's. Failures raise kvmem.Error with
+of the tensor's device, else on the stream the array names, else on the
+default stream, and the call waits for it: the stats it returns are the
+kernel's. Failures raise kvmem.Error with
 kvmem_cuda_error()'s sentence.
 """
 
@@ -239,6 +240,7 @@ class Device:
         if ret:
             _fail(ret, "kvmem_cuda_register")
         cache._cuda = self
+        cache._cuda_gen += 1
         self._caches.add(cache)
 
     def close(self):
@@ -283,8 +285,11 @@ class DeviceArray:
         if any(n < 0 for n in self.shape):
             raise ValueError("a device array of shape %s" % (self.shape,))
         self.dtype = np.dtype(dtype)
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64))
-        self.nbytes *= self.dtype.itemsize
+        self.nbytes = self.dtype.itemsize
+        for n in self.shape:
+            self.nbytes *= n
+        if self.nbytes >= 1 << 62:
+            raise ValueError("a device array of %d bytes" % self.nbytes)
         if self.nbytes:
             addr = _u64()
             ret = _lib.kvmem_cuda_alloc(
@@ -382,8 +387,17 @@ class _TorchMemory:
         pass
 
 
+def _cai_stream(cai):
+    """The CUstream a __cuda_array_interface__ producer names: its own,
+    or 1 (CU_STREAM_LEGACY) and 2 (CU_STREAM_PER_THREAD), which the driver
+    takes as handles too; None for the default stream."""
+    stream = cai.get("stream")
+    return _vp(stream) if stream else None
+
+
 class _ArrayMemory:
-    """Scratch and output as DeviceArrays, work on the default stream."""
+    """Scratch and output as DeviceArrays, work on the stream the query's
+    producer names (the default stream for a DeviceArray)."""
 
     def __init__(self, dev, like):
         if isinstance(like, DeviceArray) and like.device is not dev:
@@ -391,7 +405,8 @@ class _ArrayMemory:
                 "GPU memory on %r, kvmem's kernels on %r" % (like.device, dev)
             )
         self.dev = dev
-        self.stream = None
+        cai = getattr(like, "__cuda_array_interface__", None)
+        self.stream = _cai_stream(cai) if cai else None
 
     def floats(self, x):
         cai = x.__cuda_array_interface__
@@ -448,8 +463,12 @@ def attend(cache, seqs, layer, q, shape, nq, erasure, scale):
             "q is in GPU memory, and the cache is not registered with a GPU: "
             "cache.register(kvmem.cuda.Device(n)) first"
         )
+    if not seqs:
+        raise Error(errno.EINVAL, "kvmem_cuda_attend: an empty batch")
     tables = []
     for s in seqs:
+        if s.cache is not cache:
+            raise ValueError("a batch of sequences of another cache")
         layer = s._layer(layer)
         t = _table(dev, s, layer)
         if not t:
@@ -460,6 +479,8 @@ def attend(cache, seqs, layer, q, shape, nq, erasure, scale):
 
 def _attend(dev, g, tables, q, shape, nq, erasure, scale):
     """kvmem_cuda_attend() over @tables, one list of _Page a sequence."""
+    if not on_device(q):
+        raise ValueError("q must be in GPU memory")
     mem = (_TorchMemory if _is_torch(q) else _ArrayMemory)(dev, q)
     q, qptr = mem.floats(q)
     got = tuple(q.shape)
@@ -529,13 +550,15 @@ class DeviceView:
     def __init__(self, cache, addr, nbytes):
         self.cache = cache
         self.device = cache.device
+        self._gen = cache._cuda_gen
         self.ptr = addr
         self.nbytes = nbytes
         self.shape = (nbytes,)
 
     @property
     def __cuda_array_interface__(self):
-        if self.cache.device is not self.device:
+        c = self.cache
+        if not c._c or c.device is not self.device or c._cuda_gen != self._gen:
             raise ValueError("the session's GPU memory is unmapped")
         return {
             "shape": self.shape,
@@ -591,7 +614,12 @@ def _values(x, what, dev):
             "%s in GPU memory must be C-contiguous float32 or float16, not %s"
             % (what, cai["typestr"])
         )
-    return x, cai["data"][0], tuple(cai["shape"]), code, None
+    return x, cai["data"][0], tuple(cai["shape"]), code, _cai_stream(cai)
+
+
+def _check_range(what, value, bits):
+    if not 0 <= value < 1 << bits:
+        raise ValueError("%s %d does not fit in %d bits" % (what, value, bits))
 
 
 class Pages:
@@ -603,8 +631,11 @@ class Pages:
 
     @npages pages of @geometry, each page_bytes long (the larger of the
     sealed and the FP16 kind), in @memory: None to allocate a DeviceArray,
-    else GPU memory of at least npages * page_bytes bytes, 16-byte aligned
-    (a uint8 CUDA tensor, Cache.gpu_memory() of a kvmemd session).
+    else C-contiguous GPU memory of at least npages * page_bytes bytes,
+    16-byte aligned (a uint8 CUDA tensor, Cache.gpu_memory() of a kvmemd
+    session). The memory must stay: a call after it was freed or unmapped
+    raises ValueError. Block tables may name only pages this object wrote,
+    as it wrote them.
     """
 
     def __init__(self, device, geometry, npages, memory=None):
@@ -623,29 +654,45 @@ class Pages:
                 _fail(ret, "kvmem_page_layout")
             sizes.append(lay.size)
         self.page_bytes = max(sizes)
-        need = self.npages * self.page_bytes
         if memory is None:
-            memory = DeviceArray(device, (need,), np.uint8)
-        mine = isinstance(memory, (DeviceArray, DeviceView))
-        if mine and memory.device is not device:
-            raise ValueError("the memory is on %r, not %r" % (memory.device, device))
-        cai = memory.__cuda_array_interface__
-        have = int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize
+            memory = DeviceArray(device, (self.npages * self.page_bytes,), np.uint8)
+        if isinstance(memory, (DeviceArray, DeviceView)):
+            if memory.device is not device:
+                raise ValueError(
+                    "the memory is on %r, not %r" % (memory.device, device)
+                )
+        elif _is_torch(memory):
+            _TorchMemory(device, memory)  # on this GPU, or ValueError
+        self.memory = memory
+        self.base()
+        # page -> (hot, token_start, ntokens, sealed): what write() left
+        self._written = {}
+
+    def base(self):
+        """The device address of page 0: the memory's, checked again on
+        every call."""
+        cai = self.memory.__cuda_array_interface__
+        dt = np.dtype(cai["typestr"])
+        have = dt.itemsize
+        for n in cai["shape"]:
+            have *= n
+        need = self.npages * self.page_bytes
+        if not _contiguous(cai, dt.itemsize):
+            raise ValueError("the pages' memory must be C-contiguous")
         if have < need:
             raise ValueError(
                 "%d pages of %d bytes need %d bytes of GPU memory, not %d"
                 % (self.npages, self.page_bytes, need, have)
             )
-        if cai["data"][0] % 16:
+        if not cai["data"][0] or cai["data"][0] % 16:
             raise ValueError("the pages' memory must be 16-byte aligned")
-        self.memory = memory
-        self.base = cai["data"][0]
+        return cai["data"][0]
 
-    def address(self, page):
+    def address(self, page, base=None):
         """The device address of page @page."""
         if not 0 <= page < self.npages:
             raise ValueError("page %d of %d" % (page, self.npages))
-        return self.base + page * self.page_bytes
+        return (self.base() if base is None else base) + page * self.page_bytes
 
     def write(self, page, k, v, layer, token_start, t0=0, hot=False,
               sealed=None, seq=0, generation=0):
@@ -677,6 +724,17 @@ class Pages:
             )
         if not hot and (t0 or not sealed):
             raise ValueError("a page of the sealed kind is written whole and sealed")
+        _check_range("token_start + ntokens", token_start + t0 + n, 32)
+        _check_range("token_start", token_start, 32)
+        _check_range("seq", seq, 64)
+        _check_range("generation", generation, 64)
+        was = self._written.get(page)
+        if t0 and (not was or was != (True, token_start, t0, False)):
+            raise ValueError(
+                "rows from %d of page %d, which holds %s"
+                % (t0, page, "%d rows" % was[2] if was else "none")
+                + (", sealed" if was and was[3] else "")
+            )
         job = _EncodeJob(
             page=self.address(page),
             k=kp[1],
@@ -690,7 +748,10 @@ class Pages:
             flags=(HDR_HOT if hot else 0) | (HDR_SEALED if sealed else 0),
         )
         stream = kp[4]
-        mem = (_TorchMemory if stream is not None else _ArrayMemory)(self.device, k)
+        if vp[4] is not None and (stream is None or vp[4].value != stream.value):
+            self.device.synchronize(vp[4])  # v's producer is done with it
+        mem = (_TorchMemory if _is_torch(k) else _ArrayMemory)(self.device, k)
+        self._written.pop(page, None)
         buf, ptr = mem.empty(ctypes.sizeof(job))
         try:
             self.device._copy(ptr, ctypes.addressof(job), ctypes.sizeof(job), stream)
@@ -704,10 +765,12 @@ class Pages:
             mem.done([buf])
         if synced:
             _fail(synced, "kvmem_cuda_sync")
+        self._written[page] = (bool(hot), token_start, t0 + n, bool(sealed))
 
-    def _table(self, entries):
+    def _table(self, entries, base):
         """A block table of (page, token_start, ntokens, hot) in token
-        order from 0 without gaps, checked: the kernel trusts it."""
+        order from 0 without gaps, each entry what write() left in its
+        page: the kernel trusts the table."""
         tpp = self.geometry.tokens_per_page
         out, end = [], 0
         for page, start, ntokens, hot in entries:
@@ -717,9 +780,18 @@ class Pages:
                     "entries are in token order without gaps, 1 to %d tokens"
                     % (start, start + ntokens, end, tpp)
                 )
+            addr = self.address(page, base)
+            was = self._written.get(page)
+            if not was or was[:3] != (bool(hot), start, ntokens):
+                raise ValueError(
+                    "block table entry %r: page %d holds %s"
+                    % ((page, start, ntokens, hot), page,
+                       "(hot %s, tokens %d.., %d of them)" % was[:3]
+                       if was else "nothing written")
+                )
             out.append(
                 _Page(
-                    addr=self.address(page),
+                    addr=addr,
                     token_start=start,
                     ntokens=ntokens,
                     flags=HDR_HOT if hot else 0,
@@ -740,7 +812,10 @@ class Pages:
         stats): out float32 like q on the GPU, stats the kernel's counts
         for the batch.
         """
-        built = [self._table(t) for t in tables]
+        base = self.base()
+        built = [self._table(t, base) for t in tables]
+        if not built:
+            raise ValueError("an empty batch")
         if nq < 1 or any(end < nq for _, end in built):
             raise ValueError("%d query tokens of sequences this short" % nq)
         D = self.geometry.head_dim
@@ -764,10 +839,17 @@ class Pages:
         pages = list(pages)
         if not pages:
             return []
-        table = (_Page * len(pages))(*[_Page(addr=self.address(p)) for p in pages])
+        base = self.base()
+        table = (_Page * len(pages))(
+            *[_Page(addr=self.address(p, base)) for p in pages]
+        )
         counts = (_PageCounts * len(pages))()
         status = (ctypes.c_int32 * len(pages))()
-        mem = _ArrayMemory(self.device, None)
+        if _is_torch(self.memory):
+            mem = _TorchMemory(self.device, self.memory)
+        else:
+            mem = _ArrayMemory(self.device, self.memory)
+        stream = mem.stream
         keep = []
         try:
             ptrs = []
@@ -775,22 +857,23 @@ class Pages:
                 buf, ptr = mem.empty(ctypes.sizeof(host))
                 keep.append(buf)
                 ptrs.append(ptr)
-            self.device._copy(ptrs[0], ctypes.addressof(table), ctypes.sizeof(table))
+            d = self.device
+            d._copy(ptrs[0], ctypes.addressof(table), ctypes.sizeof(table), stream)
             ret = _lib.kvmem_cuda_scrub(
-                self.device._handle(),
+                d._handle(),
                 ctypes.byref(self.geometry._g),
                 ptrs[0],
                 len(pages),
                 ptrs[1],
                 ptrs[2],
-                None,
+                stream,
             )
             if ret:
                 _fail(ret, "kvmem_cuda_scrub")
-            self.device._copy(ctypes.addressof(counts), ptrs[1], ctypes.sizeof(counts))
-            self.device._copy(ctypes.addressof(status), ptrs[2], ctypes.sizeof(status))
+            d._copy(ctypes.addressof(counts), ptrs[1], ctypes.sizeof(counts), stream)
+            d._copy(ctypes.addressof(status), ptrs[2], ctypes.sizeof(status), stream)
         finally:
-            synced = _lib.kvmem_cuda_sync(self.device._handle(), None)
+            synced = _lib.kvmem_cuda_sync(self.device._handle(), stream)
             mem.done(keep)
         if synced:
             _fail(synced, "kvmem_cuda_sync")

@@ -141,9 +141,13 @@ class KVCache:
             )
         else:
             self.cache = kvmem.Cache.embedded(geometry, arena_bytes)
-        if gpu is not None:
-            self.cache.register(gpu)
-        self.seq = self.cache.sequence()
+        try:
+            if gpu is not None:
+                self.cache.register(gpu)
+            self.seq = self.cache.sequence()
+        except BaseException:
+            self.cache.close()
+            raise
         self.erasure = erasure
         self.stats = dict.fromkeys(
             ("words_clean", "words_corrected", "words_uncorrectable",

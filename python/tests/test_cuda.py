@@ -174,8 +174,9 @@ class Attention(unittest.TestCase):
         cpu, cst = s.attend_causal(0, q, 67)
         np.testing.assert_allclose(got, cpu, rtol=1e-4, atol=1e-5)
         self.assertEqual(st, cst)
-        with self.assertRaisesRegex(ValueError, "pos0 \\+ nq must be 70"):
-            s.attend_causal(0, self.gpu.put(q), 60)
+        for pos0 in (60, -2):
+            with self.assertRaisesRegex(ValueError, "pos0 \\+ nq must be 70"):
+                s.attend_causal(0, self.gpu.put(q), pos0)
 
     def test_attend_batch(self):
         """One launch for three sequences: each row what that sequence
@@ -199,6 +200,16 @@ class Attention(unittest.TestCase):
         self.assertEqual(st, total)
         with self.assertRaisesRegex(ValueError, "shape"):
             c.attend_batch(seqs, 0, self.gpu.put(q[:2]))
+        with self.assertRaises(kvmem.Error) as e:
+            c.attend_batch([], 0, self.gpu.put(q[:0]))
+        self.assertEqual(e.exception.errno, errno.EINVAL)
+        # a sequence of another cache, even one on the same GPU, has
+        # pages of another geometry: refused as the CPU refuses it
+        other = self.cache(geometry(format="fp16", codec="golay24"))
+        o = other.sequence()
+        o.append(0, *kv(self.rng, 10, other.geometry))
+        with self.assertRaisesRegex(ValueError, "another cache"):
+            c.attend_batch(seqs[:2] + [o], 0, self.gpu.put(q))
 
     def test_append_from_gpu_memory(self):
         """K and V in GPU memory make the pages host arrays make."""
@@ -355,11 +366,6 @@ class DevicePages(unittest.TestCase):
         for (i, _, _, hot), (j, _, _, _) in zip(a, b):
             size = layout(self.g, hot).size  # what the kind has of the slot
             np.testing.assert_array_equal(raw[i, :size], raw[j, :size])
-        q = self.rng.standard_normal((2, 4, 64)).astype(np.float32)
-        q[1] = q[0]
-        out, st = pages.attend([a, b], self.gpu.put(q))
-        got = self.gpu.get(out)
-        np.testing.assert_array_equal(got[0], got[1])
 
     def test_hot_page_row_by_row(self):
         """An FP16 page takes rows as they come: four one-row writes, the
@@ -443,10 +449,55 @@ class DevicePages(unittest.TestCase):
             pages.attend([[(0, 0, 16, False)]], q, nq=17)
         with self.assertRaisesRegex(ValueError, "shape"):
             pages.attend([[(0, 0, 16, False)]] * 2, q)
+        with self.assertRaisesRegex(ValueError, "GPU memory"):
+            pages.attend([[(0, 0, 16, False)]], np.zeros((1, 4, 64), np.float32))
+        with self.assertRaisesRegex(ValueError, "empty batch"):
+            pages.attend([], q)
+        # a table says what write() left, or it is refused: the kernel
+        # would read the page with another layout, or past its rows
+        for bad in ([(1, 0, 16, False)], [(0, 0, 16, True)], [(0, 0, 8, False)]):
+            with self.assertRaisesRegex(ValueError, "holds", msg=bad):
+                pages.attend([bad], q)
+        # header fields that do not fit are refused, not wrapped
+        for kw in (dict(token_start=-1), dict(token_start=(1 << 32) - 8),
+                   dict(seq=-5), dict(generation=1 << 64)):
+            args = dict(token_start=0)
+            args.update(kw)
+            with self.assertRaisesRegex(ValueError, "bits", msg=kw):
+                pages.write(1, k, v, 0, **args)
+        # rows go after the rows of an open FP16 page only
+        one = self.gpu.put(self.k[:1]), self.gpu.put(self.v[:1])
+        pages.write(2, *one, 0, 0, hot=True, sealed=False)
+        with self.assertRaisesRegex(ValueError, "holds 1 rows"):
+            pages.write(2, *one, 0, 0, t0=2, hot=True)
+        pages.write(2, *one, 0, 0, t0=1, hot=True, sealed=True)
+        with self.assertRaisesRegex(ValueError, "sealed"):
+            pages.write(2, *one, 0, 0, t0=2, hot=True)
         with self.assertRaisesRegex(ValueError, "need"):
             kcuda.Pages(self.dev, g, 4, memory=self.dev.empty(4096, np.uint8))
         with self.assertRaisesRegex(ValueError, "0 pages"):
             kcuda.Pages(self.dev, g, 0)
+        with self.assertRaisesRegex(ValueError, "bytes"):
+            self.dev.empty((1 << 62) + 1)
+
+        class Strided:
+            """Every other byte of an array: as many bytes, half of them
+            someone else's."""
+
+            def __init__(self, a):
+                self.a = a
+                cai = dict(a.__cuda_array_interface__)
+                cai["shape"] = (a.nbytes // 2,)
+                cai["strides"] = (2,)
+                self.__cuda_array_interface__ = cai
+
+        big = self.dev.empty(8 * pages.page_bytes + 16, np.uint8)
+        with self.assertRaisesRegex(ValueError, "C-contiguous"):
+            kcuda.Pages(self.dev, g, 4, memory=Strided(big))
+        on_big = kcuda.Pages(self.dev, g, 4, memory=big)
+        big.free()
+        with self.assertRaisesRegex(ValueError, "freed"):
+            on_big.write(0, k, v, 0, 0)
 
 
 class Lifetimes(unittest.TestCase):
@@ -560,7 +611,6 @@ class Session(KvmemdFixture, unittest.TestCase):
             mem = c.gpu_memory()
             self.assertGreaterEqual(mem.nbytes, 4 << 20)
             pages = kcuda.Pages(dev, g, 4, memory=mem)
-            self.assertEqual(pages.base, mem.ptr)
             table = write_seq(pages, gpu, k, v)
             out, st = pages.attend([table], gpu.put(q))
             np.testing.assert_allclose(gpu.get(out)[0], want, rtol=1e-4,
@@ -569,6 +619,13 @@ class Session(KvmemdFixture, unittest.TestCase):
             c.unregister()
             with self.assertRaisesRegex(ValueError, "unmapped"):
                 mem.__cuda_array_interface__
+            with self.assertRaisesRegex(ValueError, "unmapped"):
+                pages.attend([table], gpu.put(q))
+            # mapped again, maybe elsewhere: the old view stays dead
+            c.register(dev)
+            with self.assertRaisesRegex(ValueError, "unmapped"):
+                pages.write(0, gpu.put(k[:4]), gpu.put(v[:4]), 0, 0, hot=True)
+            kcuda.Pages(dev, g, 4, memory=c.gpu_memory())
         with kvmem.Cache.connect(g, self.sock, quota_bytes=8 << 20) as c:
             c.register(dev)
             with self.assertRaises(kvmem.Error) as err:
