@@ -462,6 +462,10 @@ START_TEST(test_attend_json)
 		ck_assert_double_gt(json_num(r.out, "causal_us"), 0);
 		ck_assert_double_eq_tol(json_num(r.out, "causal_query_us"),
 					json_num(r.out, "causal_us") / 5, 0.1);
+		/* the fp32 prefill, blocked, attends what kvmem's does */
+		ck_assert_double_gt(json_num(r.out, "fp32_causal_us"), 0);
+		ck_assert_double_le(json_num(r.out, "max_diff_causal_fp32"),
+				    cases[i].tol);
 		ck_assert_double_le(json_num(r.out, "max_diff_fp32"),
 				    cases[i].tol);
 		ck_assert_double_le(json_num(r.out, "max_diff_noecc"),

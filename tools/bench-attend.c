@@ -8,7 +8,9 @@
  *   fp32   float K and V, [kv_head][token][dim], no decoding at all
  *   noecc  the same format and scales as kvmem, without codewords
  * With --queries N, also kvmem_attend_causal() for the last N tokens as
- * one prefill chunk, on one thread, reported per query.
+ * one prefill chunk, on one thread, reported per query, against the fp32
+ * loop blocked the same way (each tile of K and V read once for every
+ * query and head of its group).
  * All three run the same online-softmax core (kvmem__attn_tile()) with the
  * same kernels, so the differences are what decoding costs and what reading
  * fewer bytes saves. Before every call --flush-mib of other memory is read,
@@ -63,8 +65,9 @@ static void attend_usage(FILE *f)
 		   "                   (default 128; 0 keeps them warm)\n"
 		   "  --queries N      also one kvmem_attend_causal() call "
 		   "for the last N\n"
-		   "                   tokens, a prefill chunk (default 1: "
-		   "none)\n"
+		   "                   tokens, a prefill chunk, against the "
+		   "FP32 loop blocked\n"
+		   "                   the same way (default 1: none)\n"
 		   "  --json           one JSON object on stdout\n"
 		   "  --gpu            on GPU 0: kvmem_cuda_attend() against "
 		   "the FP16\n"
@@ -181,6 +184,48 @@ static void flat_attend(const struct flat *f, struct kvmem__attn *a,
 			kvmem__attn_tile(a, q, h, kt, vt, n, NULL);
 		}
 	kvmem__attn_finish(a, heads, out);
+}
+
+/*
+ * The fp32 loop for a prefill chunk: the last @nq tokens' queries, @rows
+ * [kv_head][nq][heads / kv_heads][dim] as attend.c orders them, in one
+ * state whose rows of a KV head meet each tile of K and V at once, causal
+ * (@a made for heads * nq rows, heads / kv_heads * nq of them a KV head).
+ * @out is in the same order.
+ */
+static void flat_causal(const struct flat *f, struct kvmem__attn *a,
+			uint32_t heads, uint32_t nq, const float *rows,
+			float *out)
+{
+	const uint32_t D = f->dim;
+	uint32_t h, t0, i;
+
+	a->qg = heads / f->kv_heads;
+	a->pos0 = f->ctx - nq;
+	for (i = 0; i < heads * nq; i++) {
+		a->m[i] = -INFINITY;
+		a->l[i] = 0.0f;
+	}
+	memset(a->acc, 0, (size_t)heads * nq * D * sizeof(float));
+	for (h = 0; h < f->kv_heads; h++)
+		for (t0 = 0; t0 < f->ctx; t0 += KVMEM__ATTN_TILE) {
+			uint32_t n = f->ctx - t0 < KVMEM__ATTN_TILE
+					     ? f->ctx - t0
+					     : KVMEM__ATTN_TILE;
+			size_t row = (size_t)h * f->ctx + t0;
+
+			a->tpos = t0;
+			kvmem__attn_tile(a, rows, h, f->k + row * D,
+					 f->v + row * D, n, NULL);
+		}
+	kvmem__attn_finish(a, heads * nq, out);
+}
+
+/* Query i's head x of [nq][heads][D] <-> its row of flat_causal(). */
+static size_t causal_row(uint32_t i, uint32_t x, uint32_t nq, uint32_t G,
+			 uint32_t D)
+{
+	return (((size_t)(x / G) * nq + i) * G + x % G) * D;
 }
 
 static int parse_u32(const char *opt, const char *arg, uint32_t min,
@@ -368,14 +413,15 @@ static int run_attend(int argc, char **argv)
 	struct kvmem_attend_opts opts = { 0 }, opts_mt;
 	struct kvmem_cache *cache = NULL;
 	struct kvmem_seq *seq = NULL;
-	struct kvmem__attn a = { 0 };
+	struct kvmem__attn a = { 0 }, ac = { 0 };
 	struct kvmem_rng rng;
 	struct flat f = { 0 };
 	float *K, *V, *q, *out_kv, *out_mt, *out_fp, *out_nq, *kt, *vt;
-	float *qc = NULL, *out_c = NULL;
-	uint64_t *tk, *tm, *tf, *tn, *tc = NULL, t0;
+	float *qc = NULL, *out_c = NULL, *rows_c = NULL, *out_fc = NULL;
+	uint64_t *tk, *tm, *tf, *tn, *tc = NULL, *tfc = NULL, t0;
 	double kvmem_us, mt_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
-	double causal_us = 0.0;
+	double causal_us = 0.0, fp32_causal_us = 0.0, diff_c = 0.0;
+	uint32_t G, x;
 	double bw1, bwn, floor1_us, floorn_us;
 	size_t nvals, i, flush_len, probe_len, kv_bytes, fp_bytes;
 	uint8_t *fbuf;
@@ -430,7 +476,12 @@ static int run_attend(int argc, char **argv)
 				 sizeof(float));
 		out_c = bench_alloc((size_t)cfg.queries * cfg.heads * cfg.dim *
 				    sizeof(float));
+		rows_c = bench_alloc((size_t)cfg.queries * cfg.heads * cfg.dim *
+				     sizeof(float));
+		out_fc = bench_alloc((size_t)cfg.queries * cfg.heads * cfg.dim *
+				     sizeof(float));
 		tc = bench_alloc(cfg.reps * sizeof(*tc));
+		tfc = bench_alloc(cfg.reps * sizeof(*tfc));
 	}
 	/* The flush buffer doubles as the bandwidth probe: 32 MiB at least. */
 	flush_len = (size_t)cfg.flush_mib << 20;
@@ -445,6 +496,13 @@ static int run_attend(int argc, char **argv)
 		q[i] = bench_rnd_unit(&rng);
 	for (i = 0; qc && i < (size_t)cfg.queries * cfg.heads * cfg.dim; i++)
 		qc[i] = bench_rnd_unit(&rng);
+	G = cfg.heads / cfg.kv_heads;
+	for (r = 0; qc && r < cfg.queries; r++)
+		for (x = 0; x < cfg.heads; x++)
+			memcpy(rows_c + causal_row(r, x, cfg.queries, G,
+						   cfg.dim),
+			       qc + ((size_t)r * cfg.heads + x) * cfg.dim,
+			       cfg.dim * sizeof(float));
 
 	ret = 1;
 	if (kvmem_open_embedded(&g, 2 * nvals * 2 * sizeof(float) + (64u << 20),
@@ -453,7 +511,10 @@ static int run_attend(int argc, char **argv)
 	    kvmem_seq_append(seq, 0, K, V, cfg.ctx) ||
 	    flat_build(&f, &cfg, K, V, g.group_size) ||
 	    kvmem__attn_init(&a, cfg.heads, cfg.heads / cfg.kv_heads, cfg.dim,
-			     1.0f / sqrtf((float)cfg.dim))) {
+			     1.0f / sqrtf((float)cfg.dim)) ||
+	    (qc &&
+	     kvmem__attn_init(&ac, cfg.heads * cfg.queries, G * cfg.queries,
+			      cfg.dim, 1.0f / sqrtf((float)cfg.dim)))) {
 		fprintf(stderr, "kvmem-bench: out of memory building the "
 				"context\n");
 		goto out;
@@ -498,7 +559,26 @@ static int run_attend(int argc, char **argv)
 		t0 = bench_now_ns() - t0;
 		if (r)
 			tc[r - 1] = t0;
+		flush(fbuf, flush_len);
+		t0 = bench_now_ns();
+		flat_causal(&f, &ac, cfg.heads, cfg.queries, rows_c, out_fc);
+		t0 = bench_now_ns() - t0;
+		if (r)
+			tfc[r - 1] = t0;
 	}
+	for (r = 0; qc && r < cfg.queries; r++)
+		for (x = 0; x < cfg.heads; x++)
+			for (i = 0; i < cfg.dim; i++) {
+				double d = fabs(
+					(double)out_c[((size_t)r * cfg.heads +
+						       x) * cfg.dim +
+						      i] -
+					out_fc[causal_row(r, x, cfg.queries, G,
+							  cfg.dim) +
+					       i]);
+
+				diff_c = d > diff_c ? d : diff_c;
+			}
 	for (i = 0; i < (size_t)cfg.heads * cfg.dim; i++) {
 		double d = fabs((double)out_kv[i] - out_fp[i]);
 		double dn = fabs((double)out_kv[i] - out_nq[i]);
@@ -513,8 +593,10 @@ static int run_attend(int argc, char **argv)
 	mt_us = median_us(tm, cfg.reps);
 	fp32_us = median_us(tf, cfg.reps);
 	noecc_us = median_us(tn, cfg.reps);
-	if (tc)
+	if (tc) {
 		causal_us = median_us(tc, cfg.reps);
+		fp32_causal_us = median_us(tfc, cfg.reps);
+	}
 	kv_bytes = pages_bytes(seq);
 	fp_bytes = 2 * nvals * sizeof(float);
 	bw1 = bench_read_gbps(fbuf, probe_len, 1, 3);
@@ -538,7 +620,10 @@ static int run_attend(int argc, char **argv)
 		       "\"max_diff_noecc\": %.3g, \"mt_same_bits\": %s, "
 		       "\"queries\": %u, \"causal_us\": %.1f, "
 		       "\"causal_query_us\": %.1f, "
-		       "\"fp32_over_causal_query\": %.3f}\n",
+		       "\"fp32_over_causal_query\": %.3f, "
+		       "\"fp32_causal_us\": %.1f, "
+		       "\"fp32_causal_over_causal\": %.3f, "
+		       "\"max_diff_causal_fp32\": %.3g}\n",
 		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
 		       kvmem_format_get(cfg.format)->name,
 		       kvmem_codec_get(cfg.codec)->name, kvmem_ecc_impl(),
@@ -549,7 +634,9 @@ static int run_attend(int argc, char **argv)
 		       floorn_us / mt_us, diff, diff_nq,
 		       same_mt ? "true" : "false", cfg.queries, causal_us,
 		       causal_us / cfg.queries,
-		       causal_us > 0 ? fp32_us * cfg.queries / causal_us : 0);
+		       causal_us > 0 ? fp32_us * cfg.queries / causal_us : 0,
+		       fp32_causal_us,
+		       causal_us > 0 ? fp32_causal_us / causal_us : 0, diff_c);
 	} else {
 		printf("kvmem-bench attend: ctx %u, %u heads, %u KV heads, "
 		       "dim %u, %s + %s, %u tokens/page, path %s,\n"
@@ -572,17 +659,24 @@ static int run_attend(int argc, char **argv)
 		printf("kvmem, %3u threads%16s %10.1f %9.2fx %10.2f %8.0f%%\n",
 		       cfg.threads, "", mt_us, fp32_us / mt_us,
 		       (double)kv_bytes / 1e6, 100.0 * floorn_us / mt_us);
-		if (qc)
+		if (qc) {
 			printf("kvmem, %4u queries, per query%5s %10.1f "
 			       "%9.2fx\n",
 			       cfg.queries, "", causal_us / cfg.queries,
 			       fp32_us * cfg.queries / causal_us);
+			printf("\nprefill of %u queries, one thread: fp32 "
+			       "blocked %.1f us, kvmem %.1f us (%.2fx)\n",
+			       cfg.queries, fp32_causal_us, causal_us,
+			       fp32_causal_us / causal_us);
+		}
 		printf("\nread bandwidth: %.1f GB/s on one core, %.1f GB/s on "
 		       "%u; memory floor of kvmem: %.1f us, %.1f us\n",
 		       bw1, bwn, cfg.threads, floor1_us, floorn_us);
 		printf("max |kvmem - fp32| = %.3g (quantization), "
 		       "max |kvmem - no ECC| = %.3g\n",
 		       diff, diff_nq);
+		if (qc)
+			printf("prefill: max |kvmem - fp32| = %.3g\n", diff_c);
 	}
 	if (!same_mt)
 		fprintf(stderr,
@@ -592,6 +686,7 @@ static int run_attend(int argc, char **argv)
 	ret = same_mt ? 0 : 1;
 out:
 	kvmem__attn_free(&a);
+	kvmem__attn_free(&ac);
 	flat_free(&f);
 	kvmem_close(cache);
 	free(K);
@@ -610,6 +705,9 @@ out:
 	free(tc);
 	free(qc);
 	free(out_c);
+	free(rows_c);
+	free(out_fc);
+	free(tfc);
 	free(fbuf);
 	return ret;
 }
