@@ -320,6 +320,11 @@ out:
 	return ret;
 }
 
+void *kvmem__alloc_lines(size_t bytes)
+{
+	return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
 int kvmem__attn_init(struct kvmem__attn *a, uint32_t n_heads, uint32_t G,
 		     uint32_t D, float scale)
 {
@@ -332,10 +337,13 @@ int kvmem__attn_init(struct kvmem__attn *a, uint32_t n_heads, uint32_t G,
 	a->qg = G;
 	a->pos0 = UINT32_MAX;
 	a->scale = scale;
-	a->acc = calloc((size_t)n_heads * D, sizeof(float));
+	a->acc = kvmem__alloc_lines((size_t)n_heads * D * sizeof(float));
 	a->m = malloc(n_heads * sizeof(float));
 	a->l = calloc(n_heads, sizeof(float));
-	a->sc = malloc((size_t)G * KVMEM__ATTN_TILE * sizeof(float));
+	a->sc = kvmem__alloc_lines((size_t)G * KVMEM__ATTN_TILE *
+				   sizeof(float));
+	if (a->acc)
+		memset(a->acc, 0, (size_t)n_heads * D * sizeof(float));
 	if (!a->acc || !a->m || !a->l || !a->sc) {
 		kvmem__attn_free(a);
 		return -ENOMEM;
@@ -502,22 +510,49 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 }
 
 /*
+ * Rows of state a KV head up to which tile_bytes() reads a tile: its
+ * kernels decode a row once for every pass of up to eight rows, so a
+ * prefill chunk's many queries would decode each row many times. Past
+ * this, the tile is decoded once into float tiles, as the FP32 loop reads.
+ */
+#define BYTES_MAX_ROWS 32
+
+/* @n rows of one value a byte (@i8: int8, else int4) to floats at @out. */
+static void rows_float(const struct kvmem__attn *a, const struct rows *x,
+		       int i8, uint32_t n, float *out)
+{
+	uint32_t t;
+
+	for (t = 0; t < n; t++) {
+		const uint8_t *row = (const uint8_t *)x->v + t * x->rstride;
+
+		if (i8)
+			a->kn->dequant(KVMEM_FMT_INT8, row, a->D, x->group,
+				       x->sc + t * x->sstride,
+				       out + (size_t)t * a->D);
+		else
+			a->kn->dequant_cw4(row, a->D, x->group,
+					   x->sc + t * x->sstride,
+					   out + (size_t)t * a->D);
+	}
+}
+
+/*
  * One tile of page @pi, KV head @h. Rows that decode clean or corrected
  * to int4 (h74/h84/golay24) or, where the kernels have it, int8 are read
- * a value a byte by tile_bytes(); anything else is decoded into the float
- * tiles @kt and @vt (rebuilding erasures), after starting all of the next
- * tile at once.
+ * a value a byte by tile_bytes(), or for more than BYTES_MAX_ROWS rows of
+ * state decoded once into the float tiles @kt and @vt; anything else is
+ * decoded into those (rebuilding erasures), after starting all of the
+ * next tile at once.
  */
 static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 			uint32_t pi, uint32_t h, uint32_t t0, uint32_t n,
 			float *kt, float *vt, uint8_t *erased, float *mass,
 			struct ahead *pf)
 {
-	const uint32_t D = a->D;
-	const float *qh = q + (size_t)h * a->G * D;
+	const float *qh = q + (size_t)h * a->G * a->D;
 	struct rows k = { 0 }, v = { 0 };
 	int i8 = 0;
-	size_t t;
 
 	k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
 			 &k.rstride);
@@ -533,43 +568,45 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 			 : (const void *)reader_cw4(r, pi, 1, h, t0, n, &v.sc,
 						    &v.sstride, &v.group,
 						    &v.rstride);
-		if (v.v) {
+		if (v.v && a->G <= BYTES_MAX_ROWS) {
 			tile_bytes(a, qh, h, n, &k, &v, i8, mass, pf);
 			return;
 		}
-		for (t = 0; t < n; t++) {
-			const uint8_t *row =
-				(const uint8_t *)k.v + t * k.rstride;
-
-			if (i8)
-				a->kn->dequant(KVMEM_FMT_INT8, row, D, k.group,
-					       k.sc + t * k.sstride,
-					       kt + t * D);
-			else
-				a->kn->dequant_cw4(row, D, k.group,
-						   k.sc + t * k.sstride,
-						   kt + t * D);
-		}
+		rows_float(a, &k, i8, n, kt);
+		if (v.v)
+			rows_float(a, &v, i8, n, vt);
 	}
 	pf->slice = SIZE_MAX;
 	ahead_step(pf);
 	if (!k.v)
 		reader_rows(r, pi, 0, h, t0, n, kt, erased);
-	reader_rows(r, pi, 1, h, t0, n, vt, erased);
+	if (!v.v)
+		reader_rows(r, pi, 1, h, t0, n, vt, erased);
 	kvmem__attn_tile(a, q, h, kt, vt, n, mass);
 }
 
 /*
  * In @pf, the bytes of the tile after the one that ends at token @end of
- * head @h of page @pi (none after the layer's last).
+ * head @h of page @pi (none after the layer's last): in the page's next
+ * head, or with @by_head in the next page of pages [@first, @last), then
+ * the next head's first.
  */
 static void ahead_next(const struct reader *r, uint32_t pi, uint32_t h,
-		       uint32_t end, struct ahead *pf)
+		       uint32_t end, int by_head, uint32_t first, uint32_t last,
+		       struct ahead *pf)
 {
 	const struct kvmem__page *p = r->lt->pages[pi];
 
 	memset(pf, 0, sizeof(*pf));
-	if (end >= p->ntokens) {
+	if (end >= p->ntokens && by_head) {
+		end = 0;
+		if (++pi == last) {
+			pi = first;
+			if (++h == r->c->g.kv_heads)
+				return;
+		}
+		p = r->lt->pages[pi];
+	} else if (end >= p->ntokens) {
 		end = 0;
 		if (++h == r->c->g.kv_heads) {
 			h = 0;
@@ -603,6 +640,14 @@ static void ahead_next(const struct reader *r, uint32_t pi, uint32_t h,
  * most threads one call can use). */
 #define MAX_CHUNKS 128
 #define CHUNK_STATE (64u << 20)
+/*
+ * A chunk whose state is larger than this (a long prefill chunk's many
+ * rows) is walked a KV head at a time, all its pages for one head before
+ * the next, so that the head's state stays in the cache from tile to
+ * tile; a smaller one page by page, each page's scales decoded once.
+ * Either way each row's tiles come in token order: the same bits.
+ */
+#define HEAD_MAJOR_STATE (512u << 10)
 
 struct worker {
 	struct reader r;
@@ -638,13 +683,49 @@ struct run {
 	struct worker *w;
 };
 
+/*
+ * The tiles of page @pi for KV head @h. With @quiet the page's header and
+ * scales are not counted again: another head's visit counted them.
+ */
+static void attend_page_head(struct job *j, struct worker *w, uint32_t pi,
+			     uint32_t h, int by_head, uint32_t first,
+			     uint32_t last, int quiet)
+{
+	const struct kvmem__page *p = j->lt->pages[pi];
+	const uint32_t G = j->G * j->nq;
+	float *pm = j->mass + ((size_t)pi * j->nh + (size_t)h * G) * 2;
+	struct kvmem_ecc_counts hk = w->r.pc.header, sk = w->r.pc.scales;
+	uint64_t hue = w->r.headers_ue;
+	uint32_t ntok = p->ntokens, t0;
+	struct ahead pf;
+
+	/* Tokens past the last query's are not read. */
+	if (p->token_start + ntok - 1 > j->last)
+		ntok = j->last - p->token_start + 1;
+	for (t0 = 0; t0 < ntok; t0 += TILE) {
+		uint32_t n = ntok - t0 < TILE ? ntok - t0 : TILE;
+
+		ahead_next(&w->r, pi, h, t0 + n, by_head, first, last, &pf);
+		w->a.tpos = p->token_start + t0;
+		attend_tile(&w->r, &w->a, j->q, pi, h, t0, n, w->kt, w->vt,
+			    w->erased, pm, &pf);
+	}
+	if (quiet) {
+		w->r.pc.header = hk;
+		w->r.pc.scales = sk;
+		w->r.headers_ue = hue;
+	}
+}
+
 static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 {
 	const uint32_t nh = j->nh, G = j->G * j->nq, kvh = j->s->c->g.kv_heads;
+	const uint32_t first = c * j->ppc;
 	const uint32_t end =
 		(c + 1) * j->ppc < j->npages ? (c + 1) * j->ppc : j->npages;
-	struct ahead pf;
-	uint32_t pi, h, t0, i;
+	const int by_head =
+		(size_t)nh * j->D * sizeof(float) > HEAD_MAJOR_STATE;
+	uint32_t pi, h, i;
 
 	/* The reader follows the chunk's sequence; counts are the chunk's. */
 	if (w->r.lt != j->lt) {
@@ -664,30 +745,20 @@ static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 		w->a.m[i] = -INFINITY;
 		w->a.l[i] = 0.0f;
 	}
-	for (pi = c * j->ppc; pi < end; pi++) {
-		const struct kvmem__page *p = j->lt->pages[pi];
-		float *pm = j->mass + (size_t)pi * nh * 2;
-		uint32_t ntok = p->ntokens;
-
+	for (pi = first; pi < end; pi++)
 		for (i = 0; i < nh; i++) {
-			pm[2 * i] = -INFINITY;
-			pm[2 * i + 1] = 0.0f;
+			j->mass[((size_t)pi * nh + i) * 2] = -INFINITY;
+			j->mass[((size_t)pi * nh + i) * 2 + 1] = 0.0f;
 		}
-		/* Tokens past the last query's are not read. */
-		if (p->token_start + ntok - 1 > j->last)
-			ntok = j->last - p->token_start + 1;
+	if (by_head)
 		for (h = 0; h < kvh; h++)
-			for (t0 = 0; t0 < ntok; t0 += TILE) {
-				uint32_t n =
-					ntok - t0 < TILE ? ntok - t0 : TILE;
-
-				ahead_next(&w->r, pi, h, t0 + n, &pf);
-				w->a.tpos = p->token_start + t0;
-				attend_tile(&w->r, &w->a, j->q, pi, h, t0, n,
-					    w->kt, w->vt, w->erased,
-					    pm + (size_t)h * G * 2, &pf);
-			}
-	}
+			for (pi = first; pi < end; pi++)
+				attend_page_head(j, w, pi, h, 1, first, end,
+						 h > 0);
+	else
+		for (pi = first; pi < end; pi++)
+			for (h = 0; h < kvh; h++)
+				attend_page_head(j, w, pi, h, 0, first, end, 0);
 	j->pc[c] = w->r.pc;
 	j->hue[c] = w->r.headers_ue;
 }
@@ -766,9 +837,10 @@ static struct worker *workers_new(struct kvmem_seq *s, uint32_t layer,
 		x->a.kn = kvmem__attn();
 		x->a.D = D;
 		x->a.scale = scale;
-		x->a.sc = malloc((size_t)rows * TILE * sizeof(float));
-		x->kt = malloc((size_t)TILE * D * sizeof(float));
-		x->vt = malloc((size_t)TILE * D * sizeof(float));
+		x->a.sc =
+			kvmem__alloc_lines((size_t)rows * TILE * sizeof(float));
+		x->kt = kvmem__alloc_lines((size_t)TILE * D * sizeof(float));
+		x->vt = kvmem__alloc_lines((size_t)TILE * D * sizeof(float));
 		x->erased = malloc((size_t)TILE * D);
 		if (reader_open(&x->r, s, layer, opts->erasure,
 				i ? x->scratch : s->c->scratch) ||
@@ -817,21 +889,11 @@ static int job_check(struct kvmem_seq *s, uint32_t layer, const float *q,
 	return 0;
 }
 
-static void job_free(struct job *j)
-{
-	free(j->acc);
-	free(j->m);
-	free(j->l);
-	free(j->mass);
-	free(j->pc);
-	free(j->hue);
-	free(j->rows);
-}
-
-/* A checked, acquired sequence's job: its chunks and their state. */
-static int job_init(struct job *j, struct kvmem_seq *s, uint32_t layer,
-		    const float *q, uint32_t nq, uint32_t pos0, float *out,
-		    const struct kvmem_attend_opts *opts)
+/* A checked, acquired sequence's job: its chunks; jobs_state() gives it
+ * room for their state. */
+static void job_init(struct job *j, struct kvmem_seq *s, uint32_t layer,
+		     const float *q, uint32_t nq, uint32_t pos0, float *out,
+		     const struct kvmem_attend_opts *opts)
 {
 	const struct kvmem_geometry *g = &s->c->g;
 	size_t state, max_chunks;
@@ -858,23 +920,85 @@ static int job_init(struct job *j, struct kvmem_seq *s, uint32_t layer,
 	if (j->npages > j->ppc * max_chunks)
 		j->ppc = (j->npages + max_chunks - 1) / max_chunks;
 	j->nchunks = (j->npages + j->ppc - 1) / j->ppc;
-	j->acc = malloc((size_t)j->nchunks * j->nh * j->D * sizeof(float));
-	j->m = malloc((size_t)j->nchunks * j->nh * sizeof(float));
-	j->l = malloc((size_t)j->nchunks * j->nh * sizeof(float));
-	j->mass = malloc((size_t)j->npages * j->nh * 2 * sizeof(float));
-	j->pc = malloc((size_t)j->nchunks * sizeof(*j->pc));
-	j->hue = malloc((size_t)j->nchunks * sizeof(*j->hue));
-	if (nq > 1) {
-		j->rows = malloc((size_t)j->nh * j->D * sizeof(float));
-		if (j->rows) {
-			rows_move(q, j->rows, nq, opts->n_heads, j->G, j->D, 1);
+}
+
+#define LINES(bytes) (((bytes) + 63) & ~(size_t)63)
+
+/*
+ * Lay the state of @nj jobs out from @base, each part on a cache line;
+ * with @base NULL, only count. Return: the bytes it takes.
+ */
+static size_t carve(struct job *jobs, uint32_t nj, uint8_t *base)
+{
+	size_t off = 0;
+	uint32_t k;
+
+#define PART(field, bytes)                               \
+	do {                                             \
+		if (base)                                \
+			j->field = (void *)(base + off); \
+		off += LINES(bytes);                     \
+	} while (0)
+	for (k = 0; k < nj; k++) {
+		struct job *j = &jobs[k];
+		const size_t rows = (size_t)j->nchunks * j->nh;
+
+		PART(acc, rows * j->D * sizeof(float));
+		PART(m, rows * sizeof(float));
+		PART(l, rows * sizeof(float));
+		PART(mass, (size_t)j->npages * j->nh * 2 * sizeof(float));
+		PART(pc, j->nchunks * sizeof(*j->pc));
+		PART(hue, j->nchunks * sizeof(*j->hue));
+		if (j->nq > 1)
+			PART(rows, (size_t)j->nh * j->D * sizeof(float));
+	}
+#undef PART
+	return off;
+}
+
+/*
+ * The state of a call's @nj jobs, carved from one block. The cache keeps
+ * the block between calls, grown to the largest call's up to
+ * KEEP_STATE, so that a long prefill chunk's tens of MiB are not mapped,
+ * faulted in and unmapped again on every call; a larger call's is its
+ * own, in *@own, for the caller to free. kvmem_close() frees the cache's.
+ * Queries of a chunk go to their rows (rows_move()).
+ */
+#define KEEP_STATE (256u << 20)
+
+static int jobs_state(struct kvmem_cache *c, struct job *jobs, uint32_t nj,
+		      void **own)
+{
+	const size_t need = carve(jobs, nj, NULL);
+	uint8_t *base;
+	uint32_t k;
+
+	*own = NULL;
+	if (need > KEEP_STATE) {
+		base = *own = aligned_alloc(64, need);
+		if (!base)
+			return -ENOMEM;
+	} else {
+		if (need > c->attn_state_bytes) {
+			void *m = aligned_alloc(64, need);
+
+			if (!m)
+				return -ENOMEM;
+			free(c->attn_state);
+			c->attn_state = m;
+			c->attn_state_bytes = need;
+		}
+		base = c->attn_state;
+	}
+	carve(jobs, nj, base);
+	for (k = 0; k < nj; k++) {
+		struct job *j = &jobs[k];
+
+		if (j->nq > 1) {
+			rows_move(j->q, j->rows, j->nq, j->nh / j->nq, j->G,
+				  j->D, 1);
 			j->q = j->rows;
 		}
-	}
-	if (!j->acc || !j->m || !j->l || !j->mass || !j->pc || !j->hue ||
-	    (nq > 1 && !j->rows)) {
-		job_free(j);
-		return -ENOMEM;
 	}
 	return 0;
 }
@@ -955,11 +1079,17 @@ static int run_jobs(struct job *jobs, uint32_t nj,
 	uint32_t k, rows = 0, nh = 0;
 	float *m = NULL, *l = NULL, *ex = NULL;
 	unsigned int nw;
-	int ret = -ENOMEM;
+	void *own;
+	int ret = jobs_state(c, jobs, nj, &own);
 
+	if (ret)
+		return ret;
+	ret = -ENOMEM;
 	r.first = malloc(((size_t)nj + 1) * sizeof(*r.first));
-	if (!r.first)
+	if (!r.first) {
+		free(own);
 		return -ENOMEM;
+	}
 	r.first[0] = 0;
 	for (k = 0; k < nj; k++) {
 		r.first[k + 1] = r.first[k] + jobs[k].nchunks;
@@ -989,6 +1119,7 @@ static int run_jobs(struct job *jobs, uint32_t nj,
 	free(m);
 	free(l);
 	free(ex);
+	free(own);
 	return ret;
 }
 
@@ -1002,13 +1133,10 @@ int kvmem_attend_causal(struct kvmem_seq *s, uint32_t layer, const float *q,
 
 	if (!ret)
 		ret = kvmem__seq_acquire(s);
-	if (!ret)
-		ret = job_init(&j, s, layer, q, nq, pos0, out, opts);
 	if (ret)
 		return ret;
-	ret = run_jobs(&j, 1, opts, layer, stats);
-	job_free(&j);
-	return ret;
+	job_init(&j, s, layer, q, nq, pos0, out, opts);
+	return run_jobs(&j, 1, opts, layer, stats);
 }
 
 int kvmem_attend(struct kvmem_seq *s, uint32_t layer, const float *q,
@@ -1053,16 +1181,10 @@ int kvmem_attend_batch(struct kvmem_seq *const *seqs, uint32_t n,
 	jobs = calloc(n, sizeof(*jobs));
 	if (!jobs)
 		return -ENOMEM;
-	for (k = 0; k < n && !ret; k++)
-		ret = job_init(&jobs[k], seqs[k], layer, q + k * stride, 1,
-			       seqs[k]->layer[layer].len - 1, out + k * stride,
-			       opts);
-	if (!ret)
-		ret = run_jobs(jobs, n, opts, layer, stats);
-	else
-		k--;
-	for (i = 0; i < k; i++)
-		job_free(&jobs[i]);
+	for (k = 0; k < n; k++)
+		job_init(&jobs[k], seqs[k], layer, q + k * stride, 1,
+			 seqs[k]->layer[layer].len - 1, out + k * stride, opts);
+	ret = run_jobs(jobs, n, opts, layer, stats);
 	free(jobs);
 	return ret;
 }

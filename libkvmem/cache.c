@@ -305,6 +305,7 @@ int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out)
 void kvmem__cache_free(struct kvmem_cache *c)
 {
 	kvmem__pool_free(c->pool);
+	free(c->attn_state);
 	free(c->kbuf);
 	free(c->vbuf);
 	free(c->row);

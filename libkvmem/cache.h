@@ -97,6 +97,8 @@ struct kvmem_cache {
 	void *scratch; /* kvmem__page_scratch_size() */
 	size_t scratch_bytes;
 	struct kvmem__pool *pool; /* attention's threads, NULL until used */
+	void *attn_state; /* attend.c: calls' state, kept between them */
+	size_t attn_state_bytes;
 };
 
 struct kvmem_seq {

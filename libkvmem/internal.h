@@ -299,6 +299,12 @@ struct kvmem__attn {
 	float *sc; /* [G][KVMEM__ATTN_TILE] scores, then weights */
 };
 
+/*
+ * @bytes at a cache line boundary (free() them): rows the vector kernels
+ * load 64 bytes at a time then never straddle two lines.
+ */
+void *kvmem__alloc_lines(size_t bytes);
+
 int kvmem__attn_init(struct kvmem__attn *a, uint32_t n_heads, uint32_t G,
 		     uint32_t D, float scale);
 void kvmem__attn_tile(struct kvmem__attn *a, const float *q, uint32_t h,

@@ -1309,6 +1309,42 @@ static void check_causal(struct kvmem_seq *s, const struct kvmem_geometry *g,
 	free(tol);
 }
 
+/*
+ * What a call counts does not depend on how it walks the layer: one query
+ * goes page by page, a chunk of every token's query (rows enough for
+ * attend.c's HEAD_MAJOR_STATE in the 700-token case) a KV head at a time,
+ * each page's header and scales counted once either way.
+ */
+static void check_walk_counts(struct kvmem_seq *s,
+			      const struct kvmem_geometry *g, uint32_t nh,
+			      struct kvmem_rng *r, const char *name)
+{
+	const uint32_t n = kvmem_seq_len(s, 0);
+	const size_t no = (size_t)nh * g->head_dim;
+	float *q = kvmem_check_xmalloc(n * no * sizeof(float));
+	float *out = kvmem_check_xmalloc(n * no * sizeof(float));
+	struct kvmem_attend_opts o = { .n_heads = nh,
+				       .threads = 1,
+				       .importance_alpha = -1 };
+	struct kvmem_attend_stats one, all;
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		gen_q(r, g, nh, 1 / sqrt(g->head_dim), q + i * no);
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q + (n - 1) * no, 1, n - 1,
+					     out, &o, &one),
+			 0);
+	ck_assert_int_eq(kvmem_attend_causal(s, 0, q, n, 0, out, &o, &all), 0);
+	EXPECT_EQ(all.words_clean, one.words_clean, "%s", name);
+	EXPECT_EQ(all.words_corrected, one.words_corrected, "%s", name);
+	EXPECT_EQ(all.words_uncorrectable, one.words_uncorrectable, "%s", name);
+	EXPECT_EQ(all.values_erased, one.values_erased, "%s", name);
+	EXPECT_EQ(all.headers_uncorrectable, one.headers_uncorrectable, "%s",
+		  name);
+	free(q);
+	free(out);
+}
+
 /* Every geometry of acases, then a layer of three chunks (700 tokens). */
 START_TEST(test_attend_causal)
 {
@@ -1351,6 +1387,7 @@ START_TEST(test_attend_causal)
 	check_causal(s, &g, nh, ac->scale, n / 3, n - n / 3, &r, 0, ac->name);
 	check_causal(s, &g, nh, ac->scale, 1, n / 2, &r, 0, ac->name);
 	check_causal(s, &g, nh, ac->scale, n - 1, 1, &r, 0, ac->name);
+	check_walk_counts(s, &g, nh, &r, ac->name);
 	/* A double flip in the first K codeword of every 5th sealed token:
 	 * rebuilt from both neighbours, the later one past some queries. */
 	if (ac->codec == KVMEM_CODEC_H84 && ac->fmt == I4) {
@@ -1371,6 +1408,7 @@ START_TEST(test_attend_causal)
 		check_causal(s, &g, nh, ac->scale, 0, n, &r, erased, ac->name);
 		check_causal(s, &g, nh, ac->scale, n / 2, n - n / 2, &r, erased,
 			     ac->name);
+		check_walk_counts(s, &g, nh, &r, ac->name);
 	}
 out:
 	kvmem_seq_free(s);

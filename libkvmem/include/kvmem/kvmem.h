@@ -379,6 +379,10 @@ struct kvmem_attend_stats {
  * importance. The pool's threads block all signals. A process forked from
  * one whose cache has started them runs on the calling thread only.
  *
+ * Memory: the cache keeps the softmax states' memory from call to call,
+ * as much as its largest call needed up to 256 MiB (a long prefill chunk's
+ * is tens of MiB), until kvmem_close(); a call that needs more has its own.
+ *
  * Return: 0, -EINVAL (bad layer, n_heads not a multiple of kv_heads, empty
  * layer, a reserved field not 0), -ENOMEM.
  */
