@@ -727,11 +727,11 @@ static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 		(size_t)nh * j->D * sizeof(float) > HEAD_MAJOR_STATE;
 	uint32_t pi, h, i;
 
-	/* The reader follows the chunk's sequence; counts are the chunk's. */
-	if (w->r.lt != j->lt) {
-		w->r.lt = j->lt;
-		w->r.cur = UINT32_MAX;
-	}
+	/* The reader follows the chunk's sequence; counts are the chunk's,
+	 * so its first page is loaded (and counted) even where the worker's
+	 * last chunk, of another job over the same sequence, ended on it. */
+	w->r.lt = j->lt;
+	w->r.cur = UINT32_MAX;
 	memset(&w->r.pc, 0, sizeof(w->r.pc));
 	w->r.headers_ue = 0;
 	w->a.G = G;

@@ -441,6 +441,59 @@ START_TEST(test_batch_same_bits)
 END_TEST
 
 /*
+ * One sequence four times in a batch, of one page, of two and of several
+ * chunks: each entry's counts are what kvmem_attend() counts on it alone,
+ * whichever worker's chunk ended on the page another entry starts on.
+ */
+START_TEST(test_batch_repeats_a_sequence)
+{
+	static const uint32_t lens[] = { 3, 40, 261 };
+	struct kvmem_geometry g = kvmem_check_geo(
+		1, 2, 64, 32, 32, 4, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0);
+	const size_t per = 4 * 64, row = 2 * 64;
+	struct kvmem_attend_opts o = { .n_heads = 4, .importance_alpha = -1 };
+	struct kvmem_attend_stats one, st[4];
+	struct kvmem_seq *s, *b[4];
+	struct kvmem_cache *c;
+	float *k, *v, q[4 * 4 * 64], out[4 * 4 * 64];
+	struct kvmem_rng r;
+	uint32_t l, i, th;
+
+	kvmem_rng_seed(&r, 0xd0b1e);
+	for (i = 0; i < 4 * per; i++)
+		q[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+	for (l = 0; l < KVMEM_ARRAY_SIZE(lens); l++) {
+		k = kvmem_check_xmalloc(lens[l] * row * sizeof(float));
+		v = kvmem_check_xmalloc(lens[l] * row * sizeof(float));
+		for (i = 0; i < lens[l] * row; i++) {
+			k[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+			v[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+		}
+		ck_assert_int_eq(kvmem_open_embedded(&g, 8 << 20, &c), 0);
+		ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+		ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, lens[l]), 0);
+		o.threads = 1;
+		ck_assert_int_eq(kvmem_attend(s, 0, q, out, &o, &one), 0);
+		for (i = 0; i < 4; i++)
+			b[i] = s;
+		for (th = 1; th <= 4; th += 3) {
+			o.threads = th;
+			ck_assert_int_eq(
+				kvmem_attend_batch(b, 4, 0, q, out, &o, st), 0);
+			for (i = 0; i < 4; i++)
+				EXPECT_EQ(st[i].words_clean, one.words_clean,
+					  "%u tokens, entry %u, %u threads",
+					  lens[l], i, th);
+		}
+		kvmem_seq_free(s);
+		kvmem_close(c);
+		free(k);
+		free(v);
+	}
+}
+END_TEST
+
+/*
  * A batch that kvmem_attend_batch() refuses changes nothing: no output, no
  * importance, whichever of its sequences is wrong.
  */
@@ -522,6 +575,7 @@ KVMEM_SUITE(attend_threads)
 	tcase_add_loop_test(tc, test_batch_same_bits, 0,
 			    (int)KVMEM_ARRAY_SIZE(tcases));
 	tcase_add_test(tc, test_batch_bad_args);
+	tcase_add_test(tc, test_batch_repeats_a_sequence);
 	suite_add_tcase(s, tc);
 	return s;
 }
