@@ -143,7 +143,8 @@ static void flat_free(struct flat *f)
 	free(f->sv);
 }
 
-/* fp32 (@quant = 0) or noecc (@quant = 1) attention over @f. */
+/* fp32 (@quant = 0) or noecc (@quant = 1) attention over @f, @heads rows
+ * of state. */
 static void flat_attend(const struct flat *f, struct kvmem__attn *a,
 			uint32_t heads, const float *q, float *out, int quant,
 			float *kt, float *vt)
@@ -164,6 +165,7 @@ static void flat_attend(const struct flat *f, struct kvmem__attn *a,
 					     : KVMEM__ATTN_TILE;
 			size_t row = (size_t)h * f->ctx + t0;
 
+			a->tpos = t0; /* for a causal @a's mask */
 			if (!quant) {
 				kvmem__attn_tile(a, q, h, f->k + row * D,
 						 f->v + row * D, n, NULL);
@@ -197,28 +199,9 @@ static void flat_causal(const struct flat *f, struct kvmem__attn *a,
 			uint32_t heads, uint32_t nq, const float *rows,
 			float *out)
 {
-	const uint32_t D = f->dim;
-	uint32_t h, t0, i;
-
 	a->qg = heads / f->kv_heads;
 	a->pos0 = f->ctx - nq;
-	for (i = 0; i < heads * nq; i++) {
-		a->m[i] = -INFINITY;
-		a->l[i] = 0.0f;
-	}
-	memset(a->acc, 0, (size_t)heads * nq * D * sizeof(float));
-	for (h = 0; h < f->kv_heads; h++)
-		for (t0 = 0; t0 < f->ctx; t0 += KVMEM__ATTN_TILE) {
-			uint32_t n = f->ctx - t0 < KVMEM__ATTN_TILE
-					     ? f->ctx - t0
-					     : KVMEM__ATTN_TILE;
-			size_t row = (size_t)h * f->ctx + t0;
-
-			a->tpos = t0;
-			kvmem__attn_tile(a, rows, h, f->k + row * D,
-					 f->v + row * D, n, NULL);
-		}
-	kvmem__attn_finish(a, heads * nq, out);
+	flat_attend(f, a, heads * nq, rows, out, 0, NULL, NULL);
 }
 
 /* Query i's head x of [nq][heads][D] <-> its row of flat_causal(). */

@@ -87,8 +87,8 @@ def decoded(s, layer=0):
     return k, v
 
 
-class Attention(unittest.TestCase):
-    """Attention over an embedded cache's pages, read where they are."""
+class OnGPU:
+    """A TestCase's GPU, opened once for its tests."""
 
     @classmethod
     def setUpClass(cls):
@@ -98,6 +98,10 @@ class Attention(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.dev.close()
+
+
+class Attention(OnGPU, unittest.TestCase):
+    """Attention over an embedded cache's pages, read where they are."""
 
     def setUp(self):
         self.rng = np.random.default_rng(41)
@@ -305,18 +309,9 @@ def write_seq(pages, gpu, k, v, first=0, layer=0):
     return table
 
 
-class DevicePages(unittest.TestCase):
+class DevicePages(OnGPU, unittest.TestCase):
     """Pages in GPU memory, written by the encode kernel: what a cache
     makes of the same values, attended and scrubbed there."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.dev = _gpu()
-        cls.gpu = GPU(cls.dev)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.dev.close()
 
     def setUp(self):
         self.rng = np.random.default_rng(5)
