@@ -853,9 +853,8 @@ static struct worker *workers_new(struct kvmem_seq *s, uint32_t layer,
 	return w;
 }
 
-/* Query i's head x of @q to row (x / G * nq + i) * G + x % G, or back. */
-static void rows_move(const float *from, float *to, uint32_t nq, uint32_t nh,
-		      uint32_t G, uint32_t D, int to_rows)
+void kvmem__attn_rows_move(const float *from, float *to, uint32_t nq,
+			   uint32_t nh, uint32_t G, uint32_t D, int to_rows)
 {
 	uint32_t i, x;
 
@@ -962,7 +961,7 @@ static size_t carve(struct job *jobs, uint32_t nj, uint8_t *base)
  * KEEP_STATE, so that a long prefill chunk's tens of MiB are not mapped,
  * faulted in and unmapped again on every call; a larger call's is its
  * own, in *@own, for the caller to free. kvmem_close() frees the cache's.
- * Queries of a chunk go to their rows (rows_move()).
+ * Queries of a chunk go to their rows (kvmem__attn_rows_move()).
  */
 #define KEEP_STATE (256u << 20)
 
@@ -995,8 +994,8 @@ static int jobs_state(struct kvmem_cache *c, struct job *jobs, uint32_t nj,
 		struct job *j = &jobs[k];
 
 		if (j->nq > 1) {
-			rows_move(j->q, j->rows, j->nq, j->nh / j->nq, j->G,
-				  j->D, 1);
+			kvmem__attn_rows_move(j->q, j->rows, j->nq,
+					      j->nh / j->nq, j->G, j->D, 1);
 			j->q = j->rows;
 		}
 	}
@@ -1021,7 +1020,8 @@ static void job_finish(struct job *j, const struct kvmem_attend_opts *opts,
 
 	combine(j, m, l, j->rows ? j->rows : j->out);
 	if (j->rows)
-		rows_move(j->rows, j->out, j->nq, opts->n_heads, j->G, j->D, 0);
+		kvmem__attn_rows_move(j->rows, j->out, j->nq, opts->n_heads,
+				      j->G, j->D, 0);
 
 	/*
 	 * The page's (max, sum) of each row against the row's: e^(max - m)

@@ -312,6 +312,14 @@ void kvmem__attn_tile(struct kvmem__attn *a, const float *q, uint32_t h,
 /* The middle of attn_tile: a->sc holds the scores; leaves the weights. */
 void kvmem__attn_softmax(struct kvmem__attn *a, uint32_t h, uint32_t n,
 			 float *mass);
+/*
+ * Several queries as rows of one state: query i's head x of @from
+ * ([nq][nh][D]) to row (x / G * nq + i) * G + x % G of @to, so that the
+ * rows of a KV head (G query heads each) stay together; @to_rows 0 moves
+ * them back.
+ */
+void kvmem__attn_rows_move(const float *from, float *to, uint32_t nq,
+			   uint32_t nh, uint32_t G, uint32_t D, int to_rows);
 void kvmem__attn_finish(const struct kvmem__attn *a, uint32_t n_heads,
 			float *out);
 void kvmem__attn_free(struct kvmem__attn *a);

@@ -204,13 +204,6 @@ static void flat_causal(const struct flat *f, struct kvmem__attn *a,
 	flat_attend(f, a, heads * nq, rows, out, 0, NULL, NULL);
 }
 
-/* Query i's head x of [nq][heads][D] <-> its row of flat_causal(). */
-static size_t causal_row(uint32_t i, uint32_t x, uint32_t nq, uint32_t G,
-			 uint32_t D)
-{
-	return (((size_t)(x / G) * nq + i) * G + x % G) * D;
-}
-
 static int parse_u32(const char *opt, const char *arg, uint32_t min,
 		     uint32_t max, uint32_t *out)
 {
@@ -404,7 +397,7 @@ static int run_attend(int argc, char **argv)
 	uint64_t *tk, *tm, *tf, *tn, *tc = NULL, *tfc = NULL, t0;
 	double kvmem_us, mt_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
 	double causal_us = 0.0, fp32_causal_us = 0.0, diff_c = 0.0;
-	uint32_t G, x;
+	uint32_t G;
 	double bw1, bwn, floor1_us, floorn_us;
 	size_t nvals, i, flush_len, probe_len, kv_bytes, fp_bytes;
 	uint8_t *fbuf;
@@ -480,12 +473,9 @@ static int run_attend(int argc, char **argv)
 	for (i = 0; qc && i < (size_t)cfg.queries * cfg.heads * cfg.dim; i++)
 		qc[i] = bench_rnd_unit(&rng);
 	G = cfg.heads / cfg.kv_heads;
-	for (r = 0; qc && r < cfg.queries; r++)
-		for (x = 0; x < cfg.heads; x++)
-			memcpy(rows_c + causal_row(r, x, cfg.queries, G,
-						   cfg.dim),
-			       qc + ((size_t)r * cfg.heads + x) * cfg.dim,
-			       cfg.dim * sizeof(float));
+	if (qc)
+		kvmem__attn_rows_move(qc, rows_c, cfg.queries, cfg.heads, G,
+				      cfg.dim, 1);
 
 	ret = 1;
 	if (kvmem_open_embedded(&g, 2 * nvals * 2 * sizeof(float) + (64u << 20),
@@ -549,19 +539,16 @@ static int run_attend(int argc, char **argv)
 		if (r)
 			tfc[r - 1] = t0;
 	}
-	for (r = 0; qc && r < cfg.queries; r++)
-		for (x = 0; x < cfg.heads; x++)
-			for (i = 0; i < cfg.dim; i++) {
-				double d = fabs(
-					(double)out_c[((size_t)r * cfg.heads +
-						       x) * cfg.dim +
-						      i] -
-					out_fc[causal_row(r, x, cfg.queries, G,
-							  cfg.dim) +
-					       i]);
+	/* The blocked loop's output in the caller's order, where its
+	 * queries were. */
+	if (qc)
+		kvmem__attn_rows_move(out_fc, rows_c, cfg.queries, cfg.heads, G,
+				      cfg.dim, 0);
+	for (i = 0; qc && i < (size_t)cfg.queries * cfg.heads * cfg.dim; i++) {
+		double d = fabs((double)out_c[i] - rows_c[i]);
 
-				diff_c = d > diff_c ? d : diff_c;
-			}
+		diff_c = d > diff_c ? d : diff_c;
+	}
 	for (i = 0; i < (size_t)cfg.heads * cfg.dim; i++) {
 		double d = fabs((double)out_kv[i] - out_fp[i]);
 		double dn = fabs((double)out_kv[i] - out_nq[i]);
