@@ -907,6 +907,10 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	    h.flags & ~(KVMEM_HDR_SEALED | KVMEM_HDR_HOT) || h.resv[0] ||
 	    h.resv[1])
 		return -EINVAL;
+	/* An archived page is the daemon's to make, never a client's. */
+	if (!(h.flags & KVMEM_HDR_HOT) &&
+	    (h.format != s->g.format || h.codec != s->g.codec))
+		return -EINVAL;
 	/* Moves name a page by these: two would be one name for two. */
 	if (seq_has_tokens(s, q, e->layer, e->token_start))
 		return -EINVAL;

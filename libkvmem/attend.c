@@ -43,7 +43,7 @@ static int reader_open(struct reader *r, struct kvmem_seq *s, uint32_t layer,
 		       uint32_t policy, void *scratch)
 {
 	struct kvmem_cache *c = s->c;
-	size_t ns = (size_t)c->layout[0].nscales_k + c->layout[0].nscales_v + 1;
+	size_t ns = (size_t)c->max_scales + 1;
 
 	memset(r, 0, sizeof(*r));
 	r->c = c;
@@ -89,8 +89,8 @@ static int load_scales(struct reader *r, uint32_t pi, float *scales,
 	if (kvmem_page_read_header(p->data, &r->c->g, &hdr, &hc) == -EBADMSG)
 		r->headers_ue++;
 	kvmem__counts_add(&r->pc.header, &hc);
-	return kvmem__page_scales(&r->c->g, &r->c->layout[p->hot], p->data,
-				  scales, erased, &r->pc.scales, r->scratch);
+	return kvmem__page_scales(&r->c->g, p->layout, p->data, scales, erased,
+				  &r->pc.scales, r->scratch);
 }
 
 static void reader_page(struct reader *r, uint32_t pi)
@@ -125,7 +125,7 @@ static void neighbour_row(struct reader *r, uint32_t pos, int is_v, uint32_t h)
 		sc = r->nscales;
 		se = lost ? r->nserased : NULL;
 	}
-	if (!kvmem__page_rows(g, &r->c->layout[p->hot], p->data, is_v, h,
+	if (!kvmem__page_rows(g, p->layout, p->data, is_v, h,
 			      pos - p->token_start, 1, sc, se, r->nrow,
 			      r->nrow_erased, &scratch_counts, r->scratch))
 		memset(r->nrow_erased, 0, g->head_dim);
@@ -219,9 +219,9 @@ static void reader_rows(struct reader *r, uint32_t pi, int is_v, uint32_t h,
 	long ne;
 
 	reader_page(r, pi);
-	ne = kvmem__page_rows(&r->c->g, &r->c->layout[p->hot], p->data, is_v, h,
-			      t0, n, r->scales, r->cur_lost ? r->serased : NULL,
-			      out, erased, &r->pc.payload, r->scratch);
+	ne = kvmem__page_rows(&r->c->g, p->layout, p->data, is_v, h, t0, n,
+			      r->scales, r->cur_lost ? r->serased : NULL, out,
+			      erased, &r->pc.payload, r->scratch);
 	if (ne <= 0)
 		return;
 	r->pc.values_erased += (uint64_t)ne;
@@ -238,9 +238,9 @@ static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 
 	reader_page(r, pi);
 	return kvmem__page_rows_cw4(
-		&r->c->g, &r->c->layout[p->hot], p->data, is_v, h, t0, n,
-		r->scales, r->cur_lost ? r->serased : NULL, sc, sstride, group,
-		rstride, &r->pc.payload, r->scratch);
+		&r->c->g, p->layout, p->data, is_v, h, t0, n, r->scales,
+		r->cur_lost ? r->serased : NULL, sc, sstride, group, rstride,
+		&r->pc.payload, r->scratch);
 }
 
 /* Rows of page @pi as int8 values, or NULL: see page.c. */
@@ -252,10 +252,10 @@ static const int8_t *reader_i8(struct reader *r, uint32_t pi, int is_v,
 	const struct kvmem__page *p = r->lt->pages[pi];
 
 	reader_page(r, pi);
-	return kvmem__page_rows_i8(&r->c->g, &r->c->layout[p->hot], p->data,
-				   is_v, h, t0, n, r->scales,
-				   r->cur_lost ? r->serased : NULL, sc, sstride,
-				   group, rstride, &r->pc.payload, r->scratch);
+	return kvmem__page_rows_i8(&r->c->g, p->layout, p->data, is_v, h, t0, n,
+				   r->scales, r->cur_lost ? r->serased : NULL,
+				   sc, sstride, group, rstride, &r->pc.payload,
+				   r->scratch);
 }
 
 int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
@@ -615,7 +615,7 @@ static void ahead_next(const struct reader *r, uint32_t pi, uint32_t h,
 			p = r->lt->pages[pi];
 		}
 	}
-	kvmem__page_tile_bytes(&r->c->g, &r->c->layout[p->hot], p->data, h, end,
+	kvmem__page_tile_bytes(&r->c->g, p->layout, p->data, h, end,
 			       p->ntokens - end < TILE ? p->ntokens - end
 						       : TILE,
 			       pf->p, pf->len);

@@ -17,35 +17,47 @@
 #include "cache.h"
 #include "internal.h"
 
-/* ---- the embedded store: one arena, two slot sizes --------------------- */
+/* ---- the embedded store: one arena, a few slot sizes ------------------- */
 
 /*
  * Slots are carved from the top of the arena and recycled through a free
- * list kept in the free slots themselves, one list per slot size: when the
- * two kinds of page have the same size they share one. Hot (FP16) slots are
- * recycled as fast as tails fill and seal, so two lists do not strand much
- * memory.
+ * list kept in the free slots themselves, one list per slot size: kinds of
+ * page of the same size share one. Hot (FP16) slots are recycled as fast as
+ * tails fill and seal, so separate lists do not strand much memory;
+ * archived pages are smaller or the size of sealed ones.
  */
+#define ARENA_SIZES (2 + KVMEM_FMT_NR * KVMEM_CODEC_NR)
+
 struct arena {
 	uint8_t *base;
 	size_t size;
 	size_t top;
-	uint8_t *free[2]; /* by free_list() */
+	struct {
+		size_t size; /* 0: not used yet */
+		uint8_t *head;
+	} free[ARENA_SIZES]; /* by free_list() */
 };
 
-static int free_list(const struct kvmem_cache *c, int hot)
+/* The free list of slots of @size: there is room for every layout's. */
+static uint8_t **free_list(struct arena *a, size_t size)
 {
-	return hot && c->layout[1].size != c->layout[0].size;
+	size_t i;
+
+	for (i = 0; a->free[i].size && a->free[i].size != size; i++)
+		;
+	a->free[i].size = size;
+	return &a->free[i].head;
 }
 
 static int arena_alloc(struct kvmem_cache *c, struct kvmem__page *pg)
 {
 	struct arena *a = c->store_priv;
-	size_t size = c->layout[pg->hot].size;
-	uint8_t *p = a->free[free_list(c, pg->hot)];
+	size_t size = pg->layout->size;
+	uint8_t **list = free_list(a, size);
+	uint8_t *p = *list;
 
 	if (p) {
-		memcpy(&a->free[free_list(c, pg->hot)], p, sizeof(a->free[0]));
+		memcpy(list, p, sizeof(*list));
 	} else {
 		if (a->size - a->top < size)
 			return -ENOMEM;
@@ -60,10 +72,10 @@ static int arena_alloc(struct kvmem_cache *c, struct kvmem__page *pg)
 static void arena_release(struct kvmem_cache *c, struct kvmem__page *pg)
 {
 	struct arena *a = c->store_priv;
-	uint8_t *p = pg->data;
+	uint8_t **list = free_list(a, pg->layout->size);
 
-	memcpy(p, &a->free[free_list(c, pg->hot)], sizeof(a->free[0]));
-	a->free[free_list(c, pg->hot)] = p;
+	memcpy(pg->data, list, sizeof(*list));
+	*list = pg->data;
 }
 
 static void arena_close(struct kvmem_cache *c)
@@ -171,6 +183,7 @@ static int page_new(struct kvmem_cache *c, int hot, struct kvmem__page **out)
 	if (!p)
 		return -ENOMEM;
 	p->hot = (uint8_t)hot;
+	p->layout = &c->layout[hot];
 	ret = c->store->alloc(c, p);
 	if (ret) {
 		free(p);
@@ -194,8 +207,21 @@ static void page_put(struct kvmem_cache *c, struct kvmem_seq *s,
 		return;
 	c->store->release(c, p);
 	c->npages[p->hot]--;
-	c->used -= c->layout[p->hot].size;
+	c->used -= p->layout->size;
 	free(p);
+}
+
+/* @p's bytes and @q's change places: where they are and their layout. */
+static void swap_storage(struct kvmem__page *p, struct kvmem__page *q)
+{
+	struct kvmem__page t = *p;
+
+	p->data = q->data;
+	p->slot = q->slot;
+	p->layout = q->layout;
+	q->data = t.data;
+	q->slot = t.slot;
+	q->layout = t.layout;
 }
 
 /* Write @p's header from its fields. */
@@ -205,8 +231,8 @@ static void page_header(struct kvmem_cache *c, struct kvmem_seq *s,
 	struct kvmem_page_hdr h = {
 		.magic = KVMEM_PAGE_MAGIC,
 		.version = KVMEM_PAGE_VERSION,
-		.format = c->layout[p->hot].format,
-		.codec = c->layout[p->hot].codec,
+		.format = p->layout->format,
+		.codec = p->layout->codec,
 		.geometry = c->digest,
 		.seq = s->id,
 		.layer = layer,
@@ -220,8 +246,7 @@ static void page_header(struct kvmem_cache *c, struct kvmem_seq *s,
 	/* The CRC covers what follows the header, so it comes first. */
 	if (p->sealed)
 		h.crc = kvmem_crc32c(0, p->data + KVMEM_PAGE_HDR_BYTES,
-				     c->layout[p->hot].size -
-					     KVMEM_PAGE_HDR_BYTES);
+				     p->layout->size - KVMEM_PAGE_HDR_BYTES);
 	kvmem__hdr_encode(p->data, &h);
 }
 
@@ -269,6 +294,37 @@ static int page_recode(struct kvmem_cache *c, struct kvmem_seq *s,
 
 /* ---- the cache -------------------------------------------------------- */
 
+/*
+ * The layouts a page of @c may have: its two kinds, and the archive
+ * layouts of its geometry. Sets c->max_scales; returns the largest scratch
+ * any of them needs.
+ */
+static size_t cache_layouts(struct kvmem_cache *c)
+{
+	struct kvmem_page_layout *arch = &c->archive[0][0];
+	size_t scratch = 0, i;
+
+	kvmem_page_layout(&c->g, 0, &c->layout[0]);
+	kvmem_page_layout(&c->g, 1, &c->layout[1]);
+	for (i = 0; i < KVMEM_FMT_NR * KVMEM_CODEC_NR; i++)
+		if (kvmem_page_layout_as(
+			    &c->g, (unsigned int)i / KVMEM_CODEC_NR,
+			    (unsigned int)i % KVMEM_CODEC_NR, &arch[i]))
+			memset(&arch[i], 0, sizeof(arch[i]));
+	for (i = 0; i < 2 + KVMEM_FMT_NR * KVMEM_CODEC_NR; i++) {
+		const struct kvmem_page_layout *l =
+			i < 2 ? &c->layout[i] : &arch[i - 2];
+
+		if (!l->size)
+			continue;
+		if (kvmem__page_scratch_size(&c->g, l) > scratch)
+			scratch = kvmem__page_scratch_size(&c->g, l);
+		if (l->nscales_k + l->nscales_v > c->max_scales)
+			c->max_scales = l->nscales_k + l->nscales_v;
+	}
+	return scratch;
+}
+
 int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out)
 {
 	struct kvmem_cache *c;
@@ -282,13 +338,8 @@ int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out)
 	c->g = *g;
 	c->gpu_fd = -1;
 	c->digest = kvmem_geometry_digest(g);
-	kvmem_page_layout(g, 0, &c->layout[0]);
-	kvmem_page_layout(g, 1, &c->layout[1]);
-
 	tok = (size_t)g->tokens_per_page * g->kv_heads * g->head_dim;
-	scratch = kvmem__page_scratch_size(g, &c->layout[0]);
-	if (kvmem__page_scratch_size(g, &c->layout[1]) > scratch)
-		scratch = kvmem__page_scratch_size(g, &c->layout[1]);
+	scratch = cache_layouts(c);
 	c->kbuf = malloc(tok * sizeof(float));
 	c->vbuf = malloc(tok * sizeof(float));
 	c->row = malloc((size_t)c->layout[1].row_data + 64);
@@ -661,7 +712,7 @@ int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out)
 			ret = page_new(c, p->hot, &q);
 			if (ret)
 				goto err;
-			memcpy(q->data, p->data, c->layout[p->hot].size);
+			memcpy(q->data, p->data, p->layout->size);
 			q->token_start = p->token_start;
 			q->ntokens = p->ntokens;
 			q->importance = p->importance;
@@ -739,6 +790,66 @@ err:
 	return ret;
 }
 
+/* Archive @p, a sealed page, in layout @l: 1, 0 when it is not archived
+ * (kvmem_page_archive() refuses its bytes), or a negative error. */
+static int page_archive(struct kvmem_cache *c, struct kvmem__page *p,
+			const struct kvmem_page_layout *l)
+{
+	struct kvmem__page q = { .layout = l };
+	int ret;
+
+	ret = c->store->alloc(c, &q);
+	if (ret)
+		return ret;
+	ret = kvmem_page_archive(q.data, p->data, &c->g, l->format, l->codec,
+				 NULL);
+	if (ret) {
+		c->store->release(c, &q);
+		return ret == -EBADMSG ? 0 : ret;
+	}
+	/* The old bytes go back to the store, the page's holders keep it. */
+	swap_storage(p, &q);
+	c->store->release(c, &q);
+	c->used = c->used - q.layout->size + l->size;
+	return 1;
+}
+
+int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
+		      unsigned int codec)
+{
+	struct kvmem_page_layout want;
+	const struct kvmem_page_layout *l;
+	struct kvmem_cache *c;
+	uint32_t ly, i;
+	int ret, n = 0;
+
+	if (!s)
+		return -EINVAL;
+	c = s->c;
+	ret = kvmem_page_layout_as(&c->g, format, codec, &want);
+	if (ret)
+		return ret;
+	if (c->store != &arena_ops)
+		return -EOPNOTSUPP;
+	l = &c->archive[format][codec];
+	for (ly = 0; ly < c->g.layers; ly++) {
+		const struct kvmem__layer *lt = &s->layer[ly];
+
+		for (i = 0; i < lt->npages; i++) {
+			struct kvmem__page *p = lt->pages[i];
+
+			if (!p->sealed || p->hot || p->layout == l ||
+			    p->token_start + p->ntokens > before)
+				continue;
+			ret = page_archive(c, p, l);
+			if (ret < 0)
+				return ret;
+			n += ret;
+		}
+	}
+	return n;
+}
+
 int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
 		    struct kvmem_page_desc *out, size_t cap)
 {
@@ -753,12 +864,14 @@ int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
 
 		memset(&out[i], 0, sizeof(out[i]));
 		out[i].data = p->data;
-		out[i].size = s->c->layout[p->hot].size;
+		out[i].size = p->layout->size;
 		out[i].token_start = p->token_start;
 		out[i].ntokens = p->ntokens;
 		out[i].refs = p->refs;
 		out[i].sealed = p->sealed;
 		out[i].hot = p->hot;
+		out[i].format = p->layout->format;
+		out[i].codec = p->layout->codec;
 		out[i].importance = p->importance;
 	}
 	return (int)lt->npages;

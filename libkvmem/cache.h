@@ -16,9 +16,11 @@ struct kvmem__page {
 	uint32_t refs;
 	uint32_t token_start;
 	uint32_t ntokens;
-	uint8_t hot; /* FP16 + secded72 layout */
+	uint8_t hot; /* FP16 + golay24 layout */
 	uint8_t sealed; /* full and immutable */
 	float importance;
+	/* c->layout[hot], or an archive layout of c->archive */
+	const struct kvmem_page_layout *layout;
 };
 
 /* One layer of a sequence: its pages in token order. */
@@ -67,6 +69,10 @@ struct kvmem_cache {
 	struct kvmem_geometry g;
 	uint64_t digest;
 	struct kvmem_page_layout layout[2]; /* [hot] */
+	/* [format][codec]: the layouts kvmem_seq_archive() may give a
+	 * sealed page; size 0 where kvmem_page_layout_as() refuses one */
+	struct kvmem_page_layout archive[KVMEM_FMT_NR][KVMEM_CODEC_NR];
+	uint32_t max_scales; /* the most scales a page of any layout has */
 	const struct kvmem__store_ops *store;
 	void *store_priv;
 	uint8_t *arena; /* where pages live: arena_bytes from here */

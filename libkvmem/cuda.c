@@ -82,6 +82,17 @@ int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
 					"resident: %s",
 					kvmem_strerror(ret));
 	l = &s->layer[layer];
+	for (i = 0; i < l->npages; i++)
+		if (l->pages[i]->layout != &c->layout[l->pages[i]->hot])
+			return kvmem__cuda_fail(
+				-EOPNOTSUPP,
+				"page %u of layer %u is archived in %s + %s; "
+				"the kernels read the geometry's format only",
+				i, layer,
+				kvmem_format_get(l->pages[i]->layout->format)
+					->name,
+				kvmem_codec_get(l->pages[i]->layout->codec)
+					->name);
 	for (i = 0; i < l->npages && i < cap; i++) {
 		const struct kvmem__page *p = l->pages[i];
 

@@ -201,8 +201,9 @@ uint64_t kvmem_geometry_digest(const struct kvmem_geometry *g)
  * wraps; a page over KVMEM_PAGE_MAX is refused before anything is narrowed
  * to the layout's 32-bit fields (which it then always fits).
  */
-static int layout(const struct kvmem_geometry *g, int hot,
-		  struct kvmem_page_layout *l)
+static int layout_of(const struct kvmem_geometry *g, int hot,
+		     unsigned int format, unsigned int codec,
+		     struct kvmem_page_layout *l)
 {
 	const struct kvmem_codec_info *ci;
 	const struct kvmem_format_info *fi;
@@ -211,8 +212,8 @@ static int layout(const struct kvmem_geometry *g, int hot,
 
 	memset(l, 0, sizeof(*l));
 	l->hot = !!hot;
-	l->format = hot ? KVMEM_FMT_FP16 : g->format;
-	l->codec = hot ? KVMEM_PAGE_META_CODEC : g->codec;
+	l->format = (uint8_t)format;
+	l->codec = (uint8_t)codec;
 	l->key_scales = hot ? KVMEM_SCALES_GROUP : g->key_scales;
 	ci = kvmem_codec_get(l->codec);
 	fi = kvmem_format_get(l->format);
@@ -259,6 +260,34 @@ static int layout(const struct kvmem_geometry *g, int hot,
 	l->row_bytes = (uint32_t)(row_words * ci->word_bytes);
 	l->row_data = (uint32_t)(row_words * k / 8);
 	return 0;
+}
+
+static int layout(const struct kvmem_geometry *g, int hot,
+		  struct kvmem_page_layout *l)
+{
+	return layout_of(g, hot, hot ? KVMEM_FMT_FP16 : g->format,
+			 hot ? KVMEM_PAGE_META_CODEC : g->codec, l);
+}
+
+/* A sealed page of @g archived in @format and @codec; see page.h. */
+static int layout_as(const struct kvmem_geometry *g, unsigned int format,
+		     unsigned int codec, struct kvmem_page_layout *l)
+{
+	struct kvmem_page_layout own;
+
+	if (format == KVMEM_FMT_FP16 || !kvmem_format_get((int)format) ||
+	    !kvmem_codec_get((int)codec) || layout(g, 0, &own) ||
+	    layout_of(g, 0, format, codec, l))
+		return -EINVAL;
+	return l->size > own.size ? -E2BIG : 0;
+}
+
+int kvmem_page_layout_as(const struct kvmem_geometry *g, unsigned int format,
+			 unsigned int codec, struct kvmem_page_layout *l)
+{
+	if (!g || geometry_fields(g, NULL, 0) || !l)
+		return -EINVAL;
+	return layout_as(g, format, codec, l);
 }
 
 int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
@@ -320,6 +349,7 @@ int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
 			   struct kvmem_page_hdr *hdr,
 			   struct kvmem_ecc_counts *counts)
 {
+	struct kvmem_page_layout l;
 	int ret;
 
 	if (!page || !g || !hdr)
@@ -335,7 +365,9 @@ int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
 	if (hdr->flags & KVMEM_HDR_HOT
 		    ? hdr->format != KVMEM_FMT_FP16 ||
 			      hdr->codec != KVMEM_PAGE_META_CODEC
-		    : hdr->format != g->format || hdr->codec != g->codec)
+		    : (hdr->format != g->format || hdr->codec != g->codec) &&
+			      kvmem_page_layout_as(g, hdr->format, hdr->codec,
+						   &l))
 		return -EINVAL;
 	return 0;
 }
@@ -923,57 +955,69 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
 		}
 }
 
-int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
-		      const struct kvmem_page_hdr *hdr, int hot, const float *k,
-		      const float *v)
+/* Encode a whole page in layout @l; the caller checked the arguments. */
+static int encode_as(void *page, const struct kvmem_geometry *g,
+		     const struct kvmem_page_layout *l,
+		     const struct kvmem_page_hdr *hdr, const float *k,
+		     const float *v)
 {
-	struct kvmem_page_layout l;
 	struct kvmem_page_hdr h;
 	uint16_t *scales;
 	uint8_t *data;
 
-	if (!page || !hdr || !k || !v || kvmem_page_layout(g, hot, &l) ||
-	    !hdr->ntokens || hdr->ntokens > g->tokens_per_page)
-		return -EINVAL;
 	scales = calloc(
-		kvmem_ecc_data_bytes(KVMEM_PAGE_META_CODEC, l.scale_words) / 2 +
+		kvmem_ecc_data_bytes(KVMEM_PAGE_META_CODEC, l->scale_words) /
+				2 +
 			1,
 		sizeof(*scales));
-	data = malloc((size_t)g->tokens_per_page * l.row_data);
+	data = malloc((size_t)g->tokens_per_page * l->row_data);
 	if (!scales || !data) {
 		free(scales);
 		free(data);
 		return -ENOMEM;
 	}
-	memset(page, 0, l.size);
-	encode_block(g, &l, page, 0, k, hdr->ntokens, scales, data);
-	encode_block(g, &l, page, 1, v, hdr->ntokens, scales, data);
+	memset(page, 0, l->size);
+	encode_block(g, l, page, 0, k, hdr->ntokens, scales, data);
+	encode_block(g, l, page, 1, v, hdr->ntokens, scales, data);
 	kvmem_ecc_encode(KVMEM_PAGE_META_CODEC, scales,
-			 (uint8_t *)page + l.scales_off, l.scale_words);
-	if (l.scale_words)
-		put_checks(page, &l, 0, (const uint8_t *)scales,
+			 (uint8_t *)page + l->scales_off, l->scale_words);
+	if (l->scale_words)
+		put_checks(page, l, 0, (const uint8_t *)scales,
 			   2 * KVMEM_PAGE_CHECK_SCALES,
-			   ((size_t)l.nscales_k + l.nscales_v) * 2, l.nchecks);
+			   ((size_t)l->nscales_k + l->nscales_v) * 2,
+			   l->nchecks);
 	free(scales);
 	free(data);
 
 	h = *hdr;
 	h.magic = KVMEM_PAGE_MAGIC;
 	h.version = KVMEM_PAGE_VERSION;
-	h.format = l.format;
-	h.codec = l.codec;
+	h.format = l->format;
+	h.codec = l->codec;
 	h.geometry = kvmem_geometry_digest(g);
-	h.flags = (h.flags & ~KVMEM_HDR_HOT) | (hot ? KVMEM_HDR_HOT : 0);
+	h.flags = (h.flags & ~KVMEM_HDR_HOT) | (l->hot ? KVMEM_HDR_HOT : 0);
 	h.crc = h.flags & KVMEM_HDR_SEALED
 			? kvmem_crc32c(0,
 				       (uint8_t *)page + KVMEM_PAGE_HDR_BYTES,
-				       l.size - KVMEM_PAGE_HDR_BYTES)
+				       l->size - KVMEM_PAGE_HDR_BYTES)
 			: 0;
 	kvmem__hdr_encode(page, &h);
 	return 0;
 }
 
-/* Read the header and pick the layout of the page's kind. */
+int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
+		      const struct kvmem_page_hdr *hdr, int hot, const float *k,
+		      const float *v)
+{
+	struct kvmem_page_layout l;
+
+	if (!page || !hdr || !k || !v || kvmem_page_layout(g, hot, &l) ||
+	    !hdr->ntokens || hdr->ntokens > g->tokens_per_page)
+		return -EINVAL;
+	return encode_as(page, g, &l, hdr, k, v);
+}
+
+/* Read the header and pick the layout it names. */
 static int page_open(const void *page, const struct kvmem_geometry *g,
 		     struct kvmem_page_hdr *hdr, struct kvmem_page_layout *l,
 		     struct kvmem_ecc_counts *c)
@@ -982,7 +1026,8 @@ static int page_open(const void *page, const struct kvmem_geometry *g,
 
 	if (ret)
 		return ret;
-	return kvmem_page_layout(g, !!(hdr->flags & KVMEM_HDR_HOT), l);
+	return layout_of(g, !!(hdr->flags & KVMEM_HDR_HOT), hdr->format,
+			 hdr->codec, l);
 }
 
 int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
@@ -1429,4 +1474,127 @@ int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
 	if (!page || kvmem_geometry_check(g))
 		return -EINVAL;
 	return page_walk((void *)page, g, counts, 0);
+}
+
+/* ---- archive ---------------------------------------------------------- */
+
+/*
+ * Same format, another codec: the scale and check words are the metadata
+ * code's at the same places in both layouts and are copied; each row's
+ * data bits go from one codec's words into the other's.
+ */
+static int transcode(uint8_t *dst, const uint8_t *src,
+		     const struct kvmem_geometry *g,
+		     const struct kvmem_page_layout *ls,
+		     const struct kvmem_page_layout *ld, uint32_t ntokens)
+{
+	const size_t bytes =
+		((size_t)g->head_dim * kvmem_format_get(ls->format)->bits + 7) /
+		8;
+	uint8_t *in = malloc(ls->row_data), *out = calloc(1, ld->row_data);
+	uint32_t h, t;
+	int is_v;
+
+	if (!in || !out) {
+		free(in);
+		free(out);
+		return -ENOMEM;
+	}
+	memcpy(dst + ls->scales_off, src + ls->scales_off,
+	       ls->k_off - ls->scales_off);
+	for (is_v = 0; is_v < 2; is_v++)
+		for (h = 0; h < g->kv_heads; h++)
+			for (t = 0; t < ntokens; t++) {
+				kvmem_ecc_decode(ls->codec,
+						 row_ptr(g, ls, (uint8_t *)src,
+							 is_v, h, t),
+						 in, ls->row_words, NULL, NULL,
+						 NULL);
+				memcpy(out, in, bytes);
+				kvmem_ecc_encode(
+					ld->codec, out,
+					row_ptr(g, ld, dst, is_v, h, t),
+					ld->row_words);
+			}
+	free(in);
+	free(out);
+	return 0;
+}
+
+/* Another format: the values as decoded, quantized again. */
+static int requantize(uint8_t *dst, const uint8_t *src,
+		      const struct kvmem_geometry *g,
+		      const struct kvmem_page_layout *ld,
+		      const struct kvmem_page_hdr *hdr)
+{
+	const size_t n = (size_t)hdr->ntokens * g->kv_heads * g->head_dim;
+	float *k = malloc(n * sizeof(*k)), *v = malloc(n * sizeof(*v));
+	int ret = -ENOMEM;
+
+	if (k && v) {
+		ret = kvmem_page_decode(src, g, k, v, NULL, NULL);
+		if (ret >= 0)
+			ret = encode_as(dst, g, ld, hdr, k, v);
+	}
+	free(k);
+	free(v);
+	return ret;
+}
+
+int kvmem_page_archive(void *dst, const void *src,
+		       const struct kvmem_geometry *g, unsigned int format,
+		       unsigned int codec, struct kvmem_page_counts *counts)
+{
+	struct kvmem_page_counts pc = { 0 };
+	struct kvmem_page_layout ls, ld;
+	struct kvmem_page_hdr hdr;
+	uint8_t *tmp = NULL;
+	int ret;
+
+	if (!dst || !src || kvmem_geometry_check(g))
+		return -EINVAL;
+	ret = kvmem_page_layout_as(g, format, codec, &ld);
+	if (ret)
+		goto out;
+	ret = page_open(src, g, &hdr, &ls, &pc.header);
+	if (ret)
+		goto out;
+	ret = -EINVAL;
+	if (!(hdr.flags & KVMEM_HDR_SEALED) || hdr.flags & KVMEM_HDR_HOT ||
+	    ((uintptr_t)dst < (uintptr_t)src
+		     ? (uintptr_t)dst + ld.size > (uintptr_t)src
+		     : (uintptr_t)src + ls.size > (uintptr_t)dst))
+		goto out;
+	/* What is archived is the page as sealed: corrected, and then the
+	 * same bytes as the seal's CRC, or nothing. */
+	ret = -ENOMEM;
+	tmp = malloc(ls.size);
+	if (!tmp)
+		goto out;
+	memcpy(tmp, src, ls.size);
+	ret = page_walk(tmp, g, &pc, 1);
+	if (ret)
+		goto out;
+	if (kvmem__page_crc(tmp, g, &ls, hdr.ntokens) != hdr.crc) {
+		ret = -EBADMSG;
+		goto out;
+	}
+	memset(dst, 0, ld.size);
+	if (ls.format == ld.format) {
+		ret = transcode(dst, tmp, g, &ls, &ld, hdr.ntokens);
+		if (ret)
+			goto out;
+		hdr.format = ld.format;
+		hdr.codec = ld.codec;
+		hdr.crc = kvmem_crc32c(0, (uint8_t *)dst + KVMEM_PAGE_HDR_BYTES,
+				       ld.size - KVMEM_PAGE_HDR_BYTES);
+		kvmem__hdr_encode(dst, &hdr);
+	} else {
+		ret = requantize(dst, tmp, g, &ld, &hdr);
+	}
+out:
+	free(tmp);
+	if (counts)
+		*counts = pc;
+	return ret;
 }

@@ -2071,6 +2071,15 @@ static void register_embedded_on(struct dev *dv)
 	/* Pages appended after registering are as good. */
 	append_random(s, &g, 40, &r);
 	attend_in_place(dv, s, &g, 1, &r);
+	/* An archived page is in a layout the kernels do not read: the
+	 * table is refused, not handed out to be misread. */
+	EXPECT(kvmem_seq_archive(s, UINT32_MAX, KVMEM_FMT_INT2,
+				 KVMEM_CODEC_GOLAY24) > 0,
+	       "%s", "archived");
+	EXPECT_EQ(kvmem_cuda_seq_pages(dv->cu, s, 0, table, 4), -EOPNOTSUPP,
+		  "%s", "a layer with archived pages");
+	EXPECT(strstr(kvmem_cuda_error(), "archived in int2 + golay24"), "%s",
+	       kvmem_cuda_error());
 	kvmem_cuda_unregister(c);
 	kvmem_cuda_unregister(c);
 	EXPECT_EQ(kvmem_cuda_seq_pages(dv->cu, s, 0, table, 4), -ENXIO, "%s",

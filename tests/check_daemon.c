@@ -408,6 +408,24 @@ START_TEST(test_every_op)
 			    .seq = 1, .layer = 1, .token_start = 4,
 			    .ntokens = g.tokens_per_page),
 			 -EINVAL); /* not the start of a slot */
+	/* The same page archived in int2 + golay24: a page only kvmemd may
+	 * make. Whatever is in the slot after a refused seal is refused. */
+	{
+		uint8_t *page = r.arena + (size_t)a * KVMEM_SLOT_UNIT;
+		uint8_t *copy = kvmem_check_xmalloc(l[0].size);
+
+		memcpy(copy, page, l[0].size);
+		ck_assert_int_eq(kvmem_page_archive(page, copy, &g,
+						    KVMEM_FMT_INT2,
+						    KVMEM_CODEC_GOLAY24, NULL),
+				 0);
+		free(copy);
+	}
+	ck_assert_int_eq(OP(&r, 37, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a,
+			    .seq = 1, .layer = 1, .token_start = 4,
+			    .ntokens = g.tokens_per_page),
+			 -EINVAL);
+	write_sealed(&r, a, 1);
 	ck_assert_int_eq(OP(&r, 34, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a,
 			    .seq = 1, .layer = 1, .token_start = 4,
 			    .ntokens = g.tokens_per_page),
@@ -497,8 +515,8 @@ START_TEST(test_every_op)
 	ck_assert_uint_eq(total, n);
 	/* Every SQE above counts, this STATS not yet. */
 	st = stats(&r);
-	ck_assert_uint_eq(st.ops, 48 + rounds);
-	ck_assert_uint_eq(st.op_errors, 28);
+	ck_assert_uint_eq(st.ops, 49 + rounds);
+	ck_assert_uint_eq(st.op_errors, 29);
 	kvmemd_raw_detach(&r);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
@@ -800,6 +818,16 @@ START_TEST(test_quota_pool_and_session_limits)
 	/* 40 MiB (and its ring) promised of 64: another 40 overcommits. */
 	ck_assert_int_eq(kvmem_connect(p.sock, &g, &o, &c[1]), -ENOSPC);
 	ck_assert_ptr_nonnull(strstr(kvmem_connect_error(), "host pool"));
+	/* Pages over kvmemd are the daemon's to re-encode. */
+	{
+		struct kvmem_seq *q;
+
+		ck_assert_int_eq(kvmem_seq_create(c[0], &q), 0);
+		ck_assert_int_eq(kvmem_seq_archive(q, 64, KVMEM_FMT_INT2,
+						   KVMEM_CODEC_GOLAY24),
+				 -EOPNOTSUPP);
+		kvmem_seq_free(q);
+	}
 	/* Quota 0 takes pool.session_default_bytes. */
 	ck_assert_int_eq(kvmem_connect(p.sock, &g, NULL, &c[1]), 0);
 	/* Two sessions are the limit, whatever the pool has left. */

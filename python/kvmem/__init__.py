@@ -185,6 +185,7 @@ def _load():
         "kvmem_seq_len": (_u32, [_vp, _u32]),
         "kvmem_seq_fork": (_int, [_vp, ctypes.POINTER(_vp)]),
         "kvmem_seq_truncate": (_int, [_vp, _u32]),
+        "kvmem_seq_archive": (_int, [_vp, _u32, _u32, _u32]),
         "kvmem_seq_free": (None, [_vp]),
         "kvmem_seq_release": (_int, [_vp]),
         "kvmem_seq_acquire": (_int, [_vp]),
@@ -730,6 +731,20 @@ class Sequence:
         ret = _lib.kvmem_seq_truncate(self._handle(), ntokens)
         if ret:
             _fail(ret, "kvmem_seq_truncate")
+
+    def archive(self, before, format="int2", codec="golay24"):
+        """Re-encode the sealed pages that end at or before token @before
+        in @format and @codec (kvmem_seq_archive(): the archive tier);
+        returns how many were. Embedded caches only."""
+        ret = _lib.kvmem_seq_archive(
+            self._handle(),
+            before,
+            _name(FORMATS, format, "format"),
+            _name(CODECS, codec, "codec"),
+        )
+        if ret < 0:
+            _fail(ret, "kvmem_seq_archive")
+        return ret
 
     def release(self):
         """The pages may move (to kvmemd's backing store) until acquire()."""

@@ -208,6 +208,31 @@ class Embedded(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "closed"):
             c.stats()
 
+    def test_archive(self):
+        """Archived int4 + golay24 pages read the same bits as before;
+        int2 ones are within a step (amax over 1) of the int4 values."""
+        g = geometry(format="int4", codec="h84")
+        k, v = kv(self.rng, 100, g)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k, v)
+            was = s.read(0)[0]
+            # A sink page of 4, sealed pages from 4, 36 and 68: two end
+            # at or before token 70.
+            self.assertEqual(s.archive(70, "int4", "golay24"), 2)
+            self.assertEqual(s.archive(70, "int4", "golay24"), 0)
+            np.testing.assert_array_equal(s.read(0)[0], was)
+            self.assertEqual(s.archive(100), 3)
+            got = s.read(0)[0]
+            with self.assertRaisesRegex(ValueError, "format 'fp8' is not"):
+                s.archive(10, "fp8")
+        groups = was[4:100].reshape(96, g.kv_heads, -1, 32)
+        step = np.abs(groups).max(axis=-1, keepdims=True)
+        err = np.abs(got[4:100].reshape(groups.shape) - groups)
+        self.assertTrue((err <= step).all(), err.max())
+        self.assertGreater(err.max(), 0)
+        np.testing.assert_array_equal(got[:4], was[:4])
+
     def test_bad_calls(self):
         g = geometry()
         with kvmem.Cache.embedded(g, 8 << 20) as c:
@@ -341,6 +366,12 @@ class Daemon(KvmemdFixture, unittest.TestCase):
                 one, st1 = s.attend(0, q[i])
                 np.testing.assert_array_equal(out[i], one)
                 self.assertEqual(st[i], st1)
+
+    def test_archive_is_the_daemons(self):
+        with kvmem.Cache.connect(geometry(), self.sock) as c:
+            with self.assertRaises(kvmem.Error) as e:
+                c.sequence().archive(64)
+        self.assertEqual(e.exception.errno, errno.EOPNOTSUPP)
 
     def test_refusals_carry_the_reason(self):
         g = geometry()

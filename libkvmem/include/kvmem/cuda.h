@@ -179,8 +179,9 @@ void kvmem_cuda_unregister(struct kvmem_cache *c);
  * The table is the sequence as it is now: take it again after appending.
  *
  * Return: the number of pages (which may exceed @cap); -ENXIO when the
- * cache is not registered with @cu; -EINVAL; what kvmem_seq_acquire()
- * returns when the pages cannot be made resident.
+ * cache is not registered with @cu; -EOPNOTSUPP when a page of the layer
+ * is archived in another format or codec (kvmem_seq_archive()); -EINVAL;
+ * what kvmem_seq_acquire() returns when the pages cannot be made resident.
  */
 int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
 			 uint32_t layer, struct kvmem_cuda_page *out,

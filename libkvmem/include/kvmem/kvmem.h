@@ -230,6 +230,35 @@ int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out);
 int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
 
 /**
+ * kvmem_seq_archive() - re-encode a sequence's old pages for keeping
+ * @s: the sequence, embedded mode
+ * @before: pages whose tokens all lie before this position are archived
+ * @format: enum kvmem_format of the archived pages: int8, int4 or int2
+ * @codec: enum kvmem_codec of the archived pages
+ *
+ * The archive tier: old tokens, which attention reads less, kept in a
+ * stronger code (int4 + golay24 corrects three flips in 24 bits where h84
+ * corrects one in 8) or fewer bits (int2 + golay24 takes about 60% of the
+ * memory of int4 + h84). Every sealed page of every layer of @s that ends
+ * at or before @before is re-encoded with kvmem_page_archive(): in the same
+ * format its values stay bit for bit what they were, in another they are
+ * quantized again. Sinks and the FP16 tail stay as they are. A page that
+ * has values flagged lost, or changed since its seal without a word
+ * reporting it, is left as it is (its losses stay flagged). Pages are
+ * shared: the forks holding one see it archived too. Reads, attention,
+ * forks and truncation honour each page's own format and codec
+ * (kvmem_seq_pages() shows them); the CUDA kernels do not yet, and
+ * kvmem_cuda_seq_pages() refuses a layer with archived pages.
+ *
+ * Return: the number of pages re-encoded; -EINVAL or -E2BIG as
+ * kvmem_page_layout_as(); -ENOMEM when the arena has no room for the next
+ * archived page (those before it stay archived); -EOPNOTSUPP over kvmemd,
+ * whose pages only the daemon may re-encode.
+ */
+int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
+		      unsigned int codec);
+
+/**
  * kvmem_seq_free() - free a sequence and its references to pages
  * @s: the sequence, or NULL
  */
@@ -310,7 +339,9 @@ struct kvmem_page_desc {
 	uint32_t refs; /* sequences sharing the page */
 	uint8_t sealed;
 	uint8_t hot;
-	uint16_t resv;
+	uint8_t format; /* enum kvmem_format: the geometry's, fp16 when hot,
+			 * or what kvmem_seq_archive() made it */
+	uint8_t codec; /* enum kvmem_codec, the same way */
 	float importance; /* attention mass, moving average */
 };
 

@@ -52,7 +52,10 @@
  * Two kinds of page share the layout. A *hot* page is FP16 + golay24 and
  * has no scales: the unsealed tail of a sequence, and its first sink_tokens
  * tokens (attention sinks), which stay exact. A *sealed* page uses the
- * geometry's format and codec. Both are immutable once sealed.
+ * geometry's format and codec, or, once archived (kvmem_page_archive()),
+ * the quantized format and codec its header names, in a page no larger
+ * than the geometry's sealed one: whatever holds a sealed page of a
+ * geometry holds its archived pages. Both kinds are immutable once sealed.
  */
 #ifndef KVMEM_PAGE_H
 #define KVMEM_PAGE_H
@@ -206,6 +209,24 @@ int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
 		      struct kvmem_page_layout *l);
 
 /**
+ * kvmem_page_layout_as() - the layout of a sealed page archived in another
+ *                          format and codec
+ * @g: a valid geometry
+ * @format: enum kvmem_format: int8, int4 or int2
+ * @codec: enum kvmem_codec
+ * @l: receives the layout
+ *
+ * The geometry's own format and codec give kvmem_page_layout(g, 0).
+ *
+ * Return: 0; -EINVAL for an invalid geometry, fp16 or an unknown format or
+ * codec; -E2BIG when such a page would be larger than the geometry's own
+ * sealed page (golay24 rows pad to a pair of words, so an int4 + golay24
+ * page can be a few KiB larger than an int4 + h84 one).
+ */
+int kvmem_page_layout_as(const struct kvmem_geometry *g, unsigned int format,
+			 unsigned int codec, struct kvmem_page_layout *l);
+
+/**
  * kvmem_page_encode() - write a whole page from float K and V
  * @page: layout.size bytes
  * @g: the geometry
@@ -234,7 +255,9 @@ int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
  *
  * Return: 0; -EBADMSG when the header is uncorrectable or its words decode
  * but not to its own CRC (hcrc; counted as one uncorrectable word more);
- * -EINVAL when its magic, version, geometry digest or sizes do not match.
+ * -EINVAL when its magic, version, geometry digest or sizes do not match,
+ * or it names a format and codec that no page of @g may have (see
+ * kvmem_page_layout_as()).
  */
 int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
 			   struct kvmem_page_hdr *hdr,
@@ -299,6 +322,35 @@ int kvmem_page_scrub(void *page, const struct kvmem_geometry *g,
  */
 int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
 		      struct kvmem_page_counts *counts);
+
+/**
+ * kvmem_page_archive() - re-encode a sealed page in another format and codec
+ * @dst: room for a sealed page of @g, not overlapping @src
+ * @src: a sealed, quantized or FP16, page of @g; not written to
+ * @g: the geometry
+ * @format: enum kvmem_format of the archived page: int8, int4 or int2
+ * @codec: enum kvmem_codec of the archived page
+ * @counts: if not NULL, receives what the check of @src found
+ *
+ * @src is corrected in a copy first and must then be the page it was
+ * sealed as: every word correctable, every check and the CRC matching. So
+ * a value that is flagged, or changed since the seal without a word
+ * reporting it, is never archived as if it were good. In the same format
+ * the quantized values and scales are kept bit for bit and only the
+ * payload's codec changes; in another format the values as decoded are
+ * quantized again, with new scales. The header keeps the sequence, layer,
+ * tokens, flags and generation, and names the new format and codec; the
+ * CRC is the new page's. The page reads, attends, scrubs and verifies with
+ * the same geometry and calls as before.
+ *
+ * Return: 0; -EINVAL for bad arguments or a page that is hot, not sealed
+ * or not of @g; -E2BIG as kvmem_page_layout_as(); -EBADMSG when @src has a
+ * word or check that is uncorrectable or its CRC does not match once
+ * corrected (@dst is undefined then); -ENOMEM.
+ */
+int kvmem_page_archive(void *dst, const void *src,
+		       const struct kvmem_geometry *g, unsigned int format,
+		       unsigned int codec, struct kvmem_page_counts *counts);
 
 #ifdef __cplusplus
 }
