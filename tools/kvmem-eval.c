@@ -178,6 +178,9 @@ struct run_opts {
 	int payload_only;
 	uint32_t page_tokens, sink_tokens;
 	const char *connect; /* kvmemd's socket, or NULL: embedded */
+	/* --archive: pages older than this many tokens are re-encoded in
+	 * archive_fmt + archive_codec (kvmem_seq_archive()); 0: never */
+	uint32_t archive_age, archive_fmt, archive_codec;
 };
 
 struct cache {
@@ -196,7 +199,7 @@ struct cache {
 	struct kvmem_cache *kc;
 	struct kvmem_seq *seq;
 	uint32_t *injected; /* pages injected, per layer */
-	uint64_t pages_injected, bits_flipped;
+	uint64_t pages_injected, bits_flipped, archived;
 	int said; /* why it failed is on stderr already */
 };
 
@@ -284,6 +287,25 @@ static int cache_open(struct cache *c, const struct model *m,
 			ret = kvmem_open_embedded(&c->g, pages * l.size,
 						  &c->kc);
 		}
+		if (!ret && o->archive_age) {
+			ret = kvmem_page_layout_as(&c->g, o->archive_fmt,
+						   o->archive_codec, &l);
+			if (ret) {
+				fprintf(stderr,
+					PROG ": %s: cannot archive in "
+					     "%s+%s: %s\n",
+					mode->name,
+					kvmem_format_get((int)o->archive_fmt)
+						->name,
+					kvmem_codec_get((int)o->archive_codec)
+						->name,
+					ret == -E2BIG ? "its pages would be "
+							"larger than sealed "
+							"ones"
+						      : kvmem_strerror(ret));
+				c->said = 1;
+			}
+		}
 		if (!ret)
 			ret = kvmem_seq_create(c->kc, &c->seq);
 		c->injected = calloc((size_t)m->c.layers, sizeof(uint32_t));
@@ -325,6 +347,16 @@ static void cache_close(struct cache *c)
 	free(c->sealed);
 }
 
+/* The layout of page @d: hot, the geometry's, or archived. */
+static void page_layout(const struct cache *c, const struct kvmem_page_desc *d,
+			struct kvmem_page_layout *l)
+{
+	if (d->hot)
+		kvmem_page_layout(&c->g, 1, l);
+	else
+		kvmem_page_layout_as(&c->g, d->format, d->codec, l);
+}
+
 /*
  * Inject the pages of @layer sealed since the last call: the header, the
  * scales and the checks, and the rows that hold tokens; with payload_only, the K/V rows of
@@ -348,7 +380,7 @@ static void kvmem_inject_new(struct cache *c, uint32_t layer)
 		c->pages_injected++;
 		if (c->o->payload_only && d[i].hot)
 			continue;
-		kvmem_page_layout(&c->g, d[i].hot, &l);
+		page_layout(c, &d[i], &l);
 		if (!c->o->payload_only) {
 			channel(c, p, KVMEM_PAGE_HDR_BYTES, layer, at);
 			/* The scales and their checks (or the rows'). */
@@ -438,9 +470,21 @@ static int cache_put(struct cache *c, int layer, int pos, const float *k,
 	switch (c->mode->kind) {
 	case CACHE_KVMEM:
 		ret = kvmem_seq_append(c->seq, (uint32_t)layer, k, v, 1);
-		if (!ret)
-			kvmem_inject_new(c, (uint32_t)layer);
-		return ret;
+		if (ret)
+			return ret;
+		kvmem_inject_new(c, (uint32_t)layer);
+		/* Once a token is in every layer, what has aged goes to the
+		 * archive tier. */
+		if (c->o->archive_age && layer == c->m->c.layers - 1 &&
+		    (uint32_t)pos + 1 > c->o->archive_age) {
+			ret = kvmem_seq_archive(
+				c->seq, (uint32_t)pos + 1 - c->o->archive_age,
+				c->o->archive_fmt, c->o->archive_codec);
+			if (ret < 0)
+				return ret;
+			c->archived += (uint64_t)ret;
+		}
+		return 0;
 	case CACHE_FLAT:
 		for (i = 0; i < kvd; i++) {
 			c->hk[at + i] = kvmem_half_from_float(k[i]);
@@ -692,7 +736,9 @@ static int forward(const struct model *m, struct state *s, struct cache *c,
 
 struct result {
 	double ppl, kl, top1, top5;
+	double bits_per_value; /* of the sealed pages, at the end */
 	uint64_t corrected, detected, bits_flipped, pages_injected;
+	uint64_t archived; /* pages re-encoded by --archive */
 	int said; /* a failure was explained on stderr */
 };
 
@@ -799,7 +845,7 @@ static void count_words(struct cache *c, struct result *res)
 			struct kvmem_page_layout lay;
 			const uint8_t *p = d[i].data;
 
-			kvmem_page_layout(&c->g, d[i].hot, &lay);
+			page_layout(c, &d[i], &lay);
 			count_region(KVMEM_PAGE_META_CODEC, p,
 				     KVMEM_PAGE_HDR_WORDS, res);
 			count_region(KVMEM_PAGE_META_CODEC, p + lay.scales_off,
@@ -819,6 +865,39 @@ static void count_words(struct cache *c, struct result *res)
 			}
 		}
 	}
+}
+
+/*
+ * Bits a value of the sealed pages takes: the header's, scales', checks'
+ * and payload's codewords over the page's 2 * tokens * kv_heads * head_dim
+ * values, without the alignment of regions and pages (which small
+ * geometries pay more of).
+ */
+static double bits_per_value(const struct cache *c)
+{
+	struct kvmem_page_desc d[1024];
+	double bits = 0.0, values = 0.0;
+	uint32_t l;
+	int i, n;
+
+	for (l = 0; l < c->g.layers; l++) {
+		n = kvmem_seq_pages(c->seq, l, d, 1024);
+		for (i = 0; i < n && i < 1024; i++) {
+			struct kvmem_page_layout lay;
+
+			if (d[i].hot)
+				continue;
+			page_layout(c, &d[i], &lay);
+			bits += 8.0 *
+				(KVMEM_PAGE_HDR_BYTES + 3.0 * lay.scale_words +
+				 6.0 * lay.nchecks +
+				 2.0 * c->g.kv_heads * c->g.tokens_per_page *
+					 lay.row_bytes);
+			values += 2.0 * c->g.tokens_per_page * c->g.kv_heads *
+				  c->g.head_dim;
+		}
+	}
+	return values ? bits / values : 0.0;
 }
 
 static int run(const struct model *m, struct state *s, const struct mode *md,
@@ -852,8 +931,11 @@ static int run(const struct model *m, struct state *s, const struct mode *md,
 		res->top1 = (double)top1 / (ntok - 1);
 		res->top5 = (double)top5 / (ntok - 1);
 		res->bits_flipped = c.bits_flipped;
-		if (md->kind == CACHE_KVMEM)
+		if (md->kind == CACHE_KVMEM) {
 			count_words(&c, res);
+			res->bits_per_value = bits_per_value(&c);
+			res->archived = c.archived;
+		}
 	}
 	res->said = c.said;
 	cache_close(&c);
@@ -896,7 +978,7 @@ static void usage(FILE *f)
 		"                  [--seeds LIST] [--channel SPEC] "
 		"[--payload-only]\n"
 		"                  "
-		"[--page-tokens T] [--sink S]\n"
+		"[--page-tokens T] [--sink S] [--archive AGE[:FMT+CODEC]]\n"
 		"                  [--sample-seed S] [--connect PATH | --daemon] "
 		"[--json]\n\n"
 		"  --model PATH      llama2.c checkpoint\n"
@@ -919,6 +1001,12 @@ static void usage(FILE *f)
 		"                    default: every stored bit of each page\n"
 		"  --page-tokens T   tokens per page (default 32)\n"
 		"  --sink S          FP16 sink tokens (default 4)\n"
+		"  --archive AGE[:FMT+CODEC]\n"
+		"                    re-encode the sealed pages older than AGE "
+		"tokens in\n"
+		"                    FMT+CODEC (default int2+golay24) as the "
+		"stream goes,\n"
+		"                    the archive tier (embedded caches only)\n"
 		"  --sample-seed S   seed of the reference sampling (default "
 		"1)\n"
 		"  --connect PATH    keep the protected KV cache in kvmemd at "
@@ -1043,7 +1131,48 @@ struct args {
 	const char *connect;
 	const char *channel; /* as given; its mode and k in chan */
 	struct kvmem_inject_params chan;
+	uint32_t archive_age, archive_fmt, archive_codec; /* --archive */
 };
+
+/* --archive AGE[:FMT+CODEC], as int2+golay24 by default. */
+static int parse_archive(const char *arg, struct args *a)
+{
+	char fmt[16] = "int2", codec[16] = "golay24", *end;
+	const char *spec = strchr(arg, ':');
+	unsigned long age;
+	int f, c;
+
+	age = strtoul(arg, &end, 10);
+	if (end == arg || *arg == '-' || (spec ? end != spec : *end) || !age ||
+	    age > 1u << 20) {
+		fprintf(stderr,
+			PROG ": bad --archive '%s': an age of 1..%u tokens, "
+			     "then :FORMAT+CODEC if not int2+golay24\n",
+			arg, 1u << 20);
+		return -1;
+	}
+	if (spec && sscanf(spec + 1, "%15[^+]+%15s", fmt, codec) != 2) {
+		fprintf(stderr,
+			PROG ": bad --archive '%s': FORMAT+CODEC like "
+			     "int2+golay24 after the ':'\n",
+			arg);
+		return -1;
+	}
+	f = kvmem_format_by_name(fmt);
+	c = kvmem_codec_by_name(codec);
+	if (f <= KVMEM_FMT_FP16 || c < 0) {
+		fprintf(stderr,
+			PROG ": bad --archive '%s': %s is not int8, int4 or "
+			     "int2, or %s not h74, h84, golay24 or "
+			     "secded72\n",
+			arg, fmt, codec);
+		return -1;
+	}
+	a->archive_age = (uint32_t)age;
+	a->archive_fmt = (uint32_t)f;
+	a->archive_codec = (uint32_t)c;
+	return 0;
+}
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
@@ -1058,6 +1187,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "channel", required_argument, NULL, 'C' },
 		{ "page-tokens", required_argument, NULL, 'T' },
 		{ "sink", required_argument, NULL, 'S' },
+		{ "archive", required_argument, NULL, 'A' },
 		{ "sample-seed", required_argument, NULL, 'r' },
 		{ "connect", required_argument, NULL, 'c' },
 		{ "daemon", no_argument, NULL, 'd' },
@@ -1129,6 +1259,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 			if (parse_int("sink", optarg, 0, 4096, &a->sink))
 				return 2;
 			break;
+		case 'A':
+			if (parse_archive(optarg, a))
+				return 2;
+			break;
 		case 'r':
 			if (parse_u64(optarg, &a->sample_seed, 0)) {
 				fprintf(stderr, PROG ": bad --sample-seed\n");
@@ -1181,6 +1315,12 @@ static int parse_args(int argc, char **argv, struct args *a)
 		usage(stderr);
 		return 2;
 	}
+	if (a->archive_age && a->connect) {
+		fprintf(stderr, PROG ": --archive: kvmemd does not re-encode "
+				     "pages yet; archive in an embedded "
+				     "cache\n");
+		return 2;
+	}
 	if (a->sink > a->page_tokens) {
 		fprintf(stderr,
 			PROG ": --sink must not exceed --page-tokens\n");
@@ -1220,13 +1360,19 @@ static void print_header(const struct args *a, const struct model *m,
 	       a->channel,
 	       a->payload_only ? "K/V payload only"
 			       : "header, scales, checks and payload");
+	if (a->archive_age)
+		printf("archive: sealed pages older than %u tokens are "
+		       "re-encoded in %s+%s\n",
+		       a->archive_age,
+		       kvmem_format_get((int)a->archive_fmt)->name,
+		       kvmem_codec_get((int)a->archive_codec)->name);
 	printf("seeds:");
 	for (i = 0; i < a->nseeds; i++)
 		printf(" %llu", (unsigned long long)a->seeds[i]);
 	printf(" (mean, +- 95%% CI)\n\n%-16s %7s %16s %18s %14s %14s %10s "
-	       "%9s\n",
+	       "%9s%s\n",
 	       "mode", "BER", "ppl", "KL", "top-1", "top-5", "corrected",
-	       "detected");
+	       "detected", a->archive_age ? "   bits/v  archived" : "");
 }
 
 int main(int argc, char **argv)
@@ -1279,6 +1425,9 @@ int main(int argc, char **argv)
 					.page_tokens = (uint32_t)a.page_tokens,
 					.sink_tokens = (uint32_t)a.sink,
 					.connect = a.connect,
+					.archive_age = a.archive_age,
+					.archive_fmt = a.archive_fmt,
+					.archive_codec = a.archive_codec,
 				};
 				struct result *r = &res[((size_t)mi * a.nber +
 							 bi) * a.nseeds +
@@ -1316,7 +1465,9 @@ int main(int argc, char **argv)
 					       "\"detected\": %llu, "
 					       "\"bits_flipped\": %llu, "
 					       "\"channel\": \"%s\", "
-					       "\"payload_only\": %s}",
+					       "\"payload_only\": %s, "
+					       "\"bits_per_value\": %.4f, "
+					       "\"archived_pages\": %llu}",
 					       first ? "" : ",",
 					       modes[a.modes[mi]].name,
 					       a.ber[bi],
@@ -1328,7 +1479,9 @@ int main(int argc, char **argv)
 						       r->bits_flipped,
 					       a.channel,
 					       a.payload_only ? "true"
-							      : "false");
+							      : "false",
+					       r->bits_per_value,
+					       (unsigned long long)r->archived);
 					first = 0;
 				}
 		printf("\n]\n");
@@ -1345,7 +1498,7 @@ int main(int argc, char **argv)
 					&res[((size_t)mi * a.nber + bi) *
 					     a.nseeds];
 				double v[4][2], x[4][MAX_LIST], corr = 0;
-				double det = 0;
+				double det = 0, bits = 0, arch = 0;
 				int k;
 
 				for (si = 0; si < a.nseeds; si++) {
@@ -1355,21 +1508,32 @@ int main(int argc, char **argv)
 					x[3][si] = r[si].top5;
 					corr += (double)r[si].corrected;
 					det += (double)r[si].detected;
+					bits += r[si].bits_per_value;
+					arch += (double)r[si].archived;
 				}
 				for (k = 0; k < 4; k++)
 					mean_ci(x[k], a.nseeds, &v[k][0],
 						&v[k][1]);
 				printf("%-16s %7g %8.3f +-%5.3f %9.5f +-%6.5f "
 				       "%6.3f +-%5.3f %6.3f +-%5.3f %10.0f "
-				       "%9.0f\n",
+				       "%9.0f",
 				       modes[a.modes[mi]].name, a.ber[bi],
 				       v[0][0], v[0][1], v[1][0], v[1][1],
 				       v[2][0], v[2][1], v[3][0], v[3][1],
 				       corr / a.nseeds, det / a.nseeds);
+				if (a.archive_age)
+					printf(" %9.3f %9.1f", bits / a.nseeds,
+					       arch / a.nseeds);
+				printf("\n");
 			}
 		printf("\ncorrected, detected: codewords per run that a scrub "
 		       "would correct, and could\nnot (mean over seeds); ppl "
 		       "and KL are of the teacher-forced reference stream.\n");
+		if (a.archive_age)
+			printf("bits/v: bits a value of the sealed pages takes "
+			       "at the end, scales and\nheaders included; "
+			       "archived: pages re-encoded in a run (means "
+			       "over seeds).\n");
 	}
 	ret = 0;
 out:
