@@ -596,6 +596,15 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "ring", "extra", NULL },
 		(const char *const[]){ "attach", "--cycles", "0", NULL },
 		(const char *const[]){ "attach", "extra", NULL },
+		(const char *const[]){ "archive", "--to", "int4", NULL },
+		(const char *const[]){ "archive", "--to", "fp16+golay24",
+				       NULL },
+		(const char *const[]){ "archive", "--to", "int4+golay25",
+				       NULL },
+		(const char *const[]){ "archive", "--ctx", "0", NULL },
+		(const char *const[]){ "archive", "--format", "int5", NULL },
+		(const char *const[]){ "archive", "--kv-heads", "0", NULL },
+		(const char *const[]){ "archive", "extra", NULL },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -614,6 +623,42 @@ START_TEST(test_usage_errors)
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "codec"));
 	ck_assert_ptr_nonnull(strstr(r.out, "ber"));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/* ---- archive ---------------------------------------------------------- */
+
+/*
+ * archive --json: 300 tokens of 2 KV heads of 64 after 4 sink tokens make
+ * 9 sealed pages of 32; int8 + golay24 rows (44 words of 3 bytes against
+ * h84's 64 of 1) would make larger pages and are reported as refused.
+ */
+START_TEST(test_archive_json)
+{
+	static const char *const want[] = {
+		"\"format\": \"int4\", \"codec\": \"golay24\", \"error\": 0,",
+		"\"format\": \"int2\", \"codec\": \"golay24\", \"error\": 0,",
+		"\"format\": \"int8\", \"codec\": \"golay24\", \"error\": -7,",
+	};
+	struct kvmem_run r;
+	const char *p;
+	size_t i;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "archive", "--ctx", "300",
+		  "--kv-heads", "2", "--dim", "64", "--reps", "2", "--to",
+		  "int4+golay24,int2+golay24,int8+golay24", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_double_eq(json_num(r.out, "pages"), 9);
+	ck_assert_double_gt(json_num(r.out, "copy_gbps"), 0);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		p = strstr(r.out, want[i]);
+		ck_assert_msg(p != NULL, "no '%s' in %s", want[i], r.out);
+		ck_assert_ptr_nonnull(strstr(p, i < 2 ? "\"verified\": true"
+						      : "\"verified\": false"));
+		if (i < 2)
+			ck_assert_double_gt(json_num(p, "pages_per_s"), 0);
+	}
 	kvmem_check_run_free(&r);
 }
 END_TEST
@@ -1180,6 +1225,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(codec, test_codec_interleave);
 	tcase_add_test(codec, test_attend_json);
 	tcase_add_test(codec, test_usage_errors);
+	tcase_add_test(codec, test_archive_json);
 	tcase_set_timeout(codec, 60);
 	tcase_add_test(ring, test_ring_json);
 	tcase_add_test(ring, test_offload_json);
