@@ -790,22 +790,34 @@ err:
 	return ret;
 }
 
-/* Archive @p, a sealed page, in layout @l: 1, 0 when it is not archived
- * (kvmem_page_archive() refuses its bytes), or a negative error. */
+/*
+ * Archive @p, a sealed page, in layout @l: 1, 0 when it is not archived
+ * (kvmem_page_archive() refuses its bytes), or a negative error. A page
+ * whose bytes changed since its seal without a word reporting it is found
+ * here and nowhere else: which of its values are wrong is unknown, so all
+ * of them are made to read as lost (see kvmem_seq_archive()).
+ */
 static int page_archive(struct kvmem_cache *c, struct kvmem__page *p,
 			const struct kvmem_page_layout *l)
 {
 	struct kvmem__page q = { .layout = l };
+	struct kvmem_page_counts pc;
 	int ret;
 
 	ret = c->store->alloc(c, &q);
 	if (ret)
 		return ret;
 	ret = kvmem_page_archive(q.data, p->data, &c->g, l->format, l->codec,
-				 NULL);
+				 &pc);
 	if (ret) {
 		c->store->release(c, &q);
-		return ret == -EBADMSG ? 0 : ret;
+		if (ret != -EBADMSG)
+			return ret;
+		if (!pc.header.uncorrectable && !pc.scales.uncorrectable &&
+		    !pc.payload.uncorrectable)
+			kvmem__page_poison(p->data, &c->g, p->layout,
+					   p->ntokens);
+		return 0;
 	}
 	/* The old bytes go back to the store, the page's holders keep it. */
 	swap_storage(p, &q);
@@ -831,14 +843,19 @@ int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
 		return ret;
 	if (c->store != &arena_ops)
 		return -EOPNOTSUPP;
-	l = &c->archive[format][codec];
+	/* Back to the geometry's own is its own layout, not a copy. */
+	l = format == c->g.format && codec == c->g.codec
+		    ? &c->layout[0]
+		    : &c->archive[format][codec];
 	for (ly = 0; ly < c->g.layers; ly++) {
 		const struct kvmem__layer *lt = &s->layer[ly];
 
 		for (i = 0; i < lt->npages; i++) {
 			struct kvmem__page *p = lt->pages[i];
 
-			if (!p->sealed || p->hot || p->layout == l ||
+			if (!p->sealed || p->hot ||
+			    (p->layout->format == l->format &&
+			     p->layout->codec == l->codec) ||
 			    p->token_start + p->ntokens > before)
 				continue;
 			ret = page_archive(c, p, l);

@@ -83,7 +83,10 @@ int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
 					kvmem_strerror(ret));
 	l = &s->layer[layer];
 	for (i = 0; i < l->npages; i++)
-		if (l->pages[i]->layout != &c->layout[l->pages[i]->hot])
+		if (l->pages[i]->layout->format !=
+			    c->layout[l->pages[i]->hot].format ||
+		    l->pages[i]->layout->codec !=
+			    c->layout[l->pages[i]->hot].codec)
 			return kvmem__cuda_fail(
 				-EOPNOTSUPP,
 				"page %u of layer %u is archived in %s + %s; "

@@ -20,6 +20,7 @@
 
 #include "kvmem/cuda.h"
 #include "kvmem/kvmem.h"
+#include "internal.h"
 #include "kvmem_check.h"
 #include "quant_ref.h"
 #include "rng.h"
@@ -743,26 +744,77 @@ static void ref_attend(const struct kvmem_geometry *g, uint32_t nh,
 	free(w);
 }
 
+static void expect_near_ref(const float *out, const float *ref, size_t n,
+			    const char *what, const char *how, uint32_t layer)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		EXPECT_NEAR(out[i], ref[i], 1e-4 + 1e-4 * fabsf(ref[i]),
+			    "%s, %s: layer %u output %zu", what, how, layer, i);
+}
+
+/*
+ * Attention over a layer holding @k, @v, against ref_attend(): on every
+ * SIMD path the CPU runs, on one thread and on two, for a causal chunk of
+ * the last 3 tokens and for a batch of the sequence twice (its last
+ * token's query for each).
+ */
 static void expect_attention(struct kvmem_seq *s, const struct fix *f,
 			     uint32_t layer, const float *k, const float *v,
 			     const char *what)
 {
-	const uint32_t nh = 2 * f->g.kv_heads, D = f->g.head_dim;
-	struct kvmem_attend_opts o = { .n_heads = nh, .threads = 1 };
-	float *q = kvmem_check_xmalloc(nh * D * sizeof(float));
-	float *out = kvmem_check_xmalloc(nh * D * sizeof(float));
-	float *ref = kvmem_check_xmalloc(nh * D * sizeof(float));
+	const uint32_t nh = 2 * f->g.kv_heads, D = f->g.head_dim, nq = 3;
+	const size_t one = (size_t)nh * D;
+	struct kvmem_seq *const two[2] = { s, s };
+	float *q = kvmem_check_xmalloc(nq * one * sizeof(float));
+	float *out = kvmem_check_xmalloc(nq * one * sizeof(float));
+	float *ref = kvmem_check_xmalloc(nq * one * sizeof(float));
+	float *qb = kvmem_check_xmalloc(2 * one * sizeof(float));
+	int lv, active = kvmem__simd_active();
 	struct kvmem_rng r;
-	uint32_t i;
+	uint32_t i, th;
 
 	kvmem_rng_seed(&r, 77 + layer);
-	fill(&r, q, nh * D, 0.5);
-	ck_assert_int_eq(kvmem_attend(s, layer, q, out, &o, NULL), 0);
-	ref_attend(&f->g, nh, TOKENS, k, v, q, ref);
-	for (i = 0; i < nh * D; i++)
-		EXPECT_NEAR(out[i], ref[i], 1e-4 + 1e-4 * fabsf(ref[i]),
-			    "%s: layer %u output %u", what, layer, i);
+	fill(&r, q, nq * one, 0.5);
+	/* The batch: the last query for each of the two. */
+	memcpy(qb, q + (nq - 1) * one, one * sizeof(float));
+	memcpy(qb + one, q + (nq - 1) * one, one * sizeof(float));
+	for (i = 0; i < nq; i++)
+		ref_attend(&f->g, nh, TOKENS - nq + 1 + i, k, v, q + i * one,
+			   ref + i * one);
+	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+		if (!kvmem__simd_supported(lv))
+			continue;
+		ck_assert_int_eq(kvmem__simd_force(lv), 0);
+		for (th = 1; th <= 2; th++) {
+			struct kvmem_attend_opts o = { .n_heads = nh,
+						       .threads = th };
+
+			ck_assert_int_eq(kvmem_attend(s, layer,
+						      q + (nq - 1) * one, out,
+						      &o, NULL),
+					 0);
+			expect_near_ref(out, ref + (nq - 1) * one, one, what,
+					kvmem__simd_name(lv), layer);
+			ck_assert_int_eq(kvmem_attend_causal(s, layer, q, nq,
+							     TOKENS - nq, out,
+							     &o, NULL),
+					 0);
+			expect_near_ref(out, ref, nq * one, what, "causal",
+					layer);
+			ck_assert_int_eq(kvmem_attend_batch(two, 2, layer, qb,
+							    out, &o, NULL),
+					 0);
+			expect_near_ref(out, ref + (nq - 1) * one, one, what,
+					"batch 0", layer);
+			expect_near_ref(out + one, ref + (nq - 1) * one, one,
+					what, "batch 1", layer);
+		}
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
 	free(q);
+	free(qb);
 	free(out);
 	free(ref);
 }
@@ -870,7 +922,8 @@ START_TEST(test_seq_archive_int2)
 		read_all(f.s, l, TOKENS, k, v, NULL);
 		for (j = 0; j < np; j++) {
 			const uint32_t t0 = d[j].token_start;
-			const int arch = d[j].codec == KVMEM_CODEC_GOLAY24;
+			const int arch =
+				!d[j].hot && d[j].codec == KVMEM_CODEC_GOLAY24;
 
 			for (t = 0; t < d[j].ntokens; t++)
 				for (h = 0; h < f.g.kv_heads; h++)
@@ -1025,6 +1078,65 @@ START_TEST(test_seq_archive_lost_values)
 }
 END_TEST
 
+/*
+ * A payload word that became another codeword: no read flags it, so its
+ * values are wrong and unflagged until the archive finds the page's CRC
+ * no longer matches. Then every value of the page reads as lost (rebuilt),
+ * and the page is not archived.
+ */
+START_TEST(test_seq_archive_silent_change)
+{
+	struct kvmem_page_desc d[MAXP];
+	struct kvmem_page_counts pc0, pc1;
+	struct fix f;
+	float *k, *v;
+	uint8_t *p;
+	size_t row, w, i, t0, t1;
+	int want, np, bad = -1, j;
+
+	fix_open(&f, 950);
+	row = (size_t)f.g.kv_heads * f.g.head_dim;
+	k = kvmem_check_xmalloc(TOKENS * row * sizeof(float));
+	v = kvmem_check_xmalloc(TOKENS * row * sizeof(float));
+	want = archivable(f.s, &f.g, BEFORE);
+	np = kvmem_seq_pages(f.s, 1, d, MAXP);
+	for (j = 0; j < np && bad < 0; j++)
+		if (d[j].sealed && !d[j].hot)
+			bad = j;
+	ck_assert_int_ge(bad, 0);
+	p = d[bad].data;
+	for (w = f.sealed.k_off; p[w] == p[w + 1]; w++)
+		;
+	p[w] = p[w + 1];
+	read_all(f.s, 1, TOKENS, k, v, &pc0);
+	EXPECT_EQ(pc0.payload.uncorrectable + pc0.payload.corrected, 0, "%s",
+		  "no word reports the change");
+	EXPECT(memcmp(k, f.k[1], TOKENS * row * sizeof(float)) != 0, "%s",
+	       "and a value reads wrong");
+	EXPECT_EQ(kvmem_seq_archive(f.s, BEFORE, KVMEM_FMT_INT4,
+				    KVMEM_CODEC_GOLAY24),
+		  want - 1, "%s", "all but the changed page");
+	np = kvmem_seq_pages(f.s, 1, d, MAXP);
+	EXPECT_EQ(d[bad].codec, KVMEM_CODEC_H84, "%s", "left in place");
+	read_all(f.s, 1, TOKENS, k, v, &pc1);
+	EXPECT(pc1.values_erased >= 2 * d[bad].ntokens * row,
+	       "%llu values erased for a page of %llu",
+	       (unsigned long long)pc1.values_erased,
+	       (unsigned long long)(2 * d[bad].ntokens * row));
+	/* Outside it, every value as it was. */
+	t0 = d[bad].token_start;
+	t1 = t0 + d[bad].ntokens;
+	for (i = 0; i < TOKENS * row; i++)
+		if (i < t0 * row || i >= t1 * row) {
+			EXPECT_FEQ(k[i], f.k[1][i], "K value %zu", i);
+			EXPECT_FEQ(v[i], f.v[1][i], "V value %zu", i);
+		}
+	free(k);
+	free(v);
+	fix_close(&f);
+}
+END_TEST
+
 START_TEST(test_seq_archive_bad_args)
 {
 	const struct kvmem_geometry big =
@@ -1049,6 +1161,9 @@ START_TEST(test_seq_archive_bad_args)
 	EXPECT_EQ(
 		kvmem_seq_archive(f.s, BEFORE, KVMEM_FMT_INT8, KVMEM_CODEC_H84),
 		-E2BIG, "%s", "int8 pages are larger than int4 ones");
+	EXPECT_EQ(
+		kvmem_seq_archive(f.s, BEFORE, KVMEM_FMT_INT4, KVMEM_CODEC_H84),
+		0, "%s", "the geometry's own: nothing to do");
 	expect_pages(f.s, &f, 0, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24);
 	fix_close(&f);
 
@@ -1165,6 +1280,7 @@ KVMEM_SUITE(archive)
 	tcase_add_test(ts, test_seq_archive_int2);
 	tcase_add_test(ts, test_seq_archive_fork_truncate);
 	tcase_add_test(ts, test_seq_archive_lost_values);
+	tcase_add_test(ts, test_seq_archive_silent_change);
 	tcase_add_test(ts, test_seq_archive_bad_args);
 	tcase_add_test(ts, test_seq_archive_arena_full);
 	suite_add_tcase(s, ts);

@@ -347,14 +347,24 @@ static void cache_close(struct cache *c)
 	free(c->sealed);
 }
 
-/* The layout of page @d: hot, the geometry's, or archived. */
+/*
+ * The layout of page @d: hot, the geometry's, or archived. Every page the
+ * cache describes has one, so failing here is a bug: say so and stop.
+ */
 static void page_layout(const struct cache *c, const struct kvmem_page_desc *d,
 			struct kvmem_page_layout *l)
 {
-	if (d->hot)
-		kvmem_page_layout(&c->g, 1, l);
+	int ret;
+
+	if (d->hot || (d->format == c->g.format && d->codec == c->g.codec))
+		ret = kvmem_page_layout(&c->g, d->hot, l);
 	else
-		kvmem_page_layout_as(&c->g, d->format, d->codec, l);
+		ret = kvmem_page_layout_as(&c->g, d->format, d->codec, l);
+	if (ret) {
+		fprintf(stderr, PROG ": a page in format %u, codec %u: %s\n",
+			d->format, d->codec, kvmem_strerror(ret));
+		abort();
+	}
 }
 
 /*

@@ -243,12 +243,20 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
  * at or before @before is re-encoded with kvmem_page_archive(): in the same
  * format its values stay bit for bit what they were, in another they are
  * quantized again. Sinks and the FP16 tail stay as they are. A page that
- * has values flagged lost, or changed since its seal without a word
- * reporting it, is left as it is (its losses stay flagged). Pages are
- * shared: the forks holding one see it archived too. Reads, attention,
+ * has values flagged lost is left as it is (its losses stay flagged). A
+ * page whose bytes changed since its seal without a word reporting it (a
+ * miscorrection: the seal's CRC no longer matches once every word is
+ * corrected) is left where it is with every value made to read as lost,
+ * as kvmemd does with a page that comes back from its store as something
+ * else: reads and attention then count and rebuild them. Pages are
+ * shared: the forks holding one see it archived too. An archived page
+ * moves: ->data of earlier kvmem_seq_pages() and earlier
+ * kvmem_cuda_seq_pages() tables no longer point at it. Reads, attention,
  * forks and truncation honour each page's own format and codec
  * (kvmem_seq_pages() shows them); the CUDA kernels do not yet, and
- * kvmem_cuda_seq_pages() refuses a layer with archived pages.
+ * kvmem_cuda_seq_pages() refuses a layer with archived pages. In the
+ * arena, archived pages take slots of their own size: the slots they
+ * leave are reused by pages sealed later, not by other archived pages.
  *
  * Return: the number of pages re-encoded; -EINVAL or -E2BIG as
  * kvmem_page_layout_as(); -ENOMEM when the arena has no room for the next
