@@ -206,6 +206,7 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 static void cmd_sessions(const struct kvmemd *d, struct jw *w)
 {
 	const struct kvmemd_session *s;
+	char arch[32];
 
 	jw_open(w, NULL, '{');
 	jw_open(w, "sessions", '[');
@@ -234,6 +235,13 @@ static void cmd_sessions(const struct kvmemd *d, struct jw *w)
 		jw_u64(w, "reloads", s->reloads);
 		jw_str(w, "format", kvmem_format_get(s->g.format)->name);
 		jw_str(w, "codec", kvmem_codec_get(s->g.codec)->name);
+		if (s->arch.size)
+			snprintf(arch, sizeof(arch), "%s+%s",
+				 kvmem_format_get(s->arch.format)->name,
+				 kvmem_codec_get(s->arch.codec)->name);
+		jw_str(w, "archive", s->arch.size ? arch : "off");
+		jw_u64(w, "archived", s->archived);
+		jw_u64(w, "archive_refused", s->archive_refused);
 		jw_u64(w, "tokens_per_page", s->g.tokens_per_page);
 		jw_u64(w, "layers", s->g.layers);
 		jw_u64(w, "kv_heads", s->g.kv_heads);

@@ -34,6 +34,8 @@
 
 #include "config.h"
 #include "internal.h"
+#include "kvmem/ecc.h"
+#include "kvmem/quant.h"
 #include "store.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -121,6 +123,22 @@ static const struct key_name engines[] = {
 	{ "auto", KVMEMD_ENGINE_AUTO },
 	{ "io_uring", KVMEMD_ENGINE_URING },
 	{ "threads", KVMEMD_ENGINE_THREADS },
+	{ NULL, 0 },
+};
+
+static const struct key_name archive_formats[] = {
+	{ "same", KVMEMD_ARCHIVE_SAME },
+	{ "int8", KVMEM_FMT_INT8 },
+	{ "int4", KVMEM_FMT_INT4 },
+	{ "int2", KVMEM_FMT_INT2 },
+	{ NULL, 0 },
+};
+
+static const struct key_name codecs[] = {
+	{ "h74", KVMEM_CODEC_H74 },
+	{ "h84", KVMEM_CODEC_H84 },
+	{ "golay24", KVMEM_CODEC_GOLAY24 },
+	{ "secded72", KVMEM_CODEC_SECDED72 },
 	{ NULL, 0 },
 };
 
@@ -442,6 +460,59 @@ static const struct key keys[] = {
 		.names = booleans,
 		.reload = true,
 		.desc = "move released pages to the store under pressure",
+	},
+	{
+		.section = "tier",
+		.name = "archive_tokens",
+		.type = KEY_U32,
+		KEY_FIELD(archive_tokens, uint32_t),
+		.min = 0,
+		.max = UINT32_MAX,
+		.reload = true,
+		.desc = "a released sealed page this many tokens behind the end "
+			"of its sequence is re-encoded in the archive format, "
+			"0: no archive tier",
+	},
+	{
+		.section = "tier",
+		.name = "archive_heat",
+		.type = KEY_REAL,
+		KEY_FIELD(archive_heat, double),
+		.min = 0,
+		.max = 1,
+		.reload = true,
+		.desc = "only pages with at most this share of their "
+			"sequence's attention are archived, 1: any",
+	},
+	{
+		.section = "tier",
+		.name = "archive_format",
+		.type = KEY_ENUM,
+		KEY_FIELD(archive_format, int),
+		.names = archive_formats,
+		.reload = true,
+		.desc = "format of archived pages, same: the session's own (for "
+			"sessions attached after a change)",
+	},
+	{
+		.section = "tier",
+		.name = "archive_codec",
+		.type = KEY_ENUM,
+		KEY_FIELD(archive_codec, int),
+		.names = codecs,
+		.reload = true,
+		.desc = "codec of archived pages (for sessions attached after "
+			"a change)",
+	},
+	{
+		.section = "tier",
+		.name = "archive_rate",
+		.type = KEY_SIZE,
+		KEY_FIELD(archive_rate, uint64_t),
+		.min = 4 * KIB,
+		.max = TIB,
+		.reload = true,
+		.desc = "bytes of pages a second re-encoded, all sessions",
 	},
 	{
 		.section = "store",
@@ -1187,6 +1258,10 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->high_watermark = 20;
 	c->stale_tokens = 1024;
 	c->offload = 1;
+	c->archive_heat = 1.0;
+	c->archive_format = KVMEMD_ARCHIVE_SAME;
+	c->archive_codec = KVMEM_CODEC_GOLAY24;
+	c->archive_rate = 64 * MIB;
 	c->store_size = GIB;
 	c->store_queue_depth = 32;
 	c->store_io_bytes = MIB;

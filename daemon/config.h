@@ -21,6 +21,9 @@ enum kvmemd_tristate {
 	KVMEMD_AUTO = 2,
 };
 
+/* tier.archive_format: each session's own format, another codec */
+#define KVMEMD_ARCHIVE_SAME (-1)
+
 struct kvmemd_config {
 	/* [daemon] */
 	char socket[KVMEMD_SOCK_PATH_MAX];
@@ -60,8 +63,13 @@ struct kvmemd_config {
 	uint32_t events; /* error events kept in memory */
 	/* [tier] */
 	uint32_t low_watermark, high_watermark; /* percent of an arena free */
-	uint32_t stale_tokens; /* token age of an archive candidate */
+	uint32_t stale_tokens; /* token age of a page that leaves first */
 	int offload; /* 0 or 1 */
+	uint32_t archive_tokens; /* token age of an archived page; 0: none */
+	double archive_heat; /* the most heat (0..1) it may have */
+	/* as at a session's admission; a format or KVMEMD_ARCHIVE_SAME */
+	int archive_format, archive_codec;
+	uint64_t archive_rate; /* bytes of pages a second */
 	/* [store] */
 	char store_path[256]; /* "" for none */
 	uint64_t store_size;

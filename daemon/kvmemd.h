@@ -169,6 +169,8 @@ void kvmemd_gpu_reap(struct kvmemd *d);
 
 struct kvmemd_work {
 	void (*fn)(struct kvmemd_work *w); /* runs on a worker */
+	/* runs on the loop once reaped; NULL: a connection's set-up */
+	void (*done)(struct kvmemd_work *w);
 	struct kvmemd_work *next; /* queue link, the pool's */
 };
 
@@ -296,6 +298,8 @@ struct kvmemd {
 	struct kvmemd_session *sessions, *sessions_tail; /* by id */
 	struct kvmemd_ras *ras;
 	struct kvmemd_tier *tier;
+	struct kvmemd_archive *archive;
+	struct kvmemd_workers *workers; /* the server's, while it runs */
 	struct kvmemd_gpu gpu;
 	uint64_t start_mono; /* CLOCK_MONOTONIC ns */
 	struct kvmemd_user *users; /* user.c */
@@ -442,6 +446,18 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now);
 /* The connection @waiter waits on is gone: its reply is dropped. */
 void kvmemd_tier_forget(struct kvmemd *d, void *waiter);
 void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w);
+
+/* ---- archive.c: the archive tier --------------------------------------- */
+
+int kvmemd_archive_init(struct kvmemd *d);
+/* After the workers stopped and their work was reaped. */
+void kvmemd_archive_exit(struct kvmemd *d);
+/*
+ * kvmemd_archive_run() - start re-encoding a page that has aged, as the
+ * rate allows. Return: as kvmemd_tier_run().
+ */
+uint64_t kvmemd_archive_run(struct kvmemd *d, uint64_t now);
+void kvmemd_archive_stats_json(const struct kvmemd *d, struct jw *w);
 int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
 			struct jw *w);
 

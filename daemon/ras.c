@@ -11,7 +11,8 @@
  * and a freed slot is never written to.
  *
  * The daemon trusts nothing in the page but the codewords' own checks: the
- * layout comes from the slot's kind and the header is compared with what
+ * layout comes from the slot's kind (or, for a page kvmemd archived, the
+ * session's archive layout) and the header is compared with what
  * the daemon recorded at seal time. A damaged header is written back from
  * that record (the page is "restored"); words no code can correct mark the
  * page degraded (clients rebuild those values from neighbouring tokens when
@@ -658,10 +659,10 @@ struct region_def {
 	enum region region;
 };
 
-static void slot_regions(const struct kvmemd_session *s, int kind,
+static void slot_regions(const struct kvmemd_session *s, const struct slot *sl,
 			 struct region_def rg[4])
 {
-	const struct kvmem_page_layout *l = &s->layout[kind];
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
 	size_t block =
 		(size_t)s->g.kv_heads * s->g.tokens_per_page * l->row_words;
 
@@ -694,7 +695,7 @@ static enum kvmemd_pool_kind src_pool(enum source src)
 static void slot_header(const struct kvmemd_session *s, const struct slot *sl,
 			struct kvmem_page_hdr *h)
 {
-	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
 
 	memset(h, 0, sizeof(*h));
 	h->magic = KVMEM_PAGE_MAGIC;
@@ -821,7 +822,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 	struct ras_event e;
 	size_t i;
 
-	slot_regions(s, sl->kind, rg);
+	slot_regions(s, sl, rg);
 	for (i = 0; i < ARRAY_SIZE(rg); i++)
 		p->words[rg[i].codec] += rg[i].nwords;
 	p->ce_words[KVMEM_PAGE_META_CODEC] +=
@@ -861,7 +862,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 		uint32_t *known =
 			i == REGION_SCALES ? &sl->ue_scales : &sl->ue_payload;
 		int codec = i == REGION_SCALES ? KVMEM_PAGE_META_CODEC
-					       : s->layout[sl->kind].codec;
+					       : slot_layout(s, sl)->codec;
 		uint64_t fresh;
 
 		if (c->ue[i] <= *known)
@@ -897,7 +898,7 @@ static void crc_missed(struct kvmemd *d, struct kvmemd_session *s,
 	d->ras->crc++;
 	p->crc++;
 	memset(&e, 0, sizeof(e));
-	e.codec = (uint8_t)s->layout[sl->kind].codec;
+	e.codec = (uint8_t)slot_layout(s, sl)->codec;
 	e.region = REGION_PAYLOAD;
 	e.kind = (uint8_t)kind;
 	page_event(d, s, sl, &e, c->src);
@@ -915,7 +916,7 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 		       struct kvmemd_check *c, struct pass *p)
 {
 	struct slot *sl = &s->slots[c->unit];
-	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
 
 	kvmem__page_poison(session_page(s, c->unit), &s->g, l, sl->ntokens);
 	c->lost = 1;
@@ -953,7 +954,7 @@ static void scrub_rows(const struct kvmemd_session *s, const struct slot *sl,
 		       uint8_t *blk, size_t r0, size_t r1,
 		       struct kvmem_ecc_counts *sum)
 {
-	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
 	const struct kvmem_codec_info *ci = kvmem_codec_get(l->codec);
 	const size_t vw =
 		((size_t)s->g.head_dim * kvmem_format_get(l->format)->bits +
@@ -997,7 +998,7 @@ static void scrub_rows(const struct kvmemd_session *s, const struct slot *sl,
 static size_t meta_run(const struct kvmemd_session *s, const struct slot *sl,
 		       size_t w, int *value)
 {
-	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
 	const size_t vw = kvmem__page_scale_words(l);
 	const size_t tpp = s->g.tokens_per_page;
 	size_t c, t;
@@ -1022,7 +1023,7 @@ static void scrub_meta(const struct kvmemd_session *s, const struct slot *sl,
 		       uint8_t *page, size_t w0, size_t n,
 		       struct kvmem_ecc_counts *sum)
 {
-	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
 	const size_t wb = kvmem_codec_get(KVMEM_PAGE_META_CODEC)->word_bytes;
 	struct kvmem_ecc_counts c;
 	size_t w = w0, end;
@@ -1072,7 +1073,8 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 {
 	struct slot *sl = &s->slots[c->unit];
 	uint8_t *page = session_page(s, c->unit);
-	const struct kvmem_page_layout *l = &s->layout[sl->kind];
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
+	/* The slot, as the store holds it; an archived page can be less. */
 	const size_t size = slot_bytes(s, sl->kind);
 	const size_t rows = (size_t)s->g.kv_heads * s->g.tokens_per_page;
 	const size_t mwb = kvmem_ecc_code_bytes(KVMEM_PAGE_META_CODEC, 1);
@@ -1127,12 +1129,12 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 			}
 			break;
 		case PH_TIDY:
-			n = take(budget, size - c->pos, 1);
+			n = take(budget, l->size - c->pos, 1);
 			c->tidied +=
 				kvmem__page_tidy(page, &s->g, l, sl->ntokens,
 						 c->pos, c->pos + n);
 			c->pos += n;
-			if (c->pos == size) {
+			if (c->pos == l->size) {
 				c->phase = PH_HEADER;
 				c->pos = 0;
 			}
@@ -1160,7 +1162,7 @@ static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 			}
 			break;
 		case PH_CRC:
-			if (!crc_step(c, page, size, budget))
+			if (!crc_step(c, page, l->size, budget))
 				break;
 			check_crc(d, s, c, p);
 			c->phase = PH_DONE;
@@ -1963,7 +1965,13 @@ static void live_codecs(const struct kvmemd *d,
 		seen[KVMEMD_POOL_HOST][TIER_WARM][s->layout[0].codec] = 1;
 		seen[KVMEMD_POOL_HOST][TIER_WARM][KVMEM_PAGE_META_CODEC] = 1;
 		seen[KVMEMD_POOL_HOST][TIER_HOT][KVMEM_PAGE_META_CODEC] = 1;
+		/* Archived pages are warm too, in their own codec. */
+		if (s->arch.size)
+			seen[KVMEMD_POOL_HOST][TIER_WARM][s->arch.codec] = 1;
 		if (kvmemd_tier_has_store(d)) {
+			if (s->arch.size)
+				seen[KVMEMD_POOL_NVME][TIER_COLD]
+				    [s->arch.codec] = 1;
 			seen[KVMEMD_POOL_NVME][TIER_COLD][s->layout[0].codec] =
 				1;
 			seen[KVMEMD_POOL_NVME][TIER_COLD]
@@ -2076,7 +2084,7 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 	size_t i, b;
 	int ret;
 
-	slot_regions(s, s->slots[u].kind, rg);
+	slot_regions(s, &s->slots[u], rg);
 	for (i = all ? 0 : 2; i < ARRAY_SIZE(rg); i++) {
 		uint64_t rs = mix(seed ^ mix(((uint64_t)s->id << 40) ^
 					     ((uint64_t)u << 2) ^ i));

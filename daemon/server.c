@@ -1244,8 +1244,12 @@ static void handle(struct server *sv, struct epoll_event *ev)
 		on_doorbell(sv, w->conn);
 		break;
 	case W_WORKERS:
-		while ((work = kvmemd_workers_reap(sv->workers)))
-			on_setup_done(sv, (struct conn *)work);
+		while ((work = kvmemd_workers_reap(sv->workers))) {
+			if (work->done)
+				work->done(work);
+			else
+				on_setup_done(sv, (struct conn *)work);
+		}
 		break;
 	case W_STORE:
 		kvmemd_tier_reap(sv->d);
@@ -1275,6 +1279,10 @@ static void shut_down(struct server *sv)
 		unlink(sv->d->cfg.admin_socket);
 	kvmemd_workers_stop(sv->workers);
 	while ((work = kvmemd_workers_reap(sv->workers))) {
+		if (work->done) {
+			work->done(work);
+			continue;
+		}
 		c = (struct conn *)work;
 		c->hung_up = 1;
 		on_setup_done(sv, c);
@@ -1289,6 +1297,7 @@ static void shut_down(struct server *sv)
 		conn_free(sv, c);
 	}
 	kvmemd_workers_free(sv->workers);
+	sv->d->workers = NULL;
 	kvmemd_tier_exit(sv->d);
 	kvmemd_ras_exit(sv->d);
 	kvmemd_gpu_close(sv->d);
@@ -1350,6 +1359,7 @@ static int start(struct server *sv)
 		kvmemd_log_err(LOG_ERR, ret, "worker threads");
 		return ret;
 	}
+	sv->d->workers = sv->workers;
 	sv->ww.type = W_WORKERS;
 	ret = watch_add(sv, kvmemd_workers_fd(sv->workers), EPOLLIN, &sv->ww);
 	if (ret)

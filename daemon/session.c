@@ -261,6 +261,16 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 		s->layout[k] = l[k];
 		s->slot_units[k] = (uint32_t)(l[k].size / KVMEM_SLOT_UNIT);
 	}
+	/* Archived in the format and codec of the day, where the client
+	 * reads them and such a page fits a sealed slot. */
+	k = cfg->archive_format == KVMEMD_ARCHIVE_SAME ? s->g.format
+						       : cfg->archive_format;
+	if (!(s->features & KVMEM_FEAT_ARCHIVE) ||
+	    ((unsigned int)k == s->g.format &&
+	     (unsigned int)cfg->archive_codec == s->g.codec) ||
+	    kvmem_page_layout_as(&s->g, (unsigned int)k,
+				 (unsigned int)cfg->archive_codec, &s->arch))
+		memset(&s->arch, 0, sizeof(s->arch));
 	s->sq_entries = sq;
 	s->cq_entries = cq;
 	s->arena_bytes = quota;
@@ -1008,8 +1018,11 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 static int op_seq_acquire(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct seq *q = session_seq(s, e->seq);
+	const size_t move = s->features & KVMEM_FEAT_ARCHIVE
+				    ? sizeof(struct kvmem_page_move_ex)
+				    : sizeof(struct kvmem_page_move);
 
-	if (!q || e->len % sizeof(struct kvmem_page_move) ||
+	if (!q || e->len % move ||
 	    (e->len && !op_buf(s, e->addr, e->len, sizeof(uint32_t))))
 		return -EINVAL;
 	if (q->wait)

@@ -17,11 +17,14 @@ enum slot_state {
 	SLOT_OPEN, /* the client's, being written */
 	SLOT_SEALED, /* full, immutable, a page's bytes */
 	SLOT_LOADING, /* a page being read back from the store into it */
+	SLOT_ARCHIVING, /* the daemon's, for a page being archived */
 };
 
 #define SLOT_DEGRADED (1u << 0) /* holds values no code could correct */
 #define SLOT_CRC_BAD (1u << 1) /* its CRC no longer matches, reported */
 #define SLOT_READ_FAILED (1u << 2) /* cold: the last read of it failed */
+#define SLOT_ARCHIVED (1u << 3) /* in the session's archive layout */
+#define SLOT_NO_ARCHIVE (1u << 4) /* its archiving was refused: not again */
 
 /*
  * A slot of the arena. A sealed one keeps what its header said when it was
@@ -129,6 +132,11 @@ struct kvmemd_session {
 	pid_t pid;
 	struct kvmem_geometry g;
 	struct kvmem_page_layout layout[2]; /* [kind] */
+	/* Sealed slots with SLOT_ARCHIVED: tier.archive_format and
+	 * archive_codec as at admission; size 0: the session's pages are
+	 * not archived (no KVMEM_FEAT_ARCHIVE, or no such page of its
+	 * geometry) */
+	struct kvmem_page_layout arch;
 	uint64_t digest;
 	uint64_t features;
 	uint32_t slot_units[2]; /* [kind] */
@@ -166,6 +174,9 @@ struct kvmemd_session {
 	uint64_t inflight; /* store I/Os of its pages */
 	uint64_t writing_units; /* slots that writes in flight will free */
 	uint64_t offloads, reloads, offload_bytes, reload_bytes;
+	/* archive.c: the next page it looks at; pages archived, refused */
+	uint32_t arch_pos;
+	uint64_t archived, archive_refused;
 	uint64_t io_errors, nospace;
 	uint8_t write_failed; /* its last write failed: waiting ops fail */
 	uint8_t reclaiming; /* fell below the low watermark, not yet high */
@@ -209,6 +220,13 @@ static inline struct seq *session_seq(const struct kvmemd_session *s,
 	if (!id || id > s->max_seqs)
 		return NULL;
 	return s->seqs[id - 1];
+}
+
+/* The layout of the page in slot @sl. */
+static inline const struct kvmem_page_layout *
+slot_layout(const struct kvmemd_session *s, const struct slot *sl)
+{
+	return sl->flags & SLOT_ARCHIVED ? &s->arch : &s->layout[sl->kind];
 }
 
 /* The page of the slot that starts at unit @u. */

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "kvmem/crc32c.h"
+#include "kvmem/quant.h"
 #include "json.h"
 #include "kvmemd.h"
 #include "session.h"
@@ -166,8 +167,9 @@ int kvmemd_tier_init(struct kvmemd *d)
 	if (!t)
 		return -ENOMEM;
 	d->tier = t;
-	if (!c->store_path[0])
-		return 0;
+	ret = kvmemd_archive_init(d);
+	if (ret || !c->store_path[0])
+		return ret;
 	t->tickets = calloc(c->store_queue_depth, sizeof(*t->tickets));
 	t->checks = calloc(c->store_queue_depth, sizeof(*t->checks));
 	if (!t->tickets || !t->checks)
@@ -186,6 +188,7 @@ void kvmemd_tier_exit(struct kvmemd *d)
 {
 	struct kvmemd_tier *t = d->tier;
 
+	kvmemd_archive_exit(d);
 	if (!t)
 		return;
 	/* Sessions are gone by now: the completions find no owner. */
@@ -319,20 +322,28 @@ int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e)
 static int map_report(struct kvmemd_session *s, struct seq *q,
 		      const struct kvmem_sqe *e)
 {
-	uint32_t room = e->len / sizeof(struct kvmem_page_move), n = 0, i;
+	const size_t size = s->features & KVMEM_FEAT_ARCHIVE
+				    ? sizeof(struct kvmem_page_move_ex)
+				    : sizeof(struct kvmem_page_move);
+	uint32_t room = (uint32_t)(e->len / size), n = 0, i;
 	uint8_t *out = s->buf + e->addr;
-	struct kvmem_page_move m;
+	struct kvmem_page_move_ex m;
 
 	for (i = 0; i < q->n && n < room; i++) {
 		struct page *p = &s->pages[q->pages[i]];
+		const struct kvmem_page_layout *l;
 
 		if (!p->moved)
 			continue;
+		l = slot_layout(s, &s->slots[p->unit]);
+		memset(&m, 0, sizeof(m));
 		m.layer = p->layer;
 		m.token_start = p->token_start;
 		m.old_slot = p->client_slot;
 		m.new_slot = p->unit;
-		memcpy(out + (size_t)n * sizeof(m), &m, sizeof(m));
+		m.format = l->format;
+		m.codec = l->codec;
+		memcpy(out + (size_t)n * size, &m, size);
 		p->client_slot = p->unit;
 		p->moved = 0;
 		n++;
@@ -1049,11 +1060,11 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 {
 	struct kvmemd_tier *t = d->tier;
 	struct kvmemd_session *s;
-	uint64_t goal, next = UINT64_MAX;
+	uint64_t goal, next = kvmemd_archive_run(d, now);
 	int cmd_busy = 0;
 
 	if (!t || !t->st)
-		return UINT64_MAX;
+		return next;
 	/* While the loop polls rings it looks at the eventfd less often. */
 	kvmemd_store_io_reap(t->st);
 	if (reloads_step(t))
@@ -1066,7 +1077,8 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 		/* Ops wait with nothing in flight to wake them: look again
 		 * soon rather than rely on the client ringing. */
 		if (s->waits && !s->inflight)
-			next = now + WAIT_POLL_NS;
+			next = next < now + WAIT_POLL_NS ? next
+							 : now + WAIT_POLL_NS;
 	}
 	for (s = d->sessions; s; s = s->next) {
 		if (t->cmd.active && !t->cmd.errors && !s->cmd_done &&
@@ -1134,8 +1146,9 @@ void kvmemd_tier_forget(struct kvmemd *d, void *waiter)
 
 /* ---- the operator's view ---------------------------------------------- */
 
-static void occupancy(const struct kvmemd *d, uint64_t pages[3],
-		      uint64_t bytes[3])
+/* Pages and bytes of slots: hot, warm, archive (warm, archived), cold. */
+static void occupancy(const struct kvmemd *d, uint64_t pages[4],
+		      uint64_t bytes[4])
 {
 	const struct kvmemd_session *s;
 	uint32_t i;
@@ -1147,21 +1160,24 @@ static void occupancy(const struct kvmemd *d, uint64_t pages[3],
 
 			if (!resident(p) || p->dead)
 				continue;
-			k = p->kind == KVMEM_SLOT_HOT ? 0 : 1;
+			k = p->kind == KVMEM_SLOT_HOT		      ? 0
+			    : s->slots[p->unit].flags & SLOT_ARCHIVED ? 2
+								      : 1;
 			pages[k]++;
 			bytes[k] += slot_bytes(s, p->kind);
 		}
-		pages[2] += s->ncold;
-		bytes[2] += s->cold_bytes;
+		pages[3] += s->ncold;
+		bytes[3] += s->cold_bytes;
 	}
 }
 
 void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
 {
-	static const char *const names[3] = { "hot", "warm", "cold" };
+	static const char *const names[4] = { "hot", "warm", "archive",
+					      "cold" };
 	const struct kvmemd_tier *t = d->tier;
 	const struct kvmemd_config *c = &d->cfg;
-	uint64_t pages[3] = { 0 }, bytes[3] = { 0 };
+	uint64_t pages[4] = { 0 }, bytes[4] = { 0 };
 	struct kvmemd_store_stats st;
 	char uuid[40];
 	int i;
@@ -1172,9 +1188,17 @@ void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "low_watermark", c->low_watermark);
 	jw_u64(w, "high_watermark", c->high_watermark);
 	jw_u64(w, "stale_tokens", c->stale_tokens);
+	jw_u64(w, "archive_tokens", c->archive_tokens);
+	jw_f64(w, "archive_heat", c->archive_heat);
+	jw_str(w, "archive_format",
+	       c->archive_format == KVMEMD_ARCHIVE_SAME
+		       ? "same"
+		       : kvmem_format_get(c->archive_format)->name);
+	jw_str(w, "archive_codec", kvmem_codec_get(c->archive_codec)->name);
+	jw_u64(w, "archive_rate", c->archive_rate);
 	jw_close(w, '}');
 	jw_open(w, "tiers", '{');
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 4; i++) {
 		jw_open(w, names[i], '{');
 		jw_u64(w, "pages", pages[i]);
 		jw_u64(w, "bytes", bytes[i]);
@@ -1191,6 +1215,7 @@ void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "read_errors", t->read_errors);
 	jw_u64(w, "nospace", t->nospace);
 	jw_u64(w, "waits", t->waits);
+	kvmemd_archive_stats_json(d, w);
 	if (!t->st) {
 		jw_null(w, "store");
 		return;

@@ -59,6 +59,7 @@ struct remote {
 	uint64_t buf_bytes, arena_bytes;
 	uint32_t nslots; /* arena units */
 	uint32_t slot_units[2];
+	uint64_t features; /* KVMEM_FEAT_*, as the welcome said */
 	uint32_t sq_entries, cq_entries;
 	uint32_t sq_tail; /* SQEs taken */
 	uint32_t sq_pub; /* SQEs published */
@@ -477,53 +478,87 @@ static void remote_seq_free(struct kvmem_cache *c, struct kvmem_seq *s)
 }
 
 /*
- * Give the pages of @s the slots the daemon moved them to. A move names
+ * The layout of a page the daemon says is now in @format and @codec: the
+ * geometry's, or one kvmem_seq_archive() could have made; NULL for
+ * anything else, a hot page included (hot pages are never archived).
+ */
+static const struct kvmem_page_layout *moved_layout(const struct kvmem_cache *c,
+						    const struct kvmem__page *p,
+						    unsigned int format,
+						    unsigned int codec)
+{
+	const struct kvmem_page_layout *own = &c->layout[p->hot];
+
+	if (format == own->format && codec == own->codec)
+		return own;
+	if (p->hot || format >= KVMEM_FMT_NR || codec >= KVMEM_CODEC_NR ||
+	    !c->archive[format][codec].size)
+		return NULL;
+	return &c->archive[format][codec];
+}
+
+/*
+ * Give the pages of @s the slots the daemon moved them to, and with
+ * KVMEM_FEAT_ARCHIVE the format and codec they have there. A move names
  * its page by layer and first token, never ambiguous within a sequence;
  * a page shared with a fork is one object, so it moves for all holders.
  */
 static int remote_remap(struct kvmem_cache *c, struct kvmem_seq *s,
-			const struct kvmem_page_move *m, uint32_t n)
+			const uint8_t *moves, uint32_t n)
 {
 	struct remote *r = c->store_priv;
+	const int ex = !!(r->features & KVMEM_FEAT_ARCHIVE);
+	const size_t size = ex ? sizeof(struct kvmem_page_move_ex)
+			       : sizeof(struct kvmem_page_move);
+	const struct kvmem_page_layout *l;
+	struct kvmem_page_move_ex m;
 	struct kvmem__page *p;
 	uint32_t i, idx;
 
 	for (i = 0; i < n; i++) {
-		if (m[i].layer >= c->g.layers)
+		memset(&m, 0, sizeof(m));
+		memcpy(&m, moves + (size_t)i * size, size);
+		if (m.layer >= c->g.layers)
 			return -EIO;
-		idx = kvmem__page_index(&c->g, m[i].token_start);
-		if (idx >= s->layer[m[i].layer].npages)
+		idx = kvmem__page_index(&c->g, m.token_start);
+		if (idx >= s->layer[m.layer].npages)
 			return -EIO;
-		p = s->layer[m[i].layer].pages[idx];
+		p = s->layer[m.layer].pages[idx];
+		l = ex ? moved_layout(c, p, m.format, m.codec) : p->layout;
 		/* The daemon is trusted, but not to the point of pointing
 		 * outside the arena. */
-		if (!p->sealed || p->token_start != m[i].token_start ||
-		    m[i].new_slot >= r->nslots ||
-		    r->nslots - m[i].new_slot < r->slot_units[p->hot])
+		if (!l || !p->sealed || p->token_start != m.token_start ||
+		    m.new_slot >= r->nslots ||
+		    (uint64_t)(r->nslots - m.new_slot) * KVMEM_SLOT_UNIT <
+			    l->size)
 			return -EIO;
-		p->slot = m[i].new_slot;
+		p->slot = m.new_slot;
 		p->data = r->arena + (size_t)p->slot * KVMEM_SLOT_UNIT;
+		c->used = c->used - p->layout->size + l->size;
+		p->layout = l;
 	}
 	return 0;
 }
 
 /*
  * Pages of a released sequence may have gone to the backing store and come
- * back in other slots: the daemon says which, a buffer at a time.
+ * back in other slots, or been archived: the daemon says which, a buffer
+ * at a time.
  */
 static int remote_acquire(struct kvmem_cache *c, struct kvmem_seq *s)
 {
 	struct remote *r = c->store_priv;
-	const uint32_t room =
-		(BUF_USER - BUF_MAP) / sizeof(struct kvmem_page_move);
+	const size_t size = r->features & KVMEM_FEAT_ARCHIVE
+				    ? sizeof(struct kvmem_page_move_ex)
+				    : sizeof(struct kvmem_page_move);
+	const uint32_t room = (uint32_t)((BUF_USER - BUF_MAP) / size);
 	struct kvmem_sqe t = {
 		.opcode = KVMEM_OP_SEQ_ACQUIRE,
 		.seq = s->id,
 		.addr = BUF_MAP,
-		.len = room * sizeof(struct kvmem_page_move),
+		.len = (uint32_t)(room * size),
 	};
-	struct kvmem_page_move
-		m[(BUF_USER - BUF_MAP) / sizeof(struct kvmem_page_move)];
+	uint8_t m[BUF_USER - BUF_MAP];
 	int n, ret;
 
 	do {
@@ -532,7 +567,7 @@ static int remote_acquire(struct kvmem_cache *c, struct kvmem_seq *s)
 			return n;
 		if ((uint32_t)n > room)
 			return -EIO;
-		memcpy(m, r->buf + BUF_MAP, (size_t)n * sizeof(*m));
+		memcpy(m, r->buf + BUF_MAP, (size_t)n * size);
 		ret = remote_remap(c, s, m, (uint32_t)n);
 		if (ret)
 			return ret;
@@ -790,8 +825,10 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	connect_error[0] = 0;
 	if (!opts)
 		opts = &defaults;
-	if (!out || !g || opts->resv[0] || opts->resv[1])
+	if (!out || !g || opts->flags & ~KVMEM_CONNECT_NO_ARCHIVE || opts->resv)
 		return fail(-EINVAL, "bad arguments");
+	if (opts->flags & KVMEM_CONNECT_NO_ARCHIVE)
+		h.features &= ~KVMEM_FEAT_ARCHIVE;
 	if (!path)
 		path = kvmem_socket_path(sa.sun_path, sizeof(sa.sun_path));
 	if (!path || strlen(path) >= sizeof(sa.sun_path))
@@ -849,6 +886,7 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	c->gpu_bytes = w.gpu_bytes;
 	memcpy(c->gpu_uuid, w.gpu_uuid, sizeof(c->gpu_uuid));
 	r->session = w.session;
+	r->features = w.features;
 	r->sq_efd = fds[1];
 	r->cq_efd = fds[2];
 	r->stash = calloc(r->cq_entries, sizeof(*r->stash));

@@ -90,7 +90,8 @@ int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
 			return kvmem__cuda_fail(
 				-EOPNOTSUPP,
 				"page %u of layer %u is archived in %s + %s; "
-				"the kernels read the geometry's format only",
+				"the kernels read the geometry's format only "
+				"(connect with KVMEM_CONNECT_NO_ARCHIVE)",
 				i, layer,
 				kvmem_format_get(l->pages[i]->layout->format)
 					->name,

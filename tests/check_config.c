@@ -20,6 +20,7 @@
 
 #include "../daemon/config.h"
 #include "internal.h"
+#include "kvmem/quant.h"
 #include "kvmem_check.h"
 
 /* ---- files --------------------------------------------------------- */
@@ -184,6 +185,11 @@ START_TEST(test_config_defaults_values)
 	ck_assert_uint_eq(c.max_seqs, 4096);
 	ck_assert_uint_eq(c.threads, 2);
 	ck_assert_uint_eq(c.queue_depth, 64);
+	ck_assert_uint_eq(c.archive_tokens, 0);
+	ck_assert(c.archive_heat == 1.0);
+	ck_assert_int_eq(c.archive_format, KVMEMD_ARCHIVE_SAME);
+	ck_assert_int_eq(c.archive_codec, KVMEM_CODEC_GOLAY24);
+	ck_assert_uint_eq(c.archive_rate, 67108864ull);
 	ck_assert_uint_eq(c.n_allow_uids, 1);
 	ck_assert_uint_eq(c.allow_uids[0], getuid());
 	if (gr) {
@@ -788,6 +794,23 @@ START_TEST(test_config_enums)
 			 "\"maybe\" is not one of yes, no, auto");
 	expect_set_error("pool.hugepages", "2", "\"2\"");
 	expect_set_error("pool.mlock", "", "empty value");
+	/* The archive's format is quantized; its codec, any of the four. */
+	defaults(&c);
+	set_ok(&c, "tier.archive_format", "int2");
+	EXPECT_EQ(c.archive_format, KVMEM_FMT_INT2, "%s", "int2");
+	set_ok(&c, "tier.archive_codec", "h84");
+	EXPECT_EQ(c.archive_codec, KVMEM_CODEC_H84, "%s", "h84");
+	set_ok(&c, "tier.archive_format", "same");
+	EXPECT_EQ(c.archive_format, KVMEMD_ARCHIVE_SAME, "%s", "same");
+	expect_set_error("tier.archive_format", "fp16",
+			 "\"fp16\" is not one of same, int8, int4, int2");
+	expect_set_error("tier.archive_codec", "golay23",
+			 "\"golay23\" is not one of h74, h84, golay24, "
+			 "secded72");
+	expect_set_error("tier.archive_heat", "1.5",
+			 "\"1.5\" is not a number in 0..1");
+	expect_set_error("tier.archive_rate", "1K",
+			 "\"1K\" is not a size in 4K..1T");
 }
 END_TEST
 
@@ -1048,6 +1071,11 @@ START_TEST(test_config_print_format)
 		"high_watermark",
 		"stale_tokens",
 		"offload",
+		"archive_tokens",
+		"archive_heat",
+		"archive_format",
+		"archive_codec",
+		"archive_rate",
 		"path",
 		"size",
 		"reformat",

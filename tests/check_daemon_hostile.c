@@ -964,7 +964,8 @@ static void fuzz_judge(const struct fuzz *f, const struct kvmem_sqe *e,
 		live[res] = 1;
 		break;
 	case KVMEM_OP_SEQ_ACQUIRE:
-		if (seq > CONF_MAX_SEQS || !live[seq] || e->len % 16 ||
+		if (seq > CONF_MAX_SEQS || !live[seq] ||
+		    e->len % sizeof(struct kvmem_page_move_ex) ||
 		    (e->len && (!in_buf(f, e->addr, e->len) || e->addr % 4))) {
 			EXPECT(res < 0,
 			       "SQE %u: SEQ_ACQUIRE of %llu, %u to %llu", i,

@@ -746,7 +746,9 @@ static void fake_stop(struct fake *f)
 	"\"cold_bytes\":196608,\"offloads\":9,\"reloads\":3,"                \
 	"\"heap_bytes\":4096,\"heap_max_bytes\":8454144,"                    \
 	"\"format\":\"" fmt "\","                                            \
-	"\"codec\":\"" codec "\",\"tokens_per_page\":32,\"layers\":2,"       \
+	"\"codec\":\"" codec "\",\"archive\":\"int4+golay24\","              \
+	"\"archived\":4,\"archive_refused\":0,"                              \
+	"\"tokens_per_page\":32,\"layers\":2,"                               \
 	"\"kv_heads\":2,\"head_dim\":64}"
 #define R_SESSIONS                                                        \
 	"{\"sessions\":[" SESSION("1", "100", "int4", "h84") "," SESSION( \
@@ -804,15 +806,20 @@ static void fake_stop(struct fake *f)
 	"\"codec\":\"h84\",\"words\":40000,\"bits\":44,"               \
 	"\"by_flips\":[39957,42,1,0,0,0,0,0]},{\"codec\":\"golay24\"," \
 	"\"words\":960,\"bits\":1,\"by_flips\":[959,1,0,0,0,0,0,0]}]}\n"
-#define TIER_HEAD(offload, stale)                                         \
-	"{\"policy\":{\"offload\":" offload ",\"low_watermark\":10,"      \
-	"\"high_watermark\":20,\"stale_tokens\":" stale "},"              \
-	"\"tiers\":{\"hot\":{\"pages\":4,\"bytes\":131072},"              \
-	"\"warm\":{\"pages\":12,\"bytes\":393216},\"cold\":{\"pages\":6," \
-	"\"bytes\":196608}},\"offloads\":9,\"offload_bytes\":294912,"     \
-	"\"reloads\":3,\"reload_bytes\":98304,\"reload_degraded\":1,"     \
-	"\"reload_lost\":1,"                                              \
-	"\"write_errors\":2,\"read_errors\":1,\"nospace\":5,\"waits\":7," \
+#define TIER_HEAD(offload, stale)                                          \
+	"{\"policy\":{\"offload\":" offload ",\"low_watermark\":10,"       \
+	"\"high_watermark\":20,\"stale_tokens\":" stale ","                \
+	"\"archive_tokens\":" stale ",\"archive_heat\":0.25,"              \
+	"\"archive_format\":\"int4\",\"archive_codec\":\"golay24\","       \
+	"\"archive_rate\":67108864},"                                      \
+	"\"tiers\":{\"hot\":{\"pages\":4,\"bytes\":131072},"               \
+	"\"warm\":{\"pages\":12,\"bytes\":393216},"                        \
+	"\"archive\":{\"pages\":2,\"bytes\":65536},\"cold\":{\"pages\":6," \
+	"\"bytes\":196608}},\"offloads\":9,\"offload_bytes\":294912,"      \
+	"\"reloads\":3,\"reload_bytes\":98304,\"reload_degraded\":1,"      \
+	"\"reload_lost\":1,"                                               \
+	"\"write_errors\":2,\"read_errors\":1,\"nospace\":5,\"waits\":7,"  \
+	"\"archived\":5,\"archived_bytes\":163840,\"archive_refused\":1,"  \
 	"\"store\":"
 #define R_TIER                                                                \
 	TIER_HEAD("true", "1024")                                             \
@@ -1156,8 +1163,9 @@ static const struct {
 	  "\"cold_bytes\":\"u\",\"offloads\":\"u\",\"reloads\":\"u\","
 	  "\"heap_bytes\":\"u\",\"heap_max_bytes\":\"u\","
 	  "\"format\":\"s:fp16|int8|int4|int2\","
-	  "\"codec\":" S_CODEC ",\"tokens_per_page\":\"u\",\"layers\":\"u\","
-	  "\"kv_heads\":\"u\",\"head_dim\":\"u\"}]}" },
+	  "\"codec\":" S_CODEC ",\"archive\":\"s\",\"archived\":\"u\","
+	  "\"archive_refused\":\"u\",\"tokens_per_page\":\"u\","
+	  "\"layers\":\"u\",\"kv_heads\":\"u\",\"head_dim\":\"u\"}]}" },
 	{ "seqs",
 	  "{\"seqs\":[{\"session\":\"u\",\"seq\":\"u\",\"acquired\":\"b\","
 	  "\"pages\":\"u\",\"tokens\":\"u\",\"degraded_pages\":\"u\","
@@ -1202,12 +1210,18 @@ static const struct {
 	  "\"scrub.verify_on_seal\":\"b\",\"scrub.allow_inject\":\"b\"}}" },
 	{ "tier",
 	  "{\"policy\":{\"offload\":\"b\",\"low_watermark\":\"u\","
-	  "\"high_watermark\":\"u\",\"stale_tokens\":\"u\"},"
+	  "\"high_watermark\":\"u\",\"stale_tokens\":\"u\","
+	  "\"archive_tokens\":\"u\",\"archive_heat\":\"n\","
+	  "\"archive_format\":\"s:same|int8|int4|int2\","
+	  "\"archive_codec\":" S_CODEC ",\"archive_rate\":\"u\"},"
 	  "\"tiers\":{\"hot\":" S_PAGES_BYTES ",\"warm\":" S_PAGES_BYTES
-	  ",\"cold\":" S_PAGES_BYTES "},\"offloads\":\"u\","
+	  ",\"archive\":" S_PAGES_BYTES ",\"cold\":" S_PAGES_BYTES "},"
+	  "\"offloads\":\"u\","
 	  "\"offload_bytes\":\"u\",\"reloads\":\"u\",\"reload_bytes\":\"u\","
 	  "\"reload_degraded\":\"u\",\"reload_lost\":\"u\","
 	  "\"write_errors\":\"u\",\"read_errors\":\"u\",\"nospace\":\"u\",\"waits\":\"u\","
+	  "\"archived\":\"u\",\"archived_bytes\":\"u\","
+	  "\"archive_refused\":\"u\","
 	  "\"store\":{\"?\":" S_STORE "}}" },
 	{ "offload", "{\"pages\":\"u\",\"bytes\":\"u\",\"errors\":\"u\","
 		     "\"seconds\":\"n\",\"gbps\":\"n\"}" },
@@ -1283,14 +1297,17 @@ START_TEST(test_spec_tables)
 		{ { "tier" },
 		  { "policy offload on, watermarks 10% / 20% free, stale "
 		    "after 1024 tokens",
-		    "TIER PAGES BYTES", "hot 4 128.0 KiB",
-		    "cold 6 192.0 KiB" } },
+		    "archive released pages 1024 tokens old in int4 + golay24, "
+		    "heat at most 0.25, 64.0 MiB/s",
+		    "TIER PAGES BYTES", "hot 4 128.0 KiB" } },
+		{ { "tier" }, { "archive 2 64.0 KiB", "cold 6 192.0 KiB" } },
 		{ { "tier" },
 		  { "offloads 9 pages, 288.0 KiB",
 		    "reloads 3 pages, 96.0 KiB, 1 degraded, 1 lost (values "
 		    "erased)",
 		    "waits 7 ops waited for pages to move",
-		    "errors 2 writes, 1 reads, 5 out of space" } },
+		    "archived 5 pages, 160.0 KiB, 1 refused (not as sealed)" } },
+		{ { "tier" }, { "errors 2 writes, 1 reads, 5 out of space" } },
 		{ { "tier" },
 		  { "store /var/lib/kvmem/store",
 		    "size 16.0 MiB, 4095 units of 4.0 KiB",
@@ -1596,6 +1613,9 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_session_reloads_total{session=\"1\"}", 3 },
 		{ "kvmem_tier_pages{tier=\"hot\"}", 4 },
 		{ "kvmem_tier_pages{tier=\"cold\"}", 6 },
+		{ "kvmem_tier_pages{tier=\"archive\"}", 2 },
+		{ "kvmem_archived_total", 5 },
+		{ "kvmem_archive_refused_total", 1 },
 		{ "kvmem_tier_bytes{tier=\"warm\"}", 393216 },
 		{ "kvmem_tier_bytes{tier=\"cold\"}", 196608 },
 		{ "kvmem_offloads_total", 9 },
@@ -1866,6 +1886,7 @@ START_TEST(test_spec_no_store)
 	FAKE_OK(&r, &f, "tier");
 	expect_line(&r, "policy offload off, watermarks 10% / 20% free, age "
 			"does not count");
+	expect_line(&r, "archive off (tier.archive_tokens = 0)");
 	expect_line(&r, "cold 6 192.0 KiB");
 	expect_line(&r, "errors 2 writes, 1 reads, 5 out of space");
 	expect_line(&r, "no backing store (store.path is empty)");

@@ -1069,6 +1069,349 @@ START_TEST(test_session_gone_mid_io)
 }
 END_TEST
 
+/* ---- the archive tier -------------------------------------------------- */
+
+#define ARCHIVE_TOKENS 196 /* a sink of 4 and six whole pages of 32 */
+#define ARCHIVE_AGE 40 /* tier.archive_tokens in these tests */
+
+/* Pages of @s's layer @l that kvmemd archives once it is released. */
+static int archivable(struct kvmem_seq *s, uint32_t l)
+{
+	struct kvmem_page_desc d[16];
+	int n = kvmem_seq_pages(s, l, d, 16), i, want = 0;
+
+	ck_assert_int_le(n, 16);
+	for (i = 0; i < n; i++)
+		want += d[i].sealed && !d[i].hot &&
+			d[i].token_start + d[i].ntokens + ARCHIVE_AGE <=
+				ARCHIVE_TOKENS;
+	return want;
+}
+
+/* Wait until kvmemd has archived or refused @n pages; its tier reply. */
+static void archive_wait(struct kvmemd_proc *p, uint64_t n)
+{
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		admin(p, "tier");
+		if (kvmemd_json_u64(reply, "archived") +
+			    kvmemd_json_u64(reply, "archive_refused") >=
+		    n)
+			return;
+		usleep(5000);
+	}
+	ck_abort_msg("kvmemd archived no %llu pages: %s", (unsigned long long)n,
+		     reply);
+}
+
+/*
+ * Released pages old enough are re-encoded in int4 + golay24 (the default
+ * archive format and codec); those of an acquired sequence and the recent
+ * ones are not. The library learns the new slots and codec at the next
+ * acquire and reads the same bits; archived pages go to the store and come
+ * back checked in their own layout. A client without KVMEM_FEAT_ARCHIVE is
+ * never archived.
+ */
+START_TEST(test_archive)
+{
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	struct kvmem_page_layout al;
+	struct kvmem_page_desc d[16];
+	struct kvmemd_proc p;
+	struct kvmemd_raw raw;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s[2];
+	struct ref r;
+	uint32_t j, l;
+	uint8_t *copy;
+	int want = 0, n, i, seen = 0;
+
+	start(&p, 0, "16M", "[tier]\narchive_tokens = 40\n");
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 2, ARCHIVE_TOKENS);
+	ck_assert_int_eq(kvmem_page_layout_as(&r.g, KVMEM_FMT_INT4,
+					      KVMEM_CODEC_GOLAY24, &al),
+			 0);
+	for (j = 0; j < 2; j++) {
+		ref_data(&r, j);
+		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(s[j], r.k, r.v, r.tokens),
+				 0);
+		ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[j]), 0);
+		ck_assert_int_eq(
+			kvmem_seq_append_all(r.es[j], r.k, r.v, r.tokens), 0);
+	}
+	for (l = 0; l < r.g.layers; l++)
+		want += archivable(s[0], l);
+	ck_assert_int_gt(want, 0);
+	kvmemd_release(c, s[0]);
+	archive_wait(&p, (uint64_t)want);
+	/* Exactly those: s[1] is acquired, its pages pinned. */
+	usleep(200000);
+	admin(&p, "tier");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archived"), want);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archive_refused"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"archive\"", "pages"),
+			  want);
+	ck_assert_int_eq(kvmem_seq_acquire(s[0]), 0);
+	for (l = 0; l < r.g.layers; l++) {
+		int arch = archivable(s[0], l);
+
+		n = kvmem_seq_pages(s[0], l, d, 16);
+		for (i = 0; i < n; i++) {
+			int a = d[i].sealed && !d[i].hot && i <= arch;
+
+			EXPECT_EQ(d[i].codec,
+				  a || d[i].hot ? KVMEM_CODEC_GOLAY24
+						: KVMEM_CODEC_H84,
+				  "layer %u page %d", l, i);
+			if (a)
+				EXPECT_EQ(d[i].size, al.size,
+					  "layer %u page %d", l, i);
+			seen += a;
+		}
+	}
+	ck_assert_int_eq(seen, want);
+	ck_assert_int_eq(same_as_ref(&r, s[0], r.es[0], 0), 0);
+	ck_assert_int_eq(same_as_ref(&r, s[1], r.es[1], 1), 0);
+
+	/* The patrol reads an archived page in its own layout: three flips
+	 * in one golay24 word are corrected in place. */
+	kvmem_seq_pages(s[0], 0, d, 16);
+	copy = malloc(al.size);
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, d[1].data, al.size);
+	((uint8_t *)d[1].data)[al.k_off + 30] ^= 0x01;
+	((uint8_t *)d[1].data)[al.k_off + 31] ^= 0x10;
+	((uint8_t *)d[1].data)[al.k_off + 32] ^= 0x80;
+	admin(&p, "scrub now pool");
+	ck_assert_int_eq(memcmp(d[1].data, copy, al.size), 0);
+	free(copy);
+	admin(&p, "sessions");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 0);
+
+	/* To the store and back: checked against what was written. */
+	kvmemd_release(c, s[0]);
+	admin(&p, "offload pool");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
+	ck_assert_int_eq(kvmem_seq_acquire(s[0]), 0);
+	ck_assert_int_eq(same_as_ref(&r, s[0], r.es[0], 0), 0);
+	admin(&p, "tier");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "reload_degraded"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "reload_lost"), 0);
+
+	/* The sessions say who is archived and how. */
+	h.features &= ~KVMEM_FEAT_ARCHIVE;
+	ck_assert_int_eq(kvmemd_raw_attach(&raw, &p, &h, sizeof(h)), 0);
+	ck_assert_uint_eq(raw.w.features & KVMEM_FEAT_ARCHIVE, 0);
+	admin(&p, "sessions");
+	ck_assert_msg(strstr(reply, "\"archive\":\"int4+golay24\""), "%s",
+		      reply);
+	ck_assert_msg(strstr(reply, "\"archive\":\"off\""), "%s", reply);
+	kvmemd_raw_detach(&raw);
+	for (j = 0; j < 2; j++)
+		kvmem_seq_free(s[j]);
+	kvmem_close(c);
+	ref_free(&r, 2);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * A client that wrote into a sealed page of its own: the page is not as it
+ * was sealed, so the archive refuses it (once) and leaves it where it is;
+ * the others are archived.
+ */
+START_TEST(test_archive_refuses_changed_page)
+{
+	struct kvmem_page_layout sl;
+	struct kvmem_page_desc d[16];
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct ref r;
+	uint32_t l;
+	uint8_t *page;
+	size_t w;
+	int want = 0, n, i;
+
+	start(&p, 0, "16M", "[tier]\narchive_tokens = 40\n");
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, ARCHIVE_TOKENS);
+	ck_assert_int_eq(kvmem_page_layout(&r.g, 0, &sl), 0);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
+	for (l = 0; l < r.g.layers; l++)
+		want += archivable(s, l);
+	n = kvmem_seq_pages(s, 0, d, 16);
+	for (i = 0; i < n && (d[i].hot || !d[i].sealed); i++)
+		;
+	ck_assert_int_lt(i, n);
+	page = d[i].data;
+	/* Another good codeword: no code sees it, the seal's CRC does. */
+	for (w = sl.k_off; page[w] == page[w + 1]; w++)
+		;
+	page[w] = page[w + 1];
+	kvmemd_release(c, s);
+	archive_wait(&p, (uint64_t)want);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archive_refused"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archived"), want - 1);
+	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+	kvmem_seq_pages(s, 0, d, 16);
+	EXPECT_EQ(d[i].codec, KVMEM_CODEC_H84, "%s", "left where it was");
+	EXPECT(d[i].data == page, "%s", "in its slot");
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * tier.archive_heat: pages that attention leans on stay as they are. Of
+ * two sequences, the one attended first keeps its pages (its heat, its
+ * pages' share of the attention, is over the threshold); the other, never
+ * attended, is archived. Its pages come after the first's in the order
+ * the archive looks at pages, so by the time they are archived the
+ * first's were passed over.
+ */
+START_TEST(test_archive_heat)
+{
+	struct kvmem_attend_opts o = { .importance_alpha = 1.0f };
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s[2];
+	struct ref r;
+	float *q, *out;
+	uint32_t j, l;
+	int want = 0;
+
+	start(&p, 0, "16M",
+	      "[tier]\narchive_tokens = 40\narchive_heat = 0.001\n");
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 2, ARCHIVE_TOKENS);
+	o.n_heads = 2 * r.g.kv_heads;
+	q = calloc((size_t)o.n_heads * r.g.head_dim, sizeof(float));
+	out = calloc((size_t)o.n_heads * r.g.head_dim, sizeof(float));
+	ck_assert(q && out);
+	for (j = 0; j < 2; j++) {
+		ref_data(&r, j);
+		ck_assert_int_eq(kvmem_seq_create(c, &s[j]), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(s[j], r.k, r.v, r.tokens),
+				 0);
+	}
+	for (l = 0; l < r.g.layers; l++) {
+		ck_assert_int_eq(kvmem_attend(s[0], l, q, out, &o, NULL), 0);
+		want += archivable(s[1], l);
+	}
+	kvmemd_release(c, s[0]);
+	kvmemd_release(c, s[1]);
+	archive_wait(&p, (uint64_t)want);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archived"), want);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archive_refused"), 0);
+	/* Which ones: the cold sequence's, none of the hot one's. */
+	for (j = 0; j < 2; j++) {
+		struct kvmem_page_desc d[16];
+		int n, i, seen = 0;
+
+		ck_assert_int_eq(kvmem_seq_acquire(s[j]), 0);
+		for (l = 0; l < r.g.layers; l++) {
+			n = kvmem_seq_pages(s[j], l, d, 16);
+			for (i = 0; i < n; i++)
+				seen += !d[i].hot &&
+					d[i].codec == KVMEM_CODEC_GOLAY24;
+		}
+		ck_assert_int_eq(seen, j ? want : 0);
+	}
+	free(q);
+	free(out);
+	for (j = 0; j < 2; j++)
+		kvmem_seq_free(s[j]);
+	kvmem_close(c);
+	ref_free(&r, 2);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Another format, at a rate below one page a second: int2 pages, started
+ * on a full bucket and paid for after. The library learns their format,
+ * counts them at their own size, and gives every byte back.
+ */
+START_TEST(test_archive_int2_slow)
+{
+	struct kvmem_page_layout al, sl;
+	struct kvmem_cache_stats st0, st1;
+	struct kvmem_page_desc d[16];
+	struct kvmem_page_counts pc;
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct ref r;
+	uint64_t archived;
+	uint32_t l;
+	size_t n;
+	float *kv;
+	int i, np, seen = 0;
+
+	start(&p, 0, "16M",
+	      "[tier]\narchive_tokens = 40\narchive_format = int2\n"
+	      "archive_rate = 4K\n");
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, ARCHIVE_TOKENS);
+	ck_assert_int_eq(kvmem_page_layout(&r.g, 0, &sl), 0);
+	ck_assert_int_eq(kvmem_page_layout_as(&r.g, KVMEM_FMT_INT2,
+					      KVMEM_CODEC_GOLAY24, &al),
+			 0);
+	ck_assert_uint_lt(al.size, sl.size);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
+	kvmem_cache_stats(c, &st0);
+	kvmemd_release(c, s);
+	archive_wait(&p, 1);
+	/* Pinned: what is archived now is all there will be. */
+	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+	admin(&p, "tier");
+	archived = kvmemd_json_u64(reply, "archived");
+	for (l = 0; l < r.g.layers; l++) {
+		np = kvmem_seq_pages(s, l, d, 16);
+		for (i = 0; i < np; i++)
+			seen += d[i].format == KVMEM_FMT_INT2;
+	}
+	ck_assert_uint_eq(seen, archived);
+	kvmem_cache_stats(c, &st1);
+	ck_assert_uint_eq(st0.used_bytes - st1.used_bytes,
+			  archived * (sl.size - al.size));
+	n = (size_t)r.tokens * r.g.kv_heads * r.g.head_dim;
+	kv = malloc(2 * n * sizeof(float));
+	ck_assert_ptr_nonnull(kv);
+	for (l = 0; l < r.g.layers; l++) {
+		ck_assert_int_eq(kvmem_seq_read(s, l, 0, r.tokens,
+						KVMEM_ERASE_INTERPOLATE, kv,
+						kv + n, &pc),
+				 0);
+		ck_assert_uint_eq(pc.values_erased, 0);
+		ck_assert_uint_eq(pc.payload.uncorrectable, 0);
+	}
+	free(kv);
+	kvmem_seq_free(s);
+	kvmem_cache_stats(c, &st1);
+	ck_assert_uint_eq(st1.used_bytes, 0);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(tier)
 {
 	Suite *s = suite_create("tier");
@@ -1089,6 +1432,10 @@ KVMEM_SUITE(tier)
 	tcase_add_loop_test(tc, test_read_error, 0, 2);
 	tcase_add_loop_test(tc, test_offload_store_full, 0, 2);
 	tcase_add_loop_test(tc, test_session_gone_mid_io, 0, 2);
+	tcase_add_test(tc, test_archive);
+	tcase_add_test(tc, test_archive_refuses_changed_page);
+	tcase_add_test(tc, test_archive_heat);
+	tcase_add_test(tc, test_archive_int2_slow);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1298,13 +1298,15 @@ extra:
 static void render_tier(struct rd *r, FILE *f, const struct json *v)
 {
 	static const char *const head[] = { "TIER", "PAGES", "BYTES" };
-	static const char *const tiers[] = { "hot", "warm", "cold" };
+	static const char *const tiers[] = { "hot", "warm", "archive", "cold" };
 	const struct json *pol = g_obj(r, v, "policy");
 	const struct json *ts = g_obj(r, v, "tiers");
 	const struct json *st = g_obj_or_null(r, v, "store");
 	uint64_t stale = g_u64(r, pol, "stale_tokens");
+	uint64_t archive = g_u64(r, pol, "archive_tokens");
 	uint64_t units, used;
 	char a[32], b[32], stale_s[64], path[1024], engine[32], uuid[64];
+	char fmt[16], codec[16];
 	struct table t;
 	size_t i;
 
@@ -1319,6 +1321,19 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	   g_bool(r, pol, "offload") ? "on" : "off",
 	   g_u64(r, pol, "low_watermark"), g_u64(r, pol, "high_watermark"),
 	   stale_s);
+	g_str(r, pol, "archive_format", fmt, sizeof(fmt));
+	g_str(r, pol, "archive_codec", codec, sizeof(codec));
+	if (archive)
+		kv(&t, "archive",
+		   "released pages %" PRIu64 " tokens old in %s%s%s, heat "
+		   "at most %.3g, %s/s",
+		   archive, strcmp(fmt, "same") ? fmt : "",
+		   strcmp(fmt, "same") ? " + " : "", codec,
+		   g_num(r, pol, "archive_heat"),
+		   fmt_bytes(a, sizeof(a),
+			     (double)g_u64(r, pol, "archive_rate")));
+	else
+		kv(&t, "archive", "off (tier.archive_tokens = 0)");
 	t_done(r, &t, f);
 
 	fputc('\n', f);
@@ -1346,6 +1361,11 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	   g_u64(r, v, "reload_degraded"), g_u64(r, v, "reload_lost"));
 	kv(&t, "waits", "%" PRIu64 " ops waited for pages to move",
 	   g_u64(r, v, "waits"));
+	kv(&t, "archived",
+	   "%" PRIu64 " pages, %s, %" PRIu64 " refused (not as sealed)",
+	   g_u64(r, v, "archived"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, v, "archived_bytes")),
+	   g_u64(r, v, "archive_refused"));
 	kv(&t, "errors",
 	   "%" PRIu64 " writes, %" PRIu64 " reads, %" PRIu64 " out of space",
 	   g_u64(r, v, "write_errors"), g_u64(r, v, "read_errors"),
@@ -2245,7 +2265,7 @@ static void metrics_sessions(struct metrics *m, const struct json *v)
 
 static void metrics_tier(struct metrics *m, const struct json *v)
 {
-	static const char *const tiers[] = { "hot", "warm", "cold" };
+	static const char *const tiers[] = { "hot", "warm", "archive", "cold" };
 	static const struct {
 		const char *name, *key, *help;
 	} moves[] = {
@@ -2262,6 +2282,12 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 		{ "kvmem_reload_lost_total", "reload_lost",
 		  "Pages that came back from the backing store as something "
 		  "else, their values erased." },
+		{ "kvmem_archived_total", "archived",
+		  "Pages re-encoded in the archive format and codec." },
+		{ "kvmem_archived_bytes_total", "archived_bytes",
+		  "Bytes of slots of pages re-encoded for the archive tier." },
+		{ "kvmem_archive_refused_total", "archive_refused",
+		  "Pages the archive tier refused: not as they were sealed." },
 	};
 	static const struct {
 		const char *op, *key;
@@ -2272,8 +2298,8 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	size_t i;
 
 	m_family(m, "kvmem_tier_pages", "gauge",
-		 "Pages in each tier: hot and warm in the sessions' arenas, "
-		 "cold on the backing store.");
+		 "Pages in each tier: hot, warm and archive in the sessions' "
+		 "arenas, cold on the backing store.");
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const char *l[] = { "tier", tiers[i], NULL };
 

@@ -83,7 +83,8 @@ class _ConnectOpts(ctypes.Structure):
         ("cq_entries", ctypes.c_uint32),
         ("spin_us", ctypes.c_int32),
         ("gpu_mib", ctypes.c_uint32),
-        ("resv", ctypes.c_uint32 * 2),
+        ("flags", ctypes.c_uint32),
+        ("resv", ctypes.c_uint32),
     ]
 
 
@@ -406,13 +407,17 @@ class Cache:
         sq_entries=0,
         cq_entries=0,
         gpu_mib=0,
+        archive=True,
     ):
-        """A session of kvmemd at @path (None: where it listens by default)."""
+        """A session of kvmemd at @path (None: where it listens by default).
+        archive=False keeps every page in the geometry's format and codec
+        (KVMEM_CONNECT_NO_ARCHIVE), as the CUDA kernels need."""
         o = _ConnectOpts(
             quota_bytes=quota_bytes,
             sq_entries=sq_entries,
             cq_entries=cq_entries,
             gpu_mib=gpu_mib,
+            flags=0 if archive else 1,
         )
         h = _vp()
         ret = _lib.kvmem_connect(

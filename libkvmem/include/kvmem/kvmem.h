@@ -69,8 +69,17 @@ struct kvmem_connect_opts {
 			  * sleeping; 0: 50, < 0: never spin */
 	uint32_t gpu_mib; /* GPU memory from kvmemd's GPU pool, MiB; 0: none
 			   * (kvmem_cuda_register() maps it) */
-	uint32_t resv[2]; /* must be 0 */
+	uint32_t flags; /* KVMEM_CONNECT_* */
+	uint32_t resv; /* must be 0 */
 };
+
+/*
+ * Keep every page in the geometry's format and codec: kvmemd's archive
+ * tier (tier.archive_tokens) leaves the session alone. For caches whose
+ * pages the CUDA kernels read (kvmem_cuda_register()), which do not read
+ * archived pages.
+ */
+#define KVMEM_CONNECT_NO_ARCHIVE (1u << 0)
 
 /**
  * kvmem_socket_path() - where kvmemd listens by default

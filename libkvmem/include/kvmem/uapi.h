@@ -84,6 +84,13 @@
  * buffer, an acquire that has moves to report fails with -EMSGSIZE and
  * stays released. PAGE_SEAL and PAGE_FREE name pages by slot, so they need
  * an acquired sequence (-EBUSY otherwise), as does SEQ_FORK.
+ *
+ * With KVMEM_FEAT_ARCHIVE the daemon may also re-encode released sealed
+ * pages in its archive format and codec (tier.archive_* of kvmemd.conf,
+ * kvmem_page_archive()); such a page moves to another slot too, and moves
+ * are reported as struct kvmem_page_move_ex, which says the format and
+ * codec the page has now. The pages of a client without it are never
+ * archived.
  */
 #ifndef KVMEM_UAPI_H
 #define KVMEM_UAPI_H
@@ -114,7 +121,9 @@ extern "C" {
 /* Feature bits, exchanged at the handshake. */
 #define KVMEM_FEAT_NEED_WAKEUP (1ULL << 0) /* the daemon polls the SQ */
 #define KVMEM_FEAT_CQ_WAIT (1ULL << 1) /* CQ doorbell only on request */
-#define KVMEM_FEAT_ALL (KVMEM_FEAT_NEED_WAKEUP | KVMEM_FEAT_CQ_WAIT)
+#define KVMEM_FEAT_ARCHIVE (1ULL << 2) /* archived pages, moves _ex */
+#define KVMEM_FEAT_ALL \
+	(KVMEM_FEAT_NEED_WAKEUP | KVMEM_FEAT_CQ_WAIT | KVMEM_FEAT_ARCHIVE)
 
 /* client -> daemon: the first and only message before the welcome. */
 struct kvmem_hello {
@@ -272,6 +281,17 @@ struct kvmem_page_move {
 	uint32_t new_slot;
 };
 
+/* A move with KVMEM_FEAT_ARCHIVE: the same, and what the page is now. */
+struct kvmem_page_move_ex {
+	uint32_t layer;
+	uint32_t token_start;
+	uint32_t old_slot;
+	uint32_t new_slot;
+	uint8_t format; /* enum kvmem_format: the geometry's, or archived */
+	uint8_t codec; /* enum kvmem_codec */
+	uint8_t resv[6]; /* 0 */
+};
+
 /* Most slots one PAGE_ALLOC hands out. */
 #define KVMEM_ALLOC_MAX 256
 
@@ -403,6 +423,16 @@ KVMEM_UAPI_ASSERT(kvmem_page_move, layer, 0);
 KVMEM_UAPI_ASSERT(kvmem_page_move, token_start, 4);
 KVMEM_UAPI_ASSERT(kvmem_page_move, old_slot, 8);
 KVMEM_UAPI_ASSERT(kvmem_page_move, new_slot, 12);
+
+KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_page_move_ex) == 24,
+			 "kvmem_page_move_ex size");
+KVMEM_UAPI_ASSERT(kvmem_page_move_ex, layer, 0);
+KVMEM_UAPI_ASSERT(kvmem_page_move_ex, token_start, 4);
+KVMEM_UAPI_ASSERT(kvmem_page_move_ex, old_slot, 8);
+KVMEM_UAPI_ASSERT(kvmem_page_move_ex, new_slot, 12);
+KVMEM_UAPI_ASSERT(kvmem_page_move_ex, format, 16);
+KVMEM_UAPI_ASSERT(kvmem_page_move_ex, codec, 17);
+KVMEM_UAPI_ASSERT(kvmem_page_move_ex, resv, 18);
 
 KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_cqe) == 16, "kvmem_cqe size");
 KVMEM_UAPI_ASSERT(kvmem_cqe, user_data, 0);
