@@ -1207,6 +1207,21 @@ START_TEST(test_archive)
 	h.features &= ~KVMEM_FEAT_ARCHIVE;
 	ck_assert_int_eq(kvmemd_raw_attach(&raw, &p, &h, sizeof(h)), 0);
 	ck_assert_uint_eq(raw.w.features & KVMEM_FEAT_ARCHIVE, 0);
+	/* Without the feature, moves are 16 bytes, as they were. */
+	{
+		struct kvmem_sqe e = { .opcode = KVMEM_OP_SEQ_CREATE,
+				       .user_data = 1 };
+
+		ck_assert_int_eq(kvmemd_raw_op(&raw, &e).res, 1);
+		e = (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_ACQUIRE,
+					.user_data = 2,
+					.seq = 1,
+					.len = sizeof(struct kvmem_page_move) };
+		ck_assert_int_eq(kvmemd_raw_op(&raw, &e).res, 0);
+		e.user_data = 3;
+		e.len = sizeof(struct kvmem_page_move_ex);
+		ck_assert_int_eq(kvmemd_raw_op(&raw, &e).res, -EINVAL);
+	}
 	admin(&p, "sessions");
 	ck_assert_msg(strstr(reply, "\"archive\":\"int4+golay24\""), "%s",
 		      reply);
