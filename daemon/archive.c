@@ -177,8 +177,8 @@ static void archive_done(struct kvmemd_work *w)
 	job_free(job);
 }
 
-/* Is page @pg of @s one to archive now? */
-static int candidate(const struct kvmemd_session *s, uint32_t pg)
+/* Is page @pg of @s, @age tokens old or more, one to archive now? */
+static int candidate(const struct kvmemd_session *s, uint32_t pg, uint32_t age)
 {
 	const struct kvmemd_config *c = &s->d->cfg;
 	const struct page *p = &s->pages[pg];
@@ -196,7 +196,7 @@ static int candidate(const struct kvmemd_session *s, uint32_t pg)
 		return 0;
 	q = session_seq(s, sl->seq);
 	if (!q || q->tokens < sl->token_start + sl->ntokens ||
-	    q->tokens - sl->token_start - sl->ntokens < c->archive_tokens)
+	    q->tokens - sl->token_start - sl->ntokens < age)
 		return 0;
 	heat = __atomic_load_n(&s->heat[p->unit], __ATOMIC_RELAXED);
 	return heat <= c->archive_heat * 65535.0;
@@ -243,13 +243,14 @@ err:
 }
 
 /* The next candidate of @s after its cursor, within *@scan pages. */
-static uint32_t next_candidate(struct kvmemd_session *s, uint32_t *scan)
+static uint32_t next_candidate(struct kvmemd_session *s, uint32_t *scan,
+			       uint32_t age)
 {
 	uint32_t pg;
 
 	for (; *scan && s->arch_pos < s->top_page; (*scan)--) {
 		pg = s->arch_pos++;
-		if (candidate(s, pg))
+		if (candidate(s, pg, age))
 			return pg;
 	}
 	if (s->arch_pos >= s->top_page)
@@ -275,10 +276,12 @@ uint64_t kvmemd_archive_run(struct kvmemd *d, uint64_t now)
 	const struct kvmemd_config *c = &d->cfg;
 	struct kvmemd_archive *a = d->archive;
 	struct kvmemd_session *s, *first;
+	/* Short of the error target at the patrol's fastest: any age. */
+	const uint32_t age = kvmemd_ras_short_of(d) ? 0 : c->archive_tokens;
 	uint32_t scan = SCAN_PAGES, pg;
 	uint64_t need, at;
 
-	if (!a || !c->archive_tokens || !d->workers || a->job)
+	if (!a || (!age && !kvmemd_ras_short_of(d)) || !d->workers || a->job)
 		return UINT64_MAX;
 	refill(a, c->archive_rate, now);
 	if (now < a->next_scan)
@@ -300,7 +303,7 @@ uint64_t kvmemd_archive_run(struct kvmemd *d, uint64_t now)
 							   a->budget) *
 						  1e9 /
 						  (double)c->archive_rate);
-			pg = next_candidate(s, &scan);
+			pg = next_candidate(s, &scan, age);
 			if (pg != NO_UNIT && !start(d, s, pg)) {
 				a->budget -= (int64_t)need;
 				a->next_session = s->id + 1;

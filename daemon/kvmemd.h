@@ -423,6 +423,9 @@ int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
 int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w);
 int kvmemd_ras_errors(struct kvmemd *d, struct jw *w);
 int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w);
+/* The adaptive patrol is short of scrub.target_ue_per_day at its fastest:
+ * the archive tier takes released pages of any age (archive.c). */
+int kvmemd_ras_short_of(const struct kvmemd *d);
 
 /* ---- tier.c: the tiering policy and the backing store ----------------- */
 

@@ -135,8 +135,10 @@ struct adapt {
 	unsigned int level, from; /* from: the level the decision started at */
 	double base_cycle; /* seconds at the configured rate, when decided */
 	double ue_day; /* predicted at the level's cycle, when decided */
-	int short_of; /* at scrub.rate_max, and the prediction still over */
+	int short_of; /* at scrub.rate_max, and the prediction still over:
+		       * the archive tier takes released pages of any age */
 	uint64_t up, down; /* steps taken */
+	uint64_t escalations; /* times short_of was set */
 	struct kvmemd_ratelimit log; /* a client's errors can make steps */
 	struct adapt_step step[ADAPT_STEPS]; /* a ring: step nstep goes next */
 	uint64_t nstep;
@@ -1476,6 +1478,7 @@ static void adapt_pass(struct kvmemd *d, const struct pass *p)
 	struct adapt *a = &d->ras->adapt;
 	double target = d->cfg.scrub_target_ue, base = base_rate(d), T0, u0, u;
 	unsigned int max = adapt_max(d), to;
+	char fields[256];
 	int short_of;
 
 	adapt_clamp(d);
@@ -1499,16 +1502,40 @@ static void adapt_pass(struct kvmemd *d, const struct pass *p)
 		adapt_step(d, to, u0, T0 / (1u << to));
 	a->ue_day = u;
 	short_of = a->ue_day > target;
-	if (short_of && !a->short_of &&
-	    kvmemd_rl(&a->log, KVMEMD_RL_WINDOW_NS, KVMEMD_RL_BURST,
-		      ADAPT_WHAT))
-		kvmemd_log(LOG_WARNING,
-			   "scrub: %.3g uncorrectable words a day predicted "
-			   "even at scrub.rate_max (a %.3g s cycle), over the "
-			   "target of %.3g: raise scrub.rate_max, or use a "
-			   "stronger codec",
-			   a->ue_day, T0 / (1u << to), target);
+	a->escalations += short_of && !a->short_of;
+	if (short_of != a->short_of && kvmemd_rl(&a->log, KVMEMD_RL_WINDOW_NS,
+						 KVMEMD_RL_BURST, ADAPT_WHAT)) {
+		snprintf(fields, sizeof(fields),
+			 "MESSAGE_ID=%s\nKVMEM_EVENT=%s\nUE_PER_DAY=%.6g\n"
+			 "TARGET_UE_PER_DAY=%.6g\n",
+			 ADAPT_MESSAGE_ID,
+			 short_of ? "archive-escalate" : "archive-relax",
+			 a->ue_day, target);
+		if (short_of)
+			kvmemd_log_fields(
+				LOG_WARNING, fields,
+				"scrub: %.3g uncorrectable words a day "
+				"predicted even at scrub.rate_max (a %.3g s "
+				"cycle), over the target of %.3g: released "
+				"pages go to the archive tier's codec at any "
+				"age; raise scrub.rate_max, or use a stronger "
+				"codec",
+				a->ue_day, T0 / (1u << to), target);
+		else
+			kvmemd_log_fields(
+				LOG_NOTICE, fields,
+				"scrub: %.3g uncorrectable words a day "
+				"predicted, within the target of %.3g again: "
+				"pages go to the archive tier at "
+				"tier.archive_tokens again",
+				a->ue_day, target);
+	}
 	a->short_of = short_of;
+}
+
+int kvmemd_ras_short_of(const struct kvmemd *d)
+{
+	return d->ras && d->cfg.scrub_target_ue && d->ras->adapt.short_of;
 }
 
 static int patrol_on(const struct kvmemd *d)
@@ -1769,6 +1796,7 @@ static void adapt_json(const struct kvmemd *d, struct jw *w)
 	jw_f64(w, "base_cycle_s", a->base_cycle);
 	jw_f64(w, "ue_per_day", d->cfg.scrub_target_ue ? a->ue_day : 0);
 	jw_bool(w, "short_of_target", d->cfg.scrub_target_ue && a->short_of);
+	jw_u64(w, "archive_escalations", a->escalations);
 	jw_u64(w, "steps_up", a->up);
 	jw_u64(w, "steps_down", a->down);
 	jw_open(w, "steps", '[');

@@ -778,6 +778,7 @@ static void fake_stop(struct fake *f)
 	"\"target_ue_per_day\":0.001,\"rate_max_bytes_per_s\":268435456,"  \
 	"\"level\":2,\"max_level\":4,\"from\":1,\"base_cycle_s\":4.0,"     \
 	"\"ue_per_day\":0.0004,\"short_of_target\":false,"                 \
+	"\"archive_escalations\":0,"                                       \
 	"\"steps_up\":2,\"steps_down\":0,\"steps\":[{"                     \
 	"\"time\":1700000000.25,\"from\":1,\"to\":2,"                      \
 	"\"ue_per_day\":0.0016,\"cycle_s\":1.0}]}}\n"
@@ -1184,7 +1185,8 @@ static const struct {
 	  "\"target_ue_per_day\":\"n\",\"rate_max_bytes_per_s\":\"u\","
 	  "\"level\":\"u\",\"max_level\":\"u\",\"from\":\"u\","
 	  "\"base_cycle_s\":\"n\",\"ue_per_day\":\"n\","
-	  "\"short_of_target\":\"b\",\"steps_up\":\"u\","
+	  "\"short_of_target\":\"b\",\"archive_escalations\":\"u\","
+	  "\"steps_up\":\"u\","
 	  "\"steps_down\":\"u\",\"steps\":[{\"time\":\"n\",\"from\":\"u\","
 	  "\"to\":\"u\",\"ue_per_day\":\"n\",\"cycle_s\":\"n\"}]}}" },
 	{ "pass", S_PASS },

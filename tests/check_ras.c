@@ -799,6 +799,75 @@ START_TEST(test_scrub_adapt)
 }
 END_TEST
 
+/*
+ * The second step of the adaptive patrol: when even scrub.rate_max leaves
+ * the prediction over the target, released pages go to the archive tier's
+ * codec at any age (tier.archive_tokens is 0 here: the tier is off until
+ * then), said in the log; once the prediction is within the target again
+ * the tier waits for tier.archive_tokens again, said too.
+ */
+START_TEST(test_scrub_adapt_archives)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	const double target = 1;
+	static char st[1 << 16];
+	struct kvmem_seq *s[NSEQ];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	uint64_t archived;
+	int i;
+
+	kvmemd_start(&p,
+		     "[scrub]\ncycle = 2\nrate_max = 4K\nallow_inject = yes\n"
+		     "target_ue_per_day = 1\n",
+		     NULL);
+	c = attach(&p, &g, 16u << 20);
+	fill(&g, c, s, NSEQ, TOKENS, 43);
+	/* Two passes without errors: nothing predicted, nothing archived. */
+	watch(&p, target, 30, two_passes, st, sizeof(st));
+	ck_assert_msg(strstr(st, "\"short_of_target\":false"), "%s", st);
+	admin(&p, "tier");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archived"), 0);
+
+	/* Errors, and no doubling to spare: short of the target. */
+	admin(&p, "inject pool ber 0.0001 seed 9");
+	for (i = 0; i < 3000; i++) {
+		kvmemd_admin_ok(&p, st, sizeof(st), "scrub status");
+		if (strstr(st, "\"short_of_target\":true"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_msg(strstr(st, "\"short_of_target\":true"), "%s", st);
+	ck_assert_uint_eq(
+		kvmemd_json_after(st, "\"adapt\"", "archive_escalations"), 1);
+	EXPECT_EQ(kvmemd_log_lines(&p, "go to the archive tier's codec at "
+				       "any age"),
+		  1, "%s", "the step, logged");
+	for (i = 0; i < 1000; i++) {
+		admin(&p, "tier");
+		if (kvmemd_json_u64(reply, "archived"))
+			break;
+		usleep(10000);
+	}
+	archived = kvmemd_json_u64(reply, "archived");
+	ck_assert_msg(archived > 0, "%s", reply);
+
+	/* No new flips: within the target again, and said so. */
+	for (i = 0; i < 3000; i++) {
+		kvmemd_admin_ok(&p, st, sizeof(st), "scrub status");
+		if (strstr(st, "\"short_of_target\":false"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_msg(strstr(st, "\"short_of_target\":false"), "%s", st);
+	EXPECT_EQ(kvmemd_log_lines(&p, "within the target of"), 1, "%s",
+		  "the step back, logged");
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 START_TEST(test_persist)
 {
 	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
@@ -1259,6 +1328,7 @@ KVMEM_SUITE(ras)
 	tcase_add_test(tc, test_degraded_attend);
 	tcase_add_test(tc, test_scrub_rate);
 	tcase_add_test(tc, test_scrub_adapt);
+	tcase_add_test(tc, test_scrub_adapt_archives);
 	tcase_add_test(tc, test_persist);
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_seal_verify_and_header_restore);

@@ -1057,8 +1057,10 @@ static void adapt_lines(struct rd *r, struct table *t, const struct json *a)
 	   "predicted%s",
 	   target, times(r, a, "level"), times(r, a, "max_level"),
 	   g_num(r, a, "ue_per_day"),
-	   g_bool(r, a, "short_of_target") ? ", over the target at rate_max"
-					   : "");
+	   g_bool(r, a, "short_of_target")
+		   ? ", over the target at rate_max: released pages are "
+		     "archived at any age"
+		   : "");
 	st = g_arr(r, a, "steps", &n);
 	for (i = n > 4 ? n - 4 : 0; i < n; i++)
 		kv(t, "step", "%s: %ux -> %ux at %.3g UE/day, a %s cycle",
