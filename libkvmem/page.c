@@ -527,6 +527,17 @@ struct scratch {
 	uint8_t *status; /* enum kvmem_ecc_status of scale or row words */
 };
 
+/*
+ * The int4 values of a row of golay24 words, its padding included: rows
+ * are unpacked a tile at a time, in one stream, each at this stride.
+ */
+static size_t golay_row_values(const struct kvmem_geometry *g,
+			       const struct kvmem_page_layout *l)
+{
+	return l->codec == KVMEM_CODEC_GOLAY24 ? (size_t)l->row_words * 3
+					       : g->head_dim;
+}
+
 static size_t scratch_layout(const struct kvmem_geometry *g,
 			     const struct kvmem_page_layout *l, void *base,
 			     struct scratch *sp)
@@ -550,9 +561,9 @@ static size_t scratch_layout(const struct kvmem_geometry *g,
 	off += (size_t)g->tokens_per_page * l->row_bytes;
 	/* golay_nibbles() may write 16 bytes past the last value. */
 	sp->values[0] = b + off;
-	off += (size_t)g->tokens_per_page * g->head_dim + 16;
+	off += (size_t)g->tokens_per_page * golay_row_values(g, l) + 16;
 	sp->values[1] = b + off;
-	off += (size_t)g->tokens_per_page * g->head_dim + 16;
+	off += (size_t)g->tokens_per_page * golay_row_values(g, l) + 16;
 	off = align_up(off, 8);
 	sp->checks_bm = (uint64_t *)(void *)(b + off);
 	off += ((size_t)l->nchecks * 2 + 63) / 64 * 8;
@@ -744,7 +755,6 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	const size_t stride = row_sstride(g, l, is_v);
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
-	size_t r;
 
 	if (l->format != KVMEM_FMT_INT4 ||
 	    (l->codec != KVMEM_CODEC_H84 && l->codec != KVMEM_CODEC_H74 &&
@@ -770,11 +780,12 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	*group = grp;
 	*rstride = l->row_bytes;
 	if (l->codec == KVMEM_CODEC_GOLAY24) {
-		for (r = 0; r < n; r++)
-			kvmem__attn()->golay_nibbles(
-				code + r * l->row_bytes, l->row_bytes,
-				g->head_dim, sp.values[is_v] + r * g->head_dim);
-		*rstride = g->head_dim;
+		/* Rows are whole words, one after the other: one stream. */
+		kvmem__attn()->golay_nibbles(
+			code, (size_t)n * l->row_bytes,
+			(unsigned int)(n * golay_row_values(g, l)),
+			sp.values[is_v]);
+		*rstride = golay_row_values(g, l);
 		return sp.values[is_v];
 	}
 	return code;
