@@ -1427,6 +1427,59 @@ START_TEST(test_archive_int2_slow)
 }
 END_TEST
 
+/*
+ * Archiving races the client: released, acquired again at random moments
+ * while the tier archives, forked while acquired, offloaded by the
+ * operator meanwhile. Whatever the order, every read is the same bits as
+ * the embedded copy (the archive keeps int4 values bit for bit), and in
+ * the end the pages are archived.
+ */
+START_TEST(test_archive_races)
+{
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s, *f;
+	struct kvmem_rng rng;
+	struct ref r;
+	uint32_t round;
+
+	start(&p, 0, "16M", "[tier]\narchive_tokens = 40\n");
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, ARCHIVE_TOKENS);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
+	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	kvmem_rng_seed(&rng, 31);
+	for (round = 0; round < 60; round++) {
+		uint64_t x = kvmem_rng_next(&rng);
+
+		kvmemd_release(c, s);
+		if (x % 4 == 0)
+			admin(&p, "offload pool");
+		usleep((useconds_t)(x >> 40) % 3000);
+		ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+		ck_assert_int_eq(same_as_ref(&r, s, r.es[0], 0), 0);
+		if (x % 3 == 0) {
+			ck_assert_int_eq(kvmem_seq_fork(s, &f), 0);
+			ck_assert_int_eq(same_as_ref(&r, f, r.es[0], 0), 0);
+			kvmem_seq_free(f);
+		}
+	}
+	kvmemd_release(c, s);
+	archive_wait(&p, 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archive_refused"), 0);
+	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+	ck_assert_int_eq(same_as_ref(&r, s, r.es[0], 0), 0);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ref_free(&r, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(tier)
 {
 	Suite *s = suite_create("tier");
@@ -1451,6 +1504,7 @@ KVMEM_SUITE(tier)
 	tcase_add_test(tc, test_archive_refuses_changed_page);
 	tcase_add_test(tc, test_archive_heat);
 	tcase_add_test(tc, test_archive_int2_slow);
+	tcase_add_test(tc, test_archive_races);
 	suite_add_tcase(s, tc);
 	return s;
 }
