@@ -134,22 +134,12 @@ static int parse_cfg(int argc, char **argv, struct archive_cfg *cfg)
 				return 2;
 			break;
 		case 'f':
-			cfg->format = kvmem_format_by_name(optarg);
-			if (cfg->format < 0) {
-				fprintf(stderr,
-					"kvmem-bench: bad --format '%s'\n",
-					optarg);
+			if (bench_parse_format(optarg, &cfg->format))
 				return 2;
-			}
 			break;
 		case 'c':
-			cfg->codec = kvmem_codec_by_name(optarg);
-			if (cfg->codec < 0) {
-				fprintf(stderr,
-					"kvmem-bench: bad --codec '%s'\n",
-					optarg);
+			if (bench_parse_codec(optarg, &cfg->codec))
 				return 2;
-			}
 			break;
 		case 'T':
 			if (parse_list(optarg, cfg))

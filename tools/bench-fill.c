@@ -229,22 +229,12 @@ static int parse_cfg(int argc, char **argv, struct fill_cfg *cfg)
 			cfg->dim = (uint32_t)v;
 			break;
 		case 'f':
-			cfg->format = kvmem_format_by_name(optarg);
-			if (cfg->format < 0) {
-				fprintf(stderr,
-					"kvmem-bench: bad --format '%s'\n",
-					optarg);
+			if (bench_parse_format(optarg, &cfg->format))
 				return 2;
-			}
 			break;
 		case 'C':
-			cfg->codec = kvmem_codec_by_name(optarg);
-			if (cfg->codec < 0) {
-				fprintf(stderr,
-					"kvmem-bench: bad --codec '%s'\n",
-					optarg);
+			if (bench_parse_codec(optarg, &cfg->codec))
 				return 2;
-			}
 			break;
 		case 'p':
 			if (bench_parse_u64("page-tokens", optarg, 1, 4096, &v))

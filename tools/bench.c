@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include "bench.h"
+#include "kvmem/ecc.h"
+#include "kvmem/quant.h"
 #include "rng.h"
 
 float bench_rnd_unit(struct kvmem_rng *r)
@@ -163,4 +165,28 @@ double bench_read_gbps(const void *buf, size_t len, unsigned int threads,
 			best = t0;
 	}
 	return best ? (double)(slice * threads) / (double)best : 0.0;
+}
+
+int bench_parse_format(const char *arg, int *out)
+{
+	int v = kvmem_format_by_name(arg);
+
+	if (v < 0) {
+		fprintf(stderr, "kvmem-bench: bad --format '%s'\n", arg);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int bench_parse_codec(const char *arg, int *out)
+{
+	int v = kvmem_codec_by_name(arg);
+
+	if (v < 0) {
+		fprintf(stderr, "kvmem-bench: bad --codec '%s'\n", arg);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
 }

@@ -64,5 +64,8 @@ void *bench_alloc(size_t size);
 int bench_parse_u64(const char *opt, const char *arg, uint64_t min,
 		    uint64_t max, uint64_t *out);
 int bench_parse_double(const char *opt, const char *arg, double *out);
+/* --format and --codec by name: "kvmem-bench: bad --format 'X'" if not. */
+int bench_parse_format(const char *arg, int *out);
+int bench_parse_codec(const char *arg, int *out);
 
 #endif /* KVMEM_BENCH_H */
