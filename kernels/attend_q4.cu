@@ -11,12 +11,16 @@
  *   (golay24 tested clean by a table of v.B, kvmem_k_golay_lut()), then a
  *   lane a segment for its CRC and check, then the scales;
  * - K with a lane a token: the row's codewords are loaded 16 bytes at a
- *   time, tested four at a time (kvmem_h8x4_encode()), corrected where
- *   they are not clean, and dotted with the query rows in registers;
+ *   time and dotted with the query rows in registers as they are, while
+ *   their differences from kvmem_h8x4_encode() of them, four words at a
+ *   time, are ORed into one test of the row; a row that fails it is done
+ *   again, its words corrected, in a rolled loop (so that the unrolled
+ *   clean path holds no branch a word);
  * - the softmax across the lanes, into the warp's running max and sum
  *   and the page's mass, the tokens' weights into shared memory;
- * - V with a lane four columns, four query rows' weights of a token a
- *   load; the accumulator stays in registers from page to page.
+ * - V with a lane four columns, its words tested the same way, all at
+ *   once, four query rows' weights of a token a load; the accumulator
+ *   stays in registers from page to page.
  *
  * Meanwhile the warp's next page is prefetched to L2.
  *
@@ -250,6 +254,54 @@ KVMEM_DFN void kvmem_k_q4x4(uint32_t w, float *v)
 		       8388616.0f;
 }
 
+/* Where a lane is in its K row's scales: the next, the one in use, how
+ * many values of its group are done. */
+struct kvmem_k_q4_kscale {
+	const float *next;
+	float f;
+	unsigned int rem;
+};
+
+/*
+ * Values 4j..4j+3 of a K row, the codewords in @w as they are, times
+ * their scales (the channels', when @chan, else @ks's group scale, which
+ * moves on at the end of a group of @gs), dotted with the query rows @q
+ * into @dot.
+ */
+template <unsigned int D, unsigned int QRM>
+static __device__ __forceinline__ void
+kvmem_k_q4_kdot(uint32_t w, unsigned int j, const float *q, int chan,
+		unsigned int gs, struct kvmem_k_q4_kscale *ks, float *dot)
+{
+	float v[4];
+	unsigned int i, r;
+
+	kvmem_k_q4x4(w, v);
+	if (chan) {
+		const kvmem_k_fvec<4> sv =
+			*(const kvmem_k_fvec<4> *)(ks->next + 4 * j);
+
+		for (i = 0; i < 4; i++)
+			v[i] *= sv.x[i];
+	} else {
+		for (i = 0; i < 4; i++)
+			v[i] *= ks->f;
+		ks->rem += 4;
+		if (ks->rem == gs && 4 * j + 4 < D) {
+			ks->rem = 0;
+			ks->f = *++ks->next;
+		}
+	}
+	KVMEM_K_UNROLL
+	for (r = 0; r < QRM; r++) {
+		const kvmem_k_fvec<4> qv =
+			*(const kvmem_k_fvec<4> *)(q + r * D + 4 * j);
+
+		for (i = 0; i < 4; i++)
+			dot[r] += qv.x[i] * v[i];
+	}
+}
+
 /* What a warp carries from page to page, for up to QRM query rows. */
 template <unsigned int QRM> struct kvmem_k_q4_state {
 	float *ml; /* [QR][2]: running max and sum, in shared memory */
@@ -286,10 +338,12 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	const uint8_t *rows =
 		page + (size_t)h * g->tokens_per_page * l->row_bytes;
 	const float *ks = wp->sc, *vs = wp->sc + kvmem_k_head_scales(g, l, 0);
+	const float *vsc = vs + col / gs; /* the lane's columns' scales */
+	const int ext = CODEC == KVMEM_CODEC_H84;
 	struct kvmem_k_counts c = { 0, 0, 0, 0 };
 	float dot[QRM];
-	uint32_t vw[VT];
-	unsigned int r, j, i, k, clean = 0;
+	uint32_t vw[VT], vbad;
+	unsigned int r, j, i, k, vn, clean = 0;
 	int ue = 0;
 
 	if (pg[pi].flags & KVMEM_HDR_HOT || pg[pi].addr % 16)
@@ -317,7 +371,10 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		return 0;
 
 	/* K, a lane a token: each value times its scale, dotted with the
-	 * query rows. */
+	 * query rows. The words are taken as they come, and tested on the
+	 * way; a lane whose row holds one that is not clean does the row
+	 * again, a word at a time, corrected (off the unrolled path, so that
+	 * its code stays out of the way of the clean one's). */
 	KVMEM_K_UNROLL
 	for (r = 0; r < QRM; r++)
 		dot[r] = 0.0f;
@@ -325,47 +382,37 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		const kvmem_k_uvec4 *kr =
 			(const kvmem_k_uvec4 *)(rows + l->k_off +
 						lane * l->row_bytes);
-		const float *sk = l->chan ? ks : ks + lane * groups;
+		const float *sk0 = l->chan ? ks : ks + lane * groups;
+		struct kvmem_k_q4_kscale ksc = { sk0, *sk0, 0 };
 		kvmem_k_uvec4 u = kr[0];
-		unsigned int rem = 0;
-		float f = sk[0];
+		uint32_t bad = 0;
 
 		KVMEM_K_UNROLL
 		for (j = 0; j < D / 4; j++) {
-			float v[4];
-
 			if (j % 4 == 0 && j)
 				u = kr[j / 4];
-			kvmem_k_q4x4(kvmem_k_fix4<CODEC>(u.x[j % 4], &clean, &c,
-							 &ue),
-				     v);
-			if (l->chan) {
-				const kvmem_k_fvec<4> sv =
-					*(const kvmem_k_fvec<4> *)(sk + 4 * j);
-
-				for (i = 0; i < 4; i++)
-					v[i] *= sv.x[i];
-			} else {
-				for (i = 0; i < 4; i++)
-					v[i] *= f;
-				/* The next group's scale. */
-				rem += 4;
-				if (rem == gs && 4 * j + 4 < D) {
-					rem = 0;
-					f = *++sk;
-				}
-			}
+			bad |= kvmem_h8x4_encode(u.x[j % 4], ext) ^ u.x[j % 4];
+			kvmem_k_q4_kdot<D, QRM>(u.x[j % 4], j, q, l->chan, gs,
+						&ksc, dot);
+		}
+		if (!bad) {
+			clean += D;
+		} else {
+			ksc = { sk0, *sk0, 0 };
 			KVMEM_K_UNROLL
-			for (r = 0; r < QRM; r++) {
-				const kvmem_k_fvec<4> qv =
-					*(const kvmem_k_fvec<4> *)(q + r * D +
-								   4 * j);
-
-				for (i = 0; i < 4; i++)
-					dot[r] += qv.x[i] * v[i];
-			}
+			for (r = 0; r < QRM; r++)
+				dot[r] = 0.0f;
+			KVMEM_K_NO_UNROLL
+			for (j = 0; j < D / 4; j++)
+				kvmem_k_q4_kdot<D, QRM>(
+					kvmem_k_fix4<CODEC>(
+						((const uint32_t *)kr)[j],
+						&clean, &c, &ue),
+					j, q, l->chan, gs, &ksc, dot);
 		}
 	}
+	/* V: the words of the lane's columns, tested all at once, corrected
+	 * only if one is not clean. */
 	KVMEM_K_UNROLL
 	for (k = 0; k < VT; k++) {
 		const unsigned int t = th + k * NH;
@@ -374,10 +421,30 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 						    t * l->row_bytes + col)
 			      : 0;
 	}
+	vbad = 0;
 	KVMEM_K_UNROLL
 	for (k = 0; k < VT; k++)
-		if (th + k * NH < n)
-			vw[k] = kvmem_k_fix4<CODEC>(vw[k], &clean, &c, &ue);
+		vbad |= kvmem_h8x4_encode(vw[k], ext) ^ vw[k];
+	if (!vbad) {
+		/* The lane's tokens th, th + NH, ... below n. */
+		vn = n > th ? (n - th + NH - 1) / NH : 0;
+		clean += 4 * (vn < VT ? vn : VT);
+	} else {
+		/* A word at a time, out of its register and back by
+		 * selects: short code for a rare path. */
+		KVMEM_K_NO_UNROLL
+		for (k = 0; k < VT && th + k * NH < n; k++) {
+			uint32_t w = 0, e;
+
+			KVMEM_K_UNROLL
+			for (i = 0; i < VT; i++)
+				w |= i == k ? vw[i] : 0;
+			e = kvmem_k_fix4<CODEC>(w, &clean, &c, &ue) ^ w;
+			KVMEM_K_UNROLL
+			for (i = 0; i < VT; i++)
+				vw[i] ^= i == k ? e : 0;
+		}
+	}
 	if (__any_sync(0xffffffffu, ue))
 		return 0;
 
@@ -431,7 +498,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	KVMEM_K_UNROLL
 	for (k = 0; k < VT; k++) {
 		const unsigned int t = th + k * NH;
-		const float sv = t < n ? vs[t * groups + col / gs] : 0.0f;
+		const float sv = t < n ? vsc[t * groups] : 0.0f;
 		float v[4];
 
 		kvmem_k_q4x4(vw[k], v);

@@ -37,11 +37,14 @@ template <int N> struct alignas(N * 4 > 16 ? 16 : N * 4) kvmem_k_fvec {
 };
 
 /* Unroll the loop that follows, so that the arrays it indexes stay in
- * registers (nvcc; the CPU executor does without). */
+ * registers (nvcc; the CPU executor does without); or keep it rolled, a
+ * cold path kept short. */
 #ifdef __CUDACC__
 #define KVMEM_K_UNROLL _Pragma("unroll")
+#define KVMEM_K_NO_UNROLL _Pragma("unroll 1")
 #else
 #define KVMEM_K_UNROLL
+#define KVMEM_K_NO_UNROLL
 #endif
 
 /* Ask for the L2 line at @p ahead of its use: a hint, nothing on the CPU. */
