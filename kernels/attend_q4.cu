@@ -107,15 +107,43 @@ KVMEM_DFN void kvmem_k_q4_list(const struct kvmem_k_geom *g,
 }
 
 /*
+ * The byte table @tab (kvmem_k_crc_table()) advanced by one and by two
+ * zero bytes, into @tab + 256 and @tab + 512, for a CRC three bytes a
+ * step (kvmem_k_crc_bytes3()). @tab is complete when this runs.
+ */
+KVMEM_DFN void kvmem_k_crc_slices(uint32_t *tab)
+{
+	unsigned int i;
+
+	for (i = threadIdx.x; i < 256; i += blockDim.x) {
+		const uint32_t t1 = tab[i] >> 8 ^ tab[tab[i] & 0xff];
+
+		tab[256 + i] = t1;
+		tab[512 + i] = t1 >> 8 ^ tab[t1 & 0xff];
+	}
+}
+
+/* The CRC register @crc after the bytes of @x, low byte first. */
+KVMEM_DFN uint32_t kvmem_k_crc_bytes3(const uint32_t *tab, uint32_t crc,
+				      uint32_t x)
+{
+	x ^= crc;
+	return tab[512 + (x & 0xff)] ^ tab[256 + (x >> 8 & 0xff)] ^
+	       tab[x >> 16 & 0xff] ^ crc >> 24;
+}
+
+/*
  * The verdict on segment @sg of a page (kvmem_k_segment()) from the words
- * a warp decoded (@wd, @wst from the segment's first): its check's words,
- * and one uncorrectable word more if it is lost, counted in @c when @own.
+ * a warp decoded (@wd, @wst from the segment's first): its check's words
+ * (golay24 tested clean by @lut), and one uncorrectable word more if it
+ * is lost, counted in @c when @own.
  */
 KVMEM_DFN int kvmem_k_q4_segment(const uint8_t *page,
 				 const struct kvmem_k_layout *l,
 				 unsigned int sg, const uint16_t *wd,
 				 const uint8_t *wst, const uint32_t *tab,
-				 int own, struct kvmem_k_counts *c)
+				 const uint16_t *lut, int own,
+				 struct kvmem_k_counts *c)
 {
 	const unsigned int w0 = sg * KVMEM_K_CHECK_WORDS;
 	const unsigned int nw = w0 + KVMEM_K_CHECK_WORDS < l->scale_words
@@ -123,21 +151,34 @@ KVMEM_DFN int kvmem_k_q4_segment(const uint8_t *page,
 					: l->scale_words - w0;
 	const unsigned int nbytes = 2 * (l->nscales_k + l->nscales_v);
 	struct kvmem_k_counts cc = { 0, 0, 0, 0 };
-	uint32_t crc = 0xffffffffu, want;
+	uint32_t crc = 0xffffffffu, want = 0;
 	unsigned int k, b;
-	int ue = 0, cue, v;
+	int ue = 0, cue = 0, st, nb, v;
 
 	for (k = 0; k < nw; k++)
 		ue |= wst[k] == KVMEM_K_UE;
-	/* Words come in pairs from an even one: 3 stream bytes a pair. */
+	/* Words come in pairs from an even one: 3 stream bytes a pair,
+	 * run through the CRC in one step where all three are the
+	 * stream's. */
 	for (k = 0; 2 * k + 1 < nw; k++) {
 		const uint32_t pair = wd[2 * k] | (uint32_t)wd[2 * k + 1] << 12;
+		const unsigned int at = 3 * (w0 / 2 + k);
 
-		for (b = 0; b < 3 && 3 * (w0 / 2 + k) + b < nbytes; b++)
-			crc = kvmem_k_crc_byte(tab, crc,
-					       pair >> (8 * b) & 0xff);
+		if (at + 3 <= nbytes)
+			crc = kvmem_k_crc_bytes3(tab, crc, pair);
+		else
+			for (b = 0; b < 3 && at + b < nbytes; b++)
+				crc = kvmem_k_crc_byte(tab, crc,
+						       pair >> (8 * b) & 0xff);
 	}
-	want = kvmem_k_check(page, l, sg, &cue, &cc);
+	/* The check (kvmem_k_check()), its two words by the table. */
+	for (k = 0; k < 2; k++) {
+		want |= kvmem_k_meta_fast(page + l->checks_off + 6 * sg + 3 * k,
+					  lut, &st, &nb)
+			<< (12 * k);
+		kvmem_k_count(&cc, st, nb);
+		cue |= st == KVMEM_K_UE;
+	}
 	v = kvmem_k_run(ue || cue, crc, want, &cc);
 	if (own)
 		kvmem_k_counts_sum(c, &cc);
@@ -184,7 +225,7 @@ KVMEM_DFN int kvmem_k_q4_scales(const struct kvmem_k_geom *g,
 		const unsigned int o = li.woff + k * KVMEM_K_CHECK_WORDS;
 
 		wp->seg[u] = (uint8_t)kvmem_k_q4_segment(
-			page, l, sg, wp->wd + o, wp->wst + o, tab,
+			page, l, sg, wp->wd + o, wp->wst + o, tab, lut,
 			sg * KVMEM_K_CHECK_SCALES >= li.base, c);
 	}
 	__syncwarp();
@@ -667,6 +708,8 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 			[(((size_t)b * p.nq + j) * p.n_heads + h * G + gq) * D +
 			 d];
 	}
+	__syncthreads();
+	kvmem_k_crc_slices(tab);
 	__syncthreads();
 
 #define KVMEM_K_Q4_RUN(codec, d)                                             \

@@ -308,7 +308,8 @@ KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
 }
 
 /*
- * Shared memory of kvmem_k_attend_q4: the query rows, the CRC-32C table,
+ * Shared memory of kvmem_k_attend_q4: the query rows, the CRC-32C table
+ * and its slices (kvmem_k_crc_slices()),
  * v.B of golay24 by halves (kvmem_k_golay_lut()), the warps' running
  * (max, sum), the warps' weights of a page's tokens, and per warp the
  * decoded words of the scale
@@ -336,7 +337,7 @@ KVMEM_K_HD void kvmem_k_q4_carve(const struct kvmem_k_geom *g, uint32_t qr,
 	s->q = off;
 	off = KVMEM_K_ALIGN16(off + qr * g->head_dim * 4);
 	s->tab = off;
-	off = KVMEM_K_ALIGN16(off + 256 * 4);
+	off = KVMEM_K_ALIGN16(off + 3 * 256 * 4);
 	s->glut = off;
 	off = KVMEM_K_ALIGN16(off + 128 * 2);
 	s->ml = off;

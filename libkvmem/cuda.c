@@ -321,6 +321,24 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
 	return 0;
 }
 
+int kvmem__cuda_attend_flags(struct kvmem_cuda *cu,
+			     const struct kvmem_geometry *g,
+			     const struct kvmem_cuda_attend_args *a,
+			     uint64_t *off)
+{
+	struct kvmem_k_attend p;
+	uint32_t smem, q4_smem;
+	uint64_t ws, mo;
+	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
+
+	if (ret)
+		return ret;
+	kvmem_k_attend_ws(&p.g, a->batch, p.parts,
+			  a->n_heads / g->kv_heads * a->nq, a->total_pages, &mo,
+			  off);
+	return q4 != 0;
+}
+
 /*
  * Fill in the addresses, then the attention kernel (the fast kernel @q4
  * first unless it is 0, @kernel on what it leaves) and the combine.

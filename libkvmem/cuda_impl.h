@@ -54,6 +54,17 @@ unsigned int kvmem__cuda_occupancy(struct kvmem_cuda *cu, int kernel,
 				   unsigned int smem);
 
 /*
+ * Where in the workspace of kvmem_cuda_attend() with @a the fast kernel
+ * leaves its verdicts, a byte per (page, KV head) of the block table, 1
+ * for a page it left to kvmem_k_attend (*@off); returns 1 when the fast
+ * kernel runs, 0 when it does not, or a negative errno. For the tests.
+ */
+int kvmem__cuda_attend_flags(struct kvmem_cuda *cu,
+			     const struct kvmem_geometry *g,
+			     const struct kvmem_cuda_attend_args *a,
+			     uint64_t *off);
+
+/*
  * kvmem_cuda_open() with the driver library @lib and the module @image
  * (a fatbin) named: for the tests, which run the kernels on the CPU
  * behind a fake driver whether or not this build has a fatbin.
