@@ -9,7 +9,8 @@
  *
  * - the scale segments the head's K and V scales meet, a lane a word
  *   (golay24 tested clean by a table of v.B, kvmem_k_golay_lut()), then a
- *   lane a segment for its CRC and check, then the scales;
+ *   lane a segment for its CRC, three bytes a step, and its check (its
+ *   words by the same table), then the scales;
  * - K with a lane a token: the row's codewords are loaded 16 bytes at a
  *   time and dotted with the query rows in registers as they are, while
  *   their differences from kvmem_h8x4_encode() of them, four words at a
@@ -123,7 +124,8 @@ KVMEM_DFN void kvmem_k_crc_slices(uint32_t *tab)
 	}
 }
 
-/* The CRC register @crc after the bytes of @x, low byte first. */
+/* The CRC register @crc after the three low bytes of @x, low byte first
+ * (its high byte is not read); @tab with its slices. */
 KVMEM_DFN uint32_t kvmem_k_crc_bytes3(const uint32_t *tab, uint32_t crc,
 				      uint32_t x)
 {
@@ -136,7 +138,8 @@ KVMEM_DFN uint32_t kvmem_k_crc_bytes3(const uint32_t *tab, uint32_t crc,
  * The verdict on segment @sg of a page (kvmem_k_segment()) from the words
  * a warp decoded (@wd, @wst from the segment's first): its check's words
  * (golay24 tested clean by @lut), and one uncorrectable word more if it
- * is lost, counted in @c when @own.
+ * is lost, counted in @c when @own. @tab: the CRC table with its slices
+ * (768 entries, kvmem_k_crc_slices()).
  */
 KVMEM_DFN int kvmem_k_q4_segment(const uint8_t *page,
 				 const struct kvmem_k_layout *l,
@@ -415,7 +418,10 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	 * query rows. The words are taken as they come, and tested on the
 	 * way; a lane whose row holds one that is not clean does the row
 	 * again, a word at a time, corrected (off the unrolled path, so that
-	 * its code stays out of the way of the clean one's). */
+	 * its code stays out of the way of the clean one's). That pass reads
+	 * the row again: its dot and its counts are of what it read then,
+	 * every word tested, so a word corrected in memory between the two
+	 * reads (by a scrub) counts as clean. */
 	KVMEM_K_UNROLL
 	for (r = 0; r < QRM; r++)
 		dot[r] = 0.0f;

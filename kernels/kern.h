@@ -309,12 +309,11 @@ KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
 
 /*
  * Shared memory of kvmem_k_attend_q4: the query rows, the CRC-32C table
- * and its slices (kvmem_k_crc_slices()),
- * v.B of golay24 by halves (kvmem_k_golay_lut()), the warps' running
- * (max, sum), the warps' weights of a page's tokens, and per warp the
- * decoded words of the scale
- * segments of a page's head, their outcomes, the segments' verdicts and
- * the head's scales (K's, then V's).
+ * and its two slices (kvmem_k_crc_slices()), v.B of golay24 by halves
+ * (kvmem_k_golay_lut()), the warps' running (max, sum), the warps'
+ * weights of a page's tokens, and per warp the decoded words of the
+ * scale segments of a page's head, their outcomes, the segments'
+ * verdicts and the head's scales (K's, then V's).
  */
 struct kvmem_k_q4_smem {
 	uint32_t q, tab, glut, ml, wt;

@@ -321,6 +321,18 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
 	return 0;
 }
 
+/* Where in the workspace the fast kernel leaves its verdicts on pages. */
+static uint64_t flags_off(const struct kvmem_k_attend *p,
+			  const struct kvmem_cuda_attend_args *a)
+{
+	uint64_t mo, fo;
+
+	kvmem_k_attend_ws(&p->g, a->batch, p->parts,
+			  p->n_heads / p->g.kv_heads * p->nq, a->total_pages,
+			  &mo, &fo);
+	return fo;
+}
+
 int kvmem__cuda_attend_flags(struct kvmem_cuda *cu,
 			     const struct kvmem_geometry *g,
 			     const struct kvmem_cuda_attend_args *a,
@@ -328,14 +340,12 @@ int kvmem__cuda_attend_flags(struct kvmem_cuda *cu,
 {
 	struct kvmem_k_attend p;
 	uint32_t smem, q4_smem;
-	uint64_t ws, mo;
+	uint64_t ws;
 	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
 
 	if (ret)
 		return ret;
-	kvmem_k_attend_ws(&p.g, a->batch, p.parts,
-			  a->n_heads / g->kv_heads * a->nq, a->total_pages, &mo,
-			  off);
+	*off = flags_off(&p, a);
 	return q4 != 0;
 }
 
@@ -349,7 +359,6 @@ static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		      int q4, uint32_t q4_smem, void *stream)
 {
 	const uint32_t qr = a->n_heads / g->kv_heads * a->nq;
-	uint64_t mo, fo;
 	int ret;
 
 	if (!a->pages || !a->seq_pages || !a->q || !a->out || !a->workspace)
@@ -360,9 +369,7 @@ static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	p->out = a->out;
 	p->ws = a->workspace;
 	if (q4) {
-		kvmem_k_attend_ws(&p->g, a->batch, p->parts, qr, a->total_pages,
-				  &mo, &fo);
-		p->flags = a->workspace + fo;
+		p->flags = a->workspace + flags_off(p, a);
 		ret = launch(cu, q4, g->kv_heads, a->batch, p->splits, q4_smem,
 			     p, stream);
 		if (ret)

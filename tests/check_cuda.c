@@ -1055,34 +1055,46 @@ static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
 }
 
 /*
- * The fast kernel's verdicts after attend_case(): where it runs, it takes
- * every sealed page of a head whose rows hold no uncorrectable word and
- * leaves the rest to kvmem_k_attend (damage_mixed() puts one, in h84, in
- * V row 1 of the last head of every third page). A fast path that gave
- * up on pages it should take would still give the right attention.
+ * The fast kernel's verdicts after attend_case(): it runs on sealed INT4
+ * pages in h74 or h84 words of head_dim 64 or 128, up to 32 tokens a
+ * page, groups of whole codeword quads, up to 8 query rows and rows
+ * aligned to 16 bytes; it takes every sealed page of a head whose rows
+ * hold no uncorrectable word and leaves the rest to kvmem_k_attend
+ * (damage_mixed() puts one, in h84, in V row 1 of the last head of every
+ * third page; its h74 words are miscorrected, not lost). A fast path
+ * that gave up on pages it should take would still give the right
+ * attention.
  */
 static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 			const struct kvmem_cuda_attend_args *a,
 			const struct table *t, int hurt)
 {
-	const uint32_t kvh = g->kv_heads;
-	uint8_t *fl;
-	uint64_t off;
+	const uint32_t kvh = g->kv_heads, qr = a->n_heads / kvh * a->nq;
+	struct kvmem_page_layout l;
 	uint32_t i, h;
-	int q4 = kvmem__cuda_attend_flags(dv->cu, g, a, &off);
+	uint64_t off;
+	uint8_t *fl;
+	int want, q4 = kvmem__cuda_attend_flags(dv->cu, g, a, &off);
 
-	EXPECT(q4 >= 0, "%s", kvmem_cuda_error());
-	if (q4 != 1 ||
-	    !(hurt == 0 || (hurt == 3 && g->codec == KVMEM_CODEC_H84)))
+	kvmem_page_layout(g, 0, &l);
+	want = g->format == KVMEM_FMT_INT4 &&
+	       (g->codec == KVMEM_CODEC_H74 || g->codec == KVMEM_CODEC_H84) &&
+	       (g->head_dim == 64 || g->head_dim == 128) &&
+	       g->group_size % 4 == 0 && g->tokens_per_page <= 32 && qr <= 8 &&
+	       l.row_bytes % 16 == 0 && l.k_off % 16 == 0 && l.v_off % 16 == 0;
+	EXPECT_EQ(q4, want, "%s", kvmem_cuda_error());
+	if (q4 != 1 || !(hurt == 0 || hurt == 3))
 		return;
 	fl = kvmem_check_xmalloc((size_t)t->npages * kvh);
 	dev_get(dv, fl, a->workspace + off, (size_t)t->npages * kvh);
 	for (i = 0; i < t->npages; i++)
 		for (h = 0; h < kvh; h++) {
 			const int hot = !!(t->pages[i].flags & KVMEM_HDR_HOT);
-			const int left = hot || (hurt == 3 && i % 3 == 1 &&
-						 t->pages[i].ntokens > 1 &&
-						 h == kvh - 1);
+			const int left =
+				hot ||
+				(hurt == 3 && g->codec == KVMEM_CODEC_H84 &&
+				 i % 3 == 1 && t->pages[i].ntokens > 1 &&
+				 h == kvh - 1);
 
 			EXPECT_EQ(fl[(size_t)i * kvh + h], left,
 				  "page %u of %u, KV head %u, hot %d, hurt %d",
