@@ -1480,6 +1480,89 @@ START_TEST(test_archive_races)
 }
 END_TEST
 
+/* A client of pages of 256 tokens (512 KiB in int4 + h84, the archive
+ * re-encodes each in milliseconds): @toks tokens written and released. */
+static void big_pages_client(const struct kvmemd_proc *p, uint32_t toks)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_connect_opts o = { .quota_bytes = 24u << 20 };
+	struct kvmem_cache *c = NULL;
+	struct kvmem_seq *s;
+	struct kvmem_rng rng;
+	size_t n, i;
+	float *kv;
+
+	g.layers = 1;
+	g.kv_heads = 8;
+	g.head_dim = 128;
+	g.tokens_per_page = 256;
+	n = (size_t)toks * g.kv_heads * g.head_dim;
+	kv = malloc(2 * n * sizeof(float));
+	ck_assert_ptr_nonnull(kv);
+	kvmem_rng_seed(&rng, toks);
+	for (i = 0; i < 2 * n; i++)
+		kv[i] = kvmem_check_rnd_value(&rng, 1.0);
+	ck_assert_int_eq(kvmem_connect(p->sock, &g, &o, &c), 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, kv, kv + n, toks), 0);
+	kvmemd_release(c, s);
+	free(kv);
+}
+
+/*
+ * A client killed (SIGKILL) while the archive tier re-encodes its pages,
+ * one job after another (int2, no rate to speak of), most likely with a
+ * job on a worker: kvmemd goes on, the session ends and its memory goes
+ * back to the pool, and the next client's pages are archived as before.
+ */
+START_TEST(test_archive_client_killed)
+{
+	struct kvmemd_proc p;
+	uint64_t done;
+	int pfd[2], st, i;
+	char b;
+	pid_t pid;
+
+	start(&p, 0, "64M",
+	      "[tier]\narchive_tokens = 1\narchive_format = int2\n"
+	      "archive_rate = 1G\n");
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		close(pfd[0]);
+		big_pages_client(&p, 16 * 256);
+		if (write(pfd[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(pfd[1]);
+	ck_assert_int_eq(read(pfd[0], &b, 1), 1);
+	close(pfd[0]);
+	archive_wait(&p, 1);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	for (i = 0; i < 1000; i++) {
+		admin(&p, "status");
+		if (!kvmemd_json_u64(reply, "sessions"))
+			break;
+		usleep(5000);
+	}
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "sessions"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "pool_used_bytes"), 0);
+	admin(&p, "tier");
+	done = kvmemd_json_u64(reply, "archived");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archive_refused"), 0);
+	/* Page 0 holds the sink (hot), page 3 the sequence's end. */
+	big_pages_client(&p, 4 * 256);
+	archive_wait(&p, done + 2);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(tier)
 {
 	Suite *s = suite_create("tier");
@@ -1505,6 +1588,7 @@ KVMEM_SUITE(tier)
 	tcase_add_test(tc, test_archive_heat);
 	tcase_add_test(tc, test_archive_int2_slow);
 	tcase_add_test(tc, test_archive_races);
+	tcase_add_test(tc, test_archive_client_killed);
 	suite_add_tcase(s, tc);
 	return s;
 }
