@@ -1864,6 +1864,52 @@ START_TEST(test_spec_metrics_escapes)
 }
 END_TEST
 
+/* tier from a kvmemd older than the archive tier (b8fdbf4). */
+#define R_TIER_NOARCHIVE                                                  \
+	"{\"policy\":{\"offload\":true,\"low_watermark\":10,"             \
+	"\"high_watermark\":20,\"stale_tokens\":1024},"                   \
+	"\"tiers\":{\"hot\":{\"pages\":4,\"bytes\":131072},"              \
+	"\"warm\":{\"pages\":12,\"bytes\":393216},\"cold\":{\"pages\":6," \
+	"\"bytes\":196608}},\"offloads\":9,\"offload_bytes\":294912,"     \
+	"\"reloads\":3,\"reload_bytes\":98304,\"reload_degraded\":1,"     \
+	"\"reload_lost\":1,\"write_errors\":2,\"read_errors\":1,"         \
+	"\"nospace\":5,\"waits\":7,\"store\":null}\n"
+
+/*
+ * A kvmemd from before the archive tier: tier and metrics show what it
+ * has, the archive's lines and series left out, rather than refuse the
+ * whole reply for the keys it never sent.
+ */
+START_TEST(test_spec_no_archive)
+{
+	static const struct fake_reply t[] = {
+		{ "stats", R_STATS },	      { "errors", R_ERRORS },
+		{ "scrub status", R_SCRUB },  { "sessions", R_SESSIONS },
+		{ "tier", R_TIER_NOARCHIVE },
+	};
+	struct kvmem_run r;
+	struct fake f;
+
+	fake_start(&f, t, sizeof(t) / sizeof(t[0]), 32768);
+	FAKE_OK(&r, &f, "tier");
+	expect_line(&r, "policy offload on, watermarks 10% / 20% free, stale "
+			"after 1024 tokens");
+	expect_line(&r, "hot 4 128.0 KiB");
+	expect_line(&r, "cold 6 192.0 KiB");
+	expect_line(&r, "waits 7 ops waited for pages to move");
+	ck_assert_msg(!strstr(r.out, "archive"), "%s", r.out);
+	kvmem_check_run_free(&r);
+	FAKE_OK(&r, &f, "metrics");
+	check_prometheus(r.out);
+	ck_assert(prom_value(r.out, "kvmem_tier_pages{tier=\"warm\"}") == 12);
+	ck_assert(prom_value(r.out, "kvmem_reloads_total") == 3);
+	ck_assert(!strstr(r.out, "kvmem_archive"));
+	ck_assert(!strstr(r.out, "tier=\"archive\""));
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
 /*
  * A daemon without a backing store: tier says so (store null), metrics
  * leave the store's families out, offload is refused (EOPNOTSUPP).
@@ -3210,6 +3256,7 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_metrics_http);
 	tcase_add_test(tc, test_ops_series);
 	tcase_add_test(tc, test_spec_no_store);
+	tcase_add_test(tc, test_spec_no_archive);
 	tcase_add_test(tc, test_spec_offload_errors);
 	tcase_add_test(tc, test_spec_datagrams);
 	tcase_add_test(tc, test_spec_error_replies);

@@ -1297,6 +1297,28 @@ extra:
 
 /* ---- tier, offload ---------------------------------------------------- */
 
+/* The archive tier's policy line of tier. */
+static void archive_policy(struct rd *r, struct table *t,
+			   const struct json *pol)
+{
+	uint64_t age = g_u64(r, pol, "archive_tokens");
+	char fmt[16], codec[16], a[32];
+
+	g_str(r, pol, "archive_format", fmt, sizeof(fmt));
+	g_str(r, pol, "archive_codec", codec, sizeof(codec));
+	if (!age) {
+		kv(t, "archive", "off (tier.archive_tokens = 0)");
+		return;
+	}
+	kv(t, "archive",
+	   "released pages %" PRIu64 " tokens old in %s%s%s, heat at most "
+	   "%.3g, %s/s",
+	   age, strcmp(fmt, "same") ? fmt : "",
+	   strcmp(fmt, "same") ? " + " : "", codec,
+	   g_num(r, pol, "archive_heat"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, pol, "archive_rate")));
+}
+
 static void render_tier(struct rd *r, FILE *f, const struct json *v)
 {
 	static const char *const head[] = { "TIER", "PAGES", "BYTES" };
@@ -1304,11 +1326,11 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	const struct json *pol = g_obj(r, v, "policy");
 	const struct json *ts = g_obj(r, v, "tiers");
 	const struct json *st = g_obj_or_null(r, v, "store");
+	/* A kvmemd older than the archive tier sends none of its keys. */
+	const bool has_archive = json_get(pol, "archive_tokens");
 	uint64_t stale = g_u64(r, pol, "stale_tokens");
-	uint64_t archive = g_u64(r, pol, "archive_tokens");
 	uint64_t units, used;
 	char a[32], b[32], stale_s[64], path[1024], engine[32], uuid[64];
-	char fmt[16], codec[16];
 	struct table t;
 	size_t i;
 
@@ -1323,27 +1345,19 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	   g_bool(r, pol, "offload") ? "on" : "off",
 	   g_u64(r, pol, "low_watermark"), g_u64(r, pol, "high_watermark"),
 	   stale_s);
-	g_str(r, pol, "archive_format", fmt, sizeof(fmt));
-	g_str(r, pol, "archive_codec", codec, sizeof(codec));
-	if (archive)
-		kv(&t, "archive",
-		   "released pages %" PRIu64 " tokens old in %s%s%s, heat "
-		   "at most %.3g, %s/s",
-		   archive, strcmp(fmt, "same") ? fmt : "",
-		   strcmp(fmt, "same") ? " + " : "", codec,
-		   g_num(r, pol, "archive_heat"),
-		   fmt_bytes(a, sizeof(a),
-			     (double)g_u64(r, pol, "archive_rate")));
-	else
-		kv(&t, "archive", "off (tier.archive_tokens = 0)");
+	if (has_archive)
+		archive_policy(r, &t, pol);
 	t_done(r, &t, f);
 
 	fputc('\n', f);
 	t_init(&t, "lrr");
 	t_row(&t, head);
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
-		const struct json *e = g_obj(r, ts, tiers[i]);
+		const struct json *e;
 
+		if (!has_archive && !strcmp(tiers[i], "archive"))
+			continue;
+		e = g_obj(r, ts, tiers[i]);
 		t_cell(&t, "%s", tiers[i]);
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "pages"));
 		t_cell(&t, "%s",
@@ -1363,11 +1377,13 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	   g_u64(r, v, "reload_degraded"), g_u64(r, v, "reload_lost"));
 	kv(&t, "waits", "%" PRIu64 " ops waited for pages to move",
 	   g_u64(r, v, "waits"));
-	kv(&t, "archived",
-	   "%" PRIu64 " pages, %s, %" PRIu64 " refused (not as sealed)",
-	   g_u64(r, v, "archived"),
-	   fmt_bytes(a, sizeof(a), (double)g_u64(r, v, "archived_bytes")),
-	   g_u64(r, v, "archive_refused"));
+	if (has_archive)
+		kv(&t, "archived",
+		   "%" PRIu64 " pages, %s, %" PRIu64 " refused (not as sealed)",
+		   g_u64(r, v, "archived"),
+		   fmt_bytes(a, sizeof(a),
+			     (double)g_u64(r, v, "archived_bytes")),
+		   g_u64(r, v, "archive_refused"));
 	kv(&t, "errors",
 	   "%" PRIu64 " writes, %" PRIu64 " reads, %" PRIu64 " out of space",
 	   g_u64(r, v, "write_errors"), g_u64(r, v, "read_errors"),
@@ -2296,6 +2312,8 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	} errs[] = { { "read", "read_errors" }, { "write", "write_errors" } };
 	const struct json *ts = g_obj(m->r, v, "tiers");
 	const struct json *st = g_obj_or_null(m->r, v, "store");
+	/* A kvmemd older than the archive tier: its series left out. */
+	const bool has_archive = json_get(v, "archived");
 	uint64_t used;
 	size_t i;
 
@@ -2305,20 +2323,23 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const char *l[] = { "tier", tiers[i], NULL };
 
-		m_u64(m, "kvmem_tier_pages", l, g_obj(m->r, ts, tiers[i]),
-		      "pages");
+		if (has_archive || strcmp(tiers[i], "archive"))
+			m_u64(m, "kvmem_tier_pages", l,
+			      g_obj(m->r, ts, tiers[i]), "pages");
 	}
 	m_family(m, "kvmem_tier_bytes", "gauge",
 		 "Bytes of the pages in each tier.");
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const char *l[] = { "tier", tiers[i], NULL };
 
-		m_u64(m, "kvmem_tier_bytes", l, g_obj(m->r, ts, tiers[i]),
-		      "bytes");
+		if (has_archive || strcmp(tiers[i], "archive"))
+			m_u64(m, "kvmem_tier_bytes", l,
+			      g_obj(m->r, ts, tiers[i]), "bytes");
 	}
 	for (i = 0; i < sizeof(moves) / sizeof(moves[0]); i++)
-		m_one(m, moves[i].name, "counter", moves[i].help, v,
-		      moves[i].key);
+		if (has_archive || strncmp(moves[i].key, "archive", 7))
+			m_one(m, moves[i].name, "counter", moves[i].help, v,
+			      moves[i].key);
 	/* The store's families only where there is one. */
 	if (!st)
 		return;
