@@ -669,7 +669,7 @@ START_TEST(test_dos_memfd_kept_after_hangup)
 	struct kvmemd_proc p;
 	struct stat st;
 	uint64_t held = 0;
-	int i, k;
+	int i;
 
 	kvmemd_start(&p,
 		     "[pool]\nhost_bytes = 64M\nsession_max_bytes = 32M\n"
@@ -687,14 +687,7 @@ START_TEST(test_dos_memfd_kept_after_hangup)
 		/* Hang up; keep the memfd and the mapping. */
 		close(r[i].sock);
 		r[i].sock = -1;
-		for (k = 0; k < 500; k++) {
-			admin(&p, "status");
-			if (!kvmemd_json_u64(reply, "sessions"))
-				break;
-			usleep(10000);
-		}
-		ck_assert_uint_eq(kvmemd_json_u64(reply, "sessions"), 0);
-		ck_assert_uint_eq(kvmemd_json_u64(reply, "pool_used_bytes"), 0);
+		kvmemd_wait_no_sessions(&p);
 	}
 	for (i = 0; i < KEPT; i++) {
 		ck_assert_int_eq(fstat(r[i].memfd, &st), 0);

@@ -1519,7 +1519,7 @@ START_TEST(test_archive_client_killed)
 {
 	struct kvmemd_proc p;
 	uint64_t done;
-	int pfd[2], st, i;
+	int pfd[2], st;
 	char b;
 	pid_t pid;
 
@@ -1544,14 +1544,7 @@ START_TEST(test_archive_client_killed)
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	for (i = 0; i < 1000; i++) {
-		admin(&p, "status");
-		if (!kvmemd_json_u64(reply, "sessions"))
-			break;
-		usleep(5000);
-	}
-	ck_assert_uint_eq(kvmemd_json_u64(reply, "sessions"), 0);
-	ck_assert_uint_eq(kvmemd_json_u64(reply, "pool_used_bytes"), 0);
+	kvmemd_wait_no_sessions(&p);
 	admin(&p, "tier");
 	done = kvmemd_json_u64(reply, "archived");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "archive_refused"), 0);

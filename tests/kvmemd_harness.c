@@ -378,6 +378,23 @@ void kvmemd_release(struct kvmem_cache *c, struct kvmem_seq *s)
 	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
 }
 
+void kvmemd_wait_no_sessions(const struct kvmemd_proc *p)
+{
+	char out[4096];
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		kvmemd_admin_ok(p, out, sizeof(out), "status");
+		if (!kvmemd_json_u64(out, "sessions"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_msg(!kvmemd_json_u64(out, "sessions"),
+		      "kvmemd still serves sessions: %s", out);
+	ck_assert_msg(!kvmemd_json_u64(out, "pool_used_bytes"),
+		      "kvmemd's pool is not all free: %s", out);
+}
+
 struct kvmem_hello kvmemd_hello(uint64_t quota)
 {
 	struct kvmem_hello h = {

@@ -96,6 +96,10 @@ struct kvmem_cache *kvmemd_connect(const struct kvmemd_proc *p, uint64_t quota);
  * is only queued, and an admin request may overtake it). */
 void kvmemd_release(struct kvmem_cache *c, struct kvmem_seq *s);
 
+/* Wait (5 s at most) until kvmemd serves no session, then fail the test
+ * unless it does not and its pool is all free again. */
+void kvmemd_wait_no_sessions(const struct kvmemd_proc *p);
+
 /*
  * A session attached by hand, below libkvmem: the ABI as a hostile or
  * foreign client sees it.
