@@ -92,7 +92,7 @@ enum page_state {
  */
 struct page {
 	uint8_t state; /* enum page_state */
-	uint8_t moved; /* resident in a slot the client was not told of */
+	uint8_t moved; /* in a slot or codec the client was not told of */
 	uint8_t dead; /* no sequence holds it; freed when its I/O ends */
 	uint8_t kind; /* enum kvmem_slot_kind */
 	uint32_t unit; /* arena slot, NO_UNIT while cold */

@@ -625,7 +625,10 @@ static void reload_checked(struct kvmemd_tier *t, struct reload *rl)
 		return;
 	}
 	p->state = PAGE_RESIDENT;
-	p->moved = p->unit != p->client_slot;
+	/* A move the client was not told of yet stays to be told, even
+	 * back into the slot it knows: an archived page has another codec
+	 * there. */
+	p->moved |= p->unit != p->client_slot;
 	/* Just wanted: the last to leave again, if nobody pins it. */
 	p->released = kvmemd_now_ns();
 }
