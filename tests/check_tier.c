@@ -1524,7 +1524,8 @@ END_TEST
 
 /* A client of pages of 256 tokens (512 KiB in int4 + h84, the archive
  * re-encodes each in milliseconds): @toks tokens written and released. */
-static void big_pages_client(const struct kvmemd_proc *p, uint32_t toks)
+static struct kvmem_cache *big_pages_client(const struct kvmemd_proc *p,
+					    uint32_t toks)
 {
 	struct kvmem_geometry g = kvmemd_test_geo();
 	struct kvmem_connect_opts o = { .quota_bytes = 24u << 20 };
@@ -1549,6 +1550,7 @@ static void big_pages_client(const struct kvmemd_proc *p, uint32_t toks)
 	ck_assert_int_eq(kvmem_seq_append(s, 0, kv, kv + n, toks), 0);
 	kvmemd_release(c, s);
 	free(kv);
+	return c;
 }
 
 /*
@@ -1560,6 +1562,7 @@ static void big_pages_client(const struct kvmemd_proc *p, uint32_t toks)
 START_TEST(test_archive_client_killed)
 {
 	struct kvmemd_proc p;
+	struct kvmem_cache *c;
 	uint64_t done;
 	int pfd[2], st;
 	char b;
@@ -1591,8 +1594,9 @@ START_TEST(test_archive_client_killed)
 	done = kvmemd_json_u64(reply, "archived");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "archive_refused"), 0);
 	/* Page 0 holds the sink (hot), page 3 the sequence's end. */
-	big_pages_client(&p, 4 * 256);
+	c = big_pages_client(&p, 4 * 256);
 	archive_wait(&p, done + 2);
+	kvmem_close(c);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
