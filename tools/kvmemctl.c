@@ -1297,6 +1297,13 @@ extra:
 
 /* ---- tier, offload ---------------------------------------------------- */
 
+/* Does tier's reply @v have the archive tier? A kvmemd older than it
+ * sends none of its keys. */
+static bool has_archive(const struct json *v)
+{
+	return json_get(v, "archived");
+}
+
 /* The archive tier's policy line of tier. */
 static void archive_policy(struct rd *r, struct table *t,
 			   const struct json *pol)
@@ -1326,8 +1333,7 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	const struct json *pol = g_obj(r, v, "policy");
 	const struct json *ts = g_obj(r, v, "tiers");
 	const struct json *st = g_obj_or_null(r, v, "store");
-	/* A kvmemd older than the archive tier sends none of its keys. */
-	const bool has_archive = json_get(pol, "archive_tokens");
+	const bool arch = has_archive(v);
 	uint64_t stale = g_u64(r, pol, "stale_tokens");
 	uint64_t units, used;
 	char a[32], b[32], stale_s[64], path[1024], engine[32], uuid[64];
@@ -1345,7 +1351,7 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	   g_bool(r, pol, "offload") ? "on" : "off",
 	   g_u64(r, pol, "low_watermark"), g_u64(r, pol, "high_watermark"),
 	   stale_s);
-	if (has_archive)
+	if (arch)
 		archive_policy(r, &t, pol);
 	t_done(r, &t, f);
 
@@ -1355,7 +1361,7 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const struct json *e;
 
-		if (!has_archive && !strcmp(tiers[i], "archive"))
+		if (!arch && !strcmp(tiers[i], "archive"))
 			continue;
 		e = g_obj(r, ts, tiers[i]);
 		t_cell(&t, "%s", tiers[i]);
@@ -1377,7 +1383,7 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	   g_u64(r, v, "reload_degraded"), g_u64(r, v, "reload_lost"));
 	kv(&t, "waits", "%" PRIu64 " ops waited for pages to move",
 	   g_u64(r, v, "waits"));
-	if (has_archive)
+	if (arch)
 		kv(&t, "archived",
 		   "%" PRIu64 " pages, %s, %" PRIu64 " refused (not as sealed)",
 		   g_u64(r, v, "archived"),
@@ -2286,34 +2292,38 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	static const char *const tiers[] = { "hot", "warm", "archive", "cold" };
 	static const struct {
 		const char *name, *key, *help;
+		bool archive; /* the archive tier's */
 	} moves[] = {
 		{ "kvmem_offloads_total", "offloads",
-		  "Pages written to the backing store." },
+		  "Pages written to the backing store.", false },
 		{ "kvmem_offload_bytes_total", "offload_bytes",
-		  "Bytes of pages written to the backing store." },
+		  "Bytes of pages written to the backing store.", false },
 		{ "kvmem_reloads_total", "reloads",
-		  "Pages read back from the backing store." },
+		  "Pages read back from the backing store.", false },
 		{ "kvmem_reload_bytes_total", "reload_bytes",
-		  "Bytes of pages read back from the backing store." },
+		  "Bytes of pages read back from the backing store.", false },
 		{ "kvmem_reload_degraded_total", "reload_degraded",
-		  "Pages that came back from the backing store degraded." },
+		  "Pages that came back from the backing store degraded.",
+		  false },
 		{ "kvmem_reload_lost_total", "reload_lost",
 		  "Pages that came back from the backing store as something "
-		  "else, their values erased." },
+		  "else, their values erased.",
+		  false },
 		{ "kvmem_archived_total", "archived",
-		  "Pages re-encoded in the archive format and codec." },
+		  "Pages re-encoded in the archive format and codec.", true },
 		{ "kvmem_archived_bytes_total", "archived_bytes",
-		  "Bytes of slots of pages re-encoded for the archive tier." },
+		  "Bytes of slots of pages re-encoded for the archive tier.",
+		  true },
 		{ "kvmem_archive_refused_total", "archive_refused",
-		  "Pages the archive tier refused: not as they were sealed." },
+		  "Pages the archive tier refused: not as they were sealed.",
+		  true },
 	};
 	static const struct {
 		const char *op, *key;
 	} errs[] = { { "read", "read_errors" }, { "write", "write_errors" } };
 	const struct json *ts = g_obj(m->r, v, "tiers");
 	const struct json *st = g_obj_or_null(m->r, v, "store");
-	/* A kvmemd older than the archive tier: its series left out. */
-	const bool has_archive = json_get(v, "archived");
+	const bool arch = has_archive(v);
 	uint64_t used;
 	size_t i;
 
@@ -2323,7 +2333,7 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const char *l[] = { "tier", tiers[i], NULL };
 
-		if (has_archive || strcmp(tiers[i], "archive"))
+		if (arch || strcmp(tiers[i], "archive"))
 			m_u64(m, "kvmem_tier_pages", l,
 			      g_obj(m->r, ts, tiers[i]), "pages");
 	}
@@ -2332,12 +2342,12 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const char *l[] = { "tier", tiers[i], NULL };
 
-		if (has_archive || strcmp(tiers[i], "archive"))
+		if (arch || strcmp(tiers[i], "archive"))
 			m_u64(m, "kvmem_tier_bytes", l,
 			      g_obj(m->r, ts, tiers[i]), "bytes");
 	}
 	for (i = 0; i < sizeof(moves) / sizeof(moves[0]); i++)
-		if (has_archive || strncmp(moves[i].key, "archive", 7))
+		if (arch || !moves[i].archive)
 			m_one(m, moves[i].name, "counter", moves[i].help, v,
 			      moves[i].key);
 	/* The store's families only where there is one. */

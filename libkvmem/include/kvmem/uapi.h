@@ -273,7 +273,11 @@ struct kvmem_cqe {
 	uint32_t flags; /* 0 */
 };
 
-/* What SEQ_ACQUIRE reports of a page that came back in another slot. */
+/*
+ * What SEQ_ACQUIRE reports of a page that came back in another slot, or
+ * in another format and codec (struct kvmem_page_move_ex); old_slot may
+ * equal new_slot.
+ */
 struct kvmem_page_move {
 	uint32_t layer;
 	uint32_t token_start; /* the page's first token */
