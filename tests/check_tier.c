@@ -88,6 +88,20 @@ static void ref_data(struct ref *r, uint32_t j)
 	}
 }
 
+/* @tokens of @r's data written to a new sequence of @c and to the
+ * embedded reference's sequence 0; returns the one of @c. */
+static struct kvmem_seq *ref_seq0(struct ref *r, struct kvmem_cache *c,
+				  uint32_t tokens)
+{
+	struct kvmem_seq *s;
+
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r->k, r->v, tokens), 0);
+	ck_assert_int_eq(kvmem_seq_create(r->emb, &r->es[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(r->es[0], r->k, r->v, tokens), 0);
+	return s;
+}
+
 static void ref_free(struct ref *r, uint32_t nseq)
 {
 	uint32_t j;
@@ -292,10 +306,7 @@ static void corrupt(int engine)
 	c = attach(&p, 4u << 20);
 	ref_init(&r, 1, tokens);
 	ref_data(&r, 0);
-	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, tokens), 0);
-	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, tokens), 0);
+	s = ref_seq0(&r, c, tokens);
 	kvmemd_release(c, s);
 	admin(&p, "offload pool");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "errors"), 0);
@@ -469,10 +480,7 @@ static void replaced(int engine, enum replace how)
 	buf = malloc(l.size);
 	ck_assert_ptr_nonnull(buf);
 	snprintf(path, sizeof(path), "%s/store", p.dir);
-	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, tokens), 0);
-	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, tokens), 0);
+	s = ref_seq0(&r, c, tokens);
 	if (how == REPLACE_STALE) {
 		/* Offload, keep the store's copy of layer 0's first sealed
 		 * page, then cut the sequence inside that page and write it
@@ -738,10 +746,7 @@ static void killed(int engine)
 	/* And pages go out and come back again. */
 	c = attach(&p, 4u << 20);
 	ref_data(&r, 0);
-	ck_assert_int_eq(kvmem_seq_create(c, &s[0]), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(s[0], r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	s[0] = ref_seq0(&r, c, r.tokens);
 	kvmemd_release(c, s[0]);
 	admin(&p, "offload pool");
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
@@ -1054,10 +1059,7 @@ START_TEST(test_session_gone_mid_io)
 	ck_assert_uint_eq(kvmemd_json_after(reply, "\"cold\"", "pages"), 0);
 	c = attach(&p, 4u << 20);
 	ref_data(&r, 0);
-	ck_assert_int_eq(kvmem_seq_create(c, &s[0]), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(s[0], r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	s[0] = ref_seq0(&r, c, r.tokens);
 	kvmemd_release(c, s[0]);
 	admin(&p, "offload pool");
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "pages"), 0);
@@ -1448,10 +1450,7 @@ START_TEST(test_archive_offload_before_acquire)
 	c = attach(&p, 4u << 20);
 	ref_init(&r, 1, ARCHIVE_TOKENS);
 	ref_data(&r, 0);
-	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	s = ref_seq0(&r, c, r.tokens);
 	kvmemd_release(c, s);
 	/* Six sealed pages a layer, all but the last old enough. */
 	archive_wait(&p, 5 * r.g.layers);
@@ -1490,10 +1489,7 @@ START_TEST(test_archive_races)
 	c = attach(&p, 4u << 20);
 	ref_init(&r, 1, ARCHIVE_TOKENS);
 	ref_data(&r, 0);
-	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
-	ck_assert_int_eq(kvmem_seq_create(r.emb, &r.es[0]), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(r.es[0], r.k, r.v, r.tokens), 0);
+	s = ref_seq0(&r, c, r.tokens);
 	kvmem_rng_seed(&rng, 31);
 	for (round = 0; round < 60; round++) {
 		uint64_t x = kvmem_rng_next(&rng);
