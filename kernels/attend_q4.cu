@@ -7,21 +7,25 @@
  * (blockIdx = (KV head, sequence, split)), and each of its warps takes
  * whole pages of the share and attends them on its own:
  *
+ * - the head's K and V rows are copied into the warp's shared memory
+ *   (cp.async, no register held), on their way while the scales are
+ *   judged;
  * - the scale segments the head's K and V scales meet, a lane a word
  *   (golay24 tested clean by a table of v.B, kvmem_k_golay_lut()), then a
  *   lane a segment for its CRC, three bytes a step, and its check (its
  *   words by the same table), then the scales;
- * - K with a lane a token: the row's codewords are loaded 16 bytes at a
- *   time and dotted with the query rows in registers as they are, while
+ * - K with a lane a token: the row's codewords are read from the copy 16
+ *   bytes at a time and dotted with the query rows as they are, while
  *   their differences from kvmem_h8x4_encode() of them, four words at a
  *   time, are ORed into one test of the row; a row that fails it is done
- *   again, its words corrected, in a rolled loop (so that the unrolled
- *   clean path holds no branch a word);
+ *   again from the copy, its words corrected, in a rolled loop (so that
+ *   the unrolled clean path holds no branch a word);
  * - the softmax across the lanes, into the warp's running max and sum
  *   and the page's mass, the tokens' weights into shared memory;
- * - V with a lane four columns, its words tested the same way, all at
- *   once, four query rows' weights of a token a load; the accumulator
- *   stays in registers from page to page.
+ * - V with a lane four columns, its words in the copy tested the same
+ *   way, all at once (corrected in the copy when one fails), four query
+ *   rows' weights of a token a load; the accumulator stays in registers
+ *   from page to page.
  *
  * Meanwhile the warp's next page is prefetched to L2.
  *
@@ -82,6 +86,7 @@ struct kvmem_k_q4_warp {
 	uint16_t *wd; /* scale words decoded */
 	uint8_t *wst; /* their KVMEM_K_* */
 	uint8_t *seg; /* the segments' KVMEM_K_RUN_* */
+	uint8_t *kv; /* the head's K rows, then its V rows */
 };
 
 /* The K (@is_v 0) or V scales of head @h: first, how many, segments. */
@@ -137,11 +142,11 @@ KVMEM_DFN uint32_t kvmem_k_crc_bytes3(const uint32_t *tab, uint32_t crc,
 /*
  * The verdict on segment @sg of a page (kvmem_k_segment()) from the words
  * a warp decoded (@wd, @wst from the segment's first): its check's words
- * (golay24 tested clean by @lut), and one uncorrectable word more if it
- * is lost, counted in @c when @own. @tab: the CRC table with its slices
- * (768 entries, kvmem_k_crc_slices()).
+ * at @ck (golay24 tested clean by @lut), and one uncorrectable word more
+ * if it is lost, counted in @c when @own. @tab: the CRC table with its
+ * slices (768 entries, kvmem_k_crc_slices()).
  */
-KVMEM_DFN int kvmem_k_q4_segment(const uint8_t *page,
+KVMEM_DFN int kvmem_k_q4_segment(const uint8_t *ck,
 				 const struct kvmem_k_layout *l,
 				 unsigned int sg, const uint16_t *wd,
 				 const uint8_t *wst, const uint32_t *tab,
@@ -176,8 +181,7 @@ KVMEM_DFN int kvmem_k_q4_segment(const uint8_t *page,
 	}
 	/* The check (kvmem_k_check()), its two words by the table. */
 	for (k = 0; k < 2; k++) {
-		want |= kvmem_k_meta_fast(page + l->checks_off + 6 * sg + 3 * k,
-					  lut, &st, &nb)
+		want |= kvmem_k_meta_fast(ck + 3 * k, lut, &st, &nb)
 			<< (12 * k);
 		kvmem_k_count(&cc, st, nb);
 		cue |= st == KVMEM_K_UE;
@@ -188,26 +192,46 @@ KVMEM_DFN int kvmem_k_q4_segment(const uint8_t *page,
 	return v;
 }
 
+/* The words of a head's K and V scale lists (@ls) in a warp's copy: word
+ * ls[i].w0 at w[i], the check of segment ls[i].s0 at ck[i]. */
+struct kvmem_k_q4_words {
+	const uint8_t *w[2], *ck[2];
+};
+
 /*
- * Judge the scale segments head @h's K and V scales meet and decode its
- * scales into @wp->sc, counting in @c; returns 1, the same in every lane,
- * when a scale is lost.
+ * Copy the page's bytes [@off, @off + @len) at *@to, in the 16-byte
+ * pieces that hold them, a piece a lane, and move *@to past them; returns
+ * where byte @off is in the copy.
  */
-KVMEM_DFN int kvmem_k_q4_scales(const struct kvmem_k_geom *g,
-				const struct kvmem_k_layout *l,
-				const uint8_t *page, unsigned int h,
+KVMEM_DFN const uint8_t *kvmem_k_q4_stage(uint8_t **to, const uint8_t *page,
+					  unsigned int off, unsigned int len)
+{
+	const unsigned int a = off & ~15u, n = (off + len - a + 15) / 16;
+	unsigned int i;
+
+	for (i = threadIdx.x % 32; i < n; i += 32)
+		kvmem_k_cp16(*to + 16 * i, page + a + 16 * i);
+	*to += 16 * n;
+	return *to - 16 * n + (off - a);
+}
+
+/*
+ * Judge the scale segments a head's K and V scales (@ls) meet, from the
+ * copy of their words @sw, and decode its scales into @wp->sc, counting
+ * in @c; returns 1, the same in every lane, when a scale is lost.
+ */
+KVMEM_DFN int kvmem_k_q4_scales(const struct kvmem_k_layout *l,
+				const struct kvmem_k_q4_list *ls,
+				const struct kvmem_k_q4_words *sw,
 				const uint32_t *tab, const uint16_t *lut,
 				const struct kvmem_k_q4_warp *wp,
 				struct kvmem_k_counts *c)
 {
 	const unsigned int lane = threadIdx.x % 32;
 	const unsigned int last = l->nscales_k + l->nscales_v - 1;
-	struct kvmem_k_q4_list ls[2];
 	unsigned int i, j, u;
 	int lost = 0;
 
-	kvmem_k_q4_list(g, l, 0, h, 0, 0, &ls[0]);
-	kvmem_k_q4_list(g, l, 1, h, ls[0].nw, ls[0].nseg, &ls[1]);
 	for (i = 0; i < 2; i++)
 		for (j = lane; j < ls[i].nw; j += 32) {
 			const unsigned int w = ls[i].w0 + j;
@@ -215,20 +239,21 @@ KVMEM_DFN int kvmem_k_q4_scales(const struct kvmem_k_geom *g,
 			int st, nb;
 
 			wp->wd[ls[i].woff + j] = (uint16_t)kvmem_k_meta_fast(
-				page + l->scales_off + 3 * w, lut, &st, &nb);
+				sw->w[i] + 3 * j, lut, &st, &nb);
 			wp->wst[ls[i].woff + j] = (uint8_t)st;
 			if (s >= ls[i].base && s < ls[i].base + ls[i].cnt)
 				kvmem_k_count(c, st, nb);
 		}
 	__syncwarp();
 	for (u = lane; u < ls[0].nseg + ls[1].nseg; u += 32) {
-		const struct kvmem_k_q4_list li =
-			u >= ls[0].nseg ? ls[1] : ls[0];
+		const int v = u >= ls[0].nseg;
+		const struct kvmem_k_q4_list li = v ? ls[1] : ls[0];
 		const unsigned int k = u - li.soff, sg = li.s0 + k;
 		const unsigned int o = li.woff + k * KVMEM_K_CHECK_WORDS;
 
 		wp->seg[u] = (uint8_t)kvmem_k_q4_segment(
-			page, l, sg, wp->wd + o, wp->wst + o, tab, lut,
+			(v ? sw->ck[1] : sw->ck[0]) + 6 * k, l, sg, wp->wd + o,
+			wp->wst + o, tab, lut,
 			sg * KVMEM_K_CHECK_SCALES >= li.base, c);
 	}
 	__syncwarp();
@@ -371,6 +396,8 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 {
 	/* V: lanes a token stream has (four columns each), streams. */
 	constexpr unsigned int VL = D / 4, NH = 32 / VL, VT = 32 / NH;
+	/* Rows: 16-byte pieces, bytes apart in the warp's copy. */
+	constexpr unsigned int RC = D / 16, KS = KVMEM_K_Q4_STRIDE(D);
 	const struct kvmem_k_geom *g = &p->g;
 	const struct kvmem_k_layout *l = &g->l[0];
 	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p->pages;
@@ -383,10 +410,14 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		page + (size_t)h * g->tokens_per_page * l->row_bytes;
 	const float *ks = wp->sc, *vs = wp->sc + kvmem_k_head_scales(g, l, 0);
 	const float *vsc = vs + col / gs; /* the lane's columns' scales */
+	uint8_t *vr = wp->kv + g->tokens_per_page * KS + col;
+	struct kvmem_k_q4_list ls[2];
+	struct kvmem_k_q4_words sw;
+	uint8_t *to = wp->kv + g->tokens_per_page * KS;
 	const int ext = CODEC == KVMEM_CODEC_H84;
 	struct kvmem_k_counts c = { 0, 0, 0, 0 };
 	float dot[QRM];
-	uint32_t vw[VT], vbad;
+	uint32_t vbad;
 	unsigned int r, j, i, k, vn, clean = 0;
 	int ue = 0;
 
@@ -411,36 +442,63 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		if (at < 3 * ls.nw)
 			kvmem_k_prefetch(np + l->scales_off + 3 * ls.w0 + at);
 	}
-	if (kvmem_k_q4_scales(g, l, page, h, tab, lut, wp, &c))
+	/* Into the warp's copy: the words of the head's scale segments and
+	 * their checks, where its V rows go later, then its K rows, on their
+	 * way while the scales are judged; then the V rows, while K is. */
+	kvmem_k_q4_list(g, l, 0, h, 0, 0, &ls[0]);
+	kvmem_k_q4_list(g, l, 1, h, ls[0].nw, ls[0].nseg, &ls[1]);
+	for (i = 0; i < 2; i++) {
+		sw.w[i] = kvmem_k_q4_stage(
+			&to, page, l->scales_off + 3 * ls[i].w0, 3 * ls[i].nw);
+		sw.ck[i] = kvmem_k_q4_stage(&to, page,
+					    l->checks_off + 6 * ls[i].s0,
+					    6 * ls[i].nseg);
+	}
+	kvmem_k_cp_commit();
+	for (i = lane; i < n * RC; i += 32)
+		kvmem_k_cp16(wp->kv + i / RC * KS + 16 * (i % RC),
+			     rows + l->k_off + i / RC * l->row_bytes +
+				     16 * (i % RC));
+	kvmem_k_cp_commit();
+	kvmem_k_cp_wait<1>();
+	__syncwarp();
+	if (kvmem_k_q4_scales(l, ls, &sw, tab, lut, wp, &c)) {
+		kvmem_k_cp_wait<0>();
 		return 0;
+	}
+	for (i = lane; i < n * RC; i += 32)
+		kvmem_k_cp16(vr - col + i / RC * KS + 16 * (i % RC),
+			     rows + l->v_off + i / RC * l->row_bytes +
+				     16 * (i % RC));
+	kvmem_k_cp_commit();
+	kvmem_k_cp_wait<1>();
+	__syncwarp();
 
 	/* K, a lane a token: each value times its scale, dotted with the
 	 * query rows. The words are taken as they come, and tested on the
 	 * way; a lane whose row holds one that is not clean does the row
-	 * again, a word at a time, corrected (off the unrolled path, so that
-	 * its code stays out of the way of the clean one's). That pass reads
-	 * the row again: its dot and its counts are of what it read then,
-	 * every word tested, so a word corrected in memory between the two
-	 * reads (by a scrub) counts as clean. */
+	 * again from the copy, a word at a time, corrected (off the unrolled
+	 * path, so that its code stays out of the way of the clean one's). */
 	KVMEM_K_UNROLL
 	for (r = 0; r < QRM; r++)
 		dot[r] = 0.0f;
 	if (lane < n) {
 		const kvmem_k_uvec4 *kr =
-			(const kvmem_k_uvec4 *)(rows + l->k_off +
-						lane * l->row_bytes);
+			(const kvmem_k_uvec4 *)(wp->kv + lane * KS);
 		const float *sk0 = l->chan ? ks : ks + lane * groups;
 		struct kvmem_k_q4_kscale ksc = { sk0, *sk0, 0 };
-		kvmem_k_uvec4 u = kr[0];
 		uint32_t bad = 0;
 
-		KVMEM_K_UNROLL
-		for (j = 0; j < D / 4; j++) {
-			if (j % 4 == 0 && j)
-				u = kr[j / 4];
-			bad |= kvmem_h8x4_encode(u.x[j % 4], ext) ^ u.x[j % 4];
-			kvmem_k_q4_kdot<D, QRM>(u.x[j % 4], j, q, l->chan, gs,
-						&ksc, dot);
+		KVMEM_K_UNROLL_BY(2)
+		for (k = 0; k < D / 16; k++) {
+			const kvmem_k_uvec4 u = kr[k];
+
+			KVMEM_K_UNROLL
+			for (i = 0; i < 4; i++) {
+				bad |= kvmem_h8x4_encode(u.x[i], ext) ^ u.x[i];
+				kvmem_k_q4_kdot<D, QRM>(u.x[i], 4 * k + i, q,
+							l->chan, gs, &ksc, dot);
+			}
 		}
 		if (!bad) {
 			clean += D;
@@ -458,38 +516,29 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 					j, q, l->chan, gs, &ksc, dot);
 		}
 	}
-	/* V: the words of the lane's columns, tested all at once, corrected
-	 * only if one is not clean. */
-	KVMEM_K_UNROLL
+	/* V: the words of the lane's columns in the copy, tested all at
+	 * once, corrected there only if one is not clean; the lane alone
+	 * reads them. */
+	kvmem_k_cp_wait<0>();
+	__syncwarp();
+	vbad = 0;
+	KVMEM_K_UNROLL_BY(8)
 	for (k = 0; k < VT; k++) {
 		const unsigned int t = th + k * NH;
+		const uint32_t w = t < n ? *(const uint32_t *)(vr + t * KS) : 0;
 
-		vw[k] = t < n ? *(const uint32_t *)(rows + l->v_off +
-						    t * l->row_bytes + col)
-			      : 0;
+		vbad |= kvmem_h8x4_encode(w, ext) ^ w;
 	}
-	vbad = 0;
-	KVMEM_K_UNROLL
-	for (k = 0; k < VT; k++)
-		vbad |= kvmem_h8x4_encode(vw[k], ext) ^ vw[k];
 	if (!vbad) {
 		/* The lane's tokens th, th + NH, ... below n. */
 		vn = n > th ? (n - th + NH - 1) / NH : 0;
 		clean += 4 * (vn < VT ? vn : VT);
 	} else {
-		/* A word at a time, out of its register and back by
-		 * selects: short code for a rare path. */
 		KVMEM_K_NO_UNROLL
 		for (k = 0; k < VT && th + k * NH < n; k++) {
-			uint32_t w = 0, e;
+			uint32_t *w = (uint32_t *)(vr + (th + k * NH) * KS);
 
-			KVMEM_K_UNROLL
-			for (i = 0; i < VT; i++)
-				w |= i == k ? vw[i] : 0;
-			e = kvmem_k_fix4<CODEC>(w, &clean, &c, &ue) ^ w;
-			KVMEM_K_UNROLL
-			for (i = 0; i < VT; i++)
-				vw[i] ^= i == k ? e : 0;
+			*w = kvmem_k_fix4<CODEC>(*w, &clean, &c, &ue);
 		}
 	}
 	if (__any_sync(0xffffffffu, ue))
@@ -542,13 +591,13 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	__syncwarp();
 
 	/* V: token t's weights from the page's, four rows a load. */
-	KVMEM_K_UNROLL
+	KVMEM_K_UNROLL_BY(4)
 	for (k = 0; k < VT; k++) {
 		const unsigned int t = th + k * NH;
 		const float sv = t < n ? vsc[t * groups] : 0.0f;
 		float v[4];
 
-		kvmem_k_q4x4(vw[k], v);
+		kvmem_k_q4x4(t < n ? *(const uint32_t *)(vr + t * KS) : 0, v);
 		for (i = 0; i < 4; i++)
 			v[i] *= sv;
 		KVMEM_K_UNROLL
@@ -695,6 +744,7 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 	wp.wd = (uint16_t *)(smem + o.wd + wi * o.warp);
 	wp.wst = smem + o.wst + wi * o.warp;
 	wp.seg = smem + o.seg + wi * o.warp;
+	wp.kv = smem + o.kv + wi * o.warp;
 	for (i = lane; i < QR; i += 32) {
 		ml[(wi * QR + i) * 2] = -INFINITY;
 		ml[(wi * QR + i) * 2 + 1] = 0.0f;
@@ -737,11 +787,13 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 
 /*
  * Up to 4 query rows (decode with GQA up to 4) and up to 8: two kernels,
- * so that the narrow one keeps fewer registers live. Three CTAs of the
- * narrow one share a multiprocessor, two of the wide one: the registers
- * of more would spill.
+ * so that the narrow one keeps fewer registers live. Four CTAs of the
+ * narrow one share a multiprocessor (128 registers, about 55 KiB of
+ * shared memory each at head_dim 128), three of the wide one: the
+ * registers of more would spill, and so would a K loop unrolled more
+ * than twice.
  */
-extern "C" __global__ void __launch_bounds__(KVMEM_K_THREADS, 3)
+extern "C" __global__ void __launch_bounds__(KVMEM_K_THREADS, 4)
 	kvmem_k_attend_q4(const struct kvmem_k_attend p)
 {
 	KVMEM_DYN_SMEM(smem);
@@ -749,7 +801,7 @@ extern "C" __global__ void __launch_bounds__(KVMEM_K_THREADS, 3)
 	kvmem_k_attend_q4_body<4>(p, smem);
 }
 
-extern "C" __global__ void __launch_bounds__(KVMEM_K_THREADS, 2)
+extern "C" __global__ void __launch_bounds__(KVMEM_K_THREADS, 3)
 	kvmem_k_attend_q4w(const struct kvmem_k_attend p)
 {
 	KVMEM_DYN_SMEM(smem);

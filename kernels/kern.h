@@ -313,18 +313,45 @@ KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
  * (kvmem_k_golay_lut()), the warps' running (max, sum), the warps'
  * weights of a page's tokens, and per warp the decoded words of the
  * scale segments of a page's head, their outcomes, the segments'
- * verdicts and the head's scales (K's, then V's).
+ * verdicts, the head's scales (K's, then V's) and a copy of the head's
+ * K rows, then its V rows, each row KVMEM_K_Q4_STRIDE() bytes apart; the
+ * V rows' place holds the words of the scale segments and their checks
+ * first (kvmem_k_q4_stage_bytes()).
  */
 struct kvmem_k_q4_smem {
 	uint32_t q, tab, glut, ml, wt;
-	uint32_t wd, wst, seg, sc; /* of warp 0; warp w's at + w * warp */
+	uint32_t wd, wst, seg, sc, kv; /* of warp 0; warp w's at + w * warp */
 	uint32_t warp;
 	uint32_t size;
 };
 
+/* A row of @d one-byte words and 16 bytes more: the lanes of a quarter
+ * warp, a row each, then load 16 bytes of their rows from other banks. */
+#define KVMEM_K_Q4_STRIDE(d) ((d) + 16)
+
+/*
+ * The most bytes the words of the scale segments a head's K or V scales
+ * meet and their checks take in a warp's copy: each run in the 16-byte
+ * pieces that hold it.
+ */
+KVMEM_K_HD uint32_t kvmem_k_q4_stage_bytes(const struct kvmem_k_geom *g)
+{
+	uint32_t i, segs, n = 0;
+
+	for (i = 0; i < 2; i++) {
+		segs = kvmem_k_segs(kvmem_k_head_scales(g, &g->l[0], (int)i));
+		n += KVMEM_K_ALIGN16(3 * KVMEM_K_CHECK_WORDS * segs + 30) +
+		     KVMEM_K_ALIGN16(6 * segs + 30);
+	}
+	return n;
+}
+
 KVMEM_K_HD void kvmem_k_q4_carve(const struct kvmem_k_geom *g, uint32_t qr,
 				 struct kvmem_k_q4_smem *s)
 {
+	const uint32_t rows =
+		g->tokens_per_page * KVMEM_K_Q4_STRIDE(g->head_dim);
+	const uint32_t stage = kvmem_k_q4_stage_bytes(g);
 	const struct kvmem_k_layout *l = &g->l[0];
 	const uint32_t ns =
 		kvmem_k_head_scales(g, l, 0) + kvmem_k_head_scales(g, l, 1);
@@ -347,11 +374,13 @@ KVMEM_K_HD void kvmem_k_q4_carve(const struct kvmem_k_geom *g, uint32_t qr,
 	s->wd = KVMEM_K_ALIGN16(s->sc + ns * 4);
 	s->wst = KVMEM_K_ALIGN16(s->wd + nw * 2);
 	s->seg = s->wst + nw;
-	s->warp = KVMEM_K_ALIGN16(s->seg + segs);
+	s->kv = KVMEM_K_ALIGN16(s->seg + segs);
+	s->warp = s->kv + rows + (rows > stage ? rows : stage);
 	s->sc += off;
 	s->wd += off;
 	s->wst += off;
 	s->seg += off;
+	s->kv += off;
 	s->size = off + KVMEM_K_WARPS * s->warp;
 }
 

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ecc_word.h"
 #include "kern.h"
@@ -37,13 +38,16 @@ template <int N> struct alignas(N * 4 > 16 ? 16 : N * 4) kvmem_k_fvec {
 };
 
 /* Unroll the loop that follows, so that the arrays it indexes stay in
- * registers (nvcc; the CPU executor does without); or keep it rolled, a
- * cold path kept short. */
+ * registers (nvcc; the CPU executor does without); @n times; or keep it
+ * rolled, a cold path kept short. */
 #ifdef __CUDACC__
+#define KVMEM_K_PRAGMA(x) _Pragma(#x)
 #define KVMEM_K_UNROLL _Pragma("unroll")
+#define KVMEM_K_UNROLL_BY(n) KVMEM_K_PRAGMA(unroll n)
 #define KVMEM_K_NO_UNROLL _Pragma("unroll 1")
 #else
 #define KVMEM_K_UNROLL
+#define KVMEM_K_UNROLL_BY(n)
 #define KVMEM_K_NO_UNROLL
 #endif
 
@@ -52,6 +56,48 @@ template <int N> struct alignas(N * 4 > 16 ? 16 : N * 4) kvmem_k_fvec {
 #define kvmem_k_prefetch(p) asm volatile("prefetch.global.L2 [%0];" : : "l"(p))
 #else
 #define kvmem_k_prefetch(p) ((void)(p))
+#endif
+
+/*
+ * Sixteen bytes from device memory @src to shared memory @dst, on their
+ * way without a register (cp.async, sm_80), in the thread's group of
+ * copies that kvmem_k_cp_commit() closes. kvmem_k_cp_wait<N>() waits
+ * until at most the N groups committed last are still on their way: the
+ * others are there for this thread, and for the others of its warp after
+ * a __syncwarp() that follows. A plain copy on the CPU.
+ */
+#ifdef __CUDA_ARCH__
+KVMEM_DFN void kvmem_k_cp16(void *dst, const void *src)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+		     :
+		     : "r"((unsigned int)__cvta_generic_to_shared(dst)),
+		       "l"(src)
+		     : "memory");
+}
+
+KVMEM_DFN void kvmem_k_cp_commit(void)
+{
+	asm volatile("cp.async.commit_group;" : : : "memory");
+}
+
+template <int N> KVMEM_DFN void kvmem_k_cp_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;" : : "n"(N) : "memory");
+}
+#else
+KVMEM_DFN void kvmem_k_cp16(void *dst, const void *src)
+{
+	memcpy(dst, src, 16);
+}
+
+KVMEM_DFN void kvmem_k_cp_commit(void)
+{
+}
+
+template <int N> KVMEM_DFN void kvmem_k_cp_wait(void)
+{
+}
 #endif
 
 /* Sixteen bytes of device memory in one load. */

@@ -205,7 +205,7 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	struct kvmem_k_attend_smem o;
 	struct kvmem_k_q4_smem o4;
 	uint64_t mo, fo, ctas;
-	uint32_t qr;
+	uint32_t qr, warp_fill;
 	int ret;
 
 	if (!cu || !a)
@@ -249,7 +249,10 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	*q4_smem = o4.size;
 	/* One wave of CTAs of the kernel that attends most pages, as many
 	 * as the multiprocessors run at once, never more splits than a
-	 * sequence has pages. */
+	 * sequence has pages, nor, for the fast kernel, than would leave a
+	 * warp of a CTA without one: a CTA's fixed work (its tables, the
+	 * query rows, its partial result) is then shared by more pages,
+	 * and a multiprocessor runs as many warps that have a page. */
 	p->splits = a->splits;
 	if (!p->splits) {
 		ctas = (uint64_t)a->batch * g->kv_heads;
@@ -259,6 +262,9 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 						(uint64_t)cu->sms +
 					ctas - 1) /
 				       ctas);
+		warp_fill = (a->max_pages + KVMEM_K_WARPS - 1) / KVMEM_K_WARPS;
+		if (*q4 && p->splits > warp_fill)
+			p->splits = warp_fill;
 	}
 	if (p->splits > a->max_pages)
 		p->splits = a->max_pages;

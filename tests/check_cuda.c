@@ -181,6 +181,8 @@ struct dev {
 	struct kvmem_cuda *cu;
 	uint64_t buf[512];
 	int n;
+	int q4_unfit; /* the test leaves the fast kernel too little shared
+		       * memory */
 };
 
 static uint64_t dev_put(struct dev *d, const void *p, size_t n)
@@ -1061,9 +1063,9 @@ static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
  * aligned to 16 bytes; it takes every sealed page of a head whose rows
  * hold no uncorrectable word and leaves the rest to kvmem_k_attend
  * (damage_mixed() puts one, in h84, in V row 1 of the last head of every
- * third page; its h74 words are miscorrected, not lost). A fast path
- * that gave up on pages it should take would still give the right
- * attention.
+ * third page; its h74 words are miscorrected, not lost), unless the
+ * test left it too little shared memory (dv->q4_unfit). A fast path that
+ * gave up on pages it should take would still give the right attention.
  */
 static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 			const struct kvmem_cuda_attend_args *a,
@@ -1081,7 +1083,8 @@ static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 	       (g->codec == KVMEM_CODEC_H74 || g->codec == KVMEM_CODEC_H84) &&
 	       (g->head_dim == 64 || g->head_dim == 128) &&
 	       g->group_size % 4 == 0 && g->tokens_per_page <= 32 && qr <= 8 &&
-	       l.row_bytes % 16 == 0 && l.k_off % 16 == 0 && l.v_off % 16 == 0;
+	       l.row_bytes % 16 == 0 && l.k_off % 16 == 0 &&
+	       l.v_off % 16 == 0 && !dv->q4_unfit;
 	EXPECT_EQ(q4, want, "%s", kvmem_cuda_error());
 	if (q4 != 1 || !(hurt == 0 || hurt == 3))
 		return;
@@ -1309,6 +1312,12 @@ static void attend_fast_on(struct dev *dv)
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
 	g.group_size = 128;
 	attend_case(dv, &g, 4, 60, 3, KVMEM_ERASE_KEEP, 3, &r);
+	/* Four tokens a page and a key scale per channel: the words of a
+	 * head's scale segments take more of a warp's copy than its V rows
+	 * (kvmem_k_q4_stage_bytes()). */
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 2, 128);
+	g.tokens_per_page = 4;
+	attend_case(dv, &g, 4, 45, 3, KVMEM_ERASE_INTERPOLATE, 0, &r);
 }
 
 START_TEST(test_cuda_attend_fast)
@@ -1349,7 +1358,9 @@ static void attend_checks_on(struct dev *dv)
  * all but 24 KiB of it declared statically, every launch asks for no more
  * than the rest (the fake refuses one that does), and attention runs with
  * a smaller tile and still matches the CPU, also when the driver cannot
- * say how many CTAs fit.
+ * say how many CTAs fit. The fast kernel needs more for these pages
+ * (33 KiB, its warps' copies of their rows among it), so the general one
+ * takes them all; with 48 KiB it fits again.
  */
 START_TEST(test_cuda_static_smem)
 {
@@ -1364,10 +1375,22 @@ START_TEST(test_cuda_static_smem)
 		"%s", kvmem_cuda_error());
 	kvmem_rng_seed(&r, 77);
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
+	dv.q4_unfit = 1;
 	attend_case(&dv, &g, 4, 70, 2, KVMEM_ERASE_INTERPOLATE, 2, &r);
 	/* A driver that cannot say how many CTAs fit: the splits chosen
 	 * (0 asks for them) still give the same attention. */
 	f->no_occupancy = 1;
+	attend_case(&dv, &g, 4, 70, 2, KVMEM_ERASE_INTERPOLATE, 0, &r);
+	dev_done(&dv);
+	kvmem_cuda_close(dv.cu);
+	expect_released(f, "close");
+
+	f->static_smem = FAKE_SMEM - 48 * 1024;
+	f->no_occupancy = 0;
+	ck_assert_msg(
+		!kvmem__cuda_open_image(0, fake_path(), fake_image, &dv.cu),
+		"%s", kvmem_cuda_error());
+	dv.q4_unfit = 0;
 	attend_case(&dv, &g, 4, 70, 2, KVMEM_ERASE_INTERPOLATE, 0, &r);
 	dev_done(&dv);
 	kvmem_cuda_close(dv.cu);
