@@ -45,6 +45,12 @@ for f in "$bench" "$check"; do
 		echo "$0: no $f: run make and make $check first" >&2
 		exit 2
 	fi
+	# make alone relinks the bench but not the test runner: a runner
+	# older than the library would test the kernels it was linked with.
+	if [ "$f" -ot "$build/libkvmem.a" ]; then
+		echo "$0: $f is older than $build/libkvmem.a: make $f" >&2
+		exit 2
+	fi
 done
 mkdir -p "$out" || exit 2
 : >"$out/summary"

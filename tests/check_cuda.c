@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -3021,6 +3022,56 @@ START_TEST(test_cuda_bench_attend_host)
 }
 END_TEST
 
+/*
+ * scripts/gpu-check.sh refuses a test runner or bench older than the
+ * library of its build (make does not relink the runner, which would then
+ * test the kernels it was linked with), before it runs or writes anything.
+ */
+START_TEST(test_cuda_gpu_check_stale)
+{
+	static const char *const built[] = { "tools/kvmem-bench",
+					     "tests/kvmem-check" };
+	struct timespec lib[2] = { { 2000, 0 }, { 2000, 0 } };
+	struct timespec old[2] = { { 1000, 0 }, { 1000, 0 } };
+	char dir[256], path[512], cmd[2048], *err;
+	size_t i;
+	int st;
+
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "gpu-check");
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%.5s", dir, built[i]);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+		snprintf(path, sizeof(path), "%s/%s", dir, built[i]);
+		kvmem_check_write_file(path, "#!/bin/sh\nexit 0\n");
+		ck_assert_int_eq(chmod(path, 0755), 0);
+	}
+	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
+	kvmem_check_write_file(path, "");
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, lib, 0), 0);
+	snprintf(path, sizeof(path), "%s/tests/kvmem-check", dir);
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "KVMEM_BUILD=%s sh %s/scripts/gpu-check.sh %s/out 2>%s/err",
+		 dir, kvmem_check_srcdir(), dir, dir);
+	st = system(cmd);
+	EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %#x", st);
+	snprintf(path, sizeof(path), "%s/err", dir);
+	err = kvmem_check_read_file(path, NULL);
+	EXPECT(strstr(err, "tests/kvmem-check is older than") != NULL, "%s",
+	       err);
+	free(err);
+	snprintf(path, sizeof(path), "%s/out", dir);
+	EXPECT(access(path, F_OK) != 0, "%s", "it made its output directory");
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, built[i]);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/%.5s", dir, built[i]);
+		rmdir(path);
+	}
+	kvmem_check_tmpdir_remove(dir);
+}
+END_TEST
+
 KVMEM_SUITE(cuda)
 {
 	Suite *s = suite_create("cuda");
@@ -3055,6 +3106,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_gpu_pool_percent);
 	tcase_add_test(tc, test_cuda_bench_attend_gpu);
 	tcase_add_test(tc, test_cuda_bench_attend_host);
+	tcase_add_test(tc, test_cuda_gpu_check_stale);
 	suite_add_tcase(s, tc);
 	return s;
 }
