@@ -421,7 +421,11 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	unsigned int r, j, i, k, vn, clean = 0;
 	int ue = 0;
 
-	if (pg[pi].flags & KVMEM_HDR_HOT || pg[pi].addr % 16)
+	/* A block table is trusted (kvmem_cuda_attend()), but one that
+	 * gives a page more tokens than it holds must not make the copy
+	 * below run over into the other warps' shared memory. */
+	if (pg[pi].flags & KVMEM_HDR_HOT || pg[pi].addr % 16 ||
+	    n > g->tokens_per_page)
 		return 0;
 	/* The warp's next page on its way to L2 while this one is done:
 	 * lane t's K and V rows, and the words of the head's scale
@@ -444,7 +448,10 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	}
 	/* Into the warp's copy: the words of the head's scale segments and
 	 * their checks, where its V rows go later, then its K rows, on their
-	 * way while the scales are judged; then the V rows, while K is. */
+	 * way while the scales are judged; then the V rows, while K is. The
+	 * last page may have left by a path where a lane wrote the copy
+	 * (a V word corrected) with no barrier after it. */
+	__syncwarp();
 	kvmem_k_q4_list(g, l, 0, h, 0, 0, &ls[0]);
 	kvmem_k_q4_list(g, l, 1, h, ls[0].nw, ls[0].nseg, &ls[1]);
 	for (i = 0; i < 2; i++) {

@@ -249,10 +249,12 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	*q4_smem = o4.size;
 	/* One wave of CTAs of the kernel that attends most pages, as many
 	 * as the multiprocessors run at once, never more splits than a
-	 * sequence has pages, nor, for the fast kernel, than would leave a
-	 * warp of a CTA without one: a CTA's fixed work (its tables, the
-	 * query rows, its partial result) is then shared by more pages,
-	 * and a multiprocessor runs as many warps that have a page. */
+	 * sequence has pages, nor, for the fast kernel, more than one per
+	 * KVMEM_K_WARPS pages of the longest sequence, so that a CTA's warps
+	 * have a page each where the pages divide evenly: a CTA's fixed
+	 * work (its tables, the query rows, its partial result) is then
+	 * shared by more pages, and a multiprocessor runs as many warps
+	 * that have a page. */
 	p->splits = a->splits;
 	if (!p->splits) {
 		ctas = (uint64_t)a->batch * g->kv_heads;
