@@ -795,7 +795,7 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 /*
  * Up to 4 query rows (decode with GQA up to 4) and up to 8: two kernels,
  * so that the narrow one keeps fewer registers live. Four CTAs of the
- * narrow one share a multiprocessor (128 registers, about 55 KiB of
+ * narrow one share a multiprocessor (128 registers, about 53 KiB of
  * shared memory each at head_dim 128), three of the wide one: the
  * registers of more would spill, and so would a K loop unrolled more
  * than twice.

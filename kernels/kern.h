@@ -294,6 +294,9 @@ KVMEM_K_HD uint64_t kvmem_k_attend_ws(const struct kvmem_k_geom *g,
  * and at most KVMEM_K_Q4_QR query rows.
  */
 #define KVMEM_K_Q4_QR 8
+/* The query rows the kernel for @qr rows is built for: kvmem_k_attend_q4
+ * up to 4, kvmem_k_attend_q4w up to KVMEM_K_Q4_QR. */
+#define KVMEM_K_Q4_QRM(qr) ((qr) <= 4 ? 4u : KVMEM_K_Q4_QR)
 
 KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
 {
@@ -311,7 +314,8 @@ KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
  * Shared memory of kvmem_k_attend_q4: the query rows, the CRC-32C table
  * and its two slices (kvmem_k_crc_slices()), v.B of golay24 by halves
  * (kvmem_k_golay_lut()), the warps' running (max, sum), the warps'
- * weights of a page's tokens, and per warp the decoded words of the
+ * weights of a page's tokens (for the query rows their kernel is built
+ * for, KVMEM_K_Q4_QRM()), and per warp the decoded words of the
  * scale segments of a page's head, their outcomes, the segments'
  * verdicts, the head's scales (K's, then V's) and a copy of the head's
  * K rows, then its V rows, each row KVMEM_K_Q4_STRIDE() bytes apart; the
@@ -369,7 +373,8 @@ KVMEM_K_HD void kvmem_k_q4_carve(const struct kvmem_k_geom *g, uint32_t qr,
 	s->ml = off;
 	off = KVMEM_K_ALIGN16(off + KVMEM_K_WARPS * qr * 2 * 4);
 	s->wt = off;
-	off = KVMEM_K_ALIGN16(off + KVMEM_K_WARPS * 32 * KVMEM_K_Q4_QR * 4);
+	off = KVMEM_K_ALIGN16(off +
+			      KVMEM_K_WARPS * 32 * KVMEM_K_Q4_QRM(qr) * 4);
 	s->sc = 0;
 	s->wd = KVMEM_K_ALIGN16(s->sc + ns * 4);
 	s->wst = KVMEM_K_ALIGN16(s->wd + nw * 2);

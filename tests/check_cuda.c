@@ -1360,7 +1360,7 @@ static void attend_checks_on(struct dev *dv)
  * than the rest (the fake refuses one that does), and attention runs with
  * a smaller tile and still matches the CPU, also when the driver cannot
  * say how many CTAs fit. The fast kernel needs more for these pages
- * (33 KiB, its warps' copies of their rows among it), so the general one
+ * (30 KiB, its warps' copies of their rows among it), so the general one
  * takes them all; with 48 KiB it fits again.
  */
 START_TEST(test_cuda_static_smem)
