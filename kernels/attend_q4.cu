@@ -7,9 +7,10 @@
  * (blockIdx = (KV head, sequence, split)), and each of its warps takes
  * whole pages of the share and attends them on its own:
  *
- * - the head's K and V rows are copied into the warp's shared memory
- *   (cp.async, no register held), on their way while the scales are
- *   judged;
+ * - the words of the head's scale segments, their checks and its K
+ *   rows are copied into the warp's shared memory (cp.async, no register
+ *   held), the K rows on their way while the scales are judged, then the
+ *   V rows (where the scale words were) while K is scored;
  * - the scale segments the head's K and V scales meet, a lane a word
  *   (golay24 tested clean by a table of v.B, kvmem_k_golay_lut()), then a
  *   lane a segment for its CRC, three bytes a step, and its check (its
@@ -396,7 +397,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 {
 	/* V: lanes a token stream has (four columns each), streams. */
 	constexpr unsigned int VL = D / 4, NH = 32 / VL, VT = 32 / NH;
-	/* Rows: 16-byte pieces, bytes apart in the warp's copy. */
+	/* A row's 16-byte pieces; bytes from a row to the next in the copy. */
 	constexpr unsigned int RC = D / 16, KS = KVMEM_K_Q4_STRIDE(D);
 	const struct kvmem_k_geom *g = &p->g;
 	const struct kvmem_k_layout *l = &g->l[0];
