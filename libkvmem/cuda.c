@@ -191,17 +191,26 @@ int kvmem_cuda_encode(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 }
 
 /*
- * Fill the attention parameters; the launch shape is p->splits, p->tile.
- * *@q4 is the fast kernel that takes the sealed pages first, with
- * *@q4_smem bytes of shared memory (kvmem_k_attend_q4 for up to 4 query
- * rows, kvmem_k_attend_q4w for up to 8), kvmem_k_attend then only the
- * pages it leaves; 0 when there is none for these pages.
+ * An attention launch: the kernels' parameters (the launch shape is
+ * p.splits, p.tile), kvmem_k_attend's shared memory, and q4, the fast
+ * kernel that takes the sealed pages first, with q4_smem bytes of shared
+ * memory (kvmem_k_attend_q4 for up to 4 query rows, kvmem_k_attend_q4w
+ * for up to 8), kvmem_k_attend then only the pages it leaves; 0 when there
+ * is none for these pages.
  */
+struct attend_shape {
+	struct kvmem_k_attend p;
+	uint32_t smem;
+	int q4;
+	uint32_t q4_smem;
+	uint64_t ws; /* workspace bytes */
+};
+
 static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 			 const struct kvmem_cuda_attend_args *a,
-			 struct kvmem_k_attend *p, uint32_t *smem, uint64_t *ws,
-			 int *q4, uint32_t *q4_smem)
+			 struct attend_shape *sh)
 {
+	struct kvmem_k_attend *p = &sh->p;
 	struct kvmem_k_attend_smem o;
 	struct kvmem_k_q4_smem o4;
 	uint64_t mo, fo, ctas;
@@ -210,7 +219,7 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 
 	if (!cu || !a)
 		return kvmem__cuda_fail(-EINVAL, "no arguments");
-	memset(p, 0, sizeof(*p));
+	memset(sh, 0, sizeof(*sh));
 	ret = geom(g, &p->g);
 	if (ret)
 		return ret;
@@ -239,14 +248,14 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 					"%u query rows of dimension %u do not "
 					"fit in shared memory",
 					qr, g->head_dim);
-	*smem = o.size;
+	sh->smem = o.size;
 	if ((uint64_t)g->kv_heads * qr * 8 > cu->smem_max[KVMEM__K_COMBINE])
 		return kvmem__cuda_fail(-EOPNOTSUPP, "too many query rows");
 	kvmem_k_q4_carve(&p->g, qr, &o4);
-	*q4 = qr <= 4 ? KVMEM__K_ATTEND_Q4 : KVMEM__K_ATTEND_Q4W;
-	if (!kvmem_k_q4_ok(&p->g, qr) || o4.size > cu->smem_max[*q4])
-		*q4 = 0;
-	*q4_smem = o4.size;
+	sh->q4 = qr <= 4 ? KVMEM__K_ATTEND_Q4 : KVMEM__K_ATTEND_Q4W;
+	if (!kvmem_k_q4_ok(&p->g, qr) || o4.size > cu->smem_max[sh->q4])
+		sh->q4 = 0;
+	sh->q4_smem = o4.size;
 	/* One wave of CTAs of the kernel that attends most pages, as many
 	 * as the multiprocessors run at once, never more splits than a
 	 * sequence has pages, nor, for the fast kernel, more than one per
@@ -258,21 +267,23 @@ static int attend_params(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	p->splits = a->splits;
 	if (!p->splits) {
 		ctas = (uint64_t)a->batch * g->kv_heads;
-		p->splits = (uint32_t)((kvmem__cuda_occupancy(
-						cu, *q4 ? *q4 : KVMEM__K_ATTEND,
-						*q4 ? o4.size : o.size) *
-						(uint64_t)cu->sms +
-					ctas - 1) /
-				       ctas);
+		p->splits =
+			(uint32_t)((kvmem__cuda_occupancy(
+					    cu,
+					    sh->q4 ? sh->q4 : KVMEM__K_ATTEND,
+					    sh->q4 ? o4.size : o.size) *
+					    (uint64_t)cu->sms +
+				    ctas - 1) /
+				   ctas);
 		warp_fill = (a->max_pages + KVMEM_K_WARPS - 1) / KVMEM_K_WARPS;
-		if (*q4 && p->splits > warp_fill)
+		if (sh->q4 && p->splits > warp_fill)
 			p->splits = warp_fill;
 	}
 	if (p->splits > a->max_pages)
 		p->splits = a->max_pages;
-	p->parts = *q4 ? 2 * p->splits : p->splits;
-	*ws = kvmem_k_attend_ws(&p->g, a->batch, p->parts, qr, a->total_pages,
-				&mo, &fo);
+	p->parts = sh->q4 ? 2 * p->splits : p->splits;
+	sh->ws = kvmem_k_attend_ws(&p->g, a->batch, p->parts, qr,
+				   a->total_pages, &mo, &fo);
 	return 0;
 }
 
@@ -312,20 +323,20 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
 				const struct kvmem_cuda_attend_args *a,
 				size_t *bytes)
 {
-	struct kvmem_k_attend p;
-	uint32_t smem, q4_smem, splits;
-	uint64_t ws, f16, mo, fo;
-	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
+	struct attend_shape sh;
+	uint32_t smem, splits;
+	uint64_t f16, mo, fo;
+	int ret = attend_params(cu, g, a, &sh);
 
 	if (ret)
 		return ret;
 	if (!f16_shape(cu, g, a, &smem, &splits)) {
-		f16 = kvmem_k_attend_ws(&p.g, a->batch, splits,
+		f16 = kvmem_k_attend_ws(&sh.p.g, a->batch, splits,
 					a->n_heads / g->kv_heads * a->nq,
 					a->total_pages, &mo, &fo);
-		ws = f16 > ws ? f16 : ws;
+		sh.ws = f16 > sh.ws ? f16 : sh.ws;
 	}
-	*bytes = ws;
+	*bytes = sh.ws;
 	return 0;
 }
 
@@ -346,27 +357,26 @@ int kvmem__cuda_attend_flags(struct kvmem_cuda *cu,
 			     const struct kvmem_cuda_attend_args *a,
 			     uint64_t *off)
 {
-	struct kvmem_k_attend p;
-	uint32_t smem, q4_smem;
-	uint64_t ws;
-	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
+	struct attend_shape sh;
+	int ret = attend_params(cu, g, a, &sh);
 
 	if (ret)
 		return ret;
-	*off = flags_off(&p, a);
-	return q4 != 0;
+	*off = flags_off(&sh.p, a);
+	return sh.q4 != 0;
 }
 
 /*
- * Fill in the addresses, then the attention kernel (the fast kernel @q4
- * first unless it is 0, @kernel on what it leaves) and the combine.
+ * Fill in the addresses, then the attention kernel (the fast kernel
+ * sh->q4 first unless it is 0, @kernel with sh->smem on what it leaves)
+ * and the combine.
  */
 static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		      const struct kvmem_cuda_attend_args *a,
-		      struct kvmem_k_attend *p, int kernel, uint32_t smem,
-		      int q4, uint32_t q4_smem, void *stream)
+		      struct attend_shape *sh, int kernel, void *stream)
 {
 	const uint32_t qr = a->n_heads / g->kv_heads * a->nq;
+	struct kvmem_k_attend *p = &sh->p;
 	int ret;
 
 	if (!a->pages || !a->seq_pages || !a->q || !a->out || !a->workspace)
@@ -376,14 +386,14 @@ static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	p->q = a->q;
 	p->out = a->out;
 	p->ws = a->workspace;
-	if (q4) {
+	if (sh->q4) {
 		p->flags = a->workspace + flags_off(p, a);
-		ret = launch(cu, q4, g->kv_heads, a->batch, p->splits, q4_smem,
-			     p, stream);
+		ret = launch(cu, sh->q4, g->kv_heads, a->batch, p->splits,
+			     sh->q4_smem, p, stream);
 		if (ret)
 			return ret;
 	}
-	ret = launch(cu, kernel, g->kv_heads, a->batch, p->splits, smem, p,
+	ret = launch(cu, kernel, g->kv_heads, a->batch, p->splits, sh->smem, p,
 		     stream);
 	if (ret)
 		return ret;
@@ -394,26 +404,21 @@ static int attend_run(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 int kvmem_cuda_attend(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		      const struct kvmem_cuda_attend_args *a, void *stream)
 {
-	struct kvmem_k_attend p;
-	uint32_t smem, q4_smem;
-	uint64_t ws;
-	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
+	struct attend_shape sh;
+	int ret = attend_params(cu, g, a, &sh);
 
 	if (ret)
 		return ret;
-	p.mass = a->mass;
-	p.stats = a->stats;
-	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND, smem, q4, q4_smem,
-			  stream);
+	sh.p.mass = a->mass;
+	sh.p.stats = a->stats;
+	return attend_run(cu, g, a, &sh, KVMEM__K_ATTEND, stream);
 }
 
 int kvmem_cuda_attend_f16(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 			  const struct kvmem_cuda_attend_args *a, void *stream)
 {
-	struct kvmem_k_attend p;
-	uint32_t smem, q4_smem;
-	uint64_t ws;
-	int q4, ret = attend_params(cu, g, a, &p, &smem, &ws, &q4, &q4_smem);
+	struct attend_shape sh;
+	int ret = attend_params(cu, g, a, &sh);
 
 	if (ret)
 		return ret;
@@ -422,15 +427,15 @@ int kvmem_cuda_attend_f16(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 					"the FP16 kernel takes head_dim 64, "
 					"128 or 256, not %u",
 					g->head_dim);
-	if (f16_shape(cu, g, a, &smem, &p.splits))
+	if (f16_shape(cu, g, a, &sh.smem, &sh.p.splits))
 		return kvmem__cuda_fail(-EOPNOTSUPP,
 					"%u query rows of dimension %u do not "
 					"fit in shared memory",
 					a->n_heads / g->kv_heads * a->nq,
 					g->head_dim);
-	p.parts = p.splits;
-	return attend_run(cu, g, a, &p, KVMEM__K_ATTEND_F16, smem, 0, 0,
-			  stream);
+	sh.p.parts = sh.p.splits;
+	sh.q4 = 0;
+	return attend_run(cu, g, a, &sh, KVMEM__K_ATTEND_F16, stream);
 }
 
 int kvmem_cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
