@@ -411,10 +411,11 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		page + (size_t)h * g->tokens_per_page * l->row_bytes;
 	const float *ks = wp->sc, *vs = wp->sc + kvmem_k_head_scales(g, l, 0);
 	const float *vsc = vs + col / gs; /* the lane's columns' scales */
-	uint8_t *vr = wp->kv + g->tokens_per_page * KS + col;
+	/* The V rows' place in the copy, the lane's columns in it. */
+	uint8_t *const vrows = wp->kv + g->tokens_per_page * KS;
+	uint8_t *vr = vrows + col, *to = vrows;
 	struct kvmem_k_q4_list ls[2];
 	struct kvmem_k_q4_words sw;
-	uint8_t *to = wp->kv + g->tokens_per_page * KS;
 	const int ext = CODEC == KVMEM_CODEC_H84;
 	struct kvmem_k_counts c = { 0, 0, 0, 0 };
 	float dot[QRM];
@@ -475,7 +476,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		return 0;
 	}
 	for (i = lane; i < n * RC; i += 32)
-		kvmem_k_cp16(vr - col + i / RC * KS + 16 * (i % RC),
+		kvmem_k_cp16(vrows + i / RC * KS + 16 * (i % RC),
 			     rows + l->v_off + i / RC * l->row_bytes +
 				     16 * (i % RC));
 	kvmem_k_cp_commit();
