@@ -1,6 +1,7 @@
 /*
  * attend_q4.cu - decode-on-load attention, the fast kernel: sealed INT4
- * pages in one-byte codewords (h74, h84), kvmem_k_q4_ok()
+ * pages in one-byte codewords (h74, h84), or in golay24 words at head_dim
+ * 128, kvmem_k_q4_ok()
  *
  * The common page of kvmem_k_attend without its barriers. A CTA takes the
  * same share of a sequence's pages for one KV head as kvmem_k_attend
@@ -20,7 +21,11 @@
  *   their differences from kvmem_h8x4_encode() of them, four words at a
  *   time, are ORed into one test of the row; a row that fails it is done
  *   again from the copy, its words corrected, in a rolled loop (so that
- *   the unrolled clean path holds no branch a word);
+ *   the unrolled clean path holds no branch a word). golay24 rows are
+ *   decoded first, in the copy, into a byte a value, a lane a quad of
+ *   words (kvmem_k_q4_golay()): K's into the V rows' place, V's, copied
+ *   where K's were, into the same place once K is scored; the loops
+ *   then read them as one-byte words known to be clean;
  * - the softmax across the lanes, into the warp's running max and sum
  *   and the page's mass, the tokens' weights into shared memory;
  * - V with a lane four columns, its words in the copy tested the same
@@ -55,22 +60,30 @@ KVMEM_DFN void kvmem_k_golay_lut(uint16_t *lut)
 }
 
 /*
- * The golay24 word of metadata at @p: its 12 data bits, corrected in a
- * register when its syndrome (by @lut) is not 0; *@st its KVMEM_K_*,
- * *@nb the bits flipped.
+ * The golay24 word @w: its 12 data bits, corrected in a register when its
+ * syndrome (by @lut) is not 0; *@st its KVMEM_K_*, *@nb the bits flipped.
  */
-KVMEM_DFN uint32_t kvmem_k_meta_fast(const uint8_t *p, const uint16_t *lut,
-				     int *st, int *nb)
+KVMEM_DFN uint32_t kvmem_k_golay_fast(uint32_t w, const uint16_t *lut, int *st,
+				      int *nb)
 {
-	uint64_t lo = p[0] | (unsigned int)p[1] << 8 | (unsigned int)p[2] << 16;
+	uint64_t lo = w;
 	unsigned int hi = 0;
 
 	*nb = 0;
 	*st = KVMEM_K_CLEAN;
-	if ((lo >> 12 & 0xfff) !=
-	    (uint32_t)(lut[lo & 63] ^ lut[64 + (lo >> 6 & 63)]))
+	if ((w >> 12 & 0xfff) !=
+	    (uint32_t)(lut[w & 63] ^ lut[64 + (w >> 6 & 63)]))
 		*st = kvmem_k_word_correct(KVMEM_CODEC_GOLAY24, &lo, &hi, nb);
 	return (uint32_t)(lo & 0xfff);
+}
+
+/* The same of the word of metadata at @p. */
+KVMEM_DFN uint32_t kvmem_k_meta_fast(const uint8_t *p, const uint16_t *lut,
+				     int *st, int *nb)
+{
+	return kvmem_k_golay_fast(p[0] | (unsigned int)p[1] << 8 |
+					  (unsigned int)p[2] << 16,
+				  lut, st, nb);
 }
 
 /* The scale that counts scale word @w (kvmem_k_scale()), @last the last. */
@@ -324,6 +337,49 @@ KVMEM_DFN void kvmem_k_q4x4(uint32_t w, float *v)
 		       8388616.0f;
 }
 
+/*
+ * @n golay24 rows of INT4 values at head_dim 128 (44 words, 132 bytes a
+ * row), one after another at @src, decoded into a byte a value (its
+ * nibble) at @dst, a row each KVMEM_K_Q4_STRIDE(128) bytes: a lane a quad
+ * of words (12 bytes in, 12 values out) at a time, each word tested by
+ * @lut and corrected where it is not clean, counted in @c; *@ue set if
+ * one is uncorrectable. The words past the row's values (four bits of its
+ * 43rd word and its 44th) are tested and counted too, as
+ * kvmem_attend() does; their nibbles land in the row's stride.
+ */
+KVMEM_DFN void kvmem_k_q4_golay(const uint8_t *src, uint8_t *dst,
+				unsigned int n, const uint16_t *lut,
+				struct kvmem_k_counts *c, int *ue)
+{
+	constexpr unsigned int QR = 11; /* quads a row */
+	unsigned int i, j;
+
+	for (i = threadIdx.x % 32; i < n * QR; i += 32) {
+		const uint32_t *s = (const uint32_t *)(src + 12 * i);
+		const uint32_t a = s[0], b = s[1], e = s[2];
+		const uint32_t w[4] = { a & 0xffffff,
+					a >> 24 | (b & 0xffff) << 8,
+					b >> 16 | (e & 0xff) << 16, e >> 8 };
+		uint32_t *o =
+			(uint32_t *)(dst + i / QR * KVMEM_K_Q4_STRIDE(128) +
+				     12 * (i % QR));
+		uint32_t x[4];
+		int st, nb;
+
+		for (j = 0; j < 4; j++) {
+			const uint32_t d =
+				kvmem_k_golay_fast(w[j], lut, &st, &nb);
+
+			kvmem_k_count(c, st, nb);
+			*ue |= st == KVMEM_K_UE;
+			x[j] = (d & 0xf) | (d & 0xf0) << 4 | (d & 0xf00) << 8;
+		}
+		o[0] = x[0] | x[1] << 24;
+		o[1] = x[1] >> 8 | x[2] << 16;
+		o[2] = x[2] >> 16 | x[3] << 8;
+	}
+}
+
 /* Where a lane is in its K row's scales: the next, the one in use, how
  * many values of its group are done. */
 struct kvmem_k_q4_kscale {
@@ -372,6 +428,30 @@ kvmem_k_q4_kdot(uint32_t w, unsigned int j, const float *q, int chan,
 	}
 }
 
+/*
+ * Rows [0, @n) of a head's K or V in the page (@from, @row_bytes apart)
+ * into a warp's copy at @to: rows of one-byte words KVMEM_K_Q4_STRIDE(D)
+ * bytes apart, golay24 rows one after another as they are in the page.
+ */
+template <unsigned int CODEC, unsigned int D>
+static __device__ __forceinline__ void
+kvmem_k_q4_copy(uint8_t *to, const uint8_t *from, unsigned int n,
+		unsigned int row_bytes)
+{
+	constexpr unsigned int RC = D / 16, KS = KVMEM_K_Q4_STRIDE(D);
+	unsigned int i;
+
+	if constexpr (CODEC == KVMEM_CODEC_GOLAY24) {
+		for (i = threadIdx.x % 32; i < (n * row_bytes + 15) / 16;
+		     i += 32)
+			kvmem_k_cp16(to + 16 * i, from + 16 * i);
+	} else {
+		for (i = threadIdx.x % 32; i < n * RC; i += 32)
+			kvmem_k_cp16(to + i / RC * KS + 16 * (i % RC),
+				     from + i / RC * row_bytes + 16 * (i % RC));
+	}
+}
+
 /* What a warp carries from page to page, for up to QRM query rows. */
 template <unsigned int QRM> struct kvmem_k_q4_state {
 	float *ml; /* [QR][2]: running max and sum, in shared memory */
@@ -397,8 +477,9 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 {
 	/* V: lanes a token stream has (four columns each), streams. */
 	constexpr unsigned int VL = D / 4, NH = 32 / VL, VT = 32 / NH;
-	/* A row's 16-byte pieces; bytes from a row to the next in the copy. */
-	constexpr unsigned int RC = D / 16, KS = KVMEM_K_Q4_STRIDE(D);
+	/* Bytes from a row to the next in the copy. */
+	constexpr unsigned int KS = KVMEM_K_Q4_STRIDE(D);
+	constexpr int GOL = CODEC == KVMEM_CODEC_GOLAY24;
 	const struct kvmem_k_geom *g = &p->g;
 	const struct kvmem_k_layout *l = &g->l[0];
 	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p->pages;
@@ -419,8 +500,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	const int ext = CODEC == KVMEM_CODEC_H84;
 	struct kvmem_k_counts c = { 0, 0, 0, 0 };
 	float dot[QRM];
-	uint32_t vbad;
-	unsigned int r, j, i, k, vn, clean = 0;
+	unsigned int r, j, i, k, clean = 0;
 	int ue = 0;
 
 	/* A block table is trusted (kvmem_cuda_attend()), but one that
@@ -464,10 +544,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 					    6 * ls[i].nseg);
 	}
 	kvmem_k_cp_commit();
-	for (i = lane; i < n * RC; i += 32)
-		kvmem_k_cp16(wp->kv + i / RC * KS + 16 * (i % RC),
-			     rows + l->k_off + i / RC * l->row_bytes +
-				     16 * (i % RC));
+	kvmem_k_q4_copy<CODEC, D>(wp->kv, rows + l->k_off, n, l->row_bytes);
 	kvmem_k_cp_commit();
 	kvmem_k_cp_wait<1>();
 	__syncwarp();
@@ -475,10 +552,21 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		kvmem_k_cp_wait<0>();
 		return 0;
 	}
-	for (i = lane; i < n * RC; i += 32)
-		kvmem_k_cp16(vrows + i / RC * KS + 16 * (i % RC),
-			     rows + l->v_off + i / RC * l->row_bytes +
-				     16 * (i % RC));
+	if (GOL) {
+		/* golay24: the K rows decoded into the V rows' place, and
+		 * the V rows copied where the K rows were. */
+		kvmem_k_cp_wait<0>();
+		__syncwarp();
+		kvmem_k_q4_golay(wp->kv, vrows, n, lut, &c, &ue);
+		if (__any_sync(0xffffffffu, ue))
+			return 0;
+		__syncwarp();
+		kvmem_k_q4_copy<CODEC, D>(wp->kv, rows + l->v_off, n,
+					  l->row_bytes);
+	} else {
+		kvmem_k_q4_copy<CODEC, D>(vrows, rows + l->v_off, n,
+					  l->row_bytes);
+	}
 	kvmem_k_cp_commit();
 	kvmem_k_cp_wait<1>();
 	__syncwarp();
@@ -493,7 +581,8 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		dot[r] = 0.0f;
 	if (lane < n) {
 		const kvmem_k_uvec4 *kr =
-			(const kvmem_k_uvec4 *)(wp->kv + lane * KS);
+			(const kvmem_k_uvec4 *)((GOL ? vrows : wp->kv) +
+						lane * KS);
 		const float *sk0 = l->chan ? ks : ks + lane * groups;
 		struct kvmem_k_q4_kscale ksc = { sk0, *sk0, 0 };
 		uint32_t bad = 0;
@@ -504,14 +593,17 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 
 			KVMEM_K_UNROLL
 			for (i = 0; i < 4; i++) {
-				bad |= kvmem_h8x4_encode(u.x[i], ext) ^ u.x[i];
+				if (!GOL)
+					bad |= kvmem_h8x4_encode(u.x[i], ext) ^
+					       u.x[i];
 				kvmem_k_q4_kdot<D, QRM>(u.x[i], 4 * k + i, q,
 							l->chan, gs, &ksc, dot);
 			}
 		}
 		if (!bad) {
-			clean += D;
-		} else {
+			if (!GOL)
+				clean += D;
+		} else if constexpr (!GOL) {
 			ksc = { sk0, *sk0, 0 };
 			KVMEM_K_UNROLL
 			for (r = 0; r < QRM; r++)
@@ -527,27 +619,36 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	}
 	/* V: the words of the lane's columns in the copy, tested all at
 	 * once, corrected there only if one is not clean; the lane alone
-	 * reads them. */
+	 * reads them. golay24: the rows decoded into their place, over
+	 * the K rows decoded, which every lane is done with. */
 	kvmem_k_cp_wait<0>();
 	__syncwarp();
-	vbad = 0;
-	KVMEM_K_UNROLL_BY(8)
-	for (k = 0; k < VT; k++) {
-		const unsigned int t = th + k * NH;
-		const uint32_t w = t < n ? *(const uint32_t *)(vr + t * KS) : 0;
-
-		vbad |= kvmem_h8x4_encode(w, ext) ^ w;
-	}
-	if (!vbad) {
-		/* The lane's tokens th, th + NH, ... below n. */
-		vn = n > th ? (n - th + NH - 1) / NH : 0;
-		clean += 4 * (vn < VT ? vn : VT);
+	if constexpr (GOL) {
+		kvmem_k_q4_golay(wp->kv, vrows, n, lut, &c, &ue);
 	} else {
-		KVMEM_K_NO_UNROLL
-		for (k = 0; k < VT && th + k * NH < n; k++) {
-			uint32_t *w = (uint32_t *)(vr + (th + k * NH) * KS);
+		uint32_t vbad = 0;
+		unsigned int vn;
 
-			*w = kvmem_k_fix4<CODEC>(*w, &clean, &c, &ue);
+		KVMEM_K_UNROLL_BY(8)
+		for (k = 0; k < VT; k++) {
+			const unsigned int t = th + k * NH;
+			const uint32_t w =
+				t < n ? *(const uint32_t *)(vr + t * KS) : 0;
+
+			vbad |= kvmem_h8x4_encode(w, ext) ^ w;
+		}
+		if (!vbad) {
+			/* The lane's tokens th, th + NH, ... below n. */
+			vn = n > th ? (n - th + NH - 1) / NH : 0;
+			clean += 4 * (vn < VT ? vn : VT);
+		} else {
+			KVMEM_K_NO_UNROLL
+			for (k = 0; k < VT && th + k * NH < n; k++) {
+				uint32_t *w =
+					(uint32_t *)(vr + (th + k * NH) * KS);
+
+				*w = kvmem_k_fix4<CODEC>(*w, &clean, &c, &ue);
+			}
 		}
 	}
 	if (__any_sync(0xffffffffu, ue))
@@ -785,6 +886,8 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 			KVMEM_K_Q4_RUN(KVMEM_CODEC_H84, 128);
 		else
 			KVMEM_K_Q4_RUN(KVMEM_CODEC_H84, 64);
+	} else if (g->l[0].codec == KVMEM_CODEC_GOLAY24) {
+		KVMEM_K_Q4_RUN(KVMEM_CODEC_GOLAY24, 128);
 	} else {
 		if (D == 128)
 			KVMEM_K_Q4_RUN(KVMEM_CODEC_H74, 128);

@@ -1021,8 +1021,9 @@ static void damage_checks(struct kvmem_seq *s, const struct kvmem_geometry *g)
  * Damage for the kernels' fast path: in every sealed page, single flips
  * (corrected) in every third row of K and V of each head, at columns that
  * move from row to row; in every third page, a double flip in V row 1 of
- * the last head, uncorrectable in h84, so the general path takes that
- * tile while the fast path takes its neighbours.
+ * the last head, uncorrectable in h84 (four flips in one word in
+ * golay24), so the general path takes that tile while the fast path
+ * takes its neighbours.
  */
 static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
 {
@@ -1053,20 +1054,22 @@ static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
 			p[l.v_off +
 			  ((size_t)(g->kv_heads - 1) * g->tokens_per_page + 1) *
 				  l.row_bytes +
-			  6] ^= 0x11;
+			  6] ^= g->codec == KVMEM_CODEC_GOLAY24 ? 0x0f : 0x11;
 	}
 }
 
 /*
  * The fast kernel's verdicts after attend_case(): it runs on sealed INT4
- * pages in h74 or h84 words of head_dim 64 or 128, up to 32 tokens a
- * page, groups of whole codeword quads, up to 8 query rows and rows
- * aligned to 16 bytes; it takes every sealed page of a head whose rows
- * hold no uncorrectable word and leaves the rest to kvmem_k_attend
- * (damage_mixed() puts one, in h84, in V row 1 of the last head of every
- * third page; its h74 words are miscorrected, not lost), unless the
- * test left it too little shared memory (dv->q4_unfit). A fast path that
- * gave up on pages it should take would still give the right attention.
+ * pages in h74 or h84 words of head_dim 64 or 128 with rows aligned to 16
+ * bytes, or in golay24 words of head_dim 128 where a head's rows make
+ * whole 16-byte pieces, up to 32 tokens a page, groups of whole quads of
+ * values, up to 8 query rows; it takes every sealed page of a head whose
+ * rows hold no uncorrectable word and leaves the rest to kvmem_k_attend
+ * (damage_mixed() puts one, in h84 and golay24, in V row 1 of the last
+ * head of every third page; its h74 words are miscorrected, not lost),
+ * unless the test left it too little shared memory (dv->q4_unfit). A
+ * fast path that gave up on pages it should take would still give the
+ * right attention.
  */
 static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 			const struct kvmem_cuda_attend_args *a,
@@ -1080,11 +1083,16 @@ static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 	int want, q4 = kvmem__cuda_attend_flags(dv->cu, g, a, &off);
 
 	kvmem_page_layout(g, 0, &l);
-	want = g->format == KVMEM_FMT_INT4 &&
-	       (g->codec == KVMEM_CODEC_H74 || g->codec == KVMEM_CODEC_H84) &&
-	       (g->head_dim == 64 || g->head_dim == 128) &&
-	       g->group_size % 4 == 0 && g->tokens_per_page <= 32 && qr <= 8 &&
-	       l.row_bytes % 16 == 0 && l.k_off % 16 == 0 &&
+	if (g->codec == KVMEM_CODEC_GOLAY24)
+		want = g->head_dim == 128 &&
+		       g->tokens_per_page * l.row_bytes % 16 == 0;
+	else
+		want = (g->codec == KVMEM_CODEC_H74 ||
+			g->codec == KVMEM_CODEC_H84) &&
+		       (g->head_dim == 64 || g->head_dim == 128) &&
+		       l.row_bytes % 16 == 0;
+	want = want && g->format == KVMEM_FMT_INT4 && g->group_size % 4 == 0 &&
+	       g->tokens_per_page <= 32 && qr <= 8 && l.k_off % 16 == 0 &&
 	       l.v_off % 16 == 0 && !dv->q4_unfit;
 	EXPECT_EQ(q4, want, "%s", kvmem_cuda_error());
 	if (q4 != 1 || !(hurt == 0 || hurt == 3))
@@ -1096,7 +1104,7 @@ static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 			const int hot = !!(t->pages[i].flags & KVMEM_HDR_HOT);
 			const int left =
 				hot ||
-				(hurt == 3 && g->codec == KVMEM_CODEC_H84 &&
+				(hurt == 3 && g->codec != KVMEM_CODEC_H74 &&
 				 i % 3 == 1 && t->pages[i].ntokens > 1 &&
 				 h == kvh - 1);
 
@@ -1285,11 +1293,13 @@ START_TEST(test_cuda_attend_shapes)
 END_TEST
 
 /*
- * The fast path (INT4 in one-byte codewords, head_dim 64 and 128, up to 8
- * query rows): words it corrects, tiles with an uncorrectable word that
- * the general path takes in the same CTA (damage_mixed()), group scales
- * narrower and wider than a warp's columns, channel key scales, 16 and
- * 32 tokens a page, each policy.
+ * The fast path (INT4 in one-byte codewords, head_dim 64 and 128, and in
+ * golay24 words, head_dim 128; up to 8 query rows): words it corrects,
+ * tiles with an uncorrectable word that the general path takes in the
+ * same CTA (damage_mixed()), group scales narrower and wider than a
+ * warp's columns, channel key scales, 4, 16 and 32 tokens a page, each
+ * policy; golay24 pages of 2 tokens, whose head's rows end inside a
+ * 16-byte piece, left to the general path.
  */
 static void attend_fast_on(struct dev *dv)
 {
@@ -1306,7 +1316,19 @@ static void attend_fast_on(struct dev *dv)
 			    &r);
 		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H74, 1, 2, 64);
 		attend_case(dv, &g, gqa[i], 77, 3, (uint32_t)i, 1, &r);
+		geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, i == 1, 2,
+			 128);
+		g.tokens_per_page = i ? 32 : 16;
+		attend_case(dv, &g, gqa[i], 130, 3, (uint32_t)i, 2, &r);
 	}
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 3, 128);
+	g.group_size = 16;
+	g.tokens_per_page = 4;
+	attend_case(dv, &g, 4, 41, 3, KVMEM_ERASE_KEEP, 0, &r);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 2, 128);
+	g.tokens_per_page = 2;
+	g.sink_tokens = 2;
+	attend_case(dv, &g, 4, 23, 3, KVMEM_ERASE_INTERPOLATE, 0, &r);
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 3, 64);
 	g.group_size = 16;
 	attend_case(dv, &g, 2, 90, 3, KVMEM_ERASE_ZERO, 0, &r);
