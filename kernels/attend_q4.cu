@@ -1,7 +1,7 @@
 /*
  * attend_q4.cu - decode-on-load attention, the fast kernel: sealed INT4
- * pages in one-byte codewords (h74, h84), or in golay24 words at head_dim
- * 128, kvmem_k_q4_ok()
+ * pages in one-byte codewords (h74, h84) or in golay24 words (head_dim
+ * 128), INT8 pages in secded72 words, kvmem_k_q4_ok()
  *
  * The common page of kvmem_k_attend without its barriers. A CTA takes the
  * same share of a sequence's pages for one KV head as kvmem_k_attend
@@ -21,11 +21,12 @@
  *   their differences from kvmem_h8x4_encode() of them, four words at a
  *   time, are ORed into one test of the row; a row that fails it is done
  *   again from the copy, its words corrected, in a rolled loop (so that
- *   the unrolled clean path holds no branch a word). golay24 rows are
- *   decoded first, in the copy, into a byte a value, a lane a quad of
- *   words (kvmem_k_q4_golay()): K's into the V rows' place, V's, copied
- *   where K's were, into the same place once K is scored; the loops
- *   then read them as one-byte words known to be clean;
+ *   the unrolled clean path holds no branch a word). golay24 and secded72
+ *   rows are decoded first, in the copy, into a byte a value, a lane a
+ *   quad of golay24 words or a secded72 word (kvmem_k_q4_decode()): K's
+ *   into the V rows' place, V's, copied where K's were, into the same
+ *   place once K is scored; the loops then read them as bytes known to
+ *   be clean;
  * - the softmax across the lanes, into the warp's running max and sum
  *   and the page's mass, the tokens' weights into shared memory;
  * - V with a lane four columns, its words in the copy tested the same
@@ -323,18 +324,21 @@ kvmem_k_fix4(uint32_t w, unsigned int *clean, struct kvmem_k_counts *c, int *ue)
 }
 
 /*
- * The four INT4 values of the codewords in @w, as floats: each nibble
- * plus 8 put in the mantissa of 2^23 by a byte permute, less 2^23 + 8.
+ * The four values of @BITS (4: a byte's low nibble, 8: the byte) in the
+ * bytes of @w, as floats: each plus 2^(BITS - 1) put in the mantissa of
+ * 2^23 by a byte permute, less 2^23 + 2^(BITS - 1).
  */
-KVMEM_DFN void kvmem_k_q4x4(uint32_t w, float *v)
+template <unsigned int BITS>
+static __device__ __forceinline__ void kvmem_k_qx4(uint32_t w, float *v)
 {
-	const uint32_t u = (w & 0x0f0f0f0fu) ^ 0x08080808u;
+	constexpr uint32_t bias = BITS == 8 ? 0x80808080u : 0x08080808u;
+	const uint32_t u = (BITS == 8 ? w : w & 0x0f0f0f0fu) ^ bias;
 	unsigned int i;
 
 	for (i = 0; i < 4; i++)
 		v[i] = __uint_as_float(
 			       __byte_perm(u, 0x4b000000u, 0x7440u + i)) -
-		       8388616.0f;
+		       (8388608.0f + (float)(bias & 0xff));
 }
 
 /*
@@ -380,6 +384,42 @@ KVMEM_DFN void kvmem_k_q4_golay(const uint8_t *src, uint8_t *dst,
 	}
 }
 
+/*
+ * The same of @n secded72 rows of INT8 values (@D / 8 words, 9 bytes
+ * each, a row): a lane a word, its 8 values into 8 bytes of @dst. A word
+ * is read as the three 4-byte pieces that hold it; they lie within
+ * the rows, since these end on a 4-byte boundary where kvmem_k_q4_ok()
+ * lets them in.
+ */
+template <unsigned int D>
+static __device__ __forceinline__ void
+kvmem_k_q4_secded(const uint8_t *src, uint8_t *dst, unsigned int n,
+		  struct kvmem_k_counts *c, int *ue)
+{
+	constexpr unsigned int WR = D / 8; /* words a row */
+	unsigned int i;
+
+	for (i = threadIdx.x % 32; i < n * WR; i += 32) {
+		const unsigned int sh = 9 * i % 4 * 8;
+		const uint32_t *s = (const uint32_t *)(src + (9 * i & ~3u));
+		const uint32_t a = s[0], b = s[1], e = s[2];
+		uint64_t lo = __funnelshift_r(a, b, sh) |
+			      (uint64_t)__funnelshift_r(b, e, sh) << 32;
+		unsigned int hi = e >> sh & 0xff;
+		uint32_t *o = (uint32_t *)(dst + i / WR * KVMEM_K_Q4_STRIDE(D) +
+					   8 * (i % WR));
+		int st = KVMEM_K_CLEAN, nb = 0;
+
+		if (kvmem_secded72_encode(lo) != hi)
+			st = kvmem_k_word_correct(KVMEM_CODEC_SECDED72, &lo,
+						  &hi, &nb);
+		kvmem_k_count(c, st, nb);
+		*ue |= st == KVMEM_K_UE;
+		o[0] = (uint32_t)lo;
+		o[1] = (uint32_t)(lo >> 32);
+	}
+}
+
 /* Where a lane is in its K row's scales: the next, the one in use, how
  * many values of its group are done. */
 struct kvmem_k_q4_kscale {
@@ -389,12 +429,12 @@ struct kvmem_k_q4_kscale {
 };
 
 /*
- * Values 4j..4j+3 of a K row, the codewords in @w as they are, times
- * their scales (the channels', when @chan, else @ks's group scale, which
- * moves on at the end of a group of @gs), dotted with the query rows @q
- * into @dot.
+ * Values 4j..4j+3 of a K row, the bytes in @w as they are (one-byte
+ * codewords, or values decoded, of @BITS), times their scales (the
+ * channels', when @chan, else @ks's group scale, which moves on at the
+ * end of a group of @gs), dotted with the query rows @q into @dot.
  */
-template <unsigned int D, unsigned int QRM>
+template <unsigned int BITS, unsigned int D, unsigned int QRM>
 static __device__ __forceinline__ void
 kvmem_k_q4_kdot(uint32_t w, unsigned int j, const float *q, int chan,
 		unsigned int gs, struct kvmem_k_q4_kscale *ks, float *dot)
@@ -402,7 +442,7 @@ kvmem_k_q4_kdot(uint32_t w, unsigned int j, const float *q, int chan,
 	float v[4];
 	unsigned int i, r;
 
-	kvmem_k_q4x4(w, v);
+	kvmem_k_qx4<BITS>(w, v);
 	if (chan) {
 		const kvmem_k_fvec<4> sv =
 			*(const kvmem_k_fvec<4> *)(ks->next + 4 * j);
@@ -428,10 +468,14 @@ kvmem_k_q4_kdot(uint32_t w, unsigned int j, const float *q, int chan,
 	}
 }
 
+/* The codecs whose rows the fast kernel decodes in its copy first. */
+#define KVMEM_K_Q4_DECODES(codec) \
+	((codec) == KVMEM_CODEC_GOLAY24 || (codec) == KVMEM_CODEC_SECDED72)
+
 /*
  * Rows [0, @n) of a head's K or V in the page (@from, @row_bytes apart)
  * into a warp's copy at @to: rows of one-byte words KVMEM_K_Q4_STRIDE(D)
- * bytes apart, golay24 rows one after another as they are in the page.
+ * bytes apart, rows to decode one after another as they are in the page.
  */
 template <unsigned int CODEC, unsigned int D>
 static __device__ __forceinline__ void
@@ -441,7 +485,7 @@ kvmem_k_q4_copy(uint8_t *to, const uint8_t *from, unsigned int n,
 	constexpr unsigned int RC = D / 16, KS = KVMEM_K_Q4_STRIDE(D);
 	unsigned int i;
 
-	if constexpr (CODEC == KVMEM_CODEC_GOLAY24) {
+	if constexpr (KVMEM_K_Q4_DECODES(CODEC)) {
 		for (i = threadIdx.x % 32; i < (n * row_bytes + 15) / 16;
 		     i += 32)
 			kvmem_k_cp16(to + 16 * i, from + 16 * i);
@@ -450,6 +494,18 @@ kvmem_k_q4_copy(uint8_t *to, const uint8_t *from, unsigned int n,
 			kvmem_k_cp16(to + i / RC * KS + 16 * (i % RC),
 				     from + i / RC * row_bytes + 16 * (i % RC));
 	}
+}
+
+/* Rows copied by kvmem_k_q4_copy() decoded from @src into @dst. */
+template <unsigned int CODEC, unsigned int D>
+static __device__ __forceinline__ void
+kvmem_k_q4_decode(const uint8_t *src, uint8_t *dst, unsigned int n,
+		  const uint16_t *lut, struct kvmem_k_counts *c, int *ue)
+{
+	if constexpr (CODEC == KVMEM_CODEC_GOLAY24)
+		kvmem_k_q4_golay(src, dst, n, lut, c, ue);
+	else
+		kvmem_k_q4_secded<D>(src, dst, n, c, ue);
 }
 
 /* What a warp carries from page to page, for up to QRM query rows. */
@@ -479,7 +535,9 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	constexpr unsigned int VL = D / 4, NH = 32 / VL, VT = 32 / NH;
 	/* Bytes from a row to the next in the copy. */
 	constexpr unsigned int KS = KVMEM_K_Q4_STRIDE(D);
-	constexpr int GOL = CODEC == KVMEM_CODEC_GOLAY24;
+	/* Rows decoded in the copy first; the values' bits. */
+	constexpr int DEC = KVMEM_K_Q4_DECODES(CODEC);
+	constexpr unsigned int BITS = CODEC == KVMEM_CODEC_SECDED72 ? 8 : 4;
 	const struct kvmem_k_geom *g = &p->g;
 	const struct kvmem_k_layout *l = &g->l[0];
 	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p->pages;
@@ -552,12 +610,12 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		kvmem_k_cp_wait<0>();
 		return 0;
 	}
-	if (GOL) {
-		/* golay24: the K rows decoded into the V rows' place, and
-		 * the V rows copied where the K rows were. */
+	if (DEC) {
+		/* golay24, secded72: the K rows decoded into the V rows'
+		 * place, and the V rows copied where the K rows were. */
 		kvmem_k_cp_wait<0>();
 		__syncwarp();
-		kvmem_k_q4_golay(wp->kv, vrows, n, lut, &c, &ue);
+		kvmem_k_q4_decode<CODEC, D>(wp->kv, vrows, n, lut, &c, &ue);
 		if (__any_sync(0xffffffffu, ue))
 			return 0;
 		__syncwarp();
@@ -581,7 +639,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		dot[r] = 0.0f;
 	if (lane < n) {
 		const kvmem_k_uvec4 *kr =
-			(const kvmem_k_uvec4 *)((GOL ? vrows : wp->kv) +
+			(const kvmem_k_uvec4 *)((DEC ? vrows : wp->kv) +
 						lane * KS);
 		const float *sk0 = l->chan ? ks : ks + lane * groups;
 		struct kvmem_k_q4_kscale ksc = { sk0, *sk0, 0 };
@@ -593,24 +651,25 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 
 			KVMEM_K_UNROLL
 			for (i = 0; i < 4; i++) {
-				if (!GOL)
+				if (!DEC)
 					bad |= kvmem_h8x4_encode(u.x[i], ext) ^
 					       u.x[i];
-				kvmem_k_q4_kdot<D, QRM>(u.x[i], 4 * k + i, q,
-							l->chan, gs, &ksc, dot);
+				kvmem_k_q4_kdot<BITS, D, QRM>(u.x[i], 4 * k + i,
+							      q, l->chan, gs,
+							      &ksc, dot);
 			}
 		}
 		if (!bad) {
-			if (!GOL)
+			if (!DEC)
 				clean += D;
-		} else if constexpr (!GOL) {
+		} else if constexpr (!DEC) {
 			ksc = { sk0, *sk0, 0 };
 			KVMEM_K_UNROLL
 			for (r = 0; r < QRM; r++)
 				dot[r] = 0.0f;
 			KVMEM_K_NO_UNROLL
 			for (j = 0; j < D / 4; j++)
-				kvmem_k_q4_kdot<D, QRM>(
+				kvmem_k_q4_kdot<BITS, D, QRM>(
 					kvmem_k_fix4<CODEC>(
 						((const uint32_t *)kr)[j],
 						&clean, &c, &ue),
@@ -623,8 +682,8 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	 * the K rows decoded, which every lane is done with. */
 	kvmem_k_cp_wait<0>();
 	__syncwarp();
-	if constexpr (GOL) {
-		kvmem_k_q4_golay(wp->kv, vrows, n, lut, &c, &ue);
+	if constexpr (DEC) {
+		kvmem_k_q4_decode<CODEC, D>(wp->kv, vrows, n, lut, &c, &ue);
 	} else {
 		uint32_t vbad = 0;
 		unsigned int vn;
@@ -707,7 +766,8 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		const float sv = t < n ? vsc[t * groups] : 0.0f;
 		float v[4];
 
-		kvmem_k_q4x4(t < n ? *(const uint32_t *)(vr + t * KS) : 0, v);
+		kvmem_k_qx4<BITS>(t < n ? *(const uint32_t *)(vr + t * KS) : 0,
+				  v);
 		for (i = 0; i < 4; i++)
 			v[i] *= sv;
 		KVMEM_K_UNROLL
@@ -888,6 +948,11 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 			KVMEM_K_Q4_RUN(KVMEM_CODEC_H84, 64);
 	} else if (g->l[0].codec == KVMEM_CODEC_GOLAY24) {
 		KVMEM_K_Q4_RUN(KVMEM_CODEC_GOLAY24, 128);
+	} else if (g->l[0].codec == KVMEM_CODEC_SECDED72) {
+		if (D == 128)
+			KVMEM_K_Q4_RUN(KVMEM_CODEC_SECDED72, 128);
+		else
+			KVMEM_K_Q4_RUN(KVMEM_CODEC_SECDED72, 64);
 	} else {
 		if (D == 128)
 			KVMEM_K_Q4_RUN(KVMEM_CODEC_H74, 128);

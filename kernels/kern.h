@@ -290,10 +290,11 @@ KVMEM_K_HD uint64_t kvmem_k_attend_ws(const struct kvmem_k_geom *g,
 /*
  * kvmem_k_attend_q4, the fast kernel (attend_q4.cu), takes the sealed
  * pages of INT4 in one-byte codewords (h74, h84) at head_dim 64 or 128,
- * or in golay24 words at head_dim 128 (whose rows are whole quads of
- * words), up to 32 tokens a page, group scales a multiple of 4 wide,
- * aligned rows (one-byte words) or blocks of a head's rows (golay24), and
- * at most KVMEM_K_Q4_QR query rows.
+ * INT4 in golay24 words at head_dim 128 (whose rows are whole quads of
+ * words), and INT8 in secded72 words at head_dim 64 or 128, up to 32
+ * tokens a page, group scales a multiple of 4 wide, aligned rows
+ * (one-byte words) or blocks of a head's rows (the others), and at most
+ * KVMEM_K_Q4_QR query rows.
  */
 #define KVMEM_K_Q4_QR 8
 /* The query rows the kernel for @qr rows is built for: kvmem_k_attend_q4
@@ -304,16 +305,20 @@ KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
 {
 	const struct kvmem_k_layout *l = &g->l[0];
 
-	if (!l->qmax || l->bits != 4 || g->group_size % 4 ||
-	    g->tokens_per_page > 32 || !qr || qr > KVMEM_K_Q4_QR ||
-	    l->k_off % 16 || l->v_off % 16)
+	const int dims = g->head_dim == 64 || g->head_dim == 128;
+	const int block = g->tokens_per_page * l->row_bytes % 16 == 0;
+
+	if (!l->qmax || g->group_size % 4 || g->tokens_per_page > 32 || !qr ||
+	    qr > KVMEM_K_Q4_QR || l->k_off % 16 || l->v_off % 16)
 		return 0;
-	if (l->codec == KVMEM_CODEC_GOLAY24)
-		return g->head_dim == 128 &&
-		       g->tokens_per_page * l->row_bytes % 16 == 0;
-	return (l->codec == KVMEM_CODEC_H74 || l->codec == KVMEM_CODEC_H84) &&
-	       (g->head_dim == 64 || g->head_dim == 128) &&
-	       l->row_bytes % 16 == 0;
+	switch (l->codec) {
+	case KVMEM_CODEC_GOLAY24:
+		return l->bits == 4 && g->head_dim == 128 && block;
+	case KVMEM_CODEC_SECDED72:
+		return l->bits == 8 && dims && block;
+	default:
+		return l->bits == 4 && dims && l->row_bytes % 16 == 0;
+	}
 }
 
 /*

@@ -1021,9 +1021,9 @@ static void damage_checks(struct kvmem_seq *s, const struct kvmem_geometry *g)
  * Damage for the kernels' fast path: in every sealed page, single flips
  * (corrected) in every third row of K and V of each head, at columns that
  * move from row to row; in every third page, a double flip in V row 1 of
- * the last head, uncorrectable in h84 (four flips in one word in
- * golay24), so the general path takes that tile while the fast path
- * takes its neighbours.
+ * the last head, uncorrectable in h84 and secded72 (four flips in one
+ * word in golay24), so the general path takes that tile while the fast
+ * path takes its neighbours.
  */
 static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
 {
@@ -1059,14 +1059,15 @@ static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
 }
 
 /*
- * The fast kernel's verdicts after attend_case(): it runs on sealed INT4
- * pages in h74 or h84 words of head_dim 64 or 128 with rows aligned to 16
- * bytes, or in golay24 words of head_dim 128 where a head's rows make
- * whole 16-byte pieces, up to 32 tokens a page, groups of whole quads of
- * values, up to 8 query rows; it takes every sealed page of a head whose
- * rows hold no uncorrectable word and leaves the rest to kvmem_k_attend
- * (damage_mixed() puts one, in h84 and golay24, in V row 1 of the last
- * head of every third page; its h74 words are miscorrected, not lost),
+ * The fast kernel's verdicts after attend_case(): it runs on sealed pages
+ * of INT4 in h74 or h84 words of head_dim 64 or 128 with rows aligned to
+ * 16 bytes, INT4 in golay24 words of head_dim 128 and INT8 in secded72
+ * words of head_dim 64 or 128 where a head's rows make whole 16-byte
+ * pieces, up to 32 tokens a page, groups of whole quads of values, up to
+ * 8 query rows; it takes every sealed page of a head whose rows hold no
+ * uncorrectable word and leaves the rest to kvmem_k_attend
+ * (damage_mixed() puts one, but in h74, in V row 1 of the last head of
+ * every third page; h74 words are miscorrected, not lost),
  * unless the test left it too little shared memory (dv->q4_unfit). A
  * fast path that gave up on pages it should take would still give the
  * right attention.
@@ -1084,16 +1085,19 @@ static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 
 	kvmem_page_layout(g, 0, &l);
 	if (g->codec == KVMEM_CODEC_GOLAY24)
-		want = g->head_dim == 128 &&
+		want = g->format == KVMEM_FMT_INT4 && g->head_dim == 128 &&
+		       g->tokens_per_page * l.row_bytes % 16 == 0;
+	else if (g->codec == KVMEM_CODEC_SECDED72)
+		want = g->format == KVMEM_FMT_INT8 &&
+		       (g->head_dim == 64 || g->head_dim == 128) &&
 		       g->tokens_per_page * l.row_bytes % 16 == 0;
 	else
-		want = (g->codec == KVMEM_CODEC_H74 ||
-			g->codec == KVMEM_CODEC_H84) &&
+		want = g->format == KVMEM_FMT_INT4 &&
 		       (g->head_dim == 64 || g->head_dim == 128) &&
 		       l.row_bytes % 16 == 0;
-	want = want && g->format == KVMEM_FMT_INT4 && g->group_size % 4 == 0 &&
-	       g->tokens_per_page <= 32 && qr <= 8 && l.k_off % 16 == 0 &&
-	       l.v_off % 16 == 0 && !dv->q4_unfit;
+	want = want && g->group_size % 4 == 0 && g->tokens_per_page <= 32 &&
+	       qr <= 8 && l.k_off % 16 == 0 && l.v_off % 16 == 0 &&
+	       !dv->q4_unfit;
 	EXPECT_EQ(q4, want, "%s", kvmem_cuda_error());
 	if (q4 != 1 || !(hurt == 0 || hurt == 3))
 		return;
@@ -1293,17 +1297,42 @@ START_TEST(test_cuda_attend_shapes)
 END_TEST
 
 /*
- * The fast path (INT4 in one-byte codewords, head_dim 64 and 128, and in
- * golay24 words, head_dim 128; up to 8 query rows): words it corrects,
- * tiles with an uncorrectable word that the general path takes in the
- * same CTA (damage_mixed()), group scales narrower and wider than a
- * warp's columns, channel key scales, 4, 16 and 32 tokens a page, each
- * policy; golay24 pages of 2 tokens, whose head's rows end inside a
- * 16-byte piece, left to the general path.
+ * The fast path (INT4 in one-byte codewords, head_dim 64 and 128, in
+ * golay24 words, head_dim 128, INT8 in secded72 words, head_dim 64 and
+ * 128; up to 8 query rows): words it corrects, tiles with an
+ * uncorrectable word that the general path takes in the same CTA
+ * (damage_mixed()), group scales narrower and wider than a warp's
+ * columns, channel key scales, 4, 16 and 32 tokens a page, each policy;
+ * golay24 pages of 2 tokens and secded72 pages of 3 at head_dim 64,
+ * whose head's rows end inside a 16-byte piece, left to the general
+ * path.
  */
 static void attend_fast_on(struct dev *dv)
 {
 	static const uint32_t gqa[] = { 1, 4, 8 };
+	/* Tokens a page and group size 0: geometry()'s. */
+	static const struct fast_case {
+		int fmt, codec, chan;
+		uint32_t kvh, dim, tpp, group, G, len, policy, splits;
+	} cases[] = {
+		{ KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 0, 3, 64, 4, 64, 2, 37,
+		  KVMEM_ERASE_ZERO, 0 },
+		{ KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 0, 2, 64, 3, 0, 4, 29,
+		  KVMEM_ERASE_INTERPOLATE, 0 },
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 3, 128, 4, 16, 4, 41,
+		  KVMEM_ERASE_KEEP, 0 },
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 2, 128, 2, 0, 4, 23,
+		  KVMEM_ERASE_INTERPOLATE, 0 },
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 3, 64, 0, 16, 2, 90,
+		  KVMEM_ERASE_ZERO, 0 },
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128, 0, 128, 4, 60,
+		  KVMEM_ERASE_KEEP, 3 },
+		/* Four tokens a page and a key scale per channel: the words
+		 * of a head's scale segments take more of a warp's copy than
+		 * its V rows (kvmem_k_q4_stage_bytes()). */
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 2, 128, 4, 0, 4, 45,
+		  KVMEM_ERASE_INTERPOLATE, 0 },
+	};
 	struct kvmem_geometry g;
 	struct kvmem_rng r;
 	size_t i;
@@ -1320,27 +1349,24 @@ static void attend_fast_on(struct dev *dv)
 			 128);
 		g.tokens_per_page = i ? 32 : 16;
 		attend_case(dv, &g, gqa[i], 130, 3, (uint32_t)i, 2, &r);
+		geometry(&g, KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, i == 2, 2,
+			 i ? 128 : 64);
+		g.tokens_per_page = i == 1 ? 32 : 16;
+		attend_case(dv, &g, gqa[i], 110, 3, (uint32_t)i, 1, &r);
 	}
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 3, 128);
-	g.group_size = 16;
-	g.tokens_per_page = 4;
-	attend_case(dv, &g, 4, 41, 3, KVMEM_ERASE_KEEP, 0, &r);
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 2, 128);
-	g.tokens_per_page = 2;
-	g.sink_tokens = 2;
-	attend_case(dv, &g, 4, 23, 3, KVMEM_ERASE_INTERPOLATE, 0, &r);
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 3, 64);
-	g.group_size = 16;
-	attend_case(dv, &g, 2, 90, 3, KVMEM_ERASE_ZERO, 0, &r);
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
-	g.group_size = 128;
-	attend_case(dv, &g, 4, 60, 3, KVMEM_ERASE_KEEP, 3, &r);
-	/* Four tokens a page and a key scale per channel: the words of a
-	 * head's scale segments take more of a warp's copy than its V rows
-	 * (kvmem_k_q4_stage_bytes()). */
-	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 2, 128);
-	g.tokens_per_page = 4;
-	attend_case(dv, &g, 4, 45, 3, KVMEM_ERASE_INTERPOLATE, 0, &r);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct fast_case *f = &cases[i];
+
+		geometry(&g, f->fmt, f->codec, f->chan, f->kvh, f->dim);
+		if (f->tpp) {
+			g.tokens_per_page = f->tpp;
+			if (g.sink_tokens > f->tpp)
+				g.sink_tokens = f->tpp;
+		}
+		if (f->group)
+			g.group_size = f->group;
+		attend_case(dv, &g, f->G, f->len, 3, f->policy, f->splits, &r);
+	}
 }
 
 START_TEST(test_cuda_attend_fast)
