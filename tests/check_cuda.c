@@ -1019,8 +1019,8 @@ static void damage_checks(struct kvmem_seq *s, const struct kvmem_geometry *g)
 
 /*
  * Damage for the kernels' fast path: in every sealed page, single flips
- * (corrected) in every third row of K and V of each head, at columns that
- * move from row to row; in every third page, a double flip in V row 1 of
+ * (corrected) in every third row of K and V of each head, at bytes that
+ * move from row to row across the whole row; in every third page, a double flip in V row 1 of
  * the last head, uncorrectable in h84 and secded72 (four flips in one
  * word in golay24), so the general path takes that tile while the fast
  * path takes its neighbours.
@@ -1044,10 +1044,10 @@ static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
 					((size_t)h * g->tokens_per_page + t) *
 					l.row_bytes;
 
-				p[l.k_off + row + (t * 7 + h) % l.row_words] ^=
+				p[l.k_off + row + (t * 7 + h) % l.row_bytes] ^=
 					(uint8_t)(1u << t % 8);
 				p[l.v_off + row +
-				  (t * 5 + 2 * h) % l.row_words] ^=
+				  (t * 5 + 2 * h) % l.row_bytes] ^=
 					(uint8_t)(1u << (t + 3) % 8);
 			}
 		if (i % 3 == 1 && d[i].ntokens > 1)
@@ -1302,8 +1302,9 @@ END_TEST
  * 128; up to 8 query rows): words it corrects, tiles with an
  * uncorrectable word that the general path takes in the same CTA
  * (damage_mixed()), group scales narrower and wider than a warp's
- * columns, channel key scales, 4, 16 and 32 tokens a page, each policy;
- * golay24 pages of 2 tokens and secded72 pages of 3 at head_dim 64,
+ * columns, channel key scales, 4, 16 and 32 tokens a page, each policy
+ * (golay24 and secded72 with damage() too: lost scales, lost words in
+ * K); golay24 pages of 2 tokens and secded72 pages of 3 at head_dim 64,
  * whose head's rows end inside a 16-byte piece, left to the general
  * path.
  */
@@ -1349,10 +1350,12 @@ static void attend_fast_on(struct dev *dv)
 			 128);
 		g.tokens_per_page = i ? 32 : 16;
 		attend_case(dv, &g, gqa[i], 130, 3, (uint32_t)i, 2, &r);
+		attend_case(dv, &g, gqa[i], 70, 1, (uint32_t)i, 1, &r);
 		geometry(&g, KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, i == 2, 2,
 			 i ? 128 : 64);
 		g.tokens_per_page = i == 1 ? 32 : 16;
 		attend_case(dv, &g, gqa[i], 110, 3, (uint32_t)i, 1, &r);
+		attend_case(dv, &g, gqa[i], 60, 1, (uint32_t)i, 0, &r);
 	}
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct fast_case *f = &cases[i];
