@@ -1,7 +1,7 @@
 /*
  * attend_q4.cu - decode-on-load attention, the fast kernel: sealed INT4
- * pages in one-byte codewords (h74, h84) or in golay24 words (head_dim
- * 128), INT8 pages in secded72 words, kvmem_k_q4_ok()
+ * pages in one-byte codewords (h74, h84) or in golay24 words, INT8 pages
+ * in secded72 words, kvmem_k_q4_ok()
  *
  * The common page of kvmem_k_attend without its barriers. A CTA takes the
  * same share of a sequence's pages for one KV head as kvmem_k_attend
@@ -23,7 +23,8 @@
  *   again from the copy, its words corrected, in a rolled loop (so that
  *   the unrolled clean path holds no branch a word). golay24 and secded72
  *   rows are decoded first, in the copy, into a byte a value, a lane a
- *   quad of golay24 words or a secded72 word (kvmem_k_q4_decode()): K's
+ *   quad of golay24 words (a word at head_dim 64) or a secded72 word
+ *   (kvmem_k_q4_decode()): K's
  *   into the V rows' place, V's, copied where K's were, into the same
  *   place once K is scored; the loops then read them as bytes known to
  *   be clean;
@@ -385,6 +386,37 @@ KVMEM_DFN void kvmem_k_q4_golay(const uint8_t *src, uint8_t *dst,
 }
 
 /*
+ * The same at head_dim 64, whose rows of 22 words (66 bytes) cut quads:
+ * a lane a word, from the one or two 4-byte pieces that hold it, its
+ * three values into three bytes.
+ */
+KVMEM_DFN void kvmem_k_q4_golay64(const uint8_t *src, uint8_t *dst,
+				  unsigned int n, const uint16_t *lut,
+				  struct kvmem_k_counts *c, int *ue)
+{
+	constexpr unsigned int WR = 22; /* words a row */
+	unsigned int i;
+
+	for (i = threadIdx.x % 32; i < n * WR; i += 32) {
+		const unsigned int sh = 3 * i % 4 * 8;
+		const uint32_t *s = (const uint32_t *)(src + (3 * i & ~3u));
+		const uint32_t w = (sh > 8 ? __funnelshift_r(s[0], s[1], sh)
+					   : s[0] >> sh) &
+				   0xffffff;
+		uint8_t *o =
+			dst + i / WR * KVMEM_K_Q4_STRIDE(64) + 3 * (i % WR);
+		int st, nb;
+		const uint32_t d = kvmem_k_golay_fast(w, lut, &st, &nb);
+
+		kvmem_k_count(c, st, nb);
+		*ue |= st == KVMEM_K_UE;
+		o[0] = (uint8_t)(d & 0xf);
+		o[1] = (uint8_t)(d >> 4 & 0xf);
+		o[2] = (uint8_t)(d >> 8);
+	}
+}
+
+/*
  * The same of @n secded72 rows of INT8 values (@D / 8 words, 9 bytes
  * each, a row): a lane a word, its 8 values into 8 bytes of @dst. A word
  * is read as the three 4-byte pieces that hold it; they lie within
@@ -502,8 +534,10 @@ static __device__ __forceinline__ void
 kvmem_k_q4_decode(const uint8_t *src, uint8_t *dst, unsigned int n,
 		  const uint16_t *lut, struct kvmem_k_counts *c, int *ue)
 {
-	if constexpr (CODEC == KVMEM_CODEC_GOLAY24)
+	if constexpr (CODEC == KVMEM_CODEC_GOLAY24 && D == 128)
 		kvmem_k_q4_golay(src, dst, n, lut, c, ue);
+	else if constexpr (CODEC == KVMEM_CODEC_GOLAY24)
+		kvmem_k_q4_golay64(src, dst, n, lut, c, ue);
 	else
 		kvmem_k_q4_secded<D>(src, dst, n, c, ue);
 }
@@ -947,7 +981,10 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 		else
 			KVMEM_K_Q4_RUN(KVMEM_CODEC_H84, 64);
 	} else if (g->l[0].codec == KVMEM_CODEC_GOLAY24) {
-		KVMEM_K_Q4_RUN(KVMEM_CODEC_GOLAY24, 128);
+		if (D == 128)
+			KVMEM_K_Q4_RUN(KVMEM_CODEC_GOLAY24, 128);
+		else
+			KVMEM_K_Q4_RUN(KVMEM_CODEC_GOLAY24, 64);
 	} else if (g->l[0].codec == KVMEM_CODEC_SECDED72) {
 		if (D == 128)
 			KVMEM_K_Q4_RUN(KVMEM_CODEC_SECDED72, 128);

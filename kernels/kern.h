@@ -289,9 +289,8 @@ KVMEM_K_HD uint64_t kvmem_k_attend_ws(const struct kvmem_k_geom *g,
 
 /*
  * kvmem_k_attend_q4, the fast kernel (attend_q4.cu), takes the sealed
- * pages of INT4 in one-byte codewords (h74, h84) at head_dim 64 or 128,
- * INT4 in golay24 words at head_dim 128 (whose rows are whole quads of
- * words), and INT8 in secded72 words at head_dim 64 or 128, up to 32
+ * pages of INT4 in one-byte codewords (h74, h84) or in golay24 words and
+ * INT8 in secded72 words, at head_dim 64 or 128, up to 32
  * tokens a page, group scales a multiple of 4 wide, aligned rows
  * (one-byte words) or blocks of a head's rows (the others), and at most
  * KVMEM_K_Q4_QR query rows.
@@ -304,7 +303,6 @@ KVMEM_K_HD uint64_t kvmem_k_attend_ws(const struct kvmem_k_geom *g,
 KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
 {
 	const struct kvmem_k_layout *l = &g->l[0];
-
 	const int dims = g->head_dim == 64 || g->head_dim == 128;
 	const int block = g->tokens_per_page * l->row_bytes % 16 == 0;
 
@@ -313,7 +311,7 @@ KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
 		return 0;
 	switch (l->codec) {
 	case KVMEM_CODEC_GOLAY24:
-		return l->bits == 4 && g->head_dim == 128 && block;
+		return l->bits == 4 && dims && block;
 	case KVMEM_CODEC_SECDED72:
 		return l->bits == 8 && dims && block;
 	default:

@@ -1061,9 +1061,8 @@ static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
 /*
  * The fast kernel's verdicts after attend_case(): it runs on sealed pages
  * of INT4 in h74 or h84 words of head_dim 64 or 128 with rows aligned to
- * 16 bytes, INT4 in golay24 words of head_dim 128 and INT8 in secded72
- * words of head_dim 64 or 128 where a head's rows make whole 16-byte
- * pieces, up to 32 tokens a page, groups of whole quads of values, up to
+ * 16 bytes, INT4 in golay24 words and INT8 in secded72 words of head_dim
+ * 64 or 128 where a head's rows make whole 16-byte pieces, up to 32 tokens a page, groups of whole quads of values, up to
  * 8 query rows; it takes every sealed page of a head whose rows hold no
  * uncorrectable word and leaves the rest to kvmem_k_attend
  * (damage_mixed() puts one, but in h74, in V row 1 of the last head of
@@ -1085,7 +1084,8 @@ static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 
 	kvmem_page_layout(g, 0, &l);
 	if (g->codec == KVMEM_CODEC_GOLAY24)
-		want = g->format == KVMEM_FMT_INT4 && g->head_dim == 128 &&
+		want = g->format == KVMEM_FMT_INT4 &&
+		       (g->head_dim == 64 || g->head_dim == 128) &&
 		       g->tokens_per_page * l.row_bytes % 16 == 0;
 	else if (g->codec == KVMEM_CODEC_SECDED72)
 		want = g->format == KVMEM_FMT_INT8 &&
@@ -1297,16 +1297,15 @@ START_TEST(test_cuda_attend_shapes)
 END_TEST
 
 /*
- * The fast path (INT4 in one-byte codewords, head_dim 64 and 128, in
- * golay24 words, head_dim 128, INT8 in secded72 words, head_dim 64 and
- * 128; up to 8 query rows): words it corrects, tiles with an
+ * The fast path (INT4 in one-byte codewords and in golay24 words, INT8
+ * in secded72 words, head_dim 64 and 128; up to 8 query rows): words it corrects, tiles with an
  * uncorrectable word that the general path takes in the same CTA
  * (damage_mixed()), group scales narrower and wider than a warp's
  * columns, channel key scales, 4, 16 and 32 tokens a page, each policy
  * (golay24 and secded72 with damage() too: lost scales, lost words in
- * K); golay24 pages of 2 tokens and secded72 pages of 3 at head_dim 64,
- * whose head's rows end inside a 16-byte piece, left to the general
- * path.
+ * K); golay24 pages of 2 tokens (4 at head_dim 64) and secded72 pages of
+ * 3 at head_dim 64, whose head's rows end inside a 16-byte piece, left
+ * to the general path.
  */
 static void attend_fast_on(struct dev *dv)
 {
@@ -1324,6 +1323,10 @@ static void attend_fast_on(struct dev *dv)
 		  KVMEM_ERASE_KEEP, 0 },
 		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 2, 128, 2, 0, 4, 23,
 		  KVMEM_ERASE_INTERPOLATE, 0 },
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 1, 2, 64, 8, 0, 8, 47,
+		  KVMEM_ERASE_KEEP, 0 },
+		{ KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 2, 64, 4, 16, 2, 30,
+		  KVMEM_ERASE_ZERO, 0 },
 		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 1, 3, 64, 0, 16, 2, 90,
 		  KVMEM_ERASE_ZERO, 0 },
 		{ KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128, 0, 128, 4, 60,

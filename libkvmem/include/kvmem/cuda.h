@@ -254,9 +254,8 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
  * stored sequence, as kvmem_attend() does. Counts match kvmem_attend()'s
  * for each sequence, summed.
  *
- * Sealed pages of INT4 in h74 or h84 words (head_dim 64 or 128) or in
- * golay24 words (head_dim 128), and of INT8 in secded72 words (head_dim
- * 64 or 128), up to 32 tokens a page, group scales a multiple of 4 wide,
+ * Sealed pages of INT4 in h74, h84 or golay24 words and of INT8 in
+ * secded72 words, head_dim 64 or 128, up to 32 tokens a page, group scales a multiple of 4 wide,
  * up to 8 query rows a KV head, are attended by a fast kernel first, a
  * warp a page (golay24 and secded72 pages where a head's rows, one
  * after another, end on a 16-byte boundary); the pages
