@@ -24,10 +24,9 @@
  *   the unrolled clean path holds no branch a word). golay24 and secded72
  *   rows are decoded first, in the copy, into a byte a value, a lane a
  *   quad of golay24 words (a word at head_dim 64) or a secded72 word
- *   (kvmem_k_q4_decode()): K's
- *   into the V rows' place, V's, copied where K's were, into the same
- *   place once K is scored; the loops then read them as bytes known to
- *   be clean;
+ *   (kvmem_k_q4_decode()): K's into the V rows' place, V's, copied where
+ *   K's were, into the same place once K is scored; the loops then read
+ *   them as bytes known to be clean;
  * - the softmax across the lanes, into the warp's running max and sum
  *   and the page's mass, the tokens' weights into shared memory;
  * - V with a lane four columns, its words in the copy tested the same
@@ -712,8 +711,8 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	}
 	/* V: the words of the lane's columns in the copy, tested all at
 	 * once, corrected there only if one is not clean; the lane alone
-	 * reads them. golay24: the rows decoded into their place, over
-	 * the K rows decoded, which every lane is done with. */
+	 * reads them. golay24, secded72: the rows decoded into their
+	 * place, over the K rows decoded, which every lane is done with. */
 	kvmem_k_cp_wait<0>();
 	__syncwarp();
 	if constexpr (DEC) {
