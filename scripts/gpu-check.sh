@@ -12,7 +12,9 @@
 #   memcheck.log       compute-sanitizer memcheck over the cuda suite
 #   racecheck-*.log    compute-sanitizer racecheck over kvmem-bench attend
 #                      --gpu, with 4 query rows a KV head (kvmem_k_attend_q4)
-#                      and with 8 (kvmem_k_attend_q4w)
+#                      and with 8 (kvmem_k_attend_q4w), in h84 words, and
+#                      over the rows the fast kernel decodes first: golay24
+#                      (q4, head_dim 64) and INT8 in secded72 words (q4w)
 #   bench-*.json       kvmem-bench attend --gpu for the cases of the README's
 #                      and kernels/README.md's tables, each with the FP16
 #                      kernel and a device copy measured in the same run
@@ -107,7 +109,10 @@ bench h84-32k-b16 --ctx 32768 --batch 16 --format int4 --codec h84
 bench h84-32k-gqa8 --ctx 32768 --heads 64 --format int4 --codec h84
 bench h74-32k --ctx 32768 --format int4 --codec h74
 bench golay24-32k --ctx 32768 --format int4 --codec golay24
+bench golay24-32k-gqa8 --ctx 32768 --heads 64 --format int4 --codec golay24
+bench golay24-32k-d64 --ctx 32768 --dim 64 --format int4 --codec golay24
 bench secded72-32k --ctx 32768 --format int8 --codec secded72
+bench secded72-128k --ctx 131072 --format int8 --codec secded72
 bench h84-32k-host --ctx 32768 --format int4 --codec h84 --host
 
 if command -v compute-sanitizer >/dev/null; then
@@ -120,6 +125,16 @@ if command -v compute-sanitizer >/dev/null; then
 	step "racecheck q4w" 300 racecheck-q4w.log racecheck-q4w.log \
 		compute-sanitizer --tool racecheck --error-exitcode 1 \
 		"$bench" attend --gpu --ctx 2048 --heads 64 --reps 1
+	step "racecheck golay24" 120 racecheck-golay24.log \
+		racecheck-golay24.log \
+		compute-sanitizer --tool racecheck --error-exitcode 1 \
+		"$bench" attend --gpu --ctx 2048 --dim 64 --codec golay24 \
+		--reps 1
+	step "racecheck secded72" 300 racecheck-secded72.log \
+		racecheck-secded72.log \
+		compute-sanitizer --tool racecheck --error-exitcode 1 \
+		"$bench" attend --gpu --ctx 1024 --heads 64 --format int8 \
+		--codec secded72 --reps 1
 else
 	echo "sanitizers skipped: no compute-sanitizer" >>"$out/summary"
 fi
