@@ -290,10 +290,10 @@ KVMEM_K_HD uint64_t kvmem_k_attend_ws(const struct kvmem_k_geom *g,
 /*
  * kvmem_k_attend_q4, the fast kernel (attend_q4.cu), takes the sealed
  * pages of INT4 in one-byte codewords (h74, h84) or in golay24 words and
- * INT8 in secded72 words, at head_dim 64 or 128, up to 32
- * tokens a page, group scales a multiple of 4 wide, aligned rows
- * (one-byte words) or blocks of a head's rows (the others), and at most
- * KVMEM_K_Q4_QR query rows.
+ * INT8 in secded72 words, at head_dim 64 or 128, up to 32 tokens a page,
+ * group scales a multiple of 4 wide, aligned rows (one-byte words) or
+ * blocks of a head's rows (the others), and at most KVMEM_K_Q4_QR query
+ * rows.
  */
 #define KVMEM_K_Q4_QR 8
 /* The query rows the kernel for @qr rows is built for: kvmem_k_attend_q4

@@ -1020,10 +1020,10 @@ static void damage_checks(struct kvmem_seq *s, const struct kvmem_geometry *g)
 /*
  * Damage for the kernels' fast path: in every sealed page, single flips
  * (corrected) in every third row of K and V of each head, at bytes that
- * move from row to row across the whole row; in every third page, a double flip in V row 1 of
- * the last head, uncorrectable in h84 and secded72 (four flips in one
- * word in golay24), so the general path takes that tile while the fast
- * path takes its neighbours.
+ * move across the whole row from row to row; in every third page, a
+ * double flip in V row 1 of the last head, uncorrectable in h84 and
+ * secded72 (four flips in one word in golay24), so the general path takes
+ * that tile while the fast path takes its neighbours.
  */
 static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
 {
@@ -1062,14 +1062,14 @@ static void damage_mixed(struct kvmem_seq *s, const struct kvmem_geometry *g)
  * The fast kernel's verdicts after attend_case(): it runs on sealed pages
  * of INT4 in h74 or h84 words of head_dim 64 or 128 with rows aligned to
  * 16 bytes, INT4 in golay24 words and INT8 in secded72 words of head_dim
- * 64 or 128 where a head's rows make whole 16-byte pieces, up to 32 tokens a page, groups of whole quads of values, up to
- * 8 query rows; it takes every sealed page of a head whose rows hold no
- * uncorrectable word and leaves the rest to kvmem_k_attend
- * (damage_mixed() puts one, but in h74, in V row 1 of the last head of
- * every third page; h74 words are miscorrected, not lost),
- * unless the test left it too little shared memory (dv->q4_unfit). A
- * fast path that gave up on pages it should take would still give the
- * right attention.
+ * 64 or 128 where a head's rows make whole 16-byte pieces, up to 32
+ * tokens a page, groups of whole quads of values, up to 8 query rows; it
+ * takes every sealed page of a head whose rows hold no uncorrectable word
+ * and leaves the rest to kvmem_k_attend (damage_mixed() puts one, but in
+ * h74, in V row 1 of the last head of every third page; h74 words are
+ * miscorrected, not lost), unless the test left it too little shared
+ * memory (dv->q4_unfit). A fast path that gave up on pages it should take
+ * would still give the right attention.
  */
 static void expect_fast(struct dev *dv, const struct kvmem_geometry *g,
 			const struct kvmem_cuda_attend_args *a,
@@ -1298,13 +1298,13 @@ END_TEST
 
 /*
  * The fast path (INT4 in one-byte codewords and in golay24 words, INT8
- * in secded72 words, head_dim 64 and 128; up to 8 query rows): words it corrects, tiles with an
- * uncorrectable word that the general path takes in the same CTA
- * (damage_mixed()), group scales narrower and wider than a warp's
- * columns, channel key scales, 4, 16 and 32 tokens a page, each policy
- * (golay24 and secded72 with damage() too: lost scales, lost words in
- * K); golay24 pages of 2 tokens (4 at head_dim 64) and secded72 pages of
- * 3 at head_dim 64, whose head's rows end inside a 16-byte piece, left
+ * in secded72 words, head_dim 64 and 128; up to 8 query rows): words it
+ * corrects, tiles with an uncorrectable word that the general path takes
+ * in the same CTA (damage_mixed()), group scales narrower and wider than
+ * a warp's columns, channel key scales, 4 to 32 tokens a page, each
+ * policy (golay24 and secded72 with damage() too: lost scales, lost words
+ * in K); golay24 pages of 2 tokens (4 at head_dim 64) and secded72 pages
+ * of 3 at head_dim 64, whose head's rows end inside a 16-byte piece, left
  * to the general path.
  */
 static void attend_fast_on(struct dev *dv)

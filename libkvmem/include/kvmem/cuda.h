@@ -255,10 +255,10 @@ int kvmem_cuda_attend_workspace(struct kvmem_cuda *cu,
  * for each sequence, summed.
  *
  * Sealed pages of INT4 in h74, h84 or golay24 words and of INT8 in
- * secded72 words, head_dim 64 or 128, up to 32 tokens a page, group scales a multiple of 4 wide,
- * up to 8 query rows a KV head, are attended by a fast kernel first, a
- * warp a page (golay24 and secded72 pages where a head's rows, one
- * after another, end on a 16-byte boundary); the pages
+ * secded72 words, head_dim 64 or 128, up to 32 tokens a page, group
+ * scales a multiple of 4 wide, up to 8 query rows a KV head, are attended
+ * by a fast kernel first, a warp a page (golay24 and secded72 pages where
+ * a head's rows, one after another, end on a 16-byte boundary); the pages
  * it leaves (hot, or with a lost scale or an uncorrectable word) and every
  * other kind go to the general kernel, then a combine merges both. All
  * run on @stream; the workspace holds what passes between them.
