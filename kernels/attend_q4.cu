@@ -692,21 +692,24 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 							      &ksc, dot);
 			}
 		}
-		if (!bad) {
-			if (!DEC)
+		/* Decoded rows were counted as they were decoded. */
+		if constexpr (!DEC) {
+			if (!bad) {
 				clean += D;
-		} else if constexpr (!DEC) {
-			ksc = { sk0, *sk0, 0 };
-			KVMEM_K_UNROLL
-			for (r = 0; r < QRM; r++)
-				dot[r] = 0.0f;
-			KVMEM_K_NO_UNROLL
-			for (j = 0; j < D / 4; j++)
-				kvmem_k_q4_kdot<BITS, D, QRM>(
-					kvmem_k_fix4<CODEC>(
-						((const uint32_t *)kr)[j],
-						&clean, &c, &ue),
-					j, q, l->chan, gs, &ksc, dot);
+			} else {
+				const uint32_t *kw = (const uint32_t *)kr;
+
+				ksc = { sk0, *sk0, 0 };
+				KVMEM_K_UNROLL
+				for (r = 0; r < QRM; r++)
+					dot[r] = 0.0f;
+				KVMEM_K_NO_UNROLL
+				for (j = 0; j < D / 4; j++)
+					kvmem_k_q4_kdot<BITS, D, QRM>(
+						kvmem_k_fix4<CODEC>(
+							kw[j], &clean, &c, &ue),
+						j, q, l->chan, gs, &ksc, dot);
+			}
 		}
 	}
 	/* V: the words of the lane's columns in the copy, tested all at
