@@ -15,6 +15,7 @@
  * sequence, is left out; with neither it reads 0.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,6 +462,18 @@ struct rows {
 	unsigned int group;
 };
 
+/* Whether K rows @k take int8 scores: asked for, and group scales. */
+static int q8_ok(const struct kvmem__attn *a, const struct rows *k)
+{
+	return a->q8 && k->group > 1;
+}
+
+/* The 32-value sums of KV head @h's int8 query rows, or NULL. */
+static const int32_t *q8_sums(const struct kvmem__attn *a, uint32_t h)
+{
+	return a->qsum ? a->qsum + (size_t)h * a->G * (a->D / 32) : NULL;
+}
+
 /*
  * Scores, softmax and weighted sum of a tile straight from rows of one
  * value a byte (int4 in the low nibble, or int8 with @i8), PIECE rows at
@@ -483,7 +496,12 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 		const float *ks = k->sc + i * k->sstride;
 
 		m = n - i < PIECE ? n - i : PIECE;
-		if (i8)
+		if (q8_ok(a, k))
+			kn->scores_q8(a->q8 + (size_t)h * G * D,
+				      a->qs + (size_t)h * G, q8_sums(a, h), G,
+				      kc, k->rstride, m, D, k->group, ks,
+				      k->sstride, a->scale, a->sc + i, n, i8);
+		else if (i8)
 			kn->scores_i8(qh, G, (const int8_t *)kc, k->rstride, m,
 				      D, k->group, ks, k->sstride, a->scale,
 				      a->sc + i, n);
@@ -552,7 +570,7 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 {
 	const float *qh = q + (size_t)h * a->G * a->D;
 	struct rows k = { 0 }, v = { 0 };
-	int i8 = 0;
+	int i8 = 0, scored = 0;
 
 	k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
 			 &k.rstride);
@@ -572,7 +590,18 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 			tile_bytes(a, qh, h, n, &k, &v, i8, mass, pf);
 			return;
 		}
-		rows_float(a, &k, i8, n, kt);
+		/* Many rows, int8 scores: from K's bytes, each row of K
+		 * read once for all of them (an int8 row is as cheap to
+		 * read as a float one). */
+		scored = q8_ok(a, &k);
+		if (scored)
+			a->kn->scores_q8(a->q8 + (size_t)h * a->G * a->D,
+					 a->qs + (size_t)h * a->G,
+					 q8_sums(a, h), a->G, k.v, k.rstride, n,
+					 a->D, k.group, k.sc, k.sstride,
+					 a->scale, a->sc, n, i8);
+		else
+			rows_float(a, &k, i8, n, kt);
 		if (v.v)
 			rows_float(a, &v, i8, n, vt);
 	}
@@ -582,7 +611,13 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 		reader_rows(r, pi, 0, h, t0, n, kt, erased);
 	if (!v.v)
 		reader_rows(r, pi, 1, h, t0, n, vt, erased);
-	kvmem__attn_tile(a, q, h, kt, vt, n, mass);
+	if (!scored) {
+		kvmem__attn_tile(a, q, h, kt, vt, n, mass);
+		return;
+	}
+	kvmem__attn_softmax(a, h, n, mass);
+	a->kn->accum(a->sc, a->G, vt, n, a->D,
+		     a->acc + (size_t)h * a->G * a->D);
 }
 
 /*
@@ -664,10 +699,14 @@ struct job {
 	const float *q; /* [nh][D], rows as above */
 	float *out; /* [nh][D], in the caller's order */
 	float *rows; /* q and out in row order when nq > 1, else NULL */
+	int8_t *q8; /* KVMEM_ATTEND_INT8_SCORES: q as int8, [nh][D] */
+	float *qs; /* and each row's scale, [nh] */
+	int32_t *qsum; /* and its 32-value sums, [nh][D / 32], or NULL */
 	uint32_t nq, nh, G, D, ppc, nchunks; /* nh: rows, query heads * nq */
 	uint32_t pos0; /* the first query's token */
 	uint32_t npages; /* pages the queries see */
 	uint32_t last; /* the last token any query sees */
+	uint32_t flags; /* opts->flags */
 	float *acc, *m, *l; /* per chunk: [nh][D], [nh], [nh] */
 	float *mass; /* per page and row: (max, sum) */
 	struct kvmem_page_counts *pc; /* per chunk: what it decoded */
@@ -737,6 +776,9 @@ static void attend_chunk(struct job *j, struct worker *w, uint32_t c)
 	w->a.G = G;
 	w->a.qg = j->G;
 	w->a.pos0 = j->pos0;
+	w->a.q8 = j->q8;
+	w->a.qs = j->qs;
+	w->a.qsum = j->qsum;
 	w->a.acc = j->acc + (size_t)c * nh * j->D;
 	w->a.m = j->m + (size_t)c * nh;
 	w->a.l = j->l + (size_t)c * nh;
@@ -882,8 +924,9 @@ static int job_check(struct kvmem_seq *s, uint32_t layer, const float *q,
 	nh = opts->n_heads;
 	if (!nh || nh % s->c->g.kv_heads || !nq || pos0 >= lt->len ||
 	    nq > lt->len - pos0 || (uint64_t)nq * nh > UINT32_MAX / 2 ||
-	    opts->erasure > KVMEM_ERASE_KEEP || opts->resv[0] ||
-	    opts->resv[1] || opts->resv[2])
+	    opts->erasure > KVMEM_ERASE_KEEP ||
+	    opts->flags & ~KVMEM_ATTEND_INT8_SCORES || opts->resv[0] ||
+	    opts->resv[1])
 		return -EINVAL;
 	return 0;
 }
@@ -907,6 +950,7 @@ static void job_init(struct job *j, struct kvmem_seq *s, uint32_t layer,
 	j->nh = opts->n_heads * nq;
 	j->D = g->head_dim;
 	j->pos0 = pos0;
+	j->flags = opts->flags;
 	j->last = pos0 + nq - 1;
 	j->npages = kvmem__page_index(g, j->last) + 1;
 	state = ((size_t)j->D + 2) * j->nh * sizeof(float);
@@ -950,9 +994,59 @@ static size_t carve(struct job *jobs, uint32_t nj, uint8_t *base)
 		PART(hue, j->nchunks * sizeof(*j->hue));
 		if (j->nq > 1)
 			PART(rows, (size_t)j->nh * j->D * sizeof(float));
+		if (j->flags & KVMEM_ATTEND_INT8_SCORES) {
+			PART(q8, (size_t)j->nh * j->D);
+			PART(qs, j->nh * sizeof(float));
+			if (j->D % 32 == 0)
+				PART(qsum, (size_t)j->nh * (j->D / 32) *
+						   sizeof(int32_t));
+		}
 	}
 #undef PART
 	return off;
+}
+
+/*
+ * KVMEM_ATTEND_INT8_SCORES: @rows rows of @q ([rows][D]) as int8, each
+ * with its scale m / 127 for its largest |q_d| m, or 0 for a row of zeros
+ * (whose scores are then 0, as in float), and with @qsum the sum of each
+ * 32 of a row's int8 values. Return: -1 where a row is not finite, or its
+ * m is subnormal (m / 127 would lose bits): the float scores then do the
+ * call.
+ */
+static int quantize_q(const float *q, uint32_t rows, uint32_t D, int8_t *q8,
+		      float *qs, int32_t *qsum)
+{
+	uint32_t i, d;
+
+	for (i = 0; i < rows; i++) {
+		const float *x = q + (size_t)i * D;
+		float m = 0.0f, inv;
+
+		for (d = 0; d < D; d++) {
+			if (!isfinite(x[d]))
+				return -1;
+			m = fabsf(x[d]) > m ? fabsf(x[d]) : m;
+		}
+		if (m > 0.0f && m < 127.0f * FLT_MIN)
+			return -1;
+		inv = m > 0.0f ? 127.0f / m : 0.0f;
+		qs[i] = m / 127.0f;
+		for (d = 0; d < D; d++) {
+			long v = lrintf(x[d] * inv);
+
+			q8[(size_t)i * D + d] = (int8_t)(v > 127    ? 127
+							 : v < -127 ? -127
+								    : v);
+		}
+		for (d = 0; qsum && d < D; d++) {
+			if (d % 32 == 0)
+				qsum[(size_t)i * (D / 32) + d / 32] = 0;
+			qsum[(size_t)i * (D / 32) + d / 32] +=
+				q8[(size_t)i * D + d];
+		}
+	}
+	return 0;
 }
 
 /*
@@ -998,6 +1092,9 @@ static int jobs_state(struct kvmem_cache *c, struct job *jobs, uint32_t nj,
 					      j->nh / j->nq, j->G, j->D, 1);
 			j->q = j->rows;
 		}
+		if (j->q8 &&
+		    quantize_q(j->q, j->nh, j->D, j->q8, j->qs, j->qsum))
+			j->q8 = NULL;
 	}
 	return 0;
 }

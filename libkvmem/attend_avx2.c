@@ -563,6 +563,263 @@ static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
 			   scales, sstride, acc, ld, 1);
 }
 
+/* Eight rows of eight dwords to eight vectors: r[i] holds dword i of each
+ * row, row t in dword t. */
+static void tr8x8(__m256i *r)
+{
+	__m256i a0 = _mm256_unpacklo_epi32(r[0], r[1]);
+	__m256i a1 = _mm256_unpackhi_epi32(r[0], r[1]);
+	__m256i a2 = _mm256_unpacklo_epi32(r[2], r[3]);
+	__m256i a3 = _mm256_unpackhi_epi32(r[2], r[3]);
+	__m256i a4 = _mm256_unpacklo_epi32(r[4], r[5]);
+	__m256i a5 = _mm256_unpackhi_epi32(r[4], r[5]);
+	__m256i a6 = _mm256_unpacklo_epi32(r[6], r[7]);
+	__m256i a7 = _mm256_unpackhi_epi32(r[6], r[7]);
+	__m256i b0 = _mm256_unpacklo_epi64(a0, a2);
+	__m256i b1 = _mm256_unpackhi_epi64(a0, a2);
+	__m256i b2 = _mm256_unpacklo_epi64(a1, a3);
+	__m256i b3 = _mm256_unpackhi_epi64(a1, a3);
+	__m256i b4 = _mm256_unpacklo_epi64(a4, a6);
+	__m256i b5 = _mm256_unpackhi_epi64(a4, a6);
+	__m256i b6 = _mm256_unpacklo_epi64(a5, a7);
+	__m256i b7 = _mm256_unpackhi_epi64(a5, a7);
+
+	r[0] = _mm256_permute2x128_si256(b0, b4, 0x20);
+	r[1] = _mm256_permute2x128_si256(b1, b5, 0x20);
+	r[2] = _mm256_permute2x128_si256(b2, b6, 0x20);
+	r[3] = _mm256_permute2x128_si256(b3, b7, 0x20);
+	r[4] = _mm256_permute2x128_si256(b0, b4, 0x31);
+	r[5] = _mm256_permute2x128_si256(b1, b5, 0x31);
+	r[6] = _mm256_permute2x128_si256(b2, b6, 0x31);
+	r[7] = _mm256_permute2x128_si256(b3, b7, 0x31);
+}
+
+/*
+ * int8 scores, shaped as a matrix product: K rows are packed eight tokens
+ * a vector, four values of each (P[s] holds values 4s..4s+3 of the eight
+ * tokens), so one VPMADDUBSW against four values of a query row broadcast
+ * gives eight tokens' sums at once, and no sum is ever horizontal. int4
+ * values go in as u = v + 8 (unsigned), the 8 * sum(q) of each group taken
+ * off after; a pair is at most 2 * 15 * 127, so eight steps add up in 16
+ * bits. int8 values: |k| against q with k's sign (VPSIGNB), a pair at most
+ * 2 * 128 * 127, widened every step. Each token's lane then takes the
+ * portable kernel's float steps.
+ */
+#define Q8_MAX_DIM 256
+#define Q8_BLOCKS 4 /* of eight tokens, packed at once */
+
+/* Four int8 values at @p, in every dword. */
+static __m256i q8_bcast(const int8_t *p)
+{
+	int32_t w;
+
+	memcpy(&w, p, sizeof(w));
+	return _mm256_set1_epi32(w);
+}
+
+/* 32 values of @R (1 or 2) query rows against packed K @kc, into @a16
+ * (int4) or @a32 (int8). */
+static inline __attribute__((always_inline)) void
+q8_chunk(const int8_t *q0, const int8_t *q1, const unsigned int R,
+	 const __m256i *kc, __m256i *a16, __m256i *a32, const int I8)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	unsigned int i;
+
+#pragma GCC unroll 8
+	for (i = 0; i < 8; i++) {
+		const __m256i k = kc[i];
+		const __m256i v0 = q8_bcast(q0 + 4 * i);
+
+		if (I8) {
+			const __m256i ka = _mm256_abs_epi8(k);
+
+			a32[0] = _mm256_add_epi32(
+				a32[0],
+				_mm256_madd_epi16(
+					_mm256_maddubs_epi16(
+						ka, _mm256_sign_epi8(v0, k)),
+					ones));
+			if (R == 2)
+				a32[1] = _mm256_add_epi32(
+					a32[1],
+					_mm256_madd_epi16(
+						_mm256_maddubs_epi16(
+							ka,
+							_mm256_sign_epi8(
+								q8_bcast(q1 +
+									 4 * i),
+								k)),
+						ones));
+		} else {
+			a16[0] = _mm256_add_epi16(a16[0],
+						  _mm256_maddubs_epi16(k, v0));
+			if (R == 2)
+				a16[1] = _mm256_add_epi16(
+					a16[1],
+					_mm256_maddubs_epi16(
+						k, q8_bcast(q1 + 4 * i)));
+		}
+	}
+}
+
+static inline __attribute__((always_inline)) void
+q8_rows(const int8_t *q8, const float *qs, const int32_t *qsum,
+	const unsigned int R, const __m256i *P, const float *SC,
+	unsigned int nb, const unsigned int dim, const unsigned int group,
+	float scale, float *s, unsigned int ld, const int I8)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const unsigned int ngr = dim / group, cpg = group / 32;
+	const float f0 = scale * qs[0], f1 = R == 2 ? scale * qs[1] : 0.0f;
+	int32_t bias[2][Q8_MAX_DIM / 32];
+	unsigned int b, g, c;
+
+	/* int4: 8 * the sum of the row's values of each group */
+	for (g = 0; !I8 && g < ngr; g++)
+		for (c = 0; c < R; c++) {
+			int32_t sum = 0;
+			unsigned int e;
+
+			for (e = g * cpg; e < (g + 1) * cpg; e++)
+				sum += qsum[(size_t)c * (dim / 32) + e];
+			bias[c][g] = 8 * sum;
+		}
+	for (b = 0; b < nb; b++) {
+		const __m256i *pb = P + (size_t)b * (dim / 4);
+		const float *sb = SC + (size_t)b * ngr * 8;
+		__m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+
+		for (g = 0; g < ngr; g++) {
+			__m256i a32[2] = { _mm256_setzero_si256(),
+					   _mm256_setzero_si256() };
+			__m256 sc = _mm256_loadu_ps(sb + 8 * g);
+
+			for (c = g * cpg; c < (g + 1) * cpg; c++) {
+				__m256i a16[2] = { _mm256_setzero_si256(),
+						   _mm256_setzero_si256() };
+
+				q8_chunk(q8 + 32 * c, q8 + dim + 32 * c, R,
+					 pb + 8 * c, a16, a32, I8);
+				if (!I8) {
+					a32[0] = _mm256_add_epi32(
+						a32[0], _mm256_madd_epi16(
+								a16[0], ones));
+					if (R == 2)
+						a32[1] = _mm256_add_epi32(
+							a32[1],
+							_mm256_madd_epi16(
+								a16[1], ones));
+				}
+			}
+			if (!I8) {
+				a32[0] = _mm256_sub_epi32(
+					a32[0], _mm256_set1_epi32(bias[0][g]));
+				if (R == 2)
+					a32[1] = _mm256_sub_epi32(
+						a32[1],
+						_mm256_set1_epi32(bias[1][g]));
+			}
+			acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a32[0]), sc,
+					       acc0);
+			if (R == 2)
+				acc1 = _mm256_fmadd_ps(
+					_mm256_cvtepi32_ps(a32[1]), sc, acc1);
+		}
+		_mm256_storeu_ps(s + 8 * b,
+				 _mm256_mul_ps(acc0, _mm256_set1_ps(f0)));
+		if (R == 2)
+			_mm256_storeu_ps(
+				s + ld + 8 * b,
+				_mm256_mul_ps(acc1, _mm256_set1_ps(f1)));
+	}
+}
+
+/* q8_rows() for every row, literal shapes where they are the common ones. */
+static inline __attribute__((always_inline)) void
+q8_all(const int8_t *q8, const float *qs, const int32_t *qsum, unsigned int ng,
+       const __m256i *P, const float *SC, unsigned int nb,
+       const unsigned int dim, const unsigned int group, float scale, float *s,
+       unsigned int ld, const int I8)
+{
+	unsigned int r;
+
+	for (r = 0; r + 2 <= ng; r += 2)
+		q8_rows(q8 + (size_t)r * dim, qs + r,
+			qsum + (size_t)r * (dim / 32), 2, P, SC, nb, dim, group,
+			scale, s + (size_t)r * ld, ld, I8);
+	if (r < ng)
+		q8_rows(q8 + (size_t)r * dim, qs + r,
+			qsum + (size_t)r * (dim / 32), 1, P, SC, nb, dim, group,
+			scale, s + (size_t)r * ld, ld, I8);
+}
+
+static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,
+		      unsigned int ng, const uint8_t *code, size_t stride,
+		      unsigned int n, unsigned int dim, unsigned int group,
+		      const float *scales, size_t sstride, float scale,
+		      float *s, unsigned int ld, int i8)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f),
+		      eight = _mm256_set1_epi8(8);
+	__m256i P[Q8_BLOCKS * (Q8_MAX_DIM / 4)];
+	float SC[Q8_BLOCKS * (Q8_MAX_DIM / 32) * 8];
+	unsigned int t0 = 0, nb, b, c, i, g, t;
+
+	if (dim % 32 == 0 && group % 32 == 0 && dim <= Q8_MAX_DIM && qsum)
+		for (; t0 + 8 <= n; t0 += 8 * nb) {
+			nb = (n - t0) / 8 < Q8_BLOCKS ? (n - t0) / 8
+						      : Q8_BLOCKS;
+			for (b = 0; b < nb; b++) {
+				const uint8_t *cb =
+					code + (t0 + 8 * b) * stride;
+				const float *sb =
+					scales + (t0 + 8 * b) * sstride;
+
+				for (c = 0; c < dim / 32; c++) {
+					__m256i rw[8];
+
+					for (t = 0; t < 8; t++)
+						rw[t] = _mm256_loadu_si256(
+							(const void
+								 *)(cb +
+								    t * stride +
+								    32 * c));
+					tr8x8(rw);
+					for (i = 0; i < 8; i++)
+						P[b * (dim / 4) + 8 * c +
+						  i] = i8 ? rw[i]
+							  : _mm256_xor_si256(
+								    _mm256_and_si256(
+									    rw[i],
+									    low4),
+								    eight);
+				}
+				for (g = 0; g < dim / group; g++)
+					for (t = 0; t < 8; t++)
+						SC[(b * (dim / group) + g) * 8 +
+						   t] = sb[t * sstride + g];
+			}
+			if (dim == 128 && group == 32 && i8)
+				q8_all(q8, qs, qsum, ng, P, SC, nb, 128, 32,
+				       scale, s + t0, ld, 1);
+			else if (dim == 128 && group == 32)
+				q8_all(q8, qs, qsum, ng, P, SC, nb, 128, 32,
+				       scale, s + t0, ld, 0);
+			else if (i8)
+				q8_all(q8, qs, qsum, ng, P, SC, nb, dim, group,
+				       scale, s + t0, ld, 1);
+			else
+				q8_all(q8, qs, qsum, ng, P, SC, nb, dim, group,
+				       scale, s + t0, ld, 0);
+		}
+	if (t0 < n)
+		kvmem__attn_portable.scores_q8(
+			q8, qs, qsum, ng, code + t0 * stride, stride, n - t0,
+			dim, group, scales + t0 * sstride, sstride, scale,
+			s + t0, ld, i8);
+}
+
 /*
  * Golay words to one int4 value per byte: each 12-byte half of a vector
  * holds four words, whose bytes b0, b0, b1 go to three value bytes; the
@@ -701,4 +958,5 @@ const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.accum_cw4 = accum_cw4,
 	.scores_i8 = scores_i8,
 	.accum_i8 = accum_i8,
+	.scores_q8 = scores_q8,
 };

@@ -686,6 +686,17 @@ static int scales_ok(const float *x, unsigned int n)
 	return ok == 0xffff;
 }
 
+/* No AVX-512 version yet (VPDPBUSD would fit): the AVX2 kernel's bits. */
+static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,
+		      unsigned int ng, const uint8_t *code, size_t stride,
+		      unsigned int n, unsigned int dim, unsigned int group,
+		      const float *scales, size_t sstride, float scale,
+		      float *s, unsigned int ld, int i8)
+{
+	AVX2.scores_q8(q8, qs, qsum, ng, code, stride, n, dim, group, scales,
+		       sstride, scale, s, ld, i8);
+}
+
 const struct kvmem__attn_kernels kvmem__attn_avx512 = {
 	.dequant = dequant,
 	.dequant_cw4 = dequant_cw4,
@@ -699,4 +710,5 @@ const struct kvmem__attn_kernels kvmem__attn_avx512 = {
 	.accum_cw4 = accum_cw4,
 	.scores_i8 = scores_i8,
 	.accum_i8 = accum_i8,
+	.scores_q8 = scores_q8,
 };

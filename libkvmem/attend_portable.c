@@ -186,6 +186,38 @@ static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
 		   sstride, acc, ld, 1);
 }
 
+static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,
+		      unsigned int ng, const uint8_t *code, size_t stride,
+		      unsigned int n, unsigned int dim, unsigned int group,
+		      const float *scales, size_t sstride, float scale,
+		      float *s, unsigned int ld, int i8)
+{
+	unsigned int g, t, d, e;
+
+	(void)qsum;
+	for (g = 0; g < ng; g++) {
+		const int8_t *qg = q8 + (size_t)g * dim;
+		const float f = scale * qs[g];
+
+		for (t = 0; t < n; t++) {
+			const uint8_t *c = code + t * stride;
+			const float *sc = scales + t * sstride;
+			float acc = 0.0f;
+
+			for (d = 0; d < dim; d += group) {
+				int32_t dot = 0;
+
+				for (e = d; e < d + group; e++)
+					dot += qg[e] *
+					       (i8 ? (int8_t)c[e]
+						   : kvmem_sext(c[e], 4));
+				acc = fmaf((float)dot, sc[d / group], acc);
+			}
+			s[(size_t)g * ld + t] = acc * f;
+		}
+	}
+}
+
 static void golay_nibbles(const uint8_t *code, size_t code_bytes,
 			  unsigned int nvals, uint8_t *out)
 {
@@ -215,6 +247,7 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.accum_cw4 = accum_cw4,
 	.scores_i8 = scores_i8,
 	.accum_i8 = accum_i8,
+	.scores_q8 = scores_q8,
 };
 
 const struct kvmem__attn_kernels *kvmem__attn(void)

@@ -264,6 +264,22 @@ struct kvmem__attn_kernels {
 			 size_t stride, unsigned int n, unsigned int dim,
 			 unsigned int group, const float *scales,
 			 size_t sstride, float *acc, unsigned int ld);
+	/*
+	 * KVMEM_ATTEND_INT8_SCORES: scores of @ng int8 query rows (@q8
+	 * [ng][dim], row g's scale @qs[g], @qsum [ng][dim / 32] the sums of
+	 * each 32 of its values where dim % 32 == 0, else NULL) over rows
+	 * of int4 codewords (or int8 values, @i8) with group scales (@group
+	 * > 1). Per group the exact integer dot product, then acc =
+	 * fmaf(dot, group scale, acc) over the groups in order from 0.0f,
+	 * and s = acc * (scale * qs[g]): the same float operations on every
+	 * path, so the same bits.
+	 */
+	void (*scores_q8)(const int8_t *q8, const float *qs,
+			  const int32_t *qsum, unsigned int ng,
+			  const uint8_t *code, size_t stride, unsigned int n,
+			  unsigned int dim, unsigned int group,
+			  const float *scales, size_t sstride, float scale,
+			  float *s, unsigned int ld, int i8);
 };
 
 extern const struct kvmem__attn_kernels kvmem__attn_portable;
@@ -294,6 +310,11 @@ struct kvmem__attn {
 	uint32_t pos0; /* query i sees tokens up to pos0 + i (init: all) */
 	uint32_t tpos; /* the first token of the tile being folded in */
 	float scale;
+	/* KVMEM_ATTEND_INT8_SCORES: the query rows as int8 and their
+	 * scales, in the order of acc's rows; NULL: float scores only */
+	const int8_t *q8;
+	const float *qs;
+	const int32_t *qsum; /* [rows][D / 32], where D % 32 == 0 */
 	float *acc; /* [n_heads][D] */
 	float *m, *l; /* [n_heads]: running max, sum of exp(score - m) */
 	float *sc; /* [G][KVMEM__ATTN_TILE] scores, then weights */

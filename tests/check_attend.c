@@ -14,6 +14,7 @@
  * does (v^_t = (v_{t-1} + v_{t+1}) / 2, one neighbour at the ends).
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1238,12 +1239,208 @@ END_TEST
 
 /* ---- Importance ---------------------------------------------------------- */
 
+/* ---- int8 scores (KVMEM_ATTEND_INT8_SCORES) ----------------------------- */
+
+/* Query row @x of @D values as kvmem.h says: q8 and its scale. */
+static float quantize_row(const float *x, uint32_t D, int8_t *q8)
+{
+	float m = 0.0f, inv;
+	uint32_t d;
+
+	for (d = 0; d < D; d++)
+		m = fmaxf(m, fabsf(x[d]));
+	inv = m > 0.0f ? 127.0f / m : 0.0f;
+	for (d = 0; d < D; d++) {
+		long v = lrintf(x[d] * inv);
+
+		q8[d] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+	}
+	return m / 127.0f;
+}
+
+/* Whether token @t of a layer of @n has its scores from int8 (no value of
+ * the layer erased): a sealed int4 page of a code the int4 reader takes,
+ * or int8, and K with group scales of more than one value. */
+static int q8_token(const struct kvmem_geometry *g, uint32_t n, uint32_t t)
+{
+	int fmt =
+		g->format == KVMEM_FMT_INT8 ||
+		(g->format == KVMEM_FMT_INT4 &&
+		 (g->codec == KVMEM_CODEC_H84 || g->codec == KVMEM_CODEC_H74 ||
+		  g->codec == KVMEM_CODEC_GOLAY24));
+
+	return fmt && g->key_scales == KVMEM_SCALES_GROUP &&
+	       g->group_size > 1 && ref_tok_sealed(g, n, 0, t);
+}
+
+/*
+ * ref_attend() over the decoded values @k, @v of a layer of @ntok tokens,
+ * the first @n seen, with query @q scored as int8 (@q8, @qs per head) on
+ * the tokens q8_token() names and as floats on the others.
+ */
+static void ref_attend_q8(const struct kvmem_geometry *g, uint32_t nh,
+			  double scale, const float *q, const int8_t *q8,
+			  const float *qs, const float *k, const float *v,
+			  uint32_t ntok, uint32_t n, double *out)
+{
+	uint32_t H = g->kv_heads, D = g->head_dim, grp = nh / H, h, t, d;
+	double *p = kvmem_check_xmalloc(n * sizeof(double));
+
+	for (h = 0; h < nh; h++) {
+		uint32_t kh = h / grp;
+		double m = -INFINITY, z = 0;
+
+		for (t = 0; t < n; t++) {
+			int i8 = q8_token(g, ntok, t);
+			double sum = 0;
+
+			for (d = 0; d < D; d++)
+				sum += (i8 ? (double)qs[h] * q8[h * D + d]
+					   : (double)q[h * D + d]) *
+				       k[((size_t)t * H + kh) * D + d];
+			p[t] = scale * sum;
+			m = fmax(m, p[t]);
+		}
+		for (t = 0; t < n; t++) {
+			p[t] = exp(p[t] - m);
+			z += p[t];
+		}
+		for (d = 0; d < D; d++) {
+			double o = 0;
+
+			for (t = 0; t < n; t++)
+				o += p[t] * v[((size_t)t * H + kh) * D + d];
+			out[h * D + d] = o / z;
+		}
+	}
+	free(p);
+}
+
+/*
+ * kvmem.h's bound on |int8 scores - float scores| of each output of query
+ * @q over the first @n tokens of @k, @v: delta = scale * (m / 254) *
+ * max_t sum_d |k_td| per head (m its largest |q_d|), then (e^(2 delta) -
+ * 1) * max_t |v_td|, with 2e-4 of delta for the rounding of m / 127 and
+ * the float arithmetic of both calls (TIGHT each).
+ */
+static void q8_tol(const struct kvmem_geometry *g, uint32_t nh, double scale,
+		   const float *q, const float *k, const float *v, uint32_t n,
+		   double *tol)
+{
+	uint32_t H = g->kv_heads, D = g->head_dim, grp = nh / H, h, t, d;
+
+	for (h = 0; h < nh; h++) {
+		uint32_t kh = h / grp;
+		double m = 0, ksum = 0, delta;
+
+		for (d = 0; d < D; d++)
+			m = fmax(m, fabs(q[h * D + d]));
+		for (t = 0; t < n; t++) {
+			double a = 0;
+
+			for (d = 0; d < D; d++)
+				a += fabs(k[((size_t)t * H + kh) * D + d]);
+			ksum = fmax(ksum, a);
+		}
+		delta = scale * (m / 254) * ksum * (1 + 2e-4);
+		for (d = 0; d < D; d++) {
+			double amax = 0;
+
+			for (t = 0; t < n; t++)
+				amax = fmax(
+					amax,
+					fabs(v[((size_t)t * H + kh) * D + d]));
+			tol[h * D + d] = expm1(2 * delta) * amax +
+					 2 * TIGHT * amax + 1e-7;
+		}
+	}
+}
+
+/*
+ * check_causal() with KVMEM_ATTEND_INT8_SCORES, at the SIMD level in force:
+ * the same bits for 1, 2 and 3 threads; with nothing erased, against
+ * ref_attend_q8() (TIGHT); and always within q8_tol() of @fout, the same
+ * call with float scores. Where some token takes int8 scores, the bits
+ * differ from @fout's: the int8 path ran.
+ */
+static void check_causal_q8(struct kvmem_seq *s, const struct kvmem_geometry *g,
+			    uint32_t nh, float scale, uint32_t pos0,
+			    uint32_t nq, const float *q, const float *dk,
+			    const float *dv, const float *fout, uint64_t erased,
+			    const char *name)
+{
+	uint32_t n = kvmem_seq_len(s, 0), D = g->head_dim, i, h, t;
+	size_t no = (size_t)nh * D;
+	double sc = scale ? scale : 1 / sqrt(D);
+	float *out = kvmem_check_xmalloc(nq * no * sizeof(float));
+	float *first = kvmem_check_xmalloc(nq * no * sizeof(float));
+	int8_t *q8 = kvmem_check_xmalloc(no);
+	float *qs = kvmem_check_xmalloc(nh * sizeof(float));
+	double *ro = kvmem_check_xmalloc(no * sizeof(double));
+	double *tol = kvmem_check_xmalloc(no * sizeof(double));
+	struct kvmem_attend_opts o = { .n_heads = nh,
+				       .scale = scale,
+				       .importance_alpha = -1,
+				       .flags = KVMEM_ATTEND_INT8_SCORES };
+	const char *lv = kvmem__simd_name(kvmem__simd_active());
+	struct kvmem_attend_stats st;
+	unsigned int th;
+	char what[96];
+	int some = 0;
+
+	for (th = 1; th <= 3; th++) {
+		o.threads = th;
+		memset(out, 0xff, nq * no * sizeof(float));
+		ck_assert_int_eq(
+			kvmem_attend_causal(s, 0, q, nq, pos0, out, &o, &st),
+			0);
+		ck_assert_uint_eq(st.values_erased, erased);
+		if (th == 1)
+			memcpy(first, out, nq * no * sizeof(float));
+		else
+			EXPECT(!memcmp(first, out, nq * no * sizeof(float)),
+			       "%s: int8 scores, %u threads gave other bits "
+			       "than one (%s)",
+			       name, th, lv);
+	}
+	for (t = 0; t <= pos0 + nq - 1; t++)
+		some |= q8_token(g, n, t);
+	for (i = 0; i < nq; i++) {
+		snprintf(what, sizeof(what),
+			 "%s, int8 scores, query %u of %u from %u", lv, i, nq,
+			 pos0);
+		for (h = 0; h < nh; h++)
+			qs[h] = quantize_row(q + i * no + h * D, D, q8 + h * D);
+		if (!erased) {
+			ref_attend_q8(g, nh, sc, q + i * no, q8, qs, dk, dv, n,
+				      pos0 + i + 1, ro);
+			tight_tol(g, nh, dv, pos0 + i + 1, tol);
+			expect_close(first + i * no, ro, tol, no, what, name);
+		}
+		q8_tol(g, nh, sc, q + i * no, dk, dv, pos0 + i + 1, tol);
+		for (t = 0; t < no; t++)
+			ro[t] = fout[i * no + t];
+		expect_close(first + i * no, ro, tol, no, what, name);
+	}
+	if (some)
+		EXPECT(memcmp(first, fout, nq * no * sizeof(float)),
+		       "%s: int8 scores gave the float scores' bits (%s)", name,
+		       lv);
+	free(out);
+	free(first);
+	free(q8);
+	free(qs);
+	free(ro);
+	free(tol);
+}
+
 /* ---- Several queries, causal ------------------------------------------- */
 
 /*
  * kvmem_attend_causal() on @nq queries from @pos0, against the reference
  * of each query over tokens 0 .. pos0 + i of what kvmem_seq_read() gives,
- * at every SIMD level and for 1, 2 and 3 threads (the same bits).
+ * at every SIMD level and for 1, 2 and 3 threads (the same bits); and
+ * with int8 scores at each level (check_causal_q8()).
  */
 static void check_causal(struct kvmem_seq *s, const struct kvmem_geometry *g,
 			 uint32_t nh, float scale, uint32_t pos0, uint32_t nq,
@@ -1298,6 +1495,8 @@ static void check_causal(struct kvmem_seq *s, const struct kvmem_geometry *g,
 				 kvmem__simd_name(lv), i, nq, pos0);
 			expect_close(first + i * no, ro, tol, no, what, name);
 		}
+		check_causal_q8(s, g, nh, scale, pos0, nq, q, dk, dv, first,
+				erased, name);
 	}
 	ck_assert_int_eq(kvmem__simd_force(active), 0);
 	free(dk);
@@ -1822,6 +2021,187 @@ START_TEST(test_attend_bad_args)
 }
 END_TEST
 
+/* Scratch of test_kernel_scores_q8(): up to 9 rows, 512 values, 64
+ * tokens. */
+struct q8k {
+	uint8_t *end; /* rows end here, at a guard page */
+	int8_t q8[9 * 512];
+	int32_t qsum[9 * 16];
+	float qs[9], sc[64 * 64], want[9 * 80], got[9 * 80];
+};
+
+/* One shape of test_kernel_scores_q8(). */
+static void check_scores_q8(struct q8k *x, struct kvmem_rng *r, unsigned int D,
+			    unsigned int grp, unsigned int ng, unsigned int n,
+			    int i8)
+{
+	const size_t stride = D + 3;
+	const unsigned int ld = n + 5;
+	const float scale = 0.125f;
+	uint8_t *code = x->end - (n - 1) * stride - D;
+	const int32_t *qsum = D % 32 ? NULL : x->qsum;
+	unsigned int j, t, d;
+	int lv;
+
+	for (d = 0; d < (n - 1) * stride + D; d++)
+		code[d] = (uint8_t)kvmem_rng_next(r);
+	memset(x->qsum, 0, sizeof(x->qsum));
+	for (j = 0; j < ng; j++) {
+		x->qs[j] = (float)urand(r, 1e-3, 1);
+		for (d = 0; d < D; d++) {
+			x->q8[j * D + d] =
+				(int8_t)(kvmem_rng_next(r) % 255 - 127);
+			if (qsum)
+				x->qsum[j * (D / 32) + d / 32] +=
+					x->q8[j * D + d];
+		}
+	}
+	for (t = 0; t < n * (D / grp); t++)
+		x->sc[t] = (float)urand(r, 0.01, 2);
+	memset(x->want, 0xee, sizeof(x->want));
+	kvmem__attn_portable.scores_q8(x->q8, x->qs, qsum, ng, code, stride, n,
+				       D, grp, x->sc, D / grp, scale, x->want,
+				       ld, i8);
+	for (j = 0; j < ng; j++)
+		for (t = 0; t < n; t++) {
+			double e = 0, mag = 0;
+
+			for (d = 0; d < D; d++) {
+				uint8_t c = code[t * stride + d];
+				int v = i8 ? (int8_t)c : ((c & 0xf) ^ 8) - 8;
+				double w = x->sc[t * (D / grp) + d / grp];
+
+				e += w * x->q8[j * D + d] * v;
+				mag += w * abs(x->q8[j * D + d] * v);
+			}
+			e *= (double)scale * x->qs[j];
+			mag *= (double)scale * x->qs[j];
+			EXPECT_NEAR(x->want[j * ld + t], e, 1e-6 * mag,
+				    "dim %u group %u, %s, row %u of %u, token "
+				    "%u of %u",
+				    D, grp, i8 ? "int8" : "int4", j, ng, t, n);
+		}
+	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+		if (!kvmem__simd_supported(lv))
+			continue;
+		ck_assert_int_eq(kvmem__simd_force(lv), 0);
+		memset(x->got, 0xee, sizeof(x->got));
+		kvmem__attn()->scores_q8(x->q8, x->qs, qsum, ng, code, stride,
+					 n, D, grp, x->sc, D / grp, scale,
+					 x->got, ld, i8);
+		EXPECT_MEM(x->got, x->want, sizeof(x->got),
+			   "dim %u group %u, %s, %u rows, %u tokens, %s", D,
+			   grp, i8 ? "int8" : "int4", ng, n,
+			   kvmem__simd_name(lv));
+	}
+}
+
+/*
+ * scores_q8 at every SIMD level against the portable kernel (the same
+ * bits, as internal.h says) and the portable kernel against a sum in
+ * double, for head dims, groups, query rows and tokens on both sides of
+ * the vector kernel's blocks (eight tokens, pairs of rows, 32 values, at
+ * most 256 of them); any byte in a row (the int4 reader hands over whole
+ * codewords; int8 -128 included); the last row ends at a guard page.
+ */
+START_TEST(test_kernel_scores_q8)
+{
+	static const unsigned int shapes[][2] = {
+		{ 32, 32 },   { 64, 32 },  { 64, 16 }, { 128, 32 }, { 128, 64 },
+		{ 128, 128 }, { 256, 32 }, { 96, 32 }, { 512, 32 }, { 40, 8 },
+	};
+	static const unsigned int ngs[] = { 1, 2, 3, 4, 5, 8, 9 };
+	static const unsigned int ns[] = { 1, 7, 8, 9, 16, 31, 33, 64 };
+	const long pg = sysconf(_SC_PAGESIZE);
+	const size_t span = 16 * (size_t)pg;
+	uint8_t *map = mmap(NULL, span + pg, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct q8k *x = kvmem_check_xmalloc(sizeof(*x));
+	int active = kvmem__simd_active();
+	unsigned int si, i8, a, b;
+	struct kvmem_rng r;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(map + span, pg, PROT_NONE), 0);
+	x->end = map + span;
+	kvmem_rng_seed(&r, 0x5c08);
+	for (si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+		for (i8 = 0; i8 < 2; i8++)
+			for (a = 0; a < sizeof(ngs) / sizeof(ngs[0]); a++)
+				for (b = 0; b < sizeof(ns) / sizeof(ns[0]); b++)
+					check_scores_q8(x, &r, shapes[si][0],
+							shapes[si][1], ngs[a],
+							ns[b], (int)i8);
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	munmap(map, span + pg);
+	free(x);
+}
+END_TEST
+
+/*
+ * Int8 scores at the edges: a query row of zeros scores 0 on every token
+ * either way, so its outputs are the float call's bits; a row that is not
+ * finite, or whose largest |q| is subnormal, leaves the whole call to the
+ * float scores (the same bits); unknown flags are refused.
+ */
+START_TEST(test_attend_q8_edges)
+{
+	struct kvmem_geometry g =
+		kvmem_check_geo(1, 2, 64, 8, 32, 2, KVMEM_FMT_INT4,
+				KVMEM_CODEC_H84, KVMEM_SCALES_GROUP);
+	const uint32_t nh = 8, D = 64, n = 45;
+	float *k = kvmem_check_xmalloc(n * 2 * D * sizeof(float));
+	float *v = kvmem_check_xmalloc(n * 2 * D * sizeof(float));
+	float q[8 * 64], f[8 * 64], i8[8 * 64];
+	struct kvmem_attend_opts o = { .n_heads = 8, .importance_alpha = -1 };
+	struct kvmem_cache *c = open_for(&g, n);
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	const float bad[] = { NAN, INFINITY, -INFINITY };
+	unsigned int i, b;
+
+	kvmem_rng_seed(&r, 0x98);
+	gen_kv(&r, &g, n, 0, k);
+	gen_kv(&r, &g, n, 0, v);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, n), 0);
+	gen_q(&r, &g, nh, 1 / sqrt(D), q);
+	memset(q + 2 * D, 0, D * sizeof(float));
+	ck_assert_int_eq(kvmem_attend(s, 0, q, f, &o, NULL), 0);
+	o.flags = KVMEM_ATTEND_INT8_SCORES;
+	ck_assert_int_eq(kvmem_attend(s, 0, q, i8, &o, NULL), 0);
+	ck_assert(!memcmp(f + 2 * D, i8 + 2 * D, D * sizeof(float)));
+	ck_assert(memcmp(f, i8, D * sizeof(float)));
+	for (b = 0; b < 3; b++) {
+		q[5 * D + 7] = bad[b];
+		o.flags = 0;
+		ck_assert_int_eq(kvmem_attend(s, 0, q, f, &o, NULL), 0);
+		o.flags = KVMEM_ATTEND_INT8_SCORES;
+		ck_assert_int_eq(kvmem_attend(s, 0, q, i8, &o, NULL), 0);
+		ck_assert_msg(!memcmp(f, i8, sizeof(f)), "q holds %g", bad[b]);
+	}
+	gen_q(&r, &g, nh, 1 / sqrt(D), q);
+	for (i = 0; i < D; i++)
+		q[3 * D + i] = FLT_MIN * (float)i / 2.0f;
+	o.flags = 0;
+	ck_assert_int_eq(kvmem_attend(s, 0, q, f, &o, NULL), 0);
+	o.flags = KVMEM_ATTEND_INT8_SCORES;
+	ck_assert_int_eq(kvmem_attend(s, 0, q, i8, &o, NULL), 0);
+	ck_assert(!memcmp(f, i8, sizeof(f)));
+	for (b = 1; b < 32; b++) {
+		o.flags = KVMEM_ATTEND_INT8_SCORES | 1u << b;
+		ck_assert_int_eq(kvmem_attend(s, 0, q, i8, &o, NULL), -EINVAL);
+		ck_assert_int_eq(
+			kvmem_attend_causal(s, 0, q, 1, n - 1, i8, &o, NULL),
+			-EINVAL);
+	}
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+}
+END_TEST
+
 KVMEM_SUITE(attend)
 {
 	Suite *s = suite_create("attend");
@@ -1855,6 +2235,8 @@ KVMEM_SUITE(attend)
 	tcase_add_test(ti, test_importance_causal);
 	tcase_add_test(ti, test_attend_bad_args);
 	tcase_add_test(ti, test_kernel_golay_nibbles);
+	tcase_add_test(ti, test_attend_q8_edges);
+	tcase_add_test(ti, test_kernel_scores_q8);
 	suite_add_tcase(s, ti);
 	return s;
 }

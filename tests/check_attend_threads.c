@@ -307,11 +307,14 @@ START_TEST(test_threads_bad_opts)
 	out = kvmem_check_xmalloc((size_t)nh * tc->head_dim * sizeof(float));
 	memset(q, 0, (size_t)nh * tc->head_dim * sizeof(float));
 	o.n_heads = nh;
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 2; i++) {
 		o.resv[i] = 1;
 		ck_assert_int_eq(kvmem_attend(s, 0, q, out, &o, NULL), -EINVAL);
 		o.resv[i] = 0;
 	}
+	o.flags = 1u << 31;
+	ck_assert_int_eq(kvmem_attend(s, 0, q, out, &o, NULL), -EINVAL);
+	o.flags = 0;
 	/* More threads than anyone has: as many as there is work for. */
 	o.threads = UINT32_MAX;
 	ck_assert_int_eq(kvmem_attend(s, 0, q, out, &o, NULL), 0);

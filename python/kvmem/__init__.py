@@ -109,8 +109,12 @@ class _AttendOpts(ctypes.Structure):
         ("scale", ctypes.c_float),
         ("importance_alpha", ctypes.c_float),
         ("threads", ctypes.c_uint32),
-        ("resv", ctypes.c_uint32 * 3),
+        ("flags", ctypes.c_uint32),
+        ("resv", ctypes.c_uint32 * 2),
     ]
+
+
+_ATTEND_INT8_SCORES = 1 << 0
 
 
 class _AttendStats(ctypes.Structure):
@@ -267,13 +271,14 @@ def _ptr(a):
     return a.ctypes.data_as(_fp)
 
 
-def _attend_opts(n_heads, erasure, scale, threads, importance_alpha):
+def _attend_opts(n_heads, erasure, scale, threads, importance_alpha, int8_scores):
     return _AttendOpts(
         n_heads=n_heads,
         erasure=_name(ERASURES, erasure, "erasure"),
         scale=scale,
         importance_alpha=importance_alpha,
         threads=threads,
+        flags=_ATTEND_INT8_SCORES if int8_scores else 0,
     )
 
 
@@ -492,6 +497,7 @@ class Cache:
         scale=0.0,
         threads=1,
         importance_alpha=0.0,
+        int8_scores=False,
     ):
         """One query for each sequence of @seqs (a decode step of a batch).
 
@@ -508,7 +514,9 @@ class Cache:
         q = _floats(q, (len(seqs), -1, g.head_dim), "q")
         out = np.empty_like(q)
         handles = (_vp * len(seqs))(*[s._handle() for s in seqs])
-        o = _attend_opts(q.shape[1], erasure, scale, threads, importance_alpha)
+        o = _attend_opts(
+            q.shape[1], erasure, scale, threads, importance_alpha, int8_scores
+        )
         st = (_AttendStats * len(seqs))()
         ret = _lib.kvmem_attend_batch(
             handles,
@@ -637,6 +645,7 @@ class Sequence:
         scale=0.0,
         threads=1,
         importance_alpha=0.0,
+        int8_scores=False,
     ):
         """Attention of one query token over @layer, from the pages.
 
@@ -645,9 +654,13 @@ class Sequence:
         codewords decoded clean, corrected and uncorrectable, the values
         erased and the uncorrectable headers.
 
+        int8_scores: scores from int8 dot products where the pages allow
+        (KVMEM_ATTEND_INT8_SCORES in kvmem.h, which states the bound on
+        what that changes); faster, and no longer the float result.
+
         With q in GPU memory (the cache registered with its GPU), the
-        kernel attends and out is left on the GPU, float32; threads and
-        importance_alpha do not apply there.
+        kernel attends and out is left on the GPU, float32; threads,
+        importance_alpha and int8_scores do not apply there.
         """
         g = self.cache.geometry
         if cuda.on_device(q):
@@ -656,7 +669,9 @@ class Sequence:
             )
         q = _floats(q, (-1, g.head_dim), "q")
         out = np.empty_like(q)
-        o = _attend_opts(q.shape[0], erasure, scale, threads, importance_alpha)
+        o = _attend_opts(
+            q.shape[0], erasure, scale, threads, importance_alpha, int8_scores
+        )
         st = _AttendStats()
         ret = _lib.kvmem_attend(
             self._handle(),
@@ -679,6 +694,7 @@ class Sequence:
         scale=0.0,
         threads=1,
         importance_alpha=0.0,
+        int8_scores=False,
     ):
         """Attention of consecutive query tokens (a prefill chunk).
 
@@ -707,7 +723,9 @@ class Sequence:
             )
         q = _floats(q, (-1, -1, g.head_dim), "q")
         out = np.empty_like(q)
-        o = _attend_opts(q.shape[1], erasure, scale, threads, importance_alpha)
+        o = _attend_opts(
+            q.shape[1], erasure, scale, threads, importance_alpha, int8_scores
+        )
         st = _AttendStats()
         ret = _lib.kvmem_attend_causal(
             self._handle(),

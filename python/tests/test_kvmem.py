@@ -131,6 +131,28 @@ class Embedded(unittest.TestCase):
                 atol=1e-5,
             )
 
+    def test_attend_int8_scores_within_bound(self):
+        """kvmem.h's bound on what int8 scores change, from the decoded
+        values: (e^(2 delta) - 1) * max |v| per head and channel."""
+        g = geometry(format="int4", codec="h84")
+        k, v = kv(self.rng, 100, g)
+        q = self.rng.standard_normal((8, 64)).astype(np.float32)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k, v)
+            out, _ = s.attend(0, q)
+            out8, _ = s.attend(0, q, int8_scores=True, threads=0)
+            dk, dv, _ = s.read(0)
+        self.assertFalse(np.array_equal(out, out8))
+        scale = 1 / np.sqrt(64)
+        for h in range(8):
+            kh = h // 4
+            m = np.abs(q[h]).max()
+            delta = scale * m / 254 * np.abs(dk[:, kh]).sum(axis=1).max()
+            amax = np.abs(dv[:, kh]).max(axis=0)
+            tol = np.expm1(2 * delta) * amax * (1 + 1e-3) + 2e-5 * amax
+            self.assertTrue((np.abs(out8[h] - out[h]) <= tol).all())
+
     def test_attend_causal_matches_numpy(self):
         """Query i of a chunk from token 40 sees tokens 0 .. 40 + i."""
         g = geometry(format="fp16", codec="golay24")

@@ -386,8 +386,24 @@ struct kvmem_attend_opts {
 				 * importance alone */
 	uint32_t threads; /* at most this many threads; 0 means one per CPU
 			   * the process may run on, 1 the caller's only */
-	uint32_t resv[3]; /* must be 0 */
+	uint32_t flags; /* KVMEM_ATTEND_* */
+	uint32_t resv[2]; /* must be 0 */
 };
+
+/*
+ * Scores from int8 dot products where the page allows: each query row is
+ * quantized to int8 with its own scale, m / 127 for its largest |q_d| m
+ * (q8_d = the integer nearest q_d * (127 / m) in float arithmetic), and
+ * dotted exactly with the integers of K rows of int4 or int8 pages with
+ * group scales, each group's sum then times its scale. Rows that need a
+ * rebuild, FP16 and INT2 pages, and scales per value or per channel take
+ * the float scores. A score moves by at most scale * (m / 254) * sum_d
+ * |k_d| (k the decoded K row), so an output by at most (e^(2 delta) - 1)
+ * * max_t |v_t| for delta the largest such move among the tokens, each
+ * to float rounding (tests/check_attend.c checks both). The scores are
+ * the same bits on every SIMD path, the output for every thread count.
+ */
+#define KVMEM_ATTEND_INT8_SCORES (1u << 0)
 
 struct kvmem_attend_stats {
 	uint64_t words_clean; /* codewords read, by outcome */
