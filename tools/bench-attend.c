@@ -10,7 +10,8 @@
  * With --queries N, also kvmem_attend_causal() for the last N tokens as
  * one prefill chunk, on one thread, reported per query, against the fp32
  * loop blocked the same way (each tile of K and V read once for every
- * query and head of its group).
+ * query and head of its group). kvmem's one-thread calls are timed twice,
+ * the second time with KVMEM_ATTEND_INT8_SCORES.
  * All three run the same online-softmax core (kvmem__attn_tile()) with the
  * same kernels, so the differences are what decoding costs and what reading
  * fewer bytes saves. Before every call --flush-mib of other memory is read,
@@ -80,7 +81,9 @@ static void attend_usage(FILE *f)
 		   "                   host memory (kvmem_cuda_register()), "
 		   "against the same\n"
 		   "                   pages on the device and a copy of them "
-		   "to it\n");
+		   "to it\n\n"
+		   "kvmem's one-thread calls (and the prefill chunk) are timed "
+		   "with float\nscores and with KVMEM_ATTEND_INT8_SCORES.\n");
 }
 
 static int flat_build(struct flat *f, const struct attend_cfg *cfg,
@@ -386,7 +389,7 @@ static int run_attend(int argc, char **argv)
 	};
 	struct kvmem_geometry g = { 0 };
 	char why[160];
-	struct kvmem_attend_opts opts = { 0 }, opts_mt;
+	struct kvmem_attend_opts opts = { 0 }, opts_mt, opts_q8;
 	struct kvmem_cache *cache = NULL;
 	struct kvmem_seq *seq = NULL;
 	struct kvmem__attn a = { 0 }, ac = { 0 };
@@ -394,8 +397,11 @@ static int run_attend(int argc, char **argv)
 	struct flat f = { 0 };
 	float *K, *V, *q, *out_kv, *out_mt, *out_fp, *out_nq, *kt, *vt;
 	float *qc = NULL, *out_c = NULL, *rows_c = NULL, *out_fc = NULL;
-	uint64_t *tk, *tm, *tf, *tn, *tc = NULL, *tfc = NULL, t0;
+	float *out_q8, *out_cq8 = NULL;
+	uint64_t *tk, *tm, *tf, *tn, *tq, *tc = NULL, *tfc = NULL, *tcq = NULL;
+	uint64_t t0;
 	double kvmem_us, mt_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
+	double q8_us, diff_q8 = 0.0, causal_q8_us = 0.0, diff_cq8 = 0.0;
 	double causal_us = 0.0, fp32_causal_us = 0.0, diff_c = 0.0;
 	uint32_t G;
 	double bw1, bwn, floor1_us, floorn_us;
@@ -441,12 +447,14 @@ static int run_attend(int argc, char **argv)
 	out_mt = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
 	out_fp = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
 	out_nq = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
+	out_q8 = bench_alloc((size_t)cfg.heads * cfg.dim * sizeof(float));
 	kt = bench_alloc((size_t)KVMEM__ATTN_TILE * cfg.dim * sizeof(float));
 	vt = bench_alloc((size_t)KVMEM__ATTN_TILE * cfg.dim * sizeof(float));
 	tk = bench_alloc(cfg.reps * sizeof(*tk));
 	tm = bench_alloc(cfg.reps * sizeof(*tm));
 	tf = bench_alloc(cfg.reps * sizeof(*tf));
 	tn = bench_alloc(cfg.reps * sizeof(*tn));
+	tq = bench_alloc(cfg.reps * sizeof(*tq));
 	if (cfg.queries > 1) {
 		qc = bench_alloc((size_t)cfg.queries * cfg.heads * cfg.dim *
 				 sizeof(float));
@@ -456,8 +464,11 @@ static int run_attend(int argc, char **argv)
 				     sizeof(float));
 		out_fc = bench_alloc((size_t)cfg.queries * cfg.heads * cfg.dim *
 				     sizeof(float));
+		out_cq8 = bench_alloc((size_t)cfg.queries * cfg.heads *
+				      cfg.dim * sizeof(float));
 		tc = bench_alloc(cfg.reps * sizeof(*tc));
 		tfc = bench_alloc(cfg.reps * sizeof(*tfc));
+		tcq = bench_alloc(cfg.reps * sizeof(*tcq));
 	}
 	/* The flush buffer doubles as the bandwidth probe: 32 MiB at least. */
 	flush_len = (size_t)cfg.flush_mib << 20;
@@ -496,6 +507,8 @@ static int run_attend(int argc, char **argv)
 	opts.threads = 1;
 	opts_mt = opts;
 	opts_mt.threads = cfg.threads;
+	opts_q8 = opts;
+	opts_q8.flags = KVMEM_ATTEND_INT8_SCORES;
 
 	/* Interleaved, so that drift in the machine's load hits all four. */
 	for (r = 0; r <= cfg.reps; r++) {
@@ -523,6 +536,12 @@ static int run_attend(int argc, char **argv)
 		t0 = bench_now_ns() - t0;
 		if (r)
 			tn[r - 1] = t0;
+		flush(fbuf, flush_len);
+		t0 = bench_now_ns();
+		kvmem_attend(seq, 0, q, out_q8, &opts_q8, NULL);
+		t0 = bench_now_ns() - t0;
+		if (r)
+			tq[r - 1] = t0;
 		if (!qc)
 			continue;
 		flush(fbuf, flush_len);
@@ -538,6 +557,14 @@ static int run_attend(int argc, char **argv)
 		t0 = bench_now_ns() - t0;
 		if (r)
 			tfc[r - 1] = t0;
+		flush(fbuf, flush_len);
+		t0 = bench_now_ns();
+		kvmem_attend_causal(seq, 0, qc, cfg.queries,
+				    cfg.ctx - cfg.queries, out_cq8, &opts_q8,
+				    NULL);
+		t0 = bench_now_ns() - t0;
+		if (r)
+			tcq[r - 1] = t0;
 	}
 	/* The blocked loop's output in the caller's order, where its
 	 * queries were. */
@@ -548,6 +575,8 @@ static int run_attend(int argc, char **argv)
 		double d = fabs((double)out_c[i] - rows_c[i]);
 
 		diff_c = d > diff_c ? d : diff_c;
+		d = fabs((double)out_cq8[i] - out_c[i]);
+		diff_cq8 = d > diff_cq8 ? d : diff_cq8;
 	}
 	for (i = 0; i < (size_t)cfg.heads * cfg.dim; i++) {
 		double d = fabs((double)out_kv[i] - out_fp[i]);
@@ -555,6 +584,8 @@ static int run_attend(int argc, char **argv)
 
 		diff = d > diff ? d : diff;
 		diff_nq = dn > diff_nq ? dn : diff_nq;
+		d = fabs((double)out_q8[i] - out_kv[i]);
+		diff_q8 = d > diff_q8 ? d : diff_q8;
 	}
 	/* Threads change who computes, never the bits (kvmem.h). */
 	same_mt = !memcmp(out_kv, out_mt,
@@ -563,9 +594,11 @@ static int run_attend(int argc, char **argv)
 	mt_us = median_us(tm, cfg.reps);
 	fp32_us = median_us(tf, cfg.reps);
 	noecc_us = median_us(tn, cfg.reps);
+	q8_us = median_us(tq, cfg.reps);
 	if (tc) {
 		causal_us = median_us(tc, cfg.reps);
 		fp32_causal_us = median_us(tfc, cfg.reps);
+		causal_q8_us = median_us(tcq, cfg.reps);
 	}
 	kv_bytes = pages_bytes(seq);
 	fp_bytes = 2 * nvals * sizeof(float);
@@ -593,7 +626,11 @@ static int run_attend(int argc, char **argv)
 		       "\"fp32_over_causal_query\": %.3f, "
 		       "\"fp32_causal_us\": %.1f, "
 		       "\"fp32_causal_over_causal\": %.3f, "
-		       "\"max_diff_causal_fp32\": %.3g}\n",
+		       "\"max_diff_causal_fp32\": %.3g, \"kvmem_q8_us\": %.1f, "
+		       "\"fp32_over_kvmem_q8\": %.3f, "
+		       "\"max_diff_q8_kvmem\": %.3g, \"causal_q8_us\": %.1f, "
+		       "\"fp32_causal_over_causal_q8\": %.3f, "
+		       "\"max_diff_causal_q8_kvmem\": %.3g}\n",
 		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
 		       kvmem_format_get(cfg.format)->name,
 		       kvmem_codec_get(cfg.codec)->name, kvmem_ecc_impl(),
@@ -606,7 +643,10 @@ static int run_attend(int argc, char **argv)
 		       causal_us / cfg.queries,
 		       causal_us > 0 ? fp32_us * cfg.queries / causal_us : 0,
 		       fp32_causal_us,
-		       causal_us > 0 ? fp32_causal_us / causal_us : 0, diff_c);
+		       causal_us > 0 ? fp32_causal_us / causal_us : 0, diff_c,
+		       q8_us, fp32_us / q8_us, diff_q8, causal_q8_us,
+		       causal_q8_us > 0 ? fp32_causal_us / causal_q8_us : 0,
+		       diff_cq8);
 	} else {
 		printf("kvmem-bench attend: ctx %u, %u heads, %u KV heads, "
 		       "dim %u, %s + %s, %u tokens/page, path %s,\n"
@@ -629,24 +669,32 @@ static int run_attend(int argc, char **argv)
 		printf("kvmem, %3u threads%16s %10.1f %9.2fx %10.2f %8.0f%%\n",
 		       cfg.threads, "", mt_us, fp32_us / mt_us,
 		       (double)kv_bytes / 1e6, 100.0 * floorn_us / mt_us);
+		printf("%-34s %10.1f %9.2fx %10.2f %8.0f%%\n",
+		       "kvmem, int8 scores, 1 thread", q8_us, fp32_us / q8_us,
+		       (double)kv_bytes / 1e6, 100.0 * floor1_us / q8_us);
 		if (qc) {
 			printf("kvmem, %4u queries, per query%5s %10.1f "
 			       "%9.2fx\n",
 			       cfg.queries, "", causal_us / cfg.queries,
 			       fp32_us * cfg.queries / causal_us);
 			printf("\nprefill of %u queries, one thread: fp32 "
-			       "blocked %.1f us, kvmem %.1f us (%.2fx)\n",
+			       "blocked %.1f us, kvmem %.1f us (%.2fx), "
+			       "int8 scores %.1f us (%.2fx)\n",
 			       cfg.queries, fp32_causal_us, causal_us,
-			       fp32_causal_us / causal_us);
+			       fp32_causal_us / causal_us, causal_q8_us,
+			       fp32_causal_us / causal_q8_us);
 		}
 		printf("\nread bandwidth: %.1f GB/s on one core, %.1f GB/s on "
 		       "%u; memory floor of kvmem: %.1f us, %.1f us\n",
 		       bw1, bwn, cfg.threads, floor1_us, floorn_us);
 		printf("max |kvmem - fp32| = %.3g (quantization), "
-		       "max |kvmem - no ECC| = %.3g\n",
-		       diff, diff_nq);
+		       "max |kvmem - no ECC| = %.3g, "
+		       "max |int8 scores - kvmem| = %.3g\n",
+		       diff, diff_nq, diff_q8);
 		if (qc)
-			printf("prefill: max |kvmem - fp32| = %.3g\n", diff_c);
+			printf("prefill: max |kvmem - fp32| = %.3g, "
+			       "max |int8 scores - kvmem| = %.3g\n",
+			       diff_c, diff_cq8);
 	}
 	if (!same_mt)
 		fprintf(stderr,
@@ -666,12 +714,16 @@ out:
 	free(out_mt);
 	free(out_fp);
 	free(out_nq);
+	free(out_q8);
+	free(out_cq8);
 	free(kt);
 	free(vt);
 	free(tk);
 	free(tm);
 	free(tf);
 	free(tn);
+	free(tq);
+	free(tcq);
 	free(tc);
 	free(qc);
 	free(out_c);
