@@ -1010,9 +1010,9 @@ static size_t carve(struct job *jobs, uint32_t nj, uint8_t *base)
  * KVMEM_ATTEND_INT8_SCORES: @rows rows of @q ([rows][D]) as int8, each
  * with its scale m / 127 for its largest |q_d| m, or 0 for a row of zeros
  * (whose scores are then 0, as in float), and with @qsum the sum of each
- * 32 of a row's int8 values. Return: -1 where a row is not finite, or its
- * m is subnormal (m / 127 would lose bits): the float scores then do the
- * call.
+ * 32 of a row's int8 values. Return: -1 where a row is not finite, or
+ * its m / 127 would be subnormal (and lose bits): the float scores then do
+ * the call.
  */
 static int quantize_q(const float *q, uint32_t rows, uint32_t D, int8_t *q8,
 		      float *qs, int32_t *qsum)

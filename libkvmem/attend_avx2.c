@@ -699,7 +699,8 @@ q8_rows(const int8_t *q8, const float *qs, const int32_t *qsum,
 				__m256i a16[2] = { _mm256_setzero_si256(),
 						   _mm256_setzero_si256() };
 
-				q8_chunk(q8 + 32 * c, q8 + dim + 32 * c, R,
+				q8_chunk(q8 + 32 * c,
+					 R == 2 ? q8 + dim + 32 * c : q8, R,
 					 pb + 8 * c, a16, a32, I8);
 				if (!I8) {
 					a32[0] = _mm256_add_epi32(

@@ -341,6 +341,9 @@ static const struct acase acases[] = {
 	  GRP, 2, 32, 8, 32, 2, 4, 45, 0, 0 },
 	{ "int4+h74, GQA 4", I4, KVMEM_CODEC_H74, GRP, 2, 32, 8, 16, 2, 4, 45,
 	  0, 0 },
+	/* the int8 scores' vector kernel's shapes: dim 128, groups of 64 */
+	{ "int4+h84 dim 128 group 64, GQA 4", I4, KVMEM_CODEC_H84, GRP, 2, 128,
+	  16, 64, 2, 4, 70, 0, 0 },
 	/* pages longer than a decode tile, a tail across tiles too */
 	{ "int4+h84 pages of 96, GQA 2", I4, KVMEM_CODEC_H84, GRP, 2, 64, 96,
 	  32, 2, 2, 2 + 2 * 96 + 80, 0, 1 },
@@ -1587,15 +1590,19 @@ START_TEST(test_attend_causal)
 	check_causal(s, &g, nh, ac->scale, 1, n / 2, &r, 0, ac->name);
 	check_causal(s, &g, nh, ac->scale, n - 1, 1, &r, 0, ac->name);
 	check_walk_counts(s, &g, nh, &r, ac->name);
-	/* A double flip in the first K codeword of every 5th sealed token:
-	 * rebuilt from both neighbours, the later one past some queries. */
+	/* A double flip in the first K codeword of every 5th sealed token,
+	 * and in a V codeword of head 1 two tokens later: rebuilt from both
+	 * neighbours, the later one past some queries. */
 	if (ac->codec == KVMEM_CODEC_H84 && ac->fmt == I4) {
 		pages_get(&ps, s, &g, 0);
-		for (t = 0; t < n; t += 5) {
+		for (t = 0; t < n; t++) {
 			const struct kvmem_page_layout *lo;
-			uint8_t *w = row_at(&ps, 1, t, 0, &lo);
+			uint8_t *w = t % 5 == 0 ? row_at(&ps, 1, t, 0, &lo)
+				     : t % 5 == 2 && ac->kv_heads > 1
+					     ? row_at(&ps, 0, t, 1, &lo)
+					     : NULL;
 
-			if (ps.pd[page_of(&ps, t)].hot)
+			if (!w || ps.pd[page_of(&ps, t)].hot)
 				continue;
 			w[0] ^= 0x03;
 			erased++;
@@ -2030,10 +2037,14 @@ struct q8k {
 	float qs[9], sc[64 * 64], want[9 * 80], got[9 * 80];
 };
 
-/* One shape of test_kernel_scores_q8(). */
+/*
+ * One shape of test_kernel_scores_q8(); with @edge, every value at its
+ * largest (int4 7, u = 15, with any high bits; int8 -128) against q of
+ * +-127: the largest sums the 16-bit steps of the vector kernel meet.
+ */
 static void check_scores_q8(struct q8k *x, struct kvmem_rng *r, unsigned int D,
 			    unsigned int grp, unsigned int ng, unsigned int n,
-			    int i8)
+			    int i8, int edge)
 {
 	const size_t stride = D + 3;
 	const unsigned int ld = n + 5;
@@ -2045,12 +2056,15 @@ static void check_scores_q8(struct q8k *x, struct kvmem_rng *r, unsigned int D,
 
 	for (d = 0; d < (n - 1) * stride + D; d++)
 		code[d] = (uint8_t)kvmem_rng_next(r);
+	for (d = 0; edge && d < (n - 1) * stride + D; d++)
+		code[d] = i8 ? 0x80 : (code[d] & 0xf0) | 0x07;
 	memset(x->qsum, 0, sizeof(x->qsum));
 	for (j = 0; j < ng; j++) {
 		x->qs[j] = (float)urand(r, 1e-3, 1);
 		for (d = 0; d < D; d++) {
 			x->q8[j * D + d] =
-				(int8_t)(kvmem_rng_next(r) % 255 - 127);
+				edge ? (j % 2 ? -127 : 127)
+				     : (int8_t)(kvmem_rng_next(r) % 255 - 127);
 			if (qsum)
 				x->qsum[j * (D / 32) + d / 32] +=
 					x->q8[j * D + d];
@@ -2102,7 +2116,8 @@ static void check_scores_q8(struct q8k *x, struct kvmem_rng *r, unsigned int D,
  * double, for head dims, groups, query rows and tokens on both sides of
  * the vector kernel's blocks (eight tokens, pairs of rows, 32 values, at
  * most 256 of them); any byte in a row (the int4 reader hands over whole
- * codewords; int8 -128 included); the last row ends at a guard page.
+ * codewords; int8 -128 included), and the largest sums; the last row ends
+ * at a guard page.
  */
 START_TEST(test_kernel_scores_q8)
 {
@@ -2131,7 +2146,11 @@ START_TEST(test_kernel_scores_q8)
 				for (b = 0; b < sizeof(ns) / sizeof(ns[0]); b++)
 					check_scores_q8(x, &r, shapes[si][0],
 							shapes[si][1], ngs[a],
-							ns[b], (int)i8);
+							ns[b], (int)i8, 0);
+	for (si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+		for (i8 = 0; i8 < 2; i8++)
+			check_scores_q8(x, &r, shapes[si][0], shapes[si][1], 4,
+					16, (int)i8, 1);
 	ck_assert_int_eq(kvmem__simd_force(active), 0);
 	munmap(map, span + pg);
 	free(x);
@@ -2139,10 +2158,54 @@ START_TEST(test_kernel_scores_q8)
 END_TEST
 
 /*
+ * A batch with int8 scores, one of its sequences' queries not finite (its
+ * job keeps the float scores, the others do not): the same bits as a call
+ * for each sequence.
+ */
+static void check_batch_q8(struct kvmem_cache *c, struct kvmem_seq *s,
+			   const struct kvmem_geometry *g, struct kvmem_rng *r)
+{
+	const uint32_t nh = 8, D = g->head_dim, no = nh * D;
+	float *kv = kvmem_check_xmalloc(30 * 2 * D * sizeof(float));
+	float *q = kvmem_check_xmalloc(3 * no * sizeof(float));
+	float *out = kvmem_check_xmalloc(3 * no * sizeof(float));
+	float *one = kvmem_check_xmalloc(no * sizeof(float));
+	struct kvmem_attend_opts o = { .n_heads = nh,
+				       .importance_alpha = -1,
+				       .threads = 2,
+				       .flags = KVMEM_ATTEND_INT8_SCORES };
+	struct kvmem_seq *seqs[3] = { s, NULL, NULL };
+	uint32_t i;
+
+	gen_kv(r, g, 30, 0, kv);
+	ck_assert_int_eq(kvmem_seq_fork(s, &seqs[1]), 0);
+	ck_assert_int_eq(kvmem_seq_append(seqs[1], 0, kv, kv, 30), 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &seqs[2]), 0);
+	ck_assert_int_eq(kvmem_seq_append(seqs[2], 0, kv, kv, 30), 0);
+	for (i = 0; i < 3; i++)
+		gen_q(r, g, nh, 1 / sqrt(D), q + i * no);
+	q[no + 3 * D + 1] = NAN;
+	ck_assert_int_eq(kvmem_attend_batch(seqs, 3, 0, q, out, &o, NULL), 0);
+	o.threads = 1;
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(
+			kvmem_attend(seqs[i], 0, q + i * no, one, &o, NULL), 0);
+		ck_assert_msg(!memcmp(one, out + i * no, no * sizeof(float)),
+			      "sequence %u of the batch", i);
+	}
+	kvmem_seq_free(seqs[1]);
+	kvmem_seq_free(seqs[2]);
+	free(kv);
+	free(q);
+	free(out);
+	free(one);
+}
+
+/*
  * Int8 scores at the edges: a query row of zeros scores 0 on every token
  * either way, so its outputs are the float call's bits; a row that is not
- * finite, or whose largest |q| is subnormal, leaves the whole call to the
- * float scores (the same bits); unknown flags are refused.
+ * finite, or whose largest |q| m makes m / 127 subnormal, leaves the whole
+ * call to the float scores (the same bits); unknown flags are refused.
  */
 START_TEST(test_attend_q8_edges)
 {
@@ -2195,6 +2258,7 @@ START_TEST(test_attend_q8_edges)
 			kvmem_attend_causal(s, 0, q, 1, n - 1, i8, &o, NULL),
 			-EINVAL);
 	}
+	check_batch_q8(c, s, &g, &r);
 	kvmem_seq_free(s);
 	kvmem_close(c);
 	free(k);

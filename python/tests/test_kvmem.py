@@ -143,6 +143,12 @@ class Embedded(unittest.TestCase):
             out, _ = s.attend(0, q)
             out8, _ = s.attend(0, q, int8_scores=True, threads=0)
             dk, dv, _ = s.read(0)
+            # the last token as a chunk of one, and a batch of one: the
+            # same call
+            c8, _ = s.attend_causal(0, q[None], 99, int8_scores=True)
+            b8, _ = c.attend_batch([s], 0, q[None], int8_scores=True)
+            np.testing.assert_array_equal(c8[0], out8)
+            np.testing.assert_array_equal(b8[0], out8)
         self.assertFalse(np.array_equal(out, out8))
         scale = 1 / np.sqrt(64)
         for h in range(8):

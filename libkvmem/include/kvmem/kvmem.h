@@ -394,10 +394,15 @@ struct kvmem_attend_opts {
  * Scores from int8 dot products where the page allows: each query row is
  * quantized to int8 with its own scale, m / 127 for its largest |q_d| m
  * (q8_d = the integer nearest q_d * (127 / m) in float arithmetic), and
- * dotted exactly with the integers of K rows of int4 or int8 pages with
- * group scales, each group's sum then times its scale. Rows that need a
- * rebuild, FP16 and INT2 pages, and scales per value or per channel take
- * the float scores. A score moves by at most scale * (m / 254) * sum_d
+ * dotted exactly with the integers of K rows of int4 pages (h74, h84,
+ * golay24) or int8 pages (any code) with group scales, each group's sum
+ * then times its scale. A tile (up to 64 tokens of a page and KV head)
+ * holding a value that needs a rebuild, int4 + secded72, FP16 and INT2
+ * pages, and scales per value or per channel take the float scores; so
+ * does the whole call where a query row is not finite or m / 127 would be
+ * subnormal. Head dims over 256 and groups that are not a multiple of 32
+ * take a scalar kernel, slower than the float scores' vector ones. A
+ * score moves by at most scale * (m / 254) * sum_d
  * |k_d| (k the decoded K row), so an output by at most (e^(2 delta) - 1)
  * * max_t |v_t| for delta the largest such move among the tokens, each
  * to float rounding (tests/check_attend.c checks both). The scores are
