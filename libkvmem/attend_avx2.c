@@ -755,52 +755,63 @@ q8_all(const int8_t *q8, const float *qs, const int32_t *qsum, unsigned int ng,
 			scale, s + (size_t)r * ld, ld, I8);
 }
 
+/*
+ * @nb blocks of eight K rows from @code into @P (int4 as u = v + 8) and
+ * their scales into @SC, [block][group][token].
+ */
+static void q8_pack(const uint8_t *code, size_t stride, const float *scales,
+		    size_t sstride, unsigned int nb, unsigned int dim,
+		    unsigned int group, int i8, __m256i *P, float *SC)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	const __m256i eight = _mm256_set1_epi8(8);
+	const unsigned int ngr = dim / group;
+	unsigned int b, c, i, g, t;
+
+	for (b = 0; b < nb; b++) {
+		const uint8_t *cb = code + 8 * b * stride;
+		const float *sb = scales + 8 * b * sstride;
+		__m256i *pb = P + (size_t)b * (dim / 4);
+
+		for (c = 0; c < dim / 32; c++) {
+			__m256i rw[8];
+
+			for (t = 0; t < 8; t++)
+				rw[t] = _mm256_loadu_si256(
+					(const void *)(cb + t * stride +
+						       32 * c));
+			tr8x8(rw);
+			for (i = 0; i < 8; i++)
+				pb[8 * c + i] =
+					i8 ? rw[i]
+					   : _mm256_xor_si256(
+						     _mm256_and_si256(rw[i],
+								      low4),
+						     eight);
+		}
+		for (g = 0; g < ngr; g++)
+			for (t = 0; t < 8; t++)
+				SC[(b * ngr + g) * 8 + t] = sb[t * sstride + g];
+	}
+}
+
 static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,
 		      unsigned int ng, const uint8_t *code, size_t stride,
 		      unsigned int n, unsigned int dim, unsigned int group,
 		      const float *scales, size_t sstride, float scale,
 		      float *s, unsigned int ld, int i8)
 {
-	const __m256i low4 = _mm256_set1_epi8(0x0f),
-		      eight = _mm256_set1_epi8(8);
 	__m256i P[Q8_BLOCKS * (Q8_MAX_DIM / 4)];
 	float SC[Q8_BLOCKS * (Q8_MAX_DIM / 32) * 8];
-	unsigned int t0 = 0, nb, b, c, i, g, t;
+	unsigned int t0 = 0, nb;
 
 	if (dim % 32 == 0 && group % 32 == 0 && dim <= Q8_MAX_DIM && qsum)
 		for (; t0 + 8 <= n; t0 += 8 * nb) {
 			nb = (n - t0) / 8 < Q8_BLOCKS ? (n - t0) / 8
 						      : Q8_BLOCKS;
-			for (b = 0; b < nb; b++) {
-				const uint8_t *cb =
-					code + (t0 + 8 * b) * stride;
-				const float *sb =
-					scales + (t0 + 8 * b) * sstride;
-
-				for (c = 0; c < dim / 32; c++) {
-					__m256i rw[8];
-
-					for (t = 0; t < 8; t++)
-						rw[t] = _mm256_loadu_si256(
-							(const void
-								 *)(cb +
-								    t * stride +
-								    32 * c));
-					tr8x8(rw);
-					for (i = 0; i < 8; i++)
-						P[b * (dim / 4) + 8 * c +
-						  i] = i8 ? rw[i]
-							  : _mm256_xor_si256(
-								    _mm256_and_si256(
-									    rw[i],
-									    low4),
-								    eight);
-				}
-				for (g = 0; g < dim / group; g++)
-					for (t = 0; t < 8; t++)
-						SC[(b * (dim / group) + g) * 8 +
-						   t] = sb[t * sstride + g];
-			}
+			q8_pack(code + t0 * stride, stride,
+				scales + t0 * sstride, sstride, nb, dim, group,
+				i8, P, SC);
 			if (dim == 128 && group == 32 && i8)
 				q8_all(q8, qs, qsum, ng, P, SC, nb, 128, 32,
 				       scale, s + t0, ld, 1);
