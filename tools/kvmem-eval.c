@@ -177,6 +177,7 @@ struct run_opts {
 	uint64_t seed;
 	int payload_only;
 	uint32_t page_tokens, sink_tokens;
+	uint32_t attend_flags; /* kvmem_attend_opts.flags of kvmem modes */
 	const char *connect; /* kvmemd's socket, or NULL: embedded */
 	/* --archive: pages older than this many tokens are re-encoded in
 	 * archive_fmt + archive_codec (kvmem_seq_archive()); 0: never */
@@ -611,6 +612,7 @@ static int cache_attend(struct cache *c, int layer, int n, const float *q,
 		.n_heads = (uint32_t)c->m->c.heads,
 		.erasure = (uint32_t)c->mode->erasure,
 		.importance_alpha = -1.0f,
+		.flags = c->o->attend_flags,
 	};
 
 	switch (c->mode->kind) {
@@ -982,18 +984,18 @@ static void usage(FILE *f)
 {
 	int i;
 
-	fprintf(f,
-		"usage: " PROG " --model PATH [--tokens N] [--modes LIST] "
-		"[--ber LIST]\n"
-		"                  [--seeds LIST] [--channel SPEC] "
-		"[--payload-only]\n"
-		"                  "
-		"[--page-tokens T] [--sink S] [--archive AGE[:FMT+CODEC]]\n"
-		"                  [--sample-seed S] [--connect PATH | --daemon] "
-		"[--json]\n\n"
-		"  --model PATH      llama2.c checkpoint\n"
-		"  --tokens N        reference stream length (default 256)\n"
-		"  --modes LIST      comma-separated (default: all):");
+	fprintf(f, "usage: " PROG " --model PATH [--tokens N] [--modes LIST] "
+		   "[--ber LIST]\n"
+		   "                  [--seeds LIST] [--channel SPEC] "
+		   "[--payload-only]\n"
+		   "                  "
+		   "[--page-tokens T] [--sink S] [--archive AGE[:FMT+CODEC]]\n"
+		   "                  [--sample-seed S] [--int8-scores] "
+		   "[--connect PATH | --daemon]\n"
+		   "                  [--json]\n\n"
+		   "  --model PATH      llama2.c checkpoint\n"
+		   "  --tokens N        reference stream length (default 256)\n"
+		   "  --modes LIST      comma-separated (default: all):");
 	for (i = 0; i < NMODES; i++)
 		fprintf(f, " %s", modes[i].name);
 	fprintf(f,
@@ -1019,6 +1021,9 @@ static void usage(FILE *f)
 		"                    the archive tier (embedded caches only)\n"
 		"  --sample-seed S   seed of the reference sampling (default "
 		"1)\n"
+		"  --int8-scores     the kvmem modes attend with int8 "
+		"scores\n"
+		"                    (KVMEM_ATTEND_INT8_SCORES)\n"
 		"  --connect PATH    keep the protected KV cache in kvmemd at "
 		"PATH\n"
 		"                    (default: in this process)\n"
@@ -1137,7 +1142,7 @@ struct args {
 	int modes[MAX_LIST];
 	double ber[MAX_LIST];
 	uint64_t seeds[MAX_LIST], sample_seed;
-	int payload_only;
+	int payload_only, int8_scores;
 	const char *connect;
 	const char *channel; /* as given; its mode and k in chan */
 	struct kvmem_inject_params chan;
@@ -1194,6 +1199,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "ber", required_argument, NULL, 'b' },
 		{ "seeds", required_argument, NULL, 's' },
 		{ "payload-only", no_argument, NULL, 'p' },
+		{ "int8-scores", no_argument, NULL, 'I' },
 		{ "channel", required_argument, NULL, 'C' },
 		{ "page-tokens", required_argument, NULL, 'T' },
 		{ "sink", required_argument, NULL, 'S' },
@@ -1246,6 +1252,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'p':
 			a->payload_only = 1;
+			break;
+		case 'I':
+			a->int8_scores = 1;
 			break;
 		case 'C':
 			if (kvmem_inject_parse(&a->chan, optarg) ||
@@ -1370,6 +1379,9 @@ static void print_header(const struct args *a, const struct model *m,
 	       a->channel,
 	       a->payload_only ? "K/V payload only"
 			       : "header, scales, checks and payload");
+	if (a->int8_scores)
+		printf("scores: int8 (KVMEM_ATTEND_INT8_SCORES) in the kvmem "
+		       "modes\n");
 	if (a->archive_age)
 		printf("archive: sealed pages older than %u tokens are "
 		       "re-encoded in %s+%s\n",
@@ -1432,6 +1444,10 @@ int main(int argc, char **argv)
 					.chan_k = a.chan.k,
 					.seed = a.seeds[si],
 					.payload_only = a.payload_only,
+					.attend_flags =
+						a.int8_scores
+							? KVMEM_ATTEND_INT8_SCORES
+							: 0,
 					.page_tokens = (uint32_t)a.page_tokens,
 					.sink_tokens = (uint32_t)a.sink,
 					.connect = a.connect,
@@ -1476,6 +1492,7 @@ int main(int argc, char **argv)
 					       "\"bits_flipped\": %llu, "
 					       "\"channel\": \"%s\", "
 					       "\"payload_only\": %s, "
+					       "\"int8_scores\": %s, "
 					       "\"bits_per_value\": %.4f, "
 					       "\"archived_pages\": %llu}",
 					       first ? "" : ",",
@@ -1490,6 +1507,7 @@ int main(int argc, char **argv)
 					       a.channel,
 					       a.payload_only ? "true"
 							      : "false",
+					       a.int8_scores ? "true" : "false",
 					       r->bits_per_value,
 					       (unsigned long long)r->archived);
 					first = 0;
