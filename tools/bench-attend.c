@@ -510,62 +510,35 @@ static int run_attend(int argc, char **argv)
 	opts_q8 = opts;
 	opts_q8.flags = KVMEM_ATTEND_INT8_SCORES;
 
-	/* Interleaved, so that drift in the machine's load hits all four. */
+	/* Interleaved, so that drift in the machine's load hits every one;
+	 * each call after a flush, the warm-up round not kept. */
+#define TIMED(times, call)                   \
+	do {                                 \
+		flush(fbuf, flush_len);      \
+		t0 = bench_now_ns();         \
+		call;                        \
+		t0 = bench_now_ns() - t0;    \
+		if (r)                       \
+			(times)[r - 1] = t0; \
+	} while (0)
 	for (r = 0; r <= cfg.reps; r++) {
-		flush(fbuf, flush_len);
-		t0 = bench_now_ns();
-		kvmem_attend(seq, 0, q, out_kv, &opts, NULL);
-		t0 = bench_now_ns() - t0;
-		if (r)
-			tk[r - 1] = t0;
-		flush(fbuf, flush_len);
-		t0 = bench_now_ns();
-		kvmem_attend(seq, 0, q, out_mt, &opts_mt, NULL);
-		t0 = bench_now_ns() - t0;
-		if (r)
-			tm[r - 1] = t0;
-		flush(fbuf, flush_len);
-		t0 = bench_now_ns();
-		flat_attend(&f, &a, cfg.heads, q, out_fp, 0, kt, vt);
-		t0 = bench_now_ns() - t0;
-		if (r)
-			tf[r - 1] = t0;
-		flush(fbuf, flush_len);
-		t0 = bench_now_ns();
-		flat_attend(&f, &a, cfg.heads, q, out_nq, 1, kt, vt);
-		t0 = bench_now_ns() - t0;
-		if (r)
-			tn[r - 1] = t0;
-		flush(fbuf, flush_len);
-		t0 = bench_now_ns();
-		kvmem_attend(seq, 0, q, out_q8, &opts_q8, NULL);
-		t0 = bench_now_ns() - t0;
-		if (r)
-			tq[r - 1] = t0;
+		TIMED(tk, kvmem_attend(seq, 0, q, out_kv, &opts, NULL));
+		TIMED(tm, kvmem_attend(seq, 0, q, out_mt, &opts_mt, NULL));
+		TIMED(tf, flat_attend(&f, &a, cfg.heads, q, out_fp, 0, kt, vt));
+		TIMED(tn, flat_attend(&f, &a, cfg.heads, q, out_nq, 1, kt, vt));
+		TIMED(tq, kvmem_attend(seq, 0, q, out_q8, &opts_q8, NULL));
 		if (!qc)
 			continue;
-		flush(fbuf, flush_len);
-		t0 = bench_now_ns();
-		kvmem_attend_causal(seq, 0, qc, cfg.queries,
-				    cfg.ctx - cfg.queries, out_c, &opts, NULL);
-		t0 = bench_now_ns() - t0;
-		if (r)
-			tc[r - 1] = t0;
-		flush(fbuf, flush_len);
-		t0 = bench_now_ns();
-		flat_causal(&f, &ac, cfg.heads, cfg.queries, rows_c, out_fc);
-		t0 = bench_now_ns() - t0;
-		if (r)
-			tfc[r - 1] = t0;
-		flush(fbuf, flush_len);
-		t0 = bench_now_ns();
-		kvmem_attend_causal(seq, 0, qc, cfg.queries,
-				    cfg.ctx - cfg.queries, out_cq8, &opts_q8,
-				    NULL);
-		t0 = bench_now_ns() - t0;
-		if (r)
-			tcq[r - 1] = t0;
+		TIMED(tc, kvmem_attend_causal(seq, 0, qc, cfg.queries,
+					      cfg.ctx - cfg.queries, out_c,
+					      &opts, NULL));
+		TIMED(tfc, flat_causal(&f, &ac, cfg.heads, cfg.queries, rows_c,
+				       out_fc));
+		TIMED(tcq, kvmem_attend_causal(seq, 0, qc, cfg.queries,
+					       cfg.ctx - cfg.queries, out_cq8,
+					       &opts_q8, NULL));
 	}
+#undef TIMED
 	/* The blocked loop's output in the caller's order, where its
 	 * queries were. */
 	if (qc)
