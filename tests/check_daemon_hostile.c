@@ -1299,17 +1299,45 @@ END_TEST
 
 /* ---- Normal clients in children ------------------------------------------ */
 
-/* Print why a child failed and end it. */
+/*
+ * Why each child failed, in memory the parent shares: a failure in CI
+ * must say what went wrong in the test's own message, since the tail of
+ * the log the CI keeps may not hold the child's stderr.
+ */
+#define WHY_SLOTS 64
+#define WHY_LEN 256
+static char (*child_why)[WHY_LEN];
+
+static void why_map(void)
+{
+	void *m = mmap(NULL, WHY_SLOTS * WHY_LEN, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	child_why = m;
+}
+
+static void why_unmap(void)
+{
+	munmap(child_why, WHY_SLOTS * WHY_LEN);
+	child_why = NULL;
+}
+
+/* Print why a child failed, keep it for the parent, and end the child. */
 static void __attribute__((noreturn, format(printf, 3, 4)))
 child_fail(unsigned int id, unsigned int op, const char *fmt, ...)
 {
+	char why[WHY_LEN];
 	va_list ap;
+	int n;
 
-	fprintf(stderr, "client %u, op %u: ", id, op);
+	n = snprintf(why, sizeof(why), "client %u, op %u: ", id, op);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(why + n, sizeof(why) - (size_t)n, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "%s\n", why);
+	if (child_why && id < WHY_SLOTS)
+		memcpy(child_why[id], why, sizeof(why));
 	_exit(1);
 }
 
@@ -1545,13 +1573,16 @@ client_run(const char *path, unsigned int id, unsigned int nops)
 	_exit(0);
 }
 
-static void expect_exit0(pid_t pid, const char *what)
+static void expect_exit0(pid_t pid, unsigned int id)
 {
 	int status;
 
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
-		      "%s: status 0x%x (see its stderr)", what, status);
+		      "client %u: status 0x%x: %s", id, status,
+		      child_why && id < WHY_SLOTS && child_why[id][0]
+			      ? child_why[id]
+			      : "(see its stderr)");
 }
 
 /* ---- 6: a client that never reads its completions ------------------------ */
@@ -1568,6 +1599,7 @@ START_TEST(test_hostile_cq_never_read)
 	int status = 0, child_done = 0;
 	pid_t pid;
 
+	why_map();
 	start_daemon(&p);
 	h.sq_entries = 8;
 	h.cq_entries = 8;
@@ -1602,7 +1634,9 @@ START_TEST(test_hostile_cq_never_read)
 		usleep(1000);
 	}
 	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
-		      "the other client: status 0x%x (see its stderr)", status);
+		      "the other client: status 0x%x: %s", status,
+		      child_why[1][0] ? child_why[1] : "(see its stderr)");
+	why_unmap();
 	ck_assert_int_eq(kvmemd_raw_hung_up(&r, 0), 0);
 
 	/* 8 completions fill the CQ; then the daemon takes no more SQEs,
@@ -1772,6 +1806,7 @@ START_TEST(test_hostile_churn)
 	int fds0, status;
 	pid_t pid;
 
+	why_map();
 	start_daemon(&p);
 	fds0 = rest_fds(&p);
 	ck_assert_uint_eq(status_u64(&p, "sessions"), 0);
@@ -1790,8 +1825,11 @@ START_TEST(test_hostile_churn)
 				      "client %u: status 0x%x", i, status);
 		else
 			ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
-				      "client %u: status 0x%x", i, status);
+				      "client %u: status 0x%x: %s", i, status,
+				      child_why[i][0] ? child_why[i]
+						      : "(see its stderr)");
 	}
+	why_unmap();
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
 	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
 	ck_assert_int_eq(wait_fds(&p, fds0), fds0);
@@ -1808,9 +1846,9 @@ START_TEST(test_hostile_stress)
 {
 	struct kvmemd_proc p;
 	pid_t pid[STRESS_CLIENTS];
-	char what[32];
 	unsigned int i;
 
+	why_map();
 	start_daemon(&p);
 	for (i = 0; i < STRESS_CLIENTS; i++) {
 		pid[i] = fork();
@@ -1818,10 +1856,9 @@ START_TEST(test_hostile_stress)
 		if (!pid[i])
 			client_run(p.sock, i, STRESS_OPS);
 	}
-	for (i = 0; i < STRESS_CLIENTS; i++) {
-		snprintf(what, sizeof(what), "client %u", i);
-		expect_exit0(pid[i], what);
-	}
+	for (i = 0; i < STRESS_CLIENTS; i++)
+		expect_exit0(pid[i], i);
+	why_unmap();
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
 	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
 	stop_daemon(&p);
