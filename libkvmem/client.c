@@ -31,9 +31,11 @@
 #include "cache.h"
 #include "internal.h"
 #include "ring.h"
+#include "rng.h"
 
 #define SLOT_BATCH 32
 #define CONNECT_TIMEOUT_MS 30000
+#define RETRY_MAX_US 100000 /* between attaches kvmemd refused as busy */
 #define DEFAULT_SPIN_US 50
 
 /* The library's part of the buffer region; the caller's starts after. */
@@ -674,7 +676,8 @@ const char *kvmem_connect_error(void)
  * session has some). A daemon of ABI 3, or one refusing before it read
  * the hello, sends the welcome of ABI 3: the rest reads as zero.
  */
-static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[4])
+static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[4],
+			int timeout_ms)
 {
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -692,7 +695,7 @@ static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[4])
 	ssize_t n;
 	int ret;
 
-	ret = poll(&pfd, 1, CONNECT_TIMEOUT_MS);
+	ret = poll(&pfd, 1, timeout_ms);
 	if (ret < 0)
 		return fail(-errno, "poll: %s", strerror(errno));
 	if (!ret)
@@ -803,6 +806,80 @@ static int map_session(struct remote *r, const struct kvmem_welcome *w,
 	return 0;
 }
 
+/*
+ * One attempt: connect to @sa, say @h and read the welcome within
+ * @timeout_ms. Return: 0 with the socket in *@sock and the session's
+ * descriptors in @fds, or a negative errno with nothing left open.
+ */
+static int hello_once(const struct sockaddr_un *sa, const struct kvmem_hello *h,
+		      int timeout_ms, struct kvmem_welcome *w, int fds[4],
+		      int *sock)
+{
+	int fd, ret, i;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return fail(-errno, "socket: %s", strerror(errno));
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa))) {
+		ret = -errno;
+		close(fd);
+		return fail(ret, "cannot reach kvmemd at %s: %s%s",
+			    sa->sun_path, strerror(-ret),
+			    ret == -ENOENT || ret == -ECONNREFUSED
+				    ? " — is kvmemd running?"
+				    : "");
+	}
+	/* A daemon that refuses at once may have closed already; its
+	 * answer is still there to read. */
+	send(fd, h, sizeof(*h), MSG_NOSIGNAL);
+	ret = recv_welcome(fd, w, fds, timeout_ms);
+	if (ret) {
+		for (i = 0; i < 4; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		close(fd);
+		return ret;
+	}
+	*sock = fd;
+	return 0;
+}
+
+/*
+ * Attach, trying again while kvmemd says it is busy (-EAGAIN: its queue
+ * of sessions being set up is full, or this connection made way for
+ * others of the same user that spoke first; a burst of clients starting
+ * at once sees that). The pause doubles from 1 ms to 100 ms, each drawn
+ * between half and all of it so that clients refused together come back
+ * apart; all tries together take at most CONNECT_TIMEOUT_MS.
+ */
+static int handshake(const struct sockaddr_un *sa, const struct kvmem_hello *h,
+		     struct kvmem_welcome *w, int fds[4], int *sock)
+{
+	uint64_t start = now_us(), step, pause;
+	struct kvmem_rng rng;
+	int64_t left;
+	int ret, i;
+
+	kvmem_rng_seed(&rng, start ^ (uint64_t)getpid() << 32);
+	for (step = 1000;;
+	     step = step < RETRY_MAX_US / 2 ? 2 * step : RETRY_MAX_US) {
+		left = CONNECT_TIMEOUT_MS * 1000ll -
+		       (int64_t)(now_us() - start);
+		for (i = 0; i < 4; i++)
+			fds[i] = -1;
+		ret = hello_once(sa, h, (int)((left + 999) / 1000), w, fds,
+				 sock);
+		if (ret != -EAGAIN)
+			return ret;
+		pause = step - kvmem_rng_below(&rng, step / 2);
+		left = CONNECT_TIMEOUT_MS * 1000ll -
+		       (int64_t)(now_us() - start);
+		if (left <= (int64_t)pause)
+			return ret;
+		usleep((useconds_t)pause);
+	}
+}
+
 int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 		  const struct kvmem_connect_opts *opts,
 		  struct kvmem_cache **out)
@@ -846,31 +923,14 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	}
 	r->sq_efd = r->cq_efd = -1;
 	r->spin_us = opts->spin_us ? opts->spin_us : DEFAULT_SPIN_US;
-	r->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (r->sock < 0) {
-		ret = fail(-errno, "socket: %s", strerror(errno));
-		goto err_remote;
-	}
-	if (connect(r->sock, (struct sockaddr *)&sa, sizeof(sa))) {
-		ret = -errno;
-		fail(ret, "cannot reach kvmemd at %s: %s%s", sa.sun_path,
-		     strerror(-ret),
-		     ret == -ENOENT || ret == -ECONNREFUSED
-			     ? " — is kvmemd running?"
-			     : "");
-		goto err_sock;
-	}
 	h.geometry = *g;
 	h.quota_bytes = opts->quota_bytes;
 	h.sq_entries = opts->sq_entries;
 	h.cq_entries = opts->cq_entries;
 	h.gpu_mib = opts->gpu_mib;
-	/* A daemon that refuses at once may have closed already; its
-	 * answer is still there to read. */
-	send(r->sock, &h, sizeof(h), MSG_NOSIGNAL);
-	ret = recv_welcome(r->sock, &w, fds);
+	ret = handshake(&sa, &h, &w, fds, &r->sock);
 	if (ret)
-		goto err_fds;
+		goto err_remote;
 	if (opts->gpu_mib ? w.gpu_bytes < (uint64_t)opts->gpu_mib << 20
 			  : w.gpu_bytes != 0) {
 		ret = fail(-EPROTO,

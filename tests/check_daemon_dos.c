@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,6 +399,102 @@ START_TEST(test_dos_spoken_client_kept)
 }
 END_TEST
 
+/*
+ * Regression: a client that connected but had not said its hello yet when
+ * eight more of its user's came made way for them, as the bound above
+ * wants, and kvmem_connect() failed with that EAGAIN: one of 32 stress
+ * clients under sanitizers on a loaded machine. The library now attaches
+ * again while kvmemd answers EAGAIN, and only then. A scripted stand-in
+ * for kvmemd answers here, so that each refusal comes for certain.
+ */
+struct scripted {
+	int lfd;
+	const int *answers; /* welcome.error, one per connection */
+	unsigned int n, heard;
+};
+
+static void *scripted_daemon(void *arg)
+{
+	struct scripted *f = arg;
+	struct kvmem_hello h;
+	unsigned int i;
+
+	for (i = 0; i < f->n; i++) {
+		struct kvmem_welcome w = {
+			.magic = KVMEM_WELCOME_MAGIC,
+			.abi_version = KVMEM_ABI_VERSION,
+			.size = sizeof(w),
+			.error = f->answers[i],
+		};
+		struct pollfd pfd = { .fd = f->lfd, .events = POLLIN };
+		int fd;
+
+		/* A client that gave up early fails the test, not hangs it. */
+		if (poll(&pfd, 1, 5000) != 1)
+			break;
+		fd = accept(f->lfd, NULL, NULL);
+		if (fd < 0)
+			break;
+		if (recv(fd, &h, sizeof(h), 0) == sizeof(h) &&
+		    h.magic == KVMEM_HELLO_MAGIC)
+			__atomic_add_fetch(&f->heard, 1, __ATOMIC_RELAXED);
+		snprintf(w.message, sizeof(w.message), "answer %u", i);
+		send(fd, &w, sizeof(w), MSG_NOSIGNAL);
+		close(fd);
+	}
+	return NULL;
+}
+
+/* Connect to a stand-in giving @answers; return what kvmem_connect did. */
+static int connect_scripted(const int *answers, unsigned int n,
+			    unsigned int *heard)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct scripted f = { .answers = answers, .n = n };
+	struct pollfd pfd = { .events = POLLIN };
+	struct kvmem_cache *c = NULL;
+	char dir[] = "/tmp/kvmem-scripted-XXXXXX";
+	pthread_t t;
+	int ret;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", dir);
+	f.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(f.lfd, 0);
+	ck_assert_int_eq(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(f.lfd, 8), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, scripted_daemon, &f), 0);
+	ret = kvmem_connect(sa.sun_path, &g, NULL, &c);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_ptr_null(c);
+	/* Once it returned, no further try is on its way. */
+	pfd.fd = f.lfd;
+	ck_assert_int_eq(poll(&pfd, 1, 0), 0);
+	close(f.lfd);
+	unlink(sa.sun_path);
+	rmdir(dir);
+	*heard = f.heard;
+	return ret;
+}
+
+START_TEST(test_dos_busy_refusal_retried)
+{
+	static const int busy[] = { -EAGAIN, -EAGAIN, -EAGAIN, -EACCES };
+	static const int quota[] = { -EDQUOT };
+	unsigned int heard;
+
+	ck_assert_int_eq(connect_scripted(busy, 4, &heard), -EACCES);
+	ck_assert_uint_eq(heard, 4);
+	ck_assert_str_eq(kvmem_connect_error(), "kvmemd refused: answer 3");
+
+	/* Any other refusal is final. */
+	ck_assert_int_eq(connect_scripted(quota, 1, &heard), -EDQUOT);
+	ck_assert_uint_eq(heard, 1);
+	ck_assert_str_eq(kvmem_connect_error(), "kvmemd refused: answer 0");
+}
+END_TEST
+
 /* ---- out of descriptors -------------------------------------------------- */
 
 /*
@@ -716,6 +813,7 @@ KVMEM_SUITE(daemon_dos)
 	tcase_add_loop_test(tc, test_dos_slowloris, 0, 2);
 	tcase_add_test(tc, test_dos_burst_of_clients_served);
 	tcase_add_test(tc, test_dos_spoken_client_kept);
+	tcase_add_test(tc, test_dos_busy_refusal_retried);
 	tcase_add_test(tc, test_dos_out_of_descriptors);
 	tcase_add_test(tc, test_dos_sessions_per_uid);
 	tcase_add_test(tc, test_dos_events_per_uid);
