@@ -10,8 +10,11 @@
  * portable ones (see KERNEL() in ecc.c).
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "internal.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* Bytes per scan block: 4 vectors OR-ed before one branch. */
 #define BLOCK 128
@@ -199,6 +202,168 @@ static size_t golay_scan(const uint8_t *code, size_t n)
 								 n - i);
 }
 
+/*
+ * SECDED(72,64), 32 words (288 bytes) a step in two halves of 16, one per
+ * 128-bit lane. The check byte of a word is the XOR over k of T_k(data byte
+ * k), T_k linear: two nibble lookups in byte k's tables. VPSHUFB takes one
+ * table for all the bytes of a lane, so the data is transposed first: the
+ * data qwords of words i and i + 8 of a half share a lane, and four rounds
+ * of unpacks (bytes, words, dwords, qwords) turn eight such vectors into
+ * r[k], byte k of the half's 16 words in word order. Scan compares the
+ * result with the stored check bytes, gathered from the half's nine
+ * 16-byte blocks by one VPSHUFB each.
+ */
+#define SD_STEP 32
+#define SD_HALF 144 /* bytes of 16 codewords */
+
+struct sd_tables {
+	__m256i lo[8], hi[8];
+};
+
+static void sd_tables(struct sd_tables *t)
+{
+	const struct kvmem__ecc_tables *e = kvmem__ecc_tables();
+	int k;
+
+	for (k = 0; k < 8; k++) {
+		t->lo[k] = table16(e->secded_check[k]);
+		t->hi[k] = table16(e->secded_hi[k]);
+	}
+}
+
+ALWAYS_INLINE __m128i load2x64(const uint8_t *lo, const uint8_t *hi)
+{
+	__m128i v = _mm_loadl_epi64((const void *)lo);
+
+	return _mm_castpd_si128(
+		_mm_loadh_pd(_mm_castsi128_pd(v), (const double *)hi));
+}
+
+/* The check bytes of 32 words whose data qwords are at @p + @stride * w. */
+ALWAYS_INLINE __m256i sd_checks(const struct sd_tables *t, const uint8_t *p,
+				size_t stride)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m256i x[8], a[8], b[8], r[8], c;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		x[i] = _mm256_inserti128_si256(
+			_mm256_castsi128_si256(
+				load2x64(p + stride * i, p + stride * (i + 8))),
+			load2x64(p + stride * (i + 16), p + stride * (i + 24)),
+			1);
+	/* a[i], a[i + 4]: words 2i, 2i + 1 and 2i + 8, 2i + 9, byte by byte */
+	for (i = 0; i < 4; i++) {
+		a[i] = _mm256_unpacklo_epi8(x[2 * i], x[2 * i + 1]);
+		a[i + 4] = _mm256_unpackhi_epi8(x[2 * i], x[2 * i + 1]);
+	}
+	/* b[2i], b[2i + 1]: bytes 0-3 and 4-7 of four words */
+	for (i = 0; i < 4; i++) {
+		b[2 * i] = _mm256_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+		b[2 * i + 1] = _mm256_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+	}
+	/* a[]: two bytes of eight words each; words 0-7 in 0-3, 8-15 in 4-7 */
+	for (i = 0; i < 2; i++) {
+		a[2 * i] = _mm256_unpacklo_epi32(b[i], b[i + 2]);
+		a[2 * i + 1] = _mm256_unpackhi_epi32(b[i], b[i + 2]);
+		a[2 * i + 4] = _mm256_unpacklo_epi32(b[i + 4], b[i + 6]);
+		a[2 * i + 5] = _mm256_unpackhi_epi32(b[i + 4], b[i + 6]);
+	}
+	for (i = 0; i < 4; i++) {
+		r[2 * i] = _mm256_unpacklo_epi64(a[i], a[i + 4]);
+		r[2 * i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 4]);
+	}
+	c = _mm256_setzero_si256();
+	for (i = 0; i < 8; i++) {
+		__m256i lo = _mm256_and_si256(r[i], low4);
+		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(r[i], 4), low4);
+
+		c = _mm256_xor_si256(
+			c, _mm256_xor_si256(_mm256_shuffle_epi8(t->lo[i], lo),
+					    _mm256_shuffle_epi8(t->hi[i], hi)));
+	}
+	return c;
+}
+
+/* Byte w of a half's block j: the offset in it of word w's check byte. */
+#define SD_AT(j, w) \
+	((char)((9 * (w) + 8) >> 4 == (j) ? (9 * (w) + 8) & 15 : 0x80))
+#define SD_GATHER(j)                                                  \
+	_mm256_broadcastsi128_si256(_mm_setr_epi8(                    \
+		SD_AT(j, 0), SD_AT(j, 1), SD_AT(j, 2), SD_AT(j, 3),   \
+		SD_AT(j, 4), SD_AT(j, 5), SD_AT(j, 6), SD_AT(j, 7),   \
+		SD_AT(j, 8), SD_AT(j, 9), SD_AT(j, 10), SD_AT(j, 11), \
+		SD_AT(j, 12), SD_AT(j, 13), SD_AT(j, 14), SD_AT(j, 15)))
+
+/* Block j of both halves of the 32 codewords at @p, picked by @m. */
+ALWAYS_INLINE __m256i sd_pick(const uint8_t *p, int j, __m256i m)
+{
+	return _mm256_shuffle_epi8(
+		_mm256_loadu2_m128i((const void *)(p + SD_HALF + 16 * j),
+				    (const void *)(p + 16 * j)),
+		m);
+}
+
+/* The stored check bytes of the 32 codewords at @p, in word order. */
+ALWAYS_INLINE __m256i sd_stored(const uint8_t *p)
+{
+	__m256i s = _mm256_or_si256(sd_pick(p, 0, SD_GATHER(0)),
+				    sd_pick(p, 1, SD_GATHER(1)));
+
+	s = _mm256_or_si256(s, sd_pick(p, 2, SD_GATHER(2)));
+	s = _mm256_or_si256(s, sd_pick(p, 3, SD_GATHER(3)));
+	s = _mm256_or_si256(s, sd_pick(p, 4, SD_GATHER(4)));
+	s = _mm256_or_si256(s, sd_pick(p, 5, SD_GATHER(5)));
+	s = _mm256_or_si256(s, sd_pick(p, 6, SD_GATHER(6)));
+	s = _mm256_or_si256(s, sd_pick(p, 7, SD_GATHER(7)));
+	return _mm256_or_si256(s, sd_pick(p, 8, SD_GATHER(8)));
+}
+
+static size_t secded_scan(const uint8_t *code, size_t n)
+{
+	struct sd_tables t;
+	size_t i = 0;
+
+	if (n >= SD_STEP) {
+		sd_tables(&t);
+		for (; i + SD_STEP <= n; i += SD_STEP) {
+			const uint8_t *p = code + 9 * i;
+			__m256i syn = _mm256_xor_si256(sd_checks(&t, p, 9),
+						       sd_stored(p));
+
+			if (!_mm256_testz_si256(syn, syn))
+				return i + first_nonzero8(syn);
+		}
+	}
+	return i + kvmem__ecc_portable[KVMEM_CODEC_SECDED72].scan(code + 9 * i,
+								  n - i);
+}
+
+static void secded_encode(const uint8_t *data, uint8_t *code, size_t n)
+{
+	struct sd_tables t;
+	uint8_t chk[SD_STEP];
+	uint64_t v;
+	size_t i = 0;
+	int w;
+
+	if (n >= SD_STEP) {
+		sd_tables(&t);
+		for (; i + SD_STEP <= n; i += SD_STEP) {
+			_mm256_storeu_si256((void *)chk,
+					    sd_checks(&t, data + 8 * i, 8));
+			for (w = 0; w < SD_STEP; w++) {
+				memcpy(&v, data + 8 * (i + w), 8);
+				memcpy(code + 9 * (i + w), &v, 8);
+				code[9 * (i + w) + 8] = chk[w];
+			}
+		}
+	}
+	kvmem__ecc_portable[KVMEM_CODEC_SECDED72].encode(data + 8 * i,
+							 code + 9 * i, n - i);
+}
+
 const struct kvmem__ecc_kernels kvmem__ecc_avx2[KVMEM_CODEC_NR] = {
 	[KVMEM_CODEC_H74] = {
 		.scan = h74_scan,
@@ -213,6 +378,8 @@ const struct kvmem__ecc_kernels kvmem__ecc_avx2[KVMEM_CODEC_NR] = {
 	[KVMEM_CODEC_GOLAY24] = {
 		.scan = golay_scan,
 	},
-	/* secded72: portable kernels only (its 9-byte stride does not map
-	 * onto nibble tables as cheaply). */
+	[KVMEM_CODEC_SECDED72] = {
+		.scan = secded_scan,
+		.encode = secded_encode,
+	},
 };

@@ -43,10 +43,13 @@ static void tables_init(void)
 		t->golay_parity[i] = (uint16_t)kvmem_golay24_mul_b(i);
 		t->golay_error[i] = kvmem_golay24_error(i);
 	}
-	for (k = 0; k < 8; k++)
+	for (k = 0; k < 8; k++) {
 		for (i = 0; i < 256; i++)
 			t->secded_check[k][i] =
 				kvmem_secded72_encode((uint64_t)i << (8 * k));
+		for (n = 0; n < 16; n++)
+			t->secded_hi[k][n] = t->secded_check[k][n << 4];
+	}
 	for (k = 0; k < 8; k++)
 		for (i = 0; i < 8; i++) {
 			t->h74_gf |= (uint64_t)(h74_syn_ext(1u << k) >> i & 1)

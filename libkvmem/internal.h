@@ -63,6 +63,7 @@ struct kvmem__ecc_tables {
 	uint16_t golay_parity[4096]; /* d.B for every 12-bit d */
 	uint32_t golay_error[4096]; /* syndrome -> error, ~0 = beyond */
 	uint8_t secded_check[8][256]; /* check bits fed by byte k of data */
+	uint8_t secded_hi[8][16]; /* secded_check[k][n << 4], for pshufb */
 	/* Nibble tables for pshufb, linear pieces of the maps above. */
 	uint8_t h74_syn[2][16]; /* [lo/hi nibble]: syndrome | bit7 << 3 */
 	uint8_t h84_syn[2][16]; /* [lo/hi nibble]: kvmem_h84_syndrome */
