@@ -503,6 +503,108 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 					 a[j][k]);
 }
 
+/* Sixteen int4 codewords (or int8 values, @I8) as floats, as vals(). */
+static inline __attribute__((always_inline)) void
+vals16(const uint8_t *c, const int I8, __m256 *v)
+{
+	const __m128i hi =
+		_mm_setr_epi8(0x00, 0x3c, 0x40, 0x42, 0x44, 0x45, 0x46, 0x47,
+			      (char)0xc8, (char)0xc7, (char)0xc6, (char)0xc5,
+			      (char)0xc4, (char)0xc2, (char)0xc0, (char)0xbc);
+	__m128i x = _mm_loadu_si128((const void *)c), h;
+
+	if (I8) {
+		v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
+		v[1] = _mm256_cvtepi32_ps(
+			_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8)));
+		return;
+	}
+	/* As cw32(), on one lane. */
+	h = _mm_shuffle_epi8(hi, _mm_and_si128(x, _mm_set1_epi8(0x0f)));
+	v[0] = _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), h));
+	v[1] = _mm256_cvtph_ps(_mm_unpackhi_epi8(_mm_setzero_si128(), h));
+}
+
+/* Tokens whose weights accum_x4() takes ahead at once. */
+#define X4_TOKENS 64
+
+/*
+ * accum_cw4_nb() for four rows at once with group scales: each V row is
+ * decoded once for the four, sixteen values at a time (the accumulators of
+ * 32 would not fit in the registers), and the weights p[g][t] * scale are
+ * taken ahead per group, up to X4_TOKENS tokens, so that the loop reads
+ * them broadcast. The same products added in the same order: the same
+ * bits.
+ */
+static inline __attribute__((always_inline)) void
+accum_x4(const float *p, const uint8_t *code, size_t stride, unsigned int n,
+	 unsigned int dim, unsigned int group, const float *scales,
+	 size_t sstride, float *acc, unsigned int ld, const int I8)
+{
+	float w[4][X4_TOKENS] __attribute__((aligned(32)));
+	float sc[X4_TOKENS] __attribute__((aligned(32)));
+	unsigned int t0, m, gi, t, j, d;
+
+	for (t0 = 0; t0 < n; t0 += m) {
+		m = n - t0 < X4_TOKENS ? n - t0 : X4_TOKENS;
+		for (gi = 0; gi < dim / group; gi++) {
+			for (t = 0; t < m; t++)
+				sc[t] = scales[(t0 + t) * sstride + gi];
+#pragma GCC unroll 4
+			for (j = 0; j < 4; j++) {
+				const float *pj = p + (size_t)j * ld + t0;
+
+				for (t = 0; t + 8 <= m; t += 8)
+					_mm256_store_ps(
+						&w[j][t],
+						_mm256_mul_ps(
+							_mm256_loadu_ps(pj + t),
+							_mm256_load_ps(sc +
+								       t)));
+				for (; t < m; t++)
+					w[j][t] = pj[t] * sc[t];
+			}
+			for (d = gi * group; d < (gi + 1) * group; d += 16) {
+				const uint8_t *c =
+					code + (size_t)t0 * stride + d;
+				__m256 a[4][2];
+
+#pragma GCC unroll 4
+				for (j = 0; j < 4; j++) {
+					a[j][0] = _mm256_loadu_ps(
+						acc + (size_t)j * dim + d);
+					a[j][1] = _mm256_loadu_ps(
+						acc + (size_t)j * dim + d + 8);
+				}
+				for (t = 0; t < m; t++, c += stride) {
+					__m256 v[2];
+
+					vals16(c, I8, v);
+#pragma GCC unroll 4
+					for (j = 0; j < 4; j++) {
+						__m256 b = _mm256_broadcast_ss(
+							&w[j][t]);
+
+						a[j][0] = _mm256_fmadd_ps(
+							b, v[0], a[j][0]);
+						a[j][1] = _mm256_fmadd_ps(
+							b, v[1], a[j][1]);
+					}
+				}
+#pragma GCC unroll 4
+				for (j = 0; j < 4; j++) {
+					_mm256_storeu_ps(acc + (size_t)j * dim +
+								 d,
+							 a[j][0]);
+					_mm256_storeu_ps(acc + (size_t)j * dim +
+								 d + 8,
+							 a[j][1]);
+				}
+			}
+		}
+	}
+}
+
 static inline __attribute__((always_inline)) void
 accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 	   unsigned int n, unsigned int dim, unsigned int group,
@@ -511,6 +613,11 @@ accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 {
 	unsigned int g = 0, d;
 
+	if (group != 1)
+		for (; g + 4 <= ng; g += 4)
+			accum_x4(p + (size_t)g * ld, code, stride, n, dim,
+				 group, scales, sstride, acc + (size_t)g * dim,
+				 ld, I8);
 	/* Literal arguments: each call is its own specialised copy. */
 	for (; g + 2 <= ng; g += 2)
 		for (d = 0; d < dim; d += 32)
