@@ -203,6 +203,50 @@ static size_t golay_scan(const uint8_t *code, size_t n)
 }
 
 /*
+ * Golay extract: the data half of two words is 24 bits, the low 12 of each.
+ * Per lane, eight words (24 bytes, from two loads 8 bytes apart): a
+ * shuffle puts bytes 0, 1, 3 and 4 of each word pair in a dword, a mask and
+ * a shift pack the pair's 24 bits, and a second shuffle closes the gaps.
+ * Each lane's 12 bytes are stored 16 wide, the second lane's over the
+ * first's spare four.
+ */
+static void golay_extract(const uint8_t *code, uint8_t *data, size_t n)
+{
+	const __m256i pick_a = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+		0, 1, 3, 4, 6, 7, 9, 10, -1, -1, -1, -1, -1, -1, -1, -1));
+	const __m256i pick_b = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+		-1, -1, -1, -1, -1, -1, -1, -1, 4, 5, 7, 8, 10, 11, 13, 14));
+	const __m256i pack = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+		0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+	const __m256i lo12 = _mm256_set1_epi32(0xfff);
+	const __m256i hi12 = _mm256_set1_epi32(0xfff000);
+	size_t i;
+
+	/* Loads end at word i + 16; the second store at data byte
+	 * 1.5 i + 28, inside the 1.5 n of n words while i + 19 <= n. */
+	for (i = 0; i + 19 <= n; i += 16) {
+		const uint8_t *c = code + 3 * i;
+		uint8_t *d = data + i / 2 * 3;
+		__m256i a = _mm256_loadu2_m128i((const void *)(c + 24),
+						(const void *)c);
+		__m256i b = _mm256_loadu2_m128i((const void *)(c + 32),
+						(const void *)(c + 8));
+		__m256i x = _mm256_or_si256(_mm256_shuffle_epi8(a, pick_a),
+					    _mm256_shuffle_epi8(b, pick_b));
+
+		x = _mm256_or_si256(
+			_mm256_and_si256(x, lo12),
+			_mm256_and_si256(_mm256_srli_epi32(x, 4), hi12));
+		x = _mm256_shuffle_epi8(x, pack);
+		_mm_storeu_si128((void *)d, _mm256_castsi256_si128(x));
+		_mm_storeu_si128((void *)(d + 12),
+				 _mm256_extracti128_si256(x, 1));
+	}
+	kvmem__ecc_portable[KVMEM_CODEC_GOLAY24].extract(
+		code + 3 * i, data + i / 2 * 3, n - i);
+}
+
+/*
  * SECDED(72,64), 32 words (288 bytes) a step in two halves of 16, one per
  * 128-bit lane. The check byte of a word is the XOR over k of T_k(data byte
  * k), T_k linear: two nibble lookups in byte k's tables. VPSHUFB takes one
@@ -377,6 +421,7 @@ const struct kvmem__ecc_kernels kvmem__ecc_avx2[KVMEM_CODEC_NR] = {
 	},
 	[KVMEM_CODEC_GOLAY24] = {
 		.scan = golay_scan,
+		.extract = golay_extract,
 	},
 	[KVMEM_CODEC_SECDED72] = {
 		.scan = secded_scan,
