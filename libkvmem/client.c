@@ -858,24 +858,26 @@ static int handshake(const struct sockaddr_un *sa, const struct kvmem_hello *h,
 	uint64_t start = now_us(), step, pause;
 	struct kvmem_rng rng;
 	int64_t left;
-	int ret, i;
+	int ret = 0, i;
 
 	kvmem_rng_seed(&rng, start ^ (uint64_t)getpid() << 32);
 	for (step = 1000;;
 	     step = step < RETRY_MAX_US / 2 ? 2 * step : RETRY_MAX_US) {
 		left = CONNECT_TIMEOUT_MS * 1000ll -
 		       (int64_t)(now_us() - start);
+		/* Not a millisecond left after a refusal: that is the answer. */
+		if (ret && left < 1000)
+			return ret;
 		for (i = 0; i < 4; i++)
 			fds[i] = -1;
-		ret = hello_once(sa, h, (int)((left + 999) / 1000), w, fds,
-				 sock);
+		ret = hello_once(sa, h, (int)(left / 1000), w, fds, sock);
 		if (ret != -EAGAIN)
 			return ret;
 		pause = step - kvmem_rng_below(&rng, step / 2);
 		left = CONNECT_TIMEOUT_MS * 1000ll -
 		       (int64_t)(now_us() - start);
-		if (left <= (int64_t)pause)
-			return ret;
+		if (left < (int64_t)pause)
+			pause = left > 0 ? (uint64_t)left : 0;
 		usleep((useconds_t)pause);
 	}
 }

@@ -1331,11 +1331,11 @@ child_fail(unsigned int id, unsigned int op, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	n = snprintf(why, sizeof(why), "client %u, op %u: ", id, op);
+	n = snprintf(why, sizeof(why), "op %u: ", op);
 	va_start(ap, fmt);
 	vsnprintf(why + n, sizeof(why) - (size_t)n, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s\n", why);
+	fprintf(stderr, "client %u, %s\n", id, why);
 	if (child_why && id < WHY_SLOTS)
 		memcpy(child_why[id], why, sizeof(why));
 	_exit(1);

@@ -103,8 +103,8 @@ char *kvmem_socket_path(char *buf, size_t len);
  * @out: receives the cache
  *
  * Blocks until the daemon has set up the session's memory, at most 30 s;
- * while the daemon answers that it is busy, it attaches again (pausing
- * 1 ms, doubling to 100 ms).
+ * while the daemon answers that it is busy, it attaches again, after a
+ * pause of half to all of a step that doubles from 1 ms to 100 ms.
  *
  * Return: 0; -ENOENT or -ECONNREFUSED when no daemon listens at @path;
  * -EACCES when the daemon does not admit this user; -EDQUOT when the quota
@@ -113,8 +113,8 @@ char *kvmem_socket_path(char *buf, size_t len);
  * GPU pool; -EUSERS at its session limit; -EAGAIN when it stayed busy
  * setting up others for 30 s; -EPROTONOSUPPORT for another ABI version;
  * -EINVAL for a bad geometry or options; -ETIMEDOUT when the daemon does
- * not answer within 30 s; -EMFILE when this process has no room for the session's
- * descriptors; -ENOMEM. kvmem_connect_error() says why in words.
+ * not answer within 30 s; -EMFILE when this process has no room for the
+ * session's descriptors; -ENOMEM. kvmem_connect_error() says why in words.
  */
 int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 		  const struct kvmem_connect_opts *opts,
