@@ -49,12 +49,16 @@ static __m256 cw8(const uint8_t *c)
  * FP16 number from -8 to 7 has a zero low byte, so one lookup of the
  * nibble gives the high byte of its FP16 pattern; F16C converts exactly.
  */
+static __m128i f16_hi(void)
+{
+	return _mm_setr_epi8(0x00, 0x3c, 0x40, 0x42, 0x44, 0x45, 0x46, 0x47,
+			     (char)0xc8, (char)0xc7, (char)0xc6, (char)0xc5,
+			     (char)0xc4, (char)0xc2, (char)0xc0, (char)0xbc);
+}
+
 static void cw32(const uint8_t *c, __m256 *v)
 {
-	const __m256i hi = _mm256_broadcastsi128_si256(
-		_mm_setr_epi8(0x00, 0x3c, 0x40, 0x42, 0x44, 0x45, 0x46, 0x47,
-			      (char)0xc8, (char)0xc7, (char)0xc6, (char)0xc5,
-			      (char)0xc4, (char)0xc2, (char)0xc0, (char)0xbc));
+	const __m256i hi = _mm256_broadcastsi128_si256(f16_hi());
 	__m256i x = _mm256_loadu_si256((const void *)c);
 	__m256i h = _mm256_shuffle_epi8(
 		hi, _mm256_and_si256(x, _mm256_set1_epi8(0x0f)));
@@ -68,8 +72,19 @@ static void cw32(const uint8_t *c, __m256 *v)
 	v[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(up, 1));
 }
 
+/* Sixteen int4 codewords as floats, as cw32() on one lane. */
+static void cw16(const uint8_t *c, __m256 *v)
+{
+	__m128i x = _mm_loadu_si128((const void *)c);
+	__m128i h = _mm_shuffle_epi8(f16_hi(),
+				     _mm_and_si128(x, _mm_set1_epi8(0x0f)));
+
+	v[0] = _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), h));
+	v[1] = _mm256_cvtph_ps(_mm_unpackhi_epi8(_mm_setzero_si128(), h));
+}
+
 /*
- * @W (8 or 32) values of a row from @c as floats, v[k] holding values
+ * @W (8, 16 or 32) values of a row from @c as floats, v[k] holding values
  * 8k..8k+7: int4 codewords, or int8 values with @I8.
  */
 static inline __attribute__((always_inline)) void
@@ -79,6 +94,10 @@ vals(const uint8_t *c, const unsigned int W, const int I8, __m256 *v)
 
 	if (!I8 && W == 32) {
 		cw32(c, v);
+		return;
+	}
+	if (!I8 && W == 16) {
+		cw16(c, v);
 		return;
 	}
 	if (!I8) {
@@ -503,28 +522,6 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 					 a[j][k]);
 }
 
-/* Sixteen int4 codewords (or int8 values, @I8) as floats, as vals(). */
-static inline __attribute__((always_inline)) void
-vals16(const uint8_t *c, const int I8, __m256 *v)
-{
-	const __m128i hi =
-		_mm_setr_epi8(0x00, 0x3c, 0x40, 0x42, 0x44, 0x45, 0x46, 0x47,
-			      (char)0xc8, (char)0xc7, (char)0xc6, (char)0xc5,
-			      (char)0xc4, (char)0xc2, (char)0xc0, (char)0xbc);
-	__m128i x = _mm_loadu_si128((const void *)c), h;
-
-	if (I8) {
-		v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
-		v[1] = _mm256_cvtepi32_ps(
-			_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8)));
-		return;
-	}
-	/* As cw32(), on one lane. */
-	h = _mm_shuffle_epi8(hi, _mm_and_si128(x, _mm_set1_epi8(0x0f)));
-	v[0] = _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), h));
-	v[1] = _mm256_cvtph_ps(_mm_unpackhi_epi8(_mm_setzero_si128(), h));
-}
-
 /* Tokens whose weights accum_x4() takes ahead at once. */
 #define X4_TOKENS 64
 
@@ -579,7 +576,7 @@ accum_x4(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 				for (t = 0; t < m; t++, c += stride) {
 					__m256 v[2];
 
-					vals16(c, I8, v);
+					vals(c, 16, I8, v);
 #pragma GCC unroll 4
 					for (j = 0; j < 4; j++) {
 						__m256 b = _mm256_broadcast_ss(

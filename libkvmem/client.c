@@ -844,6 +844,12 @@ static int hello_once(const struct sockaddr_un *sa, const struct kvmem_hello *h,
 	return 0;
 }
 
+/* Microseconds left of CONNECT_TIMEOUT_MS from @start; negative past it. */
+static int64_t connect_left_us(uint64_t start)
+{
+	return CONNECT_TIMEOUT_MS * 1000ll - (int64_t)(now_us() - start);
+}
+
 /*
  * Attach, trying again while kvmemd says it is busy (-EAGAIN: its queue
  * of sessions being set up is full, or this connection made way for
@@ -863,8 +869,7 @@ static int handshake(const struct sockaddr_un *sa, const struct kvmem_hello *h,
 	kvmem_rng_seed(&rng, start ^ (uint64_t)getpid() << 32);
 	for (step = 1000;;
 	     step = step < RETRY_MAX_US / 2 ? 2 * step : RETRY_MAX_US) {
-		left = CONNECT_TIMEOUT_MS * 1000ll -
-		       (int64_t)(now_us() - start);
+		left = connect_left_us(start);
 		/* Not a millisecond left after a refusal: that is the answer. */
 		if (ret && left < 1000)
 			return ret;
@@ -874,8 +879,7 @@ static int handshake(const struct sockaddr_un *sa, const struct kvmem_hello *h,
 		if (ret != -EAGAIN)
 			return ret;
 		pause = step - kvmem_rng_below(&rng, step / 2);
-		left = CONNECT_TIMEOUT_MS * 1000ll -
-		       (int64_t)(now_us() - start);
+		left = connect_left_us(start);
 		if (left < (int64_t)pause)
 			pause = left > 0 ? (uint64_t)left : 0;
 		usleep((useconds_t)pause);

@@ -14,8 +14,6 @@
 
 #include "internal.h"
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
 /* Bytes per scan block: 4 vectors OR-ed before one branch. */
 #define BLOCK 128
 

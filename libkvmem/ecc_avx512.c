@@ -81,8 +81,6 @@ static size_t h84_scan(const uint8_t *code, size_t n)
 			R8(f, i, 32), R8(f, i, 40), R8(f, i, 48), R8(f, i, 56) \
 	}
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
 /* A length that stands for "all of it": loads and stores unmasked. */
 #define FULL SIZE_MAX
 

@@ -14,6 +14,9 @@
 
 #define KVMEM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* For the SIMD kernels' helpers, which must melt into their loops. */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
 /*
  * SIMD code paths, each a superset of the one before. The active one is the
  * best the CPU runs, picked on first use; KVMEM_SIMD=portable, avx2 or

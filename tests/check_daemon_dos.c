@@ -454,11 +454,12 @@ static int connect_scripted(const int *answers, unsigned int n,
 	struct scripted f = { .answers = answers, .n = n };
 	struct pollfd pfd = { .events = POLLIN };
 	struct kvmem_cache *c = NULL;
-	char dir[] = "/tmp/kvmem-scripted-XXXXXX";
+	char dir[64];
 	pthread_t t;
 	int ret;
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "scripted");
+	ck_assert_msg(dir[0], "mkdtemp: %s", strerror(errno));
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", dir);
 	f.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(f.lfd, 0);
@@ -472,8 +473,7 @@ static int connect_scripted(const int *answers, unsigned int n,
 	pfd.fd = f.lfd;
 	ck_assert_int_eq(poll(&pfd, 1, 0), 0);
 	close(f.lfd);
-	unlink(sa.sun_path);
-	rmdir(dir);
+	kvmem_check_tmpdir_remove(dir);
 	*heard = f.heard;
 	return ret;
 }
