@@ -372,6 +372,7 @@ int kvmemd_policy_set(struct kvmemd *d, const char *key, const char *val,
 	d->policy_vals[i] = v;
 	d->cfg = c;
 	kvmemd_log_init(d->cfg.log_level);
+	kvmemd_prefix_trim(d);
 	kvmemd_log(LOG_NOTICE, "policy: %s = %s", key, val);
 	return 0;
 }
@@ -494,6 +495,21 @@ static int do_offload(const struct admin_req *rq)
 				   rq->w);
 }
 
+static int do_prefixes(const struct admin_req *rq)
+{
+	return kvmemd_prefix_list(rq->d, rq->argc, rq->argv, rq->w);
+}
+
+static int do_prefix_drop(const struct admin_req *rq)
+{
+	return kvmemd_prefix_drop(rq->d, rq->argc, rq->argv, rq->w);
+}
+
+static int do_prefix_inject(const struct admin_req *rq)
+{
+	return kvmemd_prefix_inject(rq->d, rq->argc, rq->argv, rq->w);
+}
+
 static int do_policy(const struct admin_req *rq)
 {
 	cmd_policy(rq->d, rq->argc, rq->argv, rq->w);
@@ -520,6 +536,11 @@ static const struct admin_cmd cmds[] = {
 	{ .name = "policy", .max_args = MAX_WORDS, .fn = do_policy },
 	{ .name = "tier", .max_args = 0, .fn = do_tier },
 	{ .name = "offload", .max_args = MAX_WORDS, .fn = do_offload },
+	{ .name = "prefixes", .max_args = MAX_WORDS, .fn = do_prefixes },
+	{ .name = "prefix-drop", .max_args = MAX_WORDS, .fn = do_prefix_drop },
+	{ .name = "prefix-inject",
+	  .max_args = MAX_WORDS,
+	  .fn = do_prefix_inject },
 };
 
 int kvmemd_admin(struct kvmemd *d, char *req, void *cookie, struct jw *w)

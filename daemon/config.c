@@ -515,6 +515,28 @@ static const struct key keys[] = {
 		.desc = "bytes of pages a second re-encoded, all sessions",
 	},
 	{
+		.section = "prefix",
+		.name = "bytes",
+		.type = KEY_SIZE,
+		KEY_FIELD(prefix_bytes, uint64_t),
+		.min = 0,
+		.max = 64 * TIB,
+		.reload = true,
+		.desc = "published prefixes of all tenants together, 0: no "
+			"prefix sharing",
+	},
+	{
+		.section = "prefix",
+		.name = "uid_bytes",
+		.type = KEY_SIZE,
+		KEY_FIELD(prefix_uid_bytes, uint64_t),
+		.min = 0,
+		.max = 64 * TIB,
+		.reload = true,
+		.desc = "most one tenant (uid) may keep published; its least "
+			"recently used blocks go first, 0: bytes",
+	},
+	{
 		.section = "store",
 		.name = "path",
 		.type = KEY_PATH_OPT,
@@ -1262,6 +1284,8 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->archive_format = KVMEMD_ARCHIVE_SAME;
 	c->archive_codec = KVMEM_CODEC_GOLAY24;
 	c->archive_rate = 64 * MIB;
+	c->prefix_bytes = 256 * MIB;
+	c->prefix_uid_bytes = 64 * MIB;
 	c->store_size = GIB;
 	c->store_queue_depth = 32;
 	c->store_io_bytes = MIB;

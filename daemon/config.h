@@ -70,6 +70,9 @@ struct kvmemd_config {
 	/* as at a session's admission; a format or KVMEMD_ARCHIVE_SAME */
 	int archive_format, archive_codec;
 	uint64_t archive_rate; /* bytes of pages a second */
+	/* [prefix] */
+	uint64_t prefix_bytes; /* published blocks in all; 0: no sharing */
+	uint64_t prefix_uid_bytes; /* of one tenant; 0: prefix_bytes */
 	/* [store] */
 	char store_path[256]; /* "" for none */
 	uint64_t store_size;

@@ -229,6 +229,10 @@ void kvmemd_session_activate(struct kvmemd_session *s);
  * kvmemd_session_run() - take up to @budget SQEs and complete them, and
  * ring the CQ doorbell when the client sleeps on it
  *
+ * A pass also ends once prefix ops copied a MiB of pages, and while a page
+ * just sealed is checked; @budget UINT32_MAX (the shutdown) takes all that
+ * was submitted, whatever it copies.
+ *
  * Return: the number taken, or -EPROTO when the client broke the ring
  * protocol (it must be disconnected).
  */
@@ -299,6 +303,7 @@ struct kvmemd {
 	struct kvmemd_ras *ras;
 	struct kvmemd_tier *tier;
 	struct kvmemd_archive *archive;
+	struct kvmemd_prefixes *prefix;
 	struct kvmemd_workers *workers; /* the server's, while it runs */
 	struct kvmemd_gpu gpu;
 	uint64_t start_mono; /* CLOCK_MONOTONIC ns */
@@ -463,5 +468,20 @@ uint64_t kvmemd_archive_run(struct kvmemd *d, uint64_t now);
 void kvmemd_archive_stats_json(const struct kvmemd *d, struct jw *w);
 int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
 			struct jw *w);
+
+/* ---- prefix.c: published prefixes (prefix.h has the blocks) ---------- */
+
+int kvmemd_prefix_init(struct kvmemd *d);
+void kvmemd_prefix_exit(struct kvmemd *d);
+/* After a reload: least recently used blocks go until both limits hold. */
+void kvmemd_prefix_trim(struct kvmemd *d);
+void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w);
+/* "prefixes [UID]": the counters, each tenant, and UID's blocks. */
+int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w);
+/* "prefix-drop UID [KEY]": UID's blocks, or those of KEY, go. */
+int kvmemd_prefix_drop(struct kvmemd *d, int argc, char **argv, struct jw *w);
+/* "prefix-inject UID flips K [seed S]" with scrub.allow_inject: K flips in
+ * the first payload word of every page of UID's blocks. */
+int kvmemd_prefix_inject(struct kvmemd *d, int argc, char **argv, struct jw *w);
 
 #endif /* KVMEMD_H */

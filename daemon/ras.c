@@ -693,27 +693,6 @@ static enum kvmemd_pool_kind src_pool(enum source src)
 	return src == SRC_RELOAD ? KVMEMD_POOL_NVME : KVMEMD_POOL_HOST;
 }
 
-/* The header the slot was sealed with. */
-static void slot_header(const struct kvmemd_session *s, const struct slot *sl,
-			struct kvmem_page_hdr *h)
-{
-	const struct kvmem_page_layout *l = slot_layout(s, sl);
-
-	memset(h, 0, sizeof(*h));
-	h->magic = KVMEM_PAGE_MAGIC;
-	h->version = KVMEM_PAGE_VERSION;
-	h->format = l->format;
-	h->codec = l->codec;
-	h->geometry = s->digest;
-	h->seq = sl->seq;
-	h->layer = sl->layer;
-	h->token_start = sl->token_start;
-	h->ntokens = sl->ntokens;
-	h->flags = sl->hdr_flags;
-	h->generation = sl->generation;
-	h->crc = sl->crc;
-}
-
 /*
  * Compare the header in the page with the one recorded at seal and write
  * back the bytes that differ: each store turns wrong bits into right ones,
@@ -727,7 +706,7 @@ static int restore_header(const struct kvmemd_session *s, const struct slot *sl,
 	struct kvmem_page_hdr h, good;
 	size_t i;
 
-	slot_header(s, sl, &good);
+	session_slot_header(s, sl, &good);
 	memcpy(raw, page, sizeof(raw));
 	if (!kvmem__hdr_decode(raw, &h, NULL) && !memcmp(&h, &good, sizeof(h)))
 		return 0;

@@ -1214,6 +1214,7 @@ static void reload(struct server *sv)
 		    !kvmemd_fd_check(&merged, 1, err, sizeof(err))) {
 			d->cfg = merged;
 			kvmemd_log_init(d->cfg.log_level);
+			kvmemd_prefix_trim(d);
 			kvmemd_log(LOG_INFO, "configuration reloaded");
 			notify("READY=1", NOTIFY_WAIT_MS);
 			return;
@@ -1299,6 +1300,7 @@ static void shut_down(struct server *sv)
 	kvmemd_workers_free(sv->workers);
 	sv->d->workers = NULL;
 	kvmemd_tier_exit(sv->d);
+	kvmemd_prefix_exit(sv->d);
 	kvmemd_ras_exit(sv->d);
 	kvmemd_gpu_close(sv->d);
 	close(sv->ep);
@@ -1401,6 +1403,9 @@ static int start(struct server *sv)
 	ret = kvmemd_tier_init(sv->d);
 	if (ret)
 		return ret;
+	ret = kvmemd_prefix_init(sv->d);
+	if (ret)
+		return ret;
 	kvmemd_gpu_open(sv->d);
 	if (kvmemd_tier_fd(sv->d) >= 0) {
 		sv->sw.type = W_STORE;
@@ -1501,6 +1506,7 @@ int kvmemd_run(struct kvmemd *d)
 			close(sv.state_fd);
 		kvmemd_workers_free(sv.workers);
 		kvmemd_tier_exit(d);
+		kvmemd_prefix_exit(d);
 		kvmemd_ras_exit(d);
 		kvmemd_gpu_close(d);
 		if (sv.ep >= 0)

@@ -21,10 +21,15 @@
 
 #include "internal.h"
 #include "kvmemd.h"
+#include "prefix.h"
 #include "ring.h"
 #include "session.h"
 
 #define BUF_BYTES (64u << 10)
+/* Page bytes a pass of one session's ring may copy for prefix ops (one op
+ * more, however large, when it starts under it): a client that publishes
+ * and attaches without pause holds the loop no longer than a few others. */
+#define SESSION_PASS_BYTES (1u << 20)
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
 /* A valid geometry's pages fit the welcome's 32-bit slot sizes. */
@@ -257,6 +262,8 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->g = h->geometry;
 	s->digest = kvmem_geometry_digest(&s->g);
 	s->features = h->features & KVMEM_FEAT_ALL;
+	if (!cfg->prefix_bytes)
+		s->features &= ~KVMEM_FEAT_PREFIX;
 	for (k = 0; k < 2; k++) {
 		s->layout[k] = l[k];
 		s->slot_units[k] = (uint32_t)(l[k].size / KVMEM_SLOT_UNIT);
@@ -500,6 +507,26 @@ int session_slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out)
 	return 0;
 }
 
+void session_slot_header(const struct kvmemd_session *s, const struct slot *sl,
+			 struct kvmem_page_hdr *h)
+{
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
+
+	memset(h, 0, sizeof(*h));
+	h->magic = KVMEM_PAGE_MAGIC;
+	h->version = KVMEM_PAGE_VERSION;
+	h->format = l->format;
+	h->codec = l->codec;
+	h->geometry = s->digest;
+	h->seq = sl->seq;
+	h->layer = sl->layer;
+	h->token_start = sl->token_start;
+	h->ntokens = sl->ntokens;
+	h->flags = sl->hdr_flags;
+	h->generation = sl->generation;
+	h->crc = sl->crc;
+}
+
 void session_slot_free(struct kvmemd_session *s, uint32_t u)
 {
 	struct slot *sl = &s->slots[u];
@@ -705,13 +732,17 @@ static int seq_reserve(struct kvmemd_session *s, struct seq *q, uint32_t cap)
 	return 0;
 }
 
-/* Does @q hold a page of @layer from @token_start? */
-static int seq_has_tokens(const struct kvmemd_session *s, const struct seq *q,
-			  uint32_t layer, uint32_t token_start)
+/* The page of @q named (@layer, @token_start), or NO_UNIT. */
+static uint32_t seq_page(const struct kvmemd_session *s, const struct seq *q,
+			 uint32_t layer, uint32_t token_start)
 {
-	return q->n &&
-	       q->by_tokens[index_find(s, q, BY_TOKENS,
-				       (uint64_t)layer << 32 | token_start)];
+	uint32_t i;
+
+	if (!q->n)
+		return NO_UNIT;
+	i = q->by_tokens[index_find(s, q, BY_TOKENS,
+				    (uint64_t)layer << 32 | token_start)];
+	return i ? q->pages[i - 1] : NO_UNIT;
 }
 
 static int seq_hold(struct kvmemd_session *s, struct seq *q, uint32_t u)
@@ -922,7 +953,7 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	    (h.format != s->g.format || h.codec != s->g.codec))
 		return -EINVAL;
 	/* Moves name a page by these: two would be one name for two. */
-	if (seq_has_tokens(s, q, e->layer, e->token_start))
+	if (seq_page(s, q, e->layer, e->token_start) != NO_UNIT)
 		return -EINVAL;
 	ret = page_new(s, e->slot, e->layer, e->token_start, &pg);
 	if (ret)
@@ -1093,6 +1124,224 @@ static int op_stats(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	return (int)e->len;
 }
 
+/* ---- prefix sharing --------------------------------------------------- */
+
+/* The slot kind of the block of @ntokens from @token_start, or -EINVAL
+ * when no block is that (see PREFIX_PUBLISH in kvmem/uapi.h). */
+static int block_kind(const struct kvmemd_session *s, uint32_t token_start,
+		      uint32_t ntokens)
+{
+	const uint32_t S = s->g.sink_tokens, T = s->g.tokens_per_page;
+
+	if (S && !token_start)
+		return ntokens == S ? KVMEM_SLOT_HOT : -EINVAL;
+	if (token_start < S || (token_start - S) % T || ntokens != T)
+		return -EINVAL;
+	return KVMEM_SLOT_SEALED;
+}
+
+/*
+ * Is @page, a copy, the page it was sealed as? Its header is first written
+ * from @h; its words are corrected in place where they need it. 0, or -EIO
+ * when some word or check is uncorrectable or the CRC does not match.
+ */
+static int copy_good(const struct kvmemd_session *s, uint8_t *page,
+		     const struct kvmem_page_hdr *h)
+{
+	if (h)
+		kvmem__hdr_encode(page, h);
+	if (!kvmem_page_verify(page, &s->g, NULL))
+		return 0;
+	if (kvmem_page_scrub(page, &s->g, NULL) ||
+	    kvmem_page_verify(page, &s->g, NULL))
+		return -EIO;
+	return 0;
+}
+
+static int op_prefix_publish(struct kvmemd_session *s,
+			     const struct kvmem_sqe *e)
+{
+	struct seq *q = session_seq(s, e->seq);
+	struct kvmemd_prefix_block name, *b;
+	struct kvmem_page_hdr h;
+	const struct slot *sl;
+	const uint8_t *key;
+	uint32_t l, pg;
+	uint8_t *dst;
+	int kind, ret;
+
+	if (!(s->features & KVMEM_FEAT_PREFIX))
+		return -EOPNOTSUPP;
+	kind = block_kind(s, e->token_start, e->ntokens);
+	if (!q || kind < 0 || e->len != KVMEM_PREFIX_KEY_BYTES)
+		return -EINVAL;
+	key = op_buf(s, e->addr, e->len, 1);
+	if (!key)
+		return -EFAULT;
+	/* Acquired and complete: every page is resident, none moves. */
+	if (!q->acquired || q->wait)
+		return -EBUSY;
+	for (l = 0; l < s->g.layers; l++) {
+		pg = seq_page(s, q, l, e->token_start);
+		if (pg == NO_UNIT)
+			return -ENOENT;
+		sl = &s->slots[s->pages[pg].unit];
+		if (sl->kind != kind || sl->ntokens != e->ntokens)
+			return -ENOENT;
+		if (sl->flags & SLOT_ARCHIVED)
+			return -EOPNOTSUPP;
+		if (sl->flags & (SLOT_DEGRADED | SLOT_CRC_BAD))
+			return -EIO;
+	}
+	memset(&name, 0, sizeof(name));
+	/* Copied once: the client may change it meanwhile. */
+	memcpy(name.key, key, sizeof(name.key));
+	name.g = s->g;
+	name.digest = s->digest;
+	name.token_start = e->token_start;
+	name.ntokens = e->ntokens;
+	name.layers = s->g.layers;
+	name.page_bytes = s->layout[kind].size;
+	name.kind = (uint8_t)kind;
+	name.layout = s->layout[kind];
+	ret = kvmemd_prefix_new(s->d, s->uid, &name, &b);
+	if (ret)
+		return ret == -EEXIST ? 0 : ret;
+	for (l = 0; l < s->g.layers; l++) {
+		pg = seq_page(s, q, l, e->token_start);
+		sl = &s->slots[s->pages[pg].unit];
+		dst = b->data + (size_t)l * b->page_bytes;
+		/* The client may write to its sealed pages: the copy is
+		 * checked against the seal, not the page. */
+		memcpy(dst, session_page(s, s->pages[pg].unit), b->page_bytes);
+		session_slot_header(s, sl, &h);
+		if (copy_good(s, dst, &h)) {
+			kvmemd_prefix_discard(s->d, b);
+			return -EIO;
+		}
+		b->pages[l].crc = sl->crc;
+		b->pages[l].hdr_flags = sl->hdr_flags;
+		b->pages[l].generation = sl->generation;
+	}
+	kvmemd_prefix_add(s->d, b);
+	s->pass_bytes += (uint64_t)b->layers * b->page_bytes;
+	return 0;
+}
+
+/* Page @l of @b into a new slot of @q: 0, -EEXIST, -ENOMEM. */
+static int attach_page(struct kvmemd_session *s, struct seq *q,
+		       const struct kvmemd_prefix_block *b, uint32_t l,
+		       uint32_t *unit)
+{
+	const struct kvmemd_prefix_page *bp = &b->pages[l];
+	struct kvmem_page_hdr h;
+	struct slot *sl;
+	uint32_t u, pg;
+	int ret;
+
+	if (seq_page(s, q, l, b->token_start) != NO_UNIT)
+		return -EEXIST;
+	ret = session_slot_alloc(s, b->kind, &u);
+	if (ret)
+		return ret;
+	ret = page_new(s, u, l, b->token_start, &pg);
+	if (!ret) {
+		ret = seq_hold(s, q, pg);
+		if (ret)
+			session_page_free(s, pg);
+	}
+	if (ret) {
+		session_slot_free(s, u);
+		return ret;
+	}
+	s->pages[pg].refs = 1;
+	s->pages[pg].pins = 1;
+	if (q->tokens < b->token_start + b->ntokens)
+		q->tokens = b->token_start + b->ntokens;
+	sl = &s->slots[u];
+	sl->state = SLOT_SEALED;
+	sl->page = pg;
+	sl->seq = q->id;
+	sl->layer = l;
+	sl->token_start = b->token_start;
+	sl->ntokens = b->ntokens;
+	sl->crc = bp->crc;
+	sl->generation = bp->generation;
+	sl->hdr_flags = (uint8_t)bp->hdr_flags;
+	sl->seal = ++s->seals;
+	s->nopen--;
+	s->nsealed++;
+	s->sealed_bytes += slot_bytes(s, sl->kind);
+	/* The session's own page from here: its header names its sequence. */
+	memcpy(session_page(s, u), b->data + (size_t)l * b->page_bytes,
+	       b->page_bytes);
+	session_slot_header(s, sl, &h);
+	kvmem__hdr_encode(session_page(s, u), &h);
+	*unit = u;
+	return 0;
+}
+
+static int op_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	const size_t move = s->features & KVMEM_FEAT_ARCHIVE
+				    ? sizeof(struct kvmem_page_move_ex)
+				    : sizeof(struct kvmem_page_move);
+	struct seq *q = session_seq(s, e->seq);
+	struct kvmemd_prefix_block *b;
+	struct kvmem_page_move_ex m;
+	uint32_t room, cap, last, l, u, n = 0;
+	uint8_t *buf;
+	int kind, ret = 0;
+
+	if (!(s->features & KVMEM_FEAT_PREFIX))
+		return -EOPNOTSUPP;
+	kind = block_kind(s, e->token_start, e->ntokens);
+	if (!q || kind < 0 || e->layer >= s->g.layers ||
+	    e->len < KVMEM_PREFIX_KEY_BYTES)
+		return -EINVAL;
+	buf = op_buf(s, e->addr, e->len, sizeof(uint32_t));
+	if (!buf)
+		return -EFAULT;
+	if (!q->acquired || q->wait)
+		return -EBUSY;
+	/* Looked up once per block, as its first layer is attached. */
+	b = kvmemd_prefix_find(s->d, s->uid, buf, &s->g, s->digest,
+			       e->token_start, e->ntokens, !e->layer);
+	if (!b)
+		return -ENOENT;
+	room = (uint32_t)((e->len - KVMEM_PREFIX_KEY_BYTES) / move);
+	if (!room)
+		return -EMSGSIZE;
+	/* As many pages as the buffer holds and a pass's work allows. */
+	cap = SESSION_PASS_BYTES / (uint32_t)s->layout[kind].size;
+	if (room > cap)
+		room = cap ? cap : 1;
+	last = s->g.layers - e->layer < room ? s->g.layers : e->layer + room;
+	/* A copy that no longer verifies is never handed out. */
+	for (l = e->layer; l < last; l++)
+		if (copy_good(s, b->data + (size_t)l * b->page_bytes, NULL)) {
+			kvmemd_prefix_damaged(s->d, b);
+			return -EIO;
+		}
+	for (l = e->layer; l < last; l++) {
+		ret = attach_page(s, q, b, l, &u);
+		if (ret)
+			break;
+		memset(&m, 0, sizeof(m));
+		m.layer = l;
+		m.token_start = b->token_start;
+		m.old_slot = KVMEM_SLOT_NONE;
+		m.new_slot = u;
+		m.format = s->layout[kind].format;
+		m.codec = s->layout[kind].codec;
+		memcpy(buf + KVMEM_PREFIX_KEY_BYTES + (size_t)n * move, &m,
+		       move);
+		n++;
+	}
+	s->pass_bytes += (uint64_t)(last - e->layer) * b->page_bytes;
+	return n ? (int)n : ret;
+}
+
 struct opdef {
 	const char *name;
 	int (*issue)(struct kvmemd_session *s, const struct kvmem_sqe *e);
@@ -1114,6 +1363,11 @@ static const struct opdef opdefs[] = {
 	[KVMEM_OP_SEQ_FREE] = { "seq_free", op_seq_free, F_SEQ },
 	[KVMEM_OP_STATS] = { "stats", op_stats, F_ADDR | F_LEN },
 	[KVMEM_OP_SEQ_PREFETCH] = { "seq_prefetch", op_seq_prefetch, F_SEQ },
+	[KVMEM_OP_PREFIX_PUBLISH] = { "prefix_publish", op_prefix_publish,
+				      F_SEQ | F_ADDR | F_LEN | F_TOKENS },
+	[KVMEM_OP_PREFIX_ATTACH] = { "prefix_attach", op_prefix_attach,
+				     F_SEQ | F_ADDR | F_LEN | F_LAYER |
+					     F_TOKENS },
 };
 
 _Static_assert(ARRAY_SIZE(opdefs) == KVMEM_OP_LAST,
@@ -1225,7 +1479,9 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 	/* Ops that wait hold a CQE each: a client cannot make the daemon
 	 * owe more completions than its CQ holds. A page just sealed is
 	 * checked before anything after it is taken (kvmemd_ras_seal()). */
+	s->pass_bytes = 0;
 	while (s->sq_head != tail && n < budget && !s->checking &&
+	       (s->pass_bytes < SESSION_PASS_BYTES || budget == UINT32_MAX) &&
 	       s->cq_tail - cq_head + s->nwaits < s->cq_entries) {
 		memcpy(&e, &s->sqes[s->sq_head & (s->sq_entries - 1)],
 		       sizeof(e));

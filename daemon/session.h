@@ -193,6 +193,9 @@ struct kvmemd_session {
 	 * charged to the host pool, and the most it may */
 	uint64_t heap, heap_max;
 	uint64_t ops, op_errors;
+	/* bytes of pages the prefix ops copied and checked in this pass of
+	 * the ring: past SESSION_PASS_BYTES the pass ends */
+	uint64_t pass_bytes;
 	uint64_t ce, ue, crc; /* words corrected, uncorrectable; CRC misses */
 	uint32_t seals; /* slots sealed: numbers slot.seal */
 	/* verify-on-seal of the page just sealed: while it runs, no more
@@ -243,6 +246,9 @@ static inline uint64_t slot_bytes(const struct kvmemd_session *s, int kind)
 /* session.c, for tier.c and ras.c */
 int session_slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out);
 void session_slot_free(struct kvmemd_session *s, uint32_t u);
+/* The header the sealed slot @sl was sealed with. */
+void session_slot_header(const struct kvmemd_session *s, const struct slot *sl,
+			 struct kvmem_page_hdr *h);
 void session_page_free(struct kvmemd_session *s, uint32_t pg);
 int session_seq_holds(const struct kvmemd_session *s, const struct seq *q,
 		      uint32_t pg);

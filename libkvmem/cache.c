@@ -893,3 +893,152 @@ int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
 	}
 	return (int)lt->npages;
 }
+
+/* ---- prefix sharing --------------------------------------------------- */
+
+int kvmem__seq_adopt(struct kvmem_seq *s, uint32_t layer, uint32_t slot,
+		     uint8_t *data, int hot, uint32_t token_start,
+		     uint32_t ntokens)
+{
+	struct kvmem_cache *c = s->c;
+	struct kvmem__layer *lt = &s->layer[layer];
+	struct kvmem__page *p;
+
+	if (lt->len != token_start ||
+	    kvmem__page_index(&c->g, token_start) != lt->npages ||
+	    (uint64_t)token_start + ntokens > UINT32_MAX)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	if (table_push(lt, p)) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->data = data;
+	p->slot = slot;
+	p->refs = 1;
+	p->token_start = token_start;
+	p->ntokens = ntokens;
+	p->hot = (uint8_t)hot;
+	p->sealed = 1;
+	p->layout = &c->layout[hot];
+	c->npages[hot]++;
+	c->used += p->layout->size;
+	lt->len = token_start + ntokens;
+	return 0;
+}
+
+/* Where block @i starts and how many tokens it has; 0 past 2^32 - 1. */
+static int block_range(const struct kvmem_geometry *g, uint32_t i,
+		       uint32_t *start, uint32_t *n)
+{
+	const uint64_t S = g->sink_tokens, T = g->tokens_per_page;
+	uint64_t first;
+
+	if (S && !i) {
+		*start = 0;
+		*n = (uint32_t)S;
+		return 0;
+	}
+	first = S ? S + (i - 1) * T : i * T;
+	if (first + T > UINT32_MAX)
+		return -EOVERFLOW;
+	*start = (uint32_t)first;
+	*n = (uint32_t)T;
+	return 0;
+}
+
+uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block)
+{
+	uint32_t start, n;
+
+	if (!c || block_range(&c->g, block, &start, &n))
+		return 0;
+	return start + n;
+}
+
+/* Is the block of @n from @start a sealed page in every layer of @s? */
+static int block_sealed(const struct kvmem_seq *s, uint32_t start, uint32_t n)
+{
+	const struct kvmem_geometry *g = &s->c->g;
+	const struct kvmem__page *p;
+	uint32_t l, idx = kvmem__page_index(g, start);
+
+	for (l = 0; l < g->layers; l++) {
+		if (idx >= s->layer[l].npages)
+			return 0;
+		p = s->layer[l].pages[idx];
+		if (!p->sealed || p->token_start != start || p->ntokens != n)
+			return 0;
+	}
+	return 1;
+}
+
+int kvmem_prefix_publish(struct kvmem_seq *s,
+			 const struct kvmem_prefix_key *keys, uint32_t nkeys)
+{
+	struct kvmem_cache *c;
+	uint32_t i, start, n;
+	int ret;
+
+	if (!s || (nkeys && !keys))
+		return -EINVAL;
+	c = s->c;
+	if (!c->store->prefix_publish)
+		return -EOPNOTSUPP;
+	ret = kvmem__seq_acquire(s);
+	if (ret)
+		return ret;
+	for (i = 0; i < nkeys; i++) {
+		if (block_range(&c->g, i, &start, &n) ||
+		    !block_sealed(s, start, n))
+			break;
+		ret = c->store->prefix_publish(c, s, &keys[i], start, n);
+		if (ret)
+			break;
+	}
+	return i ? (int)i : ret;
+}
+
+int kvmem_prefix_attach(struct kvmem_cache *c,
+			const struct kvmem_prefix_key *keys, uint32_t nkeys,
+			struct kvmem_seq **out)
+{
+	uint32_t i, start, n, end = 0;
+	struct kvmem_seq *s;
+	int ret = 0;
+
+	if (!c || !out || (nkeys && !keys))
+		return -EINVAL;
+	if (!c->store->prefix_attach)
+		return -EOPNOTSUPP;
+	ret = seq_alloc(c, NULL, &s);
+	if (ret)
+		return ret;
+	for (i = 0; i < nkeys; i++) {
+		/* The result is an int. */
+		if (block_range(&c->g, i, &start, &n) ||
+		    (uint64_t)start + n > INT32_MAX)
+			break;
+		ret = c->store->prefix_attach(c, s, &keys[i], start, n);
+		if (ret)
+			break;
+		end = start + n;
+	}
+	/* A block that came in part is given back; a later block that did
+	 * not come is where the match ends, whatever the reason. */
+	if (ret && ret != -ENOENT && !i) {
+		kvmem_seq_free(s);
+		return ret;
+	}
+	if (ret) {
+		ret = kvmem_seq_truncate(s, end);
+		if (ret) {
+			kvmem_seq_free(s);
+			return ret;
+		}
+	}
+	*out = s;
+	return (int)end;
+}

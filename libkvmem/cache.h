@@ -46,6 +46,12 @@ struct kvmem__layer {
  * acquire:  @s is about to be used: its pages must be resident
  * unpin:    @s may be moved until the next acquire
  * prefetch: @s is wanted soon (NULL: nothing to do)
+ * prefix_publish: publish the block of @ntokens from @token_start of @s,
+ *           a sealed page of every layer, under @key (NULL: -EOPNOTSUPP)
+ * prefix_attach: add the pages of the published block of @ntokens from
+ *           @token_start to @s, every layer's, by kvmem__seq_adopt(); 0,
+ *           -ENOENT when none is published under @key, or another error
+ *           (some layers' pages may have been added then)
  * stats:    store-specific fields of struct kvmem_cache_stats
  * close:    release the store
  */
@@ -62,6 +68,12 @@ struct kvmem__store_ops {
 	int (*acquire)(struct kvmem_cache *c, struct kvmem_seq *s);
 	int (*unpin)(struct kvmem_cache *c, struct kvmem_seq *s);
 	int (*prefetch)(struct kvmem_cache *c, struct kvmem_seq *s);
+	int (*prefix_publish)(struct kvmem_cache *c, struct kvmem_seq *s,
+			      const struct kvmem_prefix_key *key,
+			      uint32_t token_start, uint32_t ntokens);
+	int (*prefix_attach)(struct kvmem_cache *c, struct kvmem_seq *s,
+			     const struct kvmem_prefix_key *key,
+			     uint32_t token_start, uint32_t ntokens);
 	void (*close)(struct kvmem_cache *c);
 };
 
@@ -150,5 +162,17 @@ void kvmem__cache_free(struct kvmem_cache *c);
 
 /* Make @s resident before its pages are touched. */
 int kvmem__seq_acquire(struct kvmem_seq *s);
+
+/*
+ * kvmem__seq_adopt() - a sealed page the store made appends to @layer of @s
+ * @slot: the store's name for it; @data: its bytes
+ * @hot: its kind; @token_start, @ntokens: the tokens it holds, which must
+ *       start where the layer ends
+ *
+ * Return: 0, -EINVAL when the page does not continue the layer, -ENOMEM.
+ */
+int kvmem__seq_adopt(struct kvmem_seq *s, uint32_t layer, uint32_t slot,
+		     uint8_t *data, int hot, uint32_t token_start,
+		     uint32_t ntokens);
 
 #endif /* KVMEM_CACHE_H */

@@ -591,6 +591,117 @@ static int remote_prefetch(struct kvmem_cache *c, struct kvmem_seq *s)
 	return lib_async(c, &t);
 }
 
+static int remote_prefix_publish(struct kvmem_cache *c, struct kvmem_seq *s,
+				 const struct kvmem_prefix_key *key,
+				 uint32_t token_start, uint32_t ntokens)
+{
+	struct remote *r = c->store_priv;
+	struct kvmem_sqe t = {
+		.opcode = KVMEM_OP_PREFIX_PUBLISH,
+		.seq = s->id,
+		.addr = BUF_MAP,
+		.len = KVMEM_PREFIX_KEY_BYTES,
+		.token_start = token_start,
+		.ntokens = ntokens,
+	};
+
+	if (!(r->features & KVMEM_FEAT_PREFIX))
+		return -EOPNOTSUPP;
+	memcpy(r->buf + BUF_MAP, key->bytes, KVMEM_PREFIX_KEY_BYTES);
+	return lib_sync(c, &t);
+}
+
+/*
+ * Take the pages the daemon attached, @n moves at @moves, layers from
+ * @layer on. A page the library cannot hold is given back to the daemon.
+ */
+static int remote_adopt(struct kvmem_cache *c, struct kvmem_seq *s,
+			const uint8_t *moves, uint32_t n, uint32_t layer,
+			uint32_t token_start, uint32_t ntokens)
+{
+	struct remote *r = c->store_priv;
+	const int ex = !!(r->features & KVMEM_FEAT_ARCHIVE);
+	const size_t size = ex ? sizeof(struct kvmem_page_move_ex)
+			       : sizeof(struct kvmem_page_move);
+	const int hot = c->g.sink_tokens && !token_start;
+	const struct kvmem_page_layout *l = &c->layout[hot];
+	struct kvmem_page_move_ex m;
+	uint32_t i;
+	int ret = 0;
+
+	for (i = 0; i < n; i++) {
+		memset(&m, 0, sizeof(m));
+		memcpy(&m, moves + (size_t)i * size, size);
+		if (!ret &&
+		    (m.layer != layer + i || m.token_start != token_start ||
+		     m.old_slot != KVMEM_SLOT_NONE ||
+		     (ex && (m.format != l->format || m.codec != l->codec)) ||
+		     m.new_slot >= r->nslots ||
+		     (uint64_t)(r->nslots - m.new_slot) * KVMEM_SLOT_UNIT <
+			     l->size))
+			ret = -EIO;
+		if (!ret)
+			ret = kvmem__seq_adopt(
+				s, m.layer, m.new_slot,
+				r->arena + (size_t)m.new_slot * KVMEM_SLOT_UNIT,
+				hot, token_start, ntokens);
+		if (ret) {
+			struct kvmem_sqe t = {
+				.opcode = KVMEM_OP_PAGE_FREE,
+				.slot = m.new_slot,
+				.seq = s->id,
+			};
+
+			if (lib_async(c, &t))
+				c->ring_errors++;
+		}
+	}
+	return ret;
+}
+
+static int remote_prefix_attach(struct kvmem_cache *c, struct kvmem_seq *s,
+				const struct kvmem_prefix_key *key,
+				uint32_t token_start, uint32_t ntokens)
+{
+	struct remote *r = c->store_priv;
+	const size_t size = r->features & KVMEM_FEAT_ARCHIVE
+				    ? sizeof(struct kvmem_page_move_ex)
+				    : sizeof(struct kvmem_page_move);
+	const uint32_t room =
+		(uint32_t)((BUF_USER - BUF_MAP - KVMEM_PREFIX_KEY_BYTES) /
+			   size);
+	struct kvmem_sqe t = {
+		.opcode = KVMEM_OP_PREFIX_ATTACH,
+		.seq = s->id,
+		.addr = BUF_MAP,
+		.len = (uint32_t)(KVMEM_PREFIX_KEY_BYTES + room * size),
+		.token_start = token_start,
+		.ntokens = ntokens,
+	};
+	uint8_t m[BUF_USER - BUF_MAP];
+	int n, ret;
+
+	if (!(r->features & KVMEM_FEAT_PREFIX))
+		return -EOPNOTSUPP;
+	while (t.layer < c->g.layers) {
+		memcpy(r->buf + BUF_MAP, key->bytes, KVMEM_PREFIX_KEY_BYTES);
+		n = lib_sync(c, &t);
+		if (n < 0)
+			return n;
+		if (!n || (uint32_t)n > room ||
+		    (uint32_t)n > c->g.layers - t.layer)
+			return -EIO;
+		memcpy(m, r->buf + BUF_MAP + KVMEM_PREFIX_KEY_BYTES,
+		       (size_t)n * size);
+		ret = remote_adopt(c, s, m, (uint32_t)n, t.layer, token_start,
+				   ntokens);
+		if (ret)
+			return ret;
+		t.layer += (uint32_t)n;
+	}
+	return 0;
+}
+
 static void remote_close(struct kvmem_cache *c)
 {
 	struct remote *r = c->store_priv;
@@ -617,6 +728,8 @@ static const struct kvmem__store_ops remote_ops = {
 	.acquire = remote_acquire,
 	.unpin = remote_unpin,
 	.prefetch = remote_prefetch,
+	.prefix_publish = remote_prefix_publish,
+	.prefix_attach = remote_prefix_attach,
 	.close = remote_close,
 };
 

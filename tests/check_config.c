@@ -1076,6 +1076,8 @@ START_TEST(test_config_print_format)
 		"archive_format",
 		"archive_codec",
 		"archive_rate",
+		"bytes",
+		"uid_bytes",
 		"path",
 		"size",
 		"reformat",
@@ -1085,9 +1087,10 @@ START_TEST(test_config_print_format)
 		"threads",
 		"queue_depth",
 	};
-	static const char *const sections[] = { "[daemon]", "[pool]", "[ring]",
-						"[scrub]",  "[tier]", "[store]",
-						"[workers]" };
+	static const char *const sections[] = { "[daemon]", "[pool]",
+						"[ring]",   "[scrub]",
+						"[tier]",   "[prefix]",
+						"[store]",  "[workers]" };
 	struct kvmemd_config c;
 	char *text = NULL, *line, *save, prev[1024] = "";
 	size_t len = 0, n_keys = 0, n_sections = 0, klen;

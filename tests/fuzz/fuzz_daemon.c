@@ -34,6 +34,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
 static void done(void)
 {
 	kvmemd_tier_exit(&d);
+	kvmemd_prefix_exit(&d);
 	kvmemd_ras_exit(&d);
 	kvmemd_policy_free(&d);
 	kvmemd_users_free(&d);
@@ -60,7 +61,8 @@ struct kvmemd *fuzz_daemon(void)
 	}
 	snprintf(d.cfg.state_dir, sizeof(d.cfg.state_dir), "%s", dir);
 	d.start_mono = kvmemd_now_ns();
-	if (kvmemd_ras_init(&d) || kvmemd_tier_init(&d)) {
+	if (kvmemd_ras_init(&d) || kvmemd_tier_init(&d) ||
+	    kvmemd_prefix_init(&d)) {
 		fprintf(stderr, "fuzz: cannot set up the daemon\n");
 		abort();
 	}

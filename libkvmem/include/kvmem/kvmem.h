@@ -379,6 +379,77 @@ struct kvmem_page_desc {
 int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
 		    struct kvmem_page_desc *out, size_t cap);
 
+/*
+ * Prefix sharing, over kvmemd (KVMEM_FEAT_PREFIX): a sequence's blocks,
+ * one page of every layer each, copied under keys the engine computes, and
+ * attached by any session of the same uid as the start of a new sequence.
+ * Block 0 is the sink page when the geometry has sink tokens; every other
+ * block is one page of tokens_per_page tokens. The key of block i must
+ * name everything its K/V depend on: the model (and its weights' version)
+ * and the tokens from 0 to kvmem_prefix_block_end(c, i), e.g. a chained
+ * SHA-256. kvmemd adds the uid and the geometry's digest; a session never
+ * sees, nor can time, another uid's keys.
+ */
+struct kvmem_prefix_key {
+	uint8_t bytes[KVMEM_PREFIX_KEY_BYTES];
+};
+
+/**
+ * kvmem_prefix_block_end() - tokens the first @block + 1 blocks hold
+ * @c: the cache, for its geometry
+ * @block: the block's index
+ *
+ * Return: the token at which block @block ends, or 0 past 2^32 - 1.
+ */
+uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block);
+
+/**
+ * kvmem_prefix_publish() - publish the first blocks of a sequence
+ * @s: the sequence
+ * @keys: the key of each block, from block 0
+ * @nkeys: how many blocks to publish
+ *
+ * kvmemd copies block i's sealed pages, checked against their seal, under
+ * @keys[i], for the sessions of this uid; the copies stay when @s, or the
+ * session, is gone, until kvmemd evicts them (least recently used first,
+ * prefix.uid_bytes in kvmemd.conf(5)) or an operator drops them. A block
+ * published before counts as published. Publishing stops at the first
+ * block that is not whole in every layer (its last page still open).
+ *
+ * Return: how many blocks are published, from block 0; a negative errno
+ * when the first one was refused: -EOPNOTSUPP embedded or when kvmemd
+ * does not share prefixes, -EIO for a page that no longer matches its
+ * seal, -EDQUOT when one block is over the uid's share, -ENOSPC when
+ * kvmemd's prefix memory is full, -EINVAL, -ENOTCONN.
+ */
+int kvmem_prefix_publish(struct kvmem_seq *s,
+			 const struct kvmem_prefix_key *keys, uint32_t nkeys);
+
+/**
+ * kvmem_prefix_attach() - a new sequence that starts with published blocks
+ * @c: the cache
+ * @keys: the key of each block the engine has, from block 0
+ * @nkeys: how many
+ * @out: receives the new sequence, acquired, holding the blocks that
+ *       matched (none, when none did): append the rest of the prompt to it
+ *
+ * Attaches blocks 0, 1, ... while this uid has them published, with this
+ * geometry, and the arena has room. Their pages are copied into the
+ * session's arena and checked first (a copy that no longer verifies is
+ * dropped, never handed out): from then on they are the sequence's own, a
+ * write to them changes no one else's, and they count against the
+ * session's quota like any other page.
+ *
+ * Return: the number of tokens attached, kvmem_prefix_block_end() of the
+ * last block that matched or 0; a negative errno (and no sequence) when
+ * the first block could not be attached for another reason than its key:
+ * -EOPNOTSUPP as for kvmem_prefix_publish(), -ENOMEM when the arena has no
+ * room, -EIO when its copy was damaged, -EINVAL, -ENOTCONN.
+ */
+int kvmem_prefix_attach(struct kvmem_cache *c,
+			const struct kvmem_prefix_key *keys, uint32_t nkeys,
+			struct kvmem_seq **out);
+
 struct kvmem_attend_opts {
 	uint32_t n_heads; /* query heads, a multiple of kv_heads */
 	uint32_t erasure; /* enum kvmem_erasure_policy */

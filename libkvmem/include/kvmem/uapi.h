@@ -122,8 +122,10 @@ extern "C" {
 #define KVMEM_FEAT_NEED_WAKEUP (1ULL << 0) /* the daemon polls the SQ */
 #define KVMEM_FEAT_CQ_WAIT (1ULL << 1) /* CQ doorbell only on request */
 #define KVMEM_FEAT_ARCHIVE (1ULL << 2) /* archived pages, moves _ex */
-#define KVMEM_FEAT_ALL \
-	(KVMEM_FEAT_NEED_WAKEUP | KVMEM_FEAT_CQ_WAIT | KVMEM_FEAT_ARCHIVE)
+#define KVMEM_FEAT_PREFIX (1ULL << 3) /* PREFIX_PUBLISH, PREFIX_ATTACH */
+#define KVMEM_FEAT_ALL                                                      \
+	(KVMEM_FEAT_NEED_WAKEUP | KVMEM_FEAT_CQ_WAIT | KVMEM_FEAT_ARCHIVE | \
+	 KVMEM_FEAT_PREFIX)
 
 /* client -> daemon: the first and only message before the welcome. */
 struct kvmem_hello {
@@ -239,8 +241,50 @@ enum kvmem_op {
 			     * -> bytes written */
 	KVMEM_OP_SEQ_PREFETCH = 10, /* seq: start reading its pages back from
 				     * the store, as the queue allows -> 0 */
+	KVMEM_OP_PREFIX_PUBLISH = 11, /* seq, addr, len, token_start,
+				       * ntokens: a copy of the block's
+				       * pages of every layer, under the key
+				       * at addr -> 0 (see below) */
+	KVMEM_OP_PREFIX_ATTACH = 12, /* seq, addr, len, layer, token_start,
+				      * ntokens: the published block's pages
+				      * from layer on into new slots of seq
+				      * -> pages attached (see below) */
 	KVMEM_OP_LAST,
 };
+
+/*
+ * Prefix sharing (KVMEM_FEAT_PREFIX). A sequence's tokens fall into
+ * blocks, one page of every layer each: with sink tokens, block 0 is the
+ * sink page (tokens 0 to sink_tokens), then a block a tokens_per_page
+ * page. The engine names block i by a key it computes over everything
+ * that made the block's K/V (the model, and the tokens from 0 to the
+ * block's end: a chained hash); kvmemd keeps the keys of each uid (the
+ * tenant) apart, with the geometry's digest, so a session never reaches,
+ * nor can time, another tenant's.
+ *
+ * PREFIX_PUBLISH: addr points to the key (len = KVMEM_PREFIX_KEY_BYTES);
+ * token_start and ntokens name the block. seq must be acquired and hold
+ * the block's sealed, full page of every layer, none damaged or archived.
+ * kvmemd copies them (the copies are the tenant's, whatever becomes of
+ * seq) and completes with 0, also when the key was published before;
+ * -ENOENT when a page is missing or not whole, -EIO when one no longer
+ * matches its CRC or holds values no code could correct, -EOPNOTSUPP for
+ * an archived one, -EDQUOT when the block alone is over the tenant's
+ * share (prefix.uid_bytes), -ENOSPC when kvmemd's prefix memory is full.
+ *
+ * PREFIX_ATTACH: addr points to the key, and the buffer after it (len
+ * bytes in all) receives a struct kvmem_page_move (_ex with
+ * KVMEM_FEAT_ARCHIVE) for each page attached, old_slot
+ * KVMEM_SLOT_NONE: the block's page of layer, layer + 1, ... as far as
+ * the buffer and the arena allow, copied into new sealed slots of seq
+ * (acquired; it must not hold a page of those names). The result is
+ * how many; -ENOENT when the tenant has no such block (key, geometry
+ * and token_start alike), -ENOMEM when no slot is free, -EMSGSIZE when
+ * the buffer holds no move. The pages are then the session's own, as if
+ * it had sealed them.
+ */
+#define KVMEM_PREFIX_KEY_BYTES 32
+#define KVMEM_SLOT_NONE UINT32_MAX
 
 /* struct kvmem_sqe.kind of PAGE_ALLOC */
 enum kvmem_slot_kind {
@@ -257,12 +301,13 @@ struct kvmem_sqe {
 	uint32_t slot; /* PAGE_SEAL, PAGE_FREE */
 	uint64_t user_data; /* returned in the CQE */
 	uint64_t seq; /* sequence id */
-	uint64_t addr; /* PAGE_ALLOC, STATS: offset of the result in the
-			* buffer region, from buf_off */
-	uint32_t len; /* PAGE_ALLOC: slots; STATS: bytes */
-	uint32_t layer; /* PAGE_SEAL */
-	uint32_t token_start; /* PAGE_SEAL */
-	uint32_t ntokens; /* PAGE_SEAL */
+	uint64_t addr; /* PAGE_ALLOC, STATS, PREFIX_*: offset of the
+			* result (the key) in the buffer region, from
+			* buf_off */
+	uint32_t len; /* PAGE_ALLOC: slots; STATS, PREFIX_*: bytes */
+	uint32_t layer; /* PAGE_SEAL, PREFIX_ATTACH */
+	uint32_t token_start; /* PAGE_SEAL, PREFIX_* */
+	uint32_t ntokens; /* PAGE_SEAL, PREFIX_* */
 	uint64_t resv1[2]; /* must be 0 */
 };
 

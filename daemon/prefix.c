@@ -1,0 +1,685 @@
+/*
+ * prefix.c - published prefixes: blocks of sealed pages a session copied
+ * out under a key, which later sessions of the same tenant attach
+ *
+ * The tenant is the uid. Each tenant has a table of its own (chained hash,
+ * keyed with a secret of this process so that a client cannot choose
+ * which of its keys share a chain) and an LRU list, most recently used
+ * first. A lookup reads that tenant's table only: whether another tenant
+ * published a key, and how many keys it has, changes neither the answer
+ * nor the work. Memory is charged per tenant (prefix.uid_bytes, evicting
+ * the tenant's own least recently used blocks) and in all (prefix.bytes,
+ * a publish that would pass it is refused: one tenant never evicts
+ * another's blocks). Blocks live in kvmemd's memory, beside the host pool.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "kvmem/inject.h"
+#include "json.h"
+#include "prefix.h"
+
+/* The most blocks "prefixes UID" lists. */
+#define LIST_MAX 4096
+
+struct tenant {
+	uid_t uid;
+	struct kvmemd_prefix_block **table; /* [nbuckets] */
+	uint32_t nbuckets, nblocks;
+	uint64_t bytes;
+	struct kvmemd_prefix_block *head, *tail; /* LRU */
+	uint64_t hits, misses, published, evicted, damaged;
+};
+
+struct kvmemd_prefixes {
+	uint64_t seed[2];
+	struct tenant *tenants;
+	uint32_t ntenants, cap;
+	uint64_t bytes, blocks;
+	/* since start, all tenants, the ones that are gone included */
+	uint64_t hits, misses, published, evicted, damaged, refused;
+};
+
+int kvmemd_prefix_init(struct kvmemd *d)
+{
+	struct kvmemd_prefixes *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	if (getrandom(p->seed, sizeof(p->seed), GRND_NONBLOCK) !=
+	    sizeof(p->seed)) {
+		p->seed[0] = kvmemd_now_ns() ^ 0x9e3779b97f4a7c15ull;
+		p->seed[1] = (uint64_t)(uintptr_t)p * 0xff51afd7ed558ccdull;
+	}
+	d->prefix = p;
+	return 0;
+}
+
+static void block_free(struct kvmemd_prefix_block *b)
+{
+	free(b->pages);
+	free(b->data);
+	free(b);
+}
+
+void kvmemd_prefix_exit(struct kvmemd *d)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct kvmemd_prefix_block *b, *next;
+	uint32_t i;
+
+	if (!p)
+		return;
+	for (i = 0; i < p->ntenants; i++) {
+		for (b = p->tenants[i].head; b; b = next) {
+			next = b->next;
+			block_free(b);
+		}
+		free(p->tenants[i].table);
+	}
+	free(p->tenants);
+	free(p);
+	d->prefix = NULL;
+}
+
+static uint64_t limit_all(const struct kvmemd *d)
+{
+	return d->cfg.prefix_bytes;
+}
+
+static uint64_t limit_uid(const struct kvmemd *d)
+{
+	const uint64_t u = d->cfg.prefix_uid_bytes;
+
+	return u && u < d->cfg.prefix_bytes ? u : d->cfg.prefix_bytes;
+}
+
+/* ---- a tenant's table ------------------------------------------------- */
+
+static uint64_t mix(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
+static uint32_t bucket(const struct kvmemd_prefixes *p, const struct tenant *t,
+		       const uint8_t *key, uint64_t digest,
+		       uint32_t token_start)
+{
+	uint64_t h = p->seed[0] ^ digest, w;
+	size_t i;
+
+	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i += sizeof(w)) {
+		memcpy(&w, key + i, sizeof(w));
+		h = mix(h ^ w ^ p->seed[1]);
+	}
+	h = mix(h ^ token_start);
+	return (uint32_t)h & (t->nbuckets - 1);
+}
+
+static struct tenant *tenant_find(struct kvmemd_prefixes *p, uid_t uid)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->ntenants; i++)
+		if (p->tenants[i].uid == uid)
+			return &p->tenants[i];
+	return NULL;
+}
+
+static struct tenant *tenant_get(struct kvmemd_prefixes *p, uid_t uid)
+{
+	struct tenant *t = tenant_find(p, uid);
+
+	if (t)
+		return t;
+	if (p->ntenants == p->cap) {
+		uint32_t cap = p->cap ? 2 * p->cap : 8;
+
+		t = realloc(p->tenants, cap * sizeof(*t));
+		if (!t)
+			return NULL;
+		p->tenants = t;
+		p->cap = cap;
+	}
+	t = &p->tenants[p->ntenants];
+	memset(t, 0, sizeof(*t));
+	t->table = calloc(16, sizeof(*t->table));
+	if (!t->table)
+		return NULL;
+	t->nbuckets = 16;
+	t->uid = uid;
+	p->ntenants++;
+	return t;
+}
+
+/* A tenant with nothing published goes; its counters went into p's. */
+static void tenant_put(struct kvmemd_prefixes *p, struct tenant *t)
+{
+	if (t->nblocks)
+		return;
+	free(t->table);
+	*t = p->tenants[--p->ntenants];
+}
+
+static int same(const struct kvmemd_prefix_block *b, const uint8_t *key,
+		const struct kvmem_geometry *g, uint32_t token_start,
+		uint32_t ntokens)
+{
+	return b->token_start == token_start && b->ntokens == ntokens &&
+	       !memcmp(b->key, key, KVMEM_PREFIX_KEY_BYTES) &&
+	       !memcmp(&b->g, g, sizeof(*g));
+}
+
+/* Twice the buckets once the blocks outnumber them; not done without
+ * memory, which only makes the chains longer. */
+static void grow(struct kvmemd_prefixes *p, struct tenant *t)
+{
+	struct kvmemd_prefix_block **old = t->table, *b, *next;
+	uint32_t n = t->nbuckets, i, h;
+
+	if (t->nblocks <= n || n > UINT32_MAX / 4)
+		return;
+	t->table = calloc(2 * (size_t)n, sizeof(*t->table));
+	if (!t->table) {
+		t->table = old;
+		return;
+	}
+	t->nbuckets = 2 * n;
+	for (i = 0; i < n; i++)
+		for (b = old[i]; b; b = next) {
+			next = b->hnext;
+			h = bucket(p, t, b->key, b->digest, b->token_start);
+			b->hnext = t->table[h];
+			t->table[h] = b;
+		}
+	free(old);
+}
+
+static void lru_unlink(struct tenant *t, struct kvmemd_prefix_block *b)
+{
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		t->head = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	else
+		t->tail = b->prev;
+	b->prev = b->next = NULL;
+}
+
+static void lru_front(struct tenant *t, struct kvmemd_prefix_block *b)
+{
+	b->next = t->head;
+	b->prev = NULL;
+	if (t->head)
+		t->head->prev = b;
+	else
+		t->tail = b;
+	t->head = b;
+}
+
+/* Take @b out of @t and free it. */
+static void block_remove(struct kvmemd_prefixes *p, struct tenant *t,
+			 struct kvmemd_prefix_block *b)
+{
+	struct kvmemd_prefix_block **pp;
+
+	pp = &t->table[bucket(p, t, b->key, b->digest, b->token_start)];
+	while (*pp != b)
+		pp = &(*pp)->hnext;
+	*pp = b->hnext;
+	lru_unlink(t, b);
+	t->nblocks--;
+	t->bytes -= b->bytes;
+	p->blocks--;
+	p->bytes -= b->bytes;
+	block_free(b);
+}
+
+static void evict(struct kvmemd_prefixes *p, struct tenant *t)
+{
+	t->evicted++;
+	p->evicted++;
+	block_remove(p, t, t->tail);
+}
+
+/* ---- for session.c ---------------------------------------------------- */
+
+struct kvmemd_prefix_block *
+kvmemd_prefix_find(struct kvmemd *d, uid_t uid, const uint8_t *key,
+		   const struct kvmem_geometry *g, uint64_t digest,
+		   uint32_t token_start, uint32_t ntokens, int count)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct kvmemd_prefix_block *b = NULL;
+	struct tenant *t = tenant_find(p, uid);
+
+	if (t)
+		for (b = t->table[bucket(p, t, key, digest, token_start)]; b;
+		     b = b->hnext)
+			if (same(b, key, g, token_start, ntokens))
+				break;
+	if (!count)
+		return b;
+	if (!b) {
+		p->misses++;
+		if (t)
+			t->misses++;
+		return NULL;
+	}
+	b->hits++;
+	b->used = kvmemd_now_ns();
+	t->hits++;
+	p->hits++;
+	lru_unlink(t, b);
+	lru_front(t, b);
+	return b;
+}
+
+int kvmemd_prefix_new(struct kvmemd *d, uid_t uid,
+		      const struct kvmemd_prefix_block *name,
+		      struct kvmemd_prefix_block **out)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct kvmemd_prefix_block *b;
+	struct tenant *t;
+	uint64_t bytes;
+
+	b = kvmemd_prefix_find(d, uid, name->key, &name->g, name->digest,
+			       name->token_start, name->ntokens, 0);
+	if (b) {
+		t = tenant_find(p, uid);
+		b->used = kvmemd_now_ns();
+		lru_unlink(t, b);
+		lru_front(t, b);
+		return -EEXIST;
+	}
+	bytes = sizeof(*b) +
+		(uint64_t)name->layers * (sizeof(*b->pages) + name->page_bytes);
+	if (!limit_all(d)) {
+		p->refused++;
+		return -ENOSPC;
+	}
+	if (bytes > limit_uid(d)) {
+		p->refused++;
+		return -EDQUOT;
+	}
+	/* Full even without any of this tenant's blocks: nothing of its
+	 * own is evicted in vain, nothing of another's at all. */
+	t = tenant_find(p, uid);
+	if (p->bytes - (t ? t->bytes : 0) + bytes > limit_all(d)) {
+		p->refused++;
+		return -ENOSPC;
+	}
+	t = tenant_get(p, uid);
+	if (!t)
+		return -ENOMEM;
+	while (t->nblocks && (t->bytes + bytes > limit_uid(d) ||
+			      p->bytes + bytes > limit_all(d)))
+		evict(p, t);
+	b = calloc(1, sizeof(*b));
+	if (b) {
+		*b = *name;
+		b->pages = calloc(name->layers, sizeof(*b->pages));
+		b->data = malloc((size_t)name->layers * name->page_bytes);
+	}
+	if (!b || !b->pages || !b->data) {
+		if (b)
+			block_free(b);
+		tenant_put(p, t);
+		return -ENOMEM;
+	}
+	b->uid = uid;
+	b->bytes = bytes;
+	b->hits = 0;
+	b->hnext = b->prev = b->next = NULL;
+	/* Charged now: what is being filled counts against the limits. */
+	t->bytes += bytes;
+	p->bytes += bytes;
+	*out = b;
+	return 0;
+}
+
+void kvmemd_prefix_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct tenant *t = tenant_find(p, b->uid);
+	uint32_t h;
+
+	b->published = b->used = kvmemd_now_ns();
+	t->nblocks++;
+	p->blocks++;
+	t->published++;
+	p->published++;
+	grow(p, t);
+	h = bucket(p, t, b->key, b->digest, b->token_start);
+	b->hnext = t->table[h];
+	t->table[h] = b;
+	lru_front(t, b);
+}
+
+void kvmemd_prefix_discard(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct tenant *t = tenant_find(p, b->uid);
+
+	t->bytes -= b->bytes;
+	p->bytes -= b->bytes;
+	block_free(b);
+	tenant_put(p, t);
+}
+
+void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct tenant *t = tenant_find(p, b->uid);
+
+	kvmemd_log(LOG_WARNING,
+		   "prefix: a block of uid %u (tokens %u-%u, %u layers) no "
+		   "longer verifies: dropped",
+		   (unsigned int)b->uid, b->token_start,
+		   b->token_start + b->ntokens - 1, b->layers);
+	t->damaged++;
+	p->damaged++;
+	block_remove(p, t, b);
+	tenant_put(p, t);
+}
+
+/* ---- for the server and admin.c --------------------------------------- */
+
+void kvmemd_prefix_trim(struct kvmemd *d)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct tenant *t, *oldest;
+	uint32_t i;
+
+	for (i = 0; i < p->ntenants; i++) {
+		t = &p->tenants[i];
+		while (t->nblocks && t->bytes > limit_uid(d))
+			evict(p, t);
+	}
+	/* Over the total after a reload: the least recently used of all. */
+	while (p->bytes > limit_all(d)) {
+		oldest = NULL;
+		for (i = 0; i < p->ntenants; i++) {
+			t = &p->tenants[i];
+			if (t->tail &&
+			    (!oldest || t->tail->used < oldest->tail->used))
+				oldest = t;
+		}
+		if (!oldest)
+			break;
+		evict(p, oldest);
+	}
+	i = 0;
+	while (i < p->ntenants) {
+		t = &p->tenants[i];
+		if (t->nblocks) {
+			i++;
+			continue;
+		}
+		tenant_put(p, t);
+	}
+}
+
+static void key_hex(const uint8_t *key, char *buf)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++) {
+		buf[2 * i] = hex[key[i] >> 4];
+		buf[2 * i + 1] = hex[key[i] & 15];
+	}
+	buf[2 * KVMEM_PREFIX_KEY_BYTES] = '\0';
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int key_parse(const char *s, uint8_t *key)
+{
+	size_t i;
+	int hi, lo;
+
+	if (strlen(s) != 2 * KVMEM_PREFIX_KEY_BYTES)
+		return -EINVAL;
+	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++) {
+		hi = hex_digit(s[2 * i]);
+		lo = hex_digit(s[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		key[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+static void counters_json(struct jw *w, uint64_t hits, uint64_t misses,
+			  uint64_t published, uint64_t evicted,
+			  uint64_t damaged)
+{
+	jw_u64(w, "hits", hits);
+	jw_u64(w, "misses", misses);
+	jw_u64(w, "published", published);
+	jw_u64(w, "evicted", evicted);
+	jw_u64(w, "damaged", damaged);
+}
+
+void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w)
+{
+	const struct kvmemd_prefixes *p = d->prefix;
+
+	jw_open(w, "prefix", '{');
+	jw_u64(w, "bytes_max", limit_all(d));
+	jw_u64(w, "uid_bytes_max", limit_uid(d));
+	jw_u64(w, "bytes", p->bytes);
+	jw_u64(w, "blocks", p->blocks);
+	jw_u64(w, "tenants", p->ntenants);
+	counters_json(w, p->hits, p->misses, p->published, p->evicted,
+		      p->damaged);
+	jw_u64(w, "refused", p->refused);
+	jw_close(w, '}');
+}
+
+/* A uid as the admin wrote it: 0, or an error reply in @w. */
+static int uid_arg(const char *s, uid_t *uid, struct jw *w)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end || errno || v >= UINT32_MAX) {
+		kvmemd_admin_error(w, -EINVAL, "\"%s\" is not a uid", s);
+		return -EINVAL;
+	}
+	*uid = (uid_t)v;
+	return 0;
+}
+
+int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	const uint64_t now = kvmemd_now_ns();
+	const struct kvmemd_prefix_block *b;
+	char hex[2 * KVMEM_PREFIX_KEY_BYTES + 1];
+	const struct tenant *t;
+	uint32_t i, n = 0;
+	uid_t uid = 0;
+
+	if (argc > 2) {
+		kvmemd_admin_error(w, -EINVAL, "usage: prefixes [UID]");
+		return 0;
+	}
+	if (argc == 2 && uid_arg(argv[1], &uid, w))
+		return 0;
+	jw_open(w, NULL, '{');
+	kvmemd_prefix_stats_json(d, w);
+	jw_open(w, "tenants", '[');
+	for (i = 0; i < p->ntenants; i++) {
+		t = &p->tenants[i];
+		jw_open(w, NULL, '{');
+		jw_u64(w, "uid", t->uid);
+		jw_u64(w, "blocks", t->nblocks);
+		jw_u64(w, "bytes", t->bytes);
+		counters_json(w, t->hits, t->misses, t->published, t->evicted,
+			      t->damaged);
+		jw_close(w, '}');
+	}
+	jw_close(w, ']');
+	if (argc == 2) {
+		t = tenant_find(p, uid);
+		jw_open(w, "blocks", '[');
+		for (b = t ? t->head : NULL; b && n < LIST_MAX; b = b->next) {
+			key_hex(b->key, hex);
+			jw_open(w, NULL, '{');
+			jw_str(w, "key", hex);
+			jw_u64(w, "token_start", b->token_start);
+			jw_u64(w, "ntokens", b->ntokens);
+			jw_u64(w, "pages", b->layers);
+			jw_u64(w, "bytes", b->bytes);
+			jw_u64(w, "hits", b->hits);
+			jw_u64(w, "age_s",
+			       (now - b->published) / 1000000000ull);
+			jw_u64(w, "idle_s", (now - b->used) / 1000000000ull);
+			jw_close(w, '}');
+			n++;
+		}
+		jw_close(w, ']');
+		jw_u64(w, "more", t && t->nblocks > n ? t->nblocks - n : 0);
+	}
+	jw_close(w, '}');
+	jw_end(w);
+	return 0;
+}
+
+int kvmemd_prefix_drop(struct kvmemd *d, int argc, char **argv, struct jw *w)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct kvmemd_prefix_block *b, *next;
+	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
+	struct tenant *t;
+	uint64_t n = 0;
+	uid_t uid;
+
+	if (argc < 2 || argc > 3) {
+		kvmemd_admin_error(w, -EINVAL, "usage: prefix-drop UID [KEY]");
+		return 0;
+	}
+	if (uid_arg(argv[1], &uid, w))
+		return 0;
+	if (argc == 3 && key_parse(argv[2], key)) {
+		kvmemd_admin_error(w, -EINVAL,
+				   "a key is %d hexadecimal digits, not \"%s\"",
+				   2 * KVMEM_PREFIX_KEY_BYTES, argv[2]);
+		return 0;
+	}
+	t = tenant_find(p, uid);
+	for (b = t ? t->head : NULL; b; b = next) {
+		next = b->next;
+		if (argc == 3 && memcmp(b->key, key, sizeof(key)))
+			continue;
+		block_remove(p, t, b);
+		n++;
+	}
+	if (t)
+		tenant_put(p, t);
+	if (n)
+		kvmemd_log(LOG_INFO,
+			   "prefix: %" PRIu64 " blocks of uid %u "
+			   "dropped by an admin",
+			   n, (unsigned int)uid);
+	jw_open(w, NULL, '{');
+	jw_u64(w, "dropped", n);
+	jw_close(w, '}');
+	jw_end(w);
+	return 0;
+}
+
+int kvmemd_prefix_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct kvmem_inject_report rep, total = { 0 };
+	struct kvmem_inject_params ip;
+	struct kvmemd_prefix_block *b;
+	uint64_t flips, seed = 0, pages = 0;
+	struct tenant *t;
+	uint32_t l;
+	char *end;
+	uid_t uid;
+	int ret;
+
+	if (!d->cfg.allow_inject) {
+		kvmemd_admin_error(
+			w, -EPERM,
+			"error injection is off (scrub.allow_inject)");
+		return 0;
+	}
+	if ((argc != 4 && argc != 6) || strcmp(argv[2], "flips") ||
+	    (argc == 6 && strcmp(argv[4], "seed")))
+		goto usage;
+	if (uid_arg(argv[1], &uid, w))
+		return 0;
+	errno = 0;
+	flips = strtoull(argv[3], &end, 10);
+	if (*end || errno || !flips || flips > 8)
+		goto usage;
+	if (argc == 6) {
+		seed = strtoull(argv[5], &end, 0);
+		if (*end || errno)
+			goto usage;
+	}
+	t = tenant_find(p, uid);
+	for (b = t ? t->head : NULL; b; b = b->next)
+		for (l = 0; l < b->layers; l++) {
+			ret = kvmem_inject_params_for_codec(
+				&ip, b->layout.codec, 0, seed + pages);
+			if (ret)
+				goto fail;
+			ip.mode = KVMEM_INJECT_EXACT;
+			ip.k = (uint32_t)flips;
+			memset(&rep, 0, sizeof(rep));
+			ret = kvmem_inject(b->data + (size_t)l * b->page_bytes +
+						   b->layout.k_off,
+					   1, &ip, &rep);
+			if (ret)
+				goto fail;
+			total.bits += rep.bits;
+			pages++;
+		}
+	kvmemd_log(LOG_WARNING,
+		   "prefix: injected %" PRIu64 " bit errors into %" PRIu64
+		   " published pages of uid %u",
+		   total.bits, pages, (unsigned int)uid);
+	jw_open(w, NULL, '{');
+	jw_u64(w, "pages", pages);
+	jw_u64(w, "bits", total.bits);
+	jw_close(w, '}');
+	jw_end(w);
+	return 0;
+fail:
+	kvmemd_admin_error(w, ret, "injection failed: %s", strerror(-ret));
+	return 0;
+usage:
+	kvmemd_admin_error(w, -EINVAL,
+			   "usage: prefix-inject UID flips K [seed S], K 1..8");
+	return 0;
+}

@@ -1,0 +1,965 @@
+/*
+ * check_prefix.c - prefix sharing between sessions (kvmem_prefix_publish(),
+ * kvmem_prefix_attach(), PREFIX_PUBLISH and PREFIX_ATTACH on the ring):
+ * what a session attaches is bit for bit what was published, is its own
+ * to change, outlives the publisher, stays within its uid, and is counted
+ * and evicted as kvmemd.conf says; hostile ops are refused.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvmem/kvmem.h"
+#include "kvmem_check.h"
+#include "kvmemd_harness.h"
+#include "rng.h"
+
+/* The test geometry: sinks 4, pages of 32; blocks end at 4, 36, 68, ... */
+#define NBLOCKS 8
+
+static uint32_t block_end(uint32_t i)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+
+	return g.sink_tokens + i * g.tokens_per_page;
+}
+
+/* The keys of a prompt: @tag stands for its tokens. */
+static void keys_of(struct kvmem_prefix_key *k, uint32_t n, uint8_t tag)
+{
+	uint32_t i;
+
+	memset(k, 0, n * sizeof(*k));
+	for (i = 0; i < n; i++) {
+		k[i].bytes[0] = tag;
+		k[i].bytes[1] = (uint8_t)i;
+		k[i].bytes[31] = 0x5a;
+	}
+}
+
+/* @ntok random tokens of every layer, as one array each for K and V. */
+static void tokens(struct kvmem_rng *r, uint32_t ntok, float **k, float **v)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	size_t n = (size_t)ntok * g.layers * g.kv_heads * g.head_dim, i;
+
+	*k = kvmem_check_xmalloc(n * sizeof(float));
+	*v = kvmem_check_xmalloc(n * sizeof(float));
+	for (i = 0; i < n; i++) {
+		(*k)[i] = kvmem_check_rnd_value(r, 1.0);
+		(*v)[i] = kvmem_check_rnd_value(r, 1.0);
+	}
+}
+
+/* A sequence of @c holding @ntok tokens of @k, @v. */
+static struct kvmem_seq *seq_with(struct kvmem_cache *c, const float *k,
+				  const float *v, uint32_t ntok)
+{
+	struct kvmem_seq *s;
+
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, ntok), 0);
+	return s;
+}
+
+/* @a and @b decode and attend to the same bits in every layer. */
+static void expect_same(struct kvmem_seq *a, struct kvmem_seq *b,
+			struct kvmem_rng *r)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const uint32_t nh = 2 * g.kv_heads, D = g.head_dim;
+	struct kvmem_attend_opts o = { .n_heads = nh };
+	float q[4 * 64], oa[4 * 64], ob[4 * 64];
+	uint32_t l, len, i;
+
+	for (l = 0; l < g.layers; l++) {
+		size_t n;
+		float *ka, *va, *kb, *vb;
+
+		len = kvmem_seq_len(b, l);
+		ck_assert_uint_eq(kvmem_seq_len(a, l), len);
+		n = (size_t)len * g.kv_heads * D;
+		ka = kvmem_check_xmalloc(n * sizeof(float) + 1);
+		va = kvmem_check_xmalloc(n * sizeof(float) + 1);
+		kb = kvmem_check_xmalloc(n * sizeof(float) + 1);
+		vb = kvmem_check_xmalloc(n * sizeof(float) + 1);
+		ck_assert_int_eq(kvmem_seq_read(a, l, 0, len, 0, ka, va, NULL),
+				 0);
+		ck_assert_int_eq(kvmem_seq_read(b, l, 0, len, 0, kb, vb, NULL),
+				 0);
+		EXPECT_MEM(ka, kb, n * sizeof(float), "K of layer %u", l);
+		EXPECT_MEM(va, vb, n * sizeof(float), "V of layer %u", l);
+		for (i = 0; i < nh * D; i++)
+			q[i] = kvmem_check_rnd_value(r, 1.0);
+		if (len) {
+			ck_assert_int_eq(kvmem_attend(a, l, q, oa, &o, NULL),
+					 0);
+			ck_assert_int_eq(kvmem_attend(b, l, q, ob, &o, NULL),
+					 0);
+			EXPECT_MEM(oa, ob, sizeof(oa), "attention of layer %u",
+				   l);
+		}
+		free(ka);
+		free(va);
+		free(kb);
+		free(vb);
+	}
+}
+
+/* An embedded cache's sequence of the first @ntok tokens: the reference. */
+static struct kvmem_seq *reference(struct kvmem_cache **e, const float *k,
+				   const float *v, uint32_t ntok)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+
+	ck_assert_int_eq(kvmem_open_embedded(&g, 8u << 20, e), 0);
+	return seq_with(*e, k, v, ntok);
+}
+
+/* Pages @s holds in all layers. */
+static uint32_t pages_of(const struct kvmem_seq *s)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	uint32_t l, n = 0;
+
+	for (l = 0; l < g.layers; l++)
+		n += (uint32_t)kvmem_seq_pages(s, l, NULL, 0);
+	return n;
+}
+
+START_TEST(test_prefix_attach_is_what_was_published)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_prefix_key keys[NBLOCKS], other[NBLOCKS];
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *t, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	struct kvmem_stats st;
+	char out[4096];
+	float *k, *v, *k2, *v2;
+
+	kvmem_rng_seed(&r, 1901);
+	tokens(&r, 150, &k, &v);
+	tokens(&r, 40, &k2, &v2);
+	keys_of(keys, NBLOCKS, 1);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 8u << 20);
+	b = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(a, k, v, 150);
+
+	/* 150 tokens hold the blocks that end at 4, 36, 68, 100 and 132:
+	 * the sixth is still being written. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 5);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 0");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 5);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "published"), 5);
+	/* Again: published already, nothing more is gone. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 3), 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 5);
+
+	/* Another session of the uid: the whole match, bit for bit what an
+	 * embedded cache holds of the same tokens, attention included. */
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+			 (int)block_end(4));
+	ck_assert_ptr_nonnull(t);
+	ref = reference(&e, k, v, block_end(4));
+	expect_same(t, ref, &r);
+	/* It grows as its own: the next tokens of another prompt. */
+	ck_assert_int_eq(kvmem_seq_append_all(t, k2, v2, 40), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(ref, k2, v2, 40), 0);
+	expect_same(t, ref, &r);
+	kvmem_seq_free(t);
+	kvmem_seq_free(ref);
+
+	/* A prompt that parts from the published one after two blocks. */
+	memcpy(other, keys, sizeof(other));
+	other[2].bytes[0] ^= 0xff;
+	ck_assert_int_eq(kvmem_prefix_attach(b, other, NBLOCKS, &t),
+			 (int)block_end(1));
+	ref = seq_with(e, k, v, block_end(1));
+	expect_same(t, ref, &r);
+	kvmem_seq_free(t);
+	kvmem_seq_free(ref);
+
+	/* None in common: an empty sequence, ready for the prompt. */
+	keys_of(other, NBLOCKS, 2);
+	ck_assert_int_eq(kvmem_prefix_attach(b, other, NBLOCKS, &t), 0);
+	ck_assert_uint_eq(kvmem_seq_len(t, 0), 0);
+	ck_assert_uint_eq(pages_of(t), 0);
+	kvmem_seq_free(t);
+
+	/* The same keys from a session of another geometry: not its
+	 * blocks. */
+	{
+		struct kvmem_geometry g2 = g;
+		struct kvmem_cache *c2 = NULL;
+
+		g2.codec = KVMEM_CODEC_GOLAY24;
+		ck_assert_int_eq(kvmem_connect(p.sock, &g2, NULL, &c2), 0);
+		ck_assert_int_eq(kvmem_prefix_attach(c2, keys, NBLOCKS, &t), 0);
+		kvmem_seq_free(t);
+		kvmem_close(c2);
+	}
+
+	/* Fewer keys than blocks: no more than asked. */
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 1, &t),
+			 (int)block_end(0));
+	ck_assert_uint_eq(pages_of(t), g.layers);
+	kvmem_seq_free(t);
+
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	/* Hits count blocks: 5, 2, 0, 0 and 1; a miss ends each attach but
+	 * the last, which had no more keys. */
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "hits"), 8);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "misses"), 4);
+	ck_assert_int_eq(kvmem_daemon_stats(b, &st), 0);
+	ck_assert_uint_eq(st.op_errors, 3); /* the three misses */
+	ck_assert_uint_eq(st.seqs, 0);
+	ck_assert_uint_eq(st.slots_sealed, 0);
+
+	kvmem_close(e);
+	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	free(k2);
+	free(v2);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Copy on attach: a session that scribbles over its attached pages, and the
+ * publisher that goes away, change nothing another session attaches.
+ */
+START_TEST(test_prefix_writer_changes_no_one_else)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_page_desc d[8];
+	struct kvmem_cache *a, *b, *c, *e;
+	struct kvmem_seq *s, *t, *u, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	float *k, *v;
+	int n, i;
+
+	kvmem_rng_seed(&r, 1902);
+	tokens(&r, 100, &k, &v);
+	keys_of(keys, NBLOCKS, 3);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 8u << 20);
+	b = kvmemd_connect(&p, 8u << 20);
+	c = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(a, k, v, 100);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 4);
+	ref = reference(&e, k, v, block_end(3));
+
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+			 (int)block_end(3));
+	/* b's pages are its own bytes: garbage in all of them. */
+	for (i = 0; i < (int)g.layers; i++) {
+		n = kvmem_seq_pages(t, (uint32_t)i, d, 8);
+		ck_assert_int_eq(n, 4);
+		while (n--)
+			memset((uint8_t *)d[n].data + KVMEM_PAGE_HDR_BYTES,
+			       0xa5, d[n].size - KVMEM_PAGE_HDR_BYTES);
+	}
+	kvmem_seq_free(s);
+	kvmem_close(a);
+	ck_assert_int_eq(kvmem_prefix_attach(c, keys, NBLOCKS, &u),
+			 (int)block_end(3));
+	expect_same(u, ref, &r);
+	kvmem_seq_free(u);
+	kvmem_seq_free(t);
+	kvmem_seq_free(ref);
+	kvmem_close(e);
+	kvmem_close(c);
+	kvmem_close(b);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * A page that no longer is what it was sealed as: one flipped bit is
+ * corrected in the copy (the published block is right), two in a word
+ * refuse the block.
+ */
+START_TEST(test_prefix_publish_checks_the_seal)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_page_desc d[8];
+	struct kvmem_page_layout l;
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *t, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	float *k, *v;
+
+	kvmem_page_layout(&g, 0, &l);
+	kvmem_rng_seed(&r, 1903);
+	tokens(&r, 70, &k, &v);
+	keys_of(keys, NBLOCKS, 4);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 8u << 20);
+	b = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(a, k, v, 70);
+	ref = reference(&e, k, v, block_end(2));
+
+	/* Layer 1, page 1 (block 1): one flip in the first K codeword (a
+	 * byte of h84). */
+	ck_assert_int_eq(kvmem_seq_pages(s, 1, d, 8), 4);
+	((uint8_t *)d[1].data)[l.k_off] ^= 0x01;
+	/* Layer 0, page 2 (block 2): two flips in one codeword. */
+	ck_assert_int_eq(kvmem_seq_pages(s, 0, d, 8), 4);
+	((uint8_t *)d[2].data)[l.k_off + 5] ^= 0x03;
+
+	/* Blocks 0 and 1 go, block 2 is refused. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 2);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+			 (int)block_end(1));
+	kvmem_seq_free(ref);
+	ref = seq_with(e, k, v, block_end(1));
+	expect_same(t, ref, &r);
+	/* Block 2 alone: refused with the reason. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 3), 2);
+	kvmem_seq_free(t);
+	kvmem_seq_free(ref);
+	kvmem_seq_free(s);
+	kvmem_close(e);
+	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * A published copy damaged where kvmemd keeps it: a flip per page is
+ * corrected as it is attached, a word past correcting drops the block, and
+ * nothing wrong is handed out either way.
+ */
+START_TEST(test_prefix_damaged_copy_not_served)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *t = NULL, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char out[4096];
+	float *k, *v;
+
+	kvmem_rng_seed(&r, 1906);
+	tokens(&r, 70, &k, &v);
+	keys_of(keys, NBLOCKS, 8);
+	kvmemd_start(&p, "[scrub]\nallow_inject = yes\n", NULL);
+	a = kvmemd_connect(&p, 8u << 20);
+	b = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(a, k, v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
+	ref = reference(&e, k, v, block_end(2));
+
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 1");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "pages"), 6);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 6);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+			 (int)block_end(2));
+	expect_same(t, ref, &r);
+	kvmem_seq_free(t);
+
+	/* Four: past what golay24 (the sink page's FP16 rows) corrects,
+	 * and what h84 either flags or turns into another codeword, which
+	 * the CRC then finds. */
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 4 seed 9");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 24);
+	t = NULL;
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), -EIO);
+	ck_assert_ptr_null(t);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "damaged"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 2);
+	ck_assert_int_ge(kvmemd_log_lines(&p, "no longer verifies"), 1);
+	/* Block 0 is gone: no match, until it is published again. */
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), 0);
+	kvmem_seq_free(t);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 1), 1);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 1, &t),
+			 (int)block_end(0));
+	kvmem_seq_free(t);
+
+	kvmem_seq_free(ref);
+	kvmem_seq_free(s);
+	kvmem_close(e);
+	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* What another uid published is not there for this one, in any way. */
+START_TEST(test_prefix_tenants_apart)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *a, *e;
+	struct kvmem_seq *s, *t, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char out[4096];
+	float *k, *v, *k2, *v2;
+	int status;
+	pid_t pid;
+
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_prefix_tenants_apart: needs root "
+				"to run a client as another uid\n");
+		return;
+	}
+	kvmem_rng_seed(&r, 1904);
+	tokens(&r, 70, &k, &v);
+	tokens(&r, 70, &k2, &v2);
+	keys_of(keys, NBLOCKS, 5);
+	kvmemd_start(&p, "[daemon]\nallow_uids = 0 65534\n", NULL);
+	chmod(p.dir, 0755);
+	chmod(p.sock, 0666);
+	a = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(a, k, v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
+
+	/* uid 65534, the same keys: no match; then it publishes its own
+	 * tokens under them. */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		struct kvmem_cache *c = NULL;
+		struct kvmem_seq *q = NULL;
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		if (kvmem_connect(p.sock, &g, NULL, &c))
+			_exit(4);
+		if (kvmem_prefix_attach(c, keys, NBLOCKS, &q) != 0 ||
+		    kvmem_seq_len(q, 0) != 0)
+			_exit(5);
+		if (kvmem_seq_append_all(q, k2, v2, 70) ||
+		    kvmem_prefix_publish(q, keys, NBLOCKS) != 3)
+			_exit(6);
+		kvmem_close(c);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the client of uid 65534: status 0x%x", status);
+
+	/* Each uid has its own three blocks; uid 0 attaches its own. */
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 6);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 2);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 65534");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65534", "blocks"), 3);
+	ck_assert_int_eq(kvmem_prefix_attach(a, keys, NBLOCKS, &t),
+			 (int)block_end(2));
+	ref = reference(&e, k, v, block_end(2));
+	expect_same(t, ref, &r);
+
+	/* An operator drops uid 65534's: uid 0's stay. */
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop 65534");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
+
+	kvmem_seq_free(t);
+	kvmem_seq_free(ref);
+	kvmem_close(e);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	free(k2);
+	free(v2);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Limits: the uid's share evicts its least recently used blocks, one block
+ * over the share is refused, and a daemon with prefix.bytes = 0 offers no
+ * sharing.
+ */
+START_TEST(test_prefix_limits)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *a, *b;
+	struct kvmem_seq *s, *t;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char out[4096];
+	uint64_t b0, b1, limit, size[5], held = 0;
+	uint32_t i, gone = 0;
+	float *k, *v;
+
+	kvmem_rng_seed(&r, 1905);
+	tokens(&r, 140, &k, &v);
+	keys_of(keys, NBLOCKS, 6);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 8u << 20);
+	b = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(a, k, v, 140);
+
+	/* What blocks 0 and 1 take, from kvmemd's own count. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 1), 1);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	b0 = kvmemd_json_after(out, "\"prefix\"", "bytes");
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 2), 2);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	b1 = kvmemd_json_after(out, "\"prefix\"", "bytes") - b0;
+	ck_assert_uint_gt(b1, 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop 0");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 2);
+
+	/* Room for blocks 0 and 1 and half a block more: what stays is
+	 * what an LRU of those sizes keeps (simulated here), the most
+	 * recent first, and an attach finds block 0 only if it stayed. */
+	limit = b0 + b1 + b1 / 2;
+	for (i = 0; i < 5; i++) {
+		size[i] = i ? b1 : b0;
+		while (gone < i && held + size[i] > limit)
+			held -= size[gone++];
+		held += size[i];
+	}
+	ck_assert_uint_gt(gone, 0);
+	kvmemd_admin_ok(&p, out, sizeof(out),
+			"policy set prefix.uid_bytes=%llu",
+			(unsigned long long)limit);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 5);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 0");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"),
+			  5 - gone);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"),
+			  gone);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "bytes"), held);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"blocks\":[", "token_start"),
+			  block_end(3));
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), 0);
+	kvmem_seq_free(t);
+
+	/* A share smaller than any block: what was kept goes at once, and
+	 * a block is refused. */
+	kvmemd_admin_ok(&p, out, sizeof(out),
+			"policy set prefix.uid_bytes=%llu",
+			(unsigned long long)(b1 / 2));
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 0");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), -EDQUOT);
+
+	/* Sharing off: the blocks go, and sessions are not offered it. */
+	kvmemd_admin_ok(&p, out, sizeof(out), "policy set prefix.bytes=0");
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), -ENOSPC);
+	kvmem_close(b);
+	b = kvmemd_connect(&p, 8u << 20);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+			 -EOPNOTSUPP);
+
+	kvmem_seq_free(s);
+	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Embedded caches have no one to share with. */
+START_TEST(test_prefix_embedded_refused)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_prefix_key keys[1];
+	struct kvmem_cache *e;
+	struct kvmem_seq *s = NULL;
+
+	keys_of(keys, 1, 7);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 1u << 20, &e), 0);
+	ck_assert_int_eq(kvmem_seq_create(e, &s), 0);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 1), -EOPNOTSUPP);
+	ck_assert_int_eq(kvmem_prefix_attach(e, keys, 1, &s), -EOPNOTSUPP);
+	ck_assert_int_eq(kvmem_prefix_publish(NULL, keys, 1), -EINVAL);
+	ck_assert_int_eq(kvmem_prefix_attach(e, NULL, 1, &s), -EINVAL);
+	ck_assert_uint_eq(kvmem_prefix_block_end(e, 0), 4);
+	ck_assert_uint_eq(kvmem_prefix_block_end(e, 3), 100);
+	ck_assert_uint_eq(kvmem_prefix_block_end(e, UINT32_MAX), 0);
+	kvmem_close(e);
+}
+END_TEST
+
+/* ---- the ring, below the library -------------------------------------- */
+
+static struct kvmem_cqe op(struct kvmemd_raw *r, struct kvmem_sqe e,
+			   uint64_t ud)
+{
+	struct kvmem_cqe c;
+
+	e.user_data = ud;
+	c = kvmemd_raw_op(r, &e);
+	ck_assert_uint_eq(c.user_data, ud);
+	return c;
+}
+
+#define OP(r, ud, ...) op((r), (struct kvmem_sqe){ __VA_ARGS__ }, (ud)).res
+
+/* Block 1 (tokens 4..35) of seq @seq, both layers, sealed in @slots. */
+static void seal_block(struct kvmemd_raw *r, uint64_t seq,
+		       const uint32_t *slots)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	size_t n = (size_t)g.tokens_per_page * g.kv_heads * g.head_dim, i;
+	float *k = kvmem_check_xmalloc(n * sizeof(float));
+	float *v = kvmem_check_xmalloc(n * sizeof(float));
+	struct kvmem_rng rng;
+	uint32_t l;
+
+	kvmem_rng_seed(&rng, seq);
+	for (l = 0; l < g.layers; l++) {
+		struct kvmem_page_hdr h = {
+			.seq = seq,
+			.layer = l,
+			.token_start = 4,
+			.ntokens = g.tokens_per_page,
+			.flags = KVMEM_HDR_SEALED,
+		};
+
+		for (i = 0; i < n; i++) {
+			k[i] = kvmem_check_rnd_value(&rng, 1.0);
+			v[i] = kvmem_check_rnd_value(&rng, 1.0);
+		}
+		ck_assert_int_eq(
+			kvmem_page_encode(r->arena + (size_t)slots[l] *
+							     KVMEM_SLOT_UNIT,
+					  &g, &h, 0, k, v),
+			0);
+		ck_assert_int_eq(OP(r, 10 + l, .opcode = KVMEM_OP_PAGE_SEAL,
+				    .slot = slots[l], .seq = seq, .layer = l,
+				    .token_start = 4,
+				    .ntokens = g.tokens_per_page),
+				 0);
+	}
+	free(k);
+	free(v);
+}
+
+START_TEST(test_prefix_hostile_ops)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const uint32_t T = g.tokens_per_page;
+	struct kvmem_hello h = kvmemd_hello(2u << 20);
+	struct kvmem_page_move_ex m;
+	struct kvmemd_proc p;
+	struct kvmemd_raw r, o;
+	uint32_t slots[2], before[2];
+	int seq, seq2, res;
+
+	h.features = KVMEM_FEAT_ALL;
+	kvmemd_start(&p, NULL, NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	ck_assert_uint_ne(r.w.features & KVMEM_FEAT_PREFIX, 0);
+	seq = OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(seq, 0);
+	memset(r.buf + 256, 0x11, KVMEM_PREFIX_KEY_BYTES);
+
+	/* Before any page: nothing to publish. */
+	ck_assert_int_eq(OP(&r, 2, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256,
+			    .len = KVMEM_PREFIX_KEY_BYTES, .token_start = 4,
+			    .ntokens = T),
+			 -ENOENT);
+	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PAGE_ALLOC,
+			    .kind = KVMEM_SLOT_SEALED, .addr = 0, .len = 2),
+			 2);
+	memcpy(slots, r.buf, sizeof(slots));
+	seal_block(&r, (uint64_t)seq, slots);
+
+	/* Each field wrong in turn. */
+	struct {
+		struct kvmem_sqe e;
+		int res;
+	} bad[] = {
+		/* not a block: the sink block has 4 tokens, others 32 */
+		{ { .opcode = KVMEM_OP_PREFIX_PUBLISH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 32,
+		    .token_start = 5,
+		    .ntokens = T },
+		  -EINVAL },
+		{ { .opcode = KVMEM_OP_PREFIX_PUBLISH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 32,
+		    .token_start = 4,
+		    .ntokens = 31 },
+		  -EINVAL },
+		{ { .opcode = KVMEM_OP_PREFIX_PUBLISH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 32,
+		    .token_start = 0,
+		    .ntokens = T },
+		  -EINVAL },
+		/* the key's length, and where it is */
+		{ { .opcode = KVMEM_OP_PREFIX_PUBLISH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 31,
+		    .token_start = 4,
+		    .ntokens = T },
+		  -EINVAL },
+		{ { .opcode = KVMEM_OP_PREFIX_PUBLISH,
+		    .seq = (uint64_t)seq,
+		    .addr = (64u << 10) - 16,
+		    .len = 32,
+		    .token_start = 4,
+		    .ntokens = T },
+		  -EFAULT },
+		{ { .opcode = KVMEM_OP_PREFIX_PUBLISH,
+		    .seq = (uint64_t)seq,
+		    .addr = UINT64_MAX - 8,
+		    .len = 32,
+		    .token_start = 4,
+		    .ntokens = T },
+		  -EFAULT },
+		/* no such sequence; a field the op does not read */
+		{ { .opcode = KVMEM_OP_PREFIX_PUBLISH,
+		    .seq = 999,
+		    .addr = 256,
+		    .len = 32,
+		    .token_start = 4,
+		    .ntokens = T },
+		  -EINVAL },
+		{ { .opcode = KVMEM_OP_PREFIX_PUBLISH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 32,
+		    .token_start = 4,
+		    .ntokens = T,
+		    .layer = 1 },
+		  -EINVAL },
+		{ { .opcode = KVMEM_OP_PREFIX_ATTACH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 200,
+		    .token_start = 4,
+		    .ntokens = T,
+		    .slot = 3 },
+		  -EINVAL },
+		/* attach: a layer past the last, no room for the key */
+		{ { .opcode = KVMEM_OP_PREFIX_ATTACH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 200,
+		    .token_start = 4,
+		    .ntokens = T,
+		    .layer = 2 },
+		  -EINVAL },
+		{ { .opcode = KVMEM_OP_PREFIX_ATTACH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 16,
+		    .token_start = 4,
+		    .ntokens = T },
+		  -EINVAL },
+		{ { .opcode = KVMEM_OP_PREFIX_ATTACH,
+		    .seq = (uint64_t)seq,
+		    .addr = 258,
+		    .len = 200,
+		    .token_start = 4,
+		    .ntokens = T },
+		  -EFAULT },
+		/* nothing published yet under the key */
+		{ { .opcode = KVMEM_OP_PREFIX_ATTACH,
+		    .seq = (uint64_t)seq,
+		    .addr = 256,
+		    .len = 200,
+		    .token_start = 4,
+		    .ntokens = T },
+		  -ENOENT },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		res = op(&r, bad[i].e, 100 + i).res;
+		ck_assert_msg(res == bad[i].res, "case %zu: %d, not %d", i, res,
+			      bad[i].res);
+	}
+
+	/* Published once; a sequence being released is not. */
+	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .token_start = 4, .ntokens = T),
+			 0);
+	ck_assert_int_eq(
+		OP(&r, 5, .opcode = KVMEM_OP_SEQ_RELEASE, .seq = (uint64_t)seq),
+		0);
+	ck_assert_int_eq(OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .token_start = 4, .ntokens = T),
+			 -EBUSY);
+	ck_assert_int_eq(OP(&r, 7, .opcode = KVMEM_OP_PREFIX_ATTACH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 200,
+			    .token_start = 4, .ntokens = T),
+			 -EBUSY);
+	ck_assert_int_eq(OP(&r, 8, .opcode = KVMEM_OP_SEQ_ACQUIRE,
+			    .seq = (uint64_t)seq, .addr = 1024, .len = 240),
+			 0);
+
+	/* Into a sequence that holds the block already. */
+	ck_assert_int_eq(OP(&r, 9, .opcode = KVMEM_OP_PREFIX_ATTACH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 200,
+			    .token_start = 4, .ntokens = T),
+			 -EEXIST);
+	/* A buffer with the key and no room for a move. */
+	seq2 = OP(&r, 20, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(seq2, 0);
+	ck_assert_int_eq(OP(&r, 21, .opcode = KVMEM_OP_PREFIX_ATTACH,
+			    .seq = (uint64_t)seq2, .addr = 256,
+			    .len = 32 + sizeof(m) - 4, .token_start = 4,
+			    .ntokens = T),
+			 -EMSGSIZE);
+	/* Room for one: layer 0; then layer 1, on its own. */
+	ck_assert_int_eq(OP(&r, 22, .opcode = KVMEM_OP_PREFIX_ATTACH,
+			    .seq = (uint64_t)seq2, .addr = 256,
+			    .len = 32 + sizeof(m), .token_start = 4,
+			    .ntokens = T),
+			 1);
+	memcpy(&m, r.buf + 256 + 32, sizeof(m));
+	ck_assert_uint_eq(m.layer, 0);
+	ck_assert_uint_eq(m.token_start, 4);
+	ck_assert_uint_eq(m.old_slot, KVMEM_SLOT_NONE);
+	ck_assert_uint_eq(m.format, g.format);
+	ck_assert_uint_eq(m.codec, g.codec);
+	before[0] = m.new_slot;
+	memset(r.buf + 256, 0x11, KVMEM_PREFIX_KEY_BYTES);
+	ck_assert_int_eq(OP(&r, 23, .opcode = KVMEM_OP_PREFIX_ATTACH,
+			    .seq = (uint64_t)seq2, .addr = 256, .len = 200,
+			    .layer = 1, .token_start = 4, .ntokens = T),
+			 1);
+	memcpy(&m, r.buf + 256 + 32, sizeof(m));
+	ck_assert_uint_eq(m.layer, 1);
+	before[1] = m.new_slot;
+	/* The copies are the published pages, headers naming seq2. */
+	for (i = 0; i < 2; i++) {
+		struct kvmem_page_hdr hd;
+		const uint8_t *src = r.arena +
+				     (size_t)slots[i] * KVMEM_SLOT_UNIT,
+			      *dst = r.arena +
+				     (size_t)before[i] * KVMEM_SLOT_UNIT;
+		struct kvmem_page_layout l;
+
+		kvmem_page_layout(&g, 0, &l);
+		ck_assert_uint_ne(before[i], slots[i]);
+		EXPECT_MEM(
+			src + KVMEM_PAGE_HDR_BYTES, dst + KVMEM_PAGE_HDR_BYTES,
+			l.size - KVMEM_PAGE_HDR_BYTES, "page of layer %zu", i);
+		ck_assert_int_eq(kvmem_page_read_header(dst, &g, &hd, NULL), 0);
+		ck_assert_uint_eq(hd.seq, (uint64_t)seq2);
+		ck_assert_uint_eq(hd.layer, i);
+		ck_assert_uint_eq(kvmem_page_verify(dst, &g, NULL), 0);
+	}
+	/* seq2 holds them like pages it sealed: freed one by one. */
+	ck_assert_int_eq(OP(&r, 24, .opcode = KVMEM_OP_PAGE_FREE,
+			    .slot = before[0], .seq = (uint64_t)seq2),
+			 0);
+	ck_assert_int_eq(
+		OP(&r, 25, .opcode = KVMEM_OP_SEQ_FREE, .seq = (uint64_t)seq2),
+		0);
+
+	/* A client that did not ask for sharing is not given it. */
+	h.features = KVMEM_FEAT_NEED_WAKEUP;
+	ck_assert_int_eq(kvmemd_raw_attach(&o, &p, &h, sizeof(h)), 0);
+	ck_assert_uint_eq(o.w.features & KVMEM_FEAT_PREFIX, 0);
+	seq2 = OP(&o, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	memset(o.buf + 256, 0x11, KVMEM_PREFIX_KEY_BYTES);
+	ck_assert_int_eq(OP(&o, 2, .opcode = KVMEM_OP_PREFIX_ATTACH,
+			    .seq = (uint64_t)seq2, .addr = 256, .len = 200,
+			    .token_start = 4, .ntokens = T),
+			 -EOPNOTSUPP);
+	kvmemd_raw_detach(&o);
+
+	/* Still serving, and the refusals cost nothing: one block gone. */
+	ck_assert_int_eq(OP(&r, 30, .opcode = KVMEM_OP_NOP), 0);
+	{
+		char out[2048];
+
+		kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+		ck_assert_uint_eq(
+			kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
+	}
+	kvmemd_raw_detach(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Requests an operator can get wrong. */
+START_TEST(test_prefix_admin_requests)
+{
+	struct kvmemd_proc p;
+	char out[1024];
+
+	kvmemd_start(&p, NULL, NULL);
+	kvmemd_admin(&p, "prefixes 1 2", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "usage: prefixes [UID]"));
+	kvmemd_admin(&p, "prefixes root", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "is not a uid"));
+	kvmemd_admin(&p, "prefixes -1", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "is not a uid"));
+	kvmemd_admin(&p, "prefix-drop", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "usage: prefix-drop UID [KEY]"));
+	kvmemd_admin(&p, "prefix-inject 0 flips 1", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "scrub.allow_inject"));
+	kvmemd_admin(&p, "prefix-drop 0 abc", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "64 hexadecimal digits"));
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop 0 %064d", 0);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 4294967294");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "more"), 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+KVMEM_SUITE(prefix)
+{
+	Suite *s = suite_create("prefix");
+	TCase *tc = tcase_create("prefix");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_prefix_attach_is_what_was_published);
+	tcase_add_test(tc, test_prefix_writer_changes_no_one_else);
+	tcase_add_test(tc, test_prefix_publish_checks_the_seal);
+	tcase_add_test(tc, test_prefix_damaged_copy_not_served);
+	tcase_add_test(tc, test_prefix_tenants_apart);
+	tcase_add_test(tc, test_prefix_limits);
+	tcase_add_test(tc, test_prefix_embedded_refused);
+	tcase_add_test(tc, test_prefix_hostile_ops);
+	tcase_add_test(tc, test_prefix_admin_requests);
+	suite_add_tcase(s, tc);
+	return s;
+}
