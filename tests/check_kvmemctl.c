@@ -2321,6 +2321,11 @@ START_TEST(test_usage_errors)
 		{ { "status", "extra" }, "usage: kvmemctl status" },
 		{ { "seqs", "x" }, "SESSION must be a number" },
 		{ { "seqs", "1", "2" }, "usage: kvmemctl seqs [SESSION]" },
+		{ { "prefixes", "x" }, "UID must be a number" },
+		{ { "prefix-drop" }, "usage: kvmemctl prefix-drop UID [KEY]" },
+		{ { "prefix-drop", "0", "zz" },
+		  "KEY must be 64 hexadecimal digits" },
+		{ { "prefix-inject", "0", "9" }, "FLIPS must be 1 to 8" },
 		{ { "scrub" }, "usage: kvmemctl scrub" },
 		{ { "scrub", "go" }, "scrub: expected status, start" },
 		{ { "scrub", "start", "now" }, "unexpected argument 'now'" },
@@ -3170,6 +3175,70 @@ START_TEST(test_live_inject_refused)
 }
 END_TEST
 
+/* prefixes, prefix-drop and prefix-inject on blocks a session published. */
+START_TEST(test_live_prefixes)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const size_t n = (size_t)40 * g.layers * g.kv_heads * g.head_dim;
+	struct kvmem_prefix_key keys[2];
+	char hex[2 * KVMEM_PREFIX_KEY_BYTES + 1];
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+	float *k = kvmem_check_xmalloc(n * sizeof(float));
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		k[i] = (float)(i % 13) / 13.0f;
+	memset(keys, 0, sizeof(keys));
+	keys[0].bytes[0] = 0xab;
+	keys[1].bytes[0] = 0xcd;
+	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++)
+		snprintf(hex + 2 * i, 3, "%02x", keys[1].bytes[i]);
+	kvmemd_start(&p, "[scrub]\nallow_inject = yes\n", NULL);
+	c = kvmemd_connect(&p, 8u << 20);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, k, 40), 0);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 2), 2);
+
+	CTL(&r, NULL, "-a", p.admin, "prefixes");
+	expect_status(&r, 0);
+	EXPECT_HAS(r.out, "kept       2 blocks, ");
+	EXPECT_HAS(r.out, "a uid at most 64.0 MiB");
+	EXPECT_HAS(r.out, "publishes  2 blocks, 0 refused (full)");
+	expect_line(&r,
+		    "UID BLOCKS BYTES HITS MISSES PUBLISHED EVICTED DAMAGED");
+	ck_assert_msg(!strstr(r.out, "KEY"), "%s", r.out);
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "prefixes", "0");
+	expect_status(&r, 0);
+	EXPECT_HAS(r.out, hex);
+	EXPECT_HAS(r.out, " 4-35 ");
+	EXPECT_HAS(r.out, " 0-3 ");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "prefix-inject", "0", "1", "--seed", "3");
+	expect_status(&r, 0);
+	expect_line(&r, "injected 4 bit errors into 4 pages");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "prefix-drop", "0", hex);
+	expect_status(&r, 0);
+	expect_line(&r, "dropped 1 blocks");
+	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "--json", "prefixes", "0");
+	expect_status(&r, 0);
+	EXPECT_HAS(r.out, "\"blocks\":1,");
+	EXPECT_HAS(r.out, "\"token_start\":0,");
+	kvmem_check_run_free(&r);
+
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /* stats --watch on a live daemon: rates from the second sample on. */
 START_TEST(test_live_watch)
 {
@@ -3278,6 +3347,7 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_live_tier);
 	tcase_add_test(tc, test_live_no_store);
 	tcase_add_test(tc, test_live_inject_refused);
+	tcase_add_test(tc, test_live_prefixes);
 	tcase_add_test(tc, test_live_watch);
 	tcase_add_test(tc, test_live_denied_by_daemon);
 	suite_add_tcase(s, tc);

@@ -14,6 +14,7 @@
  * request (or its reply was unusable), 2 usage, 3 kvmemd unreachable,
  * 4 access denied.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -34,6 +35,7 @@
 #include "internal.h"
 #include "json.h"
 #include "kvmem/inject.h"
+#include "kvmem/uapi.h"
 
 #define PROG "kvmemctl"
 #define ADMIN_SOCKET_NAME "kvmemd-admin.sock"
@@ -976,7 +978,7 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out)
 	if (!*s)
 		return -1;
 	for (; *s; s++) {
-		if (*s < '0' || *s > '9' ||
+		if (*s < '0' || *s > '9' || (uint64_t)(*s - '0') > max ||
 		    v > (max - (uint64_t)(*s - '0')) / 10)
 			return -1;
 		v = v * 10 + (uint64_t)(*s - '0');
@@ -1810,6 +1812,168 @@ static int cmd_inject(struct ctl *c, int argc, char **argv)
 	return simple(c, req, -1, render_inject);
 }
 
+/* ---- prefixes --------------------------------------------------------- */
+
+static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
+{
+	static const char *const thead[] = { "UID",	"BLOCKS", "BYTES",
+					     "HITS",	"MISSES", "PUBLISHED",
+					     "EVICTED", "DAMAGED" };
+	static const char *const bhead[] = { "KEY",  "TOKENS", "PAGES", "BYTES",
+					     "HITS", "AGE",    "IDLE" };
+	const struct json *p = g_obj(r, v, "prefix");
+	const struct json *ts, *bs;
+	char a[32], b[32], key[80];
+	struct table t;
+	size_t n, i;
+	uint64_t start;
+
+	t_init(&t, "ll");
+	if (!g_u64(r, p, "bytes_max"))
+		kv(&t, "sharing", "off (prefix.bytes = 0)");
+	kv(&t, "kept", "%" PRIu64 " blocks, %s of %s; a uid at most %s",
+	   g_u64(r, p, "blocks"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, p, "bytes")),
+	   fmt_bytes(b, sizeof(b), (double)g_u64(r, p, "bytes_max")),
+	   fmt_bytes(key, sizeof(key), (double)g_u64(r, p, "uid_bytes_max")));
+	kv(&t, "attaches", "%" PRIu64 " blocks hit, %" PRIu64 " missed",
+	   g_u64(r, p, "hits"), g_u64(r, p, "misses"));
+	kv(&t, "publishes", "%" PRIu64 " blocks, %" PRIu64 " refused (full)",
+	   g_u64(r, p, "published"), g_u64(r, p, "refused"));
+	kv(&t, "dropped",
+	   "%" PRIu64 " evicted, %" PRIu64 " damaged (no longer verified)",
+	   g_u64(r, p, "evicted"), g_u64(r, p, "damaged"));
+	t_done(r, &t, f);
+
+	ts = g_arr(r, v, "tenants", &n);
+	if (n) {
+		fputc('\n', f);
+		t_init(&t, "rrrrrrrr");
+		t_row(&t, thead);
+		for (i = 0; i < n; i++) {
+			const struct json *e = &ts[i];
+
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "uid"));
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "blocks"));
+			t_cell(&t, "%s",
+			       fmt_bytes(a, sizeof(a),
+					 (double)g_u64(r, e, "bytes")));
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "hits"));
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "misses"));
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "published"));
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "evicted"));
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "damaged"));
+		}
+		t_done(r, &t, f);
+	}
+	if (!json_get(v, "blocks"))
+		return;
+	bs = g_arr(r, v, "blocks", &n);
+	fputc('\n', f);
+	if (!n) {
+		fputs("no blocks\n", f);
+		return;
+	}
+	t_init(&t, "lrrrrrr");
+	t_row(&t, bhead);
+	for (i = 0; i < n; i++) {
+		const struct json *e = &bs[i];
+
+		start = g_u64(r, e, "token_start");
+		t_cell(&t, "%s", g_str(r, e, "key", key, sizeof(key)));
+		t_cell(&t, "%" PRIu64 "-%" PRIu64, start,
+		       start + g_u64(r, e, "ntokens") - 1);
+		t_cell(&t, "%" PRIu64, g_u64(r, e, "pages"));
+		t_cell(&t, "%s",
+		       fmt_bytes(a, sizeof(a), (double)g_u64(r, e, "bytes")));
+		t_cell(&t, "%" PRIu64, g_u64(r, e, "hits"));
+		t_cell(&t, "%s",
+		       fmt_dur(b, sizeof(b), (double)g_u64(r, e, "age_s")));
+		t_cell(&t, "%s",
+		       fmt_dur(key, sizeof(key),
+			       (double)g_u64(r, e, "idle_s")));
+	}
+	t_done(r, &t, f);
+	if (g_u64(r, v, "more"))
+		fprintf(f, "(%" PRIu64 " more, least recently used)\n",
+			g_u64(r, v, "more"));
+}
+
+static int cmd_prefixes(struct ctl *c, int argc, char **argv)
+{
+	char req[64];
+	uint64_t uid;
+
+	if (argc == 0)
+		return simple(c, "prefixes", REPLY_TIMEOUT_MS, render_prefixes);
+	if (parse_uint(argv[0], UINT32_MAX - 1, &uid)) {
+		errx("UID must be a number, not '%s'", argv[0]);
+		return CTL_USAGE;
+	}
+	snprintf(req, sizeof(req), "prefixes %" PRIu64, uid);
+	return simple(c, req, REPLY_TIMEOUT_MS, render_prefixes);
+}
+
+static void render_dropped(struct rd *r, FILE *f, const struct json *v)
+{
+	fprintf(f, "dropped %" PRIu64 " blocks\n", g_u64(r, v, "dropped"));
+}
+
+static int cmd_prefix_drop(struct ctl *c, int argc, char **argv)
+{
+	char req[REQ_MAX + 1];
+	uint64_t uid;
+	size_t i;
+
+	if (parse_uint(argv[0], UINT32_MAX - 1, &uid)) {
+		errx("UID must be a number, not '%s'", argv[0]);
+		return CTL_USAGE;
+	}
+	if (argc == 2) {
+		for (i = 0; argv[1][i] && isxdigit((unsigned char)argv[1][i]);
+		     i++)
+			;
+		if (argv[1][i] || i != 2 * KVMEM_PREFIX_KEY_BYTES) {
+			errx("KEY must be %d hexadecimal digits, not '%s'",
+			     2 * KVMEM_PREFIX_KEY_BYTES, argv[1]);
+			return CTL_USAGE;
+		}
+	}
+	snprintf(req, sizeof(req), "prefix-drop %" PRIu64 "%s%s", uid,
+		 argc == 2 ? " " : "", argc == 2 ? argv[1] : "");
+	return simple(c, req, REPLY_TIMEOUT_MS, render_dropped);
+}
+
+static void render_prefix_inject(struct rd *r, FILE *f, const struct json *v)
+{
+	fprintf(f, "injected %" PRIu64 " bit errors into %" PRIu64 " pages\n",
+		g_u64(r, v, "bits"), g_u64(r, v, "pages"));
+}
+
+static int cmd_prefix_inject(struct ctl *c, int argc, char **argv)
+{
+	char req[REQ_MAX + 1];
+	uint64_t uid, flips, seed = 0;
+
+	(void)argc;
+	if (parse_uint(argv[0], UINT32_MAX - 1, &uid)) {
+		errx("UID must be a number, not '%s'", argv[0]);
+		return CTL_USAGE;
+	}
+	if (parse_uint(argv[1], 8, &flips) || !flips) {
+		errx("FLIPS must be 1 to 8, not '%s'", argv[1]);
+		return CTL_USAGE;
+	}
+	if (c->seed && parse_uint(c->seed, UINT64_MAX, &seed)) {
+		errx("--seed must be a number, not '%s'", c->seed);
+		return CTL_USAGE;
+	}
+	snprintf(req, sizeof(req),
+		 "prefix-inject %" PRIu64 " flips %" PRIu64 " seed %" PRIu64,
+		 uid, flips, seed);
+	return simple(c, req, REPLY_TIMEOUT_MS, render_prefix_inject);
+}
+
 /* ---- policy ----------------------------------------------------------- */
 
 static void render_policy(struct rd *r, FILE *f, const struct json *v)
@@ -2639,6 +2803,11 @@ static const struct cmd cmds[] = {
 	{ "inject", cmd_inject, 1, 3,
 	  O_JSON | O_BER | O_SEED | O_ALL | O_CHANNEL,
 	  "inject TARGET --ber P --seed S [--all] [--channel SPEC]" },
+	{ "prefixes", cmd_prefixes, 0, 1, O_JSON, "prefixes [UID]" },
+	{ "prefix-drop", cmd_prefix_drop, 1, 2, O_JSON,
+	  "prefix-drop UID [KEY]" },
+	{ "prefix-inject", cmd_prefix_inject, 2, 2, O_JSON | O_SEED,
+	  "prefix-inject UID FLIPS [--seed S]" },
 	{ "policy", cmd_policy, 1, 2, O_JSON, "policy show|set KEY=VALUE" },
 	{ "metrics", cmd_metrics, 0, 0, O_HTTP, "metrics [--http]" },
 	{ "version", cmd_version, 0, 0, O_JSON, "version" },
