@@ -192,6 +192,12 @@ def _load():
         "kvmem_seq_truncate": (_int, [_vp, _u32]),
         "kvmem_seq_archive": (_int, [_vp, _u32, _u32, _u32]),
         "kvmem_seq_free": (None, [_vp]),
+        "kvmem_prefix_publish": (_int, [_vp, ctypes.c_char_p, _u32]),
+        "kvmem_prefix_attach": (
+            _int,
+            [_vp, ctypes.c_char_p, _u32, ctypes.POINTER(_vp)],
+        ),
+        "kvmem_prefix_block_end": (_u32, [_vp, _u32]),
         "kvmem_seq_release": (_int, [_vp]),
         "kvmem_seq_acquire": (_int, [_vp]),
         "kvmem_seq_read": (
@@ -378,6 +384,17 @@ def _key_of(table, value):
 # ---- the cache ---------------------------------------------------------
 
 
+PREFIX_KEY_BYTES = 32
+
+
+def _keys(keys):
+    """The prefix keys as one buffer: a list of 32-byte bytes objects."""
+    for k in keys:
+        if not isinstance(k, (bytes, bytearray)) or len(k) != PREFIX_KEY_BYTES:
+            raise ValueError("a prefix key is %d bytes" % PREFIX_KEY_BYTES)
+    return b"".join(bytes(k) for k in keys)
+
+
 class Cache:
     """A cache of sequences of pages: in this process, or a kvmemd session.
 
@@ -457,6 +474,24 @@ class Cache:
         if ret:
             _fail(ret, "kvmem_seq_create")
         return Sequence(self, h)
+
+    def block_end(self, block):
+        """The token at which prefix block @block ends (its key covers
+        tokens 0 to this one, excluded)."""
+        return _lib.kvmem_prefix_block_end(self._handle(), block)
+
+    def attach_prefix(self, keys):
+        """A new sequence holding the published blocks that @keys (32
+        bytes each, block 0 first) name, as far as they match, and the
+        number of tokens it holds (kvmem_prefix_attach(); kvmemd only)."""
+        h = _vp()
+        raw = _keys(keys)
+        ret = _lib.kvmem_prefix_attach(
+            self._handle(), raw, len(keys), ctypes.byref(h)
+        )
+        if ret < 0:
+            _fail(ret, "kvmem_prefix_attach")
+        return Sequence(self, h), ret
 
     def register(self, device):
         """Let @device (a kvmem.cuda.Device) read the pages where they are.
@@ -740,6 +775,15 @@ class Sequence:
         if ret:
             _fail(ret, "kvmem_attend_causal")
         return out, _struct_dict(st)
+
+    def publish_prefix(self, keys):
+        """Publish the first len(@keys) blocks for the sessions of this
+        uid, @keys[i] (32 bytes) naming block i; returns how many are
+        (kvmem_prefix_publish(); kvmemd only)."""
+        ret = _lib.kvmem_prefix_publish(self._handle(), _keys(keys), len(keys))
+        if ret < 0:
+            _fail(ret, "kvmem_prefix_publish")
+        return ret
 
     def fork(self):
         """A new sequence sharing this one's sealed pages."""

@@ -400,6 +400,48 @@ class Daemon(KvmemdFixture, unittest.TestCase):
                 np.testing.assert_array_equal(out[i], one)
                 self.assertEqual(st[i], st1)
 
+    def test_prefix_shared_between_sessions(self):
+        """A prefix published by one session and attached by another
+        holds the bits an embedded cache holds of the same tokens."""
+        import hashlib
+
+        g = geometry(format="int4", codec="h84")
+        rng = np.random.default_rng(9)
+        shape = (90, g.layers, g.kv_heads, g.head_dim)
+        k = rng.standard_normal(shape).astype(np.float32)
+        v = rng.standard_normal(shape).astype(np.float32)
+        keys = [hashlib.sha256(b"prompt %d" % i).digest() for i in range(4)]
+        q = rng.standard_normal((4, 64)).astype(np.float32)
+        with kvmem.Cache.connect(g, self.sock) as a, kvmem.Cache.connect(
+            g, self.sock
+        ) as b:
+            s = a.sequence()
+            s.append_all(k, v)
+            # blocks end at 4, 36, 68 and 100: the fourth is not whole
+            self.assertEqual(a.block_end(3), 100)
+            self.assertEqual(s.publish_prefix(keys), 3)
+            t, n = b.attach_prefix(keys)
+            self.assertEqual(n, 68)
+            with kvmem.Cache.embedded(g, 8 << 20) as e:
+                r = e.sequence()
+                r.append_all(k[:68], v[:68])
+                for layer in range(g.layers):
+                    np.testing.assert_array_equal(
+                        t.read(layer)[0], r.read(layer)[0]
+                    )
+                    np.testing.assert_array_equal(
+                        t.attend(layer, q)[0], r.attend(layer, q)[0]
+                    )
+            t2, n2 = b.attach_prefix([b"\0" * 32] + keys[1:])
+            self.assertEqual(n2, 0)
+            self.assertEqual(t2.len(0), 0)
+            with self.assertRaises(ValueError):
+                b.attach_prefix([b"short"])
+        with kvmem.Cache.embedded(g, 1 << 20) as e:
+            with self.assertRaises(kvmem.Error) as err:
+                e.attach_prefix(keys)
+        self.assertEqual(err.exception.errno, errno.EOPNOTSUPP)
+
     def test_archive_is_the_daemons(self):
         with kvmem.Cache.connect(geometry(), self.sock) as c:
             with self.assertRaises(kvmem.Error) as e:
