@@ -522,8 +522,8 @@ static const struct key keys[] = {
 		.min = 0,
 		.max = 64 * TIB,
 		.reload = true,
-		.desc = "published prefixes of all tenants together, 0: no "
-			"prefix sharing",
+		.desc = "published prefixes of all tenants together, in shares "
+			"of uid_bytes, 0: no prefix sharing",
 	},
 	{
 		.section = "prefix",
@@ -533,8 +533,8 @@ static const struct key keys[] = {
 		.min = 0,
 		.max = 64 * TIB,
 		.reload = true,
-		.desc = "most one tenant (uid) may keep published; its least "
-			"recently used blocks go first, 0: bytes",
+		.desc = "one tenant's (uid's) share; its least recently used "
+			"blocks go first, 0: bytes",
 	},
 	{
 		.section = "store",

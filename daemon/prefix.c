@@ -7,10 +7,11 @@
  * which of its keys share a chain) and an LRU list, most recently used
  * first. A lookup reads that tenant's table only: whether another tenant
  * published a key, and how many keys it has, changes neither the answer
- * nor the work. Memory is charged per tenant (prefix.uid_bytes, evicting
- * the tenant's own least recently used blocks) and in all (prefix.bytes,
- * a publish that would pass it is refused: one tenant never evicts
- * another's blocks). Blocks live in kvmemd's memory, beside the host pool.
+ * nor the work. Memory is a share per tenant: prefix.uid_bytes each
+ * (evicting the tenant's own least recently used blocks), for as many
+ * tenants as prefix.bytes holds, so what a publish does depends on the
+ * publisher's own blocks and the number of tenants, never on what the
+ * others publish. Blocks live in kvmemd's memory, beside the host pool.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -86,16 +87,17 @@ void kvmemd_prefix_exit(struct kvmemd *d)
 	d->prefix = NULL;
 }
 
-static uint64_t limit_all(const struct kvmemd *d)
-{
-	return d->cfg.prefix_bytes;
-}
-
-static uint64_t limit_uid(const struct kvmemd *d)
+/* What one tenant may keep, and how many tenants may keep blocks. */
+static uint64_t share(const struct kvmemd *d)
 {
 	const uint64_t u = d->cfg.prefix_uid_bytes;
 
 	return u && u < d->cfg.prefix_bytes ? u : d->cfg.prefix_bytes;
+}
+
+static uint64_t max_tenants(const struct kvmemd *d)
+{
+	return share(d) ? d->cfg.prefix_bytes / share(d) : 0;
 }
 
 /* ---- a tenant's table ------------------------------------------------- */
@@ -269,31 +271,40 @@ kvmemd_prefix_find(struct kvmemd *d, uid_t uid, const uint8_t *key,
 		     b = b->hnext)
 			if (same(b, key, g, token_start, ntokens))
 				break;
-	if (!count)
-		return b;
-	if (!b) {
+	if (count && !b) {
 		p->misses++;
 		if (t)
 			t->misses++;
-		return NULL;
 	}
+	return b;
+}
+
+void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct tenant *t = tenant_find(p, b->uid);
+
 	b->hits++;
 	b->used = kvmemd_now_ns();
 	t->hits++;
 	p->hits++;
 	lru_unlink(t, b);
 	lru_front(t, b);
-	return b;
 }
 
-int kvmemd_prefix_new(struct kvmemd *d, uid_t uid,
-		      const struct kvmemd_prefix_block *name,
-		      struct kvmemd_prefix_block **out)
+/* The bytes @name is charged when kept. */
+static uint64_t block_bytes(const struct kvmemd_prefix_block *name)
+{
+	return sizeof(*name) + (uint64_t)name->layers * (sizeof(*name->pages) +
+							 name->page_bytes);
+}
+
+int kvmemd_prefix_admit(struct kvmemd *d, uid_t uid,
+			const struct kvmemd_prefix_block *name)
 {
 	struct kvmemd_prefixes *p = d->prefix;
 	struct kvmemd_prefix_block *b;
 	struct tenant *t;
-	uint64_t bytes;
 
 	b = kvmemd_prefix_find(d, uid, name->key, &name->g, name->digest,
 			       name->token_start, name->ntokens, 0);
@@ -304,59 +315,69 @@ int kvmemd_prefix_new(struct kvmemd *d, uid_t uid,
 		lru_front(t, b);
 		return -EEXIST;
 	}
-	bytes = sizeof(*b) +
-		(uint64_t)name->layers * (sizeof(*b->pages) + name->page_bytes);
-	if (!limit_all(d)) {
+	if (!max_tenants(d) ||
+	    (!tenant_find(p, uid) && p->ntenants >= max_tenants(d))) {
 		p->refused++;
 		return -ENOSPC;
 	}
-	if (bytes > limit_uid(d)) {
+	if (block_bytes(name) > share(d)) {
 		p->refused++;
 		return -EDQUOT;
 	}
-	/* Full even without any of this tenant's blocks: nothing of its
-	 * own is evicted in vain, nothing of another's at all. */
-	t = tenant_find(p, uid);
-	if (p->bytes - (t ? t->bytes : 0) + bytes > limit_all(d)) {
-		p->refused++;
-		return -ENOSPC;
-	}
-	t = tenant_get(p, uid);
-	if (!t)
-		return -ENOMEM;
-	while (t->nblocks && (t->bytes + bytes > limit_uid(d) ||
-			      p->bytes + bytes > limit_all(d)))
-		evict(p, t);
-	b = calloc(1, sizeof(*b));
-	if (b) {
-		*b = *name;
-		b->pages = calloc(name->layers, sizeof(*b->pages));
-		b->data = malloc((size_t)name->layers * name->page_bytes);
-	}
-	if (!b || !b->pages || !b->data) {
-		if (b)
-			block_free(b);
-		tenant_put(p, t);
-		return -ENOMEM;
-	}
-	b->uid = uid;
-	b->bytes = bytes;
-	b->hits = 0;
-	b->hnext = b->prev = b->next = NULL;
-	/* Charged now: what is being filled counts against the limits. */
-	t->bytes += bytes;
-	p->bytes += bytes;
-	*out = b;
 	return 0;
 }
 
-void kvmemd_prefix_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
+struct kvmemd_prefix_block *
+kvmemd_prefix_stage(const struct kvmemd_prefix_block *name)
+{
+	struct kvmemd_prefix_block *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	*b = *name;
+	b->staged = 0;
+	b->hits = 0;
+	b->hnext = b->prev = b->next = NULL;
+	b->pages = calloc(name->layers, sizeof(*b->pages));
+	b->data = malloc((size_t)name->layers * name->page_bytes);
+	if (!b->pages || !b->data) {
+		block_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+void kvmemd_prefix_free(struct kvmemd_prefix_block *b)
+{
+	if (b)
+		block_free(b);
+}
+
+int kvmemd_prefix_keep(struct kvmemd *d, uid_t uid,
+		       struct kvmemd_prefix_block *b)
 {
 	struct kvmemd_prefixes *p = d->prefix;
-	struct tenant *t = tenant_find(p, b->uid);
+	struct tenant *t;
 	uint32_t h;
+	int ret;
 
+	/* Things changed since the admission: another session of the uid
+	 * kept the same block, or a reload lowered the limits. */
+	ret = kvmemd_prefix_admit(d, uid, b);
+	t = ret ? NULL : tenant_get(p, uid);
+	if (!ret && !t)
+		ret = -ENOMEM;
+	if (ret) {
+		block_free(b);
+		return ret;
+	}
+	b->uid = uid;
+	b->bytes = block_bytes(b);
+	while (t->nblocks && t->bytes + b->bytes > share(d))
+		evict(p, t);
 	b->published = b->used = kvmemd_now_ns();
+	t->bytes += b->bytes;
+	p->bytes += b->bytes;
 	t->nblocks++;
 	p->blocks++;
 	t->published++;
@@ -366,17 +387,7 @@ void kvmemd_prefix_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	b->hnext = t->table[h];
 	t->table[h] = b;
 	lru_front(t, b);
-}
-
-void kvmemd_prefix_discard(struct kvmemd *d, struct kvmemd_prefix_block *b)
-{
-	struct kvmemd_prefixes *p = d->prefix;
-	struct tenant *t = tenant_find(p, b->uid);
-
-	t->bytes -= b->bytes;
-	p->bytes -= b->bytes;
-	block_free(b);
-	tenant_put(p, t);
+	return 0;
 }
 
 void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b)
@@ -397,6 +408,18 @@ void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b)
 
 /* ---- for the server and admin.c --------------------------------------- */
 
+/* Tenants left with no block go. */
+static void prune(struct kvmemd_prefixes *p)
+{
+	uint32_t i = 0;
+
+	while (i < p->ntenants)
+		if (p->tenants[i].nblocks)
+			i++;
+		else
+			tenant_put(p, &p->tenants[i]);
+}
+
 void kvmemd_prefix_trim(struct kvmemd *d)
 {
 	struct kvmemd_prefixes *p = d->prefix;
@@ -405,30 +428,20 @@ void kvmemd_prefix_trim(struct kvmemd *d)
 
 	for (i = 0; i < p->ntenants; i++) {
 		t = &p->tenants[i];
-		while (t->nblocks && t->bytes > limit_uid(d))
+		while (t->nblocks && t->bytes > share(d))
 			evict(p, t);
 	}
-	/* Over the total after a reload: the least recently used of all. */
-	while (p->bytes > limit_all(d)) {
-		oldest = NULL;
-		for (i = 0; i < p->ntenants; i++) {
-			t = &p->tenants[i];
-			if (t->tail &&
-			    (!oldest || t->tail->used < oldest->tail->used))
-				oldest = t;
-		}
-		if (!oldest)
-			break;
-		evict(p, oldest);
-	}
-	i = 0;
-	while (i < p->ntenants) {
-		t = &p->tenants[i];
-		if (t->nblocks) {
-			i++;
-			continue;
-		}
-		tenant_put(p, t);
+	prune(p);
+	/* More tenants than the limits now hold: the one whose last use is
+	 * the oldest loses all its blocks, until they fit. */
+	while (p->ntenants > max_tenants(d)) {
+		oldest = &p->tenants[0];
+		for (i = 1; i < p->ntenants; i++)
+			if (p->tenants[i].head->used < oldest->head->used)
+				oldest = &p->tenants[i];
+		while (oldest->nblocks)
+			evict(p, oldest);
+		tenant_put(p, oldest);
 	}
 }
 
@@ -488,8 +501,9 @@ void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w)
 	const struct kvmemd_prefixes *p = d->prefix;
 
 	jw_open(w, "prefix", '{');
-	jw_u64(w, "bytes_max", limit_all(d));
-	jw_u64(w, "uid_bytes_max", limit_uid(d));
+	jw_u64(w, "bytes_max", d->cfg.prefix_bytes);
+	jw_u64(w, "uid_bytes_max", share(d));
+	jw_u64(w, "tenants_max", max_tenants(d));
 	jw_u64(w, "bytes", p->bytes);
 	jw_u64(w, "blocks", p->blocks);
 	jw_u64(w, "tenants", p->ntenants);

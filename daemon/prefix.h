@@ -32,15 +32,16 @@ struct kvmemd_prefix_block {
 	uint64_t digest; /* of g, for the hash */
 	uint32_t token_start, ntokens;
 	/* what it holds: layers pages of page_bytes, of slot kind kind and
-	 * layout layout */
+	 * layout layout; while it is staged, the first staged of them */
 	uint32_t layers, page_bytes;
 	uint8_t kind;
 	struct kvmem_page_layout layout;
+	uint32_t staged;
 	struct kvmemd_prefix_page *pages; /* [layers] */
 	uint8_t *data; /* layers * page_bytes */
 	/* prefix.c's */
 	uid_t uid;
-	uint64_t bytes; /* charged to the tenant */
+	uint64_t bytes; /* charged to the tenant once it is kept */
 	uint64_t hits, published, used; /* used: last attach, ns */
 	struct kvmemd_prefix_block *hnext, *prev, *next;
 };
@@ -50,34 +51,47 @@ struct kvmemd_prefix_block {
  * @digest: kvmem_geometry_digest(@g)
  *
  * Looks in @uid's table only, so another tenant's blocks cost nothing and
- * tell nothing. With @count, a find is a hit or a miss in the statistics
- * and a hit makes the block the tenant's most recently used.
+ * tell nothing. With @count a miss counts as one in the statistics; a hit
+ * counts once kvmemd_prefix_used() says the block was attached.
  */
 struct kvmemd_prefix_block *
 kvmemd_prefix_find(struct kvmemd *d, uid_t uid, const uint8_t *key,
 		   const struct kvmem_geometry *g, uint64_t digest,
 		   uint32_t token_start, uint32_t ntokens, int count);
+/* @b was attached: a hit, and @uid's most recently used block. */
+void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b);
 
 /*
- * kvmemd_prefix_new() - room for a block of @uid named as @name says, with
- * @name->layers pages of @name->page_bytes each
+ * kvmemd_prefix_admit() - may @uid keep a block named as @name says, of
+ * @name->layers pages of @name->page_bytes each?
  *
- * Evicts @uid's least recently used blocks while the new one would put the
- * tenant over prefix.uid_bytes or kvmemd over prefix.bytes; never another
- * tenant's. The block is not findable until kvmemd_prefix_add().
+ * Decided on @uid's own blocks and the number of tenants alone: each uid
+ * that keeps blocks has prefix.uid_bytes of its own, and prefix.bytes
+ * holds prefix.bytes / prefix.uid_bytes of them.
  *
- * Return: 0 with *@out to fill; -EEXIST when @uid has that block already
- * (it becomes the most recently used); -EDQUOT when the block alone is
- * over prefix.uid_bytes; -ENOSPC when kvmemd's prefix memory is full of
- * other tenants' blocks, or sharing is off; -ENOMEM.
+ * Return: 0; -EEXIST when @uid has that block (it becomes the most
+ * recently used); -EDQUOT when the block alone is over prefix.uid_bytes;
+ * -ENOSPC when sharing is off, or @uid keeps nothing and as many uids as
+ * prefix.bytes holds keep blocks.
  */
-int kvmemd_prefix_new(struct kvmemd *d, uid_t uid,
-		      const struct kvmemd_prefix_block *name,
-		      struct kvmemd_prefix_block **out);
-/* A block from kvmemd_prefix_new(), filled: findable from now on. */
-void kvmemd_prefix_add(struct kvmemd *d, struct kvmemd_prefix_block *b);
-/* A block from kvmemd_prefix_new() that will not be added. */
-void kvmemd_prefix_discard(struct kvmemd *d, struct kvmemd_prefix_block *b);
+int kvmemd_prefix_admit(struct kvmemd *d, uid_t uid,
+			const struct kvmemd_prefix_block *name);
+/*
+ * kvmemd_prefix_stage() - an unkept block named as @name says, its memory
+ * allocated (layers pages of page_bytes) for the caller to fill; NULL when
+ * out of memory. kvmemd_prefix_keep() or kvmemd_prefix_free() ends it.
+ */
+struct kvmemd_prefix_block *
+kvmemd_prefix_stage(const struct kvmemd_prefix_block *name);
+void kvmemd_prefix_free(struct kvmemd_prefix_block *b);
+/*
+ * kvmemd_prefix_keep() - @uid keeps @b, filled and checked, from now on:
+ * its least recently used blocks go first while @b would not fit its
+ * share. Takes @b whatever the outcome. Return: 0, or as
+ * kvmemd_prefix_admit() (-EEXIST: the block was kept already), -ENOMEM.
+ */
+int kvmemd_prefix_keep(struct kvmemd *d, uid_t uid,
+		       struct kvmemd_prefix_block *b);
 /* A block whose copy no longer verifies: dropped, logged and counted. */
 void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b);
 

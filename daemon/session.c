@@ -412,6 +412,8 @@ void kvmemd_session_activate(struct kvmemd_session *s)
 	s->active = 1;
 }
 
+static void stage_drop(struct kvmemd_session *s);
+
 void kvmemd_session_free(struct kvmemd_session *s)
 {
 	uint32_t i;
@@ -429,6 +431,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 			s->d->sessions_tail = s->prev;
 	}
 	tier_session_free(s);
+	stage_drop(s);
 	if (s->seqs) {
 		for (i = 0; i < s->max_seqs; i++) {
 			if (!s->seqs[i])
@@ -1158,43 +1161,61 @@ static int copy_good(const struct kvmemd_session *s, uint8_t *page,
 	return 0;
 }
 
-static int op_prefix_publish(struct kvmemd_session *s,
-			     const struct kvmem_sqe *e)
+/* Drop the block being published, and give back what it was charged. */
+static void stage_drop(struct kvmemd_session *s)
 {
-	struct seq *q = session_seq(s, e->seq);
-	struct kvmemd_prefix_block name, *b;
-	struct kvmem_page_hdr h;
-	const struct slot *sl;
-	const uint8_t *key;
-	uint32_t l, pg;
-	uint8_t *dst;
-	int kind, ret;
+	struct kvmemd_prefix_block *b = s->stage;
 
-	if (!(s->features & KVMEM_FEAT_PREFIX))
+	if (!b)
+		return;
+	s->d->n.pool_used -= (uint64_t)b->layers * b->page_bytes;
+	kvmemd_prefix_free(b);
+	s->stage = NULL;
+}
+
+/*
+ * The sealed page of @q named (@layer, @token_start) if it can be
+ * published as part of a block of @ntokens of slot kind @kind: 0 with its
+ * page index, or -ENOENT (missing, not whole), -EOPNOTSUPP (archived),
+ * -EIO (damaged).
+ */
+static int publish_page(const struct kvmemd_session *s, const struct seq *q,
+			uint32_t layer, uint32_t token_start, uint32_t ntokens,
+			int kind, uint32_t *out)
+{
+	uint32_t pg = seq_page(s, q, layer, token_start);
+	const struct slot *sl;
+
+	if (pg == NO_UNIT)
+		return -ENOENT;
+	sl = &s->slots[s->pages[pg].unit];
+	if (sl->kind != kind || sl->ntokens != ntokens)
+		return -ENOENT;
+	if (sl->flags & SLOT_ARCHIVED)
 		return -EOPNOTSUPP;
-	kind = block_kind(s, e->token_start, e->ntokens);
-	if (!q || kind < 0 || e->len != KVMEM_PREFIX_KEY_BYTES)
-		return -EINVAL;
-	key = op_buf(s, e->addr, e->len, 1);
-	if (!key)
-		return -EFAULT;
-	/* Acquired and complete: every page is resident, none moves. */
-	if (!q->acquired || q->wait)
-		return -EBUSY;
+	if (sl->flags & (SLOT_DEGRADED | SLOT_CRC_BAD))
+		return -EIO;
+	*out = pg;
+	return 0;
+}
+
+/* Start publishing the block that PREFIX_PUBLISH @e names at layer 0. */
+static int stage_start(struct kvmemd_session *s, const struct seq *q,
+		       const struct kvmem_sqe *e, const uint8_t *key, int kind)
+{
+	struct kvmemd_prefix_block name;
+	uint64_t bytes;
+	uint32_t l, pg;
+	int ret;
+
+	stage_drop(s);
 	for (l = 0; l < s->g.layers; l++) {
-		pg = seq_page(s, q, l, e->token_start);
-		if (pg == NO_UNIT)
-			return -ENOENT;
-		sl = &s->slots[s->pages[pg].unit];
-		if (sl->kind != kind || sl->ntokens != e->ntokens)
-			return -ENOENT;
-		if (sl->flags & SLOT_ARCHIVED)
-			return -EOPNOTSUPP;
-		if (sl->flags & (SLOT_DEGRADED | SLOT_CRC_BAD))
-			return -EIO;
+		ret = publish_page(s, q, l, e->token_start, e->ntokens, kind,
+				   &pg);
+		if (ret)
+			return ret;
 	}
 	memset(&name, 0, sizeof(name));
-	/* Copied once: the client may change it meanwhile. */
 	memcpy(name.key, key, sizeof(name.key));
 	name.g = s->g;
 	name.digest = s->digest;
@@ -1204,28 +1225,102 @@ static int op_prefix_publish(struct kvmemd_session *s,
 	name.page_bytes = s->layout[kind].size;
 	name.kind = (uint8_t)kind;
 	name.layout = s->layout[kind];
-	ret = kvmemd_prefix_new(s->d, s->uid, &name, &b);
+	ret = kvmemd_prefix_admit(s->d, s->uid, &name);
 	if (ret)
-		return ret == -EEXIST ? 0 : ret;
-	for (l = 0; l < s->g.layers; l++) {
-		pg = seq_page(s, q, l, e->token_start);
-		sl = &s->slots[s->pages[pg].unit];
-		dst = b->data + (size_t)l * b->page_bytes;
+		return ret;
+	/* Copies on their way count in the host pool, as arenas do. */
+	bytes = (uint64_t)name.layers * name.page_bytes;
+	if (bytes > s->d->cfg.host_bytes - s->d->n.pool_used)
+		return -ENOMEM;
+	s->stage = kvmemd_prefix_stage(&name);
+	if (!s->stage)
+		return -ENOMEM;
+	s->d->n.pool_used += bytes;
+	s->stage_seq = q->id;
+	return 0;
+}
+
+/*
+ * PREFIX_PUBLISH: a block's pages are copied and checked a few layers an
+ * op (as many as a pass's work allows, one at least), into a block staged
+ * for the session; the op of the last layer hands it to prefix.c. An op
+ * that fails drops what was staged.
+ */
+static int op_prefix_publish(struct kvmemd_session *s,
+			     const struct kvmem_sqe *e)
+{
+	struct seq *q = session_seq(s, e->seq);
+	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
+	struct kvmemd_prefix_block *b;
+	struct kvmem_page_hdr h;
+	const uint8_t *buf;
+	uint32_t l, last, pg;
+	int kind, ret;
+
+	if (!(s->features & KVMEM_FEAT_PREFIX))
+		return -EOPNOTSUPP;
+	kind = block_kind(s, e->token_start, e->ntokens);
+	if (!q || kind < 0 || e->len != KVMEM_PREFIX_KEY_BYTES ||
+	    e->layer >= s->g.layers)
+		return -EINVAL;
+	buf = op_buf(s, e->addr, e->len, 1);
+	if (!buf)
+		return -EFAULT;
+	/* Acquired and complete: every page is resident, none moves. */
+	if (!q->acquired || q->wait)
+		return -EBUSY;
+	/* Copied once: the client may change it meanwhile. */
+	memcpy(key, buf, sizeof(key));
+	if (!e->layer) {
+		ret = stage_start(s, q, e, key, kind);
+		/* Published before: there is nothing more to copy. */
+		if (ret == -EEXIST)
+			return (int)s->g.layers;
+		if (ret)
+			return ret;
+	} else if (!s->stage || s->stage_seq != q->id ||
+		   s->stage->staged != e->layer ||
+		   s->stage->token_start != e->token_start ||
+		   s->stage->ntokens != e->ntokens ||
+		   memcmp(s->stage->key, key, sizeof(key))) {
+		stage_drop(s);
+		return -EINVAL;
+	}
+	b = s->stage;
+	for (l = e->layer; l < s->g.layers; l++) {
+		if (l > e->layer && s->pass_bytes >= SESSION_PASS_BYTES)
+			break;
+		ret = publish_page(s, q, l, e->token_start, e->ntokens, kind,
+				   &pg);
+		if (ret) {
+			stage_drop(s);
+			return ret;
+		}
 		/* The client may write to its sealed pages: the copy is
 		 * checked against the seal, not the page. */
-		memcpy(dst, session_page(s, s->pages[pg].unit), b->page_bytes);
-		session_slot_header(s, sl, &h);
-		if (copy_good(s, dst, &h)) {
-			kvmemd_prefix_discard(s->d, b);
+		s->pass_bytes += b->page_bytes;
+		memcpy(b->data + (size_t)l * b->page_bytes,
+		       session_page(s, s->pages[pg].unit), b->page_bytes);
+		session_slot_header(s, &s->slots[s->pages[pg].unit], &h);
+		if (copy_good(s, b->data + (size_t)l * b->page_bytes, &h)) {
+			stage_drop(s);
 			return -EIO;
 		}
-		b->pages[l].crc = sl->crc;
-		b->pages[l].hdr_flags = sl->hdr_flags;
-		b->pages[l].generation = sl->generation;
+		b->pages[l].crc = h.crc;
+		b->pages[l].hdr_flags = h.flags;
+		b->pages[l].generation = h.generation;
 	}
-	kvmemd_prefix_add(s->d, b);
-	s->pass_bytes += (uint64_t)b->layers * b->page_bytes;
-	return 0;
+	last = l;
+	b->staged = last;
+	if (last < s->g.layers)
+		return (int)(last - e->layer);
+	/* Whole: kvmemd keeps it now, or it was kept meanwhile. */
+	s->d->n.pool_used -= (uint64_t)b->layers * b->page_bytes;
+	s->stage = NULL;
+	ret = kvmemd_prefix_keep(s->d, s->uid, b);
+	if (ret && ret != -EEXIST)
+		return ret;
+	return (int)(last - e->layer);
 }
 
 /* Page @l of @b into a new slot of @q: 0, -EEXIST, -ENOMEM. */
@@ -1281,12 +1376,13 @@ static int attach_page(struct kvmemd_session *s, struct seq *q,
 	return 0;
 }
 
-static int op_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
+int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	const size_t move = s->features & KVMEM_FEAT_ARCHIVE
 				    ? sizeof(struct kvmem_page_move_ex)
 				    : sizeof(struct kvmem_page_move);
 	struct seq *q = session_seq(s, e->seq);
+	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
 	struct kvmemd_prefix_block *b;
 	struct kvmem_page_move_ex m;
 	uint32_t room, cap, last, l, u, n = 0;
@@ -1304,8 +1400,10 @@ static int op_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		return -EFAULT;
 	if (!q->acquired || q->wait)
 		return -EBUSY;
-	/* Looked up once per block, as its first layer is attached. */
-	b = kvmemd_prefix_find(s->d, s->uid, buf, &s->g, s->digest,
+	/* Copied once: the client may change it meanwhile. */
+	memcpy(key, buf, sizeof(key));
+	/* A miss counts once per block, as its first layer is asked for. */
+	b = kvmemd_prefix_find(s->d, s->uid, key, &s->g, s->digest,
 			       e->token_start, e->ntokens, !e->layer);
 	if (!b)
 		return -ENOENT;
@@ -1318,11 +1416,13 @@ static int op_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		room = cap ? cap : 1;
 	last = s->g.layers - e->layer < room ? s->g.layers : e->layer + room;
 	/* A copy that no longer verifies is never handed out. */
-	for (l = e->layer; l < last; l++)
+	for (l = e->layer; l < last; l++) {
+		s->pass_bytes += b->page_bytes;
 		if (copy_good(s, b->data + (size_t)l * b->page_bytes, NULL)) {
 			kvmemd_prefix_damaged(s->d, b);
 			return -EIO;
 		}
+	}
 	for (l = e->layer; l < last; l++) {
 		ret = attach_page(s, q, b, l, &u);
 		if (ret)
@@ -1338,8 +1438,18 @@ static int op_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		       move);
 		n++;
 	}
-	s->pass_bytes += (uint64_t)(last - e->layer) * b->page_bytes;
+	s->pass_bytes += (uint64_t)n * b->page_bytes;
+	if (n && !e->layer)
+		kvmemd_prefix_used(s->d, b);
 	return n ? (int)n : ret;
+}
+
+/* A full arena waits for released pages to leave, when any can. */
+static int op_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	int ret = session_prefix_attach(s, e);
+
+	return ret == -ENOMEM ? tier_alloc_wait(s, e) : ret;
 }
 
 struct opdef {
@@ -1364,7 +1474,8 @@ static const struct opdef opdefs[] = {
 	[KVMEM_OP_STATS] = { "stats", op_stats, F_ADDR | F_LEN },
 	[KVMEM_OP_SEQ_PREFETCH] = { "seq_prefetch", op_seq_prefetch, F_SEQ },
 	[KVMEM_OP_PREFIX_PUBLISH] = { "prefix_publish", op_prefix_publish,
-				      F_SEQ | F_ADDR | F_LEN | F_TOKENS },
+				      F_SEQ | F_ADDR | F_LEN | F_LAYER |
+					      F_TOKENS },
 	[KVMEM_OP_PREFIX_ATTACH] = { "prefix_attach", op_prefix_attach,
 				     F_SEQ | F_ADDR | F_LEN | F_LAYER |
 					     F_TOKENS },

@@ -11,6 +11,8 @@
 
 #include "kvmemd.h"
 
+struct kvmemd_prefix_block;
+
 enum slot_state {
 	SLOT_NONE = 0, /* not the start of a slot, or never handed out */
 	SLOT_FREE, /* on a free list */
@@ -201,6 +203,10 @@ struct kvmemd_session {
 	/* verify-on-seal of the page just sealed: while it runs, no more
 	 * SQEs are taken, so the session pays for its own checks */
 	struct kvmemd_check seal_check;
+	/* PREFIX_PUBLISH: the block being copied, a few layers an op, from
+	 * the sequence stage_seq; its memory is charged to the host pool */
+	struct kvmemd_prefix_block *stage;
+	uint32_t stage_seq;
 	uint8_t checking;
 
 	struct kvmemd_session *prev, *next; /* on d->sessions once active */
@@ -262,6 +268,13 @@ void session_seq_pin(struct kvmemd_session *s, struct seq *q, int on);
 void session_post(struct kvmemd_session *s, uint64_t user_data, int res,
 		  uint32_t flags);
 
+/*
+ * PREFIX_ATTACH as far as it can go now: the pages attached, or a negative
+ * errno; -ENOMEM when no slot was free for the first (tier.c retries it
+ * while pages can leave).
+ */
+int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e);
+
 /* tier.c, for session.c */
 /* The op was queued to complete later. */
 #define OP_WAIT INT32_MIN
@@ -270,7 +283,8 @@ int tier_acquire(struct kvmemd_session *s, struct seq *q,
 int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e);
 /* Start reading @q's cold pages back, as I/Os and free slots allow. */
 void tier_prefetch(struct kvmemd_session *s, struct seq *q);
-/* @q is released or freed: an acquire of it still waiting is cancelled. */
+/* @q is released or freed: an acquire of it, or an attach into it, still
+ * waiting is cancelled. */
 void tier_cancel(struct kvmemd_session *s, struct seq *q);
 /* Cold page @pg lost its last holder: its store units go back. */
 void tier_page_drop(struct kvmemd_session *s, uint32_t pg);

@@ -452,12 +452,18 @@ int tier_acquire(struct kvmemd_session *s, struct seq *q,
 
 void tier_cancel(struct kvmemd_session *s, struct seq *q)
 {
-	struct tier_wait *w = q->wait;
+	struct tier_wait *w = q->wait, *next;
 
-	if (!w)
-		return;
-	q->wait = NULL;
-	wait_done(s, w, -ECANCELED);
+	if (w) {
+		q->wait = NULL;
+		wait_done(s, w, -ECANCELED);
+	}
+	/* An attach into it would land in whatever gets its id next. */
+	for (w = s->waits; w; w = next) {
+		next = w->next;
+		if (w->e.opcode == KVMEM_OP_PREFIX_ATTACH && w->e.seq == q->id)
+			wait_done(s, w, -ECANCELED);
+	}
 }
 
 /* An allocation that waited: slots now, or still waiting, or -ENOMEM. */
@@ -483,6 +489,21 @@ static int alloc_step(struct kvmemd_session *s, struct tier_wait *w)
 	return 0;
 }
 
+/* A PREFIX_ATTACH that waited for a slot: attached now, or still waiting
+ * (for the larger of the two slot sizes), or failed. */
+static void attach_step(struct kvmemd_session *s, struct tier_wait *w)
+{
+	int ret = session_prefix_attach(s, &w->e);
+
+	if (ret == -ENOMEM && can_reclaim(s)) {
+		s->want_units += s->slot_units[0] > s->slot_units[1]
+					 ? s->slot_units[0]
+					 : s->slot_units[1];
+		return;
+	}
+	wait_done(s, w, ret);
+}
+
 /* Move every waiting op of @s on, in order. */
 static void kick(struct kvmemd_session *s)
 {
@@ -493,6 +514,8 @@ static void kick(struct kvmemd_session *s)
 		next = w->next;
 		if (w->e.opcode == KVMEM_OP_PAGE_ALLOC)
 			alloc_step(s, w);
+		else if (w->e.opcode == KVMEM_OP_PREFIX_ATTACH)
+			attach_step(s, w);
 		else
 			acquire_step(s, w);
 	}

@@ -1027,8 +1027,10 @@ int kvmem_prefix_attach(struct kvmem_cache *c,
 		end = start + n;
 	}
 	/* A block that came in part is given back; a later block that did
-	 * not come is where the match ends, whatever the reason. */
-	if (ret && ret != -ENOENT && !i) {
+	 * not come is where the match ends, whatever the reason, unless the
+	 * daemon's answer made no sense: then it may hold pages this
+	 * sequence does not know of, and the whole sequence goes. */
+	if (ret && ((ret != -ENOENT && !i) || ret == -EPROTO)) {
 		kvmem_seq_free(s);
 		return ret;
 	}

@@ -51,7 +51,8 @@ struct kvmem__layer {
  * prefix_attach: add the pages of the published block of @ntokens from
  *           @token_start to @s, every layer's, by kvmem__seq_adopt(); 0,
  *           -ENOENT when none is published under @key, or another error
- *           (some layers' pages may have been added then)
+ *           (some layers' pages may have been added then; -EPROTO: the
+ *           store's answer made no sense, and @s must go)
  * stats:    store-specific fields of struct kvmem_cache_stats
  * close:    release the store
  */

@@ -604,11 +604,21 @@ static int remote_prefix_publish(struct kvmem_cache *c, struct kvmem_seq *s,
 		.token_start = token_start,
 		.ntokens = ntokens,
 	};
+	int n;
 
 	if (!(r->features & KVMEM_FEAT_PREFIX))
 		return -EOPNOTSUPP;
-	memcpy(r->buf + BUF_MAP, key->bytes, KVMEM_PREFIX_KEY_BYTES);
-	return lib_sync(c, &t);
+	/* The daemon copies a few layers an op. */
+	while (t.layer < c->g.layers) {
+		memcpy(r->buf + BUF_MAP, key->bytes, KVMEM_PREFIX_KEY_BYTES);
+		n = lib_sync(c, &t);
+		if (n < 0)
+			return n;
+		if (!n || (uint32_t)n > c->g.layers - t.layer)
+			return -EPROTO;
+		t.layer += (uint32_t)n;
+	}
+	return 0;
 }
 
 /*
@@ -639,7 +649,7 @@ static int remote_adopt(struct kvmem_cache *c, struct kvmem_seq *s,
 		     m.new_slot >= r->nslots ||
 		     (uint64_t)(r->nslots - m.new_slot) * KVMEM_SLOT_UNIT <
 			     l->size))
-			ret = -EIO;
+			ret = -EPROTO;
 		if (!ret)
 			ret = kvmem__seq_adopt(
 				s, m.layer, m.new_slot,
@@ -690,7 +700,7 @@ static int remote_prefix_attach(struct kvmem_cache *c, struct kvmem_seq *s,
 			return n;
 		if (!n || (uint32_t)n > room ||
 		    (uint32_t)n > c->g.layers - t.layer)
-			return -EIO;
+			return -EPROTO;
 		memcpy(m, r->buf + BUF_MAP + KVMEM_PREFIX_KEY_BYTES,
 		       (size_t)n * size);
 		ret = remote_adopt(c, s, m, (uint32_t)n, t.layer, token_start,

@@ -3205,8 +3205,8 @@ START_TEST(test_live_prefixes)
 	CTL(&r, NULL, "-a", p.admin, "prefixes");
 	expect_status(&r, 0);
 	EXPECT_HAS(r.out, "kept       2 blocks, ");
-	EXPECT_HAS(r.out, "a uid at most 64.0 MiB");
-	EXPECT_HAS(r.out, "publishes  2 blocks, 0 refused (full)");
+	EXPECT_HAS(r.out, "; 1 of 4 uids, each at most 64.0 MiB");
+	EXPECT_HAS(r.out, "publishes  2 blocks, 0 refused (no share)");
 	expect_line(&r,
 		    "UID BLOCKS BYTES HITS MISSES PUBLISHED EVICTED DAMAGED");
 	ck_assert_msg(!strstr(r.out, "KEY"), "%s", r.out);

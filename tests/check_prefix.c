@@ -413,6 +413,35 @@ START_TEST(test_prefix_damaged_copy_not_served)
 }
 END_TEST
 
+/* As @uid, in a child: publish 70 tokens of @k, @v under @keys and expect
+ * @want; fails the test otherwise. */
+static void publish_as(const struct kvmemd_proc *p, uid_t uid,
+		       const struct kvmem_prefix_key *keys, const float *k,
+		       const float *v, int want)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		struct kvmem_cache *c = NULL;
+		struct kvmem_seq *q = NULL;
+
+		if (setgid(uid) || setuid(uid))
+			_exit(3);
+		if (kvmem_connect(p->sock, &g, NULL, &c) ||
+		    kvmem_seq_create(c, &q) ||
+		    kvmem_seq_append_all(q, k, v, 70))
+			_exit(4);
+		_exit(kvmem_prefix_publish(q, keys, NBLOCKS) == want ? 0 : 5);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "uid %u, publish not %d: status 0x%x", (unsigned int)uid,
+		      want, status);
+}
+
 /* What another uid published is not there for this one, in any way. */
 START_TEST(test_prefix_tenants_apart)
 {
@@ -436,7 +465,10 @@ START_TEST(test_prefix_tenants_apart)
 	tokens(&r, 70, &k, &v);
 	tokens(&r, 70, &k2, &v2);
 	keys_of(keys, NBLOCKS, 5);
-	kvmemd_start(&p, "[daemon]\nallow_uids = 0 65534\n", NULL);
+	kvmemd_start(&p,
+		     "[daemon]\nallow_uids = 0 65534 65533\n"
+		     "[prefix]\nbytes = 128M\nuid_bytes = 64M\n",
+		     NULL);
 	chmod(p.dir, 0755);
 	chmod(p.sock, 0666);
 	a = kvmemd_connect(&p, 8u << 20);
@@ -479,12 +511,18 @@ START_TEST(test_prefix_tenants_apart)
 	ref = reference(&e, k, v, block_end(2));
 	expect_same(t, ref, &r);
 
-	/* An operator drops uid 65534's: uid 0's stay. */
+	/* prefix.bytes holds two uids' shares: a third is refused, on the
+	 * number of uids alone, whatever they keep. */
+	publish_as(&p, 65533, keys, k2, v2, -ENOSPC);
+
+	/* An operator drops uid 65534's: uid 0's stay, and the third uid
+	 * has room now. */
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop 65534");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
+	publish_as(&p, 65533, keys, k2, v2, 3);
 
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
@@ -579,6 +617,278 @@ START_TEST(test_prefix_limits)
 			 -EOPNOTSUPP);
 
 	kvmem_seq_free(s);
+	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * The uid's least recently used blocks go first, not its oldest: a block
+ * attached since it was published stays while younger ones go.
+ */
+START_TEST(test_prefix_lru_not_fifo)
+{
+	struct kvmem_prefix_key a[2], b[2], c[2];
+	struct kvmem_cache *x, *y;
+	struct kvmem_seq *s, *t;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char out[4096];
+	uint64_t b0, b1;
+	float *k, *v;
+
+	kvmem_rng_seed(&r, 1907);
+	tokens(&r, 40, &k, &v);
+	keys_of(a, 2, 10);
+	keys_of(b, 2, 11);
+	keys_of(c, 2, 12);
+	kvmemd_start(&p, NULL, NULL);
+	x = kvmemd_connect(&p, 8u << 20);
+	y = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(x, k, v, 40);
+	ck_assert_int_eq(kvmem_prefix_publish(s, a, 1), 1);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	b0 = kvmemd_json_after(out, "\"prefix\"", "bytes");
+	ck_assert_int_eq(kvmem_prefix_publish(s, a, 2), 2);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	b1 = kvmemd_json_after(out, "\"prefix\"", "bytes") - b0;
+	/* The sink page (FP16 rows for a whole page) is the larger. */
+	ck_assert_uint_gt(b0, b1);
+
+	/* Room for two prompts' blocks 0 and 1: A, then B, fill it. */
+	kvmemd_admin_ok(&p, out, sizeof(out),
+			"policy set prefix.uid_bytes=%llu",
+			(unsigned long long)(2 * (b0 + b1)));
+	ck_assert_int_eq(kvmem_prefix_publish(s, b, 2), 2);
+	/* A's block 0 is attached: the most recently used. From the most
+	 * recent: A0, B1, B0, A1. */
+	ck_assert_int_eq(kvmem_prefix_attach(y, a, 1, &t), 4);
+	kvmem_seq_free(t);
+	/* C's block 0 evicts A1, then B0 (A1 alone is too small), and C1
+	 * then fits: A0, B1, C0, C1 stay. Oldest first would have taken
+	 * A0. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, c, 2), 2);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 0");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 4);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 2);
+	ck_assert_int_eq(kvmem_prefix_attach(y, a, 2, &t), 4);
+	kvmem_seq_free(t);
+	ck_assert_int_eq(kvmem_prefix_attach(y, b, 2, &t), 0);
+	kvmem_seq_free(t);
+	ck_assert_int_eq(kvmem_prefix_attach(y, c, 2, &t), 36);
+	kvmem_seq_free(t);
+
+	kvmem_seq_free(s);
+	kvmem_close(y);
+	kvmem_close(x);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * More blocks than a table's first buckets (16): it grows, every block
+ * is found, and one dropped from the middle ends the match there.
+ */
+START_TEST(test_prefix_many_blocks)
+{
+	struct kvmem_prefix_key keys[24];
+	char hex[2 * KVMEM_PREFIX_KEY_BYTES + 1], out[8192];
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *t, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	float *k, *v;
+	size_t i;
+
+	kvmem_rng_seed(&r, 1908);
+	tokens(&r, block_end(21), &k, &v);
+	keys_of(keys, 24, 13);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 16u << 20);
+	b = kvmemd_connect(&p, 16u << 20);
+	s = seq_with(a, k, v, block_end(21));
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 24), 22);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 24, &t),
+			 (int)block_end(21));
+	ref = reference(&e, k, v, block_end(21));
+	expect_same(t, ref, &r);
+	kvmem_seq_free(t);
+	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++)
+		snprintf(hex + 2 * i, 3, "%02x", keys[13].bytes[i]);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop 0 %s", hex);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 1);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 24, &t),
+			 (int)block_end(12));
+	kvmem_seq_free(t);
+	kvmem_seq_free(ref);
+	kvmem_seq_free(s);
+	kvmem_close(e);
+	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Ops of @c kvmemd completed so far, this STATS among them. */
+static uint64_t ops_of(struct kvmem_cache *c)
+{
+	struct kvmem_stats st;
+
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+	return st.ops;
+}
+
+/* PREFIX_PUBLISH ops for @layers pages of @size: each copies pages while
+ * it copied less than a MiB, one at least. */
+static uint64_t publish_steps(uint32_t layers, size_t size)
+{
+	const uint64_t per = ((1u << 20) - 1) / size + 1;
+
+	return (layers + per - 1) / per;
+}
+
+/*
+ * Pages of over half a MiB: a publish copies two layers an op and an
+ * attach one, so both take several ops a block; what arrives is what was
+ * published.
+ */
+START_TEST(test_prefix_large_pages_in_steps)
+{
+	struct kvmem_geometry g = { .layers = 5,
+				    .kv_heads = 32,
+				    .head_dim = 256 };
+	struct kvmem_prefix_key keys[3];
+	struct kvmem_connect_opts o = { .quota_bytes = 96u << 20 };
+	struct kvmem_page_layout l, hot;
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *t, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	struct kvmem_stats st;
+	uint64_t ops;
+	size_t n, i;
+	float *k;
+	uint32_t layer;
+
+	kvmem_geometry_default(&g);
+	kvmem_page_layout(&g, 0, &l);
+	kvmem_page_layout(&g, 1, &hot);
+	ck_assert_uint_gt(l.size, 512u << 10);
+	n = (size_t)40 * g.layers * g.kv_heads * g.head_dim;
+	k = kvmem_check_xmalloc(n * sizeof(float));
+	kvmem_rng_seed(&r, 1909);
+	for (i = 0; i < n; i++)
+		k[i] = kvmem_check_rnd_value(&r, 1.0);
+	keys_of(keys, 3, 14);
+	kvmemd_start(&p, "[pool]\nsession_max_bytes = 128M\n", NULL);
+	ck_assert_int_eq(kvmem_connect(p.sock, &g, &o, &a), 0);
+	ck_assert_int_eq(kvmem_connect(p.sock, &g, &o, &b), 0);
+	ck_assert_int_eq(kvmem_seq_create(a, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, k, 40), 0);
+	ops = ops_of(a);
+	ops = ops_of(a) - ops; /* one STATS */
+	ops += ops_of(a);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 3), 2);
+	ck_assert_uint_eq(ops_of(a) - ops,
+			  publish_steps(g.layers, hot.size) +
+				  publish_steps(g.layers, l.size));
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 3, &t), 36);
+	ck_assert_int_eq(kvmem_daemon_stats(b, &st), 0);
+	/* Five layers of block 1 in five ops, and block 0's. */
+	ck_assert_uint_eq(st.slots_sealed, 2 * g.layers);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 96u << 20, &e), 0);
+	ck_assert_int_eq(kvmem_seq_create(e, &ref), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(ref, k, k, 36), 0);
+	for (layer = 0; layer < g.layers; layer++) {
+		size_t m = (size_t)36 * g.kv_heads * g.head_dim;
+		float *x = kvmem_check_xmalloc(2 * m * sizeof(float));
+		float *y = kvmem_check_xmalloc(2 * m * sizeof(float));
+
+		ck_assert_int_eq(
+			kvmem_seq_read(t, layer, 0, 36, 0, x, x + m, NULL), 0);
+		ck_assert_int_eq(
+			kvmem_seq_read(ref, layer, 0, 36, 0, y, y + m, NULL),
+			0);
+		EXPECT_MEM(x, y, 2 * m * sizeof(float), "layer %u", layer);
+		free(x);
+		free(y);
+	}
+	kvmem_seq_free(t);
+	kvmem_seq_free(ref);
+	kvmem_seq_free(s);
+	kvmem_close(e);
+	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * An arena full of released pages: the attach waits while some go to the
+ * backing store, as an allocation does, and then attaches.
+ */
+START_TEST(test_prefix_attach_waits_for_room)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *t, *ref, *fill[40];
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	struct kvmem_stats st;
+	unsigned long long waits, cold;
+	char out[8192];
+	float *k, *v;
+	int i, n;
+
+	kvmem_rng_seed(&r, 1910);
+	tokens(&r, 100, &k, &v);
+	keys_of(keys, NBLOCKS, 15);
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[tier]\nlow_watermark = 0\n"
+		     "high_watermark = 1\n"
+		     "[store]\npath = @DIR@/store\nsize = 64M\n",
+		     NULL);
+	a = kvmemd_connect(&p, 8u << 20);
+	b = kvmemd_connect(&p, 1u << 20);
+	s = seq_with(a, k, v, 100);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 4);
+	/* b's arena full of released sequences (more than it holds: the
+	 * rest waited for room in turn). */
+	for (n = 0; n < 40; n++) {
+		ck_assert_int_eq(kvmem_seq_create(b, &fill[n]), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(fill[n], k, v, 100), 0);
+		ck_assert_int_eq(kvmem_seq_release(fill[n]), 0);
+	}
+	kvmemd_admin_ok(&p, out, sizeof(out), "tier");
+	waits = kvmemd_json_u64(out, "waits");
+	ck_assert_int_eq(kvmem_daemon_stats(b, &st), 0);
+	cold = st.cold_pages;
+	ck_assert_uint_gt(cold, 0);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), 100);
+	kvmemd_admin_ok(&p, out, sizeof(out), "tier");
+	ck_assert_uint_gt(kvmemd_json_u64(out, "waits"), waits);
+	ck_assert_int_eq(kvmem_daemon_stats(b, &st), 0);
+	ck_assert_uint_gt(st.cold_pages, cold);
+	ref = reference(&e, k, v, 100);
+	expect_same(t, ref, &r);
+	kvmem_seq_free(t);
+	for (i = 0; i < n; i++)
+		kvmem_seq_free(fill[i]);
+	kvmem_seq_free(ref);
+	kvmem_seq_free(s);
+	kvmem_close(e);
 	kvmem_close(b);
 	kvmem_close(a);
 	free(k);
@@ -809,11 +1119,21 @@ START_TEST(test_prefix_hostile_ops)
 			      bad[i].res);
 	}
 
-	/* Published once; a sequence being released is not. */
+	/* A layer past the first with nothing staged. */
+	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .layer = 1, .token_start = 4, .ntokens = T),
+			 -EINVAL);
+	/* Published once, both layers in one op (the answer); again, the
+	 * same: nothing more to copy. A sequence being released is not. */
 	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
 			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
 			    .token_start = 4, .ntokens = T),
-			 0);
+			 2);
+	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .token_start = 4, .ntokens = T),
+			 2);
 	ck_assert_int_eq(
 		OP(&r, 5, .opcode = KVMEM_OP_SEQ_RELEASE, .seq = (uint64_t)seq),
 		0);
@@ -957,6 +1277,10 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_damaged_copy_not_served);
 	tcase_add_test(tc, test_prefix_tenants_apart);
 	tcase_add_test(tc, test_prefix_limits);
+	tcase_add_test(tc, test_prefix_lru_not_fifo);
+	tcase_add_test(tc, test_prefix_many_blocks);
+	tcase_add_test(tc, test_prefix_large_pages_in_steps);
+	tcase_add_test(tc, test_prefix_attach_waits_for_room);
 	tcase_add_test(tc, test_prefix_embedded_refused);
 	tcase_add_test(tc, test_prefix_hostile_ops);
 	tcase_add_test(tc, test_prefix_admin_requests);

@@ -1831,14 +1831,18 @@ static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 	t_init(&t, "ll");
 	if (!g_u64(r, p, "bytes_max"))
 		kv(&t, "sharing", "off (prefix.bytes = 0)");
-	kv(&t, "kept", "%" PRIu64 " blocks, %s of %s; a uid at most %s",
+	kv(&t, "kept",
+	   "%" PRIu64 " blocks, %s of %s; %" PRIu64 " of %" PRIu64
+	   " uids, each at most %s",
 	   g_u64(r, p, "blocks"),
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, p, "bytes")),
 	   fmt_bytes(b, sizeof(b), (double)g_u64(r, p, "bytes_max")),
+	   g_u64(r, p, "tenants"), g_u64(r, p, "tenants_max"),
 	   fmt_bytes(key, sizeof(key), (double)g_u64(r, p, "uid_bytes_max")));
 	kv(&t, "attaches", "%" PRIu64 " blocks hit, %" PRIu64 " missed",
 	   g_u64(r, p, "hits"), g_u64(r, p, "misses"));
-	kv(&t, "publishes", "%" PRIu64 " blocks, %" PRIu64 " refused (full)",
+	kv(&t, "publishes",
+	   "%" PRIu64 " blocks, %" PRIu64 " refused (no share)",
 	   g_u64(r, p, "published"), g_u64(r, p, "refused"));
 	kv(&t, "dropped",
 	   "%" PRIu64 " evicted, %" PRIu64 " damaged (no longer verified)",

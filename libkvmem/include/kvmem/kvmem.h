@@ -418,9 +418,10 @@ uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block);
  *
  * Return: how many blocks are published, from block 0; a negative errno
  * when the first one was refused: -EOPNOTSUPP embedded or when kvmemd
- * does not share prefixes, -EIO for a page that no longer matches its
- * seal, -EDQUOT when one block is over the uid's share, -ENOSPC when
- * kvmemd's prefix memory is full, -EINVAL, -ENOTCONN.
+ * did not offer sharing, -EIO for a page that no longer matches its seal,
+ * -EDQUOT when one block is over the uid's share, -ENOSPC when sharing
+ * was turned off since, or this uid keeps nothing and every share of
+ * prefix.bytes is taken, -ENOMEM, -EINVAL, -ENOTCONN.
  */
 int kvmem_prefix_publish(struct kvmem_seq *s,
 			 const struct kvmem_prefix_key *keys, uint32_t nkeys);
@@ -444,7 +445,8 @@ int kvmem_prefix_publish(struct kvmem_seq *s,
  * last block that matched or 0; a negative errno (and no sequence) when
  * the first block could not be attached for another reason than its key:
  * -EOPNOTSUPP as for kvmem_prefix_publish(), -ENOMEM when the arena has no
- * room, -EIO when its copy was damaged, -EINVAL, -ENOTCONN.
+ * room and nothing can leave it, -EIO when its copy was damaged, -EPROTO
+ * when kvmemd's answer made no sense, -EINVAL, -ENOTCONN.
  */
 int kvmem_prefix_attach(struct kvmem_cache *c,
 			const struct kvmem_prefix_key *keys, uint32_t nkeys,

@@ -66,11 +66,11 @@
  * Every field marked "must be 0" is checked; an SQE with an unknown opcode,
  * flag or non-zero reserved field completes with -EINVAL.
  *
- * Completions come in the order of the SQEs except for two ops that may
- * wait: PAGE_ALLOC when the arena is full and released pages can leave for
- * the backing store, and SEQ_ACQUIRE while the sequence's pages come back
- * from it. Each op that waits keeps one CQ entry reserved, so the CQ never
- * overflows.
+ * Completions come in the order of the SQEs except for three ops that may
+ * wait: PAGE_ALLOC and PREFIX_ATTACH when the arena is full and released
+ * pages can leave for the backing store, and SEQ_ACQUIRE while the
+ * sequence's pages come back from it. Each op that waits keeps one CQ
+ * entry reserved, so the CQ never overflows.
  *
  * Pages move only while no acquired sequence holds them. A page read back
  * lands in a new slot: the SEQ_ACQUIRE that made it resident reports the
@@ -241,10 +241,11 @@ enum kvmem_op {
 			     * -> bytes written */
 	KVMEM_OP_SEQ_PREFETCH = 10, /* seq: start reading its pages back from
 				     * the store, as the queue allows -> 0 */
-	KVMEM_OP_PREFIX_PUBLISH = 11, /* seq, addr, len, token_start,
-				       * ntokens: a copy of the block's
-				       * pages of every layer, under the key
-				       * at addr -> 0 (see below) */
+	KVMEM_OP_PREFIX_PUBLISH = 11, /* seq, addr, len, layer,
+				       * token_start, ntokens: copy the
+				       * block's pages from layer on, under
+				       * the key at addr -> layers copied
+				       * (see below) */
 	KVMEM_OP_PREFIX_ATTACH = 12, /* seq, addr, len, layer, token_start,
 				      * ntokens: the published block's pages
 				      * from layer on into new slots of seq
@@ -255,33 +256,42 @@ enum kvmem_op {
 /*
  * Prefix sharing (KVMEM_FEAT_PREFIX). A sequence's tokens fall into
  * blocks, one page of every layer each: with sink tokens, block 0 is the
- * sink page (tokens 0 to sink_tokens), then a block a tokens_per_page
+ * sink page (tokens 0 to sink_tokens - 1), then a block a tokens_per_page
  * page. The engine names block i by a key it computes over everything
  * that made the block's K/V (the model, and the tokens from 0 to the
  * block's end: a chained hash); kvmemd keeps the keys of each uid (the
- * tenant) apart, with the geometry's digest, so a session never reaches,
- * nor can time, another tenant's.
+ * tenant) apart, with the geometry, so a session never reaches another
+ * tenant's, and neither the answer to an op nor its work depends on them.
+ * Both ops copy pages a few layers an op (as many as a MiB of work
+ * allows, one at least): the client asks again from the next layer.
  *
  * PREFIX_PUBLISH: addr points to the key (len = KVMEM_PREFIX_KEY_BYTES);
- * token_start and ntokens name the block. seq must be acquired and hold
- * the block's sealed, full page of every layer, none damaged or archived.
- * kvmemd copies them (the copies are the tenant's, whatever becomes of
- * seq) and completes with 0, also when the key was published before;
- * -ENOENT when a page is missing or not whole, -EIO when one no longer
- * matches its CRC or holds values no code could correct, -EOPNOTSUPP for
- * an archived one, -EDQUOT when the block alone is over the tenant's
- * share (prefix.uid_bytes), -ENOSPC when kvmemd's prefix memory is full.
+ * token_start and ntokens name the block, layer is 0 for the op that
+ * starts it and, for the ops that continue it, the first layer not yet
+ * copied (any other layer, key, block or sequence: -EINVAL, and what was
+ * copied is dropped). seq must be acquired and hold the block's sealed,
+ * full page of every layer, none damaged or archived. The result is how
+ * many layers this op copied, each checked against its seal; the op of
+ * the last one hands the block to the tenant, whatever becomes of seq.
+ * A block published before completes at layer 0 with every layer counted.
+ * Errors: -ENOENT when a page is missing or not whole, -EIO when one no
+ * longer matches its seal (CRC, or a word no code corrects),
+ * -EOPNOTSUPP for an archived one, -EDQUOT when the block alone is over
+ * a tenant's share (prefix.uid_bytes), -ENOSPC when sharing is off or
+ * the tenant keeps nothing and as many tenants as prefix.bytes holds do,
+ * -ENOMEM when the host pool has no room for the copy on its way.
  *
  * PREFIX_ATTACH: addr points to the key, and the buffer after it (len
  * bytes in all) receives a struct kvmem_page_move (_ex with
  * KVMEM_FEAT_ARCHIVE) for each page attached, old_slot
  * KVMEM_SLOT_NONE: the block's page of layer, layer + 1, ... as far as
- * the buffer and the arena allow, copied into new sealed slots of seq
- * (acquired; it must not hold a page of those names). The result is
- * how many; -ENOENT when the tenant has no such block (key, geometry
- * and token_start alike), -ENOMEM when no slot is free, -EMSGSIZE when
- * the buffer holds no move. The pages are then the session's own, as if
- * it had sealed them.
+ * the buffer allows, copied into new sealed slots of seq (acquired; it
+ * must not hold a page of those names: -EEXIST). The result is how
+ * many; -ENOENT when the tenant has no such block (key, geometry and
+ * token_start alike), -EIO when its copy no longer verifies (kvmemd drops
+ * it), -ENOMEM when no slot is free and no page can leave, -EMSGSIZE when
+ * the buffer holds no move, -EBUSY when seq is not acquired. The pages
+ * are then the session's own, as if it had sealed them.
  */
 #define KVMEM_PREFIX_KEY_BYTES 32
 #define KVMEM_SLOT_NONE UINT32_MAX
