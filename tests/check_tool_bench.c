@@ -612,6 +612,10 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "ring", "extra", NULL },
 		(const char *const[]){ "attach", "--cycles", "0", NULL },
 		(const char *const[]){ "attach", "extra", NULL },
+		(const char *const[]){ "prefix", "--tokens", "35", NULL },
+		(const char *const[]){ "prefix", "--sessions", "0", NULL },
+		(const char *const[]){ "prefix", "--layers", "129", NULL },
+		(const char *const[]){ "prefix", "extra", NULL },
 		(const char *const[]){ "archive", "--to", "int4", NULL },
 		(const char *const[]){ "archive", "--to", "fp16+golay24",
 				       NULL },
@@ -707,6 +711,41 @@ START_TEST(test_attach_json)
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "attached"), 42);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "detached"), 42);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "pool_used_bytes"), 0);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* ---- prefix ----------------------------------------------------------- */
+
+/*
+ * prefix --json with one prompt: the first request publishes it, every
+ * other attaches all of it (100 tokens: blocks end at 4, 36 and 68, the
+ * fourth at 100 is whole too), and kvmemd counts the same.
+ */
+START_TEST(test_prefix_json)
+{
+	char reply[4096];
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+
+	kvmemd_start(&p, NULL, NULL);
+	KVMEM_RUN(&r, "kvmem-bench", "", "prefix", "--connect", p.sock,
+		  "--tokens", "100", "--prompts", "1", "--sessions", "2",
+		  "--requests", "3", "--layers", "2", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_double_eq(json_num(r.out, "requests"), 3);
+	ck_assert_double_eq_tol(json_num(r.out, "request_hit_rate"), 5.0 / 6,
+				1e-4);
+	ck_assert_double_eq_tol(json_num(r.out, "block_hit_rate"), 5.0 / 6,
+				1e-4);
+	ck_assert_double_gt(json_num(r.out, "attach_us_p50"), 0);
+	ck_assert_double_gt(json_num(r.out, "append_over_attach"), 0);
+	kvmem_check_run_free(&r);
+	kvmemd_admin(&p, "prefixes", reply, sizeof(reply));
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"prefix\"", "blocks"), 4);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"prefix\"", "hits"),
+			  5 * 4);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -1246,6 +1285,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(ring, test_ring_json);
 	tcase_add_test(ring, test_offload_json);
 	tcase_add_test(ring, test_attach_json);
+	tcase_add_test(ring, test_prefix_json);
 	tcase_set_timeout(ring, 60);
 	suite_add_tcase(s, ber);
 	suite_add_tcase(s, codec);
