@@ -1243,8 +1243,9 @@ static int stage_start(struct kvmemd_session *s, const struct seq *q,
 /*
  * PREFIX_PUBLISH: a block's pages are copied and checked a few layers an
  * op (as many as a pass's work allows, one at least), into a block staged
- * for the session; the op of the last layer hands it to prefix.c. An op
- * that fails drops what was staged.
+ * for the session; the op of the last layer hands it to prefix.c. A page
+ * that fails its checks, or an op that does not continue what is staged,
+ * drops it.
  */
 static int op_prefix_publish(struct kvmemd_session *s,
 			     const struct kvmem_sqe *e)

@@ -935,11 +935,12 @@ static struct kvmem_cqe op(struct kvmemd_raw *r, struct kvmem_sqe e,
 
 #define OP(r, ud, ...) op((r), (struct kvmem_sqe){ __VA_ARGS__ }, (ud)).res
 
-/* Block 1 (tokens 4..35) of seq @seq, both layers, sealed in @slots. */
-static void seal_block(struct kvmemd_raw *r, uint64_t seq,
-		       const uint32_t *slots)
+/* Block 1 (tokens 4..35) of seq @seq, every layer of @g, sealed in
+ * @slots. */
+static void seal_block_of(struct kvmemd_raw *r, const struct kvmem_geometry *gp,
+			  uint64_t seq, const uint32_t *slots)
 {
-	const struct kvmem_geometry g = kvmemd_test_geo();
+	const struct kvmem_geometry g = *gp;
 	size_t n = (size_t)g.tokens_per_page * g.kv_heads * g.head_dim, i;
 	float *k = kvmem_check_xmalloc(n * sizeof(float));
 	float *v = kvmem_check_xmalloc(n * sizeof(float));
@@ -974,6 +975,96 @@ static void seal_block(struct kvmemd_raw *r, uint64_t seq,
 	free(k);
 	free(v);
 }
+
+static void seal_block(struct kvmemd_raw *r, uint64_t seq,
+		       const uint32_t *slots)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+
+	seal_block_of(r, &g, seq, slots);
+}
+
+/*
+ * A publish in several ops, below the library: each op continues what the
+ * one before staged, anything else drops it, and a client that goes
+ * half-way leaves nothing charged.
+ */
+START_TEST(test_prefix_publish_staged)
+{
+	struct kvmem_geometry g = { .layers = 5,
+				    .kv_heads = 32,
+				    .head_dim = 256 };
+	struct kvmem_hello h = kvmemd_hello(64u << 20);
+	struct kvmem_page_layout l;
+	struct kvmemd_proc p;
+	struct kvmemd_raw r;
+	uint32_t slots[5], T, i;
+	char out[4096];
+	int seq;
+
+	kvmem_geometry_default(&g);
+	kvmem_page_layout(&g, 0, &l);
+	ck_assert_uint_gt(l.size, 512u << 10);
+	T = g.tokens_per_page;
+	h.geometry = g;
+	kvmemd_start(&p, "[pool]\nsession_max_bytes = 128M\n", NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	seq = OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(seq, 0);
+	for (i = 0; i < 5; i++) {
+		ck_assert_int_eq(OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC,
+				    .kind = KVMEM_SLOT_SEALED, .addr = 0,
+				    .len = 1),
+				 1);
+		memcpy(&slots[i], r.buf, sizeof(slots[i]));
+	}
+	seal_block_of(&r, &g, (uint64_t)seq, slots);
+	memset(r.buf + 256, 0x22, KVMEM_PREFIX_KEY_BYTES);
+
+	/* Layers of over half a MiB: two an op... */
+	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .token_start = 4, .ntokens = T),
+			 (int)(((1u << 20) - 1) / l.size + 1));
+	/* ...a continuation under another key drops what was staged, so
+	 * the right one finds nothing to continue. */
+	r.buf[256] ^= 1;
+	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .layer = 2, .token_start = 4, .ntokens = T),
+			 -EINVAL);
+	r.buf[256] ^= 1;
+	ck_assert_int_eq(OP(&r, 5, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .layer = 2, .token_start = 4, .ntokens = T),
+			 -EINVAL);
+	/* From the start, to the end: kept. */
+	for (i = 0; i < 5;) {
+		int n = OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			   .layer = i, .token_start = 4, .ntokens = T);
+
+		ck_assert_int_gt(n, 0);
+		i += (uint32_t)n;
+	}
+	ck_assert_uint_eq(i, 5);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
+	/* Another key, half-way, then the client goes: nothing is kept of
+	 * it and nothing stays charged to the pool. */
+	memset(r.buf + 256, 0x33, KVMEM_PREFIX_KEY_BYTES);
+	ck_assert_int_gt(OP(&r, 7, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .token_start = 4, .ntokens = T),
+			 0);
+	kvmemd_raw_detach(&r);
+	kvmemd_wait_no_sessions(&p);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
 
 START_TEST(test_prefix_hostile_ops)
 {
@@ -1283,6 +1374,7 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_attach_waits_for_room);
 	tcase_add_test(tc, test_prefix_embedded_refused);
 	tcase_add_test(tc, test_prefix_hostile_ops);
+	tcase_add_test(tc, test_prefix_publish_staged);
 	tcase_add_test(tc, test_prefix_admin_requests);
 	suite_add_tcase(s, tc);
 	return s;
