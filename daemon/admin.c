@@ -199,6 +199,7 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 	}
 	jw_close(w, ']');
 	kvmemd_ras_stats_json(d, w);
+	kvmemd_prefix_stats_json(d, w);
 	jw_close(w, '}');
 	jw_end(w);
 }

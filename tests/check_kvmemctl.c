@@ -3225,6 +3225,14 @@ START_TEST(test_live_prefixes)
 	expect_status(&r, 0);
 	expect_line(&r, "dropped 1 blocks");
 	kvmem_check_run_free(&r);
+	CTL(&r, NULL, "-a", p.admin, "metrics");
+	expect_status(&r, 0);
+	check_prometheus(r.out);
+	ck_assert(prom_value(r.out, "kvmem_prefix_blocks") == 1);
+	ck_assert(prom_value(r.out, "kvmem_prefix_published_total") == 2);
+	ck_assert(prom_value(r.out, "kvmem_prefix_uids") == 1);
+	ck_assert(prom_value(r.out, "kvmem_prefix_damaged_total") == 0);
+	kvmem_check_run_free(&r);
 	CTL(&r, NULL, "-a", p.admin, "--json", "prefixes", "0");
 	expect_status(&r, 0);
 	EXPECT_HAS(r.out, "\"blocks\":1,");

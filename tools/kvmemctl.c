@@ -2160,6 +2160,45 @@ static void pool_labels(struct rd *r, const struct json *p, char *pool,
 		tail[2] = NULL;
 }
 
+/* Prefix sharing, from the stats of a kvmemd that has it. */
+static void metrics_prefix(struct metrics *m, const struct json *v)
+{
+	static const struct {
+		const char *name, *type, *key, *help;
+	} series[] = {
+		{ "kvmem_prefix_bytes", "gauge", "bytes",
+		  "Bytes of published blocks kvmemd keeps." },
+		{ "kvmem_prefix_blocks", "gauge", "blocks",
+		  "Published blocks kvmemd keeps." },
+		{ "kvmem_prefix_uids", "gauge", "tenants",
+		  "Uids that keep published blocks." },
+		{ "kvmem_prefix_hits_total", "counter", "hits",
+		  "Published blocks attached." },
+		{ "kvmem_prefix_misses_total", "counter", "misses",
+		  "Attaches that ended on a block nobody published." },
+		{ "kvmem_prefix_published_total", "counter", "published",
+		  "Blocks published." },
+		{ "kvmem_prefix_refused_total", "counter", "refused",
+		  "Publishes refused: over a share, no share free, sharing "
+		  "off." },
+		{ "kvmem_prefix_evicted_total", "counter", "evicted",
+		  "Published blocks evicted to make room in their uid's "
+		  "share." },
+		{ "kvmem_prefix_damaged_total", "counter", "damaged",
+		  "Published blocks dropped because their copy no longer "
+		  "verified." },
+	};
+	const struct json *p = json_get(v, "prefix");
+	size_t i;
+
+	if (!p)
+		return;
+	p = g_obj(m->r, v, "prefix");
+	for (i = 0; i < sizeof(series) / sizeof(series[0]); i++)
+		m_one(m, series[i].name, series[i].type, series[i].help, p,
+		      series[i].key);
+}
+
 static void metrics_stats(struct metrics *m, const struct json *v)
 {
 	static const struct {
@@ -2252,6 +2291,7 @@ static void metrics_stats(struct metrics *m, const struct json *v)
 	      "Uncorrectable words the scrubber found since the last "
 	      "reset-counters.",
 	      sc, "ue");
+	metrics_prefix(m, v);
 }
 
 static void metrics_errors(struct metrics *m, const struct json *v)
