@@ -31,7 +31,8 @@ struct tenant {
 	uid_t uid;
 	struct kvmemd_prefix_block **table; /* [nbuckets] */
 	uint32_t nbuckets, nblocks;
-	uint64_t bytes;
+	uint64_t bytes; /* of the blocks kept */
+	uint64_t staged; /* of blocks on their way, one a session at most */
 	struct kvmemd_prefix_block *head, *tail; /* LRU */
 	uint64_t hits, misses, published, evicted, damaged;
 };
@@ -163,10 +164,11 @@ static struct tenant *tenant_get(struct kvmemd_prefixes *p, uid_t uid)
 	return t;
 }
 
-/* A tenant with nothing published goes; its counters went into p's. */
+/* A tenant with nothing published or on its way goes; its counters went
+ * into p's. */
 static void tenant_put(struct kvmemd_prefixes *p, struct tenant *t)
 {
-	if (t->nblocks)
+	if (t->nblocks || t->staged)
 		return;
 	free(t->table);
 	*t = p->tenants[--p->ntenants];
@@ -327,52 +329,83 @@ int kvmemd_prefix_admit(struct kvmemd *d, uid_t uid,
 	return 0;
 }
 
-struct kvmemd_prefix_block *
-kvmemd_prefix_stage(const struct kvmemd_prefix_block *name)
+int kvmemd_prefix_stage(struct kvmemd *d, uid_t uid,
+			const struct kvmemd_prefix_block *name,
+			struct kvmemd_prefix_block **out)
 {
-	struct kvmemd_prefix_block *b = calloc(1, sizeof(*b));
+	struct kvmemd_prefixes *p = d->prefix;
+	struct kvmemd_prefix_block *b;
+	struct tenant *t;
+	int ret;
 
-	if (!b)
-		return NULL;
-	*b = *name;
+	ret = kvmemd_prefix_admit(d, uid, name);
+	if (ret)
+		return ret;
+	t = tenant_get(p, uid);
+	if (!t)
+		return -ENOMEM;
+	/* Blocks on their way count in the share, kept ones do not: those
+	 * make room when the block is kept. */
+	if (t->staged + block_bytes(name) > share(d)) {
+		tenant_put(p, t);
+		return -EDQUOT;
+	}
+	b = calloc(1, sizeof(*b));
+	if (b) {
+		*b = *name;
+		b->pages = calloc(name->layers, sizeof(*b->pages));
+		b->data = malloc((size_t)name->layers * name->page_bytes);
+	}
+	if (!b || !b->pages || !b->data) {
+		if (b)
+			block_free(b);
+		tenant_put(p, t);
+		return -ENOMEM;
+	}
+	b->uid = uid;
+	b->bytes = block_bytes(name);
 	b->staged = 0;
 	b->hits = 0;
 	b->hnext = b->prev = b->next = NULL;
-	b->pages = calloc(name->layers, sizeof(*b->pages));
-	b->data = malloc((size_t)name->layers * name->page_bytes);
-	if (!b->pages || !b->data) {
-		block_free(b);
-		return NULL;
-	}
-	return b;
+	t->staged += b->bytes;
+	*out = b;
+	return 0;
 }
 
-void kvmemd_prefix_free(struct kvmemd_prefix_block *b)
+/* @b, from kvmemd_prefix_stage(), is no longer on its way. */
+static struct tenant *unstage(struct kvmemd_prefixes *p,
+			      struct kvmemd_prefix_block *b)
 {
-	if (b)
-		block_free(b);
+	struct tenant *t = tenant_find(p, b->uid);
+
+	t->staged -= b->bytes;
+	return t;
 }
 
-int kvmemd_prefix_keep(struct kvmemd *d, uid_t uid,
-		       struct kvmemd_prefix_block *b)
+void kvmemd_prefix_unstage(struct kvmemd *d, struct kvmemd_prefix_block *b)
 {
 	struct kvmemd_prefixes *p = d->prefix;
-	struct tenant *t;
+	struct tenant *t = unstage(p, b);
+
+	block_free(b);
+	tenant_put(p, t);
+}
+
+int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct tenant *t = unstage(p, b);
 	uint32_t h;
 	int ret;
 
 	/* Things changed since the admission: another session of the uid
 	 * kept the same block, or a reload lowered the limits. */
-	ret = kvmemd_prefix_admit(d, uid, b);
-	t = ret ? NULL : tenant_get(p, uid);
-	if (!ret && !t)
-		ret = -ENOMEM;
+	ret = kvmemd_prefix_admit(d, b->uid, b);
 	if (ret) {
 		block_free(b);
+		tenant_put(p, t);
 		return ret;
 	}
-	b->uid = uid;
-	b->bytes = block_bytes(b);
 	while (t->nblocks && t->bytes + b->bytes > share(d))
 		evict(p, t);
 	b->published = b->used = kvmemd_now_ns();
@@ -408,13 +441,13 @@ void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b)
 
 /* ---- for the server and admin.c --------------------------------------- */
 
-/* Tenants left with no block go. */
+/* Tenants left with no block, and none on its way, go. */
 static void prune(struct kvmemd_prefixes *p)
 {
 	uint32_t i = 0;
 
 	while (i < p->ntenants)
-		if (p->tenants[i].nblocks)
+		if (p->tenants[i].nblocks || p->tenants[i].staged)
 			i++;
 		else
 			tenant_put(p, &p->tenants[i]);
@@ -433,12 +466,18 @@ void kvmemd_prefix_trim(struct kvmemd *d)
 	}
 	prune(p);
 	/* More tenants than the limits now hold: the one whose last use is
-	 * the oldest loses all its blocks, until they fit. */
+	 * the oldest loses all its blocks, until they fit (one with a block
+	 * on its way keeps its share until that ends). */
 	while (p->ntenants > max_tenants(d)) {
-		oldest = &p->tenants[0];
-		for (i = 1; i < p->ntenants; i++)
-			if (p->tenants[i].head->used < oldest->head->used)
-				oldest = &p->tenants[i];
+		oldest = NULL;
+		for (i = 0; i < p->ntenants; i++) {
+			t = &p->tenants[i];
+			if (t->nblocks && !t->staged &&
+			    (!oldest || t->head->used < oldest->head->used))
+				oldest = t;
+		}
+		if (!oldest)
+			break;
 		while (oldest->nblocks)
 			evict(p, oldest);
 		tenant_put(p, oldest);
@@ -554,6 +593,7 @@ int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		jw_u64(w, "uid", t->uid);
 		jw_u64(w, "blocks", t->nblocks);
 		jw_u64(w, "bytes", t->bytes);
+		jw_u64(w, "staged", t->staged);
 		counters_json(w, t->hits, t->misses, t->published, t->evicted,
 			      t->damaged);
 		jw_close(w, '}');

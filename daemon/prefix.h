@@ -77,21 +77,25 @@ void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b);
 int kvmemd_prefix_admit(struct kvmemd *d, uid_t uid,
 			const struct kvmemd_prefix_block *name);
 /*
- * kvmemd_prefix_stage() - an unkept block named as @name says, its memory
- * allocated (layers pages of page_bytes) for the caller to fill; NULL when
- * out of memory. kvmemd_prefix_keep() or kvmemd_prefix_free() ends it.
+ * kvmemd_prefix_stage() - a block named as @name says, on its way to @uid:
+ * admitted as kvmemd_prefix_admit() says, its memory (layers pages of
+ * page_bytes) allocated for the caller to fill and counted in @uid's share
+ * until kvmemd_prefix_keep() or kvmemd_prefix_unstage() ends it
+ *
+ * Return: 0 with *@out; as kvmemd_prefix_admit(); -EDQUOT also when the
+ * blocks on their way to @uid would pass its share; -ENOMEM.
  */
-struct kvmemd_prefix_block *
-kvmemd_prefix_stage(const struct kvmemd_prefix_block *name);
-void kvmemd_prefix_free(struct kvmemd_prefix_block *b);
+int kvmemd_prefix_stage(struct kvmemd *d, uid_t uid,
+			const struct kvmemd_prefix_block *name,
+			struct kvmemd_prefix_block **out);
+void kvmemd_prefix_unstage(struct kvmemd *d, struct kvmemd_prefix_block *b);
 /*
- * kvmemd_prefix_keep() - @uid keeps @b, filled and checked, from now on:
- * its least recently used blocks go first while @b would not fit its
- * share. Takes @b whatever the outcome. Return: 0, or as
- * kvmemd_prefix_admit() (-EEXIST: the block was kept already), -ENOMEM.
+ * kvmemd_prefix_keep() - @b, staged and filled and checked, is kept from
+ * now on: its uid's least recently used blocks go first while it would not
+ * fit the share. Takes @b whatever the outcome. Return: 0, or as
+ * kvmemd_prefix_admit() (-EEXIST: the block was kept already).
  */
-int kvmemd_prefix_keep(struct kvmemd *d, uid_t uid,
-		       struct kvmemd_prefix_block *b);
+int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b);
 /* A block whose copy no longer verifies: dropped, logged and counted. */
 void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b);
 

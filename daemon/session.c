@@ -851,10 +851,19 @@ void session_seq_pin(struct kvmemd_session *s, struct seq *q, int on)
 		s->nacquired--;
 }
 
+/* A block being published from @q ends with its pins: another sequence
+ * may have @q's id next. */
+static void seq_unstage(struct kvmemd_session *s, const struct seq *q)
+{
+	if (s->stage && s->stage_seq == q->id)
+		stage_drop(s);
+}
+
 static void seq_free(struct kvmemd_session *s, struct seq *q)
 {
 	uint32_t i;
 
+	seq_unstage(s, q);
 	tier_cancel(s, q);
 	session_seq_pin(s, q, 0);
 	for (i = 0; i < q->n; i++)
@@ -1071,6 +1080,7 @@ static int op_seq_release(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 	if (!q)
 		return -EINVAL;
+	seq_unstage(s, q);
 	tier_cancel(s, q);
 	session_seq_pin(s, q, 0);
 	return 0;
@@ -1161,15 +1171,12 @@ static int copy_good(const struct kvmemd_session *s, uint8_t *page,
 	return 0;
 }
 
-/* Drop the block being published, and give back what it was charged. */
+/* Drop the block being published. */
 static void stage_drop(struct kvmemd_session *s)
 {
-	struct kvmemd_prefix_block *b = s->stage;
-
-	if (!b)
+	if (!s->stage)
 		return;
-	s->d->n.pool_used -= (uint64_t)b->layers * b->page_bytes;
-	kvmemd_prefix_free(b);
+	kvmemd_prefix_unstage(s->d, s->stage);
 	s->stage = NULL;
 }
 
@@ -1204,7 +1211,6 @@ static int stage_start(struct kvmemd_session *s, const struct seq *q,
 		       const struct kvmem_sqe *e, const uint8_t *key, int kind)
 {
 	struct kvmemd_prefix_block name;
-	uint64_t bytes;
 	uint32_t l, pg;
 	int ret;
 
@@ -1225,17 +1231,11 @@ static int stage_start(struct kvmemd_session *s, const struct seq *q,
 	name.page_bytes = s->layout[kind].size;
 	name.kind = (uint8_t)kind;
 	name.layout = s->layout[kind];
-	ret = kvmemd_prefix_admit(s->d, s->uid, &name);
+	/* Counted in the uid's share, not the host pool: what another uid
+	 * can see of the pool says nothing of this uid's keys. */
+	ret = kvmemd_prefix_stage(s->d, s->uid, &name, &s->stage);
 	if (ret)
 		return ret;
-	/* Copies on their way count in the host pool, as arenas do. */
-	bytes = (uint64_t)name.layers * name.page_bytes;
-	if (bytes > s->d->cfg.host_bytes - s->d->n.pool_used)
-		return -ENOMEM;
-	s->stage = kvmemd_prefix_stage(&name);
-	if (!s->stage)
-		return -ENOMEM;
-	s->d->n.pool_used += bytes;
 	s->stage_seq = q->id;
 	return 0;
 }
@@ -1243,12 +1243,12 @@ static int stage_start(struct kvmemd_session *s, const struct seq *q,
 /*
  * PREFIX_PUBLISH: a block's pages are copied and checked a few layers an
  * op (as many as a pass's work allows, one at least), into a block staged
- * for the session; the op of the last layer hands it to prefix.c. A page
- * that fails its checks, or an op that does not continue what is staged,
- * drops it.
+ * for the session; the op of the last layer hands it to prefix.c. An op
+ * that fails, a page that fails its checks or an op that does not
+ * continue what is staged among them, drops it, as do a release and a
+ * free of its sequence.
  */
-static int op_prefix_publish(struct kvmemd_session *s,
-			     const struct kvmem_sqe *e)
+static int prefix_publish(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct seq *q = session_seq(s, e->seq);
 	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
@@ -1284,29 +1284,25 @@ static int op_prefix_publish(struct kvmemd_session *s,
 		   s->stage->token_start != e->token_start ||
 		   s->stage->ntokens != e->ntokens ||
 		   memcmp(s->stage->key, key, sizeof(key))) {
-		stage_drop(s);
 		return -EINVAL;
 	}
 	b = s->stage;
 	for (l = e->layer; l < s->g.layers; l++) {
-		if (l > e->layer && s->pass_bytes >= SESSION_PASS_BYTES)
+		if (l > e->layer &&
+		    s->pass_bytes + b->page_bytes > SESSION_PASS_BYTES)
 			break;
 		ret = publish_page(s, q, l, e->token_start, e->ntokens, kind,
 				   &pg);
-		if (ret) {
-			stage_drop(s);
+		if (ret)
 			return ret;
-		}
 		/* The client may write to its sealed pages: the copy is
 		 * checked against the seal, not the page. */
 		s->pass_bytes += b->page_bytes;
 		memcpy(b->data + (size_t)l * b->page_bytes,
 		       session_page(s, s->pages[pg].unit), b->page_bytes);
 		session_slot_header(s, &s->slots[s->pages[pg].unit], &h);
-		if (copy_good(s, b->data + (size_t)l * b->page_bytes, &h)) {
-			stage_drop(s);
+		if (copy_good(s, b->data + (size_t)l * b->page_bytes, &h))
 			return -EIO;
-		}
 		b->pages[l].crc = h.crc;
 		b->pages[l].hdr_flags = h.flags;
 		b->pages[l].generation = h.generation;
@@ -1316,38 +1312,42 @@ static int op_prefix_publish(struct kvmemd_session *s,
 	if (last < s->g.layers)
 		return (int)(last - e->layer);
 	/* Whole: kvmemd keeps it now, or it was kept meanwhile. */
-	s->d->n.pool_used -= (uint64_t)b->layers * b->page_bytes;
 	s->stage = NULL;
-	ret = kvmemd_prefix_keep(s->d, s->uid, b);
+	ret = kvmemd_prefix_keep(s->d, b);
 	if (ret && ret != -EEXIST)
 		return ret;
 	return (int)(last - e->layer);
 }
 
-/* Page @l of @b into a new slot of @q: 0, -EEXIST, -ENOMEM. */
+static int op_prefix_publish(struct kvmemd_session *s,
+			     const struct kvmem_sqe *e)
+{
+	int ret = prefix_publish(s, e);
+
+	/* An op that fails, whatever the reason, ends the block. */
+	if (ret < 0)
+		stage_drop(s);
+	return ret;
+}
+
+/* Page @l of @b into slot @u, open, of @q: 0, or -ENOMEM (the slot is
+ * the caller's to free then). */
 static int attach_page(struct kvmemd_session *s, struct seq *q,
 		       const struct kvmemd_prefix_block *b, uint32_t l,
-		       uint32_t *unit)
+		       uint32_t u)
 {
 	const struct kvmemd_prefix_page *bp = &b->pages[l];
 	struct kvmem_page_hdr h;
 	struct slot *sl;
-	uint32_t u, pg;
+	uint32_t pg;
 	int ret;
 
-	if (seq_page(s, q, l, b->token_start) != NO_UNIT)
-		return -EEXIST;
-	ret = session_slot_alloc(s, b->kind, &u);
+	ret = page_new(s, u, l, b->token_start, &pg);
 	if (ret)
 		return ret;
-	ret = page_new(s, u, l, b->token_start, &pg);
-	if (!ret) {
-		ret = seq_hold(s, q, pg);
-		if (ret)
-			session_page_free(s, pg);
-	}
+	ret = seq_hold(s, q, pg);
 	if (ret) {
-		session_slot_free(s, u);
+		session_page_free(s, pg);
 		return ret;
 	}
 	s->pages[pg].refs = 1;
@@ -1373,23 +1373,23 @@ static int attach_page(struct kvmemd_session *s, struct seq *q,
 	       b->page_bytes);
 	session_slot_header(s, sl, &h);
 	kvmem__hdr_encode(session_page(s, u), &h);
-	*unit = u;
 	return 0;
 }
 
-int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
+int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
+			  const uint8_t *key, int *no_slot)
 {
 	const size_t move = s->features & KVMEM_FEAT_ARCHIVE
 				    ? sizeof(struct kvmem_page_move_ex)
 				    : sizeof(struct kvmem_page_move);
 	struct seq *q = session_seq(s, e->seq);
-	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
 	struct kvmemd_prefix_block *b;
 	struct kvmem_page_move_ex m;
 	uint32_t room, cap, last, l, u, n = 0;
 	uint8_t *buf;
 	int kind, ret = 0;
 
+	*no_slot = 0;
 	if (!(s->features & KVMEM_FEAT_PREFIX))
 		return -EOPNOTSUPP;
 	kind = block_kind(s, e->token_start, e->ntokens);
@@ -1401,8 +1401,6 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		return -EFAULT;
 	if (!q->acquired || q->wait)
 		return -EBUSY;
-	/* Copied once: the client may change it meanwhile. */
-	memcpy(key, buf, sizeof(key));
 	/* A miss counts once per block, as its first layer is asked for. */
 	b = kvmemd_prefix_find(s->d, s->uid, key, &s->g, s->digest,
 			       e->token_start, e->ntokens, !e->layer);
@@ -1411,26 +1409,40 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	room = (uint32_t)((e->len - KVMEM_PREFIX_KEY_BYTES) / move);
 	if (!room)
 		return -EMSGSIZE;
-	/* As many pages as the buffer holds and a pass's work allows. */
+	/* As many pages as the buffer holds and a MiB of work allows. */
 	cap = SESSION_PASS_BYTES / (uint32_t)s->layout[kind].size;
 	if (room > cap)
 		room = cap ? cap : 1;
 	last = s->g.layers - e->layer < room ? s->g.layers : e->layer + room;
-	/* A copy that no longer verifies is never handed out. */
 	for (l = e->layer; l < last; l++) {
+		if (seq_page(s, q, l, b->token_start) != NO_UNIT) {
+			ret = -EEXIST;
+			break;
+		}
+		/* The slot first: an op that waits for room checks nothing
+		 * each time it is tried again. */
+		if (session_slot_alloc(s, kind, &u)) {
+			*no_slot = !n;
+			ret = -ENOMEM;
+			break;
+		}
+		/* A copy that no longer verifies is never handed out. */
 		s->pass_bytes += b->page_bytes;
 		if (copy_good(s, b->data + (size_t)l * b->page_bytes, NULL)) {
+			session_slot_free(s, u);
 			kvmemd_prefix_damaged(s->d, b);
-			return -EIO;
-		}
-	}
-	for (l = e->layer; l < last; l++) {
-		ret = attach_page(s, q, b, l, &u);
-		if (ret)
+			b = NULL;
+			ret = -EIO;
 			break;
+		}
+		ret = attach_page(s, q, b, l, u);
+		if (ret) {
+			session_slot_free(s, u);
+			break;
+		}
 		memset(&m, 0, sizeof(m));
 		m.layer = l;
-		m.token_start = b->token_start;
+		m.token_start = e->token_start;
 		m.old_slot = KVMEM_SLOT_NONE;
 		m.new_slot = u;
 		m.format = s->layout[kind].format;
@@ -1439,8 +1451,8 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		       move);
 		n++;
 	}
-	s->pass_bytes += (uint64_t)n * b->page_bytes;
-	if (n && !e->layer)
+	s->pass_bytes += (uint64_t)n * s->layout[kind].size;
+	if (b && n && !e->layer)
 		kvmemd_prefix_used(s->d, b);
 	return n ? (int)n : ret;
 }
@@ -1448,9 +1460,17 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 /* A full arena waits for released pages to leave, when any can. */
 static int op_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
-	int ret = session_prefix_attach(s, e);
+	uint8_t key[KVMEM_PREFIX_KEY_BYTES] = { 0 };
+	const uint8_t *buf = NULL;
+	int no_slot, ret;
 
-	return ret == -ENOMEM ? tier_alloc_wait(s, e) : ret;
+	/* Copied once, here: a wait goes on with this copy. */
+	if (e->len >= KVMEM_PREFIX_KEY_BYTES)
+		buf = op_buf(s, e->addr, e->len, sizeof(uint32_t));
+	if (buf)
+		memcpy(key, buf, sizeof(key));
+	ret = session_prefix_attach(s, e, key, &no_slot);
+	return ret == -ENOMEM && no_slot ? tier_attach_wait(s, e, key) : ret;
 }
 
 struct opdef {

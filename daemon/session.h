@@ -217,6 +217,7 @@ struct kvmemd_session {
  * back, or an allocation waiting for pages to leave. */
 struct tier_wait {
 	struct kvmem_sqe e; /* the SQE, as it came */
+	uint8_t key[KVMEM_PREFIX_KEY_BYTES]; /* PREFIX_ATTACH: as it came */
 	uint32_t scan; /* ACQUIRE: its pages before this one are resident */
 	uint32_t issue; /* ACQUIRE: reads were started before this one */
 	int error; /* ACQUIRE: a page could not be read back, or no room */
@@ -269,11 +270,13 @@ void session_post(struct kvmemd_session *s, uint64_t user_data, int res,
 		  uint32_t flags);
 
 /*
- * PREFIX_ATTACH as far as it can go now: the pages attached, or a negative
- * errno; -ENOMEM when no slot was free for the first (tier.c retries it
- * while pages can leave).
+ * PREFIX_ATTACH @e of the block named @key as far as it can go now: the
+ * pages attached, or a negative errno; *@no_slot set when that is -ENOMEM
+ * for want of a slot for the first (tier.c tries again while pages can
+ * leave).
  */
-int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e);
+int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
+			  const uint8_t *key, int *no_slot);
 
 /* tier.c, for session.c */
 /* The op was queued to complete later. */
@@ -281,6 +284,9 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e);
 int tier_acquire(struct kvmemd_session *s, struct seq *q,
 		 const struct kvmem_sqe *e);
 int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e);
+/* The same for PREFIX_ATTACH @e, of the block named @key. */
+int tier_attach_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
+		     const uint8_t *key);
 /* Start reading @q's cold pages back, as I/Os and free slots allow. */
 void tier_prefetch(struct kvmemd_session *s, struct seq *q);
 /* @q is released or freed: an acquire of it, or an attach into it, still

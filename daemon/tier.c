@@ -315,6 +315,17 @@ int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	return OP_WAIT;
 }
 
+int tier_attach_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
+		     const uint8_t *key)
+{
+	struct tier_wait *w;
+
+	if (!can_reclaim(s) || wait_add(s, e, &w))
+		return -ENOMEM;
+	memcpy(w->key, key, sizeof(w->key));
+	return OP_WAIT;
+}
+
 /*
  * Write up to the buffer's worth of @q's moved pages. Return: how many; a
  * full buffer means the client asks again.
@@ -493,9 +504,9 @@ static int alloc_step(struct kvmemd_session *s, struct tier_wait *w)
  * (for the larger of the two slot sizes), or failed. */
 static void attach_step(struct kvmemd_session *s, struct tier_wait *w)
 {
-	int ret = session_prefix_attach(s, &w->e);
+	int no_slot, ret = session_prefix_attach(s, &w->e, w->key, &no_slot);
 
-	if (ret == -ENOMEM && can_reclaim(s)) {
+	if (ret == -ENOMEM && no_slot && can_reclaim(s)) {
 		s->want_units += s->slot_units[0] > s->slot_units[1]
 					 ? s->slot_units[0]
 					 : s->slot_units[1];

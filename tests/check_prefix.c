@@ -748,19 +748,23 @@ static uint64_t ops_of(struct kvmem_cache *c)
 	return st.ops;
 }
 
-/* PREFIX_PUBLISH ops for @layers pages of @size: each copies pages while
- * it copied less than a MiB, one at least. */
+/* Pages a PREFIX_PUBLISH op copies: as many as a MiB holds, one at least. */
+static uint32_t publish_per_op(size_t size)
+{
+	return (1u << 20) / size ? (uint32_t)((1u << 20) / size) : 1;
+}
+
+/* PREFIX_PUBLISH ops for @layers pages of @size. */
 static uint64_t publish_steps(uint32_t layers, size_t size)
 {
-	const uint64_t per = ((1u << 20) - 1) / size + 1;
+	const uint64_t per = publish_per_op(size);
 
 	return (layers + per - 1) / per;
 }
 
 /*
- * Pages of over half a MiB: a publish copies two layers an op and an
- * attach one, so both take several ops a block; what arrives is what was
- * published.
+ * Pages of over half a MiB: a publish and an attach copy one layer an op,
+ * so both take several ops a block; what arrives is what was published.
  */
 START_TEST(test_prefix_large_pages_in_steps)
 {
@@ -998,7 +1002,7 @@ START_TEST(test_prefix_publish_staged)
 	struct kvmem_page_layout l;
 	struct kvmemd_proc p;
 	struct kvmemd_raw r;
-	uint32_t slots[5], T, i;
+	uint32_t slots[5], T, i, per;
 	char out[4096];
 	int seq;
 
@@ -1021,22 +1025,40 @@ START_TEST(test_prefix_publish_staged)
 	seal_block_of(&r, &g, (uint64_t)seq, slots);
 	memset(r.buf + 256, 0x22, KVMEM_PREFIX_KEY_BYTES);
 
-	/* Layers of over half a MiB: two an op... */
+	/* Layers of over half a MiB: one an op... */
+	per = publish_per_op(l.size);
+	ck_assert_uint_eq(per, 1);
 	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PREFIX_PUBLISH,
 			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
 			    .token_start = 4, .ntokens = T),
-			 (int)(((1u << 20) - 1) / l.size + 1));
+			 (int)per);
 	/* ...a continuation under another key drops what was staged, so
 	 * the right one finds nothing to continue. */
 	r.buf[256] ^= 1;
 	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
 			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .layer = 2, .token_start = 4, .ntokens = T),
+			    .layer = per, .token_start = 4, .ntokens = T),
 			 -EINVAL);
 	r.buf[256] ^= 1;
 	ck_assert_int_eq(OP(&r, 5, .opcode = KVMEM_OP_PREFIX_PUBLISH,
 			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .layer = 2, .token_start = 4, .ntokens = T),
+			    .layer = per, .token_start = 4, .ntokens = T),
+			 -EINVAL);
+	/* Started again, then its sequence released: the continuation
+	 * finds nothing either. */
+	ck_assert_int_eq(OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .token_start = 4, .ntokens = T),
+			 (int)per);
+	ck_assert_int_eq(
+		OP(&r, 7, .opcode = KVMEM_OP_SEQ_RELEASE, .seq = (uint64_t)seq),
+		0);
+	ck_assert_int_eq(OP(&r, 8, .opcode = KVMEM_OP_SEQ_ACQUIRE,
+			    .seq = (uint64_t)seq, .addr = 1024, .len = 240),
+			 0);
+	ck_assert_int_eq(OP(&r, 9, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
+			    .layer = per, .token_start = 4, .ntokens = T),
 			 -EINVAL);
 	/* From the start, to the end: kept. */
 	for (i = 0; i < 5;) {
@@ -1050,17 +1072,23 @@ START_TEST(test_prefix_publish_staged)
 	ck_assert_uint_eq(i, 5);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
-	/* Another key, half-way, then the client goes: nothing is kept of
-	 * it and nothing stays charged to the pool. */
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "staged"), 0);
+	/* Another key, half-way: counted in the uid's share while on its
+	 * way; then the client goes: nothing is kept of it and nothing
+	 * stays counted. */
 	memset(r.buf + 256, 0x33, KVMEM_PREFIX_KEY_BYTES);
 	ck_assert_int_gt(OP(&r, 7, .opcode = KVMEM_OP_PREFIX_PUBLISH,
 			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
 			    .token_start = 4, .ntokens = T),
 			 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_gt(kvmemd_json_after(out, "\"uid\":0", "staged"),
+			  5 * l.size);
 	kvmemd_raw_detach(&r);
 	kvmemd_wait_no_sessions(&p);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "staged"), 0);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }

@@ -421,7 +421,8 @@ uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block);
  * did not offer sharing, -EIO for a page that no longer matches its seal,
  * -EDQUOT when one block is over the uid's share, -ENOSPC when sharing
  * was turned off since, or this uid keeps nothing and every share of
- * prefix.bytes is taken, -ENOMEM, -EINVAL, -ENOTCONN.
+ * prefix.bytes is taken, -ENOMEM, -EPROTO when kvmemd's answer made no
+ * sense, -EINVAL, -ENOTCONN.
  */
 int kvmem_prefix_publish(struct kvmem_seq *s,
 			 const struct kvmem_prefix_key *keys, uint32_t nkeys);

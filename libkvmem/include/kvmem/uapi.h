@@ -268,18 +268,20 @@ enum kvmem_op {
  * PREFIX_PUBLISH: addr points to the key (len = KVMEM_PREFIX_KEY_BYTES);
  * token_start and ntokens name the block, layer is 0 for the op that
  * starts it and, for the ops that continue it, the first layer not yet
- * copied (any other layer, key, block or sequence: -EINVAL, and what was
- * copied is dropped). seq must be acquired and hold the block's sealed,
+ * copied (any other layer, key, block or sequence: -EINVAL). An op that
+ * fails drops what was copied, as do a release and a free of seq, and
+ * the block counts in the tenant's share while on its way. seq must be
+ * acquired and hold the block's sealed,
  * full page of every layer, none damaged or archived. The result is how
  * many layers this op copied, each checked against its seal; the op of
  * the last one hands the block to the tenant, whatever becomes of seq.
  * A block published before completes at layer 0 with every layer counted.
  * Errors: -ENOENT when a page is missing or not whole, -EIO when one no
  * longer matches its seal (CRC, or a word no code corrects),
- * -EOPNOTSUPP for an archived one, -EDQUOT when the block alone is over
- * a tenant's share (prefix.uid_bytes), -ENOSPC when sharing is off or
- * the tenant keeps nothing and as many tenants as prefix.bytes holds do,
- * -ENOMEM when the host pool has no room for the copy on its way.
+ * -EOPNOTSUPP for an archived one, -EDQUOT when the block, with those on
+ * their way to the tenant from other sessions, is over its share
+ * (prefix.uid_bytes), -ENOSPC when sharing is off or the tenant keeps
+ * nothing and as many tenants as prefix.bytes holds do, -ENOMEM.
  *
  * PREFIX_ATTACH: addr points to the key, and the buffer after it (len
  * bytes in all) receives a struct kvmem_page_move (_ex with
