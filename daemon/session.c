@@ -933,13 +933,52 @@ static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	return i ? (int)i : tier_alloc_wait(s, e);
 }
 
+/*
+ * Open slot @u becomes the sealed page of @q that @h names, held and
+ * pinned by @q, with @h's CRC, generation and flags as its seal record:
+ * 0, or -ENOMEM.
+ */
+static int slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
+		     const struct kvmem_page_hdr *h)
+{
+	struct slot *sl = &s->slots[u];
+	uint32_t pg;
+	int ret;
+
+	ret = page_new(s, u, h->layer, h->token_start, &pg);
+	if (ret)
+		return ret;
+	ret = seq_hold(s, q, pg);
+	if (ret) {
+		session_page_free(s, pg);
+		return ret;
+	}
+	s->pages[pg].refs = 1;
+	s->pages[pg].pins = 1;
+	if (q->tokens < h->token_start + h->ntokens)
+		q->tokens = h->token_start + h->ntokens;
+	sl->state = SLOT_SEALED;
+	sl->page = pg;
+	sl->seq = q->id;
+	sl->layer = h->layer;
+	sl->token_start = h->token_start;
+	sl->ntokens = h->ntokens;
+	sl->crc = h->crc;
+	sl->generation = h->generation;
+	sl->hdr_flags = (uint8_t)h->flags;
+	sl->seal = ++s->seals;
+	s->nopen--;
+	s->nsealed++;
+	s->sealed_bytes += slot_bytes(s, sl->kind);
+	return 0;
+}
+
 static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	uint8_t raw[KVMEM_PAGE_HDR_BYTES];
 	struct kvmem_page_hdr h;
 	struct slot *sl = slot_get(s, e->slot);
 	struct seq *q = session_seq(s, e->seq);
-	uint32_t pg;
 	int ret;
 
 	if (!sl || !q || sl->state != SLOT_OPEN || e->layer >= s->g.layers ||
@@ -967,31 +1006,9 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	/* Moves name a page by these: two would be one name for two. */
 	if (seq_page(s, q, e->layer, e->token_start) != NO_UNIT)
 		return -EINVAL;
-	ret = page_new(s, e->slot, e->layer, e->token_start, &pg);
+	ret = slot_seal(s, q, e->slot, &h);
 	if (ret)
 		return ret;
-	ret = seq_hold(s, q, pg);
-	if (ret) {
-		session_page_free(s, pg);
-		return ret;
-	}
-	s->pages[pg].refs = 1;
-	s->pages[pg].pins = 1;
-	if (q->tokens < e->token_start + e->ntokens)
-		q->tokens = e->token_start + e->ntokens;
-	sl->state = SLOT_SEALED;
-	sl->page = pg;
-	sl->seq = (uint32_t)e->seq;
-	sl->layer = e->layer;
-	sl->token_start = e->token_start;
-	sl->ntokens = e->ntokens;
-	sl->crc = h.crc;
-	sl->generation = h.generation;
-	sl->hdr_flags = (uint8_t)h.flags;
-	sl->seal = ++s->seals;
-	s->nopen--;
-	s->nsealed++;
-	s->sealed_bytes += slot_bytes(s, sl->kind);
 	if (s->d->cfg.verify_on_seal)
 		kvmemd_ras_seal(s, e->slot);
 	return 0;
@@ -1336,42 +1353,23 @@ static int attach_page(struct kvmemd_session *s, struct seq *q,
 		       const struct kvmemd_prefix_block *b, uint32_t l,
 		       uint32_t u)
 {
-	const struct kvmemd_prefix_page *bp = &b->pages[l];
-	struct kvmem_page_hdr h;
-	struct slot *sl;
-	uint32_t pg;
+	struct kvmem_page_hdr h = {
+		.layer = l,
+		.token_start = b->token_start,
+		.ntokens = b->ntokens,
+		.flags = b->pages[l].hdr_flags,
+		.generation = b->pages[l].generation,
+		.crc = b->pages[l].crc,
+	};
 	int ret;
 
-	ret = page_new(s, u, l, b->token_start, &pg);
+	ret = slot_seal(s, q, u, &h);
 	if (ret)
 		return ret;
-	ret = seq_hold(s, q, pg);
-	if (ret) {
-		session_page_free(s, pg);
-		return ret;
-	}
-	s->pages[pg].refs = 1;
-	s->pages[pg].pins = 1;
-	if (q->tokens < b->token_start + b->ntokens)
-		q->tokens = b->token_start + b->ntokens;
-	sl = &s->slots[u];
-	sl->state = SLOT_SEALED;
-	sl->page = pg;
-	sl->seq = q->id;
-	sl->layer = l;
-	sl->token_start = b->token_start;
-	sl->ntokens = b->ntokens;
-	sl->crc = bp->crc;
-	sl->generation = bp->generation;
-	sl->hdr_flags = (uint8_t)bp->hdr_flags;
-	sl->seal = ++s->seals;
-	s->nopen--;
-	s->nsealed++;
-	s->sealed_bytes += slot_bytes(s, sl->kind);
 	/* The session's own page from here: its header names its sequence. */
 	memcpy(session_page(s, u), b->data + (size_t)l * b->page_bytes,
 	       b->page_bytes);
-	session_slot_header(s, sl, &h);
+	session_slot_header(s, &s->slots[u], &h);
 	kvmem__hdr_encode(session_page(s, u), &h);
 	return 0;
 }

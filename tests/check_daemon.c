@@ -54,44 +54,6 @@ static void append_both(struct kvmem_seq *a, struct kvmem_seq *b,
 	free(v);
 }
 
-/* Both sequences decode and attend to the same bits. */
-static void expect_same(struct kvmem_seq *a, struct kvmem_seq *b,
-			struct kvmem_rng *r)
-{
-	const struct kvmem_geometry g = kvmemd_test_geo();
-	const uint32_t nh = 2 * g.kv_heads, D = g.head_dim;
-	struct kvmem_attend_opts o = { .n_heads = nh };
-	float q[4 * 64], oa[4 * 64], ob[4 * 64];
-	uint32_t l, len;
-
-	for (l = 0; l < g.layers; l++) {
-		size_t n;
-		float *ka, *va, *kb, *vb;
-
-		len = kvmem_seq_len(b, l);
-		ck_assert_uint_eq(kvmem_seq_len(a, l), len);
-		n = (size_t)len * g.kv_heads * D;
-		ka = kvmem_check_xmalloc(n * sizeof(float));
-		va = kvmem_check_xmalloc(n * sizeof(float));
-		kb = kvmem_check_xmalloc(n * sizeof(float));
-		vb = kvmem_check_xmalloc(n * sizeof(float));
-		ck_assert_int_eq(kvmem_seq_read(a, l, 0, len, 0, ka, va, NULL),
-				 0);
-		ck_assert_int_eq(kvmem_seq_read(b, l, 0, len, 0, kb, vb, NULL),
-				 0);
-		EXPECT_MEM(ka, kb, n * sizeof(float), "K of layer %u", l);
-		EXPECT_MEM(va, vb, n * sizeof(float), "V of layer %u", l);
-		fill(r, q, (size_t)nh * D);
-		ck_assert_int_eq(kvmem_attend(a, l, q, oa, &o, NULL), 0);
-		ck_assert_int_eq(kvmem_attend(b, l, q, ob, &o, NULL), 0);
-		EXPECT_MEM(oa, ob, sizeof(oa), "attention of layer %u", l);
-		free(ka);
-		free(va);
-		free(kb);
-		free(vb);
-	}
-}
-
 /* Sealed pages (sinks included) the sequences hold, each counted once. */
 static uint64_t sealed_pages(struct kvmem_seq *const *s, int n)
 {
@@ -145,8 +107,8 @@ START_TEST(test_cache_over_daemon_matches_embedded)
 	ck_assert_int_eq(kvmem_seq_truncate(es[1], 77), 0);
 	append_both(s[1], es[1], &r, 60);
 	append_both(s[0], es[0], &r, 20);
-	expect_same(s[0], es[0], &r);
-	expect_same(s[1], es[1], &r);
+	kvmemd_expect_same(s[0], es[0], &r);
+	kvmemd_expect_same(s[1], es[1], &r);
 
 	/* The daemon's slot table agrees with the client's pages. */
 	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
@@ -162,7 +124,7 @@ START_TEST(test_cache_over_daemon_matches_embedded)
 	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
 	ck_assert_uint_eq(st.seqs, 1);
 	ck_assert_uint_eq(st.slots_sealed, sealed_pages(s, 1));
-	expect_same(s[0], es[0], &r);
+	kvmemd_expect_same(s[0], es[0], &r);
 
 	/* A released sequence is acquired again by the next use. */
 	ck_assert_int_eq(kvmem_seq_release(s[0]), 0);
@@ -171,7 +133,7 @@ START_TEST(test_cache_over_daemon_matches_embedded)
 	append_both(s[0], es[0], &r, 5);
 	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
 	ck_assert_uint_eq(st.seqs_acquired, 1);
-	expect_same(s[0], es[0], &r);
+	kvmemd_expect_same(s[0], es[0], &r);
 	{
 		struct kvmem_cache_stats cs;
 
@@ -245,7 +207,7 @@ START_TEST(test_arena_full_keeps_what_was_stored)
 					 v + l * g.kv_heads * g.head_dim, 1),
 			0);
 	}
-	expect_same(s, es, &r);
+	kvmemd_expect_same(s, es, &r);
 	kvmem_close(c);
 	kvmem_close(e);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
@@ -959,7 +921,7 @@ START_TEST(test_mlock_refusal_leaves_others_alone)
 		ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
 		ck_assert_int_eq(kvmem_seq_create(e, &es), 0);
 		append_both(s, es, &r, 40);
-		expect_same(s, es, &r);
+		kvmemd_expect_same(s, es, &r);
 		kvmem_close(c);
 		kvmem_close(e);
 		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -1036,7 +998,7 @@ START_TEST(test_sigterm_tells_clients_and_keeps_their_data)
 		ck_assert_int_eq(kvmem_seq_fork(s, &f), -ENOTCONN);
 	}
 	/* ...and what was stored still reads back, bit for bit. */
-	expect_same(s, es, &r);
+	kvmemd_expect_same(s, es, &r);
 	kvmem_close(c);
 	kvmem_close(e);
 	kvmemd_cleanup(&p);

@@ -67,50 +67,6 @@ static struct kvmem_seq *seq_with(struct kvmem_cache *c, const float *k,
 	return s;
 }
 
-/* @a and @b decode and attend to the same bits in every layer. */
-static void expect_same(struct kvmem_seq *a, struct kvmem_seq *b,
-			struct kvmem_rng *r)
-{
-	const struct kvmem_geometry g = kvmemd_test_geo();
-	const uint32_t nh = 2 * g.kv_heads, D = g.head_dim;
-	struct kvmem_attend_opts o = { .n_heads = nh };
-	float q[4 * 64], oa[4 * 64], ob[4 * 64];
-	uint32_t l, len, i;
-
-	for (l = 0; l < g.layers; l++) {
-		size_t n;
-		float *ka, *va, *kb, *vb;
-
-		len = kvmem_seq_len(b, l);
-		ck_assert_uint_eq(kvmem_seq_len(a, l), len);
-		n = (size_t)len * g.kv_heads * D;
-		ka = kvmem_check_xmalloc(n * sizeof(float) + 1);
-		va = kvmem_check_xmalloc(n * sizeof(float) + 1);
-		kb = kvmem_check_xmalloc(n * sizeof(float) + 1);
-		vb = kvmem_check_xmalloc(n * sizeof(float) + 1);
-		ck_assert_int_eq(kvmem_seq_read(a, l, 0, len, 0, ka, va, NULL),
-				 0);
-		ck_assert_int_eq(kvmem_seq_read(b, l, 0, len, 0, kb, vb, NULL),
-				 0);
-		EXPECT_MEM(ka, kb, n * sizeof(float), "K of layer %u", l);
-		EXPECT_MEM(va, vb, n * sizeof(float), "V of layer %u", l);
-		for (i = 0; i < nh * D; i++)
-			q[i] = kvmem_check_rnd_value(r, 1.0);
-		if (len) {
-			ck_assert_int_eq(kvmem_attend(a, l, q, oa, &o, NULL),
-					 0);
-			ck_assert_int_eq(kvmem_attend(b, l, q, ob, &o, NULL),
-					 0);
-			EXPECT_MEM(oa, ob, sizeof(oa), "attention of layer %u",
-				   l);
-		}
-		free(ka);
-		free(va);
-		free(kb);
-		free(vb);
-	}
-}
-
 /* An embedded cache's sequence of the first @ntok tokens: the reference. */
 static struct kvmem_seq *reference(struct kvmem_cache **e, const float *k,
 				   const float *v, uint32_t ntok)
@@ -170,11 +126,11 @@ START_TEST(test_prefix_attach_is_what_was_published)
 			 (int)block_end(4));
 	ck_assert_ptr_nonnull(t);
 	ref = reference(&e, k, v, block_end(4));
-	expect_same(t, ref, &r);
+	kvmemd_expect_same(t, ref, &r);
 	/* It grows as its own: the next tokens of another prompt. */
 	ck_assert_int_eq(kvmem_seq_append_all(t, k2, v2, 40), 0);
 	ck_assert_int_eq(kvmem_seq_append_all(ref, k2, v2, 40), 0);
-	expect_same(t, ref, &r);
+	kvmemd_expect_same(t, ref, &r);
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
 
@@ -184,7 +140,7 @@ START_TEST(test_prefix_attach_is_what_was_published)
 	ck_assert_int_eq(kvmem_prefix_attach(b, other, NBLOCKS, &t),
 			 (int)block_end(1));
 	ref = seq_with(e, k, v, block_end(1));
-	expect_same(t, ref, &r);
+	kvmemd_expect_same(t, ref, &r);
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
 
@@ -277,7 +233,7 @@ START_TEST(test_prefix_writer_changes_no_one_else)
 	kvmem_close(a);
 	ck_assert_int_eq(kvmem_prefix_attach(c, keys, NBLOCKS, &u),
 			 (int)block_end(3));
-	expect_same(u, ref, &r);
+	kvmemd_expect_same(u, ref, &r);
 	kvmem_seq_free(u);
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
@@ -332,7 +288,7 @@ START_TEST(test_prefix_publish_checks_the_seal)
 			 (int)block_end(1));
 	kvmem_seq_free(ref);
 	ref = seq_with(e, k, v, block_end(1));
-	expect_same(t, ref, &r);
+	kvmemd_expect_same(t, ref, &r);
 	/* Block 2 alone: refused with the reason. */
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 3), 2);
 	kvmem_seq_free(t);
@@ -378,7 +334,7 @@ START_TEST(test_prefix_damaged_copy_not_served)
 	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 6);
 	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
 			 (int)block_end(2));
-	expect_same(t, ref, &r);
+	kvmemd_expect_same(t, ref, &r);
 	kvmem_seq_free(t);
 
 	/* Four: past what golay24 (the sink page's FP16 rows) corrects,
@@ -509,7 +465,7 @@ START_TEST(test_prefix_tenants_apart)
 	ck_assert_int_eq(kvmem_prefix_attach(a, keys, NBLOCKS, &t),
 			 (int)block_end(2));
 	ref = reference(&e, k, v, block_end(2));
-	expect_same(t, ref, &r);
+	kvmemd_expect_same(t, ref, &r);
 
 	/* prefix.bytes holds two uids' shares: a third is refused, on the
 	 * number of uids alone, whatever they keep. */
@@ -718,7 +674,7 @@ START_TEST(test_prefix_many_blocks)
 	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 24, &t),
 			 (int)block_end(21));
 	ref = reference(&e, k, v, block_end(21));
-	expect_same(t, ref, &r);
+	kvmemd_expect_same(t, ref, &r);
 	kvmem_seq_free(t);
 	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++)
 		snprintf(hex + 2 * i, 3, "%02x", keys[13].bytes[i]);
@@ -886,7 +842,7 @@ START_TEST(test_prefix_attach_waits_for_room)
 	ck_assert_int_eq(kvmem_daemon_stats(b, &st), 0);
 	ck_assert_uint_gt(st.cold_pages, cold);
 	ref = reference(&e, k, v, 100);
-	expect_same(t, ref, &r);
+	kvmemd_expect_same(t, ref, &r);
 	kvmem_seq_free(t);
 	for (i = 0; i < n; i++)
 		kvmem_seq_free(fill[i]);

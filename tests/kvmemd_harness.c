@@ -24,6 +24,7 @@
 
 #include "kvmem_check.h"
 #include "kvmemd_harness.h"
+#include "rng.h"
 
 static const char *daemon_path(void)
 {
@@ -521,4 +522,47 @@ int kvmemd_raw_hung_up(struct kvmemd_raw *r, int timeout_ms)
 	if (poll(&pfd, 1, timeout_ms) <= 0)
 		return 0;
 	return !!(pfd.revents & (POLLRDHUP | POLLHUP));
+}
+
+void kvmemd_expect_same(struct kvmem_seq *a, struct kvmem_seq *b,
+			struct kvmem_rng *r)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const uint32_t nh = 2 * g.kv_heads, D = g.head_dim;
+	struct kvmem_attend_opts o = { .n_heads = nh };
+	float q[4 * 64], oa[4 * 64], ob[4 * 64];
+	uint32_t l, len, i;
+
+	for (l = 0; l < g.layers; l++) {
+		size_t n;
+		float *ka, *va, *kb, *vb;
+
+		len = kvmem_seq_len(b, l);
+		ck_assert_uint_eq(kvmem_seq_len(a, l), len);
+		n = (size_t)len * g.kv_heads * D;
+		ka = kvmem_check_xmalloc(n * sizeof(float) + 1);
+		va = kvmem_check_xmalloc(n * sizeof(float) + 1);
+		kb = kvmem_check_xmalloc(n * sizeof(float) + 1);
+		vb = kvmem_check_xmalloc(n * sizeof(float) + 1);
+		ck_assert_int_eq(kvmem_seq_read(a, l, 0, len, 0, ka, va, NULL),
+				 0);
+		ck_assert_int_eq(kvmem_seq_read(b, l, 0, len, 0, kb, vb, NULL),
+				 0);
+		EXPECT_MEM(ka, kb, n * sizeof(float), "K of layer %u", l);
+		EXPECT_MEM(va, vb, n * sizeof(float), "V of layer %u", l);
+		for (i = 0; i < nh * D; i++)
+			q[i] = kvmem_check_rnd_value(r, 1.0);
+		if (len) {
+			ck_assert_int_eq(kvmem_attend(a, l, q, oa, &o, NULL),
+					 0);
+			ck_assert_int_eq(kvmem_attend(b, l, q, ob, &o, NULL),
+					 0);
+			EXPECT_MEM(oa, ob, sizeof(oa), "attention of layer %u",
+				   l);
+		}
+		free(ka);
+		free(va);
+		free(kb);
+		free(vb);
+	}
 }

@@ -136,4 +136,14 @@ struct kvmem_cqe kvmemd_raw_op(struct kvmemd_raw *r, const struct kvmem_sqe *e);
 /* Wait up to @timeout_ms for the daemon to hang up on @r: 1, or 0. */
 int kvmemd_raw_hung_up(struct kvmemd_raw *r, int timeout_ms);
 
+struct kvmem_rng;
+/*
+ * @a and @b, sequences of kvmemd_test_geo(), decode every layer to the
+ * same bits and attend to the same bits for random queries drawn from @r
+ * (the test fails otherwise): a session's sequence against an embedded
+ * reference, say.
+ */
+void kvmemd_expect_same(struct kvmem_seq *a, struct kvmem_seq *b,
+			struct kvmem_rng *r);
+
 #endif /* KVMEMD_HARNESS_H */
