@@ -271,8 +271,8 @@ enum kvmem_op {
  * copied (any other layer, key, block or sequence: -EINVAL). An op that
  * fails drops what was copied, as do a release and a free of seq, and
  * the block counts in the tenant's share while on its way. seq must be
- * acquired and hold the block's sealed,
- * full page of every layer, none damaged or archived. The result is how
+ * acquired and hold the block's sealed, full page of every layer, none
+ * damaged or archived. The result is how
  * many layers this op copied, each checked against its seal; the op of
  * the last one hands the block to the tenant, whatever becomes of seq.
  * A block published before completes at layer 0 with every layer counted.
