@@ -217,26 +217,12 @@ END_TEST
 
 /* ---- the ring, op by op, below the library --------------------------- */
 
-static struct kvmem_cqe op(struct kvmemd_raw *r, struct kvmem_sqe e,
-			   uint64_t ud)
-{
-	struct kvmem_cqe c;
-
-	e.user_data = ud;
-	c = kvmemd_raw_op(r, &e);
-	ck_assert_uint_eq(c.user_data, ud);
-	ck_assert_uint_eq(c.flags, 0);
-	return c;
-}
-
-#define OP(r, ud, ...) op((r), (struct kvmem_sqe){ __VA_ARGS__ }, (ud)).res
-
 static struct kvmem_stats stats(struct kvmemd_raw *r)
 {
 	struct kvmem_stats st;
 
-	ck_assert_int_eq(OP(r, 99, .opcode = KVMEM_OP_STATS, .addr = 512,
-			    .len = sizeof(st)),
+	ck_assert_int_eq(KVMEMD_OP(r, 99, .opcode = KVMEM_OP_STATS, .addr = 512,
+				   .len = sizeof(st)),
 			 (int)sizeof(st));
 	memcpy(&st, r->buf + 512, sizeof(st));
 	return st;
@@ -302,24 +288,26 @@ START_TEST(test_every_op)
 	units = l[0].size / KVMEM_SLOT_UNIT;
 
 	/* NOP, and what makes any SQE invalid. */
-	ck_assert_int_eq(OP(&r, 1, .opcode = KVMEM_OP_NOP), 0);
-	ck_assert_int_eq(OP(&r, 2, .opcode = KVMEM_OP_NOP, .flags = 1),
+	ck_assert_int_eq(KVMEMD_OP(&r, 1, .opcode = KVMEM_OP_NOP), 0);
+	ck_assert_int_eq(KVMEMD_OP(&r, 2, .opcode = KVMEM_OP_NOP, .flags = 1),
 			 -EINVAL);
-	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_NOP, .resv0 = 1),
+	ck_assert_int_eq(KVMEMD_OP(&r, 3, .opcode = KVMEM_OP_NOP, .resv0 = 1),
 			 -EINVAL);
-	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_NOP, .resv1 = { 0, 1 }),
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 4, .opcode = KVMEM_OP_NOP, .resv1 = { 0, 1 }),
+		-EINVAL);
+	ck_assert_int_eq(KVMEMD_OP(&r, 5, .opcode = KVMEM_OP_NOP, .seq = 1),
 			 -EINVAL);
-	ck_assert_int_eq(OP(&r, 5, .opcode = KVMEM_OP_NOP, .seq = 1), -EINVAL);
-	ck_assert_int_eq(OP(&r, 6, .opcode = KVMEM_OP_LAST), -EINVAL);
-	ck_assert_int_eq(OP(&r, 7, .opcode = 0xff), -EINVAL);
+	ck_assert_int_eq(KVMEMD_OP(&r, 6, .opcode = KVMEM_OP_LAST), -EINVAL);
+	ck_assert_int_eq(KVMEMD_OP(&r, 7, .opcode = 0xff), -EINVAL);
 
 	/* Sequences are numbered from 1. */
-	ck_assert_int_eq(OP(&r, 10, .opcode = KVMEM_OP_SEQ_CREATE), 1);
-	ck_assert_int_eq(OP(&r, 11, .opcode = KVMEM_OP_SEQ_CREATE), 2);
+	ck_assert_int_eq(KVMEMD_OP(&r, 10, .opcode = KVMEM_OP_SEQ_CREATE), 1);
+	ck_assert_int_eq(KVMEMD_OP(&r, 11, .opcode = KVMEM_OP_SEQ_CREATE), 2);
 
 	/* PAGE_ALLOC: two slots that do not overlap, inside the arena. */
-	ck_assert_int_eq(OP(&r, 20, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 2),
-			 2);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 20, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 2), 2);
 	memcpy(&a, r.buf, 4);
 	memcpy(&b, r.buf + 4, 4);
 	ck_assert_uint_le((uint64_t)(a + units) * KVMEM_SLOT_UNIT,
@@ -327,25 +315,26 @@ START_TEST(test_every_op)
 	ck_assert_uint_le((uint64_t)(b + units) * KVMEM_SLOT_UNIT,
 			  r.w.arena_bytes);
 	ck_assert_uint_ge(a > b ? a - b : b - a, units);
-	ck_assert_int_eq(OP(&r, 21, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 0),
-			 -EINVAL);
 	ck_assert_int_eq(
-		OP(&r, 22, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 1, .kind = 2),
+		KVMEMD_OP(&r, 21, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 0),
 		-EINVAL);
-	ck_assert_int_eq(OP(&r, 23, .opcode = KVMEM_OP_PAGE_ALLOC,
-			    .len = KVMEM_ALLOC_MAX + 1),
+	ck_assert_int_eq(KVMEMD_OP(&r, 22, .opcode = KVMEM_OP_PAGE_ALLOC,
+				   .len = 1, .kind = 2),
 			 -EINVAL);
-	ck_assert_int_eq(
-		OP(&r, 24, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 1, .addr = 2),
-		-EFAULT);
-	ck_assert_int_eq(OP(&r, 25, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 1,
-			    .addr = r.w.buf_bytes),
+	ck_assert_int_eq(KVMEMD_OP(&r, 23, .opcode = KVMEM_OP_PAGE_ALLOC,
+				   .len = KVMEM_ALLOC_MAX + 1),
+			 -EINVAL);
+	ck_assert_int_eq(KVMEMD_OP(&r, 24, .opcode = KVMEM_OP_PAGE_ALLOC,
+				   .len = 1, .addr = 2),
 			 -EFAULT);
-	ck_assert_int_eq(OP(&r, 26, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 2,
-			    .addr = r.w.buf_bytes - 4),
+	ck_assert_int_eq(KVMEMD_OP(&r, 25, .opcode = KVMEM_OP_PAGE_ALLOC,
+				   .len = 1, .addr = r.w.buf_bytes),
 			 -EFAULT);
-	ck_assert_int_eq(OP(&r, 27, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 1,
-			    .addr = UINT64_MAX - 3),
+	ck_assert_int_eq(KVMEMD_OP(&r, 26, .opcode = KVMEM_OP_PAGE_ALLOC,
+				   .len = 2, .addr = r.w.buf_bytes - 4),
+			 -EFAULT);
+	ck_assert_int_eq(KVMEMD_OP(&r, 27, .opcode = KVMEM_OP_PAGE_ALLOC,
+				   .len = 1, .addr = UINT64_MAX - 3),
 			 -EFAULT);
 	st = stats(&r);
 	ck_assert_uint_eq(st.slots_open, 2);
@@ -353,22 +342,26 @@ START_TEST(test_every_op)
 	ck_assert_uint_eq(st.seqs, 2);
 
 	/* PAGE_SEAL checks the page's own header against the SQE. */
-	ck_assert_int_eq(OP(&r, 30, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a,
-			    .seq = 1, .layer = 1, .token_start = 4,
-			    .ntokens = g.tokens_per_page),
+	ck_assert_int_eq(KVMEMD_OP(&r, 30, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = a, .seq = 1, .layer = 1,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
 			 -EBADMSG); /* all zero: no header, its CRC fails */
 	write_sealed(&r, a, 1);
-	ck_assert_int_eq(OP(&r, 31, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a,
-			    .seq = 2, .layer = 1, .token_start = 4,
-			    .ntokens = g.tokens_per_page),
+	ck_assert_int_eq(KVMEMD_OP(&r, 31, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = a, .seq = 2, .layer = 1,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
 			 -EINVAL); /* another sequence's page */
-	ck_assert_int_eq(OP(&r, 32, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a,
-			    .seq = 1, .layer = 0, .token_start = 4,
-			    .ntokens = g.tokens_per_page),
+	ck_assert_int_eq(KVMEMD_OP(&r, 32, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = a, .seq = 1, .layer = 0,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
 			 -EINVAL); /* another layer */
-	ck_assert_int_eq(OP(&r, 33, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a + 1,
-			    .seq = 1, .layer = 1, .token_start = 4,
-			    .ntokens = g.tokens_per_page),
+	ck_assert_int_eq(KVMEMD_OP(&r, 33, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = a + 1, .seq = 1, .layer = 1,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
 			 -EINVAL); /* not the start of a slot */
 	/* The same page archived in int2 + golay24: a page only kvmemd may
 	 * make. Whatever is in the slot after a refused seal is refused. */
@@ -383,25 +376,29 @@ START_TEST(test_every_op)
 				 0);
 		free(copy);
 	}
-	ck_assert_int_eq(OP(&r, 37, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a,
-			    .seq = 1, .layer = 1, .token_start = 4,
-			    .ntokens = g.tokens_per_page),
+	ck_assert_int_eq(KVMEMD_OP(&r, 37, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = a, .seq = 1, .layer = 1,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
 			 -EINVAL);
 	write_sealed(&r, a, 1);
-	ck_assert_int_eq(OP(&r, 34, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a,
-			    .seq = 1, .layer = 1, .token_start = 4,
-			    .ntokens = g.tokens_per_page),
+	ck_assert_int_eq(KVMEMD_OP(&r, 34, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = a, .seq = 1, .layer = 1,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
 			 0);
-	ck_assert_int_eq(OP(&r, 35, .opcode = KVMEM_OP_PAGE_SEAL, .slot = a,
-			    .seq = 1, .layer = 1, .token_start = 4,
-			    .ntokens = g.tokens_per_page),
+	ck_assert_int_eq(KVMEMD_OP(&r, 35, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = a, .seq = 1, .layer = 1,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
 			 -EINVAL); /* sealed already */
 	/* A flipped bit in the header is corrected, not refused. */
 	write_sealed(&r, b, 2);
 	r.arena[(size_t)b * KVMEM_SLOT_UNIT + 5] ^= 0x10;
-	ck_assert_int_eq(OP(&r, 36, .opcode = KVMEM_OP_PAGE_SEAL, .slot = b,
-			    .seq = 2, .layer = 1, .token_start = 4,
-			    .ntokens = g.tokens_per_page),
+	ck_assert_int_eq(KVMEMD_OP(&r, 36, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = b, .seq = 2, .layer = 1,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
 			 0);
 	st = stats(&r);
 	ck_assert_uint_eq(st.slots_open, 0);
@@ -409,66 +406,76 @@ START_TEST(test_every_op)
 
 	/* A fork shares the sealed pages: freeing them from the parent
 	 * leaves them held. */
-	ck_assert_int_eq(OP(&r, 40, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1), 3);
-	ck_assert_int_eq(OP(&r, 41, .opcode = KVMEM_OP_SEQ_FORK, .seq = 9),
-			 -EINVAL);
 	ck_assert_int_eq(
-		OP(&r, 42, .opcode = KVMEM_OP_PAGE_FREE, .slot = a, .seq = 1),
-		0);
+		KVMEMD_OP(&r, 40, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1), 3);
 	ck_assert_int_eq(
-		OP(&r, 43, .opcode = KVMEM_OP_PAGE_FREE, .slot = a, .seq = 1),
-		-ENOENT);
-	ck_assert_int_eq(OP(&r, 44, .opcode = KVMEM_OP_PAGE_FREE, .slot = a),
-			 -EINVAL); /* sealed pages are freed per sequence */
+		KVMEMD_OP(&r, 41, .opcode = KVMEM_OP_SEQ_FORK, .seq = 9),
+		-EINVAL);
+	ck_assert_int_eq(KVMEMD_OP(&r, 42, .opcode = KVMEM_OP_PAGE_FREE,
+				   .slot = a, .seq = 1),
+			 0);
+	ck_assert_int_eq(KVMEMD_OP(&r, 43, .opcode = KVMEM_OP_PAGE_FREE,
+				   .slot = a, .seq = 1),
+			 -ENOENT);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 44, .opcode = KVMEM_OP_PAGE_FREE, .slot = a),
+		-EINVAL); /* sealed pages are freed per sequence */
 	st = stats(&r);
 	ck_assert_uint_eq(st.slots_sealed, 2);
 	ck_assert_uint_eq(st.seqs, 3);
-	ck_assert_int_eq(OP(&r, 45, .opcode = KVMEM_OP_SEQ_FREE, .seq = 3), 0);
-	ck_assert_int_eq(OP(&r, 46, .opcode = KVMEM_OP_SEQ_FREE, .seq = 3),
-			 -EINVAL);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 45, .opcode = KVMEM_OP_SEQ_FREE, .seq = 3), 0);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 46, .opcode = KVMEM_OP_SEQ_FREE, .seq = 3),
+		-EINVAL);
 	st = stats(&r);
 	ck_assert_uint_eq(st.slots_sealed, 1);
 	ck_assert_uint_eq(st.used_bytes, l[0].size);
 
 	/* Residency. */
-	ck_assert_int_eq(OP(&r, 50, .opcode = KVMEM_OP_SEQ_RELEASE, .seq = 2),
-			 0);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 50, .opcode = KVMEM_OP_SEQ_RELEASE, .seq = 2), 0);
 	st = stats(&r);
 	ck_assert_uint_eq(st.seqs_acquired, 1);
-	ck_assert_int_eq(OP(&r, 51, .opcode = KVMEM_OP_SEQ_ACQUIRE, .seq = 2),
-			 0);
-	ck_assert_int_eq(OP(&r, 52, .opcode = KVMEM_OP_SEQ_ACQUIRE, .seq = 0),
-			 -EINVAL);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 51, .opcode = KVMEM_OP_SEQ_ACQUIRE, .seq = 2), 0);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 52, .opcode = KVMEM_OP_SEQ_ACQUIRE, .seq = 0),
+		-EINVAL);
 	st = stats(&r);
 	ck_assert_uint_eq(st.seqs_acquired, 2);
 
 	/* Freeing the last holder frees the page. */
-	ck_assert_int_eq(OP(&r, 60, .opcode = KVMEM_OP_SEQ_FREE, .seq = 2), 0);
-	ck_assert_int_eq(OP(&r, 61, .opcode = KVMEM_OP_SEQ_FREE, .seq = 1), 0);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 60, .opcode = KVMEM_OP_SEQ_FREE, .seq = 2), 0);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 61, .opcode = KVMEM_OP_SEQ_FREE, .seq = 1), 0);
 	st = stats(&r);
 	ck_assert_uint_eq(st.slots_sealed, 0);
 	ck_assert_uint_eq(st.used_bytes, 0);
 	ck_assert_uint_eq(st.seqs, 0);
-	ck_assert_int_eq(OP(&r, 62, .opcode = KVMEM_OP_PAGE_FREE, .slot = b),
-			 -EINVAL); /* free already */
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 62, .opcode = KVMEM_OP_PAGE_FREE, .slot = b),
+		-EINVAL); /* free already */
 
 	/* STATS bounds. */
-	ck_assert_int_eq(OP(&r, 70, .opcode = KVMEM_OP_STATS, .len = 0),
+	ck_assert_int_eq(KVMEMD_OP(&r, 70, .opcode = KVMEM_OP_STATS, .len = 0),
 			 -EINVAL);
-	ck_assert_int_eq(
-		OP(&r, 71, .opcode = KVMEM_OP_STATS, .len = sizeof(st) + 1),
-		-EINVAL);
-	ck_assert_int_eq(
-		OP(&r, 72, .opcode = KVMEM_OP_STATS, .len = 8, .addr = 4),
-		-EFAULT);
-	ck_assert_int_eq(OP(&r, 73, .opcode = KVMEM_OP_STATS, .len = 8), 8);
+	ck_assert_int_eq(KVMEMD_OP(&r, 71, .opcode = KVMEM_OP_STATS,
+				   .len = sizeof(st) + 1),
+			 -EINVAL);
+	ck_assert_int_eq(KVMEMD_OP(&r, 72, .opcode = KVMEM_OP_STATS, .len = 8,
+				   .addr = 4),
+			 -EFAULT);
+	ck_assert_int_eq(KVMEMD_OP(&r, 73, .opcode = KVMEM_OP_STATS, .len = 8),
+			 8);
 
 	/* The arena holds exactly what its size says. */
 	total = 0;
 	rounds = 0;
 	do {
-		res = OP(&r, 80, .opcode = KVMEM_OP_PAGE_ALLOC,
-			 .len = KVMEM_ALLOC_MAX);
+		res = KVMEMD_OP(&r, 80, .opcode = KVMEM_OP_PAGE_ALLOC,
+				.len = KVMEM_ALLOC_MAX);
 		rounds++;
 		total += res > 0 ? (uint64_t)res : 0;
 	} while (res > 0);
@@ -502,22 +509,25 @@ START_TEST(test_page_free_any_order)
 
 	kvmemd_start(&p, NULL, NULL);
 	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
-	ck_assert_int_eq(OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
+	ck_assert_int_eq(KVMEMD_OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
 	for (i = 0; i < N; i += res) {
-		res = OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC,
-			 .len = N - i < KVMEM_ALLOC_MAX ? N - i
-							: KVMEM_ALLOC_MAX);
+		res = KVMEMD_OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC,
+				.len = N - i < KVMEM_ALLOC_MAX
+					       ? N - i
+					       : KVMEM_ALLOC_MAX);
 		ck_assert_int_gt(res, 0);
 		memcpy(&slot[i], r.buf, (size_t)res * sizeof(uint32_t));
 	}
 	for (i = 0; i < N; i++) {
 		write_sealed_at(&r, slot[i], 1, 4 + i * tpp);
-		ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
-				    .slot = slot[i], .seq = 1, .layer = 1,
-				    .token_start = 4 + i * tpp, .ntokens = tpp),
-				 0);
+		ck_assert_int_eq(
+			KVMEMD_OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
+				  .slot = slot[i], .seq = 1, .layer = 1,
+				  .token_start = 4 + i * tpp, .ntokens = tpp),
+			0);
 	}
-	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1), 2);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 4, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1), 2);
 	/* A shuffled order for each holder. */
 	kvmem_rng_seed(&rng, 99);
 	for (i = N - 1; i > 0; i--) {
@@ -527,11 +537,11 @@ START_TEST(test_page_free_any_order)
 		slot[j] = t;
 	}
 	for (i = 0; i < N; i++) {
-		ck_assert_int_eq(OP(&r, 5, .opcode = KVMEM_OP_PAGE_FREE,
-				    .slot = slot[i], .seq = 1),
+		ck_assert_int_eq(KVMEMD_OP(&r, 5, .opcode = KVMEM_OP_PAGE_FREE,
+					   .slot = slot[i], .seq = 1),
 				 0);
-		ck_assert_int_eq(OP(&r, 6, .opcode = KVMEM_OP_PAGE_FREE,
-				    .slot = slot[i], .seq = 1),
+		ck_assert_int_eq(KVMEMD_OP(&r, 6, .opcode = KVMEM_OP_PAGE_FREE,
+					   .slot = slot[i], .seq = 1),
 				 -ENOENT);
 		if (i % 50 == 0) {
 			st = stats(&r);
@@ -539,8 +549,8 @@ START_TEST(test_page_free_any_order)
 		}
 	}
 	for (i = 0; i < N; i++) {
-		ck_assert_int_eq(OP(&r, 7, .opcode = KVMEM_OP_PAGE_FREE,
-				    .slot = slot[N - 1 - i], .seq = 2),
+		ck_assert_int_eq(KVMEMD_OP(&r, 7, .opcode = KVMEM_OP_PAGE_FREE,
+					   .slot = slot[N - 1 - i], .seq = 2),
 				 0);
 		st = stats(&r);
 		ck_assert_uint_eq(st.slots_sealed, N - 1 - i);
@@ -570,42 +580,44 @@ START_TEST(test_seal_one_page_per_name)
 
 	kvmemd_start(&p, NULL, NULL);
 	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
-	ck_assert_int_eq(OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
-	ck_assert_int_eq(OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 4), 4);
+	ck_assert_int_eq(KVMEMD_OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 4), 4);
 	memcpy(slot, r.buf, sizeof(slot));
 	write_sealed_at(&r, slot[0], 1, 4);
 	write_sealed_at(&r, slot[1], 1, 4);
 	write_sealed_at(&r, slot[2], 1, UINT32_MAX - tpp / 2);
-	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
-			    .slot = slot[0], .seq = 1, .layer = 1,
-			    .token_start = 4, .ntokens = tpp),
+	ck_assert_int_eq(KVMEMD_OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = slot[0], .seq = 1, .layer = 1,
+				   .token_start = 4, .ntokens = tpp),
 			 0);
-	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PAGE_SEAL,
-			    .slot = slot[1], .seq = 1, .layer = 1,
-			    .token_start = 4, .ntokens = tpp),
+	ck_assert_int_eq(KVMEMD_OP(&r, 4, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = slot[1], .seq = 1, .layer = 1,
+				   .token_start = 4, .ntokens = tpp),
 			 -EINVAL);
-	ck_assert_int_eq(OP(&r, 5, .opcode = KVMEM_OP_PAGE_SEAL,
-			    .slot = slot[2], .seq = 1, .layer = 1,
-			    .token_start = UINT32_MAX - tpp / 2,
-			    .ntokens = tpp),
+	ck_assert_int_eq(KVMEMD_OP(&r, 5, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = slot[2], .seq = 1, .layer = 1,
+				   .token_start = UINT32_MAX - tpp / 2,
+				   .ntokens = tpp),
 			 -EINVAL);
 	st = stats(&r);
 	ck_assert_uint_eq(st.slots_sealed, 1);
 	ck_assert_uint_eq(st.slots_open, 3);
 	/* A fork holds the name too; the parent frees its page and may seal
 	 * another one of that name. */
-	ck_assert_int_eq(OP(&r, 6, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1), 2);
-	ck_assert_int_eq(OP(&r, 7, .opcode = KVMEM_OP_PAGE_FREE,
-			    .slot = slot[0], .seq = 1),
+	ck_assert_int_eq(
+		KVMEMD_OP(&r, 6, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1), 2);
+	ck_assert_int_eq(KVMEMD_OP(&r, 7, .opcode = KVMEM_OP_PAGE_FREE,
+				   .slot = slot[0], .seq = 1),
 			 0);
-	ck_assert_int_eq(OP(&r, 8, .opcode = KVMEM_OP_PAGE_SEAL,
-			    .slot = slot[1], .seq = 1, .layer = 1,
-			    .token_start = 4, .ntokens = tpp),
+	ck_assert_int_eq(KVMEMD_OP(&r, 8, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = slot[1], .seq = 1, .layer = 1,
+				   .token_start = 4, .ntokens = tpp),
 			 0);
 	write_sealed_at(&r, slot[3], 2, 4);
-	ck_assert_int_eq(OP(&r, 9, .opcode = KVMEM_OP_PAGE_SEAL,
-			    .slot = slot[3], .seq = 2, .layer = 1,
-			    .token_start = 4, .ntokens = tpp),
+	ck_assert_int_eq(KVMEMD_OP(&r, 9, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = slot[3], .seq = 2, .layer = 1,
+				   .token_start = 4, .ntokens = tpp),
 			 -EINVAL);
 	st = stats(&r);
 	ck_assert_uint_eq(st.slots_sealed, 2);
@@ -636,23 +648,25 @@ START_TEST(test_fork_memory_charged)
 
 	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
 	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
-	ck_assert_int_eq(OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
+	ck_assert_int_eq(KVMEMD_OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
 	for (i = 0; i < N; i += (uint32_t)res) {
-		res = OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC, .len = N - i);
+		res = KVMEMD_OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC,
+				.len = N - i);
 		ck_assert_int_gt(res, 0);
 		memcpy(&slot[i], r.buf, (size_t)res * sizeof(uint32_t));
 	}
 	for (i = 0; i < N; i++) {
 		write_sealed_at(&r, slot[i], 1, 4 + i * tpp);
-		ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
-				    .slot = slot[i], .seq = 1, .layer = 1,
-				    .token_start = 4 + i * tpp, .ntokens = tpp),
-				 0);
+		ck_assert_int_eq(
+			KVMEMD_OP(&r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
+				  .slot = slot[i], .seq = 1, .layer = 1,
+				  .token_start = 4 + i * tpp, .ntokens = tpp),
+			0);
 	}
 	kvmemd_admin(&p, "status", buf, sizeof(buf));
 	before = kvmemd_json_u64(buf, "pool_used_bytes");
 	for (forks = 0; forks < 4000; forks++) {
-		res = OP(&r, 4, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1);
+		res = KVMEMD_OP(&r, 4, .opcode = KVMEM_OP_SEQ_FORK, .seq = 1);
 		if (res < 0)
 			break;
 	}
@@ -668,9 +682,9 @@ START_TEST(test_fork_memory_charged)
 	/* An eighth of the 1 MiB quota, 64 KiB, and the fixed tables. */
 	ck_assert_uint_lt(heap_max, (1u << 20) / 8 + (64u << 10) + (64u << 10));
 	for (i = 0; i < forks; i++)
-		ck_assert_int_eq(
-			OP(&r, 5, .opcode = KVMEM_OP_SEQ_FREE, .seq = 2 + i),
-			0);
+		ck_assert_int_eq(KVMEMD_OP(&r, 5, .opcode = KVMEM_OP_SEQ_FREE,
+					   .seq = 2 + i),
+				 0);
 	kvmemd_admin(&p, "status", buf, sizeof(buf));
 	ck_assert_uint_eq(kvmemd_json_u64(buf, "pool_used_bytes"), before);
 	kvmemd_raw_detach(&r);

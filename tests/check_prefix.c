@@ -882,19 +882,6 @@ END_TEST
 
 /* ---- the ring, below the library -------------------------------------- */
 
-static struct kvmem_cqe op(struct kvmemd_raw *r, struct kvmem_sqe e,
-			   uint64_t ud)
-{
-	struct kvmem_cqe c;
-
-	e.user_data = ud;
-	c = kvmemd_raw_op(r, &e);
-	ck_assert_uint_eq(c.user_data, ud);
-	return c;
-}
-
-#define OP(r, ud, ...) op((r), (struct kvmem_sqe){ __VA_ARGS__ }, (ud)).res
-
 /* Block 1 (tokens 4..35) of seq @seq, every layer of @g, sealed in
  * @slots. */
 static void seal_block_of(struct kvmemd_raw *r, const struct kvmem_geometry *gp,
@@ -926,10 +913,11 @@ static void seal_block_of(struct kvmemd_raw *r, const struct kvmem_geometry *gp,
 							     KVMEM_SLOT_UNIT,
 					  &g, &h, 0, k, v),
 			0);
-		ck_assert_int_eq(OP(r, 10 + l, .opcode = KVMEM_OP_PAGE_SEAL,
-				    .slot = slots[l], .seq = seq, .layer = l,
-				    .token_start = 4,
-				    .ntokens = g.tokens_per_page),
+		ck_assert_int_eq(KVMEMD_OP(r, 10 + l,
+					   .opcode = KVMEM_OP_PAGE_SEAL,
+					   .slot = slots[l], .seq = seq,
+					   .layer = l, .token_start = 4,
+					   .ntokens = g.tokens_per_page),
 				 0);
 	}
 	free(k);
@@ -969,12 +957,12 @@ START_TEST(test_prefix_publish_staged)
 	h.geometry = g;
 	kvmemd_start(&p, "[pool]\nsession_max_bytes = 128M\n", NULL);
 	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
-	seq = OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	seq = KVMEMD_OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE);
 	ck_assert_int_gt(seq, 0);
 	for (i = 0; i < 5; i++) {
-		ck_assert_int_eq(OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC,
-				    .kind = KVMEM_SLOT_SEALED, .addr = 0,
-				    .len = 1),
+		ck_assert_int_eq(KVMEMD_OP(&r, 2, .opcode = KVMEM_OP_PAGE_ALLOC,
+					   .kind = KVMEM_SLOT_SEALED, .addr = 0,
+					   .len = 1),
 				 1);
 		memcpy(&slots[i], r.buf, sizeof(slots[i]));
 	}
@@ -984,43 +972,47 @@ START_TEST(test_prefix_publish_staged)
 	/* Layers of over half a MiB: one an op... */
 	per = publish_per_op(l.size);
 	ck_assert_uint_eq(per, 1);
-	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 3, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .token_start = 4, .ntokens = T),
 			 (int)per);
 	/* ...a continuation under another key drops what was staged, so
 	 * the right one finds nothing to continue. */
 	r.buf[256] ^= 1;
-	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .layer = per, .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .layer = per, .token_start = 4,
+				   .ntokens = T),
 			 -EINVAL);
 	r.buf[256] ^= 1;
-	ck_assert_int_eq(OP(&r, 5, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .layer = per, .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 5, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .layer = per, .token_start = 4,
+				   .ntokens = T),
 			 -EINVAL);
 	/* Started again, then its sequence released: the continuation
 	 * finds nothing either. */
-	ck_assert_int_eq(OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .token_start = 4, .ntokens = T),
 			 (int)per);
-	ck_assert_int_eq(
-		OP(&r, 7, .opcode = KVMEM_OP_SEQ_RELEASE, .seq = (uint64_t)seq),
-		0);
-	ck_assert_int_eq(OP(&r, 8, .opcode = KVMEM_OP_SEQ_ACQUIRE,
-			    .seq = (uint64_t)seq, .addr = 1024, .len = 240),
+	ck_assert_int_eq(KVMEMD_OP(&r, 7, .opcode = KVMEM_OP_SEQ_RELEASE,
+				   .seq = (uint64_t)seq),
 			 0);
-	ck_assert_int_eq(OP(&r, 9, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .layer = per, .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 8, .opcode = KVMEM_OP_SEQ_ACQUIRE,
+				   .seq = (uint64_t)seq, .addr = 1024,
+				   .len = 240),
+			 0);
+	ck_assert_int_eq(KVMEMD_OP(&r, 9, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .layer = per, .token_start = 4,
+				   .ntokens = T),
 			 -EINVAL);
 	/* From the start, to the end: kept. */
 	for (i = 0; i < 5;) {
-		int n = OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			   .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			   .layer = i, .token_start = 4, .ntokens = T);
+		int n = KVMEMD_OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				  .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				  .layer = i, .token_start = 4, .ntokens = T);
 
 		ck_assert_int_gt(n, 0);
 		i += (uint32_t)n;
@@ -1033,9 +1025,9 @@ START_TEST(test_prefix_publish_staged)
 	 * way; then the client goes: nothing is kept of it and nothing
 	 * stays counted. */
 	memset(r.buf + 256, 0x33, KVMEM_PREFIX_KEY_BYTES);
-	ck_assert_int_gt(OP(&r, 7, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_gt(KVMEMD_OP(&r, 7, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .token_start = 4, .ntokens = T),
 			 0);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_gt(kvmemd_json_after(out, "\"uid\":0", "staged"),
@@ -1065,18 +1057,19 @@ START_TEST(test_prefix_hostile_ops)
 	kvmemd_start(&p, NULL, NULL);
 	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
 	ck_assert_uint_ne(r.w.features & KVMEM_FEAT_PREFIX, 0);
-	seq = OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	seq = KVMEMD_OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE);
 	ck_assert_int_gt(seq, 0);
 	memset(r.buf + 256, 0x11, KVMEM_PREFIX_KEY_BYTES);
 
 	/* Before any page: nothing to publish. */
-	ck_assert_int_eq(OP(&r, 2, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256,
-			    .len = KVMEM_PREFIX_KEY_BYTES, .token_start = 4,
-			    .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 2, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256,
+				   .len = KVMEM_PREFIX_KEY_BYTES,
+				   .token_start = 4, .ntokens = T),
 			 -ENOENT);
-	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PAGE_ALLOC,
-			    .kind = KVMEM_SLOT_SEALED, .addr = 0, .len = 2),
+	ck_assert_int_eq(KVMEMD_OP(&r, 3, .opcode = KVMEM_OP_PAGE_ALLOC,
+				   .kind = KVMEM_SLOT_SEALED, .addr = 0,
+				   .len = 2),
 			 2);
 	memcpy(slots, r.buf, sizeof(slots));
 	seal_block(&r, (uint64_t)seq, slots);
@@ -1189,59 +1182,60 @@ START_TEST(test_prefix_hostile_ops)
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		res = op(&r, bad[i].e, 100 + i).res;
+		res = kvmemd_raw_call(&r, bad[i].e, 100 + i).res;
 		ck_assert_msg(res == bad[i].res, "case %zu: %d, not %d", i, res,
 			      bad[i].res);
 	}
 
 	/* A layer past the first with nothing staged. */
-	ck_assert_int_eq(OP(&r, 3, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .layer = 1, .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 3, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .layer = 1, .token_start = 4, .ntokens = T),
 			 -EINVAL);
 	/* Published once, both layers in one op (the answer); again, the
 	 * same: nothing more to copy. A sequence being released is not. */
-	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .token_start = 4, .ntokens = T),
 			 2);
-	ck_assert_int_eq(OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 4, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .token_start = 4, .ntokens = T),
 			 2);
-	ck_assert_int_eq(
-		OP(&r, 5, .opcode = KVMEM_OP_SEQ_RELEASE, .seq = (uint64_t)seq),
-		0);
-	ck_assert_int_eq(OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 32,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 5, .opcode = KVMEM_OP_SEQ_RELEASE,
+				   .seq = (uint64_t)seq),
+			 0);
+	ck_assert_int_eq(KVMEMD_OP(&r, 6, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .token_start = 4, .ntokens = T),
 			 -EBUSY);
-	ck_assert_int_eq(OP(&r, 7, .opcode = KVMEM_OP_PREFIX_ATTACH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 200,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 7, .opcode = KVMEM_OP_PREFIX_ATTACH,
+				   .seq = (uint64_t)seq, .addr = 256,
+				   .len = 200, .token_start = 4, .ntokens = T),
 			 -EBUSY);
-	ck_assert_int_eq(OP(&r, 8, .opcode = KVMEM_OP_SEQ_ACQUIRE,
-			    .seq = (uint64_t)seq, .addr = 1024, .len = 240),
+	ck_assert_int_eq(KVMEMD_OP(&r, 8, .opcode = KVMEM_OP_SEQ_ACQUIRE,
+				   .seq = (uint64_t)seq, .addr = 1024,
+				   .len = 240),
 			 0);
 
 	/* Into a sequence that holds the block already. */
-	ck_assert_int_eq(OP(&r, 9, .opcode = KVMEM_OP_PREFIX_ATTACH,
-			    .seq = (uint64_t)seq, .addr = 256, .len = 200,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 9, .opcode = KVMEM_OP_PREFIX_ATTACH,
+				   .seq = (uint64_t)seq, .addr = 256,
+				   .len = 200, .token_start = 4, .ntokens = T),
 			 -EEXIST);
 	/* A buffer with the key and no room for a move. */
-	seq2 = OP(&r, 20, .opcode = KVMEM_OP_SEQ_CREATE);
+	seq2 = KVMEMD_OP(&r, 20, .opcode = KVMEM_OP_SEQ_CREATE);
 	ck_assert_int_gt(seq2, 0);
-	ck_assert_int_eq(OP(&r, 21, .opcode = KVMEM_OP_PREFIX_ATTACH,
-			    .seq = (uint64_t)seq2, .addr = 256,
-			    .len = 32 + sizeof(m) - 4, .token_start = 4,
-			    .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 21, .opcode = KVMEM_OP_PREFIX_ATTACH,
+				   .seq = (uint64_t)seq2, .addr = 256,
+				   .len = 32 + sizeof(m) - 4, .token_start = 4,
+				   .ntokens = T),
 			 -EMSGSIZE);
 	/* Room for one: layer 0; then layer 1, on its own. */
-	ck_assert_int_eq(OP(&r, 22, .opcode = KVMEM_OP_PREFIX_ATTACH,
-			    .seq = (uint64_t)seq2, .addr = 256,
-			    .len = 32 + sizeof(m), .token_start = 4,
-			    .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 22, .opcode = KVMEM_OP_PREFIX_ATTACH,
+				   .seq = (uint64_t)seq2, .addr = 256,
+				   .len = 32 + sizeof(m), .token_start = 4,
+				   .ntokens = T),
 			 1);
 	memcpy(&m, r.buf + 256 + 32, sizeof(m));
 	ck_assert_uint_eq(m.layer, 0);
@@ -1251,9 +1245,10 @@ START_TEST(test_prefix_hostile_ops)
 	ck_assert_uint_eq(m.codec, g.codec);
 	before[0] = m.new_slot;
 	memset(r.buf + 256, 0x11, KVMEM_PREFIX_KEY_BYTES);
-	ck_assert_int_eq(OP(&r, 23, .opcode = KVMEM_OP_PREFIX_ATTACH,
-			    .seq = (uint64_t)seq2, .addr = 256, .len = 200,
-			    .layer = 1, .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&r, 23, .opcode = KVMEM_OP_PREFIX_ATTACH,
+				   .seq = (uint64_t)seq2, .addr = 256,
+				   .len = 200, .layer = 1, .token_start = 4,
+				   .ntokens = T),
 			 1);
 	memcpy(&m, r.buf + 256 + 32, sizeof(m));
 	ck_assert_uint_eq(m.layer, 1);
@@ -1278,27 +1273,27 @@ START_TEST(test_prefix_hostile_ops)
 		ck_assert_uint_eq(kvmem_page_verify(dst, &g, NULL), 0);
 	}
 	/* seq2 holds them like pages it sealed: freed one by one. */
-	ck_assert_int_eq(OP(&r, 24, .opcode = KVMEM_OP_PAGE_FREE,
-			    .slot = before[0], .seq = (uint64_t)seq2),
+	ck_assert_int_eq(KVMEMD_OP(&r, 24, .opcode = KVMEM_OP_PAGE_FREE,
+				   .slot = before[0], .seq = (uint64_t)seq2),
 			 0);
-	ck_assert_int_eq(
-		OP(&r, 25, .opcode = KVMEM_OP_SEQ_FREE, .seq = (uint64_t)seq2),
-		0);
+	ck_assert_int_eq(KVMEMD_OP(&r, 25, .opcode = KVMEM_OP_SEQ_FREE,
+				   .seq = (uint64_t)seq2),
+			 0);
 
 	/* A client that did not ask for sharing is not given it. */
 	h.features = KVMEM_FEAT_NEED_WAKEUP;
 	ck_assert_int_eq(kvmemd_raw_attach(&o, &p, &h, sizeof(h)), 0);
 	ck_assert_uint_eq(o.w.features & KVMEM_FEAT_PREFIX, 0);
-	seq2 = OP(&o, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	seq2 = KVMEMD_OP(&o, 1, .opcode = KVMEM_OP_SEQ_CREATE);
 	memset(o.buf + 256, 0x11, KVMEM_PREFIX_KEY_BYTES);
-	ck_assert_int_eq(OP(&o, 2, .opcode = KVMEM_OP_PREFIX_ATTACH,
-			    .seq = (uint64_t)seq2, .addr = 256, .len = 200,
-			    .token_start = 4, .ntokens = T),
+	ck_assert_int_eq(KVMEMD_OP(&o, 2, .opcode = KVMEM_OP_PREFIX_ATTACH,
+				   .seq = (uint64_t)seq2, .addr = 256,
+				   .len = 200, .token_start = 4, .ntokens = T),
 			 -EOPNOTSUPP);
 	kvmemd_raw_detach(&o);
 
 	/* Still serving, and the refusals cost nothing: one block gone. */
-	ck_assert_int_eq(OP(&r, 30, .opcode = KVMEM_OP_NOP), 0);
+	ck_assert_int_eq(KVMEMD_OP(&r, 30, .opcode = KVMEM_OP_NOP), 0);
 	{
 		char out[2048];
 

@@ -493,25 +493,51 @@ void kvmemd_raw_detach(struct kvmemd_raw *r)
 	memset(r, 0, sizeof(*r));
 }
 
-struct kvmem_cqe kvmemd_raw_op(struct kvmemd_raw *r, const struct kvmem_sqe *e)
+void kvmemd_raw_queue(struct kvmemd_raw *r, const struct kvmem_sqe *e)
+{
+	r->sqes[r->sq_tail & (r->w.sq_entries - 1)] = *e;
+	__atomic_store_n(&r->ring->sq_tail, ++r->sq_tail, __ATOMIC_RELEASE);
+}
+
+void kvmemd_raw_doorbell(struct kvmemd_raw *r)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	eventfd_write(r->sq_efd, 1);
+}
+
+struct kvmem_cqe kvmemd_raw_reap(struct kvmemd_raw *r)
 {
 	struct kvmem_cqe c;
 	int i;
 
-	r->sqes[r->sq_tail & (r->w.sq_entries - 1)] = *e;
-	__atomic_store_n(&r->ring->sq_tail, ++r->sq_tail, __ATOMIC_RELEASE);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	eventfd_write(r->sq_efd, 1);
 	for (i = 0; i < 200000; i++) {
 		if (__atomic_load_n(&r->ring->cq_tail, __ATOMIC_ACQUIRE) !=
 		    r->cq_head)
 			break;
 		usleep(50);
 	}
-	ck_assert_msg(i < 200000, "no completion for opcode %u",
-		      (unsigned int)e->opcode);
+	ck_assert_msg(i < 200000, "no completion in 10 s");
 	c = r->cqes[r->cq_head & (r->w.cq_entries - 1)];
 	__atomic_store_n(&r->ring->cq_head, ++r->cq_head, __ATOMIC_RELEASE);
+	return c;
+}
+
+struct kvmem_cqe kvmemd_raw_op(struct kvmemd_raw *r, const struct kvmem_sqe *e)
+{
+	kvmemd_raw_queue(r, e);
+	kvmemd_raw_doorbell(r);
+	return kvmemd_raw_reap(r);
+}
+
+struct kvmem_cqe kvmemd_raw_call(struct kvmemd_raw *r, struct kvmem_sqe e,
+				 uint64_t ud)
+{
+	struct kvmem_cqe c;
+
+	e.user_data = ud;
+	c = kvmemd_raw_op(r, &e);
+	ck_assert_uint_eq(c.user_data, ud);
+	ck_assert_uint_eq(c.flags, 0);
 	return c;
 }
 

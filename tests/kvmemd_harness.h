@@ -132,6 +132,18 @@ void kvmemd_raw_detach(struct kvmemd_raw *r);
 
 /* Submit one SQE (user_data set by the caller) and wait for its CQE. */
 struct kvmem_cqe kvmemd_raw_op(struct kvmemd_raw *r, const struct kvmem_sqe *e);
+/* The same in parts: queue SQEs, ring once, wait for each CQE. */
+void kvmemd_raw_queue(struct kvmemd_raw *r, const struct kvmem_sqe *e);
+void kvmemd_raw_doorbell(struct kvmemd_raw *r);
+struct kvmem_cqe kvmemd_raw_reap(struct kvmemd_raw *r);
+/* kvmemd_raw_op() of @e as user_data @ud; its CQE must answer it (same
+ * user_data, flags 0). */
+struct kvmem_cqe kvmemd_raw_call(struct kvmemd_raw *r, struct kvmem_sqe e,
+				 uint64_t ud);
+/* The result of the op of those fields, e.g. KVMEMD_OP(r, 1, .opcode =
+ * KVMEM_OP_SEQ_CREATE). */
+#define KVMEMD_OP(r, ud, ...) \
+	kvmemd_raw_call((r), (struct kvmem_sqe){ __VA_ARGS__ }, (ud)).res
 
 /* Wait up to @timeout_ms for the daemon to hang up on @r: 1, or 0. */
 int kvmemd_raw_hung_up(struct kvmemd_raw *r, int timeout_ms);
