@@ -537,6 +537,17 @@ static const struct key keys[] = {
 			"blocks go first, 0: bytes",
 	},
 	{
+		.section = "prefix",
+		.name = "idle_seconds",
+		.type = KEY_U32,
+		KEY_FIELD(prefix_idle_s, uint32_t),
+		.min = 0,
+		.max = UINT32_MAX,
+		.reload = true,
+		.desc = "a block no session attached for this long is dropped, "
+			"0: never",
+	},
+	{
 		.section = "store",
 		.name = "path",
 		.type = KEY_PATH_OPT,
@@ -1286,6 +1297,7 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->archive_rate = 64 * MIB;
 	c->prefix_bytes = 256 * MIB;
 	c->prefix_uid_bytes = 64 * MIB;
+	c->prefix_idle_s = 3600;
 	c->store_size = GIB;
 	c->store_queue_depth = 32;
 	c->store_io_bytes = MIB;

@@ -73,6 +73,7 @@ struct kvmemd_config {
 	/* [prefix] */
 	uint64_t prefix_bytes; /* published blocks in all; 0: no sharing */
 	uint64_t prefix_uid_bytes; /* of one tenant; 0: prefix_bytes */
+	uint32_t prefix_idle_s; /* a block unused this long goes; 0: never */
 	/* [store] */
 	char store_path[256]; /* "" for none */
 	uint64_t store_size;

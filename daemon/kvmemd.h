@@ -475,6 +475,9 @@ int kvmemd_prefix_init(struct kvmemd *d);
 void kvmemd_prefix_exit(struct kvmemd *d);
 /* After a reload: least recently used blocks go until both limits hold. */
 void kvmemd_prefix_trim(struct kvmemd *d);
+/* Blocks unused for prefix.idle_seconds go. Return: when the next one
+ * would, CLOCK_MONOTONIC ns, or UINT64_MAX. */
+uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now);
 void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w);
 /* "prefixes [UID]": the counters, each tenant, and UID's blocks. */
 int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w);

@@ -11,7 +11,11 @@
  * (evicting the tenant's own least recently used blocks), for as many
  * tenants as prefix.bytes holds, so what a publish does depends on the
  * publisher's own blocks and the number of tenants, never on what the
- * others publish. Blocks live in kvmemd's memory, beside the host pool.
+ * others publish. A block nobody attached for prefix.idle_seconds goes,
+ * and a tenant left with none gives its share back: that too depends on
+ * the tenant's own use alone. Blocks live in kvmemd's memory, beside the
+ * host pool; the scrubber's passes check and correct them as they check
+ * sessions' pages (kvmemd_prefix_scrub()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -34,7 +38,15 @@ struct tenant {
 	uint64_t bytes; /* of the blocks kept */
 	uint64_t staged; /* of blocks on their way, one a session at most */
 	struct kvmemd_prefix_block *head, *tail; /* LRU */
-	uint64_t hits, misses, published, evicted, damaged;
+	uint64_t hits, misses, published, evicted, expired, damaged;
+	uint64_t corrected; /* words the scrubber corrected in its blocks */
+};
+
+/* Where a scrubber's pass is: the page @layer of @b, NULL past the end. */
+struct walk {
+	struct kvmemd_prefix_block *b;
+	uint32_t layer;
+	int begun; /* @b was taken: a rewound walk starts at the oldest */
 };
 
 struct kvmemd_prefixes {
@@ -43,7 +55,11 @@ struct kvmemd_prefixes {
 	uint32_t ntenants, cap;
 	uint64_t bytes, blocks;
 	/* since start, all tenants, the ones that are gone included */
-	uint64_t hits, misses, published, evicted, damaged, refused;
+	uint64_t hits, misses, published, evicted, expired, damaged, refused;
+	uint64_t corrected;
+	struct kvmemd_prefix_block *first, *last; /* kept, oldest first */
+	struct kvmemd_ratelimit log_expired; /* a line a block at worst */
+	struct walk walk[KVMEMD_PREFIX_WALKS];
 };
 
 int kvmemd_prefix_init(struct kvmemd *d)
@@ -237,12 +253,26 @@ static void block_remove(struct kvmemd_prefixes *p, struct tenant *t,
 			 struct kvmemd_prefix_block *b)
 {
 	struct kvmemd_prefix_block **pp;
+	int i;
 
 	pp = &t->table[bucket(p, t, b->key, b->digest, b->token_start)];
 	while (*pp != b)
 		pp = &(*pp)->hnext;
 	*pp = b->hnext;
 	lru_unlink(t, b);
+	for (i = 0; i < KVMEMD_PREFIX_WALKS; i++)
+		if (p->walk[i].b == b) {
+			p->walk[i].b = b->anext;
+			p->walk[i].layer = 0;
+		}
+	if (b->aprev)
+		b->aprev->anext = b->anext;
+	else
+		p->first = b->anext;
+	if (b->anext)
+		b->anext->aprev = b->aprev;
+	else
+		p->last = b->aprev;
 	t->nblocks--;
 	t->bytes -= b->bytes;
 	p->blocks--;
@@ -366,7 +396,7 @@ int kvmemd_prefix_stage(struct kvmemd *d, uid_t uid,
 	b->bytes = block_bytes(name);
 	b->staged = 0;
 	b->hits = 0;
-	b->hnext = b->prev = b->next = NULL;
+	b->hnext = b->prev = b->next = b->aprev = b->anext = NULL;
 	t->staged += b->bytes;
 	*out = b;
 	return 0;
@@ -420,6 +450,13 @@ int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	b->hnext = t->table[h];
 	t->table[h] = b;
 	lru_front(t, b);
+	b->aprev = p->last;
+	b->anext = NULL;
+	if (p->last)
+		p->last->anext = b;
+	else
+		p->first = b;
+	p->last = b;
 	return 0;
 }
 
@@ -437,6 +474,94 @@ void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	p->damaged++;
 	block_remove(p, t, b);
 	tenant_put(p, t);
+}
+
+/* ---- for ras.c -------------------------------------------------------- */
+
+uint64_t kvmemd_prefix_bytes(const struct kvmemd *d)
+{
+	return d->prefix ? d->prefix->bytes : 0;
+}
+
+void kvmemd_prefix_rewind(struct kvmemd *d, enum kvmemd_prefix_walk w)
+{
+	d->prefix->walk[w].begun = 0;
+}
+
+static void add_counts(struct kvmemd_prefix_scrub *out, int codec,
+		       const struct kvmem_page_counts *c)
+{
+	const struct kvmem_ecc_counts *meta[] = { &c->header, &c->scales };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(meta); i++) {
+		out->words[KVMEM_PAGE_META_CODEC] += meta[i]->clean +
+						     meta[i]->corrected +
+						     meta[i]->uncorrectable;
+		out->ce[KVMEM_PAGE_META_CODEC] += meta[i]->corrected;
+		out->ue[KVMEM_PAGE_META_CODEC] += meta[i]->uncorrectable;
+	}
+	out->words[codec] += c->payload.clean + c->payload.corrected +
+			     c->payload.uncorrectable;
+	out->ce[codec] += c->payload.corrected;
+	out->ue[codec] += c->payload.uncorrectable;
+}
+
+/* Page @l of @b, as the attach checks it: 0, or -EIO when it must go. */
+static int page_check(struct kvmemd_prefixes *p, struct tenant *t,
+		      struct kvmemd_prefix_block *b, uint32_t l,
+		      struct kvmemd_prefix_scrub *out)
+{
+	uint8_t *page = b->data + (size_t)l * b->page_bytes;
+	struct kvmem_page_counts c = { 0 };
+	uint64_t fixed;
+	int ret;
+
+	out->pages++;
+	out->bytes += b->page_bytes;
+	if (!kvmem_page_verify(page, &b->g, &c)) {
+		add_counts(out, b->layout.codec, &c);
+		return 0;
+	}
+	memset(&c, 0, sizeof(c));
+	ret = kvmem_page_scrub(page, &b->g, &c);
+	add_counts(out, b->layout.codec, &c);
+	fixed = c.header.corrected + c.scales.corrected + c.payload.corrected;
+	t->corrected += fixed;
+	p->corrected += fixed;
+	if (!ret && !kvmem_page_verify(page, &b->g, NULL))
+		return 0;
+	if (!ret)
+		out->crc++;
+	return -EIO;
+}
+
+int kvmemd_prefix_scrub(struct kvmemd *d, enum kvmemd_prefix_walk which,
+			uint64_t *budget, struct kvmemd_prefix_scrub *out)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct walk *w = &p->walk[which];
+	struct kvmemd_prefix_block *b;
+
+	if (!w->begun) {
+		w->b = p->first;
+		w->layer = 0;
+		w->begun = 1;
+	}
+	while ((b = w->b) && *budget) {
+		*budget -= *budget < b->page_bytes ? *budget : b->page_bytes;
+		if (page_check(p, tenant_find(p, b->uid), b, w->layer, out)) {
+			out->dropped++;
+			/* Moves every walk on past it. */
+			kvmemd_prefix_damaged(d, b);
+			continue;
+		}
+		if (++w->layer == b->layers) {
+			w->b = b->anext;
+			w->layer = 0;
+		}
+	}
+	return !w->b;
 }
 
 /* ---- for the server and admin.c --------------------------------------- */
@@ -484,6 +609,36 @@ void kvmemd_prefix_trim(struct kvmemd *d)
 	}
 }
 
+uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now)
+{
+	const uint64_t idle = (uint64_t)d->cfg.prefix_idle_s * 1000000000ull;
+	struct kvmemd_prefixes *p = d->prefix;
+	uint64_t next = UINT64_MAX, n;
+	struct tenant *t;
+	uint32_t i;
+
+	if (!idle)
+		return next;
+	for (i = 0; i < p->ntenants; i++) {
+		t = &p->tenants[i];
+		for (n = 0; t->tail && t->tail->used + idle <= now; n++) {
+			t->expired++;
+			p->expired++;
+			block_remove(p, t, t->tail);
+		}
+		if (n)
+			kvmemd_log_rl(
+				&p->log_expired, "prefix expiries", LOG_INFO,
+				"prefix: %" PRIu64 " blocks of uid %u "
+				"unused for %u s: dropped",
+				n, (unsigned int)t->uid, d->cfg.prefix_idle_s);
+		if (t->tail && t->tail->used + idle < next)
+			next = t->tail->used + idle;
+	}
+	prune(p);
+	return next;
+}
+
 static void key_hex(const uint8_t *key, char *buf)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -526,13 +681,16 @@ static int key_parse(const char *s, uint8_t *key)
 
 static void counters_json(struct jw *w, uint64_t hits, uint64_t misses,
 			  uint64_t published, uint64_t evicted,
-			  uint64_t damaged)
+			  uint64_t expired, uint64_t damaged,
+			  uint64_t corrected)
 {
 	jw_u64(w, "hits", hits);
 	jw_u64(w, "misses", misses);
 	jw_u64(w, "published", published);
 	jw_u64(w, "evicted", evicted);
+	jw_u64(w, "expired", expired);
 	jw_u64(w, "damaged", damaged);
+	jw_u64(w, "corrected", corrected);
 }
 
 void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w)
@@ -543,11 +701,12 @@ void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "bytes_max", d->cfg.prefix_bytes);
 	jw_u64(w, "uid_bytes_max", share(d));
 	jw_u64(w, "tenants_max", max_tenants(d));
+	jw_u64(w, "idle_seconds", d->cfg.prefix_idle_s);
 	jw_u64(w, "bytes", p->bytes);
 	jw_u64(w, "blocks", p->blocks);
 	jw_u64(w, "tenants", p->ntenants);
 	counters_json(w, p->hits, p->misses, p->published, p->evicted,
-		      p->damaged);
+		      p->expired, p->damaged, p->corrected);
 	jw_u64(w, "refused", p->refused);
 	jw_close(w, '}');
 }
@@ -595,7 +754,7 @@ int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		jw_u64(w, "bytes", t->bytes);
 		jw_u64(w, "staged", t->staged);
 		counters_json(w, t->hits, t->misses, t->published, t->evicted,
-			      t->damaged);
+			      t->expired, t->damaged, t->corrected);
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');

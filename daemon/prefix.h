@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kvmem/ecc.h"
 #include "kvmem/uapi.h"
 #include "kvmemd.h"
 
@@ -44,6 +45,8 @@ struct kvmemd_prefix_block {
 	uint64_t bytes; /* charged to the tenant once it is kept */
 	uint64_t hits, published, used; /* used: last attach, ns */
 	struct kvmemd_prefix_block *hnext, *prev, *next;
+	/* every kept block, oldest first: the order the scrubber walks */
+	struct kvmemd_prefix_block *aprev, *anext;
 };
 
 /*
@@ -98,5 +101,42 @@ void kvmemd_prefix_unstage(struct kvmemd *d, struct kvmemd_prefix_block *b);
 int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b);
 /* A block whose copy no longer verifies: dropped, logged and counted. */
 void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b);
+
+/* ---- for ras.c: the scrubber checks the copies too --------------------- */
+
+/* The passes that walk the copies, each with a cursor of its own. */
+enum kvmemd_prefix_walk {
+	KVMEMD_PREFIX_PATROL,
+	KVMEMD_PREFIX_ONDEMAND,
+	KVMEMD_PREFIX_WALKS,
+};
+
+/* What a walk found, in words of each codec (headers and scales are
+ * KVMEM_PAGE_META_CODEC words). */
+struct kvmemd_prefix_scrub {
+	uint64_t pages, bytes;
+	uint64_t words[KVMEM_CODEC_NR], ce[KVMEM_CODEC_NR], ue[KVMEM_CODEC_NR];
+	uint64_t crc; /* pages whose CRC no longer matched */
+	uint64_t dropped; /* blocks dropped for either */
+};
+
+/* Bytes of the blocks kept: about what a walk over them reads. */
+uint64_t kvmemd_prefix_bytes(const struct kvmemd *d);
+/* The next kvmemd_prefix_scrub() of @w starts at the oldest block. */
+void kvmemd_prefix_rewind(struct kvmemd *d, enum kvmemd_prefix_walk w);
+/*
+ * kvmemd_prefix_scrub() - check and correct the kept copies, a page at a
+ * time, from @w's cursor on, until about *@budget bytes were checked
+ *
+ * A page that verifies is left alone; one that does not is scrubbed in
+ * place, and a block with a page that still does not verify (a word past
+ * correcting, or a CRC that no longer matches) is dropped as
+ * kvmemd_prefix_damaged() drops it. Blocks kept meanwhile are walked too.
+ *
+ * Return: 1 when the walk reached the newest block's end, 0 when the
+ * budget ran out first. What was found is added to @out.
+ */
+int kvmemd_prefix_scrub(struct kvmemd *d, enum kvmemd_prefix_walk w,
+			uint64_t *budget, struct kvmemd_prefix_scrub *out);
 
 #endif /* KVMEMD_PREFIX_H */

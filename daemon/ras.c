@@ -44,6 +44,7 @@
 #include "kvmem/inject.h"
 #include "json.h"
 #include "kvmemd.h"
+#include "prefix.h"
 #include "session.h"
 
 /* Bytes one call of kvmemd_ras_run() scrubs at most, and slot-table units
@@ -113,6 +114,8 @@ struct pass {
 	double exposure;
 	struct kvmemd_check job; /* the page under the cursor */
 	int in_job;
+	/* of pages, those of published prefixes; and their blocks dropped */
+	uint64_t prefix_pages, prefix_dropped;
 };
 
 /* Steps of the adaptive patrol `kvmemctl scrub` lists. */
@@ -1190,7 +1193,13 @@ static struct kvmemd_session *session_from(const struct kvmemd *d, uint32_t id)
 	return s;
 }
 
-static void pass_start(struct pass *p, enum source kind,
+static enum kvmemd_prefix_walk pass_walk(const struct pass *p)
+{
+	return p->kind == SRC_PATROL ? KVMEMD_PREFIX_PATROL
+				     : KVMEMD_PREFIX_ONDEMAND;
+}
+
+static void pass_start(struct kvmemd *d, struct pass *p, enum source kind,
 		       const struct kvmemd_target *t)
 {
 	memset(p, 0, sizeof(*p));
@@ -1200,6 +1209,42 @@ static void pass_start(struct pass *p, enum source kind,
 	p->session = t->type == KVMEMD_TARGET_POOL ? 0 : t->session;
 	p->started_ns = clock_ns(CLOCK_REALTIME);
 	p->started_mono = kvmemd_now_ns();
+	kvmemd_prefix_rewind(d, pass_walk(p));
+}
+
+/*
+ * A pool pass ends with the copies of published prefixes (kept in
+ * kvmemd's memory: pool host, tier warm), about @budget bytes of them a
+ * call. Return: 1 when the pass is through.
+ */
+static int prefix_step(struct kvmemd *d, struct pass *p, uint64_t budget)
+{
+	struct kvmemd_ras *r = d->ras;
+	struct kvmemd_prefix_scrub f = { 0 };
+	struct ras_count *vol, *agg;
+	int done, c;
+
+	done = kvmemd_prefix_scrub(d, pass_walk(p), &budget, &f);
+	p->pages += f.pages;
+	p->bytes += f.bytes;
+	p->crc += f.crc;
+	p->prefix_pages += f.pages;
+	p->prefix_dropped += f.dropped;
+	r->crc += f.crc;
+	for (c = 0; c < KVMEM_CODEC_NR; c++) {
+		vol = &r->vol[KVMEMD_POOL_HOST][TIER_WARM][c];
+		agg = &r->agg[KVMEMD_POOL_HOST][TIER_WARM][c];
+		p->words[c] += f.words[c];
+		p->ce_words[c] += f.ce[c];
+		p->ce += f.ce[c];
+		p->ue += f.ue[c];
+		vol->ce += f.ce[c];
+		vol->ue += f.ue[c];
+		agg->ce += f.ce[c];
+		agg->ue += f.ue[c];
+		r->agg_dirty |= f.ce[c] || f.ue[c];
+	}
+	return done;
 }
 
 /*
@@ -1216,8 +1261,10 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 
 	for (;;) {
 		s = session_from(d, p->session);
-		if (!s ||
-		    (p->t.type != KVMEMD_TARGET_POOL && s->id != p->t.session))
+		if (!s)
+			return p->t.type != KVMEMD_TARGET_POOL ||
+			       prefix_step(d, p, budget);
+		if (p->t.type != KVMEMD_TARGET_POOL && s->id != p->t.session)
 			return 1;
 		if (s->id != p->session) {
 			/* The session under the cursor is gone. */
@@ -1299,10 +1346,12 @@ static void pass_end(struct kvmemd *d, struct pass *p)
 	}
 }
 
+/* What a pool pass reads: sealed pages, and the copies of published
+ * prefixes. */
 static uint64_t sealed_bytes(const struct kvmemd *d)
 {
 	const struct kvmemd_session *s;
-	uint64_t n = 0;
+	uint64_t n = kvmemd_prefix_bytes(d);
 
 	for (s = d->sessions; s; s = s->next)
 		n += s->sealed_bytes;
@@ -1596,7 +1645,7 @@ uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now)
 	if (!r->patrol.active) {
 		if (now < r->idle_until)
 			return next < r->idle_until ? next : r->idle_until;
-		pass_start(&r->patrol, SRC_PATROL, &pool);
+		pass_start(d, &r->patrol, SRC_PATROL, &pool);
 	}
 	/* Every time: the rate, the cycle or the sealed bytes may change. */
 	adapt_clamp(d);
@@ -1663,6 +1712,8 @@ static void pass_json(struct jw *w, const char *key, const struct pass *p,
 	jw_u64(w, "degraded_pages", p->degraded);
 	jw_u64(w, "restored_pages", p->restored);
 	jw_u64(w, "padding", p->padding);
+	jw_u64(w, "prefix_pages", p->prefix_pages);
+	jw_u64(w, "prefix_dropped", p->prefix_dropped);
 	jw_close(w, '}');
 }
 
@@ -1877,7 +1928,7 @@ int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
 					   "an on-demand scrub is running");
 			return 0;
 		}
-		pass_start(&r->ondemand, SRC_ONDEMAND, &t);
+		pass_start(d, &r->ondemand, SRC_ONDEMAND, &t);
 		r->waiter = waiter;
 		return 1;
 	} else {

@@ -124,6 +124,7 @@ struct server {
 	const char *status_scrub;
 	uint64_t scrub_next; /* when kvmemd_ras_run() wants to run */
 	uint64_t tier_next; /* when kvmemd_tier_run() does */
+	uint64_t prefix_next; /* when kvmemd_prefix_run() does */
 	unsigned int polls; /* passes since the last epoll_pwait() */
 };
 
@@ -1157,6 +1158,8 @@ static int timeout_ms(struct server *sv)
 		next = sv->scrub_next;
 	if (sv->tier_next < next)
 		next = sv->tier_next;
+	if (sv->prefix_next < next)
+		next = sv->prefix_next;
 	if (next == UINT64_MAX)
 		return -1;
 	if (next <= now)
@@ -1548,6 +1551,7 @@ int kvmemd_run(struct kvmemd *d)
 			poll_rings(&sv);
 		sv.scrub_next = kvmemd_ras_run(d, kvmemd_now_ns());
 		sv.tier_next = kvmemd_tier_run(d, kvmemd_now_ns());
+		sv.prefix_next = kvmemd_prefix_run(d, kvmemd_now_ns());
 		timers(&sv);
 		status_update(&sv);
 		reap_zombies(&sv);

@@ -1078,6 +1078,7 @@ START_TEST(test_config_print_format)
 		"archive_rate",
 		"bytes",
 		"uid_bytes",
+		"idle_seconds",
 		"path",
 		"size",
 		"reformat",

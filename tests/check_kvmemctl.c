@@ -763,7 +763,8 @@ static void fake_stop(struct fake *f)
 	"{\"kind\":\"patrol\",\"target\":\"pool\","                      \
 	"\"started\":1700000000.25,\"duration_s\":65.5,"                 \
 	"\"bytes\":16777216,\"pages\":4096,\"ce\":3,\"ue\":1,\"crc\":0," \
-	"\"degraded_pages\":1,\"restored_pages\":0}"
+	"\"degraded_pages\":1,\"restored_pages\":0,\"padding\":0,"       \
+	"\"prefix_pages\":0,\"prefix_dropped\":0}"
 #define R_SCRUB                                                            \
 	"{\"enabled\":true,\"enable_background\":1,"                       \
 	"\"rate_bytes_per_s\":16777216,\"cycle_s\":0,"                     \
@@ -786,7 +787,14 @@ static void fake_stop(struct fake *f)
 	"{\"kind\":\"ondemand\",\"target\":\"session 1\","                 \
 	"\"started\":1700000100.5,\"duration_s\":0.5,\"bytes\":8388608,"   \
 	"\"pages\":2048,\"ce\":1,\"ue\":0,\"crc\":0,\"degraded_pages\":0," \
-	"\"restored_pages\":0}\n"
+	"\"restored_pages\":0,\"padding\":0,\"prefix_pages\":0,"           \
+	"\"prefix_dropped\":0}\n"
+#define R_PASS_POOL                                                        \
+	"{\"kind\":\"ondemand\",\"target\":\"pool\","                      \
+	"\"started\":1700000100.5,\"duration_s\":0.5,\"bytes\":8388608,"   \
+	"\"pages\":2048,\"ce\":1,\"ue\":0,\"crc\":0,\"degraded_pages\":0," \
+	"\"restored_pages\":0,\"padding\":0,\"prefix_pages\":16,"          \
+	"\"prefix_dropped\":1}\n"
 #define R_EVENTS                                                             \
 	"{\"events\":[{\"time\":1700000000.5,\"uid\":1000,\"session\":1,"    \
 	"\"seq\":2,"                                                         \
@@ -857,8 +865,8 @@ static const struct fake_reply spec_replies[] = {
 	{ "scrub rate 16M", R_SCRUB },
 	{ "scrub cycle 86400", R_SCRUB },
 	{ "scrub target 0.001", R_SCRUB },
-	{ "scrub now", R_PASS },
-	{ "scrub now pool", R_PASS },
+	{ "scrub now", R_PASS_POOL },
+	{ "scrub now pool", R_PASS_POOL },
 	{ "scrub now session 1", R_PASS },
 	{ "scrub now seq 1 2", R_PASS },
 	{ "scrub now seq 1 3",
@@ -1123,7 +1131,8 @@ static void check_schema(const struct json *v, const struct json *schema,
 	"{\"kind\":\"s:patrol|ondemand|seal\",\"target\":\"s\","   \
 	"\"started\":\"n\",\"duration_s\":\"n\",\"bytes\":\"u\","  \
 	"\"pages\":\"u\",\"ce\":\"u\",\"ue\":\"u\",\"crc\":\"u\"," \
-	"\"degraded_pages\":\"u\",\"restored_pages\":\"u\"}"
+	"\"degraded_pages\":\"u\",\"restored_pages\":\"u\","       \
+	"\"padding\":\"u\",\"prefix_pages\":\"u\",\"prefix_dropped\":\"u\"}"
 #define S_PAGES_BYTES "{\"pages\":\"u\",\"bytes\":\"u\"}"
 #define S_STORE                                                             \
 	"{\"path\":\"s\",\"engine\":\"s:io_uring|threads\",\"uuid\":\"s\"," \
@@ -1344,6 +1353,10 @@ START_TEST(test_spec_tables)
 		  { "pass ondemand session 1", "started 2023-11-14 22:15:00",
 		    "duration 500 ms",
 		    "scrubbed 8.0 MiB in 2048 pages (16.0 MiB/s)" } },
+		{ { "scrub", "now" },
+		  { "pass ondemand pool",
+		    "prefixes 16 pages of published blocks, 1 blocks dropped "
+		    "(no longer verified)" } },
 		{ { "events" },
 		  { "TIME UID SESSION SEQ LAYER TOKENS POOL TIER CODEC "
 		    "REGION WORDS KIND RESTORED SOURCE",
@@ -1510,7 +1523,7 @@ START_TEST(test_spec_json)
 		{ { "seqs" }, R_SEQS, "seqs" },
 		{ { "scrub", "status" }, R_SCRUB, "scrub" },
 		{ { "scrub", "rate", "16M" }, R_SCRUB, "scrub" },
-		{ { "scrub", "now", "pool" }, R_PASS, "pass" },
+		{ { "scrub", "now", "pool" }, R_PASS_POOL, "pass" },
 		{ { "events" }, R_EVENTS, "events" },
 		{ { "errors" }, R_ERRORS, "errors" },
 		{ { "reset-counters" }, "{\"ok\":true}", "reset-counters" },
@@ -3207,8 +3220,9 @@ START_TEST(test_live_prefixes)
 	EXPECT_HAS(r.out, "kept       2 blocks, ");
 	EXPECT_HAS(r.out, "; 1 of 4 uids, each at most 64.0 MiB");
 	EXPECT_HAS(r.out, "publishes  2 blocks, 0 refused (no share)");
-	expect_line(&r,
-		    "UID BLOCKS BYTES HITS MISSES PUBLISHED EVICTED DAMAGED");
+	expect_line(&r, "UID BLOCKS BYTES HITS MISSES PUBLISHED EVICTED "
+			"EXPIRED DAMAGED CORRECTED");
+	EXPECT_HAS(r.out, "expiry     unused for 1h 00m");
 	ck_assert_msg(!strstr(r.out, "KEY"), "%s", r.out);
 	kvmem_check_run_free(&r);
 	CTL(&r, NULL, "-a", p.admin, "prefixes", "0");
@@ -3232,6 +3246,9 @@ START_TEST(test_live_prefixes)
 	ck_assert(prom_value(r.out, "kvmem_prefix_published_total") == 2);
 	ck_assert(prom_value(r.out, "kvmem_prefix_uids") == 1);
 	ck_assert(prom_value(r.out, "kvmem_prefix_damaged_total") == 0);
+	ck_assert(prom_value(r.out, "kvmem_prefix_expired_total") == 0);
+	/* The patrol may have corrected the flips by now, or not. */
+	ck_assert(prom_value(r.out, "kvmem_prefix_corrected_total") <= 4);
 	kvmem_check_run_free(&r);
 	CTL(&r, NULL, "-a", p.admin, "--json", "prefixes", "0");
 	expect_status(&r, 0);

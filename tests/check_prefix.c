@@ -322,7 +322,8 @@ START_TEST(test_prefix_damaged_copy_not_served)
 	kvmem_rng_seed(&r, 1906);
 	tokens(&r, 70, &k, &v);
 	keys_of(keys, NBLOCKS, 8);
-	kvmemd_start(&p, "[scrub]\nallow_inject = yes\n", NULL);
+	/* No patrol: the attach is what finds the flips. */
+	kvmemd_start(&p, "[scrub]\nallow_inject = yes\nrate = 0\n", NULL);
 	a = kvmemd_connect(&p, 8u << 20);
 	b = kvmemd_connect(&p, 8u << 20);
 	s = seq_with(a, k, v, 70);
@@ -361,6 +362,151 @@ START_TEST(test_prefix_damaged_copy_not_served)
 	kvmem_seq_free(s);
 	kvmem_close(e);
 	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* The prefix counter @key once it is @want; fails the test if it is not
+ * within 30 s. */
+static void prefix_counter_reaches(const struct kvmemd_proc *p, const char *key,
+				   unsigned long long want)
+{
+	unsigned long long now = 0;
+	char out[4096];
+	int i;
+
+	for (i = 0; i < 600; i++) {
+		kvmemd_admin_ok(p, out, sizeof(out), "prefixes");
+		now = kvmemd_json_after(out, "\"prefix\"", key);
+		if (now == want)
+			return;
+		usleep(50000);
+	}
+	ck_abort_msg("prefix %s is %llu, not %llu after 30 s", key, now, want);
+}
+
+/*
+ * The scrubber checks the copies kvmemd keeps as it checks sessions'
+ * pages: a pass corrects a flip a page where the copy lies (the next pass
+ * finds nothing: the corrections were written back), drops every block
+ * past correcting before anyone attaches it, and the patrol does the same
+ * at its own pace.
+ */
+START_TEST(test_prefix_scrubbed_at_rest)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *t = NULL, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char out[4096];
+	float *k, *v;
+
+	kvmem_rng_seed(&r, 1913);
+	tokens(&r, 70, &k, &v);
+	keys_of(keys, NBLOCKS, 18);
+	kvmemd_start(&p, "[scrub]\nallow_inject = yes\nrate = 0\n", NULL);
+	a = kvmemd_connect(&p, 8u << 20);
+	b = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(a, k, v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
+	ref = reference(&e, k, v, block_end(2));
+
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 1");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 6);
+	kvmemd_admin_ok(&p, out, sizeof(out), "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_pages"), 6);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "ce"), 6);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "ue"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_dropped"), 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "corrected"), 6);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"tenants\"", "corrected"),
+			  6);
+	kvmemd_admin_ok(&p, out, sizeof(out), "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_pages"), 6);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "ce"), 0);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+			 (int)block_end(2));
+	kvmemd_expect_same(t, ref, &r);
+	kvmem_seq_free(t);
+
+	/* Four a page: every block goes, none is attached. */
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 4 seed 9");
+	kvmemd_admin_ok(&p, out, sizeof(out), "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_dropped"), 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "damaged"), 3);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
+	ck_assert_int_ge(kvmemd_log_lines(&p, "no longer verifies"), 3);
+	t = NULL;
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), 0);
+	kvmem_seq_free(t);
+
+	/* The patrol, once it runs, finds flips by itself. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 1");
+	kvmemd_admin_ok(&p, out, sizeof(out), "scrub rate 64M");
+	prefix_counter_reaches(&p, "corrected", 12);
+	t = NULL;
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+			 (int)block_end(2));
+	kvmemd_expect_same(t, ref, &r);
+	kvmem_seq_free(t);
+
+	kvmem_seq_free(ref);
+	kvmem_seq_free(s);
+	kvmem_close(e);
+	kvmem_close(b);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Blocks nobody attaches for prefix.idle_seconds go, counted as expired,
+ * and a uid left with none gives its share back; 0 keeps them.
+ */
+START_TEST(test_prefix_idle_blocks_expire)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *a;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char out[4096];
+	float *k, *v;
+
+	kvmem_rng_seed(&r, 1914);
+	tokens(&r, 70, &k, &v);
+	keys_of(keys, NBLOCKS, 19);
+	kvmemd_start(&p, "[prefix]\nidle_seconds = 0\n", NULL);
+	a = kvmemd_connect(&p, 8u << 20);
+	s = seq_with(a, k, v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "idle_seconds"),
+			  0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
+
+	kvmemd_admin_ok(&p, out, sizeof(out),
+			"policy set prefix.idle_seconds=1");
+	prefix_counter_reaches(&p, "expired", 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "bytes"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 0);
+	ck_assert_int_ge(kvmemd_log_lines(&p, "of uid 0 unused for 1 s"), 1);
+
+	kvmem_seq_free(s);
 	kvmem_close(a);
 	free(k);
 	free(v);
@@ -1345,6 +1491,8 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_writer_changes_no_one_else);
 	tcase_add_test(tc, test_prefix_publish_checks_the_seal);
 	tcase_add_test(tc, test_prefix_damaged_copy_not_served);
+	tcase_add_test(tc, test_prefix_scrubbed_at_rest);
+	tcase_add_test(tc, test_prefix_idle_blocks_expire);
 	tcase_add_test(tc, test_prefix_tenants_apart);
 	tcase_add_test(tc, test_prefix_limits);
 	tcase_add_test(tc, test_prefix_lru_not_fifo);

@@ -1149,6 +1149,12 @@ static void render_pass(struct rd *r, FILE *f, const struct json *p)
 	   " restored",
 	   g_u64(r, p, "crc"), g_u64(r, p, "degraded_pages"),
 	   g_u64(r, p, "restored_pages"));
+	/* A pool pass of a kvmemd that shares prefixes ends with them. */
+	if (!strcmp(target, "pool") && json_get(p, "prefix_pages"))
+		kv(&t, "prefixes",
+		   "%" PRIu64 " pages of published blocks, %" PRIu64
+		   " blocks dropped (no longer verified)",
+		   g_u64(r, p, "prefix_pages"), g_u64(r, p, "prefix_dropped"));
 	t_done(r, &t, f);
 }
 
@@ -1816,9 +1822,10 @@ static int cmd_inject(struct ctl *c, int argc, char **argv)
 
 static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 {
-	static const char *const thead[] = { "UID",	"BLOCKS", "BYTES",
-					     "HITS",	"MISSES", "PUBLISHED",
-					     "EVICTED", "DAMAGED" };
+	static const char *const thead[] = { "UID",	 "BLOCKS",  "BYTES",
+					     "HITS",	 "MISSES",  "PUBLISHED",
+					     "EVICTED",	 "EXPIRED", "DAMAGED",
+					     "CORRECTED" };
 	static const char *const bhead[] = { "KEY",  "TOKENS", "PAGES", "BYTES",
 					     "HITS", "AGE",    "IDLE" };
 	const struct json *p = g_obj(r, v, "prefix");
@@ -1845,14 +1852,23 @@ static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 	   "%" PRIu64 " blocks, %" PRIu64 " refused (no share)",
 	   g_u64(r, p, "published"), g_u64(r, p, "refused"));
 	kv(&t, "dropped",
-	   "%" PRIu64 " evicted, %" PRIu64 " damaged (no longer verified)",
-	   g_u64(r, p, "evicted"), g_u64(r, p, "damaged"));
+	   "%" PRIu64 " evicted, %" PRIu64 " expired, %" PRIu64
+	   " damaged (no longer verified)",
+	   g_u64(r, p, "evicted"), g_u64(r, p, "expired"),
+	   g_u64(r, p, "damaged"));
+	if (g_u64(r, p, "idle_seconds"))
+		kv(&t, "expiry", "unused for %s",
+		   fmt_dur(a, sizeof(a), (double)g_u64(r, p, "idle_seconds")));
+	else
+		kv(&t, "expiry", "never (prefix.idle_seconds = 0)");
+	kv(&t, "scrubbed", "%" PRIu64 " words corrected in kept copies",
+	   g_u64(r, p, "corrected"));
 	t_done(r, &t, f);
 
 	ts = g_arr(r, v, "tenants", &n);
 	if (n) {
 		fputc('\n', f);
-		t_init(&t, "rrrrrrrr");
+		t_init(&t, "rrrrrrrrrr");
 		t_row(&t, thead);
 		for (i = 0; i < n; i++) {
 			const struct json *e = &ts[i];
@@ -1866,7 +1882,9 @@ static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 			t_cell(&t, "%" PRIu64, g_u64(r, e, "misses"));
 			t_cell(&t, "%" PRIu64, g_u64(r, e, "published"));
 			t_cell(&t, "%" PRIu64, g_u64(r, e, "evicted"));
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "expired"));
 			t_cell(&t, "%" PRIu64, g_u64(r, e, "damaged"));
+			t_cell(&t, "%" PRIu64, g_u64(r, e, "corrected"));
 		}
 		t_done(r, &t, f);
 	}
@@ -2184,9 +2202,14 @@ static void metrics_prefix(struct metrics *m, const struct json *v)
 		{ "kvmem_prefix_evicted_total", "counter", "evicted",
 		  "Published blocks evicted to make room in their uid's "
 		  "share." },
+		{ "kvmem_prefix_expired_total", "counter", "expired",
+		  "Published blocks dropped after prefix.idle_seconds "
+		  "unused." },
 		{ "kvmem_prefix_damaged_total", "counter", "damaged",
 		  "Published blocks dropped because their copy no longer "
 		  "verified." },
+		{ "kvmem_prefix_corrected_total", "counter", "corrected",
+		  "Words the scrubber corrected in published copies." },
 	};
 	const struct json *p = json_get(v, "prefix");
 	size_t i;
