@@ -1078,6 +1078,141 @@ static void seal_block(struct kvmemd_raw *r, uint64_t seq,
 	seal_block_of(r, &g, seq, slots);
 }
 
+/* Fill @r's arena: released sequences of sealed blocks, and the slots
+ * left over open, so that nothing is free and released pages can leave. */
+static void fill_arena(struct kvmemd_raw *r)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const uint32_t nslots =
+		(uint32_t)(r->w.arena_bytes / r->w.slot_bytes[0]);
+	uint32_t slots[2], i, l;
+	int seq;
+
+	ck_assert_uint_eq(g.layers, 2);
+	for (i = 0; i + g.layers <= nslots; i += g.layers) {
+		seq = KVMEMD_OP(r, 20, .opcode = KVMEM_OP_SEQ_CREATE);
+		ck_assert_int_gt(seq, 0);
+		for (l = 0; l < g.layers; l++) {
+			ck_assert_int_eq(
+				KVMEMD_OP(r, 21, .opcode = KVMEM_OP_PAGE_ALLOC,
+					  .kind = KVMEM_SLOT_SEALED, .addr = 0,
+					  .len = 1),
+				1);
+			memcpy(&slots[l], r->buf, sizeof(slots[l]));
+		}
+		seal_block(r, (uint64_t)seq, slots);
+		ck_assert_int_eq(KVMEMD_OP(r, 22,
+					   .opcode = KVMEM_OP_SEQ_RELEASE,
+					   .seq = (uint64_t)seq),
+				 0);
+	}
+	for (; i < nslots; i++)
+		ck_assert_int_eq(KVMEMD_OP(r, 23, .opcode = KVMEM_OP_PAGE_ALLOC,
+					   .kind = KVMEM_SLOT_SEALED, .addr = 0,
+					   .len = 1),
+				 1);
+}
+
+/*
+ * An attach that waits for room ends with its sequence: released in the
+ * same batch, the wait is cancelled before anything lands in it; and a
+ * session that goes while its attach waits leaves nothing behind (the
+ * daemon serves the others, the block is still there, nothing staged).
+ */
+START_TEST(test_prefix_waiting_attach_cancelled)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	struct kvmem_sqe e[2] = { { 0 } };
+	struct kvmemd_raw r1, r2;
+	struct kvmem_cqe c[2];
+	struct kvmemd_proc p;
+	uint32_t slots[2], l;
+	char out[4096];
+	int seq, t;
+
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[tier]\nlow_watermark = 0\n"
+		     "high_watermark = 1\n"
+		     "[store]\npath = @DIR@/store\nsize = 64M\n",
+		     NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&r1, &p, &h, sizeof(h)), 0);
+	seq = KVMEMD_OP(&r1, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(seq, 0);
+	for (l = 0; l < g.layers; l++) {
+		ck_assert_int_eq(KVMEMD_OP(&r1, 2,
+					   .opcode = KVMEM_OP_PAGE_ALLOC,
+					   .kind = KVMEM_SLOT_SEALED, .addr = 0,
+					   .len = 1),
+				 1);
+		memcpy(&slots[l], r1.buf, sizeof(slots[l]));
+	}
+	seal_block(&r1, (uint64_t)seq, slots);
+	memset(r1.buf + 256, 0x33, KVMEM_PREFIX_KEY_BYTES);
+	ck_assert_int_eq(KVMEMD_OP(&r1, 3, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)seq, .addr = 256, .len = 32,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
+			 (int)g.layers);
+
+	ck_assert_int_eq(kvmemd_raw_attach(&r2, &p, &h, sizeof(h)), 0);
+	fill_arena(&r2);
+	t = KVMEMD_OP(&r2, 4, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(t, 0);
+	memset(r2.buf + 256, 0x33, KVMEM_PREFIX_KEY_BYTES);
+	e[0] = (struct kvmem_sqe){ .opcode = KVMEM_OP_PREFIX_ATTACH,
+				   .user_data = 5,
+				   .seq = (uint64_t)t,
+				   .addr = 256,
+				   .len = 256,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page };
+	e[1] = (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_RELEASE,
+				   .user_data = 6,
+				   .seq = (uint64_t)t };
+	kvmemd_raw_queue(&r2, &e[0]);
+	kvmemd_raw_queue(&r2, &e[1]);
+	kvmemd_raw_doorbell(&r2);
+	c[0] = kvmemd_raw_reap(&r2);
+	c[1] = kvmemd_raw_reap(&r2);
+	if (c[0].user_data != 5) {
+		struct kvmem_cqe x = c[0];
+
+		c[0] = c[1];
+		c[1] = x;
+	}
+	ck_assert_uint_eq(c[0].user_data, 5);
+	ck_assert_int_eq(c[0].res, -ECANCELED);
+	ck_assert_uint_eq(c[1].user_data, 6);
+	ck_assert_int_eq(c[1].res, 0);
+	/* Nothing landed in it: acquired again, it holds no page. */
+	ck_assert_int_eq(KVMEMD_OP(&r2, 7, .opcode = KVMEM_OP_SEQ_ACQUIRE,
+				   .seq = (uint64_t)t, .addr = 1024,
+				   .len = 240),
+			 0);
+	ck_assert_int_eq(KVMEMD_OP(&r2, 8, .opcode = KVMEM_OP_PREFIX_PUBLISH,
+				   .seq = (uint64_t)t, .addr = 256, .len = 32,
+				   .token_start = 4,
+				   .ntokens = g.tokens_per_page),
+			 -ENOENT);
+
+	/* Waiting again, now into a new sequence, as the session goes. */
+	t = KVMEMD_OP(&r2, 9, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(t, 0);
+	e[0].seq = (uint64_t)t;
+	kvmemd_raw_queue(&r2, &e[0]);
+	kvmemd_raw_doorbell(&r2);
+	kvmemd_raw_detach(&r2);
+	ck_assert_int_eq(KVMEMD_OP(&r1, 10, .opcode = KVMEM_OP_NOP), 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "staged"), 0);
+	kvmemd_raw_detach(&r1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /*
  * A publish in several ops, below the library: each op continues what the
  * one before staged, anything else drops it, and a client that goes
@@ -1502,6 +1637,7 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_embedded_refused);
 	tcase_add_test(tc, test_prefix_hostile_ops);
 	tcase_add_test(tc, test_prefix_publish_staged);
+	tcase_add_test(tc, test_prefix_waiting_attach_cancelled);
 	tcase_add_test(tc, test_prefix_admin_requests);
 	suite_add_tcase(s, tc);
 	return s;
