@@ -42,41 +42,6 @@ static void keys_of(struct kvmem_prefix_key *k, uint32_t n, uint8_t tag)
 	}
 }
 
-/* @ntok random tokens of every layer, as one array each for K and V. */
-static void tokens(struct kvmem_rng *r, uint32_t ntok, float **k, float **v)
-{
-	const struct kvmem_geometry g = kvmemd_test_geo();
-	size_t n = (size_t)ntok * g.layers * g.kv_heads * g.head_dim, i;
-
-	*k = kvmem_check_xmalloc(n * sizeof(float));
-	*v = kvmem_check_xmalloc(n * sizeof(float));
-	for (i = 0; i < n; i++) {
-		(*k)[i] = kvmem_check_rnd_value(r, 1.0);
-		(*v)[i] = kvmem_check_rnd_value(r, 1.0);
-	}
-}
-
-/* A sequence of @c holding @ntok tokens of @k, @v. */
-static struct kvmem_seq *seq_with(struct kvmem_cache *c, const float *k,
-				  const float *v, uint32_t ntok)
-{
-	struct kvmem_seq *s;
-
-	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, ntok), 0);
-	return s;
-}
-
-/* An embedded cache's sequence of the first @ntok tokens: the reference. */
-static struct kvmem_seq *reference(struct kvmem_cache **e, const float *k,
-				   const float *v, uint32_t ntok)
-{
-	const struct kvmem_geometry g = kvmemd_test_geo();
-
-	ck_assert_int_eq(kvmem_open_embedded(&g, 8u << 20, e), 0);
-	return seq_with(*e, k, v, ntok);
-}
-
 /* Pages @s holds in all layers. */
 static uint32_t pages_of(const struct kvmem_seq *s)
 {
@@ -101,13 +66,13 @@ START_TEST(test_prefix_attach_is_what_was_published)
 	float *k, *v, *k2, *v2;
 
 	kvmem_rng_seed(&r, 1901);
-	tokens(&r, 150, &k, &v);
-	tokens(&r, 40, &k2, &v2);
+	kvmemd_tokens(&r, 150, &k, &v);
+	kvmemd_tokens(&r, 40, &k2, &v2);
 	keys_of(keys, NBLOCKS, 1);
 	kvmemd_start(&p, NULL, NULL);
 	a = kvmemd_connect(&p, 8u << 20);
 	b = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(a, k, v, 150);
+	s = kvmemd_seq_with(a, k, v, 150);
 
 	/* 150 tokens hold the blocks that end at 4, 36, 68, 100 and 132:
 	 * the sixth is still being written. */
@@ -125,7 +90,7 @@ START_TEST(test_prefix_attach_is_what_was_published)
 	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
 			 (int)block_end(4));
 	ck_assert_ptr_nonnull(t);
-	ref = reference(&e, k, v, block_end(4));
+	ref = kvmemd_reference(&e, k, v, block_end(4));
 	kvmemd_expect_same(t, ref, &r);
 	/* It grows as its own: the next tokens of another prompt. */
 	ck_assert_int_eq(kvmem_seq_append_all(t, k2, v2, 40), 0);
@@ -139,7 +104,7 @@ START_TEST(test_prefix_attach_is_what_was_published)
 	other[2].bytes[0] ^= 0xff;
 	ck_assert_int_eq(kvmem_prefix_attach(b, other, NBLOCKS, &t),
 			 (int)block_end(1));
-	ref = seq_with(e, k, v, block_end(1));
+	ref = kvmemd_seq_with(e, k, v, block_end(1));
 	kvmemd_expect_same(t, ref, &r);
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
@@ -209,15 +174,15 @@ START_TEST(test_prefix_writer_changes_no_one_else)
 	int n, i;
 
 	kvmem_rng_seed(&r, 1902);
-	tokens(&r, 100, &k, &v);
+	kvmemd_tokens(&r, 100, &k, &v);
 	keys_of(keys, NBLOCKS, 3);
 	kvmemd_start(&p, NULL, NULL);
 	a = kvmemd_connect(&p, 8u << 20);
 	b = kvmemd_connect(&p, 8u << 20);
 	c = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(a, k, v, 100);
+	s = kvmemd_seq_with(a, k, v, 100);
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 4);
-	ref = reference(&e, k, v, block_end(3));
+	ref = kvmemd_reference(&e, k, v, block_end(3));
 
 	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
 			 (int)block_end(3));
@@ -266,13 +231,13 @@ START_TEST(test_prefix_publish_checks_the_seal)
 
 	kvmem_page_layout(&g, 0, &l);
 	kvmem_rng_seed(&r, 1903);
-	tokens(&r, 70, &k, &v);
+	kvmemd_tokens(&r, 70, &k, &v);
 	keys_of(keys, NBLOCKS, 4);
 	kvmemd_start(&p, NULL, NULL);
 	a = kvmemd_connect(&p, 8u << 20);
 	b = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(a, k, v, 70);
-	ref = reference(&e, k, v, block_end(2));
+	s = kvmemd_seq_with(a, k, v, 70);
+	ref = kvmemd_reference(&e, k, v, block_end(2));
 
 	/* Layer 1, page 1 (block 1): one flip in the first K codeword (a
 	 * byte of h84). */
@@ -287,7 +252,7 @@ START_TEST(test_prefix_publish_checks_the_seal)
 	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
 			 (int)block_end(1));
 	kvmem_seq_free(ref);
-	ref = seq_with(e, k, v, block_end(1));
+	ref = kvmemd_seq_with(e, k, v, block_end(1));
 	kvmemd_expect_same(t, ref, &r);
 	/* Block 2 alone: refused with the reason. */
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 3), 2);
@@ -320,15 +285,15 @@ START_TEST(test_prefix_damaged_copy_not_served)
 	float *k, *v;
 
 	kvmem_rng_seed(&r, 1906);
-	tokens(&r, 70, &k, &v);
+	kvmemd_tokens(&r, 70, &k, &v);
 	keys_of(keys, NBLOCKS, 8);
 	/* No patrol: the attach is what finds the flips. */
 	kvmemd_start(&p, "[scrub]\nallow_inject = yes\nrate = 0\n", NULL);
 	a = kvmemd_connect(&p, 8u << 20);
 	b = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(a, k, v, 70);
+	s = kvmemd_seq_with(a, k, v, 70);
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
-	ref = reference(&e, k, v, block_end(2));
+	ref = kvmemd_reference(&e, k, v, block_end(2));
 
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 1");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "pages"), 6);
@@ -407,14 +372,14 @@ START_TEST(test_prefix_scrubbed_at_rest)
 	float *k, *v;
 
 	kvmem_rng_seed(&r, 1913);
-	tokens(&r, 70, &k, &v);
+	kvmemd_tokens(&r, 70, &k, &v);
 	keys_of(keys, NBLOCKS, 18);
 	kvmemd_start(&p, "[scrub]\nallow_inject = yes\nrate = 0\n", NULL);
 	a = kvmemd_connect(&p, 8u << 20);
 	b = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(a, k, v, 70);
+	s = kvmemd_seq_with(a, k, v, 70);
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
-	ref = reference(&e, k, v, block_end(2));
+	ref = kvmemd_reference(&e, k, v, block_end(2));
 
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 1");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 6);
@@ -485,11 +450,11 @@ START_TEST(test_prefix_idle_blocks_expire)
 	float *k, *v;
 
 	kvmem_rng_seed(&r, 1914);
-	tokens(&r, 70, &k, &v);
+	kvmemd_tokens(&r, 70, &k, &v);
 	keys_of(keys, NBLOCKS, 19);
 	kvmemd_start(&p, "[prefix]\nidle_seconds = 0\n", NULL);
 	a = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(a, k, v, 70);
+	s = kvmemd_seq_with(a, k, v, 70);
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "idle_seconds"),
@@ -564,8 +529,8 @@ START_TEST(test_prefix_tenants_apart)
 		return;
 	}
 	kvmem_rng_seed(&r, 1904);
-	tokens(&r, 70, &k, &v);
-	tokens(&r, 70, &k2, &v2);
+	kvmemd_tokens(&r, 70, &k, &v);
+	kvmemd_tokens(&r, 70, &k2, &v2);
 	keys_of(keys, NBLOCKS, 5);
 	kvmemd_start(&p,
 		     "[daemon]\nallow_uids = 0 65534 65533\n"
@@ -574,7 +539,7 @@ START_TEST(test_prefix_tenants_apart)
 	chmod(p.dir, 0755);
 	chmod(p.sock, 0666);
 	a = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(a, k, v, 70);
+	s = kvmemd_seq_with(a, k, v, 70);
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
 
 	/* uid 65534, the same keys: no match; then it publishes its own
@@ -610,7 +575,7 @@ START_TEST(test_prefix_tenants_apart)
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65534", "blocks"), 3);
 	ck_assert_int_eq(kvmem_prefix_attach(a, keys, NBLOCKS, &t),
 			 (int)block_end(2));
-	ref = reference(&e, k, v, block_end(2));
+	ref = kvmemd_reference(&e, k, v, block_end(2));
 	kvmemd_expect_same(t, ref, &r);
 
 	/* prefix.bytes holds two uids' shares: a third is refused, on the
@@ -657,12 +622,12 @@ START_TEST(test_prefix_limits)
 	float *k, *v;
 
 	kvmem_rng_seed(&r, 1905);
-	tokens(&r, 140, &k, &v);
+	kvmemd_tokens(&r, 140, &k, &v);
 	keys_of(keys, NBLOCKS, 6);
 	kvmemd_start(&p, NULL, NULL);
 	a = kvmemd_connect(&p, 8u << 20);
 	b = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(a, k, v, 140);
+	s = kvmemd_seq_with(a, k, v, 140);
 
 	/* What blocks 0 and 1 take, from kvmemd's own count. */
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 1), 1);
@@ -744,14 +709,14 @@ START_TEST(test_prefix_lru_not_fifo)
 	float *k, *v;
 
 	kvmem_rng_seed(&r, 1907);
-	tokens(&r, 40, &k, &v);
+	kvmemd_tokens(&r, 40, &k, &v);
 	keys_of(a, 2, 10);
 	keys_of(b, 2, 11);
 	keys_of(c, 2, 12);
 	kvmemd_start(&p, NULL, NULL);
 	x = kvmemd_connect(&p, 8u << 20);
 	y = kvmemd_connect(&p, 8u << 20);
-	s = seq_with(x, k, v, 40);
+	s = kvmemd_seq_with(x, k, v, 40);
 	ck_assert_int_eq(kvmem_prefix_publish(s, a, 1), 1);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	b0 = kvmemd_json_after(out, "\"prefix\"", "bytes");
@@ -810,16 +775,16 @@ START_TEST(test_prefix_many_blocks)
 	size_t i;
 
 	kvmem_rng_seed(&r, 1908);
-	tokens(&r, block_end(21), &k, &v);
+	kvmemd_tokens(&r, block_end(21), &k, &v);
 	keys_of(keys, 24, 13);
 	kvmemd_start(&p, NULL, NULL);
 	a = kvmemd_connect(&p, 16u << 20);
 	b = kvmemd_connect(&p, 16u << 20);
-	s = seq_with(a, k, v, block_end(21));
+	s = kvmemd_seq_with(a, k, v, block_end(21));
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 24), 22);
 	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 24, &t),
 			 (int)block_end(21));
-	ref = reference(&e, k, v, block_end(21));
+	ref = kvmemd_reference(&e, k, v, block_end(21));
 	kvmemd_expect_same(t, ref, &r);
 	kvmem_seq_free(t);
 	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++)
@@ -959,7 +924,7 @@ START_TEST(test_prefix_attach_waits_for_room)
 	int i, n;
 
 	kvmem_rng_seed(&r, 1910);
-	tokens(&r, 100, &k, &v);
+	kvmemd_tokens(&r, 100, &k, &v);
 	keys_of(keys, NBLOCKS, 15);
 	kvmemd_start(&p,
 		     "[scrub]\nrate = 0\n[tier]\nlow_watermark = 0\n"
@@ -968,7 +933,7 @@ START_TEST(test_prefix_attach_waits_for_room)
 		     NULL);
 	a = kvmemd_connect(&p, 8u << 20);
 	b = kvmemd_connect(&p, 1u << 20);
-	s = seq_with(a, k, v, 100);
+	s = kvmemd_seq_with(a, k, v, 100);
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 4);
 	/* b's arena full of released sequences (more than it holds: the
 	 * rest waited for room in turn). */
@@ -987,7 +952,7 @@ START_TEST(test_prefix_attach_waits_for_room)
 	ck_assert_uint_gt(kvmemd_json_u64(out, "waits"), waits);
 	ck_assert_int_eq(kvmem_daemon_stats(b, &st), 0);
 	ck_assert_uint_gt(st.cold_pages, cold);
-	ref = reference(&e, k, v, 100);
+	ref = kvmemd_reference(&e, k, v, 100);
 	kvmemd_expect_same(t, ref, &r);
 	kvmem_seq_free(t);
 	for (i = 0; i < n; i++)

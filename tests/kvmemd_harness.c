@@ -550,6 +550,38 @@ int kvmemd_raw_hung_up(struct kvmemd_raw *r, int timeout_ms)
 	return !!(pfd.revents & (POLLRDHUP | POLLHUP));
 }
 
+void kvmemd_tokens(struct kvmem_rng *r, uint32_t ntok, float **k, float **v)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	size_t n = (size_t)ntok * g.layers * g.kv_heads * g.head_dim, i;
+
+	*k = kvmem_check_xmalloc(n * sizeof(float));
+	*v = kvmem_check_xmalloc(n * sizeof(float));
+	for (i = 0; i < n; i++) {
+		(*k)[i] = kvmem_check_rnd_value(r, 1.0);
+		(*v)[i] = kvmem_check_rnd_value(r, 1.0);
+	}
+}
+
+struct kvmem_seq *kvmemd_seq_with(struct kvmem_cache *c, const float *k,
+				  const float *v, uint32_t ntok)
+{
+	struct kvmem_seq *s;
+
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, ntok), 0);
+	return s;
+}
+
+struct kvmem_seq *kvmemd_reference(struct kvmem_cache **e, const float *k,
+				   const float *v, uint32_t ntok)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+
+	ck_assert_int_eq(kvmem_open_embedded(&g, 8u << 20, e), 0);
+	return kvmemd_seq_with(*e, k, v, ntok);
+}
+
 void kvmemd_expect_same(struct kvmem_seq *a, struct kvmem_seq *b,
 			struct kvmem_rng *r)
 {

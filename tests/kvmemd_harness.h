@@ -149,6 +149,16 @@ struct kvmem_cqe kvmemd_raw_call(struct kvmemd_raw *r, struct kvmem_sqe e,
 int kvmemd_raw_hung_up(struct kvmemd_raw *r, int timeout_ms);
 
 struct kvmem_rng;
+/* @ntok random tokens of every layer of kvmemd_test_geo(), as one array
+ * each for K and V (kvmem_check_xmalloc()ed). */
+void kvmemd_tokens(struct kvmem_rng *r, uint32_t ntok, float **k, float **v);
+/* A sequence of @c holding @ntok tokens of @k, @v. */
+struct kvmem_seq *kvmemd_seq_with(struct kvmem_cache *c, const float *k,
+				  const float *v, uint32_t ntok);
+/* A new embedded cache's sequence of the first @ntok tokens: a reference
+ * to compare with (kvmemd_expect_same()). */
+struct kvmem_seq *kvmemd_reference(struct kvmem_cache **e, const float *k,
+				   const float *v, uint32_t ntok);
 /*
  * @a and @b, sequences of kvmemd_test_geo(), decode every layer to the
  * same bits and attend to the same bits for random queries drawn from @r
