@@ -229,6 +229,28 @@ static const struct key keys[] = {
 	},
 	{
 		.section = "daemon",
+		.name = "keep_sessions",
+		.type = KEY_ENUM,
+		KEY_FIELD(keep_sessions, int),
+		.names = booleans,
+		.reload = true,
+		.desc = "keep sessions across a restart in systemd's file "
+			"descriptor store (NOTIFY_SOCKET and "
+			"FileDescriptorStoreMax= needed)",
+	},
+	{
+		.section = "daemon",
+		.name = "resume_seconds",
+		.type = KEY_U32,
+		KEY_FIELD(resume_seconds, uint32_t),
+		.min = 1,
+		.max = 86400,
+		.reload = true,
+		.desc = "how long a kept session waits for its client after a "
+			"restart before it is freed",
+	},
+	{
+		.section = "daemon",
 		.name = "log_level",
 		.type = KEY_ENUM,
 		KEY_FIELD(log_level, int),
@@ -1298,6 +1320,8 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->prefix_bytes = 256 * MIB;
 	c->prefix_uid_bytes = 64 * MIB;
 	c->prefix_idle_s = 3600;
+	c->keep_sessions = KVMEMD_YES;
+	c->resume_seconds = 60;
 	c->store_size = GIB;
 	c->store_queue_depth = 32;
 	c->store_io_bytes = MIB;

@@ -37,6 +37,8 @@ struct kvmemd_config {
 	unsigned int n_allow_gids;
 	uint32_t max_sessions;
 	uint32_t max_sessions_per_uid;
+	int keep_sessions; /* KVMEMD_YES or KVMEMD_NO */
+	uint32_t resume_seconds; /* a kept session waits this long */
 	int log_level; /* LOG_ERR .. LOG_DEBUG */
 	/* [pool] */
 	uint64_t host_bytes; /* all sessions' arenas together */

@@ -128,6 +128,10 @@ struct kvmemd_pool_ops {
 	const char *name;
 	int (*create)(const struct kvmemd_region_req *req,
 		      struct kvmemd_region *r, char *why, size_t whylen);
+	/* A descriptor of such memory kept across a restart, mapped as
+	 * create() maps new memory; NULL where none can be kept. */
+	int (*adopt)(const struct kvmemd_region_req *req, int fd,
+		     struct kvmemd_region *r, char *why, size_t whylen);
 	void (*destroy)(struct kvmemd_region *r);
 };
 
@@ -214,6 +218,10 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 		       struct kvmemd_session **out);
 /* Create the region and lay out the ring; may block (a worker runs it). */
 int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen);
+/* Instead of kvmemd_session_setup(), for a session kept across a restart:
+ * the memfd @fd (taken whatever the outcome) is its region. */
+int kvmemd_session_adopt(struct kvmemd_session *s, int fd, char *why,
+			 size_t whylen);
 /* Fill in the layout part of @w once kvmemd_session_setup() succeeded. */
 void kvmemd_session_welcome(const struct kvmemd_session *s,
 			    struct kvmem_welcome *w);
@@ -252,6 +260,44 @@ void kvmemd_session_shutdown(struct kvmemd_session *s);
 void kvmemd_session_discard(struct kvmemd_session *s);
 /* Free the session and everything in it; returns its pool reservation. */
 void kvmemd_session_free(struct kvmemd_session *s);
+
+/* ---- resume.c: sessions kept across a restart ------------------------ */
+
+/*
+ * Under systemd (NOTIFY_SOCKET, FileDescriptorStoreMax= in the unit) and
+ * with daemon.keep_sessions, a stopping kvmemd keeps its sessions: their
+ * memfds go to the service's descriptor store, their tables to
+ * STATE_DIR/sessions.kept, and the next kvmemd takes both back, checks
+ * them, and waits daemon.resume_seconds for each client to say hello
+ * again (see kvmem/uapi.h, Restarts).
+ */
+struct kvmemd_keep;
+
+/* Are sessions that attach now offered KVMEM_FEAT_RESUME? */
+int kvmemd_resume_on(const struct kvmemd *d);
+/* At start, for a descriptor systemd passed back: 1 when @name is a kept
+ * session's (the descriptor is taken), else 0. */
+int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd);
+/* At start, once the store is open: the kept sessions, from the record
+ * and the descriptors, checked; a record that does not verify is refused
+ * with a line in the log, and nothing of it is served. */
+void kvmemd_resume_load(struct kvmemd *d);
+/* A hello with resume_session: 0 and the session, to be welcomed and
+ * activated as a new one is, or the refusal in @w. */
+int kvmemd_resume_take(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
+		       pid_t pid, struct kvmem_welcome *w,
+		       struct kvmemd_session **out);
+/* Kept sessions nobody took back in time are freed. Return: when the next
+ * one would be, or UINT64_MAX. */
+uint64_t kvmemd_resume_run(struct kvmemd *d, uint64_t now);
+/* At stop: NULL when nothing can be kept. Each session offered to
+ * kvmemd_resume_keep() is kept if it can be (1) or not (0, said in the
+ * log); kvmemd_resume_end() writes the record. */
+struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d);
+int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s);
+void kvmemd_resume_end(struct kvmemd_keep *k);
+/* Free what was kept and not taken back. */
+void kvmemd_resume_exit(struct kvmemd *d);
 
 /* ---- server.c: the daemon --------------------------------------------- */
 
@@ -304,6 +350,7 @@ struct kvmemd {
 	struct kvmemd_tier *tier;
 	struct kvmemd_archive *archive;
 	struct kvmemd_prefixes *prefix;
+	struct kvmemd_resume *resume;
 	struct kvmemd_workers *workers; /* the server's, while it runs */
 	struct kvmemd_gpu gpu;
 	uint64_t start_mono; /* CLOCK_MONOTONIC ns */
@@ -330,6 +377,10 @@ void kvmemd_users_free(struct kvmemd *d);
  * failed (logged).
  */
 int kvmemd_run(struct kvmemd *d);
+/* Send @msg with the descriptor @fd (none when -1) to NOTIFY_SOCKET
+ * ("FDSTORE=1..."): 0, or a negative errno (no such socket, or its reader
+ * is behind). */
+int kvmemd_notify_fd(const char *msg, int fd);
 
 /*
  * kvmemd_fd_check() - do daemon.max_sessions sessions, and the connections
@@ -408,6 +459,9 @@ void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
 		       uint32_t store_crc, struct kvmemd_check *c);
 /* Run @c for about *@budget bytes of work, taken from it. Return: 1 when
  * the check is over (or its slot was freed), 0 when the budget ran out. */
+/* Check every sealed page of @s now, as at its seal (a session taken back
+ * after a restart). */
+void kvmemd_ras_verify(struct kvmemd_session *s);
 int kvmemd_ras_check_step(struct kvmemd_session *s, struct kvmemd_check *c,
 			  uint64_t *budget);
 /*
@@ -443,6 +497,8 @@ void kvmemd_tier_exit(struct kvmemd *d);
 int kvmemd_tier_has_store(const struct kvmemd *d);
 /* The store's completion eventfd for the loop's epoll set, or -1. */
 int kvmemd_tier_fd(const struct kvmemd *d);
+/* The open store's uuid: 0, or -ENODEV without a store. */
+int kvmemd_tier_store_uuid(const struct kvmemd *d, uint8_t uuid[16]);
 /* Completions that arrived. */
 void kvmemd_tier_reap(struct kvmemd *d);
 /*

@@ -20,33 +20,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cuda_impl.h"
 #include "kvmemd.h"
 
-static int host_map(struct kvmemd_region *r, size_t size, int huge)
+/* The memfd @fd, or a new one when it is -1, mapped into @r; a failure
+ * leaves @fd open. */
+static int host_map(struct kvmemd_region *r, size_t size, int huge, int fd)
 {
+	const int given = fd;
 	void *p;
-	int fd, ret;
+	int ret;
 
-	fd = memfd_create("kvmem-session", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size))
-		goto err_fd;
-	/* The client can no longer shrink the file under the daemon's
-	 * mapping (a SIGBUS here) nor grow it past its quota. */
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
-		goto err_fd;
+	if (fd < 0) {
+		fd = memfd_create("kvmem-session",
+				  MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (fd < 0)
+			return -errno;
+		if (ftruncate(fd, (off_t)size))
+			goto err_fd;
+		/* The client can no longer shrink the file under the
+		 * daemon's mapping (a SIGBUS here) nor grow it past its
+		 * quota. */
+		if (fcntl(fd, F_ADD_SEALS,
+			  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+			goto err_fd;
+	}
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		goto err_fd;
 	if (huge && madvise(p, size, MADV_HUGEPAGE)) {
 		ret = -errno;
 		munmap(p, size);
-		close(fd);
+		if (given < 0)
+			close(fd);
 		return ret;
 	}
 	r->fd = fd;
@@ -56,12 +66,17 @@ static int host_map(struct kvmemd_region *r, size_t size, int huge)
 	return 0;
 err_fd:
 	ret = -errno;
-	close(fd);
+	if (given < 0)
+		close(fd);
 	return ret;
 }
 
-static int host_create(const struct kvmemd_region_req *req,
-		       struct kvmemd_region *r, char *why, size_t whylen)
+static int host_lock(const struct kvmemd_region_req *req,
+		     struct kvmemd_region *r, char *why, size_t whylen);
+
+/* @fd: a memfd to map, taken whatever the outcome, or -1 for a new one. */
+static int host_open(const struct kvmemd_region_req *req, int fd,
+		     struct kvmemd_region *r, char *why, size_t whylen)
 {
 	const size_t size = req->size;
 	int ret = -EOPNOTSUPP;
@@ -69,20 +84,65 @@ static int host_create(const struct kvmemd_region_req *req,
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
 	if (req->hugepages != KVMEMD_NO)
-		ret = host_map(r, size, 1);
+		ret = host_map(r, size, 1, fd);
 	if (ret && req->hugepages == KVMEMD_YES) {
 		snprintf(why, whylen,
 			 "no transparent huge pages for %zu bytes: %s", size,
 			 strerror(-ret));
+		if (fd >= 0)
+			close(fd);
 		return ret;
 	}
 	if (ret)
-		ret = host_map(r, size, 0);
+		ret = host_map(r, size, 0, fd);
 	if (ret) {
 		snprintf(why, whylen, "memfd of %zu bytes: %s", size,
 			 strerror(-ret));
+		if (fd >= 0)
+			close(fd);
 		return ret;
 	}
+	return host_lock(req, r, why, whylen);
+}
+
+static int host_create(const struct kvmemd_region_req *req,
+		       struct kvmemd_region *r, char *why, size_t whylen)
+{
+	return host_open(req, -1, r, why, whylen);
+}
+
+/*
+ * A memfd a daemon before this one made (kept across a restart): the
+ * size it had and the seals it put on, or it is refused. The region takes
+ * @fd whatever the outcome.
+ */
+static int host_adopt(const struct kvmemd_region_req *req, int fd,
+		      struct kvmemd_region *r, char *why, size_t whylen)
+{
+	const int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	struct stat st;
+	int seals;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	seals = fcntl(fd, F_GET_SEALS);
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size != req->size || seals < 0 ||
+	    (seals & want) != want) {
+		snprintf(why, whylen,
+			 "kept descriptor is not a sealed memfd of %zu bytes",
+			 req->size);
+		close(fd);
+		return -EINVAL;
+	}
+	return host_open(req, fd, r, why, whylen);
+}
+
+static int host_lock(const struct kvmemd_region_req *req,
+		     struct kvmemd_region *r, char *why, size_t whylen)
+{
+	int ret;
+
 	if (req->mlock == KVMEMD_NO)
 		return 0;
 	if (!mlock(r->base, r->size)) {
@@ -190,6 +250,7 @@ static const struct kvmemd_pool_ops pool_ops[] = {
 	[KVMEMD_POOL_HOST] = {
 		.name = "host",
 		.create = host_create,
+		.adopt = host_adopt,
 		.destroy = host_destroy,
 	},
 	[KVMEMD_POOL_CUDA] = {

@@ -1173,6 +1173,24 @@ void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
 	c->store_crc = store_crc;
 }
 
+void kvmemd_ras_verify(struct kvmemd_session *s)
+{
+	struct kvmemd_check c;
+	uint64_t budget;
+	uint32_t u;
+
+	for (u = 0; u < s->top;
+	     u += s->slots[u].state == SLOT_NONE
+			  ? 1
+			  : s->slot_units[s->slots[u].kind]) {
+		if (s->slots[u].state != SLOT_SEALED)
+			continue;
+		check_start(s, &c, u, SRC_SEAL);
+		budget = UINT64_MAX;
+		kvmemd_ras_check_step(s, &c, &budget);
+	}
+}
+
 int kvmemd_ras_check_step(struct kvmemd_session *s, struct kvmemd_check *c,
 			  uint64_t *budget)
 {

@@ -125,6 +125,7 @@ struct server {
 	uint64_t scrub_next; /* when kvmemd_ras_run() wants to run */
 	uint64_t tier_next; /* when kvmemd_tier_run() does */
 	uint64_t prefix_next; /* when kvmemd_prefix_run() does */
+	uint64_t resume_next; /* when kvmemd_resume_run() does */
 	unsigned int polls; /* passes since the last epoll_pwait() */
 };
 
@@ -182,6 +183,40 @@ static void notify_open(void)
 		close(notify_fd);
 		notify_fd = -1;
 	}
+}
+
+int kvmemd_notify_fd(const char *msg, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = (void *)msg, .iov_len = strlen(msg) };
+	struct msghdr m = { .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct pollfd pfd = { .fd = notify_fd, .events = POLLOUT };
+	struct cmsghdr *cm;
+
+	if (notify_fd < 0)
+		return -ENOTCONN;
+	memset(&u, 0, sizeof(u));
+	cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	if (fd < 0) {
+		m.msg_control = NULL;
+		m.msg_controllen = 0;
+	}
+	if (sendmsg(notify_fd, &m, MSG_NOSIGNAL) >= 0)
+		return 0;
+	if (errno == EAGAIN && poll(&pfd, 1, NOTIFY_WAIT_MS) > 0 &&
+	    sendmsg(notify_fd, &m, MSG_NOSIGNAL) >= 0)
+		return 0;
+	return -errno;
 }
 
 static void notify(const char *msg, int wait_ms)
@@ -706,6 +741,8 @@ static void setup_work(struct kvmemd_work *w)
 	c->setup_ret = kvmemd_session_setup(c->s, c->why, sizeof(c->why));
 }
 
+static void on_setup_done(struct server *sv, struct conn *c);
+
 static void on_hello(struct server *sv, struct conn *c)
 {
 	struct kvmem_hello h;
@@ -732,6 +769,19 @@ static void on_hello(struct server *sv, struct conn *c)
 			 "hello of %zd bytes, expected %zu", n, sizeof(h));
 		c->w.error = -EPROTO;
 		conn_refuse(sv, c);
+		return;
+	}
+	if (h.resume_session || h.resume_token) {
+		/* A session kept across a restart: set up already. */
+		if (kvmemd_resume_take(sv->d, &h, c->cred.uid, c->cred.pid,
+				       &c->w, &c->s)) {
+			conn_refuse(sv, c);
+			return;
+		}
+		pending_put(sv, c);
+		c->state = CONN_SETUP;
+		c->setup_ret = 0;
+		on_setup_done(sv, c);
 		return;
 	}
 	ret = kvmemd_session_new(sv->d, &h, c->cred.uid, c->cred.pid, &c->w,
@@ -1107,7 +1157,8 @@ static int listen_on(const char *path, const char *group)
 	return fd;
 }
 
-/* Sockets systemd passed (kvmemd.socket): "admin" names the admin one. */
+/* Sockets systemd passed (kvmemd.socket): "admin" names the admin one;
+ * and from its descriptor store, the memfds of kept sessions. */
 static void activated_sockets(struct server *sv)
 {
 	char **names = NULL;
@@ -1116,6 +1167,8 @@ static void activated_sockets(struct server *sv)
 	n = sd_listen_fds_with_names(1, &names);
 	for (i = 0; i < n; i++) {
 		fd = SD_LISTEN_FDS_START + i;
+		if (names && names[i] && kvmemd_resume_fd(sv->d, names[i], fd))
+			continue;
 		ret = sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0);
 		if (ret <= 0 || fcntl(fd, F_SETFL, O_NONBLOCK)) {
 			kvmemd_log(LOG_WARNING,
@@ -1160,6 +1213,8 @@ static int timeout_ms(struct server *sv)
 		next = sv->tier_next;
 	if (sv->prefix_next < next)
 		next = sv->prefix_next;
+	if (sv->resume_next < next)
+		next = sv->resume_next;
 	if (next == UINT64_MAX)
 		return -1;
 	if (next <= now)
@@ -1268,6 +1323,7 @@ static void shut_down(struct server *sv)
 		.magic = KVMEM_NOTICE_MAGIC,
 		.type = KVMEM_NOTICE_SHUTDOWN,
 	};
+	struct kvmemd_keep *keep;
 	struct kvmemd_work *work;
 	struct conn *c;
 
@@ -1291,15 +1347,19 @@ static void shut_down(struct server *sv)
 		c->hung_up = 1;
 		on_setup_done(sv, c);
 	}
+	keep = kvmemd_resume_begin(sv->d);
 	while ((c = sv->conns)) {
 		if (c->state == CONN_ACTIVE) {
 			kvmemd_session_run(c->s, UINT32_MAX);
+			kvmemd_resume_keep(keep, c->s);
 			kvmemd_session_shutdown(c->s);
 			send(c->fd, &notice, sizeof(notice),
 			     MSG_NOSIGNAL | MSG_DONTWAIT);
 		}
 		conn_free(sv, c);
 	}
+	kvmemd_resume_end(keep);
+	kvmemd_resume_exit(sv->d);
 	kvmemd_workers_free(sv->workers);
 	sv->d->workers = NULL;
 	kvmemd_tier_exit(sv->d);
@@ -1410,6 +1470,7 @@ static int start(struct server *sv)
 	if (ret)
 		return ret;
 	kvmemd_gpu_open(sv->d);
+	kvmemd_resume_load(sv->d);
 	if (kvmemd_tier_fd(sv->d) >= 0) {
 		sv->sw.type = W_STORE;
 		ret = watch_add(sv, kvmemd_tier_fd(sv->d), EPOLLIN, &sv->sw);
@@ -1495,6 +1556,8 @@ int kvmemd_run(struct kvmemd *d)
 	signal(SIGPIPE, SIG_IGN);
 
 	d->start_mono = kvmemd_now_ns();
+	/* Before start(): kept sessions taken back leave systemd's store. */
+	notify_open();
 	ret = start(&sv);
 	if (ret) {
 		if (sv.own_lfd)
@@ -1507,6 +1570,7 @@ int kvmemd_run(struct kvmemd *d)
 			close(sv.afd);
 		if (sv.state_fd >= 0)
 			close(sv.state_fd);
+		kvmemd_resume_exit(d);
 		kvmemd_workers_free(sv.workers);
 		kvmemd_tier_exit(d);
 		kvmemd_prefix_exit(d);
@@ -1518,7 +1582,6 @@ int kvmemd_run(struct kvmemd *d)
 			close(sv.reserve_fd);
 		return ret;
 	}
-	notify_open();
 	if (sd_watchdog_enabled(0, &sv.watchdog_usec) <= 0)
 		sv.watchdog_usec = 0;
 	kvmemd_log(LOG_INFO, "serving on %s (admin %s), host pool %llu MiB",
@@ -1552,6 +1615,7 @@ int kvmemd_run(struct kvmemd *d)
 		sv.scrub_next = kvmemd_ras_run(d, kvmemd_now_ns());
 		sv.tier_next = kvmemd_tier_run(d, kvmemd_now_ns());
 		sv.prefix_next = kvmemd_prefix_run(d, kvmemd_now_ns());
+		sv.resume_next = kvmemd_resume_run(d, kvmemd_now_ns());
 		timers(&sv);
 		status_update(&sv);
 		reap_zombies(&sv);

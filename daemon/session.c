@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -184,7 +185,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			      "%u to %u",
 			      h->abi_version, KVMEM_ABI_VERSION_MIN,
 			      KVMEM_ABI_VERSION);
-	if (h->resv0 || !all_zero(h->resv, sizeof(h->resv)) ||
+	if (h->resume_session || h->resume_token ||
 	    (h->abi_version < 4 &&
 	     (h->gpu_mib || !all_zero(h->gpu_uuid, sizeof(h->gpu_uuid)))))
 		return refuse(w, -EINVAL, "reserved hello fields are set");
@@ -264,6 +265,14 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->features = h->features & KVMEM_FEAT_ALL;
 	if (!cfg->prefix_bytes)
 		s->features &= ~KVMEM_FEAT_PREFIX;
+	/* Kept across a restart only where the memory is the host's. */
+	if (gpu || !kvmemd_resume_on(d) ||
+	    getrandom(&s->resume_token, sizeof(s->resume_token),
+		      GRND_NONBLOCK) != sizeof(s->resume_token) ||
+	    !s->resume_token) {
+		s->features &= ~KVMEM_FEAT_RESUME;
+		s->resume_token = 0;
+	}
 	for (k = 0; k < 2; k++) {
 		s->layout[k] = l[k];
 		s->slot_units[k] = (uint32_t)(l[k].size / KVMEM_SLOT_UNIT);
@@ -305,10 +314,9 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	return 0;
 }
 
-/* Runs on a worker: touches only @s, never the daemon or its config. */
-int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
+/* The tables and doorbells of @s, before its memory. */
+static int session_tables(struct kvmemd_session *s, char *why, size_t whylen)
 {
-	const struct kvmemd_pool_ops *pool = kvmemd_pool(KVMEMD_POOL_HOST);
 	int k, ret = -ENOMEM;
 
 	s->slots = calloc(s->nunits, sizeof(*s->slots));
@@ -327,18 +335,12 @@ int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
 		snprintf(why, whylen, "eventfd: %s", strerror(errno));
 		return ret;
 	}
-	ret = pool->create(&s->req, &s->r, why, whylen);
-	if (ret)
-		return ret;
-	if (s->gpu_bytes) {
-		struct kvmemd_region_req req = s->req;
+	return 0;
+}
 
-		req.size = s->gpu_bytes;
-		ret = kvmemd_pool(KVMEMD_POOL_CUDA)
-			      ->create(&req, &s->gpu, why, whylen);
-		if (ret)
-			return ret;
-	}
+/* Where the ring, buffers, heat and arena are in s->r. */
+static void session_map(struct kvmemd_session *s)
+{
 	s->sqes_off = KVMEM_SLOT_UNIT;
 	s->cqes_off = s->sqes_off + ALIGN_UP((uint64_t)s->sq_entries *
 						     sizeof(struct kvmem_sqe),
@@ -354,8 +356,50 @@ int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
 	s->buf = s->r.base + s->buf_off;
 	s->heat = (uint16_t *)(s->r.base + s->heat_off);
 	s->arena = s->r.base + s->arena_off;
+}
+
+/* Runs on a worker: touches only @s, never the daemon or its config. */
+int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
+{
+	const struct kvmemd_pool_ops *pool = kvmemd_pool(KVMEMD_POOL_HOST);
+	int ret;
+
+	ret = session_tables(s, why, whylen);
+	if (ret)
+		return ret;
+	ret = pool->create(&s->req, &s->r, why, whylen);
+	if (ret)
+		return ret;
+	if (s->gpu_bytes) {
+		struct kvmemd_region_req req = s->req;
+
+		req.size = s->gpu_bytes;
+		ret = kvmemd_pool(KVMEMD_POOL_CUDA)
+			      ->create(&req, &s->gpu, why, whylen);
+		if (ret)
+			return ret;
+	}
+	session_map(s);
 	/* Until the loop polls it, the client must ring. */
 	s->ring->flags = KVMEM_RING_NEED_WAKEUP;
+	return 0;
+}
+
+int kvmemd_session_adopt(struct kvmemd_session *s, int fd, char *why,
+			 size_t whylen)
+{
+	const struct kvmemd_pool_ops *pool = kvmemd_pool(KVMEMD_POOL_HOST);
+	int ret;
+
+	ret = session_tables(s, why, whylen);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	ret = pool->adopt(&s->req, fd, &s->r, why, whylen);
+	if (ret)
+		return ret;
+	session_map(s);
 	return 0;
 }
 
@@ -381,6 +425,8 @@ void kvmemd_session_welcome(const struct kvmemd_session *s,
 		w->gpu_bytes = s->gpu_bytes;
 		memcpy(w->gpu_uuid, s->d->gpu.uuid_bytes, sizeof(w->gpu_uuid));
 	}
+	if (s->features & KVMEM_FEAT_RESUME)
+		w->resume_token = s->resume_token;
 }
 
 int kvmemd_session_fds(const struct kvmemd_session *s, int fds[4])
@@ -397,18 +443,25 @@ uint32_t kvmemd_session_id(const struct kvmemd_session *s)
 	return s->id;
 }
 
-/* Ids only grow, so appending keeps d->sessions in the order of ids. */
+/* d->sessions in the order of ids: new ones go last, a session taken
+ * back after a restart where its id says. */
 void kvmemd_session_activate(struct kvmemd_session *s)
 {
 	struct kvmemd *d = s->d;
+	struct kvmemd_session *after = d->sessions_tail;
 
-	s->prev = d->sessions_tail;
-	s->next = NULL;
-	if (d->sessions_tail)
-		d->sessions_tail->next = s;
+	while (after && after->id > s->id)
+		after = after->prev;
+	s->prev = after;
+	s->next = after ? after->next : d->sessions;
+	if (s->next)
+		s->next->prev = s;
+	else
+		d->sessions_tail = s;
+	if (after)
+		after->next = s;
 	else
 		d->sessions = s;
-	d->sessions_tail = s;
 	s->active = 1;
 }
 
@@ -796,6 +849,27 @@ static int seq_unhold(struct kvmemd_session *s, struct seq *q, uint32_t u)
 	return 0;
 }
 
+/* Sequence @id, empty, in its place in s->seqs; NULL without memory. */
+static struct seq *seq_alloc(struct kvmemd_session *s, uint32_t id,
+			     int acquired)
+{
+	struct seq *q;
+
+	if (session_heap_get(s, sizeof(*q)))
+		return NULL;
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		session_heap_put(s, sizeof(*q));
+		return NULL;
+	}
+	q->id = id;
+	q->acquired = (uint8_t)acquired;
+	s->seqs[id - 1] = q;
+	s->nseqs++;
+	s->nacquired += q->acquired;
+	return q;
+}
+
 /* A new, acquired sequence: 0, -ENOSPC at ring.max_seqs, or -ENOMEM. */
 static int seq_new(struct kvmemd_session *s, struct seq **out)
 {
@@ -809,19 +883,10 @@ static int seq_new(struct kvmemd_session *s, struct seq **out)
 		if (!s->seqs[id])
 			break;
 	}
-	if (session_heap_get(s, sizeof(*q)))
+	q = seq_alloc(s, id + 1, 1);
+	if (!q)
 		return -ENOMEM;
-	q = calloc(1, sizeof(*q));
-	if (!q) {
-		session_heap_put(s, sizeof(*q));
-		return -ENOMEM;
-	}
-	q->id = id + 1;
-	q->acquired = 1;
-	s->seqs[id] = q;
 	s->seq_hint = id + 1;
-	s->nseqs++;
-	s->nacquired++;
 	*out = q;
 	return 0;
 }
@@ -849,6 +914,86 @@ void session_seq_pin(struct kvmemd_session *s, struct seq *q, int on)
 		s->nacquired++;
 	else
 		s->nacquired--;
+}
+
+int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
+			uint32_t tokens, const uint32_t *pages, uint32_t n)
+{
+	const struct page *p;
+	struct seq *q;
+	uint32_t i;
+
+	if (!id || id > s->max_seqs || s->seqs[id - 1] || acquired > 1)
+		return -EINVAL;
+	q = seq_alloc(s, id, acquired);
+	if (!q)
+		return -ENOMEM;
+	q->tokens = tokens;
+	for (i = 0; i < n; i++) {
+		if (pages[i] >= s->top_page)
+			return -EINVAL;
+		p = &s->pages[pages[i]];
+		if (p->state == PAGE_UNUSED ||
+		    session_seq_holds(s, q, pages[i]) ||
+		    seq_page(s, q, p->layer, p->token_start) != NO_UNIT)
+			return -EINVAL;
+		if (seq_hold(s, q, pages[i]))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int session_slots_restore(struct kvmemd_session *s)
+{
+	const struct slot *sl;
+	uint32_t u, fl;
+
+	for (u = 0; u < s->top;
+	     u += sl->state == SLOT_NONE ? 1 : s->slot_units[sl->kind]) {
+		sl = &s->slots[u];
+		if (sl->state == SLOT_NONE)
+			continue;
+		if (sl->kind > 1 || sl->state > SLOT_SEALED ||
+		    s->top - u < s->slot_units[sl->kind])
+			return -EINVAL;
+		if (sl->state == SLOT_FREE) {
+			fl = (uint32_t)free_list(s, sl->kind);
+			if (s->nfree[fl] > s->nunits / s->slot_units[sl->kind])
+				return -EINVAL;
+			s->free[fl][s->nfree[fl]++] = u;
+			continue;
+		}
+		s->used_bytes += slot_bytes(s, sl->kind);
+		if (sl->state == SLOT_OPEN) {
+			s->nopen++;
+			continue;
+		}
+		if (sl->page >= s->top_page || s->pages[sl->page].unit != u ||
+		    ((sl->flags & SLOT_ARCHIVED) && !s->arch.size))
+			return -EINVAL;
+		s->nsealed++;
+		s->sealed_bytes += slot_bytes(s, sl->kind);
+		s->ndegraded += !!(sl->flags & SLOT_DEGRADED);
+	}
+	return u == s->top ? 0 : -EINVAL;
+}
+
+int session_keep_ready(struct kvmemd_session *s, char *why, size_t len)
+{
+	uint64_t budget = UINT64_MAX;
+	uint32_t u;
+
+	stage_drop(s);
+	if (s->checking)
+		kvmemd_ras_check_step(s, &s->seal_check, &budget);
+	s->checking = 0;
+	for (u = 0; u < s->top; u++)
+		if (s->slots[u].state == SLOT_LOADING ||
+		    s->slots[u].state == SLOT_ARCHIVING) {
+			snprintf(why, len, "a page is still moving");
+			return -EBUSY;
+		}
+	return 0;
 }
 
 /* A block being published from @q ends with its pins: another sequence

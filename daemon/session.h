@@ -211,6 +211,11 @@ struct kvmemd_session {
 
 	struct kvmemd_session *prev, *next; /* on d->sessions once active */
 	int active;
+	/* KVMEM_FEAT_RESUME: what its client says to take it back after a
+	 * restart; resume.c keeps it meanwhile on a list of its own */
+	uint64_t resume_token;
+	struct kvmemd_session *kept_next;
+	uint64_t kept_until; /* CLOCK_MONOTONIC ns */
 };
 
 /* An op that completes later: an acquire waiting for its pages to come
@@ -278,6 +283,17 @@ void session_post(struct kvmemd_session *s, uint64_t user_data, int res,
 int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
 			  const uint8_t *key, int *no_slot);
 
+/* Restoring a session kept across a restart (resume.c): sequence @id,
+ * holding @n pages of @s->pages already in place (their refs and pins
+ * too); then the free lists and counts, from the slot table. 0, -EINVAL
+ * when the record does not hold together, or -ENOMEM. */
+int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
+			uint32_t tokens, const uint32_t *pages, uint32_t n);
+int session_slots_restore(struct kvmemd_session *s);
+/* Before @s is kept: its publish stage dropped, its seal check done. 0, or
+ * -EBUSY (why in @why) while a page moves. */
+int session_keep_ready(struct kvmemd_session *s, char *why, size_t len);
+
 /* tier.c, for session.c */
 /* The op was queued to complete later. */
 #define OP_WAIT INT32_MIN
@@ -296,5 +312,11 @@ void tier_cancel(struct kvmemd_session *s, struct seq *q);
 void tier_page_drop(struct kvmemd_session *s, uint32_t pg);
 /* The session goes: its pages on the store and its I/O in flight. */
 void tier_session_free(struct kvmemd_session *s);
+/* Before it is kept across a restart: its waiting ops complete with
+ * -ECANCELED (an acquire leaves its sequence released), its I/O and the
+ * checks of its pages read back end. 0, or -ETIMEDOUT. */
+int tier_quiesce(struct kvmemd_session *s, int timeout_ms);
+/* Cold page @pg of a kept session: its store units are its again. */
+int tier_claim(struct kvmemd_session *s, uint32_t pg);
 
 #endif /* KVMEMD_SESSION_H */

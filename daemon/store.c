@@ -1145,6 +1145,19 @@ int kvmemd_store_alloc(struct kvmemd_store *st, uint32_t units, uint64_t *unit)
 	return 0;
 }
 
+int kvmemd_store_claim(struct kvmemd_store *st, uint64_t unit, uint32_t units)
+{
+	uint64_t i;
+
+	if (!units || unit >= st->nunits || units > st->nunits - unit ||
+	    find_bit(st->map, unit, unit + units, 1) != unit + units)
+		return -EINVAL;
+	for (i = unit; i < unit + units; i++)
+		st->map[i / 64] |= 1ull << (i % 64);
+	st->used += units;
+	return 0;
+}
+
 void kvmemd_store_free(struct kvmemd_store *st, uint64_t unit, uint32_t units)
 {
 	uint64_t i;

@@ -12,8 +12,10 @@
  * generation + 1 (after an fsync). Nothing else in it changes while the
  * daemon runs, so a daemon killed at any moment leaves a valid header.
  *
- * Pages belong to sessions, and sessions do not outlive the daemon: at each
- * start every data unit is free. The allocator lives in memory only.
+ * Pages belong to sessions. At each start every data unit is free but
+ * those of the pages of sessions kept across the restart, which the
+ * daemon's state record names (kvmemd_store_claim()). The allocator lives
+ * in memory only.
  *
  * All I/O is O_DIRECT from buffers the store owns (registered with
  * io_uring), so the page cache never holds a page, and never blocks the
@@ -123,6 +125,9 @@ int kvmemd_store_judge(const uint8_t *unit0, uint64_t size, int is_file,
 
 /* @units consecutive free data units: 0 and @unit set, or -ENOSPC. */
 int kvmemd_store_alloc(struct kvmemd_store *st, uint32_t units, uint64_t *unit);
+/* Units @unit.. in use from now on (a page kept across a restart): 0, or
+ * -EINVAL when they are not all free and inside the store. */
+int kvmemd_store_claim(struct kvmemd_store *st, uint64_t unit, uint32_t units);
 void kvmemd_store_free(struct kvmemd_store *st, uint64_t unit, uint32_t units);
 
 /* ---- I/O -------------------------------------------------------------- */

@@ -31,6 +31,7 @@
  * pool) completes into an eventfd the loop watches.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -840,6 +841,70 @@ void tier_session_free(struct kvmemd_session *s)
 		if (s->pages[i].state == PAGE_COLD)
 			store_free(t, s->pages[i].store_unit,
 				   page_units(s, &s->pages[i]));
+}
+
+int tier_quiesce(struct kvmemd_session *s, int timeout_ms)
+{
+	const uint64_t end = kvmemd_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	struct kvmemd_tier *t = s->d->tier;
+	struct tier_wait *w;
+	struct pollfd pfd;
+	struct seq *q;
+	uint32_t i;
+
+	s->nprefetch = 0;
+	while ((w = s->waits)) {
+		q = session_seq(s, w->e.seq);
+		if (w->e.opcode == KVMEM_OP_SEQ_ACQUIRE && q && q->wait == w) {
+			/* Cancelled, it leaves the sequence released. */
+			q->wait = NULL;
+			session_seq_pin(s, q, 0);
+		}
+		wait_done(s, w, -ECANCELED);
+	}
+	s->want_units = 0;
+	if (!t || !t->st)
+		return 0;
+	for (;;) {
+		for (i = 0; i < t->nchecks && t->checks[i].s != s; i++)
+			;
+		if (!s->inflight && i == t->nchecks)
+			return 0;
+		if (kvmemd_now_ns() >= end)
+			return -ETIMEDOUT;
+		pfd = (struct pollfd){ .fd = kvmemd_store_io_fd(t->st),
+				       .events = POLLIN };
+		poll(&pfd, 1, 10);
+		kvmemd_store_io_reap(t->st);
+		reloads_step(t);
+	}
+}
+
+int tier_claim(struct kvmemd_session *s, uint32_t pg)
+{
+	struct kvmemd_tier *t = s->d->tier;
+	struct page *p = &s->pages[pg];
+	int ret;
+
+	if (!t || !t->st)
+		return -ENODEV;
+	ret = kvmemd_store_claim(t->st, p->store_unit, page_units(s, p));
+	if (ret)
+		return ret;
+	s->ncold++;
+	s->cold_bytes += slot_bytes(s, p->kind);
+	return 0;
+}
+
+int kvmemd_tier_store_uuid(const struct kvmemd *d, uint8_t uuid[16])
+{
+	struct kvmemd_store_stats st;
+
+	if (!kvmemd_tier_has_store(d))
+		return -ENODEV;
+	kvmemd_store_stats(d->tier->st, &st);
+	memcpy(uuid, st.uuid, 16);
+	return 0;
 }
 
 void kvmemd_tier_reap(struct kvmemd *d)

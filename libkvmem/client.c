@@ -67,6 +67,12 @@ struct remote {
 	uint32_t sq_pub; /* SQEs published */
 	uint32_t cq_head;
 	int dead; /* -ENOTCONN once the daemon is gone */
+	/* to take the session back after a restart of the daemon */
+	struct sockaddr_un sa;
+	struct kvmem_hello hello;
+	uint64_t token; /* the welcome's resume_token; 0: never kept */
+	dev_t dev; /* the memfd's */
+	ino_t ino;
 	int spin_us;
 	uint32_t session; /* the daemon's id for it */
 	uint64_t next_tag;
@@ -923,6 +929,8 @@ static int map_session(struct remote *r, const struct kvmem_welcome *w,
 		r->slot_units[k] = w->slot_bytes[k] / KVMEM_SLOT_UNIT;
 	r->sq_entries = w->sq_entries;
 	r->cq_entries = w->cq_entries;
+	r->dev = st.st_dev;
+	r->ino = st.st_ino;
 	/* Pick up where the ring is: fresh, so all zero. */
 	r->sq_tail = r->sq_pub = r->ring->sq_tail;
 	r->cq_head = r->ring->cq_head;
@@ -1076,6 +1084,9 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	memcpy(c->gpu_uuid, w.gpu_uuid, sizeof(c->gpu_uuid));
 	r->session = w.session;
 	r->features = w.features;
+	r->token = w.resume_token;
+	r->sa = sa;
+	r->hello = h;
 	r->sq_efd = fds[1];
 	r->cq_efd = fds[2];
 	r->stash = calloc(r->cq_entries, sizeof(*r->stash));
@@ -1116,6 +1127,117 @@ err_cache:
 static struct remote *connected(struct kvmem_cache *c)
 {
 	return c && c->store == &remote_ops ? c->store_priv : NULL;
+}
+
+/* ---- after a restart of the daemon ------------------------------------ */
+
+static void make_nop(struct kvmem_sqe *e, uint64_t user_data)
+{
+	memset(e, 0, sizeof(*e));
+	e->opcode = KVMEM_OP_NOP;
+	e->user_data = user_data;
+}
+
+/*
+ * The SQEs the old daemon did not take (from the ring's sq_head, where it
+ * stopped) run in the new one, unless they are rewritten here: those whose
+ * callers were told they failed become NOPs the library ignores. The
+ * library's asynchronous ops that were published stay, to run now. Done
+ * again after a failed try, it changes nothing more.
+ */
+static void unsent_drop(struct remote *r)
+{
+	const uint32_t head = kvmem__load_acquire(&r->ring->sq_head);
+	const uint32_t published = r->sq_pub - head;
+	struct kvmem_sqe *e;
+	uint32_t i;
+
+	for (i = 0; i != r->sq_tail - head; i++) {
+		e = &r->sqes[(head + i) & (r->sq_entries - 1)];
+		if (e->user_data & KVMEM_USER_DATA_LIB) {
+			if (i >= published || e->user_data & LIB_SYNC)
+				make_nop(e, e->user_data);
+		} else if (i < published) {
+			/* The caller's: it waits for no completion now. */
+			make_nop(e, KVMEM_USER_DATA_LIB);
+			r->user_inflight--;
+		}
+	}
+}
+
+int kvmem_reconnect(struct kvmem_cache *c)
+{
+	struct remote *r = connected(c);
+	int fds[4] = { -1, -1, -1, -1 };
+	struct kvmem_hello h;
+	struct kvmem_welcome w;
+	struct stat st;
+	uint64_t start;
+	int sock, ret, i;
+
+	connect_error[0] = 0;
+	if (!r)
+		return fail(-EINVAL, "not a cache attached to kvmemd");
+	if (!r->dead) {
+		struct pollfd pfd = { .fd = r->sock,
+				      .events = POLLIN | POLLRDHUP };
+
+		/* No call noticed yet: does the socket say so? */
+		if (poll(&pfd, 1, 0) > 0)
+			check_socket(r, pfd.revents);
+		else if (kvmem__load_relaxed(&r->ring->flags) &
+			 KVMEM_RING_SHUTDOWN)
+			mark_dead(r);
+		if (!r->dead)
+			return 0;
+	}
+	if (!r->token)
+		return fail(-EOPNOTSUPP, "kvmemd did not offer to keep this "
+					 "session across its restart");
+	if (r->sq_tail - kvmem__load_acquire(&r->ring->sq_head) > r->sq_entries)
+		return fail(-EPROTO, "the ring's submission queue is corrupt");
+	/* Before the hello: the new daemon may take SQEs at once. */
+	unsent_drop(r);
+	h = r->hello;
+	h.resume_session = r->session;
+	h.resume_token = r->token;
+	/* The new daemon may not listen yet (no socket activation). */
+	for (start = now_us();;) {
+		ret = handshake(&r->sa, &h, &w, fds, &sock);
+		if ((ret != -ENOENT && ret != -ECONNREFUSED) ||
+		    connect_left_us(start) < 50000)
+			break;
+		usleep(50000);
+	}
+	if (ret)
+		return ret;
+	if (fstat(fds[0], &st) || st.st_dev != r->dev || st.st_ino != r->ino ||
+	    w.session != r->session || w.map_bytes != r->map_bytes ||
+	    w.sq_entries != r->sq_entries || w.cq_entries != r->cq_entries ||
+	    w.arena_bytes != r->arena_bytes || fds[1] < 0 || fds[2] < 0) {
+		for (i = 0; i < 4; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		close(sock);
+		return fail(-EPROTO, "kvmemd gave back memory that is not the "
+				     "session's");
+	}
+	/* The mapping stays: it is the same memory. */
+	close(fds[0]);
+	if (fds[3] >= 0)
+		close(fds[3]);
+	close(r->sock);
+	close(r->sq_efd);
+	close(r->cq_efd);
+	r->sock = sock;
+	r->sq_efd = fds[1];
+	r->cq_efd = fds[2];
+	r->features = w.features;
+	r->token = w.resume_token;
+	r->dead = 0;
+	/* Whatever waits in the SQ is the new daemon's to take. */
+	eventfd_write(r->sq_efd, 1);
+	return 0;
 }
 
 struct kvmem_sqe *kvmem_ring_sqe(struct kvmem_cache *c)
@@ -1221,6 +1343,8 @@ const char *kvmem_strerror(int err)
 		return "kvmemd speaks another ABI version";
 	case -EBADMSG:
 		return "uncorrectable error in protected data";
+	case -ESTALE:
+		return "kvmemd did not keep the session across its restart";
 	default:
 		return strerror(err < 0 ? -err : err);
 	}

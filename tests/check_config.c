@@ -1047,6 +1047,8 @@ START_TEST(test_config_print_format)
 		"admin_group",
 		"max_sessions",
 		"max_sessions_per_uid",
+		"keep_sessions",
+		"resume_seconds",
 		"log_level",
 		"host_bytes",
 		"session_default_bytes",

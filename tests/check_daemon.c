@@ -734,12 +734,15 @@ START_TEST(test_bad_hellos_refused)
 	}
 	h.magic ^= 1;
 	expect_refused(&p, &h, sizeof(h), -EPROTO, "not a kvmem hello");
+	/* Taking a session back after a restart: both fields or none. */
 	h = kvmemd_hello(0);
-	h.resv[0] = 1;
-	expect_refused(&p, &h, sizeof(h), -EINVAL, "reserved");
+	h.resume_token = 1;
+	expect_refused(&p, &h, sizeof(h), -EINVAL, "gives its token");
 	h = kvmemd_hello(0);
-	h.resv0 = 1;
-	expect_refused(&p, &h, sizeof(h), -EINVAL, "reserved");
+	h.resume_session = 1;
+	expect_refused(&p, &h, sizeof(h), -EINVAL, "gives its token");
+	h.resume_token = 1;
+	expect_refused(&p, &h, sizeof(h), -ESTALE, "kept no such session");
 	/* GPU memory: not in ABI 3, not a GPU without memory, and not of a
 	 * daemon without a GPU pool. */
 	h = kvmemd_hello(0);

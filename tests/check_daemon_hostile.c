@@ -499,8 +499,13 @@ static int hello_expect(const struct kvmem_hello *h, uint32_t *sq_out,
 	for (i = 0; i < 16; i++)
 		if (h->gpu_uuid[i])
 			break;
-	if (h->resv0 || h->resv[0] ||
-	    (h->abi_version < 4 && (h->gpu_mib || i < 16)) ||
+	/* Taking a session back: this daemon kept none. */
+	if (h->resume_session || h->resume_token)
+		FAULT(h->resume_session && h->resume_token &&
+				      h->abi_version >= 4
+			      ? -ESTALE
+			      : -EINVAL);
+	if ((h->abi_version < 4 && (h->gpu_mib || i < 16)) ||
 	    (!h->gpu_mib && i < 16))
 		FAULT(-EINVAL);
 	else if (h->gpu_mib) /* this daemon has no GPU pool */
@@ -564,10 +569,10 @@ static const struct hello_field hello_fields[] = {
 	HF("sq_entries", sq_entries),
 	HF("cq_entries", cq_entries),
 	HF("gpu_mib", gpu_mib),
-	HF("resv0", resv0),
+	HF("resume_session", resume_session),
 	HF("gpu_uuid[0]", gpu_uuid[0]),
 	HF("gpu_uuid[15]", gpu_uuid[15]),
-	HF("resv[0]", resv[0]),
+	HF("resume_token", resume_token),
 };
 
 /* A value worth trying in a field of @width bytes. */

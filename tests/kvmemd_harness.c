@@ -108,6 +108,33 @@ static int deny_syscall(long nr)
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
 }
 
+/* In the child: what the store holds, at descriptors 3 on, named as
+ * sd_listen_fds_with_names() reads them. */
+static void pass_stored(const struct kvmemd_proc *p)
+{
+	char names[KVMEMD_FDSTORE_MAX * 65] = "", num[32];
+	int high[KVMEMD_FDSTORE_MAX], i;
+
+	if (!p->nstored)
+		return;
+	/* Out of the way first: 3.. may be taken by what is being moved. */
+	for (i = 0; i < p->nstored; i++)
+		high[i] = fcntl(p->stored[i], F_DUPFD, 100);
+	for (i = 0; i < p->nstored; i++) {
+		if (high[i] < 0 || dup2(high[i], 3 + i) < 0)
+			_exit(125);
+		close(high[i]);
+		if (i)
+			strcat(names, ":");
+		strcat(names, p->stored_name[i]);
+	}
+	snprintf(num, sizeof(num), "%d", p->nstored);
+	setenv("LISTEN_FDS", num, 1);
+	setenv("LISTEN_FDNAMES", names, 1);
+	snprintf(num, sizeof(num), "%d", (int)getpid());
+	setenv("LISTEN_PID", num, 1);
+}
+
 static void spawn(struct kvmemd_proc *p, const char *const *env)
 {
 	char nsock[108];
@@ -136,6 +163,7 @@ static void spawn(struct kvmemd_proc *p, const char *const *env)
 			if (deny_syscall(strtol(env[i] + n, NULL, 10)))
 				_exit(126);
 		}
+		pass_stored(p);
 		snprintf(state, sizeof(state), "%s/state", p->dir);
 		execl(daemon_path(), "kvmemd", "-f", "-c", p->conf, "-s",
 		      p->sock, "-a", p->admin, "-d", state, (char *)NULL);
@@ -143,11 +171,18 @@ static void spawn(struct kvmemd_proc *p, const char *const *env)
 	}
 }
 
+static void stored_close(struct kvmemd_proc *p)
+{
+	while (p->nstored)
+		close(p->stored[--p->nstored]);
+}
+
 void kvmemd_restart(struct kvmemd_proc *p, const char *const *env)
 {
 	char buf[512];
 
 	spawn(p, env);
+	stored_close(p);
 	if (!kvmemd_notify_wait(p, "READY=1", ready_timeout_ms(), buf,
 				sizeof(buf))) {
 		char log[2048] = "";
@@ -193,6 +228,64 @@ int kvmemd_stop(struct kvmemd_proc *p)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Read what is queued on the notification socket, keeping the descriptors
+ * of "FDSTORE=1" messages by their FDNAME. */
+static void fdstore_take(struct kvmemd_proc *p)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char text[512], *name;
+	struct iovec iov = { .iov_base = text, .iov_len = sizeof(text) - 1 };
+	struct msghdr m;
+	struct cmsghdr *cm;
+	ssize_t n;
+	int fd;
+
+	for (;;) {
+		m = (struct msghdr){ .msg_iov = &iov,
+				     .msg_iovlen = 1,
+				     .msg_control = u.buf,
+				     .msg_controllen = sizeof(u.buf) };
+		n = recvmsg(p->notify, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0)
+			return;
+		text[n] = 0;
+		fd = -1;
+		for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+			if (cm->cmsg_level == SOL_SOCKET &&
+			    cm->cmsg_type == SCM_RIGHTS)
+				memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+		name = strstr(text, "FDNAME=");
+		if (fd < 0)
+			continue;
+		if (!strstr(text, "FDSTORE=1") || !name ||
+		    p->nstored == KVMEMD_FDSTORE_MAX) {
+			close(fd);
+			continue;
+		}
+		name += strlen("FDNAME=");
+		name[strcspn(name, "\n")] = 0;
+		snprintf(p->stored_name[p->nstored], sizeof(p->stored_name[0]),
+			 "%s", name);
+		p->stored[p->nstored++] = fd;
+	}
+}
+
+int kvmemd_stop_keep(struct kvmemd_proc *p)
+{
+	int status;
+
+	/* What the daemon said until now, out of the way: a full queue
+	 * would make it drop what it stores. */
+	fdstore_take(p);
+	stored_close(p);
+	status = kvmemd_stop(p);
+	fdstore_take(p);
+	return status;
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag,
 		    struct FTW *ftw)
 {
@@ -205,6 +298,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
 
 void kvmemd_cleanup(struct kvmemd_proc *p)
 {
+	stored_close(p);
 	if (p->notify > 0)
 		close(p->notify);
 	nftw(p->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -14,6 +14,10 @@
 
 #include "kvmem/kvmem.h"
 
+/* Descriptors kvmemd put in its store ("FDSTORE=1"), as systemd keeps
+ * them for the next start. */
+#define KVMEMD_FDSTORE_MAX 64
+
 struct kvmemd_proc {
 	pid_t pid;
 	char dir[80]; /* short: socket paths must fit sun_path */
@@ -22,6 +26,9 @@ struct kvmemd_proc {
 	char conf[300];
 	char log[300];
 	int notify; /* the datagram socket NOTIFY_SOCKET names */
+	int nstored;
+	int stored[KVMEMD_FDSTORE_MAX];
+	char stored_name[KVMEMD_FDSTORE_MAX][64];
 };
 
 /*
@@ -37,12 +44,16 @@ void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 		  const char *const *env);
 
 /* Start the daemon again after kvmemd_stop(): same directory, state and
- * configuration file. */
+ * configuration file; with what kvmemd_stop_keep() took from its store,
+ * passed as systemd passes it (LISTEN_FDS, LISTEN_FDNAMES). */
 void kvmemd_restart(struct kvmemd_proc *p, const char *const *env);
 /* Start it again expecting it to fail: its exit status. */
 int kvmemd_try_restart(struct kvmemd_proc *p);
 /* SIGTERM, wait; returns the exit status (128 + signal when killed). */
 int kvmemd_stop(struct kvmemd_proc *p);
+/* The same, playing systemd's part of the descriptor store: what the
+ * daemon put in it is kept for kvmemd_restart(). */
+int kvmemd_stop_keep(struct kvmemd_proc *p);
 
 /* Remove the daemon's directory. */
 void kvmemd_cleanup(struct kvmemd_proc *p);

@@ -182,6 +182,7 @@ def _load():
         "kvmem_connect_error": (ctypes.c_char_p, []),
         "kvmem_strerror": (ctypes.c_char_p, [_int]),
         "kvmem_session_id": (_u32, [_vp]),
+        "kvmem_reconnect": (_int, [_vp]),
         "kvmem_close": (None, [_vp]),
         "kvmem_cache_stats": (None, [_vp, ctypes.POINTER(_CacheStats)]),
         "kvmem_seq_create": (_int, [_vp, ctypes.POINTER(_vp)]),
@@ -461,6 +462,15 @@ class Cache:
     def session_id(self):
         """kvmemd's id for the session; 0 for an embedded cache."""
         return _lib.kvmem_session_id(self._handle())
+
+    def reconnect(self):
+        """Take the session back from a kvmemd that restarted and kept
+        it (kvmem_reconnect()): every sequence goes on as it was. A no-op
+        while the connection holds; raises Error (ESTALE) when kvmemd did
+        not keep the session."""
+        ret = _lib.kvmem_reconnect(self._handle())
+        if ret:
+            _fail(ret, "kvmem_reconnect", _lib.kvmem_connect_error().decode())
 
     def stats(self):
         st = _CacheStats()

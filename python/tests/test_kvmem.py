@@ -377,6 +377,19 @@ class Daemon(KvmemdFixture, unittest.TestCase):
         self.assertEqual(got[0][2], 0)
         self.assertGreater(got[1][2], 0)
 
+    def test_reconnect_while_connected(self):
+        """reconnect() with the connection up changes nothing: the
+        sequence reads the same bits after it."""
+        g = geometry(format="int4", codec="h84")
+        rng = np.random.default_rng(10)
+        k, v = kv(rng, 40, g)
+        with kvmem.Cache.connect(g, self.sock, quota_bytes=8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k, v)
+            before = s.read(0)[0]
+            c.reconnect()
+            np.testing.assert_array_equal(s.read(0)[0], before)
+
     def test_batch_over_kvmemd(self):
         """A batch of released sequences of a session: each result the
         bits of attending that sequence alone in an embedded cache."""

@@ -127,6 +127,29 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 const char *kvmem_connect_error(void);
 
 /**
+ * kvmem_reconnect() - take the session back from a kvmemd that restarted
+ * @c: a cache from kvmem_connect() whose calls fail with -ENOTCONN
+ *
+ * A kvmemd that runs under systemd with a descriptor store keeps its
+ * sessions when it stops (kvmemd(8), RESTARTS): the arena, the sequences
+ * and their pages, those on the backing store too. Once a call failed with
+ * -ENOTCONN, this says hello to the new kvmemd at the same socket and
+ * takes the session back: every sequence and page is as it was, the calls
+ * that failed did nothing (calls that completed before the stop stay
+ * done; an op that was waiting, an acquire or an allocation into a full
+ * arena, failed with -ECANCELED). Ops of the raw ring that were submitted
+ * and never completed are dropped and never complete. Tries for up to
+ * 30 s while the new kvmemd is not there yet.
+ *
+ * Return: 0 (also when the connection was not lost); -ESTALE when kvmemd
+ * did not keep the session (it was killed, its record did not verify, or
+ * the client came back too late); -EOPNOTSUPP when kvmemd never offered
+ * to keep it; as kvmem_connect() otherwise. The cache stays usable for
+ * nothing but kvmem_close() after a failure, or another try.
+ */
+int kvmem_reconnect(struct kvmem_cache *c);
+
+/**
  * kvmem_session_id() - the daemon's id for the session behind a cache
  * @c: the cache
  *

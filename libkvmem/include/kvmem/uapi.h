@@ -26,6 +26,22 @@
  * A client of ABI 3 sends the hello with those fields 0 and gets the
  * welcome of ABI 3: the first KVMEM_WELCOME_V3_SIZE bytes, size saying so.
  *
+ * Restarts (KVMEM_FEAT_RESUME): a daemon that can keep sessions across its
+ * own restart grants the feature and gives a resume_token in the welcome.
+ * When it stops it runs every SQE published before it sent its notice,
+ * completes each op still waiting with -ECANCELED (an acquire cancelled so
+ * leaves its sequence released), and keeps the session: memfd, slot table,
+ * sequences, pages on the store. The client, having seen the notice or
+ * the hang-up, says hello to the new daemon with resume_session and
+ * resume_token set (the rest as in its first hello) and gets a welcome of
+ * the same layout, the same memfd and new doorbells, from the same uid
+ * only. The new daemon takes SQEs from ring.sq_head on, where the old one
+ * stopped: whatever the client published after that, it runs now, so a
+ * client rewrites the SQEs it no longer wants run into NOPs before the
+ * hello. A session not taken back within daemon.resume_seconds is freed;
+ * a hello for a session the daemon did not keep is refused with -ESTALE.
+ * Both resume fields are 0 in a hello for a new session.
+ *
  * A refusal is a welcome with a negative errno in ->error, a message in
  * ->message, and no descriptors. After the welcome the socket carries only
  * struct kvmem_notice from the daemon (shutdown); its hang-up tells either
@@ -123,9 +139,10 @@ extern "C" {
 #define KVMEM_FEAT_CQ_WAIT (1ULL << 1) /* CQ doorbell only on request */
 #define KVMEM_FEAT_ARCHIVE (1ULL << 2) /* archived pages, moves _ex */
 #define KVMEM_FEAT_PREFIX (1ULL << 3) /* PREFIX_PUBLISH, PREFIX_ATTACH */
+#define KVMEM_FEAT_RESUME (1ULL << 4) /* sessions outlive daemon restarts */
 #define KVMEM_FEAT_ALL                                                      \
 	(KVMEM_FEAT_NEED_WAKEUP | KVMEM_FEAT_CQ_WAIT | KVMEM_FEAT_ARCHIVE | \
-	 KVMEM_FEAT_PREFIX)
+	 KVMEM_FEAT_PREFIX | KVMEM_FEAT_RESUME)
 
 /* client -> daemon: the first and only message before the welcome. */
 struct kvmem_hello {
@@ -139,9 +156,9 @@ struct kvmem_hello {
 	uint32_t cq_entries; /* power of two >= sq_entries; 0: 2 x SQ, or SQ
 			     * when that is over the largest ring */
 	uint32_t gpu_mib; /* GPU memory wanted, MiB; 0: none (ABI 4) */
-	uint32_t resv0; /* must be 0 */
+	uint32_t resume_session; /* 0, or the session to take back */
 	uint8_t gpu_uuid[16]; /* its GPU; all zero: the daemon's (ABI 4) */
-	uint64_t resv[1]; /* must be 0 */
+	uint64_t resume_token; /* with resume_session: its welcome's */
 };
 
 #define KVMEM_MESSAGE_LEN 160
@@ -173,7 +190,10 @@ struct kvmem_welcome {
 	/* ABI 4 */
 	uint64_t gpu_bytes; /* GPU memory: the fourth descriptor; 0: none */
 	uint8_t gpu_uuid[16]; /* the GPU it is on */
-	uint64_t resv2[2]; /* 0 */
+	/* KVMEM_FEAT_RESUME: what a hello that takes the session back after
+	 * a restart of the daemon gives; else 0 */
+	uint64_t resume_token;
+	uint64_t resv2[1]; /* 0 */
 };
 
 /* The welcome a client of ABI 3 gets, and a refusal sent before a hello
@@ -415,9 +435,9 @@ KVMEM_UAPI_ASSERT(kvmem_hello, quota_bytes, 48);
 KVMEM_UAPI_ASSERT(kvmem_hello, sq_entries, 56);
 KVMEM_UAPI_ASSERT(kvmem_hello, cq_entries, 60);
 KVMEM_UAPI_ASSERT(kvmem_hello, gpu_mib, 64);
-KVMEM_UAPI_ASSERT(kvmem_hello, resv0, 68);
+KVMEM_UAPI_ASSERT(kvmem_hello, resume_session, 68);
 KVMEM_UAPI_ASSERT(kvmem_hello, gpu_uuid, 72);
-KVMEM_UAPI_ASSERT(kvmem_hello, resv, 88);
+KVMEM_UAPI_ASSERT(kvmem_hello, resume_token, 88);
 
 KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_welcome) == 336,
 			 "kvmem_welcome size");
@@ -445,7 +465,8 @@ KVMEM_UAPI_ASSERT(kvmem_welcome, resv, 128);
 KVMEM_UAPI_ASSERT(kvmem_welcome, message, 136);
 KVMEM_UAPI_ASSERT(kvmem_welcome, gpu_bytes, KVMEM_WELCOME_V3_SIZE);
 KVMEM_UAPI_ASSERT(kvmem_welcome, gpu_uuid, 304);
-KVMEM_UAPI_ASSERT(kvmem_welcome, resv2, 320);
+KVMEM_UAPI_ASSERT(kvmem_welcome, resume_token, 320);
+KVMEM_UAPI_ASSERT(kvmem_welcome, resv2, 328);
 
 KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_notice) == 32,
 			 "kvmem_notice size");

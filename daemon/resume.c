@@ -1,0 +1,911 @@
+/*
+ * resume.c - sessions kept across a restart of kvmemd
+ *
+ * A kvmemd that stops (SIGTERM, SIGINT) under systemd, with a descriptor
+ * store (FileDescriptorStoreMax= in the unit) and daemon.keep_sessions,
+ * keeps every session that asked for KVMEM_FEAT_RESUME and holds no GPU
+ * memory: it runs what the client submitted, cancels what still waits,
+ * lets the session's store I/O end, hands its memfd to the store
+ * ("FDSTORE=1", FDNAME=session-ID) and writes its tables to the record,
+ * STATE_DIR/sessions.kept (a new file, fsynced, renamed over the old):
+ *
+ *   struct keep_hdr     magic, version, the sizes of the table entries, the
+ *                       store's uuid, the body's length and CRC-32C, and
+ *                       its own CRC-32C
+ *   per session         struct keep_rec, its top slots (struct slot), its
+ *                       top_page pages (struct page), then per sequence a
+ *                       struct keep_seq and the indices of its pages
+ *
+ * The next kvmemd gets the memfds back from systemd (LISTEN_FDNAMES), reads
+ * the record once and removes it. A record that does not verify (CRC,
+ * version, entry sizes, length) is refused whole; a session whose tables
+ * do not hold together (an index out of range, a page held more or less
+ * often than it says, store units not free, a store that is not the one
+ * its pages went to) or that no longer fits the configuration is refused
+ * alone. Either way a sentence goes to the log and nothing of it is
+ * served. A descriptor with no record (kvmemd was killed, or the record
+ * was lost) is closed. Every sealed page of a session taken back is then
+ * checked as at its seal: header from the record, every word, the CRC.
+ *
+ * A kept session waits, counted in the pool, for a hello that names it
+ * with its token and comes from its uid, for daemon.resume_seconds; then
+ * it is freed. The tables are the daemon's own structures as they are in
+ * memory, so a kvmemd whose structures differ (another version) refuses
+ * the record.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvmem/crc32c.h"
+#include "kvmemd.h"
+#include "session.h"
+
+#define KEEP_FILE "sessions.kept"
+#define KEEP_MAGIC "KVMKEEP"
+#define KEEP_VERSION 1
+#define FD_PREFIX "session-"
+/* How long a stopping kvmemd waits for one session's store I/O. */
+#define QUIESCE_MS 5000
+/* Descriptors systemd may pass back: one a session, and some over. */
+#define MAX_PASSED 65600
+
+struct keep_hdr {
+	char magic[8]; /* KEEP_MAGIC */
+	uint32_t version; /* KEEP_VERSION */
+	uint32_t nsessions;
+	uint32_t rec_size, slot_size, page_size, seq_size;
+	uint8_t store_uuid[16]; /* all zero: no store */
+	uint64_t body_bytes;
+	uint32_t body_crc; /* CRC-32C of the body */
+	uint32_t crc; /* CRC-32C of the header before it */
+};
+
+struct keep_rec {
+	uint32_t id, uid;
+	uint64_t token, features;
+	struct kvmem_geometry g;
+	struct kvmem_page_layout arch;
+	uint64_t arena_bytes, map_bytes;
+	uint32_t sq_entries, cq_entries;
+	uint32_t top, top_page, free_page, nseqs;
+	uint32_t seals, sq_head, cq_tail, resv;
+	uint64_t ops, op_errors, ce, ue, crc;
+	uint64_t offloads, reloads, offload_bytes, reload_bytes;
+};
+
+struct keep_seq {
+	uint32_t id, acquired, tokens, n;
+};
+
+/* Every part of the record is a multiple of 8 bytes, so each lies
+ * aligned in the buffer it is read into. */
+_Static_assert(sizeof(struct keep_hdr) % 8 == 0, "header padded");
+_Static_assert(sizeof(struct keep_rec) % 8 == 0, "session padded");
+_Static_assert(sizeof(struct keep_seq) % 8 == 0, "sequence padded");
+_Static_assert(sizeof(struct slot) % 8 == 0, "slot padded");
+_Static_assert(sizeof(struct page) % 8 == 0, "page padded");
+
+struct passed {
+	uint32_t id;
+	int fd;
+};
+
+struct kvmemd_resume {
+	struct kvmemd_session *kept; /* waiting for their clients */
+	struct passed *fds; /* from systemd, not yet claimed by a record */
+	uint32_t nfds, cap;
+};
+
+struct kvmemd_keep {
+	struct kvmemd *d;
+	FILE *body;
+	char *buf;
+	size_t len;
+	uint32_t n;
+	uint8_t store_uuid[16];
+	int store_err; /* the descriptor store refused one: no more tries */
+};
+
+static struct kvmemd_resume *state(struct kvmemd *d)
+{
+	if (!d->resume)
+		d->resume = calloc(1, sizeof(*d->resume));
+	return d->resume;
+}
+
+static int record_path(const struct kvmemd *d, const char *suffix, char *buf,
+		       size_t len)
+{
+	int n = snprintf(buf, len, "%s/%s%s", d->cfg.state_dir, KEEP_FILE,
+			 suffix);
+
+	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
+int kvmemd_resume_on(const struct kvmemd *d)
+{
+	const char *n = getenv("NOTIFY_SOCKET");
+
+	return d->cfg.keep_sessions == KVMEMD_YES && n && *n;
+}
+
+/* ---- at start --------------------------------------------------------- */
+
+int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd)
+{
+	struct kvmemd_resume *r;
+	unsigned long id;
+	struct passed *p;
+	char *end, msg[96];
+
+	if (strncmp(name, FD_PREFIX, strlen(FD_PREFIX)))
+		return 0;
+	/* systemd would pass it again at every start: it is this
+	 * daemon's now, kept again (or not) when it stops. */
+	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
+	kvmemd_notify_fd(msg, -1);
+	errno = 0;
+	id = strtoul(name + strlen(FD_PREFIX), &end, 10);
+	r = state(d);
+	if (*end || errno || !id || id > UINT32_MAX || !r ||
+	    r->nfds >= MAX_PASSED) {
+		kvmemd_log(LOG_WARNING,
+			   "passed descriptor %s: not kept, closed", name);
+		close(fd);
+		return 1;
+	}
+	if (r->nfds == r->cap) {
+		uint32_t cap = r->cap ? 2 * r->cap : 16;
+
+		p = realloc(r->fds, cap * sizeof(*p));
+		if (!p) {
+			close(fd);
+			return 1;
+		}
+		r->fds = p;
+		r->cap = cap;
+	}
+	r->fds[r->nfds++] = (struct passed){ .id = (uint32_t)id, .fd = fd };
+	return 1;
+}
+
+/* The kept memfd of session @id, taken from the list, or -1. */
+static int fd_take(struct kvmemd_resume *r, uint32_t id)
+{
+	uint32_t i;
+	int fd;
+
+	for (i = 0; i < r->nfds; i++)
+		if (r->fds[i].id == id) {
+			fd = r->fds[i].fd;
+			r->fds[i] = r->fds[--r->nfds];
+			return fd;
+		}
+	return -1;
+}
+
+static void fds_close(struct kvmemd_resume *r, const char *why)
+{
+	if (r->nfds)
+		kvmemd_log(LOG_WARNING,
+			   "%u kept session memfds passed back %s: closed",
+			   r->nfds, why);
+	while (r->nfds)
+		close(r->fds[--r->nfds].fd);
+}
+
+/* Bounds-checked reads of the record's body. */
+struct cursor {
+	const uint8_t *p;
+	size_t left;
+};
+
+static const void *take(struct cursor *c, uint64_t n)
+{
+	const void *p = c->p;
+
+	if (n > c->left)
+		return NULL;
+	c->p += n;
+	c->left -= n;
+	return p;
+}
+
+/*
+ * @s is not taken back: the store units its cold pages before @end
+ * claimed go back, and no cold page is left for kvmemd_session_free() to
+ * free units it never claimed.
+ */
+static void unclaim(struct kvmemd_session *s, uint32_t end)
+{
+	uint32_t pg;
+
+	for (pg = 0; pg < s->top_page; pg++) {
+		if (s->pages[pg].state != PAGE_COLD)
+			continue;
+		if (pg < end) {
+			tier_page_drop(s, pg);
+			continue;
+		}
+		s->pages[pg].state = PAGE_UNUSED;
+	}
+}
+
+/* Is page @pg of @s what @refs and @pins (counted from its sequences) say,
+ * and where its state says? Cold, it claims its store units. */
+static int page_ok(struct kvmemd_session *s, uint32_t pg, uint32_t refs,
+		   uint32_t pins, int store_ok)
+{
+	const struct page *p = &s->pages[pg];
+	const struct slot *sl;
+
+	if (p->state == PAGE_UNUSED)
+		return !refs;
+	if (p->refs != refs || p->pins != pins || !refs || p->kind > 1)
+		return 0;
+	if (p->state == PAGE_RESIDENT) {
+		if (p->unit >= s->top)
+			return 0;
+		sl = &s->slots[p->unit];
+		return sl->state == SLOT_SEALED && sl->page == pg &&
+		       sl->kind == p->kind;
+	}
+	return p->state == PAGE_COLD && p->unit == NO_UNIT && store_ok &&
+	       !tier_claim(s, pg);
+}
+
+/* @s->pages as the record has them, the sequences restored: each held as
+ * often as they say, the free ones chained. */
+static int pages_check(struct kvmemd_session *s, int store_ok, char *why,
+		       size_t len)
+{
+	uint32_t pg, i, n, *refs, *pins;
+	const struct seq *q;
+	int ret = -EINVAL;
+
+	refs = calloc(s->top_page + 1, sizeof(*refs));
+	pins = calloc(s->top_page + 1, sizeof(*pins));
+	if (!refs || !pins) {
+		free(refs);
+		free(pins);
+		unclaim(s, 0);
+		snprintf(why, len, "out of memory");
+		return -ENOMEM;
+	}
+	for (i = 0; i < s->max_seqs; i++) {
+		q = s->seqs[i];
+		for (n = 0; q && n < q->n; n++) {
+			refs[q->pages[n]]++;
+			pins[q->pages[n]] += q->acquired;
+		}
+	}
+	for (pg = 0; pg < s->top_page; pg++)
+		if (!page_ok(s, pg, refs[pg], pins[pg], store_ok))
+			break;
+	if (pg < s->top_page) {
+		snprintf(why, len, "page %u does not hold together%s", pg,
+			 store_ok ? ""
+				  : " (or the store is not the one it left "
+				    "for)");
+		unclaim(s, pg);
+		goto out;
+	}
+	/* The free pages: a chain through unused ones, no longer than
+	 * there are pages. */
+	for (pg = s->free_page, n = 0; pg != NO_UNIT && n <= s->top_page;
+	     pg = s->pages[pg].next_free, n++)
+		if (pg >= s->top_page || s->pages[pg].state != PAGE_UNUSED)
+			break;
+	if (pg != NO_UNIT) {
+		snprintf(why, len, "its free pages do not hold together");
+		unclaim(s, s->top_page);
+		goto out;
+	}
+	ret = 0;
+out:
+	free(refs);
+	free(pins);
+	return ret;
+}
+
+/* One session of the record: where its parts are. */
+struct kept {
+	const struct keep_rec *rec;
+	const struct slot *slots;
+	const struct page *pages;
+	struct cursor seqs; /* nseqs of struct keep_seq, each with its pages */
+};
+
+/* Index arrays are padded to 8 bytes, so that what follows is aligned. */
+static uint64_t idx_bytes(uint32_t n)
+{
+	return ((uint64_t)n * sizeof(uint32_t) + 7) & ~(uint64_t)7;
+}
+
+/* The next session of the record from @c: 0, or -EINVAL when the record
+ * is cut short. */
+static int kept_parse(struct cursor *c, struct kept *k)
+{
+	const struct keep_seq *ks;
+	const uint8_t *start;
+	uint32_t i;
+
+	k->rec = take(c, sizeof(*k->rec));
+	if (!k->rec)
+		return -EINVAL;
+	k->slots = take(c, (uint64_t)k->rec->top * sizeof(struct slot));
+	k->pages = take(c, (uint64_t)k->rec->top_page * sizeof(struct page));
+	if (!k->slots || !k->pages)
+		return -EINVAL;
+	start = c->p;
+	for (i = 0; i < k->rec->nseqs; i++) {
+		ks = take(c, sizeof(*ks));
+		if (!ks || !take(c, idx_bytes(ks->n)))
+			return -EINVAL;
+	}
+	k->seqs = (struct cursor){ .p = start, .left = (size_t)(c->p - start) };
+	return 0;
+}
+
+/* The tables of @k into @s, set up on its memfd: 0, or why not. */
+static int tables_load(struct kvmemd_session *s, const struct kept *k,
+		       int store_ok, char *why, size_t len)
+{
+	const struct keep_rec *rec = k->rec;
+	struct cursor c = k->seqs;
+	const struct keep_seq *ks;
+	const uint32_t *idx;
+	uint32_t i, n;
+	int ret;
+
+	if (rec->top > s->nunits || rec->top_page >= NO_UNIT) {
+		snprintf(why, len, "its tables do not fit its arena");
+		return -EINVAL;
+	}
+	memcpy(s->slots, k->slots, (size_t)rec->top * sizeof(struct slot));
+	s->top = rec->top;
+	n = rec->top_page > 64 ? rec->top_page : 64;
+	if (session_heap_get(s, (size_t)n * sizeof(struct page))) {
+		snprintf(why, len, "no memory for its page table");
+		return -ENOMEM;
+	}
+	s->pages = calloc(n, sizeof(struct page));
+	if (!s->pages) {
+		session_heap_put(s, (size_t)n * sizeof(struct page));
+		snprintf(why, len, "out of memory");
+		return -ENOMEM;
+	}
+	s->npages = n;
+	memcpy(s->pages, k->pages, (size_t)rec->top_page * sizeof(struct page));
+	s->top_page = rec->top_page;
+	s->free_page = rec->free_page;
+	for (i = 0; i < rec->nseqs; i++) {
+		ks = take(&c, sizeof(*ks));
+		idx = take(&c, idx_bytes(ks->n));
+		ret = session_seq_restore(s, ks->id, (int)ks->acquired,
+					  ks->tokens, idx, ks->n);
+		if (ret) {
+			snprintf(why, len, "sequence %u does not hold together",
+				 ks->id);
+			unclaim(s, 0);
+			return ret;
+		}
+	}
+	if (session_slots_restore(s)) {
+		snprintf(why, len, "its slot table does not hold together");
+		unclaim(s, 0);
+		return -EINVAL;
+	}
+	return pages_check(s, store_ok, why, len);
+}
+
+/*
+ * The session @k: on d->resume->kept, checked, or freed and why not in
+ * @why.
+ */
+static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
+			char *why, size_t len)
+{
+	const struct keep_rec *rec = k->rec;
+	struct kvmemd_resume *r = d->resume;
+	struct kvmem_hello h = {
+		.magic = KVMEM_HELLO_MAGIC,
+		.abi_version = KVMEM_ABI_VERSION,
+		.size = sizeof(h),
+		.features = rec->features,
+		.geometry = rec->g,
+		.quota_bytes = rec->arena_bytes,
+		.sq_entries = rec->sq_entries,
+		.cq_entries = rec->cq_entries,
+	};
+	struct kvmem_welcome w = { 0 };
+	struct kvmemd_session *s;
+	int fd = fd_take(r, rec->id), ret;
+
+	if (fd < 0) {
+		snprintf(why, len, "its memfd did not come back");
+		return -ENOENT;
+	}
+	ret = kvmemd_session_new(d, &h, rec->uid, 0, &w, &s);
+	if (ret) {
+		close(fd);
+		snprintf(why, len, "%s", w.message);
+		return ret;
+	}
+	if (s->map_bytes != rec->map_bytes) {
+		close(fd);
+		kvmemd_session_free(s);
+		snprintf(why, len,
+			 "this kvmemd would lay its memory out "
+			 "otherwise");
+		return -EINVAL;
+	}
+	s->id = rec->id;
+	s->resume_token = rec->token;
+	s->arch = rec->arch;
+	ret = kvmemd_session_adopt(s, fd, why, len);
+	if (!ret)
+		ret = tables_load(s, k, store_ok, why, len);
+	if (ret) {
+		kvmemd_session_free(s);
+		return ret;
+	}
+	s->seals = rec->seals;
+	s->sq_head = rec->sq_head;
+	s->cq_tail = rec->cq_tail;
+	s->ops = rec->ops;
+	s->op_errors = rec->op_errors;
+	s->ce = rec->ce;
+	s->ue = rec->ue;
+	s->crc = rec->crc;
+	s->offloads = rec->offloads;
+	s->reloads = rec->reloads;
+	s->offload_bytes = rec->offload_bytes;
+	s->reload_bytes = rec->reload_bytes;
+	kvmemd_ras_verify(s);
+	if (s->id > d->next_session)
+		d->next_session = s->id;
+	s->kept_until = kvmemd_now_ns() +
+			(uint64_t)d->cfg.resume_seconds * 1000000000ull;
+	s->kept_next = r->kept;
+	r->kept = s;
+	return 0;
+}
+
+/* The header of a record of @size bytes at @buf: 0, or why not. */
+static int hdr_check(const uint8_t *buf, size_t size, struct keep_hdr *h,
+		     char *why, size_t len)
+{
+	if (size < sizeof(*h)) {
+		snprintf(why, len, "%zu bytes, shorter than its header", size);
+		return -EINVAL;
+	}
+	memcpy(h, buf, sizeof(*h));
+	if (memcmp(h->magic, KEEP_MAGIC, sizeof(KEEP_MAGIC)) ||
+	    h->crc != kvmem_crc32c(0, buf, offsetof(struct keep_hdr, crc))) {
+		snprintf(why, len, "not a record of kept sessions, or damaged");
+		return -EINVAL;
+	}
+	if (h->version != KEEP_VERSION ||
+	    h->rec_size != sizeof(struct keep_rec) ||
+	    h->slot_size != sizeof(struct slot) ||
+	    h->page_size != sizeof(struct page) ||
+	    h->seq_size != sizeof(struct keep_seq)) {
+		snprintf(why, len,
+			 "written by another version of kvmemd (record %u, "
+			 "this one reads %u)",
+			 h->version, KEEP_VERSION);
+		return -EPROTO;
+	}
+	if (h->body_bytes != size - sizeof(*h) ||
+	    h->body_crc != kvmem_crc32c(0, buf + sizeof(*h), h->body_bytes)) {
+		snprintf(why, len, "its sessions are cut short or damaged");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The whole of @path: 0 with *@buf (malloc'ed) and *@size, or -errno. */
+static int slurp(const char *path, uint8_t **buf, size_t *size)
+{
+	struct stat st;
+	ssize_t n;
+	size_t got = 0;
+	int fd, ret = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || st.st_size < 0 ||
+	    (uint64_t)st.st_size > SIZE_MAX / 2) {
+		close(fd);
+		return -EINVAL;
+	}
+	*buf = malloc((size_t)st.st_size + 1);
+	if (!*buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (got < (size_t)st.st_size) {
+		n = read(fd, *buf + got, (size_t)st.st_size - got);
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			break;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	if (ret) {
+		free(*buf);
+		*buf = NULL;
+		return ret;
+	}
+	*size = got;
+	return 0;
+}
+
+void kvmemd_resume_load(struct kvmemd *d)
+{
+	struct kvmemd_resume *r = state(d);
+	uint8_t *buf = NULL, uuid[16] = { 0 };
+	char path[300], why[KVMEM_MESSAGE_LEN];
+	struct keep_hdr h;
+	struct kept k;
+	struct cursor c;
+	uint32_t i, kept = 0;
+	size_t size = 0;
+	int ret;
+
+	if (!r || record_path(d, "", path, sizeof(path)))
+		return;
+	ret = slurp(path, &buf, &size);
+	if (ret) {
+		if (ret != -ENOENT)
+			kvmemd_log_err(LOG_ERR, ret, "%s", path);
+		fds_close(r, "without a record of them (was kvmemd killed?)");
+		return;
+	}
+	/* Read once: whatever happens next, it is not read again. */
+	if (unlink(path))
+		kvmemd_log_err(LOG_WARNING, -errno, "removing %s", path);
+	ret = hdr_check(buf, size, &h, why, sizeof(why));
+	if (ret) {
+		kvmemd_log(LOG_ERR, "%s: %s; no session is taken back", path,
+			   why);
+		fds_close(r, "with it");
+		free(buf);
+		return;
+	}
+	kvmemd_tier_store_uuid(d, uuid);
+	c = (struct cursor){ .p = buf + sizeof(h), .left = h.body_bytes };
+	for (i = 0; i < h.nsessions; i++) {
+		if (kept_parse(&c, &k)) {
+			kvmemd_log(LOG_ERR, "%s: cut short after %u sessions",
+				   path, i);
+			break;
+		}
+		if (!session_load(d, &k, !memcmp(uuid, h.store_uuid, 16), why,
+				  sizeof(why))) {
+			kept++;
+			continue;
+		}
+		kvmemd_log(LOG_WARNING,
+			   "kept session %u (uid %u) not taken back: %s",
+			   k.rec->id, k.rec->uid, why);
+	}
+	free(buf);
+	fds_close(r, "that the record does not name");
+	if (kept)
+		kvmemd_log(LOG_NOTICE,
+			   "%u kept sessions wait for their clients (%u s)",
+			   kept, d->cfg.resume_seconds);
+}
+
+/* ---- a client comes back ---------------------------------------------- */
+
+static int refuse(struct kvmem_welcome *w, int err, const char *msg)
+{
+	w->error = err;
+	snprintf(w->message, sizeof(w->message), "%s", msg);
+	return err;
+}
+
+int kvmemd_resume_take(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
+		       pid_t pid, struct kvmem_welcome *w,
+		       struct kvmemd_session **out)
+{
+	struct kvmemd_resume *r = d->resume;
+	struct kvmemd_session **pp, *s = NULL;
+
+	w->max_quota_bytes = d->cfg.session_max_bytes;
+	w->pool_free_bytes = d->cfg.host_bytes - d->n.pool_used;
+	if (h->magic != KVMEM_HELLO_MAGIC || h->size != sizeof(*h))
+		return refuse(w, -EPROTO, "not a kvmem hello");
+	if (h->abi_version < KVMEM_ABI_VERSION_MIN ||
+	    h->abi_version > KVMEM_ABI_VERSION)
+		return refuse(w, -EPROTONOSUPPORT,
+			      "client speaks another ABI version");
+	if (!h->resume_session || !h->resume_token || h->abi_version < 4)
+		return refuse(w, -EINVAL,
+			      "a hello that takes a session back names it "
+			      "and gives its token");
+	for (pp = r ? &r->kept : NULL; pp && (s = *pp); pp = &s->kept_next)
+		if (s->id == h->resume_session)
+			break;
+	/* One answer for all three: a session is not there for another
+	 * uid to find. */
+	if (!s || s->uid != uid || s->resume_token != h->resume_token)
+		return refuse(w, -ESTALE,
+			      "kvmemd kept no such session for this uid "
+			      "(it restarted without keeping it, or its "
+			      "time ran out)");
+	if (memcmp(&h->geometry, &s->g, sizeof(s->g)))
+		return refuse(w, -EINVAL,
+			      "the hello's geometry is not the session's");
+	*pp = s->kept_next;
+	s->kept_next = NULL;
+	s->pid = pid;
+	/* What the old daemon left: the client rings until the loop polls,
+	 * and the shutdown is over. */
+	__atomic_store_n(&s->ring->flags, KVMEM_RING_NEED_WAKEUP,
+			 __ATOMIC_RELEASE);
+	kvmemd_log(LOG_INFO, "session %u (uid %u) taken back by pid %d", s->id,
+		   (unsigned int)uid, (int)pid);
+	*out = s;
+	return 0;
+}
+
+uint64_t kvmemd_resume_run(struct kvmemd *d, uint64_t now)
+{
+	struct kvmemd_resume *r = d->resume;
+	struct kvmemd_session **pp, *s;
+	uint64_t next = UINT64_MAX;
+
+	for (pp = r ? &r->kept : NULL; pp && (s = *pp);) {
+		if (s->kept_until > now) {
+			if (s->kept_until < next)
+				next = s->kept_until;
+			pp = &s->kept_next;
+			continue;
+		}
+		*pp = s->kept_next;
+		kvmemd_log(LOG_NOTICE,
+			   "kept session %u (uid %u): its client did not come "
+			   "back within %u s; freed",
+			   s->id, (unsigned int)s->uid, d->cfg.resume_seconds);
+		kvmemd_session_discard(s);
+		kvmemd_session_free(s);
+	}
+	return next;
+}
+
+void kvmemd_resume_exit(struct kvmemd *d)
+{
+	struct kvmemd_resume *r = d->resume;
+	struct kvmemd_session *s;
+
+	if (!r)
+		return;
+	while ((s = r->kept)) {
+		r->kept = s->kept_next;
+		kvmemd_session_free(s);
+	}
+	fds_close(r, "at exit");
+	free(r->fds);
+	free(r);
+	d->resume = NULL;
+}
+
+/* ---- at stop ---------------------------------------------------------- */
+
+struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d)
+{
+	struct kvmemd_keep *k;
+
+	if (!kvmemd_resume_on(d))
+		return NULL;
+	k = calloc(1, sizeof(*k));
+	if (k)
+		k->body = open_memstream(&k->buf, &k->len);
+	if (!k || !k->body) {
+		kvmemd_log(LOG_ERR, "out of memory: no session is kept");
+		free(k);
+		return NULL;
+	}
+	k->d = d;
+	kvmemd_tier_store_uuid(d, k->store_uuid);
+	return k;
+}
+
+static void seqs_write(FILE *f, const struct kvmemd_session *s)
+{
+	const uint32_t pad = 0;
+	struct keep_seq ks;
+	uint32_t i;
+
+	for (i = 0; i < s->max_seqs; i++) {
+		if (!s->seqs[i])
+			continue;
+		ks = (struct keep_seq){ .id = s->seqs[i]->id,
+					.acquired = s->seqs[i]->acquired,
+					.tokens = s->seqs[i]->tokens,
+					.n = s->seqs[i]->n };
+		fwrite(&ks, sizeof(ks), 1, f);
+		if (ks.n)
+			fwrite(s->seqs[i]->pages, sizeof(uint32_t), ks.n, f);
+		if (ks.n % 2)
+			fwrite(&pad, sizeof(pad), 1, f);
+	}
+}
+
+int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
+{
+	char why[KVMEM_MESSAGE_LEN], msg[64];
+	struct keep_rec rec;
+	uint32_t pg;
+	int ret;
+
+	if (!k || !(s->features & KVMEM_FEAT_RESUME))
+		return 0;
+	ret = tier_quiesce(s, QUIESCE_MS);
+	if (ret)
+		snprintf(why, sizeof(why), "its store I/O did not end");
+	if (!ret)
+		ret = session_keep_ready(s, why, sizeof(why));
+	for (pg = 0; !ret && pg < s->top_page; pg++)
+		if (s->pages[pg].state != PAGE_UNUSED &&
+		    s->pages[pg].state != PAGE_RESIDENT &&
+		    s->pages[pg].state != PAGE_COLD) {
+			snprintf(why, sizeof(why), "a page is still moving");
+			ret = -EBUSY;
+		}
+	if (!ret) {
+		/* One refusal (its reader behind, no store) stops the rest:
+		 * each would wait for room again. */
+		if (!k->store_err) {
+			snprintf(msg, sizeof(msg),
+				 "FDSTORE=1\nFDNAME=" FD_PREFIX "%u", s->id);
+			k->store_err = kvmemd_notify_fd(msg, s->r.fd);
+		}
+		ret = k->store_err;
+		if (ret)
+			snprintf(why, sizeof(why),
+				 "the descriptor store did not take its "
+				 "memfd: %s",
+				 strerror(-ret));
+	}
+	if (ret) {
+		kvmemd_log(LOG_NOTICE, "session %u (uid %u) not kept: %s",
+			   s->id, (unsigned int)s->uid, why);
+		return 0;
+	}
+	memset(&rec, 0, sizeof(rec));
+	rec.id = s->id;
+	rec.uid = (uint32_t)s->uid;
+	rec.token = s->resume_token;
+	rec.features = s->features;
+	rec.g = s->g;
+	rec.arch = s->arch;
+	rec.arena_bytes = s->arena_bytes;
+	rec.map_bytes = s->map_bytes;
+	rec.sq_entries = s->sq_entries;
+	rec.cq_entries = s->cq_entries;
+	rec.top = s->top;
+	rec.top_page = s->top_page;
+	rec.free_page = s->free_page;
+	rec.nseqs = s->nseqs;
+	rec.seals = s->seals;
+	rec.sq_head = s->sq_head;
+	rec.cq_tail = s->cq_tail;
+	rec.ops = s->ops;
+	rec.op_errors = s->op_errors;
+	rec.ce = s->ce;
+	rec.ue = s->ue;
+	rec.crc = s->crc;
+	rec.offloads = s->offloads;
+	rec.reloads = s->reloads;
+	rec.offload_bytes = s->offload_bytes;
+	rec.reload_bytes = s->reload_bytes;
+	fwrite(&rec, sizeof(rec), 1, k->body);
+	fwrite(s->slots, sizeof(*s->slots), s->top, k->body);
+	if (s->top_page)
+		fwrite(s->pages, sizeof(*s->pages), s->top_page, k->body);
+	seqs_write(k->body, s);
+	k->n++;
+	kvmemd_log(LOG_INFO, "session %u (uid %u) kept for the next kvmemd",
+		   s->id, (unsigned int)s->uid);
+	return 1;
+}
+
+/* @len bytes of @buf to @fd, all of them: 0, or -errno. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int record_write(struct kvmemd_keep *k)
+{
+	char path[300], tmp[300];
+	struct keep_hdr h;
+	int fd, ret;
+
+	if (record_path(k->d, "", path, sizeof(path)) ||
+	    record_path(k->d, ".new", tmp, sizeof(tmp)))
+		return -ENAMETOOLONG;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, KEEP_MAGIC, sizeof(KEEP_MAGIC));
+	h.version = KEEP_VERSION;
+	h.nsessions = k->n;
+	h.rec_size = sizeof(struct keep_rec);
+	h.slot_size = sizeof(struct slot);
+	h.page_size = sizeof(struct page);
+	h.seq_size = sizeof(struct keep_seq);
+	memcpy(h.store_uuid, k->store_uuid, sizeof(h.store_uuid));
+	h.body_bytes = k->len;
+	h.body_crc = kvmem_crc32c(0, k->buf, k->len);
+	h.crc = kvmem_crc32c(0, &h, offsetof(struct keep_hdr, crc));
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	ret = write_all(fd, &h, sizeof(h));
+	if (!ret)
+		ret = write_all(fd, k->buf, k->len);
+	if (!ret && fsync(fd))
+		ret = -errno;
+	close(fd);
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+void kvmemd_resume_end(struct kvmemd_keep *k)
+{
+	struct kvmemd_resume *r;
+	struct kvmemd_session *s;
+	int ret;
+
+	if (!k)
+		return;
+	/* Those a restart kept and no client took back yet: once more. */
+	r = k->d->resume;
+	while (r && (s = r->kept)) {
+		r->kept = s->kept_next;
+		kvmemd_resume_keep(k, s);
+		kvmemd_session_free(s);
+	}
+	ret = fclose(k->body) ? -ENOMEM : 0;
+	if (!ret && k->n)
+		ret = record_write(k);
+	if (ret)
+		kvmemd_log_err(LOG_ERR, ret,
+			       "writing the record of %u kept sessions; they "
+			       "are lost",
+			       k->n);
+	else if (k->n)
+		kvmemd_log(LOG_NOTICE,
+			   "%u sessions kept for the next kvmemd (each waits "
+			   "%u s for its client)",
+			   k->n, k->d->cfg.resume_seconds);
+	free(k->buf);
+	free(k);
+}

@@ -1,0 +1,536 @@
+/*
+ * check_resume.c - sessions kept across a restart of kvmemd: the harness
+ * plays systemd's descriptor store (kvmemd_stop_keep(), kvmemd_restart()),
+ * clients take their sessions back with kvmem_reconnect() and read what
+ * they wrote, bit for bit, cold pages included; what was not kept, or
+ * does not verify, or is asked for by the wrong client, is refused.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvmem/kvmem.h"
+#include "kvmem_check.h"
+#include "kvmemd_harness.h"
+#include "rng.h"
+
+#define STORE_CONF "[store]\npath = @DIR@/store\nsize = 64M\n"
+
+/* Is the connection lost, as a call finds out? */
+static int lost(struct kvmem_cache *c)
+{
+	struct kvmem_stats st;
+
+	return kvmem_daemon_stats(c, &st) == -ENOTCONN;
+}
+
+static struct kvmem_stats stats(struct kvmem_cache *c)
+{
+	struct kvmem_stats st;
+
+	ck_assert_int_eq(kvmem_daemon_stats(c, &st), 0);
+	return st;
+}
+
+/* What the session holds, as kvmemd counts it, is what it held. */
+static void same_holdings(const struct kvmem_stats *a,
+			  const struct kvmem_stats *b)
+{
+	ck_assert_uint_eq(a->arena_bytes, b->arena_bytes);
+	ck_assert_uint_eq(a->used_bytes, b->used_bytes);
+	ck_assert_uint_eq(a->slots_open, b->slots_open);
+	ck_assert_uint_eq(a->slots_sealed, b->slots_sealed);
+	ck_assert_uint_eq(a->seqs, b->seqs);
+	ck_assert_uint_eq(a->seqs_acquired, b->seqs_acquired);
+	ck_assert_uint_eq(a->cold_pages, b->cold_pages);
+	ck_assert_uint_eq(a->cold_bytes, b->cold_bytes);
+	ck_assert_uint_eq(a->sessions, b->sessions);
+}
+
+/*
+ * Two clients, three sequences, one released and half on the backing
+ * store: after a restart each client takes its session back, every
+ * sequence attends as before (the cold pages come back from the store
+ * the new daemon found them on), and the sessions go on: more tokens, a
+ * new sequence, another restart.
+ */
+START_TEST(test_resume_after_restart)
+{
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s1, *s2, *s3, *r1, *r2, *r3, *s4;
+	struct kvmem_rng r;
+	struct kvmem_stats before[2], after;
+	struct kvmemd_proc p;
+	char out[8192];
+	float *k, *v;
+	int round;
+
+	kvmem_rng_seed(&r, 2001);
+	kvmemd_tokens(&r, 200, &k, &v);
+	kvmemd_start(&p, STORE_CONF, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	b = kvmemd_connect(&p, 4u << 20);
+	s1 = kvmemd_seq_with(a, k, v, 200);
+	s2 = kvmemd_seq_with(a, k + 64, v + 64, 70);
+	s3 = kvmemd_seq_with(b, v, k, 130);
+	r1 = kvmemd_reference(&e, k, v, 200);
+	r2 = kvmemd_seq_with(e, k + 64, v + 64, 70);
+	r3 = kvmemd_seq_with(e, v, k, 130);
+	ck_assert_int_eq(kvmem_seq_release(s1), 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "offload pool");
+	ck_assert_uint_gt(stats(a).cold_pages, 0);
+
+	for (round = 0; round < 2; round++) {
+		before[0] = stats(a);
+		before[1] = stats(b);
+		ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+		ck_assert_int_eq(p.nstored, 2);
+		ck_assert(lost(a));
+		ck_assert(lost(b));
+		kvmemd_restart(&p, NULL);
+		ck_assert_int_eq(
+			kvmemd_log_lines(&p, "2 kept sessions wait for their "
+					     "clients"),
+			1);
+		ck_assert_int_eq(kvmem_reconnect(a), 0);
+		ck_assert_int_eq(kvmem_reconnect(b), 0);
+		ck_assert(!lost(a));
+		after = stats(a);
+		same_holdings(&after, &before[0]);
+		after = stats(b);
+		same_holdings(&after, &before[1]);
+		ck_assert_int_eq(kvmem_seq_acquire(s1), 0);
+		kvmemd_expect_same(s1, r1, &r);
+		kvmemd_expect_same(s2, r2, &r);
+		kvmemd_expect_same(s3, r3, &r);
+		/* Going on: the session is the client's again. */
+		ck_assert_int_eq(kvmem_seq_append_all(s2, k, v, 40), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(r2, k, v, 40), 0);
+		kvmemd_expect_same(s2, r2, &r);
+		ck_assert_int_eq(kvmem_seq_release(s1), 0);
+	}
+	s4 = kvmemd_seq_with(b, k, v, 50);
+	kvmem_seq_free(s4);
+	kvmemd_admin_ok(&p, out, sizeof(out), "status");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "sessions"), 2);
+
+	kvmem_seq_free(s1);
+	kvmem_seq_free(s2);
+	kvmem_seq_free(s3);
+	kvmem_seq_free(r1);
+	kvmem_seq_free(r2);
+	kvmem_seq_free(r3);
+	kvmem_close(e);
+	kvmem_close(a);
+	kvmem_close(b);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* A client that comes back before the new kvmemd listens waits for it. */
+START_TEST(test_resume_waits_for_the_daemon)
+{
+	struct kvmem_cache *a;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	float *k, *v;
+	int status;
+	pid_t pid;
+
+	kvmem_rng_seed(&r, 2004);
+	kvmemd_tokens(&r, 40, &k, &v);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	s = kvmemd_seq_with(a, k, v, 40);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	ck_assert(lost(a));
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid)
+		_exit(kvmem_reconnect(a) || lost(a) || kvmem_seq_len(s, 1) != 40
+			      ? 1
+			      : 0);
+	usleep(300000);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "reconnect before the daemon was up: status 0x%x",
+		      status);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "taken back by pid"), 1);
+	kvmem_seq_free(s);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * The pages a session gets back are checked before it does: bits flipped
+ * while no kvmemd ran (the patrol is off here) are corrected, or the page
+ * is marked degraded, by the time the client takes the session back.
+ */
+START_TEST(test_resume_pages_checked)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_page_desc d[8];
+	struct kvmem_page_layout l;
+	struct kvmem_cache *a;
+	struct kvmem_stats st;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	uint8_t *page, orig;
+	float *k, *v;
+	int n;
+
+	kvmem_rng_seed(&r, 2005);
+	kvmemd_tokens(&r, 100, &k, &v);
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	s = kvmemd_seq_with(a, k, v, 100);
+	st = stats(a);
+	ck_assert_uint_eq(st.ce_words + st.ue_words + st.degraded_pages, 0);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+
+	/* Layer 0: the first page of 32 tokens, two flips in one h84 word
+	 * of its K; the second, one flip. */
+	kvmem_page_layout(&g, 0, &l);
+	n = kvmem_seq_pages(s, 0, d, 8);
+	ck_assert_int_ge(n, 3);
+	ck_assert(d[1].sealed && d[2].sealed && !d[1].hot && !d[2].hot);
+	page = d[1].data;
+	page[l.k_off + 3] ^= 0x11;
+	page = d[2].data;
+	orig = page[l.k_off + 9];
+	page[l.k_off + 9] ^= 0x04;
+
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	st = stats(a);
+	ck_assert_uint_eq(st.ce_words, 1);
+	ck_assert_uint_ge(st.ue_words, 1);
+	ck_assert_uint_eq(st.degraded_pages, 1);
+	/* Corrected where it lies, not only as it is read. */
+	ck_assert_uint_eq(page[l.k_off + 9], orig);
+
+	kvmem_seq_free(s);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * An op of the raw ring published after the old kvmemd stopped, whose
+ * caller the library then told the connection was lost: the new kvmemd
+ * does not run it, and no completion comes for it.
+ */
+START_TEST(test_resume_unsent_ops_dropped)
+{
+	struct kvmem_cache *a;
+	struct kvmem_sqe *e;
+	struct kvmem_cqe cqe;
+	struct kvmemd_proc p;
+	uint64_t seqs;
+
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	seqs = stats(a).seqs;
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	/* Not noticed yet: published into the ring of a daemon that is
+	 * gone. */
+	e = kvmem_ring_sqe(a);
+	ck_assert_ptr_nonnull(e);
+	e->opcode = KVMEM_OP_SEQ_CREATE;
+	e->user_data = 77;
+	ck_assert_int_eq(kvmem_ring_submit(a), 1);
+	ck_assert_int_eq(kvmem_ring_wait(a, &cqe, 100), -ENOTCONN);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	ck_assert_uint_eq(stats(a).seqs, seqs);
+	ck_assert_int_eq(kvmem_ring_wait(a, &cqe, 200), 0);
+	/* The ring goes on. */
+	e = kvmem_ring_sqe(a);
+	ck_assert_ptr_nonnull(e);
+	e->opcode = KVMEM_OP_NOP;
+	e->user_data = 78;
+	ck_assert_int_eq(kvmem_ring_submit(a), 1);
+	ck_assert_int_eq(kvmem_ring_wait(a, &cqe, 10000), 1);
+	ck_assert_uint_eq(cqe.user_data, 78);
+	ck_assert_int_eq(cqe.res, 0);
+	kvmem_close(a);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* A resume hello with @token for session @id: the welcome's error. */
+static int resume_as(const struct kvmemd_proc *p, uint32_t id, uint64_t token)
+{
+	struct kvmem_hello h = kvmemd_hello(4u << 20);
+	struct kvmemd_raw raw;
+	int ret;
+
+	h.resume_session = id;
+	h.resume_token = token;
+	ret = kvmemd_raw_attach(&raw, p, &h, sizeof(h));
+	if (!ret)
+		kvmemd_raw_detach(&raw);
+	return ret;
+}
+
+/*
+ * Only the session's own client gets it back: a wrong token, a wrong id,
+ * one field without the other and another uid are refused alike, and the
+ * session still waits for the right one.
+ */
+START_TEST(test_resume_refused_to_others)
+{
+	struct kvmem_cache *a, *e;
+	struct kvmem_seq *s, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	uint32_t id;
+	float *k, *v;
+	int status;
+	pid_t pid;
+
+	kvmem_rng_seed(&r, 2002);
+	kvmemd_tokens(&r, 70, &k, &v);
+	kvmemd_start(&p, "[daemon]\nallow_uids = 0 4242\n", NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	id = kvmem_session_id(a);
+	s = kvmemd_seq_with(a, k, v, 70);
+	ref = kvmemd_reference(&e, k, v, 70);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	kvmemd_restart(&p, NULL);
+	chmod(p.dir, 0755);
+	chmod(p.sock, 0666);
+
+	ck_assert_int_eq(resume_as(&p, id, 1), -ESTALE);
+	ck_assert_int_eq(resume_as(&p, id + 1, 1), -ESTALE);
+	ck_assert_int_eq(resume_as(&p, id, 0), -EINVAL);
+	ck_assert_int_eq(resume_as(&p, 0, 1), -EINVAL);
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_resume_refused_to_others: another "
+				"uid needs root\n");
+	} else {
+		/* The right id and token, from another uid. */
+		ck_assert(lost(a));
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (!pid) {
+			if (setgid(4242) || setuid(4242))
+				_exit(3);
+			_exit(kvmem_reconnect(a) == -ESTALE ? 0 : 4);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+			      "another uid's reconnect: status 0x%x", status);
+		ck_assert_int_eq(kvmemd_log_lines(&p, "uid 4242: kvmemd kept "
+						      "no such session"),
+				 1);
+	}
+	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	kvmemd_expect_same(s, ref, &r);
+	/* Connected: nothing to do. */
+	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	ck_assert(!lost(a));
+
+	kvmem_seq_free(s);
+	kvmem_seq_free(ref);
+	kvmem_close(e);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Flip one byte of the state record, at @off from its end. */
+static void record_flip(const struct kvmemd_proc *p, off_t off)
+{
+	char path[300];
+	struct stat st;
+	uint8_t byte;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/state/sessions.kept", p->dir);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(pread(fd, &byte, 1, st.st_size - off), 1);
+	byte ^= 0x40;
+	ck_assert_int_eq(pwrite(fd, &byte, 1, st.st_size - off), 1);
+	close(fd);
+}
+
+/*
+ * What did not survive, or does not verify, is never served: a killed
+ * kvmemd kept nothing, a damaged record is refused whole, a client that
+ * comes back too late finds its session freed, and a kvmemd told not to
+ * keep sessions never offers to.
+ */
+START_TEST(test_resume_nothing_half_trusted)
+{
+	struct kvmem_cache *a;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char out[4096];
+	float *k, *v;
+	int i;
+
+	kvmem_rng_seed(&r, 2003);
+	kvmemd_tokens(&r, 70, &k, &v);
+	kvmemd_start(&p, "[daemon]\nresume_seconds = 1\n", NULL);
+
+	/* Killed: no record, and the memfds it never stored. */
+	a = kvmemd_connect(&p, 4u << 20);
+	s = kvmemd_seq_with(a, k, v, 70);
+	kill(p.pid, SIGKILL);
+	waitpid(p.pid, NULL, 0);
+	p.pid = 0;
+	kvmemd_restart(&p, NULL);
+	ck_assert(lost(a));
+	ck_assert_int_eq(kvmem_reconnect(a), -ESTALE);
+	ck_assert_ptr_nonnull(strstr(kvmem_connect_error(), "kept no such"));
+	kvmem_seq_free(s);
+	kvmem_close(a);
+
+	/* A record damaged in its last session's tables. */
+	a = kvmemd_connect(&p, 4u << 20);
+	s = kvmemd_seq_with(a, k, v, 70);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	record_flip(&p, 5);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "cut short or damaged"), 1);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "kept session memfds passed "
+					      "back with it: closed"),
+			 1);
+	ck_assert_int_eq(kvmem_reconnect(a), -ESTALE);
+	kvmem_seq_free(s);
+	kvmem_close(a);
+
+	/* Too late. */
+	a = kvmemd_connect(&p, 4u << 20);
+	s = kvmemd_seq_with(a, k, v, 70);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	kvmemd_restart(&p, NULL);
+	for (i = 0; i < 600 && !kvmemd_log_lines(&p, "did not come back"); i++)
+		usleep(50000);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "did not come back within 1 s"),
+			 1);
+	ck_assert_int_eq(kvmem_reconnect(a), -ESTALE);
+	kvmemd_admin_ok(&p, out, sizeof(out), "status");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "sessions"), 0);
+	kvmem_seq_free(s);
+	kvmem_close(a);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+
+	/* Not offered. */
+	kvmemd_start(&p, "[daemon]\nkeep_sessions = no\n", NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	ck_assert_int_eq(p.nstored, 0);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(kvmem_reconnect(a), -EOPNOTSUPP);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Below the library: SQEs published while no kvmemd ran are the new one's
+ * to run, from where the old one stopped, and their completions follow
+ * those the old one posted.
+ */
+START_TEST(test_resume_ring_goes_on)
+{
+	struct kvmem_hello h = kvmemd_hello(4u << 20);
+	struct kvmem_sqe e = { .opcode = KVMEM_OP_SEQ_CREATE };
+	struct kvmemd_raw r, r2;
+	struct kvmemd_proc p;
+	struct kvmem_cqe c;
+	uint64_t token;
+	uint32_t id;
+	int seq;
+
+	kvmemd_start(&p, NULL, NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	ck_assert(r.w.features & KVMEM_FEAT_RESUME);
+	token = r.w.resume_token;
+	ck_assert_uint_ne(token, 0);
+	id = r.w.session;
+	seq = KVMEMD_OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(seq, 0);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	ck_assert(kvmemd_raw_hung_up(&r, 1000));
+	/* Published with no daemon to take it. */
+	e.user_data = 2;
+	kvmemd_raw_queue(&r, &e);
+	kvmemd_restart(&p, NULL);
+
+	h.resume_session = id;
+	h.resume_token = token;
+	ck_assert_int_eq(kvmemd_raw_attach(&r2, &p, &h, sizeof(h)), 0);
+	ck_assert_uint_eq(r2.w.session, id);
+	ck_assert_uint_eq(r2.w.resume_token, token);
+	/* The same memory, where this client already has it mapped. */
+	r2.sq_tail = r.sq_tail;
+	r2.cq_head = r.cq_head;
+	ck_assert_int_eq(memcmp(r2.map, r.map, 4096), 0);
+	kvmemd_raw_doorbell(&r2);
+	c = kvmemd_raw_reap(&r2);
+	ck_assert_uint_eq(c.user_data, 2);
+	ck_assert_int_gt(c.res, 0);
+	ck_assert_int_ne(c.res, seq);
+	/* The first sequence is there still: it can be freed once. */
+	ck_assert_int_eq(KVMEMD_OP(&r2, 3, .opcode = KVMEM_OP_SEQ_FREE,
+				   .seq = (uint64_t)seq),
+			 0);
+	ck_assert_int_eq(KVMEMD_OP(&r2, 4, .opcode = KVMEM_OP_SEQ_FREE,
+				   .seq = (uint64_t)seq),
+			 -EINVAL);
+	kvmemd_raw_detach(&r2);
+	kvmemd_raw_detach(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+KVMEM_SUITE(resume)
+{
+	Suite *s = suite_create("resume");
+	TCase *tc = tcase_create("resume");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_resume_after_restart);
+	tcase_add_test(tc, test_resume_waits_for_the_daemon);
+	tcase_add_test(tc, test_resume_pages_checked);
+	tcase_add_test(tc, test_resume_unsent_ops_dropped);
+	tcase_add_test(tc, test_resume_refused_to_others);
+	tcase_add_test(tc, test_resume_nothing_half_trusted);
+	tcase_add_test(tc, test_resume_ring_goes_on);
+	suite_add_tcase(s, tc);
+	return s;
+}
