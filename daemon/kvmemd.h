@@ -282,6 +282,9 @@ int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd);
  * and the descriptors, checked; a record that does not verify is refused
  * with a line in the log, and nothing of it is served. */
 void kvmemd_resume_load(struct kvmemd *d);
+/* Once kvmemd serves: the record is removed and the memfds leave
+ * systemd's store. A start that fails before leaves both to the next. */
+void kvmemd_resume_commit(struct kvmemd *d);
 /* A hello with resume_session: 0 and the session, to be welcomed and
  * activated as a new one is, or the refusal in @w. */
 int kvmemd_resume_take(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,

@@ -50,8 +50,9 @@
 #define KEEP_MAGIC "KVMKEEP"
 #define KEEP_VERSION 1
 #define FD_PREFIX "session-"
-/* How long a stopping kvmemd waits for one session's store I/O. */
-#define QUIESCE_MS 5000
+/* How long a stopping kvmemd waits for its sessions' store I/O, all of
+ * them together: well within systemd's TimeoutStopSec=. */
+#define QUIESCE_NS (10ull * 1000000000ull)
 /* Descriptors systemd may pass back: one a session, and some over. */
 #define MAX_PASSED 65600
 
@@ -75,6 +76,7 @@ struct keep_rec {
 	uint32_t sq_entries, cq_entries;
 	uint32_t top, top_page, free_page, nseqs;
 	uint32_t seals, sq_head, cq_tail, resv;
+	uint64_t wait_ns; /* left of its wait for its client; 0: all of it */
 	uint64_t ops, op_errors, ce, ue, crc;
 	uint64_t offloads, reloads, offload_bytes, reload_bytes;
 };
@@ -100,6 +102,10 @@ struct kvmemd_resume {
 	struct kvmemd_session *kept; /* waiting for their clients */
 	struct passed *fds; /* from systemd, not yet claimed by a record */
 	uint32_t nfds, cap;
+	/* what kvmemd_resume_commit() takes out of systemd's store */
+	char (*names)[24];
+	uint32_t nnames, names_cap;
+	int record_read; /* and removes */
 };
 
 struct kvmemd_keep {
@@ -110,6 +116,7 @@ struct kvmemd_keep {
 	uint32_t n;
 	uint8_t store_uuid[16];
 	int store_err; /* the descriptor store refused one: no more tries */
+	uint64_t deadline; /* for the sessions' store I/O to end */
 };
 
 static struct kvmemd_resume *state(struct kvmemd *d)
@@ -142,17 +149,26 @@ int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd)
 	struct kvmemd_resume *r;
 	unsigned long id;
 	struct passed *p;
-	char *end, msg[96];
+	char *end;
 
 	if (strncmp(name, FD_PREFIX, strlen(FD_PREFIX)))
 		return 0;
-	/* systemd would pass it again at every start: it is this
-	 * daemon's now, kept again (or not) when it stops. */
-	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
-	kvmemd_notify_fd(msg, -1);
 	errno = 0;
 	id = strtoul(name + strlen(FD_PREFIX), &end, 10);
 	r = state(d);
+	/* Out of systemd's store once this daemon serves (it would pass
+	 * them again at every start); kept again, or not, when it stops. */
+	if (r && r->nnames == r->names_cap && r->nnames < MAX_PASSED) {
+		uint32_t cap = r->names_cap ? 2 * r->names_cap : 16;
+		char(*names)[24] = realloc(r->names, cap * sizeof(*names));
+
+		if (names) {
+			r->names = names;
+			r->names_cap = cap;
+		}
+	}
+	if (r && r->nnames < r->names_cap && strlen(name) < sizeof(r->names[0]))
+		strcpy(r->names[r->nnames++], name);
 	if (*end || errno || !id || id > UINT32_MAX || !r ||
 	    r->nfds >= MAX_PASSED) {
 		kvmemd_log(LOG_WARNING,
@@ -249,6 +265,10 @@ static int page_ok(struct kvmemd_session *s, uint32_t pg, uint32_t refs,
 		return !refs;
 	if (p->refs != refs || p->pins != pins || !refs || p->kind > 1)
 		return 0;
+	/* Pinned pages are resident (acquires still waiting were
+	 * cancelled before the record was written). */
+	if (pins && p->state != PAGE_RESIDENT)
+		return 0;
 	if (p->state == PAGE_RESIDENT) {
 		if (p->unit >= s->top)
 			return 0;
@@ -256,7 +276,10 @@ static int page_ok(struct kvmemd_session *s, uint32_t pg, uint32_t refs,
 		return sl->state == SLOT_SEALED && sl->page == pg &&
 		       sl->kind == p->kind;
 	}
+	/* The slot it goes back into is its record's. */
 	return p->state == PAGE_COLD && p->unit == NO_UNIT && store_ok &&
+	       p->cold.kind == p->kind && p->cold.state == SLOT_SEALED &&
+	       (!(p->cold.flags & SLOT_ARCHIVED) || s->arch.size) &&
 	       !tier_claim(s, pg);
 }
 
@@ -405,6 +428,17 @@ static int tables_load(struct kvmemd_session *s, const struct kept *k,
 	return pages_check(s, store_ok, why, len);
 }
 
+static int layout_same(const struct kvmem_page_layout *a,
+		       const struct kvmem_page_layout *b)
+{
+	return a->size == b->size && a->scales_off == b->scales_off &&
+	       a->k_off == b->k_off && a->v_off == b->v_off &&
+	       a->checks_off == b->checks_off && a->nchecks == b->nchecks &&
+	       a->row_words == b->row_words && a->row_bytes == b->row_bytes &&
+	       a->scale_words == b->scale_words && a->format == b->format &&
+	       a->codec == b->codec;
+}
+
 /*
  * The session @k: on d->resume->kept, checked, or freed and why not in
  * @why.
@@ -427,6 +461,7 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 	struct kvmem_welcome w = { 0 };
 	struct kvmemd_session *s;
 	int fd = fd_take(r, rec->id), ret;
+	uint64_t wait;
 
 	if (fd < 0) {
 		snprintf(why, len, "its memfd did not come back");
@@ -448,7 +483,20 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 	}
 	s->id = rec->id;
 	s->resume_token = rec->token;
-	s->arch = rec->arch;
+	/* Archived pages are in the layout they were archived in: the
+	 * record's format and codec, laid out as the geometry says. */
+	memset(&s->arch, 0, sizeof(s->arch));
+	if (rec->arch.size &&
+	    (kvmem_page_layout_as(&s->g, rec->arch.format, rec->arch.codec,
+				  &s->arch) ||
+	     !layout_same(&s->arch, &rec->arch))) {
+		close(fd);
+		kvmemd_session_free(s);
+		snprintf(why, len,
+			 "its archive layout is not one of its "
+			 "geometry");
+		return -EINVAL;
+	}
 	ret = kvmemd_session_adopt(s, fd, why, len);
 	if (!ret)
 		ret = tables_load(s, k, store_ok, why, len);
@@ -471,8 +519,12 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 	kvmemd_ras_verify(s);
 	if (s->id > d->next_session)
 		d->next_session = s->id;
-	s->kept_until = kvmemd_now_ns() +
-			(uint64_t)d->cfg.resume_seconds * 1000000000ull;
+	/* A session kept again before its client came back waits no
+	 * longer in all than it would have without the restart. */
+	wait = (uint64_t)d->cfg.resume_seconds * 1000000000ull;
+	if (rec->wait_ns && rec->wait_ns < wait)
+		wait = rec->wait_ns;
+	s->kept_until = kvmemd_now_ns() + wait;
 	s->kept_next = r->kept;
 	r->kept = s;
 	return 0;
@@ -562,8 +614,12 @@ void kvmemd_resume_load(struct kvmemd *d)
 	size_t size = 0;
 	int ret;
 
-	if (!r || record_path(d, "", path, sizeof(path)))
+	if (!r)
 		return;
+	if (record_path(d, "", path, sizeof(path))) {
+		fds_close(r, "with no room for the record's path");
+		return;
+	}
 	ret = slurp(path, &buf, &size);
 	if (ret) {
 		if (ret != -ENOENT)
@@ -571,9 +627,8 @@ void kvmemd_resume_load(struct kvmemd *d)
 		fds_close(r, "without a record of them (was kvmemd killed?)");
 		return;
 	}
-	/* Read once: whatever happens next, it is not read again. */
-	if (unlink(path))
-		kvmemd_log_err(LOG_WARNING, -errno, "removing %s", path);
+	/* Read once: removed when this daemon serves. */
+	r->record_read = 1;
 	ret = hdr_check(buf, size, &h, why, sizeof(why));
 	if (ret) {
 		kvmemd_log(LOG_ERR, "%s: %s; no session is taken back", path,
@@ -583,13 +638,22 @@ void kvmemd_resume_load(struct kvmemd *d)
 		return;
 	}
 	kvmemd_tier_store_uuid(d, uuid);
+	/* The whole body parses first, or nothing of it is taken. */
+	c = (struct cursor){ .p = buf + sizeof(h), .left = h.body_bytes };
+	for (i = 0; i < h.nsessions && !kept_parse(&c, &k); i++)
+		;
+	if (i < h.nsessions || c.left) {
+		kvmemd_log(LOG_ERR,
+			   "%s: its %u sessions do not fill it; no session is "
+			   "taken back",
+			   path, h.nsessions);
+		fds_close(r, "with it");
+		free(buf);
+		return;
+	}
 	c = (struct cursor){ .p = buf + sizeof(h), .left = h.body_bytes };
 	for (i = 0; i < h.nsessions; i++) {
-		if (kept_parse(&c, &k)) {
-			kvmemd_log(LOG_ERR, "%s: cut short after %u sessions",
-				   path, i);
-			break;
-		}
+		kept_parse(&c, &k);
 		if (!session_load(d, &k, !memcmp(uuid, h.store_uuid, 16), why,
 				  sizeof(why))) {
 			kept++;
@@ -605,6 +669,26 @@ void kvmemd_resume_load(struct kvmemd *d)
 		kvmemd_log(LOG_NOTICE,
 			   "%u kept sessions wait for their clients (%u s)",
 			   kept, d->cfg.resume_seconds);
+}
+
+void kvmemd_resume_commit(struct kvmemd *d)
+{
+	struct kvmemd_resume *r = d->resume;
+	char path[300], msg[96];
+	uint32_t i;
+
+	if (!r)
+		return;
+	for (i = 0; i < r->nnames; i++) {
+		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s",
+			 r->names[i]);
+		kvmemd_notify_fd(msg, -1);
+	}
+	r->nnames = 0;
+	if (r->record_read && !record_path(d, "", path, sizeof(path)) &&
+	    unlink(path) && errno != ENOENT)
+		kvmemd_log_err(LOG_WARNING, -errno, "removing %s", path);
+	r->record_read = 0;
 }
 
 /* ---- a client comes back ---------------------------------------------- */
@@ -650,6 +734,7 @@ int kvmemd_resume_take(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			      "the hello's geometry is not the session's");
 	*pp = s->kept_next;
 	s->kept_next = NULL;
+	s->kept_until = 0;
 	s->pid = pid;
 	/* What the old daemon left: the client rings until the loop polls,
 	 * and the shutdown is over. */
@@ -698,6 +783,7 @@ void kvmemd_resume_exit(struct kvmemd *d)
 	}
 	fds_close(r, "at exit");
 	free(r->fds);
+	free(r->names);
 	free(r);
 	d->resume = NULL;
 }
@@ -719,6 +805,7 @@ struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d)
 		return NULL;
 	}
 	k->d = d;
+	k->deadline = kvmemd_now_ns() + QUIESCE_NS;
 	kvmemd_tier_store_uuid(d, k->store_uuid);
 	return k;
 }
@@ -748,16 +835,15 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 {
 	char why[KVMEM_MESSAGE_LEN], msg[64];
 	struct keep_rec rec;
+	uint64_t now, left;
 	uint32_t pg;
 	int ret;
 
 	if (!k || !(s->features & KVMEM_FEAT_RESUME))
 		return 0;
-	ret = tier_quiesce(s, QUIESCE_MS);
-	if (ret)
-		snprintf(why, sizeof(why), "its store I/O did not end");
-	if (!ret)
-		ret = session_keep_ready(s, why, sizeof(why));
+	now = kvmemd_now_ns();
+	left = now < k->deadline ? (k->deadline - now) / 1000000u : 0;
+	ret = session_keep_ready(s, (int)left, why, sizeof(why));
 	for (pg = 0; !ret && pg < s->top_page; pg++)
 		if (s->pages[pg].state != PAGE_UNUSED &&
 		    s->pages[pg].state != PAGE_RESIDENT &&
@@ -812,6 +898,8 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 	rec.reloads = s->reloads;
 	rec.offload_bytes = s->offload_bytes;
 	rec.reload_bytes = s->reload_bytes;
+	if (s->kept_until)
+		rec.wait_ns = s->kept_until > now ? s->kept_until - now : 1;
 	fwrite(&rec, sizeof(rec), 1, k->body);
 	fwrite(s->slots, sizeof(*s->slots), s->top, k->body);
 	if (s->top_page)

@@ -821,13 +821,17 @@ static void on_setup_done(struct server *sv, struct conn *c)
 	}
 	kvmemd_session_welcome(c->s, &c->w);
 	nfds = kvmemd_session_fds(c->s, fds);
+	/* A session taken back after a restart is mapped by its client
+	 * already: what it holds is freed with it, as when it hangs up. */
 	if (send_welcome(c, fds, nfds)) {
+		kvmemd_session_discard(c->s);
 		conn_free(sv, c);
 		return;
 	}
 	c->bell_w.type = W_DOORBELL;
 	c->bell_w.conn = c;
 	if (watch_add(sv, kvmemd_session_sq_efd(c->s), EPOLLIN, &c->bell_w)) {
+		kvmemd_session_discard(c->s);
 		conn_free(sv, c);
 		return;
 	}
@@ -1556,7 +1560,7 @@ int kvmemd_run(struct kvmemd *d)
 	signal(SIGPIPE, SIG_IGN);
 
 	d->start_mono = kvmemd_now_ns();
-	/* Before start(): kept sessions taken back leave systemd's store. */
+	/* Before start(): kept sessions may need it. */
 	notify_open();
 	ret = start(&sv);
 	if (ret) {
@@ -1582,6 +1586,7 @@ int kvmemd_run(struct kvmemd *d)
 			close(sv.reserve_fd);
 		return ret;
 	}
+	kvmemd_resume_commit(d);
 	if (sd_watchdog_enabled(0, &sv.watchdog_usec) <= 0)
 		sv.watchdog_usec = 0;
 	kvmemd_log(LOG_INFO, "serving on %s (admin %s), host pool %llu MiB",

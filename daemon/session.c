@@ -968,7 +968,9 @@ int session_slots_restore(struct kvmemd_session *s)
 			s->nopen++;
 			continue;
 		}
-		if (sl->page >= s->top_page || s->pages[sl->page].unit != u ||
+		if (sl->page >= s->top_page ||
+		    s->pages[sl->page].state != PAGE_RESIDENT ||
+		    s->pages[sl->page].unit != u ||
 		    ((sl->flags & SLOT_ARCHIVED) && !s->arch.size))
 			return -EINVAL;
 		s->nsealed++;
@@ -978,15 +980,39 @@ int session_slots_restore(struct kvmemd_session *s)
 	return u == s->top ? 0 : -EINVAL;
 }
 
-int session_keep_ready(struct kvmemd_session *s, char *why, size_t len)
+/* The check of the page just sealed, to its end now. */
+static void seal_check_finish(struct kvmemd_session *s)
 {
 	uint64_t budget = UINT64_MAX;
-	uint32_t u;
 
-	stage_drop(s);
 	if (s->checking)
 		kvmemd_ras_check_step(s, &s->seal_check, &budget);
 	s->checking = 0;
+}
+
+int session_keep_ready(struct kvmemd_session *s, int timeout_ms, char *why,
+		       size_t len)
+{
+	uint32_t u;
+	int ret, n;
+
+	/* Everything submitted, as far as the CQ has room: a seal's check
+	 * ends a pass, and the tail is read once a pass. */
+	do {
+		seal_check_finish(s);
+		n = kvmemd_session_run(s, UINT32_MAX);
+	} while (n > 0);
+	seal_check_finish(s);
+	if (n < 0) {
+		snprintf(why, len, "its ring is broken");
+		return n;
+	}
+	ret = tier_quiesce(s, timeout_ms);
+	if (ret) {
+		snprintf(why, len, "its store I/O did not end");
+		return ret;
+	}
+	stage_drop(s);
 	for (u = 0; u < s->top; u++)
 		if (s->slots[u].state == SLOT_LOADING ||
 		    s->slots[u].state == SLOT_ARCHIVING) {

@@ -290,9 +290,15 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
 int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
 			uint32_t tokens, const uint32_t *pages, uint32_t n);
 int session_slots_restore(struct kvmemd_session *s);
-/* Before @s is kept: its publish stage dropped, its seal check done. 0, or
- * -EBUSY (why in @why) while a page moves. */
-int session_keep_ready(struct kvmemd_session *s, char *why, size_t len);
+/*
+ * Before @s is kept across a restart: what the client submitted run (while
+ * the CQ has room; the rest is the next daemon's), the checks of seals
+ * done, waiting ops cancelled and store I/O ended (tier_quiesce(), within
+ * @timeout_ms), the publish stage dropped. 0, or why not in @why: -EPROTO
+ * (the ring is broken), -ETIMEDOUT, -EBUSY (a page still moves).
+ */
+int session_keep_ready(struct kvmemd_session *s, int timeout_ms, char *why,
+		       size_t len);
 
 /* tier.c, for session.c */
 /* The op was queued to complete later. */

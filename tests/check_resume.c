@@ -177,6 +177,48 @@ START_TEST(test_resume_waits_for_the_daemon)
 END_TEST
 
 /*
+ * A session whose client did not come back between two restarts is kept
+ * again by the second, and the record and the store's memfds are gone
+ * once a kvmemd serves.
+ */
+START_TEST(test_resume_two_restarts)
+{
+	struct kvmem_cache *a, *e;
+	struct kvmem_seq *s, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char path[300];
+	float *k, *v;
+
+	kvmem_rng_seed(&r, 2006);
+	kvmemd_tokens(&r, 70, &k, &v);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	s = kvmemd_seq_with(a, k, v, 70);
+	ref = kvmemd_reference(&e, k, v, 70);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	kvmemd_restart(&p, NULL);
+	snprintf(path, sizeof(path), "%s/state/sessions.kept", p.dir);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	ck_assert_int_eq(p.nstored, 1);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	kvmemd_expect_same(s, ref, &r);
+
+	kvmem_seq_free(s);
+	kvmem_seq_free(ref);
+	kvmem_close(e);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * The pages a session gets back are checked before it does: bits flipped
  * while no kvmemd ran (the patrol is off here) are corrected, or the page
  * is marked degraded, by the time the client takes the session back.
@@ -527,6 +569,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_after_restart);
 	tcase_add_test(tc, test_resume_waits_for_the_daemon);
 	tcase_add_test(tc, test_resume_pages_checked);
+	tcase_add_test(tc, test_resume_two_restarts);
 	tcase_add_test(tc, test_resume_unsent_ops_dropped);
 	tcase_add_test(tc, test_resume_refused_to_others);
 	tcase_add_test(tc, test_resume_nothing_half_trusted);

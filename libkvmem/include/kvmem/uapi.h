@@ -28,10 +28,11 @@
  *
  * Restarts (KVMEM_FEAT_RESUME): a daemon that can keep sessions across its
  * own restart grants the feature and gives a resume_token in the welcome.
- * When it stops it runs every SQE published before it sent its notice,
- * completes each op still waiting with -ECANCELED (an acquire cancelled so
- * leaves its sequence released), and keeps the session: memfd, slot table,
- * sequences, pages on the store. The client, having seen the notice or
+ * When it stops it runs the SQEs published before it sent its notice,
+ * while its CQ has room, completes each op still waiting with -ECANCELED
+ * (an acquire cancelled so leaves its sequence released), and keeps the
+ * session: memfd, slot table, sequences, pages on the store. The client,
+ * having seen the notice or
  * the hang-up, says hello to the new daemon with resume_session and
  * resume_token set (the rest as in its first hello) and gets a welcome of
  * the same layout, the same memfd and new doorbells, from the same uid
