@@ -110,6 +110,7 @@ static void daemon_counters(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "evicted", d->n.evicted);
 	jw_u64(w, "accept_errors", d->n.accept_errors);
 	jw_u64(w, "ops", d->n.ops);
+	jw_u64(w, "kept_sessions", kvmemd_resume_waiting(d));
 }
 
 static void cmd_version(struct jw *w)

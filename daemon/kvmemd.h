@@ -299,6 +299,8 @@ uint64_t kvmemd_resume_run(struct kvmemd *d, uint64_t now);
 struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d);
 int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s);
 void kvmemd_resume_end(struct kvmemd_keep *k);
+/* Kept sessions waiting for their clients (counted in "sessions"). */
+uint64_t kvmemd_resume_waiting(const struct kvmemd *d);
 /* Free what was kept and not taken back. */
 void kvmemd_resume_exit(struct kvmemd *d);
 

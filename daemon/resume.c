@@ -770,6 +770,16 @@ uint64_t kvmemd_resume_run(struct kvmemd *d, uint64_t now)
 	return next;
 }
 
+uint64_t kvmemd_resume_waiting(const struct kvmemd *d)
+{
+	const struct kvmemd_session *s;
+	uint64_t n = 0;
+
+	for (s = d->resume ? d->resume->kept : NULL; s; s = s->kept_next)
+		n++;
+	return n;
+}
+
 void kvmemd_resume_exit(struct kvmemd *d)
 {
 	struct kvmemd_resume *r = d->resume;

@@ -717,7 +717,7 @@ static void fake_stop(struct fake *f)
 	"\"sessions\":2,\"pool_bytes\":1073741824,"                   \
 	"\"pool_used_bytes\":268435456,\"attached\":5,\"refused\":1," \
 	"\"detached\":3,\"dropped\":0,\"evicted\":4,"                 \
-	"\"accept_errors\":2,\"ops\":123456,"                         \
+	"\"accept_errors\":2,\"ops\":123456,\"kept_sessions\":1,"     \
 	"\"gpu_pool\":{\"device\":"                                   \
 	"\"GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c\","               \
 	"\"name\":\"NVIDIA H100 80GB HBM3\",\"bytes\":68719476736,"   \
@@ -1151,7 +1151,7 @@ static const struct {
 	  "\"sessions\":\"u\",\"pool_bytes\":\"u\",\"pool_used_bytes\":\"u\","
 	  "\"attached\":\"u\",\"refused\":\"u\",\"detached\":\"u\","
 	  "\"dropped\":\"u\",\"evicted\":\"u\",\"accept_errors\":\"u\","
-	  "\"ops\":\"u\",\"scrub\":{\"enabled\":\"b\","
+	  "\"ops\":\"u\",\"kept_sessions\":\"u\",\"scrub\":{\"enabled\":\"b\","
 	  "\"state\":\"s:idle|patrol|ondemand\"},"
 	  "\"gpu_pool\":{\"device\":{\"?\":\"s\"}}}" },
 	{ "stats",
@@ -1275,12 +1275,13 @@ START_TEST(test_spec_tables)
 {
 	static const struct {
 		const char *args[6];
-		const char *lines[4];
+		const char *lines[5];
 	} cases[] = {
 		{ { "status" },
 		  { "kvmemd 0.4.0, pid 4242, up 1h 02m",
 		    "sessions 2 (5 attached, 1 refused, 3 detached, 0 "
 		    "dropped since start)",
+		    "kept 1 of them wait for their clients after a restart",
 		    "host pool 256.0 MiB of 1.0 GiB used (25.0%)",
 		    "scrub enabled, patrol" } },
 		{ { "status" },
@@ -1404,7 +1405,7 @@ START_TEST(test_spec_tables)
 			FAKE_OK(&r, &f, a[0], a[1], a[2]);
 		else
 			FAKE_OK(&r, &f, a[0], a[1], a[2], a[3]);
-		for (k = 0; k < 4 && cases[i].lines[k]; k++)
+		for (k = 0; k < 5 && cases[i].lines[k]; k++)
 			expect_line(&r, cases[i].lines[k]);
 		kvmem_check_run_free(&r);
 	}

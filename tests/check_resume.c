@@ -187,7 +187,7 @@ START_TEST(test_resume_two_restarts)
 	struct kvmem_seq *s, *ref;
 	struct kvmem_rng r;
 	struct kvmemd_proc p;
-	char path[300];
+	char path[300], out[4096];
 	float *k, *v;
 
 	kvmem_rng_seed(&r, 2006);
@@ -204,7 +204,13 @@ START_TEST(test_resume_two_restarts)
 	ck_assert_int_eq(p.nstored, 1);
 	ck_assert_int_eq(access(path, F_OK), 0);
 	kvmemd_restart(&p, NULL);
+	kvmemd_admin_ok(&p, out, sizeof(out), "status");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "kept_sessions"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "sessions"), 1);
 	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "status");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "kept_sessions"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "sessions"), 1);
 	kvmemd_expect_same(s, ref, &r);
 
 	kvmem_seq_free(s);

@@ -727,6 +727,12 @@ static void render_status(struct rd *r, FILE *f, const struct json *v)
 	   g_u64(r, v, "sessions"), g_u64(r, v, "attached"),
 	   g_u64(r, v, "refused"), g_u64(r, v, "detached"),
 	   g_u64(r, v, "dropped"));
+	/* An older kvmemd keeps none, and says nothing of it. */
+	if (json_get(v, "kept_sessions") && g_u64(r, v, "kept_sessions"))
+		kv(&t, "kept",
+		   "%" PRIu64 " of them wait for their clients after a "
+		   "restart",
+		   g_u64(r, v, "kept_sessions"));
 	kv(&t, "connections",
 	   "%" PRIu64 " closed waiting for their hello, %" PRIu64
 	   " refused for want of descriptors",
