@@ -270,68 +270,87 @@ START_TEST(test_prefix_publish_checks_the_seal)
 END_TEST
 
 /*
+ * Client a's 70 tokens published as three blocks, under a kvmemd that
+ * injects on request and has no patrol; client b to attach them, and an
+ * embedded reference of what the blocks hold.
+ */
+struct published {
+	struct kvmemd_proc p;
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *ref;
+	struct kvmem_rng r;
+	float *k, *v;
+};
+
+static void published_start(struct published *x, uint64_t seed, uint8_t tag)
+{
+	kvmem_rng_seed(&x->r, seed);
+	kvmemd_tokens(&x->r, 70, &x->k, &x->v);
+	keys_of(x->keys, NBLOCKS, tag);
+	kvmemd_start(&x->p, "[scrub]\nallow_inject = yes\nrate = 0\n", NULL);
+	x->a = kvmemd_connect(&x->p, 8u << 20);
+	x->b = kvmemd_connect(&x->p, 8u << 20);
+	x->s = kvmemd_seq_with(x->a, x->k, x->v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(x->s, x->keys, NBLOCKS), 3);
+	x->ref = kvmemd_reference(&x->e, x->k, x->v, block_end(2));
+}
+
+static void published_stop(struct published *x)
+{
+	kvmem_seq_free(x->ref);
+	kvmem_seq_free(x->s);
+	kvmem_close(x->e);
+	kvmem_close(x->b);
+	kvmem_close(x->a);
+	free(x->k);
+	free(x->v);
+	ck_assert_int_eq(kvmemd_stop(&x->p), 0);
+	kvmemd_cleanup(&x->p);
+}
+
+/*
  * A published copy damaged where kvmemd keeps it: a flip per page is
  * corrected as it is attached, a word past correcting drops the block, and
  * nothing wrong is handed out either way.
  */
 START_TEST(test_prefix_damaged_copy_not_served)
 {
-	struct kvmem_prefix_key keys[NBLOCKS];
-	struct kvmem_cache *a, *b, *e;
-	struct kvmem_seq *s, *t = NULL, *ref;
-	struct kvmem_rng r;
-	struct kvmemd_proc p;
+	struct kvmem_seq *t = NULL;
+	struct published x;
 	char out[4096];
-	float *k, *v;
 
-	kvmem_rng_seed(&r, 1906);
-	kvmemd_tokens(&r, 70, &k, &v);
-	keys_of(keys, NBLOCKS, 8);
 	/* No patrol: the attach is what finds the flips. */
-	kvmemd_start(&p, "[scrub]\nallow_inject = yes\nrate = 0\n", NULL);
-	a = kvmemd_connect(&p, 8u << 20);
-	b = kvmemd_connect(&p, 8u << 20);
-	s = kvmemd_seq_with(a, k, v, 70);
-	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
-	ref = kvmemd_reference(&e, k, v, block_end(2));
-
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 1");
+	published_start(&x, 1906, 8);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject 0 flips 1");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "pages"), 6);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 6);
-	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, NBLOCKS, &t),
 			 (int)block_end(2));
-	kvmemd_expect_same(t, ref, &r);
+	kvmemd_expect_same(t, x.ref, &x.r);
 	kvmem_seq_free(t);
 
 	/* Four: past what golay24 (the sink page's FP16 rows) corrects,
 	 * and what h84 either flags or turns into another codeword, which
 	 * the CRC then finds. */
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 4 seed 9");
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"prefix-inject 0 flips 4 seed 9");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 24);
 	t = NULL;
-	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), -EIO);
+	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, NBLOCKS, &t), -EIO);
 	ck_assert_ptr_null(t);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "damaged"), 1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 2);
-	ck_assert_int_ge(kvmemd_log_lines(&p, "no longer verifies"), 1);
+	ck_assert_int_ge(kvmemd_log_lines(&x.p, "no longer verifies"), 1);
 	/* Block 0 is gone: no match, until it is published again. */
-	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), 0);
+	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, NBLOCKS, &t), 0);
 	kvmem_seq_free(t);
-	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 1), 1);
-	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 1, &t),
+	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, 1), 1);
+	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, 1, &t),
 			 (int)block_end(0));
 	kvmem_seq_free(t);
-
-	kvmem_seq_free(ref);
-	kvmem_seq_free(s);
-	kvmem_close(e);
-	kvmem_close(b);
-	kvmem_close(a);
-	free(k);
-	free(v);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	published_stop(&x);
 }
 END_TEST
 
@@ -363,75 +382,54 @@ static void prefix_counter_reaches(const struct kvmemd_proc *p, const char *key,
  */
 START_TEST(test_prefix_scrubbed_at_rest)
 {
-	struct kvmem_prefix_key keys[NBLOCKS];
-	struct kvmem_cache *a, *b, *e;
-	struct kvmem_seq *s, *t = NULL, *ref;
-	struct kvmem_rng r;
-	struct kvmemd_proc p;
+	struct kvmem_seq *t = NULL;
+	struct published x;
 	char out[4096];
-	float *k, *v;
 
-	kvmem_rng_seed(&r, 1913);
-	kvmemd_tokens(&r, 70, &k, &v);
-	keys_of(keys, NBLOCKS, 18);
-	kvmemd_start(&p, "[scrub]\nallow_inject = yes\nrate = 0\n", NULL);
-	a = kvmemd_connect(&p, 8u << 20);
-	b = kvmemd_connect(&p, 8u << 20);
-	s = kvmemd_seq_with(a, k, v, 70);
-	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
-	ref = kvmemd_reference(&e, k, v, block_end(2));
-
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 1");
+	published_start(&x, 1913, 18);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject 0 flips 1");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 6);
-	kvmemd_admin_ok(&p, out, sizeof(out), "scrub now");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "scrub now");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_pages"), 6);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "ce"), 6);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "ue"), 0);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_dropped"), 0);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "corrected"), 6);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"tenants\"", "corrected"),
 			  6);
-	kvmemd_admin_ok(&p, out, sizeof(out), "scrub now");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "scrub now");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_pages"), 6);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "ce"), 0);
-	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, NBLOCKS, &t),
 			 (int)block_end(2));
-	kvmemd_expect_same(t, ref, &r);
+	kvmemd_expect_same(t, x.ref, &x.r);
 	kvmem_seq_free(t);
 
 	/* Four a page: every block goes, none is attached. */
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 4 seed 9");
-	kvmemd_admin_ok(&p, out, sizeof(out), "scrub now");
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"prefix-inject 0 flips 4 seed 9");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "scrub now");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_dropped"), 3);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "damaged"), 3);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
-	ck_assert_int_ge(kvmemd_log_lines(&p, "no longer verifies"), 3);
+	ck_assert_int_ge(kvmemd_log_lines(&x.p, "no longer verifies"), 3);
 	t = NULL;
-	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), 0);
+	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, NBLOCKS, &t), 0);
 	kvmem_seq_free(t);
 
 	/* The patrol, once it runs, finds flips by itself. */
-	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-inject 0 flips 1");
-	kvmemd_admin_ok(&p, out, sizeof(out), "scrub rate 64M");
-	prefix_counter_reaches(&p, "corrected", 12);
+	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject 0 flips 1");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "scrub rate 64M");
+	prefix_counter_reaches(&x.p, "corrected", 12);
 	t = NULL;
-	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t),
+	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, NBLOCKS, &t),
 			 (int)block_end(2));
-	kvmemd_expect_same(t, ref, &r);
+	kvmemd_expect_same(t, x.ref, &x.r);
 	kvmem_seq_free(t);
-
-	kvmem_seq_free(ref);
-	kvmem_seq_free(s);
-	kvmem_close(e);
-	kvmem_close(b);
-	kvmem_close(a);
-	free(k);
-	free(v);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	published_stop(&x);
 }
 END_TEST
 
