@@ -225,6 +225,71 @@ START_TEST(test_resume_two_restarts)
 END_TEST
 
 /*
+ * An append the restart cut short goes on after kvmem_reconnect() from
+ * where kvmem_seq_len() says it stopped, as README shows, and the
+ * sequence ends up the one an uncut append makes.
+ */
+START_TEST(test_resume_append_goes_on)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const size_t row = (size_t)g.kv_heads * g.head_dim;
+	struct kvmem_cache *a, *e;
+	struct kvmem_seq *s, *ref;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	uint32_t l, len, done;
+	float *k, *v;
+	int ret, cut = 0;
+
+	kvmem_rng_seed(&r, 2007);
+	kvmemd_tokens(&r, 100, &k, &v);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	ck_assert_int_eq(kvmem_seq_create(a, &s), 0);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 8u << 20, &e), 0);
+	ck_assert_int_eq(kvmem_seq_create(e, &ref), 0);
+	for (l = 0; l < g.layers; l++) {
+		ck_assert_int_eq(kvmem_seq_append(s, l, k + l * 100 * row,
+						  v + l * 100 * row, 30),
+				 0);
+		ck_assert_int_eq(kvmem_seq_append(ref, l, k + l * 100 * row,
+						  v + l * 100 * row, 100),
+				 0);
+	}
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	kvmemd_restart(&p, NULL);
+	for (l = 0; l < g.layers; l++) {
+		const float *kl = k + l * 100 * row, *vl = v + l * 100 * row;
+
+		len = kvmem_seq_len(s, l);
+		/* Past a page's end: the seal needs the daemon. */
+		ret = kvmem_seq_append(s, l, kl + len * row, vl + len * row,
+				       100 - len);
+		cut += ret == -ENOTCONN;
+		if (ret == -ENOTCONN && kvmem_reconnect(a) == 0) {
+			done = kvmem_seq_len(s, l) - len;
+			ret = kvmem_seq_append(s, l, kl + (len + done) * row,
+					       vl + (len + done) * row,
+					       100 - len - done);
+		}
+		ck_assert_int_eq(ret, 0);
+		ck_assert_uint_eq(kvmem_seq_len(s, l), 100);
+	}
+	ck_assert_int_eq(cut, 1);
+	kvmemd_expect_same(s, ref, &r);
+
+	kvmem_seq_free(s);
+	kvmem_seq_free(ref);
+	kvmem_close(e);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * The pages a session gets back are checked before it does: bits flipped
  * while no kvmemd ran (the patrol is off here) are corrected, or the page
  * is marked degraded, by the time the client takes the session back.
@@ -576,6 +641,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_waits_for_the_daemon);
 	tcase_add_test(tc, test_resume_pages_checked);
 	tcase_add_test(tc, test_resume_two_restarts);
+	tcase_add_test(tc, test_resume_append_goes_on);
 	tcase_add_test(tc, test_resume_unsent_ops_dropped);
 	tcase_add_test(tc, test_resume_refused_to_others);
 	tcase_add_test(tc, test_resume_nothing_half_trusted);
