@@ -993,15 +993,18 @@ static void seal_check_finish(struct kvmemd_session *s)
 int session_keep_ready(struct kvmemd_session *s, int timeout_ms, char *why,
 		       size_t len)
 {
-	uint32_t u;
+	uint32_t u, taken;
 	int ret, n;
 
 	/* Everything submitted, as far as the CQ has room: a seal's check
-	 * ends a pass, and the tail is read once a pass. */
+	 * ends a pass, and the tail is read once a pass. A ring's worth at
+	 * most: a client that goes on submitting cannot hold the stop. */
+	taken = 0;
 	do {
 		seal_check_finish(s);
 		n = kvmemd_session_run(s, UINT32_MAX);
-	} while (n > 0);
+		taken += n > 0 ? (uint32_t)n : 0;
+	} while (n > 0 && taken < s->sq_entries);
 	seal_check_finish(s);
 	if (n < 0) {
 		snprintf(why, len, "its ring is broken");

@@ -8,6 +8,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -631,6 +632,51 @@ START_TEST(test_resume_ring_goes_on)
 }
 END_TEST
 
+/*
+ * A client that never stops submitting while kvmemd stops: the daemon runs
+ * a ring's worth of its SQEs, keeps the session all the same and exits in
+ * time, instead of running them for as long as they come.
+ */
+START_TEST(test_resume_flood_does_not_hold_the_stop)
+{
+	struct kvmem_hello h = kvmemd_hello(4u << 20);
+	const struct kvmem_sqe nop = { .opcode = KVMEM_OP_NOP, .user_data = 1 };
+	struct kvmemd_raw r;
+	struct kvmemd_proc p;
+	int status;
+	pid_t pid;
+
+	kvmemd_start(&p, NULL, NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		/* NOPs as fast as there is room, completions thrown away,
+		 * until killed. */
+		for (;;) {
+			if (r.sq_tail - __atomic_load_n(&r.ring->sq_head,
+							__ATOMIC_ACQUIRE) <
+			    r.w.sq_entries)
+				kvmemd_raw_queue(&r, &nop);
+			while (__atomic_load_n(&r.ring->cq_tail,
+					       __ATOMIC_ACQUIRE) != r.cq_head)
+				__atomic_store_n(&r.ring->cq_head, ++r.cq_head,
+						 __ATOMIC_RELEASE);
+		}
+	}
+	/* The flood is on: the daemon takes it. */
+	while (__atomic_load_n(&r.ring->sq_head, __ATOMIC_ACQUIRE) <
+	       4 * r.w.sq_entries)
+		kvmemd_raw_doorbell(&r);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	ck_assert_int_eq(p.nstored, 1);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	kvmemd_raw_detach(&r);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(resume)
 {
 	Suite *s = suite_create("resume");
@@ -642,6 +688,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_pages_checked);
 	tcase_add_test(tc, test_resume_two_restarts);
 	tcase_add_test(tc, test_resume_append_goes_on);
+	tcase_add_test(tc, test_resume_flood_does_not_hold_the_stop);
 	tcase_add_test(tc, test_resume_unsent_ops_dropped);
 	tcase_add_test(tc, test_resume_refused_to_others);
 	tcase_add_test(tc, test_resume_nothing_half_trusted);
