@@ -54,6 +54,39 @@ static void same_holdings(const struct kvmem_stats *a,
 	ck_assert_uint_eq(a->sessions, b->sessions);
 }
 
+/* One client's sequence of @ntok tokens under a kvmemd of @conf, and an
+ * embedded reference of the same tokens. */
+struct one {
+	struct kvmemd_proc p;
+	struct kvmem_rng r;
+	struct kvmem_cache *a, *e;
+	struct kvmem_seq *s, *ref;
+	float *k, *v;
+};
+
+static void one_start(struct one *x, const char *conf, uint64_t seed,
+		      uint32_t ntok)
+{
+	kvmem_rng_seed(&x->r, seed);
+	kvmemd_tokens(&x->r, ntok, &x->k, &x->v);
+	kvmemd_start(&x->p, conf, NULL);
+	x->a = kvmemd_connect(&x->p, 4u << 20);
+	x->s = kvmemd_seq_with(x->a, x->k, x->v, ntok);
+	x->ref = kvmemd_reference(&x->e, x->k, x->v, ntok);
+}
+
+static void one_stop(struct one *x)
+{
+	kvmem_seq_free(x->s);
+	kvmem_seq_free(x->ref);
+	kvmem_close(x->e);
+	kvmem_close(x->a);
+	free(x->k);
+	free(x->v);
+	ck_assert_int_eq(kvmemd_stop(&x->p), 0);
+	kvmemd_cleanup(&x->p);
+}
+
 /*
  * Two clients, three sequences, one released and half on the backing
  * store: after a restart each client takes its session back, every
@@ -140,40 +173,28 @@ END_TEST
 /* A client that comes back before the new kvmemd listens waits for it. */
 START_TEST(test_resume_waits_for_the_daemon)
 {
-	struct kvmem_cache *a;
-	struct kvmem_seq *s;
-	struct kvmem_rng r;
-	struct kvmemd_proc p;
-	float *k, *v;
+	struct one x;
 	int status;
 	pid_t pid;
 
-	kvmem_rng_seed(&r, 2004);
-	kvmemd_tokens(&r, 40, &k, &v);
-	kvmemd_start(&p, NULL, NULL);
-	a = kvmemd_connect(&p, 4u << 20);
-	s = kvmemd_seq_with(a, k, v, 40);
-	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
-	ck_assert(lost(a));
+	one_start(&x, NULL, 2004, 40);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+	ck_assert(lost(x.a));
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (!pid)
-		_exit(kvmem_reconnect(a) || lost(a) || kvmem_seq_len(s, 1) != 40
+		_exit(kvmem_reconnect(x.a) || lost(x.a) ||
+				      kvmem_seq_len(x.s, 1) != 40
 			      ? 1
 			      : 0);
 	usleep(300000);
-	kvmemd_restart(&p, NULL);
+	kvmemd_restart(&x.p, NULL);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
 		      "reconnect before the daemon was up: status 0x%x",
 		      status);
-	ck_assert_int_eq(kvmemd_log_lines(&p, "taken back by pid"), 1);
-	kvmem_seq_free(s);
-	kvmem_close(a);
-	free(k);
-	free(v);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "taken back by pid"), 1);
+	one_stop(&x);
 }
 END_TEST
 
@@ -184,44 +205,27 @@ END_TEST
  */
 START_TEST(test_resume_two_restarts)
 {
-	struct kvmem_cache *a, *e;
-	struct kvmem_seq *s, *ref;
-	struct kvmem_rng r;
-	struct kvmemd_proc p;
 	char path[300], out[4096];
-	float *k, *v;
+	struct one x;
 
-	kvmem_rng_seed(&r, 2006);
-	kvmemd_tokens(&r, 70, &k, &v);
-	kvmemd_start(&p, NULL, NULL);
-	a = kvmemd_connect(&p, 4u << 20);
-	s = kvmemd_seq_with(a, k, v, 70);
-	ref = kvmemd_reference(&e, k, v, 70);
-	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
-	kvmemd_restart(&p, NULL);
-	snprintf(path, sizeof(path), "%s/state/sessions.kept", p.dir);
+	one_start(&x, NULL, 2006, 70);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+	kvmemd_restart(&x.p, NULL);
+	snprintf(path, sizeof(path), "%s/state/sessions.kept", x.p.dir);
 	ck_assert_int_ne(access(path, F_OK), 0);
-	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
-	ck_assert_int_eq(p.nstored, 1);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+	ck_assert_int_eq(x.p.nstored, 1);
 	ck_assert_int_eq(access(path, F_OK), 0);
-	kvmemd_restart(&p, NULL);
-	kvmemd_admin_ok(&p, out, sizeof(out), "status");
+	kvmemd_restart(&x.p, NULL);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "status");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "kept_sessions"), 1);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "sessions"), 1);
-	ck_assert_int_eq(kvmem_reconnect(a), 0);
-	kvmemd_admin_ok(&p, out, sizeof(out), "status");
+	ck_assert_int_eq(kvmem_reconnect(x.a), 0);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "status");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "kept_sessions"), 0);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "sessions"), 1);
-	kvmemd_expect_same(s, ref, &r);
-
-	kvmem_seq_free(s);
-	kvmem_seq_free(ref);
-	kvmem_close(e);
-	kvmem_close(a);
-	free(k);
-	free(v);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	kvmemd_expect_same(x.s, x.ref, &x.r);
+	one_stop(&x);
 }
 END_TEST
 
@@ -300,28 +304,20 @@ START_TEST(test_resume_pages_checked)
 	const struct kvmem_geometry g = kvmemd_test_geo();
 	struct kvmem_page_desc d[8];
 	struct kvmem_page_layout l;
-	struct kvmem_cache *a;
 	struct kvmem_stats st;
-	struct kvmem_seq *s;
-	struct kvmem_rng r;
-	struct kvmemd_proc p;
 	uint8_t *page, orig;
-	float *k, *v;
+	struct one x;
 	int n;
 
-	kvmem_rng_seed(&r, 2005);
-	kvmemd_tokens(&r, 100, &k, &v);
-	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
-	a = kvmemd_connect(&p, 4u << 20);
-	s = kvmemd_seq_with(a, k, v, 100);
-	st = stats(a);
+	one_start(&x, "[scrub]\nrate = 0\n", 2005, 100);
+	st = stats(x.a);
 	ck_assert_uint_eq(st.ce_words + st.ue_words + st.degraded_pages, 0);
-	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
 
 	/* Layer 0: the first page of 32 tokens, two flips in one h84 word
 	 * of its K; the second, one flip. */
 	kvmem_page_layout(&g, 0, &l);
-	n = kvmem_seq_pages(s, 0, d, 8);
+	n = kvmem_seq_pages(x.s, 0, d, 8);
 	ck_assert_int_ge(n, 3);
 	ck_assert(d[1].sealed && d[2].sealed && !d[1].hot && !d[2].hot);
 	page = d[1].data;
@@ -330,21 +326,16 @@ START_TEST(test_resume_pages_checked)
 	orig = page[l.k_off + 9];
 	page[l.k_off + 9] ^= 0x04;
 
-	kvmemd_restart(&p, NULL);
-	ck_assert_int_eq(kvmem_reconnect(a), 0);
-	st = stats(a);
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_eq(kvmem_reconnect(x.a), 0);
+	st = stats(x.a);
 	ck_assert_uint_eq(st.ce_words, 1);
 	ck_assert_uint_ge(st.ue_words, 1);
 	ck_assert_uint_eq(st.degraded_pages, 1);
 	/* Corrected where it lies, not only as it is read. */
 	ck_assert_uint_eq(page[l.k_off + 9], orig);
 
-	kvmem_seq_free(s);
-	kvmem_close(a);
-	free(k);
-	free(v);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	one_stop(&x);
 }
 END_TEST
 
@@ -414,65 +405,49 @@ static int resume_as(const struct kvmemd_proc *p, uint32_t id, uint64_t token)
  */
 START_TEST(test_resume_refused_to_others)
 {
-	struct kvmem_cache *a, *e;
-	struct kvmem_seq *s, *ref;
-	struct kvmem_rng r;
-	struct kvmemd_proc p;
+	struct one x;
 	uint32_t id;
-	float *k, *v;
 	int status;
 	pid_t pid;
 
-	kvmem_rng_seed(&r, 2002);
-	kvmemd_tokens(&r, 70, &k, &v);
-	kvmemd_start(&p, "[daemon]\nallow_uids = 0 4242\n", NULL);
-	a = kvmemd_connect(&p, 4u << 20);
-	id = kvmem_session_id(a);
-	s = kvmemd_seq_with(a, k, v, 70);
-	ref = kvmemd_reference(&e, k, v, 70);
-	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
-	kvmemd_restart(&p, NULL);
-	chmod(p.dir, 0755);
-	chmod(p.sock, 0666);
+	one_start(&x, "[daemon]\nallow_uids = 0 4242\n", 2002, 70);
+	id = kvmem_session_id(x.a);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+	kvmemd_restart(&x.p, NULL);
+	chmod(x.p.dir, 0755);
+	chmod(x.p.sock, 0666);
 
-	ck_assert_int_eq(resume_as(&p, id, 1), -ESTALE);
-	ck_assert_int_eq(resume_as(&p, id + 1, 1), -ESTALE);
-	ck_assert_int_eq(resume_as(&p, id, 0), -EINVAL);
-	ck_assert_int_eq(resume_as(&p, 0, 1), -EINVAL);
+	ck_assert_int_eq(resume_as(&x.p, id, 1), -ESTALE);
+	ck_assert_int_eq(resume_as(&x.p, id + 1, 1), -ESTALE);
+	ck_assert_int_eq(resume_as(&x.p, id, 0), -EINVAL);
+	ck_assert_int_eq(resume_as(&x.p, 0, 1), -EINVAL);
 	if (geteuid()) {
 		fprintf(stderr, "SKIP: test_resume_refused_to_others: another "
 				"uid needs root\n");
 	} else {
 		/* The right id and token, from another uid. */
-		ck_assert(lost(a));
+		ck_assert(lost(x.a));
 		pid = fork();
 		ck_assert_int_ge(pid, 0);
 		if (!pid) {
 			if (setgid(4242) || setuid(4242))
 				_exit(3);
-			_exit(kvmem_reconnect(a) == -ESTALE ? 0 : 4);
+			_exit(kvmem_reconnect(x.a) == -ESTALE ? 0 : 4);
 		}
 		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 		ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
 			      "another uid's reconnect: status 0x%x", status);
-		ck_assert_int_eq(kvmemd_log_lines(&p, "uid 4242: kvmemd kept "
-						      "no such session"),
+		ck_assert_int_eq(kvmemd_log_lines(&x.p, "uid 4242: kvmemd kept "
+							"no such session"),
 				 1);
 	}
-	ck_assert_int_eq(kvmem_reconnect(a), 0);
-	kvmemd_expect_same(s, ref, &r);
+	ck_assert_int_eq(kvmem_reconnect(x.a), 0);
+	kvmemd_expect_same(x.s, x.ref, &x.r);
 	/* Connected: nothing to do. */
-	ck_assert_int_eq(kvmem_reconnect(a), 0);
-	ck_assert(!lost(a));
+	ck_assert_int_eq(kvmem_reconnect(x.a), 0);
+	ck_assert(!lost(x.a));
 
-	kvmem_seq_free(s);
-	kvmem_seq_free(ref);
-	kvmem_close(e);
-	kvmem_close(a);
-	free(k);
-	free(v);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	one_stop(&x);
 }
 END_TEST
 
