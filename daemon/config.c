@@ -200,6 +200,17 @@ static const struct key keys[] = {
 	},
 	{
 		.section = "daemon",
+		.name = "tenants",
+		.type = KEY_GIDS,
+		KEY_FIELD(tenant_gids, gid_t *),
+		KEY_COUNT(n_tenant_gids),
+		.reload = true,
+		.desc = "groups (names or gids) whose members share published "
+			"prefixes, each group a tenant; the first listed that "
+			"a client is in is its tenant, none: its uid",
+	},
+	{
+		.section = "daemon",
 		.name = "admin_group",
 		.type = KEY_GROUP,
 		KEY_FIELD(admin_group, char *),
@@ -1388,6 +1399,11 @@ int kvmemd_config_check(const struct kvmemd_config *c, char *err, size_t errlen)
 	}
 	if (c->n_allow_gids > KVMEMD_MAX_IDS) {
 		seterr(err, errlen, "daemon.allow_gids: more than %d entries",
+		       KVMEMD_MAX_IDS);
+		return -EINVAL;
+	}
+	if (c->n_tenant_gids > KVMEMD_MAX_IDS) {
+		seterr(err, errlen, "daemon.tenants: more than %d entries",
 		       KVMEMD_MAX_IDS);
 		return -EINVAL;
 	}

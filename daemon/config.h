@@ -35,6 +35,9 @@ struct kvmemd_config {
 	unsigned int n_allow_uids;
 	gid_t allow_gids[KVMEMD_MAX_IDS];
 	unsigned int n_allow_gids;
+	/* groups each a tenant of prefix sharing; the first a client is in */
+	gid_t tenant_gids[KVMEMD_MAX_IDS];
+	unsigned int n_tenant_gids;
 	uint32_t max_sessions;
 	uint32_t max_sessions_per_uid;
 	int keep_sessions; /* KVMEMD_YES or KVMEMD_NO */

@@ -208,13 +208,14 @@ struct kvmemd_session;
  * @d: the daemon
  * @h: the hello, exactly sizeof(*h) bytes received
  * @uid, @pid: the peer, for logs
+ * @tenant: whose published prefixes the session shares (prefix.h)
  * @w: receives the refusal (error and message) or the session's limits
  * @out: receives the session, whose memory is not set up yet
  *
  * Return: 0, or the negative errno also put in @w->error.
  */
 int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
-		       pid_t pid, struct kvmem_welcome *w,
+		       uint64_t tenant, pid_t pid, struct kvmem_welcome *w,
 		       struct kvmemd_session **out);
 /* Create the region and lay out the ring; may block (a worker runs it). */
 int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen);
@@ -286,9 +287,10 @@ void kvmemd_resume_load(struct kvmemd *d);
  * systemd's store. A start that fails before leaves both to the next. */
 void kvmemd_resume_commit(struct kvmemd *d);
 /* A hello with resume_session: 0 and the session, to be welcomed and
- * activated as a new one is, or the refusal in @w. */
+ * activated as a new one is, or the refusal in @w. The session shares
+ * @tenant's prefixes from then on, as a new one would. */
 int kvmemd_resume_take(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
-		       pid_t pid, struct kvmem_welcome *w,
+		       uint64_t tenant, pid_t pid, struct kvmem_welcome *w,
 		       struct kvmemd_session **out);
 /* Kept sessions nobody took back in time are freed. Return: when the next
  * one would be, or UINT64_MAX. */

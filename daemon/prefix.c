@@ -2,7 +2,8 @@
  * prefix.c - published prefixes: blocks of sealed pages a session copied
  * out under a key, which later sessions of the same tenant attach
  *
- * The tenant is the uid. Each tenant has a table of its own (chained hash,
+ * The tenant is the uid, or a group of daemon.tenants that the client is
+ * in (kvmemd_prefix_tenant()). Each tenant has a table of its own (chained hash,
  * keyed with a secret of this process so that a client cannot choose
  * which of its keys share a chain) and an LRU list, most recently used
  * first. A lookup reads that tenant's table only: whether another tenant
@@ -32,7 +33,7 @@
 #define LIST_MAX 4096
 
 struct tenant {
-	uid_t uid;
+	uint64_t id; /* a uid, or KVMEMD_TENANT_GROUP | gid */
 	struct kvmemd_prefix_block **table; /* [nbuckets] */
 	uint32_t nbuckets, nblocks;
 	uint64_t bytes; /* of the blocks kept */
@@ -117,6 +118,30 @@ static uint64_t max_tenants(const struct kvmemd *d)
 	return share(d) ? d->cfg.prefix_bytes / share(d) : 0;
 }
 
+uint64_t kvmemd_prefix_tenant(const struct kvmemd_config *cfg, uid_t uid,
+			      gid_t gid, const gid_t *groups, int ngroups)
+{
+	unsigned int i;
+	int j;
+
+	for (i = 0; i < cfg->n_tenant_gids; i++) {
+		if (cfg->tenant_gids[i] == gid)
+			return KVMEMD_TENANT_GROUP | gid;
+		for (j = 0; j < ngroups; j++)
+			if (cfg->tenant_gids[i] == groups[j])
+				return KVMEMD_TENANT_GROUP | groups[j];
+	}
+	return uid;
+}
+
+char *kvmemd_prefix_tenant_name(uint64_t tenant,
+				char buf[KVMEMD_TENANT_NAME_LEN])
+{
+	snprintf(buf, KVMEMD_TENANT_NAME_LEN, "%cid %u",
+		 tenant & KVMEMD_TENANT_GROUP ? 'g' : 'u', (uint32_t)tenant);
+	return buf;
+}
+
 /* ---- a tenant's table ------------------------------------------------- */
 
 static uint64_t mix(uint64_t k)
@@ -144,19 +169,19 @@ static uint32_t bucket(const struct kvmemd_prefixes *p, const struct tenant *t,
 	return (uint32_t)h & (t->nbuckets - 1);
 }
 
-static struct tenant *tenant_find(struct kvmemd_prefixes *p, uid_t uid)
+static struct tenant *tenant_find(struct kvmemd_prefixes *p, uint64_t id)
 {
 	uint32_t i;
 
 	for (i = 0; i < p->ntenants; i++)
-		if (p->tenants[i].uid == uid)
+		if (p->tenants[i].id == id)
 			return &p->tenants[i];
 	return NULL;
 }
 
-static struct tenant *tenant_get(struct kvmemd_prefixes *p, uid_t uid)
+static struct tenant *tenant_get(struct kvmemd_prefixes *p, uint64_t id)
 {
-	struct tenant *t = tenant_find(p, uid);
+	struct tenant *t = tenant_find(p, id);
 
 	if (t)
 		return t;
@@ -175,7 +200,7 @@ static struct tenant *tenant_get(struct kvmemd_prefixes *p, uid_t uid)
 	if (!t->table)
 		return NULL;
 	t->nbuckets = 16;
-	t->uid = uid;
+	t->id = id;
 	p->ntenants++;
 	return t;
 }
@@ -290,13 +315,13 @@ static void evict(struct kvmemd_prefixes *p, struct tenant *t)
 /* ---- for session.c ---------------------------------------------------- */
 
 struct kvmemd_prefix_block *
-kvmemd_prefix_find(struct kvmemd *d, uid_t uid, const uint8_t *key,
+kvmemd_prefix_find(struct kvmemd *d, uint64_t tenant, const uint8_t *key,
 		   const struct kvmem_geometry *g, uint64_t digest,
 		   uint32_t token_start, uint32_t ntokens, int count)
 {
 	struct kvmemd_prefixes *p = d->prefix;
 	struct kvmemd_prefix_block *b = NULL;
-	struct tenant *t = tenant_find(p, uid);
+	struct tenant *t = tenant_find(p, tenant);
 
 	if (t)
 		for (b = t->table[bucket(p, t, key, digest, token_start)]; b;
@@ -314,7 +339,7 @@ kvmemd_prefix_find(struct kvmemd *d, uid_t uid, const uint8_t *key,
 void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b)
 {
 	struct kvmemd_prefixes *p = d->prefix;
-	struct tenant *t = tenant_find(p, b->uid);
+	struct tenant *t = tenant_find(p, b->tenant);
 
 	b->hits++;
 	b->used = kvmemd_now_ns();
@@ -331,24 +356,24 @@ static uint64_t block_bytes(const struct kvmemd_prefix_block *name)
 							 name->page_bytes);
 }
 
-int kvmemd_prefix_admit(struct kvmemd *d, uid_t uid,
+int kvmemd_prefix_admit(struct kvmemd *d, uint64_t tenant,
 			const struct kvmemd_prefix_block *name)
 {
 	struct kvmemd_prefixes *p = d->prefix;
 	struct kvmemd_prefix_block *b;
 	struct tenant *t;
 
-	b = kvmemd_prefix_find(d, uid, name->key, &name->g, name->digest,
+	b = kvmemd_prefix_find(d, tenant, name->key, &name->g, name->digest,
 			       name->token_start, name->ntokens, 0);
 	if (b) {
-		t = tenant_find(p, uid);
+		t = tenant_find(p, tenant);
 		b->used = kvmemd_now_ns();
 		lru_unlink(t, b);
 		lru_front(t, b);
 		return -EEXIST;
 	}
 	if (!max_tenants(d) ||
-	    (!tenant_find(p, uid) && p->ntenants >= max_tenants(d))) {
+	    (!tenant_find(p, tenant) && p->ntenants >= max_tenants(d))) {
 		p->refused++;
 		return -ENOSPC;
 	}
@@ -359,7 +384,7 @@ int kvmemd_prefix_admit(struct kvmemd *d, uid_t uid,
 	return 0;
 }
 
-int kvmemd_prefix_stage(struct kvmemd *d, uid_t uid,
+int kvmemd_prefix_stage(struct kvmemd *d, uint64_t tenant,
 			const struct kvmemd_prefix_block *name,
 			struct kvmemd_prefix_block **out)
 {
@@ -368,10 +393,10 @@ int kvmemd_prefix_stage(struct kvmemd *d, uid_t uid,
 	struct tenant *t;
 	int ret;
 
-	ret = kvmemd_prefix_admit(d, uid, name);
+	ret = kvmemd_prefix_admit(d, tenant, name);
 	if (ret)
 		return ret;
-	t = tenant_get(p, uid);
+	t = tenant_get(p, tenant);
 	if (!t)
 		return -ENOMEM;
 	/* Blocks on their way count in the share, kept ones do not: those
@@ -392,7 +417,7 @@ int kvmemd_prefix_stage(struct kvmemd *d, uid_t uid,
 		tenant_put(p, t);
 		return -ENOMEM;
 	}
-	b->uid = uid;
+	b->tenant = tenant;
 	b->bytes = block_bytes(name);
 	b->staged = 0;
 	b->hits = 0;
@@ -406,7 +431,7 @@ int kvmemd_prefix_stage(struct kvmemd *d, uid_t uid,
 static struct tenant *unstage(struct kvmemd_prefixes *p,
 			      struct kvmemd_prefix_block *b)
 {
-	struct tenant *t = tenant_find(p, b->uid);
+	struct tenant *t = tenant_find(p, b->tenant);
 
 	t->staged -= b->bytes;
 	return t;
@@ -428,9 +453,9 @@ int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	uint32_t h;
 	int ret;
 
-	/* Things changed since the admission: another session of the uid
+	/* Things changed since the admission: another session of the tenant
 	 * kept the same block, or a reload lowered the limits. */
-	ret = kvmemd_prefix_admit(d, b->uid, b);
+	ret = kvmemd_prefix_admit(d, b->tenant, b);
 	if (ret) {
 		block_free(b);
 		tenant_put(p, t);
@@ -463,12 +488,13 @@ int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b)
 {
 	struct kvmemd_prefixes *p = d->prefix;
-	struct tenant *t = tenant_find(p, b->uid);
+	struct tenant *t = tenant_find(p, b->tenant);
+	char name[KVMEMD_TENANT_NAME_LEN];
 
 	kvmemd_log(LOG_WARNING,
-		   "prefix: a block of uid %u (tokens %u-%u, %u layers) no "
+		   "prefix: a block of %s (tokens %u-%u, %u layers) no "
 		   "longer verifies: dropped",
-		   (unsigned int)b->uid, b->token_start,
+		   kvmemd_prefix_tenant_name(b->tenant, name), b->token_start,
 		   b->token_start + b->ntokens - 1, b->layers);
 	t->damaged++;
 	p->damaged++;
@@ -550,7 +576,7 @@ int kvmemd_prefix_scrub(struct kvmemd *d, enum kvmemd_prefix_walk which,
 	}
 	while ((b = w->b) && *budget) {
 		*budget -= *budget < b->page_bytes ? *budget : b->page_bytes;
-		if (page_check(p, tenant_find(p, b->uid), b, w->layer, out)) {
+		if (page_check(p, tenant_find(p, b->tenant), b, w->layer, out)) {
 			out->dropped++;
 			/* Moves every walk on past it. */
 			kvmemd_prefix_damaged(d, b);
@@ -613,6 +639,7 @@ uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now)
 {
 	const uint64_t idle = (uint64_t)d->cfg.prefix_idle_s * 1000000000ull;
 	struct kvmemd_prefixes *p = d->prefix;
+	char name[KVMEMD_TENANT_NAME_LEN];
 	uint64_t next = UINT64_MAX, n;
 	struct tenant *t;
 	uint32_t i;
@@ -629,9 +656,10 @@ uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now)
 		if (n)
 			kvmemd_log_rl(
 				&p->log_expired, "prefix expiries", LOG_INFO,
-				"prefix: %" PRIu64 " blocks of uid %u "
+				"prefix: %" PRIu64 " blocks of %s "
 				"unused for %u s: dropped",
-				n, (unsigned int)t->uid, d->cfg.prefix_idle_s);
+				n, kvmemd_prefix_tenant_name(t->id, name),
+				d->cfg.prefix_idle_s);
 		if (t->tail && t->tail->used + idle < next)
 			next = t->tail->used + idle;
 	}
@@ -711,20 +739,31 @@ void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_close(w, '}');
 }
 
-/* A uid as the admin wrote it: 0, or an error reply in @w. */
-static int uid_arg(const char *s, uid_t *uid, struct jw *w)
+/* A tenant as the admin wrote it, a uid or "@" and a gid: 0, or an error
+ * reply in @w. */
+static int tenant_arg(const char *s, uint64_t *tenant, struct jw *w)
 {
-	char *end;
+	const char *n = s + (*s == '@');
 	unsigned long long v;
+	char *end;
 
 	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (*s < '0' || *s > '9' || *end || errno || v >= UINT32_MAX) {
-		kvmemd_admin_error(w, -EINVAL, "\"%s\" is not a uid", s);
+	v = strtoull(n, &end, 10);
+	if (*n < '0' || *n > '9' || *end || errno || v >= UINT32_MAX) {
+		kvmemd_admin_error(w, -EINVAL,
+				   "\"%s\" is neither a uid nor @ and a gid",
+				   s);
 		return -EINVAL;
 	}
-	*uid = (uid_t)v;
+	*tenant = v | (*s == '@' ? KVMEMD_TENANT_GROUP : 0);
 	return 0;
+}
+
+/* The tenant's id as a member of a JSON object: "uid" or "gid". */
+static void tenant_json(struct jw *w, uint64_t tenant)
+{
+	jw_u64(w, tenant & KVMEMD_TENANT_GROUP ? "gid" : "uid",
+	       (uint32_t)tenant);
 }
 
 int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
@@ -735,13 +774,13 @@ int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	char hex[2 * KVMEM_PREFIX_KEY_BYTES + 1];
 	const struct tenant *t;
 	uint32_t i, n = 0;
-	uid_t uid = 0;
+	uint64_t tenant = 0;
 
 	if (argc > 2) {
-		kvmemd_admin_error(w, -EINVAL, "usage: prefixes [UID]");
+		kvmemd_admin_error(w, -EINVAL, "usage: prefixes [TENANT]");
 		return 0;
 	}
-	if (argc == 2 && uid_arg(argv[1], &uid, w))
+	if (argc == 2 && tenant_arg(argv[1], &tenant, w))
 		return 0;
 	jw_open(w, NULL, '{');
 	kvmemd_prefix_stats_json(d, w);
@@ -749,7 +788,7 @@ int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	for (i = 0; i < p->ntenants; i++) {
 		t = &p->tenants[i];
 		jw_open(w, NULL, '{');
-		jw_u64(w, "uid", t->uid);
+		tenant_json(w, t->id);
 		jw_u64(w, "blocks", t->nblocks);
 		jw_u64(w, "bytes", t->bytes);
 		jw_u64(w, "staged", t->staged);
@@ -759,7 +798,7 @@ int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	}
 	jw_close(w, ']');
 	if (argc == 2) {
-		t = tenant_find(p, uid);
+		t = tenant_find(p, tenant);
 		jw_open(w, "blocks", '[');
 		for (b = t ? t->head : NULL; b && n < LIST_MAX; b = b->next) {
 			key_hex(b->key, hex);
@@ -791,13 +830,14 @@ int kvmemd_prefix_drop(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
 	struct tenant *t;
 	uint64_t n = 0;
-	uid_t uid;
+	uint64_t tenant;
+	char name[KVMEMD_TENANT_NAME_LEN];
 
 	if (argc < 2 || argc > 3) {
-		kvmemd_admin_error(w, -EINVAL, "usage: prefix-drop UID [KEY]");
+		kvmemd_admin_error(w, -EINVAL, "usage: prefix-drop TENANT [KEY]");
 		return 0;
 	}
-	if (uid_arg(argv[1], &uid, w))
+	if (tenant_arg(argv[1], &tenant, w))
 		return 0;
 	if (argc == 3 && key_parse(argv[2], key)) {
 		kvmemd_admin_error(w, -EINVAL,
@@ -805,7 +845,7 @@ int kvmemd_prefix_drop(struct kvmemd *d, int argc, char **argv, struct jw *w)
 				   2 * KVMEM_PREFIX_KEY_BYTES, argv[2]);
 		return 0;
 	}
-	t = tenant_find(p, uid);
+	t = tenant_find(p, tenant);
 	for (b = t ? t->head : NULL; b; b = next) {
 		next = b->next;
 		if (argc == 3 && memcmp(b->key, key, sizeof(key)))
@@ -817,9 +857,9 @@ int kvmemd_prefix_drop(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		tenant_put(p, t);
 	if (n)
 		kvmemd_log(LOG_INFO,
-			   "prefix: %" PRIu64 " blocks of uid %u "
+			   "prefix: %" PRIu64 " blocks of %s "
 			   "dropped by an admin",
-			   n, (unsigned int)uid);
+			   n, kvmemd_prefix_tenant_name(tenant, name));
 	jw_open(w, NULL, '{');
 	jw_u64(w, "dropped", n);
 	jw_close(w, '}');
@@ -836,8 +876,9 @@ int kvmemd_prefix_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	uint64_t flips, seed = 0, pages = 0;
 	struct tenant *t;
 	uint32_t l;
+	char name[KVMEMD_TENANT_NAME_LEN];
+	uint64_t tenant;
 	char *end;
-	uid_t uid;
 	int ret;
 
 	if (!d->cfg.allow_inject) {
@@ -849,7 +890,7 @@ int kvmemd_prefix_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	if ((argc != 4 && argc != 6) || strcmp(argv[2], "flips") ||
 	    (argc == 6 && strcmp(argv[4], "seed")))
 		goto usage;
-	if (uid_arg(argv[1], &uid, w))
+	if (tenant_arg(argv[1], &tenant, w))
 		return 0;
 	errno = 0;
 	flips = strtoull(argv[3], &end, 10);
@@ -860,7 +901,7 @@ int kvmemd_prefix_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		if (*end || errno)
 			goto usage;
 	}
-	t = tenant_find(p, uid);
+	t = tenant_find(p, tenant);
 	for (b = t ? t->head : NULL; b; b = b->next)
 		for (l = 0; l < b->layers; l++) {
 			ret = kvmem_inject_params_for_codec(
@@ -880,8 +921,8 @@ int kvmemd_prefix_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		}
 	kvmemd_log(LOG_WARNING,
 		   "prefix: injected %" PRIu64 " bit errors into %" PRIu64
-		   " published pages of uid %u",
-		   total.bits, pages, (unsigned int)uid);
+		   " published pages of %s",
+		   total.bits, pages, kvmemd_prefix_tenant_name(tenant, name));
 	jw_open(w, NULL, '{');
 	jw_u64(w, "pages", pages);
 	jw_u64(w, "bits", total.bits);
@@ -893,6 +934,6 @@ fail:
 	return 0;
 usage:
 	kvmemd_admin_error(w, -EINVAL,
-			   "usage: prefix-inject UID flips K [seed S], K 1..8");
+			   "usage: prefix-inject TENANT flips K [seed S], K 1..8");
 	return 0;
 }

@@ -13,6 +13,24 @@
 #include "kvmem/uapi.h"
 #include "kvmemd.h"
 
+/*
+ * Whose published prefixes a session shares: those of a group of
+ * daemon.tenants, KVMEMD_TENANT_GROUP | gid, when its client is in one (the
+ * first listed), else its uid's own. A uid and a gid of the same number are
+ * two tenants.
+ */
+#define KVMEMD_TENANT_GROUP (1ull << 32)
+
+/* The tenant of a client of @uid whose primary group is @gid and whose
+ * supplementary groups are @groups[@ngroups], as @cfg says. */
+uint64_t kvmemd_prefix_tenant(const struct kvmemd_config *cfg, uid_t uid,
+			      gid_t gid, const gid_t *groups, int ngroups);
+
+/* How logs name @tenant: "uid N", "gid N". */
+#define KVMEMD_TENANT_NAME_LEN 16
+char *kvmemd_prefix_tenant_name(uint64_t tenant,
+				char buf[KVMEMD_TENANT_NAME_LEN]);
+
 /* What a published page's header said at its seal, as the slot kept it. */
 struct kvmemd_prefix_page {
 	uint32_t crc;
@@ -41,7 +59,7 @@ struct kvmemd_prefix_block {
 	struct kvmemd_prefix_page *pages; /* [layers] */
 	uint8_t *data; /* layers * page_bytes */
 	/* prefix.c's */
-	uid_t uid;
+	uint64_t tenant;
 	uint64_t bytes; /* charged to the tenant once it is kept */
 	uint64_t hits, published, used; /* used: last attach, ns */
 	struct kvmemd_prefix_block *hnext, *prev, *next;
@@ -50,52 +68,52 @@ struct kvmemd_prefix_block {
 };
 
 /*
- * kvmemd_prefix_find() - @uid's block of that name, or NULL
+ * kvmemd_prefix_find() - @tenant's block of that name, or NULL
  * @digest: kvmem_geometry_digest(@g)
  *
- * Looks in @uid's table only, so another tenant's blocks cost nothing and
- * tell nothing. With @count a miss counts as one in the statistics; a hit
+ * Looks in @tenant's table only, so another tenant's blocks cost nothing
+ * and tell nothing. With @count a miss counts as one in the statistics; a hit
  * counts once kvmemd_prefix_used() says the block was attached.
  */
 struct kvmemd_prefix_block *
-kvmemd_prefix_find(struct kvmemd *d, uid_t uid, const uint8_t *key,
+kvmemd_prefix_find(struct kvmemd *d, uint64_t tenant, const uint8_t *key,
 		   const struct kvmem_geometry *g, uint64_t digest,
 		   uint32_t token_start, uint32_t ntokens, int count);
-/* @b was attached: a hit, and @uid's most recently used block. */
+/* @b was attached: a hit, and its tenant's most recently used block. */
 void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b);
 
 /*
- * kvmemd_prefix_admit() - may @uid keep a block named as @name says, of
- * @name->layers pages of @name->page_bytes each?
+ * kvmemd_prefix_admit() - may @tenant keep a block named as @name says,
+ * of @name->layers pages of @name->page_bytes each?
  *
- * Decided on @uid's own blocks and the number of tenants alone: each uid
- * that keeps blocks has prefix.uid_bytes of its own, and prefix.bytes
- * holds prefix.bytes / prefix.uid_bytes of them.
+ * Decided on @tenant's own blocks and the number of tenants alone: each
+ * tenant that keeps blocks has prefix.uid_bytes of its own, and
+ * prefix.bytes holds prefix.bytes / prefix.uid_bytes of them.
  *
- * Return: 0; -EEXIST when @uid has that block (it becomes the most
+ * Return: 0; -EEXIST when @tenant has that block (it becomes the most
  * recently used); -EDQUOT when the block alone is over prefix.uid_bytes;
- * -ENOSPC when sharing is off, or @uid keeps nothing and as many uids as
+ * -ENOSPC when sharing is off, or @tenant keeps nothing and as many as
  * prefix.bytes holds keep blocks.
  */
-int kvmemd_prefix_admit(struct kvmemd *d, uid_t uid,
+int kvmemd_prefix_admit(struct kvmemd *d, uint64_t tenant,
 			const struct kvmemd_prefix_block *name);
 /*
- * kvmemd_prefix_stage() - a block named as @name says, on its way to @uid:
- * admitted as kvmemd_prefix_admit() says, its memory (layers pages of
- * page_bytes) allocated for the caller to fill and counted in @uid's share
- * until kvmemd_prefix_keep() or kvmemd_prefix_unstage() ends it
+ * kvmemd_prefix_stage() - a block named as @name says, on its way to
+ * @tenant: admitted as kvmemd_prefix_admit() says, its memory (layers pages
+ * of page_bytes) allocated for the caller to fill and counted in @tenant's
+ * share until kvmemd_prefix_keep() or kvmemd_prefix_unstage() ends it
  *
  * Return: 0 with *@out; as kvmemd_prefix_admit(); -EDQUOT also when the
- * blocks on their way to @uid would pass its share; -ENOMEM.
+ * blocks on their way to @tenant would pass its share; -ENOMEM.
  */
-int kvmemd_prefix_stage(struct kvmemd *d, uid_t uid,
+int kvmemd_prefix_stage(struct kvmemd *d, uint64_t tenant,
 			const struct kvmemd_prefix_block *name,
 			struct kvmemd_prefix_block **out);
 void kvmemd_prefix_unstage(struct kvmemd *d, struct kvmemd_prefix_block *b);
 /*
  * kvmemd_prefix_keep() - @b, staged and filled and checked, is kept from
- * now on: its uid's least recently used blocks go first while it would not
- * fit the share. Takes @b whatever the outcome. Return: 0, or as
+ * now on: its tenant's least recently used blocks go first while it would
+ * not fit the share. Takes @b whatever the outcome. Return: 0, or as
  * kvmemd_prefix_admit() (-EEXIST: the block was kept already).
  */
 int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b);

@@ -467,7 +467,8 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 		snprintf(why, len, "its memfd did not come back");
 		return -ENOENT;
 	}
-	ret = kvmemd_session_new(d, &h, rec->uid, 0, &w, &s);
+	/* Its tenant is its client's, once the client takes it back. */
+	ret = kvmemd_session_new(d, &h, rec->uid, rec->uid, 0, &w, &s);
 	if (ret) {
 		close(fd);
 		snprintf(why, len, "%s", w.message);
@@ -701,7 +702,7 @@ static int refuse(struct kvmem_welcome *w, int err, const char *msg)
 }
 
 int kvmemd_resume_take(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
-		       pid_t pid, struct kvmem_welcome *w,
+		       uint64_t tenant, pid_t pid, struct kvmem_welcome *w,
 		       struct kvmemd_session **out)
 {
 	struct kvmemd_resume *r = d->resume;
@@ -736,6 +737,7 @@ int kvmemd_resume_take(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->kept_next = NULL;
 	s->kept_until = 0;
 	s->pid = pid;
+	s->tenant = tenant;
 	/* What the old daemon left: the client rings until the loop polls,
 	 * and the shutdown is over. */
 	__atomic_store_n(&s->ring->flags, KVMEM_RING_NEED_WAKEUP,

@@ -35,6 +35,7 @@
 
 #include "json.h"
 #include "kvmemd.h"
+#include "prefix.h"
 
 /* A client has this long to say hello, an admin connection between
  * requests. */
@@ -87,6 +88,7 @@ struct conn {
 	int setup_ret;
 	char why[KVMEM_MESSAGE_LEN];
 	struct ucred cred;
+	uint64_t tenant; /* of a client's session, as authorize() found */
 	uint16_t abi; /* the hello's version; 0 before a hello */
 	uint64_t accepted; /* CLOCK_MONOTONIC ns */
 	uint64_t deadline; /* CONN_HELLO, CONN_ADMIN */
@@ -489,6 +491,8 @@ static int authorize(const struct kvmemd_config *cfg, struct conn *c, int admin)
 		c->w.error = -EACCES;
 		return -EACCES;
 	}
+	c->tenant = kvmemd_prefix_tenant(cfg, c->cred.uid, c->cred.gid, groups,
+					 ngroups);
 	if (id_allowed(cfg, &c->cred, groups, ngroups))
 		return 0;
 	snprintf(c->w.message, sizeof(c->w.message),
@@ -773,8 +777,8 @@ static void on_hello(struct server *sv, struct conn *c)
 	}
 	if (h.resume_session || h.resume_token) {
 		/* A session kept across a restart: set up already. */
-		if (kvmemd_resume_take(sv->d, &h, c->cred.uid, c->cred.pid,
-				       &c->w, &c->s)) {
+		if (kvmemd_resume_take(sv->d, &h, c->cred.uid, c->tenant,
+				       c->cred.pid, &c->w, &c->s)) {
 			conn_refuse(sv, c);
 			return;
 		}
@@ -784,8 +788,8 @@ static void on_hello(struct server *sv, struct conn *c)
 		on_setup_done(sv, c);
 		return;
 	}
-	ret = kvmemd_session_new(sv->d, &h, c->cred.uid, c->cred.pid, &c->w,
-				 &c->s);
+	ret = kvmemd_session_new(sv->d, &h, c->cred.uid, c->tenant,
+				 c->cred.pid, &c->w, &c->s);
 	if (ret) {
 		conn_refuse(sv, c);
 		return;

@@ -162,7 +162,7 @@ static int gpu_admit(struct kvmemd *d, const struct kvmem_hello *h,
 }
 
 int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
-		       pid_t pid, struct kvmem_welcome *w,
+		       uint64_t tenant, pid_t pid, struct kvmem_welcome *w,
 		       struct kvmemd_session **out)
 {
 	const struct kvmemd_config *cfg = &d->cfg;
@@ -259,6 +259,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->d = d;
 	s->id = ++d->next_session;
 	s->uid = uid;
+	s->tenant = tenant;
 	s->pid = pid;
 	s->g = h->geometry;
 	s->digest = kvmem_geometry_digest(&s->g);
@@ -1422,9 +1423,9 @@ static int stage_start(struct kvmemd_session *s, const struct seq *q,
 	name.page_bytes = s->layout[kind].size;
 	name.kind = (uint8_t)kind;
 	name.layout = s->layout[kind];
-	/* Counted in the uid's share, not the host pool: what another uid
-	 * can see of the pool says nothing of this uid's keys. */
-	ret = kvmemd_prefix_stage(s->d, s->uid, &name, &s->stage);
+	/* Counted in the tenant's share, not the host pool: what another
+	 * tenant can see of the pool says nothing of this one's keys. */
+	ret = kvmemd_prefix_stage(s->d, s->tenant, &name, &s->stage);
 	if (ret)
 		return ret;
 	s->stage_seq = q->id;
@@ -1574,7 +1575,7 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
 	if (!q->acquired || q->wait)
 		return -EBUSY;
 	/* A miss counts once per block, as its first layer is asked for. */
-	b = kvmemd_prefix_find(s->d, s->uid, key, &s->g, s->digest,
+	b = kvmemd_prefix_find(s->d, s->tenant, key, &s->g, s->digest,
 			       e->token_start, e->ntokens, !e->layer);
 	if (!b)
 		return -ENOENT;

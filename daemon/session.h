@@ -132,6 +132,7 @@ struct kvmemd_session {
 	uint32_t id;
 	uid_t uid;
 	pid_t pid;
+	uint64_t tenant; /* whose published prefixes it shares (prefix.h) */
 	struct kvmem_geometry g;
 	struct kvmem_page_layout layout[2]; /* [kind] */
 	/* Sealed slots with SLOT_ARCHIVED: tier.archive_format and

@@ -136,6 +136,7 @@ static const char every_key[] = "[daemon]\n"
 				"group = root\n"
 				"allow_uids = root, 1000 2000\n"
 				"allow_gids = root,4242\n"
+				"tenants = 4243 root\n"
 				"max_sessions = 100\n"
 				"log_level = debug\n"
 				"[pool]\n"
@@ -200,6 +201,7 @@ START_TEST(test_config_defaults_values)
 		ck_assert_str_eq(c.group, "");
 		ck_assert_uint_eq(c.n_allow_gids, 0);
 	}
+	ck_assert_uint_eq(c.n_tenant_gids, 0);
 	ck_assert_msg(kvmemd_config_check(&c, err, sizeof(err)) == 0,
 		      "defaults fail the check: %s", err);
 }
@@ -282,6 +284,9 @@ START_TEST(test_config_every_key)
 	ck_assert_uint_eq(c.n_allow_gids, 2);
 	ck_assert_uint_eq(c.allow_gids[0], 0);
 	ck_assert_uint_eq(c.allow_gids[1], 4242);
+	ck_assert_uint_eq(c.n_tenant_gids, 2);
+	ck_assert_uint_eq(c.tenant_gids[0], 4243);
+	ck_assert_uint_eq(c.tenant_gids[1], 0);
 	ck_assert_uint_eq(c.max_sessions, 100);
 	ck_assert_int_eq(c.log_level, LOG_DEBUG);
 	ck_assert_uint_eq(c.host_bytes, 8589934592ull);
@@ -844,6 +849,12 @@ START_TEST(test_config_ids)
 	ck_assert_uint_eq(c.allow_gids[1], 77);
 	set_ok(&c, "daemon.allow_gids", "");
 	ck_assert_uint_eq(c.n_allow_gids, 0);
+	set_ok(&c, "daemon.tenants", "78 root");
+	ck_assert_uint_eq(c.n_tenant_gids, 2);
+	ck_assert_uint_eq(c.tenant_gids[0], 78);
+	ck_assert_uint_eq(c.tenant_gids[1], 0);
+	set_ok(&c, "daemon.tenants", "");
+	ck_assert_uint_eq(c.n_tenant_gids, 0);
 
 	/* 32 entries fit, 33 do not. */
 	for (i = 0; i < 32; i++)
@@ -865,6 +876,9 @@ START_TEST(test_config_ids)
 			 "no such user \"no-such-user-kvmem\"");
 	expect_set_error("daemon.allow_gids", "no-such-group-kvmem",
 			 "no such group \"no-such-group-kvmem\"");
+	expect_set_error("daemon.tenants", "4242 no-such-group-kvmem",
+			 "no such group \"no-such-group-kvmem\"");
+	expect_set_error("daemon.tenants", "-1", "no such group \"-1\"");
 
 	set_ok(&c, "daemon.group", "root");
 	ck_assert_str_eq(c.group, "root");
@@ -1013,6 +1027,7 @@ START_TEST(test_config_print_round_trip)
 	round_trip(&all, &def, "all.printed");
 	/* and back: the defaults over everything changed, empty lists too */
 	set_ok(&def, "daemon.allow_gids", "");
+	set_ok(&def, "daemon.tenants", "");
 	set_ok(&def, "daemon.group", "");
 	round_trip(&def, &all, "def.printed");
 
@@ -1044,6 +1059,7 @@ START_TEST(test_config_print_format)
 		"group",
 		"allow_uids",
 		"allow_gids",
+		"tenants",
 		"admin_group",
 		"max_sessions",
 		"max_sessions_per_uid",

@@ -2335,8 +2335,15 @@ START_TEST(test_usage_errors)
 		{ { "status", "extra" }, "usage: kvmemctl status" },
 		{ { "seqs", "x" }, "SESSION must be a number" },
 		{ { "seqs", "1", "2" }, "usage: kvmemctl seqs [SESSION]" },
-		{ { "prefixes", "x" }, "UID must be a number" },
-		{ { "prefix-drop" }, "usage: kvmemctl prefix-drop UID [KEY]" },
+		{ { "prefixes", "x" },
+		  "TENANT must be a uid, or @ and a group's name or gid, "
+		  "not 'x'" },
+		{ { "prefixes", "@" }, "TENANT must be a uid, or @" },
+		{ { "prefixes", "@no-such-group-kvmem" },
+		  "TENANT must be a uid, or @" },
+		{ { "prefix-drop", "@4294967295" },
+		  "TENANT must be a uid, or @" },
+		{ { "prefix-drop" }, "usage: kvmemctl prefix-drop TENANT [KEY]" },
 		{ { "prefix-drop", "0", "zz" },
 		  "KEY must be 64 hexadecimal digits" },
 		{ { "prefix-inject", "0", "9" }, "FLIPS must be 1 to 8" },
@@ -3219,9 +3226,9 @@ START_TEST(test_live_prefixes)
 	CTL(&r, NULL, "-a", p.admin, "prefixes");
 	expect_status(&r, 0);
 	EXPECT_HAS(r.out, "kept       2 blocks, ");
-	EXPECT_HAS(r.out, "; 1 of 4 uids, each at most 64.0 MiB");
+	EXPECT_HAS(r.out, "; 1 of 4 tenants, each at most 64.0 MiB");
 	EXPECT_HAS(r.out, "publishes  2 blocks, 0 refused (no share)");
-	expect_line(&r, "UID BLOCKS BYTES HITS MISSES PUBLISHED EVICTED "
+	expect_line(&r, "TENANT BLOCKS BYTES HITS MISSES PUBLISHED EVICTED "
 			"EXPIRED DAMAGED CORRECTED");
 	EXPECT_HAS(r.out, "expiry     unused for 1h 00m");
 	ck_assert_msg(!strstr(r.out, "KEY"), "%s", r.out);

@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,9 +479,17 @@ START_TEST(test_prefix_idle_blocks_expire)
 }
 END_TEST
 
-/* As @uid, in a child: publish 70 tokens of @k, @v under @keys and expect
- * @want; fails the test otherwise. */
+/* Become @uid, in its own group and in @groups[@ngroups]: 0, else -1. */
+static int become(uid_t uid, const gid_t *groups, size_t ngroups)
+{
+	return setgroups(ngroups, groups) || setgid(uid) || setuid(uid) ? -1
+									 : 0;
+}
+
+/* As @uid in @groups[@ngroups], in a child: publish 70 tokens of @k, @v
+ * under @keys and expect @want; fails the test otherwise. */
 static void publish_as(const struct kvmemd_proc *p, uid_t uid,
+		       const gid_t *groups, size_t ngroups,
 		       const struct kvmem_prefix_key *keys, const float *k,
 		       const float *v, int want)
 {
@@ -493,7 +502,7 @@ static void publish_as(const struct kvmemd_proc *p, uid_t uid,
 		struct kvmem_cache *c = NULL;
 		struct kvmem_seq *q = NULL;
 
-		if (setgid(uid) || setuid(uid))
+		if (become(uid, groups, ngroups))
 			_exit(3);
 		if (kvmem_connect(p->sock, &g, NULL, &c) ||
 		    kvmem_seq_create(c, &q) ||
@@ -578,7 +587,7 @@ START_TEST(test_prefix_tenants_apart)
 
 	/* prefix.bytes holds two uids' shares: a third is refused, on the
 	 * number of uids alone, whatever they keep. */
-	publish_as(&p, 65533, keys, k2, v2, -ENOSPC);
+	publish_as(&p, 65533, NULL, 0, keys, k2, v2, -ENOSPC);
 
 	/* An operator drops uid 65534's: uid 0's stay, and the third uid
 	 * has room now. */
@@ -587,7 +596,137 @@ START_TEST(test_prefix_tenants_apart)
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
-	publish_as(&p, 65533, keys, k2, v2, 3);
+	publish_as(&p, 65533, NULL, 0, keys, k2, v2, 3);
+
+	kvmem_seq_free(t);
+	kvmem_seq_free(ref);
+	kvmem_close(e);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	free(k2);
+	free(v2);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* How many times @what is in @s. */
+static int count(const char *s, const char *what)
+{
+	int n = 0;
+
+	for (; (s = strstr(s, what)); s++)
+		n++;
+	return n;
+}
+
+/* As @uid in @groups[@ngroups], in a child: attach @keys and expect @want
+ * tokens to match; fails the test otherwise. */
+static void attach_as(const struct kvmemd_proc *p, uid_t uid,
+		      const gid_t *groups, size_t ngroups,
+		      const struct kvmem_prefix_key *keys, int want)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		struct kvmem_cache *c = NULL;
+		struct kvmem_seq *q = NULL;
+
+		if (become(uid, groups, ngroups))
+			_exit(3);
+		if (kvmem_connect(p->sock, &g, NULL, &c))
+			_exit(4);
+		_exit(kvmem_prefix_attach(c, keys, NBLOCKS, &q) == want &&
+				      kvmem_seq_len(q, 0) == (uint32_t)want
+			      ? 0
+			      : 5);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "uid %u, attach not %d tokens: status 0x%x",
+		      (unsigned int)uid, want, status);
+}
+
+/*
+ * daemon.tenants: the members of a listed group share its blocks whatever
+ * their uids, the first group listed that a client is in is its tenant
+ * (not the first of the client's own groups), and a uid in none of them
+ * keeps blocks of its own, apart from the group's.
+ */
+START_TEST(test_prefix_tenant_groups)
+{
+	static const gid_t both[] = { 4242, 4243 }, first[] = { 4243 };
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *a, *e;
+	struct kvmem_seq *t, *ref;
+	gid_t saved[64];
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	char out[4096];
+	float *k, *v, *k2, *v2;
+	int nsaved;
+
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_prefix_tenant_groups: needs root "
+				"to run clients as other uids and groups\n");
+		return;
+	}
+	kvmem_rng_seed(&r, 1905);
+	kvmemd_tokens(&r, 70, &k, &v);
+	kvmemd_tokens(&r, 70, &k2, &v2);
+	keys_of(keys, NBLOCKS, 6);
+	kvmemd_start(&p,
+		     "[daemon]\nallow_uids = 0 65534 65533\n"
+		     "tenants = 4243 4242\n"
+		     "[prefix]\nbytes = 256M\nuid_bytes = 64M\n",
+		     NULL);
+	chmod(p.dir, 0755);
+	chmod(p.sock, 0666);
+
+	/* uid 65534, in 4242 and 4243, publishes for 4243, listed first
+	 * (the kernel sorts a process's groups: 4242 comes first there). */
+	publish_as(&p, 65534, both, 2, keys, k, v, 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"gid\":4243", "blocks"), 3);
+	ck_assert_ptr_null(strstr(out, "\"uid\":65534"));
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes @4243");
+	ck_assert_int_eq(count(out, "\"key\":"), 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 65534");
+	ck_assert_ptr_nonnull(strstr(out, "\"blocks\":[]"));
+
+	/* uid 65533, in neither group: nothing matches, and the same keys
+	 * make blocks of its own. */
+	attach_as(&p, 65533, NULL, 0, keys, 0);
+	publish_as(&p, 65533, NULL, 0, keys, k2, v2, 3);
+	/* In 4242 alone it is that group's tenant, which has nothing. */
+	attach_as(&p, 65533, both, 1, keys, 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 2);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65533", "blocks"), 3);
+
+	/* uid 0 in 4243 attaches what uid 65534 published, bit for bit. */
+	nsaved = getgroups(64, saved);
+	ck_assert_int_ge(nsaved, 0);
+	ck_assert_int_eq(setgroups(1, first), 0);
+	a = kvmemd_connect(&p, 8u << 20);
+	ck_assert_int_eq(setgroups((size_t)nsaved, saved), 0);
+	ck_assert_int_eq(kvmem_prefix_attach(a, keys, NBLOCKS, &t),
+			 (int)block_end(2));
+	ref = kvmemd_reference(&e, k, v, block_end(2));
+	kvmemd_expect_same(t, ref, &r);
+
+	/* Dropping the group's blocks leaves uid 65533's. */
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop @4243");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65533", "blocks"), 3);
+	attach_as(&p, 65534, both, 2, keys, 0);
 
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
@@ -1559,13 +1698,20 @@ START_TEST(test_prefix_admin_requests)
 
 	kvmemd_start(&p, NULL, NULL);
 	kvmemd_admin(&p, "prefixes 1 2", out, sizeof(out));
-	ck_assert_ptr_nonnull(strstr(out, "usage: prefixes [UID]"));
+	ck_assert_ptr_nonnull(strstr(out, "usage: prefixes [TENANT]"));
 	kvmemd_admin(&p, "prefixes root", out, sizeof(out));
-	ck_assert_ptr_nonnull(strstr(out, "is not a uid"));
+	ck_assert_ptr_nonnull(strstr(out, "is neither a uid nor @ and a gid"));
 	kvmemd_admin(&p, "prefixes -1", out, sizeof(out));
-	ck_assert_ptr_nonnull(strstr(out, "is not a uid"));
+	ck_assert_ptr_nonnull(strstr(out, "is neither a uid nor @ and a gid"));
+	kvmemd_admin(&p, "prefixes @", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "is neither a uid nor @ and a gid"));
+	kvmemd_admin(&p, "prefixes @@1", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "is neither a uid nor @ and a gid"));
+	kvmemd_admin(&p, "prefix-drop @4294967295", out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "is neither a uid nor @ and a gid"));
 	kvmemd_admin(&p, "prefix-drop", out, sizeof(out));
-	ck_assert_ptr_nonnull(strstr(out, "usage: prefix-drop UID [KEY]"));
+	ck_assert_ptr_nonnull(
+		strstr(out, "usage: prefix-drop TENANT [KEY]"));
 	kvmemd_admin(&p, "prefix-inject 0 flips 1", out, sizeof(out));
 	ck_assert_ptr_nonnull(strstr(out, "scrub.allow_inject"));
 	kvmemd_admin(&p, "prefix-drop 0 abc", out, sizeof(out));
@@ -1574,6 +1720,8 @@ START_TEST(test_prefix_admin_requests)
 	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 0);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 4294967294");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "more"), 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop @0");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 0);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -1592,6 +1740,7 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_scrubbed_at_rest);
 	tcase_add_test(tc, test_prefix_idle_blocks_expire);
 	tcase_add_test(tc, test_prefix_tenants_apart);
+	tcase_add_test(tc, test_prefix_tenant_groups);
 	tcase_add_test(tc, test_prefix_limits);
 	tcase_add_test(tc, test_prefix_lru_not_fifo);
 	tcase_add_test(tc, test_prefix_many_blocks);

@@ -17,6 +17,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -1826,9 +1827,38 @@ static int cmd_inject(struct ctl *c, int argc, char **argv)
 
 /* ---- prefixes --------------------------------------------------------- */
 
+/*
+ * A tenant as kvmemd's prefix requests take it: a uid, or "@" and a gid,
+ * from @s: a uid, or "@" and a group's name or gid. Return: 0, or
+ * CTL_USAGE after saying why.
+ */
+static int parse_tenant(const char *s, char *out, size_t len)
+{
+	struct group gr, *res = NULL;
+	char buf[4096];
+	uint64_t id;
+
+	if (s[0] != '@' && !parse_uint(s, UINT32_MAX - 1, &id)) {
+		snprintf(out, len, "%" PRIu64, id);
+		return 0;
+	}
+	if (s[0] == '@' && s[1] && !parse_uint(s + 1, UINT32_MAX - 1, &id)) {
+		snprintf(out, len, "@%" PRIu64, id);
+		return 0;
+	}
+	if (s[0] == '@' && s[1] &&
+	    !getgrnam_r(s + 1, &gr, buf, sizeof(buf), &res) && res) {
+		snprintf(out, len, "@%u", (unsigned int)res->gr_gid);
+		return 0;
+	}
+	errx("TENANT must be a uid, or @ and a group's name or gid, not '%s'",
+	     s);
+	return CTL_USAGE;
+}
+
 static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 {
-	static const char *const thead[] = { "UID",	 "BLOCKS",  "BYTES",
+	static const char *const thead[] = { "TENANT",	 "BLOCKS",  "BYTES",
 					     "HITS",	 "MISSES",  "PUBLISHED",
 					     "EVICTED",	 "EXPIRED", "DAMAGED",
 					     "CORRECTED" };
@@ -1846,7 +1876,7 @@ static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 		kv(&t, "sharing", "off (prefix.bytes = 0)");
 	kv(&t, "kept",
 	   "%" PRIu64 " blocks, %s of %s; %" PRIu64 " of %" PRIu64
-	   " uids, each at most %s",
+	   " tenants, each at most %s",
 	   g_u64(r, p, "blocks"),
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, p, "bytes")),
 	   fmt_bytes(b, sizeof(b), (double)g_u64(r, p, "bytes_max")),
@@ -1879,7 +1909,10 @@ static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 		for (i = 0; i < n; i++) {
 			const struct json *e = &ts[i];
 
-			t_cell(&t, "%" PRIu64, g_u64(r, e, "uid"));
+			if (json_get(e, "gid"))
+				t_cell(&t, "@%" PRIu64, g_u64(r, e, "gid"));
+			else
+				t_cell(&t, "%" PRIu64, g_u64(r, e, "uid"));
 			t_cell(&t, "%" PRIu64, g_u64(r, e, "blocks"));
 			t_cell(&t, "%s",
 			       fmt_bytes(a, sizeof(a),
@@ -1929,16 +1962,13 @@ static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 
 static int cmd_prefixes(struct ctl *c, int argc, char **argv)
 {
-	char req[64];
-	uint64_t uid;
+	char req[64], tenant[16];
 
 	if (argc == 0)
 		return simple(c, "prefixes", REPLY_TIMEOUT_MS, render_prefixes);
-	if (parse_uint(argv[0], UINT32_MAX - 1, &uid)) {
-		errx("UID must be a number, not '%s'", argv[0]);
+	if (parse_tenant(argv[0], tenant, sizeof(tenant)))
 		return CTL_USAGE;
-	}
-	snprintf(req, sizeof(req), "prefixes %" PRIu64, uid);
+	snprintf(req, sizeof(req), "prefixes %s", tenant);
 	return simple(c, req, REPLY_TIMEOUT_MS, render_prefixes);
 }
 
@@ -1949,14 +1979,11 @@ static void render_dropped(struct rd *r, FILE *f, const struct json *v)
 
 static int cmd_prefix_drop(struct ctl *c, int argc, char **argv)
 {
-	char req[REQ_MAX + 1];
-	uint64_t uid;
+	char req[REQ_MAX + 1], tenant[16];
 	size_t i;
 
-	if (parse_uint(argv[0], UINT32_MAX - 1, &uid)) {
-		errx("UID must be a number, not '%s'", argv[0]);
+	if (parse_tenant(argv[0], tenant, sizeof(tenant)))
 		return CTL_USAGE;
-	}
 	if (argc == 2) {
 		for (i = 0; argv[1][i] && isxdigit((unsigned char)argv[1][i]);
 		     i++)
@@ -1967,7 +1994,7 @@ static int cmd_prefix_drop(struct ctl *c, int argc, char **argv)
 			return CTL_USAGE;
 		}
 	}
-	snprintf(req, sizeof(req), "prefix-drop %" PRIu64 "%s%s", uid,
+	snprintf(req, sizeof(req), "prefix-drop %s%s%s", tenant,
 		 argc == 2 ? " " : "", argc == 2 ? argv[1] : "");
 	return simple(c, req, REPLY_TIMEOUT_MS, render_dropped);
 }
@@ -1980,14 +2007,12 @@ static void render_prefix_inject(struct rd *r, FILE *f, const struct json *v)
 
 static int cmd_prefix_inject(struct ctl *c, int argc, char **argv)
 {
-	char req[REQ_MAX + 1];
-	uint64_t uid, flips, seed = 0;
+	char req[REQ_MAX + 1], tenant[16];
+	uint64_t flips, seed = 0;
 
 	(void)argc;
-	if (parse_uint(argv[0], UINT32_MAX - 1, &uid)) {
-		errx("UID must be a number, not '%s'", argv[0]);
+	if (parse_tenant(argv[0], tenant, sizeof(tenant)))
 		return CTL_USAGE;
-	}
 	if (parse_uint(argv[1], 8, &flips) || !flips) {
 		errx("FLIPS must be 1 to 8, not '%s'", argv[1]);
 		return CTL_USAGE;
@@ -1997,8 +2022,8 @@ static int cmd_prefix_inject(struct ctl *c, int argc, char **argv)
 		return CTL_USAGE;
 	}
 	snprintf(req, sizeof(req),
-		 "prefix-inject %" PRIu64 " flips %" PRIu64 " seed %" PRIu64,
-		 uid, flips, seed);
+		 "prefix-inject %s flips %" PRIu64 " seed %" PRIu64, tenant,
+		 flips, seed);
 	return simple(c, req, REPLY_TIMEOUT_MS, render_prefix_inject);
 }
 
@@ -2876,11 +2901,11 @@ static const struct cmd cmds[] = {
 	{ "inject", cmd_inject, 1, 3,
 	  O_JSON | O_BER | O_SEED | O_ALL | O_CHANNEL,
 	  "inject TARGET --ber P --seed S [--all] [--channel SPEC]" },
-	{ "prefixes", cmd_prefixes, 0, 1, O_JSON, "prefixes [UID]" },
+	{ "prefixes", cmd_prefixes, 0, 1, O_JSON, "prefixes [TENANT]" },
 	{ "prefix-drop", cmd_prefix_drop, 1, 2, O_JSON,
-	  "prefix-drop UID [KEY]" },
+	  "prefix-drop TENANT [KEY]" },
 	{ "prefix-inject", cmd_prefix_inject, 2, 2, O_JSON | O_SEED,
-	  "prefix-inject UID FLIPS [--seed S]" },
+	  "prefix-inject TENANT FLIPS [--seed S]" },
 	{ "policy", cmd_policy, 1, 2, O_JSON, "policy show|set KEY=VALUE" },
 	{ "metrics", cmd_metrics, 0, 0, O_HTTP, "metrics [--http]" },
 	{ "version", cmd_version, 0, 0, O_JSON, "version" },

@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&h, 0, sizeof(h));
 	memcpy(&h, data, size < sizeof(h) ? size : sizeof(h));
 	memset(&w, 0, sizeof(w));
-	if (kvmemd_session_new(d, &h, getuid(), getpid(), &w, &s)) {
+	if (kvmemd_session_new(d, &h, getuid(), getuid(), getpid(), &w, &s)) {
 		if (s || !w.message[0] || w.error >= 0) {
 			fprintf(stderr, "a refusal without a reason or errno\n");
 			abort();
