@@ -3,10 +3,10 @@
  * out under a key, which later sessions of the same tenant attach
  *
  * The tenant is the uid, or a group of daemon.tenants that the client is
- * in (kvmemd_prefix_tenant()). Each tenant has a table of its own (chained hash,
- * keyed with a secret of this process so that a client cannot choose
- * which of its keys share a chain) and an LRU list, most recently used
- * first. A lookup reads that tenant's table only: whether another tenant
+ * in (kvmemd_prefix_tenant()). Each tenant has a table of its own
+ * (chained hash, keyed with a secret of this process so that a client
+ * cannot choose which of its keys share a chain) and an LRU list, most
+ * recently used first. A lookup reads that tenant's table only: whether another tenant
  * published a key, and how many keys it has, changes neither the answer
  * nor the work. Memory is a share per tenant: prefix.uid_bytes each
  * (evicting the tenant's own least recently used blocks), for as many
