@@ -479,19 +479,49 @@ START_TEST(test_prefix_idle_blocks_expire)
 }
 END_TEST
 
-/* Become @uid, in its own group and in @groups[@ngroups]: 0, else -1. */
-static int become(uid_t uid, const gid_t *groups, size_t ngroups)
+/* Two sets of 70 tokens, and a daemon that lets uids 65534 and 65533 in:
+ * what the tests of tenants share. */
+struct tenants {
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	float *k, *v, *k2, *v2;
+};
+
+static void tenants_start(struct tenants *x, uint64_t seed, uint8_t tag,
+			  const char *conf)
 {
-	return setgroups(ngroups, groups) || setgid(uid) || setuid(uid) ? -1
-									 : 0;
+	kvmem_rng_seed(&x->r, seed);
+	kvmemd_tokens(&x->r, 70, &x->k, &x->v);
+	kvmemd_tokens(&x->r, 70, &x->k2, &x->v2);
+	keys_of(x->keys, NBLOCKS, tag);
+	kvmemd_start(&x->p, conf, NULL);
+	chmod(x->p.dir, 0755);
+	chmod(x->p.sock, 0666);
 }
 
-/* As @uid in @groups[@ngroups], in a child: publish 70 tokens of @k, @v
- * under @keys and expect @want; fails the test otherwise. */
-static void publish_as(const struct kvmemd_proc *p, uid_t uid,
-		       const gid_t *groups, size_t ngroups,
-		       const struct kvmem_prefix_key *keys, const float *k,
-		       const float *v, int want)
+static void tenants_stop(struct tenants *x)
+{
+	free(x->k);
+	free(x->v);
+	free(x->k2);
+	free(x->v2);
+	ck_assert_int_eq(kvmemd_stop(&x->p), 0);
+	kvmemd_cleanup(&x->p);
+}
+
+/* What a client of another uid does, in a child: 0 if it saw what the
+ * test expects. */
+typedef int (*client_fn)(struct kvmem_cache *c, const void *arg);
+
+/*
+ * As @uid, in the group nogroup (65534) and in @groups[@ngroups], in a
+ * child: connect and run @fn(@arg); fails the test, naming @what, unless
+ * all went as expected.
+ */
+static void run_as(const struct kvmemd_proc *p, uid_t uid, const gid_t *groups,
+		   size_t ngroups, client_fn fn, const void *arg,
+		   const char *what)
 {
 	const struct kvmem_geometry g = kvmemd_test_geo();
 	int status;
@@ -500,114 +530,189 @@ static void publish_as(const struct kvmemd_proc *p, uid_t uid,
 	ck_assert_int_ge(pid, 0);
 	if (!pid) {
 		struct kvmem_cache *c = NULL;
-		struct kvmem_seq *q = NULL;
 
-		if (become(uid, groups, ngroups))
+		if (setgroups(ngroups, groups) || setgid(65534) || setuid(uid))
 			_exit(3);
-		if (kvmem_connect(p->sock, &g, NULL, &c) ||
-		    kvmem_seq_create(c, &q) ||
-		    kvmem_seq_append_all(q, k, v, 70))
+		if (kvmem_connect(p->sock, &g, NULL, &c))
 			_exit(4);
-		_exit(kvmem_prefix_publish(q, keys, NBLOCKS) == want ? 0 : 5);
+		_exit(fn(c, arg) ? 5 : 0);
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "uid %u, publish not %d: status 0x%x", (unsigned int)uid,
-		      want, status);
+		      "uid %u, %s: status 0x%x", (unsigned int)uid, what,
+		      status);
+}
+
+/* What a child publishes or attaches, and what it expects back. */
+struct client_op {
+	const struct kvmem_prefix_key *keys;
+	const float *k, *v;
+	int want;
+};
+
+/* Publish 70 tokens under the keys: the op's answer must be op->want. */
+static int publish_fn(struct kvmem_cache *c, const void *arg)
+{
+	const struct client_op *op = arg;
+	struct kvmem_seq *q = NULL;
+
+	if (kvmem_seq_create(c, &q) ||
+	    kvmem_seq_append_all(q, op->k, op->v, 70))
+		return -1;
+	return kvmem_prefix_publish(q, op->keys, NBLOCKS) == op->want ? 0 : -1;
+}
+
+/* Attach the keys: op->want tokens must match. */
+static int attach_fn(struct kvmem_cache *c, const void *arg)
+{
+	const struct client_op *op = arg;
+	struct kvmem_seq *q = NULL;
+
+	if (kvmem_prefix_attach(c, op->keys, NBLOCKS, &q) != op->want)
+		return -1;
+	return kvmem_seq_len(q, 0) == (uint32_t)op->want ? 0 : -1;
+}
+
+/* Attach the keys with nothing to match, then append 70 tokens to that
+ * empty sequence and publish them: all op->want blocks must be kept. */
+static int miss_then_publish_fn(struct kvmem_cache *c, const void *arg)
+{
+	const struct client_op *op = arg;
+	struct kvmem_seq *q = NULL;
+
+	if (kvmem_prefix_attach(c, op->keys, NBLOCKS, &q) != 0 ||
+	    kvmem_seq_len(q, 0) != 0)
+		return -1;
+	if (kvmem_seq_append_all(q, op->k, op->v, 70))
+		return -1;
+	return kvmem_prefix_publish(q, op->keys, NBLOCKS) == op->want ? 0 : -1;
+}
+
+static void publish_as(const struct tenants *x, uid_t uid, const gid_t *groups,
+		       size_t ngroups, const float *k, const float *v, int want)
+{
+	const struct client_op op = { x->keys, k, v, want };
+	char what[48];
+
+	snprintf(what, sizeof(what), "publish not %d", want);
+	run_as(&x->p, uid, groups, ngroups, publish_fn, &op, what);
+}
+
+static void attach_as(const struct tenants *x, uid_t uid, const gid_t *groups,
+		      size_t ngroups, int want)
+{
+	const struct client_op op = { x->keys, NULL, NULL, want };
+	char what[48];
+
+	snprintf(what, sizeof(what), "attach not %d tokens", want);
+	run_as(&x->p, uid, groups, ngroups, attach_fn, &op, what);
 }
 
 /* What another uid published is not there for this one, in any way. */
 START_TEST(test_prefix_tenants_apart)
 {
-	const struct kvmem_geometry g = kvmemd_test_geo();
-	struct kvmem_prefix_key keys[NBLOCKS];
 	struct kvmem_cache *a, *e;
 	struct kvmem_seq *s, *t, *ref;
-	struct kvmem_rng r;
-	struct kvmemd_proc p;
+	struct tenants x;
 	char out[4096];
-	float *k, *v, *k2, *v2;
-	int status;
-	pid_t pid;
 
 	if (geteuid()) {
 		fprintf(stderr, "SKIP: test_prefix_tenants_apart: needs root "
 				"to run a client as another uid\n");
 		return;
 	}
-	kvmem_rng_seed(&r, 1904);
-	kvmemd_tokens(&r, 70, &k, &v);
-	kvmemd_tokens(&r, 70, &k2, &v2);
-	keys_of(keys, NBLOCKS, 5);
-	kvmemd_start(&p,
-		     "[daemon]\nallow_uids = 0 65534 65533\n"
-		     "[prefix]\nbytes = 128M\nuid_bytes = 64M\n",
-		     NULL);
-	chmod(p.dir, 0755);
-	chmod(p.sock, 0666);
-	a = kvmemd_connect(&p, 8u << 20);
-	s = kvmemd_seq_with(a, k, v, 70);
-	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 3);
+	tenants_start(&x, 1904, 5,
+		      "[daemon]\nallow_uids = 0 65534 65533\n"
+		      "[prefix]\nbytes = 128M\nuid_bytes = 64M\n");
+	a = kvmemd_connect(&x.p, 8u << 20);
+	s = kvmemd_seq_with(a, x.k, x.v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(s, x.keys, NBLOCKS), 3);
 
 	/* uid 65534, the same keys: no match; then it publishes its own
 	 * tokens under them. */
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (!pid) {
-		struct kvmem_cache *c = NULL;
-		struct kvmem_seq *q = NULL;
-
-		if (setgid(65534) || setuid(65534))
-			_exit(3);
-		if (kvmem_connect(p.sock, &g, NULL, &c))
-			_exit(4);
-		if (kvmem_prefix_attach(c, keys, NBLOCKS, &q) != 0 ||
-		    kvmem_seq_len(q, 0) != 0)
-			_exit(5);
-		if (kvmem_seq_append_all(q, k2, v2, 70) ||
-		    kvmem_prefix_publish(q, keys, NBLOCKS) != 3)
-			_exit(6);
-		kvmem_close(c);
-		_exit(0);
-	}
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "the client of uid 65534: status 0x%x", status);
+	run_as(&x.p, 65534, NULL, 0, miss_then_publish_fn,
+	       &(struct client_op){ x.keys, x.k2, x.v2, 3 },
+	       "no miss, or no blocks of its own");
 
 	/* Each uid has its own three blocks; uid 0 attaches its own. */
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 6);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 2);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 65534");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes 65534");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65534", "blocks"), 3);
-	ck_assert_int_eq(kvmem_prefix_attach(a, keys, NBLOCKS, &t),
+	ck_assert_int_eq(kvmem_prefix_attach(a, x.keys, NBLOCKS, &t),
 			 (int)block_end(2));
-	ref = kvmemd_reference(&e, k, v, block_end(2));
-	kvmemd_expect_same(t, ref, &r);
+	ref = kvmemd_reference(&e, x.k, x.v, block_end(2));
+	kvmemd_expect_same(t, ref, &x.r);
 
 	/* prefix.bytes holds two uids' shares: a third is refused, on the
 	 * number of uids alone, whatever they keep. */
-	publish_as(&p, 65533, NULL, 0, keys, k2, v2, -ENOSPC);
+	publish_as(&x, 65533, NULL, 0, x.k2, x.v2, -ENOSPC);
 
 	/* An operator drops uid 65534's: uid 0's stay, and the third uid
 	 * has room now. */
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop 65534");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop 65534");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
-	publish_as(&p, 65533, NULL, 0, keys, k2, v2, 3);
+	publish_as(&x, 65533, NULL, 0, x.k2, x.v2, 3);
 
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
 	kvmem_close(e);
 	kvmem_close(a);
-	free(k);
-	free(v);
-	free(k2);
-	free(v2);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	tenants_stop(&x);
+}
+END_TEST
+
+/*
+ * A uid and a group of daemon.tenants with the same number are two
+ * tenants: their ids differ only above the low 32 bits, and neither sees
+ * what the other published, whichever publishes first.
+ */
+START_TEST(test_prefix_uid_is_not_its_namesake_group)
+{
+	static const gid_t group[] = { 4242 };
+	struct tenants x;
+	char out[4096];
+
+	if (geteuid()) {
+		fprintf(stderr,
+			"SKIP: test_prefix_uid_is_not_its_namesake_group: "
+			"needs root to run clients as other uids and "
+			"groups; tenant isolation went untested\n");
+		return;
+	}
+	tenants_start(&x, 1906, 7,
+		      "[daemon]\nallow_uids = 4242 65533\ntenants = 4242\n"
+		      "[prefix]\nbytes = 128M\nuid_bytes = 64M\n");
+
+	/* uid 4242, in no listed group, publishes as uid 4242. */
+	publish_as(&x, 4242, NULL, 0, x.k, x.v, 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":4242", "blocks"), 3);
+	ck_assert_ptr_null(strstr(out, "\"gid\":4242"));
+
+	/* A member of group 4242 finds nothing, and publishes its own. */
+	attach_as(&x, 65533, group, 1, 0);
+	publish_as(&x, 65533, group, 1, x.k2, x.v2, 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 2);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"gid\":4242", "blocks"), 3);
+
+	/* Each drop takes its own tenant's blocks alone. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop 4242");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
+	attach_as(&x, 65533, group, 1, (int)block_end(2));
+	attach_as(&x, 4242, NULL, 0, 0);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop @4242");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
+
+	/* The group first, now: the uid still finds nothing of it. */
+	publish_as(&x, 65533, group, 1, x.k2, x.v2, 3);
+	attach_as(&x, 4242, NULL, 0, 0);
+	tenants_stop(&x);
 }
 END_TEST
 
@@ -621,36 +726,6 @@ static int count(const char *s, const char *what)
 	return n;
 }
 
-/* As @uid in @groups[@ngroups], in a child: attach @keys and expect @want
- * tokens to match; fails the test otherwise. */
-static void attach_as(const struct kvmemd_proc *p, uid_t uid,
-		      const gid_t *groups, size_t ngroups,
-		      const struct kvmem_prefix_key *keys, int want)
-{
-	const struct kvmem_geometry g = kvmemd_test_geo();
-	int status;
-	pid_t pid = fork();
-
-	ck_assert_int_ge(pid, 0);
-	if (!pid) {
-		struct kvmem_cache *c = NULL;
-		struct kvmem_seq *q = NULL;
-
-		if (become(uid, groups, ngroups))
-			_exit(3);
-		if (kvmem_connect(p->sock, &g, NULL, &c))
-			_exit(4);
-		_exit(kvmem_prefix_attach(c, keys, NBLOCKS, &q) == want &&
-				      kvmem_seq_len(q, 0) == (uint32_t)want
-			      ? 0
-			      : 5);
-	}
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "uid %u, attach not %d tokens: status 0x%x",
-		      (unsigned int)uid, want, status);
-}
-
 /*
  * daemon.tenants: the members of a listed group share its blocks whatever
  * their uids, the first group listed that a client is in is its tenant
@@ -660,14 +735,11 @@ static void attach_as(const struct kvmemd_proc *p, uid_t uid,
 START_TEST(test_prefix_tenant_groups)
 {
 	static const gid_t both[] = { 4242, 4243 }, first[] = { 4243 };
-	struct kvmem_prefix_key keys[NBLOCKS];
 	struct kvmem_cache *a, *e;
 	struct kvmem_seq *t, *ref;
+	struct tenants x;
 	gid_t saved[64];
-	struct kvmem_rng r;
-	struct kvmemd_proc p;
 	char out[4096];
-	float *k, *v, *k2, *v2;
 	int nsaved;
 
 	if (geteuid()) {
@@ -675,37 +747,30 @@ START_TEST(test_prefix_tenant_groups)
 				"to run clients as other uids and groups\n");
 		return;
 	}
-	kvmem_rng_seed(&r, 1905);
-	kvmemd_tokens(&r, 70, &k, &v);
-	kvmemd_tokens(&r, 70, &k2, &v2);
-	keys_of(keys, NBLOCKS, 6);
-	kvmemd_start(&p,
-		     "[daemon]\nallow_uids = 0 65534 65533\n"
-		     "tenants = 4243 4242\n"
-		     "[prefix]\nbytes = 256M\nuid_bytes = 64M\n",
-		     NULL);
-	chmod(p.dir, 0755);
-	chmod(p.sock, 0666);
+	tenants_start(&x, 1905, 6,
+		      "[daemon]\nallow_uids = 0 65534 65533\n"
+		      "tenants = 4243 4242\n"
+		      "[prefix]\nbytes = 256M\nuid_bytes = 64M\n");
 
 	/* uid 65534, in 4242 and 4243, publishes for 4243, listed first
 	 * (the kernel sorts a process's groups: 4242 comes first there). */
-	publish_as(&p, 65534, both, 2, keys, k, v, 3);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	publish_as(&x, 65534, both, 2, x.k, x.v, 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"gid\":4243", "blocks"), 3);
 	ck_assert_ptr_null(strstr(out, "\"uid\":65534"));
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes @4243");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes @4243");
 	ck_assert_int_eq(count(out, "\"key\":"), 3);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 65534");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes 65534");
 	ck_assert_ptr_nonnull(strstr(out, "\"blocks\":[]"));
 
 	/* uid 65533, in neither group: nothing matches, and the same keys
 	 * make blocks of its own. */
-	attach_as(&p, 65533, NULL, 0, keys, 0);
-	publish_as(&p, 65533, NULL, 0, keys, k2, v2, 3);
+	attach_as(&x, 65533, NULL, 0, 0);
+	publish_as(&x, 65533, NULL, 0, x.k2, x.v2, 3);
 	/* In 4242 alone it is that group's tenant, which has nothing. */
-	attach_as(&p, 65533, both, 1, keys, 0);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	attach_as(&x, 65533, both, 1, 0);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 2);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65533", "blocks"), 3);
 
@@ -713,31 +778,26 @@ START_TEST(test_prefix_tenant_groups)
 	nsaved = getgroups(64, saved);
 	ck_assert_int_ge(nsaved, 0);
 	ck_assert_int_eq(setgroups(1, first), 0);
-	a = kvmemd_connect(&p, 8u << 20);
+	a = kvmemd_connect(&x.p, 8u << 20);
 	ck_assert_int_eq(setgroups((size_t)nsaved, saved), 0);
-	ck_assert_int_eq(kvmem_prefix_attach(a, keys, NBLOCKS, &t),
+	ck_assert_int_eq(kvmem_prefix_attach(a, x.keys, NBLOCKS, &t),
 			 (int)block_end(2));
-	ref = kvmemd_reference(&e, k, v, block_end(2));
-	kvmemd_expect_same(t, ref, &r);
+	ref = kvmemd_reference(&e, x.k, x.v, block_end(2));
+	kvmemd_expect_same(t, ref, &x.r);
 
 	/* Dropping the group's blocks leaves uid 65533's. */
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop @4243");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop @4243");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65533", "blocks"), 3);
-	attach_as(&p, 65534, both, 2, keys, 0);
+	attach_as(&x, 65534, both, 2, 0);
 
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
 	kvmem_close(e);
 	kvmem_close(a);
-	free(k);
-	free(v);
-	free(k2);
-	free(v2);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	tenants_stop(&x);
 }
 END_TEST
 
@@ -1710,8 +1770,7 @@ START_TEST(test_prefix_admin_requests)
 	kvmemd_admin(&p, "prefix-drop @4294967295", out, sizeof(out));
 	ck_assert_ptr_nonnull(strstr(out, "is neither a uid nor @ and a gid"));
 	kvmemd_admin(&p, "prefix-drop", out, sizeof(out));
-	ck_assert_ptr_nonnull(
-		strstr(out, "usage: prefix-drop TENANT [KEY]"));
+	ck_assert_ptr_nonnull(strstr(out, "usage: prefix-drop TENANT [KEY]"));
 	kvmemd_admin(&p, "prefix-inject 0 flips 1", out, sizeof(out));
 	ck_assert_ptr_nonnull(strstr(out, "scrub.allow_inject"));
 	kvmemd_admin(&p, "prefix-drop 0 abc", out, sizeof(out));
@@ -1741,6 +1800,7 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_idle_blocks_expire);
 	tcase_add_test(tc, test_prefix_tenants_apart);
 	tcase_add_test(tc, test_prefix_tenant_groups);
+	tcase_add_test(tc, test_prefix_uid_is_not_its_namesake_group);
 	tcase_add_test(tc, test_prefix_limits);
 	tcase_add_test(tc, test_prefix_lru_not_fifo);
 	tcase_add_test(tc, test_prefix_many_blocks);
