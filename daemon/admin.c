@@ -178,6 +178,7 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 	jw_str(w, "pool", "host");
 	jw_u64(w, "bytes", d->cfg.host_bytes);
 	jw_u64(w, "reserved_bytes", d->n.pool_used);
+	jw_u64(w, "releasing_bytes", d->n.pool_releasing);
 	jw_u64(w, "open_bytes", open);
 	jw_u64(w, "sealed_bytes", sealed);
 	jw_u64(w, "free_bytes", d->cfg.host_bytes - d->n.pool_used);

@@ -3,9 +3,9 @@
  *
  * One thread runs the event loop (server.c): the sockets, the doorbells,
  * every session's ring and every op. Worker threads (worker.c) do the work
- * that may block for long, today the setting up of a session's memory, and
- * hand the result back to the loop; they never touch a session the loop
- * uses.
+ * that may block for long (setting up and freeing a session's memory,
+ * re-encoding pages for the archive) and hand the result back to the
+ * loop; they never touch a session the loop uses.
  */
 #ifndef KVMEMD_H
 #define KVMEMD_H
@@ -138,6 +138,16 @@ struct kvmemd_pool_ops {
 const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind);
 
 /*
+ * kvmemd_host_release() - destroy the host region @r of an ended session,
+ * on a worker while the workers run: its @bytes stay in d->n.pool_used
+ * (and d->n.pool_releasing) until the worker is done and the loop reaps
+ * it, so the pool never promises memory that is not free yet. @r is the
+ * caller's no more. Event loop only.
+ */
+void kvmemd_host_release(struct kvmemd *d, struct kvmemd_region *r,
+			 uint64_t bytes);
+
+/*
  * The GPU pool: pool.gpu_bytes of one GPU's memory (or that percentage of
  * what the GPU has), a whole allocation per session. A client maps what it was given, and the driver frees it only
  * when no process maps it any more, which the daemon cannot force: what an
@@ -189,6 +199,12 @@ int kvmemd_workers_start(unsigned int threads, unsigned int depth,
 			 struct kvmemd_workers **out);
 /* Queue @w: 0, or -EAGAIN when @depth items are queued or running. */
 int kvmemd_workers_queue(struct kvmemd_workers *wp, struct kvmemd_work *w);
+/*
+ * Queue @w past the depth, for work that must not be refused and whose
+ * number something else bounds (one teardown per session): 0, or
+ * -ESHUTDOWN once the workers are stopping.
+ */
+int kvmemd_workers_push(struct kvmemd_workers *wp, struct kvmemd_work *w);
 int kvmemd_workers_fd(const struct kvmemd_workers *wp);
 /* The next finished item, or NULL. Event loop only. */
 struct kvmemd_work *kvmemd_workers_reap(struct kvmemd_workers *wp);
@@ -311,6 +327,7 @@ void kvmemd_resume_exit(struct kvmemd *d);
 struct kvmemd_counters {
 	uint64_t sessions; /* attached now */
 	uint64_t pool_used; /* bytes promised to sessions */
+	uint64_t pool_releasing; /* of pool_used: ended arenas a worker frees */
 	/* since start: sessions set up, refused, ended by the client, and
 	 * ended by the daemon for breaking the protocol */
 	uint64_t attached, refused, detached, dropped;

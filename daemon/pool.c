@@ -11,6 +11,14 @@
  * (MADV_REMOVE, FALLOC_FL_PUNCH_HOLE), which on hugetlbfs gives the
  * reservation back, and the daemon's next touch of that page dies of SIGBUS
  * when no huge page is free. shmem refaults a zero page instead.
+ *
+ * Arenas are gigabytes, and mlock() and munmap() hold the process's
+ * memory-map lock while they fault in or zap a range: a whole arena at a
+ * time held it for seconds, and the event loop, whose page faults and
+ * malloc()s take the same lock, waited behind every worker setting up or
+ * tearing down an arena. Both go in steps of MAP_STEP bytes, so the lock is
+ * let go between steps, and an arena is torn down on a worker
+ * (kvmemd_host_release()), never on the loop.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +34,25 @@
 
 #include "cuda_impl.h"
 #include "kvmemd.h"
+
+/* What one mlock() or munmap() of an arena covers: a few milliseconds. */
+#define MAP_STEP (8ul << 20)
+
+/* munlock() or munmap() @len bytes at @p, a step at a time. */
+static void map_steps(int (*fn)(void *, size_t), uint8_t *p, size_t len)
+{
+	size_t n;
+
+	for (; len; p += n, len -= n) {
+		n = len < MAP_STEP ? len : MAP_STEP;
+		fn(p, n);
+	}
+}
+
+static int do_munlock(void *p, size_t len)
+{
+	return munlock(p, len);
+}
 
 /* The memfd @fd, or a new one when it is -1, mapped into @r; a failure
  * leaves @fd open. */
@@ -143,17 +170,25 @@ static int host_lock(const struct kvmemd_region_req *req,
 {
 	int ret;
 
+	size_t done, n;
+
 	if (req->mlock == KVMEMD_NO)
 		return 0;
-	if (!mlock(r->base, r->size)) {
+	for (done = 0; done < r->size; done += n) {
+		n = r->size - done < MAP_STEP ? r->size - done : MAP_STEP;
+		if (mlock(r->base + done, n))
+			break;
+	}
+	if (done == r->size) {
 		r->locked = 1;
 		return 0;
 	}
 	ret = -errno;
+	map_steps(do_munlock, r->base, done);
 	if (req->mlock == KVMEMD_YES) {
 		snprintf(why, whylen, "mlock %zu bytes: %s", r->size,
 			 strerror(-ret));
-		munmap(r->base, r->size);
+		map_steps(munmap, r->base, r->size);
 		close(r->fd);
 		/* The caller destroys a failed region too. */
 		r->base = NULL;
@@ -183,7 +218,7 @@ static int host_lock(const struct kvmemd_region_req *req,
 static void host_destroy(struct kvmemd_region *r)
 {
 	if (r->base)
-		munmap(r->base, r->size);
+		map_steps(munmap, r->base, r->size);
 	if (r->fd >= 0 && r->discard &&
 	    fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
 		      (off_t)r->size))
@@ -194,6 +229,55 @@ static void host_destroy(struct kvmemd_region *r)
 		close(r->fd);
 	r->base = NULL;
 	r->fd = -1;
+}
+
+/* ---- arenas torn down on a worker ------------------------------------- */
+
+struct host_release {
+	struct kvmemd_work work; /* first: the workers hand it back */
+	struct kvmemd *d;
+	struct kvmemd_region r;
+	uint64_t bytes;
+};
+
+static void release_work(struct kvmemd_work *w)
+{
+	host_destroy(&((struct host_release *)w)->r);
+}
+
+/* On the loop: the memory is gone, the pool may promise it again. */
+static void release_done(struct kvmemd_work *w)
+{
+	struct host_release *rel = (struct host_release *)w;
+
+	rel->d->n.pool_used -= rel->bytes;
+	rel->d->n.pool_releasing -= rel->bytes;
+	free(rel);
+}
+
+void kvmemd_host_release(struct kvmemd *d, struct kvmemd_region *r,
+			 uint64_t bytes)
+{
+	struct host_release *rel = d->workers ? malloc(sizeof(*rel)) : NULL;
+
+	if (rel) {
+		rel->work.fn = release_work;
+		rel->work.done = release_done;
+		rel->d = d;
+		rel->r = *r;
+		rel->bytes = bytes;
+		if (!kvmemd_workers_push(d->workers, &rel->work)) {
+			d->n.pool_releasing += bytes;
+			r->base = NULL;
+			r->fd = -1;
+			return;
+		}
+		free(rel);
+	}
+	/* No worker to take it (starting, stopping, out of memory): here,
+	 * where nothing else waits. */
+	host_destroy(r);
+	d->n.pool_used -= bytes;
 }
 
 static int cuda_create(const struct kvmemd_region_req *req,

@@ -241,6 +241,20 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			      "uid %u has %u sessions, the limit "
 			      "(daemon.max_sessions_per_uid)",
 			      (unsigned int)uid, u->sessions);
+	/* Memory of ended sessions comes back when a worker has freed it:
+	 * a client that fits then is told to try again, and kvmem_connect()
+	 * does. */
+	if (map + fixed > cfg->host_bytes - d->n.pool_used &&
+	    map + fixed <=
+		    cfg->host_bytes - d->n.pool_used + d->n.pool_releasing)
+		return refuse(
+			w, -EAGAIN,
+			"host pool has %llu bytes free and %llu of ended "
+			"sessions being freed, the session needs %llu; "
+			"try again",
+			(unsigned long long)(cfg->host_bytes - d->n.pool_used),
+			(unsigned long long)d->n.pool_releasing,
+			(unsigned long long)(map + fixed));
 	if (map + fixed > cfg->host_bytes - d->n.pool_used)
 		return refuse(
 			w, -ENOSPC,
@@ -501,7 +515,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 	free(s->slots);
 	free(s->free[0]);
 	free(s->free[1]);
-	kvmemd_pool(KVMEMD_POOL_HOST)->destroy(&s->r);
+	kvmemd_host_release(s->d, &s->r, s->map_bytes);
 	if (s->gpu.fd >= 0) {
 		/* Its client may map it still: charged until it exits. */
 		kvmemd_pool(KVMEMD_POOL_CUDA)->destroy(&s->gpu);
@@ -513,7 +527,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 		close(s->sq_efd);
 	if (s->cq_efd >= 0)
 		close(s->cq_efd);
-	s->d->n.pool_used -= s->map_bytes + s->heap;
+	s->d->n.pool_used -= s->heap;
 	s->d->n.sessions--;
 	/* Counted in a record that cannot have gone meanwhile. */
 	kvmemd_user(s->d, s->uid)->sessions--;

@@ -111,6 +111,24 @@ int kvmemd_workers_queue(struct kvmemd_workers *wp, struct kvmemd_work *w)
 	return ret;
 }
 
+int kvmemd_workers_push(struct kvmemd_workers *wp, struct kvmemd_work *w)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&wp->lock);
+	if (wp->stopping) {
+		ret = -ESHUTDOWN;
+	} else {
+		w->next = NULL;
+		*wp->tail = w;
+		wp->tail = &w->next;
+		wp->inflight++;
+		pthread_cond_signal(&wp->cond);
+	}
+	pthread_mutex_unlock(&wp->lock);
+	return ret;
+}
+
 int kvmemd_workers_fd(const struct kvmemd_workers *wp)
 {
 	return wp->efd;

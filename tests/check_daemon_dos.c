@@ -803,6 +803,111 @@ START_TEST(test_dos_memfd_kept_after_hangup)
 }
 END_TEST
 
+/* ---- clients that hang up while their memory is set up ----------------- */
+
+#define HANGUPS 12
+#define HANGUP_ROUNDS 20
+
+/*
+ * Regression: one uid sending hellos of a large quota and hanging up
+ * during set-up stalled everyone for seconds (a NOP round trip 14.8 s,
+ * kvmemctl status 28 s): the loop unmapped each hung-up arena itself, and
+ * munmap() waited for the memory-map lock that workers held while they
+ * locked other arenas in memory. Ended arenas are freed on a worker now,
+ * and their bytes stay reserved until it is done: the loop answers while
+ * memory is being freed (seen as releasing_bytes in its own answer), a
+ * polite session's every NOP is answered, and the pool comes back whole.
+ */
+START_TEST(test_dos_hangups_in_setup_served)
+{
+	struct kvmem_hello big = kvmemd_hello(256 * MIB),
+			   small = kvmemd_hello(0);
+	unsigned long long releasing, reserved, seen = 0;
+	struct kvmem_cqe cq;
+	struct kvmem_sqe e;
+	struct kvmemd_proc p;
+	struct kvmemd_raw r;
+	int round, i, fd, nops = 0;
+
+	kvmemd_start(&p,
+		     "[pool]\nhost_bytes = 1G\nsession_max_bytes = 256M\n"
+		     "[scrub]\nrate = 0\n",
+		     NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &small, sizeof(small)), 0);
+	admin(&p, "stats");
+	reserved = kvmemd_json_u64(reply, "reserved_bytes");
+	for (round = 0; round < HANGUP_ROUNDS && !seen; round++) {
+		for (i = 0; i < HANGUPS; i++) {
+			fd = silent(p.sock);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(send(fd, &big, sizeof(big), 0),
+					 (ssize_t)sizeof(big));
+			close(fd);
+		}
+		/* Until the last of them is freed: the polite session is
+		 * answered, and so is status, while arenas are freed. */
+		do {
+			memset(&e, 0, sizeof(e));
+			e.opcode = KVMEM_OP_NOP;
+			e.user_data = (uint64_t)nops;
+			cq = kvmemd_raw_op(&r, &e);
+			ck_assert_uint_eq(cq.user_data, (uint64_t)nops);
+			ck_assert_int_eq(cq.res, 0);
+			nops++;
+			admin(&p, "stats");
+			releasing = kvmemd_json_u64(reply, "releasing_bytes");
+			if (releasing > seen)
+				seen = releasing;
+			admin(&p, "status");
+		} while (kvmemd_json_u64(reply, "sessions") > 1 || releasing);
+	}
+	ck_assert_msg(seen >= 256 * MIB,
+		      "in %d rounds of %d hung-up set-ups, kvmemd never "
+		      "answered while an arena was freed",
+		      round, HANGUPS);
+
+	/* Every byte comes back: the polite session's stay reserved. */
+	for (i = 0; i < 1000; i++) {
+		admin(&p, "stats");
+		if (!kvmemd_json_u64(reply, "releasing_bytes") &&
+		    kvmemd_json_u64(reply, "reserved_bytes") == reserved)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "releasing_bytes"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "reserved_bytes"), reserved);
+	kvmemd_raw_detach(&r);
+	kvmemd_wait_no_sessions(&p);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * The bytes of a session that ended are promised again once a worker has
+ * freed them: a client that needs them meanwhile is told to try again,
+ * and kvmem_connect() does, so closing and reconnecting at once works.
+ */
+START_TEST(test_dos_pool_freed_then_promised)
+{
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	int i;
+
+	kvmemd_start(&p,
+		     "[pool]\nhost_bytes = 512M\nsession_max_bytes = 384M\n"
+		     "[scrub]\nrate = 0\n",
+		     NULL);
+	for (i = 0; i < 4; i++) {
+		c = kvmemd_connect(&p, 384 * MIB);
+		kvmem_close(c);
+	}
+	kvmemd_wait_no_sessions(&p);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(daemon_dos)
 {
 	Suite *s = suite_create("daemon_dos");
@@ -818,6 +923,8 @@ KVMEM_SUITE(daemon_dos)
 	tcase_add_test(tc, test_dos_sessions_per_uid);
 	tcase_add_test(tc, test_dos_events_per_uid);
 	tcase_add_test(tc, test_dos_memfd_kept_after_hangup);
+	tcase_add_test(tc, test_dos_hangups_in_setup_served);
+	tcase_add_test(tc, test_dos_pool_freed_then_promised);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -732,7 +732,7 @@ START_TEST(test_hostile_handshake_bytes)
 
 	/* Nothing of the 300 is left behind. */
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	ck_assert_int_eq(wait_fds(&p, fds0), fds0);
 	stop_daemon(&p);
 }
@@ -1130,7 +1130,7 @@ START_TEST(test_hostile_random_sqes)
 	free(live);
 
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	/* A fresh connection reads back what it wrote. */
 	stop_daemon(&p);
 }
@@ -1195,10 +1195,10 @@ START_TEST(test_hostile_sq_tail_overrun)
 	twin_append(&t, 30, 4);
 	twin_verify(&t);
 	ck_assert_uint_eq(wait_status(&p, "sessions", 1), 1);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), pool1);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", pool1), pool1);
 	twin_close(&t);
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	stop_daemon(&p);
 }
 END_TEST
@@ -1223,7 +1223,7 @@ START_TEST(test_hostile_cq_head_past_tail)
 	expect_dropped(&p, &r, dropped0);
 	kvmemd_raw_detach(&r);
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	stop_daemon(&p);
 }
 END_TEST
@@ -1246,7 +1246,7 @@ START_TEST(test_hostile_control_socket_data)
 	expect_dropped(&p, &r, dropped0);
 	kvmemd_raw_detach(&r);
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	stop_daemon(&p);
 }
 END_TEST
@@ -1685,7 +1685,7 @@ START_TEST(test_hostile_cq_never_read)
 	ck_assert_int_eq(cqe.res, 0);
 	kvmemd_raw_detach(&r);
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	stop_daemon(&p);
 }
 END_TEST
@@ -1836,7 +1836,7 @@ START_TEST(test_hostile_churn)
 	}
 	why_unmap();
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	ck_assert_int_eq(wait_fds(&p, fds0), fds0);
 	stop_daemon(&p);
 }
@@ -1865,7 +1865,7 @@ START_TEST(test_hostile_stress)
 		expect_exit0(pid[i], i);
 	why_unmap();
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	stop_daemon(&p);
 }
 END_TEST

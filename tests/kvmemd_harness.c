@@ -480,7 +480,8 @@ void kvmemd_wait_no_sessions(const struct kvmemd_proc *p)
 
 	for (i = 0; i < 500; i++) {
 		kvmemd_admin_ok(p, out, sizeof(out), "status");
-		if (!kvmemd_json_u64(out, "sessions"))
+		if (!kvmemd_json_u64(out, "sessions") &&
+		    !kvmemd_json_u64(out, "pool_used_bytes"))
 			break;
 		usleep(10000);
 	}

@@ -107,8 +107,9 @@ struct kvmem_cache *kvmemd_connect(const struct kvmemd_proc *p, uint64_t quota);
  * is only queued, and an admin request may overtake it). */
 void kvmemd_release(struct kvmem_cache *c, struct kvmem_seq *s);
 
-/* Wait (5 s at most) until kvmemd serves no session, then fail the test
- * unless it does not and its pool is all free again. */
+/* Wait (5 s at most) until kvmemd serves no session and its pool is all
+ * free again (ended sessions' memory is freed on a worker); fail the test
+ * if it does not. */
 void kvmemd_wait_no_sessions(const struct kvmemd_proc *p);
 
 /*
