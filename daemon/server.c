@@ -25,6 +25,7 @@
 #include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -63,6 +64,7 @@ enum watch_type {
 	W_DOORBELL,
 	W_WORKERS,
 	W_STORE,
+	W_SIGNAL,
 };
 
 /* What an epoll event points at. */
@@ -107,12 +109,14 @@ struct server {
 	int ep;
 	int lfd, afd; /* listening: clients, admin */
 	int own_lfd, own_afd; /* bound here (unlink at exit) */
-	struct watch lw, aw, ww, sw;
+	struct watch lw, aw, ww, sw, gw;
 	struct kvmemd_workers *workers;
 	struct conn *conns;
 	struct conn *zombies; /* dead, events for them may still be queued */
 	unsigned int npending[2]; /* not attached yet: [0] clients, [1] admin */
 	int reserve_fd; /* closed to accept when descriptors run out */
+	int sfd; /* signalfd of SIGTERM, SIGINT, SIGHUP, blocked */
+	int stop, reload; /* signals taken, for the loop to act on */
 	int state_fd; /* the state directory, locked while this runs */
 	uint64_t accept_rest[2]; /* a listening socket is not watched until */
 	uint64_t accept_backoff;
@@ -128,17 +132,26 @@ struct server {
 	uint64_t tier_next; /* when kvmemd_tier_run() does */
 	uint64_t prefix_next; /* when kvmemd_prefix_run() does */
 	uint64_t resume_next; /* when kvmemd_resume_run() does */
-	unsigned int polls; /* passes since the last epoll_pwait() */
+	unsigned int polls; /* passes since the last epoll_wait() */
 };
 
-static volatile sig_atomic_t sig_stop, sig_reload;
-
-static void on_signal(int sig)
+/*
+ * Take the signals that came, from the signalfd. Read after every
+ * epoll_wait(), whatever it returned: a loop with work left waits with a
+ * timeout of 0 and may never see the signalfd among its events (nor would
+ * epoll_pwait() deliver a signal then: it restores the mask unless it
+ * slept), and a client that keeps the daemon busy would hold its stop.
+ */
+static void take_signals(struct server *sv)
 {
-	if (sig == SIGHUP)
-		sig_reload = 1;
-	else
-		sig_stop = 1;
+	struct signalfd_siginfo si;
+
+	while (read(sv->sfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP)
+			sv->reload = 1;
+		else
+			sv->stop = 1;
+	}
 }
 
 static int watch_add(struct server *sv, int fd, uint32_t events,
@@ -1321,6 +1334,9 @@ static void handle(struct server *sv, struct epoll_event *ev)
 	case W_STORE:
 		kvmemd_tier_reap(sv->d);
 		break;
+	case W_SIGNAL:
+		take_signals(sv);
+		break;
 	}
 }
 
@@ -1375,6 +1391,7 @@ static void shut_down(struct server *sv)
 	kvmemd_ras_exit(sv->d);
 	kvmemd_gpu_close(sv->d);
 	close(sv->ep);
+	close(sv->sfd);
 	if (sv->reserve_fd >= 0)
 		close(sv->reserve_fd);
 	close(sv->state_fd);
@@ -1435,6 +1452,10 @@ static int start(struct server *sv)
 	sv->d->workers = sv->workers;
 	sv->ww.type = W_WORKERS;
 	ret = watch_add(sv, kvmemd_workers_fd(sv->workers), EPOLLIN, &sv->ww);
+	if (ret)
+		return ret;
+	sv->gw.type = W_SIGNAL;
+	ret = watch_add(sv, sv->sfd, EPOLLIN, &sv->gw);
 	if (ret)
 		return ret;
 	ret = make_parent(cfg->state_dir, 0750);
@@ -1542,26 +1563,27 @@ int kvmemd_run(struct kvmemd *d)
 			     .afd = -1,
 			     .ep = -1,
 			     .reserve_fd = -1,
+			     .sfd = -1,
 			     .state_fd = -1,
 			     .accept_backoff = ACCEPT_BACKOFF_NS };
 	struct epoll_event ev[MAX_EVENTS];
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigset_t block, waitmask;
+	sigset_t block;
 	int i, n, ret;
 
-	/* The handlers run only inside epoll_pwait(), which unblocks them. */
+	/* Blocked in every thread (the workers inherit the mask), and taken
+	 * from a signalfd by the loop alone. */
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGHUP);
-	sigprocmask(SIG_BLOCK, &block, &waitmask);
-	sigdelset(&waitmask, SIGTERM);
-	sigdelset(&waitmask, SIGINT);
-	sigdelset(&waitmask, SIGHUP);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	sigprocmask(SIG_BLOCK, &block, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	sv.sfd = signalfd(-1, &block, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sv.sfd < 0) {
+		ret = -errno;
+		kvmemd_log_err(LOG_ERR, ret, "signalfd");
+		return ret;
+	}
 
 	d->start_mono = kvmemd_now_ns();
 	/* Before start(): kept sessions may need it. */
@@ -1586,6 +1608,7 @@ int kvmemd_run(struct kvmemd *d)
 		kvmemd_gpu_close(d);
 		if (sv.ep >= 0)
 			close(sv.ep);
+		close(sv.sfd);
 		if (sv.reserve_fd >= 0)
 			close(sv.reserve_fd);
 		return ret;
@@ -1600,21 +1623,22 @@ int kvmemd_run(struct kvmemd *d)
 	notify("READY=1", NOTIFY_WAIT_MS);
 	status_update(&sv);
 
-	while (!sig_stop) {
+	while (!sv.stop) {
 		/* While polling, the rings come first: look at the sockets
 		 * (and take signals) every POLL_PASSES passes. */
 		n = 0;
-		if (!sv.polling || ++sv.polls % POLL_PASSES == 0)
-			n = epoll_pwait(sv.ep, ev, MAX_EVENTS, timeout_ms(&sv),
-					&waitmask);
-		if (n < 0 && errno != EINTR) {
-			kvmemd_log_err(LOG_ERR, -errno, "epoll_pwait");
-			break;
+		if (!sv.polling || ++sv.polls % POLL_PASSES == 0) {
+			n = epoll_wait(sv.ep, ev, MAX_EVENTS, timeout_ms(&sv));
+			if (n < 0 && errno != EINTR) {
+				kvmemd_log_err(LOG_ERR, -errno, "epoll_wait");
+				break;
+			}
+			take_signals(&sv);
 		}
-		if (sig_stop)
+		if (sv.stop)
 			break;
-		if (sig_reload) {
-			sig_reload = 0;
+		if (sv.reload) {
+			sv.reload = 0;
 			reload(&sv);
 		}
 		for (i = 0; i < n; i++)

@@ -36,19 +36,6 @@ static char reply[1 << 16];
 
 #define admin(p, ...) kvmemd_admin_ok(p, reply, sizeof(reply), __VA_ARGS__)
 
-/* Queue @e on @r without publishing it. */
-static void raw_queue(struct kvmemd_raw *r, const struct kvmem_sqe *e)
-{
-	r->sqes[r->sq_tail++ & (r->w.sq_entries - 1)] = *e;
-}
-
-static void raw_publish(struct kvmemd_raw *r)
-{
-	__atomic_store_n(&r->ring->sq_tail, r->sq_tail, __ATOMIC_RELEASE);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	eventfd_write(r->sq_efd, 1);
-}
-
 /* Completions @r has been sent since its CQ head was last moved. */
 static uint32_t raw_posted(const struct kvmemd_raw *r)
 {
@@ -80,27 +67,14 @@ static void raw_wait_posted(const struct kvmemd_raw *r, uint32_t n)
  */
 START_TEST(test_dos_seal_flood_others_served)
 {
-	struct kvmem_hello big = kvmemd_hello(24 * MIB),
-			   small = kvmemd_hello(0);
-	struct kvmem_page_hdr hdr = { .seq = 1, .flags = KVMEM_HDR_SEALED };
+	struct kvmem_hello big = kvmemd_big_hello(256), small = kvmemd_hello(0);
 	struct kvmem_page_layout l;
 	struct kvmem_sqe e;
 	struct kvmem_cqe cq;
 	struct kvmemd_proc p;
 	struct kvmemd_raw a, b;
-	struct kvmem_rng rng;
-	float *k, *v;
 	uint32_t slot, done, i;
-	size_t n;
 
-	/* int8 + secded72, 32 heads of 128, 512 tokens: 5 MiB pages. */
-	big.geometry.kv_heads = 32;
-	big.geometry.head_dim = 128;
-	big.geometry.tokens_per_page = 512;
-	big.geometry.sink_tokens = 0;
-	big.geometry.format = KVMEM_FMT_INT8;
-	big.geometry.codec = KVMEM_CODEC_SECDED72;
-	big.sq_entries = 256;
 	ck_assert_int_eq(kvmem_page_layout(&big.geometry, 0, &l), 0);
 	ck_assert_uint_gt(l.size, 4 * MIB);
 
@@ -108,51 +82,11 @@ START_TEST(test_dos_seal_flood_others_served)
 	ck_assert_int_eq(kvmemd_raw_attach(&a, &p, &big, sizeof(big)), 0);
 	ck_assert_int_eq(kvmemd_raw_attach(&b, &p, &small, sizeof(small)), 0);
 
-	memset(&e, 0, sizeof(e));
-	e.opcode = KVMEM_OP_SEQ_CREATE;
-	ck_assert_int_eq(kvmemd_raw_op(&a, &e).res, 1);
-	e.opcode = KVMEM_OP_PAGE_ALLOC;
-	e.len = 1;
-	cq = kvmemd_raw_op(&a, &e);
-	ck_assert_int_eq(cq.res, 1);
-	memcpy(&slot, a.buf, sizeof(slot));
-
 	/* One real page, sealed, freed and taken again, over and over. */
-	n = (size_t)512 * 32 * 128;
-	k = kvmem_check_xmalloc(n * sizeof(float));
-	v = kvmem_check_xmalloc(n * sizeof(float));
-	kvmem_rng_seed(&rng, 5);
-	for (i = 0; i < n; i++) {
-		k[i] = kvmem_check_rnd_value(&rng, 1.0);
-		v[i] = kvmem_check_rnd_value(&rng, 1.0);
-	}
-	hdr.ntokens = 512;
-	ck_assert_int_eq(kvmem_page_encode(a.arena + (size_t)slot * 4096,
-					   &big.geometry, &hdr, 0, k, v),
-			 0);
-	free(k);
-	free(v);
-	for (i = 0; i < FLOOD_SEALS; i++) {
-		memset(&e, 0, sizeof(e));
-		e.opcode = KVMEM_OP_PAGE_SEAL;
-		e.slot = slot;
-		e.seq = 1;
-		e.ntokens = 512;
-		e.user_data = 3 * i;
-		raw_queue(&a, &e);
-		memset(&e, 0, sizeof(e));
-		e.opcode = KVMEM_OP_PAGE_FREE;
-		e.slot = slot;
-		e.seq = 1;
-		e.user_data = 3 * i + 1;
-		raw_queue(&a, &e);
-		memset(&e, 0, sizeof(e));
-		e.opcode = KVMEM_OP_PAGE_ALLOC;
-		e.len = 1;
-		e.user_data = 3 * i + 2;
-		raw_queue(&a, &e);
-	}
-	raw_publish(&a);
+	slot = kvmemd_raw_big_page(&a, &big.geometry, 5);
+	for (i = 0; i < FLOOD_SEALS; i++)
+		kvmemd_raw_seal_round(&a, slot, i);
+	kvmemd_raw_publish(&a);
 	/* The flood is under way: the daemon took some of it. */
 	for (i = 0; i < 600000 &&
 		    __atomic_load_n(&a.ring->sq_head, __ATOMIC_ACQUIRE) == 0;
@@ -180,6 +114,38 @@ START_TEST(test_dos_seal_flood_others_served)
 	kvmemd_raw_detach(&a);
 	kvmemd_raw_detach(&b);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Regression: while a flood of seals kept it busy, kvmemd took no signal:
+ * it waited for events with a timeout of 0, and epoll_pwait() delivers the
+ * signals it unblocks only when it sleeps, so SIGTERM waited for the flood
+ * to end. The daemon stops with most of the flood not run.
+ */
+START_TEST(test_dos_busy_daemon_stops)
+{
+	struct kvmem_hello big = kvmemd_big_hello(4096);
+	struct kvmemd_proc p;
+	struct kvmemd_raw a;
+	uint32_t slot, i, head;
+
+	kvmemd_start(&p, "[daemon]\nkeep_sessions = no\n[scrub]\nrate = 0\n",
+		     NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&a, &p, &big, sizeof(big)), 0);
+	slot = kvmemd_raw_big_page(&a, &big.geometry, 6);
+	for (i = 0; i < 4096 / 3; i++)
+		kvmemd_raw_seal_round(&a, slot, i);
+	kvmemd_raw_publish(&a);
+	while (!__atomic_load_n(&a.ring->sq_head, __ATOMIC_ACQUIRE))
+		usleep(100);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	head = __atomic_load_n(&a.ring->sq_head, __ATOMIC_ACQUIRE);
+	ck_assert_msg(head < a.sq_tail / 2,
+		      "kvmemd ran %u of %u SQEs before it stopped", head,
+		      a.sq_tail);
+	kvmemd_raw_detach(&a);
 	kvmemd_cleanup(&p);
 }
 END_TEST
@@ -915,6 +881,7 @@ KVMEM_SUITE(daemon_dos)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_dos_seal_flood_others_served);
+	tcase_add_test(tc, test_dos_busy_daemon_stops);
 	tcase_add_loop_test(tc, test_dos_slowloris, 0, 2);
 	tcase_add_test(tc, test_dos_burst_of_clients_served);
 	tcase_add_test(tc, test_dos_spoken_client_kept);

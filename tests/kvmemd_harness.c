@@ -617,6 +617,79 @@ struct kvmem_cqe kvmemd_raw_reap(struct kvmemd_raw *r)
 	return c;
 }
 
+struct kvmem_hello kvmemd_big_hello(uint32_t sq)
+{
+	struct kvmem_hello h = kvmemd_hello(24u << 20);
+
+	h.geometry.kv_heads = 32;
+	h.geometry.head_dim = 128;
+	h.geometry.tokens_per_page = KVMEMD_BIG_TOKENS;
+	h.geometry.sink_tokens = 0;
+	h.geometry.format = KVMEM_FMT_INT8;
+	h.geometry.codec = KVMEM_CODEC_SECDED72;
+	h.sq_entries = sq;
+	return h;
+}
+
+uint32_t kvmemd_raw_big_page(struct kvmemd_raw *r,
+			     const struct kvmem_geometry *g, uint64_t seed)
+{
+	const size_t n = (size_t)g->tokens_per_page * g->kv_heads * g->head_dim;
+	struct kvmem_page_hdr hdr = { .seq = 1,
+				      .flags = KVMEM_HDR_SEALED,
+				      .ntokens = g->tokens_per_page };
+	struct kvmem_rng rng;
+	uint32_t slot;
+	float *k, *v;
+	size_t i;
+
+	ck_assert_int_eq(KVMEMD_OP(r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
+	ck_assert_int_eq(
+		KVMEMD_OP(r, 2, .opcode = KVMEM_OP_PAGE_ALLOC, .len = 1), 1);
+	memcpy(&slot, r->buf, sizeof(slot));
+	k = kvmem_check_xmalloc(n * sizeof(float));
+	v = kvmem_check_xmalloc(n * sizeof(float));
+	kvmem_rng_seed(&rng, seed);
+	for (i = 0; i < n; i++) {
+		k[i] = kvmem_check_rnd_value(&rng, 1.0);
+		v[i] = kvmem_check_rnd_value(&rng, 1.0);
+	}
+	ck_assert_int_eq(kvmem_page_encode(r->arena + (size_t)slot * 4096, g,
+					   &hdr, 0, k, v),
+			 0);
+	free(k);
+	free(v);
+	return slot;
+}
+
+void kvmemd_raw_seal_round(struct kvmemd_raw *r, uint32_t slot, uint32_t i)
+{
+	const struct kvmem_sqe e[3] = {
+		{ .opcode = KVMEM_OP_PAGE_SEAL,
+		  .slot = slot,
+		  .seq = 1,
+		  .ntokens = KVMEMD_BIG_TOKENS,
+		  .user_data = 3ull * i },
+		{ .opcode = KVMEM_OP_PAGE_FREE,
+		  .slot = slot,
+		  .seq = 1,
+		  .user_data = 3ull * i + 1 },
+		{ .opcode = KVMEM_OP_PAGE_ALLOC,
+		  .len = 1,
+		  .user_data = 3ull * i + 2 },
+	};
+	int j;
+
+	for (j = 0; j < 3; j++)
+		r->sqes[r->sq_tail++ & (r->w.sq_entries - 1)] = e[j];
+}
+
+void kvmemd_raw_publish(struct kvmemd_raw *r)
+{
+	__atomic_store_n(&r->ring->sq_tail, r->sq_tail, __ATOMIC_RELEASE);
+	kvmemd_raw_doorbell(r);
+}
+
 struct kvmem_cqe kvmemd_raw_op(struct kvmemd_raw *r, const struct kvmem_sqe *e)
 {
 	kvmemd_raw_queue(r, e);

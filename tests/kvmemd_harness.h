@@ -160,6 +160,24 @@ struct kvmem_cqe kvmemd_raw_call(struct kvmemd_raw *r, struct kvmem_sqe e,
 /* Wait up to @timeout_ms for the daemon to hang up on @r: 1, or 0. */
 int kvmemd_raw_hung_up(struct kvmemd_raw *r, int timeout_ms);
 
+/*
+ * A flood of seals, whose checks cost the daemon: the hello of a session
+ * of 5 MiB pages (int8 + secded72, 32 KV heads of 128, 512 tokens) and
+ * @sq SQEs; once it is attached, kvmemd_raw_big_page() makes sequence 1
+ * and an open slot holding a whole page of random tokens of the hello's
+ * geometry @g, and returns the slot; kvmemd_raw_seal_round() queues round
+ * @i on it, unpublished:
+ * PAGE_SEAL, PAGE_FREE and PAGE_ALLOC as user_data 3i, 3i + 1, 3i + 2
+ * (results 0, 0, 1).
+ */
+#define KVMEMD_BIG_TOKENS 512
+struct kvmem_hello kvmemd_big_hello(uint32_t sq);
+uint32_t kvmemd_raw_big_page(struct kvmemd_raw *r,
+			     const struct kvmem_geometry *g, uint64_t seed);
+void kvmemd_raw_seal_round(struct kvmemd_raw *r, uint32_t slot, uint32_t i);
+/* Publish what was queued and ring the doorbell. */
+void kvmemd_raw_publish(struct kvmemd_raw *r);
+
 struct kvmem_rng;
 /* @ntok random tokens of every layer of kvmemd_test_geo(), as one array
  * each for K and V (kvmem_check_xmalloc()ed). */
