@@ -481,11 +481,11 @@ void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit);
  * whose bytes had CRC-32C @store_crc when they were written. */
 void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
 		       uint32_t store_crc, struct kvmemd_check *c);
-/* Run @c for about *@budget bytes of work, taken from it. Return: 1 when
- * the check is over (or its slot was freed), 0 when the budget ran out. */
 /* Check every sealed page of @s now, as at its seal (a session taken back
  * after a restart). */
 void kvmemd_ras_verify(struct kvmemd_session *s);
+/* Run @c for about *@budget bytes of work, taken from it. Return: 1 when
+ * the check is over (or its slot was freed), 0 when the budget ran out. */
 int kvmemd_ras_check_step(struct kvmemd_session *s, struct kvmemd_check *c,
 			  uint64_t *budget);
 /*

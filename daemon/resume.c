@@ -50,8 +50,14 @@
 #define KEEP_MAGIC "KVMKEEP"
 #define KEEP_VERSION 1
 #define FD_PREFIX "session-"
-/* How long a stopping kvmemd waits for its sessions' store I/O, all of
- * them together: well within systemd's TimeoutStopSec=. */
+/*
+ * How long a stopping kvmemd runs what its sessions submitted, all of them
+ * together (what is left is the next kvmemd's), and how long it waits for
+ * their store I/O: with the record written, well within the unit's
+ * TimeoutStopSec= (30 s), past which systemd kills it and every session
+ * is lost.
+ */
+#define KEEP_RUN_NS (2ull * 1000000000ull)
 #define QUIESCE_NS (10ull * 1000000000ull)
 /* Descriptors systemd may pass back: one a session, and some over. */
 #define MAX_PASSED 65600
@@ -116,6 +122,7 @@ struct kvmemd_keep {
 	uint32_t n;
 	uint8_t store_uuid[16];
 	int store_err; /* the descriptor store refused one: no more tries */
+	uint64_t run_until; /* for the sessions' submitted ops to run */
 	uint64_t deadline; /* for the sessions' store I/O to end */
 };
 
@@ -805,6 +812,7 @@ void kvmemd_resume_exit(struct kvmemd *d)
 struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d)
 {
 	struct kvmemd_keep *k;
+	uint64_t now;
 
 	if (!kvmemd_resume_on(d))
 		return NULL;
@@ -817,7 +825,9 @@ struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d)
 		return NULL;
 	}
 	k->d = d;
-	k->deadline = kvmemd_now_ns() + QUIESCE_NS;
+	now = kvmemd_now_ns();
+	k->run_until = now + KEEP_RUN_NS;
+	k->deadline = now + QUIESCE_NS;
 	kvmemd_tier_store_uuid(d, k->store_uuid);
 	return k;
 }
@@ -855,7 +865,7 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 		return 0;
 	now = kvmemd_now_ns();
 	left = now < k->deadline ? (k->deadline - now) / 1000000u : 0;
-	ret = session_keep_ready(s, (int)left, why, sizeof(why));
+	ret = session_keep_ready(s, k->run_until, (int)left, why, sizeof(why));
 	for (pg = 0; !ret && pg < s->top_page; pg++)
 		if (s->pages[pg].state != PAGE_UNUSED &&
 		    s->pages[pg].state != PAGE_RESIDENT &&

@@ -995,32 +995,47 @@ int session_slots_restore(struct kvmemd_session *s)
 	return u == s->top ? 0 : -EINVAL;
 }
 
-/* The check of the page just sealed, to its end now. */
-static void seal_check_finish(struct kvmemd_session *s)
-{
-	uint64_t budget = UINT64_MAX;
+/* A step of a seal's check at stop: the clock is read between steps. */
+#define KEEP_CHECK_STEP (1u << 20)
+/* What one run takes at stop: its pass stays bounded (SESSION_PASS_BYTES). */
+#define KEEP_RUN_OPS 64
 
-	if (s->checking)
-		kvmemd_ras_check_step(s, &s->seal_check, &budget);
-	s->checking = 0;
+/* The check of the page just sealed, on until @deadline: 1 when done. */
+static int seal_check_until(struct kvmemd_session *s, uint64_t deadline)
+{
+	uint64_t budget;
+
+	while (s->checking) {
+		if (kvmemd_now_ns() >= deadline)
+			return 0;
+		budget = KEEP_CHECK_STEP;
+		if (kvmemd_ras_check_step(s, &s->seal_check, &budget))
+			s->checking = 0;
+	}
+	return 1;
 }
 
-int session_keep_ready(struct kvmemd_session *s, int timeout_ms, char *why,
-		       size_t len)
+int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
+		       int timeout_ms, char *why, size_t len)
 {
 	uint32_t u, taken;
-	int ret, n;
+	int ret, n = 0;
 
-	/* Everything submitted, as far as the CQ has room: a seal's check
-	 * ends a pass, and the tail is read once a pass. A ring's worth at
-	 * most: a client that goes on submitting cannot hold the stop. */
-	taken = 0;
-	do {
-		seal_check_finish(s);
-		n = kvmemd_session_run(s, UINT32_MAX);
-		taken += n > 0 ? (uint32_t)n : 0;
-	} while (n > 0 && taken < s->sq_entries);
-	seal_check_finish(s);
+	/* What was submitted, as far as the CQ has room, a ring's worth and
+	 * @run_deadline allow: a client that goes on submitting, or seals
+	 * page after page to be checked, cannot hold the stop. What is left
+	 * stays in the ring for the next daemon, from the sq_head kept; a
+	 * page sealed but not checked yet is checked by it before the
+	 * client gets the session back, as every sealed page is. */
+	for (taken = 0; taken < s->sq_entries; taken += (uint32_t)n) {
+		if (!seal_check_until(s, run_deadline) ||
+		    kvmemd_now_ns() >= run_deadline)
+			break;
+		n = kvmemd_session_run(s, KEEP_RUN_OPS);
+		if (n <= 0)
+			break;
+	}
+	seal_check_until(s, run_deadline);
 	if (n < 0) {
 		snprintf(why, len, "its ring is broken");
 		return n;

@@ -292,14 +292,15 @@ int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
 			uint32_t tokens, const uint32_t *pages, uint32_t n);
 int session_slots_restore(struct kvmemd_session *s);
 /*
- * Before @s is kept across a restart: what the client submitted run (while
- * the CQ has room; the rest is the next daemon's), the checks of seals
- * done, waiting ops cancelled and store I/O ended (tier_quiesce(), within
+ * Before @s is kept across a restart: what the client submitted run until
+ * @run_deadline (CLOCK_MONOTONIC ns; while the CQ has room, a ring's worth
+ * at most; the rest is the next daemon's), with the checks of seals,
+ * waiting ops cancelled and store I/O ended (tier_quiesce(), within
  * @timeout_ms), the publish stage dropped. 0, or why not in @why: -EPROTO
  * (the ring is broken), -ETIMEDOUT, -EBUSY (a page still moves).
  */
-int session_keep_ready(struct kvmemd_session *s, int timeout_ms, char *why,
-		       size_t len);
+int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
+		       int timeout_ms, char *why, size_t len);
 
 /* tier.c, for session.c */
 /* The op was queued to complete later. */

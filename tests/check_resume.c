@@ -652,6 +652,72 @@ START_TEST(test_resume_flood_does_not_hold_the_stop)
 }
 END_TEST
 
+/*
+ * Regression: two sessions each with a ring full of seals of 5 MiB pages
+ * held a stop that keeps sessions for 96 s, checking every seal, past
+ * systemd's stop timeout, whose SIGKILL loses every session. The stop
+ * runs what was submitted for a bounded time now and leaves the rest in
+ * the ring: it exits with both rings far from run, keeps both sessions,
+ * and the next kvmemd takes up the rings where they stopped, every
+ * completion in order and right.
+ */
+#define STOP_FLOOD_SQ 32768
+
+START_TEST(test_resume_seal_flood_does_not_hold_the_stop)
+{
+	struct kvmem_hello h = kvmemd_big_hello(STOP_FLOOD_SQ), back;
+	struct kvmemd_raw r[2], r2;
+	struct kvmemd_proc p;
+	struct kvmem_cqe c;
+	uint32_t slot[2], rounds = STOP_FLOOD_SQ / 3, i, head, posted;
+	int j;
+
+	kvmemd_start(&p, "[ring]\nmax_entries = 65536\n[scrub]\nrate = 0\n",
+		     NULL);
+	for (j = 0; j < 2; j++) {
+		ck_assert_int_eq(kvmemd_raw_attach(&r[j], &p, &h, sizeof(h)),
+				 0);
+		slot[j] = kvmemd_raw_big_page(&r[j], &h.geometry, 7 + j);
+		for (i = 0; i < rounds; i++)
+			kvmemd_raw_seal_round(&r[j], slot[j], i);
+	}
+	for (j = 0; j < 2; j++)
+		kvmemd_raw_publish(&r[j]);
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	ck_assert_int_eq(p.nstored, 2);
+	/* Stopped with most of both floods not run. */
+	for (j = 0; j < 2; j++) {
+		head = __atomic_load_n(&r[j].ring->sq_head, __ATOMIC_ACQUIRE);
+		ck_assert_msg(head < r[j].sq_tail / 2,
+			      "session %d: the stop ran %u of %u SQEs", j, head,
+			      r[j].sq_tail);
+		ck_assert(kvmemd_raw_hung_up(&r[j], 1000));
+	}
+
+	/* The first session goes on with the next kvmemd. */
+	kvmemd_restart(&p, NULL);
+	back = h;
+	back.resume_session = r[0].w.session;
+	back.resume_token = r[0].w.resume_token;
+	ck_assert_int_eq(kvmemd_raw_attach(&r2, &p, &back, sizeof(back)), 0);
+	r2.sq_tail = r[0].sq_tail;
+	r2.cq_head = r[0].cq_head;
+	posted = __atomic_load_n(&r2.ring->cq_tail, __ATOMIC_ACQUIRE) -
+		 r2.cq_head;
+	kvmemd_raw_doorbell(&r2);
+	for (i = 0; i < posted + 30; i++) {
+		c = kvmemd_raw_reap(&r2);
+		ck_assert_uint_eq(c.user_data, i);
+		ck_assert_int_eq(c.res, i % 3 == 2 ? 1 : 0);
+	}
+	kvmemd_raw_detach(&r2);
+	kvmemd_raw_detach(&r[0]);
+	kvmemd_raw_detach(&r[1]);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(resume)
 {
 	Suite *s = suite_create("resume");
@@ -664,6 +730,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_two_restarts);
 	tcase_add_test(tc, test_resume_append_goes_on);
 	tcase_add_test(tc, test_resume_flood_does_not_hold_the_stop);
+	tcase_add_test(tc, test_resume_seal_flood_does_not_hold_the_stop);
 	tcase_add_test(tc, test_resume_unsent_ops_dropped);
 	tcase_add_test(tc, test_resume_refused_to_others);
 	tcase_add_test(tc, test_resume_nothing_half_trusted);
