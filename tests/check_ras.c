@@ -924,8 +924,8 @@ START_TEST(test_persist)
 }
 END_TEST
 
-/* A raw session: one sealed page the test wrote itself, at unit 0: of
- * kind @hot, @ntokens tokens. */
+/* A raw session of sequence 1 and the pages the test writes itself into
+ * it (raw_seal()); raw_page()'s first page at unit 0, as written. */
 struct raw_page {
 	struct kvmemd_raw r;
 	struct kvmem_geometry g;
@@ -933,67 +933,85 @@ struct raw_page {
 	uint8_t *clean;
 };
 
-static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p,
-		     uint32_t kv_heads, int flip, int hot, uint32_t ntokens)
+static void raw_open(struct raw_page *rp, const struct kvmemd_proc *p,
+		     const struct kvmem_geometry *g)
 {
 	struct kvmem_hello h = kvmemd_hello(1u << 20);
+
+	h.geometry = *g;
+	rp->g = *g;
+	ck_assert_int_eq(kvmemd_raw_attach(&rp->r, p, &h, sizeof(h)), 0);
+	ck_assert_int_eq(KVMEMD_OP(&rp->r, 1, .opcode = KVMEM_OP_SEQ_CREATE),
+			 1);
+}
+
+/*
+ * Page @layer of sequence 1, tokens [0, @ntokens), of kind @hot, written
+ * into a new slot (one bit of K flipped if @flip) and sealed: its unit,
+ * and its bytes as encoded in *@clean (malloc'ed).
+ */
+static uint32_t raw_seal(struct raw_page *rp, uint32_t layer, int flip, int hot,
+			 uint32_t ntokens, uint8_t **clean)
+{
 	struct kvmem_page_hdr hdr = { .seq = 1,
+				      .layer = layer,
 				      .ntokens = ntokens,
 				      .flags = KVMEM_HDR_SEALED };
-	struct kvmem_sqe e = { .user_data = 1 };
 	struct kvmem_page_layout l;
 	struct kvmem_rng r;
-	struct kvmem_cqe cq;
+	uint8_t *page;
 	float *k, *v;
-	uint32_t slot;
+	uint32_t unit;
 	size_t i, n;
 
-	h.geometry.kv_heads = kv_heads;
-	rp->g = h.geometry;
 	kvmem_page_layout(&rp->g, hot, &l);
-	rp->size = l.size;
-	ck_assert_int_eq(kvmemd_raw_attach(&rp->r, p, &h, sizeof(h)), 0);
-	e.opcode = KVMEM_OP_SEQ_CREATE;
-	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 1);
-	e.opcode = KVMEM_OP_PAGE_ALLOC;
-	e.kind = hot ? KVMEM_SLOT_HOT : KVMEM_SLOT_SEALED;
-	e.len = 1;
-	cq = kvmemd_raw_op(&rp->r, &e);
-	ck_assert_int_eq(cq.res, 1);
-	memcpy(&slot, rp->r.buf, sizeof(slot));
-	ck_assert_uint_eq(slot, 0);
+	ck_assert_int_eq(
+		KVMEMD_OP(&rp->r, 2, .opcode = KVMEM_OP_PAGE_ALLOC,
+			  .kind = hot ? KVMEM_SLOT_HOT : KVMEM_SLOT_SEALED,
+			  .len = 1),
+		1);
+	memcpy(&unit, rp->r.buf, sizeof(unit));
+	page = rp->r.arena + (size_t)unit * KVMEM_SLOT_UNIT;
 
 	n = (size_t)ntokens * rp->g.kv_heads * rp->g.head_dim;
-	k = malloc(n * sizeof(float));
-	v = malloc(n * sizeof(float));
-	rp->clean = malloc(l.size);
+	k = kvmem_check_xmalloc(n * sizeof(float));
+	v = kvmem_check_xmalloc(n * sizeof(float));
+	*clean = kvmem_check_xmalloc(l.size);
 	kvmem_rng_seed(&r, 77);
 	for (i = 0; i < n; i++) {
 		k[i] = kvmem_check_rnd_value(&r, 1.0);
 		v[i] = kvmem_check_rnd_value(&r, 1.0);
 	}
-	ck_assert_int_eq(kvmem_page_encode(rp->clean, &rp->g, &hdr, hot, k, v),
-			 0);
-	memcpy(rp->r.arena, rp->clean, l.size);
+	ck_assert_int_eq(kvmem_page_encode(*clean, &rp->g, &hdr, hot, k, v), 0);
+	memcpy(page, *clean, l.size);
 	if (flip)
-		rp->r.arena[l.k_off + 5] ^= 0x10;
+		page[l.k_off + 5] ^= 0x10;
 	free(k);
 	free(v);
 
-	memset(&e, 0, sizeof(e));
-	e.opcode = KVMEM_OP_PAGE_SEAL;
-	e.user_data = 2;
-	e.slot = 0;
-	e.seq = 1;
-	e.ntokens = ntokens;
-	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 0);
+	ck_assert_int_eq(KVMEMD_OP(&rp->r, 3, .opcode = KVMEM_OP_PAGE_SEAL,
+				   .slot = unit, .seq = 1, .layer = layer,
+				   .ntokens = ntokens),
+			 0);
 	/* The seal completes at once and its check runs after; the daemon
 	 * takes no later op before the check is done, so the NOP's completion
 	 * says the page is as the check left it. */
-	memset(&e, 0, sizeof(e));
-	e.opcode = KVMEM_OP_NOP;
-	e.user_data = 3;
-	ck_assert_int_eq(kvmemd_raw_op(&rp->r, &e).res, 0);
+	ck_assert_int_eq(KVMEMD_OP(&rp->r, 4, .opcode = KVMEM_OP_NOP), 0);
+	return unit;
+}
+
+/* raw_open() of kvmemd_test_geo() with @kv_heads, and a first page. */
+static void raw_page(struct raw_page *rp, const struct kvmemd_proc *p,
+		     uint32_t kv_heads, int flip, int hot, uint32_t ntokens)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_page_layout l;
+
+	g.kv_heads = kv_heads;
+	raw_open(rp, p, &g);
+	ck_assert_uint_eq(raw_seal(rp, 0, flip, hot, ntokens, &rp->clean), 0);
+	kvmem_page_layout(&g, hot, &l);
+	rp->size = l.size;
 }
 
 /*
@@ -1052,6 +1070,54 @@ START_TEST(test_seal_verify_and_header_restore)
 
 	kvmemd_raw_detach(&rp.r);
 	free(rp.clean);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * A header that decodes cleanly but is another page's: layer 1's over
+ * layer 0's. No code sees it, nor the CRC (it covers what follows the
+ * header, the same in both pages here); the seal record does. The header
+ * is written back and reported as a mismatch, the other page left alone.
+ */
+START_TEST(test_header_of_another_page)
+{
+	struct kvmem_page_hdr h;
+	struct kvmemd_proc p;
+	struct raw_page rp;
+	uint8_t *other, *page1;
+	uint32_t u;
+
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	raw_page(&rp, &p, kvmemd_test_geo().kv_heads, 0, 0, 32);
+	u = raw_seal(&rp, 1, 0, 0, 32, &other);
+	page1 = rp.r.arena + (size_t)u * KVMEM_SLOT_UNIT;
+	memcpy(rp.r.arena, page1, KVMEM_PAGE_HDR_BYTES);
+	ck_assert_int_eq(kvmem_page_read_header(rp.r.arena, &rp.g, &h, NULL),
+			 0);
+	ck_assert_uint_eq(h.layer, 1);
+
+	admin(&p, "scrub now session 1");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "restored_pages"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 0);
+	EXPECT_MEM(rp.r.arena, rp.clean, rp.size, "%s", "layer 0 as sealed");
+	EXPECT_MEM(page1, other, rp.size, "%s", "layer 1 as sealed");
+	admin(&p, "events");
+	ck_assert_msg(strstr(reply, "\"seq\":1,\"layer\":0,\"token_start\":0,"
+				    "\"token_end\":31,\"pool\":\"host\","
+				    "\"tier\":\"warm\",\"codec\":\"golay24\","
+				    "\"region\":\"header\",\"words\":0,"
+				    "\"kind\":\"mismatch\",\"restored\":true"),
+		      "%s", reply);
+	ck_assert_ptr_null(strstr(reply, "\"layer\":1"));
+
+	kvmemd_raw_detach(&rp.r);
+	free(rp.clean);
+	free(other);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -1332,6 +1398,7 @@ KVMEM_SUITE(ras)
 	tcase_add_test(tc, test_persist);
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_seal_verify_and_header_restore);
+	tcase_add_test(tc, test_header_of_another_page);
 	tcase_add_test(tc, test_scale_padding_word);
 	tcase_add_test(tc, test_row_check_padding_word);
 	tcase_add_test(tc, test_admin_errors);
