@@ -182,6 +182,75 @@ START_TEST(test_inject_channels)
 END_TEST
 
 /*
+ * The exact count reaches every region of a page: exact:1 with "all" puts
+ * one flip in every word, header and scales (golay24) as well as the
+ * payload (h84). The scrub corrects each and counts it under its codec;
+ * the words are those the layout has, as the injector reports them.
+ */
+START_TEST(test_scrub_counts_every_region)
+{
+	struct kvmem_geometry g = geo(KVMEM_CODEC_H84);
+	const size_t nvals = 2 * (size_t)2 * TOKENS * 2 * 64;
+	float *before = kvmem_check_xmalloc(nvals * sizeof(float));
+	float *now = kvmem_check_xmalloc(nvals * sizeof(float));
+	unsigned long long f[8], pages, meta, payload;
+	struct kvmem_page_layout l;
+	struct kvmem_seq *s[1];
+	struct kvmem_cache *c;
+	struct kvmemd_proc p;
+	uint64_t erased;
+	size_t i;
+
+	kvmem_page_layout(&g, 0, &l);
+	/* 2 layers of 8 sealed pages; golay24: the header, the scales and
+	 * the checks after them; h84: K and V, a row of row_words a token. */
+	pages = 2ull * (TOKENS / g.tokens_per_page);
+	meta = pages *
+	       (KVMEM_PAGE_HDR_WORDS + l.scale_words + 2ull * l.nchecks);
+	payload = pages * 2 * g.kv_heads * g.tokens_per_page * l.row_words;
+	kvmemd_start(&p, "[scrub]\nrate = 0\nallow_inject = yes\n", NULL);
+	c = attach(&p, &g, 16u << 20);
+	fill(&g, c, s, 1, TOKENS, 310);
+	read_all(&g, s[0], TOKENS, before, &erased);
+	ck_assert_uint_eq(erased, 0);
+
+	admin(&p, "inject pool ber 0 seed 3 all channel exact:1");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "pages"), pages);
+	kvmemd_inject_flips(reply, "golay24", f);
+	ck_assert_uint_eq(f[1], meta);
+	kvmemd_inject_flips(reply, "h84", f);
+	ck_assert_uint_eq(f[1], payload);
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), meta + payload);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "restored_pages"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 0);
+	admin(&p, "errors");
+	ck_assert_uint_eq(kvmemd_json_after(reply,
+					    "\"tier\":\"warm\",\"codec\":"
+					    "\"golay24\"",
+					    "ce"),
+			  meta);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"tier\":\"warm\",\"codec\":\"h84\"",
+				  "ce"),
+		payload);
+	read_all(&g, s[0], TOKENS, now, &erased);
+	ck_assert_uint_eq(erased, 0);
+	for (i = 0; i < nvals; i++)
+		EXPECT_FEQ(now[i], before[i], "value %zu", i);
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
+
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+	free(before);
+	free(now);
+}
+END_TEST
+
+/*
  * Inject at BER 1e-3 into an h84 and a golay24 session, scrub once: the
  * corrected words are those the injector gave at most t flips, the
  * uncorrectable ones those it gave more (the seed is one where no h84 word
@@ -1391,6 +1460,7 @@ KVMEM_SUITE(ras)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_scrub_counts_injected);
 	tcase_add_test(tc, test_inject_channels);
+	tcase_add_test(tc, test_scrub_counts_every_region);
 	tcase_add_test(tc, test_degraded_attend);
 	tcase_add_test(tc, test_scrub_rate);
 	tcase_add_test(tc, test_scrub_adapt);
