@@ -1294,6 +1294,60 @@ START_TEST(test_row_check_padding_word)
 }
 END_TEST
 
+/*
+ * int2 + golay24 rows: 64 values take 128 bits, 11 words of 12 bits, and
+ * rows are whole pairs of words: a 12th that holds padding only. Four
+ * flips in it lose no value: not counted, the page not degraded, the word
+ * put back. In the 11th, which holds the row's last values, they are an
+ * uncorrectable word of the payload.
+ */
+START_TEST(test_row_padding_word)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_page_layout l;
+	struct kvmemd_proc p;
+	struct raw_page rp;
+	uint8_t *row;
+
+	g.kv_heads = 1;
+	g.format = KVMEM_FMT_INT2;
+	g.codec = KVMEM_CODEC_GOLAY24;
+	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
+	raw_open(&rp, &p, &g);
+	ck_assert_uint_eq(raw_seal(&rp, 0, 0, 0, 32, &rp.clean), 0);
+	kvmem_page_layout(&g, 0, &l);
+	rp.size = l.size;
+	ck_assert_uint_eq(l.row_words, 12);
+	/* K of token 5: words 10 (values) and 11 (padding). */
+	row = rp.r.arena + l.k_off + 5 * l.row_bytes;
+
+	row[11 * 3] ^= 0x0f;
+	admin(&p, "scrub now session 1");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "padding"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 0);
+	EXPECT_MEM(rp.r.arena, rp.clean, rp.size, "%s", "the page as sealed");
+	admin(&p, "events");
+	ck_assert_ptr_null(strstr(reply, "\"kind\""));
+
+	row[10 * 3] ^= 0x0f;
+	admin(&p, "scrub now session 1");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 1);
+	admin(&p, "events");
+	ck_assert_msg(strstr(reply, "\"codec\":\"golay24\",\"region\":"
+				    "\"payload\",\"words\":1,"
+				    "\"kind\":\"uncorrectable\""),
+		      "%s", reply);
+
+	kvmemd_raw_detach(&rp.r);
+	free(rp.clean);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /* Send @req on a connected admin socket and read the reply. */
 static void ask(int fd, const void *req, size_t len, char *out, size_t cap)
 {
@@ -1471,6 +1525,7 @@ KVMEM_SUITE(ras)
 	tcase_add_test(tc, test_header_of_another_page);
 	tcase_add_test(tc, test_scale_padding_word);
 	tcase_add_test(tc, test_row_check_padding_word);
+	tcase_add_test(tc, test_row_padding_word);
 	tcase_add_test(tc, test_admin_errors);
 	tcase_add_test(tc, test_events_bounded);
 	tcase_add_test(tc, test_events_per_session_limit);
