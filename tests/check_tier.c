@@ -1240,54 +1240,113 @@ START_TEST(test_archive)
 END_TEST
 
 /*
- * A client that wrote into a sealed page of its own: the page is not as it
- * was sealed, so the archive refuses it (once) and leaves it where it is;
- * the others are archived.
+ * A client that writes into a sealed page of its own: one sequence of
+ * ARCHIVE_TOKENS tokens, and the first sealed page of its layer 0 (index
+ * @i in the layer, at @page), for the test to change before the release.
  */
-START_TEST(test_archive_refuses_changed_page)
-{
-	struct kvmem_page_layout sl;
-	struct kvmem_page_desc d[16];
+struct changed {
 	struct kvmemd_proc p;
 	struct kvmem_cache *c;
 	struct kvmem_seq *s;
 	struct ref r;
-	uint32_t l;
+	struct kvmem_page_layout sl;
 	uint8_t *page;
-	size_t w;
-	int want = 0, n, i;
+	int i, want;
+};
 
-	start(&p, 0, "16M", "[tier]\narchive_tokens = 40\n");
-	c = attach(&p, 4u << 20);
-	ref_init(&r, 1, ARCHIVE_TOKENS);
-	ck_assert_int_eq(kvmem_page_layout(&r.g, 0, &sl), 0);
-	ref_data(&r, 0);
-	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
-	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
-	for (l = 0; l < r.g.layers; l++)
-		want += archivable(s, l);
-	n = kvmem_seq_pages(s, 0, d, 16);
-	for (i = 0; i < n && (d[i].hot || !d[i].sealed); i++)
+static void changed_open(struct changed *x)
+{
+	struct kvmem_page_desc d[16];
+	uint32_t l;
+	int n;
+
+	start(&x->p, 0, "16M", "[tier]\narchive_tokens = 40\n");
+	x->c = attach(&x->p, 4u << 20);
+	ref_init(&x->r, 1, ARCHIVE_TOKENS);
+	ck_assert_int_eq(kvmem_page_layout(&x->r.g, 0, &x->sl), 0);
+	ref_data(&x->r, 0);
+	ck_assert_int_eq(kvmem_seq_create(x->c, &x->s), 0);
+	ck_assert_int_eq(
+		kvmem_seq_append_all(x->s, x->r.k, x->r.v, x->r.tokens), 0);
+	x->want = 0;
+	for (l = 0; l < x->r.g.layers; l++)
+		x->want += archivable(x->s, l);
+	n = kvmem_seq_pages(x->s, 0, d, 16);
+	for (x->i = 0; x->i < n && (d[x->i].hot || !d[x->i].sealed); x->i++)
 		;
-	ck_assert_int_lt(i, n);
-	page = d[i].data;
-	/* Another good codeword: no code sees it, the seal's CRC does. */
-	for (w = sl.k_off; page[w] == page[w + 1]; w++)
-		;
-	page[w] = page[w + 1];
-	kvmemd_release(c, s);
-	archive_wait(&p, (uint64_t)want);
+	ck_assert_int_lt(x->i, n);
+	x->page = d[x->i].data;
+}
+
+/* Released: the archive refuses the changed page (once) and leaves it
+ * where it is; the others are archived. */
+static void changed_refused(struct changed *x)
+{
+	struct kvmem_page_desc d[16];
+
+	kvmemd_release(x->c, x->s);
+	archive_wait(&x->p, (uint64_t)x->want);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "archive_refused"), 1);
-	ck_assert_uint_eq(kvmemd_json_u64(reply, "archived"), want - 1);
-	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
-	kvmem_seq_pages(s, 0, d, 16);
-	EXPECT_EQ(d[i].codec, KVMEM_CODEC_H84, "%s", "left where it was");
-	EXPECT(d[i].data == page, "%s", "in its slot");
-	kvmem_seq_free(s);
-	kvmem_close(c);
-	ref_free(&r, 1);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archived"), x->want - 1);
+	ck_assert_int_eq(kvmem_seq_acquire(x->s), 0);
+	kvmem_seq_pages(x->s, 0, d, 16);
+	EXPECT_EQ(d[x->i].codec, KVMEM_CODEC_H84, "%s", "left where it was");
+	EXPECT(d[x->i].data == x->page, "%s", "in its slot");
+}
+
+static void changed_close(struct changed *x)
+{
+	kvmem_seq_free(x->s);
+	kvmem_close(x->c);
+	ref_free(&x->r, 1);
+	ck_assert_int_eq(kvmemd_stop(&x->p), 0);
+	kvmemd_cleanup(&x->p);
+}
+
+/* A page that is not as it was sealed (one codeword turned into another,
+ * which no code sees and the page's CRC does). */
+START_TEST(test_archive_refuses_changed_page)
+{
+	struct changed x;
+	size_t w;
+
+	changed_open(&x);
+	for (w = x.sl.k_off; x.page[w] == x.page[w + 1]; w++)
+		;
+	x.page[w] = x.page[w + 1];
+	changed_refused(&x);
+	changed_close(&x);
+}
+END_TEST
+
+/*
+ * A page rewritten whole behind its seal: other values, and a header
+ * with their CRC, so that the page verifies on its own. Only the CRC
+ * recorded at seal tells: the archive refuses the page rather than adopt
+ * the new CRC, and the patrol then writes the header back and reports
+ * the page's bytes as not the sealed ones.
+ */
+START_TEST(test_archive_refuses_page_rewritten)
+{
+	struct kvmem_page_hdr h, now;
+	struct changed x;
+
+	changed_open(&x);
+	ck_assert_int_eq(kvmem_page_read_header(x.page, &x.r.g, &h, NULL), 0);
+	/* K and V swapped: other values of the same magnitudes. */
+	ck_assert_int_eq(kvmem_page_encode(x.page, &x.r.g, &h, 0, x.r.v, x.r.k),
+			 0);
+	ck_assert_int_eq(kvmem_page_verify(x.page, &x.r.g, NULL), 0);
+	ck_assert_int_eq(kvmem_page_read_header(x.page, &x.r.g, &now, NULL), 0);
+	ck_assert_uint_ne(now.crc, h.crc);
+	changed_refused(&x);
+	admin(&x.p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "restored_pages"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 1);
+	ck_assert_int_eq(kvmem_page_read_header(x.page, &x.r.g, &now, NULL), 0);
+	ck_assert_uint_eq(now.crc, h.crc);
+	changed_close(&x);
 }
 END_TEST
 
@@ -1646,6 +1705,7 @@ KVMEM_SUITE(tier)
 	tcase_add_loop_test(tc, test_session_gone_mid_io, 0, 2);
 	tcase_add_test(tc, test_archive);
 	tcase_add_test(tc, test_archive_refuses_changed_page);
+	tcase_add_test(tc, test_archive_refuses_page_rewritten);
 	tcase_add_test(tc, test_archive_heat);
 	tcase_add_test(tc, test_archive_int2_slow);
 	tcase_add_test(tc, test_archive_races);
