@@ -1203,6 +1203,50 @@ START_TEST(test_hostile_sq_tail_overrun)
 }
 END_TEST
 
+/*
+ * The bound exactly: a tail sq_entries past the head is a full ring, served
+ * SQE by SQE in order; one past that is a broken ring.
+ */
+START_TEST(test_hostile_sq_tail_full_ring)
+{
+	struct kvmemd_proc p;
+	struct kvmem_hello h = kvmemd_hello(QUOTA);
+	struct kvmemd_raw r;
+	struct kvmem_cqe cqe;
+	unsigned long long dropped0;
+	uint32_t i, n;
+
+	start_daemon(&p);
+	dropped0 = status_u64(&p, "dropped");
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	n = r.w.sq_entries;
+	ck_assert_uint_eq(n, CONF_SQ);
+	for (i = 0; i < n; i++)
+		r.sqes[r.sq_tail++ & (n - 1)] =
+			(struct kvmem_sqe){ .opcode = KVMEM_OP_NOP,
+					    .user_data = 1000 + i };
+	ck_assert_uint_eq(r.sq_tail, n);
+	raw_publish(&r);
+	for (i = 0; i < n; i++) {
+		cqe = kvmemd_raw_reap(&r);
+		ck_assert_uint_eq(cqe.user_data, 1000 + i);
+		ck_assert_int_eq(cqe.res, 0);
+	}
+	ck_assert_uint_eq(__atomic_load_n(&r.ring->sq_head, __ATOMIC_ACQUIRE),
+			  n);
+	ck_assert_int_eq(kvmemd_raw_hung_up(&r, 0), 0);
+
+	/* One SQE more than the ring holds, past the head. */
+	r.sq_tail += n + 1;
+	raw_publish(&r);
+	expect_dropped(&p, &r, dropped0);
+	kvmemd_raw_detach(&r);
+	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
+	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	stop_daemon(&p);
+}
+END_TEST
+
 START_TEST(test_hostile_cq_head_past_tail)
 {
 	struct kvmemd_proc p;
@@ -1914,6 +1958,7 @@ KVMEM_SUITE(daemon_hostile)
 	tcase_add_test(tc, test_hostile_handshake_bytes);
 	tcase_add_test(tc, test_hostile_random_sqes);
 	tcase_add_test(tc, test_hostile_sq_tail_overrun);
+	tcase_add_test(tc, test_hostile_sq_tail_full_ring);
 	tcase_add_test(tc, test_hostile_cq_head_past_tail);
 	tcase_add_test(tc, test_hostile_control_socket_data);
 	tcase_add_test(tc, test_hostile_eventfd_saturated);
