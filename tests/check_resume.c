@@ -340,6 +340,53 @@ START_TEST(test_resume_pages_checked)
 END_TEST
 
 /*
+ * A kvmemd restarted on another store: the same file formatted anew
+ * (store.reformat, another size), where the bytes of the old pages still
+ * lie, under another uuid. A session whose cold pages went to the old
+ * store is not taken back, never served from units nothing vouches for;
+ * a session whose pages are all in memory is taken back as it was.
+ */
+START_TEST(test_resume_on_another_store)
+{
+	struct kvmem_cache *b;
+	struct kvmem_seq *sb;
+	char out[4096];
+	struct one x;
+
+	one_start(&x, STORE_CONF, 2008, 200);
+	b = kvmemd_connect(&x.p, 4u << 20);
+	sb = kvmemd_seq_with(b, x.k, x.v, 200);
+	ck_assert_int_eq(kvmem_seq_release(x.s), 0);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "offload pool");
+	ck_assert_uint_gt(stats(x.a).cold_pages, 0);
+	ck_assert_uint_eq(stats(b).cold_pages, 0);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+	ck_assert_int_eq(x.p.nstored, 2);
+
+	kvmemd_write_conf(&x.p, "[store]\npath = @DIR@/store\nsize = 128M\n"
+				"reformat = yes\n");
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "formatting (store.reformat)"),
+			 1);
+	ck_assert_int_eq(kvmem_reconnect(x.a), -ESTALE);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "or the store is not the one "
+						"it left for"),
+			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "1 kept sessions wait for "
+						"their clients"),
+			 1);
+	ck_assert_int_eq(kvmem_reconnect(b), 0);
+	kvmemd_expect_same(sb, x.ref, &x.r);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "status");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "sessions"), 1);
+
+	kvmem_seq_free(sb);
+	kvmem_close(b);
+	one_stop(&x);
+}
+END_TEST
+
+/*
  * An op of the raw ring published after the old kvmemd stopped, whose
  * caller the library then told the connection was lost: the new kvmemd
  * does not run it, and no completion comes for it.
@@ -727,6 +774,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_after_restart);
 	tcase_add_test(tc, test_resume_waits_for_the_daemon);
 	tcase_add_test(tc, test_resume_pages_checked);
+	tcase_add_test(tc, test_resume_on_another_store);
 	tcase_add_test(tc, test_resume_two_restarts);
 	tcase_add_test(tc, test_resume_append_goes_on);
 	tcase_add_test(tc, test_resume_flood_does_not_hold_the_stop);
