@@ -1240,6 +1240,123 @@ START_TEST(test_attend_erasure)
 }
 END_TEST
 
+/*
+ * int8 rows are read a value a byte (kvmem__page_rows_i8(), then the
+ * scores_i8 and accum_i8 kernels of the SIMD level) only while every word
+ * of them decodes and their scales are whole; rows that lost a word or a
+ * scale are decoded and rebuilt as kvmem_seq_read() does. Under every
+ * policy and at every SIMD level this CPU runs, attention over pages with
+ * such words equals the reference over what kvmem_seq_read() gives back,
+ * and the portable level's output, within float arithmetic.
+ */
+START_TEST(test_attend_i8_erasure)
+{
+	/* dim 64, groups of 32: shapes the vector kernels take; sink
+	 * [0, 2), sealed pages of 8 from 2, a tail [42, 45) */
+	struct kvmem_geometry g =
+		kvmem_check_geo(1, 2, 64, 8, 32, 2, KVMEM_FMT_INT8,
+				KVMEM_CODEC_SECDED72, KVMEM_SCALES_GROUP);
+	static const struct {
+		int is_k;
+		uint32_t t, h, w; /* word w of the row of token t, head h */
+		int data; /* data bits, else check bits only */
+	} bad[] = {
+		{ 1, 5, 0, 1, 1 },
+		{ 0, 12, 1, 3, 1 },
+		{ 1, 20, 1, 7, 0 },
+		{ 0, 33, 0, 0, 1 }, /* last of a page: next in the next */
+	};
+	const uint32_t n = 45, nh = 8, D = 64, scale_tok = 38, scale_word = 5;
+	const size_t all = (size_t)n * g.kv_heads * D, no = (size_t)nh * D;
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
+	float *dk = kvmem_check_xmalloc(all * sizeof(float)),
+	      *dv = kvmem_check_xmalloc(all * sizeof(float));
+	float q[8 * 64], out[8 * 64], port[8 * 64];
+	double ro[8 * 64], tol[8 * 64];
+	struct kvmem_cache *c = open_for(&g, n);
+	int lv, active = kvmem__simd_active();
+	const struct kvmem_page_layout *l;
+	struct kvmem_attend_stats st;
+	struct kvmem_page_counts pc;
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	struct pages ps;
+	uint32_t pol;
+	size_t i;
+
+	for (lv = 0; lv < KVMEM__SIMD_NR; lv++)
+		if (!kvmem__simd_supported(lv))
+			fprintf(stderr,
+				"SKIP: test_attend_i8_erasure: this CPU does "
+				"not run the %s kernels\n",
+				kvmem__simd_name(lv));
+	kvmem_rng_seed(&r, 0x18e4a5);
+	gen_kv(&r, &g, n, 1, k);
+	gen_kv(&r, &g, n, 1, v);
+	gen_q(&r, &g, nh, 1 / sqrt(D), q);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, n), 0);
+	pages_get(&ps, s, &g, 0);
+	ck_assert_int_eq(ps.np, 7);
+	for (i = 0; i < KVMEM_ARRAY_SIZE(bad); i++) {
+		uint8_t *row = row_at(&ps, bad[i].is_k, bad[i].t, bad[i].h, &l);
+
+		ck_assert_ptr_eq(l, &ps.sealed);
+		break_word(row + bad[i].w * 9, KVMEM_CODEC_SECDED72,
+			   bad[i].data);
+	}
+	l = &ps.sealed;
+	ck_assert_uint_lt(scale_word, l->scale_words);
+	break_word((uint8_t *)ps.pd[page_of(&ps, scale_tok)].data +
+			   l->scales_off + scale_word * 3,
+		   KVMEM_CODEC_GOLAY24, 1);
+
+	for (pol = 0; pol < 3; pol++) {
+		read_all(s, 0, n, pol, dk, dv, &pc);
+		ck_assert_uint_eq(pc.payload.uncorrectable,
+				  KVMEM_ARRAY_SIZE(bad));
+		ck_assert_uint_eq(pc.scales.uncorrectable, 1);
+		ck_assert_uint_gt(pc.values_erased, 0);
+		ref_attend(&g, nh, 1 / sqrt(D), q, dk, dv, n, ro, NULL);
+		tight_tol(&g, nh, dv, n, tol);
+		for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+			if (!kvmem__simd_supported(lv))
+				continue;
+			ck_assert_int_eq(kvmem__simd_force(lv), 0);
+			memset(out, 0xff, sizeof(out));
+			ck_assert_int_eq(
+				attend(s, 0, q, out, nh, pol, 0, -1, &st), 0);
+			if (lv == KVMEM__SIMD_PORTABLE)
+				memcpy(port, out, sizeof(port));
+			for (i = 0; i < no; i++) {
+				EXPECT_NEAR(out[i], ro[i], tol[i],
+					    "%s, %s: output %zu", pol_name[pol],
+					    kvmem__simd_name(lv), i);
+				EXPECT_NEAR(out[i], port[i], tol[i],
+					    "%s, %s: output %zu against "
+					    "portable",
+					    pol_name[pol], kvmem__simd_name(lv),
+					    i);
+			}
+			EXPECT_EQ(st.values_erased, pc.values_erased, "%s, %s",
+				  pol_name[pol], kvmem__simd_name(lv));
+			EXPECT_EQ(st.words_uncorrectable,
+				  KVMEM_ARRAY_SIZE(bad) + 1, "%s, %s",
+				  pol_name[pol], kvmem__simd_name(lv));
+		}
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+	free(dk);
+	free(dv);
+}
+END_TEST
+
 /* ---- Importance ---------------------------------------------------------- */
 
 /* ---- int8 scores (KVMEM_ATTEND_INT8_SCORES) ----------------------------- */
@@ -2286,6 +2403,7 @@ KVMEM_SUITE(attend)
 			    (int)(sizeof(icases) / sizeof(icases[0])));
 	tcase_add_loop_test(te, test_attend_erasure, 0,
 			    (int)(sizeof(ecases) / sizeof(ecases[0])));
+	tcase_add_test(te, test_attend_i8_erasure);
 	suite_add_tcase(s, te);
 
 	tcase_set_timeout(tq, 120);
