@@ -43,6 +43,22 @@ static void keys_of(struct kvmem_prefix_key *k, uint32_t n, uint8_t tag)
 	}
 }
 
+/* The uid the suite runs as, the tenant of the clients it connects
+ * itself: it runs as root and as an ordinary user alike. */
+static unsigned int me(void)
+{
+	return (unsigned int)geteuid();
+}
+
+/* "uid":me(), where a "prefixes" reply lists that tenant. */
+static const char *me_json(void)
+{
+	static char buf[32];
+
+	snprintf(buf, sizeof(buf), "\"uid\":%u", me());
+	return buf;
+}
+
 /* Pages @s holds in all layers. */
 static uint32_t pages_of(const struct kvmem_seq *s)
 {
@@ -78,7 +94,7 @@ START_TEST(test_prefix_attach_is_what_was_published)
 	/* 150 tokens hold the blocks that end at 4, 36, 68, 100 and 132:
 	 * the sixth is still being written. */
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 5);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 0");
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes %u", me());
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 5);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "published"), 5);
 	/* Again: published already, nothing more is gone. */
@@ -323,7 +339,8 @@ START_TEST(test_prefix_damaged_copy_not_served)
 
 	/* No patrol: the attach is what finds the flips. */
 	published_start(&x, 1906, 8);
-	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject 0 flips 1");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject %u flips 1",
+			me());
 	ck_assert_uint_eq(kvmemd_json_u64(out, "pages"), 6);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 6);
 	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, NBLOCKS, &t),
@@ -335,7 +352,7 @@ START_TEST(test_prefix_damaged_copy_not_served)
 	 * and what h84 either flags or turns into another codeword, which
 	 * the CRC then finds. */
 	kvmemd_admin_ok(&x.p, out, sizeof(out),
-			"prefix-inject 0 flips 4 seed 9");
+			"prefix-inject %u flips 4 seed 9", me());
 	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 24);
 	t = NULL;
 	ck_assert_int_eq(kvmem_prefix_attach(x.b, x.keys, NBLOCKS, &t), -EIO);
@@ -388,7 +405,8 @@ START_TEST(test_prefix_scrubbed_at_rest)
 	char out[4096];
 
 	published_start(&x, 1913, 18);
-	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject 0 flips 1");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject %u flips 1",
+			me());
 	ck_assert_uint_eq(kvmemd_json_u64(out, "bits"), 6);
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "scrub now");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_pages"), 6);
@@ -409,7 +427,7 @@ START_TEST(test_prefix_scrubbed_at_rest)
 
 	/* Four a page: every block goes, none is attached. */
 	kvmemd_admin_ok(&x.p, out, sizeof(out),
-			"prefix-inject 0 flips 4 seed 9");
+			"prefix-inject %u flips 4 seed 9", me());
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "scrub now");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "prefix_dropped"), 3);
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
@@ -422,7 +440,8 @@ START_TEST(test_prefix_scrubbed_at_rest)
 
 	/* The patrol, once it runs, finds flips by itself. */
 	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
-	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject 0 flips 1");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-inject %u flips 1",
+			me());
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "scrub rate 64M");
 	prefix_counter_reaches(&x.p, "corrected", 12);
 	t = NULL;
@@ -445,7 +464,7 @@ START_TEST(test_prefix_idle_blocks_expire)
 	struct kvmem_seq *s;
 	struct kvmem_rng r;
 	struct kvmemd_proc p;
-	char out[4096];
+	char out[4096], line[64];
 	float *k, *v;
 
 	kvmem_rng_seed(&r, 1914);
@@ -468,7 +487,8 @@ START_TEST(test_prefix_idle_blocks_expire)
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "bytes"), 0);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 0);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 0);
-	ck_assert_int_ge(kvmemd_log_lines(&p, "of uid 0 unused for 1 s"), 1);
+	snprintf(line, sizeof(line), "of uid %u unused for 1 s", me());
+	ck_assert_int_ge(kvmemd_log_lines(&p, line), 1);
 
 	kvmem_seq_free(s);
 	kvmem_close(a);
@@ -618,7 +638,8 @@ START_TEST(test_prefix_tenants_apart)
 
 	if (geteuid()) {
 		fprintf(stderr, "SKIP: test_prefix_tenants_apart: needs root "
-				"to run a client as another uid\n");
+				"to run a client as another uid; tenant "
+				"isolation went untested\n");
 		return;
 	}
 	tenants_start(&x, 1904, 5,
@@ -744,7 +765,8 @@ START_TEST(test_prefix_tenant_groups)
 
 	if (geteuid()) {
 		fprintf(stderr, "SKIP: test_prefix_tenant_groups: needs root "
-				"to run clients as other uids and groups\n");
+				"to run clients as other uids and groups; "
+				"tenant isolation went untested\n");
 		return;
 	}
 	tenants_start(&x, 1905, 6,
@@ -834,7 +856,7 @@ START_TEST(test_prefix_limits)
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	b1 = kvmemd_json_after(out, "\"prefix\"", "bytes") - b0;
 	ck_assert_uint_gt(b1, 0);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop 0");
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop %u", me());
 	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 2);
 
 	/* Room for blocks 0 and 1 and half a block more: what stays is
@@ -852,7 +874,7 @@ START_TEST(test_prefix_limits)
 			"policy set prefix.uid_bytes=%llu",
 			(unsigned long long)limit);
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), 5);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 0");
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes %u", me());
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"),
 			  5 - gone);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"),
@@ -868,7 +890,7 @@ START_TEST(test_prefix_limits)
 	kvmemd_admin_ok(&p, out, sizeof(out),
 			"policy set prefix.uid_bytes=%llu",
 			(unsigned long long)(b1 / 2));
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 0");
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes %u", me());
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
 	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), -EDQUOT);
 
@@ -936,7 +958,7 @@ START_TEST(test_prefix_lru_not_fifo)
 	 * then fits: A0, B1, C0, C1 stay. Oldest first would have taken
 	 * A0. */
 	ck_assert_int_eq(kvmem_prefix_publish(s, c, 2), 2);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes 0");
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes %u", me());
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 4);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 2);
 	ck_assert_int_eq(kvmem_prefix_attach(y, a, 2, &t), 4);
@@ -986,7 +1008,7 @@ START_TEST(test_prefix_many_blocks)
 	kvmem_seq_free(t);
 	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++)
 		snprintf(hex + 2 * i, 3, "%02x", keys[13].bytes[i]);
-	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop 0 %s", hex);
+	kvmemd_admin_ok(&p, out, sizeof(out), "prefix-drop %u %s", me(), hex);
 	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 1);
 	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 24, &t),
 			 (int)block_end(12));
@@ -1368,7 +1390,7 @@ START_TEST(test_prefix_waiting_attach_cancelled)
 	ck_assert_int_eq(KVMEMD_OP(&r1, 10, .opcode = KVMEM_OP_NOP), 0);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
-	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "staged"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, me_json(), "staged"), 0);
 	kvmemd_raw_detach(&r1);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
@@ -1463,7 +1485,7 @@ START_TEST(test_prefix_publish_staged)
 	ck_assert_uint_eq(i, 5);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
-	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "staged"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, me_json(), "staged"), 0);
 	/* Another key, half-way: counted in the uid's share while on its
 	 * way; then the client goes: nothing is kept of it and nothing
 	 * stays counted. */
@@ -1473,13 +1495,13 @@ START_TEST(test_prefix_publish_staged)
 				   .token_start = 4, .ntokens = T),
 			 0);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
-	ck_assert_uint_gt(kvmemd_json_after(out, "\"uid\":0", "staged"),
+	ck_assert_uint_gt(kvmemd_json_after(out, me_json(), "staged"),
 			  5 * l.size);
 	kvmemd_raw_detach(&r);
 	kvmemd_wait_no_sessions(&p);
 	kvmemd_admin_ok(&p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 1);
-	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "staged"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, me_json(), "staged"), 0);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }

@@ -452,12 +452,16 @@ static int resume_as(const struct kvmemd_proc *p, uint32_t id, uint64_t token)
  */
 START_TEST(test_resume_refused_to_others)
 {
+	char conf[64];
 	struct one x;
 	uint32_t id;
 	int status;
 	pid_t pid;
 
-	one_start(&x, "[daemon]\nallow_uids = 0 4242\n", 2002, 70);
+	/* This uid (root, or an ordinary user) and the other one. */
+	snprintf(conf, sizeof(conf), "[daemon]\nallow_uids = %u 4242\n",
+		 (unsigned int)geteuid());
+	one_start(&x, conf, 2002, 70);
 	id = kvmem_session_id(x.a);
 	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
 	kvmemd_restart(&x.p, NULL);
@@ -470,7 +474,8 @@ START_TEST(test_resume_refused_to_others)
 	ck_assert_int_eq(resume_as(&x.p, 0, 1), -EINVAL);
 	if (geteuid()) {
 		fprintf(stderr, "SKIP: test_resume_refused_to_others: another "
-				"uid needs root\n");
+				"uid needs root; that another uid cannot take "
+				"the session back went untested\n");
 	} else {
 		/* The right id and token, from another uid. */
 		ck_assert(lost(x.a));
