@@ -259,9 +259,10 @@ void kvmemd_session_activate(struct kvmemd_session *s);
  * was submitted, whatever it copies.
  *
  * Return: the number taken, or -EPROTO when the client broke the ring
- * protocol (it must be disconnected).
+ * protocol (it must be disconnected; kvmemd_session_broken() says how).
  */
 int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget);
+const char *kvmemd_session_broken(const struct kvmemd_session *s);
 /* Has the client published SQEs the daemon has not taken? */
 int kvmemd_session_pending(const struct kvmemd_session *s);
 /* Set or clear NEED_WAKEUP in the shared ring. */

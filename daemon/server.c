@@ -1029,10 +1029,13 @@ static void on_conn(struct server *sv, struct conn *c, uint32_t events)
 /* Serve one session's ring; 1 when it had work. */
 static int serve(struct server *sv, struct conn *c)
 {
+	char why[128];
 	int n = kvmemd_session_run(c->s, PASS_BUDGET);
 
 	if (n < 0) {
-		conn_drop(sv, c, "broke the ring protocol");
+		snprintf(why, sizeof(why), "broke the ring protocol: %s",
+			 kvmemd_session_broken(c->s));
+		conn_drop(sv, c, why);
 		return 0;
 	}
 	return n > 0;

@@ -1037,7 +1037,7 @@ int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
 	}
 	seal_check_until(s, run_deadline);
 	if (n < 0) {
-		snprintf(why, len, "its ring is broken");
+		snprintf(why, len, "its ring is broken: %s", s->broken);
 		return n;
 	}
 	ret = tier_quiesce(s, timeout_ms);
@@ -1796,18 +1796,16 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 	struct kvmem_sqe e;
 	int res;
 
+	/* Said by whoever drops the session, through its rate limit. */
 	if (tail - s->sq_head > s->sq_entries) {
-		kvmemd_log(LOG_WARNING,
-			   "session %u (pid %d): SQ tail %u is %u past head "
-			   "%u of a %u-entry ring",
-			   s->id, (int)s->pid, tail, tail - s->sq_head,
-			   s->sq_head, s->sq_entries);
+		snprintf(s->broken, sizeof(s->broken),
+			 "SQ tail %u is %u past head %u of a %u-entry ring",
+			 tail, tail - s->sq_head, s->sq_head, s->sq_entries);
 		return -EPROTO;
 	}
 	if (s->cq_tail - cq_head > s->cq_entries) {
-		kvmemd_log(LOG_WARNING,
-			   "session %u (pid %d): CQ head %u is past tail %u",
-			   s->id, (int)s->pid, cq_head, s->cq_tail);
+		snprintf(s->broken, sizeof(s->broken),
+			 "CQ head %u is past tail %u", cq_head, s->cq_tail);
 		return -EPROTO;
 	}
 	/* Ops that wait hold a CQE each: a client cannot make the daemon
@@ -1835,6 +1833,11 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 	kvmem__store_release(&s->ring->sq_head, s->sq_head);
 	cq_kick(s);
 	return (int)n;
+}
+
+const char *kvmemd_session_broken(const struct kvmemd_session *s)
+{
+	return s->broken;
 }
 
 int kvmemd_session_sq_efd(const struct kvmemd_session *s)

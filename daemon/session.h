@@ -129,6 +129,7 @@ struct seq {
 
 struct kvmemd_session {
 	struct kvmemd *d;
+	char broken[96]; /* how the client broke the ring protocol */
 	uint32_t id;
 	uid_t uid;
 	pid_t pid;

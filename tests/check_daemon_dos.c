@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvmem/kvmem.h"
@@ -146,6 +147,69 @@ START_TEST(test_dos_busy_daemon_stops)
 		      "kvmemd ran %u of %u SQEs before it stopped", head,
 		      a.sq_tail);
 	kvmemd_raw_detach(&a);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* ---- lines a client makes the daemon log -------------------------------- */
+
+/*
+ * What kvmemd logs of what clients cause, of each kind: KVMEMD_RL_BURST
+ * (10) lines a KVMEMD_RL_WINDOW_NS (5 s) window, and a line in each that
+ * says more were held back; @t0 and @t1 the test's own clock around what
+ * it did.
+ */
+static int lines_allowed(uint64_t t0, uint64_t t1)
+{
+	return 11 * (int)((t1 - t0) / 5000000000ull + 2);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define BREAKS 100
+
+/*
+ * Regression: a client that broke the ring protocol (an SQ tail past the
+ * ring, a CQ head past the tail) and came back wrote two lines a try, 388
+ * lines for 365 tries, past the rate limit of what clients cause. The
+ * details go in the drop's own line now, which is limited.
+ */
+START_TEST(test_dos_broken_rings_not_logged_each)
+{
+	struct kvmem_hello h = kvmemd_hello(0);
+	struct kvmemd_proc p;
+	struct kvmemd_raw r;
+	uint64_t t0, t1;
+	int i, n;
+
+	kvmemd_start(&p, "[daemon]\nkeep_sessions = no\n", NULL);
+	t0 = mono_ns();
+	for (i = 0; i < BREAKS; i++) {
+		ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+		if (i % 2)
+			__atomic_store_n(&r.ring->sq_tail, r.w.sq_entries + 7,
+					 __ATOMIC_RELEASE);
+		else
+			__atomic_store_n(&r.ring->cq_head, 1000,
+					 __ATOMIC_RELEASE);
+		kvmemd_raw_doorbell(&r);
+		ck_assert(kvmemd_raw_hung_up(&r, 10000));
+		kvmemd_raw_detach(&r);
+	}
+	t1 = mono_ns();
+	kvmemd_wait_no_sessions(&p);
+	n = kvmemd_log_lines(&p, " past ");
+	ck_assert_msg(n <= lines_allowed(t0, t1),
+		      "%d lines for %d broken rings in %.1f s", n, BREAKS,
+		      (double)(t1 - t0) / 1e9);
+	ck_assert_int_ge(kvmemd_log_lines(&p, "CQ head 1000 is past tail"), 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
 END_TEST
@@ -882,6 +946,7 @@ KVMEM_SUITE(daemon_dos)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_dos_seal_flood_others_served);
 	tcase_add_test(tc, test_dos_busy_daemon_stops);
+	tcase_add_test(tc, test_dos_broken_rings_not_logged_each);
 	tcase_add_loop_test(tc, test_dos_slowloris, 0, 2);
 	tcase_add_test(tc, test_dos_burst_of_clients_served);
 	tcase_add_test(tc, test_dos_spoken_client_kept);
