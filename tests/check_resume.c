@@ -770,6 +770,50 @@ START_TEST(test_resume_seal_flood_does_not_hold_the_stop)
 }
 END_TEST
 
+/*
+ * What a client sees of a kvmemd that was killed, the promise of
+ * libkvmem(3), WHEN K/V IS SAFE: an append that fills its tail page (and
+ * so needs the daemon to seal it) and every call that asks the daemon
+ * return -ENOTCONN, kvmem_reconnect() -ESTALE, and nothing after it
+ * succeeds as if the session were there.
+ */
+START_TEST(test_resume_killed_daemon_reported)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_cache *a;
+	struct kvmem_seq *s, *t;
+	struct kvmem_stats st;
+	struct kvmem_rng r;
+	struct kvmemd_proc p;
+	float *k, *v;
+
+	kvmem_rng_seed(&r, 2004);
+	kvmemd_tokens(&r, 70, &k, &v);
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	s = kvmemd_seq_with(a, k, v, 30);
+	kill(p.pid, SIGKILL);
+	waitpid(p.pid, NULL, 0);
+	p.pid = 0;
+	kvmemd_restart(&p, NULL);
+
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, g.tokens_per_page),
+			 -ENOTCONN);
+	ck_assert_int_eq(kvmem_daemon_stats(a, &st), -ENOTCONN);
+	ck_assert_int_eq(kvmem_seq_create(a, &t), -ENOTCONN);
+	ck_assert_int_eq(kvmem_reconnect(a), -ESTALE);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, g.tokens_per_page),
+			 -ENOTCONN);
+	ck_assert_int_eq(kvmem_daemon_stats(a, &st), -ENOTCONN);
+	kvmem_seq_free(s);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(resume)
 {
 	Suite *s = suite_create("resume");
@@ -787,6 +831,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_unsent_ops_dropped);
 	tcase_add_test(tc, test_resume_refused_to_others);
 	tcase_add_test(tc, test_resume_nothing_half_trusted);
+	tcase_add_test(tc, test_resume_killed_daemon_reported);
 	tcase_add_test(tc, test_resume_ring_goes_on);
 	suite_add_tcase(s, tc);
 	return s;

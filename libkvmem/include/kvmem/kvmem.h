@@ -216,10 +216,15 @@ int kvmem_seq_create(struct kvmem_cache *c, struct kvmem_seq **out);
  * the FP16 tail; a tail that fills up is quantized from those FP16 values,
  * encoded and sealed on the way.
  *
+ * Over kvmemd, appends within a tail page write only the arena; one that
+ * fills a tail page asks the daemon to seal it. When K/V written so is
+ * kept, and how its loss is reported: libkvmem(3), WHEN K/V IS SAFE.
+ *
  * Return: 0; -ENOMEM when the arena is full (a token that fills a page
  * needs room for the page's sealed copy too), in which case the tokens that
  * fitted are kept (kvmem_seq_len() says how many) and nothing stored before
- * is touched; -EINVAL for a bad layer.
+ * is touched; -EINVAL for a bad layer; -ENOTCONN when the tail page filled
+ * and kvmemd is gone (the tokens before it are kept, as for -ENOMEM).
  */
 int kvmem_seq_append(struct kvmem_seq *s, uint32_t layer, const float *k,
 		     const float *v, uint32_t ntokens);
