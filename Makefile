@@ -4,7 +4,8 @@
 #                   is found) and the tools
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
 #                   the GPU kernels run on the CPU there (tests/simt)
-#   make run        run kvmemd in the foreground on built-in defaults
+#   make run        run kvmemd in the foreground on built-in defaults, its
+#                   state in $(BUILD)/state (RUN_FLAGS= adds options)
 #   make fuzz       run each libFuzzer target FUZZ_TIME seconds (default
 #                   600; make test runs them FUZZ_SMOKE_TIME = 5 s each)
 #   make install    PREFIX=/usr/local, DESTDIR=, ... (mk/install.mk)
@@ -328,8 +329,14 @@ test: all $(TEST_BIN)
 	$(Q)$(MAKE) --no-print-directory fuzz-smoke
 endif
 
+# On built-in defaults, whoever runs it: no configuration file (not even
+# an installed /etc/kvmem/kvmemd.conf) and the state in the build
+# directory, never the system's /var/lib/kvmem; RUN_FLAGS adds kvmemd
+# options, which win (-c FILE, -d DIR, -o SECTION.KEY=VALUE).
+RUN_FLAGS ?=
+
 run: all
-	$(DAEMON_BIN) -f
+	$(DAEMON_BIN) -f -c /dev/null -d $(abspath $(B))/state $(RUN_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -930,6 +930,44 @@ START_TEST(test_config_lists_every_key)
 }
 END_TEST
 
+/*
+ * make run is kvmemd on built-in defaults whoever runs it: an installed
+ * configuration file is not read, and the state (error counters, kept
+ * sessions) goes to the build directory, not the system's /var/lib/kvmem
+ * that root's default would adopt. RUN_FLAGS win.
+ */
+START_TEST(test_make_run_own_state)
+{
+	char build[PATH_MAX], build_var[PATH_MAX + 8], want[PATH_MAX + 32];
+	char dir[PATH_MAX], log[PATH_MAX + 16], *out;
+	const char *argv[] = { "make",
+			       "-s",
+			       "-C",
+			       kvmem_check_srcdir(),
+			       "run",
+			       build_var,
+			       "RUN_FLAGS=--print-config",
+			       NULL };
+	int status;
+
+	ck_assert_msg(realpath(kvmem_check_builddir(), build) != NULL,
+		      "build directory %s: %s", kvmem_check_builddir(),
+		      strerror(errno));
+	snprintf(build_var, sizeof(build_var), "BUILD=%s", build);
+	make_tmpdir(dir, sizeof(dir));
+	snprintf(log, sizeof(log), "%s/make.log", dir);
+	status = run(log, NULL, argv);
+	if (status)
+		fail_log(log, "make run RUN_FLAGS=--print-config", status);
+	out = kvmem_check_read_file(log, NULL);
+	snprintf(want, sizeof(want), "state_dir = %s/state\n", build);
+	ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
+	ck_assert_ptr_null(strstr(out, "= /var/lib/kvmem"));
+	free(out);
+	remove_tree(dir);
+}
+END_TEST
+
 KVMEM_SUITE(install)
 {
 	Suite *s = suite_create("install");
@@ -944,6 +982,7 @@ KVMEM_SUITE(install)
 	tcase_add_test(tree, test_units_verify);
 	tcase_add_test(tree, test_sysusers_tmpfiles);
 	tcase_add_test(conf, test_config_lists_every_key);
+	tcase_add_test(conf, test_make_run_own_state);
 	suite_add_tcase(s, tree);
 	suite_add_tcase(s, conf);
 	return s;
