@@ -1242,7 +1242,7 @@ START_TEST(test_hostile_sq_tail_full_ring)
 	expect_dropped(&p, &r, dropped0);
 	kvmemd_raw_detach(&r);
 	ck_assert_uint_eq(wait_status(&p, "sessions", 0), 0);
-	ck_assert_uint_eq(status_u64(&p, "pool_used_bytes"), 0);
+	ck_assert_uint_eq(wait_status(&p, "pool_used_bytes", 0), 0);
 	stop_daemon(&p);
 }
 END_TEST
