@@ -13,11 +13,14 @@
  * against the specification's schema, metrics checked as Prometheus text,
  * and the ways of being refused.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1765,6 +1768,277 @@ START_TEST(test_metrics_http)
 }
 END_TEST
 
+/* ---- metrics --http serving a listening socket ------------------------ */
+
+/* The most connections the exporter keeps open (kvmemctl(8), metrics). */
+#define EXPORTER_CONNS 128
+
+/*
+ * kvmemctl metrics --http with a listening TCP socket on loopback as its
+ * standard input, as a socket unit with Accept=no hands it over.
+ */
+struct exporter {
+	pid_t pid;
+	struct sockaddr_in addr;
+	char err[160]; /* its stderr */
+};
+
+/* Against @f, with --http-timeout @timeout unless that is NULL. */
+static void exporter_start(struct exporter *x, const struct fake *f,
+			   const char *timeout)
+{
+	const char *tool = kvmem_check_tool("kvmemctl");
+	socklen_t alen = sizeof(x->addr);
+	int lfd;
+
+	memset(x, 0, sizeof(*x));
+	snprintf(x->err, sizeof(x->err), "%s/exporter.err", f->dir);
+	x->addr.sin_family = AF_INET;
+	x->addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&x->addr, alen), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&x->addr, &alen),
+			 0);
+	/* Room for every connection a test opens before it is accepted. */
+	ck_assert_int_eq(listen(lfd, 4096), 0);
+	fflush(NULL);
+	x->pid = fork();
+	ck_assert_int_ge(x->pid, 0);
+	if (!x->pid) {
+		int fo = open("/dev/null", O_WRONLY);
+		int fe = open(x->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (fo < 0 || fe < 0 || dup2(lfd, 0) < 0 || dup2(fo, 1) < 0 ||
+		    dup2(fe, 2) < 0)
+			_exit(126);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl(tool, tool, "-a", f->sock, "metrics", "--http",
+		      timeout ? "--http-timeout" : NULL, timeout, (char *)NULL);
+		_exit(127);
+	}
+	close(lfd);
+}
+
+/* SIGTERM ends it, with exit status 0 (and, under ASan, no leak). */
+static void exporter_stop(struct exporter *x)
+{
+	char *err;
+	int status;
+
+	ck_assert_int_eq(kill(x->pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(x->pid, &status, 0), x->pid);
+	err = kvmem_check_read_file(x->err, NULL);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "exporter: wait status 0x%x, stderr:\n%s", status, err);
+	free(err);
+	unlink(x->err);
+}
+
+/* A connection to @x from @from (0: any address), nothing sent on it. */
+static int peer_connect(const struct exporter *x, in_addr_t from)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	if (from) {
+		sa.sin_addr.s_addr = from;
+		ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)),
+				 0);
+	}
+	ck_assert_msg(!connect(fd, (const struct sockaddr *)&x->addr,
+			       sizeof(x->addr)),
+		      "connect to the exporter: %s", strerror(errno));
+	return fd;
+}
+
+/* Has the exporter written to @fd, or closed it? */
+static int peer_readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/*
+ * All that @fd receives until the exporter closes it (a reset counts as a
+ * close), then closed here; meanwhile the next byte of *@trickle (unless
+ * NULL) goes out each second. Fails the test when it is still open after
+ * @wait_s seconds without a byte: a bound on "eventually", not a timing.
+ */
+static char *peer_answer(int fd, int wait_s, const char **trickle)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	size_t len = 0, cap = 8192;
+	char *buf = kvmem_check_xmalloc(cap);
+	int quiet = 0, ready;
+	ssize_t n;
+
+	for (;;) {
+		ready = poll(&p, 1, 1000);
+		ck_assert_int_ge(ready, 0);
+		if (!ready) {
+			ck_assert_msg(++quiet < wait_s,
+				      "the exporter left a connection open "
+				      "for %d s; it sent:\n%.*s",
+				      wait_s, (int)len, buf);
+			/* A failed send is the close, read next. */
+			if (trickle && **trickle &&
+			    send(fd, *trickle, 1, MSG_NOSIGNAL) == 1)
+				(*trickle)++;
+			continue;
+		}
+		if (cap - len < 4096) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			ck_assert_ptr_nonnull(buf);
+		}
+		n = recv(fd, buf + len, cap - len - 1, 0);
+		if (n < 0 && errno == ECONNRESET)
+			break;
+		ck_assert_msg(n >= 0, "recv: %s", strerror(errno));
+		if (!n)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = 0;
+	close(fd);
+	return buf;
+}
+
+/* GET /metrics from @x, from @from: the whole answer. */
+static char *scrape(const struct exporter *x, in_addr_t from)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\n"
+				  "Host: 127.0.0.1\r\n\r\n";
+	int fd = peer_connect(x, from);
+
+	ck_assert_int_eq(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL),
+			 sizeof(req) - 1);
+	return peer_answer(fd, 60, NULL);
+}
+
+/* The answer on @fd, once closed, says @status. */
+static void expect_closed_with(int fd, const char *status, const char **trickle)
+{
+	char *out = peer_answer(fd, 60, trickle);
+
+	http_body(out, status);
+	free(out);
+}
+
+/*
+ * Issue 44: 8 idle connections from loopback, as many as
+ * MaxConnectionsPerSource= let systemd hand to kvmem-exporter@.service,
+ * left a scraper 11 answers out of 40. Now one process serves every
+ * connection: with 64 idle ones open (each opened again when the exporter
+ * closes it) and one trickling a request that never ends, a byte a round,
+ * every scrape gets the whole exposition; and each idle connection and the
+ * trickler, still at it, are closed with 408 once their time is up.
+ */
+START_TEST(test_metrics_http_idle_peers)
+{
+	enum { IDLE = 64, SCRAPES = 40 };
+	int idle[IDLE], loris, i, k;
+	char slow[256], *plain, *out;
+	const char *trickle = slow;
+	struct kvmem_run r;
+	struct exporter x;
+	struct fake f;
+
+	memset(slow, 'a', sizeof(slow) - 1);
+	slow[sizeof(slow) - 1] = 0;
+	memcpy(slow, "GET /metrics HTTP/1.1\r\nX-Slow: ", 31);
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	FAKE_OK(&r, &f, "metrics");
+	plain = strdup(r.out);
+	kvmem_check_run_free(&r);
+	exporter_start(&x, &f, NULL);
+	for (k = 0; k < IDLE; k++)
+		idle[k] = peer_connect(&x, 0);
+	loris = peer_connect(&x, 0);
+	for (i = 0; i < SCRAPES; i++) {
+		for (k = 0; k < IDLE; k++) {
+			if (!peer_readable(idle[k]))
+				continue;
+			expect_closed_with(idle[k], "HTTP/1.1 408 ", NULL);
+			idle[k] = peer_connect(&x, 0);
+		}
+		if (peer_readable(loris)) {
+			expect_closed_with(loris, "HTTP/1.1 408 ", NULL);
+			loris = peer_connect(&x, 0);
+			trickle = slow;
+		}
+		/* A failed send is the close, seen next round. */
+		if (send(loris, trickle, 1, MSG_NOSIGNAL) == 1)
+			trickle++;
+		out = scrape(&x, 0);
+		ck_assert_str_eq(http_body(out, "HTTP/1.1 200 OK\r\n"), plain);
+		EXPECT_HAS(out, "\r\nContent-Type: text/plain; version=0.0.4");
+		free(out);
+		usleep(500 * 1000);
+	}
+	for (k = 0; k < IDLE; k++)
+		expect_closed_with(idle[k], "HTTP/1.1 408 ", NULL);
+	expect_closed_with(loris, "HTTP/1.1 408 ", &trickle);
+	exporter_stop(&x);
+	fake_stop(&f);
+	free(plain);
+}
+END_TEST
+
+/*
+ * Past EXPORTER_CONNS open connections, each new one makes the oldest
+ * that has not sent its request go, with 503, of the address that has
+ * the most. A client from 127.0.0.2 that connected first outlives the
+ * idle ones from 127.0.0.1 opened after it, a scraper from 127.0.0.1 is
+ * answered, and the idle ones newer than those that went stay open. A
+ * timeout of 600 s: nothing here is closed for its time.
+ */
+START_TEST(test_metrics_http_full)
+{
+	enum { IDLE = EXPORTER_CONNS + 8, GONE = IDLE + 2 - EXPORTER_CONNS };
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	in_addr_t other = inet_addr("127.0.0.2");
+	int idle[IDLE], first, k;
+	struct kvmem_run r;
+	struct exporter x;
+	char *plain, *out;
+	struct fake f;
+
+	fake_start(&f, spec_replies, NSPEC, 32768);
+	FAKE_OK(&r, &f, "metrics");
+	plain = strdup(r.out);
+	kvmem_check_run_free(&r);
+	exporter_start(&x, &f, "600");
+	first = peer_connect(&x, other);
+	for (k = 0; k < IDLE; k++)
+		idle[k] = peer_connect(&x, 0);
+	/* 1 + IDLE + this one: GONE too many, all of 127.0.0.1. */
+	out = scrape(&x, 0);
+	ck_assert_str_eq(http_body(out, "HTTP/1.1 200 OK\r\n"), plain);
+	free(out);
+	for (k = 0; k < GONE; k++)
+		expect_closed_with(idle[k], "HTTP/1.1 503 ", NULL);
+	for (k = GONE; k < IDLE; k++) {
+		ck_assert_msg(!peer_readable(idle[k]),
+			      "idle connection %d of %d went, not only the "
+			      "oldest %d",
+			      k, IDLE, GONE);
+		close(idle[k]);
+	}
+	ck_assert_int_eq(send(first, req, sizeof(req) - 1, MSG_NOSIGNAL),
+			 sizeof(req) - 1);
+	out = peer_answer(first, 60, NULL);
+	ck_assert_str_eq(http_body(out, "HTTP/1.1 200 OK\r\n"), plain);
+	free(out);
+	exporter_stop(&x);
+	fake_stop(&f);
+	free(plain);
+}
+END_TEST
+
 /* Every kvmem_* name in @text is a family "# TYPE"d in @metrics. */
 static int expect_known_series(const char *what, const char *text,
 			       const char *metrics)
@@ -2368,6 +2642,14 @@ START_TEST(test_usage_errors)
 		  "--channel must be bsc, exact:K" },
 		{ { "status", "--channel", "bsc" },
 		  "--channel does not apply" },
+		{ { "status", "--http-timeout", "5" },
+		  "--http-timeout does not apply" },
+		{ { "metrics", "--http-timeout", "5" },
+		  "--http-timeout needs --http" },
+		{ { "metrics", "--http", "--http-timeout", "0" },
+		  "--http-timeout must be seconds from 0.1 to 3600" },
+		{ { "metrics", "--http", "--http-timeout", "5s" },
+		  "--http-timeout must be seconds" },
 		{ { "inject", "pool", "--ber", "nan", "--seed", "1" },
 		  "--ber must be a probability" },
 		{ { "inject", "pool", "--ber", "0.1", "--seed", "-1" },
@@ -2428,8 +2710,9 @@ START_TEST(test_help_and_version)
 	CTL(&r, NULL, "--help");
 	expect_status(&r, 0);
 	EXPECT_HAS(r.out, "exit status: 0 done, 1 kvmemd refused or failed");
-	EXPECT_HAS(r.out, "  metrics [--http]\n");
+	EXPECT_HAS(r.out, "  metrics [--http [--http-timeout SEC]]\n");
 	EXPECT_HAS(r.out, "      --http  ");
+	EXPECT_HAS(r.out, "      --http-timeout SEC  ");
 	EXPECT_HAS(r.out, "  inject TARGET --ber P --seed S [--all] "
 			  "[--channel SPEC]\n");
 	EXPECT_HAS(r.out, "  tier\n");
@@ -3383,6 +3666,11 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_live_prefixes);
 	tcase_add_test(tc, test_live_watch);
 	tcase_add_test(tc, test_live_denied_by_daemon);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("http");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_metrics_http_idle_peers);
+	tcase_add_test(tc, test_metrics_http_full);
 	suite_add_tcase(s, tc);
 	return s;
 }
