@@ -30,7 +30,7 @@ HEADERS := $(wildcard libkvmem/include/kvmem/*.h)
 PYTHON_MODULES := $(wildcard python/kvmem/*.py)
 MAN_PAGES := $(wildcard man/*.[1-8])
 UNITS := $(B)/systemd/kvmemd.service systemd/kvmemd.socket \
-	 systemd/kvmemd-admin.socket $(B)/systemd/kvmem-exporter@.service \
+	 systemd/kvmemd-admin.socket $(B)/systemd/kvmem-exporter.service \
 	 systemd/kvmem-exporter.socket
 PC := $(B)/libkvmem/kvmem.pc
 CONF := $(DESTDIR)$(SYSCONFDIR)/kvmem/kvmemd.conf
@@ -55,7 +55,7 @@ $(B)/.install-paths: FORCE
 	@printf '%s\n' "$(INSTALL_SUBST)" | cmp -s - $@ || \
 		printf '%s\n' "$(INSTALL_SUBST)" > $@
 
-$(B)/systemd/kvmemd.service $(B)/systemd/kvmem-exporter@.service $(PC): \
+$(B)/systemd/kvmemd.service $(B)/systemd/kvmem-exporter.service $(PC): \
 		$(B)/%: %.in $(B)/.install-paths
 	$(call msg,GEN,$@)
 	@mkdir -p $(@D)

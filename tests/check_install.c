@@ -395,15 +395,24 @@ START_TEST(test_install_tree)
 		      "kvmemd.service does not read /etc/kvmem/kvmemd.conf");
 	free(text);
 	join(path, sizeof(path), dest,
-	     "usr/lib/systemd/system/kvmem-exporter@.service");
+	     "usr/lib/systemd/system/kvmem-exporter.service");
 	expect_mode(path, 0644);
 	expect_filled(path);
 	text = kvmem_check_read_file(path, NULL);
 	ck_assert_msg(strstr(text, "\nExecStart=/usr/sbin/kvmemctl -a "
 				   "/run/kvmem/kvmemd-admin.sock metrics "
 				   "--http\n") != NULL,
-		      "kvmem-exporter@.service does not run kvmemctl metrics "
+		      "kvmem-exporter.service does not run kvmemctl metrics "
 		      "--http: %s",
+		      text);
+	free(text);
+	/* One kvmemctl for every connection, not one each (issue 44). */
+	join(path, sizeof(path), dest,
+	     "usr/lib/systemd/system/kvmem-exporter.socket");
+	text = kvmem_check_read_file(path, NULL);
+	ck_assert_msg(strstr(text, "\nAccept=no\n") != NULL,
+		      "kvmem-exporter.socket does not hand over its listening "
+		      "socket (Accept=no): %s",
 		      text);
 	free(text);
 	remove_tree(dest);
@@ -730,7 +739,7 @@ START_TEST(test_units_verify)
 	snprintf(units[3], sizeof(units[3]),
 		 "%s/usr/lib/systemd/system/kvmem-exporter.socket", dir);
 	snprintf(units[4], sizeof(units[4]),
-		 "%s/usr/lib/systemd/system/kvmem-exporter@.service", dir);
+		 "%s/usr/lib/systemd/system/kvmem-exporter.service", dir);
 	/* With the store drop-in in place, as its comment says to. */
 	snprintf(dropin, sizeof(dropin),
 		 "%s/usr/lib/systemd/system/kvmemd.service.d", dir);

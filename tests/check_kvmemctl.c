@@ -1699,8 +1699,8 @@ static const char *http_body(const char *out, const char *status)
 }
 
 /*
- * metrics --http: one request on stdin, as kvmem-exporter@.service hands
- * it a connection. GET /metrics gets exactly what metrics prints; HEAD
+ * metrics --http: one request on stdin, as an inetd-style service
+ * (Accept=yes) hands it a connection. GET /metrics gets exactly what metrics prints; HEAD
  * its headers; anything else a status and no metrics. Hostile requests
  * first: no blank line, no version, a long head, NUL bytes.
  */
