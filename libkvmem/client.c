@@ -832,6 +832,10 @@ static int recv_welcome(int sock, struct kvmem_welcome *w, int fds[4],
 			    CONNECT_TIMEOUT_MS / 1000);
 	memset(w, 0, sizeof(*w));
 	n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+	/* Closed with no answer, or with the hello unread: it went away. */
+	if (!n || (n < 0 && errno == ECONNRESET))
+		return fail(-ECONNRESET, "kvmemd closed the connection without "
+					 "answering (it stopped or restarted)");
 	if (n < 0)
 		return fail(-errno, "recvmsg: %s", strerror(errno));
 	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
@@ -1201,10 +1205,13 @@ int kvmem_reconnect(struct kvmem_cache *c)
 	h = r->hello;
 	h.resume_session = r->session;
 	h.resume_token = r->token;
-	/* The new daemon may not listen yet (no socket activation). */
+	/* The new daemon may not listen yet (no socket activation), or the
+	 * old one may die with the hello in its backlog (a reset): both are
+	 * the restart still under way. */
 	for (start = now_us();;) {
 		ret = handshake(&r->sa, &h, &w, fds, &sock);
-		if ((ret != -ENOENT && ret != -ECONNREFUSED) ||
+		if ((ret != -ENOENT && ret != -ECONNREFUSED &&
+		     ret != -ECONNRESET) ||
 		    connect_left_us(start) < 50000)
 			break;
 		usleep(50000);

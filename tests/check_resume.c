@@ -8,11 +8,14 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -814,6 +817,54 @@ START_TEST(test_resume_killed_daemon_reported)
 }
 END_TEST
 
+/*
+ * Regression: a kvmem_reconnect() whose hello sat in the backlog of a
+ * kvmemd that was then killed returned "connection reset" where the
+ * documents promise -ESTALE. A reset is the restart still under way: it
+ * tries again, and the new kvmemd, which kept nothing, answers -ESTALE.
+ */
+START_TEST(test_resume_reconnect_through_a_reset)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct kvmem_cache *a;
+	struct kvmemd_proc p;
+	int fd, status;
+	pid_t pid;
+
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	kill(p.pid, SIGKILL);
+	waitpid(p.pid, NULL, 0);
+	p.pid = 0;
+	/* A daemon that listens and never answers, in the old one's place. */
+	unlink(p.sock);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", p.sock);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(fd, 8), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		close(fd);
+		_exit(kvmem_reconnect(a) == -ESTALE ? 0 : 1);
+	}
+	/* Its hello is in the backlog: killed, the listener resets it. */
+	while (poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 10000) <
+	       1)
+		;
+	close(fd);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "kvmem_reconnect() did not say -ESTALE: status 0x%x",
+		      status);
+	kvmem_close(a);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(resume)
 {
 	Suite *s = suite_create("resume");
@@ -832,6 +883,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_refused_to_others);
 	tcase_add_test(tc, test_resume_nothing_half_trusted);
 	tcase_add_test(tc, test_resume_killed_daemon_reported);
+	tcase_add_test(tc, test_resume_reconnect_through_a_reset);
 	tcase_add_test(tc, test_resume_ring_goes_on);
 	suite_add_tcase(s, tc);
 	return s;
