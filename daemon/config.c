@@ -52,7 +52,8 @@
 #define TIB (UINT64_C(1) << 40)
 
 /* Blanks between the entries of an id list, besides commas. */
-#define ID_SEPARATORS ", \t\n\v\f\r"
+#define ID_BLANKS " \t\n\v\f\r"
+#define ID_SEPARATORS "," ID_BLANKS
 
 _Static_assert(sizeof(uid_t) <= sizeof(id_t) && sizeof(gid_t) <= sizeof(id_t),
 	       "id_t holds a uid and a gid");
@@ -71,6 +72,7 @@ enum key_type {
 		       * count_off */
 	KEY_ENUM, /* one of names[], stored as an int */
 	KEY_GPU, /* "auto", or a GPU's UUID: GPU-8hex-4hex-4hex-4hex-12hex */
+	KEY_PUBLISHERS, /* "GROUP:USER,USER ..."; the count at count_off */
 	KEY_NTYPES,
 };
 
@@ -581,6 +583,17 @@ static const struct key keys[] = {
 			"0: never",
 	},
 	{
+		.section = "prefix",
+		.name = "publishers",
+		.type = KEY_PUBLISHERS,
+		KEY_FIELD(publishers, struct kvmemd_publisher *),
+		KEY_COUNT(n_publishers),
+		.reload = true,
+		.desc = "GROUP:USER,USER ...: in each group of daemon.tenants "
+			"listed, only these users publish, the others attach; "
+			"a group not listed: every member publishes",
+	},
+	{
 		.section = "store",
 		.name = "path",
 		.type = KEY_PATH_OPT,
@@ -1006,6 +1019,102 @@ static void format_ids(const struct kvmemd_config *c, const struct key *k,
 	}
 }
 
+/*
+ * Blank-separated entries GROUP:USER[,USER...], names or ids; each group
+ * once and each of its users once, so that format_publishers() writes
+ * them back in the same order. Whether the groups are tenants is
+ * kvmemd_config_check()'s to say: daemon.tenants may come later.
+ */
+static int set_publishers(struct kvmemd_config *c, const struct key *k,
+			  const char *v, char *msg, size_t len)
+{
+	struct kvmemd_publisher pub[KVMEMD_MAX_PUBLISHERS];
+	unsigned int n = 0, first, i;
+	char tok[256], *user, *next;
+	id_t gid, uid;
+	size_t tl;
+	int ret;
+
+	for (;;) {
+		v += strspn(v, ID_BLANKS);
+		if (!*v)
+			break;
+		tl = strcspn(v, ID_BLANKS);
+		snprintf(tok, sizeof(tok), "%.*s", (int)tl, v);
+		user = strchr(tok, ':');
+		/* A group, a colon, and users none of which is empty. */
+		if (tl >= sizeof(tok) || !user || user == tok || !user[1] ||
+		    strstr(user, ",,") || tok[tl - 1] == ',') {
+			snprintf(msg, len,
+				 "\"%.*s\" is not GROUP:USER[,USER...]",
+				 (int)tl, v);
+			return -EINVAL;
+		}
+		v += tl;
+		*user++ = '\0';
+		ret = parse_id(true, tok, &gid, msg, len);
+		if (ret)
+			return ret;
+		for (i = 0; i < n; i++) {
+			if (pub[i].gid == (gid_t)gid) {
+				snprintf(msg, len, "group %s is listed twice",
+					 tok);
+				return -EINVAL;
+			}
+		}
+		for (first = n; user; user = next) {
+			next = strchr(user, ',');
+			if (next)
+				*next++ = '\0';
+			ret = parse_id(false, user, &uid, msg, len);
+			if (ret)
+				return ret;
+			for (i = first; i < n; i++) {
+				if (pub[i].uid == (uid_t)uid) {
+					snprintf(msg, len,
+						 "user %s is listed twice for "
+						 "group %s",
+						 user, tok);
+					return -EINVAL;
+				}
+			}
+			if (n == KVMEMD_MAX_PUBLISHERS) {
+				snprintf(msg, len, "more than %d users in all",
+					 KVMEMD_MAX_PUBLISHERS);
+				return -EINVAL;
+			}
+			pub[n].gid = (gid_t)gid;
+			pub[n].uid = (uid_t)uid;
+			n++;
+		}
+	}
+	memset(field(c, k), 0, k->size);
+	memcpy(field(c, k), pub, n * sizeof(*pub));
+	*count_field(c, k) = n;
+	return 0;
+}
+
+static void format_publishers(const struct kvmemd_config *c,
+			      const struct key *k, char *buf, size_t len)
+{
+	const struct kvmemd_publisher *pub = cfield(c, k);
+	unsigned int n = *ccount_field(c, k), i;
+	size_t at = 0;
+
+	buf[0] = '\0';
+	if (n > KVMEMD_MAX_PUBLISHERS)
+		n = KVMEMD_MAX_PUBLISHERS;
+	for (i = 0; i < n && at < len; i++) {
+		if (i && pub[i].gid == pub[i - 1].gid)
+			at += snprintf(buf + at, len - at, ",%lu",
+				       (unsigned long)pub[i].uid);
+		else
+			at += snprintf(buf + at, len - at, "%s%lu:%lu",
+				       i ? " " : "", (unsigned long)pub[i].gid,
+				       (unsigned long)pub[i].uid);
+	}
+}
+
 static void range_number(const struct key *k, char *buf, size_t len)
 {
 	char lo[32], hi[32];
@@ -1195,6 +1304,8 @@ static const struct key_type_ops type_ops[] = {
 	[KEY_SIZE_PCT] = { set_size_pct, format_size_pct, range_number, false },
 	[KEY_ENUM] = { set_enum, format_enum, range_enum, false },
 	[KEY_GPU] = { set_string, format_string, range_none, false },
+	[KEY_PUBLISHERS] = { set_publishers, format_publishers, range_none,
+			     true },
 };
 _Static_assert(ARRAY_SIZE(type_ops) == KEY_NTYPES, "type_ops covers the types");
 
@@ -1384,13 +1495,15 @@ int kvmemd_config_set(struct kvmemd_config *c, const char *key,
  *
  * Each key's own range is checked when it is set; this checks the keys
  * against each other: session_default_bytes <= session_max_bytes <=
- * host_bytes, sq_entries <= max_entries, two distinct sockets.
+ * host_bytes, sq_entries <= max_entries, two distinct sockets, the groups
+ * of prefix.publishers among daemon.tenants.
  *
  * Return: 0 or -EINVAL.
  */
 int kvmemd_config_check(const struct kvmemd_config *c, char *err, size_t errlen)
 {
 	char a[32], b[32];
+	unsigned int i, j;
 
 	if (c->n_allow_uids > KVMEMD_MAX_IDS) {
 		seterr(err, errlen, "daemon.allow_uids: more than %d entries",
@@ -1406,6 +1519,24 @@ int kvmemd_config_check(const struct kvmemd_config *c, char *err, size_t errlen)
 		seterr(err, errlen, "daemon.tenants: more than %d entries",
 		       KVMEMD_MAX_IDS);
 		return -EINVAL;
+	}
+	if (c->n_publishers > KVMEMD_MAX_PUBLISHERS) {
+		seterr(err, errlen, "prefix.publishers: more than %d users",
+		       KVMEMD_MAX_PUBLISHERS);
+		return -EINVAL;
+	}
+	/* A group that is not a tenant would restrict nobody, silently. */
+	for (i = 0; i < c->n_publishers; i++) {
+		for (j = 0; j < c->n_tenant_gids; j++)
+			if (c->tenant_gids[j] == c->publishers[i].gid)
+				break;
+		if (j == c->n_tenant_gids) {
+			seterr(err, errlen,
+			       "prefix.publishers: group %lu is not one of "
+			       "daemon.tenants",
+			       (unsigned long)c->publishers[i].gid);
+			return -EINVAL;
+		}
 	}
 	if (c->session_default_bytes > c->session_max_bytes) {
 		fmt_size(c->session_default_bytes, a, sizeof(a));
@@ -1702,7 +1833,7 @@ void kvmemd_config_print(const struct kvmemd_config *c, FILE *f)
 {
 	const char *section = NULL;
 	struct kvmemd_config def;
-	char val[512], dval[512], range[128];
+	char val[CONFIG_LINE_MAX + 1], dval[CONFIG_LINE_MAX + 1], range[128];
 	size_t i;
 
 	kvmemd_config_defaults(&def);
@@ -1745,7 +1876,8 @@ void kvmemd_config_reload(struct kvmemd_config *live,
 		if (!k->reload)
 			continue;
 		memcpy(field(live, k), cfield(fresh, k), k->size);
-		if (k->type == KEY_UIDS || k->type == KEY_GIDS)
+		if (k->type == KEY_UIDS || k->type == KEY_GIDS ||
+		    k->type == KEY_PUBLISHERS)
 			*count_field(live, k) = *ccount_field(fresh, k);
 	}
 }
@@ -1764,7 +1896,7 @@ void kvmemd_config_policy(const struct kvmemd_config *c,
 				     enum kvmemd_value_kind kind),
 			  void *ctx)
 {
-	char name[64], val[512];
+	char name[64], val[CONFIG_LINE_MAX + 1];
 	enum kvmemd_value_kind kind;
 	size_t i;
 

@@ -13,12 +13,20 @@
 
 #define KVMEMD_CONFIG_PATH "/etc/kvmem/kvmemd.conf"
 #define KVMEMD_MAX_IDS 32
+/* prefix.publishers: users in all, whatever their groups */
+#define KVMEMD_MAX_PUBLISHERS 32
 #define KVMEMD_SOCK_PATH_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
 
 enum kvmemd_tristate {
 	KVMEMD_NO = 0,
 	KVMEMD_YES = 1,
 	KVMEMD_AUTO = 2,
+};
+
+/* A user that may publish the prefixes of a group of daemon.tenants. */
+struct kvmemd_publisher {
+	gid_t gid;
+	uid_t uid;
 };
 
 /* tier.archive_format: each session's own format, another codec */
@@ -79,6 +87,10 @@ struct kvmemd_config {
 	uint64_t prefix_bytes; /* published blocks in all; 0: no sharing */
 	uint64_t prefix_uid_bytes; /* of one tenant; 0: prefix_bytes */
 	uint32_t prefix_idle_s; /* a block unused this long goes; 0: never */
+	/* the groups that restrict who publishes, each with its users, a
+	 * group's together, in the order first listed */
+	struct kvmemd_publisher publishers[KVMEMD_MAX_PUBLISHERS];
+	unsigned int n_publishers;
 	/* [store] */
 	char store_path[256]; /* "" for none */
 	uint64_t store_size;

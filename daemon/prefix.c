@@ -60,6 +60,7 @@ struct kvmemd_prefixes {
 	uint64_t corrected;
 	struct kvmemd_prefix_block *first, *last; /* kept, oldest first */
 	struct kvmemd_ratelimit log_expired; /* a line a block at worst */
+	struct kvmemd_ratelimit log_refused; /* a line a publish at worst */
 	struct walk walk[KVMEMD_PREFIX_WALKS];
 };
 
@@ -140,6 +141,34 @@ char *kvmemd_prefix_tenant_name(uint64_t tenant,
 	snprintf(buf, KVMEMD_TENANT_NAME_LEN, "%cid %u",
 		 tenant & KVMEMD_TENANT_GROUP ? 'g' : 'u', (uint32_t)tenant);
 	return buf;
+}
+
+int kvmemd_prefix_may_publish(struct kvmemd *d, uint64_t tenant, uid_t uid)
+{
+	const struct kvmemd_config *cfg = &d->cfg;
+	struct kvmemd_prefixes *p = d->prefix;
+	char name[KVMEMD_TENANT_NAME_LEN];
+	unsigned int i;
+	int listed = 0;
+
+	if (!(tenant & KVMEMD_TENANT_GROUP))
+		return 0;
+	for (i = 0; i < cfg->n_publishers; i++) {
+		if (cfg->publishers[i].gid != (gid_t)tenant)
+			continue;
+		if (cfg->publishers[i].uid == uid)
+			return 0;
+		listed = 1;
+	}
+	if (!listed)
+		return 0;
+	p->refused++;
+	kvmemd_log_rl(&p->log_refused, "prefix publishes refused", LOG_NOTICE,
+		      "prefix: uid %u may not publish for %s "
+		      "(prefix.publishers)",
+		      (unsigned int)uid,
+		      kvmemd_prefix_tenant_name(tenant, name));
+	return -EPERM;
 }
 
 /* ---- a tenant's table ------------------------------------------------- */

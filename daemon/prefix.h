@@ -83,6 +83,20 @@ kvmemd_prefix_find(struct kvmemd *d, uint64_t tenant, const uint8_t *key,
 void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b);
 
 /*
+ * kvmemd_prefix_may_publish() - may a session of @uid publish for @tenant?
+ *
+ * Members of a tenant trust each other's publishes: what a block holds is
+ * not checked against its key. prefix.publishers narrows that trust for a
+ * group of daemon.tenants to the users it lists there; a group it does
+ * not list, and a uid's own tenant, let every session publish. Read at
+ * each op, so a reload counts from the next one.
+ *
+ * Return: 0, or -EPERM (counted as refused, and logged) when @tenant is a
+ * group that lists publishers and @uid is not one of them.
+ */
+int kvmemd_prefix_may_publish(struct kvmemd *d, uint64_t tenant, uid_t uid);
+
+/*
  * kvmemd_prefix_admit() - may @tenant keep a block named as @name says,
  * of @name->layers pages of @name->page_bytes each?
  *

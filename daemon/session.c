@@ -1481,6 +1481,11 @@ static int prefix_publish(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 	if (!(s->features & KVMEM_FEAT_PREFIX))
 		return -EOPNOTSUPP;
+	/* Before anything is looked at: a refusal says nothing of the
+	 * tenant's blocks. */
+	ret = kvmemd_prefix_may_publish(s->d, s->tenant, s->uid);
+	if (ret)
+		return ret;
 	kind = block_kind(s, e->token_start, e->ntokens);
 	if (!q || kind < 0 || e->len != KVMEM_PREFIX_KEY_BYTES ||
 	    e->layer >= s->g.layers)

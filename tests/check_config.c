@@ -150,6 +150,8 @@ static const char every_key[] = "[daemon]\n"
 				"max_entries = 1024\n"
 				"poll_idle_us = 0\n"
 				"max_seqs = 100000\n"
+				"[prefix]\n"
+				"publishers = 4243:root,1000\n"
 				"[workers]\n"
 				"threads = 8\n"
 				"queue_depth = 16\n";
@@ -889,6 +891,108 @@ START_TEST(test_config_ids)
 }
 END_TEST
 
+/* The line kvmemd_config_print() writes for @key must be "@key = @value". */
+static void expect_printed(const struct kvmemd_config *c, const char *key,
+			   const char *value)
+{
+	char *text = NULL, want[1200];
+	size_t len = 0;
+	FILE *f;
+
+	f = open_memstream(&text, &len);
+	ck_assert_msg(f != NULL, "%s", "open_memstream");
+	kvmemd_config_print(c, f);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(want, sizeof(want), "\n%s =%s%s\n", key, *value ? " " : "",
+		 value);
+	ck_assert_msg(strstr(text, want) != NULL, "no line \"%.*s\" printed",
+		      (int)strlen(want) - 2, want + 1);
+	free(text);
+}
+
+/*
+ * prefix.publishers: blank-separated GROUP:USER,USER entries, names or
+ * ids; each group once, each of its users once, 32 users in all, and
+ * every group one of daemon.tenants.
+ */
+START_TEST(test_config_publishers)
+{
+	struct kvmemd_config c, before;
+	char list[512], err[512], path[256], want[320];
+	size_t at, n;
+	unsigned int i;
+
+	defaults(&c);
+	expect_printed(&c, "publishers", "");
+	set_ok(&c, "daemon.tenants", "4242 root 4243");
+	set_ok(&c, "prefix.publishers", "4242:root,1000\t0:2000  4243:7");
+	expect_printed(&c, "publishers", "4242:0,1000 0:2000 4243:7");
+	ck_assert_msg(kvmemd_config_check(&c, err, sizeof(err)) == 0, "%s",
+		      err);
+	set_ok(&c, "prefix.publishers", "");
+	expect_printed(&c, "publishers", "");
+
+	/* 32 users fit, 33 do not, however they are grouped. */
+	at = (size_t)snprintf(list, sizeof(list), "4242:");
+	for (i = 0; i < 32; i++)
+		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%u",
+				       i ? "," : "", 100 + i);
+	set_ok(&c, "prefix.publishers", list);
+	snprintf(list + at, sizeof(list) - at, " 4243:1");
+	expect_set_error("prefix.publishers", list,
+			 "more than 32 users in all");
+
+	expect_set_error("prefix.publishers", "4242",
+			 "\"4242\" is not GROUP:USER[,USER...]");
+	expect_set_error("prefix.publishers",
+			 "4242:", "\"4242:\" is not GROUP:USER[,USER...]");
+	expect_set_error("prefix.publishers", ":0",
+			 "\":0\" is not GROUP:USER[,USER...]");
+	expect_set_error("prefix.publishers", "4242:0,,1",
+			 "\"4242:0,,1\" is not GROUP:USER[,USER...]");
+	expect_set_error("prefix.publishers", "4242:0,",
+			 "\"4242:0,\" is not GROUP:USER[,USER...]");
+	expect_set_error("prefix.publishers", "4242:0:1",
+			 "no such user \"0:1\"");
+	expect_set_error("prefix.publishers", "4242:0 root:1 4242:2",
+			 "group 4242 is listed twice");
+	expect_set_error("prefix.publishers", "4242:root,1,0",
+			 "user 0 is listed twice for group 4242");
+	expect_set_error("prefix.publishers", "no-such-group-kvmem:0",
+			 "no such group \"no-such-group-kvmem\"");
+	expect_set_error("prefix.publishers", "4242:no-such-user-kvmem",
+			 "no such user \"no-such-user-kvmem\"");
+	expect_set_error("prefix.publishers", "4242:4294967295",
+			 "\"4294967295\" is not a valid uid");
+	expect_set_error("prefix.publishers", "4294967295:0",
+			 "\"4294967295\" is not a valid gid");
+
+	/* A group that is not a tenant: an error of the check, naming it. */
+	defaults(&c);
+	set_ok(&c, "prefix.publishers", "4242:0");
+	ck_assert_int_eq(kvmemd_config_check(&c, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "prefix.publishers: group 4242 is not one of "
+			      "daemon.tenants");
+	defaults(&c);
+	memcpy(&before, &c, sizeof(c));
+	write_conf(path, sizeof(path), "publishers.conf",
+		   "[daemon]\ntenants = 4243\n[prefix]\npublishers = 4242:0\n");
+	ck_assert_int_eq(kvmemd_config_load(&c, path, 1, err, sizeof(err)),
+			 -EINVAL);
+	n = (size_t)snprintf(want, sizeof(want),
+			     "%s: prefix.publishers: group 4242 is not one of "
+			     "daemon.tenants",
+			     path);
+	ck_assert_msg(!strncmp(err, want, n), "error \"%s\", want \"%s\"", err,
+		      want);
+	EXPECT_MEM(&c, &before, sizeof(c), "%s", "failed cross check");
+	/* In either order in the file. */
+	load_ok(&c, "publishers2.conf",
+		"[prefix]\npublishers = 4242:0\n[daemon]\ntenants = 4242\n");
+	expect_printed(&c, "publishers", "4242:0");
+}
+END_TEST
+
 START_TEST(test_config_paths)
 {
 	struct kvmemd_config c;
@@ -1097,6 +1201,7 @@ START_TEST(test_config_print_format)
 		"bytes",
 		"uid_bytes",
 		"idle_seconds",
+		"publishers",
 		"path",
 		"size",
 		"reformat",
@@ -1204,6 +1309,7 @@ KVMEM_SUITE(config)
 	tcase_add_test(tc, test_config_gpu_percent);
 	tcase_add_test(tc, test_config_enums);
 	tcase_add_test(tc, test_config_ids);
+	tcase_add_test(tc, test_config_publishers);
 	tcase_add_test(tc, test_config_paths);
 	tcase_add_test(tc, test_config_cross_checks);
 	tcase_add_test(tc, test_config_print_round_trip);

@@ -3510,7 +3510,7 @@ START_TEST(test_live_prefixes)
 	expect_status(&r, 0);
 	EXPECT_HAS(r.out, "kept       2 blocks, ");
 	EXPECT_HAS(r.out, "; 1 of 4 tenants, each at most 64.0 MiB");
-	EXPECT_HAS(r.out, "publishes  2 blocks, 0 refused (no share)");
+	EXPECT_HAS(r.out, "publishes  2 blocks, 0 refused\n");
 	expect_line(&r, "TENANT BLOCKS BYTES HITS MISSES PUBLISHED EVICTED "
 			"EXPIRED DAMAGED CORRECTED");
 	EXPECT_HAS(r.out, "expiry     unused for 1h 00m");

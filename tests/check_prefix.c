@@ -824,6 +824,69 @@ START_TEST(test_prefix_tenant_groups)
 END_TEST
 
 /*
+ * Members of a tenant trust each other's publishes: kvmemd cannot check
+ * that K/V match their key. prefix.publishers names, for a group of
+ * daemon.tenants, the only members that may publish: the others' publishes
+ * are refused with EPERM, before anything is copied and whether or not the
+ * block is there, and they still attach; a uid tenant is not restricted,
+ * and a reload changes who publishes from the next op on.
+ */
+START_TEST(test_prefix_publishers)
+{
+	static const gid_t group[] = { 4242 };
+	struct tenants x;
+	char out[4096];
+
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_prefix_publishers: needs root to "
+				"run clients as other uids and groups\n");
+		return;
+	}
+	tenants_start(&x, 1915, 20,
+		      "[daemon]\nallow_uids = 65534 65533\ntenants = 4242\n"
+		      "[prefix]\npublishers = 4242:65534\n");
+
+	/* uid 65533, a member but no publisher: refused, nothing kept. */
+	publish_as(&x, 65533, group, 1, x.k2, x.v2, -EPERM);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "refused"), 1);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "uid 65533 may not publish for "
+						"gid 4242 (prefix.publishers)"),
+			 1);
+
+	/* The publisher publishes; the other member attaches what it
+	 * published, and may not publish over it. */
+	publish_as(&x, 65534, group, 1, x.k, x.v, 3);
+	attach_as(&x, 65533, group, 1, (int)block_end(2));
+	publish_as(&x, 65533, group, 1, x.k2, x.v2, -EPERM);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"gid\":4242", "blocks"), 3);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"gid\":4242", "hits"), 3);
+
+	/* In no group, uid 65533 is a tenant of its own, unrestricted. */
+	publish_as(&x, 65533, NULL, 0, x.k2, x.v2, 3);
+
+	/* Reloaded: 65533 publishes for the group, 65534 no longer. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"policy set prefix.publishers=4242:65533");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop @4242");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
+	publish_as(&x, 65534, group, 1, x.k, x.v, -EPERM);
+	publish_as(&x, 65533, group, 1, x.k2, x.v2, 3);
+	attach_as(&x, 65534, group, 1, (int)block_end(2));
+
+	/* Empty again: every member publishes. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"policy set prefix.publishers=");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop @4242");
+	publish_as(&x, 65534, group, 1, x.k, x.v, 3);
+	tenants_stop(&x);
+}
+END_TEST
+
+/*
  * Limits: the uid's share evicts its least recently used blocks, one block
  * over the share is refused, and a daemon with prefix.bytes = 0 offers no
  * sharing.
@@ -1823,6 +1886,7 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_tenants_apart);
 	tcase_add_test(tc, test_prefix_tenant_groups);
 	tcase_add_test(tc, test_prefix_uid_is_not_its_namesake_group);
+	tcase_add_test(tc, test_prefix_publishers);
 	tcase_add_test(tc, test_prefix_limits);
 	tcase_add_test(tc, test_prefix_lru_not_fifo);
 	tcase_add_test(tc, test_prefix_many_blocks);

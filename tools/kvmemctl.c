@@ -1889,8 +1889,7 @@ static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 	   fmt_bytes(key, sizeof(key), (double)g_u64(r, p, "uid_bytes_max")));
 	kv(&t, "attaches", "%" PRIu64 " blocks hit, %" PRIu64 " missed",
 	   g_u64(r, p, "hits"), g_u64(r, p, "misses"));
-	kv(&t, "publishes",
-	   "%" PRIu64 " blocks, %" PRIu64 " refused (no share)",
+	kv(&t, "publishes", "%" PRIu64 " blocks, %" PRIu64 " refused",
 	   g_u64(r, p, "published"), g_u64(r, p, "refused"));
 	kv(&t, "dropped",
 	   "%" PRIu64 " evicted, %" PRIu64 " expired, %" PRIu64
@@ -2233,8 +2232,8 @@ static void metrics_prefix(struct metrics *m, const struct json *v)
 		{ "kvmem_prefix_published_total", "counter", "published",
 		  "Blocks published." },
 		{ "kvmem_prefix_refused_total", "counter", "refused",
-		  "Publishes refused: over a share, no share free, sharing "
-		  "off." },
+		  "Publishes refused: not a publisher, over a share, no share "
+		  "free, sharing off." },
 		{ "kvmem_prefix_evicted_total", "counter", "evicted",
 		  "Published blocks evicted to make room in their uid's "
 		  "share." },

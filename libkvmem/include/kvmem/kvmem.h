@@ -444,9 +444,17 @@ uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block);
  * published before counts as published. Publishing stops at the first
  * block that is not whole in every layer (its last page still open).
  *
+ * Every session of the tenant that attaches a key gets what was published
+ * under it: kvmemd checks the copies against the seal, never the K/V
+ * against the key, so the sessions of a tenant trust each other's
+ * publishes. For a group of daemon.tenants, prefix.publishers in
+ * kvmemd.conf(5) names the members that may publish.
+ *
  * Return: how many blocks are published, from block 0; a negative errno
  * when the first one was refused: -EOPNOTSUPP embedded or when kvmemd
- * did not offer sharing, -EIO for a page that no longer matches its seal,
+ * did not offer sharing, -EPERM when this user is not among the
+ * publishers kvmemd lists for its tenant's group (it may still attach),
+ * -EIO for a page that no longer matches its seal,
  * -EDQUOT when one block is over the uid's share, -ENOSPC when sharing
  * was turned off since, or this uid keeps nothing and every share of
  * prefix.bytes is taken, -ENOMEM, -EPROTO when kvmemd's answer made no
@@ -464,7 +472,10 @@ int kvmem_prefix_publish(struct kvmem_seq *s,
  *       matched (none, when none did): append the rest of the prompt to it
  *
  * Attaches blocks 0, 1, ... while this uid has them published, with this
- * geometry, and the arena has room. Their pages are copied into the
+ * geometry, and the arena has room. What it attaches is what a session of
+ * the same tenant published under the keys, checked to be the pages it
+ * sealed but not to be the K/V of those tokens: attach only where the
+ * tenant's publishers are trusted (kvmem_prefix_publish()). Their pages are copied into the
  * session's arena and checked first (a copy that no longer verifies is
  * dropped, never handed out): from then on they are the sequence's own, a
  * write to them changes no one else's, and they count against the

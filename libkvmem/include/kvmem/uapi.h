@@ -297,7 +297,9 @@ enum kvmem_op {
  * many layers this op copied, each checked against its seal; the op of
  * the last one hands the block to the tenant, whatever becomes of seq.
  * A block published before completes at layer 0 with every layer counted.
- * Errors: -ENOENT when a page is missing or not whole, -EIO when one no
+ * Errors: -EPERM, before anything else is looked at, when the tenant is a
+ * group that lists its publishers (prefix.publishers) and the session's
+ * uid is not one; -ENOENT when a page is missing or not whole, -EIO when one no
  * longer matches its seal (CRC, or a word no code corrects),
  * -EOPNOTSUPP for an archived one, -EDQUOT when the block, with those on
  * their way to the tenant from other sessions, is over its share
