@@ -557,8 +557,9 @@ static const struct key keys[] = {
 		.min = 0,
 		.max = 64 * TIB,
 		.reload = true,
-		.desc = "published prefixes of all tenants together, in shares "
-			"of uid_bytes, 0: no prefix sharing",
+		.desc = "published prefixes of all tenants together, in fair "
+			"shares: when full, a publish evicts blocks of tenants "
+			"over theirs, 0: no prefix sharing",
 	},
 	{
 		.section = "prefix",
@@ -568,8 +569,8 @@ static const struct key keys[] = {
 		.min = 0,
 		.max = 64 * TIB,
 		.reload = true,
-		.desc = "one tenant's (uid's) share; its least recently used "
-			"blocks go first, 0: bytes",
+		.desc = "the most one tenant (uid) keeps; its least recently "
+			"used blocks go first, 0: bytes",
 	},
 	{
 		.section = "prefix",

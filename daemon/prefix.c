@@ -3,20 +3,42 @@
  * out under a key, which later sessions of the same tenant attach
  *
  * The tenant is the uid, or a group of daemon.tenants that the client is
- * in (kvmemd_prefix_tenant()). Each tenant has a table of its own
- * (chained hash, keyed with a secret of this process so that a client
- * cannot choose which of its keys share a chain) and an LRU list, most
- * recently used first. A lookup reads that tenant's table only: whether another tenant
- * published a key, and how many keys it has, changes neither the answer
- * nor the work. Memory is a share per tenant: prefix.uid_bytes each
- * (evicting the tenant's own least recently used blocks), for as many
- * tenants as prefix.bytes holds, so what a publish does depends on the
- * publisher's own blocks and the number of tenants, never on what the
- * others publish. A block nobody attached for prefix.idle_seconds goes,
- * and a tenant left with none gives its share back: that too depends on
- * the tenant's own use alone. Blocks live in kvmemd's memory, beside the
- * host pool; the scrubber's passes check and correct them as they check
- * sessions' pages (kvmemd_prefix_scrub()).
+ * in (kvmemd_prefix_tenant()). Its sessions trust each other's publishes:
+ * nothing checks K/V against their key; prefix.publishers narrows who
+ * publishes for a group (kvmemd_prefix_may_publish()). Each tenant has a
+ * table of its own (chained hash, keyed with a secret of this process so
+ * that a client cannot choose which of its keys share a chain) and an LRU
+ * list, most recently used first. A lookup reads that tenant's table
+ * only: whether another tenant published a key, and how many keys it
+ * has, changes neither the answer nor the work.
+ *
+ * Memory. A tenant keeps at most its cap, prefix.uid_bytes (prefix.bytes
+ * when uid_bytes is 0 or larger): a publish past it evicts the tenant's
+ * own least recently used blocks. All tenants together keep at most
+ * prefix.bytes, in fair shares: prefix.bytes divided among the tenants
+ * that keep blocks or have some on their way, the publisher among them, at
+ * most the cap. A publish that prefix.bytes lacks room for evicts, least
+ * recently used first across them, blocks of the tenants that keep more
+ * than their fair share (the publisher counted with its new block), and
+ * takes no more from a tenant once it is within its share: the last block
+ * a tenant loses may leave it below by less than that block, never more. A
+ * block attached lately is recent, not safe. Blocks on their way are in no
+ * table, never evicted, and count in their tenant's cap. When what may go
+ * cannot make the room, nothing goes and the publish fails with -ENOSPC,
+ * whatever the number of tenants.
+ *
+ * So a publish that leaves its tenant within its fair share always finds
+ * room (the others keep more than prefix.bytes less that share, so some
+ * are over theirs by as much). What a publish does depends on the
+ * tenant's own blocks and counts, and, only while prefix.bytes is full,
+ * on how many bytes the others keep and how lately they used them, never
+ * on their keys or content; a tenant over its share learns from its own
+ * evictions that others publish, not what. Making room costs a pass over
+ * the tenants for each block evicted. A block nobody attached for
+ * prefix.idle_seconds goes, and a tenant left with none stops counting:
+ * that depends on the tenant's own use alone. Blocks live in kvmemd's
+ * memory, beside the host pool; the scrubber's passes check and correct
+ * them as they check sessions' pages (kvmemd_prefix_scrub()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -106,17 +128,29 @@ void kvmemd_prefix_exit(struct kvmemd *d)
 	d->prefix = NULL;
 }
 
-/* What one tenant may keep, and how many tenants may keep blocks. */
-static uint64_t share(const struct kvmemd *d)
+/* The most one tenant may keep: prefix.uid_bytes, at most prefix.bytes. */
+static uint64_t cap(const struct kvmemd *d)
 {
 	const uint64_t u = d->cfg.prefix_uid_bytes;
 
 	return u && u < d->cfg.prefix_bytes ? u : d->cfg.prefix_bytes;
 }
 
-static uint64_t max_tenants(const struct kvmemd *d)
+/*
+ * A tenant's fair share: prefix.bytes among the tenants that keep blocks
+ * or have some on their way, and @more besides, at most cap(). Tenants
+ * left with nothing count for nothing before they are pruned.
+ */
+static uint64_t fair(const struct kvmemd *d, uint32_t more)
 {
-	return share(d) ? d->cfg.prefix_bytes / share(d) : 0;
+	const struct kvmemd_prefixes *p = d->prefix;
+	uint64_t n = more, f;
+	uint32_t i;
+
+	for (i = 0; i < p->ntenants; i++)
+		n += p->tenants[i].nblocks || p->tenants[i].staged;
+	f = n ? d->cfg.prefix_bytes / n : d->cfg.prefix_bytes;
+	return f < cap(d) ? f : cap(d);
 }
 
 uint64_t kvmemd_prefix_tenant(const struct kvmemd_config *cfg, uid_t uid,
@@ -244,6 +278,18 @@ static void tenant_put(struct kvmemd_prefixes *p, struct tenant *t)
 	*t = p->tenants[--p->ntenants];
 }
 
+/* Tenants left with no block, and none on its way, go. */
+static void prune(struct kvmemd_prefixes *p)
+{
+	uint32_t i = 0;
+
+	while (i < p->ntenants)
+		if (p->tenants[i].nblocks || p->tenants[i].staged)
+			i++;
+		else
+			tenant_put(p, &p->tenants[i]);
+}
+
 static int same(const struct kvmemd_prefix_block *b, const uint8_t *key,
 		const struct kvmem_geometry *g, uint32_t token_start,
 		uint32_t ntokens)
@@ -334,11 +380,96 @@ static void block_remove(struct kvmemd_prefixes *p, struct tenant *t,
 	block_free(b);
 }
 
-static void evict(struct kvmemd_prefixes *p, struct tenant *t)
+static void evict(struct kvmemd_prefixes *p, struct tenant *t,
+		  struct kvmemd_prefix_block *b)
 {
 	t->evicted++;
 	p->evicted++;
-	block_remove(p, t, t->tail);
+	block_remove(p, t, b);
+}
+
+/*
+ * What evicting @t's least recently used blocks would free, as long as
+ * @t, counted with @extra bytes more, keeps more than @goal: @want bytes
+ * at most (the walk stops there).
+ */
+static uint64_t spare(const struct tenant *t, uint64_t extra, uint64_t goal,
+		      uint64_t want)
+{
+	const struct kvmemd_prefix_block *b;
+	uint64_t held = t->bytes + extra, n = 0;
+
+	for (b = t->tail; b && held > goal && n < want; b = b->prev) {
+		held -= b->bytes;
+		n += b->bytes;
+	}
+	return n;
+}
+
+/*
+ * The tenant whose least recently used block is the least recently used
+ * among the tenants that keep more than @fair (@t counted with @extra
+ * bytes more), that block in *@out; NULL when no tenant is over its share.
+ */
+static struct tenant *victim(struct kvmemd_prefixes *p, const struct tenant *t,
+			     uint64_t extra, uint64_t fair,
+			     struct kvmemd_prefix_block **out)
+{
+	struct kvmemd_prefix_block *b;
+	struct tenant *u, *v = NULL;
+	uint32_t i;
+
+	for (i = 0; i < p->ntenants; i++) {
+		u = &p->tenants[i];
+		if (u->bytes + (u == t ? extra : 0) <= fair)
+			continue;
+		b = u->tail;
+		if (b && (!v || b->used < (*out)->used)) {
+			v = u;
+			*out = b;
+		}
+	}
+	return v;
+}
+
+/*
+ * Room for @bytes more of @t (NULL: a tenant that keeps nothing yet), as
+ * prefix.c's head comment says: @t's own least recently used blocks while
+ * it would pass its cap, then, while prefix.bytes would be passed, the
+ * least recently used blocks of tenants over their fair share. With
+ * @evict_them they go; without, this only says whether they could.
+ * Either way nothing goes unless all the room can be made.
+ *
+ * Return: 0, or -ENOSPC when the tenants over their share cannot give
+ * enough.
+ */
+static int room(struct kvmemd *d, struct tenant *t, uint64_t bytes,
+		int evict_them)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	const uint64_t max = d->cfg.prefix_bytes,
+		       f = fair(d, !t || (!t->nblocks && !t->staged));
+	struct kvmemd_prefix_block *b;
+	uint64_t need = 0, can = 0;
+	struct tenant *u;
+	uint32_t i;
+
+	if (p->bytes + bytes > max) {
+		need = p->bytes + bytes - max;
+		for (i = 0; i < p->ntenants && can < need; i++) {
+			u = &p->tenants[i];
+			can += spare(u, u == t ? bytes : 0, f, need - can);
+		}
+		if (can < need)
+			return -ENOSPC;
+	}
+	if (!evict_them)
+		return 0;
+	while (t && t->bytes + bytes > cap(d) && (b = t->tail))
+		evict(p, t, b);
+	while (p->bytes + bytes > max && (u = victim(p, t, bytes, f, &b)))
+		evict(p, u, b);
+	return 0;
 }
 
 /* ---- for session.c ---------------------------------------------------- */
@@ -391,6 +522,7 @@ int kvmemd_prefix_admit(struct kvmemd *d, uint64_t tenant,
 	struct kvmemd_prefixes *p = d->prefix;
 	struct kvmemd_prefix_block *b;
 	struct tenant *t;
+	int ret;
 
 	b = kvmemd_prefix_find(d, tenant, name->key, &name->g, name->digest,
 			       name->token_start, name->ntokens, 0);
@@ -401,16 +533,18 @@ int kvmemd_prefix_admit(struct kvmemd *d, uint64_t tenant,
 		lru_front(t, b);
 		return -EEXIST;
 	}
-	if (!max_tenants(d) ||
-	    (!tenant_find(p, tenant) && p->ntenants >= max_tenants(d))) {
+	if (!d->cfg.prefix_bytes) {
 		p->refused++;
 		return -ENOSPC;
 	}
-	if (block_bytes(name) > share(d)) {
+	if (block_bytes(name) > cap(d)) {
 		p->refused++;
 		return -EDQUOT;
 	}
-	return 0;
+	ret = room(d, tenant_find(p, tenant), block_bytes(name), 0);
+	if (ret)
+		p->refused++;
+	return ret;
 }
 
 int kvmemd_prefix_stage(struct kvmemd *d, uint64_t tenant,
@@ -428,9 +562,9 @@ int kvmemd_prefix_stage(struct kvmemd *d, uint64_t tenant,
 	t = tenant_get(p, tenant);
 	if (!t)
 		return -ENOMEM;
-	/* Blocks on their way count in the share, kept ones do not: those
+	/* Blocks on their way count in the cap, kept ones do not: those
 	 * make room when the block is kept. */
-	if (t->staged + block_bytes(name) > share(d)) {
+	if (t->staged + block_bytes(name) > cap(d)) {
 		tenant_put(p, t);
 		return -EDQUOT;
 	}
@@ -483,15 +617,16 @@ int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	int ret;
 
 	/* Things changed since the admission: another session of the tenant
-	 * kept the same block, or a reload lowered the limits. */
+	 * kept the same block, others published, or a reload lowered the
+	 * limits. */
 	ret = kvmemd_prefix_admit(d, b->tenant, b);
 	if (ret) {
 		block_free(b);
 		tenant_put(p, t);
 		return ret;
 	}
-	while (t->nblocks && t->bytes + b->bytes > share(d))
-		evict(p, t);
+	/* Cannot fail: the admission just said the room can be made. */
+	room(d, t, b->bytes, 1);
 	b->published = b->used = kvmemd_now_ns();
 	t->bytes += b->bytes;
 	p->bytes += b->bytes;
@@ -511,6 +646,8 @@ int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	else
 		p->first = b;
 	p->last = b;
+	/* Tenants it left with nothing give their tenancy back now. */
+	prune(p);
 	return 0;
 }
 
@@ -621,47 +758,24 @@ int kvmemd_prefix_scrub(struct kvmemd *d, enum kvmemd_prefix_walk which,
 
 /* ---- for the server and admin.c --------------------------------------- */
 
-/* Tenants left with no block, and none on its way, go. */
-static void prune(struct kvmemd_prefixes *p)
-{
-	uint32_t i = 0;
-
-	while (i < p->ntenants)
-		if (p->tenants[i].nblocks || p->tenants[i].staged)
-			i++;
-		else
-			tenant_put(p, &p->tenants[i]);
-}
-
 void kvmemd_prefix_trim(struct kvmemd *d)
 {
 	struct kvmemd_prefixes *p = d->prefix;
-	struct tenant *t, *oldest;
+	struct kvmemd_prefix_block *b;
+	struct tenant *t;
 	uint32_t i;
 
+	/* As a publish makes room, with nothing to publish. */
 	for (i = 0; i < p->ntenants; i++) {
 		t = &p->tenants[i];
-		while (t->nblocks && t->bytes > share(d))
-			evict(p, t);
+		while (t->bytes > cap(d))
+			evict(p, t, t->tail);
 	}
 	prune(p);
-	/* More tenants than the limits now hold: the one whose last use is
-	 * the oldest loses all its blocks, until they fit (one with a block
-	 * on its way keeps its share until that ends). */
-	while (p->ntenants > max_tenants(d)) {
-		oldest = NULL;
-		for (i = 0; i < p->ntenants; i++) {
-			t = &p->tenants[i];
-			if (t->nblocks && !t->staged &&
-			    (!oldest || t->head->used < oldest->head->used))
-				oldest = t;
-		}
-		if (!oldest)
-			break;
-		while (oldest->nblocks)
-			evict(p, oldest);
-		tenant_put(p, oldest);
-	}
+	while (p->bytes > d->cfg.prefix_bytes &&
+	       (t = victim(p, NULL, 0, fair(d, 0), &b)))
+		evict(p, t, b);
+	prune(p);
 }
 
 uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now)
@@ -756,8 +870,8 @@ void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w)
 
 	jw_open(w, "prefix", '{');
 	jw_u64(w, "bytes_max", d->cfg.prefix_bytes);
-	jw_u64(w, "uid_bytes_max", share(d));
-	jw_u64(w, "tenants_max", max_tenants(d));
+	jw_u64(w, "uid_bytes_max", cap(d));
+	jw_u64(w, "fair_share_bytes", fair(d, 0));
 	jw_u64(w, "idle_seconds", d->cfg.prefix_idle_s);
 	jw_u64(w, "bytes", p->bytes);
 	jw_u64(w, "blocks", p->blocks);

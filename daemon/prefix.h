@@ -100,14 +100,14 @@ int kvmemd_prefix_may_publish(struct kvmemd *d, uint64_t tenant, uid_t uid);
  * kvmemd_prefix_admit() - may @tenant keep a block named as @name says,
  * of @name->layers pages of @name->page_bytes each?
  *
- * Decided on @tenant's own blocks and the number of tenants alone: each
- * tenant that keeps blocks has prefix.uid_bytes of its own, and
- * prefix.bytes holds prefix.bytes / prefix.uid_bytes of them.
+ * As prefix.c's head comment says: within @tenant's cap, its own least
+ * recently used blocks making room, and within prefix.bytes, blocks of
+ * tenants over their fair share making room. Nothing is evicted here.
  *
  * Return: 0; -EEXIST when @tenant has that block (it becomes the most
- * recently used); -EDQUOT when the block alone is over prefix.uid_bytes;
- * -ENOSPC when sharing is off, or @tenant keeps nothing and as many as
- * prefix.bytes holds keep blocks.
+ * recently used); -EDQUOT when the block alone is over the cap; -ENOSPC when
+ * sharing is off, or no tenant over its fair share can give the room
+ * prefix.bytes lacks (the same whatever the number of tenants).
  */
 int kvmemd_prefix_admit(struct kvmemd *d, uint64_t tenant,
 			const struct kvmemd_prefix_block *name);
@@ -126,9 +126,11 @@ int kvmemd_prefix_stage(struct kvmemd *d, uint64_t tenant,
 void kvmemd_prefix_unstage(struct kvmemd *d, struct kvmemd_prefix_block *b);
 /*
  * kvmemd_prefix_keep() - @b, staged and filled and checked, is kept from
- * now on: its tenant's least recently used blocks go first while it would
- * not fit the share. Takes @b whatever the outcome. Return: 0, or as
- * kvmemd_prefix_admit() (-EEXIST: the block was kept already).
+ * now on, once the blocks that kvmemd_prefix_admit() counted on went (its
+ * tenant's own least recently used over its cap, then those of tenants
+ * over their fair share). Takes @b whatever the outcome. Return: 0, or as
+ * kvmemd_prefix_admit() (-EEXIST: the block was kept already), having
+ * evicted nothing.
  */
 int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b);
 /* A block whose copy no longer verifies: dropped, logged and counted. */

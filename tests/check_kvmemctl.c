@@ -3509,7 +3509,8 @@ START_TEST(test_live_prefixes)
 	CTL(&r, NULL, "-a", p.admin, "prefixes");
 	expect_status(&r, 0);
 	EXPECT_HAS(r.out, "kept       2 blocks, ");
-	EXPECT_HAS(r.out, "; 1 of 4 tenants, each at most 64.0 MiB");
+	EXPECT_HAS(r.out, "; 1 tenants\n");
+	EXPECT_HAS(r.out, "share      64.0 MiB a tenant now, at most 64.0 MiB");
 	EXPECT_HAS(r.out, "publishes  2 blocks, 0 refused\n");
 	expect_line(&r, "TENANT BLOCKS BYTES HITS MISSES PUBLISHED EVICTED "
 			"EXPIRED DAMAGED CORRECTED");

@@ -608,6 +608,18 @@ static int miss_then_publish_fn(struct kvmem_cache *c, const void *arg)
 	return kvmem_prefix_publish(q, op->keys, NBLOCKS) == op->want ? 0 : -1;
 }
 
+/* Publish block 0 of 70 tokens alone: op->want is 1, or an error. */
+static int publish_first_fn(struct kvmem_cache *c, const void *arg)
+{
+	const struct client_op *op = arg;
+	struct kvmem_seq *q = NULL;
+
+	if (kvmem_seq_create(c, &q) ||
+	    kvmem_seq_append_all(q, op->k, op->v, 70))
+		return -1;
+	return kvmem_prefix_publish(q, op->keys, 1) == op->want ? 0 : -1;
+}
+
 static void publish_as(const struct tenants *x, uid_t uid, const gid_t *groups,
 		       size_t ngroups, const float *k, const float *v, int want)
 {
@@ -635,6 +647,7 @@ START_TEST(test_prefix_tenants_apart)
 	struct kvmem_seq *s, *t, *ref;
 	struct tenants x;
 	char out[4096];
+	uint64_t two;
 
 	if (geteuid()) {
 		fprintf(stderr, "SKIP: test_prefix_tenants_apart: needs root "
@@ -666,18 +679,34 @@ START_TEST(test_prefix_tenants_apart)
 	ref = kvmemd_reference(&e, x.k, x.v, block_end(2));
 	kvmemd_expect_same(t, ref, &x.r);
 
-	/* prefix.bytes holds two uids' shares: a third is refused, on the
-	 * number of uids alone, whatever they keep. */
-	publish_as(&x, 65533, NULL, 0, x.k2, x.v2, -ENOSPC);
+	/* prefix.bytes made to hold a byte less than three uids' blocks: a
+	 * third uid publishes all of its own all the same, and what goes is
+	 * one idle block of a uid over its fair share (a third of it),
+	 * 65534's least recently used: uid 0 attached its own since. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	two = kvmemd_json_after(out, "\"prefix\"", "bytes");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "policy set prefix.bytes=%llu",
+			(unsigned long long)(two / 2 * 3 - 1));
+	publish_as(&x, 65533, NULL, 0, x.k2, x.v2, 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 8);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65534", "evicted"),
+			  1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "blocks"), 3);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65533", "blocks"), 3);
 
 	/* An operator drops uid 65534's: uid 0's stay, and the third uid
-	 * has room now. */
+	 * keeps its own. */
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop 65534");
-	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 2);
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
-	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
-	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 6);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 2);
 	publish_as(&x, 65533, NULL, 0, x.k2, x.v2, 3);
+	kvmem_seq_free(t);
+	ck_assert_int_eq(kvmem_prefix_attach(a, x.keys, NBLOCKS, &t),
+			 (int)block_end(2));
 
 	kvmem_seq_free(t);
 	kvmem_seq_free(ref);
@@ -1185,6 +1214,146 @@ START_TEST(test_prefix_large_pages_in_steps)
 	free(k);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* ---- fair shares among tenants ---------------------------------------- */
+
+/*
+ * #44: with the defaults, four uids keeping a block each made every other
+ * tenant's publish fail with ENOSPC for an hour, renewable by attaching.
+ * A new tenant publishes now: at once while there is room, and, with
+ * prefix.bytes nearly full of the four's blocks, by evicting the least
+ * recently used block of a tenant over its fair share (prefix.bytes / 5
+ * here), however recently its owner renewed it: no more than it needs.
+ */
+START_TEST(test_prefix_fair_share_lockout)
+{
+	static const uid_t four[] = { 65530, 65531, 65532, 65533 };
+	struct tenants x;
+	uint64_t one, mine;
+	char out[4096];
+	size_t i;
+
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_prefix_fair_share_lockout: needs "
+				"root to run clients as other uids\n");
+		return;
+	}
+	tenants_start(&x, 1916, 21,
+		      "[daemon]\nallow_uids = 65530 65531 65532 65533 "
+		      "65534\n");
+	for (i = 0; i < sizeof(four) / sizeof(four[0]); i++)
+		run_as(&x.p, four[i], NULL, 0, publish_first_fn,
+		       &(struct client_op){ x.keys, x.k, x.v, 1 },
+		       "block 0 not published");
+	for (i = 0; i < sizeof(four) / sizeof(four[0]); i++)
+		attach_as(&x, four[i], NULL, 0, (int)block_end(0));
+	publish_as(&x, 65534, NULL, 0, x.k2, x.v2, 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 5);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 0);
+	one = kvmemd_json_after(out, "\"uid\":65530", "bytes");
+	mine = kvmemd_json_after(out, "\"uid\":65534", "bytes");
+
+	/* prefix.bytes now holds the four's blocks and the new tenant's
+	 * but its block 0, as large as one of theirs: each of the four is
+	 * over a fifth of it, its fair share. They renew their blocks. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop 65534");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "policy set prefix.bytes=%llu",
+			(unsigned long long)(3 * one + mine));
+	for (i = 0; i < sizeof(four) / sizeof(four[0]); i++)
+		attach_as(&x, four[i], NULL, 0, (int)block_end(0));
+	publish_as(&x, 65534, NULL, 0, x.k2, x.v2, 3);
+	/* Block 0 takes the block renewed first, 65530's, which is then a
+	 * tenant no more; the rest fits. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":65534", "blocks"), 3);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 4);
+	ck_assert_ptr_null(strstr(out, "\"uid\":65530"));
+	for (i = 1; i < sizeof(four) / sizeof(four[0]); i++)
+		attach_as(&x, four[i], NULL, 0, (int)block_end(0));
+	attach_as(&x, 65534, NULL, 0, (int)block_end(2));
+	tenants_stop(&x);
+}
+END_TEST
+
+/*
+ * A publish that nothing can make room for (the others within their fair
+ * share, the block larger than the publisher's) fails with ENOSPC, at the
+ * same op and evicting nothing, whether one tenant or three keep blocks.
+ */
+START_TEST(test_prefix_no_room_same_for_any_tenants)
+{
+	struct kvmem_geometry g = { .layers = 2,
+				    .kv_heads = 16,
+				    .head_dim = 64 };
+	struct kvmem_prefix_key keys[1];
+	struct kvmem_cache *a;
+	struct kvmem_seq *s;
+	struct tenants x;
+	uint64_t big, h, ops, ops1;
+	char out[4096];
+	float *k;
+	size_t n, i;
+	int ret1;
+
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_prefix_no_room_same_for_any_tenants"
+				": needs root to run clients as other uids\n");
+		return;
+	}
+	tenants_start(&x, 1918, 24,
+		      "[daemon]\nallow_uids = 0 65532 65533 65534\n");
+	kvmem_geometry_default(&g);
+	n = (size_t)40 * g.layers * g.kv_heads * g.head_dim;
+	k = kvmem_check_xmalloc(n * sizeof(float));
+	for (i = 0; i < n; i++)
+		k[i] = kvmem_check_rnd_value(&x.r, 1.0);
+	keys_of(keys, 1, 25);
+	ck_assert_int_eq(kvmem_connect(x.p.sock, &g, NULL, &a), 0);
+	ck_assert_int_eq(kvmem_seq_create(a, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, k, 40), 0);
+
+	/* uid 0's block 0 of 16 heads, and 65534's three blocks of 2. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 1), 1);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	big = kvmemd_json_after(out, "\"prefix\"", "bytes");
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop 0");
+	publish_as(&x, 65534, NULL, 0, x.k, x.v, 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	h = kvmemd_json_after(out, "\"prefix\"", "bytes");
+	ck_assert_uint_gt(big, 3 * h);
+	/* Room for one small tenant's blocks beside the big block, less a
+	 * byte; with three small tenants, each still within its share. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "policy set prefix.bytes=%llu",
+			(unsigned long long)(big + h - 1));
+
+	ops = ops_of(a);
+	ret1 = kvmem_prefix_publish(s, keys, 1);
+	ops1 = ops_of(a) - ops;
+	ck_assert_int_eq(ret1, -ENOSPC);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "refused"), 1);
+
+	publish_as(&x, 65533, NULL, 0, x.k, x.v, 3);
+	publish_as(&x, 65532, NULL, 0, x.k, x.v, 3);
+	ops = ops_of(a);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 1), ret1);
+	ck_assert_uint_eq(ops_of(a) - ops, ops1);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 9);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "tenants"), 3);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "evicted"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "refused"), 2);
+
+	kvmem_seq_free(s);
+	kvmem_close(a);
+	free(k);
+	tenants_stop(&x);
 }
 END_TEST
 
@@ -1891,6 +2060,8 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_lru_not_fifo);
 	tcase_add_test(tc, test_prefix_many_blocks);
 	tcase_add_test(tc, test_prefix_large_pages_in_steps);
+	tcase_add_test(tc, test_prefix_fair_share_lockout);
+	tcase_add_test(tc, test_prefix_no_room_same_for_any_tenants);
 	tcase_add_test(tc, test_prefix_attach_waits_for_room);
 	tcase_add_test(tc, test_prefix_embedded_refused);
 	tcase_add_test(tc, test_prefix_hostile_ops);

@@ -1879,14 +1879,18 @@ static void render_prefixes(struct rd *r, FILE *f, const struct json *v)
 	t_init(&t, "ll");
 	if (!g_u64(r, p, "bytes_max"))
 		kv(&t, "sharing", "off (prefix.bytes = 0)");
-	kv(&t, "kept",
-	   "%" PRIu64 " blocks, %s of %s; %" PRIu64 " of %" PRIu64
-	   " tenants, each at most %s",
+	kv(&t, "kept", "%" PRIu64 " blocks, %s of %s; %" PRIu64 " tenants",
 	   g_u64(r, p, "blocks"),
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, p, "bytes")),
 	   fmt_bytes(b, sizeof(b), (double)g_u64(r, p, "bytes_max")),
-	   g_u64(r, p, "tenants"), g_u64(r, p, "tenants_max"),
-	   fmt_bytes(key, sizeof(key), (double)g_u64(r, p, "uid_bytes_max")));
+	   g_u64(r, p, "tenants"));
+	/* A kvmemd of fixed shares, before fair ones, sends none. */
+	if (json_get(p, "fair_share_bytes"))
+		kv(&t, "share", "%s a tenant now, at most %s",
+		   fmt_bytes(a, sizeof(a),
+			     (double)g_u64(r, p, "fair_share_bytes")),
+		   fmt_bytes(b, sizeof(b),
+			     (double)g_u64(r, p, "uid_bytes_max")));
 	kv(&t, "attaches", "%" PRIu64 " blocks hit, %" PRIu64 " missed",
 	   g_u64(r, p, "hits"), g_u64(r, p, "misses"));
 	kv(&t, "publishes", "%" PRIu64 " blocks, %" PRIu64 " refused",
@@ -2232,11 +2236,11 @@ static void metrics_prefix(struct metrics *m, const struct json *v)
 		{ "kvmem_prefix_published_total", "counter", "published",
 		  "Blocks published." },
 		{ "kvmem_prefix_refused_total", "counter", "refused",
-		  "Publishes refused: not a publisher, over a share, no share "
-		  "free, sharing off." },
+		  "Publishes refused: not a publisher, over a tenant's cap, no "
+		  "room, sharing off." },
 		{ "kvmem_prefix_evicted_total", "counter", "evicted",
-		  "Published blocks evicted to make room in their uid's "
-		  "share." },
+		  "Published blocks evicted for a publish: of the tenant over "
+		  "its cap, or of a tenant over its fair share." },
 		{ "kvmem_prefix_expired_total", "counter", "expired",
 		  "Published blocks dropped after prefix.idle_seconds "
 		  "unused." },

@@ -440,7 +440,8 @@ uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block);
  * kvmemd copies block i's sealed pages, checked against their seal, under
  * @keys[i], for the sessions of this uid; the copies stay when @s, or the
  * session, is gone, until kvmemd evicts them (least recently used first,
- * prefix.uid_bytes in kvmemd.conf(5)) or an operator drops them. A block
+ * over the uid's cap or, when another uid needs the room, over its fair
+ * share: [prefix] in kvmemd.conf(5)) or an operator drops them. A block
  * published before counts as published. Publishing stops at the first
  * block that is not whole in every layer (its last page still open).
  *
@@ -454,11 +455,12 @@ uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block);
  * when the first one was refused: -EOPNOTSUPP embedded or when kvmemd
  * did not offer sharing, -EPERM when this user is not among the
  * publishers kvmemd lists for its tenant's group (it may still attach),
- * -EIO for a page that no longer matches its seal,
- * -EDQUOT when one block is over the uid's share, -ENOSPC when sharing
- * was turned off since, or this uid keeps nothing and every share of
- * prefix.bytes is taken, -ENOMEM, -EPROTO when kvmemd's answer made no
- * sense, -EINVAL, -ENOTCONN.
+ * -EIO for a page that no longer matches its seal, -EDQUOT when one
+ * block is over the uid's cap (prefix.uid_bytes), -ENOSPC when sharing
+ * was turned off since, or prefix.bytes is full and the uids over their
+ * fair share cannot make the room (the same whatever their number; never
+ * while this uid stays within its own fair share), -ENOMEM, -EPROTO when
+ * kvmemd's answer made no sense, -EINVAL, -ENOTCONN.
  */
 int kvmem_prefix_publish(struct kvmem_seq *s,
 			 const struct kvmem_prefix_key *keys, uint32_t nkeys);
@@ -475,11 +477,11 @@ int kvmem_prefix_publish(struct kvmem_seq *s,
  * geometry, and the arena has room. What it attaches is what a session of
  * the same tenant published under the keys, checked to be the pages it
  * sealed but not to be the K/V of those tokens: attach only where the
- * tenant's publishers are trusted (kvmem_prefix_publish()). Their pages are copied into the
- * session's arena and checked first (a copy that no longer verifies is
- * dropped, never handed out): from then on they are the sequence's own, a
- * write to them changes no one else's, and they count against the
- * session's quota like any other page.
+ * tenant's publishers are trusted (kvmem_prefix_publish()). Their pages are
+ * copied into the session's arena and checked first (a copy that no longer
+ * verifies is dropped, never handed out): from then on they are the
+ * sequence's own, a write to them changes no one else's, and they count
+ * against the session's quota like any other page.
  *
  * Return: the number of tokens attached, kvmem_prefix_block_end() of the
  * last block that matched or 0; a negative errno (and no sequence) when

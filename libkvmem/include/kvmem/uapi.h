@@ -298,13 +298,14 @@ enum kvmem_op {
  * the last one hands the block to the tenant, whatever becomes of seq.
  * A block published before completes at layer 0 with every layer counted.
  * Errors: -EPERM, before anything else is looked at, when the tenant is a
- * group that lists its publishers (prefix.publishers) and the session's
- * uid is not one; -ENOENT when a page is missing or not whole, -EIO when one no
- * longer matches its seal (CRC, or a word no code corrects),
- * -EOPNOTSUPP for an archived one, -EDQUOT when the block, with those on
- * their way to the tenant from other sessions, is over its share
- * (prefix.uid_bytes), -ENOSPC when sharing is off or the tenant keeps
- * nothing and as many tenants as prefix.bytes holds do, -ENOMEM.
+ * group that lists its publishers (prefix.publishers) and the session's uid
+ * is not one; -ENOENT when a page is missing or not whole, -EIO when one no
+ * longer matches its seal (CRC, or a word no code corrects), -EOPNOTSUPP
+ * for an archived one, -EDQUOT when the block, with those on their way to
+ * the tenant from other sessions, is over its cap (prefix.uid_bytes),
+ * -ENOSPC when sharing is off or prefix.bytes is full and the tenants over
+ * their fair share cannot make the room (checked at layer 0 and again at
+ * the last: the same error whatever the number of tenants), -ENOMEM.
  *
  * PREFIX_ATTACH: addr points to the key, and the buffer after it (len
  * bytes in all) receives a struct kvmem_page_move (_ex with
