@@ -16,16 +16,19 @@
  * when uid_bytes is 0 or larger): a publish past it evicts the tenant's
  * own least recently used blocks. All tenants together keep at most
  * prefix.bytes, in fair shares: prefix.bytes divided among the tenants
- * that keep blocks or have some on their way, the publisher among them, at
- * most the cap. A publish that prefix.bytes lacks room for evicts, least
- * recently used first across them, blocks of the tenants that keep more
- * than their fair share (the publisher counted with its new block), and
- * takes no more from a tenant once it is within its share: the last block
- * a tenant loses may leave it below by less than that block, never more. A
- * block attached lately is recent, not safe. Blocks on their way are in no
- * table, never evicted, and count in their tenant's cap. When what may go
- * cannot make the room, nothing goes and the publish fails with -ENOSPC,
- * whatever the number of tenants.
+ * that keep blocks or have some on their way, the publisher among them,
+ * at most the cap. A publish that prefix.bytes lacks room for evicts,
+ * least recently used first across them, blocks of the tenants that keep
+ * more than their fair share (the publisher counted with its new block),
+ * and takes no more from a tenant once it is within its share: the last
+ * block a tenant loses may leave it below by less than that block, never
+ * more. A block attached lately is recent, not safe. A block a session is
+ * partway through attaching (an attach of several ops) is passed over
+ * while its tenant's blocks in use are within its fair share; past it
+ * they protect nothing, or attaching would hold memory for ever. Blocks
+ * on their way are in no table, never evicted, and count in their
+ * tenant's cap. When what may go cannot make the room, nothing goes and
+ * the publish fails with -ENOSPC, whatever the number of tenants.
  *
  * So a publish that leaves its tenant within its fair share always finds
  * room (the others keep more than prefix.bytes less that share, so some
@@ -59,6 +62,7 @@ struct tenant {
 	struct kvmemd_prefix_block **table; /* [nbuckets] */
 	uint32_t nbuckets, nblocks;
 	uint64_t bytes; /* of the blocks kept */
+	uint64_t inuse; /* of those sessions are partway through attaching */
 	uint64_t staged; /* of blocks on their way, one a session at most */
 	struct kvmemd_prefix_block *head, *tail; /* LRU */
 	uint64_t hits, misses, published, evicted, expired, damaged;
@@ -377,7 +381,18 @@ static void block_remove(struct kvmemd_prefixes *p, struct tenant *t,
 	t->bytes -= b->bytes;
 	p->blocks--;
 	p->bytes -= b->bytes;
-	block_free(b);
+	if (!b->users) {
+		block_free(b);
+		return;
+	}
+	/* A session is partway through attaching it: its pages go now,
+	 * the rest with that session's unpin; no lookup finds it. */
+	t->inuse -= b->bytes;
+	free(b->pages);
+	free(b->data);
+	b->pages = NULL;
+	b->data = NULL;
+	b->gone = 1;
 }
 
 static void evict(struct kvmemd_prefixes *p, struct tenant *t,
@@ -389,17 +404,37 @@ static void evict(struct kvmemd_prefixes *p, struct tenant *t,
 }
 
 /*
- * What evicting @t's least recently used blocks would free, as long as
- * @t, counted with @extra bytes more, keeps more than @goal: @want bytes
- * at most (the walk stops there).
+ * @t's least recently used block that may be evicted while it keeps more
+ * than @fair: one no session is attaching, or any once the blocks in use
+ * pass @fair (they protect no more than a fair share). NULL when none.
+ */
+static struct kvmemd_prefix_block *lru_free(const struct tenant *t,
+					    uint64_t fair)
+{
+	struct kvmemd_prefix_block *b;
+
+	for (b = t->tail; b; b = b->prev)
+		if (!b->users || t->inuse > fair)
+			return b;
+	return NULL;
+}
+
+/*
+ * What evicting lru_free(@t, @fair) again and again would free, as long
+ * as @t, counted with @extra bytes more, keeps more than @goal: @want
+ * bytes at most (the walk stops there).
  */
 static uint64_t spare(const struct tenant *t, uint64_t extra, uint64_t goal,
-		      uint64_t want)
+		      uint64_t fair, uint64_t want)
 {
 	const struct kvmemd_prefix_block *b;
-	uint64_t held = t->bytes + extra, n = 0;
+	uint64_t held = t->bytes + extra, inuse = t->inuse, n = 0;
 
 	for (b = t->tail; b && held > goal && n < want; b = b->prev) {
+		if (b->users && inuse <= fair)
+			continue;
+		if (b->users)
+			inuse -= b->bytes;
 		held -= b->bytes;
 		n += b->bytes;
 	}
@@ -407,9 +442,9 @@ static uint64_t spare(const struct tenant *t, uint64_t extra, uint64_t goal,
 }
 
 /*
- * The tenant whose least recently used block is the least recently used
- * among the tenants that keep more than @fair (@t counted with @extra
- * bytes more), that block in *@out; NULL when no tenant is over its share.
+ * The tenant whose lru_free() block is the least recently used among the
+ * tenants that keep more than @fair (@t counted with @extra bytes more),
+ * that block in *@out; NULL when no tenant over its share has one.
  */
 static struct tenant *victim(struct kvmemd_prefixes *p, const struct tenant *t,
 			     uint64_t extra, uint64_t fair,
@@ -423,7 +458,7 @@ static struct tenant *victim(struct kvmemd_prefixes *p, const struct tenant *t,
 		u = &p->tenants[i];
 		if (u->bytes + (u == t ? extra : 0) <= fair)
 			continue;
-		b = u->tail;
+		b = lru_free(u, fair);
 		if (b && (!v || b->used < (*out)->used)) {
 			v = u;
 			*out = b;
@@ -440,8 +475,8 @@ static struct tenant *victim(struct kvmemd_prefixes *p, const struct tenant *t,
  * @evict_them they go; without, this only says whether they could.
  * Either way nothing goes unless all the room can be made.
  *
- * Return: 0, or -ENOSPC when the tenants over their share cannot give
- * enough.
+ * Return: 0; -EDQUOT when @t's blocks in use leave it no room under its
+ * cap; -ENOSPC when the tenants over their share cannot give enough.
  */
 static int room(struct kvmemd *d, struct tenant *t, uint64_t bytes,
 		int evict_them)
@@ -450,22 +485,27 @@ static int room(struct kvmemd *d, struct tenant *t, uint64_t bytes,
 	const uint64_t max = d->cfg.prefix_bytes,
 		       f = fair(d, !t || (!t->nblocks && !t->staged));
 	struct kvmemd_prefix_block *b;
-	uint64_t need = 0, can = 0;
+	uint64_t own = 0, need = 0, can = 0;
 	struct tenant *u;
 	uint32_t i;
 
+	if (t && t->bytes + bytes > cap(d)) {
+		own = t->bytes + bytes - cap(d);
+		if (spare(t, bytes, cap(d), f, own) < own)
+			return -EDQUOT;
+	}
 	if (p->bytes + bytes > max) {
 		need = p->bytes + bytes - max;
 		for (i = 0; i < p->ntenants && can < need; i++) {
 			u = &p->tenants[i];
-			can += spare(u, u == t ? bytes : 0, f, need - can);
+			can += spare(u, u == t ? bytes : 0, f, f, need - can);
 		}
 		if (can < need)
 			return -ENOSPC;
 	}
 	if (!evict_them)
 		return 0;
-	while (t && t->bytes + bytes > cap(d) && (b = t->tail))
+	while (t && t->bytes + bytes > cap(d) && (b = lru_free(t, f)))
 		evict(p, t, b);
 	while (p->bytes + bytes > max && (u = victim(p, t, bytes, f, &b)))
 		evict(p, u, b);
@@ -507,6 +547,22 @@ void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	p->hits++;
 	lru_unlink(t, b);
 	lru_front(t, b);
+}
+
+void kvmemd_prefix_pin(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	if (!b->users++)
+		tenant_find(d->prefix, b->tenant)->inuse += b->bytes;
+}
+
+void kvmemd_prefix_unpin(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	if (--b->users)
+		return;
+	if (b->gone)
+		free(b);
+	else
+		tenant_find(d->prefix, b->tenant)->inuse -= b->bytes;
 }
 
 /* The bytes @name is charged when kept. */
@@ -584,6 +640,8 @@ int kvmemd_prefix_stage(struct kvmemd *d, uint64_t tenant,
 	b->bytes = block_bytes(name);
 	b->staged = 0;
 	b->hits = 0;
+	b->users = 0;
+	b->gone = 0;
 	b->hnext = b->prev = b->next = b->aprev = b->anext = NULL;
 	t->staged += b->bytes;
 	*out = b;
@@ -765,11 +823,12 @@ void kvmemd_prefix_trim(struct kvmemd *d)
 	struct tenant *t;
 	uint32_t i;
 
-	/* As a publish makes room, with nothing to publish. */
+	/* As a publish makes room, with nothing to publish; what in use
+	 * within a fair share holds stays until its attach ends. */
 	for (i = 0; i < p->ntenants; i++) {
 		t = &p->tenants[i];
-		while (t->bytes > cap(d))
-			evict(p, t, t->tail);
+		while (t->bytes > cap(d) && (b = lru_free(t, fair(d, 0))))
+			evict(p, t, b);
 	}
 	prune(p);
 	while (p->bytes > d->cfg.prefix_bytes &&

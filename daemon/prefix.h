@@ -62,6 +62,8 @@ struct kvmemd_prefix_block {
 	uint64_t tenant;
 	uint64_t bytes; /* charged to the tenant once it is kept */
 	uint64_t hits, published, used; /* used: last attach, ns */
+	uint32_t users; /* sessions partway through attaching it */
+	uint8_t gone; /* dropped while in use: the last unpin frees it */
 	struct kvmemd_prefix_block *hnext, *prev, *next;
 	/* every kept block, oldest first: the order the scrubber walks */
 	struct kvmemd_prefix_block *aprev, *anext;
@@ -81,6 +83,16 @@ kvmemd_prefix_find(struct kvmemd *d, uint64_t tenant, const uint8_t *key,
 		   uint32_t token_start, uint32_t ntokens, int count);
 /* @b was attached: a hit, and its tenant's most recently used block. */
 void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b);
+/*
+ * kvmemd_prefix_pin() - a session is partway through attaching @b, a block
+ * kvmemd_prefix_find() returned: evictions pass it over while its
+ * tenant's blocks in use are within its fair share, until
+ * kvmemd_prefix_unpin(). Dropped meanwhile (by an operator, expiry,
+ * damage, or an eviction past the fair share), it leaves its table and
+ * its memory goes at once; the last unpin frees what is left.
+ */
+void kvmemd_prefix_pin(struct kvmemd *d, struct kvmemd_prefix_block *b);
+void kvmemd_prefix_unpin(struct kvmemd *d, struct kvmemd_prefix_block *b);
 
 /*
  * kvmemd_prefix_may_publish() - may a session of @uid publish for @tenant?
@@ -105,7 +117,8 @@ int kvmemd_prefix_may_publish(struct kvmemd *d, uint64_t tenant, uid_t uid);
  * tenants over their fair share making room. Nothing is evicted here.
  *
  * Return: 0; -EEXIST when @tenant has that block (it becomes the most
- * recently used); -EDQUOT when the block alone is over the cap; -ENOSPC when
+ * recently used); -EDQUOT when the block alone is over the cap, or
+ * @tenant's blocks in use leave it no room under its cap; -ENOSPC when
  * sharing is off, or no tenant over its fair share can give the room
  * prefix.bytes lacks (the same whatever the number of tenants).
  */

@@ -480,7 +480,7 @@ void kvmemd_session_activate(struct kvmemd_session *s)
 	s->active = 1;
 }
 
-static void stage_drop(struct kvmemd_session *s);
+static void prefix_drop(struct kvmemd_session *s);
 
 void kvmemd_session_free(struct kvmemd_session *s)
 {
@@ -499,7 +499,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 			s->d->sessions_tail = s->prev;
 	}
 	tier_session_free(s);
-	stage_drop(s);
+	prefix_drop(s);
 	if (s->seqs) {
 		for (i = 0; i < s->max_seqs; i++) {
 			if (!s->seqs[i])
@@ -1045,7 +1045,7 @@ int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
 		snprintf(why, len, "its store I/O did not end");
 		return ret;
 	}
-	stage_drop(s);
+	prefix_drop(s);
 	for (u = 0; u < s->top; u++)
 		if (s->slots[u].state == SLOT_LOADING ||
 		    s->slots[u].state == SLOT_ARCHIVING) {
@@ -1055,12 +1055,18 @@ int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
 	return 0;
 }
 
-/* A block being published from @q ends with its pins: another sequence
- * may have @q's id next. */
+static void stage_drop(struct kvmemd_session *s);
+static void attach_pin(struct kvmemd_session *s, struct kvmemd_prefix_block *b,
+		       uint32_t seq);
+
+/* A block being published from @q, or attached into it, ends with its
+ * pins: another sequence may have @q's id next. */
 static void seq_unstage(struct kvmemd_session *s, const struct seq *q)
 {
 	if (s->stage && s->stage_seq == q->id)
 		stage_drop(s);
+	if (s->attach && s->attach_seq == q->id)
+		attach_pin(s, NULL, 0);
 }
 
 static void seq_free(struct kvmemd_session *s, struct seq *q)
@@ -1401,6 +1407,26 @@ static void stage_drop(struct kvmemd_session *s)
 	s->stage = NULL;
 }
 
+/* @b (NULL: none), partway attached into @seq, is the block the session
+ * holds pinned from now on, and no other. */
+static void attach_pin(struct kvmemd_session *s, struct kvmemd_prefix_block *b,
+		       uint32_t seq)
+{
+	if (b)
+		kvmemd_prefix_pin(s->d, b);
+	if (s->attach)
+		kvmemd_prefix_unpin(s->d, s->attach);
+	s->attach = b;
+	s->attach_seq = seq;
+}
+
+/* The session's prefix ops end with it. */
+static void prefix_drop(struct kvmemd_session *s)
+{
+	stage_drop(s);
+	attach_pin(s, NULL, 0);
+}
+
 /*
  * The sealed page of @q named (@layer, @token_start) if it can be
  * published as part of a block of @ntokens of slot kind @kind: 0 with its
@@ -1661,6 +1687,12 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
 	s->pass_bytes += (uint64_t)n * s->layout[kind].size;
 	if (b && n && !e->layer)
 		kvmemd_prefix_used(s->d, b);
+	/* Partway, the block is in use until the next op; an attach that
+	 * waits for room holds what it held. */
+	if (b && n && e->layer + n < s->g.layers)
+		attach_pin(s, b, q->id);
+	else if (ret != -ENOMEM || !*no_slot)
+		attach_pin(s, NULL, 0);
 	return n ? (int)n : ret;
 }
 

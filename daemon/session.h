@@ -209,6 +209,10 @@ struct kvmemd_session {
 	 * the sequence stage_seq; its memory is charged to the host pool */
 	struct kvmemd_prefix_block *stage;
 	uint32_t stage_seq;
+	/* PREFIX_ATTACH: the block the last attach op left partway, into
+	 * the sequence attach_seq, pinned until that attach ends */
+	struct kvmemd_prefix_block *attach;
+	uint32_t attach_seq;
 	uint8_t checking;
 
 	struct kvmemd_session *prev, *next; /* on d->sessions once active */

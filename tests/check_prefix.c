@@ -1357,6 +1357,127 @@ START_TEST(test_prefix_no_room_same_for_any_tenants)
 }
 END_TEST
 
+/* PREFIX_ATTACH of @layer of the block @key names into @seq of @r, a move
+ * at most: the op's result. */
+static int attach_layer(struct kvmemd_raw *r, int seq, const uint8_t *key,
+			uint32_t token_start, uint32_t ntokens, uint32_t layer)
+{
+	memcpy(r->buf + 256, key, KVMEM_PREFIX_KEY_BYTES);
+	return KVMEMD_OP(r, 30 + layer, .opcode = KVMEM_OP_PREFIX_ATTACH,
+			 .seq = (uint64_t)seq, .addr = 256,
+			 .len = KVMEM_PREFIX_KEY_BYTES +
+				sizeof(struct kvmem_page_move_ex),
+			 .layer = layer, .token_start = token_start,
+			 .ntokens = ntokens);
+}
+
+/*
+ * A block a session is partway through attaching (pages of over half a
+ * MiB: a layer an op) is not evicted for another tenant while its
+ * tenant's blocks in use are within its fair share: the next least
+ * recently used goes, and the attach goes on to the last layer. Blocks in
+ * use past the fair share protect nothing, or a tenant could keep its
+ * blocks for ever by attaching them: the least recently used goes, and
+ * the attach that was using it ends with ENOENT.
+ */
+START_TEST(test_prefix_fair_share_spares_attach)
+{
+	struct kvmem_geometry g = { .layers = 5,
+				    .kv_heads = 32,
+				    .head_dim = 256 };
+	struct kvmem_connect_opts o = { .quota_bytes = 96u << 20 };
+	struct kvmem_hello h = kvmemd_hello(64u << 20);
+	struct kvmem_prefix_key keys[2];
+	struct kvmemd_raw r1, r2;
+	struct kvmem_cache *a;
+	struct kvmem_seq *s, *t;
+	struct tenants x;
+	uint64_t mine, theirs;
+	uint32_t T, l;
+	char out[4096];
+	float *k;
+	size_t n, i;
+	int q1, q2, q3;
+
+	if (geteuid()) {
+		fprintf(stderr, "SKIP: test_prefix_fair_share_spares_attach: "
+				"needs root to run a client as another uid\n");
+		return;
+	}
+	tenants_start(&x, 1919, 26,
+		      "[daemon]\nallow_uids = 0 65534\n"
+		      "[pool]\nsession_max_bytes = 128M\n"
+		      "[prefix]\nuid_bytes = 0\n");
+	kvmem_geometry_default(&g);
+	T = g.tokens_per_page;
+	h.geometry = g;
+	n = (size_t)40 * g.layers * g.kv_heads * g.head_dim;
+	k = kvmem_check_xmalloc(n * sizeof(float));
+	for (i = 0; i < n; i++)
+		k[i] = kvmem_check_rnd_value(&x.r, 1.0);
+	keys_of(keys, 2, 27);
+	ck_assert_int_eq(kvmem_connect(x.p.sock, &g, &o, &a), 0);
+	ck_assert_int_eq(kvmem_seq_create(a, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, k, 40), 0);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 2), 2);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	mine = kvmemd_json_after(out, "\"prefix\"", "bytes");
+	publish_as(&x, 65534, NULL, 0, x.k, x.v, 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	theirs = kvmemd_json_after(out, "\"prefix\"", "bytes") - mine;
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop 65534");
+	/* A byte short of both tenants' blocks: 65534's publish takes one of
+	 * uid 0's, over half of it. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "policy set prefix.bytes=%llu",
+			(unsigned long long)(mine + theirs - 1));
+
+	/* r1 attaches block 1's first layer; block 0 is attached whole
+	 * since, so block 1 is uid 0's least recently used, in use. */
+	ck_assert_int_eq(kvmemd_raw_attach(&r1, &x.p, &h, sizeof(h)), 0);
+	q1 = KVMEMD_OP(&r1, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(q1, 0);
+	ck_assert_int_eq(attach_layer(&r1, q1, keys[1].bytes, 4, T, 0), 1);
+	ck_assert_int_eq(kvmem_prefix_attach(a, keys, 1, &t), 4);
+	kvmem_seq_free(t);
+	publish_as(&x, 65534, NULL, 0, x.k, x.v, 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes 0");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "blocks"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "evicted"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"blocks\":[", "token_start"),
+			  4);
+	for (l = 1; l < g.layers; l++)
+		ck_assert_int_eq(attach_layer(&r1, q1, keys[1].bytes, 4, T, l),
+				 1);
+
+	/* Both blocks in use, over half of prefix.bytes: the least recently
+	 * used goes all the same. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop 65534");
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 2), 2);
+	ck_assert_int_eq(kvmemd_raw_attach(&r2, &x.p, &h, sizeof(h)), 0);
+	q2 = KVMEMD_OP(&r2, 1, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(q2, 0);
+	ck_assert_int_eq(attach_layer(&r2, q2, keys[0].bytes, 0, 4, 0), 1);
+	q3 = KVMEMD_OP(&r1, 2, .opcode = KVMEM_OP_SEQ_CREATE);
+	ck_assert_int_gt(q3, 0);
+	ck_assert_int_eq(attach_layer(&r1, q3, keys[1].bytes, 4, T, 0), 1);
+	publish_as(&x, 65534, NULL, 0, x.k, x.v, 3);
+	ck_assert_int_eq(attach_layer(&r2, q2, keys[0].bytes, 0, 4, 1),
+			 -ENOENT);
+	ck_assert_int_eq(attach_layer(&r1, q3, keys[1].bytes, 4, T, 1), 1);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes 0");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"uid\":0", "blocks"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"blocks\":[", "token_start"),
+			  4);
+
+	kvmemd_raw_detach(&r2);
+	kvmemd_raw_detach(&r1);
+	kvmem_seq_free(s);
+	kvmem_close(a);
+	free(k);
+	tenants_stop(&x);
+}
+END_TEST
+
 /*
  * An arena full of released pages: the attach waits while some go to the
  * backing store, as an allocation does, and then attaches.
@@ -2062,6 +2183,7 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_large_pages_in_steps);
 	tcase_add_test(tc, test_prefix_fair_share_lockout);
 	tcase_add_test(tc, test_prefix_no_room_same_for_any_tenants);
+	tcase_add_test(tc, test_prefix_fair_share_spares_attach);
 	tcase_add_test(tc, test_prefix_attach_waits_for_room);
 	tcase_add_test(tc, test_prefix_embedded_refused);
 	tcase_add_test(tc, test_prefix_hostile_ops);

@@ -302,10 +302,11 @@ enum kvmem_op {
  * is not one; -ENOENT when a page is missing or not whole, -EIO when one no
  * longer matches its seal (CRC, or a word no code corrects), -EOPNOTSUPP
  * for an archived one, -EDQUOT when the block, with those on their way to
- * the tenant from other sessions, is over its cap (prefix.uid_bytes),
- * -ENOSPC when sharing is off or prefix.bytes is full and the tenants over
- * their fair share cannot make the room (checked at layer 0 and again at
- * the last: the same error whatever the number of tenants), -ENOMEM.
+ * the tenant from other sessions, is over its cap (prefix.uid_bytes), or
+ * its blocks being attached fill the cap, -ENOSPC when sharing is off or
+ * prefix.bytes is full and the tenants over their fair share cannot make
+ * the room (checked at layer 0 and again at the last: the same error
+ * whatever the number of tenants), -ENOMEM.
  *
  * PREFIX_ATTACH: addr points to the key, and the buffer after it (len
  * bytes in all) receives a struct kvmem_page_move (_ex with
@@ -317,7 +318,11 @@ enum kvmem_op {
  * token_start alike), -EIO when its copy no longer verifies (kvmemd drops
  * it), -ENOMEM when no slot is free and no page can leave, -EMSGSIZE when
  * the buffer holds no move, -EBUSY when seq is not acquired. The pages
- * are then the session's own, as if it had sealed them.
+ * are then the session's own, as if it had sealed them. Between an op
+ * that leaves the block partway and the session's next attach op (or
+ * seq's release or free), the block is in use: another tenant's publish
+ * passes it over while the tenant's blocks in use are within its fair
+ * share. One that goes all the same makes the next op -ENOENT.
  */
 #define KVMEM_PREFIX_KEY_BYTES 32
 #define KVMEM_SLOT_NONE UINT32_MAX
