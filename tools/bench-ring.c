@@ -35,21 +35,15 @@
  * microseconds on a virtual machine whose idle CPUs halt).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kvmem/kvmem.h"
@@ -64,8 +58,6 @@
 #define ECHO_BYTES 64
 /* No completion for this long means the daemon is stuck. */
 #define WAIT_MS 10000
-#define START_WAIT_MS 10000
-#define STOP_WAIT_MS 5000
 
 struct ring_cfg {
 	uint64_t ops;
@@ -77,14 +69,6 @@ struct ring_cfg {
 	/* CPUs for the benchmark and for the kvmemd it starts; -1: not
 	 * pinned */
 	int cpu, peer_cpu;
-};
-
-/* A kvmemd this benchmark started. */
-struct own_kvmemd {
-	pid_t pid; /* 0 once reaped */
-	int status; /* its wait status, once reaped */
-	char dir[PATH_MAX];
-	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
 struct ring {
@@ -200,244 +184,22 @@ static void pick_cpus(struct ring_cfg *cfg)
 		cfg->cpu = -1;
 }
 
-/* Run the calling process on @cpu only (-1: leave it). */
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return 0;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
-}
-
 /* ---- the daemon ------------------------------------------------------- */
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000,
-			       .tv_nsec = ms % 1000 * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-/* --kvmemd, $KVMEMD, or where the build puts it next to this program. */
-static int kvmemd_path(const char *opt, char *buf, size_t len)
-{
-	const char *env = getenv("KVMEMD");
-	char exe[PATH_MAX];
-	char *slash;
-	ssize_t n;
-	int w;
-
-	if (opt) {
-		w = snprintf(buf, len, "%s", opt);
-	} else if (env && *env) {
-		w = snprintf(buf, len, "%s", env);
-	} else {
-		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n < 0)
-			return -errno;
-		exe[n] = 0;
-		slash = strrchr(exe, '/');
-		if (!slash)
-			return -ENOENT;
-		*slash = 0;
-		w = snprintf(buf, len, "%s/../daemon/kvmemd", exe);
-	}
-	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	if (remove(path))
-		fprintf(stderr, "kvmem-bench: cannot remove %s: %s\n", path,
-			strerror(errno));
-	return 0;
-}
-
-static void dump_log(const struct own_kvmemd *d)
-{
-	char path[PATH_MAX + 16], line[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/kvmemd.log", d->dir);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	fprintf(stderr, "kvmem-bench: kvmemd's log:\n");
-	while (fgets(line, sizeof(line), f))
-		fprintf(stderr, "  %s", line);
-	fclose(f);
-}
-
-/*
- * Start @bin in a fresh temporary directory: foreground, empty
- * configuration, its sockets and state in the directory, its output in
- * kvmemd.log there, on @cpu (-1: anywhere). It gets SIGKILL when this
- * process dies.
- */
-static int kvmemd_start(struct own_kvmemd *d, const char *bin, int cpu)
-{
-	const char *tmp = getenv("TMPDIR");
-	char asock[sizeof(d->sock)], state[PATH_MAX + 8], log[PATH_MAX + 16];
-	pid_t parent = getpid();
-	int ret, w, fd, null;
-
-	if (access(bin, X_OK)) {
-		ret = -errno;
-		fprintf(stderr,
-			"kvmem-bench: no kvmemd to start at %s: %s "
-			"(--kvmemd, $KVMEMD; or --connect to a running one)\n",
-			bin, strerror(-ret));
-		return ret;
-	}
-	snprintf(d->dir, sizeof(d->dir), "%s/kvmem-bench-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(d->dir)) {
-		ret = -errno;
-		fprintf(stderr, "kvmem-bench: mkdtemp %s: %s\n", d->dir,
-			strerror(-ret));
-		d->dir[0] = 0;
-		return ret;
-	}
-	w = snprintf(d->sock, sizeof(d->sock), "%s/k.sock", d->dir);
-	if (w < 0 || (size_t)w >= sizeof(d->sock) ||
-	    (size_t)snprintf(asock, sizeof(asock), "%s/a.sock", d->dir) >=
-		    sizeof(asock)) {
-		fprintf(stderr,
-			"kvmem-bench: %s is too long a directory for a "
-			"socket; set TMPDIR to a shorter one\n",
-			d->dir);
-		return -ENAMETOOLONG;
-	}
-	snprintf(state, sizeof(state), "%s/state", d->dir);
-	snprintf(log, sizeof(log), "%s/kvmemd.log", d->dir);
-
-	fflush(NULL);
-	d->pid = fork();
-	if (d->pid < 0) {
-		ret = -errno;
-		d->pid = 0;
-		fprintf(stderr, "kvmem-bench: fork: %s\n", strerror(-ret));
-		return ret;
-	}
-	if (!d->pid) {
-		/* Never outlive the benchmark, even when it is killed. */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
-			_exit(127);
-		null = open("/dev/null", O_RDONLY);
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (null < 0 || fd < 0 || dup2(null, 0) < 0 ||
-		    dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-			_exit(127);
-		ret = pin(cpu);
-		if (ret) {
-			fprintf(stderr, "pinning to CPU %d: %s\n", cpu,
-				strerror(-ret));
-			_exit(127);
-		}
-		execl(bin, bin, "-f", "-c", "/dev/null", "-s", d->sock, "-a",
-		      asock, "-d", state, (char *)NULL);
-		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
-	}
-	return 0;
-}
-
-/*
- * Attach, retrying while our own daemon (@d, or NULL for a running one) is
- * not listening yet.
- */
-static int ring_attach(const char *sock, struct own_kvmemd *d,
+/* Attach, with a ring that holds a round. */
+static int ring_attach(const char *sock, struct bench_kvmemd *d,
 		       struct kvmem_cache **c, uint32_t batch)
 {
 	struct kvmem_geometry g = { .layers = 1,
 				    .kv_heads = 1,
 				    .head_dim = 64 };
 	struct kvmem_connect_opts o = { .quota_bytes = QUOTA_BYTES };
-	uint64_t end = bench_now_ns() + START_WAIT_MS * 1000000ull;
-	int ret;
 
 	kvmem_geometry_default(&g);
 	/* Room for a round; the CQ (twice the SQ) never fills. */
 	for (o.sq_entries = 1; o.sq_entries < batch; o.sq_entries <<= 1)
 		;
-	for (;;) {
-		ret = kvmem_connect(sock, &g, &o, c);
-		if (!d || (ret != -ENOENT && ret != -ECONNREFUSED))
-			break;
-		if (waitpid(d->pid, &d->status, WNOHANG) == d->pid) {
-			d->pid = 0;
-			fprintf(stderr, "kvmem-bench: kvmemd exited before "
-					"it listened\n");
-			return -ECHILD;
-		}
-		if (bench_now_ns() >= end) {
-			fprintf(stderr,
-				"kvmem-bench: kvmemd did not listen at %s "
-				"within %d s\n",
-				sock, START_WAIT_MS / 1000);
-			return -ETIMEDOUT;
-		}
-		sleep_ms(10);
-	}
-	if (ret)
-		fprintf(stderr, "kvmem-bench: %s\n",
-			*kvmem_connect_error() ? kvmem_connect_error()
-					       : kvmem_strerror(ret));
-	return ret;
-}
-
-/*
- * SIGTERM, wait (SIGKILL after STOP_WAIT_MS), remove the directory; the
- * daemon's log goes to stderr first when the run @failed or the daemon did.
- * Return: 0 when the daemon exited with status 0, else -EIO.
- */
-static int kvmemd_stop(struct own_kvmemd *d, int failed)
-{
-	pid_t got = 0;
-	int ret = 0, waited;
-
-	if (d->pid) {
-		kill(d->pid, SIGTERM);
-		for (waited = 0; waited < STOP_WAIT_MS; waited += 10) {
-			got = waitpid(d->pid, &d->status, WNOHANG);
-			if (got)
-				break;
-			sleep_ms(10);
-		}
-		if (!got) {
-			fprintf(stderr,
-				"kvmem-bench: kvmemd did not stop within %d s, "
-				"killed\n",
-				STOP_WAIT_MS / 1000);
-			kill(d->pid, SIGKILL);
-			waitpid(d->pid, &d->status, 0);
-			ret = -EIO;
-		}
-		d->pid = 0;
-	}
-	if (!ret && WIFSIGNALED(d->status)) {
-		fprintf(stderr, "kvmem-bench: kvmemd died of signal %d\n",
-			WTERMSIG(d->status));
-		ret = -EIO;
-	} else if (!ret && WEXITSTATUS(d->status)) {
-		fprintf(stderr, "kvmem-bench: kvmemd exited with status %d\n",
-			WEXITSTATUS(d->status));
-		ret = -EIO;
-	}
-	if (!d->dir[0])
-		return ret;
-	if (ret || failed)
-		dump_log(d);
-	nftw(d->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-	return ret;
+	return bench_kvmemd_connect(sock, d, &g, &o, c);
 }
 
 /* ---- the ring --------------------------------------------------------- */
@@ -768,7 +530,7 @@ static int run_ring(int argc, char **argv)
 		.cpu = -1,
 		.peer_cpu = -1,
 	};
-	struct own_kvmemd own = { 0 };
+	struct bench_kvmemd own = { 0 };
 	struct results x = { 0 };
 	struct ring r = { 0 };
 	const char *env = getenv("KVMEM_SOCKET");
@@ -790,7 +552,7 @@ static int run_ring(int argc, char **argv)
 	} else if (env && *env) {
 		sock = env;
 	} else {
-		ret = kvmemd_path(cfg.kvmemd, bin, sizeof(bin));
+		ret = bench_kvmemd_path(cfg.kvmemd, bin, sizeof(bin));
 		if (ret) {
 			fprintf(stderr, "kvmem-bench: where is kvmemd: %s\n",
 				strerror(-ret));
@@ -799,11 +561,11 @@ static int run_ring(int argc, char **argv)
 		started = 1;
 		if (!cfg.no_pin)
 			pick_cpus(&cfg);
-		ret = kvmemd_start(&own, bin, cfg.peer_cpu);
+		ret = bench_kvmemd_start(&own, bin, cfg.peer_cpu, NULL);
 		if (ret)
 			goto out;
 		sock = own.sock;
-		ret = pin(cfg.cpu);
+		ret = bench_pin(cfg.cpu);
 		if (ret) {
 			fprintf(stderr, "kvmem-bench: pinning to CPU %d: %s\n",
 				cfg.cpu, strerror(-ret));
@@ -826,7 +588,7 @@ static int run_ring(int argc, char **argv)
 	ret = measure(&r, &cfg, nu, lat, &x);
 out:
 	kvmem_close(r.c);
-	if (started && kvmemd_stop(&own, ret))
+	if (started && bench_kvmemd_stop(&own, ret))
 		ret = -EIO;
 	free(lat);
 	if (ret)

@@ -4,8 +4,11 @@
 #ifndef KVMEM_BENCH_H
 #define KVMEM_BENCH_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/un.h>
 
 struct bench_cmd {
 	const char *name;
@@ -68,5 +71,61 @@ int bench_parse_double(const char *opt, const char *arg, double *out);
 /* --format and --codec by name: "kvmem-bench: bad --format 'X'" if not. */
 int bench_parse_format(const char *arg, int *out);
 int bench_parse_codec(const char *arg, int *out);
+
+/* ---- a kvmemd of the benchmark's own ---------------------------------- */
+
+/* A kvmemd a benchmark started. */
+struct bench_kvmemd {
+	pid_t pid; /* 0 once reaped */
+	int status; /* its wait status, once reaped */
+	char dir[PATH_MAX];
+	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char admin[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+/* Settings bench_kvmemd_start() passes on, at the most. */
+#define BENCH_KVMEMD_MAX_SET 8
+
+void bench_sleep_ms(long ms);
+/* Run the calling process on @cpu only (-1: leave it): 0 or -errno. */
+int bench_pin(int cpu);
+/*
+ * The kvmemd to start: @opt (--kvmemd), else $KVMEMD, else
+ * ../daemon/kvmemd next to this program's directory (the build tree's
+ * layout). Return: 0, or -ENAMETOOLONG when it does not fit @len.
+ */
+int bench_kvmemd_path(const char *opt, char *buf, size_t len);
+/*
+ * bench_kvmemd_start() - start @bin in a fresh temporary directory
+ * @d: receives the process, the directory and the socket paths
+ * @bin: the kvmemd binary
+ * @cpu: the CPU it runs on, or -1: anywhere
+ * @set: NULL, or "SECTION.KEY=VALUE" settings (at most
+ *       BENCH_KVMEMD_MAX_SET) ending in NULL, each passed as -o
+ *
+ * Foreground, an empty configuration otherwise, its sockets and state in
+ * the directory (under $TMPDIR, else /tmp), its output in kvmemd.log
+ * there. It gets SIGKILL when this process dies. Says what failed on
+ * stderr. Return: 0 or a negative errno; bench_kvmemd_stop() cleans up
+ * either way.
+ */
+int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int cpu,
+		       const char *const *set);
+struct kvmem_connect_opts;
+struct kvmem_cache;
+/*
+ * kvmem_connect() to @sock, retrying while @d, a kvmemd started here (NULL:
+ * a running one), is not listening yet. Says what failed on stderr.
+ */
+int bench_kvmemd_connect(const char *sock, struct bench_kvmemd *d,
+			 const struct kvmem_geometry *g,
+			 const struct kvmem_connect_opts *o,
+			 struct kvmem_cache **c);
+/*
+ * SIGTERM, wait (SIGKILL after 5 s), remove the directory; the daemon's
+ * log goes to stderr first when the run @failed or the daemon did.
+ * Return: 0 when the daemon exited with status 0, else -EIO.
+ */
+int bench_kvmemd_stop(struct bench_kvmemd *d, int failed);
 
 #endif /* KVMEM_BENCH_H */
