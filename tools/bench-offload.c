@@ -26,9 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,30 +91,6 @@ static void offload_usage(FILE *f)
 		"                 fio_read_gbps, ...\n");
 }
 
-/* Bytes with an optional K, M or G suffix, 1M..1T. */
-static int parse_size(const char *arg, uint64_t *out)
-{
-	static const char suffix[] = "KMG";
-	unsigned long long v;
-	const char *p;
-	char *end;
-
-	errno = 0;
-	v = strtoull(arg, &end, 10);
-	if (!errno && end != arg && *end && !end[1] && arg[0] != '-' &&
-	    (p = strchr(suffix, *end)))
-		v <<= 10 * (p - suffix + 1);
-	else if (errno || end == arg || *end || arg[0] == '-')
-		v = 0;
-	if (v < (1u << 20) || v > (1ull << 40)) {
-		fprintf(stderr, "kvmem-bench: bad --bytes '%s' (1M..1024G)\n",
-			arg);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 static int parse_cfg(int argc, char **argv, struct offload_cfg *cfg)
 {
 	static const struct option opts[] = {
@@ -139,7 +113,8 @@ static int parse_cfg(int argc, char **argv, struct offload_cfg *cfg)
 			cfg->file = optarg;
 			break;
 		case 'b':
-			if (parse_size(optarg, &cfg->bytes))
+			if (bench_parse_size("bytes", optarg, 1u << 20,
+					     1ull << 40, &cfg->bytes))
 				return -EINVAL;
 			break;
 		case 'q':
@@ -301,36 +276,6 @@ static void stop_daemon(struct offload *o)
 	o->pid = 0;
 }
 
-/* One admin request and its reply (a JSON line) into @out. */
-static int admin(const struct offload *o, const char *req, char *out,
-		 size_t len)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	size_t got = 0;
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", o->admin);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    send(fd, req, strlen(req), MSG_NOSIGNAL) < 0) {
-		close(fd);
-		return -errno;
-	}
-	do {
-		n = recv(fd, out + got, len - 1 - got, 0);
-		if (n <= 0) {
-			close(fd);
-			return n ? -errno : -ECONNRESET;
-		}
-		got += (size_t)n;
-	} while (out[got - 1] != '\n' && got + 1 < len);
-	out[got] = 0;
-	close(fd);
-	return strstr(out, "\"error\"") ? -EIO : 0;
-}
-
 static double json_num(const char *json, const char *key)
 {
 	char pat[64];
@@ -375,7 +320,8 @@ static int run_kvmemd(struct offload *o)
 		fprintf(stderr, "kvmem-bench: writing sequences: %s\n",
 			kvmem_strerror(ret));
 	if (!ret) {
-		ret = admin(o, "offload pool", reply, sizeof(reply));
+		ret = bench_admin(o->admin, "offload pool", reply,
+				  sizeof(reply), 0);
 		if (ret)
 			fprintf(stderr, "kvmem-bench: offload: %s", reply);
 	}
@@ -390,7 +336,7 @@ static int run_kvmemd(struct offload *o)
 			fprintf(stderr, "kvmem-bench: reload: %s\n",
 				kvmem_strerror(ret));
 	}
-	if (!ret && !admin(o, "tier", reply, sizeof(reply)) &&
+	if (!ret && !bench_admin(o->admin, "tier", reply, sizeof(reply), 0) &&
 	    (uint64_t)json_num(reply, "reload_bytes") != o->moved) {
 		fprintf(stderr,
 			"kvmem-bench: %llu bytes offloaded, %.0f "

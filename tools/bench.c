@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +84,53 @@ int bench_parse_u64(const char *opt, const char *arg, uint64_t min,
 		return -EINVAL;
 	}
 	*out = v;
+	return 0;
+}
+
+/* @v as bench_parse_size() takes it: 1G, 64M, 4K, or bytes. */
+static const char *size_text(uint64_t v, char *buf, size_t len)
+{
+	static const char suffix[] = "KMG";
+	int i;
+
+	for (i = 2; i >= 0; i--) {
+		if (v && !(v & ((1ull << (10 * (i + 1))) - 1))) {
+			snprintf(buf, len, "%llu%c",
+				 (unsigned long long)(v >> (10 * (i + 1))),
+				 suffix[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+int bench_parse_size(const char *opt, const char *arg, uint64_t min,
+		     uint64_t max, uint64_t *out)
+{
+	static const char suffix[] = "KMG";
+	const char *unit = NULL;
+	char *end, lo[24], hi[24];
+	unsigned long long v;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (*end && !end[1])
+		unit = strchr(suffix, *end);
+	if (errno || end == arg || arg[0] == '-' || (*end && !unit)) {
+		fprintf(stderr, "kvmem-bench: bad --%s '%s'\n", opt, arg);
+		return -EINVAL;
+	}
+	if (unit)
+		shift = 10 * (int)(unit - suffix + 1);
+	if (v > max >> shift || v << shift < min) {
+		fprintf(stderr, "kvmem-bench: bad --%s '%s': must be %s..%s\n",
+			opt, arg, size_text(min, lo, sizeof(lo)),
+			size_text(max, hi, sizeof(hi)));
+		return -EINVAL;
+	}
+	*out = v << shift;
 	return 0;
 }
 
@@ -441,4 +490,49 @@ int bench_kvmemd_stop(struct bench_kvmemd *d, int failed)
 		dump_log(d);
 	nftw(d->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 	return ret;
+}
+
+int bench_admin(const char *path, const char *req, char *out, size_t len,
+		int timeout_ms)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = timeout_ms % 1000 * 1000 };
+	size_t got = 0;
+	ssize_t n;
+	int fd, ret = 0;
+
+	out[0] = 0;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path));
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* On AF_UNIX the send timeout bounds a connect() that waits for
+	 * room in the listener's backlog. */
+	if ((timeout_ms &&
+	     (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))) ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    send(fd, req, strlen(req), MSG_NOSIGNAL) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	do {
+		n = recv(fd, out + got, len - 1 - got, 0);
+		if (n <= 0) {
+			ret = n ? -errno : -ECONNRESET;
+			goto out;
+		}
+		got += (size_t)n;
+	} while (out[got - 1] != '\n' && got + 1 < len);
+	if (out[got - 1] != '\n')
+		ret = -EMSGSIZE;
+	else if (strstr(out, "\"error\""))
+		ret = -EIO;
+out:
+	out[got] = 0;
+	close(fd);
+	return ret == -EAGAIN ? -ETIMEDOUT : ret;
 }

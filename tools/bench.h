@@ -68,6 +68,9 @@ void *bench_alloc(size_t size);
 int bench_parse_u64(const char *opt, const char *arg, uint64_t min,
 		    uint64_t max, uint64_t *out);
 int bench_parse_double(const char *opt, const char *arg, double *out);
+/* Bytes, with an optional K, M or G suffix (powers of 1024). */
+int bench_parse_size(const char *opt, const char *arg, uint64_t min,
+		     uint64_t max, uint64_t *out);
 /* --format and --codec by name: "kvmem-bench: bad --format 'X'" if not. */
 int bench_parse_format(const char *arg, int *out);
 int bench_parse_codec(const char *arg, int *out);
@@ -127,5 +130,20 @@ int bench_kvmemd_connect(const char *sock, struct bench_kvmemd *d,
  * Return: 0 when the daemon exited with status 0, else -EIO.
  */
 int bench_kvmemd_stop(struct bench_kvmemd *d, int failed);
+
+/*
+ * bench_admin() - one request on the admin socket at @path
+ * @req: the request, "status" for one
+ * @out, @len: receives the reply (a JSON line), NUL-terminated; empty when
+ *             none came
+ * @timeout_ms: how long to wait to connect and for the reply; 0: as long
+ *              as it takes
+ *
+ * Return: 0; -EIO when the reply is an error (@out says which);
+ * -EMSGSIZE when it does not fit @len; -ETIMEDOUT; or the negative errno
+ * of the socket calls.
+ */
+int bench_admin(const char *path, const char *req, char *out, size_t len,
+		int timeout_ms);
 
 #endif /* KVMEM_BENCH_H */
