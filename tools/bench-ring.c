@@ -37,7 +37,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,9 +65,6 @@ struct ring_cfg {
 	const char *connect; /* --connect */
 	const char *kvmemd; /* --kvmemd */
 	int no_pin; /* --no-pin */
-	/* CPUs for the benchmark and for the kvmemd it starts; -1: not
-	 * pinned */
-	int cpu, peer_cpu;
 };
 
 struct ring {
@@ -159,29 +155,6 @@ static int parse_cfg(int argc, char **argv, struct ring_cfg *cfg)
 		return 2;
 	}
 	return 0;
-}
-
-/* ---- placement -------------------------------------------------------- */
-
-/* The first two CPUs this process may use, or -1 and -1. */
-static void pick_cpus(struct ring_cfg *cfg)
-{
-	cpu_set_t set;
-	int cpu, n = 0;
-
-	cfg->cpu = cfg->peer_cpu = -1;
-	if (sched_getaffinity(0, sizeof(set), &set))
-		return;
-	for (cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++) {
-		if (!CPU_ISSET(cpu, &set))
-			continue;
-		if (n++)
-			cfg->peer_cpu = cpu;
-		else
-			cfg->cpu = cpu;
-	}
-	if (n < 2)
-		cfg->cpu = -1;
 }
 
 /* ---- the daemon ------------------------------------------------------- */
@@ -415,7 +388,8 @@ struct results {
 	struct rate sock, nop_b, nop_u, alloc_b, alloc_u;
 };
 
-static void print_json(const struct ring_cfg *cfg, uint64_t unbatched,
+static void print_json(const struct ring_cfg *cfg,
+		       const struct bench_kvmemd *own, uint64_t unbatched,
 		       const struct results *x)
 {
 	const double s = x->sock.ops_s;
@@ -432,7 +406,7 @@ static void print_json(const struct ring_cfg *cfg, uint64_t unbatched,
 	       "\"alloc_unbatched_vs_socket\": %.3f, "
 	       "\"p50_vs_socket\": %.3f}\n",
 	       cfg->batch, (unsigned long long)cfg->ops,
-	       (unsigned long long)unbatched, cfg->cpu >= 0 ? "true" : "false",
+	       (unsigned long long)unbatched, own->cpu >= 0 ? "true" : "false",
 	       x->nop_b.ops_s, x->nop_u.ops_s, x->nop_u.p50_us, x->nop_u.p99_us,
 	       x->alloc_b.ops_s, x->alloc_u.ops_s, s, x->sock.p50_us,
 	       x->sock.p99_us, x->nop_b.ops_s / s, x->nop_u.ops_s / s,
@@ -440,17 +414,18 @@ static void print_json(const struct ring_cfg *cfg, uint64_t unbatched,
 	       x->sock.p50_us / x->nop_u.p50_us);
 }
 
-static void print_table(const struct ring_cfg *cfg, const char *where,
+static void print_table(const struct ring_cfg *cfg,
+			const struct bench_kvmemd *own, const char *where,
 			uint64_t unbatched, const struct results *x)
 {
 	const double s = x->sock.ops_s;
 	char b[64];
 
 	printf("kvmem-bench ring: %s\n", where);
-	if (cfg->cpu >= 0)
+	if (own->cpu >= 0)
 		printf("this program on CPU %d, kvmemd on CPU %d, the echo "
 		       "child not pinned\n",
-		       cfg->cpu, cfg->peer_cpu);
+		       own->cpu, own->peer_cpu);
 	else
 		printf("not pinned: the scheduler places both ends\n");
 	printf("batch %u, %llu ops batched, %llu unbatched; PAGE_ALLOC rows "
@@ -527,10 +502,8 @@ static int run_ring(int argc, char **argv)
 	struct ring_cfg cfg = {
 		.ops = DEFAULT_OPS,
 		.batch = DEFAULT_BATCH,
-		.cpu = -1,
-		.peer_cpu = -1,
 	};
-	struct bench_kvmemd own = { 0 };
+	struct bench_kvmemd own = { .cpu = -1, .peer_cpu = -1 };
 	struct results x = { 0 };
 	struct ring r = { 0 };
 	const char *env = getenv("KVMEM_SOCKET");
@@ -559,18 +532,10 @@ static int run_ring(int argc, char **argv)
 			goto out;
 		}
 		started = 1;
-		if (!cfg.no_pin)
-			pick_cpus(&cfg);
-		ret = bench_kvmemd_start(&own, bin, cfg.peer_cpu, NULL);
+		ret = bench_kvmemd_start(&own, bin, !cfg.no_pin, NULL);
 		if (ret)
 			goto out;
 		sock = own.sock;
-		ret = bench_pin(cfg.cpu);
-		if (ret) {
-			fprintf(stderr, "kvmem-bench: pinning to CPU %d: %s\n",
-				cfg.cpu, strerror(-ret));
-			goto out;
-		}
 	}
 	snprintf(where, sizeof(where), "%s %s",
 		 started ? "kvmemd started here at" : "kvmemd at", sock);
@@ -594,9 +559,9 @@ out:
 	if (ret)
 		return 1;
 	if (cfg.json)
-		print_json(&cfg, nu, &x);
+		print_json(&cfg, &own, nu, &x);
 	else
-		print_table(&cfg, where, nu, &x);
+		print_table(&cfg, &own, where, nu, &x);
 	return 0;
 }
 

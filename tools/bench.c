@@ -261,7 +261,29 @@ void bench_sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-int bench_pin(int cpu)
+/* The first two CPUs this process may use, or -1 and -1. */
+static void pick_cpus(int *cpu, int *peer_cpu)
+{
+	cpu_set_t set;
+	int i, n = 0;
+
+	*cpu = *peer_cpu = -1;
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return;
+	for (i = 0; i < CPU_SETSIZE && n < 2; i++) {
+		if (!CPU_ISSET(i, &set))
+			continue;
+		if (n++)
+			*peer_cpu = i;
+		else
+			*cpu = i;
+	}
+	if (n < 2)
+		*cpu = -1;
+}
+
+/* Run the calling process on @cpu only (-1: leave it). */
+static int pin(int cpu)
 {
 	cpu_set_t set;
 
@@ -325,7 +347,7 @@ static void dump_log(const struct bench_kvmemd *d)
 	fclose(f);
 }
 
-int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int cpu,
+int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int pin_cpus,
 		       const char *const *set)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -386,6 +408,9 @@ int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int cpu,
 		argv[argc++] = *set;
 	}
 	argv[argc] = NULL;
+	d->cpu = d->peer_cpu = -1;
+	if (pin_cpus)
+		pick_cpus(&d->cpu, &d->peer_cpu);
 
 	fflush(NULL);
 	d->pid = fork();
@@ -404,9 +429,9 @@ int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int cpu,
 		if (null < 0 || fd < 0 || dup2(null, 0) < 0 ||
 		    dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(127);
-		ret = bench_pin(cpu);
+		ret = pin(d->peer_cpu);
 		if (ret) {
-			fprintf(stderr, "pinning to CPU %d: %s\n", cpu,
+			fprintf(stderr, "pinning to CPU %d: %s\n", d->peer_cpu,
 				strerror(-ret));
 			_exit(127);
 		}
@@ -414,7 +439,11 @@ int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int cpu,
 		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
 		_exit(127);
 	}
-	return 0;
+	ret = pin(d->cpu);
+	if (ret)
+		fprintf(stderr, "kvmem-bench: pinning to CPU %d: %s\n", d->cpu,
+			strerror(-ret));
+	return ret;
 }
 
 int bench_kvmemd_connect(const char *sock, struct bench_kvmemd *d,

@@ -84,14 +84,14 @@ struct bench_kvmemd {
 	char dir[PATH_MAX];
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char admin[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	/* the CPUs of this program and of the daemon; -1: not pinned */
+	int cpu, peer_cpu;
 };
 
 /* Settings bench_kvmemd_start() passes on, at the most. */
 #define BENCH_KVMEMD_MAX_SET 8
 
 void bench_sleep_ms(long ms);
-/* Run the calling process on @cpu only (-1: leave it): 0 or -errno. */
-int bench_pin(int cpu);
 /*
  * The kvmemd to start: @opt (--kvmemd), else $KVMEMD, else
  * ../daemon/kvmemd next to this program's directory (the build tree's
@@ -100,9 +100,12 @@ int bench_pin(int cpu);
 int bench_kvmemd_path(const char *opt, char *buf, size_t len);
 /*
  * bench_kvmemd_start() - start @bin in a fresh temporary directory
- * @d: receives the process, the directory and the socket paths
+ * @d: receives the process, the directory, the socket paths and the CPUs
  * @bin: the kvmemd binary
- * @cpu: the CPU it runs on, or -1: anywhere
+ * @pin_cpus: with two CPUs or more to run on, run this process on the
+ *            first of them and the daemon on the second (a polling
+ *            daemon and its client on one CPU wait for each other's spin
+ *            to run out)
  * @set: NULL, or "SECTION.KEY=VALUE" settings (at most
  *       BENCH_KVMEMD_MAX_SET) ending in NULL, each passed as -o
  *
@@ -112,7 +115,7 @@ int bench_kvmemd_path(const char *opt, char *buf, size_t len);
  * stderr. Return: 0 or a negative errno; bench_kvmemd_stop() cleans up
  * either way.
  */
-int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int cpu,
+int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int pin_cpus,
 		       const char *const *set);
 struct kvmem_connect_opts;
 struct kvmem_cache;
