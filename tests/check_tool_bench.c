@@ -541,6 +541,104 @@ START_TEST(test_ring_json)
 END_TEST
 
 /*
+ * hangup, small: its own kvmemd with a pool of four 64 MiB arenas, one
+ * second of each window. The tool fails the run when a NOP or a status
+ * goes unanswered or the pool does not come back; here the report's shape
+ * and its counts are checked, never a timing.
+ */
+static void check_hangup(const char *json, int started)
+{
+	static const char *const times[] = {
+		"base_nop_p50_us",	"base_nop_p99_us",
+		"base_nop_max_us",	"base_status_p50_us",
+		"base_status_max_us",	"attack_nop_p50_us",
+		"attack_nop_p99_us",	"attack_nop_max_us",
+		"attack_status_p50_us", "attack_status_max_us",
+		"nop_p99_vs_base",	"status_max_vs_base",
+	};
+	double v, sent;
+	size_t i;
+
+	ck_assert_msg(strchr(json, '{') == strrchr(json, '{'),
+		      "more than one object: %s", json);
+	for (i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+		v = json_num(json, times[i]);
+		ck_assert_msg(isfinite(v) && v > 0, "\"%s\": %g in %s",
+			      times[i], v, json);
+	}
+	ck_assert_double_ge(json_num(json, "base_nop_p99_us"),
+			    json_num(json, "base_nop_p50_us"));
+	ck_assert_double_ge(json_num(json, "attack_nop_max_us"),
+			    json_num(json, "attack_nop_p99_us"));
+	/* One NOP due a millisecond, one status every 10 ms. */
+	ck_assert_double_eq(json_num(json, "base_nops"), 1000);
+	ck_assert_double_eq(json_num(json, "attack_nops"), 1000);
+	ck_assert_double_eq(json_num(json, "base_statuses"), 100);
+	ck_assert_double_eq(json_num(json, "attack_statuses"), 100);
+	/* A round every 100 ms, each sent or not connected. */
+	ck_assert_double_eq(json_num(json, "hellos"), 4);
+	ck_assert_double_eq(json_num(json, "rounds"), 10);
+	sent = json_num(json, "hellos_sent");
+	ck_assert_double_eq(sent + json_num(json, "hellos_unsent"), 40);
+	ck_assert_double_gt(sent, 0);
+	ck_assert_double_eq(json_num(json, "refused") +
+				    json_num(json, "evicted") +
+				    json_num(json, "set_up"),
+			    sent);
+	ck_assert_double_ge(json_num(json, "set_up"), 0);
+	ck_assert_double_ge(json_num(json, "sessions_peak"), 1);
+	ck_assert_double_eq(json_num(json, "quota_bytes"), 64 << 20);
+	ck_assert_double_eq(json_num(json, "pool_bytes"), 256 << 20);
+	ck_assert_ptr_nonnull(strstr(json, started ? "\"started\": true"
+						   : "\"started\": false"));
+	/* Back where it was: the polite session's bytes, nothing else. */
+	v = json_num(json, "reserved_bytes");
+	ck_assert_double_gt(v, 16 << 20);
+	ck_assert_double_eq(json_num(json, "reserved_bytes_after"), v);
+	ck_assert_double_eq(json_num(json, "releasing_bytes_after"), 0);
+	ck_assert_double_ge(json_num(json, "settle_ms"), 0);
+}
+
+START_TEST(test_hangup_json)
+{
+	char reply[4096];
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "hangup", "--hellos", "4", "--quota",
+		  "64M", "--pool", "256M", "--seconds", "1", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	check_hangup(r.out, 1);
+	kvmem_check_run_free(&r);
+
+	/* A running daemon's sockets. */
+	kvmemd_start(&p,
+		     "[pool]\nhost_bytes = 256M\nsession_max_bytes = 64M\n"
+		     "session_default_bytes = 16M\n",
+		     NULL);
+	KVMEM_RUN(&r, "kvmem-bench", "", "hangup", "--connect", p.sock,
+		  "--admin", p.admin, "--hellos", "4", "--quota", "64M",
+		  "--seconds", "1", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	check_hangup(r.out, 0);
+	/* Nothing but the attack was ever refused. */
+	kvmemd_admin(&p, "status", reply, sizeof(reply));
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "refused"),
+			  (uint64_t)json_num(r.out, "refused"));
+	kvmem_check_run_free(&r);
+	kvmemd_wait_no_sessions(&p);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "hangup", "--quota", "64M", "--pool",
+		  "64M");
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_msg(strstr(r.err, "does not hold"), "message: %s", r.err);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/*
  * kvmem-bench offload with its own daemon and store: every page written
  * went out and came back (the tool checks the daemon's byte counts), both
  * rates are measured, and without fio its columns are null.
@@ -610,6 +708,15 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "ring", "--batch", "257", NULL },
 		(const char *const[]){ "ring", "--ops", "many", NULL },
 		(const char *const[]){ "ring", "extra", NULL },
+		(const char *const[]){ "hangup", "--hellos", "0", NULL },
+		(const char *const[]){ "hangup", "--quota", "1x", NULL },
+		(const char *const[]){ "hangup", "--quota", "1M", NULL },
+		(const char *const[]){ "hangup", "--seconds", "0", NULL },
+		(const char *const[]){ "hangup", "--connect", "k.sock", NULL },
+		(const char *const[]){ "hangup", "--connect", "k.sock",
+				       "--admin", "a.sock", "--pool", "1G",
+				       NULL },
+		(const char *const[]){ "hangup", "extra", NULL },
 		(const char *const[]){ "attach", "--cycles", "0", NULL },
 		(const char *const[]){ "attach", "extra", NULL },
 		(const char *const[]){ "prefix", "--tokens", "35", NULL },
@@ -1286,6 +1393,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(ring, test_offload_json);
 	tcase_add_test(ring, test_attach_json);
 	tcase_add_test(ring, test_prefix_json);
+	tcase_add_test(ring, test_hangup_json);
 	tcase_set_timeout(ring, 60);
 	suite_add_tcase(s, ber);
 	suite_add_tcase(s, codec);

@@ -25,6 +25,7 @@ extern const struct bench_cmd bench_offload;
 extern const struct bench_cmd bench_attach;
 extern const struct bench_cmd bench_archive;
 extern const struct bench_cmd bench_prefix;
+extern const struct bench_cmd bench_hangup;
 
 /* kvmem-bench attend; --gpu runs bench_attend_gpu() (bench-attend-gpu.c). */
 struct attend_cfg {

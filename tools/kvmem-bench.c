@@ -14,9 +14,9 @@
 #define VERSION "0.1.0"
 
 static const struct bench_cmd *const cmds[] = {
-	&bench_codec,  &bench_ber,     &bench_attend,
-	&bench_ring,   &bench_fill,    &bench_offload,
-	&bench_attach, &bench_archive, &bench_prefix,
+	&bench_codec,  &bench_ber,     &bench_attend, &bench_ring,
+	&bench_fill,   &bench_offload, &bench_attach, &bench_archive,
+	&bench_prefix, &bench_hangup,
 };
 
 static void usage(FILE *f)
