@@ -813,11 +813,12 @@ START_TEST(test_attach_json)
 	ck_assert_double_gt(json_num(r.out, "daemon_rss_kib_before"), 0);
 	ck_assert_double_gt(json_num(r.out, "daemon_rss_kib_after"), 0);
 	kvmem_check_run_free(&r);
+	/* The last session's arena is freed on a worker after it ends. */
+	kvmemd_wait_no_sessions(&p);
 	kvmemd_admin(&p, "status", reply, sizeof(reply));
 	/* The cycles, and an attach before and after them. */
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "attached"), 42);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "detached"), 42);
-	kvmemd_wait_no_sessions(&p);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
