@@ -21,7 +21,9 @@
  * The attack's figures are reported over the baseline's. Each round trip
  * is timed from when it was due (pace_next()), so that a daemon that
  * stalls for seconds shows in the percentiles as it would to a client
- * with work to do, not as one slow sample among few.
+ * with work to do, not as one slow sample among few. A status kvmemd
+ * leaves unanswered (it drops an admin connection it has not read within
+ * its deadline) is counted, not timed.
  *
  * After the attack the pool must come back to what it held before
  * (stats: pools[0].reserved_bytes, and no releasing_bytes): a run after
@@ -103,6 +105,8 @@ struct attack {
 struct window {
 	uint64_t *nop, nnop, nop_cap;
 	uint64_t *status, nstatus, status_cap;
+	/* statuses that got no answer: not timed, counted */
+	uint64_t status_errors;
 	uint64_t sessions_peak; /* the most "sessions" a status said */
 };
 
@@ -112,12 +116,11 @@ struct prober {
 	struct window *w;
 	uint64_t start; /* of the window */
 	int stop; /* set when the NOPs failed, __atomic */
-	int ret;
 };
 
 /* A window's figures, in microseconds. */
 struct lat {
-	uint64_t nops, statuses;
+	uint64_t nops, statuses, status_errors;
 	double nop_p50, nop_p99, nop_max;
 	double status_p50, status_max;
 };
@@ -302,7 +305,18 @@ static void admin_fail(const char *req, const char *admin, int err,
 			strerror(-err));
 }
 
-static int daemon_view(const char *admin, struct daemon_view *v)
+/*
+ * An admin request that kvmemd dropped (a connection it did not read
+ * within its deadline) or did not answer within WAIT_MS: the daemon is
+ * busy, not broken.
+ */
+static int unanswered(int err)
+{
+	return err == -ECONNRESET || err == -EPIPE || err == -ETIMEDOUT;
+}
+
+/* The stats, into @v; with @quiet, nothing said of an unanswered one. */
+static int daemon_view(const char *admin, struct daemon_view *v, int quiet)
 {
 	const struct json *d, *pools, *pool = NULL;
 	struct json *root;
@@ -311,7 +325,8 @@ static int daemon_view(const char *admin, struct daemon_view *v)
 
 	ret = bench_admin(admin, "stats", reply, sizeof(reply), WAIT_MS);
 	if (ret) {
-		admin_fail("stats", admin, ret, reply);
+		if (!quiet || !unanswered(ret))
+			admin_fail("stats", admin, ret, reply);
 		return ret;
 	}
 	ret = json_parse(reply, strlen(reply), NULL, &root, NULL);
@@ -345,8 +360,9 @@ static int daemon_view(const char *admin, struct daemon_view *v)
  * released and no session more. Once is not enough: a connection made
  * before the request may be accepted in the pass that answers it and its
  * hello read only in the next; twice in a row, POOL_POLL_MS apart, it
- * cannot. Return: 0, -ETIMEDOUT when the pool did not come back within
- * POOL_WAIT_MS, or the error of a stats request.
+ * cannot. A stats request left unanswered by a daemon still busy with the
+ * attack is asked again. Return: 0, -ETIMEDOUT when the pool did not come
+ * back within POOL_WAIT_MS, or the error of a stats request.
  */
 static int pool_back(const char *admin, const struct daemon_view *before,
 		     struct daemon_view *now)
@@ -355,11 +371,11 @@ static int pool_back(const char *admin, const struct daemon_view *before,
 	int ret, seen = 0;
 
 	for (;;) {
-		ret = daemon_view(admin, now);
-		if (ret)
+		ret = daemon_view(admin, now, 1);
+		if (ret && !unanswered(ret))
 			return ret;
-		if (now->reserved == before->reserved && !now->releasing &&
-		    now->sessions == before->sessions)
+		if (!ret && now->reserved == before->reserved &&
+		    !now->releasing && now->sessions == before->sessions)
 			seen++;
 		else
 			seen = 0;
@@ -368,6 +384,13 @@ static int pool_back(const char *admin, const struct daemon_view *before,
 		if (bench_now_ns() >= end)
 			break;
 		bench_sleep_ms(POOL_POLL_MS);
+	}
+	if (ret) {
+		fprintf(stderr,
+			"kvmem-bench: kvmemd did not answer stats within %d s "
+			"of the attack: %s\n",
+			POOL_WAIT_MS / 1000, strerror(-ret));
+		return -ETIMEDOUT;
 	}
 	fprintf(stderr,
 		"kvmem-bench: the pool did not come back within %d s of the "
@@ -597,17 +620,21 @@ static void *prober(void *arg)
 	char reply[REPLY_BYTES];
 	struct json *root;
 	uint64_t t, sessions;
+	int ret;
 
 	while (!__atomic_load_n(&p->stop, __ATOMIC_RELAXED) &&
-	       w->nstatus < w->status_cap) {
+	       w->nstatus + w->status_errors < w->status_cap) {
 		t = pace_next(&pace);
-		p->ret = bench_admin(p->admin, "status", reply, sizeof(reply),
-				     WAIT_MS);
-		w->status[w->nstatus++] = bench_now_ns() - t;
-		if (p->ret) {
-			admin_fail("status", p->admin, p->ret, reply);
-			break;
+		ret = bench_admin(p->admin, "status", reply, sizeof(reply),
+				  WAIT_MS);
+		/* A daemon stalled past its deadline for a request drops the
+		 * connection: an outcome to count, said once. */
+		if (ret) {
+			if (!w->status_errors++)
+				admin_fail("status", p->admin, ret, reply);
+			continue;
 		}
+		w->status[w->nstatus++] = bench_now_ns() - t;
 		if (!json_parse(reply, strlen(reply), NULL, &root, NULL)) {
 			if (!json_u64(json_get(root, "sessions"), &sessions) &&
 			    sessions > w->sessions_peak)
@@ -632,7 +659,7 @@ static int window_run(struct kvmem_cache *c, const char *admin, uint64_t *seq,
 	uint64_t t;
 	int ret;
 
-	w->nnop = w->nstatus = w->sessions_peak = 0;
+	w->nnop = w->nstatus = w->status_errors = w->sessions_peak = 0;
 	ret = -pthread_create(&tid, NULL, prober, &p);
 	if (ret) {
 		fprintf(stderr, "kvmem-bench: pthread_create: %s\n",
@@ -650,7 +677,12 @@ static int window_run(struct kvmem_cache *c, const char *admin, uint64_t *seq,
 	if (ret)
 		__atomic_store_n(&p.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(tid, NULL);
-	return ret ? ret : p.ret;
+	if (!ret && !w->nstatus) {
+		fprintf(stderr, "kvmem-bench: not one status was answered in "
+				"the window\n");
+		ret = -EIO;
+	}
+	return ret;
 }
 
 /* ---- results ---------------------------------------------------------- */
@@ -669,6 +701,7 @@ static void window_lat(struct window *w, struct lat *l)
 {
 	l->nops = w->nnop;
 	l->statuses = w->nstatus;
+	l->status_errors = w->status_errors;
 	lat_of(w->nop, w->nnop, &l->nop_p50, &l->nop_p99, &l->nop_max);
 	lat_of(w->status, w->nstatus, &l->status_p50, NULL, &l->status_max);
 }
@@ -682,11 +715,13 @@ static void print_json(const struct hangup_cfg *cfg,
 	       "%llu, \"seconds\": %llu, \"started\": %s, \"pinned\": %s, "
 	       "\"base_nops\": %llu, \"base_nop_p50_us\": %.1f, "
 	       "\"base_nop_p99_us\": %.1f, \"base_nop_max_us\": %.1f, "
-	       "\"base_statuses\": %llu, \"base_status_p50_us\": %.1f, "
+	       "\"base_statuses\": %llu, \"base_status_errors\": %llu, "
+	       "\"base_status_p50_us\": %.1f, "
 	       "\"base_status_max_us\": %.1f, "
 	       "\"attack_nops\": %llu, \"attack_nop_p50_us\": %.1f, "
 	       "\"attack_nop_p99_us\": %.1f, \"attack_nop_max_us\": %.1f, "
-	       "\"attack_statuses\": %llu, \"attack_status_p50_us\": %.1f, "
+	       "\"attack_statuses\": %llu, \"attack_status_errors\": %llu, "
+	       "\"attack_status_p50_us\": %.1f, "
 	       "\"attack_status_max_us\": %.1f, "
 	       "\"nop_p50_vs_base\": %.3f, \"nop_p99_vs_base\": %.3f, "
 	       "\"nop_max_vs_base\": %.3f, \"status_p50_vs_base\": %.3f, "
@@ -702,10 +737,12 @@ static void print_json(const struct hangup_cfg *cfg,
 	       cfg->connect ? "false" : "true",
 	       own->cpu >= 0 ? "true" : "false", (unsigned long long)b->nops,
 	       b->nop_p50, b->nop_p99, b->nop_max,
-	       (unsigned long long)b->statuses, b->status_p50, b->status_max,
-	       (unsigned long long)a->nops, a->nop_p50, a->nop_p99, a->nop_max,
-	       (unsigned long long)a->statuses, a->status_p50, a->status_max,
-	       a->nop_p50 / b->nop_p50, a->nop_p99 / b->nop_p99,
+	       (unsigned long long)b->statuses,
+	       (unsigned long long)b->status_errors, b->status_p50,
+	       b->status_max, (unsigned long long)a->nops, a->nop_p50,
+	       a->nop_p99, a->nop_max, (unsigned long long)a->statuses,
+	       (unsigned long long)a->status_errors, a->status_p50,
+	       a->status_max, a->nop_p50 / b->nop_p50, a->nop_p99 / b->nop_p99,
 	       a->nop_max / b->nop_max, a->status_p50 / b->status_p50,
 	       a->status_max / b->status_max, (unsigned long long)x->a.rounds,
 	       (unsigned long long)x->a.sent, (unsigned long long)x->a.unsent,
@@ -752,9 +789,12 @@ static void print_table(const struct hangup_cfg *cfg,
 	row("NOP p50 us", b->nop_p50, a->nop_p50);
 	row("NOP p99 us", b->nop_p99, a->nop_p99);
 	row("NOP max us", b->nop_max, a->nop_max);
-	printf("%-24s %12llu %12llu\n", "statuses",
+	printf("%-24s %12llu %12llu\n", "statuses answered",
 	       (unsigned long long)b->statuses,
 	       (unsigned long long)a->statuses);
+	printf("%-24s %12llu %12llu\n", "statuses unanswered",
+	       (unsigned long long)b->status_errors,
+	       (unsigned long long)a->status_errors);
 	row("status p50 us", b->status_p50, a->status_p50);
 	row("status max us", b->status_max, a->status_max);
 	printf("\nthe attack: %llu hellos sent in %llu rounds, %llu not "
@@ -792,7 +832,7 @@ static int measure(struct kvmem_cache *c, const char *admin, pid_t attacker_pid,
 			admin_fail("status", admin, ret, reply);
 	}
 	if (!ret)
-		ret = daemon_view(admin, &x->before);
+		ret = daemon_view(admin, &x->before, 0);
 	if (!ret)
 		ret = window_run(c, admin, &seq, w);
 	if (ret) {
