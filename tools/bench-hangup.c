@@ -520,33 +520,17 @@ static int attacker_start(const struct hangup_cfg *cfg, const char *sock,
 			  pid_t *pid, int *ctl)
 {
 	pid_t parent = getpid();
-	int sv[2], ret;
+	int ret;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
-		ret = -errno;
-		fprintf(stderr, "kvmem-bench: socketpair: %s\n",
-			strerror(-ret));
+	ret = bench_fork_pair(pid, ctl);
+	if (ret)
 		return ret;
-	}
-	fflush(NULL);
-	*pid = fork();
-	if (*pid < 0) {
-		ret = -errno;
-		*pid = 0;
-		fprintf(stderr, "kvmem-bench: fork: %s\n", strerror(-ret));
-		close(sv[0]);
-		close(sv[1]);
-		return ret;
-	}
 	if (!*pid) {
 		/* Never outlive the benchmark, even when it is killed. */
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
 			_exit(127);
-		close(sv[0]);
-		attacker(sv[1], cfg, sock);
+		attacker(*ctl, cfg, sock);
 	}
-	close(sv[1]);
-	*ctl = sv[0];
 	return 0;
 }
 
@@ -872,7 +856,7 @@ static int run_hangup(int argc, char **argv)
 	};
 	struct kvmem_geometry g = geometry();
 	struct kvmem_connect_opts o = { .quota_bytes = POLITE_QUOTA };
-	char set[3][64], bin[PATH_MAX], where[PATH_MAX + 64];
+	char set[3][64], where[PATH_MAX + 64];
 	const char *const settings[] = { set[0], set[1], set[2], NULL };
 	const char *sock, *admin;
 	struct bench_kvmemd own = { .cpu = -1, .peer_cpu = -1 };
@@ -896,19 +880,14 @@ static int run_hangup(int argc, char **argv)
 		sock = cfg.connect;
 		admin = cfg.admin;
 	} else {
-		ret = bench_kvmemd_path(cfg.kvmemd, bin, sizeof(bin));
-		if (ret) {
-			fprintf(stderr, "kvmem-bench: where is kvmemd: %s\n",
-				strerror(-ret));
-			goto out;
-		}
 		snprintf(set[0], sizeof(set[0]), "pool.host_bytes=%llu",
 			 (unsigned long long)cfg.pool);
 		snprintf(set[1], sizeof(set[1]), "pool.session_max_bytes=%llu",
 			 (unsigned long long)cfg.quota);
 		snprintf(set[2], sizeof(set[2]),
 			 "pool.session_default_bytes=%llu", POLITE_QUOTA);
-		ret = bench_kvmemd_start(&own, bin, !cfg.no_pin, settings);
+		ret = bench_kvmemd_start(&own, cfg.kvmemd, !cfg.no_pin,
+					 settings);
 		if (ret)
 			goto out;
 		sock = own.sock;

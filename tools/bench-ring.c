@@ -324,41 +324,26 @@ static int socket_run(uint64_t warm, uint64_t n, uint32_t *lat,
 {
 	char msg[ECHO_BYTES] = { 0 };
 	uint64_t i, t0, t;
-	int sv[2], status, ret = 0;
+	int fd, status, ret;
 	pid_t pid;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
-		ret = -errno;
-		fprintf(stderr, "kvmem-bench: socketpair: %s\n",
-			strerror(-ret));
+	ret = bench_fork_pair(&pid, &fd);
+	if (ret)
 		return ret;
-	}
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		ret = -errno;
-		fprintf(stderr, "kvmem-bench: fork: %s\n", strerror(-ret));
-		close(sv[0]);
-		close(sv[1]);
-		return ret;
-	}
-	if (!pid) {
-		close(sv[0]);
-		echo_child(sv[1]);
-	}
-	close(sv[1]);
+	if (!pid)
+		echo_child(fd);
 	for (i = 0; i < warm && !ret; i++)
-		ret = echo_once(sv[0], msg, i);
+		ret = echo_once(fd, msg, i);
 	t0 = bench_now_ns();
 	for (i = 0; i < n && !ret; i++) {
 		t = bench_now_ns();
-		ret = echo_once(sv[0], msg, i);
+		ret = echo_once(fd, msg, i);
 		t = bench_now_ns() - t;
 		lat[i] = t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 	}
 	if (!ret)
 		out->ops_s = (double)n * 1e9 / (double)(bench_now_ns() - t0);
-	close(sv[0]);
+	close(fd);
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
 	    WEXITSTATUS(status)) {
 		fprintf(stderr, "kvmem-bench: the echo child failed\n");
@@ -508,7 +493,7 @@ static int run_ring(int argc, char **argv)
 	struct ring r = { 0 };
 	const char *env = getenv("KVMEM_SOCKET");
 	const char *sock = NULL;
-	char bin[PATH_MAX], where[PATH_MAX + 64];
+	char where[PATH_MAX + 64];
 	uint32_t *lat = NULL;
 	uint64_t nu;
 	size_t len;
@@ -525,14 +510,8 @@ static int run_ring(int argc, char **argv)
 	} else if (env && *env) {
 		sock = env;
 	} else {
-		ret = bench_kvmemd_path(cfg.kvmemd, bin, sizeof(bin));
-		if (ret) {
-			fprintf(stderr, "kvmem-bench: where is kvmemd: %s\n",
-				strerror(-ret));
-			goto out;
-		}
 		started = 1;
-		ret = bench_kvmemd_start(&own, bin, !cfg.no_pin, NULL);
+		ret = bench_kvmemd_start(&own, cfg.kvmemd, !cfg.no_pin, NULL);
 		if (ret)
 			goto out;
 		sock = own.sock;

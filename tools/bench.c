@@ -294,7 +294,8 @@ static int pin(int cpu)
 	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
 }
 
-int bench_kvmemd_path(const char *opt, char *buf, size_t len)
+/* --kvmemd, $KVMEMD, or where the build puts it next to this program. */
+static int kvmemd_path(const char *opt, char *buf, size_t len)
 {
 	const char *env = getenv("KVMEMD");
 	char exe[PATH_MAX];
@@ -347,10 +348,11 @@ static void dump_log(const struct bench_kvmemd *d)
 	fclose(f);
 }
 
-int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int pin_cpus,
+int bench_kvmemd_start(struct bench_kvmemd *d, const char *path, int pin_cpus,
 		       const char *const *set)
 {
 	const char *tmp = getenv("TMPDIR");
+	char bin[PATH_MAX];
 	/* bin, -f, -c, -s, -a, -d and their arguments, -o and theirs, NULL */
 	const char *argv[11 + 2 * BENCH_KVMEMD_MAX_SET];
 	char state[PATH_MAX + 8], log[PATH_MAX + 16];
@@ -363,6 +365,12 @@ int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int pin_cpus,
 		fprintf(stderr, "kvmem-bench: %d kvmemd settings, at most %d\n",
 			n, BENCH_KVMEMD_MAX_SET);
 		return -E2BIG;
+	}
+	ret = kvmemd_path(path, bin, sizeof(bin));
+	if (ret) {
+		fprintf(stderr, "kvmem-bench: where is kvmemd: %s\n",
+			strerror(-ret));
+		return ret;
 	}
 	if (access(bin, X_OK)) {
 		ret = -errno;
@@ -478,6 +486,30 @@ int bench_kvmemd_connect(const char *sock, struct bench_kvmemd *d,
 			*kvmem_connect_error() ? kvmem_connect_error()
 					       : kvmem_strerror(ret));
 	return ret;
+}
+
+int bench_fork_pair(pid_t *pid, int *fd)
+{
+	int sv[2], ret;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		ret = -errno;
+		fprintf(stderr, "kvmem-bench: socketpair: %s\n",
+			strerror(-ret));
+		return ret;
+	}
+	fflush(NULL);
+	*pid = fork();
+	if (*pid < 0) {
+		ret = -errno;
+		fprintf(stderr, "kvmem-bench: fork: %s\n", strerror(-ret));
+		close(sv[0]);
+		close(sv[1]);
+		return ret;
+	}
+	close(sv[*pid ? 1 : 0]);
+	*fd = sv[*pid ? 0 : 1];
+	return 0;
 }
 
 int bench_kvmemd_stop(struct bench_kvmemd *d, int failed)

@@ -94,15 +94,11 @@ struct bench_kvmemd {
 
 void bench_sleep_ms(long ms);
 /*
- * The kvmemd to start: @opt (--kvmemd), else $KVMEMD, else
- * ../daemon/kvmemd next to this program's directory (the build tree's
- * layout). Return: 0, or -ENAMETOOLONG when it does not fit @len.
- */
-int bench_kvmemd_path(const char *opt, char *buf, size_t len);
-/*
- * bench_kvmemd_start() - start @bin in a fresh temporary directory
+ * bench_kvmemd_start() - start kvmemd in a fresh temporary directory
  * @d: receives the process, the directory, the socket paths and the CPUs
- * @bin: the kvmemd binary
+ * @path: the kvmemd binary (--kvmemd), or NULL: $KVMEMD, else
+ *        ../daemon/kvmemd next to this program's directory (the build
+ *        tree's layout)
  * @pin_cpus: with two CPUs or more to run on, run this process on the
  *            first of them and the daemon on the second (a polling
  *            daemon and its client on one CPU wait for each other's spin
@@ -116,7 +112,7 @@ int bench_kvmemd_path(const char *opt, char *buf, size_t len);
  * stderr. Return: 0 or a negative errno; bench_kvmemd_stop() cleans up
  * either way.
  */
-int bench_kvmemd_start(struct bench_kvmemd *d, const char *bin, int pin_cpus,
+int bench_kvmemd_start(struct bench_kvmemd *d, const char *path, int pin_cpus,
 		       const char *const *set);
 struct kvmem_connect_opts;
 struct kvmem_cache;
@@ -128,6 +124,12 @@ int bench_kvmemd_connect(const char *sock, struct bench_kvmemd *d,
 			 const struct kvmem_geometry *g,
 			 const struct kvmem_connect_opts *o,
 			 struct kvmem_cache **c);
+/*
+ * Fork a child joined to this process by a SOCK_SEQPACKET socket pair:
+ * *@pid is 0 in the child, and *@fd is each side's end. Says what failed on
+ * stderr. Return: 0 or a negative errno.
+ */
+int bench_fork_pair(pid_t *pid, int *fd);
 /*
  * SIGTERM, wait (SIGKILL after 5 s), remove the directory; the daemon's
  * log goes to stderr first when the run @failed or the daemon did.
