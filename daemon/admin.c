@@ -333,64 +333,6 @@ static void policy_show(const struct kvmemd *d, struct jw *w)
 	jw_end(w);
 }
 
-int kvmemd_policy_set(struct kvmemd *d, const char *key, const char *val,
-		      char *err, size_t errlen)
-{
-	struct kvmemd_config c = d->cfg;
-	char *k, *v;
-	int i, ret;
-
-	ret = kvmemd_config_reloads(key);
-	if (ret <= 0) {
-		snprintf(err, errlen, "%s: %s", key,
-			 ret ? "unknown key" : "takes a restart to change");
-		return -EINVAL;
-	}
-	ret = kvmemd_config_set(&c, key, val, err, errlen);
-	if (!ret)
-		ret = kvmemd_config_check(&c, err, errlen);
-	if (ret)
-		return ret;
-	for (i = 0; i < d->npolicy && strcmp(d->policy_keys[i], key); i++)
-		;
-	if (i == KVMEMD_MAX_SETS) {
-		snprintf(err, errlen, "too many keys set at run time");
-		return -EINVAL;
-	}
-	k = strdup(key);
-	v = strdup(val);
-	if (!k || !v) {
-		free(k);
-		free(v);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	if (i < d->npolicy) {
-		free(d->policy_keys[i]);
-		free(d->policy_vals[i]);
-	} else {
-		d->npolicy++;
-	}
-	d->policy_keys[i] = k;
-	d->policy_vals[i] = v;
-	d->cfg = c;
-	kvmemd_log_init(d->cfg.log_level);
-	kvmemd_prefix_trim(d);
-	kvmemd_log(LOG_NOTICE, "policy: %s = %s", key, val);
-	return 0;
-}
-
-void kvmemd_policy_free(struct kvmemd *d)
-{
-	int i;
-
-	for (i = 0; i < d->npolicy; i++) {
-		free(d->policy_keys[i]);
-		free(d->policy_vals[i]);
-	}
-	d->npolicy = 0;
-}
-
 static void cmd_policy(struct kvmemd *d, int argc, char **argv, struct jw *w)
 {
 	char err[512], *eq;

@@ -179,6 +179,40 @@ void kvmemd_gpu_release(struct kvmemd *d, uid_t uid, uint64_t bytes);
 /* Give back what processes that have exited held. */
 void kvmemd_gpu_reap(struct kvmemd *d);
 
+/* ---- policy.c: the configuration in layers --------------------------- */
+
+/*
+ * kvmemd_config_build() - defaults, then the file, then the command line,
+ * then the run-time changes, then the checks across keys, into @c; @err
+ * says what failed
+ */
+int kvmemd_config_build(const struct kvmemd *d, struct kvmemd_config *c,
+			char *err, size_t errlen);
+/* Run on @c from now on: d->cfg, the log level, prefix.* limits. */
+void kvmemd_config_apply(struct kvmemd *d, const struct kvmemd_config *c);
+/*
+ * kvmemd_policy_set() - change a run-time key now and across reloads
+ * Return: 0, or -EINVAL with the reason in @err.
+ */
+int kvmemd_policy_set(struct kvmemd *d, const char *key, const char *val,
+		      char *err, size_t errlen);
+void kvmemd_policy_free(struct kvmemd *d);
+
+/* ---- notify.c: systemd's notification socket --------------------------- */
+
+/* How long the messages systemd waits for may wait for room. */
+#define KVMEMD_NOTIFY_WAIT_MS 1000
+
+/* Connect to $NOTIFY_SOCKET, when there is one. */
+void kvmemd_notify_open(void);
+/* Send @msg ("READY=1", "STATUS=..."), waiting up to @wait_ms for room;
+ * dropped (with a debug line) when the reader is behind. */
+void kvmemd_notify(const char *msg, int wait_ms);
+/* Send @msg with the descriptor @fd (none when -1) to NOTIFY_SOCKET
+ * ("FDSTORE=1..."): 0, or a negative errno (no such socket, or its reader
+ * is behind). */
+int kvmemd_notify_fd(const char *msg, int fd);
+
 /* ---- worker.c: a fixed pool of threads and a bounded queue ------------ */
 
 struct kvmemd_work {
@@ -402,10 +436,6 @@ void kvmemd_users_free(struct kvmemd *d);
  * failed (logged).
  */
 int kvmemd_run(struct kvmemd *d);
-/* Send @msg with the descriptor @fd (none when -1) to NOTIFY_SOCKET
- * ("FDSTORE=1..."): 0, or a negative errno (no such socket, or its reader
- * is behind). */
-int kvmemd_notify_fd(const char *msg, int fd);
 
 /*
  * kvmemd_fd_check() - do daemon.max_sessions sessions, and the connections
@@ -415,13 +445,6 @@ int kvmemd_notify_fd(const char *msg, int fd);
  */
 int kvmemd_fd_check(const struct kvmemd_config *c, int raise, char *err,
 		    size_t errlen);
-
-/*
- * kvmemd_load_config() - defaults, then the file, then the command line,
- * then the checks across keys, into @c; @err says what failed
- */
-int kvmemd_load_config(const struct kvmemd *d, struct kvmemd_config *c,
-		       char *err, size_t errlen);
 
 /*
  * kvmemd_server_reply() - send a reply that was not ready when its request
@@ -461,13 +484,6 @@ void kvmemd_admin_error(struct jw *w, int err, const char *fmt, ...)
 /* Parse a target from @argc words; an error reply in @w when it fails. */
 int kvmemd_admin_target(const struct kvmemd *d, int argc, char **argv,
 			struct kvmemd_target *t, struct jw *w);
-/*
- * kvmemd_policy_set() - change a run-time key now and across reloads
- * Return: 0, or -EINVAL with the reason in @err.
- */
-int kvmemd_policy_set(struct kvmemd *d, const char *key, const char *val,
-		      char *err, size_t errlen);
-void kvmemd_policy_free(struct kvmemd *d);
 
 /* ---- ras.c: scrubber, error counters, events, injection --------------- */
 

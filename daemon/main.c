@@ -36,25 +36,6 @@ static void usage(FILE *f)
 		KVMEMD_CONFIG_PATH);
 }
 
-int kvmemd_load_config(const struct kvmemd *d, struct kvmemd_config *c,
-		       char *err, size_t errlen)
-{
-	int i, ret;
-
-	kvmemd_config_defaults(c);
-	ret = kvmemd_config_load(c, d->config_path, d->config_must_exist, err,
-				 errlen);
-	for (i = 0; !ret && i < d->nset; i++)
-		ret = kvmemd_config_set(c, d->set_keys[i], d->set_vals[i], err,
-					errlen);
-	for (i = 0; !ret && i < d->npolicy; i++)
-		ret = kvmemd_config_set(c, d->policy_keys[i], d->policy_vals[i],
-					err, errlen);
-	if (!ret)
-		ret = kvmemd_config_check(c, err, errlen);
-	return ret;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -147,7 +128,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	if (kvmemd_load_config(&d, &d.cfg, err, sizeof(err))) {
+	if (kvmemd_config_build(&d, &d.cfg, err, sizeof(err))) {
 		fprintf(stderr, "kvmemd: %s\n", err);
 		return 1;
 	}

@@ -164,89 +164,6 @@ static int watch_add(struct server *sv, int fd, uint32_t events,
 
 /* ---- status and systemd ----------------------------------------------- */
 
-/*
- * sd_notify() blocks while the receiver's queue is full, and the loop must
- * never wait on whoever reads NOTIFY_SOCKET. Messages go out non-blocking;
- * those systemd waits for (READY=1, RELOADING=1) may wait up to
- * NOTIFY_WAIT_MS for room, the rest are dropped when the reader is behind
- * (the next change sends a whole new STATUS= line).
- */
-#define NOTIFY_WAIT_MS 1000
-
-static int notify_fd = -1;
-
-/* Connected, so that poll() sees the room in the reader's queue. */
-static void notify_open(void)
-{
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	size_t len = path ? strlen(path) : 0;
-
-	if (!len || (path[0] != '/' && path[0] != '@') ||
-	    len >= sizeof(sa.sun_path))
-		return;
-	memcpy(sa.sun_path, path, len);
-	if (path[0] == '@')
-		sa.sun_path[0] = 0; /* abstract namespace */
-	notify_fd =
-		socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (notify_fd >= 0 &&
-	    connect(notify_fd, (struct sockaddr *)&sa,
-		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-				len))) {
-		kvmemd_log_err(LOG_WARNING, -errno, "NOTIFY_SOCKET %s", path);
-		close(notify_fd);
-		notify_fd = -1;
-	}
-}
-
-int kvmemd_notify_fd(const char *msg, int fd)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = (void *)msg, .iov_len = strlen(msg) };
-	struct msghdr m = { .msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	struct pollfd pfd = { .fd = notify_fd, .events = POLLOUT };
-	struct cmsghdr *cm;
-
-	if (notify_fd < 0)
-		return -ENOTCONN;
-	memset(&u, 0, sizeof(u));
-	cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	if (fd < 0) {
-		m.msg_control = NULL;
-		m.msg_controllen = 0;
-	}
-	if (sendmsg(notify_fd, &m, MSG_NOSIGNAL) >= 0)
-		return 0;
-	if (errno == EAGAIN && poll(&pfd, 1, NOTIFY_WAIT_MS) > 0 &&
-	    sendmsg(notify_fd, &m, MSG_NOSIGNAL) >= 0)
-		return 0;
-	return -errno;
-}
-
-static void notify(const char *msg, int wait_ms)
-{
-	struct pollfd pfd = { .fd = notify_fd, .events = POLLOUT };
-	size_t len = strlen(msg);
-
-	if (notify_fd < 0 || send(notify_fd, msg, len, MSG_NOSIGNAL) >= 0)
-		return;
-	if (errno == EAGAIN && wait_ms && poll(&pfd, 1, wait_ms) > 0 &&
-	    send(notify_fd, msg, len, MSG_NOSIGNAL) >= 0)
-		return;
-	kvmemd_log(LOG_DEBUG, "notify %s: dropped, the reader is behind", msg);
-}
-
 static void status_update(struct server *sv)
 {
 	const struct kvmemd *d = sv->d;
@@ -274,7 +191,7 @@ static void status_update(struct server *sv)
 		char line[sizeof("STATUS=") + sizeof(buf)];
 
 		snprintf(line, sizeof(line), "STATUS=%s", buf);
-		notify(line, 0);
+		kvmemd_notify(line, 0);
 	}
 }
 
@@ -1273,7 +1190,7 @@ static void timers(struct server *sv)
 	kvmemd_rl_flush(&sv->log_session, KVMEMD_RL_WINDOW_NS,
 			"attaches and detaches");
 	if (sv->watchdog_usec && now >= sv->next_watchdog) {
-		notify("WATCHDOG=1", 0);
+		kvmemd_notify("WATCHDOG=1", 0);
 		sv->next_watchdog = now + sv->watchdog_usec * 500ull;
 	}
 }
@@ -1288,22 +1205,20 @@ static void reload(struct server *sv)
 	struct kvmemd_config fresh, merged;
 	char err[1024];
 
-	notify("RELOADING=1", NOTIFY_WAIT_MS);
+	kvmemd_notify("RELOADING=1", KVMEMD_NOTIFY_WAIT_MS);
 	merged = d->cfg;
-	if (!kvmemd_load_config(d, &fresh, err, sizeof(err))) {
+	if (!kvmemd_config_build(d, &fresh, err, sizeof(err))) {
 		kvmemd_config_reload(&merged, &fresh);
 		if (!kvmemd_config_check(&merged, err, sizeof(err)) &&
 		    !kvmemd_fd_check(&merged, 1, err, sizeof(err))) {
-			d->cfg = merged;
-			kvmemd_log_init(d->cfg.log_level);
-			kvmemd_prefix_trim(d);
+			kvmemd_config_apply(d, &merged);
 			kvmemd_log(LOG_INFO, "configuration reloaded");
-			notify("READY=1", NOTIFY_WAIT_MS);
+			kvmemd_notify("READY=1", KVMEMD_NOTIFY_WAIT_MS);
 			return;
 		}
 	}
 	kvmemd_log(LOG_ERR, "reload: %s; keeping the old configuration", err);
-	notify("READY=1", NOTIFY_WAIT_MS);
+	kvmemd_notify("READY=1", KVMEMD_NOTIFY_WAIT_MS);
 }
 
 static void handle(struct server *sv, struct epoll_event *ev)
@@ -1354,7 +1269,7 @@ static void shut_down(struct server *sv)
 	struct kvmemd_work *work;
 	struct conn *c;
 
-	notify("STOPPING=1", 0);
+	kvmemd_notify("STOPPING=1", 0);
 	kvmemd_log(LOG_INFO, "stopping");
 	if (sv->lfd >= 0)
 		close(sv->lfd);
@@ -1590,7 +1505,7 @@ int kvmemd_run(struct kvmemd *d)
 
 	d->start_mono = kvmemd_now_ns();
 	/* Before start(): kept sessions may need it. */
-	notify_open();
+	kvmemd_notify_open();
 	ret = start(&sv);
 	if (ret) {
 		if (sv.own_lfd)
@@ -1623,7 +1538,7 @@ int kvmemd_run(struct kvmemd *d)
 		   sv.own_lfd ? d->cfg.socket : "the socket systemd passed",
 		   sv.own_afd ? d->cfg.admin_socket : "passed by systemd",
 		   (unsigned long long)(d->cfg.host_bytes >> 20));
-	notify("READY=1", NOTIFY_WAIT_MS);
+	kvmemd_notify("READY=1", KVMEMD_NOTIFY_WAIT_MS);
 	status_update(&sv);
 
 	while (!sv.stop) {

@@ -1,8 +1,8 @@
 /*
  * fuzz_daemon.c - the daemon the admin and hello targets drive: what
- * kvmemd_run() sets up, less the sockets and the loop, and the loop's two
- * hooks the rest of the daemon calls, kvmemd_server_reply() and
- * kvmemd_notify_fd()
+ * kvmemd_run() sets up, less the sockets and the loop, and the loop's
+ * hook the rest of the daemon calls, kvmemd_server_reply() (with no
+ * NOTIFY_SOCKET, notify.c keeps no session)
  */
 #include <errno.h>
 #include <ftw.h>
@@ -22,14 +22,6 @@ void kvmemd_server_reply(struct kvmemd *dm, void *cookie, struct jw *reply)
 	(void)dm;
 	(void)cookie;
 	(void)reply;
-}
-
-/* No systemd: nothing is kept. */
-int kvmemd_notify_fd(const char *msg, int fd)
-{
-	(void)msg;
-	(void)fd;
-	return -ENOTCONN;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag,
