@@ -361,7 +361,7 @@ struct admin_req {
 	struct kvmemd *d;
 	int argc;
 	char **argv;
-	void *cookie;
+	struct kvmemd_waiter *waiter;
 	struct jw *w;
 };
 
@@ -397,7 +397,7 @@ static int do_seqs(const struct admin_req *rq)
 
 static int do_scrub(const struct admin_req *rq)
 {
-	return kvmemd_ras_scrub(rq->d, rq->argc, rq->argv, rq->cookie, rq->w);
+	return kvmemd_ras_scrub(rq->d, rq->argc, rq->argv, rq->waiter, rq->w);
 }
 
 static int do_events(const struct admin_req *rq)
@@ -436,7 +436,7 @@ static int do_tier(const struct admin_req *rq)
 
 static int do_offload(const struct admin_req *rq)
 {
-	return kvmemd_tier_offload(rq->d, rq->argc, rq->argv, rq->cookie,
+	return kvmemd_tier_offload(rq->d, rq->argc, rq->argv, rq->waiter,
 				   rq->w);
 }
 
@@ -488,7 +488,8 @@ static const struct admin_cmd cmds[] = {
 	  .fn = do_prefix_inject },
 };
 
-int kvmemd_admin(struct kvmemd *d, char *req, void *cookie, struct jw *w)
+int kvmemd_admin(struct kvmemd *d, char *req, struct kvmemd_waiter *waiter,
+		 struct jw *w)
 {
 	char *argv[MAX_WORDS + 1], *save = NULL, *word;
 	struct admin_req rq;
@@ -520,7 +521,7 @@ int kvmemd_admin(struct kvmemd *d, char *req, void *cookie, struct jw *w)
 		rq.d = d;
 		rq.argc = argc;
 		rq.argv = argv;
-		rq.cookie = cookie;
+		rq.waiter = waiter;
 		rq.w = w;
 		return cmds[i].fn(&rq);
 	}

@@ -446,18 +446,21 @@ int kvmemd_run(struct kvmemd *d);
 int kvmemd_fd_check(const struct kvmemd_config *c, int raise, char *err,
 		    size_t errlen);
 
-/*
- * kvmemd_server_reply() - send a reply that was not ready when its request
- * came (see kvmemd_admin()); @cookie is the one kvmemd_admin() was given
- */
-void kvmemd_server_reply(struct kvmemd *d, void *cookie, struct jw *reply);
-
 /* ---- admin.c: the admin socket's requests ---------------------------- */
 
 enum kvmemd_target_type {
 	KVMEMD_TARGET_POOL,
 	KVMEMD_TARGET_SESSION,
 	KVMEMD_TARGET_SEQ,
+};
+
+/*
+ * Who waits for a reply that comes after its request (an on-demand scrub,
+ * an offload): the connection registers @reply, and the subsystem that
+ * answers calls it once, or never after being told to forget it.
+ */
+struct kvmemd_waiter {
+	void (*reply)(struct kvmemd_waiter *wt, struct jw *reply);
 };
 
 /* What a scrub or an injection covers: "pool", "session N", "seq N S". */
@@ -471,13 +474,14 @@ struct kvmemd_target {
  * kvmemd_admin() - answer one request
  * @d: the daemon
  * @req: the request, NUL-terminated; modified
- * @cookie: identifies the connection, for a reply that comes later
+ * @waiter: what a reply that comes later goes to
  * @w: receives the reply, a JSON object and a newline
  *
- * Return: 0 when @w holds the reply, 1 when kvmemd_server_reply() will
- * send it (the connection must wait).
+ * Return: 0 when @w holds the reply, 1 when it comes later, through
+ * @waiter (the connection must wait).
  */
-int kvmemd_admin(struct kvmemd *d, char *req, void *cookie, struct jw *w);
+int kvmemd_admin(struct kvmemd *d, char *req, struct kvmemd_waiter *waiter,
+		 struct jw *w);
 /* An error reply: {"error": message, "errno": @err}. */
 void kvmemd_admin_error(struct jw *w, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -512,14 +516,14 @@ int kvmemd_ras_check_step(struct kvmemd_session *s, struct kvmemd_check *c,
  */
 uint64_t kvmemd_ras_run(struct kvmemd *d, uint64_t now);
 /* The connection @waiter waits on is gone: its reply is dropped. */
-void kvmemd_ras_forget(struct kvmemd *d, void *waiter);
+void kvmemd_ras_forget(struct kvmemd *d, struct kvmemd_waiter *waiter);
 void kvmemd_ras_reset(struct kvmemd *d);
 /* "off", "idle", "patrol" or "ondemand" */
 const char *kvmemd_ras_state(const struct kvmemd *d);
 void kvmemd_ras_status_json(const struct kvmemd *d, struct jw *w);
 void kvmemd_ras_stats_json(const struct kvmemd *d, struct jw *w);
-int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
-		     struct jw *w);
+int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv,
+		     struct kvmemd_waiter *waiter, struct jw *w);
 int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w);
 int kvmemd_ras_errors(struct kvmemd *d, struct jw *w);
 int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w);
@@ -549,7 +553,7 @@ void kvmemd_tier_reap(struct kvmemd *d);
  */
 uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now);
 /* The connection @waiter waits on is gone: its reply is dropped. */
-void kvmemd_tier_forget(struct kvmemd *d, void *waiter);
+void kvmemd_tier_forget(struct kvmemd *d, struct kvmemd_waiter *waiter);
 void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w);
 
 /* ---- archive.c: the archive tier --------------------------------------- */
@@ -563,8 +567,8 @@ void kvmemd_archive_exit(struct kvmemd *d);
  */
 uint64_t kvmemd_archive_run(struct kvmemd *d, uint64_t now);
 void kvmemd_archive_stats_json(const struct kvmemd *d, struct jw *w);
-int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
-			struct jw *w);
+int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv,
+			struct kvmemd_waiter *waiter, struct jw *w);
 
 /* ---- prefix.c: published prefixes (prefix.h has the blocks) ---------- */
 

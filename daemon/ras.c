@@ -168,7 +168,7 @@ struct kvmemd_ras {
 	struct pass patrol, ondemand, last_patrol, last;
 	struct adapt adapt;
 	uint64_t passes, bytes_total, pages_total;
-	void *waiter; /* the admin request an on-demand pass answers */
+	struct kvmemd_waiter *waiter; /* an on-demand pass answers it */
 	uint32_t check_next; /* the session whose seal check goes first */
 };
 
@@ -1739,18 +1739,18 @@ static void answer(struct kvmemd *d, const struct pass *p)
 {
 	struct kvmemd_ras *r = d->ras;
 	struct jw w = { 0 };
-	void *waiter = r->waiter;
+	struct kvmemd_waiter *waiter = r->waiter;
 
 	r->waiter = NULL;
 	if (!waiter)
 		return;
 	pass_json(&w, NULL, p, 0);
 	jw_end(&w);
-	kvmemd_server_reply(d, waiter, &w);
+	waiter->reply(waiter, &w);
 	jw_free(&w);
 }
 
-void kvmemd_ras_forget(struct kvmemd *d, void *waiter)
+void kvmemd_ras_forget(struct kvmemd *d, struct kvmemd_waiter *waiter)
 {
 	if (d->ras->waiter == waiter)
 		d->ras->waiter = NULL;
@@ -1907,10 +1907,10 @@ static int set_policy(struct kvmemd *d, const char *key, const char *val,
  * kvmemd_ras_scrub() - "scrub ..." from the admin socket
  *
  * Return: 0 with the reply in @w, or 1 when the reply comes later through
- * kvmemd_server_reply() (an on-demand pass).
+ * @waiter (an on-demand pass).
  */
-int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv, void *waiter,
-		     struct jw *w)
+int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv,
+		     struct kvmemd_waiter *waiter, struct jw *w)
 {
 	struct kvmemd_ras *r = d->ras;
 	struct kvmemd_target t;

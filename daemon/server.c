@@ -102,6 +102,7 @@ struct conn {
 	struct jw out;
 	size_t out_off;
 	int waiting;
+	struct kvmemd_waiter waiter;
 };
 
 struct server {
@@ -233,8 +234,8 @@ static void conn_free(struct server *sv, struct conn *c)
 	if (c->state == CONN_HELLO || c->state == CONN_ADMIN)
 		pending_put(sv, c);
 	if (c->waiting) {
-		kvmemd_ras_forget(sv->d, c);
-		kvmemd_tier_forget(sv->d, c);
+		kvmemd_ras_forget(sv->d, &c->waiter);
+		kvmemd_tier_forget(sv->d, &c->waiter);
 	}
 	jw_free(&c->out);
 	if (c->s) {
@@ -840,11 +841,12 @@ static void admin_send(struct server *sv, struct conn *c)
 	admin_flush(sv, c);
 }
 
-void kvmemd_server_reply(struct kvmemd *d, void *cookie, struct jw *reply)
+/* The reply to a request that waited (struct kvmemd_waiter). */
+static void admin_reply(struct kvmemd_waiter *wt, struct jw *reply)
 {
-	struct conn *c = cookie;
+	struct conn *c = (struct conn *)((char *)wt - offsetof(struct conn,
+							       waiter));
 
-	(void)d;
 	c->waiting = 0;
 	jw_reset(&c->out);
 	jw_raw(&c->out, NULL, reply->buf ? reply->buf : "");
@@ -886,7 +888,8 @@ static void on_admin(struct server *sv, struct conn *c)
 		admin_send(sv, c);
 		return;
 	}
-	if (kvmemd_admin(sv->d, req, c, &c->out)) {
+	c->waiter.reply = admin_reply;
+	if (kvmemd_admin(sv->d, req, &c->waiter, &c->out)) {
 		/* Nothing more is read until the reply is out. */
 		c->waiting = 1;
 		c->deadline = UINT64_MAX;

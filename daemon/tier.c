@@ -69,7 +69,7 @@ struct offload_cmd {
 	int active;
 	uint32_t gen; /* tickets carry it: an old command's writes do not
 		       * count in a new one */
-	void *waiter;
+	struct kvmemd_waiter *waiter;
 	struct kvmemd_target t;
 	uint64_t started, pages, bytes, errors;
 	uint64_t inflight;
@@ -1154,7 +1154,7 @@ static void cmd_finish(struct kvmemd *d)
 	jw_close(&w, '}');
 	jw_end(&w);
 	c->active = 0;
-	kvmemd_server_reply(d, c->waiter, &w);
+	c->waiter->reply(c->waiter, &w);
 	jw_free(&w);
 }
 
@@ -1204,8 +1204,8 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 	return next;
 }
 
-int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
-			struct jw *w)
+int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv,
+			struct kvmemd_waiter *waiter, struct jw *w)
 {
 	struct kvmemd_tier *t = d->tier;
 	struct kvmemd_session *s;
@@ -1237,7 +1237,7 @@ int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv, void *waiter,
 	return 1;
 }
 
-void kvmemd_tier_forget(struct kvmemd *d, void *waiter)
+void kvmemd_tier_forget(struct kvmemd *d, struct kvmemd_waiter *waiter)
 {
 	struct kvmemd_tier *t = d->tier;
 

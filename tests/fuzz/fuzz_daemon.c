@@ -1,7 +1,6 @@
 /*
  * fuzz_daemon.c - the daemon the admin and hello targets drive: what
- * kvmemd_run() sets up, less the sockets and the loop, and the loop's
- * hook the rest of the daemon calls, kvmemd_server_reply() (with no
+ * kvmemd_run() sets up, less the sockets and the loop (with no
  * NOTIFY_SOCKET, notify.c keeps no session)
  */
 #include <errno.h>
@@ -15,14 +14,6 @@
 
 static struct kvmemd d;
 static char dir[] = "/tmp/kvmem-fuzz.XXXXXX";
-
-/* A reply that comes after its request (scrub now) goes nowhere. */
-void kvmemd_server_reply(struct kvmemd *dm, void *cookie, struct jw *reply)
-{
-	(void)dm;
-	(void)cookie;
-	(void)reply;
-}
 
 static int rm_entry(const char *path, const struct stat *st, int flag,
 		    struct FTW *ftw)
