@@ -7,6 +7,7 @@
  * no more than the time to walk those tables.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,9 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "kvmem/inject.h"
 #include "kvmemd.h"
+#include "prefix.h"
 #include "session.h"
 
 #define ADMIN_PROTOCOL 1
@@ -60,7 +63,8 @@ static struct kvmemd_session *find_session(const struct kvmemd *d, uint32_t id)
 	return NULL;
 }
 
-int kvmemd_admin_target(const struct kvmemd *d, int argc, char **argv,
+/* Parse a target from @argc words; an error reply in @w when it fails. */
+static int parse_target(const struct kvmemd *d, int argc, char **argv,
 			struct kvmemd_target *t, struct jw *w)
 {
 	const struct kvmemd_session *s;
@@ -397,12 +401,91 @@ static int do_seqs(const struct admin_req *rq)
 
 static int do_scrub(const struct admin_req *rq)
 {
-	return kvmemd_ras_scrub(rq->d, rq->argc, rq->argv, rq->waiter, rq->w);
+	static const struct {
+		const char *word, *key;
+	} keys[] = {
+		{ "rate", "scrub.rate" },
+		{ "target", "scrub.target_ue_per_day" },
+		{ "cycle", "scrub.cycle" },
+	};
+	const int argc = rq->argc;
+	char **argv = rq->argv;
+	struct kvmemd_target t;
+	char why[512];
+	size_t i;
+	int ret;
+
+	if (argc < 2 || !strcmp(argv[1], "status")) {
+		if (argc > 2)
+			goto usage;
+	} else if (!strcmp(argv[1], "start") && argc == 2) {
+		ret = kvmemd_ras_scrub_start(rq->d, why, sizeof(why));
+		if (ret)
+			goto fail;
+	} else if (!strcmp(argv[1], "stop") && argc == 2) {
+		kvmemd_ras_scrub_stop(rq->d);
+	} else if (!strcmp(argv[1], "now")) {
+		if (parse_target(rq->d, argc - 2, argv + 2, &t, rq->w))
+			return 0;
+		if (kvmemd_ras_scrub_now(rq->d, &t, rq->waiter)) {
+			kvmemd_admin_error(rq->w, -EBUSY,
+					   "an on-demand scrub is running");
+			return 0;
+		}
+		return 1;
+	} else {
+		for (i = 0; i < ARRAY_SIZE(keys); i++)
+			if (argc == 3 && !strcmp(argv[1], keys[i].word))
+				break;
+		if (i == ARRAY_SIZE(keys))
+			goto usage;
+		ret = kvmemd_policy_set(rq->d, keys[i].key, argv[2], why,
+					sizeof(why));
+		if (ret)
+			goto fail;
+	}
+	kvmemd_ras_scrub_status(rq->d, rq->w);
+	return 0;
+fail:
+	kvmemd_admin_error(rq->w, ret, "%s", why);
+	return 0;
+usage:
+	kvmemd_admin_error(rq->w, -EINVAL,
+			   "usage: scrub {status|start|stop|rate BYTES_PER_S|"
+			   "cycle SECONDS|target UE_PER_DAY|now [pool|session "
+			   "N|seq N S]}");
+	return 0;
 }
 
 static int do_events(const struct admin_req *rq)
 {
-	return kvmemd_ras_events(rq->d, rq->argc, rq->argv, rq->w);
+	unsigned long limit = 1000;
+	double since = 0;
+	char *end;
+	int a;
+
+	for (a = 1; a < rq->argc; a += 2) {
+		if (a + 1 >= rq->argc)
+			goto usage;
+		errno = 0;
+		if (!strcmp(rq->argv[a], "since")) {
+			since = strtod(rq->argv[a + 1], &end);
+			if (*end || errno || !isfinite(since))
+				goto usage;
+		} else if (!strcmp(rq->argv[a], "limit")) {
+			limit = strtoul(rq->argv[a + 1], &end, 10);
+			if (*end || errno || rq->argv[a + 1][0] == '-')
+				goto usage;
+		} else {
+			goto usage;
+		}
+	}
+	kvmemd_ras_events(rq->d, since, limit, rq->w);
+	return 0;
+usage:
+	kvmemd_admin_error(rq->w, -EINVAL,
+			   "usage: events [since UNIX_TIME] [limit N]");
+	return 0;
 }
 
 static int do_errors(const struct admin_req *rq)
@@ -420,9 +503,73 @@ static int do_reset(const struct admin_req *rq)
 	return 0;
 }
 
+/* The refusal of an injection while scrub.allow_inject is off. */
+static int inject_off(const struct admin_req *rq)
+{
+	if (rq->d->cfg.allow_inject)
+		return 0;
+	kvmemd_admin_error(rq->w, -EPERM,
+			   "error injection is off (scrub.allow_inject)");
+	return -EPERM;
+}
+
 static int do_inject(const struct admin_req *rq)
 {
-	return kvmemd_ras_inject(rq->d, rq->argc, rq->argv, rq->w);
+	struct kvmemd_inject in = { .ber = -1,
+				    .chan = { .mode = KVMEM_INJECT_BSC },
+				    .spec = "bsc" };
+	char **argv = rq->argv;
+	struct kvmemd_target t;
+	int i, n, ret;
+	char *end;
+
+	if (inject_off(rq))
+		return 0;
+	for (n = 1; n < rq->argc && strcmp(argv[n], "ber") &&
+		    strcmp(argv[n], "channel");
+	     n++)
+		;
+	if (parse_target(rq->d, n - 1, argv + 1, &t, rq->w))
+		return 0;
+	for (i = n; i < rq->argc; i++) {
+		errno = 0;
+		if (!strcmp(argv[i], "ber") && i + 1 < rq->argc) {
+			in.ber = strtod(argv[++i], &end);
+			if (*end || errno || !(in.ber >= 0 && in.ber <= 1))
+				goto usage;
+		} else if (!strcmp(argv[i], "seed") && i + 1 < rq->argc) {
+			in.seed = strtoull(argv[++i], &end, 0);
+			if (*end || errno)
+				goto usage;
+		} else if (!strcmp(argv[i], "all")) {
+			in.all = 1;
+		} else if (!strcmp(argv[i], "channel") && i + 1 < rq->argc) {
+			in.spec = argv[++i];
+			if (kvmem_inject_parse(&in.chan, in.spec)) {
+				kvmemd_admin_error(
+					rq->w, -EINVAL,
+					"channel %.64s: want bsc, exact:K, "
+					"burst:K, byte:K, adjacent:K, "
+					"line[:BYTES] or column:ROW",
+					in.spec);
+				return 0;
+			}
+		} else {
+			goto usage;
+		}
+	}
+	if (in.ber < 0)
+		goto usage;
+	ret = kvmemd_ras_inject(rq->d, &t, &in, rq->w);
+	if (ret)
+		kvmemd_admin_error(rq->w, ret, "injection failed: %s",
+				   strerror(-ret));
+	return 0;
+usage:
+	kvmemd_admin_error(rq->w, -EINVAL,
+			   "usage: inject (pool|session N|seq N S) ber P "
+			   "[seed S] [all] [channel SPEC]");
+	return 0;
 }
 
 static int do_tier(const struct admin_req *rq)
@@ -436,23 +583,152 @@ static int do_tier(const struct admin_req *rq)
 
 static int do_offload(const struct admin_req *rq)
 {
-	return kvmemd_tier_offload(rq->d, rq->argc, rq->argv, rq->waiter,
-				   rq->w);
+	struct kvmemd_target t;
+
+	if (!kvmemd_tier_has_store(rq->d)) {
+		kvmemd_admin_error(rq->w, -EOPNOTSUPP,
+				   "no backing store (set store.path)");
+		return 0;
+	}
+	if (parse_target(rq->d, rq->argc - 1, rq->argv + 1, &t, rq->w))
+		return 0;
+	if (kvmemd_tier_offload(rq->d, &t, rq->waiter)) {
+		kvmemd_admin_error(rq->w, -EBUSY, "an offload is running");
+		return 0;
+	}
+	return 1;
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* A prefix key in hexadecimal: 0, or -EINVAL. */
+static int parse_key(const char *s, uint8_t *key)
+{
+	size_t i;
+	int hi, lo;
+
+	if (strlen(s) != 2 * KVMEM_PREFIX_KEY_BYTES)
+		return -EINVAL;
+	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++) {
+		hi = hex_digit(s[2 * i]);
+		lo = hex_digit(s[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		key[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+/* A tenant as the admin wrote it, a uid or "@" and a gid: 0, or an error
+ * reply in @w. */
+static int parse_tenant(const char *s, uint64_t *tenant, struct jw *w)
+{
+	const char *n = s + (*s == '@');
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(n, &end, 10);
+	if (*n < '0' || *n > '9' || *end || errno || v >= UINT32_MAX) {
+		kvmemd_admin_error(w, -EINVAL,
+				   "\"%s\" is neither a uid nor @ and a gid",
+				   s);
+		return -EINVAL;
+	}
+	*tenant = v | (*s == '@' ? KVMEMD_TENANT_GROUP : 0);
+	return 0;
 }
 
 static int do_prefixes(const struct admin_req *rq)
 {
-	return kvmemd_prefix_list(rq->d, rq->argc, rq->argv, rq->w);
+	uint64_t tenant;
+
+	if (rq->argc > 2) {
+		kvmemd_admin_error(rq->w, -EINVAL, "usage: prefixes [TENANT]");
+		return 0;
+	}
+	if (rq->argc == 2 && parse_tenant(rq->argv[1], &tenant, rq->w))
+		return 0;
+	kvmemd_prefix_list(rq->d, rq->argc == 2 ? &tenant : NULL, rq->w);
+	return 0;
 }
 
 static int do_prefix_drop(const struct admin_req *rq)
 {
-	return kvmemd_prefix_drop(rq->d, rq->argc, rq->argv, rq->w);
+	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
+	uint64_t tenant;
+
+	if (rq->argc < 2 || rq->argc > 3) {
+		kvmemd_admin_error(rq->w, -EINVAL,
+				   "usage: prefix-drop TENANT [KEY]");
+		return 0;
+	}
+	if (parse_tenant(rq->argv[1], &tenant, rq->w))
+		return 0;
+	if (rq->argc == 3 && parse_key(rq->argv[2], key)) {
+		kvmemd_admin_error(rq->w, -EINVAL,
+				   "a key is %d hexadecimal digits, not \"%s\"",
+				   2 * KVMEM_PREFIX_KEY_BYTES, rq->argv[2]);
+		return 0;
+	}
+	jw_open(rq->w, NULL, '{');
+	jw_u64(rq->w, "dropped",
+	       kvmemd_prefix_drop(rq->d, tenant, rq->argc == 3 ? key : NULL));
+	jw_close(rq->w, '}');
+	jw_end(rq->w);
+	return 0;
 }
 
 static int do_prefix_inject(const struct admin_req *rq)
 {
-	return kvmemd_prefix_inject(rq->d, rq->argc, rq->argv, rq->w);
+	char **argv = rq->argv;
+	uint64_t tenant, flips, seed = 0, pages, bits;
+	char *end;
+	int ret;
+
+	if (inject_off(rq))
+		return 0;
+	if ((rq->argc != 4 && rq->argc != 6) || strcmp(argv[2], "flips") ||
+	    (rq->argc == 6 && strcmp(argv[4], "seed")))
+		goto usage;
+	if (parse_tenant(argv[1], &tenant, rq->w))
+		return 0;
+	errno = 0;
+	flips = strtoull(argv[3], &end, 10);
+	if (*end || errno || !flips || flips > 8)
+		goto usage;
+	if (rq->argc == 6) {
+		seed = strtoull(argv[5], &end, 0);
+		if (*end || errno)
+			goto usage;
+	}
+	ret = kvmemd_prefix_inject(rq->d, tenant, (uint32_t)flips, seed, &pages,
+				   &bits);
+	if (ret) {
+		kvmemd_admin_error(rq->w, ret, "injection failed: %s",
+				   strerror(-ret));
+		return 0;
+	}
+	jw_open(rq->w, NULL, '{');
+	jw_u64(rq->w, "pages", pages);
+	jw_u64(rq->w, "bits", bits);
+	jw_close(rq->w, '}');
+	jw_end(rq->w);
+	return 0;
+usage:
+	kvmemd_admin_error(
+		rq->w, -EINVAL,
+		"usage: prefix-inject TENANT flips K [seed S], K 1..8");
+	return 0;
 }
 
 static int do_policy(const struct admin_req *rq)

@@ -15,6 +15,7 @@
 #include <syslog.h>
 #include <time.h>
 
+#include "kvmem/inject.h"
 #include "kvmem/kvmem.h"
 #include "kvmem/uapi.h"
 #include "config.h"
@@ -485,9 +486,6 @@ int kvmemd_admin(struct kvmemd *d, char *req, struct kvmemd_waiter *waiter,
 /* An error reply: {"error": message, "errno": @err}. */
 void kvmemd_admin_error(struct jw *w, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Parse a target from @argc words; an error reply in @w when it fails. */
-int kvmemd_admin_target(const struct kvmemd *d, int argc, char **argv,
-			struct kvmemd_target *t, struct jw *w);
 
 /* ---- ras.c: scrubber, error counters, events, injection --------------- */
 
@@ -522,11 +520,35 @@ void kvmemd_ras_reset(struct kvmemd *d);
 const char *kvmemd_ras_state(const struct kvmemd *d);
 void kvmemd_ras_status_json(const struct kvmemd *d, struct jw *w);
 void kvmemd_ras_stats_json(const struct kvmemd *d, struct jw *w);
-int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv,
-		     struct kvmemd_waiter *waiter, struct jw *w);
-int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w);
+/* The patrol on: 0, or -EINVAL with why (no rate and no cycle). */
+int kvmemd_ras_scrub_start(struct kvmemd *d, char *why, size_t len);
+void kvmemd_ras_scrub_stop(struct kvmemd *d);
+/* An on-demand pass over @t, its answer through @waiter: 0, or -EBUSY
+ * while another runs. */
+int kvmemd_ras_scrub_now(struct kvmemd *d, const struct kvmemd_target *t,
+			 struct kvmemd_waiter *waiter);
+/* The patrol's settings, state and passes, as a JSON object. */
+void kvmemd_ras_scrub_status(const struct kvmemd *d, struct jw *w);
+/* The events since @since (Unix time), the last @limit of them. */
+void kvmemd_ras_events(const struct kvmemd *d, double since,
+		       unsigned long limit, struct jw *w);
 int kvmemd_ras_errors(struct kvmemd *d, struct jw *w);
-int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w);
+/* What an injection does to every page it covers. */
+struct kvmemd_inject {
+	double ber; /* of the channel */
+	uint64_t seed;
+	int all; /* every bit of a page, not only the values' words */
+	struct kvmem_inject_params chan;
+	const char *spec; /* the channel as the admin named it */
+};
+/*
+ * kvmemd_ras_inject() - flip bits of every sealed page @t covers, through
+ * @in's channel; what was flipped, by codec, as a JSON object in @w
+ * Return: 0, or a negative errno (a channel no page's codec takes), with
+ * nothing flipped.
+ */
+int kvmemd_ras_inject(struct kvmemd *d, const struct kvmemd_target *t,
+		      const struct kvmemd_inject *in, struct jw *w);
 /* The adaptive patrol is short of scrub.target_ue_per_day at its fastest:
  * the archive tier takes released pages of any age (archive.c). */
 int kvmemd_ras_short_of(const struct kvmemd *d);
@@ -567,8 +589,13 @@ void kvmemd_archive_exit(struct kvmemd *d);
  */
 uint64_t kvmemd_archive_run(struct kvmemd *d, uint64_t now);
 void kvmemd_archive_stats_json(const struct kvmemd *d, struct jw *w);
-int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv,
-			struct kvmemd_waiter *waiter, struct jw *w);
+/*
+ * kvmemd_tier_offload() - move the released pages of @t to the store
+ * (kvmemd_tier_has_store() must say there is one), answered through
+ * @waiter when they are. Return: 0, or -EBUSY while another runs.
+ */
+int kvmemd_tier_offload(struct kvmemd *d, const struct kvmemd_target *t,
+			struct kvmemd_waiter *waiter);
 
 /* ---- prefix.c: published prefixes (prefix.h has the blocks) ---------- */
 
@@ -580,12 +607,18 @@ void kvmemd_prefix_trim(struct kvmemd *d);
  * would, CLOCK_MONOTONIC ns, or UINT64_MAX. */
 uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now);
 void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w);
-/* "prefixes [UID]": the counters, each tenant, and UID's blocks. */
-int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w);
-/* "prefix-drop UID [KEY]": UID's blocks, or those of KEY, go. */
-int kvmemd_prefix_drop(struct kvmemd *d, int argc, char **argv, struct jw *w);
-/* "prefix-inject UID flips K [seed S]" with scrub.allow_inject: K flips in
- * the first payload word of every page of UID's blocks. */
-int kvmemd_prefix_inject(struct kvmemd *d, int argc, char **argv, struct jw *w);
+/* The counters and each tenant, and with @tenant its blocks, as a JSON
+ * object ("prefixes [TENANT]"). */
+void kvmemd_prefix_list(struct kvmemd *d, const uint64_t *tenant, struct jw *w);
+/* @tenant's blocks, or with @key that one, go. Return: how many. */
+uint64_t kvmemd_prefix_drop(struct kvmemd *d, uint64_t tenant,
+			    const uint8_t *key);
+/*
+ * kvmemd_prefix_inject() - @flips flips in the first payload word of every
+ * page of @tenant's blocks, seeded by @seed
+ * Return: 0 with the pages and the bits flipped, or a negative errno.
+ */
+int kvmemd_prefix_inject(struct kvmemd *d, uint64_t tenant, uint32_t flips,
+			 uint64_t seed, uint64_t *pages, uint64_t *bits);
 
 #endif /* KVMEMD_H */

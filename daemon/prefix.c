@@ -904,34 +904,6 @@ static void key_hex(const uint8_t *key, char *buf)
 	buf[2 * KVMEM_PREFIX_KEY_BYTES] = '\0';
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static int key_parse(const char *s, uint8_t *key)
-{
-	size_t i;
-	int hi, lo;
-
-	if (strlen(s) != 2 * KVMEM_PREFIX_KEY_BYTES)
-		return -EINVAL;
-	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++) {
-		hi = hex_digit(s[2 * i]);
-		lo = hex_digit(s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return -EINVAL;
-		key[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return 0;
-}
-
 static void counters_json(struct jw *w, uint64_t hits, uint64_t misses,
 			  uint64_t published, uint64_t evicted,
 			  uint64_t expired, uint64_t damaged,
@@ -964,26 +936,6 @@ void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_close(w, '}');
 }
 
-/* A tenant as the admin wrote it, a uid or "@" and a gid: 0, or an error
- * reply in @w. */
-static int tenant_arg(const char *s, uint64_t *tenant, struct jw *w)
-{
-	const char *n = s + (*s == '@');
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(n, &end, 10);
-	if (*n < '0' || *n > '9' || *end || errno || v >= UINT32_MAX) {
-		kvmemd_admin_error(w, -EINVAL,
-				   "\"%s\" is neither a uid nor @ and a gid",
-				   s);
-		return -EINVAL;
-	}
-	*tenant = v | (*s == '@' ? KVMEMD_TENANT_GROUP : 0);
-	return 0;
-}
-
 /* The tenant's id as a member of a JSON object: "uid" or "gid". */
 static void tenant_json(struct jw *w, uint64_t tenant)
 {
@@ -991,7 +943,8 @@ static void tenant_json(struct jw *w, uint64_t tenant)
 	       (uint32_t)tenant);
 }
 
-int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
+void kvmemd_prefix_list(struct kvmemd *d, const uint64_t *tenant,
+			struct jw *w)
 {
 	struct kvmemd_prefixes *p = d->prefix;
 	const uint64_t now = kvmemd_now_ns();
@@ -999,14 +952,7 @@ int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	char hex[2 * KVMEM_PREFIX_KEY_BYTES + 1];
 	const struct tenant *t;
 	uint32_t i, n = 0;
-	uint64_t tenant = 0;
 
-	if (argc > 2) {
-		kvmemd_admin_error(w, -EINVAL, "usage: prefixes [TENANT]");
-		return 0;
-	}
-	if (argc == 2 && tenant_arg(argv[1], &tenant, w))
-		return 0;
 	jw_open(w, NULL, '{');
 	kvmemd_prefix_stats_json(d, w);
 	jw_open(w, "tenants", '[');
@@ -1022,8 +968,8 @@ int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');
-	if (argc == 2) {
-		t = tenant_find(p, tenant);
+	if (tenant) {
+		t = tenant_find(p, *tenant);
 		jw_open(w, "blocks", '[');
 		for (b = t ? t->head : NULL; b && n < LIST_MAX; b = b->next) {
 			key_hex(b->key, hex);
@@ -1045,35 +991,20 @@ int kvmemd_prefix_list(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	}
 	jw_close(w, '}');
 	jw_end(w);
-	return 0;
 }
 
-int kvmemd_prefix_drop(struct kvmemd *d, int argc, char **argv, struct jw *w)
+uint64_t kvmemd_prefix_drop(struct kvmemd *d, uint64_t tenant,
+			   const uint8_t *key)
 {
 	struct kvmemd_prefixes *p = d->prefix;
 	struct kvmemd_prefix_block *b, *next;
-	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
-	struct tenant *t;
-	uint64_t n = 0;
-	uint64_t tenant;
+	struct tenant *t = tenant_find(p, tenant);
 	char name[KVMEMD_TENANT_NAME_LEN];
+	uint64_t n = 0;
 
-	if (argc < 2 || argc > 3) {
-		kvmemd_admin_error(w, -EINVAL, "usage: prefix-drop TENANT [KEY]");
-		return 0;
-	}
-	if (tenant_arg(argv[1], &tenant, w))
-		return 0;
-	if (argc == 3 && key_parse(argv[2], key)) {
-		kvmemd_admin_error(w, -EINVAL,
-				   "a key is %d hexadecimal digits, not \"%s\"",
-				   2 * KVMEM_PREFIX_KEY_BYTES, argv[2]);
-		return 0;
-	}
-	t = tenant_find(p, tenant);
 	for (b = t ? t->head : NULL; b; b = next) {
 		next = b->next;
-		if (argc == 3 && memcmp(b->key, key, sizeof(key)))
+		if (key && memcmp(b->key, key, KVMEM_PREFIX_KEY_BYTES))
 			continue;
 		block_remove(p, t, b);
 		n++;
@@ -1085,80 +1016,42 @@ int kvmemd_prefix_drop(struct kvmemd *d, int argc, char **argv, struct jw *w)
 			   "prefix: %" PRIu64 " blocks of %s "
 			   "dropped by an admin",
 			   n, kvmemd_prefix_tenant_name(tenant, name));
-	jw_open(w, NULL, '{');
-	jw_u64(w, "dropped", n);
-	jw_close(w, '}');
-	jw_end(w);
-	return 0;
+	return n;
 }
 
-int kvmemd_prefix_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
+int kvmemd_prefix_inject(struct kvmemd *d, uint64_t tenant, uint32_t flips,
+			 uint64_t seed, uint64_t *pages, uint64_t *bits)
 {
 	struct kvmemd_prefixes *p = d->prefix;
-	struct kvmem_inject_report rep, total = { 0 };
+	struct kvmem_inject_report rep;
 	struct kvmem_inject_params ip;
 	struct kvmemd_prefix_block *b;
-	uint64_t flips, seed = 0, pages = 0;
-	struct tenant *t;
-	uint32_t l;
+	struct tenant *t = tenant_find(p, tenant);
 	char name[KVMEMD_TENANT_NAME_LEN];
-	uint64_t tenant;
-	char *end;
+	uint32_t l;
 	int ret;
 
-	if (!d->cfg.allow_inject) {
-		kvmemd_admin_error(
-			w, -EPERM,
-			"error injection is off (scrub.allow_inject)");
-		return 0;
-	}
-	if ((argc != 4 && argc != 6) || strcmp(argv[2], "flips") ||
-	    (argc == 6 && strcmp(argv[4], "seed")))
-		goto usage;
-	if (tenant_arg(argv[1], &tenant, w))
-		return 0;
-	errno = 0;
-	flips = strtoull(argv[3], &end, 10);
-	if (*end || errno || !flips || flips > 8)
-		goto usage;
-	if (argc == 6) {
-		seed = strtoull(argv[5], &end, 0);
-		if (*end || errno)
-			goto usage;
-	}
-	t = tenant_find(p, tenant);
+	*pages = *bits = 0;
 	for (b = t ? t->head : NULL; b; b = b->next)
 		for (l = 0; l < b->layers; l++) {
 			ret = kvmem_inject_params_for_codec(
-				&ip, b->layout.codec, 0, seed + pages);
+				&ip, b->layout.codec, 0, seed + *pages);
 			if (ret)
-				goto fail;
+				return ret;
 			ip.mode = KVMEM_INJECT_EXACT;
-			ip.k = (uint32_t)flips;
+			ip.k = flips;
 			memset(&rep, 0, sizeof(rep));
 			ret = kvmem_inject(b->data + (size_t)l * b->page_bytes +
 						   b->layout.k_off,
 					   1, &ip, &rep);
 			if (ret)
-				goto fail;
-			total.bits += rep.bits;
-			pages++;
+				return ret;
+			*bits += rep.bits;
+			(*pages)++;
 		}
 	kvmemd_log(LOG_WARNING,
 		   "prefix: injected %" PRIu64 " bit errors into %" PRIu64
 		   " published pages of %s",
-		   total.bits, pages, kvmemd_prefix_tenant_name(tenant, name));
-	jw_open(w, NULL, '{');
-	jw_u64(w, "pages", pages);
-	jw_u64(w, "bits", total.bits);
-	jw_close(w, '}');
-	jw_end(w);
-	return 0;
-fail:
-	kvmemd_admin_error(w, ret, "injection failed: %s", strerror(-ret));
-	return 0;
-usage:
-	kvmemd_admin_error(w, -EINVAL,
-			   "usage: prefix-inject TENANT flips K [seed S], K 1..8");
+		   *bits, *pages, kvmemd_prefix_tenant_name(tenant, name));
 	return 0;
 }

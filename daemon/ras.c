@@ -1863,7 +1863,7 @@ static void adapt_json(const struct kvmemd *d, struct jw *w)
 	jw_close(w, '}');
 }
 
-static void scrub_status(const struct kvmemd *d, struct jw *w)
+void kvmemd_ras_scrub_status(const struct kvmemd *d, struct jw *w)
 {
 	const struct kvmemd_ras *r = d->ras;
 	double rate = patrol_rate(d);
@@ -1892,102 +1892,44 @@ static void scrub_status(const struct kvmemd *d, struct jw *w)
 	jw_end(w);
 }
 
-static int set_policy(struct kvmemd *d, const char *key, const char *val,
-		      struct jw *w)
+int kvmemd_ras_scrub_start(struct kvmemd *d, char *why, size_t len)
 {
-	char err[256];
-	int ret = kvmemd_policy_set(d, key, val, err, sizeof(err));
-
-	if (ret)
-		kvmemd_admin_error(w, ret, "%s", err);
-	return ret;
+	if (!d->cfg.scrub_rate && !d->cfg.scrub_cycle) {
+		snprintf(why, len,
+			 "scrub.rate and scrub.cycle are 0: set a rate or a "
+			 "cycle first");
+		return -EINVAL;
+	}
+	d->ras->enabled = 1;
+	return 0;
 }
 
-/*
- * kvmemd_ras_scrub() - "scrub ..." from the admin socket
- *
- * Return: 0 with the reply in @w, or 1 when the reply comes later through
- * @waiter (an on-demand pass).
- */
-int kvmemd_ras_scrub(struct kvmemd *d, int argc, char **argv,
-		     struct kvmemd_waiter *waiter, struct jw *w)
+void kvmemd_ras_scrub_stop(struct kvmemd *d)
+{
+	d->ras->enabled = 0;
+	d->ras->patrol.active = 0;
+}
+
+int kvmemd_ras_scrub_now(struct kvmemd *d, const struct kvmemd_target *t,
+			 struct kvmemd_waiter *waiter)
 {
 	struct kvmemd_ras *r = d->ras;
-	struct kvmemd_target t;
 
-	if (argc < 2 || !strcmp(argv[1], "status")) {
-		if (argc > 2)
-			goto usage;
-	} else if (!strcmp(argv[1], "start") && argc == 2) {
-		if (!d->cfg.scrub_rate && !d->cfg.scrub_cycle) {
-			kvmemd_admin_error(w, -EINVAL,
-					   "scrub.rate and scrub.cycle are 0: "
-					   "set a rate or a cycle first");
-			return 0;
-		}
-		r->enabled = 1;
-	} else if (!strcmp(argv[1], "stop") && argc == 2) {
-		r->enabled = 0;
-		r->patrol.active = 0;
-	} else if (!strcmp(argv[1], "rate") && argc == 3) {
-		if (set_policy(d, "scrub.rate", argv[2], w))
-			return 0;
-	} else if (!strcmp(argv[1], "target") && argc == 3) {
-		if (set_policy(d, "scrub.target_ue_per_day", argv[2], w))
-			return 0;
-	} else if (!strcmp(argv[1], "cycle") && argc == 3) {
-		if (set_policy(d, "scrub.cycle", argv[2], w))
-			return 0;
-	} else if (!strcmp(argv[1], "now")) {
-		if (kvmemd_admin_target(d, argc - 2, argv + 2, &t, w))
-			return 0;
-		if (r->ondemand.active) {
-			kvmemd_admin_error(w, -EBUSY,
-					   "an on-demand scrub is running");
-			return 0;
-		}
-		pass_start(d, &r->ondemand, SRC_ONDEMAND, &t);
-		r->waiter = waiter;
-		return 1;
-	} else {
-		goto usage;
-	}
-	scrub_status(d, w);
-	return 0;
-usage:
-	kvmemd_admin_error(w, -EINVAL,
-			   "usage: scrub {status|start|stop|rate BYTES_PER_S|"
-			   "cycle SECONDS|target UE_PER_DAY|now [pool|session "
-			   "N|seq N S]}");
+	if (r->ondemand.active)
+		return -EBUSY;
+	pass_start(d, &r->ondemand, SRC_ONDEMAND, t);
+	r->waiter = waiter;
 	return 0;
 }
 
-int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w)
+void kvmemd_ras_events(const struct kvmemd *d, double since,
+		       unsigned long limit, struct jw *w)
 {
 	const struct kvmemd_ras *r = d->ras;
-	double since = 0;
-	unsigned long limit = 1000, skip;
 	const struct ras_event *e;
+	unsigned long skip;
 	uint32_t i, n = 0;
-	char *end;
-	int a;
 
-	for (a = 1; a < argc; a += 2) {
-		if (a + 1 >= argc)
-			goto usage;
-		errno = 0;
-		if (!strcmp(argv[a], "since")) {
-			since = strtod(argv[a + 1], &end);
-			if (*end || errno || !isfinite(since))
-				goto usage;
-		} else if (!strcmp(argv[a], "limit")) {
-			limit = strtoul(argv[a + 1], &end, 10);
-			if (*end || errno || argv[a + 1][0] == '-')
-				goto usage;
-		} else {
-			goto usage;
-		}
-	}
 	for (i = 0; i < r->ev_n; i++)
 		n += secs(r->ev[i].time_ns) >= since;
 	skip = n > limit ? n - limit : 0;
@@ -2024,11 +1966,6 @@ int kvmemd_ras_events(struct kvmemd *d, int argc, char **argv, struct jw *w)
 	jw_u64(w, "lost", r->ev_lost);
 	jw_close(w, '}');
 	jw_end(w);
-	return 0;
-usage:
-	kvmemd_admin_error(w, -EINVAL,
-			   "usage: events [since UNIX_TIME] [limit N]");
-	return 0;
 }
 
 /* Which (pool, tier, codec) a live session can produce errors in. */
@@ -2205,10 +2142,12 @@ static void flips_json(struct jw *w, const struct kvmem_inject_report *rep)
 
 /* inject_slot() on every page of @t; @sum NULL: a dry run. */
 static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
-		       double ber, uint64_t seed, int all,
-		       const struct kvmem_inject_params *chan,
-		       struct inject_sum *sum)
+		       const struct kvmemd_inject *in, struct inject_sum *sum)
 {
+	const double ber = in->ber;
+	const uint64_t seed = in->seed;
+	const int all = in->all;
+	const struct kvmem_inject_params *chan = &in->chan;
 	struct kvmemd_session *s;
 	uint32_t u;
 	int ret;
@@ -2249,66 +2188,20 @@ static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
 	return 0;
 }
 
-int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
+int kvmemd_ras_inject(struct kvmemd *d, const struct kvmemd_target *t,
+		      const struct kvmemd_inject *in, struct jw *w)
 {
 	struct inject_sum sum = { 0 };
 	struct kvmem_inject_report total = { 0 };
-	struct kvmem_inject_params chan = { .mode = KVMEM_INJECT_BSC };
-	struct kvmemd_target t;
-	const char *spec = "bsc";
-	double ber = -1;
-	uint64_t seed = 0;
-	int i, n, all = 0, ret;
-	char *end;
+	int i, n, ret;
 
-	if (!d->cfg.allow_inject) {
-		kvmemd_admin_error(
-			w, -EPERM,
-			"error injection is off (scrub.allow_inject)");
-		return 0;
-	}
-	for (n = 1;
-	     n < argc && strcmp(argv[n], "ber") && strcmp(argv[n], "channel");
-	     n++)
-		;
-	if (kvmemd_admin_target(d, n - 1, argv + 1, &t, w))
-		return 0;
-	for (i = n; i < argc; i++) {
-		errno = 0;
-		if (!strcmp(argv[i], "ber") && i + 1 < argc) {
-			ber = strtod(argv[++i], &end);
-			if (*end || errno || !(ber >= 0 && ber <= 1))
-				goto usage;
-		} else if (!strcmp(argv[i], "seed") && i + 1 < argc) {
-			seed = strtoull(argv[++i], &end, 0);
-			if (*end || errno)
-				goto usage;
-		} else if (!strcmp(argv[i], "all")) {
-			all = 1;
-		} else if (!strcmp(argv[i], "channel") && i + 1 < argc) {
-			spec = argv[++i];
-			if (kvmem_inject_parse(&chan, spec)) {
-				kvmemd_admin_error(
-					w, -EINVAL,
-					"channel %.64s: want bsc, exact:K, "
-					"burst:K, byte:K, adjacent:K, "
-					"line[:BYTES] or column:ROW",
-					spec);
-				return 0;
-			}
-		} else {
-			goto usage;
-		}
-	}
-	if (ber < 0)
-		goto usage;
 	/* Every page the target covers takes the channel, or none does:
 	 * a K too large for one of their codecs is refused up front. */
-	ret = inject_walk(d, &t, ber, seed, all, &chan, NULL);
+	ret = inject_walk(d, t, in, NULL);
 	if (!ret)
-		ret = inject_walk(d, &t, ber, seed, all, &chan, &sum);
+		ret = inject_walk(d, t, in, &sum);
 	if (ret)
-		goto fail;
+		return ret;
 	jw_open(w, NULL, '{');
 	jw_u64(w, "pages", sum.pages);
 	for (i = 0; i < KVMEM_CODEC_NR; i++) {
@@ -2334,15 +2227,7 @@ int kvmemd_ras_inject(struct kvmemd *d, int argc, char **argv, struct jw *w)
 		   "injected %llu bit errors into %llu pages (channel %s, ber "
 		   "%g, seed %llu)",
 		   (unsigned long long)total.bits,
-		   (unsigned long long)sum.pages, spec, ber,
-		   (unsigned long long)seed);
-	return 0;
-fail:
-	kvmemd_admin_error(w, ret, "injection failed: %s", strerror(-ret));
-	return 0;
-usage:
-	kvmemd_admin_error(w, -EINVAL,
-			   "usage: inject (pool|session N|seq N S) ber P "
-			   "[seed S] [all] [channel SPEC]");
+		   (unsigned long long)sum.pages, in->spec, in->ber,
+		   (unsigned long long)in->seed);
 	return 0;
 }

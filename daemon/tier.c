@@ -1204,37 +1204,27 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 	return next;
 }
 
-int kvmemd_tier_offload(struct kvmemd *d, int argc, char **argv,
-			struct kvmemd_waiter *waiter, struct jw *w)
+int kvmemd_tier_offload(struct kvmemd *d, const struct kvmemd_target *tg,
+			struct kvmemd_waiter *waiter)
 {
 	struct kvmemd_tier *t = d->tier;
 	struct kvmemd_session *s;
-	struct kvmemd_target tg;
 	uint32_t gen;
 
-	if (!kvmemd_tier_has_store(d)) {
-		kvmemd_admin_error(w, -EOPNOTSUPP,
-				   "no backing store (set store.path)");
-		return 0;
-	}
-	if (kvmemd_admin_target(d, argc - 1, argv + 1, &tg, w))
-		return 0;
-	if (t->cmd.active) {
-		kvmemd_admin_error(w, -EBUSY, "an offload is running");
-		return 0;
-	}
+	if (t->cmd.active)
+		return -EBUSY;
 	gen = t->cmd.gen + 1 ? t->cmd.gen + 1 : 1;
 	memset(&t->cmd, 0, sizeof(t->cmd));
 	t->cmd.gen = gen;
 	t->cmd.active = 1;
 	t->cmd.waiter = waiter;
-	t->cmd.t = tg;
+	t->cmd.t = *tg;
 	t->cmd.started = kvmemd_now_ns();
 	for (s = d->sessions; s; s = s->next) {
 		s->cmd_done = 0;
 		s->vpos = s->nvictims; /* a fresh order for the target */
 	}
-	return 1;
+	return 0;
 }
 
 void kvmemd_tier_forget(struct kvmemd *d, struct kvmemd_waiter *waiter)
