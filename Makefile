@@ -82,7 +82,7 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench.c tools/bench-codec.c \
 	      tools/bench-ber.c tools/bench-attend.c tools/bench-attend-gpu.c \
 	      tools/bench-ring.c tools/bench-fill.c tools/bench-offload.c \
 	      tools/bench-attach.c tools/bench-archive.c tools/bench-prefix.c \
-	      tools/bench-hangup.c tools/json.c
+	      tools/bench-hangup.c tools/json.c tools/own-kvmemd.c
 
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \

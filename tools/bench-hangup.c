@@ -60,6 +60,7 @@
 #include "kvmem/uapi.h"
 #include "bench.h"
 #include "json.h"
+#include "own-kvmemd.h"
 
 #define DEFAULT_HELLOS 30u
 #define MAX_HELLOS 10000u
@@ -691,7 +692,7 @@ static void window_lat(struct window *w, struct lat *l)
 }
 
 static void print_json(const struct hangup_cfg *cfg,
-		       const struct bench_kvmemd *own, const struct results *x)
+		       const struct own_kvmemd *own, const struct results *x)
 {
 	const struct lat *b = &x->base, *a = &x->attack;
 
@@ -744,7 +745,7 @@ static void row(const char *name, double base, double attack)
 }
 
 static void print_table(const struct hangup_cfg *cfg,
-			const struct bench_kvmemd *own, const char *where,
+			const struct own_kvmemd *own, const char *where,
 			const struct results *x)
 {
 	const struct lat *b = &x->base, *a = &x->attack;
@@ -859,7 +860,7 @@ static int run_hangup(int argc, char **argv)
 	char set[3][64], where[PATH_MAX + 64];
 	const char *const settings[] = { set[0], set[1], set[2], NULL };
 	const char *sock, *admin;
-	struct bench_kvmemd own = { .cpu = -1, .peer_cpu = -1 };
+	struct own_kvmemd own = { .cpu = -1, .peer_cpu = -1 };
 	struct kvmem_cache *c = NULL;
 	struct results x = { 0 };
 	struct window w = { 0 };
@@ -886,8 +887,7 @@ static int run_hangup(int argc, char **argv)
 			 (unsigned long long)cfg.quota);
 		snprintf(set[2], sizeof(set[2]),
 			 "pool.session_default_bytes=%llu", POLITE_QUOTA);
-		ret = bench_kvmemd_start(&own, cfg.kvmemd, !cfg.no_pin,
-					 settings);
+		ret = own_kvmemd_start(&own, cfg.kvmemd, !cfg.no_pin, settings);
 		if (ret)
 			goto out;
 		sock = own.sock;
@@ -901,14 +901,14 @@ static int run_hangup(int argc, char **argv)
 	ret = attacker_start(&cfg, sock, &pid, &ctl);
 	if (ret)
 		goto out;
-	ret = bench_kvmemd_connect(sock, cfg.connect ? NULL : &own, &g, &o, &c);
+	ret = own_kvmemd_connect(sock, cfg.connect ? NULL : &own, &g, &o, &c);
 	if (ret)
 		attacker_end(pid, ctl, NULL);
 	else
 		ret = measure(c, admin, pid, ctl, &w, &x);
 out:
 	kvmem_close(c);
-	if (!cfg.connect && bench_kvmemd_stop(&own, ret))
+	if (!cfg.connect && own_kvmemd_stop(&own, ret))
 		ret = -EIO;
 	free(w.nop);
 	free(w.status);

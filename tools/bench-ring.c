@@ -47,6 +47,7 @@
 
 #include "kvmem/kvmem.h"
 #include "bench.h"
+#include "own-kvmemd.h"
 
 #define DEFAULT_OPS 1500000u
 #define MAX_OPS 100000000u
@@ -160,7 +161,7 @@ static int parse_cfg(int argc, char **argv, struct ring_cfg *cfg)
 /* ---- the daemon ------------------------------------------------------- */
 
 /* Attach, with a ring that holds a round. */
-static int ring_attach(const char *sock, struct bench_kvmemd *d,
+static int ring_attach(const char *sock, struct own_kvmemd *d,
 		       struct kvmem_cache **c, uint32_t batch)
 {
 	struct kvmem_geometry g = { .layers = 1,
@@ -172,7 +173,7 @@ static int ring_attach(const char *sock, struct bench_kvmemd *d,
 	/* Room for a round; the CQ (twice the SQ) never fills. */
 	for (o.sq_entries = 1; o.sq_entries < batch; o.sq_entries <<= 1)
 		;
-	return bench_kvmemd_connect(sock, d, &g, &o, c);
+	return own_kvmemd_connect(sock, d, &g, &o, c);
 }
 
 /* ---- the ring --------------------------------------------------------- */
@@ -373,9 +374,8 @@ struct results {
 	struct rate sock, nop_b, nop_u, alloc_b, alloc_u;
 };
 
-static void print_json(const struct ring_cfg *cfg,
-		       const struct bench_kvmemd *own, uint64_t unbatched,
-		       const struct results *x)
+static void print_json(const struct ring_cfg *cfg, const struct own_kvmemd *own,
+		       uint64_t unbatched, const struct results *x)
 {
 	const double s = x->sock.ops_s;
 
@@ -400,7 +400,7 @@ static void print_json(const struct ring_cfg *cfg,
 }
 
 static void print_table(const struct ring_cfg *cfg,
-			const struct bench_kvmemd *own, const char *where,
+			const struct own_kvmemd *own, const char *where,
 			uint64_t unbatched, const struct results *x)
 {
 	const double s = x->sock.ops_s;
@@ -488,7 +488,7 @@ static int run_ring(int argc, char **argv)
 		.ops = DEFAULT_OPS,
 		.batch = DEFAULT_BATCH,
 	};
-	struct bench_kvmemd own = { .cpu = -1, .peer_cpu = -1 };
+	struct own_kvmemd own = { .cpu = -1, .peer_cpu = -1 };
 	struct results x = { 0 };
 	struct ring r = { 0 };
 	const char *env = getenv("KVMEM_SOCKET");
@@ -511,7 +511,7 @@ static int run_ring(int argc, char **argv)
 		sock = env;
 	} else {
 		started = 1;
-		ret = bench_kvmemd_start(&own, cfg.kvmemd, !cfg.no_pin, NULL);
+		ret = own_kvmemd_start(&own, cfg.kvmemd, !cfg.no_pin, NULL);
 		if (ret)
 			goto out;
 		sock = own.sock;
@@ -532,7 +532,7 @@ static int run_ring(int argc, char **argv)
 	ret = measure(&r, &cfg, nu, lat, &x);
 out:
 	kvmem_close(r.c);
-	if (started && bench_kvmemd_stop(&own, ret))
+	if (started && own_kvmemd_stop(&own, ret))
 		ret = -EIO;
 	free(lat);
 	if (ret)

@@ -2,18 +2,13 @@
  * bench.c - what the kvmem-bench subcommands share (bench.h)
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/wait.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,9 +17,6 @@
 #include "kvmem/kvmem.h"
 #include "kvmem/quant.h"
 #include "rng.h"
-
-#define START_WAIT_MS 10000
-#define STOP_WAIT_MS 5000
 
 float bench_rnd_unit(struct kvmem_rng *r)
 {
@@ -251,7 +243,7 @@ int bench_parse_codec(const char *arg, int *out)
 	return 0;
 }
 
-/* ---- a kvmemd of the benchmark's own ---------------------------------- */
+/* ---- processes and kvmemd's admin socket ----------------------------- */
 
 void bench_sleep_ms(long ms)
 {
@@ -259,233 +251,6 @@ void bench_sleep_ms(long ms)
 			       .tv_nsec = ms % 1000 * 1000000 };
 
 	nanosleep(&ts, NULL);
-}
-
-/* The first two CPUs this process may use, or -1 and -1. */
-static void pick_cpus(int *cpu, int *peer_cpu)
-{
-	cpu_set_t set;
-	int i, n = 0;
-
-	*cpu = *peer_cpu = -1;
-	if (sched_getaffinity(0, sizeof(set), &set))
-		return;
-	for (i = 0; i < CPU_SETSIZE && n < 2; i++) {
-		if (!CPU_ISSET(i, &set))
-			continue;
-		if (n++)
-			*peer_cpu = i;
-		else
-			*cpu = i;
-	}
-	if (n < 2)
-		*cpu = -1;
-}
-
-/* Run the calling process on @cpu only (-1: leave it). */
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return 0;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
-}
-
-/* --kvmemd, $KVMEMD, or where the build puts it next to this program. */
-static int kvmemd_path(const char *opt, char *buf, size_t len)
-{
-	const char *env = getenv("KVMEMD");
-	char exe[PATH_MAX];
-	char *slash;
-	ssize_t n;
-	int w;
-
-	if (opt) {
-		w = snprintf(buf, len, "%s", opt);
-	} else if (env && *env) {
-		w = snprintf(buf, len, "%s", env);
-	} else {
-		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n < 0)
-			return -errno;
-		exe[n] = 0;
-		slash = strrchr(exe, '/');
-		if (!slash)
-			return -ENOENT;
-		*slash = 0;
-		w = snprintf(buf, len, "%s/../daemon/kvmemd", exe);
-	}
-	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	if (remove(path))
-		fprintf(stderr, "kvmem-bench: cannot remove %s: %s\n", path,
-			strerror(errno));
-	return 0;
-}
-
-static void dump_log(const struct bench_kvmemd *d)
-{
-	char path[PATH_MAX + 16], line[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/kvmemd.log", d->dir);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	fprintf(stderr, "kvmem-bench: kvmemd's log:\n");
-	while (fgets(line, sizeof(line), f))
-		fprintf(stderr, "  %s", line);
-	fclose(f);
-}
-
-int bench_kvmemd_start(struct bench_kvmemd *d, const char *path, int pin_cpus,
-		       const char *const *set)
-{
-	const char *tmp = getenv("TMPDIR");
-	char bin[PATH_MAX];
-	/* bin, -f, -c, -s, -a, -d and their arguments, -o and theirs, NULL */
-	const char *argv[11 + 2 * BENCH_KVMEMD_MAX_SET];
-	char state[PATH_MAX + 8], log[PATH_MAX + 16];
-	pid_t parent = getpid();
-	int ret, w, fd, null, n, argc = 0;
-
-	for (n = 0; set && set[n]; n++)
-		;
-	if (n > BENCH_KVMEMD_MAX_SET) {
-		fprintf(stderr, "kvmem-bench: %d kvmemd settings, at most %d\n",
-			n, BENCH_KVMEMD_MAX_SET);
-		return -E2BIG;
-	}
-	ret = kvmemd_path(path, bin, sizeof(bin));
-	if (ret) {
-		fprintf(stderr, "kvmem-bench: where is kvmemd: %s\n",
-			strerror(-ret));
-		return ret;
-	}
-	if (access(bin, X_OK)) {
-		ret = -errno;
-		fprintf(stderr,
-			"kvmem-bench: no kvmemd to start at %s: %s "
-			"(--kvmemd, $KVMEMD; or --connect to a running one)\n",
-			bin, strerror(-ret));
-		return ret;
-	}
-	snprintf(d->dir, sizeof(d->dir), "%s/kvmem-bench-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(d->dir)) {
-		ret = -errno;
-		fprintf(stderr, "kvmem-bench: mkdtemp %s: %s\n", d->dir,
-			strerror(-ret));
-		d->dir[0] = 0;
-		return ret;
-	}
-	w = snprintf(d->sock, sizeof(d->sock), "%s/k.sock", d->dir);
-	if (w < 0 || (size_t)w >= sizeof(d->sock) ||
-	    (size_t)snprintf(d->admin, sizeof(d->admin), "%s/a.sock", d->dir) >=
-		    sizeof(d->admin)) {
-		fprintf(stderr,
-			"kvmem-bench: %s is too long a directory for a "
-			"socket; set TMPDIR to a shorter one\n",
-			d->dir);
-		return -ENAMETOOLONG;
-	}
-	snprintf(state, sizeof(state), "%s/state", d->dir);
-	snprintf(log, sizeof(log), "%s/kvmemd.log", d->dir);
-	argv[argc++] = bin;
-	argv[argc++] = "-f";
-	argv[argc++] = "-c";
-	argv[argc++] = "/dev/null";
-	argv[argc++] = "-s";
-	argv[argc++] = d->sock;
-	argv[argc++] = "-a";
-	argv[argc++] = d->admin;
-	argv[argc++] = "-d";
-	argv[argc++] = state;
-	for (; set && *set; set++) {
-		argv[argc++] = "-o";
-		argv[argc++] = *set;
-	}
-	argv[argc] = NULL;
-	d->cpu = d->peer_cpu = -1;
-	if (pin_cpus)
-		pick_cpus(&d->cpu, &d->peer_cpu);
-
-	fflush(NULL);
-	d->pid = fork();
-	if (d->pid < 0) {
-		ret = -errno;
-		d->pid = 0;
-		fprintf(stderr, "kvmem-bench: fork: %s\n", strerror(-ret));
-		return ret;
-	}
-	if (!d->pid) {
-		/* Never outlive the benchmark, even when it is killed. */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
-			_exit(127);
-		null = open("/dev/null", O_RDONLY);
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (null < 0 || fd < 0 || dup2(null, 0) < 0 ||
-		    dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-			_exit(127);
-		ret = pin(d->peer_cpu);
-		if (ret) {
-			fprintf(stderr, "pinning to CPU %d: %s\n", d->peer_cpu,
-				strerror(-ret));
-			_exit(127);
-		}
-		execv(bin, (char *const *)argv);
-		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
-	}
-	ret = pin(d->cpu);
-	if (ret)
-		fprintf(stderr, "kvmem-bench: pinning to CPU %d: %s\n", d->cpu,
-			strerror(-ret));
-	return ret;
-}
-
-int bench_kvmemd_connect(const char *sock, struct bench_kvmemd *d,
-			 const struct kvmem_geometry *g,
-			 const struct kvmem_connect_opts *o,
-			 struct kvmem_cache **c)
-{
-	uint64_t end = bench_now_ns() + START_WAIT_MS * 1000000ull;
-	int ret;
-
-	for (;;) {
-		ret = kvmem_connect(sock, g, o, c);
-		if (!d || (ret != -ENOENT && ret != -ECONNREFUSED))
-			break;
-		if (waitpid(d->pid, &d->status, WNOHANG) == d->pid) {
-			d->pid = 0;
-			fprintf(stderr, "kvmem-bench: kvmemd exited before "
-					"it listened\n");
-			return -ECHILD;
-		}
-		if (bench_now_ns() >= end) {
-			fprintf(stderr,
-				"kvmem-bench: kvmemd did not listen at %s "
-				"within %d s\n",
-				sock, START_WAIT_MS / 1000);
-			return -ETIMEDOUT;
-		}
-		bench_sleep_ms(10);
-	}
-	if (ret)
-		fprintf(stderr, "kvmem-bench: %s\n",
-			*kvmem_connect_error() ? kvmem_connect_error()
-					       : kvmem_strerror(ret));
-	return ret;
 }
 
 int bench_fork_pair(pid_t *pid, int *fd)
@@ -510,47 +275,6 @@ int bench_fork_pair(pid_t *pid, int *fd)
 	close(sv[*pid ? 1 : 0]);
 	*fd = sv[*pid ? 0 : 1];
 	return 0;
-}
-
-int bench_kvmemd_stop(struct bench_kvmemd *d, int failed)
-{
-	pid_t got = 0;
-	int ret = 0, waited;
-
-	if (d->pid) {
-		kill(d->pid, SIGTERM);
-		for (waited = 0; waited < STOP_WAIT_MS; waited += 10) {
-			got = waitpid(d->pid, &d->status, WNOHANG);
-			if (got)
-				break;
-			bench_sleep_ms(10);
-		}
-		if (!got) {
-			fprintf(stderr,
-				"kvmem-bench: kvmemd did not stop within %d s, "
-				"killed\n",
-				STOP_WAIT_MS / 1000);
-			kill(d->pid, SIGKILL);
-			waitpid(d->pid, &d->status, 0);
-			ret = -EIO;
-		}
-		d->pid = 0;
-	}
-	if (!ret && WIFSIGNALED(d->status)) {
-		fprintf(stderr, "kvmem-bench: kvmemd died of signal %d\n",
-			WTERMSIG(d->status));
-		ret = -EIO;
-	} else if (!ret && WEXITSTATUS(d->status)) {
-		fprintf(stderr, "kvmem-bench: kvmemd exited with status %d\n",
-			WEXITSTATUS(d->status));
-		ret = -EIO;
-	}
-	if (!d->dir[0])
-		return ret;
-	if (ret || failed)
-		dump_log(d);
-	nftw(d->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-	return ret;
 }
 
 int bench_admin(const char *path, const char *req, char *out, size_t len,

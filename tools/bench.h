@@ -4,11 +4,9 @@
 #ifndef KVMEM_BENCH_H
 #define KVMEM_BENCH_H
 
-#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <sys/un.h>
 
 struct bench_cmd {
 	const char *name;
@@ -76,67 +74,15 @@ int bench_parse_size(const char *opt, const char *arg, uint64_t min,
 int bench_parse_format(const char *arg, int *out);
 int bench_parse_codec(const char *arg, int *out);
 
-/* ---- a kvmemd of the benchmark's own ---------------------------------- */
-
-/* A kvmemd a benchmark started. */
-struct bench_kvmemd {
-	pid_t pid; /* 0 once reaped */
-	int status; /* its wait status, once reaped */
-	char dir[PATH_MAX];
-	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char admin[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	/* the CPUs of this program and of the daemon; -1: not pinned */
-	int cpu, peer_cpu;
-};
-
-/* Settings bench_kvmemd_start() passes on, at the most. */
-#define BENCH_KVMEMD_MAX_SET 8
+/* ---- processes and kvmemd's admin socket ----------------------------- */
 
 void bench_sleep_ms(long ms);
-/*
- * bench_kvmemd_start() - start kvmemd in a fresh temporary directory
- * @d: receives the process, the directory, the socket paths and the CPUs
- * @path: the kvmemd binary (--kvmemd), or NULL: $KVMEMD, else
- *        ../daemon/kvmemd next to this program's directory (the build
- *        tree's layout)
- * @pin_cpus: with two CPUs or more to run on, run this process on the
- *            first of them and the daemon on the second (a polling
- *            daemon and its client on one CPU wait for each other's spin
- *            to run out)
- * @set: NULL, or "SECTION.KEY=VALUE" settings (at most
- *       BENCH_KVMEMD_MAX_SET) ending in NULL, each passed as -o
- *
- * Foreground, an empty configuration otherwise, its sockets and state in
- * the directory (under $TMPDIR, else /tmp), its output in kvmemd.log
- * there. It gets SIGKILL when this process dies. Says what failed on
- * stderr. Return: 0 or a negative errno; bench_kvmemd_stop() cleans up
- * either way.
- */
-int bench_kvmemd_start(struct bench_kvmemd *d, const char *path, int pin_cpus,
-		       const char *const *set);
-struct kvmem_connect_opts;
-struct kvmem_cache;
-/*
- * kvmem_connect() to @sock, retrying while @d, a kvmemd started here (NULL:
- * a running one), is not listening yet. Says what failed on stderr.
- */
-int bench_kvmemd_connect(const char *sock, struct bench_kvmemd *d,
-			 const struct kvmem_geometry *g,
-			 const struct kvmem_connect_opts *o,
-			 struct kvmem_cache **c);
 /*
  * Fork a child joined to this process by a SOCK_SEQPACKET socket pair:
  * *@pid is 0 in the child, and *@fd is each side's end. Says what failed on
  * stderr. Return: 0 or a negative errno.
  */
 int bench_fork_pair(pid_t *pid, int *fd);
-/*
- * SIGTERM, wait (SIGKILL after 5 s), remove the directory; the daemon's
- * log goes to stderr first when the run @failed or the daemon did.
- * Return: 0 when the daemon exited with status 0, else -EIO.
- */
-int bench_kvmemd_stop(struct bench_kvmemd *d, int failed);
-
 /*
  * bench_admin() - one request on the admin socket at @path
  * @req: the request, "status" for one
