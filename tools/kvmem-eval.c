@@ -1397,16 +1397,115 @@ static void print_header(const struct args *a, const struct model *m,
 	       "detected", a->archive_age ? "   bits/v  archived" : "");
 }
 
+/* The results, as a table or as JSON. */
+static void print_results(const struct args *a, const struct model *m,
+			  const struct result *res)
+{
+	struct cache geo;
+	int mi, bi, si, first = 1;
+
+	if (a->json) {
+		printf("[");
+		for (mi = 0; mi < a->nmodes; mi++)
+			for (bi = 0; bi < a->nber; bi++)
+				for (si = 0; si < a->nseeds; si++) {
+					const struct result *r =
+						&res[((size_t)mi * a->nber +
+						      bi) * a->nseeds +
+						     si];
+
+					printf("%s\n{\"mode\": \"%s\", \"ber\": "
+					       "%g, \"seed\": %llu, \"ppl\": "
+					       "%.6f, \"kl\": %.8f, \"top1\": "
+					       "%.6f, \"top5\": %.6f, "
+					       "\"corrected\": %llu, "
+					       "\"detected\": %llu, "
+					       "\"bits_flipped\": %llu, "
+					       "\"channel\": \"%s\", "
+					       "\"payload_only\": %s, "
+					       "\"int8_scores\": %s, "
+					       "\"bits_per_value\": %.4f, "
+					       "\"archived_pages\": %llu}",
+					       first ? "" : ",",
+					       modes[a->modes[mi]].name,
+					       a->ber[bi],
+					       (unsigned long long)a->seeds[si],
+					       r->ppl, r->kl, r->top1, r->top5,
+					       (unsigned long long)r->corrected,
+					       (unsigned long long)r->detected,
+					       (unsigned long long)
+						       r->bits_flipped,
+					       a->channel,
+					       a->payload_only ? "true"
+							       : "false",
+					       a->int8_scores ? "true"
+							      : "false",
+					       r->bits_per_value,
+					       (unsigned long long)r->archived);
+					first = 0;
+				}
+		printf("\n]\n");
+	} else {
+		struct run_opts o = { .page_tokens = (uint32_t)a->page_tokens,
+				      .sink_tokens = (uint32_t)a->sink };
+
+		cache_open(&geo, m, &modes[3], &o);
+		print_header(a, m, &geo);
+		cache_close(&geo);
+		for (mi = 0; mi < a->nmodes; mi++)
+			for (bi = 0; bi < a->nber; bi++) {
+				const struct result *r =
+					&res[((size_t)mi * a->nber + bi) *
+					     a->nseeds];
+				double v[4][2], x[4][MAX_LIST], corr = 0;
+				double det = 0, bits = 0, arch = 0;
+				int k;
+
+				for (si = 0; si < a->nseeds; si++) {
+					x[0][si] = r[si].ppl;
+					x[1][si] = r[si].kl;
+					x[2][si] = r[si].top1;
+					x[3][si] = r[si].top5;
+					corr += (double)r[si].corrected;
+					det += (double)r[si].detected;
+					bits += r[si].bits_per_value;
+					arch += (double)r[si].archived;
+				}
+				for (k = 0; k < 4; k++)
+					mean_ci(x[k], a->nseeds, &v[k][0],
+						&v[k][1]);
+				printf("%-16s %7g %8.3f +-%5.3f %9.5f +-%6.5f "
+				       "%6.3f +-%5.3f %6.3f +-%5.3f %10.0f "
+				       "%9.0f",
+				       modes[a->modes[mi]].name, a->ber[bi],
+				       v[0][0], v[0][1], v[1][0], v[1][1],
+				       v[2][0], v[2][1], v[3][0], v[3][1],
+				       corr / a->nseeds, det / a->nseeds);
+				if (a->archive_age)
+					printf(" %9.3f %9.1f", bits / a->nseeds,
+					       arch / a->nseeds);
+				printf("\n");
+			}
+		printf("\ncorrected, detected: codewords per run that a scrub "
+		       "would correct, and could\nnot (mean over seeds); ppl "
+		       "and KL are of the teacher-forced reference stream.\n");
+		if (a->archive_age)
+			printf("bits/v: bits a value of the sealed pages takes "
+			       "at the end, scales and\nheaders included; "
+			       "archived: pages re-encoded in a run (means "
+			       "over seeds).\n");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct args a;
 	struct model m;
 	struct state s = { 0 };
 	struct result *res = NULL;
-	struct cache geo;
 	double *lsm = NULL, *lsr = NULL;
 	float *ref = NULL;
-	int *tok = NULL, ret, mi, bi, si, first = 1;
+	int *tok = NULL, ret, mi, bi, si;
 
 	ret = parse_args(argc, argv, &a);
 	if (ret)
@@ -1473,96 +1572,7 @@ int main(int argc, char **argv)
 				}
 			}
 
-	if (a.json) {
-		printf("[");
-		for (mi = 0; mi < a.nmodes; mi++)
-			for (bi = 0; bi < a.nber; bi++)
-				for (si = 0; si < a.nseeds; si++) {
-					const struct result *r =
-						&res[((size_t)mi * a.nber +
-						      bi) * a.nseeds +
-						     si];
-
-					printf("%s\n{\"mode\": \"%s\", \"ber\": "
-					       "%g, \"seed\": %llu, \"ppl\": "
-					       "%.6f, \"kl\": %.8f, \"top1\": "
-					       "%.6f, \"top5\": %.6f, "
-					       "\"corrected\": %llu, "
-					       "\"detected\": %llu, "
-					       "\"bits_flipped\": %llu, "
-					       "\"channel\": \"%s\", "
-					       "\"payload_only\": %s, "
-					       "\"int8_scores\": %s, "
-					       "\"bits_per_value\": %.4f, "
-					       "\"archived_pages\": %llu}",
-					       first ? "" : ",",
-					       modes[a.modes[mi]].name,
-					       a.ber[bi],
-					       (unsigned long long)a.seeds[si],
-					       r->ppl, r->kl, r->top1, r->top5,
-					       (unsigned long long)r->corrected,
-					       (unsigned long long)r->detected,
-					       (unsigned long long)
-						       r->bits_flipped,
-					       a.channel,
-					       a.payload_only ? "true"
-							      : "false",
-					       a.int8_scores ? "true" : "false",
-					       r->bits_per_value,
-					       (unsigned long long)r->archived);
-					first = 0;
-				}
-		printf("\n]\n");
-	} else {
-		struct run_opts o = { .page_tokens = (uint32_t)a.page_tokens,
-				      .sink_tokens = (uint32_t)a.sink };
-
-		cache_open(&geo, &m, &modes[3], &o);
-		print_header(&a, &m, &geo);
-		cache_close(&geo);
-		for (mi = 0; mi < a.nmodes; mi++)
-			for (bi = 0; bi < a.nber; bi++) {
-				const struct result *r =
-					&res[((size_t)mi * a.nber + bi) *
-					     a.nseeds];
-				double v[4][2], x[4][MAX_LIST], corr = 0;
-				double det = 0, bits = 0, arch = 0;
-				int k;
-
-				for (si = 0; si < a.nseeds; si++) {
-					x[0][si] = r[si].ppl;
-					x[1][si] = r[si].kl;
-					x[2][si] = r[si].top1;
-					x[3][si] = r[si].top5;
-					corr += (double)r[si].corrected;
-					det += (double)r[si].detected;
-					bits += r[si].bits_per_value;
-					arch += (double)r[si].archived;
-				}
-				for (k = 0; k < 4; k++)
-					mean_ci(x[k], a.nseeds, &v[k][0],
-						&v[k][1]);
-				printf("%-16s %7g %8.3f +-%5.3f %9.5f +-%6.5f "
-				       "%6.3f +-%5.3f %6.3f +-%5.3f %10.0f "
-				       "%9.0f",
-				       modes[a.modes[mi]].name, a.ber[bi],
-				       v[0][0], v[0][1], v[1][0], v[1][1],
-				       v[2][0], v[2][1], v[3][0], v[3][1],
-				       corr / a.nseeds, det / a.nseeds);
-				if (a.archive_age)
-					printf(" %9.3f %9.1f", bits / a.nseeds,
-					       arch / a.nseeds);
-				printf("\n");
-			}
-		printf("\ncorrected, detected: codewords per run that a scrub "
-		       "would correct, and could\nnot (mean over seeds); ppl "
-		       "and KL are of the teacher-forced reference stream.\n");
-		if (a.archive_age)
-			printf("bits/v: bits a value of the sealed pages takes "
-			       "at the end, scales and\nheaders included; "
-			       "archived: pages re-encoded in a run (means "
-			       "over seeds).\n");
-	}
+	print_results(&a, &m, res);
 	ret = 0;
 out:
 	state_free(&s);
