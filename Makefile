@@ -196,7 +196,7 @@ $(B)/tools/kvmem-ecc: $(B)/tools/kvmem-ecc.o $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 
-$(B)/tools/kvmem-eval: $(B)/tools/kvmem-eval.o $(LIB_A)
+$(B)/tools/kvmem-eval: $(B)/tools/kvmem-eval.o $(B)/tools/own-kvmemd.o $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 

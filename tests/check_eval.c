@@ -504,16 +504,6 @@ START_TEST(test_over_daemon)
 	ck_assert_msg(r2.status == 0, "exit %d: %s", r2.status, r2.err);
 	ck_assert_str_eq(r2.out, r.out);
 	kvmem_check_run_free(&r2);
-	/* --daemon: at the default socket, which $KVMEM_SOCKET names. */
-	setenv("KVMEM_SOCKET", p.sock, 1);
-	KVMEM_RUN(&r2, "kvmem-eval", "", "--model", path, "--tokens", "40",
-		  "--modes", "int4-h84-interp,int4-golay24", "--ber", "0,0.01",
-		  "--seeds", "1", "--page-tokens", "8", "--sink", "2",
-		  "--daemon", "--json");
-	unsetenv("KVMEM_SOCKET");
-	ck_assert_msg(r2.status == 0, "exit %d: %s", r2.status, r2.err);
-	ck_assert_str_eq(r2.out, r.out);
-	kvmem_check_run_free(&r2);
 	KVMEM_RUN(&r2, "kvmem-eval", "", "--model", path, "--daemon",
 		  "--connect", p.sock);
 	ck_assert_int_eq(r2.status, 2);
@@ -529,6 +519,96 @@ START_TEST(test_over_daemon)
 	ck_assert_ptr_nonnull(strstr(r2.err, p.sock));
 	kvmem_check_run_free(&r2);
 	kvmem_check_run_free(&r);
+	kvmemd_cleanup(&p);
+	unlink(path);
+}
+END_TEST
+
+/*
+ * What a kvmemd counts of memory errors and sessions: no errors, and
+ * @attached sessions.
+ */
+static void untouched(const struct kvmemd_proc *p, unsigned long long attached)
+{
+	char out[8192];
+
+	kvmemd_admin_ok(p, out, sizeof(out), "errors");
+	ck_assert_msg(strstr(out, "\"counters\":[]") != NULL,
+		      "kvmemd counted errors: %s", out);
+	kvmemd_admin_ok(p, out, sizeof(out), "stats");
+	ck_assert_uint_eq(kvmemd_json_u64(out, "attached"), attached);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"scrub\"", "ce"), 0);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"scrub\"", "ue"), 0);
+}
+
+/*
+ * Issue 44, finding 8: --daemon put its bit flips in a session of the
+ * kvmemd at the default socket, which counted them as real memory errors
+ * (kept across restarts, alerted on). It runs a kvmemd of its own now, in
+ * a temporary directory it removes; the one $KVMEM_SOCKET names sees
+ * nothing.
+ */
+START_TEST(test_daemon_of_its_own)
+{
+	const char *path = tiny_model(&tiny_ok, 0);
+	char tmp[] = "/tmp/kvmem-eval-tmpdir-XXXXXX";
+	struct rec emb[2], own[2];
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+	int i;
+
+	kvmemd_start(&p, NULL, NULL);
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	setenv("TMPDIR", tmp, 1);
+	setenv("KVMEM_SOCKET", p.sock, 1);
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84", "--ber", "0,1e-3", "--seeds", "1",
+		  "--page-tokens", "8", "--sink", "2", "--json");
+	ck_assert_int_eq(parse_records(r.out, emb, 2), 2);
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84", "--ber", "0,1e-3", "--seeds", "1",
+		  "--page-tokens", "8", "--sink", "2", "--daemon", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_int_eq(parse_records(r.out, own, 2), 2);
+	kvmem_check_run_free(&r);
+	/* The same run: its daemon, on built-in defaults, corrects some of
+	 * the flips at seal, so only the flips are compared under errors. */
+	ck_assert_double_eq(own[0].ppl, emb[0].ppl);
+	ck_assert_double_eq(own[0].kl, emb[0].kl);
+	for (i = 0; i < 2; i++)
+		ck_assert_uint_eq(own[i].flips, emb[i].flips);
+	ck_assert_uint_gt(own[1].flips, 0);
+	untouched(&p, 0);
+	/* The table says which daemon. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
+		  "--modes", "int4-h84", "--ber", "1e-3", "--seeds", "1",
+		  "--daemon");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(
+		strstr(r.out, "kvmemd: one of its own for this run, "));
+	ck_assert_ptr_nonnull(strstr(r.out, "/daemon/kvmemd -c /dev/null"));
+	kvmem_check_run_free(&r);
+	untouched(&p, 0);
+	/* --kvmemd picks the binary. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
+		  "--modes", "int4-h84", "--ber", "0", "--seeds", "1",
+		  "--daemon", "--kvmemd", "/nonexistent/kvmemd");
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "kvmem-eval: no kvmemd to start "
+					    "at /nonexistent/kvmemd"));
+	ck_assert_str_eq(r.out, "");
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--kvmemd",
+		  "/nonexistent/kvmemd");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--kvmemd goes with --daemon"));
+	kvmem_check_run_free(&r);
+	unsetenv("KVMEM_SOCKET");
+	unsetenv("TMPDIR");
+	/* Nothing of its daemons is left behind. */
+	ck_assert_msg(rmdir(tmp) == 0, "%s: %s", tmp, strerror(errno));
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 	unlink(path);
 }
@@ -620,6 +700,7 @@ KVMEM_SUITE(eval)
 	tcase_add_test(tc, test_usage);
 	tcase_add_test(tc, test_stories260k);
 	tcase_add_test(tc, test_over_daemon);
+	tcase_add_test(tc, test_daemon_of_its_own);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

@@ -24,6 +24,7 @@
 
 #include "kvmem/inject.h"
 #include "kvmem/kvmem.h"
+#include "own-kvmemd.h"
 #include "rng.h"
 
 #define PROG "kvmem-eval"
@@ -179,6 +180,7 @@ struct run_opts {
 	uint32_t page_tokens, sink_tokens;
 	uint32_t attend_flags; /* kvmem_attend_opts.flags of kvmem modes */
 	const char *connect; /* kvmemd's socket, or NULL: embedded */
+	struct own_kvmemd *own; /* the kvmemd at connect, if started here */
 	/* --archive: pages older than this many tokens are re-encoded in
 	 * archive_fmt + archive_codec (kvmem_seq_archive()); 0: never */
 	uint32_t archive_age, archive_fmt, archive_codec;
@@ -278,12 +280,9 @@ static int cache_open(struct cache *c, const struct model *m,
 				.quota_bytes = pages * l.size,
 			};
 
-			ret = kvmem_connect(o->connect, &c->g, &co, &c->kc);
-			if (ret) {
-				fprintf(stderr, PROG ": %s\n",
-					kvmem_connect_error());
-				c->said = 1;
-			}
+			ret = own_kvmemd_connect(o->connect, o->own, &c->g, &co,
+						 &c->kc);
+			c->said = !!ret;
 		} else {
 			ret = kvmem_open_embedded(&c->g, pages * l.size,
 						  &c->kc);
@@ -991,8 +990,9 @@ static void usage(FILE *f)
 		   "                  "
 		   "[--page-tokens T] [--sink S] [--archive AGE[:FMT+CODEC]]\n"
 		   "                  [--sample-seed S] [--int8-scores] "
-		   "[--connect PATH | --daemon]\n"
-		   "                  [--json]\n\n"
+		   "[--json]\n"
+		   "                  [--connect PATH | --daemon "
+		   "[--kvmemd PATH]]\n\n"
 		   "  --model PATH      llama2.c checkpoint\n"
 		   "  --tokens N        reference stream length (default 256)\n"
 		   "  --modes LIST      comma-separated (default: all):");
@@ -1027,11 +1027,16 @@ static void usage(FILE *f)
 		"  --connect PATH    keep the protected KV cache in kvmemd at "
 		"PATH\n"
 		"                    (default: in this process)\n"
-		"  --daemon          the same, at kvmemd's default socket "
-		"($KVMEM_SOCKET,\n"
-		"                    /run/kvmem/kvmemd.sock as root, else "
-		"$XDG_RUNTIME_DIR/kvmem/\n"
-		"                    or ./run/, as make run puts it)\n"
+		"  --daemon          the same, in a kvmemd started for the "
+		"run (built-in\n"
+		"                    defaults, its state in a temporary "
+		"directory), so the\n"
+		"                    bit flips never reach another daemon's "
+		"error counters\n"
+		"  --kvmemd PATH     the kvmemd --daemon starts (default: "
+		"$KVMEMD, else\n"
+		"                    ../daemon/kvmemd next to this program's "
+		"directory)\n"
 		"  --json            one JSON array, a record per mode, rate "
 		"and seed\n\n"
 		"Exit status: 0 done, 1 a run failed, 2 usage or bad "
@@ -1144,6 +1149,8 @@ struct args {
 	uint64_t seeds[MAX_LIST], sample_seed;
 	int payload_only, int8_scores;
 	const char *connect;
+	int daemon; /* --daemon: connect to a kvmemd started here */
+	const char *kvmemd; /* --kvmemd: the one to start */
 	const char *channel; /* as given; its mode and k in chan */
 	struct kvmem_inject_params chan;
 	uint32_t archive_age, archive_fmt, archive_codec; /* --archive */
@@ -1191,7 +1198,6 @@ static int parse_archive(const char *arg, struct args *a)
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
-	static char default_sock[108]; /* sun_path */
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "tokens", required_argument, NULL, 'n' },
@@ -1207,6 +1213,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "sample-seed", required_argument, NULL, 'r' },
 		{ "connect", required_argument, NULL, 'c' },
 		{ "daemon", no_argument, NULL, 'd' },
+		{ "kvmemd", required_argument, NULL, 'k' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -1289,7 +1296,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 			}
 			break;
 		case 'c':
-			if (a->connect) {
+			if (a->daemon) {
 				fprintf(stderr,
 					PROG ": --connect and --daemon: "
 					     "pick one\n");
@@ -1304,15 +1311,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 					     "pick one\n");
 				return 2;
 			}
-			a->connect = kvmem_socket_path(default_sock,
-						       sizeof(default_sock));
-			if (!a->connect) {
-				fprintf(stderr,
-					PROG ": the default socket path "
-					     "is too long; use "
-					     "--connect\n");
-				return 2;
-			}
+			a->daemon = 1;
+			break;
+		case 'k':
+			a->kvmemd = optarg;
 			break;
 		case 'j':
 			a->json = 1;
@@ -1334,7 +1336,12 @@ static int parse_args(int argc, char **argv, struct args *a)
 		usage(stderr);
 		return 2;
 	}
-	if (a->archive_age && a->connect) {
+	if (a->kvmemd && !a->daemon) {
+		fprintf(stderr, PROG ": --kvmemd goes with --daemon: it names "
+				     "the kvmemd to start\n");
+		return 2;
+	}
+	if (a->archive_age && (a->connect || a->daemon)) {
 		fprintf(stderr, PROG ": --archive: kvmemd does not re-encode "
 				     "pages yet; archive in an embedded "
 				     "cache\n");
@@ -1358,7 +1365,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 }
 
 static void print_header(const struct args *a, const struct model *m,
-			 const struct cache *geo)
+			 const struct own_kvmemd *own, const struct cache *geo)
 {
 	int i;
 
@@ -1373,6 +1380,12 @@ static void print_header(const struct args *a, const struct model *m,
 	       "scale group %u\n",
 	       geo->g.tokens_per_page, geo->g.sink_tokens, geo->g.head_dim,
 	       geo->g.group_size);
+	if (own)
+		printf("kvmemd: one of its own for this run, %s -c /dev/null "
+		       "(built-in defaults)\n",
+		       own->bin);
+	else if (a->connect)
+		printf("kvmemd: the one at %s\n", a->connect);
 	printf("channel: %s once on every stored bit of each page when it "
 	       "is sealed (%s);\n         the FP16 tail being written is not "
 	       "injected\n",
@@ -1397,8 +1410,9 @@ static void print_header(const struct args *a, const struct model *m,
 	       "detected", a->archive_age ? "   bits/v  archived" : "");
 }
 
-/* The results, as a table or as JSON. */
+/* The results, as a table or as JSON; @own: the kvmemd started here. */
 static void print_results(const struct args *a, const struct model *m,
+			  const struct own_kvmemd *own,
 			  const struct result *res)
 {
 	struct cache geo;
@@ -1450,7 +1464,7 @@ static void print_results(const struct args *a, const struct model *m,
 				      .sink_tokens = (uint32_t)a->sink };
 
 		cache_open(&geo, m, &modes[3], &o);
-		print_header(a, m, &geo);
+		print_header(a, m, own, &geo);
 		cache_close(&geo);
 		for (mi = 0; mi < a->nmodes; mi++)
 			for (bi = 0; bi < a->nber; bi++) {
@@ -1503,6 +1517,7 @@ int main(int argc, char **argv)
 	struct model m;
 	struct state s = { 0 };
 	struct result *res = NULL;
+	struct own_kvmemd own = { .cpu = -1, .peer_cpu = -1 };
 	double *lsm = NULL, *lsr = NULL;
 	float *ref = NULL;
 	int *tok = NULL, ret, mi, bi, si;
@@ -1530,6 +1545,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": out of memory\n");
 		goto out;
 	}
+	/* Its own, so that the bit flips in its pages never reach the
+	 * error counters of a daemon that serves others. It starts while
+	 * the reference runs. */
+	if (a.daemon) {
+		if (own_kvmemd_start(&own, a.kvmemd, 0, NULL))
+			goto out;
+		a.connect = own.sock;
+	}
 	if (reference(&m, &s, a.ntok, a.sample_seed, tok, ref)) {
 		fprintf(stderr, PROG ": the reference run failed\n");
 		goto out;
@@ -1550,6 +1573,7 @@ int main(int argc, char **argv)
 					.page_tokens = (uint32_t)a.page_tokens,
 					.sink_tokens = (uint32_t)a.sink,
 					.connect = a.connect,
+					.own = a.daemon ? &own : NULL,
 					.archive_age = a.archive_age,
 					.archive_fmt = a.archive_fmt,
 					.archive_codec = a.archive_codec,
@@ -1572,9 +1596,12 @@ int main(int argc, char **argv)
 				}
 			}
 
-	print_results(&a, &m, res);
 	ret = 0;
 out:
+	if (a.daemon && own_kvmemd_stop(&own, ret))
+		ret = 1;
+	if (!ret)
+		print_results(&a, &m, a.daemon ? &own : NULL, res);
 	state_free(&s);
 	free(tok);
 	free(ref);

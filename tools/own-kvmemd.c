@@ -121,7 +121,7 @@ int own_kvmemd_start(struct own_kvmemd *d, const char *path, int pin_cpus,
 {
 	const char *prog = program_invocation_short_name;
 	const char *tmp = getenv("TMPDIR");
-	char bin[PATH_MAX];
+	const char *bin = d->bin;
 	/* bin, -f, -c, -s, -a, -d and their arguments, -o and theirs, NULL */
 	const char *argv[11 + 2 * OWN_KVMEMD_MAX_SET];
 	char state[PATH_MAX + 8], log[PATH_MAX + 16];
@@ -135,7 +135,7 @@ int own_kvmemd_start(struct own_kvmemd *d, const char *path, int pin_cpus,
 			OWN_KVMEMD_MAX_SET);
 		return -E2BIG;
 	}
-	ret = kvmemd_path(path, bin, sizeof(bin));
+	ret = kvmemd_path(path, d->bin, sizeof(d->bin));
 	if (ret) {
 		fprintf(stderr, "%s: where is kvmemd: %s\n", prog,
 			strerror(-ret));

@@ -17,6 +17,7 @@
 struct own_kvmemd {
 	pid_t pid; /* 0 once reaped */
 	int status; /* its wait status, once reaped */
+	char bin[PATH_MAX]; /* the binary started */
 	char dir[PATH_MAX];
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char admin[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -29,7 +30,8 @@ struct own_kvmemd {
 
 /*
  * own_kvmemd_start() - start kvmemd in a fresh temporary directory
- * @d: receives the process, the directory, the socket paths and the CPUs
+ * @d: receives the process, the binary, the directory, the socket paths
+ *     and the CPUs
  * @path: the kvmemd binary (--kvmemd), or NULL: $KVMEMD, else
  *        ../daemon/kvmemd next to this program's directory (the build
  *        tree's layout)
