@@ -464,7 +464,8 @@ START_TEST(test_usage)
 				"probability from 0 to 1, like 1e-3\n");
 	kvmem_check_run_free(&r);
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--modes", "int4-h84",
-		  "--tokens", "4", "--connect", "/nonexistent/kvmemd.sock");
+		  "--tokens", "4", "--ber", "0", "--connect",
+		  "/nonexistent/kvmemd.sock");
 	ck_assert_int_eq(r.status, 1);
 	ck_assert_str_eq(r.err, "kvmem-eval: cannot reach kvmemd at "
 				"/nonexistent/kvmemd.sock: No such file or "
@@ -488,19 +489,17 @@ START_TEST(test_over_daemon)
 	struct kvmemd_proc p;
 	struct kvmem_run r, r2;
 
-	/* The patrol, and the check at seal (which the client's seals reach
-	 * after it injected), would correct injected words before the model
-	 * reads them, and the counts would differ from embedded. */
-	kvmemd_start(&p, "[scrub]\nrate = 0\nverify_on_seal = no\n", NULL);
+	/* Without errors: --connect injects none into a running daemon. */
+	kvmemd_start(&p, NULL, NULL);
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "40",
-		  "--modes", "int4-h84-interp,int4-golay24", "--ber", "0,0.01",
-		  "--seeds", "1", "--page-tokens", "8", "--sink", "2",
-		  "--json");
+		  "--modes", "int4-h84-interp,int4-golay24,int8-secded72",
+		  "--ber", "0", "--seeds", "1", "--page-tokens", "8", "--sink",
+		  "2", "--json");
 	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
 	KVMEM_RUN(&r2, "kvmem-eval", "", "--model", path, "--tokens", "40",
-		  "--modes", "int4-h84-interp,int4-golay24", "--ber", "0,0.01",
-		  "--seeds", "1", "--page-tokens", "8", "--sink", "2",
-		  "--connect", p.sock, "--json");
+		  "--modes", "int4-h84-interp,int4-golay24,int8-secded72",
+		  "--ber", "0", "--seeds", "1", "--page-tokens", "8", "--sink",
+		  "2", "--connect", p.sock, "--json");
 	ck_assert_msg(r2.status == 0, "exit %d: %s", r2.status, r2.err);
 	ck_assert_str_eq(r2.out, r.out);
 	kvmem_check_run_free(&r2);
@@ -614,6 +613,61 @@ START_TEST(test_daemon_of_its_own)
 }
 END_TEST
 
+/*
+ * Issue 44, finding 8: the bit flips the channel puts in the pages of a
+ * session of a running kvmemd are, to that daemon, real memory errors
+ * (counted, persisted, alerted on). --connect with a BER above 0 is
+ * refused before it connects; at BER 0 it still runs there.
+ */
+START_TEST(test_connect_refuses_injection)
+{
+	const char *path = tiny_model(&tiny_ok, 0);
+	struct kvmemd_proc p;
+	struct kvmem_run r;
+	struct rec rec[1];
+	char want[256];
+
+	kvmemd_start(&p, NULL, NULL);
+	snprintf(want, sizeof(want),
+		 "kvmem-eval: --connect with --ber 0.001: the bit flips would "
+		 "land in pages of the kvmemd at %s, which counts them as "
+		 "real memory errors",
+		 p.sock);
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
+		  "--modes", "int4-h84", "--ber", "0,1e-3", "--seeds", "1",
+		  "--page-tokens", "8", "--sink", "2", "--connect", p.sock);
+	ck_assert_msg(r.status == 2, "exit %d: %s", r.status, r.err);
+	ck_assert_str_eq(r.out, "");
+	ck_assert_msg(strstr(r.err, want) != NULL, "'%s' not in: %s", want,
+		      r.err);
+	ck_assert_ptr_nonnull(strstr(r.err, "kvmem_ue_total"));
+	ck_assert_ptr_nonnull(
+		strstr(r.err, "--daemon runs a kvmemd of its own"));
+	kvmem_check_run_free(&r);
+	/* The default rates inject too. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
+		  "--modes", "int4-h84", "--connect", p.sock);
+	ck_assert_msg(r.status == 2, "exit %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.err, "would land in pages"));
+	kvmem_check_run_free(&r);
+	untouched(&p, 0);
+
+	/* Without errors to inject, the daemon serves the run. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
+		  "--modes", "int4-h84", "--ber", "0", "--seeds", "1",
+		  "--page-tokens", "8", "--sink", "2", "--connect", p.sock,
+		  "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_int_eq(parse_records(r.out, rec, 1), 1);
+	ck_assert_uint_eq(rec[0].flips, 0);
+	kvmem_check_run_free(&r);
+	untouched(&p, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+	unlink(path);
+}
+END_TEST
+
 static double mean_kl(const struct rec *r, int n, const char *mode, double ber)
 {
 	double s = 0.0;
@@ -701,6 +755,7 @@ KVMEM_SUITE(eval)
 	tcase_add_test(tc, test_stories260k);
 	tcase_add_test(tc, test_over_daemon);
 	tcase_add_test(tc, test_daemon_of_its_own);
+	tcase_add_test(tc, test_connect_refuses_injection);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

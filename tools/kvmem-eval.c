@@ -1026,7 +1026,10 @@ static void usage(FILE *f)
 		"                    (KVMEM_ATTEND_INT8_SCORES)\n"
 		"  --connect PATH    keep the protected KV cache in kvmemd at "
 		"PATH\n"
-		"                    (default: in this process)\n"
+		"                    (default: in this process); with --ber 0 "
+		"only: it would\n"
+		"                    count the bit flips as its memory's "
+		"errors\n"
 		"  --daemon          the same, in a kvmemd started for the "
 		"run (built-in\n"
 		"                    defaults, its state in a temporary "
@@ -1361,6 +1364,19 @@ static int parse_args(int argc, char **argv, struct args *a)
 	if (!a->nseeds)
 		a->nseeds = parse_list("seeds", def_seeds, MAX_LIST, parse_u64,
 				       a->seeds, SEED_VALID);
+	for (i = 0; a->connect && i < a->nber; i++)
+		if (a->ber[i] > 0) {
+			fprintf(stderr,
+				PROG ": --connect with --ber %g: the bit flips "
+				     "would land in pages of the kvmemd at %s, "
+				     "which counts them as real memory errors "
+				     "(kvmem_ce_total, kvmem_ue_total, its "
+				     "events and alerts, counters kept across "
+				     "restarts); --daemon runs a kvmemd of its "
+				     "own for that\n",
+				a->ber[i], a->connect);
+			return 2;
+		}
 	return 0;
 }
 
