@@ -168,9 +168,9 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 	uint64_t open = 0, sealed = 0, degraded = 0;
 
 	for (s = d->sessions; s; s = s->next) {
-		open += s->used_bytes - s->sealed_bytes;
-		sealed += s->sealed_bytes;
-		degraded += s->ndegraded;
+		open += s->arena.used_bytes - s->arena.sealed_bytes;
+		sealed += s->arena.sealed_bytes;
+		degraded += s->arena.ndegraded;
 	}
 	jw_open(w, NULL, '{');
 	jw_f64(w, "uptime_s", uptime(d));
@@ -223,11 +223,11 @@ static void cmd_sessions(const struct kvmemd *d, struct jw *w)
 		jw_i64(w, "pid", s->pid);
 		jw_u64(w, "uid", s->uid);
 		jw_u64(w, "arena_bytes", s->arena_bytes);
-		jw_u64(w, "used_bytes", s->used_bytes);
-		jw_u64(w, "heap_bytes", s->heap);
-		jw_u64(w, "heap_max_bytes", s->heap_max);
-		jw_u64(w, "slots_open", s->nopen);
-		jw_u64(w, "slots_sealed", s->nsealed);
+		jw_u64(w, "used_bytes", s->arena.used_bytes);
+		jw_u64(w, "heap_bytes", s->arena.heap);
+		jw_u64(w, "heap_max_bytes", s->arena.heap_max);
+		jw_u64(w, "slots_open", s->arena.nopen);
+		jw_u64(w, "slots_sealed", s->arena.nsealed);
 		jw_u64(w, "seqs", s->nseqs);
 		jw_u64(w, "seqs_acquired", s->nacquired);
 		jw_u64(w, "ops", s->ops);
@@ -235,9 +235,9 @@ static void cmd_sessions(const struct kvmemd *d, struct jw *w)
 		jw_u64(w, "ce", s->ce);
 		jw_u64(w, "ue", s->ue);
 		jw_u64(w, "crc", s->crc);
-		jw_u64(w, "degraded_pages", s->ndegraded);
-		jw_u64(w, "cold_pages", s->ncold);
-		jw_u64(w, "cold_bytes", s->cold_bytes);
+		jw_u64(w, "degraded_pages", s->arena.ndegraded);
+		jw_u64(w, "cold_pages", s->arena.ncold);
+		jw_u64(w, "cold_bytes", s->arena.cold_bytes);
 		jw_u64(w, "offloads", s->offloads);
 		jw_u64(w, "reloads", s->reloads);
 		jw_str(w, "format", kvmem_format_get(s->g.format)->name);
@@ -267,11 +267,11 @@ static void seq_json(const struct kvmemd_session *s, const struct seq *q,
 	uint32_t i;
 
 	for (i = 0; i < q->n; i++) {
-		const struct page *p = &s->pages[q->pages[i]];
+		const struct page *p = &s->arena.pages[q->pages[i]];
 		const struct slot *sl =
 			p->unit == NO_UNIT || p->state == PAGE_READING
 				? &p->cold
-				: &s->slots[p->unit];
+				: &s->arena.slots[p->unit];
 
 		tokens += sl->ntokens;
 		degraded += !!(sl->flags & SLOT_DEGRADED);

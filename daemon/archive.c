@@ -121,8 +121,10 @@ static int sealed_as(const struct kvmemd_session *s, const struct slot *sl,
 static void finish(struct kvmemd_session *s, struct kvmemd_archive *a,
 		   const struct archive_job *job)
 {
-	struct page *p = job->pg < s->top_page ? &s->pages[job->pg] : NULL;
-	struct slot *old = &s->slots[job->unit], *sl = &s->slots[job->dst_unit];
+	struct page *p =
+		job->pg < s->arena.top_page ? &s->arena.pages[job->pg] : NULL;
+	struct slot *old = &s->arena.slots[job->unit],
+		    *sl = &s->arena.slots[job->dst_unit];
 	/* Still the page the job copied, and nothing found wrong with it
 	 * meanwhile (the patrol or an injection may have). */
 	const int same = p && p->state == PAGE_RESIDENT &&
@@ -137,13 +139,14 @@ static void finish(struct kvmemd_session *s, struct kvmemd_archive *a,
 		sl->flags |= SLOT_ARCHIVED;
 		sl->ue_scales = sl->ue_payload = 0;
 		sl->crc = job->dst_hdr.crc;
-		sl->seal = ++s->seals;
-		s->nsealed++;
-		s->sealed_bytes += job->bytes;
-		heat = __atomic_load_n(&s->heat[job->unit], __ATOMIC_RELAXED);
-		__atomic_store_n(&s->heat[job->dst_unit], heat,
+		sl->seal = ++s->arena.seals;
+		s->arena.nsealed++;
+		s->arena.sealed_bytes += job->bytes;
+		heat = __atomic_load_n(&s->arena.heat[job->unit],
+				       __ATOMIC_RELAXED);
+		__atomic_store_n(&s->arena.heat[job->dst_unit], heat,
 				 __ATOMIC_RELAXED);
-		session_slot_free(s, job->unit);
+		arena_slot_free(&s->arena, job->unit);
 		p->unit = job->dst_unit;
 		p->moved = 1;
 		s->archived++;
@@ -157,7 +160,7 @@ static void finish(struct kvmemd_session *s, struct kvmemd_archive *a,
 		s->archive_refused++;
 		a->refused++;
 	}
-	session_slot_free(s, job->dst_unit);
+	arena_slot_free(&s->arena, job->dst_unit);
 }
 
 static void archive_done(struct kvmemd_work *w)
@@ -181,7 +184,7 @@ static void archive_done(struct kvmemd_work *w)
 static int candidate(const struct kvmemd_session *s, uint32_t pg, uint32_t age)
 {
 	const struct kvmemd_config *c = &s->d->cfg;
-	const struct page *p = &s->pages[pg];
+	const struct page *p = &s->arena.pages[pg];
 	const struct slot *sl;
 	const struct seq *q;
 	uint16_t heat;
@@ -189,7 +192,7 @@ static int candidate(const struct kvmemd_session *s, uint32_t pg, uint32_t age)
 	if (p->state != PAGE_RESIDENT || p->pins || p->dead ||
 	    p->kind != KVMEM_SLOT_SEALED)
 		return 0;
-	sl = &s->slots[p->unit];
+	sl = &s->arena.slots[p->unit];
 	if (sl->state != SLOT_SEALED ||
 	    sl->flags & (SLOT_ARCHIVED | SLOT_NO_ARCHIVE | SLOT_DEGRADED |
 			 SLOT_CRC_BAD))
@@ -198,14 +201,14 @@ static int candidate(const struct kvmemd_session *s, uint32_t pg, uint32_t age)
 	if (!q || q->tokens < sl->token_start + sl->ntokens ||
 	    q->tokens - sl->token_start - sl->ntokens < age)
 		return 0;
-	heat = __atomic_load_n(&s->heat[p->unit], __ATOMIC_RELAXED);
+	heat = __atomic_load_n(&s->arena.heat[p->unit], __ATOMIC_RELAXED);
 	return heat <= c->archive_heat * 65535.0;
 }
 
 /* Start archiving page @pg of @s: 0, or -ENOMEM / -EAGAIN (try later). */
 static int start(struct kvmemd *d, struct kvmemd_session *s, uint32_t pg)
 {
-	const struct page *p = &s->pages[pg];
+	const struct page *p = &s->arena.pages[pg];
 	struct archive_job *job = calloc(1, sizeof(*job));
 	int ret = -ENOMEM;
 
@@ -215,7 +218,7 @@ static int start(struct kvmemd *d, struct kvmemd_session *s, uint32_t pg)
 	job->session = s->id;
 	job->pg = pg;
 	job->unit = p->unit;
-	job->seal = s->slots[p->unit].seal;
+	job->seal = s->arena.slots[p->unit].seal;
 	job->g = s->g;
 	job->format = s->arch.format;
 	job->codec = s->arch.codec;
@@ -223,16 +226,16 @@ static int start(struct kvmemd *d, struct kvmemd_session *s, uint32_t pg)
 	job->src = malloc(job->bytes);
 	job->dst = calloc(1, job->bytes);
 	if (!job->src || !job->dst ||
-	    session_slot_alloc(s, KVMEM_SLOT_SEALED, &job->dst_unit))
+	    arena_slot_alloc(&s->arena, KVMEM_SLOT_SEALED, &job->dst_unit))
 		goto err;
-	s->slots[job->dst_unit].state = SLOT_ARCHIVING;
-	s->nopen--;
+	s->arena.slots[job->dst_unit].state = SLOT_ARCHIVING;
+	s->arena.nopen--;
 	memcpy(job->src, session_page(s, job->unit), job->bytes);
 	job->work.fn = archive_work;
 	job->work.done = archive_done;
 	ret = kvmemd_workers_queue(d->workers, &job->work);
 	if (ret) {
-		session_slot_free(s, job->dst_unit);
+		arena_slot_free(&s->arena, job->dst_unit);
 		goto err;
 	}
 	d->archive->job = job;
@@ -248,12 +251,12 @@ static uint32_t next_candidate(struct kvmemd_session *s, uint32_t *scan,
 {
 	uint32_t pg;
 
-	for (; *scan && s->arch_pos < s->top_page; (*scan)--) {
+	for (; *scan && s->arch_pos < s->arena.top_page; (*scan)--) {
 		pg = s->arch_pos++;
 		if (candidate(s, pg, age))
 			return pg;
 	}
-	if (s->arch_pos >= s->top_page)
+	if (s->arch_pos >= s->arena.top_page)
 		s->arch_pos = 0;
 	return NO_UNIT;
 }

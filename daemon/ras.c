@@ -773,7 +773,7 @@ static void check_start(const struct kvmemd_session *s, struct kvmemd_check *c,
 {
 	memset(c, 0, sizeof(*c));
 	c->unit = unit;
-	c->seal = s->slots[unit].seal;
+	c->seal = s->arena.slots[unit].seal;
 	c->src = (uint8_t)src;
 	c->phase = src == SRC_RELOAD ? PH_STORE : PH_SCALES;
 }
@@ -784,7 +784,7 @@ static void mark_degraded(struct kvmemd_session *s, struct slot *sl,
 	if (sl->flags & SLOT_DEGRADED)
 		return;
 	sl->flags |= SLOT_DEGRADED;
-	s->ndegraded++;
+	s->arena.ndegraded++;
 	p->degraded++;
 }
 
@@ -798,7 +798,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 			 struct kvmemd_check *c, struct pass *p)
 {
 	struct kvmemd_ras *r = d->ras;
-	struct slot *sl = &s->slots[c->unit];
+	struct slot *sl = &s->arena.slots[c->unit];
 	enum tier tier = slot_tier(sl, c->src);
 	enum kvmemd_pool_kind pool = src_pool(c->src);
 	struct region_def rg[4];
@@ -873,7 +873,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 static void crc_missed(struct kvmemd *d, struct kvmemd_session *s,
 		       struct kvmemd_check *c, struct pass *p, int kind)
 {
-	struct slot *sl = &s->slots[c->unit];
+	struct slot *sl = &s->arena.slots[c->unit];
 	struct ras_event e;
 
 	sl->flags |= SLOT_CRC_BAD;
@@ -899,7 +899,7 @@ static void crc_missed(struct kvmemd *d, struct kvmemd_session *s,
 static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 		       struct kvmemd_check *c, struct pass *p)
 {
-	struct slot *sl = &s->slots[c->unit];
+	struct slot *sl = &s->arena.slots[c->unit];
 	const struct kvmem_page_layout *l = slot_layout(s, sl);
 
 	kvmem__page_poison(session_page(s, c->unit), &s->g, l, sl->ntokens);
@@ -915,7 +915,7 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 static void check_crc(struct kvmemd *d, struct kvmemd_session *s,
 		      struct kvmemd_check *c, struct pass *p)
 {
-	const struct slot *sl = &s->slots[c->unit];
+	const struct slot *sl = &s->arena.slots[c->unit];
 
 	if (c->crc == sl->crc)
 		return;
@@ -1055,7 +1055,7 @@ static int crc_step(struct kvmemd_check *c, const uint8_t *page, size_t size,
 static int check_step(struct kvmemd *d, struct kvmemd_session *s,
 		      struct kvmemd_check *c, struct pass *p, uint64_t *budget)
 {
-	struct slot *sl = &s->slots[c->unit];
+	struct slot *sl = &s->arena.slots[c->unit];
 	uint8_t *page = session_page(s, c->unit);
 	const struct kvmem_page_layout *l = slot_layout(s, sl);
 	/* The slot, as the store holds it; an archived page can be less. */
@@ -1179,11 +1179,11 @@ void kvmemd_ras_verify(struct kvmemd_session *s)
 	uint64_t budget;
 	uint32_t u;
 
-	for (u = 0; u < s->top;
-	     u += s->slots[u].state == SLOT_NONE
+	for (u = 0; u < s->arena.top;
+	     u += s->arena.slots[u].state == SLOT_NONE
 			  ? 1
-			  : s->slot_units[s->slots[u].kind]) {
-		if (s->slots[u].state != SLOT_SEALED)
+			  : s->arena.slot_units[s->arena.slots[u].kind]) {
+		if (s->arena.slots[u].state != SLOT_SEALED)
 			continue;
 		check_start(s, &c, u, SRC_SEAL);
 		budget = UINT64_MAX;
@@ -1296,7 +1296,7 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 				return 1;
 			for (; p->pos < q->n; p->pos++) {
 				const struct page *pg =
-					&s->pages[q->pages[p->pos]];
+					&s->arena.pages[q->pages[p->pos]];
 
 				/* Pages on the store are checked when they
 				 * come back. */
@@ -1313,8 +1313,8 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 			}
 			return 1;
 		}
-		while (p->pos < s->top) {
-			sl = &s->slots[p->pos];
+		while (p->pos < s->arena.top) {
+			sl = &s->arena.slots[p->pos];
 			if (!p->in_job && sl->state == SLOT_SEALED) {
 				check_start(s, &p->job, p->pos, p->kind);
 				p->in_job = 1;
@@ -1324,7 +1324,7 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 			p->in_job = 0;
 			p->pos += sl->state == SLOT_NONE
 					  ? 1
-					  : s->slot_units[sl->kind];
+					  : s->arena.slot_units[sl->kind];
 			if (!budget || ++visits >= STEP_UNITS)
 				return 0;
 		}
@@ -1372,7 +1372,7 @@ static uint64_t sealed_bytes(const struct kvmemd *d)
 	uint64_t n = kvmemd_prefix_bytes(d);
 
 	for (s = d->sessions; s; s = s->next)
-		n += s->sealed_bytes;
+		n += s->arena.sealed_bytes;
 	return n;
 }
 
@@ -2097,7 +2097,7 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 	size_t i, b;
 	int ret;
 
-	slot_regions(s, &s->slots[u], rg);
+	slot_regions(s, &s->arena.slots[u], rg);
 	for (i = all ? 0 : 2; i < ARRAY_SIZE(rg); i++) {
 		uint64_t rs = mix(seed ^ mix(((uint64_t)s->id << 40) ^
 					     ((uint64_t)u << 2) ^ i));
@@ -2160,7 +2160,8 @@ static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
 		if (t->type == KVMEMD_TARGET_SEQ) {
 			q = session_seq(s, t->seq);
 			for (u = 0; q && u < q->n; u++) {
-				const struct page *pg = &s->pages[q->pages[u]];
+				const struct page *pg =
+					&s->arena.pages[q->pages[u]];
 
 				if (pg->state != PAGE_RESIDENT &&
 				    pg->state != PAGE_WRITING)
@@ -2172,8 +2173,8 @@ static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
 			}
 			continue;
 		}
-		for (u = 0; u < s->top;) {
-			struct slot *sl = &s->slots[u];
+		for (u = 0; u < s->arena.top;) {
+			struct slot *sl = &s->arena.slots[u];
 
 			if (sl->state == SLOT_SEALED) {
 				ret = inject_slot(s, u, ber, seed, all, chan,
@@ -2181,8 +2182,9 @@ static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
 				if (ret)
 					return ret;
 			}
-			u += sl->state == SLOT_NONE ? 1
-						    : s->slot_units[sl->kind];
+			u += sl->state == SLOT_NONE
+				     ? 1
+				     : s->arena.slot_units[sl->kind];
 		}
 	}
 	return 0;

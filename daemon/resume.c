@@ -249,14 +249,14 @@ static void unclaim(struct kvmemd_session *s, uint32_t end)
 {
 	uint32_t pg;
 
-	for (pg = 0; pg < s->top_page; pg++) {
-		if (s->pages[pg].state != PAGE_COLD)
+	for (pg = 0; pg < s->arena.top_page; pg++) {
+		if (s->arena.pages[pg].state != PAGE_COLD)
 			continue;
 		if (pg < end) {
 			tier_page_drop(s, pg);
 			continue;
 		}
-		s->pages[pg].state = PAGE_UNUSED;
+		s->arena.pages[pg].state = PAGE_UNUSED;
 	}
 }
 
@@ -265,7 +265,7 @@ static void unclaim(struct kvmemd_session *s, uint32_t end)
 static int page_ok(struct kvmemd_session *s, uint32_t pg, uint32_t refs,
 		   uint32_t pins, int store_ok)
 {
-	const struct page *p = &s->pages[pg];
+	const struct page *p = &s->arena.pages[pg];
 	const struct slot *sl;
 
 	if (p->state == PAGE_UNUSED)
@@ -277,9 +277,9 @@ static int page_ok(struct kvmemd_session *s, uint32_t pg, uint32_t refs,
 	if (pins && p->state != PAGE_RESIDENT)
 		return 0;
 	if (p->state == PAGE_RESIDENT) {
-		if (p->unit >= s->top)
+		if (p->unit >= s->arena.top)
 			return 0;
-		sl = &s->slots[p->unit];
+		sl = &s->arena.slots[p->unit];
 		return sl->state == SLOT_SEALED && sl->page == pg &&
 		       sl->kind == p->kind;
 	}
@@ -290,7 +290,7 @@ static int page_ok(struct kvmemd_session *s, uint32_t pg, uint32_t refs,
 	       !tier_claim(s, pg);
 }
 
-/* @s->pages as the record has them, the sequences restored: each held as
+/* @s->arena.pages as the record has them, the sequences restored: each held as
  * often as they say, the free ones chained. */
 static int pages_check(struct kvmemd_session *s, int store_ok, char *why,
 		       size_t len)
@@ -299,8 +299,8 @@ static int pages_check(struct kvmemd_session *s, int store_ok, char *why,
 	const struct seq *q;
 	int ret = -EINVAL;
 
-	refs = calloc(s->top_page + 1, sizeof(*refs));
-	pins = calloc(s->top_page + 1, sizeof(*pins));
+	refs = calloc(s->arena.top_page + 1, sizeof(*refs));
+	pins = calloc(s->arena.top_page + 1, sizeof(*pins));
 	if (!refs || !pins) {
 		free(refs);
 		free(pins);
@@ -315,10 +315,10 @@ static int pages_check(struct kvmemd_session *s, int store_ok, char *why,
 			pins[q->pages[n]] += q->acquired;
 		}
 	}
-	for (pg = 0; pg < s->top_page; pg++)
+	for (pg = 0; pg < s->arena.top_page; pg++)
 		if (!page_ok(s, pg, refs[pg], pins[pg], store_ok))
 			break;
-	if (pg < s->top_page) {
+	if (pg < s->arena.top_page) {
 		snprintf(why, len, "page %u does not hold together%s", pg,
 			 store_ok ? ""
 				  : " (or the store is not the one it left "
@@ -328,13 +328,15 @@ static int pages_check(struct kvmemd_session *s, int store_ok, char *why,
 	}
 	/* The free pages: a chain through unused ones, no longer than
 	 * there are pages. */
-	for (pg = s->free_page, n = 0; pg != NO_UNIT && n <= s->top_page;
-	     pg = s->pages[pg].next_free, n++)
-		if (pg >= s->top_page || s->pages[pg].state != PAGE_UNUSED)
+	for (pg = s->arena.free_page, n = 0;
+	     pg != NO_UNIT && n <= s->arena.top_page;
+	     pg = s->arena.pages[pg].next_free, n++)
+		if (pg >= s->arena.top_page ||
+		    s->arena.pages[pg].state != PAGE_UNUSED)
 			break;
 	if (pg != NO_UNIT) {
 		snprintf(why, len, "its free pages do not hold together");
-		unclaim(s, s->top_page);
+		unclaim(s, s->arena.top_page);
 		goto out;
 	}
 	ret = 0;
@@ -394,27 +396,29 @@ static int tables_load(struct kvmemd_session *s, const struct kept *k,
 	uint32_t i, n;
 	int ret;
 
-	if (rec->top > s->nunits || rec->top_page >= NO_UNIT) {
+	if (rec->top > s->arena.nunits || rec->top_page >= NO_UNIT) {
 		snprintf(why, len, "its tables do not fit its arena");
 		return -EINVAL;
 	}
-	memcpy(s->slots, k->slots, (size_t)rec->top * sizeof(struct slot));
-	s->top = rec->top;
+	memcpy(s->arena.slots, k->slots,
+	       (size_t)rec->top * sizeof(struct slot));
+	s->arena.top = rec->top;
 	n = rec->top_page > 64 ? rec->top_page : 64;
-	if (session_heap_get(s, (size_t)n * sizeof(struct page))) {
+	if (arena_heap_get(&s->arena, (size_t)n * sizeof(struct page))) {
 		snprintf(why, len, "no memory for its page table");
 		return -ENOMEM;
 	}
-	s->pages = calloc(n, sizeof(struct page));
-	if (!s->pages) {
-		session_heap_put(s, (size_t)n * sizeof(struct page));
+	s->arena.pages = calloc(n, sizeof(struct page));
+	if (!s->arena.pages) {
+		arena_heap_put(&s->arena, (size_t)n * sizeof(struct page));
 		snprintf(why, len, "out of memory");
 		return -ENOMEM;
 	}
-	s->npages = n;
-	memcpy(s->pages, k->pages, (size_t)rec->top_page * sizeof(struct page));
-	s->top_page = rec->top_page;
-	s->free_page = rec->free_page;
+	s->arena.npages = n;
+	memcpy(s->arena.pages, k->pages,
+	       (size_t)rec->top_page * sizeof(struct page));
+	s->arena.top_page = rec->top_page;
+	s->arena.free_page = rec->free_page;
 	for (i = 0; i < rec->nseqs; i++) {
 		ks = take(&c, sizeof(*ks));
 		idx = take(&c, idx_bytes(ks->n));
@@ -427,7 +431,7 @@ static int tables_load(struct kvmemd_session *s, const struct kept *k,
 			return ret;
 		}
 	}
-	if (session_slots_restore(s)) {
+	if (arena_restore(&s->arena, s->arch.size != 0)) {
 		snprintf(why, len, "its slot table does not hold together");
 		unclaim(s, 0);
 		return -EINVAL;
@@ -512,7 +516,7 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 		kvmemd_session_free(s);
 		return ret;
 	}
-	s->seals = rec->seals;
+	s->arena.seals = rec->seals;
 	s->sq_head = rec->sq_head;
 	s->cq_tail = rec->cq_tail;
 	s->ops = rec->ops;
@@ -866,10 +870,10 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 	now = kvmemd_now_ns();
 	left = now < k->deadline ? (k->deadline - now) / 1000000u : 0;
 	ret = session_keep_ready(s, k->run_until, (int)left, why, sizeof(why));
-	for (pg = 0; !ret && pg < s->top_page; pg++)
-		if (s->pages[pg].state != PAGE_UNUSED &&
-		    s->pages[pg].state != PAGE_RESIDENT &&
-		    s->pages[pg].state != PAGE_COLD) {
+	for (pg = 0; !ret && pg < s->arena.top_page; pg++)
+		if (s->arena.pages[pg].state != PAGE_UNUSED &&
+		    s->arena.pages[pg].state != PAGE_RESIDENT &&
+		    s->arena.pages[pg].state != PAGE_COLD) {
 			snprintf(why, sizeof(why), "a page is still moving");
 			ret = -EBUSY;
 		}
@@ -904,11 +908,11 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 	rec.map_bytes = s->map_bytes;
 	rec.sq_entries = s->sq_entries;
 	rec.cq_entries = s->cq_entries;
-	rec.top = s->top;
-	rec.top_page = s->top_page;
-	rec.free_page = s->free_page;
+	rec.top = s->arena.top;
+	rec.top_page = s->arena.top_page;
+	rec.free_page = s->arena.free_page;
 	rec.nseqs = s->nseqs;
-	rec.seals = s->seals;
+	rec.seals = s->arena.seals;
 	rec.sq_head = s->sq_head;
 	rec.cq_tail = s->cq_tail;
 	rec.ops = s->ops;
@@ -923,9 +927,10 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 	if (s->kept_until)
 		rec.wait_ns = s->kept_until > now ? s->kept_until - now : 1;
 	fwrite(&rec, sizeof(rec), 1, k->body);
-	fwrite(s->slots, sizeof(*s->slots), s->top, k->body);
-	if (s->top_page)
-		fwrite(s->pages, sizeof(*s->pages), s->top_page, k->body);
+	fwrite(s->arena.slots, sizeof(*s->arena.slots), s->arena.top, k->body);
+	if (s->arena.top_page)
+		fwrite(s->arena.pages, sizeof(*s->arena.pages),
+		       s->arena.top_page, k->body);
 	seqs_write(k->body, s);
 	k->n++;
 	kvmemd_log(LOG_INFO, "session %u (uid %u) kept for the next kvmemd",

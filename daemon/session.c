@@ -1,6 +1,6 @@
 /*
- * session.c - one attached client: its shared region, its slots and
- * sequences, and the op table its ring is served from
+ * session.c - one attached client: its shared region, its sequences, and
+ * the op table its ring is served from (its slots and pages: arena.c)
  *
  * Everything in the shared region is the client's to scribble on. The daemon
  * keeps its own copy of every index it acts on (ring heads and tails, the
@@ -40,16 +40,10 @@ _Static_assert(KVMEM_PAGE_MAX <= UINT32_MAX, "page sizes fit 32 bits");
  * The daemon's own memory a session may hold for its sequences and pages,
  * besides its fixed tables: an eighth of its arena, and 64 KiB however
  * small the arena. Charged to the host pool as it is taken (see
- * session_heap_get()), so forks and page tables count like arenas do.
+ * arena_heap_get()), so forks and page tables count like arenas do.
  */
 #define HEAP_SHARE 8
 #define HEAP_MIN (64u << 10)
-
-/* When both kinds of page have one size they share one free list. */
-static int free_list(const struct kvmemd_session *s, int kind)
-{
-	return kind && s->slot_units[1] != s->slot_units[0];
-}
 
 static int refuse(struct kvmem_welcome *w, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -92,15 +86,12 @@ static int all_zero(const void *p, size_t n)
 static uint64_t fixed_heap(const struct kvmemd_config *cfg, uint64_t quota,
 			   const struct kvmem_page_layout l[2])
 {
-	uint64_t units = quota / KVMEM_SLOT_UNIT,
-		 n = sizeof(struct kvmemd_session);
-	int k;
+	const uint32_t units[2] = { (uint32_t)(l[0].size / KVMEM_SLOT_UNIT),
+				    (uint32_t)(l[1].size / KVMEM_SLOT_UNIT) };
 
-	n += units * sizeof(struct slot);
-	for (k = 0; k < 2; k++)
-		n += (units / (l[k].size / KVMEM_SLOT_UNIT) + 1) *
-		     sizeof(uint32_t);
-	return n + (uint64_t)cfg->max_seqs * sizeof(struct seq *);
+	return sizeof(struct kvmemd_session) +
+	       arena_table_bytes((uint32_t)(quota / KVMEM_SLOT_UNIT), units) +
+	       (uint64_t)cfg->max_seqs * sizeof(struct seq *);
 }
 
 /* The GPU memory a hello asks for, rounded up to whole allocation units;
@@ -171,7 +162,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	struct kvmemd_user *u;
 	uint64_t quota, ring_bytes, map, fixed, gpu;
 	char why[KVMEM_MESSAGE_LEN - 24];
-	uint32_t sq, cq;
+	uint32_t sq, cq, units[2];
 	int k;
 
 	w->max_quota_bytes = cfg->session_max_bytes;
@@ -290,7 +281,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	}
 	for (k = 0; k < 2; k++) {
 		s->layout[k] = l[k];
-		s->slot_units[k] = (uint32_t)(l[k].size / KVMEM_SLOT_UNIT);
+		units[k] = (uint32_t)(l[k].size / KVMEM_SLOT_UNIT);
 	}
 	/* Archived in the format and codec of the day, where the client
 	 * reads them and such a page fits a sealed slot. */
@@ -310,12 +301,10 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->req.size = map;
 	s->req.hugepages = cfg->hugepages;
 	s->req.mlock = cfg->mlock;
-	s->nunits = (uint32_t)(quota / KVMEM_SLOT_UNIT);
-	s->heap = fixed;
-	s->heap_max = fixed + quota / HEAP_SHARE + HEAP_MIN;
+	arena_init(&s->arena, d, (uint32_t)(quota / KVMEM_SLOT_UNIT), units,
+		   fixed, fixed + quota / HEAP_SHARE + HEAP_MIN);
 	s->sq_efd = s->cq_efd = -1;
 	s->r.fd = -1;
-	s->free_page = NO_UNIT;
 	s->waits_tail = &s->waits;
 	s->gpu.fd = -1;
 	s->gpu_bytes = gpu;
@@ -332,14 +321,10 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 /* The tables and doorbells of @s, before its memory. */
 static int session_tables(struct kvmemd_session *s, char *why, size_t whylen)
 {
-	int k, ret = -ENOMEM;
+	int ret = -ENOMEM;
 
-	s->slots = calloc(s->nunits, sizeof(*s->slots));
-	for (k = 0; k < 2; k++)
-		s->free[k] = malloc((s->nunits / s->slot_units[k] + 1) *
-				    sizeof(uint32_t));
 	s->seqs = calloc(s->max_seqs, sizeof(*s->seqs));
-	if (!s->slots || !s->free[0] || !s->free[1] || !s->seqs) {
+	if (arena_tables(&s->arena) || !s->seqs) {
 		snprintf(why, whylen, "out of memory");
 		return ret;
 	}
@@ -369,8 +354,8 @@ static void session_map(struct kvmemd_session *s)
 	s->sqes = (struct kvmem_sqe *)(s->r.base + s->sqes_off);
 	s->cqes = (struct kvmem_cqe *)(s->r.base + s->cqes_off);
 	s->buf = s->r.base + s->buf_off;
-	s->heat = (uint16_t *)(s->r.base + s->heat_off);
-	s->arena = s->r.base + s->arena_off;
+	s->arena.heat = (uint16_t *)(s->r.base + s->heat_off);
+	s->arena_base = s->r.base + s->arena_off;
 }
 
 /* Runs on a worker: touches only @s, never the daemon or its config. */
@@ -434,8 +419,8 @@ void kvmemd_session_welcome(const struct kvmemd_session *s,
 	w->arena_bytes = s->arena_bytes;
 	w->sq_entries = s->sq_entries;
 	w->cq_entries = s->cq_entries;
-	w->slot_bytes[0] = s->slot_units[0] * KVMEM_SLOT_UNIT;
-	w->slot_bytes[1] = s->slot_units[1] * KVMEM_SLOT_UNIT;
+	w->slot_bytes[0] = s->arena.slot_units[0] * KVMEM_SLOT_UNIT;
+	w->slot_bytes[1] = s->arena.slot_units[1] * KVMEM_SLOT_UNIT;
 	if (s->gpu_bytes) {
 		w->gpu_bytes = s->gpu_bytes;
 		memcpy(w->gpu_uuid, s->d->gpu.uuid_bytes, sizeof(w->gpu_uuid));
@@ -511,10 +496,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 		}
 	}
 	free(s->seqs);
-	free(s->pages);
-	free(s->slots);
-	free(s->free[0]);
-	free(s->free[1]);
+	arena_exit(&s->arena);
 	kvmemd_host_release(s->d, &s->r, s->map_bytes);
 	if (s->gpu.fd >= 0) {
 		/* Its client may map it still: charged until it exits. */
@@ -527,56 +509,14 @@ void kvmemd_session_free(struct kvmemd_session *s)
 		close(s->sq_efd);
 	if (s->cq_efd >= 0)
 		close(s->cq_efd);
-	s->d->n.pool_used -= s->heap;
+	s->d->n.pool_used -= s->arena.heap;
 	s->d->n.sessions--;
 	/* Counted in a record that cannot have gone meanwhile. */
 	kvmemd_user(s->d, s->uid)->sessions--;
 	free(s);
 }
 
-int session_heap_get(struct kvmemd_session *s, size_t bytes)
-{
-	struct kvmemd *d = s->d;
-
-	if (bytes > s->heap_max - s->heap ||
-	    bytes > d->cfg.host_bytes - d->n.pool_used)
-		return -ENOMEM;
-	s->heap += bytes;
-	d->n.pool_used += bytes;
-	return 0;
-}
-
-void session_heap_put(struct kvmemd_session *s, size_t bytes)
-{
-	s->heap -= bytes;
-	s->d->n.pool_used -= bytes;
-}
-
 /* ---- slots ------------------------------------------------------------ */
-
-int session_slot_alloc(struct kvmemd_session *s, int kind, uint32_t *out)
-{
-	int fl = free_list(s, kind);
-	uint32_t u;
-
-	if (s->nfree[fl]) {
-		u = s->free[fl][--s->nfree[fl]];
-	} else {
-		if (s->nunits - s->top < s->slot_units[kind])
-			return -ENOMEM;
-		u = s->top;
-		s->top += s->slot_units[kind];
-	}
-	memset(&s->slots[u], 0, sizeof(s->slots[u]));
-	/* What the client said of the last page here is not about this one. */
-	__atomic_store_n(&s->heat[u], 0, __ATOMIC_RELAXED);
-	s->slots[u].state = SLOT_OPEN;
-	s->slots[u].kind = (uint8_t)kind;
-	s->used_bytes += slot_bytes(s, kind);
-	s->nopen++;
-	*out = u;
-	return 0;
-}
 
 void session_slot_header(const struct kvmemd_session *s, const struct slot *sl,
 			 struct kvmem_page_hdr *h)
@@ -598,97 +538,31 @@ void session_slot_header(const struct kvmemd_session *s, const struct slot *sl,
 	h->crc = sl->crc;
 }
 
-void session_slot_free(struct kvmemd_session *s, uint32_t u)
-{
-	struct slot *sl = &s->slots[u];
-	int fl = free_list(s, sl->kind);
-
-	if (sl->state == SLOT_OPEN) {
-		s->nopen--;
-	} else if (sl->state == SLOT_SEALED) {
-		s->nsealed--;
-		s->sealed_bytes -= slot_bytes(s, sl->kind);
-		s->ndegraded -= !!(sl->flags & SLOT_DEGRADED);
-	}
-	s->used_bytes -= slot_bytes(s, sl->kind);
-	sl->state = SLOT_FREE;
-	s->free[fl][s->nfree[fl]++] = u;
-}
-
 /* A slot index from the client: the start of a live slot, or NULL. */
 static struct slot *slot_get(struct kvmemd_session *s, uint32_t u)
 {
-	if (u >= s->nunits || (s->slots[u].state != SLOT_OPEN &&
-			       s->slots[u].state != SLOT_SEALED))
+	if (u >= s->arena.nunits || (s->arena.slots[u].state != SLOT_OPEN &&
+				     s->arena.slots[u].state != SLOT_SEALED))
 		return NULL;
-	return &s->slots[u];
+	return &s->arena.slots[u];
 }
 
 /* ---- pages ------------------------------------------------------------ */
-
-/* A new page for the slot at @u, just sealed: @layer's from @token_start. */
-static int page_new(struct kvmemd_session *s, uint32_t u, uint32_t layer,
-		    uint32_t token_start, uint32_t *out)
-{
-	struct page *p;
-	uint32_t pg, n;
-
-	if (s->free_page != NO_UNIT) {
-		pg = s->free_page;
-		s->free_page = s->pages[pg].next_free;
-	} else {
-		if (s->top_page == s->npages) {
-			n = s->npages ? s->npages * 2 : 64;
-			if (n <= s->npages || n >= NO_UNIT ||
-			    session_heap_get(s, (size_t)(n - s->npages) *
-							sizeof(*p)))
-				return -ENOMEM;
-			p = realloc(s->pages, (size_t)n * sizeof(*p));
-			if (!p) {
-				session_heap_put(s, (size_t)(n - s->npages) *
-							    sizeof(*p));
-				return -ENOMEM;
-			}
-			s->pages = p;
-			s->npages = n;
-		}
-		pg = s->top_page++;
-	}
-	p = &s->pages[pg];
-	memset(p, 0, sizeof(*p));
-	p->state = PAGE_RESIDENT;
-	p->kind = s->slots[u].kind;
-	p->unit = u;
-	p->client_slot = u;
-	p->layer = layer;
-	p->token_start = token_start;
-	*out = pg;
-	return 0;
-}
-
-void session_page_free(struct kvmemd_session *s, uint32_t pg)
-{
-	struct page *p = &s->pages[pg];
-
-	p->state = PAGE_UNUSED;
-	p->next_free = s->free_page;
-	s->free_page = pg;
-}
 
 /* The last holder of page @pg let go: its slot (or store units) go back,
  * now or when its I/O ends. */
 static void page_put(struct kvmemd_session *s, uint32_t pg)
 {
-	struct page *p = &s->pages[pg];
+	struct page *p = &s->arena.pages[pg];
 
 	if (--p->refs)
 		return;
 	if (p->unit != NO_UNIT && p->state != PAGE_READING) {
-		session_slot_free(s, p->unit);
+		arena_slot_free(&s->arena, p->unit);
 		p->unit = NO_UNIT;
 	}
 	if (p->state == PAGE_RESIDENT) {
-		session_page_free(s, pg);
+		arena_page_free(&s->arena, pg);
 		return;
 	}
 	/* tier.c frees it: now when cold, when the I/O ends otherwise. */
@@ -710,7 +584,7 @@ enum { BY_PAGE, BY_TOKENS };
 static uint64_t key_of(const struct kvmemd_session *s, const struct seq *q,
 		       int by, uint32_t pos)
 {
-	const struct page *p = &s->pages[q->pages[pos]];
+	const struct page *p = &s->arena.pages[q->pages[pos]];
 
 	return by == BY_PAGE ? q->pages[pos]
 			     : (uint64_t)p->layer << 32 | p->token_start;
@@ -777,7 +651,7 @@ static int seq_reserve(struct kvmemd_session *s, struct seq *q, uint32_t cap)
 	if (cap <= q->cap)
 		return 0;
 	if (cap > UINT32_MAX / 4 ||
-	    session_heap_get(s, (size_t)(cap - q->cap) * SEQ_ENTRY_BYTES))
+	    arena_heap_get(&s->arena, (size_t)(cap - q->cap) * SEQ_ENTRY_BYTES))
 		return -ENOMEM;
 	pages = realloc(q->pages, cap * sizeof(*pages));
 	if (pages)
@@ -787,7 +661,8 @@ static int seq_reserve(struct kvmemd_session *s, struct seq *q, uint32_t cap)
 	if (!pages || !index || !by_tokens) {
 		free(index);
 		free(by_tokens);
-		session_heap_put(s, (size_t)(cap - q->cap) * SEQ_ENTRY_BYTES);
+		arena_heap_put(&s->arena,
+			       (size_t)(cap - q->cap) * SEQ_ENTRY_BYTES);
 		return -ENOMEM;
 	}
 	free(q->index);
@@ -870,11 +745,11 @@ static struct seq *seq_alloc(struct kvmemd_session *s, uint32_t id,
 {
 	struct seq *q;
 
-	if (session_heap_get(s, sizeof(*q)))
+	if (arena_heap_get(&s->arena, sizeof(*q)))
 		return NULL;
 	q = calloc(1, sizeof(*q));
 	if (!q) {
-		session_heap_put(s, sizeof(*q));
+		arena_heap_put(&s->arena, sizeof(*q));
 		return NULL;
 	}
 	q->id = id;
@@ -915,7 +790,7 @@ void session_seq_pin(struct kvmemd_session *s, struct seq *q, int on)
 	if (q->acquired == on)
 		return;
 	for (i = 0; i < q->n; i++) {
-		struct page *p = &s->pages[q->pages[i]];
+		struct page *p = &s->arena.pages[q->pages[i]];
 
 		if (on) {
 			p->pins++;
@@ -945,9 +820,9 @@ int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
 		return -ENOMEM;
 	q->tokens = tokens;
 	for (i = 0; i < n; i++) {
-		if (pages[i] >= s->top_page)
+		if (pages[i] >= s->arena.top_page)
 			return -EINVAL;
-		p = &s->pages[pages[i]];
+		p = &s->arena.pages[pages[i]];
 		if (p->state == PAGE_UNUSED ||
 		    session_seq_holds(s, q, pages[i]) ||
 		    seq_page(s, q, p->layer, p->token_start) != NO_UNIT)
@@ -956,43 +831,6 @@ int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
 			return -ENOMEM;
 	}
 	return 0;
-}
-
-int session_slots_restore(struct kvmemd_session *s)
-{
-	const struct slot *sl;
-	uint32_t u, fl;
-
-	for (u = 0; u < s->top;
-	     u += sl->state == SLOT_NONE ? 1 : s->slot_units[sl->kind]) {
-		sl = &s->slots[u];
-		if (sl->state == SLOT_NONE)
-			continue;
-		if (sl->kind > 1 || sl->state > SLOT_SEALED ||
-		    s->top - u < s->slot_units[sl->kind])
-			return -EINVAL;
-		if (sl->state == SLOT_FREE) {
-			fl = (uint32_t)free_list(s, sl->kind);
-			if (s->nfree[fl] > s->nunits / s->slot_units[sl->kind])
-				return -EINVAL;
-			s->free[fl][s->nfree[fl]++] = u;
-			continue;
-		}
-		s->used_bytes += slot_bytes(s, sl->kind);
-		if (sl->state == SLOT_OPEN) {
-			s->nopen++;
-			continue;
-		}
-		if (sl->page >= s->top_page ||
-		    s->pages[sl->page].state != PAGE_RESIDENT ||
-		    s->pages[sl->page].unit != u ||
-		    ((sl->flags & SLOT_ARCHIVED) && !s->arch.size))
-			return -EINVAL;
-		s->nsealed++;
-		s->sealed_bytes += slot_bytes(s, sl->kind);
-		s->ndegraded += !!(sl->flags & SLOT_DEGRADED);
-	}
-	return u == s->top ? 0 : -EINVAL;
 }
 
 /* A step of a seal's check at stop: the clock is read between steps. */
@@ -1046,9 +884,9 @@ int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
 		return ret;
 	}
 	prefix_drop(s);
-	for (u = 0; u < s->top; u++)
-		if (s->slots[u].state == SLOT_LOADING ||
-		    s->slots[u].state == SLOT_ARCHIVING) {
+	for (u = 0; u < s->arena.top; u++)
+		if (s->arena.slots[u].state == SLOT_LOADING ||
+		    s->arena.slots[u].state == SLOT_ARCHIVING) {
 			snprintf(why, len, "a page is still moving");
 			return -EBUSY;
 		}
@@ -1080,7 +918,8 @@ static void seq_free(struct kvmemd_session *s, struct seq *q)
 		page_put(s, q->pages[i]);
 	s->seqs[q->id - 1] = NULL;
 	s->nseqs--;
-	session_heap_put(s, sizeof(*q) + (size_t)q->cap * SEQ_ENTRY_BYTES);
+	arena_heap_put(&s->arena,
+		       sizeof(*q) + (size_t)q->cap * SEQ_ENTRY_BYTES);
 	free(q->pages);
 	free(q->index);
 	free(q->by_tokens);
@@ -1135,7 +974,7 @@ static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	if (!out)
 		return -EFAULT;
 	for (i = 0; i < e->len; i++) {
-		if (session_slot_alloc(s, e->kind, &u))
+		if (arena_slot_alloc(&s->arena, e->kind, &u))
 			break;
 		memcpy(out + i * sizeof(u), &u, sizeof(u));
 	}
@@ -1151,20 +990,20 @@ static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
 static int slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
 		     const struct kvmem_page_hdr *h)
 {
-	struct slot *sl = &s->slots[u];
+	struct slot *sl = &s->arena.slots[u];
 	uint32_t pg;
 	int ret;
 
-	ret = page_new(s, u, h->layer, h->token_start, &pg);
+	ret = arena_page_new(&s->arena, u, h->layer, h->token_start, &pg);
 	if (ret)
 		return ret;
 	ret = seq_hold(s, q, pg);
 	if (ret) {
-		session_page_free(s, pg);
+		arena_page_free(&s->arena, pg);
 		return ret;
 	}
-	s->pages[pg].refs = 1;
-	s->pages[pg].pins = 1;
+	s->arena.pages[pg].refs = 1;
+	s->arena.pages[pg].pins = 1;
 	if (q->tokens < h->token_start + h->ntokens)
 		q->tokens = h->token_start + h->ntokens;
 	sl->state = SLOT_SEALED;
@@ -1176,10 +1015,10 @@ static int slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
 	sl->crc = h->crc;
 	sl->generation = h->generation;
 	sl->hdr_flags = (uint8_t)h->flags;
-	sl->seal = ++s->seals;
-	s->nopen--;
-	s->nsealed++;
-	s->sealed_bytes += slot_bytes(s, sl->kind);
+	sl->seal = ++s->arena.seals;
+	s->arena.nopen--;
+	s->arena.nsealed++;
+	s->arena.sealed_bytes += slot_bytes(s, sl->kind);
 	return 0;
 }
 
@@ -1234,7 +1073,7 @@ static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	if (sl->state == SLOT_OPEN) {
 		if (e->seq)
 			return -EINVAL;
-		session_slot_free(s, e->slot);
+		arena_slot_free(&s->arena, e->slot);
 		return 0;
 	}
 	q = session_seq(s, e->seq);
@@ -1244,7 +1083,7 @@ static int op_page_free(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		return -EBUSY;
 	if (seq_unhold(s, q, sl->page))
 		return -ENOENT;
-	s->pages[sl->page].pins--;
+	s->arena.pages[sl->page].pins--;
 	page_put(s, sl->page);
 	return 0;
 }
@@ -1278,8 +1117,8 @@ static int op_seq_fork(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	q->n = p->n;
 	q->tokens = p->tokens;
 	for (i = 0; i < q->n; i++) {
-		s->pages[q->pages[i]].refs++;
-		s->pages[q->pages[i]].pins++;
+		s->arena.pages[q->pages[i]].refs++;
+		s->arena.pages[q->pages[i]].pins++;
 	}
 	return (int)q->id;
 }
@@ -1337,9 +1176,9 @@ static int op_stats(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct kvmem_stats st = {
 		.arena_bytes = s->arena_bytes,
-		.used_bytes = s->used_bytes,
-		.slots_open = s->nopen,
-		.slots_sealed = s->nsealed,
+		.used_bytes = s->arena.used_bytes,
+		.slots_open = s->arena.nopen,
+		.slots_sealed = s->arena.nsealed,
 		.seqs = s->nseqs,
 		.seqs_acquired = s->nacquired,
 		.ops = s->ops,
@@ -1349,9 +1188,9 @@ static int op_stats(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		.pool_used_bytes = s->d->n.pool_used,
 		.ce_words = s->ce,
 		.ue_words = s->ue,
-		.degraded_pages = s->ndegraded,
-		.cold_pages = s->ncold,
-		.cold_bytes = s->cold_bytes,
+		.degraded_pages = s->arena.ndegraded,
+		.cold_pages = s->arena.ncold,
+		.cold_bytes = s->arena.cold_bytes,
 	};
 	void *out;
 
@@ -1442,7 +1281,7 @@ static int publish_page(const struct kvmemd_session *s, const struct seq *q,
 
 	if (pg == NO_UNIT)
 		return -ENOENT;
-	sl = &s->slots[s->pages[pg].unit];
+	sl = &s->arena.slots[s->arena.pages[pg].unit];
 	if (sl->kind != kind || sl->ntokens != ntokens)
 		return -ENOENT;
 	if (sl->flags & SLOT_ARCHIVED)
@@ -1551,8 +1390,9 @@ static int prefix_publish(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		 * checked against the seal, not the page. */
 		s->pass_bytes += b->page_bytes;
 		memcpy(b->data + (size_t)l * b->page_bytes,
-		       session_page(s, s->pages[pg].unit), b->page_bytes);
-		session_slot_header(s, &s->slots[s->pages[pg].unit], &h);
+		       session_page(s, s->arena.pages[pg].unit), b->page_bytes);
+		session_slot_header(s, &s->arena.slots[s->arena.pages[pg].unit],
+				    &h);
 		if (copy_good(s, b->data + (size_t)l * b->page_bytes, &h))
 			return -EIO;
 		b->pages[l].crc = h.crc;
@@ -1604,7 +1444,7 @@ static int attach_page(struct kvmemd_session *s, struct seq *q,
 	/* The session's own page from here: its header names its sequence. */
 	memcpy(session_page(s, u), b->data + (size_t)l * b->page_bytes,
 	       b->page_bytes);
-	session_slot_header(s, &s->slots[u], &h);
+	session_slot_header(s, &s->arena.slots[u], &h);
 	kvmem__hdr_encode(session_page(s, u), &h);
 	return 0;
 }
@@ -1654,7 +1494,7 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
 		}
 		/* The slot first: an op that waits for room checks nothing
 		 * each time it is tried again. */
-		if (session_slot_alloc(s, kind, &u)) {
+		if (arena_slot_alloc(&s->arena, kind, &u)) {
 			*no_slot = !n;
 			ret = -ENOMEM;
 			break;
@@ -1662,7 +1502,7 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
 		/* A copy that no longer verifies is never handed out. */
 		s->pass_bytes += b->page_bytes;
 		if (copy_good(s, b->data + (size_t)l * b->page_bytes, NULL)) {
-			session_slot_free(s, u);
+			arena_slot_free(&s->arena, u);
 			kvmemd_prefix_damaged(s->d, b);
 			b = NULL;
 			ret = -EIO;
@@ -1670,7 +1510,7 @@ int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
 		}
 		ret = attach_page(s, q, b, l, u);
 		if (ret) {
-			session_slot_free(s, u);
+			arena_slot_free(&s->arena, u);
 			break;
 		}
 		memset(&m, 0, sizeof(m));

@@ -107,7 +107,7 @@ _Static_assert(KVMEM_SLOT_UNIT == KVMEMD_STORE_UNIT,
 
 static uint32_t page_units(const struct kvmemd_session *s, const struct page *p)
 {
-	return s->slot_units[p->kind];
+	return s->arena.slot_units[p->kind];
 }
 
 static void store_free(struct kvmemd_tier *t, uint64_t unit, uint32_t units)
@@ -296,8 +296,8 @@ static int can_reclaim(const struct kvmemd_session *s)
 	if (t->store_full || s->write_failed)
 		return 0;
 	room = store_room(t);
-	for (i = 0; i < s->top_page; i++) {
-		const struct page *p = &s->pages[i];
+	for (i = 0; i < s->arena.top_page; i++) {
+		const struct page *p = &s->arena.pages[i];
 
 		if (p->state == PAGE_RESIDENT && !p->pins && p->refs &&
 		    slot_bytes(s, p->kind) <= t->io_bytes &&
@@ -342,12 +342,12 @@ static int map_report(struct kvmemd_session *s, struct seq *q,
 	struct kvmem_page_move_ex m;
 
 	for (i = 0; i < q->n && n < room; i++) {
-		struct page *p = &s->pages[q->pages[i]];
+		struct page *p = &s->arena.pages[q->pages[i]];
 		const struct kvmem_page_layout *l;
 
 		if (!p->moved)
 			continue;
-		l = slot_layout(s, &s->slots[p->unit]);
+		l = slot_layout(s, &s->arena.slots[p->unit]);
 		memset(&m, 0, sizeof(m));
 		m.layer = p->layer;
 		m.token_start = p->token_start;
@@ -363,7 +363,7 @@ static int map_report(struct kvmemd_session *s, struct seq *q,
 	/* A client that gave no room cannot learn where its pages are. */
 	if (!room)
 		for (; i < q->n; i++)
-			if (s->pages[q->pages[i]].moved)
+			if (s->arena.pages[q->pages[i]].moved)
 				return -EMSGSIZE;
 	return (int)n;
 }
@@ -386,7 +386,7 @@ static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
 	int ret;
 
 	for (i = w->issue; i < q->n && !w->error; i++) {
-		struct page *p = &s->pages[q->pages[i]];
+		struct page *p = &s->arena.pages[q->pages[i]];
 
 		if (p->state == PAGE_COLD && p->cold.flags & SLOT_READ_FAILED) {
 			p->cold.flags &= ~SLOT_READ_FAILED;
@@ -407,7 +407,7 @@ static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
 	}
 	w->issue = i;
 	while (w->scan < q->n) {
-		struct page *p = &s->pages[q->pages[w->scan]];
+		struct page *p = &s->arena.pages[q->pages[w->scan]];
 
 		if (resident(p)) {
 			w->scan++;
@@ -444,7 +444,7 @@ int tier_acquire(struct kvmemd_session *s, struct seq *q,
 	uint32_t i;
 	int ret;
 
-	for (i = 0; i < q->n && resident(&s->pages[q->pages[i]]); i++)
+	for (i = 0; i < q->n && resident(&s->arena.pages[q->pages[i]]); i++)
 		;
 	if (i == q->n) {
 		ret = map_report(s, q, e);
@@ -485,7 +485,7 @@ static int alloc_step(struct kvmemd_session *s, struct tier_wait *w)
 	uint8_t *out = s->buf + w->e.addr;
 
 	for (i = 0; i < w->e.len; i++) {
-		if (session_slot_alloc(s, w->e.kind, &u))
+		if (arena_slot_alloc(&s->arena, w->e.kind, &u))
 			break;
 		memcpy(out + i * sizeof(u), &u, sizeof(u));
 	}
@@ -497,7 +497,7 @@ static int alloc_step(struct kvmemd_session *s, struct tier_wait *w)
 		wait_done(s, w, -ENOMEM);
 		return 1;
 	}
-	s->want_units += s->slot_units[w->e.kind];
+	s->want_units += s->arena.slot_units[w->e.kind];
 	return 0;
 }
 
@@ -508,9 +508,9 @@ static void attach_step(struct kvmemd_session *s, struct tier_wait *w)
 	int no_slot, ret = session_prefix_attach(s, &w->e, w->key, &no_slot);
 
 	if (ret == -ENOMEM && no_slot && can_reclaim(s)) {
-		s->want_units += s->slot_units[0] > s->slot_units[1]
-					 ? s->slot_units[0]
-					 : s->slot_units[1];
+		s->want_units += s->arena.slot_units[0] > s->arena.slot_units[1]
+					 ? s->arena.slot_units[0]
+					 : s->arena.slot_units[1];
 		return;
 	}
 	wait_done(s, w, ret);
@@ -547,7 +547,7 @@ static void write_done(struct kvmemd_io *io, int res);
 static int read_page(struct kvmemd_session *s, uint32_t pg)
 {
 	struct kvmemd_tier *t = s->d->tier;
-	struct page *p = &s->pages[pg];
+	struct page *p = &s->arena.pages[pg];
 	struct kvmemd_io *io;
 	struct ticket *tk;
 	uint32_t u;
@@ -558,15 +558,15 @@ static int read_page(struct kvmemd_session *s, uint32_t pg)
 	io = kvmemd_store_io_get(t->st);
 	if (!io)
 		return -EBUSY;
-	ret = session_slot_alloc(s, p->kind, &u);
+	ret = arena_slot_alloc(&s->arena, p->kind, &u);
 	if (ret) {
 		kvmemd_store_io_put(t->st, io);
 		return ret;
 	}
 	/* The slot is loading, no longer open. */
-	s->nopen--;
-	s->slots[u].state = SLOT_LOADING;
-	s->slots[u].page = pg;
+	s->arena.nopen--;
+	s->arena.slots[u].state = SLOT_LOADING;
+	s->arena.slots[u].page = pg;
 	p->unit = u;
 	p->state = PAGE_READING;
 	tk = ticket_of(t, io);
@@ -598,12 +598,12 @@ static void read_done(struct kvmemd_io *io, int res)
 		return;
 	}
 	s->inflight--;
-	p = &s->pages[tk->pg];
+	p = &s->arena.pages[tk->pg];
 	u = p->unit;
 	if (res != (int)io->len) {
 		t->read_errors++;
 		io_error(t, s, "a read", res, io->len);
-		session_slot_free(s, u);
+		arena_slot_free(&s->arena, u);
 		p->unit = NO_UNIT;
 		p->state = PAGE_COLD;
 		p->cold.flags |= SLOT_READ_FAILED;
@@ -613,23 +613,23 @@ static void read_done(struct kvmemd_io *io, int res)
 		return;
 	}
 	store_free(t, tk->store_unit, tk->units);
-	s->ncold--;
-	s->cold_bytes -= io->len;
+	s->arena.ncold--;
+	s->arena.cold_bytes -= io->len;
 	if (p->dead) {
-		session_slot_free(s, u);
-		session_page_free(s, tk->pg);
+		arena_slot_free(&s->arena, u);
+		arena_page_free(&s->arena, tk->pg);
 		kick(s);
 		return;
 	}
 	memcpy(session_page(s, u), io->buf, io->len);
-	sl = &s->slots[u];
+	sl = &s->arena.slots[u];
 	*sl = p->cold;
 	sl->state = SLOT_SEALED;
 	sl->page = tk->pg;
-	sl->seal = ++s->seals;
-	s->nsealed++;
-	s->sealed_bytes += io->len;
-	s->ndegraded += !!(sl->flags & SLOT_DEGRADED);
+	sl->seal = ++s->arena.seals;
+	s->arena.nsealed++;
+	s->arena.sealed_bytes += io->len;
+	s->arena.ndegraded += !!(sl->flags & SLOT_DEGRADED);
 	s->reloads++;
 	s->reload_bytes += io->len;
 	t->reloads++;
@@ -647,16 +647,16 @@ static void read_done(struct kvmemd_io *io, int res)
 static void reload_checked(struct kvmemd_tier *t, struct reload *rl)
 {
 	struct kvmemd_session *s = rl->s;
-	struct page *p = &s->pages[rl->pg];
-	const struct slot *sl = &s->slots[p->unit];
+	struct page *p = &s->arena.pages[rl->pg];
+	const struct slot *sl = &s->arena.slots[p->unit];
 
 	if (rl->c.lost)
 		t->reload_lost++;
 	if (sl->flags & SLOT_DEGRADED)
 		t->reload_bad++;
 	if (p->dead) {
-		session_slot_free(s, p->unit);
-		session_page_free(s, rl->pg);
+		arena_slot_free(&s->arena, p->unit);
+		arena_page_free(&s->arena, rl->pg);
 		return;
 	}
 	p->state = PAGE_RESIDENT;
@@ -699,7 +699,7 @@ static int reloads_step(struct kvmemd_tier *t)
 static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
 {
 	struct kvmemd_tier *t = s->d->tier;
-	struct page *p = &s->pages[pg];
+	struct page *p = &s->arena.pages[pg];
 	struct kvmemd_io *io;
 	struct ticket *tk;
 	uint64_t unit;
@@ -736,7 +736,7 @@ static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
 	io->done = write_done;
 	io->priv = t;
 	s->inflight++;
-	s->writing_units += units;
+	s->arena.writing_units += units;
 	if (forced)
 		t->cmd.inflight++;
 	kvmemd_store_io_queue(t->st, io);
@@ -777,8 +777,8 @@ static void write_done(struct kvmemd_io *io, int res)
 		return;
 	}
 	s->inflight--;
-	s->writing_units -= tk->units;
-	p = &s->pages[tk->pg];
+	s->arena.writing_units -= tk->units;
+	p = &s->arena.pages[tk->pg];
 	if (ok)
 		s->write_failed = 0;
 	if (p->dead || !ok || p->pins) {
@@ -786,19 +786,19 @@ static void write_done(struct kvmemd_io *io, int res)
 		 * goes) from memory, and the copy is not needed. */
 		store_free(t, tk->store_unit, tk->units);
 		if (p->dead) {
-			session_page_free(s, tk->pg);
+			arena_page_free(&s->arena, tk->pg);
 		} else {
 			p->state = PAGE_RESIDENT;
 		}
 		kick(s);
 		return;
 	}
-	p->cold = s->slots[p->unit];
-	session_slot_free(s, p->unit);
+	p->cold = s->arena.slots[p->unit];
+	arena_slot_free(&s->arena, p->unit);
 	p->unit = NO_UNIT;
 	p->state = PAGE_COLD;
-	s->ncold++;
-	s->cold_bytes += io->len;
+	s->arena.ncold++;
+	s->arena.cold_bytes += io->len;
 	s->offloads++;
 	s->offload_bytes += io->len;
 	t->offloads++;
@@ -808,12 +808,12 @@ static void write_done(struct kvmemd_io *io, int res)
 
 void tier_page_drop(struct kvmemd_session *s, uint32_t pg)
 {
-	struct page *p = &s->pages[pg];
+	struct page *p = &s->arena.pages[pg];
 
 	store_free(s->d->tier, p->store_unit, page_units(s, p));
-	s->ncold--;
-	s->cold_bytes -= slot_bytes(s, p->kind);
-	session_page_free(s, pg);
+	s->arena.ncold--;
+	s->arena.cold_bytes -= slot_bytes(s, p->kind);
+	arena_page_free(&s->arena, pg);
 }
 
 void tier_session_free(struct kvmemd_session *s)
@@ -837,10 +837,10 @@ void tier_session_free(struct kvmemd_session *s)
 	for (i = 0; i < t->nchecks; i++)
 		if (t->checks[i].s == s)
 			t->checks[i].s = NULL;
-	for (i = 0; i < s->top_page; i++)
-		if (s->pages[i].state == PAGE_COLD)
-			store_free(t, s->pages[i].store_unit,
-				   page_units(s, &s->pages[i]));
+	for (i = 0; i < s->arena.top_page; i++)
+		if (s->arena.pages[i].state == PAGE_COLD)
+			store_free(t, s->arena.pages[i].store_unit,
+				   page_units(s, &s->arena.pages[i]));
 }
 
 int tier_quiesce(struct kvmemd_session *s, int timeout_ms)
@@ -883,7 +883,7 @@ int tier_quiesce(struct kvmemd_session *s, int timeout_ms)
 int tier_claim(struct kvmemd_session *s, uint32_t pg)
 {
 	struct kvmemd_tier *t = s->d->tier;
-	struct page *p = &s->pages[pg];
+	struct page *p = &s->arena.pages[pg];
 	int ret;
 
 	if (!t || !t->st)
@@ -891,8 +891,8 @@ int tier_claim(struct kvmemd_session *s, uint32_t pg)
 	ret = kvmemd_store_claim(t->st, p->store_unit, page_units(s, p));
 	if (ret)
 		return ret;
-	s->ncold++;
-	s->cold_bytes += slot_bytes(s, p->kind);
+	s->arena.ncold++;
+	s->arena.cold_bytes += slot_bytes(s, p->kind);
 	return 0;
 }
 
@@ -930,7 +930,7 @@ static void prefetch_step(struct kvmemd_session *s)
 		pf = s->prefetch[i];
 		q = session_seq(s, pf[0]);
 		for (; q && pf[1] < q->n; pf[1]++) {
-			struct page *p = &s->pages[q->pages[pf[1]]];
+			struct page *p = &s->arena.pages[q->pages[pf[1]]];
 
 			if (p->state != PAGE_COLD ||
 			    p->cold.flags & SLOT_READ_FAILED)
@@ -987,10 +987,11 @@ static int victim_cmp(const void *a, const void *b)
 /* Stale pages first, then the coldest by heat, then the longest released. */
 static uint64_t victim_key(const struct kvmemd_session *s, const struct page *p)
 {
-	const struct slot *sl = &s->slots[p->unit];
+	const struct slot *sl = &s->arena.slots[p->unit];
 	const struct seq *q = session_seq(s, sl->seq);
 	uint32_t stale_tokens = s->d->cfg.stale_tokens;
-	uint16_t heat = __atomic_load_n(&s->heat[p->unit], __ATOMIC_RELAXED);
+	uint16_t heat =
+		__atomic_load_n(&s->arena.heat[p->unit], __ATOMIC_RELAXED);
 	int stale = stale_tokens && q &&
 		    q->tokens - sl->token_start - sl->ntokens >= stale_tokens;
 
@@ -1010,7 +1011,7 @@ static int in_target(const struct kvmemd_session *s, const struct page *p,
 	if (t->type == KVMEMD_TARGET_SESSION)
 		return 1;
 	q = session_seq(s, t->seq);
-	return q && session_seq_holds(s, q, (uint32_t)(p - s->pages));
+	return q && session_seq_holds(s, q, (uint32_t)(p - s->arena.pages));
 }
 
 /*
@@ -1021,10 +1022,11 @@ static int in_target(const struct kvmemd_session *s, const struct page *p,
 static uint64_t reclaim_goal(struct kvmemd_session *s)
 {
 	const struct kvmemd_config *c = &s->d->cfg;
-	uint64_t free_units = s->nunits - s->used_bytes / KVMEM_SLOT_UNIT;
-	uint64_t coming = free_units + s->writing_units, goal = 0;
-	uint64_t low = (uint64_t)s->nunits * c->low_watermark / 100;
-	uint64_t high = (uint64_t)s->nunits * c->high_watermark / 100;
+	uint64_t free_units =
+		s->arena.nunits - s->arena.used_bytes / KVMEM_SLOT_UNIT;
+	uint64_t coming = free_units + s->arena.writing_units, goal = 0;
+	uint64_t low = (uint64_t)s->arena.nunits * c->low_watermark / 100;
+	uint64_t high = (uint64_t)s->arena.nunits * c->high_watermark / 100;
 
 	if (free_units < low)
 		s->reclaiming = 1;
@@ -1032,9 +1034,9 @@ static uint64_t reclaim_goal(struct kvmemd_session *s)
 		s->reclaiming = 0;
 	if (s->reclaiming)
 		goal = high - coming;
-	if (s->want_units > s->writing_units &&
-	    s->want_units - s->writing_units > goal)
-		goal = s->want_units - s->writing_units;
+	if (s->want_units > s->arena.writing_units &&
+	    s->want_units - s->arena.writing_units > goal)
+		goal = s->want_units - s->arena.writing_units;
 	return goal;
 }
 
@@ -1049,8 +1051,9 @@ static uint32_t victims_build(struct kvmemd_session *s, int forced)
 	uint32_t i, n = 0, *order;
 
 	s->nvictims = s->vpos = 0;
-	v = malloc((size_t)s->top_page * sizeof(*v) + 1);
-	order = realloc(s->victims, (size_t)s->top_page * sizeof(*order) + 1);
+	v = malloc((size_t)s->arena.top_page * sizeof(*v) + 1);
+	order = realloc(s->victims,
+			(size_t)s->arena.top_page * sizeof(*order) + 1);
 	if (!v || !order) {
 		free(v);
 		if (order)
@@ -1058,8 +1061,8 @@ static uint32_t victims_build(struct kvmemd_session *s, int forced)
 		return 0;
 	}
 	s->victims = order;
-	for (i = 0; i < s->top_page; i++) {
-		const struct page *p = &s->pages[i];
+	for (i = 0; i < s->arena.top_page; i++) {
+		const struct page *p = &s->arena.pages[i];
 
 		if (p->state != PAGE_RESIDENT || p->pins || !p->refs ||
 		    slot_bytes(s, p->kind) > t->io_bytes)
@@ -1109,7 +1112,7 @@ static void reclaim(struct kvmemd_session *s, uint64_t goal, int forced)
 	for (;;) {
 		for (; s->vpos < s->nvictims && (forced || goal); s->vpos++) {
 			uint32_t pg = s->victims[s->vpos];
-			const struct page *p = &s->pages[pg];
+			const struct page *p = &s->arena.pages[pg];
 
 			if (p->state != PAGE_RESIDENT || p->pins || !p->refs ||
 			    (forced && !in_target(s, p, &t->cmd.t)))
@@ -1246,20 +1249,20 @@ static void occupancy(const struct kvmemd *d, uint64_t pages[4],
 	uint32_t i;
 
 	for (s = d->sessions; s; s = s->next) {
-		for (i = 0; i < s->top_page; i++) {
-			const struct page *p = &s->pages[i];
+		for (i = 0; i < s->arena.top_page; i++) {
+			const struct page *p = &s->arena.pages[i];
 			int k;
 
 			if (!resident(p) || p->dead)
 				continue;
-			k = p->kind == KVMEM_SLOT_HOT		      ? 0
-			    : s->slots[p->unit].flags & SLOT_ARCHIVED ? 2
-								      : 1;
+			k = p->kind == KVMEM_SLOT_HOT			    ? 0
+			    : s->arena.slots[p->unit].flags & SLOT_ARCHIVED ? 2
+									    : 1;
 			pages[k]++;
 			bytes[k] += slot_bytes(s, p->kind);
 		}
-		pages[3] += s->ncold;
-		bytes[3] += s->cold_bytes;
+		pages[3] += s->arena.ncold;
+		bytes[3] += s->arena.cold_bytes;
 	}
 }
 

@@ -1,0 +1,152 @@
+/*
+ * arena.h - a session's arena: its slots, the pages in them, and what they
+ * add up to
+ *
+ * The arena is the only writer of a slot's and a page's state, of the free
+ * lists and of the counters that follow from them; session.c, tier.c,
+ * archive.c, resume.c and ras.c move slots and pages through the functions
+ * here. It knows slots and pages, not sequences, the ring or the store.
+ * Event loop thread only, but for arena_tables().
+ */
+#ifndef KVMEMD_ARENA_H
+#define KVMEMD_ARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvmem/uapi.h"
+
+struct kvmemd;
+
+#define NO_UNIT UINT32_MAX
+
+enum slot_state {
+	SLOT_NONE = 0, /* not the start of a slot, or never handed out */
+	SLOT_FREE, /* on a free list */
+	SLOT_OPEN, /* the client's, being written */
+	SLOT_SEALED, /* full, immutable, a page's bytes */
+	SLOT_LOADING, /* a page being read back from the store into it */
+	SLOT_ARCHIVING, /* the daemon's, for a page being archived */
+};
+
+#define SLOT_DEGRADED (1u << 0) /* holds values no code could correct */
+#define SLOT_CRC_BAD (1u << 1) /* its CRC no longer matches, reported */
+#define SLOT_READ_FAILED (1u << 2) /* cold: the last read of it failed */
+#define SLOT_ARCHIVED (1u << 3) /* in the session's archive layout */
+#define SLOT_NO_ARCHIVE (1u << 4) /* its archiving was refused: not again */
+
+/*
+ * A slot of the arena. A sealed one keeps what its header said when it was
+ * sealed, so the scrubber can tell a damaged header from a good one and
+ * write it back, and the page it holds.
+ */
+struct slot {
+	uint8_t state; /* enum slot_state */
+	uint8_t kind; /* enum kvmem_slot_kind */
+	uint8_t flags; /* SLOT_* */
+	uint8_t hdr_flags; /* KVMEM_HDR_* */
+	uint32_t page; /* SLOT_SEALED, SLOT_LOADING: pages[] index */
+	uint32_t seq;
+	uint32_t layer;
+	uint32_t token_start;
+	uint32_t ntokens;
+	uint32_t crc;
+	/* uncorrectable words the scrubber already reported */
+	uint32_t ue_scales, ue_payload;
+	uint32_t seal; /* which sealing of the slot: a check of an earlier
+			* one is over */
+	uint64_t generation;
+};
+
+enum page_state {
+	PAGE_UNUSED = 0, /* on the free list */
+	PAGE_RESIDENT, /* in the arena at ->unit */
+	PAGE_WRITING, /* resident, a copy on its way to the store */
+	PAGE_COLD, /* only on the store, at ->store_unit */
+	PAGE_READING, /* on its way back into the slot at ->unit */
+};
+
+/*
+ * A sealed page, wherever its bytes are. Sequences hold pages, not slots:
+ * a page that goes to the store and comes back lands in another slot, and
+ * every sequence holding it follows. The client knows a page by the slot
+ * it last saw it in (->client_slot); SEQ_ACQUIRE tells it the new one.
+ */
+struct page {
+	uint8_t state; /* enum page_state */
+	uint8_t moved; /* in a slot or codec the client was not told of */
+	uint8_t dead; /* no sequence holds it; freed when its I/O ends */
+	uint8_t kind; /* enum kvmem_slot_kind */
+	uint32_t unit; /* arena slot, NO_UNIT while cold */
+	uint32_t refs; /* sequences holding it */
+	uint32_t pins; /* acquired sequences holding it: it may not move */
+	uint32_t client_slot;
+	uint32_t next_free;
+	uint32_t layer, token_start; /* its name in the ABI */
+	uint64_t store_unit; /* PAGE_WRITING, PAGE_COLD, PAGE_READING */
+	uint32_t store_crc; /* CRC-32C of the whole page as it was written */
+	uint64_t released; /* CLOCK_MONOTONIC ns when it was last unpinned */
+	struct slot cold; /* PAGE_COLD, PAGE_READING: its slot as it was */
+};
+
+struct kvmemd_arena {
+	struct kvmemd *d; /* whose host pool ->heap is charged to */
+	struct slot *slots; /* [unit] */
+	uint32_t nunits, top; /* units carved so far */
+	uint32_t slot_units[2]; /* [kind] */
+	uint32_t *free[2], nfree[2]; /* [free_list(kind)] */
+	uint16_t *heat; /* [unit], the client's: a new slot's starts at 0 */
+	struct page *pages;
+	uint32_t npages, top_page, free_page; /* free_page: NO_UNIT for none */
+	uint32_t seals; /* slots sealed: numbers slot.seal */
+	/* what the tables add up to */
+	uint64_t used_bytes, nopen, nsealed;
+	uint64_t sealed_bytes, ndegraded;
+	uint64_t ncold, cold_bytes; /* pages only on the store */
+	uint64_t writing_units; /* slots that writes in flight will free */
+	/* daemon memory the session holds (these tables, its sequences and
+	 * page records), charged to the host pool, and the most it may */
+	uint64_t heap, heap_max;
+};
+
+static inline uint64_t arena_slot_bytes(const struct kvmemd_arena *a, int kind)
+{
+	return (uint64_t)a->slot_units[kind] * KVMEM_SLOT_UNIT;
+}
+
+/* The daemon memory of an arena's slot table and free lists. */
+uint64_t arena_table_bytes(uint32_t nunits, const uint32_t slot_units[2]);
+/* An arena of @nunits units, slots of @slot_units, its tables not yet
+ * made; @heap bytes charged to @d's host pool already, @heap_max at most. */
+void arena_init(struct kvmemd_arena *a, struct kvmemd *d, uint32_t nunits,
+		const uint32_t slot_units[2], uint64_t heap, uint64_t heap_max);
+/* Its tables: 0 or -ENOMEM. Touches @a only (a worker may run it). */
+int arena_tables(struct kvmemd_arena *a);
+/* Free the tables; what ->heap says stays for the caller to give back. */
+void arena_exit(struct kvmemd_arena *a);
+
+/* Take @bytes more of daemon memory: 0, or -ENOMEM past the session's
+ * share or the pool's. arena_heap_put() gives them back. */
+int arena_heap_get(struct kvmemd_arena *a, size_t bytes);
+void arena_heap_put(struct kvmemd_arena *a, size_t bytes);
+
+/* An open slot of @kind, the client's: 0, or -ENOMEM when none is free. */
+int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out);
+void arena_slot_free(struct kvmemd_arena *a, uint32_t u);
+
+/* A new page for the slot at @u, just sealed: @layer's from @token_start.
+ * 0, or -ENOMEM. */
+int arena_page_new(struct kvmemd_arena *a, uint32_t u, uint32_t layer,
+		   uint32_t token_start, uint32_t *out);
+void arena_page_free(struct kvmemd_arena *a, uint32_t pg);
+
+/*
+ * arena_restore() - the free lists and counts of tables a session kept
+ * across a restart brought back (resume.c), with @archived, whether its
+ * slots may be in an archive layout
+ *
+ * Return: 0, or -EINVAL when the slot table does not hold together.
+ */
+int arena_restore(struct kvmemd_arena *a, int archived);
+
+#endif /* KVMEMD_ARENA_H */
