@@ -156,7 +156,7 @@ static void finish(struct kvmemd_session *s, struct kvmemd_archive *a,
 	}
 	if (same && (job->ret == -EBADMSG || job->ret == -EINVAL ||
 		     (!job->ret && !sealed_as(s, old, &job->src_hdr)))) {
-		old->flags |= SLOT_NO_ARCHIVE;
+		arena_slot_mark(&s->arena, job->unit, SLOT_NO_ARCHIVE);
 		s->archive_refused++;
 		a->refused++;
 	}
@@ -226,10 +226,8 @@ static int start(struct kvmemd *d, struct kvmemd_session *s, uint32_t pg)
 	job->src = malloc(job->bytes);
 	job->dst = calloc(1, job->bytes);
 	if (!job->src || !job->dst ||
-	    arena_slot_alloc(&s->arena, KVMEM_SLOT_SEALED, &job->dst_unit))
+	    arena_slot_reserve(&s->arena, KVMEM_SLOT_SEALED, &job->dst_unit))
 		goto err;
-	s->arena.slots[job->dst_unit].state = SLOT_ARCHIVING;
-	s->arena.nopen--;
 	memcpy(job->src, session_page(s, job->unit), job->bytes);
 	job->work.fn = archive_work;
 	job->work.done = archive_done;

@@ -8,6 +8,8 @@
  * slots, never their state.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,7 +83,9 @@ void arena_heap_put(struct kvmemd_arena *a, size_t bytes)
 
 /* ---- slots ------------------------------------------------------------ */
 
-int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out)
+/* A slot of @kind in @state, from its free list or carved above ->top. */
+static int slot_take(struct kvmemd_arena *a, int kind, enum slot_state state,
+		     uint32_t *out)
 {
 	int fl = free_list(a, kind);
 	uint32_t u;
@@ -97,15 +101,16 @@ int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out)
 	memset(&a->slots[u], 0, sizeof(a->slots[u]));
 	/* What the client said of the last page here is not about this one. */
 	__atomic_store_n(&a->heat[u], 0, __ATOMIC_RELAXED);
-	a->slots[u].state = SLOT_OPEN;
+	a->slots[u].state = (uint8_t)state;
 	a->slots[u].kind = (uint8_t)kind;
 	a->used_bytes += arena_slot_bytes(a, kind);
-	a->nopen++;
+	a->nopen += state == SLOT_OPEN;
 	*out = u;
 	return 0;
 }
 
-void arena_slot_free(struct kvmemd_arena *a, uint32_t u)
+/* Slot @u, in whatever state, back on its free list. */
+static void slot_release(struct kvmemd_arena *a, uint32_t u)
 {
 	struct slot *sl = &a->slots[u];
 	int fl = free_list(a, sl->kind);
@@ -120,6 +125,32 @@ void arena_slot_free(struct kvmemd_arena *a, uint32_t u)
 	a->used_bytes -= arena_slot_bytes(a, sl->kind);
 	sl->state = SLOT_FREE;
 	a->free[fl][a->nfree[fl]++] = u;
+}
+
+int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out)
+{
+	return slot_take(a, kind, SLOT_OPEN, out);
+}
+
+int arena_slot_reserve(struct kvmemd_arena *a, int kind, uint32_t *out)
+{
+	return slot_take(a, kind, SLOT_ARCHIVING, out);
+}
+
+void arena_slot_free(struct kvmemd_arena *a, uint32_t u)
+{
+	slot_release(a, u);
+}
+
+unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
+			     unsigned int flags)
+{
+	struct slot *sl = &a->slots[u];
+	unsigned int fresh = flags & ~(unsigned int)sl->flags;
+
+	sl->flags |= (uint8_t)fresh;
+	a->ndegraded += !!(fresh & SLOT_DEGRADED);
+	return fresh;
 }
 
 /* ---- pages ------------------------------------------------------------ */
@@ -163,50 +194,336 @@ int arena_page_new(struct kvmemd_arena *a, uint32_t u, uint32_t layer,
 	return 0;
 }
 
+/* Is @p only on the store: cold, or being read into a slot not yet
+ * sealed? */
+static int cold(const struct kvmemd_arena *a, const struct page *p)
+{
+	return p->state == PAGE_COLD ||
+	       (p->state == PAGE_READING &&
+		a->slots[p->unit].state == SLOT_LOADING);
+}
+
 void arena_page_free(struct kvmemd_arena *a, uint32_t pg)
 {
 	struct page *p = &a->pages[pg];
 
+	if (cold(a, p)) {
+		a->ncold--;
+		a->cold_bytes -= arena_slot_bytes(a, p->kind);
+	}
+	if (p->state == PAGE_WRITING)
+		a->writing_units -= a->slot_units[p->kind];
+	if (p->unit != NO_UNIT)
+		slot_release(a, p->unit);
 	p->state = PAGE_UNUSED;
+	p->unit = NO_UNIT;
 	p->next_free = a->free_page;
 	a->free_page = pg;
 }
 
-/* ---- restore ---------------------------------------------------------- */
+void arena_page_orphan(struct kvmemd_arena *a, uint32_t pg)
+{
+	struct page *p = &a->pages[pg];
 
-int arena_restore(struct kvmemd_arena *a, int archived)
+	p->dead = 1;
+	/* The copy on its way out is the write's: the slot is not needed. */
+	if (p->state == PAGE_WRITING) {
+		slot_release(a, p->unit);
+		p->unit = NO_UNIT;
+	}
+}
+
+void arena_write_start(struct kvmemd_arena *a, uint32_t pg)
+{
+	struct page *p = &a->pages[pg];
+
+	p->state = PAGE_WRITING;
+	a->writing_units += a->slot_units[p->kind];
+}
+
+void arena_write_end(struct kvmemd_arena *a, uint32_t pg, int to_store)
+{
+	struct page *p = &a->pages[pg];
+
+	a->writing_units -= a->slot_units[p->kind];
+	if (!to_store) {
+		p->state = PAGE_RESIDENT;
+		return;
+	}
+	p->cold = a->slots[p->unit];
+	slot_release(a, p->unit);
+	p->unit = NO_UNIT;
+	p->state = PAGE_COLD;
+	a->ncold++;
+	a->cold_bytes += arena_slot_bytes(a, p->kind);
+}
+
+int arena_read_start(struct kvmemd_arena *a, uint32_t pg, uint32_t *out)
+{
+	struct page *p = &a->pages[pg];
+	int ret;
+
+	ret = slot_take(a, p->kind, SLOT_LOADING, out);
+	if (ret)
+		return ret;
+	a->slots[*out].page = pg;
+	p->unit = *out;
+	p->state = PAGE_READING;
+	return 0;
+}
+
+void arena_read_fail(struct kvmemd_arena *a, uint32_t pg)
+{
+	struct page *p = &a->pages[pg];
+
+	slot_release(a, p->unit);
+	p->unit = NO_UNIT;
+	p->state = PAGE_COLD;
+	p->cold.flags |= SLOT_READ_FAILED;
+}
+
+int arena_read_error(struct kvmemd_arena *a, uint32_t pg)
+{
+	struct page *p = &a->pages[pg];
+
+	if (p->state != PAGE_COLD || !(p->cold.flags & SLOT_READ_FAILED))
+		return 0;
+	p->cold.flags &= (uint8_t)~SLOT_READ_FAILED;
+	return 1;
+}
+
+void arena_read_checked(struct kvmemd_arena *a, uint32_t pg)
+{
+	a->pages[pg].state = PAGE_RESIDENT;
+}
+
+/* ---- tables a restart brought back ------------------------------------ */
+
+/* What the tables add up to, counted afresh from them. */
+struct tally {
+	uint64_t used_bytes, nopen, nsealed, sealed_bytes, ndegraded;
+	uint64_t ncold, cold_bytes, writing_units;
+	uint32_t nfree[2]; /* free slots, [free_list(kind)] */
+	uint32_t unused; /* pages */
+	uint32_t holding, held; /* slots that hold a page, pages in one */
+};
+
+static int bad(char *why, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int bad(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* Sealed slot @sl at @u, or one being loaded: the page it holds holds it. */
+static int slot_holds(const struct kvmemd_arena *a, const struct slot *sl,
+		      uint32_t u)
+{
+	const struct page *p;
+
+	if (sl->page >= a->top_page)
+		return 0;
+	p = &a->pages[sl->page];
+	if (p->unit != u)
+		return 0;
+	if (sl->state == SLOT_LOADING)
+		return p->state == PAGE_READING;
+	return p->state == PAGE_RESIDENT || p->state == PAGE_WRITING ||
+	       p->state == PAGE_READING;
+}
+
+/* The slots: each where the one before it ends, each in a state, those
+ * that hold a page held by it. */
+static int tally_slots(const struct kvmemd_arena *a, int kept, int archived,
+		       struct tally *t, char *why, size_t len)
 {
 	const struct slot *sl;
-	uint32_t u, fl;
+	uint32_t u;
 
 	for (u = 0; u < a->top;
 	     u += sl->state == SLOT_NONE ? 1 : a->slot_units[sl->kind]) {
 		sl = &a->slots[u];
 		if (sl->state == SLOT_NONE)
 			continue;
-		if (sl->kind > 1 || sl->state > SLOT_SEALED ||
+		if (sl->kind > 1 ||
+		    sl->state > (kept ? SLOT_SEALED : SLOT_ARCHIVING) ||
 		    a->top - u < a->slot_units[sl->kind])
-			return -EINVAL;
+			return bad(why, len, "slot %u does not hold together",
+				   u);
 		if (sl->state == SLOT_FREE) {
-			fl = (uint32_t)free_list(a, sl->kind);
-			if (a->nfree[fl] > a->nunits / a->slot_units[sl->kind])
-				return -EINVAL;
-			a->free[fl][a->nfree[fl]++] = u;
+			/* Each takes its size below ->top: the list has
+			 * room for all. */
+			t->nfree[free_list(a, sl->kind)]++;
 			continue;
 		}
-		a->used_bytes += arena_slot_bytes(a, sl->kind);
-		if (sl->state == SLOT_OPEN) {
-			a->nopen++;
+		t->used_bytes += arena_slot_bytes(a, sl->kind);
+		t->nopen += sl->state == SLOT_OPEN;
+		if (sl->state != SLOT_SEALED && sl->state != SLOT_LOADING)
 			continue;
-		}
-		if (sl->page >= a->top_page ||
-		    a->pages[sl->page].state != PAGE_RESIDENT ||
-		    a->pages[sl->page].unit != u ||
+		if (!slot_holds(a, sl, u) ||
 		    ((sl->flags & SLOT_ARCHIVED) && !archived))
-			return -EINVAL;
-		a->nsealed++;
-		a->sealed_bytes += arena_slot_bytes(a, sl->kind);
-		a->ndegraded += !!(sl->flags & SLOT_DEGRADED);
+			return bad(why, len,
+				   "slot %u and its page %u do not hold "
+				   "together",
+				   u, sl->page);
+		t->holding++;
+		if (sl->state == SLOT_LOADING)
+			continue;
+		t->nsealed++;
+		t->sealed_bytes += arena_slot_bytes(a, sl->kind);
+		t->ndegraded += !!(sl->flags & SLOT_DEGRADED);
 	}
-	return u == a->top ? 0 : -EINVAL;
+	if (u != a->top)
+		return bad(why, len, "its last slot runs past its top");
+	return 0;
+}
+
+/* Page @p in a slot: one that holds it back. */
+static int page_held(const struct kvmemd_arena *a, const struct page *p,
+		     uint32_t pg)
+{
+	const struct slot *sl;
+
+	if (p->unit >= a->top)
+		return 0;
+	sl = &a->slots[p->unit];
+	return sl->page == pg && sl->kind == p->kind &&
+	       (sl->state == SLOT_SEALED ||
+		(sl->state == SLOT_LOADING && p->state == PAGE_READING));
+}
+
+/* The pages: each in a slot that holds it, or cold and the slot it left
+ * recorded; dead only while its I/O is in flight. */
+static int tally_pages(const struct kvmemd_arena *a, int kept, int archived,
+		       struct tally *t, char *why, size_t len)
+{
+	const struct page *p;
+	uint32_t pg, n;
+
+	for (pg = 0; pg < a->top_page; pg++) {
+		p = &a->pages[pg];
+		if (p->state == PAGE_UNUSED) {
+			t->unused++;
+			continue;
+		}
+		if (p->kind > 1 || p->state > PAGE_READING ||
+		    (kept && p->state != PAGE_RESIDENT &&
+		     p->state != PAGE_COLD) ||
+		    (p->dead && p->state != PAGE_WRITING &&
+		     p->state != PAGE_READING))
+			return bad(why, len, "page %u does not hold together",
+				   pg);
+		if (p->state == PAGE_WRITING)
+			t->writing_units += a->slot_units[p->kind];
+		if (p->state == PAGE_COLD) {
+			if (p->unit != NO_UNIT || p->cold.kind != p->kind ||
+			    p->cold.state != SLOT_SEALED ||
+			    ((p->cold.flags & SLOT_ARCHIVED) && !archived))
+				return bad(why, len,
+					   "cold page %u does not hold "
+					   "together",
+					   pg);
+		} else if (p->state == PAGE_WRITING && p->dead) {
+			/* Its slot went when its last holder let go. */
+			if (p->unit != NO_UNIT)
+				return bad(why, len,
+					   "page %u, gone, is in slot %u", pg,
+					   p->unit);
+			continue;
+		} else if (!page_held(a, p, pg)) {
+			return bad(why, len,
+				   "page %u and its slot %u do not hold "
+				   "together",
+				   pg, p->unit);
+		} else {
+			t->held++;
+		}
+		if (cold(a, p)) {
+			t->ncold++;
+			t->cold_bytes += arena_slot_bytes(a, p->kind);
+		}
+	}
+	/* Every page that holds a slot is one a slot holds, and back. */
+	if (t->held != t->holding)
+		return bad(why, len, "%u pages are in slots, %u slots hold one",
+			   t->held, t->holding);
+	for (pg = a->free_page, n = 0; pg != NO_UNIT;
+	     pg = a->pages[pg].next_free, n++)
+		if (n == t->unused || pg >= a->top_page ||
+		    a->pages[pg].state != PAGE_UNUSED)
+			break;
+	if (pg != NO_UNIT || n != t->unused)
+		return bad(why, len, "its free pages do not hold together");
+	return 0;
+}
+
+/* Count what the tables add up to: 0, or -EINVAL and what does not hold
+ * together in @why. @kept: no move may be under way. */
+static int tally(const struct kvmemd_arena *a, int kept, int archived,
+		 struct tally *t, char *why, size_t len)
+{
+	memset(t, 0, sizeof(*t));
+	if (a->top > a->nunits || a->top_page > a->npages)
+		return bad(why, len, "its tables do not fit its arena");
+	if (tally_slots(a, kept, archived, t, why, len))
+		return -EINVAL;
+	return tally_pages(a, kept, archived, t, why, len);
+}
+
+int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
+		  int archived, char *why, size_t len)
+{
+	const struct slot *sl;
+	struct tally t;
+	uint32_t n, u;
+	int fl;
+
+	if (k->top > a->nunits || k->top_page >= NO_UNIT)
+		return bad(why, len, "its tables do not fit its arena");
+	n = k->top_page > 64 ? k->top_page : 64;
+	if (arena_heap_get(a, (size_t)n * sizeof(struct page)))
+		goto nomem;
+	a->pages = calloc(n, sizeof(struct page));
+	if (!a->pages) {
+		arena_heap_put(a, (size_t)n * sizeof(struct page));
+		goto nomem;
+	}
+	a->npages = n;
+	memcpy(a->slots, k->slots, (size_t)k->top * sizeof(struct slot));
+	memcpy(a->pages, k->pages, (size_t)k->top_page * sizeof(struct page));
+	a->top = k->top;
+	a->top_page = k->top_page;
+	a->free_page = k->free_page;
+	a->seals = k->seals;
+	if (tally(a, 1, archived, &t, why, len)) {
+		/* None of it is kept: no page of it names store units. */
+		a->top = a->top_page = 0;
+		a->free_page = NO_UNIT;
+		return -EINVAL;
+	}
+	for (u = 0; u < a->top;
+	     u += sl->state == SLOT_NONE ? 1 : a->slot_units[sl->kind]) {
+		sl = &a->slots[u];
+		fl = free_list(a, sl->kind);
+		if (sl->state == SLOT_FREE)
+			a->free[fl][a->nfree[fl]++] = u;
+	}
+	a->used_bytes = t.used_bytes;
+	a->nopen = t.nopen;
+	a->nsealed = t.nsealed;
+	a->sealed_bytes = t.sealed_bytes;
+	a->ndegraded = t.ndegraded;
+	a->ncold = t.ncold;
+	a->cold_bytes = t.cold_bytes;
+	a->writing_units = t.writing_units;
+	return 0;
+nomem:
+	snprintf(why, len, "no memory for its page table");
+	return -ENOMEM;
 }

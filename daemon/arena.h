@@ -130,23 +130,72 @@ void arena_exit(struct kvmemd_arena *a);
 int arena_heap_get(struct kvmemd_arena *a, size_t bytes);
 void arena_heap_put(struct kvmemd_arena *a, size_t bytes);
 
+/*
+ * Slots. A client's slot is open until it is sealed or freed; the daemon
+ * reserves one for a page it makes (an archived copy), and a page read
+ * back from the store gets one with arena_read_start().
+ */
 /* An open slot of @kind, the client's: 0, or -ENOMEM when none is free. */
 int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out);
+/* A slot of @kind for a page the daemon makes (SLOT_ARCHIVING): no op of
+ * the client's reaches it. 0, or -ENOMEM. */
+int arena_slot_reserve(struct kvmemd_arena *a, int kind, uint32_t *out);
+/* An open or reserved slot, back on its free list. */
 void arena_slot_free(struct kvmemd_arena *a, uint32_t u);
+/* Set @flags (SLOT_*) on the sealed slot @u. Return: those it did not
+ * have yet; SLOT_DEGRADED counts in ->ndegraded. */
+unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
+			     unsigned int flags);
 
+/*
+ * Pages. A page is resident in the slot it was sealed in; it goes to the
+ * store (WRITING, then COLD, its slot given back) and comes back into a
+ * new one (READING, then RESIDENT once checked) as tier.c says. The store
+ * units are tier.c's.
+ */
 /* A new page for the slot at @u, just sealed: @layer's from @token_start.
  * 0, or -ENOMEM. */
 int arena_page_new(struct kvmemd_arena *a, uint32_t u, uint32_t layer,
 		   uint32_t token_start, uint32_t *out);
+/* Page @pg goes, with the slot it is in; a cold one's store units were
+ * given back. */
 void arena_page_free(struct kvmemd_arena *a, uint32_t pg);
+/* No sequence holds @pg, whose I/O is in flight: tier.c frees it when the
+ * I/O ends. A page being written gives its slot back now. */
+void arena_page_orphan(struct kvmemd_arena *a, uint32_t pg);
+/* Resident @pg is being written to the store. */
+void arena_write_start(struct kvmemd_arena *a, uint32_t pg);
+/* The write of @pg (not orphaned) ended: the page is cold now, its slot
+ * given back and recorded in ->cold (@to_store), or resident again. */
+void arena_write_end(struct kvmemd_arena *a, uint32_t pg, int to_store);
+/* Cold @pg is being read back into a new slot of its kind (SLOT_LOADING,
+ * in *@out): 0, or -ENOMEM when none is free. */
+int arena_read_start(struct kvmemd_arena *a, uint32_t pg, uint32_t *out);
+/* The read of @pg (not orphaned) failed: it is cold again, its slot given
+ * back, SLOT_READ_FAILED in ->cold. */
+void arena_read_fail(struct kvmemd_arena *a, uint32_t pg);
+/* Did the last read of cold @pg fail? Said once: the flag goes. */
+int arena_read_error(struct kvmemd_arena *a, uint32_t pg);
+/* @pg, read back into a slot now sealed, was checked: resident. */
+void arena_read_checked(struct kvmemd_arena *a, uint32_t pg);
+
+/* The tables of a session kept across a restart, as its record has them
+ * (resume.c). */
+struct arena_saved {
+	const struct slot *slots; /* [top] */
+	const struct page *pages; /* [top_page] */
+	uint32_t top, top_page, free_page, seals;
+};
 
 /*
- * arena_restore() - the free lists and counts of tables a session kept
- * across a restart brought back (resume.c), with @archived, whether its
- * slots may be in an archive layout
+ * arena_restore() - take @k's tables into @a, fresh, with @archived,
+ * whether its slots may be in an archive layout, and count them
  *
- * Return: 0, or -EINVAL when the slot table does not hold together.
+ * No move may be under way in them: every page resident in a slot that
+ * holds it, or cold. Return: 0, or -EINVAL (its tables do not hold
+ * together: @a keeps none of them) or -ENOMEM, with why in @why.
  */
-int arena_restore(struct kvmemd_arena *a, int archived);
+int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
+		  int archived, char *why, size_t len);
 
 #endif /* KVMEMD_ARENA_H */

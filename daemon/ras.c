@@ -778,14 +778,11 @@ static void check_start(const struct kvmemd_session *s, struct kvmemd_check *c,
 	c->phase = src == SRC_RELOAD ? PH_STORE : PH_SCALES;
 }
 
-static void mark_degraded(struct kvmemd_session *s, struct slot *sl,
+static void mark_degraded(struct kvmemd_session *s, uint32_t unit,
 			  struct pass *p)
 {
-	if (sl->flags & SLOT_DEGRADED)
-		return;
-	sl->flags |= SLOT_DEGRADED;
-	s->arena.ndegraded++;
-	p->degraded++;
+	if (arena_slot_mark(&s->arena, unit, SLOT_DEGRADED))
+		p->degraded++;
 }
 
 /*
@@ -858,7 +855,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 		r->agg_dirty = 1;
 		s->ue += fresh;
 		p->ue += fresh;
-		mark_degraded(s, sl, p);
+		mark_degraded(s, c->unit, p);
 		memset(&e, 0, sizeof(e));
 		e.codec = (uint8_t)codec;
 		e.region = (uint8_t)i;
@@ -876,8 +873,8 @@ static void crc_missed(struct kvmemd *d, struct kvmemd_session *s,
 	struct slot *sl = &s->arena.slots[c->unit];
 	struct ras_event e;
 
-	sl->flags |= SLOT_CRC_BAD;
-	mark_degraded(s, sl, p);
+	arena_slot_mark(&s->arena, c->unit, SLOT_CRC_BAD);
+	mark_degraded(s, c->unit, p);
 	s->crc++;
 	d->ras->crc++;
 	p->crc++;

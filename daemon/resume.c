@@ -242,8 +242,8 @@ static const void *take(struct cursor *c, uint64_t n)
 
 /*
  * @s is not taken back: the store units its cold pages before @end
- * claimed go back, and no cold page is left for kvmemd_session_free() to
- * free units it never claimed.
+ * claimed go back, and the other cold pages go without theirs, so that
+ * kvmemd_session_free() frees no units they never claimed.
  */
 static void unclaim(struct kvmemd_session *s, uint32_t end)
 {
@@ -252,46 +252,34 @@ static void unclaim(struct kvmemd_session *s, uint32_t end)
 	for (pg = 0; pg < s->arena.top_page; pg++) {
 		if (s->arena.pages[pg].state != PAGE_COLD)
 			continue;
-		if (pg < end) {
+		if (pg < end)
 			tier_page_drop(s, pg);
-			continue;
-		}
-		s->arena.pages[pg].state = PAGE_UNUSED;
+		else
+			arena_page_free(&s->arena, pg);
 	}
 }
 
-/* Is page @pg of @s what @refs and @pins (counted from its sequences) say,
- * and where its state says? Cold, it claims its store units. */
+/* Is page @pg of @s, resident or cold (arena_restore()), what @refs and
+ * @pins (counted from its sequences) say? Cold, it claims its store
+ * units. */
 static int page_ok(struct kvmemd_session *s, uint32_t pg, uint32_t refs,
 		   uint32_t pins, int store_ok)
 {
 	const struct page *p = &s->arena.pages[pg];
-	const struct slot *sl;
 
 	if (p->state == PAGE_UNUSED)
 		return !refs;
-	if (p->refs != refs || p->pins != pins || !refs || p->kind > 1)
+	if (p->refs != refs || p->pins != pins || !refs)
 		return 0;
 	/* Pinned pages are resident (acquires still waiting were
 	 * cancelled before the record was written). */
 	if (pins && p->state != PAGE_RESIDENT)
 		return 0;
-	if (p->state == PAGE_RESIDENT) {
-		if (p->unit >= s->arena.top)
-			return 0;
-		sl = &s->arena.slots[p->unit];
-		return sl->state == SLOT_SEALED && sl->page == pg &&
-		       sl->kind == p->kind;
-	}
-	/* The slot it goes back into is its record's. */
-	return p->state == PAGE_COLD && p->unit == NO_UNIT && store_ok &&
-	       p->cold.kind == p->kind && p->cold.state == SLOT_SEALED &&
-	       (!(p->cold.flags & SLOT_ARCHIVED) || s->arch.size) &&
-	       !tier_claim(s, pg);
+	return p->state == PAGE_RESIDENT || (store_ok && !tier_claim(s, pg));
 }
 
-/* @s->arena.pages as the record has them, the sequences restored: each held as
- * often as they say, the free ones chained. */
+/* @s->arena.pages as the record has them, the sequences restored: each
+ * held as often as they say. */
 static int pages_check(struct kvmemd_session *s, int store_ok, char *why,
 		       size_t len)
 {
@@ -324,19 +312,6 @@ static int pages_check(struct kvmemd_session *s, int store_ok, char *why,
 				  : " (or the store is not the one it left "
 				    "for)");
 		unclaim(s, pg);
-		goto out;
-	}
-	/* The free pages: a chain through unused ones, no longer than
-	 * there are pages. */
-	for (pg = s->arena.free_page, n = 0;
-	     pg != NO_UNIT && n <= s->arena.top_page;
-	     pg = s->arena.pages[pg].next_free, n++)
-		if (pg >= s->arena.top_page ||
-		    s->arena.pages[pg].state != PAGE_UNUSED)
-			break;
-	if (pg != NO_UNIT) {
-		snprintf(why, len, "its free pages do not hold together");
-		unclaim(s, s->arena.top_page);
 		goto out;
 	}
 	ret = 0;
@@ -390,35 +365,23 @@ static int tables_load(struct kvmemd_session *s, const struct kept *k,
 		       int store_ok, char *why, size_t len)
 {
 	const struct keep_rec *rec = k->rec;
+	const struct arena_saved saved = {
+		.slots = k->slots,
+		.pages = k->pages,
+		.top = rec->top,
+		.top_page = rec->top_page,
+		.free_page = rec->free_page,
+		.seals = rec->seals,
+	};
 	struct cursor c = k->seqs;
 	const struct keep_seq *ks;
 	const uint32_t *idx;
-	uint32_t i, n;
+	uint32_t i;
 	int ret;
 
-	if (rec->top > s->arena.nunits || rec->top_page >= NO_UNIT) {
-		snprintf(why, len, "its tables do not fit its arena");
-		return -EINVAL;
-	}
-	memcpy(s->arena.slots, k->slots,
-	       (size_t)rec->top * sizeof(struct slot));
-	s->arena.top = rec->top;
-	n = rec->top_page > 64 ? rec->top_page : 64;
-	if (arena_heap_get(&s->arena, (size_t)n * sizeof(struct page))) {
-		snprintf(why, len, "no memory for its page table");
-		return -ENOMEM;
-	}
-	s->arena.pages = calloc(n, sizeof(struct page));
-	if (!s->arena.pages) {
-		arena_heap_put(&s->arena, (size_t)n * sizeof(struct page));
-		snprintf(why, len, "out of memory");
-		return -ENOMEM;
-	}
-	s->arena.npages = n;
-	memcpy(s->arena.pages, k->pages,
-	       (size_t)rec->top_page * sizeof(struct page));
-	s->arena.top_page = rec->top_page;
-	s->arena.free_page = rec->free_page;
+	ret = arena_restore(&s->arena, &saved, s->arch.size != 0, why, len);
+	if (ret)
+		return ret;
 	for (i = 0; i < rec->nseqs; i++) {
 		ks = take(&c, sizeof(*ks));
 		idx = take(&c, idx_bytes(ks->n));
@@ -430,11 +393,6 @@ static int tables_load(struct kvmemd_session *s, const struct kept *k,
 			unclaim(s, 0);
 			return ret;
 		}
-	}
-	if (arena_restore(&s->arena, s->arch.size != 0)) {
-		snprintf(why, len, "its slot table does not hold together");
-		unclaim(s, 0);
-		return -EINVAL;
 	}
 	return pages_check(s, store_ok, why, len);
 }
@@ -516,7 +474,6 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 		kvmemd_session_free(s);
 		return ret;
 	}
-	s->arena.seals = rec->seals;
 	s->sq_head = rec->sq_head;
 	s->cq_tail = rec->cq_tail;
 	s->ops = rec->ops;

@@ -557,18 +557,12 @@ static void page_put(struct kvmemd_session *s, uint32_t pg)
 
 	if (--p->refs)
 		return;
-	if (p->unit != NO_UNIT && p->state != PAGE_READING) {
-		arena_slot_free(&s->arena, p->unit);
-		p->unit = NO_UNIT;
-	}
-	if (p->state == PAGE_RESIDENT) {
+	if (p->state == PAGE_RESIDENT)
 		arena_page_free(&s->arena, pg);
-		return;
-	}
-	/* tier.c frees it: now when cold, when the I/O ends otherwise. */
-	p->dead = 1;
-	if (p->state == PAGE_COLD)
+	else if (p->state == PAGE_COLD)
 		tier_page_drop(s, pg);
+	else /* tier.c frees it when its I/O ends */
+		arena_page_orphan(&s->arena, pg);
 }
 
 /* ---- sequences -------------------------------------------------------- */
@@ -691,20 +685,24 @@ static uint32_t seq_page(const struct kvmemd_session *s, const struct seq *q,
 	return i ? q->pages[i - 1] : NO_UNIT;
 }
 
-static int seq_hold(struct kvmemd_session *s, struct seq *q, uint32_t u)
+/* Room in @q for a page more: 0, or -ENOMEM. */
+static int seq_room(struct kvmemd_session *s, struct seq *q)
 {
 	uint32_t cap = q->cap;
 
 	while (cap < q->n + 1)
 		cap = cap ? cap * 2 : 16;
-	if (seq_reserve(s, q, cap))
-		return -ENOMEM;
-	q->pages[q->n] = u;
-	q->index[index_find(s, q, BY_PAGE, u)] = q->n + 1;
+	return seq_reserve(s, q, cap);
+}
+
+/* Page @pg into @q, which has room for it. */
+static void seq_add(struct kvmemd_session *s, struct seq *q, uint32_t pg)
+{
+	q->pages[q->n] = pg;
+	q->index[index_find(s, q, BY_PAGE, pg)] = q->n + 1;
 	q->by_tokens[index_find(s, q, BY_TOKENS,
 				key_of(s, q, BY_TOKENS, q->n))] = q->n + 1;
 	q->n++;
-	return 0;
 }
 
 int session_seq_holds(const struct kvmemd_session *s, const struct seq *q,
@@ -827,8 +825,9 @@ int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
 		    session_seq_holds(s, q, pages[i]) ||
 		    seq_page(s, q, p->layer, p->token_start) != NO_UNIT)
 			return -EINVAL;
-		if (seq_hold(s, q, pages[i]))
+		if (seq_room(s, q))
 			return -ENOMEM;
+		seq_add(s, q, pages[i]);
 	}
 	return 0;
 }
@@ -994,14 +993,14 @@ static int slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
 	uint32_t pg;
 	int ret;
 
+	/* @q's room first: a page, once made, is in it. */
+	ret = seq_room(s, q);
+	if (ret)
+		return ret;
 	ret = arena_page_new(&s->arena, u, h->layer, h->token_start, &pg);
 	if (ret)
 		return ret;
-	ret = seq_hold(s, q, pg);
-	if (ret) {
-		arena_page_free(&s->arena, pg);
-		return ret;
-	}
+	seq_add(s, q, pg);
 	s->arena.pages[pg].refs = 1;
 	s->arena.pages[pg].pins = 1;
 	if (q->tokens < h->token_start + h->ntokens)

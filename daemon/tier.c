@@ -388,8 +388,7 @@ static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
 	for (i = w->issue; i < q->n && !w->error; i++) {
 		struct page *p = &s->arena.pages[q->pages[i]];
 
-		if (p->state == PAGE_COLD && p->cold.flags & SLOT_READ_FAILED) {
-			p->cold.flags &= ~SLOT_READ_FAILED;
+		if (arena_read_error(&s->arena, q->pages[i])) {
 			w->error = -EIO;
 			break;
 		}
@@ -414,10 +413,8 @@ static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
 			continue;
 		}
 		/* A read started earlier failed: the page is on the store. */
-		if (p->state == PAGE_COLD && p->cold.flags & SLOT_READ_FAILED) {
-			p->cold.flags &= ~SLOT_READ_FAILED;
+		if (arena_read_error(&s->arena, q->pages[w->scan]))
 			w->error = -EIO;
-		}
 		break;
 	}
 	if (w->error) {
@@ -558,17 +555,11 @@ static int read_page(struct kvmemd_session *s, uint32_t pg)
 	io = kvmemd_store_io_get(t->st);
 	if (!io)
 		return -EBUSY;
-	ret = arena_slot_alloc(&s->arena, p->kind, &u);
+	ret = arena_read_start(&s->arena, pg, &u);
 	if (ret) {
 		kvmemd_store_io_put(t->st, io);
 		return ret;
 	}
-	/* The slot is loading, no longer open. */
-	s->arena.nopen--;
-	s->arena.slots[u].state = SLOT_LOADING;
-	s->arena.slots[u].page = pg;
-	p->unit = u;
-	p->state = PAGE_READING;
 	tk = ticket_of(t, io);
 	*tk = (struct ticket){ s, pg, p->store_unit, page_units(s, p), 0 };
 	io->op = KVMEMD_IO_READ;
@@ -603,20 +594,15 @@ static void read_done(struct kvmemd_io *io, int res)
 	if (res != (int)io->len) {
 		t->read_errors++;
 		io_error(t, s, "a read", res, io->len);
-		arena_slot_free(&s->arena, u);
-		p->unit = NO_UNIT;
-		p->state = PAGE_COLD;
-		p->cold.flags |= SLOT_READ_FAILED;
 		if (p->dead)
 			tier_page_drop(s, tk->pg);
+		else
+			arena_read_fail(&s->arena, tk->pg);
 		kick(s);
 		return;
 	}
 	store_free(t, tk->store_unit, tk->units);
-	s->arena.ncold--;
-	s->arena.cold_bytes -= io->len;
 	if (p->dead) {
-		arena_slot_free(&s->arena, u);
 		arena_page_free(&s->arena, tk->pg);
 		kick(s);
 		return;
@@ -627,6 +613,8 @@ static void read_done(struct kvmemd_io *io, int res)
 	sl->state = SLOT_SEALED;
 	sl->page = tk->pg;
 	sl->seal = ++s->arena.seals;
+	s->arena.ncold--;
+	s->arena.cold_bytes -= io->len;
 	s->arena.nsealed++;
 	s->arena.sealed_bytes += io->len;
 	s->arena.ndegraded += !!(sl->flags & SLOT_DEGRADED);
@@ -655,11 +643,10 @@ static void reload_checked(struct kvmemd_tier *t, struct reload *rl)
 	if (sl->flags & SLOT_DEGRADED)
 		t->reload_bad++;
 	if (p->dead) {
-		arena_slot_free(&s->arena, p->unit);
 		arena_page_free(&s->arena, rl->pg);
 		return;
 	}
-	p->state = PAGE_RESIDENT;
+	arena_read_checked(&s->arena, rl->pg);
 	/* A move the client was not told of yet stays to be told, even
 	 * back into the slot it knows: an archived page has another codec
 	 * there. */
@@ -726,7 +713,7 @@ static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
 	 * Its CRC tells, when it comes back, whether anything changed. */
 	memcpy(io->buf, session_page(s, p->unit), slot_bytes(s, p->kind));
 	p->store_crc = kvmem_crc32c(0, io->buf, slot_bytes(s, p->kind));
-	p->state = PAGE_WRITING;
+	arena_write_start(&s->arena, pg);
 	p->store_unit = unit;
 	tk = ticket_of(t, io);
 	*tk = (struct ticket){ s, pg, unit, units, forced ? t->cmd.gen : 0 };
@@ -736,7 +723,6 @@ static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
 	io->done = write_done;
 	io->priv = t;
 	s->inflight++;
-	s->arena.writing_units += units;
 	if (forced)
 		t->cmd.inflight++;
 	kvmemd_store_io_queue(t->st, io);
@@ -777,7 +763,6 @@ static void write_done(struct kvmemd_io *io, int res)
 		return;
 	}
 	s->inflight--;
-	s->arena.writing_units -= tk->units;
 	p = &s->arena.pages[tk->pg];
 	if (ok)
 		s->write_failed = 0;
@@ -785,20 +770,14 @@ static void write_done(struct kvmemd_io *io, int res)
 		/* Gone, failed, or wanted again meanwhile: it stays (or
 		 * goes) from memory, and the copy is not needed. */
 		store_free(t, tk->store_unit, tk->units);
-		if (p->dead) {
+		if (p->dead)
 			arena_page_free(&s->arena, tk->pg);
-		} else {
-			p->state = PAGE_RESIDENT;
-		}
+		else
+			arena_write_end(&s->arena, tk->pg, 0);
 		kick(s);
 		return;
 	}
-	p->cold = s->arena.slots[p->unit];
-	arena_slot_free(&s->arena, p->unit);
-	p->unit = NO_UNIT;
-	p->state = PAGE_COLD;
-	s->arena.ncold++;
-	s->arena.cold_bytes += io->len;
+	arena_write_end(&s->arena, tk->pg, 1);
 	s->offloads++;
 	s->offload_bytes += io->len;
 	t->offloads++;
@@ -811,8 +790,6 @@ void tier_page_drop(struct kvmemd_session *s, uint32_t pg)
 	struct page *p = &s->arena.pages[pg];
 
 	store_free(s->d->tier, p->store_unit, page_units(s, p));
-	s->arena.ncold--;
-	s->arena.cold_bytes -= slot_bytes(s, p->kind);
 	arena_page_free(&s->arena, pg);
 }
 
@@ -884,16 +861,10 @@ int tier_claim(struct kvmemd_session *s, uint32_t pg)
 {
 	struct kvmemd_tier *t = s->d->tier;
 	struct page *p = &s->arena.pages[pg];
-	int ret;
 
 	if (!t || !t->st)
 		return -ENODEV;
-	ret = kvmemd_store_claim(t->st, p->store_unit, page_units(s, p));
-	if (ret)
-		return ret;
-	s->arena.ncold++;
-	s->arena.cold_bytes += slot_bytes(s, p->kind);
-	return 0;
+	return kvmemd_store_claim(t->st, p->store_unit, page_units(s, p));
 }
 
 int kvmemd_tier_store_uuid(const struct kvmemd *d, uint8_t uuid[16])
