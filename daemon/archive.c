@@ -123,31 +123,28 @@ static void finish(struct kvmemd_session *s, struct kvmemd_archive *a,
 {
 	struct page *p =
 		job->pg < s->arena.top_page ? &s->arena.pages[job->pg] : NULL;
-	struct slot *old = &s->arena.slots[job->unit],
-		    *sl = &s->arena.slots[job->dst_unit];
+	const struct slot *old = &s->arena.slots[job->unit];
 	/* Still the page the job copied, and nothing found wrong with it
 	 * meanwhile (the patrol or an injection may have). */
 	const int same = p && p->state == PAGE_RESIDENT &&
 			 p->unit == job->unit && !p->pins && !p->dead &&
 			 old->state == SLOT_SEALED && old->seal == job->seal &&
 			 !(old->flags & (SLOT_DEGRADED | SLOT_CRC_BAD));
+	uint32_t pg = job->pg;
+	struct slot rec;
 	uint16_t heat;
 
 	if (same && !job->ret && sealed_as(s, old, &job->src_hdr)) {
 		memcpy(session_page(s, job->dst_unit), job->dst, job->bytes);
-		*sl = *old;
-		sl->flags |= SLOT_ARCHIVED;
-		sl->ue_scales = sl->ue_payload = 0;
-		sl->crc = job->dst_hdr.crc;
-		sl->seal = ++s->arena.seals;
-		s->arena.nsealed++;
-		s->arena.sealed_bytes += job->bytes;
+		rec = *old;
+		rec.flags |= SLOT_ARCHIVED;
+		rec.ue_scales = rec.ue_payload = 0;
+		rec.crc = job->dst_hdr.crc;
 		heat = __atomic_load_n(&s->arena.heat[job->unit],
 				       __ATOMIC_RELAXED);
 		__atomic_store_n(&s->arena.heat[job->dst_unit], heat,
 				 __ATOMIC_RELAXED);
-		arena_slot_free(&s->arena, job->unit);
-		p->unit = job->dst_unit;
+		arena_slot_enter(&s->arena, job->dst_unit, &pg, &rec);
 		p->moved = 1;
 		s->archived++;
 		a->pages++;

@@ -155,8 +155,10 @@ unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
 
 /* ---- pages ------------------------------------------------------------ */
 
-int arena_page_new(struct kvmemd_arena *a, uint32_t u, uint32_t layer,
-		   uint32_t token_start, uint32_t *out)
+/* A new page for the open slot at @u, about to be sealed: @layer's from
+ * @token_start. 0, or -ENOMEM. */
+static int page_new(struct kvmemd_arena *a, uint32_t u, uint32_t layer,
+		    uint32_t token_start, uint32_t *out)
 {
 	struct page *p;
 	uint32_t pg, n;
@@ -191,6 +193,42 @@ int arena_page_new(struct kvmemd_arena *a, uint32_t u, uint32_t layer,
 	p->layer = layer;
 	p->token_start = token_start;
 	*out = pg;
+	return 0;
+}
+
+int arena_slot_enter(struct kvmemd_arena *a, uint32_t u, uint32_t *pg,
+		     const struct slot *rec)
+{
+	struct slot *sl = &a->slots[u];
+	const uint8_t kind = sl->kind;
+	struct page *p;
+	int ret;
+
+	if (*pg == NO_UNIT) {
+		ret = page_new(a, u, rec->layer, rec->token_start, pg);
+		if (ret)
+			return ret;
+	}
+	p = &a->pages[*pg];
+	if (sl->state == SLOT_OPEN) {
+		a->nopen--;
+	} else if (sl->state == SLOT_LOADING) {
+		/* Its bytes are back: no longer only on the store. */
+		a->ncold--;
+		a->cold_bytes -= arena_slot_bytes(a, kind);
+	}
+	/* An archived copy: the page leaves the slot it was in. */
+	if (p->unit != u)
+		slot_release(a, p->unit);
+	*sl = *rec;
+	sl->state = SLOT_SEALED;
+	sl->kind = kind;
+	sl->page = *pg;
+	sl->seal = ++a->seals;
+	p->unit = u;
+	a->nsealed++;
+	a->sealed_bytes += arena_slot_bytes(a, kind);
+	a->ndegraded += !!(sl->flags & SLOT_DEGRADED);
 	return 0;
 }
 

@@ -142,6 +142,21 @@ int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out);
 int arena_slot_reserve(struct kvmemd_arena *a, int kind, uint32_t *out);
 /* An open or reserved slot, back on its free list. */
 void arena_slot_free(struct kvmemd_arena *a, uint32_t u);
+/*
+ * arena_slot_enter() - a page enters the sealed slot @u, with its seal
+ * record: the client's open slot being sealed (a new page, *@pg NO_UNIT,
+ * named by @rec's layer and first token), the slot a page read back from
+ * the store landed in (still PAGE_READING, until arena_read_checked()), or
+ * the one reserved for its archived copy (the slot it leaves is freed)
+ * @pg: the page, or NO_UNIT for a new one, whose index it receives
+ * @rec: what the slot keeps of its seal, all but its state, kind, page and
+ *       seal number (a new one)
+ *
+ * Return: 0, or -ENOMEM when no new page could be made (a page that is
+ * there always enters).
+ */
+int arena_slot_enter(struct kvmemd_arena *a, uint32_t u, uint32_t *pg,
+		     const struct slot *rec);
 /* Set @flags (SLOT_*) on the sealed slot @u. Return: those it did not
  * have yet; SLOT_DEGRADED counts in ->ndegraded. */
 unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
@@ -153,10 +168,6 @@ unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
  * new one (READING, then RESIDENT once checked) as tier.c says. The store
  * units are tier.c's.
  */
-/* A new page for the slot at @u, just sealed: @layer's from @token_start.
- * 0, or -ENOMEM. */
-int arena_page_new(struct kvmemd_arena *a, uint32_t u, uint32_t layer,
-		   uint32_t token_start, uint32_t *out);
 /* Page @pg goes, with the slot it is in; a cold one's store units were
  * given back. */
 void arena_page_free(struct kvmemd_arena *a, uint32_t pg);

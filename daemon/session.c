@@ -989,15 +989,23 @@ static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
 static int slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
 		     const struct kvmem_page_hdr *h)
 {
-	struct slot *sl = &s->arena.slots[u];
-	uint32_t pg;
+	const struct slot rec = {
+		.hdr_flags = (uint8_t)h->flags,
+		.seq = q->id,
+		.layer = h->layer,
+		.token_start = h->token_start,
+		.ntokens = h->ntokens,
+		.crc = h->crc,
+		.generation = h->generation,
+	};
+	uint32_t pg = NO_UNIT;
 	int ret;
 
 	/* @q's room first: a page, once made, is in it. */
 	ret = seq_room(s, q);
 	if (ret)
 		return ret;
-	ret = arena_page_new(&s->arena, u, h->layer, h->token_start, &pg);
+	ret = arena_slot_enter(&s->arena, u, &pg, &rec);
 	if (ret)
 		return ret;
 	seq_add(s, q, pg);
@@ -1005,19 +1013,6 @@ static int slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
 	s->arena.pages[pg].pins = 1;
 	if (q->tokens < h->token_start + h->ntokens)
 		q->tokens = h->token_start + h->ntokens;
-	sl->state = SLOT_SEALED;
-	sl->page = pg;
-	sl->seq = q->id;
-	sl->layer = h->layer;
-	sl->token_start = h->token_start;
-	sl->ntokens = h->ntokens;
-	sl->crc = h->crc;
-	sl->generation = h->generation;
-	sl->hdr_flags = (uint8_t)h->flags;
-	sl->seal = ++s->arena.seals;
-	s->arena.nopen--;
-	s->arena.nsealed++;
-	s->arena.sealed_bytes += slot_bytes(s, sl->kind);
 	return 0;
 }
 

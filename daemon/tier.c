@@ -578,10 +578,9 @@ static void read_done(struct kvmemd_io *io, int res)
 	struct kvmemd_tier *t = io->priv;
 	struct ticket *tk = ticket_of(t, io);
 	struct kvmemd_session *s = tk->s;
+	uint32_t u, pg = tk->pg;
 	struct reload *rl;
 	struct page *p;
-	struct slot *sl;
-	uint32_t u;
 
 	t->reading--;
 	if (!s) {
@@ -608,16 +607,7 @@ static void read_done(struct kvmemd_io *io, int res)
 		return;
 	}
 	memcpy(session_page(s, u), io->buf, io->len);
-	sl = &s->arena.slots[u];
-	*sl = p->cold;
-	sl->state = SLOT_SEALED;
-	sl->page = tk->pg;
-	sl->seal = ++s->arena.seals;
-	s->arena.ncold--;
-	s->arena.cold_bytes -= io->len;
-	s->arena.nsealed++;
-	s->arena.sealed_bytes += io->len;
-	s->arena.ndegraded += !!(sl->flags & SLOT_DEGRADED);
+	arena_slot_enter(&s->arena, u, &pg, &p->cold);
 	s->reloads++;
 	s->reload_bytes += io->len;
 	t->reloads++;
