@@ -90,11 +90,11 @@ DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/archive.c daemon/user.c daemon/prefix.c daemon/resume.c \
 	       daemon/notify.c daemon/policy.c daemon/arena.c
 DAEMON_BIN := $(B)/daemon/kvmemd
-# The configuration parser, the backing store (with the log it writes to)
-# and kvmemctl's JSON reader are unit-tested in the runner as well, and
-# kvmem-bench attend runs there with --gpu on the fake driver.
+# The configuration parser, the backing store (with the log it writes to),
+# a session's arena and kvmemctl's JSON reader are unit-tested in the runner
+# as well, and kvmem-bench attend runs there with --gpu on the fake driver.
 TEST_DAEMON_OBJS := $(B)/daemon/config.o $(B)/daemon/store.o \
-		    $(B)/daemon/log.o
+		    $(B)/daemon/log.o $(B)/daemon/arena.o
 TEST_TOOL_OBJS := $(B)/tools/json.o $(B)/tools/bench.o \
 		  $(B)/tools/bench-attend.o $(B)/tools/bench-attend-gpu.o
 

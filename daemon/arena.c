@@ -6,6 +6,15 @@
  * the free list of its size and is handed out again before more is carved.
  * Its tables are the daemon's own: the client writes the bytes of its
  * slots, never their state.
+ *
+ * A page and the slot it is in name each other (page->unit, slot->page).
+ * Every change of either goes through a function here that leaves both
+ * tables whole and every counter the sum arena_check() finds when it
+ * counts them again; a page enters a sealed slot in arena_slot_enter()
+ * alone, whether the client sealed it, it was read back from the store or
+ * it is its own archived copy. Built with -DKVMEMD_DEBUG, each of those
+ * functions ends with that check (tests/check_arena.c drives them all at
+ * random against a model); otherwise nothing is counted twice.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -16,10 +25,21 @@
 #include "arena.h"
 #include "kvmemd.h"
 
+static void arena_debug(const struct kvmemd_arena *a);
+
 /* When both kinds of page have one size they share one free list. */
 static int free_list(const struct kvmemd_arena *a, int kind)
 {
 	return kind && a->slot_units[1] != a->slot_units[0];
+}
+
+/* Where the slot after the one at @u starts (a unit that starts none is
+ * stepped over). */
+static uint32_t slot_next(const struct kvmemd_arena *a, uint32_t u)
+{
+	const struct slot *sl = &a->slots[u];
+
+	return u + (sl->state == SLOT_NONE ? 1 : a->slot_units[sl->kind]);
 }
 
 uint64_t arena_table_bytes(uint32_t nunits, const uint32_t slot_units[2])
@@ -129,17 +149,24 @@ static void slot_release(struct kvmemd_arena *a, uint32_t u)
 
 int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out)
 {
-	return slot_take(a, kind, SLOT_OPEN, out);
+	int ret = slot_take(a, kind, SLOT_OPEN, out);
+
+	arena_debug(a);
+	return ret;
 }
 
 int arena_slot_reserve(struct kvmemd_arena *a, int kind, uint32_t *out)
 {
-	return slot_take(a, kind, SLOT_ARCHIVING, out);
+	int ret = slot_take(a, kind, SLOT_ARCHIVING, out);
+
+	arena_debug(a);
+	return ret;
 }
 
 void arena_slot_free(struct kvmemd_arena *a, uint32_t u)
 {
 	slot_release(a, u);
+	arena_debug(a);
 }
 
 unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
@@ -150,6 +177,7 @@ unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
 
 	sl->flags |= (uint8_t)fresh;
 	a->ndegraded += !!(fresh & SLOT_DEGRADED);
+	arena_debug(a);
 	return fresh;
 }
 
@@ -229,6 +257,7 @@ int arena_slot_enter(struct kvmemd_arena *a, uint32_t u, uint32_t *pg,
 	a->nsealed++;
 	a->sealed_bytes += arena_slot_bytes(a, kind);
 	a->ndegraded += !!(sl->flags & SLOT_DEGRADED);
+	arena_debug(a);
 	return 0;
 }
 
@@ -257,6 +286,7 @@ void arena_page_free(struct kvmemd_arena *a, uint32_t pg)
 	p->unit = NO_UNIT;
 	p->next_free = a->free_page;
 	a->free_page = pg;
+	arena_debug(a);
 }
 
 void arena_page_orphan(struct kvmemd_arena *a, uint32_t pg)
@@ -269,6 +299,7 @@ void arena_page_orphan(struct kvmemd_arena *a, uint32_t pg)
 		slot_release(a, p->unit);
 		p->unit = NO_UNIT;
 	}
+	arena_debug(a);
 }
 
 void arena_write_start(struct kvmemd_arena *a, uint32_t pg)
@@ -277,6 +308,7 @@ void arena_write_start(struct kvmemd_arena *a, uint32_t pg)
 
 	p->state = PAGE_WRITING;
 	a->writing_units += a->slot_units[p->kind];
+	arena_debug(a);
 }
 
 void arena_write_end(struct kvmemd_arena *a, uint32_t pg, int to_store)
@@ -284,16 +316,17 @@ void arena_write_end(struct kvmemd_arena *a, uint32_t pg, int to_store)
 	struct page *p = &a->pages[pg];
 
 	a->writing_units -= a->slot_units[p->kind];
-	if (!to_store) {
+	if (to_store) {
+		p->cold = a->slots[p->unit];
+		slot_release(a, p->unit);
+		p->unit = NO_UNIT;
+		p->state = PAGE_COLD;
+		a->ncold++;
+		a->cold_bytes += arena_slot_bytes(a, p->kind);
+	} else {
 		p->state = PAGE_RESIDENT;
-		return;
 	}
-	p->cold = a->slots[p->unit];
-	slot_release(a, p->unit);
-	p->unit = NO_UNIT;
-	p->state = PAGE_COLD;
-	a->ncold++;
-	a->cold_bytes += arena_slot_bytes(a, p->kind);
+	arena_debug(a);
 }
 
 int arena_read_start(struct kvmemd_arena *a, uint32_t pg, uint32_t *out)
@@ -302,12 +335,13 @@ int arena_read_start(struct kvmemd_arena *a, uint32_t pg, uint32_t *out)
 	int ret;
 
 	ret = slot_take(a, p->kind, SLOT_LOADING, out);
-	if (ret)
-		return ret;
-	a->slots[*out].page = pg;
-	p->unit = *out;
-	p->state = PAGE_READING;
-	return 0;
+	if (!ret) {
+		a->slots[*out].page = pg;
+		p->unit = *out;
+		p->state = PAGE_READING;
+	}
+	arena_debug(a);
+	return ret;
 }
 
 void arena_read_fail(struct kvmemd_arena *a, uint32_t pg)
@@ -318,6 +352,7 @@ void arena_read_fail(struct kvmemd_arena *a, uint32_t pg)
 	p->unit = NO_UNIT;
 	p->state = PAGE_COLD;
 	p->cold.flags |= SLOT_READ_FAILED;
+	arena_debug(a);
 }
 
 int arena_read_error(struct kvmemd_arena *a, uint32_t pg)
@@ -333,9 +368,10 @@ int arena_read_error(struct kvmemd_arena *a, uint32_t pg)
 void arena_read_checked(struct kvmemd_arena *a, uint32_t pg)
 {
 	a->pages[pg].state = PAGE_RESIDENT;
+	arena_debug(a);
 }
 
-/* ---- tables a restart brought back ------------------------------------ */
+/* ---- what the tables add up to --------------------------------------- */
 
 /* What the tables add up to, counted afresh from them. */
 struct tally {
@@ -345,6 +381,36 @@ struct tally {
 	uint32_t unused; /* pages */
 	uint32_t holding, held; /* slots that hold a page, pages in one */
 };
+
+/* The arena's counters, each a sum over its tables: 64-bit fields of
+ * both (a compile error otherwise). */
+#define COUNTER(x)                                                \
+	.name = #x,                                               \
+	.off = offsetof(struct kvmemd_arena, x) +                 \
+	       0 * sizeof(_Generic(((struct kvmemd_arena *)0)->x, \
+				   uint64_t : 1)),                \
+	.tally_off =                                              \
+		offsetof(struct tally, x) +                       \
+		0 * sizeof(_Generic(((struct tally *)0)->x, uint64_t : 1))
+
+static const struct {
+	const char *name;
+	size_t off, tally_off;
+} counters[] = {
+	{ COUNTER(used_bytes) }, { COUNTER(nopen) },
+	{ COUNTER(nsealed) },	 { COUNTER(sealed_bytes) },
+	{ COUNTER(ndegraded) },	 { COUNTER(ncold) },
+	{ COUNTER(cold_bytes) }, { COUNTER(writing_units) },
+};
+
+/* The counter at @off of an arena or a tally. */
+static uint64_t counter(const void *base, size_t off)
+{
+	uint64_t n;
+
+	memcpy(&n, (const char *)base + off, sizeof(n));
+	return n;
+}
 
 static int bad(char *why, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -384,8 +450,7 @@ static int tally_slots(const struct kvmemd_arena *a, int kept, int archived,
 	const struct slot *sl;
 	uint32_t u;
 
-	for (u = 0; u < a->top;
-	     u += sl->state == SLOT_NONE ? 1 : a->slot_units[sl->kind]) {
+	for (u = 0; u < a->top; u = slot_next(a, u)) {
 		sl = &a->slots[u];
 		if (sl->state == SLOT_NONE)
 			continue;
@@ -514,12 +579,95 @@ static int tally(const struct kvmemd_arena *a, int kept, int archived,
 	return tally_pages(a, kept, archived, t, why, len);
 }
 
+/*
+ * Each free list holds the free slots of its size, each once: the slots
+ * the walk found free are marked in @seen, and each entry takes its mark
+ * away.
+ */
+static int free_lists_check(const struct kvmemd_arena *a, const struct tally *t,
+			    uint8_t *seen, char *why, size_t len)
+{
+	uint32_t u, i;
+	int fl;
+
+	for (u = 0; u < a->top; u = slot_next(a, u))
+		if (a->slots[u].state == SLOT_FREE)
+			seen[u / 8] |= (uint8_t)(1u << u % 8);
+	for (fl = 0; fl < 2; fl++) {
+		if (a->nfree[fl] != t->nfree[fl])
+			return bad(why, len,
+				   "free list %d has %u slots, %u are free", fl,
+				   a->nfree[fl], t->nfree[fl]);
+		for (i = 0; i < a->nfree[fl]; i++) {
+			u = a->free[fl][i];
+			if (u >= a->top || !(seen[u / 8] & 1u << u % 8) ||
+			    free_list(a, a->slots[u].kind) != fl)
+				return bad(why, len,
+					   "free list %d: slot %u is not a "
+					   "free slot of it, or is there twice",
+					   fl, u);
+			seen[u / 8] &= (uint8_t) ~(1u << u % 8);
+		}
+	}
+	return 0;
+}
+
+int arena_check(const struct kvmemd_arena *a, char *why, size_t len)
+{
+	struct tally t;
+	uint8_t *seen;
+	uint64_t n, m;
+	size_t i;
+	int ret;
+
+	ret = tally(a, 0, 1, &t, why, len);
+	if (ret)
+		return ret;
+	for (i = 0; i < ARRAY_SIZE(counters); i++) {
+		n = counter(a, counters[i].off);
+		m = counter(&t, counters[i].tally_off);
+		if (n != m)
+			return bad(why, len, "%s is %llu, the tables say %llu",
+				   counters[i].name, (unsigned long long)n,
+				   (unsigned long long)m);
+	}
+	seen = calloc(a->top / 8 + 1, 1);
+	if (!seen) {
+		snprintf(why, len, "out of memory");
+		return -ENOMEM;
+	}
+	ret = free_lists_check(a, &t, seen, why, len);
+	free(seen);
+	return ret;
+}
+
+#ifdef KVMEMD_DEBUG
+/* A debug build checks the tables after every change: the first change
+ * that breaks them is the one that aborts. */
+static void arena_debug(const struct kvmemd_arena *a)
+{
+	char why[160];
+
+	if (arena_check(a, why, sizeof(why)) == -EINVAL) {
+		fprintf(stderr, "kvmemd: arena: %s\n", why);
+		abort();
+	}
+}
+#else
+static void arena_debug(const struct kvmemd_arena *a)
+{
+	(void)a;
+}
+#endif
+
+/* ---- tables a restart brought back ------------------------------------ */
+
 int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
 		  int archived, char *why, size_t len)
 {
-	const struct slot *sl;
 	struct tally t;
 	uint32_t n, u;
+	size_t i;
 	int fl;
 
 	if (k->top > a->nunits || k->top_page >= NO_UNIT)
@@ -541,25 +689,23 @@ int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
 	a->seals = k->seals;
 	if (tally(a, 1, archived, &t, why, len)) {
 		/* None of it is kept: no page of it names store units. */
-		a->top = a->top_page = 0;
+		free(a->pages);
+		a->pages = NULL;
+		arena_heap_put(a, (size_t)n * sizeof(struct page));
+		a->npages = a->top = a->top_page = a->seals = 0;
 		a->free_page = NO_UNIT;
 		return -EINVAL;
 	}
-	for (u = 0; u < a->top;
-	     u += sl->state == SLOT_NONE ? 1 : a->slot_units[sl->kind]) {
-		sl = &a->slots[u];
-		fl = free_list(a, sl->kind);
-		if (sl->state == SLOT_FREE)
+	for (u = 0; u < a->top; u = slot_next(a, u)) {
+		fl = free_list(a, a->slots[u].kind);
+		if (a->slots[u].state == SLOT_FREE)
 			a->free[fl][a->nfree[fl]++] = u;
 	}
-	a->used_bytes = t.used_bytes;
-	a->nopen = t.nopen;
-	a->nsealed = t.nsealed;
-	a->sealed_bytes = t.sealed_bytes;
-	a->ndegraded = t.ndegraded;
-	a->ncold = t.ncold;
-	a->cold_bytes = t.cold_bytes;
-	a->writing_units = t.writing_units;
+	for (i = 0; i < ARRAY_SIZE(counters); i++)
+		memcpy((char *)a + counters[i].off,
+		       (const char *)&t + counters[i].tally_off,
+		       sizeof(uint64_t));
+	arena_debug(a);
 	return 0;
 nomem:
 	snprintf(why, len, "no memory for its page table");

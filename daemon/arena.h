@@ -190,6 +190,18 @@ int arena_read_error(struct kvmemd_arena *a, uint32_t pg);
 /* @pg, read back into a slot now sealed, was checked: resident. */
 void arena_read_checked(struct kvmemd_arena *a, uint32_t pg);
 
+/*
+ * arena_check() - do the tables hold together? Every slot where the one
+ * before it ends, every sealed or loading slot's page in it and every
+ * page in a slot held by it, each free list the free slots of its size
+ * once, the free pages all on their chain, and each counter what the
+ * tables add up to. Built with -DKVMEMD_DEBUG, the arena checks itself
+ * after every change and aborts on the first that breaks them.
+ *
+ * Return: 0, -EINVAL with what does not hold together in @why, or -ENOMEM.
+ */
+int arena_check(const struct kvmemd_arena *a, char *why, size_t len);
+
 /* The tables of a session kept across a restart, as its record has them
  * (resume.c). */
 struct arena_saved {
