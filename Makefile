@@ -23,13 +23,17 @@ WERROR ?= 1
 BUILD ?= build
 V ?= 0
 
+# SAN=1 also turns on kvmemd's debug checks (KVMEMD_DEBUG: every move of
+# a session's arena recounts its tables).
 ifeq ($(SAN),1)
 B := $(BUILD)/san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	    -fno-omit-frame-pointer
+DEBUGFLAGS := -DKVMEMD_DEBUG
 else
 B := $(BUILD)
 SANFLAGS :=
+DEBUGFLAGS :=
 endif
 
 ifeq ($(V),1)
@@ -47,7 +51,7 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 KCFLAGS := -std=gnu11 -D_GNU_SOURCE -Ilibkvmem/include -Ilibkvmem -Ikernels \
-	   -MMD -MP $(WARN) $(SANFLAGS) $(CFLAGS)
+	   -MMD -MP $(WARN) $(SANFLAGS) $(DEBUGFLAGS) $(CFLAGS)
 KLDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
 # Files that need instruction-set flags of their own; the code in them is
