@@ -33,9 +33,9 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "internal.h"
 #include "kvmem/ecc.h"
 #include "kvmem/quant.h"
+#include "kvmem-private.h"
 #include "store.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -32,7 +32,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cuda_impl.h"
+#include "kvmem/cuda.h"
+#include "kvmem-private.h"
 #include "kvmemd.h"
 
 /* What one mlock() or munmap() of an arena covers: a few milliseconds. */
@@ -386,7 +387,7 @@ static struct kvmem_cuda *gpu_find(const char *want, char *why, size_t len)
 			snprintf(why, len, "%s", kvmem_cuda_error());
 			return NULL;
 		}
-		kvmem__cuda_uuid_str(cu->uuid, uuid);
+		kvmem__cuda_uuid_str(kvmem__cuda_uuid(cu), uuid);
 		if (!strcmp(want, "auto") || !strcasecmp(want, uuid))
 			return cu;
 		kvmem_cuda_close(cu);
@@ -455,8 +456,8 @@ void kvmemd_gpu_open(struct kvmemd *d)
 	}
 	g->cu = cu;
 	snprintf(g->name, sizeof(g->name), "%s", kvmem_cuda_name(cu));
-	memcpy(g->uuid_bytes, cu->uuid, sizeof(g->uuid_bytes));
-	kvmem__cuda_uuid_str(cu->uuid, g->uuid);
+	memcpy(g->uuid_bytes, kvmem__cuda_uuid(cu), sizeof(g->uuid_bytes));
+	kvmem__cuda_uuid_str(g->uuid_bytes, g->uuid);
 	kvmemd_log(LOG_INFO, "GPU pool: %llu MiB of %s (%s)",
 		   (unsigned long long)(g->bytes >> 20), g->name, g->uuid);
 	if (d->cfg.gpu_session_max_bytes > g->bytes)

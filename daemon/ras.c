@@ -32,9 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
 #include "kvmem/crc32c.h"
 #include "kvmem/inject.h"
+#include "kvmem-private.h"
 #include "json.h"
 #include "kvmemd.h"
 #include "prefix.h"

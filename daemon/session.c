@@ -20,10 +20,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "kvmem-private.h"
 #include "kvmemd.h"
 #include "prefix.h"
-#include "ring.h"
 #include "session.h"
 
 #define BUF_BYTES (64u << 10)

@@ -58,6 +58,11 @@ const char *kvmem_cuda_name(const struct kvmem_cuda *cu)
 	return cu ? cu->name : "";
 }
 
+const uint8_t *kvmem__cuda_uuid(const struct kvmem_cuda *cu)
+{
+	return cu->uuid;
+}
+
 int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
 			 uint32_t layer, struct kvmem_cuda_page *out,
 			 size_t cap)

@@ -6,6 +6,9 @@
  * (cuda_driver.c) loads libcuda, owns the context and runs each launch.
  * The tests put a fake libcuda under it that runs the same kernels on host
  * threads (tests/cuda), so everything but the GPU itself runs in CI.
+ *
+ * Included by cuda.c, cuda_driver.c and the tests; what kvmemd's GPU pool
+ * uses of it is in kvmem-private.h.
  */
 #ifndef KVMEM_CUDA_IMPL_H
 #define KVMEM_CUDA_IMPL_H
@@ -15,6 +18,7 @@
 #include <stdint.h>
 
 #include "kvmem/cuda.h"
+#include "kvmem-private.h"
 
 enum kvmem__kernel {
 	KVMEM__K_ENCODE,
@@ -73,40 +77,11 @@ int kvmem__cuda_open_image(int device, const char *lib, const void *image,
 			   struct kvmem_cuda **out);
 
 /*
- * Device memory another process can map: the driver's virtual memory
- * management, shared as a POSIX file descriptor. kvmemd's GPU pool makes
- * it; a client maps what its session was given (kvmem_cuda_register()).
+ * Map the @bytes of device memory @fd shares (struct kvmem__vmm, made by
+ * kvmemd: kvmem-private.h): 0, -EIO. @fd stays the caller's.
  */
-struct kvmem__vmm {
-	uint64_t addr; /* mapped in this process, read-write for the device */
-	size_t bytes; /* 0: nothing */
-	unsigned long long handle;
-};
-
-/*
- * The size such memory comes in; 0, with the reason in kvmem_cuda_error(),
- * when the GPU or its driver cannot share memory by descriptor.
- */
-size_t kvmem__cuda_vmm_granularity(struct kvmem_cuda *cu);
-
-/* Bytes of memory the GPU has; 0, with the reason in kvmem_cuda_error(),
- * when the driver does not say. */
-uint64_t kvmem__cuda_total_mem(struct kvmem_cuda *cu);
-
-/* @bytes (a multiple of the granularity) of device memory, zeroed and
- * mapped here, and a descriptor that shares it in @fd: 0, -ENOMEM, -EIO. */
-int kvmem__cuda_vmm_create(struct kvmem_cuda *cu, size_t bytes,
-			   struct kvmem__vmm *m, int *fd);
-
-/* Map the @bytes @fd shares: 0, -EIO. @fd stays the caller's. */
 int kvmem__cuda_vmm_import(struct kvmem_cuda *cu, int fd, size_t bytes,
 			   struct kvmem__vmm *m);
-
-/* Unmap and release; the memory is freed once no process maps it. */
-void kvmem__cuda_vmm_free(struct kvmem_cuda *cu, struct kvmem__vmm *m);
-
-/* "GPU-" and the UUID in the form nvidia-smi prints; @out of 41 bytes. */
-void kvmem__cuda_uuid_str(const uint8_t uuid[16], char out[41]);
 
 /* Set kvmem_cuda_error() for this thread; returns @err. */
 int kvmem__cuda_fail(int err, const char *fmt, ...)

@@ -18,7 +18,7 @@
 
 #include "bench.h"
 #include "kvmem/kvmem.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 #define MAX_TO 8
 

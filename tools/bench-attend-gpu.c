@@ -24,8 +24,7 @@
 #include "kvmem/cuda.h"
 #include "kvmem/kvmem.h"
 #include "bench.h"
-#include "quant_word.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 #define COLD_BYTES (256ull << 20)
 #define MAX_LAYERS 16

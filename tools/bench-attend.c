@@ -30,8 +30,7 @@
 
 #include "kvmem/kvmem.h"
 #include "bench.h"
-#include "internal.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 /* The same context without codewords: rows quantized, scales as floats. */
 struct flat {

@@ -30,7 +30,7 @@
 #include "kvmem/inject.h"
 #include "bench.h"
 #include "bitstream.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 #define HIST 6 /* flip-count rows shown: 0..4 and "5+" */
 

@@ -26,8 +26,7 @@
 #include "kvmem/inject.h"
 #include "bench.h"
 #include "bitstream.h"
-#include "internal.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 #define DIRTY_BER 1e-3
 

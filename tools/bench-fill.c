@@ -42,7 +42,7 @@
 #include "kvmem/inject.h"
 #include "kvmem/kvmem.h"
 #include "bench.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 #define MAX_SEQS 1048576u
 #define MAX_TOKENS 65536u

@@ -32,7 +32,7 @@
 
 #include "kvmem/kvmem.h"
 #include "bench.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 #define LAYERS 8
 #define KV_HEADS 8

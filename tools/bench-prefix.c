@@ -20,7 +20,7 @@
 
 #include "bench.h"
 #include "kvmem/kvmem.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 struct prefix_cfg {
 	uint64_t tokens, prompts, sessions, requests, tail, layers;

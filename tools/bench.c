@@ -16,7 +16,7 @@
 #include "kvmem/ecc.h"
 #include "kvmem/kvmem.h"
 #include "kvmem/quant.h"
-#include "rng.h"
+#include "kvmem-private.h"
 
 float bench_rnd_unit(struct kvmem_rng *r)
 {

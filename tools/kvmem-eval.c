@@ -24,8 +24,8 @@
 
 #include "kvmem/inject.h"
 #include "kvmem/kvmem.h"
+#include "kvmem-private.h"
 #include "own-kvmemd.h"
-#include "rng.h"
 
 #define PROG "kvmem-eval"
 #define VERSION "0.1.0"

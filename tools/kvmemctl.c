@@ -36,10 +36,10 @@
 #include <unistd.h>
 
 #include "../daemon/store.h" /* KVMEMD_STORE_UNIT: the store's format */
-#include "internal.h"
 #include "json.h"
 #include "kvmem/inject.h"
 #include "kvmem/uapi.h"
+#include "kvmem-private.h"
 
 #define PROG "kvmemctl"
 #define ADMIN_SOCKET_NAME "kvmemd-admin.sock"
