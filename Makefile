@@ -88,6 +88,9 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench.c tools/bench-codec.c \
 	      tools/bench-attach.c tools/bench-archive.c tools/bench-prefix.c \
 	      tools/bench-hangup.c tools/json.c tools/own-kvmemd.c
 
+CTL_SRCS := tools/kvmemctl.c tools/ctl.c tools/ctl-ras.c tools/ctl-metrics.c \
+	    tools/ctl-http.c tools/json.c
+
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \
 	       daemon/admin.c daemon/json.c daemon/store.c daemon/tier.c \
@@ -205,7 +208,7 @@ $(B)/tools/kvmem-eval: $(B)/tools/kvmem-eval.o $(B)/tools/own-kvmemd.o $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 
-$(B)/tools/kvmemctl: $(B)/tools/kvmemctl.o $(B)/tools/json.o $(LIB_A)
+$(B)/tools/kvmemctl: $(CTL_SRCS:%.c=$(B)/%.o) $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 
