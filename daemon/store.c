@@ -1266,6 +1266,7 @@ void kvmemd_store_stats(const struct kvmemd_store *st,
 	out->size = st->size;
 	out->nunits = st->nunits;
 	out->used_units = st->used;
+	out->unit = st->hdr.unit;
 	out->queue_depth = st->queue_depth;
 	out->io_bytes = st->io_bytes;
 	out->inflight = st->inflight;

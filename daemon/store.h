@@ -176,6 +176,7 @@ struct kvmemd_store_stats {
 	uint8_t uuid[16];
 	uint64_t generation;
 	uint64_t size, nunits, used_units;
+	uint32_t unit; /* bytes, as the header has it */
 	uint32_t queue_depth, io_bytes, inflight;
 	uint64_t reads, writes; /* completed without error */
 	uint64_t read_bytes, write_bytes;

@@ -1289,6 +1289,7 @@ void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_str(w, "uuid", uuid);
 	jw_u64(w, "generation", st.generation);
 	jw_u64(w, "size", st.size);
+	jw_u64(w, "unit_bytes", st.unit);
 	jw_u64(w, "units", st.nunits);
 	jw_u64(w, "used_units", st.used_units);
 	jw_u64(w, "queue_depth", st.queue_depth);

@@ -833,15 +833,16 @@ static void fake_stop(struct fake *f)
 	"\"write_errors\":2,\"read_errors\":1,\"nospace\":5,\"waits\":7,"  \
 	"\"archived\":5,\"archived_bytes\":163840,\"archive_refused\":1,"  \
 	"\"store\":"
-#define R_TIER                                                                \
-	TIER_HEAD("true", "1024")                                             \
+/* The store of tier, @unit its "unit_bytes" member or "" for none. */
+#define TIER_STORE(unit)                                                      \
 	"{\"path\":\"/var/lib/kvmem/store\",\"engine\":\"io_uring\","         \
 	"\"uuid\":\"5bc44f14-daf4-412e-b07f-d3eaee54e66d\",\"generation\":3," \
-	"\"size\":16777216,\"units\":4095,\"used_units\":48,"                 \
+	"\"size\":16777216," unit "\"units\":4095,\"used_units\":48,"         \
 	"\"queue_depth\":32,\"io_bytes\":1048576,\"inflight\":2,"             \
 	"\"reads\":3,\"writes\":11,\"read_bytes\":98304,"                     \
 	"\"write_bytes\":360448,\"read_errors\":1,\"write_errors\":2,"        \
 	"\"enospc\":1,\"short\":0}}\n"
+#define R_TIER TIER_HEAD("true", "1024") TIER_STORE("")
 #define R_TIER_NOSTORE TIER_HEAD("false", "0") "null}\n"
 #define R_OFFLOAD                                                           \
 	"{\"pages\":123,\"bytes\":9017753,\"errors\":0,\"seconds\":0.0121," \
@@ -2199,6 +2200,37 @@ START_TEST(test_spec_no_archive)
 END_TEST
 
 /*
+ * The store's unit is what kvmemd says it is ("unit_bytes"), in tier and
+ * in metrics; R_TIER, from a kvmemd that does not say, has 4 KiB units
+ * (test_spec_tables, test_spec_metrics).
+ */
+#define R_TIER_8K TIER_HEAD("true", "1024") TIER_STORE("\"unit_bytes\":8192,")
+
+START_TEST(test_spec_store_unit)
+{
+	static const struct fake_reply t[] = {
+		{ "stats", R_STATS },	     { "errors", R_ERRORS },
+		{ "scrub status", R_SCRUB }, { "sessions", R_SESSIONS },
+		{ "tier", R_TIER_8K },
+	};
+	struct kvmem_run r;
+	struct fake f;
+
+	fake_start(&f, t, sizeof(t) / sizeof(t[0]), 32768);
+	FAKE_OK(&r, &f, "tier");
+	expect_line(&r, "size 16.0 MiB, 4095 units of 8.0 KiB");
+	expect_line(&r, "used 384.0 KiB in 48 units (1.2%)");
+	kvmem_check_run_free(&r);
+	FAKE_OK(&r, &f, "metrics");
+	check_prometheus(r.out);
+	ck_assert_double_eq(prom_value(r.out, "kvmem_store_used_bytes"),
+			    48 * 8192);
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/*
  * A daemon without a backing store: tier says so (store null), metrics
  * leave the store's families out, offload is refused (EOPNOTSUPP).
  */
@@ -3256,6 +3288,7 @@ START_TEST(test_live_tier)
 	ck_assert_uint_eq(u64_at(json_get(tiers, "cold"), "pages"), 0);
 	store = json_get(v, "store");
 	ck_assert_uint_eq(u64_at(store, "size"), 16u << 20);
+	ck_assert_uint_eq(u64_at(store, "unit_bytes"), 4096);
 	ck_assert_uint_eq(u64_at(store, "used_units"), 0);
 	json_free(v);
 
@@ -3643,6 +3676,7 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_ops_series);
 	tcase_add_test(tc, test_spec_no_store);
 	tcase_add_test(tc, test_spec_no_archive);
+	tcase_add_test(tc, test_spec_store_unit);
 	tcase_add_test(tc, test_spec_offload_errors);
 	tcase_add_test(tc, test_spec_datagrams);
 	tcase_add_test(tc, test_spec_error_replies);

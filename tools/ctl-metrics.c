@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../daemon/store.h" /* KVMEMD_STORE_UNIT: the store's format */
 #include "ctl-metrics.h"
 #include "ctl.h"
 
@@ -521,7 +520,7 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	      "Size of the backing store, its header included.", st, "size");
 	m_family(m, "kvmem_store_used_bytes", "gauge",
 		 "Bytes of the backing store that hold pages.");
-	used = g_u64(m->r, st, "used_units") * KVMEMD_STORE_UNIT;
+	used = g_u64(m->r, st, "used_units") * store_unit(m->r, st);
 	m_sample(m, "kvmem_store_used_bytes", NULL, 0, &used);
 	m_family(m, "kvmem_store_errors_total", "counter",
 		 "Backing store I/Os that failed (an errno or short), by "

@@ -346,6 +346,17 @@ bool has_archive(const struct json *v)
 	return json_get(v, "archived");
 }
 
+/*
+ * The bytes of a unit of tier's store @st; a kvmemd older than its
+ * "unit_bytes" had units of 4 KiB.
+ */
+uint64_t store_unit(struct rd *r, const struct json *st)
+{
+	if (!json_get(st, "unit_bytes"))
+		return 4096;
+	return g_u64(r, st, "unit_bytes");
+}
+
 /* ---- the socket ------------------------------------------------------- */
 
 static int denied(const char *detail)

@@ -119,8 +119,9 @@ const struct json *g_obj_or_null(struct rd *r, const struct json *o,
 const struct json *g_arr(struct rd *r, const struct json *o, const char *key,
 			 size_t *n);
 
-/* Does tier's reply have the archive tier? */
+/* Parts of tier's reply that a kvmemd older than them leaves out. */
 bool has_archive(const struct json *v);
+uint64_t store_unit(struct rd *r, const struct json *st);
 
 /* ---- the socket ------------------------------------------------------- */
 

@@ -31,7 +31,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../daemon/store.h" /* KVMEMD_STORE_UNIT: the store's format */
 #include "ctl-http.h"
 #include "ctl-metrics.h"
 #include "ctl-ras.h"
@@ -383,7 +382,7 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	const struct json *st = g_obj_or_null(r, v, "store");
 	const bool arch = has_archive(v);
 	uint64_t stale = g_u64(r, pol, "stale_tokens");
-	uint64_t units, used;
+	uint64_t units, used, unit;
 	char a[32], b[32], stale_s[64], path[1024], engine[32], uuid[64];
 	struct table t;
 	size_t i;
@@ -451,6 +450,7 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	}
 	units = g_u64(r, st, "units");
 	used = g_u64(r, st, "used_units");
+	unit = store_unit(r, st);
 	t_init(&t, "ll");
 	kv(&t, "store", "%s", g_str(r, st, "path", path, sizeof(path)));
 	kv(&t, "engine", "%s", g_str(r, st, "engine", engine, sizeof(engine)));
@@ -458,9 +458,9 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	kv(&t, "generation", "%" PRIu64, g_u64(r, st, "generation"));
 	kv(&t, "size", "%s, %" PRIu64 " units of %s",
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, st, "size")), units,
-	   fmt_bytes(b, sizeof(b), KVMEMD_STORE_UNIT));
+	   fmt_bytes(b, sizeof(b), (double)unit));
 	kv(&t, "used", "%s in %" PRIu64 " units (%.1f%%)",
-	   fmt_bytes(a, sizeof(a), (double)used * KVMEMD_STORE_UNIT), used,
+	   fmt_bytes(a, sizeof(a), (double)used * (double)unit), used,
 	   units ? 100.0 * (double)used / (double)units : 0.0);
 	kv(&t, "queue depth", "%" PRIu64, g_u64(r, st, "queue_depth"));
 	kv(&t, "I/O size", "%s",
