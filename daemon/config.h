@@ -1,6 +1,9 @@
 /*
  * config.h - kvmemd's configuration: built-in defaults, overridden by an
  * INI-style file (/etc/kvmem/kvmemd.conf) and then by command-line flags
+ *
+ * Included by config.c, by kvmemd.h (so by every file of the daemon) and
+ * by the tests of the parser.
  */
 #ifndef KVMEMD_CONFIG_H
 #define KVMEMD_CONFIG_H

@@ -5,6 +5,10 @@
  * last, so callers write keys and values in order and never count. Running
  * out of memory is sticky: the writer stops and jw_failed() says so, and the
  * caller sends an error instead of a truncated reply.
+ *
+ * Included by json.c; admin.c and the result objects of archive.c,
+ * prefix.c, ras.c and tier.c, which write replies; server.c, which sends
+ * them.
  */
 #ifndef KVMEMD_JSON_H
 #define KVMEMD_JSON_H

@@ -6,6 +6,9 @@
  * that may block for long (setting up and freeing a session's memory,
  * re-encoding pages for the archive) and hand the result back to the
  * loop; they never touch a session the loop uses.
+ *
+ * Included by every file of the daemon (by some through session.h or
+ * prefix.h) and by the daemon's tests.
  */
 #ifndef KVMEMD_H
 #define KVMEMD_H

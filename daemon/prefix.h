@@ -2,6 +2,9 @@
  * prefix.h - published prefixes, shared by prefix.c, which keeps them,
  * session.c, which publishes and attaches them for a session, and admin.c,
  * which lists and drops them. All run on the event loop thread only.
+ *
+ * Included by prefix.c, session.c, admin.c, ras.c (the scrubber's walk
+ * over the copies) and server.c.
  */
 #ifndef KVMEMD_PREFIX_H
 #define KVMEMD_PREFIX_H

@@ -1,8 +1,10 @@
 /*
  * session.h - a session: its sequences and its arena (arena.h), shared by
  * session.c, which serves the ring, and the modules that act on its pages:
- * tier.c, archive.c, resume.c and ras.c, which scrubs and injects into
- * them. All run on the event loop thread only.
+ * tier.c, archive.c, resume.c, ras.c and patrol.c, which scrub and inject
+ * into them. All run on the event loop thread only.
+ *
+ * Included by those, ras.h, and admin.c, which reads the tables.
  */
 #ifndef KVMEMD_SESSION_H
 #define KVMEMD_SESSION_H

@@ -22,6 +22,9 @@
  * caller: kvmemd_store_io_submit() queues, kvmemd_store_io_reap() runs the
  * completions that arrived. The event loop watches kvmemd_store_io_fd().
  * Everything here is called from the event loop thread only.
+ *
+ * Included by store.c, tier.c (which moves pages to and from the store),
+ * config.c (the store.* keys) and the tests of the store.
  */
 #ifndef KVMEMD_STORE_H
 #define KVMEMD_STORE_H

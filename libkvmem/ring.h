@@ -1,6 +1,6 @@
 /*
  * ring.h - memory ordering for the shared rings (kvmem/uapi.h), used by both
- * the client library and kvmemd
+ * the client library and kvmemd (through kvmem-private.h)
  *
  * Each ring index has one writer. The writer fills entries, then publishes
  * the index with a release store; the reader loads the index with an

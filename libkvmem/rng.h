@@ -2,7 +2,8 @@
  * rng.h - small, seeded, deterministic random numbers (xoshiro256**)
  *
  * Not for secrets. Seeded through splitmix64 so that neighbouring seeds give
- * unrelated streams. Internal to libkvmem and its tools and tests.
+ * unrelated streams. Internal to libkvmem, its tests and its tools (which
+ * include it through kvmem-private.h).
  */
 #ifndef KVMEM_RNG_H
 #define KVMEM_RNG_H

@@ -1,5 +1,8 @@
 /*
  * bench.h - what the kvmem-bench subcommands share
+ *
+ * Included by kvmem-bench.c, bench.c and every bench-*.c; tests/check_cuda.c
+ * runs kvmem-bench attend through it.
  */
 #ifndef KVMEM_BENCH_H
 #define KVMEM_BENCH_H

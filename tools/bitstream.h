@@ -3,6 +3,8 @@
  *
  * Stream bit p is bit p % 8 of byte p / 8, as in kvmem/ecc.h; a field of
  * k <= 64 bits is read and written LSB first.
+ *
+ * Included by kvmem-ecc.c, bench-ber.c and bench-codec.c.
  */
 #ifndef KVMEM_TOOLS_BITSTREAM_H
 #define KVMEM_TOOLS_BITSTREAM_H

@@ -11,6 +11,10 @@
  *
  * json_print() writes a tree back as compact JSON, escaping every control
  * character (C0, DEL and C1), so what it prints is safe for a terminal.
+ *
+ * Included by json.c, kvmemctl's files (through ctl.h), bench-hangup.c,
+ * and the tests that read kvmemd's replies (check_kvmemctl.c, the admin
+ * fuzzer).
  */
 #ifndef KVMEM_TOOLS_JSON_H
 #define KVMEM_TOOLS_JSON_H
