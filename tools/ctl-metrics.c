@@ -58,7 +58,7 @@ static void m_sample(struct metrics *m, const char *name,
 	if (u) {
 		fprintf(m->f, " %" PRIu64 "\n", *u);
 	} else {
-		shortest(buf, sizeof(buf), v);
+		fmt_shortest(buf, sizeof(buf), v);
 		fprintf(m->f, " %s\n", buf);
 	}
 }
@@ -520,7 +520,7 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	      "Size of the backing store, its header included.", st, "size");
 	m_family(m, "kvmem_store_used_bytes", "gauge",
 		 "Bytes of the backing store that hold pages.");
-	used = g_u64(m->r, st, "used_units") * store_unit(m->r, st);
+	used = g_u64(m->r, st, "used_units") * g_store_unit(m->r, st);
 	m_sample(m, "kvmem_store_used_bytes", NULL, 0, &used);
 	m_family(m, "kvmem_store_errors_total", "counter",
 		 "Backing store I/Os that failed (an errno or short), by "
@@ -556,7 +556,7 @@ int metrics_text(struct ctl *c, char **text, size_t *len)
 	*len = 0;
 	/* Every reply first: no half an exposition when one fails. */
 	for (i = 0; i < NPARTS && !ret; i++)
-		ret = request(c, parts[i].req, &v[i]);
+		ret = ctl_request(c, parts[i].req, &v[i]);
 	if (!ret) {
 		m.f = open_memstream(text, len);
 		if (!m.f) {

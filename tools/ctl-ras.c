@@ -175,7 +175,7 @@ static int rate_arg(const char *s, char *out, size_t len)
 	    (!s[n] || (strchr("kKmMgG", s[n]) && !s[n + 1]))) {
 		memcpy(num, s, n);
 		num[n] = 0;
-		if (!parse_uint(num, UINT64_MAX, &v)) {
+		if (!ctl_parse_uint(num, UINT64_MAX, &v)) {
 			snprintf(out, len, "%" PRIu64 "%s", v,
 				 !s[n]			      ? ""
 				 : s[n] == 'k' || s[n] == 'K' ? "K"
@@ -215,7 +215,7 @@ static int seconds_arg(const char *s, uint64_t *out)
 	}
 	memcpy(num, s, n);
 	num[n] = 0;
-	if (parse_uint(num, UINT32_MAX / mul, &v))
+	if (ctl_parse_uint(num, UINT32_MAX / mul, &v))
 		return -1;
 	*out = v * mul;
 	return 0;
@@ -244,7 +244,7 @@ int cmd_scrub(struct ctl *c, int argc, char **argv)
 		if (argc != want)
 			goto extra;
 		/* A pass at full speed takes as long as the pool needs. */
-		return simple(c, req, -1, render_pass);
+		return ctl_simple(c, req, -1, render_pass);
 	} else if (!strcmp(sub, "rate") && argc >= 2) {
 		if (rate_arg(argv[1], arg, sizeof(arg)))
 			return CTL_USAGE;
@@ -275,7 +275,7 @@ int cmd_scrub(struct ctl *c, int argc, char **argv)
 	}
 	if (argc != want)
 		goto extra;
-	return simple(c, req, REPLY_TIMEOUT_MS, render_scrub);
+	return ctl_simple(c, req, REPLY_TIMEOUT_MS, render_scrub);
 extra:
 	ctl_errx("scrub %s: unexpected argument '%s'", sub, argv[want]);
 	return CTL_USAGE;
@@ -394,7 +394,7 @@ int cmd_events(struct ctl *c, int argc, char **argv)
 			      since);
 	}
 	if (c->limit) {
-		if (parse_uint(c->limit, UINT32_MAX, &limit)) {
+		if (ctl_parse_uint(c->limit, UINT32_MAX, &limit)) {
 			ctl_errx("--limit must be a number, not '%s'",
 				 c->limit);
 			return CTL_USAGE;
@@ -409,7 +409,7 @@ int cmd_events(struct ctl *c, int argc, char **argv)
 						 : "");
 		return CTL_USAGE;
 	}
-	return simple(c, req, REPLY_TIMEOUT_MS, render_events);
+	return ctl_simple(c, req, REPLY_TIMEOUT_MS, render_events);
 }
 
 static void render_errors(struct rd *r, FILE *f, const struct json *v)
@@ -451,7 +451,7 @@ int cmd_errors(struct ctl *c, int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	return simple(c, "errors", REPLY_TIMEOUT_MS, render_errors);
+	return ctl_simple(c, "errors", REPLY_TIMEOUT_MS, render_errors);
 }
 
 static void render_ok(struct rd *r, FILE *f, const struct json *v)
@@ -465,7 +465,7 @@ int cmd_reset(struct ctl *c, int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	return simple(c, "reset-counters", REPLY_TIMEOUT_MS, render_ok);
+	return ctl_simple(c, "reset-counters", REPLY_TIMEOUT_MS, render_ok);
 }
 
 /* ---- inject ----------------------------------------------------------- */
@@ -491,7 +491,7 @@ static void flips_cells(struct rd *r, struct table *t, const struct json *o,
 	}
 	for (i = 0; i < n; i++) {
 		if (json_u64(&a->u.arr.v[i], &x))
-			bad(r, "by_flips", "an integer", &a->u.arr.v[i]);
+			g_bad(r, "by_flips", "an integer", &a->u.arr.v[i]);
 		t_cell(t, "%" PRIu64, x);
 	}
 }
@@ -571,7 +571,7 @@ int cmd_inject(struct ctl *c, int argc, char **argv)
 			 c->ber);
 		return CTL_USAGE;
 	}
-	if (parse_uint(c->seed, UINT64_MAX, &seed)) {
+	if (ctl_parse_uint(c->seed, UINT64_MAX, &seed)) {
 		ctl_errx("--seed must be a number, not '%s'", c->seed);
 		return CTL_USAGE;
 	}
@@ -581,9 +581,9 @@ int cmd_inject(struct ctl *c, int argc, char **argv)
 			 c->channel);
 		return CTL_USAGE;
 	}
-	shortest(ber, sizeof(ber), p);
+	fmt_shortest(ber, sizeof(ber), p);
 	snprintf(req, sizeof(req), "inject %s ber %s seed %" PRIu64 "%s%s%s",
 		 target, ber, seed, c->given & O_ALL ? " all" : "",
 		 c->channel ? " channel " : "", c->channel ? c->channel : "");
-	return simple(c, req, -1, render_inject);
+	return ctl_simple(c, req, -1, render_inject);
 }

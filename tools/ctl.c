@@ -5,7 +5,7 @@
  * Every reply is untrusted input: it is parsed with limits (json.h), each
  * field a table needs is checked for its type before anything is printed
  * (struct rd), and text from the daemon reaches the terminal without
- * control characters (clean()).
+ * control characters (ctl_clean()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -52,7 +52,7 @@ void ctl_errx(const char *fmt, ...)
  * Copy @s to @buf for a terminal: UTF-8 stays (the parser checked it),
  * C0 and C1 controls and DEL become '?'.
  */
-const char *clean(const char *s, char *buf, size_t len)
+const char *ctl_clean(const char *s, char *buf, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t o = 0;
@@ -155,7 +155,7 @@ const char *fmt_time(char *buf, size_t len, double t)
 }
 
 /* The shortest decimal that reads back as @d, for the wire. */
-void shortest(char *buf, size_t len, double d)
+void fmt_shortest(char *buf, size_t len, double d)
 {
 	int prec;
 
@@ -250,7 +250,8 @@ void t_free(struct table *t)
 
 /* ---- reading replies -------------------------------------------------- */
 
-void bad(struct rd *r, const char *key, const char *want, const struct json *v)
+void g_bad(struct rd *r, const char *key, const char *want,
+	   const struct json *v)
 {
 	if (r->err[0])
 		return;
@@ -267,7 +268,7 @@ uint64_t g_u64(struct rd *r, const struct json *o, const char *key)
 	uint64_t x = 0;
 
 	if (json_u64(v, &x))
-		bad(r, key, "an integer", v);
+		g_bad(r, key, "an integer", v);
 	return x;
 }
 
@@ -277,7 +278,7 @@ double g_num(struct rd *r, const struct json *o, const char *key)
 	double x = 0;
 
 	if (json_num(v, &x))
-		bad(r, key, "a number", v);
+		g_bad(r, key, "a number", v);
 	return x;
 }
 
@@ -287,7 +288,7 @@ bool g_bool(struct rd *r, const struct json *o, const char *key)
 	bool x = false;
 
 	if (json_bool(v, &x))
-		bad(r, key, "true or false", v);
+		g_bad(r, key, "true or false", v);
 	return x;
 }
 
@@ -299,10 +300,10 @@ const char *g_str(struct rd *r, const struct json *o, const char *key,
 	const char *s = json_str(v);
 
 	if (!s) {
-		bad(r, key, "a string", v);
+		g_bad(r, key, "a string", v);
 		s = "";
 	}
-	return clean(s, buf, len);
+	return ctl_clean(s, buf, len);
 }
 
 static const struct json *g_typed(struct rd *r, const struct json *o,
@@ -313,7 +314,7 @@ static const struct json *g_typed(struct rd *r, const struct json *o,
 
 	if (v && (v->type == t || (nullable && v->type == JSON_NULL)))
 		return v->type == t ? v : NULL;
-	bad(r, key, t == JSON_ARRAY ? "an array" : "an object", v);
+	g_bad(r, key, t == JSON_ARRAY ? "an array" : "an object", v);
 	return NULL;
 }
 
@@ -350,7 +351,7 @@ bool has_archive(const struct json *v)
  * The bytes of a unit of tier's store @st; a kvmemd older than its
  * "unit_bytes" had units of 4 KiB.
  */
-uint64_t store_unit(struct rd *r, const struct json *st)
+uint64_t g_store_unit(struct rd *r, const struct json *st)
 {
 	if (!json_get(st, "unit_bytes"))
 		return 4096;
@@ -483,8 +484,8 @@ err:
  * *@reply: CTL_OK, or the exit status after saying what went wrong. An
  * error reply is reported here.
  */
-int request_timeout(struct ctl *c, const char *req, int timeout_ms,
-		    struct json **reply)
+int ctl_request_timeout(struct ctl *c, const char *req, int timeout_ms,
+			struct json **reply)
 {
 	const struct json *e, *en;
 	struct json_error jerr;
@@ -530,8 +531,8 @@ int request_timeout(struct ctl *c, const char *req, int timeout_ms,
 	}
 	en = json_get(v, "errno");
 	json_num(en, &eno);
-	clean(json_str(e) ? json_str(e) : "(no reason given)", msg,
-	      sizeof(msg));
+	ctl_clean(json_str(e) ? json_str(e) : "(no reason given)", msg,
+		  sizeof(msg));
 	json_free(v);
 	if (eno == -EACCES) {
 		char detail[sizeof(msg) + 16];
@@ -544,9 +545,9 @@ int request_timeout(struct ctl *c, const char *req, int timeout_ms,
 	return CTL_FAILED;
 }
 
-int request(struct ctl *c, const char *req, struct json **reply)
+int ctl_request(struct ctl *c, const char *req, struct json **reply)
 {
-	return request_timeout(c, req, REPLY_TIMEOUT_MS, reply);
+	return ctl_request_timeout(c, req, REPLY_TIMEOUT_MS, reply);
 }
 
 /* ---- output ----------------------------------------------------------- */
@@ -555,8 +556,8 @@ int request(struct ctl *c, const char *req, struct json **reply)
  * @reply as JSON, or rendered by @fn into memory and printed only when
  * every field it needed was there.
  */
-int present(const struct ctl *c, const char *req, render_fn fn,
-	    const struct json *reply)
+int ctl_present(const struct ctl *c, const char *req, render_fn fn,
+		const struct json *reply)
 {
 	struct rd r = { .req = req };
 	char *text = NULL;
@@ -589,15 +590,15 @@ int present(const struct ctl *c, const char *req, render_fn fn,
 	return CTL_OK;
 }
 
-/* request() then present(). */
-int simple(struct ctl *c, const char *req, int timeout_ms, render_fn fn)
+/* ctl_request() then ctl_present(). */
+int ctl_simple(struct ctl *c, const char *req, int timeout_ms, render_fn fn)
 {
 	struct json *v;
-	int ret = request_timeout(c, req, timeout_ms, &v);
+	int ret = ctl_request_timeout(c, req, timeout_ms, &v);
 
 	if (ret)
 		return ret;
-	ret = present(c, req, fn, v);
+	ret = ctl_present(c, req, fn, v);
 	json_free(v);
 	return ret;
 }
@@ -629,7 +630,7 @@ void t_done(struct rd *r, struct table *t, FILE *f)
 /* ---- the words of requests -------------------------------------------- */
 
 /* A decimal number of at most @max: 0, else -1. */
-int parse_uint(const char *s, uint64_t max, uint64_t *out)
+int ctl_parse_uint(const char *s, uint64_t max, uint64_t *out)
 {
 	uint64_t v = 0;
 
@@ -647,7 +648,7 @@ int parse_uint(const char *s, uint64_t max, uint64_t *out)
 
 int id_arg(const char *what, const char *s, uint64_t *out)
 {
-	if (!parse_uint(s, UINT32_MAX, out))
+	if (!ctl_parse_uint(s, UINT32_MAX, out))
 		return 0;
 	ctl_errx("%s must be a number, not '%s'", what, s);
 	return -1;

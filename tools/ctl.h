@@ -66,12 +66,12 @@ void ctl_errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- text and numbers ------------------------------------------------- */
 
-const char *clean(const char *s, char *buf, size_t len);
+const char *ctl_clean(const char *s, char *buf, size_t len);
 const char *fmt_bytes(char *buf, size_t len, double b);
 const char *fmt_rate(char *buf, size_t len, double bps);
 const char *fmt_dur(char *buf, size_t len, double s);
 const char *fmt_time(char *buf, size_t len, double t);
-void shortest(char *buf, size_t len, double d);
+void fmt_shortest(char *buf, size_t len, double d);
 
 /* ---- tables ----------------------------------------------------------- */
 
@@ -107,7 +107,8 @@ struct rd {
 	char err[192];
 };
 
-void bad(struct rd *r, const char *key, const char *want, const struct json *v);
+void g_bad(struct rd *r, const char *key, const char *want,
+	   const struct json *v);
 uint64_t g_u64(struct rd *r, const struct json *o, const char *key);
 double g_num(struct rd *r, const struct json *o, const char *key);
 bool g_bool(struct rd *r, const struct json *o, const char *key);
@@ -121,29 +122,29 @@ const struct json *g_arr(struct rd *r, const struct json *o, const char *key,
 
 /* Parts of tier's reply that a kvmemd older than them leaves out. */
 bool has_archive(const struct json *v);
-uint64_t store_unit(struct rd *r, const struct json *st);
+uint64_t g_store_unit(struct rd *r, const struct json *st);
 
 /* ---- the socket ------------------------------------------------------- */
 
-int request_timeout(struct ctl *c, const char *req, int timeout_ms,
-		    struct json **reply);
-int request(struct ctl *c, const char *req, struct json **reply);
+int ctl_request_timeout(struct ctl *c, const char *req, int timeout_ms,
+			struct json **reply);
+int ctl_request(struct ctl *c, const char *req, struct json **reply);
 void ctl_close(struct ctl *c);
 
 /* ---- output ----------------------------------------------------------- */
 
 typedef void (*render_fn)(struct rd *r, FILE *f, const struct json *v);
 
-int present(const struct ctl *c, const char *req, render_fn fn,
-	    const struct json *reply);
-int simple(struct ctl *c, const char *req, int timeout_ms, render_fn fn);
+int ctl_present(const struct ctl *c, const char *req, render_fn fn,
+		const struct json *reply);
+int ctl_simple(struct ctl *c, const char *req, int timeout_ms, render_fn fn);
 void kv(struct table *t, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void t_done(struct rd *r, struct table *t, FILE *f);
 
 /* ---- the words of requests -------------------------------------------- */
 
-int parse_uint(const char *s, uint64_t max, uint64_t *out);
+int ctl_parse_uint(const char *s, uint64_t max, uint64_t *out);
 int id_arg(const char *what, const char *s, uint64_t *out);
 int target_arg(int argc, char **argv, char *out, size_t len);
 

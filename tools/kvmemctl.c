@@ -114,7 +114,7 @@ static int cmd_status(struct ctl *c, int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	return simple(c, "status", REPLY_TIMEOUT_MS, render_status);
+	return ctl_simple(c, "status", REPLY_TIMEOUT_MS, render_status);
 }
 
 /* What the previous sample of stats --watch said, for rates. */
@@ -213,7 +213,7 @@ static int cmd_stats(struct ctl *c, int argc, char **argv)
 	(void)argc;
 	(void)argv;
 	if (!(c->given & O_WATCH))
-		return simple(c, "stats", REPLY_TIMEOUT_MS, render_stats);
+		return ctl_simple(c, "stats", REPLY_TIMEOUT_MS, render_stats);
 	/* No SA_RESTART: Ctrl-C ends the wait at once. */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -229,7 +229,7 @@ static int cmd_stats(struct ctl *c, int argc, char **argv)
 			putchar('\n');
 		}
 		/* A fresh connection each time: kvmemd closes idle ones. */
-		ret = simple(c, "stats", REPLY_TIMEOUT_MS, render_stats);
+		ret = ctl_simple(c, "stats", REPLY_TIMEOUT_MS, render_stats);
 		ctl_close(c);
 		if (ctl_stop)
 			return CTL_OK;
@@ -303,7 +303,7 @@ static int cmd_sessions(struct ctl *c, int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	return simple(c, "sessions", REPLY_TIMEOUT_MS, render_sessions);
+	return ctl_simple(c, "sessions", REPLY_TIMEOUT_MS, render_sessions);
 }
 
 static void render_seqs(struct rd *r, FILE *f, const struct json *v)
@@ -342,11 +342,11 @@ static int cmd_seqs(struct ctl *c, int argc, char **argv)
 	uint64_t id;
 
 	if (argc == 0)
-		return simple(c, "seqs", REPLY_TIMEOUT_MS, render_seqs);
+		return ctl_simple(c, "seqs", REPLY_TIMEOUT_MS, render_seqs);
 	if (id_arg("SESSION", argv[0], &id))
 		return CTL_USAGE;
 	snprintf(req, sizeof(req), "seqs %" PRIu64, id);
-	return simple(c, req, REPLY_TIMEOUT_MS, render_seqs);
+	return ctl_simple(c, req, REPLY_TIMEOUT_MS, render_seqs);
 }
 
 /* ---- tier, offload ---------------------------------------------------- */
@@ -450,7 +450,7 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	}
 	units = g_u64(r, st, "units");
 	used = g_u64(r, st, "used_units");
-	unit = store_unit(r, st);
+	unit = g_store_unit(r, st);
 	t_init(&t, "ll");
 	kv(&t, "store", "%s", g_str(r, st, "path", path, sizeof(path)));
 	kv(&t, "engine", "%s", g_str(r, st, "engine", engine, sizeof(engine)));
@@ -482,7 +482,7 @@ static int cmd_tier(struct ctl *c, int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	return simple(c, "tier", REPLY_TIMEOUT_MS, render_tier);
+	return ctl_simple(c, "tier", REPLY_TIMEOUT_MS, render_tier);
 }
 
 static void render_offload(struct rd *r, FILE *f, const struct json *v)
@@ -519,7 +519,7 @@ static int cmd_offload(struct ctl *c, int argc, char **argv)
 	}
 	/* The reply comes when every released page of the target is on
 	 * the store: as long as that takes. */
-	ret = request_timeout(c, req, -1, &v);
+	ret = ctl_request_timeout(c, req, -1, &v);
 	if (ret)
 		return ret;
 	errors = g_u64(&r, v, "errors");
@@ -528,7 +528,7 @@ static int cmd_offload(struct ctl *c, int argc, char **argv)
 		json_free(v);
 		return CTL_FAILED;
 	}
-	ret = present(c, req, render_offload, v);
+	ret = ctl_present(c, req, render_offload, v);
 	json_free(v);
 	if (!ret && errors) {
 		ctl_errx("%s: %" PRIu64
@@ -553,11 +553,12 @@ static int parse_tenant(const char *s, char *out, size_t len)
 	char buf[4096];
 	uint64_t id;
 
-	if (s[0] != '@' && !parse_uint(s, UINT32_MAX - 1, &id)) {
+	if (s[0] != '@' && !ctl_parse_uint(s, UINT32_MAX - 1, &id)) {
 		snprintf(out, len, "%" PRIu64, id);
 		return 0;
 	}
-	if (s[0] == '@' && s[1] && !parse_uint(s + 1, UINT32_MAX - 1, &id)) {
+	if (s[0] == '@' && s[1] &&
+	    !ctl_parse_uint(s + 1, UINT32_MAX - 1, &id)) {
 		snprintf(out, len, "@%" PRIu64, id);
 		return 0;
 	}
@@ -684,11 +685,12 @@ static int cmd_prefixes(struct ctl *c, int argc, char **argv)
 	char req[64], tenant[16];
 
 	if (argc == 0)
-		return simple(c, "prefixes", REPLY_TIMEOUT_MS, render_prefixes);
+		return ctl_simple(c, "prefixes", REPLY_TIMEOUT_MS,
+				  render_prefixes);
 	if (parse_tenant(argv[0], tenant, sizeof(tenant)))
 		return CTL_USAGE;
 	snprintf(req, sizeof(req), "prefixes %s", tenant);
-	return simple(c, req, REPLY_TIMEOUT_MS, render_prefixes);
+	return ctl_simple(c, req, REPLY_TIMEOUT_MS, render_prefixes);
 }
 
 static void render_dropped(struct rd *r, FILE *f, const struct json *v)
@@ -715,7 +717,7 @@ static int cmd_prefix_drop(struct ctl *c, int argc, char **argv)
 	}
 	snprintf(req, sizeof(req), "prefix-drop %s%s%s", tenant,
 		 argc == 2 ? " " : "", argc == 2 ? argv[1] : "");
-	return simple(c, req, REPLY_TIMEOUT_MS, render_dropped);
+	return ctl_simple(c, req, REPLY_TIMEOUT_MS, render_dropped);
 }
 
 static void render_prefix_inject(struct rd *r, FILE *f, const struct json *v)
@@ -732,18 +734,18 @@ static int cmd_prefix_inject(struct ctl *c, int argc, char **argv)
 	(void)argc;
 	if (parse_tenant(argv[0], tenant, sizeof(tenant)))
 		return CTL_USAGE;
-	if (parse_uint(argv[1], 8, &flips) || !flips) {
+	if (ctl_parse_uint(argv[1], 8, &flips) || !flips) {
 		ctl_errx("FLIPS must be 1 to 8, not '%s'", argv[1]);
 		return CTL_USAGE;
 	}
-	if (c->seed && parse_uint(c->seed, UINT64_MAX, &seed)) {
+	if (c->seed && ctl_parse_uint(c->seed, UINT64_MAX, &seed)) {
 		ctl_errx("--seed must be a number, not '%s'", c->seed);
 		return CTL_USAGE;
 	}
 	snprintf(req, sizeof(req),
 		 "prefix-inject %s flips %" PRIu64 " seed %" PRIu64, tenant,
 		 flips, seed);
-	return simple(c, req, REPLY_TIMEOUT_MS, render_prefix_inject);
+	return ctl_simple(c, req, REPLY_TIMEOUT_MS, render_prefix_inject);
 }
 
 /* ---- policy ----------------------------------------------------------- */
@@ -763,7 +765,8 @@ static void render_policy(struct rd *r, FILE *f, const struct json *v)
 	for (i = 0; i < p->u.obj.n; i++) {
 		const struct json *e = &p->u.obj.m[i].v;
 
-		t_cell(&t, "%s", clean(p->u.obj.m[i].key, key, sizeof(key)));
+		t_cell(&t, "%s",
+		       ctl_clean(p->u.obj.m[i].key, key, sizeof(key)));
 		switch (e->type) {
 		case JSON_BOOL:
 			t_cell(&t, "%s", e->u.b ? "yes" : "no");
@@ -778,11 +781,11 @@ static void render_policy(struct rd *r, FILE *f, const struct json *v)
 			/* An empty value (an empty list) is seen as such. */
 			t_cell(&t, "%s",
 			       e->u.str.len
-				       ? clean(e->u.str.s, val, sizeof(val))
+				       ? ctl_clean(e->u.str.s, val, sizeof(val))
 				       : "\"\"");
 			break;
 		default:
-			bad(r, key, "a number, string or boolean", e);
+			g_bad(r, key, "a number, string or boolean", e);
 			t_cell(&t, "?");
 			break;
 		}
@@ -797,8 +800,8 @@ static int cmd_policy(struct ctl *c, int argc, char **argv)
 	size_t i;
 
 	if (argc == 1 && !strcmp(argv[0], "show"))
-		return simple(c, "policy show", REPLY_TIMEOUT_MS,
-			      render_policy);
+		return ctl_simple(c, "policy show", REPLY_TIMEOUT_MS,
+				  render_policy);
 	if (argc != 2 || strcmp(argv[0], "set")) {
 		ctl_errx("policy: expected show, or set KEY=VALUE");
 		return CTL_USAGE;
@@ -823,7 +826,7 @@ static int cmd_policy(struct ctl *c, int argc, char **argv)
 			 REQ_MAX);
 		return CTL_USAGE;
 	}
-	return simple(c, req, REPLY_TIMEOUT_MS, render_policy);
+	return ctl_simple(c, req, REPLY_TIMEOUT_MS, render_policy);
 }
 
 /* ---- metrics ---------------------------------------------------------- */
@@ -872,13 +875,13 @@ static int cmd_version(struct ctl *c, int argc, char **argv)
 
 	(void)argc;
 	(void)argv;
-	ret = request(c, "version", &v);
+	ret = ctl_request(c, "version", &v);
 	if (ret) {
 		printf(PROG " %s\n", mine);
 		return ret;
 	}
 	if (!(c->given & O_JSON)) {
-		ret = present(c, "version", render_version, v);
+		ret = ctl_present(c, "version", render_version, v);
 		json_free(v);
 		return ret;
 	}
