@@ -26,10 +26,6 @@
 #include "session.h"
 
 #define BUF_BYTES (64u << 10)
-/* Page bytes a pass of one session's ring may copy for prefix ops (one op
- * more, however large, when it starts under it): a client that publishes
- * and attaches without pause holds the loop no longer than a few others. */
-#define SESSION_PASS_BYTES (1u << 20)
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
 /* A valid geometry's pages fit the welcome's 32-bit slot sizes. */
@@ -464,8 +460,6 @@ void kvmemd_session_activate(struct kvmemd_session *s)
 	s->active = 1;
 }
 
-static void prefix_drop(struct kvmemd_session *s);
-
 void kvmemd_session_free(struct kvmemd_session *s)
 {
 	uint32_t i;
@@ -483,7 +477,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 			s->d->sessions_tail = s->prev;
 	}
 	tier_session_free(s);
-	prefix_drop(s);
+	session_prefix_drop(s);
 	if (s->seqs) {
 		for (i = 0; i < s->max_seqs; i++) {
 			if (!s->seqs[i])
@@ -672,8 +666,8 @@ static int seq_reserve(struct kvmemd_session *s, struct seq *q, uint32_t cap)
 }
 
 /* The page of @q named (@layer, @token_start), or NO_UNIT. */
-static uint32_t seq_page(const struct kvmemd_session *s, const struct seq *q,
-			 uint32_t layer, uint32_t token_start)
+uint32_t session_seq_page(const struct kvmemd_session *s, const struct seq *q,
+			  uint32_t layer, uint32_t token_start)
 {
 	uint32_t i;
 
@@ -822,7 +816,7 @@ int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
 		p = &s->arena.pages[pages[i]];
 		if (p->state == PAGE_UNUSED ||
 		    session_seq_holds(s, q, pages[i]) ||
-		    seq_page(s, q, p->layer, p->token_start) != NO_UNIT)
+		    session_seq_page(s, q, p->layer, p->token_start) != NO_UNIT)
 			return -EINVAL;
 		if (seq_room(s, q))
 			return -ENOMEM;
@@ -881,7 +875,7 @@ int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
 		snprintf(why, len, "its store I/O did not end");
 		return ret;
 	}
-	prefix_drop(s);
+	session_prefix_drop(s);
 	for (u = 0; u < s->arena.top; u++)
 		if (s->arena.slots[u].state == SLOT_LOADING ||
 		    s->arena.slots[u].state == SLOT_ARCHIVING) {
@@ -891,18 +885,14 @@ int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
 	return 0;
 }
 
-static void stage_drop(struct kvmemd_session *s);
-static void attach_pin(struct kvmemd_session *s, struct kvmemd_prefix_block *b,
-		       uint32_t seq);
-
 /* A block being published from @q, or attached into it, ends with its
  * pins: another sequence may have @q's id next. */
 static void seq_unstage(struct kvmemd_session *s, const struct seq *q)
 {
 	if (s->stage && s->stage_seq == q->id)
-		stage_drop(s);
+		session_stage_drop(s);
 	if (s->attach && s->attach_seq == q->id)
-		attach_pin(s, NULL, 0);
+		session_attach_pin(s, NULL, 0);
 }
 
 static void seq_free(struct kvmemd_session *s, struct seq *q)
@@ -936,8 +926,8 @@ static void seq_free(struct kvmemd_session *s, struct seq *q)
 #define F_TOKENS (1u << 6)
 
 /* A result buffer of @len bytes at @addr: inside the buffer region. */
-static void *op_buf(struct kvmemd_session *s, uint64_t addr, uint64_t len,
-		    uint64_t align)
+void *session_op_buf(struct kvmemd_session *s, uint64_t addr, uint64_t len,
+		     uint64_t align)
 {
 	if (addr % align || addr > BUF_BYTES || len > BUF_BYTES - addr)
 		return NULL;
@@ -968,7 +958,8 @@ static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 	if (e->kind > KVMEM_SLOT_HOT || !e->len || e->len > KVMEM_ALLOC_MAX)
 		return -EINVAL;
-	out = op_buf(s, e->addr, (uint64_t)e->len * sizeof(u), sizeof(u));
+	out = session_op_buf(s, e->addr, (uint64_t)e->len * sizeof(u),
+			     sizeof(u));
 	if (!out)
 		return -EFAULT;
 	for (i = 0; i < e->len; i++) {
@@ -985,8 +976,8 @@ static int op_page_alloc(struct kvmemd_session *s, const struct kvmem_sqe *e)
  * pinned by @q, with @h's CRC, generation and flags as its seal record:
  * 0, or -ENOMEM.
  */
-static int slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
-		     const struct kvmem_page_hdr *h)
+int session_slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
+		      const struct kvmem_page_hdr *h)
 {
 	const struct slot rec = {
 		.hdr_flags = (uint8_t)h->flags,
@@ -1046,9 +1037,9 @@ static int op_page_seal(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	    (h.format != s->g.format || h.codec != s->g.codec))
 		return -EINVAL;
 	/* Moves name a page by these: two would be one name for two. */
-	if (seq_page(s, q, e->layer, e->token_start) != NO_UNIT)
+	if (session_seq_page(s, q, e->layer, e->token_start) != NO_UNIT)
 		return -EINVAL;
-	ret = slot_seal(s, q, e->slot, &h);
+	ret = session_slot_seal(s, q, e->slot, &h);
 	if (ret)
 		return ret;
 	if (s->d->cfg.verify_on_seal)
@@ -1125,7 +1116,7 @@ static int op_seq_acquire(struct kvmemd_session *s, const struct kvmem_sqe *e)
 				    : sizeof(struct kvmem_page_move);
 
 	if (!q || e->len % move ||
-	    (e->len && !op_buf(s, e->addr, e->len, sizeof(uint32_t))))
+	    (e->len && !session_op_buf(s, e->addr, e->len, sizeof(uint32_t))))
 		return -EINVAL;
 	if (q->wait)
 		return -EBUSY;
@@ -1189,360 +1180,11 @@ static int op_stats(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 	if (!e->len || e->len > sizeof(st))
 		return -EINVAL;
-	out = op_buf(s, e->addr, e->len, 8);
+	out = session_op_buf(s, e->addr, e->len, 8);
 	if (!out)
 		return -EFAULT;
 	memcpy(out, &st, e->len);
 	return (int)e->len;
-}
-
-/* ---- prefix sharing --------------------------------------------------- */
-
-/* The slot kind of the block of @ntokens from @token_start, or -EINVAL
- * when no block is that (see PREFIX_PUBLISH in kvmem/uapi.h). */
-static int block_kind(const struct kvmemd_session *s, uint32_t token_start,
-		      uint32_t ntokens)
-{
-	const uint32_t S = s->g.sink_tokens, T = s->g.tokens_per_page;
-
-	if (S && !token_start)
-		return ntokens == S ? KVMEM_SLOT_HOT : -EINVAL;
-	if (token_start < S || (token_start - S) % T || ntokens != T)
-		return -EINVAL;
-	return KVMEM_SLOT_SEALED;
-}
-
-/*
- * Is @page, a copy, the page it was sealed as? Its header is first written
- * from @h; its words are corrected in place where they need it. 0, or -EIO
- * when some word or check is uncorrectable or the CRC does not match.
- */
-static int copy_good(const struct kvmemd_session *s, uint8_t *page,
-		     const struct kvmem_page_hdr *h)
-{
-	if (h)
-		kvmem__hdr_encode(page, h);
-	if (!kvmem_page_verify(page, &s->g, NULL))
-		return 0;
-	if (kvmem_page_scrub(page, &s->g, NULL) ||
-	    kvmem_page_verify(page, &s->g, NULL))
-		return -EIO;
-	return 0;
-}
-
-/* Drop the block being published. */
-static void stage_drop(struct kvmemd_session *s)
-{
-	if (!s->stage)
-		return;
-	kvmemd_prefix_unstage(s->d, s->stage);
-	s->stage = NULL;
-}
-
-/* @b (NULL: none), partway attached into @seq, is the block the session
- * holds pinned from now on, and no other. */
-static void attach_pin(struct kvmemd_session *s, struct kvmemd_prefix_block *b,
-		       uint32_t seq)
-{
-	if (b)
-		kvmemd_prefix_pin(s->d, b);
-	if (s->attach)
-		kvmemd_prefix_unpin(s->d, s->attach);
-	s->attach = b;
-	s->attach_seq = seq;
-}
-
-/* The session's prefix ops end with it. */
-static void prefix_drop(struct kvmemd_session *s)
-{
-	stage_drop(s);
-	attach_pin(s, NULL, 0);
-}
-
-/*
- * The sealed page of @q named (@layer, @token_start) if it can be
- * published as part of a block of @ntokens of slot kind @kind: 0 with its
- * page index, or -ENOENT (missing, not whole), -EOPNOTSUPP (archived),
- * -EIO (damaged).
- */
-static int publish_page(const struct kvmemd_session *s, const struct seq *q,
-			uint32_t layer, uint32_t token_start, uint32_t ntokens,
-			int kind, uint32_t *out)
-{
-	uint32_t pg = seq_page(s, q, layer, token_start);
-	const struct slot *sl;
-
-	if (pg == NO_UNIT)
-		return -ENOENT;
-	sl = &s->arena.slots[s->arena.pages[pg].unit];
-	if (sl->kind != kind || sl->ntokens != ntokens)
-		return -ENOENT;
-	if (sl->flags & SLOT_ARCHIVED)
-		return -EOPNOTSUPP;
-	if (sl->flags & (SLOT_DEGRADED | SLOT_CRC_BAD))
-		return -EIO;
-	*out = pg;
-	return 0;
-}
-
-/* Start publishing the block that PREFIX_PUBLISH @e names at layer 0. */
-static int stage_start(struct kvmemd_session *s, const struct seq *q,
-		       const struct kvmem_sqe *e, const uint8_t *key, int kind)
-{
-	struct kvmemd_prefix_block name;
-	uint32_t l, pg;
-	int ret;
-
-	stage_drop(s);
-	for (l = 0; l < s->g.layers; l++) {
-		ret = publish_page(s, q, l, e->token_start, e->ntokens, kind,
-				   &pg);
-		if (ret)
-			return ret;
-	}
-	memset(&name, 0, sizeof(name));
-	memcpy(name.key, key, sizeof(name.key));
-	name.g = s->g;
-	name.digest = s->digest;
-	name.token_start = e->token_start;
-	name.ntokens = e->ntokens;
-	name.layers = s->g.layers;
-	name.page_bytes = s->layout[kind].size;
-	name.kind = (uint8_t)kind;
-	name.layout = s->layout[kind];
-	/* Counted in the tenant's share, not the host pool: what another
-	 * tenant can see of the pool says nothing of this one's keys. */
-	ret = kvmemd_prefix_stage(s->d, s->tenant, &name, &s->stage);
-	if (ret)
-		return ret;
-	s->stage_seq = q->id;
-	return 0;
-}
-
-/*
- * PREFIX_PUBLISH: a block's pages are copied and checked a few layers an
- * op (as many as a pass's work allows, one at least), into a block staged
- * for the session; the op of the last layer hands it to prefix.c. An op
- * that fails, a page that fails its checks or an op that does not
- * continue what is staged among them, drops it, as do a release and a
- * free of its sequence.
- */
-static int prefix_publish(struct kvmemd_session *s, const struct kvmem_sqe *e)
-{
-	struct seq *q = session_seq(s, e->seq);
-	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
-	struct kvmemd_prefix_block *b;
-	struct kvmem_page_hdr h;
-	const uint8_t *buf;
-	uint32_t l, last, pg;
-	int kind, ret;
-
-	if (!(s->features & KVMEM_FEAT_PREFIX))
-		return -EOPNOTSUPP;
-	/* Before anything is looked at: a refusal says nothing of the
-	 * tenant's blocks. */
-	ret = kvmemd_prefix_may_publish(s->d, s->tenant, s->uid);
-	if (ret)
-		return ret;
-	kind = block_kind(s, e->token_start, e->ntokens);
-	if (!q || kind < 0 || e->len != KVMEM_PREFIX_KEY_BYTES ||
-	    e->layer >= s->g.layers)
-		return -EINVAL;
-	buf = op_buf(s, e->addr, e->len, 1);
-	if (!buf)
-		return -EFAULT;
-	/* Acquired and complete: every page is resident, none moves. */
-	if (!q->acquired || q->wait)
-		return -EBUSY;
-	/* Copied once: the client may change it meanwhile. */
-	memcpy(key, buf, sizeof(key));
-	if (!e->layer) {
-		ret = stage_start(s, q, e, key, kind);
-		/* Published before: there is nothing more to copy. */
-		if (ret == -EEXIST)
-			return (int)s->g.layers;
-		if (ret)
-			return ret;
-	} else if (!s->stage || s->stage_seq != q->id ||
-		   s->stage->staged != e->layer ||
-		   s->stage->token_start != e->token_start ||
-		   s->stage->ntokens != e->ntokens ||
-		   memcmp(s->stage->key, key, sizeof(key))) {
-		return -EINVAL;
-	}
-	b = s->stage;
-	for (l = e->layer; l < s->g.layers; l++) {
-		if (l > e->layer &&
-		    s->pass_bytes + b->page_bytes > SESSION_PASS_BYTES)
-			break;
-		ret = publish_page(s, q, l, e->token_start, e->ntokens, kind,
-				   &pg);
-		if (ret)
-			return ret;
-		/* The client may write to its sealed pages: the copy is
-		 * checked against the seal, not the page. */
-		s->pass_bytes += b->page_bytes;
-		memcpy(b->data + (size_t)l * b->page_bytes,
-		       session_page(s, s->arena.pages[pg].unit), b->page_bytes);
-		session_slot_header(s, &s->arena.slots[s->arena.pages[pg].unit],
-				    &h);
-		if (copy_good(s, b->data + (size_t)l * b->page_bytes, &h))
-			return -EIO;
-		b->pages[l].crc = h.crc;
-		b->pages[l].hdr_flags = h.flags;
-		b->pages[l].generation = h.generation;
-	}
-	last = l;
-	b->staged = last;
-	if (last < s->g.layers)
-		return (int)(last - e->layer);
-	/* Whole: kvmemd keeps it now, or it was kept meanwhile. */
-	s->stage = NULL;
-	ret = kvmemd_prefix_keep(s->d, b);
-	if (ret && ret != -EEXIST)
-		return ret;
-	return (int)(last - e->layer);
-}
-
-static int op_prefix_publish(struct kvmemd_session *s,
-			     const struct kvmem_sqe *e)
-{
-	int ret = prefix_publish(s, e);
-
-	/* An op that fails, whatever the reason, ends the block. */
-	if (ret < 0)
-		stage_drop(s);
-	return ret;
-}
-
-/* Page @l of @b into slot @u, open, of @q: 0, or -ENOMEM (the slot is
- * the caller's to free then). */
-static int attach_page(struct kvmemd_session *s, struct seq *q,
-		       const struct kvmemd_prefix_block *b, uint32_t l,
-		       uint32_t u)
-{
-	struct kvmem_page_hdr h = {
-		.layer = l,
-		.token_start = b->token_start,
-		.ntokens = b->ntokens,
-		.flags = b->pages[l].hdr_flags,
-		.generation = b->pages[l].generation,
-		.crc = b->pages[l].crc,
-	};
-	int ret;
-
-	ret = slot_seal(s, q, u, &h);
-	if (ret)
-		return ret;
-	/* The session's own page from here: its header names its sequence. */
-	memcpy(session_page(s, u), b->data + (size_t)l * b->page_bytes,
-	       b->page_bytes);
-	session_slot_header(s, &s->arena.slots[u], &h);
-	kvmem__hdr_encode(session_page(s, u), &h);
-	return 0;
-}
-
-int session_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e,
-			  const uint8_t *key, int *no_slot)
-{
-	const size_t move = s->features & KVMEM_FEAT_ARCHIVE
-				    ? sizeof(struct kvmem_page_move_ex)
-				    : sizeof(struct kvmem_page_move);
-	struct seq *q = session_seq(s, e->seq);
-	struct kvmemd_prefix_block *b;
-	struct kvmem_page_move_ex m;
-	uint32_t room, cap, last, l, u, n = 0;
-	uint8_t *buf;
-	int kind, ret = 0;
-
-	*no_slot = 0;
-	if (!(s->features & KVMEM_FEAT_PREFIX))
-		return -EOPNOTSUPP;
-	kind = block_kind(s, e->token_start, e->ntokens);
-	if (!q || kind < 0 || e->layer >= s->g.layers ||
-	    e->len < KVMEM_PREFIX_KEY_BYTES)
-		return -EINVAL;
-	buf = op_buf(s, e->addr, e->len, sizeof(uint32_t));
-	if (!buf)
-		return -EFAULT;
-	if (!q->acquired || q->wait)
-		return -EBUSY;
-	/* A miss counts once per block, as its first layer is asked for. */
-	b = kvmemd_prefix_find(s->d, s->tenant, key, &s->g, s->digest,
-			       e->token_start, e->ntokens, !e->layer);
-	if (!b)
-		return -ENOENT;
-	room = (uint32_t)((e->len - KVMEM_PREFIX_KEY_BYTES) / move);
-	if (!room)
-		return -EMSGSIZE;
-	/* As many pages as the buffer holds and a MiB of work allows. */
-	cap = SESSION_PASS_BYTES / (uint32_t)s->layout[kind].size;
-	if (room > cap)
-		room = cap ? cap : 1;
-	last = s->g.layers - e->layer < room ? s->g.layers : e->layer + room;
-	for (l = e->layer; l < last; l++) {
-		if (seq_page(s, q, l, b->token_start) != NO_UNIT) {
-			ret = -EEXIST;
-			break;
-		}
-		/* The slot first: an op that waits for room checks nothing
-		 * each time it is tried again. */
-		if (arena_slot_alloc(&s->arena, kind, &u)) {
-			*no_slot = !n;
-			ret = -ENOMEM;
-			break;
-		}
-		/* A copy that no longer verifies is never handed out. */
-		s->pass_bytes += b->page_bytes;
-		if (copy_good(s, b->data + (size_t)l * b->page_bytes, NULL)) {
-			arena_slot_free(&s->arena, u);
-			kvmemd_prefix_damaged(s->d, b);
-			b = NULL;
-			ret = -EIO;
-			break;
-		}
-		ret = attach_page(s, q, b, l, u);
-		if (ret) {
-			arena_slot_free(&s->arena, u);
-			break;
-		}
-		memset(&m, 0, sizeof(m));
-		m.layer = l;
-		m.token_start = e->token_start;
-		m.old_slot = KVMEM_SLOT_NONE;
-		m.new_slot = u;
-		m.format = s->layout[kind].format;
-		m.codec = s->layout[kind].codec;
-		memcpy(buf + KVMEM_PREFIX_KEY_BYTES + (size_t)n * move, &m,
-		       move);
-		n++;
-	}
-	s->pass_bytes += (uint64_t)n * s->layout[kind].size;
-	if (b && n && !e->layer)
-		kvmemd_prefix_used(s->d, b);
-	/* Partway, the block is in use until the next op; an attach that
-	 * waits for room holds what it held. */
-	if (b && n && e->layer + n < s->g.layers)
-		attach_pin(s, b, q->id);
-	else if (ret != -ENOMEM || !*no_slot)
-		attach_pin(s, NULL, 0);
-	return n ? (int)n : ret;
-}
-
-/* A full arena waits for released pages to leave, when any can. */
-static int op_prefix_attach(struct kvmemd_session *s, const struct kvmem_sqe *e)
-{
-	uint8_t key[KVMEM_PREFIX_KEY_BYTES] = { 0 };
-	const uint8_t *buf = NULL;
-	int no_slot, ret;
-
-	/* Copied once, here: a wait goes on with this copy. */
-	if (e->len >= KVMEM_PREFIX_KEY_BYTES)
-		buf = op_buf(s, e->addr, e->len, sizeof(uint32_t));
-	if (buf)
-		memcpy(key, buf, sizeof(key));
-	ret = session_prefix_attach(s, e, key, &no_slot);
-	return ret == -ENOMEM && no_slot ? tier_attach_wait(s, e, key) : ret;
 }
 
 struct opdef {
@@ -1566,10 +1208,11 @@ static const struct opdef opdefs[] = {
 	[KVMEM_OP_SEQ_FREE] = { "seq_free", op_seq_free, F_SEQ },
 	[KVMEM_OP_STATS] = { "stats", op_stats, F_ADDR | F_LEN },
 	[KVMEM_OP_SEQ_PREFETCH] = { "seq_prefetch", op_seq_prefetch, F_SEQ },
-	[KVMEM_OP_PREFIX_PUBLISH] = { "prefix_publish", op_prefix_publish,
+	[KVMEM_OP_PREFIX_PUBLISH] = { "prefix_publish",
+				      session_op_prefix_publish,
 				      F_SEQ | F_ADDR | F_LEN | F_LAYER |
 					      F_TOKENS },
-	[KVMEM_OP_PREFIX_ATTACH] = { "prefix_attach", op_prefix_attach,
+	[KVMEM_OP_PREFIX_ATTACH] = { "prefix_attach", session_op_prefix_attach,
 				     F_SEQ | F_ADDR | F_LEN | F_LAYER |
 					     F_TOKENS },
 };

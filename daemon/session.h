@@ -217,6 +217,41 @@ int session_seq_restore(struct kvmemd_session *s, uint32_t id, int acquired,
 int session_keep_ready(struct kvmemd_session *s, uint64_t run_deadline,
 		       int timeout_ms, char *why, size_t len);
 
+/* Page bytes a pass of one session's ring may copy for prefix ops (one op
+ * more, however large, when it starts under it): a client that publishes
+ * and attaches without pause holds the loop no longer than a few others. */
+#define SESSION_PASS_BYTES (1u << 20)
+
+/* session.c, for share.c */
+/* A result buffer of @len bytes at @addr, aligned to @align, inside the
+ * session's buffer region; NULL when it is not. */
+void *session_op_buf(struct kvmemd_session *s, uint64_t addr, uint64_t len,
+		     uint64_t align);
+/* The page of @q named (@layer, @token_start), or NO_UNIT. */
+uint32_t session_seq_page(const struct kvmemd_session *s, const struct seq *q,
+			  uint32_t layer, uint32_t token_start);
+/*
+ * Open slot @u becomes the sealed page of @q that @h names, held and
+ * pinned by @q, with @h's CRC, generation and flags as its seal record:
+ * 0, or -ENOMEM.
+ */
+int session_slot_seal(struct kvmemd_session *s, struct seq *q, uint32_t u,
+		      const struct kvmem_page_hdr *h);
+
+/* share.c: the prefix ops, for session.c's op table */
+int session_op_prefix_publish(struct kvmemd_session *s,
+			      const struct kvmem_sqe *e);
+int session_op_prefix_attach(struct kvmemd_session *s,
+			     const struct kvmem_sqe *e);
+/* Drop the block being published. */
+void session_stage_drop(struct kvmemd_session *s);
+/* @b (NULL: none), partway attached into @seq, is the block the session
+ * holds pinned from now on, and no other. */
+void session_attach_pin(struct kvmemd_session *s, struct kvmemd_prefix_block *b,
+			uint32_t seq);
+/* The session's prefix ops end with it. */
+void session_prefix_drop(struct kvmemd_session *s);
+
 /* tier.c, for session.c */
 /* The op was queued to complete later. */
 #define OP_WAIT INT32_MIN
