@@ -3,9 +3,12 @@
  *
  * Each tests/check_*.c file defines its suites with KVMEM_SUITE(name) and
  * they register themselves before main() runs, so adding a file is all it
- * takes to add a suite. One runner, one summary line.
+ * takes to add a suite; @name must be the suite_create() name. One runner,
+ * one summary line (check_main.c).
  *
- * Run one suite:  CK_RUN_SUITE=ecc build/tests/kvmem-check
+ * Run some suites:  CK_RUN_SUITE=ecc_h84,page build/tests/kvmem-check
+ * All but some:     CK_EXCLUDE_SUITES=cuda,readme build/tests/kvmem-check
+ * One at a time:    KVMEM_CHECK_JOBS=1 build/tests/kvmem-check
  */
 #ifndef KVMEM_CHECK_H
 #define KVMEM_CHECK_H
@@ -20,13 +23,13 @@ struct kvmem_rng;
 
 typedef Suite *(*kvmem_suite_fn)(void);
 
-void kvmem_check_register(kvmem_suite_fn fn);
+void kvmem_check_register(const char *name, kvmem_suite_fn fn);
 
 #define KVMEM_SUITE(name)                                                    \
 	static Suite *kvmem_suite_##name(void);                              \
 	__attribute__((constructor)) static void kvmem_register_##name(void) \
 	{                                                                    \
-		kvmem_check_register(kvmem_suite_##name);                    \
+		kvmem_check_register(#name, kvmem_suite_##name);             \
 	}                                                                    \
 	static Suite *kvmem_suite_##name(void)
 
