@@ -13,10 +13,21 @@
 #   WERROR=0        do not turn warnings into errors
 #   BUILD=DIR       build there instead of build/
 #
-# Objects go to build/ (build/san/ with SAN=1) so the two never mix.
+# Objects go to build/ (build/san/ with SAN=1) so the two never mix; the
+# kernels' fatbin, which has no sanitizer, is built once, in build/kernels.
+# Jobs run in parallel, one per CPU (-jN on the command line wins).
 
 VERSION := 0.1.0
 SOVERSION := 0
+
+# Not in sub-makes: they share the top make's jobs.
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
+# make clean all: one goal after the other.
+ifneq ($(filter clean,$(MAKECMDGOALS)),)
+.NOTPARALLEL:
+endif
 
 SAN ?= 0
 WERROR ?= 1
@@ -74,8 +85,9 @@ LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
 	    libkvmem/attend_portable.c libkvmem/attend_avx2.c \
 	    libkvmem/attend_avx512.c libkvmem/client.c libkvmem/cuda.c \
 	    libkvmem/cuda_driver.c libkvmem/pool.c
-LIB_PIC_OBJS := $(LIB_SRCS:%.c=$(B)/pic/%.o) $(B)/kernels/fatbin.o
-LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(B)/kernels/fatbin.o
+# The fatbin first: nvcc, the longest step, starts before the C files.
+LIB_PIC_OBJS := $(B)/kernels/fatbin.o $(LIB_SRCS:%.c=$(B)/pic/%.o)
+LIB_OBJS := $(B)/kernels/fatbin.o $(LIB_SRCS:%.c=$(B)/%.o)
 
 LIB_SO := $(B)/libkvmem.so.$(VERSION)
 LIB_A := $(B)/libkvmem.a
@@ -148,9 +160,12 @@ $(B)/%.o: %.c | $(DEPS_STAMP)
 
 # ---- the CUDA kernels: one fatbin, embedded in libkvmem ----------------
 #
-# sm_80 and sm_90 code plus sm_90 PTX for newer GPUs. A kernel that spills
-# registers or uses local memory fails the build; ptxas's resource report
-# of each kernel is kept in $(B)/kernels/resource-usage.txt.
+# sm_80 and sm_90 code plus sm_90 PTX for newer GPUs, in $(BUILD)/kernels
+# whatever SAN is: device code has no sanitizer, and nvcc takes minutes. A
+# kernel that spills registers or uses local memory fails the build;
+# ptxas's resource report of each kernel is kept in
+# $(BUILD)/kernels/resource-usage.txt.
+KB := $(BUILD)/kernels
 KERNEL_DEPS := $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h) \
 	       libkvmem/ecc_word.h libkvmem/quant_word.h \
 	       $(wildcard libkvmem/include/kvmem/*.h)
@@ -162,16 +177,17 @@ NVCC_KFLAGS := -O3 -std=c++17 -Ilibkvmem -Ilibkvmem/include -Ikernels \
 	       -Werror all-warnings
 
 ifneq ($(NVCC),)
-$(B)/kernels/kvmem.fatbin: $(KERNEL_DEPS)
-	$(call msg,NVCC,$@)
+$(KB)/kvmem.fatbin: $(KERNEL_DEPS)
+	@echo "  NVCC    $@ (sm_80, sm_90 and PTX: 2-3 minutes)"
 	@mkdir -p $(@D)
 	$(Q)$(NVCC) $(NVCC_KFLAGS) $(CUDA_GENCODE) -fatbin -o $@ \
-		kernels/kvmem.cu >$(B)/kernels/resource-usage.txt 2>&1 || \
-		{ cat $(B)/kernels/resource-usage.txt; rm -f $@; exit 1; }
+		kernels/kvmem.cu >$(KB)/resource-usage.txt 2>&1 || \
+		{ cat $(KB)/resource-usage.txt; rm -f $@; exit 1; }
 
-$(B)/kernels/fatbin.o: kernels/fatbin.S $(B)/kernels/kvmem.fatbin
+$(B)/kernels/fatbin.o: kernels/fatbin.S $(KB)/kvmem.fatbin
 	$(call msg,AS,$@)
-	$(Q)$(CC) -c -Wa,-I,$(B)/kernels -o $@ $<
+	@mkdir -p $(@D)
+	$(Q)$(CC) -c -Wa,-I,$(KB) -o $@ $<
 else
 $(B)/kernels/fatbin.o: kernels/fatbin_none.c | $(DEPS_STAMP)
 	@echo "NOTE: nvcc not found (set NVCC=): libkvmem is built without GPU kernels"
