@@ -8,12 +8,16 @@
  * another did in the new block.
  *
  * Happens-before is exactly the kernel's, because ThreadSanitizer is the
- * point: __syncthreads() goes through the block's mutex, a warp operation
- * through its warp's mutex only, atomics are relaxed. A missing
- * __syncthreads between two warps therefore stays a race even when both
- * warps shuffle. (Two things order more than CUDA does: a thread leaving
- * the kernel takes its warp's mutex, and the lanes of one warp share one
- * mutex whatever their masks.)
+ * point: __syncthreads() goes through the block's mutex and its count of
+ * completed barriers (released by the last thread in, acquired by the
+ * others), a warp operation through its warp's mutex and each lane's state
+ * (released by the lane that completes it) only, atomics are relaxed. A
+ * missing __syncthreads between two warps therefore stays a race even when
+ * both warps shuffle. (Two things order more than CUDA does: a thread
+ * leaving the kernel takes its warp's mutex, and the lanes of one warp
+ * share one mutex whatever their masks.) Released threads wake from a
+ * futex, each on its own: waking a block's threads on a condition variable
+ * queued them for its mutex again, one context switch after the other.
  *
  * The checks are exact, not timeouts. Each lane has a state (running,
  * waiting in a warp operation, at a __syncthreads, exited), changed under
@@ -34,11 +38,15 @@
  * report reads them without taking the locks other threads may hold.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "simt.h"
 
@@ -58,7 +66,6 @@ dim3 blockDim, gridDim;
 enum lane_state {
 	LANE_RUNNING,
 	LANE_WARP, /* waiting in a warp operation */
-	LANE_DONE, /* its warp operation completed, not yet back */
 	LANE_BARRIER, /* waiting in a __syncthreads */
 	LANE_EXITED,
 };
@@ -74,7 +81,7 @@ struct lane {
 
 struct warp {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	uint32_t done; /* bumped when an operation completes (futex) */
 	unsigned int nlanes;
 	struct lane lane[32];
 };
@@ -105,9 +112,8 @@ struct launch {
 
 	/* mu protects the rest: the __syncthreads and the exits. */
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
 	unsigned int nexited, nbar;
-	uint64_t bar_gen;
+	uint32_t bar_gen; /* completed __syncthreads (futex) */
 	int bar_op, bar_line, bar_res;
 	const char *bar_file;
 	unsigned int bar_count;
@@ -120,6 +126,17 @@ static pthread_mutex_t launch_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
 static thread_local struct thr *self;
 static unsigned int inject_create_failure; /* thread number + 1 */
+
+/* Sleep while *@word is @val; wake every sleeper on @word. */
+static void futex_wait(uint32_t *word, uint32_t val)
+{
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
 
 static const char *const op_name[] = {
 	[SIMT__SYNCTHREADS] = "__syncthreads",
@@ -266,7 +283,7 @@ int simt__bar(int op, int pred, const char *file, int line)
 	struct launch *l = t->l;
 	struct warp *w = t->w;
 	struct lane *me = &w->lane[t->lane];
-	uint64_t gen;
+	uint32_t gen;
 	int res;
 
 	pthread_mutex_lock(&l->mu);
@@ -309,17 +326,20 @@ int simt__bar(int op, int pred, const char *file, int line)
 			l->bar_res = 0;
 		__release_lanes(l);
 		l->nbar = 0;
-		l->bar_gen++;
-		pthread_cond_broadcast(&l->cv);
-	} else {
-		gen = l->bar_gen;
-		while (l->bar_gen == gen)
-			pthread_cond_wait(&l->cv, &l->mu);
+		res = l->bar_res;
+		/* What each thread did before it came: they all took l->mu
+		 * on the way in, and the others acquire this. */
+		__atomic_store_n(&l->bar_gen, l->bar_gen + 1, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&l->mu);
+		futex_wake(&l->bar_gen);
+		return res;
 	}
-	/* Stays until all have left: the next barrier needs them all. */
-	res = l->bar_res;
+	gen = l->bar_gen;
 	pthread_mutex_unlock(&l->mu);
-	return res;
+	while (__atomic_load_n(&l->bar_gen, __ATOMIC_ACQUIRE) == gen)
+		futex_wait(&l->bar_gen, gen);
+	/* Stays until all have left: the next barrier needs them all. */
+	return l->bar_res;
 }
 
 static void gate_open(struct thr *t, uint64_t block)
@@ -470,9 +490,12 @@ static void __warp_complete(const struct launch *l, struct warp *w,
 		default:
 			ln->res = 0;
 		}
-		WR(ln->state, (int)LANE_DONE);
+		/* The lane's result, for it to acquire. */
+		__atomic_store_n(&ln->state, (int)LANE_RUNNING,
+				 __ATOMIC_RELEASE);
 	}
-	pthread_cond_broadcast(&w->cv);
+	/* After the states: a lane that sees the count sees its state. */
+	__atomic_store_n(&w->done, w->done + 1, __ATOMIC_RELEASE);
 }
 
 uint64_t simt__warp(int op, unsigned int mask, uint64_t val, int arg, int width,
@@ -543,14 +566,22 @@ uint64_t simt__warp(int op, unsigned int mask, uint64_t val, int arg, int width,
 			     op_name[ln->op], ln->mask, ln->file, ln->line);
 		arrived += ln->state == LANE_WARP;
 	}
-	if (arrived + 1 == (unsigned int)__builtin_popcount(mask))
+	if (arrived + 1 == (unsigned int)__builtin_popcount(mask)) {
 		__warp_complete(l, w, mask);
-	while (me->state != LANE_DONE)
-		pthread_cond_wait(&w->cv, &w->mu);
-	res = me->res;
-	WR(me->state, (int)LANE_RUNNING);
+		res = me->res;
+		pthread_mutex_unlock(&w->mu);
+		futex_wake(&w->done);
+		return res;
+	}
 	pthread_mutex_unlock(&w->mu);
-	return res;
+	/* done first: a completion after it is seen, or wakes the wait. */
+	for (;;) {
+		uint32_t done = __atomic_load_n(&w->done, __ATOMIC_ACQUIRE);
+
+		if (__atomic_load_n(&me->state, __ATOMIC_ACQUIRE) != LANE_WARP)
+			return me->res;
+		futex_wait(&w->done, done);
+	}
 }
 
 unsigned int simt__activemask(void)
@@ -598,15 +629,12 @@ static void launch_free(struct launch *l)
 {
 	unsigned int i;
 
-	for (i = 0; i < l->nwarps; i++) {
-		pthread_cond_destroy(&l->warps[i].cv);
+	for (i = 0; i < l->nwarps; i++)
 		pthread_mutex_destroy(&l->warps[i].mu);
-	}
 	for (i = 0; i < l->nthreads; i++) {
 		pthread_cond_destroy(&l->thr[i].gcv);
 		pthread_mutex_destroy(&l->thr[i].gmu);
 	}
-	pthread_cond_destroy(&l->cv);
 	pthread_mutex_destroy(&l->mu);
 	free(l->dyn);
 	free(l->thr);
@@ -626,7 +654,6 @@ static struct launch *launch_alloc(dim3 grid, dim3 block, size_t dyn_smem)
 	l->nblocks = (uint64_t)grid.x * grid.y * grid.z;
 	l->dyn_size = dyn_smem;
 	pthread_mutex_init(&l->mu, NULL);
-	pthread_cond_init(&l->cv, NULL);
 	if (posix_memalign(&l->dyn, 16, dyn_smem ? dyn_smem : 16))
 		goto err;
 	i = block.x * block.y * block.z;
@@ -638,7 +665,6 @@ static struct launch *launch_alloc(dim3 grid, dim3 block, size_t dyn_smem)
 		struct warp *w = &l->warps[l->nwarps];
 
 		pthread_mutex_init(&w->mu, NULL);
-		pthread_cond_init(&w->cv, NULL);
 		w->nlanes = i - l->nwarps * 32 < 32 ? i - l->nwarps * 32 : 32;
 	}
 	for (; l->nthreads < i; l->nthreads++) {
