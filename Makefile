@@ -4,6 +4,9 @@
 #                   is found) and the tools
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
 #                   the GPU kernels run on the CPU there (tests/simt)
+#   make check      the quick loop: make test's suites less the emulated
+#                   GPU benchmarks (Check tag "slow"), the Python package,
+#                   the README's commands and make install; no fuzzing
 #   make run        run kvmemd in the foreground on built-in defaults, its
 #                   state in $(BUILD)/state (RUN_FLAGS= adds options)
 #   make fuzz       run each libFuzzer target FUZZ_TIME seconds (default
@@ -131,7 +134,7 @@ CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS = $(shell pkg-config --libs check)
 SYSTEMD_LIBS = $(shell pkg-config --libs libsystemd)
 
-.PHONY: all lib tools daemon test run clean deps fuzz fuzz-smoke
+.PHONY: all lib tools daemon test check run clean deps fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: lib tools daemon
@@ -354,6 +357,11 @@ test: all $(TEST_BIN)
 	$(Q)$(TEST_ENV) $(TEST_BIN)
 	$(Q)$(MAKE) --no-print-directory fuzz-smoke
 endif
+
+CHECK_ENV := CK_EXCLUDE_TAGS=slow CK_EXCLUDE_SUITES=python,readme,install
+
+check: all $(TEST_BIN)
+	$(Q)$(TEST_ENV) $(CHECK_ENV) $(TEST_BIN)
 
 # On built-in defaults, whoever runs it: no configuration file (not even
 # an installed /etc/kvmem/kvmemd.conf) and the state in the build

@@ -3138,7 +3138,7 @@ END_TEST
 KVMEM_SUITE(cuda)
 {
 	Suite *s = suite_create("cuda");
-	TCase *tc = tcase_create("cuda");
+	TCase *tc = tcase_create("cuda"), *tb;
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_cuda_open_without_driver);
@@ -3167,9 +3167,14 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_gpu_pool_no_pidfd);
 	tcase_add_test(tc, test_cuda_gpu_pool_absent);
 	tcase_add_test(tc, test_cuda_gpu_pool_percent);
-	tcase_add_test(tc, test_cuda_bench_attend_gpu);
-	tcase_add_test(tc, test_cuda_bench_attend_host);
 	tcase_add_test(tc, test_cuda_gpu_check_stale);
 	suite_add_tcase(s, tc);
+	/* Whole benchmark runs, every launch on the CPU: not in make check. */
+	tb = tcase_create("bench");
+	tcase_set_tags(tb, "slow");
+	tcase_set_timeout(tb, 300);
+	tcase_add_test(tb, test_cuda_bench_attend_gpu);
+	tcase_add_test(tb, test_cuda_bench_attend_host);
+	suite_add_tcase(s, tb);
 	return s;
 }
