@@ -222,7 +222,7 @@ static void start(struct suite *s)
  * Suite @s ended with wait status @st: its line, then what it printed.
  * Its counts go to *@run, *@failures and *@errors; a suite that did not
  * report them (it crashed, or a test in CK_FORK=no mode killed it) counts
- * as one error.
+ * as one check, an error.
  */
 static void finish(struct suite *s, int st, int *run, int *failures,
 		   int *errors)
@@ -234,7 +234,8 @@ static void finish(struct suite *s, int st, int *run, int *failures,
 	s->secs = now_s() - s->start;
 	rewind(s->res);
 	while (fgets(line, sizeof(line), s->res)) {
-		if (sscanf(line, "T %lf %63s", &secs, name) == 2 &&
+		/* Check times only the tests that pass. */
+		if (sscanf(line, "T %lf %63s", &secs, name) == 2 && secs >= 0 &&
 		    ntimes < MAX_TESTS) {
 			times[ntimes].secs = secs;
 			times[ntimes].suite = s;
@@ -249,14 +250,16 @@ static void finish(struct suite *s, int st, int *run, int *failures,
 		       WIFSIGNALED(st) ? "signal" : "exit status",
 		       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
 		       s->secs);
-		e++;
+		n = 1;
+		f = 0;
+		e = 1;
 	} else if (f || e) {
 		printf("%s: %d checks, failures: %d, errors: %d, %.1f s\n",
 		       s->name, n, f, e, s->secs);
 	} else {
 		printf("%s: %d checks, %.1f s\n", s->name, n, s->secs);
 	}
-	*run += n > 0 ? n : 0;
+	*run += n;
 	*failures += f;
 	*errors += e;
 	rewind(s->out);
