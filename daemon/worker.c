@@ -93,12 +93,19 @@ err_free:
 	return ret;
 }
 
-int kvmemd_workers_queue(struct kvmemd_workers *wp, struct kvmemd_work *w)
+/*
+ * Queue @w unless the workers stop, or (@bounded) @depth items are queued
+ * or running: 0, -ESHUTDOWN or -EAGAIN.
+ */
+static int enqueue(struct kvmemd_workers *wp, struct kvmemd_work *w,
+		   int bounded)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&wp->lock);
-	if (wp->inflight >= wp->depth || wp->stopping) {
+	if (wp->stopping) {
+		ret = -ESHUTDOWN;
+	} else if (bounded && wp->inflight >= wp->depth) {
 		ret = -EAGAIN;
 	} else {
 		w->next = NULL;
@@ -111,22 +118,15 @@ int kvmemd_workers_queue(struct kvmemd_workers *wp, struct kvmemd_work *w)
 	return ret;
 }
 
+int kvmemd_workers_queue(struct kvmemd_workers *wp, struct kvmemd_work *w)
+{
+	/* A stopping pool is as full as one can be. */
+	return enqueue(wp, w, 1) ? -EAGAIN : 0;
+}
+
 int kvmemd_workers_push(struct kvmemd_workers *wp, struct kvmemd_work *w)
 {
-	int ret = 0;
-
-	pthread_mutex_lock(&wp->lock);
-	if (wp->stopping) {
-		ret = -ESHUTDOWN;
-	} else {
-		w->next = NULL;
-		*wp->tail = w;
-		wp->tail = &w->next;
-		wp->inflight++;
-		pthread_cond_signal(&wp->cond);
-	}
-	pthread_mutex_unlock(&wp->lock);
-	return ret;
+	return enqueue(wp, w, 0);
 }
 
 int kvmemd_workers_fd(const struct kvmemd_workers *wp)
