@@ -4,8 +4,8 @@
  *
  * Each test runs "make install" from the source tree (KVMEM_SRCDIR, set by
  * make test; else the working directory) into a directory of its own, with
- * BUILD set to the build the tests run from (KVMEM_BUILD), so a SAN=1 run
- * installs its own build and nothing is compiled again. Then:
+ * BUILD and SAN naming the build the tests run from (KVMEM_BUILD), so a
+ * SAN=1 run installs its own build and nothing is compiled again. Then:
  *   - every file is where it belongs, with its mode and its content;
  *   - the library's links lead to it, and a program built with pkg-config
  *     against the installed tree, in C and in C++, links and runs;
@@ -121,6 +121,32 @@ static void fail_log(const char *log, const char *what, int status)
 }
 
 /*
+ * The make variables that name the build these tests run from: BUILD=DIR
+ * SAN=0 for DIR, or BUILD=DIR SAN=1 for DIR/san, where SAN=1 puts its
+ * objects (and whose fatbin is in DIR/kernels). The build directory's
+ * objects are then all up to date: nothing is compiled or linked again.
+ */
+static void build_vars(char *build_var, size_t len, const char **san_var)
+{
+	char build[PATH_MAX];
+
+	ck_assert_msg(realpath(kvmem_check_builddir(), build) != NULL,
+		      "build directory %s: %s", kvmem_check_builddir(),
+		      strerror(errno));
+#ifdef __SANITIZE_ADDRESS__
+	char *slash = strrchr(build, '/');
+
+	ck_assert_msg(slash && !strcmp(slash, "/san"),
+		      "a SAN=1 build is in BUILD/san, not in %s", build);
+	*slash = '\0';
+	*san_var = "SAN=1";
+#else
+	*san_var = "SAN=0";
+#endif
+	snprintf(build_var, len, "BUILD=%s", build);
+}
+
+/*
  * make install with @vars ("NAME=value", NULL-terminated) added; @log
  * receives its output.
  */
@@ -128,17 +154,12 @@ static void make_install(const char *log, const char *const *vars)
 {
 	const char *argv[16] = { "make", "-C", kvmem_check_srcdir(),
 				 "install" };
-	char build[PATH_MAX], build_var[PATH_MAX + 8];
+	char build_var[PATH_MAX + 8];
 	int argc = 4, status;
 
-	ck_assert_msg(realpath(kvmem_check_builddir(), build) != NULL,
-		      "build directory %s: %s", kvmem_check_builddir(),
-		      strerror(errno));
-	/* BUILD is the directory the objects are in: SAN=1 builds in
-	 * BUILD/san, which is the one KVMEM_BUILD names. */
-	snprintf(build_var, sizeof(build_var), "BUILD=%s", build);
-	argv[argc++] = build_var;
-	argv[argc++] = "SAN=0";
+	build_vars(build_var, sizeof(build_var), &argv[argc + 1]);
+	argv[argc] = build_var;
+	argc += 2;
 	for (; *vars; vars++) {
 		ck_assert_int_lt(argc, (int)ARRAY_SIZE(argv) - 1);
 		argv[argc++] = *vars;
@@ -955,7 +976,7 @@ START_TEST(test_make_run_own_state)
 			       kvmem_check_srcdir(),
 			       "run",
 			       build_var,
-			       "SAN=0",
+			       NULL, /* SAN= */
 			       "RUN_FLAGS=--print-config",
 			       NULL };
 	int status;
@@ -963,7 +984,7 @@ START_TEST(test_make_run_own_state)
 	ck_assert_msg(realpath(kvmem_check_builddir(), build) != NULL,
 		      "build directory %s: %s", kvmem_check_builddir(),
 		      strerror(errno));
-	snprintf(build_var, sizeof(build_var), "BUILD=%s", build);
+	build_vars(build_var, sizeof(build_var), &argv[6]);
 	make_tmpdir(dir, sizeof(dir));
 	snprintf(log, sizeof(log), "%s/make.log", dir);
 	status = run(log, NULL, argv);
