@@ -331,6 +331,11 @@ struct kvmemd_keep;
 
 /* Are sessions that attach now offered KVMEM_FEAT_RESUME? */
 int kvmemd_resume_on(const struct kvmemd *d);
+/* A session of KVMEM_FEAT_RESUME, welcomed: its memfd goes to the
+ * descriptor store now, where it outlives a crash of kvmemd. */
+void kvmemd_resume_track(struct kvmemd_session *s);
+/* A session that ends for good: its memfd leaves the store. */
+void kvmemd_resume_untrack(struct kvmemd_session *s);
 /* At start, for a descriptor systemd passed back: 1 when @name is a kept
  * session's (the descriptor is taken), else 0. */
 int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd);
@@ -338,8 +343,9 @@ int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd);
  * and the descriptors, checked; a record that does not verify is refused
  * with a line in the log, and nothing of it is served. */
 void kvmemd_resume_load(struct kvmemd *d);
-/* Once kvmemd serves: the record is removed and the memfds leave
- * systemd's store. A start that fails before leaves both to the next. */
+/* Once kvmemd serves: the record is removed and the memfds of sessions
+ * not taken back leave systemd's store. A start that fails before leaves
+ * both to the next. */
 void kvmemd_resume_commit(struct kvmemd *d);
 /* A hello with resume_session: 0 and the session, to be welcomed and
  * activated as a new one is, or the refusal in @w. The session shares

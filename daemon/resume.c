@@ -149,6 +149,36 @@ int kvmemd_resume_on(const struct kvmemd *d)
 	return d->cfg.keep_sessions == KVMEMD_YES && n && *n;
 }
 
+void kvmemd_resume_track(struct kvmemd_session *s)
+{
+	char msg[64];
+	int ret;
+
+	if (s->stored || !(s->features & KVMEM_FEAT_RESUME))
+		return;
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=" FD_PREFIX "%u", s->id);
+	ret = kvmemd_notify_fd(msg, s->r.fd);
+	if (ret)
+		kvmemd_log_err(LOG_WARNING, ret,
+			       "session %u: its memfd is not in the descriptor "
+			       "store (is FileDescriptorStoreMax= set?); a "
+			       "crash of kvmemd would lose it",
+			       s->id);
+	s->stored = !ret;
+}
+
+void kvmemd_resume_untrack(struct kvmemd_session *s)
+{
+	char msg[64];
+
+	if (!s->stored)
+		return;
+	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=" FD_PREFIX "%u",
+		 s->id);
+	kvmemd_notify_fd(msg, -1);
+	s->stored = 0;
+}
+
 /* ---- at start --------------------------------------------------------- */
 
 int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd)
@@ -164,7 +194,7 @@ int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd)
 	id = strtoul(name + strlen(FD_PREFIX), &end, 10);
 	r = state(d);
 	/* Out of systemd's store once this daemon serves (it would pass
-	 * them again at every start); kept again, or not, when it stops. */
+	 * them again at every start), but for the sessions taken back. */
 	if (r && r->nnames == r->names_cap && r->nnames < MAX_PASSED) {
 		uint32_t cap = r->names_cap ? 2 * r->names_cap : 16;
 		char(*names)[24] = realloc(r->names, cap * sizeof(*names));
@@ -453,6 +483,8 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 	}
 	s->id = rec->id;
 	s->resume_token = rec->token;
+	/* Its memfd came from the store, and stays there. */
+	s->stored = 1;
 	/* Archived pages are in the layout they were archived in: the
 	 * record's format and codec, laid out as the geometry says. */
 	memset(&s->arch, 0, sizeof(s->arch));
@@ -643,12 +675,20 @@ void kvmemd_resume_load(struct kvmemd *d)
 void kvmemd_resume_commit(struct kvmemd *d)
 {
 	struct kvmemd_resume *r = d->resume;
-	char path[300], msg[96];
+	char path[300], msg[96], name[24];
+	struct kvmemd_session *s;
 	uint32_t i;
 
 	if (!r)
 		return;
 	for (i = 0; i < r->nnames; i++) {
+		for (s = r->kept; s; s = s->kept_next) {
+			snprintf(name, sizeof(name), FD_PREFIX "%u", s->id);
+			if (s->stored && !strcmp(name, r->names[i]))
+				break;
+		}
+		if (s)
+			continue;
 		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s",
 			 r->names[i]);
 		kvmemd_notify_fd(msg, -1);
@@ -834,7 +874,7 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 			snprintf(why, sizeof(why), "a page is still moving");
 			ret = -EBUSY;
 		}
-	if (!ret) {
+	if (!ret && !s->stored) {
 		/* One refusal (its reader behind, no store) stops the rest:
 		 * each would wait for room again. */
 		if (!k->store_err) {
@@ -852,6 +892,7 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 	if (ret) {
 		kvmemd_log(LOG_NOTICE, "session %u (uid %u) not kept: %s",
 			   s->id, (unsigned int)s->uid, why);
+		kvmemd_resume_untrack(s);
 		return 0;
 	}
 	memset(&rec, 0, sizeof(rec));

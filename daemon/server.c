@@ -763,6 +763,7 @@ static void on_setup_done(struct server *sv, struct conn *c)
 		conn_free(sv, c);
 		return;
 	}
+	kvmemd_resume_track(c->s);
 	c->bell_w.type = W_DOORBELL;
 	c->bell_w.conn = c;
 	if (watch_add(sv, kvmemd_session_sq_efd(c->s), EPOLLIN, &c->bell_w)) {

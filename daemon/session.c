@@ -1373,6 +1373,7 @@ void kvmemd_session_need_wakeup(struct kvmemd_session *s, int on)
 void kvmemd_session_discard(struct kvmemd_session *s)
 {
 	s->r.discard = 1;
+	kvmemd_resume_untrack(s);
 }
 
 void kvmemd_session_shutdown(struct kvmemd_session *s)

@@ -139,6 +139,7 @@ struct kvmemd_session {
 	/* KVMEM_FEAT_RESUME: what its client says to take it back after a
 	 * restart; resume.c keeps it meanwhile on a list of its own */
 	uint64_t resume_token;
+	uint8_t stored; /* its memfd is in systemd's descriptor store */
 	struct kvmemd_session *kept_next;
 	uint64_t kept_until; /* CLOCK_MONOTONIC ns */
 };

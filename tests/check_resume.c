@@ -547,9 +547,7 @@ START_TEST(test_resume_nothing_half_trusted)
 	/* Killed: no record, and the memfds it never stored. */
 	a = kvmemd_connect(&p, 4u << 20);
 	s = kvmemd_seq_with(a, k, v, 70);
-	kill(p.pid, SIGKILL);
-	waitpid(p.pid, NULL, 0);
-	p.pid = 0;
+	kvmemd_kill(&p);
 	kvmemd_restart(&p, NULL);
 	ck_assert(lost(a));
 	ck_assert_int_eq(kvmem_reconnect(a), -ESTALE);
@@ -795,9 +793,7 @@ START_TEST(test_resume_killed_daemon_reported)
 	kvmemd_start(&p, NULL, NULL);
 	a = kvmemd_connect(&p, 4u << 20);
 	s = kvmemd_seq_with(a, k, v, 30);
-	kill(p.pid, SIGKILL);
-	waitpid(p.pid, NULL, 0);
-	p.pid = 0;
+	kvmemd_kill(&p);
 	kvmemd_restart(&p, NULL);
 
 	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, g.tokens_per_page),
@@ -812,6 +808,64 @@ START_TEST(test_resume_killed_daemon_reported)
 	kvmem_close(a);
 	free(k);
 	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Wait (5 s at most) until @p's store holds @n session memfds. */
+static int stored_sessions(struct kvmemd_proc *p, int n)
+{
+	int i, got = kvmemd_stored(p, "session-");
+
+	for (i = 0; i < 500 && got != n; i++) {
+		usleep(10000);
+		got = kvmemd_stored(p, "session-");
+	}
+	return got;
+}
+
+/*
+ * A session's memfd is in systemd's descriptor store from its welcome on,
+ * not only from an orderly stop: a crash does not take it. It leaves when
+ * the session ends, when a stop does not keep it, and when the next
+ * kvmemd has nothing that takes it back.
+ */
+START_TEST(test_resume_memfd_stored_while_running)
+{
+	struct kvmem_cache *a, *b;
+	struct kvmemd_proc p;
+
+	kvmemd_start(&p, NULL, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	ck_assert_int_eq(stored_sessions(&p, 1), 1);
+	b = kvmemd_connect(&p, 4u << 20);
+	ck_assert_int_eq(stored_sessions(&p, 2), 2);
+	kvmem_close(b);
+	ck_assert_int_eq(stored_sessions(&p, 1), 1);
+
+	/* An orderly stop stores it once, not twice. */
+	ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+	ck_assert_int_eq(stored_sessions(&p, 1), 1);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	ck_assert_int_eq(stored_sessions(&p, 1), 1);
+
+	/* Killed, it stays; the next kvmemd has no record of it yet. */
+	kvmemd_kill(&p);
+	ck_assert_int_eq(stored_sessions(&p, 1), 1);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(stored_sessions(&p, 0), 0);
+	kvmem_close(a);
+
+	/* Not offered a restart: not stored. */
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_write_conf(&p, "[daemon]\nkeep_sessions = no\n");
+	kvmemd_restart(&p, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	usleep(100000);
+	ck_assert_int_eq(kvmemd_stored(&p, "session-"), 0);
+	kvmem_close(a);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -833,9 +887,7 @@ START_TEST(test_resume_reconnect_through_a_reset)
 
 	kvmemd_start(&p, NULL, NULL);
 	a = kvmemd_connect(&p, 4u << 20);
-	kill(p.pid, SIGKILL);
-	waitpid(p.pid, NULL, 0);
-	p.pid = 0;
+	kvmemd_kill(&p);
 	/* A daemon that listens and never answers, in the old one's place. */
 	unlink(p.sock);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", p.sock);
@@ -883,6 +935,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_refused_to_others);
 	tcase_add_test(tc, test_resume_nothing_half_trusted);
 	tcase_add_test(tc, test_resume_killed_daemon_reported);
+	tcase_add_test(tc, test_resume_memfd_stored_while_running);
 	tcase_add_test(tc, test_resume_reconnect_through_a_reset);
 	tcase_add_test(tc, test_resume_ring_goes_on);
 	suite_add_tcase(s, tc);

@@ -7,6 +7,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <dirent.h>
@@ -39,6 +41,223 @@ static int ready_timeout_ms(void)
 {
 	/* Sanitizers make start-up slower. */
 	return getenv("CK_TIMEOUT_MULTIPLIER") ? 40000 : 10000;
+}
+
+/* ---- systemd's part: the notifications and the descriptor store ------ */
+
+struct kvmemd_notes {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int wake[2]; /* a pipe: written to stop the thread */
+	char text[KVMEMD_NOTES_MAX][512];
+	unsigned int head, tail; /* queued: text[head..tail), modulo */
+};
+
+static void stored_close(struct kvmemd_proc *p)
+{
+	while (p->nstored)
+		close(p->stored[--p->nstored]);
+}
+
+/* Is @fd a descriptor of a file the store holds already? */
+static int stored_has(const struct kvmemd_proc *p, int fd)
+{
+	struct stat a, b;
+	int i;
+
+	if (fstat(fd, &a))
+		return 0;
+	for (i = 0; i < p->nstored; i++)
+		if (!fstat(p->stored[i], &b) && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino)
+			return 1;
+	return 0;
+}
+
+/* The value of "NAME=" in @text, cut at its line's end, to @out. */
+static int note_value(const char *text, const char *name, char *out,
+		      size_t len)
+{
+	const char *v = strstr(text, name);
+
+	if (!v)
+		return 0;
+	v += strlen(name);
+	snprintf(out, len, "%.*s", (int)strcspn(v, "\n"), v);
+	return 1;
+}
+
+/* What systemd does with notification @text and descriptor @fd (-1:
+ * none). Under the lock. */
+static void note_take(struct kvmemd_proc *p, const char *text, int fd)
+{
+	struct kvmemd_notes *n = p->notes;
+	char name[64];
+	int i;
+
+	if (strstr(text, "FDSTOREREMOVE=1")) {
+		if (note_value(text, "FDNAME=", name, sizeof(name)))
+			for (i = 0; i < p->nstored; i++) {
+				if (strcmp(p->stored_name[i], name))
+					continue;
+				close(p->stored[i]);
+				p->stored[i] = p->stored[--p->nstored];
+				memcpy(p->stored_name[i],
+				       p->stored_name[p->nstored],
+				       sizeof(name));
+				i--;
+			}
+	} else if (strstr(text, "FDSTORE=1")) {
+		if (fd >= 0 && p->nstored < KVMEMD_FDSTORE_MAX &&
+		    note_value(text, "FDNAME=", name, sizeof(name)) &&
+		    !stored_has(p, fd)) {
+			memcpy(p->stored_name[p->nstored], name, sizeof(name));
+			p->stored[p->nstored++] = fd;
+			fd = -1;
+		}
+	} else {
+		if (n->tail - n->head == KVMEMD_NOTES_MAX)
+			n->head++;
+		snprintf(n->text[n->tail++ % KVMEMD_NOTES_MAX],
+			 sizeof(n->text[0]), "%s", text);
+		pthread_cond_broadcast(&n->cond);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Take what waits on the socket. Under the lock. Return: how many. */
+static int notes_read(struct kvmemd_proc *p)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char text[512];
+	struct iovec iov = { .iov_base = text, .iov_len = sizeof(text) - 1 };
+	struct msghdr m;
+	struct cmsghdr *cm;
+	int fd, got = 0;
+	ssize_t len;
+
+	for (;; got++) {
+		m = (struct msghdr){ .msg_iov = &iov,
+				     .msg_iovlen = 1,
+				     .msg_control = u.buf,
+				     .msg_controllen = sizeof(u.buf) };
+		len = recvmsg(p->notify, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (len < 0)
+			return got;
+		text[len] = 0;
+		fd = -1;
+		for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+			if (cm->cmsg_level == SOL_SOCKET &&
+			    cm->cmsg_type == SCM_RIGHTS)
+				memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+		note_take(p, text, fd);
+	}
+}
+
+static void *notes_thread(void *arg)
+{
+	struct kvmemd_proc *p = arg;
+	struct pollfd pfd[2] = { { .fd = p->notify, .events = POLLIN },
+				 { .fd = p->notes->wake[0], .events = POLLIN } };
+
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			return NULL;
+		if (pfd[1].revents)
+			return NULL;
+		pthread_mutex_lock(&p->notes->lock);
+		notes_read(p);
+		pthread_mutex_unlock(&p->notes->lock);
+	}
+}
+
+static void notes_start(struct kvmemd_proc *p)
+{
+	struct kvmemd_notes *n = kvmem_check_xmalloc(sizeof(*n));
+
+	memset(n, 0, sizeof(*n));
+	pthread_mutex_init(&n->lock, NULL);
+	pthread_cond_init(&n->cond, NULL);
+	ck_assert_int_eq(pipe2(n->wake, O_CLOEXEC), 0);
+	p->notes = n;
+	ck_assert_int_eq(pthread_create(&n->thread, NULL, notes_thread, p), 0);
+}
+
+static void notes_stop(struct kvmemd_proc *p)
+{
+	struct kvmemd_notes *n = p->notes;
+
+	if (!n)
+		return;
+	ck_assert_int_eq(write(n->wake[1], "", 1), 1);
+	pthread_join(n->thread, NULL);
+	close(n->wake[0]);
+	close(n->wake[1]);
+	pthread_mutex_destroy(&n->lock);
+	pthread_cond_destroy(&n->cond);
+	free(n);
+	p->notes = NULL;
+}
+
+/* A daemon that exited said all it had to: in the store it is. */
+static void notes_drain(struct kvmemd_proc *p)
+{
+	pthread_mutex_lock(&p->notes->lock);
+	notes_read(p);
+	pthread_mutex_unlock(&p->notes->lock);
+}
+
+int kvmemd_stored(struct kvmemd_proc *p, const char *prefix)
+{
+	int i, n = 0;
+
+	pthread_mutex_lock(&p->notes->lock);
+	notes_read(p);
+	for (i = 0; i < p->nstored; i++)
+		n += !strncmp(p->stored_name[i], prefix, strlen(prefix));
+	pthread_mutex_unlock(&p->notes->lock);
+	return n;
+}
+
+int kvmemd_notify_wait(struct kvmemd_proc *p, const char *prefix,
+		       int timeout_ms, char *out, size_t len)
+{
+	struct kvmemd_notes *n = p->notes;
+	size_t plen = strlen(prefix);
+	struct timespec until;
+	const char *line;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&n->lock);
+	while (!ret) {
+		if (n->head == n->tail &&
+		    pthread_cond_timedwait(&n->cond, &n->lock, &until))
+			break;
+		while (!ret && n->head != n->tail) {
+			snprintf(out, len, "%s",
+				 n->text[n->head++ % KVMEMD_NOTES_MAX]);
+			for (line = out; line && !ret;
+			     line = strchr(line, '\n')) {
+				if (*line == '\n')
+					line++;
+				ret = !strncmp(line, prefix, plen);
+			}
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	return ret;
 }
 
 void kvmemd_write_conf(struct kvmemd_proc *p, const char *conf)
@@ -83,6 +302,7 @@ void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 	strcpy(sa.sun_path, nsock);
 	ck_assert_msg(!bind(p->notify, (struct sockaddr *)&sa, sizeof(sa)),
 		      "bind %s: %s", nsock, strerror(errno));
+	notes_start(p);
 	kvmemd_restart(p, env);
 }
 
@@ -141,7 +361,11 @@ static void spawn(struct kvmemd_proc *p, const char *const *env)
 	int i;
 
 	snprintf(nsock, sizeof(nsock), "%s/notify", p->dir);
+	/* The child reads the store: not while the thread changes it. */
+	pthread_mutex_lock(&p->notes->lock);
 	p->pid = fork();
+	if (p->pid)
+		pthread_mutex_unlock(&p->notes->lock);
 	ck_assert_int_ge(p->pid, 0);
 	if (!p->pid) {
 		char state[300];
@@ -171,18 +395,11 @@ static void spawn(struct kvmemd_proc *p, const char *const *env)
 	}
 }
 
-static void stored_close(struct kvmemd_proc *p)
-{
-	while (p->nstored)
-		close(p->stored[--p->nstored]);
-}
-
 void kvmemd_restart(struct kvmemd_proc *p, const char *const *env)
 {
 	char buf[512];
 
 	spawn(p, env);
-	stored_close(p);
 	if (!kvmemd_notify_wait(p, "READY=1", ready_timeout_ms(), buf,
 				sizeof(buf))) {
 		char log[2048] = "";
@@ -208,13 +425,11 @@ int kvmemd_try_restart(struct kvmemd_proc *p)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-int kvmemd_stop(struct kvmemd_proc *p)
+/* Wait for the daemon to exit; its status, as kvmemd_stop() says it. */
+static int reap(struct kvmemd_proc *p)
 {
 	int status, i;
 
-	if (p->pid <= 0)
-		return -1;
-	kill(p->pid, SIGTERM);
 	for (i = 0; i < 2000; i++) {
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid)
 			break;
@@ -225,65 +440,33 @@ int kvmemd_stop(struct kvmemd_proc *p)
 		waitpid(p->pid, &status, 0);
 	}
 	p->pid = 0;
+	notes_drain(p);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* Read what is queued on the notification socket, keeping the descriptors
- * of "FDSTORE=1" messages by their FDNAME. */
-static void fdstore_take(struct kvmemd_proc *p)
-{
-	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	char text[512], *name;
-	struct iovec iov = { .iov_base = text, .iov_len = sizeof(text) - 1 };
-	struct msghdr m;
-	struct cmsghdr *cm;
-	ssize_t n;
-	int fd;
-
-	for (;;) {
-		m = (struct msghdr){ .msg_iov = &iov,
-				     .msg_iovlen = 1,
-				     .msg_control = u.buf,
-				     .msg_controllen = sizeof(u.buf) };
-		n = recvmsg(p->notify, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		if (n < 0)
-			return;
-		text[n] = 0;
-		fd = -1;
-		for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
-			if (cm->cmsg_level == SOL_SOCKET &&
-			    cm->cmsg_type == SCM_RIGHTS)
-				memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
-		name = strstr(text, "FDNAME=");
-		if (fd < 0)
-			continue;
-		if (!strstr(text, "FDSTORE=1") || !name ||
-		    p->nstored == KVMEMD_FDSTORE_MAX) {
-			close(fd);
-			continue;
-		}
-		name += strlen("FDNAME=");
-		name[strcspn(name, "\n")] = 0;
-		snprintf(p->stored_name[p->nstored], sizeof(p->stored_name[0]),
-			 "%s", name);
-		p->stored[p->nstored++] = fd;
-	}
 }
 
 int kvmemd_stop_keep(struct kvmemd_proc *p)
 {
-	int status;
+	if (p->pid <= 0)
+		return -1;
+	kill(p->pid, SIGTERM);
+	return reap(p);
+}
 
-	/* What the daemon said until now, out of the way: a full queue
-	 * would make it drop what it stores. */
-	fdstore_take(p);
+int kvmemd_stop(struct kvmemd_proc *p)
+{
+	int status = kvmemd_stop_keep(p);
+
+	pthread_mutex_lock(&p->notes->lock);
 	stored_close(p);
-	status = kvmemd_stop(p);
-	fdstore_take(p);
+	pthread_mutex_unlock(&p->notes->lock);
 	return status;
+}
+
+void kvmemd_kill(struct kvmemd_proc *p)
+{
+	ck_assert_int_gt(p->pid, 0);
+	kill(p->pid, SIGKILL);
+	ck_assert_int_eq(reap(p), 128 + SIGKILL);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag,
@@ -298,34 +481,11 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
 
 void kvmemd_cleanup(struct kvmemd_proc *p)
 {
+	notes_stop(p);
 	stored_close(p);
 	if (p->notify > 0)
 		close(p->notify);
 	nftw(p->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-int kvmemd_notify_wait(struct kvmemd_proc *p, const char *prefix,
-		       int timeout_ms, char *out, size_t len)
-{
-	struct pollfd pfd = { .fd = p->notify, .events = POLLIN };
-	size_t plen = strlen(prefix);
-	ssize_t n;
-	char *line;
-
-	for (;;) {
-		if (poll(&pfd, 1, timeout_ms) <= 0)
-			return 0;
-		n = recv(p->notify, out, len - 1, 0);
-		if (n < 0)
-			continue;
-		out[n] = 0;
-		for (line = out; line; line = strchr(line, '\n')) {
-			if (*line == '\n')
-				line++;
-			if (!strncmp(line, prefix, plen))
-				return 1;
-		}
-	}
 }
 
 int kvmemd_log_lines(const struct kvmemd_proc *p, const char *needle)

@@ -18,6 +18,11 @@
  * them for the next start. */
 #define KVMEMD_FDSTORE_MAX 64
 
+/* Notifications other than the store's, waiting for kvmemd_notify_wait(). */
+#define KVMEMD_NOTES_MAX 64
+
+struct kvmemd_notes;
+
 struct kvmemd_proc {
 	pid_t pid;
 	char dir[80]; /* short: socket paths must fit sun_path */
@@ -26,6 +31,15 @@ struct kvmemd_proc {
 	char conf[300];
 	char log[300];
 	int notify; /* the datagram socket NOTIFY_SOCKET names */
+	/*
+	 * systemd's part, played by a thread that reads the notifications
+	 * as they come: the descriptor store ("FDSTORE=1" adds a descriptor
+	 * under its FDNAME, unless the store has that file already;
+	 * "FDSTOREREMOVE=1" removes those of the name), which outlives the
+	 * daemon until kvmemd_stop() or kvmemd_cleanup(), and the other
+	 * notifications for kvmemd_notify_wait(). Under the thread's lock.
+	 */
+	struct kvmemd_notes *notes;
 	int nstored;
 	int stored[KVMEMD_FDSTORE_MAX];
 	char stored_name[KVMEMD_FDSTORE_MAX][64];
@@ -43,17 +57,23 @@ struct kvmemd_proc {
 void kvmemd_start(struct kvmemd_proc *p, const char *conf,
 		  const char *const *env);
 
-/* Start the daemon again after kvmemd_stop(): same directory, state and
- * configuration file; with what kvmemd_stop_keep() took from its store,
- * passed as systemd passes it (LISTEN_FDS, LISTEN_FDNAMES). */
+/* Start the daemon again after it stopped: same directory, state and
+ * configuration file; with what its descriptor store holds, passed as
+ * systemd passes it (LISTEN_FDS, LISTEN_FDNAMES) and kept in the store. */
 void kvmemd_restart(struct kvmemd_proc *p, const char *const *env);
 /* Start it again expecting it to fail: its exit status. */
 int kvmemd_try_restart(struct kvmemd_proc *p);
-/* SIGTERM, wait; returns the exit status (128 + signal when killed). */
+/* SIGTERM, wait, and empty the descriptor store, as "systemctl stop"
+ * does; returns the exit status (128 + signal when killed). */
 int kvmemd_stop(struct kvmemd_proc *p);
-/* The same, playing systemd's part of the descriptor store: what the
- * daemon put in it is kept for kvmemd_restart(). */
+/* The same, but the store is kept for kvmemd_restart(), as across
+ * "systemctl restart". */
 int kvmemd_stop_keep(struct kvmemd_proc *p);
+/* SIGKILL, wait, the store kept: a crash that Restart= restarts from. */
+void kvmemd_kill(struct kvmemd_proc *p);
+/* How many descriptors the store holds under names that start with
+ * @prefix. */
+int kvmemd_stored(struct kvmemd_proc *p, const char *prefix);
 
 /* Remove the daemon's directory. */
 void kvmemd_cleanup(struct kvmemd_proc *p);
