@@ -27,6 +27,14 @@
 
 static void arena_debug(const struct kvmemd_arena *a);
 
+/* After every change: counted, for the session's record, and checked
+ * under KVMEMD_DEBUG. */
+static void changed(struct kvmemd_arena *a)
+{
+	a->changes++;
+	arena_debug(a);
+}
+
 /* When both kinds of page have one size they share one free list. */
 static int free_list(const struct kvmemd_arena *a, int kind)
 {
@@ -151,7 +159,7 @@ int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out)
 {
 	int ret = slot_take(a, kind, SLOT_OPEN, out);
 
-	arena_debug(a);
+	changed(a);
 	return ret;
 }
 
@@ -159,14 +167,14 @@ int arena_slot_reserve(struct kvmemd_arena *a, int kind, uint32_t *out)
 {
 	int ret = slot_take(a, kind, SLOT_ARCHIVING, out);
 
-	arena_debug(a);
+	changed(a);
 	return ret;
 }
 
 void arena_slot_free(struct kvmemd_arena *a, uint32_t u)
 {
 	slot_release(a, u);
-	arena_debug(a);
+	changed(a);
 }
 
 unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
@@ -177,7 +185,7 @@ unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
 
 	sl->flags |= (uint8_t)fresh;
 	a->ndegraded += !!(fresh & SLOT_DEGRADED);
-	arena_debug(a);
+	changed(a);
 	return fresh;
 }
 
@@ -257,7 +265,7 @@ int arena_slot_enter(struct kvmemd_arena *a, uint32_t u, uint32_t *pg,
 	a->nsealed++;
 	a->sealed_bytes += arena_slot_bytes(a, kind);
 	a->ndegraded += !!(sl->flags & SLOT_DEGRADED);
-	arena_debug(a);
+	changed(a);
 	return 0;
 }
 
@@ -286,7 +294,7 @@ void arena_page_free(struct kvmemd_arena *a, uint32_t pg)
 	p->unit = NO_UNIT;
 	p->next_free = a->free_page;
 	a->free_page = pg;
-	arena_debug(a);
+	changed(a);
 }
 
 void arena_page_orphan(struct kvmemd_arena *a, uint32_t pg)
@@ -299,7 +307,7 @@ void arena_page_orphan(struct kvmemd_arena *a, uint32_t pg)
 		slot_release(a, p->unit);
 		p->unit = NO_UNIT;
 	}
-	arena_debug(a);
+	changed(a);
 }
 
 void arena_write_start(struct kvmemd_arena *a, uint32_t pg)
@@ -308,7 +316,7 @@ void arena_write_start(struct kvmemd_arena *a, uint32_t pg)
 
 	p->state = PAGE_WRITING;
 	a->writing_units += a->slot_units[p->kind];
-	arena_debug(a);
+	changed(a);
 }
 
 void arena_write_end(struct kvmemd_arena *a, uint32_t pg, int to_store)
@@ -326,7 +334,7 @@ void arena_write_end(struct kvmemd_arena *a, uint32_t pg, int to_store)
 	} else {
 		p->state = PAGE_RESIDENT;
 	}
-	arena_debug(a);
+	changed(a);
 }
 
 int arena_read_start(struct kvmemd_arena *a, uint32_t pg, uint32_t *out)
@@ -340,7 +348,7 @@ int arena_read_start(struct kvmemd_arena *a, uint32_t pg, uint32_t *out)
 		p->unit = *out;
 		p->state = PAGE_READING;
 	}
-	arena_debug(a);
+	changed(a);
 	return ret;
 }
 
@@ -352,7 +360,7 @@ void arena_read_fail(struct kvmemd_arena *a, uint32_t pg)
 	p->unit = NO_UNIT;
 	p->state = PAGE_COLD;
 	p->cold.flags |= SLOT_READ_FAILED;
-	arena_debug(a);
+	changed(a);
 }
 
 int arena_read_error(struct kvmemd_arena *a, uint32_t pg)
@@ -368,7 +376,7 @@ int arena_read_error(struct kvmemd_arena *a, uint32_t pg)
 void arena_read_checked(struct kvmemd_arena *a, uint32_t pg)
 {
 	a->pages[pg].state = PAGE_RESIDENT;
-	arena_debug(a);
+	changed(a);
 }
 
 /* ---- what the tables add up to --------------------------------------- */
@@ -705,7 +713,7 @@ int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
 		memcpy((char *)a + counters[i].off,
 		       (const char *)&t + counters[i].tally_off,
 		       sizeof(uint64_t));
-	arena_debug(a);
+	changed(a);
 	return 0;
 nomem:
 	snprintf(why, len, "no memory for its page table");

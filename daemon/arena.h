@@ -99,6 +99,7 @@ struct kvmemd_arena {
 	struct page *pages;
 	uint32_t npages, top_page, free_page; /* free_page: NO_UNIT for none */
 	uint32_t seals; /* slots sealed: numbers slot.seal */
+	uint64_t changes; /* to its tables, so far */
 	/* what the tables add up to */
 	uint64_t used_bytes, nopen, nsealed;
 	uint64_t sealed_bytes, ndegraded;

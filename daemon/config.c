@@ -253,6 +253,17 @@ static const struct key keys[] = {
 	},
 	{
 		.section = "daemon",
+		.name = "keep_on_crash",
+		.type = KEY_ENUM,
+		KEY_FIELD(keep_on_crash, int),
+		.names = booleans,
+		.reload = true,
+		.desc = "keep each kept session's record current while it runs, "
+			"so that it survives a crash of kvmemd too; its "
+			"completions wait for the record",
+	},
+	{
+		.section = "daemon",
 		.name = "resume_seconds",
 		.type = KEY_U32,
 		KEY_FIELD(resume_seconds, uint32_t),
@@ -1444,6 +1455,7 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->prefix_uid_bytes = 64 * MIB;
 	c->prefix_idle_s = 3600;
 	c->keep_sessions = KVMEMD_YES;
+	c->keep_on_crash = KVMEMD_YES;
 	c->resume_seconds = 60;
 	c->store_size = GIB;
 	c->store_queue_depth = 32;

@@ -52,6 +52,7 @@ struct kvmemd_config {
 	uint32_t max_sessions;
 	uint32_t max_sessions_per_uid;
 	int keep_sessions; /* KVMEMD_YES or KVMEMD_NO */
+	int keep_on_crash; /* KVMEMD_YES or KVMEMD_NO */
 	uint32_t resume_seconds; /* a kept session waits this long */
 	int log_level; /* LOG_ERR .. LOG_DEBUG */
 	/* [pool] */

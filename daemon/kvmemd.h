@@ -334,8 +334,15 @@ int kvmemd_resume_on(const struct kvmemd *d);
 /* A session of KVMEM_FEAT_RESUME, welcomed: its memfd goes to the
  * descriptor store now, where it outlives a crash of kvmemd. */
 void kvmemd_resume_track(struct kvmemd_session *s);
-/* A session that ends for good: its memfd leaves the store. */
+/* A session that ends for good: its memfd leaves the store, its record
+ * the state directory. */
 void kvmemd_resume_untrack(struct kvmemd_session *s);
+/* A session being freed: a write of its record in flight is its own. */
+void kvmemd_resume_forget(struct kvmemd_session *s);
+/* Once a loop iteration: each session whose tables or ring moved, and
+ * whose record is not being written, has it written on a worker; the
+ * client sees what moved once it is. */
+void kvmemd_resume_record(struct kvmemd *d);
 /* At start, for a descriptor systemd passed back: 1 when @name is a kept
  * session's (the descriptor is taken), else 0. */
 int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd);

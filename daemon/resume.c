@@ -27,12 +27,31 @@
  * was lost) is closed. Every sealed page of a session taken back is then
  * checked as at its seal: header from the record, every word, the CRC.
  *
+ * With daemon.keep_on_crash, each such session also has a record of its
+ * own, STATE_DIR/session-ID.rec, in the same format, kept current while
+ * it runs: once a loop iteration, a session whose tables or ring moved
+ * has its tables copied and written on a worker (a new file renamed over
+ * the old; not fsynced: it guards against a crash of kvmemd, whose writes
+ * the kernel keeps, and the memfds it describes do not outlive the
+ * machine either), and its client sees the SQ head and CQ tail of that
+ * record only once it is written. So whatever the client learnt of is in
+ * the record, and what it did not stays in its ring: after a kill -9 the
+ * next kvmemd takes the memfd and the record back as after a stop, runs
+ * again the ops the record did not have, and issues again those it says
+ * were waiting. A copy shows each move under way as if it had not
+ * started (a page on its way to the store resident, one on its way back
+ * cold, an archived copy not made) and each acquire still waiting as not
+ * issued. A page sealed or moved after the record was written does not
+ * match it and is checked as any other: erased and reported, never
+ * served as good.
+ *
  * A kept session waits, counted in the pool, for a hello that names it
  * with its token and comes from its uid, for daemon.resume_seconds; then
  * it is freed. The tables are the daemon's own structures as they are in
  * memory, so a kvmemd whose structures differ (another version) refuses
  * the record.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -50,6 +69,7 @@
 #define KEEP_MAGIC "KVMKEEP"
 #define KEEP_VERSION 1
 #define FD_PREFIX "session-"
+#define LIVE_SUFFIX ".rec"
 /*
  * How long a stopping kvmemd runs what its sessions submitted, all of them
  * together (what is left is the next kvmemd's), and how long it waits for
@@ -81,7 +101,8 @@ struct keep_rec {
 	uint64_t arena_bytes, map_bytes;
 	uint32_t sq_entries, cq_entries;
 	uint32_t top, top_page, free_page, nseqs;
-	uint32_t seals, sq_head, cq_tail, resv;
+	uint32_t seals, sq_head, cq_tail;
+	uint32_t nwaits; /* ops waiting: their SQEs follow the sequences */
 	uint64_t wait_ns; /* left of its wait for its client; 0: all of it */
 	uint64_t ops, op_errors, ce, ue, crc;
 	uint64_t offloads, reloads, offload_bytes, reload_bytes;
@@ -112,6 +133,20 @@ struct kvmemd_resume {
 	char (*names)[24];
 	uint32_t nnames, names_cap;
 	int record_read; /* and removes */
+};
+
+/* A session's live record: the one being written, and what it has. */
+struct kvmemd_live {
+	struct kvmemd_work work;
+	struct kvmemd_session *s; /* NULL once the session is freed */
+	char path[300];
+	uint8_t *buf; /* the record being written */
+	size_t len;
+	int ret;
+	uint8_t busy, dirty;
+	uint8_t gone; /* the session ended for good: no record of it */
+	uint32_t sq_head, cq_tail; /* the ring as the record has it */
+	uint64_t changes; /* the arena's, as the record has them */
 };
 
 struct kvmemd_keep {
@@ -149,6 +184,201 @@ int kvmemd_resume_on(const struct kvmemd *d)
 	return d->cfg.keep_sessions == KVMEMD_YES && n && *n;
 }
 
+/* ---- the live record ------------------------------------------------- */
+
+static int write_all(int fd, const void *buf, size_t len);
+static int session_put(FILE *f, const struct kvmemd_session *s, uint64_t now,
+		       int live);
+
+/* @s has a record kept current from now on, if the configuration says so:
+ * its first is written at the next loop iteration. */
+static void live_start(struct kvmemd_session *s)
+{
+	struct kvmemd_live *l;
+	int n;
+
+	if (s->live || s->d->cfg.keep_on_crash != KVMEMD_YES)
+		return;
+	l = calloc(1, sizeof(*l));
+	n = l ? snprintf(l->path, sizeof(l->path), "%s/" FD_PREFIX "%u" LIVE_SUFFIX,
+			 s->d->cfg.state_dir, s->id)
+	      : -1;
+	if (n < 0 || (size_t)n >= sizeof(l->path)) {
+		kvmemd_log(LOG_WARNING,
+			   "session %u: no record of it is kept while it runs "
+			   "(%s): a crash of kvmemd would lose it",
+			   s->id, l ? "state directory path too long"
+				    : "out of memory");
+		free(l);
+		return;
+	}
+	l->s = s;
+	l->dirty = 1;
+	s->pub_sq_head = s->sq_head;
+	s->pub_cq_tail = s->cq_tail;
+	s->live = l;
+}
+
+/* On a worker: the record to its file, whole or not at all. */
+static void live_work(struct kvmemd_work *w)
+{
+	struct kvmemd_live *l = (struct kvmemd_live *)w;
+	char tmp[310];
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", l->path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		l->ret = -errno;
+		return;
+	}
+	l->ret = write_all(fd, l->buf, l->len);
+	if (close(fd) && !l->ret)
+		l->ret = -errno;
+	if (!l->ret && rename(tmp, l->path))
+		l->ret = -errno;
+	if (l->ret)
+		unlink(tmp);
+}
+
+/* A session whose record cannot be written runs without one: its client
+ * sees all at once, as without daemon.keep_on_crash. */
+static void live_stop(struct kvmemd_session *s, int err)
+{
+	struct kvmemd_live *l = s->live;
+
+	kvmemd_log_err(LOG_ERR, err,
+		       "session %u: writing its record %s; it runs without "
+		       "one, and a crash of kvmemd would lose it",
+		       s->id, l->path);
+	unlink(l->path);
+	s->live = NULL;
+	free(l);
+	session_publish(s);
+}
+
+/* On the loop, once the record is written: the client sees what it has. */
+static void live_done(struct kvmemd_work *w)
+{
+	struct kvmemd_live *l = (struct kvmemd_live *)w;
+	struct kvmemd_session *s = l->s;
+
+	free(l->buf);
+	l->buf = NULL;
+	l->busy = 0;
+	if (!s) {
+		if (l->gone)
+			unlink(l->path);
+		free(l);
+		return;
+	}
+	if (l->gone) {
+		unlink(l->path);
+		return;
+	}
+	if (l->ret) {
+		live_stop(s, l->ret);
+		return;
+	}
+	s->pub_sq_head = l->sq_head;
+	s->pub_cq_tail = l->cq_tail;
+	session_publish(s);
+}
+
+/* The whole record of @s, header and session, to l->buf. */
+static int live_image(struct kvmemd_session *s, struct kvmemd_live *l)
+{
+	struct keep_hdr h;
+	size_t len = 0;
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, &len);
+	int ret;
+
+	if (!f)
+		return -ENOMEM;
+	memset(&h, 0, sizeof(h));
+	fwrite(&h, sizeof(h), 1, f);
+	ret = session_put(f, s, kvmemd_now_ns(), 1);
+	if (fclose(f) || ret) {
+		free(buf);
+		return -ENOMEM;
+	}
+	memcpy(h.magic, KEEP_MAGIC, sizeof(KEEP_MAGIC));
+	h.version = KEEP_VERSION;
+	h.nsessions = 1;
+	h.rec_size = sizeof(struct keep_rec);
+	h.slot_size = sizeof(struct slot);
+	h.page_size = sizeof(struct page);
+	h.seq_size = sizeof(struct keep_seq);
+	kvmemd_tier_store_uuid(s->d, h.store_uuid);
+	h.body_bytes = len - sizeof(h);
+	h.body_crc = kvmem_crc32c(0, buf + sizeof(h), h.body_bytes);
+	h.crc = kvmem_crc32c(0, &h, offsetof(struct keep_hdr, crc));
+	memcpy(buf, &h, sizeof(h));
+	l->buf = (uint8_t *)buf;
+	l->len = len;
+	return 0;
+}
+
+static void live_write(struct kvmemd_session *s)
+{
+	struct kvmemd_live *l = s->live;
+	int ret;
+
+	/* A seal being checked, or an op waiting for its CQE, is in the
+	 * next one. */
+	if (l->busy || l->gone || s->checking ||
+	    (!l->dirty && s->sq_head == l->sq_head &&
+	     s->cq_tail == l->cq_tail && s->arena.changes == l->changes))
+		return;
+	ret = live_image(s, l);
+	if (ret) {
+		live_stop(s, ret);
+		return;
+	}
+	l->sq_head = s->sq_head;
+	l->cq_tail = s->cq_tail;
+	l->changes = s->arena.changes;
+	l->dirty = 0;
+	l->ret = 0;
+	l->work.fn = live_work;
+	l->work.done = live_done;
+	l->busy = 1;
+	ret = kvmemd_workers_push(s->d->workers, &l->work);
+	if (ret) {
+		l->busy = 0;
+		free(l->buf);
+		l->buf = NULL;
+		l->dirty = 1;
+	}
+}
+
+void kvmemd_resume_record(struct kvmemd *d)
+{
+	struct kvmemd_session *s;
+
+	for (s = d->sessions; s; s = s->next)
+		if (s->live)
+			live_write(s);
+	for (s = d->resume ? d->resume->kept : NULL; s; s = s->kept_next)
+		if (s->live)
+			live_write(s);
+}
+
+void kvmemd_resume_forget(struct kvmemd_session *s)
+{
+	struct kvmemd_live *l = s->live;
+
+	if (!l)
+		return;
+	s->live = NULL;
+	if (l->busy) {
+		l->s = NULL;
+		return;
+	}
+	free(l);
+}
+
 void kvmemd_resume_track(struct kvmemd_session *s)
 {
 	char msg[64];
@@ -165,12 +395,21 @@ void kvmemd_resume_track(struct kvmemd_session *s)
 			       "crash of kvmemd would lose it",
 			       s->id);
 	s->stored = !ret;
+	if (s->stored)
+		live_start(s);
 }
 
 void kvmemd_resume_untrack(struct kvmemd_session *s)
 {
+	struct kvmemd_live *l = s->live;
 	char msg[64];
 
+	if (l) {
+		/* A write in flight would put it back: gone after it. */
+		l->gone = 1;
+		if (!l->busy)
+			unlink(l->path);
+	}
 	if (!s->stored)
 		return;
 	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=" FD_PREFIX "%u",
@@ -357,6 +596,7 @@ struct kept {
 	const struct slot *slots;
 	const struct page *pages;
 	struct cursor seqs; /* nseqs of struct keep_seq, each with its pages */
+	const struct kvmem_sqe *waits; /* [rec->nwaits] */
 };
 
 /* Index arrays are padded to 8 bytes, so that what follows is aligned. */
@@ -387,7 +627,8 @@ static int kept_parse(struct cursor *c, struct kept *k)
 			return -EINVAL;
 	}
 	k->seqs = (struct cursor){ .p = start, .left = (size_t)(c->p - start) };
-	return 0;
+	k->waits = take(c, (uint64_t)k->rec->nwaits * sizeof(*k->waits));
+	return k->waits ? 0 : -EINVAL;
 }
 
 /* The tables of @k into @s, set up on its memfd: 0, or why not. */
@@ -517,6 +758,25 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 	s->reloads = rec->reloads;
 	s->offload_bytes = rec->offload_bytes;
 	s->reload_bytes = rec->reload_bytes;
+	if (rec->nwaits) {
+		/* Room for their CQEs was reserved: no more than the CQ. */
+		s->redo = rec->nwaits <= s->cq_entries
+				  ? malloc(rec->nwaits * sizeof(*s->redo))
+				  : NULL;
+		if (!s->redo) {
+			kvmemd_session_free(s);
+			snprintf(why, len, "its %u waiting ops do not fit",
+				 rec->nwaits);
+			return -ENOMEM;
+		}
+		memcpy(s->redo, k->waits, rec->nwaits * sizeof(*s->redo));
+		s->nredo = rec->nwaits;
+	}
+	/* What the record has is what the client may see (a record
+	 * written before a crash may be ahead of what it saw). */
+	s->pub_sq_head = s->sq_head;
+	s->pub_cq_tail = s->cq_tail;
+	session_publish(s);
 	kvmemd_ras_verify(s);
 	if (s->id > d->next_session)
 		d->next_session = s->id;
@@ -603,40 +863,25 @@ static int slurp(const char *path, uint8_t **buf, size_t *size)
 	return 0;
 }
 
-void kvmemd_resume_load(struct kvmemd *d)
+/* The sessions of the record at @path, @buf of @size bytes, taken back
+ * where their memfds are: how many, or -EINVAL when it is refused whole
+ * (said in the log). */
+static int record_load(struct kvmemd *d, const char *path, const uint8_t *buf,
+		       size_t size, int live)
 {
-	struct kvmemd_resume *r = state(d);
-	uint8_t *buf = NULL, uuid[16] = { 0 };
-	char path[300], why[KVMEM_MESSAGE_LEN];
+	char why[KVMEM_MESSAGE_LEN];
+	uint8_t uuid[16] = { 0 };
 	struct keep_hdr h;
-	struct kept k;
 	struct cursor c;
-	uint32_t i, kept = 0;
-	size_t size = 0;
-	int ret;
+	struct kept k;
+	uint32_t i;
+	int ret, kept = 0;
 
-	if (!r)
-		return;
-	if (record_path(d, "", path, sizeof(path))) {
-		fds_close(r, "with no room for the record's path");
-		return;
-	}
-	ret = slurp(path, &buf, &size);
-	if (ret) {
-		if (ret != -ENOENT)
-			kvmemd_log_err(LOG_ERR, ret, "%s", path);
-		fds_close(r, "without a record of them (was kvmemd killed?)");
-		return;
-	}
-	/* Read once: removed when this daemon serves. */
-	r->record_read = 1;
 	ret = hdr_check(buf, size, &h, why, sizeof(why));
-	if (ret) {
-		kvmemd_log(LOG_ERR, "%s: %s; no session is taken back", path,
-			   why);
-		fds_close(r, "with it");
-		free(buf);
-		return;
+	if (ret || (live && h.nsessions != 1)) {
+		kvmemd_log(LOG_ERR, "%s: %s; no session is taken back from it",
+			   path, ret ? why : "not the record of one session");
+		return -EINVAL;
 	}
 	kvmemd_tier_store_uuid(d, uuid);
 	/* The whole body parses first, or nothing of it is taken. */
@@ -646,11 +891,9 @@ void kvmemd_resume_load(struct kvmemd *d)
 	if (i < h.nsessions || c.left) {
 		kvmemd_log(LOG_ERR,
 			   "%s: its %u sessions do not fill it; no session is "
-			   "taken back",
+			   "taken back from it",
 			   path, h.nsessions);
-		fds_close(r, "with it");
-		free(buf);
-		return;
+		return -EINVAL;
 	}
 	c = (struct cursor){ .p = buf + sizeof(h), .left = h.body_bytes };
 	for (i = 0; i < h.nsessions; i++) {
@@ -658,18 +901,135 @@ void kvmemd_resume_load(struct kvmemd *d)
 		if (!session_load(d, &k, !memcmp(uuid, h.store_uuid, 16), why,
 				  sizeof(why))) {
 			kept++;
+			if (live)
+				kvmemd_log(LOG_NOTICE,
+					   "session %u (uid %u) taken back "
+					   "from the record it had when "
+					   "kvmemd stopped without keeping "
+					   "it (a crash?)",
+					   k.rec->id, k.rec->uid);
 			continue;
 		}
 		kvmemd_log(LOG_WARNING,
 			   "kept session %u (uid %u) not taken back: %s",
 			   k.rec->id, k.rec->uid, why);
 	}
-	free(buf);
-	fds_close(r, "that the record does not name");
+	return kept;
+}
+
+/* Is @name a live record's ("session-ID.rec")? Its session's ID, or 0. */
+static uint32_t live_name(const char *name)
+{
+	unsigned long id;
+	char *end;
+
+	if (strncmp(name, FD_PREFIX, strlen(FD_PREFIX)))
+		return 0;
+	errno = 0;
+	id = strtoul(name + strlen(FD_PREFIX), &end, 10);
+	if (errno || !id || id > UINT32_MAX || strcmp(end, LIVE_SUFFIX))
+		return 0;
+	return (uint32_t)id;
+}
+
+/* The live records of the sessions whose memfds came back and that the
+ * record of a stop did not take: how many were taken back. */
+static int live_load(struct kvmemd *d)
+{
+	struct kvmemd_resume *r = d->resume;
+	char path[600];
+	struct dirent *e;
+	uint8_t *buf;
+	size_t size;
+	uint32_t id, i;
+	int n = 0, ret;
+	DIR *dir;
+
+	if (!r->nfds)
+		return 0;
+	dir = opendir(d->cfg.state_dir);
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir))) {
+		id = live_name(e->d_name);
+		for (i = 0; id && i < r->nfds && r->fds[i].id != id; i++)
+			;
+		if (!id || i == r->nfds)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir,
+			 e->d_name);
+		buf = NULL;
+		ret = slurp(path, &buf, &size);
+		if (ret) {
+			kvmemd_log_err(LOG_ERR, ret, "%s", path);
+			continue;
+		}
+		ret = record_load(d, path, buf, size, 1);
+		n += ret > 0 ? ret : 0;
+		free(buf);
+	}
+	closedir(dir);
+	return n;
+}
+
+void kvmemd_resume_load(struct kvmemd *d)
+{
+	struct kvmemd_resume *r = state(d);
+	uint8_t *buf = NULL;
+	char path[300];
+	size_t size = 0;
+	int ret, kept = 0;
+
+	if (!r)
+		return;
+	if (record_path(d, "", path, sizeof(path))) {
+		fds_close(r, "with no room for the record's path");
+		return;
+	}
+	ret = slurp(path, &buf, &size);
+	if (ret && ret != -ENOENT)
+		kvmemd_log_err(LOG_ERR, ret, "%s", path);
+	if (!ret) {
+		/* Read once: removed when this daemon serves. */
+		r->record_read = 1;
+		ret = record_load(d, path, buf, size, 0);
+		kept += ret > 0 ? ret : 0;
+		free(buf);
+	}
+	kept += live_load(d);
+	fds_close(r, "with no record that takes them back (kvmemd was "
+		     "killed without daemon.keep_on_crash, or the record was "
+		     "refused)");
 	if (kept)
 		kvmemd_log(LOG_NOTICE,
-			   "%u kept sessions wait for their clients (%u s)",
+			   "%d kept sessions wait for their clients (%u s)",
 			   kept, d->cfg.resume_seconds);
+}
+
+/* Live records of sessions this daemon did not take back: gone. */
+static void live_prune(struct kvmemd *d)
+{
+	const struct kvmemd_session *s;
+	char path[600];
+	struct dirent *e;
+	uint32_t id;
+	DIR *dir = opendir(d->cfg.state_dir);
+
+	if (!dir)
+		return;
+	while ((e = readdir(dir))) {
+		id = live_name(e->d_name);
+		for (s = d->resume ? d->resume->kept : NULL; id && s;
+		     s = s->kept_next)
+			if (s->id == id)
+				break;
+		if (!id || s)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir,
+			 e->d_name);
+		unlink(path);
+	}
+	closedir(dir);
 }
 
 void kvmemd_resume_commit(struct kvmemd *d)
@@ -698,6 +1058,9 @@ void kvmemd_resume_commit(struct kvmemd *d)
 	    unlink(path) && errno != ENOENT)
 		kvmemd_log_err(LOG_WARNING, -errno, "removing %s", path);
 	r->record_read = 0;
+	live_prune(d);
+	for (s = r->kept; s; s = s->kept_next)
+		live_start(s);
 }
 
 /* ---- a client comes back ---------------------------------------------- */
@@ -833,31 +1196,146 @@ struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d)
 	return k;
 }
 
-static void seqs_write(FILE *f, const struct kvmemd_session *s)
+static void seqs_write(FILE *f, const struct kvmemd_session *s, int live)
 {
 	const uint32_t pad = 0;
 	struct keep_seq ks;
+	const struct seq *q;
 	uint32_t i;
 
 	for (i = 0; i < s->max_seqs; i++) {
-		if (!s->seqs[i])
+		q = s->seqs[i];
+		if (!q)
 			continue;
-		ks = (struct keep_seq){ .id = s->seqs[i]->id,
-					.acquired = s->seqs[i]->acquired,
-					.tokens = s->seqs[i]->tokens,
-					.n = s->seqs[i]->n };
+		/* An acquire still waiting is issued again. */
+		ks = (struct keep_seq){ .id = q->id,
+					.acquired = live && q->wait
+							    ? 0
+							    : q->acquired,
+					.tokens = q->tokens,
+					.n = q->n };
 		fwrite(&ks, sizeof(ks), 1, f);
 		if (ks.n)
-			fwrite(s->seqs[i]->pages, sizeof(uint32_t), ks.n, f);
+			fwrite(q->pages, sizeof(uint32_t), ks.n, f);
 		if (ks.n % 2)
 			fwrite(&pad, sizeof(pad), 1, f);
 	}
 }
 
+/*
+ * @s's tables as they would be had no move started and no waiting
+ * acquire been issued, in @sl and @pg (copies of its slots and pages);
+ * its first free page to *@free_page.
+ */
+static void tables_settle(const struct kvmemd_session *s, struct slot *sl,
+			  struct page *pg, uint32_t *free_page)
+{
+	const struct seq *q;
+	struct page *p;
+	uint32_t i, n;
+
+	for (i = 0; i < s->arena.top; i++)
+		if (sl[i].state == SLOT_LOADING || sl[i].state == SLOT_ARCHIVING)
+			sl[i].state = SLOT_FREE;
+	for (i = 0; i < s->arena.top_page; i++) {
+		p = &pg[i];
+		if (p->state == PAGE_UNUSED)
+			continue;
+		if (p->dead) {
+			/* No sequence holds it: gone. */
+			memset(p, 0, sizeof(*p));
+			p->unit = NO_UNIT;
+			p->next_free = *free_page;
+			*free_page = i;
+		} else if (p->state == PAGE_WRITING) {
+			p->state = PAGE_RESIDENT;
+		} else if (p->state == PAGE_READING) {
+			p->state = PAGE_COLD;
+			p->unit = NO_UNIT;
+		}
+	}
+	for (i = 0; i < s->max_seqs; i++) {
+		q = s->seqs[i];
+		for (n = 0; q && q->wait && n < q->n; n++)
+			pg[q->pages[n]].pins--;
+	}
+}
+
+/*
+ * @s as a record has it, to @f. @live: while it runs (tables_settle(),
+ * and the SQEs of the ops waiting follow); else at a stop, with no move
+ * under way and no op waiting (session_keep_ready()). Return: 0, or
+ * -ENOMEM.
+ */
+static int session_put(FILE *f, const struct kvmemd_session *s, uint64_t now,
+		       int live)
+{
+	const struct kvmemd_arena *a = &s->arena;
+	struct slot *sl = a->slots;
+	struct page *pg = a->pages;
+	const struct tier_wait *w;
+	struct keep_rec rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.free_page = a->free_page;
+	if (live) {
+		sl = malloc((a->top + 1) * sizeof(*sl));
+		pg = malloc((a->top_page + 1) * sizeof(*pg));
+		if (!sl || !pg) {
+			free(sl);
+			free(pg);
+			return -ENOMEM;
+		}
+		memcpy(sl, a->slots, a->top * sizeof(*sl));
+		if (a->top_page)
+			memcpy(pg, a->pages, a->top_page * sizeof(*pg));
+		tables_settle(s, sl, pg, &rec.free_page);
+		rec.nwaits = s->nwaits;
+	}
+	rec.id = s->id;
+	rec.uid = (uint32_t)s->uid;
+	rec.token = s->resume_token;
+	rec.features = s->features;
+	rec.g = s->g;
+	rec.arch = s->arch;
+	rec.arena_bytes = s->arena_bytes;
+	rec.map_bytes = s->map_bytes;
+	rec.sq_entries = s->sq_entries;
+	rec.cq_entries = s->cq_entries;
+	rec.top = a->top;
+	rec.top_page = a->top_page;
+	rec.nseqs = s->nseqs;
+	rec.seals = a->seals;
+	rec.sq_head = s->sq_head;
+	rec.cq_tail = s->cq_tail;
+	rec.ops = s->ops;
+	rec.op_errors = s->op_errors;
+	rec.ce = s->ce;
+	rec.ue = s->ue;
+	rec.crc = s->crc;
+	rec.offloads = s->offloads;
+	rec.reloads = s->reloads;
+	rec.offload_bytes = s->offload_bytes;
+	rec.reload_bytes = s->reload_bytes;
+	if (s->kept_until)
+		rec.wait_ns = s->kept_until > now ? s->kept_until - now : 1;
+	fwrite(&rec, sizeof(rec), 1, f);
+	fwrite(sl, sizeof(*sl), a->top, f);
+	if (a->top_page)
+		fwrite(pg, sizeof(*pg), a->top_page, f);
+	seqs_write(f, s, live);
+	for (w = live ? s->waits : NULL; w; w = w->next)
+		fwrite(&w->e, sizeof(w->e), 1, f);
+	if (live) {
+		free(sl);
+		free(pg);
+	}
+	return 0;
+}
+
 int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 {
 	char why[KVMEM_MESSAGE_LEN], msg[64];
-	struct keep_rec rec;
 	uint64_t now, left;
 	uint32_t pg;
 	int ret;
@@ -895,41 +1373,7 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 		kvmemd_resume_untrack(s);
 		return 0;
 	}
-	memset(&rec, 0, sizeof(rec));
-	rec.id = s->id;
-	rec.uid = (uint32_t)s->uid;
-	rec.token = s->resume_token;
-	rec.features = s->features;
-	rec.g = s->g;
-	rec.arch = s->arch;
-	rec.arena_bytes = s->arena_bytes;
-	rec.map_bytes = s->map_bytes;
-	rec.sq_entries = s->sq_entries;
-	rec.cq_entries = s->cq_entries;
-	rec.top = s->arena.top;
-	rec.top_page = s->arena.top_page;
-	rec.free_page = s->arena.free_page;
-	rec.nseqs = s->nseqs;
-	rec.seals = s->arena.seals;
-	rec.sq_head = s->sq_head;
-	rec.cq_tail = s->cq_tail;
-	rec.ops = s->ops;
-	rec.op_errors = s->op_errors;
-	rec.ce = s->ce;
-	rec.ue = s->ue;
-	rec.crc = s->crc;
-	rec.offloads = s->offloads;
-	rec.reloads = s->reloads;
-	rec.offload_bytes = s->offload_bytes;
-	rec.reload_bytes = s->reload_bytes;
-	if (s->kept_until)
-		rec.wait_ns = s->kept_until > now ? s->kept_until - now : 1;
-	fwrite(&rec, sizeof(rec), 1, k->body);
-	fwrite(s->arena.slots, sizeof(*s->arena.slots), s->arena.top, k->body);
-	if (s->arena.top_page)
-		fwrite(s->arena.pages, sizeof(*s->arena.pages),
-		       s->arena.top_page, k->body);
-	seqs_write(k->body, s);
+	session_put(k->body, s, now, 0);
 	k->n++;
 	kvmemd_log(LOG_INFO, "session %u (uid %u) kept for the next kvmemd",
 		   s->id, (unsigned int)s->uid);

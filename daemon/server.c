@@ -1571,6 +1571,7 @@ int kvmemd_run(struct kvmemd *d)
 		sv.tier_next = kvmemd_tier_run(d, kvmemd_now_ns());
 		sv.prefix_next = kvmemd_prefix_run(d, kvmemd_now_ns());
 		sv.resume_next = kvmemd_resume_run(d, kvmemd_now_ns());
+		kvmemd_resume_record(d);
 		timers(&sv);
 		status_update(&sv);
 		reap_zombies(&sv);

@@ -476,6 +476,8 @@ void kvmemd_session_free(struct kvmemd_session *s)
 		else
 			s->d->sessions_tail = s->prev;
 	}
+	kvmemd_resume_forget(s);
+	free(s->redo);
 	tier_session_free(s);
 	session_prefix_drop(s);
 	if (s->seqs) {
@@ -1270,7 +1272,8 @@ int kvmemd_session_pending(const struct kvmemd_session *s)
 static void cq_kick(struct kvmemd_session *s)
 {
 	/* Release: the CQEs are written before the client sees them. */
-	kvmem__store_release(&s->ring->cq_tail, s->cq_tail);
+	kvmem__store_release(&s->ring->cq_tail,
+			     s->live ? s->pub_cq_tail : s->cq_tail);
 	/* Full barrier: the tail is visible before CQ_WAIT is looked at,
 	 * pairing with the client's barrier between setting CQ_WAIT and
 	 * checking the tail one last time before it sleeps. */
@@ -1288,6 +1291,33 @@ static void cqe_put(struct kvmemd_session *s, uint64_t user_data, int res,
 	c->res = res;
 	c->flags = flags;
 	s->cq_tail++;
+}
+
+void session_publish(struct kvmemd_session *s)
+{
+	/* Release: the SQEs were read before the client may reuse them. */
+	kvmem__store_release(&s->ring->sq_head, s->pub_sq_head);
+	cq_kick(s);
+}
+
+/* Ops that waited when kvmemd died, issued again: each had its CQE
+ * reserved, and takes it now or waits again. */
+static void redo(struct kvmemd_session *s)
+{
+	uint32_t i;
+	int res;
+
+	for (i = 0; i < s->nredo; i++) {
+		res = dispatch(s, &s->redo[i]);
+		if (res != OP_WAIT) {
+			s->op_errors += res < 0;
+			cqe_put(s, s->redo[i].user_data, res, 0);
+		}
+	}
+	free(s->redo);
+	s->redo = NULL;
+	s->nredo = 0;
+	cq_kick(s);
 }
 
 /* Room was reserved when the op started waiting (s->nwaits). */
@@ -1309,6 +1339,8 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 	struct kvmem_sqe e;
 	int res;
 
+	if (s->redo)
+		redo(s);
 	/* Said by whoever drops the session, through its rate limit. */
 	if (tail - s->sq_head > s->sq_entries) {
 		snprintf(s->broken, sizeof(s->broken),
@@ -1343,7 +1375,8 @@ int kvmemd_session_run(struct kvmemd_session *s, unsigned int budget)
 		return 0;
 	s->d->n.ops += n;
 	/* Release: the SQEs were read before the client may reuse them. */
-	kvmem__store_release(&s->ring->sq_head, s->sq_head);
+	kvmem__store_release(&s->ring->sq_head,
+			     s->live ? s->pub_sq_head : s->sq_head);
 	cq_kick(s);
 	return (int)n;
 }

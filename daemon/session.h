@@ -140,6 +140,18 @@ struct kvmemd_session {
 	 * restart; resume.c keeps it meanwhile on a list of its own */
 	uint64_t resume_token;
 	uint8_t stored; /* its memfd is in systemd's descriptor store */
+	/*
+	 * A record of it kept current while it runs (NULL: none). While
+	 * there is one, the client sees the SQ head and CQ tail of the last
+	 * record written, pub_sq_head and pub_cq_tail: what it learns of is
+	 * in the record, and what is not stays in its ring to be run again.
+	 */
+	struct kvmemd_live *live;
+	uint32_t pub_sq_head, pub_cq_tail;
+	/* ops the record said were waiting when kvmemd died: issued again
+	 * before the ring's */
+	struct kvmem_sqe *redo;
+	uint32_t nredo;
 	struct kvmemd_session *kept_next;
 	uint64_t kept_until; /* CLOCK_MONOTONIC ns */
 };
@@ -192,6 +204,8 @@ void session_seq_pin(struct kvmemd_session *s, struct seq *q, int on);
 /* Post a completion outside kvmemd_session_run() (an op that waited). */
 void session_post(struct kvmemd_session *s, uint64_t user_data, int res,
 		  uint32_t flags);
+/* Show the client the SQ head and CQ tail a record just made safe. */
+void session_publish(struct kvmemd_session *s);
 
 /*
  * PREFIX_ATTACH @e of the block named @key as far as it can go now: the

@@ -1168,6 +1168,7 @@ START_TEST(test_config_print_format)
 		"max_sessions",
 		"max_sessions_per_uid",
 		"keep_sessions",
+		"keep_on_crash",
 		"resume_seconds",
 		"log_level",
 		"host_bytes",

@@ -25,6 +25,7 @@
 #include "rng.h"
 
 #define STORE_CONF "[store]\npath = @DIR@/store\nsize = 64M\n"
+#define NO_CRASH_CONF "[daemon]\nkeep_on_crash = no\n"
 
 /* Is the connection lost, as a call finds out? */
 static int lost(struct kvmem_cache *c)
@@ -156,6 +157,85 @@ START_TEST(test_resume_after_restart)
 	kvmem_seq_free(s4);
 	kvmemd_admin_ok(&p, out, sizeof(out), "status");
 	ck_assert_uint_eq(kvmemd_json_u64(out, "sessions"), 2);
+
+	kvmem_seq_free(s1);
+	kvmem_seq_free(s2);
+	kvmem_seq_free(s3);
+	kvmem_seq_free(r1);
+	kvmem_seq_free(r2);
+	kvmem_seq_free(r3);
+	kvmem_close(e);
+	kvmem_close(a);
+	kvmem_close(b);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * The same two clients, with kill -9 where the stop was: the sessions come
+ * back from their records, every sequence attends as before (cold pages
+ * included), and go on; twice, and then an orderly restart.
+ */
+START_TEST(test_resume_after_kill)
+{
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s1, *s2, *s3, *r1, *r2, *r3;
+	struct kvmem_rng r;
+	struct kvmem_stats before[2], after;
+	struct kvmemd_proc p;
+	char out[8192];
+	float *k, *v;
+	int round;
+
+	kvmem_rng_seed(&r, 2011);
+	kvmemd_tokens(&r, 200, &k, &v);
+	kvmemd_start(&p, STORE_CONF, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	b = kvmemd_connect(&p, 4u << 20);
+	s1 = kvmemd_seq_with(a, k, v, 200);
+	s2 = kvmemd_seq_with(a, k + 64, v + 64, 70);
+	s3 = kvmemd_seq_with(b, v, k, 130);
+	r1 = kvmemd_reference(&e, k, v, 200);
+	r2 = kvmemd_seq_with(e, k + 64, v + 64, 70);
+	r3 = kvmemd_seq_with(e, v, k, 130);
+	ck_assert_int_eq(kvmem_seq_release(s1), 0);
+	kvmemd_admin_ok(&p, out, sizeof(out), "offload pool");
+	ck_assert_uint_gt(stats(a).cold_pages, 0);
+
+	for (round = 0; round < 3; round++) {
+		before[0] = stats(a);
+		before[1] = stats(b);
+		if (round < 2)
+			kvmemd_kill(&p);
+		else
+			ck_assert_int_eq(kvmemd_stop_keep(&p), 0);
+		ck_assert_int_eq(kvmemd_stored(&p, "session-"), 2);
+		ck_assert(lost(a));
+		ck_assert(lost(b));
+		kvmemd_restart(&p, NULL);
+		ck_assert_int_eq(kvmemd_log_lines(&p, "kept sessions wait for "
+						      "their clients"),
+				 1);
+		ck_assert_int_eq(kvmemd_log_lines(&p, "(a crash?)"),
+				 round < 2 ? 2 : 0);
+		ck_assert_int_eq(kvmem_reconnect(a), 0);
+		ck_assert_int_eq(kvmem_reconnect(b), 0);
+		after = stats(a);
+		same_holdings(&after, &before[0]);
+		after = stats(b);
+		same_holdings(&after, &before[1]);
+		ck_assert_int_eq(kvmem_seq_acquire(s1), 0);
+		kvmemd_expect_same(s1, r1, &r);
+		kvmemd_expect_same(s2, r2, &r);
+		kvmemd_expect_same(s3, r3, &r);
+		ck_assert_int_eq(kvmem_seq_append_all(s2, k, v, 40), 0);
+		ck_assert_int_eq(kvmem_seq_append_all(r2, k, v, 40), 0);
+		kvmemd_expect_same(s2, r2, &r);
+		ck_assert_int_eq(kvmem_seq_release(s1), 0);
+	}
 
 	kvmem_seq_free(s1);
 	kvmem_seq_free(s2);
@@ -542,9 +622,10 @@ START_TEST(test_resume_nothing_half_trusted)
 
 	kvmem_rng_seed(&r, 2003);
 	kvmemd_tokens(&r, 70, &k, &v);
-	kvmemd_start(&p, "[daemon]\nresume_seconds = 1\n", NULL);
+	kvmemd_start(&p, NO_CRASH_CONF "resume_seconds = 1\n", NULL);
 
-	/* Killed: no record, and the memfds it never stored. */
+	/* Killed without daemon.keep_on_crash: no record of its session,
+	 * whose memfd it stored. */
 	a = kvmemd_connect(&p, 4u << 20);
 	s = kvmemd_seq_with(a, k, v, 70);
 	kvmemd_kill(&p);
@@ -563,7 +644,8 @@ START_TEST(test_resume_nothing_half_trusted)
 	kvmemd_restart(&p, NULL);
 	ck_assert_int_eq(kvmemd_log_lines(&p, "cut short or damaged"), 1);
 	ck_assert_int_eq(kvmemd_log_lines(&p, "kept session memfds passed "
-					      "back with it: closed"),
+					      "back with no record that "
+					      "takes them back"),
 			 1);
 	ck_assert_int_eq(kvmem_reconnect(a), -ESTALE);
 	kvmem_seq_free(s);
@@ -790,7 +872,7 @@ START_TEST(test_resume_killed_daemon_reported)
 
 	kvmem_rng_seed(&r, 2004);
 	kvmemd_tokens(&r, 70, &k, &v);
-	kvmemd_start(&p, NULL, NULL);
+	kvmemd_start(&p, NO_CRASH_CONF, NULL);
 	a = kvmemd_connect(&p, 4u << 20);
 	s = kvmemd_seq_with(a, k, v, 30);
 	kvmemd_kill(&p);
@@ -851,11 +933,25 @@ START_TEST(test_resume_memfd_stored_while_running)
 	ck_assert_int_eq(kvmem_reconnect(a), 0);
 	ck_assert_int_eq(stored_sessions(&p, 1), 1);
 
-	/* Killed, it stays; the next kvmemd has no record of it yet. */
+	/* Killed, it stays, and the next kvmemd takes it back. */
 	kvmemd_kill(&p);
 	ck_assert_int_eq(stored_sessions(&p, 1), 1);
 	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	ck_assert_int_eq(stored_sessions(&p, 1), 1);
+	kvmem_close(a);
 	ck_assert_int_eq(stored_sessions(&p, 0), 0);
+
+	/* Killed without a record of it: closed, and out of the store. */
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_write_conf(&p, NO_CRASH_CONF);
+	kvmemd_restart(&p, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	ck_assert_int_eq(stored_sessions(&p, 1), 1);
+	kvmemd_kill(&p);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(stored_sessions(&p, 0), 0);
+	ck_assert_int_eq(kvmem_reconnect(a), -ESTALE);
 	kvmem_close(a);
 
 	/* Not offered a restart: not stored. */
@@ -885,7 +981,7 @@ START_TEST(test_resume_reconnect_through_a_reset)
 	int fd, status;
 	pid_t pid;
 
-	kvmemd_start(&p, NULL, NULL);
+	kvmemd_start(&p, NO_CRASH_CONF, NULL);
 	a = kvmemd_connect(&p, 4u << 20);
 	kvmemd_kill(&p);
 	/* A daemon that listens and never answers, in the old one's place. */
@@ -935,6 +1031,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_refused_to_others);
 	tcase_add_test(tc, test_resume_nothing_half_trusted);
 	tcase_add_test(tc, test_resume_killed_daemon_reported);
+	tcase_add_test(tc, test_resume_after_kill);
 	tcase_add_test(tc, test_resume_memfd_stored_while_running);
 	tcase_add_test(tc, test_resume_reconnect_through_a_reset);
 	tcase_add_test(tc, test_resume_ring_goes_on);
