@@ -517,8 +517,10 @@ void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit);
 void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
 		       uint32_t store_crc, struct kvmemd_check *c);
 /* Check every sealed page of @s now, as at its seal (a session taken back
- * after a restart). */
-void kvmemd_ras_verify(struct kvmemd_session *s);
+ * after a restart); with @lose, a page that does not match its seal's CRC
+ * may hold another's values (its record is older than its contents): it
+ * is lost, every value made to read as erased. */
+void kvmemd_ras_verify(struct kvmemd_session *s, int lose);
 /* Run @c for about *@budget bytes of work, taken from it. Return: 1 when
  * the check is over (or its slot was freed), 0 when the budget ran out. */
 int kvmemd_ras_check_step(struct kvmemd_session *s, struct kvmemd_check *c,

@@ -805,7 +805,7 @@ static void check_crc(struct kvmemd *d, struct kvmemd_session *s,
 
 	if (c->crc == sl->crc)
 		return;
-	if (c->src == SRC_RELOAD) {
+	if (c->src == SRC_RELOAD || c->lose) {
 		check_lose(d, s, c, p);
 		return;
 	}
@@ -1017,13 +1017,13 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 			check_report(d, s, c, p);
 			c->phase = PH_CRC;
 			c->pos = KVMEM_PAGE_HDR_BYTES;
-			if (c->src == SRC_RELOAD &&
+			if ((c->src == SRC_RELOAD || c->lose) &&
 			    (c->ue[REGION_SCALES] || c->ue[REGION_PAYLOAD])) {
 				/* It changed out there, and not only by
 				 * flips the codes could undo. */
 				check_lose(d, s, c, p);
 				c->phase = PH_DONE;
-			} else if (c->src != SRC_RELOAD &&
+			} else if (c->src != SRC_RELOAD && !c->lose &&
 				   (c->ue[REGION_SCALES] ||
 				    c->ue[REGION_PAYLOAD] ||
 				    sl->flags & SLOT_CRC_BAD)) {
@@ -1059,7 +1059,7 @@ void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
 	c->store_crc = store_crc;
 }
 
-void kvmemd_ras_verify(struct kvmemd_session *s)
+void kvmemd_ras_verify(struct kvmemd_session *s, int lose)
 {
 	struct kvmemd_check c;
 	uint64_t budget;
@@ -1072,6 +1072,7 @@ void kvmemd_ras_verify(struct kvmemd_session *s)
 		if (s->arena.slots[u].state != SLOT_SEALED)
 			continue;
 		ras_check_start(s, &c, u, SRC_SEAL);
+		c.lose = (uint8_t)lose;
 		budget = UINT64_MAX;
 		kvmemd_ras_check_step(s, &c, &budget);
 	}

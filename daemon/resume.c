@@ -28,17 +28,20 @@
  * checked as at its seal: header from the record, every word, the CRC.
  *
  * With daemon.keep_on_crash, each such session also has a record of its
- * own, STATE_DIR/session-ID.rec, in the same format, kept current while
- * it runs: once a loop iteration, a session whose tables or ring moved
- * has its tables copied and written on a worker (a new file renamed over
- * the old; not fsynced: it guards against a crash of kvmemd, whose writes
- * the kernel keeps, and the memfds it describes do not outlive the
- * machine either), and its client sees the SQ head and CQ tail of that
- * record only once it is written. So whatever the client learnt of is in
- * the record, and what it did not stays in its ring: after a kill -9 the
- * next kvmemd takes the memfd and the record back as after a stop, runs
- * again the ops the record did not have, and issues again those it says
- * were waiting. A copy shows each move under way as if it had not
+ * own in the same format, kept current while it runs: once a loop
+ * iteration, a session whose tables or ring moved has its tables copied
+ * and written on a worker, in turn to STATE_DIR/session-ID.0.rec and
+ * .1.rec (each over its last-but-one record, in place: a write cut short
+ * leaves the other whole; not fsynced: it guards against a crash of
+ * kvmemd, whose writes the kernel keeps, and the memfds it describes do
+ * not outlive the machine either), and its client sees the SQ head and
+ * CQ tail of that record only once it is written. So whatever the client
+ * learnt of is in the record, and what it did not stays in its ring: after
+ * a kill -9 the next kvmemd takes the memfd back with the newer whole
+ * record whose SQ head and CQ tail the ring shows (one written but not
+ * yet shown may hold ops whose callers were told they failed), as after
+ * a stop, runs again the ops the record did not have, and issues again
+ * those it says were waiting. A copy shows each move under way as if it had not
  * started (a page on its way to the store resident, one on its way back
  * cold, an archived copy not made) and each acquire still waiting as not
  * issued. A page sealed or moved after the record was written does not
@@ -67,9 +70,10 @@
 
 #define KEEP_FILE "sessions.kept"
 #define KEEP_MAGIC "KVMKEEP"
-#define KEEP_VERSION 1
+#define KEEP_VERSION 2
 #define FD_PREFIX "session-"
 #define LIVE_SUFFIX ".rec"
+#define LIVE_PATH_MAX 320
 /*
  * How long a stopping kvmemd runs what its sessions submitted, all of them
  * together (what is left is the next kvmemd's), and how long it waits for
@@ -88,6 +92,7 @@ struct keep_hdr {
 	uint32_t nsessions;
 	uint32_t rec_size, slot_size, page_size, seq_size;
 	uint8_t store_uuid[16]; /* all zero: no store */
+	uint64_t generation; /* a live record's: the newer of its two wins */
 	uint64_t body_bytes;
 	uint32_t body_crc; /* CRC-32C of the body */
 	uint32_t crc; /* CRC-32C of the header before it */
@@ -139,7 +144,11 @@ struct kvmemd_resume {
 struct kvmemd_live {
 	struct kvmemd_work work;
 	struct kvmemd_session *s; /* NULL once the session is freed */
-	char path[300];
+	/* Written in turn, each over its last-but-one record: a write cut
+	 * short leaves the other whole. Overwritten in place, not renamed
+	 * over, so that the kernel writes back only what stays. */
+	char path[2][LIVE_PATH_MAX];
+	uint64_t generation; /* of the record being written, or last */
 	uint8_t *buf; /* the record being written */
 	size_t len;
 	int ret;
@@ -190,20 +199,32 @@ static int write_all(int fd, const void *buf, size_t len);
 static int session_put(FILE *f, const struct kvmemd_session *s, uint64_t now,
 		       int live);
 
+/* The path of session @id's live record @n (0 or 1) to @buf. */
+static int live_path(const struct kvmemd *d, uint32_t id, int n, char *buf)
+{
+	int len = snprintf(buf, LIVE_PATH_MAX, "%s/" FD_PREFIX "%u.%d" LIVE_SUFFIX,
+			   d->cfg.state_dir, id, n);
+
+	return len > 0 && len < LIVE_PATH_MAX ? 0 : -ENAMETOOLONG;
+}
+
+static void live_unlink(struct kvmemd_live *l)
+{
+	unlink(l->path[0]);
+	unlink(l->path[1]);
+}
+
 /* @s has a record kept current from now on, if the configuration says so:
- * its first is written at the next loop iteration. */
-static void live_start(struct kvmemd_session *s)
+ * its first is written at the next loop iteration, after @generation. */
+static void live_start(struct kvmemd_session *s, uint64_t generation)
 {
 	struct kvmemd_live *l;
-	int n;
 
 	if (s->live || s->d->cfg.keep_on_crash != KVMEMD_YES)
 		return;
 	l = calloc(1, sizeof(*l));
-	n = l ? snprintf(l->path, sizeof(l->path), "%s/" FD_PREFIX "%u" LIVE_SUFFIX,
-			 s->d->cfg.state_dir, s->id)
-	      : -1;
-	if (n < 0 || (size_t)n >= sizeof(l->path)) {
+	if (!l || live_path(s->d, s->id, 0, l->path[0]) ||
+	    live_path(s->d, s->id, 1, l->path[1])) {
 		kvmemd_log(LOG_WARNING,
 			   "session %u: no record of it is kept while it runs "
 			   "(%s): a crash of kvmemd would lose it",
@@ -214,31 +235,34 @@ static void live_start(struct kvmemd_session *s)
 	}
 	l->s = s;
 	l->dirty = 1;
+	l->generation = generation;
 	s->pub_sq_head = s->sq_head;
 	s->pub_cq_tail = s->cq_tail;
 	s->live = l;
 }
 
-/* On a worker: the record to its file, whole or not at all. */
+/* On a worker: the record, checksummed, over the older of the two. */
 static void live_work(struct kvmemd_work *w)
 {
 	struct kvmemd_live *l = (struct kvmemd_live *)w;
-	char tmp[310];
+	struct keep_hdr *h = (struct keep_hdr *)l->buf;
+	struct stat st;
 	int fd;
 
-	snprintf(tmp, sizeof(tmp), "%s.new", l->path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	h->body_crc = kvmem_crc32c(0, l->buf + sizeof(*h), h->body_bytes);
+	h->crc = kvmem_crc32c(0, h, offsetof(struct keep_hdr, crc));
+	fd = open(l->path[l->generation & 1], O_WRONLY | O_CREAT | O_CLOEXEC,
+		  0600);
 	if (fd < 0) {
 		l->ret = -errno;
 		return;
 	}
 	l->ret = write_all(fd, l->buf, l->len);
+	if (!l->ret && !fstat(fd, &st) && (uint64_t)st.st_size > l->len &&
+	    ftruncate(fd, (off_t)l->len))
+		l->ret = -errno;
 	if (close(fd) && !l->ret)
 		l->ret = -errno;
-	if (!l->ret && rename(tmp, l->path))
-		l->ret = -errno;
-	if (l->ret)
-		unlink(tmp);
 }
 
 /* A session whose record cannot be written runs without one: its client
@@ -250,8 +274,8 @@ static void live_stop(struct kvmemd_session *s, int err)
 	kvmemd_log_err(LOG_ERR, err,
 		       "session %u: writing its record %s; it runs without "
 		       "one, and a crash of kvmemd would lose it",
-		       s->id, l->path);
-	unlink(l->path);
+		       s->id, l->path[l->generation & 1]);
+	live_unlink(l);
 	s->live = NULL;
 	free(l);
 	session_publish(s);
@@ -266,16 +290,14 @@ static void live_done(struct kvmemd_work *w)
 	free(l->buf);
 	l->buf = NULL;
 	l->busy = 0;
+	if (l->gone)
+		live_unlink(l);
 	if (!s) {
-		if (l->gone)
-			unlink(l->path);
 		free(l);
 		return;
 	}
-	if (l->gone) {
-		unlink(l->path);
+	if (l->gone)
 		return;
-	}
 	if (l->ret) {
 		live_stop(s, l->ret);
 		return;
@@ -285,7 +307,7 @@ static void live_done(struct kvmemd_work *w)
 	session_publish(s);
 }
 
-/* The whole record of @s, header and session, to l->buf. */
+/* The whole record of @s to l->buf: its checksums are the worker's. */
 static int live_image(struct kvmemd_session *s, struct kvmemd_live *l)
 {
 	struct keep_hdr h;
@@ -311,9 +333,8 @@ static int live_image(struct kvmemd_session *s, struct kvmemd_live *l)
 	h.page_size = sizeof(struct page);
 	h.seq_size = sizeof(struct keep_seq);
 	kvmemd_tier_store_uuid(s->d, h.store_uuid);
+	h.generation = l->generation + 1;
 	h.body_bytes = len - sizeof(h);
-	h.body_crc = kvmem_crc32c(0, buf + sizeof(h), h.body_bytes);
-	h.crc = kvmem_crc32c(0, &h, offsetof(struct keep_hdr, crc));
 	memcpy(buf, &h, sizeof(h));
 	l->buf = (uint8_t *)buf;
 	l->len = len;
@@ -339,6 +360,7 @@ static void live_write(struct kvmemd_session *s)
 	l->sq_head = s->sq_head;
 	l->cq_tail = s->cq_tail;
 	l->changes = s->arena.changes;
+	l->generation++;
 	l->dirty = 0;
 	l->ret = 0;
 	l->work.fn = live_work;
@@ -349,6 +371,7 @@ static void live_write(struct kvmemd_session *s)
 		l->busy = 0;
 		free(l->buf);
 		l->buf = NULL;
+		l->generation--;
 		l->dirty = 1;
 	}
 }
@@ -396,7 +419,7 @@ void kvmemd_resume_track(struct kvmemd_session *s)
 			       s->id);
 	s->stored = !ret;
 	if (s->stored)
-		live_start(s);
+		live_start(s, 0);
 }
 
 void kvmemd_resume_untrack(struct kvmemd_session *s)
@@ -408,7 +431,7 @@ void kvmemd_resume_untrack(struct kvmemd_session *s)
 		/* A write in flight would put it back: gone after it. */
 		l->gone = 1;
 		if (!l->busy)
-			unlink(l->path);
+			live_unlink(l);
 	}
 	if (!s->stored)
 		return;
@@ -684,7 +707,7 @@ static int layout_same(const struct kvmem_page_layout *a,
  * @why.
  */
 static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
-			char *why, size_t len)
+			uint64_t generation, char *why, size_t len)
 {
 	const struct keep_rec *rec = k->rec;
 	struct kvmemd_resume *r = d->resume;
@@ -726,6 +749,7 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 	s->resume_token = rec->token;
 	/* Its memfd came from the store, and stays there. */
 	s->stored = 1;
+	s->kept_generation = generation;
 	/* Archived pages are in the layout they were archived in: the
 	 * record's format and codec, laid out as the geometry says. */
 	memset(&s->arch, 0, sizeof(s->arch));
@@ -777,7 +801,7 @@ static int session_load(struct kvmemd *d, const struct kept *k, int store_ok,
 	s->pub_sq_head = s->sq_head;
 	s->pub_cq_tail = s->cq_tail;
 	session_publish(s);
-	kvmemd_ras_verify(s);
+	kvmemd_ras_verify(s, generation != 0);
 	if (s->id > d->next_session)
 		d->next_session = s->id;
 	/* A session kept again before its client came back waits no
@@ -898,8 +922,8 @@ static int record_load(struct kvmemd *d, const char *path, const uint8_t *buf,
 	c = (struct cursor){ .p = buf + sizeof(h), .left = h.body_bytes };
 	for (i = 0; i < h.nsessions; i++) {
 		kept_parse(&c, &k);
-		if (!session_load(d, &k, !memcmp(uuid, h.store_uuid, 16), why,
-				  sizeof(why))) {
+		if (!session_load(d, &k, !memcmp(uuid, h.store_uuid, 16),
+				  live ? h.generation : 0, why, sizeof(why))) {
 			kept++;
 			if (live)
 				kvmemd_log(LOG_NOTICE,
@@ -917,7 +941,7 @@ static int record_load(struct kvmemd *d, const char *path, const uint8_t *buf,
 	return kept;
 }
 
-/* Is @name a live record's ("session-ID.rec")? Its session's ID, or 0. */
+/* Is @name a live record's ("session-ID.N.rec")? Its session's ID, or 0. */
 static uint32_t live_name(const char *name)
 {
 	unsigned long id;
@@ -927,9 +951,83 @@ static uint32_t live_name(const char *name)
 		return 0;
 	errno = 0;
 	id = strtoul(name + strlen(FD_PREFIX), &end, 10);
-	if (errno || !id || id > UINT32_MAX || strcmp(end, LIVE_SUFFIX))
+	if (errno || !id || id > UINT32_MAX ||
+	    (strcmp(end, ".0" LIVE_SUFFIX) && strcmp(end, ".1" LIVE_SUFFIX)))
 		return 0;
 	return (uint32_t)id;
+}
+
+/* The SQ head and CQ tail a record @b (whole: hdr_check()) has. */
+static void rec_heads(const uint8_t *b, uint32_t heads[2])
+{
+	struct keep_rec rec;
+
+	memcpy(&rec, b + sizeof(struct keep_hdr), sizeof(rec));
+	heads[0] = rec.sq_head;
+	heads[1] = rec.cq_tail;
+}
+
+/*
+ * Session @id's live record that its client saw last, read into *@buf
+ * (*@size bytes), its path to @path: of its two records (each written over
+ * the last but one), the newer whole one whose SQ head and CQ tail are
+ * those its ring shows, @ring (a record written but not yet shown to the
+ * client when kvmemd died is not the one to take: the client may have
+ * given its ops up). 0, or -ENOENT (said in the log when a record is
+ * there).
+ */
+static int live_read(struct kvmemd *d, uint32_t id, const uint32_t ring[2],
+		     char *path, uint8_t **buf, size_t *size)
+{
+	char p[2][LIVE_PATH_MAX], why[2][KVMEM_MESSAGE_LEN];
+	uint8_t *b[2] = { NULL, NULL };
+	size_t n[2] = { 0, 0 };
+	struct keep_hdr h[2];
+	uint32_t heads[2];
+	int ok[2], i, ret;
+
+	for (i = 0; i < 2; i++) {
+		ok[i] = 0;
+		snprintf(why[i], sizeof(why[i]), "not there");
+		if (live_path(d, id, i, p[i]))
+			continue;
+		ret = slurp(p[i], &b[i], &n[i]);
+		if (ret) {
+			snprintf(why[i], sizeof(why[i]), "%s", strerror(-ret));
+			continue;
+		}
+		if (hdr_check(b[i], n[i], &h[i], why[i], sizeof(why[i])))
+			continue;
+		if (h[i].nsessions != 1 ||
+		    h[i].body_bytes < sizeof(struct keep_rec)) {
+			snprintf(why[i], sizeof(why[i]),
+				 "not the record of one session");
+			continue;
+		}
+		rec_heads(b[i], heads);
+		ok[i] = heads[0] == ring[0] && heads[1] == ring[1];
+		if (!ok[i])
+			snprintf(why[i], sizeof(why[i]),
+				 "SQ head %u and CQ tail %u, where its client "
+				 "saw %u and %u",
+				 heads[0], heads[1], ring[0], ring[1]);
+	}
+	i = ok[1] && (!ok[0] || h[1].generation > h[0].generation);
+	if (!ok[i]) {
+		if (b[0] || b[1])
+			kvmemd_log(LOG_ERR,
+				   "session %u: neither of its records is one "
+				   "to take back (%s: %s; %s: %s)",
+				   id, p[0], why[0], p[1], why[1]);
+		free(b[0]);
+		free(b[1]);
+		return -ENOENT;
+	}
+	free(b[!i]);
+	*buf = b[i];
+	*size = n[i];
+	memcpy(path, p[i], LIVE_PATH_MAX);
+	return 0;
 }
 
 /* The live records of the sessions whose memfds came back and that the
@@ -937,39 +1035,41 @@ static uint32_t live_name(const char *name)
 static int live_load(struct kvmemd *d)
 {
 	struct kvmemd_resume *r = d->resume;
-	char path[600];
-	struct dirent *e;
+	char path[LIVE_PATH_MAX];
+	uint32_t i, n, *ids, (*heads)[2];
+	struct kvmem_ring ring;
 	uint8_t *buf;
 	size_t size;
-	uint32_t id, i;
-	int n = 0, ret;
-	DIR *dir;
+	int kept = 0, ret;
 
-	if (!r->nfds)
+	/* Each load takes its memfd off the list: the IDs, and what the
+	 * rings show, first. The ring is at the start of the memfd. */
+	n = r->nfds;
+	ids = malloc((n + 1) * sizeof(*ids));
+	heads = malloc((n + 1) * sizeof(*heads));
+	if (!ids || !heads) {
+		free(ids);
+		free(heads);
 		return 0;
-	dir = opendir(d->cfg.state_dir);
-	if (!dir)
-		return 0;
-	while ((e = readdir(dir))) {
-		id = live_name(e->d_name);
-		for (i = 0; id && i < r->nfds && r->fds[i].id != id; i++)
-			;
-		if (!id || i == r->nfds)
+	}
+	for (i = 0; i < n; i++) {
+		ids[i] = r->fds[i].id;
+		if (pread(r->fds[i].fd, &ring, sizeof(ring), 0) !=
+		    (ssize_t)sizeof(ring))
+			memset(&ring, 0xff, sizeof(ring));
+		heads[i][0] = ring.sq_head;
+		heads[i][1] = ring.cq_tail;
+	}
+	for (i = 0; i < n; i++) {
+		if (live_read(d, ids[i], heads[i], path, &buf, &size))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir,
-			 e->d_name);
-		buf = NULL;
-		ret = slurp(path, &buf, &size);
-		if (ret) {
-			kvmemd_log_err(LOG_ERR, ret, "%s", path);
-			continue;
-		}
 		ret = record_load(d, path, buf, size, 1);
-		n += ret > 0 ? ret : 0;
+		kept += ret > 0 ? ret : 0;
 		free(buf);
 	}
-	closedir(dir);
-	return n;
+	free(ids);
+	free(heads);
+	return kept;
 }
 
 void kvmemd_resume_load(struct kvmemd *d)
@@ -1006,7 +1106,8 @@ void kvmemd_resume_load(struct kvmemd *d)
 			   kept, d->cfg.resume_seconds);
 }
 
-/* Live records of sessions this daemon did not take back: gone. */
+/* Live records of sessions this daemon did not take back, or took back
+ * from the record of a stop: gone. */
 static void live_prune(struct kvmemd *d)
 {
 	const struct kvmemd_session *s;
@@ -1023,7 +1124,8 @@ static void live_prune(struct kvmemd *d)
 		     s = s->kept_next)
 			if (s->id == id)
 				break;
-		if (!id || s)
+		/* A session the record of a stop took starts its own anew. */
+		if (!id || (s && s->kept_generation))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir,
 			 e->d_name);
@@ -1060,7 +1162,7 @@ void kvmemd_resume_commit(struct kvmemd *d)
 	r->record_read = 0;
 	live_prune(d);
 	for (s = r->kept; s; s = s->kept_next)
-		live_start(s);
+		live_start(s, s->kept_generation);
 }
 
 /* ---- a client comes back ---------------------------------------------- */
@@ -1375,6 +1477,11 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 	}
 	session_put(k->body, s, now, 0);
 	k->n++;
+	/* The record of the stop has all that ran: the client sees it. */
+	kvmemd_resume_forget(s);
+	s->pub_sq_head = s->sq_head;
+	s->pub_cq_tail = s->cq_tail;
+	session_publish(s);
 	kvmemd_log(LOG_INFO, "session %u (uid %u) kept for the next kvmemd",
 		   s->id, (unsigned int)s->uid);
 	return 1;

@@ -32,6 +32,9 @@ struct kvmemd_check {
 	uint8_t src; /* ras.c: enum source */
 	uint8_t phase; /* ras.c: enum check_phase */
 	uint8_t lost;
+	/* a page whose CRC misses may be another's: it is lost, as one read
+	 * back from the store (ras.c: check_lose()) */
+	uint8_t lose;
 	size_t pos; /* into the phase: bytes, or words */
 	uint32_t crc; /* of the bytes so far */
 	uint32_t store_crc; /* reload: of the page as it was written */
@@ -148,6 +151,9 @@ struct kvmemd_session {
 	 */
 	struct kvmemd_live *live;
 	uint32_t pub_sq_head, pub_cq_tail;
+	/* the generation of the live record it was taken back from; 0:
+	 * from the record of a stop, or a new session */
+	uint64_t kept_generation;
 	/* ops the record said were waiting when kvmemd died: issued again
 	 * before the ring's */
 	struct kvmem_sqe *redo;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kvmem/kvmem.h"
@@ -248,6 +250,258 @@ START_TEST(test_resume_after_kill)
 	kvmem_close(b);
 	free(k);
 	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* ---- kill -9 at random moments ------------------------------------- */
+
+#define KILL_SEQS 3
+#define KILL_SEQ_MAX 400 /* tokens a layer: then the sequence starts anew */
+
+/* A sequence of the kill loop, and every token tried on each layer. */
+struct kill_seq {
+	struct kvmem_seq *s;
+	float *k[2], *v[2]; /* [layer]: rows of [kv_heads][head_dim] */
+	uint32_t n[2]; /* tokens in k, v: the sequence has a prefix of them */
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Send @req to the admin socket, which may be gone: its descriptor, or
+ * -1. */
+static int admin_try(const struct kvmemd_proc *p, const char *req)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", p->admin);
+	if (fd >= 0 && (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+			send(fd, req, strlen(req), MSG_NOSIGNAL) < 0)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+struct killer {
+	pid_t pid;
+	unsigned int delay_us;
+};
+
+static void *killer_run(void *arg)
+{
+	const struct killer *k = arg;
+
+	usleep(k->delay_us);
+	kill(k->pid, SIGKILL);
+	return NULL;
+}
+
+/* @ntok tokens of @t (rows of [layers][heads][dim]) tried on @q's layers. */
+static void kill_seq_try(struct kill_seq *q, const float *k, const float *v,
+			 uint32_t ntok)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const size_t row = (size_t)g.kv_heads * g.head_dim;
+	uint32_t l, t;
+
+	for (l = 0; l < g.layers; l++)
+		for (t = 0; t < ntok; t++, q->n[l]++) {
+			memcpy(q->k[l] + q->n[l] * row,
+			       k + ((size_t)t * g.layers + l) * row,
+			       row * sizeof(float));
+			memcpy(q->v[l] + q->n[l] * row,
+			       v + ((size_t)t * g.layers + l) * row,
+			       row * sizeof(float));
+		}
+}
+
+/*
+ * After a restart: each layer of @q holds a prefix of what was tried on it,
+ * no shorter than @held; page by page, its values are those of an embedded
+ * cache given the same tokens, or flagged as erased. Return: pages flagged.
+ */
+static unsigned int kill_seq_check(struct kill_seq *q, const uint32_t held[2])
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const size_t row = (size_t)g.kv_heads * g.head_dim;
+	const uint32_t tpp = g.tokens_per_page;
+	struct kvmem_page_counts c;
+	struct kvmem_cache *e;
+	struct kvmem_seq *ref;
+	float *ka, *va, *kb, *vb;
+	uint32_t l, len, t, n;
+	unsigned int flagged = 0;
+
+	ck_assert_int_eq(kvmem_open_embedded(&g, 8u << 20, &e), 0);
+	ck_assert_int_eq(kvmem_seq_create(e, &ref), 0);
+	ka = kvmem_check_xmalloc(tpp * row * sizeof(float));
+	va = kvmem_check_xmalloc(tpp * row * sizeof(float));
+	kb = kvmem_check_xmalloc(tpp * row * sizeof(float));
+	vb = kvmem_check_xmalloc(tpp * row * sizeof(float));
+	for (l = 0; l < g.layers; l++) {
+		len = kvmem_seq_len(q->s, l);
+		ck_assert_uint_le(len, q->n[l]);
+		ck_assert_uint_ge(len, held[l]);
+		q->n[l] = len;
+		if (len)
+			ck_assert_int_eq(kvmem_seq_append(ref, l, q->k[l],
+							  q->v[l], len),
+					 0);
+		for (t = 0; t < len; t += n) {
+			n = len - t < tpp ? len - t : tpp;
+			memset(&c, 0, sizeof(c));
+			ck_assert_int_eq(kvmem_seq_read(q->s, l, t, n, 0, ka,
+							va, &c),
+					 0);
+			ck_assert_int_eq(kvmem_seq_read(ref, l, t, n, 0, kb,
+							vb, NULL),
+					 0);
+			if (c.values_erased) {
+				flagged++;
+				continue;
+			}
+			EXPECT_MEM(ka, kb, n * row * sizeof(float),
+				   "K of layer %u, tokens %u..", l, t);
+			EXPECT_MEM(va, vb, n * row * sizeof(float),
+				   "V of layer %u, tokens %u..", l, t);
+		}
+	}
+	free(ka);
+	free(va);
+	free(kb);
+	free(vb);
+	kvmem_seq_free(ref);
+	kvmem_close(e);
+	return flagged;
+}
+
+/*
+ * kill -9 at a random moment of appends (seals), releases and acquires,
+ * offloads to the store and reads back, over and over, with a restart
+ * after each: the client takes its session back every time, nothing it
+ * was told is kept is missing, and every page reads as an embedded cache
+ * given the same tokens does, or flagged as erased: never different
+ * unflagged. KVMEM_KILL_ROUNDS sets the rounds (default 25).
+ */
+START_TEST(test_resume_kill_loop)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const size_t row = (size_t)g.kv_heads * g.head_dim;
+	const char *env = getenv("KVMEM_KILL_ROUNDS");
+	const unsigned int rounds = env ? (unsigned int)atoi(env) : 25;
+	struct kill_seq q[KILL_SEQS];
+	uint32_t held[KILL_SEQS][2];
+	unsigned int round, i, flagged = 0;
+	unsigned long long tokens = 0, offloads = 0;
+	struct kvmem_cache *a;
+	struct kvmemd_proc p;
+	struct kvmem_rng r;
+	struct killer kl;
+	pthread_t th;
+	uint64_t start;
+	float *k, *v;
+	int ret, fd;
+
+	kvmem_rng_seed(&r, 2013);
+	kvmemd_start(&p, STORE_CONF, NULL);
+	a = kvmemd_connect(&p, 4u << 20);
+	memset(q, 0, sizeof(q));
+	for (i = 0; i < KILL_SEQS; i++) {
+		ck_assert_int_eq(kvmem_seq_create(a, &q[i].s), 0);
+		for (int l = 0; l < 2; l++) {
+			q[i].k[l] = kvmem_check_xmalloc(
+				(KILL_SEQ_MAX + 64) * row * sizeof(float));
+			q[i].v[l] = kvmem_check_xmalloc(
+				(KILL_SEQ_MAX + 64) * row * sizeof(float));
+		}
+	}
+	for (round = 0; round < rounds; round++) {
+		for (i = 0; i < KILL_SEQS; i++) {
+			held[i][0] = kvmem_seq_len(q[i].s, 0);
+			held[i][1] = kvmem_seq_len(q[i].s, 1);
+		}
+		kl.pid = p.pid;
+		kl.delay_us = (unsigned int)kvmem_rng_below(&r, 40000);
+		ck_assert_int_eq(pthread_create(&th, NULL, killer_run, &kl), 0);
+		fd = -1;
+		for (start = mono_ns(), ret = 0;
+		     !ret && mono_ns() - start < 2000000000ull;) {
+			struct kill_seq *x = &q[kvmem_rng_below(&r, KILL_SEQS)];
+			uint32_t ntok = 1 + (uint32_t)kvmem_rng_below(&r, 40);
+
+			switch (kvmem_rng_below(&r, 8)) {
+			case 0:
+				ret = kvmem_seq_release(x->s);
+				if (!ret)
+					ret = kvmem_seq_acquire(x->s);
+				break;
+			case 1:
+				if (fd < 0) {
+					fd = admin_try(&p, "offload pool");
+					offloads += fd >= 0;
+				}
+				break;
+			default:
+				if (x->n[0] + ntok > KILL_SEQ_MAX ||
+				    x->n[1] + ntok > KILL_SEQ_MAX)
+					break;
+				kvmemd_tokens(&r, ntok, &k, &v);
+				kill_seq_try(x, k, v, ntok);
+				ret = kvmem_seq_append_all(x->s, k, v, ntok);
+				tokens += ret ? 0 : ntok;
+				free(k);
+				free(v);
+				/* A full arena is no crash: start anew. */
+				if (ret == -ENOMEM)
+					ret = 0;
+			}
+			if (!ret)
+				for (i = 0; i < KILL_SEQS; i++) {
+					held[i][0] = kvmem_seq_len(q[i].s, 0);
+					held[i][1] = kvmem_seq_len(q[i].s, 1);
+				}
+		}
+		pthread_join(th, NULL);
+		if (fd >= 0)
+			close(fd);
+		kvmemd_kill(&p);
+		kvmemd_restart(&p, NULL);
+		ck_assert_msg(kvmem_reconnect(a) == 0, "round %u: %s", round,
+			      kvmem_connect_error());
+		for (i = 0; i < KILL_SEQS; i++) {
+			flagged += kill_seq_check(&q[i], held[i]);
+			if (q[i].n[0] + 64 < KILL_SEQ_MAX &&
+			    q[i].n[1] + 64 < KILL_SEQ_MAX)
+				continue;
+			kvmem_seq_free(q[i].s);
+			ck_assert_int_eq(kvmem_seq_create(a, &q[i].s), 0);
+			q[i].n[0] = q[i].n[1] = 0;
+		}
+		/* A released sequence is acquired again for the next round. */
+		for (i = 0; i < KILL_SEQS; i++)
+			kvmem_seq_acquire(q[i].s);
+	}
+	fprintf(stderr,
+		"kill loop: %u rounds, %llu tokens appended, %llu offloads "
+		"asked, %u pages flagged as erased\n",
+		rounds, tokens, offloads, flagged);
+	for (i = 0; i < KILL_SEQS; i++) {
+		kvmem_seq_free(q[i].s);
+		for (int l = 0; l < 2; l++) {
+			free(q[i].k[l]);
+			free(q[i].v[l]);
+		}
+	}
+	kvmem_close(a);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 }
@@ -1032,6 +1286,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_nothing_half_trusted);
 	tcase_add_test(tc, test_resume_killed_daemon_reported);
 	tcase_add_test(tc, test_resume_after_kill);
+	tcase_add_test(tc, test_resume_kill_loop);
 	tcase_add_test(tc, test_resume_memfd_stored_while_running);
 	tcase_add_test(tc, test_resume_reconnect_through_a_reset);
 	tcase_add_test(tc, test_resume_ring_goes_on);
