@@ -376,6 +376,34 @@ static void live_write(struct kvmemd_session *s)
 	}
 }
 
+/*
+ * @s's first live record, written now: until there is one, a crash would
+ * lose it (the record of a stop it came from is removed once it serves).
+ * A new session's tables are empty, a kept one's are read at start.
+ */
+static void live_first(struct kvmemd_session *s)
+{
+	struct kvmemd_live *l = s->live;
+	int ret;
+
+	if (!l)
+		return;
+	ret = live_image(s, l);
+	if (ret) {
+		live_stop(s, ret);
+		return;
+	}
+	l->sq_head = s->sq_head;
+	l->cq_tail = s->cq_tail;
+	l->changes = s->arena.changes;
+	l->generation++;
+	l->dirty = 0;
+	l->ret = 0;
+	l->busy = 1;
+	live_work(&l->work);
+	live_done(&l->work);
+}
+
 void kvmemd_resume_record(struct kvmemd *d)
 {
 	struct kvmemd_session *s;
@@ -418,8 +446,10 @@ void kvmemd_resume_track(struct kvmemd_session *s)
 			       "crash of kvmemd would lose it",
 			       s->id);
 	s->stored = !ret;
-	if (s->stored)
+	if (s->stored) {
 		live_start(s, 0);
+		live_first(s);
+	}
 }
 
 void kvmemd_resume_untrack(struct kvmemd_session *s)
@@ -957,7 +987,8 @@ static uint32_t live_name(const char *name)
 	return (uint32_t)id;
 }
 
-/* The SQ head and CQ tail a record @b (whole: hdr_check()) has. */
+/* The SQ head and CQ tail the record @b (whole: hdr_check()) of one
+ * session has; and that session's ID. */
 static void rec_heads(const uint8_t *b, uint32_t heads[2])
 {
 	struct keep_rec rec;
@@ -965,6 +996,14 @@ static void rec_heads(const uint8_t *b, uint32_t heads[2])
 	memcpy(&rec, b + sizeof(struct keep_hdr), sizeof(rec));
 	heads[0] = rec.sq_head;
 	heads[1] = rec.cq_tail;
+}
+
+static uint32_t rec_id(const uint8_t *b)
+{
+	struct keep_rec rec;
+
+	memcpy(&rec, b + sizeof(struct keep_hdr), sizeof(rec));
+	return rec.id;
 }
 
 /*
@@ -999,9 +1038,10 @@ static int live_read(struct kvmemd *d, uint32_t id, const uint32_t ring[2],
 		if (hdr_check(b[i], n[i], &h[i], why[i], sizeof(why[i])))
 			continue;
 		if (h[i].nsessions != 1 ||
-		    h[i].body_bytes < sizeof(struct keep_rec)) {
+		    h[i].body_bytes < sizeof(struct keep_rec) ||
+		    rec_id(b[i]) != id) {
 			snprintf(why[i], sizeof(why[i]),
-				 "not the record of one session");
+				 "not the record of session %u alone", id);
 			continue;
 		}
 		rec_heads(b[i], heads);
@@ -1156,13 +1196,18 @@ void kvmemd_resume_commit(struct kvmemd *d)
 		kvmemd_notify_fd(msg, -1);
 	}
 	r->nnames = 0;
+	/* The record of a stop goes once each session it kept has a live
+	 * record of its own. */
+	live_prune(d);
+	for (s = r->kept; s; s = s->kept_next) {
+		live_start(s, s->kept_generation);
+		if (!s->kept_generation)
+			live_first(s);
+	}
 	if (r->record_read && !record_path(d, "", path, sizeof(path)) &&
 	    unlink(path) && errno != ENOENT)
 		kvmemd_log_err(LOG_WARNING, -errno, "removing %s", path);
 	r->record_read = 0;
-	live_prune(d);
-	for (s = r->kept; s; s = s->kept_next)
-		live_start(s, s->kept_generation);
 }
 
 /* ---- a client comes back ---------------------------------------------- */

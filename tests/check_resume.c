@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvmem/crc32c.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
 #include "kvmemd_harness.h"
@@ -35,6 +36,18 @@ static int lost(struct kvmem_cache *c)
 	struct kvmem_stats st;
 
 	return kvmem_daemon_stats(c, &st) == -ENOTCONN;
+}
+
+/* Wait (5 s at most) until @p's store holds @n session memfds. */
+static int stored_sessions(struct kvmemd_proc *p, int n)
+{
+	int i, got = kvmemd_stored(p, "session-");
+
+	for (i = 0; i < 500 && got != n; i++) {
+		usleep(10000);
+		got = kvmemd_stored(p, "session-");
+	}
+	return got;
 }
 
 static struct kvmem_stats stats(struct kvmem_cache *c)
@@ -248,6 +261,166 @@ START_TEST(test_resume_after_kill)
 	kvmem_close(e);
 	kvmem_close(a);
 	kvmem_close(b);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* ---- live records refused ------------------------------------------ */
+
+/* The layout of a record's header, as kvmemd writes it (daemon/resume.c). */
+#define REC_VERSION_OFF 8
+#define REC_CRC_OFF 68
+
+/* Session @id's live record @n's path; 0 when it is not there. */
+static int live_rec(const struct kvmemd_proc *p, uint32_t id, int n,
+		    char *path, size_t len)
+{
+	struct stat st;
+
+	snprintf(path, len, "%s/state/session-%u.%d.rec", p->dir, id, n);
+	return !stat(path, &st);
+}
+
+/* Each live record of session @id: a byte of its body flipped. */
+static void live_damage(const struct kvmemd_proc *p, uint32_t id)
+{
+	char path[300];
+	uint8_t byte;
+	int n, fd;
+
+	for (n = 0; n < 2; n++) {
+		if (!live_rec(p, id, n, path, sizeof(path)))
+			continue;
+		fd = open(path, O_RDWR);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, &byte, 1, 200), 1);
+		byte ^= 0x10;
+		ck_assert_int_eq(pwrite(fd, &byte, 1, 200), 1);
+		close(fd);
+	}
+}
+
+/* Each live record of session @id says another version wrote it, its
+ * header's checksum made right again. */
+static void live_version(const struct kvmemd_proc *p, uint32_t id)
+{
+	uint8_t h[REC_CRC_OFF];
+	uint32_t v = 1, crc;
+	char path[300];
+	int n, fd;
+
+	for (n = 0; n < 2; n++) {
+		if (!live_rec(p, id, n, path, sizeof(path)))
+			continue;
+		fd = open(path, O_RDWR);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, h, sizeof(h), 0), sizeof(h));
+		memcpy(h + REC_VERSION_OFF, &v, sizeof(v));
+		crc = kvmem_crc32c(0, h, sizeof(h));
+		ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), sizeof(h));
+		ck_assert_int_eq(pwrite(fd, &crc, sizeof(crc), REC_CRC_OFF),
+				 sizeof(crc));
+		close(fd);
+	}
+}
+
+/* Session @to's live records become copies of session @from's. */
+static void live_copy(const struct kvmemd_proc *p, uint32_t from, uint32_t to)
+{
+	char src[300], dst[300];
+	size_t len;
+	char *text;
+	int n, fd;
+
+	for (n = 0; n < 2; n++) {
+		live_rec(p, to, n, dst, sizeof(dst));
+		unlink(dst);
+		if (!live_rec(p, from, n, src, sizeof(src)))
+			continue;
+		text = kvmem_check_read_file(src, &len);
+		fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+		close(fd);
+		free(text);
+	}
+}
+
+static void live_remove(const struct kvmemd_proc *p, uint32_t id)
+{
+	char path[300];
+	int n;
+
+	for (n = 0; n < 2; n++)
+		if (live_rec(p, id, n, path, sizeof(path)))
+			ck_assert_int_eq(unlink(path), 0);
+}
+
+/*
+ * After kill -9, records that do not verify, that another version wrote,
+ * that are another session's or that are gone: each such session is
+ * refused with a sentence, its memfd closed and out of the store; the
+ * session whose records are whole comes back bit-exact.
+ */
+START_TEST(test_resume_live_records_refused)
+{
+	struct kvmem_cache *c[5], *e;
+	struct kvmem_seq *s[5], *ref;
+	struct kvmemd_proc p;
+	struct kvmem_rng r;
+	float *k, *v;
+	int i;
+
+	kvmem_rng_seed(&r, 2014);
+	kvmemd_tokens(&r, 70, &k, &v);
+	kvmemd_start(&p, NULL, NULL);
+	for (i = 0; i < 5; i++) {
+		c[i] = kvmemd_connect(&p, 4u << 20);
+		s[i] = kvmemd_seq_with(c[i], k, v, 70);
+	}
+	ref = kvmemd_reference(&e, k, v, 70);
+	ck_assert_int_eq(stored_sessions(&p, 5), 5);
+	kvmemd_kill(&p);
+	live_copy(&p, 1, 2);
+	live_damage(&p, 1);
+	live_version(&p, 3);
+	live_remove(&p, 4);
+	kvmemd_restart(&p, NULL);
+
+	ck_assert_int_eq(kvmemd_log_lines(&p, "session 1: neither of its "
+					      "records is one to take back"),
+			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "not the record of session 2 "
+					      "alone"),
+			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "written by another version"),
+			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "4 kept session memfds passed "
+					      "back with no record"),
+			 1);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(kvmem_reconnect(c[i]), -ESTALE);
+	ck_assert_int_eq(kvmem_reconnect(c[4]), 0);
+	kvmemd_expect_same(s[4], ref, &r);
+	ck_assert_int_eq(stored_sessions(&p, 1), 1);
+	ck_assert_int_eq(kvmemd_stored(&p, "session-5"), 1);
+	/* Nothing is left of those refused. */
+	for (i = 1; i <= 4; i++) {
+		char path[300];
+
+		ck_assert(!live_rec(&p, (uint32_t)i, 0, path, sizeof(path)));
+		ck_assert(!live_rec(&p, (uint32_t)i, 1, path, sizeof(path)));
+	}
+
+	for (i = 0; i < 5; i++) {
+		kvmem_seq_free(s[i]);
+		kvmem_close(c[i]);
+	}
+	kvmem_seq_free(ref);
+	kvmem_close(e);
 	free(k);
 	free(v);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
@@ -1149,18 +1322,6 @@ START_TEST(test_resume_killed_daemon_reported)
 }
 END_TEST
 
-/* Wait (5 s at most) until @p's store holds @n session memfds. */
-static int stored_sessions(struct kvmemd_proc *p, int n)
-{
-	int i, got = kvmemd_stored(p, "session-");
-
-	for (i = 0; i < 500 && got != n; i++) {
-		usleep(10000);
-		got = kvmemd_stored(p, "session-");
-	}
-	return got;
-}
-
 /*
  * A session's memfd is in systemd's descriptor store from its welcome on,
  * not only from an orderly stop: a crash does not take it. It leaves when
@@ -1287,6 +1448,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_killed_daemon_reported);
 	tcase_add_test(tc, test_resume_after_kill);
 	tcase_add_test(tc, test_resume_kill_loop);
+	tcase_add_test(tc, test_resume_live_records_refused);
 	tcase_add_test(tc, test_resume_memfd_stored_while_running);
 	tcase_add_test(tc, test_resume_reconnect_through_a_reset);
 	tcase_add_test(tc, test_resume_ring_goes_on);
