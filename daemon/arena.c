@@ -85,6 +85,7 @@ int arena_tables(struct kvmemd_arena *a)
 
 void arena_exit(struct kvmemd_arena *a)
 {
+	arena_limbo_off(a);
 	free(a->pages);
 	free(a->slots);
 	free(a->free[0]);
@@ -109,20 +110,93 @@ void arena_heap_put(struct kvmemd_arena *a, size_t bytes)
 	a->d->n.pool_used -= bytes;
 }
 
+/* ---- the slot limbo of a live record ---------------------------------- */
+
+int arena_limbo_on(struct kvmemd_arena *a)
+{
+	size_t n = (a->nunits + 7) / 8;
+
+	if (a->limbo)
+		return 0;
+	if (arena_heap_get(a, 2 * n))
+		return -ENOMEM;
+	a->limbo = calloc(2, n);
+	if (!a->limbo) {
+		arena_heap_put(a, 2 * n);
+		return -ENOMEM;
+	}
+	a->limbo_bytes = n;
+	return 0;
+}
+
+void arena_limbo_off(struct kvmemd_arena *a)
+{
+	if (!a->limbo)
+		return;
+	free(a->limbo);
+	arena_heap_put(a, 2 * a->limbo_bytes);
+	a->limbo = NULL;
+	a->limbo_bytes = 0;
+}
+
+void arena_limbo_mark(struct kvmemd_arena *a)
+{
+	size_t i;
+
+	for (i = 0; a->limbo && i < a->limbo_bytes; i++) {
+		a->limbo[a->limbo_bytes + i] |= a->limbo[i];
+		a->limbo[i] = 0;
+	}
+}
+
+void arena_limbo_clear(struct kvmemd_arena *a)
+{
+	if (a->limbo)
+		memset(a->limbo + a->limbo_bytes, 0, a->limbo_bytes);
+}
+
+static int in_limbo(const struct kvmemd_arena *a, uint32_t u)
+{
+	const uint8_t bit = (uint8_t)(1u << u % 8);
+
+	return (a->limbo[u / 8] | a->limbo[a->limbo_bytes + u / 8]) & bit;
+}
+
 /* ---- slots ------------------------------------------------------------ */
+
+/*
+ * Where on free list @fl a slot for the daemon's own write is: the last
+ * that no record may still name (all of them without a live record), or
+ * -1 for none.
+ */
+static long free_pick(const struct kvmemd_arena *a, int fl,
+		      enum slot_state state)
+{
+	uint32_t i = a->nfree[fl];
+
+	if (state == SLOT_OPEN || !a->limbo)
+		return (long)i - 1;
+	while (i-- > 0)
+		if (!in_limbo(a, a->free[fl][i]))
+			return (long)i;
+	return -1;
+}
 
 /* A slot of @kind in @state, from its free list or carved above ->top. */
 static int slot_take(struct kvmemd_arena *a, int kind, enum slot_state state,
 		     uint32_t *out)
 {
 	int fl = free_list(a, kind);
+	long i = free_pick(a, fl, state);
 	uint32_t u;
 
-	if (a->nfree[fl]) {
-		u = a->free[fl][--a->nfree[fl]];
+	if (i >= 0) {
+		u = a->free[fl][i];
+		a->free[fl][i] = a->free[fl][--a->nfree[fl]];
 	} else {
+		/* Free ones there are, once the record is written. */
 		if (a->nunits - a->top < a->slot_units[kind])
-			return -ENOMEM;
+			return a->nfree[fl] ? -EBUSY : -ENOMEM;
 		u = a->top;
 		a->top += a->slot_units[kind];
 	}
@@ -153,6 +227,8 @@ static void slot_release(struct kvmemd_arena *a, uint32_t u)
 	a->used_bytes -= arena_slot_bytes(a, sl->kind);
 	sl->state = SLOT_FREE;
 	a->free[fl][a->nfree[fl]++] = u;
+	if (a->limbo)
+		a->limbo[u / 8] |= (uint8_t)(1u << u % 8);
 }
 
 int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out)

@@ -100,6 +100,17 @@ struct kvmemd_arena {
 	uint32_t npages, top_page, free_page; /* free_page: NO_UNIT for none */
 	uint32_t seals; /* slots sealed: numbers slot.seal */
 	uint64_t changes; /* to its tables, so far */
+	/*
+	 * With a live record (resume.c): bitmaps of the slots freed since
+	 * the copy for the record being written was taken ([0]) and before
+	 * it, until that record is written ([1]). The record a restart after
+	 * a crash would take may still name what was in them: the daemon's
+	 * own moves (a page read back, an archived copy) write none of them.
+	 * A client's slot is safe: the client learns of it only once a
+	 * record that has it is written. NULL: no live record.
+	 */
+	uint8_t *limbo;
+	size_t limbo_bytes; /* of each bitmap */
 	/* what the tables add up to */
 	uint64_t used_bytes, nopen, nsealed;
 	uint64_t sealed_bytes, ndegraded;
@@ -126,6 +137,15 @@ int arena_tables(struct kvmemd_arena *a);
 /* Free the tables; what ->heap says stays for the caller to give back. */
 void arena_exit(struct kvmemd_arena *a);
 
+/* The slot limbo of a live record (->limbo): on, 0 or -ENOMEM; off. */
+int arena_limbo_on(struct kvmemd_arena *a);
+void arena_limbo_off(struct kvmemd_arena *a);
+/* The copy for a record was taken: the slots freed until now wait for it
+ * to be written. */
+void arena_limbo_mark(struct kvmemd_arena *a);
+/* That record is written: they are free for anything again. */
+void arena_limbo_clear(struct kvmemd_arena *a);
+
 /* Take @bytes more of daemon memory: 0, or -ENOMEM past the session's
  * share or the pool's. arena_heap_put() gives them back. */
 int arena_heap_get(struct kvmemd_arena *a, size_t bytes);
@@ -139,7 +159,8 @@ void arena_heap_put(struct kvmemd_arena *a, size_t bytes);
 /* An open slot of @kind, the client's: 0, or -ENOMEM when none is free. */
 int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out);
 /* A slot of @kind for a page the daemon makes (SLOT_ARCHIVING): no op of
- * the client's reaches it. 0, or -ENOMEM. */
+ * the client's reaches it. 0, -ENOMEM, or -EBUSY when the free ones wait
+ * for a live record (->limbo). */
 int arena_slot_reserve(struct kvmemd_arena *a, int kind, uint32_t *out);
 /* An open or reserved slot, back on its free list. */
 void arena_slot_free(struct kvmemd_arena *a, uint32_t u);
@@ -181,7 +202,8 @@ void arena_write_start(struct kvmemd_arena *a, uint32_t pg);
  * given back and recorded in ->cold (@to_store), or resident again. */
 void arena_write_end(struct kvmemd_arena *a, uint32_t pg, int to_store);
 /* Cold @pg is being read back into a new slot of its kind (SLOT_LOADING,
- * in *@out): 0, or -ENOMEM when none is free. */
+ * in *@out): 0, -ENOMEM when none is free, or -EBUSY when the free ones
+ * wait for a live record (->limbo). */
 int arena_read_start(struct kvmemd_arena *a, uint32_t pg, uint32_t *out);
 /* The read of @pg (not orphaned) failed: it is cold again, its slot given
  * back, SLOT_READ_FAILED in ->cold. */

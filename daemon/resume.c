@@ -44,8 +44,11 @@
  * those it says were waiting. A copy shows each move under way as if it had not
  * started (a page on its way to the store resident, one on its way back
  * cold, an archived copy not made) and each acquire still waiting as not
- * issued. A page sealed or moved after the record was written does not
- * match it and is checked as any other: erased and reported, never
+ * issued. Slots and store extents freed since the copy are not written by
+ * the daemon's own moves until a record that no longer names them is
+ * written (arena.h: ->limbo; tier.c: held units), so a page moved after
+ * the record is still where it says. A page that does not match it all
+ * the same is lost (kvmemd_ras_verify()): erased and reported, never
  * served as good.
  *
  * A kept session waits, counted in the pool, for a hello that names it
@@ -233,6 +236,15 @@ static void live_start(struct kvmemd_session *s, uint64_t generation)
 		free(l);
 		return;
 	}
+	if (arena_limbo_on(&s->arena)) {
+		kvmemd_log(LOG_WARNING,
+			   "session %u: no record of it is kept while it runs "
+			   "(its share of daemon memory is spent): a crash of "
+			   "kvmemd would lose it",
+			   s->id);
+		free(l);
+		return;
+	}
 	l->s = s;
 	l->dirty = 1;
 	l->generation = generation;
@@ -278,6 +290,8 @@ static void live_stop(struct kvmemd_session *s, int err)
 	live_unlink(l);
 	s->live = NULL;
 	free(l);
+	arena_limbo_off(&s->arena);
+	tier_held_drop(s);
 	session_publish(s);
 }
 
@@ -304,6 +318,10 @@ static void live_done(struct kvmemd_work *w)
 	}
 	s->pub_sq_head = l->sq_head;
 	s->pub_cq_tail = l->cq_tail;
+	arena_limbo_clear(&s->arena);
+	tier_held_clear(s);
+	if (s->nwaits)
+		tier_retry(s);
 	session_publish(s);
 }
 
@@ -357,6 +375,8 @@ static void live_write(struct kvmemd_session *s)
 		live_stop(s, ret);
 		return;
 	}
+	arena_limbo_mark(&s->arena);
+	tier_held_mark(s);
 	l->sq_head = s->sq_head;
 	l->cq_tail = s->cq_tail;
 	l->changes = s->arena.changes;
@@ -393,6 +413,8 @@ static void live_first(struct kvmemd_session *s)
 		live_stop(s, ret);
 		return;
 	}
+	arena_limbo_mark(&s->arena);
+	tier_held_mark(s);
 	l->sq_head = s->sq_head;
 	l->cq_tail = s->cq_tail;
 	l->changes = s->arena.changes;
@@ -423,6 +445,8 @@ void kvmemd_resume_forget(struct kvmemd_session *s)
 	if (!l)
 		return;
 	s->live = NULL;
+	arena_limbo_off(&s->arena);
+	tier_held_drop(s);
 	if (l->busy) {
 		l->s = NULL;
 		return;

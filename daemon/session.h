@@ -116,6 +116,11 @@ struct kvmemd_session {
 	uint64_t victims_built;
 	/* sequences to read back (SEQ_PREFETCH), and how far each got */
 	uint32_t prefetch[TIER_PREFETCH][2], nprefetch;
+	/* store units pages read back gave up while a live record may still
+	 * name them (as arena.h's slot limbo): the first nheld_old wait for
+	 * the record being written, the others for the next */
+	struct tier_held *held;
+	uint32_t nheld, nheld_old, held_cap;
 
 	struct seq **seqs; /* [id - 1] */
 	uint32_t nseqs, nacquired, seq_hint;
@@ -291,6 +296,14 @@ void tier_cancel(struct kvmemd_session *s, struct seq *q);
 void tier_page_drop(struct kvmemd_session *s, uint32_t pg);
 /* The session goes: its pages on the store and its I/O in flight. */
 void tier_session_free(struct kvmemd_session *s);
+/* Store units held for a live record (->held): the copy for a record was
+ * taken (mark), that record is written (clear: those before it are free),
+ * there is no live record any more (drop: all are). */
+void tier_held_mark(struct kvmemd_session *s);
+void tier_held_clear(struct kvmemd_session *s);
+void tier_held_drop(struct kvmemd_session *s);
+/* Slots and store units came free: the ops waiting try again. */
+void tier_retry(struct kvmemd_session *s);
 /* Before it is kept across a restart: its waiting ops complete with
  * -ECANCELED (an acquire leaves its sequence released), its I/O and the
  * checks of its pages read back end. 0, or -ETIMEDOUT. */

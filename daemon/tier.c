@@ -116,6 +116,70 @@ static void store_free(struct kvmemd_tier *t, uint64_t unit, uint32_t units)
 	t->store_full = 0;
 }
 
+static void kick(struct kvmemd_session *s);
+
+struct tier_held {
+	uint64_t unit;
+	uint32_t units;
+};
+
+/*
+ * The store units of a page of @s read back: free, unless a live record
+ * of @s may still say the page is there (then held until a record that
+ * does not is written); freed at once when there is no room to hold them.
+ */
+static void units_give_back(struct kvmemd_session *s, uint64_t unit,
+			    uint32_t units)
+{
+	struct tier_held *h;
+	uint32_t cap;
+
+	if (s->live && s->nheld == s->held_cap) {
+		cap = s->held_cap ? 2 * s->held_cap : 16;
+		h = realloc(s->held, cap * sizeof(*h));
+		if (h) {
+			s->held = h;
+			s->held_cap = cap;
+		}
+	}
+	if (!s->live || s->nheld == s->held_cap) {
+		store_free(s->d->tier, unit, units);
+		return;
+	}
+	s->held[s->nheld++] = (struct tier_held){ unit, units };
+}
+
+void tier_held_mark(struct kvmemd_session *s)
+{
+	s->nheld_old = s->nheld;
+}
+
+void tier_held_clear(struct kvmemd_session *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->nheld_old; i++)
+		store_free(s->d->tier, s->held[i].unit, s->held[i].units);
+	memmove(s->held, s->held + s->nheld_old,
+		(s->nheld - s->nheld_old) * sizeof(*s->held));
+	s->nheld -= s->nheld_old;
+	s->nheld_old = 0;
+}
+
+void tier_retry(struct kvmemd_session *s)
+{
+	kick(s);
+}
+
+void tier_held_drop(struct kvmemd_session *s)
+{
+	s->nheld_old = s->nheld;
+	tier_held_clear(s);
+	free(s->held);
+	s->held = NULL;
+	s->held_cap = 0;
+}
+
 /* Store units not in use. */
 static uint64_t store_room(const struct kvmemd_tier *t)
 {
@@ -540,7 +604,8 @@ static struct ticket *ticket_of(struct kvmemd_tier *t, struct kvmemd_io *io)
 static void read_done(struct kvmemd_io *io, int res);
 static void write_done(struct kvmemd_io *io, int res);
 
-/* Start reading cold page @pg back: 0, -ENOMEM (no slot), -EBUSY (no I/O). */
+/* Start reading cold page @pg back: 0, -ENOMEM (no slot), -EBUSY (no I/O,
+ * or no slot until the live record is written: tier_retry()). */
 static int read_page(struct kvmemd_session *s, uint32_t pg)
 {
 	struct kvmemd_tier *t = s->d->tier;
@@ -600,7 +665,7 @@ static void read_done(struct kvmemd_io *io, int res)
 		kick(s);
 		return;
 	}
-	store_free(t, tk->store_unit, tk->units);
+	units_give_back(s, tk->store_unit, tk->units);
 	if (p->dead) {
 		arena_page_free(&s->arena, tk->pg);
 		kick(s);
