@@ -147,6 +147,19 @@ static void gpu_json(struct kvmemd *d, struct jw *w)
 	jw_close(w, '}');
 }
 
+/* What the start took back of the sessions the last kvmemd kept. */
+static void restart_json(const struct kvmemd *d, struct jw *w)
+{
+	struct kvmemd_resume_counts c;
+
+	kvmemd_resume_counts(d, &c);
+	jw_open(w, "restart", '{');
+	jw_u64(w, "taken_back", c.taken);
+	jw_u64(w, "after_crash", c.after_crash);
+	jw_u64(w, "refused", c.refused);
+	jw_close(w, '}');
+}
+
 static void cmd_status(struct kvmemd *d, struct jw *w)
 {
 	jw_open(w, NULL, '{');
@@ -157,6 +170,7 @@ static void cmd_status(struct kvmemd *d, struct jw *w)
 	jw_u64(w, "pool_used_bytes", d->n.pool_used);
 	gpu_json(d, w);
 	daemon_counters(d, w);
+	restart_json(d, w);
 	kvmemd_ras_status_json(d, w);
 	jw_close(w, '}');
 	jw_end(w);

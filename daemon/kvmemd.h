@@ -371,6 +371,14 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s);
 void kvmemd_resume_end(struct kvmemd_keep *k);
 /* Kept sessions waiting for their clients (counted in "sessions"). */
 uint64_t kvmemd_resume_waiting(const struct kvmemd *d);
+/* What this kvmemd's start took back of the sessions the last one kept:
+ * all, those from the live records a crash left, and those refused (each
+ * said in the log). */
+struct kvmemd_resume_counts {
+	uint64_t taken, after_crash, refused;
+};
+void kvmemd_resume_counts(const struct kvmemd *d,
+			  struct kvmemd_resume_counts *c);
 /* Free what was kept and not taken back. */
 void kvmemd_resume_exit(struct kvmemd *d);
 

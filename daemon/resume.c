@@ -141,6 +141,7 @@ struct kvmemd_resume {
 	char (*names)[24];
 	uint32_t nnames, names_cap;
 	int record_read; /* and removes */
+	struct kvmemd_resume_counts n; /* at start */
 };
 
 /* A session's live record: the one being written, and what it has. */
@@ -561,6 +562,7 @@ static int fd_take(struct kvmemd_resume *r, uint32_t id)
 
 static void fds_close(struct kvmemd_resume *r, const char *why)
 {
+	r->n.refused += r->nfds;
 	if (r->nfds)
 		kvmemd_log(LOG_WARNING,
 			   "%u kept session memfds passed back %s: closed",
@@ -979,6 +981,8 @@ static int record_load(struct kvmemd *d, const char *path, const uint8_t *buf,
 		if (!session_load(d, &k, !memcmp(uuid, h.store_uuid, 16),
 				  live ? h.generation : 0, why, sizeof(why))) {
 			kept++;
+			d->resume->n.taken++;
+			d->resume->n.after_crash += live;
 			if (live)
 				kvmemd_log(LOG_NOTICE,
 					   "session %u (uid %u) taken back "
@@ -991,6 +995,7 @@ static int record_load(struct kvmemd *d, const char *path, const uint8_t *buf,
 		kvmemd_log(LOG_WARNING,
 			   "kept session %u (uid %u) not taken back: %s",
 			   k.rec->id, k.rec->uid, why);
+		d->resume->n.refused++;
 	}
 	return kept;
 }
@@ -1322,6 +1327,15 @@ uint64_t kvmemd_resume_waiting(const struct kvmemd *d)
 	for (s = d->resume ? d->resume->kept : NULL; s; s = s->kept_next)
 		n++;
 	return n;
+}
+
+void kvmemd_resume_counts(const struct kvmemd *d,
+			  struct kvmemd_resume_counts *c)
+{
+	if (d->resume)
+		*c = d->resume->n;
+	else
+		memset(c, 0, sizeof(*c));
 }
 
 void kvmemd_resume_exit(struct kvmemd *d)

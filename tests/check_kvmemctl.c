@@ -721,6 +721,8 @@ static void fake_stop(struct fake *f)
 	"\"pool_used_bytes\":268435456,\"attached\":5,\"refused\":1," \
 	"\"detached\":3,\"dropped\":0,\"evicted\":4,"                 \
 	"\"accept_errors\":2,\"ops\":123456,\"kept_sessions\":1,"     \
+	"\"restart\":{\"taken_back\":3,\"after_crash\":2,"            \
+	"\"refused\":1},"                                               \
 	"\"gpu_pool\":{\"device\":"                                   \
 	"\"GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c\","               \
 	"\"name\":\"NVIDIA H100 80GB HBM3\",\"bytes\":68719476736,"   \
@@ -1155,7 +1157,9 @@ static const struct {
 	  "\"sessions\":\"u\",\"pool_bytes\":\"u\",\"pool_used_bytes\":\"u\","
 	  "\"attached\":\"u\",\"refused\":\"u\",\"detached\":\"u\","
 	  "\"dropped\":\"u\",\"evicted\":\"u\",\"accept_errors\":\"u\","
-	  "\"ops\":\"u\",\"kept_sessions\":\"u\",\"scrub\":{\"enabled\":\"b\","
+	  "\"ops\":\"u\",\"kept_sessions\":\"u\","
+	  "\"restart\":{\"taken_back\":\"u\",\"after_crash\":\"u\","
+	  "\"refused\":\"u\"},\"scrub\":{\"enabled\":\"b\","
 	  "\"state\":\"s:idle|patrol|ondemand\"},"
 	  "\"gpu_pool\":{\"device\":{\"?\":\"s\"}}}" },
 	{ "stats",
@@ -1291,6 +1295,8 @@ START_TEST(test_spec_tables)
 		{ { "status" },
 		  { "connections 4 closed waiting for their hello, 2 refused "
 		    "for want of descriptors",
+		    "at start 3 kept sessions taken back (2 after a crash), 1 "
+		    "refused (the log says why)",
 		    "gpu pool 32.0 GiB of 64.0 GiB used (8.0 GiB held by "
 		    "processes of ended sessions) on NVIDIA H100 80GB HBM3, "
 		    "GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c" } },

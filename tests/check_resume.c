@@ -370,6 +370,7 @@ START_TEST(test_resume_live_records_refused)
 	struct kvmem_cache *c[5], *e;
 	struct kvmem_seq *s[5], *ref;
 	struct kvmemd_proc p;
+	char out[4096];
 	struct kvmem_rng r;
 	float *k, *v;
 	int i;
@@ -401,6 +402,12 @@ START_TEST(test_resume_live_records_refused)
 	ck_assert_int_eq(kvmemd_log_lines(&p, "4 kept session memfds passed "
 					      "back with no record"),
 			 1);
+	kvmemd_admin_ok(&p, out, sizeof(out), "status");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"restart\"", "taken_back"),
+			  1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"restart\"", "after_crash"),
+			  1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"restart\"", "refused"), 4);
 	for (i = 0; i < 4; i++)
 		ck_assert_int_eq(kvmem_reconnect(c[i]), -ESTALE);
 	ck_assert_int_eq(kvmem_reconnect(c[4]), 0);

@@ -69,6 +69,21 @@ static void gpu_line(struct rd *r, struct table *t, const struct json *g)
 	   g_str(r, g, "device", uuid, sizeof(uuid)));
 }
 
+/* What kvmemd took back at its start of the sessions the last one kept. */
+static void restart_line(struct rd *r, struct table *t, const struct json *v)
+{
+	uint64_t taken = g_u64(r, v, "taken_back");
+	uint64_t crash = g_u64(r, v, "after_crash");
+	uint64_t refused = g_u64(r, v, "refused");
+
+	if (!taken && !refused)
+		return;
+	kv(t, "at start",
+	   "%" PRIu64 " kept sessions taken back (%" PRIu64
+	   " after a crash), %" PRIu64 " refused (the log says why)",
+	   taken, crash, refused);
+}
+
 static void render_status(struct rd *r, FILE *f, const struct json *v)
 {
 	const struct json *sc = g_obj(r, v, "scrub");
@@ -93,6 +108,9 @@ static void render_status(struct rd *r, FILE *f, const struct json *v)
 		   "%" PRIu64 " of them wait for their clients after a "
 		   "restart",
 		   g_u64(r, v, "kept_sessions"));
+	/* An older kvmemd says nothing of its start. */
+	if (json_get(v, "restart"))
+		restart_line(r, &t, g_obj(r, v, "restart"));
 	kv(&t, "connections",
 	   "%" PRIu64 " closed waiting for their hello, %" PRIu64
 	   " refused for want of descriptors",
