@@ -90,7 +90,7 @@ static __device__ __forceinline__ int kvmem_k_rebuilds(unsigned int policy,
  * with every division done once a unit. The same values, outcomes and
  * counts as the general path.
  */
-template <unsigned int CODEC, unsigned int BITS>
+template <unsigned int CODEC, unsigned int BITS, bool FP8 = false>
 static __device__ __forceinline__ int
 kvmem_k_rows_q(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	       unsigned int policy, const uint8_t *code, int chan,
@@ -147,14 +147,27 @@ kvmem_k_rows_q(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 				const unsigned int ws =
 					(v * BITS < K ? st0 : 0) |
 					((v + 1) * BITS > K ? st1 : 0);
-				const int lost = tl->sce[si];
+				const unsigned int raw =
+					(unsigned int)(bits >> (v * BITS));
+				int lost = tl->sce[si];
 				int e;
 
-				tl->x[x] = (float)kvmem_sext(
-						   (unsigned int)(bits >>
-								  (v * BITS)),
-						   BITS) *
-					   tl->sc[si];
+				if constexpr (FP8) {
+					/* The NaN code is never written: one
+					 * read back is lost and reads 0, as
+					 * in kvmem__page_rows(). */
+					tl->x[x] = kvmem_e4m3_to_float(raw &
+								       0xff) *
+						   tl->sc[si];
+					if (!isfinite(tl->x[x])) {
+						tl->x[x] = 0.0f;
+						lost = 1;
+					}
+				} else {
+					tl->x[x] =
+						(float)kvmem_sext(raw, BITS) *
+						tl->sc[si];
+				}
 				e = lost	      ? KVMEM_K_LOST
 				    : ws & KVMEM_K_UE ? KVMEM_K_LOST_BOUNDED
 						      : 0;
@@ -175,7 +188,8 @@ kvmem_k_rows_q(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 	return __syncthreads_or(any);
 }
 
-/* kvmem_k_rows_q() for @l's width: 2, 4 or 8 bits, the quantized formats. */
+/* kvmem_k_rows_q() for @l's width: 2, 4 or 8 bits (int8 or fp8), the
+ * quantized formats. */
 template <unsigned int CODEC>
 static __device__ __forceinline__ int
 kvmem_k_rows_qc(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
@@ -191,6 +205,9 @@ kvmem_k_rows_qc(const struct kvmem_k_geom *g, const struct kvmem_k_layout *l,
 		return kvmem_k_rows_q<CODEC, 4>(g, l, policy, code, chan, t0, n,
 						tl, c, nlost);
 	default:
+		if (l->format == KVMEM_FMT_FP8)
+			return kvmem_k_rows_q<CODEC, 8, true>(
+				g, l, policy, code, chan, t0, n, tl, c, nlost);
 		return kvmem_k_rows_q<CODEC, 8>(g, l, policy, code, chan, t0, n,
 						tl, c, nlost);
 	}

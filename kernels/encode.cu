@@ -123,9 +123,11 @@ kvmem_k_row_byte(const struct kvmem_k_encode *p,
 		unsigned int si = kvmem_k_scale_of(
 			g, l, is_v, kvmem_k_row_scale(g, l, is_v, h, j->t0 + r),
 			i);
-		unsigned int q =
-			kvmem_quant_one(kvmem_k_src(p, j, is_v, r, h, i),
-					kvmem_h2f(sc[si]), l->qmax);
+		const float x = kvmem_k_src(p, j, is_v, r, h, i);
+		unsigned int q = l->format == KVMEM_FMT_FP8
+					 ? kvmem_quant_fp8(x, kvmem_h2f(sc[si]))
+					 : kvmem_quant_one(x, kvmem_h2f(sc[si]),
+							   l->qmax);
 
 		out |= (q & ((1u << l->bits) - 1)) << (i * l->bits - byte * 8);
 	}

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "kvmem/page.h"
+#include "kvmem/quant.h"
 
 #ifdef __CUDACC__
 #define KVMEM_K_HD static __host__ __device__ __forceinline__
@@ -31,10 +32,10 @@ struct kvmem_k_layout {
 	uint32_t checks_off; /* check codewords, two a check */
 	uint32_t nchecks; /* per KVMEM_K_CHECK_SCALES scales, or per row */
 	uint32_t row_words, row_bytes, row_data;
+	uint16_t qmax; /* 0 for fp16; 448 for fp8 */
 	uint8_t format, codec;
 	uint8_t chan; /* K has one scale per channel */
 	uint8_t bits; /* per value */
-	uint8_t qmax; /* 0 for fp16 */
 	uint8_t k; /* data bits per codeword */
 	uint8_t wbytes; /* bytes per codeword */
 	uint8_t unit; /* codewords that make whole data bytes */
@@ -313,7 +314,7 @@ KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
 	case KVMEM_CODEC_GOLAY24:
 		return l->bits == 4 && dims && block;
 	case KVMEM_CODEC_SECDED72:
-		return l->bits == 8 && dims && block;
+		return l->format == KVMEM_FMT_INT8 && dims && block;
 	default:
 		return l->bits == 4 && dims && l->row_bytes % 16 == 0;
 	}

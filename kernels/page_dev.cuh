@@ -684,17 +684,20 @@ KVMEM_DFN int kvmem_k_run_lost(int run, int st)
 
 /*
  * A value from its raw bits and scale; *@lost set when it cannot be trusted
- * (an FP16 value that reads non-finite was damaged past what the code saw:
- * it reads 0, as on the CPU).
+ * (an FP16 value that reads non-finite, or the FP8 NaN code, was damaged
+ * past what the code saw: it reads 0, as on the CPU).
  */
 KVMEM_DFN float kvmem_k_dequant(const struct kvmem_k_layout *l,
 				unsigned int raw, float scale, int *lost)
 {
 	float x;
 
-	if (l->qmax)
+	if (l->format == KVMEM_FMT_FP8)
+		x = kvmem_e4m3_to_float(raw) * scale;
+	else if (l->qmax)
 		return (float)kvmem_sext(raw, l->bits) * scale;
-	x = kvmem_h2f((uint16_t)raw);
+	else
+		x = kvmem_h2f((uint16_t)raw);
 	if (!isfinite(x)) {
 		*lost = 1;
 		return 0.0f;

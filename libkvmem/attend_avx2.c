@@ -5,7 +5,7 @@
  * Rows are in L1 when these run: attention decodes a page tile by tile into
  * a small buffer, so the kernels are written for compute, not bandwidth.
  * What does not vectorise cleanly (int2, odd sizes) goes to the portable
- * code.
+ * code. FP8 rows are dequantized here and read by the float kernels.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -152,6 +152,37 @@ static void dequant_cw4(const uint8_t *code, unsigned int dim,
 				      scale_at(&w, i)));
 }
 
+/*
+ * Eight E4M3 codes, widened to 16 bits, as FP16 patterns: S.EEEE.MMM
+ * shifted to S.0EEEE.MMM0000000 is the FP16 number 2^-8 times the E4M3
+ * one (exponent bias 15 against 7), subnormals included; the NaN code
+ * gets the FP16 NaN exponent, so it reads NaN as in kvmem_e4m3_to_float().
+ */
+static __m128i fp8_halves(__m128i w)
+{
+	const __m128i mag =
+		_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7);
+	const __m128i nan =
+		_mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f << 7)),
+			      _mm_set1_epi16(0x7c00));
+
+	return _mm_or_si128(
+		_mm_or_si128(mag, nan),
+		_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
+}
+
+/*
+ * Eight E4M3 values times @scale: F16C converts exactly and 256 * scale is
+ * exact, so each product is the one rounding of kvmem__dequant_row().
+ */
+static __m256 fp8x8(const uint8_t *c, __m256 scale)
+{
+	__m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const void *)c));
+
+	return _mm256_mul_ps(_mm256_cvtph_ps(fp8_halves(w)),
+			     _mm256_mul_ps(scale, _mm256_set1_ps(256.0f)));
+}
+
 static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		    unsigned int group, const float *scales, float *out)
 {
@@ -174,6 +205,11 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		return;
 	}
 	for (i = 0; i < dim; i += 8) {
+		if (fmt == KVMEM_FMT_FP8) {
+			_mm256_storeu_ps(out + i,
+					 fp8x8(data + i, scale_at(&w, i)));
+			continue;
+		}
 		if (fmt == KVMEM_FMT_INT8) {
 			b = _mm_loadl_epi64((const void *)(data + i));
 			_mm256_storeu_ps(

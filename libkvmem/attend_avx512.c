@@ -71,6 +71,21 @@ static void dequant_cw4(const uint8_t *code, unsigned int dim,
 							scale_at(&w, i)));
 }
 
+/* attend_avx2.c's fp8_halves() for sixteen codes widened to 16 bits. */
+static __m256i fp8_halves(__m256i w)
+{
+	const __m256i mag = _mm256_slli_epi16(
+		_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7);
+	const __m256i nan = _mm256_and_si256(
+		_mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7f << 7)),
+		_mm256_set1_epi16(0x7c00));
+
+	return _mm256_or_si256(
+		_mm256_or_si256(mag, nan),
+		_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)),
+				  8));
+}
+
 static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		    unsigned int group, const float *scales, float *out)
 {
@@ -94,6 +109,19 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 	for (i = 0; i < dim; i += 16) {
 		__m512 x;
 
+		if (fmt == KVMEM_FMT_FP8) {
+			/* As attend_avx2.c's fp8x8(), sixteen wide. */
+			b = _mm_loadu_si128((const void *)(data + i));
+			x = _mm512_cvtph_ps(
+				fp8_halves(_mm256_cvtepu8_epi16(b)));
+			_mm512_storeu_ps(
+				out + i,
+				_mm512_mul_ps(
+					x,
+					_mm512_mul_ps(scale_at(&w, i),
+						      _mm512_set1_ps(256.0f))));
+			continue;
+		}
 		if (fmt == KVMEM_FMT_INT8) {
 			b = _mm_loadu_si128((const void *)(data + i));
 			x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));

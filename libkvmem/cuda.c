@@ -151,7 +151,7 @@ static int geom(const struct kvmem_geometry *g, struct kvmem_k_geom *kg)
 		kl->codec = l.codec;
 		kl->chan = l.key_scales == KVMEM_SCALES_CHANNEL;
 		kl->bits = (uint8_t)kvmem_format_get(l.format)->bits;
-		kl->qmax = (uint8_t)kvmem_format_get(l.format)->qmax;
+		kl->qmax = (uint16_t)kvmem_format_get(l.format)->qmax;
 		kl->k = (uint8_t)ci->data_bits;
 		kl->wbytes = (uint8_t)ci->word_bytes;
 		kl->unit = ci->data_bits % 8 == 0 ? 1 : 2;

@@ -116,7 +116,7 @@ static int geometry_fields(const struct kvmem_geometry *g, char *buf,
 	if (!kvmem_format_get(g->format))
 		return geometry_fail(buf, len,
 				     "format %u is not one of 0..%u (fp16, "
-				     "int8, int4, int2)",
+				     "int8, int4, int2, fp8)",
 				     g->format, KVMEM_FMT_NR - 1);
 	if (!kvmem_codec_get(g->codec))
 		return geometry_fail(buf, len,
@@ -893,9 +893,10 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 		kn->dequant(l->format, sp.data + r * l->row_data, D, group,
 			    l->nscales_k ? scales + sbase + r * sstride : NULL,
 			    out + r * D);
-	/* The encoder never writes a non-finite FP16 value: one that reads
-	 * so was damaged past what the code saw, and is lost too. */
-	if (l->format == KVMEM_FMT_FP16)
+	/* The encoder never writes a non-finite FP16 value nor the FP8 NaN
+	 * code: one that reads so was damaged past what the code saw, and
+	 * is lost too. */
+	if (l->format == KVMEM_FMT_FP16 || l->format == KVMEM_FMT_FP8)
 		for (i = 0; i < (size_t)n * D && !nonfinite; i++)
 			nonfinite = !isfinite(out[i]);
 	if (!wc.uncorrectable && !scales_lost && !nonfinite && !rows_lost)

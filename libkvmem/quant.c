@@ -17,6 +17,7 @@ static const struct kvmem_format_info formats[] = {
 	[KVMEM_FMT_INT8] = { .name = "int8", .bits = 8, .qmax = 127 },
 	[KVMEM_FMT_INT4] = { .name = "int4", .bits = 4, .qmax = 7 },
 	[KVMEM_FMT_INT2] = { .name = "int2", .bits = 2, .qmax = 1 },
+	[KVMEM_FMT_FP8] = { .name = "fp8", .bits = 8, .qmax = 448 },
 };
 _Static_assert(KVMEM_ARRAY_SIZE(formats) == KVMEM_FMT_NR,
 	       "format table must cover enum kvmem_format");
@@ -85,6 +86,27 @@ static void put_value(uint8_t *s, size_t i, unsigned int bits, unsigned int v)
 	}
 }
 
+/* Value @x with scale @s as the stored bits of @fmt, a quantized format. */
+static unsigned int quant_val(int fmt, float x, float s)
+{
+	if (fmt == KVMEM_FMT_FP8)
+		return kvmem_quant_fp8(x, s);
+	return kvmem_quant_one(x, s, formats[fmt].qmax);
+}
+
+/* Stored bits @v of @fmt read back: unscaled, or an FP16 value. */
+static float unquant_val(int fmt, unsigned int v)
+{
+	switch (fmt) {
+	case KVMEM_FMT_FP16:
+		return kvmem_h2f((uint16_t)v);
+	case KVMEM_FMT_FP8:
+		return kvmem_e4m3_to_float(v);
+	default:
+		return (float)kvmem_sext(v, formats[fmt].bits);
+	}
+}
+
 /* The scale of values x[0], x[stride], ... (n of them). */
 static uint16_t group_scale(const float *x, size_t n, size_t stride, int qmax)
 {
@@ -126,7 +148,7 @@ void kvmem__quantize_row(int fmt, const float *x, size_t n, unsigned int group,
 		}
 		if (i % group == 0)
 			s = kvmem_h2f(scales[i / group]);
-		put_value(out, i, fi->bits, kvmem_quant_one(x[i], s, fi->qmax));
+		put_value(out, i, fi->bits, quant_val(fmt, x[i], s));
 	}
 }
 
@@ -163,11 +185,9 @@ int kvmem_dequantize(int fmt, const void *bits, const uint16_t *scales,
 	for (i = 0; i < n; i++) {
 		unsigned int v = get_value(bits, i, fi->bits);
 
-		if (!fi->qmax)
-			x[i] = kvmem_h2f((uint16_t)v);
-		else
-			x[i] = (float)kvmem_sext(v, fi->bits) *
-			       kvmem_h2f(scales[i / group]);
+		x[i] = unquant_val(fmt, v);
+		if (fi->qmax)
+			x[i] *= kvmem_h2f(scales[i / group]);
 	}
 	return 0;
 }
@@ -189,9 +209,8 @@ int kvmem_quantize_channels(int fmt, const float *x, size_t ntok,
 	for (t = 0; t < ntok; t++)
 		for (c = 0; c < dim; c++)
 			put_value(out, t * dim + c, fi->bits,
-				  kvmem_quant_one(x[t * dim + c],
-						  kvmem_h2f(scales[c]),
-						  fi->qmax));
+				  quant_val(fmt, x[t * dim + c],
+					    kvmem_h2f(scales[c])));
 	return 0;
 }
 
@@ -202,10 +221,8 @@ void kvmem__dequant_row(int fmt, const uint8_t *data, unsigned int dim,
 	unsigned int i;
 
 	for (i = 0; i < dim; i++) {
-		unsigned int v = get_value(data, i, fi->bits);
+		float x = unquant_val(fmt, get_value(data, i, fi->bits));
 
-		out[i] = fi->qmax ? (float)kvmem_sext(v, fi->bits) *
-					    scales[i / group]
-				  : kvmem_h2f((uint16_t)v);
+		out[i] = fi->qmax ? x * scales[i / group] : x;
 	}
 }

@@ -358,6 +358,21 @@ static const struct acase acases[] = {
 	  GRP, 2, 32, 8, 1, 2, 2, 45, 0, 0 },
 	{ "int4+h84 group 1, channel keys", I4, KVMEM_CODEC_H84,
 	  KVMEM_SCALES_CHANNEL, 2, 32, 8, 1, 2, 2, 45, 0, 0 },
+	/* fp8: a byte a value, in h84 nibbles or secded72 words */
+	{ "fp8+h84, GQA 4", KVMEM_FMT_FP8, KVMEM_CODEC_H84, GRP, 2, 64, 8, 32,
+	  2, 4, 45, 0, 0 },
+	{ "fp8+secded72, smooth, MHA, scale", KVMEM_FMT_FP8,
+	  KVMEM_CODEC_SECDED72, GRP, 2, 32, 4, 16, 1, 1, 45, 0.05f, 1 },
+	{ "fp8+secded72 channel scales, GQA 8", KVMEM_FMT_FP8,
+	  KVMEM_CODEC_SECDED72, KVMEM_SCALES_CHANNEL, 1, 64, 8, 32, 2, 8, 45, 0,
+	  0 },
+	{ "fp8+golay24 dim 128, GQA 2", KVMEM_FMT_FP8, KVMEM_CODEC_GOLAY24, GRP,
+	  2, 128, 16, 64, 2, 2, 70, 0, 1 },
+	{ "fp8+h74 group 1, MHA", KVMEM_FMT_FP8, KVMEM_CODEC_H74, GRP, 2, 32, 8,
+	  1, 2, 1, 45, 0, 0 },
+	/* dim 24, groups of 8: AVX2's dequant, AVX-512's falls back */
+	{ "fp8+h84 dim 24 group 8, GQA 2", KVMEM_FMT_FP8, KVMEM_CODEC_H84, GRP,
+	  2, 24, 8, 8, 2, 2, 45, 0, 1 },
 };
 
 /*
@@ -619,10 +634,7 @@ static void word_layout(const struct kvmem_geometry *g, int hot, struct wl *w)
 
 	word_shape(hot ? KVMEM_CODEC_GOLAY24 : g->codec, w);
 	w->fp16 = fmt == KVMEM_FMT_FP16;
-	w->b = fmt == KVMEM_FMT_FP16   ? 16
-	       : fmt == KVMEM_FMT_INT8 ? 8
-	       : fmt == KVMEM_FMT_INT4 ? 4
-				       : 2;
+	w->b = ref_fmts[fmt].bits;
 }
 
 /*
@@ -726,6 +738,9 @@ static float value_at(const struct pages *ps, int is_k, uint32_t t, uint32_t h,
 	else
 		si = (is_k ? 0 : l->nscales_k) +
 		     (h * g->tokens_per_page + tin) * G + d / g->group_size;
+	if (g->format == KVMEM_FMT_FP8)
+		return (float)(ref_e4m3((unsigned int)bits) *
+			       scale_at(pd->data, l, si));
 	return (float)q * scale_at(pd->data, l, si);
 }
 
@@ -821,6 +836,8 @@ static const struct icase icases[] = {
 	{ "int4+golay24 (3 per word)", KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24 },
 	{ "int2+h84", KVMEM_FMT_INT2, KVMEM_CODEC_H84 },
 	{ "int4+h74", KVMEM_FMT_INT4, KVMEM_CODEC_H74 },
+	{ "fp8+h84", KVMEM_FMT_FP8, KVMEM_CODEC_H84 },
+	{ "fp8+secded72", KVMEM_FMT_FP8, KVMEM_CODEC_SECDED72 },
 };
 
 START_TEST(test_attend_correctable)
@@ -897,6 +914,92 @@ START_TEST(test_attend_correctable)
 }
 END_TEST
 
+/*
+ * FP8 rows decode to the same bits on every SIMD level (the AVX2 and
+ * AVX-512 kernels convert E4M3 through F16C, the portable one bit by bit),
+ * each the value of its code in the page's bytes times its scale: over
+ * magnitudes from 2^-30 to 2^10 a token, so scales from FP16 subnormals up
+ * and E4M3 subnormals in every group, for shapes each level vectorises or
+ * hands down.
+ */
+static const struct {
+	uint32_t dim, group;
+	int codec, key_scales;
+} fp8_shapes[] = {
+	{ 128, 32, KVMEM_CODEC_H84, KVMEM_SCALES_GROUP },
+	{ 64, 16, KVMEM_CODEC_SECDED72, KVMEM_SCALES_CHANNEL },
+	{ 24, 8, KVMEM_CODEC_GOLAY24, KVMEM_SCALES_GROUP },
+	{ 32, 1, KVMEM_CODEC_H74, KVMEM_SCALES_GROUP },
+	{ 20, 5, KVMEM_CODEC_H84, KVMEM_SCALES_GROUP },
+};
+
+START_TEST(test_attend_fp8_same_bits)
+{
+	struct kvmem_geometry g = kvmem_check_geo(
+		1, 2, fp8_shapes[_i].dim, 8, fp8_shapes[_i].group, 2,
+		KVMEM_FMT_FP8, fp8_shapes[_i].codec, fp8_shapes[_i].key_scales);
+	const uint32_t n = 2 + 5 * 8 + 3;
+	const size_t all = (size_t)n * 2 * g.head_dim;
+	float *k = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v = kvmem_check_xmalloc(all * sizeof(float));
+	float *k0 = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v0 = kvmem_check_xmalloc(all * sizeof(float));
+	float *k1 = kvmem_check_xmalloc(all * sizeof(float)),
+	      *v1 = kvmem_check_xmalloc(all * sizeof(float));
+	struct kvmem_cache *c = open_for(&g, n);
+	int lv, active = kvmem__simd_active();
+	struct kvmem_page_counts pc;
+	struct kvmem_seq *s = NULL;
+	struct kvmem_rng r;
+	struct pages ps;
+	size_t i;
+
+	kvmem_rng_seed(&r, 0xf8e4a3 + (unsigned int)_i);
+	gen_kv(&r, &g, n, 0, k);
+	gen_kv(&r, &g, n, 0, v);
+	for (i = 0; i < all; i++) {
+		int e = (int)(i / (2 * g.head_dim) % 41) - 30;
+
+		/* Every seventh value E4M3-subnormal in its group. */
+		k[i] = ldexpf(k[i], e - (i % 7 == 3 ? 16 : 0));
+		v[i] = ldexpf(v[i], -e - 20 - (i % 7 == 5 ? 16 : 0));
+	}
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, k, v, n), 0);
+	ck_assert_int_eq(kvmem__simd_force(KVMEM__SIMD_PORTABLE), 0);
+	read_all(s, 0, n, KVMEM_ERASE_INTERPOLATE, k0, v0, &pc);
+	pages_get(&ps, s, &g, 0);
+	check_layout(&ps, k0, v0, n);
+	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+		if (!kvmem__simd_supported(lv)) {
+			fprintf(stderr,
+				"SKIP: test_attend_fp8_same_bits: this CPU "
+				"does not run the %s kernels\n",
+				kvmem__simd_name(lv));
+			continue;
+		}
+		ck_assert_int_eq(kvmem__simd_force(lv), 0);
+		read_all(s, 0, n, KVMEM_ERASE_INTERPOLATE, k1, v1, &pc);
+		ck_assert_uint_eq(pc.values_erased, 0);
+		EXPECT_MEM(k1, k0, all * sizeof(float),
+			   "K, dim %u group %u, %s", g.head_dim, g.group_size,
+			   kvmem__simd_name(lv));
+		EXPECT_MEM(v1, v0, all * sizeof(float),
+			   "V, dim %u group %u, %s", g.head_dim, g.group_size,
+			   kvmem__simd_name(lv));
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	free(k);
+	free(v);
+	free(k0);
+	free(v0);
+	free(k1);
+	free(v1);
+}
+END_TEST
+
 /* ---- Uncorrectable words and erasure policies ---------------------------- */
 
 struct ent {
@@ -922,6 +1025,8 @@ static const struct ecase ecases[] = {
 	  0, 0 },
 	{ "int2+h84", KVMEM_FMT_INT2, KVMEM_CODEC_H84, 0, 16, 0, 0 },
 	{ "int8+secded72", KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 2, 18, 0, 0 },
+	{ "fp8+h84", KVMEM_FMT_FP8, KVMEM_CODEC_H84, 2, 18, 0, 0 },
+	{ "fp8+secded72", KVMEM_FMT_FP8, KVMEM_CODEC_SECDED72, 2, 18, 0, 0 },
 	{ "int4+h84, FP16 sink and tail", KVMEM_FMT_INT4, KVMEM_CODEC_H84, 2,
 	  13, 1, 0 },
 	{ "int4+h84, scale words", KVMEM_FMT_INT4, KVMEM_CODEC_H84, 2, 18, 0,
@@ -2400,6 +2505,8 @@ KVMEM_SUITE(attend)
 	tcase_add_loop_test(tc, test_attend_ref, 0,
 			    (int)(sizeof(acases) / sizeof(acases[0])));
 	tcase_add_loop_test(tc, test_attend_realistic, 0, 2);
+	tcase_add_loop_test(tc, test_attend_fp8_same_bits, 0,
+			    (int)(sizeof(fp8_shapes) / sizeof(fp8_shapes[0])));
 	tcase_add_test(tc, test_attend_fork_truncate);
 	suite_add_tcase(s, tc);
 

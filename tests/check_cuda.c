@@ -892,6 +892,20 @@ static void damage(struct kvmem_seq *s, const struct kvmem_geometry *g)
 	}
 }
 
+/* Data byte @byte of the @nwords words of @codec at @code, as decoded. */
+static uint8_t ref_read_byte(const uint8_t *code, int codec, size_t nwords,
+			     size_t byte)
+{
+	uint8_t *data =
+		kvmem_check_xmalloc(kvmem_ecc_data_bytes(codec, nwords));
+	uint8_t b;
+
+	kvmem_ecc_decode(codec, code, data, nwords, NULL, NULL, NULL);
+	b = data[byte];
+	free(data);
+	return b;
+}
+
 /*
  * Damage past what a code sees, as a garbled line leaves it: data byte
  * @byte of the @nwords words of @codec at @code changed by @x and the
@@ -910,6 +924,35 @@ static void plant(uint8_t *code, int codec, size_t nwords, size_t byte,
 	data[byte] ^= x;
 	ck_assert_int_eq(kvmem_ecc_encode(codec, data, code, nwords), 0);
 	free(data);
+}
+
+/*
+ * In every sealed FP8 page, the NaN codes no encoder writes, in words that
+ * decode clean (plant()): K value 7 of row 1 of head 0 and V value 0 of row
+ * 3 of the last head. Each is lost under every policy, as on the CPU.
+ */
+static void damage_nan(struct kvmem_seq *s, const struct kvmem_geometry *g)
+{
+	struct kvmem_page_desc d[256];
+	struct kvmem_page_layout l;
+	int i, n = kvmem_seq_pages(s, 0, d, 256);
+	uint8_t *row;
+
+	kvmem_page_layout(g, 0, &l);
+	for (i = 0; i < n; i++) {
+		if (d[i].hot)
+			continue;
+		row = (uint8_t *)d[i].data + l.k_off + l.row_bytes;
+		plant(row, g->codec, l.row_words, 7,
+		      (uint8_t)(ref_read_byte(row, g->codec, l.row_words, 7) ^
+				0x7f));
+		row = (uint8_t *)d[i].data + l.v_off +
+		      ((size_t)(g->kv_heads - 1) * g->tokens_per_page + 3) *
+			      l.row_bytes;
+		plant(row, g->codec, l.row_words, 0,
+		      (uint8_t)(ref_read_byte(row, g->codec, l.row_words, 0) ^
+				0xff));
+	}
 }
 
 /* The bytes of FP16 value @i of a row: the high one's low bit is in the
@@ -1156,6 +1199,8 @@ static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 		miscorrect(s, g);
 	if (hurt == 1 || hurt == 2)
 		damage(s, g);
+	if (hurt == 1 && g->format == KVMEM_FMT_FP8)
+		damage_nan(s, g);
 	if (hurt == 2)
 		damage_checks(s, g);
 	if (hurt == 3)
@@ -1284,6 +1329,8 @@ static void attend_shapes_on(struct dev *dv)
 		attend_case(dv, &g, 2, 70, 1, policy, 2, &r);
 		geometry(&g, KVMEM_FMT_FP16, KVMEM_CODEC_H84, 0, 2, 64);
 		attend_case(dv, &g, 2, 45, 1, policy, 0, &r);
+		geometry(&g, KVMEM_FMT_FP8, KVMEM_CODEC_H84, 1, 2, 64);
+		attend_case(dv, &g, 2, 70, 1, policy, 2, &r);
 	}
 	/* A sequence shorter than its sink: one FP16 page. */
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);

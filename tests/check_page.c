@@ -544,7 +544,7 @@ static void check_payload_image(struct pcase *pc, int isv)
 			for (c = 0; c < g->head_dim; c++) {
 				uint32_t raw = (uint32_t)ref_get_bits(
 					row, (size_t)c * r->bits, r->bits);
-				int q, rq, alt;
+				uint32_t rq, alt;
 
 				pc->raw[isv][vidx(pc, t, h, c)] = raw;
 				if (t >= pc->ntok) {
@@ -564,14 +564,12 @@ static void check_payload_image(struct pcase *pc, int isv)
 						  t, c, x[vidx(pc, t, h, c)]);
 					continue;
 				}
-				q = raw >> (r->bits - 1)
-					    ? (int)raw - (1 << r->bits)
-					    : (int)raw;
-				ref_q(x[vidx(pc, t, h, c)],
-				      pc->scales[scale_idx(pc, isv, t, h, c)],
-				      ref_fmts[r->fmt].qmax, &rq, &alt);
-				if (q != alt)
-					EXPECT_EQ(q, rq,
+				ref_code(
+					(int)r->fmt, x[vidx(pc, t, h, c)],
+					pc->scales[scale_idx(pc, isv, t, h, c)],
+					&rq, &alt);
+				if (raw != alt)
+					EXPECT_EQ(raw, rq,
 						  "%s: %s head %u token %u "
 						  "channel %u = %a",
 						  pc->name, isv ? "V" : "K", h,
@@ -603,13 +601,11 @@ static float expected_value(const struct pcase *pc, int isv, uint32_t t,
 			    uint32_t h, uint32_t c)
 {
 	uint32_t raw = pc->raw[isv][vidx(pc, t, h, c)];
-	unsigned int b = pc->r.bits;
-	int q;
 
 	if (pc->r.fmt == KVMEM_FMT_FP16)
 		return ref_h2f((uint16_t)raw);
-	q = raw >> (b - 1) ? (int)raw - (1 << b) : (int)raw;
-	return (float)q * ref_h2f(pc->scales[scale_idx(pc, isv, t, h, c)]);
+	return ref_read((int)pc->r.fmt, raw,
+			pc->scales[scale_idx(pc, isv, t, h, c)]);
 }
 
 #define SENTINEL 0x7fc0beefu
@@ -729,7 +725,16 @@ static void check_decode(const struct pcase *pc)
 					s = ref_h2f(pc->scales[scale_idx(
 						pc, isv, t, h, c)]);
 					err = fabs((double)x[j] - (double)y[j]);
-					bound = s * (0.5 + 0x1p-12);
+					/* Half a step: an E4M3 one of x / s
+					 * for fp8 (quant.h). */
+					bound = pc->r.fmt == KVMEM_FMT_FP8
+							? fmax(fabs(x[j]) / 16,
+							       s * 0x1p-10) *
+									  (1 +
+									   0x1p-12) +
+								  fabs(y[j]) *
+									  0x1p-24
+							: s * (0.5 + 0x1p-12);
 					EXPECT(err <= bound,
 					       "%s: %s token %u head %u channel "
 					       "%u = %a read back as %a, scale "
@@ -866,9 +871,9 @@ START_TEST(test_geometry_check)
 	BAD(b.sink_tokens = b.tokens_per_page + 1,
 	    "sink_tokens 17 is more than tokens_per_page 16");
 	BAD(b.format = KVMEM_FMT_NR,
-	    "format 4 is not one of 0..3 (fp16, int8, int4, int2)");
+	    "format 5 is not one of 0..4 (fp16, int8, int4, int2, fp8)");
 	BAD(b.format = 0xff,
-	    "format 255 is not one of 0..3 (fp16, int8, int4, int2)");
+	    "format 255 is not one of 0..4 (fp16, int8, int4, int2, fp8)");
 	BAD(b.codec = KVMEM_CODEC_NR,
 	    "codec 4 is not one of 0..3 (h74, h84, golay24, secded72)");
 	BAD(b.codec = 0xff,
@@ -928,6 +933,7 @@ START_TEST(test_geometry_digest)
 	VARY(v[n].format = KVMEM_FMT_INT8);
 	VARY(v[n].format = KVMEM_FMT_INT2);
 	VARY(v[n].format = KVMEM_FMT_FP16);
+	VARY(v[n].format = KVMEM_FMT_FP8);
 	VARY(v[n].codec = KVMEM_CODEC_H74);
 	VARY(v[n].codec = KVMEM_CODEC_GOLAY24);
 	VARY(v[n].codec = KVMEM_CODEC_SECDED72);

@@ -5,9 +5,10 @@
  * Nothing here derives an expected value from the code under test: in the
  * reference (quant_ref.c) the FP16 conversion is bit-level integer
  * arithmetic (round to nearest, ties to even), "the smallest FP16 >= x" is
- * a binary search over the FP16 values decoded by that reference, and
- * q = round(x / s) is computed in double. The bitstream is read back one
- * bit at a time (ecc_ref.c).
+ * a binary search over the FP16 values decoded by that reference,
+ * q = round(x / s) is computed in double, and the FP8 code of x / s is a
+ * search over the E4M3 values decoded from their bit formula. The
+ * bitstream is read back one bit at a time (ecc_ref.c).
  *
  * Rounding ties may go either way (the contract says round(), not which
  * one): where x / s is within a few float ulps of k + 1/2 either neighbour
@@ -25,6 +26,7 @@
 #include "kvmem/quant.h"
 #include "kvmem_check.h"
 #include "quant_ref.h"
+#include "quant_word.h"
 #include "rng.h"
 
 /* ---- Bitstreams ---------------------------------------------------------- */
@@ -84,27 +86,33 @@ static void fill_values(struct kvmem_rng *r, float *x, size_t n,
 /* ---- Checking a quantized buffer ----------------------------------------- */
 
 /*
- * Value @i = @x, stored as @q with scale @sh and read back as @y: q is the
- * reference's (or its neighbour at a tie), y is exactly q * s and within
- * s / 2 of x unless x is beyond the range.
+ * Value @i = @x, stored as @raw with scale @sh and read back as @y: raw is
+ * the reference's code (or its neighbour at a tie), y is exactly what that
+ * code reads as, and within s / 2 of x (int formats) or half an E4M3 step
+ * of x (fp8: |x| / 16, or s * 2^-10 for the subnormals) unless x is beyond
+ * the range.
  */
-static void check_value(const struct ref_fmt *f, float x, int q, float y,
-			uint16_t sh, const char *what, size_t i)
+static void check_value(int fmt, float x, uint32_t raw, float y, uint16_t sh,
+			const char *what, size_t i)
 {
+	const struct ref_fmt *f = &ref_fmts[fmt];
 	float s = ref_h2f(sh);
-	int rq, alt;
+	uint32_t rc, alt;
 
-	ref_q(x, sh, f->qmax, &rq, &alt);
-	if (q != alt)
-		EXPECT_EQ(q, rq, "%s %s: q of value %zu = %a, scale %a", what,
-			  f->name, i, x, s);
-	EXPECT(y == (float)q * s,
-	       "%s %s: value %zu read back as %a, q %d * s %a = %a", what,
-	       f->name, i, y, q, s, (float)q * s);
+	ref_code(fmt, x, sh, &rc, &alt);
+	if (raw != alt)
+		EXPECT_EQ(raw, rc, "%s %s: code of value %zu = %a, scale %a",
+			  what, f->name, i, x, s);
+	EXPECT(y == ref_read(fmt, raw, sh),
+	       "%s %s: value %zu read back as %a, code 0x%x * s %a = %a", what,
+	       f->name, i, y, raw, s, ref_read(fmt, raw, sh));
 	if (isfinite(x) && fabs((double)x) <= 65504.0 * f->qmax) {
 		double err = fabs((double)x - (double)y);
-		double bound =
-			q == alt && rq != alt ? s * (0.5 + 0x1p-12) : s * 0.5;
+		double tie = raw == alt && rc != alt ? 1 + 0x1p-12 : 1;
+		double bound = fmt == KVMEM_FMT_FP8
+				       ? fmax(fabs(x) / 16, s * 0x1p-10) * tie +
+						 fabs(y) * 0x1p-24
+				       : s * 0.5 * tie;
 
 		EXPECT(err <= bound,
 		       "%s %s: value %zu = %a read back as %a, error %a > %a",
@@ -170,8 +178,10 @@ static void check_quant(int fmt, const float *x, size_t n, unsigned int group,
 			  "expected %a)",
 			  what, f->name, n, group, g, ref_h2f(scales[g]), s);
 		for (i = g0; i < g0 + glen; i++)
-			check_value(f, x[i], get_q(bits, i, f->bits), y[i], sh,
-				    what, i);
+			check_value(fmt, x[i],
+				    (uint32_t)ref_get_bits(bits, i * f->bits,
+							   f->bits),
+				    y[i], sh, what, i);
 	}
 out:
 	free(scales);
@@ -694,6 +704,180 @@ START_TEST(test_dequant_twos_complement)
 }
 END_TEST
 
+/* ---- FP8 (E4M3) ---------------------------------------------------------- */
+
+START_TEST(test_fp8_reference_selfcheck)
+{
+	/* The OCP FP8 specification's E4M3 table, by hand. */
+	static const struct {
+		unsigned int code;
+		double v;
+	} known[] = {
+		{ 0x00, 0 },	  { 0x01, 0x1p-9 },  { 0x07, 7 * 0x1p-9 },
+		{ 0x08, 0x1p-6 }, { 0x38, 1 },	     { 0x39, 1.125 },
+		{ 0x40, 2 },	  { 0x77, 240 },     { 0x78, 256 },
+		{ 0x7e, 448 },	  { 0x80, -0.0 },    { 0xb8, -1 },
+		{ 0xfe, -448 },	  { 0x81, -0x1p-9 },
+	};
+	unsigned int i, c;
+
+	for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		EXPECT(ref_e4m3(known[i].code) == known[i].v,
+		       "code 0x%02x: %a, not %a", known[i].code,
+		       ref_e4m3(known[i].code), known[i].v);
+	ck_assert(isnan(ref_e4m3(0x7f)) && isnan(ref_e4m3(0xff)));
+	/* Strictly increasing over the positive codes: one value each. */
+	for (c = 1; c < 0x7f; c++)
+		EXPECT(ref_e4m3(c) > ref_e4m3(c - 1), "code 0x%02x", c);
+}
+END_TEST
+
+/*
+ * Every code read back, at scales from subnormal to the largest: the code's
+ * value times s, rounded once. The NaN codes, which no encoder writes and
+ * which a damaged stream may carry, read back as NaN here: it is the page
+ * decoder that erases them (check_nonfinite.c).
+ */
+START_TEST(test_fp8_dequant_all_codes)
+{
+	static const uint16_t sc[] = { 0x3c00, 0x0001, 0x0155, 0x2e66,
+				       0x5b21, 0x7bff, 0 };
+	uint8_t codes[256];
+	uint16_t scales[256];
+	float y[256];
+	unsigned int c, i;
+
+	for (c = 0; c < 256; c++)
+		codes[c] = (uint8_t)c;
+	for (i = 0; i < sizeof(sc) / sizeof(sc[0]); i++) {
+		for (c = 0; c < 256; c++)
+			scales[c] = sc[i];
+		ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_FP8, codes, scales,
+						  256, 1, y),
+				 0);
+		for (c = 0; c < 256; c++) {
+			if ((c & 0x7f) == 0x7f) {
+				EXPECT(isnan(y[c]),
+				       "NaN code 0x%02x, scale "
+				       "0x%04x: %a",
+				       c, sc[i], y[c]);
+				continue;
+			}
+			EXPECT_EQ(
+				ref_f2u(y[c]),
+				ref_f2u((float)(ref_e4m3(c) * ref_h2f(sc[i]))),
+				"code 0x%02x, scale 0x%04x: %a", c, sc[i],
+				y[c]);
+		}
+	}
+}
+END_TEST
+
+/*
+ * The encoder at each boundary between two neighbouring codes, with scale 1
+ * exactly (a group whose amax is 448) and at powers of two, where x / s is
+ * exact and the nearest code is unique but for true ties: the midpoint
+ * itself (ties to the even code), the floats either side of it, the codes'
+ * own values; both signs; and a sweep of 64 floats a binade from 2^-12 to
+ * 2^10. Values past 448 * s only come of a saturated scale
+ * (test_quant_saturate) or of the float division: test_fp8_word.
+ */
+START_TEST(test_fp8_boundaries)
+{
+	enum { G = 64 };
+	float *x = kvmem_check_xmalloc(4096 * sizeof(float));
+	uint8_t bits[G];
+	uint16_t sh;
+	size_t n = 0, i;
+	unsigned int c, k, e, m;
+	int p;
+
+	for (c = 0; c < 0x7e; c++) {
+		float lo = (float)ref_e4m3(c), hi = (float)ref_e4m3(c + 1);
+		float mid = (float)((ref_e4m3(c) + ref_e4m3(c + 1)) / 2);
+
+		x[n++] = lo;
+		x[n++] = mid;
+		x[n++] = nextafterf(mid, 0);
+		x[n++] = nextafterf(mid, 1000);
+		x[n++] = hi;
+	}
+	x[n++] = nextafterf(0x1p-10f, 0); /* below half the least subnormal */
+	x[n++] = 0x1p-10f; /* its tie with 0 */
+	x[n++] = nextafterf(0x1p-10f, 1);
+	x[n++] = 0x1p-149f;
+	for (e = 0; e < 20; e++)
+		for (m = 0; m < 64; m++)
+			x[n++] = ldexpf(1.0f + (float)m / 64 + 0x1p-23f * m,
+					(int)e - 12);
+	for (i = 0, k = (unsigned int)n; i < k; i++)
+		x[n++] = -x[i];
+	ck_assert_uint_le(n, 4096);
+
+	for (p = -8; p <= 8; p += 4) {
+		float *grp = kvmem_check_xmalloc(G * sizeof(float));
+
+		for (i = 0; i < n; i += G - 1) {
+			size_t len = n - i < G - 1 ? n - i : G - 1, j;
+			uint32_t code, rc, alt;
+
+			/* amax 448 * 2^p: the scale is 2^p exactly. */
+			grp[0] = ldexpf(448, p);
+			for (j = 0; j < len; j++)
+				grp[1 + j] = ldexpf(x[i + j], p);
+			ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_FP8, grp,
+							len + 1, G, &sh, bits),
+					 0);
+			ck_assert_uint_eq(sh, ref_f2h(ldexpf(1, p)));
+			for (j = 0; j <= len; j++) {
+				code = bits[j];
+				ref_code(KVMEM_FMT_FP8, grp[j], sh, &rc, &alt);
+				EXPECT_EQ(code, rc, "x = %a (scale 2^%d)",
+					  grp[j], p);
+				EXPECT(code != 0x7f && code != 0xff,
+				       "NaN code for %a", grp[j]);
+			}
+			check_quant(KVMEM_FMT_FP8, grp, len + 1, G,
+				    "boundaries");
+		}
+		free(grp);
+	}
+	free(x);
+}
+END_TEST
+
+/*
+ * kvmem_f2e4m3(), the conversion the CUDA kernels share, where the API
+ * cannot reach: past 448 (saturating: 464 would round to the NaN code's
+ * magnitude), inf and NaN, every float from 2^-11 to 448 in steps of 2^-7 of
+ * its binade against the reference, and 0x1p-149.
+ */
+START_TEST(test_fp8_word)
+{
+	static const float sat[] = { 448, 449,	464,   479.9f,
+				     480, 1e6f, 3e38f, INFINITY };
+	uint32_t u, rc, alt;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(sat) / sizeof(sat[0]); i++) {
+		EXPECT_EQ(kvmem_f2e4m3(sat[i]), 0x7e, "%a", sat[i]);
+		EXPECT_EQ(kvmem_f2e4m3(-sat[i]), 0xfe, "%a", -sat[i]);
+	}
+	ck_assert_uint_eq(kvmem_f2e4m3(NAN), 0);
+	ck_assert_uint_eq(kvmem_f2e4m3(-NAN), 0);
+	ck_assert_uint_eq(kvmem_f2e4m3(0x1p-149f), 0);
+	ck_assert_uint_eq(kvmem_f2e4m3(-0.0f), 0x80);
+	for (u = ref_f2u(0x1p-11f); u <= ref_f2u(448.0f); u += 1u << 16) {
+		float f = ref_u2f(u);
+
+		ref_code(KVMEM_FMT_FP8, f, 0x3c00, &rc, &alt);
+		EXPECT_EQ(kvmem_f2e4m3(f), rc, "%a", f);
+		ref_code(KVMEM_FMT_FP8, -f, 0x3c00, &rc, &alt);
+		EXPECT_EQ(kvmem_f2e4m3(-f), rc, "%a", -f);
+	}
+}
+END_TEST
+
 /* ---- One scale per channel ----------------------------------------------- */
 
 static void check_channels(int fmt, const float *x, size_t ntok,
@@ -719,9 +903,11 @@ static void check_channels(int fmt, const float *x, size_t ntok,
 			  f->name, ntok, dim, c);
 		for (i = 0; i < ntok; i++) {
 			size_t j = i * dim + c;
-			int q = get_q(bits, j, f->bits), rq, alt;
+			uint32_t q = (uint32_t)ref_get_bits(bits, j * f->bits,
+							    f->bits),
+				 rq, alt;
 
-			ref_q(x[j], sh, f->qmax, &rq, &alt);
+			ref_code(fmt, x[j], sh, &rq, &alt);
 			if (q != alt)
 				EXPECT_EQ(q, rq,
 					  "%s %s: row %zu channel %u = %a, "
@@ -877,6 +1063,10 @@ KVMEM_SUITE(quant)
 	tcase_add_test(tq, test_quant_saturate);
 	tcase_add_test(tq, test_quant_tiny);
 	tcase_add_test(tq, test_dequant_twos_complement);
+	tcase_add_test(tq, test_fp8_reference_selfcheck);
+	tcase_add_test(tq, test_fp8_dequant_all_codes);
+	tcase_add_test(tq, test_fp8_boundaries);
+	tcase_add_test(tq, test_fp8_word);
 	tcase_add_test(tq, test_quant_channels);
 	tcase_add_test(tq, test_quant_channels_example);
 	tcase_add_test(tq, test_quant_bad_args);

@@ -106,6 +106,7 @@ const struct ref_fmt ref_fmts[KVMEM_FMT_NR] = {
 	[KVMEM_FMT_INT8] = { "int8", 8, 127 },
 	[KVMEM_FMT_INT4] = { "int4", 4, 7 },
 	[KVMEM_FMT_INT2] = { "int2", 2, 1 },
+	[KVMEM_FMT_FP8] = { "fp8", 8, 448 },
 };
 
 uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax)
@@ -146,6 +147,66 @@ void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt)
 		*alt = -qmax;
 }
 
+double ref_e4m3(unsigned int code)
+{
+	unsigned int e = code >> 3 & 15, m = code & 7;
+	double v;
+
+	if ((code & 0x7f) == 0x7f)
+		return NAN;
+	v = e ? ldexp(8 + m, (int)e - 10) : ldexp(m, -9);
+	return code & 0x80 ? -v : v;
+}
+
+/* The finite E4M3 magnitude code nearest @a >= 0; ties to the even one. */
+static uint32_t e4m3_nearest(double a)
+{
+	uint32_t c, best = 0;
+
+	for (c = 1; c < 0x7f; c++) {
+		double d = fabs(ref_e4m3(c) - a), db = fabs(ref_e4m3(best) - a);
+
+		if (d < db || (d == db && !(c & 1)))
+			best = c;
+	}
+	return best;
+}
+
+void ref_code(int fmt, float x, uint16_t sh, uint32_t *code, uint32_t *alt)
+{
+	const unsigned int bits = ref_fmts[fmt].bits;
+	double s = ref_h2f(sh), a;
+	uint32_t sign;
+	int q, qa;
+
+	if (fmt != KVMEM_FMT_FP8) {
+		ref_q(x, sh, ref_fmts[fmt].qmax, &q, &qa);
+		*code = (uint32_t)q & ((1u << bits) - 1);
+		*alt = (uint32_t)qa & ((1u << bits) - 1);
+		return;
+	}
+	*code = *alt = 0;
+	if (!isfinite(x) || s == 0)
+		return;
+	a = fabs((double)x) / s;
+	sign = signbit(x) ? 0x80 : 0;
+	*code = sign | e4m3_nearest(a);
+	/* The library divides in float: a few ulps either way. */
+	*alt = sign | e4m3_nearest(a * (1 + 0x1p-20));
+	if (*alt == *code)
+		*alt = sign | e4m3_nearest(a * (1 - 0x1p-20));
+}
+
+float ref_read(int fmt, uint32_t raw, uint16_t sh)
+{
+	const unsigned int b = ref_fmts[fmt].bits;
+
+	if (fmt == KVMEM_FMT_FP8)
+		return (float)(ref_e4m3(raw) * ref_h2f(sh));
+	return (float)(raw >> (b - 1) ? (int)raw - (1 << b) : (int)raw) *
+	       ref_h2f(sh);
+}
+
 int ref_tok_sealed(const struct kvmem_geometry *g, uint32_t n, int full_tail,
 		   uint32_t t)
 {
@@ -162,7 +223,7 @@ double ref_sealed_bound(const struct kvmem_geometry *g, const float *x,
 	int qmax = ref_fmts[g->format].qmax;
 	int chan = is_k && g->key_scales == KVMEM_SCALES_CHANNEL;
 	size_t i = ((size_t)t * H + h) * D + d;
-	double amax = 0;
+	double amax = 0, s;
 	uint32_t j;
 
 	if (chan) {
@@ -178,6 +239,12 @@ double ref_sealed_bound(const struct kvmem_geometry *g, const float *x,
 			amax = fmax(amax, fabs(x[o]));
 			amax = fmax(amax, fabs(ref_half(x[o])));
 		}
-	return (double)ref_h2f(ref_half_ceil(amax / qmax)) / 2 * (1 + 0x1p-20) +
-	       fabs((double)ref_half(x[i]) - x[i]);
+	s = ref_h2f(ref_half_ceil(amax / qmax));
+	if (g->format == KVMEM_FMT_FP8) {
+		double a = fmax(fabs(x[i]), fabs(ref_half(x[i])));
+
+		return fmax(a / 16, s * 0x1p-10) * (1 + 0x1p-20) + a * 0x1p-23 +
+		       fabs((double)ref_half(x[i]) - x[i]);
+	}
+	return s / 2 * (1 + 0x1p-20) + fabs((double)ref_half(x[i]) - x[i]);
 }

@@ -59,6 +59,25 @@ uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax);
 void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt);
 
 /*
+ * E4M3 written down from its definition (quant.h): code S.EEEE.MMM is
+ * (8 + M) * 2^(E - 10), or M * 2^-9 for E = 0, negative with S; NaN for
+ * S.1111.111.
+ */
+double ref_e4m3(unsigned int code);
+
+/*
+ * The stored bits of @x in quantized format @fmt with FP16 scale @sh: q of
+ * ref_q() in @bits-bit two's complement, or for fp8 the E4M3 code whose
+ * value is nearest |x| / s, found by search over every finite code (ties
+ * to the even code), with x's sign. *alt as ref_q()'s.
+ */
+void ref_code(int fmt, float x, uint16_t sh, uint32_t *code, uint32_t *alt);
+
+/* What stored bits @raw of quantized format @fmt with scale @sh read back
+ * as: q * s or E4M3 * s, rounded once to a float. */
+float ref_read(int fmt, uint32_t raw, uint16_t sh);
+
+/*
  * Does token @t of a layer of @n tokens live in a sealed page (kvmem.h's
  * picture: sink page, sealed pages of tokens_per_page, FP16 tail)? With
  * @full_tail, the last full page has not been sealed yet.
@@ -72,7 +91,8 @@ int ref_tok_sealed(const struct kvmem_geometry *g, uint32_t n, int full_tail,
  * s the smallest FP16 >= amax / qmax (amax over the group, or the page's
  * channel, of the inputs and of their FP16 copies since a tail may be
  * sealed from either), plus 2^-20 relative for the quantizer's own float
- * division, plus |half(x) - x|.
+ * division, plus |half(x) - x|. For fp8, half an E4M3 step of |x| / s
+ * times s instead of s / 2: at most |x| / 16, or s * 2^-10 below 2^-6 * s.
  */
 double ref_sealed_bound(const struct kvmem_geometry *g, const float *x,
 			int is_k, uint32_t t, uint32_t h, uint32_t d);

@@ -2,9 +2,10 @@
  * kvmem/quant.h - KV value formats and symmetric group-wise quantization
  *
  * Formats store a value in b bits: fp16 (IEEE half), int8, int4 and int2
- * (two's complement). The integer formats are symmetric: a group of values
- * shares one FP16 scale s and value x is stored as q = round(x / s) with
- * |q| <= qmax = 2^(b-1) - 1 (127, 7, 1), read back as q * s.
+ * (two's complement), and fp8 (E4M3). The integer formats are symmetric: a
+ * group of values shares one FP16 scale s and value x is stored as
+ * q = round(x / s) with |q| <= qmax = 2^(b-1) - 1 (127, 7, 1), read back as
+ * q * s.
  *
  * The scale of a group is the smallest FP16 number >= amax / qmax, amax being
  * the largest |x| of the group, so no value is clipped and every value is
@@ -12,6 +13,18 @@
  * Non-finite inputs (NaN, +-inf) are stored as 0 in every format and do
  * not count towards amax; finite values beyond the FP16 range saturate at
  * +-65504 (fp16) or +-65504 * qmax.
+ *
+ * fp8 is E4M3 as in OCP FP8 and CUDA's __nv_fp8_e4m3: a sign, 4 exponent
+ * bits biased by 7 and 3 mantissa bits, subnormals (m * 2^-9) below 2^-6,
+ * no infinities, largest value 448 (code 0x7e) and S.1111.111 NaN. Its
+ * groups have scales chosen by the same rule with qmax = 448: s is the
+ * smallest FP16 >= amax / 448, and x is stored as the E4M3 number nearest
+ * x / s (ties to even), saturated at +-448, read back as that number times
+ * s. So |x| / s >= 2^-6 is read back within 2^-4 of itself (relative),
+ * smaller values within s * 2^-10. A value that rounds to zero keeps its
+ * sign (0x80 for -0). The NaN code is never written: one that is read back
+ * was damaged, and the page decoder treats it as an erased value
+ * (kvmem_dequantize() alone gives NaN for it).
  *
  * Quantized values form one bitstream, value i at bits [i*b, i*b + b)
  * (LSB-first, as in kvmem/ecc.h), which the codecs then cut into data words.
@@ -31,13 +44,14 @@ enum kvmem_format {
 	KVMEM_FMT_INT8 = 1,
 	KVMEM_FMT_INT4 = 2,
 	KVMEM_FMT_INT2 = 3,
+	KVMEM_FMT_FP8 = 4, /* E4M3; appended, so the others keep their values */
 	KVMEM_FMT_NR,
 };
 
 struct kvmem_format_info {
-	const char *name; /* "fp16", "int8", "int4", "int2" */
+	const char *name; /* "fp16", "int8", "int4", "int2", "fp8" */
 	unsigned int bits; /* per value */
-	int qmax; /* largest |q|; 0 for fp16 (no scales) */
+	int qmax; /* largest |q| (448 for fp8); 0 for fp16 (no scales) */
 };
 
 /**
@@ -50,7 +64,7 @@ const struct kvmem_format_info *kvmem_format_get(int fmt);
 
 /**
  * kvmem_format_by_name() - look a format up by name
- * @name: "fp16", "int8", "int4" or "int2"
+ * @name: "fp16", "int8", "int4", "int2" or "fp8"
  *
  * Return: the enum kvmem_format value, or -EINVAL.
  */
@@ -103,7 +117,7 @@ int kvmem_dequantize(int fmt, const void *bits, const uint16_t *scales,
 
 /**
  * kvmem_quantize_channels() - quantize a block with one scale per channel
- * @fmt: an integer format
+ * @fmt: a quantized format (int8, int4, int2 or fp8)
  * @x: @ntok rows of @dim values
  * @ntok: rows (tokens)
  * @dim: values per row (channels)
