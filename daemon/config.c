@@ -133,6 +133,7 @@ static const struct key_name archive_formats[] = {
 	{ "int8", KVMEM_FMT_INT8 },
 	{ "int4", KVMEM_FMT_INT4 },
 	{ "int2", KVMEM_FMT_INT2 },
+	{ "fp8", KVMEM_FMT_FP8 },
 	{ NULL, 0 },
 };
 

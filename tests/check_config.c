@@ -807,10 +807,12 @@ START_TEST(test_config_enums)
 	EXPECT_EQ(c.archive_format, KVMEM_FMT_INT2, "%s", "int2");
 	set_ok(&c, "tier.archive_codec", "h84");
 	EXPECT_EQ(c.archive_codec, KVMEM_CODEC_H84, "%s", "h84");
+	set_ok(&c, "tier.archive_format", "fp8");
+	EXPECT_EQ(c.archive_format, KVMEM_FMT_FP8, "%s", "fp8");
 	set_ok(&c, "tier.archive_format", "same");
 	EXPECT_EQ(c.archive_format, KVMEMD_ARCHIVE_SAME, "%s", "same");
 	expect_set_error("tier.archive_format", "fp16",
-			 "\"fp16\" is not one of same, int8, int4, int2");
+			 "\"fp16\" is not one of same, int8, int4, int2, fp8");
 	expect_set_error("tier.archive_codec", "golay23",
 			 "\"golay23\" is not one of h74, h84, golay24, "
 			 "secded72");

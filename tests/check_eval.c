@@ -457,7 +457,8 @@ START_TEST(test_usage)
 	ck_assert_str_eq(r.err,
 			 "kvmem-eval: bad --modes item 'int5': one of fp32, "
 			 "int4, int4-h74, int4-h84, int4-h84-interp, "
-			 "int4-golay24, int8-secded72, fp16-secded72\n");
+			 "int4-golay24, int8-secded72, fp16-secded72, fp8-h84, "
+			 "fp8-secded72\n");
 	kvmem_check_run_free(&r);
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--ber", "2");
 	ck_assert_str_eq(r.err, "kvmem-eval: bad --ber item '2': a "

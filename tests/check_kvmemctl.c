@@ -1180,7 +1180,7 @@ static const struct {
 	  "\"degraded_pages\":\"u\",\"cold_pages\":\"u\","
 	  "\"cold_bytes\":\"u\",\"offloads\":\"u\",\"reloads\":\"u\","
 	  "\"heap_bytes\":\"u\",\"heap_max_bytes\":\"u\","
-	  "\"format\":\"s:fp16|int8|int4|int2\","
+	  "\"format\":\"s:fp16|int8|int4|int2|fp8\","
 	  "\"codec\":" S_CODEC ",\"archive\":\"s\",\"archived\":\"u\","
 	  "\"archive_refused\":\"u\",\"tokens_per_page\":\"u\","
 	  "\"layers\":\"u\",\"kv_heads\":\"u\",\"head_dim\":\"u\"}]}" },
@@ -1231,7 +1231,7 @@ static const struct {
 	  "{\"policy\":{\"offload\":\"b\",\"low_watermark\":\"u\","
 	  "\"high_watermark\":\"u\",\"stale_tokens\":\"u\","
 	  "\"archive_tokens\":\"u\",\"archive_heat\":\"n\","
-	  "\"archive_format\":\"s:same|int8|int4|int2\","
+	  "\"archive_format\":\"s:same|int8|int4|int2|fp8\","
 	  "\"archive_codec\":" S_CODEC ",\"archive_rate\":\"u\"},"
 	  "\"tiers\":{\"hot\":" S_PAGES_BYTES ",\"warm\":" S_PAGES_BYTES
 	  ",\"archive\":" S_PAGES_BYTES ",\"cold\":" S_PAGES_BYTES "},"

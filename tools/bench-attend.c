@@ -54,7 +54,7 @@ static void attend_usage(FILE *f)
 		   "  --heads H        query heads (default 32)\n"
 		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
 		   "  --dim D          head dimension (default 128)\n"
-		   "  --format F       fp16 int8 int4 int2 (default int4)\n"
+		   "  --format F       fp16 int8 int4 int2 fp8 (default int4)\n"
 		   "  --codec C        h74 h84 golay24 secded72 (default h84)\n"
 		   "  --page-tokens T  tokens per page (default 32)\n"
 		   "  --reps N         timed calls, median kept (default 20)\n"

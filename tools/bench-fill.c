@@ -128,7 +128,7 @@ static void fill_usage(FILE *f)
 		"  --layers L        layers (default 2)\n"
 		"  --kv-heads K      KV heads (default 8)\n"
 		"  --dim D           head dimension (default 128)\n"
-		"  --format F        fp16 int8 int4 int2 (default int4)\n"
+		"  --format F        fp16 int8 int4 int2 fp8 (default int4)\n"
 		"  --codec C         h74 h84 golay24 secded72 (default h84)\n"
 		"  --page-tokens T   tokens per page (default 32)\n"
 		"  --inject-ber P    flip each payload bit of the sealed pages "

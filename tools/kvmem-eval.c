@@ -169,6 +169,10 @@ static const struct mode modes[] = {
 	  KVMEM_ERASE_KEEP },
 	{ "fp16-secded72", CACHE_KVMEM, KVMEM_FMT_FP16, KVMEM_CODEC_SECDED72,
 	  KVMEM_ERASE_KEEP },
+	{ "fp8-h84", CACHE_KVMEM, KVMEM_FMT_FP8, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP },
+	{ "fp8-secded72", CACHE_KVMEM, KVMEM_FMT_FP8, KVMEM_CODEC_SECDED72,
+	  KVMEM_ERASE_KEEP },
 };
 #define NMODES ((int)(sizeof(modes) / sizeof(modes[0])))
 
@@ -748,6 +752,7 @@ static int forward(const struct model *m, struct state *s, struct cache *c,
 struct result {
 	double ppl, kl, top1, top5;
 	double bits_per_value; /* of the sealed pages, at the end */
+	double payload_bits; /* a value in their formats, without codes */
 	uint64_t corrected, detected, bits_flipped, pages_injected;
 	uint64_t archived; /* pages re-encoded by --archive */
 	int said; /* a failure was explained on stderr */
@@ -882,12 +887,12 @@ static void count_words(struct cache *c, struct result *res)
  * Bits a value of the sealed pages takes: the header's, scales', checks'
  * and payload's codewords over the page's 2 * tokens * kv_heads * head_dim
  * values, without the alignment of regions and pages (which small
- * geometries pay more of).
+ * geometries pay more of). *@payload: the bits of their formats alone.
  */
-static double bits_per_value(const struct cache *c)
+static double bits_per_value(const struct cache *c, double *payload)
 {
 	struct kvmem_page_desc d[1024];
-	double bits = 0.0, values = 0.0;
+	double bits = 0.0, values = 0.0, pbits = 0.0;
 	uint32_t l;
 	int i, n;
 
@@ -906,8 +911,12 @@ static double bits_per_value(const struct cache *c)
 					 lay.row_bytes);
 			values += 2.0 * c->g.tokens_per_page * c->g.kv_heads *
 				  c->g.head_dim;
+			pbits += 2.0 * c->g.tokens_per_page * c->g.kv_heads *
+				 c->g.head_dim *
+				 kvmem_format_get(d[i].format)->bits;
 		}
 	}
+	*payload = values ? pbits / values : 0.0;
 	return values ? bits / values : 0.0;
 }
 
@@ -944,7 +953,8 @@ static int run(const struct model *m, struct state *s, const struct mode *md,
 		res->bits_flipped = c.bits_flipped;
 		if (md->kind == CACHE_KVMEM) {
 			count_words(&c, res);
-			res->bits_per_value = bits_per_value(&c);
+			res->bits_per_value =
+				bits_per_value(&c, &res->payload_bits);
 			res->archived = c.archived;
 		}
 	}
@@ -1187,8 +1197,8 @@ static int parse_archive(const char *arg, struct args *a)
 	c = kvmem_codec_by_name(codec);
 	if (f <= KVMEM_FMT_FP16 || c < 0) {
 		fprintf(stderr,
-			PROG ": bad --archive '%s': %s is not int8, int4 or "
-			     "int2, or %s not h74, h84, golay24 or "
+			PROG ": bad --archive '%s': %s is not int8, int4, "
+			     "int2 or fp8, or %s not h74, h84, golay24 or "
 			     "secded72\n",
 			arg, fmt, codec);
 		return -1;
@@ -1454,6 +1464,7 @@ static void print_results(const struct args *a, const struct model *m,
 					       "\"channel\": \"%s\", "
 					       "\"payload_only\": %s, "
 					       "\"int8_scores\": %s, "
+					       "\"payload_bits\": %.4f, "
 					       "\"bits_per_value\": %.4f, "
 					       "\"archived_pages\": %llu}",
 					       first ? "" : ",",
@@ -1470,6 +1481,7 @@ static void print_results(const struct args *a, const struct model *m,
 							       : "false",
 					       a->int8_scores ? "true"
 							      : "false",
+					       r->payload_bits,
 					       r->bits_per_value,
 					       (unsigned long long)r->archived);
 					first = 0;

@@ -37,7 +37,7 @@ __all__ = [
     "ERASURES",
 ]
 
-FORMATS = {"fp16": 0, "int8": 1, "int4": 2, "int2": 3}
+FORMATS = {"fp16": 0, "int8": 1, "int4": 2, "int2": 3, "fp8": 4}
 CODECS = {"h74": 0, "h84": 1, "golay24": 2, "secded72": 3}
 ERASURES = {"interpolate": 0, "zero": 1, "keep": 2}
 _KEY_SCALES = {"group": 0, "channel": 1}

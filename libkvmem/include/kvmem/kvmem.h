@@ -272,7 +272,7 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
  * kvmem_seq_archive() - re-encode a sequence's old pages for keeping
  * @s: the sequence, embedded mode
  * @before: pages whose tokens all lie before this position are archived
- * @format: enum kvmem_format of the archived pages: int8, int4 or int2
+ * @format: enum kvmem_format of the archived pages: int8, int4, int2 or fp8
  * @codec: enum kvmem_codec of the archived pages
  *
  * The archive tier: old tokens, which attention reads less, kept in a

@@ -212,7 +212,7 @@ int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
  * kvmem_page_layout_as() - the layout of a sealed page archived in another
  *                          format and codec
  * @g: a valid geometry
- * @format: enum kvmem_format: int8, int4 or int2
+ * @format: enum kvmem_format: int8, int4, int2 or fp8
  * @codec: enum kvmem_codec
  * @l: receives the layout
  *
@@ -328,7 +328,7 @@ int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
  * @dst: room for a sealed page of @g, not overlapping @src
  * @src: a sealed, quantized or FP16, page of @g; not written to
  * @g: the geometry
- * @format: enum kvmem_format of the archived page: int8, int4 or int2
+ * @format: enum kvmem_format of the archived page: int8, int4, int2 or fp8
  * @codec: enum kvmem_codec of the archived page
  * @counts: if not NULL, receives what the check of @src found
  *
