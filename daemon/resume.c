@@ -278,16 +278,20 @@ static void live_work(struct kvmemd_work *w)
 		l->ret = -errno;
 }
 
+/* One line each for a few sessions: a state directory that takes no
+ * record refuses every session's. */
+static struct kvmemd_ratelimit live_log;
+
 /* A session whose record cannot be written runs without one: its client
  * sees all at once, as without daemon.keep_on_crash. */
 static void live_stop(struct kvmemd_session *s, int err)
 {
 	struct kvmemd_live *l = s->live;
 
-	kvmemd_log_err(LOG_ERR, err,
-		       "session %u: writing its record %s; it runs without "
-		       "one, and a crash of kvmemd would lose it",
-		       s->id, l->path[l->generation & 1]);
+	kvmemd_log_rl(&live_log, "records that could not be written", LOG_ERR,
+		      "session %u: writing its record %s: %s; it runs without "
+		      "one, and a crash of kvmemd would lose it",
+		      s->id, l->path[l->generation & 1], strerror(-err));
 	live_unlink(l);
 	s->live = NULL;
 	free(l);

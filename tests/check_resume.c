@@ -435,6 +435,58 @@ START_TEST(test_resume_live_records_refused)
 }
 END_TEST
 
+/*
+ * A state directory that takes no record (here: directories where session
+ * 1's records go; a full disk does the same): the session runs without
+ * one, said once in the log, its completions not held back; killed, it is
+ * not taken back, and session 2, whose records are written, is.
+ */
+START_TEST(test_resume_record_unwritable)
+{
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s1, *s2, *ref;
+	struct kvmemd_proc p;
+	struct kvmem_rng r;
+	char path[300];
+	float *k, *v;
+	int n;
+
+	kvmem_rng_seed(&r, 2015);
+	kvmemd_tokens(&r, 70, &k, &v);
+	kvmemd_start(&p, NULL, NULL);
+	for (n = 0; n < 2; n++) {
+		live_rec(&p, 1, n, path, sizeof(path));
+		ck_assert_int_eq(mkdir(path, 0700), 0);
+	}
+	a = kvmemd_connect(&p, 4u << 20);
+	s1 = kvmemd_seq_with(a, k, v, 70);
+	b = kvmemd_connect(&p, 4u << 20);
+	s2 = kvmemd_seq_with(b, k, v, 70);
+	ref = kvmemd_reference(&e, k, v, 70);
+	kvmemd_expect_same(s1, ref, &r);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "session 1: writing its record"),
+			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "session 2: writing its record"),
+			 0);
+	kvmemd_kill(&p);
+	kvmemd_restart(&p, NULL);
+	ck_assert_int_eq(kvmem_reconnect(a), -ESTALE);
+	ck_assert_int_eq(kvmem_reconnect(b), 0);
+	kvmemd_expect_same(s2, ref, &r);
+
+	kvmem_seq_free(s1);
+	kvmem_seq_free(s2);
+	kvmem_seq_free(ref);
+	kvmem_close(a);
+	kvmem_close(b);
+	kvmem_close(e);
+	free(k);
+	free(v);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /* ---- kill -9 at random moments ------------------------------------- */
 
 #define KILL_SEQS 3
@@ -1456,6 +1508,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_after_kill);
 	tcase_add_test(tc, test_resume_kill_loop);
 	tcase_add_test(tc, test_resume_live_records_refused);
+	tcase_add_test(tc, test_resume_record_unwritable);
 	tcase_add_test(tc, test_resume_memfd_stored_while_running);
 	tcase_add_test(tc, test_resume_reconnect_through_a_reset);
 	tcase_add_test(tc, test_resume_ring_goes_on);
