@@ -337,8 +337,9 @@ void kvmemd_resume_track(struct kvmemd_session *s);
 /* A session that ends for good: its memfd leaves the store, its record
  * the state directory. */
 void kvmemd_resume_untrack(struct kvmemd_session *s);
-/* A session being freed: a write of its record in flight is its own. */
-void kvmemd_resume_forget(struct kvmemd_session *s);
+/* A session being freed (record.c): a write of its live record in
+ * flight is its own. */
+void kvmemd_record_forget(struct kvmemd_session *s);
 /* Once a loop iteration: each session whose tables or ring moved, and
  * whose record is not being written, has it written on a worker; the
  * client sees what moved once it is. */

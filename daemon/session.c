@@ -476,7 +476,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 		else
 			s->d->sessions_tail = s->prev;
 	}
-	kvmemd_resume_forget(s);
+	kvmemd_record_forget(s);
 	free(s->redo);
 	tier_session_free(s);
 	session_prefix_drop(s);

@@ -275,8 +275,8 @@ END_TEST
 #define REC_CRC_OFF 68
 
 /* Session @id's live record @n's path; 0 when it is not there. */
-static int live_rec(const struct kvmemd_proc *p, uint32_t id, int n,
-		    char *path, size_t len)
+static int live_rec(const struct kvmemd_proc *p, uint32_t id, int n, char *path,
+		    size_t len)
 {
 	struct stat st;
 
@@ -397,8 +397,7 @@ START_TEST(test_resume_live_records_refused)
 	ck_assert_int_eq(kvmemd_log_lines(&p, "not the record of session 2 "
 					      "alone"),
 			 1);
-	ck_assert_int_eq(kvmemd_log_lines(&p, "written by another version"),
-			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&p, "written by another version"), 1);
 	ck_assert_int_eq(kvmemd_log_lines(&p, "4 kept session memfds passed "
 					      "back with no record"),
 			 1);
@@ -585,18 +584,18 @@ static unsigned int kill_seq_check(struct kill_seq *q, const uint32_t held[2])
 		ck_assert_uint_ge(len, held[l]);
 		q->n[l] = len;
 		if (len)
-			ck_assert_int_eq(kvmem_seq_append(ref, l, q->k[l],
-							  q->v[l], len),
-					 0);
+			ck_assert_int_eq(
+				kvmem_seq_append(ref, l, q->k[l], q->v[l], len),
+				0);
 		for (t = 0; t < len; t += n) {
 			n = len - t < tpp ? len - t : tpp;
 			memset(&c, 0, sizeof(c));
-			ck_assert_int_eq(kvmem_seq_read(q->s, l, t, n, 0, ka,
-							va, &c),
-					 0);
-			ck_assert_int_eq(kvmem_seq_read(ref, l, t, n, 0, kb,
-							vb, NULL),
-					 0);
+			ck_assert_int_eq(
+				kvmem_seq_read(q->s, l, t, n, 0, ka, va, &c),
+				0);
+			ck_assert_int_eq(
+				kvmem_seq_read(ref, l, t, n, 0, kb, vb, NULL),
+				0);
 			if (c.values_erased) {
 				flagged++;
 				continue;
@@ -650,10 +649,10 @@ START_TEST(test_resume_kill_loop)
 	for (i = 0; i < KILL_SEQS; i++) {
 		ck_assert_int_eq(kvmem_seq_create(a, &q[i].s), 0);
 		for (int l = 0; l < 2; l++) {
-			q[i].k[l] = kvmem_check_xmalloc(
-				(KILL_SEQ_MAX + 64) * row * sizeof(float));
-			q[i].v[l] = kvmem_check_xmalloc(
-				(KILL_SEQ_MAX + 64) * row * sizeof(float));
+			q[i].k[l] = kvmem_check_xmalloc((KILL_SEQ_MAX + 64) *
+							row * sizeof(float));
+			q[i].v[l] = kvmem_check_xmalloc((KILL_SEQ_MAX + 64) *
+							row * sizeof(float));
 		}
 	}
 	for (round = 0; round < rounds; round++) {

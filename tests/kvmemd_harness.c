@@ -76,8 +76,7 @@ static int stored_has(const struct kvmemd_proc *p, int fd)
 }
 
 /* The value of "NAME=" in @text, cut at its line's end, to @out. */
-static int note_value(const char *text, const char *name, char *out,
-		      size_t len)
+static int note_value(const char *text, const char *name, char *out, size_t len)
 {
 	const char *v = strstr(text, name);
 
@@ -163,7 +162,8 @@ static void *notes_thread(void *arg)
 {
 	struct kvmemd_proc *p = arg;
 	struct pollfd pfd[2] = { { .fd = p->notify, .events = POLLIN },
-				 { .fd = p->notes->wake[0], .events = POLLIN } };
+				 { .fd = p->notes->wake[0],
+				   .events = POLLIN } };
 
 	for (;;) {
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
