@@ -27,6 +27,7 @@ extern const struct bench_cmd bench_attach;
 extern const struct bench_cmd bench_archive;
 extern const struct bench_cmd bench_prefix;
 extern const struct bench_cmd bench_hangup;
+extern const struct bench_cmd bench_record;
 
 /* kvmem-bench attend; --gpu runs bench_attend_gpu() (bench-attend-gpu.c). */
 struct attend_cfg {
