@@ -737,6 +737,13 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "archive", "--format", "int5", NULL },
 		(const char *const[]){ "archive", "--kv-heads", "0", NULL },
 		(const char *const[]){ "archive", "extra", NULL },
+		(const char *const[]){ "record", "--rounds", "0", NULL },
+		(const char *const[]){ "record", "--sessions", "33", NULL },
+		(const char *const[]){ "record", "--kept-bytes", "1x", NULL },
+		(const char *const[]){ "record", "--kept-bytes", "17G", NULL },
+		(const char *const[]){ "record", "--rounds", "3", "--nops", "2",
+				       NULL },
+		(const char *const[]){ "record", "extra", NULL },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -755,6 +762,93 @@ START_TEST(test_usage_errors)
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "codec"));
 	ck_assert_ptr_nonnull(strstr(r.out, "ber"));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/*
+ * record, small: two rounds a daemon of one sequence each, 200 NOPs, and
+ * two sessions of a sequence each killed with their daemon and taken
+ * back. The tool fails the run on a session not taken back or a value
+ * that reads back wrong; here the report's shape, its counts and the
+ * ratios it computes from what it reports, never a timing.
+ */
+START_TEST(test_record_json)
+{
+	static const char *const positive[] = {
+		"record_tokens_per_s",
+		"no_record_tokens_per_s",
+		"record_mb_per_s",
+		"no_record_mb_per_s",
+		"append_vs_no_record",
+		"record_nop_p50_us",
+		"record_nop_p99_us",
+		"no_record_nop_p50_us",
+		"no_record_nop_p99_us",
+		"nop_p50_vs_no_record",
+		"nop_p99_vs_no_record",
+		"kept_bytes",
+		"ready_s",
+		"serving_s",
+		"ready_s_per_gib",
+		"serving_s_per_gib",
+		"verified_bytes",
+	};
+	/* 8 layers x 8 KV heads x 128 dims; 4 sink tokens and 16 pages of
+	 * 32 tokens a sequence */
+	const double row = 8 * 8 * 128, tokens = 4 + 16 * 32;
+	double v, on, off, gib;
+	struct kvmem_run r;
+	size_t i;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "record", "--rounds", "2",
+		  "--append-bytes", "1M", "--nops", "200", "--kept-bytes", "1M",
+		  "--sessions", "2", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_msg(strchr(r.out, '{') == strrchr(r.out, '{'),
+		      "more than one object: %s", r.out);
+	for (i = 0; i < sizeof(positive) / sizeof(positive[0]); i++) {
+		v = json_num(r.out, positive[i]);
+		ck_assert_msg(isfinite(v) && v > 0, "\"%s\": %g in %s",
+			      positive[i], v, r.out);
+	}
+	ck_assert_double_eq(json_num(r.out, "rounds"), 2);
+	ck_assert_double_eq(json_num(r.out, "round_seqs"), 1);
+	ck_assert_double_eq(json_num(r.out, "round_tokens"), tokens);
+	ck_assert_double_eq(json_num(r.out, "nops"), 200);
+	/* The ratios are those of the rates and latencies reported. */
+	on = json_num(r.out, "record_tokens_per_s");
+	off = json_num(r.out, "no_record_tokens_per_s");
+	ck_assert_double_eq_tol(json_num(r.out, "append_vs_no_record"),
+				on / off, 1e-3 * on / off);
+	ck_assert_double_eq_tol(json_num(r.out, "record_mb_per_s"),
+				on * row * 2 * 4 / 1e6, 0.01);
+	ck_assert_double_eq_tol(json_num(r.out, "no_record_mb_per_s"),
+				off * row * 2 * 4 / 1e6, 0.01);
+	on = json_num(r.out, "record_nop_p50_us");
+	off = json_num(r.out, "no_record_nop_p50_us");
+	ck_assert_double_eq_tol(json_num(r.out, "nop_p50_vs_no_record"),
+				on / off, 0.01 * on / off);
+	ck_assert_double_ge(json_num(r.out, "record_nop_p99_us"), on);
+	ck_assert_double_ge(json_num(r.out, "no_record_nop_p99_us"), off);
+	on = json_num(r.out, "record_nop_p99_us");
+	off = json_num(r.out, "no_record_nop_p99_us");
+	ck_assert_double_eq_tol(json_num(r.out, "nop_p99_vs_no_record"),
+				on / off, 0.01 * on / off);
+	/* Every session taken back, and one sequence of each read back. */
+	ck_assert_double_eq(json_num(r.out, "sessions"), 2);
+	ck_assert_double_eq(json_num(r.out, "reconnected"), 2);
+	ck_assert_double_eq(json_num(r.out, "kept_seqs"), 2);
+	ck_assert_double_eq(json_num(r.out, "kept_tokens"), 2 * tokens);
+	ck_assert_double_eq(json_num(r.out, "verified_seqs"), 2);
+	ck_assert_double_eq(json_num(r.out, "verified_bytes"),
+			    2 * 8 * tokens * (row / 8) * 2 * 4);
+	ck_assert_double_ge(json_num(r.out, "serving_s"),
+			    json_num(r.out, "ready_s"));
+	gib = json_num(r.out, "kept_bytes") / (1 << 30);
+	v = json_num(r.out, "serving_s") / gib;
+	ck_assert_double_eq_tol(json_num(r.out, "serving_s_per_gib"), v,
+				1e-3 * v + 1e-4 / gib);
 	kvmem_check_run_free(&r);
 }
 END_TEST
@@ -1400,6 +1494,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(ring, test_attach_json);
 	tcase_add_test(ring, test_prefix_json);
 	tcase_add_test(ring, test_hangup_json);
+	tcase_add_test(ring, test_record_json);
 	tcase_set_timeout(ring, 60);
 	suite_add_tcase(s, ber);
 	suite_add_tcase(s, codec);

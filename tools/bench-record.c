@@ -210,9 +210,8 @@ static int parse_cfg(int argc, char **argv, struct record_cfg *cfg)
 	}
 	if (cfg->nops < cfg->rounds) {
 		fprintf(stderr,
-			"kvmem-bench: --nops %llu is fewer than a NOP a round "
-			"(--rounds %llu)\n",
-			(unsigned long long)cfg->nops,
+			"kvmem-bench: --nops must be at least --rounds (%llu): "
+			"a NOP a round\n",
 			(unsigned long long)cfg->rounds);
 		return 2;
 	}
