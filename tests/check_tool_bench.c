@@ -816,6 +816,14 @@ START_TEST(test_record_json)
 	ck_assert_double_eq(json_num(r.out, "round_seqs"), 1);
 	ck_assert_double_eq(json_num(r.out, "round_tokens"), tokens);
 	ck_assert_double_eq(json_num(r.out, "nops"), 200);
+	ck_assert_double_le(json_num(r.out, "record_tokens_per_s_min"),
+			    json_num(r.out, "record_tokens_per_s"));
+	ck_assert_double_ge(json_num(r.out, "record_tokens_per_s_max"),
+			    json_num(r.out, "record_tokens_per_s"));
+	ck_assert_double_le(json_num(r.out, "no_record_tokens_per_s_min"),
+			    json_num(r.out, "no_record_tokens_per_s"));
+	ck_assert_double_ge(json_num(r.out, "no_record_tokens_per_s_max"),
+			    json_num(r.out, "no_record_tokens_per_s"));
 	/* The ratios are those of the rates and latencies reported. */
 	on = json_num(r.out, "record_tokens_per_s");
 	off = json_num(r.out, "no_record_tokens_per_s");

@@ -104,6 +104,8 @@ struct side {
 	double *tokens_s; /* a round each */
 	uint64_t *nop, nnop; /* ns */
 	double tokens_per_s, mb_per_s, nop_p50_us, nop_p99_us;
+	/* the slowest and fastest round's: how noisy the machine was */
+	double tokens_min, tokens_max;
 };
 
 struct crash {
@@ -423,6 +425,8 @@ static void side_sum(const struct rec *x, struct side *s)
 	const uint64_t n = x->cfg->rounds;
 
 	qsort(s->tokens_s, n, sizeof(*s->tokens_s), cmp_double);
+	s->tokens_min = s->tokens_s[0];
+	s->tokens_max = s->tokens_s[n - 1];
 	s->tokens_per_s =
 		n % 2 ? s->tokens_s[n / 2]
 		      : (s->tokens_s[n / 2 - 1] + s->tokens_s[n / 2]) / 2;
@@ -630,6 +634,10 @@ static void print_json(const struct rec *x, const struct side *on,
 	       "\"round_seqs\": %u, \"round_tokens\": %llu, "
 	       "\"record_tokens_per_s\": %.1f, "
 	       "\"no_record_tokens_per_s\": %.1f, "
+	       "\"record_tokens_per_s_min\": %.1f, "
+	       "\"record_tokens_per_s_max\": %.1f, "
+	       "\"no_record_tokens_per_s_min\": %.1f, "
+	       "\"no_record_tokens_per_s_max\": %.1f, "
 	       "\"record_mb_per_s\": %.2f, \"no_record_mb_per_s\": %.2f, "
 	       "\"append_vs_no_record\": %.4f, "
 	       "\"nops\": %llu, \"record_nop_p50_us\": %.2f, "
@@ -648,8 +656,9 @@ static void print_json(const struct rec *x, const struct side *on,
 	       on->d.cpu >= 0 ? "true" : "false",
 	       (unsigned long long)cfg->rounds, x->round_seqs,
 	       (unsigned long long)x->round_seqs * x->seq_tokens,
-	       on->tokens_per_s, off->tokens_per_s, on->mb_per_s, off->mb_per_s,
-	       on->tokens_per_s / off->tokens_per_s,
+	       on->tokens_per_s, off->tokens_per_s, on->tokens_min,
+	       on->tokens_max, off->tokens_min, off->tokens_max, on->mb_per_s,
+	       off->mb_per_s, on->tokens_per_s / off->tokens_per_s,
 	       (unsigned long long)on->nnop, on->nop_p50_us, on->nop_p99_us,
 	       off->nop_p50_us, off->nop_p99_us,
 	       on->nop_p50_us / off->nop_p50_us,
@@ -691,6 +700,10 @@ static void print_table(const struct rec *x, const struct side *on,
 	printf("%-26s %14.0f %14.0f %12.4f\n", "append, tokens/s",
 	       off->tokens_per_s, on->tokens_per_s,
 	       on->tokens_per_s / off->tokens_per_s);
+	printf("%-26s %14.0f %14.0f\n", "  slowest round", off->tokens_min,
+	       on->tokens_min);
+	printf("%-26s %14.0f %14.0f\n", "  fastest round", off->tokens_max,
+	       on->tokens_max);
 	printf("%-26s %14.1f %14.1f %12.4f\n", "append, MB/s of K/V",
 	       off->mb_per_s, on->mb_per_s, on->mb_per_s / off->mb_per_s);
 	printf("%-26s %14.2f %14.2f %12.4f\n", "NOP round trip p50, us",
