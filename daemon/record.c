@@ -52,11 +52,42 @@ struct kvmemd_live {
 
 /* ---- the format --------------------------------------------------------- */
 
-static void seqs_write(FILE *f, const struct kvmemd_session *s, int live)
+void *record_buf_add(struct record_buf *b, size_t n)
 {
-	const uint32_t pad = 0;
-	struct keep_seq ks;
+	size_t cap = b->cap;
+	uint8_t *p;
+
+	if (n > b->cap - b->len) {
+		cap = 2 * cap > b->len + n ? 2 * cap : b->len + n;
+		p = realloc(b->p, cap);
+		if (!p)
+			return NULL;
+		b->p = p;
+		b->cap = cap;
+	}
+	p = b->p + b->len;
+	b->len += n;
+	return p;
+}
+
+/* The bytes of @s's sequences in a record. */
+static size_t seqs_bytes(const struct kvmemd_session *s)
+{
+	size_t n = 0;
+	uint32_t i;
+
+	for (i = 0; i < s->max_seqs; i++)
+		if (s->seqs[i])
+			n += sizeof(struct keep_seq) +
+			     record_idx_bytes(s->seqs[i]->n);
+	return n;
+}
+
+/* @s's sequences at @p: where they end. */
+static uint8_t *seqs_put(uint8_t *p, const struct kvmemd_session *s, int live)
+{
 	const struct seq *q;
+	struct keep_seq ks;
 	uint32_t i;
 
 	for (i = 0; i < s->max_seqs; i++) {
@@ -70,12 +101,14 @@ static void seqs_write(FILE *f, const struct kvmemd_session *s, int live)
 							    : q->acquired,
 					.tokens = q->tokens,
 					.n = q->n };
-		fwrite(&ks, sizeof(ks), 1, f);
-		if (ks.n)
-			fwrite(q->pages, sizeof(uint32_t), ks.n, f);
-		if (ks.n % 2)
-			fwrite(&pad, sizeof(pad), 1, f);
+		memcpy(p, &ks, sizeof(ks));
+		p += sizeof(ks);
+		memset(p, 0, record_idx_bytes(q->n));
+		if (q->n)
+			memcpy(p, q->pages, q->n * sizeof(uint32_t));
+		p += record_idx_bytes(q->n);
 	}
+	return p;
 }
 
 /*
@@ -118,75 +151,69 @@ static void tables_settle(const struct kvmemd_session *s, struct slot *sl,
 	}
 }
 
-/*
- * @s as a record has it, to @f. @live: while it runs (tables_settle(),
- * and the SQEs of the ops waiting follow); else at a stop, with no move
- * under way and no op waiting (session_keep_ready()). Return: 0, or
- * -ENOMEM.
- */
-int record_put(FILE *f, const struct kvmemd_session *s, uint64_t now, int live)
+int record_put(struct record_buf *b, const struct kvmemd_session *s,
+	       uint64_t now, int live)
 {
 	const struct kvmemd_arena *a = &s->arena;
-	struct slot *sl = a->slots;
-	struct page *pg = a->pages;
+	const size_t slots = (size_t)a->top * sizeof(struct slot);
+	const size_t pages = (size_t)a->top_page * sizeof(struct page);
 	const struct tier_wait *w;
-	struct keep_rec rec;
+	struct keep_rec *rec;
+	uint8_t *p, *end;
+	size_t n;
 
-	memset(&rec, 0, sizeof(rec));
-	rec.free_page = a->free_page;
+	/* One size, reserved at once: a session's tables are copied once. */
+	n = sizeof(*rec) + slots + pages + seqs_bytes(s) +
+	    (live ? s->nwaits * sizeof(w->e) : 0);
+	p = record_buf_add(b, n);
+	if (!p)
+		return -ENOMEM;
+	end = p + n;
+	rec = (struct keep_rec *)p;
+	memset(rec, 0, sizeof(*rec));
+	p += sizeof(*rec);
+	memcpy(p, a->slots, slots);
+	if (pages)
+		memcpy(p + slots, a->pages, pages);
+	rec->free_page = a->free_page;
 	if (live) {
-		sl = malloc((a->top + 1) * sizeof(*sl));
-		pg = malloc((a->top_page + 1) * sizeof(*pg));
-		if (!sl || !pg) {
-			free(sl);
-			free(pg);
-			return -ENOMEM;
-		}
-		memcpy(sl, a->slots, a->top * sizeof(*sl));
-		if (a->top_page)
-			memcpy(pg, a->pages, a->top_page * sizeof(*pg));
-		tables_settle(s, sl, pg, &rec.free_page);
-		rec.nwaits = s->nwaits;
+		tables_settle(s, (struct slot *)p, (struct page *)(p + slots),
+			      &rec->free_page);
+		rec->nwaits = s->nwaits;
 	}
-	rec.id = s->id;
-	rec.uid = (uint32_t)s->uid;
-	rec.token = s->resume_token;
-	rec.features = s->features;
-	rec.g = s->g;
-	rec.arch = s->arch;
-	rec.arena_bytes = s->arena_bytes;
-	rec.map_bytes = s->map_bytes;
-	rec.sq_entries = s->sq_entries;
-	rec.cq_entries = s->cq_entries;
-	rec.top = a->top;
-	rec.top_page = a->top_page;
-	rec.nseqs = s->nseqs;
-	rec.seals = a->seals;
-	rec.sq_head = s->sq_head;
-	rec.cq_tail = s->cq_tail;
-	rec.ops = s->ops;
-	rec.op_errors = s->op_errors;
-	rec.ce = s->ce;
-	rec.ue = s->ue;
-	rec.crc = s->crc;
-	rec.offloads = s->offloads;
-	rec.reloads = s->reloads;
-	rec.offload_bytes = s->offload_bytes;
-	rec.reload_bytes = s->reload_bytes;
+	p = seqs_put(p + slots + pages, s, live);
+	for (w = live ? s->waits : NULL; w; w = w->next) {
+		memcpy(p, &w->e, sizeof(w->e));
+		p += sizeof(w->e);
+	}
+	rec->id = s->id;
+	rec->uid = (uint32_t)s->uid;
+	rec->token = s->resume_token;
+	rec->features = s->features;
+	rec->g = s->g;
+	rec->arch = s->arch;
+	rec->arena_bytes = s->arena_bytes;
+	rec->map_bytes = s->map_bytes;
+	rec->sq_entries = s->sq_entries;
+	rec->cq_entries = s->cq_entries;
+	rec->top = a->top;
+	rec->top_page = a->top_page;
+	rec->nseqs = s->nseqs;
+	rec->seals = a->seals;
+	rec->sq_head = s->sq_head;
+	rec->cq_tail = s->cq_tail;
+	rec->ops = s->ops;
+	rec->op_errors = s->op_errors;
+	rec->ce = s->ce;
+	rec->ue = s->ue;
+	rec->crc = s->crc;
+	rec->offloads = s->offloads;
+	rec->reloads = s->reloads;
+	rec->offload_bytes = s->offload_bytes;
+	rec->reload_bytes = s->reload_bytes;
 	if (s->kept_until)
-		rec.wait_ns = s->kept_until > now ? s->kept_until - now : 1;
-	fwrite(&rec, sizeof(rec), 1, f);
-	fwrite(sl, sizeof(*sl), a->top, f);
-	if (a->top_page)
-		fwrite(pg, sizeof(*pg), a->top_page, f);
-	seqs_write(f, s, live);
-	for (w = live ? s->waits : NULL; w; w = w->next)
-		fwrite(&w->e, sizeof(w->e), 1, f);
-	if (live) {
-		free(sl);
-		free(pg);
-	}
-	return 0;
+		rec->wait_ns = s->kept_until > now ? s->kept_until - now : 1;
+	return p == end ? 0 : -EINVAL;
 }
 
 /* @len bytes of @buf to @fd, all of them: 0, or -errno. */
@@ -413,34 +440,32 @@ static void live_done(struct kvmemd_work *w)
 /* The whole record of @s to l->buf: its checksums are the worker's. */
 static int live_image(struct kvmemd_session *s, struct kvmemd_live *l)
 {
-	struct keep_hdr h;
-	size_t len = 0;
-	char *buf = NULL;
-	FILE *f = open_memstream(&buf, &len);
+	struct record_buf b = { 0 };
+	struct keep_hdr *h;
 	int ret;
 
-	if (!f)
+	/* The header's room first: filled in once the body is there. */
+	if (!record_buf_add(&b, sizeof(*h)))
 		return -ENOMEM;
-	memset(&h, 0, sizeof(h));
-	fwrite(&h, sizeof(h), 1, f);
-	ret = record_put(f, s, kvmemd_now_ns(), 1);
-	if (fclose(f) || ret) {
-		free(buf);
-		return -ENOMEM;
+	ret = record_put(&b, s, kvmemd_now_ns(), 1);
+	if (ret) {
+		free(b.p);
+		return ret;
 	}
-	memcpy(h.magic, KEEP_MAGIC, sizeof(KEEP_MAGIC));
-	h.version = KEEP_VERSION;
-	h.nsessions = 1;
-	h.rec_size = sizeof(struct keep_rec);
-	h.slot_size = sizeof(struct slot);
-	h.page_size = sizeof(struct page);
-	h.seq_size = sizeof(struct keep_seq);
-	kvmemd_tier_store_uuid(s->d, h.store_uuid);
-	h.generation = l->generation + 1;
-	h.body_bytes = len - sizeof(h);
-	memcpy(buf, &h, sizeof(h));
-	l->buf = (uint8_t *)buf;
-	l->len = len;
+	h = (struct keep_hdr *)b.p;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, KEEP_MAGIC, sizeof(KEEP_MAGIC));
+	h->version = KEEP_VERSION;
+	h->nsessions = 1;
+	h->rec_size = sizeof(struct keep_rec);
+	h->slot_size = sizeof(struct slot);
+	h->page_size = sizeof(struct page);
+	h->seq_size = sizeof(struct keep_seq);
+	kvmemd_tier_store_uuid(s->d, h->store_uuid);
+	h->generation = l->generation + 1;
+	h->body_bytes = b.len - sizeof(*h);
+	l->buf = b.p;
+	l->len = b.len;
 	return 0;
 }
 

@@ -10,7 +10,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "session.h"
 
@@ -61,8 +60,24 @@ _Static_assert(sizeof(struct keep_seq) % 8 == 0, "sequence padded");
 _Static_assert(sizeof(struct slot) % 8 == 0, "slot padded");
 _Static_assert(sizeof(struct page) % 8 == 0, "page padded");
 
+/* A record being made, in memory. */
+struct record_buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+/* @n bytes more at the end of @b: where, or NULL (out of memory). */
+void *record_buf_add(struct record_buf *b, size_t n);
+
+/* A sequence's page indices are padded to 8 bytes, so that what follows
+ * is aligned. */
+static inline size_t record_idx_bytes(uint32_t n)
+{
+	return ((size_t)n * sizeof(uint32_t) + 7) & ~(size_t)7;
+}
+
 /*
- * record_put() - @s as a record has it, to @f
+ * record_put() - @s as a record has it, at the end of @b
  * @live: while it runs: each move under way shown as not started, each
  *        acquire still waiting as not issued, and the SQEs of the ops
  *        waiting after its sequences; else at a stop, where no move is
@@ -70,7 +85,8 @@ _Static_assert(sizeof(struct page) % 8 == 0, "page padded");
  *
  * Return: 0, or -ENOMEM.
  */
-int record_put(FILE *f, const struct kvmemd_session *s, uint64_t now, int live);
+int record_put(struct record_buf *b, const struct kvmemd_session *s,
+	       uint64_t now, int live);
 /* The header of a record of @size bytes at @buf, to @h: 0, or why not in
  * @why (-EINVAL: damaged or cut short; -EPROTO: another version's). */
 int record_hdr_check(const uint8_t *buf, size_t size, struct keep_hdr *h,

@@ -103,9 +103,7 @@ struct kvmemd_resume {
 
 struct kvmemd_keep {
 	struct kvmemd *d;
-	FILE *body;
-	char *buf;
-	size_t len;
+	struct record_buf body;
 	uint32_t n;
 	uint8_t store_uuid[16];
 	int store_err; /* the descriptor store refused one: no more tries */
@@ -367,12 +365,6 @@ struct kept {
 	const struct kvmem_sqe *waits; /* [rec->nwaits] */
 };
 
-/* Index arrays are padded to 8 bytes, so that what follows is aligned. */
-static uint64_t idx_bytes(uint32_t n)
-{
-	return ((uint64_t)n * sizeof(uint32_t) + 7) & ~(uint64_t)7;
-}
-
 /* The next session of the record from @c: 0, or -EINVAL when the record
  * is cut short. */
 static int kept_parse(struct cursor *c, struct kept *k)
@@ -391,7 +383,7 @@ static int kept_parse(struct cursor *c, struct kept *k)
 	start = c->p;
 	for (i = 0; i < k->rec->nseqs; i++) {
 		ks = take(c, sizeof(*ks));
-		if (!ks || !take(c, idx_bytes(ks->n)))
+		if (!ks || !take(c, record_idx_bytes(ks->n)))
 			return -EINVAL;
 	}
 	k->seqs = (struct cursor){ .p = start, .left = (size_t)(c->p - start) };
@@ -423,7 +415,7 @@ static int tables_load(struct kvmemd_session *s, const struct kept *k,
 		return ret;
 	for (i = 0; i < rec->nseqs; i++) {
 		ks = take(&c, sizeof(*ks));
-		idx = take(&c, idx_bytes(ks->n));
+		idx = take(&c, record_idx_bytes(ks->n));
 		ret = session_seq_restore(s, ks->id, (int)ks->acquired,
 					  ks->tokens, idx, ks->n);
 		if (ret) {
@@ -884,9 +876,7 @@ struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d)
 	if (!kvmemd_resume_on(d))
 		return NULL;
 	k = calloc(1, sizeof(*k));
-	if (k)
-		k->body = open_memstream(&k->buf, &k->len);
-	if (!k || !k->body) {
+	if (!k) {
 		kvmemd_log(LOG_ERR, "out of memory: no session is kept");
 		free(k);
 		return NULL;
@@ -939,7 +929,13 @@ int kvmemd_resume_keep(struct kvmemd_keep *k, struct kvmemd_session *s)
 		kvmemd_resume_untrack(s);
 		return 0;
 	}
-	record_put(k->body, s, now, 0);
+	if (record_put(&k->body, s, now, 0)) {
+		kvmemd_log(LOG_ERR,
+			   "session %u (uid %u) not kept: out of memory", s->id,
+			   (unsigned int)s->uid);
+		kvmemd_resume_untrack(s);
+		return 0;
+	}
 	k->n++;
 	/* The record of the stop has all that ran: the client sees it. */
 	kvmemd_record_forget(s);
@@ -969,15 +965,15 @@ static int record_write(struct kvmemd_keep *k)
 	h.page_size = sizeof(struct page);
 	h.seq_size = sizeof(struct keep_seq);
 	memcpy(h.store_uuid, k->store_uuid, sizeof(h.store_uuid));
-	h.body_bytes = k->len;
-	h.body_crc = kvmem_crc32c(0, k->buf, k->len);
+	h.body_bytes = k->body.len;
+	h.body_crc = kvmem_crc32c(0, k->body.p, k->body.len);
 	h.crc = kvmem_crc32c(0, &h, offsetof(struct keep_hdr, crc));
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	ret = record_write_all(fd, &h, sizeof(h));
 	if (!ret)
-		ret = record_write_all(fd, k->buf, k->len);
+		ret = record_write_all(fd, k->body.p, k->body.len);
 	if (!ret && fsync(fd))
 		ret = -errno;
 	close(fd);
@@ -1003,9 +999,7 @@ void kvmemd_resume_end(struct kvmemd_keep *k)
 		kvmemd_resume_keep(k, s);
 		kvmemd_session_free(s);
 	}
-	ret = fclose(k->body) ? -ENOMEM : 0;
-	if (!ret && k->n)
-		ret = record_write(k);
+	ret = k->n ? record_write(k) : 0;
 	if (ret)
 		kvmemd_log_err(LOG_ERR, ret,
 			       "writing the record of %u kept sessions; they "
@@ -1016,6 +1010,6 @@ void kvmemd_resume_end(struct kvmemd_keep *k)
 			   "%u sessions kept for the next kvmemd (each waits "
 			   "%u s for its client)",
 			   k->n, k->d->cfg.resume_seconds);
-	free(k->buf);
+	free(k->body.p);
 	free(k);
 }
