@@ -746,6 +746,15 @@ static void arena_debug(const struct kvmemd_arena *a)
 
 /* ---- tables a restart brought back ------------------------------------ */
 
+uint32_t arena_slot_count(const struct kvmemd_arena *a)
+{
+	uint32_t u, n = 0;
+
+	for (u = 0; u < a->top; u = slot_next(a, u))
+		n += a->slots[u].state != SLOT_NONE;
+	return n;
+}
+
 int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
 		  int archived, char *why, size_t len)
 {
@@ -756,6 +765,11 @@ int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
 
 	if (k->top > a->nunits || k->top_page >= NO_UNIT)
 		return bad(why, len, "its tables do not fit its arena");
+	/* Each slot below ->top, in order, once. */
+	for (i = 0; i < k->nslots; i++)
+		if (k->slots[i].unit >= k->top ||
+		    (i && k->slots[i].unit <= k->slots[i - 1].unit))
+			return bad(why, len, "its slots do not fit its arena");
 	n = k->top_page > 64 ? k->top_page : 64;
 	if (arena_heap_get(a, (size_t)n * sizeof(struct page)))
 		goto nomem;
@@ -765,7 +779,9 @@ int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
 		goto nomem;
 	}
 	a->npages = n;
-	memcpy(a->slots, k->slots, (size_t)k->top * sizeof(struct slot));
+	memset(a->slots, 0, (size_t)k->top * sizeof(struct slot));
+	for (i = 0; i < k->nslots; i++)
+		a->slots[k->slots[i].unit] = k->slots[i].slot;
 	memcpy(a->pages, k->pages, (size_t)k->top_page * sizeof(struct page));
 	a->top = k->top;
 	a->top_page = k->top_page;

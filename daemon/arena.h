@@ -225,13 +225,22 @@ void arena_read_checked(struct kvmemd_arena *a, uint32_t pg);
  */
 int arena_check(const struct kvmemd_arena *a, char *why, size_t len);
 
-/* The tables of a session kept across a restart, as its record has them
- * (resume.c). */
-struct arena_saved {
-	const struct slot *slots; /* [top] */
-	const struct page *pages; /* [top_page] */
-	uint32_t top, top_page, free_page, seals;
+/* A slot as a record has it: only the units a slot starts at are in it. */
+struct arena_saved_slot {
+	uint32_t unit, resv;
+	struct slot slot;
 };
+
+/* The tables of a session kept across a restart, as its record has them
+ * (record.c, resume.c). */
+struct arena_saved {
+	const struct arena_saved_slot *slots; /* [nslots], by unit */
+	const struct page *pages; /* [top_page] */
+	uint32_t top, nslots, top_page, free_page, seals;
+};
+
+/* The slots of @a below ->top that start a slot: how many. */
+uint32_t arena_slot_count(const struct kvmemd_arena *a);
 
 /*
  * arena_restore() - take @k's tables into @a, fresh, with @archived,

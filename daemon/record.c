@@ -116,17 +116,18 @@ static uint8_t *seqs_put(uint8_t *p, const struct kvmemd_session *s, int live)
  * acquire been issued, in @sl and @pg (copies of its slots and pages);
  * its first free page to *@free_page.
  */
-static void tables_settle(const struct kvmemd_session *s, struct slot *sl,
+static void tables_settle(const struct kvmemd_session *s,
+			  struct arena_saved_slot *sl, uint32_t nslots,
 			  struct page *pg, uint32_t *free_page)
 {
 	const struct seq *q;
 	struct page *p;
 	uint32_t i, n;
 
-	for (i = 0; i < s->arena.top; i++)
-		if (sl[i].state == SLOT_LOADING ||
-		    sl[i].state == SLOT_ARCHIVING)
-			sl[i].state = SLOT_FREE;
+	for (i = 0; i < nslots; i++)
+		if (sl[i].slot.state == SLOT_LOADING ||
+		    sl[i].slot.state == SLOT_ARCHIVING)
+			sl[i].slot.state = SLOT_FREE;
 	for (i = 0; i < s->arena.top_page; i++) {
 		p = &pg[i];
 		if (p->state == PAGE_UNUSED)
@@ -155,11 +156,14 @@ int record_put(struct record_buf *b, const struct kvmemd_session *s,
 	       uint64_t now, int live)
 {
 	const struct kvmemd_arena *a = &s->arena;
-	const size_t slots = (size_t)a->top * sizeof(struct slot);
+	const uint32_t nslots = arena_slot_count(a);
+	const size_t slots = nslots * sizeof(struct arena_saved_slot);
 	const size_t pages = (size_t)a->top_page * sizeof(struct page);
+	struct arena_saved_slot *sl;
 	const struct tier_wait *w;
 	struct keep_rec *rec;
 	uint8_t *p, *end;
+	uint32_t u;
 	size_t n;
 
 	/* One size, reserved at once: a session's tables are copied once. */
@@ -172,12 +176,21 @@ int record_put(struct record_buf *b, const struct kvmemd_session *s,
 	rec = (struct keep_rec *)p;
 	memset(rec, 0, sizeof(*rec));
 	p += sizeof(*rec);
-	memcpy(p, a->slots, slots);
+	/* Only the units that start a slot: the others say nothing. */
+	sl = (struct arena_saved_slot *)p;
+	for (u = 0, n = 0; n < nslots; u++) {
+		if (a->slots[u].state == SLOT_NONE)
+			continue;
+		sl[n].unit = u;
+		sl[n].resv = 0;
+		sl[n++].slot = a->slots[u];
+		u += a->slot_units[a->slots[u].kind] - 1;
+	}
 	if (pages)
 		memcpy(p + slots, a->pages, pages);
 	rec->free_page = a->free_page;
 	if (live) {
-		tables_settle(s, (struct slot *)p, (struct page *)(p + slots),
+		tables_settle(s, sl, nslots, (struct page *)(p + slots),
 			      &rec->free_page);
 		rec->nwaits = s->nwaits;
 	}
@@ -197,6 +210,7 @@ int record_put(struct record_buf *b, const struct kvmemd_session *s,
 	rec->sq_entries = s->sq_entries;
 	rec->cq_entries = s->cq_entries;
 	rec->top = a->top;
+	rec->nslots = nslots;
 	rec->top_page = a->top_page;
 	rec->nseqs = s->nseqs;
 	rec->seals = a->seals;

@@ -14,7 +14,7 @@
 #include "session.h"
 
 #define KEEP_MAGIC "KVMKEEP"
-#define KEEP_VERSION 2
+#define KEEP_VERSION 3
 /* A session's name in the descriptor store, and of its live records:
  * "session-ID", "session-ID.0.rec" and "session-ID.1.rec". */
 #define FD_PREFIX "session-"
@@ -43,6 +43,7 @@ struct keep_rec {
 	uint32_t top, top_page, free_page, nseqs;
 	uint32_t seals, sq_head, cq_tail;
 	uint32_t nwaits; /* ops waiting: their SQEs follow the sequences */
+	uint32_t nslots, resv; /* slots in the record: those that start one */
 	uint64_t wait_ns; /* left of its wait for its client; 0: all of it */
 	uint64_t ops, op_errors, ce, ue, crc;
 	uint64_t offloads, reloads, offload_bytes, reload_bytes;
@@ -57,7 +58,7 @@ struct keep_seq {
 _Static_assert(sizeof(struct keep_hdr) % 8 == 0, "header padded");
 _Static_assert(sizeof(struct keep_rec) % 8 == 0, "session padded");
 _Static_assert(sizeof(struct keep_seq) % 8 == 0, "sequence padded");
-_Static_assert(sizeof(struct slot) % 8 == 0, "slot padded");
+_Static_assert(sizeof(struct arena_saved_slot) % 8 == 0, "slot padded");
 _Static_assert(sizeof(struct page) % 8 == 0, "page padded");
 
 /* A record being made, in memory. */

@@ -359,7 +359,7 @@ out:
 /* One session of the record: where its parts are. */
 struct kept {
 	const struct keep_rec *rec;
-	const struct slot *slots;
+	const struct arena_saved_slot *slots; /* [rec->nslots] */
 	const struct page *pages;
 	struct cursor seqs; /* nseqs of struct keep_seq, each with its pages */
 	const struct kvmem_sqe *waits; /* [rec->nwaits] */
@@ -376,7 +376,8 @@ static int kept_parse(struct cursor *c, struct kept *k)
 	k->rec = take(c, sizeof(*k->rec));
 	if (!k->rec)
 		return -EINVAL;
-	k->slots = take(c, (uint64_t)k->rec->top * sizeof(struct slot));
+	k->slots = take(c, (uint64_t)k->rec->nslots *
+				   sizeof(struct arena_saved_slot));
 	k->pages = take(c, (uint64_t)k->rec->top_page * sizeof(struct page));
 	if (!k->slots || !k->pages)
 		return -EINVAL;
@@ -398,6 +399,7 @@ static int tables_load(struct kvmemd_session *s, const struct kept *k,
 	const struct keep_rec *rec = k->rec;
 	const struct arena_saved saved = {
 		.slots = k->slots,
+		.nslots = rec->nslots,
 		.pages = k->pages,
 		.top = rec->top,
 		.top_page = rec->top_page,

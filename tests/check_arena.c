@@ -453,13 +453,30 @@ static void settle(struct model *m)
 	m->job = 0;
 }
 
+/* @a's slots as a record has them, each that starts one with its unit,
+ * to @out: how many. */
+static uint32_t save_slots(const struct kvmemd_arena *a,
+			   struct arena_saved_slot *out)
+{
+	uint32_t u, n = 0;
+
+	for (u = 0; u < a->top; u++) {
+		if (a->slots[u].state == SLOT_NONE)
+			continue;
+		out[n++] = (struct arena_saved_slot){ .unit = u,
+						      .slot = a->slots[u] };
+		u += a->slot_units[a->slots[u].kind] - 1;
+	}
+	return n;
+}
+
 /* The moves under way ended, the tables saved and taken back by a fresh
  * arena, which goes on. */
 static const char *op_restore(struct model *m, uint32_t step)
 {
 	struct kvmemd_arena b = { 0 };
+	struct arena_saved_slot *slots;
 	struct arena_saved k;
-	struct slot *slots;
 	struct page *pages;
 	char why[160] = "";
 	int ret;
@@ -470,10 +487,14 @@ static const char *op_restore(struct model *m, uint32_t step)
 	slots = malloc((m->a.top + 1) * sizeof(*slots));
 	pages = malloc((m->a.top_page + 1) * sizeof(*pages));
 	ck_assert(slots && pages);
-	memcpy(slots, m->a.slots, m->a.top * sizeof(*slots));
 	memcpy(pages, m->a.pages, m->a.top_page * sizeof(*pages));
-	k = (struct arena_saved){ slots,	 pages,		 m->a.top,
-				  m->a.top_page, m->a.free_page, m->a.seals };
+	k = (struct arena_saved){ .slots = slots,
+				  .nslots = save_slots(&m->a, slots),
+				  .pages = pages,
+				  .top = m->a.top,
+				  .top_page = m->a.top_page,
+				  .free_page = m->a.free_page,
+				  .seals = m->a.seals };
 	arena_init(&b, &m->d, UNITS, m->units, m->heap0, m->heap_max);
 	m->d.n.pool_used += m->heap0;
 	ck_assert_int_eq(arena_tables(&b), 0);
@@ -675,13 +696,17 @@ START_TEST(test_restore_refuses)
 {
 	struct model *m = small();
 	struct kvmemd_arena b = { 0 };
-	struct slot slots[UNITS];
+	struct arena_saved_slot slots[UNITS];
 	struct page pages[8];
-	struct arena_saved k = { slots,		pages,		m->a.top,
-				 m->a.top_page, m->a.free_page, m->a.seals };
+	struct arena_saved k = { .slots = slots,
+				 .nslots = save_slots(&m->a, slots),
+				 .pages = pages,
+				 .top = m->a.top,
+				 .top_page = m->a.top_page,
+				 .free_page = m->a.free_page,
+				 .seals = m->a.seals };
 	char why[160] = "";
 
-	memcpy(slots, m->a.slots, m->a.top * sizeof(*slots));
 	memcpy(pages, m->a.pages, m->a.top_page * sizeof(*pages));
 	arena_init(&b, &m->d, UNITS, m->units, m->heap0, m->heap_max);
 	ck_assert_int_eq(arena_tables(&b), 0);
@@ -695,9 +720,21 @@ START_TEST(test_restore_refuses)
 	ck_assert_uint_eq(b.nsealed, 0);
 	pages[2].unit = NO_UNIT;
 	/* An archived slot where the session has no archive layout. */
-	slots[0].flags |= SLOT_ARCHIVED;
+	ck_assert_uint_eq(slots[0].unit, 0);
+	slots[0].slot.flags |= SLOT_ARCHIVED;
 	ck_assert_int_eq(arena_restore(&b, &k, 0, why, sizeof(why)), -EINVAL);
 	ck_assert_uint_eq(b.top, 0);
+	slots[0].slot.flags &= (uint8_t)~SLOT_ARCHIVED;
+	/* A slot named twice, out of order, or past the top. */
+	ck_assert_uint_ge(k.nslots, 2);
+	slots[1].unit = slots[0].unit;
+	ck_assert_int_eq(arena_restore(&b, &k, 1, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "its slots do not fit its arena");
+	slots[1].unit = k.top;
+	ck_assert_int_eq(arena_restore(&b, &k, 1, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "its slots do not fit its arena");
+	ck_assert_uint_eq(b.top, 0);
+	slots[1].unit = m->a.slot_units[slots[0].slot.kind];
 	k.top = UNITS + 1;
 	ck_assert_int_eq(arena_restore(&b, &k, 1, why, sizeof(why)), -EINVAL);
 	ck_assert_str_eq(why, "its tables do not fit its arena");
