@@ -252,8 +252,12 @@ class Embedded(unittest.TestCase):
             np.testing.assert_array_equal(s.read(0)[0], was)
             self.assertEqual(s.archive(100), 3)
             got = s.read(0)[0]
-            with self.assertRaisesRegex(ValueError, "format 'fp8' is not"):
+            with self.assertRaisesRegex(ValueError, "format 'fp4' is not"):
+                s.archive(10, "fp4")
+            # fp8 pages are larger than the geometry's int4 ones.
+            with self.assertRaises(kvmem.Error) as e:
                 s.archive(10, "fp8")
+            self.assertEqual(e.exception.errno, errno.E2BIG)
         # int2: a group's scale s is amax over 1 rounded up to FP16, the
         # values within s / 2 of what they were.
         groups = was[4:100].reshape(96, g.kv_heads, -1, 32)
