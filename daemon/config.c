@@ -607,6 +607,18 @@ static const struct key keys[] = {
 			"a group not listed: every member publishes",
 	},
 	{
+		.section = "prefix",
+		.name = "keep",
+		.type = KEY_ENUM,
+		KEY_FIELD(prefix_keep, int),
+		.names = booleans,
+		.reload = true,
+		.desc = "with daemon.keep_sessions, keep published blocks "
+			"across restarts and crashes of kvmemd: each in a memfd "
+			"in the descriptor store, with an index in the state "
+			"directory",
+	},
+	{
 		.section = "store",
 		.name = "path",
 		.type = KEY_PATH_OPT,
@@ -1455,6 +1467,7 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->prefix_bytes = 256 * MIB;
 	c->prefix_uid_bytes = 64 * MIB;
 	c->prefix_idle_s = 3600;
+	c->prefix_keep = KVMEMD_YES;
 	c->keep_sessions = KVMEMD_YES;
 	c->keep_on_crash = KVMEMD_YES;
 	c->resume_seconds = 60;

@@ -91,6 +91,7 @@ struct kvmemd_config {
 	uint64_t prefix_bytes; /* published blocks in all; 0: no sharing */
 	uint64_t prefix_uid_bytes; /* of one tenant; 0: prefix_bytes */
 	uint32_t prefix_idle_s; /* a block unused this long goes; 0: never */
+	int prefix_keep; /* KVMEMD_YES or KVMEMD_NO */
 	/* the groups that restrict who publishes, each with its users, a
 	 * group's together, in the order first listed */
 	struct kvmemd_publisher publishers[KVMEMD_MAX_PUBLISHERS];

@@ -383,6 +383,27 @@ void kvmemd_resume_counts(const struct kvmemd *d,
 /* Free what was kept and not taken back. */
 void kvmemd_resume_exit(struct kvmemd *d);
 
+/* ---- prefix-save.c: published prefixes kept across a restart ---------- */
+
+/* The names of the blocks' memfds in systemd's descriptor store. */
+#define KVMEMD_PREFIX_FD_NAME "prefix-"
+
+/* A descriptor systemd passed back under a KVMEMD_PREFIX_FD_NAME name, at
+ * start, before kvmemd_prefix_save_load(): 1, it is prefix-save.c's. */
+int kvmemd_prefix_save_fd(struct kvmemd *d, const char *name, int fd);
+/*
+ * kvmemd_prefix_save_load() - after kvmemd_prefix_init(): the blocks of the
+ * newest index that verifies whose memfds came back, each page checked, in
+ * their tenants' tables again. What does not verify is dropped and said in
+ * the log; the other memfds are closed.
+ */
+void kvmemd_prefix_save_load(struct kvmemd *d);
+/* Serving: the memfds not taken back leave systemd's store. */
+void kvmemd_prefix_save_commit(struct kvmemd *d);
+/* At an orderly stop, the workers stopped: the index, if the set of blocks
+ * changed since the last was written. */
+void kvmemd_prefix_save_flush(struct kvmemd *d);
+
 /* ---- server.c: the daemon --------------------------------------------- */
 
 struct kvmemd_counters {
@@ -436,6 +457,7 @@ struct kvmemd {
 	struct kvmemd_archive *archive;
 	struct kvmemd_prefixes *prefix;
 	struct kvmemd_resume *resume;
+	struct kvmemd_prefix_save *prefix_save; /* prefix-save.c */
 	struct kvmemd_workers *workers; /* the server's, while it runs */
 	struct kvmemd_gpu gpu;
 	uint64_t start_mono; /* CLOCK_MONOTONIC ns */

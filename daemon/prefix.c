@@ -50,6 +50,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "kvmem/inject.h"
 #include "json.h"
@@ -78,6 +79,7 @@ struct walk {
 };
 
 struct kvmemd_prefixes {
+	struct kvmemd *d;
 	uint64_t seed[2];
 	struct tenant *tenants;
 	uint32_t ntenants, cap;
@@ -102,6 +104,7 @@ int kvmemd_prefix_init(struct kvmemd *d)
 		p->seed[0] = kvmemd_now_ns() ^ 0x9e3779b97f4a7c15ull;
 		p->seed[1] = (uint64_t)(uintptr_t)p * 0xff51afd7ed558ccdull;
 	}
+	p->d = d;
 	d->prefix = p;
 	return 0;
 }
@@ -111,14 +114,18 @@ int kvmemd_prefix_init(struct kvmemd *d)
  * and go by the thousand, and from malloc()'s heap the memory of those
  * that went stayed resident (27 MiB of 32 MiB after every block was
  * dropped), so kvmemd used more than prefix.bytes says. Unmapped, it is
- * the system's again at once.
+ * the system's again at once. A block kept across restarts has a memfd
+ * instead, the same memory to the accounting.
  */
-static uint8_t *data_alloc(const struct kvmemd_prefix_block *b)
+static uint8_t *data_alloc(const struct kvmemd *d,
+			   struct kvmemd_prefix_block *b)
 {
-	void *p = mmap(NULL, (size_t)b->layers * b->page_bytes,
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	void *p;
 
+	if (kvmemd_prefix_save_on(d))
+		return kvmemd_prefix_save_map(b);
+	p = mmap(NULL, (size_t)b->layers * b->page_bytes,
+		 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 
@@ -133,6 +140,8 @@ static void block_free(struct kvmemd_prefix_block *b)
 {
 	free(b->pages);
 	data_free(b);
+	if (b->fd >= 0)
+		close(b->fd);
 	free(b);
 }
 
@@ -142,6 +151,8 @@ void kvmemd_prefix_exit(struct kvmemd *d)
 	struct kvmemd_prefix_block *b, *next;
 	uint32_t i;
 
+	/* The blocks in systemd's store stay there for the next kvmemd. */
+	kvmemd_prefix_save_exit(d);
 	if (!p)
 		return;
 	for (i = 0; i < p->ntenants; i++) {
@@ -383,6 +394,7 @@ static void block_remove(struct kvmemd_prefixes *p, struct tenant *t,
 	struct kvmemd_prefix_block **pp;
 	int i;
 
+	kvmemd_prefix_save_drop(p->d, b);
 	pp = &t->table[bucket(p, t, b->key, b->digest, b->token_start)];
 	while (*pp != b)
 		pp = &(*pp)->hnext;
@@ -650,8 +662,10 @@ int kvmemd_prefix_stage(struct kvmemd *d, uint64_t tenant,
 	b = calloc(1, sizeof(*b));
 	if (b) {
 		*b = *name;
+		b->fd = -1;
+		b->id = 0;
 		b->pages = calloc(name->layers, sizeof(*b->pages));
-		b->data = data_alloc(name);
+		b->data = data_alloc(d, b);
 	}
 	if (!b || !b->pages || !b->data) {
 		if (b)
@@ -690,11 +704,34 @@ void kvmemd_prefix_unstage(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	tenant_put(p, t);
 }
 
+/* @b, in no table, into @t's table, the counts and the scrubber's list,
+ * newest; not into the LRU list. */
+static void link_block(struct kvmemd_prefixes *p, struct tenant *t,
+		       struct kvmemd_prefix_block *b)
+{
+	uint32_t h;
+
+	t->bytes += b->bytes;
+	p->bytes += b->bytes;
+	t->nblocks++;
+	p->blocks++;
+	grow(p, t);
+	h = bucket(p, t, b->key, b->digest, b->token_start);
+	b->hnext = t->table[h];
+	t->table[h] = b;
+	b->aprev = p->last;
+	b->anext = NULL;
+	if (p->last)
+		p->last->anext = b;
+	else
+		p->first = b;
+	p->last = b;
+}
+
 int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 {
 	struct kvmemd_prefixes *p = d->prefix;
 	struct tenant *t = unstage(p, b);
-	uint32_t h;
 	int ret;
 
 	/* Things changed since the admission: another session of the tenant
@@ -709,26 +746,57 @@ int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	/* Cannot fail: the admission just said the room can be made. */
 	room(d, t, b->bytes, 1);
 	b->published = b->used = kvmemd_now_ns();
-	t->bytes += b->bytes;
-	p->bytes += b->bytes;
-	t->nblocks++;
-	p->blocks++;
 	t->published++;
 	p->published++;
-	grow(p, t);
-	h = bucket(p, t, b->key, b->digest, b->token_start);
-	b->hnext = t->table[h];
-	t->table[h] = b;
+	link_block(p, t, b);
 	lru_front(t, b);
-	b->aprev = p->last;
-	b->anext = NULL;
-	if (p->last)
-		p->last->anext = b;
-	else
-		p->first = b;
-	p->last = b;
+	kvmemd_prefix_save_add(d, b);
 	/* Tenants it left with nothing give their tenancy back now. */
 	prune(p);
+	return 0;
+}
+
+struct kvmemd_prefix_block *kvmemd_prefix_oldest(struct kvmemd *d)
+{
+	return d->prefix->first;
+}
+
+int kvmemd_prefix_restore(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	struct kvmemd_prefixes *p = d->prefix;
+	struct kvmemd_prefix_block *at;
+	struct tenant *t;
+
+	if (kvmemd_prefix_find(d, b->tenant, b->key, &b->g, b->digest,
+			       b->token_start, b->ntokens, 0))
+		return -EEXIST;
+	t = tenant_get(p, b->tenant);
+	if (!t)
+		return -ENOMEM;
+	b->bytes = block_bytes(b);
+	b->users = 0;
+	b->gone = 0;
+	link_block(p, t, b);
+	/* The index lists blocks oldest published first, which is mostly
+	 * least recently used first too: the walk is short. */
+	for (at = t->head; at && at->used > b->used; at = at->next)
+		;
+	if (!at) {
+		b->prev = t->tail;
+		b->next = NULL;
+		if (t->tail)
+			t->tail->next = b;
+		else
+			t->head = b;
+		t->tail = b;
+	} else if (!at->prev) {
+		lru_front(t, b);
+	} else {
+		b->prev = at->prev;
+		b->next = at;
+		at->prev->next = b;
+		at->prev = b;
+	}
 	return 0;
 }
 
@@ -869,6 +937,7 @@ uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now)
 	struct tenant *t;
 	uint32_t i;
 
+	kvmemd_prefix_save_write(d);
 	if (!idle)
 		return next;
 	for (i = 0; i < p->ntenants; i++) {
@@ -933,6 +1002,7 @@ void kvmemd_prefix_stats_json(const struct kvmemd *d, struct jw *w)
 	counters_json(w, p->hits, p->misses, p->published, p->evicted,
 		      p->expired, p->damaged, p->corrected);
 	jw_u64(w, "refused", p->refused);
+	jw_u64(w, "saved_blocks", kvmemd_prefix_save_written(d));
 	jw_close(w, '}');
 }
 

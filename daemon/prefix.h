@@ -70,6 +70,11 @@ struct kvmemd_prefix_block {
 	struct kvmemd_prefix_block *hnext, *prev, *next;
 	/* every kept block, oldest first: the order the scrubber walks */
 	struct kvmemd_prefix_block *aprev, *anext;
+	/* prefix-save.c's: its memfd until the block is kept (-1: its data
+	 * is anonymous memory), and its name in the descriptor store once
+	 * it is there (0: it is not) */
+	int fd;
+	uint64_t id;
 };
 
 /*
@@ -188,5 +193,37 @@ void kvmemd_prefix_rewind(struct kvmemd *d, enum kvmemd_prefix_walk w);
  */
 int kvmemd_prefix_scrub(struct kvmemd *d, enum kvmemd_prefix_walk w,
 			uint64_t *budget, struct kvmemd_prefix_scrub *out);
+
+/* ---- for prefix-save.c: blocks kept across a restart ------------------- */
+
+/* The oldest kept block, the others after it on ->anext; NULL: none. */
+struct kvmemd_prefix_block *kvmemd_prefix_oldest(struct kvmemd *d);
+/*
+ * kvmemd_prefix_restore() - @b, a block a former kvmemd kept, its pages
+ * checked, is kept again under its tenant, as recently used as it was
+ * (->used), counted in its tenant's bytes; prefix.* limits are not
+ * applied (kvmemd_prefix_trim() does that). Return: 0; -EEXIST when its
+ * tenant has that block; -ENOMEM. On error @b is still the caller's.
+ */
+int kvmemd_prefix_restore(struct kvmemd *d, struct kvmemd_prefix_block *b);
+
+/* Are blocks published from now on kept across restarts (prefix.keep, a
+ * descriptor store, daemon.keep_sessions)? */
+int kvmemd_prefix_save_on(const struct kvmemd *d);
+/* @b's data (layers * page_bytes) in a memfd of its own, mapped shared,
+ * its descriptor in @b->fd: NULL when it cannot be. */
+uint8_t *kvmemd_prefix_save_map(struct kvmemd_prefix_block *b);
+/* @b was kept: its memfd goes to the descriptor store, and into the next
+ * index. Nothing when it has none. */
+void kvmemd_prefix_save_add(struct kvmemd *d, struct kvmemd_prefix_block *b);
+/* @b goes (evicted, dropped, expired, damaged): out of the store and of the
+ * next index. */
+void kvmemd_prefix_save_drop(struct kvmemd *d, struct kvmemd_prefix_block *b);
+/* Once a loop iteration: the index to a worker, when it changed. */
+void kvmemd_prefix_save_write(struct kvmemd *d);
+/* Blocks the index last written names; a crash now keeps those. */
+uint64_t kvmemd_prefix_save_written(const struct kvmemd *d);
+/* The state, the memfds passed back and not taken included, goes. */
+void kvmemd_prefix_save_exit(struct kvmemd *d);
 
 #endif /* KVMEMD_PREFIX_H */

@@ -192,6 +192,11 @@ int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd)
 	struct passed *p;
 	char *end;
 
+	/* Published prefixes' memfds: prefix-save.c's, taken back and out
+	 * of the store by it, never by kvmemd_resume_commit(). */
+	if (!strncmp(name, KVMEMD_PREFIX_FD_NAME,
+		     strlen(KVMEMD_PREFIX_FD_NAME)))
+		return kvmemd_prefix_save_fd(d, name, fd);
 	if (strncmp(name, FD_PREFIX, strlen(FD_PREFIX)))
 		return 0;
 	errno = 0;

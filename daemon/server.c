@@ -1306,6 +1306,8 @@ static void shut_down(struct server *sv)
 	}
 	kvmemd_resume_end(keep);
 	kvmemd_resume_exit(sv->d);
+	/* The blocks stay in the store: the index says what they are. */
+	kvmemd_prefix_save_flush(sv->d);
 	kvmemd_workers_free(sv->workers);
 	sv->d->workers = NULL;
 	kvmemd_tier_exit(sv->d);
@@ -1422,6 +1424,7 @@ static int start(struct server *sv)
 		return ret;
 	kvmemd_gpu_open(sv->d);
 	kvmemd_resume_load(sv->d);
+	kvmemd_prefix_save_load(sv->d);
 	if (kvmemd_tier_fd(sv->d) >= 0) {
 		sv->sw.type = W_STORE;
 		ret = watch_add(sv, kvmemd_tier_fd(sv->d), EPOLLIN, &sv->sw);
@@ -1536,6 +1539,7 @@ int kvmemd_run(struct kvmemd *d)
 		return ret;
 	}
 	kvmemd_resume_commit(d);
+	kvmemd_prefix_save_commit(d);
 	if (sd_watchdog_enabled(0, &sv.watchdog_usec) <= 0)
 		sv.watchdog_usec = 0;
 	kvmemd_log(LOG_INFO, "serving on %s (admin %s), host pool %llu MiB",

@@ -1205,6 +1205,7 @@ START_TEST(test_config_print_format)
 		"uid_bytes",
 		"idle_seconds",
 		"publishers",
+		"keep",
 		"path",
 		"size",
 		"reformat",
