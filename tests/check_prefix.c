@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1117,17 +1118,22 @@ START_TEST(test_prefix_many_blocks)
 }
 END_TEST
 
-/* A process's anonymous memory resident now, in bytes. */
+/* A process's anonymous and shared memory resident now, in bytes: blocks
+ * kept across restarts (prefix.keep) are in memfds, the others anonymous. */
 static uint64_t rss_anon(pid_t pid)
 {
+	static const char *const kinds[] = { "RssAnon:", "RssShmem:" };
 	char path[64], *text, *at;
 	uint64_t kib = 0;
+	size_t i;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	text = kvmem_check_read_file(path, NULL);
-	at = strstr(text, "RssAnon:");
-	ck_assert_ptr_nonnull(at);
-	kib = strtoull(at + strlen("RssAnon:"), NULL, 10);
+	for (i = 0; i < 2; i++) {
+		at = strstr(text, kinds[i]);
+		ck_assert_ptr_nonnull(at);
+		kib += strtoull(at + strlen(kinds[i]), NULL, 10);
+	}
 	free(text);
 	return kib << 10;
 }
@@ -2238,6 +2244,285 @@ START_TEST(test_prefix_admin_requests)
 }
 END_TEST
 
+/* ---- blocks kept across restarts and crashes (prefix.keep) ------------ */
+
+/* Wait (5 s at most) until @p's store holds @n prefix memfds. */
+static int stored_blocks(struct kvmemd_proc *p, int n)
+{
+	int i, got = kvmemd_stored(p, "prefix-");
+
+	for (i = 0; i < 500 && got != n; i++) {
+		usleep(10000);
+		got = kvmemd_stored(p, "prefix-");
+	}
+	return got;
+}
+
+/* A new session of this uid attaches the keys: @want tokens, the same
+ * bits as the first @want tokens of @k, @v in an embedded cache. */
+static void attach_same(struct kvmemd_proc *p, const struct kvmem_prefix_key *keys,
+			const float *k, const float *v, uint32_t want,
+			struct kvmem_rng *r)
+{
+	struct kvmem_cache *b, *e;
+	struct kvmem_seq *t = NULL, *ref;
+
+	b = kvmemd_connect(p, 8u << 20);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, NBLOCKS, &t), (int)want);
+	if (want) {
+		ref = kvmemd_reference(&e, k, v, want);
+		kvmemd_expect_same(t, ref, r);
+		kvmem_seq_free(ref);
+		kvmem_close(e);
+	}
+	kvmem_seq_free(t);
+	kvmem_close(b);
+}
+
+/* Three blocks published by a session that is gone, in the store and the
+ * index: ready for a kill -9. */
+static void publish_kept(struct published *x, uint64_t seed, uint8_t tag,
+			 const char *conf)
+{
+	kvmem_rng_seed(&x->r, seed);
+	kvmemd_tokens(&x->r, 70, &x->k, &x->v);
+	keys_of(x->keys, NBLOCKS, tag);
+	kvmemd_start(&x->p, conf, NULL);
+	x->a = kvmemd_connect(&x->p, 8u << 20);
+	x->s = kvmemd_seq_with(x->a, x->k, x->v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(x->s, x->keys, NBLOCKS), 3);
+	kvmem_seq_free(x->s);
+	kvmem_close(x->a);
+	ck_assert_int_eq(stored_blocks(&x->p, 3), 3);
+	prefix_counter_reaches(&x->p, "saved_blocks", 3);
+}
+
+static void published_end(struct published *x)
+{
+	free(x->k);
+	free(x->v);
+	ck_assert_int_eq(kvmemd_stop(&x->p), 0);
+	kvmemd_cleanup(&x->p);
+}
+
+/* Attach the keys as another uid: nothing of this one's matches. */
+static int attach_none_fn(struct kvmem_cache *c, const void *arg)
+{
+	const struct kvmem_prefix_key *keys = arg;
+	struct kvmem_seq *q = NULL;
+
+	return kvmem_prefix_attach(c, keys, NBLOCKS, &q) == 0 &&
+			       kvmem_seq_len(q, 0) == 0
+		       ? 0
+		       : -1;
+}
+
+/*
+ * Published in one session, found again by a new session of the same
+ * uid after an orderly restart and after a kill -9, bit for bit, with the
+ * tenant's bytes as they were; another uid still finds nothing.
+ */
+START_TEST(test_prefix_kept_across_restarts)
+{
+	unsigned long long bytes;
+	struct published x;
+	char conf[128], out[4096];
+	int round;
+
+	snprintf(conf, sizeof(conf), "[daemon]\nallow_uids = %u 65534\n",
+		 me());
+	publish_kept(&x, 1931, 21, conf);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	bytes = kvmemd_json_after(out, "\"prefix\"", "bytes");
+	for (round = 0; round < 3; round++) {
+		if (round == 1)
+			kvmemd_kill(&x.p);
+		else
+			ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+		ck_assert_int_eq(kvmemd_stored(&x.p, "prefix-"), 3);
+		kvmemd_restart(&x.p, NULL);
+		ck_assert_int_eq(kvmemd_log_lines(&x.p, "3 published blocks "
+							"taken back"),
+				 1);
+		ck_assert_int_eq(kvmemd_log_lines(&x.p, "not taken back"), 0);
+		kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes %u", me());
+		ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"),
+				  3);
+		ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "bytes"),
+				  bytes);
+		ck_assert_uint_eq(kvmemd_json_after(out, me_json(), "bytes"),
+				  bytes);
+		attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
+		if (!geteuid()) {
+			chmod(x.p.dir, 0755);
+			chmod(x.p.sock, 0666);
+			run_as(&x.p, 65534, NULL, 0, attach_none_fn, x.keys,
+			       "attached another uid's kept blocks");
+		}
+		/* The next kill finds them in the index again. */
+		prefix_counter_reaches(&x.p, "saved_blocks", 3);
+		ck_assert_int_eq(stored_blocks(&x.p, 3), 3);
+	}
+	published_end(&x);
+}
+END_TEST
+
+/* The memfd stored under @name in @p's store. */
+static int stored_fd(struct kvmemd_proc *p, const char *name)
+{
+	int i;
+
+	for (i = 0; i < p->nstored; i++)
+		if (!strcmp(p->stored_name[i], name))
+			return p->stored[i];
+	ck_abort_msg("no %s in the store", name);
+	return -1;
+}
+
+/*
+ * A block's copy damaged in the store while no kvmemd runs: that block is
+ * dropped with a sentence and leaves the store, never served; the others
+ * are found again. Blocks dropped later leave the store too.
+ */
+START_TEST(test_prefix_kept_damaged_block_dropped)
+{
+	uint8_t junk[512];
+	struct published x;
+	struct stat st;
+	char out[4096];
+	int fd;
+
+	publish_kept(&x, 1932, 22, NULL);
+	kvmemd_kill(&x.p);
+	/* Blocks 0, 1 and 2 are prefix-1, -2 and -3: the middle one's
+	 * sealed page of layer 0. */
+	fd = stored_fd(&x.p, "prefix-2");
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	memset(junk, 0x5a, sizeof(junk));
+	ck_assert_int_eq(pwrite(fd, junk, sizeof(junk), st.st_size / 4),
+			 (ssize_t)sizeof(junk));
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "is not taken back: page 0 "
+						"does not verify"),
+			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "2 published blocks taken "
+						"back (1 dropped)"),
+			 1);
+	ck_assert_int_eq(stored_blocks(&x.p, 2), 2);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 2);
+	/* Block 0 matches, block 1 is gone: the match ends there. */
+	attach_same(&x.p, x.keys, x.k, x.v, block_end(0), &x.r);
+	/* Published again, the prompt matches whole. */
+	x.a = kvmemd_connect(&x.p, 8u << 20);
+	x.s = kvmemd_seq_with(x.a, x.k, x.v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
+	kvmem_seq_free(x.s);
+	kvmem_close(x.a);
+	ck_assert_int_eq(stored_blocks(&x.p, 3), 3);
+	attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop %u", me());
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
+	ck_assert_int_eq(stored_blocks(&x.p, 0), 0);
+	prefix_counter_reaches(&x.p, "saved_blocks", 0);
+	kvmemd_kill(&x.p);
+	kvmemd_restart(&x.p, NULL);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
+	published_end(&x);
+}
+END_TEST
+
+/* Flip a byte of each of the two indexes in @p's state directory: how
+ * many there were. */
+static int damage_indexes(const struct kvmemd_proc *p)
+{
+	char path[400];
+	uint8_t c;
+	int i, fd, n = 0;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/state/prefixes.%d.idx",
+			 p->dir, i);
+		fd = open(path, O_RDWR);
+		if (fd < 0)
+			continue;
+		ck_assert_int_eq(pread(fd, &c, 1, 100), 1);
+		c ^= 0x10;
+		ck_assert_int_eq(pwrite(fd, &c, 1, 100), 1);
+		close(fd);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * An index that does not verify is refused with a sentence: no block is
+ * taken back, their memfds leave the store, and the daemon serves and
+ * keeps what is published next.
+ */
+START_TEST(test_prefix_kept_index_damaged)
+{
+	struct published x;
+	char out[4096];
+
+	publish_kept(&x, 1933, 23, NULL);
+	kvmemd_kill(&x.p);
+	ck_assert_int_ge(damage_indexes(&x.p), 1);
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_ge(kvmemd_log_lines(&x.p, "no published prefix is "
+						"taken back from it"),
+			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "3 kept prefix block memfds "
+						"passed back with no index"),
+			 1);
+	ck_assert_int_eq(stored_blocks(&x.p, 0), 0);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	x.a = kvmemd_connect(&x.p, 8u << 20);
+	x.s = kvmemd_seq_with(x.a, x.k, x.v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
+	kvmem_seq_free(x.s);
+	kvmem_close(x.a);
+	ck_assert_int_eq(stored_blocks(&x.p, 3), 3);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+	kvmemd_restart(&x.p, NULL);
+	attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
+	published_end(&x);
+}
+END_TEST
+
+/* prefix.keep = no: blocks are not kept, and those a former kvmemd kept
+ * are closed and leave the store. */
+START_TEST(test_prefix_keep_off)
+{
+	struct published x;
+	char out[4096];
+
+	publish_kept(&x, 1934, 24, NULL);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+	kvmemd_write_conf(&x.p, "[prefix]\nkeep = no\n");
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "prefix.keep is off"), 1);
+	ck_assert_int_eq(stored_blocks(&x.p, 0), 0);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	x.a = kvmemd_connect(&x.p, 8u << 20);
+	x.s = kvmemd_seq_with(x.a, x.k, x.v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
+	kvmem_seq_free(x.s);
+	kvmem_close(x.a);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "saved_blocks"),
+			  0);
+	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+	ck_assert_int_eq(kvmemd_stored(&x.p, "prefix-"), 0);
+	kvmemd_restart(&x.p, NULL);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	published_end(&x);
+}
+END_TEST
+
 KVMEM_SUITE(prefix)
 {
 	Suite *s = suite_create("prefix");
@@ -2268,6 +2553,10 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_publish_staged);
 	tcase_add_test(tc, test_prefix_waiting_attach_cancelled);
 	tcase_add_test(tc, test_prefix_admin_requests);
+	tcase_add_test(tc, test_prefix_kept_across_restarts);
+	tcase_add_test(tc, test_prefix_kept_damaged_block_dropped);
+	tcase_add_test(tc, test_prefix_kept_index_damaged);
+	tcase_add_test(tc, test_prefix_keep_off);
 	suite_add_tcase(s, tc);
 	return s;
 }
