@@ -562,12 +562,21 @@ static int index_read(struct kvmemd_prefix_save *v, uint8_t **buf,
 static int ent_sane(const struct save_ent *e)
 {
 	const struct kvmem_page_layout *a = &e->layout;
+	const uint32_t S = e->g.sink_tokens, T = e->g.tokens_per_page;
 	struct kvmem_page_layout l;
+	int kind;
 
-	if (kvmem_geometry_check(&e->g) || e->layers != e->g.layers ||
-	    !e->ntokens || e->ntokens > e->g.tokens_per_page ||
-	    (e->kind != KVMEM_SLOT_HOT && e->kind != KVMEM_SLOT_SEALED) ||
-	    kvmem_page_layout(&e->g, e->kind == KVMEM_SLOT_HOT, &l))
+	if (kvmem_geometry_check(&e->g) || e->layers != e->g.layers)
+		return 0;
+	/* The kind of block those tokens make, as share.c publishes it. */
+	if (S && !e->token_start)
+		kind = e->ntokens == S ? KVMEM_SLOT_HOT : -1;
+	else
+		kind = e->token_start >= S && !((e->token_start - S) % T) &&
+				       e->ntokens == T
+			       ? KVMEM_SLOT_SEALED
+			       : -1;
+	if (kind != e->kind || kvmem_page_layout(&e->g, kind, &l))
 		return 0;
 	return e->page_bytes == l.size && a->size == l.size &&
 	       a->scales_off == l.scales_off && a->k_off == l.k_off &&
