@@ -40,8 +40,9 @@
  * the tenants for each block evicted. A block nobody attached for
  * prefix.idle_seconds goes, and a tenant left with none stops counting:
  * that depends on the tenant's own use alone. Blocks live in kvmemd's
- * memory, beside the host pool; the scrubber's passes check and correct
- * them as they check sessions' pages (kvmemd_prefix_scrub()).
+ * memory, beside the host pool (with prefix.keep, in memfds that the next
+ * kvmemd takes back: prefix-save.c); the scrubber's passes check and
+ * correct them as they check sessions' pages (kvmemd_prefix_scrub()).
  */
 #include <errno.h>
 #include <inttypes.h>

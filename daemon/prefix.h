@@ -4,7 +4,8 @@
  * which lists and drops them. All run on the event loop thread only.
  *
  * Included by prefix.c, session.c, admin.c, ras.c (the scrubber's walk
- * over the copies) and server.c.
+ * over the copies), server.c and prefix-save.c (blocks kept across
+ * restarts).
  */
 #ifndef KVMEMD_PREFIX_H
 #define KVMEMD_PREFIX_H
