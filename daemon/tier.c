@@ -158,6 +158,10 @@ void tier_held_clear(struct kvmemd_session *s)
 {
 	uint32_t i;
 
+	/* Nothing held yet: s->held may still be NULL, which memmove()
+	 * may not be given even for no bytes (UBSan stops kvmemd there). */
+	if (!s->nheld_old)
+		return;
 	for (i = 0; i < s->nheld_old; i++)
 		store_free(s->d->tier, s->held[i].unit, s->held[i].units);
 	memmove(s->held, s->held + s->nheld_old,
