@@ -113,6 +113,7 @@ struct kvmemd_prefix_save {
 	uint64_t written; /* blocks the last index written names */
 	struct passed *fds;
 	uint32_t nfds, cap;
+	struct kvmemd_ratelimit log_store;
 };
 
 static struct kvmemd_prefix_save *state(struct kvmemd *d)
@@ -178,11 +179,14 @@ void kvmemd_prefix_save_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
 			 "FDSTORE=1\nFDNAME=" KVMEMD_PREFIX_FD_NAME "%" PRIu64,
 			 id);
 		ret = kvmemd_notify_fd(msg, b->fd);
+		/* A line a publish at worst: clients publish at will. */
 		if (ret)
-			kvmemd_log_err(LOG_WARNING, ret,
-				       "prefix: a block's memfd is not in the "
-				       "descriptor store; a restart of kvmemd "
-				       "would lose it");
+			kvmemd_log_rl(&v->log_store, "prefix stores refused",
+				      LOG_WARNING,
+				      "prefix: a block's memfd is not in the "
+				      "descriptor store (%s); a restart of "
+				      "kvmemd would lose it",
+				      strerror(-ret));
 		else
 			b->id = id;
 		v->dirty |= !ret;
