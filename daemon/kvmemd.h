@@ -317,6 +317,13 @@ void kvmemd_session_discard(struct kvmemd_session *s);
 /* Free the session and everything in it; returns its pool reservation. */
 void kvmemd_session_free(struct kvmemd_session *s);
 
+/* ---- statefile.c: whole files of the state directory ------------------ */
+
+/* @len bytes of @buf to @fd, all of them: 0, or -errno. */
+int kvmemd_file_write_all(int fd, const void *buf, size_t len);
+/* The whole of @path: 0 with *@buf (malloc'ed) and *@size, or -errno. */
+int kvmemd_file_read(const char *path, uint8_t **buf, size_t *size);
+
 /* ---- resume.c: sessions kept across a restart ------------------------ */
 
 /*

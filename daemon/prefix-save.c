@@ -218,24 +218,6 @@ uint64_t kvmemd_prefix_save_written(const struct kvmemd *d)
 
 /* ---- the index -------------------------------------------------------- */
 
-/* @len bytes of @buf to @fd, all of them: 0, or -errno. */
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	ssize_t n;
-
-	while (len) {
-		n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* On a worker (or the loop at a stop): the index, checksummed, over the
  * older of the two. */
 static void index_work(struct kvmemd_work *w)
@@ -246,13 +228,13 @@ static void index_work(struct kvmemd_work *w)
 
 	h->body_crc = kvmem_crc32c(0, v->buf + sizeof(*h), h->body_bytes);
 	h->crc = kvmem_crc32c(0, h, offsetof(struct save_hdr, crc));
-	fd = open(v->path[v->generation & 1],
-		  O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	fd = open(v->path[v->generation & 1], O_WRONLY | O_CREAT | O_CLOEXEC,
+		  0600);
 	if (fd < 0) {
 		v->ret = -errno;
 		return;
 	}
-	v->ret = write_all(fd, v->buf, v->len);
+	v->ret = kvmemd_file_write_all(fd, v->buf, v->len);
 	if (!v->ret && ftruncate(fd, (off_t)v->len))
 		v->ret = -errno;
 	if (close(fd) && !v->ret)
@@ -357,8 +339,7 @@ static void index_write(struct kvmemd *d, int now)
 	v->busy = 1;
 	v->work.fn = index_work;
 	v->work.done = index_done;
-	if (!now && d->workers &&
-	    !kvmemd_workers_push(d->workers, &v->work))
+	if (!now && d->workers && !kvmemd_workers_push(d->workers, &v->work))
 		return;
 	if (!now) {
 		/* The queue is full: at the next iteration. */
@@ -448,45 +429,6 @@ static uint32_t fds_close(struct kvmemd_prefix_save *v)
 	return n;
 }
 
-/* The whole of @path: 0 with *@buf (malloc'ed) and *@size, or -errno. */
-static int slurp(const char *path, uint8_t **buf, size_t *size)
-{
-	struct stat st;
-	size_t got = 0;
-	ssize_t n;
-	int fd, ret = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || st.st_size < 0 ||
-	    (uint64_t)st.st_size > SIZE_MAX / 2) {
-		close(fd);
-		return -EINVAL;
-	}
-	*buf = malloc((size_t)st.st_size + 1);
-	if (!*buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (got < (size_t)st.st_size) {
-		n = read(fd, *buf + got, (size_t)st.st_size - got);
-		if (n <= 0) {
-			ret = n < 0 ? -errno : -EIO;
-			break;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	if (ret) {
-		free(*buf);
-		*buf = NULL;
-		return ret;
-	}
-	*size = got;
-	return 0;
-}
-
 /* The index of @size bytes at @buf: 0 with its header in @h, or why not. */
 static int index_check(const uint8_t *buf, size_t size, struct save_hdr *h,
 		       char *why, size_t len)
@@ -523,8 +465,7 @@ static int index_check(const uint8_t *buf, size_t size, struct save_hdr *h,
  * header first) and its size, or -ENOENT when there is none (each refused
  * said in the log).
  */
-static int index_read(struct kvmemd_prefix_save *v, uint8_t **buf,
-		      size_t *size)
+static int index_read(struct kvmemd_prefix_save *v, uint8_t **buf, size_t *size)
 {
 	char why[KVMEM_MESSAGE_LEN];
 	uint8_t *b[2] = { NULL, NULL };
@@ -533,7 +474,7 @@ static int index_read(struct kvmemd_prefix_save *v, uint8_t **buf,
 	int ok[2] = { 0, 0 }, i, ret;
 
 	for (i = 0; i < 2; i++) {
-		ret = slurp(v->path[i], &b[i], &n[i]);
+		ret = kvmemd_file_read(v->path[i], &b[i], &n[i]);
 		if (ret == -ENOENT)
 			continue;
 		if (ret) {

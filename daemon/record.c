@@ -230,24 +230,6 @@ int record_put(struct record_buf *b, const struct kvmemd_session *s,
 	return p == end ? 0 : -EINVAL;
 }
 
-/* @len bytes of @buf to @fd, all of them: 0, or -errno. */
-int record_write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	ssize_t n;
-
-	while (len) {
-		n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* The header of a record of @size bytes at @buf: 0, or why not. */
 int record_hdr_check(const uint8_t *buf, size_t size, struct keep_hdr *h,
 		     char *why, size_t len)
@@ -278,45 +260,6 @@ int record_hdr_check(const uint8_t *buf, size_t size, struct keep_hdr *h,
 		snprintf(why, len, "its sessions are cut short or damaged");
 		return -EINVAL;
 	}
-	return 0;
-}
-
-/* The whole of @path: 0 with *@buf (malloc'ed) and *@size, or -errno. */
-int record_slurp(const char *path, uint8_t **buf, size_t *size)
-{
-	struct stat st;
-	ssize_t n;
-	size_t got = 0;
-	int fd, ret = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || st.st_size < 0 ||
-	    (uint64_t)st.st_size > SIZE_MAX / 2) {
-		close(fd);
-		return -EINVAL;
-	}
-	*buf = malloc((size_t)st.st_size + 1);
-	if (!*buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (got < (size_t)st.st_size) {
-		n = read(fd, *buf + got, (size_t)st.st_size - got);
-		if (n <= 0) {
-			ret = n < 0 ? -errno : -EIO;
-			break;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	if (ret) {
-		free(*buf);
-		*buf = NULL;
-		return ret;
-	}
-	*size = got;
 	return 0;
 }
 
@@ -391,7 +334,7 @@ static void live_work(struct kvmemd_work *w)
 		l->ret = -errno;
 		return;
 	}
-	l->ret = record_write_all(fd, l->buf, l->len);
+	l->ret = kvmemd_file_write_all(fd, l->buf, l->len);
 	if (!l->ret && !fstat(fd, &st) && (uint64_t)st.st_size > l->len &&
 	    ftruncate(fd, (off_t)l->len))
 		l->ret = -errno;
@@ -639,7 +582,7 @@ int record_live_read(struct kvmemd *d, uint32_t id, const uint32_t ring[2],
 		snprintf(why[i], sizeof(why[i]), "not there");
 		if (live_path(d, id, i, p[i]))
 			continue;
-		ret = record_slurp(p[i], &b[i], &n[i]);
+		ret = kvmemd_file_read(p[i], &b[i], &n[i]);
 		if (ret) {
 			snprintf(why[i], sizeof(why[i]), "%s", strerror(-ret));
 			continue;

@@ -92,10 +92,6 @@ int record_put(struct record_buf *b, const struct kvmemd_session *s,
  * @why (-EINVAL: damaged or cut short; -EPROTO: another version's). */
 int record_hdr_check(const uint8_t *buf, size_t size, struct keep_hdr *h,
 		     char *why, size_t len);
-/* The whole of @path: 0 with *@buf (malloc'ed) and *@size, or -errno. */
-int record_slurp(const char *path, uint8_t **buf, size_t *size);
-/* @len bytes of @buf to @fd, all of them: 0, or -errno. */
-int record_write_all(int fd, const void *buf, size_t len);
 
 /*
  * Live records, with daemon.keep_on_crash. record_live_start() gives @s

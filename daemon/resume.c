@@ -672,7 +672,7 @@ void kvmemd_resume_load(struct kvmemd *d)
 		fds_close(r, "with no room for the record's path");
 		return;
 	}
-	ret = record_slurp(path, &buf, &size);
+	ret = kvmemd_file_read(path, &buf, &size);
 	if (ret && ret != -ENOENT)
 		kvmemd_log_err(LOG_ERR, ret, "%s", path);
 	if (!ret) {
@@ -978,9 +978,9 @@ static int record_write(struct kvmemd_keep *k)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	ret = record_write_all(fd, &h, sizeof(h));
+	ret = kvmemd_file_write_all(fd, &h, sizeof(h));
 	if (!ret)
-		ret = record_write_all(fd, k->body.p, k->body.len);
+		ret = kvmemd_file_write_all(fd, k->body.p, k->body.len);
 	if (!ret && fsync(fd))
 		ret = -errno;
 	close(fd);
