@@ -216,6 +216,11 @@ void kvmemd_notify(const char *msg, int wait_ms);
  * ("FDSTORE=1..."): 0, or a negative errno (no such socket, or its reader
  * is behind). */
 int kvmemd_notify_fd(const char *msg, int fd);
+/* Does kvmemd keep what it can across a restart: daemon.keep_sessions,
+ * under a service manager (NOTIFY_SOCKET) with a descriptor store? Then
+ * sessions that attach are offered KVMEM_FEAT_RESUME, and published
+ * prefixes are kept (prefix.keep). */
+int kvmemd_notify_keeping(const struct kvmemd *d);
 
 /* ---- worker.c: a fixed pool of threads and a bounded queue ------------ */
 
@@ -336,8 +341,6 @@ int kvmemd_file_read(const char *path, uint8_t **buf, size_t *size);
  */
 struct kvmemd_keep;
 
-/* Are sessions that attach now offered KVMEM_FEAT_RESUME? */
-int kvmemd_resume_on(const struct kvmemd *d);
 /* A session of KVMEM_FEAT_RESUME, welcomed: its memfd goes to the
  * descriptor store now, where it outlives a crash of kvmemd. */
 void kvmemd_resume_track(struct kvmemd_session *s);
@@ -395,8 +398,9 @@ void kvmemd_resume_exit(struct kvmemd *d);
 /* The names of the blocks' memfds in systemd's descriptor store. */
 #define KVMEMD_PREFIX_FD_NAME "prefix-"
 
-/* A descriptor systemd passed back under a KVMEMD_PREFIX_FD_NAME name, at
- * start, before kvmemd_prefix_save_load(): 1, it is prefix-save.c's. */
+/* At start, before kvmemd_prefix_save_load(), for a descriptor systemd
+ * passed back: 1 when @name is a kept block's (KVMEMD_PREFIX_FD_NAME...;
+ * the descriptor is taken), else 0. */
 int kvmemd_prefix_save_fd(struct kvmemd *d, const char *name, int fd);
 /*
  * kvmemd_prefix_save_load() - after kvmemd_prefix_init(): the blocks of the

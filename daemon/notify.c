@@ -93,3 +93,10 @@ void kvmemd_notify(const char *msg, int wait_ms)
 		return;
 	kvmemd_log(LOG_DEBUG, "notify %s: dropped, the reader is behind", msg);
 }
+
+int kvmemd_notify_keeping(const struct kvmemd *d)
+{
+	const char *n = getenv("NOTIFY_SOCKET");
+
+	return d->cfg.keep_sessions == KVMEMD_YES && n && *n;
+}

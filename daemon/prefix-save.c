@@ -3,7 +3,7 @@
  * kvmemd
  *
  * With prefix.keep, daemon.keep_sessions and a descriptor store
- * (kvmemd_resume_on()), a block's copies live in a memfd of its own,
+ * (kvmemd_notify_keeping()), a block's copies live in a memfd of its own,
  * mapped shared, where others live in anonymous memory (the same bytes to
  * prefix.c's accounting). Once the block is kept, the memfd goes to
  * systemd's store as "prefix-ID" (FDSTORE=1) and kvmemd closes its own
@@ -30,7 +30,7 @@
  * index that no longer names it; so after a kill -9 every entry of the
  * newest index names a memfd with the block's copies, or none.
  *
- * At start, kvmemd_resume_fd() hands the "prefix-" descriptors here. The
+ * At start, server.c hands the "prefix-" descriptors here. The
  * newest index that verifies (magic, version, sizes, both CRCs) is read;
  * one that does not is refused with a sentence, and without one no block
  * is taken back. Each entry whose memfd came back is mapped, and every
@@ -139,7 +139,7 @@ static struct kvmemd_prefix_save *state(struct kvmemd *d)
 
 int kvmemd_prefix_save_on(const struct kvmemd *d)
 {
-	return d->cfg.prefix_keep == KVMEMD_YES && kvmemd_resume_on(d);
+	return d->cfg.prefix_keep == KVMEMD_YES && kvmemd_notify_keeping(d);
 }
 
 uint8_t *kvmemd_prefix_save_map(struct kvmemd_prefix_block *b)
@@ -373,6 +373,8 @@ int kvmemd_prefix_save_fd(struct kvmemd *d, const char *name, int fd)
 	struct passed *p;
 	char *end;
 
+	if (strncmp(name, KVMEMD_PREFIX_FD_NAME, strlen(KVMEMD_PREFIX_FD_NAME)))
+		return 0;
 	if (!v || v->nfds >= MAX_PASSED || strlen(name) >= sizeof(p->name)) {
 		kvmemd_log(LOG_WARNING,
 			   "passed descriptor %s: not taken, closed", name);

@@ -127,13 +127,6 @@ static int record_path(const struct kvmemd *d, const char *suffix, char *buf,
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
-int kvmemd_resume_on(const struct kvmemd *d)
-{
-	const char *n = getenv("NOTIFY_SOCKET");
-
-	return d->cfg.keep_sessions == KVMEMD_YES && n && *n;
-}
-
 /* ---- while sessions run ----------------------------------------------- */
 
 void kvmemd_resume_record(struct kvmemd *d)
@@ -192,11 +185,6 @@ int kvmemd_resume_fd(struct kvmemd *d, const char *name, int fd)
 	struct passed *p;
 	char *end;
 
-	/* Published prefixes' memfds: prefix-save.c's, taken back and out
-	 * of the store by it, never by kvmemd_resume_commit(). */
-	if (!strncmp(name, KVMEMD_PREFIX_FD_NAME,
-		     strlen(KVMEMD_PREFIX_FD_NAME)))
-		return kvmemd_prefix_save_fd(d, name, fd);
 	if (strncmp(name, FD_PREFIX, strlen(FD_PREFIX)))
 		return 0;
 	errno = 0;
@@ -880,7 +868,7 @@ struct kvmemd_keep *kvmemd_resume_begin(struct kvmemd *d)
 	struct kvmemd_keep *k;
 	uint64_t now;
 
-	if (!kvmemd_resume_on(d))
+	if (!kvmemd_notify_keeping(d))
 		return NULL;
 	k = calloc(1, sizeof(*k));
 	if (!k) {

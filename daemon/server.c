@@ -1103,7 +1103,8 @@ static int listen_on(const char *path, const char *group)
 }
 
 /* Sockets systemd passed (kvmemd.socket): "admin" names the admin one;
- * and from its descriptor store, the memfds of kept sessions. */
+ * and from its descriptor store, the memfds of kept sessions (resume.c)
+ * and of kept prefix blocks (prefix-save.c). */
 static void activated_sockets(struct server *sv)
 {
 	char **names = NULL;
@@ -1112,7 +1113,9 @@ static void activated_sockets(struct server *sv)
 	n = sd_listen_fds_with_names(1, &names);
 	for (i = 0; i < n; i++) {
 		fd = SD_LISTEN_FDS_START + i;
-		if (names && names[i] && kvmemd_resume_fd(sv->d, names[i], fd))
+		if (names && names[i] &&
+		    (kvmemd_prefix_save_fd(sv->d, names[i], fd) ||
+		     kvmemd_resume_fd(sv->d, names[i], fd)))
 			continue;
 		ret = sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0);
 		if (ret <= 0 || fcntl(fd, F_SETFL, O_NONBLOCK)) {

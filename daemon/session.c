@@ -267,7 +267,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	if (!cfg->prefix_bytes)
 		s->features &= ~KVMEM_FEAT_PREFIX;
 	/* Kept across a restart only where the memory is the host's. */
-	if (gpu || !kvmemd_resume_on(d) ||
+	if (gpu || !kvmemd_notify_keeping(d) ||
 	    getrandom(&s->resume_token, sizeof(s->resume_token),
 		      GRND_NONBLOCK) != sizeof(s->resume_token) ||
 	    !s->resume_token) {
