@@ -328,12 +328,108 @@ static int deny_syscall(long nr)
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
 }
 
-/* In the child: what the store holds, at descriptors 3 on, named as
- * sd_listen_fds_with_names() reads them. */
-static void pass_stored(const struct kvmemd_proc *p)
+/*
+ * Everything the child needs, made before fork(): the test process has a
+ * thread (the notes), so its child may make only async-signal-safe calls
+ * until it executes kvmemd (a lock another thread held at the fork, in the
+ * C library or a sanitizer's runtime, is never released in the child).
+ */
+struct plan {
+	const char *argv[12];
+	char **envp;
+	char state[300], nsock[160], nfds[32], names[KVMEMD_FDSTORE_MAX * 65];
+	char pid_var[32]; /* "LISTEN_PID=" and room for the child's pid */
+	long deny[8];
+	int ndeny;
+};
+
+/* Is environment entry @e one of the names the child's own ones set? */
+static int env_overridden(const char *e, const char *const *env)
 {
-	char names[KVMEMD_FDSTORE_MAX * 65] = "", num[32];
+	static const char *const ours[] = { "NOTIFY_SOCKET=",  "WATCHDOG_USEC=",
+					    "WATCHDOG_PID=",   "LISTEN_FDS=",
+					    "LISTEN_FDNAMES=", "LISTEN_PID=" };
+	size_t i, n;
+
+	for (i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+		if (!strncmp(e, ours[i], strlen(ours[i])))
+			return 1;
+	for (; env && *env; env++) {
+		n = strcspn(*env, "=") + 1;
+		if (!strncmp(e, *env, n))
+			return 1;
+	}
+	return 0;
+}
+
+static void plan_make(struct plan *pl, const struct kvmemd_proc *p,
+		      const char *const *env)
+{
+	extern char **environ;
+	const size_t deny = strlen(KVMEMD_DENY_SYSCALL);
+	size_t n = 0, i;
+	int a = 0, k;
+
+	memset(pl, 0, sizeof(*pl));
+	snprintf(pl->state, sizeof(pl->state), "%s/state", p->dir);
+	snprintf(pl->nsock, sizeof(pl->nsock), "NOTIFY_SOCKET=%s/notify",
+		 p->dir);
+	pl->argv[a++] = "kvmemd";
+	pl->argv[a++] = "-f";
+	pl->argv[a++] = "-c";
+	pl->argv[a++] = p->conf;
+	pl->argv[a++] = "-s";
+	pl->argv[a++] = p->sock;
+	pl->argv[a++] = "-a";
+	pl->argv[a++] = p->admin;
+	pl->argv[a++] = "-d";
+	pl->argv[a++] = pl->state;
+	pl->argv[a] = NULL;
+	while (environ[n])
+		n++;
+	for (i = 0; env && env[i]; i++)
+		n++;
+	pl->envp = kvmem_check_xmalloc((n + 8) * sizeof(*pl->envp));
+	n = 0;
+	for (i = 0; environ[i]; i++)
+		if (!env_overridden(environ[i], env))
+			pl->envp[n++] = environ[i];
+	pl->envp[n++] = pl->nsock;
+	for (i = 0; env && env[i]; i++) {
+		if (strncmp(env[i], KVMEMD_DENY_SYSCALL, deny)) {
+			pl->envp[n++] = (char *)env[i];
+			continue;
+		}
+		ck_assert_int_lt(pl->ndeny,
+				 (int)(sizeof(pl->deny) / sizeof(pl->deny[0])));
+		pl->deny[pl->ndeny++] = strtol(env[i] + deny, NULL, 10);
+	}
+	if (p->nstored) {
+		/* What the store holds, at descriptors 3 on, named as
+		 * sd_listen_fds_with_names() reads them. */
+		snprintf(pl->nfds, sizeof(pl->nfds), "LISTEN_FDS=%d",
+			 p->nstored);
+		strcpy(pl->names, "LISTEN_FDNAMES=");
+		for (k = 0; k < p->nstored; k++) {
+			if (k)
+				strcat(pl->names, ":");
+			strcat(pl->names, p->stored_name[k]);
+		}
+		strcpy(pl->pid_var, "LISTEN_PID=");
+		pl->envp[n++] = pl->nfds;
+		pl->envp[n++] = pl->names;
+		pl->envp[n++] = pl->pid_var;
+	}
+	pl->envp[n] = NULL;
+}
+
+/* In the child: the stored descriptors at 3 on, and LISTEN_PID. */
+static void pass_stored(struct plan *pl, const struct kvmemd_proc *p)
+{
 	int high[KVMEMD_FDSTORE_MAX], i;
+	char digits[16];
+	size_t n = 0, at;
+	long pid;
 
 	if (!p->nstored)
 		return;
@@ -344,55 +440,39 @@ static void pass_stored(const struct kvmemd_proc *p)
 		if (high[i] < 0 || dup2(high[i], 3 + i) < 0)
 			_exit(125);
 		close(high[i]);
-		if (i)
-			strcat(names, ":");
-		strcat(names, p->stored_name[i]);
 	}
-	snprintf(num, sizeof(num), "%d", p->nstored);
-	setenv("LISTEN_FDS", num, 1);
-	setenv("LISTEN_FDNAMES", names, 1);
-	snprintf(num, sizeof(num), "%d", (int)getpid());
-	setenv("LISTEN_PID", num, 1);
+	for (pid = getpid(); pid; pid /= 10)
+		digits[n++] = (char)('0' + pid % 10);
+	at = strlen("LISTEN_PID=");
+	while (n)
+		pl->pid_var[at++] = digits[--n];
+	pl->pid_var[at] = 0;
 }
 
 static void spawn(struct kvmemd_proc *p, const char *const *env)
 {
-	char nsock[108];
-	int i;
+	const char *path = daemon_path();
+	struct plan pl;
+	int i, fd;
 
-	snprintf(nsock, sizeof(nsock), "%s/notify", p->dir);
+	plan_make(&pl, p, env);
 	/* The child reads the store: not while the thread changes it. */
 	pthread_mutex_lock(&p->notes->lock);
 	p->pid = fork();
-	if (p->pid)
-		pthread_mutex_unlock(&p->notes->lock);
-	ck_assert_int_ge(p->pid, 0);
 	if (!p->pid) {
-		char state[300];
-		int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
+		fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(fd, STDERR_FILENO);
-		setenv("NOTIFY_SOCKET", nsock, 1);
-		unsetenv("WATCHDOG_USEC");
-		unsetenv("WATCHDOG_PID");
-		unsetenv("LISTEN_FDS");
-		for (i = 0; env && env[i]; i++) {
-			const size_t n = strlen(KVMEMD_DENY_SYSCALL);
-
-			if (strncmp(env[i], KVMEMD_DENY_SYSCALL, n)) {
-				putenv((char *)env[i]);
-				continue;
-			}
-			if (deny_syscall(strtol(env[i] + n, NULL, 10)))
+		for (i = 0; i < pl.ndeny; i++)
+			if (deny_syscall(pl.deny[i]))
 				_exit(126);
-		}
-		pass_stored(p);
-		snprintf(state, sizeof(state), "%s/state", p->dir);
-		execl(daemon_path(), "kvmemd", "-f", "-c", p->conf, "-s",
-		      p->sock, "-a", p->admin, "-d", state, (char *)NULL);
+		pass_stored(&pl, p);
+		execve(path, (char *const *)pl.argv, pl.envp);
 		_exit(127);
 	}
+	pthread_mutex_unlock(&p->notes->lock);
+	free(pl.envp);
+	ck_assert_int_ge(p->pid, 0);
 }
 
 void kvmemd_restart(struct kvmemd_proc *p, const char *const *env)
