@@ -52,6 +52,7 @@ struct kvmemd_notes {
 	int wake[2]; /* a pipe: written to stop the thread */
 	char text[KVMEMD_NOTES_MAX][512];
 	unsigned int head, tail; /* queued: text[head..tail), modulo */
+	int started; /* the thread runs: no fork() meets it starting */
 };
 
 static void stored_close(struct kvmemd_proc *p)
@@ -165,6 +166,10 @@ static void *notes_thread(void *arg)
 				 { .fd = p->notes->wake[0],
 				   .events = POLLIN } };
 
+	pthread_mutex_lock(&p->notes->lock);
+	p->notes->started = 1;
+	pthread_cond_broadcast(&p->notes->cond);
+	pthread_mutex_unlock(&p->notes->lock);
 	for (;;) {
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			return NULL;
@@ -186,6 +191,12 @@ static void notes_start(struct kvmemd_proc *p)
 	ck_assert_int_eq(pipe2(n->wake, O_CLOEXEC), 0);
 	p->notes = n;
 	ck_assert_int_eq(pthread_create(&n->thread, NULL, notes_thread, p), 0);
+	/* A thread starting holds locks of the C library and of a
+	 * sanitizer's runtime that a child forked then would never get. */
+	pthread_mutex_lock(&n->lock);
+	while (!n->started)
+		pthread_cond_wait(&n->cond, &n->lock);
+	pthread_mutex_unlock(&n->lock);
 }
 
 static void notes_stop(struct kvmemd_proc *p)
