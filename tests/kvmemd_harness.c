@@ -378,7 +378,7 @@ static void plan_make(struct plan *pl, const struct kvmemd_proc *p,
 {
 	extern char **environ;
 	const size_t deny = strlen(KVMEMD_DENY_SYSCALL);
-	size_t n = 0, i;
+	size_t n = 0, i, j, first, len;
 	int a = 0, k;
 
 	memset(pl, 0, sizeof(*pl));
@@ -406,9 +406,16 @@ static void plan_make(struct plan *pl, const struct kvmemd_proc *p,
 		if (!env_overridden(environ[i], env))
 			pl->envp[n++] = environ[i];
 	pl->envp[n++] = pl->nsock;
+	first = n;
 	for (i = 0; env && env[i]; i++) {
 		if (strncmp(env[i], KVMEMD_DENY_SYSCALL, deny)) {
-			pl->envp[n++] = (char *)env[i];
+			/* As putenv() in order: a later one of a name wins. */
+			len = strcspn(env[i], "=") + 1;
+			for (j = first; j < n; j++)
+				if (!strncmp(pl->envp[j], env[i], len))
+					break;
+			pl->envp[j] = (char *)env[i];
+			n += j == n;
 			continue;
 		}
 		ck_assert_int_lt(pl->ndeny,
