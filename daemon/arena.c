@@ -765,10 +765,13 @@ int arena_restore(struct kvmemd_arena *a, const struct arena_saved *k,
 
 	if (k->top > a->nunits || k->top_page >= NO_UNIT)
 		return bad(why, len, "its tables do not fit its arena");
-	/* Each slot below ->top, in order, once. */
+	/* Each slot below ->top, in order, past the end of the one before. */
 	for (i = 0; i < k->nslots; i++)
-		if (k->slots[i].unit >= k->top ||
-		    (i && k->slots[i].unit <= k->slots[i - 1].unit))
+		if (k->slots[i].unit >= k->top || k->slots[i].slot.kind > 1 ||
+		    (i &&
+		     k->slots[i].unit <
+			     k->slots[i - 1].unit +
+				     a->slot_units[k->slots[i - 1].slot.kind]))
 			return bad(why, len, "its slots do not fit its arena");
 	n = k->top_page > 64 ? k->top_page : 64;
 	if (arena_heap_get(a, (size_t)n * sizeof(struct page)))

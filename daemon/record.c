@@ -140,6 +140,12 @@ static void tables_settle(const struct kvmemd_session *s,
 			*free_page = i;
 		} else if (p->state == PAGE_WRITING) {
 			p->state = PAGE_RESIDENT;
+		} else if (p->state == PAGE_READING &&
+			   s->arena.slots[p->unit].state == SLOT_SEALED) {
+			/* Back in its slot, its check under way: resident (a
+			 * restart checks every sealed page again); its store
+			 * units may be freed from now on. */
+			p->state = PAGE_RESIDENT;
 		} else if (p->state == PAGE_READING) {
 			p->state = PAGE_COLD;
 			p->unit = NO_UNIT;
@@ -168,7 +174,7 @@ int record_put(struct record_buf *b, const struct kvmemd_session *s,
 
 	/* One size, reserved at once: a session's tables are copied once. */
 	n = sizeof(*rec) + slots + pages + seqs_bytes(s) +
-	    (live ? s->nwaits * sizeof(w->e) : 0);
+	    (live ? (s->nwaits + s->nredo) * sizeof(w->e) : 0);
 	p = record_buf_add(b, n);
 	if (!p)
 		return -ENOMEM;
@@ -192,12 +198,17 @@ int record_put(struct record_buf *b, const struct kvmemd_session *s,
 	if (live) {
 		tables_settle(s, sl, nslots, (struct page *)(p + slots),
 			      &rec->free_page);
-		rec->nwaits = s->nwaits;
+		rec->nwaits = s->nwaits + s->nredo;
 	}
 	p = seqs_put(p + slots + pages, s, live);
 	for (w = live ? s->waits : NULL; w; w = w->next) {
 		memcpy(p, &w->e, sizeof(w->e));
 		p += sizeof(w->e);
+	}
+	/* Those a crash left waiting, not issued again yet: still owed. */
+	if (live && s->nredo) {
+		memcpy(p, s->redo, s->nredo * sizeof(*s->redo));
+		p += s->nredo * sizeof(*s->redo);
 	}
 	rec->id = s->id;
 	rec->uid = (uint32_t)s->uid;
@@ -361,6 +372,11 @@ static void live_stop(struct kvmemd_session *s, int err)
 	free(l);
 	arena_limbo_off(&s->arena);
 	tier_held_drop(s);
+	/* Without a record, the client sees all there is. */
+	s->pub_sq_head = s->sq_head;
+	s->pub_cq_tail = s->cq_tail;
+	if (s->nwaits)
+		tier_retry(s);
 	session_publish(s);
 }
 

@@ -411,8 +411,11 @@ static int tables_load(struct kvmemd_session *s, const struct kept *k,
 	for (i = 0; i < rec->nseqs; i++) {
 		ks = take(&c, sizeof(*ks));
 		idx = take(&c, record_idx_bytes(ks->n));
-		ret = session_seq_restore(s, ks->id, (int)ks->acquired,
-					  ks->tokens, idx, ks->n);
+		ret = ks->acquired > 1
+			      ? -EINVAL
+			      : session_seq_restore(s, ks->id,
+						    (int)ks->acquired,
+						    ks->tokens, idx, ks->n);
 		if (ret) {
 			snprintf(why, len, "sequence %u does not hold together",
 				 ks->id);

@@ -50,6 +50,8 @@ int kvmemd_file_read(const char *path, uint8_t **buf, size_t *size)
 	}
 	while (got < (size_t)st.st_size) {
 		n = read(fd, *buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0) {
 			ret = n < 0 ? -errno : -EIO;
 			break;

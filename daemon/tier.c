@@ -848,7 +848,8 @@ void tier_page_drop(struct kvmemd_session *s, uint32_t pg)
 {
 	struct page *p = &s->arena.pages[pg];
 
-	store_free(s->d->tier, p->store_unit, page_units(s, p));
+	/* A live record may still say it is there. */
+	units_give_back(s, p->store_unit, page_units(s, p));
 	arena_page_free(&s->arena, pg);
 }
 

@@ -473,14 +473,17 @@ static void spawn(struct kvmemd_proc *p, const char *const *env)
 	struct plan pl;
 	int i, fd;
 
-	plan_make(&pl, p, env);
-	/* The child reads the store: not while the thread changes it. */
+	/* The child reads the store, and the plan names what it holds: not
+	 * while the thread changes it. */
 	pthread_mutex_lock(&p->notes->lock);
+	plan_make(&pl, p, env);
 	p->pid = fork();
 	if (!p->pid) {
 		fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(fd, STDERR_FILENO);
+		if (fd != STDERR_FILENO)
+			close(fd);
 		for (i = 0; i < pl.ndeny; i++)
 			if (deny_syscall(pl.deny[i]))
 				_exit(126);
