@@ -147,16 +147,21 @@ static void gpu_json(struct kvmemd *d, struct jw *w)
 	jw_close(w, '}');
 }
 
-/* What the start took back of the sessions the last kvmemd kept. */
+/* What the start took back of the sessions and published prefix blocks
+ * the last kvmemd kept. */
 static void restart_json(const struct kvmemd *d, struct jw *w)
 {
 	struct kvmemd_resume_counts c;
+	uint64_t taken, refused;
 
 	kvmemd_resume_counts(d, &c);
+	kvmemd_prefix_save_counts(d, &taken, &refused);
 	jw_open(w, "restart", '{');
 	jw_u64(w, "taken_back", c.taken);
 	jw_u64(w, "after_crash", c.after_crash);
 	jw_u64(w, "refused", c.refused);
+	jw_u64(w, "prefix_blocks_taken_back", taken);
+	jw_u64(w, "prefix_blocks_refused", refused);
 	jw_close(w, '}');
 }
 

@@ -114,6 +114,9 @@ struct kvmemd_prefix_save {
 	struct passed *fds;
 	uint32_t nfds, cap;
 	struct kvmemd_ratelimit log_store;
+	/* at start: blocks taken back, and those that were not (dropped,
+	 * or with no index entry that takes them) */
+	uint32_t taken, refused;
 };
 
 static struct kvmemd_prefix_save *state(struct kvmemd *d)
@@ -209,6 +212,15 @@ void kvmemd_prefix_save_drop(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	b->id = 0;
 	if (d->prefix_save)
 		d->prefix_save->dirty = 1;
+}
+
+void kvmemd_prefix_save_counts(const struct kvmemd *d, uint64_t *taken,
+			       uint64_t *refused)
+{
+	const struct kvmemd_prefix_save *v = d->prefix_save;
+
+	*taken = v ? v->taken : 0;
+	*refused = v ? v->refused : 0;
 }
 
 uint64_t kvmemd_prefix_save_written(const struct kvmemd *d)
@@ -695,6 +707,7 @@ void kvmemd_prefix_save_load(struct kvmemd *d)
 		return;
 	if (!kvmemd_prefix_save_on(d)) {
 		closed = fds_close(v);
+		v->refused = closed;
 		if (closed)
 			kvmemd_log(LOG_NOTICE,
 				   "%u kept prefix blocks passed back: "
@@ -708,6 +721,8 @@ void kvmemd_prefix_save_load(struct kvmemd *d)
 		free(buf);
 	}
 	closed = fds_close(v);
+	v->taken = n;
+	v->refused = dropped + closed;
 	if (closed)
 		kvmemd_log(LOG_WARNING,
 			   "%u kept prefix block memfds passed back with no "

@@ -222,6 +222,10 @@ void kvmemd_prefix_save_add(struct kvmemd *d, struct kvmemd_prefix_block *b);
 void kvmemd_prefix_save_drop(struct kvmemd *d, struct kvmemd_prefix_block *b);
 /* Once a loop iteration: the index to a worker, when it changed. */
 void kvmemd_prefix_save_write(struct kvmemd *d);
+/* What this kvmemd's start took back of the blocks the last one kept, and
+ * refused (each said in the log). */
+void kvmemd_prefix_save_counts(const struct kvmemd *d, uint64_t *taken,
+			       uint64_t *refused);
 /* Blocks the index last written names; a crash now keeps those. */
 uint64_t kvmemd_prefix_save_written(const struct kvmemd *d);
 /* The state, the memfds passed back and not taken included, goes. */

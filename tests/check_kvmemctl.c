@@ -722,7 +722,8 @@ static void fake_stop(struct fake *f)
 	"\"detached\":3,\"dropped\":0,\"evicted\":4,"                 \
 	"\"accept_errors\":2,\"ops\":123456,\"kept_sessions\":1,"     \
 	"\"restart\":{\"taken_back\":3,\"after_crash\":2,"            \
-	"\"refused\":1},"                                               \
+	"\"refused\":1,\"prefix_blocks_taken_back\":5,"               \
+	"\"prefix_blocks_refused\":1},"                               \
 	"\"gpu_pool\":{\"device\":"                                   \
 	"\"GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c\","               \
 	"\"name\":\"NVIDIA H100 80GB HBM3\",\"bytes\":68719476736,"   \
@@ -1159,7 +1160,8 @@ static const struct {
 	  "\"dropped\":\"u\",\"evicted\":\"u\",\"accept_errors\":\"u\","
 	  "\"ops\":\"u\",\"kept_sessions\":\"u\","
 	  "\"restart\":{\"taken_back\":\"u\",\"after_crash\":\"u\","
-	  "\"refused\":\"u\"},\"scrub\":{\"enabled\":\"b\","
+	  "\"refused\":\"u\",\"prefix_blocks_taken_back\":\"u\","
+	  "\"prefix_blocks_refused\":\"u\"},\"scrub\":{\"enabled\":\"b\","
 	  "\"state\":\"s:idle|patrol|ondemand\"},"
 	  "\"gpu_pool\":{\"device\":{\"?\":\"s\"}}}" },
 	{ "stats",
@@ -1296,7 +1298,8 @@ START_TEST(test_spec_tables)
 		  { "connections 4 closed waiting for their hello, 2 refused "
 		    "for want of descriptors",
 		    "at start 3 kept sessions taken back (2 after a crash), 1 "
-		    "refused (the log says why)",
+		    "refused; 5 published prefix blocks taken back, 1 refused "
+		    "(the log says why)",
 		    "gpu pool 32.0 GiB of 64.0 GiB used (8.0 GiB held by "
 		    "processes of ended sessions) on NVIDIA H100 80GB HBM3, "
 		    "GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c" } },
@@ -2655,7 +2658,8 @@ START_TEST(test_usage_errors)
 		  "TENANT must be a uid, or @" },
 		{ { "prefix-drop", "@4294967295" },
 		  "TENANT must be a uid, or @" },
-		{ { "prefix-drop" }, "usage: kvmemctl prefix-drop TENANT [KEY]" },
+		{ { "prefix-drop" },
+		  "usage: kvmemctl prefix-drop TENANT [KEY]" },
 		{ { "prefix-drop", "0", "zz" },
 		  "KEY must be 64 hexadecimal digits" },
 		{ { "prefix-inject", "0", "9" }, "FLIPS must be 1 to 8" },

@@ -2260,9 +2260,9 @@ static int stored_blocks(struct kvmemd_proc *p, int n)
 
 /* A new session of this uid attaches the keys: @want tokens, the same
  * bits as the first @want tokens of @k, @v in an embedded cache. */
-static void attach_same(struct kvmemd_proc *p, const struct kvmem_prefix_key *keys,
-			const float *k, const float *v, uint32_t want,
-			struct kvmem_rng *r)
+static void attach_same(struct kvmemd_proc *p,
+			const struct kvmem_prefix_key *keys, const float *k,
+			const float *v, uint32_t want, struct kvmem_rng *r)
 {
 	struct kvmem_cache *b, *e;
 	struct kvmem_seq *t = NULL, *ref;
@@ -2329,8 +2329,7 @@ START_TEST(test_prefix_kept_across_restarts)
 	char conf[128], out[4096];
 	int round;
 
-	snprintf(conf, sizeof(conf), "[daemon]\nallow_uids = %u 65534\n",
-		 me());
+	snprintf(conf, sizeof(conf), "[daemon]\nallow_uids = %u 65534\n", me());
 	publish_kept(&x, 1931, 21, conf);
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	bytes = kvmemd_json_after(out, "\"prefix\"", "bytes");
@@ -2346,8 +2345,8 @@ START_TEST(test_prefix_kept_across_restarts)
 				 1);
 		ck_assert_int_eq(kvmemd_log_lines(&x.p, "not taken back"), 0);
 		kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes %u", me());
-		ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"),
-				  3);
+		ck_assert_uint_eq(
+			kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
 		ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "bytes"),
 				  bytes);
 		ck_assert_uint_eq(kvmemd_json_after(out, me_json(), "bytes"),
@@ -2408,6 +2407,13 @@ START_TEST(test_prefix_kept_damaged_block_dropped)
 	ck_assert_int_eq(kvmemd_log_lines(&x.p, "2 published blocks taken "
 						"back (1 dropped)"),
 			 1);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "status");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"restart\"",
+					    "prefix_blocks_taken_back"),
+			  2);
+	ck_assert_uint_eq(
+		kvmemd_json_after(out, "\"restart\"", "prefix_blocks_refused"),
+		1);
 	ck_assert_int_eq(stored_blocks(&x.p, 2), 2);
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 2);
@@ -2442,8 +2448,8 @@ static int damage_indexes(const struct kvmemd_proc *p)
 	int i, fd, n = 0;
 
 	for (i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/state/prefixes.%d.idx",
-			 p->dir, i);
+		snprintf(path, sizeof(path), "%s/state/prefixes.%d.idx", p->dir,
+			 i);
 		fd = open(path, O_RDWR);
 		if (fd < 0)
 			continue;
