@@ -442,21 +442,18 @@ static int live_image(struct kvmemd_session *s, struct kvmemd_live *l)
 	return 0;
 }
 
-void record_live_write(struct kvmemd_session *s)
+/*
+ * The copy of @s for its next record, to l->buf: what it has noted, and
+ * the slots and store units freed until now held for it. 0, or the
+ * session runs without a record (live_stop()).
+ */
+static int live_take(struct kvmemd_session *s, struct kvmemd_live *l)
 {
-	struct kvmemd_live *l = s->live;
-	int ret;
+	int ret = live_image(s, l);
 
-	/* A seal being checked, or an op waiting for its CQE, is in the
-	 * next one. */
-	if (l->busy || l->gone || s->checking ||
-	    (!l->dirty && s->sq_head == l->sq_head &&
-	     s->cq_tail == l->cq_tail && s->arena.changes == l->changes))
-		return;
-	ret = live_image(s, l);
 	if (ret) {
 		live_stop(s, ret);
-		return;
+		return ret;
 	}
 	arena_limbo_mark(&s->arena);
 	tier_held_mark(s);
@@ -466,11 +463,24 @@ void record_live_write(struct kvmemd_session *s)
 	l->generation++;
 	l->dirty = 0;
 	l->ret = 0;
+	l->busy = 1;
+	return 0;
+}
+
+void record_live_write(struct kvmemd_session *s)
+{
+	struct kvmemd_live *l = s->live;
+
+	/* A seal being checked is in the next one. */
+	if (l->busy || l->gone || s->checking ||
+	    (!l->dirty && s->sq_head == l->sq_head &&
+	     s->cq_tail == l->cq_tail && s->arena.changes == l->changes))
+		return;
+	if (live_take(s, l))
+		return;
 	l->work.fn = live_work;
 	l->work.done = live_done;
-	l->busy = 1;
-	ret = kvmemd_workers_push(s->d->workers, &l->work);
-	if (ret) {
+	if (kvmemd_workers_push(s->d->workers, &l->work)) {
 		l->busy = 0;
 		free(l->buf);
 		l->buf = NULL;
@@ -487,24 +497,9 @@ void record_live_write(struct kvmemd_session *s)
 void record_live_first(struct kvmemd_session *s)
 {
 	struct kvmemd_live *l = s->live;
-	int ret;
 
-	if (!l)
+	if (!l || live_take(s, l))
 		return;
-	ret = live_image(s, l);
-	if (ret) {
-		live_stop(s, ret);
-		return;
-	}
-	arena_limbo_mark(&s->arena);
-	tier_held_mark(s);
-	l->sq_head = s->sq_head;
-	l->cq_tail = s->cq_tail;
-	l->changes = s->arena.changes;
-	l->generation++;
-	l->dirty = 0;
-	l->ret = 0;
-	l->busy = 1;
 	live_work(&l->work);
 	live_done(&l->work);
 }
