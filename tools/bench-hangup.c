@@ -244,22 +244,6 @@ static int parse_cfg(int argc, char **argv, struct hangup_cfg *cfg)
 	return 0;
 }
 
-/* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
-static uint64_t mem_available(void)
-{
-	unsigned long long kib = 0;
-	char line[128];
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-			break;
-	fclose(f);
-	return (uint64_t)kib << 10;
-}
-
 /*
  * The pool of the kvmemd started here: its arenas are locked in memory, so
  * it must fit in half of what the machine has available. The default is
@@ -267,7 +251,7 @@ static uint64_t mem_available(void)
  */
 static int size_pool(struct hangup_cfg *cfg)
 {
-	uint64_t avail = mem_available(), room = avail / 2;
+	uint64_t avail = bench_mem_available(), room = avail / 2;
 
 	if (!cfg->pool_set) {
 		cfg->pool = DEFAULT_POOL;

@@ -220,22 +220,6 @@ static int parse_cfg(int argc, char **argv, struct record_cfg *cfg)
 	return 0;
 }
 
-/* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
-static uint64_t mem_available(void)
-{
-	unsigned long long kib = 0;
-	char line[128];
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-			break;
-	fclose(f);
-	return (uint64_t)kib << 10;
-}
-
 /* A session's quota for @seqs sequences: their pages, a tail page per
  * layer on its way to its seal, and room for the arena's own. */
 static uint64_t quota_for(const struct rec *x, uint32_t seqs, size_t hot)
@@ -278,7 +262,7 @@ static int rec_init(struct rec *x, const struct record_cfg *cfg)
 	 * reference's must fit in half of what is available. */
 	need = cfg->sessions * x->kept_quota + x->round_quota +
 	       2 * x->seq_bytes;
-	avail = mem_available();
+	avail = bench_mem_available();
 	if (avail && need > avail / 2) {
 		fprintf(stderr,
 			"kvmem-bench: %llu MiB of sessions is more than half "

@@ -321,3 +321,18 @@ out:
 	close(fd);
 	return ret == -EAGAIN ? -ETIMEDOUT : ret;
 }
+
+uint64_t bench_mem_available(void)
+{
+	unsigned long long kib = 0;
+	char line[128];
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kib << 10;
+}

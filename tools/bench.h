@@ -87,6 +87,9 @@ void bench_sleep_ms(long ms);
  * stderr. Return: 0 or a negative errno.
  */
 int bench_fork_pair(pid_t *pid, int *fd);
+
+/* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
+uint64_t bench_mem_available(void);
 /*
  * bench_admin() - one request on the admin socket at @path
  * @req: the request, "status" for one
