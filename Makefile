@@ -113,13 +113,14 @@ DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/archive.c daemon/user.c daemon/prefix.c daemon/resume.c \
 	       daemon/notify.c daemon/policy.c daemon/arena.c \
 	       daemon/patrol.c daemon/share.c daemon/record.c \
-	       daemon/prefix-save.c daemon/statefile.c
+	       daemon/prefix-save.c daemon/statefile.c daemon/rcluster.c
 DAEMON_BIN := $(B)/daemon/kvmemd
 # The configuration parser, the backing store (with the log it writes to),
-# a session's arena and kvmemctl's JSON reader are unit-tested in the runner
-# as well, and kvmem-bench attend runs there with --gpu on the fake driver.
+# a session's arena, the Redis Cluster client and kvmemctl's JSON reader
+# are unit-tested in the runner as well, and kvmem-bench attend runs there
+# with --gpu on the fake driver.
 TEST_DAEMON_OBJS := $(B)/daemon/config.o $(B)/daemon/store.o \
-		    $(B)/daemon/log.o $(B)/daemon/arena.o
+		    $(B)/daemon/log.o $(B)/daemon/arena.o $(B)/daemon/rcluster.o
 TEST_TOOL_OBJS := $(B)/tools/json.o $(B)/tools/bench.o \
 		  $(B)/tools/bench-attend.o $(B)/tools/bench-attend-gpu.o
 
@@ -239,7 +240,8 @@ $(B)/tools/kvmem-bench: $(BENCH_SRCS:%.c=$(B)/%.o) $(LIB_A)
 
 $(DAEMON_BIN): $(DAEMON_SRCS:%.c=$(B)/%.o) $(LIB_A)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(SYSTEMD_LIBS) -luring -lpthread -ldl -lm
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) $(SYSTEMD_LIBS) -lhiredis -luring \
+		-lpthread -ldl -lm
 
 $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 	$(call msg,CC,$@)
@@ -294,7 +296,8 @@ $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
 	     $(CTA_OBJS) $(SIMT_OBJS) $(LIB_A) | $(LIB_SO) $(FAKECUDA_SO) \
 	     $(if $(filter 1,$(SAN)),,$(SIMT_SO))
 	$(call msg,LD,$@)
-	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -luring -lpthread -lm
+	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -lhiredis -luring \
+		-lpthread -lm
 
 # ---- fuzzing: libFuzzer targets in tests/fuzz/, built with clang -------
 #
@@ -327,7 +330,7 @@ $(FUZZ_B)/%.o: %.c | $(DEPS_STAMP)
 $(FUZZ_B)/fuzz-%: $(FUZZ_B)/tests/fuzz/fuzz_%.o $(FUZZ_OBJS)
 	$(call msg,LD,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ \
-		$(SYSTEMD_LIBS) -luring -lpthread -ldl -lm
+		$(SYSTEMD_LIBS) -lhiredis -luring -lpthread -ldl -lm
 
 fuzz: $(FUZZ_BINS)
 	$(Q)scripts/fuzz.sh $(FUZZ_B) $(FUZZ_TIME) $(FUZZ_TARGETS)
