@@ -889,14 +889,19 @@ static int node_pass(struct rcluster *c, uint32_t ni, struct rcluster_req *reqs,
 	}
 	if (!err)
 		return flags;
-	/* Every request of the node not answered waits for the next pass. */
+	/*
+	 * Every request of the node not answered waits for the next pass;
+	 * but a refused AUTH will be refused again.
+	 */
 	c->node[ni].failed = 1;
 	for (i = 0; i < n; i++) {
-		if (w[i].pending && w[i].node == ni) {
-			w[i].err = err;
-			w[i].sent = 0;
-			w[i].ask = RC_NONE;
-		}
+		if (!w[i].pending || w[i].node != ni)
+			continue;
+		w[i].err = err;
+		w[i].sent = 0;
+		w[i].ask = RC_NONE;
+		if (err == -EACCES)
+			req_done(c, &reqs[i], &w[i], err);
 	}
 	return flags | RC_REFRESH | RC_BACKOFF;
 }

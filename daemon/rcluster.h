@@ -56,7 +56,8 @@ struct rcluster_req {
 	 * (connection lost, CLUSTERDOWN, TRYAGAIN, LOADING): node trouble
 	 * that outlasted the retries. -ENOMEM: no memory here, or the server
 	 * is over its maxmemory (OOM). -EPROTO: a reply that makes no
-	 * sense. -E2BIG: value over RCLUSTER_MAX_VALUE. -EINVAL: unknown op.
+	 * sense. -E2BIG: value (or key) over RCLUSTER_MAX_VALUE. -EINVAL:
+	 * unknown op, or a NULL key or value with a length.
 	 */
 	int status;
 	void *data; /* GET hit: malloc'd copy, the caller frees it */

@@ -569,15 +569,27 @@ END_TEST
 
 START_TEST(test_rcluster_hostile_replies)
 {
-	/* A map with all slots on this server, then a reply per GET. */
-	static const char *const replies[] = {
-		":5\r\n",
-		"*2\r\n$1\r\na\r\n$1\r\nb\r\n",
-		"+OK\r\n",
-		"-MOVED 99999 127.0.0.1:1\r\n",
-		"-MOVED 5 127.0.0.1:notaport\r\n",
-		"-ASK x 127.0.0.1:1\r\n",
-		"-WRONGTYPE no\r\n",
+	/*
+	 * A map with all slots on this server, then a reply to the GET of
+	 * "k" (slot 7629) and what it must come to.
+	 */
+	static const struct {
+		const char *reply;
+		int want;
+	} replies[] = {
+		{ ":5\r\n", -EPROTO },
+		{ "*2\r\n$1\r\na\r\n$1\r\nb\r\n", -EPROTO },
+		{ "+OK\r\n", -EPROTO },
+		{ "-MOVED 99999 127.0.0.1:1\r\n", -EPROTO },
+		{ "-MOVED 5 127.0.0.1:1\r\n", -EPROTO },
+		{ "-MOVED 7629 127.0.0.1:notaport\r\n", -EPROTO },
+		{ "-MOVED 7629 127.0.0.1:99999\r\n", -EPROTO },
+		{ "-ASK x 127.0.0.1:1\r\n", -EPROTO },
+		{ "-WRONGTYPE no\r\n", -EPROTO },
+		{ "-NOPERM no\r\n", -EACCES },
+		{ "-OOM command not allowed\r\n", -ENOMEM },
+		{ "$-1\r\n", -ENOENT },
+		{ "-CLUSTERDOWN The cluster is down\r\n", -EIO },
 	};
 	struct rcluster_opts o = { .timeout_ms = 1000, .retries = 0 };
 	char seed[32], why[256], map[128];
@@ -587,11 +599,12 @@ START_TEST(test_rcluster_hostile_replies)
 	unsigned int i;
 	int err;
 
+	ck_assert_uint_eq(rcluster_slot("k", 1), 7629);
 	for (i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
 		struct fake f;
 
 		script[0] = map;
-		script[1] = replies[i];
+		script[1] = replies[i].reply;
 		script[2] = NULL;
 		fake_start(&f, script);
 		snprintf(map, sizeof(map),
@@ -606,7 +619,8 @@ START_TEST(test_rcluster_hostile_replies)
 		err = exec1(c, &q, RC_GET, "k", NULL, 0);
 		rcluster_close(c);
 		fake_stop(&f);
-		ck_assert_msg(err == -EPROTO, "reply %u: %d", i, err);
+		ck_assert_msg(err == replies[i].want, "reply %u: %d, not %d", i,
+			      err, replies[i].want);
 		ck_assert_ptr_null(q.data);
 	}
 }
