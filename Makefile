@@ -87,7 +87,8 @@ LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
 	    libkvmem/page.c libkvmem/cache.c libkvmem/attend.c \
 	    libkvmem/attend_portable.c libkvmem/attend_avx2.c \
 	    libkvmem/attend_avx512.c libkvmem/client.c libkvmem/cuda.c \
-	    libkvmem/cuda_driver.c libkvmem/pool.c
+	    libkvmem/cuda_driver.c libkvmem/pool.c libkvmem/sha256.c \
+	    libkvmem/prefix-key.c
 # The fatbin first: nvcc, the longest step, starts before the C files.
 LIB_PIC_OBJS := $(B)/kernels/fatbin.o $(LIB_SRCS:%.c=$(B)/pic/%.o)
 LIB_OBJS := $(B)/kernels/fatbin.o $(LIB_SRCS:%.c=$(B)/%.o)

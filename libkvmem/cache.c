@@ -929,9 +929,8 @@ int kvmem__seq_adopt(struct kvmem_seq *s, uint32_t layer, uint32_t slot,
 	return 0;
 }
 
-/* Where block @i starts and how many tokens it has; 0 past 2^32 - 1. */
-static int block_range(const struct kvmem_geometry *g, uint32_t i,
-		       uint32_t *start, uint32_t *n)
+int kvmem__prefix_block_range(const struct kvmem_geometry *g, uint32_t i,
+			      uint32_t *start, uint32_t *n)
 {
 	const uint64_t S = g->sink_tokens, T = g->tokens_per_page;
 	uint64_t first;
@@ -953,7 +952,7 @@ uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block)
 {
 	uint32_t start, n;
 
-	if (!c || block_range(&c->g, block, &start, &n))
+	if (!c || kvmem__prefix_block_range(&c->g, block, &start, &n))
 		return 0;
 	return start + n;
 }
@@ -991,7 +990,7 @@ int kvmem_prefix_publish(struct kvmem_seq *s,
 	if (ret)
 		return ret;
 	for (i = 0; i < nkeys; i++) {
-		if (block_range(&c->g, i, &start, &n) ||
+		if (kvmem__prefix_block_range(&c->g, i, &start, &n) ||
 		    !block_sealed(s, start, n))
 			break;
 		ret = c->store->prefix_publish(c, s, &keys[i], start, n);
@@ -1018,7 +1017,7 @@ int kvmem_prefix_attach(struct kvmem_cache *c,
 		return ret;
 	for (i = 0; i < nkeys; i++) {
 		/* The result is an int. */
-		if (block_range(&c->g, i, &start, &n) ||
+		if (kvmem__prefix_block_range(&c->g, i, &start, &n) ||
 		    (uint64_t)start + n > INT32_MAX)
 			break;
 		ret = c->store->prefix_attach(c, s, &keys[i], start, n);

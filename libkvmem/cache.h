@@ -153,6 +153,19 @@ static inline uint32_t kvmem__page_index(const struct kvmem_geometry *g,
 }
 
 /*
+ * kvmem__prefix_block_range() - the tokens of prefix block @i
+ * @g: the geometry: with sink tokens, block 0 is the sink page, and every
+ *     other block one page of tokens_per_page tokens
+ * @i: the block's index
+ * @start: receives the block's first token
+ * @n: receives its number of tokens
+ *
+ * Return: 0, -EOVERFLOW when the block ends past 2^32 - 1.
+ */
+int kvmem__prefix_block_range(const struct kvmem_geometry *g, uint32_t i,
+			      uint32_t *start, uint32_t *n);
+
+/*
  * kvmem__cache_new() - a cache of geometry @g with no store yet
  *
  * Return: 0, -EINVAL for a bad geometry, -ENOMEM.

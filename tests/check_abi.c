@@ -102,6 +102,8 @@ START_TEST(test_internal_symbols_hidden)
 		"kvmem__ecc_tables",
 		"kvmem__ecc_portable",
 		"kvmem__crc32c_sw",
+		"kvmem__sha256",
+		"kvmem__prefix_block_range",
 	};
 	void *h = open_lib();
 	size_t i;

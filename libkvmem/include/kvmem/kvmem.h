@@ -414,9 +414,9 @@ int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
  * Block 0 is the sink page when the geometry has sink tokens; every other
  * block is one page of tokens_per_page tokens. The key of block i must
  * name everything its K/V depend on: the model (and its weights' version)
- * and the tokens from 0 to kvmem_prefix_block_end(c, i), e.g. a chained
- * SHA-256. kvmemd adds the uid and the geometry's digest; a session never
- * sees, nor can time, another uid's keys.
+ * and the tokens from 0 to kvmem_prefix_block_end(c, i), e.g. the chained
+ * SHA-256 of kvmem_prefix_keys(). kvmemd adds the uid and the geometry's
+ * digest; a session never sees, nor can time, another uid's keys.
  */
 struct kvmem_prefix_key {
 	uint8_t bytes[KVMEM_PREFIX_KEY_BYTES];
@@ -430,6 +430,31 @@ struct kvmem_prefix_key {
  * Return: the token at which block @block ends, or 0 past 2^32 - 1.
  */
 uint32_t kvmem_prefix_block_end(const struct kvmem_cache *c, uint32_t block);
+
+/**
+ * kvmem_prefix_keys() - the keys of a sequence's blocks, from its tokens
+ * @c: the cache (its geometry says where blocks end)
+ * @model: names the model (and its revision, tensor-parallel rank...);
+ *         NULL or "" for none
+ * @tokens: the sequence's token ids
+ * @ntokens: how many
+ * @keys: receives a key per whole block, from block 0
+ * @nkeys: room in @keys
+ *
+ * Key i is a SHA-256 chain over the tokens of blocks 0 to i, each token
+ * 4 bytes little-endian: h_0 = SHA-256(tokens of block 0) and h_i =
+ * SHA-256(h_{i-1} || tokens of block i), which are SGLang HiCache's page
+ * keys (as raw bytes, not hex). A non-empty @model seeds the chain:
+ * h_0 = SHA-256(SHA-256(@model) || tokens of block 0), so that no two
+ * models share keys. Only hashes: it works on an embedded cache too, and
+ * may be called from any thread.
+ *
+ * Return: the number of whole blocks keyed, at most @nkeys (a trailing
+ * partial block gets no key), or -EINVAL.
+ */
+int kvmem_prefix_keys(const struct kvmem_cache *c, const char *model,
+		      const uint32_t *tokens, uint32_t ntokens,
+		      struct kvmem_prefix_key *keys, uint32_t nkeys);
 
 /**
  * kvmem_prefix_publish() - publish the first blocks of a sequence
