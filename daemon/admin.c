@@ -19,6 +19,7 @@
 #include "kvmem/inject.h"
 #include "kvmemd.h"
 #include "prefix.h"
+#include "remote.h"
 #include "session.h"
 
 #define ADMIN_PROTOCOL 1
@@ -600,6 +601,15 @@ static int do_tier(const struct admin_req *rq)
 	return 0;
 }
 
+static int do_remote(const struct admin_req *rq)
+{
+	jw_open(rq->w, NULL, '{');
+	kvmemd_remote_status(rq->d, rq->w);
+	jw_close(rq->w, '}');
+	jw_end(rq->w);
+	return 0;
+}
+
 static int do_offload(const struct admin_req *rq)
 {
 	struct kvmemd_target t;
@@ -775,6 +785,7 @@ static const struct admin_cmd cmds[] = {
 	{ .name = "inject", .max_args = MAX_WORDS, .fn = do_inject },
 	{ .name = "policy", .max_args = MAX_WORDS, .fn = do_policy },
 	{ .name = "tier", .max_args = 0, .fn = do_tier },
+	{ .name = "remote", .max_args = 0, .fn = do_remote },
 	{ .name = "offload", .max_args = MAX_WORDS, .fn = do_offload },
 	{ .name = "prefixes", .max_args = MAX_WORDS, .fn = do_prefixes },
 	{ .name = "prefix-drop", .max_args = MAX_WORDS, .fn = do_prefix_drop },

@@ -73,6 +73,7 @@ enum key_type {
 	KEY_ENUM, /* one of names[], stored as an int */
 	KEY_GPU, /* "auto", or a GPU's UUID: GPU-8hex-4hex-4hex-4hex-12hex */
 	KEY_PUBLISHERS, /* "GROUP:USER,USER ..."; the count at count_off */
+	KEY_NODES, /* "HOST:PORT,HOST:PORT ...", or "" */
 	KEY_NTYPES,
 };
 
@@ -619,6 +620,72 @@ static const struct key keys[] = {
 			"directory",
 	},
 	{
+		.section = "remote",
+		.name = "seeds",
+		.type = KEY_NODES,
+		KEY_FIELD(remote_seeds, char *),
+		.desc = "HOST:PORT of nodes of the shared tier's Redis "
+			"Cluster, separated by commas; empty: no shared tier",
+	},
+	{
+		.section = "remote",
+		.name = "credentials",
+		.type = KEY_PATH_OPT,
+		KEY_FIELD(remote_credentials, char *),
+		.desc = "file of TENANT USER PASSWORD lines (TENANT: uid:N, "
+			"gid:N or *), readable by kvmemd's user only; empty: "
+			"the cluster's default user for every tenant",
+	},
+	{
+		.section = "remote",
+		.name = "timeout_ms",
+		.type = KEY_U32,
+		KEY_FIELD(remote_timeout_ms, uint32_t),
+		.min = 1,
+		.max = 60000,
+		.desc = "milliseconds a connection or a reply may take",
+	},
+	{
+		.section = "remote",
+		.name = "retries",
+		.type = KEY_U32,
+		KEY_FIELD(remote_retries, uint32_t),
+		.min = 0,
+		.max = 20,
+		.desc = "tries again of a request redirected, or whose node "
+			"failed over",
+	},
+	{
+		.section = "remote",
+		.name = "ttl_seconds",
+		.type = KEY_U32,
+		KEY_FIELD(remote_ttl_s, uint32_t),
+		.min = 0,
+		.max = UINT32_MAX,
+		.reload = true,
+		.desc = "a block pushed expires after this long, 0: never",
+	},
+	{
+		.section = "remote",
+		.name = "publish",
+		.type = KEY_ENUM,
+		KEY_FIELD(remote_publish, int),
+		.names = booleans,
+		.reload = true,
+		.desc = "push each block published here to the shared tier",
+	},
+	{
+		.section = "remote",
+		.name = "queue_bytes",
+		.type = KEY_SIZE,
+		KEY_FIELD(remote_queue_bytes, uint64_t),
+		.min = MIB,
+		.max = 64 * GIB,
+		.reload = true,
+		.desc = "blocks on their way to the shared tier, at most: "
+			"past it a push is dropped (counted)",
+	},
+	{
 		.section = "store",
 		.name = "path",
 		.type = KEY_PATH_OPT,
@@ -900,6 +967,35 @@ static bool gpu_name_ok(const char *v)
 	return true;
 }
 
+/* "" or HOST:PORT entries separated by commas, no blanks: a host of
+ * letters, digits, dots, dashes (or an IPv6 address in brackets). */
+static bool nodes_ok(const char *v)
+{
+	const char *p = v, *colon;
+	unsigned long port;
+	char *end;
+
+	while (*p) {
+		colon = p + strcspn(p, ",");
+		while (colon > p && *colon != ':')
+			colon--;
+		if (colon == p || *colon != ':')
+			return false;
+		for (; p < colon; p++)
+			if (!isalnum((unsigned char)*p) && !strchr(".-_[]:", *p))
+				return false;
+		errno = 0;
+		port = strtoul(colon + 1, &end, 10);
+		if (errno || end == colon + 1 || port < 1 || port > 65535 ||
+		    (*end && *end != ',') || !isdigit((unsigned char)colon[1]))
+			return false;
+		p = *end ? end + 1 : end;
+		if (*end && !*p)
+			return false;
+	}
+	return true;
+}
+
 static int set_string(struct kvmemd_config *c, const struct key *k,
 		      const char *v, char *msg, size_t len)
 {
@@ -923,6 +1019,13 @@ static int set_string(struct kvmemd_config *c, const struct key *k,
 		snprintf(msg, len,
 			 "\"%s\" is not auto nor a GPU UUID as nvidia-smi -L "
 			 "shows it (GPU-8c3b1f2a-...)",
+			 v);
+		return -EINVAL;
+	}
+	if (k->type == KEY_NODES && !nodes_ok(v)) {
+		snprintf(msg, len,
+			 "\"%s\" is not a list of HOST:PORT, separated by "
+			 "commas (port 1-65535)",
 			 v);
 		return -EINVAL;
 	}
@@ -1331,6 +1434,7 @@ static const struct key_type_ops type_ops[] = {
 	[KEY_GPU] = { set_string, format_string, range_none, false },
 	[KEY_PUBLISHERS] = { set_publishers, format_publishers, range_none,
 			     true },
+	[KEY_NODES] = { set_string, format_string, range_none, true },
 };
 _Static_assert(ARRAY_SIZE(type_ops) == KEY_NTYPES, "type_ops covers the types");
 
@@ -1468,6 +1572,11 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->prefix_uid_bytes = 64 * MIB;
 	c->prefix_idle_s = 3600;
 	c->prefix_keep = KVMEMD_YES;
+	c->remote_timeout_ms = 1000;
+	c->remote_retries = 5;
+	c->remote_ttl_s = 7 * 24 * 3600;
+	c->remote_publish = KVMEMD_YES;
+	c->remote_queue_bytes = 64 * MIB;
 	c->keep_sessions = KVMEMD_YES;
 	c->keep_on_crash = KVMEMD_YES;
 	c->resume_seconds = 60;

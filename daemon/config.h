@@ -96,6 +96,13 @@ struct kvmemd_config {
 	 * group's together, in the order first listed */
 	struct kvmemd_publisher publishers[KVMEMD_MAX_PUBLISHERS];
 	unsigned int n_publishers;
+	/* [remote] */
+	char remote_seeds[512]; /* "" for no shared tier */
+	char remote_credentials[256]; /* "" for none */
+	uint32_t remote_timeout_ms, remote_retries;
+	uint32_t remote_ttl_s; /* 0: never */
+	int remote_publish; /* KVMEMD_YES or KVMEMD_NO */
+	uint64_t remote_queue_bytes;
 	/* [store] */
 	char store_path[256]; /* "" for none */
 	uint64_t store_size;

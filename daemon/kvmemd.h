@@ -469,6 +469,7 @@ struct kvmemd {
 	struct kvmemd_prefixes *prefix;
 	struct kvmemd_resume *resume;
 	struct kvmemd_prefix_save *prefix_save; /* prefix-save.c */
+	struct kvmemd_remote *remote; /* remote.c: NULL, no shared tier */
 	struct kvmemd_workers *workers; /* the server's, while it runs */
 	struct kvmemd_gpu gpu;
 	uint64_t start_mono; /* CLOCK_MONOTONIC ns */

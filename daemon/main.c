@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kvmemd.h"
+#include "remote.h"
 
 static void usage(FILE *f)
 {
@@ -139,7 +140,8 @@ int main(int argc, char **argv)
 	if (check) {
 		/* What start-up would refuse, short of binding and writing. */
 		if (kvmemd_fd_check(&d.cfg, 0, err, sizeof(err)) ||
-		    kvmemd_tier_check(&d.cfg, err, sizeof(err))) {
+		    kvmemd_tier_check(&d.cfg, err, sizeof(err)) ||
+		    kvmemd_remote_check(&d.cfg, err, sizeof(err))) {
 			fprintf(stderr, "kvmemd: %s\n", err);
 			return 1;
 		}

@@ -37,6 +37,7 @@
 #include "json.h"
 #include "kvmemd.h"
 #include "prefix.h"
+#include "remote.h"
 
 /* A client has this long to say hello, an admin connection between
  * requests. */
@@ -64,6 +65,7 @@ enum watch_type {
 	W_DOORBELL,
 	W_WORKERS,
 	W_STORE,
+	W_REMOTE,
 	W_SIGNAL,
 };
 
@@ -110,7 +112,7 @@ struct server {
 	int ep;
 	int lfd, afd; /* listening: clients, admin */
 	int own_lfd, own_afd; /* bound here (unlink at exit) */
-	struct watch lw, aw, ww, sw, gw;
+	struct watch lw, aw, ww, sw, rw, gw;
 	struct kvmemd_workers *workers;
 	struct conn *conns;
 	struct conn *zombies; /* dead, events for them may still be queued */
@@ -1259,6 +1261,9 @@ static void handle(struct server *sv, struct epoll_event *ev)
 	case W_STORE:
 		kvmemd_tier_reap(sv->d);
 		break;
+	case W_REMOTE:
+		kvmemd_remote_reap(sv->d);
+		break;
 	case W_SIGNAL:
 		take_signals(sv);
 		break;
@@ -1296,6 +1301,8 @@ static void shut_down(struct server *sv)
 		c->hung_up = 1;
 		on_setup_done(sv, c);
 	}
+	/* Fetches that finished complete their ops before sessions stop. */
+	kvmemd_remote_free(sv->d);
 	keep = kvmemd_resume_begin(sv->d);
 	while ((c = sv->conns)) {
 		if (c->state == CONN_ACTIVE) {
@@ -1425,6 +1432,15 @@ static int start(struct server *sv)
 	ret = kvmemd_prefix_init(sv->d);
 	if (ret)
 		return ret;
+	ret = kvmemd_remote_init(sv->d);
+	if (ret)
+		return ret;
+	if (kvmemd_remote_fd(sv->d) >= 0) {
+		sv->rw.type = W_REMOTE;
+		ret = watch_add(sv, kvmemd_remote_fd(sv->d), EPOLLIN, &sv->rw);
+		if (ret)
+			return ret;
+	}
 	kvmemd_gpu_open(sv->d);
 	kvmemd_resume_load(sv->d);
 	kvmemd_prefix_save_load(sv->d);
@@ -1529,6 +1545,7 @@ int kvmemd_run(struct kvmemd *d)
 		if (sv.state_fd >= 0)
 			close(sv.state_fd);
 		kvmemd_resume_exit(d);
+		kvmemd_remote_free(d);
 		kvmemd_workers_free(sv.workers);
 		kvmemd_tier_exit(d);
 		kvmemd_prefix_exit(d);

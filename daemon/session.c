@@ -23,6 +23,7 @@
 #include "kvmem-private.h"
 #include "kvmemd.h"
 #include "prefix.h"
+#include "remote.h"
 #include "session.h"
 
 #define BUF_BYTES (64u << 10)
@@ -266,6 +267,9 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->features = h->features & KVMEM_FEAT_ALL;
 	if (!cfg->prefix_bytes)
 		s->features &= ~KVMEM_FEAT_PREFIX;
+	/* Fetched blocks are published ones: no sharing, nothing to fetch. */
+	if (!d->remote || !(s->features & KVMEM_FEAT_PREFIX))
+		s->features &= ~KVMEM_FEAT_REMOTE;
 	/* Kept across a restart only where the memory is the host's. */
 	if (gpu || !kvmemd_notify_keeping(d) ||
 	    getrandom(&s->resume_token, sizeof(s->resume_token),
@@ -1217,6 +1221,8 @@ static const struct opdef opdefs[] = {
 	[KVMEM_OP_PREFIX_ATTACH] = { "prefix_attach", session_op_prefix_attach,
 				     F_SEQ | F_ADDR | F_LEN | F_LAYER |
 					     F_TOKENS },
+	[KVMEM_OP_PREFIX_FETCH] = { "prefix_fetch", session_op_prefix_fetch,
+				    F_ADDR | F_LEN | F_TOKENS },
 };
 
 _Static_assert(ARRAY_SIZE(opdefs) == KVMEM_OP_LAST,

@@ -16,6 +16,7 @@
 #include "kvmemd.h"
 
 struct kvmemd_prefix_block;
+struct remote_job;
 
 /*
  * A check of one sealed page (ras.c), run a bounded step at a time on the
@@ -136,6 +137,11 @@ struct kvmemd_session {
 	 * the sequence stage_seq; its memory is charged to the host pool */
 	struct kvmemd_prefix_block *stage;
 	uint32_t stage_seq;
+	/* the key of the block it published last, of the sequence
+	 * chain_seq, which ends at token chain_end: the parent of the next
+	 * block of the chain, as the shared tier records it (remote.c) */
+	uint8_t chain_key[KVMEM_PREFIX_KEY_BYTES];
+	uint32_t chain_seq, chain_end;
 	/* PREFIX_ATTACH: the block the last attach op left partway, into
 	 * the sequence attach_seq, pinned until that attach ends */
 	struct kvmemd_prefix_block *attach;
@@ -168,10 +174,12 @@ struct kvmemd_session {
 };
 
 /* An op that completes later: an acquire waiting for its pages to come
- * back, or an allocation waiting for pages to leave. */
+ * back, an allocation or attach waiting for pages to leave, a fetch
+ * waiting for the shared tier (remote.c). */
 struct tier_wait {
 	struct kvmem_sqe e; /* the SQE, as it came */
 	uint8_t key[KVMEM_PREFIX_KEY_BYTES]; /* PREFIX_ATTACH: as it came */
+	struct remote_job *job; /* PREFIX_FETCH: what it waits for */
 	uint32_t scan; /* ACQUIRE: its pages before this one are resident */
 	uint32_t issue; /* ACQUIRE: reads were started before this one */
 	int error; /* ACQUIRE: a page could not be read back, or no room */
@@ -287,6 +295,13 @@ int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e);
 /* The same for PREFIX_ATTACH @e, of the block named @key. */
 int tier_attach_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
 		     const uint8_t *key);
+/* PREFIX_FETCH @e waits for @job (remote.c): 0 with *@out, or -ENOMEM. */
+int tier_remote_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
+		     struct remote_job *job, struct tier_wait **out);
+/* It is over: its CQE says @res. */
+void tier_remote_done(struct kvmemd_session *s, struct tier_wait *w, int res);
+/* It never started: gone without a CQE (the op's result says why). */
+void tier_remote_drop(struct kvmemd_session *s, struct tier_wait *w);
 /* Start reading @q's cold pages back, as I/Os and free slots allow. */
 void tier_prefetch(struct kvmemd_session *s, struct seq *q);
 /* @q is released or freed: an acquire of it, or an attach into it, still

@@ -14,6 +14,7 @@
 #include "kvmem-private.h"
 #include "kvmemd.h"
 #include "prefix.h"
+#include "remote.h"
 #include "session.h"
 
 /* The slot kind of the block of @ntokens from @token_start, or -EINVAL
@@ -138,6 +139,34 @@ static int stage_start(struct kvmemd_session *s, const struct seq *q,
 }
 
 /*
+ * The key of the block before the one PREFIX_PUBLISH @e of @q names, as
+ * the shared tier chains them: NULL for block 0, and when the session
+ * did not publish that block of @q just before (its chain is unknown).
+ */
+static const uint8_t *chain_parent(const struct kvmemd_session *s,
+				   const struct seq *q,
+				   const struct kvmem_sqe *e)
+{
+	static const uint8_t none[KVMEM_PREFIX_KEY_BYTES];
+
+	if (!e->token_start)
+		return none;
+	if (s->chain_seq != q->id || s->chain_end != e->token_start)
+		return NULL;
+	return s->chain_key;
+}
+
+/* The block PREFIX_PUBLISH @e names, @key, is published: the parent of the
+ * next. */
+static void chain_next(struct kvmemd_session *s, const struct seq *q,
+		       const struct kvmem_sqe *e, const uint8_t *key)
+{
+	memcpy(s->chain_key, key, sizeof(s->chain_key));
+	s->chain_seq = q->id;
+	s->chain_end = e->token_start + e->ntokens;
+}
+
+/*
  * PREFIX_PUBLISH: a block's pages are copied and checked a few layers an
  * op (as many as a pass's work allows, one at least), into a block staged
  * for the session; the op of the last layer hands it to prefix.c. An op
@@ -151,7 +180,7 @@ static int prefix_publish(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
 	struct kvmemd_prefix_block *b;
 	struct kvmem_page_hdr h;
-	const uint8_t *buf;
+	const uint8_t *buf, *parent;
 	uint32_t l, last, pg;
 	int kind, ret;
 
@@ -177,8 +206,10 @@ static int prefix_publish(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	if (!e->layer) {
 		ret = stage_start(s, q, e, key, kind);
 		/* Published before: there is nothing more to copy. */
-		if (ret == -EEXIST)
+		if (ret == -EEXIST) {
+			chain_next(s, q, e, key);
 			return (int)s->g.layers;
+		}
 		if (ret)
 			return ret;
 	} else if (!s->stage || s->stage_seq != q->id ||
@@ -216,9 +247,14 @@ static int prefix_publish(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		return (int)(last - e->layer);
 	/* Whole: kvmemd keeps it now, or it was kept meanwhile. */
 	s->stage = NULL;
+	parent = chain_parent(s, q, e);
 	ret = kvmemd_prefix_keep(s->d, b);
 	if (ret && ret != -EEXIST)
 		return ret;
+	/* Kept here, it goes to the shared tier too. */
+	if (!ret)
+		kvmemd_remote_push(s->d, b, parent);
+	chain_next(s, q, e, key);
 	return (int)(last - e->layer);
 }
 

@@ -40,6 +40,7 @@
 #include "kvmem/quant.h"
 #include "json.h"
 #include "kvmemd.h"
+#include "remote.h"
 #include "session.h"
 #include "store.h"
 
@@ -309,6 +310,14 @@ static void backoff(struct kvmemd_tier *t)
 
 /* ---- waiting ops ------------------------------------------------------ */
 
+/* A fetch's job answers no one once its op is gone. */
+static void wait_free(struct tier_wait *w)
+{
+	if (w->job)
+		kvmemd_remote_forget(w->job);
+	free(w);
+}
+
 static void wait_remove(struct kvmemd_session *s, struct tier_wait *w)
 {
 	struct tier_wait **pp;
@@ -319,7 +328,7 @@ static void wait_remove(struct kvmemd_session *s, struct tier_wait *w)
 	if (s->waits_tail == &w->next)
 		s->waits_tail = pp;
 	s->nwaits--;
-	free(w);
+	wait_free(w);
 }
 
 static void wait_done(struct kvmemd_session *s, struct tier_wait *w, int res)
@@ -382,6 +391,27 @@ int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	if (!can_reclaim(s) || wait_add(s, e, &w))
 		return -ENOMEM;
 	return OP_WAIT;
+}
+
+int tier_remote_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
+		     struct remote_job *job, struct tier_wait **out)
+{
+	int ret = wait_add(s, e, out);
+
+	if (!ret)
+		(*out)->job = job;
+	return ret;
+}
+
+void tier_remote_done(struct kvmemd_session *s, struct tier_wait *w, int res)
+{
+	wait_done(s, w, res);
+}
+
+void tier_remote_drop(struct kvmemd_session *s, struct tier_wait *w)
+{
+	w->job = NULL;
+	wait_remove(s, w);
 }
 
 int tier_attach_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
@@ -593,7 +623,7 @@ static void kick(struct kvmemd_session *s)
 			alloc_step(s, w);
 		else if (w->e.opcode == KVMEM_OP_PREFIX_ATTACH)
 			attach_step(s, w);
-		else
+		else if (w->e.opcode == KVMEM_OP_SEQ_ACQUIRE)
 			acquire_step(s, w);
 	}
 }
@@ -861,7 +891,7 @@ void tier_session_free(struct kvmemd_session *s)
 
 	for (w = s->waits; w; w = next) {
 		next = w->next;
-		free(w);
+		wait_free(w);
 	}
 	s->waits = NULL;
 	free(s->victims);

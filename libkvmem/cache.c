@@ -1000,13 +1000,41 @@ int kvmem_prefix_publish(struct kvmem_seq *s,
 	return i ? (int)i : ret;
 }
 
+/*
+ * Blocks @first, @first + 1, ... of @keys[@nkeys], as far as the store can
+ * bring them from a tier it shares with other machines: how many it has
+ * now, or a negative errno (-EOPNOTSUPP: it shares none).
+ */
+static int prefix_fetch(struct kvmem_cache *c,
+			const struct kvmem_prefix_key *keys, uint32_t nkeys,
+			uint32_t first)
+{
+	static const struct kvmem_prefix_key none;
+	uint32_t i = first, start, n, asked;
+	int ret = -EOPNOTSUPP;
+
+	while (c->store->prefix_fetch && i < nkeys &&
+	       !kvmem__prefix_block_range(&c->g, i, &start, &n)) {
+		ret = c->store->prefix_fetch(c, i ? &keys[i - 1] : &none,
+					     &keys[i], nkeys - i, start,
+					     &asked);
+		if (ret <= 0)
+			break;
+		i += (uint32_t)ret;
+		/* A request's worth came: the next one may too. */
+		if ((uint32_t)ret < asked)
+			break;
+	}
+	return i > first ? (int)(i - first) : ret;
+}
+
 int kvmem_prefix_attach(struct kvmem_cache *c,
 			const struct kvmem_prefix_key *keys, uint32_t nkeys,
 			struct kvmem_seq **out)
 {
 	uint32_t i, start, n, end = 0;
 	struct kvmem_seq *s;
-	int ret = 0;
+	int ret = 0, fetched = 0;
 
 	if (!c || !out || (nkeys && !keys))
 		return -EINVAL;
@@ -1021,6 +1049,13 @@ int kvmem_prefix_attach(struct kvmem_cache *c,
 		    (uint64_t)start + n > INT32_MAX)
 			break;
 		ret = c->store->prefix_attach(c, s, &keys[i], start, n);
+		/* Not here: from the shared tier, once, then here. */
+		if (ret == -ENOENT && !fetched) {
+			fetched = 1;
+			if (prefix_fetch(c, keys, nkeys, i) > 0)
+				ret = c->store->prefix_attach(c, s, &keys[i],
+							      start, n);
+		}
 		if (ret)
 			break;
 		end = start + n;

@@ -53,6 +53,12 @@ struct kvmem__layer {
  *           -ENOENT when none is published under @key, or another error
  *           (some layers' pages may have been added then; -EPROTO: the
  *           store's answer made no sense, and @s must go)
+ * prefix_fetch: bring published blocks from a tier the store shares with
+ *           other machines, as far as one request goes: @keys[0..@nkeys)
+ *           name the blocks from the one at @token_start, @parent the
+ *           block before (zeros for block 0); *@asked receives how many it
+ *           asked for. Return: how many of those, from the first, can be
+ *           attached now, or a negative errno (NULL: no such tier)
  * stats:    store-specific fields of struct kvmem_cache_stats
  * close:    release the store
  */
@@ -75,6 +81,10 @@ struct kvmem__store_ops {
 	int (*prefix_attach)(struct kvmem_cache *c, struct kvmem_seq *s,
 			     const struct kvmem_prefix_key *key,
 			     uint32_t token_start, uint32_t ntokens);
+	int (*prefix_fetch)(struct kvmem_cache *c,
+			    const struct kvmem_prefix_key *parent,
+			    const struct kvmem_prefix_key *keys, uint32_t nkeys,
+			    uint32_t token_start, uint32_t *asked);
 	void (*close)(struct kvmem_cache *c);
 };
 

@@ -718,6 +718,36 @@ static int remote_prefix_attach(struct kvmem_cache *c, struct kvmem_seq *s,
 	return 0;
 }
 
+static int remote_prefix_fetch(struct kvmem_cache *c,
+			       const struct kvmem_prefix_key *parent,
+			       const struct kvmem_prefix_key *keys,
+			       uint32_t nkeys, uint32_t token_start,
+			       uint32_t *asked)
+{
+	struct remote *r = c->store_priv;
+	const uint32_t room =
+		(BUF_USER - BUF_MAP) / KVMEM_PREFIX_KEY_BYTES - 1;
+	const uint32_t n = nkeys < room ? nkeys : room;
+	struct kvmem_sqe t = {
+		.opcode = KVMEM_OP_PREFIX_FETCH,
+		.addr = BUF_MAP,
+		.len = (n + 1) * KVMEM_PREFIX_KEY_BYTES,
+		.token_start = token_start,
+	};
+	int ret;
+
+	*asked = n;
+	if (!(r->features & KVMEM_FEAT_REMOTE))
+		return -EOPNOTSUPP;
+	memcpy(r->buf + BUF_MAP, parent->bytes, KVMEM_PREFIX_KEY_BYTES);
+	memcpy(r->buf + BUF_MAP + KVMEM_PREFIX_KEY_BYTES, keys,
+	       (size_t)n * KVMEM_PREFIX_KEY_BYTES);
+	ret = lib_sync(c, &t);
+	if (ret > (int)n)
+		return -EPROTO;
+	return ret;
+}
+
 static void remote_close(struct kvmem_cache *c)
 {
 	struct remote *r = c->store_priv;
@@ -746,6 +776,7 @@ static const struct kvmem__store_ops remote_ops = {
 	.prefetch = remote_prefetch,
 	.prefix_publish = remote_prefix_publish,
 	.prefix_attach = remote_prefix_attach,
+	.prefix_fetch = remote_prefix_fetch,
 	.close = remote_close,
 };
 

@@ -1206,6 +1206,13 @@ START_TEST(test_config_print_format)
 		"idle_seconds",
 		"publishers",
 		"keep",
+		"seeds",
+		"credentials",
+		"timeout_ms",
+		"retries",
+		"ttl_seconds",
+		"publish",
+		"queue_bytes",
 		"path",
 		"size",
 		"reformat",
@@ -1218,7 +1225,8 @@ START_TEST(test_config_print_format)
 	static const char *const sections[] = { "[daemon]", "[pool]",
 						"[ring]",   "[scrub]",
 						"[tier]",   "[prefix]",
-						"[store]",  "[workers]" };
+						"[remote]", "[store]",
+						"[workers]" };
 	struct kvmemd_config c;
 	char *text = NULL, *line, *save, prev[1024] = "";
 	size_t len = 0, n_keys = 0, n_sections = 0, klen;

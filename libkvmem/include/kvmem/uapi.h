@@ -141,9 +141,10 @@ extern "C" {
 #define KVMEM_FEAT_ARCHIVE (1ULL << 2) /* archived pages, moves _ex */
 #define KVMEM_FEAT_PREFIX (1ULL << 3) /* PREFIX_PUBLISH, PREFIX_ATTACH */
 #define KVMEM_FEAT_RESUME (1ULL << 4) /* sessions outlive daemon restarts */
+#define KVMEM_FEAT_REMOTE (1ULL << 5) /* PREFIX_FETCH: the shared tier */
 #define KVMEM_FEAT_ALL                                                      \
 	(KVMEM_FEAT_NEED_WAKEUP | KVMEM_FEAT_CQ_WAIT | KVMEM_FEAT_ARCHIVE | \
-	 KVMEM_FEAT_PREFIX | KVMEM_FEAT_RESUME)
+	 KVMEM_FEAT_PREFIX | KVMEM_FEAT_RESUME | KVMEM_FEAT_REMOTE)
 
 /* client -> daemon: the first and only message before the welcome. */
 struct kvmem_hello {
@@ -271,6 +272,10 @@ enum kvmem_op {
 				      * ntokens: the published block's pages
 				      * from layer on into new slots of seq
 				      * -> pages attached (see below) */
+	KVMEM_OP_PREFIX_FETCH = 13, /* addr, len, token_start: blocks from
+				     * the shared tier into the tenant's
+				     * published ones -> blocks there now
+				     * (see below) */
 	KVMEM_OP_LAST,
 };
 
@@ -323,6 +328,23 @@ enum kvmem_op {
  * seq's release or free), the block is in use: another tenant's publish
  * passes it over while the tenant's blocks in use are within its fair
  * share. One that goes all the same makes the next op -ENOENT.
+ *
+ * PREFIX_FETCH (KVMEM_FEAT_REMOTE, offered when kvmemd has a shared tier:
+ * remote.* in kvmemd.conf(5)): addr points to the key of the parent of
+ * the block at token_start (zeros for block 0), then the keys of that
+ * block and the blocks after it, len = 32 * (1 + blocks); ntokens is 0.
+ * kvmemd reads the blocks the tenant does not have from the shared tier,
+ * checks each (the record's own CRCs, tenant, geometry, key and parent
+ * key, then every page's code words and CRC: a page the code corrects is
+ * written back corrected, one it cannot is deleted there), and keeps the
+ * leading ones that pass as published blocks of the tenant, to be
+ * attached with PREFIX_ATTACH. The op completes when they are kept
+ * (out of order, like the ops that wait for pages) with how many blocks
+ * from token_start the tenant has now, 0 when not even the first;
+ * -EAGAIN when the tier's queue is full, -EHOSTUNREACH when no node of
+ * the tier answered, -EACCES when the tier refused the tenant's user,
+ * -ECANCELED when kvmemd stopped first, errors of a publish's admission
+ * (-EDQUOT, -ENOSPC) for the first block.
  */
 #define KVMEM_PREFIX_KEY_BYTES 32
 #define KVMEM_SLOT_NONE UINT32_MAX

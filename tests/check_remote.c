@@ -1,0 +1,678 @@
+/*
+ * check_remote.c - the shared tier on a real Redis Cluster: a block
+ * published on one kvmemd is attached on another bit for bit, and no
+ * record the cluster hands back is served unless it is the block asked
+ * for: flipped bytes are corrected (and written back) or refused, a
+ * record under another key or of another tenant is refused, a chain cut
+ * keeps its good leading blocks, a failover loses nothing, a cluster that
+ * does not answer leaves local service as it was.
+ *
+ * The cluster (3 masters, 3 replicas) is started once for the tcase from
+ * Debian's redis-server; where it is not installed the tests say so and
+ * skip.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../daemon/rcluster.h"
+#include "kvmem/kvmem.h"
+#include "kvmem_check.h"
+#include "kvmemd_harness.h"
+#include "redis_cluster.h"
+#include "rng.h"
+
+/*
+ * A record as kvmemd.conf(5) documents it: a 128-byte header, 16 bytes of
+ * seal per layer, then the pages; its key "kvmem:1:TENANT:FINGERPRINT:
+ * {HASH}", TENANT u<uid> or g<gid>, HASH the block's key in hex.
+ */
+#define REC_HDR 128
+#define REC_SEAL 16
+#define KEY_LEN 128
+
+#define NBLOCKS 8
+#define TOKENS 150 /* blocks end at 4, 36, 68, 100, 132: 5 are whole */
+#define WHOLE 5
+
+static struct redis_cluster rc;
+static const char *skip_why;
+
+static void cluster_setup(void)
+{
+	int ret = redis_cluster_start(&rc, 3, 1, &skip_why);
+
+	if (ret < 0)
+		ck_abort_msg("cannot start a Redis Cluster: %s", skip_why);
+	if (!ret)
+		skip_why = NULL;
+}
+
+static void cluster_teardown(void)
+{
+	if (!skip_why)
+		redis_cluster_stop(&rc);
+}
+
+#define NEED_CLUSTER()                                                      \
+	do {                                                                \
+		if (skip_why) {                                             \
+			printf("SKIP: %s: no Redis Cluster: %s\n", __func__, \
+			       skip_why);                                   \
+			return;                                             \
+		}                                                           \
+	} while (0)
+
+static uint32_t block_end(uint32_t i)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+
+	return g.sink_tokens + i * g.tokens_per_page;
+}
+
+/* A prompt's keys, @t its tokens: each test's own, since the cluster
+ * keeps what the tests before it pushed. */
+static void keys_of(struct kvmem_prefix_key *k, uint32_t n, int t)
+{
+	uint32_t i;
+
+	memset(k, 0, n * sizeof(*k));
+	for (i = 0; i < n; i++) {
+		k[i].bytes[0] = (uint8_t)t;
+		k[i].bytes[1] = (uint8_t)(t >> 8);
+		k[i].bytes[2] = (uint8_t)i;
+		k[i].bytes[31] = 0xa5;
+	}
+}
+
+static void node_start(struct kvmemd_proc *p, const char *seeds,
+		       const char *more)
+{
+	char conf[1024];
+
+	snprintf(conf, sizeof(conf), "[remote]\nseeds = %s\n%s", seeds,
+		 more ? more : "timeout_ms = 500\nretries = 8\n");
+	kvmemd_start(p, conf, NULL);
+}
+
+/* The admin socket's "remote" reply. */
+static void remote_of(const struct kvmemd_proc *p, char *out, size_t len)
+{
+	kvmemd_admin_ok(p, out, len, "remote");
+}
+
+/* Wait until @p pushed @n blocks (or found them there). */
+static void pushed_wait(const struct kvmemd_proc *p, unsigned long long n)
+{
+	char out[8192];
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		remote_of(p, out, sizeof(out));
+		if (kvmemd_json_after(out, "\"push\"", "pushed") +
+			    kvmemd_json_after(out, "\"push\"", "present") >=
+		    n)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("%llu blocks not pushed in 10 s: %s", n, out);
+}
+
+/* The key of block @i of @keys for @tenant ("u0", "g0"), as the cluster
+ * has it: looked for on every master. */
+static void key_of(char *buf, size_t len, const struct kvmem_prefix_key *keys,
+		   uint32_t i, const char *tenant)
+{
+	char pattern[200], out[4096];
+	int n, m, found = 0;
+
+	n = snprintf(pattern, sizeof(pattern), "kvmem:1:%s:*:{", tenant);
+	for (m = 0; m < 32; m++)
+		n += snprintf(pattern + n, sizeof(pattern) - (size_t)n, "%02x",
+			      keys[i].bytes[m]);
+	snprintf(pattern + n, sizeof(pattern) - (size_t)n, "}");
+	for (m = 0; m < rc.nnodes && !found; m++) {
+		if (!rc.node[m].pid ||
+		    redis_cluster_cli(&rc, m, out, sizeof(out), "KEYS",
+				      pattern, NULL) ||
+		    !strstr(out, "kvmem:1:"))
+			continue;
+		out[strcspn(out, "\n")] = '\0';
+		ck_assert_uint_lt(strlen(out), len);
+		memcpy(buf, out, strlen(out) + 1);
+		found = 1;
+	}
+	ck_assert_msg(found, "no key %s in the cluster", pattern);
+}
+
+static struct rcluster *client(void)
+{
+	struct rcluster_opts o = {
+		.seeds = rc.seeds,
+		.timeout_ms = 2000,
+		.retries = 10,
+	};
+	struct rcluster *c = NULL;
+	char why[256];
+
+	ck_assert_msg(!rcluster_open(&o, &c, why, sizeof(why)), "%s", why);
+	return c;
+}
+
+/* GET @key: its value (free it) and length, or NULL when there is none. */
+static uint8_t *get(struct rcluster *c, const char *key, size_t *len)
+{
+	struct rcluster_req q = { .op = RC_GET, .key = key,
+				  .keylen = strlen(key) };
+
+	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
+	if (q.status == -ENOENT)
+		return NULL;
+	ck_assert_msg(!q.status, "GET %s: %s", key, strerror(-q.status));
+	*len = q.dlen;
+	return q.data;
+}
+
+static void set(struct rcluster *c, const char *key, const void *v,
+		size_t len)
+{
+	struct rcluster_req q = { .op = RC_SET, .key = key,
+				  .keylen = strlen(key), .val = v,
+				  .vlen = len };
+
+	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
+	ck_assert_msg(!q.status, "SET %s: %s", key, strerror(-q.status));
+}
+
+/* Node A publishes the first WHOLE blocks of a prompt under @keys, and
+ * they reach the cluster; its tokens in *@k, *@v. */
+static void publish(struct kvmemd_proc *a, const struct kvmem_prefix_key *keys,
+		    struct kvmem_rng *r, float **k, float **v)
+{
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+
+	kvmemd_tokens(r, TOKENS, k, v);
+	c = kvmemd_connect(a, 8u << 20);
+	s = kvmemd_seq_with(c, *k, *v, TOKENS);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), WHOLE);
+	pushed_wait(a, WHOLE);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+}
+
+/* Node B attaches @keys: tokens matched, and those match an embedded
+ * cache of the same tokens bit for bit (attention included). */
+static int attach_same(struct kvmemd_proc *b,
+		       const struct kvmem_prefix_key *keys, struct kvmem_rng *r,
+		       const float *k, const float *v)
+{
+	struct kvmem_cache *c = kvmemd_connect(b, 8u << 20), *e;
+	struct kvmem_seq *t, *ref;
+	int n = kvmem_prefix_attach(c, keys, NBLOCKS, &t);
+
+	ck_assert_int_ge(n, 0);
+	if (n) {
+		ref = kvmemd_reference(&e, k, v, (uint32_t)n);
+		kvmemd_expect_same(t, ref, r);
+		kvmem_seq_free(ref);
+		kvmem_close(e);
+	}
+	kvmem_seq_free(t);
+	kvmem_close(c);
+	return n;
+}
+
+START_TEST(test_remote_attach_on_another_node)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmemd_proc a, b;
+	struct kvmem_rng r;
+	char out[8192];
+	float *k, *v;
+
+	NEED_CLUSTER();
+	kvmem_rng_seed(&r, 4901);
+	keys_of(keys, NBLOCKS, 4901);
+	node_start(&a, rc.seeds, NULL);
+	node_start(&b, rc.seeds, NULL);
+	publish(&a, keys, &r, &k, &v);
+
+	/* B never saw the prompt: every whole block comes from the
+	 * cluster, bit for bit what A published. */
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(4));
+	remote_of(&b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "hits"), WHOLE);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), WHOLE);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "misses"),
+			  NBLOCKS - WHOLE);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "requests"), 1);
+	ck_assert_ptr_nonnull(strstr(out, "\"state\":\"ok\""));
+	/* Kept on B: the next attach asks the cluster only for the blocks
+	 * no one published. */
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(4));
+	remote_of(&b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "requests"), 2);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "blocks_asked"),
+			  NBLOCKS + NBLOCKS - WHOLE);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "hits"), WHOLE);
+
+	/* Published again on A: written once, found there. */
+	{
+		struct kvmem_cache *c = kvmemd_connect(&a, 8u << 20);
+		struct kvmem_seq *s;
+
+		kvmemd_admin_ok(&a, out, sizeof(out), "prefix-drop %u",
+				(unsigned int)geteuid());
+		s = kvmemd_seq_with(c, k, v, TOKENS);
+		ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS),
+				 WHOLE);
+		pushed_wait(&a, 2 * WHOLE);
+		remote_of(&a, out, sizeof(out));
+		ck_assert_uint_eq(kvmemd_json_after(out, "\"push\"", "pushed"),
+				  WHOLE);
+		ck_assert_uint_eq(kvmemd_json_after(out, "\"push\"", "present"),
+				  WHOLE);
+		kvmem_seq_free(s);
+		kvmem_close(c);
+	}
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	free(k);
+	free(v);
+}
+END_TEST
+
+/* Bytes of block @i's record at @off flipped by @mask, @n of them. */
+static void flip(struct rcluster *c, const char *key, size_t off,
+		 uint8_t mask, size_t n)
+{
+	uint8_t *val;
+	size_t len, i;
+
+	val = get(c, key, &len);
+	ck_assert_ptr_nonnull(val);
+	ck_assert_uint_lt(off + n, len);
+	for (i = 0; i < n; i++)
+		val[off + i] ^= mask;
+	set(c, key, val, len);
+	free(val);
+}
+
+START_TEST(test_remote_flips_corrected_or_refused)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	const size_t pages_at = REC_HDR + g.layers * REC_SEAL;
+	struct kvmem_prefix_key keys[NBLOCKS];
+	char key1[KEY_LEN], key3[KEY_LEN];
+	uint8_t *good, *back;
+	size_t glen, blen;
+	struct kvmemd_proc a, b;
+	struct rcluster *c;
+	struct kvmem_rng r;
+	char out[8192], me[16];
+	float *k, *v;
+
+	NEED_CLUSTER();
+	c = client();
+	kvmem_rng_seed(&r, 4902);
+	keys_of(keys, NBLOCKS, 4902);
+	node_start(&a, rc.seeds, NULL);
+	node_start(&b, rc.seeds, NULL);
+	publish(&a, keys, &r, &k, &v);
+	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
+	key_of(key1, sizeof(key1), keys, 1, me);
+	key_of(key3, sizeof(key3), keys, 3, me);
+	good = get(c, key1, &glen);
+	ck_assert_ptr_nonnull(good);
+
+	/* One bit of block 1's first page, and one of its last page's:
+	 * the code corrects them, the block is served bit for bit, and the
+	 * record goes back to the cluster as it was written. A byte of
+	 * block 3 is ruined past what any code corrects: the match ends
+	 * before it, and the record leaves the cluster. */
+	flip(c, key1, pages_at + 200, 0x10, 1);
+	flip(c, key1, glen - 300, 0x01, 1);
+	flip(c, key3, pages_at + 256, 0xff, 64);
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(2));
+	remote_of(&b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "repaired"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "written_back"),
+			  1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"refused\"", "payload"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "deleted"), 1);
+	ck_assert_uint_ge(kvmemd_json_after(out, "\"fetch\"",
+					    "words_corrected"),
+			  1);
+	back = get(c, key1, &blen);
+	ck_assert_ptr_nonnull(back);
+	ck_assert_uint_eq(blen, glen);
+	EXPECT_MEM(back, good, glen, "%s", "record written back");
+	ck_assert_ptr_null(get(c, key3, &blen));
+	ck_assert_int_ge(kvmemd_log_lines(&b, "does not verify (payload)"), 1);
+
+	free(good);
+	free(back);
+	rcluster_close(c);
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	free(k);
+	free(v);
+}
+END_TEST
+
+START_TEST(test_remote_wrong_key_or_tenant_refused)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	char key1[KEY_LEN], key2[KEY_LEN];
+	char gkey[KEY_LEN], tenants[64];
+	struct kvmemd_proc a, b;
+	struct rcluster *c;
+	struct kvmem_rng r;
+	uint8_t *val;
+	char out[8192], grp[16], me[16], *tail;
+	size_t len;
+	float *k, *v;
+
+	NEED_CLUSTER();
+	c = client();
+	kvmem_rng_seed(&r, 4903);
+	snprintf(grp, sizeof(grp), "g%u", (unsigned int)getegid());
+	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
+	keys_of(keys, NBLOCKS, 4903);
+	/* A's clients are the tenant of their group (daemon.tenants), B's
+	 * of their uid: the same keys, two tenants. */
+	snprintf(tenants, sizeof(tenants), "[daemon]\ntenants = %u\n",
+		 (unsigned int)getegid());
+	node_start(&a, rc.seeds, tenants);
+	node_start(&b, rc.seeds, NULL);
+	publish(&a, keys, &r, &k, &v);
+
+	/* Block 1's record under block 2's key of the group: the right
+	 * pages under the wrong key. */
+	key_of(key1, sizeof(key1), keys, 1, grp);
+	key_of(key2, sizeof(key2), keys, 2, grp);
+	val = get(c, key1, &len);
+	ck_assert_ptr_nonnull(val);
+	set(c, key2, val, len);
+	free(val);
+	/* And the group's block 0 under the uid's key: another tenant's. */
+	key_of(gkey, sizeof(gkey), keys, 0, grp);
+	val = get(c, gkey, &len);
+	ck_assert_ptr_nonnull(val);
+	/* the same fingerprint and hash, the uid's tenant */
+	tail = strchr(gkey + strlen("kvmem:1:"), ':');
+	ck_assert_ptr_nonnull(tail);
+	snprintf(out, sizeof(out), "kvmem:1:%s%s", me, tail);
+	ck_assert_uint_lt(strlen(out), sizeof(gkey));
+	memcpy(gkey, out, strlen(out) + 1);
+	set(c, gkey, val, len);
+	free(val);
+
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), 0);
+	remote_of(&b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"refused\"", "tenant"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), 0);
+	ck_assert_ptr_null(get(c, gkey, &len));
+
+	/* A's other session, same group: the chain breaks at block 2. */
+	ck_assert_int_eq(attach_same(&a, keys, &r, k, v), (int)block_end(4));
+	kvmemd_admin_ok(&a, out, sizeof(out), "prefix-drop @%u",
+			(unsigned int)getegid());
+	ck_assert_int_eq(attach_same(&a, keys, &r, k, v), (int)block_end(1));
+	remote_of(&a, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"refused\"", "chain"), 1);
+
+	rcluster_close(c);
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	free(k);
+	free(v);
+}
+END_TEST
+
+START_TEST(test_remote_chain_cut_keeps_leading)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	char key[KEY_LEN];
+	struct kvmemd_proc a, b;
+	struct rcluster *c;
+	struct rcluster_req q;
+	struct kvmem_rng r;
+	char out[8192], me[16];
+	float *k, *v;
+
+	NEED_CLUSTER();
+	c = client();
+	kvmem_rng_seed(&r, 4904);
+	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
+	keys_of(keys, NBLOCKS, 4904);
+	node_start(&a, rc.seeds, NULL);
+	node_start(&b, rc.seeds, NULL);
+	publish(&a, keys, &r, &k, &v);
+	/* Block 3 gone, as an eviction would take it. */
+	key_of(key, sizeof(key), keys, 3, me);
+	q = (struct rcluster_req){ .op = RC_DEL, .key = key,
+				   .keylen = strlen(key) };
+	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
+	ck_assert_int_eq(q.status, 0);
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(2));
+	remote_of(&b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), 3);
+	/* block 3, and the blocks 5 to 7 no one published */
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "misses"),
+			  1 + NBLOCKS - WHOLE);
+	rcluster_close(c);
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	free(k);
+	free(v);
+}
+END_TEST
+
+START_TEST(test_remote_master_killed)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmemd_proc a, b;
+	struct kvmem_rng r;
+	char out[8192];
+	float *k, *v;
+
+	NEED_CLUSTER();
+	kvmem_rng_seed(&r, 4905);
+	keys_of(keys, NBLOCKS, 4905);
+	node_start(&a, rc.seeds, NULL);
+	/* Retries that outlast a failover (cluster-node-timeout 2 s). */
+	node_start(&b, rc.seeds, "timeout_ms = 1000\nretries = 12\n");
+	publish(&a, keys, &r, &k, &v);
+	ck_assert_int_eq(redis_cluster_sync_replicas(&rc, 5000), 0);
+	/* A master dies while B reads: B retries until its replica is
+	 * promoted, and loses nothing. */
+	ck_assert_int_ge(redis_cluster_kill_master(&rc, 1), 0);
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(4));
+	remote_of(&b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), WHOLE);
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	free(k);
+	free(v);
+}
+END_TEST
+
+/* No cluster at all: a port nothing listens on. */
+START_TEST(test_remote_unreachable_local_goes_on)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_cache *c;
+	struct kvmem_seq *s, *t;
+	struct kvmemd_proc a;
+	struct kvmem_rng r;
+	char out[8192];
+	float *k, *v;
+
+	kvmem_rng_seed(&r, 4906);
+	keys_of(keys, NBLOCKS, 99);
+	node_start(&a, "127.0.0.1:1", NULL);
+	c = kvmemd_connect(&a, 8u << 20);
+	kvmemd_tokens(&r, TOKENS, &k, &v);
+	s = kvmemd_seq_with(c, k, v, TOKENS);
+	/* Published here as ever; the push fails in the background. */
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS), WHOLE);
+	ck_assert_int_eq(kvmem_prefix_attach(c, keys, NBLOCKS, &t),
+			 (int)block_end(4));
+	kvmem_seq_free(t);
+	/* Keys no one published here: no match, no error. */
+	keys_of(keys, NBLOCKS, 98);
+	ck_assert_int_eq(kvmem_prefix_attach(c, keys, NBLOCKS, &t), 0);
+	kvmem_seq_free(t);
+	remote_of(&a, out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "\"state\":\"unreachable\""));
+	ck_assert_ptr_nonnull(strstr(out, "\"reason\":\"127.0.0.1:1"));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "errors"), 2);
+	ck_assert_int_ge(kvmemd_log_lines(&a, "does not answer"), 1);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	free(k);
+	free(v);
+}
+END_TEST
+
+/* What a hostile client writes on the ring: refused, and kvmemd goes on. */
+START_TEST(test_remote_fetch_hostile)
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmemd_proc a, plain;
+	struct kvmem_hello h = kvmemd_hello(8u << 20);
+	struct kvmemd_raw raw;
+	struct kvmem_sqe e;
+	struct kvmem_cqe q;
+
+	h.features |= KVMEM_FEAT_PREFIX | KVMEM_FEAT_REMOTE;
+	node_start(&a, "127.0.0.1:1", NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&raw, &a, &h, sizeof(h)), 0);
+	ck_assert(raw.w.features & KVMEM_FEAT_REMOTE);
+	memset(&e, 0, sizeof(e));
+	e.opcode = KVMEM_OP_PREFIX_FETCH;
+	e.len = 3 * KVMEM_PREFIX_KEY_BYTES;
+	/* not a block's start, ntokens set, a length of no whole key, no
+	 * key past the parent, more keys than the op takes, a buffer
+	 * outside the region, a stray field */
+	e.token_start = g.sink_tokens + 1;
+	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
+	e.token_start = 0;
+	e.ntokens = 4;
+	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
+	e.ntokens = 0;
+	e.len = 3 * KVMEM_PREFIX_KEY_BYTES + 1;
+	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
+	e.len = KVMEM_PREFIX_KEY_BYTES;
+	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
+	e.len = 2000 * KVMEM_PREFIX_KEY_BYTES;
+	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
+	e.len = 3 * KVMEM_PREFIX_KEY_BYTES;
+	e.addr = 1ull << 40;
+	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EFAULT);
+	e.addr = 0;
+	e.seq = 1;
+	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
+	e.seq = 0;
+	/* A well-formed one: the cluster does not answer. */
+	q = kvmemd_raw_call(&raw, e, 0);
+	ck_assert_int_eq(q.res, -EHOSTUNREACH);
+	kvmemd_raw_detach(&raw);
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+
+	/* A kvmemd with no shared tier offers no fetch. */
+	kvmemd_start(&plain, NULL, NULL);
+	ck_assert_int_eq(kvmemd_raw_attach(&raw, &plain, &h, sizeof(h)), 0);
+	ck_assert(!(raw.w.features & KVMEM_FEAT_REMOTE));
+	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EOPNOTSUPP);
+	kvmemd_raw_detach(&raw);
+	ck_assert_int_eq(kvmemd_stop(&plain), 0);
+}
+END_TEST
+
+/* Passwords others can read are refused at start, with a sentence;
+ * malformed lines and seeds too. */
+START_TEST(test_remote_config_checked)
+{
+	char dir[64], creds[128], conf[128], text[400];
+	struct kvmem_run run;
+
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "remote-conf");
+	snprintf(creds, sizeof(creds), "%s/creds", dir);
+	snprintf(conf, sizeof(conf), "%s/kvmemd.conf", dir);
+	snprintf(text, sizeof(text),
+		 "[remote]\nseeds = 127.0.0.1:7000,localhost:7001\n"
+		 "credentials = %s\n",
+		 creds);
+	kvmem_check_write_file(conf, text);
+
+	kvmem_check_write_file(creds, "uid:0 t0 secret\n* other pw\n");
+	ck_assert_int_eq(chmod(creds, 0644), 0);
+	KVMEM_RUN(&run, "../daemon/kvmemd", "", "-n", "-c", conf);
+	ck_assert_int_eq(run.status, 1);
+	ck_assert_ptr_nonnull(strstr(run.err, "is mode 0644"));
+	ck_assert_ptr_nonnull(strstr(run.err, "chmod 600"));
+	kvmem_check_run_free(&run);
+
+	ck_assert_int_eq(chmod(creds, 0600), 0);
+	KVMEM_RUN(&run, "../daemon/kvmemd", "", "-n", "-c", conf);
+	ck_assert_msg(run.status == 0, "%s", run.err);
+	kvmem_check_run_free(&run);
+
+	kvmem_check_write_file(creds, "# tenants\nuid:12 t12 pw\nuid:x a b\n");
+	KVMEM_RUN(&run, "../daemon/kvmemd", "", "-n", "-c", conf);
+	ck_assert_int_eq(run.status, 1);
+	ck_assert_ptr_nonnull(strstr(run.err, ":3: \"uid:x\" is not uid:N"));
+	kvmem_check_run_free(&run);
+
+	kvmem_check_write_file(creds, "uid:12 t12\n");
+	KVMEM_RUN(&run, "../daemon/kvmemd", "", "-n", "-c", conf);
+	ck_assert_int_eq(run.status, 1);
+	ck_assert_ptr_nonnull(strstr(run.err, "not TENANT USER PASSWORD"));
+	kvmem_check_run_free(&run);
+
+	KVMEM_RUN(&run, "../daemon/kvmemd", "", "-n", "-c", "/dev/null", "-o",
+		  "remote.seeds=127.0.0.1");
+	ck_assert_int_eq(run.status, 1);
+	ck_assert_ptr_nonnull(strstr(run.err, "not a list of HOST:PORT"));
+	kvmem_check_run_free(&run);
+	KVMEM_RUN(&run, "../daemon/kvmemd", "", "-n", "-c", "/dev/null", "-o",
+		  "remote.seeds=a:1,b:70000");
+	ck_assert_int_eq(run.status, 1);
+	kvmem_check_run_free(&run);
+	KVMEM_RUN(&run, "../daemon/kvmemd", "", "-n", "-c", "/dev/null", "-o",
+		  "remote.seeds=a:1,");
+	ck_assert_int_eq(run.status, 1);
+	kvmem_check_run_free(&run);
+	kvmem_check_tmpdir_remove(dir);
+}
+END_TEST
+
+KVMEM_SUITE(remote)
+{
+	Suite *s = suite_create("remote");
+	TCase *tc = tcase_create("cluster");
+	TCase *alone = tcase_create("alone");
+
+	tcase_add_unchecked_fixture(tc, cluster_setup, cluster_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_remote_attach_on_another_node);
+	tcase_add_test(tc, test_remote_flips_corrected_or_refused);
+	tcase_add_test(tc, test_remote_wrong_key_or_tenant_refused);
+	tcase_add_test(tc, test_remote_chain_cut_keeps_leading);
+	tcase_add_test(tc, test_remote_master_killed);
+	suite_add_tcase(s, tc);
+	tcase_add_test(alone, test_remote_unreachable_local_goes_on);
+	tcase_add_test(alone, test_remote_fetch_hostile);
+	tcase_add_test(alone, test_remote_config_checked);
+	suite_add_tcase(s, alone);
+	return s;
+}
