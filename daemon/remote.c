@@ -34,8 +34,9 @@
 
 /* Jobs queued or running: fetches past it fail with -EAGAIN. */
 #define REMOTE_DEPTH 256
-/* The most blocks one PREFIX_FETCH reads. */
-#define REMOTE_FETCH_MAX 1024
+/* The most blocks one PREFIX_FETCH reads (KVMEM_PREFIX_FETCH_MAX): what
+ * one batch may hold in memory is that many records. */
+#define REMOTE_FETCH_MAX KVMEM_PREFIX_FETCH_MAX
 #define BACKOFF_MIN_NS (100ull * 1000000u)
 #define BACKOFF_MAX_NS (30ull * 1000000000u)
 
@@ -97,9 +98,10 @@ struct remote_job {
 	struct kvmemd_remote_stats stats;
 	char nodes[1024];
 	char (*keys)[KVMEMD_REMOTE_KEY_LEN];
-	/* push: the record under keys[0], what became of it */
+	/* push: the record under keys[0], its TTL, what became of it */
 	uint8_t *rec;
 	size_t len;
+	uint32_t ttl_s;
 	int status;
 	/* fetch: blocks from first, the op that waits for them (NULL: none
 	 * any more) */
@@ -324,7 +326,7 @@ static void push_run(struct kvmemd_remote *r, struct conn *c,
 			.key = j->keys[0],
 			.val = j->rec,
 			.vlen = j->len,
-			.ttl_s = r->d->cfg.remote_ttl_s,
+			.ttl_s = j->ttl_s,
 		};
 		ret = r->ops->exec(c->ctx, &q, 1);
 	} else if (!ret && !q.status) {
@@ -640,6 +642,7 @@ void kvmemd_remote_push(struct kvmemd *d, const struct kvmemd_prefix_block *b,
 	j->r = r;
 	j->type = JOB_PUSH;
 	j->tenant = b->tenant;
+	j->ttl_s = d->cfg.remote_ttl_s;
 	j->keys = malloc(sizeof(*j->keys));
 	j->rec = j->keys ? kvmemd_remote_record(b, parent, &j->len) : NULL;
 	if (!j->rec)

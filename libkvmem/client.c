@@ -726,7 +726,10 @@ static int remote_prefix_fetch(struct kvmem_cache *c,
 {
 	struct remote *r = c->store_priv;
 	const uint32_t room =
-		(BUF_USER - BUF_MAP) / KVMEM_PREFIX_KEY_BYTES - 1;
+		(BUF_USER - BUF_MAP) / KVMEM_PREFIX_KEY_BYTES - 1 <
+				KVMEM_PREFIX_FETCH_MAX
+			? (BUF_USER - BUF_MAP) / KVMEM_PREFIX_KEY_BYTES - 1
+			: KVMEM_PREFIX_FETCH_MAX;
 	const uint32_t n = nkeys < room ? nkeys : room;
 	struct kvmem_sqe t = {
 		.opcode = KVMEM_OP_PREFIX_FETCH,

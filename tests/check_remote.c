@@ -573,7 +573,7 @@ START_TEST(test_remote_fetch_hostile)
 	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
 	e.len = KVMEM_PREFIX_KEY_BYTES;
 	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
-	e.len = 2000 * KVMEM_PREFIX_KEY_BYTES;
+	e.len = (KVMEM_PREFIX_FETCH_MAX + 2) * KVMEM_PREFIX_KEY_BYTES;
 	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EINVAL);
 	e.len = 3 * KVMEM_PREFIX_KEY_BYTES;
 	e.addr = 1ull << 40;

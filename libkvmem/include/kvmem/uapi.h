@@ -332,7 +332,8 @@ enum kvmem_op {
  * PREFIX_FETCH (KVMEM_FEAT_REMOTE, offered when kvmemd has a shared tier:
  * remote.* in kvmemd.conf(5)): addr points to the key of the parent of
  * the block at token_start (zeros for block 0), then the keys of that
- * block and the blocks after it, len = 32 * (1 + blocks); ntokens is 0.
+ * block and the blocks after it, len = 32 * (1 + blocks), blocks at most
+ * KVMEM_PREFIX_FETCH_MAX; ntokens is 0.
  * kvmemd reads the blocks the tenant does not have from the shared tier,
  * checks each (the record's own CRCs, tenant, geometry, key and parent
  * key, then every page's code words and CRC: a page the code corrects is
@@ -347,6 +348,7 @@ enum kvmem_op {
  * (-EDQUOT, -ENOSPC) for the first block.
  */
 #define KVMEM_PREFIX_KEY_BYTES 32
+#define KVMEM_PREFIX_FETCH_MAX 64 /* blocks a PREFIX_FETCH asks for */
 #define KVMEM_SLOT_NONE UINT32_MAX
 
 /* struct kvmem_sqe.kind of PAGE_ALLOC */
