@@ -504,6 +504,88 @@ START_TEST(test_remote_master_killed)
 }
 END_TEST
 
+/* ACL users as remote.credentials names them, on every node (ACLs are
+ * each node's own). */
+static void acl_user(const char *user, const char *pw, const char *tenant)
+{
+	char pass[80], pattern[80], out[512];
+	int i;
+
+	snprintf(pass, sizeof(pass), ">%s", pw);
+	snprintf(pattern, sizeof(pattern), "~kvmem:1:%s:*", tenant);
+	for (i = 0; i < rc.nnodes; i++) {
+		if (!rc.node[i].pid)
+			continue;
+		ck_assert_int_eq(redis_cluster_cli(&rc, i, out, sizeof(out),
+						   "ACL", "SETUSER", user, "on",
+						   pass, pattern, "+@all",
+						   NULL),
+				 0);
+		ck_assert_str_eq(out, "OK");
+	}
+}
+
+START_TEST(test_remote_tenant_users)
+{
+	struct kvmem_prefix_key keys[NBLOCKS];
+	char dir[64], creds[128], conf[512], me[16];
+	struct kvmemd_proc a, b;
+	struct kvmem_rng r;
+	char out[8192];
+	float *k, *v;
+
+	NEED_CLUSTER();
+	kvmem_rng_seed(&r, 4907);
+	keys_of(keys, NBLOCKS, 4907);
+	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
+	acl_user("kv_mine", "pw-mine", me);
+	acl_user("kv_other", "pw-other", "u4000000");
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "remote-acl");
+
+	/* A talks as the tenant's own user: its pushes land. */
+	snprintf(creds, sizeof(creds), "%s/a.creds", dir);
+	snprintf(conf, sizeof(conf), "uid:%u kv_mine pw-mine\n",
+		 (unsigned int)geteuid());
+	kvmem_check_write_file(creds, conf);
+	ck_assert_int_eq(chmod(creds, 0600), 0);
+	snprintf(conf, sizeof(conf), "credentials = %s\n", creds);
+	node_start(&a, rc.seeds, conf);
+	publish(&a, keys, &r, &k, &v);
+	remote_of(&a, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"push\"", "pushed"), WHOLE);
+
+	/* B's file gives the tenant a user whose keys are another
+	 * tenant's: the cluster refuses every read, nothing is served. */
+	snprintf(creds, sizeof(creds), "%s/b.creds", dir);
+	snprintf(conf, sizeof(conf), "uid:%u kv_other pw-other\n",
+		 (unsigned int)geteuid());
+	kvmem_check_write_file(creds, conf);
+	ck_assert_int_eq(chmod(creds, 0600), 0);
+	snprintf(conf, sizeof(conf), "credentials = %s\n", creds);
+	node_start(&b, rc.seeds, conf);
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), 0);
+	remote_of(&b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "unanswered"),
+			  NBLOCKS);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), 0);
+	ck_assert_int_eq(kvmemd_stop(&b), 0);
+
+	/* A file that names no user for the tenant: no shared tier for it. */
+	kvmem_check_write_file(creds, "uid:4000000 kv_other pw-other\n");
+	node_start(&b, rc.seeds, conf);
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), 0);
+	remote_of(&b, out, sizeof(out));
+	ck_assert_ptr_nonnull(strstr(out, "names no user for uid"));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), 0);
+
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmem_check_tmpdir_remove(dir);
+	free(k);
+	free(v);
+}
+END_TEST
+
 /* No cluster at all: a port nothing listens on. */
 START_TEST(test_remote_unreachable_local_goes_on)
 {
@@ -668,6 +750,7 @@ KVMEM_SUITE(remote)
 	tcase_add_test(tc, test_remote_flips_corrected_or_refused);
 	tcase_add_test(tc, test_remote_wrong_key_or_tenant_refused);
 	tcase_add_test(tc, test_remote_chain_cut_keeps_leading);
+	tcase_add_test(tc, test_remote_tenant_users);
 	tcase_add_test(tc, test_remote_master_killed);
 	suite_add_tcase(s, tc);
 	tcase_add_test(alone, test_remote_unreachable_local_goes_on);
