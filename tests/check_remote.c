@@ -282,7 +282,9 @@ START_TEST(test_remote_attach_on_another_node)
 		kvmem_close(c);
 	}
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
 	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&b);
 	free(k);
 	free(v);
 }
@@ -360,7 +362,9 @@ START_TEST(test_remote_flips_corrected_or_refused)
 	free(back);
 	rcluster_close(c);
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
 	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&b);
 	free(k);
 	free(v);
 }
@@ -430,7 +434,9 @@ START_TEST(test_remote_wrong_key_or_tenant_refused)
 
 	rcluster_close(c);
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
 	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&b);
 	free(k);
 	free(v);
 }
@@ -469,7 +475,9 @@ START_TEST(test_remote_chain_cut_keeps_leading)
 			  1 + NBLOCKS - WHOLE);
 	rcluster_close(c);
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
 	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&b);
 	free(k);
 	free(v);
 }
@@ -498,7 +506,9 @@ START_TEST(test_remote_master_killed)
 	remote_of(&b, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), WHOLE);
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
 	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&b);
 	free(k);
 	free(v);
 }
@@ -569,6 +579,7 @@ START_TEST(test_remote_tenant_users)
 			  NBLOCKS);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), 0);
 	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&b);
 
 	/* A file that names no user for the tenant: no shared tier for it. */
 	kvmem_check_write_file(creds, "uid:4000000 kv_other pw-other\n");
@@ -579,7 +590,9 @@ START_TEST(test_remote_tenant_users)
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), 0);
 
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
 	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&b);
 	kvmem_check_tmpdir_remove(dir);
 	free(k);
 	free(v);
@@ -620,6 +633,7 @@ START_TEST(test_remote_unreachable_local_goes_on)
 	kvmem_seq_free(s);
 	kvmem_close(c);
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
 	free(k);
 	free(v);
 }
@@ -669,6 +683,7 @@ START_TEST(test_remote_fetch_hostile)
 	ck_assert_int_eq(q.res, -EHOSTUNREACH);
 	kvmemd_raw_detach(&raw);
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
 
 	/* A kvmemd with no shared tier offers no fetch. */
 	kvmemd_start(&plain, NULL, NULL);
@@ -677,6 +692,7 @@ START_TEST(test_remote_fetch_hostile)
 	ck_assert_int_eq(kvmemd_raw_call(&raw, e, 0).res, -EOPNOTSUPP);
 	kvmemd_raw_detach(&raw);
 	ck_assert_int_eq(kvmemd_stop(&plain), 0);
+	kvmemd_cleanup(&plain);
 }
 END_TEST
 
