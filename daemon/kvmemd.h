@@ -326,6 +326,9 @@ void kvmemd_session_free(struct kvmemd_session *s);
 
 /* @len bytes of @buf to @fd, all of them: 0, or -errno. */
 int kvmemd_file_write_all(int fd, const void *buf, size_t len);
+/* @path holds @len bytes of @buf and nothing else (made 0600 when it is
+ * not there), written in place: 0, or -errno. */
+int kvmemd_file_replace(const char *path, const void *buf, size_t len);
 /* The whole of @path: 0 with *@buf (malloc'ed) and *@size, or -errno. */
 int kvmemd_file_read(const char *path, uint8_t **buf, size_t *size);
 

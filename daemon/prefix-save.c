@@ -236,21 +236,11 @@ static void index_work(struct kvmemd_work *w)
 {
 	struct kvmemd_prefix_save *v = (struct kvmemd_prefix_save *)w;
 	struct save_hdr *h = (struct save_hdr *)v->buf;
-	int fd;
 
 	h->body_crc = kvmem_crc32c(0, v->buf + sizeof(*h), h->body_bytes);
 	h->crc = kvmem_crc32c(0, h, offsetof(struct save_hdr, crc));
-	fd = open(v->path[v->generation & 1], O_WRONLY | O_CREAT | O_CLOEXEC,
-		  0600);
-	if (fd < 0) {
-		v->ret = -errno;
-		return;
-	}
-	v->ret = kvmemd_file_write_all(fd, v->buf, v->len);
-	if (!v->ret && ftruncate(fd, (off_t)v->len))
-		v->ret = -errno;
-	if (close(fd) && !v->ret)
-		v->ret = -errno;
+	v->ret = kvmemd_file_replace(v->path[v->generation & 1], v->buf,
+				     v->len);
 }
 
 /* On the loop, once it is written. */

@@ -22,10 +22,8 @@
  * write nothing a record a restart may take still names.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kvmem/crc32c.h"
@@ -334,23 +332,11 @@ static void live_work(struct kvmemd_work *w)
 {
 	struct kvmemd_live *l = (struct kvmemd_live *)w;
 	struct keep_hdr *h = (struct keep_hdr *)l->buf;
-	struct stat st;
-	int fd;
 
 	h->body_crc = kvmem_crc32c(0, l->buf + sizeof(*h), h->body_bytes);
 	h->crc = kvmem_crc32c(0, h, offsetof(struct keep_hdr, crc));
-	fd = open(l->path[l->generation & 1], O_WRONLY | O_CREAT | O_CLOEXEC,
-		  0600);
-	if (fd < 0) {
-		l->ret = -errno;
-		return;
-	}
-	l->ret = kvmemd_file_write_all(fd, l->buf, l->len);
-	if (!l->ret && !fstat(fd, &st) && (uint64_t)st.st_size > l->len &&
-	    ftruncate(fd, (off_t)l->len))
-		l->ret = -errno;
-	if (close(fd) && !l->ret)
-		l->ret = -errno;
+	l->ret = kvmemd_file_replace(l->path[l->generation & 1], l->buf,
+				     l->len);
 }
 
 /* One line each for a few sessions: a state directory that takes no

@@ -28,6 +28,22 @@ int kvmemd_file_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int kvmemd_file_replace(const char *path, const void *buf, size_t len)
+{
+	int fd, ret;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	ret = kvmemd_file_write_all(fd, buf, len);
+	/* What a longer copy left after this one is not part of it. */
+	if (!ret && ftruncate(fd, (off_t)len))
+		ret = -errno;
+	if (close(fd) && !ret)
+		ret = -errno;
+	return ret;
+}
+
 int kvmemd_file_read(const char *path, uint8_t **buf, size_t *size)
 {
 	struct stat st;
