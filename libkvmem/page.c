@@ -538,40 +538,45 @@ static size_t golay_row_values(const struct kvmem_geometry *g,
 					       : g->head_dim;
 }
 
+/* @off bytes into @base; NULL when @base is (a layout only sized). */
+static inline uint8_t *at(void *base, size_t off)
+{
+	return base ? (uint8_t *)base + off : NULL;
+}
+
 static size_t scratch_layout(const struct kvmem_geometry *g,
 			     const struct kvmem_page_layout *l, void *base,
 			     struct scratch *sp)
 {
 	const size_t rows_words = (size_t)g->tokens_per_page * l->row_words;
 	size_t off = 0;
-	uint8_t *b = base;
 
-	sp->data = b;
+	sp->data = at(base, off);
 	off += align_up((size_t)g->tokens_per_page * l->row_data, 8);
-	sp->rows_bm = (uint64_t *)(void *)(b + off);
+	sp->rows_bm = (uint64_t *)(void *)at(base, off);
 	off += (rows_words + 63) / 64 * 8;
-	sp->halves = b + off;
+	sp->halves = at(base, off);
 	off += align_up(
 		kvmem_ecc_data_bytes(KVMEM_PAGE_META_CODEC, l->scale_words), 8);
-	sp->scales_bm = (uint64_t *)(void *)(b + off);
+	sp->scales_bm = (uint64_t *)(void *)at(base, off);
 	off += ((size_t)l->scale_words + 63) / 64 * 8;
-	sp->copy[0] = b + off;
+	sp->copy[0] = at(base, off);
 	off += (size_t)g->tokens_per_page * l->row_bytes;
-	sp->copy[1] = b + off;
+	sp->copy[1] = at(base, off);
 	off += (size_t)g->tokens_per_page * l->row_bytes;
 	/* golay_nibbles() may write 16 bytes past the last value. */
-	sp->values[0] = b + off;
+	sp->values[0] = at(base, off);
 	off += (size_t)g->tokens_per_page * golay_row_values(g, l) + 16;
-	sp->values[1] = b + off;
+	sp->values[1] = at(base, off);
 	off += (size_t)g->tokens_per_page * golay_row_values(g, l) + 16;
 	off = align_up(off, 8);
-	sp->checks_bm = (uint64_t *)(void *)(b + off);
+	sp->checks_bm = (uint64_t *)(void *)at(base, off);
 	off += ((size_t)l->nchecks * 2 + 63) / 64 * 8;
-	sp->checks = b + off;
+	sp->checks = at(base, off);
 	off += (size_t)l->nchecks * 3;
-	sp->bad = b + off;
+	sp->bad = at(base, off);
 	off += l->nchecks;
-	sp->status = b + off;
+	sp->status = at(base, off);
 	off += (size_t)l->scale_words > rows_words ? l->scale_words
 						   : rows_words;
 	return off;
