@@ -308,7 +308,7 @@ $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
 # scripts/fuzz.sh for the runs.
 FUZZ_CC ?= clang
 FUZZ_B := $(BUILD)/fuzz
-FUZZ_TARGETS := config admin store_hdr hello
+FUZZ_TARGETS := config admin store_hdr hello remote_record
 FUZZ_TIME ?= 600
 FUZZ_SMOKE_TIME ?= 5
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
