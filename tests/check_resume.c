@@ -496,7 +496,26 @@ struct kill_seq {
 	struct kvmem_seq *s;
 	float *k[2], *v[2]; /* [layer]: rows of [kv_heads][head_dim] */
 	uint32_t n[2]; /* tokens in k, v: the sequence has a prefix of them */
+	uint32_t gen; /* its blocks are published under keys of this */
 };
+
+/* Blocks a sequence of KILL_SEQ_MAX tokens holds at most, and more. */
+#define KILL_BLOCKS (KILL_SEQ_MAX / 32 + 2)
+
+/* The keys of sequence @i's blocks in its generation @gen. */
+static void kill_keys(struct kvmem_prefix_key *keys, unsigned int i,
+		      uint32_t gen)
+{
+	unsigned int b;
+
+	memset(keys, 0, KILL_BLOCKS * sizeof(*keys));
+	for (b = 0; b < KILL_BLOCKS; b++) {
+		keys[b].bytes[0] = (uint8_t)i;
+		memcpy(&keys[b].bytes[1], &gen, sizeof(gen));
+		keys[b].bytes[5] = (uint8_t)b;
+		keys[b].bytes[31] = 0x77;
+	}
+}
 
 static uint64_t mono_ns(void)
 {
@@ -556,11 +575,13 @@ static void kill_seq_try(struct kill_seq *q, const float *k, const float *v,
 }
 
 /*
- * After a restart: each layer of @q holds a prefix of what was tried on it,
- * no shorter than @held; page by page, its values are those of an embedded
- * cache given the same tokens, or flagged as erased. Return: pages flagged.
+ * Tokens 0 to @len[l] of each layer l of @s, page by page, against what
+ * was tried on @q: the values of an embedded cache given the same tokens,
+ * or flagged as erased. Return: pages flagged.
  */
-static unsigned int kill_seq_check(struct kill_seq *q, const uint32_t held[2])
+static unsigned int kill_seq_compare(struct kvmem_seq *s,
+				     const struct kill_seq *q,
+				     const uint32_t len[2])
 {
 	const struct kvmem_geometry g = kvmemd_test_geo();
 	const size_t row = (size_t)g.kv_heads * g.head_dim;
@@ -569,7 +590,7 @@ static unsigned int kill_seq_check(struct kill_seq *q, const uint32_t held[2])
 	struct kvmem_cache *e;
 	struct kvmem_seq *ref;
 	float *ka, *va, *kb, *vb;
-	uint32_t l, len, t, n;
+	uint32_t l, t, n;
 	unsigned int flagged = 0;
 
 	ck_assert_int_eq(kvmem_open_embedded(&g, 8u << 20, &e), 0);
@@ -579,20 +600,15 @@ static unsigned int kill_seq_check(struct kill_seq *q, const uint32_t held[2])
 	kb = kvmem_check_xmalloc(tpp * row * sizeof(float));
 	vb = kvmem_check_xmalloc(tpp * row * sizeof(float));
 	for (l = 0; l < g.layers; l++) {
-		len = kvmem_seq_len(q->s, l);
-		ck_assert_uint_le(len, q->n[l]);
-		ck_assert_uint_ge(len, held[l]);
-		q->n[l] = len;
-		if (len)
-			ck_assert_int_eq(
-				kvmem_seq_append(ref, l, q->k[l], q->v[l], len),
-				0);
-		for (t = 0; t < len; t += n) {
-			n = len - t < tpp ? len - t : tpp;
+		if (len[l])
+			ck_assert_int_eq(kvmem_seq_append(ref, l, q->k[l],
+							  q->v[l], len[l]),
+					 0);
+		for (t = 0; t < len[l]; t += n) {
+			n = len[l] - t < tpp ? len[l] - t : tpp;
 			memset(&c, 0, sizeof(c));
 			ck_assert_int_eq(
-				kvmem_seq_read(q->s, l, t, n, 0, ka, va, &c),
-				0);
+				kvmem_seq_read(s, l, t, n, 0, ka, va, &c), 0);
 			ck_assert_int_eq(
 				kvmem_seq_read(ref, l, t, n, 0, kb, vb, NULL),
 				0);
@@ -616,12 +632,59 @@ static unsigned int kill_seq_check(struct kill_seq *q, const uint32_t held[2])
 }
 
 /*
+ * After a restart: each layer of @q holds a prefix of what was tried on it,
+ * no shorter than @held, and reads as kill_seq_compare() says. Return:
+ * pages flagged.
+ */
+static unsigned int kill_seq_check(struct kill_seq *q, const uint32_t held[2])
+{
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	uint32_t l, len[2] = { 0, 0 };
+
+	for (l = 0; l < g.layers; l++) {
+		len[l] = kvmem_seq_len(q->s, l);
+		ck_assert_uint_le(len[l], q->n[l]);
+		ck_assert_uint_ge(len[l], held[l]);
+		q->n[l] = len[l];
+	}
+	return kill_seq_compare(q->s, q, len);
+}
+
+/*
+ * What @a attaches of the blocks sequence @i of @q published in its
+ * generation: a prefix of what was tried on it, read as
+ * kill_seq_compare() says. Return: 0 with the pages flagged added to
+ * *@flagged, or the attach's error.
+ */
+static int kill_attach_check(struct kvmem_cache *a, const struct kill_seq *q,
+			     unsigned int i, unsigned int *flagged)
+{
+	struct kvmem_prefix_key keys[KILL_BLOCKS];
+	uint32_t len[2];
+	struct kvmem_seq *t;
+	int m;
+
+	kill_keys(keys, i, q->gen);
+	m = kvmem_prefix_attach(a, keys, KILL_BLOCKS, &t);
+	if (m < 0)
+		return m;
+	len[0] = len[1] = (uint32_t)m;
+	ck_assert_uint_le(len[0], q->n[0]);
+	ck_assert_uint_le(len[1], q->n[1]);
+	*flagged += kill_seq_compare(t, q, len);
+	kvmem_seq_free(t);
+	return 0;
+}
+
+/*
  * kill -9 at a random moment of appends (seals), releases and acquires,
- * offloads to the store and reads back, over and over, with a restart
- * after each: the client takes its session back every time, nothing it
- * was told is kept is missing, and every page reads as an embedded cache
- * given the same tokens does, or flagged as erased: never different
- * unflagged. KVMEM_KILL_ROUNDS sets the rounds (default 25).
+ * offloads to the store and reads back, publishes and attaches of
+ * prefixes, over and over, with a restart after each: the client takes
+ * its session back every time, nothing it was told is kept is missing,
+ * and every page, of the session's sequences and of the prefixes kept
+ * across the crash alike, reads as an embedded cache given the same
+ * tokens does, or flagged as erased: never different unflagged.
+ * KVMEM_KILL_ROUNDS sets the rounds (default 25).
  */
 START_TEST(test_resume_kill_loop)
 {
@@ -633,6 +696,7 @@ START_TEST(test_resume_kill_loop)
 	uint32_t held[KILL_SEQS][2];
 	unsigned int round, i, flagged = 0;
 	unsigned long long tokens = 0, offloads = 0;
+	unsigned int published = 0, attached = 0;
 	struct kvmem_cache *a;
 	struct kvmemd_proc p;
 	struct kvmem_rng r;
@@ -669,11 +733,32 @@ START_TEST(test_resume_kill_loop)
 			struct kill_seq *x = &q[kvmem_rng_below(&r, KILL_SEQS)];
 			uint32_t ntok = 1 + (uint32_t)kvmem_rng_below(&r, 40);
 
-			switch (kvmem_rng_below(&r, 8)) {
+			switch (kvmem_rng_below(&r, 10)) {
 			case 0:
 				ret = kvmem_seq_release(x->s);
 				if (!ret)
 					ret = kvmem_seq_acquire(x->s);
+				break;
+			case 2: {
+				struct kvmem_prefix_key keys[KILL_BLOCKS];
+
+				kill_keys(keys, (unsigned int)(x - q), x->gen);
+				ret = kvmem_prefix_publish(x->s, keys,
+							   KILL_BLOCKS);
+				published += ret > 0 ? (unsigned int)ret : 0;
+				/* Full, or nothing whole yet: no crash. */
+				if (ret >= 0 || ret == -ENOSPC ||
+				    ret == -EDQUOT || ret == -ENOMEM)
+					ret = 0;
+				break;
+			}
+			case 3:
+				ret = kill_attach_check(a, x,
+							(unsigned int)(x - q),
+							&flagged);
+				attached += !ret;
+				if (ret == -ENOMEM)
+					ret = 0;
 				break;
 			case 1:
 				if (fd < 0) {
@@ -710,12 +795,18 @@ START_TEST(test_resume_kill_loop)
 			      kvmem_connect_error());
 		for (i = 0; i < KILL_SEQS; i++) {
 			flagged += kill_seq_check(&q[i], held[i]);
+			/* What was published before the crash, kept. */
+			ret = kill_attach_check(a, &q[i], i, &flagged);
+			ck_assert_msg(!ret || ret == -ENOMEM,
+				      "round %u: attach: %s", round,
+				      strerror(-ret));
 			if (q[i].n[0] + 64 < KILL_SEQ_MAX &&
 			    q[i].n[1] + 64 < KILL_SEQ_MAX)
 				continue;
 			kvmem_seq_free(q[i].s);
 			ck_assert_int_eq(kvmem_seq_create(a, &q[i].s), 0);
 			q[i].n[0] = q[i].n[1] = 0;
+			q[i].gen++;
 		}
 		/* A released sequence is acquired again for the next round. */
 		for (i = 0; i < KILL_SEQS; i++)
@@ -723,8 +814,9 @@ START_TEST(test_resume_kill_loop)
 	}
 	fprintf(stderr,
 		"kill loop: %u rounds, %llu tokens appended, %llu offloads "
-		"asked, %u pages flagged as erased\n",
-		rounds, tokens, offloads, flagged);
+		"asked, %u blocks published, %u attaches checked, %u pages "
+		"flagged as erased\n",
+		rounds, tokens, offloads, published, attached, flagged);
 	for (i = 0; i < KILL_SEQS; i++) {
 		kvmem_seq_free(q[i].s);
 		for (int l = 0; l < 2; l++) {
