@@ -858,6 +858,31 @@ static void fake_stop(struct fake *f)
 	"\"scrub.rate\":16777216,\"scrub.cycle\":0,"                             \
 	"\"scrub.verify_on_seal\":true,\"scrub.allow_inject\":false}}\n"
 
+/* The shared tier's counters, @state its state and what goes with it. */
+#define REMOTE_OF(state)                                                   \
+	"{\"remote\":{\"configured\":true,\"backend\":\"redis\","          \
+	"\"seeds\":\"10.0.0.1:7000,10.0.0.2:7000\"," state                 \
+	",\"nodes\":\"10.0.0.1:7000 slots=8192 connected=1\\n"             \
+	"10.0.0.2:7000 slots=8192 connected=0\\n\","                       \
+	"\"tenants_with_credentials\":2,\"queued_bytes\":1048576,"         \
+	"\"jobs\":3,\"push\":{\"pushed\":40,\"present\":7,\"dropped\":2,"  \
+	"\"unchained\":1,\"errors\":4,\"bytes\":2621440},"                 \
+	"\"fetch\":{\"requests\":12,\"errors\":5,\"blocks_asked\":96,"     \
+	"\"hits\":60,\"misses\":30,\"unanswered\":6,\"kept\":57,"          \
+	"\"keep_refused\":1,\"bytes\":3932160,\"repaired\":3,"             \
+	"\"written_back\":2,\"deleted\":8,\"words_corrected\":11,"         \
+	"\"words_uncorrectable\":9,\"refused\":{\"header\":1,"             \
+	"\"tenant\":2,\"shape\":0,\"chain\":1,\"payload\":3,\"page\":0}}," \
+	"\"client\":{\"requests\":500,\"redirects\":13,\"retries\":21,"    \
+	"\"timeouts\":6,\"errors\":17,\"refreshes\":4,"                    \
+	"\"bytes_out\":3145728,\"bytes_in\":4194304,\"masters\":2,"        \
+	"\"connected\":1}}}\n"
+#define R_REMOTE REMOTE_OF("\"state\":\"ok\"")
+#define R_REMOTE_DOWN                                                      \
+	REMOTE_OF("\"state\":\"unreachable\",\"reason\":\"10.0.0.1:7000: " \
+		  "Connection refused\",\"since\":1700000000")
+#define R_REMOTE_OFF "{\"remote\":{\"configured\":false}}\n"
+
 static const struct fake_reply spec_replies[] = {
 	{ "version", R_VERSION },
 	{ "status", R_STATUS },
@@ -896,6 +921,7 @@ static const struct fake_reply spec_replies[] = {
 	{ "offload seq 1 2", R_OFFLOAD_ERRORS },
 	{ "offload seq 1 3",
 	  "{\"error\":\"an offload is running\",\"errno\":-16}\n" },
+	{ "remote", R_REMOTE },
 	{ "policy show", R_POLICY },
 	{ "policy set scrub.rate=1M", R_POLICY },
 	{ "policy set x=1", "{\"error\":\"x: no such key\",\"errno\":-22}\n" },
@@ -1392,6 +1418,26 @@ START_TEST(test_spec_tables)
 		    "5 FLIPS 6 FLIPS 7+ FLIPS",
 		    "h84 40000 44 39957 42 1 0 0 0 0 0",
 		    "all 40960 45 40916 43 1 0 0 0 0 0" } },
+		{ { "remote" },
+		  { "cluster redis at 10.0.0.1:7000,10.0.0.2:7000", "state ok",
+		    "masters 2 known, 1 connections open",
+		    "queue 1.0 MiB of records on their way, 3 jobs; 2 "
+		    "tenants with credentials",
+		    "pushes 40 blocks pushed (2.5 MiB), 7 there already, 2 "
+		    "dropped (queue full), 1 unchained, 4 failed" } },
+		{ { "remote" },
+		  { "fetches 12 (5 failed) for 96 blocks: 60 hits, 30 misses, "
+		    "6 unanswered",
+		    "kept 57 blocks (3.8 MiB read), 1 refused room here",
+		    "repaired 3 records (2 written back), 8 deleted; 11 words "
+		    "corrected, 9 uncorrectable",
+		    "refused header 1, tenant 2, shape 0, chain 1, payload 3, "
+		    "page 0" } },
+		{ { "remote" },
+		  { "client 500 requests, 13 redirects, 21 retries, 6 "
+		    "timeouts, 17 errors, 4 slot map loads",
+		    "bytes 3.0 MiB out, 4.0 MiB in", "MASTER SLOTS CONNECTED",
+		    "10.0.0.1:7000 8192 yes", "10.0.0.2:7000 8192 no" } },
 		{ { "policy", "show" },
 		  { "KEY VALUE", "daemon.log_level info", "scrub.rate 16777216",
 		    "scrub.verify_on_seal yes" } },
@@ -1462,6 +1508,7 @@ START_TEST(test_spec_requests)
 		{ { "--json", "offload", "session", "1" },
 		  "offload session 1" },
 		{ { "metrics" }, "stats|errors|scrub status|sessions|tier" },
+		{ { "remote" }, "remote" },
 		{ { "version" }, "version" },
 	};
 	struct kvmem_run r;

@@ -13,10 +13,10 @@
  * 4 access denied.
  *
  * Here: the command line, and the commands of the daemon, its sessions,
- * tiers, prefixes and policy. What every command uses (the socket, the
- * reading of replies, tables) is ctl.c's; the reliability commands are
- * ctl-ras.c's, the Prometheus exposition ctl-metrics.c's and its HTTP
- * exporter ctl-http.c's.
+ * tiers, prefixes, shared tier and policy. What every command uses (the
+ * socket, the reading of replies, tables) is ctl.c's; the reliability
+ * commands are ctl-ras.c's, the Prometheus exposition ctl-metrics.c's and
+ * its HTTP exporter ctl-http.c's.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -774,6 +774,162 @@ static int cmd_prefix_inject(struct ctl *c, int argc, char **argv)
 	return ctl_simple(c, req, REPLY_TIMEOUT_MS, render_prefix_inject);
 }
 
+/* ---- the shared tier --------------------------------------------------- */
+
+/* The masters of the cluster as kvmemd's client knows them, from @nodes:
+ * "HOST:PORT slots=N connected=0|1" lines. */
+static void remote_nodes(struct rd *r, FILE *f, const char *nodes)
+{
+	static const char *const head[] = { "MASTER", "SLOTS", "CONNECTED" };
+	char line[256], addr[256], clean[256];
+	unsigned int slots, conn;
+	struct table t;
+	size_t n;
+
+	if (!*nodes) {
+		fputs("no masters known yet\n", f);
+		return;
+	}
+	t_init(&t, "lrl");
+	t_row(&t, head);
+	while (*nodes) {
+		n = strcspn(nodes, "\n");
+		snprintf(line, sizeof(line), "%.*s", (int)n, nodes);
+		nodes += n + (nodes[n] == '\n');
+		/* A line of another form is shown as it came. */
+		if (sscanf(line, "%255s slots=%u connected=%u", addr, &slots,
+			   &conn) == 3) {
+			t_cell(&t, "%s", ctl_clean(addr, clean, sizeof(clean)));
+			t_cell(&t, "%u", slots);
+			t_cell(&t, "%s", conn ? "yes" : "no");
+		} else {
+			t_cell(&t, "%s", ctl_clean(line, clean, sizeof(clean)));
+			t_cell(&t, "-");
+			t_cell(&t, "-");
+		}
+	}
+	t_done(r, &t, f);
+}
+
+/* "header 0, tenant 1, ..." of the refused records, in the reply's order,
+ * so that a reason kvmemd adds later is shown too. */
+static void remote_refused(struct rd *r, struct table *t,
+			   const struct json *ref)
+{
+	char *text = NULL, key[64];
+	size_t len = 0, i;
+	FILE *m;
+
+	if (!ref)
+		return;
+	m = open_memstream(&text, &len);
+	if (!m) {
+		t->oom = true;
+		return;
+	}
+	for (i = 0; i < ref->u.obj.n; i++)
+		fprintf(m, "%s%s %" PRIu64, i ? ", " : "",
+			ctl_clean(ref->u.obj.m[i].key, key, sizeof(key)),
+			g_u64(r, ref, ref->u.obj.m[i].key));
+	if (fclose(m))
+		t->oom = true;
+	else
+		kv(t, "refused", "%s", len ? text : "none");
+	free(text);
+}
+
+static void render_remote(struct rd *r, FILE *f, const struct json *v)
+{
+	const struct json *rm = g_obj(r, v, "remote");
+	const struct json *p, *fe, *cl;
+	char a[32], b[32], c[32], seeds[512], backend[32], why[512];
+	const char *nodes;
+	struct table t;
+	double since;
+
+	if (!g_bool(r, rm, "configured")) {
+		fputs("no shared tier: set remote.seeds in kvmemd.conf\n", f);
+		return;
+	}
+	p = g_obj(r, rm, "push");
+	fe = g_obj(r, rm, "fetch");
+	cl = g_obj(r, rm, "client");
+	nodes = json_str(json_get(rm, "nodes"));
+	if (!nodes) {
+		g_bad(r, "nodes", "a string", json_get(rm, "nodes"));
+		nodes = "";
+	}
+	t_init(&t, "ll");
+	kv(&t, "cluster", "%s at %s",
+	   g_str(r, rm, "backend", backend, sizeof(backend)),
+	   g_str(r, rm, "seeds", seeds, sizeof(seeds)));
+	g_str(r, rm, "state", a, sizeof(a));
+	if (!strcmp(a, "unreachable")) {
+		since = g_num(r, rm, "since");
+		kv(&t, "state", "unreachable since %s (%s ago): %s",
+		   fmt_time(b, sizeof(b), since),
+		   fmt_dur(c, sizeof(c), (double)time(NULL) - since),
+		   g_str(r, rm, "reason", why, sizeof(why)));
+	} else if (!strcmp(a, "ok") && !g_u64(r, cl, "requests")) {
+		/* kvmemd connects at its first push or fetch. */
+		kv(&t, "state", "ok, nothing asked of the cluster yet");
+	} else {
+		kv(&t, "state", "%s", a);
+	}
+	kv(&t, "masters", "%" PRIu64 " known, %" PRIu64 " connections open",
+	   g_u64(r, cl, "masters"), g_u64(r, cl, "connected"));
+	kv(&t, "queue",
+	   "%s of records on their way, %" PRIu64 " jobs; %" PRIu64
+	   " tenants with credentials",
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, rm, "queued_bytes")),
+	   g_u64(r, rm, "jobs"), g_u64(r, rm, "tenants_with_credentials"));
+	kv(&t, "pushes",
+	   "%" PRIu64 " blocks pushed (%s), %" PRIu64 " there already, %" PRIu64
+	   " dropped (queue full), %" PRIu64 " unchained, %" PRIu64 " failed",
+	   g_u64(r, p, "pushed"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, p, "bytes")),
+	   g_u64(r, p, "present"), g_u64(r, p, "dropped"),
+	   g_u64(r, p, "unchained"), g_u64(r, p, "errors"));
+	kv(&t, "fetches",
+	   "%" PRIu64 " (%" PRIu64 " failed) for %" PRIu64 " blocks: %" PRIu64
+	   " hits, %" PRIu64 " misses, %" PRIu64 " unanswered",
+	   g_u64(r, fe, "requests"), g_u64(r, fe, "errors"),
+	   g_u64(r, fe, "blocks_asked"), g_u64(r, fe, "hits"),
+	   g_u64(r, fe, "misses"), g_u64(r, fe, "unanswered"));
+	kv(&t, "kept",
+	   "%" PRIu64 " blocks (%s read), %" PRIu64 " refused room here",
+	   g_u64(r, fe, "kept"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, fe, "bytes")),
+	   g_u64(r, fe, "keep_refused"));
+	kv(&t, "repaired",
+	   "%" PRIu64 " records (%" PRIu64 " written back), %" PRIu64
+	   " deleted; %" PRIu64 " words corrected, %" PRIu64 " uncorrectable",
+	   g_u64(r, fe, "repaired"), g_u64(r, fe, "written_back"),
+	   g_u64(r, fe, "deleted"), g_u64(r, fe, "words_corrected"),
+	   g_u64(r, fe, "words_uncorrectable"));
+	remote_refused(r, &t, g_obj(r, fe, "refused"));
+	kv(&t, "client",
+	   "%" PRIu64 " requests, %" PRIu64 " redirects, %" PRIu64
+	   " retries, %" PRIu64 " timeouts, %" PRIu64 " errors, %" PRIu64
+	   " slot map loads",
+	   g_u64(r, cl, "requests"), g_u64(r, cl, "redirects"),
+	   g_u64(r, cl, "retries"), g_u64(r, cl, "timeouts"),
+	   g_u64(r, cl, "errors"), g_u64(r, cl, "refreshes"));
+	kv(&t, "bytes", "%s out, %s in",
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, cl, "bytes_out")),
+	   fmt_bytes(b, sizeof(b), (double)g_u64(r, cl, "bytes_in")));
+	t_done(r, &t, f);
+	fputc('\n', f);
+	remote_nodes(r, f, nodes);
+}
+
+static int cmd_remote(struct ctl *c, int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	return ctl_simple(c, "remote", REPLY_TIMEOUT_MS, render_remote);
+}
+
 /* ---- policy ----------------------------------------------------------- */
 
 static void render_policy(struct rd *r, FILE *f, const struct json *v)
@@ -969,6 +1125,7 @@ static const struct cmd cmds[] = {
 	  "prefix-drop TENANT [KEY]" },
 	{ "prefix-inject", cmd_prefix_inject, 2, 2, O_JSON | O_SEED,
 	  "prefix-inject TENANT FLIPS [--seed S]" },
+	{ "remote", cmd_remote, 0, 0, O_JSON, "remote" },
 	{ "policy", cmd_policy, 1, 2, O_JSON, "policy show|set KEY=VALUE" },
 	{ "metrics", cmd_metrics, 0, 0, O_HTTP | O_HTTP_TIMEOUT,
 	  "metrics [--http [--http-timeout SEC]]" },
