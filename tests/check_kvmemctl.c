@@ -1472,6 +1472,66 @@ START_TEST(test_spec_tables)
 }
 END_TEST
 
+/*
+ * The shared tier unreachable, not configured, and a kvmemd older than
+ * it: remote says which, metrics has kvmem_remote_up 0, no kvmem_remote_
+ * family, and all the rest.
+ */
+START_TEST(test_spec_remote_states)
+{
+	static const struct fake_reply down[] = {
+		{ "stats", R_STATS },	     { "errors", R_ERRORS },
+		{ "scrub status", R_SCRUB }, { "sessions", R_SESSIONS },
+		{ "tier", R_TIER },	     { "remote", R_REMOTE_DOWN },
+	};
+	static const struct fake_reply off[] = {
+		{ "stats", R_STATS },	     { "errors", R_ERRORS },
+		{ "scrub status", R_SCRUB }, { "sessions", R_SESSIONS },
+		{ "tier", R_TIER },	     { "remote", R_REMOTE_OFF },
+	};
+	struct kvmem_run r;
+	struct fake f;
+	int older;
+
+	fake_start(&f, down, sizeof(down) / sizeof(down[0]), 32768);
+	FAKE_OK(&r, &f, "remote");
+	/* 2023-11-14 22:13:20 UTC, as long ago as it is. */
+	EXPECT_HAS(r.out, "state     unreachable since 2023-11-14 22:13:20 (");
+	EXPECT_HAS(r.out, " ago): 10.0.0.1:7000: Connection refused\n");
+	kvmem_check_run_free(&r);
+	FAKE_OK(&r, &f, "metrics");
+	ck_assert_int_gt(check_prometheus(r.out), 40);
+	ck_assert_double_eq(prom_value(r.out, "kvmem_remote_up"), 0);
+	ck_assert_double_eq(
+		prom_value(r.out, "kvmem_remote_client_timeouts_total"), 6);
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+
+	/* Not configured, then not known: said, and no series at all. */
+	for (older = 0; older < 2; older++) {
+		fake_start(&f, off, sizeof(off) / sizeof(off[0]) - older,
+			   32768);
+		CTL(&r, &utc, "-a", f.sock, "remote");
+		if (older) {
+			expect_status(&r, 1);
+			EXPECT_HAS(r.err, "remote: unknown request");
+		} else {
+			expect_status(&r, 0);
+			ck_assert_str_eq(r.out,
+					 "no shared tier: set "
+					 "remote.seeds in kvmemd.conf\n");
+		}
+		kvmem_check_run_free(&r);
+		FAKE_OK(&r, &f, "metrics");
+		ck_assert_int_gt(check_prometheus(r.out), 40);
+		ck_assert_ptr_null(strstr(r.out, "kvmem_remote_"));
+		EXPECT_HAS(r.out, "# TYPE kvmem_tier_pages gauge\n");
+		kvmem_check_run_free(&r);
+		fake_stop(&f);
+	}
+}
+END_TEST
+
 /* The words on the wire for each way of writing a command. */
 START_TEST(test_spec_requests)
 {
@@ -1507,7 +1567,8 @@ START_TEST(test_spec_requests)
 		{ { "offload", "pool" }, "offload pool" },
 		{ { "--json", "offload", "session", "1" },
 		  "offload session 1" },
-		{ { "metrics" }, "stats|errors|scrub status|sessions|tier" },
+		{ { "metrics" },
+		  "stats|errors|scrub status|sessions|tier|remote" },
 		{ { "remote" }, "remote" },
 		{ { "version" }, "version" },
 	};
@@ -1706,6 +1767,39 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_store_used_bytes", 48 * 4096 },
 		{ "kvmem_store_errors_total{op=\"read\"}", 1 },
 		{ "kvmem_store_errors_total{op=\"write\"}", 2 },
+		{ "kvmem_remote_up", 1 },
+		{ "kvmem_remote_push_total{result=\"pushed\"}", 40 },
+		{ "kvmem_remote_push_total{result=\"present\"}", 7 },
+		{ "kvmem_remote_push_total{result=\"dropped\"}", 2 },
+		{ "kvmem_remote_push_total{result=\"unchained\"}", 1 },
+		{ "kvmem_remote_push_total{result=\"error\"}", 4 },
+		{ "kvmem_remote_fetch_blocks_total{result=\"hit\"}", 60 },
+		{ "kvmem_remote_fetch_blocks_total{result=\"miss\"}", 30 },
+		{ "kvmem_remote_fetch_blocks_total{result=\"unanswered\"}", 6 },
+		{ "kvmem_remote_kept_total", 57 },
+		{ "kvmem_remote_keep_refused_total", 1 },
+		{ "kvmem_remote_fetches_total", 12 },
+		{ "kvmem_remote_fetch_errors_total", 5 },
+		{ "kvmem_remote_refused_total{reason=\"tenant\"}", 2 },
+		{ "kvmem_remote_refused_total{reason=\"payload\"}", 3 },
+		{ "kvmem_remote_refused_total{reason=\"page\"}", 0 },
+		{ "kvmem_remote_repaired_total", 3 },
+		{ "kvmem_remote_written_back_total", 2 },
+		{ "kvmem_remote_deleted_total", 8 },
+		{ "kvmem_remote_words_corrected_total", 11 },
+		{ "kvmem_remote_words_uncorrectable_total", 9 },
+		{ "kvmem_remote_bytes_total{direction=\"out\"}", 3145728 },
+		{ "kvmem_remote_bytes_total{direction=\"in\"}", 4194304 },
+		{ "kvmem_remote_pushed_bytes_total", 2621440 },
+		{ "kvmem_remote_fetched_bytes_total", 3932160 },
+		{ "kvmem_remote_client_requests_total", 500 },
+		{ "kvmem_remote_client_redirects_total", 13 },
+		{ "kvmem_remote_client_retries_total", 21 },
+		{ "kvmem_remote_client_timeouts_total", 6 },
+		{ "kvmem_remote_client_errors_total", 17 },
+		{ "kvmem_remote_masters", 2 },
+		{ "kvmem_remote_connections", 1 },
+		{ "kvmem_remote_queued_bytes", 1048576 },
 	};
 	struct kvmem_run r;
 	struct fake f;
@@ -3729,6 +3823,7 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_spec_json);
 	tcase_add_test(tc, test_spec_metrics);
 	tcase_add_test(tc, test_spec_metrics_escapes);
+	tcase_add_test(tc, test_spec_remote_states);
 	tcase_add_test(tc, test_metrics_http);
 	tcase_add_test(tc, test_ops_series);
 	tcase_add_test(tc, test_spec_no_store);

@@ -3,8 +3,9 @@
  * kvmemd's replies
  *
  * Text exposition format 0.0.4 from the replies to stats, errors, scrub
- * status, sessions and tier. Each family is written whole, its HELP and
- * TYPE lines first; label values come from the daemon and are escaped.
+ * status, sessions, tier and remote. Each family is written whole, its
+ * HELP and TYPE lines first; label values come from the daemon and are
+ * escaped.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -532,18 +533,148 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	}
 }
 
+/* The shared tier: nothing where kvmemd has none, or is older than it. */
+static void metrics_remote(struct metrics *m, const struct json *v)
+{
+	static const struct {
+		const char *name, *type, *obj, *key, *help;
+	} one[] = {
+		{ "kvmem_remote_queued_bytes", "gauge", NULL, "queued_bytes",
+		  "Bytes of records on their way to the shared tier." },
+		{ "kvmem_remote_pushed_bytes_total", "counter", "push", "bytes",
+		  "Bytes of records written to the shared tier." },
+		{ "kvmem_remote_fetches_total", "counter", "fetch", "requests",
+		  "Fetches of blocks from the shared tier (one an attach)." },
+		{ "kvmem_remote_fetch_errors_total", "counter", "fetch",
+		  "errors", "Fetches that the shared tier did not answer." },
+		{ "kvmem_remote_kept_total", "counter", "fetch", "kept",
+		  "Blocks fetched that passed every check and were kept as "
+		  "published blocks here." },
+		{ "kvmem_remote_keep_refused_total", "counter", "fetch",
+		  "keep_refused",
+		  "Blocks fetched and checked but not kept: no room here." },
+		{ "kvmem_remote_fetched_bytes_total", "counter", "fetch",
+		  "bytes", "Bytes of records read from the shared tier." },
+		{ "kvmem_remote_repaired_total", "counter", "fetch", "repaired",
+		  "Records whose pages needed correcting and were served "
+		  "corrected." },
+		{ "kvmem_remote_written_back_total", "counter", "fetch",
+		  "written_back",
+		  "Corrected records written back to the shared tier." },
+		{ "kvmem_remote_deleted_total", "counter", "fetch", "deleted",
+		  "Records past correcting deleted from the shared tier." },
+		{ "kvmem_remote_words_corrected_total", "counter", "fetch",
+		  "words_corrected",
+		  "Words corrected in records read from the shared tier." },
+		{ "kvmem_remote_words_uncorrectable_total", "counter", "fetch",
+		  "words_uncorrectable",
+		  "Uncorrectable words found in records read from the shared "
+		  "tier." },
+		{ "kvmem_remote_client_requests_total", "counter", "client",
+		  "requests", "Requests sent to the cluster's nodes." },
+		{ "kvmem_remote_client_redirects_total", "counter", "client",
+		  "redirects",
+		  "MOVED and ASK redirects the cluster client followed." },
+		{ "kvmem_remote_client_retries_total", "counter", "client",
+		  "retries",
+		  "Passes of a batch after its first: redirects, failovers." },
+		{ "kvmem_remote_client_timeouts_total", "counter", "client",
+		  "timeouts",
+		  "Connects and replies of the cluster that timed "
+		  "out." },
+		{ "kvmem_remote_client_errors_total", "counter", "client",
+		  "errors", "Requests to the cluster that ended in an error." },
+		{ "kvmem_remote_masters", "gauge", "client", "masters",
+		  "Masters that serve slots in the client's map." },
+		{ "kvmem_remote_connections", "gauge", "client", "connected",
+		  "Connections open to the cluster's nodes." },
+	};
+	static const struct {
+		const char *result, *key;
+	} push[] = { { "pushed", "pushed" },
+		     { "present", "present" },
+		     { "dropped", "dropped" },
+		     { "unchained", "unchained" },
+		     { "error", "errors" } },
+	  blocks[] = { { "hit", "hits" },
+		       { "miss", "misses" },
+		       { "unanswered", "unanswered" } };
+	const struct json *rm, *fe, *ref, *cl;
+	char state[32];
+	uint64_t up;
+	size_t i;
+
+	if (!v)
+		return;
+	rm = g_obj(m->r, v, "remote");
+	if (!g_bool(m->r, rm, "configured"))
+		return;
+	fe = g_obj(m->r, rm, "fetch");
+	cl = g_obj(m->r, rm, "client");
+	m_family(m, "kvmem_remote_up", "gauge",
+		 "1 when the shared tier's cluster answers, 0 when it does "
+		 "not.");
+	up = !strcmp(g_str(m->r, rm, "state", state, sizeof(state)), "ok");
+	m_sample(m, "kvmem_remote_up", NULL, 0, &up);
+	for (i = 0; i < sizeof(one) / sizeof(one[0]); i++)
+		m_one(m, one[i].name, one[i].type, one[i].help,
+		      one[i].obj ? g_obj(m->r, rm, one[i].obj) : rm,
+		      one[i].key);
+	m_family(m, "kvmem_remote_push_total", "counter",
+		 "Blocks kept here on their way to the shared tier, by "
+		 "result: pushed, present (there already), dropped (queue "
+		 "full), unchained (the block before was not there), error.");
+	for (i = 0; i < sizeof(push) / sizeof(push[0]); i++) {
+		const char *l[] = { "result", push[i].result, NULL };
+
+		m_u64(m, "kvmem_remote_push_total", l, g_obj(m->r, rm, "push"),
+		      push[i].key);
+	}
+	m_family(m, "kvmem_remote_fetch_blocks_total", "counter",
+		 "Blocks asked of the shared tier, by result: hit, miss, "
+		 "unanswered.");
+	for (i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+		const char *l[] = { "result", blocks[i].result, NULL };
+
+		m_u64(m, "kvmem_remote_fetch_blocks_total", l, fe,
+		      blocks[i].key);
+	}
+	/* The reasons as the reply names them: one kvmemd adds shows. */
+	ref = g_obj(m->r, fe, "refused");
+	m_family(m, "kvmem_remote_refused_total", "counter",
+		 "Records read from the shared tier and refused, by reason: "
+		 "header, tenant, shape, chain, payload, page.");
+	for (i = 0; ref && i < ref->u.obj.n; i++) {
+		const char *l[] = { "reason", ref->u.obj.m[i].key, NULL };
+
+		m_u64(m, "kvmem_remote_refused_total", l, ref,
+		      ref->u.obj.m[i].key);
+	}
+	m_family(m, "kvmem_remote_bytes_total", "counter",
+		 "RESP bytes sent to the cluster (out) and read from it "
+		 "(in).");
+	for (i = 0; i < 2; i++) {
+		const char *l[] = { "direction", i ? "in" : "out", NULL };
+
+		m_u64(m, "kvmem_remote_bytes_total", l, cl,
+		      i ? "bytes_in" : "bytes_out");
+	}
+}
+
 /* The exposition of every reply in @text, or nothing when one fails. */
 int metrics_text(struct ctl *c, char **text, size_t *len)
 {
 	static const struct {
 		const char *req;
 		void (*fn)(struct metrics *m, const struct json *v);
+		bool new; /* older kvmemds do not know it: v is NULL */
 	} parts[] = {
-		{ "stats", metrics_stats },
-		{ "errors", metrics_errors },
-		{ "scrub status", metrics_scrub },
-		{ "sessions", metrics_sessions },
-		{ "tier", metrics_tier },
+		{ "stats", metrics_stats, false },
+		{ "errors", metrics_errors, false },
+		{ "scrub status", metrics_scrub, false },
+		{ "sessions", metrics_sessions, false },
+		{ "tier", metrics_tier, false },
+		{ "remote", metrics_remote, true },
 	};
 	enum { NPARTS = sizeof(parts) / sizeof(parts[0]) };
 	struct rd r = { 0 };
@@ -556,7 +687,8 @@ int metrics_text(struct ctl *c, char **text, size_t *len)
 	*len = 0;
 	/* Every reply first: no half an exposition when one fails. */
 	for (i = 0; i < NPARTS && !ret; i++)
-		ret = ctl_request(c, parts[i].req, &v[i]);
+		ret = parts[i].new ? ctl_request_new(c, parts[i].req, &v[i])
+				   : ctl_request(c, parts[i].req, &v[i]);
 	if (!ret) {
 		m.f = open_memstream(text, len);
 		if (!m.f) {

@@ -482,10 +482,11 @@ err:
 /*
  * Send @req, wait (@timeout_ms, -1 for ever) and parse its reply into
  * *@reply: CTL_OK, or the exit status after saying what went wrong. An
- * error reply is reported here.
+ * error reply is reported here, but for kvmemd's answer to a request it
+ * does not know when @unknown_ok: then CTL_OK and *@reply NULL.
  */
-int ctl_request_timeout(struct ctl *c, const char *req, int timeout_ms,
-			struct json **reply)
+static int request(struct ctl *c, const char *req, int timeout_ms,
+		   bool unknown_ok, struct json **reply)
 {
 	const struct json *e, *en;
 	struct json_error jerr;
@@ -534,6 +535,11 @@ int ctl_request_timeout(struct ctl *c, const char *req, int timeout_ms,
 	ctl_clean(json_str(e) ? json_str(e) : "(no reason given)", msg,
 		  sizeof(msg));
 	json_free(v);
+	if (unknown_ok && eno == -EINVAL &&
+	    !strncmp(msg, "unknown request", strlen("unknown request"))) {
+		*reply = NULL;
+		return CTL_OK;
+	}
 	if (eno == -EACCES) {
 		char detail[sizeof(msg) + 16];
 
@@ -545,9 +551,20 @@ int ctl_request_timeout(struct ctl *c, const char *req, int timeout_ms,
 	return CTL_FAILED;
 }
 
+int ctl_request_timeout(struct ctl *c, const char *req, int timeout_ms,
+			struct json **reply)
+{
+	return request(c, req, timeout_ms, false, reply);
+}
+
 int ctl_request(struct ctl *c, const char *req, struct json **reply)
 {
-	return ctl_request_timeout(c, req, REPLY_TIMEOUT_MS, reply);
+	return request(c, req, REPLY_TIMEOUT_MS, false, reply);
+}
+
+int ctl_request_new(struct ctl *c, const char *req, struct json **reply)
+{
+	return request(c, req, REPLY_TIMEOUT_MS, true, reply);
 }
 
 /* ---- output ----------------------------------------------------------- */

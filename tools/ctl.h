@@ -129,6 +129,9 @@ uint64_t g_store_unit(struct rd *r, const struct json *st);
 int ctl_request_timeout(struct ctl *c, const char *req, int timeout_ms,
 			struct json **reply);
 int ctl_request(struct ctl *c, const char *req, struct json **reply);
+/* ctl_request() of a request that a kvmemd older than it does not know:
+ * then CTL_OK, nothing said, and *@reply NULL. */
+int ctl_request_new(struct ctl *c, const char *req, struct json **reply);
 void ctl_close(struct ctl *c);
 
 /* ---- output ----------------------------------------------------------- */
