@@ -119,12 +119,14 @@ DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 DAEMON_BIN := $(B)/daemon/kvmemd
 # The configuration parser, the backing store (with the log it writes to),
 # a session's arena, the Redis Cluster client and kvmemctl's JSON reader
-# are unit-tested in the runner as well, and kvmem-bench attend runs there
-# with --gpu on the fake driver.
+# are unit-tested in the runner as well, kvmem-bench attend runs there
+# with --gpu on the fake driver, and the suites of the shared tier start
+# their clusters with tools/redis-cluster.c.
 TEST_DAEMON_OBJS := $(B)/daemon/config.o $(B)/daemon/store.o \
 		    $(B)/daemon/log.o $(B)/daemon/arena.o $(B)/daemon/rcluster.o
 TEST_TOOL_OBJS := $(B)/tools/json.o $(B)/tools/bench.o \
-		  $(B)/tools/bench-attend.o $(B)/tools/bench-attend-gpu.o
+		  $(B)/tools/bench-attend.o $(B)/tools/bench-attend-gpu.o \
+		  $(B)/tools/redis-cluster.o
 
 TEST_SRCS := $(wildcard tests/*.c)
 TEST_BIN := $(B)/tests/kvmem-check

@@ -2,8 +2,8 @@
  * check_rcluster.c - the Redis Cluster client against a real cluster
  *
  * Each tcase with a cluster starts its own (3 masters, 3 replicas;
- * redis_cluster.h) in an unchecked fixture; its tests share it in order,
- * so a test that moves a slot leaves it moved for the next. What a test
+ * tools/redis-cluster.h) in an unchecked fixture; its tests share it in
+ * order, so a test that moves a slot leaves it moved for the next. What a test
  * asserts comes from the servers through redis-cli (CLUSTER KEYSLOT,
  * DBSIZE, CLUSTER NODES, TTL), not from the client under test. Where the
  * machine has no redis-server, the tests print SKIP and return.
@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "../daemon/rcluster.h"
+#include "../tools/redis-cluster.h"
 #include "kvmem_check.h"
-#include "redis_cluster.h"
 #include "rng.h"
 
 static struct redis_cluster rc;

@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "../daemon/rcluster.h"
+#include "../tools/redis-cluster.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
 #include "kvmemd_harness.h"
-#include "redis_cluster.h"
 #include "rng.h"
 
 /*

@@ -1,12 +1,13 @@
 /*
- * redis_cluster.h - a real Redis Cluster for the tests: redis-server
- * processes on 127.0.0.1, joined with redis-cli --cluster create
+ * redis-cluster.h - a real Redis Cluster for the tests and kvmem-bench
+ * remote: redis-server processes on 127.0.0.1, joined with redis-cli
+ * --cluster create (or by hand, under 3 masters)
  *
  * Everything lives in a fresh /tmp/kvmem-rcluster-XXXXXX: a directory per
  * node (its nodes.conf, any RDB a replica receives, its log) and the log of
  * redis-cli --cluster create. The servers are children of the process that
- * started them (a Check suite's unchecked fixture), killed with it
- * (PR_SET_PDEATHSIG) should it die before redis_cluster_stop().
+ * started them (a Check suite's unchecked fixture, the bench), killed
+ * with it (PR_SET_PDEATHSIG) should it die before redis_cluster_stop().
  *
  *	struct redis_cluster rc = { .extra = (const char *[]){
  *		"--maxmemory", "64mb", NULL } };
@@ -20,8 +21,8 @@
  *	... rc.seeds, rc.node[i].port, redis_cluster_cli(&rc, i, ...) ...
  *	redis_cluster_stop(&rc);
  */
-#ifndef KVMEM_TESTS_REDIS_CLUSTER_H
-#define KVMEM_TESTS_REDIS_CLUSTER_H
+#ifndef KVMEM_TOOLS_REDIS_CLUSTER_H
+#define KVMEM_TOOLS_REDIS_CLUSTER_H
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -51,7 +52,8 @@ struct redis_cluster {
 };
 
 /*
- * Start @masters masters with @replicas_per_master replicas each and wait
+ * Start @masters masters with @replicas_per_master replicas each (none
+ * under 3 masters) and wait
  * (up to about 15 s) until every node says cluster_state:ok with all slots
  * served and every replica is in sync. @rc->extra is kept, the rest of
  * @rc is overwritten. Return: 0 when it runs; 1 when the machine lacks
@@ -99,4 +101,4 @@ int redis_cluster_node_of_port(const struct redis_cluster *rc, int port);
  */
 int redis_cluster_sync_replicas(const struct redis_cluster *rc, int timeout_ms);
 
-#endif /* KVMEM_TESTS_REDIS_CLUSTER_H */
+#endif /* KVMEM_TOOLS_REDIS_CLUSTER_H */

@@ -1,5 +1,6 @@
 /*
- * redis_cluster.c - a real Redis Cluster for the tests (redis_cluster.h)
+ * redis-cluster.c - a real Redis Cluster for the tests and kvmem-bench
+ * remote (redis-cluster.h)
  *
  * Ports are picked at random in 20000..29999 and bind-tested, with the
  * cluster bus's port + 10000; suites running side by side can still race
@@ -9,6 +10,11 @@
  * Replicas must be in sync before a test kills their master: the nodes
  * run with repl-diskless-sync-delay 0, as Redis 7's default waits 5 s
  * before it sends a replica its first copy.
+ *
+ * redis-cli --cluster create wants 3 masters or more; a smaller cluster
+ * without replicas is made by hand, each node given its share of the
+ * slots (CLUSTER ADDSLOTSRANGE) and introduced to the first (CLUSTER
+ * MEET).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,8 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kvmem_check.h"
-#include "redis_cluster.h"
+#include "redis-cluster.h"
 
 #define MAX_ARGS 64
 #define CLI_TIMEOUT_MS 10000
@@ -49,6 +54,24 @@ static void sleep_ms(long ms)
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
+}
+
+/* Whether @name is an executable in $PATH. */
+static int in_path(const char *name)
+{
+	const char *p = getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin";
+	char buf[4096];
+	size_t n;
+
+	for (; *p; p += n + (p[n] == ':')) {
+		n = strcspn(p, ":");
+		if (n && n < sizeof(buf) - strlen(name) - 2) {
+			snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, name);
+			if (!access(buf, X_OK))
+				return 1;
+		}
+	}
+	return 0;
 }
 
 /* Whether 127.0.0.1:@port can be bound now. */
@@ -427,6 +450,34 @@ static int cluster_describe(struct redis_cluster *rc)
 	return 0;
 }
 
+/* Under 3 masters, no replicas: the slots shared out, the nodes met. */
+static int cluster_assign(struct redis_cluster *rc)
+{
+	char lo[16], hi[16], port[16], out[256];
+	int i;
+
+	snprintf(port, sizeof(port), "%d", rc->node[0].port);
+	for (i = 0; i < rc->nnodes; i++) {
+		snprintf(lo, sizeof(lo), "%u",
+			 i * 16384u / (unsigned)rc->nnodes);
+		snprintf(hi, sizeof(hi), "%u",
+			 (i + 1) * 16384u / (unsigned)rc->nnodes - 1);
+		if (redis_cluster_cli(rc, i, out, sizeof(out), "CLUSTER",
+				      "ADDSLOTSRANGE", lo, hi, NULL) ||
+		    strcmp(out, "OK") ||
+		    (i && (redis_cluster_cli(rc, i, out, sizeof(out), "CLUSTER",
+					     "MEET", "127.0.0.1", port, NULL) ||
+			   strcmp(out, "OK")))) {
+			snprintf(rc->why, sizeof(rc->why),
+				 "node on port %d: CLUSTER ADDSLOTSRANGE or "
+				 "MEET: \"%s\"",
+				 rc->node[i].port, out);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int cluster_create(struct redis_cluster *rc, int replicas)
 {
 	const char *argv[REDIS_CLUSTER_MAX_NODES + 8];
@@ -436,6 +487,11 @@ static int cluster_create(struct redis_cluster *rc, int replicas)
 	pid_t pid;
 
 	snprintf(log, sizeof(log), "%s/create.log", rc->dir);
+	if (rc->masters < 3) {
+		if (cluster_assign(rc))
+			return -1;
+		goto wait;
+	}
 	snprintf(reps, sizeof(reps), "%d", replicas);
 	argv[n++] = "redis-cli";
 	argv[n++] = "--cluster";
@@ -461,6 +517,7 @@ static int cluster_create(struct redis_cluster *rc, int replicas)
 		why_tail(rc, log, 800);
 		return -1;
 	}
+wait:
 	deadline = now_ms() + START_TIMEOUT_MS;
 	while (!cluster_ready(rc, replicas)) {
 		if (now_ms() > deadline) {
@@ -485,8 +542,7 @@ int redis_cluster_start(struct redis_cluster *rc, int masters,
 	memset(rc, 0, sizeof(*rc));
 	rc->extra = extra;
 	*why = rc->why;
-	if (!kvmem_check_have("redis-server") ||
-	    !kvmem_check_have("redis-cli")) {
+	if (!in_path("redis-server") || !in_path("redis-cli")) {
 		snprintf(rc->why, sizeof(rc->why),
 			 "no redis-server or redis-cli in PATH (Debian: "
 			 "redis-server, redis-tools)");
@@ -494,11 +550,13 @@ int redis_cluster_start(struct redis_cluster *rc, int masters,
 	}
 	rc->masters = masters;
 	rc->nnodes = masters * (1 + replicas_per_master);
-	if (masters < 3 || replicas_per_master < 0 ||
+	if (masters < 1 || replicas_per_master < 0 ||
+	    (masters < 3 && replicas_per_master) ||
 	    rc->nnodes > REDIS_CLUSTER_MAX_NODES) {
 		snprintf(rc->why, sizeof(rc->why),
-			 "%d masters with %d replicas each: a cluster has 3 "
-			 "masters or more, %d nodes at most",
+			 "%d masters with %d replicas each: a cluster has a "
+			 "master or more (3 or more with replicas), %d nodes "
+			 "at most",
 			 masters, replicas_per_master, REDIS_CLUSTER_MAX_NODES);
 		return -1;
 	}
