@@ -67,6 +67,7 @@ struct kvmemd_remote {
 	/* the thread's */
 	struct conn *conns;
 	unsigned int nconns;
+	uint64_t runs; /* jobs run, to order their snapshots of the stats */
 	/* the loop's */
 	uint64_t queued_bytes; /* records on their way */
 	unsigned int jobs;
@@ -74,6 +75,7 @@ struct kvmemd_remote {
 	char why[160];
 	uint64_t error_at; /* CLOCK_REALTIME s of that */
 	struct kvmemd_remote_stats bstats; /* as the last job left them */
+	uint64_t bstats_run; /* which job that was */
 	char nodes[1024];
 	struct {
 		uint64_t pushed, push_present, push_dropped, push_unchained,
@@ -96,6 +98,7 @@ struct remote_job {
 	int error; /* the store could not be reached */
 	char why[160];
 	struct kvmemd_remote_stats stats;
+	uint64_t run; /* r->runs when it ran */
 	char nodes[1024];
 	char (*keys)[KVMEMD_REMOTE_KEY_LEN];
 	/* push: the record under keys[0], its TTL, what became of it */
@@ -431,6 +434,7 @@ static void job_run(struct kvmemd_work *work)
 	if (c->ctx) {
 		r->ops->stats(c->ctx, &j->stats);
 		r->ops->describe(c->ctx, j->nodes, sizeof(j->nodes));
+		j->run = ++r->runs;
 	}
 }
 
@@ -476,6 +480,11 @@ static void job_state(struct kvmemd_remote *r, const struct remote_job *j)
 		kvmemd_log(LOG_NOTICE, "remote: the shared tier at %s answers",
 			   r->seeds);
 	r->error = 0;
+	/* Jobs are not reaped in the order they ran: an older snapshot
+	 * would take the counters back. */
+	if (j->run < r->bstats_run)
+		return;
+	r->bstats_run = j->run;
 	r->bstats = j->stats;
 	memcpy(r->nodes, j->nodes, sizeof(r->nodes));
 }
