@@ -102,8 +102,8 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench.c tools/bench-codec.c \
 	      tools/bench-ber.c tools/bench-attend.c tools/bench-attend-gpu.c \
 	      tools/bench-ring.c tools/bench-fill.c tools/bench-offload.c \
 	      tools/bench-attach.c tools/bench-archive.c tools/bench-prefix.c \
-	      tools/bench-hangup.c tools/bench-record.c tools/json.c \
-	      tools/own-kvmemd.c
+	      tools/bench-hangup.c tools/bench-record.c tools/bench-remote.c \
+	      tools/json.c tools/own-kvmemd.c tools/redis-cluster.c
 
 CTL_SRCS := tools/kvmemctl.c tools/ctl.c tools/ctl-ras.c tools/ctl-metrics.c \
 	    tools/ctl-http.c tools/json.c
@@ -121,7 +121,7 @@ DAEMON_BIN := $(B)/daemon/kvmemd
 # a session's arena, the Redis Cluster client and kvmemctl's JSON reader
 # are unit-tested in the runner as well, kvmem-bench attend runs there
 # with --gpu on the fake driver, and the suites of the shared tier start
-# their clusters with tools/redis-cluster.c.
+# their clusters as kvmem-bench remote does.
 TEST_DAEMON_OBJS := $(B)/daemon/config.o $(B)/daemon/store.o \
 		    $(B)/daemon/log.o $(B)/daemon/arena.o $(B)/daemon/rcluster.o
 TEST_TOOL_OBJS := $(B)/tools/json.o $(B)/tools/bench.o \
@@ -238,9 +238,11 @@ $(B)/tools/kvmemctl: $(CTL_SRCS:%.c=$(B)/%.o) $(LIB_A)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
 
-$(B)/tools/kvmem-bench: $(BENCH_SRCS:%.c=$(B)/%.o) $(LIB_A)
+# kvmem-bench remote times the cluster with kvmemd's own client.
+$(B)/tools/kvmem-bench: $(BENCH_SRCS:%.c=$(B)/%.o) $(B)/daemon/rcluster.o \
+			$(LIB_A)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lm
+	$(Q)$(CC) -o $@ $^ $(KLDFLAGS) -lhiredis -lpthread -lm
 
 $(DAEMON_BIN): $(DAEMON_SRCS:%.c=$(B)/%.o) $(LIB_A)
 	$(call msg,LD,$@)

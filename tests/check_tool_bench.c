@@ -1475,6 +1475,65 @@ START_TEST(test_fill_usage_and_no_daemon)
 }
 END_TEST
 
+/*
+ * kvmem-bench remote, tiny: both clusters of its own, every number in its
+ * JSON, the blocks the prompt holds. No timing is judged here.
+ */
+START_TEST(test_remote_json)
+{
+	static const char *const positive[] = {
+		"publish_gbps",
+		"set_gbps",
+		"publish_over_set",
+		"attach_gbps",
+		"get_gbps",
+		"attach_over_get",
+		"attach_remote_us_p50",
+		"attach_local_us_p50",
+		"remote_over_local",
+		"publish_3_over_1",
+		"attach_3_over_1",
+		"value_bytes",
+	};
+	/* 4 sink tokens, then blocks of 32 tokens: those within 256 */
+	const double blocks = 1 + (256 - 4) / 32;
+	struct kvmem_run r;
+	double v;
+	size_t i;
+
+	if (!kvmem_check_have("redis-server") ||
+	    !kvmem_check_have("redis-cli")) {
+		printf("SKIP: %s: no redis-server or redis-cli in PATH\n",
+		       __func__);
+		return;
+	}
+	KVMEM_RUN(&r, "kvmem-bench", "", "remote", "--tokens", "256",
+		  "--latency-tokens", "128", "--reps", "2", "--layers", "1",
+		  "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_msg(r.out[0] == '{' &&
+			      strchr(r.out, '\n') == r.out + strlen(r.out) - 1,
+		      "not one line of JSON: %s", r.out);
+	for (i = 0; i < sizeof(positive) / sizeof(positive[0]); i++) {
+		v = json_num(r.out, positive[i]);
+		ck_assert_msg(isfinite(v) && v > 0, "\"%s\": %g in %s",
+			      positive[i], v, r.out);
+	}
+	ck_assert_double_eq(json_num(r.out, "tokens"), 256);
+	ck_assert_double_eq(json_num(r.out, "blocks"), blocks);
+	ck_assert_double_eq(json_num(r.out, "layers"), 1);
+	ck_assert_double_eq(json_num(r.out, "kv_heads"), 8);
+	ck_assert_double_eq(json_num(r.out, "head_dim"), 128);
+	ck_assert_double_eq(json_num(r.out, "tokens_per_page"), 32);
+	ck_assert_double_eq(json_num(r.out, "masters"), 3);
+	ck_assert_double_eq(json_num(r.out, "latency_tokens"), 128);
+	ck_assert_double_eq(json_num(r.out, "reps"), 2);
+	ck_assert_ptr_nonnull(strstr(r.out, "\"own_cluster\": true"));
+	ck_assert_ptr_nonnull(strstr(r.out, "\"masters\": [1, 3]"));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
 KVMEM_SUITE(tool_bench)
 {
 	Suite *s = suite_create("tool_bench");
@@ -1482,6 +1541,7 @@ KVMEM_SUITE(tool_bench)
 	TCase *codec = tcase_create("codec");
 	TCase *ring = tcase_create("ring");
 	TCase *fill = tcase_create("fill");
+	TCase *remote = tcase_create("remote");
 
 	tcase_add_test(ber, test_ber_h74);
 	tcase_add_test(ber, test_ber_h84);
@@ -1514,7 +1574,10 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(fill, test_fill_inject_channel);
 	tcase_add_test(fill, test_fill_usage_and_no_daemon);
 	tcase_set_timeout(fill, 90);
+	tcase_add_test(remote, test_remote_json);
+	tcase_set_timeout(remote, 120);
 	suite_add_tcase(s, ring);
 	suite_add_tcase(s, fill);
+	suite_add_tcase(s, remote);
 	return s;
 }

@@ -16,7 +16,7 @@
 static const struct bench_cmd *const cmds[] = {
 	&bench_codec,  &bench_ber,     &bench_attend, &bench_ring,
 	&bench_fill,   &bench_offload, &bench_attach, &bench_archive,
-	&bench_prefix, &bench_hangup,  &bench_record,
+	&bench_prefix, &bench_hangup,  &bench_record, &bench_remote,
 };
 
 static void usage(FILE *f)
