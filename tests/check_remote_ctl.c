@@ -140,6 +140,7 @@ START_TEST(test_remote_ctl_none)
 	ck_assert_ptr_nonnull(strstr(out, "# TYPE kvmem_tier_pages gauge\n"));
 	free(out);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
 }
 END_TEST
 
@@ -192,6 +193,7 @@ START_TEST(test_remote_ctl_unreachable)
 		0);
 	free(out);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
 }
 END_TEST
 
@@ -319,6 +321,8 @@ START_TEST(test_remote_ctl_cluster)
 
 	ck_assert_int_eq(kvmemd_stop(&a), 0);
 	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&a);
+	kvmemd_cleanup(&b);
 	free(k);
 	free(v);
 }
