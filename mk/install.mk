@@ -27,7 +27,10 @@ DOCDIR ?= $(PREFIX)/share/doc/kvmem
 SBIN_PROGS := $(DAEMON_BIN) $(B)/tools/kvmemctl
 BIN_PROGS := $(filter-out $(SBIN_PROGS),$(TOOL_BINS))
 HEADERS := $(wildcard libkvmem/include/kvmem/*.h)
-PYTHON_MODULES := $(wildcard python/kvmem/*.py)
+PYTHON_MODULES := $(filter-out %/_install.py,$(wildcard python/kvmem/*.py))
+# Written at install time: the LIBDIR the installed package loads
+# libkvmem.so.0 from, wherever the loader's path does not reach.
+PYTHON_INSTALL := $(DESTDIR)$(PYTHONDIR)/kvmem/_install.py
 MAN_PAGES := $(wildcard man/*.[1-8])
 UNITS := $(B)/systemd/kvmemd.service systemd/kvmemd.socket \
 	 systemd/kvmemd-admin.socket $(B)/systemd/kvmem-exporter.service \
@@ -78,7 +81,10 @@ install: all $(UNITS) $(PC)
 	$(Q)install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
 	$(Q)install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/kvmem/
 	$(Q)install -m 0644 $(PC) $(DESTDIR)$(PKGCONFIGDIR)/
-	$(Q)install -m 0644 $(PYTHON_MODULES) $(DESTDIR)$(PYTHONDIR)/kvmem/
+	$(Q)install -m 0644 $(PYTHON_MODULES) python/kvmem/py.typed \
+		$(DESTDIR)$(PYTHONDIR)/kvmem/
+	$(Q)printf '"""Written by make install."""\n\nLIBDIR = "%s"\n' \
+		'$(LIBDIR)' > $(PYTHON_INSTALL) && chmod 0644 $(PYTHON_INSTALL)
 	$(Q)install -m 0644 $(UNITS) $(DESTDIR)$(UNITDIR)/
 	$(Q)install -m 0644 systemd/kvmem.sysusers.conf \
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf
@@ -105,6 +111,7 @@ uninstall:
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/kvmem/,$(notdir $(HEADERS))) \
 		$(DESTDIR)$(PKGCONFIGDIR)/kvmem.pc \
 		$(addprefix $(DESTDIR)$(PYTHONDIR)/kvmem/,$(notdir $(PYTHON_MODULES))) \
+		$(DESTDIR)$(PYTHONDIR)/kvmem/py.typed $(PYTHON_INSTALL) \
 		$(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS))) \
 		$(DESTDIR)$(SYSUSERSDIR)/kvmem.conf \
 		$(DESTDIR)$(TMPFILESDIR)/kvmem.conf \
@@ -112,6 +119,7 @@ uninstall:
 			kvmem-alerts.yml kvmem-dashboard.json) \
 		$(foreach m,$(MAN_PAGES),$(call man_dest,$(m)))
 	$(Q)rmdir $(DESTDIR)$(INCLUDEDIR)/kvmem 2>/dev/null || true
+	$(Q)rm -rf $(DESTDIR)$(PYTHONDIR)/kvmem/__pycache__
 	$(Q)rmdir $(DESTDIR)$(PYTHONDIR)/kvmem 2>/dev/null || true
 	$(Q)rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) \
 		2>/dev/null || true

@@ -352,6 +352,10 @@ START_TEST(test_install_tree)
 		  "usr/lib/python3/dist-packages/kvmem/llama.py", 0644 },
 		{ "python/kvmem/cuda.py", NULL,
 		  "usr/lib/python3/dist-packages/kvmem/cuda.py", 0644 },
+		{ "python/kvmem/_version.py", NULL,
+		  "usr/lib/python3/dist-packages/kvmem/_version.py", 0644 },
+		{ "python/kvmem/py.typed", NULL,
+		  "usr/lib/python3/dist-packages/kvmem/py.typed", 0644 },
 		{ "systemd/kvmemd-store.conf", NULL,
 		  "usr/share/doc/kvmem/examples/kvmemd-store.conf", 0644 },
 		{ "ops/prometheus/kvmem-alerts.yml", NULL,
@@ -436,7 +440,64 @@ START_TEST(test_install_tree)
 		      "socket (Accept=no): %s",
 		      text);
 	free(text);
+	/* The installed package loads the installed library (LIBDIR). */
+	join(path, sizeof(path), dest,
+	     "usr/lib/python3/dist-packages/kvmem/_install.py");
+	expect_mode(path, 0644);
+	text = kvmem_check_read_file(path, NULL);
+	ck_assert_msg(strstr(text, "\nLIBDIR = \"/usr/lib\"\n") != NULL,
+		      "_install.py does not name LIBDIR /usr/lib: %s", text);
+	free(text);
 	remove_tree(dest);
+}
+END_TEST
+
+/*
+ * make install PREFIX=DIR, nowhere the loader looks: the installed Python
+ * package, imported by a python3 with NumPy with no hint (no KVMEM_LIB,
+ * no LD_LIBRARY_PATH, a pkg-config that finds nothing), loads the
+ * installed library of DIR/lib and reports the Makefile's version.
+ */
+START_TEST(test_install_python_finds_library)
+{
+	const char *python = getenv("PYTHON");
+	char dir[PATH_MAX], prefix[PATH_MAX + 16], sysconf[PATH_MAX + 24];
+	char site[PATH_MAX + 64], log[PATH_MAX + 16], want[PATH_MAX + 96];
+	char *out;
+	int status;
+
+	if (!python || !*python)
+		python = "/usr/bin/python3";
+	if (run("/dev/null", NULL,
+		(const char *const[]){ python, "-c", "import numpy", NULL })) {
+		fprintf(stderr, "SKIP: test_install_python_finds_library: %s "
+				"does not import NumPy (python3-numpy)\n",
+			python);
+		return;
+	}
+	make_tmpdir(dir, sizeof(dir));
+	snprintf(prefix, sizeof(prefix), "PREFIX=%s/usr", dir);
+	snprintf(sysconf, sizeof(sysconf), "SYSCONFDIR=%s/etc", dir);
+	snprintf(log, sizeof(log), "%s.log", dir);
+	make_install(log, (const char *const[]){ prefix, sysconf, NULL });
+	snprintf(site, sizeof(site), "PYTHONPATH=%s/usr/lib/python3/dist-packages",
+		 dir);
+	status = run(log, NULL,
+		     (const char *const[]){
+			     "env", "-u", "KVMEM_LIB", "-u", "LD_LIBRARY_PATH",
+			     site, "PKG_CONFIG=false", python, "-c",
+			     "import kvmem; print(kvmem.library_path, "
+			     "kvmem.__version__, kvmem.Geometry(2, 8, 128).codec)",
+			     NULL });
+	out = kvmem_check_read_file(log, NULL);
+	ck_assert_msg(status == 0, "the installed package: exit %d:\n%s",
+		      status, out);
+	snprintf(want, sizeof(want), "%s/usr/lib/libkvmem.so.0 %s h84\n", dir,
+		 version());
+	ck_assert_str_eq(out, want);
+	free(out);
+	unlink(log);
+	remove_tree(dir);
 }
 END_TEST
 
@@ -1008,6 +1069,7 @@ KVMEM_SUITE(install)
 	tcase_set_timeout(tree, 120);
 	tcase_add_test(tree, test_install_tree);
 	tcase_add_test(tree, test_install_builds_users);
+	tcase_add_test(tree, test_install_python_finds_library);
 	tcase_add_test(tree, test_uninstalled_pc);
 	tcase_add_test(tree, test_install_headers_alone);
 	tcase_add_test(tree, test_units_verify);

@@ -14,20 +14,27 @@ tensors of them without a copy.
         seq.append(0, k, v)             # k, v: [tokens, kv_heads, head_dim]
         out, stats = seq.attend(0, q)   # q: [n_heads, head_dim]
 
-The library is found at $KVMEM_LIB, else in the build tree next to this
-package (build/libkvmem.so), else as the installed libkvmem.so.0.
-Failures raise kvmem.Error, an OSError with the errno and libkvmem's
-sentence.
+The library is $KVMEM_LIB when that is set; else the first that loads
+of build/libkvmem.so of the source tree this package sits in, the one
+make install put in its LIBDIR, libkvmem.so.0 on the dynamic loader's
+path, and libkvmem.so.0 in kvmem.pc's libdir (pkg-config). Without one,
+importing kvmem raises ImportError saying what it tried; kvmem.library_path
+names the one loaded. Failures of calls raise kvmem.Error, an OSError with
+the errno and libkvmem's sentence.
 """
 
 import ctypes
-import ctypes.util
 import os
+import subprocess
 import weakref
 
 import numpy as np
 
+from ._version import __version__
+
 __all__ = [
+    "__version__",
+    "library_path",
     "Cache",
     "Error",
     "Geometry",
@@ -50,15 +57,78 @@ class Error(OSError):
 # ---- the library -------------------------------------------------------
 
 
-def _find_library():
+def _pkg_config_libdir():
+    """The libdir of kvmem.pc, as $PKG_CONFIG (else pkg-config) finds it."""
+    prog = os.environ.get("PKG_CONFIG") or "pkg-config"
+    try:
+        r = subprocess.run(
+            [prog, "--variable=libdir", "kvmem"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = r.stdout.decode(errors="replace").strip()
+    return out if r.returncode == 0 and out else None
+
+
+def _candidates():
+    """Where the library may be, in order: (how it was found, path).
+
+    $KVMEM_LIB alone when it is set: a library named on purpose is not
+    replaced by another one. Else the build tree next to this package, the
+    library directory make install wrote into _install.py, the dynamic
+    loader's search (LD_LIBRARY_PATH, ld.so.cache), and kvmem.pc's libdir.
+    """
     path = os.environ.get("KVMEM_LIB")
     if path:
-        return path
+        yield "$KVMEM_LIB", path
+        return
     here = os.path.dirname(os.path.abspath(__file__))
-    tree = os.path.join(here, "..", "..", "build", "libkvmem.so")
-    if os.path.exists(tree):
-        return tree
-    return ctypes.util.find_library("kvmem") or "libkvmem.so.0"
+    yield "the source tree's build", os.path.normpath(
+        os.path.join(here, "..", "..", "build", "libkvmem.so")
+    )
+    try:
+        from ._install import LIBDIR
+    except ImportError:
+        pass
+    else:
+        yield "make install's LIBDIR", os.path.join(LIBDIR, "libkvmem.so.0")
+    yield "the dynamic loader's path", "libkvmem.so.0"
+    libdir = _pkg_config_libdir()
+    if libdir:
+        yield "pkg-config --variable=libdir kvmem", os.path.join(
+            libdir, "libkvmem.so.0"
+        )
+    else:
+        yield "pkg-config --variable=libdir kvmem", None
+
+
+def _open_library():
+    """The first library of _candidates() that loads, and its path; an
+    ImportError listing every try and what to do when none does."""
+    tried = []
+    for how, path in _candidates():
+        if path is None:
+            tried.append("%s: kvmem.pc not found" % how)
+            continue
+        if os.sep in path and not os.path.exists(path):
+            tried.append("%s: %s: no such file" % (how, path))
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s: %s" % (how, e))
+    raise ImportError(
+        "kvmem: libkvmem could not be loaded. Tried:\n  %s\n"
+        "Build it (make, in the source tree: build/libkvmem.so), or set "
+        "KVMEM_LIB to the path of libkvmem.so, or install it (make install; "
+        "then ldconfig, or LD_LIBRARY_PATH=$PREFIX/lib)."
+        % "\n  ".join(tried),
+        name="kvmem",
+    )
 
 
 class _Geometry(ctypes.Structure):
@@ -158,8 +228,12 @@ _int = ctypes.c_int
 _fp = ctypes.POINTER(ctypes.c_float)
 
 
+library_path = ""  # the libkvmem loaded, as it was opened
+
+
 def _load():
-    lib = ctypes.CDLL(_find_library())
+    global library_path
+    lib, library_path = _open_library()
     sigs = {
         "kvmem_geometry_default": (None, [ctypes.POINTER(_Geometry)]),
         "kvmem_geometry_explain": (
