@@ -273,6 +273,10 @@ def _load():
             [_vp, ctypes.c_char_p, _u32, ctypes.POINTER(_vp)],
         ),
         "kvmem_prefix_block_end": (_u32, [_vp, _u32]),
+        "kvmem_prefix_keys": (
+            _int,
+            [_vp, ctypes.c_char_p, ctypes.POINTER(_u32), _u32, _vp, _u32],
+        ),
         "kvmem_seq_release": (_int, [_vp]),
         "kvmem_seq_acquire": (_int, [_vp]),
         "kvmem_seq_read": (
@@ -563,6 +567,44 @@ class Cache:
         """The token at which prefix block @block ends (its key covers
         tokens 0 to this one, excluded)."""
         return _lib.kvmem_prefix_block_end(self._handle(), block)
+
+    def prefix_keys(self, tokens, model=None):
+        """The keys of the whole blocks of a sequence of @tokens (token
+        ids, 0 to 2^32 - 1), block 0 first: 32 bytes each, for
+        Sequence.publish_prefix() and attach_prefix().
+
+        kvmem_prefix_keys(): key i is the SHA-256 chain over the tokens of
+        blocks 0 to i, each token 4 bytes little-endian, which are SGLang
+        HiCache's page keys; a non-empty @model (str or bytes: the model,
+        its revision...) seeds the chain with its SHA-256. A trailing
+        partial block gets no key. Works on an embedded cache too.
+        """
+        t = np.asarray(tokens)
+        if t.ndim != 1 or (t.size and t.dtype.kind not in "iu"):
+            raise ValueError("tokens are a list of token ids")
+        if t.size and (t.min() < 0 or t.max() > 0xFFFFFFFF):
+            raise ValueError("a token id is 0 to 2^32 - 1")
+        t = np.ascontiguousarray(t, dtype=np.uint32)
+        if isinstance(model, str):
+            model = model.encode()
+        # whole blocks: the sink block, if any, then one a page
+        cap = t.size // self.geometry.tokens_per_page + 1
+        buf = ctypes.create_string_buffer(cap * PREFIX_KEY_BYTES)
+        ret = _lib.kvmem_prefix_keys(
+            self._handle(),
+            model or None,
+            t.ctypes.data_as(ctypes.POINTER(_u32)),
+            t.size,
+            buf,
+            cap,
+        )
+        if ret < 0:
+            _fail(ret, "kvmem_prefix_keys")
+        raw = buf.raw
+        return [
+            raw[i * PREFIX_KEY_BYTES : (i + 1) * PREFIX_KEY_BYTES]
+            for i in range(ret)
+        ]
 
     def attach_prefix(self, keys):
         """A new sequence holding the published blocks that @keys (32

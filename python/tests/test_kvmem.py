@@ -292,6 +292,54 @@ class Embedded(unittest.TestCase):
             kvmem.Cache.embedded(g, 4096)  # no page of each kind fits
         self.assertEqual(e.exception.errno, errno.EINVAL)
 
+    def test_prefix_keys_are_hashlibs(self):
+        """Cache.prefix_keys(): the SHA-256 chain of kvmem_prefix_keys(),
+        HiCache's page keys, computed here with hashlib; with and without
+        sink tokens and a model, a partial last block unkeyed."""
+        import hashlib
+        import struct
+
+        def chain(tokens, bounds, model=None):
+            prev = hashlib.sha256(model).digest() if model else b""
+            keys = []
+            for start, end in bounds:
+                if end > len(tokens):
+                    break
+                h = hashlib.sha256(prev)
+                h.update(struct.pack("<%dI" % (end - start), *tokens[start:end]))
+                prev = h.digest()
+                keys.append(prev)
+            return keys
+
+        tokens = [int(t) for t in self.rng.integers(0, 2**32, 150, dtype=np.uint64)]
+        tokens[:3] = [0, 1, 0xFFFFFFFF]
+        for sink, whole, bounds in (
+            (4, 5, [(0, 4)] + [(4 + 32 * i, 36 + 32 * i) for i in range(6)]),
+            (0, 4, [(32 * i, 32 * i + 32) for i in range(6)]),
+        ):
+            with kvmem.Cache.embedded(geometry(sink_tokens=sink), 1 << 20) as c:
+                for model in (None, "stories260K", b"stories260K"):
+                    want = chain(
+                        tokens,
+                        bounds,
+                        model.encode() if isinstance(model, str) else model,
+                    )
+                    got = c.prefix_keys(tokens, model=model)
+                    self.assertEqual(len(got), whole)  # of 150 tokens
+                    self.assertEqual(got, want)
+                    self.assertTrue(all(type(k) is bytes for k in got))
+                # as NumPy arrays too; cut short, no partial block keyed
+                self.assertEqual(
+                    c.prefix_keys(np.array(tokens[:37], np.uint32)),
+                    chain(tokens[:37], bounds),
+                )
+                self.assertEqual(c.prefix_keys([]), [])
+                self.assertEqual(c.prefix_keys(tokens[:3]), [])
+                self.assertEqual(c.prefix_keys(tokens, model=""), c.prefix_keys(tokens))
+                for bad in ([-1], [2**32], [[1, 2]], [1.5]):
+                    with self.assertRaises(ValueError):
+                        c.prefix_keys(bad)
+
     def test_torch_tensors(self):
         try:
             import torch
@@ -420,18 +468,19 @@ class Daemon(KvmemdFixture, unittest.TestCase):
     def test_prefix_shared_between_sessions(self):
         """A prefix published by one session and attached by another
         holds the bits an embedded cache holds of the same tokens."""
-        import hashlib
-
         g = geometry(format="int4", codec="h84")
         rng = np.random.default_rng(9)
         shape = (90, g.layers, g.kv_heads, g.head_dim)
         k = rng.standard_normal(shape).astype(np.float32)
         v = rng.standard_normal(shape).astype(np.float32)
-        keys = [hashlib.sha256(b"prompt %d" % i).digest() for i in range(4)]
         q = rng.standard_normal((4, 64)).astype(np.float32)
         with kvmem.Cache.connect(g, self.sock) as a, kvmem.Cache.connect(
             g, self.sock
         ) as b:
+            # the keys of 100 tokens, of which the first 90 are appended
+            keys = a.prefix_keys(list(range(100)), model="test")
+            self.assertEqual(len(keys), 4)
+            self.assertEqual(keys, b.prefix_keys(range(100), model="test"))
             s = a.sequence()
             s.append_all(k, v)
             # blocks end at 4, 36, 68 and 100: the fourth is not whole
