@@ -6,7 +6,7 @@
 # with the list of packages otherwise.
 set -eu
 
-PKGS="build-essential pkg-config check liburing-dev libsystemd-dev clang libclang-rt-dev python3 python3-numpy python3-torch redis-server redis-tools libhiredis-dev"
+PKGS="build-essential pkg-config check liburing-dev libsystemd-dev clang libclang-rt-dev python3 python3-numpy python3-torch python3-venv python3-setuptools python3-wheel python3-build redis-server redis-tools libhiredis-dev"
 
 missing=
 for p in $PKGS; do
