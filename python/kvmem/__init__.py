@@ -23,14 +23,29 @@ names the one loaded. Failures of calls raise kvmem.Error, an OSError with
 the errno and libkvmem's sentence.
 """
 
+from __future__ import annotations
+
 import ctypes
 import os
 import subprocess
 import weakref
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Tuple
 
 import numpy as np
 
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from .cuda import Device, DeviceView
+
+# Arrays in: NumPy arrays, what NumPy reads (lists, CPU PyTorch tensors),
+# or GPU memory (a CUDA tensor, __cuda_array_interface__). Arrays out:
+# NumPy float32 arrays, or on the GPU memory of the query's kind.
+ArrayIn = Any
+ArrayOut = Any
+# attend()'s counts, by name; read()'s, by region, and values_erased
+Stats = Dict[str, int]
+Counts = Dict[str, Any]
 
 __all__ = [
     "__version__",
@@ -42,22 +57,26 @@ __all__ = [
     "FORMATS",
     "CODECS",
     "ERASURES",
+    "PREFIX_KEY_BYTES",
 ]
 
-FORMATS = {"fp16": 0, "int8": 1, "int4": 2, "int2": 3, "fp8": 4}
-CODECS = {"h74": 0, "h84": 1, "golay24": 2, "secded72": 3}
-ERASURES = {"interpolate": 0, "zero": 1, "keep": 2}
+FORMATS: Dict[str, int] = {"fp16": 0, "int8": 1, "int4": 2, "int2": 3, "fp8": 4}
+CODECS: Dict[str, int] = {"h74": 0, "h84": 1, "golay24": 2, "secded72": 3}
+ERASURES: Dict[str, int] = {"interpolate": 0, "zero": 1, "keep": 2}
 _KEY_SCALES = {"group": 0, "channel": 1}
 
 
 class Error(OSError):
     """A libkvmem call failed: .errno, and .strerror in the library's words."""
 
+    errno: int
+    strerror: str
+
 
 # ---- the library -------------------------------------------------------
 
 
-def _pkg_config_libdir():
+def _pkg_config_libdir() -> str | None:
     """The libdir of kvmem.pc, as $PKG_CONFIG (else pkg-config) finds it."""
     prog = os.environ.get("PKG_CONFIG") or "pkg-config"
     try:
@@ -74,7 +93,7 @@ def _pkg_config_libdir():
     return out if r.returncode == 0 and out else None
 
 
-def _candidates():
+def _candidates() -> Iterator[Tuple[str, str | None]]:
     """Where the library may be, in order: (how it was found, path).
 
     $KVMEM_LIB alone when it is set: a library named on purpose is not
@@ -106,7 +125,7 @@ def _candidates():
         yield "pkg-config --variable=libdir kvmem", None
 
 
-def _open_library():
+def _open_library() -> Tuple[ctypes.CDLL, str]:
     """The first library of _candidates() that loads, and its path; an
     ImportError listing every try and what to do when none does."""
     tried = []
@@ -228,7 +247,7 @@ _int = ctypes.c_int
 _fp = ctypes.POINTER(ctypes.c_float)
 
 
-library_path = ""  # the libkvmem loaded, as it was opened
+library_path: str = ""  # the libkvmem loaded, as it was opened
 
 
 def _load():
@@ -383,18 +402,25 @@ class Geometry:
     "group" or "channel".
     """
 
+    layers: int
+    kv_heads: int
+    head_dim: int
+    tokens_per_page: int
+    group_size: int
+    sink_tokens: int
+
     def __init__(
         self,
-        layers,
-        kv_heads,
-        head_dim,
-        tokens_per_page=None,
-        group_size=None,
-        sink_tokens=None,
-        format=None,
-        codec=None,
-        key_scales=None,
-    ):
+        layers: int,
+        kv_heads: int,
+        head_dim: int,
+        tokens_per_page: int | None = None,
+        group_size: int | None = None,
+        sink_tokens: int | None = None,
+        format: str | int | None = None,
+        codec: str | int | None = None,
+        key_scales: str | int | None = None,
+    ) -> None:
         g = _Geometry()
         _lib.kvmem_geometry_default(ctypes.byref(g))
         g.layers, g.kv_heads, g.head_dim = layers, kv_heads, head_dim
@@ -420,21 +446,21 @@ class Geometry:
     def _describe(g):
         return {name: getattr(g, name) for name, _ in _Geometry._fields_[:6]}
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> int:
         g = self.__dict__.get("_g")
         if g is not None and name in self._describe(g):
             return getattr(g, name)
         raise AttributeError(name)
 
     @property
-    def format(self):
+    def format(self) -> str:
         return _key_of(FORMATS, self._g.format)
 
     @property
-    def codec(self):
+    def codec(self) -> str:
         return _key_of(CODECS, self._g.codec)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Geometry(%s, format=%r, codec=%r)" % (
             ", ".join("%s=%d" % kv for kv in self._describe(self._g).items()),
             self.format,
@@ -463,10 +489,10 @@ def _key_of(table, value):
 # ---- the cache ---------------------------------------------------------
 
 
-PREFIX_KEY_BYTES = 32
+PREFIX_KEY_BYTES: int = 32
 
 
-def _keys(keys):
+def _keys(keys: List[bytes]) -> bytes:
     """The prefix keys as one buffer: a list of 32-byte bytes objects."""
     for k in keys:
         if not isinstance(k, (bytes, bytearray)) or len(k) != PREFIX_KEY_BYTES:
@@ -481,15 +507,15 @@ class Cache:
     its Sequence objects are unusable after that.
     """
 
-    def __init__(self, handle, geometry):
-        self._c = handle
+    def __init__(self, handle: ctypes.c_void_p, geometry: Geometry) -> None:
+        self._c: ctypes.c_void_p | None = handle
         self.geometry = geometry
-        self._seqs = weakref.WeakSet()
-        self._cuda = None
+        self._seqs: weakref.WeakSet[Sequence] = weakref.WeakSet()
+        self._cuda: Device | None = None
         self._cuda_gen = 0  # registrations so far: kvmem.cuda.DeviceView
 
     @classmethod
-    def embedded(cls, geometry, arena_bytes):
+    def embedded(cls, geometry: Geometry, arena_bytes: int) -> Cache:
         """A cache with @arena_bytes of pages in this process."""
         h = _vp()
         ret = _lib.kvmem_open_embedded(
@@ -502,14 +528,14 @@ class Cache:
     @classmethod
     def connect(
         cls,
-        geometry,
-        path=None,
-        quota_bytes=0,
-        sq_entries=0,
-        cq_entries=0,
-        gpu_mib=0,
-        archive=True,
-    ):
+        geometry: Geometry,
+        path: str | None = None,
+        quota_bytes: int = 0,
+        sq_entries: int = 0,
+        cq_entries: int = 0,
+        gpu_mib: int = 0,
+        archive: bool = True,
+    ) -> Cache:
         """A session of kvmemd at @path (None: where it listens by default).
         archive=False keeps every page in the geometry's format and codec
         (KVMEM_CONNECT_NO_ARCHIVE), as the CUDA kernels need."""
@@ -537,11 +563,11 @@ class Cache:
         return self._c
 
     @property
-    def session_id(self):
+    def session_id(self) -> int:
         """kvmemd's id for the session; 0 for an embedded cache."""
         return _lib.kvmem_session_id(self._handle())
 
-    def reconnect(self):
+    def reconnect(self) -> None:
         """Take the session back from a kvmemd that restarted and kept
         it (kvmem_reconnect()): every sequence goes on as it was. A no-op
         while the connection holds; raises Error (ESTALE) when kvmemd did
@@ -550,12 +576,12 @@ class Cache:
         if ret:
             _fail(ret, "kvmem_reconnect", _lib.kvmem_connect_error().decode())
 
-    def stats(self):
+    def stats(self) -> Stats:
         st = _CacheStats()
         _lib.kvmem_cache_stats(self._handle(), ctypes.byref(st))
         return _struct_dict(st)
 
-    def sequence(self):
+    def sequence(self) -> Sequence:
         """A new, empty sequence."""
         h = _vp()
         ret = _lib.kvmem_seq_create(self._handle(), ctypes.byref(h))
@@ -563,12 +589,14 @@ class Cache:
             _fail(ret, "kvmem_seq_create")
         return Sequence(self, h)
 
-    def block_end(self, block):
+    def block_end(self, block: int) -> int:
         """The token at which prefix block @block ends (its key covers
         tokens 0 to this one, excluded)."""
         return _lib.kvmem_prefix_block_end(self._handle(), block)
 
-    def prefix_keys(self, tokens, model=None):
+    def prefix_keys(
+        self, tokens: Iterable[int] | np.ndarray, model: str | bytes | None = None
+    ) -> List[bytes]:
         """The keys of the whole blocks of a sequence of @tokens (token
         ids, 0 to 2^32 - 1), block 0 first: 32 bytes each, for
         Sequence.publish_prefix() and attach_prefix().
@@ -606,7 +634,7 @@ class Cache:
             for i in range(ret)
         ]
 
-    def attach_prefix(self, keys):
+    def attach_prefix(self, keys: List[bytes]) -> Tuple[Sequence, int]:
         """A new sequence holding the published blocks that @keys (32
         bytes each, block 0 first) name, as far as they match, and the
         number of tokens it holds (kvmem_prefix_attach(); kvmemd only)."""
@@ -619,7 +647,7 @@ class Cache:
             _fail(ret, "kvmem_prefix_attach")
         return Sequence(self, h), ret
 
-    def register(self, device):
+    def register(self, device: Device) -> None:
         """Let @device (a kvmem.cuda.Device) read the pages where they are.
 
         kvmem_cuda_register(): the memory the pages are in is locked and
@@ -629,7 +657,7 @@ class Cache:
         """
         device._register(self)
 
-    def unregister(self):
+    def unregister(self) -> None:
         """Undo register(); nothing if the cache is not registered."""
         if self._cuda is not None:
             if self._c:
@@ -638,11 +666,11 @@ class Cache:
             self._cuda = None
 
     @property
-    def device(self):
+    def device(self) -> Device | None:
         """The kvmem.cuda.Device the cache is registered with, or None."""
         return self._cuda
 
-    def gpu_memory(self):
+    def gpu_memory(self) -> DeviceView:
         """The GPU memory kvmemd gave the session (connect(gpu_mib=)), as
         mapped on the GPU the cache is registered with: a
         kvmem.cuda.DeviceView of uint8, the session's to lay out (for
@@ -651,15 +679,15 @@ class Cache:
 
     def attend_batch(
         self,
-        seqs,
-        layer,
-        q,
-        erasure="interpolate",
-        scale=0.0,
-        threads=1,
-        importance_alpha=0.0,
-        int8_scores=False,
-    ):
+        seqs: List[Sequence],
+        layer: int,
+        q: ArrayIn,
+        erasure: str = "interpolate",
+        scale: float = 0.0,
+        threads: int = 1,
+        importance_alpha: float = 0.0,
+        int8_scores: bool = False,
+    ) -> Tuple[ArrayOut, List[Stats] | Stats]:
         """One query for each sequence of @seqs (a decode step of a batch).
 
         q is [len(seqs), n_heads, head_dim]. Returns (out, stats): out
@@ -692,7 +720,7 @@ class Cache:
             _fail(ret, "kvmem_attend_batch")
         return out, [_struct_dict(x) for x in st]
 
-    def close(self):
+    def close(self) -> None:
         if self._c:
             self.unregister()
             for s in list(self._seqs):
@@ -700,13 +728,13 @@ class Cache:
             _lib.kvmem_close(self._c)
             self._c = None
 
-    def __enter__(self):
+    def __enter__(self) -> Cache:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         if _lib is not None:
             self.close()
 
@@ -714,9 +742,9 @@ class Cache:
 class Sequence:
     """A sequence: for each layer, its tokens' K and V in pages."""
 
-    def __init__(self, cache, handle):
+    def __init__(self, cache: Cache, handle: ctypes.c_void_p) -> None:
         self.cache = cache
-        self._s = handle
+        self._s: ctypes.c_void_p | None = handle
         cache._seqs.add(self)
 
     def _handle(self):
@@ -731,14 +759,14 @@ class Sequence:
             )
         return layer
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.len(0)
 
-    def len(self, layer):
+    def len(self, layer: int) -> int:
         """Tokens stored in @layer."""
         return _lib.kvmem_seq_len(self._handle(), self._layer(layer))
 
-    def append(self, layer, k, v):
+    def append(self, layer: int, k: ArrayIn, v: ArrayIn) -> None:
         """Append tokens to @layer: k and v are [tokens, kv_heads, head_dim]."""
         g = self.cache.geometry
         shape = (-1, g.kv_heads, g.head_dim)
@@ -752,7 +780,7 @@ class Sequence:
         if ret:
             _fail(ret, "kvmem_seq_append")
 
-    def append_all(self, k, v):
+    def append_all(self, k: ArrayIn, v: ArrayIn) -> None:
         """Append tokens to every layer: [tokens, layers, kv_heads, head_dim]."""
         g = self.cache.geometry
         shape = (-1, g.layers, g.kv_heads, g.head_dim)
@@ -766,7 +794,13 @@ class Sequence:
         if ret:
             _fail(ret, "kvmem_seq_append_all")
 
-    def read(self, layer, start=0, ntokens=None, erasure="interpolate"):
+    def read(
+        self,
+        layer: int,
+        start: int = 0,
+        ntokens: int | None = None,
+        erasure: str = "interpolate",
+    ) -> Tuple[np.ndarray, np.ndarray, Counts]:
         """Tokens [start, start + ntokens) of @layer, decoded.
 
         Returns (k, v, counts): k and v [ntokens, kv_heads, head_dim], and
@@ -800,14 +834,14 @@ class Sequence:
 
     def attend(
         self,
-        layer,
-        q,
-        erasure="interpolate",
-        scale=0.0,
-        threads=1,
-        importance_alpha=0.0,
-        int8_scores=False,
-    ):
+        layer: int,
+        q: ArrayIn,
+        erasure: str = "interpolate",
+        scale: float = 0.0,
+        threads: int = 1,
+        importance_alpha: float = 0.0,
+        int8_scores: bool = False,
+    ) -> Tuple[ArrayOut, Stats]:
         """Attention of one query token over @layer, from the pages.
 
         q is [n_heads, head_dim], n_heads a multiple of kv_heads (grouped
@@ -848,15 +882,15 @@ class Sequence:
 
     def attend_causal(
         self,
-        layer,
-        q,
-        pos0,
-        erasure="interpolate",
-        scale=0.0,
-        threads=1,
-        importance_alpha=0.0,
-        int8_scores=False,
-    ):
+        layer: int,
+        q: ArrayIn,
+        pos0: int,
+        erasure: str = "interpolate",
+        scale: float = 0.0,
+        threads: int = 1,
+        importance_alpha: float = 0.0,
+        int8_scores: bool = False,
+    ) -> Tuple[ArrayOut, Stats]:
         """Attention of consecutive query tokens (a prefill chunk).
 
         q is [nq, n_heads, head_dim], query i at token pos0 + i, which
@@ -902,7 +936,7 @@ class Sequence:
             _fail(ret, "kvmem_attend_causal")
         return out, _struct_dict(st)
 
-    def publish_prefix(self, keys):
+    def publish_prefix(self, keys: List[bytes]) -> int:
         """Publish the first len(@keys) blocks for the sessions of this
         uid, @keys[i] (32 bytes) naming block i; returns how many are
         (kvmem_prefix_publish(); kvmemd only)."""
@@ -911,7 +945,7 @@ class Sequence:
             _fail(ret, "kvmem_prefix_publish")
         return ret
 
-    def fork(self):
+    def fork(self) -> Sequence:
         """A new sequence sharing this one's sealed pages."""
         h = _vp()
         ret = _lib.kvmem_seq_fork(self._handle(), ctypes.byref(h))
@@ -919,13 +953,15 @@ class Sequence:
             _fail(ret, "kvmem_seq_fork")
         return Sequence(self.cache, h)
 
-    def truncate(self, ntokens):
+    def truncate(self, ntokens: int) -> None:
         """Keep the first @ntokens tokens of every layer."""
         ret = _lib.kvmem_seq_truncate(self._handle(), ntokens)
         if ret:
             _fail(ret, "kvmem_seq_truncate")
 
-    def archive(self, before, format="int2", codec="golay24"):
+    def archive(
+        self, before: int, format: str | int = "int2", codec: str | int = "golay24"
+    ) -> int:
         """Re-encode the sealed pages that end at or before token @before
         in @format and @codec (kvmem_seq_archive(): the archive tier);
         returns how many were. Embedded caches only."""
@@ -939,25 +975,25 @@ class Sequence:
             _fail(ret, "kvmem_seq_archive")
         return ret
 
-    def release(self):
+    def release(self) -> None:
         """The pages may move (to kvmemd's backing store) until acquire()."""
         ret = _lib.kvmem_seq_release(self._handle())
         if ret:
             _fail(ret, "kvmem_seq_release")
 
-    def acquire(self):
+    def acquire(self) -> None:
         """The pages are resident until release()."""
         ret = _lib.kvmem_seq_acquire(self._handle())
         if ret:
             _fail(ret, "kvmem_seq_acquire")
 
-    def free(self):
+    def free(self) -> None:
         """Free the sequence now; garbage collection does it otherwise."""
         if self._s:
             _lib.kvmem_seq_free(self._s)
             self._s = None
 
-    def __del__(self):
+    def __del__(self) -> None:
         if _lib is not None:
             self.free()
 

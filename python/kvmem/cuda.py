@@ -30,17 +30,31 @@ kernel's. Failures raise kvmem.Error with
 kvmem_cuda_error()'s sentence.
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import itertools
 import sys
 import weakref
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence as _Seq, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
+from . import ArrayOut, Counts, Stats
 from . import ERASURES, Error, _Geometry, _lib, _name, _PageCounts, _struct_dict
 
 __all__ = ["Device", "DeviceArray", "DeviceView", "Pages", "on_device", "to_host"]
+
+if TYPE_CHECKING:
+    from . import Cache, Geometry
+
+# GPU memory: a CUDA tensor of PyTorch, or an object with
+# __cuda_array_interface__ (DeviceArray, DeviceView, CuPy, Numba)
+GpuArray = Any
+# A block table entry of Pages.attend(): (page, token_start, ntokens, hot)
+TableEntry = Tuple[int, int, int, bool]
 
 HDR_SEALED = 1  # KVMEM_HDR_SEALED
 HDR_HOT = 2  # KVMEM_HDR_HOT
@@ -175,7 +189,7 @@ def _is_torch(x):
     return hasattr(x, "is_cuda") and hasattr(x, "detach")
 
 
-def on_device(x):
+def on_device(x: Any) -> bool:
     """Whether @x is GPU memory: a CUDA tensor, or a CUDA array."""
     if _is_torch(x):
         return bool(x.is_cuda)
@@ -191,7 +205,7 @@ class Device:
     the caches registered with it.
     """
 
-    def __init__(self, ordinal=0):
+    def __init__(self, ordinal: int = 0) -> None:
         self._cu = None
         h = _vp()
         ret = _lib.kvmem_cuda_open(ordinal, ctypes.byref(h))
@@ -199,8 +213,8 @@ class Device:
             _fail(ret, "kvmem_cuda_open")
         self._cu = h
         self.ordinal = ordinal
-        self._arrays = weakref.WeakSet()
-        self._caches = weakref.WeakSet()
+        self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
+        self._caches: weakref.WeakSet[Cache] = weakref.WeakSet()
 
     def _handle(self):
         if not self._cu:
@@ -208,22 +222,24 @@ class Device:
         return self._cu
 
     @property
-    def name(self):
+    def name(self) -> str:
         """The GPU's name, as the driver gives it."""
         return _lib.kvmem_cuda_name(self._handle()).decode()
 
-    def empty(self, shape, dtype=np.float32):
+    def empty(
+        self, shape: int | _Seq[int], dtype: npt.DTypeLike = np.float32
+    ) -> DeviceArray:
         """An uninitialised DeviceArray on this GPU."""
         return DeviceArray(self, shape, dtype)
 
-    def array(self, a):
+    def array(self, a: npt.ArrayLike) -> DeviceArray:
         """A DeviceArray holding a copy of the host array @a."""
         a = np.ascontiguousarray(a)
         d = DeviceArray(self, a.shape, a.dtype)
         d.copy_from(a)
         return d
 
-    def synchronize(self, stream=None):
+    def synchronize(self, stream: int | None = None) -> None:
         """Wait for everything enqueued on @stream (a CUstream, or None)."""
         ret = _lib.kvmem_cuda_sync(self._handle(), stream)
         if ret:
@@ -243,7 +259,7 @@ class Device:
         cache._cuda_gen += 1
         self._caches.add(cache)
 
-    def close(self):
+    def close(self) -> None:
         if self._cu:
             for c in list(self._caches):
                 c.unregister()
@@ -252,17 +268,17 @@ class Device:
             _lib.kvmem_cuda_close(self._cu)
             self._cu = None
 
-    def __enter__(self):
+    def __enter__(self) -> Device:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         if _lib is not None:
             self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Device(%d: %s)" % (
             self.ordinal,
             self.name if self._cu else "closed",
@@ -278,7 +294,12 @@ class DeviceArray:
     collection, or with its Device.
     """
 
-    def __init__(self, device, shape, dtype=np.float32):
+    def __init__(
+        self,
+        device: Device,
+        shape: int | _Seq[int],
+        dtype: npt.DTypeLike = np.float32,
+    ) -> None:
         self.ptr = 0
         self.device = device
         self.shape = tuple(int(n) for n in np.atleast_1d(shape))
@@ -315,14 +336,14 @@ class DeviceArray:
             "version": 3,
         }
 
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         """A host copy."""
         a = np.empty(self.shape, self.dtype)
         self.device._copy(a.ctypes.data, self._live(), self.nbytes)
         self.device.synchronize()
         return a
 
-    def copy_from(self, a):
+    def copy_from(self, a: npt.ArrayLike) -> None:
         """Fill the array from the host array @a, of its shape and dtype."""
         a = np.ascontiguousarray(a, dtype=self.dtype)
         if a.shape != self.shape:
@@ -332,20 +353,20 @@ class DeviceArray:
         self.device._copy(self._live(), a.ctypes.data, self.nbytes)
         self.device.synchronize()
 
-    def free(self):
+    def free(self) -> None:
         if self.ptr and self.device._cu:
             _lib.kvmem_cuda_free(self.device._cu, self.ptr)
         self.ptr = 0
 
-    def __del__(self):
+    def __del__(self) -> None:
         if _lib is not None:
             self.free()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "DeviceArray(%s, %s, on %r)" % (self.shape, self.dtype, self.device)
 
 
-def to_host(x):
+def to_host(x: GpuArray) -> np.ndarray:
     """GPU memory @x as a host array: a NumPy copy of it."""
     if _is_torch(x):
         return x.detach().cpu().numpy()
@@ -547,7 +568,7 @@ class DeviceView:
     (Cache.gpu_memory()), valid while its cache is registered. uint8, with
     __cuda_array_interface__."""
 
-    def __init__(self, cache, addr, nbytes):
+    def __init__(self, cache: Cache, addr: int, nbytes: int) -> None:
         self.cache = cache
         self.device = cache.device
         self._gen = cache._cuda_gen
@@ -569,7 +590,7 @@ class DeviceView:
         }
 
 
-def session_memory(cache):
+def session_memory(cache: Cache) -> DeviceView:
     """Cache.gpu_memory(): kvmem_cuda_session_memory()."""
     addr, nbytes = _u64(), _size()
     ret = _lib.kvmem_cuda_session_memory(
@@ -638,7 +659,13 @@ class Pages:
     as it wrote them.
     """
 
-    def __init__(self, device, geometry, npages, memory=None):
+    def __init__(
+        self,
+        device: Device,
+        geometry: Geometry,
+        npages: int,
+        memory: GpuArray | None = None,
+    ) -> None:
         self.device = device
         self.geometry = geometry
         self.npages = int(npages)
@@ -666,9 +693,9 @@ class Pages:
         self.memory = memory
         self.base()
         # page -> (hot, token_start, ntokens, sealed): what write() left
-        self._written = {}
+        self._written: Dict[int, Tuple[bool, int, int, bool]] = {}
 
-    def base(self):
+    def base(self) -> int:
         """The device address of page 0: the memory's, checked again on
         every call."""
         cai = self.memory.__cuda_array_interface__
@@ -688,14 +715,25 @@ class Pages:
             raise ValueError("the pages' memory must be 16-byte aligned")
         return cai["data"][0]
 
-    def address(self, page, base=None):
+    def address(self, page: int, base: int | None = None) -> int:
         """The device address of page @page."""
         if not 0 <= page < self.npages:
             raise ValueError("page %d of %d" % (page, self.npages))
         return (self.base() if base is None else base) + page * self.page_bytes
 
-    def write(self, page, k, v, layer, token_start, t0=0, hot=False,
-              sealed=None, seq=0, generation=0):
+    def write(
+        self,
+        page: int,
+        k: GpuArray,
+        v: GpuArray,
+        layer: int,
+        token_start: int,
+        t0: int = 0,
+        hot: bool = False,
+        sealed: bool | None = None,
+        seq: int = 0,
+        generation: int = 0,
+    ) -> None:
         """Rows [t0, t0 + n) of page @page from @k and @v, [n, kv_heads,
         head_dim] in GPU memory (float32, float16, or bfloat16 tensors).
 
@@ -750,7 +788,11 @@ class Pages:
         stream = kp[4]
         if vp[4] is not None and (stream is None or vp[4].value != stream.value):
             self.device.synchronize(vp[4])  # v's producer is done with it
-        mem = (_TorchMemory if _is_torch(k) else _ArrayMemory)(self.device, k)
+        mem: _TorchMemory | _ArrayMemory
+        if _is_torch(k):
+            mem = _TorchMemory(self.device, k)
+        else:
+            mem = _ArrayMemory(self.device, k)
         self._written.pop(page, None)
         buf, ptr = mem.empty(ctypes.sizeof(job))
         try:
@@ -802,7 +844,14 @@ class Pages:
             raise ValueError("an empty block table")
         return out, end
 
-    def attend(self, tables, q, nq=1, erasure="interpolate", scale=0.0):
+    def attend(
+        self,
+        tables: Iterable[Iterable[TableEntry]],
+        q: GpuArray,
+        nq: int = 1,
+        erasure: str = "interpolate",
+        scale: float = 0.0,
+    ) -> Tuple[ArrayOut, Stats]:
         """Attention over the pages for a batch of sequences, one launch.
 
         @tables holds, for each sequence, its pages in token order:
@@ -831,7 +880,7 @@ class Pages:
             scale,
         )
 
-    def scrub(self, pages):
+    def scrub(self, pages: Iterable[int]) -> List[Tuple[int, Counts]]:
         """Check pages @pages (indices) and correct them in place
         (kvmem_page_scrub() on the GPU). Returns, for each, (status, counts):
         kvmem_page_scrub()'s return (0, or a negative errno) and what it
@@ -845,6 +894,7 @@ class Pages:
         )
         counts = (_PageCounts * len(pages))()
         status = (ctypes.c_int32 * len(pages))()
+        mem: _TorchMemory | _ArrayMemory
         if _is_torch(self.memory):
             mem = _TorchMemory(self.device, self.memory)
         else:
@@ -853,6 +903,7 @@ class Pages:
         keep = []
         try:
             ptrs = []
+            host: Any
             for host in (table, counts, status):
                 buf, ptr = mem.empty(ctypes.sizeof(host))
                 keep.append(buf)
@@ -879,10 +930,10 @@ class Pages:
             _fail(synced, "kvmem_cuda_sync")
         out = []
         for st, c in zip(status, counts):
-            d = {
+            found: Counts = {
                 part: _struct_dict(getattr(c, part))
                 for part in ("header", "scales", "payload")
             }
-            d["values_erased"] = c.values_erased
-            out.append((st, d))
+            found["values_erased"] = c.values_erased
+            out.append((st, found))
         return out

@@ -16,18 +16,35 @@ in kvmemd with connect=) and attends from them; TorchKVCache is the same
 interface over float32 tensors, the reference kvmem-eval calls fp32.
 """
 
+from __future__ import annotations
+
 import struct
+from typing import TYPE_CHECKING, Any, List
 
 import numpy as np
 import torch
 
 import kvmem
 
-BOS = 1
+if TYPE_CHECKING:
+    import os
+
+    import kvmem.cuda
+
+BOS: int = 1
 
 
 class Config:
-    def __init__(self, dim, hidden, layers, heads, kv_heads, vocab, seq_len):
+    def __init__(
+        self,
+        dim: int,
+        hidden: int,
+        layers: int,
+        heads: int,
+        kv_heads: int,
+        vocab: int,
+        seq_len: int,
+    ) -> None:
         self.dim, self.hidden, self.layers = dim, hidden, layers
         self.heads, self.kv_heads, self.vocab = heads, kv_heads, vocab
         self.seq_len = seq_len
@@ -39,7 +56,11 @@ class Llama:
     """The weights of a llama2.c checkpoint and the forward pass, on the
     CPU or on @device (a torch.device, or "cuda")."""
 
-    def __init__(self, path, device="cpu"):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        device: str | torch.device = "cpu",
+    ) -> None:
         with open(path, "rb") as f:
             head = f.read(28)
             if len(head) != 28:
@@ -98,7 +119,9 @@ class Llama:
         return w * (x * torch.rsqrt((x * x).mean() + 1e-5))
 
     @torch.no_grad()
-    def forward(self, token, pos, kv):
+    def forward(
+        self, token: int, pos: int, kv: KVCache | TorchKVCache
+    ) -> torch.Tensor:
         """The logits after @token at position @pos; its K and V go to @kv."""
         c, w = self.config, self.w
         x = w["tok"][token].clone()
@@ -116,7 +139,9 @@ class Llama:
             x = x + w["w2"][l] @ (hb * torch.sigmoid(hb) * (w["w3"][l] @ xb))
         return w["wcls"] @ self._rmsnorm(x, w["rms_final"])
 
-    def generate(self, kv, n, token=BOS):
+    def generate(
+        self, kv: KVCache | TorchKVCache, n: int, token: int = BOS
+    ) -> List[int]:
         """@n tokens after @token, greedily."""
         out = []
         for pos in range(n):
@@ -132,8 +157,14 @@ class KVCache:
     @gpu (a kvmem.cuda.Device), a model on that GPU attends there, over
     the pages where they are (Cache.register())."""
 
-    def __init__(self, geometry, arena_bytes=64 << 20, connect=None,
-                 erasure="interpolate", gpu=None):
+    def __init__(
+        self,
+        geometry: kvmem.Geometry,
+        arena_bytes: int = 64 << 20,
+        connect: str | None = None,
+        erasure: str = "interpolate",
+        gpu: kvmem.cuda.Device | None = None,
+    ) -> None:
         self.geometry = geometry
         if connect is not None:
             self.cache = kvmem.Cache.connect(
@@ -154,8 +185,15 @@ class KVCache:
              "values_erased", "headers_uncorrectable"), 0)
 
     @classmethod
-    def for_model(cls, model, format="int4", codec="h84", tokens_per_page=32,
-                  sink_tokens=4, **kw):
+    def for_model(
+        cls,
+        model: Llama,
+        format: str = "int4",
+        codec: str = "h84",
+        tokens_per_page: int = 32,
+        sink_tokens: int = 4,
+        **kw: Any,
+    ) -> KVCache:
         """A cache of @model's shape; groups of 32 channels, or the head's."""
         c = model.config
         g = kvmem.Geometry(
@@ -165,38 +203,38 @@ class KVCache:
             sink_tokens=sink_tokens, format=format, codec=codec)
         return cls(g, **kw)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.seq.len(0)
 
-    def update(self, layer, k, v):
+    def update(self, layer: int, k: kvmem.ArrayIn, v: kvmem.ArrayIn) -> None:
         self.seq.append(layer, k, v)
 
-    def attend(self, layer, q):
+    def attend(self, layer: int, q: kvmem.ArrayIn) -> torch.Tensor:
         out, st = self.seq.attend(layer, q, erasure=self.erasure, threads=0,
                                   importance_alpha=-1.0)
         for key, n in st.items():
             self.stats[key] += n
         return torch.from_numpy(out) if isinstance(out, np.ndarray) else out
 
-    def close(self):
+    def close(self) -> None:
         self.cache.close()
 
 
 class TorchKVCache:
     """The same interface over float32 tensors: no quantization, no code."""
 
-    def __init__(self, layers):
-        self.k = [[] for _ in range(layers)]
-        self.v = [[] for _ in range(layers)]
+    def __init__(self, layers: int) -> None:
+        self.k: List[List[torch.Tensor]] = [[] for _ in range(layers)]
+        self.v: List[List[torch.Tensor]] = [[] for _ in range(layers)]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return sum(t.shape[0] for t in self.k[0])
 
-    def update(self, layer, k, v):
+    def update(self, layer: int, k: kvmem.ArrayIn, v: kvmem.ArrayIn) -> None:
         self.k[layer].append(torch.as_tensor(k, dtype=torch.float32))
         self.v[layer].append(torch.as_tensor(v, dtype=torch.float32))
 
-    def attend(self, layer, q):
+    def attend(self, layer: int, q: kvmem.ArrayIn) -> torch.Tensor:
         q = torch.as_tensor(q, dtype=torch.float32)
         k = torch.cat(self.k[layer])  # [T, kv_heads, hd]
         v = torch.cat(self.v[layer])
@@ -206,5 +244,5 @@ class TorchKVCache:
         s = (k @ q.unsqueeze(-1)).squeeze(-1) / q.shape[-1] ** 0.5
         return (torch.softmax(s, -1).unsqueeze(1) @ v).squeeze(1)
 
-    def close(self):
+    def close(self) -> None:
         pass
