@@ -12,9 +12,19 @@
  * need root or systemd (make install, systemctl, ...), make itself (the
  * tests run under it), lines with a placeholder path (/path/on/...), and
  * files the machine lacks (the model in ../shared/models).
+ *
+ * test_python_readme runs each ```python block of python/README.md as a
+ * script, from the source tree with PYTHONPATH=python and the build's
+ * library, under the first python3 with NumPy ($PYTHON, /usr/bin/python3,
+ * python3). Skipped, and said so: blocks that need PyTorch, a CUDA GPU or
+ * the model where the machine lacks them, and all of them in a sanitizer
+ * build (its libkvmem does not load into python3; check_python says the
+ * same). Its sh blocks are the install commands, which check_python runs
+ * (a venv, pip install) without writing into the source tree.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +229,145 @@ START_TEST(test_readme_commands)
 }
 END_TEST
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+/* The ```python blocks of @text, each one script. */
+static int python_blocks(char *text, char **block, int max)
+{
+	char *at = text, *end;
+	int n = 0;
+
+	while ((at = strstr(at, "\n```python\n"))) {
+		at += strlen("\n```python\n");
+		end = strstr(at, "\n```");
+		ck_assert_msg(end != NULL, "an unclosed python block");
+		ck_assert_int_lt(n, max);
+		block[n++] = strndup(at, (size_t)(end - at) + 1);
+		at = end + 4;
+	}
+	return n;
+}
+
+/* Whether @python runs @code, quietly. */
+static int python_ok(const char *python, const char *code)
+{
+	char *cmd;
+	int st;
+
+	ck_assert_int_gt(asprintf(&cmd, "'%s' -c '%s' >/dev/null 2>&1", python,
+				  code),
+			 0);
+	st = system(cmd);
+	free(cmd);
+	return st == 0;
+}
+
+/* Why python/README.md's @block is not run here, or NULL. */
+static const char *python_skip_reason(const char *python, const char *block)
+{
+	const char *model = strstr(block, "../shared/models/");
+
+	if (model) {
+		char path[256];
+
+		sscanf(model, "%255[^\"' \n)]", path);
+		if (access(path, R_OK))
+			return "no model file here";
+	}
+	if ((strstr(block, "import torch") || strstr(block, "kvmem.llama")) &&
+	    !python_ok(python, "import torch"))
+		return "no PyTorch (python3-torch)";
+	if (strstr(block, "kvmem.cuda") &&
+	    !python_ok(python, "import torch; assert torch.cuda.is_available()"))
+		return "PyTorch has no CUDA GPU";
+	return NULL;
+}
+
+START_TEST(test_python_readme)
+{
+	const char *cands[] = { getenv("PYTHON"), "/usr/bin/python3",
+				"python3" };
+	char path[PATH_MAX], dir[PATH_MAX], build[PATH_MAX], *block[16];
+	const char *python = NULL, *tmp = getenv("TMPDIR");
+	char *text, *cmd;
+	int n, i, ran = 0;
+	size_t k;
+
+#ifdef SANITIZED
+	fprintf(stderr, "SKIP: readme: python/README.md: a sanitizer build's "
+			"libkvmem does not load into python3\n");
+	return;
+#endif
+	for (k = 0; k < sizeof(cands) / sizeof(cands[0]) && !python; k++)
+		if (cands[k] && *cands[k] && python_ok(cands[k], "import numpy"))
+			python = cands[k];
+	if (!python) {
+		fprintf(stderr, "SKIP: readme: python/README.md: no python3 "
+				"with NumPy (python3-numpy)\n");
+		return;
+	}
+	ck_assert_ptr_nonnull(realpath(kvmem_check_builddir(), build));
+	snprintf(path, sizeof(path), "%s/python/README.md",
+		 kvmem_check_srcdir());
+	text = kvmem_check_read_file(path, NULL);
+	n = python_blocks(text, block, 16);
+	ck_assert_int_ge(n, 3);
+	snprintf(dir, sizeof(dir), "%s/kvmem-pyreadme-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (i = 0; i < n; i++) {
+		const char *why = python_skip_reason(python, block[i]);
+		char script[PATH_MAX + 32], log[PATH_MAX + 32];
+		FILE *f;
+		int st;
+
+		if (why) {
+			fprintf(stderr, "SKIP: readme: python/README.md block "
+					"%d: %s\n", i + 1, why);
+			continue;
+		}
+		snprintf(script, sizeof(script), "%s/block%d.py", dir, i + 1);
+		snprintf(log, sizeof(log), "%s/block%d.log", dir, i + 1);
+		f = fopen(script, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs(block[i], f);
+		ck_assert_int_eq(fclose(f), 0);
+		ck_assert_int_gt(
+			asprintf(&cmd,
+				 "cd '%s' && PYTHONPATH=python "
+				 "KVMEM_LIB='%s/libkvmem.so' "
+				 "PYTHONDONTWRITEBYTECODE=1 timeout 300 '%s' "
+				 "'%s' >'%s' 2>&1",
+				 kvmem_check_srcdir(), build, python, script,
+				 log),
+			0);
+		st = system(cmd);
+		free(cmd);
+		if (st) {
+			char *out = kvmem_check_read_file(log, NULL);
+
+			EXPECT_EQ(st, 0, "python/README.md block %d:\n%s\n%s",
+				  i + 1, block[i], out);
+			free(out);
+		}
+		unlink(script);
+		unlink(log);
+		ran++;
+	}
+	for (i = 0; i < n; i++)
+		free(block[i]);
+	free(text);
+	ck_assert_int_eq(rmdir(dir), 0);
+	ck_assert_int_ge(ran, 1);
+}
+END_TEST
+
 KVMEM_SUITE(readme)
 {
 	Suite *s = suite_create("readme");
@@ -226,6 +375,7 @@ KVMEM_SUITE(readme)
 
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_readme_commands);
+	tcase_add_test(tc, test_python_readme);
 	suite_add_tcase(s, tc);
 	return s;
 }
