@@ -78,6 +78,7 @@ CFLAGS_libkvmem/attend_avx512.c := $(AVX512)
 CFLAGS_libkvmem/crc32c_sse42.c := -msse4.2
 CFLAGS_libkvmem/attend_avx2.c := -mavx2 -mfma -mf16c
 CFLAGS_daemon/admin.c := -DKVMEM_VERSION='"$(VERSION)"'
+CFLAGS_libkvmem/version.c := -DKVMEM_VERSION='"$(VERSION)"'
 CFLAGS_daemon/main.c := -DKVMEM_VERSION='"$(VERSION)"'
 CFLAGS_tools/kvmemctl.c := -DKVMEMCTL_VERSION='"$(VERSION)"'
 
@@ -88,7 +89,7 @@ LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
 	    libkvmem/attend_portable.c libkvmem/attend_avx2.c \
 	    libkvmem/attend_avx512.c libkvmem/client.c libkvmem/cuda.c \
 	    libkvmem/cuda_driver.c libkvmem/pool.c libkvmem/sha256.c \
-	    libkvmem/prefix-key.c
+	    libkvmem/prefix-key.c libkvmem/version.c
 # The fatbin first: nvcc, the longest step, starts before the C files.
 LIB_PIC_OBJS := $(B)/kernels/fatbin.o $(LIB_SRCS:%.c=$(B)/pic/%.o)
 LIB_OBJS := $(B)/kernels/fatbin.o $(LIB_SRCS:%.c=$(B)/%.o)
@@ -221,6 +222,10 @@ $(B)/kvmem-uninstalled.pc: libkvmem/kvmem-uninstalled.pc.in Makefile
 	$(Q)sed -e 's|@SRCDIR@|$(abspath .)|g' \
 		-e 's|@BUILDDIR@|$(abspath $(B))|g' \
 		-e 's|@VERSION@|$(VERSION)|g' $< > $@.tmp && mv $@.tmp $@
+
+# VERSION is set above: what compiles it in is built again when it changes.
+$(B)/libkvmem/version.o $(B)/pic/libkvmem/version.o $(B)/daemon/main.o \
+$(B)/daemon/admin.o $(B)/tools/kvmemctl.o: Makefile
 
 $(LIB_A): $(LIB_OBJS)
 	$(call msg,AR,$@)

@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "bench.h"
-
-#define VERSION "0.1.0"
+#include "kvmem/kvmem.h"
 
 static const struct bench_cmd *const cmds[] = {
 	&bench_codec,  &bench_ber,     &bench_attend, &bench_ring,
@@ -45,7 +44,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "--version")) {
-		printf("kvmem-bench " VERSION "\n");
+		printf("kvmem-bench %s\n", kvmem_version());
 		return 0;
 	}
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)

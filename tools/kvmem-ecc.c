@@ -25,10 +25,10 @@
 
 #include "kvmem/ecc.h"
 #include "kvmem/inject.h"
+#include "kvmem/kvmem.h"
 #include "bitstream.h"
 
 #define PROG "kvmem-ecc"
-#define KVMEM_ECC_VERSION "0.1.0"
 
 #define EXIT_UE 1
 #define EXIT_USAGE 2
@@ -561,7 +561,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return finish_output(0);
 		case OPT_VERSION:
-			printf(PROG " " KVMEM_ECC_VERSION "\n");
+			printf(PROG " %s\n", kvmem_version());
 			return finish_output(0);
 		case ':':
 			return bad_usage("option '%s' needs an argument",

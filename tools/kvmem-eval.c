@@ -28,7 +28,6 @@
 #include "own-kvmemd.h"
 
 #define PROG "kvmem-eval"
-#define VERSION "0.1.0"
 #define BOS 1
 #define MAX_LIST 16
 
@@ -1336,7 +1335,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 			usage(stdout);
 			return 1;
 		case 'V':
-			printf(PROG " " VERSION "\n");
+			printf(PROG " %s\n", kvmem_version());
 			return 1;
 		default:
 			usage(stderr);

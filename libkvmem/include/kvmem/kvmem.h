@@ -170,6 +170,19 @@ uint32_t kvmem_session_id(const struct kvmem_cache *c);
 const char *kvmem_strerror(int err);
 
 /**
+ * kvmem_version() - the release of this library
+ *
+ * The Makefile's VERSION, which kvmemd --version and kvmemctl --version
+ * print too. A program linked against the shared library learns the
+ * release it runs with, which may be newer than the one it was built
+ * against (the SONAME only changes with the ABI).
+ *
+ * Context: any thread; does not block.
+ * Return: a static string, "MAJOR.MINOR.PATCH".
+ */
+const char *kvmem_version(void);
+
+/**
  * kvmem_close() - free a cache and every sequence still in it
  * @c: the cache, or NULL
  *
