@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # kvmem - the one entry point: make, make test, make run, make clean
 #
 #   make            libkvmem.so/.a (with the GPU kernels' fatbin when nvcc

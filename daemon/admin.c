@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * admin.c - the admin socket's requests: one line of words in, one JSON
  * object out (the protocol is in kvmemctl(8))

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * archive.c - the archive tier: released sealed pages that have aged are
  * re-encoded in the archive format and codec, off the event loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arena.c - a session's slots and pages, and the counters that follow them
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arena.h - a session's arena: its slots, the pages in them, and what they
  * add up to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * config.c - kvmemd's configuration: defaults, the file, overrides, checks
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * config.h - kvmemd's configuration: built-in defaults, overridden by an
  * INI-style file (/etc/kvmem/kvmemd.conf) and then by command-line flags

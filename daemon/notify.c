@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * notify.c - systemd's notification socket: readiness, reloads, status
  * lines, the watchdog, and the descriptor store that keeps sessions across

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * patrol.c - the scrubber's passes: the patrol over every sealed page at
  * its rate (a token bucket), the on-demand pass an admin asks for, the

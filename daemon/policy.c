@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * policy.c - the configuration kvmemd runs on, in layers: the defaults,
  * the file (re-read on SIGHUP), the command line's settings, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pool.c - the memory backends, one ops table each, and the GPU pool
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prefix-save.c - published prefixes kept across restarts and crashes of
  * kvmemd

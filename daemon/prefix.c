@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prefix.c - published prefixes: blocks of sealed pages a session copied
  * out under a key, which later sessions of the same tenant attach

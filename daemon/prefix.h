@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prefix.h - published prefixes, shared by prefix.c, which keeps them,
  * session.c, which publishes and attaches them for a session, and admin.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ras.c - reliability: error accounting, error events, the check of one
  * page, and error injection (the passes that check every page are

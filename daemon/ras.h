@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ras.h - what ras.c (error accounting, events, the check of one page,
  * injection) and patrol.c (the scrubber's passes) share; included by those

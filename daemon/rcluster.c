@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rcluster.c - a Redis Cluster client for the remote tier, on hiredis 0.14
  *

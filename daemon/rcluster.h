@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rcluster.h - the small part of a Redis Cluster client that kvmemd's
  * remote tier needs, on hiredis 0.14 (which has no cluster support)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * record.h - the record of kept sessions: its format, written and read, and
  * each session's live record, kept current while it runs (record.c)

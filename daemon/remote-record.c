@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * remote-record.c - a published block's record in the shared tier: its
  * key, laid out and checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * remote-redis.c - the shared tier's backend on a Redis Cluster, through
  * the cluster client of rcluster.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * remote.c - the shared tier: published prefixes pushed to a store that
  * the kvmemd of many machines share, and fetched from it for a tenant

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * remote.h - the shared tier: published prefixes in a store that the
  * kvmemd of many machines share, every read checked end to end

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * resume.c - sessions kept across a restart of kvmemd
  *

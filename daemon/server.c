@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server.c - kvmemd's event loop: sockets, handshakes, doorbells, signals,
  * and systemd

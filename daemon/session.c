@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * session.c - one attached client: its shared region, its sequences, and
  * the op table its ring is served from (its slots and pages: arena.c)

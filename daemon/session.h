@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * session.h - a session: its sequences and its arena (arena.h), shared by
  * session.c, which serves the ring, and the modules that act on its pages:

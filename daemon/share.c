@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * share.c - a session's prefix ops: PREFIX_PUBLISH copies full pages of a
  * sequence into blocks of its tenant's table (prefix.c), staged over as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * statefile.c - whole files, written and read: the records and indexes of
  * the state directory (record.c, resume.c, prefix-save.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * store.c - the backing store: header, allocator, buffers and I/O engines
  *

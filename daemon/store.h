@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * store.h - the backing store: a file or block device that holds pages
  * which left memory (the cold tier), and the I/O engine that moves them

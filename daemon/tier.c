@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tier.c - where a session's pages live: the tiering policy, and the moves
  * to and from the backing store (the cold tier)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * user.c - what each user (uid) has of the daemon: sessions, connections
  * still in their handshake, GPU memory, and a budget of error events

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attend.cu - decode-on-load attention over protected pages
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attend_q4.cu - decode-on-load attention, the fast kernel: sealed INT4
  * pages in one-byte codewords (h74, h84) or in golay24 words, INT8 pages

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * baseline.cu - attention over unprotected FP16 pages
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * encode.cu - quantize and encode K/V into page slots on the device
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fatbin.S - the kernels' fatbin, embedded in libkvmem
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fatbin_none.c - what libkvmem carries when the build had no nvcc: no
  * kernels, which kvmem_cuda_open() reports as -EOPNOTSUPP

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kern.h - what the host hands the kernels, and the page arithmetic they
  * share

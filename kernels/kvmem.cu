@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem.cu - the one module libkvmem loads: every kernel, one fatbin
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * page_dev.cuh - the protected page, read and written by device code
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scrub.cu - patrol scrub and error injection on device pages
  *

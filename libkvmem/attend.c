@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attend.c - decode-on-load attention and reading a sequence back
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attend_avx2.c - attention kernels with AVX2, FMA and F16C (built with
  * those flags, reached only after a runtime check of all three)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attend_avx512.c - attention kernels with AVX-512 (built with the avx512
  * level's flags, reached only after a runtime check of all of them)

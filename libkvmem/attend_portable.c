@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attend_portable.c - attention kernels in plain C (see internal.h)
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache.h - the cache's internals, shared by cache.c and attend.c
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * client.c - libkvmem over kvmemd: the handshake, the client side of the
  * ring, and the store that keeps pages in the session's shared arena

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crc32c.c - CRC-32C (Castagnoli), table-driven with an SSE4.2 fast path
  *

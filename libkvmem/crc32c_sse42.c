@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crc32c_sse42.c - CRC-32C with the SSE4.2 CRC32 instruction (built with
  * -msse4.2, reached only after a runtime check)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cuda.c - the CUDA calls of kvmem/cuda.h: check, size, fill, launch
  *

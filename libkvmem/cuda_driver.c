@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cuda_driver.c - the driver: libcuda.so.1 through dlopen
  *

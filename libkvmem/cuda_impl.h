@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cuda_impl.h - between libkvmem's CUDA front end and the driver
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ecc.c - bulk encode, decode and scrub over buffers of codewords
  *

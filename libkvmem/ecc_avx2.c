@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ecc_avx2.c - AVX2 bulk codec kernels (built with -mavx2, reached only
  * after a runtime check)

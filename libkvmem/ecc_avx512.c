@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ecc_avx512.c - AVX-512 bulk codec kernels (built with AVX-512 F/BW/VL and
  * GFNI, reached only after a runtime check of the avx512 level)

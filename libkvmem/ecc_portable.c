@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ecc_portable.c - bulk codec kernels in plain C, and the tables they share
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ecc_word.h - per-codeword encode and decode, shared by C and CUDA
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inject.c - deterministic bit-error injection (see kvmem/inject.h)
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem-private.h - libkvmem's interfaces for kvmemd and the tools of this
  * tree, and nobody else

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * page.c - the protected KV page (see kvmem/page.h for the layout)
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prefix-key.c - the keys of a sequence's prefix blocks, from its tokens
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * quant.c - value formats and symmetric quantization (see kvmem/quant.h)
  *

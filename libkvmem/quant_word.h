@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * quant_word.h - per-value FP16 and FP8 conversion, shared by C and CUDA
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ring.h - memory ordering for the shared rings (kvmem/uapi.h), used by both
  * the client library and kvmemd (through kvmem-private.h)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rng.h - small, seeded, deterministic random numbers (xoshiro256**)
  *

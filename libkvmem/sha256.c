@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sha256.c - SHA-256 as FIPS 180-4 defines it, in portable C
  *

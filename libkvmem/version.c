@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * version.c - the release this library is, as the Makefile's VERSION names
  * it for kvmemd, kvmemctl and the tools too

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/install.mk - make install, make uninstall (included by the Makefile)
 #
 #   make install [PREFIX=/usr/local] [DESTDIR=]

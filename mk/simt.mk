@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/simt.mk - the CTA executor that runs CUDA kernels on the CPU (tests/simt)
 #
 # SIMT_OBJS: the executor and its self-test kernels, linked into the test

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # fuzz.sh - run kvmem's libFuzzer targets, each for a while
 #
 #   scripts/fuzz.sh BUILD_DIR SECONDS TARGET...

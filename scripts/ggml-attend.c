@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ggml-attend.c - llama.cpp's CPU attention over a quantized KV cache, on
  * kvmem-bench attend's shape, for the comparison in the README

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ggml-compare.sh - kvmem's CPU decode attention beside llama.cpp's, on one
 # shape, in one run (the README's comparison)
 #

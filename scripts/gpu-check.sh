@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # gpu-check.sh - the checks and measurements that need an NVIDIA GPU, in one
 # run, from a built tree (make; make build/tests/kvmem-check)
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # install-deps.sh - install what kvmem needs to build and test, from apt
 #
 # Checks each Debian package and installs only the missing ones. Prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_archive.c - pages re-encoded in another format and codec: the
  * layouts a geometry allows, kvmem_page_archive() on clean, damaged and

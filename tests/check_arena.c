@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_arena.c - kvmemd's arena (daemon/arena.c): slots, pages and what
  * they add up to, driven directly

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_attend.c - decode-on-load attention against a float64 reference
  *

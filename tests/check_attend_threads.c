@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_attend_threads.c - kvmem_attend() on several threads
  *

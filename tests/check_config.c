@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_config.c - kvmemd's configuration: defaults, the file, overrides,
  * checks across keys, printing and reload

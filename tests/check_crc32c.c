@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_crc32c.c - CRC-32C against a bitwise reference and published values
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_cuda.c - the GPU kernels and their driver code, against the CPU
  *

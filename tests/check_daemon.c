@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_daemon.c - kvmemd as clients and operators see it: the handshake,
  * every ring op, refusals, the cache API over the daemon, systemd

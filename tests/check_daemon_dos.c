@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_daemon_dos.c - kvmemd stays up for everyone: clients that make the
  * daemon work for them, hold what it gives them, or just never speak

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_daemon_hostile.c - kvmemd against clients that lie in the
  * handshake, send garbage SQEs, break the ring protocol, stop reading, die

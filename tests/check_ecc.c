@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_ecc.c - the ECC codecs against references built from the paper
  *

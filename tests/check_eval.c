@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_eval.c - kvmem-eval, run as a process
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_inject.c - the bit-error injector, checked by recounting its work
  *

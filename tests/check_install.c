@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_install.c - make install into a temporary root, and what it puts
  * there

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_kvmemctl.c - kvmemctl and the JSON reader under it
  *

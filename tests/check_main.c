@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_main.c - the one test runner: every registered suite, one summary
  *

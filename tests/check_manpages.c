@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_manpages.c - every function libkvmem.so exports has a manual page
  *

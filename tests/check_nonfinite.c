@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_nonfinite.c - values no encoder writes are erased, not returned
  *

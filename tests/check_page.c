@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_page.c - the protected KV page against a reference reading of
  * kvmem/page.h

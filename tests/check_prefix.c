@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_prefix.c - prefix sharing between sessions (kvmem_prefix_publish(),
  * kvmem_prefix_attach(), PREFIX_PUBLISH and PREFIX_ATTACH on the ring):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_prefix_key.c - SHA-256 and the keys of prefix blocks
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_python.c - the Python package (python/kvmem), by its own tests
  *

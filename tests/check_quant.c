@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_quant.c - value formats and group-wise quantization against a
  * reference written from the contract in kvmem/quant.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_ras.c - the patrol scrubber, error accounting, events and error
  * injection of kvmemd, through its admin socket

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_rcluster.c - the Redis Cluster client against a real cluster
  *

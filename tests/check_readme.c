@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_readme.c - the README's commands, as a new user types them
  *

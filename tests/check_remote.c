@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_remote.c - the shared tier on a real Redis Cluster: a block
  * published on one kvmemd is attached on another bit for bit, and no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_resume.c - sessions kept across a restart of kvmemd: the harness
  * plays systemd's descriptor store (kvmemd_stop_keep(), kvmemd_restart()),

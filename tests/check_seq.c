@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_seq.c - sequences of pages: append, read back, fork, truncate, and
  * an arena that runs out

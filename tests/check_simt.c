@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_simt.c - the CPU executor of CUDA kernels (tests/simt)
  *

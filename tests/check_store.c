@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_store.c - kvmemd's backing store: format and header, refusals, the
  * allocator, and I/O through both engines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_tier.c - the cold tier: pages that leave a session's arena for the
  * backing store and come back, through a real kvmemd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_tool_bench.c - kvmem-bench, run as a process
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_tool_ecc.c - the kvmem-ecc command-line tool, run as a process
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ecc_ref.c - reference codecs for the tests, from the paper, not the library
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem_check.c - what the suites share: finding and running the built
  * tools, and the helpers behind kvmem_check.h's assertions and fixtures

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmemd_harness.c - see kvmemd_harness.h
  */

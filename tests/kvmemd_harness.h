@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmemd_harness.h - real kvmemd processes for the integration suites
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * quant_ref.c - reference FP16 and quantizer for the tests, from the
  * contract in kvmem/quant.h, not the library

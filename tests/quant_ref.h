@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * quant_ref.h - reference FP16 and quantizer for the tests, written from
  * the contract in kvmem/quant.h, not from the library

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-archive.c - kvmem-bench archive: how fast sealed pages are
  * re-encoded for the archive tier

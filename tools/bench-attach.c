@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-attach.c - kvmem-bench attach: attach/detach cycles against a
  * running kvmemd, and what they leave behind in it

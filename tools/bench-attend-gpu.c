@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-attend-gpu.c - kvmem-bench attend --gpu: decode-on-load attention
  * on GPU 0 against plain FP16 attention and a device-to-device copy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-attend.c - decode-on-load attention against unprotected attention
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-ber.c - Monte Carlo of the binary symmetric channel through a codec
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-codec.c - codec throughput against memory bandwidth
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-fill.c - the integrity load: write seeded K/V, let it sit, read it
  * back the way attention does and compare (kvmem's memtester)

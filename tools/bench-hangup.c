@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-hangup.c - kvmemd's other clients while one hangs up in set-up
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-offload.c - how fast pages go to the backing store and come back
  * through kvmemd, next to fio on the same file with the same block size

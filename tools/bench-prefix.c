@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-prefix.c - kvmem-bench prefix: sessions that share a few system
  * prompts through a running kvmemd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-record.c - what keeping sessions across a crash costs, and how soon
  * kvmemd serves again after one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-ring.c - kvmemd's control plane: ring ops next to a socket round trip
  *

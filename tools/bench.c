@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench.c - what the kvmem-bench subcommands share (bench.h)
  */

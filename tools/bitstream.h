@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bitstream.h - bit access to a buffer seen as one bitstream
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl-http.c - kvmemctl metrics --http: the exposition served over HTTP
  *

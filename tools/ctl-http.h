@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl-http.h - kvmemctl metrics --http: the exposition served over HTTP
  * (ctl-http.c)

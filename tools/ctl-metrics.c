@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl-metrics.c - kvmemctl metrics: Prometheus's text exposition of
  * kvmemd's replies

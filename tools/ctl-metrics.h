@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl-metrics.h - Prometheus's text exposition of kvmemd's replies
  * (ctl-metrics.c)

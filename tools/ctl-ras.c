@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl-ras.c - kvmemctl's reliability commands: scrub, events, errors,
  * reset-counters and inject, over what kvmemd's ras.c answers

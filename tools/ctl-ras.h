@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl-ras.h - kvmemctl's reliability commands (ctl-ras.c): scrub, events,
  * errors, reset-counters and inject

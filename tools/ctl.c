@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl.c - what kvmemctl's commands share: the admin socket, replies read
  * field by field, the words of requests, and the human output

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctl.h - what kvmemctl's files share (ctl.c): the run's options and exit
  * statuses, its messages, the admin socket, replies read field by field,

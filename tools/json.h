@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * json.h - a small JSON reader (RFC 8259) for untrusted input
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem-ecc - encode, decode and corrupt codewords from the command line
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem-eval - the ECC paper's experiment on a real checkpoint, on kvmem's
  * own data path

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmemctl - the operator's command line for kvmemd
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * own-kvmemd.c - a kvmemd of a tool's own (own-kvmemd.h)
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * own-kvmemd.h - a kvmemd of a tool's own
  *

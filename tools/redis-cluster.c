@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis-cluster.c - a real Redis Cluster for the tests and kvmem-bench
  * remote (redis-cluster.h)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis-cluster.h - a real Redis Cluster for the tests and kvmem-bench
  * remote: redis-server processes on 127.0.0.1, joined with redis-cli

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fakecuda.c - the driver API calls libkvmem makes, without a GPU
  *

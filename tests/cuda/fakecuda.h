@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fakecuda.h - a libcuda.so.1 for machines without a GPU (fakecuda.c)
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * simt_kernels.cc - the kernels of kernels/, compiled unchanged as C++ and
  * run by the CPU executor of tests/simt

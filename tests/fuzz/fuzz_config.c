@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_config.c - the configuration file parser and the checks across
  * keys, over the built-in defaults as kvmemd -c reads a file

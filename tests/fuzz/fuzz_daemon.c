@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_daemon.c - the daemon the admin and hello targets drive: what
  * kvmemd_run() sets up, less the sockets and the loop (with no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_daemon.h - a kvmemd without its event loop, for the fuzz targets
  * that drive the daemon's request and handshake parsers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_hello.c - the handshake: a client's hello, checked, and when it is
  * admitted, the session set up as the worker would and freed as a hang-up

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_store_hdr.c - what kvmemd makes of unit 0 of a backing store it
  * is given: keep, format or refuse

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * race.cc - simt-race: broken kernels, to show that the executor and
  * ThreadSanitizer catch them (tests/check_simt.c runs it)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * selftest.cc - kernels that pin the executor's CUDA semantics, for
  * tests/check_simt.c

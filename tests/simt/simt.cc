@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * simt.cc - the CTA executor: CUDA kernels on host threads (see simt.h)
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * simt.h - CUDA's built-ins for kernel sources compiled as C++ and run on
  * the CPU by the CTA executor of simt.cc, for tests on machines without a

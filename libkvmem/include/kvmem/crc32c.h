@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem/crc32c.h - CRC-32C (Castagnoli), as used on the backing store
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem/cuda.h - the kernels on an NVIDIA GPU: encode, decode-on-load
  * attention, scrub and error injection on device pages

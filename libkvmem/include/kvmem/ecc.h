@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem/ecc.h - error-correcting codes over buffers of codewords
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem/kvmem.h - the KV cache: sequences of protected pages, and
  * decode-on-load attention over them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem/quant.h - KV value formats and symmetric group-wise quantization
  *

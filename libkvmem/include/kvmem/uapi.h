@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvmem/uapi.h - the ABI between kvmemd and its clients
  *
