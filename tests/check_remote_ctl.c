@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_remote_ctl.c - kvmemctl remote and the kvmem_remote_* series
  * against real kvmemd processes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-remote.c - kvmem-bench remote: the shared tier on a Redis Cluster
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """kvmem - protected, quantized KV-cache pages and decode-on-load attention.
 
 A binding of libkvmem (man 3 libkvmem) with ctypes: no compiler is needed

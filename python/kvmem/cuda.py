@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """kvmem.cuda - decode-on-load attention on an NVIDIA GPU, from Python.
 
 A binding of kvmem/cuda.h. Device(n) loads the driver (libcuda.so.1,

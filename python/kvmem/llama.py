@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A Llama-2 model in PyTorch whose KV cache and attention are kvmem's.
 
 It reads llama2.c checkpoints, the format kvmem-eval reads (7 int32: dim,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Tests of kvmem.cuda: attention on a GPU over a cache's pages, from Python.
 
 They run on one GPU, the first of: PyTorch's CUDA device (with CUDA

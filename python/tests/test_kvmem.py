@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Tests of the kvmem Python package against libkvmem and kvmemd.
 
 Expected values are computed here with NumPy: FP16 rounding, the bound on

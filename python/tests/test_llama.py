@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """kvmem.llama against kvmem-eval, on shared/models/stories260K.bin.
 
 kvmem-eval samples a reference stream from BOS with its float32 forward

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The package as a package: its version, and how it finds libkvmem.
 
 Each way of finding the library is tried in a python3 of its own, on a

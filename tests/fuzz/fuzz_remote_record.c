@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_remote_record.c - what kvmemd makes of a record the shared tier
  * hands back: served only if it is the block asked for
