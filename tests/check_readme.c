@@ -2,7 +2,8 @@
 /*
  * check_readme.c - the README's commands, as a new user types them
  *
- * Every command of a ```sh block of README.md that runs a built program
+ * Every command of a ```sh block of README.md, CONTRIBUTING.md and the
+ * documents in docs/ that runs a built program
  * (build/tools/..., build/daemon/kvmemd) is run here, word for word, from
  * the source tree, against a kvmemd of the test's own (KVMEM_SOCKET,
  * KVMEM_ADMIN_SOCKET) with a backing store and a session holding three
@@ -24,7 +25,9 @@
  * (a venv, pip install) without writing into the source tree.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +152,46 @@ static void daemon_check_only(char *cmd)
 	f[2] = 'n';
 }
 
+/* The documents a user reads, one after the other: README.md,
+ * CONTRIBUTING.md and docs/, in that order (docs/ by name). */
+static char *docs_text(void)
+{
+	static const char *const top[] = { "README.md", "CONTRIBUTING.md" };
+	char path[PATH_MAX], *all = NULL, *one;
+	struct dirent **names;
+	size_t len = 0;
+	FILE *f;
+	int i, n;
+
+	f = open_memstream(&all, &len);
+	ck_assert_ptr_nonnull(f);
+	for (i = 0; i < (int)(sizeof(top) / sizeof(top[0])); i++) {
+		snprintf(path, sizeof(path), "%s/%s", kvmem_check_srcdir(),
+			 top[i]);
+		one = kvmem_check_read_file(path, NULL);
+		fprintf(f, "%s\n", one);
+		free(one);
+	}
+	snprintf(path, sizeof(path), "%s/docs", kvmem_check_srcdir());
+	n = scandir(path, &names, NULL, alphasort);
+	ck_assert_msg(n >= 0, "%s: %s", path, strerror(errno));
+	for (i = 0; i < n; i++) {
+		size_t l = strlen(names[i]->d_name);
+
+		if (l > 3 && !strcmp(names[i]->d_name + l - 3, ".md")) {
+			snprintf(path, sizeof(path), "%s/docs/%s",
+				 kvmem_check_srcdir(), names[i]->d_name);
+			one = kvmem_check_read_file(path, NULL);
+			fprintf(f, "%s\n", one);
+			free(one);
+		}
+		free(names[i]);
+	}
+	free(names);
+	ck_assert_int_eq(fclose(f), 0);
+	return all;
+}
+
 START_TEST(test_readme_commands)
 {
 	char conf[512], env_sock[300], env_admin[300], log[300], *text;
@@ -162,7 +205,6 @@ START_TEST(test_readme_commands)
 	struct kvmemd_proc p;
 	char *cmd[128];
 	int n, i, ran = 0;
-	size_t len;
 
 	kvmemd_start(&p, "[scrub]\nrate = 0\n", NULL);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
@@ -192,13 +234,7 @@ START_TEST(test_readme_commands)
 		ck_assert_int_eq(kvmem_seq_release(s[i]), 0);
 	}
 
-	{
-		char path[512];
-
-		snprintf(path, sizeof(path), "%s/README.md",
-			 kvmem_check_srcdir());
-		text = kvmem_check_read_file(path, &len);
-	}
+	text = docs_text();
 	n = readme_commands(text, cmd, 128);
 	ck_assert_int_gt(n, 10);
 	for (i = 0; i < n; i++) {
