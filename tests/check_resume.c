@@ -892,7 +892,7 @@ END_TEST
 
 /*
  * An append the restart cut short goes on after kvmem_reconnect() from
- * where kvmem_seq_len() says it stopped, as README shows, and the
+ * where kvmem_seq_len() says it stopped, as docs/kvmemd.md shows, and the
  * sequence ends up the one an uncut append makes.
  */
 START_TEST(test_resume_append_goes_on)
