@@ -3,6 +3,7 @@
 #
 #   make            libkvmem.so/.a (with the GPU kernels' fatbin when nvcc
 #                   is found) and the tools
+#   make examples   the programs of examples/, in build/examples
 #   make test       build and run every Check suite (SAN=1: ASan + UBSan);
 #                   the GPU kernels run on the CPU there (tests/simt)
 #   make check      the quick loop: make test's suites less the emulated
@@ -263,6 +264,7 @@ $(B)/tests/%.o: tests/%.c | $(DEPS_STAMP)
 # The kernels of kernels/, unchanged, run on host threads for the tests
 # (tests/simt): C++, so the runner is linked with $(CXX).
 include mk/simt.mk
+include mk/examples.mk
 
 CTA_OBJS := $(B)/tests/cuda/simt_kernels.o
 CTA_CXXFLAGS := -std=gnu++20 -D_GNU_SOURCE -Itests/simt -Ikernels -Ilibkvmem \
@@ -306,7 +308,7 @@ $(SIMT_SO): $(SIMT_PIC_OBJS)
 
 $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
 	     $(CTA_OBJS) $(SIMT_OBJS) $(LIB_A) | $(LIB_SO) $(FAKECUDA_SO) \
-	     $(if $(filter 1,$(SAN)),,$(SIMT_SO))
+	     $(EXAMPLE_BINS) $(if $(filter 1,$(SAN)),,$(SIMT_SO))
 	$(call msg,LD,$@)
 	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -lhiredis -luring \
 		-lpthread -lm
