@@ -17,7 +17,8 @@
  *   - llama-text.py, with the tree's package (PYTHONPATH=python,
  *     KVMEM_LIB), under a python3 with NumPy and PyTorch: tokens from a
  *     kvmemd session, turned into text by a tokenizer file the test
- *     writes. Skipped, and said so, without them or in a sanitizer build.
+ *     writes. Skipped, and said so, without them or in a sanitizer build;
+ *   - examples/README.md's compile commands build them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -487,10 +488,75 @@ START_TEST(test_example_llama_text)
 				     " 0 uncorrectable"));
 	line_of(out, "float32 cache: ");
 	free(out);
-	unlink(tok);
 	kvmem_check_tmpdir_remove(dir);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * The compile commands of examples/README.md, word for word but for where
+ * -o puts the program (a directory of the test's, not the tree), from the
+ * source tree with PKG_CONFIG_PATH naming the build: each builds, and what
+ * embedded-attention's command built runs.
+ */
+START_TEST(test_example_readme_commands)
+{
+	char src[PATH_MAX], build[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32];
+	char env[PATH_MAX + 32], cmd[PATH_MAX * 2], *text, *line, *save = NULL;
+	char *o;
+	const char *san = "";
+	int in_sh = 0, n = 0, status;
+	pid_t pid;
+
+	if (!kvmem_check_have("pkg-config")) {
+		fprintf(stderr, "SKIP: examples: README's commands: no "
+				"pkg-config in PATH\n");
+		return;
+	}
+#ifdef SANITIZED
+	/* The library carries this build's sanitizers; so must its users. */
+	san = " -fsanitize=address,undefined";
+#endif
+	ck_assert_ptr_nonnull(realpath(kvmem_check_srcdir(), src));
+	ck_assert_ptr_nonnull(realpath(kvmem_check_builddir(), build));
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "examples");
+	snprintf(env, sizeof(env), "PKG_CONFIG_PATH=%s", build);
+	snprintf(path, sizeof(path), "%s/examples/README.md", src);
+	text = kvmem_check_read_file(path, NULL);
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "```", 3)) {
+			in_sh = !in_sh && !strcmp(line, "```sh");
+			continue;
+		}
+		if (!in_sh || (strncmp(line, "cc ", 3) && strncmp(line, "c++ ", 4)))
+			continue;
+		o = strstr(line, " -o ");
+		ck_assert_msg(o, "no -o in \"%s\"", line);
+		ck_assert_int_lt(snprintf(cmd, sizeof(cmd), "%.*s%s -o %s/%s",
+					  (int)(o - line), line, san, dir,
+					  o + 4),
+				 (int)sizeof(cmd));
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (!pid) {
+			if (chdir(src) || putenv(env))
+				_exit(126);
+			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+			_exit(127);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+			      "examples/README.md: \"%s\": status 0x%x", cmd,
+			      status);
+		n++;
+	}
+	free(text);
+	ck_assert_int_eq(n, 4);
+	snprintf(path, sizeof(path), "%s/embedded-attention", dir);
+	free(example_run(NULL, NULL, (const char *[]){ path, NULL }));
+	kvmem_check_tmpdir_remove(dir);
 }
 END_TEST
 
@@ -499,11 +565,15 @@ KVMEM_SUITE(examples)
 	Suite *s = suite_create("examples");
 	TCase *tc = tcase_create("examples");
 
+	/* Compilers, kvmemd restarts, a model's forward pass in Python. */
+	tcase_set_timeout(tc, 120);
+
 	tcase_add_test(tc, test_example_embedded_attention);
 	tcase_add_loop_test(tc, test_example_session, 0, 2);
 	tcase_add_loop_test(tc, test_example_session_not_kept, 0, 2);
 	tcase_add_test(tc, test_example_prefix_sharing);
 	tcase_add_test(tc, test_example_llama_text);
+	tcase_add_test(tc, test_example_readme_commands);
 	suite_add_tcase(s, tc);
 	return s;
 }
