@@ -83,7 +83,8 @@ static void float_attention(const float *q, const float *k, const float *v,
 			float acc = 0;
 
 			for (t = 0; t < ntok; t++)
-				acc += score[t] * v[t * ROW + kvh * HEAD_DIM + d];
+				acc += score[t] *
+				       v[t * ROW + kvh * HEAD_DIM + d];
 			out[h * HEAD_DIM + d] = acc / sum;
 		}
 	}
@@ -151,8 +152,9 @@ static float attention_bound(const struct kvmem_geometry *g, const float *q,
 			delta = fmaxf(delta, scale * move);
 			quant_error(vt, g->group_size, f->qmax, err);
 			for (d = 0; d < HEAD_DIM; d++) {
-				vmax = fmaxf(vmax, fabsf(vt[d]) +
-							   err[d / g->group_size]);
+				vmax = fmaxf(vmax,
+					     fabsf(vt[d]) +
+						     err[d / g->group_size]);
 				verr = fmaxf(verr, err[d / g->group_size]);
 			}
 		}
@@ -203,7 +205,8 @@ static int flip_a_bit(struct kvmem_seq *s, const struct kvmem_geometry *g)
 		((unsigned char *)pd[i].data)[l.k_off + 5] ^= 1u << 3;
 		printf("flipped bit 3 of byte 5 of the K payload of the page "
 		       "of tokens %u..%u\n",
-		       pd[i].token_start, pd[i].token_start + pd[i].ntokens - 1);
+		       pd[i].token_start,
+		       pd[i].token_start + pd[i].ntokens - 1);
 		return 0;
 	}
 	return -1;

@@ -199,8 +199,9 @@ int main(int argc, char **argv)
 	if (argc > 2)
 		system = (uint32_t)strtoul(argv[2], NULL, 10);
 	if (argc > 3 || system < 1 || system > MAX_TOKENS - QUESTION) {
-		fprintf(stderr, "usage: prefix-sharing [SOCKET [SYSTEM_TOKENS"
-				" (1 to %d)]]\n",
+		fprintf(stderr,
+			"usage: prefix-sharing [SOCKET [SYSTEM_TOKENS"
+			" (1 to %d)]]\n",
 			MAX_TOKENS - QUESTION);
 		return 2;
 	}

@@ -29,10 +29,16 @@ constexpr uint32_t kPrompt = 70, kTokens = 110;
 constexpr size_t kRow = kKvHeads * kHeadDim;
 
 struct CacheClose {
-	void operator()(kvmem_cache *c) const { kvmem_close(c); }
+	void operator()(kvmem_cache *c) const
+	{
+		kvmem_close(c);
+	}
 };
 struct SeqFree {
-	void operator()(kvmem_seq *s) const { kvmem_seq_free(s); }
+	void operator()(kvmem_seq *s) const
+	{
+		kvmem_seq_free(s);
+	}
 };
 using Cache = std::unique_ptr<kvmem_cache, CacheClose>;
 using Seq = std::unique_ptr<kvmem_seq, SeqFree>;
@@ -51,7 +57,8 @@ int check(int ret, const char *what)
 struct Values {
 	std::vector<float> k, v, q;
 
-	Values() : k(kLayers * kTokens * kRow), v(k.size()), q(kHeads * kHeadDim)
+	Values()
+	    : k(kLayers * kTokens * kRow), v(k.size()), q(kHeads * kHeadDim)
 	{
 		uint32_t x = 88172645u;
 		auto next = [&x] {
@@ -107,8 +114,8 @@ std::vector<float> attend(kvmem_seq *s, const Values &val)
 
 // A new session holding the prompt. The sequence is declared after the
 // cache at the call site, so it is freed first.
-void start(const std::string &path, const kvmem_geometry &g,
-	   const Values &val, Cache &cache, Seq &seq)
+void start(const std::string &path, const kvmem_geometry &g, const Values &val,
+	   Cache &cache, Seq &seq)
 {
 	kvmem_cache *c = nullptr;
 	kvmem_seq *s = nullptr;
@@ -162,7 +169,8 @@ int run(bool wait, const std::string &path)
 	// counters do, as an engine's next allocation or seal would.
 	int ret = kvmem_daemon_stats(cache.get(), &st);
 	if (ret == -ENOTCONN) {
-		std::cout << "kvmemd connection lost: taking the session back\n";
+		std::cout
+			<< "kvmemd connection lost: taking the session back\n";
 		ret = kvmem_reconnect(cache.get());
 		if (!ret)
 			std::cout << "took session "

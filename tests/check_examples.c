@@ -78,8 +78,8 @@ static void example_start(struct example *x, const char *dir,
 }
 
 /* Read its output up to a line that starts with @prefix; fail at EOF. */
-static void example_wait_line(struct example *x, const char *prefix,
-			      char *log, size_t len)
+static void example_wait_line(struct example *x, const char *prefix, char *log,
+			      size_t len)
 {
 	char line[1024];
 
@@ -180,9 +180,9 @@ START_TEST(test_example_embedded_attention)
 	unsigned int pages;
 	char *out;
 
-	out = example_run(NULL, NULL,
-			  (const char *[]){ example_path("embedded-attention"),
-					    NULL });
+	out = example_run(
+		NULL, NULL,
+		(const char *[]){ example_path("embedded-attention"), NULL });
 	/* 90 tokens of the default geometry: the sink, two sealed pages
 	 * and a tail. */
 	kvmem_geometry_default(&g);
@@ -205,10 +205,11 @@ START_TEST(test_example_embedded_attention)
 			 2);
 	ck_assert_double_le(dec, dec_bound);
 	ck_assert_double_le(dec_bound, 1e-5);
-	ck_assert_int_eq(sscanf(line_of(out, "max difference vs float "
-					     "attention over original values: "),
-				"%lf (bound %lf", &orig, &orig_bound),
-			 2);
+	ck_assert_int_eq(
+		sscanf(line_of(out, "max difference vs float "
+				    "attention over original values: "),
+		       "%lf (bound %lf", &orig, &orig_bound),
+		2);
 	/* int4 moved something, and no more than its rule allows: a bound
 	 * under 1 says something about values of magnitude 1. */
 	ck_assert_double_gt(orig, dec_bound);
@@ -234,9 +235,9 @@ static char *session_across_restart(struct kvmemd_proc *p, const char *name,
 	int status;
 
 	log[0] = 0;
-	example_start(&x, NULL, NULL,
-		      (const char *[]){ example_path(name), "-w", p->sock,
-					NULL });
+	example_start(
+		&x, NULL, NULL,
+		(const char *[]){ example_path(name), "-w", p->sock, NULL });
 	example_wait_line(&x, "restart kvmemd now", log, sizeof(log));
 	if (keep) {
 		ck_assert_int_eq(kvmemd_stop_keep(p), 0);
@@ -247,8 +248,8 @@ static char *session_across_restart(struct kvmemd_proc *p, const char *name,
 	fputs("\n", x.in);
 	fflush(x.in);
 	status = example_finish(&x, log, &text);
-	ck_assert_msg(status == 0, "%s: exit %d; its output:\n%s", name,
-		      status, text);
+	ck_assert_msg(status == 0, "%s: exit %d; its output:\n%s", name, status,
+		      text);
 	return text;
 }
 
@@ -266,11 +267,10 @@ START_TEST(test_example_session)
 				 strlen(p.sock)),
 			 0);
 	line_of(out, "released: ");
-	ck_assert_ptr_nonnull(strstr(line_of(out, "acquired: "),
-				     "the same bits: yes\n"));
+	ck_assert_ptr_nonnull(
+		strstr(line_of(out, "acquired: "), "the same bits: yes\n"));
 	line_of(out, "kvmemd connection lost: taking the session back");
-	ck_assert_int_eq(sscanf(line_of(out, "took session "), "%u", &back),
-			 1);
+	ck_assert_int_eq(sscanf(line_of(out, "took session "), "%u", &back), 1);
 	ck_assert_uint_eq(back, id);
 	ck_assert_int_eq(sscanf(line_with(out, " holds "),
 				"session %u holds %u tokens", &now, &tokens),
@@ -328,14 +328,14 @@ START_TEST(test_example_prefix_sharing)
 	kvmemd_start(&p, NULL, NULL);
 	for (i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
 		snprintf(arg, sizeof(arg), "%u", lengths[i]);
-		out = example_run(NULL, NULL,
-				  (const char *[]){
-					  example_path("prefix-sharing"),
+		out = example_run(
+			NULL, NULL,
+			(const char *[]){ example_path("prefix-sharing"),
 					  p.sock, arg, NULL });
 		want = 0;
 		if (lengths[i] >= g.sink_tokens)
-			want = lengths[i] - (lengths[i] - g.sink_tokens) %
-						    g.tokens_per_page;
+			want = lengths[i] -
+			       (lengths[i] - g.sink_tokens) % g.tokens_per_page;
 		ck_assert_int_eq(sscanf(strstr(line_of(out, "second process, "
 							    "session "),
 					       "matched "),
@@ -347,7 +347,8 @@ START_TEST(test_example_prefix_sharing)
 			      lengths[i], matched, want, out);
 		if (want)
 			ck_assert_ptr_nonnull(strstr(
-				out, "the same bits as the publisher's: yes\n"));
+				out,
+				"the same bits as the publisher's: yes\n"));
 		else
 			line_of(out, "publisher: the system prompt holds no "
 				     "whole block");
@@ -433,8 +434,9 @@ START_TEST(test_example_llama_text)
 		snprintf(model, sizeof(model),
 			 "%s/../shared/models/stories260K.bin", src);
 	if (access(model, R_OK)) {
-		fprintf(stderr, "SKIP: examples: llama-text.py: no model at "
-				"%s (KVMEM_MODEL)\n",
+		fprintf(stderr,
+			"SKIP: examples: llama-text.py: no model at "
+			"%s (KVMEM_MODEL)\n",
 			model);
 		return;
 	}
@@ -448,9 +450,10 @@ START_TEST(test_example_llama_text)
 		tok[0] = 0;
 	strncat(tok, "tok512.bin", sizeof(tok) - strlen(tok) - 1);
 	if (access(tok, R_OK))
-		fprintf(stderr, "SKIP: examples: llama-text.py: no tok512.bin "
-				"beside %s: its text in the model's own words "
-				"is not checked, only in the test's\n",
+		fprintf(stderr,
+			"SKIP: examples: llama-text.py: no tok512.bin "
+			"beside %s: its text in the model's own words "
+			"is not checked, only in the test's\n",
 			model);
 	kvmem_check_tmpdir_make(dir, sizeof(dir), "examples");
 	snprintf(tok, sizeof(tok), "%s/tok.bin", dir);
@@ -466,7 +469,8 @@ START_TEST(test_example_llama_text)
 			  (const char *[]){ python, script, "--model", model,
 					    "--tokenizer", tok, "--socket",
 					    p.sock, "--tokens", "24", NULL });
-	ck_assert_ptr_nonnull(strstr(line_of(out, "cache: "), "kvmemd session "));
+	ck_assert_ptr_nonnull(
+		strstr(line_of(out, "cache: "), "kvmemd session "));
 	for (ids = (char *)line_of(out, "tokens: ");; ids = end) {
 		id = strtol(ids, &end, 10);
 		if (end == ids)
@@ -484,8 +488,8 @@ START_TEST(test_example_llama_text)
 	ck_assert_msg(!strncmp(text, want, strlen(want)),
 		      "the text of the test's tokenizer: %.*s, not %s",
 		      (int)strcspn(text, "\n"), text, want);
-	ck_assert_ptr_nonnull(strstr(line_of(out, "codes: "),
-				     " 0 uncorrectable"));
+	ck_assert_ptr_nonnull(
+		strstr(line_of(out, "codes: "), " 0 uncorrectable"));
 	line_of(out, "float32 cache: ");
 	free(out);
 	kvmem_check_tmpdir_remove(dir);
@@ -530,7 +534,8 @@ START_TEST(test_example_readme_commands)
 			in_sh = !in_sh && !strcmp(line, "```sh");
 			continue;
 		}
-		if (!in_sh || (strncmp(line, "cc ", 3) && strncmp(line, "c++ ", 4)))
+		if (!in_sh ||
+		    (strncmp(line, "cc ", 3) && strncmp(line, "c++ ", 4)))
 			continue;
 		o = strstr(line, " -o ");
 		ck_assert_msg(o, "no -o in \"%s\"", line);
