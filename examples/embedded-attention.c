@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * embedded-attention.c - a KV cache inside the process, and attention that
  * decodes it on the fly

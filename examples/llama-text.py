@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """llama-text.py - a Llama model writes text, its KV cache in kvmem.
 
 The model is a llama2.c checkpoint (stories260K.bin: a tiny Llama trained

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prefix-sharing.c - two processes share the K/V of a system prompt
  * through kvmemd

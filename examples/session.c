@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * session.c - a KV cache in kvmemd, and taking it back after kvmemd
  * restarts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // session.cc - session.c's essentials from C++: a KV cache in kvmemd,
 // released, acquired, and taken back after kvmemd restarts
 //

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/examples.mk - make examples: the programs of examples/ (included by
 # the Makefile)
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_examples.c - the programs of examples/, run as examples/README.md
  * runs them
