@@ -1481,7 +1481,7 @@ START_TEST(test_version)
 
 	snprintf(want, sizeof(want),
 		 "kvmemd %s (ABI 4, clients of ABI 3 to 4; page format 3)\n",
-		 getenv("KVMEM_VERSION") ? getenv("KVMEM_VERSION") : "0.1.0");
+		 kvmem_check_version());
 	KVMEM_RUN(&r, "../daemon/kvmemd", "", "--version");
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_str_eq(r.out, want);

@@ -35,10 +35,7 @@
 
 static const char *version(void)
 {
-	const char *v = getenv("KVMEM_VERSION");
-
-	ck_assert_msg(v && *v, "KVMEM_VERSION not set (make test sets it)");
-	return v;
+	return kvmem_check_version();
 }
 
 /* @dir/@name in a buffer of the caller's. */

@@ -23,40 +23,20 @@
 #include "kvmem_check.h"
 
 /* The Makefile's "VERSION := x.y.z", in a static buffer. */
-static const char *make_version(void)
-{
-	static char version[32];
-	char path[PATH_MAX], *text, *p;
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s/Makefile", kvmem_check_srcdir());
-	text = kvmem_check_read_file(path, NULL);
-	p = strstr(text, "\nVERSION := ");
-	ck_assert_msg(p != NULL, "%s: no VERSION := line", path);
-	p += 12;
-	n = strcspn(p, " \t\n");
-	ck_assert_msg(n > 0 && n < sizeof(version), "%s: VERSION %.*s", path,
-		      (int)n, p);
-	memcpy(version, p, n);
-	version[n] = 0;
-	free(text);
-	return version;
-}
-
 START_TEST(test_library_version)
 {
 	const char *(*shared)(void);
 	char path[PATH_MAX];
 	void *h;
 
-	ck_assert_str_eq(kvmem_version(), make_version());
+	ck_assert_str_eq(kvmem_version(), kvmem_check_version());
 	snprintf(path, sizeof(path), "%s/libkvmem.so.0",
 		 kvmem_check_builddir());
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	ck_assert_msg(h, "dlopen %s: %s", path, dlerror());
 	*(void **)&shared = dlsym(h, "kvmem_version");
 	ck_assert_ptr_nonnull(shared);
-	ck_assert_str_eq(shared(), make_version());
+	ck_assert_str_eq(shared(), kvmem_check_version());
 	dlclose(h);
 }
 END_TEST
@@ -68,7 +48,7 @@ static void expect_version(const char *tool, const char *name,
 	struct kvmem_run r;
 	char want[128];
 
-	snprintf(want, sizeof(want), "%s %s%s", name, make_version(), rest);
+	snprintf(want, sizeof(want), "%s %s%s", name, kvmem_check_version(), rest);
 	KVMEM_RUN(&r, tool, "", "--version");
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_msg(!strncmp(r.out, want, strlen(want)),
@@ -96,10 +76,10 @@ START_TEST(test_changelog_version)
 	/* The first release heading is the Makefile's version. */
 	first = strstr(text, "\n## ");
 	ck_assert_msg(first != NULL, "%s: no \"## VERSION\" heading", path);
-	snprintf(want, sizeof(want), "\n## %s ", make_version());
+	snprintf(want, sizeof(want), "\n## %s ", kvmem_check_version());
 	ck_assert_msg(!strncmp(first, want, strlen(want)),
 		      "%s: the first release is %.20s, not %s", path,
-		      first + 4, make_version());
+		      first + 4, kvmem_check_version());
 	free(text);
 }
 END_TEST
@@ -114,7 +94,7 @@ START_TEST(test_python_version)
 		 kvmem_check_srcdir());
 	text = kvmem_check_read_file(path, NULL);
 	snprintf(want, sizeof(want), "\n__version__ = \"%s\"\n",
-		 make_version());
+		 kvmem_check_version());
 	ck_assert_msg(strstr(text, want), "%s: no %s", path, want + 1);
 	free(text);
 }

@@ -37,6 +37,28 @@ const char *kvmem_check_builddir(void)
 	return dir && *dir ? dir : "build";
 }
 
+const char *kvmem_check_version(void)
+{
+	static char version[32];
+	char path[4096], *text, *p;
+	size_t n;
+
+	if (version[0])
+		return version;
+	snprintf(path, sizeof(path), "%s/Makefile", kvmem_check_srcdir());
+	text = kvmem_check_read_file(path, NULL);
+	p = strstr(text, "\nVERSION := ");
+	ck_assert_msg(p != NULL, "%s: no VERSION := line", path);
+	p += strlen("\nVERSION := ");
+	n = strcspn(p, " \t\n");
+	ck_assert_msg(n > 0 && n < sizeof(version), "%s: VERSION %.*s", path,
+		      (int)n, p);
+	memcpy(version, p, n);
+	version[n] = 0;
+	free(text);
+	return version;
+}
+
 int kvmem_check_have(const char *name)
 {
 	char *path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");

@@ -41,6 +41,9 @@ void kvmem_check_register(const char *name, kvmem_suite_fn fn);
 const char *kvmem_check_srcdir(void);
 const char *kvmem_check_builddir(void);
 
+/* The Makefile's VERSION, the one the library and the tools report. */
+const char *kvmem_check_version(void);
+
 /* Whether @name is an executable in one of PATH's directories. */
 int kvmem_check_have(const char *name);
 
