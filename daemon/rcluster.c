@@ -655,13 +655,13 @@ static int req_append(struct rcluster *c, redisContext *ctx,
 {
 	const char *argv[6];
 	size_t argvlen[6];
-	char ttl[16];
+	char ttl[16], end[24];
 	int argc = 0;
 
 	switch (q->op) {
 	case RC_GET:
-		argv[argc] = "GET";
-		argvlen[argc++] = 3;
+		argv[argc] = q->max ? "GETRANGE" : "GET";
+		argvlen[argc++] = q->max ? 8 : 3;
 		break;
 	case RC_EXISTS:
 		argv[argc] = "EXISTS";
@@ -678,6 +678,13 @@ static int req_append(struct rcluster *c, redisContext *ctx,
 	}
 	argv[argc] = q->keylen ? q->key : "";
 	argvlen[argc++] = q->keylen;
+	if (q->op == RC_GET && q->max) {
+		argv[argc] = "0";
+		argvlen[argc++] = 1;
+		argv[argc] = end;
+		argvlen[argc++] =
+			(size_t)snprintf(end, sizeof(end), "%zu", q->max);
+	}
 	if (q->op == RC_SET || q->op == RC_SETNX || q->op == RC_SETXX) {
 		argv[argc] = q->vlen ? q->val : "";
 		argvlen[argc++] = q->vlen;
@@ -710,6 +717,11 @@ static int req_result(struct rcluster_req *q, const redisReply *r)
 		if (r->type == REDIS_REPLY_NIL)
 			return -ENOENT;
 		if (r->type != REDIS_REPLY_STRING)
+			return -EPROTO;
+		/* GETRANGE of a missing key is the empty string. */
+		if (q->max && !r->len)
+			return -ENOENT;
+		if (q->max && r->len > q->max + 1)
 			return -EPROTO;
 		if (r->len > RCLUSTER_MAX_VALUE)
 			return -E2BIG;

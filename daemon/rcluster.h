@@ -49,6 +49,14 @@ struct rcluster_req {
 	size_t vlen;
 	uint32_t ttl_s; /* SET*: EX ttl_s when > 0; RC_SETXX: KEEPTTL at 0 */
 	/*
+	 * RC_GET: when > 0, at most max + 1 bytes are read (GETRANGE key 0
+	 * max): a longer value comes back cut to max + 1 bytes, which says
+	 * it is too long without its bytes crossing the network or memory.
+	 * An empty value reads as -ENOENT then (GETRANGE cannot tell it from
+	 * a missing key). 0: the whole value, as GET.
+	 */
+	size_t max;
+	/*
 	 * Result. 0: done (GET hit, SET* stored, EXISTS: exists, DEL:
 	 * deleted). -ENOENT: GET miss, EXISTS no, DEL nothing, SETXX with no
 	 * key. -EEXIST: SETNX found the key (not stored). -EACCES: NOPERM

@@ -55,6 +55,7 @@ static int redis_exec(void *ctx, struct kvmemd_remote_req *reqs, size_t n)
 			.val = reqs[i].val,
 			.vlen = reqs[i].vlen,
 			.ttl_s = reqs[i].ttl_s,
+			.max = reqs[i].max,
 		};
 	ret = rcluster_exec(ctx, q, n);
 	for (i = 0; !ret && i < n; i++) {

@@ -350,11 +350,21 @@ static void fetch_run(struct kvmemd_remote *r, struct conn *c,
 	uint32_t i, nfix = 0;
 	int ret, kind;
 
-	for (i = 0; i < j->n; i++)
+	/* A record is read no longer than a block of its kind is: a value
+	 * someone made larger is refused on its length, having cost no more
+	 * memory than a block. */
+	for (i = 0; i < j->n; i++) {
+		kind = j->g.sink_tokens && !j->start[i] ? KVMEM_SLOT_HOT
+							: KVMEM_SLOT_SEALED;
 		j->reqs[i] = (struct kvmemd_remote_req){
 			.op = KVMEMD_REMOTE_GET,
 			.key = j->keys[i],
+			.max = sizeof(struct kvmemd_remote_hdr) +
+			       (size_t)j->g.layers *
+				       (sizeof(struct kvmemd_remote_seal) +
+					j->layout[kind].size),
 		};
+	}
 	ret = r->ops->exec(c->ctx, j->reqs, j->n);
 	if (ret) {
 		conn_failed(r, c, j, ret);

@@ -151,6 +151,9 @@ struct kvmemd_remote_req {
 	const void *val;
 	size_t vlen;
 	uint32_t ttl_s; /* SETNX: expires after; 0: never */
+	/* GET: the most bytes the value may have; one longer is read as
+	 * max + 1 bytes, the rest left in the store (0: no limit) */
+	size_t max;
 	/* 0 (hit, stored, exists, deleted), -ENOENT (miss), -EEXIST (SETNX
 	 * found one), or why it failed */
 	int status;

@@ -280,6 +280,51 @@ START_TEST(test_rcluster_set_ttl)
 }
 END_TEST
 
+/* A GET with a limit reads no more than the limit and a byte: a value
+ * longer than the caller takes costs it nothing more. */
+START_TEST(test_rcluster_get_at_most)
+{
+	static char big[100000];
+	struct rcluster_req q;
+	struct rcluster *c;
+	size_t i;
+
+	NEED_CLUSTER("test_rcluster_get_at_most");
+	c = open_client(rc.seeds, 2000, 5);
+	for (i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 7 + 3);
+	ck_assert_int_eq(exec1(c, &q, RC_SET, "kvmem:max", big, sizeof(big)),
+			 0);
+	memset(&q, 0, sizeof(q));
+	q.op = RC_GET;
+	q.key = "kvmem:max";
+	q.keylen = 9;
+	q.max = 1000;
+	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
+	ck_assert_int_eq(q.status, 0);
+	ck_assert_uint_eq(q.dlen, 1001);
+	EXPECT_MEM(q.data, big, 1001, "%s", "the first 1001 bytes");
+	free(q.data);
+	/* A limit the value is within: all of it. */
+	q.data = NULL;
+	q.max = sizeof(big);
+	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
+	ck_assert_int_eq(q.status, 0);
+	ck_assert_uint_eq(q.dlen, sizeof(big));
+	EXPECT_MEM(q.data, big, sizeof(big), "%s", "the whole value");
+	free(q.data);
+	/* No such key: a miss, as without a limit. */
+	q.data = NULL;
+	q.key = "kvmem:max-none";
+	q.keylen = 14;
+	q.max = 1000;
+	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
+	ck_assert_int_eq(q.status, -ENOENT);
+	ck_assert_ptr_null(q.data);
+	rcluster_close(c);
+}
+END_TEST
+
 /* Tell every master that @slot is node @dst's, @dst first (spec). */
 static void slot_assign(unsigned int slot, int dst)
 {
@@ -788,6 +833,7 @@ KVMEM_SUITE(rcluster)
 	tcase_add_test(tc, test_rcluster_slot);
 	tcase_add_test(tc, test_rcluster_batch);
 	tcase_add_test(tc, test_rcluster_set_ttl);
+	tcase_add_test(tc, test_rcluster_get_at_most);
 	tcase_add_test(tc, test_rcluster_moved);
 	tcase_add_test(tc, test_rcluster_ask);
 	tcase_add_test(tc, test_rcluster_acl);

@@ -443,6 +443,62 @@ START_TEST(test_remote_wrong_key_or_tenant_refused)
 }
 END_TEST
 
+/* A value far larger than any block, planted under a block's key: read
+ * no further than a block's size, refused on its length, deleted. */
+START_TEST(test_remote_oversized_value_refused)
+{
+	const size_t huge = 8u << 20;
+	struct kvmem_prefix_key keys[NBLOCKS];
+	char key[KEY_LEN], me[16];
+	struct kvmemd_proc a, b;
+	struct rcluster *c;
+	struct kvmem_rng r;
+	size_t len, records = 0;
+	uint8_t *val;
+	char out[8192];
+	float *k, *v;
+	uint32_t i;
+
+	NEED_CLUSTER();
+	c = client();
+	kvmem_rng_seed(&r, 4908);
+	keys_of(keys, NBLOCKS, 4908);
+	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
+	node_start(&a, rc.seeds, NULL);
+	node_start(&b, rc.seeds, NULL);
+	publish(&a, keys, &r, &k, &v);
+	/* What the five records weigh as they were pushed, the planted one
+	 * a byte more. */
+	for (i = 0; i < WHOLE; i++) {
+		key_of(key, sizeof(key), keys, i, me);
+		val = get(c, key, &len);
+		ck_assert_ptr_nonnull(val);
+		free(val);
+		records += len + (i == 2);
+	}
+	key_of(key, sizeof(key), keys, 2, me);
+	val = kvmem_check_xmalloc(huge);
+	memset(val, 0x5a, huge);
+	set(c, key, val, huge);
+	free(val);
+
+	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(1));
+	remote_of(&b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"refused\"", "header"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "deleted"), 1);
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "bytes"),
+			  records);
+	ck_assert_ptr_null(get(c, key, &len));
+	rcluster_close(c);
+	ck_assert_int_eq(kvmemd_stop(&a), 0);
+	kvmemd_cleanup(&a);
+	ck_assert_int_eq(kvmemd_stop(&b), 0);
+	kvmemd_cleanup(&b);
+	free(k);
+	free(v);
+}
+END_TEST
+
 START_TEST(test_remote_chain_cut_keeps_leading)
 {
 	struct kvmem_prefix_key keys[NBLOCKS];
@@ -767,6 +823,7 @@ KVMEM_SUITE(remote)
 	tcase_add_test(tc, test_remote_flips_corrected_or_refused);
 	tcase_add_test(tc, test_remote_wrong_key_or_tenant_refused);
 	tcase_add_test(tc, test_remote_chain_cut_keeps_leading);
+	tcase_add_test(tc, test_remote_oversized_value_refused);
 	tcase_add_test(tc, test_remote_tenant_users);
 	tcase_add_test(tc, test_remote_master_killed);
 	suite_add_tcase(s, tc);
