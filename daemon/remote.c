@@ -31,7 +31,6 @@
 #include "json.h"
 #include "prefix.h"
 #include "remote.h"
-#include "session.h"
 
 /* Jobs queued or running: fetches past it fail with -EAGAIN. */
 #define REMOTE_DEPTH 256
@@ -107,14 +106,13 @@ struct remote_job {
 	size_t len;
 	uint32_t ttl_s;
 	int status;
-	/* fetch: blocks from first, the op that waits for them (NULL: none
-	 * any more) */
-	struct kvmemd_session *s;
-	struct tier_wait *w;
+	/* fetch: its blocks, and who takes the answer (NULL: no one any
+	 * more) */
+	void (*done)(void *ctx, int res);
+	void *ctx;
 	struct kvmem_geometry g;
 	uint64_t digest;
 	struct kvmem_page_layout layout[2];
-	uint32_t base; /* blocks the tenant had from the op's token_start */
 	uint32_t n;
 	uint8_t (*hash)[KVMEM_PREFIX_KEY_BYTES]; /* [n + 1]: parent first */
 	uint32_t *start, *ntokens;
@@ -618,17 +616,14 @@ static void job_done(struct kvmemd_work *work)
 		refused_log(j, i);
 	}
 	res = j->error ? 0 : fetch_keep(r, j);
-	if (res >= 0 || j->base)
-		res = (int)j->base + (res > 0 ? res : 0);
 	if (j->error) {
 		r->n.fetch_errors++;
 		/* The store's refusal of the tenant's user says so; any
 		 * other failure is the store's not answering. */
-		if (!res)
-			res = j->error == -EACCES ? -EACCES : -EHOSTUNREACH;
+		res = j->error == -EACCES ? -EACCES : -EHOSTUNREACH;
 	}
-	if (j->w)
-		tier_remote_done(j->s, j->w, res);
+	if (j->done)
+		j->done(j->ctx, res);
 	job_free(j);
 }
 
@@ -681,94 +676,44 @@ dropped:
 		job_free(j);
 }
 
-/* The block at @token_start of @s's geometry: its tokens, or 0 when no
- * block starts there. */
-static uint32_t block_tokens(const struct kvmemd_session *s,
-			     uint32_t token_start)
+int kvmemd_remote_fetch(struct kvmemd *d, const struct kvmemd_remote_fetch *f,
+			struct remote_job **out)
 {
-	const uint32_t S = s->g.sink_tokens, T = s->g.tokens_per_page;
-
-	if (S && !token_start)
-		return S;
-	if (token_start < S || (token_start - S) % T)
-		return 0;
-	return T;
-}
-
-int session_op_prefix_fetch(struct kvmemd_session *s,
-			    const struct kvmem_sqe *e)
-{
-	struct kvmemd_remote *r = s->d->remote;
-	const uint8_t *buf;
+	struct kvmemd_remote *r = d->remote;
 	struct remote_job *j;
-	uint32_t i, n, m, start, ntok, kind;
-	uint64_t at;
+	uint32_t i, kind;
 	int ret;
 
-	if (!(s->features & KVMEM_FEAT_REMOTE) || !r)
+	if (!r)
 		return -EOPNOTSUPP;
-	if (e->ntokens || e->len < 2 * KVMEM_PREFIX_KEY_BYTES ||
-	    e->len % KVMEM_PREFIX_KEY_BYTES ||
-	    e->len / KVMEM_PREFIX_KEY_BYTES - 1 > REMOTE_FETCH_MAX ||
-	    !block_tokens(s, e->token_start))
+	if (!f->n || f->n > REMOTE_FETCH_MAX)
 		return -EINVAL;
-	buf = session_op_buf(s, e->addr, e->len, 1);
-	if (!buf)
-		return -EFAULT;
-	n = e->len / KVMEM_PREFIX_KEY_BYTES - 1;
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
 	j->r = r;
 	j->type = JOB_FETCH;
-	j->tenant = s->tenant;
-	j->g = s->g;
-	j->digest = s->digest;
-	memcpy(j->layout, s->layout, sizeof(j->layout));
-	/* Copied once: the client may change it meanwhile. */
-	j->hash = malloc((size_t)(n + 1) * sizeof(*j->hash));
-	j->start = malloc(n * sizeof(*j->start));
-	j->ntokens = malloc(n * sizeof(*j->ntokens));
-	if (!j->hash || !j->start || !j->ntokens) {
-		job_free(j);
-		return -ENOMEM;
-	}
-	memcpy(j->hash, buf, (size_t)(n + 1) * sizeof(*j->hash));
-	for (i = 0, at = e->token_start; i < n; i++) {
-		start = (uint32_t)at;
-		ntok = block_tokens(s, start);
-		if (at > UINT32_MAX - ntok)
-			break;
-		j->start[i] = start;
-		j->ntokens[i] = ntok;
-		at += ntok;
-	}
-	n = i;
-	/* What the tenant has is not asked for again. */
-	for (m = 0; m < n; m++)
-		if (!kvmemd_prefix_find(s->d, s->tenant, j->hash[m + 1], &s->g,
-					s->digest, j->start[m], j->ntokens[m],
-					0))
-			break;
-	if (m == n) {
-		job_free(j);
-		return (int)n;
-	}
-	r->n.fetches++;
-	r->n.blocks_asked += n - m;
-	/* From the first missing on, its parent before it. */
-	memmove(j->hash, j->hash + m, (size_t)(n - m + 1) * sizeof(*j->hash));
-	memmove(j->start, j->start + m, (n - m) * sizeof(*j->start));
-	memmove(j->ntokens, j->ntokens + m, (n - m) * sizeof(*j->ntokens));
-	j->base = m;
-	j->n = n - m;
+	j->tenant = f->tenant;
+	j->g = f->g;
+	j->digest = f->digest;
+	memcpy(j->layout, f->layout, sizeof(j->layout));
+	j->n = f->n;
+	j->done = f->done;
+	j->ctx = f->ctx;
+	j->hash = malloc((size_t)(j->n + 1) * sizeof(*j->hash));
+	j->start = malloc(j->n * sizeof(*j->start));
+	j->ntokens = malloc(j->n * sizeof(*j->ntokens));
 	j->keys = malloc(j->n * sizeof(*j->keys));
 	j->reqs = calloc(j->n, sizeof(*j->reqs));
 	j->verdict = calloc(j->n, 1);
-	if (!j->keys || !j->reqs || !j->verdict) {
+	if (!j->hash || !j->start || !j->ntokens || !j->keys || !j->reqs ||
+	    !j->verdict) {
 		job_free(j);
-		return m ? (int)m : -ENOMEM;
+		return -ENOMEM;
 	}
+	memcpy(j->hash, f->hash, (size_t)(j->n + 1) * sizeof(*j->hash));
+	memcpy(j->start, f->start, j->n * sizeof(*j->start));
+	memcpy(j->ntokens, f->ntokens, j->n * sizeof(*j->ntokens));
 	for (i = 0; i < j->n; i++) {
 		kind = j->g.sink_tokens && !j->start[i] ? KVMEM_SLOT_HOT
 							: KVMEM_SLOT_SEALED;
@@ -778,26 +723,24 @@ int session_op_prefix_fetch(struct kvmemd_session *s,
 					  (uint32_t)j->layout[kind].size),
 				  j->hash[i + 1]);
 	}
-	ret = tier_remote_wait(s, e, j, &j->w);
-	if (ret) {
-		job_free(j);
-		return m ? (int)m : ret;
-	}
-	j->s = s;
 	ret = job_queue(r, j);
 	if (ret) {
-		tier_remote_drop(s, j->w);
 		job_free(j);
 		r->n.fetch_errors++;
-		return m ? (int)m : ret;
+		return ret;
 	}
-	return OP_WAIT;
+	r->n.fetches++;
+	r->n.blocks_asked += j->n;
+	*out = j;
+	return 0;
 }
 
-void kvmemd_remote_forget(struct remote_job *job)
+void kvmemd_remote_forget(void *job)
 {
-	job->s = NULL;
-	job->w = NULL;
+	struct remote_job *j = job;
+
+	j->done = NULL;
+	j->ctx = NULL;
 }
 
 /* ---- start, stop, status ---------------------------------------------- */

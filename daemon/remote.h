@@ -10,8 +10,9 @@
  * struct kvmemd_remote_ops (remote-redis.c: a Redis Cluster).
  *
  * Included by remote.c, remote-record.c, remote-redis.c, share.c (what
- * is published goes out), session.c (the op), tier.c (the op waits),
- * server.c and admin.c.
+ * is published goes out, PREFIX_FETCH asks), server.c, admin.c and
+ * main.c. remote.c knows no session: share.c turns an op into a fetch,
+ * and its answer into the op's completion.
  */
 #ifndef KVMEMD_REMOTE_H
 #define KVMEMD_REMOTE_H
@@ -24,9 +25,7 @@
 
 struct jw;
 struct kvmemd_prefix_block;
-struct kvmemd_session;
 struct remote_job;
-struct tier_wait;
 
 /* ---- remote-record.c: a block's record --------------------------------- */
 
@@ -225,13 +224,41 @@ void kvmemd_remote_free(struct kvmemd *d);
 void kvmemd_remote_push(struct kvmemd *d, const struct kvmemd_prefix_block *b,
 			const uint8_t *parent);
 
-/* PREFIX_FETCH, for session.c's op table. */
-int session_op_prefix_fetch(struct kvmemd_session *s,
-			    const struct kvmem_sqe *e);
-/* The op that waits for @job is gone (cancelled, its session freed):
- * the blocks the thread brings back are kept all the same, and answer no
- * one. */
-void kvmemd_remote_forget(struct remote_job *job);
+/* What a fetch asks for: @n blocks of @tenant, of sessions of geometry
+ * @g (digest @digest) whose slots have layouts @layout[kind], named by
+ * @hash[1..n], @hash[0] the key of the block before the first; block i
+ * holds @ntokens[i] tokens from @start[i]. */
+struct kvmemd_remote_fetch {
+	uint64_t tenant;
+	struct kvmem_geometry g;
+	uint64_t digest;
+	struct kvmem_page_layout layout[2];
+	uint32_t n;
+	const uint8_t (*hash)[KVMEM_PREFIX_KEY_BYTES];
+	const uint32_t *start, *ntokens;
+	/* on the loop, once the leading blocks that passed are kept: how
+	 * many, or why not even the first (-EHOSTUNREACH: the store did not
+	 * answer, -EACCES: it refused the tenant's user, or an admission's
+	 * error) */
+	void (*done)(void *ctx, int res);
+	void *ctx;
+};
+
+/*
+ * kvmemd_remote_fetch() - read @f's blocks from the shared tier in one
+ * batch, check each, keep the leading ones that pass as published blocks
+ * of the tenant, and then call @f->done; @f is copied
+ *
+ * Return: 0 with the job in *@out (kvmemd_remote_forget() takes it back
+ * from the caller), -EOPNOTSUPP without a shared tier, -EINVAL for more
+ * than KVMEM_PREFIX_FETCH_MAX blocks, -EAGAIN when its queue is full,
+ * -ENOMEM.
+ */
+int kvmemd_remote_fetch(struct kvmemd *d, const struct kvmemd_remote_fetch *f,
+			struct remote_job **out);
+/* Whoever waits for @job is gone: the blocks it brings back are kept all
+ * the same, and its done is not called. */
+void kvmemd_remote_forget(void *job);
 
 /* The admin socket's "remote": configuration, state, counters. */
 void kvmemd_remote_status(struct kvmemd *d, struct jw *w);

@@ -24,7 +24,6 @@
 #include "kvmem-private.h"
 #include "kvmemd.h"
 #include "prefix.h"
-#include "remote.h"
 #include "session.h"
 
 #define BUF_BYTES (64u << 10)

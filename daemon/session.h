@@ -17,7 +17,6 @@
 #include "kvmemd.h"
 
 struct kvmemd_prefix_block;
-struct remote_job;
 
 /*
  * A check of one sealed page (ras.c), run a bounded step at a time on the
@@ -180,7 +179,13 @@ struct kvmemd_session {
 struct tier_wait {
 	struct kvmem_sqe e; /* the SQE, as it came */
 	uint8_t key[KVMEM_PREFIX_KEY_BYTES]; /* PREFIX_ATTACH: as it came */
-	struct remote_job *job; /* PREFIX_FETCH: what it waits for */
+	/* PREFIX_FETCH: its session, the blocks the tenant had from its
+	 * token_start, and the shared tier's job it waits for, to be told
+	 * by forget(job) when the op goes first */
+	struct kvmemd_session *owner;
+	uint32_t base;
+	void *job;
+	void (*forget)(void *job);
 	uint32_t scan; /* ACQUIRE: its pages before this one are resident */
 	uint32_t issue; /* ACQUIRE: reads were started before this one */
 	int error; /* ACQUIRE: a page could not be read back, or no room */
@@ -278,6 +283,8 @@ int session_op_prefix_publish(struct kvmemd_session *s,
 			      const struct kvmem_sqe *e);
 int session_op_prefix_attach(struct kvmemd_session *s,
 			     const struct kvmem_sqe *e);
+int session_op_prefix_fetch(struct kvmemd_session *s,
+			    const struct kvmem_sqe *e);
 /* Drop the block being published. */
 void session_stage_drop(struct kvmemd_session *s);
 /* @b (NULL: none), partway attached into @seq, is the block the session
@@ -296,9 +303,10 @@ int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e);
 /* The same for PREFIX_ATTACH @e, of the block named @key. */
 int tier_attach_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
 		     const uint8_t *key);
-/* PREFIX_FETCH @e waits for @job (remote.c): 0 with *@out, or -ENOMEM. */
+/* PREFIX_FETCH @e waits for the shared tier (share.c): 0 with *@out, or
+ * -ENOMEM. */
 int tier_remote_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
-		     struct remote_job *job, struct tier_wait **out);
+		     struct tier_wait **out);
 /* It is over: its CQE says @res. */
 void tier_remote_done(struct kvmemd_session *s, struct tier_wait *w, int res);
 /* It never started: gone without a CQE (the op's result says why). */

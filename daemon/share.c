@@ -4,7 +4,8 @@
  * sequence into blocks of its tenant's table (prefix.c), staged over as
  * many ops as their size takes and checked against their seals;
  * PREFIX_ATTACH copies blocks into sealed slots of a sequence, checked
- * again, or waits for room (tier.c)
+ * again, or waits for room (tier.c); PREFIX_FETCH asks the shared tier
+ * (remote.c) for the blocks the tenant lacks, and waits for its answer
  *
  * Everything a client wrote is validated here before use, as in
  * session.c, whose op table calls these.
@@ -399,4 +400,100 @@ int session_op_prefix_attach(struct kvmemd_session *s,
 		memcpy(key, buf, sizeof(key));
 	ret = session_prefix_attach(s, e, key, &no_slot);
 	return ret == -ENOMEM && no_slot ? tier_attach_wait(s, e, key) : ret;
+}
+
+/* The tokens of the block at @token_start of @s's geometry, or 0 when no
+ * block starts there. */
+static uint32_t block_tokens(const struct kvmemd_session *s,
+			     uint32_t token_start)
+{
+	const uint32_t S = s->g.sink_tokens, T = s->g.tokens_per_page;
+
+	if (S && !token_start)
+		return S;
+	if (token_start < S || (token_start - S) % T)
+		return 0;
+	return T;
+}
+
+/* The shared tier's answer to a PREFIX_FETCH that waited as @ctx: the
+ * blocks it kept after those the tenant had. */
+static void fetch_done(void *ctx, int res)
+{
+	struct tier_wait *w = ctx;
+
+	w->job = NULL;
+	if (res >= 0)
+		res += (int)w->base;
+	else if (w->base)
+		res = (int)w->base;
+	tier_remote_done(w->owner, w, res);
+}
+
+/*
+ * PREFIX_FETCH: the blocks from token_start on that the tenant has
+ * already are not asked for again; from the first it lacks, the shared
+ * tier is asked, and the op waits for it (tier.c keeps its CQE).
+ */
+int session_op_prefix_fetch(struct kvmemd_session *s,
+			    const struct kvmem_sqe *e)
+{
+	uint32_t start[KVMEM_PREFIX_FETCH_MAX], ntok[KVMEM_PREFIX_FETCH_MAX];
+	uint8_t(*hash)[KVMEM_PREFIX_KEY_BYTES];
+	struct kvmemd_remote_fetch f;
+	struct tier_wait *w;
+	uint32_t i, n, m;
+	uint64_t at;
+	int ret;
+
+	if (!(s->features & KVMEM_FEAT_REMOTE))
+		return -EOPNOTSUPP;
+	if (e->ntokens || e->len < 2 * KVMEM_PREFIX_KEY_BYTES ||
+	    e->len % KVMEM_PREFIX_KEY_BYTES ||
+	    e->len / KVMEM_PREFIX_KEY_BYTES - 1 > KVMEM_PREFIX_FETCH_MAX ||
+	    !block_tokens(s, e->token_start))
+		return -EINVAL;
+	hash = session_op_buf(s, e->addr, e->len, 1);
+	if (!hash)
+		return -EFAULT;
+	n = e->len / KVMEM_PREFIX_KEY_BYTES - 1;
+	for (i = 0, at = e->token_start; i < n; i++) {
+		start[i] = (uint32_t)at;
+		ntok[i] = block_tokens(s, start[i]);
+		if (at + ntok[i] > UINT32_MAX)
+			break;
+		at += ntok[i];
+	}
+	n = i;
+	/* What the tenant has is not asked for again. */
+	for (m = 0; m < n; m++)
+		if (!kvmemd_prefix_find(s->d, s->tenant, hash[m + 1], &s->g,
+					s->digest, start[m], ntok[m], 0))
+			break;
+	if (m == n)
+		return (int)n;
+	ret = tier_remote_wait(s, e, &w);
+	if (ret)
+		return m ? (int)m : ret;
+	/* The job copies the keys: the client may change them meanwhile. */
+	f = (struct kvmemd_remote_fetch){
+		.tenant = s->tenant,
+		.g = s->g,
+		.digest = s->digest,
+		.n = n - m,
+		.hash = (const uint8_t(*)[KVMEM_PREFIX_KEY_BYTES])hash + m,
+		.start = start + m,
+		.ntokens = ntok + m,
+		.done = fetch_done,
+		.ctx = w,
+	};
+	memcpy(f.layout, s->layout, sizeof(f.layout));
+	w->base = m;
+	ret = kvmemd_remote_fetch(s->d, &f, (struct remote_job **)&w->job);
+	if (ret) {
+		tier_remote_drop(s, w);
+		return m ? (int)m : ret;
+	}
+	w->forget = kvmemd_remote_forget;
+	return OP_WAIT;
 }

@@ -41,7 +41,6 @@
 #include "kvmem/quant.h"
 #include "json.h"
 #include "kvmemd.h"
-#include "remote.h"
 #include "session.h"
 #include "store.h"
 
@@ -315,7 +314,7 @@ static void backoff(struct kvmemd_tier *t)
 static void wait_free(struct tier_wait *w)
 {
 	if (w->job)
-		kvmemd_remote_forget(w->job);
+		w->forget(w->job);
 	free(w);
 }
 
@@ -395,12 +394,12 @@ int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e)
 }
 
 int tier_remote_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
-		     struct remote_job *job, struct tier_wait **out)
+		     struct tier_wait **out)
 {
 	int ret = wait_add(s, e, out);
 
 	if (!ret)
-		(*out)->job = job;
+		(*out)->owner = s;
 	return ret;
 }
 
