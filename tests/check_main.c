@@ -411,6 +411,8 @@ int main(void)
 		if (i == next)
 			continue;
 		running--;
+		/* Its pid may be a later suite's once it is reaped. */
+		ran[i]->pid = 0;
 		finish(ran[i], st, &run, &failures, &errors);
 	}
 	print_times(ran, n, now_s() - t0, njobs);
