@@ -218,7 +218,8 @@ void kvmemd_remote_free(struct kvmemd *d);
 /*
  * kvmemd_remote_push() - @b, just kept as the tenant's block, goes to the
  * shared tier in the background (remote.publish), under @parent (the key
- * of the block before it; NULL for block 0). Nothing happens past
+ * of the block before it, zeros for block 0; NULL when it is not known:
+ * then @b is not pushed, and counted as unchained). Nothing happens past
  * remote.queue_bytes: counted as dropped.
  */
 void kvmemd_remote_push(struct kvmemd *d, const struct kvmemd_prefix_block *b,

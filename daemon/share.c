@@ -142,7 +142,7 @@ static int stage_start(struct kvmemd_session *s, const struct seq *q,
 
 /*
  * The key of the block before the one PREFIX_PUBLISH @e of @q names, as
- * the shared tier chains them: NULL for block 0, and when the session
+ * the shared tier chains them: zeros for block 0, NULL when the session
  * did not publish that block of @q just before (its chain is unknown).
  */
 static const uint8_t *chain_parent(const struct kvmemd_session *s,
