@@ -20,7 +20,8 @@ of build/libkvmem.so of the source tree this package sits in, the one
 make install put in its LIBDIR, libkvmem.so.0 on the dynamic loader's
 path, and libkvmem.so.0 in kvmem.pc's libdir (pkg-config). Without one,
 importing kvmem raises ImportError saying what it tried; kvmem.library_path
-names the one loaded. Failures of calls raise kvmem.Error, an OSError with
+names the one loaded, kvmem.library_version its version (kvmem_version(),
+the package's __version__ when the two were built together). Failures of calls raise kvmem.Error, an OSError with
 the errno and libkvmem's sentence.
 """
 
@@ -51,6 +52,7 @@ Counts = Dict[str, Any]
 __all__ = [
     "__version__",
     "library_path",
+    "library_version",
     "Cache",
     "Error",
     "Geometry",
@@ -275,6 +277,7 @@ def _load():
         ),
         "kvmem_connect_error": (ctypes.c_char_p, []),
         "kvmem_strerror": (ctypes.c_char_p, [_int]),
+        "kvmem_version": (ctypes.c_char_p, []),
         "kvmem_session_id": (_u32, [_vp]),
         "kvmem_reconnect": (_int, [_vp]),
         "kvmem_close": (None, [_vp]),
@@ -348,6 +351,7 @@ def _load():
 
 
 _lib = _load()
+library_version: str = _lib.kvmem_version().decode()
 
 
 def _fail(ret, what, why=None):

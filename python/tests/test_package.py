@@ -34,6 +34,7 @@ class Version(unittest.TestCase):
         carry."""
         v = makefile_version()
         self.assertEqual(kvmem.__version__, v)
+        self.assertEqual(kvmem.library_version, v)
         if os.environ.get("KVMEM_VERSION"):
             self.assertEqual(kvmem.__version__, os.environ["KVMEM_VERSION"])
         real = os.path.realpath(kvmem.library_path)
