@@ -60,13 +60,13 @@ static void cluster_teardown(void)
 		redis_cluster_stop(&rc);
 }
 
-#define NEED_CLUSTER()                                                      \
-	do {                                                                \
-		if (skip_why) {                                             \
+#define NEED_CLUSTER()                                                       \
+	do {                                                                 \
+		if (skip_why) {                                              \
 			printf("SKIP: %s: no Redis Cluster: %s\n", __func__, \
-			       skip_why);                                   \
-			return;                                             \
-		}                                                           \
+			       skip_why);                                    \
+			return;                                              \
+		}                                                            \
 	} while (0)
 
 static uint32_t block_end(uint32_t i)
@@ -139,8 +139,8 @@ static void key_of(char *buf, size_t len, const struct kvmem_prefix_key *keys,
 	snprintf(pattern + n, sizeof(pattern) - (size_t)n, "}");
 	for (m = 0; m < rc.nnodes && !found; m++) {
 		if (!rc.node[m].pid ||
-		    redis_cluster_cli(&rc, m, out, sizeof(out), "KEYS",
-				      pattern, NULL) ||
+		    redis_cluster_cli(&rc, m, out, sizeof(out), "KEYS", pattern,
+				      NULL) ||
 		    !strstr(out, "kvmem:1:"))
 			continue;
 		out[strcspn(out, "\n")] = '\0';
@@ -168,7 +168,8 @@ static struct rcluster *client(void)
 /* GET @key: its value (free it) and length, or NULL when there is none. */
 static uint8_t *get(struct rcluster *c, const char *key, size_t *len)
 {
-	struct rcluster_req q = { .op = RC_GET, .key = key,
+	struct rcluster_req q = { .op = RC_GET,
+				  .key = key,
 				  .keylen = strlen(key) };
 
 	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
@@ -179,11 +180,12 @@ static uint8_t *get(struct rcluster *c, const char *key, size_t *len)
 	return q.data;
 }
 
-static void set(struct rcluster *c, const char *key, const void *v,
-		size_t len)
+static void set(struct rcluster *c, const char *key, const void *v, size_t len)
 {
-	struct rcluster_req q = { .op = RC_SET, .key = key,
-				  .keylen = strlen(key), .val = v,
+	struct rcluster_req q = { .op = RC_SET,
+				  .key = key,
+				  .keylen = strlen(key),
+				  .val = v,
 				  .vlen = len };
 
 	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
@@ -229,25 +231,56 @@ static int attach_same(struct kvmemd_proc *b,
 	return n;
 }
 
+/*
+ * What most tests share: kvmemd A, which published the first WHOLE blocks
+ * of a prompt of its seed, and kvmemd B, which has not; the prompt's keys
+ * and tokens; a client of the cluster.
+ */
+struct two {
+	struct kvmemd_proc a, b;
+	struct kvmem_prefix_key keys[NBLOCKS];
+	struct kvmem_rng r;
+	float *k, *v;
+	struct rcluster *c;
+};
+
+/* @conf_a, @conf_b: more of each one's configuration, as node_start()
+ * takes it. */
+static void two_start(struct two *t, int seed, const char *conf_a,
+		      const char *conf_b)
+{
+	t->c = client();
+	kvmem_rng_seed(&t->r, (uint64_t)seed);
+	keys_of(t->keys, NBLOCKS, seed);
+	node_start(&t->a, rc.seeds, conf_a);
+	node_start(&t->b, rc.seeds, conf_b);
+	publish(&t->a, t->keys, &t->r, &t->k, &t->v);
+}
+
+static void two_stop(struct two *t)
+{
+	rcluster_close(t->c);
+	ck_assert_int_eq(kvmemd_stop(&t->a), 0);
+	kvmemd_cleanup(&t->a);
+	ck_assert_int_eq(kvmemd_stop(&t->b), 0);
+	kvmemd_cleanup(&t->b);
+	free(t->k);
+	free(t->v);
+}
+
 START_TEST(test_remote_attach_on_another_node)
 {
-	struct kvmem_prefix_key keys[NBLOCKS];
-	struct kvmemd_proc a, b;
-	struct kvmem_rng r;
+	struct two t;
 	char out[8192];
-	float *k, *v;
 
 	NEED_CLUSTER();
-	kvmem_rng_seed(&r, 4901);
-	keys_of(keys, NBLOCKS, 4901);
-	node_start(&a, rc.seeds, NULL);
-	node_start(&b, rc.seeds, NULL);
-	publish(&a, keys, &r, &k, &v);
+	two_start(&t, 4901, NULL, NULL);
 
 	/* B never saw the prompt: every whole block comes from the
 	 * cluster, bit for bit what A published. */
-	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(4));
-	remote_of(&b, out, sizeof(out));
+	ck_assert_int_eq(attach_same(&t.b, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(4));
+	remote_of(&t.b, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "hits"), WHOLE);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), WHOLE);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "misses"),
@@ -256,8 +289,9 @@ START_TEST(test_remote_attach_on_another_node)
 	ck_assert_ptr_nonnull(strstr(out, "\"state\":\"ok\""));
 	/* Kept on B: the next attach asks the cluster only for the blocks
 	 * no one published. */
-	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(4));
-	remote_of(&b, out, sizeof(out));
+	ck_assert_int_eq(attach_same(&t.b, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(4));
+	remote_of(&t.b, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "requests"), 2);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "blocks_asked"),
 			  NBLOCKS + NBLOCKS - WHOLE);
@@ -265,16 +299,16 @@ START_TEST(test_remote_attach_on_another_node)
 
 	/* Published again on A: written once, found there. */
 	{
-		struct kvmem_cache *c = kvmemd_connect(&a, 8u << 20);
+		struct kvmem_cache *c = kvmemd_connect(&t.a, 8u << 20);
 		struct kvmem_seq *s;
 
-		kvmemd_admin_ok(&a, out, sizeof(out), "prefix-drop %u",
+		kvmemd_admin_ok(&t.a, out, sizeof(out), "prefix-drop %u",
 				(unsigned int)geteuid());
-		s = kvmemd_seq_with(c, k, v, TOKENS);
-		ck_assert_int_eq(kvmem_prefix_publish(s, keys, NBLOCKS),
+		s = kvmemd_seq_with(c, t.k, t.v, TOKENS);
+		ck_assert_int_eq(kvmem_prefix_publish(s, t.keys, NBLOCKS),
 				 WHOLE);
-		pushed_wait(&a, 2 * WHOLE);
-		remote_of(&a, out, sizeof(out));
+		pushed_wait(&t.a, 2 * WHOLE);
+		remote_of(&t.a, out, sizeof(out));
 		ck_assert_uint_eq(kvmemd_json_after(out, "\"push\"", "pushed"),
 				  WHOLE);
 		ck_assert_uint_eq(kvmemd_json_after(out, "\"push\"", "present"),
@@ -282,18 +316,13 @@ START_TEST(test_remote_attach_on_another_node)
 		kvmem_seq_free(s);
 		kvmem_close(c);
 	}
-	ck_assert_int_eq(kvmemd_stop(&a), 0);
-	kvmemd_cleanup(&a);
-	ck_assert_int_eq(kvmemd_stop(&b), 0);
-	kvmemd_cleanup(&b);
-	free(k);
-	free(v);
+	two_stop(&t);
 }
 END_TEST
 
 /* Bytes of block @i's record at @off flipped by @mask, @n of them. */
-static void flip(struct rcluster *c, const char *key, size_t off,
-		 uint8_t mask, size_t n)
+static void flip(struct rcluster *c, const char *key, size_t off, uint8_t mask,
+		 size_t n)
 {
 	uint8_t *val;
 	size_t len, i;
@@ -309,29 +338,20 @@ static void flip(struct rcluster *c, const char *key, size_t off,
 
 START_TEST(test_remote_flips_corrected_or_refused)
 {
+	struct two t;
 	const struct kvmem_geometry g = kvmemd_test_geo();
 	const size_t pages_at = REC_HDR + g.layers * REC_SEAL;
-	struct kvmem_prefix_key keys[NBLOCKS];
 	char key1[KEY_LEN], key3[KEY_LEN];
 	uint8_t *good, *back;
 	size_t glen, blen;
-	struct kvmemd_proc a, b;
-	struct rcluster *c;
-	struct kvmem_rng r;
 	char out[8192], me[16];
-	float *k, *v;
 
 	NEED_CLUSTER();
-	c = client();
-	kvmem_rng_seed(&r, 4902);
-	keys_of(keys, NBLOCKS, 4902);
-	node_start(&a, rc.seeds, NULL);
-	node_start(&b, rc.seeds, NULL);
-	publish(&a, keys, &r, &k, &v);
+	two_start(&t, 4902, NULL, NULL);
 	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
-	key_of(key1, sizeof(key1), keys, 1, me);
-	key_of(key3, sizeof(key3), keys, 3, me);
-	good = get(c, key1, &glen);
+	key_of(key1, sizeof(key1), t.keys, 1, me);
+	key_of(key3, sizeof(key3), t.keys, 3, me);
+	good = get(t.c, key1, &glen);
 	ck_assert_ptr_nonnull(good);
 
 	/* One bit of block 1's first page, and one of its last page's:
@@ -339,76 +359,62 @@ START_TEST(test_remote_flips_corrected_or_refused)
 	 * record goes back to the cluster as it was written. A byte of
 	 * block 3 is ruined past what any code corrects: the match ends
 	 * before it, and the record leaves the cluster. */
-	flip(c, key1, pages_at + 200, 0x10, 1);
-	flip(c, key1, glen - 300, 0x01, 1);
-	flip(c, key3, pages_at + 256, 0xff, 64);
-	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(2));
-	remote_of(&b, out, sizeof(out));
+	flip(t.c, key1, pages_at + 200, 0x10, 1);
+	flip(t.c, key1, glen - 300, 0x01, 1);
+	flip(t.c, key3, pages_at + 256, 0xff, 64);
+	ck_assert_int_eq(attach_same(&t.b, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(2));
+	remote_of(&t.b, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "repaired"), 1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "written_back"),
 			  1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"refused\"", "payload"), 1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "deleted"), 1);
-	ck_assert_uint_ge(kvmemd_json_after(out, "\"fetch\"",
-					    "words_corrected"),
-			  1);
-	back = get(c, key1, &blen);
+	ck_assert_uint_ge(
+		kvmemd_json_after(out, "\"fetch\"", "words_corrected"), 1);
+	back = get(t.c, key1, &blen);
 	ck_assert_ptr_nonnull(back);
 	ck_assert_uint_eq(blen, glen);
 	EXPECT_MEM(back, good, glen, "%s", "record written back");
-	ck_assert_ptr_null(get(c, key3, &blen));
-	ck_assert_int_ge(kvmemd_log_lines(&b, "does not verify (payload)"), 1);
+	ck_assert_ptr_null(get(t.c, key3, &blen));
+	ck_assert_int_ge(kvmemd_log_lines(&t.b, "does not verify (payload)"),
+			 1);
 
 	free(good);
 	free(back);
-	rcluster_close(c);
-	ck_assert_int_eq(kvmemd_stop(&a), 0);
-	kvmemd_cleanup(&a);
-	ck_assert_int_eq(kvmemd_stop(&b), 0);
-	kvmemd_cleanup(&b);
-	free(k);
-	free(v);
+	two_stop(&t);
 }
 END_TEST
 
 START_TEST(test_remote_wrong_key_or_tenant_refused)
 {
-	struct kvmem_prefix_key keys[NBLOCKS];
+	struct two t;
 	char key1[KEY_LEN], key2[KEY_LEN];
 	char gkey[KEY_LEN], tenants[64];
-	struct kvmemd_proc a, b;
-	struct rcluster *c;
-	struct kvmem_rng r;
 	uint8_t *val;
 	char out[8192], grp[16], me[16], *tail;
 	size_t len;
-	float *k, *v;
 
 	NEED_CLUSTER();
-	c = client();
-	kvmem_rng_seed(&r, 4903);
 	snprintf(grp, sizeof(grp), "g%u", (unsigned int)getegid());
 	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
-	keys_of(keys, NBLOCKS, 4903);
 	/* A's clients are the tenant of their group (daemon.tenants), B's
-	 * of their uid: the same keys, two tenants. */
+	 * of their uid: the same t.keys, two tenants. */
 	snprintf(tenants, sizeof(tenants), "[daemon]\ntenants = %u\n",
 		 (unsigned int)getegid());
-	node_start(&a, rc.seeds, tenants);
-	node_start(&b, rc.seeds, NULL);
-	publish(&a, keys, &r, &k, &v);
+	two_start(&t, 4903, tenants, NULL);
 
 	/* Block 1's record under block 2's key of the group: the right
 	 * pages under the wrong key. */
-	key_of(key1, sizeof(key1), keys, 1, grp);
-	key_of(key2, sizeof(key2), keys, 2, grp);
-	val = get(c, key1, &len);
+	key_of(key1, sizeof(key1), t.keys, 1, grp);
+	key_of(key2, sizeof(key2), t.keys, 2, grp);
+	val = get(t.c, key1, &len);
 	ck_assert_ptr_nonnull(val);
-	set(c, key2, val, len);
+	set(t.c, key2, val, len);
 	free(val);
 	/* And the group's block 0 under the uid's key: another tenant's. */
-	key_of(gkey, sizeof(gkey), keys, 0, grp);
-	val = get(c, gkey, &len);
+	key_of(gkey, sizeof(gkey), t.keys, 0, grp);
+	val = get(t.c, gkey, &len);
 	ck_assert_ptr_nonnull(val);
 	/* the same fingerprint and hash, the uid's tenant */
 	tail = strchr(gkey + strlen("kvmem:1:"), ':');
@@ -416,30 +422,26 @@ START_TEST(test_remote_wrong_key_or_tenant_refused)
 	snprintf(out, sizeof(out), "kvmem:1:%s%s", me, tail);
 	ck_assert_uint_lt(strlen(out), sizeof(gkey));
 	memcpy(gkey, out, strlen(out) + 1);
-	set(c, gkey, val, len);
+	set(t.c, gkey, val, len);
 	free(val);
 
-	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), 0);
-	remote_of(&b, out, sizeof(out));
+	ck_assert_int_eq(attach_same(&t.b, t.keys, &t.r, t.k, t.v), 0);
+	remote_of(&t.b, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"refused\"", "tenant"), 1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), 0);
-	ck_assert_ptr_null(get(c, gkey, &len));
+	ck_assert_ptr_null(get(t.c, gkey, &len));
 
 	/* A's other session, same group: the chain breaks at block 2. */
-	ck_assert_int_eq(attach_same(&a, keys, &r, k, v), (int)block_end(4));
-	kvmemd_admin_ok(&a, out, sizeof(out), "prefix-drop @%u",
+	ck_assert_int_eq(attach_same(&t.a, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(4));
+	kvmemd_admin_ok(&t.a, out, sizeof(out), "prefix-drop @%u",
 			(unsigned int)getegid());
-	ck_assert_int_eq(attach_same(&a, keys, &r, k, v), (int)block_end(1));
-	remote_of(&a, out, sizeof(out));
+	ck_assert_int_eq(attach_same(&t.a, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(1));
+	remote_of(&t.a, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"refused\"", "chain"), 1);
 
-	rcluster_close(c);
-	ck_assert_int_eq(kvmemd_stop(&a), 0);
-	kvmemd_cleanup(&a);
-	ck_assert_int_eq(kvmemd_stop(&b), 0);
-	kvmemd_cleanup(&b);
-	free(k);
-	free(v);
+	two_stop(&t);
 }
 END_TEST
 
@@ -447,127 +449,88 @@ END_TEST
  * no further than a block's size, refused on its length, deleted. */
 START_TEST(test_remote_oversized_value_refused)
 {
+	struct two t;
 	const size_t huge = 8u << 20;
-	struct kvmem_prefix_key keys[NBLOCKS];
 	char key[KEY_LEN], me[16];
-	struct kvmemd_proc a, b;
-	struct rcluster *c;
-	struct kvmem_rng r;
 	size_t len, records = 0;
 	uint8_t *val;
 	char out[8192];
-	float *k, *v;
 	uint32_t i;
 
 	NEED_CLUSTER();
-	c = client();
-	kvmem_rng_seed(&r, 4908);
-	keys_of(keys, NBLOCKS, 4908);
 	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
-	node_start(&a, rc.seeds, NULL);
-	node_start(&b, rc.seeds, NULL);
-	publish(&a, keys, &r, &k, &v);
+	two_start(&t, 4908, NULL, NULL);
 	/* What the five records weigh as they were pushed, the planted one
 	 * a byte more. */
 	for (i = 0; i < WHOLE; i++) {
-		key_of(key, sizeof(key), keys, i, me);
-		val = get(c, key, &len);
+		key_of(key, sizeof(key), t.keys, i, me);
+		val = get(t.c, key, &len);
 		ck_assert_ptr_nonnull(val);
 		free(val);
 		records += len + (i == 2);
 	}
-	key_of(key, sizeof(key), keys, 2, me);
+	key_of(key, sizeof(key), t.keys, 2, me);
 	val = kvmem_check_xmalloc(huge);
 	memset(val, 0x5a, huge);
-	set(c, key, val, huge);
+	set(t.c, key, val, huge);
 	free(val);
 
-	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(1));
-	remote_of(&b, out, sizeof(out));
+	ck_assert_int_eq(attach_same(&t.b, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(1));
+	remote_of(&t.b, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"refused\"", "header"), 1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "deleted"), 1);
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "bytes"),
 			  records);
-	ck_assert_ptr_null(get(c, key, &len));
-	rcluster_close(c);
-	ck_assert_int_eq(kvmemd_stop(&a), 0);
-	kvmemd_cleanup(&a);
-	ck_assert_int_eq(kvmemd_stop(&b), 0);
-	kvmemd_cleanup(&b);
-	free(k);
-	free(v);
+	ck_assert_ptr_null(get(t.c, key, &len));
+	two_stop(&t);
 }
 END_TEST
 
 START_TEST(test_remote_chain_cut_keeps_leading)
 {
-	struct kvmem_prefix_key keys[NBLOCKS];
+	struct two t;
 	char key[KEY_LEN];
-	struct kvmemd_proc a, b;
-	struct rcluster *c;
 	struct rcluster_req q;
-	struct kvmem_rng r;
 	char out[8192], me[16];
-	float *k, *v;
 
 	NEED_CLUSTER();
-	c = client();
-	kvmem_rng_seed(&r, 4904);
 	snprintf(me, sizeof(me), "u%u", (unsigned int)geteuid());
-	keys_of(keys, NBLOCKS, 4904);
-	node_start(&a, rc.seeds, NULL);
-	node_start(&b, rc.seeds, NULL);
-	publish(&a, keys, &r, &k, &v);
+	two_start(&t, 4904, NULL, NULL);
 	/* Block 3 gone, as an eviction would take it. */
-	key_of(key, sizeof(key), keys, 3, me);
-	q = (struct rcluster_req){ .op = RC_DEL, .key = key,
+	key_of(key, sizeof(key), t.keys, 3, me);
+	q = (struct rcluster_req){ .op = RC_DEL,
+				   .key = key,
 				   .keylen = strlen(key) };
-	ck_assert_int_eq(rcluster_exec(c, &q, 1), 0);
+	ck_assert_int_eq(rcluster_exec(t.c, &q, 1), 0);
 	ck_assert_int_eq(q.status, 0);
-	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(2));
-	remote_of(&b, out, sizeof(out));
+	ck_assert_int_eq(attach_same(&t.b, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(2));
+	remote_of(&t.b, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), 3);
 	/* block 3, and the blocks 5 to 7 no one published */
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "misses"),
 			  1 + NBLOCKS - WHOLE);
-	rcluster_close(c);
-	ck_assert_int_eq(kvmemd_stop(&a), 0);
-	kvmemd_cleanup(&a);
-	ck_assert_int_eq(kvmemd_stop(&b), 0);
-	kvmemd_cleanup(&b);
-	free(k);
-	free(v);
+	two_stop(&t);
 }
 END_TEST
 
 START_TEST(test_remote_master_killed)
 {
-	struct kvmem_prefix_key keys[NBLOCKS];
-	struct kvmemd_proc a, b;
-	struct kvmem_rng r;
+	struct two t;
 	char out[8192];
-	float *k, *v;
 
 	NEED_CLUSTER();
-	kvmem_rng_seed(&r, 4905);
-	keys_of(keys, NBLOCKS, 4905);
-	node_start(&a, rc.seeds, NULL);
-	/* Retries that outlast a failover (cluster-node-timeout 2 s). */
-	node_start(&b, rc.seeds, "timeout_ms = 1000\nretries = 12\n");
-	publish(&a, keys, &r, &k, &v);
+	two_start(&t, 4905, NULL, "timeout_ms = 1000\nretries = 12\n");
 	ck_assert_int_eq(redis_cluster_sync_replicas(&rc, 5000), 0);
 	/* A master dies while B reads: B retries until its replica is
 	 * promoted, and loses nothing. */
 	ck_assert_int_ge(redis_cluster_kill_master(&rc, 1), 0);
-	ck_assert_int_eq(attach_same(&b, keys, &r, k, v), (int)block_end(4));
-	remote_of(&b, out, sizeof(out));
+	ck_assert_int_eq(attach_same(&t.b, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(4));
+	remote_of(&t.b, out, sizeof(out));
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"), WHOLE);
-	ck_assert_int_eq(kvmemd_stop(&a), 0);
-	kvmemd_cleanup(&a);
-	ck_assert_int_eq(kvmemd_stop(&b), 0);
-	kvmemd_cleanup(&b);
-	free(k);
-	free(v);
+	two_stop(&t);
 }
 END_TEST
 
