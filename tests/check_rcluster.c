@@ -25,33 +25,21 @@
 #include <unistd.h>
 
 #include "../daemon/rcluster.h"
-#include "../tools/redis-cluster.h"
 #include "kvmem_check.h"
+#include "redis_fixture.h"
 #include "rng.h"
 
 static struct redis_cluster rc;
-static int rc_state; /* redis_cluster_start()'s return */
-static const char *rc_why;
 
 static void cluster_up(void)
 {
-	rc_state = redis_cluster_start(&rc, 3, 1, &rc_why);
+	cluster_fixture_up(&rc, 3, 1);
 }
 
 static void cluster_down(void)
 {
-	redis_cluster_stop(&rc);
+	cluster_fixture_down(&rc);
 }
-
-/* Skip the test without redis-server, fail it when the cluster is not up. */
-#define NEED_CLUSTER(test)                                              \
-	do {                                                            \
-		if (rc_state > 0) {                                     \
-			printf("SKIP: %s: %s\n", test, rc_why);         \
-			return;                                         \
-		}                                                       \
-		ck_assert_msg(rc_state == 0, "no cluster: %s", rc_why); \
-	} while (0)
 
 static long now_ms(void)
 {
@@ -131,7 +119,7 @@ START_TEST(test_rcluster_slot)
 			  rcluster_slot("{bar", 4));
 	/* A NUL is a byte of the key like any other. */
 	ck_assert_uint_ne(rcluster_slot("a\0b", 3), rcluster_slot("a", 1));
-	NEED_CLUSTER("test_rcluster_slot");
+	NEED_CLUSTER();
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		ck_assert_msg(rcluster_slot(keys[i], strlen(keys[i])) ==
 				      cli_keyslot(keys[i]),
@@ -158,7 +146,7 @@ START_TEST(test_rcluster_batch)
 	unsigned int i;
 	int m;
 
-	NEED_CLUSTER("test_rcluster_batch");
+	NEED_CLUSTER();
 	c = open_client(rc.seeds, 2000, 5);
 	kvmem_rng_seed(&rng, 0x5eed);
 	for (i = 0; i < NKEYS; i++) {
@@ -255,7 +243,7 @@ START_TEST(test_rcluster_set_ttl)
 	char out[64];
 	int node;
 
-	NEED_CLUSTER("test_rcluster_set_ttl");
+	NEED_CLUSTER();
 	c = open_client(rc.seeds, 2000, 5);
 	memset(&q, 0, sizeof(q));
 	ck_assert_int_eq(exec1(c, &q, RC_SETXX, "kvmem:ttl", "a", 1), -ENOENT);
@@ -289,7 +277,7 @@ START_TEST(test_rcluster_get_at_most)
 	struct rcluster *c;
 	size_t i;
 
-	NEED_CLUSTER("test_rcluster_get_at_most");
+	NEED_CLUSTER();
 	c = open_client(rc.seeds, 2000, 5);
 	for (i = 0; i < sizeof(big); i++)
 		big[i] = (char)(i * 7 + 3);
@@ -395,7 +383,7 @@ START_TEST(test_rcluster_moved)
 	char seed[32];
 	int src, dst;
 
-	NEED_CLUSTER("test_rcluster_moved");
+	NEED_CLUSTER();
 	/* One seed: all the client knows comes from its map. */
 	snprintf(seed, sizeof(seed), "127.0.0.1:%d", rc.node[0].port);
 	c = open_client(seed, 2000, 5);
@@ -431,7 +419,7 @@ START_TEST(test_rcluster_ask)
 	char seed[32];
 	int src, dst;
 
-	NEED_CLUSTER("test_rcluster_ask");
+	NEED_CLUSTER();
 	snprintf(seed, sizeof(seed), "127.0.0.1:%d", rc.node[1].port);
 	c = open_client(seed, 2000, 5);
 	ck_assert_int_eq(exec1(c, &q, RC_SET, key, v, 777), 0);
@@ -469,7 +457,7 @@ START_TEST(test_rcluster_acl)
 	char out[256], why[256];
 	int i, err;
 
-	NEED_CLUSTER("test_rcluster_acl");
+	NEED_CLUSTER();
 	for (i = 0; i < rc.nnodes; i++) {
 		redis_cluster_cli(&rc, i, out, sizeof(out), "ACL", "SETUSER",
 				  "t1", "on", ">pw1", "~kvmem:1:u1:*", "+@all",
@@ -728,7 +716,7 @@ START_TEST(test_rcluster_timeout)
 	long t0, took;
 	int err;
 
-	NEED_CLUSTER("test_rcluster_timeout");
+	NEED_CLUSTER();
 	c = open_client(rc.seeds, timeout, retries);
 	key_on(1, "kvmem:stop:", key, sizeof(key));
 	ck_assert_int_eq(exec1(c, &q, RC_SET, key, "v", 1), 0);
@@ -765,7 +753,7 @@ START_TEST(test_rcluster_failover)
 	unsigned int i, on0 = 0, slot0 = RCLUSTER_SLOTS;
 	int owner;
 
-	NEED_CLUSTER("test_rcluster_failover");
+	NEED_CLUSTER();
 	c = open_client(rc.seeds, 1000, 15);
 	for (i = 0; i < NFAIL; i++) {
 		snprintf(key[i], sizeof(key[i]), "kvmem:f:{%u}:%u", i % 31, i);

@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include "../daemon/rcluster.h"
-#include "../tools/redis-cluster.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
 #include "kvmemd_harness.h"
+#include "redis_fixture.h"
 #include "rng.h"
 
 /*
@@ -42,32 +42,16 @@
 #define WHOLE 5
 
 static struct redis_cluster rc;
-static const char *skip_why;
 
 static void cluster_setup(void)
 {
-	int ret = redis_cluster_start(&rc, 3, 1, &skip_why);
-
-	if (ret < 0)
-		ck_abort_msg("cannot start a Redis Cluster: %s", skip_why);
-	if (!ret)
-		skip_why = NULL;
+	cluster_fixture_up(&rc, 3, 1);
 }
 
 static void cluster_teardown(void)
 {
-	if (!skip_why)
-		redis_cluster_stop(&rc);
+	cluster_fixture_down(&rc);
 }
-
-#define NEED_CLUSTER()                                                       \
-	do {                                                                 \
-		if (skip_why) {                                              \
-			printf("SKIP: %s: no Redis Cluster: %s\n", __func__, \
-			       skip_why);                                    \
-			return;                                              \
-		}                                                            \
-	} while (0)
 
 static uint32_t block_end(uint32_t i)
 {

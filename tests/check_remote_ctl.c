@@ -16,32 +16,25 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../tools/redis-cluster.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
 #include "kvmemd_harness.h"
+#include "redis_fixture.h"
 #include "rng.h"
 
 #define NBLOCKS 8
 #define TOKENS 150
 
 static struct redis_cluster rc;
-static const char *skip_why;
 
 static void cluster_setup(void)
 {
-	int ret = redis_cluster_start(&rc, 3, 0, &skip_why);
-
-	if (ret < 0)
-		ck_abort_msg("cannot start a Redis Cluster: %s", skip_why);
-	if (!ret)
-		skip_why = NULL;
+	cluster_fixture_up(&rc, 3, 0);
 }
 
 static void cluster_teardown(void)
 {
-	if (!skip_why)
-		redis_cluster_stop(&rc);
+	cluster_fixture_down(&rc);
 }
 
 /* kvmemctl -a @p's admin socket @cmd, which must exit 0 and say nothing
@@ -214,10 +207,7 @@ START_TEST(test_remote_ctl_cluster)
 	int i, n;
 	const char *p;
 
-	if (skip_why) {
-		printf("SKIP: %s: no Redis Cluster: %s\n", __func__, skip_why);
-		return;
-	}
+	NEED_CLUSTER();
 	kvmem_rng_seed(&r, 5102);
 	keys_of(keys, 5102);
 	remote_start(&a, rc.seeds);
