@@ -542,44 +542,6 @@ static int attacker_end(pid_t pid, int ctl, struct attack *a)
 
 /* ---- the polite session and the admin prober ------------------------- */
 
-/* One NOP, submitted and waited for; @seq its user_data. */
-static int nop(struct kvmem_cache *c, uint64_t seq)
-{
-	struct kvmem_sqe *e = kvmem_ring_sqe(c);
-	struct kvmem_cqe cqe;
-	int ret;
-
-	if (!e) {
-		fprintf(stderr, "kvmem-bench: NOP: no free SQE\n");
-		return -EIO;
-	}
-	e->opcode = KVMEM_OP_NOP;
-	e->user_data = seq;
-	ret = kvmem_ring_submit(c);
-	if (ret != 1) {
-		fprintf(stderr, "kvmem-bench: NOP: submitted %d of 1\n", ret);
-		return -EIO;
-	}
-	ret = kvmem_ring_wait(c, &cqe, WAIT_MS);
-	if (ret <= 0) {
-		if (ret)
-			fprintf(stderr, "kvmem-bench: NOP: %s\n",
-				kvmem_strerror(ret));
-		else
-			fprintf(stderr,
-				"kvmem-bench: NOP: no completion within %d s\n",
-				WAIT_MS / 1000);
-		return -EIO;
-	}
-	if (cqe.user_data != seq || cqe.res) {
-		fprintf(stderr,
-			"kvmem-bench: NOP %llu: completion for %llu with %d\n",
-			(unsigned long long)seq,
-			(unsigned long long)cqe.user_data, cqe.res);
-		return -EIO;
-	}
-	return 0;
-}
 
 static void *prober(void *arg)
 {
@@ -638,7 +600,7 @@ static int window_run(struct kvmem_cache *c, const char *admin, uint64_t *seq,
 	}
 	while (w->nnop < w->nop_cap) {
 		t = pace_next(&pace);
-		ret = nop(c, (*seq)++);
+		ret = bench_nop(c, (*seq)++);
 		if (ret)
 			break;
 		w->nop[w->nnop++] = bench_now_ns() - t;
@@ -794,7 +756,7 @@ static int measure(struct kvmem_cache *c, const char *admin, pid_t attacker_pid,
 	int ret = 0, i;
 
 	for (i = 0; i < WARM_NOPS && !ret; i++)
-		ret = nop(c, seq++);
+		ret = bench_nop(c, seq++);
 	if (!ret) {
 		ret = bench_admin(admin, "status", reply, sizeof(reply),
 				  WAIT_MS);

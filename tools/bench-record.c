@@ -72,8 +72,6 @@
 /* kvmemd's default daemon.max_sessions_per_uid */
 #define MAX_SESSIONS 32u
 #define WARM_NOPS 100
-/* No completion for this long means the daemon is stuck. */
-#define WAIT_MS 60000
 /* For READY=1 after the crash: the start, and the check of every page. */
 #define READY_MS 60000
 #define READY_MS_PER_GIB 60000
@@ -322,43 +320,6 @@ static int seq_fill(const struct rec *x, struct kvmem_cache *c, uint32_t j,
 	return 0;
 }
 
-/* One NOP, submitted and waited for; @seq its user_data. */
-static int nop(struct kvmem_cache *c, uint64_t seq)
-{
-	struct kvmem_sqe *e = kvmem_ring_sqe(c);
-	struct kvmem_cqe cqe;
-	int ret;
-
-	if (!e) {
-		fprintf(stderr, "kvmem-bench: NOP: no free SQE\n");
-		return -EIO;
-	}
-	e->opcode = KVMEM_OP_NOP;
-	e->user_data = seq;
-	ret = kvmem_ring_submit(c);
-	if (ret != 1) {
-		fprintf(stderr, "kvmem-bench: NOP: submitted %d of 1\n", ret);
-		return -EIO;
-	}
-	ret = kvmem_ring_wait(c, &cqe, WAIT_MS);
-	if (ret < 0) {
-		fprintf(stderr, "kvmem-bench: NOP: %s\n", kvmem_strerror(ret));
-		return -EIO;
-	}
-	if (!ret) {
-		fprintf(stderr, "kvmem-bench: NOP: no completion within %d s\n",
-			WAIT_MS / 1000);
-		return -EIO;
-	}
-	if (cqe.user_data != seq || cqe.res) {
-		fprintf(stderr,
-			"kvmem-bench: NOP %llu: completion for %llu with %d\n",
-			(unsigned long long)seq,
-			(unsigned long long)cqe.user_data, cqe.res);
-		return -EIO;
-	}
-	return 0;
-}
 
 /* ---- the cost of the record ------------------------------------------ */
 
@@ -377,7 +338,7 @@ static int round_run(const struct rec *x, struct side *s, uint64_t r)
 		return -ENOMEM;
 	ret = own_kvmemd_connect(s->d.sock, &s->d, &x->g, &o, &c);
 	for (i = 0; i < WARM_NOPS && !ret; i++)
-		ret = nop(c, i);
+		ret = bench_nop(c, i);
 	t = bench_now_ns();
 	for (j = 0; j < x->round_seqs && !ret; j++)
 		ret = seq_fill(x, c, j, &seqs[j]);
@@ -387,7 +348,7 @@ static int round_run(const struct rec *x, struct side *s, uint64_t r)
 			(double)x->round_seqs * x->seq_tokens * 1e9 / (double)t;
 	for (i = 0; i < nops && !ret; i++) {
 		t = bench_now_ns();
-		ret = nop(c, WARM_NOPS + i);
+		ret = bench_nop(c, WARM_NOPS + i);
 		s->nop[s->nnop++] = bench_now_ns() - t;
 	}
 	for (j = 0; j < x->round_seqs; j++)

@@ -19,6 +19,9 @@
 #include "kvmem/quant.h"
 #include "kvmem-private.h"
 
+/* How long bench_nop() waits for its completion. */
+#define NOP_WAIT_MS 60000
+
 float bench_rnd_unit(struct kvmem_rng *r)
 {
 	return (float)(kvmem_rng_next(r) >> 40) * 0x1p-24f * 2.0f - 1.0f;
@@ -336,4 +339,41 @@ uint64_t bench_mem_available(void)
 			break;
 	fclose(f);
 	return (uint64_t)kib << 10;
+}
+
+int bench_nop(struct kvmem_cache *c, uint64_t seq)
+{
+	struct kvmem_sqe *e = kvmem_ring_sqe(c);
+	struct kvmem_cqe cqe;
+	int ret;
+
+	if (!e) {
+		fprintf(stderr, "kvmem-bench: NOP: no free SQE\n");
+		return -EIO;
+	}
+	e->opcode = KVMEM_OP_NOP;
+	e->user_data = seq;
+	ret = kvmem_ring_submit(c);
+	if (ret != 1) {
+		fprintf(stderr, "kvmem-bench: NOP: submitted %d of 1\n", ret);
+		return -EIO;
+	}
+	ret = kvmem_ring_wait(c, &cqe, NOP_WAIT_MS);
+	if (ret < 0) {
+		fprintf(stderr, "kvmem-bench: NOP: %s\n", kvmem_strerror(ret));
+		return -EIO;
+	}
+	if (!ret) {
+		fprintf(stderr, "kvmem-bench: NOP: no completion within %d s\n",
+			NOP_WAIT_MS / 1000);
+		return -EIO;
+	}
+	if (cqe.user_data != seq || cqe.res) {
+		fprintf(stderr,
+			"kvmem-bench: NOP %llu: completion for %llu with %d\n",
+			(unsigned long long)seq,
+			(unsigned long long)cqe.user_data, cqe.res);
+		return -EIO;
+	}
+	return 0;
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct kvmem_cache;
+
 struct bench_cmd {
 	const char *name;
 	const char *summary;
@@ -89,6 +91,10 @@ void bench_sleep_ms(long ms);
  * stderr. Return: 0 or a negative errno.
  */
 int bench_fork_pair(pid_t *pid, int *fd);
+
+/* One NOP on @c's ring, @seq its user_data, waited for up to a minute:
+ * 0, or -EIO with what went wrong said on stderr. */
+int bench_nop(struct kvmem_cache *c, uint64_t seq);
 
 /* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
 uint64_t bench_mem_available(void);
