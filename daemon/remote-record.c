@@ -75,16 +75,17 @@ int kvmemd_remote_key(char *buf, size_t len, uint64_t tenant,
 			hex);
 }
 
-static size_t payload_len(uint32_t layers, uint32_t page_bytes)
+size_t kvmemd_remote_record_len(uint32_t layers, uint32_t page_bytes)
 {
-	return (size_t)layers * (sizeof(struct kvmemd_remote_seal) + page_bytes);
+	return sizeof(struct kvmemd_remote_hdr) +
+	       (size_t)layers *
+		       (sizeof(struct kvmemd_remote_seal) + page_bytes);
 }
 
 uint8_t *kvmemd_remote_record(const struct kvmemd_prefix_block *b,
 			      const uint8_t *parent, size_t *len)
 {
-	const size_t n = sizeof(struct kvmemd_remote_hdr) +
-			 payload_len(b->layers, b->page_bytes);
+	const size_t n = kvmemd_remote_record_len(b->layers, b->page_bytes);
 	struct kvmemd_remote_seal *seals;
 	struct kvmemd_remote_hdr *h;
 	uint8_t *rec = malloc(n);
@@ -207,7 +208,8 @@ kvmemd_remote_record_check(uint8_t *rec, size_t len,
 	if (h.fingerprint != w->fingerprint || h.kind != w->kind ||
 	    h.layers != w->g->layers || h.page_bytes != w->page_bytes ||
 	    h.token_start != w->token_start || h.ntokens != w->ntokens ||
-	    h.payload_len != payload_len(h.layers, h.page_bytes))
+	    h.payload_len != kvmemd_remote_record_len(h.layers, h.page_bytes) -
+				     sizeof(h))
 		return KVMEMD_REMOTE_BAD_SHAPE;
 	/* A payload that is not what was written may still be the block:
 	 * the pages carry their own code and CRC, and a seal that changed

@@ -340,6 +340,13 @@ static void push_run(struct kvmemd_remote *r, struct conn *c,
 		j->status = q.status;
 }
 
+/* The slot kind of block @i of fetch @j: a sink page is hot. */
+static int fetch_kind(const struct remote_job *j, uint32_t i)
+{
+	return j->g.sink_tokens && !j->start[i] ? KVMEM_SLOT_HOT
+						: KVMEM_SLOT_SEALED;
+}
+
 static void fetch_run(struct kvmemd_remote *r, struct conn *c,
 		      struct remote_job *j)
 {
@@ -352,15 +359,12 @@ static void fetch_run(struct kvmemd_remote *r, struct conn *c,
 	 * someone made larger is refused on its length, having cost no more
 	 * memory than a block. */
 	for (i = 0; i < j->n; i++) {
-		kind = j->g.sink_tokens && !j->start[i] ? KVMEM_SLOT_HOT
-							: KVMEM_SLOT_SEALED;
+		kind = fetch_kind(j, i);
 		j->reqs[i] = (struct kvmemd_remote_req){
 			.op = KVMEMD_REMOTE_GET,
 			.key = j->keys[i],
-			.max = sizeof(struct kvmemd_remote_hdr) +
-			       (size_t)j->g.layers *
-				       (sizeof(struct kvmemd_remote_seal) +
-					j->layout[kind].size),
+			.max = kvmemd_remote_record_len(
+				j->g.layers, (uint32_t)j->layout[kind].size),
 		};
 	}
 	ret = r->ops->exec(c->ctx, j->reqs, j->n);
@@ -373,8 +377,7 @@ static void fetch_run(struct kvmemd_remote *r, struct conn *c,
 		if (j->reqs[i].status)
 			continue;
 		j->bytes += j->reqs[i].dlen;
-		kind = j->g.sink_tokens && !j->start[i] ? KVMEM_SLOT_HOT
-							: KVMEM_SLOT_SEALED;
+		kind = fetch_kind(j, i);
 		want = (struct kvmemd_remote_want){
 			.g = &j->g,
 			.tenant = j->tenant,
@@ -509,8 +512,7 @@ static int fetch_keep(struct kvmemd_remote *r, struct remote_job *j)
 	int kind, ret = 0;
 
 	for (i = 0; i < j->good; i++) {
-		kind = j->g.sink_tokens && !j->start[i] ? KVMEM_SLOT_HOT
-							: KVMEM_SLOT_SEALED;
+		kind = fetch_kind(j, i);
 		memset(&name, 0, sizeof(name));
 		memcpy(name.key, j->hash[i + 1], sizeof(name.key));
 		name.g = j->g;
@@ -681,8 +683,8 @@ int kvmemd_remote_fetch(struct kvmemd *d, const struct kvmemd_remote_fetch *f,
 {
 	struct kvmemd_remote *r = d->remote;
 	struct remote_job *j;
-	uint32_t i, kind;
-	int ret;
+	uint32_t i;
+	int kind, ret;
 
 	if (!r)
 		return -EOPNOTSUPP;
@@ -715,11 +717,10 @@ int kvmemd_remote_fetch(struct kvmemd *d, const struct kvmemd_remote_fetch *f,
 	memcpy(j->start, f->start, j->n * sizeof(*j->start));
 	memcpy(j->ntokens, f->ntokens, j->n * sizeof(*j->ntokens));
 	for (i = 0; i < j->n; i++) {
-		kind = j->g.sink_tokens && !j->start[i] ? KVMEM_SLOT_HOT
-							: KVMEM_SLOT_SEALED;
+		kind = fetch_kind(j, i);
 		kvmemd_remote_key(j->keys[i], sizeof(j->keys[i]), j->tenant,
 				  kvmemd_remote_fingerprint(
-					  &j->g, (int)kind,
+					  &j->g, kind,
 					  (uint32_t)j->layout[kind].size),
 				  j->hash[i + 1]);
 	}

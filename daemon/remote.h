@@ -75,6 +75,9 @@ uint64_t kvmemd_remote_fingerprint(const struct kvmem_geometry *g, int kind,
 int kvmemd_remote_key(char *buf, size_t len, uint64_t tenant,
 		      uint64_t fingerprint, const uint8_t *hash);
 
+/* The bytes of the record of a block of @layers pages of @page_bytes. */
+size_t kvmemd_remote_record_len(uint32_t layers, uint32_t page_bytes);
+
 /*
  * kvmemd_remote_record() - the record of @b, under @parent (the key of
  * the block before it; NULL for the first), in a buffer of *@len bytes

@@ -19,18 +19,31 @@
 #include "remote.h"
 #include "session.h"
 
+/* The tokens of the block at @token_start of @s's geometry, or 0 when no
+ * block starts there. */
+static uint32_t block_tokens(const struct kvmemd_session *s,
+			     uint32_t token_start)
+{
+	const uint32_t S = s->g.sink_tokens, T = s->g.tokens_per_page;
+
+	if (S && !token_start)
+		return S;
+	if (token_start < S || (token_start - S) % T)
+		return 0;
+	return T;
+}
+
 /* The slot kind of the block of @ntokens from @token_start, or -EINVAL
  * when no block is that (see PREFIX_PUBLISH in kvmem/uapi.h). */
 static int block_kind(const struct kvmemd_session *s, uint32_t token_start,
 		      uint32_t ntokens)
 {
-	const uint32_t S = s->g.sink_tokens, T = s->g.tokens_per_page;
+	const uint32_t n = block_tokens(s, token_start);
 
-	if (S && !token_start)
-		return ntokens == S ? KVMEM_SLOT_HOT : -EINVAL;
-	if (token_start < S || (token_start - S) % T || ntokens != T)
+	if (!n || ntokens != n)
 		return -EINVAL;
-	return KVMEM_SLOT_SEALED;
+	return s->g.sink_tokens && !token_start ? KVMEM_SLOT_HOT
+						: KVMEM_SLOT_SEALED;
 }
 
 /*
@@ -400,20 +413,6 @@ int session_op_prefix_attach(struct kvmemd_session *s,
 		memcpy(key, buf, sizeof(key));
 	ret = session_prefix_attach(s, e, key, &no_slot);
 	return ret == -ENOMEM && no_slot ? tier_attach_wait(s, e, key) : ret;
-}
-
-/* The tokens of the block at @token_start of @s's geometry, or 0 when no
- * block starts there. */
-static uint32_t block_tokens(const struct kvmemd_session *s,
-			     uint32_t token_start)
-{
-	const uint32_t S = s->g.sink_tokens, T = s->g.tokens_per_page;
-
-	if (S && !token_start)
-		return S;
-	if (token_start < S || (token_start - S) % T)
-		return 0;
-	return T;
 }
 
 /* The shared tier's answer to a PREFIX_FETCH that waited as @ctx: the
