@@ -23,8 +23,7 @@
 
 _Static_assert(sizeof(struct kvmemd_remote_hdr) == 128,
 	       "the record header is 128 bytes");
-_Static_assert(sizeof(struct kvmemd_remote_seal) == 16,
-	       "a seal is 16 bytes");
+_Static_assert(sizeof(struct kvmemd_remote_seal) == 16, "a seal is 16 bytes");
 _Static_assert(__BYTE_ORDER == __LITTLE_ENDIAN,
 	       "records are little-endian, as kvmemd's memory");
 
@@ -68,11 +67,10 @@ int kvmemd_remote_key(char *buf, size_t len, uint64_t tenant,
 
 	for (i = 0; i < KVMEM_PREFIX_KEY_BYTES; i++)
 		snprintf(hex + 2 * i, 3, "%02x", hash[i]);
-	return snprintf(buf, len, "kvmem:%d:%c%" PRIu64 ":%016" PRIx64 ":{%s}",
-			KVMEMD_REMOTE_VERSION,
-			tenant & KVMEMD_TENANT_GROUP ? 'g' : 'u',
-			(uint64_t)(tenant & ~KVMEMD_TENANT_GROUP), fingerprint,
-			hex);
+	return snprintf(
+		buf, len, "kvmem:%d:%c%" PRIu64 ":%016" PRIx64 ":{%s}",
+		KVMEMD_REMOTE_VERSION, tenant & KVMEMD_TENANT_GROUP ? 'g' : 'u',
+		(uint64_t)(tenant & ~KVMEMD_TENANT_GROUP), fingerprint, hex);
 }
 
 size_t kvmemd_remote_record_len(uint32_t layers, uint32_t page_bytes)
@@ -135,8 +133,8 @@ static void counts_add(struct kvmem_ecc_counts *to,
 		       const struct kvmem_page_counts *c)
 {
 	to->clean += c->header.clean + c->scales.clean + c->payload.clean;
-	to->corrected +=
-		c->header.corrected + c->scales.corrected + c->payload.corrected;
+	to->corrected += c->header.corrected + c->scales.corrected +
+			 c->payload.corrected;
 	to->uncorrectable += c->header.uncorrectable + c->scales.uncorrectable +
 			     c->payload.uncorrectable;
 	to->bits_corrected += c->header.bits_corrected +

@@ -10,9 +10,9 @@
 #include "rcluster.h"
 #include "remote.h"
 
-static int redis_open(const char *seeds, const char *user,
-		      const char *password, int timeout_ms, int retries,
-		      void **ctx, char *why, size_t len)
+static int redis_open(const char *seeds, const char *user, const char *password,
+		      int timeout_ms, int retries, void **ctx, char *why,
+		      size_t len)
 {
 	const struct rcluster_opts o = {
 		.seeds = seeds,

@@ -281,8 +281,7 @@ static struct conn *conn_get(struct kvmemd_remote *r, struct remote_job *j)
 	} else {
 		ret = r->ops->open(r->seeds, cr ? cr->user : NULL,
 				   cr ? cr->password : NULL, r->timeout_ms,
-				   r->retries, &c->ctx, c->why,
-				   sizeof(c->why));
+				   r->retries, &c->ctx, c->why, sizeof(c->why));
 	}
 	if (!ret) {
 		c->backoff = 0;
@@ -569,7 +568,8 @@ static void refused_log(const struct remote_job *j, uint32_t i)
 			  "not verify (%s): not served, deleted from the "
 			  "shared tier",
 			  kvmemd_prefix_tenant_name(j->tenant, name),
-			  j->start[i], kvmemd_remote_verdict_names[j->verdict[i]]);
+			  j->start[i],
+			  kvmemd_remote_verdict_names[j->verdict[i]]);
 }
 
 static void job_done(struct kvmemd_work *work)
@@ -664,10 +664,10 @@ void kvmemd_remote_push(struct kvmemd *d, const struct kvmemd_prefix_block *b,
 	j->rec = j->keys ? kvmemd_remote_record(b, parent, &j->len) : NULL;
 	if (!j->rec)
 		goto dropped;
-	kvmemd_remote_key(j->keys[0], sizeof(j->keys[0]), b->tenant,
-			  kvmemd_remote_fingerprint(&b->g, b->kind,
-						    b->page_bytes),
-			  b->key);
+	kvmemd_remote_key(
+		j->keys[0], sizeof(j->keys[0]), b->tenant,
+		kvmemd_remote_fingerprint(&b->g, b->kind, b->page_bytes),
+		b->key);
 	if (job_queue(r, j))
 		goto dropped;
 	r->queued_bytes += j->len;
@@ -718,11 +718,11 @@ int kvmemd_remote_fetch(struct kvmemd *d, const struct kvmemd_remote_fetch *f,
 	memcpy(j->ntokens, f->ntokens, j->n * sizeof(*j->ntokens));
 	for (i = 0; i < j->n; i++) {
 		kind = fetch_kind(j, i);
-		kvmemd_remote_key(j->keys[i], sizeof(j->keys[i]), j->tenant,
-				  kvmemd_remote_fingerprint(
-					  &j->g, kind,
-					  (uint32_t)j->layout[kind].size),
-				  j->hash[i + 1]);
+		kvmemd_remote_key(
+			j->keys[i], sizeof(j->keys[i]), j->tenant,
+			kvmemd_remote_fingerprint(
+				&j->g, kind, (uint32_t)j->layout[kind].size),
+			j->hash[i + 1]);
 	}
 	ret = job_queue(r, j);
 	if (ret) {
@@ -764,8 +764,7 @@ int kvmemd_remote_init(struct kvmemd *d)
 	r->timeout_ms = (int)cfg->remote_timeout_ms;
 	r->retries = (int)cfg->remote_retries;
 	ret = cfg->remote_credentials[0]
-		      ? creds_load(r, cfg->remote_credentials, err,
-				   sizeof(err))
+		      ? creds_load(r, cfg->remote_credentials, err, sizeof(err))
 		      : 0;
 	if (ret)
 		kvmemd_log(LOG_ERR, "%s", err);

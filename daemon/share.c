@@ -434,8 +434,7 @@ static void fetch_done(void *ctx, int res)
  * already are not asked for again; from the first it lacks, the shared
  * tier is asked, and the op waits for it (tier.c keeps its CQE).
  */
-int session_op_prefix_fetch(struct kvmemd_session *s,
-			    const struct kvmem_sqe *e)
+int session_op_prefix_fetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	uint32_t start[KVMEM_PREFIX_FETCH_MAX], ntok[KVMEM_PREFIX_FETCH_MAX];
 	uint8_t(*hash)[KVMEM_PREFIX_KEY_BYTES];
