@@ -350,10 +350,19 @@ static int wait_add(struct kvmemd_session *s, const struct kvmem_sqe *e,
 	*s->waits_tail = w;
 	s->waits_tail = &w->next;
 	s->nwaits++;
-	if (s->d->tier)
-		s->d->tier->waits++;
 	*out = w;
 	return 0;
+}
+
+/* An op that waits for pages to move: counted in the tier's "waits". */
+static int page_wait_add(struct kvmemd_session *s, const struct kvmem_sqe *e,
+			 struct tier_wait **out)
+{
+	int ret = wait_add(s, e, out);
+
+	if (!ret && s->d->tier)
+		s->d->tier->waits++;
+	return ret;
 }
 
 /* Can pages of @s leave at all? (Some are released, a store is there.) */
@@ -388,7 +397,7 @@ int tier_alloc_wait(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
 	struct tier_wait *w;
 
-	if (!can_reclaim(s) || wait_add(s, e, &w))
+	if (!can_reclaim(s) || page_wait_add(s, e, &w))
 		return -ENOMEM;
 	return OP_WAIT;
 }
@@ -419,7 +428,7 @@ int tier_attach_wait(struct kvmemd_session *s, const struct kvmem_sqe *e,
 {
 	struct tier_wait *w;
 
-	if (!can_reclaim(s) || wait_add(s, e, &w))
+	if (!can_reclaim(s) || page_wait_add(s, e, &w))
 		return -ENOMEM;
 	memcpy(w->key, key, sizeof(w->key));
 	return OP_WAIT;
@@ -547,7 +556,7 @@ int tier_acquire(struct kvmemd_session *s, struct seq *q,
 			session_seq_pin(s, q, 0);
 		return ret;
 	}
-	if (wait_add(s, e, &w)) {
+	if (page_wait_add(s, e, &w)) {
 		session_seq_pin(s, q, 0);
 		return -ENOMEM;
 	}
