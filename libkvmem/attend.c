@@ -303,6 +303,7 @@ int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,
 			for (h = 0; h < g->kv_heads; h++) {
 				reader_rows(&r, pi, is_v, h, t0, n, tile,
 					    erased);
+				kvmem__rotate_rows(g, tile, n, 1);
 				for (t = 0; t < n; t++)
 					memcpy((is_v ? v : k) +
 						       (pos - start + t) * tok +
@@ -993,7 +994,7 @@ static size_t carve(struct job *jobs, uint32_t nj, uint8_t *base)
 		PART(mass, (size_t)j->npages * j->nh * 2 * sizeof(float));
 		PART(pc, j->nchunks * sizeof(*j->pc));
 		PART(hue, j->nchunks * sizeof(*j->hue));
-		if (j->nq > 1)
+		if (j->nq > 1 || j->s->c->g.rotation)
 			PART(rows, (size_t)j->nh * j->D * sizeof(float));
 		if (j->flags & KVMEM_ATTEND_INT8_SCORES) {
 			PART(q8, (size_t)j->nh * j->D);
@@ -1088,9 +1089,11 @@ static int jobs_state(struct kvmem_cache *c, struct job *jobs, uint32_t nj,
 	for (k = 0; k < nj; k++) {
 		struct job *j = &jobs[k];
 
-		if (j->nq > 1) {
+		if (j->rows) {
 			kvmem__attn_rows_move(j->q, j->rows, j->nq,
 					      j->nh / j->nq, j->G, j->D, 1);
+			/* q.k is the same in the rotated space. */
+			kvmem__rotate_rows(&c->g, j->rows, j->nh, 0);
 			j->q = j->rows;
 		}
 		if (j->q8 &&
@@ -1117,9 +1120,12 @@ static void job_finish(struct job *j, const struct kvmem_attend_opts *opts,
 	uint32_t pi, i;
 
 	combine(j, m, l, j->rows ? j->rows : j->out);
-	if (j->rows)
+	if (j->rows) {
+		/* The weighted sum of rotated V rows, rotated back once. */
+		kvmem__rotate_rows(&cache->g, j->rows, j->nh, 1);
 		kvmem__attn_rows_move(j->rows, j->out, j->nq, opts->n_heads,
 				      j->G, j->D, 0);
+	}
 
 	/*
 	 * The page's (max, sum) of each row against the row's: e^(max - m)

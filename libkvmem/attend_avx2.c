@@ -200,8 +200,10 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 						 const void *)(data + 2 * i))));
 		return;
 	}
-	if (!vec_ok(dim, group) || fmt == KVMEM_FMT_INT2 ||
-	    fmt == KVMEM_FMT_FP16) {
+	/* int2 and the lm formats' table lookups: the portable row. */
+	if (!vec_ok(dim, group) ||
+	    (fmt != KVMEM_FMT_INT8 && fmt != KVMEM_FMT_INT4 &&
+	     fmt != KVMEM_FMT_FP8)) {
 		kvmem__dequant_row(fmt, data, dim, group, scales, out);
 		return;
 	}

@@ -102,8 +102,9 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 						 const void *)(data + 2 * i))));
 		return;
 	}
-	if (!vec_ok(dim, group) || fmt == KVMEM_FMT_INT2 ||
-	    fmt == KVMEM_FMT_FP16) {
+	if (!vec_ok(dim, group) ||
+	    (fmt != KVMEM_FMT_INT8 && fmt != KVMEM_FMT_INT4 &&
+	     fmt != KVMEM_FMT_FP8)) {
 		AVX2.dequant(fmt, data, dim, group, scales, out);
 		return;
 	}

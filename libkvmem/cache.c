@@ -265,7 +265,8 @@ static int page_recode(struct kvmem_cache *c, struct kvmem_seq *s,
 	struct kvmem__page *p;
 	int ret;
 
-	ret = kvmem_page_decode(src->data, &c->g, c->kbuf, c->vbuf, NULL, NULL);
+	ret = kvmem__page_decode_stored(src->data, &c->g, c->kbuf, c->vbuf,
+					NULL, NULL);
 	if (ret < 0)
 		return ret;
 	ret = page_new(c, hot, &p);
@@ -281,7 +282,8 @@ static int page_recode(struct kvmem_cache *c, struct kvmem_seq *s,
 	h.ntokens = ntokens;
 	h.flags = seal ? KVMEM_HDR_SEALED : 0;
 	h.generation = ++c->generation;
-	ret = kvmem_page_encode(p->data, &c->g, &h, hot, c->kbuf, c->vbuf);
+	ret = kvmem__page_encode_stored(p->data, &c->g, &h, hot, c->kbuf,
+					c->vbuf);
 	if (!ret && seal)
 		ret = c->store->seal(c, s, layer, p);
 	if (ret) {

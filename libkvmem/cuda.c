@@ -123,6 +123,13 @@ static int geom(const struct kvmem_geometry *g, struct kvmem_k_geom *kg)
 
 	if (kvmem_geometry_explain(g, why, sizeof(why)))
 		return kvmem__cuda_fail(-EINVAL, "invalid geometry: %s", why);
+	if (g->rotation || kvmem_format_levels(g->format))
+		return kvmem__cuda_fail(-EOPNOTSUPP,
+					"the kernels have no rotation and no "
+					"lm formats yet (geometry: %s, "
+					"rotation %u)",
+					kvmem_format_get(g->format)->name,
+					g->rotation);
 	memset(kg, 0, sizeof(*kg));
 	kg->kv_heads = g->kv_heads;
 	kg->head_dim = g->head_dim;

@@ -82,6 +82,23 @@ struct kvmem_geometry;
 struct kvmem_page_layout;
 struct kvmem_page_hdr;
 struct kvmem_ecc_counts;
+struct kvmem_page_counts;
+
+/* rotate.c: the Hadamard rotation of one row of @dim (a power of two)
+ * values in place, or its inverse; and of @rows rows of @g's head_dim,
+ * nothing when @g has no rotation. */
+void kvmem__rotate(float *x, uint32_t dim, int inverse);
+void kvmem__rotate_rows(const struct kvmem_geometry *g, float *x, size_t rows,
+			int inverse);
+
+/* page.c: kvmem_page_encode() and kvmem_page_decode() of rows as stored,
+ * rotated when @g rotates. */
+int kvmem__page_encode_stored(void *page, const struct kvmem_geometry *g,
+			      const struct kvmem_page_hdr *hdr, int hot,
+			      const float *k, const float *v);
+int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
+			      float *k, float *v, uint8_t *erased,
+			      struct kvmem_page_counts *counts);
 
 /* Bytes of scratch kvmem__page_scales() and kvmem__page_rows() need. */
 size_t kvmem__page_scratch_size(const struct kvmem_geometry *g,

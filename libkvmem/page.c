@@ -55,6 +55,7 @@ void kvmem_geometry_default(struct kvmem_geometry *g)
 	g->format = KVMEM_FMT_INT4;
 	g->codec = KVMEM_CODEC_H84;
 	g->key_scales = KVMEM_SCALES_GROUP;
+	g->rotation = KVMEM_ROTATE_NONE;
 	memset(g->resv, 0, sizeof(g->resv));
 }
 
@@ -117,7 +118,7 @@ static int geometry_fields(const struct kvmem_geometry *g, char *buf,
 	if (!kvmem_format_get(g->format))
 		return geometry_fail(buf, len,
 				     "format %u is not one of 0..%u (fp16, "
-				     "int8, int4, int2, fp8)",
+				     "int8, int4, int2, fp8, lm2, lm3, lm4)",
 				     g->format, KVMEM_FMT_NR - 1);
 	if (!kvmem_codec_get(g->codec))
 		return geometry_fail(buf, len,
@@ -134,6 +135,16 @@ static int geometry_fields(const struct kvmem_geometry *g, char *buf,
 		return geometry_fail(buf, len,
 				     "channel key scales need a quantized "
 				     "format, not fp16");
+	if (g->rotation > KVMEM_ROTATE_HADAMARD)
+		return geometry_fail(buf, len,
+				     "rotation %u is not 0 (none) or 1 "
+				     "(hadamard)",
+				     g->rotation);
+	if (g->rotation && g->head_dim & (g->head_dim - 1))
+		return geometry_fail(buf, len,
+				     "the hadamard rotation needs a head_dim "
+				     "that is a power of two, not %u",
+				     g->head_dim);
 	for (i = 0; i < sizeof(g->resv); i++)
 		if (g->resv[i])
 			return geometry_fail(buf, len, "resv[%zu] is not 0", i);
@@ -194,7 +205,10 @@ uint64_t kvmem_geometry_digest(const struct kvmem_geometry *g)
 	h = fnv(h, g->sink_tokens);
 	h = fnv(h, g->format);
 	h = fnv(h, g->codec);
-	return fnv(h, g->key_scales);
+	h = fnv(h, g->key_scales);
+	/* Only a rotation: a geometry without one keeps the digest it had
+	 * before there were rotations, and its stored pages stay its own. */
+	return g->rotation ? fnv(h, 0x100u | g->rotation) : h;
 }
 
 /*
@@ -979,15 +993,22 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
 			   uint32_t t, const float *k, const float *v,
 			   uint8_t *row)
 {
+	float rot[MAX_DIM];
 	uint32_t h;
 	int is_v;
 
 	for (is_v = 0; is_v < 2; is_v++)
 		for (h = 0; h < g->kv_heads; h++) {
-			kvmem__quantize_row(KVMEM_FMT_FP16,
-					    (is_v ? v : k) +
-						    (size_t)h * g->head_dim,
-					    g->head_dim, 1, NULL, row);
+			const float *x =
+				(is_v ? v : k) + (size_t)h * g->head_dim;
+
+			if (g->rotation) {
+				memcpy(rot, x, g->head_dim * sizeof(*x));
+				kvmem__rotate_rows(g, rot, 1, 0);
+				x = rot;
+			}
+			kvmem__quantize_row(KVMEM_FMT_FP16, x, g->head_dim, 1,
+					    NULL, row);
 			memset(row + (size_t)g->head_dim * 2, 0,
 			       l->row_data - (size_t)g->head_dim * 2);
 			kvmem_ecc_encode(l->codec, row,
@@ -1048,9 +1069,9 @@ static int encode_as(void *page, const struct kvmem_geometry *g,
 	return 0;
 }
 
-int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
-		      const struct kvmem_page_hdr *hdr, int hot, const float *k,
-		      const float *v)
+int kvmem__page_encode_stored(void *page, const struct kvmem_geometry *g,
+			      const struct kvmem_page_hdr *hdr, int hot,
+			      const float *k, const float *v)
 {
 	struct kvmem_page_layout l;
 
@@ -1058,6 +1079,35 @@ int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
 	    !hdr->ntokens || hdr->ntokens > g->tokens_per_page)
 		return -EINVAL;
 	return encode_as(page, g, &l, hdr, k, v);
+}
+
+int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
+		      const struct kvmem_page_hdr *hdr, int hot, const float *k,
+		      const float *v)
+{
+	size_t n;
+	float *rk, *rv;
+	int ret;
+
+	if (!g || !hdr || !g->rotation || kvmem_geometry_check(g) ||
+	    !hdr->ntokens || hdr->ntokens > g->tokens_per_page)
+		return kvmem__page_encode_stored(page, g, hdr, hot, k, v);
+	if (!k || !v)
+		return -EINVAL;
+	n = (size_t)hdr->ntokens * g->kv_heads;
+	rk = malloc(n * g->head_dim * sizeof(*rk));
+	rv = malloc(n * g->head_dim * sizeof(*rv));
+	ret = -ENOMEM;
+	if (rk && rv) {
+		memcpy(rk, k, n * g->head_dim * sizeof(*rk));
+		memcpy(rv, v, n * g->head_dim * sizeof(*rv));
+		kvmem__rotate_rows(g, rk, n, 0);
+		kvmem__rotate_rows(g, rv, n, 0);
+		ret = kvmem__page_encode_stored(page, g, hdr, hot, rk, rv);
+	}
+	free(rk);
+	free(rv);
+	return ret;
 }
 
 /* Read the header and pick the layout it names. */
@@ -1073,9 +1123,9 @@ static int page_open(const void *page, const struct kvmem_geometry *g,
 			 hdr->codec, l);
 }
 
-int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
-		      float *k, float *v, uint8_t *erased,
-		      struct kvmem_page_counts *counts)
+int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
+			      float *k, float *v, uint8_t *erased,
+			      struct kvmem_page_counts *counts)
 {
 	struct kvmem_page_counts pc = { 0 };
 	struct kvmem_page_layout l;
@@ -1140,6 +1190,37 @@ out:
 	free(tile);
 	free(terased);
 	free(scratch);
+	return ret;
+}
+
+/* A rotated row with an erased value is erased whole once rotated back. */
+static void erase_rows(const struct kvmem_geometry *g, uint8_t *erased,
+		       size_t rows)
+{
+	size_t r;
+
+	for (r = 0; r < rows; r++) {
+		uint8_t *e = erased + r * g->head_dim;
+
+		if (memchr(e, 1, g->head_dim))
+			memset(e, 1, g->head_dim);
+	}
+}
+
+int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
+		      float *k, float *v, uint8_t *erased,
+		      struct kvmem_page_counts *counts)
+{
+	int ret = kvmem__page_decode_stored(page, g, k, v, erased, counts);
+	size_t rows;
+
+	if (ret <= 0 || !g->rotation)
+		return ret;
+	rows = (size_t)ret * g->kv_heads;
+	kvmem__rotate_rows(g, k, rows, 1);
+	kvmem__rotate_rows(g, v, rows, 1);
+	if (erased)
+		erase_rows(g, erased, 2 * rows);
 	return ret;
 }
 
@@ -1575,7 +1656,7 @@ static int requantize(uint8_t *dst, const uint8_t *src,
 	int ret = -ENOMEM;
 
 	if (k && v) {
-		ret = kvmem_page_decode(src, g, k, v, NULL, NULL);
+		ret = kvmem__page_decode_stored(src, g, k, v, NULL, NULL);
 		if (ret >= 0)
 			ret = encode_as(dst, g, ld, hdr, k, v);
 	}

@@ -19,9 +19,65 @@ static const struct kvmem_format_info formats[] = {
 	[KVMEM_FMT_INT4] = { .name = "int4", .bits = 4, .qmax = 7 },
 	[KVMEM_FMT_INT2] = { .name = "int2", .bits = 2, .qmax = 1 },
 	[KVMEM_FMT_FP8] = { .name = "fp8", .bits = 8, .qmax = 448 },
+	[KVMEM_FMT_LM2] = { .name = "lm2", .bits = 2, .qmax = 2 },
+	[KVMEM_FMT_LM3] = { .name = "lm3", .bits = 3, .qmax = 4 },
+	[KVMEM_FMT_LM4] = { .name = "lm4", .bits = 4, .qmax = 8 },
 };
 _Static_assert(KVMEM_ARRAY_SIZE(formats) == KVMEM_FMT_NR,
 	       "format table must cover enum kvmem_format");
+
+/*
+ * The Lloyd-Max quantizers of a unit Gaussian with 4, 8 and 16 levels
+ * (Max, 1960): each level the mean of the density between the midpoints to
+ * its neighbours. The test suite finds the same fixed point on its own.
+ */
+static const float lm2_levels[4] = { -1.510417608f, -0.452780035f, 0.452780035f,
+				     1.510417608f };
+static const float lm3_levels[8] = { -2.151945705f, -1.343909279f,
+				     -0.756005281f, -0.245094179f,
+				     0.245094179f,  0.756005281f,
+				     1.343909279f,  2.151945705f };
+static const float lm4_levels[16] = {
+	-2.732589571f, -2.069017227f, -1.618046386f, -1.256231197f,
+	-0.942340456f, -0.656759119f, -0.388048299f, -0.128395030f,
+	0.128395030f,  0.388048299f,  0.656759119f,  0.942340456f,
+	1.256231197f,  1.618046386f,  2.069017227f,  2.732589571f,
+};
+
+const float *kvmem_format_levels(int fmt)
+{
+	switch (fmt) {
+	case KVMEM_FMT_LM2:
+		return lm2_levels;
+	case KVMEM_FMT_LM3:
+		return lm3_levels;
+	case KVMEM_FMT_LM4:
+		return lm4_levels;
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * The code of the level nearest @y, from its magnitude so that the codes
+ * are symmetric; a tie between two levels goes to the smaller magnitude.
+ */
+static unsigned int lm_code(int fmt, float y)
+{
+	const unsigned int half = (unsigned int)formats[fmt].qmax;
+	const float *lv = kvmem_format_levels(fmt) + half;
+	const float a = fabsf(y);
+	unsigned int j = 0;
+
+	while (j + 1 < half && a > 0.5f * (lv[j] + lv[j + 1]))
+		j++;
+	return y < 0.0f ? half - 1 - j : half + j;
+}
+
+static int is_lm(int fmt)
+{
+	return fmt >= KVMEM_FMT_LM2 && fmt <= KVMEM_FMT_LM4;
+}
 
 const struct kvmem_format_info *kvmem_format_get(int fmt)
 {
@@ -62,6 +118,15 @@ static unsigned int get_value(const uint8_t *s, size_t i, unsigned int bits)
 		return s[i];
 	case 4:
 		return s[i / 2] >> (4 * (i % 2)) & 0xf;
+	case 3: {
+		/* Bits [3i, 3i + 3) may span two bytes. */
+		size_t b = 3 * i;
+		unsigned int w = s[b / 8];
+
+		if (b % 8 > 5)
+			w |= (unsigned int)s[b / 8 + 1] << 8;
+		return w >> (b % 8) & 0x7;
+	}
 	default:
 		return s[i / 4] >> (2 * (i % 4)) & 0x3;
 	}
@@ -81,6 +146,15 @@ static void put_value(uint8_t *s, size_t i, unsigned int bits, unsigned int v)
 	case 4:
 		s[i / 2] |= (uint8_t)((v & 0xf) << (4 * (i % 2)));
 		break;
+	case 3: {
+		size_t b = 3 * i;
+		unsigned int w = (v & 0x7) << (b % 8);
+
+		s[b / 8] |= (uint8_t)w;
+		if (b % 8 > 5)
+			s[b / 8 + 1] |= (uint8_t)(w >> 8);
+		break;
+	}
 	default:
 		s[i / 4] |= (uint8_t)((v & 0x3) << (2 * (i % 4)));
 		break;
@@ -92,6 +166,9 @@ static unsigned int quant_val(int fmt, float x, float s)
 {
 	if (fmt == KVMEM_FMT_FP8)
 		return kvmem_quant_fp8(x, s);
+	if (is_lm(fmt))
+		return lm_code(fmt,
+			       s == 0.0f ? 0.0f : kvmem_finite_or_zero(x) / s);
 	return kvmem_quant_one(x, s, formats[fmt].qmax);
 }
 
@@ -103,6 +180,10 @@ static float unquant_val(int fmt, unsigned int v)
 		return kvmem_h2f((uint16_t)v);
 	case KVMEM_FMT_FP8:
 		return kvmem_e4m3_to_float(v);
+	case KVMEM_FMT_LM2:
+	case KVMEM_FMT_LM3:
+	case KVMEM_FMT_LM4:
+		return kvmem_format_levels(fmt)[v];
 	default:
 		return (float)kvmem_sext(v, formats[fmt].bits);
 	}
@@ -128,8 +209,24 @@ static size_t stream_bytes(size_t n, unsigned int bits)
 	return (n * bits + 7) / 8;
 }
 
+/* The Lloyd-Max formats' scale: the root mean square, nearest FP16. */
+static uint16_t rms_scale(const float *x, size_t n, size_t stride)
+{
+	double sum = 0.0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		double v = kvmem_finite_or_zero(x[i * stride]);
+
+		sum += v * v;
+	}
+	return n ? kvmem_f2h((float)sqrt(sum / (double)n)) : 0;
+}
+
 uint16_t kvmem__scale(int fmt, const float *x, size_t n, size_t stride)
 {
+	if (is_lm(fmt))
+		return rms_scale(x, n, stride);
 	return group_scale(x, n, stride, formats[fmt].qmax);
 }
 

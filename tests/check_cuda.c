@@ -530,12 +530,13 @@ static void expect_format(const char *gpu, const uint8_t *page,
 					((size_t)hh * tpp + t) * groups + c;
 
 				if (!chan)
-					sc[i] = ref_scale(k + x, G, 1, qmax);
-				sc[nk + i] = ref_scale(v + x, G, 1, qmax);
+					sc[i] = ref_scale(g->format, k + x, G,
+							  1);
+				sc[nk + i] = ref_scale(g->format, v + x, G, 1);
 			}
 		for (c = 0; c < D && chan; c++)
-			sc[hh * D + c] = ref_scale(k + hh * D + c, hdr->ntokens,
-						   tok, qmax);
+			sc[hh * D + c] = ref_scale(g->format, k + hh * D + c,
+						   hdr->ntokens, tok);
 	}
 	expect_meta_words(page + SCALES_OFF, (const uint8_t *)sc, sw, gpu,
 			  "scale");
@@ -692,7 +693,8 @@ static void encode_matches_cpu_on(struct dev *dv)
 	int fmt, codec, chan;
 
 	kvmem_rng_seed(&r, 14);
-	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
+	/* The formats the kernels have (not the lm ones: refused above). */
+	for (fmt = 0; fmt <= KVMEM_FMT_FP8; fmt++)
 		for (codec = 0; codec < KVMEM_CODEC_NR; codec++)
 			for (chan = 0; chan < (fmt ? 2 : 1); chan++) {
 				geometry(&g, fmt, codec, chan, 2, 64);
@@ -1288,7 +1290,7 @@ static void attend_matches_cpu_on(struct dev *dv)
 	int fmt, codec;
 
 	kvmem_rng_seed(&r, 1414);
-	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
+	for (fmt = 0; fmt <= KVMEM_FMT_FP8; fmt++)
 		for (codec = 0; codec < KVMEM_CODEC_NR; codec++) {
 			geometry(&g, fmt, codec, 0, 2, 64);
 			attend_case(dv, &g, 4, 37, 0, KVMEM_ERASE_INTERPOLATE,
@@ -1861,6 +1863,20 @@ START_TEST(test_cuda_attend_bad_args)
 		  "%s", kvmem_cuda_error());
 	EXPECT(strstr(kvmem_cuda_error(), "shared memory"), "%s",
 	       kvmem_cuda_error());
+	/* No kernel knows the lm formats or the rotation: said, not
+	 * misread. */
+	a.nq = 1;
+	g.format = KVMEM_FMT_LM3;
+	EXPECT_EQ(kvmem_cuda_attend_workspace(cu, &g, &a, &wsb), -EOPNOTSUPP,
+		  "%s", kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_encode(cu, &g, KVMEM_CUDA_F32, 0, 0, NULL),
+		  -EOPNOTSUPP, "%s", kvmem_cuda_error());
+	EXPECT(strstr(kvmem_cuda_error(), "lm formats"), "%s",
+	       kvmem_cuda_error());
+	g.format = KVMEM_FMT_INT4;
+	g.rotation = KVMEM_ROTATE_HADAMARD;
+	EXPECT_EQ(kvmem_cuda_attend_workspace(cu, &g, &a, &wsb), -EOPNOTSUPP,
+		  "%s", kvmem_cuda_error());
 	kvmem_cuda_close(cu);
 }
 END_TEST

@@ -453,7 +453,7 @@ static void check_scales_image(struct pcase *pc)
 {
 	const struct kvmem_geometry *g = &pc->g;
 	const struct rlay *r = &pc->r;
-	int qmax = ref_fmts[r->fmt].qmax;
+	const int fmt = r->fmt;
 	size_t nsc = r->nk + r->nv, i;
 	uint8_t *data = kvmem_check_xmalloc((size_t)r->sw * 2 + 1);
 	uint32_t t, h, c;
@@ -480,11 +480,11 @@ static void check_scales_image(struct pcase *pc)
 
 				if (t < pc->ntok) {
 					ek = ref_scale(
-						&pc->k[vidx(pc, t, h, c)],
-						g->group_size, 1, qmax);
+						fmt, &pc->k[vidx(pc, t, h, c)],
+						g->group_size, 1);
 					ev = ref_scale(
-						&pc->v[vidx(pc, t, h, c)],
-						g->group_size, 1, qmax);
+						fmt, &pc->v[vidx(pc, t, h, c)],
+						g->group_size, 1);
 				}
 				if (g->key_scales == KVMEM_SCALES_GROUP)
 					EXPECT_EQ(pc->scales[scale_idx(pc, 0, t,
@@ -503,11 +503,11 @@ static void check_scales_image(struct pcase *pc)
 		for (h = 0; h < g->kv_heads; h++)
 			for (c = 0; c < g->head_dim; c++)
 				EXPECT_EQ(pc->scales[scale_idx(pc, 0, 0, h, c)],
-					  ref_scale(&pc->k[vidx(pc, 0, h, c)],
+					  ref_scale(fmt,
+						    &pc->k[vidx(pc, 0, h, c)],
 						    pc->ntok,
 						    (size_t)g->kv_heads *
-							    g->head_dim,
-						    qmax),
+							    g->head_dim),
 					  "%s: K scale of head %u channel %u",
 					  pc->name, h, c);
 }
@@ -735,6 +735,14 @@ static void check_decode(const struct pcase *pc)
 									   0x1p-12) +
 								  fabs(y[j]) *
 									  0x1p-24
+						: ref_is_lm(pc->r.fmt)
+							? ref_lm_bound(
+								  pc->r.fmt,
+								  x[j],
+								  s) * (1 +
+									0x1p-12) +
+								  fabs(y[j]) *
+									  0x1p-24
 							: s * (0.5 + 0x1p-12);
 					EXPECT(err <= bound,
 					       "%s: %s token %u head %u channel "
@@ -845,6 +853,13 @@ START_TEST(test_geometry_check)
 	b.tokens_per_page = 1;
 	b.sink_tokens = 1;
 	ck_assert_int_eq(kvmem_geometry_check(&b), 0);
+	/* A rotation is part of what a page means: its digest differs,
+	 * and a geometry without one keeps the digest of a geometry from
+	 * before there were rotations (FNV-1a over the same fields). */
+	b = g;
+	b.rotation = KVMEM_ROTATE_HADAMARD;
+	ck_assert_int_eq(kvmem_geometry_check(&b), 0);
+	ck_assert_uint_ne(kvmem_geometry_digest(&b), kvmem_geometry_digest(&g));
 
 	/* Each bad field on its own, and the sentence that names it. */
 #define BAD(stmt, why)                                                         \
@@ -872,9 +887,15 @@ START_TEST(test_geometry_check)
 	BAD(b.sink_tokens = b.tokens_per_page + 1,
 	    "sink_tokens 17 is more than tokens_per_page 16");
 	BAD(b.format = KVMEM_FMT_NR,
-	    "format 5 is not one of 0..4 (fp16, int8, int4, int2, fp8)");
+	    "format 8 is not one of 0..7 (fp16, int8, int4, int2, fp8, lm2, lm3, "
+	    "lm4)");
 	BAD(b.format = 0xff,
-	    "format 255 is not one of 0..4 (fp16, int8, int4, int2, fp8)");
+	    "format 255 is not one of 0..7 (fp16, int8, int4, int2, fp8, lm2, "
+	    "lm3, lm4)");
+	BAD(b.rotation = 2, "rotation 2 is not 0 (none) or 1 (hadamard)");
+	BAD((b.rotation = KVMEM_ROTATE_HADAMARD, b.head_dim = 96),
+	    "the hadamard rotation needs a head_dim that is a power of two, "
+	    "not 96");
 	BAD(b.codec = KVMEM_CODEC_NR,
 	    "codec 4 is not one of 0..3 (h74, h84, golay24, secded72)");
 	BAD(b.codec = 0xff,

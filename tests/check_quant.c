@@ -107,7 +107,15 @@ static void check_value(int fmt, float x, uint32_t raw, float y, uint16_t sh,
 	EXPECT(y == ref_read(fmt, raw, sh),
 	       "%s %s: value %zu read back as %a, code 0x%x * s %a = %a", what,
 	       f->name, i, y, raw, s, ref_read(fmt, raw, sh));
-	if (isfinite(x) && fabs((double)x) <= 65504.0 * f->qmax) {
+	if (isfinite(x) && ref_is_lm(fmt)) {
+		double err = fabs((double)x - (double)y);
+		double bound = ref_lm_bound(fmt, x, s) * (1 + 0x1p-12) +
+			       fabs(y) * 0x1p-24;
+
+		EXPECT(err <= bound,
+		       "%s %s: value %zu = %a read back as %a, error %a > %a",
+		       what, f->name, i, x, y, err, bound);
+	} else if (isfinite(x) && fabs((double)x) <= 65504.0 * f->qmax) {
 		double err = fabs((double)x - (double)y);
 		double tie = raw == alt && rc != alt ? 1 + 0x1p-12 : 1;
 		double bound = fmt == KVMEM_FMT_FP8
@@ -171,7 +179,7 @@ static void check_quant(int fmt, const float *x, size_t n, unsigned int group,
 
 	for (g = 0; g < ngroups; g++) {
 		size_t g0 = g * group, glen = n - g0 < group ? n - g0 : group;
-		uint16_t sh = ref_scale(x + g0, glen, 1, f->qmax);
+		uint16_t sh = ref_scale(fmt, x + g0, glen, 1);
 		float s = ref_h2f(sh);
 
 		EXPECT_EQ(scales[g], sh,
@@ -194,7 +202,8 @@ out:
 
 START_TEST(test_format_table)
 {
-	static const int bad[] = { -1, KVMEM_FMT_NR, 5, 255, 1 << 20 };
+	static const int bad[] = { -1, KVMEM_FMT_NR, KVMEM_FMT_NR + 1, 255,
+				   1 << 20 };
 	static const char *const bad_names[] = {
 		"", "int", "int3", "INT4", "fp32", "int4 ", "fp16\n", "bf16",
 	};
@@ -501,7 +510,7 @@ START_TEST(test_quant_exact_scales)
 	float x[64];
 
 	kvmem_rng_seed(&r, 0xe4ac7);
-	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++)
+	for (fmt = KVMEM_FMT_INT8; fmt <= KVMEM_FMT_FP8; fmt++)
 		for (t = 0; t < 200; t++) {
 			uint16_t sh =
 				(uint16_t)(1 + kvmem_rng_below(&r, 0x7bff));
@@ -563,7 +572,7 @@ START_TEST(test_quant_zero_group)
 	uint8_t bits[96];
 	unsigned int fmt, i;
 
-	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+	for (fmt = KVMEM_FMT_INT8; fmt <= KVMEM_FMT_FP8; fmt++) {
 		for (i = 0; i < 96; i++)
 			x[i] = 0.25f * (float)((int)i % 9 - 4);
 		for (i = 32; i < 64; i++)
@@ -596,7 +605,7 @@ START_TEST(test_quant_nonfinite)
 	uint8_t bits[40];
 	unsigned int fmt, i;
 
-	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+	for (fmt = KVMEM_FMT_INT8; fmt <= KVMEM_FMT_FP8; fmt++) {
 		for (i = 0; i < 40; i++)
 			x[i] = 0.01f * (float)i - 0.1f;
 		x[3] = NAN;
@@ -629,7 +638,7 @@ START_TEST(test_quant_saturate)
 {
 	unsigned int fmt, i;
 
-	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+	for (fmt = KVMEM_FMT_INT8; fmt <= KVMEM_FMT_FP8; fmt++) {
 		int qmax = ref_fmts[fmt].qmax;
 		float x[8] = { 1e9f,
 			       -3e38f,
@@ -671,7 +680,7 @@ START_TEST(test_quant_tiny)
 	uint16_t sc[1];
 	uint8_t bits[8];
 
-	for (fmt = KVMEM_FMT_INT8; fmt < KVMEM_FMT_NR; fmt++) {
+	for (fmt = KVMEM_FMT_INT8; fmt <= KVMEM_FMT_FP8; fmt++) {
 		ck_assert_int_eq(kvmem_quantize((int)fmt, x, 4, 4, sc, bits),
 				 0);
 		ck_assert_uint_eq(sc[0], 0x0001);
@@ -879,6 +888,133 @@ START_TEST(test_fp8_word)
 }
 END_TEST
 
+/* ---- Lloyd-Max formats ---------------------------------------------------- */
+
+/*
+ * The library's levels are the fixed point the reference finds on its own,
+ * rounded to float; symmetric; and their mean square error on a unit
+ * Gaussian is what quant.h says: for levels that are the means of their
+ * cells, E[(X - Q(X))^2] = 1 - sum_i P_i c_i^2.
+ */
+START_TEST(test_lm_levels)
+{
+	static const double mse[] = { 0.1175, 0.03454, 0.009497 };
+	int fmt, i;
+
+	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)
+		if (!ref_is_lm(fmt))
+			ck_assert_ptr_null(kvmem_format_levels(fmt));
+	ck_assert_ptr_null(kvmem_format_levels(-1));
+	ck_assert_ptr_null(kvmem_format_levels(KVMEM_FMT_NR));
+	for (fmt = KVMEM_FMT_LM2; fmt <= KVMEM_FMT_LM4; fmt++) {
+		const float *lv = kvmem_format_levels(fmt);
+		const double *rv = ref_lm_levels(fmt);
+		const int n = 1 << ref_fmts[fmt].bits;
+		double e = 1;
+
+		ck_assert_ptr_nonnull(lv);
+		ck_assert_int_eq(n, 2 * ref_fmts[fmt].qmax);
+		for (i = 0; i < n; i++) {
+			double a = i ? (rv[i - 1] + rv[i]) / 2 : -INFINITY;
+			double b =
+				i + 1 < n ? (rv[i] + rv[i + 1]) / 2 : INFINITY;
+			double p =
+				0.5 * (erfc(-b / sqrt(2)) - erfc(-a / sqrt(2)));
+
+			EXPECT_EQ(ref_f2u(lv[i]), ref_f2u((float)rv[i]),
+				  "%s level %d: %.9g, fixed point %.12g",
+				  ref_fmts[fmt].name, i, lv[i], rv[i]);
+			EXPECT_EQ(ref_f2u(lv[i]), ref_f2u(-lv[n - 1 - i]),
+				  "%s level %d: not symmetric",
+				  ref_fmts[fmt].name, i);
+			e -= p * rv[i] * rv[i];
+		}
+		EXPECT_NEAR(e, mse[fmt - KVMEM_FMT_LM2], 5e-5,
+			    "%s: mean square error", ref_fmts[fmt].name);
+	}
+}
+END_TEST
+
+/* Worked by hand from quant.h: scale, codes, read back, zero, non-finite. */
+START_TEST(test_lm_hand_examples)
+{
+	const float *lv = kvmem_format_levels(KVMEM_FMT_LM2);
+	const float x[4] = { 1.0f, -1.0f, 0.2f, -3.0f };
+	const float z[4] = { 0 };
+	const float nf[4] = { NAN, 2.0f, INFINITY, -2.0f };
+	uint16_t sc[1];
+	uint8_t bits[2];
+	float y[4];
+
+	/* RMS of 1, 1, 0.04, 9: sqrt(11.04 / 4) = 1.6613...; nearest FP16
+	 * 1.661 (0x3ea5). x / s: 0.602 -> code 3? no: midpoint of 0.4528
+	 * and 1.5104 is 0.9816, so 0.602 is code 2; -0.602 code 1; 0.120
+	 * code 2; -1.806 code 0. */
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_LM2, x, 4, 4, sc, bits), 0);
+	ck_assert_uint_eq(sc[0], ref_f2h((float)sqrt(11.04 / 4)));
+	ck_assert_uint_eq(sc[0], 0x3ea5);
+	ck_assert_uint_eq(bits[0], 2 | 1 << 2 | 2 << 4 | 0 << 6);
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_LM2, bits, sc, 4, 4, y), 0);
+	ck_assert_float_eq(y[0], lv[2] * ref_h2f(0x3ea5));
+	ck_assert_float_eq(y[3], lv[0] * ref_h2f(0x3ea5));
+	/* A group of zeros: scale 0, every value reads 0. */
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_LM3, z, 4, 4, sc, bits), 0);
+	ck_assert_uint_eq(sc[0], 0);
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_LM3, bits, sc, 4, 4, y), 0);
+	ck_assert_float_eq(fabsf(y[0]) + fabsf(y[1]) + fabsf(y[2]), 0.0f);
+	/* Non-finite values count as 0 in the RMS (sqrt(8 / 4)) and are
+	 * stored as 0: the code of the smallest positive level. */
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_LM4, nf, 4, 4, sc, bits), 0);
+	ck_assert_uint_eq(sc[0], ref_f2h((float)sqrt(2.0)));
+	ck_assert_uint_eq(bits[0] & 0xf, 8);
+	ck_assert_uint_eq(bits[1] & 0xf, 8);
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_LM4, bits, sc, 4, 4, y), 0);
+	ck_assert(isfinite(y[0]) && isfinite(y[2]));
+}
+END_TEST
+
+/*
+ * Three bits a value cross byte boundaries: codes at every bit offset of a
+ * byte, each the reference's for the value and scale, read back by hand
+ * from the stream; every code appears.
+ */
+START_TEST(test_lm3_bitstream)
+{
+	const float *lv = kvmem_format_levels(KVMEM_FMT_LM3);
+	float x[64], y[64];
+	uint16_t sc[8];
+	uint8_t bits[24];
+	unsigned int i, seen = 0;
+
+	for (i = 0; i < 48; i++)
+		x[i] = (float)((int)((i * 5 + 3) % 8) - 3.5) *
+		       (i % 16 < 8 ? 0.4f : 0.9f);
+	/* An outlier in each of the last two groups: past the outer
+	 * levels. */
+	for (; i < 64; i++)
+		x[i] = i % 8	? 0.1f * (float)((int)(i % 3) - 1)
+		       : i < 56 ? 3.0f
+				: -3.0f;
+	ck_assert_int_eq(kvmem_quantize(KVMEM_FMT_LM3, x, 64, 8, sc, bits), 0);
+	ck_assert_int_eq(kvmem_dequantize(KVMEM_FMT_LM3, bits, sc, 64, 8, y),
+			 0);
+	for (i = 0; i < 64; i++) {
+		uint32_t got = (uint32_t)ref_get_bits(bits, i * 3, 3), rc, alt;
+
+		EXPECT_EQ(sc[i / 8],
+			  ref_scale(KVMEM_FMT_LM3, x + i / 8 * 8, 8, 1),
+			  "scale %u", i / 8);
+		ref_code(KVMEM_FMT_LM3, x[i], sc[i / 8], &rc, &alt);
+		if (got != alt)
+			EXPECT_EQ(got, rc, "code %u (bit %u)", i, i * 3);
+		EXPECT_EQ(ref_f2u(y[i]), ref_f2u(lv[got] * ref_h2f(sc[i / 8])),
+			  "value %u", i);
+		seen |= 1u << got;
+	}
+	ck_assert_uint_eq(seen, 0xff);
+}
+END_TEST
+
 /* ---- One scale per channel ----------------------------------------------- */
 
 static void check_channels(int fmt, const float *x, size_t ntok,
@@ -898,7 +1034,7 @@ static void check_channels(int fmt, const float *x, size_t ntok,
 		EXPECT_EQ(bits[nbytes - 1] >> ((n * f->bits) % 8), 0,
 			  "%s: spare bits", what);
 	for (c = 0; c < dim; c++) {
-		uint16_t sh = ref_scale(x + c, ntok, dim, f->qmax);
+		uint16_t sh = ref_scale(fmt, x + c, ntok, dim);
 
 		EXPECT_EQ(sc[c], sh, "%s %s %zux%u: scale of channel %u", what,
 			  f->name, ntok, dim, c);
@@ -979,7 +1115,8 @@ END_TEST
 
 START_TEST(test_quant_bad_args)
 {
-	static const int bad_fmt[] = { -1, KVMEM_FMT_NR, 7, 1000 };
+	static const int bad_fmt[] = { -1, KVMEM_FMT_NR, KVMEM_FMT_NR + 1,
+				       1000 };
 	float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
 	uint16_t sc[8];
 	uint8_t bits[16];
@@ -1068,6 +1205,9 @@ KVMEM_SUITE(quant)
 	tcase_add_test(tq, test_fp8_dequant_all_codes);
 	tcase_add_test(tq, test_fp8_boundaries);
 	tcase_add_test(tq, test_fp8_word);
+	tcase_add_test(tq, test_lm_levels);
+	tcase_add_test(tq, test_lm_hand_examples);
+	tcase_add_test(tq, test_lm3_bitstream);
 	tcase_add_test(tq, test_quant_channels);
 	tcase_add_test(tq, test_quant_channels_example);
 	tcase_add_test(tq, test_quant_bad_args);

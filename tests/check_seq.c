@@ -550,6 +550,10 @@ static const struct gcase gcases[] = {
 	  KVMEM_CODEC_GOLAY24, KVMEM_SCALES_GROUP },
 	{ "int2+secded72 channel", 3, 64, 16, 64, 3, KVMEM_FMT_INT2,
 	  KVMEM_CODEC_SECDED72, KVMEM_SCALES_CHANNEL },
+	{ "lm3+h84 (values across bytes)", 2, 32, 8, 16, 2, KVMEM_FMT_LM3,
+	  KVMEM_CODEC_H84, KVMEM_SCALES_GROUP },
+	{ "lm4+h74 channel", 2, 32, 8, 32, 2, KVMEM_FMT_LM4, KVMEM_CODEC_H74,
+	  KVMEM_SCALES_CHANNEL },
 };
 
 static struct kvmem_geometry gcase_geo(const struct gcase *gc, uint32_t layers)
@@ -658,7 +662,7 @@ START_TEST(test_open_bad_geometry)
 	g[n++].format = KVMEM_FMT_NR;
 	g[n++].codec = KVMEM_CODEC_NR;
 	g[n++].key_scales = 2;
-	g[n++].resv[4] = 1;
+	g[n++].resv[3] = 1;
 	g[n].format = KVMEM_FMT_FP16;
 	g[n].codec = KVMEM_CODEC_SECDED72;
 	g[n++].key_scales = KVMEM_SCALES_CHANNEL;

@@ -108,20 +108,106 @@ const struct ref_fmt ref_fmts[KVMEM_FMT_NR] = {
 	[KVMEM_FMT_INT4] = { "int4", 4, 7 },
 	[KVMEM_FMT_INT2] = { "int2", 2, 1 },
 	[KVMEM_FMT_FP8] = { "fp8", 8, 448 },
+	[KVMEM_FMT_LM2] = { "lm2", 2, 2 },
+	[KVMEM_FMT_LM3] = { "lm3", 3, 4 },
+	[KVMEM_FMT_LM4] = { "lm4", 4, 8 },
 };
 
-uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax)
+int ref_is_lm(int fmt)
 {
-	double amax = 0;
+	return fmt == KVMEM_FMT_LM2 || fmt == KVMEM_FMT_LM3 ||
+	       fmt == KVMEM_FMT_LM4;
+}
+
+/* The standard normal density and its distribution function. */
+static double npdf(double x)
+{
+	return isinf(x) ? 0 : exp(-x * x / 2) / sqrt(2 * M_PI);
+}
+
+static double ncdf(double x)
+{
+	return 0.5 * erfc(-x / sqrt(2));
+}
+
+const double *ref_lm_levels(int fmt)
+{
+	static double lv[3][16];
+	static int done[3];
+	const int k = fmt - KVMEM_FMT_LM2, n = 2 * ref_fmts[fmt].qmax;
+	int it, i;
+
+	if (done[k])
+		return lv[k];
+	/* Lloyd's iteration from evenly spread levels: each level becomes
+	 * the mean of the density between the midpoints to its neighbours,
+	 * E[X | a < X < b] = (pdf(a) - pdf(b)) / (cdf(b) - cdf(a)). */
+	for (i = 0; i < n; i++)
+		lv[k][i] = -3 + 6 * (i + 0.5) / n;
+	for (it = 0; it < 5000; it++) {
+		double next[16];
+
+		for (i = 0; i < n; i++) {
+			double a =
+				i ? (lv[k][i - 1] + lv[k][i]) / 2 : -INFINITY;
+			double b = i + 1 < n ? (lv[k][i] + lv[k][i + 1]) / 2
+					     : INFINITY;
+
+			next[i] = (npdf(a) - npdf(b)) / (ncdf(b) - ncdf(a));
+		}
+		memcpy(lv[k], next, n * sizeof(double));
+	}
+	done[k] = 1;
+	return lv[k];
+}
+
+double ref_lm_bound(int fmt, double x, double s)
+{
+	const double *lv = ref_lm_levels(fmt);
+	const int n = 2 * ref_fmts[fmt].qmax;
+	double half = lv[n / 2];
+	int i;
+
+	for (i = 0; i + 1 < n; i++)
+		half = fmax(half, (lv[i + 1] - lv[i]) / 2);
+	return fmax(half * s, fabs(x) - lv[n - 1] * s);
+}
+
+uint16_t ref_scale(int fmt, const float *x, size_t n, size_t stride)
+{
+	double amax = 0, sum = 0;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		double a = fabs((double)x[i * stride]);
 
-		if (isfinite(a) && a > amax)
+		if (!isfinite(a))
+			continue;
+		sum += a * a;
+		if (a > amax)
 			amax = a;
 	}
-	return amax == 0 ? 0 : ref_half_ceil(amax / qmax);
+	if (ref_is_lm(fmt))
+		return n ? ref_f2h((float)sqrt(sum / (double)n)) : 0;
+	return amax == 0 ? 0 : ref_half_ceil(amax / ref_fmts[fmt].qmax);
+}
+
+/* The lm code nearest @r (ties to the smaller magnitude), levels from
+ * ref_lm_levels() rounded to float as the library keeps them. */
+static uint32_t lm_nearest(int fmt, double r)
+{
+	const double *lv = ref_lm_levels(fmt);
+	const int n = 2 * ref_fmts[fmt].qmax;
+	int i, best = n / 2;
+
+	for (i = 0; i < n; i++) {
+		double d = fabs((double)(float)lv[i] - r);
+		double db = fabs((double)(float)lv[best] - r);
+
+		if (d < db || (d == db && fabs(lv[i]) < fabs(lv[best])))
+			best = i;
+	}
+	return (uint32_t)best;
 }
 
 void ref_q(float x, uint16_t sh, int qmax, int *q, int *alt)
@@ -180,6 +266,16 @@ void ref_code(int fmt, float x, uint16_t sh, uint32_t *code, uint32_t *alt)
 	uint32_t sign;
 	int q, qa;
 
+	if (ref_is_lm(fmt)) {
+		double r = isfinite(x) && s != 0 ? (double)x / s : 0;
+
+		/* The library divides in float: a few ulps either way. */
+		*code = lm_nearest(fmt, r);
+		*alt = lm_nearest(fmt, r * (1 + 0x1p-20));
+		if (*alt == *code)
+			*alt = lm_nearest(fmt, r * (1 - 0x1p-20));
+		return;
+	}
 	if (fmt != KVMEM_FMT_FP8) {
 		ref_q(x, sh, ref_fmts[fmt].qmax, &q, &qa);
 		*code = (uint32_t)q & ((1u << bits) - 1);
@@ -204,6 +300,8 @@ float ref_read(int fmt, uint32_t raw, uint16_t sh)
 
 	if (fmt == KVMEM_FMT_FP8)
 		return (float)(ref_e4m3(raw) * ref_h2f(sh));
+	if (ref_is_lm(fmt))
+		return (float)ref_lm_levels(fmt)[raw] * ref_h2f(sh);
 	return (float)(raw >> (b - 1) ? (int)raw - (1 << b) : (int)raw) *
 	       ref_h2f(sh);
 }
@@ -240,6 +338,29 @@ double ref_sealed_bound(const struct kvmem_geometry *g, const float *x,
 			amax = fmax(amax, fabs(x[o]));
 			amax = fmax(amax, fabs(ref_half(x[o])));
 		}
+	if (ref_is_lm(g->format)) {
+		/* The scale of the inputs or of their FP16 copies. */
+		double sx = 0, sh = 0, cnt = 0, hx = ref_half(x[i]);
+
+		t0 = chan ? t - (t - S) % P : t;
+		for (; t0 < t1; t0++)
+			for (j = 0; j < D; j++) {
+				size_t o = ((size_t)t0 * H + h) * D + j;
+
+				if (chan ? j != d : j / G != d / G)
+					continue;
+				sx += (double)x[o] * x[o];
+				sh += (double)ref_half(x[o]) * ref_half(x[o]);
+				cnt++;
+			}
+		sx = ref_h2f(ref_f2h((float)sqrt(sx / cnt)));
+		sh = ref_h2f(ref_f2h((float)sqrt(sh / cnt)));
+		return fmax(ref_lm_bound(g->format, x[i], sx),
+			    ref_lm_bound(g->format, hx, sh) +
+				    fabs(hx - (double)x[i])) *
+			       (1 + 0x1p-12) +
+		       fabs(x[i]) * 0x1p-20;
+	}
 	s = ref_h2f(ref_half_ceil(amax / qmax));
 	if (g->format == KVMEM_FMT_FP8) {
 		double a = fmax(fabs(x[i]), fabs(ref_half(x[i])));

@@ -45,12 +45,30 @@ struct ref_fmt {
 
 extern const struct ref_fmt ref_fmts[KVMEM_FMT_NR];
 
+/* Whether @fmt is one of the Lloyd-Max formats lm2, lm3, lm4. */
+int ref_is_lm(int fmt);
+
 /*
- * The scale of the @n values @x[0], @x[stride], ... for a format with
- * @qmax: the smallest FP16 >= amax / qmax over the finite values, 0 for a
- * group of zeros.
+ * The levels of lm format @fmt, ascending, found here by Lloyd's fixed
+ * point for a unit Gaussian (each level the mean of the density between
+ * the midpoints to its neighbours), in double.
  */
-uint16_t ref_scale(const float *x, size_t n, size_t stride, int qmax);
+const double *ref_lm_levels(int fmt);
+
+/*
+ * How far an lm value @x may read back from itself with scale @s: half the
+ * widest gap between neighbouring levels, or, beyond the outermost level,
+ * its distance from it (the format clips).
+ */
+double ref_lm_bound(int fmt, double x, double s);
+
+/*
+ * The scale of the @n values @x[0], @x[stride], ... in quantized format
+ * @fmt: the smallest FP16 >= amax / qmax over the finite values, 0 for a
+ * group of zeros; for the lm formats the FP16 nearest their root mean
+ * square (over all n, non-finite ones counted as 0).
+ */
+uint16_t ref_scale(int fmt, const float *x, size_t n, size_t stride);
 
 /*
  * q = round(x / s) clamped to +-qmax, s the FP16 scale @sh. *alt is the
@@ -70,12 +88,13 @@ double ref_e4m3(unsigned int code);
  * The stored bits of @x in quantized format @fmt with FP16 scale @sh: q of
  * ref_q() in @bits-bit two's complement, or for fp8 the E4M3 code whose
  * value is nearest |x| / s, found by search over every finite code (ties
- * to the even code), with x's sign. *alt as ref_q()'s.
+ * to the even code), with x's sign; for lm the level nearest x / s (ties
+ * to the smaller magnitude). *alt as ref_q()'s.
  */
 void ref_code(int fmt, float x, uint16_t sh, uint32_t *code, uint32_t *alt);
 
 /* What stored bits @raw of quantized format @fmt with scale @sh read back
- * as: q * s or E4M3 * s, rounded once to a float. */
+ * as: q * s, E4M3 * s or level * s, rounded once to a float. */
 float ref_read(int fmt, uint32_t raw, uint16_t sh);
 
 /*

@@ -63,10 +63,20 @@ __all__ = [
     "PREFIX_KEY_BYTES",
 ]
 
-FORMATS: Dict[str, int] = {"fp16": 0, "int8": 1, "int4": 2, "int2": 3, "fp8": 4}
+FORMATS: Dict[str, int] = {
+    "fp16": 0,
+    "int8": 1,
+    "int4": 2,
+    "int2": 3,
+    "fp8": 4,
+    "lm2": 5,
+    "lm3": 6,
+    "lm4": 7,
+}
 CODECS: Dict[str, int] = {"h74": 0, "h84": 1, "golay24": 2, "secded72": 3}
 ERASURES: Dict[str, int] = {"interpolate": 0, "zero": 1, "keep": 2}
 _KEY_SCALES = {"group": 0, "channel": 1}
+_ROTATIONS = {"none": 0, "hadamard": 1}
 
 
 class Error(OSError):
@@ -164,7 +174,8 @@ class _Geometry(ctypes.Structure):
         ("format", ctypes.c_uint8),
         ("codec", ctypes.c_uint8),
         ("key_scales", ctypes.c_uint8),
-        ("resv", ctypes.c_uint8 * 5),
+        ("rotation", ctypes.c_uint8),
+        ("resv", ctypes.c_uint8 * 4),
     ]
 
 
@@ -403,8 +414,10 @@ class Geometry:
 
     Defaults are libkvmem's: 32 tokens a page, groups of 32 channels, 4
     sink tokens kept FP16, int4 values in extended Hamming(8,4), scales per
-    token and group. format is one of FORMATS, codec of CODECS, key_scales
-    "group" or "channel".
+    token and group, no rotation. format is one of FORMATS, codec of
+    CODECS, key_scales "group" or "channel", rotation "none" or "hadamard"
+    (K and V rows stored rotated, as the lm formats want; reads and
+    attention give the values back unrotated).
     """
 
     layers: int
@@ -425,6 +438,7 @@ class Geometry:
         format: str | int | None = None,
         codec: str | int | None = None,
         key_scales: str | int | None = None,
+        rotation: str | int | None = None,
     ) -> None:
         g = _Geometry()
         _lib.kvmem_geometry_default(ctypes.byref(g))
@@ -441,6 +455,8 @@ class Geometry:
             g.codec = _name(CODECS, codec, "codec")
         if key_scales is not None:
             g.key_scales = _name(_KEY_SCALES, key_scales, "key_scales")
+        if rotation is not None:
+            g.rotation = _name(_ROTATIONS, rotation, "rotation")
         why = ctypes.create_string_buffer(160)
         ret = _lib.kvmem_geometry_explain(ctypes.byref(g), why, len(why))
         if ret:
@@ -465,11 +481,16 @@ class Geometry:
     def codec(self) -> str:
         return _key_of(CODECS, self._g.codec)
 
+    @property
+    def rotation(self) -> str:
+        return _key_of(_ROTATIONS, self._g.rotation)
+
     def __repr__(self) -> str:
-        return "Geometry(%s, format=%r, codec=%r)" % (
+        return "Geometry(%s, format=%r, codec=%r, rotation=%r)" % (
             ", ".join("%s=%d" % kv for kv in self._describe(self._g).items()),
             self.format,
             self.codec,
+            self.rotation,
         )
 
 

@@ -83,6 +83,27 @@ extern "C" {
 /* The largest page of either kind a geometry may make: 1 GiB. */
 #define KVMEM_PAGE_MAX (1u << 30)
 
+/*
+ * The rotation of a geometry. With KVMEM_ROTATE_HADAMARD every K and V row
+ * of every head, in every page of either kind, is stored rotated: for a
+ * row x of head_dim D (a power of two), y = H S x / sqrt(D), where H is
+ * the Sylvester Hadamard matrix (H[i][j] = (-1)^popcount(i & j)) and S the
+ * diagonal of signs s_j = -1 where bit 16 of (j * 2654435761) mod 2^32 is
+ * set, +1 elsewhere. The map is orthonormal, so a dot product is the same
+ * in either space, and it spreads a channel with outliers over all the
+ * others: a rotated row is close to Gaussian, what the lm formats expect
+ * (kvmem/quant.h). kvmem_page_encode() rotates, kvmem_page_decode() and
+ * kvmem_seq_read() rotate back; attention rotates the query once and its
+ * output once, never a stored row. Scales, erasures and their rebuilding
+ * from neighbouring tokens are those of the rotated values; a value erased
+ * there touches every value of its row once rotated back, so
+ * kvmem_page_decode() flags the whole row.
+ */
+enum kvmem_rotation {
+	KVMEM_ROTATE_NONE = 0,
+	KVMEM_ROTATE_HADAMARD = 1,
+};
+
 enum kvmem_key_scales {
 	KVMEM_SCALES_GROUP = 0, /* per token, per group of channels */
 	KVMEM_SCALES_CHANNEL = 1, /* keys only: per channel over the page */
@@ -99,7 +120,8 @@ struct kvmem_geometry {
 	uint8_t format; /* enum kvmem_format of sealed pages */
 	uint8_t codec; /* enum kvmem_codec of sealed pages */
 	uint8_t key_scales; /* enum kvmem_key_scales */
-	uint8_t resv[5]; /* must be zero */
+	uint8_t rotation; /* enum kvmem_rotation; default none */
+	uint8_t resv[4]; /* must be zero */
 };
 
 #define KVMEM_HDR_SEALED (1u << 0) /* full and immutable */
@@ -161,7 +183,8 @@ struct kvmem_page_counts {
 /**
  * kvmem_geometry_default() - fill in the defaults
  * @g: receives tokens_per_page 32, group_size 32, sink_tokens 4, int4,
- *     h84, group scales; layers, kv_heads and head_dim are left as they are
+ *     h84, group scales, no rotation; layers, kv_heads and head_dim are
+ *     left as they are
  */
 void kvmem_geometry_default(struct kvmem_geometry *g);
 
@@ -170,8 +193,9 @@ void kvmem_geometry_default(struct kvmem_geometry *g);
  * @g: the geometry
  *
  * Return: 0, or -EINVAL (zero or absurd sizes, group_size not dividing
- * head_dim, sink_tokens > tokens_per_page, unknown format, codec or
- * key_scales, channel scales with fp16, reserved bytes set, or a page of
+ * head_dim, sink_tokens > tokens_per_page, unknown format, codec,
+ * key_scales or rotation, channel scales with fp16, a rotation with a
+ * head_dim that is not a power of two, reserved bytes set, or a page of
  * either kind larger than KVMEM_PAGE_MAX).
  */
 int kvmem_geometry_check(const struct kvmem_geometry *g);
@@ -238,7 +262,8 @@ int kvmem_page_layout_as(const struct kvmem_geometry *g, unsigned int format,
  *     model produces them
  * @v: the same for V
  *
- * Writes every byte of the page; rows past ntokens are zero. With
+ * Writes every byte of the page; rows past ntokens are zero. Rows are
+ * rotated first when @g has a rotation. With
  * KVMEM_HDR_SEALED in hdr->flags the CRC is computed.
  *
  * Return: 0, or -EINVAL.
@@ -274,6 +299,8 @@ int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
  *          (layout as @k), then the ntokens rows of V; 1 where an
  *          uncorrectable word, a lost scale or a failed check took the
  *          value away. Such values are decoded from the bits as received.
+ *          With a rotation, rows are rotated back, and a row with an
+ *          erased value is erased whole.
  * @counts: if not NULL, receives what was found
  *
  * Return: the number of tokens decoded, or -EBADMSG (header uncorrectable)

@@ -27,6 +27,20 @@
  * was damaged, and the page decoder treats it as an erased value
  * (kvmem_dequantize() alone gives NaN for it).
  *
+ * lm2, lm3 and lm4 store a value as the code of one of 4, 8 or 16 levels:
+ * the Lloyd-Max quantizer of a unit Gaussian (kvmem_format_levels(), in
+ * ascending order, code i for level i). They are meant for values that are
+ * near Gaussian, as K and V are after a random rotation (kvmem/page.h's
+ * rotation): the codebook does not depend on the data, so it never drifts.
+ * A group's scale s is the FP16 nearest the root mean square of its finite
+ * values, and x is stored as the code of the level nearest x / s (a tie
+ * goes to the smaller magnitude), read back as that level times s. Values
+ * beyond the outermost level are read back as it: these formats clip (at
+ * 1.51, 2.15 and 2.73 times the group's RMS) instead of bounding the
+ * error, in exchange for a smaller mean square error on Gaussian values
+ * (0.1175, 0.03454, 0.009497 times the variance). qmax is the number of
+ * levels on each side of zero (2, 4, 8).
+ *
  * Quantized values form one bitstream, value i at bits [i*b, i*b + b)
  * (LSB-first, as in kvmem/ecc.h), which the codecs then cut into data words.
  */
@@ -46,13 +60,18 @@ enum kvmem_format {
 	KVMEM_FMT_INT4 = 2,
 	KVMEM_FMT_INT2 = 3,
 	KVMEM_FMT_FP8 = 4, /* E4M3; appended, so the others keep their values */
+	KVMEM_FMT_LM2 = 5, /* Lloyd-Max codes of a unit Gaussian, 2 bits */
+	KVMEM_FMT_LM3 = 6, /* 3 bits */
+	KVMEM_FMT_LM4 = 7, /* 4 bits */
 	KVMEM_FMT_NR,
 };
 
 struct kvmem_format_info {
-	const char *name; /* "fp16", "int8", "int4", "int2", "fp8" */
+	const char *name; /* "fp16", "int8", "int4", "int2", "fp8", "lm2".. */
 	unsigned int bits; /* per value */
-	int qmax; /* largest |q| (448 for fp8); 0 for fp16 (no scales) */
+	/* largest |q| (448 for fp8, levels a side for lm); 0: fp16, no
+	 * scales */
+	int qmax;
 };
 
 /**
@@ -65,11 +84,20 @@ const struct kvmem_format_info *kvmem_format_get(int fmt);
 
 /**
  * kvmem_format_by_name() - look a format up by name
- * @name: "fp16", "int8", "int4", "int2" or "fp8"
+ * @name: "fp16", "int8", "int4", "int2", "fp8", "lm2", "lm3" or "lm4"
  *
  * Return: the enum kvmem_format value, or -EINVAL.
  */
 int kvmem_format_by_name(const char *name);
+
+/**
+ * kvmem_format_levels() - the levels of a Lloyd-Max format
+ * @fmt: one of enum kvmem_format
+ *
+ * Return: the 2^bits levels of lm2, lm3 or lm4 in ascending order (code i
+ * reads back as level i times the scale), or NULL for any other format.
+ */
+const float *kvmem_format_levels(int fmt);
 
 /**
  * kvmem_half_from_float() - nearest FP16 (ties to even), saturating
@@ -118,7 +146,7 @@ int kvmem_dequantize(int fmt, const void *bits, const uint16_t *scales,
 
 /**
  * kvmem_quantize_channels() - quantize a block with one scale per channel
- * @fmt: a quantized format (int8, int4, int2 or fp8)
+ * @fmt: a quantized format (int8, int4, int2, fp8, lm2, lm3 or lm4)
  * @x: @ntok rows of @dim values
  * @ntok: rows (tokens)
  * @dim: values per row (channels)

@@ -457,7 +457,8 @@ KVMEM_UAPI_ASSERT(kvmem_geometry, sink_tokens, 20);
 KVMEM_UAPI_ASSERT(kvmem_geometry, format, 24);
 KVMEM_UAPI_ASSERT(kvmem_geometry, codec, 25);
 KVMEM_UAPI_ASSERT(kvmem_geometry, key_scales, 26);
-KVMEM_UAPI_ASSERT(kvmem_geometry, resv, 27);
+KVMEM_UAPI_ASSERT(kvmem_geometry, rotation, 27);
+KVMEM_UAPI_ASSERT(kvmem_geometry, resv, 28);
 
 KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_hello) == 96, "kvmem_hello size");
 KVMEM_UAPI_ASSERT(kvmem_hello, magic, 0);
