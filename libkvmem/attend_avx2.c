@@ -184,6 +184,46 @@ static __m256 fp8x8(const uint8_t *c, __m256 scale)
 			     _mm256_mul_ps(scale, _mm256_set1_ps(256.0f)));
 }
 
+/*
+ * Eight lm4 values from four bytes (low nibble first): the levels of
+ * codes 0-7 and 8-15 looked up by one permute each and blended on bit 3,
+ * times the scale: the table product of kvmem__dequant_row(), the same
+ * bits.
+ */
+static __m256 lm4x8(const uint8_t *d, const float *levels, __m256 scale)
+{
+	const __m128i m = _mm_set1_epi8(0x0f);
+	__m128i b;
+	__m256i idx;
+	int32_t v;
+
+	memcpy(&v, d, sizeof(v));
+	b = _mm_cvtsi32_si128(v);
+	b = _mm_unpacklo_epi8(_mm_and_si128(b, m),
+			      _mm_and_si128(_mm_srli_epi16(b, 4), m));
+	idx = _mm256_cvtepu8_epi32(b);
+	return _mm256_mul_ps(
+		_mm256_blendv_ps(
+			_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels), idx),
+			_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels + 8),
+						 idx),
+			_mm256_castsi256_ps(_mm256_slli_epi32(idx, 28))),
+		scale);
+}
+
+/* Eight lm2 values from two bytes, as lm4x8(): codes 2k bits up. */
+static __m256 lm2x8(const uint8_t *d, const float *levels, __m256 scale)
+{
+	const __m256i shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+	const __m256 tab = _mm256_setr_ps(levels[0], levels[1], levels[2],
+					  levels[3], 0, 0, 0, 0);
+	__m256i idx = _mm256_and_si256(
+		_mm256_srlv_epi32(_mm256_set1_epi32(d[0] | d[1] << 8), shift),
+		_mm256_set1_epi32(3));
+
+	return _mm256_mul_ps(_mm256_permutevar8x32_ps(tab, idx), scale);
+}
+
 static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		    unsigned int group, const float *scales, float *out)
 {
@@ -200,14 +240,29 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 						 const void *)(data + 2 * i))));
 		return;
 	}
-	/* int2 and the lm formats' table lookups: the portable row. */
+	/* int2 and lm3 (values across bytes): the portable row. */
 	if (!vec_ok(dim, group) ||
 	    (fmt != KVMEM_FMT_INT8 && fmt != KVMEM_FMT_INT4 &&
-	     fmt != KVMEM_FMT_FP8)) {
+	     fmt != KVMEM_FMT_FP8 && fmt != KVMEM_FMT_LM4 &&
+	     fmt != KVMEM_FMT_LM2)) {
 		kvmem__dequant_row(fmt, data, dim, group, scales, out);
 		return;
 	}
 	for (i = 0; i < dim; i += 8) {
+		if (fmt == KVMEM_FMT_LM4) {
+			_mm256_storeu_ps(out + i,
+					 lm4x8(data + i / 2,
+					       kvmem_format_levels(fmt),
+					       scale_at(&w, i)));
+			continue;
+		}
+		if (fmt == KVMEM_FMT_LM2) {
+			_mm256_storeu_ps(out + i,
+					 lm2x8(data + i / 4,
+					       kvmem_format_levels(fmt),
+					       scale_at(&w, i)));
+			continue;
+		}
 		if (fmt == KVMEM_FMT_FP8) {
 			_mm256_storeu_ps(out + i,
 					 fp8x8(data + i, scale_at(&w, i)));

@@ -102,6 +102,8 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 						 const void *)(data + 2 * i))));
 		return;
 	}
+	/* int2 and the lm formats: AVX2's (table lookups), or the
+	 * portable row. */
 	if (!vec_ok(dim, group) ||
 	    (fmt != KVMEM_FMT_INT8 && fmt != KVMEM_FMT_INT4 &&
 	     fmt != KVMEM_FMT_FP8)) {

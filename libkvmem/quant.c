@@ -109,7 +109,8 @@ float kvmem_half_to_float(uint16_t h)
 }
 
 /* Value @i of a bitstream of @bits-bit values, raw. */
-static unsigned int get_value(const uint8_t *s, size_t i, unsigned int bits)
+static inline unsigned int get_value(const uint8_t *s, size_t i,
+				     unsigned int bits)
 {
 	switch (bits) {
 	case 16:
@@ -312,12 +313,49 @@ int kvmem_quantize_channels(int fmt, const float *x, size_t ntok,
 	return 0;
 }
 
+/*
+ * Rows of the formats whose codes index a small table (the lm levels,
+ * int2's two's complement): a group at a time, the width a constant of
+ * each caller so that the compiler unrolls the unpacking. The same
+ * product, code value times scale, as the loop below: the same bits.
+ */
+static inline void dequant_table(const float *tab, unsigned int bits,
+				 const uint8_t *data, unsigned int dim,
+				 unsigned int group, const float *scales,
+				 float *out)
+{
+	unsigned int g0, i;
+
+	for (g0 = 0; g0 < dim; g0 += group) {
+		const unsigned int end = dim - g0 < group ? dim : g0 + group;
+		const float s = scales[g0 / group];
+
+		for (i = g0; i < end; i++)
+			out[i] = tab[get_value(data, i, bits)] * s;
+	}
+}
+
 void kvmem__dequant_row(int fmt, const uint8_t *data, unsigned int dim,
 			unsigned int group, const float *scales, float *out)
 {
+	static const float int2_values[4] = { 0.0f, 1.0f, -2.0f, -1.0f };
 	const struct kvmem_format_info *fi = &formats[fmt];
 	unsigned int i;
 
+	switch (fmt) {
+	case KVMEM_FMT_INT2:
+		dequant_table(int2_values, 2, data, dim, group, scales, out);
+		return;
+	case KVMEM_FMT_LM2:
+		dequant_table(lm2_levels, 2, data, dim, group, scales, out);
+		return;
+	case KVMEM_FMT_LM3:
+		dequant_table(lm3_levels, 3, data, dim, group, scales, out);
+		return;
+	case KVMEM_FMT_LM4:
+		dequant_table(lm4_levels, 4, data, dim, group, scales, out);
+		return;
+	}
 	for (i = 0; i < dim; i++) {
 		float x = unquant_val(fmt, get_value(data, i, fi->bits));
 
