@@ -136,6 +136,9 @@ static const struct key_name archive_formats[] = {
 	{ "int4", KVMEM_FMT_INT4 },
 	{ "int2", KVMEM_FMT_INT2 },
 	{ "fp8", KVMEM_FMT_FP8 },
+	{ "lm4", KVMEM_FMT_LM4 },
+	{ "lm3", KVMEM_FMT_LM3 },
+	{ "lm2", KVMEM_FMT_LM2 },
 	{ NULL, 0 },
 };
 
@@ -983,7 +986,8 @@ static bool nodes_ok(const char *v)
 		if (colon == p || *colon != ':')
 			return false;
 		for (; p < colon; p++)
-			if (!isalnum((unsigned char)*p) && !strchr(".-_[]:", *p))
+			if (!isalnum((unsigned char)*p) &&
+			    !strchr(".-_[]:", *p))
 				return false;
 		errno = 0;
 		port = strtoul(colon + 1, &end, 10);

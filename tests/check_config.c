@@ -810,10 +810,13 @@ START_TEST(test_config_enums)
 	EXPECT_EQ(c.archive_codec, KVMEM_CODEC_H84, "%s", "h84");
 	set_ok(&c, "tier.archive_format", "fp8");
 	EXPECT_EQ(c.archive_format, KVMEM_FMT_FP8, "%s", "fp8");
+	set_ok(&c, "tier.archive_format", "lm3");
+	EXPECT_EQ(c.archive_format, KVMEM_FMT_LM3, "%s", "lm3");
 	set_ok(&c, "tier.archive_format", "same");
 	EXPECT_EQ(c.archive_format, KVMEMD_ARCHIVE_SAME, "%s", "same");
 	expect_set_error("tier.archive_format", "fp16",
-			 "\"fp16\" is not one of same, int8, int4, int2, fp8");
+			 "\"fp16\" is not one of same, int8, int4, int2, fp8, "
+			 "lm4, lm3, lm2");
 	expect_set_error("tier.archive_codec", "golay23",
 			 "\"golay23\" is not one of h74, h84, golay24, "
 			 "secded72");
@@ -1223,11 +1226,10 @@ START_TEST(test_config_print_format)
 		"threads",
 		"queue_depth",
 	};
-	static const char *const sections[] = { "[daemon]", "[pool]",
-						"[ring]",   "[scrub]",
-						"[tier]",   "[prefix]",
-						"[remote]", "[store]",
-						"[workers]" };
+	static const char *const sections[] = {
+		"[daemon]", "[pool]",	"[ring]",  "[scrub]",  "[tier]",
+		"[prefix]", "[remote]", "[store]", "[workers]"
+	};
 	struct kvmemd_config c;
 	char *text = NULL, *line, *save, prev[1024] = "";
 	size_t len = 0, n_keys = 0, n_sections = 0, klen;

@@ -455,11 +455,12 @@ START_TEST(test_usage)
 	}
 	/* A bad item says what a good one is; no daemon, said once. */
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--modes", "int5");
-	ck_assert_str_eq(r.err,
-			 "kvmem-eval: bad --modes item 'int5': one of fp32, "
-			 "int4, int4-h74, int4-h84, int4-h84-interp, "
-			 "int4-golay24, int8-secded72, fp16-secded72, fp8-h84, "
-			 "fp8-secded72\n");
+	ck_assert_str_eq(
+		r.err, "kvmem-eval: bad --modes item 'int5': one of fp32, "
+		       "int4, int4-h74, int4-h84, int4-h84-interp, "
+		       "int4-golay24, int8-secded72, fp16-secded72, fp8-h84, "
+		       "fp8-secded72, int2-h84, int4-h84-rot, lm4-h84-rot, "
+		       "lm3-h84-rot, lm2-h84, lm2-h84-rot, lm2-golay24-rot\n");
 	kvmem_check_run_free(&r);
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--ber", "2");
 	ck_assert_str_eq(r.err, "kvmem-eval: bad --ber item '2': a "

@@ -76,7 +76,7 @@ static int parse_list(char *arg, struct archive_cfg *cfg)
 						   &cfg->to_codec[cfg->nto])) {
 			fprintf(stderr,
 				"kvmem-bench: bad --to item '%s': FORMAT+CODEC "
-				"like int2+golay24 (int8, int4, int2 or fp8), at "
+				"like int2+golay24 (int8, int4, int2, fp8 or lm*), at "
 				"most %d\n",
 				item, MAX_TO);
 			return -1;

@@ -152,27 +152,42 @@ enum cache_kind {
 struct mode {
 	const char *name;
 	int kind, format, codec, erasure;
+	int rotation; /* enum kvmem_rotation of the geometry */
 };
 
 static const struct mode modes[] = {
-	{ "fp32", CACHE_FP32, 0, 0, 0 },
-	{ "int4", CACHE_FLAT, KVMEM_FMT_INT4, 0, 0 },
+	{ "fp32", CACHE_FP32, 0, 0, 0, 0 },
+	{ "int4", CACHE_FLAT, KVMEM_FMT_INT4, 0, 0, 0 },
 	{ "int4-h74", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H74,
-	  KVMEM_ERASE_KEEP },
+	  KVMEM_ERASE_KEEP, 0 },
 	{ "int4-h84", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP },
+	  KVMEM_ERASE_KEEP, 0 },
 	{ "int4-h84-interp", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_INTERPOLATE },
+	  KVMEM_ERASE_INTERPOLATE, 0 },
 	{ "int4-golay24", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24,
-	  KVMEM_ERASE_KEEP },
+	  KVMEM_ERASE_KEEP, 0 },
 	{ "int8-secded72", CACHE_KVMEM, KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72,
-	  KVMEM_ERASE_KEEP },
+	  KVMEM_ERASE_KEEP, 0 },
 	{ "fp16-secded72", CACHE_KVMEM, KVMEM_FMT_FP16, KVMEM_CODEC_SECDED72,
-	  KVMEM_ERASE_KEEP },
+	  KVMEM_ERASE_KEEP, 0 },
 	{ "fp8-h84", CACHE_KVMEM, KVMEM_FMT_FP8, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP },
+	  KVMEM_ERASE_KEEP, 0 },
 	{ "fp8-secded72", CACHE_KVMEM, KVMEM_FMT_FP8, KVMEM_CODEC_SECDED72,
-	  KVMEM_ERASE_KEEP },
+	  KVMEM_ERASE_KEEP, 0 },
+	{ "int2-h84", CACHE_KVMEM, KVMEM_FMT_INT2, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP, 0 },
+	{ "int4-h84-rot", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	{ "lm4-h84-rot", CACHE_KVMEM, KVMEM_FMT_LM4, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	{ "lm3-h84-rot", CACHE_KVMEM, KVMEM_FMT_LM3, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	{ "lm2-h84", CACHE_KVMEM, KVMEM_FMT_LM2, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP, 0 },
+	{ "lm2-h84-rot", CACHE_KVMEM, KVMEM_FMT_LM2, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	{ "lm2-golay24-rot", CACHE_KVMEM, KVMEM_FMT_LM2, KVMEM_CODEC_GOLAY24,
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
 };
 #define NMODES ((int)(sizeof(modes) / sizeof(modes[0])))
 
@@ -269,6 +284,7 @@ static int cache_open(struct cache *c, const struct model *m,
 							  : KVMEM_FMT_INT4);
 	c->g.codec = (uint8_t)(mode->kind == CACHE_KVMEM ? mode->codec
 							 : KVMEM_CODEC_H84);
+	c->g.rotation = (uint8_t)mode->rotation;
 	if (kvmem_geometry_check(&c->g))
 		return -EINVAL;
 	if (mode->kind == CACHE_KVMEM) {
@@ -1198,8 +1214,8 @@ static int parse_archive(const char *arg, struct args *a)
 	if (f <= KVMEM_FMT_FP16 || c < 0) {
 		fprintf(stderr,
 			PROG ": bad --archive '%s': %s is not int8, int4, "
-			     "int2 or fp8, or %s not h74, h84, golay24 or "
-			     "secded72\n",
+			     "int2, fp8, lm4, lm3 or lm2, or %s not h74, h84, "
+			     "golay24 or secded72\n",
 			arg, fmt, codec);
 		return -1;
 	}
