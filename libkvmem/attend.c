@@ -552,7 +552,7 @@ static void rows_float(const struct kvmem__attn *a, const struct rows *x,
 				       out + (size_t)t * a->D);
 		else
 			a->kn->dequant_cw4(row, a->D, x->group,
-					   x->sc + t * x->sstride,
+					   x->sc + t * x->sstride, NULL,
 					   out + (size_t)t * a->D);
 	}
 }

@@ -137,14 +137,44 @@ static __m256 scale_at(struct scale_walk *w, unsigned int i)
 	return w->cur;
 }
 
+/*
+ * Eight 4-bit codes, one a byte in their low nibble, as their levels: the
+ * levels of codes 0-7 and 8-15 looked up by one permute each and blended
+ * on bit 3.
+ */
+static __m256 levels8(__m128i b, const float *levels)
+{
+	__m256i idx = _mm256_and_si256(_mm256_cvtepu8_epi32(b),
+				       _mm256_set1_epi32(0xf));
+
+	return _mm256_blendv_ps(
+		_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels), idx),
+		_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels + 8), idx),
+		_mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
 static void dequant_cw4(const uint8_t *code, unsigned int dim,
-			unsigned int group, const float *scales, float *out)
+			unsigned int group, const float *scales,
+			const float *levels, float *out)
 {
 	struct scale_walk w = { .scales = scales, .group = group };
 	unsigned int i;
 
 	if (!vec_ok(dim, group)) {
-		kvmem__attn_portable.dequant_cw4(code, dim, group, scales, out);
+		kvmem__attn_portable.dequant_cw4(code, dim, group, scales,
+						 levels, out);
+		return;
+	}
+	if (levels) {
+		for (i = 0; i < dim; i += 8)
+			_mm256_storeu_ps(
+				out + i,
+				_mm256_mul_ps(
+					levels8(_mm_loadl_epi64(
+							(const void *)(code +
+								       i)),
+						levels),
+					scale_at(&w, i)));
 		return;
 	}
 	for (i = 0; i < dim; i += 8)
@@ -185,30 +215,20 @@ static __m256 fp8x8(const uint8_t *c, __m256 scale)
 }
 
 /*
- * Eight lm4 values from four bytes (low nibble first): the levels of
- * codes 0-7 and 8-15 looked up by one permute each and blended on bit 3,
- * times the scale: the table product of kvmem__dequant_row(), the same
- * bits.
+ * Eight lm4 values from four bytes (low nibble first), times the scale:
+ * the table product of kvmem__dequant_row(), the same bits.
  */
 static __m256 lm4x8(const uint8_t *d, const float *levels, __m256 scale)
 {
 	const __m128i m = _mm_set1_epi8(0x0f);
 	__m128i b;
-	__m256i idx;
 	int32_t v;
 
 	memcpy(&v, d, sizeof(v));
 	b = _mm_cvtsi32_si128(v);
 	b = _mm_unpacklo_epi8(_mm_and_si128(b, m),
 			      _mm_and_si128(_mm_srli_epi16(b, 4), m));
-	idx = _mm256_cvtepu8_epi32(b);
-	return _mm256_mul_ps(
-		_mm256_blendv_ps(
-			_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels), idx),
-			_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels + 8),
-						 idx),
-			_mm256_castsi256_ps(_mm256_slli_epi32(idx, 28))),
-		scale);
+	return _mm256_mul_ps(levels8(b, levels), scale);
 }
 
 /* Eight lm2 values from two bytes, as lm4x8(): codes 2k bits up. */

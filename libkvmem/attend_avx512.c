@@ -58,13 +58,31 @@ static __m512 scale_at(struct scale_walk *w, unsigned int i)
 }
 
 static void dequant_cw4(const uint8_t *code, unsigned int dim,
-			unsigned int group, const float *scales, float *out)
+			unsigned int group, const float *scales,
+			const float *levels, float *out)
 {
 	struct scale_walk w = { .scales = scales, .group = group };
 	unsigned int i;
 
 	if (!vec_ok(dim, group)) {
-		AVX2.dequant_cw4(code, dim, group, scales, out);
+		AVX2.dequant_cw4(code, dim, group, scales, levels, out);
+		return;
+	}
+	if (levels) {
+		/* Sixteen levels: one permute looks all of them up. */
+		const __m512 tab = _mm512_loadu_ps(levels);
+
+		for (i = 0; i < dim; i += 16) {
+			__m512i idx = _mm512_and_si512(
+				_mm512_cvtepu8_epi32(_mm_loadu_si128(
+					(const void *)(code + i))),
+				_mm512_set1_epi32(0xf));
+
+			_mm512_storeu_ps(
+				out + i,
+				_mm512_mul_ps(_mm512_permutexvar_ps(idx, tab),
+					      scale_at(&w, i)));
+		}
 		return;
 	}
 	for (i = 0; i < dim; i += 16)

@@ -58,12 +58,15 @@ static int scales_ok(const float *x, unsigned int n)
 }
 
 static void dequant_cw4(const uint8_t *code, unsigned int dim,
-			unsigned int group, const float *scales, float *out)
+			unsigned int group, const float *scales,
+			const float *levels, float *out)
 {
 	unsigned int i;
 
 	for (i = 0; i < dim; i++)
-		out[i] = (float)kvmem_sext(code[i], 4) * scales[i / group];
+		out[i] = (levels ? levels[code[i] & 0xf]
+				 : (float)kvmem_sext(code[i], 4)) *
+			 scales[i / group];
 }
 
 static void scores(const float *q, unsigned int ng, const float *k,

@@ -149,6 +149,8 @@ int kvmem__simd_force(int level);
  * dequant:     one row of @dim values of format @fmt from its data bytes,
  *              scale i / @group (no scales for fp16)
  * dequant_cw4: one int4 row from h74/h84 codewords, one value per byte
+ *              (its low nibble); with @levels, the row of a format whose
+ *              4-bit codes index them (lm4): levels[code] * scale
  * scores:      s[g][t] = scale * q[g] . k[t] for @ng query heads, @n rows
  * accum:       acc[g] += sum_t p[g][t] * v[t]
  * softmax:     m = max(@m, max x[i]); x[i] = e^(x[i] - m); returns the sum
@@ -173,7 +175,7 @@ struct kvmem__attn_kernels {
 			unsigned int group, const float *scales, float *out);
 	void (*dequant_cw4)(const uint8_t *code, unsigned int dim,
 			    unsigned int group, const float *scales,
-			    float *out);
+			    const float *levels, float *out);
 	void (*scores)(const float *q, unsigned int ng, const float *k,
 		       unsigned int n, unsigned int dim, float scale, float *s);
 	void (*accum)(const float *p, unsigned int ng, const float *v,
