@@ -870,6 +870,95 @@ int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
 	return n;
 }
 
+/* Payload bits of page @p: its format's bits times its values. */
+static double page_bits(const struct kvmem_cache *c,
+			const struct kvmem__page *p)
+{
+	return (double)kvmem_format_get(p->layout->format)->bits * p->ntokens *
+	       c->g.kv_heads * c->g.head_dim;
+}
+
+/* Whether page @a goes down before page @b: less attended, or older. */
+static int colder(const struct kvmem__page *a, const struct kvmem__page *b)
+{
+	return a->importance < b->importance ||
+	       (a->importance == b->importance &&
+		a->token_start < b->token_start);
+}
+
+int kvmem_seq_archive_budget(struct kvmem_seq *s, float bits,
+			     unsigned int format, unsigned int codec)
+{
+	struct kvmem_page_layout want;
+	const struct kvmem_page_layout *l;
+	struct kvmem_cache *c;
+	uint8_t *tried = NULL;
+	unsigned int low;
+	uint32_t ly, i;
+	int ret, n = 0;
+
+	if (!s || !(bits >= 0.0f))
+		return -EINVAL;
+	c = s->c;
+	ret = kvmem_page_layout_as(&c->g, format, codec, &want);
+	if (ret)
+		return ret;
+	low = kvmem_format_get((int)format)->bits;
+	if (low >= kvmem_format_get(c->g.format)->bits)
+		return -EINVAL;
+	if (c->store != &arena_ops)
+		return -EOPNOTSUPP;
+	l = &c->archive[format][codec];
+	for (ly = 0; ly < c->g.layers && n >= 0; ly++) {
+		const struct kvmem__layer *lt = &s->layer[ly];
+		double total = 0, values = 0;
+
+		for (i = 0; i < lt->npages; i++) {
+			const struct kvmem__page *p = lt->pages[i];
+
+			if (!p->sealed || p->hot)
+				continue;
+			total += page_bits(c, p);
+			values += (double)p->ntokens * c->g.kv_heads *
+				  c->g.head_dim;
+		}
+		if (total <= bits * values)
+			continue;
+		/* Pages tried and left as they were (lost values). */
+		free(tried);
+		tried = calloc(lt->npages, 1);
+		if (!tried)
+			return -ENOMEM;
+		while (total > bits * values) {
+			uint32_t pick = UINT32_MAX;
+
+			for (i = 0; i < lt->npages; i++) {
+				const struct kvmem__page *p = lt->pages[i];
+
+				if (p->sealed && !p->hot && !tried[i] &&
+				    kvmem_format_get(p->layout->format)->bits >
+					    low &&
+				    (pick == UINT32_MAX ||
+				     colder(p, lt->pages[pick])))
+					pick = i;
+			}
+			if (pick == UINT32_MAX)
+				break;
+			tried[pick] = 1;
+			total -= page_bits(c, lt->pages[pick]);
+			ret = page_archive(c, lt->pages[pick], l);
+			total += page_bits(c, lt->pages[pick]);
+			if (ret < 0) {
+				n = ret;
+				break;
+			}
+			n += ret;
+		}
+	}
+	free(tried);
+	return n;
+}
+
 int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
 		    struct kvmem_page_desc *out, size_t cap)
 {

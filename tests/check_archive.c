@@ -1178,6 +1178,124 @@ START_TEST(test_seq_archive_bad_args)
 END_TEST
 
 /*
+ * A budget of 3 bits a value over int4 pages: in each layer the two least
+ * attended of its three sealed pages go down to lm2 ((2 + 2 + 4) / 3 <=
+ * 3 < (2 + 4 + 4) / 3), whatever their age; their values are lm2 of what
+ * they were, the others unchanged; a budget already met changes nothing;
+ * a budget of 0 takes every sealed page down, never sinks or the tail.
+ */
+START_TEST(test_seq_archive_budget)
+{
+	struct kvmem_page_desc d[MAXP], was[LAYERS][MAXP];
+	struct kvmem_attend_opts o;
+	struct kvmem_geometry g2;
+	struct kvmem_rng r;
+	struct fix f;
+	float *k, *v, q[32 * 128], out[32 * 128];
+	size_t row;
+	uint32_t l, t, h, x;
+	int np, i, j, rank, it;
+
+	fix_open(&f, 1300);
+	row = (size_t)f.g.kv_heads * f.g.head_dim;
+	k = kvmem_check_xmalloc(TOKENS * row * sizeof(float));
+	v = kvmem_check_xmalloc(TOKENS * row * sizeof(float));
+	/* Attention makes the pages' importance differ. */
+	kvmem_rng_seed(&r, 1301);
+	memset(&o, 0, sizeof(o));
+	o.n_heads = 32;
+	o.importance_alpha = 0.5f;
+	for (l = 0; l < LAYERS; l++)
+		for (it = 0; it < 3; it++) {
+			for (i = 0; i < 32 * 128; i++)
+				q[i] = (float)(kvmem_rng_unit(&r) - 0.5);
+			ck_assert_int_eq(kvmem_attend(f.s, l, q, out, &o, NULL),
+					 0);
+		}
+	for (l = 0; l < LAYERS; l++)
+		ck_assert_int_eq(kvmem_seq_pages(f.s, l, was[l], MAXP), 5);
+
+	EXPECT_EQ(kvmem_seq_archive_budget(f.s, 4.0f, KVMEM_FMT_LM2,
+					   KVMEM_CODEC_H84),
+		  0, "%s", "a budget already met");
+	EXPECT_EQ(kvmem_seq_archive_budget(f.s, 3.0f, KVMEM_FMT_LM2,
+					   KVMEM_CODEC_H84),
+		  2 * LAYERS, "%s", "two pages a layer");
+	g2 = geo_as(&f.g, KVMEM_FMT_LM2, KVMEM_CODEC_H84);
+	for (l = 0; l < LAYERS; l++) {
+		np = kvmem_seq_pages(f.s, l, d, MAXP);
+		ck_assert_int_eq(np, 5);
+		read_all(f.s, l, TOKENS, k, v, NULL);
+		for (i = 0; i < np; i++) {
+			const uint32_t t0 = d[i].token_start;
+			int arch = d[i].format == KVMEM_FMT_LM2;
+
+			if (!d[i].sealed || d[i].hot) {
+				EXPECT(!arch, "layer %u page %d: not sealed", l,
+				       i);
+				continue;
+			}
+			/* Its rank among the sealed pages, coldest first. */
+			rank = 0;
+			for (j = 0; j < np; j++)
+				rank += j != i && was[l][j].sealed &&
+					!was[l][j].hot &&
+					(was[l][j].importance <
+						 was[l][i].importance ||
+					 (was[l][j].importance ==
+						  was[l][i].importance &&
+					  j < i));
+			EXPECT_EQ(arch, rank < 2,
+				  "layer %u page %d (importance %g, rank %d)",
+				  l, i, was[l][i].importance, rank);
+			for (t = 0; t < d[i].ntokens; t++)
+				for (h = 0; h < f.g.kv_heads; h++)
+					for (x = 0; x < f.g.head_dim; x++)
+						expect_value(&g2, arch,
+							     f.k[l] + t0 * row,
+							     f.v[l] + t0 * row,
+							     k + t0 * row,
+							     v + t0 * row, t, h,
+							     x);
+		}
+	}
+	EXPECT_EQ(kvmem_seq_archive_budget(f.s, 0.0f, KVMEM_FMT_LM2,
+					   KVMEM_CODEC_H84),
+		  LAYERS, "%s", "the last int4 page of each layer");
+	for (l = 0; l < LAYERS; l++) {
+		np = kvmem_seq_pages(f.s, l, d, MAXP);
+		for (i = 0; i < np; i++)
+			EXPECT_EQ(d[i].format,
+				  d[i].sealed && !d[i].hot ? KVMEM_FMT_LM2
+							   : KVMEM_FMT_FP16,
+				  "layer %u page %d", l, i);
+	}
+	/* Arguments. */
+	EXPECT_EQ(kvmem_seq_archive_budget(NULL, 3.0f, KVMEM_FMT_LM2,
+					   KVMEM_CODEC_H84),
+		  -EINVAL, "%s", "no sequence");
+	EXPECT_EQ(kvmem_seq_archive_budget(f.s, -1.0f, KVMEM_FMT_LM2,
+					   KVMEM_CODEC_H84),
+		  -EINVAL, "%s", "negative");
+	EXPECT_EQ(kvmem_seq_archive_budget(f.s, NAN, KVMEM_FMT_LM2,
+					   KVMEM_CODEC_H84),
+		  -EINVAL, "%s", "NaN");
+	EXPECT_EQ(kvmem_seq_archive_budget(f.s, 3.0f, KVMEM_FMT_LM4,
+					   KVMEM_CODEC_H84),
+		  -EINVAL, "%s", "as many bits as int4");
+	EXPECT_EQ(kvmem_seq_archive_budget(f.s, 3.0f, KVMEM_FMT_FP16,
+					   KVMEM_CODEC_H84),
+		  -EINVAL, "%s", "fp16");
+	EXPECT_EQ(kvmem_seq_archive_budget(f.s, 3.0f, KVMEM_FMT_NR,
+					   KVMEM_CODEC_H84),
+		  -EINVAL, "%s", "no such format");
+	free(k);
+	free(v);
+	fix_close(&f);
+}
+END_TEST
+
+/*
  * An arena with no room for the next archived page: those before it stay
  * archived, the rest as they were, and every page reads as before.
  */
@@ -1284,6 +1402,7 @@ KVMEM_SUITE(archive)
 	tcase_add_test(ts, test_seq_archive_silent_change);
 	tcase_add_test(ts, test_seq_archive_bad_args);
 	tcase_add_test(ts, test_seq_archive_arena_full);
+	tcase_add_test(ts, test_seq_archive_budget);
 	suite_add_tcase(s, ts);
 	return s;
 }

@@ -300,6 +300,7 @@ def _load():
         "kvmem_seq_fork": (_int, [_vp, ctypes.POINTER(_vp)]),
         "kvmem_seq_truncate": (_int, [_vp, _u32]),
         "kvmem_seq_archive": (_int, [_vp, _u32, _u32, _u32]),
+        "kvmem_seq_archive_budget": (_int, [_vp, ctypes.c_float, _u32, _u32]),
         "kvmem_seq_free": (None, [_vp]),
         "kvmem_prefix_publish": (_int, [_vp, ctypes.c_char_p, _u32]),
         "kvmem_prefix_attach": (
@@ -999,6 +1000,23 @@ class Sequence:
         )
         if ret < 0:
             _fail(ret, "kvmem_seq_archive")
+        return ret
+
+    def archive_budget(
+        self, bits: float, format: str | int = "lm2", codec: str | int = "h84"
+    ) -> int:
+        """Re-encode the least attended sealed pages of each layer in
+        @format and @codec until they average at most @bits payload bits a
+        value (kvmem_seq_archive_budget(): precision by attention); returns
+        how many were. Embedded caches only."""
+        ret = _lib.kvmem_seq_archive_budget(
+            self._handle(),
+            bits,
+            _name(FORMATS, format, "format"),
+            _name(CODECS, codec, "codec"),
+        )
+        if ret < 0:
+            _fail(ret, "kvmem_seq_archive_budget")
         return ret
 
     def release(self) -> None:

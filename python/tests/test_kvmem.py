@@ -264,6 +264,31 @@ class Embedded(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "closed"):
             c.stats()
 
+    def test_archive_budget(self):
+        """A budget of 3 bits over three int4 pages takes two down to lm2
+        (the least attended: tests/check_archive.c checks which); a met
+        budget nothing; 0 the last one."""
+        g = geometry(format="int4", codec="h84")
+        k, v = kv(self.rng, 100, g)
+        q = self.rng.standard_normal((8, 64)).astype(np.float32)
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k, v)
+            s.attend(0, q, importance_alpha=0.5)
+            was = s.read(0)[0]
+            self.assertEqual(s.archive_budget(3.0), 2)
+            self.assertEqual(s.archive_budget(3.0), 0)
+            got = s.read(0)[0]
+            # two pages of 32 tokens changed, sinks and the third not
+            self.assertEqual(
+                int((got != was).any(axis=(1, 2)).sum() // 32), 2
+            )
+            np.testing.assert_array_equal(got[:4], was[:4])
+            self.assertEqual(s.archive_budget(0.0, "lm2", "h84"), 1)
+            with self.assertRaises(kvmem.Error) as e:
+                s.archive_budget(float("nan"))
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+
     def test_archive(self):
         """Archived int4 + golay24 pages read the same bits as before;
         int2 ones within half a step (amax over 1) of the int4 values."""

@@ -286,7 +286,8 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
  * kvmem_seq_archive() - re-encode a sequence's old pages for keeping
  * @s: the sequence, embedded mode
  * @before: pages whose tokens all lie before this position are archived
- * @format: enum kvmem_format of the archived pages: int8, int4, int2 or fp8
+ * @format: enum kvmem_format of the archived pages: int8, int4, int2, fp8,
+ *          lm4, lm3 or lm2
  * @codec: enum kvmem_codec of the archived pages
  *
  * The archive tier: old tokens, which attention reads less, kept in a
@@ -318,6 +319,34 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
  */
 int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
 		      unsigned int codec);
+
+/**
+ * kvmem_seq_archive_budget() - fewer bits for the pages attention reads less
+ * @s: the sequence, embedded mode
+ * @bits: the most payload bits a value the sealed pages of a layer may
+ *        average (their formats' bits, weighted by their tokens)
+ * @format: enum kvmem_format the pages go down to, with fewer bits a
+ *          value than the geometry's (lm2, int2, ...)
+ * @codec: enum kvmem_codec of those pages
+ *
+ * Precision by attention, as SmartKV spends a budget of bits: in every
+ * layer whose sealed pages average more than @bits a value, pages are
+ * re-encoded as kvmem_seq_archive() does, least attended first (their
+ * importance, the moving average of their share of attention that
+ * kvmem_attend() keeps; between equals the older first), until the
+ * average is at most @bits or no page with more bits than @format is
+ * left. Sinks and the FP16 tail are not sealed pages and keep their
+ * precision. Re-encoding to fewer bits loses what it drops: a page whose
+ * attention mass comes back later keeps the bits it was left with (its
+ * importance only keeps it from going lower), since nothing of the
+ * first encoding is kept to restore it from.
+ *
+ * Return: the number of pages re-encoded; -EINVAL for a negative or NaN
+ * @bits, a @format of as many bits as the geometry's or more, or as
+ * kvmem_seq_archive().
+ */
+int kvmem_seq_archive_budget(struct kvmem_seq *s, float bits,
+			     unsigned int format, unsigned int codec);
 
 /**
  * kvmem_seq_free() - free a sequence and its references to pages
