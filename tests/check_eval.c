@@ -24,7 +24,7 @@
 
 struct rec {
 	char mode[32];
-	double ber, ppl, kl, top1, top5, bits_per_value;
+	double ber, ppl, kl, top1, top5, payload_bits, bits_per_value;
 	unsigned long long seed, corrected, detected, flips, archived;
 };
 
@@ -48,11 +48,12 @@ static int parse_records(const char *out, struct rec *r, int cap)
 			       &r[n].corrected, &r[n].detected, &r[n].flips),
 			10);
 		ck_assert_int_eq(
-			sscanf(strstr(p, "\"bits_per_value\": "),
-			       "\"bits_per_value\": %lf, \"archived_pages\": "
-			       "%llu}",
-			       &r[n].bits_per_value, &r[n].archived),
-			2);
+			sscanf(strstr(p, "\"payload_bits\": "),
+			       "\"payload_bits\": %lf, \"bits_per_value\": "
+			       "%lf, \"archived_pages\": %llu}",
+			       &r[n].payload_bits, &r[n].bits_per_value,
+			       &r[n].archived),
+			3);
 		n++;
 		p++;
 	}
@@ -368,6 +369,52 @@ START_TEST(test_archive_tiny)
 }
 END_TEST
 
+/*
+ * --budget 3: after each token, the least attended int4 pages of a layer
+ * go to lm2 until its sealed pages average 3 bits. Pages of 8 after a
+ * sink of 2, 39 tokens in: sealed in turn from 2, 10, 18 and 26, so
+ * 4 > 3 takes the first down, (2 + 4) / 2 holds, (2 + 4 + 4) / 3 takes
+ * a second, (2 + 2 + 4 + 4) / 4 holds: two a layer, 3.0 bits at the end.
+ */
+START_TEST(test_budget_tiny)
+{
+	const char *path = tiny_model(&tiny_ok, 0);
+	struct kvmem_run r;
+	struct rec base[1], met[1], three[1];
+
+#define BUDGET_RUN(recs, ...)                                                  \
+	do {                                                                   \
+		KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens",   \
+			  "40", "--modes", "int4-h84", "--ber", "0",           \
+			  "--seeds", "1", "--page-tokens", "8", "--sink", "2", \
+			  "--json", ##__VA_ARGS__);                            \
+		ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);  \
+		ck_assert_int_eq(parse_records(r.out, recs, 1), 1);            \
+		kvmem_check_run_free(&r);                                      \
+	} while (0)
+
+	BUDGET_RUN(base);
+	BUDGET_RUN(met, "--budget", "4");
+	BUDGET_RUN(three, "--budget", "3:lm2+h84");
+#undef BUDGET_RUN
+	ck_assert_uint_eq(met[0].archived, 0);
+	ck_assert_double_eq(met[0].ppl, base[0].ppl);
+	ck_assert_double_eq(base[0].payload_bits, 4.0);
+	ck_assert_uint_eq(three[0].archived, 2 * 2);
+	ck_assert_double_eq_tol(three[0].payload_bits, 3.0, 1e-9);
+	ck_assert_double_lt(three[0].bits_per_value, base[0].bits_per_value);
+
+	/* lm2 has no fewer bits than lm2: said, not run. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
+		  "--modes", "lm2-h84", "--ber", "0", "--seeds", "1",
+		  "--page-tokens", "8", "--budget", "1");
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "no fewer bits"));
+	kvmem_check_run_free(&r);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(test_bad_checkpoints)
 {
 	static const struct {
@@ -442,6 +489,17 @@ START_TEST(test_usage)
 				       "8:int4+nope", NULL },
 		(const char *const[]){ "--model", path, "--archive", "8",
 				       "--connect", "/nonexistent", NULL },
+		(const char *const[]){ "--model", path, "--budget", "x", NULL },
+		(const char *const[]){ "--model", path, "--budget", "-1",
+				       NULL },
+		(const char *const[]){ "--model", path, "--budget", "17",
+				       NULL },
+		(const char *const[]){ "--model", path, "--budget",
+				       "3:fp16+h84", NULL },
+		(const char *const[]){ "--model", path, "--budget",
+				       "3:lm2+nope", NULL },
+		(const char *const[]){ "--model", path, "--budget", "3",
+				       "--daemon", NULL },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -752,6 +810,7 @@ KVMEM_SUITE(eval)
 
 	tcase_add_test(tc, test_protocol_tiny);
 	tcase_add_test(tc, test_archive_tiny);
+	tcase_add_test(tc, test_budget_tiny);
 	tcase_add_test(tc, test_int8_scores_tiny);
 	tcase_add_test(tc, test_bad_checkpoints);
 	tcase_add_test(tc, test_usage);

@@ -203,6 +203,11 @@ struct run_opts {
 	/* --archive: pages older than this many tokens are re-encoded in
 	 * archive_fmt + archive_codec (kvmem_seq_archive()); 0: never */
 	uint32_t archive_age, archive_fmt, archive_codec;
+	/* --budget: the least attended pages go down to budget_fmt +
+	 * budget_codec until the sealed ones average budget bits a value
+	 * (kvmem_seq_archive_budget()); negative: never */
+	float budget;
+	uint32_t budget_fmt, budget_codec;
 };
 
 struct cache {
@@ -306,6 +311,18 @@ static int cache_open(struct cache *c, const struct model *m,
 		} else {
 			ret = kvmem_open_embedded(&c->g, pages * l.size,
 						  &c->kc);
+		}
+		if (!ret && o->budget >= 0 &&
+		    kvmem_format_get((int)o->budget_fmt)->bits >=
+			    kvmem_format_get(c->g.format)->bits) {
+			fprintf(stderr,
+				PROG ": %s: a budget in %s, which has no "
+				     "fewer bits than the mode's %s\n",
+				mode->name,
+				kvmem_format_get((int)o->budget_fmt)->name,
+				kvmem_format_get(c->g.format)->name);
+			c->said = 1;
+			ret = -EINVAL;
 		}
 		if (!ret && o->archive_age) {
 			ret = kvmem_page_layout_as(&c->g, o->archive_fmt,
@@ -510,6 +527,14 @@ static int cache_put(struct cache *c, int layer, int pos, const float *k,
 			ret = kvmem_seq_archive(
 				c->seq, (uint32_t)pos + 1 - c->o->archive_age,
 				c->o->archive_fmt, c->o->archive_codec);
+			if (ret < 0)
+				return ret;
+			c->archived += (uint64_t)ret;
+		}
+		if (c->o->budget >= 0 && layer == c->m->c.layers - 1) {
+			ret = kvmem_seq_archive_budget(c->seq, c->o->budget,
+						       c->o->budget_fmt,
+						       c->o->budget_codec);
 			if (ret < 0)
 				return ret;
 			c->archived += (uint64_t)ret;
@@ -1015,9 +1040,10 @@ static void usage(FILE *f)
 		   "[--payload-only]\n"
 		   "                  "
 		   "[--page-tokens T] [--sink S] [--archive AGE[:FMT+CODEC]]\n"
-		   "                  [--sample-seed S] [--int8-scores] "
-		   "[--json]\n"
-		   "                  [--connect PATH | --daemon "
+		   "                  [--budget BITS[:FMT+CODEC]] "
+		   "[--sample-seed S] [--int8-scores]\n"
+		   "                  [--json] "
+		   "[--connect PATH | --daemon "
 		   "[--kvmemd PATH]]\n\n"
 		   "  --model PATH      llama2.c checkpoint\n"
 		   "  --tokens N        reference stream length (default 256)\n"
@@ -1045,6 +1071,14 @@ static void usage(FILE *f)
 		"                    FMT+CODEC (default int2+golay24) as the "
 		"stream goes,\n"
 		"                    the archive tier (embedded caches only)\n"
+		"  --budget BITS[:FMT+CODEC]\n"
+		"                    precision by attention: as the stream "
+		"goes, the least\n"
+		"                    attended sealed pages go down to FMT+CODEC "
+		"(default\n"
+		"                    lm2+h84) until each layer's average BITS "
+		"a value\n"
+		"                    (embedded caches only)\n"
 		"  --sample-seed S   seed of the reference sampling (default "
 		"1)\n"
 		"  --int8-scores     the kvmem modes attend with int8 "
@@ -1183,7 +1217,34 @@ struct args {
 	const char *channel; /* as given; its mode and k in chan */
 	struct kvmem_inject_params chan;
 	uint32_t archive_age, archive_fmt, archive_codec; /* --archive */
+	float budget; /* --budget, or negative */
+	uint32_t budget_fmt, budget_codec;
 };
+
+/* --budget BITS[:FMT+CODEC], as lm2+h84 by default. */
+static int parse_budget(const char *arg, struct args *a)
+{
+	char fmt[16] = "lm2", codec[16] = "h84", *end;
+	const char *spec = strchr(arg, ':');
+	double bits = strtod(arg, &end);
+	int f, c;
+
+	if (end == arg || (spec ? end != spec : *end) || !(bits >= 0) ||
+	    bits > 16 ||
+	    (spec && sscanf(spec + 1, "%15[^+]+%15s", fmt, codec) != 2) ||
+	    (f = kvmem_format_by_name(fmt)) <= KVMEM_FMT_FP16 ||
+	    (c = kvmem_codec_by_name(codec)) < 0) {
+		fprintf(stderr,
+			PROG ": bad --budget '%s': bits a value from 0 to "
+			     "16, then :FORMAT+CODEC if not lm2+h84\n",
+			arg);
+		return -1;
+	}
+	a->budget = (float)bits;
+	a->budget_fmt = (uint32_t)f;
+	a->budget_codec = (uint32_t)c;
+	return 0;
+}
 
 /* --archive AGE[:FMT+CODEC], as int2+golay24 by default. */
 static int parse_archive(const char *arg, struct args *a)
@@ -1239,6 +1300,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "page-tokens", required_argument, NULL, 'T' },
 		{ "sink", required_argument, NULL, 'S' },
 		{ "archive", required_argument, NULL, 'A' },
+		{ "budget", required_argument, NULL, 'B' },
 		{ "sample-seed", required_argument, NULL, 'r' },
 		{ "connect", required_argument, NULL, 'c' },
 		{ "daemon", no_argument, NULL, 'd' },
@@ -1255,6 +1317,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 	a->ntok = 256;
 	a->page_tokens = 32;
 	a->sink = 4;
+	a->budget = -1.0f;
 	a->sample_seed = 1;
 	a->channel = "bsc";
 	a->chan.mode = KVMEM_INJECT_BSC;
@@ -1318,6 +1381,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 			if (parse_archive(optarg, a))
 				return 2;
 			break;
+		case 'B':
+			if (parse_budget(optarg, a))
+				return 2;
+			break;
 		case 'r':
 			if (parse_u64(optarg, &a->sample_seed, 0)) {
 				fprintf(stderr, PROG ": bad --sample-seed\n");
@@ -1370,10 +1437,12 @@ static int parse_args(int argc, char **argv, struct args *a)
 				     "the kvmemd to start\n");
 		return 2;
 	}
-	if (a->archive_age && (a->connect || a->daemon)) {
-		fprintf(stderr, PROG ": --archive: kvmemd does not re-encode "
-				     "pages yet; archive in an embedded "
-				     "cache\n");
+	if ((a->archive_age || a->budget >= 0) && (a->connect || a->daemon)) {
+		fprintf(stderr,
+			PROG ": --%s: kvmemd does not re-encode "
+			     "pages yet; archive in an embedded "
+			     "cache\n",
+			a->archive_age ? "archive" : "budget");
 		return 2;
 	}
 	if (a->sink > a->page_tokens) {
@@ -1443,13 +1512,20 @@ static void print_header(const struct args *a, const struct model *m,
 		       a->archive_age,
 		       kvmem_format_get((int)a->archive_fmt)->name,
 		       kvmem_codec_get((int)a->archive_codec)->name);
+	if (a->budget >= 0)
+		printf("budget: %g bits a value in the sealed pages of each "
+		       "layer, the least\n        attended re-encoded in "
+		       "%s+%s\n",
+		       a->budget, kvmem_format_get((int)a->budget_fmt)->name,
+		       kvmem_codec_get((int)a->budget_codec)->name);
 	printf("seeds:");
 	for (i = 0; i < a->nseeds; i++)
 		printf(" %llu", (unsigned long long)a->seeds[i]);
 	printf(" (mean, +- 95%% CI)\n\n%-16s %7s %16s %18s %14s %14s %10s "
 	       "%9s%s\n",
 	       "mode", "BER", "ppl", "KL", "top-1", "top-5", "corrected",
-	       "detected", a->archive_age ? "   bits/v  archived" : "");
+	       "detected",
+	       a->archive_age || a->budget >= 0 ? "   bits/v  archived" : "");
 }
 
 /* The results, as a table or as JSON; @own: the kvmemd started here. */
@@ -1539,7 +1615,7 @@ static void print_results(const struct args *a, const struct model *m,
 				       v[0][0], v[0][1], v[1][0], v[1][1],
 				       v[2][0], v[2][1], v[3][0], v[3][1],
 				       corr / a->nseeds, det / a->nseeds);
-				if (a->archive_age)
+				if (a->archive_age || a->budget >= 0)
 					printf(" %9.3f %9.1f", bits / a->nseeds,
 					       arch / a->nseeds);
 				printf("\n");
@@ -1547,7 +1623,7 @@ static void print_results(const struct args *a, const struct model *m,
 		printf("\ncorrected, detected: codewords per run that a scrub "
 		       "would correct, and could\nnot (mean over seeds); ppl "
 		       "and KL are of the teacher-forced reference stream.\n");
-		if (a->archive_age)
+		if (a->archive_age || a->budget >= 0)
 			printf("bits/v: bits a value of the sealed pages takes "
 			       "at the end, scales and\nheaders included; "
 			       "archived: pages re-encoded in a run (means "
@@ -1621,6 +1697,9 @@ int main(int argc, char **argv)
 					.archive_age = a.archive_age,
 					.archive_fmt = a.archive_fmt,
 					.archive_codec = a.archive_codec,
+					.budget = a.budget,
+					.budget_fmt = a.budget_fmt,
+					.budget_codec = a.budget_codec,
 				};
 				struct result *r = &res[((size_t)mi * a.nber +
 							 bi) * a.nseeds +
