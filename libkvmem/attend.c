@@ -230,7 +230,7 @@ static void reader_rows(struct reader *r, uint32_t pi, int is_v, uint32_t h,
 	rebuild(r, p->token_start + t0, n, is_v, h, out, erased);
 }
 
-/* Rows of page @pi as clean int4 codewords, or NULL: see page.c. */
+/* Rows of page @pi as clean int4 or lm4 codewords, or NULL: see page.c. */
 static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 				 uint32_t h, uint32_t t0, uint32_t n,
 				 const float **sc, size_t *sstride,
@@ -462,12 +462,14 @@ struct rows {
 	const float *sc;
 	size_t sstride, rstride;
 	unsigned int group;
+	const float *lv; /* the levels lm4 codes index; NULL: int4, int8 */
 };
 
-/* Whether K rows @k take int8 scores: asked for, and group scales. */
+/* Whether K rows @k take int8 scores: asked for, group scales, and
+ * integer values (an lm4 level is not). */
 static int q8_ok(const struct kvmem__attn *a, const struct rows *k)
 {
-	return a->q8 && k->group > 1;
+	return a->q8 && k->group > 1 && !k->lv;
 }
 
 /* The 32-value sums of KV head @h's int8 query rows, or NULL. */
@@ -509,7 +511,8 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 				      a->sc + i, n);
 		else
 			kn->scores_cw4(qh, G, kc, k->rstride, m, D, k->group,
-				       ks, k->sstride, a->scale, a->sc + i, n);
+				       ks, k->sstride, a->scale, a->sc + i, n,
+				       k->lv);
 		ahead_step(pf);
 	}
 	kvmem__attn_softmax(a, h, n, mass);
@@ -524,7 +527,7 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 				     acc, n);
 		else
 			kn->accum_cw4(a->sc + i, G, vc, v->rstride, m, D,
-				      v->group, vs, v->sstride, acc, n);
+				      v->group, vs, v->sstride, acc, n, v->lv);
 		ahead_step(pf);
 	}
 }
@@ -552,7 +555,7 @@ static void rows_float(const struct kvmem__attn *a, const struct rows *x,
 				       out + (size_t)t * a->D);
 		else
 			a->kn->dequant_cw4(row, a->D, x->group,
-					   x->sc + t * x->sstride, NULL,
+					   x->sc + t * x->sstride, x->lv,
 					   out + (size_t)t * a->D);
 	}
 }
@@ -574,6 +577,8 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 	struct rows k = { 0 }, v = { 0 };
 	int i8 = 0, scored = 0;
 
+	/* int4 and lm4 codes are the same nibbles; lm4's index levels. */
+	k.lv = v.lv = kvmem_format_levels(r->lt->pages[pi]->layout->format);
 	k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
 			 &k.rstride);
 	if (!k.v && a->kn->scores_i8) {

@@ -85,14 +85,39 @@ static void cw16(const uint8_t *c, __m256 *v)
 }
 
 /*
+ * Eight 4-bit codes, one a byte in their low nibble, as their levels: the
+ * levels of codes 0-7 and 8-15 looked up by one permute each and blended
+ * on bit 3.
+ */
+static __m256 levels8(__m128i b, const float *levels)
+{
+	__m256i idx = _mm256_and_si256(_mm256_cvtepu8_epi32(b),
+				       _mm256_set1_epi32(0xf));
+
+	return _mm256_blendv_ps(
+		_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels), idx),
+		_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels + 8), idx),
+		_mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
+/*
  * @W (8, 16 or 32) values of a row from @c as floats, v[k] holding values
- * 8k..8k+7: int4 codewords, or int8 values with @I8.
+ * 8k..8k+7: int4 codewords, the levels their nibbles index (@lv: lm4), or
+ * int8 values with @I8.
  */
 static inline __attribute__((always_inline)) void
-vals(const uint8_t *c, const unsigned int W, const int I8, __m256 *v)
+vals(const uint8_t *c, const unsigned int W, const int I8, const float *lv,
+     __m256 *v)
 {
 	unsigned int k;
 
+	if (!I8 && lv) {
+#pragma GCC unroll 4
+		for (k = 0; k < W / 8; k++)
+			v[k] = levels8(
+				_mm_loadl_epi64((const void *)(c + 8 * k)), lv);
+		return;
+	}
 	if (!I8 && W == 32) {
 		cw32(c, v);
 		return;
@@ -135,22 +160,6 @@ static __m256 scale_at(struct scale_walk *w, unsigned int i)
 		w->next += w->group;
 	}
 	return w->cur;
-}
-
-/*
- * Eight 4-bit codes, one a byte in their low nibble, as their levels: the
- * levels of codes 0-7 and 8-15 looked up by one permute each and blended
- * on bit 3.
- */
-static __m256 levels8(__m128i b, const float *levels)
-{
-	__m256i idx = _mm256_and_si256(_mm256_cvtepu8_epi32(b),
-				       _mm256_set1_epi32(0xf));
-
-	return _mm256_blendv_ps(
-		_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels), idx),
-		_mm256_permutevar8x32_ps(_mm256_loadu_ps(levels + 8), idx),
-		_mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
 
 static void dequant_cw4(const uint8_t *code, unsigned int dim,
@@ -457,7 +466,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	      size_t stride, unsigned int n, unsigned int DIM,
 	      unsigned int GROUP, const unsigned int W, const float *scales,
 	      size_t sstride, float scale, float *s, unsigned int sn,
-	      const int I8)
+	      const int I8, const float *lv)
 {
 	unsigned int t, d, j, k;
 
@@ -474,7 +483,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 		for (d = 0; d < DIM; d += W) {
 			__m256 v[4];
 
-			vals(c + d, W, I8, v);
+			vals(c + d, W, I8, lv, v);
 #pragma GCC unroll 4
 			for (k = 0; k < W / 8; k++) {
 				const unsigned int i = d + 8 * k;
@@ -513,29 +522,30 @@ static inline __attribute__((always_inline)) void
 scores_heads(const float *q, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const float *scales, size_t sstride,
-	     float scale, float *s, unsigned int sn, const int I8)
+	     float scale, float *s, unsigned int sn, const int I8,
+	     const float *lv)
 {
 	/* 32 values a step where the row and the groups allow it. */
 	const int wide = dim % 32 == 0 && (group == 1 || group % 32 == 0);
 
 	if (dim == 128 && group == 32)
 		scores_cw4_nb(q, NB, code, stride, n, 128, 32, 32, scales,
-			      sstride, scale, s, sn, I8);
+			      sstride, scale, s, sn, I8, lv);
 	else if (wide)
 		scores_cw4_nb(q, NB, code, stride, n, dim,
 			      group == 1 ? 0 : group, 32, scales, sstride,
-			      scale, s, sn, I8);
+			      scale, s, sn, I8, lv);
 	else
 		scores_cw4_nb(q, NB, code, stride, n, dim,
 			      group == 1 ? 0 : group, 8, scales, sstride, scale,
-			      s, sn, I8);
+			      s, sn, I8, lv);
 }
 
 static inline __attribute__((always_inline)) void
 scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 	    unsigned int n, unsigned int dim, unsigned int group,
 	    const float *scales, size_t sstride, float scale, float *s,
-	    unsigned int ld, const int I8)
+	    unsigned int ld, const int I8, const float *lv)
 {
 	unsigned int g = 0;
 
@@ -545,29 +555,30 @@ scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 	for (; g + 8 <= ng; g += 8)
 		scores_heads(q + (size_t)g * dim, 8, code, stride, n, dim,
 			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld, I8);
+			     ld, I8, lv);
 	for (; g + 4 <= ng; g += 4)
 		scores_heads(q + (size_t)g * dim, 4, code, stride, n, dim,
 			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld, I8);
+			     ld, I8, lv);
 	for (; g < ng; g++)
 		scores_heads(q + (size_t)g * dim, 1, code, stride, n, dim,
 			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld, I8);
+			     ld, I8, lv);
 }
 
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
-		       float scale, float *s, unsigned int ld)
+		       float scale, float *s, unsigned int ld,
+		       const float *levels)
 {
 	if (!vec_ok(dim, group))
 		kvmem__attn_portable.scores_cw4(q, ng, code, stride, n, dim,
 						group, scales, sstride, scale,
-						s, ld);
+						s, ld, levels);
 	else
 		scores_vals(q, ng, code, stride, n, dim, group, scales, sstride,
-			    scale, s, ld, 0);
+			    scale, s, ld, 0, levels);
 }
 
 static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
@@ -581,7 +592,7 @@ static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
 					       ld);
 	else
 		scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group,
-			    scales, sstride, scale, s, ld, 1);
+			    scales, sstride, scale, s, ld, 1, NULL);
 }
 
 /*
@@ -594,7 +605,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const int CHAN, const float *scales,
 	     size_t sstride, unsigned int d, float *acc, unsigned int pn,
-	     const int I8)
+	     const int I8, const float *lv)
 {
 	const unsigned int gi = CHAN ? 0 : d / group;
 	__m256 a[2][4];
@@ -611,7 +622,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 		const float *sc = scales + t * sstride;
 		__m256 v[4];
 
-		vals(c, 32, I8, v);
+		vals(c, 32, I8, lv, v);
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
 			if (CHAN)
@@ -650,7 +661,8 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 static inline __attribute__((always_inline)) void
 accum_x4(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 	 unsigned int dim, unsigned int group, const float *scales,
-	 size_t sstride, float *acc, unsigned int ld, const int I8)
+	 size_t sstride, float *acc, unsigned int ld, const int I8,
+	 const float *lv)
 {
 	float w[4][X4_TOKENS] __attribute__((aligned(32)));
 	float sc[X4_TOKENS] __attribute__((aligned(32)));
@@ -690,7 +702,7 @@ accum_x4(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 				for (t = 0; t < m; t++, c += stride) {
 					__m256 v[2];
 
-					vals(c, 16, I8, v);
+					vals(c, 16, I8, lv, v);
 #pragma GCC unroll 4
 					for (j = 0; j < 4; j++) {
 						__m256 b = _mm256_broadcast_ss(
@@ -720,7 +732,7 @@ static inline __attribute__((always_inline)) void
 accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 	   unsigned int n, unsigned int dim, unsigned int group,
 	   const float *scales, size_t sstride, float *acc, unsigned int ld,
-	   const int I8)
+	   const int I8, const float *lv)
 {
 	unsigned int g = 0, d;
 
@@ -728,7 +740,7 @@ accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 		for (; g + 4 <= ng; g += 4)
 			accum_x4(p + (size_t)g * ld, code, stride, n, dim,
 				 group, scales, sstride, acc + (size_t)g * dim,
-				 ld, I8);
+				 ld, I8, lv);
 	/* Literal arguments: each call is its own specialised copy. */
 	for (; g + 2 <= ng; g += 2)
 		for (d = 0; d < dim; d += 32)
@@ -736,17 +748,17 @@ accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 				accum_cw4_nb(p + (size_t)g * ld, 2, code,
 					     stride, n, dim, 1, 1, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld, I8);
+					     ld, I8, lv);
 			else
 				accum_cw4_nb(p + (size_t)g * ld, 2, code,
 					     stride, n, dim, group, 0, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld, I8);
+					     ld, I8, lv);
 	for (; g < ng; g++)
 		for (d = 0; d < dim; d += 32)
 			accum_cw4_nb(p + (size_t)g * ld, 1, code, stride, n,
 				     dim, group, group == 1, scales, sstride, d,
-				     acc + (size_t)g * dim, ld, I8);
+				     acc + (size_t)g * dim, ld, I8, lv);
 }
 
 /* Rows of 32 values and more: whole vectors, and a group scale each. */
@@ -758,14 +770,15 @@ static int accum_ok(unsigned int dim, unsigned int group)
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float *acc, unsigned int ld)
+		      float *acc, unsigned int ld, const float *levels)
 {
 	if (!accum_ok(dim, group))
 		kvmem__attn_portable.accum_cw4(p, ng, code, stride, n, dim,
-					       group, scales, sstride, acc, ld);
+					       group, scales, sstride, acc, ld,
+					       levels);
 	else
 		accum_vals(p, ng, code, stride, n, dim, group, scales, sstride,
-			   acc, ld, 0);
+			   acc, ld, 0, levels);
 }
 
 static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
@@ -778,7 +791,7 @@ static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
 					      group, scales, sstride, acc, ld);
 	else
 		accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group,
-			   scales, sstride, acc, ld, 1);
+			   scales, sstride, acc, ld, 1, NULL);
 }
 
 /* Eight rows of eight dwords to eight vectors: r[i] holds dword i of each

@@ -323,10 +323,19 @@ static void accum(const float *p, unsigned int ng, const float *v,
 				 acc + (size_t)g * dim);
 }
 
-/* Sixteen values at @c, one a byte: int4 in the low nibble, or int8. */
-static inline __attribute__((always_inline)) __m512 val16(const uint8_t *c,
-							  const int I8)
+/*
+ * Sixteen values at @c, one a byte: int4 in the low nibble, the levels the
+ * nibbles index (@lv: lm4, one permute of all sixteen), or int8.
+ */
+static inline __attribute__((always_inline)) __m512
+val16(const uint8_t *c, const int I8, const float *lv)
 {
+	if (!I8 && lv)
+		return _mm512_permutexvar_ps(
+			_mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+						 (const void *)c)),
+					 _mm512_set1_epi32(0xf)),
+			_mm512_loadu_ps(lv));
 	if (I8)
 		return _mm512_cvtepi32_ps(
 			_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)c)));
@@ -344,7 +353,8 @@ static inline __attribute__((always_inline)) void
 scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	      size_t stride, unsigned int n, unsigned int DIM,
 	      unsigned int GROUP, const float *scales, size_t sstride,
-	      float scale, float *s, unsigned int sn, const int I8)
+	      float scale, float *s, unsigned int sn, const int I8,
+	      const float *lv)
 {
 	unsigned int t, d, j;
 
@@ -360,7 +370,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 #pragma GCC unroll 16
 		for (d = 0; d < DIM; d += 16) {
 			__m512 kv = _mm512_mul_ps(
-				val16(c + d, I8),
+				val16(c + d, I8, lv),
 				GROUP ? _mm512_set1_ps(sc[d / GROUP])
 				      : _mm512_loadu_ps(sc + d));
 
@@ -391,7 +401,7 @@ static inline __attribute__((always_inline)) void
 scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 	    unsigned int n, unsigned int dim, unsigned int group,
 	    const float *scales, size_t sstride, float scale, float *s,
-	    unsigned int ld, const int I8)
+	    unsigned int ld, const int I8, const float *lv)
 {
 	unsigned int g = 0;
 
@@ -404,11 +414,11 @@ scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 
 		if (dim == 128 && group == 32)
 			scores_cw4_nb(qg, 8, code, stride, n, 128, 32, scales,
-				      sstride, scale, sg, ld, I8);
+				      sstride, scale, sg, ld, I8, lv);
 		else
 			scores_cw4_nb(qg, 8, code, stride, n, dim,
 				      group == 1 ? 0 : group, scales, sstride,
-				      scale, sg, ld, I8);
+				      scale, sg, ld, I8, lv);
 	}
 	for (; g + 4 <= ng; g += 4) {
 		const float *qg = q + (size_t)g * dim;
@@ -416,34 +426,35 @@ scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 
 		if (dim == 128 && group == 32)
 			scores_cw4_nb(qg, 4, code, stride, n, 128, 32, scales,
-				      sstride, scale, sg, ld, I8);
+				      sstride, scale, sg, ld, I8, lv);
 		else if (dim == 128 && group == 1)
 			scores_cw4_nb(qg, 4, code, stride, n, 128, 0, scales,
-				      sstride, scale, sg, ld, I8);
+				      sstride, scale, sg, ld, I8, lv);
 		else if (group == 1)
 			scores_cw4_nb(qg, 4, code, stride, n, dim, 0, scales,
-				      sstride, scale, sg, ld, I8);
+				      sstride, scale, sg, ld, I8, lv);
 		else
 			scores_cw4_nb(qg, 4, code, stride, n, dim, group,
-				      scales, sstride, scale, sg, ld, I8);
+				      scales, sstride, scale, sg, ld, I8, lv);
 	}
 	for (; g < ng; g++)
 		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
 			      group == 1 ? 0 : group, scales, sstride, scale,
-			      s + (size_t)g * ld, ld, I8);
+			      s + (size_t)g * ld, ld, I8, lv);
 }
 
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
-		       float scale, float *s, unsigned int ld)
+		       float scale, float *s, unsigned int ld,
+		       const float *levels)
 {
 	if (!vec_ok(dim, group))
 		AVX2.scores_cw4(q, ng, code, stride, n, dim, group, scales,
-				sstride, scale, s, ld);
+				sstride, scale, s, ld, levels);
 	else
 		scores_vals(q, ng, code, stride, n, dim, group, scales, sstride,
-			    scale, s, ld, 0);
+			    scale, s, ld, 0, levels);
 }
 
 static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
@@ -457,7 +468,7 @@ static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
 					       ld);
 	else
 		scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group,
-			    scales, sstride, scale, s, ld, 1);
+			    scales, sstride, scale, s, ld, 1, NULL);
 }
 
 /*
@@ -466,9 +477,9 @@ static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
  */
 static inline __attribute__((always_inline)) __m512
 vscaled16(const uint8_t *c, const float *sc, unsigned int d, unsigned int group,
-	  const int CHAN, const int I8)
+	  const int CHAN, const int I8, const float *lv)
 {
-	return _mm512_mul_ps(val16(c, I8),
+	return _mm512_mul_ps(val16(c, I8, lv),
 			     CHAN ? _mm512_loadu_ps(sc + d)
 				  : _mm512_set1_ps(sc[d / group]));
 }
@@ -483,7 +494,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const int CHAN, const float *scales,
 	     size_t sstride, unsigned int d, float *acc, unsigned int pn,
-	     const int I8)
+	     const int I8, const float *lv)
 {
 	__m512 a[4][4];
 	unsigned int t, k;
@@ -497,7 +508,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
 			v[k] = vscaled16(c + 16 * k, sc, d + 16 * k, group,
-					 CHAN, I8);
+					 CHAN, I8, lv);
 		acc_row(a, NB, p, pn, t, v);
 	}
 	acc_store(a, NB, acc, dim, d);
@@ -511,7 +522,7 @@ static inline __attribute__((always_inline)) void
 accum8_nb(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 	  unsigned int dim, unsigned int group, const int CHAN,
 	  const float *scales, size_t sstride, unsigned int d, float *acc,
-	  unsigned int pn, const int I8)
+	  unsigned int pn, const int I8, const float *lv)
 {
 	__m512 a[8][2];
 	unsigned int t, j, k;
@@ -530,7 +541,7 @@ accum8_nb(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 #pragma GCC unroll 2
 		for (k = 0; k < 2; k++)
 			v[k] = vscaled16(c + 16 * k, sc, d + 16 * k, group,
-					 CHAN, I8);
+					 CHAN, I8, lv);
 #pragma GCC unroll 8
 		for (j = 0; j < 8; j++) {
 			__m512 w = _mm512_set1_ps(p[(size_t)j * pn + t]);
@@ -557,7 +568,7 @@ static inline __attribute__((always_inline)) void
 accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 	   unsigned int n, unsigned int dim, unsigned int group,
 	   const float *scales, size_t sstride, float *acc, unsigned int ld,
-	   const int I8)
+	   const int I8, const float *lv)
 {
 	unsigned int g = 0, d;
 
@@ -566,41 +577,41 @@ accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 			if (group == 1)
 				accum8_nb(p + (size_t)g * ld, code, stride, n,
 					  dim, 1, 1, scales, sstride, d,
-					  acc + (size_t)g * dim, ld, I8);
+					  acc + (size_t)g * dim, ld, I8, lv);
 			else
 				accum8_nb(p + (size_t)g * ld, code, stride, n,
 					  dim, group, 0, scales, sstride, d,
-					  acc + (size_t)g * dim, ld, I8);
+					  acc + (size_t)g * dim, ld, I8, lv);
 	for (; g + 4 <= ng; g += 4)
 		for (d = 0; d < dim; d += 64)
 			if (group == 1)
 				accum_cw4_nb(p + (size_t)g * ld, 4, code,
 					     stride, n, dim, 1, 1, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld, I8);
+					     ld, I8, lv);
 			else
 				accum_cw4_nb(p + (size_t)g * ld, 4, code,
 					     stride, n, dim, group, 0, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld, I8);
+					     ld, I8, lv);
 	for (; g < ng; g++)
 		for (d = 0; d < dim; d += 64)
 			accum_cw4_nb(p + (size_t)g * ld, 1, code, stride, n,
 				     dim, group, group == 1, scales, sstride, d,
-				     acc + (size_t)g * dim, ld, I8);
+				     acc + (size_t)g * dim, ld, I8, lv);
 }
 
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float *acc, unsigned int ld)
+		      float *acc, unsigned int ld, const float *levels)
 {
 	if (!accum_ok(dim, group))
 		AVX2.accum_cw4(p, ng, code, stride, n, dim, group, scales,
-			       sstride, acc, ld);
+			       sstride, acc, ld, levels);
 	else
 		accum_vals(p, ng, code, stride, n, dim, group, scales, sstride,
-			   acc, ld, 0);
+			   acc, ld, 0, levels);
 }
 
 static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
@@ -613,7 +624,7 @@ static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
 					      group, scales, sstride, acc, ld);
 	else
 		accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group,
-			   scales, sstride, acc, ld, 1);
+			   scales, sstride, acc, ld, 1, NULL);
 }
 
 /*

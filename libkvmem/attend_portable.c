@@ -109,16 +109,20 @@ static void rescale(float *x, unsigned int n, float f)
 		x[i] *= f;
 }
 
-/* Value @d of a row: int4 in the low nibble of its byte, or int8. */
-static float val(const uint8_t *c, unsigned int d, int i8)
+/* Value @d of a row: int4 in the low nibble of its byte, the level the
+ * nibble indexes (@lv), or int8. */
+static float val(const uint8_t *c, unsigned int d, int i8, const float *lv)
 {
-	return i8 ? (float)(int8_t)c[d] : (float)kvmem_sext(c[d], 4);
+	return lv   ? lv[c[d] & 0xf]
+	       : i8 ? (float)(int8_t)c[d]
+		    : (float)kvmem_sext(c[d], 4);
 }
 
 static void scores_vals(const float *q, unsigned int ng, const uint8_t *code,
 			size_t stride, unsigned int n, unsigned int dim,
 			unsigned int group, const float *scales, size_t sstride,
-			float scale, float *s, unsigned int ld, int i8)
+			float scale, float *s, unsigned int ld, int i8,
+			const float *lv)
 {
 	unsigned int g, t, d;
 
@@ -130,7 +134,7 @@ static void scores_vals(const float *q, unsigned int ng, const uint8_t *code,
 
 			for (d = 0; d < dim; d++)
 				acc += q[(size_t)g * dim + d] *
-				       (val(c, d, i8) * sc[d / group]);
+				       (val(c, d, i8, lv) * sc[d / group]);
 			s[(size_t)g * ld + t] = scale * acc;
 		}
 }
@@ -138,7 +142,7 @@ static void scores_vals(const float *q, unsigned int ng, const uint8_t *code,
 static void accum_vals(const float *p, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
-		       float *acc, unsigned int ld, int i8)
+		       float *acc, unsigned int ld, int i8, const float *lv)
 {
 	unsigned int g, t, d;
 
@@ -150,26 +154,27 @@ static void accum_vals(const float *p, unsigned int ng, const uint8_t *code,
 
 			for (d = 0; d < dim; d++)
 				acc[(size_t)g * dim + d] +=
-					w * (val(c, d, i8) * sc[d / group]);
+					w * (val(c, d, i8, lv) * sc[d / group]);
 		}
 }
 
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
-		       float scale, float *s, unsigned int ld)
+		       float scale, float *s, unsigned int ld,
+		       const float *levels)
 {
 	scores_vals(q, ng, code, stride, n, dim, group, scales, sstride, scale,
-		    s, ld, 0);
+		    s, ld, 0, levels);
 }
 
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float *acc, unsigned int ld)
+		      float *acc, unsigned int ld, const float *levels)
 {
 	accum_vals(p, ng, code, stride, n, dim, group, scales, sstride, acc, ld,
-		   0);
+		   0, levels);
 }
 
 static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
@@ -178,7 +183,7 @@ static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
 		      float scale, float *s, unsigned int ld)
 {
 	scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group, scales,
-		    sstride, scale, s, ld, 1);
+		    sstride, scale, s, ld, 1, NULL);
 }
 
 static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
@@ -187,7 +192,7 @@ static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
 		     float *acc, unsigned int ld)
 {
 	accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group, scales,
-		   sstride, acc, ld, 1);
+		   sstride, acc, ld, 1, NULL);
 }
 
 static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,

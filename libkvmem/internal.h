@@ -131,9 +131,11 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 		      float *out, uint8_t *erased, struct kvmem_ecc_counts *c,
 		      void *scratch);
 /*
- * Rows [t0, t0 + n) of head @h as int4 values one per byte, when the page
- * is int4 in h74/h84 (its codewords are that already) or golay24 (expanded
- * into @scratch), for kernels that read them directly: returns the first
+ * Rows [t0, t0 + n) of head @h as 4-bit codes one per byte (low nibble),
+ * when the page is int4 or lm4 (kvmem_format_levels() says which the
+ * codes index) in h74/h84 (its codewords are that already) or golay24
+ * (expanded into @scratch), for kernels that read them directly: returns
+ * the first
  * row, rows *@rstride bytes apart (a corrected copy in @scratch when some
  * word needed correcting), and sets *@sc,
  * *@sstride and *@group to their scales as the *_cw4 kernels take them,

@@ -162,7 +162,8 @@ int kvmem__simd_force(int level);
  * scales_ok:   1 if every one of the @n values is in [0, 65504], the
  *              range of the scales an encoder writes, else 0
  * scores_cw4, accum_cw4: scores and accum straight from int4 h74/h84
- *              codewords, one value per byte: row t at code + t * stride,
+ *              codewords, one value per byte (with @levels, lm4 codes
+ *              indexing them, as dequant_cw4): row t at code + t * stride,
  *              its scales at scales + t * sstride, one per @group values
  *              (group 1 and sstride 0 for channel scales); row g of the
  *              scores or weights at s + g * ld, p + g * ld
@@ -189,11 +190,12 @@ struct kvmem__attn_kernels {
 			   size_t stride, unsigned int n, unsigned int dim,
 			   unsigned int group, const float *scales,
 			   size_t sstride, float scale, float *s,
-			   unsigned int ld);
+			   unsigned int ld, const float *levels);
 	void (*accum_cw4)(const float *p, unsigned int ng, const uint8_t *code,
 			  size_t stride, unsigned int n, unsigned int dim,
 			  unsigned int group, const float *scales,
-			  size_t sstride, float *acc, unsigned int ld);
+			  size_t sstride, float *acc, unsigned int ld,
+			  const float *levels);
 	void (*scores_i8)(const float *q, unsigned int ng, const int8_t *code,
 			  size_t stride, unsigned int n, unsigned int dim,
 			  unsigned int group, const float *scales,

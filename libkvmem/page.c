@@ -781,14 +781,13 @@ static int rows_scale_lost(const struct kvmem_geometry *g, unsigned int grp,
 	return 0;
 }
 
-/* kvmem__page_rows_cw4() for 4-bit format @fmt (int4, or lm4 for
- * kvmem__page_rows()). */
-static const uint8_t *
-rows_nibbles(const struct kvmem_geometry *g, const struct kvmem_page_layout *l,
-	     int fmt, const uint8_t *page, int is_v, uint32_t h, uint32_t t0,
-	     uint32_t n, const float *scales, const uint8_t *scale_erased,
-	     const float **sc, size_t *sstride, unsigned int *group,
-	     size_t *rstride, struct kvmem_ecc_counts *c, void *scratch)
+const uint8_t *
+kvmem__page_rows_cw4(const struct kvmem_geometry *g,
+		     const struct kvmem_page_layout *l, const uint8_t *page,
+		     int is_v, uint32_t h, uint32_t t0, uint32_t n,
+		     const float *scales, const uint8_t *scale_erased,
+		     const float **sc, size_t *sstride, unsigned int *group,
+		     size_t *rstride, struct kvmem_ecc_counts *c, void *scratch)
 {
 	const uint8_t *code = row_ptr(g, l, (uint8_t *)page, is_v, h, t0);
 	const unsigned int grp = row_group(g, l, is_v);
@@ -798,7 +797,7 @@ rows_nibbles(const struct kvmem_geometry *g, const struct kvmem_page_layout *l,
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
 
-	if (l->format != fmt ||
+	if ((l->format != KVMEM_FMT_INT4 && l->format != KVMEM_FMT_LM4) ||
 	    (l->codec != KVMEM_CODEC_H84 && l->codec != KVMEM_CODEC_H74 &&
 	     l->codec != KVMEM_CODEC_GOLAY24))
 		return NULL;
@@ -831,19 +830,6 @@ rows_nibbles(const struct kvmem_geometry *g, const struct kvmem_page_layout *l,
 		return sp.values[is_v];
 	}
 	return code;
-}
-
-const uint8_t *
-kvmem__page_rows_cw4(const struct kvmem_geometry *g,
-		     const struct kvmem_page_layout *l, const uint8_t *page,
-		     int is_v, uint32_t h, uint32_t t0, uint32_t n,
-		     const float *scales, const uint8_t *scale_erased,
-		     const float **sc, size_t *sstride, unsigned int *group,
-		     size_t *rstride, struct kvmem_ecc_counts *c, void *scratch)
-{
-	return rows_nibbles(g, l, KVMEM_FMT_INT4, page, is_v, h, t0, n, scales,
-			    scale_erased, sc, sstride, group, rstride, c,
-			    scratch);
 }
 
 const int8_t *kvmem__page_rows_i8(const struct kvmem_geometry *g,
@@ -922,11 +908,9 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 
 	/* 4-bit codes in clean (or corrected) nibble codewords: straight
 	 * from the words, the same values as the general path. */
-	cw = l->format == KVMEM_FMT_INT4 || l->format == KVMEM_FMT_LM4
-		     ? rows_nibbles(g, l, l->format, page, is_v, h, t0, n,
-				    scales, scale_erased, &csc, &css, &cgroup,
-				    &crs, c, scratch)
-		     : NULL;
+	cw = kvmem__page_rows_cw4(g, l, page, is_v, h, t0, n, scales,
+				  scale_erased, &csc, &css, &cgroup, &crs, c,
+				  scratch);
 	if (cw) {
 		for (r = 0; r < n; r++)
 			kn->dequant_cw4(cw + r * crs, D, cgroup, csc + r * css,
