@@ -13,6 +13,14 @@
  * refused before). tier.archive_rate bounds the bytes re-encoded a second,
  * all sessions together, one page at a time.
  *
+ * With tier.bits_budget, precision by attention: a session whose sealed
+ * pages (resident or cold, archived ones at the archive format's bits)
+ * average more payload bits a value than the budget gives its coldest
+ * candidate, the least heat first (then the lowest page), and a session
+ * within it none; tier.archive_tokens, if set, still keeps recent pages.
+ * Sessions whose archive format has no fewer bits than their own are left
+ * to age and heat alone.
+ *
  * The loop copies the page into a buffer of its own and reserves a free
  * sealed slot (SLOT_ARCHIVING: no op of the client's reaches it); a worker
  * runs kvmem_page_archive() between private buffers, so it never touches
@@ -203,6 +211,64 @@ static int candidate(const struct kvmemd_session *s, uint32_t pg, uint32_t age)
 	return heat <= c->archive_heat * 65535.0;
 }
 
+/* Payload bits a value of format @fmt. */
+static unsigned int fbits(unsigned int fmt)
+{
+	return kvmem_format_get((int)fmt)->bits;
+}
+
+/* Whether @s's sealed pages average more payload bits than the budget,
+ * and the archive can bring them down. */
+static int over_budget(const struct kvmemd_session *s)
+{
+	const double budget = s->d->cfg.bits_budget;
+	double bits = 0, tokens = 0;
+	uint32_t pg;
+
+	if (budget <= 0 || !s->arch.size ||
+	    fbits(s->arch.format) >= fbits(s->g.format))
+		return 0;
+	for (pg = 0; pg < s->arena.top_page; pg++) {
+		const struct page *p = &s->arena.pages[pg];
+		const struct slot *sl;
+
+		if (p->state == PAGE_UNUSED || p->dead ||
+		    p->kind != KVMEM_SLOT_SEALED)
+			continue;
+		sl = p->state == PAGE_COLD || p->state == PAGE_READING
+			     ? &p->cold
+			     : &s->arena.slots[p->unit];
+		bits += (double)sl->ntokens * fbits(sl->flags & SLOT_ARCHIVED
+							    ? s->arch.format
+							    : s->g.format);
+		tokens += sl->ntokens;
+	}
+	return bits > budget * tokens;
+}
+
+/* The coldest candidate of @s, within *@scan pages, if @s is over its
+ * budget. */
+static uint32_t coldest_candidate(struct kvmemd_session *s, uint32_t *scan,
+				  uint32_t age)
+{
+	uint32_t pg, best = NO_UNIT;
+	uint16_t heat, best_heat = 0;
+
+	if (!over_budget(s))
+		return NO_UNIT;
+	for (pg = 0; pg < s->arena.top_page && *scan; pg++, (*scan)--) {
+		if (!candidate(s, pg, age))
+			continue;
+		heat = __atomic_load_n(&s->arena.heat[s->arena.pages[pg].unit],
+				       __ATOMIC_RELAXED);
+		if (best == NO_UNIT || heat < best_heat) {
+			best = pg;
+			best_heat = heat;
+		}
+	}
+	return best;
+}
+
 /* Start archiving page @pg of @s: 0, or -ENOMEM / -EAGAIN (try later). */
 static int start(struct kvmemd *d, struct kvmemd_session *s, uint32_t pg)
 {
@@ -276,11 +342,13 @@ uint64_t kvmemd_archive_run(struct kvmemd *d, uint64_t now)
 	struct kvmemd_archive *a = d->archive;
 	struct kvmemd_session *s, *first;
 	/* Short of the error target at the patrol's fastest: any age. */
-	const uint32_t age = kvmemd_ras_short_of(d) ? 0 : c->archive_tokens;
+	const int short_of = kvmemd_ras_short_of(d);
+	const uint32_t age = short_of ? 0 : c->archive_tokens;
+	const int budget = c->bits_budget > 0 && !short_of;
 	uint32_t scan = SCAN_PAGES, pg;
 	uint64_t need, at;
 
-	if (!a || (!age && !kvmemd_ras_short_of(d)) || !d->workers || a->job)
+	if (!a || (!age && !short_of && !budget) || !d->workers || a->job)
 		return UINT64_MAX;
 	refill(a, c->archive_rate, now);
 	if (now < a->next_scan)
@@ -302,7 +370,8 @@ uint64_t kvmemd_archive_run(struct kvmemd *d, uint64_t now)
 							   a->budget) *
 						  1e9 /
 						  (double)c->archive_rate);
-			pg = next_candidate(s, &scan, age);
+			pg = budget ? coldest_candidate(s, &scan, age)
+				    : next_candidate(s, &scan, age);
 			if (pg != NO_UNIT && !start(d, s, pg)) {
 				a->budget -= (int64_t)need;
 				a->next_session = s->id + 1;

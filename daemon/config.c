@@ -538,6 +538,20 @@ static const struct key keys[] = {
 	},
 	{
 		.section = "tier",
+		.name = "bits_budget",
+		.type = KEY_REAL,
+		KEY_FIELD(bits_budget, double),
+		.min = 0,
+		.max = 16,
+		.reload = true,
+		.desc = "precision by attention: while a session's sealed "
+			"pages average more payload bits a value than this, "
+			"its least attended released page goes to the "
+			"archive format (which must have fewer bits than the "
+			"session's), 0: no budget",
+	},
+	{
+		.section = "tier",
 		.name = "archive_format",
 		.type = KEY_ENUM,
 		KEY_FIELD(archive_format, int),

@@ -85,6 +85,9 @@ struct kvmemd_config {
 	int offload; /* 0 or 1 */
 	uint32_t archive_tokens; /* token age of an archived page; 0: none */
 	double archive_heat; /* the most heat (0..1) it may have */
+	/* payload bits a value a session's sealed pages may average; the
+	 * least attended go to the archive format first; 0: no budget */
+	double bits_budget;
 	/* as at a session's admission; a format or KVMEMD_ARCHIVE_SAME */
 	int archive_format, archive_codec;
 	uint64_t archive_rate; /* bytes of pages a second */

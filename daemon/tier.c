@@ -1355,6 +1355,7 @@ void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "stale_tokens", c->stale_tokens);
 	jw_u64(w, "archive_tokens", c->archive_tokens);
 	jw_f64(w, "archive_heat", c->archive_heat);
+	jw_f64(w, "bits_budget", c->bits_budget);
 	jw_str(w, "archive_format",
 	       c->archive_format == KVMEMD_ARCHIVE_SAME
 		       ? "same"

@@ -191,6 +191,7 @@ START_TEST(test_config_defaults_values)
 	ck_assert_uint_eq(c.queue_depth, 64);
 	ck_assert_uint_eq(c.archive_tokens, 0);
 	ck_assert(c.archive_heat == 1.0);
+	ck_assert(c.bits_budget == 0.0);
 	ck_assert_int_eq(c.archive_format, KVMEMD_ARCHIVE_SAME);
 	ck_assert_int_eq(c.archive_codec, KVMEM_CODEC_GOLAY24);
 	ck_assert_uint_eq(c.archive_rate, 67108864ull);
@@ -822,6 +823,10 @@ START_TEST(test_config_enums)
 			 "secded72");
 	expect_set_error("tier.archive_heat", "1.5",
 			 "\"1.5\" is not a number in 0..1");
+	expect_set_error("tier.bits_budget", "17",
+			 "\"17\" is not a number in 0..16");
+	set_ok(&c, "tier.bits_budget", "2.5");
+	EXPECT(c.bits_budget == 2.5, "%s", "bits_budget");
 	expect_set_error("tier.archive_rate", "1K",
 			 "\"1K\" is not a size in 4K..1T");
 }
@@ -1202,6 +1207,7 @@ START_TEST(test_config_print_format)
 		"offload",
 		"archive_tokens",
 		"archive_heat",
+		"bits_budget",
 		"archive_format",
 		"archive_codec",
 		"archive_rate",

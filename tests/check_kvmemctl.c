@@ -822,10 +822,11 @@ static void fake_stop(struct fake *f)
 	"\"codec\":\"h84\",\"words\":40000,\"bits\":44,"               \
 	"\"by_flips\":[39957,42,1,0,0,0,0,0]},{\"codec\":\"golay24\"," \
 	"\"words\":960,\"bits\":1,\"by_flips\":[959,1,0,0,0,0,0,0]}]}\n"
-#define TIER_HEAD(offload, stale)                                          \
+#define TIER_HEAD_B(offload, stale, budget)                                \
 	"{\"policy\":{\"offload\":" offload ",\"low_watermark\":10,"       \
 	"\"high_watermark\":20,\"stale_tokens\":" stale ","                \
 	"\"archive_tokens\":" stale ",\"archive_heat\":0.25,"              \
+	"\"bits_budget\":" budget ","                                      \
 	"\"archive_format\":\"int4\",\"archive_codec\":\"golay24\","       \
 	"\"archive_rate\":67108864},"                                      \
 	"\"tiers\":{\"hot\":{\"pages\":4,\"bytes\":131072},"               \
@@ -846,6 +847,7 @@ static void fake_stop(struct fake *f)
 	"\"reads\":3,\"writes\":11,\"read_bytes\":98304,"                     \
 	"\"write_bytes\":360448,\"read_errors\":1,\"write_errors\":2,"        \
 	"\"enospc\":1,\"short\":0}}\n"
+#define TIER_HEAD(offload, stale) TIER_HEAD_B(offload, stale, "0")
 #define R_TIER TIER_HEAD("true", "1024") TIER_STORE("")
 #define R_TIER_NOSTORE TIER_HEAD("false", "0") "null}\n"
 #define R_OFFLOAD                                                           \
@@ -1260,7 +1262,8 @@ static const struct {
 	  "{\"policy\":{\"offload\":\"b\",\"low_watermark\":\"u\","
 	  "\"high_watermark\":\"u\",\"stale_tokens\":\"u\","
 	  "\"archive_tokens\":\"u\",\"archive_heat\":\"n\","
-	  "\"archive_format\":\"s:same|int8|int4|int2|fp8\","
+	  "\"bits_budget\":\"n\","
+	  "\"archive_format\":\"s:same|int8|int4|int2|fp8|lm4|lm3|lm2\","
 	  "\"archive_codec\":" S_CODEC ",\"archive_rate\":\"u\"},"
 	  "\"tiers\":{\"hot\":" S_PAGES_BYTES ",\"warm\":" S_PAGES_BYTES
 	  ",\"archive\":" S_PAGES_BYTES ",\"cold\":" S_PAGES_BYTES "},"
@@ -2376,6 +2379,35 @@ START_TEST(test_spec_store_unit)
 	check_prometheus(r.out);
 	ck_assert_double_eq(prom_value(r.out, "kvmem_store_used_bytes"),
 			    48 * 8192);
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+}
+END_TEST
+
+/* tier.bits_budget in tier's archive line, with and without an age. */
+START_TEST(test_tier_budget_line)
+{
+	static const struct fake_reply any_age[] = {
+		{ "tier", TIER_HEAD_B("true", "0", "2.5") "null}\n" },
+	};
+	static const struct fake_reply aged[] = {
+		{ "tier", TIER_HEAD_B("true", "1024", "3") "null}\n" },
+	};
+	struct kvmem_run r;
+	struct fake f;
+
+	fake_start(&f, any_age, 1, 32768);
+	FAKE_OK(&r, &f, "tier");
+	expect_line(&r, "archive released pages the coldest while a session "
+			"averages over 2.5 bits in int4 + golay24, heat at "
+			"most 0.25, 64.0 MiB/s");
+	kvmem_check_run_free(&r);
+	fake_stop(&f);
+	fake_start(&f, aged, 1, 32768);
+	FAKE_OK(&r, &f, "tier");
+	expect_line(&r, "archive released pages 1024 tokens old, the coldest "
+			"while a session averages over 3 bits in int4 + "
+			"golay24, heat at most 0.25, 64.0 MiB/s");
 	kvmem_check_run_free(&r);
 	fake_stop(&f);
 }
@@ -3828,6 +3860,7 @@ KVMEM_SUITE(kvmemctl)
 	tcase_add_test(tc, test_metrics_http);
 	tcase_add_test(tc, test_ops_series);
 	tcase_add_test(tc, test_spec_no_store);
+	tcase_add_test(tc, test_tier_budget_line);
 	tcase_add_test(tc, test_spec_no_archive);
 	tcase_add_test(tc, test_spec_store_unit);
 	tcase_add_test(tc, test_spec_offload_errors);

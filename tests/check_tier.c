@@ -1419,6 +1419,87 @@ START_TEST(test_archive_heat)
 END_TEST
 
 /*
+ * tier.bits_budget = 3 with lm2 + h84 as the archive: a session of int4
+ * pages whose sealed pages average 4 bits a value has its coldest
+ * released pages re-encoded until the average is 3, half of its twelve
+ * (six a layer), and no more; they are the ones attention leaned on least
+ * (the heat the client writes, the importance it keeps). No age is asked
+ * (tier.archive_tokens is 0): the budget alone runs the archive.
+ */
+START_TEST(test_archive_budget)
+{
+	struct kvmem_attend_opts o = { .importance_alpha = 1.0f };
+	struct kvmem_page_desc d[16];
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmem_rng rng;
+	struct ref r;
+	float *q, *out, hot_min = INFINITY, cold_max = -INFINITY;
+	uint32_t l, i;
+	int n, k, sealed = 0, down = 0;
+
+	start(&p, 0, "16M",
+	      "[tier]\nbits_budget = 3\narchive_format = lm2\n"
+	      "archive_codec = h84\n");
+	c = attach(&p, 4u << 20);
+	ref_init(&r, 1, ARCHIVE_TOKENS);
+	o.n_heads = 2 * r.g.kv_heads;
+	q = calloc((size_t)o.n_heads * r.g.head_dim, sizeof(float));
+	out = calloc((size_t)o.n_heads * r.g.head_dim, sizeof(float));
+	ck_assert(q && out);
+	ref_data(&r, 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(s, r.k, r.v, r.tokens), 0);
+	/* A query like some tokens' keys: the pages' heat differs. */
+	kvmem_rng_seed(&rng, 77);
+	for (l = 0; l < r.g.layers; l++) {
+		for (i = 0; i < o.n_heads * r.g.head_dim; i++)
+			q[i] = 4.0f * r.k[((size_t)(37 + 29 * l) * r.g.layers +
+					   l) * r.g.kv_heads *
+						  r.g.head_dim +
+					  i % (r.g.kv_heads * r.g.head_dim)] +
+			       (float)(kvmem_rng_unit(&rng) - 0.5);
+		ck_assert_int_eq(kvmem_attend(s, l, q, out, &o, NULL), 0);
+	}
+	kvmemd_release(c, s);
+	archive_wait(&p, 6);
+	usleep(300000);
+	admin(&p, "tier");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "archived"), 6);
+	ck_assert_msg(strstr(reply, "\"bits_budget\":3"), "%s", reply);
+	ck_assert_int_eq(kvmem_seq_acquire(s), 0);
+	for (l = 0; l < r.g.layers; l++) {
+		n = kvmem_seq_pages(s, l, d, 16);
+		for (k = 0; k < n; k++) {
+			if (!d[k].sealed || d[k].hot)
+				continue;
+			sealed++;
+			if (d[k].format == KVMEM_FMT_LM2) {
+				down++;
+				cold_max = fmaxf(cold_max, d[k].importance);
+			} else {
+				hot_min = fminf(hot_min, d[k].importance);
+			}
+		}
+	}
+	ck_assert_int_eq(sealed, 12);
+	ck_assert_int_eq(down, 6);
+	/* The daemon sees the importance as a share in 16 bits. */
+	ck_assert_msg(cold_max <= hot_min + (float)o.n_heads / 65535.0f,
+		      "an archived page had importance %g, a kept one %g",
+		      cold_max, hot_min);
+	ref_free(&r, 1);
+	free(q);
+	free(out);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * Another format, at a rate below one page a second: int2 pages, started
  * on a full bucket and paid for after. The library learns their format,
  * counts them at their own size, and gives every byte back.
@@ -1708,6 +1789,7 @@ KVMEM_SUITE(tier)
 	tcase_add_test(tc, test_archive_refuses_changed_page);
 	tcase_add_test(tc, test_archive_refuses_page_rewritten);
 	tcase_add_test(tc, test_archive_heat);
+	tcase_add_test(tc, test_archive_budget);
 	tcase_add_test(tc, test_archive_int2_slow);
 	tcase_add_test(tc, test_archive_races);
 	tcase_add_test(tc, test_archive_offload_before_acquire);

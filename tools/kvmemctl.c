@@ -383,20 +383,32 @@ static void archive_policy(struct rd *r, struct table *t,
 			   const struct json *pol)
 {
 	uint64_t age = g_u64(r, pol, "archive_tokens");
-	char fmt[16], codec[16], a[32];
+	/* A kvmemd older than the budget sends none. */
+	double budget = json_get(pol, "bits_budget")
+				? g_num(r, pol, "bits_budget")
+				: 0.0;
+	char fmt[16], codec[16], a[32], b[128];
 
 	g_str(r, pol, "archive_format", fmt, sizeof(fmt));
 	g_str(r, pol, "archive_codec", codec, sizeof(codec));
-	if (!age) {
+	if (!age && budget <= 0) {
 		kv(t, "archive", "off (tier.archive_tokens = 0)");
 		return;
 	}
-	kv(t, "archive",
-	   "released pages %" PRIu64 " tokens old in %s%s%s, heat at most "
-	   "%.3g, %s/s",
-	   age, strcmp(fmt, "same") ? fmt : "",
-	   strcmp(fmt, "same") ? " + " : "", codec,
-	   g_num(r, pol, "archive_heat"),
+	if (budget > 0 && age)
+		snprintf(b, sizeof(b),
+			 "%" PRIu64 " tokens old, the coldest while a session "
+			 "averages over %g bits",
+			 age, budget);
+	else if (budget > 0)
+		snprintf(b, sizeof(b),
+			 "the coldest while a session averages over %g bits",
+			 budget);
+	else
+		snprintf(b, sizeof(b), "%" PRIu64 " tokens old", age);
+	kv(t, "archive", "released pages %s in %s%s%s, heat at most %.3g, %s/s",
+	   b, strcmp(fmt, "same") ? fmt : "", strcmp(fmt, "same") ? " + " : "",
+	   codec, g_num(r, pol, "archive_heat"),
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, pol, "archive_rate")));
 }
 
