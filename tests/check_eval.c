@@ -269,6 +269,50 @@ START_TEST(test_int8_scores_tiny)
 }
 END_TEST
 
+/*
+ * Every mode, the default: one record each, a finite stream, and each
+ * kvmem mode's sealed pages in the bits its name says (the rotated ones
+ * too: the rotation changes what is stored, not its size).
+ */
+START_TEST(test_every_mode_tiny)
+{
+	static const struct {
+		const char *prefix;
+		double bits;
+	} formats[] = { { "int4-", 4 }, { "int8-", 8 }, { "fp16-", 16 },
+			{ "fp8-", 8 },	{ "int2-", 2 }, { "lm4-", 4 },
+			{ "lm3-", 3 },	{ "lm2-", 2 } };
+	const char *path = tiny_model(&tiny_ok, 0);
+	struct kvmem_run r;
+	struct rec rec[32];
+	int n, i, seen = 0;
+	size_t f;
+
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "20",
+		  "--ber", "0", "--seeds", "1", "--page-tokens", "8", "--sink",
+		  "2", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	n = parse_records(r.out, rec, 32);
+	ck_assert_int_eq(n, 18);
+	for (i = 0; i < n; i++) {
+		ck_assert_msg(isfinite(rec[i].ppl) && rec[i].ppl > 1.0,
+			      "%s: ppl %g", rec[i].mode, rec[i].ppl);
+		for (f = 0; f < sizeof(formats) / sizeof(formats[0]); f++)
+			if (!strncmp(rec[i].mode, formats[f].prefix,
+				     strlen(formats[f].prefix))) {
+				ck_assert_msg(rec[i].payload_bits ==
+						      formats[f].bits,
+					      "%s: %g payload bits",
+					      rec[i].mode, rec[i].payload_bits);
+				seen++;
+			}
+	}
+	ck_assert_int_eq(seen, 16); /* all but fp32 and the flat int4 */
+	kvmem_check_run_free(&r);
+	unlink(path);
+}
+END_TEST
+
 /* --archive: pages older than an age re-encoded as the stream goes. */
 START_TEST(test_archive_tiny)
 {
@@ -517,7 +561,8 @@ START_TEST(test_usage)
 		r.err, "kvmem-eval: bad --modes item 'int5': one of fp32, "
 		       "int4, int4-h74, int4-h84, int4-h84-interp, "
 		       "int4-golay24, int8-secded72, fp16-secded72, fp8-h84, "
-		       "fp8-secded72, int2-h84, int4-h84-rot, lm4-h84-rot, "
+		       "fp8-secded72, int2-h84, int4-h84-rot, "
+		       "int4-h84-rot-interp, lm4-h84-rot, "
 		       "lm3-h84-rot, lm2-h84, lm2-h84-rot, lm2-golay24-rot\n");
 	kvmem_check_run_free(&r);
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--ber", "2");
@@ -809,6 +854,7 @@ KVMEM_SUITE(eval)
 	TCase *tc = tcase_create("kvmem-eval");
 
 	tcase_add_test(tc, test_protocol_tiny);
+	tcase_add_test(tc, test_every_mode_tiny);
 	tcase_add_test(tc, test_archive_tiny);
 	tcase_add_test(tc, test_budget_tiny);
 	tcase_add_test(tc, test_int8_scores_tiny);

@@ -178,6 +178,8 @@ static const struct mode modes[] = {
 	  KVMEM_ERASE_KEEP, 0 },
 	{ "int4-h84-rot", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
 	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	{ "int4-h84-rot-interp", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_INTERPOLATE, KVMEM_ROTATE_HADAMARD },
 	{ "lm4-h84-rot", CACHE_KVMEM, KVMEM_FMT_LM4, KVMEM_CODEC_H84,
 	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
 	{ "lm3-h84-rot", CACHE_KVMEM, KVMEM_FMT_LM3, KVMEM_CODEC_H84,
@@ -1140,7 +1142,7 @@ static int parse_list(const char *opt, char *arg, int max,
 /* The modes' names, for a message: "one of fp32, int4, ...". */
 static const char *mode_names(void)
 {
-	static char buf[256];
+	static char buf[512];
 	size_t n;
 	int m;
 
@@ -1207,7 +1209,7 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
 struct args {
 	const char *model;
 	int ntok, nmodes, nber, nseeds, json, page_tokens, sink;
-	int modes[MAX_LIST];
+	int modes[NMODES]; /* every mode once, at most */
 	double ber[MAX_LIST];
 	uint64_t seeds[MAX_LIST], sample_seed;
 	int payload_only, int8_scores;
@@ -1332,8 +1334,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'M':
 			a->nmodes =
-				parse_list("modes", optarg, MAX_LIST,
-					   parse_mode, a->modes, mode_names());
+				parse_list("modes", optarg, NMODES, parse_mode,
+					   a->modes, mode_names());
 			if (a->nmodes < 0)
 				return 2;
 			break;
@@ -1521,7 +1523,7 @@ static void print_header(const struct args *a, const struct model *m,
 	printf("seeds:");
 	for (i = 0; i < a->nseeds; i++)
 		printf(" %llu", (unsigned long long)a->seeds[i]);
-	printf(" (mean, +- 95%% CI)\n\n%-16s %7s %16s %18s %14s %14s %10s "
+	printf(" (mean, +- 95%% CI)\n\n%-19s %7s %16s %18s %14s %14s %10s "
 	       "%9s%s\n",
 	       "mode", "BER", "ppl", "KL", "top-1", "top-5", "corrected",
 	       "detected",
@@ -1608,7 +1610,7 @@ static void print_results(const struct args *a, const struct model *m,
 				for (k = 0; k < 4; k++)
 					mean_ci(x[k], a->nseeds, &v[k][0],
 						&v[k][1]);
-				printf("%-16s %7g %8.3f +-%5.3f %9.5f +-%6.5f "
+				printf("%-19s %7g %8.3f +-%5.3f %9.5f +-%6.5f "
 				       "%6.3f +-%5.3f %6.3f +-%5.3f %10.0f "
 				       "%9.0f",
 				       modes[a->modes[mi]].name, a->ber[bi],
