@@ -240,12 +240,11 @@ static __m256 lm4x8(const uint8_t *d, const float *levels, __m256 scale)
 	return _mm256_mul_ps(levels8(b, levels), scale);
 }
 
-/* Eight lm2 values from two bytes, as lm4x8(): codes 2k bits up. */
-static __m256 lm2x8(const uint8_t *d, const float *levels, __m256 scale)
+/* Eight lm2 values from two bytes, codes 2k bits up, looked up in @tab
+ * (the four levels in its low lanes), times the scale. */
+static __m256 lm2x8(const uint8_t *d, __m256 tab, __m256 scale)
 {
 	const __m256i shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-	const __m256 tab = _mm256_setr_ps(levels[0], levels[1], levels[2],
-					  levels[3], 0, 0, 0, 0);
 	__m256i idx = _mm256_and_si256(
 		_mm256_srlv_epi32(_mm256_set1_epi32(d[0] | d[1] << 8), shift),
 		_mm256_set1_epi32(3));
@@ -257,7 +256,9 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		    unsigned int group, const float *scales, float *out)
 {
 	const __m128i m = _mm_set1_epi8(0x0f);
+	const float *lv = kvmem_format_levels(fmt);
 	struct scale_walk w = { .scales = scales, .group = group };
+	__m256 tab2 = _mm256_setzero_ps();
 	unsigned int i;
 	__m128i b;
 	int32_t v;
@@ -277,19 +278,17 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		kvmem__dequant_row(fmt, data, dim, group, scales, out);
 		return;
 	}
+	if (fmt == KVMEM_FMT_LM2)
+		tab2 = _mm256_setr_ps(lv[0], lv[1], lv[2], lv[3], 0, 0, 0, 0);
 	for (i = 0; i < dim; i += 8) {
 		if (fmt == KVMEM_FMT_LM4) {
-			_mm256_storeu_ps(out + i,
-					 lm4x8(data + i / 2,
-					       kvmem_format_levels(fmt),
-					       scale_at(&w, i)));
+			_mm256_storeu_ps(out + i, lm4x8(data + i / 2, lv,
+							scale_at(&w, i)));
 			continue;
 		}
 		if (fmt == KVMEM_FMT_LM2) {
-			_mm256_storeu_ps(out + i,
-					 lm2x8(data + i / 4,
-					       kvmem_format_levels(fmt),
-					       scale_at(&w, i)));
+			_mm256_storeu_ps(out + i, lm2x8(data + i / 4, tab2,
+							scale_at(&w, i)));
 			continue;
 		}
 		if (fmt == KVMEM_FMT_FP8) {
