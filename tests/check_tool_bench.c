@@ -493,6 +493,42 @@ START_TEST(test_attend_json)
 END_TEST
 
 /*
+ * --rotate: kvmem's pages rotated, its output against the fp32 loop over
+ * the same (unrotated) values within the quantization's difference, as
+ * without the rotation (lm3 over uniform data: a group's RMS s, a value
+ * off by at most about 0.3 s, far below 0.05 through softmax); the
+ * threads give the same bits.
+ */
+START_TEST(test_attend_rotate_json)
+{
+	static const char *const fmts[] = { "int4", "lm3" };
+	struct kvmem_run r;
+	size_t i;
+
+	for (i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		KVMEM_RUN(&r, "kvmem-bench", "", "attend", "--ctx", "300",
+			  "--heads", "8", "--kv-heads", "2", "--dim", "64",
+			  "--format", fmts[i], "--rotate", "--reps", "2",
+			  "--threads", "2", "--flush-mib", "1", "--json");
+		ck_assert_msg(r.status == 0, "%s: exit %d: %s", fmts[i],
+			      r.status, r.err);
+		ck_assert_ptr_nonnull(
+			strstr(r.out, "\"rotation\": \"hadamard\""));
+		ck_assert_ptr_nonnull(strstr(r.out, "\"mt_same_bits\": true"));
+		ck_assert_double_gt(json_num(r.out, "kvmem_us"), 0);
+		ck_assert_double_le(json_num(r.out, "max_diff_fp32"), 0.05);
+		kvmem_check_run_free(&r);
+	}
+	/* A head_dim the rotation does not take: said, not run. */
+	KVMEM_RUN(&r, "kvmem-bench", "", "attend", "--dim", "48", "--rotate",
+		  "--reps", "1");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "power of two"));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/*
  * The ring benchmark starts its own kvmemd (build/daemon/kvmemd, next to
  * build/tools/), checks every completion itself and fails on a wrong one;
  * here only the shape of its report is checked, never a timing.
@@ -1555,6 +1591,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(codec, test_codec_json);
 	tcase_add_test(codec, test_codec_interleave);
 	tcase_add_test(codec, test_attend_json);
+	tcase_add_test(codec, test_attend_rotate_json);
 	tcase_add_test(codec, test_usage_errors);
 	tcase_add_test(codec, test_archive_json);
 	tcase_set_timeout(codec, 60);

@@ -49,7 +49,7 @@ static void attend_usage(FILE *f)
 		   "                          [--format F] [--codec C] "
 		   "[--page-tokens T] [--reps N] [--json]\n"
 		   "                          [--threads N] [--flush-mib M] "
-		   "[--queries N]\n"
+		   "[--queries N] [--rotate]\n"
 		   "                          [--gpu [--batch B] [--host]]\n\n"
 		   "  --ctx N          context tokens (default 4096)\n"
 		   "  --heads H        query heads (default 32)\n"
@@ -65,6 +65,9 @@ static void attend_usage(FILE *f)
 		   "  --flush-mib M    memory read before each call to empty "
 		   "the caches\n"
 		   "                   (default 128; 0 keeps them warm)\n"
+		   "  --rotate         kvmem's pages rotated (the geometry's "
+		   "Hadamard rotation;\n"
+		   "                   the baselines are not)\n"
 		   "  --queries N      also one kvmem_attend_causal() call "
 		   "for the last N\n"
 		   "                   tokens, a prefill chunk, against the "
@@ -237,6 +240,7 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		{ "threads", required_argument, NULL, 't' },
 		{ "flush-mib", required_argument, NULL, 'F' },
 		{ "queries", required_argument, NULL, 'Q' },
+		{ "rotate", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -315,6 +319,9 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 			if (parse_u32("queries", optarg, 1, 4096,
 				      &cfg->queries))
 				return 2;
+			break;
+		case 'R':
+			cfg->rotate = 1;
 			break;
 		case 'h':
 			attend_usage(stdout);
@@ -427,6 +434,7 @@ static int run_attend(int argc, char **argv)
 		g.group_size = cfg.dim;
 	g.format = (uint8_t)cfg.format;
 	g.codec = (uint8_t)cfg.codec;
+	g.rotation = cfg.rotate ? KVMEM_ROTATE_HADAMARD : KVMEM_ROTATE_NONE;
 	if (kvmem_geometry_explain(&g, why, sizeof(why))) {
 		fprintf(stderr, "kvmem-bench: that geometry is not valid: %s\n",
 			why);
@@ -584,6 +592,7 @@ static int run_attend(int argc, char **argv)
 	if (cfg.json) {
 		printf("{\"ctx\": %u, \"heads\": %u, \"kv_heads\": %u, "
 		       "\"dim\": %u, \"format\": \"%s\", \"codec\": \"%s\", "
+		       "\"rotation\": \"%s\", "
 		       "\"impl\": \"%s\", \"threads\": %u, "
 		       "\"flush_mib\": %u, \"kvmem_us\": %.1f, "
 		       "\"kvmem_mt_us\": %.1f, \"fp32_us\": %.1f, "
@@ -607,7 +616,8 @@ static int run_attend(int argc, char **argv)
 		       "\"max_diff_causal_q8_kvmem\": %.3g}\n",
 		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
 		       kvmem_format_get(cfg.format)->name,
-		       kvmem_codec_get(cfg.codec)->name, kvmem_ecc_impl(),
+		       kvmem_codec_get(cfg.codec)->name,
+		       cfg.rotate ? "hadamard" : "none", kvmem_ecc_impl(),
 		       cfg.threads, cfg.flush_mib, kvmem_us, mt_us, fp32_us,
 		       noecc_us, fp32_us / kvmem_us, fp32_us / mt_us,
 		       noecc_us / kvmem_us, kv_bytes, fp_bytes, bw1, bwn,
@@ -623,11 +633,12 @@ static int run_attend(int argc, char **argv)
 		       diff_cq8);
 	} else {
 		printf("kvmem-bench attend: ctx %u, %u heads, %u KV heads, "
-		       "dim %u, %s + %s, %u tokens/page, path %s,\n"
+		       "dim %u, %s + %s%s, %u tokens/page, path %s,\n"
 		       "median of %u calls, %u MiB read before each\n\n",
 		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
 		       kvmem_format_get(cfg.format)->name,
-		       kvmem_codec_get(cfg.codec)->name, cfg.page_tokens,
+		       kvmem_codec_get(cfg.codec)->name,
+		       cfg.rotate ? ", rotated" : "", cfg.page_tokens,
 		       kvmem_ecc_impl(), cfg.reps, cfg.flush_mib);
 		printf("%-34s %10s %10s %10s %9s\n", "", "us/call", "speed",
 		       "MB read", "of floor");

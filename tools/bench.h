@@ -40,6 +40,7 @@ struct attend_cfg {
 	uint32_t batch; /* sequences a call attends (--gpu) */
 	uint32_t queries; /* query tokens of a causal call (1: none) */
 	int format, codec, json, gpu;
+	int rotate; /* --rotate: the geometry's Hadamard rotation */
 	int host; /* --gpu --host: also from pages in host memory */
 };
 
