@@ -781,6 +781,36 @@ static int rows_scale_lost(const struct kvmem_geometry *g, unsigned int grp,
 	return 0;
 }
 
+/* The four bytes of @x, each in the low byte of a 16-bit lane. */
+static uint64_t spread16(uint32_t x)
+{
+	uint64_t t = x;
+
+	t = (t | t << 16) & 0x0000ffff0000ffffull;
+	return (t | t << 8) & 0x00ff00ff00ff00ffull;
+}
+
+/*
+ * The @n lm2 codes of a row of h74/h84 words at @w, two a word (bits 0-1
+ * and 2-3 of its data nibble), one a byte at @o: four words at a time,
+ * their even codes and their odd ones interleaved (little-endian).
+ */
+static void lm2_codes(const uint8_t *w, unsigned int n, uint8_t *o)
+{
+	const uint32_t m = 0x03030303u;
+	unsigned int i;
+	uint64_t y;
+	uint32_t x;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		memcpy(&x, w + i / 2, 4);
+		y = spread16(x & m) | spread16(x >> 2 & m) << 8;
+		memcpy(o + i, &y, 8);
+	}
+	for (; i < n; i++)
+		o[i] = w[i / 2] >> (2 * (i % 2)) & 3;
+}
+
 const uint8_t *
 kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 		     const struct kvmem_page_layout *l, const uint8_t *page,
@@ -797,9 +827,12 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
 
-	if ((l->format != KVMEM_FMT_INT4 && l->format != KVMEM_FMT_LM4) ||
+	const int lm2 = l->format == KVMEM_FMT_LM2;
+
+	if ((l->format != KVMEM_FMT_INT4 && l->format != KVMEM_FMT_LM4 &&
+	     !lm2) ||
 	    (l->codec != KVMEM_CODEC_H84 && l->codec != KVMEM_CODEC_H74 &&
-	     l->codec != KVMEM_CODEC_GOLAY24))
+	     (l->codec != KVMEM_CODEC_GOLAY24 || lm2)))
 		return NULL;
 	if (rows_scale_lost(g, grp, scale_erased, sbase, stride, n))
 		return NULL;
@@ -827,6 +860,15 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 			(unsigned int)(n * golay_row_values(g, l)),
 			sp.values[is_v]);
 		*rstride = golay_row_values(g, l);
+		return sp.values[is_v];
+	}
+	if (lm2) {
+		uint8_t *o = sp.values[is_v];
+		size_t r;
+
+		for (r = 0; r < n; r++, o += g->head_dim)
+			lm2_codes(code + r * l->row_bytes, g->head_dim, o);
+		*rstride = g->head_dim;
 		return sp.values[is_v];
 	}
 	return code;

@@ -31,12 +31,14 @@ _Static_assert(KVMEM_ARRAY_SIZE(formats) == KVMEM_FMT_NR,
  * (Max, 1960): each level the mean of the density between the midpoints to
  * its neighbours. The test suite finds the same fixed point on its own.
  */
-static const float lm2_levels[4] = { -1.510417608f, -0.452780035f, 0.452780035f,
-				     1.510417608f };
-static const float lm3_levels[8] = { -2.151945705f, -1.343909279f,
-				     -0.756005281f, -0.245094179f,
-				     0.245094179f,  0.756005281f,
-				     1.343909279f,  2.151945705f };
+/* Sixteen floats each, zeros past the levels: the vector kernels look a
+ * 4-bit index up in all sixteen at once. */
+static const float lm2_levels[16] = { -1.510417608f, -0.452780035f,
+				      0.452780035f, 1.510417608f };
+static const float lm3_levels[16] = { -2.151945705f, -1.343909279f,
+				      -0.756005281f, -0.245094179f,
+				      0.245094179f,  0.756005281f,
+				      1.343909279f,  2.151945705f };
 static const float lm4_levels[16] = {
 	-2.732589571f, -2.069017227f, -1.618046386f, -1.256231197f,
 	-0.942340456f, -0.656759119f, -0.388048299f, -0.128395030f,

@@ -95,7 +95,8 @@ int kvmem_format_by_name(const char *name);
  * @fmt: one of enum kvmem_format
  *
  * Return: the 2^bits levels of lm2, lm3 or lm4 in ascending order (code i
- * reads back as level i times the scale), or NULL for any other format.
+ * reads back as level i times the scale), followed by zeros up to sixteen
+ * floats, or NULL for any other format.
  */
 const float *kvmem_format_levels(int fmt);
 
