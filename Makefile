@@ -136,6 +136,9 @@ TEST_BIN := $(B)/tests/kvmem-check
 
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) \
 	$(shell command -v nvcc 2>/dev/null))
+# The PTX of the cost probes (kernels/cost.cu), which scripts/ptx-cost.py
+# reads and the ptx_cost suite checks; none without nvcc.
+COST_PTX := $(if $(NVCC),$(BUILD)/kernels/cost.ptx)
 
 DEPS_STAMP := $(B)/.deps-ok
 
@@ -147,7 +150,7 @@ SYSTEMD_LIBS = $(shell pkg-config --libs libsystemd)
 .PHONY: all lib tools daemon test check run clean deps fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
-all: lib tools daemon
+all: lib tools daemon $(COST_PTX)
 
 lib: $(LIB_SO) $(LIB_A) $(B)/kvmem-uninstalled.pc
 
@@ -179,7 +182,8 @@ $(B)/%.o: %.c | $(DEPS_STAMP)
 # ptxas's resource report of each kernel is kept in
 # $(BUILD)/kernels/resource-usage.txt.
 KB := $(BUILD)/kernels
-KERNEL_DEPS := $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h) \
+KERNEL_DEPS := $(filter-out kernels/cost.cu, \
+		 $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h)) \
 	       libkvmem/ecc_word.h libkvmem/quant_word.h \
 	       $(wildcard libkvmem/include/kvmem/*.h)
 CUDA_GENCODE := -gencode arch=compute_80,code=sm_80 \
@@ -201,6 +205,13 @@ $(B)/kernels/fatbin.o: kernels/fatbin.S $(KB)/kvmem.fatbin
 	$(call msg,AS,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) -c -Wa,-I,$(KB) -o $@ $<
+
+# One architecture's PTX, not in the fatbin.
+$(COST_PTX): kernels/cost.cu $(KERNEL_DEPS)
+	@echo "  NVCC    $@ (the cost probes' PTX: under a minute)"
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) -O3 -std=c++17 -Ilibkvmem -Ilibkvmem/include -Ikernels \
+		-arch=compute_90 -ptx -o $@ kernels/cost.cu
 else
 $(B)/kernels/fatbin.o: kernels/fatbin_none.c | $(DEPS_STAMP)
 	@echo "NOTE: nvcc not found (set NVCC=): libkvmem is built without GPU kernels"
