@@ -252,13 +252,27 @@ static __m256 lm2x8(const uint8_t *d, __m256 tab, __m256 scale)
 	return _mm256_mul_ps(_mm256_permutevar8x32_ps(tab, idx), scale);
 }
 
+/* Eight lm3 values from three bytes, codes 3k bits up, looked up in the
+ * eight levels, times the scale. */
+static __m256 lm3x8(const uint8_t *d, __m256 tab, __m256 scale)
+{
+	const __m256i shift = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+	uint32_t v =
+		(uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16;
+	__m256i idx = _mm256_and_si256(
+		_mm256_srlv_epi32(_mm256_set1_epi32((int)v), shift),
+		_mm256_set1_epi32(7));
+
+	return _mm256_mul_ps(_mm256_permutevar8x32_ps(tab, idx), scale);
+}
+
 static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		    unsigned int group, const float *scales, float *out)
 {
 	const __m128i m = _mm_set1_epi8(0x0f);
 	const float *lv = kvmem_format_levels(fmt);
 	struct scale_walk w = { .scales = scales, .group = group };
-	__m256 tab2 = _mm256_setzero_ps();
+	__m256 tab = _mm256_setzero_ps(); /* lm2's or lm3's levels */
 	unsigned int i;
 	__m128i b;
 	int32_t v;
@@ -270,16 +284,18 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 						 const void *)(data + 2 * i))));
 		return;
 	}
-	/* int2 and lm3 (values across bytes): the portable row. */
+	/* int2: the portable row. */
 	if (!vec_ok(dim, group) ||
 	    (fmt != KVMEM_FMT_INT8 && fmt != KVMEM_FMT_INT4 &&
 	     fmt != KVMEM_FMT_FP8 && fmt != KVMEM_FMT_LM4 &&
-	     fmt != KVMEM_FMT_LM2)) {
+	     fmt != KVMEM_FMT_LM2 && fmt != KVMEM_FMT_LM3)) {
 		kvmem__dequant_row(fmt, data, dim, group, scales, out);
 		return;
 	}
 	if (fmt == KVMEM_FMT_LM2)
-		tab2 = _mm256_setr_ps(lv[0], lv[1], lv[2], lv[3], 0, 0, 0, 0);
+		tab = _mm256_setr_ps(lv[0], lv[1], lv[2], lv[3], 0, 0, 0, 0);
+	if (fmt == KVMEM_FMT_LM3)
+		tab = _mm256_loadu_ps(lv);
 	for (i = 0; i < dim; i += 8) {
 		if (fmt == KVMEM_FMT_LM4) {
 			_mm256_storeu_ps(out + i, lm4x8(data + i / 2, lv,
@@ -287,7 +303,12 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 			continue;
 		}
 		if (fmt == KVMEM_FMT_LM2) {
-			_mm256_storeu_ps(out + i, lm2x8(data + i / 4, tab2,
+			_mm256_storeu_ps(out + i, lm2x8(data + i / 4, tab,
+							scale_at(&w, i)));
+			continue;
+		}
+		if (fmt == KVMEM_FMT_LM3) {
+			_mm256_storeu_ps(out + i, lm3x8(data + i / 8 * 3, tab,
 							scale_at(&w, i)));
 			continue;
 		}
