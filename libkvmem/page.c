@@ -824,10 +824,9 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	const size_t nw = (size_t)n * l->row_words;
 	const size_t sbase = row_scale(g, l, is_v, h, t0);
 	const size_t stride = row_sstride(g, l, is_v);
+	const int lm2 = l->format == KVMEM_FMT_LM2;
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
-
-	const int lm2 = l->format == KVMEM_FMT_LM2;
 
 	if ((l->format != KVMEM_FMT_INT4 && l->format != KVMEM_FMT_LM4 &&
 	     !lm2) ||
