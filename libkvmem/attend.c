@@ -230,7 +230,8 @@ static void reader_rows(struct reader *r, uint32_t pi, int is_v, uint32_t h,
 	rebuild(r, p->token_start + t0, n, is_v, h, out, erased);
 }
 
-/* Rows of page @pi as clean int4 or lm4 codewords, or NULL: see page.c. */
+/* Rows of page @pi as clean int4, lm4 or lm2 codes a byte, or NULL: see
+ * page.c. */
 static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 				 uint32_t h, uint32_t t0, uint32_t n,
 				 const float **sc, size_t *sstride,
@@ -462,11 +463,11 @@ struct rows {
 	const float *sc;
 	size_t sstride, rstride;
 	unsigned int group;
-	const float *lv; /* the levels lm4 codes index; NULL: int4, int8 */
+	const float *lv; /* the levels lm codes index; NULL: int4, int8 */
 };
 
 /* Whether K rows @k take int8 scores: asked for, group scales, and
- * integer values (an lm4 level is not). */
+ * integer values (an lm level is not). */
 static int q8_ok(const struct kvmem__attn *a, const struct rows *k)
 {
 	return a->q8 && k->group > 1 && !k->lv;
@@ -577,7 +578,7 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 	struct rows k = { 0 }, v = { 0 };
 	int i8 = 0, scored = 0;
 
-	/* int4 and lm4 codes are the same nibbles; lm4's index levels. */
+	/* int4 and lm codes come a byte each alike; lm's index levels. */
 	k.lv = v.lv = kvmem_format_levels(r->lt->pages[pi]->layout->format);
 	k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
 			 &k.rstride);

@@ -131,16 +131,17 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 		      float *out, uint8_t *erased, struct kvmem_ecc_counts *c,
 		      void *scratch);
 /*
- * Rows [t0, t0 + n) of head @h as 4-bit codes one per byte (low nibble),
- * when the page is int4 or lm4 (kvmem_format_levels() says which the
- * codes index) in h74/h84 (its codewords are that already) or golay24
- * (expanded into @scratch), for kernels that read them directly: returns
- * the first
- * row, rows *@rstride bytes apart (a corrected copy in @scratch when some
- * word needed correcting), and sets *@sc,
- * *@sstride and *@group to their scales as the *_cw4 kernels take them,
- * counting the words; or NULL, counting nothing, when some word is
- * uncorrectable or a scale is erased (decode with kvmem__page_rows()).
+ * Rows [t0, t0 + n) of head @h as codes one per byte (in its low
+ * nibble), when the page is int4 or lm4 in h74/h84 words (their codewords
+ * are that already) or golay24 words (expanded into @scratch), or lm2 in
+ * h74/h84 words (two codes a word, spread into @scratch); which values
+ * the codes are, kvmem_format_levels() of the format says (NULL: int4's
+ * two's complement). For kernels that read them directly: returns the
+ * first row, rows *@rstride bytes apart (from a corrected copy in
+ * @scratch when some word needed correcting), and sets *@sc, *@sstride
+ * and *@group to their scales as the *_cw4 kernels take them, counting
+ * the words; or NULL, counting nothing, when some word is uncorrectable
+ * or a scale is erased (decode with kvmem__page_rows()).
  */
 const uint8_t *kvmem__page_rows_cw4(
 	const struct kvmem_geometry *g, const struct kvmem_page_layout *l,
