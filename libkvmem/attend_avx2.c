@@ -102,7 +102,7 @@ static __m256 levels8(__m128i b, const float *levels)
 
 /*
  * @W (8, 16 or 32) values of a row from @c as floats, v[k] holding values
- * 8k..8k+7: int4 codewords, the levels their nibbles index (@lv: lm4), or
+ * 8k..8k+7: int4 codewords, the levels their nibbles index (@lv: lm), or
  * int8 values with @I8.
  */
 static inline __attribute__((always_inline)) void

@@ -325,7 +325,7 @@ static void accum(const float *p, unsigned int ng, const float *v,
 
 /*
  * Sixteen values at @c, one a byte: int4 in the low nibble, the levels the
- * nibbles index (@lv: lm4, one permute of all sixteen), or int8.
+ * nibbles index (@lv: lm, one permute of all sixteen), or int8.
  */
 static inline __attribute__((always_inline)) __m512
 val16(const uint8_t *c, const int I8, const float *lv)

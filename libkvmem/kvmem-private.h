@@ -150,7 +150,7 @@ int kvmem__simd_force(int level);
  *              scale i / @group (no scales for fp16)
  * dequant_cw4: one int4 row from h74/h84 codewords, one value per byte
  *              (its low nibble); with @levels, the row of a format whose
- *              4-bit codes index them (lm4): levels[code] * scale
+ *              codes a byte index them (lm4, lm2): levels[code] * scale
  * scores:      s[g][t] = scale * q[g] . k[t] for @ng query heads, @n rows
  * accum:       acc[g] += sum_t p[g][t] * v[t]
  * softmax:     m = max(@m, max x[i]); x[i] = e^(x[i] - m); returns the sum
@@ -162,7 +162,7 @@ int kvmem__simd_force(int level);
  * scales_ok:   1 if every one of the @n values is in [0, 65504], the
  *              range of the scales an encoder writes, else 0
  * scores_cw4, accum_cw4: scores and accum straight from int4 h74/h84
- *              codewords, one value per byte (with @levels, lm4 codes
+ *              codewords, one value per byte (with @levels, lm codes
  *              indexing them, as dequant_cw4): row t at code + t * stride,
  *              its scales at scales + t * sstride, one per @group values
  *              (group 1 and sstride 0 for channel scales); row g of the
