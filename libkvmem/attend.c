@@ -578,8 +578,9 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 	struct rows k = { 0 }, v = { 0 };
 	int i8 = 0, scored = 0;
 
-	/* int4 and lm codes come a byte each alike; lm's index levels. */
-	k.lv = v.lv = kvmem_format_levels(r->lt->pages[pi]->layout->format);
+	/* int4, int2 and lm codes come a byte each alike; all but int4's
+	 * index a table. */
+	k.lv = v.lv = kvmem__code_values(r->lt->pages[pi]->layout->format);
 	k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
 			 &k.rstride);
 	if (!k.v && a->kn->scores_i8) {

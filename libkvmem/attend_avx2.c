@@ -240,7 +240,8 @@ static __m256 lm4x8(const uint8_t *d, const float *levels, __m256 scale)
 	return _mm256_mul_ps(levels8(b, levels), scale);
 }
 
-/* Eight lm2 values from two bytes, codes 2k bits up, looked up in @tab
+/* Eight 2-bit values (lm2, int2) from two bytes, codes 2k bits up, looked
+ * up in @tab
  * (the four levels in its low lanes), times the scale. */
 static __m256 lm2x8(const uint8_t *d, __m256 tab, __m256 scale)
 {
@@ -270,9 +271,9 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		    unsigned int group, const float *scales, float *out)
 {
 	const __m128i m = _mm_set1_epi8(0x0f);
-	const float *lv = kvmem_format_levels(fmt);
+	const float *lv = kvmem__code_values(fmt);
 	struct scale_walk w = { .scales = scales, .group = group };
-	__m256 tab = _mm256_setzero_ps(); /* lm2's or lm3's levels */
+	__m256 tab = _mm256_setzero_ps(); /* a 2- or 3-bit code's values */
 	unsigned int i;
 	__m128i b;
 	int32_t v;
@@ -284,17 +285,11 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 						 const void *)(data + 2 * i))));
 		return;
 	}
-	/* int2: the portable row. */
-	if (!vec_ok(dim, group) ||
-	    (fmt != KVMEM_FMT_INT8 && fmt != KVMEM_FMT_INT4 &&
-	     fmt != KVMEM_FMT_FP8 && fmt != KVMEM_FMT_LM4 &&
-	     fmt != KVMEM_FMT_LM2 && fmt != KVMEM_FMT_LM3)) {
+	if (!vec_ok(dim, group) || fmt == KVMEM_FMT_FP16) {
 		kvmem__dequant_row(fmt, data, dim, group, scales, out);
 		return;
 	}
-	if (fmt == KVMEM_FMT_LM2)
-		tab = _mm256_setr_ps(lv[0], lv[1], lv[2], lv[3], 0, 0, 0, 0);
-	if (fmt == KVMEM_FMT_LM3)
+	if (lv) /* lm2's, int2's or lm3's (lm4 takes its sixteen) */
 		tab = _mm256_loadu_ps(lv);
 	for (i = 0; i < dim; i += 8) {
 		if (fmt == KVMEM_FMT_LM4) {
@@ -302,7 +297,7 @@ static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 							scale_at(&w, i)));
 			continue;
 		}
-		if (fmt == KVMEM_FMT_LM2) {
+		if (fmt == KVMEM_FMT_LM2 || fmt == KVMEM_FMT_INT2) {
 			_mm256_storeu_ps(out + i, lm2x8(data + i / 4, tab,
 							scale_at(&w, i)));
 			continue;

@@ -77,6 +77,11 @@ void kvmem__quantize_row(int fmt, const float *x, size_t n, unsigned int group,
 			 const uint16_t *scales, uint8_t *out);
 void kvmem__dequant_row(int fmt, const uint8_t *data, unsigned int dim,
 			unsigned int group, const float *scales, float *out);
+/*
+ * What each code of @fmt reads as before its scale, where a table says it
+ * (int2, lm2, lm3, lm4; sixteen floats, zeros past the codes), or NULL.
+ */
+const float *kvmem__code_values(int fmt);
 
 struct kvmem_geometry;
 struct kvmem_page_layout;
@@ -133,9 +138,9 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 /*
  * Rows [t0, t0 + n) of head @h as codes one per byte (in its low
  * nibble), when the page is int4 or lm4 in h74/h84 words (their codewords
- * are that already) or golay24 words (expanded into @scratch), or lm2 in
- * h74/h84 words (two codes a word, spread into @scratch); which values
- * the codes are, kvmem_format_levels() of the format says (NULL: int4's
+ * are that already) or golay24 words (expanded into @scratch), or lm2 or int2
+ * in h74/h84 words (two codes a word, spread into @scratch); which values
+ * the codes are, kvmem__code_values() of the format says (NULL: int4's
  * two's complement). For kernels that read them directly: returns the
  * first row, rows *@rstride bytes apart (from a corrected copy in
  * @scratch when some word needed correcting), and sets *@sc, *@sstride

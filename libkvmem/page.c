@@ -791,9 +791,10 @@ static uint64_t spread16(uint32_t x)
 }
 
 /*
- * The @n lm2 codes of a row of h74/h84 words at @w, two a word (bits 0-1
- * and 2-3 of its data nibble), one a byte at @o: four words at a time,
- * their even codes and their odd ones interleaved (little-endian).
+ * The @n 2-bit codes (lm2, int2) of a row of h74/h84 words at @w, two a
+ * word (bits 0-1 and 2-3 of its data nibble), one a byte at @o: four
+ * words at a time, their even codes and their odd ones interleaved
+ * (little-endian).
  */
 static void lm2_codes(const uint8_t *w, unsigned int n, uint8_t *o)
 {
@@ -824,7 +825,9 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	const size_t nw = (size_t)n * l->row_words;
 	const size_t sbase = row_scale(g, l, is_v, h, t0);
 	const size_t stride = row_sstride(g, l, is_v);
-	const int lm2 = l->format == KVMEM_FMT_LM2;
+	/* Two codes a word in h74/h84 words. */
+	const int lm2 =
+		l->format == KVMEM_FMT_LM2 || l->format == KVMEM_FMT_INT2;
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
 
@@ -955,7 +958,7 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	if (cw) {
 		for (r = 0; r < n; r++)
 			kn->dequant_cw4(cw + r * crs, D, cgroup, csc + r * css,
-					kvmem_format_levels(l->format),
+					kvmem__code_values(l->format),
 					out + r * D);
 		return 0;
 	}

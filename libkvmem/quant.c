@@ -46,6 +46,14 @@ static const float lm4_levels[16] = {
 	1.256231197f,  1.618046386f,  2.069017227f,  2.732589571f,
 };
 
+/* int2's two's complement as a table, zeros past it as lm2's. */
+static const float int2_values[16] = { 0.0f, 1.0f, -2.0f, -1.0f };
+
+const float *kvmem__code_values(int fmt)
+{
+	return fmt == KVMEM_FMT_INT2 ? int2_values : kvmem_format_levels(fmt);
+}
+
 const float *kvmem_format_levels(int fmt)
 {
 	switch (fmt) {
@@ -340,22 +348,20 @@ static inline void dequant_table(const float *tab, unsigned int bits,
 void kvmem__dequant_row(int fmt, const uint8_t *data, unsigned int dim,
 			unsigned int group, const float *scales, float *out)
 {
-	static const float int2_values[4] = { 0.0f, 1.0f, -2.0f, -1.0f };
 	const struct kvmem_format_info *fi = &formats[fmt];
+	const float *tab = kvmem__code_values(fmt);
 	unsigned int i;
 
-	switch (fmt) {
-	case KVMEM_FMT_INT2:
-		dequant_table(int2_values, 2, data, dim, group, scales, out);
+	/* Constant widths, for the compiler to unpack each its own way. */
+	switch (tab ? fi->bits : 0) {
+	case 2:
+		dequant_table(tab, 2, data, dim, group, scales, out);
 		return;
-	case KVMEM_FMT_LM2:
-		dequant_table(lm2_levels, 2, data, dim, group, scales, out);
+	case 3:
+		dequant_table(tab, 3, data, dim, group, scales, out);
 		return;
-	case KVMEM_FMT_LM3:
-		dequant_table(lm3_levels, 3, data, dim, group, scales, out);
-		return;
-	case KVMEM_FMT_LM4:
-		dequant_table(lm4_levels, 4, data, dim, group, scales, out);
+	case 4:
+		dequant_table(tab, 4, data, dim, group, scales, out);
 		return;
 	}
 	for (i = 0; i < dim; i++) {

@@ -96,7 +96,8 @@ END_TEST
  * How far stored value c of a rotated row @rx ([D], in double) may be
  * from it: an FP16 step in a hot page; in a sealed page the format's bound
  * with the scale of its group (the lm formats: the FP16 of the RMS;
- * int4: the smallest FP16 >= amax / 7), plus the float transform's error.
+ * int4 and int2: the smallest FP16 >= amax / qmax), plus the float
+ * transform's error.
  */
 static double stored_bound(const struct kvmem_geometry *g, int hot,
 			   const double *rx, uint32_t c)
@@ -111,8 +112,9 @@ static double stored_bound(const struct kvmem_geometry *g, int hot,
 		ss += rx[j] * rx[j];
 		amax = fmax(amax, fabs(rx[j]));
 	}
-	if (g->format == KVMEM_FMT_INT4) {
-		s = ref_h2f(ref_half_ceil(amax * (1 + 1e-5) / 7));
+	if (!ref_is_lm(g->format)) {
+		s = ref_h2f(ref_half_ceil(amax * (1 + 1e-5) /
+					  ref_fmts[g->format].qmax));
 		return s / 2 + 2 * slack;
 	}
 	s = sqrt(ss / G);
@@ -134,6 +136,7 @@ static const struct pcase pcases[] = {
 	{ "lm3+golay24", KVMEM_FMT_LM3, KVMEM_CODEC_GOLAY24 },
 	{ "lm2+secded72", KVMEM_FMT_LM2, KVMEM_CODEC_SECDED72 },
 	{ "lm2+h84", KVMEM_FMT_LM2, KVMEM_CODEC_H84 },
+	{ "int2+h84", KVMEM_FMT_INT2, KVMEM_CODEC_H84 },
 	{ "int4+h74", KVMEM_FMT_INT4, KVMEM_CODEC_H74 },
 };
 
