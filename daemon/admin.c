@@ -263,6 +263,9 @@ static void cmd_sessions(const struct kvmemd *d, struct jw *w)
 		jw_u64(w, "reloads", s->reloads);
 		jw_str(w, "format", kvmem_format_get(s->g.format)->name);
 		jw_str(w, "codec", kvmem_codec_get(s->g.codec)->name);
+		jw_str(w, "rotation",
+		       s->g.rotation == KVMEM_ROTATE_HADAMARD ? "hadamard"
+							      : "none");
 		if (s->arch.size)
 			snprintf(arch, sizeof(arch), "%s+%s",
 				 kvmem_format_get(s->arch.format)->name,

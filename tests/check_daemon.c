@@ -151,6 +151,57 @@ START_TEST(test_cache_over_daemon_matches_embedded)
 }
 END_TEST
 
+/*
+ * A geometry of rotated lm3 rows over kvmemd: the daemon takes it, says
+ * so in sessions, scrubs its pages clean, and the client reads and
+ * attends the same bits as an embedded cache of the same geometry.
+ */
+START_TEST(test_rotated_lm3_over_daemon)
+{
+	struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_connect_opts o = { .quota_bytes = 8u << 20 };
+	struct kvmem_cache *c = NULL, *e;
+	struct kvmem_seq *s, *es;
+	struct kvmemd_proc p;
+	struct kvmem_rng r;
+	char out[4096];
+
+	g.format = KVMEM_FMT_LM3;
+	g.rotation = KVMEM_ROTATE_HADAMARD;
+	kvmem_rng_seed(&r, 43);
+	kvmemd_start(&p, NULL, NULL);
+	ck_assert_int_eq(kvmem_connect(p.sock, &g, &o, &c), 0);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 8u << 20, &e), 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_create(e, &es), 0);
+	append_both(s, es, &r, 150);
+	kvmemd_expect_same(s, es, &r);
+	kvmemd_admin_ok(&p, out, sizeof(out), "sessions");
+	ck_assert_msg(strstr(out, "\"format\":\"lm3\"") &&
+			      strstr(out, "\"rotation\":\"hadamard\""),
+		      "%s", out);
+	{
+		struct kvmem_run run;
+
+		KVMEM_RUN(&run, "kvmemctl", "", "-a", p.admin, "sessions");
+		ck_assert_msg(run.status == 0 &&
+				      strstr(run.out, " lm3/hadamard "),
+			      "%s%s", run.out, run.err);
+		kvmem_check_run_free(&run);
+	}
+	kvmemd_admin_ok(&p, out, sizeof(out), "scrub now");
+	ck_assert_uint_gt(kvmemd_json_u64(out, "pages"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "ce"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(out, "ue"), 0);
+	kvmemd_expect_same(s, es, &r);
+	kvmem_close(c);
+	kvmem_close(e);
+	kvmemd_wait_no_sessions(&p);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 START_TEST(test_arena_full_keeps_what_was_stored)
 {
 	const struct kvmem_geometry g = kvmemd_test_geo();
@@ -1521,6 +1572,7 @@ KVMEM_SUITE(daemon)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_cache_over_daemon_matches_embedded);
+	tcase_add_test(tc, test_rotated_lm3_over_daemon);
 	tcase_add_test(tc, test_arena_full_keeps_what_was_stored);
 	tcase_add_test(tc, test_every_op);
 	tcase_add_test(tc, test_page_free_any_order);

@@ -753,7 +753,8 @@ static void fake_stop(struct fake *f)
 	"\"cold_bytes\":196608,\"offloads\":9,\"reloads\":3,"                \
 	"\"heap_bytes\":4096,\"heap_max_bytes\":8454144,"                    \
 	"\"format\":\"" fmt "\","                                            \
-	"\"codec\":\"" codec "\",\"archive\":\"int4+golay24\","              \
+	"\"codec\":\"" codec "\",\"rotation\":\"none\","                     \
+	"\"archive\":\"int4+golay24\","                                      \
 	"\"archived\":4,\"archive_refused\":0,"                              \
 	"\"tokens_per_page\":32,\"layers\":2,"                               \
 	"\"kv_heads\":2,\"head_dim\":64}"
@@ -1211,8 +1212,9 @@ static const struct {
 	  "\"degraded_pages\":\"u\",\"cold_pages\":\"u\","
 	  "\"cold_bytes\":\"u\",\"offloads\":\"u\",\"reloads\":\"u\","
 	  "\"heap_bytes\":\"u\",\"heap_max_bytes\":\"u\","
-	  "\"format\":\"s:fp16|int8|int4|int2|fp8\","
-	  "\"codec\":" S_CODEC ",\"archive\":\"s\",\"archived\":\"u\","
+	  "\"format\":\"s:fp16|int8|int4|int2|fp8|lm2|lm3|lm4\","
+	  "\"codec\":" S_CODEC ",\"rotation\":\"s:none|hadamard\","
+	  "\"archive\":\"s\",\"archived\":\"u\","
 	  "\"archive_refused\":\"u\",\"tokens_per_page\":\"u\","
 	  "\"layers\":\"u\",\"kv_heads\":\"u\",\"head_dim\":\"u\"}]}" },
 	{ "seqs",

@@ -280,7 +280,7 @@ static void render_sessions(struct rd *r, FILE *f, const struct json *v)
 		"KV HEADS", "DIM",    "TOK/PG",
 	};
 	const struct json *s;
-	char a[32], fmt[32], codec[32];
+	char a[32], fmt[32], codec[32], rot[16];
 	struct table t;
 	size_t n, i;
 
@@ -316,7 +316,13 @@ static void render_sessions(struct rd *r, FILE *f, const struct json *v)
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "ce"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "ue"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "degraded_pages"));
-		t_cell(&t, "%s", g_str(r, e, "format", fmt, sizeof(fmt)));
+		/* Rotated rows (a kvmemd older than rotations sends none). */
+		g_str(r, e, "format", fmt, sizeof(fmt));
+		if (json_get(e, "rotation") &&
+		    strcmp(g_str(r, e, "rotation", rot, sizeof(rot)), "none"))
+			t_cell(&t, "%s/%s", fmt, rot);
+		else
+			t_cell(&t, "%s", fmt);
 		t_cell(&t, "%s", g_str(r, e, "codec", codec, sizeof(codec)));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "layers"));
 		t_cell(&t, "%" PRIu64, g_u64(r, e, "kv_heads"));
