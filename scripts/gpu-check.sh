@@ -19,6 +19,9 @@
 #   bench-*.json       kvmem-bench attend --gpu for the cases of the README's
 #                      and kernels/README.md's tables, each with the FP16
 #                      kernel and a device copy measured in the same run
+#   ptx-cost.json      scripts/ptx-cost.py of the build's cost probes (the
+#                      kernels' PTX instructions a value), so that the run
+#                      keeps the counts of the code it measured
 #   summary            one line a step: its exit status and seconds
 #
 # -q: the suite and one bench case only (about 5 minutes on an H100; the
@@ -99,6 +102,15 @@ else
 	echo "python cuda skipped: no python3 with NumPy" >>"$out/summary"
 fi
 bench h84-32k --ctx 32768 --format int4 --codec h84
+# The kernels are built once, whatever SAN is: build/kernels.
+ptx=$build/kernels/cost.ptx
+[ -r "$ptx" ] || ptx=$build/../kernels/cost.ptx
+if [ -r "$ptx" ]; then
+	step "ptx cost" 60 ptx-cost.json ptx-cost.err \
+		python3 scripts/ptx-cost.py --json "$ptx"
+else
+	echo "ptx cost skipped: no kernels/cost.ptx in $build" >>"$out/summary"
+fi
 if [ $quick -eq 1 ]; then
 	cat "$out/summary"
 	exit $failed
