@@ -95,6 +95,11 @@ struct kvmem_page_counts;
 void kvmem__rotate(float *x, uint32_t dim, int inverse);
 void kvmem__rotate_rows(const struct kvmem_geometry *g, float *x, size_t rows,
 			int inverse);
+/* kvmem__rotate_rows() of rows on their way into a page: each value first
+ * made what FP16 keeps of it (NaN and infinities 0, beyond +-65504 that),
+ * so that no input spreads over its row. */
+void kvmem__rotate_stored(const struct kvmem_geometry *g, float *x,
+			  size_t rows);
 
 /* page.c: kvmem_page_encode() and kvmem_page_decode() of rows as stored,
  * rotated when @g rotates. */

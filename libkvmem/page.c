@@ -1051,7 +1051,7 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
 
 			if (g->rotation) {
 				memcpy(rot, x, g->head_dim * sizeof(*x));
-				kvmem__rotate_rows(g, rot, 1, 0);
+				kvmem__rotate_stored(g, rot, 1);
 				x = rot;
 			}
 			kvmem__quantize_row(KVMEM_FMT_FP16, x, g->head_dim, 1,
@@ -1148,8 +1148,8 @@ int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
 	if (rk && rv) {
 		memcpy(rk, k, n * g->head_dim * sizeof(*rk));
 		memcpy(rv, v, n * g->head_dim * sizeof(*rv));
-		kvmem__rotate_rows(g, rk, n, 0);
-		kvmem__rotate_rows(g, rv, n, 0);
+		kvmem__rotate_stored(g, rk, n);
+		kvmem__rotate_stored(g, rv, n);
 		ret = kvmem__page_encode_stored(page, g, hdr, hot, rk, rv);
 	}
 	free(rk);

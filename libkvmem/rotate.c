@@ -11,6 +11,7 @@
 
 #include "kvmem/page.h"
 #include "internal.h"
+#include "quant_word.h"
 
 /* s_j of kvmem/page.h: -1 where bit 16 of j * 2654435761 (mod 2^32) is. */
 static float sign_of(uint32_t j)
@@ -54,4 +55,20 @@ void kvmem__rotate_rows(const struct kvmem_geometry *g, float *x, size_t rows,
 		return;
 	for (r = 0; r < rows; r++)
 		kvmem__rotate(x + r * g->head_dim, g->head_dim, inverse);
+}
+
+void kvmem__rotate_stored(const struct kvmem_geometry *g, float *x, size_t rows)
+{
+	size_t i;
+
+	if (g->rotation != KVMEM_ROTATE_HADAMARD)
+		return;
+	/* What FP16 would keep of each value: a NaN or an infinity would
+	 * take its whole row with it once rotated. */
+	for (i = 0; i < rows * g->head_dim; i++) {
+		float v = kvmem_finite_or_zero(x[i]);
+
+		x[i] = v > 65504.0f ? 65504.0f : v < -65504.0f ? -65504.0f : v;
+	}
+	kvmem__rotate_rows(g, x, rows, 0);
 }

@@ -248,6 +248,79 @@ START_TEST(test_rotate_page)
 END_TEST
 
 /*
+ * A row with a NaN, infinities and a value beyond FP16 in it: rotated as
+ * it is, the NaN would take the whole row (every rotated value of it) and
+ * read back as zeros. Each value is first what FP16 keeps of it (NaN and
+ * infinities 0, 1e30 65504), so the row reads back as that, within the
+ * format's bound, and every other row as it would anyway.
+ */
+START_TEST(test_rotate_nonfinite)
+{
+	const struct pcase pc = { "lm4+h84", KVMEM_FMT_LM4, KVMEM_CODEC_H84 };
+	struct kvmem_geometry g = rot_geo(&pc, 1);
+	const uint32_t D = g.head_dim, H = g.kv_heads, T = g.tokens_per_page;
+	const size_t n = (size_t)T * H * D, row = 5 * H; /* token 5, head 0 */
+	float *k = kvmem_check_xmalloc(n * sizeof(float));
+	float *v = kvmem_check_xmalloc(n * sizeof(float));
+	float *dk = kvmem_check_xmalloc(n * sizeof(float));
+	float *dv = kvmem_check_xmalloc(n * sizeof(float));
+	double xs[1024], rx[1024];
+	struct kvmem_page_layout l;
+	struct kvmem_page_hdr hdr;
+	struct kvmem_rng r;
+	uint8_t *page;
+	int hot;
+	size_t i;
+
+	kvmem_rng_seed(&r, 0x4a4);
+	for (i = 0; i < n; i++) {
+		k[i] = kvmem_check_rnd_value(&r, 1.0);
+		v[i] = kvmem_check_rnd_value(&r, 1.0);
+	}
+	k[row * D + 1] = NAN;
+	k[row * D + 2] = INFINITY;
+	k[row * D + 3] = -INFINITY;
+	k[row * D + 4] = 1e30f;
+	for (i = 0; i < D; i++)
+		xs[i] = i == 4 ? 65504 : i >= 1 && i <= 3 ? 0 : k[row * D + i];
+	dense_rotate(xs, D, 0, rx);
+	for (hot = 0; hot < 2; hot++) {
+		double e2 = 0, err = 0;
+
+		ck_assert_int_eq(kvmem_page_layout(&g, hot, &l), 0);
+		page = kvmem_check_xmalloc(l.size);
+		memset(&hdr, 0, sizeof(hdr));
+		hdr.ntokens = T;
+		hdr.flags = hot ? 0 : KVMEM_HDR_SEALED;
+		ck_assert_int_eq(kvmem_page_encode(page, &g, &hdr, hot, k, v),
+				 0);
+		ck_assert_int_eq(
+			kvmem_page_decode(page, &g, dk, dv, NULL, NULL),
+			(int)T);
+		for (i = 0; i < n; i++)
+			ck_assert_msg(isfinite(dk[i]) && isfinite(dv[i]),
+				      "value %zu", i);
+		for (i = 0; i < D; i++) {
+			double b = stored_bound(&g, hot, rx, (uint32_t)i);
+
+			e2 += b * b;
+			err += (dk[row * D + i] - xs[i]) *
+			       (dk[row * D + i] - xs[i]);
+		}
+		EXPECT(sqrt(err) <= sqrt(e2),
+		       "%s: the row read back %g from what FP16 keeps of it, "
+		       "over %g",
+		       hot ? "hot" : "sealed", sqrt(err), sqrt(e2));
+		free(page);
+	}
+	free(k);
+	free(v);
+	free(dk);
+	free(dv);
+}
+END_TEST
+
+/*
  * One uncorrectable word in a sealed page: as stored, only the values it
  * carried are erased; rotated back, every value of its row is, and no
  * other row's.
@@ -512,6 +585,7 @@ KVMEM_SUITE(rotate)
 	tcase_add_test(tc, test_rotate_dense);
 	tcase_add_loop_test(tc, test_rotate_page, 0, np);
 	tcase_add_test(tc, test_rotate_erasure_spreads);
+	tcase_add_test(tc, test_rotate_nonfinite);
 	tcase_add_loop_test(tc, test_rotate_seq_attend, 0, np);
 	suite_add_tcase(s, tc);
 	return s;

@@ -92,9 +92,11 @@ extern "C" {
  * set, +1 elsewhere. The map is orthonormal, so a dot product is the same
  * in either space, and it spreads a channel with outliers over all the
  * others: a rotated row is close to Gaussian, what the lm formats expect
- * (kvmem/quant.h). kvmem_page_encode() rotates, kvmem_page_decode() and
- * kvmem_seq_read() rotate back; attention rotates the query once and its
- * output once, never a stored row. Scales, erasures and their rebuilding
+ * (kvmem/quant.h). kvmem_page_encode() and appends rotate, after making
+ * each value what FP16 keeps of it (a NaN or an infinity 0, a finite value
+ * beyond +-65504 that) so that no input spreads over its row;
+ * kvmem_page_decode() and kvmem_seq_read() rotate back; attention rotates
+ * the query once and its output once, never a stored row. Scales, erasures and their rebuilding
  * from neighbouring tokens are those of the rotated values; a value erased
  * there touches every value of its row once rotated back, so
  * kvmem_page_decode() flags the whole row.
