@@ -865,24 +865,45 @@ START_TEST(test_seq_archive_same_format)
 END_TEST
 
 /*
- * Value (@t, @h, @x) of a page that held @was_k, @was_v and reads @k, @v:
- * within int2's bound of what it held when @arch, the same bits if not.
+ * Every value of page @d of a layer that held @was_k, @was_v and reads
+ * @k, @v (whole layers): within the bound of @g2's format of what it held
+ * when @arch, the same bits if not.
  */
-static void expect_value(const struct kvmem_geometry *g2, int arch,
-			 const float *was_k, const float *was_v, const float *k,
-			 const float *v, uint32_t t, uint32_t h, uint32_t x)
+static void expect_page(const struct kvmem_geometry *g2, int arch,
+			const struct kvmem_page_desc *d, const float *was_k,
+			const float *was_v, const float *k, const float *v)
 {
-	const size_t i = ((size_t)t * g2->kv_heads + h) * g2->head_dim + x;
+	const size_t row = (size_t)g2->kv_heads * g2->head_dim;
+	const size_t at = d->token_start * row;
+	const char *fmt = kvmem_format_get(g2->format)->name;
+	uint32_t t, h, x;
 
-	if (!arch) {
-		EXPECT_FEQ(k[i], was_k[i], "K (%u %u %u) kept", t, h, x);
-		EXPECT_FEQ(v[i], was_v[i], "V (%u %u %u) kept", t, h, x);
-		return;
-	}
-	EXPECT_NEAR(k[i], was_k[i], ref_sealed_bound(g2, was_k, 1, t, h, x),
-		    "K (%u %u %u) in int2", t, h, x);
-	EXPECT_NEAR(v[i], was_v[i], ref_sealed_bound(g2, was_v, 0, t, h, x),
-		    "V (%u %u %u) in int2", t, h, x);
+	for (t = 0; t < d->ntokens; t++)
+		for (h = 0; h < g2->kv_heads; h++)
+			for (x = 0; x < g2->head_dim; x++) {
+				const size_t i = at +
+						 ((size_t)t * g2->kv_heads +
+						  h) * g2->head_dim +
+						 x;
+
+				if (!arch) {
+					EXPECT_FEQ(k[i], was_k[i],
+						   "K (%u %u %u) kept", t, h,
+						   x);
+					EXPECT_FEQ(v[i], was_v[i],
+						   "V (%u %u %u) kept", t, h,
+						   x);
+					continue;
+				}
+				EXPECT_NEAR(k[i], was_k[i],
+					    ref_sealed_bound(g2, was_k + at, 1,
+							     t, h, x),
+					    "K (%u %u %u) in %s", t, h, x, fmt);
+				EXPECT_NEAR(v[i], was_v[i],
+					    ref_sealed_bound(g2, was_v + at, 0,
+							     t, h, x),
+					    "V (%u %u %u) in %s", t, h, x, fmt);
+			}
 }
 
 START_TEST(test_seq_archive_int2)
@@ -895,7 +916,7 @@ START_TEST(test_seq_archive_int2)
 	struct fix f;
 	float *k, *v;
 	size_t row;
-	uint32_t l, t, h, x;
+	uint32_t l;
 	int want;
 
 	fix_open(&f, 700);
@@ -921,21 +942,11 @@ START_TEST(test_seq_archive_int2)
 		int np = kvmem_seq_pages(f.s, l, d, MAXP), j;
 
 		read_all(f.s, l, TOKENS, k, v, NULL);
-		for (j = 0; j < np; j++) {
-			const uint32_t t0 = d[j].token_start;
-			const int arch =
-				!d[j].hot && d[j].codec == KVMEM_CODEC_GOLAY24;
-
-			for (t = 0; t < d[j].ntokens; t++)
-				for (h = 0; h < f.g.kv_heads; h++)
-					for (x = 0; x < f.g.head_dim; x++)
-						expect_value(&g2, arch,
-							     f.k[l] + t0 * row,
-							     f.v[l] + t0 * row,
-							     k + t0 * row,
-							     v + t0 * row, t, h,
-							     x);
-		}
+		for (j = 0; j < np; j++)
+			expect_page(&g2,
+				    !d[j].hot &&
+					    d[j].codec == KVMEM_CODEC_GOLAY24,
+				    &d[j], f.k[l], f.v[l], k, v);
 		expect_attention(f.s, &f, l, k, v, "int2");
 	}
 	free(k);
@@ -1193,7 +1204,7 @@ START_TEST(test_seq_archive_budget)
 	struct fix f;
 	float *k, *v, q[32 * 128], out[32 * 128];
 	size_t row;
-	uint32_t l, t, h, x;
+	uint32_t l;
 	int np, i, j, rank, it;
 
 	fix_open(&f, 1300);
@@ -1227,7 +1238,6 @@ START_TEST(test_seq_archive_budget)
 		ck_assert_int_eq(np, 5);
 		read_all(f.s, l, TOKENS, k, v, NULL);
 		for (i = 0; i < np; i++) {
-			const uint32_t t0 = d[i].token_start;
 			int arch = d[i].format == KVMEM_FMT_LM2;
 
 			if (!d[i].sealed || d[i].hot) {
@@ -1248,15 +1258,7 @@ START_TEST(test_seq_archive_budget)
 			EXPECT_EQ(arch, rank < 2,
 				  "layer %u page %d (importance %g, rank %d)",
 				  l, i, was[l][i].importance, rank);
-			for (t = 0; t < d[i].ntokens; t++)
-				for (h = 0; h < f.g.kv_heads; h++)
-					for (x = 0; x < f.g.head_dim; x++)
-						expect_value(&g2, arch,
-							     f.k[l] + t0 * row,
-							     f.v[l] + t0 * row,
-							     k + t0 * row,
-							     v + t0 * row, t, h,
-							     x);
+			expect_page(&g2, arch, &d[i], f.k[l], f.v[l], k, v);
 		}
 	}
 	EXPECT_EQ(kvmem_seq_archive_budget(f.s, 0.0f, KVMEM_FMT_LM2,
@@ -1309,7 +1311,7 @@ START_TEST(test_seq_archive_arena_full)
 	struct fix f;
 	float *k, *v, *rk, *rv;
 	size_t row;
-	uint32_t l, t, h, x;
+	uint32_t l;
 	int ret, np, j;
 
 	fix_open(&f, 1100);
@@ -1352,7 +1354,6 @@ START_TEST(test_seq_archive_arena_full)
 		read_all(f.s, l, TOKENS, rk, rv, NULL);
 		for (j = 0; j < np; j++) {
 			const int arch = l == 0 && (j == 1 || j == 2);
-			const size_t at = d[j].token_start * row;
 
 			EXPECT_EQ(d[j].codec,
 				  arch	     ? KVMEM_CODEC_GOLAY24
@@ -1364,13 +1365,7 @@ START_TEST(test_seq_archive_arena_full)
 				  : d[j].hot ? KVMEM_FMT_FP16
 					     : KVMEM_FMT_INT4,
 				  "layer %u page %d", l, j);
-			for (t = 0; t < d[j].ntokens; t++)
-				for (h = 0; h < g->kv_heads; h++)
-					for (x = 0; x < g->head_dim; x++)
-						expect_value(
-							&g2, arch, f.k[l] + at,
-							f.v[l] + at, rk + at,
-							rv + at, t, h, x);
+			expect_page(&g2, arch, &d[j], f.k[l], f.v[l], rk, rv);
 		}
 	}
 	free(k);
