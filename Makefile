@@ -117,8 +117,9 @@ DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/archive.c daemon/user.c daemon/prefix.c daemon/resume.c \
 	       daemon/notify.c daemon/policy.c daemon/arena.c \
 	       daemon/patrol.c daemon/share.c daemon/record.c \
-	       daemon/prefix-save.c daemon/statefile.c daemon/remote.c \
-	       daemon/remote-record.c daemon/remote-redis.c daemon/rcluster.c
+	       daemon/prefix-save.c daemon/prefix-disk.c daemon/statefile.c \
+	       daemon/remote.c daemon/remote-record.c daemon/remote-redis.c \
+	       daemon/rcluster.c
 DAEMON_BIN := $(B)/daemon/kvmemd
 # The configuration parser, the backing store (with the log it writes to),
 # a session's arena, the Redis Cluster client and kvmemctl's JSON reader

@@ -596,10 +596,47 @@ usage:
 	return 0;
 }
 
+/* Published blocks on the store (prefix-disk.c), null when none are kept
+ * there. */
+static void store_prefixes_json(const struct kvmemd *d, struct jw *w)
+{
+	struct kvmemd_prefix_disk_stats s;
+
+	kvmemd_prefix_disk_stats(d, &s);
+	if (!s.on) {
+		jw_null(w, "store_prefixes");
+		return;
+	}
+	jw_open(w, "store_prefixes", '{');
+	jw_u64(w, "blocks", s.blocks);
+	jw_u64(w, "bytes", s.bytes);
+	jw_u64(w, "retain_bytes", s.limit);
+	jw_u64(w, "retain_seconds", d->cfg.store_retain_s);
+	jw_u64(w, "held_extents", s.held);
+	jw_u64(w, "index_generation", s.generation);
+	jw_u64(w, "indexed", s.indexed);
+	jw_u64(w, "written", s.written);
+	jw_u64(w, "written_bytes", s.written_bytes);
+	jw_u64(w, "write_errors", s.write_errors);
+	jw_u64(w, "skipped", s.skipped);
+	jw_u64(w, "nospace", s.nospace);
+	jw_u64(w, "reclaimed", s.reclaimed);
+	jw_u64(w, "expired", s.expired);
+	jw_u64(w, "dropped", s.dropped);
+	jw_u64(w, "taken", s.taken);
+	jw_u64(w, "refused", s.refused);
+	jw_u64(w, "repaired", s.repaired);
+	jw_u64(w, "fetched", s.fetched);
+	jw_u64(w, "indexes", s.indexes);
+	jw_u64(w, "index_errors", s.index_errors);
+	jw_close(w, '}');
+}
+
 static int do_tier(const struct admin_req *rq)
 {
 	jw_open(rq->w, NULL, '{');
 	kvmemd_tier_stats_json(rq->d, rq->w);
+	store_prefixes_json(rq->d, rq->w);
 	jw_close(rq->w, '}');
 	jw_end(rq->w);
 	return 0;

@@ -756,6 +756,32 @@ static const struct key keys[] = {
 			"(io_uring, else threads)",
 	},
 	{
+		.section = "store",
+		.name = "retain_bytes",
+		.type = KEY_SIZE_PCT,
+		KEY_FIELD(store_retain_bytes, uint64_t),
+		.count_off = offsetof(struct kvmemd_config,
+				      store_retain_percent),
+		.min = 0,
+		.max = 1ull << 50,
+		.reload = true,
+		.desc = "with prefix.keep, published blocks kept on the store, "
+			"where they outlive a reboot, at most: bytes or a "
+			"percentage of the store, least recently used going "
+			"first; 0: none",
+	},
+	{
+		.section = "store",
+		.name = "retain_seconds",
+		.type = KEY_U32,
+		KEY_FIELD(store_retain_s, uint32_t),
+		.min = 0,
+		.max = UINT32_MAX,
+		.reload = true,
+		.desc = "a block only on the store that no session attached "
+			"or fetched for this long goes, 0: never",
+	},
+	{
 		.section = "workers",
 		.name = "threads",
 		.type = KEY_U32,
@@ -1602,6 +1628,8 @@ void kvmemd_config_defaults(struct kvmemd_config *c)
 	c->store_size = GIB;
 	c->store_queue_depth = 32;
 	c->store_io_bytes = MIB;
+	c->store_retain_percent = 25;
+	c->store_retain_s = 7 * 24 * 3600;
 	c->verify_on_seal = 1;
 	c->events = 1024;
 	c->threads = 2;

@@ -114,6 +114,11 @@ struct kvmemd_config {
 	uint32_t store_queue_depth;
 	uint64_t store_io_bytes;
 	int store_engine; /* enum kvmemd_store_engine */
+	/* published blocks on the store, at most: bytes, or this percent of
+	 * it; both 0: none there */
+	uint64_t store_retain_bytes;
+	uint32_t store_retain_percent;
+	uint32_t store_retain_s; /* a cold block unattached this long goes */
 	/* [workers] */
 	uint32_t threads;
 	uint32_t queue_depth;

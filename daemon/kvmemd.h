@@ -328,8 +328,10 @@ void kvmemd_session_free(struct kvmemd_session *s);
 /* @len bytes of @buf to @fd, all of them: 0, or -errno. */
 int kvmemd_file_write_all(int fd, const void *buf, size_t len);
 /* @path holds @len bytes of @buf and nothing else (made 0600 when it is
- * not there), written in place: 0, or -errno. */
-int kvmemd_file_replace(const char *path, const void *buf, size_t len);
+ * not there), written in place, and with @sync on the medium when this
+ * returns: 0, or -errno. */
+int kvmemd_file_replace(const char *path, const void *buf, size_t len,
+			int sync);
 /* The whole of @path: 0 with *@buf (malloc'ed) and *@size, or -errno. */
 int kvmemd_file_read(const char *path, uint8_t **buf, size_t *size);
 
@@ -419,6 +421,44 @@ void kvmemd_prefix_save_commit(struct kvmemd *d);
  * changed since the last was written. */
 void kvmemd_prefix_save_flush(struct kvmemd *d);
 
+/* ---- prefix-disk.c: published prefixes on the backing store ----------- */
+
+struct kvmemd_store;
+
+/*
+ * kvmemd_prefix_disk_load() - after kvmemd_prefix_save_load(), with the
+ * store @st open (NULL: none) and the kept sessions' units claimed: from
+ * now on blocks are kept on @st as prefix.keep and store.retain_* say; the
+ * newest index of
+ * blocks on the store that verifies, each entry's units claimed, its
+ * record read back and checked, its block kept again as prefix.* limits
+ * allow (the rest stay on the store until fetched). What does not verify
+ * is dropped and said in the log. Blocks in memory that are not on the
+ * store go there.
+ */
+void kvmemd_prefix_disk_load(struct kvmemd *d, struct kvmemd_store *st);
+/* At an orderly stop, the workers stopped and reaped: the index, here. */
+void kvmemd_prefix_disk_flush(struct kvmemd *d);
+void kvmemd_prefix_disk_exit(struct kvmemd *d);
+
+struct kvmemd_prefix_disk_stats {
+	int on;
+	uint64_t blocks, bytes, limit; /* on the store now; retain_bytes */
+	uint64_t held; /* extents waiting for an index that drops them */
+	uint64_t generation; /* of the index last written */
+	uint64_t indexed; /* blocks it names: what a crash now keeps */
+	uint64_t written, written_bytes, write_errors;
+	uint64_t skipped; /* not written: writes in flight, no room */
+	uint64_t nospace; /* not written: the store was full */
+	uint64_t reclaimed, expired, dropped; /* left the store */
+	uint64_t taken, refused, repaired; /* read back: at start, fetches */
+	uint64_t fetched; /* kept again by PREFIX_FETCH */
+	uint64_t indexes, index_errors;
+};
+
+void kvmemd_prefix_disk_stats(const struct kvmemd *d,
+			      struct kvmemd_prefix_disk_stats *out);
+
 /* ---- server.c: the daemon --------------------------------------------- */
 
 struct kvmemd_counters {
@@ -473,6 +513,7 @@ struct kvmemd {
 	struct kvmemd_prefixes *prefix;
 	struct kvmemd_resume *resume;
 	struct kvmemd_prefix_save *prefix_save; /* prefix-save.c */
+	struct kvmemd_prefix_disk *prefix_disk; /* prefix-disk.c: NULL, none */
 	struct kvmemd_remote *remote; /* remote.c: NULL, no shared tier */
 	struct kvmemd_workers *workers; /* the server's, while it runs */
 	struct kvmemd_gpu gpu;
@@ -631,6 +672,9 @@ int kvmemd_tier_has_store(const struct kvmemd *d);
 int kvmemd_tier_fd(const struct kvmemd *d);
 /* The open store's uuid: 0, or -ENODEV without a store. */
 int kvmemd_tier_store_uuid(const struct kvmemd *d, uint8_t uuid[16]);
+/* The open store (store.h), or NULL: server.c hands it to prefix-disk.c,
+ * which keeps published blocks in units of it. */
+struct kvmemd_store *kvmemd_tier_store(const struct kvmemd *d);
 /* Completions that arrived. */
 void kvmemd_tier_reap(struct kvmemd *d);
 /*

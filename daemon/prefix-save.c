@@ -241,7 +241,7 @@ static void index_work(struct kvmemd_work *w)
 	h->body_crc = kvmem_crc32c(0, v->buf + sizeof(*h), h->body_bytes);
 	h->crc = kvmem_crc32c(0, h, offsetof(struct save_hdr, crc));
 	v->ret = kvmemd_file_replace(v->path[v->generation & 1], v->buf,
-				     v->len);
+				     v->len, 0);
 }
 
 /* On the loop, once it is written. */
@@ -506,34 +506,20 @@ static int index_read(struct kvmemd_prefix_save *v, uint8_t **buf, size_t *size)
 	return 0;
 }
 
-/* Does @e name a block this kvmemd would have kept: its pages laid out as
- * a session of its geometry lays out pages of its kind (an attach copies
- * them into such slots)? */
+/* Does @e name a block this kvmemd would have kept? */
 static int ent_sane(const struct save_ent *e)
 {
-	const struct kvmem_page_layout *a = &e->layout;
-	const uint32_t S = e->g.sink_tokens, T = e->g.tokens_per_page;
-	struct kvmem_page_layout l;
-	int kind;
+	struct kvmemd_prefix_block n;
 
-	if (kvmem_geometry_check(&e->g) || e->layers != e->g.layers)
-		return 0;
-	/* The kind of block those tokens make, as share.c publishes it. */
-	if (S && !e->token_start)
-		kind = e->ntokens == S ? KVMEM_SLOT_HOT : -1;
-	else
-		kind = e->token_start >= S && !((e->token_start - S) % T) &&
-				       e->ntokens == T
-			       ? KVMEM_SLOT_SEALED
-			       : -1;
-	if (kind != e->kind || kvmem_page_layout(&e->g, kind, &l))
-		return 0;
-	return e->page_bytes == l.size && a->size == l.size &&
-	       a->scales_off == l.scales_off && a->k_off == l.k_off &&
-	       a->v_off == l.v_off && a->checks_off == l.checks_off &&
-	       a->nchecks == l.nchecks && a->row_words == l.row_words &&
-	       a->row_bytes == l.row_bytes && a->scale_words == l.scale_words &&
-	       a->format == l.format && a->codec == l.codec;
+	memset(&n, 0, sizeof(n));
+	n.g = e->g;
+	n.layout = e->layout;
+	n.token_start = e->token_start;
+	n.ntokens = e->ntokens;
+	n.layers = e->layers;
+	n.page_bytes = e->page_bytes;
+	n.kind = e->kind;
+	return kvmemd_prefix_shape_ok(&n);
 }
 
 /*

@@ -153,8 +153,10 @@ void kvmemd_prefix_exit(struct kvmemd *d)
 	struct kvmemd_prefix_block *b, *next;
 	uint32_t i;
 
-	/* The blocks in systemd's store stay there for the next kvmemd. */
+	/* The blocks in systemd's store stay there for the next kvmemd, as
+	 * those on the backing store. */
 	kvmemd_prefix_save_exit(d);
+	kvmemd_prefix_disk_exit(d);
 	if (!p)
 		return;
 	for (i = 0; i < p->ntenants; i++) {
@@ -389,14 +391,16 @@ static void lru_front(struct tenant *t, struct kvmemd_prefix_block *b)
 	t->head = b;
 }
 
-/* Take @b out of @t and free it. */
+/* Take @b out of @t and free it; with @forget its copy on the store goes
+ * too (it was dropped or damaged, not evicted). */
 static void block_remove(struct kvmemd_prefixes *p, struct tenant *t,
-			 struct kvmemd_prefix_block *b)
+			 struct kvmemd_prefix_block *b, int forget)
 {
 	struct kvmemd_prefix_block **pp;
 	int i;
 
 	kvmemd_prefix_save_drop(p->d, b);
+	kvmemd_prefix_disk_leave(p->d, b, forget);
 	pp = &t->table[bucket(p, t, b->key, b->digest, b->token_start)];
 	while (*pp != b)
 		pp = &(*pp)->hnext;
@@ -437,7 +441,7 @@ static void evict(struct kvmemd_prefixes *p, struct tenant *t,
 {
 	t->evicted++;
 	p->evicted++;
-	block_remove(p, t, b);
+	block_remove(p, t, b, 0);
 }
 
 /*
@@ -584,6 +588,7 @@ void kvmemd_prefix_used(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	p->hits++;
 	lru_unlink(t, b);
 	lru_front(t, b);
+	kvmemd_prefix_disk_used(d, b);
 }
 
 void kvmemd_prefix_pin(struct kvmemd *d, struct kvmemd_prefix_block *b)
@@ -753,6 +758,7 @@ int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	link_block(p, t, b);
 	lru_front(t, b);
 	kvmemd_prefix_save_add(d, b);
+	kvmemd_prefix_disk_add(d, b);
 	/* Tenants it left with nothing give their tenancy back now. */
 	prune(p);
 	return 0;
@@ -761,6 +767,33 @@ int kvmemd_prefix_keep(struct kvmemd *d, struct kvmemd_prefix_block *b)
 struct kvmemd_prefix_block *kvmemd_prefix_oldest(struct kvmemd *d)
 {
 	return d->prefix->first;
+}
+
+int kvmemd_prefix_shape_ok(const struct kvmemd_prefix_block *n)
+{
+	const struct kvmem_page_layout *a = &n->layout;
+	const uint32_t S = n->g.sink_tokens, T = n->g.tokens_per_page;
+	struct kvmem_page_layout l;
+	int kind;
+
+	if (kvmem_geometry_check(&n->g) || n->layers != n->g.layers)
+		return 0;
+	/* The kind of block those tokens make, as share.c publishes it. */
+	if (S && !n->token_start)
+		kind = n->ntokens == S ? KVMEM_SLOT_HOT : -1;
+	else
+		kind = n->token_start >= S && !((n->token_start - S) % T) &&
+				       n->ntokens == T
+			       ? KVMEM_SLOT_SEALED
+			       : -1;
+	if (kind != n->kind || kvmem_page_layout(&n->g, kind, &l))
+		return 0;
+	return n->page_bytes == l.size && a->size == l.size &&
+	       a->scales_off == l.scales_off && a->k_off == l.k_off &&
+	       a->v_off == l.v_off && a->checks_off == l.checks_off &&
+	       a->nchecks == l.nchecks && a->row_words == l.row_words &&
+	       a->row_bytes == l.row_bytes && a->scale_words == l.scale_words &&
+	       a->format == l.format && a->codec == l.codec;
 }
 
 int kvmemd_prefix_restore(struct kvmemd *d, struct kvmemd_prefix_block *b)
@@ -815,7 +848,7 @@ void kvmemd_prefix_damaged(struct kvmemd *d, struct kvmemd_prefix_block *b)
 		   b->token_start + b->ntokens - 1, b->layers);
 	t->damaged++;
 	p->damaged++;
-	block_remove(p, t, b);
+	block_remove(p, t, b, 1);
 	tenant_put(p, t);
 }
 
@@ -935,11 +968,12 @@ uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now)
 	const uint64_t idle = (uint64_t)d->cfg.prefix_idle_s * 1000000000ull;
 	struct kvmemd_prefixes *p = d->prefix;
 	char name[KVMEMD_TENANT_NAME_LEN];
-	uint64_t next = UINT64_MAX, n;
+	uint64_t next, n;
 	struct tenant *t;
 	uint32_t i;
 
 	kvmemd_prefix_save_write(d);
+	next = kvmemd_prefix_disk_run(d, now);
 	if (!idle)
 		return next;
 	for (i = 0; i < p->ntenants; i++) {
@@ -947,7 +981,7 @@ uint64_t kvmemd_prefix_run(struct kvmemd *d, uint64_t now)
 		for (n = 0; t->tail && t->tail->used + idle <= now; n++) {
 			t->expired++;
 			p->expired++;
-			block_remove(p, t, t->tail);
+			block_remove(p, t, t->tail, 0);
 		}
 		if (n)
 			kvmemd_log_rl(
@@ -1078,11 +1112,13 @@ uint64_t kvmemd_prefix_drop(struct kvmemd *d, uint64_t tenant,
 		next = b->next;
 		if (key && memcmp(b->key, key, KVMEM_PREFIX_KEY_BYTES))
 			continue;
-		block_remove(p, t, b);
+		block_remove(p, t, b, 1);
 		n++;
 	}
 	if (t)
 		tenant_put(p, t);
+	/* And those only on the store. */
+	n += kvmemd_prefix_disk_drop(d, tenant, key);
 	if (n)
 		kvmemd_log(LOG_INFO,
 			   "prefix: %" PRIu64 " blocks of %s "

@@ -5,8 +5,8 @@
  * which lists and drops them. All run on the event loop thread only.
  *
  * Included by prefix.c, session.c, admin.c, ras.c (the scrubber's walk
- * over the copies), server.c and prefix-save.c (blocks kept across
- * restarts).
+ * over the copies), server.c, prefix-save.c (blocks kept across
+ * restarts) and prefix-disk.c (blocks on the backing store).
  */
 #ifndef KVMEMD_PREFIX_H
 #define KVMEMD_PREFIX_H
@@ -77,6 +77,8 @@ struct kvmemd_prefix_block {
 	 * it is there (0: it is not) */
 	int fd;
 	uint64_t id;
+	/* prefix-disk.c's: its copy on the backing store, or NULL */
+	struct kvmemd_prefix_disk_ent *disk;
 };
 
 /*
@@ -231,5 +233,48 @@ void kvmemd_prefix_save_counts(const struct kvmemd *d, uint64_t *taken,
 uint64_t kvmemd_prefix_save_written(const struct kvmemd *d);
 /* The state, the memfds passed back and not taken included, goes. */
 void kvmemd_prefix_save_exit(struct kvmemd *d);
+
+/*
+ * kvmemd_prefix_shape_ok() - does @name (its geometry, layout, kind, token
+ * range, layers and page size) name a block this kvmemd would keep: its
+ * pages laid out as a session of its geometry lays out pages of its kind
+ * (an attach copies them into such slots)? Read from a file, it is
+ * untrusted until this says so.
+ */
+int kvmemd_prefix_shape_ok(const struct kvmemd_prefix_block *name);
+
+/* ---- for prefix-disk.c: blocks on the backing store -------------------- */
+
+struct kvmemd_prefix_disk_ent;
+struct kvmemd_remote_fetch;
+
+/* @b was kept: written to the store too, when blocks are kept there. */
+void kvmemd_prefix_disk_add(struct kvmemd *d, struct kvmemd_prefix_block *b);
+/* @b was attached. */
+void kvmemd_prefix_disk_used(struct kvmemd *d, struct kvmemd_prefix_block *b);
+/* @b leaves memory: evicted or expired, it stays on the store; with
+ * @forget (dropped by an operator, damaged) it leaves the store too. */
+void kvmemd_prefix_disk_leave(struct kvmemd *d, struct kvmemd_prefix_block *b,
+			      int forget);
+/*
+ * kvmemd_prefix_disk_fetch() - the leading blocks @f asks for that are on
+ * the store and not in memory: read back on a worker, each checked end to
+ * end, the leading good ones kept as published blocks of the tenant, then
+ * @f->done with how many (0 when the first failed its checks: it leaves
+ * the store). Return: 0 with the job in *@out (kvmemd_prefix_disk_forget()
+ * takes it back), -ENOENT when the first block is not on the store,
+ * -EAGAIN when the workers are busy, -ENOMEM.
+ */
+int kvmemd_prefix_disk_fetch(struct kvmemd *d,
+			     const struct kvmemd_remote_fetch *f, void **out);
+/* Whoever waits for @job is gone: what it reads is kept all the same. */
+void kvmemd_prefix_disk_forget(void *job);
+/* @tenant's blocks only on the store, or with @key that one, go. Return:
+ * how many. */
+uint64_t kvmemd_prefix_disk_drop(struct kvmemd *d, uint64_t tenant,
+				 const uint8_t *key);
+/* Once a loop iteration: the index when the blocks on the store changed,
+ * and blocks past store.retain_*. Return: when it wants to run again. */
+uint64_t kvmemd_prefix_disk_run(struct kvmemd *d, uint64_t now);
 
 #endif /* KVMEMD_PREFIX_H */

@@ -337,7 +337,7 @@ static void live_work(struct kvmemd_work *w)
 	h->body_crc = kvmem_crc32c(0, l->buf + sizeof(*h), h->body_bytes);
 	h->crc = kvmem_crc32c(0, h, offsetof(struct keep_hdr, crc));
 	l->ret = kvmemd_file_replace(l->path[l->generation & 1], l->buf,
-				     l->len);
+				     l->len, 0);
 }
 
 /* One line each for a few sessions: a state directory that takes no

@@ -80,18 +80,14 @@ size_t kvmemd_remote_record_len(uint32_t layers, uint32_t page_bytes)
 		       (sizeof(struct kvmemd_remote_seal) + page_bytes);
 }
 
-uint8_t *kvmemd_remote_record(const struct kvmemd_prefix_block *b,
-			      const uint8_t *parent, size_t *len)
+void kvmemd_remote_record_fill(const struct kvmemd_prefix_block *b,
+			       const uint8_t *parent, uint8_t *rec)
 {
 	const size_t n = kvmemd_remote_record_len(b->layers, b->page_bytes);
+	struct kvmemd_remote_hdr *h = (struct kvmemd_remote_hdr *)rec;
 	struct kvmemd_remote_seal *seals;
-	struct kvmemd_remote_hdr *h;
-	uint8_t *rec = malloc(n);
 	uint32_t l;
 
-	if (!rec)
-		return NULL;
-	h = (struct kvmemd_remote_hdr *)rec;
 	memset(h, 0, sizeof(*h));
 	h->magic = KVMEMD_REMOTE_MAGIC;
 	h->version = KVMEMD_REMOTE_VERSION;
@@ -116,6 +112,17 @@ uint8_t *kvmemd_remote_record(const struct kvmemd_prefix_block *b,
 		seals[l].generation = b->pages[l].generation;
 	}
 	memcpy(seals + b->layers, b->data, (size_t)b->layers * b->page_bytes);
+}
+
+uint8_t *kvmemd_remote_record(const struct kvmemd_prefix_block *b,
+			      const uint8_t *parent, size_t *len)
+{
+	const size_t n = kvmemd_remote_record_len(b->layers, b->page_bytes);
+	uint8_t *rec = malloc(n);
+
+	if (!rec)
+		return NULL;
+	kvmemd_remote_record_fill(b, parent, rec);
 	*len = n;
 	return rec;
 }

@@ -10,8 +10,8 @@
  * struct kvmemd_remote_ops (remote-redis.c: a Redis Cluster).
  *
  * Included by remote.c, remote-record.c, remote-redis.c, share.c (what
- * is published goes out, PREFIX_FETCH asks), server.c, admin.c and
- * main.c. remote.c knows no session: share.c turns an op into a fetch,
+ * is published goes out, PREFIX_FETCH asks), prefix-disk.c (whose blocks
+ * on the backing store are such records), server.c, admin.c and main.c. remote.c knows no session: share.c turns an op into a fetch,
  * and its answer into the op's completion.
  */
 #ifndef KVMEMD_REMOTE_H
@@ -86,6 +86,9 @@ size_t kvmemd_remote_record_len(uint32_t layers, uint32_t page_bytes);
  */
 uint8_t *kvmemd_remote_record(const struct kvmemd_prefix_block *b,
 			      const uint8_t *parent, size_t *len);
+/* The same into @rec, kvmemd_remote_record_len() bytes of the caller's. */
+void kvmemd_remote_record_fill(const struct kvmemd_prefix_block *b,
+			       const uint8_t *parent, uint8_t *rec);
 void kvmemd_remote_record_seal(uint8_t *rec, size_t len);
 
 /* What a fetch expects of the record of one block. */

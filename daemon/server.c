@@ -1319,6 +1319,7 @@ static void shut_down(struct server *sv)
 	kvmemd_resume_exit(sv->d);
 	/* The blocks stay in the store: the index says what they are. */
 	kvmemd_prefix_save_flush(sv->d);
+	kvmemd_prefix_disk_flush(sv->d);
 	kvmemd_workers_free(sv->workers);
 	sv->d->workers = NULL;
 	kvmemd_tier_exit(sv->d);
@@ -1445,6 +1446,7 @@ static int start(struct server *sv)
 	kvmemd_gpu_open(sv->d);
 	kvmemd_resume_load(sv->d);
 	kvmemd_prefix_save_load(sv->d);
+	kvmemd_prefix_disk_load(sv->d, kvmemd_tier_store(sv->d));
 	if (kvmemd_tier_fd(sv->d) >= 0) {
 		sv->sw.type = W_STORE;
 		ret = watch_add(sv, kvmemd_tier_fd(sv->d), EPOLLIN, &sv->sw);

@@ -267,8 +267,10 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->features = h->features & KVMEM_FEAT_ALL;
 	if (!cfg->prefix_bytes)
 		s->features &= ~KVMEM_FEAT_PREFIX;
-	/* Fetched blocks are published ones: no sharing, nothing to fetch. */
-	if (!d->remote || !(s->features & KVMEM_FEAT_PREFIX))
+	/* Fetched blocks are published ones: no sharing, nothing to fetch;
+	 * they come from the shared tier or the store. */
+	if ((!d->remote && !d->prefix_disk) ||
+	    !(s->features & KVMEM_FEAT_PREFIX))
 		s->features &= ~KVMEM_FEAT_REMOTE;
 	/* Kept across a restart only where the memory is the host's. */
 	if (gpu || !kvmemd_notify_keeping(d) ||

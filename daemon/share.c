@@ -431,8 +431,9 @@ static void fetch_done(void *ctx, int res)
 
 /*
  * PREFIX_FETCH: the blocks from token_start on that the tenant has
- * already are not asked for again; from the first it lacks, the shared
- * tier is asked, and the op waits for it (tier.c keeps its CQE).
+ * already are not asked for again; from the first it lacks, the store
+ * (the leading blocks it has, prefix-disk.c) or else the shared tier is
+ * asked, and the op waits for it (tier.c keeps its CQE).
  */
 int session_op_prefix_fetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 {
@@ -487,11 +488,17 @@ int session_op_prefix_fetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	};
 	memcpy(f.layout, s->layout, sizeof(f.layout));
 	w->base = m;
-	ret = kvmemd_remote_fetch(s->d, &f, (struct remote_job **)&w->job);
+	/* The store first, then the shared tier. */
+	ret = kvmemd_prefix_disk_fetch(s->d, &f, &w->job);
+	w->forget = kvmemd_prefix_disk_forget;
+	if (ret == -ENOENT && s->d->remote) {
+		ret = kvmemd_remote_fetch(s->d, &f,
+					  (struct remote_job **)&w->job);
+		w->forget = kvmemd_remote_forget;
+	}
 	if (ret) {
 		tier_remote_drop(s, w);
-		return m ? (int)m : ret;
+		return m || ret == -ENOENT ? (int)m : ret;
 	}
-	w->forget = kvmemd_remote_forget;
 	return OP_WAIT;
 }

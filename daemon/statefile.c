@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * statefile.c - whole files, written and read: the records and indexes of
- * the state directory (record.c, resume.c, prefix-save.c)
+ * the state directory (record.c, resume.c, prefix-save.c,
+ * prefix-disk.c)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +30,7 @@ int kvmemd_file_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int kvmemd_file_replace(const char *path, const void *buf, size_t len)
+int kvmemd_file_replace(const char *path, const void *buf, size_t len, int sync)
 {
 	int fd, ret;
 
@@ -39,6 +40,8 @@ int kvmemd_file_replace(const char *path, const void *buf, size_t len)
 	ret = kvmemd_file_write_all(fd, buf, len);
 	/* What a longer copy left after this one is not part of it. */
 	if (!ret && ftruncate(fd, (off_t)len))
+		ret = -errno;
+	if (!ret && sync && fsync(fd))
 		ret = -errno;
 	if (close(fd) && !ret)
 		ret = -errno;

@@ -115,6 +115,7 @@ struct kvmemd_store {
 	/* the allocator: a set bit is a used unit */
 	uint64_t *map;
 	uint64_t rover, used;
+	int full; /* an allocation failed, nothing was freed since */
 
 	/* the ios, one per buffer of io_bytes in one mapping */
 	uint8_t *bufs;
@@ -1127,8 +1128,10 @@ int kvmemd_store_alloc(struct kvmemd_store *st, uint32_t units, uint64_t *unit)
 
 	if (!units)
 		return -EINVAL;
-	if (units > st->nunits - st->used)
+	if (units > st->nunits - st->used) {
+		st->full = 1;
 		return -ENOSPC;
+	}
 	/* Next fit: from the rover to the end, then from the start. */
 	last = st->nunits - units;
 	s = st->rover <= last ? find_run(st, st->rover, last + 1, units)
@@ -1136,8 +1139,10 @@ int kvmemd_store_alloc(struct kvmemd_store *st, uint32_t units, uint64_t *unit)
 	if (s == NO_RUN)
 		s = find_run(st, 0, st->rover <= last ? st->rover : last + 1,
 			     units);
-	if (s == NO_RUN)
+	if (s == NO_RUN) {
+		st->full = 1;
 		return -ENOSPC;
+	}
 	for (i = s; i < s + units; i++)
 		st->map[i / 64] |= 1ull << (i % 64);
 	st->used += units;
@@ -1176,9 +1181,50 @@ void kvmemd_store_free(struct kvmemd_store *st, uint64_t unit, uint32_t units)
 	for (i = unit; i < unit + units; i++)
 		st->map[i / 64] &= ~(1ull << (i % 64));
 	st->used -= units;
+	st->full = 0;
+}
+
+int kvmemd_store_full(const struct kvmemd_store *st)
+{
+	return st->full;
 }
 
 /* ---- I/O ---------------------------------------------------------------- */
+
+int kvmemd_store_pio(struct kvmemd_store *st, int op, uint64_t unit, void *buf,
+		     size_t len)
+{
+	const off_t off = unit_offset(unit);
+	uint8_t *p = buf;
+	size_t done = 0;
+	ssize_t n;
+
+	if (!len || len % KVMEMD_STORE_UNIT ||
+	    (uintptr_t)buf % KVMEMD_STORE_UNIT || unit >= st->nunits ||
+	    len / KVMEMD_STORE_UNIT > st->nunits - unit)
+		return -EINVAL;
+	while (done < len) {
+		if (op == KVMEMD_IO_READ)
+			n = pread(st->fd, p + done, len - done,
+				  off + (off_t)done);
+		else
+			n = pwrite(st->fd, p + done, len - done,
+				   off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int kvmemd_store_sync(struct kvmemd_store *st)
+{
+	return fdatasync(st->fd) ? -errno : 0;
+}
 
 struct kvmemd_io *kvmemd_store_io_get(struct kvmemd_store *st)
 {

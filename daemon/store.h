@@ -13,10 +13,11 @@
  * generation + 1 (after an fsync). Nothing else in it changes while the
  * daemon runs, so a daemon killed at any moment leaves a valid header.
  *
- * Pages belong to sessions. At each start every data unit is free but
- * those of the pages of sessions kept across the restart, which the
- * daemon's state record names (kvmemd_store_claim()). The allocator lives
- * in memory only.
+ * Pages belong to sessions, or are published prefix blocks (prefix-disk.c).
+ * At each start every data unit is free but those of the pages of sessions
+ * kept across the restart, which the daemon's state records name, and
+ * those of the blocks the index of blocks on the store names
+ * (kvmemd_store_claim()). The allocator lives in memory only.
  *
  * All I/O is O_DIRECT from buffers the store owns (registered with
  * io_uring), so the page cache never holds a page, and never blocks the
@@ -25,6 +26,7 @@
  * Everything here is called from the event loop thread only.
  *
  * Included by store.c, tier.c (which moves pages to and from the store),
+ * prefix-disk.c (which keeps published blocks there),
  * config.c (the store.* keys) and the tests of the store.
  */
 #ifndef KVMEMD_STORE_H
@@ -129,12 +131,29 @@ int kvmemd_store_judge(const uint8_t *unit0, uint64_t size, int is_file,
 
 /* @units consecutive free data units: 0 and @unit set, or -ENOSPC. */
 int kvmemd_store_alloc(struct kvmemd_store *st, uint32_t units, uint64_t *unit);
+/* An allocation failed, and nothing was freed since. */
+int kvmemd_store_full(const struct kvmemd_store *st);
 /* Units @unit.. in use from now on (a page kept across a restart): 0, or
  * -EINVAL when they are not all free and inside the store. */
 int kvmemd_store_claim(struct kvmemd_store *st, uint64_t unit, uint32_t units);
 void kvmemd_store_free(struct kvmemd_store *st, uint64_t unit, uint32_t units);
 
 /* ---- I/O -------------------------------------------------------------- */
+
+/*
+ * kvmemd_store_pio() - move @len bytes (a multiple of the unit) between
+ * @buf (aligned to the unit) and the data units from @unit, and wait
+ * @op: KVMEMD_IO_READ or KVMEMD_IO_WRITE
+ *
+ * Blocks: for a worker thread (any thread: it touches nothing the loop
+ * changes), or the loop before it serves. Units out of the store are
+ * refused. Return: 0, -EIO for a short transfer, or a negative errno.
+ */
+int kvmemd_store_pio(struct kvmemd_store *st, int op, uint64_t unit,
+		     void *buf, size_t len);
+/* What was written is on the medium (fdatasync): 0 or a negative errno.
+ * Blocks, as kvmemd_store_pio(). */
+int kvmemd_store_sync(struct kvmemd_store *st);
 
 enum kvmemd_io_op {
 	KVMEMD_IO_READ,

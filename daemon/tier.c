@@ -92,7 +92,6 @@ struct kvmemd_tier {
 	uint32_t reading, nchecks;
 	struct reload *checks; /* [queue_depth] */
 	uint64_t backoff_until, backoff;
-	int store_full; /* an allocation failed, nothing was freed since */
 	uint64_t last_log;
 	/* since start, all sessions */
 	uint64_t offloads, reloads, offload_bytes, reload_bytes;
@@ -109,12 +108,6 @@ _Static_assert(KVMEM_SLOT_UNIT == KVMEMD_STORE_UNIT,
 static uint32_t page_units(const struct kvmemd_session *s, const struct page *p)
 {
 	return s->arena.slot_units[p->kind];
-}
-
-static void store_free(struct kvmemd_tier *t, uint64_t unit, uint32_t units)
-{
-	kvmemd_store_free(t->st, unit, units);
-	t->store_full = 0;
 }
 
 static void kick(struct kvmemd_session *s);
@@ -144,7 +137,7 @@ static void units_give_back(struct kvmemd_session *s, uint64_t unit,
 		}
 	}
 	if (!s->live || s->nheld == s->held_cap) {
-		store_free(s->d->tier, unit, units);
+		kvmemd_store_free(s->d->tier->st, unit, units);
 		return;
 	}
 	s->held[s->nheld++] = (struct tier_held){ unit, units };
@@ -164,7 +157,7 @@ void tier_held_clear(struct kvmemd_session *s)
 	if (!s->nheld_old)
 		return;
 	for (i = 0; i < s->nheld_old; i++)
-		store_free(s->d->tier, s->held[i].unit, s->held[i].units);
+		kvmemd_store_free(s->d->tier->st, s->held[i].unit, s->held[i].units);
 	memmove(s->held, s->held + s->nheld_old,
 		(s->nheld - s->nheld_old) * sizeof(*s->held));
 	s->nheld -= s->nheld_old;
@@ -379,7 +372,7 @@ static int can_reclaim(const struct kvmemd_session *s)
 	/* A full store takes nothing more, a failing one nothing now, one
 	 * with less room than each page that could go none of them:
 	 * waiting would be for ever. */
-	if (t->store_full || s->write_failed)
+	if (kvmemd_store_full(t->st) || s->write_failed)
 		return 0;
 	room = store_room(t);
 	for (i = 0; i < s->arena.top_page; i++) {
@@ -692,7 +685,7 @@ static void read_done(struct kvmemd_io *io, int res)
 
 	t->reading--;
 	if (!s) {
-		store_free(t, tk->store_unit, tk->units);
+		kvmemd_store_free(t->st, tk->store_unit, tk->units);
 		return;
 	}
 	s->inflight--;
@@ -797,9 +790,9 @@ static int write_page(struct kvmemd_session *s, uint32_t pg, int forced)
 	ret = kvmemd_store_alloc(t->st, units, &unit);
 	if (ret) {
 		kvmemd_store_io_put(t->st, io);
-		/* Full until something is freed: waiting ops stop waiting,
-		 * the command stops with an error. */
-		t->store_full = 1;
+		/* Full until something is freed (kvmemd_store_full()):
+		 * waiting ops stop waiting, the command stops with an
+		 * error. */
 		t->cmd.errors += forced;
 		t->nospace++;
 		s->nospace++;
@@ -857,7 +850,7 @@ static void write_done(struct kvmemd_io *io, int res)
 		t->backoff = 0;
 	}
 	if (!s) {
-		store_free(t, tk->store_unit, tk->units);
+		kvmemd_store_free(t->st, tk->store_unit, tk->units);
 		return;
 	}
 	s->inflight--;
@@ -867,7 +860,7 @@ static void write_done(struct kvmemd_io *io, int res)
 	if (p->dead || !ok || p->pins) {
 		/* Gone, failed, or wanted again meanwhile: it stays (or
 		 * goes) from memory, and the copy is not needed. */
-		store_free(t, tk->store_unit, tk->units);
+		kvmemd_store_free(t->st, tk->store_unit, tk->units);
 		if (p->dead)
 			arena_page_free(&s->arena, tk->pg);
 		else
@@ -915,7 +908,7 @@ void tier_session_free(struct kvmemd_session *s)
 			t->checks[i].s = NULL;
 	for (i = 0; i < s->arena.top_page; i++)
 		if (s->arena.pages[i].state == PAGE_COLD)
-			store_free(t, s->arena.pages[i].store_unit,
+			kvmemd_store_free(t->st, s->arena.pages[i].store_unit,
 				   page_units(s, &s->arena.pages[i]));
 }
 
@@ -964,6 +957,11 @@ int tier_claim(struct kvmemd_session *s, uint32_t pg)
 	if (!t || !t->st)
 		return -ENODEV;
 	return kvmemd_store_claim(t->st, p->store_unit, page_units(s, p));
+}
+
+struct kvmemd_store *kvmemd_tier_store(const struct kvmemd *d)
+{
+	return kvmemd_tier_has_store(d) ? d->tier->st : NULL;
 }
 
 int kvmemd_tier_store_uuid(const struct kvmemd *d, uint8_t uuid[16])

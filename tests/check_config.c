@@ -1229,6 +1229,8 @@ START_TEST(test_config_print_format)
 		"queue_depth",
 		"io_bytes",
 		"engine",
+		"retain_bytes",
+		"retain_seconds",
 		"threads",
 		"queue_depth",
 	};

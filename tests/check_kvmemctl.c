@@ -847,7 +847,14 @@ static void fake_stop(struct fake *f)
 	"\"queue_depth\":32,\"io_bytes\":1048576,\"inflight\":2,"             \
 	"\"reads\":3,\"writes\":11,\"read_bytes\":98304,"                     \
 	"\"write_bytes\":360448,\"read_errors\":1,\"write_errors\":2,"        \
-	"\"enospc\":1,\"short\":0}}\n"
+	"\"enospc\":1,\"short\":0},"                                          \
+	"\"store_prefixes\":{\"blocks\":3,\"bytes\":135168,"                 \
+	"\"retain_bytes\":4194304,\"retain_seconds\":604800,"                 \
+	"\"held_extents\":1,\"index_generation\":12,\"indexed\":3,"          \
+	"\"written\":5,\"written_bytes\":225280,\"write_errors\":0,"         \
+	"\"skipped\":1,\"nospace\":0,\"reclaimed\":1,\"expired\":0,"        \
+	"\"dropped\":1,\"taken\":2,\"refused\":1,\"repaired\":1,"           \
+	"\"fetched\":4,\"indexes\":9,\"index_errors\":0}}\n"
 #define TIER_HEAD(offload, stale) TIER_HEAD_B(offload, stale, "0")
 #define R_TIER TIER_HEAD("true", "1024") TIER_STORE("")
 #define R_TIER_NOSTORE TIER_HEAD("false", "0") "null}\n"
@@ -1377,6 +1384,16 @@ START_TEST(test_spec_tables)
 		{ { "tier" },
 		  { "I/O size 1.0 MiB", "in flight 2", "reads 3, 96.0 KiB",
 		    "writes 11, 352.0 KiB" } },
+		{ { "tier" },
+		  { "prefix blocks 3 on the store, 132.0 KiB of 4.0 MiB",
+		    "retained 604800 s unattached",
+		    "written 5, 220.0 KiB; 1 not (busy), 0 not (store full), 0 "
+		    "errors",
+		    "read back 2 at start, 4 fetched; 1 refused, 1 corrected" } },
+		{ { "tier" },
+		  { "gone 1 for room, 0 expired, 1 dropped",
+		    "index generation 12, 9 written, 0 failed, 1 extents held "
+		    "for the next" } },
 		{ { "offload", "pool" },
 		  { "offloaded 123 pages, 8.6 MiB in 0.012 s (0.75 GB/s), 0 "
 		    "errors" } },
@@ -1773,6 +1790,12 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_store_used_bytes", 48 * 4096 },
 		{ "kvmem_store_errors_total{op=\"read\"}", 1 },
 		{ "kvmem_store_errors_total{op=\"write\"}", 2 },
+		{ "kvmem_store_prefix_blocks", 3 },
+		{ "kvmem_store_prefix_bytes", 135168 },
+		{ "kvmem_store_prefix_written_total", 5 },
+		{ "kvmem_store_prefix_read_total", 2 },
+		{ "kvmem_store_prefix_fetched_total", 4 },
+		{ "kvmem_store_prefix_refused_total", 1 },
 		{ "kvmem_remote_up", 1 },
 		{ "kvmem_remote_push_total{result=\"pushed\"}", 40 },
 		{ "kvmem_remote_push_total{result=\"present\"}", 7 },

@@ -2530,6 +2530,354 @@ START_TEST(test_prefix_keep_off)
 }
 END_TEST
 
+/* ---- blocks on the backing store (store.retain_bytes) ----------------- */
+
+#define STORE_CONF "[store]\npath = @DIR@/store\nsize = 64M\n"
+
+/* Wait (30 s at most) until "key" of the store's blocks is @want. */
+static void store_counter_reaches(const struct kvmemd_proc *p, const char *key,
+				  unsigned long long want)
+{
+	unsigned long long now = 0;
+	char out[8192];
+	int i;
+
+	for (i = 0; i < 600; i++) {
+		kvmemd_admin_ok(p, out, sizeof(out), "tier");
+		now = kvmemd_json_after(out, "\"store_prefixes\"", key);
+		if (now == want)
+			return;
+		usleep(50000);
+	}
+	ck_abort_msg("store_prefixes %s is %llu, not %llu after 30 s", key, now,
+		     want);
+}
+
+static unsigned long long store_counter(const struct kvmemd_proc *p,
+					const char *key)
+{
+	char out[8192];
+
+	kvmemd_admin_ok(p, out, sizeof(out), "tier");
+	return kvmemd_json_after(out, "\"store_prefixes\"", key);
+}
+
+/* Three blocks published by a session that is gone, written to the store
+ * and named by the index there. */
+static void publish_on_store(struct published *x, uint64_t seed, uint8_t tag)
+{
+	char conf[512];
+
+	snprintf(conf, sizeof(conf),
+		 "[daemon]\nallow_uids = %u 65534\n" STORE_CONF, me());
+	publish_kept(x, seed, tag, conf);
+	store_counter_reaches(&x->p, "written", 3);
+	store_counter_reaches(&x->p, "indexed", 3);
+}
+
+/*
+ * Published blocks outlive what memfds do not: after a stop that empties
+ * the descriptor store (a reboot) and after a kill -9 with it emptied, the
+ * next kvmemd reads them back from the store, and a new session attaches
+ * the same bits. Kept in memfds too, they are not read twice.
+ */
+START_TEST(test_prefix_on_store_across_reboots)
+{
+	static const char from_store[] =
+		"3 blocks taken back from the store (0 refused)";
+	struct published x;
+	char out[8192];
+	int round;
+
+	publish_on_store(&x, 1941, 31);
+	for (round = 0; round < 3; round++) {
+		if (round == 0) {
+			ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+		} else if (round == 1) {
+			kvmemd_kill(&x.p);
+			kvmemd_store_lose(&x.p, "");
+		} else {
+			ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
+		}
+		kvmemd_restart(&x.p, NULL);
+		if (round < 2) {
+			ck_assert_int_eq(kvmemd_log_lines(&x.p, from_store), 1);
+			ck_assert_uint_eq(store_counter(&x.p, "taken"), 3);
+		} else {
+			ck_assert_int_eq(kvmemd_log_lines(&x.p, "3 published "
+								"blocks taken "
+								"back"),
+					 1);
+			ck_assert_uint_eq(store_counter(&x.p, "taken"), 0);
+		}
+		ck_assert_int_eq(kvmemd_log_lines(&x.p, "not taken back"), 0);
+		ck_assert_uint_eq(store_counter(&x.p, "blocks"), 3);
+		kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes %u", me());
+		ck_assert_uint_eq(
+			kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
+		attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
+		if (!geteuid()) {
+			chmod(x.p.dir, 0755);
+			chmod(x.p.sock, 0666);
+			run_as(&x.p, 65534, NULL, 0, attach_none_fn, x.keys,
+			       "attached another uid's blocks from the store");
+		}
+		/* Nothing was written again: the records were there. */
+		ck_assert_uint_eq(store_counter(&x.p, "written"), 0);
+		store_counter_reaches(&x.p, "indexed", 3);
+	}
+	/* Not kept on the store any more: forgotten, never read. */
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	kvmemd_write_conf(&x.p, STORE_CONF "retain_bytes = 0\n");
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "those a former kvmemd kept "
+						"there are forgotten"),
+			 1);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "tier");
+	ck_assert_ptr_nonnull(strstr(out, "\"store_prefixes\":null"));
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	published_end(&x);
+}
+END_TEST
+
+/*
+ * A block on the store is a record of the shared tier's format
+ * (daemon/remote.h): a header of 128 bytes, the first four "KVMR" as a
+ * little-endian 0x524d564b and bytes 32 to 63 the block's key, then a seal
+ * of 16 bytes per layer, then the pages, from the first byte of a unit.
+ */
+#define RECORD_HDR 128
+#define RECORD_SEAL 16
+struct record_start {
+	uint32_t magic;
+	uint8_t other[28];
+	uint8_t key[KVMEM_PREFIX_KEY_BYTES];
+};
+
+/* The first unit of the record of the block keyed @key in @p's store file,
+ * found by its header; -1 when there is none. */
+static long record_unit(const struct kvmemd_proc *p, const uint8_t *key)
+{
+	struct record_start h;
+	char path[200];
+	struct stat st;
+	long u, found = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/store", p->dir);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	/* Unit 0 is the store's header; data unit u is file unit u + 1. */
+	for (u = 0; (u + 2) * 4096 <= st.st_size && found < 0; u++) {
+		ck_assert_int_eq(pread(fd, &h, sizeof(h), (u + 1) * 4096),
+				 (ssize_t)sizeof(h));
+		if (h.magic == 0x524d564bu &&
+		    !memcmp(h.key, key, sizeof(h.key)))
+			found = u;
+	}
+	close(fd);
+	return found;
+}
+
+/* The bits of @mask[@len] flipped from byte @off of data unit @unit of
+ * @p's store. */
+static void store_flip(const struct kvmemd_proc *p, long unit, long off,
+		       const uint8_t *mask, size_t len)
+{
+	const off_t at = (unit + 1) * 4096 + off;
+	uint8_t buf[512];
+	char path[200];
+	size_t i;
+	int fd;
+
+	ck_assert_uint_le(len, sizeof(buf));
+	snprintf(path, sizeof(path), "%s/store", p->dir);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, len, at), (ssize_t)len);
+	for (i = 0; i < len; i++)
+		buf[i] ^= mask[i];
+	ck_assert_int_eq(pwrite(fd, buf, len, at), (ssize_t)len);
+	close(fd);
+}
+
+/*
+ * Records damaged on the store while no kvmemd runs: a flipped bit in a
+ * page is corrected as the record is read back; a record past correcting
+ * is refused with a sentence and leaves the store, never served; the match
+ * ends where it was.
+ */
+START_TEST(test_prefix_on_store_damaged)
+{
+	/* The records' pages start after the header and a seal per layer. */
+	const long pages = RECORD_HDR + 2 * RECORD_SEAL;
+	const uint8_t bit = 0x04;
+	uint8_t junk[512];
+	struct published x;
+	long u0, u1;
+
+	publish_on_store(&x, 1942, 32);
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	u0 = record_unit(&x.p, x.keys[0].bytes);
+	u1 = record_unit(&x.p, x.keys[1].bytes);
+	ck_assert_int_ge(u0, 0);
+	ck_assert_int_ge(u1, 0);
+	/* One bit of block 0's first page; four of each of 512 bytes of
+	 * block 1's. */
+	store_flip(&x.p, u0, pages + 300, &bit, 1);
+	memset(junk, 0xa5, sizeof(junk));
+	store_flip(&x.p, u1, pages + 200, junk, sizeof(junk));
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "is not taken back: its "
+						"record is refused"),
+			 1);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "2 blocks taken back from the "
+						"store (1 refused)"),
+			 1);
+	ck_assert_uint_eq(store_counter(&x.p, "refused"), 1);
+	ck_assert_uint_eq(store_counter(&x.p, "repaired"), 1);
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 2);
+	/* Block 0 matches, block 1 is gone: the match ends there. */
+	attach_same(&x.p, x.keys, x.k, x.v, block_end(0), &x.r);
+	published_end(&x);
+}
+END_TEST
+
+/* Flip a byte of each index of blocks on the store: how many there were. */
+static int damage_store_indexes(const struct kvmemd_proc *p)
+{
+	char path[400];
+	uint8_t c;
+	int i, fd, n = 0;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/state/store-prefixes.%d.idx",
+			 p->dir, i);
+		fd = open(path, O_RDWR);
+		if (fd < 0)
+			continue;
+		ck_assert_int_eq(pread(fd, &c, 1, 20), 1);
+		c ^= 0x10;
+		ck_assert_int_eq(pwrite(fd, &c, 1, 20), 1);
+		close(fd);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * An index that does not verify, and an index of another store (the file
+ * made anew), are refused with a sentence: nothing on the store is read or
+ * served, and the daemon keeps what is published next.
+ */
+START_TEST(test_prefix_on_store_index_refused)
+{
+	struct published x;
+	char path[200];
+
+	publish_on_store(&x, 1943, 33);
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	ck_assert_int_eq(damage_store_indexes(&x.p), 2);
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "no block on the store is "
+						"taken back from it"),
+			 2);
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	x.a = kvmemd_connect(&x.p, 8u << 20);
+	x.s = kvmemd_seq_with(x.a, x.k, x.v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
+	kvmem_seq_free(x.s);
+	kvmem_close(x.a);
+	store_counter_reaches(&x.p, "indexed", 3);
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	kvmemd_restart(&x.p, NULL);
+	attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	/* Another store where the last one was. */
+	snprintf(path, sizeof(path), "%s/store", x.p.dir);
+	ck_assert_int_eq(unlink(path), 0);
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_ge(kvmemd_log_lines(&x.p, "it names the units of another "
+						"store"),
+			 1);
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	published_end(&x);
+}
+END_TEST
+
+/*
+ * Blocks that left memory (prefix.idle_seconds) stay on the store, and an
+ * attach fetches them back, bit for bit, without writing them again; once
+ * store.retain_seconds pass unattached, they leave the store too.
+ */
+START_TEST(test_prefix_on_store_fetched_then_expired)
+{
+	struct published x;
+	char out[8192];
+
+	publish_on_store(&x, 1944, 34);
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"policy set prefix.idle_seconds=1");
+	prefix_counter_reaches(&x.p, "expired", 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"policy set prefix.idle_seconds=0");
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 3);
+	attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
+	ck_assert_uint_eq(store_counter(&x.p, "fetched"), 3);
+	ck_assert_uint_eq(store_counter(&x.p, "written"), 3);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 3);
+
+	/* Out of memory again, then off the store after a second. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"policy set prefix.idle_seconds=1");
+	prefix_counter_reaches(&x.p, "expired", 6);
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"policy set store.retain_seconds=1");
+	store_counter_reaches(&x.p, "expired", 3);
+	store_counter_reaches(&x.p, "blocks", 0);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	/* Their units are free once an index without them is written. */
+	store_counter_reaches(&x.p, "held_extents", 0);
+	published_end(&x);
+}
+END_TEST
+
+/*
+ * store.retain_bytes bounds what the store keeps: lowered to one block's
+ * record, the least recently used blocks leave it; an operator's drop
+ * takes a tenant's blocks off the store too.
+ */
+START_TEST(test_prefix_on_store_bounded_and_dropped)
+{
+	unsigned long long one;
+	struct published x;
+	char out[8192];
+
+	publish_on_store(&x, 1945, 35);
+	/* The sink block is the largest: a third of all is room for one
+	 * of the others. */
+	one = store_counter(&x.p, "bytes") / 3;
+	ck_assert_uint_gt(one, 0);
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"policy set store.retain_bytes=%llu", one);
+	store_counter_reaches(&x.p, "reclaimed", 2);
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 1);
+	ck_assert_uint_le(store_counter(&x.p, "bytes"), one);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop %u", me());
+	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	published_end(&x);
+}
+END_TEST
+
 KVMEM_SUITE(prefix)
 {
 	Suite *s = suite_create("prefix");
@@ -2564,6 +2912,11 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_kept_damaged_block_dropped);
 	tcase_add_test(tc, test_prefix_kept_index_damaged);
 	tcase_add_test(tc, test_prefix_keep_off);
+	tcase_add_test(tc, test_prefix_on_store_across_reboots);
+	tcase_add_test(tc, test_prefix_on_store_damaged);
+	tcase_add_test(tc, test_prefix_on_store_index_refused);
+	tcase_add_test(tc, test_prefix_on_store_fetched_then_expired);
+	tcase_add_test(tc, test_prefix_on_store_bounded_and_dropped);
 	suite_add_tcase(s, tc);
 	return s;
 }

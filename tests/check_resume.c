@@ -683,8 +683,9 @@ static int kill_attach_check(struct kvmem_cache *a, const struct kill_seq *q,
  * prefixes, over and over, with a restart after each: the client takes
  * its session back every time, nothing it was told is kept is missing,
  * and every page, of the session's sequences and of the prefixes kept
- * across the crash alike, reads as an embedded cache given the same
- * tokens does, or flagged as erased: never different unflagged.
+ * across the crash alike (in memfds, or every other round only on the
+ * backing store), reads as an embedded cache given the same tokens does,
+ * or flagged as erased: never different unflagged.
  * KVMEM_KILL_ROUNDS sets the rounds (default 25).
  */
 START_TEST(test_resume_kill_loop)
@@ -696,8 +697,9 @@ START_TEST(test_resume_kill_loop)
 	struct kill_seq q[KILL_SEQS];
 	uint32_t held[KILL_SEQS][2];
 	unsigned int round, i, flagged = 0;
-	unsigned long long tokens = 0, offloads = 0;
+	unsigned long long tokens = 0, offloads = 0, from_store = 0;
 	unsigned int published = 0, attached = 0;
+	char out[8192];
 	struct kvmem_cache *a;
 	struct kvmemd_proc p;
 	struct kvmem_rng r;
@@ -791,7 +793,14 @@ START_TEST(test_resume_kill_loop)
 		if (fd >= 0)
 			close(fd);
 		kvmemd_kill(&p);
+		/* Every other round the prefixes' memfds are lost: they come
+		 * back from the backing store. */
+		if (round % 2)
+			kvmemd_store_lose(&p, "prefix-");
 		kvmemd_restart(&p, NULL);
+		kvmemd_admin_ok(&p, out, sizeof(out), "tier");
+		from_store +=
+			kvmemd_json_after(out, "\"store_prefixes\"", "taken");
 		ck_assert_msg(kvmem_reconnect(a) == 0, "round %u: %s", round,
 			      kvmem_connect_error());
 		for (i = 0; i < KILL_SEQS; i++) {
@@ -815,9 +824,13 @@ START_TEST(test_resume_kill_loop)
 	}
 	fprintf(stderr,
 		"kill loop: %u rounds, %llu tokens appended, %llu offloads "
-		"asked, %u blocks published, %u attaches checked, %u pages "
-		"flagged as erased\n",
-		rounds, tokens, offloads, published, attached, flagged);
+		"asked, %u blocks published, %llu read back from the store, "
+		"%u attaches checked, %u pages flagged as erased\n",
+		rounds, tokens, offloads, published, from_store, attached,
+		flagged);
+	/* The rounds that lost the memfds took blocks from the store. */
+	if (rounds >= 4 && published)
+		ck_assert_uint_gt(from_store, 0);
 	for (i = 0; i < KILL_SEQS; i++) {
 		kvmem_seq_free(q[i].s);
 		for (int l = 0; l < 2; l++) {

@@ -224,6 +224,24 @@ static void notes_drain(struct kvmemd_proc *p)
 	pthread_mutex_unlock(&p->notes->lock);
 }
 
+void kvmemd_store_lose(struct kvmemd_proc *p, const char *prefix)
+{
+	int i;
+
+	pthread_mutex_lock(&p->notes->lock);
+	notes_read(p);
+	for (i = 0; i < p->nstored; i++) {
+		if (strncmp(p->stored_name[i], prefix, strlen(prefix)))
+			continue;
+		close(p->stored[i]);
+		p->stored[i] = p->stored[--p->nstored];
+		memcpy(p->stored_name[i], p->stored_name[p->nstored],
+		       sizeof(p->stored_name[i]));
+		i--;
+	}
+	pthread_mutex_unlock(&p->notes->lock);
+}
+
 int kvmemd_stored(struct kvmemd_proc *p, const char *prefix)
 {
 	int i, n = 0;

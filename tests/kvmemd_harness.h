@@ -72,6 +72,9 @@ int kvmemd_stop(struct kvmemd_proc *p);
 int kvmemd_stop_keep(struct kvmemd_proc *p);
 /* SIGKILL, wait, the store kept: a crash that Restart= restarts from. */
 void kvmemd_kill(struct kvmemd_proc *p);
+/* The descriptors the store holds under names that start with @prefix
+ * ("": all) are lost, as a reboot loses them all. */
+void kvmemd_store_lose(struct kvmemd_proc *p, const char *prefix);
 /* How many descriptors the store holds under names that start with
  * @prefix. */
 int kvmemd_stored(struct kvmemd_proc *p, const char *prefix);

@@ -452,6 +452,41 @@ static void metrics_sessions(struct metrics *m, const struct json *v)
 	}
 }
 
+/* Published blocks on the store: nothing where kvmemd keeps none there,
+ * or is older than them. */
+static void metrics_store_prefixes(struct metrics *m, const struct json *v)
+{
+	static const struct {
+		const char *name, *type, *key, *help;
+	} one[] = {
+		{ "kvmem_store_prefix_blocks", "gauge", "blocks",
+		  "Published prefix blocks on the backing store." },
+		{ "kvmem_store_prefix_bytes", "gauge", "bytes",
+		  "Bytes of the published prefix blocks on the backing store." },
+		{ "kvmem_store_prefix_written_total", "counter", "written",
+		  "Published prefix blocks written to the backing store." },
+		{ "kvmem_store_prefix_read_total", "counter", "taken",
+		  "Published prefix blocks read back from the backing store "
+		  "at start." },
+		{ "kvmem_store_prefix_fetched_total", "counter", "fetched",
+		  "Published prefix blocks read back from the backing store "
+		  "by attaches that missed them." },
+		{ "kvmem_store_prefix_refused_total", "counter", "refused",
+		  "Published prefix blocks on the backing store that failed "
+		  "their checks, dropped." },
+	};
+	const struct json *p;
+	size_t i;
+
+	if (!json_get(v, "store_prefixes"))
+		return;
+	p = g_obj_or_null(m->r, v, "store_prefixes");
+	if (!p)
+		return;
+	for (i = 0; i < sizeof(one) / sizeof(one[0]); i++)
+		m_one(m, one[i].name, one[i].type, one[i].help, p, one[i].key);
+}
+
 static void metrics_tier(struct metrics *m, const struct json *v)
 {
 	static const char *const tiers[] = { "hot", "warm", "archive", "cold" };
@@ -532,6 +567,7 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 
 		m_u64(m, "kvmem_store_errors_total", l, st, errs[i].key);
 	}
+	metrics_store_prefixes(m, v);
 }
 
 /* The shared tier: nothing where kvmemd has none, or is older than it. */

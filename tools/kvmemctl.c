@@ -418,6 +418,50 @@ static void archive_policy(struct rd *r, struct table *t,
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, pol, "archive_rate")));
 }
 
+/* Published blocks kept on the store, when they are. */
+static void render_store_prefixes(struct rd *r, FILE *f, const struct json *p)
+{
+	char a[32], b[32];
+	struct table t;
+	uint64_t keep;
+
+	if (!p)
+		return;
+	fputc('\n', f);
+	t_init(&t, "ll");
+	kv(&t, "prefix blocks", "%" PRIu64 " on the store, %s of %s",
+	   g_u64(r, p, "blocks"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, p, "bytes")),
+	   fmt_bytes(b, sizeof(b), (double)g_u64(r, p, "retain_bytes")));
+	keep = g_u64(r, p, "retain_seconds");
+	if (keep)
+		kv(&t, "retained", "%" PRIu64 " s unattached", keep);
+	else
+		kv(&t, "retained", "until room is needed");
+	kv(&t, "written",
+	   "%" PRIu64 ", %s; %" PRIu64 " not (busy), %" PRIu64
+	   " not (store full), %" PRIu64 " errors",
+	   g_u64(r, p, "written"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, p, "written_bytes")),
+	   g_u64(r, p, "skipped"), g_u64(r, p, "nospace"),
+	   g_u64(r, p, "write_errors"));
+	kv(&t, "read back",
+	   "%" PRIu64 " at start, %" PRIu64 " fetched; %" PRIu64
+	   " refused, %" PRIu64 " corrected",
+	   g_u64(r, p, "taken"), g_u64(r, p, "fetched"), g_u64(r, p, "refused"),
+	   g_u64(r, p, "repaired"));
+	kv(&t, "gone",
+	   "%" PRIu64 " for room, %" PRIu64 " expired, %" PRIu64 " dropped",
+	   g_u64(r, p, "reclaimed"), g_u64(r, p, "expired"),
+	   g_u64(r, p, "dropped"));
+	kv(&t, "index",
+	   "generation %" PRIu64 ", %" PRIu64 " written, %" PRIu64
+	   " failed, %" PRIu64 " extents held for the next",
+	   g_u64(r, p, "index_generation"), g_u64(r, p, "indexes"),
+	   g_u64(r, p, "index_errors"), g_u64(r, p, "held_extents"));
+	t_done(r, &t, f);
+}
+
 static void render_tier(struct rd *r, FILE *f, const struct json *v)
 {
 	static const char *const head[] = { "TIER", "PAGES", "BYTES" };
@@ -521,6 +565,10 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	   g_u64(r, st, "read_errors"), g_u64(r, st, "write_errors"),
 	   g_u64(r, st, "enospc"), g_u64(r, st, "short"));
 	t_done(r, &t, f);
+	/* A kvmemd older than blocks on the store sends no such key. */
+	if (json_get(v, "store_prefixes"))
+		render_store_prefixes(r, f,
+				      g_obj_or_null(r, v, "store_prefixes"));
 }
 
 static int cmd_tier(struct ctl *c, int argc, char **argv)

@@ -330,15 +330,18 @@ enum kvmem_op {
  * passes it over while the tenant's blocks in use are within its fair
  * share. One that goes all the same makes the next op -ENOENT.
  *
- * PREFIX_FETCH (KVMEM_FEAT_REMOTE, offered when kvmemd has a shared tier:
- * remote.* in kvmemd.conf(5)): addr points to the key of the parent of
+ * PREFIX_FETCH (KVMEM_FEAT_REMOTE, offered when kvmemd has a shared tier,
+ * remote.* in kvmemd.conf(5), or keeps published blocks on its backing
+ * store, store.retain_bytes): addr points to the key of the parent of
  * the block at token_start (zeros for block 0), then the keys of that
  * block and the blocks after it, len = 32 * (1 + blocks), blocks at most
  * KVMEM_PREFIX_FETCH_MAX; ntokens is 0.
- * kvmemd reads the blocks the tenant does not have from the shared tier,
- * checks each (the record's own CRCs, tenant, geometry, key and parent
- * key, then every page's code words and CRC: a page the code corrects is
- * written back corrected, one it cannot is deleted there), and keeps the
+ * kvmemd reads the blocks the tenant does not have from its backing store
+ * (the leading ones that are there) or else from the shared tier, checks
+ * each (the record's own CRCs, tenant, geometry, key and parent key, then
+ * every page's code words and CRC: in the shared tier a page the code
+ * corrects is written back corrected, one it cannot is deleted there; one
+ * from the store that fails leaves it), and keeps the
  * leading ones that pass as published blocks of the tenant, to be
  * attached with PREFIX_ATTACH. The op completes when they are kept
  * (out of order, like the ops that wait for pages) with how many blocks
