@@ -153,6 +153,7 @@ static void gpu_json(struct kvmemd *d, struct jw *w)
  * the last kvmemd kept. */
 static void restart_json(const struct kvmemd *d, struct jw *w)
 {
+	struct kvmemd_prefix_disk_stats ds;
 	struct kvmemd_resume_counts c;
 	uint64_t taken, refused;
 
@@ -164,6 +165,9 @@ static void restart_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "refused", c.refused);
 	jw_u64(w, "prefix_blocks_taken_back", taken);
 	jw_u64(w, "prefix_blocks_refused", refused);
+	kvmemd_prefix_disk_stats(d, &ds);
+	jw_u64(w, "store_blocks_taken_back", ds.taken);
+	jw_u64(w, "store_blocks_refused", ds.start_refused);
 	jw_close(w, '}');
 }
 

@@ -452,6 +452,7 @@ struct kvmemd_prefix_disk_stats {
 	uint64_t nospace; /* not written: the store was full */
 	uint64_t reclaimed, expired, dropped; /* left the store */
 	uint64_t taken, refused, repaired; /* read back: at start, fetches */
+	uint64_t start_refused; /* of those refused, at start */
 	uint64_t fetched; /* kept again by PREFIX_FETCH */
 	uint64_t indexes, index_errors;
 };

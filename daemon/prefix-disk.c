@@ -1221,6 +1221,7 @@ void kvmemd_prefix_disk_load(struct kvmemd *d, struct kvmemd_store *st)
 	/* Blocks only in memory (from the descriptor store, or a kvmemd
 	 * that wrote none) go to the store too. */
 	blocks_write(d, v);
+	v->n_.start_refused = v->n_.refused;
 	if (v->n_.taken || v->n_.refused)
 		kvmemd_log(LOG_NOTICE,
 			   "prefix: %" PRIu64 " blocks taken back from the "

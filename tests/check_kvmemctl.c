@@ -724,7 +724,8 @@ static void fake_stop(struct fake *f)
 	"\"accept_errors\":2,\"ops\":123456,\"kept_sessions\":1,"     \
 	"\"restart\":{\"taken_back\":3,\"after_crash\":2,"            \
 	"\"refused\":1,\"prefix_blocks_taken_back\":5,"               \
-	"\"prefix_blocks_refused\":1},"                               \
+	"\"prefix_blocks_refused\":1,\"store_blocks_taken_back\":4,"  \
+	"\"store_blocks_refused\":2},"                                \
 	"\"gpu_pool\":{\"device\":"                                   \
 	"\"GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c\","               \
 	"\"name\":\"NVIDIA H100 80GB HBM3\",\"bytes\":68719476736,"   \
@@ -848,12 +849,12 @@ static void fake_stop(struct fake *f)
 	"\"reads\":3,\"writes\":11,\"read_bytes\":98304,"                     \
 	"\"write_bytes\":360448,\"read_errors\":1,\"write_errors\":2,"        \
 	"\"enospc\":1,\"short\":0},"                                          \
-	"\"store_prefixes\":{\"blocks\":3,\"bytes\":135168,"                 \
+	"\"store_prefixes\":{\"blocks\":3,\"bytes\":135168,"                  \
 	"\"retain_bytes\":4194304,\"retain_seconds\":604800,"                 \
-	"\"held_extents\":1,\"index_generation\":12,\"indexed\":3,"          \
-	"\"written\":5,\"written_bytes\":225280,\"write_errors\":0,"         \
-	"\"skipped\":1,\"nospace\":0,\"reclaimed\":1,\"expired\":0,"        \
-	"\"dropped\":1,\"taken\":2,\"refused\":1,\"repaired\":1,"           \
+	"\"held_extents\":1,\"index_generation\":12,\"indexed\":3,"           \
+	"\"written\":5,\"written_bytes\":225280,\"write_errors\":0,"          \
+	"\"skipped\":1,\"nospace\":0,\"reclaimed\":1,\"expired\":0,"          \
+	"\"dropped\":1,\"taken\":2,\"refused\":1,\"repaired\":1,"             \
 	"\"fetched\":4,\"indexes\":9,\"index_errors\":0}}\n"
 #define TIER_HEAD(offload, stale) TIER_HEAD_B(offload, stale, "0")
 #define R_TIER TIER_HEAD("true", "1024") TIER_STORE("")
@@ -1185,6 +1186,14 @@ static void check_schema(const struct json *v, const struct json *schema,
 	"\"inflight\":\"u\",\"reads\":\"u\",\"writes\":\"u\","              \
 	"\"read_bytes\":\"u\",\"write_bytes\":\"u\",\"read_errors\":\"u\"," \
 	"\"write_errors\":\"u\",\"enospc\":\"u\",\"short\":\"u\"}"
+#define S_STORE_PREFIXES                                                          \
+	"{\"blocks\":\"u\",\"bytes\":\"u\",\"retain_bytes\":\"u\","               \
+	"\"retain_seconds\":\"u\",\"held_extents\":\"u\","                        \
+	"\"index_generation\":\"u\",\"indexed\":\"u\",\"written\":\"u\","         \
+	"\"written_bytes\":\"u\",\"write_errors\":\"u\",\"skipped\":\"u\","       \
+	"\"nospace\":\"u\",\"reclaimed\":\"u\",\"expired\":\"u\","                \
+	"\"dropped\":\"u\",\"taken\":\"u\",\"refused\":\"u\",\"repaired\":\"u\"," \
+	"\"fetched\":\"u\",\"indexes\":\"u\",\"index_errors\":\"u\"}"
 
 static const struct {
 	const char *cmd, *schema;
@@ -1198,7 +1207,8 @@ static const struct {
 	  "\"ops\":\"u\",\"kept_sessions\":\"u\","
 	  "\"restart\":{\"taken_back\":\"u\",\"after_crash\":\"u\","
 	  "\"refused\":\"u\",\"prefix_blocks_taken_back\":\"u\","
-	  "\"prefix_blocks_refused\":\"u\"},\"scrub\":{\"enabled\":\"b\","
+	  "\"prefix_blocks_refused\":\"u\",\"store_blocks_taken_back\":\"u\","
+	  "\"store_blocks_refused\":\"u\"},\"scrub\":{\"enabled\":\"b\","
 	  "\"state\":\"s:idle|patrol|ondemand\"},"
 	  "\"gpu_pool\":{\"device\":{\"?\":\"s\"}}}" },
 	{ "stats",
@@ -1282,7 +1292,8 @@ static const struct {
 	  "\"write_errors\":\"u\",\"read_errors\":\"u\",\"nospace\":\"u\",\"waits\":\"u\","
 	  "\"archived\":\"u\",\"archived_bytes\":\"u\","
 	  "\"archive_refused\":\"u\","
-	  "\"store\":{\"?\":" S_STORE "}}" },
+	  "\"store\":{\"?\":" S_STORE "},"
+	  "\"store_prefixes\":{\"?\":" S_STORE_PREFIXES "}}" },
 	{ "offload", "{\"pages\":\"u\",\"bytes\":\"u\",\"errors\":\"u\","
 		     "\"seconds\":\"n\",\"gbps\":\"n\"}" },
 };
@@ -1337,8 +1348,8 @@ START_TEST(test_spec_tables)
 		  { "connections 4 closed waiting for their hello, 2 refused "
 		    "for want of descriptors",
 		    "at start 3 kept sessions taken back (2 after a crash), 1 "
-		    "refused; 5 published prefix blocks taken back, 1 refused "
-		    "(the log says why)",
+		    "refused; 5 published prefix blocks taken back, 1 refused; "
+		    "4 read back from the store, 2 refused (the log says why)",
 		    "gpu pool 32.0 GiB of 64.0 GiB used (8.0 GiB held by "
 		    "processes of ended sessions) on NVIDIA H100 80GB HBM3, "
 		    "GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c" } },

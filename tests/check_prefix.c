@@ -2715,6 +2715,7 @@ START_TEST(test_prefix_on_store_damaged)
 	const uint8_t bit = 0x04;
 	uint8_t junk[512];
 	struct published x;
+	char out[4096];
 	long u0, u1;
 
 	publish_on_store(&x, 1942, 32);
@@ -2738,6 +2739,13 @@ START_TEST(test_prefix_on_store_damaged)
 	ck_assert_uint_eq(store_counter(&x.p, "refused"), 1);
 	ck_assert_uint_eq(store_counter(&x.p, "repaired"), 1);
 	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 2);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "status");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"restart\"",
+					    "store_blocks_taken_back"),
+			  2);
+	ck_assert_uint_eq(
+		kvmemd_json_after(out, "\"restart\"", "store_blocks_refused"),
+		1);
 	/* Block 0 matches, block 1 is gone: the match ends there. */
 	attach_same(&x.p, x.keys, x.k, x.v, block_end(0), &x.r);
 	published_end(&x);

@@ -76,21 +76,32 @@ static void restart_line(struct rd *r, struct table *t, const struct json *v)
 	uint64_t taken = g_u64(r, v, "taken_back");
 	uint64_t crash = g_u64(r, v, "after_crash");
 	uint64_t refused = g_u64(r, v, "refused");
-	uint64_t blocks = 0, dropped = 0;
+	uint64_t blocks = 0, dropped = 0, read = 0, bad = 0;
+	char store[96] = "";
 
-	/* A kvmemd that kept no prefixes says nothing of them. */
+	/* A kvmemd older than kept prefixes, or than blocks on the store,
+	 * says nothing of them. */
 	if (json_get(v, "prefix_blocks_taken_back")) {
 		blocks = g_u64(r, v, "prefix_blocks_taken_back");
 		dropped = g_u64(r, v, "prefix_blocks_refused");
 	}
-	if (!taken && !refused && !blocks && !dropped)
+	if (json_get(v, "store_blocks_taken_back")) {
+		read = g_u64(r, v, "store_blocks_taken_back");
+		bad = g_u64(r, v, "store_blocks_refused");
+	}
+	if (read || bad)
+		snprintf(store, sizeof(store),
+			 "; %" PRIu64 " read back from the store, %" PRIu64
+			 " refused",
+			 read, bad);
+	if (!taken && !refused && !blocks && !dropped && !read && !bad)
 		return;
 	kv(t, "at start",
 	   "%" PRIu64 " kept sessions taken back (%" PRIu64
 	   " after a crash), %" PRIu64 " refused; %" PRIu64
 	   " published prefix blocks taken back, %" PRIu64
-	   " refused (the log says why)",
-	   taken, crash, refused, blocks, dropped);
+	   " refused%s (the log says why)",
+	   taken, crash, refused, blocks, dropped, store);
 }
 
 static void render_status(struct rd *r, FILE *f, const struct json *v)
