@@ -105,7 +105,8 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench.c tools/bench-codec.c \
 	      tools/bench-ber.c tools/bench-attend.c tools/bench-attend-gpu.c \
 	      tools/bench-ring.c tools/bench-fill.c tools/bench-offload.c \
 	      tools/bench-attach.c tools/bench-archive.c tools/bench-prefix.c \
-	      tools/bench-hangup.c tools/bench-record.c tools/bench-remote.c \
+	      tools/bench-hangup.c tools/bench-record.c tools/bench-reboot.c \
+	      tools/bench-remote.c \
 	      tools/json.c tools/own-kvmemd.c tools/redis-cluster.c
 
 CTL_SRCS := tools/kvmemctl.c tools/ctl.c tools/ctl-ras.c tools/ctl-metrics.c \

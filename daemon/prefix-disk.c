@@ -41,6 +41,8 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -629,7 +631,7 @@ static void index_done(struct kvmemd_work *w)
 	for (i = n = 0; i < v->nheld; i++) {
 		if (v->held[i].generation < gen)
 			kvmemd_store_free(v->st, v->held[i].unit,
-					       v->held[i].units);
+					  v->held[i].units);
 		else
 			v->held[n++] = v->held[i];
 	}
@@ -848,6 +850,7 @@ static int index_read(struct kvmemd_prefix_disk *v, uint8_t **buf)
 	free(b[!i]);
 	*buf = b[i];
 	v->built = v->written = h[i].generation;
+	v->n_.indexed = h[i].nblocks;
 	return 0;
 }
 
@@ -995,52 +998,143 @@ static void index_take(struct kvmemd_prefix_disk *v, const uint8_t *buf)
 	}
 }
 
+/* At start, records are read and checked on threads of their own, a batch
+ * at a time, while the loop's thread keeps the batch before in memory. */
+#define BATCH_BYTES (64ull << 20)
+#define BATCH_MAX 1024u
+#define READERS_MAX 16u
+
+struct batch {
+	struct kvmemd_store *st;
+	struct kvmemd_prefix_disk_ent *e[BATCH_MAX];
+	uint8_t *buf[BATCH_MAX];
+	enum kvmemd_remote_verdict verdict[BATCH_MAX];
+	int err[BATCH_MAX];
+	uint32_t n, next; /* next: the first not taken by a reader */
+	pthread_t th[READERS_MAX];
+	uint32_t nth;
+};
+
+static void *batch_reader(void *arg)
+{
+	struct batch *t = arg;
+	uint32_t i;
+
+	while ((i = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) < t->n) {
+		t->verdict[i] = KVMEMD_REMOTE_VERDICTS;
+		t->err[i] = -ENOMEM;
+		if (posix_memalign((void **)&t->buf[i], KVMEMD_STORE_UNIT,
+				   (size_t)t->e[i]->r.units *
+					   KVMEMD_STORE_UNIT)) {
+			t->buf[i] = NULL;
+			continue;
+		}
+		t->verdict[i] =
+			rec_read(t->st, &t->e[i]->r, t->buf[i], &t->err[i]);
+	}
+	return NULL;
+}
+
+/* The entries from @e back (to the most recently used) that have no block
+ * in memory, into @t, up to a batch's worth: the entry to go on from. */
+static struct kvmemd_prefix_disk_ent *
+batch_fill(struct batch *t, struct kvmemd_prefix_disk_ent *e)
+{
+	uint64_t bytes = 0;
+
+	for (t->n = 0; e && t->n < BATCH_MAX && bytes < BATCH_BYTES;
+	     e = e->prev) {
+		if (e->b)
+			continue;
+		t->e[t->n++] = e;
+		bytes += (uint64_t)e->r.units * KVMEMD_STORE_UNIT;
+	}
+	return e;
+}
+
+/* @t's records read and checked by up to @readers threads. */
+static void batch_start(struct batch *t, uint32_t readers)
+{
+	t->next = 0;
+	for (t->nth = 0; t->nth < readers && t->nth < t->n; t->nth++)
+		if (pthread_create(&t->th[t->nth], NULL, batch_reader, t))
+			break;
+}
+
+/* Once they are: those a thread could not take, here. */
+static void batch_wait(struct batch *t)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->nth; i++)
+		pthread_join(t->th[i], NULL);
+	batch_reader(t);
+}
+
+/* @t's blocks kept in memory, in order, as long as prefix.* limits take
+ * them; those that failed their checks go. Return: 1 once the limits are
+ * reached. */
+static int batch_keep(struct kvmemd_prefix_disk *v, struct batch *t, int full)
+{
+	char why[KVMEM_MESSAGE_LEN], name[KVMEMD_TENANT_NAME_LEN];
+	struct kvmemd_prefix_disk_ent *x;
+	uint32_t i;
+
+	for (i = 0; i < t->n; i++) {
+		x = t->e[i];
+		v->n_.repaired += t->verdict[i] == KVMEMD_REMOTE_REPAIRED;
+		if (!verdict_good(t->verdict[i])) {
+			verdict_why(t->verdict[i], t->err[i], why, sizeof(why));
+			v->n_.refused++;
+			kvmemd_log(LOG_WARNING,
+				   "prefix: a block of %s on the store (tokens "
+				   "%u-%u) is not taken back: %s; dropped",
+				   kvmemd_prefix_tenant_name(x->r.tenant, name),
+				   x->r.token_start,
+				   x->r.token_start + x->r.ntokens - 1, why);
+			ent_remove(v, x);
+		} else if (!full) {
+			/* Past prefix.* limits, the rest stay cold until
+			 * fetched. */
+			full = !!rec_keep(v->d, &x->r, t->buf[i]);
+			v->n_.taken += !full;
+		}
+		free(t->buf[i]);
+		t->buf[i] = NULL;
+	}
+	return full;
+}
+
 /* Each entry with no block in memory read back, most recently used first,
  * as long as prefix.* limits take them, the rest left cold; one that fails
  * its checks goes. */
 static void blocks_read(struct kvmemd_prefix_disk *v)
 {
-	char why[KVMEM_MESSAGE_LEN], name[KVMEMD_TENANT_NAME_LEN];
-	struct kvmemd_prefix_disk_ent *e, *prev;
-	enum kvmemd_remote_verdict verdict;
-	uint8_t *buf = NULL;
-	size_t cap = 0, need;
-	int err;
+	const uint32_t readers = v->d->cfg.threads < READERS_MAX
+					 ? v->d->cfg.threads
+					 : READERS_MAX;
+	struct batch *t[2] = { calloc(1, sizeof(struct batch)),
+			       calloc(1, sizeof(struct batch)) };
+	struct kvmemd_prefix_disk_ent *e = v->tail;
+	int cur = 0, full = 0;
 
-	for (e = v->tail; e; e = prev) {
-		prev = e->prev;
-		if (e->b)
-			continue;
-		need = (size_t)e->r.units * KVMEMD_STORE_UNIT;
-		if (need > cap) {
-			free(buf);
-			cap = need;
-			if (posix_memalign((void **)&buf, KVMEMD_STORE_UNIT,
-					   cap)) {
-				buf = NULL;
-				break;
-			}
+	if (t[0] && t[1]) {
+		t[0]->st = t[1]->st = v->st;
+		e = batch_fill(t[0], e);
+		batch_start(t[0], readers);
+		while (t[cur]->n) {
+			batch_wait(t[cur]);
+			/* The next batch is read while this one is kept. */
+			t[!cur]->n = 0;
+			if (!full)
+				e = batch_fill(t[!cur], e);
+			batch_start(t[!cur], readers);
+			full = batch_keep(v, t[cur], full);
+			cur = !cur;
 		}
-		verdict = rec_read(v->st, &e->r, buf, &err);
-		v->n_.repaired += verdict == KVMEMD_REMOTE_REPAIRED;
-		if (!verdict_good(verdict)) {
-			verdict_why(verdict, err, why, sizeof(why));
-			v->n_.refused++;
-			kvmemd_log(LOG_WARNING,
-				   "prefix: a block of %s on the store (tokens "
-				   "%u-%u) is not taken back: %s; dropped",
-				   kvmemd_prefix_tenant_name(e->r.tenant, name),
-				   e->r.token_start,
-				   e->r.token_start + e->r.ntokens - 1, why);
-			ent_remove(v, e);
-			continue;
-		}
-		/* Past prefix.* limits, the rest stay cold until fetched. */
-		if (rec_keep(v->d, &e->r, buf))
-			break;
-		v->n_.taken++;
 	}
-	free(buf);
+	free(t[0]);
+	free(t[1]);
 }
 
 /* ---- PREFIX_FETCH ------------------------------------------------------ */
@@ -1227,7 +1321,6 @@ void kvmemd_prefix_disk_load(struct kvmemd *d, struct kvmemd_store *st)
 			   "prefix: %" PRIu64 " blocks taken back from the "
 			   "store (%" PRIu64 " refused), %u on it",
 			   v->n_.taken, v->n_.refused, v->n);
-	v->dirty = 1;
 }
 
 void kvmemd_prefix_disk_exit(struct kvmemd *d)

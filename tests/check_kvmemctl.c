@@ -858,7 +858,7 @@ static void fake_stop(struct fake *f)
 	"\"fetched\":4,\"indexes\":9,\"index_errors\":0}}\n"
 #define TIER_HEAD(offload, stale) TIER_HEAD_B(offload, stale, "0")
 #define R_TIER TIER_HEAD("true", "1024") TIER_STORE("")
-#define R_TIER_NOSTORE TIER_HEAD("false", "0") "null}\n"
+#define R_TIER_NOSTORE TIER_HEAD("false", "0") "null,\"store_prefixes\":null}\n"
 #define R_OFFLOAD                                                           \
 	"{\"pages\":123,\"bytes\":9017753,\"errors\":0,\"seconds\":0.0121," \
 	"\"gbps\":0.7452}\n"

@@ -781,6 +781,9 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "record", "--rounds", "3", "--nops", "2",
 				       NULL },
 		(const char *const[]){ "record", "extra", NULL },
+		(const char *const[]){ "reboot", "--kept-bytes", "9G", NULL },
+		(const char *const[]){ "reboot", "--tokens", "63", NULL },
+		(const char *const[]){ "reboot", "extra", NULL },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -894,6 +897,67 @@ START_TEST(test_record_json)
 	v = json_num(r.out, "serving_s") / gib;
 	ck_assert_double_eq_tol(json_num(r.out, "serving_s_per_gib"), v,
 				1e-3 * v + 1e-4 / gib);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/*
+ * reboot, small: prompts of 100 tokens (4 sink tokens and 3 pages: 4
+ * blocks) until 1M is published, every one attached before the reboot and
+ * after it, the first and the last compared. The tool fails the run on a
+ * prompt not attached whole or a value that reads back wrong; here the
+ * report's shape, its counts and the ratios it computes from what it
+ * reports, never a timing.
+ */
+START_TEST(test_reboot_json)
+{
+	static const char *const positive[] = {
+		"kept_bytes",	       "publish_mb_s_store",
+		"publish_mb_s_memory", "publish_ratio",
+		"ready_s_store",       "ready_s_empty",
+		"attach_s_before",     "attach_s_after",
+		"serving_s",	       "serving_s_per_gib",
+		"verified_bytes",
+	};
+	/* 8 layers x 8 KV heads x 128 dims, K and V as floats */
+	const double token = 8 * 8 * 128 * 2 * 4;
+	double v, prompts, gib;
+	struct kvmem_run r;
+	size_t i;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "reboot", "--kept-bytes", "1M",
+		  "--tokens", "100", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_msg(strchr(r.out, '{') == strrchr(r.out, '{'),
+		      "more than one object: %s", r.out);
+	for (i = 0; i < sizeof(positive) / sizeof(positive[0]); i++) {
+		v = json_num(r.out, positive[i]);
+		ck_assert_msg(isfinite(v) && v > 0, "\"%s\": %g in %s",
+			      positive[i], v, r.out);
+	}
+	ck_assert_double_eq(json_num(r.out, "tokens"), 100);
+	prompts = json_num(r.out, "prompts");
+	ck_assert_double_ge(prompts, 1);
+	ck_assert_double_ge(json_num(r.out, "kept_bytes"), 1 << 20);
+	ck_assert_double_eq(json_num(r.out, "blocks"), 4 * prompts);
+	ck_assert_double_eq(json_num(r.out, "attached"), 2 * prompts);
+	ck_assert_double_eq(json_num(r.out, "verified_bytes"),
+			    (prompts > 1 ? 2 : 1) * 100 * token);
+	ck_assert_double_ge(json_num(r.out, "index_s"), 0);
+	v = json_num(r.out, "publish_mb_s_store") /
+	    json_num(r.out, "publish_mb_s_memory");
+	ck_assert_double_eq_tol(json_num(r.out, "publish_ratio"), v, 1e-3 * v);
+	ck_assert_double_ge(json_num(r.out, "serving_s"),
+			    json_num(r.out, "ready_s_store"));
+	gib = json_num(r.out, "kept_bytes") / (1 << 30);
+	v = json_num(r.out, "serving_s") / gib;
+	ck_assert_double_eq_tol(json_num(r.out, "serving_s_per_gib"), v,
+				1e-3 * v + 1e-4 / gib);
+	v = (json_num(r.out, "ready_s_store") -
+	     json_num(r.out, "ready_s_empty")) /
+	    gib;
+	ck_assert_double_eq_tol(json_num(r.out, "ready_extra_s_per_gib"), v,
+				1e-3 * fabs(v) + 1e-4 / gib);
 	kvmem_check_run_free(&r);
 }
 END_TEST
@@ -1601,6 +1665,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(ring, test_prefix_json);
 	tcase_add_test(ring, test_hangup_json);
 	tcase_add_test(ring, test_record_json);
+	tcase_add_test(ring, test_reboot_json);
 	tcase_set_timeout(ring, 60);
 	suite_add_tcase(s, ber);
 	suite_add_tcase(s, codec);

@@ -31,6 +31,7 @@ extern const struct bench_cmd bench_archive;
 extern const struct bench_cmd bench_prefix;
 extern const struct bench_cmd bench_hangup;
 extern const struct bench_cmd bench_record;
+extern const struct bench_cmd bench_reboot;
 extern const struct bench_cmd bench_remote;
 
 /* kvmem-bench attend; --gpu runs bench_attend_gpu() (bench-attend-gpu.c). */

@@ -16,7 +16,8 @@
 static const struct bench_cmd *const cmds[] = {
 	&bench_codec,  &bench_ber,     &bench_attend, &bench_ring,
 	&bench_fill,   &bench_offload, &bench_attach, &bench_archive,
-	&bench_prefix, &bench_hangup,  &bench_record, &bench_remote,
+	&bench_prefix, &bench_hangup,  &bench_record, &bench_reboot,
+	&bench_remote,
 };
 
 static void usage(FILE *f)

@@ -721,6 +721,24 @@ int own_kvmemd_stored(struct own_kvmemd *d, const char *prefix)
 	return n;
 }
 
+void own_kvmemd_forget(struct own_kvmemd *d, const char *prefix)
+{
+	struct own_fdstore *st = d->store;
+	unsigned int i;
+
+	pthread_mutex_lock(&st->lock);
+	store_read(st);
+	for (i = 0; i < st->n;) {
+		if (strncmp(st->fds[i].name, prefix, strlen(prefix))) {
+			i++;
+			continue;
+		}
+		close(st->fds[i].fd);
+		st->fds[i] = st->fds[--st->n];
+	}
+	pthread_mutex_unlock(&st->lock);
+}
+
 int own_kvmemd_kill(struct own_kvmemd *d)
 {
 	struct own_fdstore *st = d->store;

@@ -85,6 +85,9 @@ int own_kvmemd_ready(struct own_kvmemd *d, int timeout_ms);
 /* How many descriptors the store of @d holds under names that begin
  * with @prefix, once what the daemon sent so far is read. */
 int own_kvmemd_stored(struct own_kvmemd *d, const char *prefix);
+/* The descriptors the store of @d holds under names that begin with
+ * @prefix ("": all) are lost, as a reboot loses them all. */
+void own_kvmemd_forget(struct own_kvmemd *d, const char *prefix);
 /*
  * kill -9 @d, a kvmemd with a store, and reap it; what it sent before it
  * died is read into the store. Return: 0, or -ECHILD when it had exited
