@@ -1592,6 +1592,135 @@ START_TEST(test_resume_reconnect_through_a_reset)
 }
 END_TEST
 
+/* ---- under systemd ---------------------------------------------------- */
+
+/* The output of the shell command @cmd (its first line), or "" when it
+ * failed. */
+static void sh_line(const char *cmd, char *out, size_t len)
+{
+	FILE *f = popen(cmd, "r");
+
+	out[0] = 0;
+	if (!f)
+		return;
+	if (!fgets(out, (int)len, f))
+		out[0] = 0;
+	out[strcspn(out, "\n")] = 0;
+	pclose(f);
+}
+
+/* Wait (30 s at most) until unit @unit is active with a main PID other
+ * than @old: the new one, or 0. */
+static long unit_restarted(const char *unit, long old)
+{
+	char cmd[256], state[64], pid[64];
+	int i;
+
+	for (i = 0; i < 300; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "systemctl show -p ActiveState --value %s", unit);
+		sh_line(cmd, state, sizeof(state));
+		snprintf(cmd, sizeof(cmd),
+			 "systemctl show -p MainPID --value %s", unit);
+		sh_line(cmd, pid, sizeof(pid));
+		if (!strcmp(state, "active") && atol(pid) > 0 &&
+		    atol(pid) != old)
+			return atol(pid);
+		usleep(100000);
+	}
+	return 0;
+}
+
+/*
+ * Where PID 1 is systemd: kvmemd as a transient unit with a descriptor
+ * store and Restart=on-failure, a session that asked to be kept and a
+ * published prefix; "systemctl kill -s KILL" and systemd's own restart;
+ * the client takes its session back and reads every value as an embedded
+ * cache given the same tokens does, and a new session attaches the
+ * prefix. Skipped, saying so, without systemd as PID 1, root, or
+ * systemd-run.
+ */
+START_TEST(test_resume_under_systemd)
+{
+	static const struct kvmem_prefix_key keys[2] = { { { 7 } }, { { 8 } } };
+	char dir[] = "/tmp/kvmem-ck-systemd-XXXXXX", unit[64], cmd[1024],
+	     sock[200], conf[200];
+	struct kvmem_connect_opts o = { .quota_bytes = 8u << 20 };
+	const struct kvmem_geometry g = kvmemd_test_geo();
+	struct kvmem_cache *a, *b, *e;
+	struct kvmem_seq *s, *ref, *t = NULL;
+	struct kvmem_rng r;
+	long first, second;
+	float *k, *v;
+	FILE *f;
+	int i;
+
+	if (access("/run/systemd/system", F_OK)) {
+		fprintf(stderr, "SKIP: test_resume_under_systemd: PID 1 is "
+				"not systemd\n");
+		return;
+	}
+	if (geteuid() || !kvmem_check_have("systemd-run") ||
+	    !kvmem_check_have("systemctl")) {
+		fprintf(stderr, "SKIP: test_resume_under_systemd: needs root, "
+				"systemd-run and systemctl\n");
+		return;
+	}
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	chmod(dir, 0755);
+	snprintf(unit, sizeof(unit), "kvmemd-check-%ld", (long)getpid());
+	snprintf(sock, sizeof(sock), "%s/k.sock", dir);
+	snprintf(conf, sizeof(conf), "%s/kvmemd.conf", dir);
+	f = fopen(conf, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f,
+		"[daemon]\nsocket = %s\nadmin_socket = %s/a.sock\n"
+		"state_dir = %s/state\n[store]\npath = %s/store\nsize = 64M\n",
+		sock, dir, dir, dir);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "systemd-run --quiet --unit=%s -p Type=notify "
+		 "-p FileDescriptorStoreMax=64 -p Restart=on-failure "
+		 "-p RestartSec=100ms %s/daemon/kvmemd -f -c %s",
+		 unit, kvmem_check_builddir(), conf);
+	ck_assert_int_eq(system(cmd), 0);
+	first = unit_restarted(unit, 0);
+	ck_assert_int_gt(first, 0);
+
+	kvmem_rng_seed(&r, 2041);
+	kvmemd_tokens(&r, 70, &k, &v);
+	for (i = 0; i < 100 && kvmem_connect(sock, &g, &o, &a); i++)
+		usleep(100000);
+	ck_assert_int_lt(i, 100);
+	s = kvmemd_seq_with(a, k, v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(s, keys, 2), 2);
+	ref = kvmemd_reference(&e, k, v, 70);
+
+	snprintf(cmd, sizeof(cmd), "systemctl kill -s KILL %s", unit);
+	ck_assert_int_eq(system(cmd), 0);
+	second = unit_restarted(unit, first);
+	ck_assert_msg(second > 0, "systemd did not restart %s", unit);
+	ck_assert_int_eq(kvmem_reconnect(a), 0);
+	kvmemd_expect_same(s, ref, &r);
+	ck_assert_int_eq(kvmem_connect(sock, &g, &o, &b), 0);
+	ck_assert_int_eq(kvmem_prefix_attach(b, keys, 2, &t), 36);
+	kvmem_seq_free(t);
+	kvmem_close(b);
+
+	kvmem_seq_free(s);
+	kvmem_seq_free(ref);
+	kvmem_close(e);
+	kvmem_close(a);
+	free(k);
+	free(v);
+	snprintf(cmd, sizeof(cmd),
+		 "systemctl stop %s; systemctl reset-failed %s 2>/dev/null; "
+		 "rm -rf %s",
+		 unit, unit, dir);
+	ck_assert_int_ne(system(cmd), -1);
+}
+END_TEST
+
 KVMEM_SUITE(resume)
 {
 	Suite *s = suite_create("resume");
@@ -1612,6 +1741,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_killed_daemon_reported);
 	tcase_add_test(tc, test_resume_after_kill);
 	tcase_add_test(tc, test_resume_kill_loop);
+	tcase_add_test(tc, test_resume_under_systemd);
 	tcase_add_test(tc, test_resume_live_records_refused);
 	tcase_add_test(tc, test_resume_record_unwritable);
 	tcase_add_test(tc, test_resume_memfd_stored_while_running);
