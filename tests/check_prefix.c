@@ -2280,6 +2280,17 @@ static void attach_same(struct kvmemd_proc *p,
 	kvmem_close(b);
 }
 
+/* @x's three blocks published by a new session, which is gone when this
+ * returns. */
+static void publish_again(struct published *x)
+{
+	x->a = kvmemd_connect(&x->p, 8u << 20);
+	x->s = kvmemd_seq_with(x->a, x->k, x->v, 70);
+	ck_assert_int_eq(kvmem_prefix_publish(x->s, x->keys, NBLOCKS), 3);
+	kvmem_seq_free(x->s);
+	kvmem_close(x->a);
+}
+
 /* Three blocks published by a session that is gone, in the store and the
  * index: ready for a kill -9. */
 static void publish_kept(struct published *x, uint64_t seed, uint8_t tag,
@@ -2289,11 +2300,7 @@ static void publish_kept(struct published *x, uint64_t seed, uint8_t tag,
 	kvmemd_tokens(&x->r, 70, &x->k, &x->v);
 	keys_of(x->keys, NBLOCKS, tag);
 	kvmemd_start(&x->p, conf, NULL);
-	x->a = kvmemd_connect(&x->p, 8u << 20);
-	x->s = kvmemd_seq_with(x->a, x->k, x->v, 70);
-	ck_assert_int_eq(kvmem_prefix_publish(x->s, x->keys, NBLOCKS), 3);
-	kvmem_seq_free(x->s);
-	kvmem_close(x->a);
+	publish_again(x);
 	ck_assert_int_eq(stored_blocks(&x->p, 3), 3);
 	prefix_counter_reaches(&x->p, "saved_blocks", 3);
 }
@@ -2421,11 +2428,7 @@ START_TEST(test_prefix_kept_damaged_block_dropped)
 	/* Block 0 matches, block 1 is gone: the match ends there. */
 	attach_same(&x.p, x.keys, x.k, x.v, block_end(0), &x.r);
 	/* Published again, the prompt matches whole. */
-	x.a = kvmemd_connect(&x.p, 8u << 20);
-	x.s = kvmemd_seq_with(x.a, x.k, x.v, 70);
-	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
-	kvmem_seq_free(x.s);
-	kvmem_close(x.a);
+	publish_again(&x);
 	ck_assert_int_eq(stored_blocks(&x.p, 3), 3);
 	attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop %u", me());
@@ -2440,23 +2443,24 @@ START_TEST(test_prefix_kept_damaged_block_dropped)
 }
 END_TEST
 
-/* Flip a byte of each of the two indexes in @p's state directory: how
- * many there were. */
-static int damage_indexes(const struct kvmemd_proc *p)
+/* Flip a byte, at @off, of each of the two indexes STATE_DIR/@name.0.idx
+ * and .1.idx of @p: how many there were. */
+static int damage_indexes(const struct kvmemd_proc *p, const char *name,
+			  off_t off)
 {
 	char path[400];
 	uint8_t c;
 	int i, fd, n = 0;
 
 	for (i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/state/prefixes.%d.idx", p->dir,
+		snprintf(path, sizeof(path), "%s/state/%s.%d.idx", p->dir, name,
 			 i);
 		fd = open(path, O_RDWR);
 		if (fd < 0)
 			continue;
-		ck_assert_int_eq(pread(fd, &c, 1, 100), 1);
+		ck_assert_int_eq(pread(fd, &c, 1, off), 1);
 		c ^= 0x10;
-		ck_assert_int_eq(pwrite(fd, &c, 1, 100), 1);
+		ck_assert_int_eq(pwrite(fd, &c, 1, off), 1);
 		close(fd);
 		n++;
 	}
@@ -2475,7 +2479,7 @@ START_TEST(test_prefix_kept_index_damaged)
 
 	publish_kept(&x, 1933, 23, NULL);
 	kvmemd_kill(&x.p);
-	ck_assert_int_ge(damage_indexes(&x.p), 1);
+	ck_assert_int_ge(damage_indexes(&x.p, "prefixes", 100), 1);
 	kvmemd_restart(&x.p, NULL);
 	ck_assert_int_ge(kvmemd_log_lines(&x.p, "no published prefix is "
 						"taken back from it"),
@@ -2487,11 +2491,7 @@ START_TEST(test_prefix_kept_index_damaged)
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
 	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
-	x.a = kvmemd_connect(&x.p, 8u << 20);
-	x.s = kvmemd_seq_with(x.a, x.k, x.v, 70);
-	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
-	kvmem_seq_free(x.s);
-	kvmem_close(x.a);
+	publish_again(&x);
 	ck_assert_int_eq(stored_blocks(&x.p, 3), 3);
 	ck_assert_int_eq(kvmemd_stop_keep(&x.p), 0);
 	kvmemd_restart(&x.p, NULL);
@@ -2514,11 +2514,7 @@ START_TEST(test_prefix_keep_off)
 	ck_assert_int_eq(kvmemd_log_lines(&x.p, "prefix.keep is off"), 1);
 	ck_assert_int_eq(stored_blocks(&x.p, 0), 0);
 	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
-	x.a = kvmemd_connect(&x.p, 8u << 20);
-	x.s = kvmemd_seq_with(x.a, x.k, x.v, 70);
-	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
-	kvmem_seq_free(x.s);
-	kvmem_close(x.a);
+	publish_again(&x);
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefixes");
 	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "saved_blocks"),
 			  0);
@@ -2752,28 +2748,6 @@ START_TEST(test_prefix_on_store_damaged)
 }
 END_TEST
 
-/* Flip a byte of each index of blocks on the store: how many there were. */
-static int damage_store_indexes(const struct kvmemd_proc *p)
-{
-	char path[400];
-	uint8_t c;
-	int i, fd, n = 0;
-
-	for (i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/state/store-prefixes.%d.idx",
-			 p->dir, i);
-		fd = open(path, O_RDWR);
-		if (fd < 0)
-			continue;
-		ck_assert_int_eq(pread(fd, &c, 1, 20), 1);
-		c ^= 0x10;
-		ck_assert_int_eq(pwrite(fd, &c, 1, 20), 1);
-		close(fd);
-		n++;
-	}
-	return n;
-}
-
 /*
  * An index that does not verify, and an index of another store (the file
  * made anew), are refused with a sentence: nothing on the store is read or
@@ -2786,18 +2760,14 @@ START_TEST(test_prefix_on_store_index_refused)
 
 	publish_on_store(&x, 1943, 33);
 	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
-	ck_assert_int_eq(damage_store_indexes(&x.p), 2);
+	ck_assert_int_eq(damage_indexes(&x.p, "store-prefixes", 20), 2);
 	kvmemd_restart(&x.p, NULL);
 	ck_assert_int_eq(kvmemd_log_lines(&x.p, "no block on the store is "
 						"taken back from it"),
 			 2);
 	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
 	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
-	x.a = kvmemd_connect(&x.p, 8u << 20);
-	x.s = kvmemd_seq_with(x.a, x.k, x.v, 70);
-	ck_assert_int_eq(kvmem_prefix_publish(x.s, x.keys, NBLOCKS), 3);
-	kvmem_seq_free(x.s);
-	kvmem_close(x.a);
+	publish_again(&x);
 	store_counter_reaches(&x.p, "indexed", 3);
 	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
 	kvmemd_restart(&x.p, NULL);
