@@ -335,6 +335,35 @@ int kvmemd_file_replace(const char *path, const void *buf, size_t len,
 /* The whole of @path: 0 with *@buf (malloc'ed) and *@size, or -errno. */
 int kvmemd_file_read(const char *path, uint8_t **buf, size_t *size);
 
+/* What kvmemd_file_pair_read() found. */
+struct kvmemd_file_pair {
+	uint8_t *buf; /* the newer that verifies, malloc'ed */
+	size_t size;
+	int which; /* 0 or 1 */
+	uint64_t generation;
+	/* of each: there (read, or failed to be), it verified, why not */
+	int present[2], ok[2];
+	char why[2][KVMEM_MESSAGE_LEN];
+};
+
+/*
+ * kvmemd_file_pair_read() - of two files written in turn (each over the
+ * last but one), the newer whole one
+ * @path: the two paths
+ * @check: does @buf, @size bytes read from one, verify? 0 with its
+ *         generation in *@generation, or why not in @why
+ * @ctx: for @check
+ * @out: receives what was found of both
+ *
+ * Return: 0 with the newer that verifies in @out; -ENOENT when neither
+ * does (each one's why in @out).
+ */
+int kvmemd_file_pair_read(const char *const path[2],
+			  int (*check)(const uint8_t *buf, size_t size,
+				       void *ctx, uint64_t *generation,
+				       char *why, size_t len),
+			  void *ctx, struct kvmemd_file_pair *out);
+
 /* ---- resume.c: sessions kept across a restart ------------------------ */
 
 /*

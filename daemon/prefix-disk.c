@@ -778,41 +778,46 @@ void kvmemd_prefix_disk_flush(struct kvmemd *d)
 
 /* ---- at start ---------------------------------------------------------- */
 
-/* The index of @size bytes at @buf: 0, or why not. */
-static int index_check(const struct kvmemd_prefix_disk *v, const uint8_t *buf,
-		       size_t size, struct disk_hdr *h, char *why, size_t len)
+/* kvmemd_file_pair_read()'s check of an index of @size bytes at @buf, for
+ * the store of @ctx: 0 with its generation, or why not. */
+static int index_check(const uint8_t *buf, size_t size, void *ctx,
+		       uint64_t *generation, char *why, size_t len)
 {
-	if (size < sizeof(*h)) {
+	const struct kvmemd_prefix_disk *v = ctx;
+	struct disk_hdr h;
+
+	if (size < sizeof(h)) {
 		snprintf(why, len, "%zu bytes, shorter than its header", size);
 		return -EINVAL;
 	}
-	memcpy(h, buf, sizeof(*h));
-	if (memcmp(h->magic, DISK_MAGIC, sizeof(DISK_MAGIC)) ||
-	    h->crc != kvmem_crc32c(0, buf, offsetof(struct disk_hdr, crc))) {
+	memcpy(&h, buf, sizeof(h));
+	if (memcmp(h.magic, DISK_MAGIC, sizeof(DISK_MAGIC)) ||
+	    h.crc != kvmem_crc32c(0, buf, offsetof(struct disk_hdr, crc))) {
 		snprintf(why, len,
 			 "not an index of blocks on a store, or damaged");
 		return -EINVAL;
 	}
-	if (h->version != DISK_VERSION ||
-	    h->ent_size != sizeof(struct disk_rec)) {
+	if (h.version != DISK_VERSION ||
+	    h.ent_size != sizeof(struct disk_rec)) {
 		snprintf(why, len,
 			 "written by another version of kvmemd (index %u, "
 			 "this one reads %u)",
-			 h->version, DISK_VERSION);
+			 h.version, DISK_VERSION);
 		return -EPROTO;
 	}
-	if (memcmp(h->store_uuid, v->uuid, sizeof(v->uuid))) {
+	if (memcmp(h.store_uuid, v->uuid, sizeof(v->uuid))) {
 		snprintf(why, len,
 			 "it names the units of another store (formatted "
 			 "anew, or another file)");
 		return -ESTALE;
 	}
-	if (h->body_bytes != size - sizeof(*h) ||
-	    h->body_bytes != (uint64_t)h->nblocks * sizeof(struct disk_rec) ||
-	    h->body_crc != kvmem_crc32c(0, buf + sizeof(*h), h->body_bytes)) {
+	if (h.body_bytes != size - sizeof(h) ||
+	    h.body_bytes != (uint64_t)h.nblocks * sizeof(struct disk_rec) ||
+	    h.body_crc != kvmem_crc32c(0, buf + sizeof(h), h.body_bytes)) {
 		snprintf(why, len, "its entries are cut short or damaged");
 		return -EINVAL;
 	}
+	*generation = h.generation;
 	return 0;
 }
 
@@ -820,37 +825,22 @@ static int index_check(const struct kvmemd_prefix_disk *v, const uint8_t *buf,
  * in the log). */
 static int index_read(struct kvmemd_prefix_disk *v, uint8_t **buf)
 {
-	char why[KVMEM_MESSAGE_LEN];
-	uint8_t *b[2] = { NULL, NULL };
-	struct disk_hdr h[2];
-	size_t n[2] = { 0, 0 };
-	int ok[2] = { 0, 0 }, i, ret;
+	const char *const paths[2] = { v->path[0], v->path[1] };
+	struct kvmemd_file_pair r;
+	int i, ret;
 
-	for (i = 0; i < 2; i++) {
-		ret = kvmemd_file_read(v->path[i], &b[i], &n[i]);
-		if (ret == -ENOENT)
-			continue;
-		if (ret) {
-			kvmemd_log_err(LOG_ERR, ret, "%s", v->path[i]);
-			continue;
-		}
-		ok[i] = !index_check(v, b[i], n[i], &h[i], why, sizeof(why));
-		if (!ok[i])
+	ret = kvmemd_file_pair_read(paths, index_check, v, &r);
+	for (i = 0; i < 2; i++)
+		if (r.present[i] && !r.ok[i])
 			kvmemd_log(LOG_ERR,
 				   "%s: %s; no block on the store is taken "
 				   "back from it",
-				   v->path[i], why);
-	}
-	i = ok[1] && (!ok[0] || h[1].generation > h[0].generation);
-	if (!ok[i]) {
-		free(b[0]);
-		free(b[1]);
-		return -ENOENT;
-	}
-	free(b[!i]);
-	*buf = b[i];
-	v->built = v->written = h[i].generation;
-	v->n_.indexed = h[i].nblocks;
+				   paths[i], r.why[i]);
+	if (ret)
+		return ret;
+	*buf = r.buf;
+	v->built = v->written = r.generation;
+	v->n_.indexed = ((const struct disk_hdr *)r.buf)->nblocks;
 	return 0;
 }
 

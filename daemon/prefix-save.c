@@ -240,8 +240,8 @@ static void index_work(struct kvmemd_work *w)
 
 	h->body_crc = kvmem_crc32c(0, v->buf + sizeof(*h), h->body_bytes);
 	h->crc = kvmem_crc32c(0, h, offsetof(struct save_hdr, crc));
-	v->ret = kvmemd_file_replace(v->path[v->generation & 1], v->buf,
-				     v->len, 0);
+	v->ret = kvmemd_file_replace(v->path[v->generation & 1], v->buf, v->len,
+				     0);
 }
 
 /* On the loop, once it is written. */
@@ -434,10 +434,14 @@ static uint32_t fds_close(struct kvmemd_prefix_save *v)
 	return n;
 }
 
-/* The index of @size bytes at @buf: 0 with its header in @h, or why not. */
-static int index_check(const uint8_t *buf, size_t size, struct save_hdr *h,
-		       char *why, size_t len)
+/* kvmemd_file_pair_read()'s check of an index of @size bytes at @buf: 0
+ * with its generation, or why not. */
+static int index_check(const uint8_t *buf, size_t size, void *ctx,
+		       uint64_t *generation, char *why, size_t len)
 {
+	struct save_hdr hdr, *h = &hdr;
+
+	(void)ctx;
 	if (size < sizeof(*h)) {
 		snprintf(why, len, "%zu bytes, shorter than its header", size);
 		return -EINVAL;
@@ -462,6 +466,7 @@ static int index_check(const uint8_t *buf, size_t size, struct save_hdr *h,
 		snprintf(why, len, "its entries are cut short or damaged");
 		return -EINVAL;
 	}
+	*generation = h->generation;
 	return 0;
 }
 
@@ -472,37 +477,22 @@ static int index_check(const uint8_t *buf, size_t size, struct save_hdr *h,
  */
 static int index_read(struct kvmemd_prefix_save *v, uint8_t **buf, size_t *size)
 {
-	char why[KVMEM_MESSAGE_LEN];
-	uint8_t *b[2] = { NULL, NULL };
-	struct save_hdr h[2];
-	size_t n[2] = { 0, 0 };
-	int ok[2] = { 0, 0 }, i, ret;
+	const char *const paths[2] = { v->path[0], v->path[1] };
+	struct kvmemd_file_pair r;
+	int i, ret;
 
-	for (i = 0; i < 2; i++) {
-		ret = kvmemd_file_read(v->path[i], &b[i], &n[i]);
-		if (ret == -ENOENT)
-			continue;
-		if (ret) {
-			kvmemd_log_err(LOG_ERR, ret, "%s", v->path[i]);
-			continue;
-		}
-		ok[i] = !index_check(b[i], n[i], &h[i], why, sizeof(why));
-		if (!ok[i])
+	ret = kvmemd_file_pair_read(paths, index_check, NULL, &r);
+	for (i = 0; i < 2; i++)
+		if (r.present[i] && !r.ok[i])
 			kvmemd_log(LOG_ERR,
 				   "%s: %s; no published prefix is taken back "
 				   "from it",
-				   v->path[i], why);
-	}
-	i = ok[1] && (!ok[0] || h[1].generation > h[0].generation);
-	if (!ok[i]) {
-		free(b[0]);
-		free(b[1]);
-		return -ENOENT;
-	}
-	free(b[!i]);
-	*buf = b[i];
-	*size = n[i];
-	v->generation = h[i].generation;
+				   paths[i], r.why[i]);
+	if (ret)
+		return ret;
+	*buf = r.buf;
+	*size = r.size;
+	v->generation = r.generation;
 	return 0;
 }
 

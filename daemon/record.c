@@ -336,8 +336,8 @@ static void live_work(struct kvmemd_work *w)
 
 	h->body_crc = kvmem_crc32c(0, l->buf + sizeof(*h), h->body_bytes);
 	h->crc = kvmem_crc32c(0, h, offsetof(struct keep_hdr, crc));
-	l->ret = kvmemd_file_replace(l->path[l->generation & 1], l->buf,
-				     l->len, 0);
+	l->ret = kvmemd_file_replace(l->path[l->generation & 1], l->buf, l->len,
+				     0);
 }
 
 /* One line each for a few sessions: a state directory that takes no
@@ -556,6 +556,40 @@ static uint32_t rec_id(const uint8_t *b)
 	return rec.id;
 }
 
+/* What a live record must be to be taken back. */
+struct live_want {
+	uint32_t id;
+	const uint32_t *ring; /* the SQ head and CQ tail its client saw */
+};
+
+/* kvmemd_file_pair_read()'s check of a live record: whole, of session
+ * w->id alone, at the ring position its client saw. */
+static int live_check(const uint8_t *buf, size_t size, void *ctx,
+		      uint64_t *generation, char *why, size_t len)
+{
+	const struct live_want *w = ctx;
+	struct keep_hdr h;
+	uint32_t heads[2];
+
+	if (record_hdr_check(buf, size, &h, why, len))
+		return -EINVAL;
+	if (h.nsessions != 1 || h.body_bytes < sizeof(struct keep_rec) ||
+	    rec_id(buf) != w->id) {
+		snprintf(why, len, "not the record of session %u alone", w->id);
+		return -EINVAL;
+	}
+	rec_heads(buf, heads);
+	if (heads[0] != w->ring[0] || heads[1] != w->ring[1]) {
+		snprintf(why, len,
+			 "SQ head %u and CQ tail %u, where its client saw %u "
+			 "and %u",
+			 heads[0], heads[1], w->ring[0], w->ring[1]);
+		return -ESTALE;
+	}
+	*generation = h.generation;
+	return 0;
+}
+
 /*
  * Session @id's live record that its client saw last, read into *@buf
  * (*@size bytes), its path to @path: of its two records (each written over
@@ -568,54 +602,25 @@ static uint32_t rec_id(const uint8_t *b)
 int record_live_read(struct kvmemd *d, uint32_t id, const uint32_t ring[2],
 		     char *path, uint8_t **buf, size_t *size)
 {
-	char p[2][LIVE_PATH_MAX], why[2][KVMEM_MESSAGE_LEN];
-	uint8_t *b[2] = { NULL, NULL };
-	size_t n[2] = { 0, 0 };
-	struct keep_hdr h[2];
-	uint32_t heads[2];
-	int ok[2], i, ret;
+	char p[2][LIVE_PATH_MAX];
+	const char *const paths[2] = { p[0], p[1] };
+	struct live_want w = { .id = id, .ring = ring };
+	struct kvmemd_file_pair r;
+	int i;
 
-	for (i = 0; i < 2; i++) {
-		ok[i] = 0;
-		snprintf(why[i], sizeof(why[i]), "not there");
+	for (i = 0; i < 2; i++)
 		if (live_path(d, id, i, p[i]))
-			continue;
-		ret = kvmemd_file_read(p[i], &b[i], &n[i]);
-		if (ret) {
-			snprintf(why[i], sizeof(why[i]), "%s", strerror(-ret));
-			continue;
-		}
-		if (record_hdr_check(b[i], n[i], &h[i], why[i], sizeof(why[i])))
-			continue;
-		if (h[i].nsessions != 1 ||
-		    h[i].body_bytes < sizeof(struct keep_rec) ||
-		    rec_id(b[i]) != id) {
-			snprintf(why[i], sizeof(why[i]),
-				 "not the record of session %u alone", id);
-			continue;
-		}
-		rec_heads(b[i], heads);
-		ok[i] = heads[0] == ring[0] && heads[1] == ring[1];
-		if (!ok[i])
-			snprintf(why[i], sizeof(why[i]),
-				 "SQ head %u and CQ tail %u, where its client "
-				 "saw %u and %u",
-				 heads[0], heads[1], ring[0], ring[1]);
-	}
-	i = ok[1] && (!ok[0] || h[1].generation > h[0].generation);
-	if (!ok[i]) {
-		if (b[0] || b[1])
+			return -ENOENT;
+	if (kvmemd_file_pair_read(paths, live_check, &w, &r)) {
+		if (r.present[0] || r.present[1])
 			kvmemd_log(LOG_ERR,
 				   "session %u: neither of its records is one "
 				   "to take back (%s: %s; %s: %s)",
-				   id, p[0], why[0], p[1], why[1]);
-		free(b[0]);
-		free(b[1]);
+				   id, p[0], r.why[0], p[1], r.why[1]);
 		return -ENOENT;
 	}
-	free(b[!i]);
-	*buf = b[i];
-	*size = n[i];
-	memcpy(path, p[i], LIVE_PATH_MAX);
+	*buf = r.buf;
+	*size = r.size;
+	memcpy(path, p[r.which], LIVE_PATH_MAX);
 	return 0;
 }

@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,5 +87,42 @@ int kvmemd_file_read(const char *path, uint8_t **buf, size_t *size)
 		return ret;
 	}
 	*size = got;
+	return 0;
+}
+
+int kvmemd_file_pair_read(const char *const path[2],
+			  int (*check)(const uint8_t *buf, size_t size,
+				       void *ctx, uint64_t *generation,
+				       char *why, size_t len),
+			  void *ctx, struct kvmemd_file_pair *out)
+{
+	uint8_t *b[2] = { NULL, NULL };
+	uint64_t gen[2] = { 0, 0 };
+	size_t n[2] = { 0, 0 };
+	int i, ret;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < 2; i++) {
+		ret = kvmemd_file_read(path[i], &b[i], &n[i]);
+		out->present[i] = ret != -ENOENT;
+		if (ret) {
+			snprintf(out->why[i], sizeof(out->why[i]), "%s",
+				 ret == -ENOENT ? "not there" : strerror(-ret));
+			continue;
+		}
+		out->ok[i] = !check(b[i], n[i], ctx, &gen[i], out->why[i],
+				    sizeof(out->why[i]));
+	}
+	i = out->ok[1] && (!out->ok[0] || gen[1] > gen[0]);
+	if (!out->ok[i]) {
+		free(b[0]);
+		free(b[1]);
+		return -ENOENT;
+	}
+	free(b[!i]);
+	out->buf = b[i];
+	out->size = n[i];
+	out->which = i;
+	out->generation = gen[i];
 	return 0;
 }
