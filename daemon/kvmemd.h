@@ -472,7 +472,8 @@ void kvmemd_prefix_disk_exit(struct kvmemd *d);
 
 struct kvmemd_prefix_disk_stats {
 	int on;
-	uint64_t blocks, bytes, limit; /* on the store now; retain_bytes */
+	/* on the store now (not those on their way); retain_bytes */
+	uint64_t blocks, bytes, limit;
 	uint64_t held; /* extents waiting for an index that drops them */
 	uint64_t generation; /* of the index last written */
 	uint64_t indexed; /* blocks it names: what a crash now keeps */

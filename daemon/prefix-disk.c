@@ -128,6 +128,8 @@ struct write_job {
 	int ret;
 };
 
+struct fetch_job;
+
 struct kvmemd_prefix_disk {
 	struct kvmemd *d;
 	struct kvmemd_store *st;
@@ -137,6 +139,7 @@ struct kvmemd_prefix_disk {
 	uint32_t nbuckets, n;
 	struct kvmemd_prefix_disk_ent *head, *tail;
 	uint64_t bytes; /* units of the entries, in bytes */
+	uint64_t stored, stored_bytes; /* of them, ENT_STORED */
 	uint64_t inflight; /* record bytes on their way */
 	struct held *held;
 	uint32_t nheld, held_cap;
@@ -148,6 +151,8 @@ struct kvmemd_prefix_disk {
 	int iret;
 	uint8_t dirty, busy, failed;
 	uint8_t missing; /* a block in memory was not written: try again */
+	uint64_t retry_ns, backoff_ns; /* after an index write failed */
+	struct fetch_job *fetches; /* PREFIX_FETCH reads under way */
 	uint64_t next_look; /* CLOCK_MONOTONIC ns of the next look */
 	/* store.retain_* at the last look */
 	uint64_t retain_b;
@@ -187,7 +192,7 @@ ent_find(struct kvmemd_prefix_disk *v, uint64_t tenant, const uint8_t *key,
 	if (!v->nbuckets)
 		return NULL;
 	for (e = v->table[h & (v->nbuckets - 1)]; e; e = e->hnext)
-		if (e->hash == h && e->r.tenant == tenant &&
+		if (e->hash == h && !e->forget && e->r.tenant == tenant &&
 		    e->r.token_start == token_start &&
 		    e->r.ntokens == ntokens &&
 		    !memcmp(e->r.key, key, sizeof(e->r.key)) &&
@@ -267,6 +272,10 @@ ent_add(struct kvmemd_prefix_disk *v, const struct disk_rec *r, int state)
 	lru_back(v, e);
 	v->n++;
 	v->bytes += (uint64_t)r->units * KVMEMD_STORE_UNIT;
+	if (state == ENT_STORED) {
+		v->stored++;
+		v->stored_bytes += (uint64_t)r->units * KVMEMD_STORE_UNIT;
+	}
 	return e;
 }
 
@@ -286,10 +295,14 @@ static void units_release(struct kvmemd_prefix_disk *v, uint64_t unit,
 			v->held_cap = cap;
 		}
 	}
-	if (!named || v->nheld == v->held_cap) {
+	if (!named) {
 		kvmemd_store_free(v->st, unit, units);
 		return;
 	}
+	/* Out of memory to hold them: they stay in use until the next
+	 * start, rather than be written while an index may name them. */
+	if (v->nheld == v->held_cap)
+		return;
 	v->held[v->nheld++] = (struct held){ unit, units, v->built };
 	v->dirty = 1;
 }
@@ -307,6 +320,10 @@ static void ent_remove(struct kvmemd_prefix_disk *v,
 	lru_unlink(v, e);
 	v->n--;
 	v->bytes -= (uint64_t)e->r.units * KVMEMD_STORE_UNIT;
+	if (e->state == ENT_STORED) {
+		v->stored--;
+		v->stored_bytes -= (uint64_t)e->r.units * KVMEMD_STORE_UNIT;
+	}
 	if (e->b)
 		e->b->disk = NULL;
 	units_release(v, e->r.unit, e->r.units, e->state == ENT_STORED);
@@ -382,6 +399,8 @@ static void write_done(struct kvmemd_work *w)
 	v->inflight -= j->len;
 	if (!j->ret && !e->forget) {
 		e->state = ENT_STORED;
+		v->stored++;
+		v->stored_bytes += j->len;
 		v->n_.written++;
 		v->n_.written_bytes += j->len;
 		v->dirty = 1;
@@ -399,29 +418,30 @@ static void write_done(struct kvmemd_work *w)
 	free(j);
 }
 
-/* Room for @bytes more under store.retain_bytes, the least recently used
- * blocks on the store going first (those only there before those in memory
- * too): 0, or -ENOSPC when the others are on their way. */
+/* Room for @bytes more under @limit (store.retain_bytes), the least
+ * recently used blocks on the store going first: 0, or -ENOSPC, having
+ * removed nothing, when even all of them would not make it (records on
+ * their way count). */
 static int make_room(struct kvmemd_prefix_disk *v, uint64_t bytes,
 		     uint64_t limit)
 {
 	struct kvmemd_prefix_disk_ent *e, *next;
-	int pass;
 
-	for (pass = 0; pass < 2 && v->bytes + bytes > limit; pass++)
-		for (e = v->head; e && v->bytes + bytes > limit; e = next) {
-			next = e->next;
-			if (e->state != ENT_STORED || (!pass && e->b))
-				continue;
-			v->n_.reclaimed++;
-			ent_remove(v, e);
-		}
-	return v->bytes + bytes > limit ? -ENOSPC : 0;
+	if (bytes > limit || v->bytes - v->stored_bytes + bytes > limit)
+		return -ENOSPC;
+	for (e = v->head; e && v->bytes + bytes > limit; e = next) {
+		next = e->next;
+		if (e->state != ENT_STORED)
+			continue;
+		v->n_.reclaimed++;
+		ent_remove(v, e);
+	}
+	return 0;
 }
 
 /* Units for a record of @units: 0 with *@unit, or -ENOSPC (then the
- * least recently used block only on the store goes, its units free once
- * the next index is written). */
+ * least recently used block on the store goes, its units free for the
+ * blocks after this one once the next index is written). */
 static int units_get(struct kvmemd_prefix_disk *v, uint32_t units,
 		     uint64_t *unit)
 {
@@ -430,7 +450,7 @@ static int units_get(struct kvmemd_prefix_disk *v, uint32_t units,
 	if (!kvmemd_store_alloc(v->st, units, unit))
 		return 0;
 	for (e = v->head; e; e = e->next)
-		if (e->state == ENT_STORED && !e->b)
+		if (e->state == ENT_STORED)
 			break;
 	if (e) {
 		v->n_.reclaimed++;
@@ -439,23 +459,26 @@ static int units_get(struct kvmemd_prefix_disk *v, uint32_t units,
 	return -ENOSPC;
 }
 
-void kvmemd_prefix_disk_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
+/*
+ * @b to the store: 0 when it is there or on its way, -ENOSPC when it does
+ * not fit (store.retain_bytes, or the store is full), -EAGAIN when it may
+ * later (writes under way, the workers busy, out of memory).
+ */
+static int block_add(struct kvmemd *d, struct kvmemd_prefix_disk *v,
+		     struct kvmemd_prefix_block *b)
 {
-	struct kvmemd_prefix_disk *v = disk(d);
-	struct kvmemd_prefix_disk_ent *e;
-	struct write_job *j = NULL;
 	const size_t rec = kvmemd_remote_record_len(b->layers, b->page_bytes);
 	const uint32_t units =
 		(uint32_t)((rec + KVMEMD_STORE_UNIT - 1) / KVMEMD_STORE_UNIT);
 	const size_t len = (size_t)units * KVMEMD_STORE_UNIT;
+	const uint64_t now = (uint64_t)time(NULL);
+	struct kvmemd_prefix_disk_ent *e;
+	struct write_job *j;
 	struct disk_rec r;
-	uint64_t now = (uint64_t)time(NULL);
 
-	if (!v || !disk_on(d) || b->disk)
-		return;
 	e = ent_find(v, b->tenant, b->key, &b->g, b->digest, b->token_start,
 		     b->ntokens);
-	if (e && !e->forget) {
+	if (e) {
 		/* On the store already (taken back, or fetched). */
 		if (e->b)
 			e->b->disk = NULL;
@@ -464,14 +487,12 @@ void kvmemd_prefix_disk_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
 		e->r.used = now;
 		lru_unlink(v, e);
 		lru_back(v, e);
-		return;
+		return 0;
 	}
-	if (v->inflight + len > DISK_INFLIGHT_BYTES || !d->workers ||
-	    make_room(v, len, retain_bytes(v))) {
-		v->n_.skipped++;
-		v->missing = 1;
-		return;
-	}
+	if (v->inflight + len > DISK_INFLIGHT_BYTES || !d->workers)
+		return -EAGAIN;
+	if (make_room(v, len, retain_bytes(v)))
+		return -ENOSPC;
 	memset(&r, 0, sizeof(r));
 	r.tenant = b->tenant;
 	memcpy(r.key, b->key, sizeof(r.key));
@@ -486,8 +507,7 @@ void kvmemd_prefix_disk_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
 	r.published = r.used = now;
 	if (units_get(v, units, &r.unit)) {
 		v->n_.nospace++;
-		v->missing = 1;
-		return;
+		return -ENOSPC;
 	}
 	j = calloc(1, sizeof(*j));
 	if (j && posix_memalign((void **)&j->buf, KVMEMD_STORE_UNIT, len))
@@ -498,9 +518,7 @@ void kvmemd_prefix_disk_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
 			free(j->buf);
 		free(j);
 		kvmemd_store_free(v->st, r.unit, units);
-		v->n_.skipped++;
-		v->missing = 1;
-		return;
+		return -EAGAIN;
 	}
 	kvmemd_remote_record_fill(b, NULL, j->buf);
 	memset(j->buf + rec, 0, len - rec);
@@ -516,13 +534,25 @@ void kvmemd_prefix_disk_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
 		free(j->buf);
 		free(j);
 		ent_remove(v, e);
-		v->n_.skipped++;
-		v->missing = 1;
-		return;
+		return -EAGAIN;
 	}
 	v->inflight += len;
 	e->b = b;
 	b->disk = e;
+	return 0;
+}
+
+void kvmemd_prefix_disk_add(struct kvmemd *d, struct kvmemd_prefix_block *b)
+{
+	struct kvmemd_prefix_disk *v = disk(d);
+	int ret;
+
+	if (!v || !disk_on(d) || b->disk)
+		return;
+	ret = block_add(d, v, b);
+	v->n_.skipped += ret != 0;
+	/* Tried again later; one that does not fit, not. */
+	v->missing |= ret == -EAGAIN;
 }
 
 void kvmemd_prefix_disk_used(struct kvmemd *d, struct kvmemd_prefix_block *b)
@@ -549,13 +579,15 @@ void kvmemd_prefix_disk_leave(struct kvmemd *d, struct kvmemd_prefix_block *b,
 	e->b = NULL;
 	if (!forget || !v)
 		return;
-	if (e->state == ENT_WRITING) {
-		e->forget = 1;
-		return;
-	}
 	v->n_.dropped++;
-	ent_remove(v, e);
+	if (e->state == ENT_WRITING)
+		e->forget = 1;
+	else
+		ent_remove(v, e);
 }
+
+static void fetches_drop(struct kvmemd_prefix_disk *v, uint64_t tenant,
+			 const uint8_t *key);
 
 uint64_t kvmemd_prefix_disk_drop(struct kvmemd *d, uint64_t tenant,
 				 const uint8_t *key)
@@ -564,27 +596,43 @@ uint64_t kvmemd_prefix_disk_drop(struct kvmemd *d, uint64_t tenant,
 	struct kvmemd_prefix_disk_ent *e, *next;
 	uint64_t n = 0;
 
-	for (e = v ? v->head : NULL; e; e = next) {
+	if (!v)
+		return 0;
+	for (e = v->head; e; e = next) {
 		next = e->next;
-		if (e->b || e->state != ENT_STORED || e->r.tenant != tenant ||
+		if (e->b || e->forget || e->r.tenant != tenant ||
 		    (key && memcmp(e->r.key, key, sizeof(e->r.key))))
 			continue;
 		v->n_.dropped++;
-		ent_remove(v, e);
 		n++;
+		if (e->state == ENT_WRITING)
+			e->forget = 1;
+		else
+			ent_remove(v, e);
 	}
+	/* Reads under way do not bring them back. */
+	fetches_drop(v, tenant, key);
 	return n;
 }
 
 /* ---- the index --------------------------------------------------------- */
 
+/* After a failed index write, the next waits this long, doubled each time
+ * up to the most. */
+#define RETRY_NS (1000000000ull)
+#define RETRY_MAX_NS (60ull * 1000000000ull)
+
+/* The state whose index work @w is. */
+static struct kvmemd_prefix_disk *of_iwork(struct kvmemd_work *w)
+{
+	return (struct kvmemd_prefix_disk *)((uint8_t *)w -
+					     offsetof(struct kvmemd_prefix_disk,
+						      iwork));
+}
+
 static void index_work(struct kvmemd_work *w)
 {
-	struct kvmemd_prefix_disk *v =
-		(struct kvmemd_prefix_disk *)((uint8_t *)w -
-					      offsetof(
-						      struct kvmemd_prefix_disk,
-						      iwork));
+	struct kvmemd_prefix_disk *v = of_iwork(w);
 	struct disk_hdr *h = (struct disk_hdr *)v->ibuf;
 
 	h->body_crc = kvmem_crc32c(0, v->ibuf + sizeof(*h), h->body_bytes);
@@ -598,11 +646,7 @@ static void index_work(struct kvmemd_work *w)
 
 static void index_done(struct kvmemd_work *w)
 {
-	struct kvmemd_prefix_disk *v =
-		(struct kvmemd_prefix_disk *)((uint8_t *)w -
-					      offsetof(
-						      struct kvmemd_prefix_disk,
-						      iwork));
+	struct kvmemd_prefix_disk *v = of_iwork(w);
 	const struct disk_hdr *h = (const struct disk_hdr *)v->ibuf;
 	uint64_t gen = h->generation;
 	uint32_t i, n;
@@ -621,9 +665,17 @@ static void index_done(struct kvmemd_work *w)
 		v->failed = 1;
 		v->n_.index_errors++;
 		v->dirty = 1;
+		/* Again over the file this one spoilt, never over the last
+		 * good one; later and later. */
+		v->built--;
+		v->backoff_ns = v->backoff_ns ? 2 * v->backoff_ns : RETRY_NS;
+		if (v->backoff_ns > RETRY_MAX_NS)
+			v->backoff_ns = RETRY_MAX_NS;
+		v->retry_ns = kvmemd_now_ns() + v->backoff_ns;
 		return;
 	}
 	v->failed = 0;
+	v->backoff_ns = 0;
 	v->written = gen;
 	v->n_.indexes++;
 	v->n_.indexed = v->nbuilt;
@@ -676,7 +728,8 @@ static int index_image(struct kvmemd_prefix_disk *v)
 /* The index as the blocks are now, to a worker (@now: written here). */
 static void index_write(struct kvmemd_prefix_disk *v, int now)
 {
-	if (!v->dirty || v->busy)
+	if (!v->dirty || v->busy ||
+	    (!now && v->failed && kvmemd_now_ns() < v->retry_ns))
 		return;
 	if (index_image(v)) {
 		v->n_.index_errors++;
@@ -727,15 +780,18 @@ static uint64_t expire(struct kvmemd_prefix_disk *v)
 	return 0;
 }
 
-/* Blocks in memory that are not on the store (writes were skipped) go. */
+/* Blocks in memory that are not on the store (writes were put off) go,
+ * until one is put off again. */
 static void blocks_write(struct kvmemd *d, struct kvmemd_prefix_disk *v)
 {
 	struct kvmemd_prefix_block *b;
 
 	v->missing = 0;
-	for (b = kvmemd_prefix_oldest(d); b && !v->missing; b = b->anext)
-		if (!b->disk)
-			kvmemd_prefix_disk_add(d, b);
+	for (b = kvmemd_prefix_oldest(d); b; b = b->anext)
+		if (!b->disk && block_add(d, v, b) == -EAGAIN) {
+			v->missing = 1;
+			break;
+		}
 }
 
 /* The most time between two looks at the blocks on the store: for what
@@ -765,6 +821,8 @@ uint64_t kvmemd_prefix_disk_run(struct kvmemd *d, uint64_t now)
 			v->next_look = now + in * 1000000000ull;
 	}
 	index_write(v, 0);
+	if (v->dirty && v->failed && v->retry_ns < v->next_look)
+		return v->retry_ns;
 	return v->next_look;
 }
 
@@ -1140,7 +1198,26 @@ struct fetch_job {
 	int err[KVMEM_PREFIX_FETCH_MAX];
 	void (*done)(void *ctx, int res);
 	void *ctx; /* NULL once forgotten */
+	/* blocks an operator dropped meanwhile: not kept */
+	uint8_t dropped[KVMEM_PREFIX_FETCH_MAX];
+	struct fetch_job *next; /* the reads under way */
 };
+
+/* The blocks of @tenant (@key: that one) that reads under way bring are
+ * not kept. */
+static void fetches_drop(struct kvmemd_prefix_disk *v, uint64_t tenant,
+			 const uint8_t *key)
+{
+	struct fetch_job *j;
+	uint32_t i;
+
+	for (j = v->fetches; j; j = j->next)
+		for (i = 0; i < j->n; i++)
+			if (j->r[i].tenant == tenant &&
+			    (!key ||
+			     !memcmp(j->r[i].key, key, sizeof(j->r[i].key))))
+				j->dropped[i] = 1;
+}
 
 /* On a worker: the records, each checked, up to the first that fails. */
 static void fetch_work(struct kvmemd_work *w)
@@ -1188,14 +1265,25 @@ static void fetch_refused(struct kvmemd_prefix_disk *v,
 /* On the loop: the leading good blocks kept, then the op told. */
 static void fetch_done(struct kvmemd_work *w)
 {
-	struct fetch_job *j = (struct fetch_job *)w;
+	struct fetch_job *j = (struct fetch_job *)w, **pp;
 	struct kvmemd_prefix_disk *v = disk(j->d);
 	uint32_t i, kept = 0;
 	int ret = 0;
 
+	for (pp = v ? &v->fetches : NULL; pp && *pp; pp = &(*pp)->next)
+		if (*pp == j) {
+			*pp = j->next;
+			break;
+		}
 	for (i = 0; i < j->n && !ret; i++) {
+		if (j->dropped[i]) {
+			ret = -ENOENT;
+			break;
+		}
 		if (!verdict_good(j->verdict[i])) {
-			if (v && j->buf[i])
+			/* A record that fails its checks goes; a read that
+			 * failed may not next time. */
+			if (v && j->verdict[i] != KVMEMD_REMOTE_VERDICTS)
 				fetch_refused(v, &j->r[i], j->verdict[i],
 					      j->err[i]);
 			ret = -ENOENT;
@@ -1255,6 +1343,8 @@ int kvmemd_prefix_disk_fetch(struct kvmemd *d,
 		free(j);
 		return -EAGAIN;
 	}
+	j->next = v->fetches;
+	v->fetches = j;
 	*out = j;
 	return 0;
 }
@@ -1309,8 +1399,8 @@ void kvmemd_prefix_disk_load(struct kvmemd *d, struct kvmemd_store *st)
 	if (v->n_.taken || v->n_.refused)
 		kvmemd_log(LOG_NOTICE,
 			   "prefix: %" PRIu64 " blocks taken back from the "
-			   "store (%" PRIu64 " refused), %u on it",
-			   v->n_.taken, v->n_.refused, v->n);
+			   "store (%" PRIu64 " refused), %" PRIu64 " on it",
+			   v->n_.taken, v->n_.refused, v->stored);
 }
 
 void kvmemd_prefix_disk_exit(struct kvmemd *d)
@@ -1343,8 +1433,8 @@ void kvmemd_prefix_disk_stats(const struct kvmemd *d,
 		return;
 	*out = v->n_;
 	out->on = 1;
-	out->blocks = v->n;
-	out->bytes = v->bytes;
+	out->blocks = v->stored;
+	out->bytes = v->stored_bytes;
 	out->limit = retain_bytes(v);
 	out->held = v->nheld;
 	out->generation = v->written;

@@ -2845,6 +2845,12 @@ START_TEST(test_prefix_on_store_bounded_and_dropped)
 	store_counter_reaches(&x.p, "reclaimed", 2);
 	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 1);
 	ck_assert_uint_le(store_counter(&x.p, "bytes"), one);
+	/* The next look at the store (a change of its keys makes one) leaves
+	 * it so: a block that cannot fit takes nothing off it. */
+	kvmemd_admin_ok(&x.p, out, sizeof(out),
+			"policy set store.retain_seconds=100000");
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 1);
+	ck_assert_uint_eq(store_counter(&x.p, "reclaimed"), 2);
 	kvmemd_admin_ok(&x.p, out, sizeof(out), "prefix-drop %u", me());
 	ck_assert_uint_eq(kvmemd_json_u64(out, "dropped"), 3);
 	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
@@ -2852,6 +2858,108 @@ START_TEST(test_prefix_on_store_bounded_and_dropped)
 	kvmemd_restart(&x.p, NULL);
 	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
 	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	published_end(&x);
+}
+END_TEST
+
+/*
+ * A store too small for every block: those that find no room are not
+ * written (counted), stay in memory and are served from there; the daemon
+ * goes on publishing, and a restart that empties the descriptor store
+ * brings back what the store held, each prompt up to where its blocks
+ * were there, with the values that were published.
+ */
+START_TEST(test_prefix_on_store_full)
+{
+	struct kvmem_prefix_key keys[64][NBLOCKS];
+	unsigned long long indexed;
+	struct kvmem_cache *a, *e;
+	struct kvmem_seq *s, *t, *ref;
+	struct published x;
+	uint32_t n, i;
+	int m, whole = 0;
+
+	kvmem_rng_seed(&x.r, 1946);
+	kvmemd_tokens(&x.r, 70, &x.k, &x.v);
+	kvmemd_start(&x.p,
+		     "[store]\npath = @DIR@/store\nsize = 1M\n"
+		     "retain_bytes = 100%\n",
+		     NULL);
+	a = kvmemd_connect(&x.p, 8u << 20);
+	s = kvmemd_seq_with(a, x.k, x.v, 70);
+	/* The same tokens under other keys, until the store has no room. */
+	for (n = 0; n < 64 && !store_counter(&x.p, "nospace"); n++) {
+		keys_of(keys[n], NBLOCKS, (uint8_t)(100 + n));
+		ck_assert_int_eq(kvmem_prefix_publish(s, keys[n], NBLOCKS), 3);
+	}
+	ck_assert_uint_gt(store_counter(&x.p, "nospace"), 0);
+	kvmem_seq_free(s);
+	kvmem_close(a);
+	/* All of them are served, from memory. */
+	for (i = 0; i < n; i++)
+		attach_same(&x.p, keys[i], x.k, x.v, block_end(2), &x.r);
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	kvmemd_restart(&x.p, NULL);
+	indexed = store_counter(&x.p, "blocks");
+	ck_assert_uint_gt(indexed, 0);
+	ck_assert_uint_lt(indexed, 3 * n);
+	ck_assert_uint_eq(store_counter(&x.p, "taken"), indexed);
+	a = kvmemd_connect(&x.p, 8u << 20);
+	for (i = 0; i < n; i++) {
+		m = kvmem_prefix_attach(a, keys[i], NBLOCKS, &t);
+		ck_assert_int_ge(m, 0);
+		whole += m == (int)block_end(2);
+		if (m) {
+			ref = kvmemd_reference(&e, x.k, x.v, (uint32_t)m);
+			kvmemd_expect_same(t, ref, &x.r);
+			kvmem_seq_free(ref);
+			kvmem_close(e);
+		}
+		kvmem_seq_free(t);
+	}
+	ck_assert_int_gt(whole, 0);
+	kvmem_close(a);
+	published_end(&x);
+}
+END_TEST
+
+/*
+ * An index that cannot be written (its next file is a directory): the
+ * write is tried again later and later, always over that file, never over
+ * the last good index, so a kill -9 with the memfds lost still finds the
+ * blocks that index names.
+ */
+START_TEST(test_prefix_on_store_index_unwritable)
+{
+	unsigned long long errors, gen;
+	struct published x;
+	char path[300];
+
+	publish_on_store(&x, 1947, 37);
+	gen = store_counter(&x.p, "index_generation");
+	snprintf(path, sizeof(path), "%s/state/store-prefixes.%llu.idx",
+		 x.p.dir, (gen + 1) & 1);
+	unlink(path);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	keys_of(x.keys, NBLOCKS, 38);
+	publish_again(&x);
+	store_counter_reaches(&x.p, "written", 6);
+	for (errors = 0; !errors; errors = store_counter(&x.p, "index_errors"))
+		usleep(10000);
+	ck_assert_int_eq(kvmemd_log_lines(&x.p, "writing the index of the "
+						"blocks on the store"),
+			 1);
+	/* Without a pause between tries this would be thousands. */
+	sleep(2);
+	ck_assert_uint_lt(store_counter(&x.p, "index_errors"), 10);
+	ck_assert_uint_eq(store_counter(&x.p, "indexed"), 3);
+	kvmemd_kill(&x.p);
+	kvmemd_store_lose(&x.p, "");
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_uint_eq(store_counter(&x.p, "taken"), 3);
+	keys_of(x.keys, NBLOCKS, 37);
+	attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
+	ck_assert_int_eq(rmdir(path), 0);
 	published_end(&x);
 }
 END_TEST
@@ -2895,6 +3003,8 @@ KVMEM_SUITE(prefix)
 	tcase_add_test(tc, test_prefix_on_store_index_refused);
 	tcase_add_test(tc, test_prefix_on_store_fetched_then_expired);
 	tcase_add_test(tc, test_prefix_on_store_bounded_and_dropped);
+	tcase_add_test(tc, test_prefix_on_store_full);
+	tcase_add_test(tc, test_prefix_on_store_index_unwritable);
 	suite_add_tcase(s, tc);
 	return s;
 }
