@@ -635,7 +635,8 @@ static const struct key keys[] = {
 		.desc = "with daemon.keep_sessions, keep published blocks "
 			"across restarts and crashes of kvmemd: each in a memfd "
 			"in the descriptor store, with an index in the state "
-			"directory",
+			"directory; with a store, on it too "
+			"(store.retain_bytes)",
 	},
 	{
 		.section = "remote",
