@@ -429,24 +429,45 @@ static void fetch_done(void *ctx, int res)
 	tier_remote_done(w->owner, w, res);
 }
 
+static int fetch_start(struct kvmemd_session *s, const struct kvmem_sqe *e,
+		       struct tier_wait *w);
+
+/* The store's answer: with a shared tier, the blocks after those it
+ * brought are asked of it (the op starts again from what the tenant has
+ * now); else, or when it brought none, as fetch_done(). */
+static void store_done(void *ctx, int res)
+{
+	struct tier_wait *w = ctx;
+	int ret;
+
+	w->job = NULL;
+	if (res <= 0 || !w->owner->d->remote) {
+		fetch_done(ctx, res);
+		return;
+	}
+	ret = fetch_start(w->owner, &w->e, w);
+	if (ret != OP_WAIT)
+		tier_remote_done(w->owner, w, ret);
+}
+
 /*
- * PREFIX_FETCH: the blocks from token_start on that the tenant has
+ * The PREFIX_FETCH @e: the blocks from token_start on that the tenant has
  * already are not asked for again; from the first it lacks, the store
  * (the leading blocks it has, prefix-disk.c) or else the shared tier is
- * asked, and the op waits for it (tier.c keeps its CQE).
+ * asked, and the op waits for it as @w (NULL: a wait is made here; tier.c
+ * keeps its CQE). Return: OP_WAIT, or the op's result.
  */
-int session_op_prefix_fetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
+static int fetch_start(struct kvmemd_session *s, const struct kvmem_sqe *e,
+		       struct tier_wait *w)
 {
 	uint32_t start[KVMEM_PREFIX_FETCH_MAX], ntok[KVMEM_PREFIX_FETCH_MAX];
 	uint8_t(*hash)[KVMEM_PREFIX_KEY_BYTES];
 	struct kvmemd_remote_fetch f;
-	struct tier_wait *w;
+	const int made = !w;
 	uint32_t i, n, m;
 	uint64_t at;
 	int ret;
 
-	if (!(s->features & KVMEM_FEAT_REMOTE))
-		return -EOPNOTSUPP;
 	if (e->ntokens || e->len < 2 * KVMEM_PREFIX_KEY_BYTES ||
 	    e->len % KVMEM_PREFIX_KEY_BYTES ||
 	    e->len / KVMEM_PREFIX_KEY_BYTES - 1 > KVMEM_PREFIX_FETCH_MAX ||
@@ -471,9 +492,11 @@ int session_op_prefix_fetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 			break;
 	if (m == n)
 		return (int)n;
-	ret = tier_remote_wait(s, e, &w);
-	if (ret)
-		return m ? (int)m : ret;
+	if (made) {
+		ret = tier_remote_wait(s, e, &w);
+		if (ret)
+			return m ? (int)m : ret;
+	}
 	/* The job copies the keys: the client may change them meanwhile. */
 	f = (struct kvmemd_remote_fetch){
 		.tenant = s->tenant,
@@ -483,7 +506,7 @@ int session_op_prefix_fetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 		.hash = (const uint8_t(*)[KVMEM_PREFIX_KEY_BYTES])hash + m,
 		.start = start + m,
 		.ntokens = ntok + m,
-		.done = fetch_done,
+		.done = store_done,
 		.ctx = w,
 	};
 	memcpy(f.layout, s->layout, sizeof(f.layout));
@@ -492,13 +515,22 @@ int session_op_prefix_fetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	ret = kvmemd_prefix_disk_fetch(s->d, &f, &w->job);
 	w->forget = kvmemd_prefix_disk_forget;
 	if (ret == -ENOENT && s->d->remote) {
+		f.done = fetch_done;
 		ret = kvmemd_remote_fetch(s->d, &f,
 					  (struct remote_job **)&w->job);
 		w->forget = kvmemd_remote_forget;
 	}
-	if (ret) {
+	if (!ret)
+		return OP_WAIT;
+	if (made)
 		tier_remote_drop(s, w);
-		return m || ret == -ENOENT ? (int)m : ret;
-	}
-	return OP_WAIT;
+	return m || ret == -ENOENT ? (int)m : ret;
+}
+
+/* PREFIX_FETCH, as fetch_start() says. */
+int session_op_prefix_fetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
+{
+	if (!(s->features & KVMEM_FEAT_REMOTE))
+		return -EOPNOTSUPP;
+	return fetch_start(s, e, NULL);
 }

@@ -304,6 +304,56 @@ START_TEST(test_remote_attach_on_another_node)
 }
 END_TEST
 
+/*
+ * Node B keeps the first two blocks of the prompt on its backing store
+ * only (published there, then out of memory; not pushed), and the cluster
+ * has them all (from A): an attach on B reads the two from its store and
+ * the rest from the cluster, bit for bit, the whole prompt.
+ */
+START_TEST(test_remote_after_the_store)
+{
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct two t;
+	char out[8192];
+	int i;
+
+	NEED_CLUSTER();
+	two_start(&t, 4911, NULL,
+		  "timeout_ms = 500\nretries = 8\npublish = no\n"
+		  "[store]\npath = @DIR@/store\nsize = 16M\n");
+	c = kvmemd_connect(&t.b, 8u << 20);
+	s = kvmemd_seq_with(c, t.k, t.v, block_end(1));
+	ck_assert_int_eq(kvmem_prefix_publish(s, t.keys, 2), 2);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	kvmemd_admin_ok(&t.b, out, sizeof(out),
+			"policy set prefix.idle_seconds=1");
+	for (i = 0; i < 3000; i++) {
+		kvmemd_admin_ok(&t.b, out, sizeof(out), "tier");
+		if (kvmemd_json_after(out, "\"store_prefixes\"", "indexed") ==
+			    2 &&
+		    (kvmemd_admin_ok(&t.b, out, sizeof(out), "prefixes"),
+		     kvmemd_json_after(out, "\"prefix\"", "blocks") == 0))
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"prefix\"", "blocks"), 0);
+	kvmemd_admin_ok(&t.b, out, sizeof(out),
+			"policy set prefix.idle_seconds=0");
+	ck_assert_int_eq(attach_same(&t.b, t.keys, &t.r, t.k, t.v),
+			 (int)block_end(WHOLE - 1));
+	kvmemd_admin_ok(&t.b, out, sizeof(out), "tier");
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"store_prefixes\"",
+					    "fetched"),
+			  2);
+	remote_of(&t.b, out, sizeof(out));
+	ck_assert_uint_eq(kvmemd_json_after(out, "\"fetch\"", "kept"),
+			  WHOLE - 2);
+	two_stop(&t);
+}
+END_TEST
+
 /* Bytes of block @i's record at @off flipped by @mask, @n of them. */
 static void flip(struct rcluster *c, const char *key, size_t off, uint8_t mask,
 		 size_t n)
@@ -767,6 +817,7 @@ KVMEM_SUITE(remote)
 	tcase_add_unchecked_fixture(tc, cluster_setup, cluster_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_remote_attach_on_another_node);
+	tcase_add_test(tc, test_remote_after_the_store);
 	tcase_add_test(tc, test_remote_flips_corrected_or_refused);
 	tcase_add_test(tc, test_remote_wrong_key_or_tenant_refused);
 	tcase_add_test(tc, test_remote_chain_cut_keeps_leading);

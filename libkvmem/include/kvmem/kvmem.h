@@ -554,10 +554,10 @@ int kvmem_prefix_publish(struct kvmem_seq *s,
  * Where kvmemd keeps published blocks on its backing store
  * (store.retain_bytes in kvmemd.conf(5)), or has a shared tier (remote.*),
  * the blocks from the first it does not have in memory are asked for
- * once, in one batch, of the store (those it has there, which outlive a
- * reboot) or else of the shared tier: those that come, each checked end to
- * end, are then published blocks of the tenant in memory again, and
- * attached as above. A tier that does not answer ends the match there, as
+ * once, in one batch: of the store (those it has there, which outlive a
+ * reboot), then of the shared tier (those after them): those that come,
+ * each checked end to end, are then published blocks of the tenant in
+ * memory again, and attached as above. A tier that does not answer ends the match there, as
  * a key never published does.
  *
  * Return: the number of tokens attached, kvmem_prefix_block_end() of the

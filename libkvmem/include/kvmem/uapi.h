@@ -337,11 +337,11 @@ enum kvmem_op {
  * block and the blocks after it, len = 32 * (1 + blocks), blocks at most
  * KVMEM_PREFIX_FETCH_MAX; ntokens is 0.
  * kvmemd reads the blocks the tenant does not have from its backing store
- * (the leading ones that are there) or else from the shared tier, checks
- * each (the record's own CRCs, tenant, geometry, key and parent key, then
- * every page's code words and CRC: in the shared tier a page the code
- * corrects is written back corrected, one it cannot is deleted there; one
- * from the store that fails leaves it), and keeps the
+ * (the leading ones that are there), then from the shared tier (the rest),
+ * checks each (the record's own CRCs, tenant, geometry, key and parent
+ * key, then every page's code words and CRC: in the shared tier a page the
+ * code corrects is written back corrected, one it cannot is deleted there;
+ * one from the store that fails leaves it), and keeps the
  * leading ones that pass as published blocks of the tenant, to be
  * attached with PREFIX_ATTACH. The op completes when they are kept
  * (out of order, like the ops that wait for pages) with how many blocks
