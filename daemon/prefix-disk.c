@@ -16,10 +16,11 @@
  *
  * Which units hold which block is in the index, STATE_DIR/store-
  * prefixes.0.idx and .1.idx, written in turn on a worker once the set of
- * blocks on the store changed (each over its last-but-one: a write cut
- * short leaves the other whole), after an fdatasync of the store and
- * fsynced itself, so an index never names a record the medium may not
- * have:
+ * blocks on the store changed, at most once a second (each over its
+ * last-but-one: a write cut short leaves the other whole, and a retry
+ * after a failure goes over the one it spoilt), after an fdatasync of the
+ * store and fsynced itself, so an index never names a record the medium
+ * may not have:
  *
  *   struct disk_hdr     magic, version, entry size, the store's uuid, a
  *                       generation, the body's length and CRC-32C, its
@@ -151,7 +152,8 @@ struct kvmemd_prefix_disk {
 	int iret;
 	uint8_t dirty, busy, failed;
 	uint8_t missing; /* a block in memory was not written: try again */
-	uint64_t retry_ns, backoff_ns; /* after an index write failed */
+	/* the next index is written no sooner; the wait after a failure */
+	uint64_t retry_ns, backoff_ns;
 	struct fetch_job *fetches; /* PREFIX_FETCH reads under way */
 	uint64_t next_look; /* CLOCK_MONOTONIC ns of the next look */
 	/* store.retain_* at the last look */
@@ -617,8 +619,11 @@ uint64_t kvmemd_prefix_disk_drop(struct kvmemd *d, uint64_t tenant,
 
 /* ---- the index --------------------------------------------------------- */
 
-/* After a failed index write, the next waits this long, doubled each time
- * up to the most. */
+/* An index is all the entries, fsynced: one is written at most every
+ * INDEX_GAP_NS (a reboot loses at most the blocks written in the last
+ * one). After a failed write, the next waits RETRY_NS, doubled each time
+ * up to RETRY_MAX_NS. */
+#define INDEX_GAP_NS (1000000000ull)
 #define RETRY_NS (1000000000ull)
 #define RETRY_MAX_NS (60ull * 1000000000ull)
 
@@ -676,6 +681,7 @@ static void index_done(struct kvmemd_work *w)
 	}
 	v->failed = 0;
 	v->backoff_ns = 0;
+	v->retry_ns = kvmemd_now_ns() + INDEX_GAP_NS;
 	v->written = gen;
 	v->n_.indexes++;
 	v->n_.indexed = v->nbuilt;
@@ -728,8 +734,7 @@ static int index_image(struct kvmemd_prefix_disk *v)
 /* The index as the blocks are now, to a worker (@now: written here). */
 static void index_write(struct kvmemd_prefix_disk *v, int now)
 {
-	if (!v->dirty || v->busy ||
-	    (!now && v->failed && kvmemd_now_ns() < v->retry_ns))
+	if (!v->dirty || v->busy || (!now && kvmemd_now_ns() < v->retry_ns))
 		return;
 	if (index_image(v)) {
 		v->n_.index_errors++;
@@ -821,7 +826,7 @@ uint64_t kvmemd_prefix_disk_run(struct kvmemd *d, uint64_t now)
 			v->next_look = now + in * 1000000000ull;
 	}
 	index_write(v, 0);
-	if (v->dirty && v->failed && v->retry_ns < v->next_look)
+	if (v->dirty && !v->busy && v->retry_ns < v->next_look)
 		return v->retry_ns;
 	return v->next_look;
 }
