@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kvmem/crc32c.h"
 #include "kvmem/kvmem.h"
 #include "kvmem_check.h"
 #include "kvmemd_harness.h"
@@ -2749,14 +2750,53 @@ START_TEST(test_prefix_on_store_damaged)
 END_TEST
 
 /*
- * An index that does not verify, and an index of another store (the file
- * made anew), are refused with a sentence: nothing on the store is read or
- * served, and the daemon keeps what is published next.
+ * The header of an index of blocks on the store (daemon/prefix-disk.c,
+ * struct disk_hdr, 64 bytes): its version at byte 8, and at 60 the CRC-32C
+ * of the 60 bytes before it.
+ */
+#define IDX_VERSION_AT 8
+#define IDX_CRC_AT 60
+
+/* Each index of blocks on @p's store made one of version @version, its
+ * header's CRC right: how many there were. */
+static int store_indexes_versioned(const struct kvmemd_proc *p,
+				   uint32_t version)
+{
+	uint8_t h[IDX_CRC_AT + 4];
+	char path[400];
+	uint32_t crc;
+	int i, fd, n = 0;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/state/store-prefixes.%d.idx",
+			 p->dir, i);
+		fd = open(path, O_RDWR);
+		if (fd < 0)
+			continue;
+		ck_assert_int_eq(pread(fd, h, sizeof(h), 0),
+				 (ssize_t)sizeof(h));
+		memcpy(h + IDX_VERSION_AT, &version, sizeof(version));
+		crc = kvmem_crc32c(0, h, IDX_CRC_AT);
+		memcpy(h + IDX_CRC_AT, &crc, sizeof(crc));
+		ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0),
+				 (ssize_t)sizeof(h));
+		close(fd);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * An index that does not verify, one of another version, one cut short,
+ * and an index of another store (the file made anew), are refused with a
+ * sentence: nothing on the store is read or served, and the daemon keeps
+ * what is published next.
  */
 START_TEST(test_prefix_on_store_index_refused)
 {
 	struct published x;
 	char path[200];
+	int i;
 
 	publish_on_store(&x, 1943, 33);
 	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
@@ -2772,6 +2812,31 @@ START_TEST(test_prefix_on_store_index_refused)
 	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
 	kvmemd_restart(&x.p, NULL);
 	attach_same(&x.p, x.keys, x.k, x.v, block_end(2), &x.r);
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	/* Indexes of another version, whole: refused, not read. */
+	ck_assert_int_ge(store_indexes_versioned(&x.p, 2), 1);
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_ge(kvmemd_log_lines(&x.p, "written by another version "
+						"of kvmemd (index 2"),
+			 1);
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
+	/* A new index (or two), then both files cut short after their
+	 * headers. */
+	publish_again(&x);
+	store_counter_reaches(&x.p, "indexed", 3);
+	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/state/store-prefixes.%d.idx",
+			 x.p.dir, i);
+		ck_assert_int_eq(truncate(path, 70), 0);
+	}
+	kvmemd_restart(&x.p, NULL);
+	ck_assert_int_ge(kvmemd_log_lines(&x.p, "its entries are cut short or "
+						"damaged"),
+			 1);
+	ck_assert_uint_eq(store_counter(&x.p, "blocks"), 0);
+	attach_same(&x.p, x.keys, x.k, x.v, 0, &x.r);
 	ck_assert_int_eq(kvmemd_stop(&x.p), 0);
 	/* Another store where the last one was. */
 	snprintf(path, sizeof(path), "%s/store", x.p.dir);
