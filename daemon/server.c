@@ -1514,6 +1514,7 @@ int kvmemd_run(struct kvmemd *d)
 			     .state_fd = -1,
 			     .accept_backoff = ACCEPT_BACKOFF_NS };
 	struct epoll_event ev[MAX_EVENTS];
+	struct kvmemd_work *work;
 	sigset_t block;
 	int i, n, ret;
 
@@ -1549,6 +1550,12 @@ int kvmemd_run(struct kvmemd *d)
 			close(sv.state_fd);
 		kvmemd_resume_exit(d);
 		kvmemd_remote_free(d);
+		/* Work the start queued (blocks going to the store) ends
+		 * as it would have: its buffers are freed there. */
+		kvmemd_workers_stop(sv.workers);
+		while (sv.workers && (work = kvmemd_workers_reap(sv.workers)))
+			if (work->done)
+				work->done(work);
 		kvmemd_workers_free(sv.workers);
 		kvmemd_tier_exit(d);
 		kvmemd_prefix_exit(d);
