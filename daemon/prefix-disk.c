@@ -977,23 +977,14 @@ static void verdict_why(enum kvmemd_remote_verdict v, int err, char *why,
 static int rec_keep(struct kvmemd *d, const struct disk_rec *r,
 		    const uint8_t *buf)
 {
-	const struct kvmemd_remote_seal *seals =
-		(const void *)(buf + sizeof(struct kvmemd_remote_hdr));
 	struct kvmemd_prefix_block name, *b;
-	uint32_t l;
 	int ret;
 
 	rec_name(r, &name);
 	ret = kvmemd_prefix_stage(d, r->tenant, &name, &b);
 	if (ret)
 		return ret;
-	for (l = 0; l < b->layers; l++) {
-		b->pages[l].crc = seals[l].crc;
-		b->pages[l].hdr_flags = seals[l].hdr_flags;
-		b->pages[l].generation = seals[l].generation;
-	}
-	memcpy(b->data, seals + b->layers, (size_t)b->layers * b->page_bytes);
-	b->staged = b->layers;
+	kvmemd_remote_record_unpack(buf, b);
 	/* kvmemd_prefix_disk_add() finds the entry of @r and links the
 	 * two. */
 	return kvmemd_prefix_keep(d, b);

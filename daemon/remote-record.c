@@ -127,6 +127,22 @@ uint8_t *kvmemd_remote_record(const struct kvmemd_prefix_block *b,
 	return rec;
 }
 
+void kvmemd_remote_record_unpack(const uint8_t *rec,
+				 struct kvmemd_prefix_block *b)
+{
+	const struct kvmemd_remote_seal *seals =
+		(const void *)(rec + sizeof(struct kvmemd_remote_hdr));
+	uint32_t l;
+
+	for (l = 0; l < b->layers; l++) {
+		b->pages[l].crc = seals[l].crc;
+		b->pages[l].hdr_flags = seals[l].hdr_flags;
+		b->pages[l].generation = seals[l].generation;
+	}
+	memcpy(b->data, seals + b->layers, (size_t)b->layers * b->page_bytes);
+	b->staged = b->layers;
+}
+
 void kvmemd_remote_record_seal(uint8_t *rec, size_t len)
 {
 	struct kvmemd_remote_hdr *h = (struct kvmemd_remote_hdr *)rec;

@@ -505,9 +505,8 @@ static void job_state(struct kvmemd_remote *r, const struct remote_job *j)
 static int fetch_keep(struct kvmemd_remote *r, struct remote_job *j)
 {
 	struct kvmemd_prefix_block name, *b;
-	const struct kvmemd_remote_seal *seals;
 	struct kvmemd *d = r->d;
-	uint32_t i, l;
+	uint32_t i;
 	int kind, ret = 0;
 
 	for (i = 0; i < j->good; i++) {
@@ -529,17 +528,7 @@ static int fetch_keep(struct kvmemd_remote *r, struct remote_job *j)
 		}
 		if (ret)
 			break;
-		seals = (const struct kvmemd_remote_seal
-				 *)((uint8_t *)j->reqs[i].data +
-				    sizeof(struct kvmemd_remote_hdr));
-		for (l = 0; l < b->layers; l++) {
-			b->pages[l].crc = seals[l].crc;
-			b->pages[l].hdr_flags = seals[l].hdr_flags;
-			b->pages[l].generation = seals[l].generation;
-		}
-		memcpy(b->data, seals + b->layers,
-		       (size_t)b->layers * b->page_bytes);
-		b->staged = b->layers;
+		kvmemd_remote_record_unpack(j->reqs[i].data, b);
 		ret = kvmemd_prefix_keep(d, b);
 		if (ret == -EEXIST)
 			ret = 0;

@@ -89,6 +89,10 @@ uint8_t *kvmemd_remote_record(const struct kvmemd_prefix_block *b,
 /* The same into @rec, kvmemd_remote_record_len() bytes of the caller's. */
 void kvmemd_remote_record_fill(const struct kvmemd_prefix_block *b,
 			       const uint8_t *parent, uint8_t *rec);
+/* The seals and pages of @rec, a record of @b's shape that passed
+ * kvmemd_remote_record_check(), into @b, staged: all its layers. */
+void kvmemd_remote_record_unpack(const uint8_t *rec,
+				 struct kvmemd_prefix_block *b);
 void kvmemd_remote_record_seal(uint8_t *rec, size_t len);
 
 /* What a fetch expects of the record of one block. */
