@@ -375,23 +375,32 @@ START_TEST(test_prefix_damaged_copy_not_served)
 }
 END_TEST
 
-/* The prefix counter @key once it is @want; fails the test if it is not
- * within 30 s. */
-static void prefix_counter_reaches(const struct kvmemd_proc *p, const char *key,
-				   unsigned long long want)
+/* Wait until the counter @key of object @obj in the reply to @req is
+ * @want; fails the test if it is not within 30 s. */
+static void counter_reaches(const struct kvmemd_proc *p, const char *req,
+			    const char *obj, const char *key,
+			    unsigned long long want)
 {
 	unsigned long long now = 0;
-	char out[4096];
+	char out[8192], anchor[64];
 	int i;
 
+	snprintf(anchor, sizeof(anchor), "\"%s\"", obj);
 	for (i = 0; i < 600; i++) {
-		kvmemd_admin_ok(p, out, sizeof(out), "prefixes");
-		now = kvmemd_json_after(out, "\"prefix\"", key);
+		kvmemd_admin_ok(p, out, sizeof(out), "%s", req);
+		now = kvmemd_json_after(out, anchor, key);
 		if (now == want)
 			return;
 		usleep(50000);
 	}
-	ck_abort_msg("prefix %s is %llu, not %llu after 30 s", key, now, want);
+	ck_abort_msg("%s %s is %llu, not %llu after 30 s", obj, key, now, want);
+}
+
+/* The prefix counter @key, as counter_reaches() waits for it. */
+static void prefix_counter_reaches(const struct kvmemd_proc *p, const char *key,
+				   unsigned long long want)
+{
+	counter_reaches(p, "prefixes", "prefix", key, want);
 }
 
 /*
@@ -2531,23 +2540,12 @@ END_TEST
 
 #define STORE_CONF "[store]\npath = @DIR@/store\nsize = 64M\n"
 
-/* Wait (30 s at most) until "key" of the store's blocks is @want. */
+/* The counter @key of the blocks on the store, as counter_reaches() waits
+ * for it. */
 static void store_counter_reaches(const struct kvmemd_proc *p, const char *key,
 				  unsigned long long want)
 {
-	unsigned long long now = 0;
-	char out[8192];
-	int i;
-
-	for (i = 0; i < 600; i++) {
-		kvmemd_admin_ok(p, out, sizeof(out), "tier");
-		now = kvmemd_json_after(out, "\"store_prefixes\"", key);
-		if (now == want)
-			return;
-		usleep(50000);
-	}
-	ck_abort_msg("store_prefixes %s is %llu, not %llu after 30 s", key, now,
-		     want);
+	counter_reaches(p, "tier", "store_prefixes", key, want);
 }
 
 static unsigned long long store_counter(const struct kvmemd_proc *p,
