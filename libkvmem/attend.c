@@ -33,7 +33,13 @@ struct reader {
 	uint32_t cur; /* page whose scales are in scales[] */
 	float *scales, *nscales; /* current page's, a neighbour's */
 	uint8_t *serased, *nserased; /* NULL'd in use when none is */
-	int cur_lost; /* current page has erased scales */
+	/* the current page's scales and which are erased (NULL: none) */
+	const float *sc;
+	const uint8_t *se;
+	/* the layer's vq2 codebooks, decoded at the first vq2 page */
+	float *vq_entries;
+	uint8_t *vq_lost;
+	long vq_nlost; /* entries lost; -1: not decoded yet */
 	float *nrow; /* a neighbour row */
 	uint8_t *nrow_erased;
 	void *scratch; /* kvmem__page_scratch_size() */
@@ -53,6 +59,7 @@ static int reader_open(struct reader *r, struct kvmem_seq *s, uint32_t layer,
 	r->policy = policy;
 	r->scratch = scratch;
 	r->cur = UINT32_MAX;
+	r->vq_nlost = -1;
 	r->scales = malloc(ns * sizeof(float));
 	r->nscales = malloc(ns * sizeof(float));
 	r->serased = malloc(ns);
@@ -73,14 +80,36 @@ static void reader_close(struct reader *r)
 	free(r->nserased);
 	free(r->nrow);
 	free(r->nrow_erased);
+	free(r->vq_entries);
+	free(r->vq_lost);
 }
 
 /*
- * Check page @pi's header and decode its scales into @scales; returns how
- * many scales are erased.
+ * The layer's codebooks, once per reader; their words are not counted
+ * here (kvmem_seq_codebook_read() says what they hold). A reader that
+ * cannot have them reads every entry as lost.
  */
-static int load_scales(struct reader *r, uint32_t pi, float *scales,
-		       uint8_t *erased)
+static void load_codebooks(struct reader *r)
+{
+	const size_t ne = (size_t)2 * r->c->g.kv_heads * KVMEM__VQ_ENTRIES;
+
+	r->vq_entries = calloc(ne * KVMEM__VQ_DIM, sizeof(float));
+	r->vq_lost = malloc(ne);
+	if (r->vq_lost)
+		memset(r->vq_lost, 1, ne);
+	r->vq_nlost = (long)ne;
+	if (r->vq_entries && r->vq_lost && r->lt->vq)
+		r->vq_nlost = kvmem__vq_read(r->lt->vq, r->vq_entries,
+					     r->vq_lost, NULL);
+}
+
+/*
+ * Check page @pi's header and decode its scales into @scales, @erased;
+ * point @sc and @se at them (@se NULL when none is erased), or for a vq2
+ * page at the layer's codebooks.
+ */
+static void load_scales(struct reader *r, uint32_t pi, float *scales,
+			uint8_t *erased, const float **sc, const uint8_t **se)
 {
 	const struct kvmem__page *p = r->lt->pages[pi];
 	struct kvmem_ecc_counts hc;
@@ -91,15 +120,25 @@ static int load_scales(struct reader *r, uint32_t pi, float *scales,
 	if (kvmem_page_read_header(p->data, &r->c->g, &hdr, &hc) == -EBADMSG)
 		r->headers_ue++;
 	kvmem__counts_add(&r->pc.header, &hc);
-	return kvmem__page_scales(&r->c->g, p->layout, p->data, scales, erased,
-				  &r->pc.scales, r->scratch);
+	if (p->layout->format == KVMEM_FMT_VQ2) {
+		if (r->vq_nlost < 0)
+			load_codebooks(r);
+		*sc = r->vq_entries;
+		*se = r->vq_nlost ? r->vq_lost : NULL;
+		return;
+	}
+	*sc = scales;
+	*se = kvmem__page_scales(&r->c->g, p->layout, p->data, scales, erased,
+				 &r->pc.scales, r->scratch)
+		      ? erased
+		      : NULL;
 }
 
 static void reader_page(struct reader *r, uint32_t pi)
 {
 	if (r->cur == pi)
 		return;
-	r->cur_lost = load_scales(r, pi, r->scales, r->serased);
+	load_scales(r, pi, r->scales, r->serased, &r->sc, &r->se);
 	r->cur = pi;
 }
 
@@ -113,19 +152,17 @@ static void neighbour_row(struct reader *r, uint32_t pos, int is_v, uint32_t h)
 	uint32_t pi = kvmem__page_index(g, pos);
 	const struct kvmem__page *p = r->lt->pages[pi];
 	struct kvmem_ecc_counts scratch_counts = { 0 };
-	const float *sc = r->scales;
-	const uint8_t *se = r->cur_lost ? r->serased : NULL;
+	const float *sc = r->sc;
+	const uint8_t *se = r->se;
 
 	if (pi != r->cur) {
 		struct kvmem_page_counts keep = r->pc;
 		uint64_t keep_ue = r->headers_ue;
-		int lost = load_scales(r, pi, r->nscales, r->nserased);
 
+		load_scales(r, pi, r->nscales, r->nserased, &sc, &se);
 		/* Counted once, when the walk reaches that page itself. */
 		r->pc = keep;
 		r->headers_ue = keep_ue;
-		sc = r->nscales;
-		se = lost ? r->nserased : NULL;
 	}
 	if (!kvmem__page_rows(g, p->layout, p->data, is_v, h,
 			      pos - p->token_start, 1, sc, se, r->nrow,
@@ -222,8 +259,8 @@ static void reader_rows(struct reader *r, uint32_t pi, int is_v, uint32_t h,
 
 	reader_page(r, pi);
 	ne = kvmem__page_rows(&r->c->g, p->layout, p->data, is_v, h, t0, n,
-			      r->scales, r->cur_lost ? r->serased : NULL, out,
-			      erased, &r->pc.payload, r->scratch);
+			      r->sc, r->se, out, erased, &r->pc.payload,
+			      r->scratch);
 	if (ne <= 0)
 		return;
 	r->pc.values_erased += (uint64_t)ne;
@@ -240,10 +277,9 @@ static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 	const struct kvmem__page *p = r->lt->pages[pi];
 
 	reader_page(r, pi);
-	return kvmem__page_rows_cw4(
-		&r->c->g, p->layout, p->data, is_v, h, t0, n, r->scales,
-		r->cur_lost ? r->serased : NULL, sc, sstride, group, rstride,
-		&r->pc.payload, r->scratch);
+	return kvmem__page_rows_cw4(&r->c->g, p->layout, p->data, is_v, h, t0,
+				    n, r->sc, r->se, sc, sstride, group,
+				    rstride, &r->pc.payload, r->scratch);
 }
 
 /* Rows of page @pi as int8 values, or NULL: see page.c. */
@@ -256,9 +292,8 @@ static const int8_t *reader_i8(struct reader *r, uint32_t pi, int is_v,
 
 	reader_page(r, pi);
 	return kvmem__page_rows_i8(&r->c->g, p->layout, p->data, is_v, h, t0, n,
-				   r->scales, r->cur_lost ? r->serased : NULL,
-				   sc, sstride, group, rstride, &r->pc.payload,
-				   r->scratch);
+				   r->sc, r->se, sc, sstride, group, rstride,
+				   &r->pc.payload, r->scratch);
 }
 
 int kvmem_seq_read(struct kvmem_seq *s, uint32_t layer, uint32_t start,

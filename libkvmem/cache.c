@@ -9,6 +9,7 @@
  * the hooks tell the daemon through the ring.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -252,6 +253,34 @@ static void page_header(struct kvmem_cache *c, struct kvmem_seq *s,
 }
 
 /*
+ * The codebooks of layer @lt decoded into @c's buffers; a view of no
+ * entries when it has none. Return: 0 or -ENOMEM.
+ */
+static int vq_view(struct kvmem_cache *c, const struct kvmem__layer *lt,
+		   struct kvmem__vq_view *v)
+{
+	const size_t ne = (size_t)2 * c->g.kv_heads * KVMEM__VQ_ENTRIES;
+	long lost;
+
+	v->entries = NULL;
+	v->lost = NULL;
+	if (!lt->vq)
+		return 0;
+	if (!c->vq_entries)
+		c->vq_entries = malloc(ne * KVMEM__VQ_DIM * sizeof(float));
+	if (!c->vq_lost)
+		c->vq_lost = malloc(ne);
+	if (!c->vq_entries || !c->vq_lost)
+		return -ENOMEM;
+	lost = kvmem__vq_read(lt->vq, c->vq_entries, c->vq_lost, NULL);
+	if (lost < 0)
+		return (int)lost;
+	v->entries = c->vq_entries;
+	v->lost = lost ? c->vq_lost : NULL;
+	return 0;
+}
+
+/*
  * Re-encode the first @ntokens tokens of @src as a new page of kind @hot
  * (sealed when @seal). Used to seal a full tail and to cut a sealed page
  * back to a tail.
@@ -262,11 +291,15 @@ static int page_recode(struct kvmem_cache *c, struct kvmem_seq *s,
 		       struct kvmem__page **out)
 {
 	struct kvmem_page_hdr h = { 0 };
+	struct kvmem__vq_view view;
 	struct kvmem__page *p;
 	int ret;
 
-	ret = kvmem__page_decode_stored(src->data, &c->g, c->kbuf, c->vbuf,
-					NULL, NULL);
+	ret = vq_view(c, &s->layer[layer], &view);
+	if (ret)
+		return ret;
+	ret = kvmem__page_decode_stored(src->data, &c->g, &view, c->kbuf,
+					c->vbuf, NULL, NULL);
 	if (ret < 0)
 		return ret;
 	ret = page_new(c, hot, &p);
@@ -364,6 +397,8 @@ void kvmem__cache_free(struct kvmem_cache *c)
 	free(c->vbuf);
 	free(c->row);
 	free(c->scratch);
+	free(c->vq_entries);
+	free(c->vq_lost);
 	free(c);
 }
 
@@ -465,6 +500,7 @@ void kvmem_seq_free(struct kvmem_seq *s)
 		for (i = 0; i < s->layer[l].npages; i++)
 			page_put(c, NULL, s->layer[l].pages[i]);
 		free(s->layer[l].pages);
+		kvmem__vq_put(s->layer[l].vq);
 	}
 	c->store->seq_free(c, s);
 	if (s->prev)
@@ -703,6 +739,9 @@ int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out)
 		if (!dst->pages)
 			goto err;
 		dst->cap = src->npages + 1;
+		dst->vq = src->vq;
+		if (dst->vq)
+			dst->vq->refs++;
 		for (i = 0; i < src->npages; i++) {
 			struct kvmem__page *p = src->pages[i], *q;
 
@@ -801,7 +840,8 @@ err:
  * of them are made to read as lost (see kvmem_seq_archive()).
  */
 static int page_archive(struct kvmem_cache *c, struct kvmem__page *p,
-			const struct kvmem_page_layout *l)
+			const struct kvmem_page_layout *l,
+			const struct kvmem__vq_view *vq)
 {
 	struct kvmem__page q = { .layout = l };
 	struct kvmem_page_counts pc;
@@ -810,8 +850,8 @@ static int page_archive(struct kvmem_cache *c, struct kvmem__page *p,
 	ret = c->store->alloc(c, &q);
 	if (ret)
 		return ret;
-	ret = kvmem_page_archive(q.data, p->data, &c->g, l->format, l->codec,
-				 &pc);
+	ret = kvmem__page_archive(q.data, p->data, &c->g, l->format, l->codec,
+				  vq, &pc);
 	if (ret) {
 		c->store->release(c, &q);
 		if (ret != -EBADMSG)
@@ -827,6 +867,117 @@ static int page_archive(struct kvmem_cache *c, struct kvmem__page *p,
 	c->store->release(c, &q);
 	c->used = c->used - q.layout->size + l->size;
 	return 1;
+}
+
+/* Whether sealed page @p of a layer is one vq_learn() learns from. */
+static int vq_source(const struct kvmem__page *p, uint32_t before)
+{
+	return p->sealed && !p->hot && p->layout->format != KVMEM_FMT_VQ2 &&
+	       p->token_start + p->ntokens <= before;
+}
+
+/*
+ * Learn the codebooks of layer @ly of @s by k-means (vq.c) from its sealed
+ * pages that end at or before @before and are not vq2: each K or V row of
+ * a head that decodes with no value erased, cut into fours, every @step-th
+ * row when there are more than KVMEM__VQ_TRAIN_MAX fours. A layer with no
+ * such row is left without codebooks. Return: 0 or -ENOMEM.
+ */
+static int vq_learn(struct kvmem_cache *c, struct kvmem_seq *s, uint32_t ly,
+		    uint32_t before)
+{
+	const struct kvmem_geometry *g = &c->g;
+	struct kvmem__layer *lt = &s->layer[ly];
+	const size_t D = g->head_dim, H = g->kv_heads, per = D / KVMEM__VQ_DIM;
+	size_t rows = 0, step, cap, have = 0, b, i, *n = NULL;
+	float *pts = NULL, *entries = NULL;
+	uint8_t *erased = NULL;
+	uint32_t t, h;
+	int ret = -ENOMEM, is_v;
+
+	for (i = 0; i < lt->npages; i++)
+		if (vq_source(lt->pages[i], before))
+			rows += lt->pages[i]->ntokens;
+	step = (rows * per + KVMEM__VQ_TRAIN_MAX - 1) / KVMEM__VQ_TRAIN_MAX;
+	step = step ? step : 1;
+	cap = (rows + step - 1) / step * per;
+	pts = malloc((2 * H * cap + 1) * KVMEM__VQ_DIM * sizeof(*pts));
+	n = calloc(2 * H, sizeof(*n));
+	erased = malloc(2 * g->tokens_per_page * H * D);
+	entries = malloc(2 * H * KVMEM__VQ_ENTRIES * KVMEM__VQ_DIM *
+			 sizeof(*entries));
+	if (!pts || !n || !erased || !entries)
+		goto out;
+	for (i = 0; i < lt->npages; i++) {
+		const struct kvmem__page *p = lt->pages[i];
+		int nt;
+
+		if (!vq_source(p, before))
+			continue;
+		/* A page whose header is lost teaches nothing. */
+		nt = kvmem__page_decode_stored(p->data, g, NULL, c->kbuf,
+					       c->vbuf, erased, NULL);
+		if (nt == -ENOMEM)
+			goto out;
+		if (nt < 0)
+			continue;
+		for (t = 0; t < (uint32_t)nt; t++, have++) {
+			if (have % step)
+				continue;
+			for (is_v = 0; is_v < 2; is_v++)
+				for (h = 0; h < H; h++) {
+					const size_t at = (t * H + h) * D;
+					const float *x =
+						(is_v ? c->vbuf : c->kbuf) + at;
+
+					b = (size_t)is_v * H + h;
+					if (memchr(erased +
+							   (size_t)is_v * nt *
+								   H * D +
+							   at,
+						   1, D))
+						continue;
+					memcpy(pts + (b * cap + n[b] * per) *
+							       KVMEM__VQ_DIM,
+					       x, D * sizeof(*x));
+					n[b]++;
+				}
+		}
+	}
+	ret = 0;
+	for (b = 0; b < 2 * H; b++)
+		if (n[b])
+			break;
+	if (b == 2 * H)
+		goto out;
+	for (b = 0; b < 2 * H && !ret; b++)
+		ret = kvmem__vq_train(pts + b * cap * KVMEM__VQ_DIM, n[b] * per,
+				      entries + b * KVMEM__VQ_ENTRIES *
+							KVMEM__VQ_DIM);
+	if (!ret)
+		ret = kvmem__vq_new((uint32_t)H, entries, &lt->vq);
+out:
+	free(pts);
+	free(n);
+	free(erased);
+	free(entries);
+	return ret;
+}
+
+/*
+ * Layer @ly of @s ready to archive into @l: its codebooks learned when
+ * @l is vq2 and it has none (from pages ending at or before @before), and
+ * decoded into @view.
+ */
+static int archive_layer(struct kvmem_cache *c, struct kvmem_seq *s,
+			 uint32_t ly, const struct kvmem_page_layout *l,
+			 uint32_t before, struct kvmem__vq_view *view)
+{
+	int ret = 0;
+
+	if (l->format == KVMEM_FMT_VQ2 && !s->layer[ly].vq)
+		ret = vq_learn(c, s, ly, before);
+	return ret ? ret : vq_view(c, &s->layer[ly], view);
 }
 
 int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
@@ -852,7 +1003,11 @@ int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
 		    : &c->archive[format][codec];
 	for (ly = 0; ly < c->g.layers; ly++) {
 		const struct kvmem__layer *lt = &s->layer[ly];
+		struct kvmem__vq_view view;
 
+		ret = archive_layer(c, s, ly, l, before, &view);
+		if (ret)
+			return ret;
 		for (i = 0; i < lt->npages; i++) {
 			struct kvmem__page *p = lt->pages[i];
 
@@ -861,7 +1016,7 @@ int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
 			     p->layout->codec == l->codec) ||
 			    p->token_start + p->ntokens > before)
 				continue;
-			ret = page_archive(c, p, l);
+			ret = page_archive(c, p, l, &view);
 			if (ret < 0)
 				return ret;
 			n += ret;
@@ -911,6 +1066,7 @@ int kvmem_seq_archive_budget(struct kvmem_seq *s, float bits,
 	l = &c->archive[format][codec];
 	for (ly = 0; ly < c->g.layers && n >= 0; ly++) {
 		const struct kvmem__layer *lt = &s->layer[ly];
+		struct kvmem__vq_view view;
 		double total = 0, values = 0;
 
 		for (i = 0; i < lt->npages; i++) {
@@ -924,6 +1080,11 @@ int kvmem_seq_archive_budget(struct kvmem_seq *s, float bits,
 		}
 		if (total <= bits * values)
 			continue;
+		ret = archive_layer(c, s, ly, l, UINT32_MAX, &view);
+		if (ret) {
+			n = ret;
+			break;
+		}
 		/* Pages tried and left as they were (lost values). */
 		free(tried);
 		tried = calloc(lt->npages, 1);
@@ -946,7 +1107,7 @@ int kvmem_seq_archive_budget(struct kvmem_seq *s, float bits,
 				break;
 			tried[pick] = 1;
 			total -= page_bits(c, lt->pages[pick]);
-			ret = page_archive(c, lt->pages[pick], l);
+			ret = page_archive(c, lt->pages[pick], l, &view);
 			total += page_bits(c, lt->pages[pick]);
 			if (ret < 0) {
 				n = ret;
@@ -957,6 +1118,63 @@ int kvmem_seq_archive_budget(struct kvmem_seq *s, float bits,
 	}
 	free(tried);
 	return n;
+}
+
+static int codebook_of(const struct kvmem_seq *s, uint32_t layer,
+		       const struct kvmem__vq **vq)
+{
+	if (!s || layer >= s->c->g.layers)
+		return -EINVAL;
+	*vq = s->layer[layer].vq;
+	return *vq ? 0 : -ENOENT;
+}
+
+int kvmem_seq_codebook(const struct kvmem_seq *s, uint32_t layer,
+		       struct kvmem_codebook_desc *d)
+{
+	const struct kvmem__vq *vq;
+	int ret = codebook_of(s, layer, &vq);
+
+	if (ret || !d)
+		return ret ? ret : -EINVAL;
+	d->data = (void *)vq->data;
+	d->size = vq->bytes;
+	d->words = (uint32_t)kvmem__vq_words(vq);
+	d->entries = vq->books * KVMEM__VQ_ENTRIES;
+	d->refs = vq->refs;
+	return 0;
+}
+
+long kvmem_seq_codebook_read(const struct kvmem_seq *s, uint32_t layer,
+			     float *entries, uint8_t *lost,
+			     struct kvmem_ecc_counts *counts)
+{
+	const struct kvmem__vq *vq;
+	int ret = codebook_of(s, layer, &vq);
+
+	if (ret || !entries || !lost)
+		return ret ? ret : -EINVAL;
+	if (counts)
+		memset(counts, 0, sizeof(*counts));
+	return kvmem__vq_read(vq, entries, lost, counts);
+}
+
+int kvmem_seq_codebook_set(struct kvmem_seq *s, uint32_t layer,
+			   const float *entries)
+{
+	const struct kvmem__vq *vq;
+	size_t i, n;
+	int ret = codebook_of(s, layer, &vq);
+
+	if (ret != -ENOENT)
+		return ret ? ret : -EEXIST;
+	if (!entries)
+		return -EINVAL;
+	n = (size_t)2 * s->c->g.kv_heads * KVMEM__VQ_ENTRIES * KVMEM__VQ_DIM;
+	for (i = 0; i < n; i++)
+		if (!isfinite(entries[i]) || fabsf(entries[i]) > 65504.0f)
+			return -EINVAL;
+	return kvmem__vq_new(s->c->g.kv_heads, entries, &s->layer[layer].vq);
 }
 
 int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,

@@ -10,6 +10,8 @@
 
 #include "kvmem/kvmem.h"
 
+struct kvmem__vq;
+
 /* A page and who holds it. Sealed pages are shared between forks. */
 struct kvmem__page {
 	uint8_t *data;
@@ -24,11 +26,13 @@ struct kvmem__page {
 	const struct kvmem_page_layout *layout;
 };
 
-/* One layer of a sequence: its pages in token order. */
+/* One layer of a sequence: its pages in token order, and the codebooks
+ * its vq2 pages read (NULL until it has some). */
 struct kvmem__layer {
 	struct kvmem__page **pages;
 	uint32_t npages, cap;
 	uint32_t len; /* tokens */
+	struct kvmem__vq *vq;
 };
 
 /*
@@ -126,6 +130,10 @@ struct kvmem_cache {
 	uint8_t *row; /* one hot row's data */
 	void *scratch; /* kvmem__page_scratch_size() */
 	size_t scratch_bytes;
+	/* A layer's codebooks decoded (struct kvmem__vq_view), allocated
+	 * when first used. */
+	float *vq_entries;
+	uint8_t *vq_lost;
 	struct kvmem__pool *pool; /* attention's threads, NULL until used */
 	void *attn_state; /* attend.c: calls' state, kept between them */
 	size_t attn_state_bytes;

@@ -500,8 +500,9 @@ static const struct kvmem_page_layout *moved_layout(const struct kvmem_cache *c,
 
 	if (format == own->format && codec == own->codec)
 		return own;
-	if (p->hot || format >= KVMEM_FMT_NR || codec >= KVMEM_CODEC_NR ||
-	    !c->archive[format][codec].size)
+	/* vq2 needs codebooks, which only an embedded sequence has. */
+	if (p->hot || format >= KVMEM_FMT_NR || format == KVMEM_FMT_VQ2 ||
+	    codec >= KVMEM_CODEC_NR || !c->archive[format][codec].size)
 		return NULL;
 	return &c->archive[format][codec];
 }

@@ -101,14 +101,72 @@ void kvmem__rotate_rows(const struct kvmem_geometry *g, float *x, size_t rows,
 void kvmem__rotate_stored(const struct kvmem_geometry *g, float *x,
 			  size_t rows);
 
+/* vq.c: the codebooks of a layer's vq2 pages (kvmem/quant.h). */
+#define KVMEM__VQ_ENTRIES 256
+#define KVMEM__VQ_DIM 4 /* values an entry, an index */
+#define KVMEM__VQ_ROUNDS 25 /* the most rounds of k-means */
+#define KVMEM__VQ_TRAIN_MAX 16384 /* the most points k-means looks at */
+
+/*
+ * A layer's codebooks, K's and V's of each KV head, each of
+ * KVMEM__VQ_ENTRIES entries: book b = is_v * kv_heads + h, entry e of it
+ * at [b * KVMEM__VQ_ENTRIES + e]. @data holds the entries as FP16 in one
+ * golay24 bitstream (entry_words words), then one check an entry in two
+ * golay24 words each. Shared by the forks of a sequence.
+ */
+struct kvmem__vq {
+	uint32_t refs;
+	uint32_t books;
+	uint32_t entry_words;
+	size_t bytes; /* of @data */
+	uint8_t data[];
+};
+
+/*
+ * What the pages of a layer in vq2 read their values from: its codebooks
+ * decoded, [books][KVMEM__VQ_ENTRIES][KVMEM__VQ_DIM] floats, and which
+ * entries are lost ([books][KVMEM__VQ_ENTRIES], or NULL when none is).
+ */
+struct kvmem__vq_view {
+	const float *entries;
+	const uint8_t *lost;
+};
+
+/* k-means of @n points of KVMEM__VQ_DIM floats into @entries (see vq.c). */
+int kvmem__vq_train(const float *x, size_t n, float *entries);
+/* The entry of one book nearest point @x, lost entries left out. */
+unsigned int kvmem__vq_nearest(const float *entries, const uint8_t *lost,
+			       const float *x);
+/* Encode @entries ([2 * kv_heads][256][4], made FP16) as a new codebook. */
+int kvmem__vq_new(uint32_t kv_heads, const float *entries,
+		  struct kvmem__vq **out);
+void kvmem__vq_put(struct kvmem__vq *vq);
+/* Golay24 codewords in @vq->data. */
+size_t kvmem__vq_words(const struct kvmem__vq *vq);
+/*
+ * Decode @vq into @entries and @lost (see struct kvmem__vq_view; a lost
+ * entry reads as zeros), adding its words to @counts (may be NULL).
+ * Return: the number of lost entries, or -ENOMEM.
+ */
+long kvmem__vq_read(const struct kvmem__vq *vq, float *entries, uint8_t *lost,
+		    struct kvmem_ecc_counts *counts);
+
 /* page.c: kvmem_page_encode() and kvmem_page_decode() of rows as stored,
- * rotated when @g rotates. */
+ * rotated when @g rotates. A vq2 page needs its layer's codebooks: @vq
+ * (NULL: such a page is refused with -EOPNOTSUPP). */
 int kvmem__page_encode_stored(void *page, const struct kvmem_geometry *g,
 			      const struct kvmem_page_hdr *hdr, int hot,
 			      const float *k, const float *v);
 int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
-			      float *k, float *v, uint8_t *erased,
+			      const struct kvmem__vq_view *vq, float *k,
+			      float *v, uint8_t *erased,
 			      struct kvmem_page_counts *counts);
+/* kvmem_page_archive() with the codebooks @vq of the page's layer, which
+ * vq2 needs on either side. */
+int kvmem__page_archive(void *dst, const void *src,
+			const struct kvmem_geometry *g, unsigned int format,
+			unsigned int codec, const struct kvmem__vq_view *vq,
+			struct kvmem_page_counts *counts);
 
 /* Bytes of scratch kvmem__page_scales() and kvmem__page_rows() need. */
 size_t kvmem__page_scratch_size(const struct kvmem_geometry *g,
@@ -130,7 +188,8 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 /*
  * Decode rows [t0, t0 + n) of KV head @h of K or V (@is_v) to floats,
  * @out[n][head_dim]. @scale_erased may be NULL when no scale of the page is
- * erased. Returns the number of erased values; only when it is non-zero is
+ * erased. A vq2 page's scales are its layer's codebooks: @scales and
+ * @scale_erased are a struct kvmem__vq_view's entries and lost. Returns the number of erased values; only when it is non-zero is
  * @erased[n][head_dim] written (0, or KVMEM__LOST_*). Word counts are added
  * to @c.
  */

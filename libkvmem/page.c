@@ -118,8 +118,14 @@ static int geometry_fields(const struct kvmem_geometry *g, char *buf,
 	if (!kvmem_format_get(g->format))
 		return geometry_fail(buf, len,
 				     "format %u is not one of 0..%u (fp16, "
-				     "int8, int4, int2, fp8, lm2, lm3, lm4)",
+				     "int8, int4, int2, fp8, lm2, lm3, lm4, "
+				     "vq2)",
 				     g->format, KVMEM_FMT_NR - 1);
+	if (g->format == KVMEM_FMT_VQ2)
+		return geometry_fail(buf, len,
+				     "format vq2 needs a sequence's codebook: "
+				     "it is an archive format "
+				     "(kvmem_seq_archive()), not a geometry's");
 	if (!kvmem_codec_get(g->codec))
 		return geometry_fail(buf, len,
 				     "codec %u is not one of 0..%u (h74, h84, "
@@ -291,6 +297,7 @@ static int layout_as(const struct kvmem_geometry *g, unsigned int format,
 	struct kvmem_page_layout own;
 
 	if (format == KVMEM_FMT_FP16 || !kvmem_format_get((int)format) ||
+	    (format == KVMEM_FMT_VQ2 && g->head_dim % KVMEM__VQ_DIM) ||
 	    !kvmem_codec_get((int)codec) || layout(g, 0, &own) ||
 	    layout_of(g, 0, format, codec, l))
 		return -EINVAL;
@@ -481,10 +488,28 @@ static void put_checks(uint8_t *page, const struct kvmem_page_layout *l,
  * Quantize and encode rows [0, n) of K or V, given token-major as a model
  * produces them; their scales go to @scales (the page's FP16 stream).
  */
+/* Row @x of book @b as vq2 indices: the nearest entry to each four. */
+static void vq_row(const struct kvmem_geometry *g,
+		   const struct kvmem__vq_view *vq, size_t b, const float *x,
+		   uint8_t *out)
+{
+	const float *e = vq->entries + b * KVMEM__VQ_ENTRIES * KVMEM__VQ_DIM;
+	const uint8_t *lost =
+		vq->lost ? vq->lost + b * KVMEM__VQ_ENTRIES : NULL;
+	float p[KVMEM__VQ_DIM];
+	uint32_t j, i;
+
+	for (j = 0; j < g->head_dim / KVMEM__VQ_DIM; j++) {
+		for (i = 0; i < KVMEM__VQ_DIM; i++)
+			p[i] = kvmem_finite_or_zero(x[j * KVMEM__VQ_DIM + i]);
+		out[j] = (uint8_t)kvmem__vq_nearest(e, lost, p);
+	}
+}
+
 static void encode_block(const struct kvmem_geometry *g,
 			 const struct kvmem_page_layout *l, uint8_t *page,
 			 int is_v, const float *x, uint32_t n, uint16_t *scales,
-			 uint8_t *data)
+			 uint8_t *data, const struct kvmem__vq_view *vq)
 {
 	const size_t stride = (size_t)g->kv_heads * g->head_dim;
 	const unsigned int group = row_group(g, l, is_v);
@@ -507,6 +532,11 @@ static void encode_block(const struct kvmem_geometry *g,
 			uint8_t *rd = data + (size_t)t * l->row_data;
 
 			memset(rd, 0, l->row_data);
+			if (l->format == KVMEM_FMT_VQ2) {
+				vq_row(g, vq, (size_t)is_v * g->kv_heads + h,
+				       xh + t * stride, rd);
+				continue;
+			}
 			if (!chan && l->nscales_k)
 				for (c = 0; c < g->head_dim; c += group)
 					sc[c / group] = kvmem__scale(
@@ -740,9 +770,18 @@ static void mark_word(const struct kvmem_geometry *g,
 	size_t first = wi * k / bits, last = ((wi + 1) * k - 1) / bits;
 	size_t i;
 
+	/* A vq2 index is a byte for KVMEM__VQ_DIM values. */
+	if (l->format == KVMEM_FMT_VQ2) {
+		first = wi * k / 8 * KVMEM__VQ_DIM;
+		last = ((wi + 1) * k - 1) / 8 * KVMEM__VQ_DIM + KVMEM__VQ_DIM -
+		       1;
+	}
+
 	for (i = first; i <= last && i < g->head_dim; i++)
 		erased[r * g->head_dim + i] =
-			fi->qmax ? KVMEM__LOST_BOUNDED : KVMEM__LOST;
+			fi->qmax || l->format == KVMEM_FMT_VQ2
+				? KVMEM__LOST_BOUNDED
+				: KVMEM__LOST;
 }
 
 /*
@@ -944,9 +983,14 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	 * the same for every row). */
 	const size_t sbase = l->nscales_k ? row_scale(g, l, is_v, h, t0) : 0;
 	const size_t sstride = row_sstride(g, l, is_v);
+	/* vq2: the book of this head's K or V, and whether an entry the
+	 * rows use is lost. */
+	const int vq = l->format == KVMEM_FMT_VQ2;
+	const size_t book =
+		((size_t)is_v * g->kv_heads + h) * KVMEM__VQ_ENTRIES;
 	struct scratch sp;
 	struct kvmem_ecc_counts wc;
-	int scales_lost = 0, nonfinite = 0;
+	int scales_lost = 0, nonfinite = 0, entries_lost = 0;
 	size_t r, i, rows_lost = 0;
 	long nerased = 0;
 
@@ -962,7 +1006,7 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 					out + r * D);
 		return 0;
 	}
-	if (scale_erased)
+	if (scale_erased && !vq)
 		for (r = 0; r < n && !scales_lost; r++)
 			for (i = 0; i < D / group; i++)
 				scales_lost |=
@@ -977,7 +1021,16 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 				    l->row_data, (size_t)n * l->row_data, n,
 				    wc.uncorrectable ? sp.rows_bm : NULL,
 				    l->row_words, &sp, c, 1);
-	for (r = 0; r < n; r++)
+	for (r = 0; r < n && vq; r++)
+		for (i = 0; i < D / KVMEM__VQ_DIM; i++) {
+			const size_t e = book + sp.data[r * l->row_data + i];
+
+			memcpy(out + r * D + i * KVMEM__VQ_DIM,
+			       scales + e * KVMEM__VQ_DIM,
+			       KVMEM__VQ_DIM * sizeof(*out));
+			entries_lost |= scale_erased && scale_erased[e];
+		}
+	for (r = 0; r < n && !vq; r++)
 		kn->dequant(l->format, sp.data + r * l->row_data, D, group,
 			    l->nscales_k ? scales + sbase + r * sstride : NULL,
 			    out + r * D);
@@ -991,7 +1044,8 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 	if (l->format == KVMEM_FMT_FP8)
 		for (r = 0; r < n; r++)
 			nonfinite |= fp8_nan_in(sp.data + r * l->row_data, D);
-	if (!wc.uncorrectable && !scales_lost && !nonfinite && !rows_lost)
+	if (!wc.uncorrectable && !scales_lost && !nonfinite && !rows_lost &&
+	    !entries_lost)
 		return 0;
 
 	memset(erased, 0, (size_t)n * D);
@@ -1010,6 +1064,13 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 				if (scale_erased[sbase + r * sstride +
 						 i / group])
 					erased[r * D + i] = KVMEM__LOST;
+	/* A lost entry could have been anything: rebuilt under every
+	 * policy, as an FP16 value is. */
+	for (r = 0; r < n && entries_lost; r++)
+		for (i = 0; i < D / KVMEM__VQ_DIM; i++)
+			if (scale_erased[book + sp.data[r * l->row_data + i]])
+				memset(erased + r * D + i * KVMEM__VQ_DIM,
+				       KVMEM__LOST, KVMEM__VQ_DIM);
 	if (rows_lost) {
 		kvmem_ecc_decode(l->codec, code, sp.data, nw, NULL, sp.status,
 				 NULL);
@@ -1070,11 +1131,14 @@ void kvmem__page_put_token(const struct kvmem_geometry *g,
 static int encode_as(void *page, const struct kvmem_geometry *g,
 		     const struct kvmem_page_layout *l,
 		     const struct kvmem_page_hdr *hdr, const float *k,
-		     const float *v)
+		     const float *v, const struct kvmem__vq_view *vq)
 {
 	struct kvmem_page_hdr h;
 	uint16_t *scales;
 	uint8_t *data;
+
+	if (l->format == KVMEM_FMT_VQ2 && !vq)
+		return -EOPNOTSUPP;
 
 	scales = calloc(
 		kvmem_ecc_data_bytes(KVMEM_PAGE_META_CODEC, l->scale_words) /
@@ -1088,8 +1152,8 @@ static int encode_as(void *page, const struct kvmem_geometry *g,
 		return -ENOMEM;
 	}
 	memset(page, 0, l->size);
-	encode_block(g, l, page, 0, k, hdr->ntokens, scales, data);
-	encode_block(g, l, page, 1, v, hdr->ntokens, scales, data);
+	encode_block(g, l, page, 0, k, hdr->ntokens, scales, data, vq);
+	encode_block(g, l, page, 1, v, hdr->ntokens, scales, data, vq);
 	kvmem_ecc_encode(KVMEM_PAGE_META_CODEC, scales,
 			 (uint8_t *)page + l->scales_off, l->scale_words);
 	if (l->scale_words)
@@ -1125,7 +1189,7 @@ int kvmem__page_encode_stored(void *page, const struct kvmem_geometry *g,
 	if (!page || !hdr || !k || !v || kvmem_page_layout(g, hot, &l) ||
 	    !hdr->ntokens || hdr->ntokens > g->tokens_per_page)
 		return -EINVAL;
-	return encode_as(page, g, &l, hdr, k, v);
+	return encode_as(page, g, &l, hdr, k, v, NULL);
 }
 
 int kvmem_page_encode(void *page, const struct kvmem_geometry *g,
@@ -1171,7 +1235,8 @@ static int page_open(const void *page, const struct kvmem_geometry *g,
 }
 
 int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
-			      float *k, float *v, uint8_t *erased,
+			      const struct kvmem__vq_view *vq, float *k,
+			      float *v, uint8_t *erased,
 			      struct kvmem_page_counts *counts)
 {
 	struct kvmem_page_counts pc = { 0 };
@@ -1188,6 +1253,9 @@ int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
 		return -EINVAL;
 	ret = page_open(page, g, &hdr, &l, &pc.header);
 	if (ret)
+		goto out;
+	ret = -EOPNOTSUPP;
+	if (l.format == KVMEM_FMT_VQ2 && !vq)
 		goto out;
 	ret = -ENOMEM;
 	scales = malloc(((size_t)l.nscales_k + l.nscales_v + 1) *
@@ -1208,8 +1276,12 @@ int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
 	for (is_v = 0; is_v < 2; is_v++)
 		for (h = 0; h < g->kv_heads; h++) {
 			long ne = kvmem__page_rows(
-				g, &l, page, is_v, h, 0, hdr.ntokens, scales,
-				serased, tile, terased, &pc.payload, scratch);
+				g, &l, page, is_v, h, 0, hdr.ntokens,
+				vq && l.format == KVMEM_FMT_VQ2 ? vq->entries
+								: scales,
+				vq && l.format == KVMEM_FMT_VQ2 ? vq->lost
+								: serased,
+				tile, terased, &pc.payload, scratch);
 
 			pc.values_erased += (uint64_t)ne;
 			for (t = 0; t < hdr.ntokens; t++) {
@@ -1258,7 +1330,8 @@ int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
 		      float *k, float *v, uint8_t *erased,
 		      struct kvmem_page_counts *counts)
 {
-	int ret = kvmem__page_decode_stored(page, g, k, v, erased, counts);
+	int ret =
+		kvmem__page_decode_stored(page, g, NULL, k, v, erased, counts);
 	size_t rows;
 
 	if (ret <= 0 || !g->rotation)
@@ -1652,7 +1725,8 @@ int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
 /*
  * Same format, another codec: the scale and check words are the metadata
  * code's at the same places in both layouts and are copied; each row's
- * data bits go from one codec's words into the other's.
+ * data bits go from one codec's words into the other's, and where a check
+ * is a row's, it is made again over the row as the new codec pads it.
  */
 static int transcode(uint8_t *dst, const uint8_t *src,
 		     const struct kvmem_geometry *g,
@@ -1686,6 +1760,13 @@ static int transcode(uint8_t *dst, const uint8_t *src,
 					ld->codec, out,
 					row_ptr(g, ld, dst, is_v, h, t),
 					ld->row_words);
+				/* A check a row (vq2) covers the row's
+				 * padding, which differs by codec. */
+				if (!ld->scale_words)
+					put_checks(dst, ld,
+						   row_check(g, is_v, h, t),
+						   out, ld->row_data,
+						   ld->row_data, 1);
 			}
 	free(in);
 	free(out);
@@ -1693,28 +1774,47 @@ static int transcode(uint8_t *dst, const uint8_t *src,
 }
 
 /* Another format: the values as decoded, quantized again. */
-static int requantize(uint8_t *dst, const uint8_t *src,
-		      const struct kvmem_geometry *g,
-		      const struct kvmem_page_layout *ld,
-		      const struct kvmem_page_hdr *hdr)
+/*
+ * Another format: the values as decoded, quantized again. A vq2 page
+ * whose codebook lost an entry it uses has lost values, which are not
+ * quantized again: -EBADMSG, counted as an uncorrectable scale word.
+ */
+static int
+requantize(uint8_t *dst, const uint8_t *src, const struct kvmem_geometry *g,
+	   const struct kvmem_page_layout *ld, const struct kvmem_page_hdr *hdr,
+	   const struct kvmem__vq_view *vq, struct kvmem_page_counts *pc)
 {
 	const size_t n = (size_t)hdr->ntokens * g->kv_heads * g->head_dim;
 	float *k = malloc(n * sizeof(*k)), *v = malloc(n * sizeof(*v));
+	uint8_t *erased = malloc(2 * n);
 	int ret = -ENOMEM;
 
-	if (k && v) {
-		ret = kvmem__page_decode_stored(src, g, k, v, NULL, NULL);
+	if (k && v && erased) {
+		ret = kvmem__page_decode_stored(src, g, vq, k, v, erased, NULL);
+		if (ret >= 0 && memchr(erased, 1, 2 * n)) {
+			pc->scales.uncorrectable++;
+			ret = -EBADMSG;
+		}
 		if (ret >= 0)
-			ret = encode_as(dst, g, ld, hdr, k, v);
+			ret = encode_as(dst, g, ld, hdr, k, v, vq);
 	}
 	free(k);
 	free(v);
+	free(erased);
 	return ret;
 }
 
 int kvmem_page_archive(void *dst, const void *src,
 		       const struct kvmem_geometry *g, unsigned int format,
 		       unsigned int codec, struct kvmem_page_counts *counts)
+{
+	return kvmem__page_archive(dst, src, g, format, codec, NULL, counts);
+}
+
+int kvmem__page_archive(void *dst, const void *src,
+			const struct kvmem_geometry *g, unsigned int format,
+			unsigned int codec, const struct kvmem__vq_view *vq,
+			struct kvmem_page_counts *counts)
 {
 	struct kvmem_page_counts pc = { 0 };
 	struct kvmem_page_layout ls, ld;
@@ -1761,7 +1861,7 @@ int kvmem_page_archive(void *dst, const void *src,
 				       ld.size - KVMEM_PAGE_HDR_BYTES);
 		kvmem__hdr_encode(dst, &hdr);
 	} else {
-		ret = requantize(dst, tmp, g, &ld, &hdr);
+		ret = requantize(dst, tmp, g, &ld, &hdr, vq, &pc);
 	}
 out:
 	free(tmp);

@@ -22,6 +22,7 @@ static const struct kvmem_format_info formats[] = {
 	[KVMEM_FMT_LM2] = { .name = "lm2", .bits = 2, .qmax = 2 },
 	[KVMEM_FMT_LM3] = { .name = "lm3", .bits = 3, .qmax = 4 },
 	[KVMEM_FMT_LM4] = { .name = "lm4", .bits = 4, .qmax = 8 },
+	[KVMEM_FMT_VQ2] = { .name = "vq2", .bits = 2, .qmax = 0 },
 };
 _Static_assert(KVMEM_ARRAY_SIZE(formats) == KVMEM_FMT_NR,
 	       "format table must cover enum kvmem_format");
@@ -267,7 +268,7 @@ int kvmem_quantize(int fmt, const float *x, size_t n, unsigned int group,
 	const struct kvmem_format_info *fi = kvmem_format_get(fmt);
 	size_t g;
 
-	if (!fi || (fi->qmax && !group) ||
+	if (!fi || fmt == KVMEM_FMT_VQ2 || (fi->qmax && !group) ||
 	    (n && (!x || !bits || (fi->qmax && !scales))))
 		return -EINVAL;
 	if (!n)
@@ -288,7 +289,7 @@ int kvmem_dequantize(int fmt, const void *bits, const uint16_t *scales,
 	const struct kvmem_format_info *fi = kvmem_format_get(fmt);
 	size_t i;
 
-	if (!fi || (fi->qmax && !group) ||
+	if (!fi || fmt == KVMEM_FMT_VQ2 || (fi->qmax && !group) ||
 	    (n && (!x || !bits || (fi->qmax && !scales))))
 		return -EINVAL;
 	for (i = 0; i < n; i++) {

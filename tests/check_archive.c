@@ -199,6 +199,39 @@ static void expect_archived(const uint8_t *arch, const uint8_t *exp,
 
 /* ---- Layouts -------------------------------------------------------------- */
 
+/*
+ * What kvmem_page_layout_as() must give for vq2 in codec @c: no scales, a
+ * check a row, rows of head_dim / 4 index bytes in whole codewords and
+ * bytes; -EINVAL for a head_dim that is not a multiple of four, -E2BIG
+ * for a page larger than the geometry's own.
+ */
+static void expect_vq_layout(const struct kvmem_geometry *g, int c, int ret,
+			     const struct kvmem_page_layout *l,
+			     const struct kvmem_page_layout *own,
+			     const char *what)
+{
+	const unsigned int k = kvmem_codec_get(c)->data_bits;
+	const unsigned int m = k % 8 == 0 ? 1 : k % 4 == 0 ? 2 : 8;
+	const uint32_t words = (g->head_dim * 2 + k * m - 1) / (k * m) * m;
+
+	if (g->head_dim % 4) {
+		EXPECT_EQ(ret, -EINVAL, "%s", what);
+		return;
+	}
+	if (ret == -E2BIG)
+		return;
+	EXPECT_EQ(ret, 0, "%s", what);
+	if (ret)
+		return;
+	EXPECT_EQ(l->format, KVMEM_FMT_VQ2, "%s", what);
+	EXPECT_EQ(l->nscales_k + l->nscales_v, 0, "%s", what);
+	EXPECT_EQ(l->scale_words, 0, "%s", what);
+	EXPECT_EQ(l->nchecks, 2 * g->kv_heads * g->tokens_per_page, "%s", what);
+	EXPECT_EQ(l->row_words, words, "%s", what);
+	EXPECT_EQ(l->row_data, words * k / 8, "%s", what);
+	ck_assert_uint_le(l->size, own->size);
+}
+
 START_TEST(test_layout_as)
 {
 	const struct kvmem_geometry g = gcase_geo(&gcases[_i], 1);
@@ -217,6 +250,10 @@ START_TEST(test_layout_as)
 						   (unsigned int)c, &l);
 			if (f == KVMEM_FMT_FP16) {
 				EXPECT_EQ(ret, -EINVAL, "%s", what);
+				continue;
+			}
+			if (f == KVMEM_FMT_VQ2) {
+				expect_vq_layout(&g, c, ret, &l, &own, what);
 				continue;
 			}
 			ck_assert_int_eq(kvmem_page_layout(&a, 0, &exp), 0);

@@ -792,9 +792,10 @@ static void check_clean_verify_scrub(const struct pcase *pc)
 	free(copy);
 }
 
-/* Every combination of format, codec and key scales for geometry @gi. */
+/* Every combination of format, codec and key scales for geometry @gi
+ * (vq2 is an archive format only: check_vq.c). */
 #define FOR_EACH_KIND(g, gi, fmt, codec, ks)                                   \
-	for (fmt = 0; fmt < KVMEM_FMT_NR; fmt++)                               \
+	for (fmt = 0; fmt < KVMEM_FMT_VQ2; fmt++)                              \
 		for (codec = 0; codec < KVMEM_CODEC_NR; codec++)               \
 			for (ks = 0; ks < 2; ks++)                             \
 				if (!(fmt == KVMEM_FMT_FP16 &&                 \
@@ -887,11 +888,14 @@ START_TEST(test_geometry_check)
 	BAD(b.sink_tokens = b.tokens_per_page + 1,
 	    "sink_tokens 17 is more than tokens_per_page 16");
 	BAD(b.format = KVMEM_FMT_NR,
-	    "format 8 is not one of 0..7 (fp16, int8, int4, int2, fp8, lm2, lm3, "
-	    "lm4)");
+	    "format 9 is not one of 0..8 (fp16, int8, int4, int2, fp8, lm2, lm3, "
+	    "lm4, vq2)");
 	BAD(b.format = 0xff,
-	    "format 255 is not one of 0..7 (fp16, int8, int4, int2, fp8, lm2, "
-	    "lm3, lm4)");
+	    "format 255 is not one of 0..8 (fp16, int8, int4, int2, fp8, lm2, "
+	    "lm3, lm4, vq2)");
+	BAD(b.format = KVMEM_FMT_VQ2,
+	    "format vq2 needs a sequence's codebook: it is an archive format "
+	    "(kvmem_seq_archive()), not a geometry's");
 	BAD(b.rotation = 2, "rotation 2 is not 0 (none) or 1 (hadamard)");
 	BAD((b.rotation = KVMEM_ROTATE_HADAMARD, b.head_dim = 96),
 	    "the hadamard rotation needs a head_dim that is a power of two, "
@@ -1161,7 +1165,8 @@ START_TEST(test_layout_random_geometries)
 		g.group_size = 1u << ng;
 		g.sink_tokens =
 			(uint32_t)kvmem_rng_below(&r, g.tokens_per_page + 1);
-		g.format = (uint8_t)kvmem_rng_below(&r, KVMEM_FMT_NR);
+		/* Every geometry format: vq2 is an archive format only. */
+		g.format = (uint8_t)kvmem_rng_below(&r, KVMEM_FMT_VQ2);
 		g.codec = (uint8_t)kvmem_rng_below(&r, KVMEM_CODEC_NR);
 		g.key_scales =
 			g.format != KVMEM_FMT_FP16 && kvmem_rng_below(&r, 2);

@@ -219,9 +219,9 @@ START_TEST(test_rotate_page)
 		hdr.flags = hot ? 0 : KVMEM_HDR_SEALED;
 		ck_assert_int_eq(kvmem_page_encode(page, &g, &hdr, hot, k, v),
 				 0);
-		ck_assert_int_eq(
-			kvmem__page_decode_stored(page, &g, sk, sv, NULL, NULL),
-			(int)T);
+		ck_assert_int_eq(kvmem__page_decode_stored(page, &g, NULL, sk,
+							   sv, NULL, NULL),
+				 (int)T);
 		ck_assert_int_eq(
 			kvmem_page_decode(page, &g, dk, dv, NULL, NULL),
 			(int)T);
@@ -379,9 +379,9 @@ START_TEST(test_rotate_erasure_spreads)
 	/* page.h: K rows [head][token], each row_bytes; an h84 word is a
 	 * byte and carries one lm4 value. Two flipped bits: detected. */
 	page[l.k_off + ((size_t)1 * T + 3) * l.row_bytes + 2] ^= 0x03;
-	ck_assert_int_eq(
-		kvmem__page_decode_stored(page, &g, k, v, erased, &pc_counts),
-		(int)T);
+	ck_assert_int_eq(kvmem__page_decode_stored(page, &g, NULL, k, v, erased,
+						   &pc_counts),
+			 (int)T);
 	ck_assert_uint_eq(pc_counts.payload.uncorrectable, 1);
 	for (i = 0; i < 2 * n; i++)
 		ne += erased[i];

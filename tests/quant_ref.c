@@ -111,6 +111,7 @@ const struct ref_fmt ref_fmts[KVMEM_FMT_NR] = {
 	[KVMEM_FMT_LM2] = { "lm2", 2, 2 },
 	[KVMEM_FMT_LM3] = { "lm3", 3, 4 },
 	[KVMEM_FMT_LM4] = { "lm4", 4, 8 },
+	[KVMEM_FMT_VQ2] = { "vq2", 2, 0 },
 };
 
 int ref_is_lm(int fmt)

@@ -287,7 +287,7 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
  * @s: the sequence, embedded mode
  * @before: pages whose tokens all lie before this position are archived
  * @format: enum kvmem_format of the archived pages: int8, int4, int2, fp8,
- *          lm4, lm3 or lm2
+ *          lm4, lm3, lm2 or vq2
  * @codec: enum kvmem_codec of the archived pages
  *
  * The archive tier: old tokens, which attention reads less, kept in a
@@ -311,6 +311,15 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
  * kvmem_cuda_seq_pages() refuses a layer with archived pages. In the
  * arena, archived pages take slots of their own size: the slots they
  * leave are reused by pages sealed later, not by other archived pages.
+ *
+ *
+ * vq2 (kvmem/quant.h) reads a layer's codebooks. A layer that has none
+ * when its pages first go to vq2 learns them here, by k-means, from the
+ * pages this call archives (Shard's prompt middle: archive the pages
+ * before the end of the prompt once it is in), or takes the engine's
+ * from kvmem_seq_codebook_set(). Later archives to vq2 use the same
+ * codebooks, which never change, so that pages once encoded keep their
+ * meaning: values unlike the first ones are encoded less well.
  *
  * Return: the number of pages re-encoded; -EINVAL or -E2BIG as
  * kvmem_page_layout_as(); -ENOMEM when the arena has no room for the next
@@ -341,12 +350,80 @@ int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
  * importance only keeps it from going lower), since nothing of the
  * first encoding is kept to restore it from.
  *
+ * With vq2, a layer without codebooks learns them from all its sealed
+ * pages when it first goes over @bits.
+ *
  * Return: the number of pages re-encoded; -EINVAL for a negative or NaN
  * @bits, a @format of as many bits as the geometry's or more, or as
  * kvmem_seq_archive().
  */
 int kvmem_seq_archive_budget(struct kvmem_seq *s, float bits,
 			     unsigned int format, unsigned int codec);
+
+/* A layer's vq2 codebooks, as kvmem_seq_codebook() describes them. */
+struct kvmem_codebook_desc {
+	/* The encoded codebooks (embedded mode): K's and V's of each KV
+	 * head, 256 entries of four FP16 values each, in golay24 words,
+	 * then a check an entry (the low 24 bits of the CRC-32C of its
+	 * eight bytes) in two golay24 words. Writing here bypasses their
+	 * protection; it is how tests inject errors. */
+	void *data;
+	size_t size; /* bytes */
+	uint32_t words; /* golay24 codewords in @data */
+	uint32_t entries; /* 2 * kv_heads * 256 */
+	uint32_t refs; /* sequences sharing them (forks) */
+};
+
+/**
+ * kvmem_seq_codebook() - where a layer's vq2 codebooks are
+ * @s: the sequence
+ * @layer: the layer
+ * @d: receives their description
+ *
+ * Return: 0, -ENOENT when the layer has none, -EINVAL.
+ */
+int kvmem_seq_codebook(const struct kvmem_seq *s, uint32_t layer,
+		       struct kvmem_codebook_desc *d);
+
+/**
+ * kvmem_seq_codebook_read() - a layer's vq2 codebooks, decoded
+ * @s: the sequence
+ * @layer: the layer
+ * @entries: receives [2 * kv_heads][256][4] floats: book is_v * kv_heads
+ *           + h holds the entries of K (is_v 0) or V of KV head h; index
+ *           e of a vq2 row reads as channels 4j..4j+3 entry e of its book
+ * @lost: receives [2 * kv_heads][256] flags, 1 for an entry whose words
+ *        were uncorrectable or whose check failed; it reads as zeros, and
+ *        the values that index it are erased (rebuilt from neighbouring
+ *        tokens under either policy)
+ * @counts: if not NULL, receives the word counts of the decode
+ *
+ * The codebooks are never corrected in place by a read.
+ *
+ * Return: the number of lost entries, -ENOENT when the layer has no
+ * codebooks, -EINVAL, -ENOMEM.
+ */
+long kvmem_seq_codebook_read(const struct kvmem_seq *s, uint32_t layer,
+			     float *entries, uint8_t *lost,
+			     struct kvmem_ecc_counts *counts);
+
+/**
+ * kvmem_seq_codebook_set() - give a layer the engine's vq2 codebooks
+ * @s: the sequence, embedded mode
+ * @layer: the layer
+ * @entries: [2 * kv_heads][256][4] floats, as kvmem_seq_codebook_read()
+ *           gives them, each made the nearest FP16; entries of a rotated
+ *           geometry are in the rotated space its pages store
+ *
+ * For codebooks learned elsewhere (offline, or from another sequence).
+ * Forks made after this share them.
+ *
+ * Return: 0, -EEXIST when the layer has codebooks already (pages may read
+ * them), -EINVAL for a value that is not finite or beyond FP16's range,
+ * -ENOMEM.
+ */
+int kvmem_seq_codebook_set(struct kvmem_seq *s, uint32_t layer,
+			   const float *entries);
 
 /**
  * kvmem_seq_free() - free a sequence and its references to pages

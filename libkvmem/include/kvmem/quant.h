@@ -41,6 +41,15 @@
  * (0.1175, 0.03454, 0.009497 times the variance). qmax is the number of
  * levels on each side of zero (2, 4, 8).
  *
+ * vq2 stores four consecutive values of a row (channels 4j to 4j + 3) as
+ * the 8-bit index of one of 256 entries of a codebook, 2 bits a value:
+ * the vector quantization Shard uses for the middle of a prompt. The
+ * codebook belongs to a sequence, one per layer, K or V and KV head,
+ * learned from that sequence's values by k-means (kvmem/kvmem.h,
+ * kvmem_seq_archive()) or given by the engine, and protected apart from
+ * the pages: the functions below know no codebook and refuse vq2, which
+ * is only ever the format of a sequence's archived pages.
+ *
  * Quantized values form one bitstream, value i at bits [i*b, i*b + b)
  * (LSB-first, as in kvmem/ecc.h), which the codecs then cut into data words.
  */
@@ -63,14 +72,15 @@ enum kvmem_format {
 	KVMEM_FMT_LM2 = 5, /* Lloyd-Max codes of a unit Gaussian, 2 bits */
 	KVMEM_FMT_LM3 = 6, /* 3 bits */
 	KVMEM_FMT_LM4 = 7, /* 4 bits */
+	KVMEM_FMT_VQ2 = 8, /* a codebook index for 4 values, 2 bits a value */
 	KVMEM_FMT_NR,
 };
 
 struct kvmem_format_info {
 	const char *name; /* "fp16", "int8", "int4", "int2", "fp8", "lm2".. */
 	unsigned int bits; /* per value */
-	/* largest |q| (448 for fp8, levels a side for lm); 0: fp16, no
-	 * scales */
+	/* largest |q| (448 for fp8, levels a side for lm); 0: no scales
+	 * (fp16, and vq2, whose codebook takes their place) */
 	int qmax;
 };
 
@@ -84,7 +94,8 @@ const struct kvmem_format_info *kvmem_format_get(int fmt);
 
 /**
  * kvmem_format_by_name() - look a format up by name
- * @name: "fp16", "int8", "int4", "int2", "fp8", "lm2", "lm3" or "lm4"
+ * @name: "fp16", "int8", "int4", "int2", "fp8", "lm2", "lm3", "lm4" or
+ *        "vq2"
  *
  * Return: the enum kvmem_format value, or -EINVAL.
  */
@@ -125,8 +136,8 @@ float kvmem_half_to_float(uint16_t h);
  * @scales: receives ceil(n / group) FP16 scales (not written for fp16)
  * @bits: receives ceil(n * b / 8) bytes of bitstream; spare bits are zero
  *
- * Return: 0, or -EINVAL for an unknown format, @group of 0 or a NULL buffer
- * with @n > 0.
+ * Return: 0, or -EINVAL for an unknown format, vq2, @group of 0 or a NULL
+ * buffer with @n > 0.
  */
 int kvmem_quantize(int fmt, const float *x, size_t n, unsigned int group,
 		   uint16_t *scales, void *bits);
@@ -157,7 +168,7 @@ int kvmem_dequantize(int fmt, const void *bits, const uint16_t *scales,
  * KIVI-style key quantization: keys have outlier channels, so one scale per
  * channel over a page's tokens follows them better than a scale per token.
  *
- * Return: 0, or -EINVAL for fp16, an unknown format or bad sizes.
+ * Return: 0, or -EINVAL for fp16, vq2, an unknown format or bad sizes.
  */
 int kvmem_quantize_channels(int fmt, const float *x, size_t ntok,
 			    unsigned int dim, uint16_t *scales, void *bits);

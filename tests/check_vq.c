@@ -1,0 +1,815 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_vq.c - vq2 pages and their codebooks (kvmem/quant.h, vq.c)
+ *
+ * The k-means against a plain one written here from vq.c's description;
+ * a sequence's codebooks learned from exactly the rows that description
+ * names; pages whose values are the entry nearest each four (found here in
+ * double) of the rows they replace; attention over them against a float64
+ * reference, the same bits on every SIMD level; and the codebooks under
+ * attack: a flipped bit corrected, an entry damaged past its code or its
+ * check lost, and every value that indexes it erased and rebuilt, never
+ * read as the damaged entry. Then the life of such a sequence: forks
+ * share codebooks, a cut inside a vq2 page, archiving back to int4 and
+ * across codecs, the budget, and what refuses vq2.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kvmem/kvmem.h"
+#include "kvmem_check.h"
+#include "rng.h"
+
+#define E KVMEM__VQ_ENTRIES
+#define NH 8 /* query heads: GQA over the KV heads */
+
+/* ---- k-means ------------------------------------------------------------ */
+
+/* vq.c's k-means as its comment says it, written plainly. */
+static void plain_kmeans(const float *x, size_t n, float *c)
+{
+	const size_t cap = KVMEM__VQ_TRAIN_MAX;
+	float *pts = kvmem_check_xmalloc((n ? n : 1) * 4 * sizeof(float));
+	int *own = kvmem_check_xmalloc((n ? n : 1) * sizeof(int));
+	size_t i, m = n;
+	int round, j, k;
+
+	if (n > cap) {
+		for (i = 0; i < cap; i++)
+			memcpy(pts + 4 * i, x + 4 * (i * n / cap),
+			       4 * sizeof(float));
+		m = cap;
+	} else {
+		memcpy(pts, x, n * 4 * sizeof(float));
+	}
+	for (j = 0; j < E; j++)
+		for (k = 0; k < 4; k++)
+			c[4 * j + k] = m ? pts[4 * ((size_t)j * m / E) + k] : 0;
+	for (i = 0; i < m; i++)
+		own[i] = -1;
+	for (round = 0; round < KVMEM__VQ_ROUNDS; round++) {
+		int moved = 0;
+
+		for (i = 0; i < m; i++) {
+			float best = INFINITY;
+			int a = 0;
+
+			for (j = 0; j < E; j++) {
+				float d = 0;
+
+				for (k = 0; k < 4; k++) {
+					float t = pts[4 * i + k] - c[4 * j + k];
+
+					d += t * t;
+				}
+				if (d < best) {
+					best = d;
+					a = j;
+				}
+			}
+			moved |= a != own[i];
+			own[i] = a;
+		}
+		if (!moved)
+			break;
+		for (j = 0; j < E; j++) {
+			double s[4] = { 0 };
+			size_t cnt = 0;
+
+			for (i = 0; i < m; i++)
+				if (own[i] == j) {
+					cnt++;
+					for (k = 0; k < 4; k++)
+						s[k] += pts[4 * i + k];
+				}
+			for (k = 0; cnt && k < 4; k++)
+				c[4 * j + k] = (float)(s[k] / (double)cnt);
+		}
+	}
+	free(pts);
+	free(own);
+}
+
+START_TEST(test_vq_kmeans_plain)
+{
+	static const size_t ns[] = { 0, 1, 100, 256, 1000, 3 * 16384 + 7 };
+	const size_t n = ns[_i];
+	float *x = kvmem_check_xmalloc((n ? n : 1) * 4 * sizeof(float));
+	float got[E * 4], want[E * 4];
+	struct kvmem_rng r;
+	size_t i;
+
+	kvmem_rng_seed(&r, 0x7e3 + n);
+	/* clusters around a few centres, and noise */
+	for (i = 0; i < 4 * n; i++)
+		x[i] = (float)((double)(i / 4 % 7) - 3 +
+			       0.4 * (2 * kvmem_rng_unit(&r) - 1));
+	ck_assert_int_eq(kvmem__vq_train(x, n, got), 0);
+	plain_kmeans(x, n, want);
+	for (i = 0; i < E * 4; i++)
+		EXPECT_FEQ(got[i], want[i], "%zu points: entry %zu value %zu",
+			   n, i / 4, i % 4);
+	free(x);
+}
+END_TEST
+
+/* ---- a sequence of vq2 pages -------------------------------------------- */
+
+struct fx {
+	struct kvmem_geometry g;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	uint32_t n; /* tokens */
+	float *k, *v; /* what was appended, [n][H][D] */
+};
+
+/* Smooth in t, so that a neighbour rebuilds a value well. */
+static void fx_open(struct fx *f, int rotation, uint32_t n, int codec)
+{
+	const size_t row = 2 * 16;
+	struct kvmem_page_layout l;
+	size_t i;
+
+	memset(f, 0, sizeof(*f));
+	f->g.layers = 2;
+	f->g.kv_heads = 2;
+	f->g.head_dim = 16;
+	kvmem_geometry_default(&f->g);
+	f->g.tokens_per_page = 8;
+	f->g.group_size = 8;
+	f->g.sink_tokens = 2;
+	f->g.codec = (uint8_t)codec;
+	f->g.rotation = (uint8_t)rotation;
+	f->n = n;
+	f->k = kvmem_check_xmalloc(n * row * sizeof(float));
+	f->v = kvmem_check_xmalloc(n * row * sizeof(float));
+	for (i = 0; i < n * row; i++) {
+		double t = (double)(i / row), ch = (double)(i % row);
+
+		f->k[i] = (float)(sin(t / (9 + ch / 7) + ch) * 1.5);
+		f->v[i] = (float)cos(t / (11 + ch / 5) + 2 * ch);
+	}
+	ck_assert_int_eq(kvmem_page_layout(&f->g, 1, &l), 0);
+	ck_assert_int_eq(kvmem_open_embedded(&f->g, 256 * l.size, &f->c), 0);
+	ck_assert_int_eq(kvmem_seq_create(f->c, &f->s), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(f->s, f->k, f->v, n), 0);
+}
+
+static void fx_close(struct fx *f)
+{
+	kvmem_seq_free(f->s);
+	kvmem_close(f->c);
+	free(f->k);
+	free(f->v);
+}
+
+static size_t fx_row(const struct fx *f)
+{
+	return (size_t)f->g.kv_heads * f->g.head_dim;
+}
+
+/* Layer @ly's tokens [0, n) as read back, K then V, [n][H][D] each. */
+static float *fx_read(const struct fx *f, uint32_t ly, uint32_t policy,
+		      struct kvmem_page_counts *pc)
+{
+	float *kv = kvmem_check_xmalloc(2 * f->n * fx_row(f) * sizeof(float));
+
+	ck_assert_int_eq(kvmem_seq_read(f->s, ly, 0, f->n, policy, kv,
+					kv + f->n * fx_row(f), pc),
+			 0);
+	return kv;
+}
+
+/* Random entries of two KV heads' K and V books, of the rows' size. */
+static float *random_books(const struct kvmem_geometry *g, uint64_t seed)
+{
+	const size_t ne = (size_t)2 * g->kv_heads * E * 4;
+	float *e = kvmem_check_xmalloc(ne * sizeof(float));
+	struct kvmem_rng r;
+	size_t i;
+
+	kvmem_rng_seed(&r, seed);
+	for (i = 0; i < ne; i++)
+		e[i] = kvmem_half_to_float(kvmem_half_from_float(
+			(float)(1.8 * (2 * kvmem_rng_unit(&r) - 1))));
+	return e;
+}
+
+/* The entry of book @b nearest @x, in double; the lowest on a tie. */
+static int nearest(const float *books, size_t b, const float *x)
+{
+	double best = INFINITY;
+	int j, k, a = 0;
+
+	for (j = 0; j < E; j++) {
+		double d = 0;
+
+		for (k = 0; k < 4; k++) {
+			double t = (double)x[k] - books[(b * E + j) * 4 + k];
+
+			d += t * t;
+		}
+		if (d < best) {
+			best = d;
+			a = j;
+		}
+	}
+	return a;
+}
+
+/* Pages of layer @ly: which tokens are in a vq2 page. */
+static uint8_t *vq_tokens(const struct fx *f, uint32_t ly)
+{
+	struct kvmem_page_desc d[64];
+	uint8_t *in = calloc(f->n, 1);
+	int np = kvmem_seq_pages(f->s, ly, d, 64), i;
+	uint32_t t;
+
+	ck_assert_ptr_nonnull(in);
+	ck_assert_int_le(np, 64);
+	for (i = 0; i < np; i++)
+		for (t = 0; d[i].format == KVMEM_FMT_VQ2 && t < d[i].ntokens;
+		     t++)
+			in[d[i].token_start + t] = 1;
+	return in;
+}
+
+/*
+ * Given codebooks: every value of a vq2 page reads back as the entry
+ * nearest its four as they read before, bit for bit, in every codec; the
+ * sinks and the tail and the pages not archived are untouched.
+ */
+START_TEST(test_vq_given_books)
+{
+	static const int codecs[] = { KVMEM_CODEC_H74, KVMEM_CODEC_H84,
+				      KVMEM_CODEC_GOLAY24,
+				      KVMEM_CODEC_SECDED72 };
+	struct kvmem_page_desc d[64];
+	struct fx f;
+	float *books, *before, *after;
+	uint8_t *in;
+	size_t i, row;
+	uint32_t ly;
+	int np, j, archived;
+
+	fx_open(&f, 0, 45, KVMEM_CODEC_H84);
+	row = fx_row(&f);
+	books = random_books(&f.g, 0xb00c + (uint64_t)_i);
+	for (ly = 0; ly < f.g.layers; ly++)
+		ck_assert_int_eq(kvmem_seq_codebook_set(f.s, ly, books), 0);
+	before = fx_read(&f, 1, KVMEM_ERASE_KEEP, NULL);
+	archived = kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2,
+				     (unsigned int)codecs[_i]);
+	/* pages [2, 10), [10, 18), [18, 26), [26, 34) of each layer */
+	ck_assert_int_eq(archived, 8);
+	np = kvmem_seq_pages(f.s, 1, d, 64);
+	for (j = 0; j < np; j++) {
+		int vq = d[j].token_start >= 2 && d[j].token_start < 34;
+
+		EXPECT_EQ(d[j].format,
+			  vq	     ? KVMEM_FMT_VQ2
+			  : d[j].hot ? KVMEM_FMT_FP16
+				     : f.g.format,
+			  "page %d", j);
+		if (vq)
+			EXPECT_EQ(d[j].codec, codecs[_i], "page %d", j);
+	}
+	after = fx_read(&f, 1, KVMEM_ERASE_KEEP, NULL);
+	in = vq_tokens(&f, 1);
+	for (i = 0; i < 2 * f.n * row; i += 4) {
+		const size_t t = i % (f.n * row) / row;
+		const size_t b = (i >= f.n * row) * f.g.kv_heads +
+				 i % row / f.g.head_dim;
+		int k;
+
+		if (!in[t]) {
+			EXPECT_MEM(after + i, before + i, 4 * sizeof(float),
+				   "token %zu", t);
+			continue;
+		}
+		j = nearest(books, b, before + i);
+		for (k = 0; k < 4; k++)
+			EXPECT_FEQ(after[i + k], books[(b * E + j) * 4 + k],
+				   "token %zu value %zu", t, i % row + k);
+	}
+	free(in);
+	free(books);
+	free(before);
+	free(after);
+	fx_close(&f);
+}
+END_TEST
+
+/*
+ * Learned codebooks: the k-means of exactly the fours vq_learn() says
+ * (every row of the pages archived, in token order, of each book), and
+ * the pages then read as the entry nearest each four.
+ */
+START_TEST(test_vq_learned_books)
+{
+	const uint32_t D = 16, H = 2, before_tok = 34;
+	struct kvmem_ecc_counts ec;
+	struct fx f;
+	float *rows, *before, *after, *books, *got;
+	uint8_t lost[2 * 2 * E];
+	size_t i, b, n, row;
+	uint32_t t, ly = 0;
+
+	fx_open(&f, 0, 45, KVMEM_CODEC_H84);
+	row = fx_row(&f);
+	before = fx_read(&f, ly, KVMEM_ERASE_KEEP, NULL);
+	ck_assert_int_eq(kvmem_seq_codebook(f.s, ly, NULL), -ENOENT);
+	ck_assert_int_eq(kvmem_seq_archive(f.s, before_tok, KVMEM_FMT_VQ2,
+					   KVMEM_CODEC_H84),
+			 8);
+	books = kvmem_check_xmalloc(2 * H * E * 4 * sizeof(float));
+	rows = kvmem_check_xmalloc(f.n * D * sizeof(float));
+	for (b = 0; b < 2 * H; b++) {
+		n = 0;
+		/* tokens [2, 34): the sealed pages that end by then */
+		for (t = 2; t < before_tok; t++, n += D / 4)
+			memcpy(rows + n * 4,
+			       before + (b >= H) * f.n * row + t * row +
+				       (b % H) * D,
+			       D * sizeof(float));
+		plain_kmeans(rows, n, books + b * E * 4);
+	}
+	for (i = 0; i < 2 * H * E * 4; i++)
+		books[i] = kvmem_half_to_float(kvmem_half_from_float(books[i]));
+	got = kvmem_check_xmalloc(2 * H * E * 4 * sizeof(float));
+	ck_assert_int_eq(kvmem_seq_codebook_read(f.s, ly, got, lost, &ec), 0);
+	ck_assert_uint_eq(ec.corrected + ec.uncorrectable, 0);
+	for (i = 0; i < 2 * H * E * 4; i++)
+		EXPECT_FEQ(got[i], books[i], "entry %zu value %zu", i / 4,
+			   i % 4);
+	after = fx_read(&f, ly, KVMEM_ERASE_KEEP, NULL);
+	for (i = 0; i < 2 * f.n * row; i += 4) {
+		const size_t tt = i % (f.n * row) / row;
+		const size_t bb = (i >= f.n * row) * H + i % row / D;
+		int j, k;
+
+		if (tt < 2 || tt >= before_tok)
+			continue;
+		j = nearest(books, bb, before + i);
+		for (k = 0; k < 4; k++)
+			EXPECT_FEQ(after[i + k], books[(bb * E + j) * 4 + k],
+				   "token %zu value %zu", tt, i % row + k);
+	}
+	/* Later archives to vq2 use the same books. */
+	ck_assert_int_eq(
+		kvmem_seq_archive(f.s, 42, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 2);
+	ck_assert_int_eq(kvmem_seq_codebook_read(f.s, ly, got, lost, NULL), 0);
+	for (i = 0; i < 2 * H * E * 4; i++)
+		EXPECT_FEQ(got[i], books[i], "entry %zu", i / 4);
+	free(rows);
+	free(books);
+	free(got);
+	free(before);
+	free(after);
+	fx_close(&f);
+}
+END_TEST
+
+/* Attention of @q ([NH][D]) over @n tokens of @k, @v ([n][H][D]) in
+ * double, from kvmem.h's contract. */
+static void ref_attend(const struct kvmem_geometry *g, const float *q,
+		       const float *k, const float *v, uint32_t n, double *out)
+{
+	const uint32_t H = g->kv_heads, D = g->head_dim, grp = NH / H;
+	double *p = kvmem_check_xmalloc(n * sizeof(double));
+	uint32_t h, t, d;
+
+	for (h = 0; h < NH; h++) {
+		double m = -INFINITY, z = 0;
+
+		for (t = 0; t < n; t++) {
+			double s = 0;
+
+			for (d = 0; d < D; d++)
+				s += (double)q[h * D + d] *
+				     k[((size_t)t * H + h / grp) * D + d];
+			p[t] = s / sqrt(D);
+			m = fmax(m, p[t]);
+		}
+		for (t = 0; t < n; t++)
+			z += p[t] = exp(p[t] - m);
+		for (d = 0; d < D; d++) {
+			double o = 0;
+
+			for (t = 0; t < n; t++)
+				o += p[t] *
+				     v[((size_t)t * H + h / grp) * D + d];
+			out[h * D + d] = o / z;
+		}
+	}
+	free(p);
+}
+
+/*
+ * On every SIMD level: layer 0 reads the same bits, and attention is
+ * within float arithmetic of the float64 reference over them. Returns
+ * the values attention erased.
+ */
+static uint64_t check_attend(const struct fx *f, struct kvmem_rng *r,
+			     const char *what)
+{
+	const uint32_t D = f->g.head_dim;
+	const size_t no = (size_t)NH * D, nv = f->n * fx_row(f);
+	float q[NH * 16], out[NH * 16], *first, *kv;
+	double ro[NH * 16], vmax = 0;
+	struct kvmem_attend_opts o;
+	struct kvmem_attend_stats st;
+	int lv, active = kvmem__simd_active();
+	uint64_t erased = 0;
+	size_t i;
+
+	ck_assert_int_eq(kvmem__simd_force(KVMEM__SIMD_PORTABLE), 0);
+	first = fx_read(f, 0, KVMEM_ERASE_INTERPOLATE, NULL);
+	for (i = 0; i < no; i++)
+		q[i] = (float)(3 * (2 * kvmem_rng_unit(r) - 1) / sqrt(D));
+	ref_attend(&f->g, q, first, first + nv, f->n, ro);
+	for (i = 0; i < nv; i++)
+		vmax = fmax(vmax, fabs(first[nv + i]));
+	memset(&o, 0, sizeof(o));
+	o.n_heads = NH;
+	o.erasure = KVMEM_ERASE_INTERPOLATE;
+	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+		if (!kvmem__simd_supported(lv))
+			continue;
+		ck_assert_int_eq(kvmem__simd_force(lv), 0);
+		kv = fx_read(f, 0, KVMEM_ERASE_INTERPOLATE, NULL);
+		EXPECT(!memcmp(kv, first, 2 * nv * sizeof(float)),
+		       "%s: %s reads other bits than the portable level", what,
+		       kvmem__simd_name(lv));
+		free(kv);
+		ck_assert_int_eq(kvmem_attend(f->s, 0, q, out, &o, &st), 0);
+		erased = st.values_erased;
+		for (i = 0; i < no; i++)
+			EXPECT_NEAR(out[i], ro[i], 1e-5 * vmax + 1e-7,
+				    "%s, %s: output %zu", what,
+				    kvmem__simd_name(lv), i);
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	free(first);
+	return erased;
+}
+
+START_TEST(test_vq_attend)
+{
+	struct fx f;
+	struct kvmem_rng r;
+	struct kvmem_codebook_desc cd;
+
+	kvmem_rng_seed(&r, 0xa77 + (uint64_t)_i);
+	fx_open(&f, _i ? KVMEM_ROTATE_HADAMARD : KVMEM_ROTATE_NONE, 45,
+		KVMEM_CODEC_H84);
+	ck_assert_int_eq(
+		kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 8);
+	ck_assert_uint_eq(check_attend(&f, &r, _i ? "rotated" : "plain"), 0);
+	/* A K entry lost past its code: the values indexing it are
+	 * erased and rebuilt, by attention as by the read. */
+	ck_assert_int_eq(kvmem_seq_codebook(f.s, 0, &cd), 0);
+	((uint8_t *)cd.data)[3 * 100] ^= 0x0f;
+	((uint8_t *)cd.data)[3 * 100 + 1] ^= 0x0f;
+	check_attend(&f, &r, _i ? "rotated, a lost entry" : "a lost entry");
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- the codebooks under attack ------------------------------------------ */
+
+/*
+ * For every value of layer 0's vq2 pages: read as the entry its index
+ * names when that entry is good, and counted erased when it is lost
+ * (@lost from kvmem_seq_codebook_read()); the number erased is exactly
+ * the values of lost entries.
+ */
+static void check_lost_values(const struct fx *f, const float *clean,
+			      const float *books, const uint8_t *lost)
+{
+	const size_t row = fx_row(f), nv = f->n * row;
+	const uint32_t D = f->g.head_dim, H = f->g.kv_heads;
+	struct kvmem_page_counts pc;
+	float *got = fx_read(f, 0, KVMEM_ERASE_KEEP, &pc);
+	uint8_t *in = vq_tokens(f, 0);
+	uint64_t want = 0;
+	size_t i;
+
+	for (i = 0; i < 2 * nv; i += 4) {
+		const size_t t = i % nv / row;
+		const size_t b = (i >= nv) * H + i % row / D;
+		int j, k;
+
+		if (!in[t])
+			continue;
+		j = nearest(books, b, clean + i);
+		if (lost[b * E + j]) {
+			want += 4;
+			/* rebuilt from neighbours: never the damaged
+			 * entry's bits taken as they are */
+			continue;
+		}
+		for (k = 0; k < 4; k++)
+			EXPECT_FEQ(got[i + k], books[(b * E + j) * 4 + k],
+				   "token %zu value %zu", t, i % row + k);
+	}
+	EXPECT_EQ(pc.values_erased, want, "%s", "values of lost entries");
+	free(in);
+	free(got);
+}
+
+START_TEST(test_vq_codebook_faults)
+{
+	const size_t ne = 2 * 2 * E;
+	struct kvmem_codebook_desc cd;
+	struct kvmem_ecc_counts ec;
+	struct fx f;
+	float *books, *clean, *got;
+	uint8_t *lost, *orig, *in, keep[4];
+	size_t i, w, e;
+	long nl;
+
+	fx_open(&f, 0, 45, KVMEM_CODEC_H84);
+	books = random_books(&f.g, 0xfa17);
+	ck_assert_int_eq(kvmem_seq_codebook_set(f.s, 0, books), 0);
+	clean = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	ck_assert_int_eq(
+		kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 8);
+	ck_assert_int_eq(kvmem_seq_codebook(f.s, 0, &cd), 0);
+	ck_assert_uint_eq(cd.entries, ne);
+	ck_assert_uint_eq(cd.size, (size_t)cd.words * 3);
+	orig = kvmem_check_xmalloc(cd.size);
+	memcpy(orig, cd.data, cd.size);
+	got = kvmem_check_xmalloc(ne * 4 * sizeof(float));
+	lost = kvmem_check_xmalloc(ne);
+
+	/* One flipped bit in every word: all corrected, nothing lost. */
+	for (w = 0; w < cd.words; w++)
+		((uint8_t *)cd.data)[3 * w + w % 3] ^= (uint8_t)(1u << (w % 8));
+	nl = kvmem_seq_codebook_read(f.s, 0, got, lost, &ec);
+	ck_assert_int_eq(nl, 0);
+	ck_assert_uint_eq(ec.corrected, cd.words);
+	for (i = 0; i < ne * 4; i++)
+		EXPECT_FEQ(got[i], books[i], "entry %zu", i / 4);
+	check_lost_values(&f, clean, books, lost);
+	memcpy(cd.data, orig, cd.size);
+
+	/* Four bits of an entry word (golay24 detects four): the entries
+	 * of that word are lost, and only they. */
+	((uint8_t *)cd.data)[3 * 40] ^= 0x0f;
+	nl = kvmem_seq_codebook_read(f.s, 0, got, lost, &ec);
+	ck_assert_int_ge(nl, 1);
+	ck_assert_uint_ge(ec.uncorrectable, 1);
+	for (i = 0; i < ne; i++)
+		EXPECT_EQ(lost[i],
+			  i * 64 / 12 <= 40 && (i * 64 + 63) / 12 >= 40,
+			  "entry %zu", i);
+	check_lost_values(&f, clean, books, lost);
+	memcpy(cd.data, orig, cd.size);
+
+	/* Seven bits of one word: decoded as another codeword or not at
+	 * all; the entry's check sees it either way. */
+	((uint8_t *)cd.data)[3 * 61] ^= 0x7f;
+	nl = kvmem_seq_codebook_read(f.s, 0, got, lost, &ec);
+	ck_assert_int_ge(nl, 1);
+	for (i = 0; i < ne; i++)
+		if (i * 64 / 12 <= 61 && (i * 64 + 63) / 12 >= 61)
+			EXPECT_EQ(lost[i], 1, "entry %zu", i);
+	check_lost_values(&f, clean, books, lost);
+	memcpy(cd.data, orig, cd.size);
+
+	/* The check of the entry token 2's first K four uses, made
+	 * uncorrectable: that entry is lost. */
+	e = (size_t)nearest(books, 0, clean + 2 * fx_row(&f));
+	w = (size_t)(cd.words - 2 * ne) + 2 * e;
+	((uint8_t *)cd.data)[3 * w] ^= 0x0f;
+	nl = kvmem_seq_codebook_read(f.s, 0, got, lost, &ec);
+	ck_assert_int_eq(nl, 1);
+	ck_assert_uint_eq(lost[e], 1);
+	check_lost_values(&f, clean, books, lost);
+
+	/* The pages reading it are not archived again, the others (and
+	 * layer 1's four) are: their losses stay flagged. */
+	memset(keep, 0, sizeof(keep));
+	for (i = 2 * fx_row(&f); i < 34 * fx_row(&f); i += 4)
+		if (i % fx_row(&f) < f.g.head_dim &&
+		    (size_t)nearest(books, 0, clean + i) == e)
+			keep[(i / fx_row(&f) - 2) / 8] = 1;
+	ck_assert_uint_eq(keep[0], 1);
+	ck_assert_int_eq(
+		kvmem_seq_archive(f.s, 34, KVMEM_FMT_INT4, KVMEM_CODEC_H84),
+		8 - keep[0] - keep[1] - keep[2] - keep[3]);
+	in = vq_tokens(&f, 0);
+	for (i = 2; i < f.n; i++)
+		EXPECT_EQ(in[i], i < 34 && keep[(i - 2) / 8], "token %zu", i);
+	free(in);
+	check_lost_values(&f, clean, books, lost);
+	free(orig);
+	free(got);
+	free(lost);
+	free(books);
+	free(clean);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- the life of a sequence with vq2 pages -------------------------------- */
+
+START_TEST(test_vq_lifecycle)
+{
+	const size_t ne = 2 * 2 * E;
+	struct kvmem_codebook_desc cd;
+	struct kvmem_page_desc d[64];
+	struct kvmem_seq *fork = NULL, *other = NULL;
+	struct fx f;
+	float *vqv, *got, *bad, *kv, *books;
+	uint8_t *lost;
+	size_t i, row, nv;
+	int np, j;
+
+	fx_open(&f, 0, 45, KVMEM_CODEC_H84);
+	row = fx_row(&f);
+	nv = f.n * row;
+	ck_assert_int_eq(
+		kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 8);
+	vqv = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+
+	/* Forks share the codebooks and read the same. */
+	ck_assert_int_eq(kvmem_seq_fork(f.s, &fork), 0);
+	ck_assert_int_eq(kvmem_seq_codebook(fork, 0, &cd), 0);
+	ck_assert_uint_eq(cd.refs, 2);
+	kvmem_seq_free(f.s);
+	f.s = fork;
+	got = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	EXPECT_MEM(got, vqv, 2 * nv * sizeof(float), "%s", "fork");
+	free(got);
+	books = kvmem_check_xmalloc(ne * 4 * sizeof(float));
+	lost = kvmem_check_xmalloc(ne);
+	ck_assert_int_eq(kvmem_seq_codebook_set(f.s, 0, books), -EEXIST);
+
+	/* Across codecs the values stay bit for bit. */
+	ck_assert_int_eq(
+		kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2, KVMEM_CODEC_GOLAY24),
+		8);
+	got = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	EXPECT_MEM(got, vqv, 2 * nv * sizeof(float), "%s", "golay24");
+	free(got);
+
+	/* Back to int4: the vq2 values quantized again, within int4's
+	 * bound of a group of eight. */
+	ck_assert_int_eq(
+		kvmem_seq_archive(f.s, 18, KVMEM_FMT_INT4, KVMEM_CODEC_H84), 4);
+	got = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	for (i = 0; i < 2 * nv; i += 8) {
+		const size_t t = i % nv / row;
+		double amax = 0;
+		int k;
+
+		for (k = 0; k < 8; k++)
+			amax = fmax(amax, fabs(vqv[i + k]));
+		for (k = 0; t >= 2 && t < 18 && k < 8; k++)
+			EXPECT_NEAR(got[i + k], vqv[i + k],
+				    amax / 7 / 2 * 1.002 + 1e-6,
+				    "token %zu value %zu", t, i % row + k);
+	}
+	free(got);
+
+	/* A cut inside a vq2 page: its kept tokens become the FP16 tail,
+	 * the vq2 values as FP16 keeps them. */
+	ck_assert_int_eq(kvmem_seq_truncate(f.s, 30), 0);
+	np = kvmem_seq_pages(f.s, 0, d, 64);
+	ck_assert_uint_eq(d[np - 1].hot, 1);
+	ck_assert_uint_eq(d[np - 1].token_start, 26);
+	f.n = 30;
+	got = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	for (i = 26 * row; i < 30 * row; i++) {
+		EXPECT_FEQ(got[i],
+			   kvmem_half_to_float(kvmem_half_from_float(vqv[i])),
+			   "K %zu", i);
+		EXPECT_FEQ(
+			got[30 * row + i],
+			kvmem_half_to_float(kvmem_half_from_float(vqv[nv + i])),
+			"V %zu", i);
+	}
+	free(got);
+
+	/* What refuses vq2, and why. */
+	for (j = 0; j < np && d[j].format != KVMEM_FMT_VQ2; j++)
+		;
+	ck_assert_int_lt(j, np);
+	kv = kvmem_check_xmalloc(2 * 8 * row * sizeof(float));
+	ck_assert_int_eq(kvmem_page_decode(d[j].data, &f.g, kv, kv + 8 * row,
+					   NULL, NULL),
+			 -EOPNOTSUPP);
+	bad = kvmem_check_xmalloc(d[j].size);
+	ck_assert_int_eq(kvmem_page_archive(bad, d[j].data, &f.g,
+					    KVMEM_FMT_INT4, KVMEM_CODEC_H84,
+					    NULL),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(kvmem_page_verify(d[j].data, &f.g, NULL), 0);
+	free(bad);
+	free(kv);
+	ck_assert_int_eq(kvmem_seq_codebook(f.s, 9, &cd), -EINVAL);
+	ck_assert_int_eq(kvmem_seq_create(f.c, &other), 0);
+	ck_assert_int_eq(kvmem_seq_codebook_read(other, 1, books, lost, NULL),
+			 -ENOENT);
+	for (i = 0; i < ne * 4; i++)
+		books[i] = 0.5f;
+	books[77] = NAN;
+	ck_assert_int_eq(kvmem_seq_codebook_set(other, 1, books), -EINVAL);
+	books[77] = 1e6f;
+	ck_assert_int_eq(kvmem_seq_codebook_set(other, 1, books), -EINVAL);
+	books[77] = 0.25f;
+	ck_assert_int_eq(kvmem_seq_codebook_set(other, 1, books), 0);
+	ck_assert_int_eq(kvmem_seq_codebook_read(other, 1, books, lost, NULL),
+			 0);
+	EXPECT_FEQ(books[77], 0.25f, "%s", "a given entry");
+	kvmem_seq_free(other);
+	free(books);
+	free(lost);
+	free(vqv);
+	fx_close(&f);
+}
+END_TEST
+
+/* A head_dim that is no multiple of four has no vq2; nor a geometry. */
+START_TEST(test_vq_refused)
+{
+	struct kvmem_geometry g = { .layers = 1, .kv_heads = 1, .head_dim = 6 };
+	struct kvmem_page_layout l;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	float k[6 * 12] = { 0 };
+
+	kvmem_geometry_default(&g);
+	g.group_size = 6;
+	g.tokens_per_page = 4;
+	g.sink_tokens = 0;
+	ck_assert_int_eq(
+		kvmem_page_layout_as(&g, KVMEM_FMT_VQ2, KVMEM_CODEC_H84, &l),
+		-EINVAL);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 1 << 20, &c), 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, k, 12), 0);
+	ck_assert_int_eq(
+		kvmem_seq_archive(s, 12, KVMEM_FMT_VQ2, KVMEM_CODEC_H84),
+		-EINVAL);
+	kvmem_seq_free(s);
+	kvmem_close(c);
+	g.head_dim = 8;
+	g.group_size = 8;
+	g.format = KVMEM_FMT_VQ2;
+	ck_assert_int_eq(kvmem_geometry_check(&g), -EINVAL);
+	ck_assert_int_eq(kvmem_format_by_name("vq2"), KVMEM_FMT_VQ2);
+}
+END_TEST
+
+/*
+ * The budget down to vq2: a layer over it learns its codebooks from all
+ * its sealed pages, and its least attended pages go to vq2 until it
+ * averages the bits.
+ */
+START_TEST(test_vq_budget)
+{
+	struct kvmem_page_desc d[64];
+	struct kvmem_codebook_desc cd;
+	struct fx f;
+	double bits = 0, values = 0;
+	int np, i, n;
+
+	fx_open(&f, 0, 45, KVMEM_CODEC_H84);
+	n = kvmem_seq_archive_budget(f.s, 3.0f, KVMEM_FMT_VQ2, KVMEM_CODEC_H84);
+	ck_assert_int_ge(n, 2);
+	ck_assert_int_eq(kvmem_seq_codebook(f.s, 0, &cd), 0);
+	np = kvmem_seq_pages(f.s, 0, d, 64);
+	for (i = 0; i < np; i++)
+		if (d[i].sealed && !d[i].hot) {
+			bits += kvmem_format_get(d[i].format)->bits *
+				(double)d[i].ntokens;
+			values += d[i].ntokens;
+		}
+	ck_assert(bits <= 3.0 * values);
+	fx_close(&f);
+}
+END_TEST
+
+KVMEM_SUITE(vq)
+{
+	Suite *s = suite_create("vq");
+	TCase *tc = tcase_create("vq2");
+
+	tcase_add_loop_test(tc, test_vq_kmeans_plain, 0, 6);
+	tcase_add_loop_test(tc, test_vq_given_books, 0, 4);
+	tcase_add_test(tc, test_vq_learned_books);
+	tcase_add_loop_test(tc, test_vq_attend, 0, 2);
+	tcase_add_test(tc, test_vq_codebook_faults);
+	tcase_add_test(tc, test_vq_lifecycle);
+	tcase_add_test(tc, test_vq_refused);
+	tcase_add_test(tc, test_vq_budget);
+	suite_add_tcase(s, tc);
+	return s;
+}
