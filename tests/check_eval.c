@@ -459,6 +459,58 @@ START_TEST(test_budget_tiny)
 }
 END_TEST
 
+/*
+ * --prompt: the stream after the prompt is scored, and the *-vq modes put
+ * the prompt's sealed pages in vq2. With 40 tokens, sink 2 and pages of
+ * 8, a prompt of 26 has pages [2, 10), [10, 18), [18, 26) of both layers
+ * sealed: six pages to vq2, and [26, 34) stays int4 (payload (3 * 2 + 4)
+ * / 4 = 2.5 bits a value); the codebooks are stored beside them.
+ */
+START_TEST(test_prompt_vq_tiny)
+{
+	const char *path = tiny_model(&tiny_ok, 0);
+	struct kvmem_run r;
+	struct rec rec[4];
+	const struct rec *plain, *vq, *hit;
+
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84,int4-h84-vq", "--ber", "0,0.01",
+		  "--seeds", "1", "--page-tokens", "8", "--sink", "2",
+		  "--prompt", "26", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_int_eq(parse_records(r.out, rec, 4), 4);
+	plain = find(rec, 4, "int4-h84", 0, 1);
+	vq = find(rec, 4, "int4-h84-vq", 0, 1);
+	hit = find(rec, 4, "int4-h84-vq", 0.01, 1);
+	ck_assert_ptr_nonnull(plain);
+	ck_assert_ptr_nonnull(vq);
+	ck_assert_ptr_nonnull(hit);
+	ck_assert_uint_eq(plain->archived, 0);
+	ck_assert_double_eq(plain->payload_bits, 4.0);
+	ck_assert_uint_eq(vq->archived, 6);
+	ck_assert_double_eq_tol(vq->payload_bits, 2.5, 1e-9);
+	ck_assert_double_gt(vq->bits_per_value, plain->bits_per_value);
+	ck_assert(isfinite(vq->ppl) && vq->ppl > 1.0);
+	ck_assert(isfinite(hit->ppl) && hit->ppl > 1.0);
+	ck_assert_uint_gt(hit->corrected, 0);
+	kvmem_check_run_free(&r);
+
+	/* Said, not run: a vq mode with no prompt, a prompt past the
+	 * stream. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--modes", "int4-h84-vq");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "give --prompt"));
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "40",
+		  "--prompt", "39");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "leaves no token"));
+	kvmem_check_run_free(&r);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(test_bad_checkpoints)
 {
 	static const struct {
@@ -557,13 +609,14 @@ START_TEST(test_usage)
 	}
 	/* A bad item says what a good one is; no daemon, said once. */
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--modes", "int5");
-	ck_assert_str_eq(
-		r.err, "kvmem-eval: bad --modes item 'int5': one of fp32, "
-		       "int4, int4-h74, int4-h84, int4-h84-interp, "
-		       "int4-golay24, int8-secded72, fp16-secded72, fp8-h84, "
-		       "fp8-secded72, int2-h84, int4-h84-rot, "
-		       "int4-h84-rot-interp, lm4-h84-rot, "
-		       "lm3-h84-rot, lm2-h84, lm2-h84-rot, lm2-golay24-rot\n");
+	ck_assert_str_eq(r.err,
+			 "kvmem-eval: bad --modes item 'int5': one of fp32, "
+			 "int4, int4-h74, int4-h84, int4-h84-interp, "
+			 "int4-golay24, int8-secded72, fp16-secded72, fp8-h84, "
+			 "fp8-secded72, int2-h84, int4-h84-rot, "
+			 "int4-h84-rot-interp, lm4-h84-rot, "
+			 "lm3-h84-rot, lm2-h84, lm2-h84-rot, lm2-golay24-rot, "
+			 "int4-h84-vq, int4-h84-rot-vq, int4-golay24-vq\n");
 	kvmem_check_run_free(&r);
 	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--ber", "2");
 	ck_assert_str_eq(r.err, "kvmem-eval: bad --ber item '2': a "
@@ -857,6 +910,7 @@ KVMEM_SUITE(eval)
 	tcase_add_test(tc, test_every_mode_tiny);
 	tcase_add_test(tc, test_archive_tiny);
 	tcase_add_test(tc, test_budget_tiny);
+	tcase_add_test(tc, test_prompt_vq_tiny);
 	tcase_add_test(tc, test_int8_scores_tiny);
 	tcase_add_test(tc, test_bad_checkpoints);
 	tcase_add_test(tc, test_usage);

@@ -153,43 +153,52 @@ struct mode {
 	const char *name;
 	int kind, format, codec, erasure;
 	int rotation; /* enum kvmem_rotation of the geometry */
+	/* once the prompt (--prompt) is in, its pages go to vq2 in the
+	 * mode's codec, by codebooks learned from them */
+	int prompt_vq;
 };
 
 static const struct mode modes[] = {
-	{ "fp32", CACHE_FP32, 0, 0, 0, 0 },
-	{ "int4", CACHE_FLAT, KVMEM_FMT_INT4, 0, 0, 0 },
+	{ "fp32", CACHE_FP32, 0, 0, 0, 0, 0 },
+	{ "int4", CACHE_FLAT, KVMEM_FMT_INT4, 0, 0, 0, 0 },
 	{ "int4-h74", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H74,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "int4-h84", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "int4-h84-interp", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_INTERPOLATE, 0 },
+	  KVMEM_ERASE_INTERPOLATE, 0, 0 },
 	{ "int4-golay24", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "int8-secded72", CACHE_KVMEM, KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "fp16-secded72", CACHE_KVMEM, KVMEM_FMT_FP16, KVMEM_CODEC_SECDED72,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "fp8-h84", CACHE_KVMEM, KVMEM_FMT_FP8, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "fp8-secded72", CACHE_KVMEM, KVMEM_FMT_FP8, KVMEM_CODEC_SECDED72,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "int2-h84", CACHE_KVMEM, KVMEM_FMT_INT2, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "int4-h84-rot", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD, 0 },
 	{ "int4-h84-rot-interp", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_INTERPOLATE, KVMEM_ROTATE_HADAMARD },
+	  KVMEM_ERASE_INTERPOLATE, KVMEM_ROTATE_HADAMARD, 0 },
 	{ "lm4-h84-rot", CACHE_KVMEM, KVMEM_FMT_LM4, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD, 0 },
 	{ "lm3-h84-rot", CACHE_KVMEM, KVMEM_FMT_LM3, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD, 0 },
 	{ "lm2-h84", CACHE_KVMEM, KVMEM_FMT_LM2, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP, 0 },
+	  KVMEM_ERASE_KEEP, 0, 0 },
 	{ "lm2-h84-rot", CACHE_KVMEM, KVMEM_FMT_LM2, KVMEM_CODEC_H84,
-	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD, 0 },
 	{ "lm2-golay24-rot", CACHE_KVMEM, KVMEM_FMT_LM2, KVMEM_CODEC_GOLAY24,
-	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD },
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD, 0 },
+	{ "int4-h84-vq", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP, 0, 1 },
+	{ "int4-h84-rot-vq", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_H84,
+	  KVMEM_ERASE_KEEP, KVMEM_ROTATE_HADAMARD, 1 },
+	{ "int4-golay24-vq", CACHE_KVMEM, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24,
+	  KVMEM_ERASE_KEEP, 0, 1 },
 };
 #define NMODES ((int)(sizeof(modes) / sizeof(modes[0])))
 
@@ -210,6 +219,8 @@ struct run_opts {
 	 * (kvmem_seq_archive_budget()); negative: never */
 	float budget;
 	uint32_t budget_fmt, budget_codec;
+	/* --prompt: tokens [0, prompt) are the prompt, scored no more */
+	uint32_t prompt;
 };
 
 struct cache {
@@ -411,45 +422,76 @@ static void page_layout(const struct cache *c, const struct kvmem_page_desc *d,
  * scales and the checks, and the rows that hold tokens; with payload_only, the K/V rows of
  * quantized pages alone (the paper's setting: it has no FP16 sinks).
  */
+static void inject_page(struct cache *c, uint32_t layer,
+			const struct kvmem_page_desc *d, uint64_t at)
+{
+	struct kvmem_page_layout l;
+	uint8_t *p = d->data;
+	size_t rows;
+	uint32_t h;
+
+	c->pages_injected++;
+	if (c->o->payload_only && d->hot)
+		return;
+	page_layout(c, d, &l);
+	if (!c->o->payload_only) {
+		channel(c, p, KVMEM_PAGE_HDR_BYTES, layer, at);
+		/* The scales and their checks (or the rows'). */
+		channel(c, p + l.scales_off,
+			kvmem_ecc_code_bytes(KVMEM_PAGE_META_CODEC,
+					     l.scale_words + 2 * l.nchecks),
+			layer, at + 1);
+	}
+	rows = (size_t)d->ntokens * l.row_bytes;
+	for (h = 0; h < c->g.kv_heads; h++) {
+		size_t off = (size_t)h * c->g.tokens_per_page * l.row_bytes;
+
+		channel(c, p + l.k_off + off, rows, layer, at + 2 + 2 * h);
+		channel(c, p + l.v_off + off, rows, layer, at + 3 + 2 * h);
+	}
+}
+
 static void kvmem_inject_new(struct cache *c, uint32_t layer)
 {
 	struct kvmem_page_desc d[1024];
 	int n = kvmem_seq_pages(c->seq, layer, d, 1024), i;
-	uint32_t h;
 
 	for (i = (int)c->injected[layer]; i < n && i < 1024; i++) {
-		const uint64_t at = (uint64_t)i << 16;
-		struct kvmem_page_layout l;
-		uint8_t *p = d[i].data;
-		size_t rows;
-
 		if (!d[i].sealed)
 			break;
 		c->injected[layer]++;
-		c->pages_injected++;
-		if (c->o->payload_only && d[i].hot)
-			continue;
-		page_layout(c, &d[i], &l);
-		if (!c->o->payload_only) {
-			channel(c, p, KVMEM_PAGE_HDR_BYTES, layer, at);
-			/* The scales and their checks (or the rows'). */
-			channel(c, p + l.scales_off,
-				kvmem_ecc_code_bytes(KVMEM_PAGE_META_CODEC,
-						     l.scale_words +
-							     2 * l.nchecks),
-				layer, at + 1);
-		}
-		rows = (size_t)d[i].ntokens * l.row_bytes;
-		for (h = 0; h < c->g.kv_heads; h++) {
-			size_t off =
-				(size_t)h * c->g.tokens_per_page * l.row_bytes;
-
-			channel(c, p + l.k_off + off, rows, layer,
-				at + 2 + 2 * h);
-			channel(c, p + l.v_off + off, rows, layer,
-				at + 3 + 2 * h);
-		}
+		inject_page(c, layer, &d[i], (uint64_t)i << 16);
 	}
+}
+
+/*
+ * The prompt is in: its sealed pages go to vq2, by codebooks learned from
+ * them, and what that stored anew takes the channel once, as a page does
+ * when it is sealed: every vq2 page and (unless --payload-only, which
+ * flips payload bits alone) the codebooks.
+ */
+static int prompt_to_vq(struct cache *c)
+{
+	struct kvmem_page_desc d[1024];
+	struct kvmem_codebook_desc cb;
+	uint32_t l;
+	int n, i, ret;
+
+	ret = kvmem_seq_archive(c->seq, c->o->prompt, KVMEM_FMT_VQ2,
+				(unsigned int)c->mode->codec);
+	if (ret < 0)
+		return ret;
+	c->archived += (uint64_t)ret;
+	for (l = 0; l < c->g.layers; l++) {
+		n = kvmem_seq_pages(c->seq, l, d, 1024);
+		for (i = 0; i < n && i < 1024; i++)
+			if (d[i].format == KVMEM_FMT_VQ2)
+				inject_page(c, l, &d[i],
+					    (uint64_t)i << 16 | 0x8000);
+		if (!c->o->payload_only && !kvmem_seq_codebook(c->seq, l, &cb))
+			channel(c, cb.data, cb.size, l, UINT32_MAX - 2u);
+	}
+	return 0;
 }
 
 /* Flat int4: quantize tokens [t0, t1) of @layer from their FP16 rows. */
@@ -522,6 +564,12 @@ static int cache_put(struct cache *c, int layer, int pos, const float *k,
 		if (ret)
 			return ret;
 		kvmem_inject_new(c, (uint32_t)layer);
+		if (c->mode->prompt_vq && layer == c->m->c.layers - 1 &&
+		    (uint32_t)pos + 1 == c->o->prompt) {
+			ret = prompt_to_vq(c);
+			if (ret)
+				return ret;
+		}
 		/* Once a token is in every layer, what has aged goes to the
 		 * archive tier. */
 		if (c->o->archive_age && layer == c->m->c.layers - 1 &&
@@ -895,10 +943,14 @@ static void count_region(int codec, const void *code, size_t nwords,
 static void count_words(struct cache *c, struct result *res)
 {
 	struct kvmem_page_desc d[1024];
+	struct kvmem_codebook_desc cb;
 	uint32_t l, h;
 	int i, n;
 
 	for (l = 0; l < c->g.layers; l++) {
+		if (!kvmem_seq_codebook(c->seq, l, &cb))
+			count_region(KVMEM_CODEC_GOLAY24, cb.data, cb.words,
+				     res);
 		n = kvmem_seq_pages(c->seq, l, d, 1024);
 		for (i = 0; i < n && i < 1024; i++) {
 			struct kvmem_page_layout lay;
@@ -930,16 +982,20 @@ static void count_words(struct cache *c, struct result *res)
  * Bits a value of the sealed pages takes: the header's, scales', checks'
  * and payload's codewords over the page's 2 * tokens * kv_heads * head_dim
  * values, without the alignment of regions and pages (which small
- * geometries pay more of). *@payload: the bits of their formats alone.
+ * geometries pay more of), and any vq2 codebooks'. *@payload: the bits of
+ * their formats alone.
  */
 static double bits_per_value(const struct cache *c, double *payload)
 {
 	struct kvmem_page_desc d[1024];
+	struct kvmem_codebook_desc cb;
 	double bits = 0.0, values = 0.0, pbits = 0.0;
 	uint32_t l;
 	int i, n;
 
 	for (l = 0; l < c->g.layers; l++) {
+		if (!kvmem_seq_codebook(c->seq, l, &cb))
+			bits += 8.0 * (double)cb.size;
 		n = kvmem_seq_pages(c->seq, l, d, 1024);
 		for (i = 0; i < n && i < 1024; i++) {
 			struct kvmem_page_layout lay;
@@ -978,8 +1034,8 @@ static int run(const struct model *m, struct state *s, const struct mode *md,
 		const float *rl = ref + (size_t)pos * V;
 
 		ret = forward(m, s, &c, tok[pos], pos);
-		if (ret)
-			break;
+		if (ret || (uint32_t)pos < o->prompt)
+			continue;
 		log_softmax(s->logits, V, lsm);
 		log_softmax(rl, V, lsr);
 		nll -= lsm[tok[pos + 1]];
@@ -989,10 +1045,12 @@ static int run(const struct model *m, struct state *s, const struct mode *md,
 		top5 += in_top5(s->logits, V, tok[pos + 1]);
 	}
 	if (!ret) {
-		res->ppl = exp(nll / (ntok - 1));
-		res->kl = kl / (ntok - 1);
-		res->top1 = (double)top1 / (ntok - 1);
-		res->top5 = (double)top5 / (ntok - 1);
+		const int scored = ntok - 1 - (int)o->prompt;
+
+		res->ppl = exp(nll / scored);
+		res->kl = kl / scored;
+		res->top1 = (double)top1 / scored;
+		res->top5 = (double)top5 / scored;
 		res->bits_flipped = c.bits_flipped;
 		if (md->kind == CACHE_KVMEM) {
 			count_words(&c, res);
@@ -1043,13 +1101,16 @@ static void usage(FILE *f)
 		   "                  "
 		   "[--page-tokens T] [--sink S] [--archive AGE[:FMT+CODEC]]\n"
 		   "                  [--budget BITS[:FMT+CODEC]] "
-		   "[--sample-seed S] [--int8-scores]\n"
-		   "                  [--json] "
+		   "[--prompt P] [--sample-seed S]\n"
+		   "                  [--int8-scores]"
+		   " [--json] "
 		   "[--connect PATH | --daemon "
 		   "[--kvmemd PATH]]\n\n"
 		   "  --model PATH      llama2.c checkpoint\n"
 		   "  --tokens N        reference stream length (default 256)\n"
-		   "  --modes LIST      comma-separated (default: all):");
+		   "  --modes LIST      comma-separated (default: all, the "
+		   "*-vq ones with\n"
+		   "                    --prompt):");
 	for (i = 0; i < NMODES; i++)
 		fprintf(f, " %s", modes[i].name);
 	fprintf(f,
@@ -1081,6 +1142,15 @@ static void usage(FILE *f)
 		"                    lm2+h84) until each layer's average BITS "
 		"a value\n"
 		"                    (embedded caches only)\n"
+		"  --prompt P        the first P tokens are the prompt: "
+		"ppl, KL, top-1 and\n"
+		"                    top-5 are of the tokens after it "
+		"(default 0); the\n"
+		"                    *-vq modes then put the prompt's "
+		"sealed pages in\n"
+		"                    vq2, by codebooks learned from them "
+		"(embedded\n"
+		"                    caches only)\n"
 		"  --sample-seed S   seed of the reference sampling (default "
 		"1)\n"
 		"  --int8-scores     the kvmem modes attend with int8 "
@@ -1221,6 +1291,7 @@ struct args {
 	uint32_t archive_age, archive_fmt, archive_codec; /* --archive */
 	float budget; /* --budget, or negative */
 	uint32_t budget_fmt, budget_codec;
+	int prompt; /* --prompt */
 };
 
 /* --budget BITS[:FMT+CODEC], as lm2+h84 by default. */
@@ -1303,6 +1374,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "sink", required_argument, NULL, 'S' },
 		{ "archive", required_argument, NULL, 'A' },
 		{ "budget", required_argument, NULL, 'B' },
+		{ "prompt", required_argument, NULL, 'P' },
 		{ "sample-seed", required_argument, NULL, 'r' },
 		{ "connect", required_argument, NULL, 'c' },
 		{ "daemon", no_argument, NULL, 'd' },
@@ -1387,6 +1459,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 			if (parse_budget(optarg, a))
 				return 2;
 			break;
+		case 'P':
+			if (parse_int("prompt", optarg, 0, 1 << 20, &a->prompt))
+				return 2;
+			break;
 		case 'r':
 			if (parse_u64(optarg, &a->sample_seed, 0)) {
 				fprintf(stderr, PROG ": bad --sample-seed\n");
@@ -1454,7 +1530,34 @@ static int parse_args(int argc, char **argv, struct args *a)
 	}
 	if (!a->nmodes)
 		for (i = 0; i < NMODES; i++)
-			a->modes[a->nmodes++] = i;
+			if (a->prompt || !modes[i].prompt_vq)
+				a->modes[a->nmodes++] = i;
+	if (a->prompt >= a->ntok - 1) {
+		fprintf(stderr,
+			PROG ": --prompt %d leaves no token of the %d to "
+			     "score\n",
+			a->prompt, a->ntok);
+		return 2;
+	}
+	for (i = 0; i < a->nmodes; i++) {
+		const struct mode *md = &modes[a->modes[i]];
+
+		if (md->prompt_vq && !a->prompt) {
+			fprintf(stderr,
+				PROG ": %s learns its codebooks from the "
+				     "prompt: give --prompt\n",
+				md->name);
+			return 2;
+		}
+		if (md->prompt_vq && (a->connect || a->daemon)) {
+			fprintf(stderr,
+				PROG ": %s: kvmemd does not keep vq2 "
+				     "codebooks; run it in an embedded "
+				     "cache\n",
+				md->name);
+			return 2;
+		}
+	}
 	if (!a->nber)
 		a->nber = parse_list("ber", def_ber, MAX_LIST, parse_ber,
 				     a->ber, BER_VALID);
@@ -1475,6 +1578,12 @@ static int parse_args(int argc, char **argv, struct args *a)
 			return 2;
 		}
 	return 0;
+}
+
+/* Whether pages change format in a run: its tables say the bits. */
+static int re_encodes(const struct args *a)
+{
+	return a->archive_age || a->budget >= 0 || a->prompt;
 }
 
 static void print_header(const struct args *a, const struct model *m,
@@ -1514,6 +1623,10 @@ static void print_header(const struct args *a, const struct model *m,
 		       a->archive_age,
 		       kvmem_format_get((int)a->archive_fmt)->name,
 		       kvmem_codec_get((int)a->archive_codec)->name);
+	if (a->prompt)
+		printf("prompt: the first %d tokens, not scored; the *-vq "
+		       "modes then put its\n        sealed pages in vq2\n",
+		       a->prompt);
 	if (a->budget >= 0)
 		printf("budget: %g bits a value in the sealed pages of each "
 		       "layer, the least\n        attended re-encoded in "
@@ -1526,8 +1639,7 @@ static void print_header(const struct args *a, const struct model *m,
 	printf(" (mean, +- 95%% CI)\n\n%-19s %7s %16s %18s %14s %14s %10s "
 	       "%9s%s\n",
 	       "mode", "BER", "ppl", "KL", "top-1", "top-5", "corrected",
-	       "detected",
-	       a->archive_age || a->budget >= 0 ? "   bits/v  archived" : "");
+	       "detected", re_encodes(a) ? "   bits/v  archived" : "");
 }
 
 /* The results, as a table or as JSON; @own: the kvmemd started here. */
@@ -1560,7 +1672,8 @@ static void print_results(const struct args *a, const struct model *m,
 					       "\"int8_scores\": %s, "
 					       "\"payload_bits\": %.4f, "
 					       "\"bits_per_value\": %.4f, "
-					       "\"archived_pages\": %llu}",
+					       "\"archived_pages\": %llu, "
+					       "\"prompt\": %d}",
 					       first ? "" : ",",
 					       modes[a->modes[mi]].name,
 					       a->ber[bi],
@@ -1577,13 +1690,16 @@ static void print_results(const struct args *a, const struct model *m,
 							      : "false",
 					       r->payload_bits,
 					       r->bits_per_value,
-					       (unsigned long long)r->archived);
+					       (unsigned long long)r->archived,
+					       a->prompt);
 					first = 0;
 				}
 		printf("\n]\n");
 	} else {
+		/* The geometry only: no budget, no archive. */
 		struct run_opts o = { .page_tokens = (uint32_t)a->page_tokens,
-				      .sink_tokens = (uint32_t)a->sink };
+				      .sink_tokens = (uint32_t)a->sink,
+				      .budget = -1.0f };
 
 		cache_open(&geo, m, &modes[3], &o);
 		print_header(a, m, own, &geo);
@@ -1617,7 +1733,7 @@ static void print_results(const struct args *a, const struct model *m,
 				       v[0][0], v[0][1], v[1][0], v[1][1],
 				       v[2][0], v[2][1], v[3][0], v[3][1],
 				       corr / a->nseeds, det / a->nseeds);
-				if (a->archive_age || a->budget >= 0)
+				if (re_encodes(a))
 					printf(" %9.3f %9.1f", bits / a->nseeds,
 					       arch / a->nseeds);
 				printf("\n");
@@ -1625,9 +1741,9 @@ static void print_results(const struct args *a, const struct model *m,
 		printf("\ncorrected, detected: codewords per run that a scrub "
 		       "would correct, and could\nnot (mean over seeds); ppl "
 		       "and KL are of the teacher-forced reference stream.\n");
-		if (a->archive_age || a->budget >= 0)
+		if (re_encodes(a))
 			printf("bits/v: bits a value of the sealed pages takes "
-			       "at the end, scales and\nheaders included; "
+			       "at the end, scales,\nheaders and vq2 codebooks included; "
 			       "archived: pages re-encoded in a run (means "
 			       "over seeds).\n");
 	}
@@ -1702,6 +1818,7 @@ int main(int argc, char **argv)
 					.budget = a.budget,
 					.budget_fmt = a.budget_fmt,
 					.budget_codec = a.budget_codec,
+					.prompt = (uint32_t)a.prompt,
 				};
 				struct result *r = &res[((size_t)mi * a.nber +
 							 bi) * a.nseeds +
