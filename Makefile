@@ -87,7 +87,8 @@ CFLAGS_tools/kvmemctl.c := -DKVMEMCTL_VERSION='"$(VERSION)"'
 LIB_SRCS := libkvmem/cpu.c libkvmem/ecc.c libkvmem/ecc_portable.c \
 	    libkvmem/ecc_avx2.c libkvmem/ecc_avx512.c libkvmem/crc32c.c \
 	    libkvmem/crc32c_sse42.c libkvmem/inject.c libkvmem/quant.c \
-	    libkvmem/page.c libkvmem/rotate.c libkvmem/vq.c libkvmem/cache.c libkvmem/attend.c \
+	    libkvmem/page.c libkvmem/rotate.c libkvmem/vq.c libkvmem/cache.c \
+	    libkvmem/attend.c \
 	    libkvmem/attend_portable.c libkvmem/attend_avx2.c \
 	    libkvmem/attend_avx512.c libkvmem/client.c libkvmem/cuda.c \
 	    libkvmem/cuda_driver.c libkvmem/pool.c libkvmem/sha256.c \

@@ -134,9 +134,10 @@ struct kvmem__vq_view {
 
 /* k-means of @n points of KVMEM__VQ_DIM floats into @entries (see vq.c). */
 int kvmem__vq_train(const float *x, size_t n, float *entries);
-/* The entry of one book nearest point @x, lost entries left out. */
-unsigned int kvmem__vq_nearest(const float *entries, const uint8_t *lost,
-			       const float *x);
+/* The entry of one book nearest each of @n points @x, lost entries left
+ * out; the first on a tie. */
+void kvmem__vq_nearest(const float *entries, const uint8_t *lost,
+		       const float *x, size_t n, uint8_t *out);
 /* Encode @entries ([2 * kv_heads][256][4], made FP16) as a new codebook. */
 int kvmem__vq_new(uint32_t kv_heads, const float *entries,
 		  struct kvmem__vq **out);

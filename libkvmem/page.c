@@ -496,14 +496,12 @@ static void vq_row(const struct kvmem_geometry *g,
 	const float *e = vq->entries + b * KVMEM__VQ_ENTRIES * KVMEM__VQ_DIM;
 	const uint8_t *lost =
 		vq->lost ? vq->lost + b * KVMEM__VQ_ENTRIES : NULL;
-	float p[KVMEM__VQ_DIM];
-	uint32_t j, i;
+	float p[MAX_DIM];
+	uint32_t i;
 
-	for (j = 0; j < g->head_dim / KVMEM__VQ_DIM; j++) {
-		for (i = 0; i < KVMEM__VQ_DIM; i++)
-			p[i] = kvmem_finite_or_zero(x[j * KVMEM__VQ_DIM + i]);
-		out[j] = (uint8_t)kvmem__vq_nearest(e, lost, p);
-	}
+	for (i = 0; i < g->head_dim; i++)
+		p[i] = kvmem_finite_or_zero(x[i]);
+	kvmem__vq_nearest(e, lost, p, g->head_dim / KVMEM__VQ_DIM, out);
 }
 
 static void encode_block(const struct kvmem_geometry *g,

@@ -51,32 +51,56 @@ static uint32_t check_of(const uint8_t *data)
 	return kvmem_crc32c(0, data, ENTRY_BYTES) & 0xffffff;
 }
 
-static inline float dist4(const float *c, const float *x)
+/* A book's entries as four rows of KVMEM__VQ_ENTRIES: channel k of entry
+ * e at [k * KVMEM__VQ_ENTRIES + e], so that a distance loop runs along
+ * the entries. */
+static void book_soa(const float *entries, float *soa)
 {
-	float d0 = x[0] - c[0], d1 = x[1] - c[1], d2 = x[2] - c[2],
-	      d3 = x[3] - c[3];
+	unsigned int j, k;
 
-	return d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3;
+	for (j = 0; j < KVMEM__VQ_ENTRIES; j++)
+		for (k = 0; k < KVMEM__VQ_DIM; k++)
+			soa[k * KVMEM__VQ_ENTRIES + j] =
+				entries[j * KVMEM__VQ_DIM + k];
 }
 
-unsigned int kvmem__vq_nearest(const float *entries, const uint8_t *lost,
-			       const float *x)
+/*
+ * Every squared distance first, channel 0 first in each, a loop the
+ * compiler vectorises along the entries (each lane sums in the same
+ * order); then the first smallest, lost entries left out.
+ */
+static unsigned int nearest_soa(const float *soa, const uint8_t *lost,
+				const float *x)
 {
+	const float *e0 = soa, *e1 = soa + KVMEM__VQ_ENTRIES,
+		    *e2 = soa + 2 * KVMEM__VQ_ENTRIES,
+		    *e3 = soa + 3 * KVMEM__VQ_ENTRIES;
+	float d[KVMEM__VQ_ENTRIES], bd = INFINITY;
 	unsigned int j, best = 0;
-	float bd = INFINITY;
 
 	for (j = 0; j < KVMEM__VQ_ENTRIES; j++) {
-		float d;
+		float d0 = x[0] - e0[j], d1 = x[1] - e1[j], d2 = x[2] - e2[j],
+		      d3 = x[3] - e3[j];
 
-		if (lost && lost[j])
-			continue;
-		d = dist4(entries + j * KVMEM__VQ_DIM, x);
-		if (d < bd) {
-			bd = d;
+		d[j] = d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3;
+	}
+	for (j = 0; j < KVMEM__VQ_ENTRIES; j++)
+		if (d[j] < bd && !(lost && lost[j])) {
+			bd = d[j];
 			best = j;
 		}
-	}
 	return best;
+}
+
+void kvmem__vq_nearest(const float *entries, const uint8_t *lost,
+		       const float *x, size_t n, uint8_t *out)
+{
+	float soa[KVMEM__VQ_ENTRIES * KVMEM__VQ_DIM];
+	size_t i;
+
+	book_soa(entries, soa);
+	for (i = 0; i < n; i++)
+		out[i] = (uint8_t)nearest_soa(soa, lost, x + i * KVMEM__VQ_DIM);
 }
 
 /* Lloyd's rounds over @n points (see above); @c holds the start. */
@@ -85,6 +109,7 @@ static int lloyd(const float *x, size_t n, float *c)
 	double(*sum)[KVMEM__VQ_DIM] = malloc(KVMEM__VQ_ENTRIES * sizeof(*sum));
 	uint32_t *cnt = malloc(KVMEM__VQ_ENTRIES * sizeof(*cnt));
 	uint16_t *owner = malloc((n ? n : 1) * sizeof(*owner));
+	float soa[KVMEM__VQ_ENTRIES * KVMEM__VQ_DIM];
 	unsigned int round, j, k;
 	size_t i;
 
@@ -99,9 +124,10 @@ static int lloyd(const float *x, size_t n, float *c)
 	for (round = 0; round < KVMEM__VQ_ROUNDS; round++) {
 		size_t moved = 0;
 
+		book_soa(c, soa);
 		for (i = 0; i < n; i++) {
-			unsigned int a = kvmem__vq_nearest(
-				c, NULL, x + i * KVMEM__VQ_DIM);
+			unsigned int a =
+				nearest_soa(soa, NULL, x + i * KVMEM__VQ_DIM);
 
 			moved += a != owner[i];
 			owner[i] = (uint16_t)a;

@@ -529,6 +529,45 @@ START_TEST(test_attend_rotate_json)
 END_TEST
 
 /*
+ * --format vq2: the pages sealed in int4, then archived to vq2 by
+ * codebooks learned from them (timed), attended through the same
+ * reports; there is no flat vq2 to compare (noecc null), the threads give
+ * the same bits, int8 scores do not apply to vq2 rows (the float scores'
+ * bits), and the output is within 0.05 of the fp32 loop's (0.025 here: a
+ * value of uniform [-1, 1] data moves by about 0.15 in four dimensions
+ * with 256 entries, and softmax averages it).
+ */
+START_TEST(test_attend_vq_json)
+{
+	struct kvmem_run r;
+
+	KVMEM_RUN(&r, "kvmem-bench", "", "attend", "--ctx", "300", "--heads",
+		  "8", "--kv-heads", "2", "--dim", "64", "--format", "vq2",
+		  "--reps", "2", "--threads", "2", "--flush-mib", "1",
+		  "--queries", "5", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "\"format\": \"vq2\""));
+	ck_assert_ptr_nonnull(strstr(r.out, "\"noecc_us\": null"));
+	ck_assert_ptr_nonnull(strstr(r.out, "\"mt_same_bits\": true"));
+	ck_assert_double_gt(json_num(r.out, "vq_encode_s"), 0);
+	/* 2 bits a value, and the codebooks: 2 KV heads, K and V, 256
+	 * entries of 8 bytes, twice that in golay24 words */
+	ck_assert_double_gt(json_num(r.out, "kvmem_bytes"),
+			    2 * 300 * 2 * 64 * 2 / 8 + 4 * 256 * 8 * 2);
+	ck_assert_double_le(json_num(r.out, "max_diff_fp32"), 0.05);
+	ck_assert_double_le(json_num(r.out, "max_diff_causal_fp32"), 0.05);
+	ck_assert_double_eq(json_num(r.out, "max_diff_q8_kvmem"), 0);
+	kvmem_check_run_free(&r);
+	/* The kernels do not read vq2: said, not run. */
+	KVMEM_RUN(&r, "kvmem-bench", "", "attend", "--format", "vq2", "--gpu",
+		  "--reps", "1");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "do not read vq2"));
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
+/*
  * The ring benchmark starts its own kvmemd (build/daemon/kvmemd, next to
  * build/tools/), checks every completion itself and fails on a wrong one;
  * here only the shape of its report is checked, never a timing.
@@ -1660,6 +1699,7 @@ KVMEM_SUITE(tool_bench)
 	tcase_add_test(codec, test_codec_interleave);
 	tcase_add_test(codec, test_attend_json);
 	tcase_add_test(codec, test_attend_rotate_json);
+	tcase_add_test(codec, test_attend_vq_json);
 	tcase_add_test(codec, test_usage_errors);
 	tcase_add_test(codec, test_archive_json);
 	tcase_set_timeout(codec, 60);

@@ -56,7 +56,10 @@ static void attend_usage(FILE *f)
 		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
 		   "  --dim D          head dimension (default 128)\n"
 		   "  --format F       fp16 int8 int4 int2 fp8 lm2 lm3 lm4 "
-		   "(default int4)\n"
+		   "vq2 (default int4;\n"
+		   "                   vq2: the pages sealed in int4 and then "
+		   "archived to vq2,\n"
+		   "                   codebooks learned from them, timed)\n"
 		   "  --codec C        h74 h84 golay24 secded72 (default h84)\n"
 		   "  --page-tokens T  tokens per page (default 32)\n"
 		   "  --reps N         timed calls, median kept (default 20)\n"
@@ -371,6 +374,14 @@ static size_t pages_bytes(struct kvmem_seq *seq)
 	return bytes;
 }
 
+/* The vq2 codebooks of layer 0, which attention decodes too. */
+static size_t codebook_bytes(struct kvmem_seq *seq)
+{
+	struct kvmem_codebook_desc d;
+
+	return kvmem_seq_codebook(seq, 0, &d) ? 0 : d.size;
+}
+
 /* Read the flush buffer, so the next call finds none of its data cached. */
 static void flush(const void *buf, size_t len)
 {
@@ -410,6 +421,10 @@ static int run_attend(int argc, char **argv)
 	uint64_t t0;
 	double kvmem_us, mt_us, fp32_us, noecc_us, diff = 0.0, diff_nq = 0.0;
 	double q8_us, diff_q8 = 0.0, causal_q8_us = 0.0, diff_cq8 = 0.0;
+	double vq_s = 0.0;
+	char noecc_j[3][32];
+	struct attend_cfg flat_cfg;
+	int vq;
 	double causal_us = 0.0, fp32_causal_us = 0.0, diff_c = 0.0;
 	uint32_t G;
 	double bw1, bwn, floor1_us, floorn_us;
@@ -432,12 +447,19 @@ static int run_attend(int argc, char **argv)
 		g.sink_tokens = g.tokens_per_page;
 	if (cfg.dim % g.group_size)
 		g.group_size = cfg.dim;
-	g.format = (uint8_t)cfg.format;
+	/* vq2 is an archive format: the pages are sealed in int4 first. */
+	vq = cfg.format == KVMEM_FMT_VQ2;
+	g.format = (uint8_t)(vq ? KVMEM_FMT_INT4 : cfg.format);
 	g.codec = (uint8_t)cfg.codec;
 	g.rotation = cfg.rotate ? KVMEM_ROTATE_HADAMARD : KVMEM_ROTATE_NONE;
 	if (kvmem_geometry_explain(&g, why, sizeof(why))) {
 		fprintf(stderr, "kvmem-bench: that geometry is not valid: %s\n",
 			why);
+		return 2;
+	}
+	if (cfg.gpu && vq) {
+		fprintf(stderr, "kvmem-bench: the CUDA kernels do not read "
+				"vq2 pages\n");
 		return 2;
 	}
 	if (cfg.gpu)
@@ -498,11 +520,15 @@ static int run_attend(int argc, char **argv)
 				      cfg.dim, 1);
 
 	ret = 1;
+	/* The baselines of vq2: fp32, and no flat vq2 (no "no ECC"). */
+	flat_cfg = cfg;
+	if (vq)
+		flat_cfg.format = KVMEM_FMT_INT4;
 	if (kvmem_open_embedded(&g, 2 * nvals * 2 * sizeof(float) + (64u << 20),
 				&cache) ||
 	    kvmem_seq_create(cache, &seq) ||
 	    kvmem_seq_append(seq, 0, K, V, cfg.ctx) ||
-	    flat_build(&f, &cfg, K, V, g.group_size) ||
+	    flat_build(&f, &flat_cfg, K, V, g.group_size) ||
 	    kvmem__attn_init(&a, cfg.heads, cfg.heads / cfg.kv_heads, cfg.dim,
 			     1.0f / sqrtf((float)cfg.dim)) ||
 	    (qc &&
@@ -511,6 +537,17 @@ static int run_attend(int argc, char **argv)
 		fprintf(stderr, "kvmem-bench: out of memory building the "
 				"context\n");
 		goto out;
+	}
+	if (vq) {
+		t0 = bench_now_ns();
+		i = (size_t)kvmem_seq_archive(seq, cfg.ctx, KVMEM_FMT_VQ2,
+					      (unsigned int)cfg.codec);
+		vq_s = (double)(bench_now_ns() - t0) / 1e9;
+		if ((int)i < 0) {
+			fprintf(stderr, "kvmem-bench: the pages to vq2: %s\n",
+				kvmem_strerror((int)i));
+			goto out;
+		}
 	}
 	opts.n_heads = cfg.heads;
 	opts.threads = 1;
@@ -534,7 +571,9 @@ static int run_attend(int argc, char **argv)
 		TIMED(tk, kvmem_attend(seq, 0, q, out_kv, &opts, NULL));
 		TIMED(tm, kvmem_attend(seq, 0, q, out_mt, &opts_mt, NULL));
 		TIMED(tf, flat_attend(&f, &a, cfg.heads, q, out_fp, 0, kt, vt));
-		TIMED(tn, flat_attend(&f, &a, cfg.heads, q, out_nq, 1, kt, vt));
+		if (!vq)
+			TIMED(tn, flat_attend(&f, &a, cfg.heads, q, out_nq, 1,
+					      kt, vt));
 		TIMED(tq, kvmem_attend(seq, 0, q, out_q8, &opts_q8, NULL));
 		if (!qc)
 			continue;
@@ -565,7 +604,7 @@ static int run_attend(int argc, char **argv)
 		double dn = fabs((double)out_kv[i] - out_nq[i]);
 
 		diff = d > diff ? d : diff;
-		diff_nq = dn > diff_nq ? dn : diff_nq;
+		diff_nq = !vq && dn > diff_nq ? dn : diff_nq;
 		d = fabs((double)out_q8[i] - out_kv[i]);
 		diff_q8 = d > diff_q8 ? d : diff_q8;
 	}
@@ -575,14 +614,24 @@ static int run_attend(int argc, char **argv)
 	kvmem_us = median_us(tk, cfg.reps);
 	mt_us = median_us(tm, cfg.reps);
 	fp32_us = median_us(tf, cfg.reps);
-	noecc_us = median_us(tn, cfg.reps);
+	noecc_us = vq ? 0.0 : median_us(tn, cfg.reps);
 	q8_us = median_us(tq, cfg.reps);
 	if (tc) {
 		causal_us = median_us(tc, cfg.reps);
 		fp32_causal_us = median_us(tfc, cfg.reps);
 		causal_q8_us = median_us(tcq, cfg.reps);
 	}
-	kv_bytes = pages_bytes(seq);
+	kv_bytes = pages_bytes(seq) + codebook_bytes(seq);
+	if (vq) {
+		strcpy(noecc_j[0], "null");
+		strcpy(noecc_j[1], "null");
+		strcpy(noecc_j[2], "null");
+	} else {
+		snprintf(noecc_j[0], sizeof(noecc_j[0]), "%.1f", noecc_us);
+		snprintf(noecc_j[1], sizeof(noecc_j[1]), "%.3f",
+			 noecc_us / kvmem_us);
+		snprintf(noecc_j[2], sizeof(noecc_j[2]), "%.3g", diff_nq);
+	}
 	fp_bytes = 2 * nvals * sizeof(float);
 	bw1 = bench_read_gbps(fbuf, probe_len, 1, 3);
 	bwn = bench_read_gbps(fbuf, probe_len, cfg.threads, 3);
@@ -596,14 +645,14 @@ static int run_attend(int argc, char **argv)
 		       "\"impl\": \"%s\", \"threads\": %u, "
 		       "\"flush_mib\": %u, \"kvmem_us\": %.1f, "
 		       "\"kvmem_mt_us\": %.1f, \"fp32_us\": %.1f, "
-		       "\"noecc_us\": %.1f, \"fp32_over_kvmem\": %.3f, "
+		       "\"noecc_us\": %s, \"fp32_over_kvmem\": %.3f, "
 		       "\"fp32_over_kvmem_mt\": %.3f, "
-		       "\"noecc_over_kvmem\": %.3f, \"kvmem_bytes\": %zu, "
+		       "\"noecc_over_kvmem\": %s, \"kvmem_bytes\": %zu, "
 		       "\"fp32_bytes\": %zu, \"read_gbps\": %.2f, "
 		       "\"read_gbps_mt\": %.2f, \"floor_us\": %.1f, "
 		       "\"floor_mt_us\": %.1f, \"kvmem_of_floor\": %.3f, "
 		       "\"kvmem_mt_of_floor\": %.3f, \"max_diff_fp32\": %.3g, "
-		       "\"max_diff_noecc\": %.3g, \"mt_same_bits\": %s, "
+		       "\"max_diff_noecc\": %s, \"mt_same_bits\": %s, "
 		       "\"queries\": %u, \"causal_us\": %.1f, "
 		       "\"causal_query_us\": %.1f, "
 		       "\"fp32_over_causal_query\": %.3f, "
@@ -613,24 +662,24 @@ static int run_attend(int argc, char **argv)
 		       "\"fp32_over_kvmem_q8\": %.3f, "
 		       "\"max_diff_q8_kvmem\": %.3g, \"causal_q8_us\": %.1f, "
 		       "\"fp32_causal_over_causal_q8\": %.3f, "
-		       "\"max_diff_causal_q8_kvmem\": %.3g}\n",
+		       "\"max_diff_causal_q8_kvmem\": %.3g, "
+		       "\"vq_encode_s\": %.3f}\n",
 		       cfg.ctx, cfg.heads, cfg.kv_heads, cfg.dim,
 		       kvmem_format_get(cfg.format)->name,
 		       kvmem_codec_get(cfg.codec)->name,
 		       cfg.rotate ? "hadamard" : "none", kvmem_ecc_impl(),
 		       cfg.threads, cfg.flush_mib, kvmem_us, mt_us, fp32_us,
-		       noecc_us, fp32_us / kvmem_us, fp32_us / mt_us,
-		       noecc_us / kvmem_us, kv_bytes, fp_bytes, bw1, bwn,
-		       floor1_us, floorn_us, floor1_us / kvmem_us,
-		       floorn_us / mt_us, diff, diff_nq,
-		       same_mt ? "true" : "false", cfg.queries, causal_us,
-		       causal_us / cfg.queries,
+		       noecc_j[0], fp32_us / kvmem_us, fp32_us / mt_us,
+		       noecc_j[1], kv_bytes, fp_bytes, bw1, bwn, floor1_us,
+		       floorn_us, floor1_us / kvmem_us, floorn_us / mt_us, diff,
+		       noecc_j[2], same_mt ? "true" : "false", cfg.queries,
+		       causal_us, causal_us / cfg.queries,
 		       causal_us > 0 ? fp32_us * cfg.queries / causal_us : 0,
 		       fp32_causal_us,
 		       causal_us > 0 ? fp32_causal_us / causal_us : 0, diff_c,
 		       q8_us, fp32_us / q8_us, diff_q8, causal_q8_us,
 		       causal_q8_us > 0 ? fp32_causal_us / causal_q8_us : 0,
-		       diff_cq8);
+		       diff_cq8, vq_s);
 	} else {
 		printf("kvmem-bench attend: ctx %u, %u heads, %u KV heads, "
 		       "dim %u, %s + %s%s, %u tokens/page, path %s,\n"
@@ -645,8 +694,11 @@ static int run_attend(int argc, char **argv)
 		printf("%-34s %10.1f %9.2fx %10.2f\n",
 		       "fp32, float K/V (baseline)", fp32_us, 1.0,
 		       (double)fp_bytes / 1e6);
-		printf("%-34s %10.1f %9.2fx\n", "same format, no ECC", noecc_us,
-		       fp32_us / noecc_us);
+		if (vq)
+			printf("%-34s %10s\n", "same format, no ECC", "n/a");
+		else
+			printf("%-34s %10.1f %9.2fx\n", "same format, no ECC",
+			       noecc_us, fp32_us / noecc_us);
 		printf("%-34s %10.1f %9.2fx %10.2f %8.0f%%\n",
 		       "kvmem, decode-on-load, 1 thread", kvmem_us,
 		       fp32_us / kvmem_us, (double)kv_bytes / 1e6,
@@ -669,6 +721,10 @@ static int run_attend(int argc, char **argv)
 			       fp32_causal_us / causal_us, causal_q8_us,
 			       fp32_causal_us / causal_q8_us);
 		}
+		if (vq)
+			printf("\nvq2: codebooks learned and the pages "
+			       "encoded in %.2f s (one thread)\n",
+			       vq_s);
 		printf("\nread bandwidth: %.1f GB/s on one core, %.1f GB/s on "
 		       "%u; memory floor of kvmem: %.1f us, %.1f us\n",
 		       bw1, bwn, cfg.threads, floor1_us, floorn_us);
