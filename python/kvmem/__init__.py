@@ -72,6 +72,7 @@ FORMATS: Dict[str, int] = {
     "lm2": 5,
     "lm3": 6,
     "lm4": 7,
+    "vq2": 8,
 }
 CODECS: Dict[str, int] = {"h74": 0, "h84": 1, "golay24": 2, "secded72": 3}
 ERASURES: Dict[str, int] = {"interpolate": 0, "zero": 1, "keep": 2}
@@ -301,6 +302,17 @@ def _load():
         "kvmem_seq_truncate": (_int, [_vp, _u32]),
         "kvmem_seq_archive": (_int, [_vp, _u32, _u32, _u32]),
         "kvmem_seq_archive_budget": (_int, [_vp, ctypes.c_float, _u32, _u32]),
+        "kvmem_seq_codebook_read": (
+            ctypes.c_long,
+            [
+                _vp,
+                _u32,
+                _fp,
+                ctypes.POINTER(ctypes.c_uint8),
+                ctypes.POINTER(_EccCounts),
+            ],
+        ),
+        "kvmem_seq_codebook_set": (_int, [_vp, _u32, _fp]),
         "kvmem_seq_free": (None, [_vp]),
         "kvmem_prefix_publish": (_int, [_vp, ctypes.c_char_p, _u32]),
         "kvmem_prefix_attach": (
@@ -1018,6 +1030,45 @@ class Sequence:
         if ret < 0:
             _fail(ret, "kvmem_seq_archive_budget")
         return ret
+
+    def codebook(self, layer: int) -> Tuple[np.ndarray, np.ndarray, Dict]:
+        """Layer @layer's vq2 codebooks (kvmem_seq_codebook_read()).
+
+        Returns (entries, lost, counts): entries float32 [2, kv_heads, 256,
+        4], K's books then V's (index e of a vq2 row reads channels 4j to
+        4j + 3 as entries[side, head, e]); lost bool [2, kv_heads, 256],
+        an entry past its code or its check (it reads as zeros, and the
+        values that index it are erased); counts, the golay24 words' (clean,
+        corrected, uncorrectable). kvmem.Error, errno ENOENT, when the
+        layer has none: learned by archive(..., "vq2"), or set_codebook().
+        """
+        g = self.cache.geometry
+        e = np.empty((2, g.kv_heads, 256, 4), np.float32)
+        lost = np.empty((2, g.kv_heads, 256), np.uint8)
+        c = _EccCounts()
+        ret = _lib.kvmem_seq_codebook_read(
+            self._handle(),
+            self._layer(layer),
+            _ptr(e),
+            lost.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+            ctypes.byref(c),
+        )
+        if ret < 0:
+            _fail(ret, "kvmem_seq_codebook_read")
+        return e, lost.astype(bool), _struct_dict(c)
+
+    def set_codebook(self, layer: int, entries: ArrayIn) -> None:
+        """Give @layer the engine's vq2 codebooks, [2, kv_heads, 256, 4]
+        as codebook() returns them (kvmem_seq_codebook_set()): before any
+        of its pages go to vq2, which then use them instead of learning
+        their own. Made FP16; in a rotated geometry's rotated space."""
+        g = self.cache.geometry
+        e = _floats(entries, (2, g.kv_heads, 256, 4), "entries")
+        ret = _lib.kvmem_seq_codebook_set(
+            self._handle(), self._layer(layer), _ptr(e)
+        )
+        if ret:
+            _fail(ret, "kvmem_seq_codebook_set")
 
     def release(self) -> None:
         """The pages may move (to kvmemd's backing store) until acquire()."""

@@ -343,6 +343,58 @@ class Embedded(unittest.TestCase):
         self.assertTrue((gmax > 0).all())
         np.testing.assert_array_equal(got[:4], was[:4])
 
+    def test_vq2_codebooks(self):
+        """vq2: the engine's codebooks given, every four of an archived
+        page reads as its book's entry nearest what it was (found here in
+        float64); learned ones on another sequence, every four one of
+        their entries. (The C suite check_vq damages codebooks.)"""
+        g = geometry(format="int4", codec="h84", head_dim=16, group_size=16)
+        k, v = kv(self.rng, 70, g)
+        books = fp16(
+            self.rng.uniform(-2, 2, (2, g.kv_heads, 256, 4)).astype(np.float32)
+        )
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k, v)
+            with self.assertRaises(kvmem.Error) as e:
+                s.codebook(0)
+            self.assertEqual(e.exception.errno, errno.ENOENT)
+            s.set_codebook(0, books)
+            was = s.read(0)[:2]
+            # Sealed pages from 4, 36: one ends at or before token 40.
+            self.assertEqual(s.archive(40, "vq2", "h84"), 1)
+            got = s.read(0)[:2]
+            for side in range(2):
+                fours = was[side][4:36].reshape(32, g.kv_heads, 4, 4)
+                for h in range(g.kv_heads):
+                    b = books[side, h].astype(np.float64)
+                    x = fours[:, h].reshape(-1, 1, 4).astype(np.float64)
+                    near = ((x - b) ** 2).sum(-1).argmin(-1)
+                    np.testing.assert_array_equal(
+                        got[side][4:36, h].reshape(-1, 4), books[side, h][near]
+                    )
+            np.testing.assert_array_equal(got[0][36:], was[0][36:])
+            e, lost, counts = s.codebook(0)
+            np.testing.assert_array_equal(e, books)
+            self.assertFalse(lost.any())
+            self.assertEqual(counts["uncorrectable"], 0)
+            with self.assertRaises(kvmem.Error) as err:
+                s.set_codebook(0, books)
+            self.assertEqual(err.exception.errno, errno.EEXIST)
+
+            t = c.sequence()
+            t.append(1, k, v)
+            self.assertEqual(t.archive(40, "vq2", "golay24"), 1)
+            learned = t.codebook(1)[0]
+            kk = t.read(1)[0][4:36].reshape(-1, g.kv_heads, 4, 4)
+            for h in range(g.kv_heads):
+                entries = {tuple(x) for x in learned[0, h]}
+                fours = kk[:, h].reshape(-1, 4)
+                self.assertTrue(all(tuple(x) in entries for x in fours))
+        with self.assertRaisesRegex(ValueError, "entries has shape"):
+            with kvmem.Cache.embedded(g, 8 << 20) as c:
+                c.sequence().set_codebook(0, books[0])
+
     def test_bad_calls(self):
         g = geometry()
         with kvmem.Cache.embedded(g, 8 << 20) as c:
