@@ -239,14 +239,15 @@ int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
  * kvmem_page_layout_as() - the layout of a sealed page archived in another
  *                          format and codec
  * @g: a valid geometry
- * @format: enum kvmem_format: int8, int4, int2 or fp8
+ * @format: enum kvmem_format: int8, int4, int2, fp8, lm2, lm3, lm4 or vq2
  * @codec: enum kvmem_codec
  * @l: receives the layout
  *
- * The geometry's own format and codec give kvmem_page_layout(g, 0).
+ * The geometry's own format and codec give kvmem_page_layout(g, 0). A vq2
+ * page has no scales and a check a row, as a hot page has.
  *
- * Return: 0; -EINVAL for an invalid geometry, fp16 or an unknown format or
- * codec; -E2BIG when such a page would be larger than the geometry's own
+ * Return: 0; -EINVAL for an invalid geometry, fp16, vq2 with a head_dim
+ * that is not a multiple of four, or an unknown format or codec; -E2BIG when such a page would be larger than the geometry's own
  * sealed page (golay24 rows pad to a pair of words, so an int4 + golay24
  * page can be a few KiB larger than an int4 + h84 one).
  */
@@ -306,8 +307,10 @@ int kvmem_page_read_header(const void *page, const struct kvmem_geometry *g,
  * @counts: if not NULL, receives what was found
  *
  * Return: the number of tokens decoded, or -EBADMSG (header uncorrectable)
- * or -EINVAL (header does not match @g). Uncorrectable scales or payload are
- * not an error here: they show in @erased and @counts.
+ * or -EINVAL (header does not match @g), or -EOPNOTSUPP for a vq2 page,
+ * whose values are in its sequence's codebooks (kvmem_seq_read() reads
+ * it). Uncorrectable scales or payload are not an error here: they show
+ * in @erased and @counts.
  */
 int kvmem_page_decode(const void *page, const struct kvmem_geometry *g,
 		      float *k, float *v, uint8_t *erased,
@@ -358,7 +361,8 @@ int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
  * @dst: room for a sealed page of @g, not overlapping @src
  * @src: a sealed, quantized or FP16, page of @g; not written to
  * @g: the geometry
- * @format: enum kvmem_format of the archived page: int8, int4, int2 or fp8
+ * @format: enum kvmem_format of the archived page: int8, int4, int2, fp8,
+ *          lm2, lm3, lm4, or vq2 from a vq2 page (another codec)
  * @codec: enum kvmem_codec of the archived page
  * @counts: if not NULL, receives what the check of @src found
  *
@@ -376,7 +380,9 @@ int kvmem_page_verify(const void *page, const struct kvmem_geometry *g,
  * Return: 0; -EINVAL for bad arguments or a page that is hot, not sealed
  * or not of @g; -E2BIG as kvmem_page_layout_as(); -EBADMSG when @src has a
  * word or check that is uncorrectable or its CRC does not match once
- * corrected (@dst is undefined then); -ENOMEM.
+ * corrected (@dst is undefined then); -EOPNOTSUPP to vq2 from another
+ * format or from vq2 to another (the codebooks are the sequence's:
+ * kvmem_seq_archive()); -ENOMEM.
  */
 int kvmem_page_archive(void *dst, const void *src,
 		       const struct kvmem_geometry *g, unsigned int format,
