@@ -36,10 +36,12 @@ struct reader {
 	/* the current page's scales and which are erased (NULL: none) */
 	const float *sc;
 	const uint8_t *se;
-	/* the layer's vq2 codebooks, decoded at the first vq2 page */
+	/* the codebooks of the last vq2 page, decoded once for the pages
+	 * that share them */
+	const struct kvmem__vq *vq_of;
 	float *vq_entries;
 	uint8_t *vq_lost;
-	long vq_nlost; /* entries lost; -1: not decoded yet */
+	long vq_nlost; /* entries lost */
 	float *nrow; /* a neighbour row */
 	uint8_t *nrow_erased;
 	void *scratch; /* kvmem__page_scratch_size() */
@@ -51,7 +53,9 @@ static int reader_open(struct reader *r, struct kvmem_seq *s, uint32_t layer,
 		       uint32_t policy, void *scratch)
 {
 	struct kvmem_cache *c = s->c;
-	size_t ns = (size_t)c->max_scales + 1;
+	const size_t ns = (size_t)c->max_scales + 1,
+		     ne = (size_t)2 * c->g.kv_heads * KVMEM__VQ_ENTRIES;
+	uint32_t i;
 
 	memset(r, 0, sizeof(*r));
 	r->c = c;
@@ -59,13 +63,22 @@ static int reader_open(struct reader *r, struct kvmem_seq *s, uint32_t layer,
 	r->policy = policy;
 	r->scratch = scratch;
 	r->cur = UINT32_MAX;
-	r->vq_nlost = -1;
 	r->scales = malloc(ns * sizeof(float));
 	r->nscales = malloc(ns * sizeof(float));
 	r->serased = malloc(ns);
 	r->nserased = malloc(ns);
 	r->nrow = malloc(c->g.head_dim * sizeof(float));
 	r->nrow_erased = malloc(c->g.head_dim);
+	/* Room for codebooks where a page is vq2 (load_codebooks()). */
+	r->vq_nlost = -1;
+	for (i = 0; i < r->lt->npages && !r->vq_entries; i++)
+		if (r->lt->pages[i]->layout->format == KVMEM_FMT_VQ2) {
+			r->vq_entries =
+				malloc(ne * KVMEM__VQ_DIM * sizeof(float));
+			r->vq_lost = malloc(ne);
+			if (!r->vq_entries || !r->vq_lost)
+				return -ENOMEM;
+		}
 	if (!r->scales || !r->nscales || !r->serased || !r->nserased ||
 	    !r->nrow || !r->nrow_erased)
 		return -ENOMEM;
@@ -85,22 +98,27 @@ static void reader_close(struct reader *r)
 }
 
 /*
- * The layer's codebooks, once per reader; their words are not counted
- * here (kvmem_seq_codebook_read() says what they hold). A reader that
- * cannot have them reads every entry as lost.
+ * The codebooks of vq2 page @p, decoded once for the pages that share
+ * them; their words are not counted here (kvmem_seq_codebook_read() says
+ * what they hold). A reader without the memory for them reads every entry
+ * as lost.
  */
-static void load_codebooks(struct reader *r)
+static void load_codebooks(struct reader *r, const struct kvmem__page *p)
 {
 	const size_t ne = (size_t)2 * r->c->g.kv_heads * KVMEM__VQ_ENTRIES;
+	long lost = -ENOMEM;
 
-	r->vq_entries = calloc(ne * KVMEM__VQ_DIM, sizeof(float));
-	r->vq_lost = malloc(ne);
-	if (r->vq_lost)
+	if (r->vq_of == p->vq && r->vq_nlost >= 0)
+		return;
+	r->vq_of = p->vq;
+	if (p->vq)
+		lost = kvmem__vq_read(p->vq, r->vq_entries, r->vq_lost, NULL);
+	if (lost < 0) {
+		memset(r->vq_entries, 0, ne * KVMEM__VQ_DIM * sizeof(float));
 		memset(r->vq_lost, 1, ne);
-	r->vq_nlost = (long)ne;
-	if (r->vq_entries && r->vq_lost && r->lt->vq)
-		r->vq_nlost = kvmem__vq_read(r->lt->vq, r->vq_entries,
-					     r->vq_lost, NULL);
+		lost = (long)ne;
+	}
+	r->vq_nlost = lost;
 }
 
 /*
@@ -121,8 +139,7 @@ static void load_scales(struct reader *r, uint32_t pi, float *scales,
 		r->headers_ue++;
 	kvmem__counts_add(&r->pc.header, &hc);
 	if (p->layout->format == KVMEM_FMT_VQ2) {
-		if (r->vq_nlost < 0)
-			load_codebooks(r);
+		load_codebooks(r, p);
 		*sc = r->vq_entries;
 		*se = r->vq_nlost ? r->vq_lost : NULL;
 		return;

@@ -210,6 +210,7 @@ static void page_put(struct kvmem_cache *c, struct kvmem_seq *s,
 	c->store->release(c, p);
 	c->npages[p->hot]--;
 	c->used -= p->layout->size;
+	kvmem__vq_put(p->vq);
 	free(p);
 }
 
@@ -253,10 +254,10 @@ static void page_header(struct kvmem_cache *c, struct kvmem_seq *s,
 }
 
 /*
- * The codebooks of layer @lt decoded into @c's buffers; a view of no
- * entries when it has none. Return: 0 or -ENOMEM.
+ * Codebooks @vq decoded into @c's buffers @slot; a view of no entries
+ * when @vq is NULL. Return: 0 or -ENOMEM.
  */
-static int vq_view(struct kvmem_cache *c, const struct kvmem__layer *lt,
+static int vq_view(struct kvmem_cache *c, const struct kvmem__vq *vq, int slot,
 		   struct kvmem__vq_view *v)
 {
 	const size_t ne = (size_t)2 * c->g.kv_heads * KVMEM__VQ_ENTRIES;
@@ -264,19 +265,20 @@ static int vq_view(struct kvmem_cache *c, const struct kvmem__layer *lt,
 
 	v->entries = NULL;
 	v->lost = NULL;
-	if (!lt->vq)
+	if (!vq)
 		return 0;
-	if (!c->vq_entries)
-		c->vq_entries = malloc(ne * KVMEM__VQ_DIM * sizeof(float));
-	if (!c->vq_lost)
-		c->vq_lost = malloc(ne);
-	if (!c->vq_entries || !c->vq_lost)
+	if (!c->vq_entries[slot])
+		c->vq_entries[slot] =
+			malloc(ne * KVMEM__VQ_DIM * sizeof(float));
+	if (!c->vq_lost[slot])
+		c->vq_lost[slot] = malloc(ne);
+	if (!c->vq_entries[slot] || !c->vq_lost[slot])
 		return -ENOMEM;
-	lost = kvmem__vq_read(lt->vq, c->vq_entries, c->vq_lost, NULL);
+	lost = kvmem__vq_read(vq, c->vq_entries[slot], c->vq_lost[slot], NULL);
 	if (lost < 0)
 		return (int)lost;
-	v->entries = c->vq_entries;
-	v->lost = lost ? c->vq_lost : NULL;
+	v->entries = c->vq_entries[slot];
+	v->lost = lost ? c->vq_lost[slot] : NULL;
 	return 0;
 }
 
@@ -295,7 +297,7 @@ static int page_recode(struct kvmem_cache *c, struct kvmem_seq *s,
 	struct kvmem__page *p;
 	int ret;
 
-	ret = vq_view(c, &s->layer[layer], &view);
+	ret = vq_view(c, src->vq, 1, &view);
 	if (ret)
 		return ret;
 	ret = kvmem__page_decode_stored(src->data, &c->g, &view, c->kbuf,
@@ -397,8 +399,10 @@ void kvmem__cache_free(struct kvmem_cache *c)
 	free(c->vbuf);
 	free(c->row);
 	free(c->scratch);
-	free(c->vq_entries);
-	free(c->vq_lost);
+	free(c->vq_entries[0]);
+	free(c->vq_entries[1]);
+	free(c->vq_lost[0]);
+	free(c->vq_lost[1]);
 	free(c);
 }
 
@@ -837,16 +841,30 @@ err:
  * (kvmem_page_archive() refuses its bytes), or a negative error. A page
  * whose bytes changed since its seal without a word reporting it is found
  * here and nowhere else: which of its values are wrong is unknown, so all
- * of them are made to read as lost (see kvmem_seq_archive()).
+ * of them are made to read as lost (see kvmem_seq_archive()). A page that
+ * goes to vq2 is encoded with codebooks @to (decoded: @to_view) and keeps
+ * a reference to them; one that leaves vq2 is decoded with its own.
  */
 static int page_archive(struct kvmem_cache *c, struct kvmem__page *p,
-			const struct kvmem_page_layout *l,
-			const struct kvmem__vq_view *vq)
+			const struct kvmem_page_layout *l, struct kvmem__vq *to,
+			const struct kvmem__vq_view *to_view)
 {
+	const int from_vq = p->layout->format == KVMEM_FMT_VQ2,
+		  to_vq = l->format == KVMEM_FMT_VQ2;
+	const struct kvmem__vq_view *vq = to_view;
 	struct kvmem__page q = { .layout = l };
+	struct kvmem__vq_view own;
 	struct kvmem_page_counts pc;
 	int ret;
 
+	if (to_vq && !from_vq && !to)
+		return 0;
+	if (from_vq && !to_vq) {
+		ret = vq_view(c, p->vq, 1, &own);
+		if (ret)
+			return ret;
+		vq = &own;
+	}
 	ret = c->store->alloc(c, &q);
 	if (ret)
 		return ret;
@@ -866,6 +884,14 @@ static int page_archive(struct kvmem_cache *c, struct kvmem__page *p,
 	swap_storage(p, &q);
 	c->store->release(c, &q);
 	c->used = c->used - q.layout->size + l->size;
+	if (to_vq && !from_vq) {
+		p->vq = to;
+		to->refs++;
+	}
+	if (from_vq && !to_vq) {
+		kvmem__vq_put(p->vq);
+		p->vq = NULL;
+	}
 	return 1;
 }
 
@@ -977,7 +1003,7 @@ static int archive_layer(struct kvmem_cache *c, struct kvmem_seq *s,
 
 	if (l->format == KVMEM_FMT_VQ2 && !s->layer[ly].vq)
 		ret = vq_learn(c, s, ly, before);
-	return ret ? ret : vq_view(c, &s->layer[ly], view);
+	return ret ? ret : vq_view(c, s->layer[ly].vq, 0, view);
 }
 
 int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
@@ -1016,7 +1042,7 @@ int kvmem_seq_archive(struct kvmem_seq *s, uint32_t before, unsigned int format,
 			     p->layout->codec == l->codec) ||
 			    p->token_start + p->ntokens > before)
 				continue;
-			ret = page_archive(c, p, l, &view);
+			ret = page_archive(c, p, l, lt->vq, &view);
 			if (ret < 0)
 				return ret;
 			n += ret;
@@ -1107,7 +1133,8 @@ int kvmem_seq_archive_budget(struct kvmem_seq *s, float bits,
 				break;
 			tried[pick] = 1;
 			total -= page_bits(c, lt->pages[pick]);
-			ret = page_archive(c, lt->pages[pick], l, &view);
+			ret = page_archive(c, lt->pages[pick], l, lt->vq,
+					   &view);
 			total += page_bits(c, lt->pages[pick]);
 			if (ret < 0) {
 				n = ret;

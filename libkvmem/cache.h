@@ -24,10 +24,14 @@ struct kvmem__page {
 	float importance;
 	/* c->layout[hot], or an archive layout of c->archive */
 	const struct kvmem_page_layout *layout;
+	/* a vq2 page: the codebooks its indices name, a reference (a page a
+	 * fork archived keeps them, whatever its other holders learn) */
+	struct kvmem__vq *vq;
 };
 
 /* One layer of a sequence: its pages in token order, and the codebooks
- * its vq2 pages read (NULL until it has some). */
+ * its pages are encoded with when they go to vq2 (NULL until it has
+ * some). */
 struct kvmem__layer {
 	struct kvmem__page **pages;
 	uint32_t npages, cap;
@@ -130,10 +134,10 @@ struct kvmem_cache {
 	uint8_t *row; /* one hot row's data */
 	void *scratch; /* kvmem__page_scratch_size() */
 	size_t scratch_bytes;
-	/* A layer's codebooks decoded (struct kvmem__vq_view), allocated
-	 * when first used. */
-	float *vq_entries;
-	uint8_t *vq_lost;
+	/* Codebooks decoded (struct kvmem__vq_view), allocated when first
+	 * used: [0] those pages go to, [1] those a vq2 page comes from. */
+	float *vq_entries[2];
+	uint8_t *vq_lost[2];
 	struct kvmem__pool *pool; /* attention's threads, NULL until used */
 	void *attn_state; /* attend.c: calls' state, kept between them */
 	size_t attn_state_bytes;

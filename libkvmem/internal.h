@@ -112,7 +112,8 @@ void kvmem__rotate_stored(const struct kvmem_geometry *g, float *x,
  * KVMEM__VQ_ENTRIES entries: book b = is_v * kv_heads + h, entry e of it
  * at [b * KVMEM__VQ_ENTRIES + e]. @data holds the entries as FP16 in one
  * golay24 bitstream (entry_words words), then one check an entry in two
- * golay24 words each. Shared by the forks of a sequence.
+ * golay24 words each. Held by the layers of a sequence and its forks,
+ * and by every vq2 page encoded with it (struct kvmem__page.vq).
  */
 struct kvmem__vq {
 	uint32_t refs;

@@ -1135,7 +1135,7 @@ static int encode_as(void *page, const struct kvmem_geometry *g,
 	uint16_t *scales;
 	uint8_t *data;
 
-	if (l->format == KVMEM_FMT_VQ2 && !vq)
+	if (l->format == KVMEM_FMT_VQ2 && (!vq || !vq->entries))
 		return -EOPNOTSUPP;
 
 	scales = calloc(
@@ -1253,7 +1253,7 @@ int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
 	if (ret)
 		goto out;
 	ret = -EOPNOTSUPP;
-	if (l.format == KVMEM_FMT_VQ2 && !vq)
+	if (l.format == KVMEM_FMT_VQ2 && (!vq || !vq->entries))
 		goto out;
 	ret = -ENOMEM;
 	scales = malloc(((size_t)l.nscales_k + l.nscales_v + 1) *

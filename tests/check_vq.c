@@ -641,7 +641,8 @@ START_TEST(test_vq_lifecycle)
 	/* Forks share the codebooks and read the same. */
 	ck_assert_int_eq(kvmem_seq_fork(f.s, &fork), 0);
 	ck_assert_int_eq(kvmem_seq_codebook(fork, 0, &cd), 0);
-	ck_assert_uint_eq(cd.refs, 2);
+	/* two layers (the sequence's, the fork's) and four vq2 pages */
+	ck_assert_uint_eq(cd.refs, 6);
 	kvmem_seq_free(f.s);
 	f.s = fork;
 	got = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
@@ -736,6 +737,91 @@ START_TEST(test_vq_lifecycle)
 }
 END_TEST
 
+/*
+ * Forks share pages, and a vq2 page keeps the codebooks it was encoded
+ * with: a fork that learns codebooks of its own later reads the shared
+ * pages as their encoder meant, and so does every holder after the
+ * learner is gone.
+ */
+START_TEST(test_vq_forks)
+{
+	const size_t ne = 2 * 2 * E;
+	struct kvmem_seq *a, *b = NULL;
+	struct kvmem_codebook_desc cd;
+	struct fx f;
+	float *ra, *rb, *books;
+	uint8_t *lost;
+	size_t i, row, nv;
+
+	fx_open(&f, 0, 45, KVMEM_CODEC_H84);
+	a = f.s;
+	row = fx_row(&f);
+	nv = f.n * row;
+	ck_assert_int_eq(kvmem_seq_fork(a, &b), 0);
+	ck_assert_int_eq(
+		kvmem_seq_archive(a, 34, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 8);
+	ck_assert_int_eq(kvmem_seq_codebook(b, 0, &cd), -ENOENT);
+	ra = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	f.s = b;
+	rb = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	EXPECT_MEM(rb, ra, 2 * nv * sizeof(float), "%s", "b reads a's pages");
+	free(rb);
+
+	/* b learns its own from [34, 42) and archives that shared page:
+	 * a sees it too, by b's codebooks. */
+	ck_assert_int_eq(
+		kvmem_seq_archive(b, 42, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 2);
+	books = kvmem_check_xmalloc(ne * 4 * sizeof(float));
+	lost = kvmem_check_xmalloc(ne);
+	ck_assert_int_eq(kvmem_seq_codebook_read(b, 0, books, lost, NULL), 0);
+	rb = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	EXPECT_MEM(rb, ra, 34 * row * sizeof(float), "%s", "K before 34");
+	EXPECT_MEM(rb + nv, ra + nv, 34 * row * sizeof(float), "%s",
+		   "V before 34");
+	for (i = 34 * row; i < 42 * row; i += 4) {
+		const size_t b0 = i % row / f.g.head_dim;
+		int j, hit = 0;
+
+		for (j = 0; j < E && !hit; j++)
+			hit = !memcmp(rb + i, books + (b0 * E + j) * 4,
+				      4 * sizeof(float));
+		EXPECT(hit, "K value %zu is no entry of b's book %zu", i, b0);
+	}
+	f.s = a;
+	free(ra);
+	ra = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	EXPECT_MEM(ra, rb, 2 * nv * sizeof(float), "%s", "a reads b's page");
+
+	/* a gone: b still reads the pages a encoded, and takes them back
+	 * to int4 from their own codebooks. */
+	kvmem_seq_free(a);
+	f.s = b;
+	free(ra);
+	ra = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	EXPECT_MEM(ra, rb, 2 * nv * sizeof(float), "%s", "after a is gone");
+	ck_assert_int_eq(
+		kvmem_seq_archive(b, 18, KVMEM_FMT_INT4, KVMEM_CODEC_H84), 4);
+	free(ra);
+	ra = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
+	for (i = 2 * row; i < 18 * row; i += 8) {
+		double amax = 0;
+		int k;
+
+		for (k = 0; k < 8; k++)
+			amax = fmax(amax, fabs(rb[i + k]));
+		for (k = 0; k < 8; k++)
+			EXPECT_NEAR(ra[i + k], rb[i + k],
+				    amax / 7 / 2 * 1.002 + 1e-6, "K value %zu",
+				    i + k);
+	}
+	free(ra);
+	free(rb);
+	free(books);
+	free(lost);
+	fx_close(&f);
+}
+END_TEST
+
 /* A head_dim that is no multiple of four has no vq2; nor a geometry. */
 START_TEST(test_vq_refused)
 {
@@ -808,6 +894,7 @@ KVMEM_SUITE(vq)
 	tcase_add_loop_test(tc, test_vq_attend, 0, 2);
 	tcase_add_test(tc, test_vq_codebook_faults);
 	tcase_add_test(tc, test_vq_lifecycle);
+	tcase_add_test(tc, test_vq_forks);
 	tcase_add_test(tc, test_vq_refused);
 	tcase_add_test(tc, test_vq_budget);
 	suite_add_tcase(s, tc);

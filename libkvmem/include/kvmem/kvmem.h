@@ -319,7 +319,10 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
  * before the end of the prompt once it is in), or takes the engine's
  * from kvmem_seq_codebook_set(). Later archives to vq2 use the same
  * codebooks, which never change, so that pages once encoded keep their
- * meaning: values unlike the first ones are encoded less well.
+ * meaning: values unlike the first ones are encoded less well. A vq2 page
+ * keeps the codebooks it was encoded with wherever it is shared: a fork
+ * that learns codebooks of its own later reads the pages another fork
+ * archived by theirs.
  *
  * Return: the number of pages re-encoded; -EINVAL or -E2BIG as
  * kvmem_page_layout_as(); -ENOMEM when the arena has no room for the next
@@ -371,7 +374,7 @@ struct kvmem_codebook_desc {
 	size_t size; /* bytes */
 	uint32_t words; /* golay24 codewords in @data */
 	uint32_t entries; /* 2 * kv_heads * 256 */
-	uint32_t refs; /* sequences sharing them (forks) */
+	uint32_t refs; /* holders: layers of forks, and vq2 pages */
 };
 
 /**
