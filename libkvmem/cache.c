@@ -1197,6 +1197,8 @@ int kvmem_seq_codebook_set(struct kvmem_seq *s, uint32_t layer,
 		return ret ? ret : -EEXIST;
 	if (!entries)
 		return -EINVAL;
+	if (s->c->store != &arena_ops)
+		return -EOPNOTSUPP;
 	n = (size_t)2 * s->c->g.kv_heads * KVMEM__VQ_ENTRIES * KVMEM__VQ_DIM;
 	for (i = 0; i < n; i++)
 		if (!isfinite(entries[i]) || fabsf(entries[i]) > 65504.0f)

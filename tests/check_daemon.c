@@ -846,15 +846,26 @@ START_TEST(test_quota_pool_and_session_limits)
 	/* 40 MiB (and its ring) promised of 64: another 40 overcommits. */
 	ck_assert_int_eq(kvmem_connect(p.sock, &g, &o, &c[1]), -ENOSPC);
 	ck_assert_ptr_nonnull(strstr(kvmem_connect_error(), "host pool"));
-	/* Pages over kvmemd are the daemon's to re-encode. */
+	/* Pages over kvmemd are the daemon's to re-encode: no vq2, and
+	 * so no codebooks. */
 	{
+		float *books = kvmem_check_xmalloc((size_t)2 * g.kv_heads *
+						   256 * 4 * sizeof(float));
 		struct kvmem_seq *q;
 
+		memset(books, 0,
+		       (size_t)2 * g.kv_heads * 256 * 4 * sizeof(float));
 		ck_assert_int_eq(kvmem_seq_create(c[0], &q), 0);
 		ck_assert_int_eq(kvmem_seq_archive(q, 64, KVMEM_FMT_INT2,
 						   KVMEM_CODEC_GOLAY24),
 				 -EOPNOTSUPP);
+		ck_assert_int_eq(kvmem_seq_archive(q, 64, KVMEM_FMT_VQ2,
+						   KVMEM_CODEC_H84),
+				 -EOPNOTSUPP);
+		ck_assert_int_eq(kvmem_seq_codebook_set(q, 0, books),
+				 -EOPNOTSUPP);
 		kvmem_seq_free(q);
+		free(books);
 	}
 	/* Quota 0 takes pool.session_default_bytes. */
 	ck_assert_int_eq(kvmem_connect(p.sock, &g, NULL, &c[1]), 0);

@@ -383,6 +383,10 @@ struct kvmem_codebook_desc {
  * @layer: the layer
  * @d: receives their description
  *
+ * Nothing patrols an embedded cache's codebooks, as nothing patrols its
+ * pages: kvmem_ecc_scrub(KVMEM_CODEC_GOLAY24, d->data, d->words, ...)
+ * corrects them in place, as kvmem_page_scrub() does a page.
+ *
  * Return: 0, -ENOENT when the layer has none, -EINVAL.
  */
 int kvmem_seq_codebook(const struct kvmem_seq *s, uint32_t layer,
@@ -423,6 +427,7 @@ long kvmem_seq_codebook_read(const struct kvmem_seq *s, uint32_t layer,
  *
  * Return: 0, -EEXIST when the layer has codebooks already (pages may read
  * them), -EINVAL for a value that is not finite or beyond FP16's range,
+ * -EOPNOTSUPP over kvmemd (whose sessions do not archive to vq2),
  * -ENOMEM.
  */
 int kvmem_seq_codebook_set(struct kvmem_seq *s, uint32_t layer,
