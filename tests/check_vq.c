@@ -124,13 +124,14 @@ struct fx {
 	struct kvmem_cache *c;
 	struct kvmem_seq *s;
 	uint32_t n; /* tokens */
-	float *k, *v; /* what was appended, [n][H][D] */
+	float *k, *v; /* what was appended, [n][layers][H][D] */
 };
 
-/* Smooth in t, so that a neighbour rebuilds a value well. */
+/* Smooth in t, so that a neighbour rebuilds a value well; the two layers
+ * differ. */
 static void fx_open(struct fx *f, int rotation, uint32_t n, int codec)
 {
-	const size_t row = 2 * 16;
+	const size_t row = 2 * 2 * 16; /* layers, KV heads, head_dim */
 	struct kvmem_page_layout l;
 	size_t i;
 
