@@ -36,12 +36,14 @@ struct reader {
 	/* the current page's scales and which are erased (NULL: none) */
 	const float *sc;
 	const uint8_t *se;
-	/* the codebooks of the last vq2 page, decoded once for the pages
-	 * that share them */
-	const struct kvmem__vq *vq_of;
-	float *vq_entries;
-	uint8_t *vq_lost;
-	long vq_nlost; /* entries lost */
+	/* codebooks decoded once for the vq2 pages that share them: [0]
+	 * the current page's, [1] a neighbour's (load_codebooks()) */
+	struct {
+		const struct kvmem__vq *of;
+		float *entries;
+		uint8_t *lost;
+		long nlost; /* entries lost; -1: none decoded */
+	} vq[2];
 	float *nrow; /* a neighbour row */
 	uint8_t *nrow_erased;
 	void *scratch; /* kvmem__page_scratch_size() */
@@ -69,16 +71,17 @@ static int reader_open(struct reader *r, struct kvmem_seq *s, uint32_t layer,
 	r->nserased = malloc(ns);
 	r->nrow = malloc(c->g.head_dim * sizeof(float));
 	r->nrow_erased = malloc(c->g.head_dim);
-	/* Room for codebooks where a page is vq2 (load_codebooks()). */
-	r->vq_nlost = -1;
-	for (i = 0; i < r->lt->npages && !r->vq_entries; i++)
-		if (r->lt->pages[i]->layout->format == KVMEM_FMT_VQ2) {
-			r->vq_entries =
-				malloc(ne * KVMEM__VQ_DIM * sizeof(float));
-			r->vq_lost = malloc(ne);
-			if (!r->vq_entries || !r->vq_lost)
-				return -ENOMEM;
-		}
+	/* Room for codebooks in a cache that has had some: the reader
+	 * may meet a vq2 page in any sequence of it (a batch's too). */
+	for (i = 0; i < 2; i++) {
+		r->vq[i].nlost = -1;
+		if (!c->vq_used)
+			continue;
+		r->vq[i].entries = malloc(ne * KVMEM__VQ_DIM * sizeof(float));
+		r->vq[i].lost = malloc(ne);
+		if (!r->vq[i].entries || !r->vq[i].lost)
+			return -ENOMEM;
+	}
 	if (!r->scales || !r->nscales || !r->serased || !r->nserased ||
 	    !r->nrow || !r->nrow_erased)
 		return -ENOMEM;
@@ -93,41 +96,49 @@ static void reader_close(struct reader *r)
 	free(r->nserased);
 	free(r->nrow);
 	free(r->nrow_erased);
-	free(r->vq_entries);
-	free(r->vq_lost);
+	free(r->vq[0].entries);
+	free(r->vq[0].lost);
+	free(r->vq[1].entries);
+	free(r->vq[1].lost);
 }
 
 /*
- * The codebooks of vq2 page @p, decoded once for the pages that share
- * them; their words are not counted here (kvmem_seq_codebook_read() says
- * what they hold). A reader without the memory for them reads every entry
- * as lost.
+ * The codebooks of vq2 page @p in slot @i of the reader (0: the current
+ * page's, 1: a neighbour's, so that rebuilding a value from a page with
+ * other codebooks leaves the current page's alone), decoded once for the
+ * pages that share them; their words are not counted here
+ * (kvmem_seq_codebook_read() says what they hold). Codebooks that cannot
+ * be decoded (out of memory) read as all lost.
  */
-static void load_codebooks(struct reader *r, const struct kvmem__page *p)
+static void load_codebooks(struct reader *r, const struct kvmem__page *p,
+			   int i)
 {
 	const size_t ne = (size_t)2 * r->c->g.kv_heads * KVMEM__VQ_ENTRIES;
 	long lost = -ENOMEM;
 
-	if (r->vq_of == p->vq && r->vq_nlost >= 0)
+	if (r->vq[i].of == p->vq && r->vq[i].nlost >= 0)
 		return;
-	r->vq_of = p->vq;
+	r->vq[i].of = p->vq;
 	if (p->vq)
-		lost = kvmem__vq_read(p->vq, r->vq_entries, r->vq_lost, NULL);
+		lost = kvmem__vq_read(p->vq, r->vq[i].entries, r->vq[i].lost,
+				      NULL);
 	if (lost < 0) {
-		memset(r->vq_entries, 0, ne * KVMEM__VQ_DIM * sizeof(float));
-		memset(r->vq_lost, 1, ne);
+		memset(r->vq[i].entries, 0,
+		       ne * KVMEM__VQ_DIM * sizeof(float));
+		memset(r->vq[i].lost, 1, ne);
 		lost = (long)ne;
 	}
-	r->vq_nlost = lost;
+	r->vq[i].nlost = lost;
 }
 
 /*
  * Check page @pi's header and decode its scales into @scales, @erased;
  * point @sc and @se at them (@se NULL when none is erased), or for a vq2
- * page at the layer's codebooks.
+ * page at its codebooks, in codebook slot @slot.
  */
 static void load_scales(struct reader *r, uint32_t pi, float *scales,
-			uint8_t *erased, const float **sc, const uint8_t **se)
+			uint8_t *erased, int slot, const float **sc,
+			const uint8_t **se)
 {
 	const struct kvmem__page *p = r->lt->pages[pi];
 	struct kvmem_ecc_counts hc;
@@ -139,9 +150,9 @@ static void load_scales(struct reader *r, uint32_t pi, float *scales,
 		r->headers_ue++;
 	kvmem__counts_add(&r->pc.header, &hc);
 	if (p->layout->format == KVMEM_FMT_VQ2) {
-		load_codebooks(r, p);
-		*sc = r->vq_entries;
-		*se = r->vq_nlost ? r->vq_lost : NULL;
+		load_codebooks(r, p, slot);
+		*sc = r->vq[slot].entries;
+		*se = r->vq[slot].nlost ? r->vq[slot].lost : NULL;
 		return;
 	}
 	*sc = scales;
@@ -155,7 +166,7 @@ static void reader_page(struct reader *r, uint32_t pi)
 {
 	if (r->cur == pi)
 		return;
-	load_scales(r, pi, r->scales, r->serased, &r->sc, &r->se);
+	load_scales(r, pi, r->scales, r->serased, 0, &r->sc, &r->se);
 	r->cur = pi;
 }
 
@@ -176,7 +187,7 @@ static void neighbour_row(struct reader *r, uint32_t pos, int is_v, uint32_t h)
 		struct kvmem_page_counts keep = r->pc;
 		uint64_t keep_ue = r->headers_ue;
 
-		load_scales(r, pi, r->nscales, r->nserased, &sc, &se);
+		load_scales(r, pi, r->nscales, r->nserased, 1, &sc, &se);
 		/* Counted once, when the walk reaches that page itself. */
 		r->pc = keep;
 		r->headers_ue = keep_ue;

@@ -283,25 +283,50 @@ static int vq_view(struct kvmem_cache *c, const struct kvmem__vq *vq, int slot,
 }
 
 /*
+ * Whether a value of the first @ntokens of the @n tokens whose flags
+ * kvmem__page_decode_stored() left in @erased is flagged.
+ */
+static int kept_lost(const struct kvmem_geometry *g, const uint8_t *erased,
+		     uint32_t n, uint32_t ntokens)
+{
+	const size_t tok = (size_t)g->kv_heads * g->head_dim;
+
+	return memchr(erased, 1, ntokens * tok) ||
+	       memchr(erased + n * tok, 1, ntokens * tok);
+}
+
+/*
  * Re-encode the first @ntokens tokens of @src as a new page of kind @hot
  * (sealed when @seal). Used to seal a full tail and to cut a sealed page
- * back to a tail.
+ * back to a tail; with @strict, -EBADMSG when a value kept is flagged
+ * lost, which a new page would hold as good.
  */
 static int page_recode(struct kvmem_cache *c, struct kvmem_seq *s,
 		       uint32_t layer, const struct kvmem__page *src,
-		       uint32_t ntokens, int hot, int seal,
+		       uint32_t ntokens, int hot, int seal, int strict,
 		       struct kvmem__page **out)
 {
 	struct kvmem_page_hdr h = { 0 };
 	struct kvmem__vq_view view;
 	struct kvmem__page *p;
+	uint8_t *erased = NULL;
 	int ret;
 
 	ret = vq_view(c, src->vq, 1, &view);
 	if (ret)
 		return ret;
+	if (strict) {
+		erased = malloc(2 * (size_t)c->g.tokens_per_page *
+				c->g.kv_heads * c->g.head_dim);
+		if (!erased)
+			return -ENOMEM;
+	}
 	ret = kvmem__page_decode_stored(src->data, &c->g, &view, c->kbuf,
-					c->vbuf, NULL, NULL);
+					c->vbuf, erased, NULL);
+	if (ret >= 0 && erased && kept_lost(&c->g, erased, (uint32_t)ret,
+					    ntokens))
+		ret = -EBADMSG;
+	free(erased);
 	if (ret < 0)
 		return ret;
 	ret = page_new(c, hot, &p);
@@ -614,7 +639,7 @@ static int tail_seal(struct kvmem_seq *s, uint32_t layer)
 	struct kvmem__page *p;
 	int ret;
 
-	ret = page_recode(c, s, layer, tail, tail->ntokens, 0, 1, &p);
+	ret = page_recode(c, s, layer, tail, tail->ntokens, 0, 1, 0, &p);
 	if (ret)
 		return ret;
 	lt->pages[lt->npages - 1] = p;
@@ -799,7 +824,7 @@ int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens)
 		p = lt->pages[kvmem__page_index(&c->g, ntokens - 1)];
 		if (p->token_start + p->ntokens == ntokens || !p->sealed)
 			continue;
-		ret = page_recode(c, s, l, p, ntokens - p->token_start, 1, 0,
+		ret = page_recode(c, s, l, p, ntokens - p->token_start, 1, 0, 1,
 				  &cut[l]);
 		if (ret)
 			goto err;
@@ -947,6 +972,9 @@ static int vq_learn(struct kvmem_cache *c, struct kvmem_seq *s, uint32_t ly,
 			goto out;
 		if (nt < 0)
 			continue;
+		/* The page table is the authority on its tokens. */
+		if ((uint32_t)nt > p->ntokens)
+			nt = (int)p->ntokens;
 		for (t = 0; t < (uint32_t)nt; t++, have++) {
 			if (have % step)
 				continue;
@@ -982,6 +1010,7 @@ static int vq_learn(struct kvmem_cache *c, struct kvmem_seq *s, uint32_t ly,
 							KVMEM__VQ_DIM);
 	if (!ret)
 		ret = kvmem__vq_new((uint32_t)H, entries, &lt->vq);
+	c->vq_used |= !ret;
 out:
 	free(pts);
 	free(n);
@@ -991,9 +1020,10 @@ out:
 }
 
 /*
- * Layer @ly of @s ready to archive into @l: its codebooks learned when
- * @l is vq2 and it has none (from pages ending at or before @before), and
- * decoded into @view.
+ * Layer @ly of @s ready to archive into @l: when @l is vq2, its codebooks
+ * learned if it has none (from pages ending at or before @before) and
+ * decoded into @view; else @view is empty (a page leaving vq2 is decoded
+ * by its own, page_archive()).
  */
 static int archive_layer(struct kvmem_cache *c, struct kvmem_seq *s,
 			 uint32_t ly, const struct kvmem_page_layout *l,
@@ -1001,7 +1031,11 @@ static int archive_layer(struct kvmem_cache *c, struct kvmem_seq *s,
 {
 	int ret = 0;
 
-	if (l->format == KVMEM_FMT_VQ2 && !s->layer[ly].vq)
+	view->entries = NULL;
+	view->lost = NULL;
+	if (l->format != KVMEM_FMT_VQ2)
+		return 0;
+	if (!s->layer[ly].vq)
 		ret = vq_learn(c, s, ly, before);
 	return ret ? ret : vq_view(c, s->layer[ly].vq, 0, view);
 }
@@ -1203,7 +1237,9 @@ int kvmem_seq_codebook_set(struct kvmem_seq *s, uint32_t layer,
 	for (i = 0; i < n; i++)
 		if (!isfinite(entries[i]) || fabsf(entries[i]) > 65504.0f)
 			return -EINVAL;
-	return kvmem__vq_new(s->c->g.kv_heads, entries, &s->layer[layer].vq);
+	ret = kvmem__vq_new(s->c->g.kv_heads, entries, &s->layer[layer].vq);
+	s->c->vq_used |= !ret;
+	return ret;
 }
 
 int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,

@@ -135,7 +135,10 @@ struct kvmem_cache {
 	void *scratch; /* kvmem__page_scratch_size() */
 	size_t scratch_bytes;
 	/* Codebooks decoded (struct kvmem__vq_view), allocated when first
-	 * used: [0] those pages go to, [1] those a vq2 page comes from. */
+	 * used: [0] those pages go to, [1] those a vq2 page comes from;
+	 * vq_used once this cache has had codebooks (readers then make
+	 * room for them). */
+	int vq_used;
 	float *vq_entries[2];
 	uint8_t *vq_lost[2];
 	struct kvmem__pool *pool; /* attention's threads, NULL until used */

@@ -190,10 +190,11 @@ int kvmem__page_scales(const struct kvmem_geometry *g,
 /*
  * Decode rows [t0, t0 + n) of KV head @h of K or V (@is_v) to floats,
  * @out[n][head_dim]. @scale_erased may be NULL when no scale of the page is
- * erased. A vq2 page's scales are its layer's codebooks: @scales and
- * @scale_erased are a struct kvmem__vq_view's entries and lost. Returns the number of erased values; only when it is non-zero is
- * @erased[n][head_dim] written (0, or KVMEM__LOST_*). Word counts are added
- * to @c.
+ * erased. A vq2 page's scales are its codebooks: @scales and
+ * @scale_erased are a struct kvmem__vq_view's entries and lost. Returns
+ * the number of erased values; only when it is non-zero is
+ * @erased[n][head_dim] written (0, or KVMEM__LOST_*). Word counts are
+ * added to @c.
  */
 long kvmem__page_rows(const struct kvmem_geometry *g,
 		      const struct kvmem_page_layout *l, const uint8_t *page,

@@ -459,11 +459,32 @@ static uint64_t check_attend(const struct fx *f, struct kvmem_rng *r,
 	return erased;
 }
 
+/* The K entry of KV head 0 that token 2's first four index in layer 0:
+ * page 1's first row, its first index byte as its h84 words decode. */
+static size_t entry_of_token2(const struct fx *f)
+{
+	struct kvmem_page_desc d[8];
+	struct kvmem_page_layout l;
+	uint8_t ix[4];
+
+	ck_assert_int_ge(kvmem_seq_pages(f->s, 0, d, 8), 2);
+	ck_assert_uint_eq(d[1].format, KVMEM_FMT_VQ2);
+	ck_assert_int_eq(
+		kvmem_page_layout_as(&f->g, KVMEM_FMT_VQ2, KVMEM_CODEC_H84, &l),
+		0);
+	ck_assert_int_eq(kvmem_ecc_decode(KVMEM_CODEC_H84,
+					  (uint8_t *)d[1].data + l.k_off, ix, 2,
+					  NULL, NULL, NULL),
+			 0);
+	return ix[0];
+}
+
 START_TEST(test_vq_attend)
 {
 	struct fx f;
 	struct kvmem_rng r;
 	struct kvmem_codebook_desc cd;
+	size_t e;
 
 	kvmem_rng_seed(&r, 0xa77 + (uint64_t)_i);
 	fx_open(&f, _i ? KVMEM_ROTATE_HADAMARD : KVMEM_ROTATE_NONE, 45,
@@ -471,12 +492,16 @@ START_TEST(test_vq_attend)
 	ck_assert_int_eq(
 		kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 8);
 	ck_assert_uint_eq(check_attend(&f, &r, _i ? "rotated" : "plain"), 0);
-	/* A K entry lost past its code: the values indexing it are
-	 * erased and rebuilt, by attention as by the read. */
+	/* A K entry token 2 uses lost past its code (four flips in its
+	 * first golay24 word): the values indexing it are erased and
+	 * rebuilt, by attention as by the read. */
+	e = entry_of_token2(&f);
 	ck_assert_int_eq(kvmem_seq_codebook(f.s, 0, &cd), 0);
-	((uint8_t *)cd.data)[3 * 100] ^= 0x0f;
-	((uint8_t *)cd.data)[3 * 100 + 1] ^= 0x0f;
-	check_attend(&f, &r, _i ? "rotated, a lost entry" : "a lost entry");
+	((uint8_t *)cd.data)[3 * (e * 64 / 12)] ^= 0x0f;
+	ck_assert_uint_gt(
+		check_attend(&f, &r,
+			     _i ? "rotated, a lost entry" : "a lost entry"),
+		0);
 	fx_close(&f);
 }
 END_TEST
@@ -597,6 +622,11 @@ START_TEST(test_vq_codebook_faults)
 	ck_assert_int_eq(nl, 1);
 	ck_assert_uint_eq(lost[e], 1);
 	check_lost_values(&f, clean, books, lost);
+	/* A cut inside the page that reads it would keep its values as
+	 * good: refused, and nothing changes. */
+	ck_assert_int_eq(kvmem_seq_truncate(f.s, 5), -EBADMSG);
+	ck_assert_uint_eq(kvmem_seq_len(f.s, 0), f.n);
+	check_lost_values(&f, clean, books, lost);
 
 	/* The pages reading it are not archived again, the others (and
 	 * layer 1's four) are: their losses stay flagged. */
@@ -623,7 +653,7 @@ START_TEST(test_vq_codebook_faults)
 }
 END_TEST
 
-/* ---- the life of a sequence with vq2 pages -------------------------------- */
+/* ---- the life of a sequence with vq2 pages ------------------------------ */
 
 START_TEST(test_vq_lifecycle)
 {
@@ -798,6 +828,28 @@ START_TEST(test_vq_forks)
 	ra = fx_read(&f, 0, KVMEM_ERASE_KEEP, NULL);
 	EXPECT_MEM(ra, rb, 2 * nv * sizeof(float), "%s", "a reads b's page");
 
+	/* An uncorrectable word in b's page at token 34 (K, head 0, the
+	 * first index): its four values are rebuilt from tokens 33 and 35,
+	 * pages of two codebooks; every other value reads as before. */
+	{
+		struct kvmem_page_desc d[8];
+		struct kvmem_page_layout l;
+		float *rr;
+
+		ck_assert_int_ge(kvmem_seq_pages(a, 0, d, 8), 6);
+		ck_assert_uint_eq(d[5].token_start, 34);
+		ck_assert_int_eq(kvmem_page_layout_as(&f.g, KVMEM_FMT_VQ2,
+						      KVMEM_CODEC_H84, &l),
+				 0);
+		((uint8_t *)d[5].data)[l.k_off] ^= 0x03;
+		rr = fx_read(&f, 0, KVMEM_ERASE_INTERPOLATE, NULL);
+		for (i = 0; i < 2 * nv; i++)
+			if (i < 34 * row || i >= 34 * row + 4)
+				EXPECT_FEQ(rr[i], rb[i], "value %zu", i);
+		free(rr);
+		((uint8_t *)d[5].data)[l.k_off] ^= 0x03;
+	}
+
 	/* a gone: b still reads the pages a encoded, and takes them back
 	 * to int4 from their own codebooks. */
 	kvmem_seq_free(a);
@@ -825,6 +877,119 @@ START_TEST(test_vq_forks)
 	free(books);
 	free(lost);
 	fx_close(&f);
+}
+END_TEST
+
+/*
+ * kvmem_attend_batch() over a plain sequence and one with vq2 pages, of
+ * one cache: the same bits as a kvmem_attend() of each.
+ */
+START_TEST(test_vq_batch)
+{
+	const uint32_t D = 16;
+	struct kvmem_attend_opts o = { .n_heads = NH };
+	struct kvmem_seq *seqs[2];
+	struct kvmem_rng r;
+	struct fx f;
+	float q[2 * NH * 16], out[2 * NH * 16], one[NH * 16];
+	size_t i;
+	int k;
+
+	/* The plain one first, sharing no page with the other: the batch's
+	 * readers open on it. */
+	fx_open(&f, 0, 45, KVMEM_CODEC_H84);
+	seqs[1] = f.s;
+	ck_assert_int_eq(
+		kvmem_seq_archive(seqs[1], 34, KVMEM_FMT_VQ2, KVMEM_CODEC_H84),
+		8);
+	ck_assert_int_eq(kvmem_seq_create(f.c, &seqs[0]), 0);
+	ck_assert_int_eq(kvmem_seq_append_all(seqs[0], f.k, f.v, f.n), 0);
+	kvmem_rng_seed(&r, 0xba7c);
+	for (i = 0; i < 2 * NH * D; i++)
+		q[i] = (float)(2 * kvmem_rng_unit(&r) - 1);
+	ck_assert_int_eq(kvmem_attend_batch(seqs, 2, 0, q, out, &o, NULL), 0);
+	for (k = 0; k < 2; k++) {
+		ck_assert_int_eq(
+			kvmem_attend(seqs[k], 0, q + k * NH * D, one, &o, NULL),
+			0);
+		EXPECT_MEM(out + k * NH * D, one, NH * D * sizeof(float),
+			   "sequence %d", k);
+	}
+	kvmem_seq_free(seqs[0]);
+	fx_close(&f);
+}
+END_TEST
+
+/*
+ * More fours than k-means looks at: vq_learn() takes every step-th token
+ * (4200 tokens of one head of 16: 16800 fours a book, every second token),
+ * and the books are the plain k-means of exactly those.
+ */
+START_TEST(test_vq_learn_thins)
+{
+	const uint32_t n = 4200, D = 16;
+	struct kvmem_geometry g = { .layers = 1, .kv_heads = 1, .head_dim = D };
+	float *k, *v, *kv, *pts, *books, *want;
+	struct kvmem_page_layout l;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	uint8_t lost[2 * E];
+	uint32_t t, last, m;
+	size_t i;
+	int side;
+
+	kvmem_geometry_default(&g);
+	g.group_size = 16;
+	g.tokens_per_page = 8;
+	g.sink_tokens = 0;
+	k = kvmem_check_xmalloc((size_t)n * D * sizeof(float));
+	v = kvmem_check_xmalloc((size_t)n * D * sizeof(float));
+	for (i = 0; i < (size_t)n * D; i++) {
+		k[i] = (float)sin((double)i * 0.37);
+		v[i] = (float)cos((double)i * 0.11);
+	}
+	ck_assert_int_eq(kvmem_page_layout(&g, 1, &l), 0);
+	ck_assert_int_eq(kvmem_open_embedded(&g, 2 * (n / 8 + 4) * l.size, &c),
+			 0);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, n), 0);
+	kv = kvmem_check_xmalloc(2 * (size_t)n * D * sizeof(float));
+	ck_assert_int_eq(kvmem_seq_read(s, 0, 0, n, KVMEM_ERASE_KEEP, kv,
+					kv + (size_t)n * D, NULL),
+			 0);
+	/* The sealed pages: every whole page of 8 (a full one is sealed). */
+	last = n - n % 8;
+	ck_assert_int_eq(
+		kvmem_seq_archive(s, n, KVMEM_FMT_VQ2, KVMEM_CODEC_H84),
+		(int)(last / 8));
+	books = kvmem_check_xmalloc(2 * E * 4 * sizeof(float));
+	ck_assert_int_eq(kvmem_seq_codebook_read(s, 0, books, lost, NULL), 0);
+	pts = kvmem_check_xmalloc((size_t)last * D * sizeof(float));
+	want = kvmem_check_xmalloc(E * 4 * sizeof(float));
+	for (side = 0; side < 2; side++) {
+		/* last * 4 fours over 16384: every second token */
+		ck_assert_uint_eq((last * 4 + KVMEM__VQ_TRAIN_MAX - 1) /
+					  KVMEM__VQ_TRAIN_MAX,
+				  2);
+		for (t = 0, m = 0; t < last; t += 2, m++)
+			memcpy(pts + (size_t)m * D,
+			       kv + (size_t)side * n * D + (size_t)t * D,
+			       D * sizeof(float));
+		plain_kmeans(pts, (size_t)m * 4, want);
+		for (i = 0; i < E * 4; i++)
+			EXPECT_FEQ(books[side * E * 4 + i],
+				   kvmem_half_to_float(
+					   kvmem_half_from_float(want[i])),
+				   "book %d entry %zu", side, i / 4);
+	}
+	free(k);
+	free(v);
+	free(kv);
+	free(pts);
+	free(books);
+	free(want);
+	kvmem_seq_free(s);
+	kvmem_close(c);
 }
 END_TEST
 
@@ -901,6 +1066,8 @@ KVMEM_SUITE(vq)
 	tcase_add_test(tc, test_vq_codebook_faults);
 	tcase_add_test(tc, test_vq_lifecycle);
 	tcase_add_test(tc, test_vq_forks);
+	tcase_add_test(tc, test_vq_batch);
+	tcase_add_test(tc, test_vq_learn_thins);
 	tcase_add_test(tc, test_vq_refused);
 	tcase_add_test(tc, test_vq_budget);
 	suite_add_tcase(s, tc);

@@ -278,7 +278,10 @@ int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out);
  * When the cut falls inside a sealed page, its kept tokens move back to an
  * FP16 tail (their dequantized values, rounded to FP16).
  *
- * Return: 0 or -ENOMEM (the sequence is unchanged then).
+ * Return: 0, or (the sequence unchanged) -ENOMEM, or -EBADMSG when the
+ * cut falls inside a sealed page and a value it keeps is flagged lost (an
+ * uncorrectable word, a failed check, a lost vq2 entry): the tail would
+ * hold it as good. Cut at a page boundary, or read and append again.
  */
 int kvmem_seq_truncate(struct kvmem_seq *s, uint32_t ntokens);
 
@@ -402,7 +405,8 @@ int kvmem_seq_codebook(const struct kvmem_seq *s, uint32_t layer,
  * @lost: receives [2 * kv_heads][256] flags, 1 for an entry whose words
  *        were uncorrectable or whose check failed; it reads as zeros, and
  *        the values that index it are erased (rebuilt from neighbouring
- *        tokens under either policy)
+ *        tokens under KVMEM_ERASE_INTERPOLATE and KVMEM_ERASE_KEEP, 0
+ *        under KVMEM_ERASE_ZERO)
  * @counts: if not NULL, receives the word counts of the decode
  *
  * The codebooks are never corrected in place by a read.

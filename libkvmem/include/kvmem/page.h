@@ -247,9 +247,10 @@ int kvmem_page_layout(const struct kvmem_geometry *g, int hot,
  * page has no scales and a check a row, as a hot page has.
  *
  * Return: 0; -EINVAL for an invalid geometry, fp16, vq2 with a head_dim
- * that is not a multiple of four, or an unknown format or codec; -E2BIG when such a page would be larger than the geometry's own
- * sealed page (golay24 rows pad to a pair of words, so an int4 + golay24
- * page can be a few KiB larger than an int4 + h84 one).
+ * that is not a multiple of four, or an unknown format or codec; -E2BIG
+ * when such a page would be larger than the geometry's own sealed page
+ * (golay24 rows pad to a pair of words, so an int4 + golay24 page can be
+ * a few KiB larger than an int4 + h84 one).
  */
 int kvmem_page_layout_as(const struct kvmem_geometry *g, unsigned int format,
 			 unsigned int codec, struct kvmem_page_layout *l);

@@ -48,7 +48,11 @@
  * learned from that sequence's values by k-means (kvmem/kvmem.h,
  * kvmem_seq_archive()) or given by the engine, and protected apart from
  * the pages: the functions below know no codebook and refuse vq2, which
- * is only ever the format of a sequence's archived pages.
+ * is only ever the format of a sequence's archived pages. An index whose
+ * word is uncorrectable is erased with its four values, which
+ * KVMEM_ERASE_KEEP reads as the entry it names (within the book's range,
+ * as an int4 value past its word reads within its scale); a lost entry
+ * erases every value that indexes it under every policy.
  *
  * Quantized values form one bitstream, value i at bits [i*b, i*b + b)
  * (LSB-first, as in kvmem/ecc.h), which the codecs then cut into data words.
