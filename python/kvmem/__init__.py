@@ -993,7 +993,9 @@ class Sequence:
         return Sequence(self.cache, h)
 
     def truncate(self, ntokens: int) -> None:
-        """Keep the first @ntokens tokens of every layer."""
+        """Keep the first @ntokens tokens of every layer; kvmem.Error
+        (EBADMSG, nothing changed) when a cut inside a sealed page would
+        keep a value flagged lost."""
         ret = _lib.kvmem_seq_truncate(self._handle(), ntokens)
         if ret:
             _fail(ret, "kvmem_seq_truncate")
