@@ -18,6 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include "kvmem/crc32c.h"
 #include "kvmem/page.h"
 #include "kvmem/quant.h"
@@ -836,11 +840,26 @@ static uint64_t spread16(uint32_t x)
 static void lm2_codes(const uint8_t *w, unsigned int n, uint8_t *o)
 {
 	const uint32_t m = 0x03030303u;
-	unsigned int i;
+	unsigned int i = 0;
 	uint64_t y;
 	uint32_t x;
 
-	for (i = 0; i + 8 <= n; i += 8) {
+#ifdef __SSE2__
+	/* Sixteen words at a time: the even codes and the odd ones of each
+	 * byte, interleaved byte by byte (SSE2 is x86-64's baseline). */
+	const __m128i m2 = _mm_set1_epi8(3);
+
+	for (; i + 32 <= n; i += 32) {
+		__m128i x16 = _mm_loadu_si128((const __m128i *)(w + i / 2));
+		__m128i lo = _mm_and_si128(x16, m2);
+		__m128i hi = _mm_and_si128(_mm_srli_epi16(x16, 2), m2);
+
+		_mm_storeu_si128((__m128i *)(o + i), _mm_unpacklo_epi8(lo, hi));
+		_mm_storeu_si128((__m128i *)(o + i + 16),
+				 _mm_unpackhi_epi8(lo, hi));
+	}
+#endif
+	for (; i + 8 <= n; i += 8) {
 		memcpy(&x, w + i / 2, 4);
 		y = spread16(x & m) | spread16(x >> 2 & m) << 8;
 		memcpy(o + i, &y, 8);
