@@ -217,9 +217,14 @@ static unsigned int fbits(unsigned int fmt)
 	return kvmem_format_get((int)fmt)->bits;
 }
 
-/* Whether @s's sealed pages average more payload bits than the budget,
- * and the archive can bring them down. */
-static int over_budget(const struct kvmemd_session *s)
+/*
+ * Whether @s's sealed pages average more payload bits than the budget,
+ * and the archive can bring them down. The count walks every page, so it
+ * is kept until the arena changes (arena.changes: every seal, move, free
+ * and archive of a page counts): an idle session is not walked again on
+ * every pass of the loop.
+ */
+static int over_budget(struct kvmemd_session *s)
 {
 	const double budget = s->d->cfg.bits_budget;
 	double bits = 0, tokens = 0;
@@ -228,6 +233,8 @@ static int over_budget(const struct kvmemd_session *s)
 	if (budget <= 0 || !s->arch.size ||
 	    fbits(s->arch.format) >= fbits(s->g.format))
 		return 0;
+	if (s->budget_counted && s->budget_changes == s->arena.changes)
+		return s->budget_bits > budget * s->budget_tokens;
 	for (pg = 0; pg < s->arena.top_page; pg++) {
 		const struct page *p = &s->arena.pages[pg];
 		const struct slot *sl;
@@ -243,6 +250,10 @@ static int over_budget(const struct kvmemd_session *s)
 							    : s->g.format);
 		tokens += sl->ntokens;
 	}
+	s->budget_bits = bits;
+	s->budget_tokens = tokens;
+	s->budget_changes = s->arena.changes;
+	s->budget_counted = 1;
 	return bits > budget * tokens;
 }
 

@@ -79,6 +79,12 @@ struct kvmemd_session {
 	 * not archived (no KVMEM_FEAT_ARCHIVE, or no such page of its
 	 * geometry) */
 	struct kvmem_page_layout arch;
+	/* archive.c: the payload bits and tokens of its sealed pages as
+	 * over_budget() last counted them, when arena.changes was
+	 * budget_changes (budget_counted: it has counted them) */
+	double budget_bits, budget_tokens;
+	uint64_t budget_changes;
+	int budget_counted;
 	uint64_t digest;
 	uint64_t features;
 	uint32_t sq_entries, cq_entries;
