@@ -20,6 +20,7 @@
 
 #include "internal.h"
 #include "kvmem/kvmem.h"
+#include "attend_ref.h"
 #include "kvmem_check.h"
 #include "quant_ref.h"
 #include "rng.h"
@@ -401,41 +402,6 @@ END_TEST
 
 #define NH 8 /* query heads: GQA 4 over 2 KV heads */
 
-/* Attention of @q ([NH][D]) over @n tokens of @k, @v ([n][H][D]), in
- * double, written from kvmem.h's contract. */
-static void ref_attend(const struct kvmem_geometry *g, const float *q,
-		       const float *k, const float *v, uint32_t n, double *out)
-{
-	const uint32_t H = g->kv_heads, D = g->head_dim, grp = NH / H;
-	double *p = kvmem_check_xmalloc(n * sizeof(double));
-	uint32_t h, t, d;
-
-	for (h = 0; h < NH; h++) {
-		double m = -INFINITY, z = 0;
-
-		for (t = 0; t < n; t++) {
-			double s = 0;
-
-			for (d = 0; d < D; d++)
-				s += (double)q[h * D + d] *
-				     k[((size_t)t * H + h / grp) * D + d];
-			p[t] = s / sqrt(D);
-			m = fmax(m, p[t]);
-		}
-		for (t = 0; t < n; t++)
-			z += p[t] = exp(p[t] - m);
-		for (d = 0; d < D; d++) {
-			double o = 0;
-
-			for (t = 0; t < n; t++)
-				o += p[t] *
-				     v[((size_t)t * H + h / grp) * D + d];
-			out[h * D + d] = o / z;
-		}
-	}
-	free(p);
-}
-
 /*
  * On every SIMD level: kvmem_seq_read() gives the same bits, and attention
  * with a random query is within float arithmetic of the reference over
@@ -467,7 +433,7 @@ static uint64_t check_attend(struct kvmem_seq *s,
 			 0);
 	for (i = 0; i < no; i++)
 		q[i] = (float)(3 * (2 * kvmem_rng_unit(r) - 1) / sqrt(D));
-	ref_attend(g, q, dk, dv, n, ro);
+	ref_attend(g, NH, 1 / sqrt(D), q, dk, dv, n, ro, NULL);
 	for (i = 0; i < n * row; i++)
 		vmax = fmax(vmax, fabs(dv[i]));
 	memset(&o, 0, sizeof(o));

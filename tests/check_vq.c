@@ -21,6 +21,7 @@
 
 #include "internal.h"
 #include "kvmem/kvmem.h"
+#include "attend_ref.h"
 #include "kvmem_check.h"
 #include "rng.h"
 
@@ -375,41 +376,6 @@ START_TEST(test_vq_learned_books)
 }
 END_TEST
 
-/* Attention of @q ([NH][D]) over @n tokens of @k, @v ([n][H][D]) in
- * double, from kvmem.h's contract. */
-static void ref_attend(const struct kvmem_geometry *g, const float *q,
-		       const float *k, const float *v, uint32_t n, double *out)
-{
-	const uint32_t H = g->kv_heads, D = g->head_dim, grp = NH / H;
-	double *p = kvmem_check_xmalloc(n * sizeof(double));
-	uint32_t h, t, d;
-
-	for (h = 0; h < NH; h++) {
-		double m = -INFINITY, z = 0;
-
-		for (t = 0; t < n; t++) {
-			double s = 0;
-
-			for (d = 0; d < D; d++)
-				s += (double)q[h * D + d] *
-				     k[((size_t)t * H + h / grp) * D + d];
-			p[t] = s / sqrt(D);
-			m = fmax(m, p[t]);
-		}
-		for (t = 0; t < n; t++)
-			z += p[t] = exp(p[t] - m);
-		for (d = 0; d < D; d++) {
-			double o = 0;
-
-			for (t = 0; t < n; t++)
-				o += p[t] *
-				     v[((size_t)t * H + h / grp) * D + d];
-			out[h * D + d] = o / z;
-		}
-	}
-	free(p);
-}
-
 /*
  * On every SIMD level: layer 0 reads the same bits, and attention is
  * within float arithmetic of the float64 reference over them. Returns
@@ -432,7 +398,8 @@ static uint64_t check_attend(const struct fx *f, struct kvmem_rng *r,
 	first = fx_read(f, 0, KVMEM_ERASE_INTERPOLATE, NULL);
 	for (i = 0; i < no; i++)
 		q[i] = (float)(3 * (2 * kvmem_rng_unit(r) - 1) / sqrt(D));
-	ref_attend(&f->g, q, first, first + nv, f->n, ro);
+	ref_attend(&f->g, NH, 1 / sqrt(D), q, first, first + nv, f->n, ro,
+		   NULL);
 	for (i = 0; i < nv; i++)
 		vmax = fmax(vmax, fabs(first[nv + i]));
 	memset(&o, 0, sizeof(o));
