@@ -403,70 +403,6 @@ END_TEST
 #define NH 8 /* query heads: GQA 4 over 2 KV heads */
 
 /*
- * On every SIMD level: kvmem_seq_read() gives the same bits, and attention
- * with a random query is within float arithmetic of the reference over
- * them (values rebuilt the same way in both). Returns the values the
- * call erased.
- */
-static uint64_t check_attend(struct kvmem_seq *s,
-			     const struct kvmem_geometry *g, uint32_t n,
-			     struct kvmem_rng *r, const char *what)
-{
-	const uint32_t D = g->head_dim;
-	const size_t row = (size_t)g->kv_heads * D, no = (size_t)NH * D;
-	float *dk = kvmem_check_xmalloc(n * row * sizeof(float));
-	float *dv = kvmem_check_xmalloc(n * row * sizeof(float));
-	float *lk = kvmem_check_xmalloc(n * row * sizeof(float));
-	float *lvv = kvmem_check_xmalloc(n * row * sizeof(float));
-	float q[NH * 64], out[NH * 64];
-	double ro[NH * 64], vmax = 0;
-	struct kvmem_attend_opts o;
-	struct kvmem_attend_stats st;
-	int lv, active = kvmem__simd_active();
-	uint64_t erased = 0;
-	size_t i;
-
-	ck_assert_uint_le(D, 64);
-	ck_assert_int_eq(kvmem__simd_force(KVMEM__SIMD_PORTABLE), 0);
-	ck_assert_int_eq(kvmem_seq_read(s, 0, 0, n, KVMEM_ERASE_INTERPOLATE, dk,
-					dv, NULL),
-			 0);
-	for (i = 0; i < no; i++)
-		q[i] = (float)(3 * (2 * kvmem_rng_unit(r) - 1) / sqrt(D));
-	ref_attend(g, NH, 1 / sqrt(D), q, dk, dv, n, ro, NULL);
-	for (i = 0; i < n * row; i++)
-		vmax = fmax(vmax, fabs(dv[i]));
-	memset(&o, 0, sizeof(o));
-	o.n_heads = NH;
-	o.erasure = KVMEM_ERASE_INTERPOLATE;
-	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
-		if (!kvmem__simd_supported(lv))
-			continue;
-		ck_assert_int_eq(kvmem__simd_force(lv), 0);
-		ck_assert_int_eq(kvmem_seq_read(s, 0, 0, n,
-						KVMEM_ERASE_INTERPOLATE, lk,
-						lvv, NULL),
-				 0);
-		EXPECT(!memcmp(lk, dk, n * row * sizeof(float)) &&
-			       !memcmp(lvv, dv, n * row * sizeof(float)),
-		       "%s: %s reads other bits than the portable level", what,
-		       kvmem__simd_name(lv));
-		ck_assert_int_eq(kvmem_attend(s, 0, q, out, &o, &st), 0);
-		erased = st.values_erased;
-		for (i = 0; i < no; i++)
-			EXPECT_NEAR(out[i], ro[i], 1e-5 * vmax + 1e-7,
-				    "%s, %s: output %zu", what,
-				    kvmem__simd_name(lv), i);
-	}
-	ck_assert_int_eq(kvmem__simd_force(active), 0);
-	free(dk);
-	free(dv);
-	free(lk);
-	free(lvv);
-	return erased;
-}
-
-/*
  * A sequence of a rotating geometry: read back within the bound of
  * test_rotate_page(), attended as the reference over its decoded values;
  * then with an uncorrectable word (rebuilt from neighbouring tokens in the
@@ -530,7 +466,7 @@ START_TEST(test_rotate_seq_attend)
 			       pc->name, isv ? 'V' : 'K', t, i % g.kv_heads,
 			       err, bound);
 		}
-	ck_assert_uint_eq(check_attend(s, &g, n, &r, pc->name), 0);
+	ck_assert_uint_eq(ref_check_attend(s, &g, n, NH, &r, pc->name), 0);
 
 	/* A V payload word of the second sealed page made uncorrectable:
 	 * two bits of an h84 or secded72 word, four of a golay24 one (h74
@@ -539,7 +475,8 @@ START_TEST(test_rotate_seq_attend)
 	if (pc->codec != KVMEM_CODEC_H74) {
 		((uint8_t *)pd[2].data)[l.v_off + 5 * l.row_bytes] ^=
 			pc->codec == KVMEM_CODEC_GOLAY24 ? 0x0f : 0x81;
-		ck_assert_uint_gt(check_attend(s, &g, n, &r, pc->name), 0);
+		ck_assert_uint_gt(ref_check_attend(s, &g, n, NH, &r, pc->name),
+				  0);
 	}
 
 	/* To lm2 in h84 words, or in h74 ones where the pages are that. */
@@ -550,7 +487,7 @@ START_TEST(test_rotate_seq_attend)
 	np = kvmem_seq_pages(s, 0, pd, 8);
 	ck_assert_uint_eq(pd[1].format, KVMEM_FMT_LM2);
 	ck_assert_uint_eq(pd[1].codec, to);
-	check_attend(s, &g, n, &r, pc->name);
+	ref_check_attend(s, &g, n, NH, &r, pc->name);
 
 	kvmem_seq_free(s);
 	kvmem_close(c);

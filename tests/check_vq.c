@@ -376,56 +376,6 @@ START_TEST(test_vq_learned_books)
 }
 END_TEST
 
-/*
- * On every SIMD level: layer 0 reads the same bits, and attention is
- * within float arithmetic of the float64 reference over them. Returns
- * the values attention erased.
- */
-static uint64_t check_attend(const struct fx *f, struct kvmem_rng *r,
-			     const char *what)
-{
-	const uint32_t D = f->g.head_dim;
-	const size_t no = (size_t)NH * D, nv = f->n * fx_row(f);
-	float q[NH * 16], out[NH * 16], *first, *kv;
-	double ro[NH * 16], vmax = 0;
-	struct kvmem_attend_opts o;
-	struct kvmem_attend_stats st;
-	int lv, active = kvmem__simd_active();
-	uint64_t erased = 0;
-	size_t i;
-
-	ck_assert_int_eq(kvmem__simd_force(KVMEM__SIMD_PORTABLE), 0);
-	first = fx_read(f, 0, KVMEM_ERASE_INTERPOLATE, NULL);
-	for (i = 0; i < no; i++)
-		q[i] = (float)(3 * (2 * kvmem_rng_unit(r) - 1) / sqrt(D));
-	ref_attend(&f->g, NH, 1 / sqrt(D), q, first, first + nv, f->n, ro,
-		   NULL);
-	for (i = 0; i < nv; i++)
-		vmax = fmax(vmax, fabs(first[nv + i]));
-	memset(&o, 0, sizeof(o));
-	o.n_heads = NH;
-	o.erasure = KVMEM_ERASE_INTERPOLATE;
-	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
-		if (!kvmem__simd_supported(lv))
-			continue;
-		ck_assert_int_eq(kvmem__simd_force(lv), 0);
-		kv = fx_read(f, 0, KVMEM_ERASE_INTERPOLATE, NULL);
-		EXPECT(!memcmp(kv, first, 2 * nv * sizeof(float)),
-		       "%s: %s reads other bits than the portable level", what,
-		       kvmem__simd_name(lv));
-		free(kv);
-		ck_assert_int_eq(kvmem_attend(f->s, 0, q, out, &o, &st), 0);
-		erased = st.values_erased;
-		for (i = 0; i < no; i++)
-			EXPECT_NEAR(out[i], ro[i], 1e-5 * vmax + 1e-7,
-				    "%s, %s: output %zu", what,
-				    kvmem__simd_name(lv), i);
-	}
-	ck_assert_int_eq(kvmem__simd_force(active), 0);
-	free(first);
-	return erased;
-}
-
 /* The K entry of KV head 0 that token 2's first four index in layer 0:
  * page 1's first row, its first index byte as its h84 words decode. */
 static size_t entry_of_token2(const struct fx *f)
@@ -458,7 +408,9 @@ START_TEST(test_vq_attend)
 		KVMEM_CODEC_H84);
 	ck_assert_int_eq(
 		kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 8);
-	ck_assert_uint_eq(check_attend(&f, &r, _i ? "rotated" : "plain"), 0);
+	ck_assert_uint_eq(ref_check_attend(f.s, &f.g, f.n, NH, &r,
+					   _i ? "rotated" : "plain"),
+			  0);
 	/* A K entry token 2 uses lost past its code (four flips in its
 	 * first golay24 word): the values indexing it are erased and
 	 * rebuilt, by attention as by the read. */
@@ -466,8 +418,8 @@ START_TEST(test_vq_attend)
 	ck_assert_int_eq(kvmem_seq_codebook(f.s, 0, &cd), 0);
 	((uint8_t *)cd.data)[3 * (e * 64 / 12)] ^= 0x0f;
 	ck_assert_uint_gt(
-		check_attend(&f, &r,
-			     _i ? "rotated, a lost entry" : "a lost entry"),
+		ref_check_attend(f.s, &f.g, f.n, NH, &r,
+				 _i ? "rotated, a lost entry" : "a lost entry"),
 		0);
 	fx_close(&f);
 }
