@@ -1264,15 +1264,17 @@ int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
 	void *scratch = NULL;
 	const size_t tok = g ? (size_t)g->kv_heads * g->head_dim : 0;
 	uint32_t h, t, i;
-	int ret, is_v;
+	int ret, is_v, is_vq;
 
 	if (!k || !v)
 		return -EINVAL;
 	ret = page_open(page, g, &hdr, &l, &pc.header);
 	if (ret)
 		goto out;
+	/* A vq2 page's scales are its codebooks. */
+	is_vq = l.format == KVMEM_FMT_VQ2;
 	ret = -EOPNOTSUPP;
-	if (l.format == KVMEM_FMT_VQ2 && (!vq || !vq->entries))
+	if (is_vq && (!vq || !vq->entries))
 		goto out;
 	ret = -ENOMEM;
 	scales = malloc(((size_t)l.nscales_k + l.nscales_v + 1) *
@@ -1294,11 +1296,9 @@ int kvmem__page_decode_stored(const void *page, const struct kvmem_geometry *g,
 		for (h = 0; h < g->kv_heads; h++) {
 			long ne = kvmem__page_rows(
 				g, &l, page, is_v, h, 0, hdr.ntokens,
-				vq && l.format == KVMEM_FMT_VQ2 ? vq->entries
-								: scales,
-				vq && l.format == KVMEM_FMT_VQ2 ? vq->lost
-								: serased,
-				tile, terased, &pc.payload, scratch);
+				is_vq ? vq->entries : scales,
+				is_vq ? vq->lost : serased, tile, terased,
+				&pc.payload, scratch);
 
 			pc.values_erased += (uint64_t)ne;
 			for (t = 0; t < hdr.ntokens; t++) {
