@@ -298,6 +298,36 @@ KVMEM_DFN int kvmem_k_q4_scales(const struct kvmem_k_layout *l,
 }
 
 /*
+ * Nonzero when one of the four one-byte codewords in @w (h84 where @EXT,
+ * else h74) is not clean, as kvmem_h8x4_encode(@w, @EXT) != @w: each
+ * byte's top nibble against the parity bits of its low one, those of the
+ * low three data bits by a byte permute of a table of the eight nibbles,
+ * the fourth bit's (0x70 in both codes) by a multiply.
+ */
+template <int EXT>
+static __device__ __forceinline__ uint32_t kvmem_k_h8x4_dirty(uint32_t w)
+{
+	constexpr uint32_t t0 = EXT ? 0x60d0b000u : 0x60503000u;
+	constexpr uint32_t t1 = EXT ? 0x803050e0u : 0x00305060u;
+	const uint32_t d = w & 0x07070707u, sel = d | d >> 4;
+
+	return (w ^ __byte_perm(t0, t1, __byte_perm(sel, 0, 0x20)) ^
+		(w & 0x08080808u) * 14) &
+	       0xf0f0f0f0u;
+}
+
+/*
+ * The INT4 values in the low nibbles of bytes 0 and 2 of @w (@hi 0) or 1
+ * and 3, as an FP16 pair for the tensor cores, each plus 24, exactly: the
+ * nibble with its sign bit flipped is the top of the mantissa of a half
+ * in [16, 32).
+ */
+static __device__ __forceinline__ uint32_t kvmem_k_h16(uint32_t w, int hi)
+{
+	return ((hi ? w >> 2 : w << 6) & 0x03c003c0u) ^ 0x4e004e00u;
+}
+
+/*
  * Four one-byte codewords of @CODEC in @w, corrected where they are not
  * clean (counted in @c, the clean ones in @clean); *@ue set if one is
  * uncorrectable.
@@ -310,7 +340,7 @@ kvmem_k_fix4(uint32_t w, unsigned int *clean, struct kvmem_k_counts *c, int *ue)
 	uint64_t lo;
 	int st, nb;
 
-	if (kvmem_h8x4_encode(w, CODEC == KVMEM_CODEC_H84) == w) {
+	if (!kvmem_k_h8x4_dirty<CODEC == KVMEM_CODEC_H84>(w)) {
 		*clean += 4;
 		return w;
 	}
@@ -542,6 +572,162 @@ kvmem_k_q4_decode(const uint8_t *src, uint8_t *dst, unsigned int n,
 		kvmem_k_q4_secded<D>(src, dst, n, c, ue);
 }
 
+/*
+ * The B fragment of lane (4@r + @j) for k-step @i (dims 16i to 16i + 15)
+ * from the query rows @q scaled by @qm: row @r's dims 16i + 4j + {0, 2}
+ * and {1, 3}, in kvmem_k_h16()'s order, their high FP16 halves in
+ * @b[0..1], the rest of each value in @b[2..3]; zeros past row @qr.
+ */
+template <unsigned int D>
+static __device__ __forceinline__ void
+kvmem_k_q4_qfrag(const float *q, unsigned int qr, const float *qm,
+		 unsigned int i, unsigned int r, unsigned int j, uint32_t *b)
+{
+	uint32_t h[4], l[4];
+	unsigned int k;
+
+	for (k = 0; k < 4; k++) {
+		const float x =
+			r < qr ? q[r * D + 16 * i + 4 * j + k] * qm[r] : 0.0f;
+
+		h[k] = kvmem_f2h(x);
+		l[k] = kvmem_f2h(x - kvmem_h2f((uint16_t)h[k]));
+	}
+	b[0] = h[0] | h[2] << 16;
+	b[1] = h[1] | h[3] << 16;
+	b[2] = l[0] | l[2] << 16;
+	b[3] = l[1] | l[3] << 16;
+}
+
+template <unsigned int D>
+static __device__ __forceinline__ void
+kvmem_k_q4_qprep(const float *q, unsigned int qr, unsigned int gs, float *qm)
+{
+	const unsigned int lane = threadIdx.x % 32, r = lane / 4, j = lane % 4;
+	const unsigned int gk = gs / 16;
+	float m = 0.0f, sum = 0.0f;
+	unsigned int i, k;
+	int bad = 0, ex;
+
+	for (i = j; i < D && r < qr; i += 4) {
+		const float x = fabsf(q[r * D + i]);
+
+		bad |= !(x <= 3.0e38f);
+		m = fmaxf(m, x);
+	}
+	for (k = 1; k < 4; k *= 2)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, k));
+	bad = __any_sync(0xffffffffu, bad);
+	if (!j) {
+		frexpf(m, &ex);
+		qm[r] = m > 0.0f ? ldexpf(1.0f, 15 - ex) : 1.0f;
+		qm[8 + r] = m > 0.0f ? ldexpf(1.0f, ex - 15) : 1.0f;
+	}
+	if (!lane)
+		qm[16] = bad ? 0.0f : 1.0f;
+	__syncwarp();
+	for (i = 0; i < D / 16; i++) {
+		uint32_t b[4];
+
+		kvmem_k_q4_qfrag<D>(q, qr, qm, i, r, j, b);
+		for (k = 0; k < 4; k++)
+			sum += kvmem_h2f((uint16_t)b[k]) +
+			       kvmem_h2f((uint16_t)(b[k] >> 16));
+		if (i % gk == gk - 1) {
+			for (k = 1; k < 4; k *= 2)
+				sum += __shfl_xor_sync(0xffffffffu, sum, k);
+			if (!j)
+				qm[32 + i / gk * 8 + r] = 24.0f * sum;
+			sum = 0.0f;
+		}
+	}
+}
+
+/*
+ * K by the tensor cores, for a page whose K scales are groups of a
+ * multiple of 16 dims: the scores of the page's tokens (rows of A, two
+ * tiles of 16) with the query rows (columns of B, eight), 16 dims a step,
+ * the INT4 values of the copy @kr made FP16 plus 24 as they come
+ * (kvmem_k_h16()), each step twice (@qb: the fragments of the first
+ * 4 @qr lanes, kvmem_k_q4_qfrag(), the query rows' high halves, then the
+ * rest); a group's sum starts from minus 24 times the query rows' sum
+ * there (@qm) and is then scaled by the token's scale of the group (@ks).
+ * The scores, a lane a token, into @dot through the page's weights @wt
+ * (shared memory).
+ */
+template <unsigned int D, unsigned int QRM>
+static __device__ __forceinline__ void
+kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
+		unsigned int qr, const float *qm, const float *ks,
+		unsigned int gs, float *wt, float *dot)
+{
+	constexpr unsigned int KS = KVMEM_K_Q4_STRIDE(D);
+	const unsigned int lane = threadIdx.x % 32, g = lane / 4, j = lane % 4;
+	const unsigned int gk = gs / 16, groups = D / gs;
+	const unsigned int tiles = n > 16 ? 2 : 1;
+	float c[2][4] = { { 0.0f } }, sc[2][4] = { { 0.0f } };
+	unsigned int m, i, r, t;
+
+	KVMEM_K_UNROLL
+	for (i = 0; i < D / 16; i++) {
+		const kvmem_k_uvec4 b =
+			lane < 4 * qr ? qb[i * 4 * qr + lane] : kvmem_k_uvec4{};
+		const float *qs = qm + 32 + i / gk * 8 + 2 * j;
+
+		KVMEM_K_UNROLL
+		for (m = 0; m < 2; m++) {
+			const unsigned int t0 = 16 * m + g, t1 = t0 + 8;
+			const uint32_t w0 =
+				t0 < n ? *(const uint32_t *)(kr + t0 * KS +
+							     16 * i + 4 * j)
+				       : 0;
+			const uint32_t w1 =
+				t1 < n ? *(const uint32_t *)(kr + t1 * KS +
+							     16 * i + 4 * j)
+				       : 0;
+			const uint32_t a[4] = { kvmem_k_h16(w0, 0),
+						kvmem_k_h16(w1, 0),
+						kvmem_k_h16(w0, 1),
+						kvmem_k_h16(w1, 1) };
+
+			if (m >= tiles)
+				break;
+			if (i % gk == 0) {
+				c[m][0] = c[m][2] = -qs[0];
+				c[m][1] = c[m][3] = -qs[1];
+			}
+			kvmem_k_mma(c[m], a, b.x);
+			kvmem_k_mma(c[m], a, b.x + 2);
+			if (i % gk == gk - 1) {
+				const float s0 =
+					t0 < n ? ks[t0 * groups + i / gk]
+					       : 0.0f;
+				const float s1 =
+					t1 < n ? ks[t1 * groups + i / gk]
+					       : 0.0f;
+
+				sc[m][0] += s0 * c[m][0];
+				sc[m][1] += s0 * c[m][1];
+				sc[m][2] += s1 * c[m][2];
+				sc[m][3] += s1 * c[m][3];
+			}
+		}
+	}
+	KVMEM_K_UNROLL
+	for (m = 0; m < 2; m++) {
+		for (i = 0; i < 4 && m < tiles; i++) {
+			r = 2 * j + i % 2;
+			t = 16 * m + g + 8 * (i / 2);
+			if (r < QRM)
+				wt[t * QRM + r] = sc[m][i] * qm[8 + r];
+		}
+	}
+	__syncwarp();
+	KVMEM_K_UNROLL
+	for (r = 0; r < QRM; r++)
+		dot[r] = wt[lane * QRM + r];
+}
+
 /* What a warp carries from page to page, for up to QRM query rows. */
 template <unsigned int QRM> struct kvmem_k_q4_state {
 	float *ml; /* [QR][2]: running max and sum, in shared memory */
@@ -561,8 +747,9 @@ template <unsigned int CODEC, unsigned int D, unsigned int QRM>
 static __device__ __forceinline__ int
 kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		unsigned int last, unsigned int h, unsigned int len,
-		const float *q, float *mass, const uint32_t *tab,
-		const uint16_t *lut, const struct kvmem_k_q4_warp *wp,
+		const float *q, const kvmem_k_uvec4 *qb, const float *qm,
+		float *mass, const uint32_t *tab, const uint16_t *lut,
+		const struct kvmem_k_q4_warp *wp,
 		struct kvmem_k_q4_state<QRM> *s)
 {
 	/* V: lanes a token stream has (four columns each), streams. */
@@ -589,7 +776,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	uint8_t *vr = vrows + col, *to = vrows;
 	struct kvmem_k_q4_list ls[2];
 	struct kvmem_k_q4_words sw;
-	const int ext = CODEC == KVMEM_CODEC_H84;
+	constexpr int ext = CODEC == KVMEM_CODEC_H84;
 	struct kvmem_k_counts c = { 0, 0, 0, 0 };
 	float dot[QRM];
 	unsigned int r, j, i, k, clean = 0;
@@ -671,7 +858,43 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	KVMEM_K_UNROLL
 	for (r = 0; r < QRM; r++)
 		dot[r] = 0.0f;
-	if (lane < n) {
+	if (qb) {
+		/* K on the tensor cores (kvmem_k_q4_kmma()). */
+		const uint8_t *kr = DEC ? vrows : wp->kv;
+
+		/* One-byte codewords: all tested, a word a step, and if one
+		 * is not clean all corrected in the copy. */
+		if constexpr (!DEC) {
+			uint32_t bad = 0;
+
+			KVMEM_K_UNROLL_BY(8)
+			for (i = lane; i < n * D / 16; i += 32) {
+				const kvmem_k_uvec4 u =
+					*(const kvmem_k_uvec4
+						  *)(kr + i / (D / 16) * KS +
+						     16 * (i % (D / 16)));
+
+				for (k = 0; k < 4; k++)
+					bad |= kvmem_k_h8x4_dirty<ext>(u.x[k]);
+			}
+			if (__any_sync(0xffffffffu, bad)) {
+				KVMEM_K_NO_UNROLL
+				for (i = lane; i < n * D / 4; i += 32) {
+					uint32_t *w =
+						(uint32_t *)(wp->kv +
+							     i / (D / 4) * KS +
+							     4 * (i % (D / 4)));
+
+					*w = kvmem_k_fix4<CODEC>(*w, &clean, &c,
+								 &ue);
+				}
+				__syncwarp();
+			} else if (!lane) {
+				clean += n * D;
+			}
+		}
+		kvmem_k_q4_kmma<D, QRM>(kr, n, qb, QR, qm, ks, gs, s->wt, dot);
+	} else if (lane < n) {
 		const kvmem_k_uvec4 *kr =
 			(const kvmem_k_uvec4 *)((DEC ? vrows : wp->kv) +
 						lane * KS);
@@ -686,8 +909,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 			KVMEM_K_UNROLL
 			for (i = 0; i < 4; i++) {
 				if (!DEC)
-					bad |= kvmem_h8x4_encode(u.x[i], ext) ^
-					       u.x[i];
+					bad |= kvmem_k_h8x4_dirty<ext>(u.x[i]);
 				kvmem_k_q4_kdot<BITS, D, QRM>(u.x[i], 4 * k + i,
 							      q, l->chan, gs,
 							      &ksc, dot);
@@ -731,7 +953,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 			const uint32_t w =
 				t < n ? *(const uint32_t *)(vr + t * KS) : 0;
 
-			vbad |= kvmem_h8x4_encode(w, ext) ^ w;
+			vbad |= kvmem_k_h8x4_dirty<ext>(w);
 		}
 		if (!vbad) {
 			/* The lane's tokens th, th + NH, ... below n. */
@@ -836,7 +1058,7 @@ template <unsigned int CODEC, unsigned int D, unsigned int QRM>
 static __device__ __forceinline__ void
 kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 	       unsigned int last, unsigned int h, unsigned int len, float *q,
-	       float *mass, const uint32_t *tab, const uint16_t *lut,
+	       float *qm, float *mass, const uint32_t *tab, const uint16_t *lut,
 	       const struct kvmem_k_q4_warp *wp, float *ml, float *wt, float *w)
 {
 	constexpr unsigned int VL = D / 4;
@@ -844,14 +1066,47 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 	const unsigned int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
 	uint8_t *fl = (uint8_t *)p->flags;
 	struct kvmem_k_q4_state<QRM> s;
+	const kvmem_k_uvec4 *qb = NULL;
 	unsigned int pi, r, i, k;
 
 	memset(&s, 0, sizeof(s));
 	s.ml = ml + wi * QR * 2;
 	s.wt = wt + wi * 32 * QRM;
+	/* The query rows' fragments for K on the tensor cores, where the
+	 * values are INT4, their scales groups of whole k-steps (not one a
+	 * channel) and the rows finite: in place of the rows, which take as
+	 * many bytes (kvmem_k_q4_kmma() takes them from there). */
+	if (CODEC != KVMEM_CODEC_SECDED72 && !p->g.l[0].chan &&
+	    p->g.group_size % 16 == 0) {
+		if (!wi)
+			kvmem_k_q4_qprep<D>(q, QR, p->g.group_size, qm);
+		__syncthreads();
+		if (qm[16] != 0.0f) {
+			uint32_t fb[2][4];
+
+			for (i = 0; i < 2; i++) {
+				k = threadIdx.x + i * blockDim.x;
+				if (k < D / 16 * 4 * QR)
+					kvmem_k_q4_qfrag<D>(
+						q, QR, qm, k / (4 * QR),
+						k % (4 * QR) / 4, k % 4, fb[i]);
+			}
+			__syncthreads();
+			for (i = 0; i < 2; i++) {
+				k = threadIdx.x + i * blockDim.x;
+				if (k < D / 16 * 4 * QR)
+					((kvmem_k_uvec4 *)q)[k] = {
+						{ fb[i][0], fb[i][1], fb[i][2],
+						  fb[i][3] }
+					};
+			}
+			__syncthreads();
+			qb = (const kvmem_k_uvec4 *)q;
+		}
+	}
 	for (pi = first + wi; pi < last; pi += KVMEM_K_WARPS) {
 		const int done = kvmem_k_q4_page<CODEC, D, QRM>(
-			p, pi, last, h, len, q, mass, tab, lut, wp, &s);
+			p, pi, last, h, len, q, qb, qm, mass, tab, lut, wp, &s);
 
 		if (!lane)
 			fl[(size_t)pi * p->g.kv_heads + h] = (uint8_t)!done;
@@ -936,7 +1191,7 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 	struct kvmem_k_q4_smem o;
 	struct kvmem_k_q4_warp wp;
 	uint64_t mass_off, flags_off;
-	float *q, *ml, *wt, *mass = NULL;
+	float *q, *qm, *ml, *wt, *mass = NULL;
 	uint32_t *tab;
 	uint16_t *lut;
 	unsigned int len = 0, i;
@@ -945,6 +1200,7 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 	q = (float *)(smem + o.q);
 	tab = (uint32_t *)(smem + o.tab);
 	lut = (uint16_t *)(smem + o.glut);
+	qm = (float *)(smem + o.qm);
 	ml = (float *)(smem + o.ml);
 	wt = (float *)(smem + o.wt);
 	wp.sc = (float *)(smem + o.sc + wi * o.warp);
@@ -975,9 +1231,9 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 	kvmem_k_crc_slices(tab);
 	__syncthreads();
 
-#define KVMEM_K_Q4_RUN(codec, d)                                             \
-	kvmem_k_q4_run<codec, d, QRM>(&p, first, last, h, len, q, mass, tab, \
-				      lut, &wp, ml, wt, w)
+#define KVMEM_K_Q4_RUN(codec, d)                                            \
+	kvmem_k_q4_run<codec, d, QRM>(&p, first, last, h, len, q, qm, mass, \
+				      tab, lut, &wp, ml, wt, w)
 	if (g->l[0].codec == KVMEM_CODEC_H84) {
 		if (D == 128)
 			KVMEM_K_Q4_RUN(KVMEM_CODEC_H84, 128);

@@ -101,6 +101,26 @@ template <int N> KVMEM_DFN void kvmem_k_cp_wait(void)
 }
 #endif
 
+/*
+ * D = A.B + C on the tensor cores, by the whole warp (mma.sync m16n8k16,
+ * sm_80): A 16x16 and B 16x8 in FP16, C and D 16x8 in FP32; @a, @b and
+ * @c are the lane's fragments in the PTX ISA's layout (tests/simt/simt.h
+ * writes it down), @c turned into D in place.
+ */
+#ifdef __CUDA_ARCH__
+KVMEM_DFN void kvmem_k_mma(float *c, const uint32_t *a, const uint32_t *b)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+		     "{%0, %1, %2, %3};"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+		       "r"(b[1]));
+}
+#else
+#define kvmem_k_mma(c, a, b) simt_mma_f16(c, a, b)
+#endif
+
 /* Sixteen bytes of device memory in one load. */
 struct alignas(16) kvmem_k_uvec4 {
 	uint32_t x[4];

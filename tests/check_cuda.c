@@ -44,6 +44,8 @@
 extern const size_t kvmem__fatbin_size;
 
 /* tests/cuda/simt_kernels.cc: the fake driver's launches. */
+uint32_t kvmem__simt_h8x4_dirty(uint32_t w, int ext);
+uint32_t kvmem__simt_h16(uint32_t w, int hi);
 int kvmem__simt_run(const char *kernel, unsigned int gx, unsigned int gy,
 		    unsigned int gz, unsigned int block, unsigned int smem,
 		    void *params);
@@ -1424,6 +1426,65 @@ static void attend_fast_on(struct dev *dv)
 		attend_case(dv, &g, f->G, f->len, 3, f->policy, f->splits, &r);
 	}
 }
+
+/*
+ * The fast kernel's word helpers against the reference codes and the
+ * INT4 values as the format defines them: kvmem_k_h8x4_dirty() says a
+ * word of four one-byte codewords is clean exactly when each byte is
+ * ref_h84() (or ref_h74()) of its low nibble, for every pair of bytes in
+ * every pair of places, the others clean; kvmem_k_h16() gives each
+ * value plus 24 as an FP16, for every four nibbles under any high ones.
+ */
+START_TEST(test_cuda_word_helpers)
+{
+	uint64_t seed = 7;
+	uint32_t x, y, w, nib, i, j, k, want, got;
+	uint8_t by[4];
+	int ext;
+
+	for (ext = 0; ext < 2; ext++)
+		for (i = 0; i < 4; i++)
+			for (j = i + 1; j < 4; j++)
+				for (x = 0; x < 256; x++)
+					for (y = 0; y < 256; y++) {
+						for (k = 0; k < 4; k++) {
+							nib = (uint32_t)ref_rnd(
+								      &seed) &
+							      15;
+							by[k] = ext ? ref_h84(nib)
+								    : ref_h74(nib);
+						}
+						by[i] = (uint8_t)x;
+						by[j] = (uint8_t)y;
+						memcpy(&w, by, 4);
+						want = 0;
+						for (k = 0; k < 4; k++)
+							want |= by[k] !=
+								(ext ? ref_h84(by[k] &
+									       15u)
+								     : ref_h74(by[k] &
+									       15u));
+						got = kvmem__simt_h8x4_dirty(
+							w, ext);
+						EXPECT_EQ(!!got, want,
+							  "ext %d word 0x%08x",
+							  ext, w);
+					}
+	for (nib = 0; nib < 0x10000; nib++) {
+		w = (uint32_t)ref_rnd(&seed) & 0xf0f0f0f0u;
+		for (k = 0; k < 4; k++)
+			w |= (nib >> (4 * k) & 15) << (8 * k);
+		for (k = 0; k < 4; k++) {
+			const uint32_t h = kvmem__simt_h16(w, (int)(k % 2));
+			const uint32_t c = w >> (8 * k) & 15;
+
+			EXPECT_FEQ(kvmem_h2f((uint16_t)(h >> (k / 2 * 16))),
+				   (float)((int)c - (c >= 8 ? 16 : 0) + 24),
+				   "word 0x%08x value %u", w, k);
+		}
+	}
+}
+END_TEST
 
 START_TEST(test_cuda_attend_fast)
 {
@@ -3214,6 +3275,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_encode_refuses_misfit_jobs);
 	tcase_add_test(tc, test_cuda_attend_matches_cpu);
 	tcase_add_test(tc, test_cuda_attend_shapes);
+	tcase_add_test(tc, test_cuda_word_helpers);
 	tcase_add_test(tc, test_cuda_attend_fast);
 	tcase_add_test(tc, test_cuda_static_smem);
 	tcase_add_test(tc, test_cuda_attend_checks);

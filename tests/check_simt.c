@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +54,8 @@ int simt_selftest_count(const unsigned int *grid, const unsigned int *block,
 int simt_selftest_nested(int *rc);
 void simt_selftest_bits(uint32_t x, uint32_t y, uint32_t s, uint32_t *out);
 int simt_selftest_broken(int which);
+int simt_selftest_mma(const uint16_t *a, const uint16_t *b, const float *c,
+		      float *d);
 
 static uint32_t lcg(uint32_t *s)
 {
@@ -607,6 +610,57 @@ static void expect_abort(int which, const char *what)
 	free(err);
 }
 
+/* ---- tensor cores ------------------------------------------------------ */
+
+/* An FP16 value from its bits, by the IEEE 754 binary16 rules. */
+static double half_bits(uint16_t h)
+{
+	const int e = h >> 10 & 0x1f, m = h & 0x3ff;
+	const double v = e ? ldexp(1.0 + m / 1024.0, e - 15) : ldexp(m, -24);
+
+	return h & 0x8000 ? -v : v;
+}
+
+/*
+ * The executor's mma.sync m16n8k16: D = A.B + C for FP16 A and B (normal,
+ * subnormal and zero values of both signs) and FP32 C, each element of D
+ * the float nearest the exact sum, with the fragments laid out by the PTX
+ * ISA's formulas (selftest.cc).
+ */
+START_TEST(test_simt_mma)
+{
+	uint16_t a[16 * 16], b[16 * 8];
+	float c[16 * 8], d[16 * 8];
+	uint32_t seed = 99;
+	unsigned int n, i, r, k, x;
+	double e;
+
+	for (n = 0; n < 20; n++) {
+		for (i = 0; i < 16 * 16 + 16 * 8; i++) {
+			x = lcg(&seed);
+			/* exponents 0 (subnormal) to 20, so sums stay far
+			 * from overflow */
+			x = (x & 0x83ff) | (x >> 16) % 21 << 10;
+			if (i < 16 * 16)
+				a[i] = (uint16_t)x;
+			else
+				b[i - 16 * 16] = (uint16_t)x;
+		}
+		for (i = 0; i < 16 * 8; i++)
+			c[i] = (float)((int)(lcg(&seed) % 2001) - 1000) / 8.0f;
+		ck_assert_int_eq(simt_selftest_mma(a, b, c, d), 0);
+		for (r = 0; r < 16; r++)
+			for (i = 0; i < 8; i++) {
+				for (e = c[r * 8 + i], k = 0; k < 16; k++)
+					e += half_bits(a[r * 16 + k]) *
+					     half_bits(b[k * 8 + i]);
+				EXPECT_FEQ(d[r * 8 + i], (float)e,
+					   "D[%u][%u] of case %u", r, i, n);
+			}
+	}
+}
+END_TEST
+
 START_TEST(test_simt_bugs_caught)
 {
 	static const char *const what[] = {
@@ -619,6 +673,8 @@ START_TEST(test_simt_bugs_caught)
 		"width 12 is not a power of 2",
 		"deadlock in __shfl_sync",
 		"__syncthreads outside a kernel",
+		"divergent mma.sync.m16n8k16: mask 0xffffffff names lane 8 of "
+		"warp 1",
 	};
 	int k;
 
@@ -782,6 +838,7 @@ KVMEM_SUITE(simt)
 	tcase_add_test(tc, test_simt_create_failure);
 	tcase_add_test(tc, test_simt_nested_launch);
 	tcase_add_test(tc, test_simt_bits);
+	tcase_add_test(tc, test_simt_mma);
 	tcase_add_test(tc, test_simt_bugs_caught);
 	suite_add_tcase(s, tc);
 

@@ -13,6 +13,17 @@
 
 #include "kvmem.cu"
 
+/* The fast kernel's word helpers, for check_cuda.c to test on their own. */
+extern "C" uint32_t kvmem__simt_h8x4_dirty(uint32_t w, int ext)
+{
+	return ext ? kvmem_k_h8x4_dirty<1>(w) : kvmem_k_h8x4_dirty<0>(w);
+}
+
+extern "C" uint32_t kvmem__simt_h16(uint32_t w, int hi)
+{
+	return kvmem_k_h16(w, hi);
+}
+
 template <typename P>
 static int run(void (*k)(P), unsigned int gx, unsigned int gy, unsigned int gz,
 	       unsigned int block, unsigned int smem, const void *params)

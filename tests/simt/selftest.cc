@@ -354,6 +354,44 @@ extern "C" void simt_selftest_bits(uint32_t x, uint32_t y, uint32_t s,
 	out[15] = __float_as_uint(__saturatef(__uint_as_float(x)));
 }
 
+/* ---- tensor cores ----------------------------------------------------- */
+
+/*
+ * D = A.B + C by one warp's mma: each lane gathers its fragments of @a
+ * (16x16 FP16 bits, row-major), @b (16x8, B[k][n] at 8k + n) and @c (16x8
+ * floats) by the PTX ISA's formulas for mma.m16n8k16 with .f16 inputs,
+ * and scatters its part of D into @d by the same.
+ */
+__global__ void mma(const uint16_t *a, const uint16_t *b, const float *c,
+		    float *d)
+{
+	const unsigned int g = threadIdx.x % 32 >> 2, t = threadIdx.x % 4;
+	uint32_t fa[4] = { 0, 0, 0, 0 }, fb[2] = { 0, 0 };
+	float fc[4];
+	unsigned int i, row, col;
+
+	for (i = 0; i < 8; i++) {
+		row = i < 2 || (i >= 4 && i < 6) ? g : g + 8;
+		col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+		fa[i / 2] |= (uint32_t)a[row * 16 + col] << (16 * (i % 2));
+	}
+	for (i = 0; i < 4; i++) {
+		row = t * 2 + (i & 1) + (i >= 2 ? 8 : 0);
+		fb[i / 2] |= (uint32_t)b[row * 8 + g] << (16 * (i % 2));
+	}
+	for (i = 0; i < 4; i++)
+		fc[i] = c[(i < 2 ? g : g + 8) * 8 + t * 2 + (i & 1)];
+	simt_mma_f16(fc, fa, fb);
+	for (i = 0; i < 4; i++)
+		d[(i < 2 ? g : g + 8) * 8 + t * 2 + (i & 1)] = fc[i];
+}
+
+extern "C" int simt_selftest_mma(const uint16_t *a, const uint16_t *b,
+				 const float *c, float *d)
+{
+	return simt_launch(mma, dim3(1), dim3(32), 0, a, b, c, d);
+}
+
 /* ---- what the executor must refuse -------------------------------- */
 
 /* Kernel bugs, each caught with a "simt:" report and abort(). */
@@ -394,17 +432,25 @@ __global__ void broken(int which, int *out)
 			v = __shfl_sync(0x3u, v, 1);
 		__syncthreads();
 		break;
+	case 9: { /* run with 40 threads: an mma by lanes 0-7 of warp 1 */
+		const uint32_t a[4] = { 0, 0, 0, 0 }, b[2] = { 0, 0 };
+		float c[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+
+		simt_mma_f16(c, a, b);
+		v = (int)c[0];
+	} break;
 	}
 	out[t] = v;
 }
 
-/* Run bug @which (0-7); 8: a __syncthreads outside any kernel. */
+/* Run bug @which (0-7, 9); 8: a __syncthreads outside any kernel. */
 extern "C" int simt_selftest_broken(int which)
 {
 	static int out[64];
 
 	if (which == 8)
 		__syncthreads();
-	return simt_launch(broken, dim3(1), dim3(which == 2 ? 40 : 64), 0,
-			   which, out);
+	return simt_launch(broken, dim3(1),
+			   dim3(which == 2 || which == 9 ? 40 : 64), 0, which,
+			   out);
 }

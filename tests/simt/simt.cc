@@ -152,6 +152,7 @@ static const char *const op_name[] = {
 	[SIMT__BALLOT] = "__ballot_sync",
 	[SIMT__ANY] = "__any_sync",
 	[SIMT__ALL] = "__all_sync",
+	[SIMT__MMA_F16] = "mma.sync.m16n8k16",
 };
 
 static bool same_site(const char *f1, int l1, const char *f2, int l2)
@@ -451,12 +452,71 @@ static unsigned int shfl_src(const struct lane *ln, unsigned int j)
 	}
 }
 
+/* An FP16 value, exactly. */
+static double half_value(uint16_t h)
+{
+	const int e = h >> 10 & 0x1f, m = h & 0x3ff;
+	double v;
+
+	if (e == 31)
+		v = m ? NAN : INFINITY;
+	else
+		v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+	return h & 0x8000 ? -v : v;
+}
+
+/* Element @i (0..7 of a, 0..3 of b) of a lane's mma fragment. */
+static double frag(const uint32_t *r, unsigned int i)
+{
+	return half_value((uint16_t)(r[i / 2] >> (16 * (i % 2))));
+}
+
+/* D = A.B + C of a warp's simt__mma fragments (simt.h); w->mu held. */
+static void mma_f16(struct warp *w)
+{
+	double a[16][16], b[16][8], s;
+	float d[32][4];
+	unsigned int l, g, j, i, r, n, k;
+
+	for (l = 0; l < 32; l++) {
+		const struct simt__mma *m =
+			(const struct simt__mma *)(uintptr_t)w->lane[l].val;
+
+		g = l / 4;
+		j = l % 4;
+		for (i = 0; i < 8; i++)
+			a[g + 8 * (i / 2 % 2)][2 * j + i % 2 + 8 * (i / 4)] =
+				frag(m->a, i);
+		for (i = 0; i < 4; i++)
+			b[2 * j + i % 2 + 8 * (i / 2)][g] = frag(m->b, i);
+	}
+	for (l = 0; l < 32; l++) {
+		const struct simt__mma *m =
+			(const struct simt__mma *)(uintptr_t)w->lane[l].val;
+
+		for (i = 0; i < 4; i++) {
+			r = l / 4 + 8 * (i / 2);
+			n = 2 * (l % 4) + i % 2;
+			s = m->c[i];
+			for (k = 0; k < 16; k++)
+				s += a[r][k] * b[k][n];
+			d[l][i] = (float)s;
+		}
+	}
+	for (l = 0; l < 32; l++)
+		memcpy(((const struct simt__mma *)(uintptr_t)w->lane[l].val)->c,
+		       d[l], sizeof(d[l]));
+}
+
 /* All lanes of @mask have arrived: their results; w->mu held. */
 static void __warp_complete(const struct launch *l, struct warp *w,
 			    unsigned int mask)
 {
 	unsigned int ballot = 0, j, src;
 
+	/* simt__warp() let in only a whole warp (its mask is full). */
+	if (w->lane[__builtin_ctz(mask)].op == SIMT__MMA_F16)
+		mma_f16(w);
 	for (j = 0; j < w->nlanes; j++)
 		if ((mask >> j & 1) && w->lane[j].val)
 			ballot |= 1u << j;

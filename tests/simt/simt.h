@@ -112,6 +112,7 @@ enum simt__op {
 	SIMT__BALLOT,
 	SIMT__ANY,
 	SIMT__ALL,
+	SIMT__MMA_F16,
 };
 
 /* A __syncthreads*() of kind @op at @file:@line; the reduced @pred. */
@@ -235,6 +236,33 @@ static inline simt__shfl_t<T> simt__shfl(int op, const char *file, int line,
 #define __all_sync(mask, pred)                                         \
 	((int)simt__warp(SIMT__ALL, (mask), !!(pred), 0, 32, __FILE__, \
 			 __LINE__))
+
+/*
+ * mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 of the whole warp: D
+ * = A.B + C, A 16x16 and B 16x8 in FP16, C and D 16x8 in FP32, each lane
+ * holding the fragments the PTX ISA gives it (lane l, g = l / 4, j = l %
+ * 4: @a the pairs A[g][2j..], A[g + 8][2j..], A[g][2j + 8..], A[g + 8][2j
+ * + 8..], the lower column in the low half; @b B[2j..][g], B[2j + 8..][g];
+ * @c C[g][2j], C[g][2j + 1], C[g + 8][2j], C[g + 8][2j + 1]), which it
+ * turns into D in place. The products are exact and summed in double,
+ * then rounded once: the tensor cores' sum is within a few FP32 rounding
+ * steps of it.
+ */
+struct simt__mma {
+	const uint32_t *a, *b;
+	float *c;
+};
+
+static inline void simt__mma_f16(float *c, const uint32_t *a, const uint32_t *b,
+				 const char *file, int line)
+{
+	struct simt__mma m = { a, b, c };
+
+	simt__warp(SIMT__MMA_F16, 0xffffffffu, (uint64_t)(uintptr_t)&m, 0, 32,
+		   file, line);
+}
+
+#define simt_mma_f16(c, a, b) simt__mma_f16(c, a, b, __FILE__, __LINE__)
 
 /* The lanes of this warp that exist and have not exited. */
 static inline unsigned int __activemask(void)
