@@ -17,22 +17,33 @@
  *   (golay24 tested clean by a table of v.B, kvmem_k_golay_lut()), then a
  *   lane a segment for its CRC, three bytes a step, and its check (its
  *   words by the same table), then the scales;
- * - K with a lane a token: the row's codewords are read from the copy 16
- *   bytes at a time and dotted with the query rows as they are, while
- *   their differences from kvmem_h8x4_encode() of them, four words at a
- *   time, are ORed into one test of the row; a row that fails it is done
- *   again from the copy, its words corrected, in a rolled loop (so that
- *   the unrolled clean path holds no branch a word). golay24 and secded72
- *   rows are decoded first, in the copy, into a byte a value, a lane a
- *   quad of golay24 words (a word at head_dim 64) or a secded72 word
- *   (kvmem_k_q4_decode()): K's into the V rows' place, V's, copied where
- *   K's were, into the same place once K is scored; the loops then read
- *   them as bytes known to be clean;
+ * - K on the tensor cores (kvmem_k_q4_kmma(), mma.sync m16n8k16) where
+ *   the values are INT4 and the K scales groups of whole 16-dim steps:
+ *   the one-byte codewords of the copy are tested first, four a word by
+ *   a byte permute (kvmem_k_h8x4_dirty()), and all corrected in the copy
+ *   if one is not clean; then 16 tokens by 16 dims a tile, the values
+ *   made FP16 in two logic operations a pair (kvmem_k_h16()), against
+ *   the query rows scaled per row by a power of two and cut into two
+ *   FP16 halves (kvmem_k_q4_qfrag(), in the query rows' place in shared
+ *   memory), a group's sum scaled once. Otherwise (INT8, key scales per
+ *   channel, narrower groups, a query row not finite) a lane a token:
+ *   the row's codewords read 16 bytes at a time, dotted with the query
+ *   rows as they are and tested on the way; a row that fails is done
+ *   again from the copy, its words corrected, in a rolled loop. golay24
+ *   and secded72 rows are decoded first, in the copy, into a byte a
+ *   value, a lane a quad of golay24 words (a word at head_dim 64) or a
+ *   secded72 word (kvmem_k_q4_decode()): K's into the V rows' place,
+ *   V's, copied where K's were, into the same place once K is scored;
+ *   the loops then read them as bytes known to be clean;
  * - the softmax across the lanes, into the warp's running max and sum
  *   and the page's mass, the tokens' weights into shared memory;
- * - V with a lane four columns, its words in the copy tested the same
- *   way, all at once (corrected in the copy when one fails), four query
- *   rows' weights of a token a load; the accumulator stays in registers
+ * - V's words in the copy tested the same way, all at once (corrected in
+ *   the copy when one fails); then on the tensor cores
+ *   (kvmem_k_q4_vmma()) where the values are INT4 and the V scales
+ *   groups of whole 32 dims: 32 dims by 8 tokens an mma, against the
+ *   weights times the tokens' scales, block-diagonal so that no
+ *   accumulator is wasted; otherwise a lane four columns, four query
+ *   rows' weights of a token a load. The accumulators stay in registers
  *   from page to page.
  *
  * Meanwhile the warp's next page is prefetched to L2.
@@ -728,11 +739,124 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 		dot[r] = wt[lane * QRM + r];
 }
 
+/*
+ * V by the tensor cores, for pages whose V scales are groups of a
+ * multiple of 32 dims, 8 tokens a step and 32 dims an mma: A is two
+ * tiles of 16 dims by 8 tokens side by side (k < 8: dims 4c and 4c + 1,
+ * k >= 8: dims 4c + 2 and 4c + 3 of the same tokens, c = g + 8s for the
+ * s-th 32 dims), made from the lane's two tokens' words of the V rows of
+ * the copy @vr (their bytes of a dim paired by a byte permute, FP16 by
+ * kvmem_k_h16(), less 24); B is block-diagonal, four query rows (of
+ * @QRM / 4 sets) against the first tile and the same four against the
+ * second: the page's weights @wt, each times its token's scale of the
+ * group and a power of two that puts the group's largest scale in
+ * [2^14, 2^15), in two FP16 halves as K's query rows. No column of C is
+ * wasted: @acc[set * D / 32 + s] holds, for lane (g, j), dims 4c + 2(j /
+ * 2) (c[0..1]) and one more (c[2..3]) of query rows 4 set + 2(j % 2) and
+ * one more; the page's sums, the power of two taken out, are added to it
+ * after rescaling it by @xr (each query row's factor).
+ */
+template <unsigned int D, unsigned int QRM>
+static __device__ __forceinline__ void
+kvmem_k_q4_vmma(const uint8_t *vr, unsigned int n, const float *vs,
+		unsigned int gs, const float *wt, const float *xr,
+		float (*acc)[4])
+{
+	constexpr unsigned int KS = KVMEM_K_Q4_STRIDE(D), SETS = QRM / 4;
+	const unsigned int lane = threadIdx.x % 32, g = lane / 4, j = lane % 4;
+	const unsigned int groups = D / gs;
+	float x0[SETS], x1[SETS];
+	unsigned int s, k, i, h;
+
+	KVMEM_K_UNROLL
+	for (h = 0; h < SETS; h++) {
+		x0[h] = 1.0f;
+		x1[h] = 1.0f;
+		KVMEM_K_UNROLL
+		for (i = 0; i < 4; i++) {
+			x0[h] = i == 2 * (j % 2) ? xr[4 * h + i] : x0[h];
+			x1[h] = i == 2 * (j % 2) + 1 ? xr[4 * h + i] : x1[h];
+		}
+	}
+	KVMEM_K_UNROLL
+	for (s = 0; s < D / 32; s++) {
+		const unsigned int grp = 32 * s / gs;
+		float mx = lane < n ? vs[lane * groups + grp] : 0.0f, f, fi;
+		float c[SETS][4];
+		uint32_t e;
+
+		for (k = 16; k; k /= 2)
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, k));
+		e = __float_as_uint(mx) >> 23;
+		f = e >= 15 ? __uint_as_float((268 - e) << 23) : 1.0f;
+		fi = e >= 15 ? __uint_as_float((e - 14) << 23) : 1.0f;
+		KVMEM_K_UNROLL
+		for (h = 0; h < SETS; h++)
+			for (i = 0; i < 4; i++)
+				c[h][i] = 0.0f;
+		KVMEM_K_UNROLL
+		for (k = 0; k < 32; k += 8) {
+			const unsigned int t0 = k + 2 * j, t1 = t0 + 1;
+			const float s0 =
+				t0 < n ? vs[t0 * groups + grp] * f : 0.0f;
+			const float s1 =
+				t1 < n ? vs[t1 * groups + grp] * f : 0.0f;
+			const uint32_t w0 =
+				t0 < n ? *(const uint32_t *)(vr + t0 * KS +
+							     4 * g + 32 * s)
+				       : 0;
+			const uint32_t w1 =
+				t1 < n ? *(const uint32_t *)(vr + t1 * KS +
+							     4 * g + 32 * s)
+				       : 0;
+			const uint32_t x01 = __byte_perm(w0, w1, 0x5410);
+			const uint32_t x23 = __byte_perm(w0, w1, 0x7632);
+			const uint32_t a[4] = {
+				kvmem_k_hsub24(kvmem_k_h16(x01, 0)),
+				kvmem_k_hsub24(kvmem_k_h16(x01, 1)),
+				kvmem_k_hsub24(kvmem_k_h16(x23, 0)),
+				kvmem_k_hsub24(kvmem_k_h16(x23, 1))
+			};
+
+			if (k >= n)
+				break;
+			KVMEM_K_UNROLL
+			for (h = 0; h < SETS; h++) {
+				const unsigned int r = 4 * h + g % 4;
+				const float v0 = wt[t0 * QRM + r] * s0;
+				const float v1 = wt[t1 * QRM + r] * s1;
+				const uint32_t hi = kvmem_k_f2h2(v0, v1);
+				const uint32_t lo =
+					kvmem_k_f2h2(v0 - kvmem_k_h2f(hi, 0),
+						     v1 - kvmem_k_h2f(hi, 1));
+				const uint32_t bh[2] = { g < 4 ? hi : 0,
+							 g < 4 ? 0 : hi };
+				const uint32_t bl[2] = { g < 4 ? lo : 0,
+							 g < 4 ? 0 : lo };
+
+				kvmem_k_mma(c[h], a, bh);
+				kvmem_k_mma(c[h], a, bl);
+			}
+		}
+		KVMEM_K_UNROLL
+		for (h = 0; h < SETS; h++) {
+			float *ac = acc[h * (D / 32) + s];
+
+			ac[0] = ac[0] * x0[h] + c[h][0] * fi;
+			ac[1] = ac[1] * x1[h] + c[h][1] * fi;
+			ac[2] = ac[2] * x0[h] + c[h][2] * fi;
+			ac[3] = ac[3] * x1[h] + c[h][3] * fi;
+		}
+	}
+}
+
 /* What a warp carries from page to page, for up to QRM query rows. */
-template <unsigned int QRM> struct kvmem_k_q4_state {
+template <unsigned int D, unsigned int QRM> struct kvmem_k_q4_state {
 	float *ml; /* [QR][2]: running max and sum, in shared memory */
 	float *wt; /* [32][QRM]: a page's weights, in shared memory */
-	float acc[QRM][4]; /* this lane's columns */
+	/* the lane's columns of each query row, or with V on the tensor
+	 * cores its elements of C (kvmem_k_q4_vmma(): QRM D / 128 of them) */
+	float acc[QRM][4];
 	struct kvmem_k_counts c;
 	unsigned long long headers_ue;
 };
@@ -748,9 +872,9 @@ static __device__ __forceinline__ int
 kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		unsigned int last, unsigned int h, unsigned int len,
 		const float *q, const kvmem_k_uvec4 *qb, const float *qm,
-		float *mass, const uint32_t *tab, const uint16_t *lut,
+		int vmma, float *mass, const uint32_t *tab, const uint16_t *lut,
 		const struct kvmem_k_q4_warp *wp,
-		struct kvmem_k_q4_state<QRM> *s)
+		struct kvmem_k_q4_state<D, QRM> *s)
 {
 	/* V: lanes a token stream has (four columns each), streams. */
 	constexpr unsigned int VL = D / 4, NH = 32 / VL, VT = 32 / NH;
@@ -778,7 +902,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	struct kvmem_k_q4_words sw;
 	constexpr int ext = CODEC == KVMEM_CODEC_H84;
 	struct kvmem_k_counts c = { 0, 0, 0, 0 };
-	float dot[QRM];
+	float dot[QRM], xr[QRM];
 	unsigned int r, j, i, k, clean = 0;
 	int ue = 0;
 
@@ -973,11 +1097,13 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 		return 0;
 
 	/* The softmax of each query row over the page's tokens; the
-	 * weights go to s->wt for V. */
+	 * weights go to s->wt for V, the accumulators' factors to xr. */
 	KVMEM_K_UNROLL
 	for (r = 0; r < QRM; r++) {
 		const unsigned int qpos = len - p->nq + r / G;
 		float x, mt, sum, mn, e, ef = 0.0f;
+
+		xr[r] = 1.0f;
 
 		if (r < QR) {
 			x = lane < n && pg[pi].token_start + lane <= qpos
@@ -1002,8 +1128,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 			if (mt != -INFINITY) {
 				mn = fmaxf(s->ml[2 * r], mt);
 				x = expf(s->ml[2 * r] - mn);
-				for (i = 0; i < 4; i++)
-					s->acc[r][i] *= x;
+				xr[r] = x;
 				ef = expf(mt - mn);
 				sum = s->ml[2 * r + 1] * x + sum * ef;
 				__syncwarp();
@@ -1018,25 +1143,36 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	}
 	__syncwarp();
 
-	/* V: token t's weights from the page's, four rows a load. */
-	KVMEM_K_UNROLL_BY(4)
-	for (k = 0; k < VT; k++) {
-		const unsigned int t = th + k * NH;
-		const float sv = t < n ? vsc[t * groups] : 0.0f;
-		float v[4];
-
-		kvmem_k_qx4<BITS>(t < n ? *(const uint32_t *)(vr + t * KS) : 0,
-				  v);
-		for (i = 0; i < 4; i++)
-			v[i] *= sv;
+	if (vmma) {
+		kvmem_k_q4_vmma<D, QRM>(vrows, n, vs, gs, s->wt, xr, s->acc);
+	} else {
+		/* V: token t's weights from the page's, four rows a load. */
 		KVMEM_K_UNROLL
-		for (r = 0; r < QRM; r += 4) {
-			const kvmem_k_fvec<4> pr =
-				*(const kvmem_k_fvec<4> *)(s->wt + t * QRM + r);
+		for (r = 0; r < QRM; r++)
+			for (i = 0; i < 4; i++)
+				s->acc[r][i] *= xr[r];
+		KVMEM_K_UNROLL_BY(4)
+		for (k = 0; k < VT; k++) {
+			const unsigned int t = th + k * NH;
+			const float sv = t < n ? vsc[t * groups] : 0.0f;
+			float v[4];
 
-			for (j = 0; j < 4; j++)
-				for (i = 0; i < 4; i++)
-					s->acc[r + j][i] += pr.x[j] * v[i];
+			kvmem_k_qx4<BITS>(
+				t < n ? *(const uint32_t *)(vr + t * KS) : 0,
+				v);
+			for (i = 0; i < 4; i++)
+				v[i] *= sv;
+			KVMEM_K_UNROLL
+			for (r = 0; r < QRM; r += 4) {
+				const kvmem_k_fvec<4> pr =
+					*(const kvmem_k_fvec<4> *)(s->wt +
+								   t * QRM + r);
+
+				for (j = 0; j < 4; j++)
+					for (i = 0; i < 4; i++)
+						s->acc[r + j][i] +=
+							pr.x[j] * v[i];
+			}
 		}
 	}
 	__syncwarp();
@@ -1065,9 +1201,15 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 	const unsigned int QR = p->n_heads / p->g.kv_heads * p->nq;
 	const unsigned int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
 	uint8_t *fl = (uint8_t *)p->flags;
-	struct kvmem_k_q4_state<QRM> s;
+	/* V on the tensor cores (kvmem_k_q4_vmma()) where the values are
+	 * INT4 and their scales groups of whole 32 dims. */
+	const int vmma =
+		CODEC != KVMEM_CODEC_SECDED72 && p->g.group_size % 32 == 0;
+	const unsigned int g = lane / 4, j = lane % 4;
+	struct kvmem_k_q4_state<D, QRM> s;
 	const kvmem_k_uvec4 *qb = NULL;
-	unsigned int pi, r, i, k;
+	float f0[QRM / 4] = { 0.0f }, f1[QRM / 4] = { 0.0f };
+	unsigned int pi, r, i, k, m;
 
 	memset(&s, 0, sizeof(s));
 	s.ml = ml + wi * QR * 2;
@@ -1106,7 +1248,8 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 	}
 	for (pi = first + wi; pi < last; pi += KVMEM_K_WARPS) {
 		const int done = kvmem_k_q4_page<CODEC, D, QRM>(
-			p, pi, last, h, len, q, qb, qm, mass, tab, lut, wp, &s);
+			p, pi, last, h, len, q, qb, qm, vmma, mass, tab, lut,
+			wp, &s);
 
 		if (!lane)
 			fl[(size_t)pi * p->g.kv_heads + h] = (uint8_t)!done;
@@ -1124,12 +1267,19 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 		for (k = 0; k < KVMEM_K_WARPS; k++)
 			mx = fmaxf(mx, ml[(k * QR + r) * 2]);
 		f = s.ml[2 * r] == -INFINITY ? 0.0f : expf(s.ml[2 * r] - mx);
-		for (i = 0; i < 4; i++) {
-			float v = s.acc[r][i] * f;
+		/* V on the tensor cores: the factors of the lane's rows. */
+		if (r % 4 == 2 * (j % 2))
+			f0[r / 4] = f;
+		if (r % 4 == 2 * (j % 2) + 1)
+			f1[r / 4] = f;
+		if (!vmma) {
+			for (i = 0; i < 4; i++) {
+				float v = s.acc[r][i] * f;
 
-			for (k = VL; k < 32; k *= 2)
-				v += __shfl_xor_sync(0xffffffffu, v, k);
-			s.acc[r][i] = v;
+				for (k = VL; k < 32; k *= 2)
+					v += __shfl_xor_sync(0xffffffffu, v, k);
+				s.acc[r][i] = v;
+			}
 		}
 		if (!threadIdx.x) {
 			float sum = 0.0f;
@@ -1144,7 +1294,20 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 	}
 	__syncthreads();
 	for (k = 0; k < KVMEM_K_WARPS; k++) {
-		if (wi == k && lane < VL) {
+		if (wi == k && vmma) {
+			KVMEM_K_UNROLL
+			for (m = 0; m < QRM * D / 128; m++)
+				KVMEM_K_UNROLL
+			for (i = 0; i < 4; i++) {
+				r = 4 * (m / (D / 32)) + 2 * (j % 2) + i % 2;
+				if (r < QR)
+					q[r * D + 4 * (g + 8 * (m % (D / 32))) +
+					  2 * (j / 2) + i / 2] +=
+						s.acc[m][i] *
+						(i % 2 ? f1[m / (D / 32)]
+						       : f0[m / (D / 32)]);
+			}
+		} else if (wi == k && lane < VL) {
 			KVMEM_K_UNROLL
 			for (r = 0; r < QRM; r++)
 				for (i = 0; i < 4 && r < QR; i++)

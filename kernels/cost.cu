@@ -8,7 +8,8 @@
  * loop of kvmem_k_attend_q4 made of the same device functions with the
  * same template arguments (D 128, four query rows, groups of 32): the
  * report counts the PTX instructions of that body and divides them by the
- * values a step takes, named in the probe (..._vN). The probes read and
+ * values a step takes, named in the probe (..._vN); a warp-wide mma counts
+ * once for each lane's share of it. The probes read and
  * write through their arguments so that nothing is optimised away; what
  * the kernel does around its loops (copies, scales, softmax) is not in
  * them.
@@ -18,52 +19,114 @@
 #define KVMEM_COST_D 128
 #define KVMEM_COST_QRM 4
 
-/* K: a 32-bit word of four values (int4 in their bytes' low nibbles, or
- * int8), tested as the clean path tests h84 words where @CHECK, scaled
- * and dotted with the query rows. */
-template <unsigned int BITS, bool CHECK>
+/* K on the lane-a-token path (INT8, key scales per channel, groups
+ * narrower than 16): a 32-bit word of four values (int4 in their bytes'
+ * low nibbles, or int8), scaled and dotted with the query rows. */
+template <unsigned int BITS>
 static __device__ __forceinline__ void
 kvmem_cost_k(const uint32_t *w, unsigned int n, const float *q, const float *ks,
 	     float *out)
 {
 	struct kvmem_k_q4_kscale ksc = { ks, ks[0], 0 };
 	float dot[KVMEM_COST_QRM] = { 0 };
-	uint32_t bad = 0;
 	unsigned int j, r;
 
 #pragma unroll 1
-	for (j = 0; j < n; j++) {
-		const uint32_t x = w[j];
-
-		if (CHECK)
-			bad |= kvmem_h8x4_encode(x, 1) ^ x;
+	for (j = 0; j < n; j++)
 		kvmem_k_q4_kdot<BITS, KVMEM_COST_D, KVMEM_COST_QRM>(
-			x, j % (KVMEM_COST_D / 4), q, 0, 32, &ksc, dot);
-	}
+			w[j], j % (KVMEM_COST_D / 4), q, 0, 32, &ksc, dot);
 	for (r = 0; r < KVMEM_COST_QRM; r++)
 		out[r] = dot[r];
-	out[KVMEM_COST_QRM] = (float)bad;
-}
-
-extern "C" __global__ void kvmem_cost_k_h84_v4(const uint32_t *w,
-					       unsigned int n, const float *q,
-					       const float *ks, float *out)
-{
-	kvmem_cost_k<4, true>(w, n, q, ks, out);
 }
 
 extern "C" __global__ void kvmem_cost_k_int4_v4(const uint32_t *w,
 						unsigned int n, const float *q,
 						const float *ks, float *out)
 {
-	kvmem_cost_k<4, false>(w, n, q, ks, out);
+	kvmem_cost_k<4>(w, n, q, ks, out);
 }
 
 extern "C" __global__ void kvmem_cost_k_i8_v4(const uint32_t *w, unsigned int n,
 					      const float *q, const float *ks,
 					      float *out)
 {
-	kvmem_cost_k<8, false>(w, n, q, ks, out);
+	kvmem_cost_k<8>(w, n, q, ks, out);
+}
+
+/* K on the tensor cores, as kvmem_k_q4_kmma() does it: a group of 32
+ * dims (two 16-dim steps) of a tile of 16 tokens, the lane's two words a
+ * step made FP16 (kvmem_k_h16()) and multiplied with the query rows' two
+ * halves, the group's sum started from the query rows' sums and scaled
+ * by its two tokens' scales; 16 values a lane. */
+extern "C" __global__ void
+kvmem_cost_kmma_v16(const uint32_t *w, unsigned int n, const kvmem_k_uvec4 *qb,
+		    const float *qs, const float *ks, float *out)
+{
+	float sc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	unsigned int t, i;
+
+#pragma unroll 1
+	for (t = 0; t < n; t++) {
+		float c[4] = { -qs[0], -qs[1], -qs[0], -qs[1] };
+
+		for (i = 0; i < 2; i++) {
+			const uint32_t w0 = w[4 * t + 2 * i];
+			const uint32_t w1 = w[4 * t + 2 * i + 1];
+			const uint32_t a[4] = { kvmem_k_h16(w0, 0),
+						kvmem_k_h16(w1, 0),
+						kvmem_k_h16(w0, 1),
+						kvmem_k_h16(w1, 1) };
+			const kvmem_k_uvec4 b = qb[i];
+
+			kvmem_k_mma(c, a, b.x);
+			kvmem_k_mma(c, a, b.x + 2);
+		}
+		sc[0] += ks[2 * t] * c[0];
+		sc[1] += ks[2 * t] * c[1];
+		sc[2] += ks[2 * t + 1] * c[2];
+		sc[3] += ks[2 * t + 1] * c[3];
+	}
+	for (i = 0; i < 4; i++)
+		out[i] = sc[i];
+}
+
+/* K of int4 in h84 words: sixteen bytes of the copy, four words, tested
+ * before the scores (kvmem_k_h8x4_dirty()). */
+extern "C" __global__ void kvmem_cost_kcheck_h84_v16(const kvmem_k_uvec4 *w,
+						     unsigned int n, float *out)
+{
+	uint32_t bad = 0;
+	unsigned int t, k;
+
+#pragma unroll 1
+	for (t = 0; t < n; t++) {
+		const kvmem_k_uvec4 u = w[t];
+
+		for (k = 0; k < 4; k++)
+			bad |= kvmem_k_h8x4_dirty<1>(u.x[k]);
+	}
+	out[0] = (float)bad;
+}
+
+/* V on the tensor cores, kvmem_k_q4_vmma() itself for four query rows
+ * (one set): an iteration of its loop over 32 dims, with their group's
+ * largest scale, four steps of eight tokens and the accumulators'
+ * update; 32 values a lane. */
+extern "C" __global__ void kvmem_cost_vmma_v32(const uint8_t *vr,
+					       unsigned int n, const float *vs,
+					       const float *wt, const float *xr,
+					       float *out)
+{
+	float acc[KVMEM_COST_QRM][4] = { { 0.0f } };
+	unsigned int t, i;
+
+#pragma unroll 1
+	for (t = 0; t < n; t++)
+		kvmem_k_q4_vmma<32, KVMEM_COST_QRM>(
+			vr + t * KVMEM_K_Q4_STRIDE(32), 32, vs, 32, wt, xr,
+			acc);
+	for (i = 0; i < 4; i++)
+		out[i] = acc[0][i];
 }
 
 /* V: a token's four values of the lane's columns (int4 in their bytes'
@@ -125,7 +188,7 @@ extern "C" __global__ void kvmem_cost_vcheck_h84_v4(const uint32_t *w,
 
 #pragma unroll 1
 	for (t = 0; t < n; t++)
-		bad |= kvmem_h8x4_encode(w[t], 1) ^ w[t];
+		bad |= kvmem_k_h8x4_dirty<1>(w[t]);
 	out[0] = (float)bad;
 }
 

@@ -121,6 +121,58 @@ KVMEM_DFN void kvmem_k_mma(float *c, const uint32_t *a, const uint32_t *b)
 #define kvmem_k_mma(c, a, b) simt_mma_f16(c, a, b)
 #endif
 
+/*
+ * FP16 pairs for the tensor cores: two floats rounded to nearest even
+ * into one, @lo in the low half (for values in FP16's range kvmem_f2h()
+ * of each, a NaN a NaN); one half of @h (@hi 0: the low one) as a float;
+ * a pair less 24 each, exact for kvmem_k_h16()'s values.
+ */
+#ifdef __CUDA_ARCH__
+KVMEM_DFN uint32_t kvmem_k_f2h2(float lo, float hi)
+{
+	uint32_t r;
+
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+
+KVMEM_DFN float kvmem_k_h2f(uint32_t h, int hi)
+{
+	float f;
+
+	asm("cvt.f32.f16 %0, %1;"
+	    : "=f"(f)
+	    : "h"((unsigned short)(hi ? h >> 16 : h)));
+	return f;
+}
+
+KVMEM_DFN uint32_t kvmem_k_hsub24(uint32_t h)
+{
+	uint32_t r;
+
+	asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x4e004e00u));
+	return r;
+}
+#else
+KVMEM_DFN uint32_t kvmem_k_f2h2(float lo, float hi)
+{
+	/* A NaN stays one, as cvt.rn keeps it (kvmem_f2h() gives 0). */
+	return (lo != lo ? 0x7e00u : kvmem_f2h(lo)) |
+	       (hi != hi ? 0x7e00u : kvmem_f2h(hi)) << 16;
+}
+
+KVMEM_DFN float kvmem_k_h2f(uint32_t h, int hi)
+{
+	return kvmem_h2f((uint16_t)(hi ? h >> 16 : h));
+}
+
+KVMEM_DFN uint32_t kvmem_k_hsub24(uint32_t h)
+{
+	return kvmem_k_f2h2(kvmem_k_h2f(h, 0) - 24.0f,
+			    kvmem_k_h2f(h, 1) - 24.0f);
+}
+#endif
+
 /* Sixteen bytes of device memory in one load. */
 struct alignas(16) kvmem_k_uvec4 {
 	uint32_t x[4];

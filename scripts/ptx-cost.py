@@ -7,7 +7,8 @@ Usage: scripts/ptx-cost.py [--json] [build/kernels/cost.ptx]
 Reads the PTX of kernels/cost.cu (make builds it where nvcc is) and, for
 each probe kvmem_cost_<name>_v<N>, counts the instructions of its loop
 body (from the label a backward branch goes to, through that branch) and
-divides them by the N values a step takes. Then it adds the probes up into
+divides them by the N values a step takes (a lane's: a warp-wide mma is
+one instruction of each lane). Then it adds the probes up into
 what one value of a page costs in each fast path (a page is half K, half
 V values) and sets that against the roofline of an H100 SXM: at 3.35 TB/s
 of HBM a path reading B bytes a value gets 3.35e12 / B values a second,
@@ -29,10 +30,10 @@ LANE_INSTR_PER_S = 132 * 4 * 32 * 1.98e9
 # Each path: its bytes a value in a page, and the probes a value runs
 # through, with the share of a page's values that run each.
 PATHS = {
-    "int4+h84": (1.0, [("k_h84", 0.5), ("vcheck_h84", 0.5),
-                       ("v_int4", 0.5)]),
-    "int4+golay24": (1.0, [("dec_golay24", 1.0), ("k_int4", 0.5),
-                           ("v_int4", 0.5)]),
+    "int4+h84": (1.0, [("kcheck_h84", 0.5), ("kmma", 0.5),
+                       ("vcheck_h84", 0.5), ("vmma", 0.5)]),
+    "int4+golay24": (1.0, [("dec_golay24", 1.0), ("kmma", 0.5),
+                           ("vmma", 0.5)]),
     "int8+secded72": (9.0 / 8.0, [("dec_secded72", 1.0), ("k_i8", 0.5),
                                   ("v_i8", 0.5)]),
 }
