@@ -19,10 +19,19 @@
 #   bench-*.json       kvmem-bench attend --gpu for the cases of the README's
 #                      and kernels/README.md's tables, each with the FP16
 #                      kernel and a device copy measured in the same run
+#   torch-*.json       scripts/torch-sdpa.py, PyTorch's FP16
+#                      scaled_dot_product_attention on the same shapes as
+#                      the FP16 cases of the bench, where python3 has
+#                      torch with CUDA (skipped, and said so, without)
 #   ptx-cost.json      scripts/ptx-cost.py of the build's cost probes (the
 #                      kernels' PTX instructions a value), so that the run
 #                      keeps the counts of the code it measured
+#   commit.txt, gpu.csv the commit measured (and "dirty" if the tree had
+#                      changes); the GPU, driver and clocks by nvidia-smi
 #   summary            one line a step: its exit status and seconds
+#   gpu-run.json       all of the above that is JSON, in one file
+#                      (scripts/gpu-report.py): commit it under
+#                      docs/gpu-runs/, and quote numbers from it
 #
 # -q: the suite and one bench case only (about 5 minutes on an H100; the
 # whole run can take 20 and more, sanitizers most of it). Each step has a
@@ -43,6 +52,7 @@ if [ $# -ne 1 ]; then
 	exit 2
 fi
 out=$1
+here=$(dirname "$0")
 build=${KVMEM_BUILD:-build}
 bench=$build/tools/kvmem-bench
 check=$build/tests/kvmem-check
@@ -88,6 +98,36 @@ bench() {
 		"$bench" attend --gpu --reps 10 --json "$@"
 }
 
+# torch NAME ARGS...: PyTorch's FP16 attention on a bench case's shape;
+# exit status 3 (no torch, or no GPU for it) is a skip, not a failure.
+torch() {
+	name=$1
+	shift
+	t0=$(date +%s)
+	timeout 120 python3 "$here/torch-sdpa.py" --reps 10 "$@" \
+		>"$out/torch-$name.json" 2>"$out/torch-$name.err"
+	rc=$?
+	if [ $rc -eq 3 ]; then
+		echo "torch $name skipped: $(cat "$out/torch-$name.err")" \
+			>>"$out/summary"
+		rm -f "$out/torch-$name.json"
+		return
+	fi
+	echo "torch $name rc=$rc $(($(date +%s) - t0))s" >>"$out/summary"
+	[ $rc -eq 0 ] || failed=1
+}
+
+# The commit measured and the GPU it ran on, for gpu-run.json.
+if git rev-parse HEAD >/dev/null 2>&1; then
+	echo "$(git rev-parse HEAD)$(git status --porcelain -uno |
+		grep -q . && echo ' dirty')" >"$out/commit.txt"
+fi
+if command -v nvidia-smi >/dev/null; then
+	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,\
+clocks.max.sm,clocks.max.mem,power.limit,memory.total \
+		--format=csv,noheader >"$out/gpu.csv" 2>/dev/null
+fi
+
 step "cuda suite" 300 cuda.log cuda.log env CK_RUN_SUITE=cuda "$check"
 if grep -q 'SKIP: cuda' "$out/cuda.log"; then
 	echo "cuda suite: no GPU, the fake driver only" >>"$out/summary"
@@ -102,6 +142,7 @@ else
 	echo "python cuda skipped: no python3 with NumPy" >>"$out/summary"
 fi
 bench h84-32k --ctx 32768 --format int4 --codec h84
+torch 32k --ctx 32768
 # The kernels are built once, whatever SAN is: build/kernels.
 ptx=$build/kernels/cost.ptx
 [ -r "$ptx" ] || ptx=$build/../kernels/cost.ptx
@@ -111,8 +152,15 @@ if [ -r "$ptx" ]; then
 else
 	echo "ptx cost skipped: no kernels/cost.ptx in $build" >>"$out/summary"
 fi
-if [ $quick -eq 1 ]; then
+# report: gpu-run.json from what the steps left.
+report() {
+	python3 "$here/gpu-report.py" "$out" >"$out/gpu-run.json" ||
+		failed=1
 	cat "$out/summary"
+}
+
+if [ $quick -eq 1 ]; then
+	report
 	exit $failed
 fi
 
@@ -127,6 +175,11 @@ bench golay24-32k-d64 --ctx 32768 --dim 64 --format int4 --codec golay24
 bench secded72-32k --ctx 32768 --format int8 --codec secded72
 bench secded72-128k --ctx 131072 --format int8 --codec secded72
 bench h84-32k-host --ctx 32768 --format int4 --codec h84 --host
+torch 4k --ctx 4096
+torch 128k --ctx 131072
+torch 32k-b16 --ctx 32768 --batch 16
+torch 32k-gqa8 --ctx 32768 --heads 64
+torch 32k-d64 --ctx 32768 --dim 64
 
 if command -v compute-sanitizer >/dev/null; then
 	step memcheck 600 memcheck.log memcheck.log \
@@ -151,5 +204,5 @@ if command -v compute-sanitizer >/dev/null; then
 else
 	echo "sanitizers skipped: no compute-sanitizer" >>"$out/summary"
 fi
-cat "$out/summary"
+report
 exit $failed

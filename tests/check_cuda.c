@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../tools/bench.h"
+#include "../tools/json.h"
 #include "cuda/fakecuda.h"
 #include "cuda_impl.h"
 #include "ecc_ref.h"
@@ -3210,6 +3211,91 @@ START_TEST(test_cuda_bench_attend_host)
 }
 END_TEST
 
+/* A runner or bench stand-in for gpu-check.sh: a script printing @text. */
+static void gpu_check_stub(const char *dir, const char *name, const char *text)
+{
+	char path[512], body[512];
+
+	snprintf(path, sizeof(path), "%s/%.5s", dir, name);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(body, sizeof(body), "#!/bin/sh\necho '%s'\n", text);
+	kvmem_check_write_file(path, body);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/*
+ * gpu-check.sh -q, with stand-ins for the runner (its suite says it found
+ * no GPU) and the bench (one JSON object), and no torch with a GPU: it
+ * fails (no GPU), says why, skips PyTorch's case and what it lacks, and
+ * still writes gpu-run.json with the bench's case, each step's exit
+ * status and the commit of the tree it ran from.
+ */
+START_TEST(test_cuda_gpu_check_report)
+{
+	char dir[256], path[512], cmd[2048], head[64] = "", *text;
+	const struct json *b, *st, *c;
+	struct json *v = NULL;
+	size_t len;
+	double us;
+	FILE *p;
+	int rc;
+
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "gpu-check");
+	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
+	kvmem_check_write_file(path, "");
+	gpu_check_stub(dir, "tests/kvmem-check", "SKIP: cuda: on the CPU only");
+	gpu_check_stub(dir, "tools/kvmem-bench", "{\"kvmem_us\": 123.5}");
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && KVMEM_BUILD=%s sh scripts/gpu-check.sh -q %s/out "
+		 ">%s/log 2>&1",
+		 kvmem_check_srcdir(), dir, dir, dir);
+	rc = system(cmd);
+	EXPECT(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "status %#x", rc);
+	snprintf(path, sizeof(path), "%s/out/summary", dir);
+	text = kvmem_check_read_file(path, NULL);
+	EXPECT(strstr(text, "cuda suite: no GPU, the fake driver only"), "%s",
+	       text);
+	EXPECT(strstr(text, "ptx cost skipped"), "%s", text);
+	free(text);
+	snprintf(path, sizeof(path), "%s/out/gpu-run.json", dir);
+	text = kvmem_check_read_file(path, &len);
+	ck_assert_int_eq(json_parse(text, len, NULL, &v, NULL), 0);
+	free(text);
+	b = json_get(json_get(json_get(v, "bench"), "h84-32k"), "kvmem_us");
+	ck_assert_msg(b && !json_num(b, &us) && us == 123.5, "bench case");
+	st = json_get(v, "steps");
+	ck_assert(st && st->type == JSON_ARRAY && st->u.arr.n > 2);
+	c = json_get(&st->u.arr.v[0], "step");
+	ck_assert(c && c->type == JSON_STRING &&
+		  !strcmp(c->u.str.s, "cuda suite"));
+	b = json_get(&st->u.arr.v[0], "rc");
+	ck_assert_msg(b && !json_num(b, &us) && us == 0, "cuda suite rc");
+	snprintf(cmd, sizeof(cmd), "cd %s && git rev-parse HEAD 2>/dev/null",
+		 kvmem_check_srcdir());
+	p = popen(cmd, "r");
+	if (p && fgets(head, sizeof(head), p) && strlen(head) > 1) {
+		head[strcspn(head, "\n")] = 0;
+		c = json_get(v, "commit");
+		ck_assert_msg(c && c->type == JSON_STRING &&
+				      !strcmp(c->u.str.s, head),
+			      "commit, not %s", head);
+	} else {
+		fprintf(stderr, "SKIP: cuda: gpu-run.json's commit: the "
+				"source tree is not a git checkout\n");
+	}
+	if (p)
+		pclose(p);
+	json_free(v);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/out %s/log %s/tests %s/tools",
+		 dir, dir, dir, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
+	unlink(path);
+	kvmem_check_tmpdir_remove(dir);
+}
+END_TEST
+
 /*
  * scripts/gpu-check.sh refuses a test runner or bench older than the
  * library of its build (make does not relink the runner, which would then
@@ -3294,6 +3380,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_gpu_pool_absent);
 	tcase_add_test(tc, test_cuda_gpu_pool_percent);
 	tcase_add_test(tc, test_cuda_gpu_check_stale);
+	tcase_add_test(tc, test_cuda_gpu_check_report);
 	suite_add_tcase(s, tc);
 	/* Whole benchmark runs, every launch on the CPU: not in make check. */
 	tb = tcase_create("bench");
