@@ -610,15 +610,22 @@ kvmem_k_q4_qfrag(const float *q, unsigned int qr, const float *qm,
 	b[3] = l[1] | l[3] << 16;
 }
 
+/*
+ * The query rows for the tensor cores, in the CTA's @qm (KVMEM_K_Q4_QM
+ * floats), by one warp: [0, 8) the power of two that puts each row's
+ * largest value in [2^14, 2^15) (so that both FP16 halves of a value
+ * below stay in range; at most 2^126, for a row of zeros or of values
+ * too small to matter), [8, 16) its inverse, [16] 1 when the rows may
+ * go to the tensor cores (every value finite).
+ */
 template <unsigned int D>
 static __device__ __forceinline__ void
-kvmem_k_q4_qprep(const float *q, unsigned int qr, unsigned int gs, float *qm)
+kvmem_k_q4_qprep(const float *q, unsigned int qr, float *qm)
 {
 	const unsigned int lane = threadIdx.x % 32, r = lane / 4, j = lane % 4;
-	const unsigned int gk = gs / 16;
-	float m = 0.0f, sum = 0.0f;
+	float m = 0.0f;
 	unsigned int i, k;
-	int bad = 0, ex;
+	int bad = 0, ex = 0, e2;
 
 	for (i = j; i < D && r < qr; i += 4) {
 		const float x = fabsf(q[r * D + i]);
@@ -631,38 +638,25 @@ kvmem_k_q4_qprep(const float *q, unsigned int qr, unsigned int gs, float *qm)
 	bad = __any_sync(0xffffffffu, bad);
 	if (!j) {
 		frexpf(m, &ex);
-		qm[r] = m > 0.0f ? ldexpf(1.0f, 15 - ex) : 1.0f;
-		qm[8 + r] = m > 0.0f ? ldexpf(1.0f, ex - 15) : 1.0f;
+		e2 = m > 0.0f && 15 - ex < 126 ? 15 - ex : 126;
+		qm[r] = ldexpf(1.0f, e2);
+		qm[8 + r] = ldexpf(1.0f, -e2);
 	}
 	if (!lane)
 		qm[16] = bad ? 0.0f : 1.0f;
 	__syncwarp();
-	for (i = 0; i < D / 16; i++) {
-		uint32_t b[4];
-
-		kvmem_k_q4_qfrag<D>(q, qr, qm, i, r, j, b);
-		for (k = 0; k < 4; k++)
-			sum += kvmem_h2f((uint16_t)b[k]) +
-			       kvmem_h2f((uint16_t)(b[k] >> 16));
-		if (i % gk == gk - 1) {
-			for (k = 1; k < 4; k *= 2)
-				sum += __shfl_xor_sync(0xffffffffu, sum, k);
-			if (!j)
-				qm[32 + i / gk * 8 + r] = 24.0f * sum;
-			sum = 0.0f;
-		}
-	}
 }
 
 /*
  * K by the tensor cores, for a page whose K scales are groups of a
  * multiple of 16 dims: the scores of the page's tokens (rows of A, two
  * tiles of 16) with the query rows (columns of B, eight), 16 dims a step,
- * the INT4 values of the copy @kr made FP16 plus 24 as they come
- * (kvmem_k_h16()), each step twice (@qb: the fragments of the first
- * 4 @qr lanes, kvmem_k_q4_qfrag(), the query rows' high halves, then the
- * rest); a group's sum starts from minus 24 times the query rows' sum
- * there (@qm) and is then scaled by the token's scale of the group (@ks).
+ * the INT4 values of the copy @kr made FP16 as they come (kvmem_k_h16()
+ * less 24, exact: signed, so that the sums stay as small as the values'
+ * own), each step twice (@qb: the fragments of the first 4 @qr lanes,
+ * kvmem_k_q4_qfrag(), the query rows' high halves, then the rest); a
+ * group's sum is scaled once by the token's scale of the group (@ks),
+ * and the row's power of two (@qm) taken out at the end.
  * The scores, a lane a token, into @dot through the page's weights @wt
  * (shared memory).
  */
@@ -683,7 +677,6 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 	for (i = 0; i < D / 16; i++) {
 		const kvmem_k_uvec4 b =
 			lane < 4 * qr ? qb[i * 4 * qr + lane] : kvmem_k_uvec4{};
-		const float *qs = qm + 32 + i / gk * 8 + 2 * j;
 
 		KVMEM_K_UNROLL
 		for (m = 0; m < 2; m++) {
@@ -696,17 +689,17 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 				t1 < n ? *(const uint32_t *)(kr + t1 * KS +
 							     16 * i + 4 * j)
 				       : 0;
-			const uint32_t a[4] = { kvmem_k_h16(w0, 0),
-						kvmem_k_h16(w1, 0),
-						kvmem_k_h16(w0, 1),
-						kvmem_k_h16(w1, 1) };
+			const uint32_t a[4] = {
+				kvmem_k_hsub24(kvmem_k_h16(w0, 0)),
+				kvmem_k_hsub24(kvmem_k_h16(w1, 0)),
+				kvmem_k_hsub24(kvmem_k_h16(w0, 1)),
+				kvmem_k_hsub24(kvmem_k_h16(w1, 1))
+			};
 
 			if (m >= tiles)
 				break;
-			if (i % gk == 0) {
-				c[m][0] = c[m][2] = -qs[0];
-				c[m][1] = c[m][3] = -qs[1];
-			}
+			if (i % gk == 0)
+				c[m][0] = c[m][1] = c[m][2] = c[m][3] = 0.0f;
 			kvmem_k_mma(c[m], a, b.x);
 			kvmem_k_mma(c[m], a, b.x + 2);
 			if (i % gk == gk - 1) {
@@ -1221,10 +1214,14 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 	if (CODEC != KVMEM_CODEC_SECDED72 && !p->g.l[0].chan &&
 	    p->g.group_size % 16 == 0) {
 		if (!wi)
-			kvmem_k_q4_qprep<D>(q, QR, p->g.group_size, qm);
+			kvmem_k_q4_qprep<D>(q, QR, qm);
 		__syncthreads();
 		if (qm[16] != 0.0f) {
 			uint32_t fb[2][4];
+
+			static_assert(2 * KVMEM_K_THREADS >=
+					      128 / 16 * 4 * KVMEM_K_Q4_QR,
+				      "two fragments a thread at most");
 
 			for (i = 0; i < 2; i++) {
 				k = threadIdx.x + i * blockDim.x;

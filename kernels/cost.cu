@@ -55,27 +55,30 @@ extern "C" __global__ void kvmem_cost_k_i8_v4(const uint32_t *w, unsigned int n,
 
 /* K on the tensor cores, as kvmem_k_q4_kmma() does it: a group of 32
  * dims (two 16-dim steps) of a tile of 16 tokens, the lane's two words a
- * step made FP16 (kvmem_k_h16()) and multiplied with the query rows' two
- * halves, the group's sum started from the query rows' sums and scaled
- * by its two tokens' scales; 16 values a lane. */
-extern "C" __global__ void
-kvmem_cost_kmma_v16(const uint32_t *w, unsigned int n, const kvmem_k_uvec4 *qb,
-		    const float *qs, const float *ks, float *out)
+ * step made FP16 (kvmem_k_h16() less 24) and multiplied with the query
+ * rows' two halves, the group's sum scaled by its two tokens' scales; 16
+ * values a lane. */
+extern "C" __global__ void kvmem_cost_kmma_v16(const uint32_t *w,
+					       unsigned int n,
+					       const kvmem_k_uvec4 *qb,
+					       const float *ks, float *out)
 {
 	float sc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 	unsigned int t, i;
 
 #pragma unroll 1
 	for (t = 0; t < n; t++) {
-		float c[4] = { -qs[0], -qs[1], -qs[0], -qs[1] };
+		float c[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
 		for (i = 0; i < 2; i++) {
 			const uint32_t w0 = w[4 * t + 2 * i];
 			const uint32_t w1 = w[4 * t + 2 * i + 1];
-			const uint32_t a[4] = { kvmem_k_h16(w0, 0),
-						kvmem_k_h16(w1, 0),
-						kvmem_k_h16(w0, 1),
-						kvmem_k_h16(w1, 1) };
+			const uint32_t a[4] = {
+				kvmem_k_hsub24(kvmem_k_h16(w0, 0)),
+				kvmem_k_hsub24(kvmem_k_h16(w1, 0)),
+				kvmem_k_hsub24(kvmem_k_h16(w0, 1)),
+				kvmem_k_hsub24(kvmem_k_h16(w1, 1))
+			};
 			const kvmem_k_uvec4 b = qb[i];
 
 			kvmem_k_mma(c, a, b.x);
@@ -178,17 +181,21 @@ extern "C" __global__ void kvmem_cost_v_i8_v4(const uint32_t *w, unsigned int n,
 	kvmem_cost_v<8>(w, n, wt, vs, out);
 }
 
-/* V of int4 in h84 words: a word of four values tested, as the clean
- * path tests a lane's columns before it reads them. */
-extern "C" __global__ void kvmem_cost_vcheck_h84_v4(const uint32_t *w,
-						    unsigned int n, float *out)
+/* V of int4 in h84 words: the test of a lane's columns before they are
+ * read, as the kernel's loop unrolled by eight runs it: eight tokens'
+ * words, a row apart in the copy; 32 values. */
+extern "C" __global__ void kvmem_cost_vcheck_h84_v32(const uint8_t *vr,
+						     unsigned int n, float *out)
 {
+	constexpr unsigned int KS = KVMEM_K_Q4_STRIDE(KVMEM_COST_D);
 	uint32_t bad = 0;
-	unsigned int t;
+	unsigned int t, k;
 
 #pragma unroll 1
 	for (t = 0; t < n; t++)
-		bad |= kvmem_k_h8x4_dirty<1>(w[t]);
+		for (k = 0; k < 8; k++)
+			bad |= kvmem_k_h8x4_dirty<1>(
+				*(const uint32_t *)(vr + (8 * t + k) * KS));
 	out[0] = (float)bad;
 }
 

@@ -322,8 +322,8 @@ KVMEM_K_HD int kvmem_k_q4_ok(const struct kvmem_k_geom *g, uint32_t qr)
 }
 
 /*
- * Shared memory of kvmem_k_attend_q4: the query rows, their scaling and
- * sums for the tensor cores (KVMEM_K_Q4_QM()), the CRC-32C table
+ * Shared memory of kvmem_k_attend_q4: the query rows, their scaling for
+ * the tensor cores (KVMEM_K_Q4_QM), the CRC-32C table
  * and its two slices (kvmem_k_crc_slices()), v.B of golay24 by halves
  * (kvmem_k_golay_lut()), the warps' running (max, sum), the warps'
  * weights of a page's tokens (for the query rows their kernel is built
@@ -341,9 +341,9 @@ struct kvmem_k_q4_smem {
 	uint32_t size;
 };
 
-/* Floats of the query rows' scaling and sums for the tensor cores
- * (kvmem_k_q4_qprep()), at head_dim @d. */
-#define KVMEM_K_Q4_QM(d) (32 + (d) / 16 * 8)
+/* Floats of the query rows' scaling for the tensor cores
+ * (kvmem_k_q4_qprep()). */
+#define KVMEM_K_Q4_QM 32
 
 /* A row of @d one-byte words and 16 bytes more: the lanes of a quarter
  * warp, a row each, then load 16 bytes of their rows from other banks. */
@@ -383,7 +383,7 @@ KVMEM_K_HD void kvmem_k_q4_carve(const struct kvmem_k_geom *g, uint32_t qr,
 	s->q = off;
 	off = KVMEM_K_ALIGN16(off + qr * g->head_dim * 4);
 	s->qm = off;
-	off = KVMEM_K_ALIGN16(off + KVMEM_K_Q4_QM(g->head_dim) * 4);
+	off = KVMEM_K_ALIGN16(off + KVMEM_K_Q4_QM * 4);
 	s->tab = off;
 	off = KVMEM_K_ALIGN16(off + 3 * 256 * 4);
 	s->glut = off;

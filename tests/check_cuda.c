@@ -103,12 +103,17 @@ static void fill(struct kvmem_rng *r, float *x, size_t n)
  * and one position more or less, or one value rebuilt otherwise, shows in
  * the output.
  */
-static void fill_query(struct kvmem_rng *r, float *x, size_t n)
+/* Query head h's values times query_scale[h % 4] when set
+ * (test_cuda_attend_query_scales), of @d dims a head. */
+static const float *query_scale;
+
+static void fill_query(struct kvmem_rng *r, float *x, size_t n, uint32_t d)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		x[i] = (float)((kvmem_rng_unit(r) - 0.5) * 0.1);
+		x[i] = (float)((kvmem_rng_unit(r) - 0.5) * 0.1) *
+		       (query_scale ? query_scale[i / d % 4] : 1.0f);
 }
 
 /* ---- the fake driver, and the GPU where there is one ------------------ */
@@ -1199,7 +1204,7 @@ static void attend_case(struct dev *dv, const struct kvmem_geometry *g,
 	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
 	fill(r, k, len * tok);
 	fill(r, v, len * tok);
-	fill_query(r, q, (size_t)nh * D);
+	fill_query(r, q, (size_t)nh * D, D);
 	ck_assert_int_eq(kvmem_seq_append(s, 0, k, v, len), 0);
 	if (hurt == 2)
 		miscorrect(s, g);
@@ -1487,6 +1492,38 @@ START_TEST(test_cuda_word_helpers)
 }
 END_TEST
 
+/*
+ * Query rows of very different sizes in one GQA group (1e-4 to 400 times
+ * the usual, 0.005 to 20 at most a value): the tensor cores take each
+ * row scaled by a power of two of its own and in two FP16 halves, so
+ * every row matches the CPU library as the usual ones do, in h84 (K and
+ * V on the tensor cores), golay24 with groups of 16 (K only) and int8
+ * in secded72 (neither).
+ */
+static void attend_query_scales_on(struct dev *dv)
+{
+	static const float scales[4] = { 1e-4f, 1.0f, 40.0f, 400.0f };
+	struct kvmem_geometry g;
+	struct kvmem_rng r;
+
+	kvmem_rng_seed(&r, 5151);
+	query_scale = scales;
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 128);
+	attend_case(dv, &g, 4, 100, 0, KVMEM_ERASE_INTERPOLATE, 2, &r);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_GOLAY24, 0, 2, 64);
+	g.group_size = 16;
+	attend_case(dv, &g, 8, 70, 0, KVMEM_ERASE_INTERPOLATE, 1, &r);
+	geometry(&g, KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 0, 2, 128);
+	attend_case(dv, &g, 4, 64, 0, KVMEM_ERASE_INTERPOLATE, 0, &r);
+	query_scale = NULL;
+}
+
+START_TEST(test_cuda_attend_query_scales)
+{
+	on_targets(4, attend_query_scales_on);
+}
+END_TEST
+
 START_TEST(test_cuda_attend_fast)
 {
 	on_targets(4, attend_fast_on);
@@ -1691,7 +1728,7 @@ static void batch_causal_case(struct dev *dv, int fmt, int codec, uint32_t nq,
 	sp[2] = t[0].npages + t[1].npages;
 	q = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	out = kvmem_check_xmalloc(2 * nq * nh * D * 4);
-	fill_query(&r, q, 2 * nq * nh * D);
+	fill_query(&r, q, 2 * nq * nh * D, D);
 	batch_args(dv, &a, all, sp, q, nq, nh, D);
 	a.splits = 2;
 	ck_assert_int_eq(kvmem_cuda_attend_workspace(dv->cu, &g, &a, &wsb), 0);
@@ -1816,7 +1853,7 @@ static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
 	}
 	q = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	out = kvmem_check_xmalloc(2 * nq * nh * D * 4);
-	fill_query(r, q, 2 * nq * nh * D);
+	fill_query(r, q, 2 * nq * nh * D, D);
 	batch_args(dv, &a, table, sp, q, nq, nh, D);
 	a.splits = splits;
 	ck_assert_int_eq(kvmem_cuda_attend_workspace(dv->cu, &g, &a, &wsb), 0);
@@ -2231,7 +2268,7 @@ static uint64_t attend_in_place(struct dev *dv, struct kvmem_seq *s,
 
 	n = kvmem_cuda_seq_pages(dv->cu, s, 0, table, 64);
 	ck_assert_msg(n > 0 && n <= 64, "%d: %s", n, kvmem_cuda_error());
-	fill_query(r, q, nqd);
+	fill_query(r, q, nqd, D);
 	sp[0] = 0;
 	sp[1] = (uint32_t)n;
 	memset(&a, 0, sizeof(a));
@@ -2396,7 +2433,7 @@ START_TEST(test_cuda_register_refused)
 		struct kvmem_attend_opts o = { .n_heads = 2 };
 		float q[2 * 64], out[2 * 64];
 
-		fill_query(&r, q, nqd);
+		fill_query(&r, q, nqd, 64);
 		EXPECT_EQ(kvmem_attend(s, 0, q, out, &o, NULL), 0, "%s",
 			  "the cache after its GPU went");
 	}
@@ -3363,6 +3400,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_attend_shapes);
 	tcase_add_test(tc, test_cuda_word_helpers);
 	tcase_add_test(tc, test_cuda_attend_fast);
+	tcase_add_test(tc, test_cuda_attend_query_scales);
 	tcase_add_test(tc, test_cuda_static_smem);
 	tcase_add_test(tc, test_cuda_attend_checks);
 	tcase_add_test(tc, test_cuda_attend_batch_causal);
