@@ -18,14 +18,14 @@
  *   lane a segment for its CRC, three bytes a step, and its check (its
  *   words by the same table), then the scales;
  * - K on the tensor cores (kvmem_k_q4_kmma(), mma.sync m16n8k16) where
- *   the values are INT4 and the K scales groups of whole 16-dim steps:
+ *   the K scales are groups of whole 16-dim steps:
  *   the one-byte codewords of the copy are tested first, four a word by
  *   a byte permute (kvmem_k_h8x4_dirty()), and all corrected in the copy
  *   if one is not clean; then 16 tokens by 16 dims a tile, the values
- *   made FP16 in two logic operations a pair (kvmem_k_h16()), against
+ *   made signed FP16 in three operations a pair (kvmem_k_hx()), against
  *   the query rows scaled per row by a power of two and cut into two
  *   FP16 halves (kvmem_k_q4_qfrag(), in the query rows' place in shared
- *   memory), a group's sum scaled once. Otherwise (INT8, key scales per
+ *   memory), a group's sum scaled once. Otherwise (key scales per
  *   channel, narrower groups, a query row not finite) a lane a token:
  *   the row's codewords read 16 bytes at a time, dotted with the query
  *   rows as they are and tested on the way; a row that fails is done
@@ -39,8 +39,8 @@
  *   and the page's mass, the tokens' weights into shared memory;
  * - V's words in the copy tested the same way, all at once (corrected in
  *   the copy when one fails); then on the tensor cores
- *   (kvmem_k_q4_vmma()) where the values are INT4 and the V scales
- *   groups of whole 32 dims: 32 dims by 8 tokens an mma, against the
+ *   (kvmem_k_q4_vmma()) where the V scales are groups of whole 32 dims
+ *   (INT8 in q4 only): 32 dims by 8 tokens an mma, against the
  *   weights times the tokens' scales, block-diagonal so that no
  *   accumulator is wasted; otherwise a lane four columns, four query
  *   rows' weights of a token a load. The accumulators stay in registers
@@ -336,6 +336,23 @@ static __device__ __forceinline__ uint32_t kvmem_k_h8x4_dirty(uint32_t w)
 static __device__ __forceinline__ uint32_t kvmem_k_h16(uint32_t w, int hi)
 {
 	return ((hi ? w >> 2 : w << 6) & 0x03c003c0u) ^ 0x4e004e00u;
+}
+
+/*
+ * The values of @BITS (4: a byte's low nibble, 8: the byte, two's
+ * complement) in bytes 0 and 2 of @w (@hi 0) or 1 and 3 as an FP16 pair,
+ * exactly: INT4 by kvmem_k_h16() less 24, INT8 with its sign bit flipped
+ * as the low mantissa byte of a half in [1024, 1280), less 1152.
+ */
+template <unsigned int BITS>
+static __device__ __forceinline__ uint32_t kvmem_k_hx(uint32_t w, int hi)
+{
+	if constexpr (BITS == 4)
+		return kvmem_k_hsub(kvmem_k_h16(w, hi), 0x4e004e00u);
+	else
+		return kvmem_k_hsub(((hi ? w >> 8 : w) & 0x00ff00ffu) ^
+					    0x64806480u,
+				    0x64806480u);
 }
 
 /*
@@ -660,7 +677,7 @@ kvmem_k_q4_qprep(const float *q, unsigned int qr, float *qm)
  * The scores, a lane a token, into @dot through the page's weights @wt
  * (shared memory).
  */
-template <unsigned int D, unsigned int QRM>
+template <unsigned int BITS, unsigned int D, unsigned int QRM>
 static __device__ __forceinline__ void
 kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 		unsigned int qr, const float *qm, const float *ks,
@@ -689,12 +706,10 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 				t1 < n ? *(const uint32_t *)(kr + t1 * KS +
 							     16 * i + 4 * j)
 				       : 0;
-			const uint32_t a[4] = {
-				kvmem_k_hsub24(kvmem_k_h16(w0, 0)),
-				kvmem_k_hsub24(kvmem_k_h16(w1, 0)),
-				kvmem_k_hsub24(kvmem_k_h16(w0, 1)),
-				kvmem_k_hsub24(kvmem_k_h16(w1, 1))
-			};
+			const uint32_t a[4] = { kvmem_k_hx<BITS>(w0, 0),
+						kvmem_k_hx<BITS>(w1, 0),
+						kvmem_k_hx<BITS>(w0, 1),
+						kvmem_k_hx<BITS>(w1, 1) };
 
 			if (m >= tiles)
 				break;
@@ -749,7 +764,7 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
  * one more; the page's sums, the power of two taken out, are added to it
  * after rescaling it by @xr (each query row's factor).
  */
-template <unsigned int D, unsigned int QRM>
+template <unsigned int BITS, unsigned int D, unsigned int QRM>
 static __device__ __forceinline__ void
 kvmem_k_q4_vmma(const uint8_t *vr, unsigned int n, const float *vs,
 		unsigned int gs, const float *wt, const float *xr,
@@ -804,12 +819,10 @@ kvmem_k_q4_vmma(const uint8_t *vr, unsigned int n, const float *vs,
 				       : 0;
 			const uint32_t x01 = __byte_perm(w0, w1, 0x5410);
 			const uint32_t x23 = __byte_perm(w0, w1, 0x7632);
-			const uint32_t a[4] = {
-				kvmem_k_hsub24(kvmem_k_h16(x01, 0)),
-				kvmem_k_hsub24(kvmem_k_h16(x01, 1)),
-				kvmem_k_hsub24(kvmem_k_h16(x23, 0)),
-				kvmem_k_hsub24(kvmem_k_h16(x23, 1))
-			};
+			const uint32_t a[4] = { kvmem_k_hx<BITS>(x01, 0),
+						kvmem_k_hx<BITS>(x01, 1),
+						kvmem_k_hx<BITS>(x23, 0),
+						kvmem_k_hx<BITS>(x23, 1) };
 
 			if (k >= n)
 				break;
@@ -1010,7 +1023,8 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 				clean += n * D;
 			}
 		}
-		kvmem_k_q4_kmma<D, QRM>(kr, n, qb, QR, qm, ks, gs, s->wt, dot);
+		kvmem_k_q4_kmma<BITS, D, QRM>(kr, n, qb, QR, qm, ks, gs, s->wt,
+					      dot);
 	} else if (lane < n) {
 		const kvmem_k_uvec4 *kr =
 			(const kvmem_k_uvec4 *)((DEC ? vrows : wp->kv) +
@@ -1137,7 +1151,8 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	__syncwarp();
 
 	if (vmma) {
-		kvmem_k_q4_vmma<D, QRM>(vrows, n, vs, gs, s->wt, xr, s->acc);
+		kvmem_k_q4_vmma<BITS, D, QRM>(vrows, n, vs, gs, s->wt, xr,
+					      s->acc);
 	} else {
 		/* V: token t's weights from the page's, four rows a load. */
 		KVMEM_K_UNROLL
@@ -1194,10 +1209,11 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 	const unsigned int QR = p->n_heads / p->g.kv_heads * p->nq;
 	const unsigned int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
 	uint8_t *fl = (uint8_t *)p->flags;
-	/* V on the tensor cores (kvmem_k_q4_vmma()) where the values are
-	 * INT4 and their scales groups of whole 32 dims. */
-	const int vmma =
-		CODEC != KVMEM_CODEC_SECDED72 && p->g.group_size % 32 == 0;
+	/* V on the tensor cores (kvmem_k_q4_vmma()) where the V scales are
+	 * groups of whole 32 dims; INT8 (decoded secded72 rows) with up to
+	 * four query rows only: with eight, q4w's registers would spill. */
+	const int vmma = (CODEC != KVMEM_CODEC_SECDED72 || QRM <= 4) &&
+			 p->g.group_size % 32 == 0;
 	const unsigned int g = lane / 4, j = lane % 4;
 	struct kvmem_k_q4_state<D, QRM> s;
 	const kvmem_k_uvec4 *qb = NULL;
@@ -1208,11 +1224,10 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 	s.ml = ml + wi * QR * 2;
 	s.wt = wt + wi * 32 * QRM;
 	/* The query rows' fragments for K on the tensor cores, where the
-	 * values are INT4, their scales groups of whole k-steps (not one a
-	 * channel) and the rows finite: in place of the rows, which take as
+	 * K scales are groups of whole k-steps (not one a channel) and the
+	 * rows finite: in place of the rows, which take as
 	 * many bytes (kvmem_k_q4_kmma() takes them from there). */
-	if (CODEC != KVMEM_CODEC_SECDED72 && !p->g.l[0].chan &&
-	    p->g.group_size % 16 == 0) {
+	if (!p->g.l[0].chan && p->g.group_size % 16 == 0) {
 		if (!wi)
 			kvmem_k_q4_qprep<D>(q, QR, qm);
 		__syncthreads();

@@ -55,13 +55,13 @@ extern "C" __global__ void kvmem_cost_k_i8_v4(const uint32_t *w, unsigned int n,
 
 /* K on the tensor cores, as kvmem_k_q4_kmma() does it: a group of 32
  * dims (two 16-dim steps) of a tile of 16 tokens, the lane's two words a
- * step made FP16 (kvmem_k_h16() less 24) and multiplied with the query
+ * step made signed FP16 (kvmem_k_hx()) and multiplied with the query
  * rows' two halves, the group's sum scaled by its two tokens' scales; 16
  * values a lane. */
-extern "C" __global__ void kvmem_cost_kmma_v16(const uint32_t *w,
-					       unsigned int n,
-					       const kvmem_k_uvec4 *qb,
-					       const float *ks, float *out)
+template <unsigned int BITS>
+static __device__ __forceinline__ void
+kvmem_cost_kmma(const uint32_t *w, unsigned int n, const kvmem_k_uvec4 *qb,
+		const float *ks, float *out)
 {
 	float sc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 	unsigned int t, i;
@@ -73,12 +73,10 @@ extern "C" __global__ void kvmem_cost_kmma_v16(const uint32_t *w,
 		for (i = 0; i < 2; i++) {
 			const uint32_t w0 = w[4 * t + 2 * i];
 			const uint32_t w1 = w[4 * t + 2 * i + 1];
-			const uint32_t a[4] = {
-				kvmem_k_hsub24(kvmem_k_h16(w0, 0)),
-				kvmem_k_hsub24(kvmem_k_h16(w1, 0)),
-				kvmem_k_hsub24(kvmem_k_h16(w0, 1)),
-				kvmem_k_hsub24(kvmem_k_h16(w1, 1))
-			};
+			const uint32_t a[4] = { kvmem_k_hx<BITS>(w0, 0),
+						kvmem_k_hx<BITS>(w1, 0),
+						kvmem_k_hx<BITS>(w0, 1),
+						kvmem_k_hx<BITS>(w1, 1) };
 			const kvmem_k_uvec4 b = qb[i];
 
 			kvmem_k_mma(c, a, b.x);
@@ -91,6 +89,22 @@ extern "C" __global__ void kvmem_cost_kmma_v16(const uint32_t *w,
 	}
 	for (i = 0; i < 4; i++)
 		out[i] = sc[i];
+}
+
+extern "C" __global__ void kvmem_cost_kmma_v16(const uint32_t *w,
+					       unsigned int n,
+					       const kvmem_k_uvec4 *qb,
+					       const float *ks, float *out)
+{
+	kvmem_cost_kmma<4>(w, n, qb, ks, out);
+}
+
+extern "C" __global__ void kvmem_cost_kmma_i8_v16(const uint32_t *w,
+						  unsigned int n,
+						  const kvmem_k_uvec4 *qb,
+						  const float *ks, float *out)
+{
+	kvmem_cost_kmma<8>(w, n, qb, ks, out);
 }
 
 /* K of int4 in h84 words: sixteen bytes of the copy, four words, tested
@@ -115,21 +129,36 @@ extern "C" __global__ void kvmem_cost_kcheck_h84_v16(const kvmem_k_uvec4 *w,
  * (one set): an iteration of its loop over 32 dims, with their group's
  * largest scale, four steps of eight tokens and the accumulators'
  * update; 32 values a lane. */
-extern "C" __global__ void kvmem_cost_vmma_v32(const uint8_t *vr,
-					       unsigned int n, const float *vs,
-					       const float *wt, const float *xr,
-					       float *out)
+template <unsigned int BITS>
+static __device__ __forceinline__ void
+kvmem_cost_vmma(const uint8_t *vr, unsigned int n, const float *vs,
+		const float *wt, const float *xr, float *out)
 {
 	float acc[KVMEM_COST_QRM][4] = { { 0.0f } };
 	unsigned int t, i;
 
 #pragma unroll 1
 	for (t = 0; t < n; t++)
-		kvmem_k_q4_vmma<32, KVMEM_COST_QRM>(
+		kvmem_k_q4_vmma<BITS, 32, KVMEM_COST_QRM>(
 			vr + t * KVMEM_K_Q4_STRIDE(32), 32, vs, 32, wt, xr,
 			acc);
 	for (i = 0; i < 4; i++)
 		out[i] = acc[0][i];
+}
+
+extern "C" __global__ void kvmem_cost_vmma_v32(const uint8_t *vr,
+					       unsigned int n, const float *vs,
+					       const float *wt, const float *xr,
+					       float *out)
+{
+	kvmem_cost_vmma<4>(vr, n, vs, wt, xr, out);
+}
+
+extern "C" __global__ void
+kvmem_cost_vmma_i8_v32(const uint8_t *vr, unsigned int n, const float *vs,
+		       const float *wt, const float *xr, float *out)
+{
+	kvmem_cost_vmma<8>(vr, n, vs, wt, xr, out);
 }
 
 /* V: a token's four values of the lane's columns (int4 in their bytes'

@@ -125,7 +125,7 @@ KVMEM_DFN void kvmem_k_mma(float *c, const uint32_t *a, const uint32_t *b)
  * FP16 pairs for the tensor cores: two floats rounded to nearest even
  * into one, @lo in the low half (for values in FP16's range kvmem_f2h()
  * of each, a NaN a NaN); one half of @h (@hi 0: the low one) as a float;
- * a pair less 24 each, exact for kvmem_k_h16()'s values.
+ * pair @h less pair @c (sub.f16x2).
  */
 #ifdef __CUDA_ARCH__
 KVMEM_DFN uint32_t kvmem_k_f2h2(float lo, float hi)
@@ -146,11 +146,11 @@ KVMEM_DFN float kvmem_k_h2f(uint32_t h, int hi)
 	return f;
 }
 
-KVMEM_DFN uint32_t kvmem_k_hsub24(uint32_t h)
+KVMEM_DFN uint32_t kvmem_k_hsub(uint32_t h, uint32_t c)
 {
 	uint32_t r;
 
-	asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x4e004e00u));
+	asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(c));
 	return r;
 }
 #else
@@ -166,10 +166,10 @@ KVMEM_DFN float kvmem_k_h2f(uint32_t h, int hi)
 	return kvmem_h2f((uint16_t)(hi ? h >> 16 : h));
 }
 
-KVMEM_DFN uint32_t kvmem_k_hsub24(uint32_t h)
+KVMEM_DFN uint32_t kvmem_k_hsub(uint32_t h, uint32_t c)
 {
-	return kvmem_k_f2h2(kvmem_k_h2f(h, 0) - 24.0f,
-			    kvmem_k_h2f(h, 1) - 24.0f);
+	return kvmem_k_f2h2(kvmem_k_h2f(h, 0) - kvmem_k_h2f(c, 0),
+			    kvmem_k_h2f(h, 1) - kvmem_k_h2f(c, 1));
 }
 #endif
 

@@ -34,8 +34,8 @@ PATHS = {
                        ("vcheck_h84", 0.5), ("vmma", 0.5)]),
     "int4+golay24": (1.0, [("dec_golay24", 1.0), ("kmma", 0.5),
                            ("vmma", 0.5)]),
-    "int8+secded72": (9.0 / 8.0, [("dec_secded72", 1.0), ("k_i8", 0.5),
-                                  ("v_i8", 0.5)]),
+    "int8+secded72": (9.0 / 8.0, [("dec_secded72", 1.0), ("kmma_i8", 0.5),
+                                  ("vmma_i8", 0.5)]),
 }
 
 ENTRY = re.compile(r"^\.visible \.entry kvmem_cost_(\w+)_v(\d+)\(")

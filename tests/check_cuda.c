@@ -1498,7 +1498,7 @@ END_TEST
  * row scaled by a power of two of its own and in two FP16 halves, so
  * every row matches the CPU library as the usual ones do, in h84 (K and
  * V on the tensor cores), golay24 with groups of 16 (K only) and int8
- * in secded72 (neither).
+ * in secded72 (K and V with four query rows, K only with eight).
  */
 static void attend_query_scales_on(struct dev *dv)
 {
@@ -1515,6 +1515,7 @@ static void attend_query_scales_on(struct dev *dv)
 	attend_case(dv, &g, 8, 70, 0, KVMEM_ERASE_INTERPOLATE, 1, &r);
 	geometry(&g, KVMEM_FMT_INT8, KVMEM_CODEC_SECDED72, 0, 2, 128);
 	attend_case(dv, &g, 4, 64, 0, KVMEM_ERASE_INTERPOLATE, 0, &r);
+	attend_case(dv, &g, 8, 64, 0, KVMEM_ERASE_INTERPOLATE, 0, &r);
 	query_scale = NULL;
 }
 
