@@ -400,24 +400,60 @@ static __device__ __forceinline__ void kvmem_k_qx4(uint32_t w, float *v)
 		       (8388608.0f + (float)(bias & 0xff));
 }
 
+/* Whether golay24 word @w is clean: its parity half against v.B of its
+ * data half by @lut (kvmem_k_golay_lut()). */
+KVMEM_DFN int kvmem_k_golay_clean(uint32_t w, const uint16_t *lut)
+{
+	return (w >> 12 & 0xfff) ==
+	       (uint32_t)(lut[w & 63] ^ lut[64 + (w >> 6 & 63)]);
+}
+
 /*
  * @n golay24 rows of INT4 values at head_dim 128 (44 words, 132 bytes a
  * row), one after another at @src, decoded into a byte a value (its
  * nibble) at @dst, a row each KVMEM_K_Q4_STRIDE(128) bytes: a lane a quad
  * of words (12 bytes in, 12 values out) at a time, each word tested by
- * @lut and corrected where it is not clean, counted in @c; *@ue set if
- * one is uncorrectable. The words past the row's values (four bits of its
- * 43rd word and its 44th) are tested and counted too, as
- * kvmem_attend() does; their nibbles land in the row's stride.
+ * @lut, counted in @c; *@ue set if one is uncorrectable. The words past
+ * the row's values (four bits of its 43rd word and its 44th) are tested
+ * and counted too, as kvmem_attend() does; their nibbles land in the
+ * row's stride. A quad with a word that is not clean is left to a second
+ * pass, which corrects its words (kvmem_k_golay_fast()), so that the
+ * first holds no correcting code.
  */
 KVMEM_DFN void kvmem_k_q4_golay(const uint8_t *src, uint8_t *dst,
 				unsigned int n, const uint16_t *lut,
 				struct kvmem_k_counts *c, int *ue)
 {
 	constexpr unsigned int QR = 11; /* quads a row */
-	unsigned int i, j;
+	unsigned int i, j, k, redo = 0; /* at most 11 quads a lane */
 
-	for (i = threadIdx.x % 32; i < n * QR; i += 32) {
+	for (i = threadIdx.x % 32, k = 0; i < n * QR; i += 32, k++) {
+		const uint32_t *s = (const uint32_t *)(src + 12 * i);
+		const uint32_t a = s[0], b = s[1], e = s[2];
+		const uint32_t w[4] = { a & 0xffffff,
+					a >> 24 | (b & 0xffff) << 8,
+					b >> 16 | (e & 0xff) << 16, e >> 8 };
+		uint32_t *o =
+			(uint32_t *)(dst + i / QR * KVMEM_K_Q4_STRIDE(128) +
+				     12 * (i % QR));
+		uint32_t x[4];
+		int ok = 1;
+
+		for (j = 0; j < 4; j++) {
+			ok &= kvmem_k_golay_clean(w[j], lut);
+			x[j] = (w[j] & 0xf) | (w[j] & 0xf0) << 4 |
+			       (w[j] & 0xf00) << 8;
+		}
+		if (!ok) {
+			redo |= 1u << k;
+			continue;
+		}
+		c->clean += 4;
+		o[0] = x[0] | x[1] << 24;
+		o[1] = x[1] >> 8 | x[2] << 16;
+		o[2] = x[2] >> 16 | x[3] << 8;
+	}
+	for (i = threadIdx.x % 32, k = 0; redo; i += 32, k++) {
 		const uint32_t *s = (const uint32_t *)(src + 12 * i);
 		const uint32_t a = s[0], b = s[1], e = s[2];
 		const uint32_t w[4] = { a & 0xffffff,
@@ -429,6 +465,9 @@ KVMEM_DFN void kvmem_k_q4_golay(const uint8_t *src, uint8_t *dst,
 		uint32_t x[4];
 		int st, nb;
 
+		if (!(redo >> k & 1))
+			continue;
+		redo &= ~(1u << k);
 		for (j = 0; j < 4; j++) {
 			const uint32_t d =
 				kvmem_k_golay_fast(w[j], lut, &st, &nb);
@@ -446,16 +485,36 @@ KVMEM_DFN void kvmem_k_q4_golay(const uint8_t *src, uint8_t *dst,
 /*
  * The same at head_dim 64, whose rows of 22 words (66 bytes) cut quads:
  * a lane a word, from the one or two 4-byte pieces that hold it, its
- * three values into three bytes.
+ * three values into three bytes; a word that is not clean is corrected
+ * in a second pass.
  */
 KVMEM_DFN void kvmem_k_q4_golay64(const uint8_t *src, uint8_t *dst,
 				  unsigned int n, const uint16_t *lut,
 				  struct kvmem_k_counts *c, int *ue)
 {
 	constexpr unsigned int WR = 22; /* words a row */
-	unsigned int i;
+	unsigned int i, k, redo = 0; /* at most 22 words a lane */
 
-	for (i = threadIdx.x % 32; i < n * WR; i += 32) {
+	for (i = threadIdx.x % 32, k = 0; i < n * WR; i += 32, k++) {
+		const unsigned int sh = 3 * i % 4 * 8;
+		const uint32_t *s = (const uint32_t *)(src + (3 * i & ~3u));
+		const uint32_t w = (sh > 8 ? __funnelshift_r(s[0], s[1], sh)
+					   : s[0] >> sh) &
+				   0xffffff;
+		uint8_t *o =
+			dst + i / WR * KVMEM_K_Q4_STRIDE(64) + 3 * (i % WR);
+		const uint32_t d = w & 0xfff;
+
+		if (!kvmem_k_golay_clean(w, lut)) {
+			redo |= 1u << k;
+			continue;
+		}
+		c->clean++;
+		o[0] = (uint8_t)(d & 0xf);
+		o[1] = (uint8_t)(d >> 4 & 0xf);
+		o[2] = (uint8_t)(d >> 8);
+	}
+	for (i = threadIdx.x % 32, k = 0; redo; i += 32, k++) {
 		const unsigned int sh = 3 * i % 4 * 8;
 		const uint32_t *s = (const uint32_t *)(src + (3 * i & ~3u));
 		const uint32_t w = (sh > 8 ? __funnelshift_r(s[0], s[1], sh)
@@ -464,8 +523,12 @@ KVMEM_DFN void kvmem_k_q4_golay64(const uint8_t *src, uint8_t *dst,
 		uint8_t *o =
 			dst + i / WR * KVMEM_K_Q4_STRIDE(64) + 3 * (i % WR);
 		int st, nb;
-		const uint32_t d = kvmem_k_golay_fast(w, lut, &st, &nb);
+		uint32_t d;
 
+		if (!(redo >> k & 1))
+			continue;
+		redo &= ~(1u << k);
+		d = kvmem_k_golay_fast(w, lut, &st, &nb);
 		kvmem_k_count(c, st, nb);
 		*ue |= st == KVMEM_K_UE;
 		o[0] = (uint8_t)(d & 0xf);
@@ -476,10 +539,10 @@ KVMEM_DFN void kvmem_k_q4_golay64(const uint8_t *src, uint8_t *dst,
 
 /*
  * The same of @n secded72 rows of INT8 values (@D / 8 words, 9 bytes
- * each, a row): a lane a word, its 8 values into 8 bytes of @dst. A word
- * is read as the three 4-byte pieces that hold it; they lie within
- * the rows, since these end on a 4-byte boundary where kvmem_k_q4_ok()
- * lets them in.
+ * each, a row): a lane a word, its 8 values into 8 bytes of @dst; a word
+ * that is not clean is corrected in a second pass. A word is read as the
+ * three 4-byte pieces that hold it; they lie within the rows, since
+ * these end on a 4-byte boundary where kvmem_k_q4_ok() lets them in.
  */
 template <unsigned int D>
 static __device__ __forceinline__ void
@@ -487,9 +550,26 @@ kvmem_k_q4_secded(const uint8_t *src, uint8_t *dst, unsigned int n,
 		  struct kvmem_k_counts *c, int *ue)
 {
 	constexpr unsigned int WR = D / 8; /* words a row */
-	unsigned int i;
+	unsigned int i, k, redo = 0; /* at most 16 words a lane */
 
-	for (i = threadIdx.x % 32; i < n * WR; i += 32) {
+	for (i = threadIdx.x % 32, k = 0; i < n * WR; i += 32, k++) {
+		const unsigned int sh = 9 * i % 4 * 8;
+		const uint32_t *s = (const uint32_t *)(src + (9 * i & ~3u));
+		const uint32_t a = s[0], b = s[1], e = s[2];
+		const uint64_t lo = __funnelshift_r(a, b, sh) |
+				    (uint64_t)__funnelshift_r(b, e, sh) << 32;
+		uint32_t *o = (uint32_t *)(dst + i / WR * KVMEM_K_Q4_STRIDE(D) +
+					   8 * (i % WR));
+
+		if (kvmem_secded72_encode(lo) != (e >> sh & 0xff)) {
+			redo |= 1u << k;
+			continue;
+		}
+		c->clean++;
+		o[0] = (uint32_t)lo;
+		o[1] = (uint32_t)(lo >> 32);
+	}
+	for (i = threadIdx.x % 32, k = 0; redo; i += 32, k++) {
 		const unsigned int sh = 9 * i % 4 * 8;
 		const uint32_t *s = (const uint32_t *)(src + (9 * i & ~3u));
 		const uint32_t a = s[0], b = s[1], e = s[2];
@@ -498,11 +578,12 @@ kvmem_k_q4_secded(const uint8_t *src, uint8_t *dst, unsigned int n,
 		unsigned int hi = e >> sh & 0xff;
 		uint32_t *o = (uint32_t *)(dst + i / WR * KVMEM_K_Q4_STRIDE(D) +
 					   8 * (i % WR));
-		int st = KVMEM_K_CLEAN, nb = 0;
+		int st, nb = 0;
 
-		if (kvmem_secded72_encode(lo) != hi)
-			st = kvmem_k_word_correct(KVMEM_CODEC_SECDED72, &lo,
-						  &hi, &nb);
+		if (!(redo >> k & 1))
+			continue;
+		redo &= ~(1u << k);
+		st = kvmem_k_word_correct(KVMEM_CODEC_SECDED72, &lo, &hi, &nb);
 		kvmem_k_count(c, st, nb);
 		*ue |= st == KVMEM_K_UE;
 		o[0] = (uint32_t)lo;

@@ -37,8 +37,8 @@ static const struct {
 	double bytes_per_value, ceiling;
 } paths[] = {
 	{ "int4+h84", 1.0, 10.7 },
-	{ "int4+golay24", 1.0, 67.5 },
-	{ "int8+secded72", 9.0 / 8.0, 24.2 },
+	{ "int4+golay24", 1.0, 18.7 },
+	{ "int8+secded72", 9.0 / 8.0, 18.4 },
 };
 
 /* The PTX: next to the build's kernels, or a sanitizer build's parent's
