@@ -749,9 +749,9 @@ kvmem_k_q4_qprep(const float *q, unsigned int qr, float *qm)
  * K by the tensor cores, for a page whose K scales are groups of a
  * multiple of 16 dims: the scores of the page's tokens (rows of A, two
  * tiles of 16) with the query rows (columns of B, eight), 16 dims a step,
- * the INT4 values of the copy @kr made FP16 as they come (kvmem_k_h16()
- * less 24, exact: signed, so that the sums stay as small as the values'
- * own), each step twice (@qb: the fragments of the first 4 @qr lanes,
+ * the @BITS values of the copy @kr made signed FP16 as they come
+ * (kvmem_k_hx(), exact: signed, so that the sums stay as small as the
+ * values' own), each step twice (@qb: the fragments of the first 4 @qr lanes,
  * kvmem_k_q4_qfrag(), the query rows' high halves, then the rest); a
  * group's sum is scaled once by the token's scale of the group (@ks),
  * and the row's power of two (@qm) taken out at the end.
@@ -834,8 +834,8 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
  * tiles of 16 dims by 8 tokens side by side (k < 8: dims 4c and 4c + 1,
  * k >= 8: dims 4c + 2 and 4c + 3 of the same tokens, c = g + 8s for the
  * s-th 32 dims), made from the lane's two tokens' words of the V rows of
- * the copy @vr (their bytes of a dim paired by a byte permute, FP16 by
- * kvmem_k_h16(), less 24); B is block-diagonal, four query rows (of
+ * the copy @vr (their bytes of a dim paired by a byte permute, signed
+ * FP16 by kvmem_k_hx()); B is block-diagonal, four query rows (of
  * @QRM / 4 sets) against the first tile and the same four against the
  * second: the page's weights @wt, each times its token's scale of the
  * group and a power of two that puts the group's largest scale in

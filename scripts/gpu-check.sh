@@ -18,7 +18,9 @@
 #                      (q4, head_dim 64) and INT8 in secded72 words (q4w)
 #   bench-*.json       kvmem-bench attend --gpu for the cases of the README's
 #                      and kernels/README.md's tables, each with the FP16
-#                      kernel and a device copy measured in the same run
+#                      kernel and a device copy measured in the same run;
+#                      in decoding's shape (an FP16 sink page and tail),
+#                      and h84 at 32K with sealed pages only (-sealed)
 #   torch-*.json       scripts/torch-sdpa.py, PyTorch's FP16
 #                      scaled_dot_product_attention on the same shapes as
 #                      the FP16 cases of the bench, where python3 has
@@ -142,6 +144,7 @@ else
 	echo "python cuda skipped: no python3 with NumPy" >>"$out/summary"
 fi
 bench h84-32k --ctx 32768 --format int4 --codec h84
+bench h84-32k-sealed --ctx 32768 --format int4 --codec h84 --sealed
 torch 32k --ctx 32768
 # The kernels are built once, whatever SAN is: build/kernels.
 ptx=$build/kernels/cost.ptx

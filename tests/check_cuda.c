@@ -3184,45 +3184,76 @@ static double bench_field(const char *json, const char *key)
  */
 START_TEST(test_cuda_bench_attend_gpu)
 {
-	char *argv[] = { "attend",  "--gpu", "--ctx",	      "20",
-			 "--heads", "4",     "--kv-heads",    "2",
-			 "--dim",   "64",    "--page-tokens", "16",
-			 "--reps",  "1",     "--batch",	      "2",
-			 "--json",  NULL };
+	char *argv[] = { "attend",
+			 "--gpu",
+			 "--ctx",
+			 "30",
+			 "--heads",
+			 "4",
+			 "--kv-heads",
+			 "2",
+			 "--dim",
+			 "64",
+			 "--page-tokens",
+			 "16",
+			 "--reps",
+			 "1",
+			 "--batch",
+			 "2",
+			 "--json",
+			 "--sealed",
+			 NULL };
+	const int argc = sizeof(argv) / sizeof(argv[0]) - 1;
 	char buf[2048];
-	struct kvmem_page_layout l;
+	struct kvmem_page_layout l, lh;
 	struct kvmem_geometry g;
-	double diff, kbytes, fbytes, layers, batch;
-	int ret;
+	double diff, kbytes, fbytes, layers, batch, ctx;
+	int ret, sealed;
 
-	ret = bench_json(argv, sizeof(argv) / sizeof(argv[0]) - 1, buf,
-			 sizeof(buf));
-	if (ret < 0)
-		return;
-	EXPECT_EQ(ret, 0, "%s", buf);
-	layers = bench_field(buf, "layers");
-	batch = bench_field(buf, "batch");
-	kbytes = bench_field(buf, "kvmem_bytes");
-	fbytes = bench_field(buf, "fp16_bytes");
-	diff = bench_field(buf, "max_diff_fp16");
-	/* 2 sequences of 20 tokens in 2 pages of 16; K and V of 2 heads of
-	 * 64 in FP16. */
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
 	g.sink_tokens = 0;
 	kvmem_page_layout(&g, 0, &l);
-	EXPECT_EQ(batch, 2, "%s", buf);
-	EXPECT_EQ(kbytes, 2 * 2.0 * l.size, "%s", buf);
-	EXPECT_EQ(fbytes, 2 * 20.0 * 2 * 64 * 2 * 2, "%s", buf);
-	EXPECT_EQ(layers, 16, "%s", "tiny layers are stored 16 times");
-	/* int4 against FP16: quantization error, not a wrong answer */
-	EXPECT(diff >= 0 && diff < 0.05, "%s", buf);
+	kvmem_page_layout(&g, 1, &lh);
+	/*
+	 * The real shape: 4 sink tokens in an FP16 page, a sealed page of
+	 * 16, a tail of 8 (--ctx 30 rounded down to 28); then --sealed: two
+	 * sealed pages of 16 and 14. Two sequences; K and V of 2 heads of
+	 * 64 in FP16.
+	 */
+	for (sealed = 0; sealed < 2; sealed++) {
+		ret = bench_json(argv, argc - !sealed, buf, sizeof(buf));
+		if (ret < 0)
+			return;
+		EXPECT_EQ(ret, 0, "%s", buf);
+		layers = bench_field(buf, "layers");
+		batch = bench_field(buf, "batch");
+		ctx = bench_field(buf, "ctx");
+		kbytes = bench_field(buf, "kvmem_bytes");
+		fbytes = bench_field(buf, "fp16_bytes");
+		diff = bench_field(buf, "max_diff_fp16");
+		EXPECT_EQ(batch, 2, "%s", buf);
+		EXPECT_EQ(ctx, sealed ? 30 : 28, "%s", buf);
+		EXPECT_EQ(kbytes,
+			  sealed ? 2 * 2.0 * l.size
+				 : 2 * (l.size + 2.0 * lh.size),
+			  "%s", buf);
+		EXPECT_EQ(fbytes, 2 * ctx * 2 * 64 * 2 * 2, "%s", buf);
+		EXPECT_EQ(layers, 16, "%s", "tiny layers are stored 16 times");
+		EXPECT(strstr(buf, sealed ? "\"shape\": \"sealed\""
+					  : "\"shape\": \"real\""),
+		       "%s", buf);
+		/* int4 against FP16: quantization error, not a wrong
+		 * answer */
+		EXPECT(diff >= 0 && diff < 0.05, "%s", buf);
+	}
 }
 END_TEST
 
 /*
  * --host: the same pages encoded on the CPU into a registered cache and
- * read where they are give the device pages' output to the bit (every
- * page sealed: 32 tokens in pages of 16, two a sequence, in order), and
+ * read where they are give the device pages' output to the bit (the
+ * real shape: 4 sink tokens in an FP16 page, a sealed page of 16 and a
+ * tail of 8, --ctx 32 rounded down to 28, as the cache makes them), and
  * the copy is timed.
  */
 START_TEST(test_cuda_bench_attend_host)

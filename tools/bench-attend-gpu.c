@@ -4,7 +4,10 @@
  * on GPU 0 against plain FP16 attention and a device-to-device copy
  *
  * The context is encoded on the device (kvmem_cuda_encode() from FP16 K/V,
- * timed as well) into sealed pages, and laid out again as plain FP16 pages
+ * timed as well) into pages as decoding has them: the first holds the
+ * sink tokens and stays FP16 (a hot page, sealed), the last is the FP16
+ * tail, half full (--ctx less half a page), sealed pages between; or, with
+ * --sealed, sealed pages only. They are laid out again as plain FP16 pages
  * for kvmem_cuda_attend_f16(): the same split-K attention with nothing to
  * decode, the baseline. A call attends one query token of every head of
  * each of --batch sequences over its whole context (the sequences hold the
@@ -29,7 +32,7 @@
 
 #define COLD_BYTES (256ull << 20)
 #define MAX_LAYERS 16
-#define NBUFS 16
+#define NBUFS 24
 
 struct gpu_run {
 	struct kvmem_cuda *cu;
@@ -42,7 +45,14 @@ static uint64_t dalloc(struct gpu_run *run, size_t bytes)
 {
 	uint64_t a;
 
-	if (run->nbufs == NBUFS || kvmem_cuda_alloc(run->cu, bytes, &a)) {
+	if (run->nbufs == NBUFS) {
+		fprintf(stderr,
+			"kvmem-bench: attend --gpu: more than %d device "
+			"buffers\n",
+			NBUFS);
+		return 0;
+	}
+	if (kvmem_cuda_alloc(run->cu, bytes, &a)) {
 		fprintf(stderr, "kvmem-bench: attend --gpu: %s\n",
 			kvmem_cuda_error());
 		return 0;
@@ -74,24 +84,38 @@ static int failed(int ret)
 /* What one layer of the context is on the device. */
 struct layout {
 	uint32_t npages, tpp;
+	uint32_t sink; /* tokens of the first page, when it holds sinks */
 	size_t tok; /* values of a token: kv_heads * head_dim */
 	size_t pstride; /* bytes between protected pages */
 	size_t fstride; /* bytes of an FP16 page: K then V */
 };
+
+/* The page that holds token @t, its first token in *@t0; as the cache
+ * lays them out: the sink page first (lo->sink tokens), then pages of
+ * lo->tpp. */
+static uint32_t page_of(const struct layout *lo, uint32_t t, uint32_t *t0)
+{
+	const uint32_t S = lo->sink;
+	const uint32_t pg = t < S ? 0 : (t - S) / lo->tpp + !!S;
+
+	*t0 = pg && S ? S + (pg - 1) * lo->tpp : pg * lo->tpp;
+	return pg;
+}
 
 /* Plain FP16 pages of the context, [kv_head][token][dim] each of K, V. */
 static void f16_pages(const struct layout *lo, uint32_t ctx, uint32_t dim,
 		      const uint16_t *k, const uint16_t *v, uint16_t *out)
 {
 	const size_t half = lo->tok * lo->tpp;
-	uint32_t t, h;
+	uint32_t t, h, pg, t0;
 
 	for (t = 0; t < ctx; t++)
 		for (h = 0; h < lo->tok / dim; h++) {
-			uint16_t *pk =
-				out +
-				(size_t)(t / lo->tpp) * (lo->fstride / 2) +
-				((size_t)h * lo->tpp + t % lo->tpp) * dim;
+			uint16_t *pk;
+
+			pg = page_of(lo, t, &t0);
+			pk = out + (size_t)pg * (lo->fstride / 2) +
+			     ((size_t)h * lo->tpp + t - t0) * dim;
 
 			memcpy(pk, k + t * lo->tok + h * dim, dim * 2);
 			memcpy(pk + half, v + t * lo->tok + h * dim, dim * 2);
@@ -269,8 +293,9 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		     const struct kvmem_geometry *g0)
 {
 	struct kvmem_geometry g = *g0;
+	struct attend_cfg cf = *cfg;
 	struct gpu_run run = { 0 };
-	struct kvmem_page_layout l;
+	struct kvmem_page_layout l, lh;
 	struct layout lo;
 	struct round rd = { 0 };
 	struct kvmem_cuda_encode_job *jobs = NULL;
@@ -279,6 +304,8 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	uint16_t *k = NULL, *v = NULL, *fimg = NULL;
 	float *q = NULL, *outk = NULL, *outf = NULL;
 	uint64_t *t[3] = { NULL, NULL, NULL }, dk, dv, dprot, dq, djobs, dsp;
+	uint64_t dhot = 0;
+	size_t hstride;
 	uint64_t enc_ns = 0;
 	const uint32_t B = cfg->batch;
 	uint32_t *sp = NULL, i, b, r, nslots;
@@ -287,16 +314,38 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	size_t nvals, nq, wsb, j;
 	int ret = 1;
 
-	/* Sealed pages only: sinks and the FP16 tail are not measured. */
-	g.sink_tokens = 0;
+	/* The real shape (not with --sealed): the geometry's sink tokens in
+	 * a hot first page, then sealed pages, then a hot tail half full:
+	 * --ctx rounded down to that. */
+	if (cfg->sealed || !g.sink_tokens) {
+		g.sink_tokens = 0;
+		cf.sealed = 1;
+	} else {
+		const uint32_t T = g.tokens_per_page, H = T / 2 ? T / 2 : 1;
+		const uint32_t S = g.sink_tokens < T ? g.sink_tokens : T;
+
+		if (cf.ctx < S + H) {
+			fprintf(stderr,
+				"kvmem-bench: attend --gpu: --ctx %u holds no "
+				"tail after %u sink tokens (or --sealed)\n",
+				cfg->ctx, S);
+			return 2;
+		}
+		cf.ctx = S + (cf.ctx - S - H) / T * T + H;
+		g.sink_tokens = S;
+	}
+	cfg = &cf;
 	if (kvmem_cuda_open(0, &run.cu)) {
 		fprintf(stderr, "kvmem-bench: attend --gpu: %s\n",
 			kvmem_cuda_error());
 		return 2;
 	}
 	kvmem_page_layout(&g, 0, &l);
+	kvmem_page_layout(&g, 1, &lh);
+	hstride = (lh.size + 255) & ~(size_t)255;
 	lo.tpp = g.tokens_per_page;
-	lo.npages = (cfg->ctx + lo.tpp - 1) / lo.tpp;
+	lo.sink = g.sink_tokens;
+	lo.npages = page_of(&lo, cfg->ctx - 1, &i) + 1;
 	lo.tok = (size_t)g.kv_heads * g.head_dim;
 	lo.pstride = (l.size + 255) & ~(size_t)255;
 	lo.fstride = 2 * lo.tok * lo.tpp * 2;
@@ -334,6 +383,8 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	if (!(dk = dalloc(&run, nvals * 2)) ||
 	    !(dv = dalloc(&run, nvals * 2)) ||
 	    !(dprot = dalloc(&run, (size_t)nslots * lo.npages * lo.pstride)) ||
+	    (!cfg->sealed &&
+	     !(dhot = dalloc(&run, (size_t)nslots * 2 * hstride))) ||
 	    !(rd.fpages = dalloc(&run, rd.layers * rd.fbytes)) ||
 	    !(rd.scratch = dalloc(&run, rd.fbytes)) ||
 	    !(djobs = dalloc(&run,
@@ -350,7 +401,10 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	 * j % npages of slot j / npages, in both layouts. */
 	for (j = 0; j < (size_t)nslots * lo.npages; j++) {
 		const uint32_t slot = (uint32_t)(j / lo.npages);
-		const uint32_t t0 = (uint32_t)(j % lo.npages) * lo.tpp;
+		const uint32_t pj = (uint32_t)(j % lo.npages);
+		const uint32_t cap = !pj && lo.sink ? lo.sink : lo.tpp;
+		const uint32_t t0 =
+			pj ? lo.sink + (pj - !!lo.sink) * lo.tpp : 0;
 
 		memset(&jobs[j], 0, sizeof(jobs[j]));
 		jobs[j].page = dprot + j * lo.pstride;
@@ -359,9 +413,17 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		jobs[j].seq = slot % B + 1;
 		jobs[j].layer = slot / B;
 		jobs[j].token_start = t0;
-		jobs[j].n = cfg->ctx - t0 < lo.tpp ? cfg->ctx - t0 : lo.tpp;
+		jobs[j].n = cfg->ctx - t0 < cap ? cfg->ctx - t0 : cap;
 		jobs[j].flags = KVMEM_HDR_SEALED;
+		/* The sink page (hot, sealed) and the tail (hot). */
+		if (!cfg->sealed && (!pj || pj == lo.npages - 1)) {
+			jobs[j].page =
+				dhot + ((size_t)slot * 2 + !!pj) * hstride;
+			jobs[j].flags =
+				KVMEM_HDR_HOT | (pj ? 0 : KVMEM_HDR_SEALED);
+		}
 		ptab[j].addr = jobs[j].page;
+		ptab[j].flags = jobs[j].flags & KVMEM_HDR_HOT;
 		ptab[j].token_start = t0;
 		ptab[j].ntokens = jobs[j].n;
 		ftab[j] = ptab[j];
@@ -439,7 +501,9 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		goto out;
 	for (i = 0; i < 3; i++)
 		us[i] = (double)bench_median(t[i], cfg->reps) / 1e3;
-	kbytes = (double)B * lo.npages * l.size;
+	kbytes = cfg->sealed
+			 ? (double)B * lo.npages * l.size
+			 : (double)B * ((lo.npages - 2) * l.size + 2 * lh.size);
 	fbytes = 2.0 * B * nvals * 2;
 	copy_gbps = 2.0 * rd.fbytes / us[2] / 1e3;
 
@@ -453,7 +517,8 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		       "\"fp16_bytes\": %.0f, \"kvmem_gbps\": %.1f, "
 		       "\"fp16_gbps\": %.1f, \"copy_gbps\": %.1f, "
 		       "\"kvmem_of_copy\": %.3f, \"fp16_of_copy\": %.3f, "
-		       "\"encode_us\": %.2f, \"max_diff_fp16\": %.3g",
+		       "\"encode_us\": %.2f, \"max_diff_fp16\": %.3g, "
+		       "\"shape\": \"%s\"",
 		       kvmem_cuda_name(run.cu), cfg->ctx, B, cfg->heads,
 		       cfg->kv_heads, cfg->dim,
 		       kvmem_format_get(cfg->format)->name,
@@ -461,7 +526,8 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 		       us[1], us[1] / us[0], kbytes, fbytes,
 		       kbytes / us[0] / 1e3, fbytes / us[1] / 1e3, copy_gbps,
 		       kbytes / us[0] / 1e3 / copy_gbps,
-		       fbytes / us[1] / 1e3 / copy_gbps, enc_ns / 1e3, diff);
+		       fbytes / us[1] / 1e3 / copy_gbps, enc_ns / 1e3, diff,
+		       cfg->sealed ? "sealed" : "real");
 		if (cfg->host)
 			printf(", \"host_us\": %.2f, \"host_gbps\": %.2f, "
 			       "\"h2d_gbps\": %.2f, \"host_of_h2d\": %.3f, "
@@ -475,12 +541,14 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 	} else {
 		printf("kvmem-bench attend --gpu: %s\nbatch %u of ctx %u, %u "
 		       "heads, %u KV "
-		       "heads, dim %u, %s + %s, %u tokens/page,\n%u layers "
-		       "a round, median of %u rounds\n\n",
+		       "heads, dim %u, %s + %s, %u tokens/page, %s,\n%u "
+		       "layers a round, median of %u rounds\n\n",
 		       kvmem_cuda_name(run.cu), B, cfg->ctx, cfg->heads,
 		       cfg->kv_heads, cfg->dim,
 		       kvmem_format_get(cfg->format)->name,
 		       kvmem_codec_get(cfg->codec)->name, cfg->page_tokens,
+		       cfg->sealed ? "sealed pages only"
+				   : "FP16 sink page and tail",
 		       rd.layers, cfg->reps);
 		printf("%-30s %10s %10s %10s %9s\n", "", "us/call", "speed",
 		       "MB/call", "GB/s");

@@ -50,7 +50,8 @@ static void attend_usage(FILE *f)
 		   "[--page-tokens T] [--reps N] [--json]\n"
 		   "                          [--threads N] [--flush-mib M] "
 		   "[--queries N] [--rotate]\n"
-		   "                          [--gpu [--batch B] [--host]]\n\n"
+		   "                          [--gpu [--batch B] [--host] "
+		   "[--sealed]]\n\n"
 		   "  --ctx N          context tokens (default 4096)\n"
 		   "  --heads H        query heads (default 32)\n"
 		   "  --kv-heads K     KV heads, dividing H (default 8)\n"
@@ -88,7 +89,13 @@ static void attend_usage(FILE *f)
 		   "                   host memory (kvmem_cuda_register()), "
 		   "against the same\n"
 		   "                   pages on the device and a copy of them "
-		   "to it\n\n"
+		   "to it\n"
+		   "  --sealed         with --gpu: sealed pages only; by "
+		   "default the first page\n"
+		   "                   holds the sink tokens in FP16 and the "
+		   "last is an FP16 tail\n"
+		   "                   half full, as in decoding (--ctx "
+		   "rounded down to that)\n\n"
 		   "kvmem's one-thread calls (and the prefill chunk) are timed "
 		   "with float\nscores and with KVMEM_ATTEND_INT8_SCORES.\n");
 }
@@ -240,6 +247,7 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 		{ "gpu", no_argument, NULL, 'g' },
 		{ "batch", required_argument, NULL, 'B' },
 		{ "host", no_argument, NULL, 'o' },
+		{ "sealed", no_argument, NULL, 'S' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "flush-mib", required_argument, NULL, 'F' },
 		{ "queries", required_argument, NULL, 'Q' },
@@ -307,6 +315,9 @@ static int parse_cfg(int argc, char **argv, struct attend_cfg *cfg)
 			break;
 		case 'o':
 			cfg->host = 1;
+			break;
+		case 'S':
+			cfg->sealed = 1;
 			break;
 		case 't':
 			if (parse_u32("threads", optarg, 1, BENCH_MAX_THREADS,
@@ -464,9 +475,11 @@ static int run_attend(int argc, char **argv)
 	}
 	if (cfg.gpu)
 		return bench_attend_gpu(&cfg, &g);
-	if (cfg.batch != 1 || cfg.host) {
+	if (cfg.batch != 1 || cfg.host || cfg.sealed) {
 		fprintf(stderr, "kvmem-bench: --%s needs --gpu\n",
-			cfg.host ? "host" : "batch");
+			cfg.host     ? "host"
+			: cfg.sealed ? "sealed"
+				     : "batch");
 		return 2;
 	}
 

@@ -43,6 +43,7 @@ struct attend_cfg {
 	int format, codec, json, gpu;
 	int rotate; /* --rotate: the geometry's Hadamard rotation */
 	int host; /* --gpu --host: also from pages in host memory */
+	int sealed; /* --gpu --sealed: no sink page, no tail page */
 };
 
 struct kvmem_geometry;
