@@ -746,6 +746,77 @@ kvmem_k_q4_qprep(const float *q, unsigned int qr, float *qm)
 }
 
 /*
+ * The A fragment of K rows @t0 and @t0 + 8 (zeros past @n), for the lane
+ * whose four dims of the step are 4@c to 4@c + 3, in the order of the
+ * query rows' fragments (kvmem_k_q4_qfrag(): dims 4c and 4c + 2 in the
+ * low k, 4c + 1 and 4c + 3 in the high): one-byte values of @BITS 4 or 8
+ * from a word of the copy @kr (rows @KS bytes apart), or FP16 values
+ * (@BITS 16) from two words, paired by byte permutes.
+ */
+template <unsigned int BITS, unsigned int KS>
+static __device__ __forceinline__ void
+kvmem_k_q4_kwords(const uint8_t *kr, unsigned int n, unsigned int t0,
+		  unsigned int c, uint32_t *a)
+{
+	unsigned int r;
+
+	for (r = 0; r < 2; r++) {
+		const unsigned int t = t0 + 8 * r;
+
+		if constexpr (BITS == 16) {
+			const kvmem_k_uvec2 w =
+				t < n ? *(const kvmem_k_uvec2 *)(kr + t * KS +
+								 8 * c)
+				      : kvmem_k_uvec2{};
+
+			a[r] = __byte_perm(w.x[0], w.x[1], 0x5410);
+			a[2 + r] = __byte_perm(w.x[0], w.x[1], 0x7632);
+		} else {
+			const uint32_t w =
+				t < n ? *(const uint32_t *)(kr + t * KS + 4 * c)
+				      : 0;
+
+			a[r] = kvmem_k_hx<BITS>(w, 0);
+			a[2 + r] = kvmem_k_hx<BITS>(w, 1);
+		}
+	}
+}
+
+/*
+ * After kvmem_k_q4_qprep() (and a barrier), by the whole CTA: the query
+ * rows' fragments for the tensor cores (kvmem_k_q4_qfrag()) written in
+ * place of the rows @q, which take as many bytes; returns where they
+ * are, or NULL (the rows stay as they were) when a row is not finite.
+ */
+template <unsigned int D>
+static __device__ __forceinline__ const kvmem_k_uvec4 *
+kvmem_k_q4_qstage(float *q, unsigned int qr, const float *qm)
+{
+	uint32_t fb[2][4];
+	unsigned int i, k;
+
+	static_assert(2 * KVMEM_K_THREADS >= 128 / 16 * 4 * KVMEM_K_Q4_QR,
+		      "two fragments a thread at most");
+	if (qm[16] == 0.0f)
+		return NULL;
+	for (i = 0; i < 2; i++) {
+		k = threadIdx.x + i * blockDim.x;
+		if (k < D / 16 * 4 * qr)
+			kvmem_k_q4_qfrag<D>(q, qr, qm, k / (4 * qr),
+					    k % (4 * qr) / 4, k % 4, fb[i]);
+	}
+	__syncthreads();
+	for (i = 0; i < 2; i++) {
+		k = threadIdx.x + i * blockDim.x;
+		if (k < D / 16 * 4 * qr)
+			((kvmem_k_uvec4 *)q)[k] = { { fb[i][0], fb[i][1],
+						      fb[i][2], fb[i][3] } };
+	}
+	__syncthreads();
+	return (const kvmem_k_uvec4 *)q;
+}
+
+/*
  * K by the tensor cores, for a page whose K scales are groups of a
  * multiple of 16 dims: the scores of the page's tokens (rows of A, two
  * tiles of 16) with the query rows (columns of B, eight), 16 dims a step,
@@ -758,13 +829,13 @@ kvmem_k_q4_qprep(const float *q, unsigned int qr, float *qm)
  * The scores, a lane a token, into @dot through the page's weights @wt
  * (shared memory).
  */
-template <unsigned int BITS, unsigned int D, unsigned int QRM>
+template <unsigned int BITS, unsigned int D, unsigned int QRM,
+	  unsigned int KS = KVMEM_K_Q4_STRIDE(D)>
 static __device__ __forceinline__ void
 kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 		unsigned int qr, const float *qm, const float *ks,
 		unsigned int gs, float *wt, float *dot)
 {
-	constexpr unsigned int KS = KVMEM_K_Q4_STRIDE(D);
 	const unsigned int lane = threadIdx.x % 32, g = lane / 4, j = lane % 4;
 	const unsigned int gk = gs / 16, groups = D / gs;
 	const unsigned int tiles = n > 16 ? 2 : 1;
@@ -779,18 +850,9 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 		KVMEM_K_UNROLL
 		for (m = 0; m < 2; m++) {
 			const unsigned int t0 = 16 * m + g, t1 = t0 + 8;
-			const uint32_t w0 =
-				t0 < n ? *(const uint32_t *)(kr + t0 * KS +
-							     16 * i + 4 * j)
-				       : 0;
-			const uint32_t w1 =
-				t1 < n ? *(const uint32_t *)(kr + t1 * KS +
-							     16 * i + 4 * j)
-				       : 0;
-			const uint32_t a[4] = { kvmem_k_hx<BITS>(w0, 0),
-						kvmem_k_hx<BITS>(w1, 0),
-						kvmem_k_hx<BITS>(w0, 1),
-						kvmem_k_hx<BITS>(w1, 1) };
+			uint32_t a[4];
+
+			kvmem_k_q4_kwords<BITS, KS>(kr, n, t0, 4 * i + j, a);
 
 			if (m >= tiles)
 				break;
@@ -800,11 +862,13 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 			kvmem_k_mma(c[m], a, b.x + 2);
 			if (i % gk == gk - 1) {
 				const float s0 =
-					t0 < n ? ks[t0 * groups + i / gk]
-					       : 0.0f;
+					BITS == 16 ? 1.0f
+					: t0 < n   ? ks[t0 * groups + i / gk]
+						   : 0.0f;
 				const float s1 =
-					t1 < n ? ks[t1 * groups + i / gk]
-					       : 0.0f;
+					BITS == 16 ? 1.0f
+					: t1 < n   ? ks[t1 * groups + i / gk]
+						   : 0.0f;
 
 				sc[m][0] += s0 * c[m][0];
 				sc[m][1] += s0 * c[m][1];
@@ -829,6 +893,49 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
 }
 
 /*
+ * The A fragment of V for the lane's tokens @t0 and @t0 + 1 (zeros past
+ * @n) and its four dims 4@c to 4@c + 3 (kvmem_k_q4_vmma()): each dim's
+ * two values paired by a byte permute, from one word of each row of the
+ * copy @vr (rows @KS bytes apart, one-byte values of @BITS 4 or 8, made
+ * signed FP16), or from two (FP16, @BITS 16).
+ */
+template <unsigned int BITS, unsigned int KS>
+static __device__ __forceinline__ void
+kvmem_k_q4_vwords(const uint8_t *vr, unsigned int n, unsigned int t0,
+		  unsigned int c, uint32_t *a)
+{
+	if constexpr (BITS == 16) {
+		const kvmem_k_uvec2 w0 =
+			t0 < n ? *(const kvmem_k_uvec2 *)(vr + t0 * KS + 8 * c)
+			       : kvmem_k_uvec2{};
+		const kvmem_k_uvec2 w1 =
+			t0 + 1 < n
+				? *(const kvmem_k_uvec2 *)(vr + (t0 + 1) * KS +
+							   8 * c)
+				: kvmem_k_uvec2{};
+
+		a[0] = __byte_perm(w0.x[0], w1.x[0], 0x5410);
+		a[1] = __byte_perm(w0.x[0], w1.x[0], 0x7632);
+		a[2] = __byte_perm(w0.x[1], w1.x[1], 0x5410);
+		a[3] = __byte_perm(w0.x[1], w1.x[1], 0x7632);
+	} else {
+		const uint32_t w0 =
+			t0 < n ? *(const uint32_t *)(vr + t0 * KS + 4 * c) : 0;
+		const uint32_t w1 =
+			t0 + 1 < n ? *(const uint32_t *)(vr + (t0 + 1) * KS +
+							 4 * c)
+				   : 0;
+		const uint32_t x01 = __byte_perm(w0, w1, 0x5410);
+		const uint32_t x23 = __byte_perm(w0, w1, 0x7632);
+
+		a[0] = kvmem_k_hx<BITS>(x01, 0);
+		a[1] = kvmem_k_hx<BITS>(x01, 1);
+		a[2] = kvmem_k_hx<BITS>(x23, 0);
+		a[3] = kvmem_k_hx<BITS>(x23, 1);
+	}
+}
+
+/*
  * V by the tensor cores, for pages whose V scales are groups of a
  * multiple of 32 dims, 8 tokens a step and 32 dims an mma: A is two
  * tiles of 16 dims by 8 tokens side by side (k < 8: dims 4c and 4c + 1,
@@ -845,13 +952,14 @@ kvmem_k_q4_kmma(const uint8_t *kr, unsigned int n, const kvmem_k_uvec4 *qb,
  * one more; the page's sums, the power of two taken out, are added to it
  * after rescaling it by @xr (each query row's factor).
  */
-template <unsigned int BITS, unsigned int D, unsigned int QRM>
+template <unsigned int BITS, unsigned int D, unsigned int QRM,
+	  unsigned int KS = KVMEM_K_Q4_STRIDE(D)>
 static __device__ __forceinline__ void
 kvmem_k_q4_vmma(const uint8_t *vr, unsigned int n, const float *vs,
 		unsigned int gs, const float *wt, const float *xr,
 		float (*acc)[4])
 {
-	constexpr unsigned int KS = KVMEM_K_Q4_STRIDE(D), SETS = QRM / 4;
+	constexpr unsigned int SETS = QRM / 4;
 	const unsigned int lane = threadIdx.x % 32, g = lane / 4, j = lane % 4;
 	const unsigned int groups = D / gs;
 	float x0[SETS], x1[SETS];
@@ -870,15 +978,19 @@ kvmem_k_q4_vmma(const uint8_t *vr, unsigned int n, const float *vs,
 	KVMEM_K_UNROLL
 	for (s = 0; s < D / 32; s++) {
 		const unsigned int grp = 32 * s / gs;
-		float mx = lane < n ? vs[lane * groups + grp] : 0.0f, f, fi;
-		float c[SETS][4];
+		float c[SETS][4], f = 1.0f, fi = 1.0f, mx;
 		uint32_t e;
 
-		for (k = 16; k; k /= 2)
-			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, k));
-		e = __float_as_uint(mx) >> 23;
-		f = e >= 15 ? __uint_as_float((268 - e) << 23) : 1.0f;
-		fi = e >= 15 ? __uint_as_float((e - 14) << 23) : 1.0f;
+		/* FP16 pages (@BITS 16) have no scales. */
+		if constexpr (BITS != 16) {
+			mx = lane < n ? vs[lane * groups + grp] : 0.0f;
+			for (k = 16; k; k /= 2)
+				mx = fmaxf(mx,
+					   __shfl_xor_sync(0xffffffffu, mx, k));
+			e = __float_as_uint(mx) >> 23;
+			f = e >= 15 ? __uint_as_float((268 - e) << 23) : 1.0f;
+			fi = e >= 15 ? __uint_as_float((e - 14) << 23) : 1.0f;
+		}
 		KVMEM_K_UNROLL
 		for (h = 0; h < SETS; h++)
 			for (i = 0; i < 4; i++)
@@ -886,24 +998,17 @@ kvmem_k_q4_vmma(const uint8_t *vr, unsigned int n, const float *vs,
 		KVMEM_K_UNROLL
 		for (k = 0; k < 32; k += 8) {
 			const unsigned int t0 = k + 2 * j, t1 = t0 + 1;
-			const float s0 =
-				t0 < n ? vs[t0 * groups + grp] * f : 0.0f;
-			const float s1 =
-				t1 < n ? vs[t1 * groups + grp] * f : 0.0f;
-			const uint32_t w0 =
-				t0 < n ? *(const uint32_t *)(vr + t0 * KS +
-							     4 * g + 32 * s)
-				       : 0;
-			const uint32_t w1 =
-				t1 < n ? *(const uint32_t *)(vr + t1 * KS +
-							     4 * g + 32 * s)
-				       : 0;
-			const uint32_t x01 = __byte_perm(w0, w1, 0x5410);
-			const uint32_t x23 = __byte_perm(w0, w1, 0x7632);
-			const uint32_t a[4] = { kvmem_k_hx<BITS>(x01, 0),
-						kvmem_k_hx<BITS>(x01, 1),
-						kvmem_k_hx<BITS>(x23, 0),
-						kvmem_k_hx<BITS>(x23, 1) };
+			const float s0 = t0 >= n ? 0.0f
+					 : BITS == 16
+						 ? 1.0f
+						 : vs[t0 * groups + grp] * f;
+			const float s1 = t1 >= n ? 0.0f
+					 : BITS == 16
+						 ? 1.0f
+						 : vs[t1 * groups + grp] * f;
+			uint32_t a[4];
+
+			kvmem_k_q4_vwords<BITS, KS>(vr, n, t0, g + 8 * s, a);
 
 			if (k >= n)
 				break;
@@ -935,6 +1040,71 @@ kvmem_k_q4_vmma(const uint8_t *vr, unsigned int n, const float *vs,
 			ac[3] = ac[3] * x1[h] + c[h][3] * fi;
 		}
 	}
+}
+
+/*
+ * The softmax of each query row over page @pi's @n tokens, from the
+ * scores @dot of this lane's token (a lane a token): the page's (max,
+ * sum) of each row into @mass (or not, NULL), the warp's running (max,
+ * sum) in @ml brought up to date, the factor each row's accumulator is
+ * to be rescaled by into @xr, and the tokens' weights, relative to the
+ * running max, into @wt ([32][QRM], shared memory) for V.
+ */
+template <unsigned int QRM>
+static __device__ __forceinline__ void
+kvmem_k_q4_softmax(const struct kvmem_k_attend *p, unsigned int pi,
+		   unsigned int h, unsigned int len, unsigned int n,
+		   const float *dot, float *mass, float *ml, float *wt,
+		   float *xr)
+{
+	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p->pages;
+	const unsigned int G = p->n_heads / p->g.kv_heads, QR = G * p->nq;
+	const unsigned int lane = threadIdx.x % 32;
+	unsigned int r, k;
+
+	KVMEM_K_UNROLL
+	for (r = 0; r < QRM; r++) {
+		const unsigned int qpos = len - p->nq + r / G;
+		float x, mt, sum, mn, e, ef = 0.0f;
+
+		xr[r] = 1.0f;
+		if (r < QR) {
+			x = lane < n && pg[pi].token_start + lane <= qpos
+				    ? p->scale * dot[r]
+				    : -INFINITY;
+			mt = x;
+			for (k = 16; k; k /= 2)
+				mt = fmaxf(mt,
+					   __shfl_xor_sync(0xffffffffu, mt, k));
+			e = mt == -INFINITY ? 0.0f : expf(x - mt);
+			sum = e;
+			for (k = 16; k; k /= 2)
+				sum += __shfl_xor_sync(0xffffffffu, sum, k);
+			if (mass && !lane) {
+				float *wm = mass +
+					    ((size_t)pi * p->g.kv_heads + h) *
+						    QR * 2;
+
+				wm[2 * r] = mt;
+				wm[2 * r + 1] = sum;
+			}
+			if (mt != -INFINITY) {
+				mn = fmaxf(ml[2 * r], mt);
+				x = expf(ml[2 * r] - mn);
+				xr[r] = x;
+				ef = expf(mt - mn);
+				sum = ml[2 * r + 1] * x + sum * ef;
+				__syncwarp();
+				if (!lane) {
+					ml[2 * r] = mn;
+					ml[2 * r + 1] = sum;
+				}
+			}
+			ef *= e;
+		}
+		wt[lane * QRM + r] = ef;
+	}
+	__syncwarp();
 }
 
 /* What a warp carries from page to page, for up to QRM query rows. */
@@ -1184,52 +1354,7 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 	if (__any_sync(0xffffffffu, ue))
 		return 0;
 
-	/* The softmax of each query row over the page's tokens; the
-	 * weights go to s->wt for V, the accumulators' factors to xr. */
-	KVMEM_K_UNROLL
-	for (r = 0; r < QRM; r++) {
-		const unsigned int qpos = len - p->nq + r / G;
-		float x, mt, sum, mn, e, ef = 0.0f;
-
-		xr[r] = 1.0f;
-
-		if (r < QR) {
-			x = lane < n && pg[pi].token_start + lane <= qpos
-				    ? p->scale * dot[r]
-				    : -INFINITY;
-			mt = x;
-			for (k = 16; k; k /= 2)
-				mt = fmaxf(mt,
-					   __shfl_xor_sync(0xffffffffu, mt, k));
-			e = mt == -INFINITY ? 0.0f : expf(x - mt);
-			sum = e;
-			for (k = 16; k; k /= 2)
-				sum += __shfl_xor_sync(0xffffffffu, sum, k);
-			if (mass && !lane) {
-				float *wm =
-					mass +
-					((size_t)pi * g->kv_heads + h) * QR * 2;
-
-				wm[2 * r] = mt;
-				wm[2 * r + 1] = sum;
-			}
-			if (mt != -INFINITY) {
-				mn = fmaxf(s->ml[2 * r], mt);
-				x = expf(s->ml[2 * r] - mn);
-				xr[r] = x;
-				ef = expf(mt - mn);
-				sum = s->ml[2 * r + 1] * x + sum * ef;
-				__syncwarp();
-				if (!lane) {
-					s->ml[2 * r] = mn;
-					s->ml[2 * r + 1] = sum;
-				}
-			}
-			ef *= e;
-		}
-		s->wt[lane * QRM + r] = ef;
-	}
-	__syncwarp();
+	kvmem_k_q4_softmax<QRM>(p, pi, h, len, n, dot, mass, s->ml, s->wt, xr);
 
 	if (vmma) {
 		kvmem_k_q4_vmma<BITS, D, QRM>(vrows, n, vs, gs, s->wt, xr,
@@ -1274,79 +1399,24 @@ kvmem_k_q4_page(const struct kvmem_k_attend *p, unsigned int pi,
 }
 
 /*
- * The pages of the CTA's share, warp by warp, then the warps' states
- * merged into the CTA's partial result @w: each one's share rescaled to
- * the CTA's max (their running max and sum are in @ml), the accumulator
- * summed a warp at a time in the query rows' memory @q.
+ * The warps' states merged into the CTA's partial result @w, at the end
+ * of the page loop: each warp's share (its running max and sum @wml, in
+ * @ml with the others', its accumulator @acc, laid out for V on the
+ * tensor cores where @vmma, kvmem_k_q4_vmma(), else a lane four
+ * columns) rescaled to the CTA's max, the accumulators summed a warp at
+ * a time in @q (the query rows' memory, done with).
  */
-template <unsigned int CODEC, unsigned int D, unsigned int QRM>
+template <unsigned int D, unsigned int QRM>
 static __device__ __forceinline__ void
-kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
-	       unsigned int last, unsigned int h, unsigned int len, float *q,
-	       float *qm, float *mass, const uint32_t *tab, const uint16_t *lut,
-	       const struct kvmem_k_q4_warp *wp, float *ml, float *wt, float *w)
+kvmem_k_q4_merge(const struct kvmem_k_attend *p, float *q, const float *ml,
+		 const float *wml, float (*acc)[4], int vmma, float *w)
 {
 	constexpr unsigned int VL = D / 4;
 	const unsigned int QR = p->n_heads / p->g.kv_heads * p->nq;
 	const unsigned int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
-	uint8_t *fl = (uint8_t *)p->flags;
-	/* V on the tensor cores (kvmem_k_q4_vmma()) where the V scales are
-	 * groups of whole 32 dims; INT8 (decoded secded72 rows) with up to
-	 * four query rows only: with eight, q4w's registers would spill. */
-	const int vmma = (CODEC != KVMEM_CODEC_SECDED72 || QRM <= 4) &&
-			 p->g.group_size % 32 == 0;
 	const unsigned int g = lane / 4, j = lane % 4;
-	struct kvmem_k_q4_state<D, QRM> s;
-	const kvmem_k_uvec4 *qb = NULL;
 	float f0[QRM / 4] = { 0.0f }, f1[QRM / 4] = { 0.0f };
-	unsigned int pi, r, i, k, m;
-
-	memset(&s, 0, sizeof(s));
-	s.ml = ml + wi * QR * 2;
-	s.wt = wt + wi * 32 * QRM;
-	/* The query rows' fragments for K on the tensor cores, where the
-	 * K scales are groups of whole k-steps (not one a channel) and the
-	 * rows finite: in place of the rows, which take as
-	 * many bytes (kvmem_k_q4_kmma() takes them from there). */
-	if (!p->g.l[0].chan && p->g.group_size % 16 == 0) {
-		if (!wi)
-			kvmem_k_q4_qprep<D>(q, QR, qm);
-		__syncthreads();
-		if (qm[16] != 0.0f) {
-			uint32_t fb[2][4];
-
-			static_assert(2 * KVMEM_K_THREADS >=
-					      128 / 16 * 4 * KVMEM_K_Q4_QR,
-				      "two fragments a thread at most");
-
-			for (i = 0; i < 2; i++) {
-				k = threadIdx.x + i * blockDim.x;
-				if (k < D / 16 * 4 * QR)
-					kvmem_k_q4_qfrag<D>(
-						q, QR, qm, k / (4 * QR),
-						k % (4 * QR) / 4, k % 4, fb[i]);
-			}
-			__syncthreads();
-			for (i = 0; i < 2; i++) {
-				k = threadIdx.x + i * blockDim.x;
-				if (k < D / 16 * 4 * QR)
-					((kvmem_k_uvec4 *)q)[k] = {
-						{ fb[i][0], fb[i][1], fb[i][2],
-						  fb[i][3] }
-					};
-			}
-			__syncthreads();
-			qb = (const kvmem_k_uvec4 *)q;
-		}
-	}
-	for (pi = first + wi; pi < last; pi += KVMEM_K_WARPS) {
-		const int done = kvmem_k_q4_page<CODEC, D, QRM>(
-			p, pi, last, h, len, q, qb, qm, vmma, mass, tab, lut,
-			wp, &s);
-
-		if (!lane)
-			fl[(size_t)pi * p->g.kv_heads + h] = (uint8_t)!done;
-	}
+	unsigned int r, i, k, m;
 
 	__syncthreads();
 	for (i = threadIdx.x; i < QR * D; i += blockDim.x)
@@ -1359,7 +1429,7 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 			continue;
 		for (k = 0; k < KVMEM_K_WARPS; k++)
 			mx = fmaxf(mx, ml[(k * QR + r) * 2]);
-		f = s.ml[2 * r] == -INFINITY ? 0.0f : expf(s.ml[2 * r] - mx);
+		f = wml[2 * r] == -INFINITY ? 0.0f : expf(wml[2 * r] - mx);
 		/* V on the tensor cores: the factors of the lane's rows. */
 		if (r % 4 == 2 * (j % 2))
 			f0[r / 4] = f;
@@ -1367,11 +1437,11 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 			f1[r / 4] = f;
 		if (!vmma) {
 			for (i = 0; i < 4; i++) {
-				float v = s.acc[r][i] * f;
+				float v = acc[r][i] * f;
 
 				for (k = VL; k < 32; k *= 2)
 					v += __shfl_xor_sync(0xffffffffu, v, k);
-				s.acc[r][i] = v;
+				acc[r][i] = v;
 			}
 		}
 		if (!threadIdx.x) {
@@ -1396,7 +1466,7 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 				if (r < QR)
 					q[r * D + 4 * (g + 8 * (m % (D / 32))) +
 					  2 * (j / 2) + i / 2] +=
-						s.acc[m][i] *
+						acc[m][i] *
 						(i % 2 ? f1[m / (D / 32)]
 						       : f0[m / (D / 32)]);
 			}
@@ -1404,12 +1474,61 @@ kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
 			KVMEM_K_UNROLL
 			for (r = 0; r < QRM; r++)
 				for (i = 0; i < 4 && r < QR; i++)
-					q[r * D + 4 * lane + i] += s.acc[r][i];
+					q[r * D + 4 * lane + i] += acc[r][i];
 		}
 		__syncthreads();
 	}
 	for (i = threadIdx.x; i < QR * D; i += blockDim.x)
 		w[2 * QR + i] = q[i];
+}
+
+/*
+ * The pages of the CTA's share, warp by warp, then the warps' states
+ * merged into the CTA's partial result @w (kvmem_k_q4_merge(); their
+ * running max and sum are in @ml).
+ */
+template <unsigned int CODEC, unsigned int D, unsigned int QRM>
+static __device__ __forceinline__ void
+kvmem_k_q4_run(const struct kvmem_k_attend *p, unsigned int first,
+	       unsigned int last, unsigned int h, unsigned int len, float *q,
+	       float *qm, float *mass, const uint32_t *tab, const uint16_t *lut,
+	       const struct kvmem_k_q4_warp *wp, float *ml, float *wt, float *w)
+{
+	const unsigned int QR = p->n_heads / p->g.kv_heads * p->nq;
+	const unsigned int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
+	uint8_t *fl = (uint8_t *)p->flags;
+	/* V on the tensor cores (kvmem_k_q4_vmma()) where the V scales are
+	 * groups of whole 32 dims; INT8 (decoded secded72 rows) with up to
+	 * four query rows only: with eight, q4w's registers would spill. */
+	const int vmma = (CODEC != KVMEM_CODEC_SECDED72 || QRM <= 4) &&
+			 p->g.group_size % 32 == 0;
+	struct kvmem_k_q4_state<D, QRM> s;
+	const kvmem_k_uvec4 *qb = NULL;
+	unsigned int pi;
+
+	memset(&s, 0, sizeof(s));
+	s.ml = ml + wi * QR * 2;
+	s.wt = wt + wi * 32 * QRM;
+	/* The query rows' fragments for K on the tensor cores, where the
+	 * K scales are groups of whole k-steps (not one a channel) and the
+	 * rows finite: in place of the rows, which take as
+	 * many bytes (kvmem_k_q4_kmma() takes them from there). */
+	if (!p->g.l[0].chan && p->g.group_size % 16 == 0) {
+		if (!wi)
+			kvmem_k_q4_qprep<D>(q, QR, qm);
+		__syncthreads();
+		qb = kvmem_k_q4_qstage<D>(q, QR, qm);
+	}
+	for (pi = first + wi; pi < last; pi += KVMEM_K_WARPS) {
+		const int done = kvmem_k_q4_page<CODEC, D, QRM>(
+			p, pi, last, h, len, q, qb, qm, vmma, mass, tab, lut,
+			wp, &s);
+
+		if (!lane)
+			fl[(size_t)pi * p->g.kv_heads + h] = (uint8_t)!done;
+	}
+
+	kvmem_k_q4_merge<D, QRM>(p, q, ml, s.ml, s.acc, vmma, w);
 
 	if (p->stats) {
 		unsigned long long *st = (unsigned long long *)p->stats;

@@ -6,11 +6,20 @@
  * --gpu): the same split-K flash decoding over the same block table, the
  * same query rows per CTA and the same combine, over plain FP16 pages (K
  * then V, each [kv_heads][tokens_per_page][head_dim], no header, codes or
- * scales). Each warp takes every fourth token of the CTA's pages and keeps
- * an online softmax of its own; a lane holds head_dim / 32 consecutive
- * values of a row, read in one aligned vector load. The warps are merged
- * into the split's partial result as kvmem_k_attend writes it, so
- * kvmem_k_combine finishes both.
+ * scales).
+ *
+ * Where the fast kernel's shape allows (head_dim 64 or 128, up to 32
+ * tokens a page, up to 8 query rows, finite query rows) it is the fast
+ * kernel's loop with nothing to check or decode (kvmem_k_f16_tc()): a
+ * warp a page, K and V on the tensor cores (kvmem_k_q4_kmma(),
+ * kvmem_k_q4_vmma() on FP16 values, read where they are), the softmax
+ * and the merge of kvmem_k_attend_q4, so that the two differ in what
+ * the pages hold and nothing else. Otherwise each warp takes every
+ * fourth token of the CTA's pages and keeps an online softmax of its
+ * own; a lane holds head_dim / 32 consecutive values of a row, read in
+ * one aligned vector load. Either way the warps are merged into the
+ * split's partial result as kvmem_k_attend writes it, so kvmem_k_combine
+ * finishes both.
  */
 #include "page_dev.cuh"
 
@@ -168,11 +177,96 @@ KVMEM_DFN void kvmem_k_f16_attend(const struct kvmem_k_attend &p, uint8_t *smem)
 	}
 }
 
+/*
+ * The FP16 pages of the CTA's share on the tensor cores, for up to QRM
+ * query rows (kvmem_k_f16_tc_ok()); shared memory as kvmem_k_f16_smem()
+ * sizes it: the query rows (then their fragments, then the merge's
+ * sums), their scaling, the warps' running (max, sum) and their pages'
+ * weights. Query rows that are not all finite go to the per-token loop.
+ */
+template <unsigned int D, unsigned int QRM>
+KVMEM_DFN void kvmem_k_f16_tc(const struct kvmem_k_attend &p, uint8_t *smem)
+{
+	const struct kvmem_k_geom *g = &p.g;
+	const struct kvmem_k_page *pg = (const struct kvmem_k_page *)p.pages;
+	const uint32_t *sp = (const uint32_t *)p.seq_pages;
+	const unsigned int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
+	const unsigned int G = p.n_heads / g->kv_heads, QR = G * p.nq;
+	const unsigned int tpp = g->tokens_per_page;
+	const unsigned int p0 = sp[b], p1 = sp[b + 1];
+	const unsigned int per = (p1 - p0 + p.splits - 1) / p.splits;
+	const unsigned int first = p0 + split * per;
+	const unsigned int last = first + per < p1 ? first + per : p1;
+	const unsigned int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
+	float *q = (float *)smem;
+	float *qm = q + KVMEM_K_ALIGN16(QR * D * 4) / 4;
+	float *ml = qm + KVMEM_K_Q4_QM;
+	float *wt = ml + KVMEM_K_ALIGN16(KVMEM_K_WARPS * QR * 2 * 4) / 4;
+	float *w = (float *)p.ws +
+		   (((size_t)b * g->kv_heads + h) * p.parts + split) * QR *
+			   (D + 2);
+	float acc[QRM][4] = { { 0.0f } }, dot[QRM], xr[QRM];
+	const kvmem_k_uvec4 *qb;
+	unsigned int len = 0, i, pi;
+
+	if (p1 > p0)
+		len = pg[p1 - 1].token_start + pg[p1 - 1].ntokens;
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
+		const unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
+
+		q[i] = ((const float *)p.q)
+			[(((size_t)b * p.nq + j) * p.n_heads + h * G + gq) * D +
+			 d];
+	}
+	for (i = lane; i < QR; i += 32) {
+		ml[(wi * QR + i) * 2] = -INFINITY;
+		ml[(wi * QR + i) * 2 + 1] = 0.0f;
+	}
+	__syncthreads();
+	if (!wi)
+		kvmem_k_q4_qprep<D>(q, QR, qm);
+	__syncthreads();
+	qb = kvmem_k_q4_qstage<D>(q, QR, qm);
+	if (!qb) {
+		__syncthreads();
+		kvmem_k_f16_attend<D / 64>(p, smem);
+		return;
+	}
+	for (pi = first + wi; pi < last; pi += KVMEM_K_WARPS) {
+		const uint8_t *kp =
+			(const uint8_t *)pg[pi].addr + (size_t)h * tpp * D * 2;
+		const uint8_t *vp = kp + (size_t)g->kv_heads * tpp * D * 2;
+		const unsigned int n = pg[pi].ntokens;
+
+		kvmem_k_q4_kmma<16, D, QRM, 2 * D>(kp, n, qb, QR, qm, NULL, D,
+						   wt + wi * 32 * QRM, dot);
+		kvmem_k_q4_softmax<QRM>(&p, pi, h, len, n, dot, NULL,
+					ml + wi * QR * 2, wt + wi * 32 * QRM,
+					xr);
+		kvmem_k_q4_vmma<16, D, QRM, 2 * D>(vp, n, NULL, 32,
+						   wt + wi * 32 * QRM, xr, acc);
+		__syncwarp();
+	}
+	kvmem_k_q4_merge<D, QRM>(&p, q, ml, ml + wi * QR * 2, acc, 1, w);
+}
+
 extern "C" __global__ void KVMEM_K_BOUNDS
 kvmem_k_attend_f16(const struct kvmem_k_attend p)
 {
 	KVMEM_DYN_SMEM(smem);
+	const unsigned int qr = p.n_heads / p.g.kv_heads * p.nq;
 
+	if (kvmem_k_f16_tc_ok(&p.g, qr)) {
+		if (p.g.head_dim == 64 && qr <= 4)
+			kvmem_k_f16_tc<64, 4>(p, smem);
+		else if (p.g.head_dim == 64)
+			kvmem_k_f16_tc<64, KVMEM_K_Q4_QR>(p, smem);
+		else if (qr <= 4)
+			kvmem_k_f16_tc<128, 4>(p, smem);
+		else
+			kvmem_k_f16_tc<128, KVMEM_K_Q4_QR>(p, smem);
+		return;
+	}
 	switch (p.g.head_dim) {
 	case 64:
 		kvmem_k_f16_attend<1>(p, smem);

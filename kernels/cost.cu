@@ -99,6 +99,37 @@ extern "C" __global__ void kvmem_cost_kmma_v16(const uint32_t *w,
 	kvmem_cost_kmma<4>(w, n, qb, ks, out);
 }
 
+/* The FP16 baseline's K step on the tensor cores (kvmem_k_f16_tc()):
+ * the same group of 32 dims of a 16-token tile, FP16 values paired by
+ * byte permutes, no scales; 16 values a lane. */
+extern "C" __global__ void kvmem_cost_kmma_f16_v16(const uint8_t *k,
+						   unsigned int n,
+						   const kvmem_k_uvec4 *qb,
+						   float *out)
+{
+	float sc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	unsigned int t, i;
+
+#pragma unroll 1
+	for (t = 0; t < n; t++) {
+		float c[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+
+		for (i = 0; i < 2; i++) {
+			uint32_t a[4];
+			const kvmem_k_uvec4 b = qb[i];
+
+			kvmem_k_q4_kwords<16, 2 * KVMEM_COST_D>(
+				k + t * 64, 16, 0, 4 * i + threadIdx.x % 4, a);
+			kvmem_k_mma(c, a, b.x);
+			kvmem_k_mma(c, a, b.x + 2);
+		}
+		for (i = 0; i < 4; i++)
+			sc[i] += c[i];
+	}
+	for (i = 0; i < 4; i++)
+		out[i] = sc[i];
+}
+
 extern "C" __global__ void kvmem_cost_kmma_i8_v16(const uint32_t *w,
 						  unsigned int n,
 						  const kvmem_k_uvec4 *qb,
@@ -159,6 +190,24 @@ kvmem_cost_vmma_i8_v32(const uint8_t *vr, unsigned int n, const float *vs,
 		       const float *wt, const float *xr, float *out)
 {
 	kvmem_cost_vmma<8>(vr, n, vs, wt, xr, out);
+}
+
+/* The FP16 baseline's V on the tensor cores: kvmem_k_q4_vmma() over FP16
+ * rows read where they are, no scales; 32 values a lane. */
+extern "C" __global__ void kvmem_cost_vmma_f16_v32(const uint8_t *vr,
+						   unsigned int n,
+						   const float *wt,
+						   const float *xr, float *out)
+{
+	float acc[KVMEM_COST_QRM][4] = { { 0.0f } };
+	unsigned int t, i;
+
+#pragma unroll 1
+	for (t = 0; t < n; t++)
+		kvmem_k_q4_vmma<16, 32, KVMEM_COST_QRM, 2 * KVMEM_COST_D>(
+			vr + t * 64, 32, NULL, 32, wt, xr, acc);
+	for (i = 0; i < 4; i++)
+		out[i] = acc[0][i];
 }
 
 /* V: a token's four values of the lane's columns (int4 in their bytes'

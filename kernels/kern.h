@@ -260,15 +260,6 @@ KVMEM_K_HD void kvmem_k_attend_carve(const struct kvmem_k_geom *g, uint32_t qr,
 }
 
 /*
- * Shared memory of the FP16 baseline (baseline.cu): q [QR][D], then per
- * warp an accumulator [QR][D] and (max, sum) [QR].
- */
-KVMEM_K_HD uint32_t kvmem_k_f16_smem(uint32_t qr, uint32_t d)
-{
-	return (qr * d * (1 + KVMEM_K_WARPS) + KVMEM_K_WARPS * qr * 2) * 4;
-}
-
-/*
  * The attention workspace: per (sequence, KV head, part) the running max,
  * sum and accumulator of each query row, then per (page, KV head) a
  * (max, sum) pair of each query row's softmax weights on that page, then
@@ -344,6 +335,34 @@ struct kvmem_k_q4_smem {
 /* Floats of the query rows' scaling for the tensor cores
  * (kvmem_k_q4_qprep()). */
 #define KVMEM_K_Q4_QM 32
+
+/*
+ * The FP16 baseline (baseline.cu): whether it takes the tensor cores
+ * (kvmem_k_f16_tc()), and its shared memory, enough for either loop.
+ */
+KVMEM_K_HD int kvmem_k_f16_tc_ok(const struct kvmem_k_geom *g, uint32_t qr)
+{
+	return (g->head_dim == 64 || g->head_dim == 128) &&
+	       g->tokens_per_page <= 32 && qr && qr <= KVMEM_K_Q4_QR;
+}
+
+KVMEM_K_HD uint32_t kvmem_k_f16_smem(uint32_t qr, uint32_t d)
+{
+	/* The per-token loop's: query rows, and per warp an accumulator
+	 * and (max, sum) per query row. */
+	const uint32_t loop =
+		(qr * d * (1 + KVMEM_K_WARPS) + KVMEM_K_WARPS * qr * 2) * 4;
+	/* The tensor cores': query rows, their scaling, per warp (max,
+	 * sum) per query row and a page's weights (for 4 or 8 rows). */
+	const uint32_t tc =
+		KVMEM_K_ALIGN16(qr * d * 4) + KVMEM_K_Q4_QM * 4 +
+		KVMEM_K_ALIGN16(KVMEM_K_WARPS * qr * 2 * 4) +
+		KVMEM_K_WARPS * 32 * (qr <= 4 ? 4 : KVMEM_K_Q4_QR) * 4;
+
+	return (d == 64 || d == 128) && qr && qr <= KVMEM_K_Q4_QR && tc > loop
+		       ? tc
+		       : loop;
+}
 
 /* A row of @d one-byte words and 16 bytes more: the lanes of a quarter
  * warp, a row each, then load 16 bytes of their rows from other banks. */

@@ -178,6 +178,11 @@ struct alignas(16) kvmem_k_uvec4 {
 	uint32_t x[4];
 };
 
+/* Eight bytes in one load. */
+struct alignas(8) kvmem_k_uvec2 {
+	uint32_t x[2];
+};
+
 /* Outcome of one word, as kvmem_ecc_status. */
 #define KVMEM_K_CLEAN 0
 #define KVMEM_K_FIXED 1

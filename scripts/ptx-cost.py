@@ -36,6 +36,9 @@ PATHS = {
                            ("vmma", 0.5)]),
     "int8+secded72": (9.0 / 8.0, [("dec_secded72", 1.0), ("kmma_i8", 0.5),
                                   ("vmma_i8", 0.5)]),
+    # The FP16 baseline (kvmem_k_attend_f16 on the tensor cores): the
+    # same steps with nothing to test or decode.
+    "fp16": (2.0, [("kmma_f16", 0.5), ("vmma_f16", 0.5)]),
 }
 
 ENTRY = re.compile(r"^\.visible \.entry kvmem_cost_(\w+)_v(\d+)\(")

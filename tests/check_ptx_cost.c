@@ -16,8 +16,9 @@
  *   - no path costs more than its ceiling below, today's count with 10%
  *     to spare for another nvcc: a change that makes a fast path dearer
  *     fails here, and one that makes it cheaper lowers the ceiling in
- *     the same commit. int4+h84 is at its roofline budget by this count;
- *     golay24 and secded72 are above theirs (kernels/README.md).
+ *     the same commit. int4+h84 is at its roofline budget by this count,
+ *     the FP16 baseline (fp16) far below; golay24 and secded72 are above
+ *     theirs (kernels/README.md).
  * Skipped, saying so, without the PTX (no nvcc) or without python3.
  */
 #include <limits.h>
@@ -39,6 +40,7 @@ static const struct {
 	{ "int4+h84", 1.0, 10.7 },
 	{ "int4+golay24", 1.0, 18.7 },
 	{ "int8+secded72", 9.0 / 8.0, 18.4 },
+	{ "fp16", 2.0, 3.4 },
 };
 
 /* The PTX: next to the build's kernels, or a sanitizer build's parent's
@@ -144,6 +146,9 @@ START_TEST(test_ptx_cost)
 		1e-9);
 	ck_assert_double_lt(probe(v, "kmma"), probe(v, "k_int4"));
 	ck_assert_double_lt(probe(v, "vmma"), probe(v, "v_int4"));
+	ck_assert_double_eq_tol(
+		num(find(json_get(v, "paths"), "path", "fp16"), "per_value"),
+		(probe(v, "kmma_f16") + probe(v, "vmma_f16")) / 2, 1e-9);
 	ck_assert_double_lt(probe(v, "kmma_i8"), probe(v, "k_i8"));
 	ck_assert_double_lt(probe(v, "vmma_i8"), probe(v, "v_i8"));
 	for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
