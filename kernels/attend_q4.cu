@@ -408,6 +408,34 @@ KVMEM_DFN int kvmem_k_golay_clean(uint32_t w, const uint16_t *lut)
 	       (uint32_t)(lut[w & 63] ^ lut[64 + (w >> 6 & 63)]);
 }
 
+/* The four golay24 words of the 12 bytes at @src, into @w. */
+KVMEM_DFN void kvmem_k_golay_quad(const uint8_t *src, uint32_t *w)
+{
+	const uint32_t *s = (const uint32_t *)src;
+	const uint32_t a = s[0], b = s[1], e = s[2];
+
+	w[0] = a & 0xffffff;
+	w[1] = a >> 24 | (b & 0xffff) << 8;
+	w[2] = b >> 16 | (e & 0xff) << 16;
+	w[3] = e >> 8;
+}
+
+/* The three INT4 values of golay24 word @w's data, a byte each. */
+KVMEM_DFN uint32_t kvmem_k_golay_nibbles(uint32_t w)
+{
+	return (w & 0xf) | (w & 0xf0) << 4 | (w & 0xf00) << 8;
+}
+
+/* Twelve values, three a word of @x, into the 12 bytes at @dst. */
+KVMEM_DFN void kvmem_k_golay_put(uint8_t *dst, const uint32_t *x)
+{
+	uint32_t *o = (uint32_t *)dst;
+
+	o[0] = x[0] | x[1] << 24;
+	o[1] = x[1] >> 8 | x[2] << 16;
+	o[2] = x[2] >> 16 | x[3] << 8;
+}
+
 /*
  * @n golay24 rows of INT4 values at head_dim 128 (44 words, 132 bytes a
  * row), one after another at @src, decoded into a byte a value (its
@@ -426,60 +454,57 @@ KVMEM_DFN void kvmem_k_q4_golay(const uint8_t *src, uint8_t *dst,
 {
 	constexpr unsigned int QR = 11; /* quads a row */
 	unsigned int i, j, k, redo = 0; /* at most 11 quads a lane */
+	uint32_t w[4], x[4];
+	int ok, st, nb;
 
 	for (i = threadIdx.x % 32, k = 0; i < n * QR; i += 32, k++) {
-		const uint32_t *s = (const uint32_t *)(src + 12 * i);
-		const uint32_t a = s[0], b = s[1], e = s[2];
-		const uint32_t w[4] = { a & 0xffffff,
-					a >> 24 | (b & 0xffff) << 8,
-					b >> 16 | (e & 0xff) << 16, e >> 8 };
-		uint32_t *o =
-			(uint32_t *)(dst + i / QR * KVMEM_K_Q4_STRIDE(128) +
-				     12 * (i % QR));
-		uint32_t x[4];
-		int ok = 1;
-
-		for (j = 0; j < 4; j++) {
+		kvmem_k_golay_quad(src + 12 * i, w);
+		for (j = 0, ok = 1; j < 4; j++) {
 			ok &= kvmem_k_golay_clean(w[j], lut);
-			x[j] = (w[j] & 0xf) | (w[j] & 0xf0) << 4 |
-			       (w[j] & 0xf00) << 8;
+			x[j] = kvmem_k_golay_nibbles(w[j]);
 		}
 		if (!ok) {
 			redo |= 1u << k;
 			continue;
 		}
 		c->clean += 4;
-		o[0] = x[0] | x[1] << 24;
-		o[1] = x[1] >> 8 | x[2] << 16;
-		o[2] = x[2] >> 16 | x[3] << 8;
+		kvmem_k_golay_put(dst + i / QR * KVMEM_K_Q4_STRIDE(128) +
+					  12 * (i % QR),
+				  x);
 	}
 	for (i = threadIdx.x % 32, k = 0; redo; i += 32, k++) {
-		const uint32_t *s = (const uint32_t *)(src + 12 * i);
-		const uint32_t a = s[0], b = s[1], e = s[2];
-		const uint32_t w[4] = { a & 0xffffff,
-					a >> 24 | (b & 0xffff) << 8,
-					b >> 16 | (e & 0xff) << 16, e >> 8 };
-		uint32_t *o =
-			(uint32_t *)(dst + i / QR * KVMEM_K_Q4_STRIDE(128) +
-				     12 * (i % QR));
-		uint32_t x[4];
-		int st, nb;
-
 		if (!(redo >> k & 1))
 			continue;
 		redo &= ~(1u << k);
+		kvmem_k_golay_quad(src + 12 * i, w);
 		for (j = 0; j < 4; j++) {
-			const uint32_t d =
-				kvmem_k_golay_fast(w[j], lut, &st, &nb);
-
+			x[j] = kvmem_k_golay_nibbles(
+				kvmem_k_golay_fast(w[j], lut, &st, &nb));
 			kvmem_k_count(c, st, nb);
 			*ue |= st == KVMEM_K_UE;
-			x[j] = (d & 0xf) | (d & 0xf0) << 4 | (d & 0xf00) << 8;
 		}
-		o[0] = x[0] | x[1] << 24;
-		o[1] = x[1] >> 8 | x[2] << 16;
-		o[2] = x[2] >> 16 | x[3] << 8;
+		kvmem_k_golay_put(dst + i / QR * KVMEM_K_Q4_STRIDE(128) +
+					  12 * (i % QR),
+				  x);
 	}
+}
+
+/* Golay24 word @i of @src, where three bytes a word cut 4-byte pieces. */
+KVMEM_DFN uint32_t kvmem_k_golay_word(const uint8_t *src, unsigned int i)
+{
+	const unsigned int sh = 3 * i % 4 * 8;
+	const uint32_t *s = (const uint32_t *)(src + (3 * i & ~3u));
+
+	return (sh > 8 ? __funnelshift_r(s[0], s[1], sh) : s[0] >> sh) &
+	       0xffffff;
+}
+
+/* Its three values (data @d) into the three bytes at @o. */
+KVMEM_DFN void kvmem_k_golay_put3(uint8_t *o, uint32_t d)
+{
+	o[0] = (uint8_t)(d & 0xf);
+	o[1] = (uint8_t)(d >> 4 & 0xf);
+	o[2] = (uint8_t)(d >> 8);
 }
 
 /*
@@ -494,46 +519,30 @@ KVMEM_DFN void kvmem_k_q4_golay64(const uint8_t *src, uint8_t *dst,
 {
 	constexpr unsigned int WR = 22; /* words a row */
 	unsigned int i, k, redo = 0; /* at most 22 words a lane */
+	uint32_t w;
+	int st, nb;
 
 	for (i = threadIdx.x % 32, k = 0; i < n * WR; i += 32, k++) {
-		const unsigned int sh = 3 * i % 4 * 8;
-		const uint32_t *s = (const uint32_t *)(src + (3 * i & ~3u));
-		const uint32_t w = (sh > 8 ? __funnelshift_r(s[0], s[1], sh)
-					   : s[0] >> sh) &
-				   0xffffff;
-		uint8_t *o =
-			dst + i / WR * KVMEM_K_Q4_STRIDE(64) + 3 * (i % WR);
-		const uint32_t d = w & 0xfff;
-
+		w = kvmem_k_golay_word(src, i);
 		if (!kvmem_k_golay_clean(w, lut)) {
 			redo |= 1u << k;
 			continue;
 		}
 		c->clean++;
-		o[0] = (uint8_t)(d & 0xf);
-		o[1] = (uint8_t)(d >> 4 & 0xf);
-		o[2] = (uint8_t)(d >> 8);
+		kvmem_k_golay_put3(dst + i / WR * KVMEM_K_Q4_STRIDE(64) +
+					   3 * (i % WR),
+				   w & 0xfff);
 	}
 	for (i = threadIdx.x % 32, k = 0; redo; i += 32, k++) {
-		const unsigned int sh = 3 * i % 4 * 8;
-		const uint32_t *s = (const uint32_t *)(src + (3 * i & ~3u));
-		const uint32_t w = (sh > 8 ? __funnelshift_r(s[0], s[1], sh)
-					   : s[0] >> sh) &
-				   0xffffff;
-		uint8_t *o =
-			dst + i / WR * KVMEM_K_Q4_STRIDE(64) + 3 * (i % WR);
-		int st, nb;
-		uint32_t d;
-
 		if (!(redo >> k & 1))
 			continue;
 		redo &= ~(1u << k);
-		d = kvmem_k_golay_fast(w, lut, &st, &nb);
+		w = kvmem_k_golay_fast(kvmem_k_golay_word(src, i), lut, &st,
+				       &nb);
 		kvmem_k_count(c, st, nb);
 		*ue |= st == KVMEM_K_UE;
-		o[0] = (uint8_t)(d & 0xf);
-		o[1] = (uint8_t)(d >> 4 & 0xf);
-		o[2] = (uint8_t)(d >> 8);
+		kvmem_k_golay_put3(
+			dst + i / WR * KVMEM_K_Q4_STRIDE(64) + 3 * (i % WR), w);
 	}
 }
 

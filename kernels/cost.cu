@@ -54,15 +54,18 @@ extern "C" __global__ void kvmem_cost_k_i8_v4(const uint32_t *w, unsigned int n,
 }
 
 /* K on the tensor cores, as kvmem_k_q4_kmma() does it: a group of 32
- * dims (two 16-dim steps) of a tile of 16 tokens, the lane's two words a
- * step made signed FP16 (kvmem_k_hx()) and multiplied with the query
- * rows' two halves, the group's sum scaled by its two tokens' scales; 16
- * values a lane. */
+ * dims (two 16-dim steps) of a tile of 16 tokens, the lane's A fragment
+ * a step (kvmem_k_q4_kwords(): one-byte values made signed FP16, or
+ * FP16 pairs of the baseline, kvmem_k_f16_tc()) multiplied with the
+ * query rows' two halves, the group's sum scaled by its two tokens'
+ * scales (none in FP16); 16 values a lane. */
 template <unsigned int BITS>
 static __device__ __forceinline__ void
-kvmem_cost_kmma(const uint32_t *w, unsigned int n, const kvmem_k_uvec4 *qb,
+kvmem_cost_kmma(const uint8_t *k, unsigned int n, const kvmem_k_uvec4 *qb,
 		const float *ks, float *out)
 {
+	constexpr unsigned int KS =
+		BITS == 16 ? 2 * KVMEM_COST_D : KVMEM_K_Q4_STRIDE(KVMEM_COST_D);
 	float sc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 	unsigned int t, i;
 
@@ -71,71 +74,42 @@ kvmem_cost_kmma(const uint32_t *w, unsigned int n, const kvmem_k_uvec4 *qb,
 		float c[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
 		for (i = 0; i < 2; i++) {
-			const uint32_t w0 = w[4 * t + 2 * i];
-			const uint32_t w1 = w[4 * t + 2 * i + 1];
-			const uint32_t a[4] = { kvmem_k_hx<BITS>(w0, 0),
-						kvmem_k_hx<BITS>(w1, 0),
-						kvmem_k_hx<BITS>(w0, 1),
-						kvmem_k_hx<BITS>(w1, 1) };
 			const kvmem_k_uvec4 b = qb[i];
+			uint32_t a[4];
 
+			kvmem_k_q4_kwords<BITS, KS>(k + t * 64, 16, 0,
+						    4 * i + threadIdx.x % 4, a);
 			kvmem_k_mma(c, a, b.x);
 			kvmem_k_mma(c, a, b.x + 2);
 		}
-		sc[0] += ks[2 * t] * c[0];
-		sc[1] += ks[2 * t] * c[1];
-		sc[2] += ks[2 * t + 1] * c[2];
-		sc[3] += ks[2 * t + 1] * c[3];
+		for (i = 0; i < 4; i++)
+			sc[i] += BITS == 16 ? c[i] : ks[2 * t + i / 2] * c[i];
 	}
 	for (i = 0; i < 4; i++)
 		out[i] = sc[i];
 }
 
-extern "C" __global__ void kvmem_cost_kmma_v16(const uint32_t *w,
-					       unsigned int n,
+extern "C" __global__ void kvmem_cost_kmma_v16(const uint8_t *k, unsigned int n,
 					       const kvmem_k_uvec4 *qb,
 					       const float *ks, float *out)
 {
-	kvmem_cost_kmma<4>(w, n, qb, ks, out);
+	kvmem_cost_kmma<4>(k, n, qb, ks, out);
 }
 
-/* The FP16 baseline's K step on the tensor cores (kvmem_k_f16_tc()):
- * the same group of 32 dims of a 16-token tile, FP16 values paired by
- * byte permutes, no scales; 16 values a lane. */
+extern "C" __global__ void kvmem_cost_kmma_i8_v16(const uint8_t *k,
+						  unsigned int n,
+						  const kvmem_k_uvec4 *qb,
+						  const float *ks, float *out)
+{
+	kvmem_cost_kmma<8>(k, n, qb, ks, out);
+}
+
 extern "C" __global__ void kvmem_cost_kmma_f16_v16(const uint8_t *k,
 						   unsigned int n,
 						   const kvmem_k_uvec4 *qb,
 						   float *out)
 {
-	float sc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-	unsigned int t, i;
-
-#pragma unroll 1
-	for (t = 0; t < n; t++) {
-		float c[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-
-		for (i = 0; i < 2; i++) {
-			uint32_t a[4];
-			const kvmem_k_uvec4 b = qb[i];
-
-			kvmem_k_q4_kwords<16, 2 * KVMEM_COST_D>(
-				k + t * 64, 16, 0, 4 * i + threadIdx.x % 4, a);
-			kvmem_k_mma(c, a, b.x);
-			kvmem_k_mma(c, a, b.x + 2);
-		}
-		for (i = 0; i < 4; i++)
-			sc[i] += c[i];
-	}
-	for (i = 0; i < 4; i++)
-		out[i] = sc[i];
-}
-
-extern "C" __global__ void kvmem_cost_kmma_i8_v16(const uint32_t *w,
-						  unsigned int n,
-						  const kvmem_k_uvec4 *qb,
-						  const float *ks, float *out)
-{
-	kvmem_cost_kmma<8>(w, n, qb, ks, out);
+	kvmem_cost_kmma<16>(k, n, qb, NULL, out);
 }
 
 /* K of int4 in h84 words: sixteen bytes of the copy, four words, tested
