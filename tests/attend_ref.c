@@ -12,6 +12,28 @@
 #include "kvmem_check.h"
 #include "rng.h"
 
+double ref_softmax_v(double *p, uint32_t n, const float *v, uint32_t H,
+		     uint32_t kh, uint32_t D, double *out)
+{
+	double m = -INFINITY, z = 0;
+	uint32_t t, d;
+
+	for (t = 0; t < n; t++)
+		m = fmax(m, p[t]);
+	for (t = 0; t < n; t++) {
+		p[t] = exp(p[t] - m);
+		z += p[t];
+	}
+	for (d = 0; d < D; d++) {
+		double o = 0;
+
+		for (t = 0; t < n; t++)
+			o += p[t] * v[((size_t)t * H + kh) * D + d];
+		out[d] = o / z;
+	}
+	return z;
+}
+
 void ref_attend(const struct kvmem_geometry *g, uint32_t nh, double scale,
 		const float *q, const float *k, const float *v, uint32_t n,
 		double *out, double *share)
@@ -23,7 +45,7 @@ void ref_attend(const struct kvmem_geometry *g, uint32_t nh, double scale,
 		memset(share, 0, n * sizeof(double));
 	for (h = 0; h < nh; h++) {
 		uint32_t kh = h / grp;
-		double m = -INFINITY, z = 0;
+		double z;
 
 		for (t = 0; t < n; t++) {
 			double s = 0;
@@ -32,19 +54,8 @@ void ref_attend(const struct kvmem_geometry *g, uint32_t nh, double scale,
 				s += (double)q[h * D + d] *
 				     k[((size_t)t * H + kh) * D + d];
 			p[t] = scale * s;
-			m = fmax(m, p[t]);
 		}
-		for (t = 0; t < n; t++) {
-			p[t] = exp(p[t] - m);
-			z += p[t];
-		}
-		for (d = 0; d < D; d++) {
-			double o = 0;
-
-			for (t = 0; t < n; t++)
-				o += p[t] * v[((size_t)t * H + kh) * D + d];
-			out[h * D + d] = o / z;
-		}
+		z = ref_softmax_v(p, n, v, H, kh, D, out + h * D);
 		if (share)
 			for (t = 0; t < n; t++)
 				share[t] += p[t] / z;

@@ -15,6 +15,14 @@ struct kvmem_rng;
 struct kvmem_seq;
 
 /*
+ * The softmax of the @n scores @p, which it turns into unnormalised
+ * weights, and with them the mean of KV head @kh's rows of @v ([n][H][D])
+ * into @out ([D]); returns the weights' sum.
+ */
+double ref_softmax_v(double *p, uint32_t n, const float *v, uint32_t H,
+		     uint32_t kh, uint32_t D, double *out);
+
+/*
  * Attention of query @q ([nh][D]) over @n tokens of @k, @v ([n][H][D]) of
  * @g's shape, scores times @scale, into @out ([nh][D]). @share, if not
  * NULL, receives per token its softmax weight summed over the query heads.

@@ -1481,7 +1481,6 @@ static void ref_attend_q8(const struct kvmem_geometry *g, uint32_t nh,
 
 	for (h = 0; h < nh; h++) {
 		uint32_t kh = h / grp;
-		double m = -INFINITY, z = 0;
 
 		for (t = 0; t < n; t++) {
 			int i8 = q8_token(g, ntok, t);
@@ -1492,19 +1491,8 @@ static void ref_attend_q8(const struct kvmem_geometry *g, uint32_t nh,
 					   : (double)q[h * D + d]) *
 				       k[((size_t)t * H + kh) * D + d];
 			p[t] = scale * sum;
-			m = fmax(m, p[t]);
 		}
-		for (t = 0; t < n; t++) {
-			p[t] = exp(p[t] - m);
-			z += p[t];
-		}
-		for (d = 0; d < D; d++) {
-			double o = 0;
-
-			for (t = 0; t < n; t++)
-				o += p[t] * v[((size_t)t * H + kh) * D + d];
-			out[h * D + d] = o / z;
-		}
+		ref_softmax_v(p, n, v, H, kh, D, out + h * D);
 	}
 	free(p);
 }
