@@ -719,14 +719,9 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 			  &flags_off);
 	kvmem_k_crc_table(x.tab);
 
-	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
-		unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
-
-		x.q[i] = ((const float *)p.q)
-			[(((size_t)b * p.nq + j) * p.n_heads + h * G + gq) * D +
-			 d];
+	kvmem_k_query_rows(&p, h, b, 1.0f, x.q);
+	for (i = threadIdx.x; i < QR * D; i += blockDim.x)
 		x.acc[i] = 0.0f;
-	}
 	for (i = threadIdx.x; i < QR; i += blockDim.x) {
 		x.m[i] = -INFINITY;
 		x.lsum[i] = 0.0f;

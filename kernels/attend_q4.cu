@@ -1604,13 +1604,7 @@ kvmem_k_attend_q4_body(const struct kvmem_k_attend &p, uint8_t *smem)
 		mass = (float *)(p.ws + mass_off);
 	kvmem_k_crc_table(tab);
 	kvmem_k_golay_lut(lut);
-	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
-		unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
-
-		q[i] = ((const float *)p.q)
-			[(((size_t)b * p.nq + j) * p.n_heads + h * G + gq) * D +
-			 d];
-	}
+	kvmem_k_query_rows(&p, h, b, 1.0f, q);
 	__syncthreads();
 	kvmem_k_crc_slices(tab);
 	__syncthreads();

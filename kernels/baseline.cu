@@ -88,16 +88,7 @@ KVMEM_DFN void kvmem_k_f16_attend(const struct kvmem_k_attend &p, uint8_t *smem)
 
 	if (p1 > p0)
 		len = pg[p1 - 1].token_start + pg[p1 - 1].ntokens;
-	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
-		unsigned int j = i / D / G, gq = i / D % G, d = i % D;
-
-		q[i] = p.scale *
-		       ((const float *)
-				p.q)[(((size_t)b * p.nq + j) * p.n_heads +
-				      h * G + gq) *
-					     D +
-				     d];
-	}
+	kvmem_k_query_rows(&p, h, b, p.scale, q);
 	for (i = lane; i < QR * D; i += 32)
 		acc[i] = 0.0f;
 	for (i = lane; i < QR; i += 32) {
@@ -211,13 +202,7 @@ KVMEM_DFN void kvmem_k_f16_tc(const struct kvmem_k_attend &p, uint8_t *smem)
 
 	if (p1 > p0)
 		len = pg[p1 - 1].token_start + pg[p1 - 1].ntokens;
-	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
-		const unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
-
-		q[i] = ((const float *)p.q)
-			[(((size_t)b * p.nq + j) * p.n_heads + h * G + gq) * D +
-			 d];
-	}
+	kvmem_k_query_rows(&p, h, b, 1.0f, q);
 	for (i = lane; i < QR; i += 32) {
 		ml[(wi * QR + i) * 2] = -INFINITY;
 		ml[(wi * QR + i) * 2 + 1] = 0.0f;

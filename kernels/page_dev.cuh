@@ -173,6 +173,30 @@ KVMEM_DFN uint32_t kvmem_k_hsub(uint32_t h, uint32_t c)
 }
 #endif
 
+/*
+ * The CTA's query rows into @q ([QR][D]) times @scale, a value a thread:
+ * row r of KV head @h of sequence @b is query token r / G, query head
+ * h G + r % G (G query heads a KV head).
+ */
+KVMEM_DFN void kvmem_k_query_rows(const struct kvmem_k_attend *p,
+				  unsigned int h, unsigned int b, float scale,
+				  float *q)
+{
+	const unsigned int D = p->g.head_dim, G = p->n_heads / p->g.kv_heads;
+	unsigned int i;
+
+	for (i = threadIdx.x; i < G * p->nq * D; i += blockDim.x) {
+		const unsigned int r = i / D, j = r / G, gq = r % G, d = i % D;
+
+		q[i] = scale *
+		       ((const float *)
+				p->q)[(((size_t)b * p->nq + j) * p->n_heads +
+				       h * G + gq) *
+					      D +
+				      d];
+	}
+}
+
 /* Sixteen bytes of device memory in one load. */
 struct alignas(16) kvmem_k_uvec4 {
 	uint32_t x[4];
