@@ -786,6 +786,9 @@ START_TEST(test_usage_errors)
 		(const char *const[]){ "attend", "--queries", "0", NULL },
 		(const char *const[]){ "attend", "--ctx", "300", "--queries",
 				       "301", NULL },
+		(const char *const[]){ "attend", "--sealed", NULL },
+		/* decoding's shape: 4 sinks and a tail of half a page */
+		(const char *const[]){ "attend", "--gpu", "--ctx", "3", NULL },
 		(const char *const[]){ "ring", "--batch", "257", NULL },
 		(const char *const[]){ "ring", "--ops", "many", NULL },
 		(const char *const[]){ "ring", "extra", NULL },

@@ -326,8 +326,9 @@ int bench_attend_gpu(const struct attend_cfg *cfg,
 
 		if (cf.ctx < S + H) {
 			fprintf(stderr,
-				"kvmem-bench: attend --gpu: --ctx %u holds no "
-				"tail after %u sink tokens (or --sealed)\n",
+				"kvmem-bench: attend --gpu: --ctx %u must hold "
+				"a tail after %u sink tokens (or give "
+				"--sealed)\n",
 				cfg->ctx, S);
 			return 2;
 		}
