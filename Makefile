@@ -116,6 +116,7 @@ CTL_SRCS := tools/kvmemctl.c tools/ctl.c tools/ctl-ras.c tools/ctl-metrics.c \
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/worker.c daemon/session.c daemon/server.c daemon/ras.c \
 	       daemon/admin.c daemon/json.c daemon/store.c daemon/tier.c \
+	       daemon/tier-gpu.c \
 	       daemon/archive.c daemon/user.c daemon/prefix.c daemon/resume.c \
 	       daemon/notify.c daemon/policy.c daemon/arena.c \
 	       daemon/patrol.c daemon/share.c daemon/record.c \

@@ -136,9 +136,10 @@ static void gpu_json(struct kvmemd *d, struct jw *w)
 
 	kvmemd_gpu_reap(d);
 	jw_open(w, "gpu_pool", '{');
-	if (g->cu) {
+	if (g->ops) {
 		jw_str(w, "device", g->uuid);
 		jw_str(w, "name", g->name);
+		jw_str(w, "backend", g->ops->name);
 		jw_u64(w, "bytes", d->gpu.bytes);
 		jw_u64(w, "used_bytes", g->used);
 		jw_u64(w, "held_bytes", g->held);
@@ -190,12 +191,18 @@ static void cmd_status(struct kvmemd *d, struct jw *w)
 static void cmd_stats(struct kvmemd *d, struct jw *w)
 {
 	const struct kvmemd_session *s;
-	uint64_t open = 0, sealed = 0, degraded = 0;
+	uint64_t open = 0, sealed = 0, degraded = 0, gpu_sealed = 0;
+	uint64_t promoted = 0, demoted = 0, moved = 0, move_errors = 0;
 
 	for (s = d->sessions; s; s = s->next) {
 		open += s->arena.used_bytes - s->arena.sealed_bytes;
 		sealed += s->arena.sealed_bytes;
 		degraded += s->arena.ndegraded;
+		gpu_sealed += s->arena.gpu_used_bytes;
+		promoted += s->gpu_promoted;
+		demoted += s->gpu_demoted;
+		moved += s->gpu_moved_bytes;
+		move_errors += s->gpu_errors;
 	}
 	jw_open(w, NULL, '{');
 	jw_f64(w, "uptime_s", uptime(d));
@@ -213,8 +220,8 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 	jw_u64(w, "free_bytes", d->cfg.host_bytes - d->n.pool_used);
 	jw_u64(w, "degraded_pages", degraded);
 	jw_close(w, '}');
-	if (d->gpu.cu) {
-		/* Device memory sessions have; pages do not live there yet. */
+	if (d->gpu.ops) {
+		/* Device memory sessions have, and the GPU tier's pages in it. */
 		kvmemd_gpu_reap(d);
 		jw_open(w, NULL, '{');
 		jw_str(w, "pool", "gpu");
@@ -223,8 +230,12 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 		jw_u64(w, "reserved_bytes", d->gpu.used);
 		jw_u64(w, "held_bytes", d->gpu.held);
 		jw_u64(w, "open_bytes", 0);
-		jw_u64(w, "sealed_bytes", 0);
+		jw_u64(w, "sealed_bytes", gpu_sealed);
 		jw_u64(w, "free_bytes", d->gpu.bytes - d->gpu.used);
+		jw_u64(w, "promoted_pages", promoted);
+		jw_u64(w, "demoted_pages", demoted);
+		jw_u64(w, "moved_bytes", moved);
+		jw_u64(w, "move_errors", move_errors);
 		jw_u64(w, "degraded_pages", 0);
 		jw_close(w, '}');
 	}

@@ -195,8 +195,9 @@ static int candidate(const struct kvmemd_session *s, uint32_t pg, uint32_t age)
 	const struct seq *q;
 	uint16_t heat;
 
+	/* The archive tier takes pages from host memory. */
 	if (p->state != PAGE_RESIDENT || p->pins || p->dead ||
-	    p->kind != KVMEM_SLOT_SEALED)
+	    p->kind != KVMEM_SLOT_SEALED || arena_unit_gpu(&s->arena, p->unit))
 		return 0;
 	sl = &s->arena.slots[p->unit];
 	if (sl->state != SLOT_SEALED ||
@@ -301,7 +302,7 @@ static int start(struct kvmemd *d, struct kvmemd_session *s, uint32_t pg)
 	job->src = malloc(job->bytes);
 	job->dst = calloc(1, job->bytes);
 	if (!job->src || !job->dst ||
-	    arena_slot_reserve(&s->arena, KVMEM_SLOT_SEALED, &job->dst_unit))
+	    arena_slot_reserve(&s->arena, KVMEM_SLOT_SEALED, 0, &job->dst_unit))
 		goto err;
 	memcpy(job->src, session_page(s, job->unit), job->bytes);
 	job->work.fn = archive_work;

@@ -51,21 +51,33 @@ static uint32_t slot_next(const struct kvmemd_arena *a, uint32_t u)
 	return u + (sl->state == SLOT_NONE ? 1 : a->slot_units[sl->kind]);
 }
 
-uint64_t arena_table_bytes(uint32_t nunits, const uint32_t slot_units[2])
+/* Entries a free list of slots of @slot_units needs in @units. */
+static size_t free_cap(uint32_t units, uint32_t slot_units)
 {
-	uint64_t n = (uint64_t)nunits * sizeof(struct slot);
+	return units ? units / slot_units + 1 : 0;
+}
+
+uint64_t arena_table_bytes(uint32_t nunits, uint32_t gpu_units,
+			   const uint32_t slot_units[2])
+{
+	uint64_t n = ((uint64_t)nunits + gpu_units) * sizeof(struct slot);
 	int k;
 
 	for (k = 0; k < 2; k++)
-		n += (nunits / slot_units[k] + 1) * sizeof(uint32_t);
+		n += (free_cap(nunits, slot_units[k]) +
+		      free_cap(gpu_units, slot_units[k])) *
+		     sizeof(uint32_t);
 	return n;
 }
 
 void arena_init(struct kvmemd_arena *a, struct kvmemd *d, uint32_t nunits,
-		const uint32_t slot_units[2], uint64_t heap, uint64_t heap_max)
+		uint32_t gpu_units, const uint32_t slot_units[2], uint64_t heap,
+		uint64_t heap_max)
 {
 	a->d = d;
 	a->nunits = nunits;
+	a->gpu_units = gpu_units;
+	a->gpu_top = nunits;
 	a->slot_units[0] = slot_units[0];
 	a->slot_units[1] = slot_units[1];
 	a->free_page = NO_UNIT;
@@ -77,11 +89,21 @@ int arena_tables(struct kvmemd_arena *a)
 {
 	int k;
 
-	a->slots = calloc(a->nunits, sizeof(*a->slots));
-	for (k = 0; k < 2; k++)
-		a->free[k] = malloc((a->nunits / a->slot_units[k] + 1) *
+	a->slots = calloc((size_t)a->nunits + a->gpu_units, sizeof(*a->slots));
+	for (k = 0; k < 2; k++) {
+		a->free[k] = malloc(free_cap(a->nunits, a->slot_units[k]) *
 				    sizeof(uint32_t));
-	return a->slots && a->free[0] && a->free[1] ? 0 : -ENOMEM;
+		if (!a->free[k])
+			return -ENOMEM;
+		if (!a->gpu_units)
+			continue;
+		a->gpu_free[k] =
+			malloc(free_cap(a->gpu_units, a->slot_units[k]) *
+			       sizeof(uint32_t));
+		if (!a->gpu_free[k])
+			return -ENOMEM;
+	}
+	return a->slots ? 0 : -ENOMEM;
 }
 
 void arena_exit(struct kvmemd_arena *a)
@@ -91,6 +113,8 @@ void arena_exit(struct kvmemd_arena *a)
 	free(a->slots);
 	free(a->free[0]);
 	free(a->free[1]);
+	free(a->gpu_free[0]);
+	free(a->gpu_free[1]);
 }
 
 int arena_heap_get(struct kvmemd_arena *a, size_t bytes)
@@ -183,15 +207,37 @@ static long free_pick(const struct kvmemd_arena *a, int fl,
 	return -1;
 }
 
-/* A slot of @kind in @state, from its free list or carved above ->top. */
-static int slot_take(struct kvmemd_arena *a, int kind, enum slot_state state,
-		     uint32_t *out)
+/* A slot of @kind in @state in the GPU tier, from its free list or
+ * carved above ->gpu_top; no record names those. */
+static int gpu_take(struct kvmemd_arena *a, int kind, uint32_t *out)
 {
 	int fl = free_list(a, kind);
-	long i = free_pick(a, fl, state);
+
+	if (a->gpu_nfree[fl]) {
+		*out = a->gpu_free[fl][--a->gpu_nfree[fl]];
+		return 0;
+	}
+	if (a->nunits + a->gpu_units - a->gpu_top < a->slot_units[kind])
+		return -ENOMEM;
+	*out = a->gpu_top;
+	a->gpu_top += a->slot_units[kind];
+	return 0;
+}
+
+/* A slot of @kind in @state, from its free list or carved above ->top;
+ * in the GPU tier with @gpu. */
+static int slot_take(struct kvmemd_arena *a, int kind, int gpu,
+		     enum slot_state state, uint32_t *out)
+{
+	int fl = free_list(a, kind);
+	long i;
 	uint32_t u;
 
-	if (i >= 0) {
+	if (gpu) {
+		if (gpu_take(a, kind, &u))
+			return -ENOMEM;
+		a->gpu_used_bytes += arena_slot_bytes(a, kind);
+	} else if ((i = free_pick(a, fl, state)) >= 0) {
 		u = a->free[fl][i];
 		a->free[fl][i] = a->free[fl][--a->nfree[fl]];
 	} else {
@@ -202,11 +248,14 @@ static int slot_take(struct kvmemd_arena *a, int kind, enum slot_state state,
 		a->top += a->slot_units[kind];
 	}
 	memset(&a->slots[u], 0, sizeof(a->slots[u]));
-	/* What the client said of the last page here is not about this one. */
-	__atomic_store_n(&a->heat[u], 0, __ATOMIC_RELAXED);
+	/* What the client said of the last page here is not about this
+	 * one. */
+	if (!gpu) {
+		__atomic_store_n(&a->heat[u], 0, __ATOMIC_RELAXED);
+		a->used_bytes += arena_slot_bytes(a, kind);
+	}
 	a->slots[u].state = (uint8_t)state;
 	a->slots[u].kind = (uint8_t)kind;
-	a->used_bytes += arena_slot_bytes(a, kind);
 	a->nopen += state == SLOT_OPEN;
 	*out = u;
 	return 0;
@@ -217,16 +266,23 @@ static void slot_release(struct kvmemd_arena *a, uint32_t u)
 {
 	struct slot *sl = &a->slots[u];
 	int fl = free_list(a, sl->kind);
+	const int gpu = arena_unit_gpu(a, u);
 
 	if (sl->state == SLOT_OPEN) {
 		a->nopen--;
 	} else if (sl->state == SLOT_SEALED) {
 		a->nsealed--;
-		a->sealed_bytes -= arena_slot_bytes(a, sl->kind);
+		if (!gpu)
+			a->sealed_bytes -= arena_slot_bytes(a, sl->kind);
 		a->ndegraded -= !!(sl->flags & SLOT_DEGRADED);
 	}
-	a->used_bytes -= arena_slot_bytes(a, sl->kind);
 	sl->state = SLOT_FREE;
+	if (gpu) {
+		a->gpu_used_bytes -= arena_slot_bytes(a, sl->kind);
+		a->gpu_free[fl][a->gpu_nfree[fl]++] = u;
+		return;
+	}
+	a->used_bytes -= arena_slot_bytes(a, sl->kind);
 	a->free[fl][a->nfree[fl]++] = u;
 	if (a->limbo)
 		a->limbo[u / 8] |= (uint8_t)(1u << u % 8);
@@ -234,15 +290,17 @@ static void slot_release(struct kvmemd_arena *a, uint32_t u)
 
 int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out)
 {
-	int ret = slot_take(a, kind, SLOT_OPEN, out);
+	int ret = slot_take(a, kind, 0, SLOT_OPEN, out);
 
 	changed(a);
 	return ret;
 }
 
-int arena_slot_reserve(struct kvmemd_arena *a, int kind, uint32_t *out)
+int arena_slot_reserve(struct kvmemd_arena *a, int kind, int gpu, uint32_t *out)
 {
-	int ret = slot_take(a, kind, SLOT_ARCHIVING, out);
+	int ret = gpu && !a->gpu_units
+			  ? -ENOMEM
+			  : slot_take(a, kind, gpu, SLOT_ARCHIVING, out);
 
 	changed(a);
 	return ret;
@@ -340,7 +398,8 @@ int arena_slot_enter(struct kvmemd_arena *a, uint32_t u, uint32_t *pg,
 	sl->seal = ++a->seals;
 	p->unit = u;
 	a->nsealed++;
-	a->sealed_bytes += arena_slot_bytes(a, kind);
+	if (!arena_unit_gpu(a, u))
+		a->sealed_bytes += arena_slot_bytes(a, kind);
 	a->ndegraded += !!(sl->flags & SLOT_DEGRADED);
 	changed(a);
 	return 0;
@@ -419,7 +478,7 @@ int arena_read_start(struct kvmemd_arena *a, uint32_t pg, uint32_t *out)
 	struct page *p = &a->pages[pg];
 	int ret;
 
-	ret = slot_take(a, p->kind, SLOT_LOADING, out);
+	ret = slot_take(a, p->kind, 0, SLOT_LOADING, out);
 	if (!ret) {
 		a->slots[*out].page = pg;
 		p->unit = *out;
@@ -460,9 +519,9 @@ void arena_read_checked(struct kvmemd_arena *a, uint32_t pg)
 
 /* What the tables add up to, counted afresh from them. */
 struct tally {
-	uint64_t used_bytes, nopen, nsealed, sealed_bytes, ndegraded;
-	uint64_t ncold, cold_bytes, writing_units;
-	uint32_t nfree[2]; /* free slots, [free_list(kind)] */
+	uint64_t used_bytes, gpu_used_bytes, nopen, nsealed, sealed_bytes;
+	uint64_t ndegraded, ncold, cold_bytes, writing_units;
+	uint32_t nfree[2][2]; /* free slots, [gpu][free_list(kind)] */
 	uint32_t unused; /* pages */
 	uint32_t holding, held; /* slots that hold a page, pages in one */
 };
@@ -482,10 +541,11 @@ static const struct {
 	const char *name;
 	size_t off, tally_off;
 } counters[] = {
-	{ COUNTER(used_bytes) }, { COUNTER(nopen) },
-	{ COUNTER(nsealed) },	 { COUNTER(sealed_bytes) },
-	{ COUNTER(ndegraded) },	 { COUNTER(ncold) },
-	{ COUNTER(cold_bytes) }, { COUNTER(writing_units) },
+	{ COUNTER(used_bytes) },    { COUNTER(gpu_used_bytes) },
+	{ COUNTER(nopen) },	    { COUNTER(nsealed) },
+	{ COUNTER(sealed_bytes) },  { COUNTER(ndegraded) },
+	{ COUNTER(ncold) },	    { COUNTER(cold_bytes) },
+	{ COUNTER(writing_units) },
 };
 
 /* The counter at @off of an arena or a tally. */
@@ -527,30 +587,43 @@ static int slot_holds(const struct kvmemd_arena *a, const struct slot *sl,
 	       p->state == PAGE_READING;
 }
 
-/* The slots: each where the one before it ends, each in a state, those
- * that hold a page held by it. */
-static int tally_slots(const struct kvmemd_arena *a, int kept, int archived,
-		       struct tally *t, char *why, size_t len)
+/* Is @u below the top of its tier? */
+static int unit_carved(const struct kvmemd_arena *a, uint32_t u)
 {
+	return u < a->top || (u >= a->nunits && u < a->gpu_top);
+}
+
+/* The slots of the host (@gpu 0) or the GPU tier: each where the one
+ * before it ends, each in a state, those that hold a page held by it; a
+ * slot in the GPU tier only for a page the daemon moved there. */
+static int tally_slots(const struct kvmemd_arena *a, int gpu, int kept,
+		       int archived, struct tally *t, char *why, size_t len)
+{
+	const uint32_t top = gpu ? a->gpu_top : a->top;
 	const struct slot *sl;
 	uint32_t u;
 
-	for (u = 0; u < a->top; u = slot_next(a, u)) {
+	for (u = gpu ? a->nunits : 0; u < top; u = slot_next(a, u)) {
 		sl = &a->slots[u];
 		if (sl->state == SLOT_NONE)
 			continue;
 		if (sl->kind > 1 ||
 		    sl->state > (kept ? SLOT_SEALED : SLOT_ARCHIVING) ||
-		    a->top - u < a->slot_units[sl->kind])
+		    top - u < a->slot_units[sl->kind] ||
+		    (gpu &&
+		     (sl->state == SLOT_OPEN || sl->state == SLOT_LOADING)))
 			return bad(why, len, "slot %u does not hold together",
 				   u);
 		if (sl->state == SLOT_FREE) {
-			/* Each takes its size below ->top: the list has
+			/* Each takes its size below its top: the list has
 			 * room for all. */
-			t->nfree[free_list(a, sl->kind)]++;
+			t->nfree[gpu][free_list(a, sl->kind)]++;
 			continue;
 		}
-		t->used_bytes += arena_slot_bytes(a, sl->kind);
+		if (gpu)
+			t->gpu_used_bytes += arena_slot_bytes(a, sl->kind);
+		else
+			t->used_bytes += arena_slot_bytes(a, sl->kind);
 		t->nopen += sl->state == SLOT_OPEN;
 		if (sl->state != SLOT_SEALED && sl->state != SLOT_LOADING)
 			continue;
@@ -564,10 +637,11 @@ static int tally_slots(const struct kvmemd_arena *a, int kept, int archived,
 		if (sl->state == SLOT_LOADING)
 			continue;
 		t->nsealed++;
-		t->sealed_bytes += arena_slot_bytes(a, sl->kind);
+		if (!gpu)
+			t->sealed_bytes += arena_slot_bytes(a, sl->kind);
 		t->ndegraded += !!(sl->flags & SLOT_DEGRADED);
 	}
-	if (u != a->top)
+	if (u != top)
 		return bad(why, len, "its last slot runs past its top");
 	return 0;
 }
@@ -578,7 +652,7 @@ static int page_held(const struct kvmemd_arena *a, const struct page *p,
 {
 	const struct slot *sl;
 
-	if (p->unit >= a->top)
+	if (!unit_carved(a, p->unit))
 		return 0;
 	sl = &a->slots[p->unit];
 	return sl->page == pg && sl->kind == p->kind &&
@@ -657,9 +731,11 @@ static int tally(const struct kvmemd_arena *a, int kept, int archived,
 		 struct tally *t, char *why, size_t len)
 {
 	memset(t, 0, sizeof(*t));
-	if (a->top > a->nunits || a->top_page > a->npages)
+	if (a->top > a->nunits || a->gpu_top < a->nunits ||
+	    a->gpu_top - a->nunits > a->gpu_units || a->top_page > a->npages)
 		return bad(why, len, "its tables do not fit its arena");
-	if (tally_slots(a, kept, archived, t, why, len))
+	if (tally_slots(a, 0, kept, archived, t, why, len) ||
+	    tally_slots(a, 1, kept, archived, t, why, len))
 		return -EINVAL;
 	return tally_pages(a, kept, archived, t, why, len);
 }
@@ -672,26 +748,38 @@ static int tally(const struct kvmemd_arena *a, int kept, int archived,
 static int free_lists_check(const struct kvmemd_arena *a, const struct tally *t,
 			    uint8_t *seen, char *why, size_t len)
 {
-	uint32_t u, i;
-	int fl;
+	uint32_t u, i, n;
+	const uint32_t *list;
+	int fl, gpu;
 
-	for (u = 0; u < a->top; u = slot_next(a, u))
-		if (a->slots[u].state == SLOT_FREE)
-			seen[u / 8] |= (uint8_t)(1u << u % 8);
-	for (fl = 0; fl < 2; fl++) {
-		if (a->nfree[fl] != t->nfree[fl])
-			return bad(why, len,
-				   "free list %d has %u slots, %u are free", fl,
-				   a->nfree[fl], t->nfree[fl]);
-		for (i = 0; i < a->nfree[fl]; i++) {
-			u = a->free[fl][i];
-			if (u >= a->top || !(seen[u / 8] & 1u << u % 8) ||
-			    free_list(a, a->slots[u].kind) != fl)
+	for (gpu = 0; gpu < 2; gpu++)
+		for (u = gpu ? a->nunits : 0; u < (gpu ? a->gpu_top : a->top);
+		     u = slot_next(a, u))
+			if (a->slots[u].state == SLOT_FREE)
+				seen[u / 8] |= (uint8_t)(1u << u % 8);
+	for (gpu = 0; gpu < 2; gpu++) {
+		for (fl = 0; fl < 2; fl++) {
+			n = gpu ? a->gpu_nfree[fl] : a->nfree[fl];
+			list = gpu ? a->gpu_free[fl] : a->free[fl];
+			if (n != t->nfree[gpu][fl])
 				return bad(why, len,
-					   "free list %d: slot %u is not a "
-					   "free slot of it, or is there twice",
-					   fl, u);
-			seen[u / 8] &= (uint8_t) ~(1u << u % 8);
+					   "free list %d%s has %u slots, %u "
+					   "are free",
+					   fl, gpu ? " of the GPU" : "", n,
+					   t->nfree[gpu][fl]);
+			for (i = 0; i < n; i++) {
+				u = list[i];
+				if (!unit_carved(a, u) ||
+				    arena_unit_gpu(a, u) != gpu ||
+				    !(seen[u / 8] & 1u << u % 8) ||
+				    free_list(a, a->slots[u].kind) != fl)
+					return bad(why, len,
+						   "free list %d: slot %u is "
+						   "not a free slot of it, or "
+						   "is there twice",
+						   fl, u);
+				seen[u / 8] &= (uint8_t) ~(1u << u % 8);
+			}
 		}
 	}
 	return 0;
@@ -716,7 +804,7 @@ int arena_check(const struct kvmemd_arena *a, char *why, size_t len)
 				   counters[i].name, (unsigned long long)n,
 				   (unsigned long long)m);
 	}
-	seen = calloc(a->top / 8 + 1, 1);
+	seen = calloc(a->gpu_top / 8 + 1, 1);
 	if (!seen) {
 		snprintf(why, len, "out of memory");
 		return -ENOMEM;

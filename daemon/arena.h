@@ -96,6 +96,17 @@ struct kvmemd_arena {
 	uint32_t nunits, top; /* units carved so far */
 	uint32_t slot_units[2]; /* [kind] */
 	uint32_t *free[2], nfree[2]; /* [free_list(kind)] */
+	/*
+	 * The GPU tier (KVMEM_FEAT_GPU_TIER): units [nunits, nunits +
+	 * gpu_units) are slots in the session's GPU memory, carved from
+	 * nunits up to gpu_top, freed ones on gpu_free[]. Only the daemon
+	 * puts a page there (a move, tier.c); the client reads it there.
+	 * 0 units: no such tier. Host slots count in ->used_bytes and
+	 * ->sealed_bytes, these in ->gpu_used_bytes (all sealed, or being
+	 * moved into); the heat array covers the host's alone.
+	 */
+	uint32_t gpu_units, gpu_top;
+	uint32_t *gpu_free[2], gpu_nfree[2];
 	uint16_t *heat; /* [unit], the client's: a new slot's starts at 0 */
 	struct page *pages;
 	uint32_t npages, top_page, free_page; /* free_page: NO_UNIT for none */
@@ -113,7 +124,7 @@ struct kvmemd_arena {
 	uint8_t *limbo;
 	size_t limbo_bytes; /* of each bitmap */
 	/* what the tables add up to */
-	uint64_t used_bytes, nopen, nsealed;
+	uint64_t used_bytes, gpu_used_bytes, nopen, nsealed;
 	uint64_t sealed_bytes, ndegraded;
 	uint64_t ncold, cold_bytes; /* pages only on the store */
 	uint64_t writing_units; /* slots that writes in flight will free */
@@ -127,12 +138,22 @@ static inline uint64_t arena_slot_bytes(const struct kvmemd_arena *a, int kind)
 	return (uint64_t)a->slot_units[kind] * KVMEM_SLOT_UNIT;
 }
 
-/* The daemon memory of an arena's slot table and free lists. */
-uint64_t arena_table_bytes(uint32_t nunits, const uint32_t slot_units[2]);
-/* An arena of @nunits units, slots of @slot_units, its tables not yet
- * made; @heap bytes charged to @d's host pool already, @heap_max at most. */
+/* Is the slot at unit @u in the GPU tier? */
+static inline int arena_unit_gpu(const struct kvmemd_arena *a, uint32_t u)
+{
+	return u >= a->nunits;
+}
+
+/* The daemon memory of an arena's slot table and free lists: @nunits of
+ * host memory, @gpu_units of the GPU's. */
+uint64_t arena_table_bytes(uint32_t nunits, uint32_t gpu_units,
+			   const uint32_t slot_units[2]);
+/* An arena of @nunits units and @gpu_units in the GPU tier, slots of
+ * @slot_units, its tables not yet made; @heap bytes charged to @d's host
+ * pool already, @heap_max at most. */
 void arena_init(struct kvmemd_arena *a, struct kvmemd *d, uint32_t nunits,
-		const uint32_t slot_units[2], uint64_t heap, uint64_t heap_max);
+		uint32_t gpu_units, const uint32_t slot_units[2], uint64_t heap,
+		uint64_t heap_max);
 /* Its tables: 0 or -ENOMEM. Touches @a only (a worker may run it). */
 int arena_tables(struct kvmemd_arena *a);
 /* Free the tables; what ->heap says stays for the caller to give back. */
@@ -159,10 +180,12 @@ void arena_heap_put(struct kvmemd_arena *a, size_t bytes);
  */
 /* An open slot of @kind, the client's: 0, or -ENOMEM when none is free. */
 int arena_slot_alloc(struct kvmemd_arena *a, int kind, uint32_t *out);
-/* A slot of @kind for a page the daemon makes (SLOT_ARCHIVING): no op of
- * the client's reaches it. 0, -ENOMEM, or -EBUSY when the free ones wait
- * for a live record (->limbo). */
-int arena_slot_reserve(struct kvmemd_arena *a, int kind, uint32_t *out);
+/* A slot of @kind for a page the daemon makes or moves (SLOT_ARCHIVING),
+ * in the GPU tier with @gpu: no op of the client's reaches it. 0,
+ * -ENOMEM, or -EBUSY when the free ones wait for a live record
+ * (->limbo). */
+int arena_slot_reserve(struct kvmemd_arena *a, int kind, int gpu,
+		       uint32_t *out);
 /* An open or reserved slot, back on its free list. */
 void arena_slot_free(struct kvmemd_arena *a, uint32_t u);
 /*
@@ -170,7 +193,8 @@ void arena_slot_free(struct kvmemd_arena *a, uint32_t u);
  * record: the client's open slot being sealed (a new page, *@pg NO_UNIT,
  * named by @rec's layer and first token), the slot a page read back from
  * the store landed in (still PAGE_READING, until arena_read_checked()), or
- * the one reserved for its archived copy (the slot it leaves is freed)
+ * the one reserved for its archived copy or its copy in the other tier
+ * (the slot it leaves is freed)
  * @pg: the page, or NO_UNIT for a new one, whose index it receives
  * @rec: what the slot keeps of its seal, all but its state, kind, page and
  *       seal number (a new one)

@@ -340,7 +340,8 @@ static const struct key keys[] = {
 		.name = "gpu_device",
 		.type = KEY_GPU,
 		KEY_FIELD(gpu_device, char *),
-		.desc = "GPU of the GPU pool: auto (the first), or its UUID",
+		.desc = "GPU of the GPU pool: auto (the first), its UUID, or "
+			"standin (host memory playing a GPU, for tests)",
 	},
 	{
 		.section = "pool",
@@ -1001,7 +1002,7 @@ static bool gpu_name_ok(const char *v)
 	static const char shape[] = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
 	size_t i;
 
-	if (!strcmp(v, "auto"))
+	if (!strcmp(v, "auto") || !strcmp(v, "standin"))
 		return true;
 	if (strlen(v) != sizeof(shape) - 1)
 		return false;
@@ -1063,8 +1064,8 @@ static int set_string(struct kvmemd_config *c, const struct key *k,
 	}
 	if (k->type == KEY_GPU && !gpu_name_ok(v)) {
 		snprintf(msg, len,
-			 "\"%s\" is not auto nor a GPU UUID as nvidia-smi -L "
-			 "shows it (GPU-8c3b1f2a-...)",
+			 "\"%s\" is not auto, standin nor a GPU UUID as "
+			 "nvidia-smi -L shows it (GPU-8c3b1f2a-...)",
 			 v);
 		return -EINVAL;
 	}

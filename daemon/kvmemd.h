@@ -114,12 +114,17 @@ struct kvmemd_region {
 };
 
 /*
- * A backend. Every hook is mandatory; a backend this build or machine lacks
- * has stubs returning -EOPNOTSUPP.
+ * A backend. Every hook but adopt, copy and view is mandatory; a backend
+ * this build or machine lacks has stubs returning -EOPNOTSUPP.
  *
  * create:  a region of at least @req->size bytes; may block (it runs on a
  *          worker thread)
  * destroy: unmap and close it
+ * copy:    a tier of pages (the GPU's): @len bytes between host memory at
+ *          @host and @off of the region, into the region with @in; done
+ *          when it returns 0, else -EIO
+ * view:    the region's bytes as this process may read and write them, or
+ *          NULL where it cannot (device memory)
  */
 /* What a region is asked for, fixed when the session is admitted. */
 struct kvmemd_region_req {
@@ -138,6 +143,9 @@ struct kvmemd_pool_ops {
 	int (*adopt)(const struct kvmemd_region_req *req, int fd,
 		     struct kvmemd_region *r, char *why, size_t whylen);
 	void (*destroy)(struct kvmemd_region *r);
+	int (*copy)(struct kvmemd_region *r, uint64_t off, uint8_t *host,
+		    size_t len, int in);
+	uint8_t *(*view)(const struct kvmemd_region *r);
 };
 
 const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind);
@@ -162,7 +170,11 @@ void kvmemd_host_release(struct kvmemd *d, struct kvmemd_region *r,
 struct kvmemd_gpu_hold;
 
 struct kvmemd_gpu {
-	struct kvmem_cuda *cu; /* NULL: no GPU pool, for the reason in why */
+	/* the sessions' GPU memory: cuda, or the stand-in's host memory
+	 * (pool.gpu_device = standin); NULL: no GPU pool, for the reason in
+	 * why */
+	const struct kvmemd_pool_ops *ops;
+	struct kvmem_cuda *cu; /* cuda: the device */
 	char why[160];
 	char name[128]; /* the device's */
 	char uuid[41]; /* as nvidia-smi -L shows it */
@@ -171,6 +183,7 @@ struct kvmemd_gpu {
 	uint64_t bytes; /* the pool: pool.gpu_bytes, or its percentage */
 	uint64_t used; /* charged: sessions' and held */
 	uint64_t held; /* of that, ended sessions' whose process lives */
+	struct kvmemd_ratelimit log; /* the GPU tier's failed copies */
 	struct kvmemd_gpu_hold *holds;
 };
 
@@ -635,6 +648,11 @@ void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit);
  * whose bytes had CRC-32C @store_crc when they were written. */
 void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
 		       uint32_t store_crc, struct kvmemd_check *c);
+/* The same for a page back in host memory from the GPU tier at @unit,
+ * whose bytes had CRC-32C @crc when they left: errors count in the GPU
+ * pool. */
+void kvmemd_ras_moved(struct kvmemd_session *s, uint32_t unit, uint32_t crc,
+		      struct kvmemd_check *c);
 /* Check every sealed page of @s now, as at its seal (a session taken back
  * after a restart); with @lose, a page that does not match its seal's CRC
  * may hold another's values (its record is older than its contents): it

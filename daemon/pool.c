@@ -5,7 +5,12 @@
  * host: a shmem memfd per session, asking for transparent huge pages
  * (pool.hugepages), locked in RAM when the limits allow (pool.mlock).
  * cuda: device memory of the driver's virtual memory API, one allocation
- * per session, zeroed, mapped here and shared as a POSIX file descriptor.
+ * per session, zeroed, mapped here and shared as a POSIX file descriptor;
+ * pages move into and out of it by the driver's copies (the GPU tier).
+ * standin: host memory playing the GPU (pool.gpu_device = standin), a
+ * memfd per session, for machines without one: the GPU tier's moves,
+ * policy and checks run as they do on a GPU, the copies are memcpy(), and
+ * the patrol can read the pages there.
  * nvme: a stub; the backing store is the tier's (store.c).
  *
  * Not hugetlbfs: a client can punch a hole in its shared mapping
@@ -302,6 +307,20 @@ static int cuda_create(const struct kvmemd_region_req *req,
 	return 0;
 }
 
+/* Copies on the default stream, waited for: a page at a time. */
+static int cuda_copy(struct kvmemd_region *r, uint64_t off, uint8_t *host,
+		     size_t len, int in)
+{
+	const uint64_t h = (uintptr_t)host, dev = r->dev + off;
+
+	if (off > r->size || len > r->size - off)
+		return -EINVAL;
+	if (kvmem_cuda_copy(r->cu, in ? dev : h, in ? h : dev, len, NULL) ||
+	    kvmem_cuda_sync(r->cu, NULL))
+		return -EIO;
+	return 0;
+}
+
 /* The daemon lets go; the memory lives on while its client maps it. */
 static void cuda_destroy(struct kvmemd_region *r)
 {
@@ -315,6 +334,34 @@ static void cuda_destroy(struct kvmemd_region *r)
 		close(r->fd);
 	r->fd = -1;
 	r->size = 0;
+}
+
+/* A memfd of host memory, zeroed as the driver zeroes device memory,
+ * neither huge nor locked: it plays a GPU, not the host pool. */
+static int standin_create(const struct kvmemd_region_req *req,
+			  struct kvmemd_region *r, char *why, size_t whylen)
+{
+	const struct kvmemd_region_req host = { .size = req->size,
+						.hugepages = KVMEMD_NO,
+						.mlock = KVMEMD_NO };
+	int ret = host_create(&host, r, why, whylen);
+
+	r->discard = !ret;
+	return ret;
+}
+
+static int standin_copy(struct kvmemd_region *r, uint64_t off, uint8_t *host,
+			size_t len, int in)
+{
+	if (off > r->size || len > r->size - off)
+		return -EINVAL;
+	memcpy(in ? r->base + off : host, in ? host : r->base + off, len);
+	return 0;
+}
+
+static uint8_t *standin_view(const struct kvmemd_region *r)
+{
+	return r->base;
 }
 
 static int stub_create(const struct kvmemd_region_req *req,
@@ -343,6 +390,7 @@ static const struct kvmemd_pool_ops pool_ops[] = {
 		.name = "cuda",
 		.create = cuda_create,
 		.destroy = cuda_destroy,
+		.copy = cuda_copy,
 	},
 	[KVMEMD_POOL_NVME] = {
 		.name = "nvme",
@@ -358,6 +406,15 @@ const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind)
 {
 	return &pool_ops[kind];
 }
+
+/* Not a kind of its own: where it serves, it is the GPU pool. */
+static const struct kvmemd_pool_ops standin_ops = {
+	.name = "standin",
+	.create = standin_create,
+	.destroy = host_destroy,
+	.copy = standin_copy,
+	.view = standin_view,
+};
 
 /* ---- the GPU pool ------------------------------------------------------ */
 
@@ -424,6 +481,33 @@ static void gpu_share(struct kvmemd *d, struct kvmem_cuda *cu,
 			   g->granularity >> 20);
 }
 
+/* The stand-in's UUID: "kvmem stand-in" and two zeros. */
+static const uint8_t standin_uuid[16] = "kvmem stand-in";
+
+/* pool.gpu_device = standin: pool.gpu_bytes of host memory plays a GPU. */
+static void gpu_standin(struct kvmemd *d, struct kvmemd_gpu *g)
+{
+	if (d->cfg.gpu_percent) {
+		snprintf(g->why, sizeof(g->why),
+			 "the GPU stand-in takes pool.gpu_bytes in bytes, not "
+			 "a percentage of a GPU");
+		kvmemd_log(LOG_WARNING,
+			   "no GPU pool, serving host sessions only: %s",
+			   g->why);
+		return;
+	}
+	g->ops = &standin_ops;
+	g->granularity = 2u << 20;
+	g->bytes = d->cfg.gpu_bytes - d->cfg.gpu_bytes % g->granularity;
+	snprintf(g->name, sizeof(g->name), "host memory standing in for a GPU");
+	memcpy(g->uuid_bytes, standin_uuid, sizeof(g->uuid_bytes));
+	kvmem__cuda_uuid_str(g->uuid_bytes, g->uuid);
+	kvmemd_log(LOG_WARNING,
+		   "GPU pool: %llu MiB of host memory standing in for a GPU "
+		   "(pool.gpu_device = standin), not a GPU",
+		   (unsigned long long)(g->bytes >> 20));
+}
+
 void kvmemd_gpu_open(struct kvmemd *d)
 {
 	struct kvmemd_gpu *g = &d->gpu;
@@ -432,6 +516,10 @@ void kvmemd_gpu_open(struct kvmemd *d)
 	memset(g, 0, sizeof(*g));
 	if (!d->cfg.gpu_bytes && !d->cfg.gpu_percent) {
 		snprintf(g->why, sizeof(g->why), "pool.gpu_bytes is 0");
+		return;
+	}
+	if (!strcmp(d->cfg.gpu_device, "standin")) {
+		gpu_standin(d, g);
 		return;
 	}
 	cu = gpu_find(d->cfg.gpu_device, g->why, sizeof(g->why));
@@ -456,6 +544,7 @@ void kvmemd_gpu_open(struct kvmemd *d)
 		return;
 	}
 	g->cu = cu;
+	g->ops = &pool_ops[KVMEMD_POOL_CUDA];
 	snprintf(g->name, sizeof(g->name), "%s", kvmem_cuda_name(cu));
 	memcpy(g->uuid_bytes, kvmem__cuda_uuid(cu), sizeof(g->uuid_bytes));
 	kvmem__cuda_uuid_str(g->uuid_bytes, g->uuid);
@@ -481,6 +570,7 @@ void kvmemd_gpu_close(struct kvmemd *d)
 	}
 	kvmem_cuda_close(g->cu);
 	g->cu = NULL;
+	g->ops = NULL;
 }
 
 /* The user's record is there: it was made when the session was. */

@@ -56,7 +56,13 @@ const char *const ras_kind_ids[EV_NR] = {
 	"aefb202d098c489390f10a2bd9656c32",
 };
 const char *const ras_source_names[SRC_NR] = { "patrol", "ondemand", "seal",
-					       "reload" };
+					       "reload", "move" };
+
+/* Did the page come back from elsewhere, its CRC as it left known? */
+static int came_back(enum source src)
+{
+	return src == SRC_RELOAD || src == SRC_MOVE;
+}
 
 uint64_t ras_clock_ns(clockid_t id)
 {
@@ -581,8 +587,11 @@ static enum tier slot_tier(const struct slot *sl, enum source src)
 	return sl->kind == KVMEM_SLOT_HOT ? TIER_HOT : TIER_WARM;
 }
 
+/* Errors found in a page back from the GPU tier were made there. */
 static enum kvmemd_pool_kind src_pool(enum source src)
 {
+	if (src == SRC_MOVE)
+		return KVMEMD_POOL_CUDA;
 	return src == SRC_RELOAD ? KVMEMD_POOL_NVME : KVMEMD_POOL_HOST;
 }
 
@@ -665,7 +674,7 @@ void ras_check_start(const struct kvmemd_session *s, struct kvmemd_check *c,
 	c->unit = unit;
 	c->seal = s->arena.slots[unit].seal;
 	c->src = (uint8_t)src;
-	c->phase = src == SRC_RELOAD ? PH_STORE : PH_SCALES;
+	c->phase = came_back(src) ? PH_STORE : PH_SCALES;
 }
 
 static void mark_degraded(struct kvmemd_session *s, uint32_t unit,
@@ -806,7 +815,7 @@ static void check_crc(struct kvmemd *d, struct kvmemd_session *s,
 
 	if (c->crc == sl->crc)
 		return;
-	if (c->src == SRC_RELOAD || c->lose) {
+	if (came_back(c->src) || c->lose) {
 		check_lose(d, s, c, p);
 		return;
 	}
@@ -1018,13 +1027,13 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 			check_report(d, s, c, p);
 			c->phase = PH_CRC;
 			c->pos = KVMEM_PAGE_HDR_BYTES;
-			if ((c->src == SRC_RELOAD || c->lose) &&
+			if ((came_back(c->src) || c->lose) &&
 			    (c->ue[REGION_SCALES] || c->ue[REGION_PAYLOAD])) {
 				/* It changed out there, and not only by
 				 * flips the codes could undo. */
 				check_lose(d, s, c, p);
 				c->phase = PH_DONE;
-			} else if (c->src != SRC_RELOAD && !c->lose &&
+			} else if (!came_back(c->src) && !c->lose &&
 				   (c->ue[REGION_SCALES] ||
 				    c->ue[REGION_PAYLOAD] ||
 				    sl->flags & SLOT_CRC_BAD)) {
@@ -1058,6 +1067,13 @@ void kvmemd_ras_reload(struct kvmemd_session *s, uint32_t unit,
 {
 	ras_check_start(s, c, unit, SRC_RELOAD);
 	c->store_crc = store_crc;
+}
+
+void kvmemd_ras_moved(struct kvmemd_session *s, uint32_t unit, uint32_t crc,
+		      struct kvmemd_check *c)
+{
+	ras_check_start(s, c, unit, SRC_MOVE);
+	c->store_crc = crc;
 }
 
 void kvmemd_ras_verify(struct kvmemd_session *s, int lose)

@@ -42,7 +42,16 @@ extern const char *const ras_kind_names[EV_NR];
 /* The journal's MESSAGE_ID of each kind (kvmemd(8), JOURNAL). */
 extern const char *const ras_kind_ids[EV_NR];
 
-enum source { SRC_PATROL, SRC_ONDEMAND, SRC_SEAL, SRC_RELOAD, SRC_NR };
+/* SRC_RELOAD: a page read back from the store; SRC_MOVE: one that came
+ * back from the GPU tier. Both are checked against the CRC of what left. */
+enum source {
+	SRC_PATROL,
+	SRC_ONDEMAND,
+	SRC_SEAL,
+	SRC_RELOAD,
+	SRC_MOVE,
+	SRC_NR
+};
 extern const char *const ras_source_names[SRC_NR];
 
 struct ras_count {

@@ -86,7 +86,8 @@ static uint64_t fixed_heap(const struct kvmemd_config *cfg, uint64_t quota,
 				    (uint32_t)(l[1].size / KVMEM_SLOT_UNIT) };
 
 	return sizeof(struct kvmemd_session) +
-	       arena_table_bytes((uint32_t)(quota / KVMEM_SLOT_UNIT), units) +
+	       arena_table_bytes((uint32_t)(quota / KVMEM_SLOT_UNIT), 0,
+				 units) +
 	       (uint64_t)cfg->max_seqs * sizeof(struct seq *);
 }
 
@@ -103,7 +104,7 @@ static int gpu_admit(struct kvmemd *d, const struct kvmem_hello *h,
 	*out = 0;
 	if (!h->gpu_mib)
 		return 0;
-	if (!g->cu)
+	if (!g->ops)
 		return refuse(w, -EOPNOTSUPP, "kvmemd has no GPU pool: %s",
 			      g->why);
 	if (!all_zero(h->gpu_uuid, sizeof(h->gpu_uuid)) &&
@@ -158,7 +159,7 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	struct kvmemd_user *u;
 	uint64_t quota, ring_bytes, map, fixed, gpu;
 	char why[KVMEM_MESSAGE_LEN - 24];
-	uint32_t sq, cq, units[2];
+	uint32_t sq, cq, units[2], gpu_units;
 	int k;
 
 	w->max_quota_bytes = cfg->session_max_bytes;
@@ -253,6 +254,22 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	k = gpu_admit(d, h, u, w, &gpu);
 	if (k)
 		return k;
+	/* The GPU tier's slots are the daemon's tables too. */
+	gpu_units = h->features & KVMEM_FEAT_GPU_TIER
+			    ? (uint32_t)(gpu / KVMEM_SLOT_UNIT)
+			    : 0;
+	units[0] = (uint32_t)(l[0].size / KVMEM_SLOT_UNIT);
+	units[1] = (uint32_t)(l[1].size / KVMEM_SLOT_UNIT);
+	fixed += arena_table_bytes(0, gpu_units, units);
+	if (map + fixed > cfg->host_bytes - d->n.pool_used)
+		return refuse(
+			w, -ENOSPC,
+			"host pool has %llu bytes free, the session and "
+			"the table of its %llu bytes of GPU memory need "
+			"%llu",
+			(unsigned long long)(cfg->host_bytes - d->n.pool_used),
+			(unsigned long long)gpu,
+			(unsigned long long)(map + fixed));
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -272,6 +289,8 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	if ((!d->remote && !d->prefix_disk) ||
 	    !(s->features & KVMEM_FEAT_PREFIX))
 		s->features &= ~KVMEM_FEAT_REMOTE;
+	if (!gpu_units)
+		s->features &= ~KVMEM_FEAT_GPU_TIER;
 	/* Kept across a restart only where the memory is the host's. */
 	if (gpu || !kvmemd_notify_keeping(d) ||
 	    getrandom(&s->resume_token, sizeof(s->resume_token),
@@ -302,8 +321,8 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->req.size = map;
 	s->req.hugepages = cfg->hugepages;
 	s->req.mlock = cfg->mlock;
-	arena_init(&s->arena, d, (uint32_t)(quota / KVMEM_SLOT_UNIT), units,
-		   fixed, fixed + quota / HEAP_SHARE + HEAP_MIN);
+	arena_init(&s->arena, d, (uint32_t)(quota / KVMEM_SLOT_UNIT), gpu_units,
+		   units, fixed, fixed + quota / HEAP_SHARE + HEAP_MIN);
 	s->sq_efd = s->cq_efd = -1;
 	s->r.fd = -1;
 	s->waits_tail = &s->waits;
@@ -375,10 +394,11 @@ int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
 		struct kvmemd_region_req req = s->req;
 
 		req.size = s->gpu_bytes;
-		ret = kvmemd_pool(KVMEMD_POOL_CUDA)
-			      ->create(&req, &s->gpu, why, whylen);
+		ret = s->d->gpu.ops->create(&req, &s->gpu, why, whylen);
 		if (ret)
 			return ret;
+		if (s->d->gpu.ops->view)
+			s->gpu_view = s->d->gpu.ops->view(&s->gpu);
 	}
 	session_map(s);
 	/* Until the loop polls it, the client must ring. */
@@ -501,7 +521,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 	kvmemd_host_release(s->d, &s->r, s->map_bytes);
 	if (s->gpu.fd >= 0) {
 		/* Its client may map it still: charged until it exits. */
-		kvmemd_pool(KVMEMD_POOL_CUDA)->destroy(&s->gpu);
+		s->d->gpu.ops->destroy(&s->gpu);
 		kvmemd_gpu_hold(s->d, s->pid, s->uid, s->gpu_bytes);
 	} else if (s->gpu_bytes) {
 		kvmemd_gpu_release(s->d, s->uid, s->gpu_bytes);
@@ -542,8 +562,9 @@ void session_slot_header(const struct kvmemd_session *s, const struct slot *sl,
 /* A slot index from the client: the start of a live slot, or NULL. */
 static struct slot *slot_get(struct kvmemd_session *s, uint32_t u)
 {
-	if (u >= s->arena.nunits || (s->arena.slots[u].state != SLOT_OPEN &&
-				     s->arena.slots[u].state != SLOT_SEALED))
+	if (u >= s->arena.nunits + s->arena.gpu_units ||
+	    (s->arena.slots[u].state != SLOT_OPEN &&
+	     s->arena.slots[u].state != SLOT_SEALED))
 		return NULL;
 	return &s->arena.slots[u];
 }
@@ -932,6 +953,7 @@ static void seq_free(struct kvmemd_session *s, struct seq *q)
 #define F_LEN (1u << 4)
 #define F_LAYER (1u << 5)
 #define F_TOKENS (1u << 6)
+#define F_GPU (1u << 7) /* flags: KVMEM_SQE_GPU */
 
 /* A result buffer of @len bytes at @addr: inside the buffer region. */
 void *session_op_buf(struct kvmemd_session *s, uint64_t addr, uint64_t len,
@@ -1211,7 +1233,7 @@ static const struct opdef opdefs[] = {
 	[KVMEM_OP_PAGE_FREE] = { "page_free", op_page_free, F_SLOT | F_SEQ },
 	[KVMEM_OP_SEQ_FORK] = { "seq_fork", op_seq_fork, F_SEQ },
 	[KVMEM_OP_SEQ_ACQUIRE] = { "seq_acquire", op_seq_acquire,
-				   F_SEQ | F_ADDR | F_LEN },
+				   F_SEQ | F_ADDR | F_LEN | F_GPU },
 	[KVMEM_OP_SEQ_RELEASE] = { "seq_release", op_seq_release, F_SEQ },
 	[KVMEM_OP_SEQ_FREE] = { "seq_free", op_seq_free, F_SEQ },
 	[KVMEM_OP_STATS] = { "stats", op_stats, F_ADDR | F_LEN },
@@ -1230,10 +1252,16 @@ static const struct opdef opdefs[] = {
 _Static_assert(ARRAY_SIZE(opdefs) == KVMEM_OP_LAST,
 	       "every opcode has an entry");
 
-/* Fields the op does not read, flags and reserved words must be 0. */
-static int sqe_check(const struct kvmem_sqe *e, uint32_t f)
+/* Fields the op does not read, flags it does not take and reserved words
+ * must be 0. */
+static int sqe_check(const struct kvmemd_session *s, const struct kvmem_sqe *e,
+		     uint32_t f)
 {
-	if (e->flags || e->resv0 || e->resv1[0] || e->resv1[1])
+	const unsigned int flags =
+		f & F_GPU && s->features & KVMEM_FEAT_GPU_TIER ? KVMEM_SQE_GPU
+							       : 0;
+
+	if ((e->flags & ~flags) || e->resv0 || e->resv1[0] || e->resv1[1])
 		return -EINVAL;
 	if ((!(f & F_KIND) && e->kind) || (!(f & F_SLOT) && e->slot) ||
 	    (!(f & F_SEQ) && e->seq) || (!(f & F_ADDR) && e->addr) ||
@@ -1254,7 +1282,7 @@ static int dispatch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 	if (e->opcode >= KVMEM_OP_LAST)
 		return -EINVAL;
 	op = &opdefs[e->opcode];
-	ret = sqe_check(e, op->fields);
+	ret = sqe_check(s, e, op->fields);
 	if (!ret)
 		ret = op->issue(s, e);
 	if (ret < 0 && ret != OP_WAIT)

@@ -95,6 +95,9 @@ struct kvmemd_session {
 	struct kvmemd_region r;
 	struct kvmemd_region gpu; /* its GPU memory, gpu_bytes of it */
 	uint64_t gpu_bytes; /* charged to the GPU pool */
+	/* the GPU memory as the daemon may read it (the stand-in's), or
+	 * NULL (a GPU's: only the pool's copies reach it) */
+	uint8_t *gpu_view;
 	int sq_efd, cq_efd;
 	struct kvmem_ring *ring;
 	struct kvmem_sqe *sqes;
@@ -117,6 +120,12 @@ struct kvmemd_session {
 	uint64_t io_errors, nospace;
 	uint8_t write_failed; /* its last write failed: waiting ops fail */
 	uint8_t reclaiming; /* fell below the low watermark, not yet high */
+	/* tier-gpu.c: the GPU tier's watermarks, as ->reclaiming; pages of
+	 * an acquire left to move next pass; moves since it started */
+	uint8_t gpu_reclaiming, gpu_more;
+	uint64_t gpu_promoted, gpu_demoted, gpu_moved_bytes;
+	uint64_t gpu_errors; /* copies that failed or arrived changed */
+	uint64_t gpu_changed; /* pages back from it that had changed */
 	uint8_t cmd_done; /* nothing left for the "offload" command */
 	uint8_t victims_forced; /* the order is the command's */
 	uint32_t *victims, nvictims, vpos; /* pages in the order they go */
@@ -194,6 +203,8 @@ struct tier_wait {
 	void (*forget)(void *job);
 	uint32_t scan; /* ACQUIRE: its pages before this one are resident */
 	uint32_t issue; /* ACQUIRE: reads were started before this one */
+	uint32_t place; /* ACQUIRE: its pages before this one are in the tier
+			 * it asked for */
 	int error; /* ACQUIRE: a page could not be read back, or no room */
 	struct tier_wait *next;
 };
@@ -213,10 +224,21 @@ slot_layout(const struct kvmemd_session *s, const struct slot *sl)
 	return sl->flags & SLOT_ARCHIVED ? &s->arch : &s->layout[sl->kind];
 }
 
-/* The page of the slot that starts at unit @u. */
+/* The page of the slot that starts at unit @u; one in the GPU tier only
+ * where the daemon can read it (session_page_readable()). */
 static inline uint8_t *session_page(const struct kvmemd_session *s, uint32_t u)
 {
+	if (arena_unit_gpu(&s->arena, u))
+		return s->gpu_view +
+		       (size_t)(u - s->arena.nunits) * KVMEM_SLOT_UNIT;
 	return s->arena_base + (size_t)u * KVMEM_SLOT_UNIT;
+}
+
+/* Can the daemon read the page at unit @u where it is? */
+static inline int session_page_readable(const struct kvmemd_session *s,
+					uint32_t u)
+{
+	return !arena_unit_gpu(&s->arena, u) || s->gpu_view;
 }
 
 static inline uint64_t slot_bytes(const struct kvmemd_session *s, int kind)
@@ -299,6 +321,21 @@ void session_attach_pin(struct kvmemd_session *s, struct kvmemd_prefix_block *b,
 			uint32_t seq);
 /* The session's prefix ops end with it. */
 void session_prefix_drop(struct kvmemd_session *s);
+
+/* tier-gpu.c, for tier.c */
+/*
+ * tier_gpu_place() - put the resident pages of acquired @q, from *@pos on,
+ * in the GPU tier (@gpu: as far as its slots allow) or in host memory
+ * Return: 1 when all are; 0 when this pass's work is spent (*@pos says
+ * how far); -ENOMEM when host memory has no free slot; -EBUSY when another
+ * acquired sequence holds a page on the GPU; -EIO when a copy failed.
+ */
+int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
+		   uint32_t *pos);
+/* Move released pages out of the GPU tier below tier.low_watermark
+ * percent free, up to tier.high_watermark. Return: 1 when more are left
+ * for the next pass. */
+int tier_gpu_balance(struct kvmemd_session *s);
 
 /* tier.c, for session.c */
 /* The op was queued to complete later. */

@@ -111,7 +111,10 @@ static int publish_page(const struct kvmemd_session *s, const struct seq *q,
 	sl = &s->arena.slots[s->arena.pages[pg].unit];
 	if (sl->kind != kind || sl->ntokens != ntokens)
 		return -ENOENT;
-	if (sl->flags & SLOT_ARCHIVED)
+	/* Archived, or on a GPU whose memory only the driver's copies
+	 * reach. */
+	if (sl->flags & SLOT_ARCHIVED ||
+	    !session_page_readable(s, s->arena.pages[pg].unit))
 		return -EOPNOTSUPP;
 	if (sl->flags & (SLOT_DEGRADED | SLOT_CRC_BAD))
 		return -EIO;

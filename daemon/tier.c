@@ -358,6 +358,13 @@ static int page_wait_add(struct kvmemd_session *s, const struct kvmem_sqe *e,
 	return ret;
 }
 
+/* Can @p leave for the store: released, resident in host memory? */
+static int to_store(const struct kvmemd_session *s, const struct page *p)
+{
+	return p->state == PAGE_RESIDENT && !p->pins && p->refs &&
+	       !arena_unit_gpu(&s->arena, p->unit);
+}
+
 /* Can pages of @s leave at all? (Some are released, a store is there.) */
 static int can_reclaim(const struct kvmemd_session *s)
 {
@@ -378,8 +385,7 @@ static int can_reclaim(const struct kvmemd_session *s)
 	for (i = 0; i < s->arena.top_page; i++) {
 		const struct page *p = &s->arena.pages[i];
 
-		if (p->state == PAGE_RESIDENT && !p->pins && p->refs &&
-		    slot_bytes(s, p->kind) <= t->io_bytes &&
+		if (to_store(s, p) && slot_bytes(s, p->kind) <= t->io_bytes &&
 		    page_units(s, p) <= room)
 			return 1;
 	}
@@ -527,6 +533,24 @@ static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
 	}
 	if (w->scan < q->n)
 		return;
+	ret = tier_gpu_place(s, q, w->e.flags & KVMEM_SQE_GPU, &w->place);
+	if (!ret) {
+		s->gpu_more = 1;
+		return;
+	}
+	if (ret == -ENOMEM && can_reclaim(s)) {
+		/* Back to host memory, once pages leave it for the store. */
+		s->want_units += s->arena.slot_units[0] > s->arena.slot_units[1]
+					 ? s->arena.slot_units[0]
+					 : s->arena.slot_units[1];
+		return;
+	}
+	if (ret < 0) {
+		q->wait = NULL;
+		session_seq_pin(s, q, 0);
+		wait_done(s, w, ret);
+		return;
+	}
 	q->wait = NULL;
 	ret = map_report(s, q, &w->e);
 	if (ret < 0)
@@ -541,19 +565,29 @@ int tier_acquire(struct kvmemd_session *s, struct seq *q,
 	uint32_t i;
 	int ret;
 
+	uint32_t place = 0;
+
 	for (i = 0; i < q->n && resident(&s->arena.pages[q->pages[i]]); i++)
 		;
 	if (i == q->n) {
-		ret = map_report(s, q, e);
-		if (ret < 0)
+		ret = tier_gpu_place(s, q, e->flags & KVMEM_SQE_GPU, &place);
+		if (ret == 1)
+			ret = map_report(s, q, e);
+		if (ret == -ENOMEM && can_reclaim(s))
+			ret = 0;
+		if (ret < 0) {
 			session_seq_pin(s, q, 0);
-		return ret;
+			return ret;
+		}
+		if (ret || place == q->n)
+			return ret;
 	}
 	if (page_wait_add(s, e, &w)) {
 		session_seq_pin(s, q, 0);
 		return -ENOMEM;
 	}
 	w->scan = w->issue = i;
+	w->place = place;
 	q->wait = w;
 	acquire_step(s, w);
 	return OP_WAIT;
@@ -619,6 +653,7 @@ static void kick(struct kvmemd_session *s)
 	struct tier_wait *w, *next;
 
 	s->want_units = 0;
+	s->gpu_more = 0;
 	for (w = s->waits; w; w = next) {
 		next = w->next;
 		if (w->e.opcode == KVMEM_OP_PAGE_ALLOC)
@@ -1132,8 +1167,7 @@ static uint32_t victims_build(struct kvmemd_session *s, int forced)
 	for (i = 0; i < s->arena.top_page; i++) {
 		const struct page *p = &s->arena.pages[i];
 
-		if (p->state != PAGE_RESIDENT || p->pins || !p->refs ||
-		    slot_bytes(s, p->kind) > t->io_bytes)
+		if (!to_store(s, p) || slot_bytes(s, p->kind) > t->io_bytes)
 			continue;
 		if (forced && !in_target(s, p, &t->cmd.t))
 			continue;
@@ -1182,7 +1216,7 @@ static void reclaim(struct kvmemd_session *s, uint64_t goal, int forced)
 			uint32_t pg = s->victims[s->vpos];
 			const struct page *p = &s->arena.pages[pg];
 
-			if (p->state != PAGE_RESIDENT || p->pins || !p->refs ||
+			if (!to_store(s, p) ||
 			    (forced && !in_target(s, p, &t->cmd.t)))
 				continue;
 			units = page_units(s, p);
@@ -1236,23 +1270,29 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 	uint64_t goal, next = kvmemd_archive_run(d, now);
 	int cmd_busy = 0;
 
-	if (!t || !t->st)
+	if (!t)
 		return next;
 	/* While the loop polls rings it looks at the eventfd less often. */
-	kvmemd_store_io_reap(t->st);
-	if (reloads_step(t))
+	if (t->st)
+		kvmemd_store_io_reap(t->st);
+	if (t->st && reloads_step(t))
 		next = now;
 	for (s = d->sessions; s; s = s->next) {
 		if (s->waits)
 			kick(s);
 		if (s->nprefetch)
 			prefetch_step(s);
+		/* Pages left to move, in this pass or the next. */
+		if (tier_gpu_balance(s) || s->gpu_more)
+			next = now;
 		/* Ops wait with nothing in flight to wake them: look again
 		 * soon rather than rely on the client ringing. */
-		if (s->waits && !s->inflight)
+		if ((s->waits || s->gpu_reclaiming) && !s->inflight)
 			next = next < now + WAIT_POLL_NS ? next
 							 : now + WAIT_POLL_NS;
 	}
+	if (!t->st)
+		return next;
 	for (s = d->sessions; s; s = s->next) {
 		if (t->cmd.active && !t->cmd.errors && !s->cmd_done &&
 		    (t->cmd.t.type == KVMEMD_TARGET_POOL ||

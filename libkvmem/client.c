@@ -1067,7 +1067,9 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 		.magic = KVMEM_HELLO_MAGIC,
 		.abi_version = KVMEM_ABI_VERSION,
 		.size = sizeof(h),
-		.features = KVMEM_FEAT_ALL,
+		/* Not the GPU tier: the library leaves the session's GPU
+		 * memory to its caller (kvmem_cuda_session_memory()). */
+		.features = KVMEM_FEAT_ALL & ~KVMEM_FEAT_GPU_TIER,
 	};
 	struct kvmem_welcome w;
 	int fds[4] = { -1, -1, -1, -1 };

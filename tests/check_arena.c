@@ -86,12 +86,12 @@ static struct model *model_new(int config)
 	ck_assert_ptr_nonnull(m);
 	m->units[0] = configs[config].units[0];
 	m->units[1] = configs[config].units[1];
-	m->heap0 = arena_table_bytes(UNITS, m->units);
+	m->heap0 = arena_table_bytes(UNITS, 0, m->units);
 	m->heap_max =
 		m->heap0 + configs[config].max_pages * sizeof(struct page);
 	m->d.cfg.host_bytes = 1ull << 30;
 	m->d.n.pool_used = m->heap0;
-	arena_init(&m->a, &m->d, UNITS, m->units, m->heap0, m->heap_max);
+	arena_init(&m->a, &m->d, UNITS, 0, m->units, m->heap0, m->heap_max);
 	ck_assert_int_eq(arena_tables(&m->a), 0);
 	/* What a client said of earlier pages: a new slot's must be 0. */
 	memset(m->heat, 0xff, sizeof(m->heat));
@@ -362,7 +362,7 @@ static const char *op_archive_start(struct model *m, uint32_t step)
 	if (m->job || pg == NO_UNIT)
 		return NULL;
 	want = room(m, m->pg[pg].kind) ? 0 : -ENOMEM;
-	ret = arena_slot_reserve(&m->a, m->pg[pg].kind, &m->job_dst);
+	ret = arena_slot_reserve(&m->a, m->pg[pg].kind, 0, &m->job_dst);
 	EXPECT_EQ(ret, want, "step %u: reserve for page %u", step, pg);
 	if (ret)
 		return "archive start (full)";
@@ -496,7 +496,7 @@ static const char *op_restore(struct model *m, uint32_t step)
 				  .top_page = m->a.top_page,
 				  .free_page = m->a.free_page,
 				  .seals = m->a.seals };
-	arena_init(&b, &m->d, UNITS, m->units, m->heap0, m->heap_max);
+	arena_init(&b, &m->d, UNITS, 0, m->units, m->heap0, m->heap_max);
 	m->d.n.pool_used += m->heap0;
 	ck_assert_int_eq(arena_tables(&b), 0);
 	b.heat = m->heat;
@@ -709,7 +709,7 @@ START_TEST(test_restore_refuses)
 	char why[160] = "";
 
 	memcpy(pages, m->a.pages, m->a.top_page * sizeof(*pages));
-	arena_init(&b, &m->d, UNITS, m->units, m->heap0, m->heap_max);
+	arena_init(&b, &m->d, UNITS, 0, m->units, m->heap0, m->heap_max);
 	ck_assert_int_eq(arena_tables(&b), 0);
 	b.heat = m->heat;
 	/* The cold page's record says it is in a slot. */

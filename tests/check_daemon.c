@@ -332,8 +332,11 @@ START_TEST(test_every_op)
 	ck_assert_uint_eq(r.w.slot_bytes[1], l[1].size);
 	ck_assert_uint_eq(r.w.sq_entries, 256); /* ring.sq_entries */
 	ck_assert_uint_eq(r.w.cq_entries, 512);
-	/* all but the shared tier's fetch: none is configured */
-	ck_assert_uint_eq(r.w.features, KVMEM_FEAT_ALL & ~KVMEM_FEAT_REMOTE);
+	/* all but the shared tier's fetch (none is configured) and the GPU
+	 * tier (no GPU memory) */
+	ck_assert_uint_eq(r.w.features,
+			  KVMEM_FEAT_ALL &
+				  ~(KVMEM_FEAT_REMOTE | KVMEM_FEAT_GPU_TIER));
 	ck_assert_uint_ge(r.w.buf_bytes, 4096);
 	units = l[0].size / KVMEM_SLOT_UNIT;
 

@@ -431,7 +431,7 @@ static int raw_open(const char *path, const struct kvmem_hello *h,
 	void *map;
 
 	memset(r, 0, sizeof(*r));
-	r->memfd = r->sq_efd = r->cq_efd = -1;
+	r->memfd = r->sq_efd = r->cq_efd = r->gpu_fd = -1;
 	r->sock = a.sock;
 	if (n != sizeof(a.w))
 		return n < 0 ? (int)n : -EPROTO;

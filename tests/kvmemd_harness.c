@@ -802,7 +802,7 @@ int kvmemd_raw_attach(struct kvmemd_raw *r, const struct kvmemd_proc *p,
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
+		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { .iov_base = &r->w, .iov_len = sizeof(r->w) };
@@ -813,12 +813,13 @@ int kvmemd_raw_attach(struct kvmemd_raw *r, const struct kvmemd_proc *p,
 		.msg_controllen = sizeof(u.buf),
 	};
 	struct cmsghdr *cm;
-	int fds[3];
+	int fds[4] = { -1, -1, -1, -1 };
 	ssize_t n;
 	void *map;
+	int nfds;
 
 	memset(r, 0, sizeof(*r));
-	r->memfd = r->sq_efd = r->cq_efd = -1;
+	r->memfd = r->sq_efd = r->cq_efd = r->gpu_fd = -1;
 	r->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(r->sock, 0);
 	strcpy(sa.sun_path, p->sock);
@@ -837,11 +838,21 @@ int kvmemd_raw_attach(struct kvmemd_raw *r, const struct kvmemd_proc *p,
 		return r->w.error;
 	}
 	ck_assert_ptr_nonnull(cm);
-	ck_assert_uint_eq(cm->cmsg_len, CMSG_LEN(3 * sizeof(int)));
-	memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+	nfds = (size_t)n > offsetof(struct kvmem_welcome, gpu_bytes) &&
+			       r->w.gpu_bytes
+		       ? 4
+		       : 3;
+	ck_assert_uint_eq(cm->cmsg_len, CMSG_LEN(nfds * sizeof(int)));
+	memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
 	r->memfd = fds[0];
 	r->sq_efd = fds[1];
 	r->cq_efd = fds[2];
+	r->gpu_fd = fds[3];
+	if (r->gpu_fd >= 0) {
+		map = mmap(NULL, r->w.gpu_bytes, PROT_READ | PROT_WRITE,
+			   MAP_SHARED, r->gpu_fd, 0);
+		r->gpu = map == MAP_FAILED ? NULL : map;
+	}
 	map = mmap(NULL, r->w.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
 		   r->memfd, 0);
 	ck_assert_msg(map != MAP_FAILED, "mmap: %s", strerror(errno));
@@ -858,6 +869,10 @@ void kvmemd_raw_detach(struct kvmemd_raw *r)
 {
 	if (r->map)
 		munmap(r->map, r->w.map_bytes);
+	if (r->gpu)
+		munmap(r->gpu, r->w.gpu_bytes);
+	if (r->gpu_fd >= 0)
+		close(r->gpu_fd);
 	if (r->memfd >= 0)
 		close(r->memfd);
 	if (r->sq_efd >= 0)

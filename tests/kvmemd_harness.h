@@ -142,6 +142,9 @@ void kvmemd_wait_no_sessions(const struct kvmemd_proc *p);
  */
 struct kvmemd_raw {
 	int sock, memfd, sq_efd, cq_efd;
+	int gpu_fd; /* the session's GPU memory, with gpu_bytes; else -1 */
+	uint8_t *gpu; /* mapped where the descriptor is a memfd (the
+		       * stand-in's, the fake driver's) */
 	struct kvmem_welcome w;
 	uint8_t *map;
 	struct kvmem_ring *ring;

@@ -27,6 +27,25 @@
  * A client of ABI 3 sends the hello with those fields 0 and gets the
  * welcome of ABI 3: the first KVMEM_WELCOME_V3_SIZE bytes, size saying so.
  *
+ * The GPU tier (KVMEM_FEAT_GPU_TIER, granted with GPU memory): that memory
+ * is then the daemon's to lay out, a second part of the arena. Slots are
+ * numbered on past the host's: slot n, for n >= arena_bytes /
+ * KVMEM_SLOT_UNIT, is the page at (n - arena_bytes / KVMEM_SLOT_UNIT) *
+ * KVMEM_SLOT_UNIT of the GPU memory. Only the daemon puts pages there: a
+ * SEQ_ACQUIRE with KVMEM_SQE_GPU moves the sequence's pages to the GPU as
+ * far as its slots allow (those that do not fit stay in host memory, which
+ * kernels read over the bus), a SEQ_ACQUIRE without it brings them all to
+ * host memory, and released pages leave the GPU for host memory below
+ * tier.low_watermark percent of its slots free, as host pages leave for
+ * the backing store. Each move is reported as moves are (old slot, new
+ * slot) and checked: the page's CRC-32C as it left, compared where it
+ * lands in host memory, and a page that changed on the way scrubbed by its
+ * code, or poisoned when the code cannot undo it. A page another acquired
+ * sequence holds does not move: an acquire without KVMEM_SQE_GPU that
+ * needs one of those in host memory fails with -EBUSY. The heat array
+ * covers host slots only. kvmemd with pool.gpu_device = standin offers the
+ * tier on host memory that plays the GPU (its UUID: "kvmem stand-in").
+ *
  * Restarts (KVMEM_FEAT_RESUME): a daemon that can keep sessions across its
  * own restart grants the feature and gives a resume_token in the welcome.
  * When it stops it runs the SQEs published before it sent its notice,
@@ -143,9 +162,11 @@ extern "C" {
 #define KVMEM_FEAT_PREFIX (1ULL << 3) /* PREFIX_PUBLISH, PREFIX_ATTACH */
 #define KVMEM_FEAT_RESUME (1ULL << 4) /* sessions outlive daemon restarts */
 #define KVMEM_FEAT_REMOTE (1ULL << 5) /* PREFIX_FETCH: the shared tier */
+#define KVMEM_FEAT_GPU_TIER (1ULL << 6) /* pages in the GPU memory */
 #define KVMEM_FEAT_ALL                                                      \
 	(KVMEM_FEAT_NEED_WAKEUP | KVMEM_FEAT_CQ_WAIT | KVMEM_FEAT_ARCHIVE | \
-	 KVMEM_FEAT_PREFIX | KVMEM_FEAT_RESUME | KVMEM_FEAT_REMOTE)
+	 KVMEM_FEAT_PREFIX | KVMEM_FEAT_RESUME | KVMEM_FEAT_REMOTE |        \
+	 KVMEM_FEAT_GPU_TIER)
 
 /* client -> daemon: the first and only message before the welcome. */
 struct kvmem_hello {
@@ -361,10 +382,14 @@ enum kvmem_slot_kind {
 	KVMEM_SLOT_HOT = 1, /* FP16 + secded72 */
 };
 
+/* struct kvmem_sqe.flags of SEQ_ACQUIRE (KVMEM_FEAT_GPU_TIER): the
+ * sequence's pages on the GPU where its slots allow */
+#define KVMEM_SQE_GPU (1u << 0)
+
 /* A submission: 64 bytes. Fields an opcode does not use must be 0. */
 struct kvmem_sqe {
 	uint8_t opcode; /* enum kvmem_op */
-	uint8_t flags; /* none defined: must be 0 */
+	uint8_t flags; /* KVMEM_SQE_GPU; else must be 0 */
 	uint8_t kind; /* enum kvmem_slot_kind: PAGE_ALLOC */
 	uint8_t resv0; /* must be 0 */
 	uint32_t slot; /* PAGE_SEAL, PAGE_FREE */

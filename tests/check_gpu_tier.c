@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_gpu_tier.c - kvmemd's GPU tier on its host-memory stand-in
+ * (pool.gpu_device = standin): no GPU here, and these tests say so. The
+ * daemon moves pages between a session's host slots and the slots of its
+ * GPU memory as it would on a GPU, through the same backend table; the
+ * client maps that memory (a memfd here) and compares every byte that
+ * moved with the page it sealed, encoded here on its own.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvmem/page.h"
+#include "kvmem/uapi.h"
+#include "kvmem_check.h"
+#include "kvmemd_harness.h"
+#include "rng.h"
+
+static char reply[1 << 16];
+
+#define admin(p, ...) kvmemd_admin_ok(p, reply, sizeof(reply), __VA_ARGS__)
+
+#define NPAGES_MAX 512
+
+/* A session of the stand-in's GPU tier, and the pages it sealed. */
+struct gt {
+	struct kvmemd_raw r;
+	struct kvmem_geometry g;
+	size_t page_bytes;
+	uint32_t arena_units;
+	uint32_t n[3]; /* pages of sequence [1], [2] */
+	uint32_t slot[3][NPAGES_MAX]; /* where the client saw each last */
+	uint8_t *ref[3][NPAGES_MAX]; /* each page as sealed */
+	uint64_t ud;
+};
+
+static void gt_attach(struct gt *t, const struct kvmemd_proc *p, uint64_t quota,
+		      uint32_t gpu_mib)
+{
+	struct kvmem_hello h = kvmemd_hello(quota);
+	struct kvmem_page_layout l;
+
+	memset(t, 0, sizeof(*t));
+	h.gpu_mib = gpu_mib;
+	ck_assert_int_eq(kvmemd_raw_attach(&t->r, p, &h, sizeof(h)), 0);
+	ck_assert_msg(t->r.w.features & KVMEM_FEAT_GPU_TIER,
+		      "the stand-in offers the GPU tier");
+	ck_assert_ptr_nonnull(t->r.gpu);
+	t->g = h.geometry;
+	kvmem_page_layout(&t->g, 0, &l);
+	t->page_bytes = l.size;
+	t->arena_units = (uint32_t)(t->r.w.arena_bytes / KVMEM_SLOT_UNIT);
+	t->ud = 100;
+}
+
+static void gt_free(struct gt *t)
+{
+	uint32_t q, i;
+
+	for (q = 1; q < 3; q++)
+		for (i = 0; i < t->n[q]; i++)
+			free(t->ref[q][i]);
+	kvmemd_raw_detach(&t->r);
+}
+
+static int gt_op(struct gt *t, struct kvmem_sqe e)
+{
+	return kvmemd_raw_call(&t->r, e, ++t->ud).res;
+}
+
+/* The bytes of the page the client last saw at @slot. */
+static const uint8_t *gt_page(const struct gt *t, uint32_t slot)
+{
+	if (slot >= t->arena_units)
+		return t->r.gpu +
+		       (size_t)(slot - t->arena_units) * KVMEM_SLOT_UNIT;
+	return t->r.arena + (size_t)slot * KVMEM_SLOT_UNIT;
+}
+
+/* Sequence @q (made here) gets @n sealed pages of random tokens. */
+static void gt_fill(struct gt *t, uint32_t q, uint32_t n, uint64_t seed)
+{
+	const uint32_t tpp = t->g.tokens_per_page;
+	const size_t vals = (size_t)tpp * t->g.kv_heads * t->g.head_dim;
+	float *k = kvmem_check_xmalloc(vals * sizeof(float));
+	float *v = kvmem_check_xmalloc(vals * sizeof(float));
+	struct kvmem_rng rng;
+	uint32_t i, slot;
+	size_t j;
+
+	ck_assert_int_eq(
+		gt_op(t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_CREATE }),
+		(int)q);
+	kvmem_rng_seed(&rng, seed);
+	for (i = 0; i < n; i++) {
+		struct kvmem_page_hdr hdr = { .seq = q,
+					      .token_start = i * tpp,
+					      .flags = KVMEM_HDR_SEALED,
+					      .ntokens = tpp };
+
+		ck_assert_int_eq(
+			gt_op(t,
+			      (struct kvmem_sqe){ .opcode = KVMEM_OP_PAGE_ALLOC,
+						  .len = 1 }),
+			1);
+		memcpy(&slot, t->r.buf, sizeof(slot));
+		for (j = 0; j < vals; j++) {
+			k[j] = kvmem_check_rnd_value(&rng, 1.0);
+			v[j] = kvmem_check_rnd_value(&rng, 1.0);
+		}
+		ck_assert_int_eq(
+			kvmem_page_encode(t->r.arena + (size_t)slot *
+							       KVMEM_SLOT_UNIT,
+					  &t->g, &hdr, 0, k, v),
+			0);
+		t->ref[q][i] = kvmem_check_xmalloc(t->page_bytes);
+		memcpy(t->ref[q][i], gt_page(t, slot), t->page_bytes);
+		ck_assert_int_eq(
+			gt_op(t,
+			      (struct kvmem_sqe){ .opcode = KVMEM_OP_PAGE_SEAL,
+						  .slot = slot,
+						  .seq = q,
+						  .token_start = i * tpp,
+						  .ntokens = tpp }),
+			0);
+		t->slot[q][i] = slot;
+	}
+	t->n[q] = n;
+	free(k);
+	free(v);
+}
+
+/*
+ * Acquire @q (on the GPU with @gpu), follow the moves it reports, and
+ * check that each page is where the moves say, byte for byte the page
+ * sealed. Return: the acquire's result; *@on_gpu: its pages on the GPU.
+ */
+static int gt_acquire(struct gt *t, uint32_t q, int gpu, uint32_t *on_gpu)
+{
+	struct kvmem_page_move_ex m;
+	uint32_t i, n = 0;
+	int res, j;
+
+	res = gt_op(t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_ACQUIRE,
+					   .flags = gpu ? KVMEM_SQE_GPU : 0,
+					   .seq = q,
+					   .len = NPAGES_MAX * sizeof(m) });
+	for (j = 0; j < res; j++) {
+		memcpy(&m, t->r.buf + (size_t)j * sizeof(m), sizeof(m));
+		i = m.token_start / t->g.tokens_per_page;
+		ck_assert_uint_lt(i, t->n[q]);
+		ck_assert_uint_eq(m.old_slot, t->slot[q][i]);
+		t->slot[q][i] = m.new_slot;
+	}
+	for (i = 0; res >= 0 && i < t->n[q]; i++) {
+		n += t->slot[q][i] >= t->arena_units;
+		ck_assert_msg(!memcmp(gt_page(t, t->slot[q][i]), t->ref[q][i],
+				      t->page_bytes),
+			      "page %u of sequence %u at slot %u is not the "
+			      "page sealed",
+			      i, q, t->slot[q][i]);
+	}
+	if (on_gpu)
+		*on_gpu = n;
+	return res;
+}
+
+static int gt_release(struct gt *t, uint32_t q)
+{
+	return gt_op(t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_RELEASE,
+					    .seq = q });
+}
+
+static void gpu_pool_stats(const struct kvmemd_proc *p)
+{
+	admin(p, "stats");
+}
+
+static void start_standin(struct kvmemd_proc *p, const char *extra)
+{
+	char conf[512];
+
+	snprintf(conf, sizeof(conf),
+		 "[scrub]\nrate = 0\n[pool]\ngpu_device = standin\n"
+		 "gpu_bytes = 2M\n%s",
+		 extra ? extra : "");
+	kvmemd_start(p, conf, NULL);
+}
+
+/*
+ * Pages go to the stand-in's GPU memory on an acquire with KVMEM_SQE_GPU,
+ * come back on one without it, bit-exact both ways, each move reported
+ * once; a flag the session was not granted, or that another op does not
+ * take, is refused.
+ */
+START_TEST(test_gpu_tier_moves)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu;
+	struct gt t;
+	int n;
+
+	fprintf(stderr, "NOTE: gpu_tier: host memory stands in for the GPU "
+			"(pool.gpu_device = standin); no GPU ran here\n");
+	start_standin(&p, NULL);
+	admin(&p, "status");
+	ck_assert_msg(strstr(reply, "\"backend\":\"standin\""), "%s", reply);
+	gt_attach(&t, &p, 1u << 20, 2);
+	ck_assert_uint_eq(t.r.w.gpu_bytes, 2u << 20);
+	ck_assert_mem_eq(t.r.w.gpu_uuid, "kvmem stand-in", 14);
+	gt_fill(&t, 1, 8, 1);
+
+	/* An op that takes no flags, and PREFETCH, refuse it. */
+	ck_assert_int_eq(
+		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_PREFETCH,
+					      .flags = KVMEM_SQE_GPU,
+					      .seq = 1 }),
+		-EINVAL);
+	ck_assert_int_eq(
+		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_ACQUIRE,
+					      .flags = 2,
+					      .seq = 1 }),
+		-EINVAL);
+
+	n = gt_acquire(&t, 1, 1, &on_gpu);
+	ck_assert_int_eq(n, 8);
+	ck_assert_uint_eq(on_gpu, 8);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
+		8 * t.page_bytes);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "promoted_pages"),
+		8);
+	/* A slot of the GPU tier is never the client's to seal, nor one
+	 * past it to name. */
+	ck_assert_int_eq(
+		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_PAGE_SEAL,
+					      .slot = t.slot[1][7],
+					      .seq = 1,
+					      .token_start = 99 * 64,
+					      .ntokens = t.g.tokens_per_page }),
+		-EINVAL);
+	ck_assert_int_eq(
+		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_PAGE_FREE,
+					      .slot = t.arena_units + 512,
+					      .seq = 1 }),
+		-EINVAL);
+	/* Where they are already: nothing moves, nothing is reported. */
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 8);
+	/* Back to host memory for a reader on the CPU. */
+	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 0);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
+		0);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
+		8);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 0);
+	/* A page dropped while on the GPU gives its slot back there. */
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	ck_assert_int_eq(
+		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_PAGE_FREE,
+					      .slot = t.slot[1][7],
+					      .seq = 1 }),
+		0);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
+		7 * t.page_bytes);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* A session without the feature keeps its GPU memory to itself: no flag
+ * is taken, and a hello of ABI 4 with GPU memory but without the tier is
+ * served as before. */
+START_TEST(test_gpu_tier_not_asked)
+{
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	struct kvmemd_proc p;
+	struct kvmemd_raw r;
+
+	start_standin(&p, NULL);
+	h.features &= ~KVMEM_FEAT_GPU_TIER;
+	h.gpu_mib = 2;
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	ck_assert_uint_eq(r.w.features & KVMEM_FEAT_GPU_TIER, 0);
+	ck_assert_int_eq(KVMEMD_OP(&r, 1, .opcode = KVMEM_OP_SEQ_CREATE), 1);
+	ck_assert_int_eq(KVMEMD_OP(&r, 2, .opcode = KVMEM_OP_SEQ_ACQUIRE,
+				   .flags = KVMEM_SQE_GPU, .seq = 1),
+			 -EINVAL);
+	kvmemd_raw_detach(&r);
+	/* No GPU memory, no tier. */
+	h = kvmemd_hello(1u << 20);
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	ck_assert_uint_eq(r.w.features & KVMEM_FEAT_GPU_TIER, 0);
+	kvmemd_raw_detach(&r);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * A page flipped while on the GPU (the client may write its GPU memory,
+ * as a soft error would) comes back corrected by its code, counted in the
+ * GPU pool; one with more flips in a word than the code corrects comes
+ * back poisoned, never as the values it had: its bytes are not the page
+ * sealed, and the loss is counted.
+ */
+START_TEST(test_gpu_tier_flips_on_the_gpu)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu, s0, s1;
+	struct kvmem_page_layout l;
+	uint8_t *page;
+	struct gt t;
+
+	start_standin(&p, NULL);
+	gt_attach(&t, &p, 1u << 20, 2);
+	kvmem_page_layout(&t.g, 0, &l);
+	gt_fill(&t, 1, 2, 2);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 2);
+	ck_assert_uint_eq(on_gpu, 2);
+	s0 = t.slot[1][0];
+	s1 = t.slot[1][1];
+	/* One bit of page 0's payload: corrected on the way back. */
+	page = t.r.gpu + (size_t)(s0 - t.arena_units) * KVMEM_SLOT_UNIT;
+	page[l.k_off + 3] ^= 0x04;
+	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 2);
+	ck_assert_uint_eq(on_gpu, 0);
+	admin(&p, "sessions");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+
+	/* Two bits of one word of page 1: the code cannot undo them. */
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 2);
+	ck_assert_uint_eq(on_gpu, 2);
+	s1 = t.slot[1][1];
+	page = t.r.gpu + (size_t)(s1 - t.arena_units) * KVMEM_SLOT_UNIT;
+	page[l.k_off] ^= 0x03;
+	ck_assert_int_gt(
+		gt_op(&t,
+		      (struct kvmem_sqe){
+			      .opcode = KVMEM_OP_SEQ_ACQUIRE,
+			      .seq = 1,
+			      .len = 4 * sizeof(struct kvmem_page_move_ex) }),
+		0);
+	admin(&p, "errors");
+	ck_assert_msg(strstr(reply, "\"pool\":\"gpu\""), "%s", reply);
+	admin(&p, "sessions");
+	ck_assert_uint_gt(kvmemd_json_u64(reply, "ue"), 0);
+	(void)s0;
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Pressure: more pages want the GPU than its slots hold. The released
+ * pages there leave for host memory to make room, the longest released
+ * first, and below tier.low_watermark the GPU tier empties itself down to
+ * tier.high_watermark; every page, wherever it went, is the page sealed.
+ */
+START_TEST(test_gpu_tier_pressure)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu, cap;
+	uint64_t sealed;
+	struct gt t;
+
+	start_standin(&p, "[tier]\nlow_watermark = 20\nhigh_watermark = 40\n");
+	gt_attach(&t, &p, 4u << 20, 2);
+	cap = (uint32_t)((2u << 20) / t.page_bytes);
+	ck_assert_uint_le(cap, NPAGES_MAX / 2);
+	/* Sequence 1 fills three quarters of the GPU, and is released. */
+	gt_fill(&t, 1, cap * 3 / 4, 3);
+	ck_assert_int_ge(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, cap * 3 / 4);
+	ck_assert_int_eq(gt_release(&t, 1), 0);
+	/* Sequence 2 wants half of it: sequence 1's pages make room. */
+	gt_fill(&t, 2, cap / 2, 4);
+	ck_assert_int_ge(gt_acquire(&t, 2, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, cap / 2);
+	ck_assert_int_ge(gt_acquire(&t, 1, 0, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	ck_assert_int_eq(gt_release(&t, 1), 0);
+	/* Released, sequence 2 leaves the GPU down to its high watermark:
+	 * at least 40% of it free, so at most 60% of its slots used. */
+	ck_assert_int_eq(gt_release(&t, 2), 0);
+	gpu_pool_stats(&p);
+	sealed = kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes");
+	ck_assert_uint_le(sealed, (2u << 20) * 60 / 100);
+	ck_assert_uint_gt(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
+		0);
+	ck_assert_int_ge(gt_acquire(&t, 2, 0, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+KVMEM_SUITE(gpu_tier)
+{
+	Suite *s = suite_create("gpu_tier");
+	TCase *tc = tcase_create("standin");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_gpu_tier_moves);
+	tcase_add_test(tc, test_gpu_tier_not_asked);
+	tcase_add_test(tc, test_gpu_tier_flips_on_the_gpu);
+	tcase_add_test(tc, test_gpu_tier_pressure);
+	suite_add_tcase(s, tc);
+	return s;
+}
