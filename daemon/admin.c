@@ -193,6 +193,7 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 	const struct kvmemd_session *s;
 	uint64_t open = 0, sealed = 0, degraded = 0, gpu_sealed = 0;
 	uint64_t promoted = 0, demoted = 0, moved = 0, move_errors = 0;
+	uint64_t changed = 0;
 
 	for (s = d->sessions; s; s = s->next) {
 		open += s->arena.used_bytes - s->arena.sealed_bytes;
@@ -203,6 +204,7 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 		demoted += s->gpu_demoted;
 		moved += s->gpu_moved_bytes;
 		move_errors += s->gpu_errors;
+		changed += s->gpu_changed;
 	}
 	jw_open(w, NULL, '{');
 	jw_f64(w, "uptime_s", uptime(d));
@@ -236,6 +238,7 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 		jw_u64(w, "demoted_pages", demoted);
 		jw_u64(w, "moved_bytes", moved);
 		jw_u64(w, "move_errors", move_errors);
+		jw_u64(w, "changed_pages", changed);
 		jw_u64(w, "degraded_pages", 0);
 		jw_close(w, '}');
 	}

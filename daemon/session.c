@@ -229,6 +229,16 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			      "uid %u has %u sessions, the limit "
 			      "(daemon.max_sessions_per_uid)",
 			      (unsigned int)uid, u->sessions);
+	k = gpu_admit(d, h, u, w, &gpu);
+	if (k)
+		return k;
+	/* The GPU tier's slots are the daemon's tables too. */
+	gpu_units = h->features & KVMEM_FEAT_GPU_TIER
+			    ? (uint32_t)(gpu / KVMEM_SLOT_UNIT)
+			    : 0;
+	units[0] = (uint32_t)(l[0].size / KVMEM_SLOT_UNIT);
+	units[1] = (uint32_t)(l[1].size / KVMEM_SLOT_UNIT);
+	fixed += arena_table_bytes(0, gpu_units, units);
 	/* Memory of ended sessions comes back when a worker has freed it:
 	 * a client that fits then is told to try again, and kvmem_connect()
 	 * does. */
@@ -250,25 +260,6 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			"session needs %llu",
 			(unsigned long long)(cfg->host_bytes - d->n.pool_used),
 			(unsigned long long)cfg->host_bytes,
-			(unsigned long long)(map + fixed));
-	k = gpu_admit(d, h, u, w, &gpu);
-	if (k)
-		return k;
-	/* The GPU tier's slots are the daemon's tables too. */
-	gpu_units = h->features & KVMEM_FEAT_GPU_TIER
-			    ? (uint32_t)(gpu / KVMEM_SLOT_UNIT)
-			    : 0;
-	units[0] = (uint32_t)(l[0].size / KVMEM_SLOT_UNIT);
-	units[1] = (uint32_t)(l[1].size / KVMEM_SLOT_UNIT);
-	fixed += arena_table_bytes(0, gpu_units, units);
-	if (map + fixed > cfg->host_bytes - d->n.pool_used)
-		return refuse(
-			w, -ENOSPC,
-			"host pool has %llu bytes free, the session and "
-			"the table of its %llu bytes of GPU memory need "
-			"%llu",
-			(unsigned long long)(cfg->host_bytes - d->n.pool_used),
-			(unsigned long long)gpu,
 			(unsigned long long)(map + fixed));
 
 	s = calloc(1, sizeof(*s));

@@ -123,6 +123,7 @@ struct kvmemd_session {
 	/* tier-gpu.c: the GPU tier's watermarks, as ->reclaiming; pages of
 	 * an acquire left to move next pass; moves since it started */
 	uint8_t gpu_reclaiming, gpu_more;
+	uint64_t gpu_rescan; /* no looking for pages to leave before then */
 	uint64_t gpu_promoted, gpu_demoted, gpu_moved_bytes;
 	uint64_t gpu_errors; /* copies that failed or arrived changed */
 	uint64_t gpu_changed; /* pages back from it that had changed */
@@ -333,9 +334,9 @@ void session_prefix_drop(struct kvmemd_session *s);
 int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		   uint32_t *pos);
 /* Move released pages out of the GPU tier below tier.low_watermark
- * percent free, up to tier.high_watermark. Return: 1 when more are left
- * for the next pass. */
-int tier_gpu_balance(struct kvmemd_session *s);
+ * percent free, up to tier.high_watermark; @now: CLOCK_MONOTONIC ns.
+ * Return: 1 when more are left for the next pass. */
+int tier_gpu_balance(struct kvmemd_session *s, uint64_t now);
 
 /* tier.c, for session.c */
 /* The op was queued to complete later. */

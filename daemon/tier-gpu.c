@@ -34,6 +34,15 @@
 
 /* Work one pass of the loop does moving pages, a session. */
 #define GPU_STEP_BYTES (4u << 20)
+/* Below the low watermark with no released page there, the pages are not
+ * looked through again sooner than this. */
+#define GPU_RESCAN_NS 100000000ull
+
+/* @n bytes of the pass's work are done. */
+static void spend(uint64_t *budget, size_t n)
+{
+	*budget = *budget > n ? *budget - n : 0;
+}
 
 static uint64_t gpu_off(const struct kvmemd_session *s, uint32_t u)
 {
@@ -163,14 +172,12 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 			ret = move_page(s, pg, gpu);
 		if (ret && (!gpu || ret != -ENOMEM))
 			return ret;
-		budget = budget > slot_bytes(s, p->kind)
-				 ? budget - slot_bytes(s, p->kind)
-				 : 0;
+		spend(&budget, slot_bytes(s, p->kind));
 	}
 	return 1;
 }
 
-int tier_gpu_balance(struct kvmemd_session *s)
+int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
 {
 	const struct kvmemd_config *c = &s->d->cfg;
 	struct kvmemd_arena *a = &s->arena;
@@ -187,16 +194,16 @@ int tier_gpu_balance(struct kvmemd_session *s)
 		if (free_units >=
 		    (uint64_t)a->gpu_units * c->high_watermark / 100)
 			s->gpu_reclaiming = 0;
-		if (!s->gpu_reclaiming)
+		if (!s->gpu_reclaiming || now < s->gpu_rescan)
 			return 0;
 		pg = coldest(s);
 		/* Nothing released there, or host memory full: the
 		 * store's reclaim makes room there first. */
-		if (pg == NO_UNIT || move_page(s, pg, 0))
+		if (pg == NO_UNIT || move_page(s, pg, 0)) {
+			s->gpu_rescan = now + GPU_RESCAN_NS;
 			return 0;
-		budget = budget > slot_bytes(s, a->pages[pg].kind)
-				 ? budget - slot_bytes(s, a->pages[pg].kind)
-				 : 0;
+		}
+		spend(&budget, slot_bytes(s, a->pages[pg].kind));
 	}
 	return 1;
 }

@@ -358,6 +358,15 @@ static int page_wait_add(struct kvmemd_session *s, const struct kvmem_sqe *e,
 	return ret;
 }
 
+/* The units of the larger of a session's two slot sizes: what an op that
+ * waits for either kind asks to be freed. */
+static uint32_t largest_slot(const struct kvmemd_session *s)
+{
+	const uint32_t *u = s->arena.slot_units;
+
+	return u[0] > u[1] ? u[0] : u[1];
+}
+
 /* Can @p leave for the store: released, resident in host memory? */
 static int to_store(const struct kvmemd_session *s, const struct page *p)
 {
@@ -540,9 +549,7 @@ static void acquire_step(struct kvmemd_session *s, struct tier_wait *w)
 	}
 	if (ret == -ENOMEM && can_reclaim(s)) {
 		/* Back to host memory, once pages leave it for the store. */
-		s->want_units += s->arena.slot_units[0] > s->arena.slot_units[1]
-					 ? s->arena.slot_units[0]
-					 : s->arena.slot_units[1];
+		s->want_units += largest_slot(s);
 		return;
 	}
 	if (ret < 0) {
@@ -562,10 +569,8 @@ int tier_acquire(struct kvmemd_session *s, struct seq *q,
 		 const struct kvmem_sqe *e)
 {
 	struct tier_wait *w;
-	uint32_t i;
+	uint32_t i, place = 0;
 	int ret;
-
-	uint32_t place = 0;
 
 	for (i = 0; i < q->n && resident(&s->arena.pages[q->pages[i]]); i++)
 		;
@@ -639,9 +644,7 @@ static void attach_step(struct kvmemd_session *s, struct tier_wait *w)
 	int no_slot, ret = session_prefix_attach(s, &w->e, w->key, &no_slot);
 
 	if (ret == -ENOMEM && no_slot && can_reclaim(s)) {
-		s->want_units += s->arena.slot_units[0] > s->arena.slot_units[1]
-					 ? s->arena.slot_units[0]
-					 : s->arena.slot_units[1];
+		s->want_units += largest_slot(s);
 		return;
 	}
 	wait_done(s, w, ret);
@@ -1273,17 +1276,18 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 	if (!t)
 		return next;
 	/* While the loop polls rings it looks at the eventfd less often. */
-	if (t->st)
+	if (t->st) {
 		kvmemd_store_io_reap(t->st);
-	if (t->st && reloads_step(t))
-		next = now;
+		if (reloads_step(t))
+			next = now;
+	}
 	for (s = d->sessions; s; s = s->next) {
 		if (s->waits)
 			kick(s);
 		if (s->nprefetch)
 			prefetch_step(s);
 		/* Pages left to move, in this pass or the next. */
-		if (tier_gpu_balance(s) || s->gpu_more)
+		if (tier_gpu_balance(s, now) || s->gpu_more)
 			next = now;
 		/* Ops wait with nothing in flight to wake them: look again
 		 * soon rather than rely on the client ringing. */

@@ -341,6 +341,10 @@ START_TEST(test_gpu_tier_flips_on_the_gpu)
 	admin(&p, "sessions");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 1);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "changed_pages"),
+		1);
 
 	/* Two bits of one word of page 1: the code cannot undo them. */
 	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 2);
