@@ -326,10 +326,12 @@ void session_prefix_drop(struct kvmemd_session *s);
 /* tier-gpu.c, for tier.c */
 /*
  * tier_gpu_place() - put the resident pages of acquired @q, from *@pos on,
- * in the GPU tier (@gpu: as far as its slots allow) or in host memory
+ * in the GPU tier (@gpu: as far as its slots and copies allow) or in
+ * host memory
  * Return: 1 when all are; 0 when this pass's work is spent (*@pos says
  * how far); -ENOMEM when host memory has no free slot; -EBUSY when another
- * acquired sequence holds a page on the GPU; -EIO when a copy failed.
+ * acquired sequence holds a page on the GPU; -EIO when a copy back to
+ * host memory failed.
  */
 int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		   uint32_t *pos);

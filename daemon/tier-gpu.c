@@ -170,7 +170,9 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		if (ret == -ENOMEM && gpu && (victim = coldest(s)) != NO_UNIT &&
 		    !move_page(s, victim, 0))
 			ret = move_page(s, pg, gpu);
-		if (ret && (!gpu || ret != -ENOMEM))
+		/* A page that does not fit on the GPU, or whose copy there
+		 * failed, is read where it is: in host memory. */
+		if (ret && !gpu)
 			return ret;
 		spend(&budget, slot_bytes(s, p->kind));
 	}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * check_gpu_tier.c - kvmemd's GPU tier on its host-memory stand-in
- * (pool.gpu_device = standin): no GPU here, and these tests say so. The
+ * (pool.gpu_device = standin), and its cuda backend on the fake driver:
+ * no GPU here, and these tests say so. The
  * daemon moves pages between a session's host slots and the slots of its
  * GPU memory as it would on a GPU, through the same backend table; the
  * client maps that memory (a memfd here) and compares every byte that
@@ -9,6 +10,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +418,75 @@ START_TEST(test_gpu_tier_pressure)
 }
 END_TEST
 
+/* libkvmem's kernels: without them kvmemd opens no GPU, fake or not. */
+extern const size_t kvmem__fatbin_size;
+
+/* kvmemd on the fake driver (tests/cuda/fakecuda.c), with @extra in its
+ * environment: 0, or 1 when this build cannot. */
+static int start_fake(struct kvmemd_proc *p, const char *extra)
+{
+	static char lib[PATH_MAX + 16];
+	char path[PATH_MAX];
+	const char *env[] = { lib, extra, NULL };
+
+	if (!kvmem__fatbin_size) {
+		fprintf(stderr, "SKIP: gpu_tier: cuda backend: libkvmem was "
+				"built without nvcc, kvmemd opens no GPU\n");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/tests/libfakecuda.so",
+		 kvmem_check_builddir());
+	ck_assert_msg(realpath(path, lib + 14), "%s: %s", path,
+		      strerror(errno));
+	memcpy(lib, "KVMEM_LIBCUDA=", 14);
+	kvmemd_start(p, "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 64M\n", env);
+	return 0;
+}
+
+/*
+ * The cuda backend, the one a GPU runs, on the fake driver (device memory
+ * is host memory there, copies memmove()): the same moves, bit-exact. A
+ * driver whose copies fail leaves the pages in host memory, where an
+ * acquire for the GPU reads them, each failure counted.
+ */
+START_TEST(test_gpu_tier_cuda_backend)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu;
+	struct gt t;
+
+	if (start_fake(&p, NULL))
+		return;
+	admin(&p, "status");
+	ck_assert_msg(strstr(reply, "\"backend\":\"cuda\""), "%s", reply);
+	gt_attach(&t, &p, 1u << 20, 2);
+	gt_fill(&t, 1, 8, 5);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 8);
+	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+
+	if (start_fake(&p, "FAKECUDA_COPY_FAIL=1"))
+		return;
+	gt_attach(&t, &p, 1u << 20, 2);
+	gt_fill(&t, 1, 8, 6);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 8);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
+		0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 KVMEM_SUITE(gpu_tier)
 {
 	Suite *s = suite_create("gpu_tier");
@@ -426,6 +497,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_not_asked);
 	tcase_add_test(tc, test_gpu_tier_flips_on_the_gpu);
 	tcase_add_test(tc, test_gpu_tier_pressure);
+	tcase_add_test(tc, test_gpu_tier_cuda_backend);
 	suite_add_tcase(s, tc);
 	return s;
 }

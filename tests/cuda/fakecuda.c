@@ -97,6 +97,9 @@ __attribute__((constructor)) static void fake_env(void)
 	v = getenv("FAKECUDA_TOTAL_MEM");
 	if (v)
 		fake.total_mem = atol(v);
+	v = getenv("FAKECUDA_COPY_FAIL");
+	if (v)
+		fake.copy_fail = atoi(v);
 	v = getenv("FAKECUDA_SIMT");
 	if (v) {
 		simt = dlopen(v, RTLD_NOW | RTLD_LOCAL);
@@ -355,7 +358,10 @@ static CUresult cuMemcpyAsync(unsigned long long dst, unsigned long long src,
 	(void)stream;
 	if (!fake.depth)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (fake.copy_fail)
+		return CUDA_ERROR_LAUNCH_FAILED;
 	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+	fake.copies++;
 	return CUDA_SUCCESS;
 }
 

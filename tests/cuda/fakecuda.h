@@ -6,7 +6,8 @@
  * opens it too, takes fakecuda_state() with dlsym and sets how the "driver"
  * behaves before kvmem_cuda_open(); in another process (kvmemd) the
  * environment sets it: FAKECUDA_DEVICES, FAKECUDA_NO_VMM,
- * FAKECUDA_MEM_LIMIT, FAKECUDA_TOTAL_MEM, and FAKECUDA_SIMT, the path of
+ * FAKECUDA_MEM_LIMIT, FAKECUDA_TOTAL_MEM, FAKECUDA_COPY_FAIL, and
+ * FAKECUDA_SIMT, the path of
  * libkvmem-simt.so to run launches in. Device memory is host memory
  * (memory of the virtual memory API a memfd, so that its descriptor shares
  * it between processes as the driver's does), and a launch hands the
@@ -30,6 +31,7 @@ struct fakecuda {
 	long total_mem; /* cuDeviceTotalMem(): 8 GiB */
 	int no_lock; /* cuMemHostRegister(): CUDA_ERROR_OUT_OF_MEMORY */
 	int no_vmm; /* no virtual memory management, nor its descriptors */
+	int copy_fail; /* cuMemcpyAsync(): CUDA_ERROR_LAUNCH_FAILED */
 	int (*launch)(const char *kernel, unsigned int gx, unsigned int gy,
 		      unsigned int gz, unsigned int block, unsigned int smem,
 		      void *params);
@@ -40,6 +42,7 @@ struct fakecuda {
 	long allocated; /* bytes allocated and not freed */
 	long registered; /* host bytes registered and not unregistered */
 	long launches;
+	long copies; /* cuMemcpyAsync() calls that copied */
 	char last_kernel[64];
 };
 

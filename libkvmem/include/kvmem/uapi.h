@@ -33,11 +33,12 @@
  * KVMEM_SLOT_UNIT, is the page at (n - arena_bytes / KVMEM_SLOT_UNIT) *
  * KVMEM_SLOT_UNIT of the GPU memory. Only the daemon puts pages there: a
  * SEQ_ACQUIRE with KVMEM_SQE_GPU moves the sequence's pages to the GPU as
- * far as its slots allow (those that do not fit stay in host memory, which
- * kernels read over the bus), a SEQ_ACQUIRE without it brings them all to
- * host memory, and released pages leave the GPU for host memory below
- * tier.low_watermark percent of its slots free, as host pages leave for
- * the backing store. Each move is reported as moves are (old slot, new
+ * far as its slots allow (those that do not fit, or whose copy failed,
+ * stay in host memory, which kernels read over the bus), a SEQ_ACQUIRE
+ * without it brings them all to host memory (-EIO when a copy back fails:
+ * that page stays on the GPU), and released pages leave the GPU for host
+ * memory below tier.low_watermark percent of its slots free, as host
+ * pages leave for the backing store. Each move is reported as moves are (old slot, new
  * slot) and checked: the page's CRC-32C as it left, compared where it
  * lands in host memory, and a page that changed on the way scrubbed by its
  * code, or poisoned when the code cannot undo it. A page another acquired
