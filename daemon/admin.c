@@ -129,6 +129,27 @@ static void cmd_version(struct jw *w)
 	jw_end(w);
 }
 
+/* The GPU tier's moves since start, all sessions that are attached. */
+static void gpu_tier_json(const struct kvmemd *d, struct jw *w)
+{
+	uint64_t promoted = 0, demoted = 0, moved = 0, errors = 0;
+	uint64_t changed = 0;
+	const struct kvmemd_session *s;
+
+	for (s = d->sessions; s; s = s->next) {
+		promoted += s->gpu_promoted;
+		demoted += s->gpu_demoted;
+		moved += s->gpu_moved_bytes;
+		errors += s->gpu_errors;
+		changed += s->gpu_changed;
+	}
+	jw_u64(w, "promoted_pages", promoted);
+	jw_u64(w, "demoted_pages", demoted);
+	jw_u64(w, "moved_bytes", moved);
+	jw_u64(w, "move_errors", errors);
+	jw_u64(w, "changed_pages", changed);
+}
+
 /* The GPU pool, or why there is none. */
 static void gpu_json(struct kvmemd *d, struct jw *w)
 {
@@ -143,6 +164,7 @@ static void gpu_json(struct kvmemd *d, struct jw *w)
 		jw_u64(w, "bytes", d->gpu.bytes);
 		jw_u64(w, "used_bytes", g->used);
 		jw_u64(w, "held_bytes", g->held);
+		gpu_tier_json(d, w);
 	} else {
 		jw_null(w, "device");
 		jw_str(w, "why", g->why);
@@ -192,19 +214,12 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 {
 	const struct kvmemd_session *s;
 	uint64_t open = 0, sealed = 0, degraded = 0, gpu_sealed = 0;
-	uint64_t promoted = 0, demoted = 0, moved = 0, move_errors = 0;
-	uint64_t changed = 0;
 
 	for (s = d->sessions; s; s = s->next) {
 		open += s->arena.used_bytes - s->arena.sealed_bytes;
 		sealed += s->arena.sealed_bytes;
 		degraded += s->arena.ndegraded;
 		gpu_sealed += s->arena.gpu_used_bytes;
-		promoted += s->gpu_promoted;
-		demoted += s->gpu_demoted;
-		moved += s->gpu_moved_bytes;
-		move_errors += s->gpu_errors;
-		changed += s->gpu_changed;
 	}
 	jw_open(w, NULL, '{');
 	jw_f64(w, "uptime_s", uptime(d));
@@ -234,11 +249,7 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 		jw_u64(w, "open_bytes", 0);
 		jw_u64(w, "sealed_bytes", gpu_sealed);
 		jw_u64(w, "free_bytes", d->gpu.bytes - d->gpu.used);
-		jw_u64(w, "promoted_pages", promoted);
-		jw_u64(w, "demoted_pages", demoted);
-		jw_u64(w, "moved_bytes", moved);
-		jw_u64(w, "move_errors", move_errors);
-		jw_u64(w, "changed_pages", changed);
+		gpu_tier_json(d, w);
 		jw_u64(w, "degraded_pages", 0);
 		jw_close(w, '}');
 	}

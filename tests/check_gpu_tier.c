@@ -266,6 +266,20 @@ START_TEST(test_gpu_tier_moves)
 		8);
 	ck_assert_uint_eq(
 		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 0);
+	/* The operator's view of it. */
+	{
+		struct kvmem_run run;
+
+		KVMEM_RUN(&run, "kvmemctl", "", "-a", p.admin, "status");
+		ck_assert_int_eq(run.status, 0);
+		ck_assert_msg(strstr(run.out, "host memory standing in for a "
+					      "GPU"),
+			      "%s", run.out);
+		ck_assert_msg(strstr(run.out, "8 pages moved to the GPU, 8 "
+					      "back"),
+			      "%s", run.out);
+		kvmem_check_run_free(&run);
+	}
 	/* A page dropped while on the GPU gives its slot back there. */
 	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
 	ck_assert_int_eq(

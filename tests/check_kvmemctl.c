@@ -729,7 +729,10 @@ static void fake_stop(struct fake *f)
 	"\"gpu_pool\":{\"device\":"                                   \
 	"\"GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c\","               \
 	"\"name\":\"NVIDIA H100 80GB HBM3\",\"bytes\":68719476736,"   \
-	"\"used_bytes\":34359738368,\"held_bytes\":8589934592},"      \
+	"\"used_bytes\":34359738368,\"held_bytes\":8589934592,"       \
+	"\"promoted_pages\":40,\"demoted_pages\":24,"                 \
+	"\"moved_bytes\":5242880,\"move_errors\":1,"                  \
+	"\"changed_pages\":2},"                                       \
 	"\"scrub\":{\"enabled\":true,\"state\":\"patrol\"}}\n"
 #define R_STATS                                                           \
 	"{\"uptime_s\":3723.5,\"daemon\":{\"sessions\":2,\"attached\":5," \
@@ -741,8 +744,11 @@ static void fake_stop(struct fake *f)
 	"\"degraded_pages\":1},{\"pool\":\"gpu\",\"device\":"             \
 	"\"GPU-6b766d65-6d20-6661-6b65-204750552030\","                   \
 	"\"bytes\":67108864,\"reserved_bytes\":8388608,"                  \
-	"\"held_bytes\":2097152,\"open_bytes\":0,\"sealed_bytes\":0,"     \
-	"\"free_bytes\":58720256,\"degraded_pages\":0}],"                 \
+	"\"held_bytes\":2097152,\"open_bytes\":0,"                        \
+	"\"sealed_bytes\":2097152,\"free_bytes\":58720256,"               \
+	"\"promoted_pages\":40,\"demoted_pages\":24,"                     \
+	"\"moved_bytes\":5242880,\"move_errors\":1,"                      \
+	"\"changed_pages\":2,\"degraded_pages\":0}],"                     \
 	"\"scrub\":{\"passes\":12,"                                       \
 	"\"bytes_total\":201326592,\"pages_total\":49152,\"ce\":3,"       \
 	"\"ue\":1},\"seconds_since_reset\":600.25}\n"
@@ -1352,7 +1358,9 @@ START_TEST(test_spec_tables)
 		    "4 read back from the store, 2 refused (the log says why)",
 		    "gpu pool 32.0 GiB of 64.0 GiB used (8.0 GiB held by "
 		    "processes of ended sessions) on NVIDIA H100 80GB HBM3, "
-		    "GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c" } },
+		    "GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c",
+		    "gpu tier 40 pages moved to the GPU, 24 back (5.0 MiB in "
+		    "all); 1 copies failed, 2 pages came back changed" } },
 		{ { "stats" },
 		  { "uptime 1h 02m (counters reset 10m 00s ago)",
 		    "scrub 12 passes, 192.0 MiB in 49152 pages; CE 3, UE 1 "
@@ -1753,6 +1761,24 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_pool_bytes{pool=\"gpu\",state=\"reserved\",device=\""
 		  "GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
 		  8388608 },
+		{ "kvmem_pool_bytes{pool=\"gpu\",state=\"sealed\",device=\""
+		  "GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
+		  2097152 },
+		{ "kvmem_gpu_tier_moves_total{direction=\"to_gpu\",pool=\"gpu\","
+		  "device=\"GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
+		  40 },
+		{ "kvmem_gpu_tier_moves_total{direction=\"to_host\",pool=\"gpu\","
+		  "device=\"GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
+		  24 },
+		{ "kvmem_gpu_tier_moved_bytes_total{pool=\"gpu\",device=\""
+		  "GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
+		  5242880 },
+		{ "kvmem_gpu_tier_move_errors_total{pool=\"gpu\",device=\""
+		  "GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
+		  1 },
+		{ "kvmem_gpu_tier_changed_pages_total{pool=\"gpu\",device=\""
+		  "GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
+		  2 },
 		{ "kvmem_degraded_pages{pool=\"host\"}", 1 },
 		{ "kvmem_sessions", 2 },
 		{ "kvmem_ops_total", 123456 },

@@ -156,6 +156,48 @@ static void metrics_prefix(struct metrics *m, const struct json *v)
 		      series[i].key);
 }
 
+/* The GPU tier's moves, of each pool that has one (a gpu pool of a
+ * kvmemd that moves pages). */
+static void metrics_gpu_tier(struct metrics *m, const struct json *pools,
+			     size_t n)
+{
+	static const struct {
+		const char *name, *key, *help, *dir;
+	} series[] = {
+		{ "kvmem_gpu_tier_moves_total", "promoted_pages",
+		  "Pages moved into the GPU tier, and out of it.", "to_gpu" },
+		{ "kvmem_gpu_tier_moves_total", "demoted_pages", NULL,
+		  "to_host" },
+		{ "kvmem_gpu_tier_moved_bytes_total", "moved_bytes",
+		  "Bytes of pages moved either way.", NULL },
+		{ "kvmem_gpu_tier_move_errors_total", "move_errors",
+		  "Copies to or from the GPU that failed.", NULL },
+		{ "kvmem_gpu_tier_changed_pages_total", "changed_pages",
+		  "Pages that came back from the GPU changed, and were "
+		  "checked by their code.",
+		  NULL },
+	};
+	char pool[32], dev[48];
+	size_t i, k;
+
+	for (k = 0; k < sizeof(series) / sizeof(series[0]); k++) {
+		if (series[k].help)
+			m_family(m, series[k].name, "counter", series[k].help);
+		for (i = 0; i < n; i++) {
+			const char *l[] = { "direction", series[k].dir, "pool",
+					    pool,	 "device",	dev,
+					    NULL };
+			const char **lp = series[k].dir ? l : l + 2;
+
+			if (!json_get(&pools[i], series[k].key))
+				continue;
+			pool_labels(m->r, &pools[i], pool, sizeof(pool), dev,
+				    sizeof(dev), l + 2);
+			m_u64(m, series[k].name, lp, &pools[i], series[k].key);
+		}
+	}
+}
+
 static void metrics_stats(struct metrics *m, const struct json *v)
 {
 	static const struct {
@@ -229,6 +271,7 @@ static void metrics_stats(struct metrics *m, const struct json *v)
 			      states[k].key);
 		}
 	}
+	metrics_gpu_tier(m, pools, n);
 	m_family(m, "kvmem_degraded_pages", "gauge",
 		 "Pages with values an uncorrectable error took away.");
 	for (i = 0; i < n; i++) {

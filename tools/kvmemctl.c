@@ -68,6 +68,16 @@ static void gpu_line(struct rd *r, struct table *t, const struct json *g)
 	   fmt_bytes(c, sizeof(c), (double)g_u64(r, g, "held_bytes")),
 	   g_str(r, g, "name", name, sizeof(name)),
 	   g_str(r, g, "device", uuid, sizeof(uuid)));
+	if (!json_get(g, "promoted_pages")) /* an older kvmemd: no tier */
+		return;
+	kv(t, "gpu tier",
+	   "%llu pages moved to the GPU, %llu back (%s in all); %llu copies "
+	   "failed, %llu pages came back changed",
+	   (unsigned long long)g_u64(r, g, "promoted_pages"),
+	   (unsigned long long)g_u64(r, g, "demoted_pages"),
+	   fmt_bytes(a, sizeof(a), (double)g_u64(r, g, "moved_bytes")),
+	   (unsigned long long)g_u64(r, g, "move_errors"),
+	   (unsigned long long)g_u64(r, g, "changed_pages"));
 }
 
 /* What kvmemd took back at its start of the sessions the last one kept. */
