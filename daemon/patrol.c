@@ -125,9 +125,12 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 					&s->arena.pages[q->pages[p->pos]];
 
 				/* Pages on the store are checked when they
-				 * come back. */
-				if (!p->in_job && (pg->state == PAGE_RESIDENT ||
-						   pg->state == PAGE_WRITING)) {
+				 * come back, pages on a GPU there (not
+				 * yet: when they come back). */
+				if (!p->in_job &&
+				    (pg->state == PAGE_RESIDENT ||
+				     pg->state == PAGE_WRITING) &&
+				    session_page_readable(s, pg->unit)) {
 					ras_check_start(s, &p->job, pg->unit,
 							p->kind);
 					p->in_job = 1;
@@ -139,7 +142,9 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 			}
 			return 1;
 		}
-		while (p->pos < s->arena.top) {
+		for (p->pos = session_walk_next(s, p->pos);
+		     p->pos < session_walk_end(s);
+		     p->pos = session_walk_next(s, p->pos)) {
 			sl = &s->arena.slots[p->pos];
 			if (!p->in_job && sl->state == SLOT_SEALED) {
 				ras_check_start(s, &p->job, p->pos, p->kind);
@@ -200,7 +205,8 @@ static uint64_t sealed_bytes(const struct kvmemd *d)
 	uint64_t n = kvmemd_prefix_bytes(d);
 
 	for (s = d->sessions; s; s = s->next)
-		n += s->arena.sealed_bytes;
+		n += s->arena.sealed_bytes +
+		     (s->gpu_view ? s->arena.gpu_used_bytes : 0);
 	return n;
 }
 

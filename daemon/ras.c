@@ -587,12 +587,14 @@ static enum tier slot_tier(const struct slot *sl, enum source src)
 	return sl->kind == KVMEM_SLOT_HOT ? TIER_HOT : TIER_WARM;
 }
 
-/* Errors found in a page back from the GPU tier were made there. */
-static enum kvmemd_pool_kind src_pool(enum source src)
+/* Where the errors @c finds were made: on the GPU for a page there or
+ * back from there, on the store for one read back from it. */
+static enum kvmemd_pool_kind check_pool(const struct kvmemd_session *s,
+					const struct kvmemd_check *c)
 {
-	if (src == SRC_MOVE)
+	if (c->src == SRC_MOVE || arena_unit_gpu(&s->arena, c->unit))
 		return KVMEMD_POOL_CUDA;
-	return src == SRC_RELOAD ? KVMEMD_POOL_NVME : KVMEMD_POOL_HOST;
+	return c->src == SRC_RELOAD ? KVMEMD_POOL_NVME : KVMEMD_POOL_HOST;
 }
 
 /*
@@ -621,8 +623,9 @@ static int restore_header(const struct kvmemd_session *s, const struct slot *sl,
 
 static void page_event(struct kvmemd *d, struct kvmemd_session *s,
 		       const struct slot *sl, struct ras_event *e,
-		       enum source src)
+		       const struct kvmemd_check *c)
 {
+	const enum source src = (enum source)c->src;
 	struct kvmemd_user *u = kvmemd_user(d, s->uid);
 	uint64_t missed = 0;
 	int ok = 1;
@@ -647,7 +650,7 @@ static void page_event(struct kvmemd *d, struct kvmemd_session *s,
 	e->layer = sl->layer;
 	e->token_start = sl->token_start;
 	e->token_end = sl->token_start + sl->ntokens - 1;
-	e->pool = (uint8_t)src_pool(src);
+	e->pool = (uint8_t)check_pool(s, c);
 	e->tier = (uint8_t)slot_tier(sl, src);
 	e->source = (uint8_t)src;
 	record_event(d, e);
@@ -696,7 +699,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 	struct kvmemd_ras *r = d->ras;
 	struct slot *sl = &s->arena.slots[c->unit];
 	enum tier tier = slot_tier(sl, c->src);
-	enum kvmemd_pool_kind pool = src_pool(c->src);
+	enum kvmemd_pool_kind pool = check_pool(s, c);
 	struct region_def rg[4];
 	struct ras_count *cnt;
 	struct ras_event e;
@@ -735,7 +738,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 		r->agg[pool][tier][KVMEM_PAGE_META_CODEC].ue +=
 			c->ue[REGION_HEADER];
 		r->agg_dirty = 1;
-		page_event(d, s, sl, &e, c->src);
+		page_event(d, s, sl, &e, c);
 	}
 
 	for (i = REGION_SCALES; i <= REGION_PAYLOAD; i++) {
@@ -760,7 +763,7 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 		e.region = (uint8_t)i;
 		e.words = (uint32_t)fresh;
 		e.kind = EV_UE;
-		page_event(d, s, sl, &e, c->src);
+		page_event(d, s, sl, &e, c);
 	}
 }
 
@@ -781,7 +784,7 @@ static void crc_missed(struct kvmemd *d, struct kvmemd_session *s,
 	e.codec = (uint8_t)slot_layout(s, sl)->codec;
 	e.region = REGION_PAYLOAD;
 	e.kind = (uint8_t)kind;
-	page_event(d, s, sl, &e, c->src);
+	page_event(d, s, sl, &e, c);
 }
 
 /*
@@ -1165,6 +1168,14 @@ static void live_codecs(const struct kvmemd *d,
 		/* Archived pages are warm too, in their own codec. */
 		if (s->arch.size)
 			seen[KVMEMD_POOL_HOST][TIER_WARM][s->arch.codec] = 1;
+		if (s->arena.gpu_units) {
+			seen[KVMEMD_POOL_CUDA][TIER_WARM][s->layout[0].codec] =
+				1;
+			seen[KVMEMD_POOL_CUDA][TIER_WARM]
+			    [KVMEM_PAGE_META_CODEC] = 1;
+			seen[KVMEMD_POOL_CUDA][TIER_HOT]
+			    [KVMEM_PAGE_META_CODEC] = 1;
+		}
 		if (kvmemd_tier_has_store(d)) {
 			if (s->arch.size)
 				seen[KVMEMD_POOL_NVME][TIER_COLD]
@@ -1349,8 +1360,9 @@ static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
 				const struct page *pg =
 					&s->arena.pages[q->pages[u]];
 
-				if (pg->state != PAGE_RESIDENT &&
-				    pg->state != PAGE_WRITING)
+				if ((pg->state != PAGE_RESIDENT &&
+				     pg->state != PAGE_WRITING) ||
+				    !session_page_readable(s, pg->unit))
 					continue;
 				ret = inject_slot(s, pg->unit, ber, seed, all,
 						  chan, sum);
@@ -1359,7 +1371,8 @@ static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
 			}
 			continue;
 		}
-		for (u = 0; u < s->arena.top;) {
+		for (u = session_walk_next(s, 0); u < session_walk_end(s);
+		     u = session_walk_next(s, u)) {
 			struct slot *sl = &s->arena.slots[u];
 
 			if (sl->state == SLOT_SEALED) {

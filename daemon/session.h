@@ -242,6 +242,25 @@ static inline int session_page_readable(const struct kvmemd_session *s,
 	return !arena_unit_gpu(&s->arena, u) || s->gpu_view;
 }
 
+/*
+ * A walk over the slots of @s the daemon can read (a pass of the
+ * scrubber, an injection): units from 0 to session_walk_end(), each next
+ * one through session_walk_next(), which steps from the host's top into
+ * the GPU tier where its memory is readable (the stand-in's).
+ */
+static inline uint32_t session_walk_next(const struct kvmemd_session *s,
+					 uint32_t u)
+{
+	if (s->gpu_view && u >= s->arena.top && u < s->arena.nunits)
+		return s->arena.nunits;
+	return u;
+}
+
+static inline uint32_t session_walk_end(const struct kvmemd_session *s)
+{
+	return s->gpu_view ? s->arena.gpu_top : s->arena.top;
+}
+
 static inline uint64_t slot_bytes(const struct kvmemd_session *s, int kind)
 {
 	return arena_slot_bytes(&s->arena, kind);

@@ -185,9 +185,10 @@ static void start_standin(struct kvmemd_proc *p, const char *extra)
 {
 	char conf[512];
 
+	/* @extra: keys of [scrub], then sections of their own */
 	snprintf(conf, sizeof(conf),
-		 "[scrub]\nrate = 0\n[pool]\ngpu_device = standin\n"
-		 "gpu_bytes = 2M\n%s",
+		 "[scrub]\nrate = 0\n%s[pool]\ngpu_device = standin\n"
+		 "gpu_bytes = 2M\n",
 		 extra ? extra : "");
 	kvmemd_start(p, conf, NULL);
 }
@@ -432,6 +433,60 @@ START_TEST(test_gpu_tier_pressure)
 }
 END_TEST
 
+/*
+ * The scrubber on the stand-in's GPU memory, which the daemon can read:
+ * one flip in every payload word of a sequence on the GPU (the injector's
+ * exact channel), and a pass corrects each, counted in the GPU pool; the
+ * pages come back to host memory as they were sealed. `kvmemctl scrub`
+ * of the sequence reaches them too.
+ */
+START_TEST(test_gpu_tier_scrub)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu;
+	uint64_t words;
+	struct gt t;
+	char cmd[64];
+
+	start_standin(&p, "allow_inject = yes\n");
+	gt_attach(&t, &p, 1u << 20, 2);
+	gt_fill(&t, 1, 8, 7);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 8);
+	snprintf(cmd, sizeof(cmd),
+		 "inject seq %u 1 ber 0 seed 5 channel "
+		 "exact:1",
+		 t.r.w.session);
+	admin(&p, "%s", cmd);
+	words = kvmemd_json_u64(reply, "words");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "pages"), 8);
+	ck_assert_uint_gt(words, 0);
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), words);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	/* Counted where they were made: on the GPU, none in host memory. */
+	admin(&p, "errors");
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply,
+				  "\"pool\":\"gpu\",\"tier\":\"warm\","
+				  "\"codec\":\"h84\"",
+				  "ce"),
+		words);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply,
+				  "\"pool\":\"host\",\"tier\":\"warm\","
+				  "\"codec\":\"h84\"",
+				  "ce"),
+		0);
+	/* Back in host memory, every page as it was sealed. */
+	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /* libkvmem's kernels: without them kvmemd opens no GPU, fake or not. */
 extern const size_t kvmem__fatbin_size;
 
@@ -453,7 +508,10 @@ static int start_fake(struct kvmemd_proc *p, const char *extra)
 	ck_assert_msg(realpath(path, lib + 14), "%s: %s", path,
 		      strerror(errno));
 	memcpy(lib, "KVMEM_LIBCUDA=", 14);
-	kvmemd_start(p, "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 64M\n", env);
+	kvmemd_start(p,
+		     "[scrub]\nrate = 0\nallow_inject = yes\n[pool]\n"
+		     "gpu_bytes = 64M\n",
+		     env);
 	return 0;
 }
 
@@ -467,6 +525,7 @@ START_TEST(test_gpu_tier_cuda_backend)
 {
 	struct kvmemd_proc p;
 	uint32_t on_gpu;
+	char cmd[32];
 	struct gt t;
 
 	if (start_fake(&p, NULL))
@@ -477,6 +536,13 @@ START_TEST(test_gpu_tier_cuda_backend)
 	gt_fill(&t, 1, 8, 5);
 	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
 	ck_assert_uint_eq(on_gpu, 8);
+	/* Device memory is not the daemon's to read: the scrubber and the
+	 * injector pass the pages there by (not yet the GPU's kernels). */
+	snprintf(cmd, sizeof(cmd), "seq %u 1", t.r.w.session);
+	admin(&p, "scrub now %s", cmd);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "pages"), 0);
+	admin(&p, "inject %s ber 0 seed 1 channel exact:1", cmd);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "pages"), 0);
 	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
 	ck_assert_uint_eq(on_gpu, 0);
 	gt_free(&t);
@@ -511,6 +577,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_not_asked);
 	tcase_add_test(tc, test_gpu_tier_flips_on_the_gpu);
 	tcase_add_test(tc, test_gpu_tier_pressure);
+	tcase_add_test(tc, test_gpu_tier_scrub);
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
 	suite_add_tcase(s, tc);
 	return s;
