@@ -164,6 +164,8 @@ static void gpu_json(struct kvmemd *d, struct jw *w)
 		jw_u64(w, "bytes", d->gpu.bytes);
 		jw_u64(w, "used_bytes", g->used);
 		jw_u64(w, "held_bytes", g->held);
+		jw_u64(w, "pinned_bytes", g->pinned);
+		jw_u64(w, "unpinned_sessions", g->unpinned);
 		gpu_tier_json(d, w);
 	} else {
 		jw_null(w, "device");

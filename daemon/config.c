@@ -366,6 +366,18 @@ static const struct key keys[] = {
 			"gpu_bytes",
 	},
 	{
+		.section = "pool",
+		.name = "gpu_pinned_bytes",
+		.type = KEY_SIZE,
+		KEY_FIELD(gpu_pinned_bytes, uint64_t),
+		.min = 0,
+		.max = 64 * TIB,
+		.reload = true,
+		.desc = "host memory of GPU-tier sessions pinned for the "
+			"driver's copies, all together, 0: as much as "
+			"host_bytes",
+	},
+	{
 		.section = "ring",
 		.name = "sq_entries",
 		.type = KEY_POW2,

@@ -66,6 +66,8 @@ struct kvmemd_config {
 	uint64_t gpu_bytes; /* device memory of all sessions; 0: no GPU pool */
 	uint32_t gpu_percent; /* or this percent of the GPU's memory; 0: not */
 	uint64_t gpu_session_max_bytes; /* 0: gpu_bytes */
+	uint64_t gpu_pinned_bytes; /* host memory pinned for the GPU tier;
+				    * 0: as much as host_bytes */
 	/* [ring] */
 	uint32_t sq_entries; /* default SQ size */
 	uint32_t max_entries; /* largest SQ or CQ a client may ask for */

@@ -108,9 +108,10 @@ struct kvmemd_region {
 	uint8_t huge; /* transparent huge pages asked for */
 	uint8_t locked; /* mlock()ed */
 	uint8_t discard; /* destroy frees the pages, mapped or not */
+	uint8_t pinned; /* host: registered with the driver of ->cu */
 	uint64_t dev; /* cuda: the daemon's mapping, a device address */
 	unsigned long long handle; /* cuda: the driver's */
-	struct kvmem_cuda *cu; /* cuda: its GPU */
+	struct kvmem_cuda *cu; /* cuda: its GPU; host: the GPU pinned for */
 };
 
 /*
@@ -184,6 +185,9 @@ struct kvmemd_gpu {
 	uint64_t used; /* charged: sessions' and held */
 	uint64_t held; /* of that, ended sessions' whose process lives */
 	struct kvmemd_ratelimit log; /* the GPU tier's failed copies */
+	/* host memory of GPU-tier sessions pinned (pool.gpu_pinned_bytes),
+	 * and sessions that went unpinned: over it, or the driver refused */
+	uint64_t pinned, unpinned;
 	struct kvmemd_gpu_hold *holds;
 };
 

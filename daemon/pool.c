@@ -224,6 +224,9 @@ static int host_lock(const struct kvmemd_region_req *req,
  */
 static void host_destroy(struct kvmemd_region *r)
 {
+	if (r->pinned)
+		kvmem__cuda_host_unregister(r->cu, r->base);
+	r->pinned = 0;
 	if (r->base)
 		map_steps(munmap, r->base, r->size);
 	if (r->fd >= 0 && r->discard &&

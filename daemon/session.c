@@ -91,6 +91,33 @@ static uint64_t fixed_heap(const struct kvmemd_config *cfg, uint64_t quota,
 	       (uint64_t)cfg->max_seqs * sizeof(struct seq *);
 }
 
+/*
+ * The host memory a GPU's copies of the GPU tier read and write is pinned
+ * (the worker registers it with the driver), as far as
+ * pool.gpu_pinned_bytes allows: the driver does not charge RLIMIT_MEMLOCK
+ * for it, kvmemd keeps its own count. A session over it runs unpinned, its
+ * copies staged by the driver.
+ */
+static void pin_admit(struct kvmemd_session *s)
+{
+	static struct kvmemd_ratelimit over;
+	const struct kvmemd_config *cfg = &s->d->cfg;
+	struct kvmemd_gpu *g = &s->d->gpu;
+	const uint64_t limit =
+		cfg->gpu_pinned_bytes ? cfg->gpu_pinned_bytes : cfg->host_bytes;
+
+	if (s->map_bytes <= limit && g->pinned <= limit - s->map_bytes) {
+		s->pin_bytes = s->map_bytes;
+		g->pinned += s->pin_bytes;
+		return;
+	}
+	g->unpinned++;
+	kvmemd_log_rl(&over, "sessions left unpinned", LOG_WARNING,
+		      "session %u: %llu bytes more of pinned host memory would "
+		      "pass pool.gpu_pinned_bytes; its GPU copies go unpinned",
+		      s->id, (unsigned long long)s->map_bytes);
+}
+
 /* The GPU memory a hello asks for, rounded up to whole allocation units;
  * 0, or a refusal. */
 static int gpu_admit(struct kvmemd *d, const struct kvmem_hello *h,
@@ -322,6 +349,8 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->req.cu = d->gpu.cu;
 	d->gpu.used += gpu;
 	u->gpu_bytes += gpu;
+	if (gpu_units && d->gpu.cu)
+		pin_admit(s);
 	d->n.pool_used += map + fixed;
 	d->n.sessions++;
 	u->sessions++;
@@ -381,6 +410,12 @@ int kvmemd_session_setup(struct kvmemd_session *s, char *why, size_t whylen)
 	ret = pool->create(&s->req, &s->r, why, whylen);
 	if (ret)
 		return ret;
+	/* Refused, it runs unpinned: kvmemd_session_activate() says so. */
+	if (s->pin_bytes &&
+	    !kvmem__cuda_host_register(s->req.cu, s->r.base, s->r.size)) {
+		s->r.pinned = 1;
+		s->r.cu = s->req.cu;
+	}
 	if (s->gpu_bytes) {
 		struct kvmemd_region_req req = s->req;
 
@@ -462,6 +497,15 @@ void kvmemd_session_activate(struct kvmemd_session *s)
 	struct kvmemd *d = s->d;
 	struct kvmemd_session *after = d->sessions_tail;
 
+	if (s->pin_bytes && !s->r.pinned) {
+		d->gpu.pinned -= s->pin_bytes;
+		d->gpu.unpinned++;
+		s->pin_bytes = 0;
+		kvmemd_log(LOG_WARNING,
+			   "session %u: the driver would not pin its host "
+			   "memory; its GPU copies go unpinned",
+			   s->id);
+	}
 	while (after && after->id > s->id)
 		after = after->prev;
 	s->prev = after;
@@ -509,6 +553,7 @@ void kvmemd_session_free(struct kvmemd_session *s)
 	}
 	free(s->seqs);
 	arena_exit(&s->arena);
+	s->d->gpu.pinned -= s->pin_bytes;
 	kvmemd_host_release(s->d, &s->r, s->map_bytes);
 	if (s->gpu.fd >= 0) {
 		/* Its client may map it still: charged until it exits. */

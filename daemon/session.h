@@ -95,6 +95,7 @@ struct kvmemd_session {
 	struct kvmemd_region r;
 	struct kvmemd_region gpu; /* its GPU memory, gpu_bytes of it */
 	uint64_t gpu_bytes; /* charged to the GPU pool */
+	uint64_t pin_bytes; /* of ->r, counted in d->gpu.pinned */
 	/* the GPU memory as the daemon may read it (the stand-in's), or
 	 * NULL (a GPU's: only the pool's copies reach it) */
 	uint8_t *gpu_view;

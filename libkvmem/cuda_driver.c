@@ -420,6 +420,41 @@ static void host_unregister(struct kvmem__driver *d, void *p)
 	}
 }
 
+int kvmem__cuda_host_register(struct kvmem_cuda *cu, void *p, size_t bytes)
+{
+	struct kvmem__driver *d = cu->drv;
+	CUresult r;
+	int ret;
+
+	ret = enter(d);
+	if (ret)
+		return ret;
+	r = d->MemHostRegister(p, bytes,
+			       CU_MEMHOSTREGISTER_PORTABLE |
+				       CU_MEMHOSTREGISTER_DEVICEMAP);
+	leave(d);
+	if (r == CUDA_ERROR_OUT_OF_MEMORY)
+		return kvmem__cuda_fail(-ENOMEM,
+					"the driver cannot lock %zu bytes in "
+					"memory",
+					bytes);
+	if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+		return kvmem__cuda_fail(-EBUSY,
+					"%zu bytes are registered "
+					"with CUDA already",
+					bytes);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO,
+					"registering %zu bytes for %s: %s",
+					bytes, cu->name, errstr(d, r));
+	return 0;
+}
+
+void kvmem__cuda_host_unregister(struct kvmem_cuda *cu, void *p)
+{
+	host_unregister(cu->drv, p);
+}
+
 /* Map the GPU memory kvmemd gave the cache's session, if it has some. */
 static int map_session_gpu(struct kvmem_cuda *cu, struct kvmem_cache *c)
 {

@@ -111,6 +111,13 @@ int kvmem__cuda_vmm_create(struct kvmem_cuda *cu, size_t bytes,
 /* Unmap and release; the memory is freed once no process maps it. */
 void kvmem__cuda_vmm_free(struct kvmem_cuda *cu, struct kvmem__vmm *m);
 
+/* Lock @bytes of host memory at @p and map them for the device (portable,
+ * device-mapped): copies to and from them run at the bus's speed. 0,
+ * -ENOMEM when the driver cannot lock them, -EBUSY when registered
+ * already, -EIO; kvmem__cuda_host_unregister() before they are unmapped. */
+int kvmem__cuda_host_register(struct kvmem_cuda *cu, void *p, size_t bytes);
+void kvmem__cuda_host_unregister(struct kvmem_cuda *cu, void *p);
+
 /* The device's UUID, as nvidia-smi shows it: 16 bytes. */
 const uint8_t *kvmem__cuda_uuid(const struct kvmem_cuda *cu);
 

@@ -1190,6 +1190,7 @@ START_TEST(test_config_print_format)
 		"gpu_device",
 		"gpu_bytes",
 		"gpu_session_max_bytes",
+		"gpu_pinned_bytes",
 		"sq_entries",
 		"max_entries",
 		"poll_idle_us",

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kvmem/page.h"
 #include "kvmem/uapi.h"
@@ -491,11 +492,13 @@ END_TEST
 extern const size_t kvmem__fatbin_size;
 
 /* kvmemd on the fake driver (tests/cuda/fakecuda.c), with @extra in its
- * environment: 0, or 1 when this build cannot. */
-static int start_fake(struct kvmemd_proc *p, const char *extra)
+ * environment and @conf, keys of [pool], in its configuration: 0, or 1
+ * when this build cannot. */
+static int start_fake(struct kvmemd_proc *p, const char *extra,
+		      const char *conf)
 {
 	static char lib[PATH_MAX + 16];
-	char path[PATH_MAX];
+	char path[PATH_MAX], c[256];
 	const char *env[] = { lib, extra, NULL };
 
 	if (!kvmem__fatbin_size) {
@@ -508,10 +511,11 @@ static int start_fake(struct kvmemd_proc *p, const char *extra)
 	ck_assert_msg(realpath(path, lib + 14), "%s: %s", path,
 		      strerror(errno));
 	memcpy(lib, "KVMEM_LIBCUDA=", 14);
-	kvmemd_start(p,
-		     "[scrub]\nrate = 0\nallow_inject = yes\n[pool]\n"
-		     "gpu_bytes = 64M\n",
-		     env);
+	snprintf(c, sizeof(c),
+		 "[scrub]\nrate = 0\nallow_inject = yes\n[pool]\n"
+		 "gpu_bytes = 64M\n%s",
+		 conf ? conf : "");
+	kvmemd_start(p, c, env);
 	return 0;
 }
 
@@ -528,7 +532,7 @@ START_TEST(test_gpu_tier_cuda_backend)
 	char cmd[32];
 	struct gt t;
 
-	if (start_fake(&p, NULL))
+	if (start_fake(&p, NULL, NULL))
 		return;
 	admin(&p, "status");
 	ck_assert_msg(strstr(reply, "\"backend\":\"cuda\""), "%s", reply);
@@ -549,7 +553,7 @@ START_TEST(test_gpu_tier_cuda_backend)
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 
-	if (start_fake(&p, "FAKECUDA_COPY_FAIL=1"))
+	if (start_fake(&p, "FAKECUDA_COPY_FAIL=1", NULL))
 		return;
 	gt_attach(&t, &p, 1u << 20, 2);
 	gt_fill(&t, 1, 8, 6);
@@ -561,6 +565,83 @@ START_TEST(test_gpu_tier_cuda_backend)
 	ck_assert_uint_eq(
 		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
 		0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* The GPU pool's pinned host memory and unpinned sessions, once kvmemd
+ * counts @pinned bytes (it frees a session's after seeing the hang-up). */
+static void pinned_at(const struct kvmemd_proc *p, uint64_t pinned,
+		      uint64_t unpinned)
+{
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		admin(p, "status");
+		if (kvmemd_json_after(reply, "\"gpu_pool\"", "pinned_bytes") ==
+		    pinned)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"gpu_pool\"", "pinned_bytes"),
+		pinned);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"gpu_pool\"", "unpinned_sessions"),
+		unpinned);
+}
+
+/*
+ * Pinned host memory (pool.gpu_pinned_bytes): a GPU-tier session's memory
+ * is registered with the driver while the limit allows, given back when
+ * the session ends; one over the limit, or one the driver will not lock,
+ * runs unpinned and is counted. Sessions without the tier pin nothing, and
+ * the stand-in (no driver) never pins.
+ */
+START_TEST(test_gpu_tier_pinned)
+{
+	struct kvmem_hello h = kvmemd_hello(1u << 20);
+	struct kvmemd_proc p;
+	struct kvmemd_raw r;
+	struct gt t, u;
+
+	if (start_fake(&p, NULL, "gpu_pinned_bytes = 3M\n"))
+		return;
+	gt_attach(&t, &p, 1u << 20, 2);
+	pinned_at(&p, t.r.w.map_bytes, 0);
+	/* A second one passes the 3 MiB: unpinned, served all the same. */
+	gt_attach(&u, &p, 2u << 20, 2);
+	pinned_at(&p, t.r.w.map_bytes, 1);
+	gt_fill(&u, 1, 4, 8);
+	ck_assert_int_eq(gt_acquire(&u, 1, 1, NULL), 4);
+	gt_free(&u);
+	/* No tier, no pinning. */
+	h.gpu_mib = 2;
+	h.features &= ~KVMEM_FEAT_GPU_TIER;
+	ck_assert_int_eq(kvmemd_raw_attach(&r, &p, &h, sizeof(h)), 0);
+	pinned_at(&p, t.r.w.map_bytes, 1);
+	kvmemd_raw_detach(&r);
+	gt_free(&t);
+	pinned_at(&p, 0, 1);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+
+	/* A driver that will not lock memory. */
+	if (start_fake(&p, "FAKECUDA_NO_LOCK=1", NULL))
+		return;
+	gt_attach(&t, &p, 1u << 20, 2);
+	pinned_at(&p, 0, 1);
+	gt_fill(&t, 1, 4, 9);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, NULL), 4);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+
+	start_standin(&p, NULL);
+	gt_attach(&t, &p, 1u << 20, 2);
+	pinned_at(&p, 0, 0);
 	gt_free(&t);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
@@ -579,6 +660,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_pressure);
 	tcase_add_test(tc, test_gpu_tier_scrub);
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
+	tcase_add_test(tc, test_gpu_tier_pinned);
 	suite_add_tcase(s, tc);
 	return s;
 }

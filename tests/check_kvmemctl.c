@@ -730,6 +730,7 @@ static void fake_stop(struct fake *f)
 	"\"GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c\","               \
 	"\"name\":\"NVIDIA H100 80GB HBM3\",\"bytes\":68719476736,"   \
 	"\"used_bytes\":34359738368,\"held_bytes\":8589934592,"       \
+	"\"pinned_bytes\":3145728,\"unpinned_sessions\":1,"           \
 	"\"promoted_pages\":40,\"demoted_pages\":24,"                 \
 	"\"moved_bytes\":5242880,\"move_errors\":1,"                  \
 	"\"changed_pages\":2},"                                       \
@@ -1360,7 +1361,8 @@ START_TEST(test_spec_tables)
 		    "processes of ended sessions) on NVIDIA H100 80GB HBM3, "
 		    "GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c",
 		    "gpu tier 40 pages moved to the GPU, 24 back (5.0 MiB in "
-		    "all); 1 copies failed, 2 pages came back changed" } },
+		    "all); 1 copies failed, 2 pages came back changed; 3.0 "
+		    "MiB of host memory pinned, 1 sessions unpinned" } },
 		{ { "stats" },
 		  { "uptime 1h 02m (counters reset 10m 00s ago)",
 		    "scrub 12 passes, 192.0 MiB in 49152 pages; CE 3, UE 1 "

@@ -97,6 +97,9 @@ __attribute__((constructor)) static void fake_env(void)
 	v = getenv("FAKECUDA_TOTAL_MEM");
 	if (v)
 		fake.total_mem = atol(v);
+	v = getenv("FAKECUDA_NO_LOCK");
+	if (v)
+		fake.no_lock = atoi(v);
 	v = getenv("FAKECUDA_COPY_FAIL");
 	if (v)
 		fake.copy_fail = atoi(v);

@@ -6,7 +6,8 @@
  * opens it too, takes fakecuda_state() with dlsym and sets how the "driver"
  * behaves before kvmem_cuda_open(); in another process (kvmemd) the
  * environment sets it: FAKECUDA_DEVICES, FAKECUDA_NO_VMM,
- * FAKECUDA_MEM_LIMIT, FAKECUDA_TOTAL_MEM, FAKECUDA_COPY_FAIL, and
+ * FAKECUDA_MEM_LIMIT, FAKECUDA_TOTAL_MEM, FAKECUDA_NO_LOCK,
+ * FAKECUDA_COPY_FAIL, and
  * FAKECUDA_SIMT, the path of
  * libkvmem-simt.so to run launches in. Device memory is host memory
  * (memory of the virtual memory API a memfd, so that its descriptor shares
