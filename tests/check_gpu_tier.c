@@ -11,9 +11,11 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kvmem/page.h"
@@ -488,6 +490,58 @@ START_TEST(test_gpu_tier_scrub)
 }
 END_TEST
 
+/*
+ * A client killed while its pages are on the GPU and an acquire of them
+ * sits in its ring unread: kvmemd frees the session, the GPU memory comes
+ * back to the pool once the process is gone, and the next client is
+ * served as the first was.
+ */
+START_TEST(test_gpu_tier_client_killed)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu;
+	struct gt t;
+	int i, st;
+	pid_t pid;
+
+	start_standin(&p, NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		gt_attach(&t, &p, 1u << 20, 2);
+		gt_fill(&t, 1, 8, 10);
+		gt_acquire(&t, 1, 1, NULL);
+		kvmemd_raw_queue(
+			&t.r, &(struct kvmem_sqe){
+				      .opcode = KVMEM_OP_SEQ_ACQUIRE,
+				      .seq = 1,
+				      .len = 8 * sizeof(struct kvmem_page_move),
+				      .user_data = 1 });
+		kill(getpid(), SIGKILL);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	for (i = 0; i < 500; i++) {
+		admin(&p, "status");
+		if (!kvmemd_json_u64(reply, "sessions") &&
+		    !kvmemd_json_after(reply, "\"gpu_pool\"", "used_bytes"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "sessions"), 0);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"gpu_pool\"", "used_bytes"), 0);
+	gt_attach(&t, &p, 1u << 20, 2);
+	gt_fill(&t, 1, 8, 11);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 8);
+	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /* libkvmem's kernels: without them kvmemd opens no GPU, fake or not. */
 extern const size_t kvmem__fatbin_size;
 
@@ -659,6 +713,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_flips_on_the_gpu);
 	tcase_add_test(tc, test_gpu_tier_pressure);
 	tcase_add_test(tc, test_gpu_tier_scrub);
+	tcase_add_test(tc, test_gpu_tier_client_killed);
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
 	tcase_add_test(tc, test_gpu_tier_pinned);
 	suite_add_tcase(s, tc);
