@@ -130,6 +130,12 @@ static int arena_pin(struct kvmem_cache *c, struct kvmem_seq *s)
 	return 0;
 }
 
+static int arena_acquire(struct kvmem_cache *c, struct kvmem_seq *s, int gpu)
+{
+	(void)gpu;
+	return arena_pin(c, s);
+}
+
 static const struct kvmem__store_ops arena_ops = {
 	.alloc = arena_alloc,
 	.drop = arena_drop,
@@ -137,7 +143,7 @@ static const struct kvmem__store_ops arena_ops = {
 	.seal = arena_seal,
 	.seq_new = arena_seq_new,
 	.seq_free = arena_seq_free,
-	.acquire = arena_pin,
+	.acquire = arena_acquire,
 	.unpin = arena_pin,
 	.close = arena_close,
 };
@@ -323,8 +329,8 @@ static int page_recode(struct kvmem_cache *c, struct kvmem_seq *s,
 	}
 	ret = kvmem__page_decode_stored(src->data, &c->g, &view, c->kbuf,
 					c->vbuf, erased, NULL);
-	if (ret >= 0 && erased && kept_lost(&c->g, erased, (uint32_t)ret,
-					    ntokens))
+	if (ret >= 0 && erased &&
+	    kept_lost(&c->g, erased, (uint32_t)ret, ntokens))
 		ret = -EBADMSG;
 	free(erased);
 	if (ret < 0)
@@ -542,16 +548,36 @@ void kvmem_seq_free(struct kvmem_seq *s)
 	free(s);
 }
 
-int kvmem__seq_acquire(struct kvmem_seq *s)
+/* Acquired for the GPU, the pages may be there: the CPU's readers have
+ * them brought back to host memory first. An acquire for the GPU is asked
+ * for every time: it places the pages sealed since the last. */
+static int seq_acquire(struct kvmem_seq *s, int gpu)
 {
 	int ret;
 
-	if (s->acquired)
+	if (s->acquired && !s->on_gpu && !gpu)
 		return 0;
-	ret = s->c->store->acquire(s->c, s);
-	if (!ret)
+	ret = s->c->store->acquire(s->c, s, gpu);
+	if (!ret) {
 		s->acquired = 1;
+		s->on_gpu = gpu;
+	}
 	return ret;
+}
+
+int kvmem__seq_acquire(struct kvmem_seq *s)
+{
+	return seq_acquire(s, 0);
+}
+
+int kvmem__seq_acquire_gpu(struct kvmem_seq *s)
+{
+	return seq_acquire(s, !!s->c->gpu_slot0);
+}
+
+int kvmem__seq_pin(struct kvmem_seq *s)
+{
+	return s->acquired ? 0 : seq_acquire(s, 0);
 }
 
 int kvmem_seq_acquire(struct kvmem_seq *s)
@@ -580,7 +606,7 @@ int kvmem_seq_release(struct kvmem_seq *s)
 		return 0;
 	ret = s->c->store->unpin(s->c, s);
 	if (!ret)
-		s->acquired = 0;
+		s->acquired = s->on_gpu = 0;
 	return ret;
 }
 
@@ -710,7 +736,7 @@ int kvmem_seq_append(struct kvmem_seq *s, uint32_t layer, const float *k,
 
 	if (!s || layer >= s->c->g.layers || (ntokens && (!k || !v)))
 		return -EINVAL;
-	ret = kvmem__seq_acquire(s);
+	ret = kvmem__seq_pin(s);
 	if (ret)
 		return ret;
 	for (i = 0; i < ntokens; i++) {
@@ -730,7 +756,7 @@ int kvmem_seq_append_all(struct kvmem_seq *s, const float *k, const float *v,
 
 	if (!s || (ntokens && (!k || !v)))
 		return -EINVAL;
-	ret = kvmem__seq_acquire(s);
+	ret = kvmem__seq_pin(s);
 	if (ret)
 		return ret;
 	tok = (size_t)s->c->g.kv_heads * s->c->g.head_dim;
@@ -755,7 +781,7 @@ int kvmem_seq_fork(struct kvmem_seq *s, struct kvmem_seq **out)
 	if (!s || !out)
 		return -EINVAL;
 	c = s->c;
-	ret = kvmem__seq_acquire(s);
+	ret = kvmem__seq_pin(s);
 	if (!ret)
 		ret = seq_alloc(c, s, &f);
 	if (ret)

@@ -52,7 +52,8 @@ struct kvmem__layer {
  * seal:     @p, page @layer of @s, is full and immutable
  * seq_new:  an id for a new sequence, empty or a fork of @parent
  * seq_free: @s is gone
- * acquire:  @s is about to be used: its pages must be resident
+ * acquire:  @s is about to be used: its pages must be resident, in host
+ *           memory, or with @gpu in the GPU tier where they fit
  * unpin:    @s may be moved until the next acquire
  * prefetch: @s is wanted soon (NULL: nothing to do)
  * prefix_publish: publish the block of @ntokens from @token_start of @s,
@@ -81,7 +82,7 @@ struct kvmem__store_ops {
 	int (*seq_new)(struct kvmem_cache *c, struct kvmem_seq *parent,
 		       uint64_t *id);
 	void (*seq_free)(struct kvmem_cache *c, struct kvmem_seq *s);
-	int (*acquire)(struct kvmem_cache *c, struct kvmem_seq *s);
+	int (*acquire)(struct kvmem_cache *c, struct kvmem_seq *s, int gpu);
 	int (*unpin)(struct kvmem_cache *c, struct kvmem_seq *s);
 	int (*prefetch)(struct kvmem_cache *c, struct kvmem_seq *s);
 	int (*prefix_publish)(struct kvmem_cache *c, struct kvmem_seq *s,
@@ -122,6 +123,9 @@ struct kvmem_cache {
 	uint8_t gpu_uuid[16];
 	uint64_t gpu_addr;
 	unsigned long long gpu_handle;
+	/* KVMEM_CONNECT_GPU_TIER granted: the first slot in the GPU memory
+	 * (the host arena's slots come before it); 0: no GPU tier */
+	uint32_t gpu_slot0;
 	uint64_t ring_errors; /* see struct kvmem_cache_stats */
 	uint16_t *heat; /* over kvmemd: the session's heat array, by slot */
 	int closing; /* kvmem_close() runs: the store need tell nobody */
@@ -150,6 +154,7 @@ struct kvmem_seq {
 	struct kvmem_cache *c;
 	uint64_t id;
 	int acquired; /* pages resident until kvmem_seq_release() */
+	int on_gpu; /* acquired for the GPU: pages in its tier where they fit */
 	struct kvmem_seq *prev, *next;
 	struct kvmem__layer layer[];
 };
@@ -165,7 +170,9 @@ static inline void kvmem__heat_set(struct kvmem_cache *c,
 	float h = p->importance / (float)nh * 65535.0f;
 	uint16_t v = h >= 65535.0f ? 65535 : h > 0.0f ? (uint16_t)h : 0;
 
-	__atomic_store_n(&c->heat[p->slot], v, __ATOMIC_RELAXED);
+	/* The heat array covers host slots only. */
+	if (!c->gpu_slot0 || p->slot < c->gpu_slot0)
+		__atomic_store_n(&c->heat[p->slot], v, __ATOMIC_RELAXED);
 }
 
 /* The index of the page holding token @pos of a layer. */
@@ -200,8 +207,14 @@ int kvmem__cache_new(const struct kvmem_geometry *g, struct kvmem_cache **out);
 /* Free what kvmem__cache_new() allocated. */
 void kvmem__cache_free(struct kvmem_cache *c);
 
-/* Make @s resident before its pages are touched. */
+/* Make @s resident, in host memory, before its pages are touched. */
 int kvmem__seq_acquire(struct kvmem_seq *s);
+/* The same for the GPU's kernels: with the GPU tier, its pages there as
+ * far as they fit (->data NULL, ->slot from gpu_slot0 on). */
+int kvmem__seq_acquire_gpu(struct kvmem_seq *s);
+/* Pinned where its pages are, for work that reads none of its sealed
+ * pages (appending, forking): acquired for the GPU stays so. */
+int kvmem__seq_pin(struct kvmem_seq *s);
 
 /*
  * kvmem__seq_adopt() - a sealed page the store made appends to @layer of @s

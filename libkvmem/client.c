@@ -61,6 +61,7 @@ struct remote {
 	uint16_t *heat;
 	uint64_t buf_bytes, arena_bytes;
 	uint32_t nslots; /* arena units */
+	uint32_t gpu_slots; /* the GPU tier's units, after them; 0: none */
 	uint32_t slot_units[2];
 	uint64_t features; /* KVMEM_FEAT_*, as the welcome said */
 	uint32_t sq_entries, cq_entries;
@@ -507,6 +508,17 @@ static const struct kvmem_page_layout *moved_layout(const struct kvmem_cache *c,
 	return &c->archive[format][codec];
 }
 
+/* Does a page of @size fit at @slot: in the arena, or in the GPU tier's
+ * slots after it? */
+static int slot_fits(const struct remote *r, uint32_t slot, size_t size)
+{
+	const uint64_t end = (uint64_t)r->nslots + r->gpu_slots;
+
+	if (slot < r->nslots)
+		return (uint64_t)(r->nslots - slot) * KVMEM_SLOT_UNIT >= size;
+	return slot < end && (end - slot) * KVMEM_SLOT_UNIT >= size;
+}
+
 /*
  * Give the pages of @s the slots the daemon moved them to, and with
  * KVMEM_FEAT_ARCHIVE the format and codec they have there. A move names
@@ -536,14 +548,15 @@ static int remote_remap(struct kvmem_cache *c, struct kvmem_seq *s,
 		p = s->layer[m.layer].pages[idx];
 		l = ex ? moved_layout(c, p, m.format, m.codec) : p->layout;
 		/* The daemon is trusted, but not to the point of pointing
-		 * outside the arena. */
+		 * outside the arena, or its GPU tier. */
 		if (!l || !p->sealed || p->token_start != m.token_start ||
-		    m.new_slot >= r->nslots ||
-		    (uint64_t)(r->nslots - m.new_slot) * KVMEM_SLOT_UNIT <
-			    l->size)
+		    !slot_fits(r, m.new_slot, l->size))
 			return -EIO;
 		p->slot = m.new_slot;
-		p->data = r->arena + (size_t)p->slot * KVMEM_SLOT_UNIT;
+		/* A page on the GPU is for the GPU's kernels alone. */
+		p->data = m.new_slot < r->nslots
+				  ? r->arena + (size_t)p->slot * KVMEM_SLOT_UNIT
+				  : NULL;
 		c->used = c->used - p->layout->size + l->size;
 		p->layout = l;
 	}
@@ -555,7 +568,7 @@ static int remote_remap(struct kvmem_cache *c, struct kvmem_seq *s,
  * back in other slots, or been archived: the daemon says which, a buffer
  * at a time.
  */
-static int remote_acquire(struct kvmem_cache *c, struct kvmem_seq *s)
+static int remote_acquire(struct kvmem_cache *c, struct kvmem_seq *s, int gpu)
 {
 	struct remote *r = c->store_priv;
 	const size_t size = r->features & KVMEM_FEAT_ARCHIVE
@@ -564,6 +577,7 @@ static int remote_acquire(struct kvmem_cache *c, struct kvmem_seq *s)
 	const uint32_t room = (uint32_t)((BUF_USER - BUF_MAP) / size);
 	struct kvmem_sqe t = {
 		.opcode = KVMEM_OP_SEQ_ACQUIRE,
+		.flags = gpu ? KVMEM_SQE_GPU : 0,
 		.seq = s->id,
 		.addr = BUF_MAP,
 		.len = (uint32_t)(room * size),
@@ -1067,8 +1081,8 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 		.magic = KVMEM_HELLO_MAGIC,
 		.abi_version = KVMEM_ABI_VERSION,
 		.size = sizeof(h),
-		/* Not the GPU tier: the library leaves the session's GPU
-		 * memory to its caller (kvmem_cuda_session_memory()). */
+		/* The GPU tier only when asked for: without it the session's
+		 * GPU memory is its caller's (kvmem_cuda_session_memory()). */
 		.features = KVMEM_FEAT_ALL & ~KVMEM_FEAT_GPU_TIER,
 	};
 	struct kvmem_welcome w;
@@ -1081,10 +1095,17 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	connect_error[0] = 0;
 	if (!opts)
 		opts = &defaults;
-	if (!out || !g || opts->flags & ~KVMEM_CONNECT_NO_ARCHIVE || opts->resv)
+	if (!out || !g ||
+	    opts->flags &
+		    ~(KVMEM_CONNECT_NO_ARCHIVE | KVMEM_CONNECT_GPU_TIER) ||
+	    opts->resv)
 		return fail(-EINVAL, "bad arguments");
+	if ((opts->flags & KVMEM_CONNECT_GPU_TIER) && !opts->gpu_mib)
+		return fail(-EINVAL, "the GPU tier needs GPU memory (gpu_mib)");
 	if (opts->flags & KVMEM_CONNECT_NO_ARCHIVE)
 		h.features &= ~KVMEM_FEAT_ARCHIVE;
+	if (opts->flags & KVMEM_CONNECT_GPU_TIER)
+		h.features |= KVMEM_FEAT_GPU_TIER;
 	if (!path)
 		path = kvmem_socket_path(sa.sun_path, sizeof(sa.sun_path));
 	if (!path || strlen(path) >= sizeof(sa.sun_path))
@@ -1117,12 +1138,21 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 			   (unsigned long long)w.gpu_bytes, opts->gpu_mib);
 		goto err_fds;
 	}
+	if ((opts->flags & KVMEM_CONNECT_GPU_TIER) &&
+	    !(w.features & KVMEM_FEAT_GPU_TIER)) {
+		ret = fail(-EOPNOTSUPP, "kvmemd does not offer the GPU tier");
+		goto err_fds;
+	}
 	ret = map_session(r, &w, g, fds[0]);
 	if (ret)
 		goto err_fds;
 	close(fds[0]);
 	c->gpu_fd = fds[3];
 	c->gpu_bytes = w.gpu_bytes;
+	if (w.features & KVMEM_FEAT_GPU_TIER) {
+		r->gpu_slots = (uint32_t)(w.gpu_bytes / KVMEM_SLOT_UNIT);
+		c->gpu_slot0 = r->nslots;
+	}
 	memcpy(c->gpu_uuid, w.gpu_uuid, sizeof(c->gpu_uuid));
 	r->session = w.session;
 	r->features = w.features;

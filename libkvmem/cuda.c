@@ -81,7 +81,7 @@ int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
 					"the cache is not registered with %s "
 					"(kvmem_cuda_register())",
 					cu->name);
-	ret = kvmem__seq_acquire(s);
+	ret = kvmem__seq_acquire_gpu(s);
 	if (ret)
 		return kvmem__cuda_fail(ret,
 					"the sequence's pages cannot be made "
@@ -106,7 +106,12 @@ int kvmem_cuda_seq_pages(struct kvmem_cuda *cu, struct kvmem_seq *s,
 	for (i = 0; i < l->npages && i < cap; i++) {
 		const struct kvmem__page *p = l->pages[i];
 
-		out[i].addr = c->cuda_base + (uint64_t)(p->data - c->arena);
+		/* In the GPU tier, or in host memory the GPU maps. */
+		out[i].addr =
+			p->data ? c->cuda_base + (uint64_t)(p->data - c->arena)
+				: c->gpu_addr +
+					  (uint64_t)(p->slot - c->gpu_slot0) *
+						  KVMEM_SLOT_UNIT;
 		out[i].token_start = p->token_start;
 		out[i].ntokens = p->ntokens;
 		out[i].flags = p->hot ? KVMEM_HDR_HOT : 0;

@@ -767,6 +767,10 @@ int kvmem_cuda_session_memory(const struct kvmem_cache *c, uint64_t *addr,
 		return kvmem__cuda_fail(-ENOENT,
 					"the session's GPU memory is mapped "
 					"by kvmem_cuda_register()");
+	if (c->gpu_slot0)
+		return kvmem__cuda_fail(-EBUSY,
+					"the session's GPU memory is kvmemd's "
+					"GPU tier (KVMEM_CONNECT_GPU_TIER)");
 	*addr = c->gpu_addr;
 	*bytes = c->gpu_bytes;
 	kvmem__cuda_fail(0, "%s", "");

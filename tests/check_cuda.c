@@ -2761,6 +2761,96 @@ START_TEST(test_cuda_gpu_pool)
 }
 END_TEST
 
+/* The GPU pool's counter @key, from kvmemd's stats. */
+static uint64_t gpu_stat(const struct kvmemd_proc *p, const char *key)
+{
+	char st[4096];
+
+	kvmemd_admin_ok(p, st, sizeof(st), "stats");
+	return kvmemd_json_after(st, "\"pool\":\"gpu\"", key);
+}
+
+/*
+ * KVMEM_CONNECT_GPU_TIER on the fake driver: kvmem_cuda_seq_pages() moves
+ * the sequence's sealed pages into the session's GPU memory and gives
+ * their addresses there, the device's attention over them matches
+ * kvmem_attend() (which has them brought back first), damage made in host
+ * memory goes with them and is corrected on the device, and appending
+ * leaves them where they are. The GPU memory is not the caller's then.
+ */
+static void gpu_tier_session_on(struct dev *dv)
+{
+	const char *env[] = { fake_env(), NULL };
+	struct kvmem_connect_opts o = { .quota_bytes = 4u << 20,
+					.gpu_mib = 2,
+					.flags = KVMEM_CONNECT_GPU_TIER };
+	struct kvmem_cuda_page table[8];
+	struct kvmem_page_layout l[2];
+	struct kvmem_geometry g;
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+	uint64_t addr, promoted;
+	size_t bytes;
+	int n;
+
+	if (!on_fake(dv->cu) || no_fatbin())
+		return;
+	kvmem_rng_seed(&r, 1709);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+	kvmemd_start(&p, "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 64M\n", env);
+	o.gpu_mib = 0;
+	EXPECT_EQ(kvmem_connect(p.sock, &g, &o, &c), -EINVAL, "%s",
+		  "the tier without GPU memory");
+	o.gpu_mib = 2;
+	ck_assert_msg(!kvmem_connect(p.sock, &g, &o, &c), "%s",
+		      kvmem_connect_error());
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	append_random(s, &g, 45, &r);
+	ck_assert_msg(!kvmem_cuda_register(dv->cu, c), "%s",
+		      kvmem_cuda_error());
+	EXPECT_EQ(kvmem_cuda_session_memory(c, &addr, &bytes), -EBUSY, "%s",
+		  kvmem_cuda_error());
+
+	/* 45 tokens: the sink page and two sealed pages of 16, the tail
+	 * open; the sealed ones go to the GPU. */
+	n = kvmem_cuda_seq_pages(dv->cu, s, 0, table, 8);
+	ck_assert_int_eq(n, 4);
+	promoted = gpu_stat(&p, "promoted_pages");
+	EXPECT_EQ(promoted, 3, "%s", "the sealed pages, sink included");
+	/* Side by side in the tier's first slots, in the order they moved:
+	 * the FP16 sink page, then the sealed ones. */
+	kvmem_page_layout(&g, 1, &l[1]);
+	kvmem_page_layout(&g, 0, &l[0]);
+	EXPECT_EQ(table[1].addr - table[0].addr, l[1].size, "%s", "sink");
+	EXPECT_EQ(table[2].addr - table[1].addr, l[0].size, "%s", "sealed");
+	EXPECT_EQ(attend_in_place(dv, s, &g, 2, &r), 0, "%s", "clean pages");
+	EXPECT_EQ(gpu_stat(&p, "demoted_pages"), promoted, "%s",
+		  "kvmem_attend() had them back in host memory");
+	damage(s, &g);
+	EXPECT(attend_in_place(dv, s, &g, 2, &r) > 0, "%s",
+	       "the device did not see the damage");
+	/* Appending, acquired for the GPU: nothing comes back. */
+	n = kvmem_cuda_seq_pages(dv->cu, s, 0, table, 8);
+	ck_assert_int_eq(n, 4);
+	promoted = gpu_stat(&p, "demoted_pages");
+	append_random(s, &g, 20, &r);
+	EXPECT_EQ(gpu_stat(&p, "demoted_pages"), promoted, "%s",
+		  "an append moved pages back");
+	n = kvmem_cuda_seq_pages(dv->cu, s, 0, table, 8);
+	ck_assert_int_eq(n, 5);
+	kvmem_close(c);
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_cuda_gpu_tier_session)
+{
+	on_targets(4, gpu_tier_session_on);
+}
+END_TEST
+
 /*
  * Hostile: attach with GPU memory and hang up, again and again. Each ended
  * session's memory stays held while the process lives, and a user holds
@@ -3443,6 +3533,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_register_refused);
 	tcase_add_test(tc, test_cuda_register_session);
 	tcase_add_test(tc, test_cuda_gpu_pool);
+	tcase_add_test(tc, test_cuda_gpu_tier_session);
 	tcase_add_test(tc, test_cuda_gpu_pool_per_user);
 	tcase_add_test(tc, test_cuda_gpu_pool_killed);
 	tcase_add_test(tc, test_cuda_gpu_pool_out_of_fds);

@@ -180,6 +180,11 @@ class _Geometry(ctypes.Structure):
     ]
 
 
+# kvmem_connect_opts.flags (kvmem/kvmem.h)
+_CONNECT_NO_ARCHIVE = 1 << 0
+_CONNECT_GPU_TIER = 1 << 1
+
+
 class _ConnectOpts(ctypes.Structure):
     _fields_ = [
         ("quota_bytes", ctypes.c_uint64),
@@ -574,16 +579,20 @@ class Cache:
         cq_entries: int = 0,
         gpu_mib: int = 0,
         archive: bool = True,
+        gpu_tier: bool = False,
     ) -> Cache:
         """A session of kvmemd at @path (None: where it listens by default).
         archive=False keeps every page in the geometry's format and codec
-        (KVMEM_CONNECT_NO_ARCHIVE), as the CUDA kernels need."""
+        (KVMEM_CONNECT_NO_ARCHIVE), as the CUDA kernels need. gpu_tier=True
+        (with gpu_mib) makes the session's GPU memory kvmemd's GPU tier
+        (KVMEM_CONNECT_GPU_TIER): see kvmem.cuda."""
         o = _ConnectOpts(
             quota_bytes=quota_bytes,
             sq_entries=sq_entries,
             cq_entries=cq_entries,
             gpu_mib=gpu_mib,
-            flags=0 if archive else 1,
+            flags=(0 if archive else _CONNECT_NO_ARCHIVE)
+            | (_CONNECT_GPU_TIER if gpu_tier else 0),
         )
         h = _vp()
         ret = _lib.kvmem_connect(

@@ -21,6 +21,17 @@ Pages keeps pages in GPU memory instead, under block tables the caller
 keeps, as paged-attention engines do: the encode kernel writes them from
 K and V on the GPU, the attention and scrub kernels read them.
 
+kvmemd can keep them there itself: a session of
+Cache.connect(g, gpu_mib=N, gpu_tier=True) has kvmemd's GPU tier in its
+GPU memory. Attention on the GPU (a query in GPU memory) first has kvmemd
+move the sequence's sealed pages into it, as far as they fit, and reads
+them there; the pages that do not fit, and the unsealed tail, stay in host
+memory and are read over the bus. The CPU's calls on the sequence
+(attend() with a host query, read()) have them moved back first. Each move
+is a copy of the page over the bus by kvmemd, checked by the page's
+CRC-32C where it lands in host memory; appending moves nothing. Such a
+session's gpu_memory() is kvmemd's, not the caller's: it raises.
+
 GPU memory is a PyTorch CUDA tensor (any dtype torch can make float32 of),
 or any object with __cuda_array_interface__ holding C-contiguous float32
 (a DeviceArray, memory kvmem allocates for programs without a CUDA

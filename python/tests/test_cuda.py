@@ -12,6 +12,7 @@ softmax over the values the pages decode to.
 
 import ctypes
 import errno
+import json
 import os
 import subprocess
 import unittest
@@ -584,6 +585,48 @@ class Session(KvmemdFixture, unittest.TestCase):
             self.assertGreater(st["words_uncorrectable"], 0)
             # the policies differ only where values were lost
             self.assertFalse(np.array_equal(seen["zero"], seen["keep"]))
+
+    def _gpu_pool(self):
+        """The gpu pool of kvmemctl stats --json."""
+        ctl = os.path.join(BUILD, "tools", "kvmemctl")
+        run = subprocess.run([ctl, "-a", self.admin, "stats", "--json"],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        pools = json.loads(run.stdout)["pools"]
+        return next(p for p in pools if p["pool"] == "gpu")
+
+    def test_gpu_tier(self):
+        """Pages in kvmemd's GPU tier, read there by the GPU; the CPU has
+        them back first."""
+        dev = _gpu()
+        self.addCleanup(dev.close)
+        gpu = GPU(dev)
+        g = geometry(format="int4", codec="h84", tokens_per_page=16)
+        rng = np.random.default_rng(13)
+        q = rng.standard_normal((4, 64)).astype(np.float32)
+        with kvmem.Cache.connect(g, self.sock, quota_bytes=8 << 20,
+                                 gpu_mib=4, gpu_tier=True) as c:
+            c.register(dev)
+            with self.assertRaises(kvmem.Error) as err:
+                c.gpu_memory()
+            self.assertEqual(err.exception.errno, errno.EBUSY)
+            s = c.sequence()
+            s.append(0, *kv(rng, 90, g))
+            before = self._gpu_pool()
+            out, st = s.attend(0, gpu.put(q))
+            moved = self._gpu_pool()
+            # 90 tokens: the sink page and five sealed pages of 16 moved
+            self.assertEqual(
+                moved["promoted_pages"] - before["promoted_pages"], 6)
+            cpu, cst = s.attend(0, q)
+            np.testing.assert_allclose(gpu.get(out), cpu, rtol=1e-4,
+                                       atol=1e-5)
+            self.assertEqual(st, cst)
+            back = self._gpu_pool()
+            self.assertEqual(back["demoted_pages"] - moved["demoted_pages"], 6)
+        with self.assertRaises(kvmem.Error) as err:
+            kvmem.Cache.connect(g, self.sock, gpu_tier=True)
+        self.assertEqual(err.exception.errno, errno.EINVAL)
 
     def test_session_gpu_memory(self):
         """Pages in the GPU memory kvmemd gave the session."""

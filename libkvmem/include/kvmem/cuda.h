@@ -158,7 +158,8 @@ int kvmem_cuda_register(struct kvmem_cuda *cu, struct kvmem_cache *c);
  * mapped until the cache is unregistered.
  *
  * Return: 0; -ENXIO when the session has no GPU memory; -ENOENT when the
- * cache is not registered; -EINVAL.
+ * cache is not registered; -EBUSY when that memory is kvmemd's GPU tier
+ * (KVMEM_CONNECT_GPU_TIER); -EINVAL.
  */
 int kvmem_cuda_session_memory(const struct kvmem_cache *c, uint64_t *addr,
 			      size_t *bytes);
@@ -178,6 +179,10 @@ void kvmem_cuda_unregister(struct kvmem_cache *c);
  * @cap: capacity of @out
  *
  * The table is the sequence as it is now: take it again after appending.
+ * In a session with the GPU tier (KVMEM_CONNECT_GPU_TIER) the call moves
+ * the sealed pages into the session's GPU memory first, as far as they
+ * fit (kvmemd copies them; the ones sealed since the last call too), and
+ * their addresses are there; the others are read over the bus.
  *
  * Return: the number of pages (which may exceed @cap); -ENXIO when the
  * cache is not registered with @cu; -EOPNOTSUPP when a page of the layer

@@ -82,6 +82,18 @@ struct kvmem_connect_opts {
  */
 #define KVMEM_CONNECT_NO_ARCHIVE (1u << 0)
 
+/*
+ * With gpu_mib: the session's GPU memory is kvmemd's GPU tier
+ * (KVMEM_FEAT_GPU_TIER, kvmem/uapi.h) instead of the caller's.
+ * kvmem_cuda_seq_pages() moves a sequence's sealed pages there as far as
+ * they fit and gives their addresses there; the CPU's calls on the
+ * sequence (kvmem_attend(), kvmem_seq_read(), ...) bring them back to host
+ * memory first, a copy each way. kvmem_cuda_session_memory() refuses such
+ * a session. kvmem_connect() fails with -EOPNOTSUPP where kvmemd does not
+ * offer the tier.
+ */
+#define KVMEM_CONNECT_GPU_TIER (1u << 1)
+
 /**
  * kvmem_socket_path() - where kvmemd listens by default
  * @buf: receives the path
