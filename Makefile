@@ -107,7 +107,7 @@ BENCH_SRCS := tools/kvmem-bench.c tools/bench.c tools/bench-codec.c \
 	      tools/bench-ring.c tools/bench-fill.c tools/bench-offload.c \
 	      tools/bench-attach.c tools/bench-archive.c tools/bench-prefix.c \
 	      tools/bench-hangup.c tools/bench-record.c tools/bench-reboot.c \
-	      tools/bench-remote.c \
+	      tools/bench-remote.c tools/bench-tier.c \
 	      tools/json.c tools/own-kvmemd.c tools/redis-cluster.c
 
 CTL_SRCS := tools/kvmemctl.c tools/ctl.c tools/ctl-ras.c tools/ctl-metrics.c \

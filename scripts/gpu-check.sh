@@ -20,7 +20,10 @@
 #                      and kernels/README.md's tables, each with the FP16
 #                      kernel and a device copy measured in the same run;
 #                      in decoding's shape (an FP16 sink page and tail),
-#                      and h84 at 32K with sealed pages only (-sealed)
+#                      and h84 at 32K with sealed pages only (-sealed);
+#                      bench-tier.json: kvmem-bench tier, kvmemd's GPU
+#                      tier moving 1 GiB of pages each way next to the
+#                      driver's copies of the same bytes
 #   torch-*.json       scripts/torch-sdpa.py, PyTorch's FP16
 #                      scaled_dot_product_attention on the same shapes as
 #                      the FP16 cases of the bench, where python3 has
@@ -145,6 +148,8 @@ else
 fi
 bench h84-32k --ctx 32768 --format int4 --codec h84
 bench h84-32k-sealed --ctx 32768 --format int4 --codec h84 --sealed
+step "bench tier" 300 bench-tier.json bench-tier.err \
+	"$bench" tier --bytes 1G --json
 torch 32k --ctx 32768
 # The kernels are built once, whatever SAN is: build/kernels.
 ptx=$build/kernels/cost.ptx

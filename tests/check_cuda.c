@@ -3261,6 +3261,64 @@ static double bench_field(const char *json, const char *key)
 	return v;
 }
 
+/* ---- kvmem-bench tier -------------------------------------------------- */
+
+/*
+ * kvmem-bench tier on the fake driver, its daemon on it too: the bytes
+ * kvmemd moved are those of the pages it wrote (the sealed pages and each
+ * layer's sink page, both ways), computed here from the layouts; the
+ * rates and ratios are there (the fake's copies are memmove(), so their
+ * values say nothing). Without a driver it says why and exits 2.
+ */
+START_TEST(test_cuda_bench_tier)
+{
+	struct kvmem_geometry g = { .layers = 8,
+				    .kv_heads = 8,
+				    .head_dim = 128 };
+	static const char *const keys[] = {
+		"to_gpu_gbps",	  "to_host_gbps",    "copy_h2d_gbps",
+		"copy_d2h_gbps",  "page_h2d_gbps",   "page_d2h_gbps",
+		"to_gpu_vs_copy", "to_host_vs_copy", "reacquire_ms",
+	};
+	struct kvmem_page_layout l, lh;
+	struct kvmem_run r;
+	uint64_t seqs;
+	size_t i;
+
+	if (no_fatbin())
+		return;
+	kvmem_geometry_default(&g);
+	g.tokens_per_page = 32;
+	kvmem_page_layout(&g, 0, &l);
+	kvmem_page_layout(&g, 1, &lh);
+	/* 8 sealed pages a layer a sequence, as many as 4 MiB needs */
+	seqs = ((4u << 20) + 64 * l.size - 1) / (64 * l.size);
+	setenv("KVMEM_LIBCUDA", fake_path(), 1);
+	KVMEM_RUN(&r, "kvmem-bench", "", "tier", "--bytes", "4M", "--json");
+	unsetenv("KVMEM_LIBCUDA");
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	EXPECT_EQ((uint64_t)bench_field(r.out, "bytes"),
+		  2 * seqs * 8 * (8 * l.size + lh.size), "%s", r.out);
+	EXPECT_EQ((uint64_t)bench_field(r.out, "pages"), seqs * 8 * 9, "%s",
+		  r.out);
+	EXPECT_EQ((uint64_t)bench_field(r.out, "sequences"), seqs, "%s", r.out);
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		EXPECT(bench_field(r.out, keys[i]) > 0, "%s in %s", keys[i],
+		       r.out);
+	kvmem_check_run_free(&r);
+
+	setenv("KVMEM_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+	KVMEM_RUN(&r, "kvmem-bench", "", "tier", "--bytes", "4M");
+	unsetenv("KVMEM_LIBCUDA");
+	EXPECT_EQ(r.status, 2, "%s", r.err);
+	EXPECT(strstr(r.err, "no NVIDIA driver"), "%s", r.err);
+	kvmem_check_run_free(&r);
+	KVMEM_RUN(&r, "kvmem-bench", "", "tier", "--bytes", "12");
+	EXPECT_EQ(r.status, 2, "%s", r.err);
+	kvmem_check_run_free(&r);
+}
+END_TEST
+
 /*
  * The benchmark's whole path on the fake driver: options, device encode,
  * both page layouts, the rounds, the copy, and the agreement check between
@@ -3534,6 +3592,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_register_session);
 	tcase_add_test(tc, test_cuda_gpu_pool);
 	tcase_add_test(tc, test_cuda_gpu_tier_session);
+	tcase_add_test(tc, test_cuda_bench_tier);
 	tcase_add_test(tc, test_cuda_gpu_pool_per_user);
 	tcase_add_test(tc, test_cuda_gpu_pool_killed);
 	tcase_add_test(tc, test_cuda_gpu_pool_out_of_fds);

@@ -33,6 +33,7 @@ extern const struct bench_cmd bench_hangup;
 extern const struct bench_cmd bench_record;
 extern const struct bench_cmd bench_reboot;
 extern const struct bench_cmd bench_remote;
+extern const struct bench_cmd bench_tier;
 
 /* kvmem-bench attend; --gpu runs bench_attend_gpu() (bench-attend-gpu.c). */
 struct attend_cfg {

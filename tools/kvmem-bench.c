@@ -17,7 +17,7 @@ static const struct bench_cmd *const cmds[] = {
 	&bench_codec,  &bench_ber,     &bench_attend, &bench_ring,
 	&bench_fill,   &bench_offload, &bench_attach, &bench_archive,
 	&bench_prefix, &bench_hangup,  &bench_record, &bench_reboot,
-	&bench_remote,
+	&bench_remote, &bench_tier,
 };
 
 static void usage(FILE *f)
