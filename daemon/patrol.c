@@ -125,12 +125,9 @@ static int pass_step(struct kvmemd *d, struct pass *p, uint64_t budget)
 					&s->arena.pages[q->pages[p->pos]];
 
 				/* Pages on the store are checked when they
-				 * come back, pages on a GPU there (not
-				 * yet: when they come back). */
-				if (!p->in_job &&
-				    (pg->state == PAGE_RESIDENT ||
-				     pg->state == PAGE_WRITING) &&
-				    session_page_readable(s, pg->unit)) {
+				 * come back. */
+				if (!p->in_job && (pg->state == PAGE_RESIDENT ||
+						   pg->state == PAGE_WRITING)) {
 					ras_check_start(s, &p->job, pg->unit,
 							p->kind);
 					p->in_job = 1;
@@ -205,8 +202,7 @@ static uint64_t sealed_bytes(const struct kvmemd *d)
 	uint64_t n = kvmemd_prefix_bytes(d);
 
 	for (s = d->sessions; s; s = s->next)
-		n += s->arena.sealed_bytes +
-		     (s->gpu_view ? s->arena.gpu_used_bytes : 0);
+		n += s->arena.sealed_bytes + s->arena.gpu_used_bytes;
 	return n;
 }
 

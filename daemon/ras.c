@@ -548,6 +548,8 @@ void kvmemd_ras_exit(struct kvmemd *d)
 	if (r->ev_fd >= 0)
 		close(r->ev_fd);
 	free(r->ev);
+	free(r->bounce[0]);
+	free(r->bounce[1]);
 	free(r);
 	d->ras = NULL;
 }
@@ -619,6 +621,14 @@ static int restore_header(const struct kvmemd_session *s, const struct slot *sl,
 		if (raw[i] != want[i])
 			__atomic_store_n(&page[i], want[i], __ATOMIC_RELAXED);
 	return 1;
+}
+
+/* The bytes a check reads and corrects: the page where it is, or its copy
+ * when it is on a GPU the daemon cannot read. */
+static uint8_t *check_page(const struct kvmemd_session *s,
+			   const struct kvmemd_check *c)
+{
+	return c->bounce ? c->bounce : session_page(s, c->unit);
 }
 
 static void page_event(struct kvmemd *d, struct kvmemd_session *s,
@@ -723,7 +733,8 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 	}
 	p->padding += c->tidied;
 
-	if (restore_header(s, sl, session_page(s, c->unit))) {
+	if (restore_header(s, sl, check_page(s, c))) {
+		c->dirty = 1;
 		memset(&e, 0, sizeof(e));
 		e.codec = KVMEM_PAGE_META_CODEC;
 		e.region = REGION_HEADER;
@@ -801,8 +812,9 @@ static void check_lose(struct kvmemd *d, struct kvmemd_session *s,
 	struct slot *sl = &s->arena.slots[c->unit];
 	const struct kvmem_page_layout *l = slot_layout(s, sl);
 
-	kvmem__page_poison(session_page(s, c->unit), &s->g, l, sl->ntokens);
+	kvmem__page_poison(check_page(s, c), &s->g, l, sl->ntokens);
 	c->lost = 1;
+	c->dirty = 1;
 	/* Every word now reads uncorrectable: none is news to the patrol. */
 	sl->ue_scales = l->scale_words + 2 * l->nchecks;
 	sl->ue_payload =
@@ -951,21 +963,70 @@ static int crc_step(struct kvmemd_check *c, const uint8_t *page, size_t size,
 	return c->pos == size;
 }
 
+/*
+ * A page on a GPU the daemon cannot read is checked in a copy, the pass's
+ * bounce buffer: copied in when its check starts, and back when the check
+ * wrote to it (corrections, the header, padding, poison). A sealed page
+ * does not change meanwhile but by the check: a copy back puts back the
+ * same bytes but for those. Return: 0, or -ENOMEM or -EIO (not checked).
+ */
+static int bounce_in(struct kvmemd *d, struct kvmemd_session *s,
+		     struct kvmemd_check *c, struct pass *p, size_t size)
+{
+	struct kvmemd_ras *r = d->ras;
+	const int i = p == &r->ondemand;
+	uint8_t *b;
+
+	if (p != &r->patrol && p != &r->ondemand)
+		return -EINVAL;
+	if (r->bounce_cap[i] < size) {
+		b = realloc(r->bounce[i], size);
+		if (!b)
+			return -ENOMEM;
+		r->bounce[i] = b;
+		r->bounce_cap[i] = size;
+	}
+	if (d->gpu.ops->copy(&s->gpu, session_gpu_off(s, c->unit), r->bounce[i],
+			     size, 0))
+		return -EIO;
+	c->bounce = r->bounce[i];
+	return 0;
+}
+
+static void bounce_out(struct kvmemd *d, struct kvmemd_session *s,
+		       struct kvmemd_check *c, size_t size)
+{
+	const int dirty = c->dirty || c->tidied || c->ce[REGION_HEADER] ||
+			  c->ce[REGION_SCALES] || c->ce[REGION_PAYLOAD];
+
+	if (dirty && d->gpu.ops->copy(&s->gpu, session_gpu_off(s, c->unit),
+				      c->bounce, size, 1))
+		kvmemd_log_rl(&d->gpu.log, "GPU tier copy", LOG_ERR,
+			      "session %u: a checked page's copy back to the "
+			      "GPU failed; its corrections are lost",
+			      s->id);
+	c->bounce = NULL;
+}
+
 int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 		   struct kvmemd_check *c, struct pass *p, uint64_t *budget)
 {
 	struct slot *sl = &s->arena.slots[c->unit];
-	uint8_t *page = session_page(s, c->unit);
 	const struct kvmem_page_layout *l = slot_layout(s, sl);
 	/* The slot, as the store holds it; an archived page can be less. */
 	const size_t size = slot_bytes(s, sl->kind);
 	const size_t rows = (size_t)s->g.kv_heads * s->g.tokens_per_page;
 	const size_t mwb = kvmem_ecc_code_bytes(KVMEM_PAGE_META_CODEC, 1);
 	struct kvmem_ecc_counts wc;
+	uint8_t *page;
 	size_t n;
 
 	if (sl->state != SLOT_SEALED || sl->seal != c->seal)
 		return 1;
+	if (!c->bounce && !session_page_readable(s, c->unit) &&
+	    bounce_in(d, s, c, p, size))
+		return 1;
+	page = check_page(s, c);
 	while (c->phase != PH_DONE && *budget) {
 		switch (c->phase) {
 		case PH_STORE:
@@ -1054,6 +1115,8 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 	}
 	if (c->phase != PH_DONE)
 		return 0;
+	if (c->bounce)
+		bounce_out(d, s, c, size);
 	p->bytes += size - c->counted;
 	p->pages++;
 	return 1;
@@ -1288,41 +1351,57 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 		       struct inject_sum *sum)
 {
 	const int dry = !sum; /* only check the parameters */
+	const size_t size = slot_bytes(s, s->arena.slots[u].kind);
+	const struct kvmemd_pool_ops *gpu = s->d->gpu.ops;
 	struct region_def rg[4];
 	struct kvmem_inject_params ip;
 	struct kvmem_inject_report rep;
+	uint8_t *copy = NULL, *page = NULL;
 	size_t i, b;
-	int ret;
+	int ret = 0;
 
+	/* On a GPU the daemon cannot read: flipped in a copy, copied back. */
+	if (!dry && !session_page_readable(s, u)) {
+		copy = malloc(size);
+		if (!copy)
+			return -ENOMEM;
+		if (gpu->copy(&s->gpu, session_gpu_off(s, u), copy, size, 0)) {
+			free(copy);
+			return -EIO;
+		}
+	}
+	if (!dry)
+		page = copy ? copy : session_page(s, u);
 	slot_regions(s, &s->arena.slots[u], rg);
-	for (i = all ? 0 : 2; i < ARRAY_SIZE(rg); i++) {
+	for (i = all ? 0 : 2; !ret && i < ARRAY_SIZE(rg); i++) {
 		uint64_t rs = mix(seed ^ mix(((uint64_t)s->id << 40) ^
 					     ((uint64_t)u << 2) ^ i));
 
 		ret = kvmem_inject_params_for_codec(&ip, rg[i].codec, ber, rs);
 		if (ret)
-			return ret;
+			break;
 		ip.mode = chan->mode;
 		ip.k = chan->k;
 		if (dry) {
 			ret = kvmem_inject(NULL, 0, &ip, NULL);
-			if (ret)
-				return ret;
 			continue;
 		}
 		memset(&rep, 0, sizeof(rep));
-		ret = kvmem_inject(session_page(s, u) + rg[i].off, rg[i].nwords,
-				   &ip, &rep);
+		ret = kvmem_inject(page + rg[i].off, rg[i].nwords, &ip, &rep);
 		if (ret)
-			return ret;
+			break;
 		sum->c[rg[i].codec].bits += rep.bits;
 		sum->c[rg[i].codec].words += rep.words;
 		for (b = 0; b < KVMEM_INJECT_HIST; b++)
 			sum->c[rg[i].codec].by_flips[b] += rep.by_flips[b];
 	}
-	if (!dry)
+	if (copy && !ret &&
+	    gpu->copy(&s->gpu, session_gpu_off(s, u), copy, size, 1))
+		ret = -EIO;
+	free(copy);
+	if (!dry && !ret)
 		sum->pages++;
-	return 0;
+	return ret;
 }
 
 static void flips_json(struct jw *w, const struct kvmem_inject_report *rep)
@@ -1360,9 +1439,8 @@ static int inject_walk(struct kvmemd *d, const struct kvmemd_target *t,
 				const struct page *pg =
 					&s->arena.pages[q->pages[u]];
 
-				if ((pg->state != PAGE_RESIDENT &&
-				     pg->state != PAGE_WRITING) ||
-				    !session_page_readable(s, pg->unit))
+				if (pg->state != PAGE_RESIDENT &&
+				    pg->state != PAGE_WRITING)
 					continue;
 				ret = inject_slot(s, pg->unit, ber, seed, all,
 						  chan, sum);

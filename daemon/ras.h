@@ -137,6 +137,10 @@ struct kvmemd_ras {
 	uint64_t passes, bytes_total, pages_total;
 	struct kvmemd_waiter *waiter; /* an on-demand pass answers it */
 	uint32_t check_next; /* the session whose seal check goes first */
+	/* copies of pages on a GPU the daemon cannot read, under check:
+	 * [0] the patrol's, [1] the on-demand pass's */
+	uint8_t *bounce[2];
+	size_t bounce_cap[2];
 };
 
 /* ras.c */

@@ -36,6 +36,10 @@ struct kvmemd_check {
 	/* a page whose CRC misses may be another's: it is lost, as one read
 	 * back from the store (ras.c: check_lose()) */
 	uint8_t lose;
+	uint8_t dirty; /* written to: a copy (->bounce) goes back */
+	/* a page on a GPU the daemon cannot read: the pass's copy of it,
+	 * checked and corrected there, then copied back (ras.c) */
+	uint8_t *bounce;
 	size_t pos; /* into the phase: bytes, or words */
 	uint32_t crc; /* of the bytes so far */
 	uint32_t store_crc; /* reload: of the page as it was written */
@@ -236,6 +240,13 @@ static inline uint8_t *session_page(const struct kvmemd_session *s, uint32_t u)
 	return s->arena_base + (size_t)u * KVMEM_SLOT_UNIT;
 }
 
+/* Where the page at GPU-tier unit @u is in the session's GPU memory. */
+static inline uint64_t session_gpu_off(const struct kvmemd_session *s,
+				       uint32_t u)
+{
+	return (uint64_t)(u - s->arena.nunits) * KVMEM_SLOT_UNIT;
+}
+
 /* Can the daemon read the page at unit @u where it is? */
 static inline int session_page_readable(const struct kvmemd_session *s,
 					uint32_t u)
@@ -244,22 +255,21 @@ static inline int session_page_readable(const struct kvmemd_session *s,
 }
 
 /*
- * A walk over the slots of @s the daemon can read (a pass of the
- * scrubber, an injection): units from 0 to session_walk_end(), each next
- * one through session_walk_next(), which steps from the host's top into
- * the GPU tier where its memory is readable (the stand-in's).
+ * A walk over the slots of @s (a pass of the scrubber, an injection):
+ * units from 0 to session_walk_end(), each next one through
+ * session_walk_next(), which steps from the host's top into the GPU tier.
  */
 static inline uint32_t session_walk_next(const struct kvmemd_session *s,
 					 uint32_t u)
 {
-	if (s->gpu_view && u >= s->arena.top && u < s->arena.nunits)
+	if (u >= s->arena.top && u < s->arena.nunits)
 		return s->arena.nunits;
 	return u;
 }
 
 static inline uint32_t session_walk_end(const struct kvmemd_session *s)
 {
-	return s->gpu_view ? s->arena.gpu_top : s->arena.top;
+	return s->arena.gpu_top;
 }
 
 static inline uint64_t slot_bytes(const struct kvmemd_session *s, int kind)

@@ -44,11 +44,6 @@ static void spend(uint64_t *budget, size_t n)
 	*budget = *budget > n ? *budget - n : 0;
 }
 
-static uint64_t gpu_off(const struct kvmemd_session *s, uint32_t u)
-{
-	return (uint64_t)(u - s->arena.nunits) * KVMEM_SLOT_UNIT;
-}
-
 /* A page that changed out there: checked whole now, as a page read back
  * is, before anyone may use it. */
 static void check_back(struct kvmemd_session *s, uint32_t u, uint32_t crc)
@@ -84,14 +79,14 @@ static int move_page(struct kvmemd_session *s, uint32_t pg, int to_gpu)
 		return -ENOMEM;
 	if (to_gpu) {
 		crc = kvmem_crc32c(0, session_page(s, from), bytes);
-		ret = ops->copy(&s->gpu, gpu_off(s, to), session_page(s, from),
-				bytes, 1);
+		ret = ops->copy(&s->gpu, session_gpu_off(s, to),
+				session_page(s, from), bytes, 1);
 		if (!ret && s->gpu_view &&
 		    kvmem_crc32c(0, session_page(s, to), bytes) != crc)
 			ret = -EIO;
 	} else {
-		ret = ops->copy(&s->gpu, gpu_off(s, from), session_page(s, to),
-				bytes, 0);
+		ret = ops->copy(&s->gpu, session_gpu_off(s, from),
+				session_page(s, to), bytes, 0);
 	}
 	if (ret) {
 		arena_slot_free(a, to);

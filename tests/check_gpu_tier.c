@@ -575,14 +575,16 @@ static int start_fake(struct kvmemd_proc *p, const char *extra,
 
 /*
  * The cuda backend, the one a GPU runs, on the fake driver (device memory
- * is host memory there, copies memmove()): the same moves, bit-exact. A
+ * is host memory there, copies memmove()): the same moves, bit-exact, and
+ * the scrubber's and the injector's work on copies of the pages. A
  * driver whose copies fail leaves the pages in host memory, where an
  * acquire for the GPU reads them, each failure counted.
  */
 START_TEST(test_gpu_tier_cuda_backend)
 {
 	struct kvmemd_proc p;
-	uint32_t on_gpu;
+	uint32_t on_gpu, i;
+	uint64_t words;
 	char cmd[32];
 	struct gt t;
 
@@ -594,13 +596,34 @@ START_TEST(test_gpu_tier_cuda_backend)
 	gt_fill(&t, 1, 8, 5);
 	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
 	ck_assert_uint_eq(on_gpu, 8);
-	/* Device memory is not the daemon's to read: the scrubber and the
-	 * injector pass the pages there by (not yet the GPU's kernels). */
+	/* Device memory is not the daemon's to read: the injector and the
+	 * scrubber work on a copy of each page, copied back; the pages in
+	 * GPU memory (mapped here through the fake's memfd) are the pages
+	 * sealed again. */
 	snprintf(cmd, sizeof(cmd), "seq %u 1", t.r.w.session);
-	admin(&p, "scrub now %s", cmd);
-	ck_assert_uint_eq(kvmemd_json_u64(reply, "pages"), 0);
 	admin(&p, "inject %s ber 0 seed 1 channel exact:1", cmd);
-	ck_assert_uint_eq(kvmemd_json_u64(reply, "pages"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "pages"), 8);
+	words = kvmemd_json_u64(reply, "words");
+	ck_assert_uint_gt(words, 0);
+	ck_assert_msg(
+		memcmp(gt_page(&t, t.slot[1][0]), t.ref[1][0], t.page_bytes),
+		"the flips did not reach the GPU");
+	admin(&p, "scrub now %s", cmd);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), words);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	admin(&p, "scrub now");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
+	for (i = 0; i < 8; i++)
+		ck_assert_msg(!memcmp(gt_page(&t, t.slot[1][i]), t.ref[1][i],
+				      t.page_bytes),
+			      "page %u on the GPU not corrected", i);
+	admin(&p, "errors");
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply,
+				  "\"pool\":\"gpu\",\"tier\":\"warm\","
+				  "\"codec\":\"h84\"",
+				  "ce"),
+		words);
 	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
 	ck_assert_uint_eq(on_gpu, 0);
 	gt_free(&t);
