@@ -1354,8 +1354,10 @@ void kvmemd_tier_forget(struct kvmemd *d, struct kvmemd_waiter *waiter)
 /* ---- the operator's view ---------------------------------------------- */
 
 /* Pages and bytes of slots: hot, warm, archive (warm, archived), cold. */
-static void occupancy(const struct kvmemd *d, uint64_t pages[4],
-		      uint64_t bytes[4])
+/* Pages and bytes by tier: hot, warm, archive (in host memory), cold (on
+ * the store), gpu (in the GPU tier, whatever their kind). */
+static void occupancy(const struct kvmemd *d, uint64_t pages[5],
+		      uint64_t bytes[5])
 {
 	const struct kvmemd_session *s;
 	uint32_t i;
@@ -1367,7 +1369,8 @@ static void occupancy(const struct kvmemd *d, uint64_t pages[4],
 
 			if (!resident(p) || p->dead)
 				continue;
-			k = p->kind == KVMEM_SLOT_HOT			    ? 0
+			k = arena_unit_gpu(&s->arena, p->unit)		    ? 4
+			    : p->kind == KVMEM_SLOT_HOT			    ? 0
 			    : s->arena.slots[p->unit].flags & SLOT_ARCHIVED ? 2
 									    : 1;
 			pages[k]++;
@@ -1380,11 +1383,11 @@ static void occupancy(const struct kvmemd *d, uint64_t pages[4],
 
 void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
 {
-	static const char *const names[4] = { "hot", "warm", "archive",
-					      "cold" };
+	static const char *const names[5] = { "hot", "warm", "archive",
+					      "cold", "gpu" };
 	const struct kvmemd_tier *t = d->tier;
 	const struct kvmemd_config *c = &d->cfg;
-	uint64_t pages[4] = { 0 }, bytes[4] = { 0 };
+	uint64_t pages[5] = { 0 }, bytes[5] = { 0 };
 	struct kvmemd_store_stats st;
 	char uuid[40];
 	int i;
@@ -1406,7 +1409,8 @@ void kvmemd_tier_stats_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "archive_rate", c->archive_rate);
 	jw_close(w, '}');
 	jw_open(w, "tiers", '{');
-	for (i = 0; i < 4; i++) {
+	/* The GPU tier where there is a GPU pool. */
+	for (i = 0; i < 4 + !!d->gpu.ops; i++) {
 		jw_open(w, names[i], '{');
 		jw_u64(w, "pages", pages[i]);
 		jw_u64(w, "bytes", bytes[i]);

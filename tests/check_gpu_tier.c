@@ -271,6 +271,21 @@ START_TEST(test_gpu_tier_moves)
 	ck_assert_uint_eq(
 		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 0);
 	/* The operator's view of it. */
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	admin(&p, "tier");
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"gpu\"", "pages"), 8);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"gpu\"", "bytes"),
+			  8 * t.page_bytes);
+	ck_assert_uint_eq(kvmemd_json_after(reply, "\"warm\"", "pages"), 0);
+	{
+		struct kvmem_run run;
+
+		KVMEM_RUN(&run, "kvmemctl", "", "-a", p.admin, "tier");
+		ck_assert_int_eq(run.status, 0);
+		ck_assert_msg(strstr(run.out, "gpu"), "%s", run.out);
+		kvmem_check_run_free(&run);
+	}
+	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
 	{
 		struct kvmem_run run;
 
@@ -279,7 +294,7 @@ START_TEST(test_gpu_tier_moves)
 		ck_assert_msg(strstr(run.out, "host memory standing in for a "
 					      "GPU"),
 			      "%s", run.out);
-		ck_assert_msg(strstr(run.out, "8 pages moved to the GPU, 8 "
+		ck_assert_msg(strstr(run.out, "16 pages moved to the GPU, 16 "
 					      "back"),
 			      "%s", run.out);
 		kvmem_check_run_free(&run);

@@ -532,7 +532,8 @@ static void metrics_store_prefixes(struct metrics *m, const struct json *v)
 
 static void metrics_tier(struct metrics *m, const struct json *v)
 {
-	static const char *const tiers[] = { "hot", "warm", "archive", "cold" };
+	static const char *const tiers[] = { "hot", "warm", "archive", "cold",
+					     "gpu" };
 	static const struct {
 		const char *name, *key, *help;
 		bool archive; /* the archive tier's */
@@ -572,11 +573,12 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 
 	m_family(m, "kvmem_tier_pages", "gauge",
 		 "Pages in each tier: hot, warm and archive in the sessions' "
-		 "arenas, cold on the backing store.");
+		 "host memory, cold on the backing store, gpu in their GPU "
+		 "memory.");
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const char *l[] = { "tier", tiers[i], NULL };
 
-		if (arch || strcmp(tiers[i], "archive"))
+		if (tier_shown(ts, tiers[i], arch))
 			m_u64(m, "kvmem_tier_pages", l,
 			      g_obj(m->r, ts, tiers[i]), "pages");
 	}
@@ -585,7 +587,7 @@ static void metrics_tier(struct metrics *m, const struct json *v)
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const char *l[] = { "tier", tiers[i], NULL };
 
-		if (arch || strcmp(tiers[i], "archive"))
+		if (tier_shown(ts, tiers[i], arch))
 			m_u64(m, "kvmem_tier_bytes", l,
 			      g_obj(m->r, ts, tiers[i]), "bytes");
 	}

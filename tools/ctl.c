@@ -348,6 +348,13 @@ bool has_archive(const struct json *v)
 	return json_get(v, "archived");
 }
 
+bool tier_shown(const struct json *ts, const char *name, bool arch)
+{
+	if (!strcmp(name, "archive"))
+		return arch;
+	return strcmp(name, "gpu") || json_get(ts, "gpu");
+}
+
 /*
  * The bytes of a unit of tier's store @st; a kvmemd older than its
  * "unit_bytes" had units of 4 KiB.

@@ -123,6 +123,9 @@ const struct json *g_arr(struct rd *r, const struct json *o, const char *key,
 
 /* Parts of tier's reply that a kvmemd older than them leaves out. */
 bool has_archive(const struct json *v);
+/* Is tier @name in the "tiers" of tier's reply, @ts: the archive tier
+ * with @arch, the GPU tier where kvmemd sends it (it has a GPU pool). */
+bool tier_shown(const struct json *ts, const char *name, bool arch);
 uint64_t g_store_unit(struct rd *r, const struct json *st);
 
 /* ---- the socket ------------------------------------------------------- */

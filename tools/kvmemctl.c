@@ -489,7 +489,8 @@ static void render_store_prefixes(struct rd *r, FILE *f, const struct json *p)
 static void render_tier(struct rd *r, FILE *f, const struct json *v)
 {
 	static const char *const head[] = { "TIER", "PAGES", "BYTES" };
-	static const char *const tiers[] = { "hot", "warm", "archive", "cold" };
+	static const char *const tiers[] = { "hot", "warm", "archive", "cold",
+					     "gpu" };
 	const struct json *pol = g_obj(r, v, "policy");
 	const struct json *ts = g_obj(r, v, "tiers");
 	const struct json *st = g_obj_or_null(r, v, "store");
@@ -521,7 +522,7 @@ static void render_tier(struct rd *r, FILE *f, const struct json *v)
 	for (i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
 		const struct json *e;
 
-		if (!arch && !strcmp(tiers[i], "archive"))
+		if (!tier_shown(ts, tiers[i], arch))
 			continue;
 		e = g_obj(r, ts, tiers[i]);
 		t_cell(&t, "%s", tiers[i]);
