@@ -367,7 +367,6 @@ START_TEST(test_gpu_tier_flips_on_the_gpu)
 	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 2);
 	ck_assert_uint_eq(on_gpu, 2);
 	s0 = t.slot[1][0];
-	s1 = t.slot[1][1];
 	/* One bit of page 0's payload: corrected on the way back. */
 	page = t.r.gpu + (size_t)(s0 - t.arena_units) * KVMEM_SLOT_UNIT;
 	page[l.k_off + 3] ^= 0x04;
@@ -398,7 +397,6 @@ START_TEST(test_gpu_tier_flips_on_the_gpu)
 	ck_assert_msg(strstr(reply, "\"pool\":\"gpu\""), "%s", reply);
 	admin(&p, "sessions");
 	ck_assert_uint_gt(kvmemd_json_u64(reply, "ue"), 0);
-	(void)s0;
 	gt_free(&t);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
@@ -451,6 +449,25 @@ START_TEST(test_gpu_tier_pressure)
 }
 END_TEST
 
+/* The words corrected since start in h84 payload are @words, counted
+ * where they were made: on the GPU, none in host memory. */
+static void ce_counted_on_gpu(const struct kvmemd_proc *p, uint64_t words)
+{
+	admin(p, "errors");
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply,
+				  "\"pool\":\"gpu\",\"tier\":\"warm\","
+				  "\"codec\":\"h84\"",
+				  "ce"),
+		words);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply,
+				  "\"pool\":\"host\",\"tier\":\"warm\","
+				  "\"codec\":\"h84\"",
+				  "ce"),
+		0);
+}
+
 /*
  * The scrubber on the stand-in's GPU memory, which the daemon can read:
  * one flip in every payload word of a sequence on the GPU (the injector's
@@ -482,20 +499,7 @@ START_TEST(test_gpu_tier_scrub)
 	admin(&p, "scrub now");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), words);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
-	/* Counted where they were made: on the GPU, none in host memory. */
-	admin(&p, "errors");
-	ck_assert_uint_eq(
-		kvmemd_json_after(reply,
-				  "\"pool\":\"gpu\",\"tier\":\"warm\","
-				  "\"codec\":\"h84\"",
-				  "ce"),
-		words);
-	ck_assert_uint_eq(
-		kvmemd_json_after(reply,
-				  "\"pool\":\"host\",\"tier\":\"warm\","
-				  "\"codec\":\"h84\"",
-				  "ce"),
-		0);
+	ce_counted_on_gpu(&p, words);
 	/* Back in host memory, every page as it was sealed. */
 	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
 	ck_assert_uint_eq(on_gpu, 0);
@@ -632,13 +636,7 @@ START_TEST(test_gpu_tier_cuda_backend)
 		ck_assert_msg(!memcmp(gt_page(&t, t.slot[1][i]), t.ref[1][i],
 				      t.page_bytes),
 			      "page %u on the GPU not corrected", i);
-	admin(&p, "errors");
-	ck_assert_uint_eq(
-		kvmemd_json_after(reply,
-				  "\"pool\":\"gpu\",\"tier\":\"warm\","
-				  "\"codec\":\"h84\"",
-				  "ce"),
-		words);
+	ce_counted_on_gpu(&p, words);
 	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 8);
 	ck_assert_uint_eq(on_gpu, 0);
 	gt_free(&t);
