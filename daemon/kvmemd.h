@@ -121,9 +121,11 @@ struct kvmemd_region {
  * create:  a region of at least @req->size bytes; may block (it runs on a
  *          worker thread)
  * destroy: unmap and close it
- * copy:    a tier of pages (the GPU's): @len bytes between host memory at
- *          @host and @off of the region, into the region with @in; done
- *          when it returns 0, else -EIO
+ * copy:    a tier of pages (the GPU's): start copying @len bytes between
+ *          host memory at @host and @off of the region, into the region
+ *          with @in; 0, else -EIO
+ * wait:    wait for the copies started so far: 0, or -EIO when one
+ *          failed; NULL where copies are done when copy() returns
  * view:    the region's bytes as this process may read and write them, or
  *          NULL where it cannot (device memory)
  */
@@ -146,10 +148,16 @@ struct kvmemd_pool_ops {
 	void (*destroy)(struct kvmemd_region *r);
 	int (*copy)(struct kvmemd_region *r, uint64_t off, uint8_t *host,
 		    size_t len, int in);
+	int (*wait)(struct kvmemd_region *r);
 	uint8_t *(*view)(const struct kvmemd_region *r);
 };
 
 const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind);
+/* @ops' copy() of those arguments, and its wait(): done when it returns
+ * 0, else -EIO. */
+int kvmemd_pool_copy_wait(const struct kvmemd_pool_ops *ops,
+			  struct kvmemd_region *r, uint64_t off, uint8_t *host,
+			  size_t len, int in);
 
 /*
  * kvmemd_host_release() - destroy the host region @r of an ended session,

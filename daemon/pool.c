@@ -310,7 +310,7 @@ static int cuda_create(const struct kvmemd_region_req *req,
 	return 0;
 }
 
-/* Copies on the default stream, waited for: a page at a time. */
+/* Copies on the default stream, in order; cuda_wait() waits for them. */
 static int cuda_copy(struct kvmemd_region *r, uint64_t off, uint8_t *host,
 		     size_t len, int in)
 {
@@ -318,10 +318,14 @@ static int cuda_copy(struct kvmemd_region *r, uint64_t off, uint8_t *host,
 
 	if (off > r->size || len > r->size - off)
 		return -EINVAL;
-	if (kvmem_cuda_copy(r->cu, in ? dev : h, in ? h : dev, len, NULL) ||
-	    kvmem_cuda_sync(r->cu, NULL))
-		return -EIO;
-	return 0;
+	return kvmem_cuda_copy(r->cu, in ? dev : h, in ? h : dev, len, NULL)
+		       ? -EIO
+		       : 0;
+}
+
+static int cuda_wait(struct kvmemd_region *r)
+{
+	return kvmem_cuda_sync(r->cu, NULL) ? -EIO : 0;
 }
 
 /* The daemon lets go; the memory lives on while its client maps it. */
@@ -394,6 +398,7 @@ static const struct kvmemd_pool_ops pool_ops[] = {
 		.create = cuda_create,
 		.destroy = cuda_destroy,
 		.copy = cuda_copy,
+		.wait = cuda_wait,
 	},
 	[KVMEMD_POOL_NVME] = {
 		.name = "nvme",
@@ -408,6 +413,17 @@ _Static_assert(ARRAY_SIZE(pool_ops) == KVMEMD_POOL_NR,
 const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind)
 {
 	return &pool_ops[kind];
+}
+
+int kvmemd_pool_copy_wait(const struct kvmemd_pool_ops *ops,
+			  struct kvmemd_region *r, uint64_t off, uint8_t *host,
+			  size_t len, int in)
+{
+	int ret = ops->copy(r, off, host, len, in);
+
+	if (!ret && ops->wait)
+		ret = ops->wait(r);
+	return ret;
 }
 
 /* Not a kind of its own: where it serves, it is the GPU pool. */

@@ -986,8 +986,9 @@ static int bounce_in(struct kvmemd *d, struct kvmemd_session *s,
 		r->bounce[i] = b;
 		r->bounce_cap[i] = size;
 	}
-	if (d->gpu.ops->copy(&s->gpu, session_gpu_off(s, c->unit), r->bounce[i],
-			     size, 0))
+	if (kvmemd_pool_copy_wait(d->gpu.ops, &s->gpu,
+				  session_gpu_off(s, c->unit), r->bounce[i],
+				  size, 0))
 		return -EIO;
 	c->bounce = r->bounce[i];
 	return 0;
@@ -999,8 +1000,9 @@ static void bounce_out(struct kvmemd *d, struct kvmemd_session *s,
 	const int dirty = c->dirty || c->tidied || c->ce[REGION_HEADER] ||
 			  c->ce[REGION_SCALES] || c->ce[REGION_PAYLOAD];
 
-	if (dirty && d->gpu.ops->copy(&s->gpu, session_gpu_off(s, c->unit),
-				      c->bounce, size, 1))
+	if (dirty && kvmemd_pool_copy_wait(d->gpu.ops, &s->gpu,
+					   session_gpu_off(s, c->unit),
+					   c->bounce, size, 1))
 		kvmemd_log_rl(&d->gpu.log, "GPU tier copy", LOG_ERR,
 			      "session %u: a checked page's copy back to the "
 			      "GPU failed; its corrections are lost",
@@ -1365,7 +1367,8 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 		copy = malloc(size);
 		if (!copy)
 			return -ENOMEM;
-		if (gpu->copy(&s->gpu, session_gpu_off(s, u), copy, size, 0)) {
+		if (kvmemd_pool_copy_wait(gpu, &s->gpu, session_gpu_off(s, u),
+					  copy, size, 0)) {
 			free(copy);
 			return -EIO;
 		}
@@ -1396,7 +1399,8 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 			sum->c[rg[i].codec].by_flips[b] += rep.by_flips[b];
 	}
 	if (copy && !ret &&
-	    gpu->copy(&s->gpu, session_gpu_off(s, u), copy, size, 1))
+	    kvmemd_pool_copy_wait(gpu, &s->gpu, session_gpu_off(s, u), copy,
+				  size, 1))
 		ret = -EIO;
 	free(copy);
 	if (!dry && !ret)

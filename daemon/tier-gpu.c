@@ -18,10 +18,10 @@
  * from the store is (kvmemd_ras_moved()): its words corrected, its errors
  * counted in the GPU pool, and poisoned when the code cannot undo them.
  *
- * Copies run on the loop through the backend, whole pages, as many as
- * GPU_STEP_BYTES a pass allows: the stand-in's are memcpy(), a GPU's are
- * the driver's, waited for. Asynchronous copies on a stream of the
- * daemon's are not built yet.
+ * Copies run from the loop through the backend, whole pages, as many as
+ * GPU_STEP_BYTES a pass allows, started a batch at a time and waited for
+ * once a batch: the stand-in's are memcpy(), a GPU's the driver's on its
+ * default stream (a stream of the daemon's own is not built yet).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -58,56 +58,126 @@ static void check_back(struct kvmemd_session *s, uint32_t u, uint32_t crc)
 	s->gpu_changed++;
 }
 
+/* Pages whose copies were started and not yet waited for. */
+#define BATCH_PAGES 256
+
+struct move {
+	uint32_t pg, from, to;
+	uint32_t crc; /* to the GPU: of the page as it left */
+	uint8_t to_gpu;
+	struct slot rec; /* what the slot it leaves keeps of its seal */
+};
+
+struct batch {
+	struct move *m; /* room for cap */
+	uint32_t n, cap;
+};
+
+/* The batch of tier_gpu_place(): the event loop's alone. */
+static struct move place_moves[BATCH_PAGES];
+
+static void copy_failed(struct kvmemd_session *s, int to_gpu)
+{
+	s->gpu_errors++;
+	kvmemd_log_rl(&s->d->gpu.log, "GPU tier copy", LOG_ERR,
+		      "session %u: a page's copy %s the GPU failed", s->id,
+		      to_gpu ? "to" : "from");
+}
+
 /*
- * Move resident page @pg into the GPU tier (@to_gpu) or out of it.
- * Return: 0; -ENOMEM when the other tier has no free slot; -EIO when the
- * copy failed or did not arrive as it left (the page stays where it was).
+ * Start moving resident page @pg into the GPU tier (@to_gpu) or out of
+ * it: a slot of the other tier reserved, the copy started. Return: 0;
+ * -ENOMEM when the other tier has no free slot; -EIO when the copy could
+ * not start (the page stays where it was).
  */
-static int move_page(struct kvmemd_session *s, uint32_t pg, int to_gpu)
+static int move_start(struct kvmemd_session *s, uint32_t pg, int to_gpu,
+		      struct batch *b)
 {
 	const struct kvmemd_pool_ops *ops = s->d->gpu.ops;
 	struct kvmemd_arena *a = &s->arena;
 	struct page *p = &a->pages[pg];
-	const uint32_t from = p->unit;
-	const struct slot rec = a->slots[from];
+	struct move *m = &b->m[b->n];
 	const size_t bytes = slot_bytes(s, p->kind);
-	uint32_t to, crc = 0;
 	int ret;
 
-	ret = arena_slot_reserve(a, p->kind, to_gpu, &to);
-	if (ret)
+	if (arena_slot_reserve(a, p->kind, to_gpu, &m->to))
 		return -ENOMEM;
+	m->pg = pg;
+	m->from = p->unit;
+	m->rec = a->slots[m->from];
+	m->to_gpu = (uint8_t)to_gpu;
 	if (to_gpu) {
-		crc = kvmem_crc32c(0, session_page(s, from), bytes);
-		ret = ops->copy(&s->gpu, session_gpu_off(s, to),
-				session_page(s, from), bytes, 1);
-		if (!ret && s->gpu_view &&
-		    kvmem_crc32c(0, session_page(s, to), bytes) != crc)
-			ret = -EIO;
+		m->crc = kvmem_crc32c(0, session_page(s, m->from), bytes);
+		ret = ops->copy(&s->gpu, session_gpu_off(s, m->to),
+				session_page(s, m->from), bytes, 1);
 	} else {
-		ret = ops->copy(&s->gpu, session_gpu_off(s, from),
-				session_page(s, to), bytes, 0);
+		ret = ops->copy(&s->gpu, session_gpu_off(s, m->from),
+				session_page(s, m->to), bytes, 0);
 	}
 	if (ret) {
-		arena_slot_free(a, to);
-		s->gpu_errors++;
-		kvmemd_log_rl(&s->d->gpu.log, "GPU tier copy", LOG_ERR,
-			      "session %u: a page's copy %s the GPU failed",
-			      s->id, to_gpu ? "to" : "from");
+		arena_slot_free(a, m->to);
+		copy_failed(s, to_gpu);
 		return -EIO;
 	}
-	arena_slot_enter(a, to, &pg, &rec);
-	p->moved |= p->unit != p->client_slot;
-	if (to_gpu) {
-		p->store_crc = crc;
-		s->gpu_promoted++;
-	} else {
-		s->gpu_demoted++;
-		if (kvmem_crc32c(0, session_page(s, to), bytes) != p->store_crc)
-			check_back(s, to, p->store_crc);
-	}
-	s->gpu_moved_bytes += bytes;
+	b->n++;
 	return 0;
+}
+
+/*
+ * Wait for the copies of @b and move their pages: each enters its new
+ * slot, the old one freed, once its bytes are checked (a page copied to a
+ * GPU the daemon can read against its CRC as it left; one copied back
+ * against the CRC it left host memory with, and checked whole when it
+ * changed). A page whose copy failed stays where it was. Return: 0, or
+ * -EIO when a copy back to host memory failed.
+ */
+static int batch_finish(struct kvmemd_session *s, struct batch *b)
+{
+	const struct kvmemd_pool_ops *ops = s->d->gpu.ops;
+	struct kvmemd_arena *a = &s->arena;
+	const int failed = b->n && ops->wait && ops->wait(&s->gpu);
+	int ret = 0;
+	uint32_t i;
+
+	for (i = 0; i < b->n; i++) {
+		struct move *m = &b->m[i];
+		struct page *p = &a->pages[m->pg];
+		const size_t bytes = slot_bytes(s, p->kind);
+		uint32_t pg = m->pg;
+
+		if (failed || (m->to_gpu && s->gpu_view &&
+			       kvmem_crc32c(0, session_page(s, m->to), bytes) !=
+				       m->crc)) {
+			arena_slot_free(a, m->to);
+			copy_failed(s, m->to_gpu);
+			ret = m->to_gpu ? ret : -EIO;
+			continue;
+		}
+		arena_slot_enter(a, m->to, &pg, &m->rec);
+		p->moved |= p->unit != p->client_slot;
+		if (m->to_gpu) {
+			p->store_crc = m->crc;
+			s->gpu_promoted++;
+		} else {
+			s->gpu_demoted++;
+			if (kvmem_crc32c(0, session_page(s, m->to), bytes) !=
+			    p->store_crc)
+				check_back(s, m->to, p->store_crc);
+		}
+		s->gpu_moved_bytes += bytes;
+	}
+	b->n = 0;
+	return ret;
+}
+
+/* Move page @pg at once, as move_start() and batch_finish() of it. */
+static int move_now(struct kvmemd_session *s, uint32_t pg, int to_gpu)
+{
+	struct move one;
+	struct batch b = { .m = &one, .cap = 1 };
+	int ret = move_start(s, pg, to_gpu, &b);
+
+	return ret ? ret : batch_finish(s, &b);
 }
 
 /* Can @p move now: resident, whole in a slot, no other acquired sequence
@@ -135,43 +205,54 @@ static uint32_t coldest(const struct kvmemd_session *s)
 	return best;
 }
 
+/*
+ * The pages' copies are started a batch at a time and waited for once:
+ * on a GPU, one wait for the stream a batch, not one a page.
+ */
 int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		   uint32_t *pos)
 {
 	struct kvmemd_arena *a = &s->arena;
+	struct batch b = { .m = place_moves, .cap = BATCH_PAGES };
 	uint64_t budget = GPU_STEP_BYTES;
 	uint32_t victim;
-	int ret;
+	int ret = 0, fin;
 
 	if (!a->gpu_units)
 		return 1;
-	for (; *pos < q->n; ++*pos) {
+	for (; *pos < q->n && budget; ++*pos) {
 		uint32_t pg = q->pages[*pos];
 		struct page *p = &a->pages[pg];
 
 		if (arena_unit_gpu(a, p->unit) == gpu)
 			continue;
-		if (!budget)
-			return 0;
 		if (!movable(p, 1)) {
 			/* Another acquired sequence reads it where it is. */
-			if (!gpu && p->state == PAGE_RESIDENT)
-				return -EBUSY;
+			if (!gpu && p->state == PAGE_RESIDENT) {
+				ret = -EBUSY;
+				break;
+			}
 			continue;
 		}
-		ret = move_page(s, pg, gpu);
+		ret = move_start(s, pg, gpu, &b);
 		/* Room on the GPU: the released page there the longest
 		 * makes it, if host memory can take that one. */
 		if (ret == -ENOMEM && gpu && (victim = coldest(s)) != NO_UNIT &&
-		    !move_page(s, victim, 0))
-			ret = move_page(s, pg, gpu);
+		    !move_now(s, victim, 0))
+			ret = move_start(s, pg, gpu, &b);
 		/* A page that does not fit on the GPU, or whose copy there
 		 * failed, is read where it is: in host memory. */
 		if (ret && !gpu)
-			return ret;
+			break;
+		ret = 0;
 		spend(&budget, slot_bytes(s, p->kind));
+		if (b.n == b.cap && (ret = batch_finish(s, &b)))
+			break;
 	}
-	return 1;
+	fin = batch_finish(s, &b);
+	if (ret || fin)
+		return ret ? ret : fin;
+	return *pos == q->n;
 }
 
 int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
@@ -196,7 +277,7 @@ int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
 		pg = coldest(s);
 		/* Nothing released there, or host memory full: the
 		 * store's reclaim makes room there first. */
-		if (pg == NO_UNIT || move_page(s, pg, 0)) {
+		if (pg == NO_UNIT || move_now(s, pg, 0)) {
 			s->gpu_rescan = now + GPU_RESCAN_NS;
 			return 0;
 		}

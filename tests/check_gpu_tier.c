@@ -510,6 +510,34 @@ START_TEST(test_gpu_tier_scrub)
 END_TEST
 
 /*
+ * A sequence longer than one pass of the loop moves (4 MiB of pages) and
+ * than one batch of copies waited for together (256 pages): the acquire
+ * waits over passes, and every page lands, bit-exact, both ways.
+ */
+START_TEST(test_gpu_tier_long_sequence)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu;
+	struct gt t;
+
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[pool]\ngpu_device = standin\n"
+		     "gpu_bytes = 8M\n",
+		     NULL);
+	gt_attach(&t, &p, 8u << 20, 6);
+	gt_fill(&t, 1, 400, 12);
+	ck_assert_uint_gt(400 * t.page_bytes, 4u << 20);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 400);
+	ck_assert_uint_eq(on_gpu, 400);
+	ck_assert_int_eq(gt_acquire(&t, 1, 0, &on_gpu), 400);
+	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * A client killed while its pages are on the GPU and an acquire of them
  * sits in its ring unread: kvmemd frees the session, the GPU memory comes
  * back to the pool once the process is gone, and the next client is
@@ -750,6 +778,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_pressure);
 	tcase_add_test(tc, test_gpu_tier_scrub);
 	tcase_add_test(tc, test_gpu_tier_client_killed);
+	tcase_add_test(tc, test_gpu_tier_long_sequence);
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
 	tcase_add_test(tc, test_gpu_tier_pinned);
 	suite_add_tcase(s, tc);
