@@ -1208,7 +1208,10 @@ static int op_seq_prefetch(struct kvmemd_session *s, const struct kvmem_sqe *e)
 
 	if (!q)
 		return -EINVAL;
-	tier_prefetch(s, q);
+	if (e->flags & KVMEM_SQE_GPU)
+		tier_gpu_prefetch(s, q);
+	else
+		tier_prefetch(s, q);
 	return 0;
 }
 
@@ -1273,7 +1276,8 @@ static const struct opdef opdefs[] = {
 	[KVMEM_OP_SEQ_RELEASE] = { "seq_release", op_seq_release, F_SEQ },
 	[KVMEM_OP_SEQ_FREE] = { "seq_free", op_seq_free, F_SEQ },
 	[KVMEM_OP_STATS] = { "stats", op_stats, F_ADDR | F_LEN },
-	[KVMEM_OP_SEQ_PREFETCH] = { "seq_prefetch", op_seq_prefetch, F_SEQ },
+	[KVMEM_OP_SEQ_PREFETCH] = { "seq_prefetch", op_seq_prefetch,
+				    F_SEQ | F_GPU },
 	[KVMEM_OP_PREFIX_PUBLISH] = { "prefix_publish",
 				      session_op_prefix_publish,
 				      F_SEQ | F_ADDR | F_LEN | F_LAYER |

@@ -128,6 +128,9 @@ struct kvmemd_session {
 	/* tier-gpu.c: the GPU tier's watermarks, as ->reclaiming; pages of
 	 * an acquire left to move next pass; moves since it started */
 	uint8_t gpu_reclaiming, gpu_more;
+	/* sequences to move into the GPU tier (SEQ_PREFETCH with
+	 * KVMEM_SQE_GPU), and how far each got */
+	uint32_t gpu_prefetch[TIER_PREFETCH][2], ngpu_prefetch;
 	uint64_t gpu_rescan; /* no looking for pages to leave before then */
 	uint64_t gpu_promoted, gpu_demoted, gpu_moved_bytes;
 	uint64_t gpu_errors; /* copies that failed or arrived changed */
@@ -365,6 +368,9 @@ void session_prefix_drop(struct kvmemd_session *s);
  */
 int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		   uint32_t *pos);
+/* SEQ_PREFETCH with KVMEM_SQE_GPU: move @q's pages in host memory into
+ * the GPU tier's free slots in the background, pass by pass. */
+void tier_gpu_prefetch(struct kvmemd_session *s, struct seq *q);
 /* Move released pages out of the GPU tier below tier.low_watermark
  * percent free, up to tier.high_watermark; @now: CLOCK_MONOTONIC ns.
  * Return: 1 when more are left for the next pass. */

@@ -255,6 +255,87 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 	return *pos == q->n;
 }
 
+/* Would the GPU tier still have tier.low_watermark percent free with
+ * @units more used? */
+static int above_low(const struct kvmemd_session *s, uint32_t units)
+{
+	const struct kvmemd_arena *a = &s->arena;
+	const uint64_t used = a->gpu_used_bytes / KVMEM_SLOT_UNIT + units;
+
+	return used <= a->gpu_units &&
+	       a->gpu_units - used >=
+		       (uint64_t)a->gpu_units * s->d->cfg.low_watermark / 100;
+}
+
+void tier_gpu_prefetch(struct kvmemd_session *s, struct seq *q)
+{
+	uint32_t i;
+
+	if (!s->arena.gpu_units)
+		return;
+	for (i = 0; i < s->ngpu_prefetch; i++)
+		if (s->gpu_prefetch[i][0] == q->id)
+			return;
+	/* Full: the oldest hint gives way. */
+	if (s->ngpu_prefetch == TIER_PREFETCH) {
+		memmove(s->gpu_prefetch[0], s->gpu_prefetch[1],
+			(TIER_PREFETCH - 1) * sizeof(s->gpu_prefetch[0]));
+		s->ngpu_prefetch--;
+	}
+	s->gpu_prefetch[s->ngpu_prefetch][0] = q->id;
+	s->gpu_prefetch[s->ngpu_prefetch][1] = 0;
+	s->ngpu_prefetch++;
+}
+
+/*
+ * Move the pages of the sequences asked for into free slots of the GPU
+ * tier, GPU_STEP_BYTES a pass at most; a sequence is done when it is gone,
+ * acquired (its acquire places its pages), through, or the tier is full
+ * to its low watermark (a hint makes no room). A page moved counts as just released, so the
+ * watermarks take it last. Return: 1 when more are left for the next
+ * pass.
+ */
+static int prefetch_step(struct kvmemd_session *s, uint64_t now)
+{
+	struct kvmemd_arena *a = &s->arena;
+	struct batch b = { .m = place_moves, .cap = BATCH_PAGES };
+	uint64_t budget = GPU_STEP_BYTES;
+	int ret = 0;
+
+	while (s->ngpu_prefetch && budget) {
+		uint32_t *pf = s->gpu_prefetch[0];
+		struct seq *q = session_seq(s, pf[0]);
+
+		for (; q && !q->acquired && pf[1] < q->n && budget && !ret;
+		     pf[1]++) {
+			struct page *p = &a->pages[q->pages[pf[1]]];
+
+			if (arena_unit_gpu(a, p->unit) || !movable(p, 0))
+				continue;
+			/* A tier full to its low watermark ends the hint:
+			 * it would only make released pages leave. */
+			ret = above_low(s, a->slot_units[p->kind])
+				      ? move_start(s, q->pages[pf[1]], 1, &b)
+				      : -ENOMEM;
+			if (ret == -ENOMEM)
+				break;
+			ret = 0;
+			p->released = now;
+			spend(&budget, slot_bytes(s, p->kind));
+			if (b.n == b.cap)
+				batch_finish(s, &b);
+		}
+		if (q && !q->acquired && pf[1] < q->n && ret != -ENOMEM)
+			break;
+		ret = 0;
+		memmove(s->gpu_prefetch[0], s->gpu_prefetch[1],
+			(s->ngpu_prefetch - 1) * sizeof(s->gpu_prefetch[0]));
+		s->ngpu_prefetch--;
+	}
+	batch_finish(s, &b);
+	return s->ngpu_prefetch > 0;
+}
+
 int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
 {
 	const struct kvmemd_config *c = &s->d->cfg;
@@ -264,6 +345,8 @@ int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
 
 	if (!a->gpu_units)
 		return 0;
+	if (s->ngpu_prefetch && prefetch_step(s, now))
+		return 1;
 	while (budget) {
 		free_units = a->gpu_units - a->gpu_used_bytes / KVMEM_SLOT_UNIT;
 		if (free_units <

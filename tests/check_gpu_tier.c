@@ -219,11 +219,10 @@ START_TEST(test_gpu_tier_moves)
 	ck_assert_mem_eq(t.r.w.gpu_uuid, "kvmem stand-in", 14);
 	gt_fill(&t, 1, 8, 1);
 
-	/* An op that takes no flags, and PREFETCH, refuse it. */
+	/* An op that takes no flags refuses it. */
 	ck_assert_int_eq(
-		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_PREFETCH,
-					      .flags = KVMEM_SQE_GPU,
-					      .seq = 1 }),
+		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_CREATE,
+					      .flags = KVMEM_SQE_GPU }),
 		-EINVAL);
 	ck_assert_int_eq(
 		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_ACQUIRE,
@@ -510,6 +509,83 @@ START_TEST(test_gpu_tier_scrub)
 END_TEST
 
 /*
+ * SEQ_PREFETCH with KVMEM_SQE_GPU: a released sequence's pages move into
+ * the GPU tier in the background, into free slots only; the acquire after
+ * finds them there (the moves are reported to it, nothing more is
+ * copied). A hint for more than the free slots moves what fits.
+ */
+START_TEST(test_gpu_tier_prefetch)
+{
+	struct kvmemd_proc p;
+	uint64_t now = 0, last, sealed, low;
+	uint32_t on_gpu, cap;
+	struct gt t;
+	int i;
+
+	start_standin(&p, NULL);
+	gt_attach(&t, &p, 4u << 20, 2);
+	cap = (uint32_t)((2u << 20) / t.page_bytes);
+	gt_fill(&t, 1, 8, 13);
+	ck_assert_int_eq(gt_release(&t, 1), 0);
+	ck_assert_int_eq(
+		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_PREFETCH,
+					      .flags = KVMEM_SQE_GPU,
+					      .seq = 1 }),
+		0);
+	for (i = 0; i < 500; i++) {
+		gpu_pool_stats(&p);
+		if (kvmemd_json_after(reply, "\"pool\":\"gpu\"",
+				      "promoted_pages") == 8)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "promoted_pages"),
+		8);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 8);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "promoted_pages"),
+		8);
+	/* More than fits: the tier fills to its low watermark, and no
+	 * page leaves it for the hint. */
+	gt_fill(&t, 2, cap, 14);
+	ck_assert_int_eq(gt_release(&t, 2), 0);
+	ck_assert_int_eq(
+		gt_op(&t, (struct kvmem_sqe){ .opcode = KVMEM_OP_SEQ_PREFETCH,
+					      .flags = KVMEM_SQE_GPU,
+					      .seq = 2 }),
+		0);
+	/* Until two looks 50 ms apart see the same count. */
+	for (i = 0, last = 0; i < 200; i++) {
+		usleep(50000);
+		gpu_pool_stats(&p);
+		now = kvmemd_json_after(reply, "\"pool\":\"gpu\"",
+					"promoted_pages");
+		if (now > 8 && now == last)
+			break;
+		last = now;
+	}
+	ck_assert_uint_gt(now, 8);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
+		0);
+	sealed = kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes");
+	admin(&p, "tier");
+	low = kvmemd_json_u64(reply, "low_watermark");
+	ck_assert_uint_le(sealed, (2u << 20) * (100 - low) / 100);
+	ck_assert_int_ge(gt_acquire(&t, 1, 0, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	ck_assert_int_ge(gt_acquire(&t, 2, 0, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * A sequence longer than one pass of the loop moves (4 MiB of pages) and
  * than one batch of copies waited for together (256 pages): the acquire
  * waits over passes, and every page lands, bit-exact, both ways.
@@ -779,6 +855,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_scrub);
 	tcase_add_test(tc, test_gpu_tier_client_killed);
 	tcase_add_test(tc, test_gpu_tier_long_sequence);
+	tcase_add_test(tc, test_gpu_tier_prefetch);
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
 	tcase_add_test(tc, test_gpu_tier_pinned);
 	suite_add_tcase(s, tc);

@@ -36,15 +36,17 @@
  * far as its slots allow (those that do not fit, or whose copy failed,
  * stay in host memory, which kernels read over the bus), a SEQ_ACQUIRE
  * without it brings them all to host memory (-EIO when a copy back fails:
- * that page stays on the GPU), and released pages leave the GPU for host
+ * that page stays on the GPU), a SEQ_PREFETCH with it moves them there
+ * ahead of the acquire (in the background, into free slots down to
+ * tier.low_watermark only), and released pages leave the GPU for host
  * memory below tier.low_watermark percent of its slots free, as host
- * pages leave for the backing store. Each move is reported as moves are (old slot, new
- * slot) and checked: the page's CRC-32C as it left, compared where it
- * lands in host memory, and a page that changed on the way scrubbed by its
- * code, or poisoned when the code cannot undo it. A page another acquired
- * sequence holds does not move: an acquire without KVMEM_SQE_GPU that
- * needs one of those in host memory fails with -EBUSY. The heat array
- * covers host slots only. kvmemd with pool.gpu_device = standin offers the
+ * pages leave for the backing store. Each move is reported as moves are
+ * (old slot, new slot) and checked: the page's CRC-32C as it left,
+ * compared where it lands in host memory, and a page that changed on the
+ * way scrubbed by its code, or poisoned when the code cannot undo it. A
+ * page another acquired sequence holds does not move: an acquire without
+ * KVMEM_SQE_GPU that needs one of those in host memory fails with -EBUSY.
+ * The heat array covers host slots only. kvmemd with pool.gpu_device = standin offers the
  * tier on host memory that plays the GPU (its UUID: "kvmem stand-in").
  *
  * Restarts (KVMEM_FEAT_RESUME): a daemon that can keep sessions across its
@@ -383,8 +385,10 @@ enum kvmem_slot_kind {
 	KVMEM_SLOT_HOT = 1, /* FP16 + secded72 */
 };
 
-/* struct kvmem_sqe.flags of SEQ_ACQUIRE (KVMEM_FEAT_GPU_TIER): the
- * sequence's pages on the GPU where its slots allow */
+/* struct kvmem_sqe.flags of SEQ_ACQUIRE and SEQ_PREFETCH
+ * (KVMEM_FEAT_GPU_TIER): the sequence's pages on the GPU where its slots
+ * allow; a prefetch moves them in the background into free slots only,
+ * down to tier.low_watermark */
 #define KVMEM_SQE_GPU (1u << 0)
 
 /* A submission: 64 bytes. Fields an opcode does not use must be 0. */
