@@ -13,35 +13,6 @@
  */
 #include "page_dev.cuh"
 
-/* a * b modulo the CRC polynomial, bit-reflected (x^0 is bit 31). */
-static __device__ __forceinline__ uint32_t kvmem_k_crc_mul(uint32_t a,
-							   uint32_t b)
-{
-	uint32_t m = 1u << 31, prod = 0;
-
-	while (m) {
-		if (a & m)
-			prod ^= b;
-		b = b & 1 ? b >> 1 ^ KVMEM_K_CRC_POLY : b >> 1;
-		m >>= 1;
-	}
-	return prod;
-}
-
-/* x^(8 n) modulo the polynomial: appending n zero bytes. */
-static __device__ __forceinline__ uint32_t kvmem_k_crc_shift(uint64_t n)
-{
-	uint32_t p = 1u << 31, sq = 1u << 23; /* x^0; x^8 */
-
-	while (n) {
-		if (n & 1)
-			p = kvmem_k_crc_mul(sq, p);
-		sq = kvmem_k_crc_mul(sq, sq);
-		n >>= 1;
-	}
-	return p;
-}
-
 /* Value @d of token row @r of head @h of the job's K or V, as a float. */
 static __device__ __forceinline__ float
 kvmem_k_src(const struct kvmem_k_encode *p, const struct kvmem_k_encode_job *j,

@@ -144,6 +144,15 @@ struct kvmem_k_scrub {
 	uint32_t resv;
 };
 
+/* CRC-32C of byte ranges of device memory, one CTA a range. */
+struct kvmem_k_crc {
+	uint64_t base; /* the device address the ranges are offsets from */
+	uint64_t ranges; /* uint64_t[2 * n]: offset from base, then length */
+	uint64_t out; /* uint32_t[n]: kvmem_crc32c(0, range) */
+	uint32_t n;
+	uint32_t resv;
+};
+
 /* Report of an injection, as uint64_t words. */
 #define KVMEM_K_INJ_BITS 0
 #define KVMEM_K_INJ_WORDS 1

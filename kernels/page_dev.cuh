@@ -434,6 +434,34 @@ KVMEM_DFN uint32_t kvmem_k_crc_byte(const uint32_t *tab, uint32_t crc,
 	return tab[(crc ^ b) & 0xff] ^ crc >> 8;
 }
 
+/* a * b modulo the CRC polynomial, bit-reflected (x^0 is bit 31). */
+KVMEM_DFN uint32_t kvmem_k_crc_mul(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, prod = 0;
+
+	while (m) {
+		if (a & m)
+			prod ^= b;
+		b = b & 1 ? b >> 1 ^ KVMEM_K_CRC_POLY : b >> 1;
+		m >>= 1;
+	}
+	return prod;
+}
+
+/* x^(8 n) modulo the polynomial: appending n zero bytes. */
+KVMEM_DFN uint32_t kvmem_k_crc_shift(uint64_t n)
+{
+	uint32_t p = 1u << 31, sq = 1u << 23; /* x^0; x^8 */
+
+	while (n) {
+		if (n & 1)
+			p = kvmem_k_crc_mul(sq, p);
+		sq = kvmem_k_crc_mul(sq, sq);
+		n >>= 1;
+	}
+	return p;
+}
+
 /*
  * Header byte @nb, @b, into the register @crc of the header's CRC: hcrc's
  * own bytes go to *@hcrc and count as 0. Returns the byte as counted.

@@ -9,7 +9,11 @@
  * page the padding put back to zeros. kvmem_k_inject flips bits of a
  * buffer of codewords as a binary symmetric channel, one thread per word,
  * from a counter-based generator: the same seed gives the same flips
- * whatever the launch shape.
+ * whatever the launch shape. kvmem_k_crc takes the CRC-32C of byte
+ * ranges, one CTA a range: each thread a chunk of it, the chunks' CRC
+ * registers then joined in order (the register of A then B is A's carried
+ * over |B| zero bytes, a product by x^(8|B|) modulo the polynomial, plus
+ * B's from zero), so kvmemd checks pages where they are.
  */
 #include "page_dev.cuh"
 
@@ -205,6 +209,38 @@ out:
 		((struct kvmem_page_counts *)p.counts)[blockIdx.x] = pc;
 		((int32_t *)p.status)[blockIdx.x] = verdict;
 	}
+}
+
+extern "C" __global__ void KVMEM_K_BOUNDS
+kvmem_k_crc(const struct kvmem_k_crc p)
+{
+	__shared__ uint32_t tab[256];
+	__shared__ uint32_t part[KVMEM_K_THREADS];
+	const uint64_t *rg = (const uint64_t *)p.ranges + 2 * blockIdx.x;
+	const uint8_t *buf = (const uint8_t *)(p.base + rg[0]);
+	const uint64_t len = rg[1];
+	const uint64_t chunk = (len + blockDim.x - 1) / blockDim.x;
+	uint64_t i = threadIdx.x * chunk, end = i + chunk, n;
+	/* The first chunk starts from the CRC's initial register. */
+	uint32_t reg = threadIdx.x ? 0 : 0xffffffffu, step;
+	unsigned int t;
+
+	kvmem_k_crc_table(tab);
+	__syncthreads();
+	for (end = end < len ? end : len; i < end; i++)
+		reg = kvmem_k_crc_byte(tab, reg, buf[i]);
+	part[threadIdx.x] = reg;
+	__syncthreads();
+	if (threadIdx.x)
+		return;
+	step = kvmem_k_crc_shift(chunk);
+	for (t = 1; t < blockDim.x && t * chunk < len; t++) {
+		n = len - t * chunk < chunk ? len - t * chunk : chunk;
+		reg = kvmem_k_crc_mul(n == chunk ? step : kvmem_k_crc_shift(n),
+				      reg) ^
+		      part[t];
+	}
+	((uint32_t *)p.out)[blockIdx.x] = ~reg;
 }
 
 /* splitmix64's finaliser: a 64-bit draw from a counter. */

@@ -476,6 +476,23 @@ int kvmem_cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	return launch(cu, KVMEM__K_SCRUB, npages, 1, 1, 0, &p, stream);
 }
 
+int kvmem__cuda_crc32c(struct kvmem_cuda *cu, uint64_t base, uint64_t ranges,
+		       uint32_t n, uint64_t out, void *stream)
+{
+	struct kvmem_k_crc p;
+
+	if (!cu || (n && (!ranges || !out)) || n > 0x7fffffffu)
+		return kvmem__cuda_fail(-EINVAL, "bad CRC arguments");
+	if (!n)
+		return 0;
+	memset(&p, 0, sizeof(p));
+	p.base = base;
+	p.ranges = ranges;
+	p.out = out;
+	p.n = n;
+	return launch(cu, KVMEM__K_CRC, n, 1, 1, 0, &p, stream);
+}
+
 int kvmem_cuda_inject(struct kvmem_cuda *cu, uint64_t buf, uint64_t nwords,
 		      const struct kvmem_inject_params *ip, uint64_t flips,
 		      uint64_t report, void *stream)

@@ -48,6 +48,7 @@ typedef unsigned long long CUdeviceptr;
 #define CU_GET_PROC_ADDRESS_DEFAULT 0
 #define CU_GET_PROC_ADDRESS_SUCCESS 0
 #define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_STREAM_NON_BLOCKING 0x1
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 #define CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED 102
 #define CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED 103
@@ -98,6 +99,7 @@ static const char *const kernel_names[KVMEM__K_NR] = {
 	[KVMEM__K_ATTEND_F16] = "kvmem_k_attend_f16",
 	[KVMEM__K_ATTEND_Q4] = "kvmem_k_attend_q4",
 	[KVMEM__K_ATTEND_Q4W] = "kvmem_k_attend_q4w",
+	[KVMEM__K_CRC] = "kvmem_k_crc",
 };
 
 struct kvmem__driver {
@@ -153,6 +155,8 @@ struct kvmem__driver {
 	CUresult (*MemUnmap)(CUdeviceptr, size_t);
 	CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *,
 				 size_t);
+	CUresult (*StreamCreate)(CUstream *, unsigned int);
+	CUresult (*StreamDestroy)(CUstream);
 	CUresult (*StreamSynchronize)(CUstream);
 	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int,
 				 unsigned int, unsigned int, unsigned int,
@@ -205,6 +209,8 @@ static const struct {
 	SYM(MemMap, "cuMemMap"),
 	SYM(MemUnmap, "cuMemUnmap"),
 	SYM(MemSetAccess, "cuMemSetAccess"),
+	SYM(StreamCreate, "cuStreamCreate"),
+	SYM(StreamDestroy, "cuStreamDestroy"),
 	SYM(StreamSynchronize, "cuStreamSynchronize"),
 	SYM(LaunchKernel, "cuLaunchKernel"),
 };
@@ -409,6 +415,32 @@ int kvmem_cuda_sync(struct kvmem_cuda *cu, void *stream)
 					errstr(cu->drv, r));
 	kvmem__cuda_fail(0, "%s", "");
 	return 0;
+}
+
+int kvmem__cuda_stream_create(struct kvmem_cuda *cu, void **stream)
+{
+	CUstream s = NULL;
+	CUresult r;
+	int ret;
+
+	ret = enter(cu->drv);
+	if (ret)
+		return ret;
+	r = cu->drv->StreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	leave(cu->drv);
+	if (r != CUDA_SUCCESS)
+		return kvmem__cuda_fail(-EIO, "creating a stream on %s: %s",
+					cu->name, errstr(cu->drv, r));
+	*stream = s;
+	return 0;
+}
+
+void kvmem__cuda_stream_destroy(struct kvmem_cuda *cu, void *stream)
+{
+	if (stream && !enter(cu->drv)) {
+		cu->drv->StreamDestroy((CUstream)stream);
+		leave(cu->drv);
+	}
 }
 
 /* Undo cuMemHostRegister() of @p; nothing to report if it cannot be. */

@@ -30,6 +30,7 @@ enum kvmem__kernel {
 	KVMEM__K_ATTEND_F16,
 	KVMEM__K_ATTEND_Q4,
 	KVMEM__K_ATTEND_Q4W,
+	KVMEM__K_CRC,
 	KVMEM__K_NR,
 };
 

@@ -118,6 +118,23 @@ void kvmem__cuda_vmm_free(struct kvmem_cuda *cu, struct kvmem__vmm *m);
 int kvmem__cuda_host_register(struct kvmem_cuda *cu, void *p, size_t bytes);
 void kvmem__cuda_host_unregister(struct kvmem_cuda *cu, void *p);
 
+/* A stream of the caller's own, that neither waits for the legacy default
+ * stream nor holds it up: 0, or -EIO. Destroyed before the handle is
+ * closed; its work then goes on to its end. */
+int kvmem__cuda_stream_create(struct kvmem_cuda *cu, void **stream);
+void kvmem__cuda_stream_destroy(struct kvmem_cuda *cu, void *stream);
+
+/*
+ * kvmem__cuda_crc32c() - the CRC-32C of @n byte ranges of device memory
+ * @ranges: device address of uint64_t[2 * @n]: each range's offset from
+ *          @base, then its length
+ * @out: device address of uint32_t[@n]: each kvmem_crc32c(0, range)
+ *
+ * Enqueued on @stream. Return: 0, -EINVAL, or -EIO when the launch fails.
+ */
+int kvmem__cuda_crc32c(struct kvmem_cuda *cu, uint64_t base, uint64_t ranges,
+		       uint32_t n, uint64_t out, void *stream);
+
 /* The device's UUID, as nvidia-smi shows it: 16 bytes. */
 const uint8_t *kvmem__cuda_uuid(const struct kvmem_cuda *cu);
 

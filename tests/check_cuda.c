@@ -2235,6 +2235,82 @@ START_TEST(test_cuda_scrub_matches_cpu)
 }
 END_TEST
 
+/* CRC-32C a bit at a time, from the polynomial alone: the reference. */
+static uint32_t crc_ref(const uint8_t *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+	int k;
+
+	while (n--) {
+		c ^= *p++;
+		for (k = 0; k < 8; k++)
+			c = c & 1 ? c >> 1 ^ 0x82f63b78u : c >> 1;
+	}
+	return ~c;
+}
+
+/*
+ * kvmem__cuda_crc32c() on ranges of every shape: empty, shorter than a
+ * CTA's threads, not a multiple of them, a page and more, at odd offsets,
+ * many at once (a CTA each), on a stream of its own.
+ */
+static void crc_on(struct dev *dv)
+{
+	static const uint64_t shapes[][2] = {
+		{ 0, 0 },    { 0, 1 },		{ 5, 9 },     { 3, 127 },
+		{ 1, 128 },  { 7, 129 },	{ 0, 4095 },  { 13, 4096 },
+		{ 2, 8191 }, { 11, 65536 + 3 }, { 69999, 1 }, { 0, 70000 },
+	};
+	enum { N = 12 + 40, BYTES = 70000 };
+	uint8_t *buf = kvmem_check_xmalloc(BYTES);
+	uint64_t rg[2 * N], a, ra, oa;
+	uint32_t out[N];
+	struct kvmem_rng r;
+	void *stream = NULL;
+	size_t i;
+
+	kvmem_rng_seed(&r, 11);
+	for (i = 0; i < BYTES; i++)
+		buf[i] = (uint8_t)kvmem_rng_next(&r);
+	memcpy(buf + 5, "123456789", 9);
+	ck_assert_uint_eq(crc_ref(buf + 5, 9), 0xe3069283u);
+	for (i = 0; i < N; i++) {
+		if (i < 12) {
+			rg[2 * i] = shapes[i][0];
+			rg[2 * i + 1] = shapes[i][1];
+			continue;
+		}
+		rg[2 * i] = kvmem_rng_next(&r) % BYTES;
+		rg[2 * i + 1] = kvmem_rng_next(&r) % (BYTES - rg[2 * i] + 1);
+	}
+	a = dev_put(dv, buf, BYTES);
+	ra = dev_put(dv, rg, sizeof(rg));
+	oa = dev_junk(dv, sizeof(out));
+	ck_assert_msg(!kvmem__cuda_stream_create(dv->cu, &stream), "%s",
+		      kvmem_cuda_error());
+	ck_assert_int_eq(kvmem__cuda_crc32c(dv->cu, a, ra, N, oa, stream), 0);
+	ck_assert_msg(!kvmem_cuda_sync(dv->cu, stream), "%s",
+		      kvmem_cuda_error());
+	dev_get(dv, out, oa, sizeof(out));
+	for (i = 0; i < N; i++)
+		ck_assert_msg(out[i] == crc_ref(buf + rg[2 * i], rg[2 * i + 1]),
+			      "range %zu (%llu bytes at %llu): %08x", i,
+			      (unsigned long long)rg[2 * i + 1],
+			      (unsigned long long)rg[2 * i], out[i]);
+	ck_assert_uint_eq(out[2], 0xe3069283u);
+	ck_assert_int_eq(kvmem__cuda_crc32c(dv->cu, a, 0, 1, 0, NULL), -EINVAL);
+	ck_assert_int_eq(kvmem__cuda_crc32c(dv->cu, a, 0, 0, 0, NULL), 0);
+	kvmem__cuda_stream_destroy(dv->cu, stream);
+	free(buf);
+}
+
+START_TEST(test_cuda_crc32c)
+{
+	on_targets(1, crc_on);
+	ck_assert_int_eq(fake->streams, 0);
+}
+END_TEST
+
 /* ---- pages read where the cache keeps them ---------------------------- */
 
 static int on_fake(const struct kvmem_cuda *cu)
@@ -3587,6 +3663,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_attend_f16_baseline);
 	tcase_add_test(tc, test_cuda_attend_bad_args);
 	tcase_add_test(tc, test_cuda_scrub_matches_cpu);
+	tcase_add_test(tc, test_cuda_crc32c);
 	tcase_add_test(tc, test_cuda_register_embedded);
 	tcase_add_test(tc, test_cuda_register_refused);
 	tcase_add_test(tc, test_cuda_register_session);

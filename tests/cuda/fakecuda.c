@@ -103,6 +103,9 @@ __attribute__((constructor)) static void fake_env(void)
 	v = getenv("FAKECUDA_COPY_FAIL");
 	if (v)
 		fake.copy_fail = atoi(v);
+	v = getenv("FAKECUDA_COPY_FLIP");
+	if (v)
+		fake.copy_flip = atoi(v);
 	v = getenv("FAKECUDA_SIMT");
 	if (v) {
 		simt = dlopen(v, RTLD_NOW | RTLD_LOCAL);
@@ -355,19 +358,6 @@ static CUresult cuMemFree(unsigned long long p)
 	return CUDA_SUCCESS;
 }
 
-static CUresult cuMemcpyAsync(unsigned long long dst, unsigned long long src,
-			      size_t bytes, void *stream)
-{
-	(void)stream;
-	if (!fake.depth)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if (fake.copy_fail)
-		return CUDA_ERROR_LAUNCH_FAILED;
-	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
-	fake.copies++;
-	return CUDA_SUCCESS;
-}
-
 static CUresult cuStreamSynchronize(void *stream)
 {
 	(void)stream;
@@ -392,6 +382,41 @@ static int range_of(uintptr_t p)
 		    p - ranges[i].start < ranges[i].bytes)
 			return i;
 	return -1;
+}
+
+static CUresult cuMemcpyAsync(unsigned long long dst, unsigned long long src,
+			      size_t bytes, void *stream)
+{
+	(void)stream;
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (fake.copy_fail)
+		return CUDA_ERROR_LAUNCH_FAILED;
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+	if (fake.copy_flip && bytes && range_of((uintptr_t)src) >= 0)
+		((unsigned char *)(uintptr_t)dst)[bytes / 2] ^= 0x10;
+	fake.copies++;
+	return CUDA_SUCCESS;
+}
+
+/* Streams are in order with each other here: any handle will do. */
+static CUresult cuStreamCreate(void **stream, unsigned int flags)
+{
+	if (!fake.depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (flags > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	*stream = &fake.streams;
+	fake.streams++;
+	return CUDA_SUCCESS;
+}
+
+static CUresult cuStreamDestroy(void *stream)
+{
+	if (stream != &fake.streams || !fake.streams)
+		return CUDA_ERROR_INVALID_VALUE;
+	fake.streams--;
+	return CUDA_SUCCESS;
 }
 
 static CUresult cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
@@ -689,6 +714,8 @@ static const struct {
 	ENTRY(cuMemMap),
 	ENTRY(cuMemUnmap),
 	ENTRY(cuMemSetAccess),
+	ENTRY(cuStreamCreate),
+	ENTRY(cuStreamDestroy),
 	ENTRY(cuStreamSynchronize),
 };
 

@@ -7,7 +7,7 @@
  * behaves before kvmem_cuda_open(); in another process (kvmemd) the
  * environment sets it: FAKECUDA_DEVICES, FAKECUDA_NO_VMM,
  * FAKECUDA_MEM_LIMIT, FAKECUDA_TOTAL_MEM, FAKECUDA_NO_LOCK,
- * FAKECUDA_COPY_FAIL, and
+ * FAKECUDA_COPY_FAIL, FAKECUDA_COPY_FLIP and
  * FAKECUDA_SIMT, the path of
  * libkvmem-simt.so to run launches in. Device memory is host memory
  * (memory of the virtual memory API a memfd, so that its descriptor shares
@@ -33,6 +33,8 @@ struct fakecuda {
 	int no_lock; /* cuMemHostRegister(): CUDA_ERROR_OUT_OF_MEMORY */
 	int no_vmm; /* no virtual memory management, nor its descriptors */
 	int copy_fail; /* cuMemcpyAsync(): CUDA_ERROR_LAUNCH_FAILED */
+	int copy_flip; /* a copy out of registered host memory arrives with
+			* a bit of its middle byte flipped */
 	int (*launch)(const char *kernel, unsigned int gx, unsigned int gy,
 		      unsigned int gz, unsigned int block, unsigned int smem,
 		      void *params);
@@ -44,6 +46,7 @@ struct fakecuda {
 	long registered; /* host bytes registered and not unregistered */
 	long launches;
 	long copies; /* cuMemcpyAsync() calls that copied */
+	int streams; /* created and not destroyed */
 	char last_kernel[64];
 };
 

@@ -53,6 +53,8 @@ extern "C" int kvmem__simt_run(const char *kernel, unsigned int gx,
 		return run(kvmem_k_scrub, gx, gy, gz, block, smem, params);
 	if (!strcmp(kernel, "kvmem_k_inject"))
 		return run(kvmem_k_inject, gx, gy, gz, block, smem, params);
+	if (!strcmp(kernel, "kvmem_k_crc"))
+		return run(kvmem_k_crc, gx, gy, gz, block, smem, params);
 	if (!strcmp(kernel, "kvmem_k_attend_f16"))
 		return run(kvmem_k_attend_f16, gx, gy, gz, block, smem, params);
 	return -1;
