@@ -302,8 +302,9 @@ $(FAKECUDA_SO): tests/cuda/fakecuda.c tests/cuda/fakecuda.h | $(DEPS_STAMP)
 
 # The kernels and their executor again, as a library of their own, for a
 # process with none linked in (FAKECUDA_SIMT): the Python tests'
-# interpreter. Never sanitized, like the interpreters that load it, and
-# not built with SAN=1, whose runner skips the Python tests.
+# interpreter, and kvmemd on the fake driver, whose GPU tier checks pages
+# there with the kernels. Never sanitized, like the interpreters that load
+# it (a sanitized kvmemd takes it as it takes any library built without).
 SIMT_SO := $(B)/tests/libkvmem-simt.so
 SIMT_PIC_OBJS := $(B)/tests/simt-pic/simt_kernels.o $(B)/tests/simt-pic/simt.o
 
@@ -323,7 +324,7 @@ $(SIMT_SO): $(SIMT_PIC_OBJS)
 
 $(TEST_BIN): $(TEST_SRCS:%.c=$(B)/%.o) $(TEST_DAEMON_OBJS) $(TEST_TOOL_OBJS) \
 	     $(CTA_OBJS) $(SIMT_OBJS) $(LIB_A) | $(LIB_SO) $(FAKECUDA_SO) \
-	     $(EXAMPLE_BINS) $(if $(filter 1,$(SAN)),,$(SIMT_SO))
+	     $(EXAMPLE_BINS) $(SIMT_SO)
 	$(call msg,LD,$@)
 	$(Q)$(CXX) -o $@ $^ $(KLDFLAGS) $(CHECK_LIBS) -lhiredis -luring \
 		-lpthread -lm

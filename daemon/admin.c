@@ -148,6 +148,10 @@ static void gpu_tier_json(const struct kvmemd *d, struct jw *w)
 	jw_u64(w, "moved_bytes", moved);
 	jw_u64(w, "move_errors", errors);
 	jw_u64(w, "changed_pages", changed);
+	/* The scrubber's checks of pages there: by the kernels where they
+	 * are, and in copies here. */
+	jw_u64(w, "checked_in_place", d->gpu.scrub_device);
+	jw_u64(w, "checked_in_copies", d->gpu.scrub_copied);
 }
 
 /* The GPU pool, or why there is none. */

@@ -112,6 +112,8 @@ struct kvmemd_region {
 	uint64_t dev; /* cuda: the daemon's mapping, a device address */
 	unsigned long long handle; /* cuda: the driver's */
 	struct kvmem_cuda *cu; /* cuda: its GPU; host: the GPU pinned for */
+	void *stream; /* cuda: what its copies and checks run on */
+	uint64_t ws; /* cuda: the checks' device workspace, or 0 */
 };
 
 /*
@@ -128,13 +130,28 @@ struct kvmemd_region {
  *          failed; NULL where copies are done when copy() returns
  * view:    the region's bytes as this process may read and write them, or
  *          NULL where it cannot (device memory)
+ * check:   where view is NULL: the CRC-32C of @n ranges of the region
+ *          (@rg: an offset and a length each; @n at most
+ *          KVMEMD_CHECK_MAX), taken where the bytes are, into @crc; 0,
+ *          -EIO, -EINVAL (a range outside the region), -EOPNOTSUPP (it
+ *          has no device workspace)
+ * scrub:   where view is NULL: the page at @off, of @len bytes and of
+ *          geometry @g, checked and corrected where it is as
+ *          kvmem_page_scrub() does, its counts into @pc; then, of the page
+ *          as that left it, the CRC-32C of its bytes after the header into
+ *          @crc and its header (KVMEM_PAGE_HDR_BYTES) into @hdr, all in
+ *          one wait; that verdict (0, -EBADMSG, -EINVAL), or -EIO or
+ *          -EOPNOTSUPP (as for check) when it could not run
  */
+#define KVMEMD_CHECK_MAX 256u
 /* What a region is asked for, fixed when the session is admitted. */
 struct kvmemd_region_req {
 	size_t size;
 	int hugepages; /* enum kvmemd_tristate */
 	int mlock; /* enum kvmemd_tristate */
 	struct kvmem_cuda *cu; /* cuda: the GPU pool's device */
+	void *stream; /* cuda: the GPU pool's */
+	uint64_t ws;
 };
 
 struct kvmemd_pool_ops {
@@ -150,6 +167,11 @@ struct kvmemd_pool_ops {
 		    size_t len, int in);
 	int (*wait)(struct kvmemd_region *r);
 	uint8_t *(*view)(const struct kvmemd_region *r);
+	int (*check)(struct kvmemd_region *r, const uint64_t *rg, uint32_t n,
+		     uint32_t *crc);
+	int (*scrub)(struct kvmemd_region *r, uint64_t off, size_t len,
+		     const struct kvmem_geometry *g,
+		     struct kvmem_page_counts *pc, uint32_t *crc, uint8_t *hdr);
 };
 
 const struct kvmemd_pool_ops *kvmemd_pool(enum kvmemd_pool_kind kind);
@@ -184,6 +206,14 @@ struct kvmemd_gpu {
 	 * why */
 	const struct kvmemd_pool_ops *ops;
 	struct kvmem_cuda *cu; /* cuda: the device */
+	void *stream; /* cuda: the daemon's, for copies and checks; NULL: the
+		       * default stream, when the driver made none */
+	uint64_t ws; /* cuda: KVMEMD_GPU_WS bytes for the checks; 0: none,
+		      * and pages there are checked in copies */
+	/* pages the scrubber checked where they are (kernels), and in copies
+	 * here (where the kernels found what they could not undo, or could
+	 * not run) */
+	uint64_t scrub_device, scrub_copied;
 	char why[160];
 	char name[128]; /* the device's */
 	char uuid[41]; /* as nvidia-smi -L shows it */

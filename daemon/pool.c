@@ -6,7 +6,10 @@
  * (pool.hugepages), locked in RAM when the limits allow (pool.mlock).
  * cuda: device memory of the driver's virtual memory API, one allocation
  * per session, zeroed, mapped here and shared as a POSIX file descriptor;
- * pages move into and out of it by the driver's copies (the GPU tier).
+ * pages move into and out of it by the driver's copies (the GPU tier),
+ * on a stream of the daemon's, and are checked there by the kernels (the
+ * scrub kernel, and the CRC kernel for the CRC of a seal or a move), with
+ * a few KiB of device memory as their workspace.
  * standin: host memory playing the GPU (pool.gpu_device = standin), a
  * memfd per session, for machines without one: the GPU tier's moves,
  * policy and checks run as they do on a GPU, the copies are memcpy(), and
@@ -30,6 +33,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,10 +311,12 @@ static int cuda_create(const struct kvmemd_region_req *req,
 	r->size = m.bytes;
 	r->handle = m.handle;
 	r->cu = req->cu;
+	r->stream = req->stream;
+	r->ws = req->ws;
 	return 0;
 }
 
-/* Copies on the default stream, in order; cuda_wait() waits for them. */
+/* Copies on the pool's stream, in order; cuda_wait() waits for them. */
 static int cuda_copy(struct kvmemd_region *r, uint64_t off, uint8_t *host,
 		     size_t len, int in)
 {
@@ -318,14 +324,106 @@ static int cuda_copy(struct kvmemd_region *r, uint64_t off, uint8_t *host,
 
 	if (off > r->size || len > r->size - off)
 		return -EINVAL;
-	return kvmem_cuda_copy(r->cu, in ? dev : h, in ? h : dev, len, NULL)
+	return kvmem_cuda_copy(r->cu, in ? dev : h, in ? h : dev, len,
+			       r->stream)
 		       ? -EIO
 		       : 0;
 }
 
 static int cuda_wait(struct kvmemd_region *r)
 {
-	return kvmem_cuda_sync(r->cu, NULL) ? -EIO : 0;
+	return kvmem_cuda_sync(r->cu, r->stream) ? -EIO : 0;
+}
+
+/*
+ * The workspace of the checks on the device (kvmemd_gpu.ws): the ranges
+ * of a CRC launch and their CRCs; or one page's scrub, what goes there
+ * (struct ws_in) and what comes back (struct ws_out), each in one copy.
+ * Only the loop launches them, one at a time. A copy from device memory
+ * into memory of this process's that the driver has not pinned does not
+ * return before it is done: each check has one.
+ */
+struct ws_in {
+	struct kvmem_cuda_page pg;
+	uint64_t rg[2]; /* the CRC's range, from the region's start */
+};
+
+struct ws_out {
+	struct kvmem_page_counts pc;
+	int32_t verdict;
+	uint32_t crc;
+	uint8_t hdr[KVMEM_PAGE_HDR_BYTES];
+};
+
+#define WS_RANGES 0
+#define WS_CRCS (WS_RANGES + 2 * sizeof(uint64_t) * KVMEMD_CHECK_MAX)
+#define WS_IN (WS_CRCS + sizeof(uint32_t) * KVMEMD_CHECK_MAX)
+#define WS_OUT (WS_IN + 64)
+#define KVMEMD_GPU_WS (WS_OUT + sizeof(struct ws_out))
+_Static_assert(sizeof(struct ws_in) <= 64 && WS_OUT % 8 == 0,
+	       "the workspace's parts do not overlap");
+
+/* Copy @len bytes from @src to @dst on the pool's stream: 0, or 1. */
+static int ws_copy(struct kvmemd_region *r, uint64_t dst, uint64_t src,
+		   size_t len)
+{
+	return kvmem_cuda_copy(r->cu, dst, src, len, r->stream) != 0;
+}
+
+static int cuda_check(struct kvmemd_region *r, const uint64_t *rg, uint32_t n,
+		      uint32_t *crc)
+{
+	uint32_t i;
+
+	if (!r->ws)
+		return -EOPNOTSUPP;
+	if (n > KVMEMD_CHECK_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (rg[2 * i] > r->size || rg[2 * i + 1] > r->size - rg[2 * i])
+			return -EINVAL;
+	if (ws_copy(r, r->ws + WS_RANGES, (uintptr_t)rg, 2 * sizeof(*rg) * n) ||
+	    kvmem__cuda_crc32c(r->cu, r->dev, r->ws + WS_RANGES, n,
+			       r->ws + WS_CRCS, r->stream) ||
+	    ws_copy(r, (uintptr_t)crc, r->ws + WS_CRCS, sizeof(*crc) * n) ||
+	    kvmem_cuda_sync(r->cu, r->stream))
+		return -EIO;
+	return 0;
+}
+
+static int cuda_scrub(struct kvmemd_region *r, uint64_t off, size_t len,
+		      const struct kvmem_geometry *g,
+		      struct kvmem_page_counts *pc, uint32_t *crc, uint8_t *hdr)
+{
+	const struct ws_in in = {
+		.pg = { .addr = r->dev + off },
+		.rg = { off + KVMEM_PAGE_HDR_BYTES,
+			len - KVMEM_PAGE_HDR_BYTES },
+	};
+	const uint64_t out = r->ws + WS_OUT;
+	struct ws_out got;
+
+	if (!r->ws)
+		return -EOPNOTSUPP;
+	if (len < KVMEM_PAGE_HDR_BYTES || off > r->size || len > r->size - off)
+		return -EINVAL;
+	if (ws_copy(r, r->ws + WS_IN, (uintptr_t)&in, sizeof(in)) ||
+	    kvmem_cuda_scrub(
+		    r->cu, g, r->ws + WS_IN + offsetof(struct ws_in, pg), 1,
+		    out + offsetof(struct ws_out, pc),
+		    out + offsetof(struct ws_out, verdict), r->stream) ||
+	    kvmem__cuda_crc32c(r->cu, r->dev,
+			       r->ws + WS_IN + offsetof(struct ws_in, rg), 1,
+			       out + offsetof(struct ws_out, crc), r->stream) ||
+	    ws_copy(r, out + offsetof(struct ws_out, hdr), r->dev + off,
+		    KVMEM_PAGE_HDR_BYTES) ||
+	    ws_copy(r, (uintptr_t)&got, out, sizeof(got)) ||
+	    kvmem_cuda_sync(r->cu, r->stream))
+		return -EIO;
+	*pc = got.pc;
+	*crc = got.crc;
+	memcpy(hdr, got.hdr, sizeof(got.hdr));
+	return got.verdict;
 }
 
 /* The daemon lets go; the memory lives on while its client maps it. */
@@ -399,6 +497,8 @@ static const struct kvmemd_pool_ops pool_ops[] = {
 		.destroy = cuda_destroy,
 		.copy = cuda_copy,
 		.wait = cuda_wait,
+		.check = cuda_check,
+		.scrub = cuda_scrub,
 	},
 	[KVMEMD_POOL_NVME] = {
 		.name = "nvme",
@@ -564,6 +664,18 @@ void kvmemd_gpu_open(struct kvmemd *d)
 	}
 	g->cu = cu;
 	g->ops = &pool_ops[KVMEMD_POOL_CUDA];
+	if (kvmem__cuda_stream_create(cu, &g->stream))
+		kvmemd_log(LOG_WARNING,
+			   "GPU pool: %s; its copies run on the default stream",
+			   kvmem_cuda_error());
+	if (kvmem_cuda_alloc(cu, KVMEMD_GPU_WS, &g->ws)) {
+		g->ws = 0;
+		kvmemd_log(LOG_WARNING,
+			   "GPU pool: %s; pages there are scrubbed in copies "
+			   "here, not where they are, and copies to it are "
+			   "not checked as they arrive",
+			   kvmem_cuda_error());
+	}
 	snprintf(g->name, sizeof(g->name), "%s", kvmem_cuda_name(cu));
 	memcpy(g->uuid_bytes, kvmem__cuda_uuid(cu), sizeof(g->uuid_bytes));
 	kvmem__cuda_uuid_str(g->uuid_bytes, g->uuid);
@@ -587,9 +699,15 @@ void kvmemd_gpu_close(struct kvmemd *d)
 		close(h->pidfd);
 		free(h);
 	}
+	if (g->cu) {
+		kvmem_cuda_free(g->cu, g->ws);
+		kvmem__cuda_stream_destroy(g->cu, g->stream);
+	}
 	kvmem_cuda_close(g->cu);
 	g->cu = NULL;
 	g->ops = NULL;
+	g->stream = NULL;
+	g->ws = 0;
 }
 
 /* The user's record is there: it was made when the session was. */

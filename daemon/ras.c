@@ -964,11 +964,13 @@ static int crc_step(struct kvmemd_check *c, const uint8_t *page, size_t size,
 }
 
 /*
- * A page on a GPU the daemon cannot read is checked in a copy, the pass's
- * bounce buffer: copied in when its check starts, and back when the check
- * wrote to it (corrections, the header, padding, poison). A sealed page
- * does not change meanwhile but by the check: a copy back puts back the
- * same bytes but for those. Return: 0, or -ENOMEM or -EIO (not checked).
+ * A page on a GPU the daemon cannot read is checked there when the pool
+ * can (device_check()); else, or when that finds what the codes cannot
+ * undo, in a copy, the pass's bounce buffer: copied in when its check
+ * starts, and back when the check wrote to it (corrections, the header,
+ * padding, poison). A sealed page does not change meanwhile but by the
+ * check: a copy back puts back the same bytes but for those. Return: 0,
+ * or -ENOMEM or -EIO (not checked).
  */
 static int bounce_in(struct kvmemd *d, struct kvmemd_session *s,
 		     struct kvmemd_check *c, struct pass *p, size_t size)
@@ -991,6 +993,7 @@ static int bounce_in(struct kvmemd *d, struct kvmemd_session *s,
 				  size, 0))
 		return -EIO;
 	c->bounce = r->bounce[i];
+	d->gpu.scrub_copied++;
 	return 0;
 }
 
@@ -1010,6 +1013,59 @@ static void bounce_out(struct kvmemd *d, struct kvmemd_session *s,
 	c->bounce = NULL;
 }
 
+/*
+ * A sealed page on a GPU, checked where it is, in one wait for the GPU:
+ * the scrub kernel corrects its words in place (stores that only remove
+ * errors, as attention may be reading it) and counts them, the CRC kernel
+ * takes the CRC of its seal, and only its header comes here, to be held to
+ * the seal record and written back if it differs. The padding the kernel
+ * puts back is not counted. Return: 1 when that is the whole check; 0
+ * when the page is to be checked in a copy (the kernel found a word it
+ * cannot correct or a check that fails, which only the walk here counts
+ * as it counts them, or it could not run), with what the kernel corrected
+ * counted in @c.
+ */
+static int device_check(struct kvmemd *d, struct kvmemd_session *s,
+			struct kvmemd_check *c, struct pass *p)
+{
+	const struct kvmemd_pool_ops *ops = d->gpu.ops;
+	struct slot *sl = &s->arena.slots[c->unit];
+	const struct kvmem_page_layout *l = slot_layout(s, sl);
+	const uint64_t off = session_gpu_off(s, c->unit);
+	uint8_t hdr[KVMEM_PAGE_HDR_BYTES];
+	struct kvmem_page_counts pc;
+	uint32_t crc;
+	int ret;
+
+	if (!ops->scrub || c->phase != PH_SCALES || c->pos || c->lose ||
+	    came_back(c->src))
+		return 0;
+	ret = ops->scrub(&s->gpu, off, l->size, &s->g, &pc, &crc, hdr);
+	if (ret && ret != -EBADMSG)
+		return 0; /* it did not run, or the page is not of @s->g */
+	c->ce[REGION_HEADER] = pc.header.corrected;
+	c->ce[REGION_SCALES] = pc.scales.corrected;
+	c->ce[REGION_PAYLOAD] = pc.payload.corrected;
+	if (ret || pc.header.uncorrectable || pc.scales.uncorrectable ||
+	    pc.payload.uncorrectable)
+		return 0;
+	c->bounce = hdr;
+	check_report(d, s, c, p);
+	c->bounce = NULL;
+	if (c->dirty &&
+	    kvmemd_pool_copy_wait(ops, &s->gpu, off, hdr, sizeof(hdr), 1))
+		kvmemd_log_rl(&d->gpu.log, "GPU tier copy", LOG_ERR,
+			      "session %u: a checked page's header could not "
+			      "be written back to the GPU",
+			      s->id);
+	c->crc = crc;
+	if (!(sl->flags & SLOT_CRC_BAD))
+		check_crc(d, s, c, p);
+	c->phase = PH_DONE;
+	d->gpu.scrub_device++;
+	return 1;
+}
+
 int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 		   struct kvmemd_check *c, struct pass *p, uint64_t *budget)
 {
@@ -1025,9 +1081,12 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 
 	if (sl->state != SLOT_SEALED || sl->seal != c->seal)
 		return 1;
-	if (!c->bounce && !session_page_readable(s, c->unit) &&
-	    bounce_in(d, s, c, p, size))
-		return 1;
+	if (!c->bounce && !session_page_readable(s, c->unit)) {
+		if (device_check(d, s, c, p))
+			take(budget, 1, size);
+		else if (bounce_in(d, s, c, p, size))
+			return 1;
+	}
 	page = check_page(s, c);
 	while (c->phase != PH_DONE && *budget) {
 		switch (c->phase) {
@@ -1088,7 +1147,8 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 		case PH_HEADER:
 			kvmem_ecc_scrub(KVMEM_PAGE_META_CODEC, page,
 					KVMEM_PAGE_HDR_WORDS, &wc, NULL, 0);
-			c->ce[REGION_HEADER] = wc.corrected;
+			/* Added to what the scrub kernel corrected first. */
+			c->ce[REGION_HEADER] += wc.corrected;
 			c->ue[REGION_HEADER] = wc.uncorrectable;
 			check_report(d, s, c, p);
 			c->phase = PH_CRC;

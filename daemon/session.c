@@ -347,6 +347,8 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	s->gpu.fd = -1;
 	s->gpu_bytes = gpu;
 	s->req.cu = d->gpu.cu;
+	s->req.stream = d->gpu.stream;
+	s->req.ws = d->gpu.ws;
 	d->gpu.used += gpu;
 	u->gpu_bytes += gpu;
 	if (gpu_units && d->gpu.cu)

@@ -12,16 +12,19 @@
  *
  * Every move is checked. The CRC-32C of a page leaving host memory is
  * kept in the page (->store_crc: it is not on the store meanwhile), and
- * where the daemon can read the GPU memory (the stand-in) the copy is
- * compared with it at once. A page coming back is compared with it where
- * it lands; one that changed out there is checked as a page read back
- * from the store is (kvmemd_ras_moved()): its words corrected, its errors
- * counted in the GPU pool, and poisoned when the code cannot undo them.
+ * the copy is compared with it as it arrives: read here where the daemon
+ * can read the GPU memory (the stand-in), taken on the GPU by the CRC
+ * kernel where it cannot (the backend's check(), a batch in one launch).
+ * A copy that does not match is a failed move: the page stays where it
+ * was. A page coming back is compared with it where it lands; one that
+ * changed out there is checked as a page read back from the store is
+ * (kvmemd_ras_moved()): its words corrected, its errors counted in the GPU
+ * pool, and poisoned when the code cannot undo them.
  *
  * Copies run from the loop through the backend, whole pages, as many as
  * GPU_STEP_BYTES a pass allows, started a batch at a time and waited for
- * once a batch: the stand-in's are memcpy(), a GPU's the driver's on its
- * default stream (a stream of the daemon's own is not built yet).
+ * once a batch: the stand-in's are memcpy(), a GPU's the driver's on the
+ * GPU pool's stream.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -60,6 +63,8 @@ static void check_back(struct kvmemd_session *s, uint32_t u, uint32_t crc)
 
 /* Pages whose copies were started and not yet waited for. */
 #define BATCH_PAGES 256
+_Static_assert(BATCH_PAGES <= KVMEMD_CHECK_MAX,
+	       "a batch's arrivals are checked in one launch");
 
 struct move {
 	uint32_t pg, from, to;
@@ -124,18 +129,60 @@ static int move_start(struct kvmemd_session *s, uint32_t pg, int to_gpu,
 }
 
 /*
+ * The CRC of each page of @b that went to the GPU, as it arrived, into
+ * @crc[i] for move i: read here where the daemon can read the GPU's
+ * memory, else taken there, all in one check(). Return: 0; -EOPNOTSUPP
+ * where the backend cannot take them there (no workspace: the copies
+ * are then taken as they are); -EIO when it could not.
+ */
+static int arrived(struct kvmemd_session *s, const struct batch *b,
+		   uint32_t *crc)
+{
+	const struct kvmemd_pool_ops *ops = s->d->gpu.ops;
+	uint64_t rg[2 * BATCH_PAGES];
+	uint32_t got[BATCH_PAGES], i, n = 0;
+	int ret;
+
+	for (i = 0; i < b->n; i++) {
+		const struct move *m = &b->m[i];
+		const size_t bytes = slot_bytes(s, s->arena.pages[m->pg].kind);
+
+		if (!m->to_gpu)
+			continue;
+		if (s->gpu_view) {
+			crc[i] = kvmem_crc32c(0, session_page(s, m->to), bytes);
+			continue;
+		}
+		rg[2 * n] = session_gpu_off(s, m->to);
+		rg[2 * n + 1] = bytes;
+		n++;
+	}
+	if (!n)
+		return 0;
+	ret = ops->check ? ops->check(&s->gpu, rg, n, got) : -EOPNOTSUPP;
+	if (ret)
+		return ret == -EOPNOTSUPP ? ret : -EIO;
+	for (i = 0, n = 0; i < b->n; i++)
+		if (b->m[i].to_gpu)
+			crc[i] = got[n++];
+	return 0;
+}
+
+/*
  * Wait for the copies of @b and move their pages: each enters its new
- * slot, the old one freed, once its bytes are checked (a page copied to a
- * GPU the daemon can read against its CRC as it left; one copied back
- * against the CRC it left host memory with, and checked whole when it
- * changed). A page whose copy failed stays where it was. Return: 0, or
- * -EIO when a copy back to host memory failed.
+ * slot, the old one freed, once its bytes are checked (a page copied to
+ * the GPU against its CRC as it left; one copied back against the CRC it
+ * left host memory with, and checked whole when it changed). A page whose
+ * copy failed, or arrived on the GPU other than it left, stays where it
+ * was. Return: 0, or -EIO when a copy back to host memory failed.
  */
 static int batch_finish(struct kvmemd_session *s, struct batch *b)
 {
 	const struct kvmemd_pool_ops *ops = s->d->gpu.ops;
 	struct kvmemd_arena *a = &s->arena;
 	const int failed = b->n && ops->wait && ops->wait(&s->gpu);
+	uint32_t crc[BATCH_PAGES];
+	const int checked = failed ? 0 : arrived(s, b, crc);
 	int ret = 0;
 	uint32_t i;
 
@@ -145,9 +192,8 @@ static int batch_finish(struct kvmemd_session *s, struct batch *b)
 		const size_t bytes = slot_bytes(s, p->kind);
 		uint32_t pg = m->pg;
 
-		if (failed || (m->to_gpu && s->gpu_view &&
-			       kvmem_crc32c(0, session_page(s, m->to), bytes) !=
-				       m->crc)) {
+		if (failed || (m->to_gpu && (checked == -EIO ||
+					     (!checked && crc[i] != m->crc)))) {
 			arena_slot_free(a, m->to);
 			copy_failed(s, m->to_gpu);
 			ret = m->to_gpu ? ret : -EIO;

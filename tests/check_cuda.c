@@ -2856,7 +2856,8 @@ static uint64_t gpu_stat(const struct kvmemd_proc *p, const char *key)
  */
 static void gpu_tier_session_on(struct dev *dv)
 {
-	const char *env[] = { fake_env(), NULL };
+	/* kvmemd checks the pages it moves with the kernels */
+	const char *env[] = { fake_env(), kvmem_check_simt_env(), NULL };
 	struct kvmem_connect_opts o = { .quota_bytes = 4u << 20,
 					.gpu_mib = 2,
 					.flags = KVMEM_CONNECT_GPU_TIER };
@@ -3370,8 +3371,10 @@ START_TEST(test_cuda_bench_tier)
 	/* 8 sealed pages a layer a sequence, as many as 4 MiB needs */
 	seqs = ((4u << 20) + 64 * l.size - 1) / (64 * l.size);
 	setenv("KVMEM_LIBCUDA", fake_path(), 1);
+	putenv((char *)kvmem_check_simt_env());
 	KVMEM_RUN(&r, "kvmem-bench", "", "tier", "--bytes", "4M", "--json");
 	unsetenv("KVMEM_LIBCUDA");
+	unsetenv("FAKECUDA_SIMT");
 	ck_assert_msg(r.status == 0, "%s", r.err);
 	EXPECT_EQ((uint64_t)bench_field(r.out, "bytes"),
 		  2 * seqs * 8 * (8 * l.size + lh.size), "%s", r.out);

@@ -668,15 +668,16 @@ END_TEST
 /* libkvmem's kernels: without them kvmemd opens no GPU, fake or not. */
 extern const size_t kvmem__fatbin_size;
 
-/* kvmemd on the fake driver (tests/cuda/fakecuda.c), with @extra in its
- * environment and @conf, keys of [pool], in its configuration: 0, or 1
- * when this build cannot. */
+/* kvmemd on the fake driver (tests/cuda/fakecuda.c), its kernels run by
+ * the CPU executor (libkvmem-simt.so), with @extra in its environment and
+ * @conf, keys of [pool], in its configuration: 0, or 1 when this build
+ * cannot. */
 static int start_fake(struct kvmemd_proc *p, const char *extra,
 		      const char *conf)
 {
 	static char lib[PATH_MAX + 16];
 	char path[PATH_MAX], c[256];
-	const char *env[] = { lib, extra, NULL };
+	const char *env[] = { lib, kvmem_check_simt_env(), extra, NULL };
 
 	if (!kvmem__fatbin_size) {
 		fprintf(stderr, "SKIP: gpu_tier: cuda backend: libkvmem was "
@@ -698,8 +699,9 @@ static int start_fake(struct kvmemd_proc *p, const char *extra,
 
 /*
  * The cuda backend, the one a GPU runs, on the fake driver (device memory
- * is host memory there, copies memmove()): the same moves, bit-exact, and
- * the scrubber's and the injector's work on copies of the pages. A
+ * is host memory there, copies memmove()): the same moves, bit-exact, the
+ * injector's work on copies of the pages, the scrubber's on the pages
+ * where they are (test_gpu_tier_cuda_checks). A
  * driver whose copies fail leaves the pages in host memory, where an
  * acquire for the GPU reads them, each failure counted.
  */
@@ -719,10 +721,10 @@ START_TEST(test_gpu_tier_cuda_backend)
 	gt_fill(&t, 1, 8, 5);
 	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
 	ck_assert_uint_eq(on_gpu, 8);
-	/* Device memory is not the daemon's to read: the injector and the
-	 * scrubber work on a copy of each page, copied back; the pages in
-	 * GPU memory (mapped here through the fake's memfd) are the pages
-	 * sealed again. */
+	/* Device memory is not the daemon's to read: the injector works on
+	 * a copy of each page, copied back, the scrubber with the kernels
+	 * there; the pages in GPU memory (mapped here through the fake's
+	 * memfd) are the pages sealed again. */
 	snprintf(cmd, sizeof(cmd), "seq %u 1", t.r.w.session);
 	admin(&p, "inject %s ber 0 seed 1 channel exact:1", cmd);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "pages"), 8);
@@ -751,6 +753,103 @@ START_TEST(test_gpu_tier_cuda_backend)
 		return;
 	gt_attach(&t, &p, 1u << 20, 2);
 	gt_fill(&t, 1, 8, 6);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 8);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
+		0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* Pages the scrubber checked on the GPU where they are, and in copies. */
+static void checked_at(const struct kvmemd_proc *p, uint64_t in_place,
+		       uint64_t in_copies)
+{
+	admin(p, "status");
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"gpu_pool\"", "checked_in_place"),
+		in_place);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"gpu_pool\"", "checked_in_copies"),
+		in_copies);
+}
+
+/*
+ * What the daemon cannot read on a GPU it checks there, with the kernels
+ * (run here by the CPU executor), as an attacker of its checks would
+ * have it: flips the scrub kernel corrects in place, counted as the
+ * injector made them, no page copied; a word flipped beyond its code,
+ * which sends the page to a copy to be counted as the scrubber here
+ * counts; a word changed into another codeword, which no code sees and
+ * the CRC kernel does (a CRC error, the page degraded); and a driver whose
+ * copies to the GPU arrive with a bit flipped: no page is taken there,
+ * every one stays in host memory as sealed, each move counted failed.
+ */
+START_TEST(test_gpu_tier_cuda_checks)
+{
+	struct kvmem_page_layout l;
+	struct kvmemd_proc p;
+	uint8_t data, *page;
+	uint32_t on_gpu;
+	uint64_t words;
+	struct gt t;
+	char cmd[32];
+
+	if (start_fake(&p, NULL, NULL))
+		return;
+	gt_attach(&t, &p, 1u << 20, 2);
+	kvmem_page_layout(&t.g, 0, &l);
+	ck_assert_int_eq(l.codec, KVMEM_CODEC_H84);
+	gt_fill(&t, 1, 8, 9);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 8);
+	snprintf(cmd, sizeof(cmd), "seq %u 1", t.r.w.session);
+	admin(&p, "inject %s ber 0 seed 3 channel exact:1", cmd);
+	words = kvmemd_json_u64(reply, "words");
+	ck_assert_uint_gt(words, 8);
+	admin(&p, "scrub now %s", cmd);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), words);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 0);
+	checked_at(&p, 8, 0);
+	ce_counted_on_gpu(&p, words);
+
+	/* Two bits of one word of page 0: corrected by no code; checked in a
+	 * copy, one uncorrectable word. */
+	page = (uint8_t *)gt_page(&t, t.slot[1][0]);
+	page[l.k_off] ^= 0x03;
+	admin(&p, "scrub now %s", cmd);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ue"), 1);
+	checked_at(&p, 15, 1);
+
+	/* Page 1's first data byte changed, its two words encoded anew: every
+	 * word a codeword, the seal's CRC not the page's. */
+	page = (uint8_t *)gt_page(&t, t.slot[1][1]);
+	ck_assert_int_eq(kvmem_ecc_decode(KVMEM_CODEC_H84, page + l.k_off,
+					  &data, 2, NULL, NULL, NULL),
+			 0);
+	data ^= 0x01;
+	ck_assert_int_eq(
+		kvmem_ecc_encode(KVMEM_CODEC_H84, &data, page + l.k_off, 2), 0);
+	admin(&p, "scrub now %s", cmd);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 1);
+	admin(&p, "sessions");
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 1);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 2);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+
+	if (start_fake(&p, "FAKECUDA_COPY_FLIP=1", NULL))
+		return;
+	gt_attach(&t, &p, 1u << 20, 2);
+	gt_fill(&t, 1, 8, 10);
 	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 0);
 	ck_assert_uint_eq(on_gpu, 0);
 	gpu_pool_stats(&p);
@@ -857,6 +956,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_long_sequence);
 	tcase_add_test(tc, test_gpu_tier_prefetch);
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
+	tcase_add_test(tc, test_gpu_tier_cuda_checks);
 	tcase_add_test(tc, test_gpu_tier_pinned);
 	suite_add_tcase(s, tc);
 	return s;

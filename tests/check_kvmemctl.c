@@ -733,7 +733,8 @@ static void fake_stop(struct fake *f)
 	"\"pinned_bytes\":3145728,\"unpinned_sessions\":1,"           \
 	"\"promoted_pages\":40,\"demoted_pages\":24,"                 \
 	"\"moved_bytes\":5242880,\"move_errors\":1,"                  \
-	"\"changed_pages\":2},"                                       \
+	"\"changed_pages\":2,\"checked_in_place\":70,"                \
+	"\"checked_in_copies\":3},"                                   \
 	"\"scrub\":{\"enabled\":true,\"state\":\"patrol\"}}\n"
 #define R_STATS                                                           \
 	"{\"uptime_s\":3723.5,\"daemon\":{\"sessions\":2,\"attached\":5," \
@@ -749,7 +750,8 @@ static void fake_stop(struct fake *f)
 	"\"sealed_bytes\":2097152,\"free_bytes\":58720256,"               \
 	"\"promoted_pages\":40,\"demoted_pages\":24,"                     \
 	"\"moved_bytes\":5242880,\"move_errors\":1,"                      \
-	"\"changed_pages\":2,\"degraded_pages\":0}],"                     \
+	"\"changed_pages\":2,\"checked_in_place\":70,"                    \
+	"\"checked_in_copies\":3,\"degraded_pages\":0}],"                 \
 	"\"scrub\":{\"passes\":12,"                                       \
 	"\"bytes_total\":201326592,\"pages_total\":49152,\"ce\":3,"       \
 	"\"ue\":1},\"seconds_since_reset\":600.25}\n"
@@ -1361,8 +1363,9 @@ START_TEST(test_spec_tables)
 		    "processes of ended sessions) on NVIDIA H100 80GB HBM3, "
 		    "GPU-8c3b1f2a-0d4e-4f6a-9b1c-2d3e4f5a6b7c",
 		    "gpu tier 40 pages moved to the GPU, 24 back (5.0 MiB in "
-		    "all); 1 copies failed, 2 pages came back changed; 3.0 "
-		    "MiB of host memory pinned, 1 sessions unpinned" } },
+		    "all); 1 copies failed, 2 pages came back changed; 70 "
+		    "pages checked there in place, 3 in copies; 3.0 MiB of "
+		    "host memory pinned, 1 sessions unpinned" } },
 		{ { "stats" },
 		  { "uptime 1h 02m (counters reset 10m 00s ago)",
 		    "scrub 12 passes, 192.0 MiB in 49152 pages; CE 3, UE 1 "
@@ -1781,6 +1784,14 @@ START_TEST(test_spec_metrics)
 		{ "kvmem_gpu_tier_changed_pages_total{pool=\"gpu\",device=\""
 		  "GPU-6b766d65-6d20-6661-6b65-204750552030\"}",
 		  2 },
+		{ "kvmem_gpu_tier_checked_pages_total{where=\"in_place\","
+		  "pool=\"gpu\",device=\"GPU-6b766d65-6d20-6661-6b65-"
+		  "204750552030\"}",
+		  70 },
+		{ "kvmem_gpu_tier_checked_pages_total{where=\"in_copies\","
+		  "pool=\"gpu\",device=\"GPU-6b766d65-6d20-6661-6b65-"
+		  "204750552030\"}",
+		  3 },
 		{ "kvmem_degraded_pages{pool=\"host\"}", 1 },
 		{ "kvmem_sessions", 2 },
 		{ "kvmem_ops_total", 123456 },

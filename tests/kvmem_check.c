@@ -37,6 +37,19 @@ const char *kvmem_check_builddir(void)
 	return dir && *dir ? dir : "build";
 }
 
+const char *kvmem_check_simt_env(void)
+{
+	static char env[4096 + 16];
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/tests/libkvmem-simt.so",
+		 kvmem_check_builddir());
+	ck_assert_msg(realpath(path, env + 14), "%s: %s", path,
+		      strerror(errno));
+	memcpy(env, "FAKECUDA_SIMT=", 14);
+	return env;
+}
+
 const char *kvmem_check_version(void)
 {
 	static char version[32];

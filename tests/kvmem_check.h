@@ -41,6 +41,13 @@ void kvmem_check_register(const char *name, kvmem_suite_fn fn);
 const char *kvmem_check_srcdir(void);
 const char *kvmem_check_builddir(void);
 
+/*
+ * "FAKECUDA_SIMT=" and the absolute path of libkvmem-simt.so: in the
+ * environment of a process on the fake driver (a kvmemd, a tool), its
+ * launches run the kernels on host threads. A static buffer.
+ */
+const char *kvmem_check_simt_env(void);
+
 /* The Makefile's VERSION, the one the library and the tools report. */
 const char *kvmem_check_version(void);
 

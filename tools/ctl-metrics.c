@@ -162,20 +162,29 @@ static void metrics_gpu_tier(struct metrics *m, const struct json *pools,
 			     size_t n)
 {
 	static const struct {
-		const char *name, *key, *help, *dir;
+		const char *name, *key, *help, *label, *value;
 	} series[] = {
 		{ "kvmem_gpu_tier_moves_total", "promoted_pages",
-		  "Pages moved into the GPU tier, and out of it.", "to_gpu" },
+		  "Pages moved into the GPU tier, and out of it.", "direction",
+		  "to_gpu" },
 		{ "kvmem_gpu_tier_moves_total", "demoted_pages", NULL,
-		  "to_host" },
+		  "direction", "to_host" },
 		{ "kvmem_gpu_tier_moved_bytes_total", "moved_bytes",
-		  "Bytes of pages moved either way.", NULL },
+		  "Bytes of pages moved either way.", NULL, NULL },
 		{ "kvmem_gpu_tier_move_errors_total", "move_errors",
-		  "Copies to or from the GPU that failed.", NULL },
+		  "Copies to or from the GPU that failed, or arrived other "
+		  "than they left.",
+		  NULL, NULL },
 		{ "kvmem_gpu_tier_changed_pages_total", "changed_pages",
 		  "Pages that came back from the GPU changed, and were "
 		  "checked by their code.",
-		  NULL },
+		  NULL, NULL },
+		{ "kvmem_gpu_tier_checked_pages_total", "checked_in_place",
+		  "Pages in the GPU tier the scrubber checked where they "
+		  "are, by the GPU's kernels, and in copies.",
+		  "where", "in_place" },
+		{ "kvmem_gpu_tier_checked_pages_total", "checked_in_copies",
+		  NULL, "where", "in_copies" },
 	};
 	char pool[32], dev[48];
 	size_t i, k;
@@ -184,10 +193,14 @@ static void metrics_gpu_tier(struct metrics *m, const struct json *pools,
 		if (series[k].help)
 			m_family(m, series[k].name, "counter", series[k].help);
 		for (i = 0; i < n; i++) {
-			const char *l[] = { "direction", series[k].dir, "pool",
-					    pool,	 "device",	dev,
+			const char *l[] = { series[k].label,
+					    series[k].value,
+					    "pool",
+					    pool,
+					    "device",
+					    dev,
 					    NULL };
-			const char **lp = series[k].dir ? l : l + 2;
+			const char **lp = series[k].label ? l : l + 2;
 
 			if (!json_get(&pools[i], series[k].key))
 				continue;

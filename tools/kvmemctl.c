@@ -72,13 +72,16 @@ static void gpu_line(struct rd *r, struct table *t, const struct json *g)
 		return;
 	kv(t, "gpu tier",
 	   "%llu pages moved to the GPU, %llu back (%s in all); %llu copies "
-	   "failed, %llu pages came back changed; %s of host memory pinned, "
-	   "%llu sessions unpinned",
+	   "failed, %llu pages came back changed; %llu pages checked there "
+	   "in place, %llu in copies; %s of host memory pinned, %llu "
+	   "sessions unpinned",
 	   (unsigned long long)g_u64(r, g, "promoted_pages"),
 	   (unsigned long long)g_u64(r, g, "demoted_pages"),
 	   fmt_bytes(a, sizeof(a), (double)g_u64(r, g, "moved_bytes")),
 	   (unsigned long long)g_u64(r, g, "move_errors"),
 	   (unsigned long long)g_u64(r, g, "changed_pages"),
+	   (unsigned long long)g_u64(r, g, "checked_in_place"),
+	   (unsigned long long)g_u64(r, g, "checked_in_copies"),
 	   fmt_bytes(b, sizeof(b), (double)g_u64(r, g, "pinned_bytes")),
 	   (unsigned long long)g_u64(r, g, "unpinned_sessions"));
 }

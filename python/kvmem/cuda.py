@@ -29,7 +29,8 @@ them there; the pages that do not fit, and the unsealed tail, stay in host
 memory and are read over the bus. The CPU's calls on the sequence
 (attend() with a host query, read()) have them moved back first. Each move
 is a copy of the page over the bus by kvmemd, checked by the page's
-CRC-32C where it lands in host memory; appending moves nothing. Such a
+CRC-32C where it lands (on the GPU by a kernel of kvmemd's, a batch of
+pages a launch); appending moves nothing. Such a
 session's gpu_memory() is kvmemd's, not the caller's: it raises.
 
 GPU memory is a PyTorch CUDA tensor (any dtype torch can make float32 of),
