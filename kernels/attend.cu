@@ -797,6 +797,17 @@ kvmem_k_attend(const struct kvmem_k_attend p)
 	}
 }
 
+/* Whether the @D values at @x are all finite. */
+KVMEM_DFN int kvmem_k_row_finite(const float *x, unsigned int D)
+{
+	unsigned int d;
+
+	for (d = 0; d < D; d++)
+		if (!isfinite(x[d]))
+			return 0;
+	return 1;
+}
+
 /*
  * Merge the partial results of each (sequence, KV head, query row), the
  * splits of each kernel that ran (p.parts), one CTA per
@@ -835,15 +846,27 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 			if (ws_[2 * r] != -INFINITY)
 				sum += ws_[2 * r + 1] * expf(ws_[2 * r] - mx);
 		}
+		/* The splits' maxima drop a NaN score (fmaxf): a query row
+		 * that is not finite is found here, and its sum made NaN. */
+		if (!kvmem_k_row_finite(
+			    (const float *)p.q +
+				    (((size_t)b * p.nq + r / G) * p.n_heads +
+				     h * G + r % G) *
+					    D,
+			    D))
+			sum = NAN;
 		ml[2 * i] = mx;
 		ml[2 * i + 1] = sum;
 	}
 	__syncthreads();
 
+	/* A row that saw no token reads 0; one whose sum is NaN (its query
+	 * row was not finite) NaN, as the CPU library's. */
 	for (i = threadIdx.x; i < QR * D; i += blockDim.x) {
 		unsigned int r = i / D, row = hc * QR + r, d = i % D;
 		const float *w = ws + ((size_t)b * g->kv_heads + hc) * p.parts *
 					      QR * (D + 2);
+		const float sum = ml[2 * row + 1];
 		float a = 0.0f;
 
 		for (sx = 0; sx < p.parts; sx++) {
@@ -856,8 +879,7 @@ kvmem_k_combine(const struct kvmem_k_attend p)
 		((float *)p.out)[(((size_t)b * p.nq + r / G) * p.n_heads +
 				  hc * G + r % G) *
 					 D +
-				 d] =
-			ml[2 * row + 1] > 0.0f ? a / ml[2 * row + 1] : 0.0f;
+				 d] = sum > 0.0f || sum != sum ? a / sum : 0.0f;
 	}
 
 	if (p.mass && !hc) {

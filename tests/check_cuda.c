@@ -1636,7 +1636,7 @@ static void batch_args(struct dev *dv, struct kvmem_cuda_attend_args *a,
  * Check the @nq query tokens of sequence @b of a batch (@out and @q as
  * kvmem_cuda_attend() has them) against softmax attention in double over
  * @k and @v, token-major [len][kvh][D]: query token j sees positions up to
- * len - nq + j.
+ * len - nq + j. A query row with a NaN gets NaN, and only that row.
  */
 static void expect_causal(const char *gpu, uint32_t b, const float *out,
 			  const float *q, const float *k, const float *v,
@@ -1671,11 +1671,20 @@ static void expect_causal(const char *gpu, uint32_t b, const float *out,
 				for (d = 0; d < D; d++)
 					acc[d] += w * vh[t * tok + d];
 			}
-			for (d = 0; d < D; d++)
+			for (d = 0; d < D; d++) {
+				if (isnan(acc[d] / sum)) {
+					EXPECT(isnan(out[row * D + d]),
+					       "%s: seq %u query %u head %u dim "
+					       "%u: %g, not NaN",
+					       gpu, b, j, h, d,
+					       out[row * D + d]);
+					continue;
+				}
 				EXPECT_NEAR(
 					out[row * D + d], acc[d] / sum, 2e-4,
 					"%s: seq %u query %u head %u dim %u",
 					gpu, b, j, h, d);
+			}
 			free(dots);
 		}
 }
@@ -1791,11 +1800,13 @@ static int record_f16(const char *kernel, unsigned int gx, unsigned int gy,
 /*
  * The FP16 baseline over plain pages: a batch of two of @lens tokens, @nq
  * causal query tokens, against attention in double over the same FP16
- * values.
+ * values. With @nan_row, that query row (of [batch][nq][heads]) has a NaN:
+ * the tensor-core loop, which scales the rows of a GQA group together,
+ * leaves such a CTA to the per-token loop, and only that row reads NaN.
  */
 static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
 		     uint32_t splits, const uint32_t lens[2],
-		     struct kvmem_rng *r)
+		     struct kvmem_rng *r, int nan_row)
 {
 	const uint32_t kvh = 2, nh = kvh * G;
 	const size_t tok = (size_t)kvh * D;
@@ -1855,6 +1866,8 @@ static void f16_case(struct dev *dv, uint32_t D, uint32_t G, uint32_t nq,
 	q = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	out = kvmem_check_xmalloc(2 * nq * nh * D * 4);
 	fill_query(r, q, 2 * nq * nh * D, D);
+	if (nan_row >= 0)
+		q[(size_t)nan_row * D + 7] = NAN;
 	batch_args(dv, &a, table, sp, q, nq, nh, D);
 	a.splits = splits;
 	ck_assert_int_eq(kvmem_cuda_attend_workspace(dv->cu, &g, &a, &wsb), 0);
@@ -1905,17 +1918,21 @@ static void attend_f16_baseline_on(struct dev *dv)
 	kvmem_rng_seed(&r, 16);
 	if (strstr(kvmem_cuda_name(dv->cu), "kvmem fake GPU"))
 		fake->launch = record_f16;
-	f16_case(dv, 64, 4, 1, 0, lens[0], &r);
-	f16_case(dv, 128, 2, 3, 2, lens[0], &r);
-	f16_case(dv, 256, 1, 2, 3, lens[0], &r);
+	f16_case(dv, 64, 4, 1, 0, lens[0], &r, -1);
+	f16_case(dv, 128, 2, 3, 2, lens[0], &r, -1);
+	f16_case(dv, 256, 1, 2, 3, lens[0], &r, -1);
 	/* 4 and 7 pages: room for a wave of the FP16 kernel, of 8 CTAs a
 	 * multiprocessor, 16 CTAs over 4 sequence heads: 4 splits (of 1
 	 * and of 2 pages); and with 16 query rows of 128, of 5 (its shared
 	 * memory), 10 CTAs: 3 splits, which 3 and 4 pages have room for
 	 * (the rows cost more than the pages). */
-	f16_case(dv, 64, 1, 1, 0, lens[1], &r);
-	f16_case(dv, 128, 4, 1, 0, lens[1], &r);
-	f16_case(dv, 128, 4, 4, 0, lens[0], &r);
+	f16_case(dv, 64, 1, 1, 0, lens[1], &r, -1);
+	f16_case(dv, 128, 4, 1, 0, lens[1], &r, -1);
+	f16_case(dv, 128, 4, 4, 0, lens[0], &r, -1);
+	/* A NaN in head 1 of sequence 0's query: the rest of its group (heads
+	 * 0, 2, 3) and of the batch as without it. */
+	f16_case(dv, 128, 4, 1, 0, lens[0], &r, 1);
+	f16_case(dv, 64, 4, 2, 0, lens[1], &r, 9);
 	fake->launch = kvmem__simt_run;
 	/* Only the head sizes it has code for. */
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 96);
