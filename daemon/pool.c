@@ -392,11 +392,12 @@ static int cuda_check(struct kvmemd_region *r, const uint64_t *rg, uint32_t n,
 }
 
 static int cuda_scrub(struct kvmemd_region *r, uint64_t off, size_t len,
-		      const struct kvmem_geometry *g,
+		      int hot, const struct kvmem_geometry *g,
 		      struct kvmem_page_counts *pc, uint32_t *crc, uint8_t *hdr)
 {
 	const struct ws_in in = {
-		.pg = { .addr = r->dev + off },
+		.pg = { .addr = r->dev + off,
+			.flags = hot ? KVMEM_HDR_HOT : 0 },
 		.rg = { off + KVMEM_PAGE_HDR_BYTES,
 			len - KVMEM_PAGE_HDR_BYTES },
 	};
@@ -408,10 +409,10 @@ static int cuda_scrub(struct kvmemd_region *r, uint64_t off, size_t len,
 	if (len < KVMEM_PAGE_HDR_BYTES || off > r->size || len > r->size - off)
 		return -EINVAL;
 	if (ws_copy(r, r->ws + WS_IN, (uintptr_t)&in, sizeof(in)) ||
-	    kvmem_cuda_scrub(
+	    kvmem__cuda_scrub(
 		    r->cu, g, r->ws + WS_IN + offsetof(struct ws_in, pg), 1,
 		    out + offsetof(struct ws_out, pc),
-		    out + offsetof(struct ws_out, verdict), r->stream) ||
+		    out + offsetof(struct ws_out, verdict), 1, r->stream) ||
 	    kvmem__cuda_crc32c(r->cu, r->dev,
 			       r->ws + WS_IN + offsetof(struct ws_in, rg), 1,
 			       out + offsetof(struct ws_out, crc), r->stream) ||

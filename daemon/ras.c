@@ -1037,12 +1037,14 @@ static int device_check(struct kvmemd *d, struct kvmemd_session *s,
 	uint32_t crc;
 	int ret;
 
+	/* The kernel knows the geometry's layouts, not an archive's. */
 	if (!ops->scrub || c->phase != PH_SCALES || c->pos || c->lose ||
-	    came_back(c->src))
+	    came_back(c->src) || sl->flags & SLOT_ARCHIVED)
 		return 0;
-	ret = ops->scrub(&s->gpu, off, l->size, &s->g, &pc, &crc, hdr);
+	ret = ops->scrub(&s->gpu, off, l->size, sl->kind == KVMEM_SLOT_HOT,
+			 &s->g, &pc, &crc, hdr);
 	if (ret && ret != -EBADMSG)
-		return 0; /* it did not run, or the page is not of @s->g */
+		return 0; /* it did not run, or the header is not the slot's */
 	c->ce[REGION_HEADER] = pc.header.corrected;
 	c->ce[REGION_SCALES] = pc.scales.corrected;
 	c->ce[REGION_PAYLOAD] = pc.payload.corrected;

@@ -141,7 +141,9 @@ struct kvmem_k_scrub {
 	uint64_t counts; /* struct kvmem_page_counts[npages] */
 	uint64_t status; /* int32_t[npages] */
 	uint32_t npages;
-	uint32_t resv;
+	/* 1: a page's kind (hot or sealed) is its entry's flags, and a header
+	 * that says otherwise is -EINVAL; 0: its header's */
+	uint32_t kinds;
 };
 
 /* CRC-32C of byte ranges of device memory, one CTA a range. */

@@ -157,7 +157,9 @@ kvmem_k_scrub(const struct kvmem_k_scrub p)
 			pc.header.uncorrectable = hc.ue;
 			pc.header.bits_corrected = hc.bits;
 			verdict = -EBADMSG;
-		} else if (hd.h.magic != KVMEM_PAGE_MAGIC ||
+		} else if ((p.kinds &&
+			    hot != (pg->flags & KVMEM_HDR_HOT ? 1u : 0u)) ||
+			   hd.h.magic != KVMEM_PAGE_MAGIC ||
 			   hd.h.version != KVMEM_PAGE_VERSION ||
 			   hd.h.geometry != g->digest || !hd.h.ntokens ||
 			   hd.h.ntokens > g->tokens_per_page ||

@@ -460,6 +460,14 @@ int kvmem_cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		     uint64_t pages, uint32_t npages, uint64_t counts,
 		     uint64_t status, void *stream)
 {
+	return kvmem__cuda_scrub(cu, g, pages, npages, counts, status, 0,
+				 stream);
+}
+
+int kvmem__cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+		      uint64_t pages, uint32_t npages, uint64_t counts,
+		      uint64_t status, int kinds, void *stream)
+{
 	struct kvmem_k_scrub p;
 	int ret;
 
@@ -473,6 +481,7 @@ int kvmem_cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 	p.counts = counts;
 	p.status = status;
 	p.npages = npages;
+	p.kinds = kinds ? 1 : 0;
 	return launch(cu, KVMEM__K_SCRUB, npages, 1, 1, 0, &p, stream);
 }
 

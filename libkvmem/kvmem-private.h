@@ -125,6 +125,16 @@ int kvmem__cuda_stream_create(struct kvmem_cuda *cu, void **stream);
 void kvmem__cuda_stream_destroy(struct kvmem_cuda *cu, void *stream);
 
 /*
+ * kvmem_cuda_scrub(), where with @kinds each page is of the kind its
+ * entry's flags say (KVMEM_HDR_HOT or not): a page whose header says
+ * otherwise is not walked (-EINVAL), so a header its client rewrote never
+ * takes the kernel past the slot the caller knows the page to have.
+ */
+int kvmem__cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
+		      uint64_t pages, uint32_t npages, uint64_t counts,
+		      uint64_t status, int kinds, void *stream);
+
+/*
  * kvmem__cuda_crc32c() - the CRC-32C of @n byte ranges of device memory
  * @ranges: device address of uint64_t[2 * @n]: each range's offset from
  *          @base, then its length

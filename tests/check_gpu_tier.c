@@ -864,6 +864,73 @@ START_TEST(test_gpu_tier_cuda_checks)
 }
 END_TEST
 
+/*
+ * A client owns the bytes of its pages on the GPU and may write them. One
+ * that gives the sealed page in its last GPU slot the header of a hot
+ * page (FP16, four times the bytes) must not have the daemon's kernels
+ * read or write past the slot, nor past the end of the memory: the page
+ * is of the kind kvmemd sealed, its header is put back from the seal
+ * record, and the daemon serves on.
+ */
+START_TEST(test_gpu_tier_cuda_hostile_header)
+{
+	struct kvmem_page_layout l, lh;
+	struct kvmemd_proc p;
+	uint32_t on_gpu, cap, i, last = 0;
+	uint8_t *hot, *page;
+	struct gt t;
+	char cmd[32];
+
+	if (start_fake(&p, NULL, NULL))
+		return;
+	gt_attach(&t, &p, 4u << 20, 2);
+	kvmem_page_layout(&t.g, 0, &l);
+	kvmem_page_layout(&t.g, 1, &lh);
+	ck_assert_uint_gt(lh.size, l.size);
+	cap = (uint32_t)((2u << 20) / ((l.size + KVMEM_SLOT_UNIT - 1) /
+				       KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT));
+	ck_assert_uint_le(cap, NPAGES_MAX);
+	gt_fill(&t, 1, cap, 12);
+	ck_assert_int_ge(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, cap);
+	for (i = 1; i < cap; i++)
+		if (t.slot[1][i] > t.slot[1][last])
+			last = i;
+	/* The slot ends where the GPU memory does. */
+	ck_assert_uint_ge((uint64_t)(t.slot[1][last] - t.arena_units) *
+					  KVMEM_SLOT_UNIT +
+				  lh.size,
+			  2u << 20);
+	{
+		struct kvmem_page_hdr h = { .seq = 1,
+					    .token_start = last *
+							   t.g.tokens_per_page,
+					    .ntokens = 1 };
+		const size_t vals = (size_t)t.g.kv_heads * t.g.head_dim;
+		float *kv = kvmem_check_xmalloc(vals * sizeof(float));
+
+		memset(kv, 0, vals * sizeof(float));
+		hot = kvmem_check_xmalloc(lh.size);
+		ck_assert_int_eq(kvmem_page_encode(hot, &t.g, &h, 1, kv, kv), 0);
+		free(kv);
+	}
+	page = (uint8_t *)gt_page(&t, t.slot[1][last]);
+	memcpy(page, hot, KVMEM_PAGE_HDR_BYTES);
+	free(hot);
+	snprintf(cmd, sizeof(cmd), "seq %u 1", t.r.w.session);
+	admin(&p, "scrub now %s", cmd);
+	ck_assert_msg(!memcmp(page, t.ref[1][last], l.size),
+		      "the header was not put back");
+	checked_at(&p, cap - 1, 1);
+	/* Every page, the last among them, back in host memory as sealed. */
+	ck_assert_int_ge(gt_acquire(&t, 1, 0, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /* The GPU pool's pinned host memory and unpinned sessions, once kvmemd
  * counts @pinned bytes (it frees a session's after seeing the hang-up). */
 static void pinned_at(const struct kvmemd_proc *p, uint64_t pinned,
@@ -957,6 +1024,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_prefetch);
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
 	tcase_add_test(tc, test_gpu_tier_cuda_checks);
+	tcase_add_test(tc, test_gpu_tier_cuda_hostile_header);
 	tcase_add_test(tc, test_gpu_tier_pinned);
 	suite_add_tcase(s, tc);
 	return s;
