@@ -2946,6 +2946,91 @@ START_TEST(test_cuda_gpu_tier_session)
 END_TEST
 
 /*
+ * kvmemd's patrol over the pages of a GPU tier, on the fake driver and,
+ * where there is one, on GPU 0 (the daemon then on the real driver): one
+ * flip in every word of the sequence's pages there (kvmemctl inject's
+ * exact channel, made in copies of them), corrected where the pages are
+ * by the scrub kernel, each counted as injected, no page copied to be
+ * checked; read back, the values are those read before.
+ */
+static void gpu_tier_scrub_on(struct dev *dv)
+{
+	const char *fake_daemon[] = { fake_env(), kvmem_check_simt_env(),
+				      NULL };
+	struct kvmem_connect_opts o = { .quota_bytes = 4u << 20,
+					.gpu_mib = 2,
+					.flags = KVMEM_CONNECT_GPU_TIER };
+	const size_t n = (size_t)45 * 2 * 64;
+	float *k0 = kvmem_check_xmalloc(n * 4),
+	      *v0 = kvmem_check_xmalloc(n * 4);
+	float *k1 = kvmem_check_xmalloc(n * 4),
+	      *v1 = kvmem_check_xmalloc(n * 4);
+	struct kvmem_cuda_page table[8];
+	struct kvmem_geometry g;
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+	char st[8192];
+	uint64_t words;
+	uint32_t sid;
+
+	if (no_fatbin())
+		goto out;
+	kvmem_rng_seed(&r, 1733);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\nallow_inject = yes\n[pool]\n"
+		     "gpu_bytes = 64M\n",
+		     on_fake(dv->cu) ? fake_daemon : NULL);
+	ck_assert_msg(!kvmem_connect(p.sock, &g, &o, &c), "%s",
+		      kvmem_connect_error());
+	sid = kvmem_session_id(c);
+	ck_assert_int_eq(kvmem_seq_create(c, &s), 0);
+	append_random(s, &g, 45, &r);
+	ck_assert_int_eq(kvmem_seq_read(s, 0, 0, 45, KVMEM_ERASE_INTERPOLATE,
+					k0, v0, NULL),
+			 0);
+	ck_assert_msg(!kvmem_cuda_register(dv->cu, c), "%s",
+		      kvmem_cuda_error());
+	/* The sink page and two sealed pages go there; the tail stays. */
+	ck_assert_int_eq(kvmem_cuda_seq_pages(dv->cu, s, 0, table, 8), 4);
+	EXPECT_EQ(gpu_stat(&p, "promoted_pages"), 3, "%s", "pages moved");
+	kvmemd_admin_ok(&p, st, sizeof(st),
+			"inject session %u ber 0 seed 2 channel exact:1", sid);
+	EXPECT_EQ(kvmemd_json_u64(st, "pages"), 3, "%s", st);
+	words = kvmemd_json_u64(st, "words");
+	ck_assert_uint_gt(words, 3);
+	kvmemd_admin_ok(&p, st, sizeof(st), "scrub now session %u", sid);
+	EXPECT_EQ(kvmemd_json_u64(st, "ce"), words, "%s", st);
+	EXPECT_EQ(kvmemd_json_u64(st, "ue"), 0, "%s", st);
+	kvmemd_admin_ok(&p, st, sizeof(st), "status");
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "checked_in_place"), 3,
+		  "%s", st);
+	EXPECT_EQ(kvmemd_json_after(st, "\"gpu_pool\"", "checked_in_copies"), 0,
+		  "%s", st);
+	ck_assert_int_eq(kvmem_seq_read(s, 0, 0, 45, KVMEM_ERASE_INTERPOLATE,
+					k1, v1, NULL),
+			 0);
+	EXPECT_MEM(k1, k0, n * 4, "%s", "K after the scrub on the GPU");
+	EXPECT_MEM(v1, v0, n * 4, "%s", "V after the scrub on the GPU");
+	kvmem_close(c);
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(&p);
+out:
+	free(k0);
+	free(v0);
+	free(k1);
+	free(v1);
+}
+
+START_TEST(test_cuda_gpu_tier_scrub)
+{
+	on_targets(4, gpu_tier_scrub_on);
+}
+END_TEST
+
+/*
  * Hostile: attach with GPU memory and hang up, again and again. Each ended
  * session's memory stays held while the process lives, and a user holds
  * no more than its sessions could have at once (daemon.max_sessions_per_uid
@@ -3689,6 +3774,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_register_session);
 	tcase_add_test(tc, test_cuda_gpu_pool);
 	tcase_add_test(tc, test_cuda_gpu_tier_session);
+	tcase_add_test(tc, test_cuda_gpu_tier_scrub);
 	tcase_add_test(tc, test_cuda_bench_tier);
 	tcase_add_test(tc, test_cuda_gpu_pool_per_user);
 	tcase_add_test(tc, test_cuda_gpu_pool_killed);
