@@ -233,23 +233,35 @@ static int movable(const struct page *p, uint32_t pins)
 	return p->state == PAGE_RESIDENT && p->pins <= pins;
 }
 
-/* The released page in the GPU tier to leave first: the one released
- * longest ago (the heat array covers host slots only); NO_UNIT for none. */
-static uint32_t coldest(const struct kvmemd_session *s)
+/*
+ * The released pages in the GPU tier, the longest released first (the
+ * heat array covers host slots only), at most @max of them, into @out
+ * (kept in that order as the pages are looked through once). Return: how
+ * many.
+ */
+static uint32_t coldest_n(const struct kvmemd_session *s, uint32_t *out,
+			  uint32_t max)
 {
 	const struct kvmemd_arena *a = &s->arena;
-	uint32_t pg, best = NO_UNIT;
+	uint32_t pg, n = 0, i;
 
 	for (pg = 0; pg < a->top_page; pg++) {
 		const struct page *p = &a->pages[pg];
 
 		if (!movable(p, 0) || !p->refs || !arena_unit_gpu(a, p->unit))
 			continue;
-		if (best == NO_UNIT || p->released < a->pages[best].released)
-			best = pg;
+		if (n == max && p->released >= a->pages[out[n - 1]].released)
+			continue;
+		i = n < max ? n++ : n - 1;
+		for (; i && a->pages[out[i - 1]].released > p->released; i--)
+			out[i] = out[i - 1];
+		out[i] = pg;
 	}
-	return best;
+	return n;
 }
+
+/* The pages tier_gpu_balance() demotes in one batch: the loop's alone. */
+static uint32_t balance_victims[BATCH_PAGES];
 
 /*
  * The pages' copies are started a batch at a time and waited for once:
@@ -283,7 +295,7 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		ret = move_start(s, pg, gpu, &b);
 		/* Room on the GPU: the released page there the longest
 		 * makes it, if host memory can take that one. */
-		if (ret == -ENOMEM && gpu && (victim = coldest(s)) != NO_UNIT &&
+		if (ret == -ENOMEM && gpu && coldest_n(s, &victim, 1) &&
 		    !move_now(s, victim, 0))
 			ret = move_start(s, pg, gpu, &b);
 		/* A page that does not fit on the GPU, or whose copy there
@@ -382,12 +394,19 @@ static int prefetch_step(struct kvmemd_session *s, uint64_t now)
 	return s->ngpu_prefetch > 0;
 }
 
+/*
+ * Below the low watermark, the longest released pages leave, a batch of
+ * copies at a time, until the high watermark is free again or the pass's
+ * budget is spent.
+ */
 int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
 {
 	const struct kvmemd_config *c = &s->d->cfg;
 	struct kvmemd_arena *a = &s->arena;
+	const uint64_t high = (uint64_t)a->gpu_units * c->high_watermark / 100;
+	struct batch b = { .m = place_moves, .cap = BATCH_PAGES };
 	uint64_t budget = GPU_STEP_BYTES, free_units;
-	uint32_t pg;
+	uint32_t i, n;
 
 	if (!a->gpu_units)
 		return 0;
@@ -398,19 +417,26 @@ int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
 		if (free_units <
 		    (uint64_t)a->gpu_units * c->low_watermark / 100)
 			s->gpu_reclaiming = 1;
-		if (free_units >=
-		    (uint64_t)a->gpu_units * c->high_watermark / 100)
+		if (free_units >= high)
 			s->gpu_reclaiming = 0;
 		if (!s->gpu_reclaiming || now < s->gpu_rescan)
 			return 0;
-		pg = coldest(s);
-		/* Nothing released there, or host memory full: the
-		 * store's reclaim makes room there first. */
-		if (pg == NO_UNIT || move_now(s, pg, 0)) {
+		n = coldest_n(s, balance_victims, BATCH_PAGES);
+		for (i = 0; i < n && budget && free_units < high; i++) {
+			const struct page *p = &a->pages[balance_victims[i]];
+
+			if (move_start(s, balance_victims[i], 0, &b))
+				break;
+			free_units += a->slot_units[p->kind];
+			spend(&budget, slot_bytes(s, p->kind));
+		}
+		/* Nothing released there, host memory full (the store's
+		 * reclaim makes room there first), or a copy failed. */
+		if (!b.n || batch_finish(s, &b) ||
+		    (i < n && free_units < high && budget)) {
 			s->gpu_rescan = now + GPU_RESCAN_NS;
 			return 0;
 		}
-		spend(&budget, slot_bytes(s, a->pages[pg].kind));
 	}
 	return 1;
 }

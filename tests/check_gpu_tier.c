@@ -448,6 +448,57 @@ START_TEST(test_gpu_tier_pressure)
 }
 END_TEST
 
+/*
+ * The watermarks on their own: two sequences fill 90% of the GPU tier;
+ * the first released, its pages (and only its: the other is acquired)
+ * leave, in batches of copies, until the high watermark is free, and not
+ * a page more.
+ */
+START_TEST(test_gpu_tier_watermarks)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu, cap, n, slot;
+	uint64_t sealed = 0;
+	struct gt t;
+	int i;
+
+	start_standin(&p, "[tier]\nlow_watermark = 20\nhigh_watermark = 40\n");
+	gt_attach(&t, &p, 8u << 20, 2);
+	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
+			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	cap = (2u << 20) / slot;
+	n = cap * 45 / 100;
+	gt_fill(&t, 1, n, 21);
+	gt_fill(&t, 2, n, 22);
+	ck_assert_int_ge(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, n);
+	ck_assert_int_ge(gt_acquire(&t, 2, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, n);
+	ck_assert_int_eq(gt_release(&t, 1), 0);
+	for (i = 0; i < 500; i++) {
+		gpu_pool_stats(&p);
+		sealed = kvmemd_json_after(reply, "\"pool\":\"gpu\"",
+					   "sealed_bytes");
+		if (sealed <= (2u << 20) * 60 / 100)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_le(sealed, (2u << 20) * 60 / 100);
+	ck_assert_uint_gt(sealed + slot, (2u << 20) * 60 / 100);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
+		(2 * n * slot - sealed) / slot);
+	/* Sequence 2 kept every page there; sequence 1 the rest. */
+	ck_assert_int_eq(gt_acquire(&t, 2, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, n);
+	ck_assert_int_ge(gt_acquire(&t, 1, 0, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /* The words corrected since start in h84 payload are @words, counted
  * where they were made: on the GPU, none in host memory. */
 static void ce_counted_on_gpu(const struct kvmemd_proc *p, uint64_t words)
@@ -903,15 +954,16 @@ START_TEST(test_gpu_tier_cuda_hostile_header)
 			  2u << 20);
 	{
 		struct kvmem_page_hdr h = { .seq = 1,
-					    .token_start = last *
-							   t.g.tokens_per_page,
+					    .token_start =
+						    last * t.g.tokens_per_page,
 					    .ntokens = 1 };
 		const size_t vals = (size_t)t.g.kv_heads * t.g.head_dim;
 		float *kv = kvmem_check_xmalloc(vals * sizeof(float));
 
 		memset(kv, 0, vals * sizeof(float));
 		hot = kvmem_check_xmalloc(lh.size);
-		ck_assert_int_eq(kvmem_page_encode(hot, &t.g, &h, 1, kv, kv), 0);
+		ck_assert_int_eq(kvmem_page_encode(hot, &t.g, &h, 1, kv, kv),
+				 0);
 		free(kv);
 	}
 	page = (uint8_t *)gt_page(&t, t.slot[1][last]);
@@ -1018,6 +1070,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_not_asked);
 	tcase_add_test(tc, test_gpu_tier_flips_on_the_gpu);
 	tcase_add_test(tc, test_gpu_tier_pressure);
+	tcase_add_test(tc, test_gpu_tier_watermarks);
 	tcase_add_test(tc, test_gpu_tier_scrub);
 	tcase_add_test(tc, test_gpu_tier_client_killed);
 	tcase_add_test(tc, test_gpu_tier_long_sequence);
