@@ -216,16 +216,6 @@ static int batch_finish(struct kvmemd_session *s, struct batch *b)
 	return ret;
 }
 
-/* Move page @pg at once, as move_start() and batch_finish() of it. */
-static int move_now(struct kvmemd_session *s, uint32_t pg, int to_gpu)
-{
-	struct move one;
-	struct batch b = { .m = &one, .cap = 1 };
-	int ret = move_start(s, pg, to_gpu, &b);
-
-	return ret ? ret : batch_finish(s, &b);
-}
-
 /* Can @p move now: resident, whole in a slot, no other acquired sequence
  * holding it (@pins: the acquiring one's, or none)? */
 static int movable(const struct page *p, uint32_t pins)
@@ -260,8 +250,46 @@ static uint32_t coldest_n(const struct kvmemd_session *s, uint32_t *out,
 	return n;
 }
 
-/* The pages tier_gpu_balance() demotes in one batch: the loop's alone. */
-static uint32_t balance_victims[BATCH_PAGES];
+/* The pages that leave the GPU in one batch to make room (tier_gpu_place(),
+ * tier_gpu_balance()), and their moves: the loop's alone. */
+static uint32_t victims[BATCH_PAGES];
+static struct move room_moves[BATCH_PAGES];
+
+/*
+ * Room on the GPU for the pages of @q from @pos on that are not there (a
+ * batch of them at most): the pages released there the longest leave, as
+ * many as that takes, their copies waited for once. Return: 0 when one
+ * left at least, -ENOMEM when none could (nothing released there, host
+ * memory full, the copies failed).
+ */
+static int make_room(struct kvmemd_session *s, const struct seq *q,
+		     uint32_t pos)
+{
+	struct kvmemd_arena *a = &s->arena;
+	struct batch b = { .m = room_moves, .cap = BATCH_PAGES };
+	uint64_t need = 0,
+		 room = a->gpu_units - a->gpu_used_bytes / KVMEM_SLOT_UNIT;
+	uint32_t n, i, want = 0, freed = 0;
+
+	for (i = pos; i < q->n && want < BATCH_PAGES; i++) {
+		const struct page *p = &a->pages[q->pages[i]];
+
+		if (arena_unit_gpu(a, p->unit))
+			continue;
+		need += a->slot_units[p->kind];
+		want++;
+	}
+	n = coldest_n(s, victims, want ? want : 1);
+	for (i = 0; i < n && (!i || room < need); i++) {
+		if (move_start(s, victims[i], 0, &b))
+			break;
+		room += a->slot_units[a->pages[victims[i]].kind];
+	}
+	batch_finish(s, &b);
+	for (i = 0; i < n; i++)
+		freed += !arena_unit_gpu(a, a->pages[victims[i]].unit);
+	return freed ? 0 : -ENOMEM;
+}
 
 /*
  * The pages' copies are started a batch at a time and waited for once:
@@ -273,7 +301,6 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 	struct kvmemd_arena *a = &s->arena;
 	struct batch b = { .m = place_moves, .cap = BATCH_PAGES };
 	uint64_t budget = GPU_STEP_BYTES;
-	uint32_t victim;
 	int ret = 0, fin;
 
 	if (!a->gpu_units)
@@ -293,10 +320,9 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 			continue;
 		}
 		ret = move_start(s, pg, gpu, &b);
-		/* Room on the GPU: the released page there the longest
-		 * makes it, if host memory can take that one. */
-		if (ret == -ENOMEM && gpu && coldest_n(s, &victim, 1) &&
-		    !move_now(s, victim, 0))
+		/* Room on the GPU: the released pages there the longest
+		 * make it, as far as host memory can take them. */
+		if (ret == -ENOMEM && gpu && !make_room(s, q, *pos))
 			ret = move_start(s, pg, gpu, &b);
 		/* A page that does not fit on the GPU, or whose copy there
 		 * failed, is read where it is: in host memory. */
@@ -421,11 +447,11 @@ int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
 			s->gpu_reclaiming = 0;
 		if (!s->gpu_reclaiming || now < s->gpu_rescan)
 			return 0;
-		n = coldest_n(s, balance_victims, BATCH_PAGES);
+		n = coldest_n(s, victims, BATCH_PAGES);
 		for (i = 0; i < n && budget && free_units < high; i++) {
-			const struct page *p = &a->pages[balance_victims[i]];
+			const struct page *p = &a->pages[victims[i]];
 
-			if (move_start(s, balance_victims[i], 0, &b))
+			if (move_start(s, victims[i], 0, &b))
 				break;
 			free_units += a->slot_units[p->kind];
 			spend(&budget, slot_bytes(s, p->kind));

@@ -449,6 +449,42 @@ START_TEST(test_gpu_tier_pressure)
 END_TEST
 
 /*
+ * An acquire for a GPU tier nearly full (the watermarks out of the way)
+ * makes room for its pages, a batch of copies at a time: exactly as many
+ * released pages leave as the free slots lack.
+ */
+START_TEST(test_gpu_tier_make_room)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu, slots, slot;
+	struct gt t;
+
+	start_standin(&p, "[tier]\nlow_watermark = 0\nhigh_watermark = 1\n");
+	gt_attach(&t, &p, 8u << 20, 2);
+	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
+			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	slots = (2u << 20) / slot;
+	/* Two slots left free. */
+	gt_fill(&t, 1, slots - 2, 31);
+	ck_assert_int_ge(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, slots - 2);
+	ck_assert_int_eq(gt_release(&t, 1), 0);
+	gt_fill(&t, 2, slots / 3, 32);
+	ck_assert_int_ge(gt_acquire(&t, 2, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, slots / 3);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
+		slots / 3 - 2);
+	ck_assert_int_ge(gt_acquire(&t, 1, 0, &on_gpu), 0);
+	ck_assert_int_eq(gt_release(&t, 1), 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * The watermarks on their own: two sequences fill 90% of the GPU tier;
  * the first released, its pages (and only its: the other is acquired)
  * leave, in batches of copies, until the high watermark is free, and not
@@ -1071,6 +1107,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_flips_on_the_gpu);
 	tcase_add_test(tc, test_gpu_tier_pressure);
 	tcase_add_test(tc, test_gpu_tier_watermarks);
+	tcase_add_test(tc, test_gpu_tier_make_room);
 	tcase_add_test(tc, test_gpu_tier_scrub);
 	tcase_add_test(tc, test_gpu_tier_client_killed);
 	tcase_add_test(tc, test_gpu_tier_long_sequence);
