@@ -3447,7 +3447,8 @@ static double bench_field(const char *json, const char *key)
  * kvmemd moved are those of the pages it wrote (the sealed pages and each
  * layer's sink page, both ways), computed here from the layouts; the
  * rates and ratios are there (the fake's copies are memmove(), so their
- * values say nothing). Without a driver it says why and exits 2.
+ * values say nothing), and every page the scrubber checked on the GPU
+ * was checked where it is. Without a driver it says why and exits 2.
  */
 START_TEST(test_cuda_bench_tier)
 {
@@ -3458,6 +3459,7 @@ START_TEST(test_cuda_bench_tier)
 		"to_gpu_gbps",	  "to_host_gbps",    "copy_h2d_gbps",
 		"copy_d2h_gbps",  "page_h2d_gbps",   "page_d2h_gbps",
 		"to_gpu_vs_copy", "to_host_vs_copy", "reacquire_ms",
+		"scrub_gpu_gbps", "scrub_host_gbps", "scrub_gpu_vs_host",
 	};
 	struct kvmem_page_layout l, lh;
 	struct kvmem_run r;
@@ -3483,6 +3485,11 @@ START_TEST(test_cuda_bench_tier)
 	EXPECT_EQ((uint64_t)bench_field(r.out, "pages"), seqs * 8 * 9, "%s",
 		  r.out);
 	EXPECT_EQ((uint64_t)bench_field(r.out, "sequences"), seqs, "%s", r.out);
+	/* Every page the scrubber checked on the GPU was checked there. */
+	EXPECT_EQ((uint64_t)bench_field(r.out, "checked_in_place"),
+		  seqs * 8 * 9, "%s", r.out);
+	EXPECT_EQ((uint64_t)bench_field(r.out, "checked_in_copies"), 0, "%s",
+		  r.out);
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		EXPECT(bench_field(r.out, keys[i]) > 0, "%s in %s", keys[i],
 		       r.out);

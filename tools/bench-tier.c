@@ -14,7 +14,9 @@
  * copies the same bytes from pinned host memory to device memory and back
  * with the driver (kvmem_cuda_copy(), waited for), in one copy each way
  * and in copies of one page each, so that a page at a time is measured as
- * well as the bus.
+ * well as the bus. Last, kvmemd's scrubber checks every page of the
+ * session at once (scrub now), with the pages on the GPU (by its kernels,
+ * where they are) and again in host memory, at the GB/s its reply says.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -49,6 +51,8 @@ struct tier_result {
 	double reacquire_ms; /* median, one sequence back on the GPU */
 	double copy_h2d_gbps, copy_d2h_gbps; /* one copy each way */
 	double page_h2d_gbps, page_d2h_gbps; /* a page a copy */
+	double scrub_gpu_gbps, scrub_host_gbps; /* pages checked */
+	uint64_t in_place, in_copies; /* GPU pages checked each way */
 };
 
 static void tier_usage(FILE *f)
@@ -67,7 +71,8 @@ static void tier_usage(FILE *f)
 		"PATH)\n"
 		"  --json         one JSON object: to_gpu_gbps, to_host_gbps, "
 		"copy_h2d_gbps,\n"
-		"                 ... and their ratios\n");
+		"                 ... and their ratios, scrub_gpu_gbps, "
+		"scrub_host_gbps\n");
 }
 
 static int parse_cfg(int argc, char **argv, struct tier_cfg *cfg)
@@ -110,17 +115,77 @@ static int parse_cfg(int argc, char **argv, struct tier_cfg *cfg)
 	return 0;
 }
 
-/* The GPU pool's moved_bytes, from the daemon's stats; 0 on failure. */
+/* The number after "@key": in @reply, after @anchor; 0 where none is. */
+static double reply_num(const char *reply, const char *anchor, const char *key)
+{
+	const char *p = strstr(reply, anchor);
+	char pat[64];
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = p ? strstr(p, pat) : NULL;
+	return p ? strtod(p + strlen(pat), NULL) : 0;
+}
+
+/* @key of the GPU pool in the daemon's @cmd (stats, status); 0 on
+ * failure. */
+static uint64_t gpu_stat(const struct own_kvmemd *d, const char *cmd,
+			 const char *key)
+{
+	char reply[16384];
+
+	if (bench_admin(d->admin, cmd, reply, sizeof(reply), 10000))
+		return 0;
+	return (uint64_t)reply_num(reply,
+				   strcmp(cmd, "stats") ? "\"gpu_pool\""
+							: "\"pool\":\"gpu\"",
+				   key);
+}
+
 static uint64_t moved_bytes(const struct own_kvmemd *d)
 {
-	char reply[8192];
-	const char *p;
+	return gpu_stat(d, "stats", "moved_bytes");
+}
 
-	if (bench_admin(d->admin, "stats", reply, sizeof(reply), 10000))
+/* kvmemd's scrub of every page of session @sid, at once: GB/s of pages
+ * checked, by its reply's bytes and duration; 0 on failure. */
+static double scrub_now(const struct own_kvmemd *d, uint32_t sid)
+{
+	char req[64], reply[8192];
+	double s;
+
+	snprintf(req, sizeof(req), "scrub now session %u", sid);
+	if (bench_admin(d->admin, req, reply, sizeof(reply), 600000))
 		return 0;
-	p = strstr(reply, "\"pool\":\"gpu\"");
-	p = p ? strstr(p, "\"moved_bytes\":") : NULL;
-	return p ? strtoull(p + 14, NULL, 10) : 0;
+	s = reply_num(reply, "{", "duration_s");
+	return s > 0 ? reply_num(reply, "{", "bytes") / s / 1e9 : 0;
+}
+
+/*
+ * The pages on the GPU (moves() left them there) scrubbed there, then
+ * each sequence back in host memory and scrubbed again. 0, or a negative
+ * errno said on stderr.
+ */
+static int scrubs(const struct own_kvmemd *d, struct kvmem_seq **s, uint32_t n,
+		  uint32_t sid, struct tier_result *res)
+{
+	const uint64_t p0 = gpu_stat(d, "status", "checked_in_place");
+	const uint64_t c0 = gpu_stat(d, "status", "checked_in_copies");
+	uint32_t i;
+	int ret = 0;
+
+	res->scrub_gpu_gbps = scrub_now(d, sid);
+	res->in_place = gpu_stat(d, "status", "checked_in_place") - p0;
+	res->in_copies = gpu_stat(d, "status", "checked_in_copies") - c0;
+	for (i = 0; !ret && i < n; i++)
+		ret = kvmem_seq_acquire(s[i]);
+	if (!ret)
+		res->scrub_host_gbps = scrub_now(d, sid);
+	if (!ret && (!res->scrub_gpu_gbps || !res->scrub_host_gbps))
+		ret = -EIO;
+	if (ret)
+		fprintf(stderr, "kvmem-bench: tier: scrubbing: %s\n",
+			kvmem_strerror(ret));
+	return ret;
 }
 
 /*
@@ -300,6 +365,8 @@ static int run(const struct tier_cfg *cfg, struct kvmem_cuda *cu,
 		ret = -EIO;
 	}
 	if (!ret)
+		ret = scrubs(&d, s, res->seqs, kvmem_session_id(c), res);
+	if (!ret)
 		ret = baseline(cu, res->bytes / 2, l.size, res);
 	kvmem_close(c);
 	free(s);
@@ -321,14 +388,20 @@ static void print(const struct tier_cfg *cfg, const struct tier_result *r)
 		       "\"to_host_gbps\": %.3f, \"copy_h2d_gbps\": %.3f, "
 		       "\"copy_d2h_gbps\": %.3f, \"page_h2d_gbps\": %.3f, "
 		       "\"page_d2h_gbps\": %.3f, \"to_gpu_vs_copy\": %.3f, "
-		       "\"to_host_vs_copy\": %.3f, \"reacquire_ms\": %.3f}\n",
+		       "\"to_host_vs_copy\": %.3f, \"reacquire_ms\": %.3f, "
+		       "\"scrub_gpu_gbps\": %.3f, \"scrub_host_gbps\": %.3f, "
+		       "\"scrub_gpu_vs_host\": %.3f, \"checked_in_place\": "
+		       "%llu, \"checked_in_copies\": %llu}\n",
 		       (unsigned long long)r->bytes,
 		       (unsigned long long)r->pages,
 		       (unsigned long long)r->page_bytes, r->seqs, to_gpu,
 		       to_host, r->copy_h2d_gbps, r->copy_d2h_gbps,
 		       r->page_h2d_gbps, r->page_d2h_gbps,
 		       to_gpu / r->copy_h2d_gbps, to_host / r->copy_d2h_gbps,
-		       r->reacquire_ms);
+		       r->reacquire_ms, r->scrub_gpu_gbps, r->scrub_host_gbps,
+		       r->scrub_gpu_gbps / r->scrub_host_gbps,
+		       (unsigned long long)r->in_place,
+		       (unsigned long long)r->in_copies);
 		return;
 	}
 	printf("%llu pages (sealed ones of %llu bytes, and sinks) in %u "
@@ -343,6 +416,10 @@ static void print(const struct tier_cfg *cfg, const struct tier_result *r)
 	printf("a page a copy: %.2f GB/s to the GPU, %.2f back; a sequence "
 	       "back on the GPU in %.3f ms (median)\n",
 	       r->page_h2d_gbps, r->page_d2h_gbps, r->reacquire_ms);
+	printf("scrubbed by kvmemd: %.2f GB/s on the GPU (%llu pages in "
+	       "place, %llu in copies), %.2f GB/s in host memory\n",
+	       r->scrub_gpu_gbps, (unsigned long long)r->in_place,
+	       (unsigned long long)r->in_copies, r->scrub_host_gbps);
 }
 
 static int run_tier(int argc, char **argv)
