@@ -135,9 +135,10 @@ struct kvmemd_region {
  *          KVMEMD_CHECK_MAX), taken where the bytes are, into @crc; 0,
  *          -EIO, -EINVAL (a range outside the region), -EOPNOTSUPP (it
  *          has no device workspace)
- * scrub:   where view is NULL: the page at @off, of @len bytes, geometry
- *          @g and the kind @hot says (a header that says another is
- *          -EINVAL), checked and corrected where it is as
+ * scrub:   where view is NULL: the sealed page at @off, of @len bytes,
+ *          geometry @g, the kind @hot says and @ntokens tokens (a header
+ *          that says otherwise is -EINVAL), checked and corrected where
+ *          it is as
  *          kvmem_page_scrub() does, its counts into @pc; then, of the page
  *          as that left it, the CRC-32C of its bytes after the header into
  *          @crc and its header (KVMEM_PAGE_HDR_BYTES) into @hdr, all in
@@ -171,7 +172,7 @@ struct kvmemd_pool_ops {
 	int (*check)(struct kvmemd_region *r, const uint64_t *rg, uint32_t n,
 		     uint32_t *crc);
 	int (*scrub)(struct kvmemd_region *r, uint64_t off, size_t len, int hot,
-		     const struct kvmem_geometry *g,
+		     uint32_t ntokens, const struct kvmem_geometry *g,
 		     struct kvmem_page_counts *pc, uint32_t *crc, uint8_t *hdr);
 };
 

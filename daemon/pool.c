@@ -392,11 +392,12 @@ static int cuda_check(struct kvmemd_region *r, const uint64_t *rg, uint32_t n,
 }
 
 static int cuda_scrub(struct kvmemd_region *r, uint64_t off, size_t len,
-		      int hot, const struct kvmem_geometry *g,
+		      int hot, uint32_t ntokens, const struct kvmem_geometry *g,
 		      struct kvmem_page_counts *pc, uint32_t *crc, uint8_t *hdr)
 {
 	const struct ws_in in = {
 		.pg = { .addr = r->dev + off,
+			.ntokens = ntokens,
 			.flags = hot ? KVMEM_HDR_HOT : 0 },
 		.rg = { off + KVMEM_PAGE_HDR_BYTES,
 			len - KVMEM_PAGE_HDR_BYTES },

@@ -697,22 +697,15 @@ static void mark_degraded(struct kvmemd_session *s, uint32_t unit,
 		p->degraded++;
 }
 
-/*
- * The codewords are scrubbed: write the header back from the seal record
- * if it differs, and count and report the uncorrectable words the
- * scrubber did not know of. Only new ones are counted: a word stays
- * uncorrectable, and the next pass sees it again.
- */
-static void check_report(struct kvmemd *d, struct kvmemd_session *s,
-			 struct kvmemd_check *c, struct pass *p)
+/* The words @c corrected (and the padding it put back), counted. */
+static void count_corrected(struct kvmemd *d, struct kvmemd_session *s,
+			    const struct kvmemd_check *c, struct pass *p)
 {
 	struct kvmemd_ras *r = d->ras;
-	struct slot *sl = &s->arena.slots[c->unit];
-	enum tier tier = slot_tier(sl, c->src);
-	enum kvmemd_pool_kind pool = check_pool(s, c);
+	const struct slot *sl = &s->arena.slots[c->unit];
+	const enum tier tier = slot_tier(sl, c->src);
+	const enum kvmemd_pool_kind pool = check_pool(s, c);
 	struct region_def rg[4];
-	struct ras_count *cnt;
-	struct ras_event e;
 	size_t i;
 
 	slot_regions(s, sl, rg);
@@ -732,6 +725,26 @@ static void check_report(struct kvmemd *d, struct kvmemd_session *s,
 		p->ce += c->ce[i];
 	}
 	p->padding += c->tidied;
+}
+
+/*
+ * The codewords are scrubbed: write the header back from the seal record
+ * if it differs, and count and report the uncorrectable words the
+ * scrubber did not know of. Only new ones are counted: a word stays
+ * uncorrectable, and the next pass sees it again.
+ */
+static void check_report(struct kvmemd *d, struct kvmemd_session *s,
+			 struct kvmemd_check *c, struct pass *p)
+{
+	struct kvmemd_ras *r = d->ras;
+	struct slot *sl = &s->arena.slots[c->unit];
+	enum tier tier = slot_tier(sl, c->src);
+	enum kvmemd_pool_kind pool = check_pool(s, c);
+	struct ras_count *cnt;
+	struct ras_event e;
+	size_t i;
+
+	count_corrected(d, s, c, p);
 
 	if (restore_header(s, sl, check_page(s, c))) {
 		c->dirty = 1;
@@ -1042,14 +1055,15 @@ static int device_check(struct kvmemd *d, struct kvmemd_session *s,
 	    came_back(c->src) || sl->flags & SLOT_ARCHIVED)
 		return 0;
 	ret = ops->scrub(&s->gpu, off, l->size, sl->kind == KVMEM_SLOT_HOT,
-			 &s->g, &pc, &crc, hdr);
-	if (ret && ret != -EBADMSG)
-		return 0; /* it did not run, or the header is not the slot's */
+			 sl->ntokens, &s->g, &pc, &crc, hdr);
+	/* It did not run, the header is not the slot's, or it is past its
+	 * code: the kernel stopped before it stored a correction. */
+	if ((ret && ret != -EBADMSG) || pc.header.uncorrectable)
+		return 0;
 	c->ce[REGION_HEADER] = pc.header.corrected;
 	c->ce[REGION_SCALES] = pc.scales.corrected;
 	c->ce[REGION_PAYLOAD] = pc.payload.corrected;
-	if (ret || pc.header.uncorrectable || pc.scales.uncorrectable ||
-	    pc.payload.uncorrectable)
+	if (ret || pc.scales.uncorrectable || pc.payload.uncorrectable)
 		return 0;
 	c->bounce = hdr;
 	check_report(d, s, c, p);
@@ -1084,12 +1098,19 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 	if (sl->state != SLOT_SEALED || sl->seal != c->seal)
 		return 1;
 	if (!c->bounce && !session_page_readable(s, c->unit)) {
-		if (device_check(d, s, c, p))
+		if (device_check(d, s, c, p)) {
 			take(budget, 1, size);
-		else if (bounce_in(d, s, c, p, size))
+		} else if (bounce_in(d, s, c, p, size)) {
+			/* Not checked; what the kernel corrected there is
+			 * counted. */
+			if (c->ce[REGION_HEADER] || c->ce[REGION_SCALES] ||
+			    c->ce[REGION_PAYLOAD])
+				count_corrected(d, s, c, p);
+			take(budget, 1, size);
 			return 1;
+		}
 	}
-	page = check_page(s, c);
+	page = c->phase == PH_DONE ? NULL : check_page(s, c);
 	while (c->phase != PH_DONE && *budget) {
 		switch (c->phase) {
 		case PH_STORE:

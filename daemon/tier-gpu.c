@@ -256,14 +256,14 @@ static uint32_t victims[BATCH_PAGES];
 static struct move room_moves[BATCH_PAGES];
 
 /*
- * Room on the GPU for the pages of @q from @pos on that are not there (a
- * batch of them at most): the pages released there the longest leave, as
- * many as that takes, their copies waited for once. Return: 0 when one
- * left at least, -ENOMEM when none could (nothing released there, host
- * memory full, the copies failed).
+ * Room on the GPU for the pages of @q from @pos on that are not there, as
+ * many as @budget bytes of the pass and a batch allow: the pages released
+ * there the longest leave, as many as that takes, their copies waited for
+ * once. Return: 0 when one left at least, -ENOMEM when none could
+ * (nothing released there, host memory full, the copies failed).
  */
 static int make_room(struct kvmemd_session *s, const struct seq *q,
-		     uint32_t pos)
+		     uint32_t pos, uint64_t budget)
 {
 	struct kvmemd_arena *a = &s->arena;
 	struct batch b = { .m = room_moves, .cap = BATCH_PAGES };
@@ -271,13 +271,14 @@ static int make_room(struct kvmemd_session *s, const struct seq *q,
 		 room = a->gpu_units - a->gpu_used_bytes / KVMEM_SLOT_UNIT;
 	uint32_t n, i, want = 0, freed = 0;
 
-	for (i = pos; i < q->n && want < BATCH_PAGES; i++) {
+	for (i = pos; i < q->n && want < BATCH_PAGES && budget; i++) {
 		const struct page *p = &a->pages[q->pages[i]];
 
 		if (arena_unit_gpu(a, p->unit))
 			continue;
 		need += a->slot_units[p->kind];
 		want++;
+		spend(&budget, slot_bytes(s, p->kind));
 	}
 	n = coldest_n(s, victims, want ? want : 1);
 	for (i = 0; i < n && (!i || room < need); i++) {
@@ -322,7 +323,7 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		ret = move_start(s, pg, gpu, &b);
 		/* Room on the GPU: the released pages there the longest
 		 * make it, as far as host memory can take them. */
-		if (ret == -ENOMEM && gpu && !make_room(s, q, *pos))
+		if (ret == -ENOMEM && gpu && !make_room(s, q, *pos, budget))
 			ret = move_start(s, pg, gpu, &b);
 		/* A page that does not fit on the GPU, or whose copy there
 		 * failed, is read where it is: in host memory. */

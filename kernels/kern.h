@@ -141,8 +141,9 @@ struct kvmem_k_scrub {
 	uint64_t counts; /* struct kvmem_page_counts[npages] */
 	uint64_t status; /* int32_t[npages] */
 	uint32_t npages;
-	/* 1: a page's kind (hot or sealed) is its entry's flags, and a header
-	 * that says otherwise is -EINVAL; 0: its header's */
+	/* 1: a page is sealed, of the kind (hot or not) its entry's flags say
+	 * and of its entry's ntokens, and a header that says otherwise is
+	 * -EINVAL; 0: it is what its header says */
 	uint32_t kinds;
 };
 

@@ -158,7 +158,8 @@ kvmem_k_scrub(const struct kvmem_k_scrub p)
 			pc.header.bits_corrected = hc.bits;
 			verdict = -EBADMSG;
 		} else if ((p.kinds &&
-			    hot != (pg->flags & KVMEM_HDR_HOT ? 1u : 0u)) ||
+			    (hot != (pg->flags & KVMEM_HDR_HOT ? 1u : 0u) ||
+			     !sealed || ntokens != pg->ntokens)) ||
 			   hd.h.magic != KVMEM_PAGE_MAGIC ||
 			   hd.h.version != KVMEM_PAGE_VERSION ||
 			   hd.h.geometry != g->digest || !hd.h.ntokens ||

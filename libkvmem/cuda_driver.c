@@ -703,7 +703,12 @@ static void vmm_unmap(struct kvmem__driver *d, struct kvmem__vmm *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Zeroed before it is shared: a session never sees another's KV. */
+/*
+ * Zeroed before it is shared: a session never sees another's KV. The
+ * memset may return before the device is done with it, and neither
+ * another process's work nor a non-blocking stream of this one waits for
+ * the default stream: it is waited for here.
+ */
 int kvmem__cuda_vmm_create(struct kvmem_cuda *cu, size_t bytes,
 			   struct kvmem__vmm *m, int *fd)
 {
@@ -728,6 +733,8 @@ int kvmem__cuda_vmm_create(struct kvmem_cuda *cu, size_t bytes,
 		r = vmm_map(d, h, bytes, m);
 	if (r == CUDA_SUCCESS) {
 		r = d->MemsetD8(m->addr, 0, bytes);
+		if (r == CUDA_SUCCESS)
+			r = d->StreamSynchronize(NULL);
 		if (r != CUDA_SUCCESS)
 			vmm_unmap(d, m);
 	} else {

@@ -125,10 +125,12 @@ int kvmem__cuda_stream_create(struct kvmem_cuda *cu, void **stream);
 void kvmem__cuda_stream_destroy(struct kvmem_cuda *cu, void *stream);
 
 /*
- * kvmem_cuda_scrub(), where with @kinds each page is of the kind its
- * entry's flags say (KVMEM_HDR_HOT or not): a page whose header says
- * otherwise is not walked (-EINVAL), so a header its client rewrote never
- * takes the kernel past the slot the caller knows the page to have.
+ * kvmem_cuda_scrub(), where with @kinds each page is sealed, of the kind
+ * its entry's flags say (KVMEM_HDR_HOT or not) and of its entry's
+ * ntokens: a page whose header says otherwise is not walked (-EINVAL), so
+ * a header its client rewrote never takes the kernel past the slot the
+ * caller knows the page to have, nor makes it put back as padding the
+ * rows of tokens the page holds.
  */
 int kvmem__cuda_scrub(struct kvmem_cuda *cu, const struct kvmem_geometry *g,
 		      uint64_t pages, uint32_t npages, uint64_t counts,

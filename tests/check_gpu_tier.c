@@ -957,7 +957,9 @@ END_TEST
  * page (FP16, four times the bytes) must not have the daemon's kernels
  * read or write past the slot, nor past the end of the memory: the page
  * is of the kind kvmemd sealed, its header is put back from the seal
- * record, and the daemon serves on.
+ * record, and the daemon serves on. Nor may a header of fewer tokens have
+ * the kernel take rows of the page for padding, nor one past its code
+ * have a correction counted twice.
  */
 START_TEST(test_gpu_tier_cuda_hostile_header)
 {
@@ -1010,6 +1012,52 @@ START_TEST(test_gpu_tier_cuda_hostile_header)
 	ck_assert_msg(!memcmp(page, t.ref[1][last], l.size),
 		      "the header was not put back");
 	checked_at(&p, cap - 1, 1);
+
+	/* Page 0 with the header of a page of one token less, valid in
+	 * itself: the kernel would put back the last token's rows as
+	 * padding. It is the seal record's page, checked in a copy. */
+	{
+		const size_t vals = (size_t)t.g.tokens_per_page * t.g.kv_heads *
+				    t.g.head_dim;
+		float *kv = kvmem_check_xmalloc(vals * sizeof(float));
+		uint8_t *less = kvmem_check_xmalloc(l.size);
+		struct kvmem_page_hdr h = {
+			.seq = 1,
+			.flags = KVMEM_HDR_SEALED,
+			.ntokens = t.g.tokens_per_page - 1,
+		};
+
+		memset(kv, 0, vals * sizeof(float));
+		ck_assert_int_eq(kvmem_page_encode(less, &t.g, &h, 0, kv, kv),
+				 0);
+		page = (uint8_t *)gt_page(&t, t.slot[1][0]);
+		memcpy(page, less, KVMEM_PAGE_HDR_BYTES);
+		free(less);
+		free(kv);
+	}
+	/* Page 1: two header words swapped (each a codeword, the header's
+	 * check fails) and a bit of a third flipped: the kernel stores
+	 * nothing, the copy's walk corrects the flip, counted once. */
+	{
+		uint8_t w[3];
+
+		page = (uint8_t *)gt_page(&t, t.slot[1][1]);
+		for (i = 0;
+		     i < 40 && !memcmp(page + 3 * i, page + 3 * i + 3, 3); i++)
+			;
+		ck_assert_uint_lt(i, 40);
+		memcpy(w, page + 3 * i, 3);
+		memcpy(page + 3 * i, page + 3 * i + 3, 3);
+		memcpy(page + 3 * i + 3, w, 3);
+		page[3 * ((i + 5) % 40)] ^= 0x01;
+	}
+	admin(&p, "scrub now %s", cmd);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 1);
+	checked_at(&p, 2 * cap - 3, 3);
+	for (i = 0; i < 2; i++)
+		ck_assert_msg(
+			!memcmp(gt_page(&t, t.slot[1][i]), t.ref[1][i], l.size),
+			"page %u is not the page sealed", i);
 	/* Every page, the last among them, back in host memory as sealed. */
 	ck_assert_int_ge(gt_acquire(&t, 1, 0, &on_gpu), 0);
 	ck_assert_uint_eq(on_gpu, 0);
