@@ -785,6 +785,35 @@ static int start_fake(struct kvmemd_proc *p, const char *extra,
 }
 
 /*
+ * kvmemd on the fake driver with @env, whose copies to the GPU fail or
+ * arrive other than they left: an acquire for the GPU leaves a sequence's
+ * 8 pages (of random tokens from @seed) in host memory, where it reads
+ * them as sealed, each move counted failed.
+ */
+static void copies_refused(const char *env, uint64_t seed)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu;
+	struct gt t;
+
+	if (start_fake(&p, env, NULL))
+		return;
+	gt_attach(&t, &p, 1u << 20, 2);
+	gt_fill(&t, 1, 8, seed);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 8);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
+		0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+
+/*
  * The cuda backend, the one a GPU runs, on the fake driver (device memory
  * is host memory there, copies memmove()): the same moves, bit-exact, the
  * injector's work on copies of the pages, the scrubber's on the pages
@@ -836,21 +865,7 @@ START_TEST(test_gpu_tier_cuda_backend)
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 
-	if (start_fake(&p, "FAKECUDA_COPY_FAIL=1", NULL))
-		return;
-	gt_attach(&t, &p, 1u << 20, 2);
-	gt_fill(&t, 1, 8, 6);
-	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 0);
-	ck_assert_uint_eq(on_gpu, 0);
-	gpu_pool_stats(&p);
-	ck_assert_uint_eq(
-		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 8);
-	ck_assert_uint_eq(
-		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
-		0);
-	gt_free(&t);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	copies_refused("FAKECUDA_COPY_FAIL=1", 6);
 }
 END_TEST
 
@@ -933,21 +948,7 @@ START_TEST(test_gpu_tier_cuda_checks)
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
 
-	if (start_fake(&p, "FAKECUDA_COPY_FLIP=1", NULL))
-		return;
-	gt_attach(&t, &p, 1u << 20, 2);
-	gt_fill(&t, 1, 8, 10);
-	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 0);
-	ck_assert_uint_eq(on_gpu, 0);
-	gpu_pool_stats(&p);
-	ck_assert_uint_eq(
-		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 8);
-	ck_assert_uint_eq(
-		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
-		0);
-	gt_free(&t);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	copies_refused("FAKECUDA_COPY_FLIP=1", 10);
 }
 END_TEST
 
