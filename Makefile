@@ -119,7 +119,7 @@ DAEMON_SRCS := daemon/main.c daemon/config.c daemon/log.c daemon/pool.c \
 	       daemon/tier-gpu.c \
 	       daemon/archive.c daemon/user.c daemon/prefix.c daemon/resume.c \
 	       daemon/notify.c daemon/policy.c daemon/arena.c \
-	       daemon/patrol.c daemon/share.c daemon/record.c \
+	       daemon/patrol.c daemon/inject.c daemon/share.c daemon/record.c \
 	       daemon/prefix-save.c daemon/prefix-disk.c daemon/statefile.c \
 	       daemon/remote.c daemon/remote-record.c daemon/remote-redis.c \
 	       daemon/rcluster.c

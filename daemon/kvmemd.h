@@ -679,7 +679,7 @@ int kvmemd_admin(struct kvmemd *d, char *req, struct kvmemd_waiter *waiter,
 void kvmemd_admin_error(struct jw *w, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* ---- ras.c: scrubber, error counters, events, injection --------------- */
+/* ---- ras.c, patrol.c, inject.c: scrubber, errors, events, injection -- */
 
 /* Load the persisted counters and events. Return: 0 or -ENOMEM. */
 int kvmemd_ras_init(struct kvmemd *d);

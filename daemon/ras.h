@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ras.h - what ras.c (error accounting, events, the check of one page,
- * injection) and patrol.c (the scrubber's passes) share; included by those
- * two alone
+ * ras.h - what ras.c (error accounting, events, the check of one page),
+ * patrol.c (the scrubber's passes) and inject.c (error injection) share;
+ * included by those three alone
  */
 #ifndef KVMEMD_RAS_H
 #define KVMEMD_RAS_H
@@ -36,6 +36,18 @@ extern const char *const ras_pool_names[KVMEMD_POOL_NR];
 
 enum region { REGION_HEADER, REGION_SCALES, REGION_PAYLOAD, REGION_NR };
 extern const char *const ras_region_names[REGION_NR];
+
+/* A run of a page's codewords of one codec: the header, the scales and
+ * their checks, K, V. */
+struct region_def {
+	size_t off, nwords;
+	int codec;
+	enum region region;
+};
+
+/* The four regions of the page in @sl, by its layout (ras.c). */
+void ras_slot_regions(const struct kvmemd_session *s, const struct slot *sl,
+		      struct region_def rg[4]);
 
 enum ev_kind { EV_UE, EV_CRC, EV_MISMATCH, EV_LOST, EV_NR };
 extern const char *const ras_kind_names[EV_NR];

@@ -2,8 +2,9 @@
 /*
  * session.h - a session: its sequences and its arena (arena.h), shared by
  * session.c, which serves the ring, and the modules that act on its pages:
- * tier.c, archive.c, resume.c, ras.c and patrol.c, which scrub and inject
- * into them. All run on the event loop thread only.
+ * tier.c, archive.c, resume.c, ras.c and patrol.c, which scrub them, and
+ * inject.c, which injects errors into them. All run on the event loop
+ * thread only.
  *
  * Included by those, ras.h, and admin.c, which reads the tables.
  */
