@@ -12,6 +12,7 @@
 #define KVMEMD_SESSION_H
 
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "arena.h"
@@ -51,6 +52,25 @@ struct kvmemd_check {
 
 /* Sequences a session may have waiting for a prefetch at once. */
 #define TIER_PREFETCH 16
+
+/* Sequence @id at the end of a prefetch queue (@q, *@n: a sequence and
+ * how far it got, each), unless it is there; a full queue's oldest gives
+ * way. */
+static inline void tier_prefetch_add(uint32_t (*q)[2], uint32_t *n, uint32_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < *n; i++)
+		if (q[i][0] == id)
+			return;
+	if (*n == TIER_PREFETCH) {
+		memmove(q[0], q[1], (TIER_PREFETCH - 1) * sizeof(q[0]));
+		--*n;
+	}
+	q[*n][0] = id;
+	q[*n][1] = 0;
+	++*n;
+}
 
 /*
  * A sequence: the pages it holds, in no order, and two indexes to their

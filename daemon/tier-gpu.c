@@ -354,22 +354,8 @@ static int above_low(const struct kvmemd_session *s, uint32_t units)
 
 void tier_gpu_prefetch(struct kvmemd_session *s, struct seq *q)
 {
-	uint32_t i;
-
-	if (!s->arena.gpu_units)
-		return;
-	for (i = 0; i < s->ngpu_prefetch; i++)
-		if (s->gpu_prefetch[i][0] == q->id)
-			return;
-	/* Full: the oldest hint gives way. */
-	if (s->ngpu_prefetch == TIER_PREFETCH) {
-		memmove(s->gpu_prefetch[0], s->gpu_prefetch[1],
-			(TIER_PREFETCH - 1) * sizeof(s->gpu_prefetch[0]));
-		s->ngpu_prefetch--;
-	}
-	s->gpu_prefetch[s->ngpu_prefetch][0] = q->id;
-	s->gpu_prefetch[s->ngpu_prefetch][1] = 0;
-	s->ngpu_prefetch++;
+	if (s->arena.gpu_units)
+		tier_prefetch_add(s->gpu_prefetch, &s->ngpu_prefetch, q->id);
 }
 
 /*

@@ -1057,22 +1057,9 @@ static void prefetch_step(struct kvmemd_session *s)
 
 void tier_prefetch(struct kvmemd_session *s, struct seq *q)
 {
-	uint32_t i;
-
 	if (!kvmemd_tier_has_store(s->d))
 		return;
-	for (i = 0; i < s->nprefetch; i++)
-		if (s->prefetch[i][0] == q->id)
-			return;
-	/* Full: the oldest hint gives way. */
-	if (s->nprefetch == TIER_PREFETCH) {
-		memmove(s->prefetch[0], s->prefetch[1],
-			(TIER_PREFETCH - 1) * sizeof(s->prefetch[0]));
-		s->nprefetch--;
-	}
-	s->prefetch[s->nprefetch][0] = q->id;
-	s->prefetch[s->nprefetch][1] = 0;
-	s->nprefetch++;
+	tier_prefetch_add(s->prefetch, &s->nprefetch, q->id);
 	prefetch_step(s);
 }
 

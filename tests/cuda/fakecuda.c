@@ -82,30 +82,30 @@ __attribute__((visibility("default"))) struct fakecuda *fakecuda_state(void)
  */
 __attribute__((constructor)) static void fake_env(void)
 {
+	static const struct {
+		const char *name;
+		int *i; /* or */
+		long *l;
+	} knobs[] = {
+		{ "FAKECUDA_DEVICES", &fake.devices, NULL },
+		{ "FAKECUDA_NO_VMM", &fake.no_vmm, NULL },
+		{ "FAKECUDA_MEM_LIMIT", NULL, &fake.mem_limit },
+		{ "FAKECUDA_TOTAL_MEM", NULL, &fake.total_mem },
+		{ "FAKECUDA_NO_LOCK", &fake.no_lock, NULL },
+		{ "FAKECUDA_COPY_FAIL", &fake.copy_fail, NULL },
+		{ "FAKECUDA_COPY_FLIP", &fake.copy_flip, NULL },
+	};
 	const char *v;
 	void *simt;
+	size_t k;
 
-	v = getenv("FAKECUDA_DEVICES");
-	if (v)
-		fake.devices = atoi(v);
-	v = getenv("FAKECUDA_NO_VMM");
-	if (v)
-		fake.no_vmm = atoi(v);
-	v = getenv("FAKECUDA_MEM_LIMIT");
-	if (v)
-		fake.mem_limit = atol(v);
-	v = getenv("FAKECUDA_TOTAL_MEM");
-	if (v)
-		fake.total_mem = atol(v);
-	v = getenv("FAKECUDA_NO_LOCK");
-	if (v)
-		fake.no_lock = atoi(v);
-	v = getenv("FAKECUDA_COPY_FAIL");
-	if (v)
-		fake.copy_fail = atoi(v);
-	v = getenv("FAKECUDA_COPY_FLIP");
-	if (v)
-		fake.copy_flip = atoi(v);
+	for (k = 0; k < sizeof(knobs) / sizeof(knobs[0]); k++) {
+		v = getenv(knobs[k].name);
+		if (v && knobs[k].i)
+			*knobs[k].i = atoi(v);
+		else if (v)
+			*knobs[k].l = atol(v);
+	}
 	v = getenv("FAKECUDA_SIMT");
 	if (v) {
 		simt = dlopen(v, RTLD_NOW | RTLD_LOCAL);
