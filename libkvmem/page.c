@@ -239,9 +239,11 @@ static int layout_of(const struct kvmem_geometry *g, int hot,
 	l->hot = !!hot;
 	l->format = (uint8_t)format;
 	l->codec = (uint8_t)codec;
-	l->key_scales = hot ? KVMEM_SCALES_GROUP : g->key_scales;
 	ci = kvmem_codec_get(l->codec);
 	fi = kvmem_format_get(l->format);
+	/* Channel scales are a quantized format's: a page that keeps none
+	 * (FP16, vq2) has no key scales to lay out. */
+	l->key_scales = hot || !fi->qmax ? KVMEM_SCALES_GROUP : g->key_scales;
 	k = ci->data_bits;
 
 	/* Whole codewords, and whole bytes of data: m words make bytes. */

@@ -130,7 +130,9 @@ struct fx {
 
 /* Smooth in t, so that a neighbour rebuilds a value well; the two layers
  * differ. */
-static void fx_open(struct fx *f, int rotation, uint32_t n, int codec)
+/* The fixture with keys in @key_scales (enum kvmem_key_scales). */
+static void fx_open_as(struct fx *f, int rotation, int key_scales, uint32_t n,
+		       int codec)
 {
 	const size_t row = 2 * 2 * 16; /* layers, KV heads, head_dim */
 	struct kvmem_page_layout l;
@@ -146,6 +148,7 @@ static void fx_open(struct fx *f, int rotation, uint32_t n, int codec)
 	f->g.sink_tokens = 2;
 	f->g.codec = (uint8_t)codec;
 	f->g.rotation = (uint8_t)rotation;
+	f->g.key_scales = (uint8_t)key_scales;
 	f->n = n;
 	f->k = kvmem_check_xmalloc(n * row * sizeof(float));
 	f->v = kvmem_check_xmalloc(n * row * sizeof(float));
@@ -159,6 +162,11 @@ static void fx_open(struct fx *f, int rotation, uint32_t n, int codec)
 	ck_assert_int_eq(kvmem_open_embedded(&f->g, 256 * l.size, &f->c), 0);
 	ck_assert_int_eq(kvmem_seq_create(f->c, &f->s), 0);
 	ck_assert_int_eq(kvmem_seq_append_all(f->s, f->k, f->v, n), 0);
+}
+
+static void fx_open(struct fx *f, int rotation, uint32_t n, int codec)
+{
+	fx_open_as(f, rotation, KVMEM_SCALES_GROUP, n, codec);
 }
 
 static void fx_close(struct fx *f)
@@ -250,7 +258,9 @@ START_TEST(test_vq_given_books)
 	static const int codecs[] = { KVMEM_CODEC_H74, KVMEM_CODEC_H84,
 				      KVMEM_CODEC_GOLAY24,
 				      KVMEM_CODEC_SECDED72 };
+	const int codec = codecs[_i % 4], key_scales = _i / 4;
 	struct kvmem_page_desc d[64];
+	struct kvmem_page_layout lg, lc;
 	struct fx f;
 	float *books, *before, *after;
 	uint8_t *in;
@@ -258,14 +268,28 @@ START_TEST(test_vq_given_books)
 	uint32_t ly;
 	int np, j, archived;
 
-	fx_open(&f, 0, 45, KVMEM_CODEC_H84);
+	/* Keys in channel scales too: a vq2 page keeps no scales, so its
+	 * layout is the same either way (it once wrote the int4 pages'
+	 * channel scales past the end of a buffer sized for none). */
+	fx_open_as(&f, 0, key_scales, 45, KVMEM_CODEC_H84);
+	ck_assert_int_eq(kvmem_page_layout_as(&f.g, KVMEM_FMT_VQ2,
+					      (unsigned int)codec, &lc),
+			 0);
+	f.g.key_scales = KVMEM_SCALES_GROUP;
+	ck_assert_int_eq(kvmem_page_layout_as(&f.g, KVMEM_FMT_VQ2,
+					      (unsigned int)codec, &lg),
+			 0);
+	f.g.key_scales = (uint8_t)key_scales;
+	ck_assert_uint_eq(lc.size, lg.size);
+	ck_assert_uint_eq(lc.key_scales, KVMEM_SCALES_GROUP);
+	ck_assert_uint_eq(lc.nscales_k + lc.nscales_v, 0);
 	row = fx_row(&f);
 	books = random_books(&f.g, 0xb00c + (uint64_t)_i);
 	for (ly = 0; ly < f.g.layers; ly++)
 		ck_assert_int_eq(kvmem_seq_codebook_set(f.s, ly, books), 0);
 	before = fx_read(&f, 1, KVMEM_ERASE_KEEP, NULL);
-	archived = kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2,
-				     (unsigned int)codecs[_i]);
+	archived =
+		kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2, (unsigned int)codec);
 	/* pages [2, 10), [10, 18), [18, 26), [26, 34) of each layer */
 	ck_assert_int_eq(archived, 8);
 	np = kvmem_seq_pages(f.s, 1, d, 64);
@@ -278,7 +302,7 @@ START_TEST(test_vq_given_books)
 				     : f.g.format,
 			  "page %d", j);
 		if (vq)
-			EXPECT_EQ(d[j].codec, codecs[_i], "page %d", j);
+			EXPECT_EQ(d[j].codec, codec, "page %d", j);
 	}
 	after = fx_read(&f, 1, KVMEM_ERASE_KEEP, NULL);
 	in = vq_tokens(&f, 1);
@@ -979,7 +1003,7 @@ KVMEM_SUITE(vq)
 	TCase *tc = tcase_create("vq2");
 
 	tcase_add_loop_test(tc, test_vq_kmeans_plain, 0, 6);
-	tcase_add_loop_test(tc, test_vq_given_books, 0, 4);
+	tcase_add_loop_test(tc, test_vq_given_books, 0, 8);
 	tcase_add_test(tc, test_vq_learned_books);
 	tcase_add_loop_test(tc, test_vq_attend, 0, 2);
 	tcase_add_test(tc, test_vq_codebook_faults);

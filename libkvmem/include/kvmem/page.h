@@ -163,7 +163,7 @@ struct kvmem_page_layout {
 	uint32_t row_bytes; /* bytes per row (row_words codewords) */
 	uint32_t row_data; /* data bytes per row after decoding */
 	uint8_t format, codec; /* of this kind */
-	uint8_t key_scales;
+	uint8_t key_scales; /* the geometry's; group in pages without scales */
 	uint8_t hot;
 	size_t checks_off; /* check codewords, two a check */
 	uint32_t nchecks; /* per KVMEM_PAGE_CHECK_SCALES scales, or per row */
