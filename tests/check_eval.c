@@ -459,6 +459,75 @@ START_TEST(test_budget_tiny)
 }
 END_TEST
 
+/* Golay24 words, in pairs, and checks of the scales of a page. */
+static double scale_bytes(unsigned long scales)
+{
+	return 3.0 * (double)((scales * 16 + 23) / 24 * 2) +
+	       6.0 * (double)((scales + KVMEM_PAGE_CHECK_SCALES - 1) /
+			      KVMEM_PAGE_CHECK_SCALES);
+}
+
+/*
+ * --key-scales channel: the kvmem modes' sealed keys with one scale per
+ * channel over the page. Pages of 16 tokens, 2 KV heads of 8 channels in
+ * one group: 32 V scales a page, and 32 K scales by group or 16 by
+ * channel, which is all that changes in what a value takes. The flat
+ * int4 and fp32 modes do not change; fp16 has no scales to put so.
+ */
+START_TEST(test_key_scales_tiny)
+{
+	const char *path = tiny_model(&tiny_ok, 0);
+	const double values = 2.0 * 16 * 2 * 8;
+	struct rec grp[3], chan[3];
+	struct kvmem_run r;
+	const char *p;
+	int i;
+
+#define SCALES_RUN(recs, ...)                                                  \
+	do {                                                                   \
+		KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens",   \
+			  "40", "--modes", "fp32,int4,int4-h84", "--ber", "0", \
+			  "--seeds", "1", "--page-tokens", "16", "--sink",     \
+			  "2", "--json", ##__VA_ARGS__);                       \
+		ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);  \
+		ck_assert_int_eq(parse_records(r.out, recs, 3), 3);            \
+	} while (0)
+
+	SCALES_RUN(grp);
+	ck_assert_ptr_nonnull(strstr(r.out, "\"key_scales\": \"group\""));
+	kvmem_check_run_free(&r);
+	SCALES_RUN(chan, "--key-scales", "channel");
+	ck_assert_ptr_nonnull(strstr(r.out, "\"key_scales\": \"channel\""));
+	ck_assert_ptr_null(strstr(r.out, "\"key_scales\": \"group\""));
+	kvmem_check_run_free(&r);
+#undef SCALES_RUN
+	for (i = 0; i < 2; i++) {
+		ck_assert_str_eq(chan[i].mode, grp[i].mode);
+		ck_assert_double_eq(chan[i].ppl, grp[i].ppl);
+		ck_assert_double_eq(chan[i].kl, grp[i].kl);
+	}
+	ck_assert_str_eq(chan[2].mode, "int4-h84");
+	ck_assert(isfinite(chan[2].kl) && chan[2].kl > 0);
+	ck_assert_double_ne(chan[2].kl, grp[2].kl);
+	ck_assert_double_eq(chan[2].payload_bits, 4.0);
+	ck_assert_double_eq_tol(
+		grp[2].bits_per_value - chan[2].bits_per_value,
+		8.0 * (scale_bytes(64) - scale_bytes(48)) / values, 1e-9);
+
+	/* Every mode by default but the one without scales. */
+	KVMEM_RUN(&r, "kvmem-eval", "", "--model", path, "--tokens", "12",
+		  "--ber", "0", "--seeds", "1", "--page-tokens", "8", "--sink",
+		  "2", "--key-scales", "channel", "--json");
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	for (i = 0, p = r.out; (p = strstr(p, "{\"mode\": ")) != NULL; p++)
+		i++;
+	ck_assert_int_eq(i, 17);
+	ck_assert_ptr_null(strstr(r.out, "fp16-secded72"));
+	kvmem_check_run_free(&r);
+	unlink(path);
+}
+END_TEST
+
 /*
  * --prompt: the stream after the prompt is scored, and the *-vq modes put
  * the prompt's sealed pages in vq2. With 40 tokens, sink 2 and pages of
@@ -596,6 +665,11 @@ START_TEST(test_usage)
 				       "3:lm2+nope", NULL },
 		(const char *const[]){ "--model", path, "--budget", "3",
 				       "--daemon", NULL },
+		(const char *const[]){ "--model", path, "--key-scales", "token",
+				       NULL },
+		(const char *const[]){ "--model", path, "--key-scales",
+				       "channel", "--modes", "fp16-secded72",
+				       NULL },
 	};
 	struct kvmem_run r;
 	size_t i;
@@ -910,6 +984,7 @@ KVMEM_SUITE(eval)
 	tcase_add_test(tc, test_every_mode_tiny);
 	tcase_add_test(tc, test_archive_tiny);
 	tcase_add_test(tc, test_budget_tiny);
+	tcase_add_test(tc, test_key_scales_tiny);
 	tcase_add_test(tc, test_prompt_vq_tiny);
 	tcase_add_test(tc, test_int8_scores_tiny);
 	tcase_add_test(tc, test_bad_checkpoints);

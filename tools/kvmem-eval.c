@@ -208,6 +208,7 @@ struct run_opts {
 	uint64_t seed;
 	int payload_only;
 	uint32_t page_tokens, sink_tokens;
+	uint8_t key_scales; /* enum kvmem_key_scales of the kvmem modes */
 	uint32_t attend_flags; /* kvmem_attend_opts.flags of kvmem modes */
 	const char *connect; /* kvmemd's socket, or NULL: embedded */
 	struct own_kvmemd *own; /* the kvmemd at connect, if started here */
@@ -303,6 +304,8 @@ static int cache_open(struct cache *c, const struct model *m,
 	c->g.codec = (uint8_t)(mode->kind == CACHE_KVMEM ? mode->codec
 							 : KVMEM_CODEC_H84);
 	c->g.rotation = (uint8_t)mode->rotation;
+	if (mode->kind == CACHE_KVMEM)
+		c->g.key_scales = o->key_scales;
 	if (kvmem_geometry_check(&c->g))
 		return -EINVAL;
 	if (mode->kind == CACHE_KVMEM) {
@@ -1099,12 +1102,12 @@ static void usage(FILE *f)
 		   "                  [--seeds LIST] [--channel SPEC] "
 		   "[--payload-only]\n"
 		   "                  "
-		   "[--page-tokens T] [--sink S] [--archive AGE[:FMT+CODEC]]\n"
-		   "                  [--budget BITS[:FMT+CODEC]] "
-		   "[--prompt P] [--sample-seed S]\n"
-		   "                  [--int8-scores]"
-		   " [--json] "
-		   "[--connect PATH | --daemon "
+		   "[--page-tokens T] [--sink S] [--key-scales group|channel]\n"
+		   "                  [--archive AGE[:FMT+CODEC]] "
+		   "[--budget BITS[:FMT+CODEC]]\n"
+		   "                  [--prompt P] [--sample-seed S] "
+		   "[--int8-scores] [--json]\n"
+		   "                  [--connect PATH | --daemon "
 		   "[--kvmemd PATH]]\n\n"
 		   "  --model PATH      llama2.c checkpoint\n"
 		   "  --tokens N        reference stream length (default 256)\n"
@@ -1128,6 +1131,14 @@ static void usage(FILE *f)
 		"                    default: every stored bit of each page\n"
 		"  --page-tokens T   tokens per page (default 32)\n"
 		"  --sink S          FP16 sink tokens (default 4)\n"
+		"  --key-scales group|channel\n"
+		"                    the kvmem modes' sealed keys with a scale "
+		"per token and\n"
+		"                    group of channels (default) or per "
+		"channel over the\n"
+		"                    page (KIVI's; the default modes then "
+		"leave out\n"
+		"                    fp16-secded72, which has no scales)\n"
 		"  --archive AGE[:FMT+CODEC]\n"
 		"                    re-encode the sealed pages older than AGE "
 		"tokens in\n"
@@ -1283,6 +1294,7 @@ struct args {
 	double ber[MAX_LIST];
 	uint64_t seeds[MAX_LIST], sample_seed;
 	int payload_only, int8_scores;
+	int key_scales; /* --key-scales: enum kvmem_key_scales */
 	const char *connect;
 	int daemon; /* --daemon: connect to a kvmemd started here */
 	const char *kvmemd; /* --kvmemd: the one to start */
@@ -1372,6 +1384,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "channel", required_argument, NULL, 'C' },
 		{ "page-tokens", required_argument, NULL, 'T' },
 		{ "sink", required_argument, NULL, 'S' },
+		{ "key-scales", required_argument, NULL, 'K' },
 		{ "archive", required_argument, NULL, 'A' },
 		{ "budget", required_argument, NULL, 'B' },
 		{ "prompt", required_argument, NULL, 'P' },
@@ -1450,6 +1463,19 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'S':
 			if (parse_int("sink", optarg, 0, 4096, &a->sink))
 				return 2;
+			break;
+		case 'K':
+			if (!strcmp(optarg, "group")) {
+				a->key_scales = KVMEM_SCALES_GROUP;
+			} else if (!strcmp(optarg, "channel")) {
+				a->key_scales = KVMEM_SCALES_CHANNEL;
+			} else {
+				fprintf(stderr,
+					PROG ": bad --key-scales '%s': group "
+					     "or channel\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 'A':
 			if (parse_archive(optarg, a))
@@ -1530,7 +1556,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 	}
 	if (!a->nmodes)
 		for (i = 0; i < NMODES; i++)
-			if (a->prompt || !modes[i].prompt_vq)
+			if ((a->prompt || !modes[i].prompt_vq) &&
+			    !(a->key_scales == KVMEM_SCALES_CHANNEL &&
+			      modes[i].kind == CACHE_KVMEM &&
+			      modes[i].format == KVMEM_FMT_FP16))
 				a->modes[a->nmodes++] = i;
 	if (a->prompt >= a->ntok - 1) {
 		fprintf(stderr,
@@ -1542,6 +1571,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 	for (i = 0; i < a->nmodes; i++) {
 		const struct mode *md = &modes[a->modes[i]];
 
+		if (a->key_scales == KVMEM_SCALES_CHANNEL &&
+		    md->kind == CACHE_KVMEM && md->format == KVMEM_FMT_FP16) {
+			fprintf(stderr,
+				PROG ": %s keeps no scales: --key-scales "
+				     "channel needs a quantized format\n",
+				md->name);
+			return 2;
+		}
 		if (md->prompt_vq && !a->prompt) {
 			fprintf(stderr,
 				PROG ": %s learns its codebooks from the "
@@ -1599,9 +1636,13 @@ static void print_header(const struct args *a, const struct model *m,
 	       "temperature 1 (seed %llu)\n",
 	       a->ntok, (unsigned long long)a->sample_seed);
 	printf("cache: %u tokens a page, %u FP16 sink tokens, head_dim %u, "
-	       "scale group %u\n",
+	       "scale group %u%s\n",
 	       geo->g.tokens_per_page, geo->g.sink_tokens, geo->g.head_dim,
-	       geo->g.group_size);
+	       geo->g.group_size,
+	       geo->g.key_scales == KVMEM_SCALES_CHANNEL
+		       ? ";\n       sealed keys with a scale per channel over "
+			 "the page"
+		       : "");
 	if (own)
 		printf("kvmemd: one of its own for this run, %s -c /dev/null "
 		       "(built-in defaults)\n",
@@ -1670,6 +1711,7 @@ static void print_results(const struct args *a, const struct model *m,
 					       "\"channel\": \"%s\", "
 					       "\"payload_only\": %s, "
 					       "\"int8_scores\": %s, "
+					       "\"key_scales\": \"%s\", "
 					       "\"payload_bits\": %.4f, "
 					       "\"bits_per_value\": %.4f, "
 					       "\"archived_pages\": %llu, "
@@ -1688,6 +1730,10 @@ static void print_results(const struct args *a, const struct model *m,
 							       : "false",
 					       a->int8_scores ? "true"
 							      : "false",
+					       a->key_scales ==
+							       KVMEM_SCALES_CHANNEL
+						       ? "channel"
+						       : "group",
 					       r->payload_bits,
 					       r->bits_per_value,
 					       (unsigned long long)r->archived,
@@ -1699,6 +1745,7 @@ static void print_results(const struct args *a, const struct model *m,
 		/* The geometry only: no budget, no archive. */
 		struct run_opts o = { .page_tokens = (uint32_t)a->page_tokens,
 				      .sink_tokens = (uint32_t)a->sink,
+				      .key_scales = (uint8_t)a->key_scales,
 				      .budget = -1.0f };
 
 		cache_open(&geo, m, &modes[3], &o);
@@ -1810,6 +1857,7 @@ int main(int argc, char **argv)
 							: 0,
 					.page_tokens = (uint32_t)a.page_tokens,
 					.sink_tokens = (uint32_t)a.sink,
+					.key_scales = (uint8_t)a.key_scales,
 					.connect = a.connect,
 					.own = a.daemon ? &own : NULL,
 					.archive_age = a.archive_age,
