@@ -380,7 +380,8 @@ void session_prefix_drop(struct kvmemd_session *s);
 /* tier-gpu.c, for tier.c */
 /*
  * tier_gpu_place() - put the resident pages of acquired @q, from *@pos on,
- * in the GPU tier (@gpu: as far as its slots and copies allow) or in
+ * in the GPU tier (@gpu: as far as its slots and copies allow; once no
+ * released page there can make room, the rest stay in host memory) or in
  * host memory
  * Return: 1 when all are; 0 when this pass's work is spent (*@pos says
  * how far); -ENOMEM when host memory has no free slot; -EBUSY when another

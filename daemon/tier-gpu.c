@@ -24,7 +24,10 @@
  * Copies run from the loop through the backend, whole pages, as many as
  * GPU_STEP_BYTES a pass allows, started a batch at a time and waited for
  * once a batch: the stand-in's are memcpy(), a GPU's the driver's on the
- * GPU pool's stream.
+ * GPU pool's stream. What a client's op makes the loop do here, the bytes
+ * copied and the pages looked through for the coldest, counts in its ring
+ * pass (s->pass_bytes): a ring of acquires moving pages back and forth
+ * takes its turn as a ring of seals does.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -125,6 +128,7 @@ static int move_start(struct kvmemd_session *s, uint32_t pg, int to_gpu,
 		return -EIO;
 	}
 	b->n++;
+	s->pass_bytes += bytes;
 	return 0;
 }
 
@@ -229,12 +233,12 @@ static int movable(const struct page *p, uint32_t pins)
  * (kept in that order as the pages are looked through once). Return: how
  * many.
  */
-static uint32_t coldest_n(const struct kvmemd_session *s, uint32_t *out,
-			  uint32_t max)
+static uint32_t coldest_n(struct kvmemd_session *s, uint32_t *out, uint32_t max)
 {
 	const struct kvmemd_arena *a = &s->arena;
 	uint32_t pg, n = 0, i;
 
+	s->pass_bytes += (uint64_t)a->top_page * sizeof(*a->pages);
 	for (pg = 0; pg < a->top_page; pg++) {
 		const struct page *p = &a->pages[pg];
 
@@ -322,11 +326,21 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		}
 		ret = move_start(s, pg, gpu, &b);
 		/* Room on the GPU: the released pages there the longest
-		 * make it, as far as host memory can take them. */
-		if (ret == -ENOMEM && gpu && !make_room(s, q, *pos, budget))
+		 * make it, as far as host memory can take them. Where none
+		 * can, the rest of @q is read where it is, in host memory:
+		 * looking for room again for each of its pages found none
+		 * each time, and took the loop a scan of every page a page. */
+		if (ret == -ENOMEM && gpu) {
+			if (make_room(s, q, *pos, budget)) {
+				*pos = q->n;
+				ret = 0;
+				break;
+			}
 			ret = move_start(s, pg, gpu, &b);
-		/* A page that does not fit on the GPU, or whose copy there
-		 * failed, is read where it is: in host memory. */
+		}
+		/* A page that still does not fit on the GPU, or whose copy
+		 * there failed, is read where it is; one that cannot come
+		 * back to host memory ends the acquire. */
 		if (ret && !gpu)
 			break;
 		ret = 0;

@@ -485,6 +485,141 @@ START_TEST(test_gpu_tier_make_room)
 END_TEST
 
 /*
+ * An acquire for the GPU while the GPU tier is full of pages another
+ * acquired sequence holds: the pages that fit go there, the rest are read
+ * in host memory, and the acquire is done. (It once looked for room again
+ * for every page left, through every page of the session each time, for
+ * 4 MiB of pages a pass: an acquire of a long sequence held the loop for
+ * seconds.) Once the other sequence lets go, its pages make the room.
+ */
+START_TEST(test_gpu_tier_full_of_acquired)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu, slots, slot;
+	struct gt t;
+
+	start_standin(&p, "[tier]\nlow_watermark = 0\nhigh_watermark = 1\n");
+	gt_attach(&t, &p, 8u << 20, 2);
+	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
+			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	slots = (2u << 20) / slot;
+	gt_fill(&t, 1, slots - 2, 51);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), (int)slots - 2);
+	ck_assert_uint_eq(on_gpu, slots - 2);
+	gt_fill(&t, 2, 10, 52);
+	ck_assert_int_eq(gt_acquire(&t, 2, 1, &on_gpu), 2);
+	ck_assert_uint_eq(on_gpu, 2);
+	ck_assert_uint_ge(t.slot[2][0], t.arena_units);
+	ck_assert_uint_ge(t.slot[2][1], t.arena_units);
+	/* Asked again: nothing more fits, nothing moves. */
+	ck_assert_int_eq(gt_acquire(&t, 2, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 2);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
+		0);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 0);
+	/* Sequence 1 let go: eight of its pages make room for the rest. */
+	ck_assert_int_eq(gt_release(&t, 1), 0);
+	ck_assert_int_eq(gt_acquire(&t, 2, 1, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 10);
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
+		8);
+	ck_assert_int_ge(gt_acquire(&t, 1, 0, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * Regression: a ring of acquires of one sequence, with and without
+ * KVMEM_SQE_GPU in turn, had the loop copy the sequence to the GPU and
+ * back up to 256 times in one pass, up to 4 MiB an op, before it looked
+ * at another session: 1 GiB of copies a pass where a pass of seals does
+ * 1 MiB. What moves now counts in the session's pass. No timing is
+ * asserted: another session's NOP, sent once the ring is under way, is
+ * answered before half of it is through, and every acquire completes,
+ * each move counted.
+ */
+START_TEST(test_gpu_tier_moves_take_turns)
+{
+	const uint32_t nacq = 64;
+	struct kvmem_hello hb = kvmemd_hello(0);
+	struct kvmemd_proc p;
+	struct kvmemd_raw b;
+	struct kvmem_cqe cq;
+	uint32_t npages, slot, done, i;
+	struct gt t;
+
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[pool]\ngpu_device = standin\n"
+		     "gpu_bytes = 8M\n",
+		     NULL);
+	gt_attach(&t, &p, 16u << 20, 8);
+	ck_assert_int_eq(kvmemd_raw_attach(&b, &p, &hb, sizeof(hb)), 0);
+	ck_assert_uint_ge(t.r.w.sq_entries, nacq);
+	ck_assert_uint_ge(t.r.w.cq_entries, nacq);
+	/* 2 MiB of pages: an acquire moves more than a pass's 1 MiB. */
+	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
+			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	npages = (2u << 20) / slot;
+	ck_assert_uint_le(npages, NPAGES_MAX);
+	gt_fill(&t, 1, npages, 61);
+	for (i = 0; i < nacq; i++)
+		t.r.sqes[t.r.sq_tail++ & (t.r.w.sq_entries - 1)] =
+			(struct kvmem_sqe){
+				.opcode = KVMEM_OP_SEQ_ACQUIRE,
+				.flags = i % 2 ? 0 : KVMEM_SQE_GPU,
+				.seq = 1,
+				.len = npages *
+				       sizeof(struct kvmem_page_move_ex),
+				.user_data = i,
+			};
+	kvmemd_raw_publish(&t.r);
+	for (i = 0; i < 600000 &&
+		    __atomic_load_n(&t.r.ring->sq_head, __ATOMIC_ACQUIRE) ==
+			    t.r.sq_tail - nacq;
+	     i++)
+		usleep(100);
+	cq = kvmemd_raw_op(&b, &(struct kvmem_sqe){ .opcode = KVMEM_OP_NOP,
+						    .user_data = 77 });
+	ck_assert_int_eq(cq.res, 0);
+	done = __atomic_load_n(&t.r.ring->cq_tail, __ATOMIC_ACQUIRE) -
+	       t.r.cq_head;
+	ck_assert_msg(done < nacq / 2,
+		      "a NOP of another session waited for %u of %u "
+		      "acquires moving 2 MiB each",
+		      done, nacq);
+	for (i = 0; i < nacq; i++) {
+		cq = kvmemd_raw_reap(&t.r);
+		ck_assert_uint_eq(cq.user_data, i);
+		ck_assert_int_eq(cq.res, (int)npages);
+	}
+	gpu_pool_stats(&p);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "promoted_pages"),
+		nacq / 2 * npages);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
+		nacq / 2 * npages);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "sealed_bytes"),
+		0);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "move_errors"), 0);
+	kvmemd_raw_detach(&b);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
  * The watermarks on their own: two sequences fill 90% of the GPU tier;
  * the first released, its pages (and only its: the other is acquired)
  * leave, in batches of copies, until the high watermark is free, and not
@@ -1157,6 +1292,8 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_pressure);
 	tcase_add_test(tc, test_gpu_tier_watermarks);
 	tcase_add_test(tc, test_gpu_tier_make_room);
+	tcase_add_test(tc, test_gpu_tier_full_of_acquired);
+	tcase_add_test(tc, test_gpu_tier_moves_take_turns);
 	tcase_add_test(tc, test_gpu_tier_scrub);
 	tcase_add_test(tc, test_gpu_tier_client_killed);
 	tcase_add_test(tc, test_gpu_tier_long_sequence);
