@@ -163,10 +163,15 @@ struct kvmemd_session {
 	/* sequences to read back (SEQ_PREFETCH), and how far each got */
 	uint32_t prefetch[TIER_PREFETCH][2], nprefetch;
 	/* store units pages read back gave up while a live record may still
-	 * name them (as arena.h's slot limbo): the first nheld_old wait for
-	 * the record being written, the others for the next */
+	 * name them (as arena.h's slot limbo). Either of the two records on
+	 * disk may be the one a restart takes (the ring heads that choose
+	 * are in the client's memory), so a unit waits for two: the first
+	 * nheld_free are named by neither the last record written nor the
+	 * one being written and go once it is, the first nheld_old (those
+	 * and more) by none but the last written, the others may be named
+	 * by both */
 	struct tier_held *held;
-	uint32_t nheld, nheld_old, held_cap;
+	uint32_t nheld, nheld_old, nheld_free, held_cap;
 
 	struct seq **seqs; /* [id - 1] */
 	uint32_t nseqs, nacquired, seq_hint;
@@ -424,9 +429,10 @@ void tier_cancel(struct kvmemd_session *s, struct seq *q);
 void tier_page_drop(struct kvmemd_session *s, uint32_t pg);
 /* The session goes: its pages on the store and its I/O in flight. */
 void tier_session_free(struct kvmemd_session *s);
-/* Store units held for a live record (->held): the copy for a record was
- * taken (mark), that record is written (clear: those before it are free),
- * there is no live record any more (drop: all are). */
+/* Store units held for the live records (->held): the copy for a record
+ * was taken (mark), that record is written (clear: those neither it nor
+ * the one before it names are free), there is no live record any more
+ * (drop: all are). */
 void tier_held_mark(struct kvmemd_session *s);
 void tier_held_clear(struct kvmemd_session *s);
 void tier_held_drop(struct kvmemd_session *s);

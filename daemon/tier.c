@@ -143,25 +143,34 @@ static void units_give_back(struct kvmemd_session *s, uint64_t unit,
 	s->held[s->nheld++] = (struct tier_held){ unit, units };
 }
 
+/*
+ * A unit freed before the copy for record N was taken is not in N, but may
+ * be in N - 1, the other record on disk: a client that rewrote its ring's
+ * heads to N - 1's makes a restart take that one. It is free once N + 1 is
+ * written over N - 1, never while another session may be given it and a
+ * restart could hand it back to this one.
+ */
 void tier_held_mark(struct kvmemd_session *s)
 {
+	s->nheld_free = s->nheld_old;
 	s->nheld_old = s->nheld;
 }
 
 void tier_held_clear(struct kvmemd_session *s)
 {
+	const uint32_t n = s->nheld_free;
 	uint32_t i;
 
-	/* Nothing held yet: s->held may still be NULL, which memmove()
-	 * may not be given even for no bytes (UBSan stops kvmemd there). */
-	if (!s->nheld_old)
+	/* Nothing to free: s->held may still be NULL, which memmove() may
+	 * not be given even for no bytes (UBSan stops kvmemd there). */
+	if (!n)
 		return;
-	for (i = 0; i < s->nheld_old; i++)
+	for (i = 0; i < n; i++)
 		kvmemd_store_free(s->d->tier->st, s->held[i].unit, s->held[i].units);
-	memmove(s->held, s->held + s->nheld_old,
-		(s->nheld - s->nheld_old) * sizeof(*s->held));
-	s->nheld -= s->nheld_old;
-	s->nheld_old = 0;
+	memmove(s->held, s->held + n, (s->nheld - n) * sizeof(*s->held));
+	s->nheld -= n;
+	s->nheld_old -= n;
+	s->nheld_free = 0;
 }
 
 void tier_retry(struct kvmemd_session *s)
@@ -171,7 +180,7 @@ void tier_retry(struct kvmemd_session *s)
 
 void tier_held_drop(struct kvmemd_session *s)
 {
-	s->nheld_old = s->nheld;
+	s->nheld_free = s->nheld_old = s->nheld;
 	tier_held_clear(s);
 	free(s->held);
 	s->held = NULL;

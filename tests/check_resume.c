@@ -756,9 +756,8 @@ START_TEST(test_resume_kill_loop)
 				break;
 			}
 			case 3:
-				ret = kill_attach_check(a, x,
-							(unsigned int)(x - q),
-							&flagged);
+				ret = kill_attach_check(
+					a, x, (unsigned int)(x - q), &flagged);
 				attached += !ret;
 				if (ret == -ENOMEM)
 					ret = 0;
@@ -1056,6 +1055,53 @@ START_TEST(test_resume_on_another_store)
 
 	kvmem_seq_free(sb);
 	kvmem_close(b);
+	one_stop(&x);
+}
+END_TEST
+
+/* The store units in use, as kvmemctl tier says. */
+static unsigned long long store_units_used(const struct kvmemd_proc *p)
+{
+	char out[16384];
+
+	kvmemd_admin_ok(p, out, sizeof(out), "tier");
+	return kvmemd_json_after(out, "\"store\"", "used_units");
+}
+
+/*
+ * Regression: the store units of pages read back were freed as soon as
+ * the session's next live record was written, though the record before
+ * it, the other one on disk, still named them. The ring heads that pick
+ * one of the two after a crash are in the client's memory: a client that
+ * rewound them had a restart take the older record and claim units that
+ * another session's pages were written to since (its pages lost, or that
+ * session refused). A unit now waits until neither record names it: still
+ * in use when the acquire that read it back completes (its record is the
+ * newer; pages read in an earlier pass may be in neither record by then),
+ * free once one more record is written.
+ */
+START_TEST(test_resume_units_wait_for_both_records)
+{
+	unsigned long long cold, held;
+	char out[4096];
+	struct one x;
+
+	one_start(&x, STORE_CONF, 2012, 200);
+	ck_assert_int_eq(kvmem_seq_release(x.s), 0);
+	kvmemd_admin_ok(&x.p, out, sizeof(out), "offload pool");
+	ck_assert_uint_gt(stats(x.a).cold_pages, 0);
+	cold = store_units_used(&x.p);
+	ck_assert_uint_gt(cold, 0);
+	ck_assert_int_eq(kvmem_seq_acquire(x.s), 0);
+	/* The pages read back in the acquire's last pass are in the record
+	 * before its own (earlier ones may be in neither by then). */
+	held = store_units_used(&x.p);
+	ck_assert_uint_gt(held, 0);
+	ck_assert_uint_le(held, cold);
+	/* One more record, the stats op's: in neither now. */
+	ck_assert_uint_eq(stats(x.a).cold_pages, 0);
+	ck_assert_uint_eq(store_units_used(&x.p), 0);
+	kvmemd_expect_same(x.s, x.ref, &x.r);
 	one_stop(&x);
 }
 END_TEST
@@ -1731,6 +1777,7 @@ KVMEM_SUITE(resume)
 	tcase_add_test(tc, test_resume_waits_for_the_daemon);
 	tcase_add_test(tc, test_resume_pages_checked);
 	tcase_add_test(tc, test_resume_on_another_store);
+	tcase_add_test(tc, test_resume_units_wait_for_both_records);
 	tcase_add_test(tc, test_resume_two_restarts);
 	tcase_add_test(tc, test_resume_append_goes_on);
 	tcase_add_test(tc, test_resume_flood_does_not_hold_the_stop);
