@@ -149,6 +149,7 @@ struct kvmemd_session {
 	/* tier-gpu.c: the GPU tier's watermarks, as ->reclaiming; pages of
 	 * an acquire left to move next pass; moves since it started */
 	uint8_t gpu_reclaiming, gpu_more;
+	uint64_t gpu_step; /* bytes its acquires may still move this pass */
 	/* sequences to move into the GPU tier (SEQ_PREFETCH with
 	 * KVMEM_SQE_GPU), and how far each got */
 	uint32_t gpu_prefetch[TIER_PREFETCH][2], ngpu_prefetch;
@@ -398,6 +399,9 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 /* SEQ_PREFETCH with KVMEM_SQE_GPU: move @q's pages in host memory into
  * the GPU tier's free slots in the background, pass by pass. */
 void tier_gpu_prefetch(struct kvmemd_session *s, struct seq *q);
+/* A new pass of the loop: the session's acquires may move
+ * GPU_STEP_BYTES of pages in it, all of them together. */
+void tier_gpu_pass(struct kvmemd_session *s);
 /* Move released pages out of the GPU tier below tier.low_watermark
  * percent free, up to tier.high_watermark; @now: CLOCK_MONOTONIC ns.
  * Return: 1 when more are left for the next pass. */

@@ -38,7 +38,8 @@
 #include "kvmemd.h"
 #include "session.h"
 
-/* Work one pass of the loop does moving pages, a session. */
+/* Work one pass of the loop does moving pages, a session: its acquires
+ * all together (->gpu_step), its prefetch hints, its watermarks. */
 #define GPU_STEP_BYTES (4u << 20)
 /* Below the low watermark with no released page there, the pages are not
  * looked through again sooner than this. */
@@ -305,12 +306,12 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 {
 	struct kvmemd_arena *a = &s->arena;
 	struct batch b = { .m = place_moves, .cap = BATCH_PAGES };
-	uint64_t budget = GPU_STEP_BYTES;
+	uint64_t *budget = &s->gpu_step;
 	int ret = 0, fin;
 
 	if (!a->gpu_units)
 		return 1;
-	for (; *pos < q->n && budget; ++*pos) {
+	for (; *pos < q->n && *budget; ++*pos) {
 		uint32_t pg = q->pages[*pos];
 		struct page *p = &a->pages[pg];
 
@@ -331,7 +332,7 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		 * looking for room again for each of its pages found none
 		 * each time, and took the loop a scan of every page a page. */
 		if (ret == -ENOMEM && gpu) {
-			if (make_room(s, q, *pos, budget)) {
+			if (make_room(s, q, *pos, *budget)) {
 				*pos = q->n;
 				ret = 0;
 				break;
@@ -344,7 +345,7 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 		if (ret && !gpu)
 			break;
 		ret = 0;
-		spend(&budget, slot_bytes(s, p->kind));
+		spend(budget, slot_bytes(s, p->kind));
 		if (b.n == b.cap && (ret = batch_finish(s, &b)))
 			break;
 	}
@@ -352,6 +353,11 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 	if (ret || fin)
 		return ret ? ret : fin;
 	return *pos == q->n;
+}
+
+void tier_gpu_pass(struct kvmemd_session *s)
+{
+	s->gpu_step = GPU_STEP_BYTES;
 }
 
 /* Would the GPU tier still have tier.low_watermark percent free with

@@ -1278,6 +1278,7 @@ uint64_t kvmemd_tier_run(struct kvmemd *d, uint64_t now)
 			next = now;
 	}
 	for (s = d->sessions; s; s = s->next) {
+		tier_gpu_pass(s);
 		if (s->waits)
 			kick(s);
 		if (s->nprefetch)
