@@ -310,17 +310,17 @@ static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 				    rstride, &r->pc.payload, r->scratch);
 }
 
-/* Rows of page @pi as int8 values, or NULL: see page.c. */
-static const int8_t *reader_i8(struct reader *r, uint32_t pi, int is_v,
-			       uint32_t h, uint32_t t0, uint32_t n,
-			       const float **sc, size_t *sstride,
-			       unsigned int *group, size_t *rstride)
+/* Rows of page @pi as int8 values or E4M3 codes, or NULL: see page.c. */
+static const uint8_t *reader_b8(struct reader *r, uint32_t pi, int is_v,
+				uint32_t h, uint32_t t0, uint32_t n,
+				const float **sc, size_t *sstride,
+				unsigned int *group, size_t *rstride)
 {
 	const struct kvmem__page *p = r->lt->pages[pi];
 
 	reader_page(r, pi);
-	return kvmem__page_rows_i8(&r->c->g, p->layout, p->data, is_v, h, t0, n,
-				   r->sc, r->se, sc, sstride, group, rstride,
+	return kvmem__page_rows_b8(&r->c->g, p->layout, p->data, is_v, h, t0,
+				   n, r->sc, r->se, sc, sstride, group, rstride,
 				   &r->pc.payload, r->scratch);
 }
 
@@ -527,13 +527,14 @@ struct rows {
 	size_t sstride, rstride;
 	unsigned int group;
 	const float *lv; /* the levels lm codes index; NULL: int4, int8 */
+	int b8; /* a value a byte: KVMEM_FMT_INT8 or _FP8; 0: codewords */
 };
 
 /* Whether K rows @k take int8 scores: asked for, group scales, and
- * integer values (an lm level is not). */
+ * integer values (an lm level or an E4M3 number is not). */
 static int q8_ok(const struct kvmem__attn *a, const struct rows *k)
 {
-	return a->q8 && k->group > 1 && !k->lv;
+	return a->q8 && k->group > 1 && !k->lv && k->b8 != KVMEM_FMT_FP8;
 }
 
 /* The 32-value sums of KV head @h's int8 query rows, or NULL. */
@@ -544,12 +545,12 @@ static const int32_t *q8_sums(const struct kvmem__attn *a, uint32_t h)
 
 /*
  * Scores, softmax and weighted sum of a tile straight from rows of one
- * value a byte (int4 in the low nibble, or int8 with @i8), PIECE rows at
- * a time with a step ahead after each.
+ * value a byte (int4 in the low nibble, or as ->b8 says), PIECE rows at a
+ * time with a step ahead after each.
  */
 static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 		       uint32_t n, const struct rows *k, const struct rows *v,
-		       int i8, float *mass, struct ahead *pf)
+		       float *mass, struct ahead *pf)
 {
 	const struct kvmem__attn_kernels *kn = a->kn;
 	const uint32_t G = a->G, D = a->D;
@@ -568,11 +569,12 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 			kn->scores_q8(a->q8 + (size_t)h * G * D,
 				      a->qs + (size_t)h * G, q8_sums(a, h), G,
 				      kc, k->rstride, m, D, k->group, ks,
-				      k->sstride, a->scale, a->sc + i, n, i8);
-		else if (i8)
-			kn->scores_i8(qh, G, (const int8_t *)kc, k->rstride, m,
-				      D, k->group, ks, k->sstride, a->scale,
-				      a->sc + i, n);
+				      k->sstride, a->scale, a->sc + i, n,
+				      k->b8 == KVMEM_FMT_INT8);
+		else if (k->b8)
+			kn->scores_b8(qh, G, kc, k->rstride, m, D, k->group, ks,
+				      k->sstride, a->scale, a->sc + i, n,
+				      k->b8);
 		else
 			kn->scores_cw4(qh, G, kc, k->rstride, m, D, k->group,
 				       ks, k->sstride, a->scale, a->sc + i, n,
@@ -585,10 +587,9 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 		const float *vs = v->sc + i * v->sstride;
 
 		m = n - i < PIECE ? n - i : PIECE;
-		if (i8)
-			kn->accum_i8(a->sc + i, G, (const int8_t *)vc,
-				     v->rstride, m, D, v->group, vs, v->sstride,
-				     acc, n);
+		if (v->b8)
+			kn->accum_b8(a->sc + i, G, vc, v->rstride, m, D,
+				     v->group, vs, v->sstride, acc, n, v->b8);
 		else
 			kn->accum_cw4(a->sc + i, G, vc, v->rstride, m, D,
 				      v->group, vs, v->sstride, acc, n, v->lv);
@@ -604,17 +605,18 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
  */
 #define BYTES_MAX_ROWS 32
 
-/* @n rows of one value a byte (@i8: int8, else int4) to floats at @out. */
+/* @n rows of one value a byte (as ->b8 says, else int4) to floats at
+ * @out. */
 static void rows_float(const struct kvmem__attn *a, const struct rows *x,
-		       int i8, uint32_t n, float *out)
+		       uint32_t n, float *out)
 {
 	uint32_t t;
 
 	for (t = 0; t < n; t++) {
 		const uint8_t *row = (const uint8_t *)x->v + t * x->rstride;
 
-		if (i8)
-			a->kn->dequant(KVMEM_FMT_INT8, row, a->D, x->group,
+		if (x->b8)
+			a->kn->dequant(x->b8, row, a->D, x->group,
 				       x->sc + t * x->sstride,
 				       out + (size_t)t * a->D);
 		else
@@ -638,28 +640,29 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 			struct ahead *pf)
 {
 	const float *qh = q + (size_t)h * a->G * a->D;
+	const int fmt = r->lt->pages[pi]->layout->format;
 	struct rows k = { 0 }, v = { 0 };
-	int i8 = 0, scored = 0;
+	int scored = 0;
 
 	/* int4, int2 and lm codes come a byte each alike; all but int4's
 	 * index a table. */
-	k.lv = v.lv = kvmem__code_values(r->lt->pages[pi]->layout->format);
+	k.lv = v.lv = kvmem__code_values(fmt);
 	k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
 			 &k.rstride);
-	if (!k.v && a->kn->scores_i8) {
-		k.v = reader_i8(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
+	if (!k.v && a->kn->scores_b8) {
+		k.v = reader_b8(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
 				&k.rstride);
-		i8 = 1;
+		k.b8 = v.b8 = fmt;
 	}
 	if (k.v) {
-		v.v = i8 ? (const void *)reader_i8(r, pi, 1, h, t0, n, &v.sc,
-						   &v.sstride, &v.group,
-						   &v.rstride)
-			 : (const void *)reader_cw4(r, pi, 1, h, t0, n, &v.sc,
-						    &v.sstride, &v.group,
-						    &v.rstride);
+		v.v = v.b8 ? (const void *)reader_b8(r, pi, 1, h, t0, n, &v.sc,
+						     &v.sstride, &v.group,
+						     &v.rstride)
+			   : (const void *)reader_cw4(r, pi, 1, h, t0, n, &v.sc,
+						      &v.sstride, &v.group,
+						      &v.rstride);
 		if (v.v && a->G <= BYTES_MAX_ROWS) {
-			tile_bytes(a, qh, h, n, &k, &v, i8, mass, pf);
+			tile_bytes(a, qh, h, n, &k, &v, mass, pf);
 			return;
 		}
 		/* Many rows, int8 scores: from K's bytes, each row of K
@@ -671,11 +674,12 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 					 a->qs + (size_t)h * a->G,
 					 q8_sums(a, h), a->G, k.v, k.rstride, n,
 					 a->D, k.group, k.sc, k.sstride,
-					 a->scale, a->sc, n, i8);
+					 a->scale, a->sc, n,
+					 k.b8 == KVMEM_FMT_INT8);
 		else
-			rows_float(a, &k, i8, n, kt);
+			rows_float(a, &k, n, kt);
 		if (v.v)
-			rows_float(a, &v, i8, n, vt);
+			rows_float(a, &v, n, vt);
 	}
 	pf->slice = SIZE_MAX;
 	ahead_step(pf);

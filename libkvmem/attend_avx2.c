@@ -101,39 +101,78 @@ static __m256 levels8(__m128i b, const float *levels)
 }
 
 /*
+ * Eight E4M3 codes, widened to 16 bits, as FP16 patterns: S.EEEE.MMM
+ * shifted to S.0EEEE.MMM0000000 is the FP16 number 2^-8 times the E4M3
+ * one (exponent bias 15 against 7), subnormals included; the NaN code
+ * gets the FP16 NaN exponent, so it reads NaN as in kvmem_e4m3_to_float().
+ */
+static __m128i fp8_halves(__m128i w)
+{
+	const __m128i mag =
+		_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7);
+	const __m128i nan =
+		_mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f << 7)),
+			      _mm_set1_epi16(0x7c00));
+
+	return _mm_or_si128(
+		_mm_or_si128(mag, nan),
+		_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
+}
+
+/*
+ * Eight E4M3 values times @scale: F16C converts exactly and 256 * scale is
+ * exact, so each product is the one rounding of kvmem__dequant_row().
+ */
+static __m256 fp8x8(const uint8_t *c, __m256 scale)
+{
+	__m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const void *)c));
+
+	return _mm256_mul_ps(_mm256_cvtph_ps(fp8_halves(w)),
+			     _mm256_mul_ps(scale, _mm256_set1_ps(256.0f)));
+}
+
+/*
  * @W (8, 16 or 32) values of a row from @c as floats, v[k] holding values
  * 8k..8k+7: int4 codewords, the levels their nibbles index (@lv: lm), or
- * int8 values with @I8.
+ * with @B8 bytes of int8 values (KVMEM_FMT_INT8) or E4M3 codes
+ * (KVMEM_FMT_FP8: each its number, fp8_halves()'s FP16 times 256, exact,
+ * so that times its scale it is fp8x8()'s product).
  */
 static inline __attribute__((always_inline)) void
-vals(const uint8_t *c, const unsigned int W, const int I8, const float *lv,
+vals(const uint8_t *c, const unsigned int W, const int B8, const float *lv,
      __m256 *v)
 {
 	unsigned int k;
 
-	if (!I8 && lv) {
+	if (!B8 && lv) {
 #pragma GCC unroll 4
 		for (k = 0; k < W / 8; k++)
 			v[k] = levels8(
 				_mm_loadl_epi64((const void *)(c + 8 * k)), lv);
 		return;
 	}
-	if (!I8 && W == 32) {
+	if (!B8 && W == 32) {
 		cw32(c, v);
 		return;
 	}
-	if (!I8 && W == 16) {
+	if (!B8 && W == 16) {
 		cw16(c, v);
 		return;
 	}
-	if (!I8) {
+	if (!B8) {
 		v[0] = cw8(c);
 		return;
 	}
 #pragma GCC unroll 4
-	for (k = 0; k < W / 8; k++)
-		v[k] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-			_mm_loadl_epi64((const void *)(c + 8 * k))));
+	for (k = 0; k < W / 8; k++) {
+		__m128i b = _mm_loadl_epi64((const void *)(c + 8 * k));
+
+		v[k] = B8 == KVMEM_FMT_FP8
+			       ? _mm256_mul_ps(_mm256_cvtph_ps(fp8_halves(
+						       _mm_cvtepu8_epi16(b))),
+					       _mm256_set1_ps(256.0f))
+			       : _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+	}
 }
 
 static int vec_ok(unsigned int dim, unsigned int group)
@@ -190,37 +229,6 @@ static void dequant_cw4(const uint8_t *code, unsigned int dim,
 		_mm256_storeu_ps(out + i,
 				 nib8(_mm_loadl_epi64((const void *)(code + i)),
 				      scale_at(&w, i)));
-}
-
-/*
- * Eight E4M3 codes, widened to 16 bits, as FP16 patterns: S.EEEE.MMM
- * shifted to S.0EEEE.MMM0000000 is the FP16 number 2^-8 times the E4M3
- * one (exponent bias 15 against 7), subnormals included; the NaN code
- * gets the FP16 NaN exponent, so it reads NaN as in kvmem_e4m3_to_float().
- */
-static __m128i fp8_halves(__m128i w)
-{
-	const __m128i mag =
-		_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7);
-	const __m128i nan =
-		_mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f << 7)),
-			      _mm_set1_epi16(0x7c00));
-
-	return _mm_or_si128(
-		_mm_or_si128(mag, nan),
-		_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
-}
-
-/*
- * Eight E4M3 values times @scale: F16C converts exactly and 256 * scale is
- * exact, so each product is the one rounding of kvmem__dequant_row().
- */
-static __m256 fp8x8(const uint8_t *c, __m256 scale)
-{
-	__m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const void *)c));
-
-	return _mm256_mul_ps(_mm256_cvtph_ps(fp8_halves(w)),
-			     _mm256_mul_ps(scale, _mm256_set1_ps(256.0f)));
 }
 
 /*
@@ -470,7 +478,7 @@ static void accum(const float *p, unsigned int ng, const float *v,
 
 /*
  * Scores of @NB (1, 4 or 8) query heads over rows of int4 codewords (or of
- * int8 values, @I8): each row is decoded and scaled once, into the values
+ * values a byte, @B8): each row is decoded and scaled once, into the values
  * kvmem__page_rows() would give, @W (8 or 32) at a time, and dotted with
  * every head. @DIM and @GROUP are literals where the caller knows them, so
  * that the loop over a row unrolls (GROUP 0: channel scales, one per
@@ -481,7 +489,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	      size_t stride, unsigned int n, unsigned int DIM,
 	      unsigned int GROUP, const unsigned int W, const float *scales,
 	      size_t sstride, float scale, float *s, unsigned int sn,
-	      const int I8, const float *lv)
+	      const int B8, const float *lv)
 {
 	unsigned int t, d, j, k;
 
@@ -498,7 +506,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 		for (d = 0; d < DIM; d += W) {
 			__m256 v[4];
 
-			vals(c + d, W, I8, lv, v);
+			vals(c + d, W, B8, lv, v);
 #pragma GCC unroll 4
 			for (k = 0; k < W / 8; k++) {
 				const unsigned int i = d + 8 * k;
@@ -537,7 +545,7 @@ static inline __attribute__((always_inline)) void
 scores_heads(const float *q, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const float *scales, size_t sstride,
-	     float scale, float *s, unsigned int sn, const int I8,
+	     float scale, float *s, unsigned int sn, const int B8,
 	     const float *lv)
 {
 	/* 32 values a step where the row and the groups allow it. */
@@ -545,22 +553,22 @@ scores_heads(const float *q, unsigned int NB, const uint8_t *code,
 
 	if (dim == 128 && group == 32)
 		scores_cw4_nb(q, NB, code, stride, n, 128, 32, 32, scales,
-			      sstride, scale, s, sn, I8, lv);
+			      sstride, scale, s, sn, B8, lv);
 	else if (wide)
 		scores_cw4_nb(q, NB, code, stride, n, dim,
 			      group == 1 ? 0 : group, 32, scales, sstride,
-			      scale, s, sn, I8, lv);
+			      scale, s, sn, B8, lv);
 	else
 		scores_cw4_nb(q, NB, code, stride, n, dim,
 			      group == 1 ? 0 : group, 8, scales, sstride, scale,
-			      s, sn, I8, lv);
+			      s, sn, B8, lv);
 }
 
 static inline __attribute__((always_inline)) void
 scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 	    unsigned int n, unsigned int dim, unsigned int group,
 	    const float *scales, size_t sstride, float scale, float *s,
-	    unsigned int ld, const int I8, const float *lv)
+	    unsigned int ld, const int B8, const float *lv)
 {
 	unsigned int g = 0;
 
@@ -570,15 +578,15 @@ scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 	for (; g + 8 <= ng; g += 8)
 		scores_heads(q + (size_t)g * dim, 8, code, stride, n, dim,
 			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld, I8, lv);
+			     ld, B8, lv);
 	for (; g + 4 <= ng; g += 4)
 		scores_heads(q + (size_t)g * dim, 4, code, stride, n, dim,
 			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld, I8, lv);
+			     ld, B8, lv);
 	for (; g < ng; g++)
 		scores_heads(q + (size_t)g * dim, 1, code, stride, n, dim,
 			     group, scales, sstride, scale, s + (size_t)g * ld,
-			     ld, I8, lv);
+			     ld, B8, lv);
 }
 
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
@@ -596,23 +604,26 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 			    scale, s, ld, 0, levels);
 }
 
-static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
+static void scores_b8(const float *q, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float scale, float *s, unsigned int ld)
+		      float scale, float *s, unsigned int ld, int fmt)
 {
 	if (!vec_ok(dim, group))
-		kvmem__attn_portable.scores_i8(q, ng, code, stride, n, dim,
+		kvmem__attn_portable.scores_b8(q, ng, code, stride, n, dim,
 					       group, scales, sstride, scale, s,
-					       ld);
+					       ld, fmt);
+	else if (fmt == KVMEM_FMT_FP8)
+		scores_vals(q, ng, code, stride, n, dim, group, scales, sstride,
+			    scale, s, ld, KVMEM_FMT_FP8, NULL);
 	else
-		scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group,
-			    scales, sstride, scale, s, ld, 1, NULL);
+		scores_vals(q, ng, code, stride, n, dim, group, scales, sstride,
+			    scale, s, ld, KVMEM_FMT_INT8, NULL);
 }
 
 /*
  * acc[g][d..d+32) += sum_t p[g][t] * v[t][d..] for @NB (1 or 2) heads, v
- * read from int4 codewords (or int8 values, @I8): the row's scale goes into
+ * read from int4 codewords (or values a byte, @B8): the row's scale goes into
  * the weight (group of 32 or more), or onto the values (channel scales).
  */
 static inline __attribute__((always_inline)) void
@@ -620,7 +631,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const int CHAN, const float *scales,
 	     size_t sstride, unsigned int d, float *acc, unsigned int pn,
-	     const int I8, const float *lv)
+	     const int B8, const float *lv)
 {
 	const unsigned int gi = CHAN ? 0 : d / group;
 	__m256 a[2][4];
@@ -637,7 +648,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 		const float *sc = scales + t * sstride;
 		__m256 v[4];
 
-		vals(c, 32, I8, lv, v);
+		vals(c, 32, B8, lv, v);
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
 			if (CHAN)
@@ -676,7 +687,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 static inline __attribute__((always_inline)) void
 accum_x4(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 	 unsigned int dim, unsigned int group, const float *scales,
-	 size_t sstride, float *acc, unsigned int ld, const int I8,
+	 size_t sstride, float *acc, unsigned int ld, const int B8,
 	 const float *lv)
 {
 	float w[4][X4_TOKENS] __attribute__((aligned(32)));
@@ -717,7 +728,7 @@ accum_x4(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 				for (t = 0; t < m; t++, c += stride) {
 					__m256 v[2];
 
-					vals(c, 16, I8, lv, v);
+					vals(c, 16, B8, lv, v);
 #pragma GCC unroll 4
 					for (j = 0; j < 4; j++) {
 						__m256 b = _mm256_broadcast_ss(
@@ -747,7 +758,7 @@ static inline __attribute__((always_inline)) void
 accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 	   unsigned int n, unsigned int dim, unsigned int group,
 	   const float *scales, size_t sstride, float *acc, unsigned int ld,
-	   const int I8, const float *lv)
+	   const int B8, const float *lv)
 {
 	unsigned int g = 0, d;
 
@@ -755,7 +766,7 @@ accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 		for (; g + 4 <= ng; g += 4)
 			accum_x4(p + (size_t)g * ld, code, stride, n, dim,
 				 group, scales, sstride, acc + (size_t)g * dim,
-				 ld, I8, lv);
+				 ld, B8, lv);
 	/* Literal arguments: each call is its own specialised copy. */
 	for (; g + 2 <= ng; g += 2)
 		for (d = 0; d < dim; d += 32)
@@ -763,17 +774,17 @@ accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 				accum_cw4_nb(p + (size_t)g * ld, 2, code,
 					     stride, n, dim, 1, 1, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld, I8, lv);
+					     ld, B8, lv);
 			else
 				accum_cw4_nb(p + (size_t)g * ld, 2, code,
 					     stride, n, dim, group, 0, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld, I8, lv);
+					     ld, B8, lv);
 	for (; g < ng; g++)
 		for (d = 0; d < dim; d += 32)
 			accum_cw4_nb(p + (size_t)g * ld, 1, code, stride, n,
 				     dim, group, group == 1, scales, sstride, d,
-				     acc + (size_t)g * dim, ld, I8, lv);
+				     acc + (size_t)g * dim, ld, B8, lv);
 }
 
 /* Rows of 32 values and more: whole vectors, and a group scale each. */
@@ -796,17 +807,21 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 			   acc, ld, 0, levels);
 }
 
-static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
+static void accum_b8(const float *p, unsigned int ng, const uint8_t *code,
 		     size_t stride, unsigned int n, unsigned int dim,
 		     unsigned int group, const float *scales, size_t sstride,
-		     float *acc, unsigned int ld)
+		     float *acc, unsigned int ld, int fmt)
 {
 	if (!accum_ok(dim, group))
-		kvmem__attn_portable.accum_i8(p, ng, code, stride, n, dim,
-					      group, scales, sstride, acc, ld);
+		kvmem__attn_portable.accum_b8(p, ng, code, stride, n, dim,
+					      group, scales, sstride, acc, ld,
+					      fmt);
+	else if (fmt == KVMEM_FMT_FP8)
+		accum_vals(p, ng, code, stride, n, dim, group, scales, sstride,
+			   acc, ld, KVMEM_FMT_FP8, NULL);
 	else
-		accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group,
-			   scales, sstride, acc, ld, 1, NULL);
+		accum_vals(p, ng, code, stride, n, dim, group, scales, sstride,
+			   acc, ld, KVMEM_FMT_INT8, NULL);
 }
 
 /* Eight rows of eight dwords to eight vectors: r[i] holds dword i of each
@@ -1214,7 +1229,7 @@ const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
-	.scores_i8 = scores_i8,
-	.accum_i8 = accum_i8,
+	.scores_b8 = scores_b8,
+	.accum_b8 = accum_b8,
 	.scores_q8 = scores_q8,
 };

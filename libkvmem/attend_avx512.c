@@ -325,26 +325,33 @@ static void accum(const float *p, unsigned int ng, const float *v,
 
 /*
  * Sixteen values at @c, one a byte: int4 in the low nibble, the levels the
- * nibbles index (@lv: lm, one permute of all sixteen), or int8.
+ * nibbles index (@lv: lm, one permute of all sixteen), or with @B8 int8
+ * values (KVMEM_FMT_INT8) or E4M3 codes (KVMEM_FMT_FP8: each its number,
+ * fp8_halves()'s FP16 times 256, exact, so that times its scale it is
+ * dequant()'s product).
  */
 static inline __attribute__((always_inline)) __m512
-val16(const uint8_t *c, const int I8, const float *lv)
+val16(const uint8_t *c, const int B8, const float *lv)
 {
-	if (!I8 && lv)
+	const __m128i b = _mm_loadu_si128((const void *)c);
+
+	if (!B8 && lv)
 		return _mm512_permutexvar_ps(
-			_mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-						 (const void *)c)),
+			_mm512_and_si512(_mm512_cvtepu8_epi32(b),
 					 _mm512_set1_epi32(0xf)),
 			_mm512_loadu_ps(lv));
-	if (I8)
-		return _mm512_cvtepi32_ps(
-			_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)c)));
+	if (B8 == KVMEM_FMT_FP8)
+		return _mm512_mul_ps(
+			_mm512_cvtph_ps(fp8_halves(_mm256_cvtepu8_epi16(b))),
+			_mm512_set1_ps(256.0f));
+	if (B8)
+		return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
 	return cw16(c);
 }
 
 /*
  * Scores of @NB (1, 4 or 8) query heads over rows of int4 codewords (or of
- * int8 values, @I8): each row is decoded and scaled once, into the values
+ * values a byte, @B8): each row is decoded and scaled once, into the values
  * kvmem__page_rows() would give, and dotted with every head. @DIM and
  * @GROUP are literals where the caller knows them, so that the loop over a
  * row unrolls (0 for channel scales, one per value).
@@ -353,7 +360,7 @@ static inline __attribute__((always_inline)) void
 scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 	      size_t stride, unsigned int n, unsigned int DIM,
 	      unsigned int GROUP, const float *scales, size_t sstride,
-	      float scale, float *s, unsigned int sn, const int I8,
+	      float scale, float *s, unsigned int sn, const int B8,
 	      const float *lv)
 {
 	unsigned int t, d, j;
@@ -370,7 +377,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 #pragma GCC unroll 16
 		for (d = 0; d < DIM; d += 16) {
 			__m512 kv = _mm512_mul_ps(
-				val16(c + d, I8, lv),
+				val16(c + d, B8, lv),
 				GROUP ? _mm512_set1_ps(sc[d / GROUP])
 				      : _mm512_loadu_ps(sc + d));
 
@@ -401,7 +408,7 @@ static inline __attribute__((always_inline)) void
 scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 	    unsigned int n, unsigned int dim, unsigned int group,
 	    const float *scales, size_t sstride, float scale, float *s,
-	    unsigned int ld, const int I8, const float *lv)
+	    unsigned int ld, const int B8, const float *lv)
 {
 	unsigned int g = 0;
 
@@ -414,11 +421,11 @@ scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 
 		if (dim == 128 && group == 32)
 			scores_cw4_nb(qg, 8, code, stride, n, 128, 32, scales,
-				      sstride, scale, sg, ld, I8, lv);
+				      sstride, scale, sg, ld, B8, lv);
 		else
 			scores_cw4_nb(qg, 8, code, stride, n, dim,
 				      group == 1 ? 0 : group, scales, sstride,
-				      scale, sg, ld, I8, lv);
+				      scale, sg, ld, B8, lv);
 	}
 	for (; g + 4 <= ng; g += 4) {
 		const float *qg = q + (size_t)g * dim;
@@ -426,21 +433,21 @@ scores_vals(const float *q, unsigned int ng, const uint8_t *code, size_t stride,
 
 		if (dim == 128 && group == 32)
 			scores_cw4_nb(qg, 4, code, stride, n, 128, 32, scales,
-				      sstride, scale, sg, ld, I8, lv);
+				      sstride, scale, sg, ld, B8, lv);
 		else if (dim == 128 && group == 1)
 			scores_cw4_nb(qg, 4, code, stride, n, 128, 0, scales,
-				      sstride, scale, sg, ld, I8, lv);
+				      sstride, scale, sg, ld, B8, lv);
 		else if (group == 1)
 			scores_cw4_nb(qg, 4, code, stride, n, dim, 0, scales,
-				      sstride, scale, sg, ld, I8, lv);
+				      sstride, scale, sg, ld, B8, lv);
 		else
 			scores_cw4_nb(qg, 4, code, stride, n, dim, group,
-				      scales, sstride, scale, sg, ld, I8, lv);
+				      scales, sstride, scale, sg, ld, B8, lv);
 	}
 	for (; g < ng; g++)
 		scores_cw4_nb(q + (size_t)g * dim, 1, code, stride, n, dim,
 			      group == 1 ? 0 : group, scales, sstride, scale,
-			      s + (size_t)g * ld, ld, I8, lv);
+			      s + (size_t)g * ld, ld, B8, lv);
 }
 
 static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
@@ -457,36 +464,39 @@ static void scores_cw4(const float *q, unsigned int ng, const uint8_t *code,
 			    scale, s, ld, 0, levels);
 }
 
-static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
+static void scores_b8(const float *q, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float scale, float *s, unsigned int ld)
+		      float scale, float *s, unsigned int ld, int fmt)
 {
 	if (!vec_ok(dim, group))
-		kvmem__attn_portable.scores_i8(q, ng, code, stride, n, dim,
+		kvmem__attn_portable.scores_b8(q, ng, code, stride, n, dim,
 					       group, scales, sstride, scale, s,
-					       ld);
+					       ld, fmt);
+	else if (fmt == KVMEM_FMT_FP8)
+		scores_vals(q, ng, code, stride, n, dim, group, scales, sstride,
+			    scale, s, ld, KVMEM_FMT_FP8, NULL);
 	else
-		scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group,
-			    scales, sstride, scale, s, ld, 1, NULL);
+		scores_vals(q, ng, code, stride, n, dim, group, scales, sstride,
+			    scale, s, ld, KVMEM_FMT_INT8, NULL);
 }
 
 /*
  * Values d..d+16 of a V row at @c (int4 codewords, or int8 values with
- * @I8) times their scales @sc: per channel with @CHAN, else per group.
+ * @B8) times their scales @sc: per channel with @CHAN, else per group.
  */
 static inline __attribute__((always_inline)) __m512
 vscaled16(const uint8_t *c, const float *sc, unsigned int d, unsigned int group,
-	  const int CHAN, const int I8, const float *lv)
+	  const int CHAN, const int B8, const float *lv)
 {
-	return _mm512_mul_ps(val16(c, I8, lv),
+	return _mm512_mul_ps(val16(c, B8, lv),
 			     CHAN ? _mm512_loadu_ps(sc + d)
 				  : _mm512_set1_ps(sc[d / group]));
 }
 
 /*
  * acc[g + j][d..d+64) += sum_t p[g + j][t] * v[t][d..] for @NB (1 or 4)
- * heads, v read from int4 codewords (or int8 values, @I8) with its scales
+ * heads, v read from int4 codewords (or values a byte, @B8) with its scales
  * applied once for all heads.
  */
 static inline __attribute__((always_inline)) void
@@ -494,7 +504,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 	     size_t stride, unsigned int n, unsigned int dim,
 	     unsigned int group, const int CHAN, const float *scales,
 	     size_t sstride, unsigned int d, float *acc, unsigned int pn,
-	     const int I8, const float *lv)
+	     const int B8, const float *lv)
 {
 	__m512 a[4][4];
 	unsigned int t, k;
@@ -508,7 +518,7 @@ accum_cw4_nb(const float *p, unsigned int NB, const uint8_t *code,
 #pragma GCC unroll 4
 		for (k = 0; k < 4; k++)
 			v[k] = vscaled16(c + 16 * k, sc, d + 16 * k, group,
-					 CHAN, I8, lv);
+					 CHAN, B8, lv);
 		acc_row(a, NB, p, pn, t, v);
 	}
 	acc_store(a, NB, acc, dim, d);
@@ -522,7 +532,7 @@ static inline __attribute__((always_inline)) void
 accum8_nb(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 	  unsigned int dim, unsigned int group, const int CHAN,
 	  const float *scales, size_t sstride, unsigned int d, float *acc,
-	  unsigned int pn, const int I8, const float *lv)
+	  unsigned int pn, const int B8, const float *lv)
 {
 	__m512 a[8][2];
 	unsigned int t, j, k;
@@ -541,7 +551,7 @@ accum8_nb(const float *p, const uint8_t *code, size_t stride, unsigned int n,
 #pragma GCC unroll 2
 		for (k = 0; k < 2; k++)
 			v[k] = vscaled16(c + 16 * k, sc, d + 16 * k, group,
-					 CHAN, I8, lv);
+					 CHAN, B8, lv);
 #pragma GCC unroll 8
 		for (j = 0; j < 8; j++) {
 			__m512 w = _mm512_set1_ps(p[(size_t)j * pn + t]);
@@ -568,7 +578,7 @@ static inline __attribute__((always_inline)) void
 accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 	   unsigned int n, unsigned int dim, unsigned int group,
 	   const float *scales, size_t sstride, float *acc, unsigned int ld,
-	   const int I8, const float *lv)
+	   const int B8, const float *lv)
 {
 	unsigned int g = 0, d;
 
@@ -577,28 +587,28 @@ accum_vals(const float *p, unsigned int ng, const uint8_t *code, size_t stride,
 			if (group == 1)
 				accum8_nb(p + (size_t)g * ld, code, stride, n,
 					  dim, 1, 1, scales, sstride, d,
-					  acc + (size_t)g * dim, ld, I8, lv);
+					  acc + (size_t)g * dim, ld, B8, lv);
 			else
 				accum8_nb(p + (size_t)g * ld, code, stride, n,
 					  dim, group, 0, scales, sstride, d,
-					  acc + (size_t)g * dim, ld, I8, lv);
+					  acc + (size_t)g * dim, ld, B8, lv);
 	for (; g + 4 <= ng; g += 4)
 		for (d = 0; d < dim; d += 64)
 			if (group == 1)
 				accum_cw4_nb(p + (size_t)g * ld, 4, code,
 					     stride, n, dim, 1, 1, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld, I8, lv);
+					     ld, B8, lv);
 			else
 				accum_cw4_nb(p + (size_t)g * ld, 4, code,
 					     stride, n, dim, group, 0, scales,
 					     sstride, d, acc + (size_t)g * dim,
-					     ld, I8, lv);
+					     ld, B8, lv);
 	for (; g < ng; g++)
 		for (d = 0; d < dim; d += 64)
 			accum_cw4_nb(p + (size_t)g * ld, 1, code, stride, n,
 				     dim, group, group == 1, scales, sstride, d,
-				     acc + (size_t)g * dim, ld, I8, lv);
+				     acc + (size_t)g * dim, ld, B8, lv);
 }
 
 static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
@@ -614,17 +624,21 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 			   acc, ld, 0, levels);
 }
 
-static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
+static void accum_b8(const float *p, unsigned int ng, const uint8_t *code,
 		     size_t stride, unsigned int n, unsigned int dim,
 		     unsigned int group, const float *scales, size_t sstride,
-		     float *acc, unsigned int ld)
+		     float *acc, unsigned int ld, int fmt)
 {
 	if (!accum_ok(dim, group))
-		kvmem__attn_portable.accum_i8(p, ng, code, stride, n, dim,
-					      group, scales, sstride, acc, ld);
+		kvmem__attn_portable.accum_b8(p, ng, code, stride, n, dim,
+					      group, scales, sstride, acc, ld,
+					      fmt);
+	else if (fmt == KVMEM_FMT_FP8)
+		accum_vals(p, ng, code, stride, n, dim, group, scales, sstride,
+			   acc, ld, KVMEM_FMT_FP8, NULL);
 	else
-		accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group,
-			   scales, sstride, acc, ld, 1, NULL);
+		accum_vals(p, ng, code, stride, n, dim, group, scales, sstride,
+			   acc, ld, KVMEM_FMT_INT8, NULL);
 }
 
 /*
@@ -769,7 +783,7 @@ const struct kvmem__attn_kernels kvmem__attn_avx512 = {
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
-	.scores_i8 = scores_i8,
-	.accum_i8 = accum_i8,
+	.scores_b8 = scores_b8,
+	.accum_b8 = accum_b8,
 	.scores_q8 = scores_q8,
 };

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kvmem/quant.h"
 #include "internal.h"
 #include "quant_word.h"
 
@@ -110,18 +111,20 @@ static void rescale(float *x, unsigned int n, float f)
 }
 
 /* Value @d of a row: int4 in the low nibble of its byte, the level the
- * nibble indexes (@lv), or int8. */
-static float val(const uint8_t *c, unsigned int d, int i8, const float *lv)
+ * nibble indexes (@lv), or a byte of @b8 (KVMEM_FMT_INT8 or _FP8). */
+static float val(const uint8_t *c, unsigned int d, int b8, const float *lv)
 {
-	return lv   ? lv[c[d] & 0xf]
-	       : i8 ? (float)(int8_t)c[d]
-		    : (float)kvmem_sext(c[d], 4);
+	if (lv)
+		return lv[c[d] & 0xf];
+	if (b8 == KVMEM_FMT_FP8)
+		return kvmem_e4m3_to_float(c[d]);
+	return b8 ? (float)(int8_t)c[d] : (float)kvmem_sext(c[d], 4);
 }
 
 static void scores_vals(const float *q, unsigned int ng, const uint8_t *code,
 			size_t stride, unsigned int n, unsigned int dim,
 			unsigned int group, const float *scales, size_t sstride,
-			float scale, float *s, unsigned int ld, int i8,
+			float scale, float *s, unsigned int ld, int b8,
 			const float *lv)
 {
 	unsigned int g, t, d;
@@ -134,7 +137,7 @@ static void scores_vals(const float *q, unsigned int ng, const uint8_t *code,
 
 			for (d = 0; d < dim; d++)
 				acc += q[(size_t)g * dim + d] *
-				       (val(c, d, i8, lv) * sc[d / group]);
+				       (val(c, d, b8, lv) * sc[d / group]);
 			s[(size_t)g * ld + t] = scale * acc;
 		}
 }
@@ -142,7 +145,7 @@ static void scores_vals(const float *q, unsigned int ng, const uint8_t *code,
 static void accum_vals(const float *p, unsigned int ng, const uint8_t *code,
 		       size_t stride, unsigned int n, unsigned int dim,
 		       unsigned int group, const float *scales, size_t sstride,
-		       float *acc, unsigned int ld, int i8, const float *lv)
+		       float *acc, unsigned int ld, int b8, const float *lv)
 {
 	unsigned int g, t, d;
 
@@ -154,7 +157,7 @@ static void accum_vals(const float *p, unsigned int ng, const uint8_t *code,
 
 			for (d = 0; d < dim; d++)
 				acc[(size_t)g * dim + d] +=
-					w * (val(c, d, i8, lv) * sc[d / group]);
+					w * (val(c, d, b8, lv) * sc[d / group]);
 		}
 }
 
@@ -177,22 +180,22 @@ static void accum_cw4(const float *p, unsigned int ng, const uint8_t *code,
 		   0, levels);
 }
 
-static void scores_i8(const float *q, unsigned int ng, const int8_t *code,
+static void scores_b8(const float *q, unsigned int ng, const uint8_t *code,
 		      size_t stride, unsigned int n, unsigned int dim,
 		      unsigned int group, const float *scales, size_t sstride,
-		      float scale, float *s, unsigned int ld)
+		      float scale, float *s, unsigned int ld, int fmt)
 {
-	scores_vals(q, ng, (const uint8_t *)code, stride, n, dim, group, scales,
-		    sstride, scale, s, ld, 1, NULL);
+	scores_vals(q, ng, code, stride, n, dim, group, scales, sstride, scale,
+		    s, ld, fmt, NULL);
 }
 
-static void accum_i8(const float *p, unsigned int ng, const int8_t *code,
+static void accum_b8(const float *p, unsigned int ng, const uint8_t *code,
 		     size_t stride, unsigned int n, unsigned int dim,
 		     unsigned int group, const float *scales, size_t sstride,
-		     float *acc, unsigned int ld)
+		     float *acc, unsigned int ld, int fmt)
 {
-	accum_vals(p, ng, (const uint8_t *)code, stride, n, dim, group, scales,
-		   sstride, acc, ld, 1, NULL);
+	accum_vals(p, ng, code, stride, n, dim, group, scales, sstride, acc, ld,
+		   fmt, NULL);
 }
 
 static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,
@@ -254,8 +257,8 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.golay_nibbles = golay_nibbles,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
-	.scores_i8 = scores_i8,
-	.accum_i8 = accum_i8,
+	.scores_b8 = scores_b8,
+	.accum_b8 = accum_b8,
 	.scores_q8 = scores_q8,
 };
 

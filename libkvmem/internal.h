@@ -222,19 +222,20 @@ const uint8_t *kvmem__page_rows_cw4(
 	size_t *sstride, unsigned int *group, size_t *rstride,
 	struct kvmem_ecc_counts *c, void *scratch);
 /*
- * kvmem__page_rows_cw4() for int8 pages of any codec: rows [t0, t0 + n)
- * of head @h decoded (corrected where a word needs it) into @scratch, one
- * int8 value per byte, rows *@rstride bytes apart; or NULL, counting
- * nothing, when some word is uncorrectable or a scale is erased.
+ * kvmem__page_rows_cw4() for int8 and fp8 pages of any codec: rows [t0,
+ * t0 + n) of head @h decoded (corrected where a word needs it) into
+ * @scratch, one int8 value or E4M3 code per byte, rows *@rstride bytes
+ * apart; or NULL, counting nothing, when some word is uncorrectable, a
+ * scale is erased or an fp8 value reads as the NaN code.
  */
-const int8_t *kvmem__page_rows_i8(const struct kvmem_geometry *g,
-				  const struct kvmem_page_layout *l,
-				  const uint8_t *page, int is_v, uint32_t h,
-				  uint32_t t0, uint32_t n, const float *scales,
-				  const uint8_t *scale_erased, const float **sc,
-				  size_t *sstride, unsigned int *group,
-				  size_t *rstride, struct kvmem_ecc_counts *c,
-				  void *scratch);
+const uint8_t *kvmem__page_rows_b8(const struct kvmem_geometry *g,
+				   const struct kvmem_page_layout *l,
+				   const uint8_t *page, int is_v, uint32_t h,
+				   uint32_t t0, uint32_t n, const float *scales,
+				   const uint8_t *scale_erased,
+				   const float **sc, size_t *sstride,
+				   unsigned int *group, size_t *rstride,
+				   struct kvmem_ecc_counts *c, void *scratch);
 /*
  * The bytes of @page that attention reads for rows [t0, t0 + n) of KV
  * head @h, as three ranges: the header and scales (with @h == 0, where a

@@ -203,9 +203,11 @@ int kvmem__simd_force(int level);
  *              its scales at scales + t * sstride, one per @group values
  *              (group 1 and sstride 0 for channel scales); row g of the
  *              scores or weights at s + g * ld, p + g * ld
- * scores_i8, accum_i8: the same from int8 values, one per byte (rows of
- *              kvmem__page_rows_i8()); NULL where a level has none (its
- *              int8 rows go through dequant and the float kernels)
+ * scores_b8, accum_b8: the same from values one a byte (rows of
+ *              kvmem__page_rows_b8()): int8 values, or E4M3 codes with
+ *              @fmt KVMEM_FMT_FP8, each times its scale as dequant()
+ *              makes it; NULL where a level has none (such rows go
+ *              through dequant and the float kernels)
  */
 struct kvmem__attn_kernels {
 	void (*dequant)(int fmt, const uint8_t *data, unsigned int dim,
@@ -232,15 +234,15 @@ struct kvmem__attn_kernels {
 			  unsigned int group, const float *scales,
 			  size_t sstride, float *acc, unsigned int ld,
 			  const float *levels);
-	void (*scores_i8)(const float *q, unsigned int ng, const int8_t *code,
+	void (*scores_b8)(const float *q, unsigned int ng, const uint8_t *code,
 			  size_t stride, unsigned int n, unsigned int dim,
 			  unsigned int group, const float *scales,
 			  size_t sstride, float scale, float *s,
-			  unsigned int ld);
-	void (*accum_i8)(const float *p, unsigned int ng, const int8_t *code,
+			  unsigned int ld, int fmt);
+	void (*accum_b8)(const float *p, unsigned int ng, const uint8_t *code,
 			 size_t stride, unsigned int n, unsigned int dim,
 			 unsigned int group, const float *scales,
-			 size_t sstride, float *acc, unsigned int ld);
+			 size_t sstride, float *acc, unsigned int ld, int fmt);
 	/*
 	 * KVMEM_ATTEND_INT8_SCORES: scores of @ng int8 query rows (@q8
 	 * [ng][dim], row g's scale @qs[g], @qsum [ng][dim / 32] the sums of

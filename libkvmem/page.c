@@ -934,14 +934,14 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	return code;
 }
 
-const int8_t *kvmem__page_rows_i8(const struct kvmem_geometry *g,
-				  const struct kvmem_page_layout *l,
-				  const uint8_t *page, int is_v, uint32_t h,
-				  uint32_t t0, uint32_t n, const float *scales,
-				  const uint8_t *scale_erased, const float **sc,
-				  size_t *sstride, unsigned int *group,
-				  size_t *rstride, struct kvmem_ecc_counts *c,
-				  void *scratch)
+const uint8_t *kvmem__page_rows_b8(const struct kvmem_geometry *g,
+				   const struct kvmem_page_layout *l,
+				   const uint8_t *page, int is_v, uint32_t h,
+				   uint32_t t0, uint32_t n, const float *scales,
+				   const uint8_t *scale_erased,
+				   const float **sc, size_t *sstride,
+				   unsigned int *group, size_t *rstride,
+				   struct kvmem_ecc_counts *c, void *scratch)
 {
 	const uint8_t *code = row_ptr(g, l, (uint8_t *)page, is_v, h, t0);
 	const unsigned int grp = row_group(g, l, is_v);
@@ -950,8 +950,9 @@ const int8_t *kvmem__page_rows_i8(const struct kvmem_geometry *g,
 	const size_t stride = row_sstride(g, l, is_v);
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
+	uint32_t r;
 
-	if (l->format != KVMEM_FMT_INT8)
+	if (l->format != KVMEM_FMT_INT8 && l->format != KVMEM_FMT_FP8)
 		return NULL;
 	if (rows_scale_lost(g, grp, scale_erased, sbase, stride, n))
 		return NULL;
@@ -960,12 +961,18 @@ const int8_t *kvmem__page_rows_i8(const struct kvmem_geometry *g,
 	kvmem_ecc_decode(l->codec, code, sp.copy[is_v], nw, &wc, NULL, NULL);
 	if (wc.uncorrectable)
 		return NULL;
+	/* The NaN code is one no encoder writes: a value that reads so is
+	 * lost, and kvmem__page_rows() rebuilds it. */
+	for (r = 0; l->format == KVMEM_FMT_FP8 && r < n; r++)
+		if (fp8_nan_in(sp.copy[is_v] + (size_t)r * l->row_data,
+			       g->head_dim))
+			return NULL;
 	kvmem__counts_add(c, &wc);
 	*sc = scales + sbase;
 	*sstride = stride;
 	*group = grp;
 	*rstride = l->row_data;
-	return (const int8_t *)sp.copy[is_v];
+	return sp.copy[is_v];
 }
 
 void kvmem__page_tile_bytes(const struct kvmem_geometry *g,

@@ -1314,8 +1314,8 @@ START_TEST(test_attend_erasure)
 END_TEST
 
 /*
- * int8 rows are read a value a byte (kvmem__page_rows_i8(), then the
- * scores_i8 and accum_i8 kernels of the SIMD level) only while every word
+ * int8 rows are read a value a byte (kvmem__page_rows_b8(), then the
+ * scores_b8 and accum_b8 kernels of the SIMD level) only while every word
  * of them decodes and their scales are whole; rows that lost a word or a
  * scale are decoded and rebuilt as kvmem_seq_read() does. Under every
  * policy and at every SIMD level this CPU runs, attention over pages with
@@ -2340,6 +2340,160 @@ START_TEST(test_kernel_scores_q8)
 }
 END_TEST
 
+/* Value @c of a row of bytes of @fmt, as kvmem.h says it: an int8 value,
+ * or the E4M3 number of the code. */
+static double b8_value(int fmt, uint8_t c)
+{
+	if (fmt == KVMEM_FMT_INT8)
+		return (int8_t)c;
+	return ldexp((c & 0x78) ? 8 + (c & 7) : (c & 7),
+		     ((c & 0x78) ? (c >> 3 & 15) : 1) - 10) *
+	       (c & 0x80 ? -1 : 1);
+}
+
+/*
+ * One shape of test_kernel_b8(): @n rows of @D bytes of @fmt, scales per
+ * @grp values (0: one a channel, the same for every row), the last row
+ * ending at a guard page.
+ */
+static void check_b8(struct q8k *x, struct kvmem_rng *r, int fmt,
+		     unsigned int D, unsigned int grp, unsigned int ng,
+		     unsigned int n)
+{
+	const size_t stride = D + 5;
+	const unsigned int ld = n + 3, per = grp ? D / grp : D;
+	const size_t sstride = grp ? per : 0;
+	const float scale = 0.25f;
+	uint8_t *code = x->end - (n - 1) * stride - D;
+	float q[9 * 512], p[9 * 80], acc0[9 * 512], acc[9 * 512];
+	unsigned int j, t, d;
+	int lv;
+
+	for (d = 0; d < (n - 1) * stride + D; d++) {
+		code[d] = (uint8_t)kvmem_rng_next(r);
+		/* No encoder writes the NaN code; the reader hands no row
+		 * that has one to these kernels. */
+		if (fmt == KVMEM_FMT_FP8 && (code[d] & 0x7f) == 0x7f)
+			code[d] ^= 1;
+	}
+	for (j = 0; j < ng * D; j++)
+		q[j] = (float)urand(r, -1, 1);
+	for (j = 0; j < ng * ld; j++)
+		p[j] = (float)urand(r, 0, 1);
+	for (j = 0; j < ng * D; j++)
+		acc0[j] = (float)urand(r, -1, 1);
+	for (t = 0; t < (grp ? n : 1) * per; t++)
+		x->sc[t] = (float)urand(r, 0.01, 2);
+	for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+		if (!kvmem__simd_supported(lv))
+			continue;
+		ck_assert_int_eq(kvmem__simd_force(lv), 0);
+		memset(x->got, 0xee, sizeof(x->got));
+		kvmem__attn()->scores_b8(q, ng, code, stride, n, D,
+					 grp ? grp : 1, x->sc, sstride, scale,
+					 x->got, ld, fmt);
+		memcpy(acc, acc0, sizeof(acc));
+		kvmem__attn()->accum_b8(p, ng, code, stride, n, D,
+					grp ? grp : 1, x->sc, sstride, acc, ld,
+					fmt);
+		for (j = 0; j < ng; j++) {
+			for (t = 0; t < n; t++) {
+				double e = 0, mag = 0;
+
+				for (d = 0; d < D; d++) {
+					double v =
+						b8_value(fmt,
+							 code[t * stride + d]) *
+						x->sc[t * sstride +
+						      d / (grp ? grp : 1)];
+
+					e += q[j * D + d] * v;
+					mag += fabs(q[j * D + d] * v);
+				}
+				EXPECT_NEAR(x->got[j * ld + t], scale * e,
+					    1e-5 * scale * mag + 1e-30,
+					    "%s dim %u group %u, %s: score of "
+					    "row %u of %u, token %u of %u",
+					    fmt == KVMEM_FMT_FP8 ? "fp8"
+								 : "int8",
+					    D, grp, kvmem__simd_name(lv), j, ng,
+					    t, n);
+			}
+			for (d = 0; d < D; d++) {
+				double e = acc0[j * D + d], mag = fabs(e);
+
+				for (t = 0; t < n; t++) {
+					double v =
+						p[j * ld + t] *
+						b8_value(fmt,
+							 code[t * stride + d]) *
+						x->sc[t * sstride +
+						      d / (grp ? grp : 1)];
+
+					e += v;
+					mag += fabs(v);
+				}
+				EXPECT_NEAR(
+					acc[j * D + d], e, 1e-5 * mag,
+					"%s dim %u group %u, %s: sum of "
+					"row %u of %u, value %u",
+					fmt == KVMEM_FMT_FP8 ? "fp8" : "int8",
+					D, grp, kvmem__simd_name(lv), j, ng, d);
+			}
+		}
+	}
+}
+
+/*
+ * scores_b8 and accum_b8, the kernels of rows a value a byte, at every
+ * SIMD level against sums in double of the values kvmem.h defines (int8;
+ * E4M3 worked out here from its bits, subnormals and both signs of zero
+ * included, every code but NaN): head dims and groups that the vector
+ * kernels take and that they leave to the portable one, channel scales,
+ * query rows and tokens on both sides of their blocks; the last row ends
+ * at a guard page.
+ */
+START_TEST(test_kernel_b8)
+{
+	static const unsigned int shapes[][2] = {
+		{ 32, 32 }, { 64, 32 }, { 128, 32 }, { 128, 64 }, { 256, 128 },
+		{ 64, 0 },  { 128, 0 }, { 96, 32 },  { 40, 8 },	  { 24, 0 },
+	};
+	static const unsigned int ngs[] = { 1, 4, 5, 8, 9 };
+	static const unsigned int ns[] = { 1, 7, 16, 33, 64 };
+	static const int fmts[] = { KVMEM_FMT_INT8, KVMEM_FMT_FP8 };
+	const long pg = sysconf(_SC_PAGESIZE);
+	const size_t span = 16 * (size_t)pg;
+	uint8_t *map = mmap(NULL, span + pg, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct q8k *x = kvmem_check_xmalloc(sizeof(*x));
+	int active = kvmem__simd_active();
+	unsigned int si, f, a, b;
+	struct kvmem_rng r;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(map + span, pg, PROT_NONE), 0);
+	x->end = map + span;
+	kvmem_rng_seed(&r, 0xb8b8);
+	/* The reference's E4M3 against the library's, every code. */
+	for (a = 0; a < 256; a++)
+		if ((a & 0x7f) != 0x7f)
+			ck_assert_double_eq(b8_value(KVMEM_FMT_FP8, (uint8_t)a),
+					    kvmem_e4m3_to_float(a));
+	ck_assert_double_eq(b8_value(KVMEM_FMT_FP8, 0x7e), 448.0);
+	ck_assert_double_eq(b8_value(KVMEM_FMT_FP8, 0x01), ldexp(1, -9));
+	for (f = 0; f < 2; f++)
+		for (si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+			for (a = 0; a < sizeof(ngs) / sizeof(ngs[0]); a++)
+				for (b = 0; b < sizeof(ns) / sizeof(ns[0]); b++)
+					check_b8(x, &r, fmts[f], shapes[si][0],
+						 shapes[si][1], ngs[a], ns[b]);
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	munmap(map, span + pg);
+	free(x);
+}
+END_TEST
+
 /*
  * A batch with int8 scores, one of its sequences' queries not finite (its
  * job keeps the float scores, the others do not): the same bits as a call
@@ -2487,6 +2641,7 @@ KVMEM_SUITE(attend)
 	tcase_add_test(ti, test_kernel_golay_nibbles);
 	tcase_add_test(ti, test_attend_q8_edges);
 	tcase_add_test(ti, test_kernel_scores_q8);
+	tcase_add_test(ti, test_kernel_b8);
 	suite_add_tcase(s, ti);
 	return s;
 }
