@@ -220,11 +220,13 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 {
 	const struct kvmemd_session *s;
 	uint64_t open = 0, sealed = 0, degraded = 0, gpu_sealed = 0;
+	uint64_t gpu_degraded = 0;
 
 	for (s = d->sessions; s; s = s->next) {
 		open += s->arena.used_bytes - s->arena.sealed_bytes;
 		sealed += s->arena.sealed_bytes;
-		degraded += s->arena.ndegraded;
+		degraded += s->arena.ndegraded - s->arena.gpu_ndegraded;
+		gpu_degraded += s->arena.gpu_ndegraded;
 		gpu_sealed += s->arena.gpu_used_bytes;
 	}
 	jw_open(w, NULL, '{');
@@ -256,7 +258,7 @@ static void cmd_stats(struct kvmemd *d, struct jw *w)
 		jw_u64(w, "sealed_bytes", gpu_sealed);
 		jw_u64(w, "free_bytes", d->gpu.bytes - d->gpu.used);
 		gpu_tier_json(d, w);
-		jw_u64(w, "degraded_pages", 0);
+		jw_u64(w, "degraded_pages", gpu_degraded);
 		jw_close(w, '}');
 	}
 	jw_close(w, ']');

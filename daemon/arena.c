@@ -275,6 +275,8 @@ static void slot_release(struct kvmemd_arena *a, uint32_t u)
 		if (!gpu)
 			a->sealed_bytes -= arena_slot_bytes(a, sl->kind);
 		a->ndegraded -= !!(sl->flags & SLOT_DEGRADED);
+		if (gpu)
+			a->gpu_ndegraded -= !!(sl->flags & SLOT_DEGRADED);
 	}
 	sl->state = SLOT_FREE;
 	if (gpu) {
@@ -320,6 +322,8 @@ unsigned int arena_slot_mark(struct kvmemd_arena *a, uint32_t u,
 
 	sl->flags |= (uint8_t)fresh;
 	a->ndegraded += !!(fresh & SLOT_DEGRADED);
+	if (arena_unit_gpu(a, u))
+		a->gpu_ndegraded += !!(fresh & SLOT_DEGRADED);
 	changed(a);
 	return fresh;
 }
@@ -401,6 +405,8 @@ int arena_slot_enter(struct kvmemd_arena *a, uint32_t u, uint32_t *pg,
 	if (!arena_unit_gpu(a, u))
 		a->sealed_bytes += arena_slot_bytes(a, kind);
 	a->ndegraded += !!(sl->flags & SLOT_DEGRADED);
+	if (arena_unit_gpu(a, u))
+		a->gpu_ndegraded += !!(sl->flags & SLOT_DEGRADED);
 	changed(a);
 	return 0;
 }
@@ -520,7 +526,7 @@ void arena_read_checked(struct kvmemd_arena *a, uint32_t pg)
 /* What the tables add up to, counted afresh from them. */
 struct tally {
 	uint64_t used_bytes, gpu_used_bytes, nopen, nsealed, sealed_bytes;
-	uint64_t ndegraded, ncold, cold_bytes, writing_units;
+	uint64_t ndegraded, gpu_ndegraded, ncold, cold_bytes, writing_units;
 	uint32_t nfree[2][2]; /* free slots, [gpu][free_list(kind)] */
 	uint32_t unused; /* pages */
 	uint32_t holding, held; /* slots that hold a page, pages in one */
@@ -544,8 +550,8 @@ static const struct {
 	{ COUNTER(used_bytes) },    { COUNTER(gpu_used_bytes) },
 	{ COUNTER(nopen) },	    { COUNTER(nsealed) },
 	{ COUNTER(sealed_bytes) },  { COUNTER(ndegraded) },
-	{ COUNTER(ncold) },	    { COUNTER(cold_bytes) },
-	{ COUNTER(writing_units) },
+	{ COUNTER(gpu_ndegraded) }, { COUNTER(ncold) },
+	{ COUNTER(cold_bytes) },    { COUNTER(writing_units) },
 };
 
 /* The counter at @off of an arena or a tally. */
@@ -640,6 +646,8 @@ static int tally_slots(const struct kvmemd_arena *a, int gpu, int kept,
 		if (!gpu)
 			t->sealed_bytes += arena_slot_bytes(a, sl->kind);
 		t->ndegraded += !!(sl->flags & SLOT_DEGRADED);
+		if (gpu)
+			t->gpu_ndegraded += !!(sl->flags & SLOT_DEGRADED);
 	}
 	if (u != top)
 		return bad(why, len, "its last slot runs past its top");

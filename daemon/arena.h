@@ -126,6 +126,7 @@ struct kvmemd_arena {
 	/* what the tables add up to */
 	uint64_t used_bytes, gpu_used_bytes, nopen, nsealed;
 	uint64_t sealed_bytes, ndegraded;
+	uint64_t gpu_ndegraded; /* of ->ndegraded, in the GPU tier */
 	uint64_t ncold, cold_bytes; /* pages only on the store */
 	uint64_t writing_units; /* slots that writes in flight will free */
 	/* daemon memory the session holds (these tables, its sequences and

@@ -548,7 +548,7 @@ END_TEST
  */
 START_TEST(test_gpu_tier_moves_take_turns)
 {
-	const uint32_t nacq = 64;
+	const uint32_t nacq = 256;
 	struct kvmem_hello hb = kvmemd_hello(0);
 	struct kvmemd_proc p;
 	struct kvmemd_raw b;
@@ -564,10 +564,10 @@ START_TEST(test_gpu_tier_moves_take_turns)
 	ck_assert_int_eq(kvmemd_raw_attach(&b, &p, &hb, sizeof(hb)), 0);
 	ck_assert_uint_ge(t.r.w.sq_entries, nacq);
 	ck_assert_uint_ge(t.r.w.cq_entries, nacq);
-	/* 2 MiB of pages: an acquire moves more than a pass's 1 MiB. */
+	/* An acquire moves more than a pass's 1 MiB. */
 	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
 			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
-	npages = (2u << 20) / slot;
+	npages = (1u << 20) / slot + 1;
 	ck_assert_uint_le(npages, NPAGES_MAX);
 	gt_fill(&t, 1, npages, 61);
 	for (i = 0; i < nacq; i++)
@@ -593,7 +593,7 @@ START_TEST(test_gpu_tier_moves_take_turns)
 	       t.r.cq_head;
 	ck_assert_msg(done < nacq / 2,
 		      "a NOP of another session waited for %u of %u "
-		      "acquires moving 2 MiB each",
+		      "acquires moving 1 MiB and more each",
 		      done, nacq);
 	for (i = 0; i < nacq; i++) {
 		cq = kvmemd_raw_reap(&t.r);
@@ -1004,6 +1004,19 @@ START_TEST(test_gpu_tier_cuda_backend)
 }
 END_TEST
 
+/* The pools' degraded pages: @host in host memory, @gpu on the GPU. */
+static void degraded_in(const struct kvmemd_proc *p, uint64_t host,
+			uint64_t gpu)
+{
+	admin(p, "stats");
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"host\"", "degraded_pages"),
+		host);
+	ck_assert_uint_eq(
+		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "degraded_pages"),
+		gpu);
+}
+
 /* Pages the scrubber checked on the GPU where they are, and in copies. */
 static void checked_at(const struct kvmemd_proc *p, uint64_t in_place,
 		       uint64_t in_copies)
@@ -1079,6 +1092,17 @@ START_TEST(test_gpu_tier_cuda_checks)
 	admin(&p, "sessions");
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "crc"), 1);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "degraded_pages"), 2);
+	/* They are the GPU pool's, not host memory's; moved, they go along. */
+	degraded_in(&p, 0, 2);
+	ck_assert_int_eq(
+		gt_op(&t,
+		      (struct kvmem_sqe){
+			      .opcode = KVMEM_OP_SEQ_ACQUIRE,
+			      .seq = 1,
+			      .len = NPAGES_MAX *
+				     sizeof(struct kvmem_page_move_ex) }),
+		8);
+	degraded_in(&p, 2, 0);
 	gt_free(&t);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
