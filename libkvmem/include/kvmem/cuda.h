@@ -184,6 +184,11 @@ void kvmem_cuda_unregister(struct kvmem_cache *c);
  * fit (kvmemd copies them; the ones sealed since the last call too), and
  * their addresses are there; the others are read over the bus.
  *
+ * Kernels launched on the table read the pages asynchronously: finish
+ * them (cuStreamSynchronize() of their stream, or an event) before
+ * kvmem_seq_release(). A released page may move at once, and its slot
+ * hold another page, while a kernel still reads it.
+ *
  * Return: the number of pages (which may exceed @cap); -ENXIO when the
  * cache is not registered with @cu; -EOPNOTSUPP when a page of the layer
  * is archived in another format or codec (kvmem_seq_archive()); -EINVAL;
