@@ -2214,11 +2214,33 @@ END_TEST
 /* Scratch of test_kernel_scores_q8(): up to 9 rows, 512 values, 64
  * tokens. */
 struct q8k {
-	uint8_t *end; /* rows end here, at a guard page */
+	uint8_t *map, *end; /* rows end here, at a guard page */
+	size_t span;
 	int8_t q8[9 * 512];
 	int32_t qsum[9 * 16];
 	float qs[9], sc[64 * 64], want[9 * 80], got[9 * 80];
 };
+
+/* The scratch, its rows' room ending at a guard page. */
+static struct q8k *q8k_new(void)
+{
+	const long pg = sysconf(_SC_PAGESIZE);
+	struct q8k *x = kvmem_check_xmalloc(sizeof(*x));
+
+	x->span = 16 * (size_t)pg;
+	x->map = mmap(NULL, x->span + pg, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(x->map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(x->map + x->span, pg, PROT_NONE), 0);
+	x->end = x->map + x->span;
+	return x;
+}
+
+static void q8k_free(struct q8k *x)
+{
+	munmap(x->map, x->span + (size_t)sysconf(_SC_PAGESIZE));
+	free(x);
+}
 
 /*
  * One shape of test_kernel_scores_q8(); with @edge, every value at its
@@ -2310,18 +2332,11 @@ START_TEST(test_kernel_scores_q8)
 	};
 	static const unsigned int ngs[] = { 1, 2, 3, 4, 5, 8, 9 };
 	static const unsigned int ns[] = { 1, 7, 8, 9, 16, 31, 33, 64 };
-	const long pg = sysconf(_SC_PAGESIZE);
-	const size_t span = 16 * (size_t)pg;
-	uint8_t *map = mmap(NULL, span + pg, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct q8k *x = kvmem_check_xmalloc(sizeof(*x));
+	struct q8k *x = q8k_new();
 	int active = kvmem__simd_active();
 	unsigned int si, i8, a, b;
 	struct kvmem_rng r;
 
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	ck_assert_int_eq(mprotect(map + span, pg, PROT_NONE), 0);
-	x->end = map + span;
 	kvmem_rng_seed(&r, 0x5c08);
 	for (si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
 		for (i8 = 0; i8 < 2; i8++)
@@ -2335,8 +2350,7 @@ START_TEST(test_kernel_scores_q8)
 			check_scores_q8(x, &r, shapes[si][0], shapes[si][1], 4,
 					16, (int)i8, 1);
 	ck_assert_int_eq(kvmem__simd_force(active), 0);
-	munmap(map, span + pg);
-	free(x);
+	q8k_free(x);
 }
 END_TEST
 
@@ -2462,18 +2476,11 @@ START_TEST(test_kernel_b8)
 	static const unsigned int ngs[] = { 1, 4, 5, 8, 9 };
 	static const unsigned int ns[] = { 1, 7, 16, 33, 64 };
 	static const int fmts[] = { KVMEM_FMT_INT8, KVMEM_FMT_FP8 };
-	const long pg = sysconf(_SC_PAGESIZE);
-	const size_t span = 16 * (size_t)pg;
-	uint8_t *map = mmap(NULL, span + pg, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct q8k *x = kvmem_check_xmalloc(sizeof(*x));
+	struct q8k *x = q8k_new();
 	int active = kvmem__simd_active();
 	unsigned int si, f, a, b;
 	struct kvmem_rng r;
 
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	ck_assert_int_eq(mprotect(map + span, pg, PROT_NONE), 0);
-	x->end = map + span;
 	kvmem_rng_seed(&r, 0xb8b8);
 	/* The reference's E4M3 against the library's, every code. */
 	for (a = 0; a < 256; a++)
@@ -2489,8 +2496,7 @@ START_TEST(test_kernel_b8)
 					check_b8(x, &r, fmts[f], shapes[si][0],
 						 shapes[si][1], ngs[a], ns[b]);
 	ck_assert_int_eq(kvmem__simd_force(active), 0);
-	munmap(map, span + pg);
-	free(x);
+	q8k_free(x);
 }
 END_TEST
 

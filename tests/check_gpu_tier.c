@@ -76,6 +76,13 @@ static int gt_op(struct gt *t, struct kvmem_sqe e)
 	return kvmemd_raw_call(&t->r, e, ++t->ud).res;
 }
 
+/* The bytes a sealed page's slot takes. */
+static uint32_t gt_slot_bytes(const struct gt *t)
+{
+	return (uint32_t)((t->page_bytes + KVMEM_SLOT_UNIT - 1) /
+			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+}
+
 /* The bytes of the page the client last saw at @slot. */
 static const uint8_t *gt_page(const struct gt *t, uint32_t slot)
 {
@@ -461,8 +468,7 @@ START_TEST(test_gpu_tier_make_room)
 
 	start_standin(&p, "[tier]\nlow_watermark = 0\nhigh_watermark = 1\n");
 	gt_attach(&t, &p, 8u << 20, 2);
-	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
-			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	slot = gt_slot_bytes(&t);
 	slots = (2u << 20) / slot;
 	/* Two slots left free. */
 	gt_fill(&t, 1, slots - 2, 31);
@@ -500,8 +506,7 @@ START_TEST(test_gpu_tier_full_of_acquired)
 
 	start_standin(&p, "[tier]\nlow_watermark = 0\nhigh_watermark = 1\n");
 	gt_attach(&t, &p, 8u << 20, 2);
-	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
-			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	slot = gt_slot_bytes(&t);
 	slots = (2u << 20) / slot;
 	gt_fill(&t, 1, slots - 2, 51);
 	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), (int)slots - 2);
@@ -565,8 +570,7 @@ START_TEST(test_gpu_tier_moves_take_turns)
 	ck_assert_uint_ge(t.r.w.sq_entries, nacq);
 	ck_assert_uint_ge(t.r.w.cq_entries, nacq);
 	/* An acquire moves more than a pass's 1 MiB. */
-	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
-			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	slot = gt_slot_bytes(&t);
 	npages = (1u << 20) / slot + 1;
 	ck_assert_uint_le(npages, NPAGES_MAX);
 	gt_fill(&t, 1, npages, 61);
@@ -635,8 +639,7 @@ START_TEST(test_gpu_tier_watermarks)
 
 	start_standin(&p, "[tier]\nlow_watermark = 20\nhigh_watermark = 40\n");
 	gt_attach(&t, &p, 8u << 20, 2);
-	slot = (uint32_t)((t.page_bytes + KVMEM_SLOT_UNIT - 1) /
-			  KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	slot = gt_slot_bytes(&t);
 	cap = (2u << 20) / slot;
 	n = cap * 45 / 100;
 	gt_fill(&t, 1, n, 21);
@@ -1136,8 +1139,7 @@ START_TEST(test_gpu_tier_cuda_hostile_header)
 	kvmem_page_layout(&t.g, 0, &l);
 	kvmem_page_layout(&t.g, 1, &lh);
 	ck_assert_uint_gt(lh.size, l.size);
-	cap = (uint32_t)((2u << 20) / ((l.size + KVMEM_SLOT_UNIT - 1) /
-				       KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT));
+	cap = (2u << 20) / gt_slot_bytes(&t);
 	ck_assert_uint_le(cap, NPAGES_MAX);
 	gt_fill(&t, 1, cap, 12);
 	ck_assert_int_ge(gt_acquire(&t, 1, 1, &on_gpu), 0);
