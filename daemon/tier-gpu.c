@@ -311,12 +311,15 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 
 	if (!a->gpu_units)
 		return 1;
-	for (; *pos < q->n && *budget; ++*pos) {
+	for (; *pos < q->n; ++*pos) {
 		uint32_t pg = q->pages[*pos];
 		struct page *p = &a->pages[pg];
 
+		/* Where it is wanted already: no work, whatever is left. */
 		if (arena_unit_gpu(a, p->unit) == gpu)
 			continue;
+		if (!*budget)
+			break;
 		if (!movable(p, 1)) {
 			/* Another acquired sequence reads it where it is. */
 			if (!gpu && p->state == PAGE_RESIDENT) {

@@ -581,6 +581,9 @@ int tier_acquire(struct kvmemd_session *s, struct seq *q,
 	uint32_t i, place = 0;
 	int ret;
 
+	/* The pages it looks through count in the ring's pass: a ring of
+	 * acquires of a long sequence takes its turn. */
+	s->pass_bytes += (uint64_t)q->n * sizeof(*s->arena.pages);
 	for (i = 0; i < q->n && resident(&s->arena.pages[q->pages[i]]); i++)
 		;
 	if (i == q->n) {
