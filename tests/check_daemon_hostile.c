@@ -765,6 +765,9 @@ static const uint32_t op_reads[KVMEM_OP_LAST] = {
 	[KVMEM_OP_SEQ_FREE] = U_SEQ,
 	[KVMEM_OP_STATS] = U_ADDR | U_LEN,
 	[KVMEM_OP_SEQ_PREFETCH] = U_SEQ,
+	[KVMEM_OP_PREFIX_PUBLISH] = U_SEQ | U_ADDR | U_LEN | U_LAYER | U_TOKENS,
+	[KVMEM_OP_PREFIX_ATTACH] = U_SEQ | U_ADDR | U_LEN | U_LAYER | U_TOKENS,
+	[KVMEM_OP_PREFIX_FETCH] = U_ADDR | U_LEN | U_TOKENS,
 };
 
 /* Mostly zero, else small, else anything. */
@@ -1028,7 +1031,9 @@ static void fuzz_judge(const struct fuzz *f, const struct kvmem_sqe *e,
 			EXPECT(res < 0 || (uint32_t)res <= e->len,
 			       "SQE %u: STATS of %u: %d", i, e->len, res);
 		break;
-	default: /* PAGE_SEAL (no page this client wrote), PAGE_FREE */
+	default: /* PAGE_SEAL (no page this client wrote), PAGE_FREE, and
+		  * the prefix ops: nothing sealed to publish, no block
+		  * published to attach, no shared tier to fetch from */
 		EXPECT(res <= 0, "SQE %u: opcode %u: %d", i, e->opcode, res);
 		break;
 	}
