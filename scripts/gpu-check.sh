@@ -17,7 +17,8 @@
 #                      over the rows the fast kernel decodes first: golay24
 #                      (q4, head_dim 64) and INT8 in secded72 words (q4w)
 #   bench-*.json       kvmem-bench attend --gpu for the cases of the README's
-#                      and kernels/README.md's tables, each with the FP16
+#                      and kernels/README.md's tables, and fp8 in h84
+#                      words at 32K (issue #51's format), each with the FP16
 #                      kernel and a device copy measured in the same run;
 #                      in decoding's shape (an FP16 sink page and tail),
 #                      and h84 at 32K with sealed pages only (-sealed);
@@ -182,6 +183,7 @@ bench golay24-32k-gqa8 --ctx 32768 --heads 64 --format int4 --codec golay24
 bench golay24-32k-d64 --ctx 32768 --dim 64 --format int4 --codec golay24
 bench secded72-32k --ctx 32768 --format int8 --codec secded72
 bench secded72-128k --ctx 131072 --format int8 --codec secded72
+bench fp8-32k --ctx 32768 --format fp8 --codec h84
 bench h84-32k-host --ctx 32768 --format int4 --codec h84 --host
 torch 4k --ctx 4096
 torch 128k --ctx 131072
