@@ -310,6 +310,19 @@ static const uint8_t *reader_cw4(struct reader *r, uint32_t pi, int is_v,
 				    rstride, &r->pc.payload, r->scratch);
 }
 
+/* Rows of vq2 page @pi as indices into *@book, or NULL: see page.c. */
+static const uint8_t *reader_vq(struct reader *r, uint32_t pi, int is_v,
+				uint32_t h, uint32_t t0, uint32_t n,
+				const float **book, size_t *rstride)
+{
+	const struct kvmem__page *p = r->lt->pages[pi];
+
+	reader_page(r, pi);
+	return kvmem__page_rows_vq(&r->c->g, p->layout, p->data, is_v, h, t0,
+				   n, r->sc, r->se, book, rstride,
+				   &r->pc.payload, r->scratch);
+}
+
 /* Rows of page @pi as int8 values or E4M3 codes, or NULL: see page.c. */
 static const uint8_t *reader_b8(struct reader *r, uint32_t pi, int is_v,
 				uint32_t h, uint32_t t0, uint32_t n,
@@ -528,6 +541,7 @@ struct rows {
 	unsigned int group;
 	const float *lv; /* the levels lm codes index; NULL: int4, int8 */
 	int b8; /* a value a byte: KVMEM_FMT_INT8 or _FP8; 0: codewords */
+	const float *book; /* vq2: an index a byte, the entries; no scales */
 };
 
 /* Whether K rows @k take int8 scores: asked for, group scales, and
@@ -562,10 +576,14 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 		    64;
 	for (i = 0; i < n; i += PIECE) {
 		const uint8_t *kc = (const uint8_t *)k->v + i * k->rstride;
-		const float *ks = k->sc + i * k->sstride;
+		/* vq2 rows have no scales */
+		const float *ks = k->sc ? k->sc + i * k->sstride : NULL;
 
 		m = n - i < PIECE ? n - i : PIECE;
-		if (q8_ok(a, k))
+		if (k->book)
+			kn->scores_vq(qh, G, kc, k->rstride, m, D, k->book,
+				      a->scale, a->sc + i, n);
+		else if (q8_ok(a, k))
 			kn->scores_q8(a->q8 + (size_t)h * G * D,
 				      a->qs + (size_t)h * G, q8_sums(a, h), G,
 				      kc, k->rstride, m, D, k->group, ks,
@@ -584,10 +602,13 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
 	kvmem__attn_softmax(a, h, n, mass);
 	for (i = 0; i < n; i += PIECE) {
 		const uint8_t *vc = (const uint8_t *)v->v + i * v->rstride;
-		const float *vs = v->sc + i * v->sstride;
+		const float *vs = v->sc ? v->sc + i * v->sstride : NULL;
 
 		m = n - i < PIECE ? n - i : PIECE;
-		if (v->b8)
+		if (v->book)
+			kn->accum_vq(a->sc + i, G, vc, v->rstride, m, D,
+				     v->book, acc, n);
+		else if (v->b8)
 			kn->accum_b8(a->sc + i, G, vc, v->rstride, m, D,
 				     v->group, vs, v->sstride, acc, n, v->b8);
 		else
@@ -605,17 +626,23 @@ static void tile_bytes(struct kvmem__attn *a, const float *qh, uint32_t h,
  */
 #define BYTES_MAX_ROWS 32
 
-/* @n rows of one value a byte (as ->b8 says, else int4) to floats at
- * @out. */
+/* @n rows of one value a byte (as ->b8 says, else int4) or of vq2
+ * indices to floats at @out. */
 static void rows_float(const struct kvmem__attn *a, const struct rows *x,
 		       uint32_t n, float *out)
 {
-	uint32_t t;
+	uint32_t t, d;
 
 	for (t = 0; t < n; t++) {
 		const uint8_t *row = (const uint8_t *)x->v + t * x->rstride;
 
-		if (x->b8)
+		if (x->book)
+			for (d = 0; d < a->D; d++)
+				out[(size_t)t * a->D + d] =
+					x->book[KVMEM__VQ_DIM *
+							row[d / KVMEM__VQ_DIM] +
+						d % KVMEM__VQ_DIM];
+		else if (x->b8)
 			a->kn->dequant(x->b8, row, a->D, x->group,
 				       x->sc + t * x->sstride,
 				       out + (size_t)t * a->D);
@@ -628,11 +655,12 @@ static void rows_float(const struct kvmem__attn *a, const struct rows *x,
 
 /*
  * One tile of page @pi, KV head @h. Rows that decode clean or corrected
- * to int4 (h74/h84/golay24) or, where the kernels have it, int8 are read
- * a value a byte by tile_bytes(), or for more than BYTES_MAX_ROWS rows of
- * state decoded once into the float tiles @kt and @vt; anything else is
- * decoded into those (rebuilding erasures), after starting all of the
- * next tile at once.
+ * to codes a byte (int4, lm and int2 in h74/h84 words, int4 in golay24),
+ * to int8 or fp8 values, or to vq2 indices into books with no entry lost
+ * are read a byte a value (a vq2 index) by tile_bytes(), or for more than
+ * BYTES_MAX_ROWS rows of state decoded once into the float tiles @kt and
+ * @vt (vq2: not read so); anything else is decoded into those (rebuilding
+ * erasures), after starting all of the next tile at once.
  */
 static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 			uint32_t pi, uint32_t h, uint32_t t0, uint32_t n,
@@ -647,20 +675,32 @@ static void attend_tile(struct reader *r, struct kvmem__attn *a, const float *q,
 	/* int4, int2 and lm codes come a byte each alike; all but int4's
 	 * index a table. */
 	k.lv = v.lv = kvmem__code_values(fmt);
-	k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
-			 &k.rstride);
-	if (!k.v && a->kn->scores_b8) {
-		k.v = reader_b8(r, pi, 0, h, t0, n, &k.sc, &k.sstride, &k.group,
-				&k.rstride);
-		k.b8 = v.b8 = fmt;
+	if (fmt == KVMEM_FMT_VQ2) {
+		/* Indices a byte into the books; many rows of state take
+		 * the float tiles, as a book with a lost entry does. */
+		if (a->G <= BYTES_MAX_ROWS)
+			k.v = reader_vq(r, pi, 0, h, t0, n, &k.book,
+					&k.rstride);
+		if (k.v)
+			v.v = reader_vq(r, pi, 1, h, t0, n, &v.book,
+					&v.rstride);
+	} else {
+		k.v = reader_cw4(r, pi, 0, h, t0, n, &k.sc, &k.sstride,
+				 &k.group, &k.rstride);
+		if (!k.v && a->kn->scores_b8) {
+			k.v = reader_b8(r, pi, 0, h, t0, n, &k.sc, &k.sstride,
+					&k.group, &k.rstride);
+			k.b8 = v.b8 = fmt;
+		}
+		if (k.v)
+			v.v = v.b8 ? (const void *)reader_b8(
+					     r, pi, 1, h, t0, n, &v.sc,
+					     &v.sstride, &v.group, &v.rstride)
+				   : (const void *)reader_cw4(
+					     r, pi, 1, h, t0, n, &v.sc,
+					     &v.sstride, &v.group, &v.rstride);
 	}
 	if (k.v) {
-		v.v = v.b8 ? (const void *)reader_b8(r, pi, 1, h, t0, n, &v.sc,
-						     &v.sstride, &v.group,
-						     &v.rstride)
-			   : (const void *)reader_cw4(r, pi, 1, h, t0, n, &v.sc,
-						      &v.sstride, &v.group,
-						      &v.rstride);
 		if (v.v && a->G <= BYTES_MAX_ROWS) {
 			tile_bytes(a, qh, h, n, &k, &v, mass, pf);
 			return;

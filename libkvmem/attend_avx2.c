@@ -348,6 +348,29 @@ static __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 			  _mm256_extractf128_ps(t, 1));
 }
 
+/* Row t's scores of @NB heads from their sums @a: s[j * sn] = scale * a[j]
+ * summed across. */
+static inline __attribute__((always_inline)) void
+row_scores(const __m256 a[8], unsigned int NB, float scale, float *s,
+	   unsigned int sn)
+{
+	float r[8];
+	unsigned int j;
+
+	if (NB < 4) {
+		s[0] = scale * hsum(a[0]);
+		return;
+	}
+#pragma GCC unroll 2
+	for (j = 0; j < NB; j += 4)
+		_mm_storeu_ps(r + j, _mm_mul_ps(hsum4(a[j], a[j + 1], a[j + 2],
+						      a[j + 3]),
+						_mm_set1_ps(scale)));
+#pragma GCC unroll 8
+	for (j = 0; j < NB; j++)
+		s[(size_t)j * sn] = r[j];
+}
+
 static void scores(const float *q, unsigned int ng, const float *k,
 		   unsigned int n, unsigned int dim, float scale, float *s)
 {
@@ -497,7 +520,6 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 		const uint8_t *c = code + t * stride;
 		const float *sc = scales + t * sstride;
 		__m256 a[8];
-		float r[8];
 
 #pragma GCC unroll 8
 		for (j = 0; j < NB; j++)
@@ -523,20 +545,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 						kv, a[j]);
 			}
 		}
-		if (NB >= 4) {
-#pragma GCC unroll 2
-			for (j = 0; j < NB; j += 4)
-				_mm_storeu_ps(
-					r + j,
-					_mm_mul_ps(hsum4(a[j], a[j + 1],
-							 a[j + 2], a[j + 3]),
-						   _mm_set1_ps(scale)));
-#pragma GCC unroll 8
-			for (j = 0; j < NB; j++)
-				s[(size_t)j * sn + t] = r[j];
-		} else {
-			s[t] = scale * hsum(a[0]);
-		}
+		row_scores(a, NB, scale, s + t, sn);
 	}
 }
 
@@ -1127,6 +1136,176 @@ static void golay_nibbles(const uint8_t *code, size_t code_bytes,
 					   out + i);
 }
 
+/* Eight values of a vq2 row: the entries of the two indices at @c. */
+static inline __attribute__((always_inline)) __m256 vq8(const uint8_t *c,
+							const float *book)
+{
+	return _mm256_insertf128_ps(
+		_mm256_castps128_ps256(_mm_loadu_ps(book + 4 * c[0])),
+		_mm_loadu_ps(book + 4 * c[1]), 1);
+}
+
+/*
+ * Scores of @NB (1, 4 or 8) query heads over vq2 rows, each row's values
+ * looked up once for all of them (@DIM a literal where the caller knows
+ * it).
+ */
+static inline __attribute__((always_inline)) void
+scores_vq_nb(const float *q, unsigned int NB, const uint8_t *idx, size_t stride,
+	     unsigned int n, unsigned int DIM, const float *book, float scale,
+	     float *s, unsigned int sn)
+{
+	unsigned int t, d, j;
+
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = idx + t * stride;
+		__m256 a[8];
+
+#pragma GCC unroll 8
+		for (j = 0; j < NB; j++)
+			a[j] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+		for (d = 0; d < DIM; d += 8) {
+			__m256 kv = vq8(c + d / 4, book);
+
+#pragma GCC unroll 8
+			for (j = 0; j < NB; j++)
+				a[j] = _mm256_fmadd_ps(
+					_mm256_loadu_ps(q + j * DIM + d), kv,
+					a[j]);
+		}
+		row_scores(a, NB, scale, s + t, sn);
+	}
+}
+
+static void scores_vq(const float *q, unsigned int ng, const uint8_t *idx,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      const float *book, float scale, float *s, unsigned int ld)
+{
+	unsigned int g = 0;
+
+	if (dim % 8) {
+		kvmem__attn_portable.scores_vq(q, ng, idx, stride, n, dim, book,
+					       scale, s, ld);
+		return;
+	}
+	for (; g + 8 <= ng; g += 8)
+		scores_vq_nb(q + (size_t)g * dim, 8, idx, stride, n, dim, book,
+			     scale, s + (size_t)g * ld, ld);
+	for (; g + 4 <= ng; g += 4)
+		if (dim == 128)
+			scores_vq_nb(q + (size_t)g * dim, 4, idx, stride, n,
+				     128, book, scale, s + (size_t)g * ld, ld);
+		else
+			scores_vq_nb(q + (size_t)g * dim, 4, idx, stride, n,
+				     dim, book, scale, s + (size_t)g * ld, ld);
+	for (; g < ng; g++)
+		scores_vq_nb(q + (size_t)g * dim, 1, idx, stride, n, dim, book,
+			     scale, s + (size_t)g * ld, ld);
+}
+
+/*
+ * acc[g + j][d..d+16) += sum_t p[g + j][t] * v[t][d..] for @NB (1 or 4)
+ * heads, v looked up from vq2 rows once for all of them.
+ */
+static inline __attribute__((always_inline)) void
+accum_vq_nb(const float *p, unsigned int NB, const uint8_t *idx, size_t stride,
+	    unsigned int n, unsigned int dim, const float *book, unsigned int d,
+	    float *acc, unsigned int pn)
+{
+	__m256 a[4][2];
+	unsigned int t, j, k;
+
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 2
+		for (k = 0; k < 2; k++)
+			a[j][k] = _mm256_loadu_ps(acc + (size_t)j * dim + d +
+						  8 * k);
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = idx + t * stride + d / 4;
+		const __m256 v0 = vq8(c, book), v1 = vq8(c + 2, book);
+
+#pragma GCC unroll 4
+		for (j = 0; j < NB; j++) {
+			__m256 w = _mm256_broadcast_ss(p + (size_t)j * pn + t);
+
+			a[j][0] = _mm256_fmadd_ps(w, v0, a[j][0]);
+			a[j][1] = _mm256_fmadd_ps(w, v1, a[j][1]);
+		}
+	}
+#pragma GCC unroll 4
+	for (j = 0; j < NB; j++)
+#pragma GCC unroll 2
+		for (k = 0; k < 2; k++)
+			_mm256_storeu_ps(acc + (size_t)j * dim + d + 8 * k,
+					 a[j][k]);
+}
+
+static void accum_vq(const float *p, unsigned int ng, const uint8_t *idx,
+		     size_t stride, unsigned int n, unsigned int dim,
+		     const float *book, float *acc, unsigned int ld)
+{
+	unsigned int g = 0, d;
+
+	if (dim % 16) {
+		kvmem__attn_portable.accum_vq(p, ng, idx, stride, n, dim, book,
+					      acc, ld);
+		return;
+	}
+	for (; g + 4 <= ng; g += 4)
+		for (d = 0; d < dim; d += 16)
+			accum_vq_nb(p + (size_t)g * ld, 4, idx, stride, n, dim,
+				    book, d, acc + (size_t)g * dim, ld);
+	for (; g < ng; g++)
+		for (d = 0; d < dim; d += 16)
+			accum_vq_nb(p + (size_t)g * ld, 1, idx, stride, n, dim,
+				    book, d, acc + (size_t)g * dim, ld);
+}
+
+/*
+ * lm3 codes from h74/h84 words, sixteen from twelve words a step: code c
+ * is bits s = 3c % 4 .. s + 2 of the byte made of nibbles 3c / 4 and the
+ * one after, which a shuffle puts in a 16-bit lane; times 2^(3 - s), a
+ * shift right by 3 takes the code down. Each step reads 16 bytes.
+ */
+static void lm3_codes(const uint8_t *code, size_t code_bytes,
+		      unsigned int nvals, uint8_t *out)
+{
+	const __m256i pick = _mm256_setr_epi8(
+		0, 1, 0, 1, 1, 2, 2, 3, 3, 4, 3, 4, 4, 5, 5, 6, 6, 7, 6, 7, 7,
+		8, 8, 9, 9, 10, 9, 10, 10, 11, 11, 12);
+	const __m256i up = _mm256_setr_epi16(8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4,
+					     8, 1, 2, 4);
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	unsigned int i = 0;
+
+	for (; i + 16 <= nvals && (size_t)i / 4 * 3 + 16 <= code_bytes;
+	     i += 16) {
+		__m256i x = _mm256_and_si256(
+			_mm256_shuffle_epi8(
+				_mm256_broadcastsi128_si256(_mm_loadu_si128(
+					(const void *)(code + i / 4 * 3))),
+				pick),
+			low4);
+		__m256i c = _mm256_and_si256(
+			_mm256_srli_epi16(
+				_mm256_mullo_epi16(
+					_mm256_or_si256(
+						x, _mm256_srli_epi16(x, 4)),
+					up),
+				3),
+			_mm256_set1_epi16(7));
+
+		c = _mm256_packus_epi16(c, c);
+		_mm_storeu_si128((void *)(out + i),
+				 _mm256_castsi256_si128(
+					 _mm256_permute4x64_epi64(c, 0x08)));
+	}
+	kvmem__attn_portable.lm3_codes(code + i / 4 * 3, code_bytes - i / 4 * 3,
+				       nvals - i, out + i);
+}
+
 /* kvmem__expf() of eight values at once. */
 static __m256 exp8(__m256 v)
 {
@@ -1227,9 +1406,12 @@ const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.rescale = rescale,
 	.scales_ok = scales_ok,
 	.golay_nibbles = golay_nibbles,
+	.lm3_codes = lm3_codes,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
 	.scores_b8 = scores_b8,
 	.accum_b8 = accum_b8,
+	.scores_vq = scores_vq,
+	.accum_vq = accum_vq,
 	.scores_q8 = scores_q8,
 };

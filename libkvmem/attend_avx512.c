@@ -176,6 +176,29 @@ static __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
 			  _mm256_extractf128_ps(y, 1));
 }
 
+/* Row t's scores of @NB heads from their sums @a: s[j * sn] = scale * a[j]
+ * summed across. */
+static inline __attribute__((always_inline)) void
+row_scores(const __m512 a[8], unsigned int NB, float scale, float *s,
+	   unsigned int sn)
+{
+	float r[8];
+	unsigned int j;
+
+	if (NB < 4) {
+		s[0] = scale * _mm512_reduce_add_ps(a[0]);
+		return;
+	}
+#pragma GCC unroll 2
+	for (j = 0; j < NB; j += 4)
+		_mm_storeu_ps(r + j, _mm_mul_ps(hsum4(a[j], a[j + 1], a[j + 2],
+						      a[j + 3]),
+						_mm_set1_ps(scale)));
+#pragma GCC unroll 8
+	for (j = 0; j < NB; j++)
+		s[(size_t)j * sn] = r[j];
+}
+
 static void scores(const float *q, unsigned int ng, const float *k,
 		   unsigned int n, unsigned int dim, float scale, float *s)
 {
@@ -369,7 +392,6 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 		const uint8_t *c = code + t * stride;
 		const float *sc = scales + t * sstride;
 		__m512 a[8];
-		float r[8];
 
 #pragma GCC unroll 8
 		for (j = 0; j < NB; j++)
@@ -387,20 +409,7 @@ scores_cw4_nb(const float *q, unsigned int NB, const uint8_t *code,
 					_mm512_loadu_ps(q + j * DIM + d), kv,
 					a[j]);
 		}
-		if (NB >= 4) {
-#pragma GCC unroll 2
-			for (j = 0; j < NB; j += 4)
-				_mm_storeu_ps(
-					r + j,
-					_mm_mul_ps(hsum4(a[j], a[j + 1],
-							 a[j + 2], a[j + 3]),
-						   _mm_set1_ps(scale)));
-#pragma GCC unroll 8
-			for (j = 0; j < NB; j++)
-				s[(size_t)j * sn + t] = r[j];
-		} else {
-			s[t] = scale * _mm512_reduce_add_ps(a[0]);
-		}
+		row_scores(a, NB, scale, s + t, sn);
 	}
 }
 
@@ -641,6 +650,122 @@ static void accum_b8(const float *p, unsigned int ng, const uint8_t *code,
 			   acc, ld, KVMEM_FMT_INT8, NULL);
 }
 
+/* Sixteen values of a vq2 row: the entries of the four indices at @c. */
+static inline __attribute__((always_inline)) __m512 vq16(const uint8_t *c,
+							 const float *book)
+{
+	__m512 v = _mm512_castps128_ps512(_mm_loadu_ps(book + 4 * c[0]));
+
+	v = _mm512_insertf32x4(v, _mm_loadu_ps(book + 4 * c[1]), 1);
+	v = _mm512_insertf32x4(v, _mm_loadu_ps(book + 4 * c[2]), 2);
+	return _mm512_insertf32x4(v, _mm_loadu_ps(book + 4 * c[3]), 3);
+}
+
+/*
+ * Scores of @NB (1, 4 or 8) query heads over vq2 rows, each row's values
+ * looked up once for all of them (@DIM a literal where the caller knows
+ * it).
+ */
+static inline __attribute__((always_inline)) void
+scores_vq_nb(const float *q, unsigned int NB, const uint8_t *idx, size_t stride,
+	     unsigned int n, unsigned int DIM, const float *book, float scale,
+	     float *s, unsigned int sn)
+{
+	unsigned int t, d, j;
+
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = idx + t * stride;
+		__m512 a[8];
+
+#pragma GCC unroll 8
+		for (j = 0; j < NB; j++)
+			a[j] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+		for (d = 0; d < DIM; d += 16) {
+			__m512 kv = vq16(c + d / 4, book);
+
+#pragma GCC unroll 8
+			for (j = 0; j < NB; j++)
+				a[j] = _mm512_fmadd_ps(
+					_mm512_loadu_ps(q + j * DIM + d), kv,
+					a[j]);
+		}
+		row_scores(a, NB, scale, s + t, sn);
+	}
+}
+
+static void scores_vq(const float *q, unsigned int ng, const uint8_t *idx,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      const float *book, float scale, float *s, unsigned int ld)
+{
+	unsigned int g = 0;
+
+	if (dim % 16) {
+		kvmem__attn_portable.scores_vq(q, ng, idx, stride, n, dim, book,
+					       scale, s, ld);
+		return;
+	}
+	for (; g + 8 <= ng; g += 8)
+		scores_vq_nb(q + (size_t)g * dim, 8, idx, stride, n, dim, book,
+			     scale, s + (size_t)g * ld, ld);
+	for (; g + 4 <= ng; g += 4)
+		if (dim == 128)
+			scores_vq_nb(q + (size_t)g * dim, 4, idx, stride, n,
+				     128, book, scale, s + (size_t)g * ld, ld);
+		else
+			scores_vq_nb(q + (size_t)g * dim, 4, idx, stride, n,
+				     dim, book, scale, s + (size_t)g * ld, ld);
+	for (; g < ng; g++)
+		scores_vq_nb(q + (size_t)g * dim, 1, idx, stride, n, dim, book,
+			     scale, s + (size_t)g * ld, ld);
+}
+
+/*
+ * acc[g + j][d..d+64) += sum_t p[g + j][t] * v[t][d..] for @NB (1 or 4)
+ * heads, v looked up from vq2 rows once for all of them.
+ */
+static inline __attribute__((always_inline)) void
+accum_vq_nb(const float *p, unsigned int NB, const uint8_t *idx, size_t stride,
+	    unsigned int n, unsigned int dim, const float *book, unsigned int d,
+	    float *acc, unsigned int pn)
+{
+	__m512 a[4][4];
+	unsigned int t, k;
+
+	acc_load(a, NB, acc, dim, d);
+	for (t = 0; t < n; t++) {
+		const uint8_t *c = idx + t * stride + d / 4;
+		__m512 v[4];
+
+#pragma GCC unroll 4
+		for (k = 0; k < 4; k++)
+			v[k] = vq16(c + 4 * k, book);
+		acc_row(a, NB, p, pn, t, v);
+	}
+	acc_store(a, NB, acc, dim, d);
+}
+
+static void accum_vq(const float *p, unsigned int ng, const uint8_t *idx,
+		     size_t stride, unsigned int n, unsigned int dim,
+		     const float *book, float *acc, unsigned int ld)
+{
+	unsigned int g = 0, d;
+
+	if (dim % 64) {
+		kvmem__attn_portable.accum_vq(p, ng, idx, stride, n, dim, book,
+					      acc, ld);
+		return;
+	}
+	for (; g + 4 <= ng; g += 4)
+		for (d = 0; d < dim; d += 64)
+			accum_vq_nb(p + (size_t)g * ld, 4, idx, stride, n, dim,
+				    book, d, acc + (size_t)g * dim, ld);
+	for (; g < ng; g++)
+		for (d = 0; d < dim; d += 64)
+			accum_vq_nb(p + (size_t)g * ld, 1, idx, stride, n, dim,
+				    book, d, acc + (size_t)g * dim, ld);
+}
+
 /*
  * Golay words to one int4 value per byte. Word w's bytes b0 b1 b2 hold
  * values b0 & 15, b0 >> 4 and b1 & 15, so value i comes from byte i - (i %
@@ -772,6 +897,45 @@ static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,
 		       sstride, scale, s, ld, i8);
 }
 
+/*
+ * lm3 codes from h74/h84 words, 32 from 24 words a step: a byte permute
+ * puts nibbles 3c / 4 and the one after in 16-bit lane c, shifted right
+ * by 3c % 4 (see the AVX2 kernel). Each step reads 32 bytes.
+ */
+static void lm3_codes(const uint8_t *code, size_t code_bytes,
+		      unsigned int nvals, uint8_t *out)
+{
+	const __m512i pick = _mm512_set_epi8(
+		24, 23, 23, 22, 22, 21, 22, 21, 21, 20, 20, 19, 19, 18, 19, 18,
+		18, 17, 17, 16, 16, 15, 16, 15, 15, 14, 14, 13, 13, 12, 13, 12,
+		12, 11, 11, 10, 10, 9, 10, 9, 9, 8, 8, 7, 7, 6, 7, 6, 6, 5, 5,
+		4, 4, 3, 4, 3, 3, 2, 2, 1, 1, 0, 1, 0);
+	const __m512i down = _mm512_set_epi16(1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3,
+					      0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2,
+					      3, 0, 1, 2, 3, 0, 1, 2, 3, 0);
+	const __m512i low4 = _mm512_set1_epi8(0x0f);
+	unsigned int i = 0;
+
+	for (; i + 32 <= nvals && (size_t)i / 4 * 3 + 32 <= code_bytes;
+	     i += 32) {
+		__m512i x = _mm512_and_si512(
+			_mm512_permutexvar_epi8(
+				pick,
+				_mm512_castsi256_si512(_mm256_loadu_si256(
+					(const void *)(code + i / 4 * 3)))),
+			low4);
+		__m512i c = _mm512_and_si512(
+			_mm512_srlv_epi16(
+				_mm512_or_si512(x, _mm512_srli_epi16(x, 4)),
+				down),
+			_mm512_set1_epi16(7));
+
+		_mm256_storeu_si256((void *)(out + i), _mm512_cvtepi16_epi8(c));
+	}
+	AVX2.lm3_codes(code + i / 4 * 3, code_bytes - i / 4 * 3, nvals - i,
+		       out + i);
+}
+
 const struct kvmem__attn_kernels kvmem__attn_avx512 = {
 	.dequant = dequant,
 	.dequant_cw4 = dequant_cw4,
@@ -781,9 +945,12 @@ const struct kvmem__attn_kernels kvmem__attn_avx512 = {
 	.rescale = rescale,
 	.scales_ok = scales_ok,
 	.golay_nibbles = golay_nibbles,
+	.lm3_codes = lm3_codes,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
 	.scores_b8 = scores_b8,
 	.accum_b8 = accum_b8,
+	.scores_vq = scores_vq,
+	.accum_vq = accum_vq,
 	.scores_q8 = scores_q8,
 };

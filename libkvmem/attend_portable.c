@@ -198,6 +198,47 @@ static void accum_b8(const float *p, unsigned int ng, const uint8_t *code,
 		   fmt, NULL);
 }
 
+/* Value @d of a vq2 row @c: its entry's in @book. */
+static float vq_val(const uint8_t *c, unsigned int d, const float *book)
+{
+	return book[4 * c[d / 4] + d % 4];
+}
+
+static void scores_vq(const float *q, unsigned int ng, const uint8_t *idx,
+		      size_t stride, unsigned int n, unsigned int dim,
+		      const float *book, float scale, float *s, unsigned int ld)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			const uint8_t *c = idx + t * stride;
+			float acc = 0.0f;
+
+			for (d = 0; d < dim; d++)
+				acc += q[(size_t)g * dim + d] *
+				       vq_val(c, d, book);
+			s[(size_t)g * ld + t] = scale * acc;
+		}
+}
+
+static void accum_vq(const float *p, unsigned int ng, const uint8_t *idx,
+		     size_t stride, unsigned int n, unsigned int dim,
+		     const float *book, float *acc, unsigned int ld)
+{
+	unsigned int g, t, d;
+
+	for (g = 0; g < ng; g++)
+		for (t = 0; t < n; t++) {
+			const uint8_t *c = idx + t * stride;
+			float w = p[(size_t)g * ld + t];
+
+			for (d = 0; d < dim; d++)
+				acc[(size_t)g * dim + d] +=
+					w * vq_val(c, d, book);
+		}
+}
+
 static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,
 		      unsigned int ng, const uint8_t *code, size_t stride,
 		      unsigned int n, unsigned int dim, unsigned int group,
@@ -246,6 +287,39 @@ static void golay_nibbles(const uint8_t *code, size_t code_bytes,
 	}
 }
 
+/*
+ * lm3 codes from h74/h84 words: eight codes (24 bits) from the data nibbles
+ * of six words, gathered into one word and spread a code a byte.
+ */
+static void lm3_codes(const uint8_t *code, size_t code_bytes,
+		      unsigned int nvals, uint8_t *out)
+{
+	unsigned int i, j;
+	uint64_t x, y;
+
+	(void)code_bytes;
+	for (i = 0; i + 8 <= nvals; i += 8, code += 6) {
+		for (x = 0, j = 0; j < 6; j++)
+			x |= (uint64_t)(code[j] & 0xf) << (4 * j);
+		y = (x & 0xfff) | (x & 0xfff000) << 20;
+		y = (y & 0x0000003f0000003full) | (y & 0x00000fc000000fc0ull)
+							  << 10;
+		y = (y & 0x0007000700070007ull) | (y & 0x0038003800380038ull)
+							  << 5;
+		for (j = 0; j < 8; j++)
+			out[i + j] = (uint8_t)(y >> (8 * j));
+	}
+	/* The rest from the same six words' nibbles, bit by bit. */
+	for (j = 0; i < nvals; i++, j++) {
+		const unsigned int b = 3 * j;
+		unsigned int w = code[b / 4] & 0xf;
+
+		if (b % 4 > 1)
+			w |= (code[b / 4 + 1] & 0xfu) << 4;
+		out[i] = (uint8_t)(w >> (b % 4) & 7);
+	}
+}
+
 const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.dequant = kvmem__dequant_row,
 	.dequant_cw4 = dequant_cw4,
@@ -255,6 +329,9 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.rescale = rescale,
 	.scales_ok = scales_ok,
 	.golay_nibbles = golay_nibbles,
+	.lm3_codes = lm3_codes,
+	.scores_vq = scores_vq,
+	.accum_vq = accum_vq,
 	.scores_cw4 = scores_cw4,
 	.accum_cw4 = accum_cw4,
 	.scores_b8 = scores_b8,

@@ -206,7 +206,8 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
  * Rows [t0, t0 + n) of head @h as codes one per byte (in its low
  * nibble), when the page is int4 or lm4 in h74/h84 words (their codewords
  * are that already) or golay24 words (expanded into @scratch), or lm2 or int2
- * in h74/h84 words (two codes a word, spread into @scratch); which values
+ * in h74/h84 words (two codes a word, spread into @scratch), or lm3 in
+ * h74/h84 words (eight codes in six, spread likewise); which values
  * the codes are, kvmem__code_values() of the format says (NULL: int4's
  * two's complement). For kernels that read them directly: returns the
  * first row, rows *@rstride bytes apart (from a corrected copy in
@@ -241,6 +242,22 @@ const uint8_t *kvmem__page_rows_b8(const struct kvmem_geometry *g,
  * head @h, as three ranges: the header and scales (with @h == 0, where a
  * walk starts on the page; else empty), the K rows and the V rows.
  */
+/*
+ * kvmem__page_rows_cw4() for vq2 pages of any codec: rows [t0, t0 + n) of
+ * head @h decoded (corrected where a word needs it) into @scratch, one
+ * index a byte (row i's byte j: values 4j .. 4j + 3), rows *@rstride bytes
+ * apart, and in *@book the entries they index (of @books, the decoded
+ * books as kvmem__page_rows() takes them); or NULL, counting nothing, when
+ * some word is uncorrectable, a row does not match its check or some
+ * entry of the book is lost.
+ */
+const uint8_t *kvmem__page_rows_vq(const struct kvmem_geometry *g,
+				   const struct kvmem_page_layout *l,
+				   const uint8_t *page, int is_v, uint32_t h,
+				   uint32_t t0, uint32_t n, const float *books,
+				   const uint8_t *entry_erased,
+				   const float **book, size_t *rstride,
+				   struct kvmem_ecc_counts *c, void *scratch);
 void kvmem__page_tile_bytes(const struct kvmem_geometry *g,
 			    const struct kvmem_page_layout *l,
 			    const uint8_t *page, uint32_t h, uint32_t t0,

@@ -195,6 +195,10 @@ int kvmem__simd_force(int level);
  * golay_nibbles: the @nvals int4 values of golay24 codewords (@code_bytes
  *              of them readable), one value per byte (low nibble), as
  *              h74/h84 codewords hold them; @out has room for nvals + 16
+ * lm3_codes:   the @nvals 3-bit codes of lm3 h74/h84 codewords (@code_bytes
+ *              of them readable), code i bits 3i..3i+2 of the stream of
+ *              the words' data nibbles (low nibble of each byte, LSB
+ *              first), one code per byte at @out
  * scales_ok:   1 if every one of the @n values is in [0, 65504], the
  *              range of the scales an encoder writes, else 0
  * scores_cw4, accum_cw4: scores and accum straight from int4 h74/h84
@@ -208,6 +212,10 @@ int kvmem__simd_force(int level);
  *              @fmt KVMEM_FMT_FP8, each times its scale as dequant()
  *              makes it; NULL where a level has none (such rows go
  *              through dequant and the float kernels)
+ * scores_vq, accum_vq: the same from vq2 rows (kvmem__page_rows_vq()):
+ *              byte i of a row indexes @book, entry e values
+ *              book[4e .. 4e + 3], those of values 4i .. 4i + 3 (no
+ *              scales: the entries are the values)
  */
 struct kvmem__attn_kernels {
 	void (*dequant)(int fmt, const uint8_t *data, unsigned int dim,
@@ -224,6 +232,8 @@ struct kvmem__attn_kernels {
 	int (*scales_ok)(const float *x, unsigned int n);
 	void (*golay_nibbles)(const uint8_t *code, size_t code_bytes,
 			      unsigned int nvals, uint8_t *out);
+	void (*lm3_codes)(const uint8_t *code, size_t code_bytes,
+			  unsigned int nvals, uint8_t *out);
 	void (*scores_cw4)(const float *q, unsigned int ng, const uint8_t *code,
 			   size_t stride, unsigned int n, unsigned int dim,
 			   unsigned int group, const float *scales,
@@ -243,6 +253,13 @@ struct kvmem__attn_kernels {
 			 size_t stride, unsigned int n, unsigned int dim,
 			 unsigned int group, const float *scales,
 			 size_t sstride, float *acc, unsigned int ld, int fmt);
+	void (*scores_vq)(const float *q, unsigned int ng, const uint8_t *idx,
+			  size_t stride, unsigned int n, unsigned int dim,
+			  const float *book, float scale, float *s,
+			  unsigned int ld);
+	void (*accum_vq)(const float *p, unsigned int ng, const uint8_t *idx,
+			 size_t stride, unsigned int n, unsigned int dim,
+			 const float *book, float *acc, unsigned int ld);
 	/*
 	 * KVMEM_ATTEND_INT8_SCORES: scores of @ng int8 query rows (@q8
 	 * [ng][dim], row g's scale @qs[g], @qsum [ng][dim / 32] the sums of

@@ -883,16 +883,17 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 	const size_t nw = (size_t)n * l->row_words;
 	const size_t sbase = row_scale(g, l, is_v, h, t0);
 	const size_t stride = row_sstride(g, l, is_v);
-	/* Two codes a word in h74/h84 words. */
+	/* Two codes a word in h74/h84 words; lm3's eight in six. */
 	const int lm2 =
 		l->format == KVMEM_FMT_LM2 || l->format == KVMEM_FMT_INT2;
+	const int lm3 = l->format == KVMEM_FMT_LM3;
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
 
 	if ((l->format != KVMEM_FMT_INT4 && l->format != KVMEM_FMT_LM4 &&
-	     !lm2) ||
+	     !lm2 && !lm3) ||
 	    (l->codec != KVMEM_CODEC_H84 && l->codec != KVMEM_CODEC_H74 &&
-	     (l->codec != KVMEM_CODEC_GOLAY24 || lm2)))
+	     (l->codec != KVMEM_CODEC_GOLAY24 || lm2 || lm3)))
 		return NULL;
 	if (rows_scale_lost(g, grp, scale_erased, sbase, stride, n))
 		return NULL;
@@ -928,6 +929,22 @@ kvmem__page_rows_cw4(const struct kvmem_geometry *g,
 
 		for (r = 0; r < n; r++, o += g->head_dim)
 			lm2_codes(code + r * l->row_bytes, g->head_dim, o);
+		*rstride = g->head_dim;
+		return sp.values[is_v];
+	}
+	if (lm3) {
+		uint8_t *o = sp.values[is_v];
+		size_t r;
+
+		/* Rows that fill their words end to end are one stream. */
+		if ((size_t)l->row_words * 4 == (size_t)g->head_dim * 3)
+			kvmem__attn()->lm3_codes(code, (size_t)n * l->row_bytes,
+						 n * g->head_dim, o);
+		else
+			for (r = 0; r < n; r++, o += g->head_dim)
+				kvmem__attn()->lm3_codes(
+					code + r * l->row_bytes, l->row_bytes,
+					g->head_dim, o);
 		*rstride = g->head_dim;
 		return sp.values[is_v];
 	}
@@ -971,6 +988,43 @@ const uint8_t *kvmem__page_rows_b8(const struct kvmem_geometry *g,
 	*sc = scales + sbase;
 	*sstride = stride;
 	*group = grp;
+	*rstride = l->row_data;
+	return sp.copy[is_v];
+}
+
+const uint8_t *kvmem__page_rows_vq(const struct kvmem_geometry *g,
+				   const struct kvmem_page_layout *l,
+				   const uint8_t *page, int is_v, uint32_t h,
+				   uint32_t t0, uint32_t n, const float *books,
+				   const uint8_t *entry_erased,
+				   const float **book, size_t *rstride,
+				   struct kvmem_ecc_counts *c, void *scratch)
+{
+	const uint8_t *code = row_ptr(g, l, (uint8_t *)page, is_v, h, t0);
+	const size_t b = ((size_t)is_v * g->kv_heads + h) * KVMEM__VQ_ENTRIES;
+	const size_t nw = (size_t)n * l->row_words;
+	struct kvmem_ecc_counts wc, cc = { 0 };
+	struct scratch sp;
+	size_t e;
+
+	if (l->format != KVMEM_FMT_VQ2)
+		return NULL;
+	for (e = 0; entry_erased && e < KVMEM__VQ_ENTRIES; e++)
+		if (entry_erased[b + e])
+			return NULL;
+	scratch_layout(g, l, scratch, &sp);
+	kvmem_ecc_decode(l->codec, code, sp.copy[is_v], nw, &wc, NULL, NULL);
+	if (wc.uncorrectable)
+		return NULL;
+	/* A row's check sees what its words' code miscorrected (three
+	 * flips in an h84 word read as one): such a row is lost. */
+	if (test_checks(l, page, row_check(g, is_v, h, t0), sp.copy[is_v],
+			l->row_data, (size_t)n * l->row_data, n, NULL,
+			l->row_words, &sp, &cc, 1))
+		return NULL;
+	kvmem__counts_add(c, &wc);
+	kvmem__counts_add(c, &cc);
+	*book = books + b * KVMEM__VQ_DIM;
 	*rstride = l->row_data;
 	return sp.copy[is_v];
 }

@@ -302,6 +302,12 @@ static const struct acase acases[] = {
 	  KVMEM_SCALES_CHANNEL, 1, 30, 8, 1, 2, 8, 45, 0, 0 },
 	{ "lm3+golay24, smooth, MHA", KVMEM_FMT_LM3, KVMEM_CODEC_GOLAY24, GRP,
 	  2, 32, 8, 32, 0, 1, 45, 0, 1 },
+	/* lm3 in h84 rows of whole words, one stream of codes; in h74 rows
+	 * of 90 bits in 96, row by row */
+	{ "lm3+h84, smooth, GQA 4", KVMEM_FMT_LM3, KVMEM_CODEC_H84, GRP, 2, 64,
+	  8, 32, 2, 4, 45, 0, 1 },
+	{ "lm3+h74 channel scales, GQA 8", KVMEM_FMT_LM3, KVMEM_CODEC_H74,
+	  KVMEM_SCALES_CHANNEL, 1, 30, 8, 1, 2, 8, 45, 0, 0 },
 	{ "lm2+secded72 channel scales, GQA 2", KVMEM_FMT_LM2,
 	  KVMEM_CODEC_SECDED72, KVMEM_SCALES_CHANNEL, 2, 64, 8, 32, 2, 2, 45, 0,
 	  0 },
@@ -2164,6 +2170,57 @@ START_TEST(test_kernel_golay_nibbles)
 }
 END_TEST
 
+/*
+ * lm3_codes at every SIMD level, for 1 .. 300 codes: code i is bits 3i ..
+ * 3i + 2 of the stream of the words' low nibbles, read here bit by bit
+ * (the high nibbles are parity, random here, and must not show). The words
+ * end at a page that cannot be read, so a kernel that reads past
+ * @code_bytes faults.
+ */
+START_TEST(test_kernel_lm3_codes)
+{
+	const long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t out[320], want[320];
+	int lv, active = kvmem__simd_active();
+	unsigned int nvals, i, b;
+	struct kvmem_rng r;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(map + pg, pg, PROT_NONE), 0);
+	kvmem_rng_seed(&r, 0x1a3c);
+	for (nvals = 1; nvals <= 300; nvals++) {
+		size_t bytes = (3 * nvals + 3) / 4;
+		uint8_t *code = map + pg - bytes;
+
+		for (i = 0; i < bytes; i++)
+			code[i] = (uint8_t)kvmem_rng_next(&r);
+		for (i = 0; i < nvals; i++)
+			for (want[i] = 0, b = 0; b < 3; b++)
+				want[i] |=
+					(uint8_t)((code[(3 * i + b) / 4] >>
+							   ((3 * i + b) % 4) &
+						   1)
+						  << b);
+		for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+			if (!kvmem__simd_supported(lv))
+				continue;
+			ck_assert_int_eq(kvmem__simd_force(lv), 0);
+			memset(out, 0xee, sizeof(out));
+			kvmem__attn()->lm3_codes(code, bytes, nvals, out);
+			EXPECT_MEM(out, want, nvals, "%u codes, %s", nvals,
+				   kvmem__simd_name(lv));
+			ck_assert_msg(out[nvals] == 0xee,
+				      "%u codes, %s: wrote past the last",
+				      nvals, kvmem__simd_name(lv));
+		}
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	munmap(map, 2 * pg);
+}
+END_TEST
+
 /* ---- Bad arguments ------------------------------------------------------- */
 
 START_TEST(test_attend_bad_args)
@@ -2645,6 +2702,7 @@ KVMEM_SUITE(attend)
 	tcase_add_test(ti, test_importance_causal);
 	tcase_add_test(ti, test_attend_bad_args);
 	tcase_add_test(ti, test_kernel_golay_nibbles);
+	tcase_add_test(ti, test_kernel_lm3_codes);
 	tcase_add_test(ti, test_attend_q8_edges);
 	tcase_add_test(ti, test_kernel_scores_q8);
 	tcase_add_test(ti, test_kernel_b8);

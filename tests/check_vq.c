@@ -130,18 +130,19 @@ struct fx {
 
 /* Smooth in t, so that a neighbour rebuilds a value well; the two layers
  * differ. */
-/* The fixture with keys in @key_scales (enum kvmem_key_scales). */
-static void fx_open_as(struct fx *f, int rotation, int key_scales, uint32_t n,
-		       int codec)
+/* The fixture with keys in @key_scales (enum kvmem_key_scales), heads of
+ * @head_dim values. */
+static void fx_open_as(struct fx *f, int rotation, int key_scales,
+		       uint32_t head_dim, uint32_t n, int codec)
 {
-	const size_t row = 2 * 2 * 16; /* layers, KV heads, head_dim */
+	const size_t row = 2 * 2 * head_dim; /* layers, KV heads, head_dim */
 	struct kvmem_page_layout l;
 	size_t i;
 
 	memset(f, 0, sizeof(*f));
 	f->g.layers = 2;
 	f->g.kv_heads = 2;
-	f->g.head_dim = 16;
+	f->g.head_dim = head_dim;
 	kvmem_geometry_default(&f->g);
 	f->g.tokens_per_page = 8;
 	f->g.group_size = 8;
@@ -166,7 +167,7 @@ static void fx_open_as(struct fx *f, int rotation, int key_scales, uint32_t n,
 
 static void fx_open(struct fx *f, int rotation, uint32_t n, int codec)
 {
-	fx_open_as(f, rotation, KVMEM_SCALES_GROUP, n, codec);
+	fx_open_as(f, rotation, KVMEM_SCALES_GROUP, 16, n, codec);
 }
 
 static void fx_close(struct fx *f)
@@ -271,7 +272,7 @@ START_TEST(test_vq_given_books)
 	/* Keys in channel scales too: a vq2 page keeps no scales, so its
 	 * layout is the same either way (it once wrote the int4 pages'
 	 * channel scales past the end of a buffer sized for none). */
-	fx_open_as(&f, 0, key_scales, 45, KVMEM_CODEC_H84);
+	fx_open_as(&f, 0, key_scales, 16, 45, KVMEM_CODEC_H84);
 	ck_assert_int_eq(kvmem_page_layout_as(&f.g, KVMEM_FMT_VQ2,
 					      (unsigned int)codec, &lc),
 			 0);
@@ -422,29 +423,63 @@ static size_t entry_of_token2(const struct fx *f)
 
 START_TEST(test_vq_attend)
 {
+	/* heads of 16 values; of 64, the rows the widest kernels take */
+	const int rot = _i % 2;
 	struct fx f;
 	struct kvmem_rng r;
 	struct kvmem_codebook_desc cd;
 	size_t e;
 
 	kvmem_rng_seed(&r, 0xa77 + (uint64_t)_i);
-	fx_open(&f, _i ? KVMEM_ROTATE_HADAMARD : KVMEM_ROTATE_NONE, 45,
-		KVMEM_CODEC_H84);
+	fx_open_as(&f, rot ? KVMEM_ROTATE_HADAMARD : KVMEM_ROTATE_NONE,
+		   KVMEM_SCALES_GROUP, _i < 2 ? 16 : 64, 45, KVMEM_CODEC_H84);
 	ck_assert_int_eq(
 		kvmem_seq_archive(f.s, 34, KVMEM_FMT_VQ2, KVMEM_CODEC_H84), 8);
 	ck_assert_uint_eq(ref_check_attend(f.s, &f.g, f.n, NH, &r,
-					   _i ? "rotated" : "plain"),
+					   rot ? "rotated" : "plain"),
 			  0);
+	/* In the first vq2 page, head 0: a flipped bit in a K index word
+	 * of row 0 (read corrected) and two in a V index word of row 0
+	 * (lost: its index's four values rebuilt). In the next, three in a
+	 * V index word of row 1, which the code takes for one and
+	 * miscorrects: only the row's check sees it, and all of the row is
+	 * rebuilt, never read as decoded. */
+	{
+		struct kvmem_page_desc d[8];
+		struct kvmem_page_layout l;
+		int i, n = kvmem_seq_pages(f.s, 0, d, 8);
+		uint8_t *p0, *p1;
+
+		for (i = 0; i < n && d[i].format != KVMEM_FMT_VQ2; i++)
+			;
+		ck_assert_int_lt(i + 1, n);
+		ck_assert_int_eq(d[i + 1].format, KVMEM_FMT_VQ2);
+		ck_assert_int_eq(kvmem_page_layout_as(&f.g, KVMEM_FMT_VQ2,
+						      KVMEM_CODEC_H84, &l),
+				 0);
+		p0 = d[i].data;
+		p1 = d[i + 1].data;
+		p0[l.k_off] ^= 0x04;
+		p0[l.v_off + 1] ^= 0x21;
+		p1[l.v_off + l.row_bytes] ^= 0x07;
+		ck_assert_uint_eq(
+			ref_check_attend(f.s, &f.g, f.n, NH, &r,
+					 rot ? "rotated, flips" : "flips"),
+			4 + f.g.head_dim);
+		p0[l.k_off] ^= 0x04;
+		p0[l.v_off + 1] ^= 0x21;
+		p1[l.v_off + l.row_bytes] ^= 0x07;
+	}
 	/* A K entry token 2 uses lost past its code (four flips in its
 	 * first golay24 word): the values indexing it are erased and
 	 * rebuilt, by attention as by the read. */
 	e = entry_of_token2(&f);
 	ck_assert_int_eq(kvmem_seq_codebook(f.s, 0, &cd), 0);
 	((uint8_t *)cd.data)[3 * (e * 64 / 12)] ^= 0x0f;
-	ck_assert_uint_gt(
-		ref_check_attend(f.s, &f.g, f.n, NH, &r,
-				 _i ? "rotated, a lost entry" : "a lost entry"),
-		0);
+	ck_assert_uint_gt(ref_check_attend(f.s, &f.g, f.n, NH, &r,
+					   rot ? "rotated, a lost entry"
+					       : "a lost entry"),
+			  0);
 	fx_close(&f);
 }
 END_TEST
@@ -1005,7 +1040,7 @@ KVMEM_SUITE(vq)
 	tcase_add_loop_test(tc, test_vq_kmeans_plain, 0, 6);
 	tcase_add_loop_test(tc, test_vq_given_books, 0, 8);
 	tcase_add_test(tc, test_vq_learned_books);
-	tcase_add_loop_test(tc, test_vq_attend, 0, 2);
+	tcase_add_loop_test(tc, test_vq_attend, 0, 4);
 	tcase_add_test(tc, test_vq_codebook_faults);
 	tcase_add_test(tc, test_vq_lifecycle);
 	tcase_add_test(tc, test_vq_forks);
