@@ -5,7 +5,7 @@
  * of a page (header, scales and checks, K, V) with its codec's layout and
  * a seed of its own from the caller's, so that a run is repeated exactly.
  * A page on a GPU the daemon cannot read takes its flips in a copy, copied
- * back.
+ * back, and in the copy a scrub pass may hold of it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,9 +52,10 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 	size_t i, b;
 	int ret = 0;
 
-	/* On a GPU the daemon cannot read: flipped in a copy, copied back. */
+	/* On a GPU the daemon cannot read: flipped in a copy, copied back;
+	 * the bytes as they were kept after it, for a pass's copy. */
 	if (!dry && !session_page_readable(s, u)) {
-		copy = malloc(size);
+		copy = malloc(2 * size);
 		if (!copy)
 			return -ENOMEM;
 		if (kvmemd_pool_copy_wait(gpu, &s->gpu, session_gpu_off(s, u),
@@ -62,6 +63,7 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 			free(copy);
 			return -EIO;
 		}
+		memcpy(copy + size, copy, size);
 	}
 	if (!dry)
 		page = copy ? copy : session_page(s, u);
@@ -92,6 +94,8 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 	    kvmemd_pool_copy_wait(gpu, &s->gpu, session_gpu_off(s, u), copy,
 				  size, 1))
 		ret = -EIO;
+	if (copy && !ret)
+		ras_gpu_page_written(s->d, s, u, copy + size, copy, size);
 	free(copy);
 	if (!dry && !ret)
 		sum->pages++;

@@ -1201,6 +1201,24 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 	return 1;
 }
 
+void ras_gpu_page_written(struct kvmemd *d, const struct kvmemd_session *s,
+			  uint32_t unit, const uint8_t *was, const uint8_t *now,
+			  size_t size)
+{
+	struct pass *const held[] = { &d->ras->patrol, &d->ras->ondemand };
+	size_t i, b;
+
+	for (i = 0; i < ARRAY_SIZE(held); i++) {
+		struct kvmemd_check *c = &held[i]->job;
+
+		if (!held[i]->active || !held[i]->in_job ||
+		    held[i]->session != s->id || c->unit != unit || !c->bounce)
+			continue;
+		for (b = 0; b < size; b++)
+			c->bounce[b] ^= was[b] ^ now[b];
+	}
+}
+
 void kvmemd_ras_seal(struct kvmemd_session *s, uint32_t unit)
 {
 	ras_check_start(s, &s->seal_check, unit, SRC_SEAL);

@@ -171,6 +171,16 @@ void ras_check_start(const struct kvmemd_session *s, struct kvmemd_check *c,
 int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 		   struct kvmemd_check *c, struct pass *p, uint64_t *budget);
 
+/*
+ * @s's page at @unit, on a GPU the daemon cannot read, was written there
+ * from a copy (the injector's): @was as it was, @now as it is, @size bytes.
+ * A pass holding its own copy of that page under check (a bounce buffer)
+ * takes the same changes, or its copy going back would undo them.
+ */
+void ras_gpu_page_written(struct kvmemd *d, const struct kvmemd_session *s,
+			  uint32_t unit, const uint8_t *was, const uint8_t *now,
+			  size_t size);
+
 /* patrol.c */
 /* Bytes (@pages 0) or pages scrubbed so far, passes under way included. */
 uint64_t ras_scrubbed(const struct kvmemd_ras *r, int pages);

@@ -1114,6 +1114,78 @@ START_TEST(test_gpu_tier_cuda_checks)
 }
 END_TEST
 
+/* The GPU pages the scrubber has checked in copies so far. */
+static uint64_t copies_checked(const struct kvmemd_proc *p)
+{
+	admin(p, "status");
+	return kvmemd_json_after(reply, "\"gpu_pool\"", "checked_in_copies");
+}
+
+/*
+ * The injector on a GPU page the patrol holds in its copy, under check: a
+ * page with a word past its code (checked in a copy, not in place) and a
+ * bit flipped in its last V word (corrected there, so the copy goes back).
+ * The patrol crawls until it holds the copy, the injector flips a bit in
+ * every word of the sequence, and the patrol runs on: each flip is
+ * corrected and counted once, none undone by the copy going back as it
+ * was before the injector came.
+ */
+START_TEST(test_gpu_tier_inject_while_checked)
+{
+	struct kvmem_page_layout l;
+	struct kvmemd_proc p;
+	uint64_t words, passes;
+	uint32_t on_gpu, i;
+	uint8_t *page;
+	char cmd[32];
+	struct gt t;
+
+	if (start_fake(&p, NULL, NULL))
+		return;
+	gt_attach(&t, &p, 1u << 20, 2);
+	kvmem_page_layout(&t.g, 0, &l);
+	ck_assert_int_eq(l.codec, KVMEM_CODEC_H84);
+	gt_fill(&t, 1, 8, 21);
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	ck_assert_uint_eq(on_gpu, 8);
+	page = (uint8_t *)gt_page(&t, t.slot[1][0]);
+	page[l.k_off] ^= 0x03;
+	page[l.v_off +
+	     (size_t)t.g.kv_heads * t.g.tokens_per_page * l.row_bytes - 1] ^=
+		0x01;
+	/* Eight seconds a page: the copy is held long enough to be hit. */
+	admin(&p, "scrub rate %zu", t.page_bytes / 8);
+	for (i = 0; i < 1000 && !copies_checked(&p); i++)
+		usleep(10000);
+	ck_assert_uint_eq(copies_checked(&p), 1);
+	snprintf(cmd, sizeof(cmd), "seq %u 1", t.r.w.session);
+	admin(&p, "inject %s ber 0 seed 7 channel exact:1", cmd);
+	words = kvmemd_json_u64(reply, "words");
+	ck_assert_uint_gt(words, 8);
+	/* Two whole passes more: the one under way, and one for the words
+	 * of page 0 it had checked before the injector came. */
+	admin(&p, "scrub rate 1G");
+	admin(&p, "scrub");
+	passes = kvmemd_json_u64(reply, "passes");
+	for (i = 0; i < 1000; i++) {
+		admin(&p, "scrub");
+		if (kvmemd_json_u64(reply, "passes") >= passes + 2)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_ge(kvmemd_json_u64(reply, "passes"), passes + 2);
+	admin(&p, "scrub rate 0");
+	ce_counted_on_gpu(&p, words + 1);
+	for (i = 1; i < 8; i++)
+		ck_assert_msg(!memcmp(gt_page(&t, t.slot[1][i]), t.ref[1][i],
+				      t.page_bytes),
+			      "page %u on the GPU not corrected", i);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
 /*
  * A client owns the bytes of its pages on the GPU and may write them. One
  * that gives the sealed page in its last GPU slot the header of a hot
@@ -1326,6 +1398,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_prefetch);
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
 	tcase_add_test(tc, test_gpu_tier_cuda_checks);
+	tcase_add_test(tc, test_gpu_tier_inject_while_checked);
 	tcase_add_test(tc, test_gpu_tier_cuda_hostile_header);
 	tcase_add_test(tc, test_gpu_tier_pinned);
 	suite_add_tcase(s, tc);
