@@ -238,11 +238,6 @@ const uint8_t *kvmem__page_rows_b8(const struct kvmem_geometry *g,
 				   unsigned int *group, size_t *rstride,
 				   struct kvmem_ecc_counts *c, void *scratch);
 /*
- * The bytes of @page that attention reads for rows [t0, t0 + n) of KV
- * head @h, as three ranges: the header and scales (with @h == 0, where a
- * walk starts on the page; else empty), the K rows and the V rows.
- */
-/*
  * kvmem__page_rows_cw4() for vq2 pages of any codec: rows [t0, t0 + n) of
  * head @h decoded (corrected where a word needs it) into @scratch, one
  * index a byte (row i's byte j: values 4j .. 4j + 3), rows *@rstride bytes
@@ -258,6 +253,11 @@ const uint8_t *kvmem__page_rows_vq(const struct kvmem_geometry *g,
 				   const uint8_t *entry_erased,
 				   const float **book, size_t *rstride,
 				   struct kvmem_ecc_counts *c, void *scratch);
+/*
+ * The bytes of @page that attention reads for rows [t0, t0 + n) of KV
+ * head @h, as three ranges: the header and scales (with @h == 0, where a
+ * walk starts on the page; else empty), the K rows and the V rows.
+ */
 void kvmem__page_tile_bytes(const struct kvmem_geometry *g,
 			    const struct kvmem_page_layout *l,
 			    const uint8_t *page, uint32_t h, uint32_t t0,
