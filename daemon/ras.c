@@ -970,10 +970,37 @@ static int crc_step(struct kvmemd_check *c, const uint8_t *page, size_t size,
 	return c->pos == size;
 }
 
+/* The other of the two passes that hold copies, or NULL. */
+static struct pass *other_pass(struct kvmemd_ras *r, const struct pass *p)
+{
+	return p == &r->patrol	   ? &r->ondemand
+	       : p == &r->ondemand ? &r->patrol
+				   : NULL;
+}
+
+/*
+ * The copy the other pass holds of @c's page under check, taken up by @c:
+ * one copy of a page at a time, so that neither's going back undoes the
+ * other's corrections, nor is a word corrected in both counted twice.
+ * Return: 1 when @c took it.
+ */
+static int bounce_share(struct kvmemd *d, const struct kvmemd_session *s,
+			struct kvmemd_check *c, struct pass *p)
+{
+	const struct pass *o = other_pass(d->ras, p);
+
+	if (!o || !o->active || !o->in_job || o->session != s->id ||
+	    o->job.unit != c->unit || o->job.seal != c->seal || !o->job.bounce)
+		return 0;
+	c->bounce = o->job.bounce;
+	return 1;
+}
+
 /*
  * A page on a GPU the daemon cannot read is checked there when the pool
  * can (device_check()); else, or when that finds what the codes cannot
- * undo, in a copy, the pass's bounce buffer: copied in when its check
+ * undo, in a copy, the pass's bounce buffer (or the other pass's, when
+ * that one is checking the page: bounce_share()): copied in when its check
  * starts, and back when the check wrote to it (corrections, the header,
  * padding, poison). A sealed page does not change meanwhile but by the
  * check: a copy back puts back the same bytes but for those. Return: 0,
@@ -1005,10 +1032,15 @@ static int bounce_in(struct kvmemd *d, struct kvmemd_session *s,
 }
 
 static void bounce_out(struct kvmemd *d, struct kvmemd_session *s,
-		       struct kvmemd_check *c, size_t size)
+		       struct kvmemd_check *c, struct pass *p, size_t size)
 {
+	struct kvmemd_ras *r = d->ras;
 	const int dirty = c->dirty || c->tidied || c->ce[REGION_HEADER] ||
 			  c->ce[REGION_SCALES] || c->ce[REGION_PAYLOAD];
+	const struct pass *o = other_pass(r, p);
+	const int i = p == &r->ondemand;
+	uint8_t *t;
+	size_t cap;
 
 	if (dirty && kvmemd_pool_copy_wait(d->gpu.ops, &s->gpu,
 					   session_gpu_off(s, c->unit),
@@ -1017,6 +1049,16 @@ static void bounce_out(struct kvmemd *d, struct kvmemd_session *s,
 			      "session %u: a checked page's copy back to the "
 			      "GPU failed; its corrections are lost",
 			      s->id);
+	/* The other pass goes on in this copy: it becomes that pass's. */
+	if (o && o->in_job && o->job.bounce == c->bounce &&
+	    c->bounce == r->bounce[i]) {
+		t = r->bounce[i];
+		r->bounce[i] = r->bounce[!i];
+		r->bounce[!i] = t;
+		cap = r->bounce_cap[i];
+		r->bounce_cap[i] = r->bounce_cap[!i];
+		r->bounce_cap[!i] = cap;
+	}
 	c->bounce = NULL;
 }
 
@@ -1091,7 +1133,8 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 
 	if (sl->state != SLOT_SEALED || sl->seal != c->seal)
 		return 1;
-	if (!c->bounce && !session_page_readable(s, c->unit)) {
+	if (!c->bounce && !session_page_readable(s, c->unit) &&
+	    !bounce_share(d, s, c, p)) {
 		if (device_check(d, s, c, p)) {
 			take(budget, 1, size);
 		} else if (bounce_in(d, s, c, p, size)) {
@@ -1195,7 +1238,7 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 	if (c->phase != PH_DONE)
 		return 0;
 	if (c->bounce)
-		bounce_out(d, s, c, size);
+		bounce_out(d, s, c, p, size);
 	p->bytes += size - c->counted;
 	p->pages++;
 	return 1;
@@ -1206,16 +1249,20 @@ void ras_gpu_page_written(struct kvmemd *d, const struct kvmemd_session *s,
 			  size_t size)
 {
 	struct pass *const held[] = { &d->ras->patrol, &d->ras->ondemand };
+	uint8_t *done = NULL;
 	size_t i, b;
 
 	for (i = 0; i < ARRAY_SIZE(held); i++) {
 		struct kvmemd_check *c = &held[i]->job;
 
+		/* Two passes may share one copy: changed once. */
 		if (!held[i]->active || !held[i]->in_job ||
-		    held[i]->session != s->id || c->unit != unit || !c->bounce)
+		    held[i]->session != s->id || c->unit != unit ||
+		    !c->bounce || c->bounce == done)
 			continue;
 		for (b = 0; b < size; b++)
 			c->bounce[b] ^= was[b] ^ now[b];
+		done = c->bounce;
 	}
 }
 

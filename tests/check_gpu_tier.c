@@ -1122,64 +1122,115 @@ static uint64_t copies_checked(const struct kvmemd_proc *p)
 }
 
 /*
- * The injector on a GPU page the patrol holds in its copy, under check: a
- * page with a word past its code (checked in a copy, not in place) and a
- * bit flipped in its last V word (corrected there, so the copy goes back).
- * The patrol crawls until it holds the copy, the injector flips a bit in
- * every word of the sequence, and the patrol runs on: each flip is
- * corrected and counted once, none undone by the copy going back as it
- * was before the injector came.
+ * kvmemd on the fake driver, a sequence's 8 pages on the GPU; page 0 with
+ * a header word past its code, so that the scrub kernel leaves the page
+ * as it is and the patrol checks it in a copy (which goes back, with the
+ * header put back from the seal record), and a bit flipped in each of its
+ * last @flips V words. The patrol crawls, a page in eight seconds, until
+ * it holds that copy.
  */
-START_TEST(test_gpu_tier_inject_while_checked)
+static void crawl_to_copy(struct kvmemd_proc *p, struct gt *t,
+			  unsigned int flips)
 {
 	struct kvmem_page_layout l;
-	struct kvmemd_proc p;
-	uint64_t words, passes;
 	uint32_t on_gpu, i;
 	uint8_t *page;
-	char cmd[32];
-	struct gt t;
 
-	if (start_fake(&p, NULL, NULL))
-		return;
-	gt_attach(&t, &p, 1u << 20, 2);
-	kvmem_page_layout(&t.g, 0, &l);
+	gt_attach(t, p, 1u << 20, 2);
+	kvmem_page_layout(&t->g, 0, &l);
 	ck_assert_int_eq(l.codec, KVMEM_CODEC_H84);
-	gt_fill(&t, 1, 8, 21);
-	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 8);
+	gt_fill(t, 1, 8, 21);
+	ck_assert_int_eq(gt_acquire(t, 1, 1, &on_gpu), 8);
 	ck_assert_uint_eq(on_gpu, 8);
-	page = (uint8_t *)gt_page(&t, t.slot[1][0]);
-	page[l.k_off] ^= 0x03;
-	page[l.v_off +
-	     (size_t)t.g.kv_heads * t.g.tokens_per_page * l.row_bytes - 1] ^=
-		0x01;
-	/* Eight seconds a page: the copy is held long enough to be hit. */
-	admin(&p, "scrub rate %zu", t.page_bytes / 8);
-	for (i = 0; i < 1000 && !copies_checked(&p); i++)
+	page = (uint8_t *)gt_page(t, t->slot[1][0]);
+	page[0] ^= 0x0f;
+	for (i = 1; i <= flips; i++)
+		page[l.v_off +
+		     (size_t)t->g.kv_heads * t->g.tokens_per_page *
+			     l.row_bytes -
+		     i] ^= 0x01;
+	admin(p, "scrub rate %zu", t->page_bytes / 8);
+	for (i = 0; i < 1000 && !copies_checked(p); i++)
 		usleep(10000);
-	ck_assert_uint_eq(copies_checked(&p), 1);
-	snprintf(cmd, sizeof(cmd), "seq %u 1", t.r.w.session);
-	admin(&p, "inject %s ber 0 seed 7 channel exact:1", cmd);
-	words = kvmemd_json_u64(reply, "words");
-	ck_assert_uint_gt(words, 8);
-	/* Two whole passes more: the one under way, and one for the words
-	 * of page 0 it had checked before the injector came. */
-	admin(&p, "scrub rate 1G");
-	admin(&p, "scrub");
+	ck_assert_uint_eq(copies_checked(p), 1);
+}
+
+/* The patrol at full speed for two whole passes more (the one under way,
+ * and one for what it had passed on page 0), then stopped. */
+static void patrol_twice(const struct kvmemd_proc *p)
+{
+	uint64_t passes;
+	unsigned int i;
+
+	admin(p, "scrub rate 1G");
+	admin(p, "scrub");
 	passes = kvmemd_json_u64(reply, "passes");
 	for (i = 0; i < 1000; i++) {
-		admin(&p, "scrub");
+		admin(p, "scrub");
 		if (kvmemd_json_u64(reply, "passes") >= passes + 2)
 			break;
 		usleep(10000);
 	}
 	ck_assert_uint_ge(kvmemd_json_u64(reply, "passes"), passes + 2);
-	admin(&p, "scrub rate 0");
-	ce_counted_on_gpu(&p, words + 1);
+	admin(p, "scrub rate 0");
+}
+
+/*
+ * The injector on a GPU page the patrol holds in its copy (crawl_to_copy()),
+ * flipping a bit in every word of the sequence; then the patrol runs on:
+ * each flip is corrected and counted once, none undone by the copy going
+ * back as it was before the injector came.
+ */
+START_TEST(test_gpu_tier_inject_while_checked)
+{
+	struct kvmemd_proc p;
+	uint64_t words;
+	char cmd[32];
+	struct gt t;
+	uint32_t i;
+
+	if (start_fake(&p, NULL, NULL))
+		return;
+	crawl_to_copy(&p, &t, 0);
+	snprintf(cmd, sizeof(cmd), "seq %u 1", t.r.w.session);
+	admin(&p, "inject %s ber 0 seed 7 channel exact:1", cmd);
+	words = kvmemd_json_u64(reply, "words");
+	ck_assert_uint_gt(words, 8);
+	patrol_twice(&p);
+	ce_counted_on_gpu(&p, words);
 	for (i = 1; i < 8; i++)
 		ck_assert_msg(!memcmp(gt_page(&t, t.slot[1][i]), t.ref[1][i],
 				      t.page_bytes),
 			      "page %u on the GPU not corrected", i);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/*
+ * `kvmemctl scrub now` over a sequence whose page 0 the patrol holds in
+ * its copy (crawl_to_copy(), four flipped bits the patrol has not come
+ * to): the pass takes up that copy rather than one of its own, corrects
+ * and counts the four; the patrol, going on, finds nothing more there,
+ * and its copy going back puts back nothing the pass corrected. Every
+ * flip is counted once.
+ */
+START_TEST(test_gpu_tier_scrub_now_while_checked)
+{
+	struct kvmemd_proc p;
+	struct gt t;
+
+	if (start_fake(&p, NULL, NULL))
+		return;
+	crawl_to_copy(&p, &t, 4);
+	admin(&p, "scrub now seq %u 1", t.r.w.session);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 4);
+	ck_assert_uint_eq(copies_checked(&p), 1);
+	patrol_twice(&p);
+	ce_counted_on_gpu(&p, 4);
+	admin(&p, "scrub now seq %u 1", t.r.w.session);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
 	gt_free(&t);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
@@ -1399,6 +1450,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_cuda_backend);
 	tcase_add_test(tc, test_gpu_tier_cuda_checks);
 	tcase_add_test(tc, test_gpu_tier_inject_while_checked);
+	tcase_add_test(tc, test_gpu_tier_scrub_now_while_checked);
 	tcase_add_test(tc, test_gpu_tier_cuda_hostile_header);
 	tcase_add_test(tc, test_gpu_tier_pinned);
 	suite_add_tcase(s, tc);
