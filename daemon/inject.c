@@ -5,7 +5,8 @@
  * of a page (header, scales and checks, K, V) with its codec's layout and
  * a seed of its own from the caller's, so that a run is repeated exactly.
  * A page on a GPU the daemon cannot read takes its flips in a copy, copied
- * back, and in the copy a scrub pass may hold of it.
+ * back, and in the copy a scrub pass may hold of it; a pass checking the
+ * page walks it again (ras_page_written()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -94,8 +95,9 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 	    kvmemd_pool_copy_wait(gpu, &s->gpu, session_gpu_off(s, u), copy,
 				  size, 1))
 		ret = -EIO;
-	if (copy && !ret)
-		ras_gpu_page_written(s->d, s, u, copy + size, copy, size);
+	if (!dry && !ret)
+		ras_page_written(s->d, s, u, copy ? copy + size : NULL, copy,
+				 size);
 	free(copy);
 	if (!dry && !ret)
 		sum->pages++;

@@ -987,12 +987,27 @@ static struct pass *other_pass(struct kvmemd_ras *r, const struct pass *p)
 static int bounce_share(struct kvmemd *d, const struct kvmemd_session *s,
 			struct kvmemd_check *c, struct pass *p)
 {
-	const struct pass *o = other_pass(d->ras, p);
+	struct pass *o = other_pass(d->ras, p);
+	struct kvmemd_check *oc = o ? &o->job : NULL;
+	size_t i;
 
 	if (!o || !o->active || !o->in_job || o->session != s->id ||
-	    o->job.unit != c->unit || o->job.seal != c->seal || !o->job.bounce)
+	    oc->unit != c->unit || oc->seal != c->seal || !oc->bounce ||
+	    oc->phase == PH_DONE)
 		return 0;
-	c->bounce = o->job.bounce;
+	c->bounce = oc->bounce;
+	/* The copy, going back with @c, carries what the other corrected in
+	 * it so far: @c counts that, the other does not (it may be stopped
+	 * before its check reports). */
+	if (oc->phase != PH_CRC) {
+		for (i = 0; i < ARRAY_SIZE(c->ce); i++) {
+			c->ce[i] += oc->ce[i];
+			oc->ce[i] = 0;
+		}
+		c->tidied += oc->tidied;
+		oc->tidied = 0;
+	}
+	c->dirty |= oc->dirty;
 	return 1;
 }
 
@@ -1244,9 +1259,9 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 	return 1;
 }
 
-void ras_gpu_page_written(struct kvmemd *d, const struct kvmemd_session *s,
-			  uint32_t unit, const uint8_t *was, const uint8_t *now,
-			  size_t size)
+void ras_page_written(struct kvmemd *d, const struct kvmemd_session *s,
+		      uint32_t unit, const uint8_t *was, const uint8_t *now,
+		      size_t size)
 {
 	struct pass *const held[] = { &d->ras->patrol, &d->ras->ondemand };
 	uint8_t *done = NULL;
@@ -1255,14 +1270,28 @@ void ras_gpu_page_written(struct kvmemd *d, const struct kvmemd_session *s,
 	for (i = 0; i < ARRAY_SIZE(held); i++) {
 		struct kvmemd_check *c = &held[i]->job;
 
-		/* Two passes may share one copy: changed once. */
 		if (!held[i]->active || !held[i]->in_job ||
 		    held[i]->session != s->id || c->unit != unit ||
-		    !c->bounce || c->bounce == done)
+		    c->seal != s->arena.slots[unit].seal ||
+		    c->phase == PH_DONE || came_back(c->src))
 			continue;
-		for (b = 0; b < size; b++)
-			c->bounce[b] ^= was[b] ^ now[b];
-		done = c->bounce;
+		/* Two passes may share one copy: changed once. */
+		if (was && c->bounce && c->bounce != done) {
+			for (b = 0; b < size; b++)
+				c->bounce[b] ^= was[b] ^ now[b];
+			done = c->bounce;
+		}
+		/* What the header's report counted is not counted again,
+		 * nor a word past its code that the walk will see again. */
+		if (c->phase == PH_CRC) {
+			memset(c->ce, 0, sizeof(c->ce));
+			c->tidied = 0;
+		}
+		memset(c->ue, 0, sizeof(c->ue));
+		c->phase = PH_SCALES;
+		c->pos = 0;
+		c->crc = 0;
+		c->counted = 0;
 	}
 }
 

@@ -172,14 +172,17 @@ int ras_check_step(struct kvmemd *d, struct kvmemd_session *s,
 		   struct kvmemd_check *c, struct pass *p, uint64_t *budget);
 
 /*
- * @s's page at @unit, on a GPU the daemon cannot read, was written there
- * from a copy (the injector's): @was as it was, @now as it is, @size bytes.
- * A pass holding its own copy of that page under check (a bounce buffer)
- * takes the same changes, or its copy going back would undo them.
+ * @s's sealed page at @unit was written other than by its check (by the
+ * injector): in place, or on a GPU the daemon cannot read from a copy,
+ * @was as it was and @now as it is (@size bytes; NULL for a page written
+ * in place). A pass holding a copy of that page under check (a bounce
+ * buffer) takes the same changes, or its copy going back would undo them;
+ * a pass part way through checking it walks it again from its scales, or
+ * its CRC would be taken of a page its codes had not looked at.
  */
-void ras_gpu_page_written(struct kvmemd *d, const struct kvmemd_session *s,
-			  uint32_t unit, const uint8_t *was, const uint8_t *now,
-			  size_t size);
+void ras_page_written(struct kvmemd *d, const struct kvmemd_session *s,
+		      uint32_t unit, const uint8_t *was, const uint8_t *now,
+		      size_t size);
 
 /* patrol.c */
 /* Bytes (@pages 0) or pages scrubbed so far, passes under way included. */
