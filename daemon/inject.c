@@ -95,7 +95,8 @@ static int inject_slot(struct kvmemd_session *s, uint32_t u, double ber,
 	    kvmemd_pool_copy_wait(gpu, &s->gpu, session_gpu_off(s, u), copy,
 				  size, 1))
 		ret = -EIO;
-	if (!dry && !ret)
+	/* In place, flips made before a failure stay: the check sees them. */
+	if (!dry && (!copy || !ret))
 		ras_page_written(s->d, s, u, copy ? copy + size : NULL, copy,
 				 size);
 	free(copy);
