@@ -1178,6 +1178,22 @@ static void patrol_twice(const struct kvmemd_proc *p)
 }
 
 /*
+ * The end of a crawl_to_copy() test: two patrol passes more, the GPU pool
+ * counting @words corrected, a pass over the sequence finding none left;
+ * then kvmemd stopped.
+ */
+static void counted_once(struct kvmemd_proc *p, struct gt *t, uint64_t words)
+{
+	patrol_twice(p);
+	ce_counted_on_gpu(p, words);
+	admin(p, "scrub now seq %u 1", t->r.w.session);
+	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
+	gt_free(t);
+	ck_assert_int_eq(kvmemd_stop(p), 0);
+	kvmemd_cleanup(p);
+}
+
+/*
  * The injector on a GPU page the patrol holds in its copy (crawl_to_copy()),
  * flipping a bit in every word of the sequence; then the patrol runs on:
  * each flip is corrected and counted once, none undone by the copy going
@@ -1229,13 +1245,7 @@ START_TEST(test_gpu_tier_scrub_now_while_checked)
 	admin(&p, "scrub now seq %u 1", t.r.w.session);
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 4);
 	ck_assert_uint_eq(copies_checked(&p), 1);
-	patrol_twice(&p);
-	ce_counted_on_gpu(&p, 4);
-	admin(&p, "scrub now seq %u 1", t.r.w.session);
-	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
-	gt_free(&t);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	counted_once(&p, &t, 4);
 }
 END_TEST
 
@@ -1269,13 +1279,7 @@ START_TEST(test_gpu_tier_scrub_stopped_while_shared)
 	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 1);
 	admin(&p, "scrub stop");
 	admin(&p, "scrub start");
-	patrol_twice(&p);
-	ce_counted_on_gpu(&p, 1);
-	admin(&p, "scrub now seq %u 1", t.r.w.session);
-	ck_assert_uint_eq(kvmemd_json_u64(reply, "ce"), 0);
-	gt_free(&t);
-	ck_assert_int_eq(kvmemd_stop(&p), 0);
-	kvmemd_cleanup(&p);
+	counted_once(&p, &t, 1);
 }
 END_TEST
 
