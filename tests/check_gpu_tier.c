@@ -456,6 +456,25 @@ START_TEST(test_gpu_tier_pressure)
 END_TEST
 
 /*
+ * The stand-in with a GPU tier of 2 MiB, its watermarks out of the way,
+ * all but two of its slots taken by sequence 1 (pages of random tokens
+ * from @seed), acquired there. Return: the tier's slots.
+ */
+static uint32_t gpu_nearly_full(struct kvmemd_proc *p, struct gt *t,
+				uint64_t seed)
+{
+	uint32_t on_gpu, slots;
+
+	start_standin(p, "[tier]\nlow_watermark = 0\nhigh_watermark = 1\n");
+	gt_attach(t, p, 8u << 20, 2);
+	slots = (2u << 20) / gt_slot_bytes(t);
+	gt_fill(t, 1, slots - 2, seed);
+	ck_assert_int_eq(gt_acquire(t, 1, 1, &on_gpu), (int)slots - 2);
+	ck_assert_uint_eq(on_gpu, slots - 2);
+	return slots;
+}
+
+/*
  * An acquire for a GPU tier nearly full (the watermarks out of the way)
  * makes room for its pages, a batch of copies at a time: exactly as many
  * released pages leave as the free slots lack.
@@ -463,17 +482,10 @@ END_TEST
 START_TEST(test_gpu_tier_make_room)
 {
 	struct kvmemd_proc p;
-	uint32_t on_gpu, slots, slot;
+	uint32_t on_gpu, slots;
 	struct gt t;
 
-	start_standin(&p, "[tier]\nlow_watermark = 0\nhigh_watermark = 1\n");
-	gt_attach(&t, &p, 8u << 20, 2);
-	slot = gt_slot_bytes(&t);
-	slots = (2u << 20) / slot;
-	/* Two slots left free. */
-	gt_fill(&t, 1, slots - 2, 31);
-	ck_assert_int_ge(gt_acquire(&t, 1, 1, &on_gpu), 0);
-	ck_assert_uint_eq(on_gpu, slots - 2);
+	slots = gpu_nearly_full(&p, &t, 31);
 	ck_assert_int_eq(gt_release(&t, 1), 0);
 	gt_fill(&t, 2, slots / 3, 32);
 	ck_assert_int_ge(gt_acquire(&t, 2, 1, &on_gpu), 0);
@@ -501,16 +513,10 @@ END_TEST
 START_TEST(test_gpu_tier_full_of_acquired)
 {
 	struct kvmemd_proc p;
-	uint32_t on_gpu, slots, slot;
+	uint32_t on_gpu;
 	struct gt t;
 
-	start_standin(&p, "[tier]\nlow_watermark = 0\nhigh_watermark = 1\n");
-	gt_attach(&t, &p, 8u << 20, 2);
-	slot = gt_slot_bytes(&t);
-	slots = (2u << 20) / slot;
-	gt_fill(&t, 1, slots - 2, 51);
-	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), (int)slots - 2);
-	ck_assert_uint_eq(on_gpu, slots - 2);
+	gpu_nearly_full(&p, &t, 51);
 	gt_fill(&t, 2, 10, 52);
 	ck_assert_int_eq(gt_acquire(&t, 2, 1, &on_gpu), 2);
 	ck_assert_uint_eq(on_gpu, 2);
