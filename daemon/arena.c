@@ -250,10 +250,9 @@ static int slot_take(struct kvmemd_arena *a, int kind, int gpu,
 	memset(&a->slots[u], 0, sizeof(a->slots[u]));
 	/* What the client said of the last page here is not about this
 	 * one. */
-	if (!gpu) {
-		__atomic_store_n(&a->heat[u], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->heat[u], 0, __ATOMIC_RELAXED);
+	if (!gpu)
 		a->used_bytes += arena_slot_bytes(a, kind);
-	}
 	a->slots[u].state = (uint8_t)state;
 	a->slots[u].kind = (uint8_t)kind;
 	a->nopen += state == SLOT_OPEN;

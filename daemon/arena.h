@@ -103,7 +103,7 @@ struct kvmemd_arena {
 	 * puts a page there (a move, tier.c); the client reads it there.
 	 * 0 units: no such tier. Host slots count in ->used_bytes and
 	 * ->sealed_bytes, these in ->gpu_used_bytes (all sealed, or being
-	 * moved into); the heat array covers the host's alone.
+	 * moved into). The heat array covers both.
 	 */
 	uint32_t gpu_units, gpu_top;
 	uint32_t *gpu_free[2], gpu_nfree[2];

@@ -55,11 +55,11 @@ static int refuse(struct kvmem_welcome *w, int err, const char *fmt, ...)
 	return err;
 }
 
-/* A 16-bit heat per arena unit, rounded up to whole units. */
-static uint64_t heat_bytes(uint64_t arena)
+/* A 16-bit heat per unit of the arena and the GPU tier, rounded up to
+ * whole units. */
+static uint64_t heat_bytes(uint64_t units)
 {
-	return ALIGN_UP(arena / KVMEM_SLOT_UNIT * sizeof(uint16_t),
-			KVMEM_SLOT_UNIT);
+	return ALIGN_UP(units * sizeof(uint16_t), KVMEM_SLOT_UNIT);
 }
 
 static int is_pow2(uint32_t x)
@@ -235,13 +235,6 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 			      "(%zu + %zu bytes)",
 			      (unsigned long long)h->quota_bytes, l[0].size,
 			      l[1].size);
-	ring_bytes = KVMEM_SLOT_UNIT +
-		     ALIGN_UP((uint64_t)sq * sizeof(struct kvmem_sqe),
-			      KVMEM_SLOT_UNIT) +
-		     ALIGN_UP((uint64_t)cq * sizeof(struct kvmem_cqe),
-			      KVMEM_SLOT_UNIT) +
-		     BUF_BYTES + heat_bytes(quota);
-	map = ring_bytes + quota;
 	fixed = fixed_heap(cfg, quota, l);
 	if (d->n.sessions >= cfg->max_sessions)
 		return refuse(w, -EUSERS,
@@ -266,6 +259,14 @@ int kvmemd_session_new(struct kvmemd *d, const struct kvmem_hello *h, uid_t uid,
 	units[0] = (uint32_t)(l[0].size / KVMEM_SLOT_UNIT);
 	units[1] = (uint32_t)(l[1].size / KVMEM_SLOT_UNIT);
 	fixed += arena_table_bytes(0, gpu_units, units);
+	ring_bytes = KVMEM_SLOT_UNIT +
+		     ALIGN_UP((uint64_t)sq * sizeof(struct kvmem_sqe),
+			      KVMEM_SLOT_UNIT) +
+		     ALIGN_UP((uint64_t)cq * sizeof(struct kvmem_cqe),
+			      KVMEM_SLOT_UNIT) +
+		     BUF_BYTES +
+		     heat_bytes(quota / KVMEM_SLOT_UNIT + gpu_units);
+	map = ring_bytes + quota;
 	/* Memory of ended sessions comes back when a worker has freed it:
 	 * a client that fits then is told to try again, and kvmem_connect()
 	 * does. */
@@ -391,7 +392,8 @@ static void session_map(struct kvmemd_session *s)
 						    sizeof(struct kvmem_cqe),
 					    KVMEM_SLOT_UNIT);
 	s->heat_off = s->buf_off + BUF_BYTES;
-	s->arena_off = s->heat_off + heat_bytes(s->arena_bytes);
+	s->arena_off = s->heat_off + heat_bytes((uint64_t)s->arena.nunits +
+						s->arena.gpu_units);
 	s->ring = (struct kvmem_ring *)s->r.base;
 	s->sqes = (struct kvmem_sqe *)(s->r.base + s->sqes_off);
 	s->cqes = (struct kvmem_cqe *)(s->r.base + s->cqes_off);
@@ -464,6 +466,7 @@ void kvmemd_session_welcome(const struct kvmemd_session *s,
 	w->buf_off = s->buf_off;
 	w->buf_bytes = BUF_BYTES;
 	w->heat_off = s->heat_off;
+	w->heat_units = (uint64_t)s->arena.nunits + s->arena.gpu_units;
 	w->arena_off = s->arena_off;
 	w->arena_bytes = s->arena_bytes;
 	w->sq_entries = s->sq_entries;

@@ -307,6 +307,27 @@ static inline uint64_t slot_bytes(const struct kvmemd_session *s, int kind)
 	return arena_slot_bytes(&s->arena, kind);
 }
 
+/*
+ * The order resident page @p leaves its tier in (for the store, or the
+ * GPU's for host memory), lowest first: pages tier.stale_tokens or more
+ * behind the end of their sequence, then the least heat, then the longest
+ * released.
+ */
+static inline uint64_t session_victim_key(const struct kvmemd_session *s,
+					  const struct page *p)
+{
+	const struct slot *sl = &s->arena.slots[p->unit];
+	const struct seq *q = session_seq(s, sl->seq);
+	uint32_t stale_tokens = s->d->cfg.stale_tokens;
+	uint16_t heat =
+		__atomic_load_n(&s->arena.heat[p->unit], __ATOMIC_RELAXED);
+	int stale = stale_tokens && q &&
+		    q->tokens - sl->token_start - sl->ntokens >= stale_tokens;
+
+	return (uint64_t)!stale << 63 | (uint64_t)heat << 47 |
+	       ((p->released >> 20) & ((1ull << 47) - 1));
+}
+
 /* session.c, for tier.c and ras.c */
 /* The header the sealed slot @sl was sealed with. */
 void session_slot_header(const struct kvmemd_session *s, const struct slot *sl,

@@ -204,6 +204,11 @@ static int batch_finish(struct kvmemd_session *s, struct batch *b)
 			ret = m->to_gpu ? ret : -EIO;
 			continue;
 		}
+		/* What the client's attention said of it still holds. */
+		__atomic_store_n(
+			&a->heat[m->to],
+			__atomic_load_n(&a->heat[m->from], __ATOMIC_RELAXED),
+			__ATOMIC_RELAXED);
 		arena_slot_enter(a, m->to, &pg, &m->rec);
 		p->moved |= p->unit != p->client_slot;
 		if (m->to_gpu) {
@@ -229,14 +234,15 @@ static int movable(const struct page *p, uint32_t pins)
 }
 
 /*
- * The released pages in the GPU tier, the longest released first (the
- * heat array covers host slots only), at most @max of them, into @out
- * (kept in that order as the pages are looked through once). Return: how
- * many.
+ * The released pages in the GPU tier, in the order they leave it
+ * (session_victim_key(): stale ones, then the least heat, then the
+ * longest released), at most @max <= BATCH_PAGES of them, into @out (kept
+ * in that order as the pages are looked through once). Return: how many.
  */
 static uint32_t coldest_n(struct kvmemd_session *s, uint32_t *out, uint32_t max)
 {
 	const struct kvmemd_arena *a = &s->arena;
+	uint64_t key[BATCH_PAGES], k;
 	uint32_t pg, n = 0, i;
 
 	s->pass_bytes += (uint64_t)a->top_page * sizeof(*a->pages);
@@ -245,12 +251,16 @@ static uint32_t coldest_n(struct kvmemd_session *s, uint32_t *out, uint32_t max)
 
 		if (!movable(p, 0) || !p->refs || !arena_unit_gpu(a, p->unit))
 			continue;
-		if (n == max && p->released >= a->pages[out[n - 1]].released)
+		k = session_victim_key(s, p);
+		if (n == max && k >= key[n - 1])
 			continue;
 		i = n < max ? n++ : n - 1;
-		for (; i && a->pages[out[i - 1]].released > p->released; i--)
+		for (; i && key[i - 1] > k; i--) {
 			out[i] = out[i - 1];
+			key[i] = key[i - 1];
+		}
 		out[i] = pg;
+		key[i] = k;
 	}
 	return n;
 }
@@ -262,10 +272,11 @@ static struct move room_moves[BATCH_PAGES];
 
 /*
  * Room on the GPU for the pages of @q from @pos on that are not there, as
- * many as @budget bytes of the pass and a batch allow: the pages released
- * there the longest leave, as many as that takes, their copies waited for
- * once. Return: 0 when one left at least, -ENOMEM when none could
- * (nothing released there, host memory full, the copies failed).
+ * many as @budget bytes of the pass and a batch allow: the coldest
+ * released pages there leave (coldest_n()), as many as that takes, their
+ * copies waited for once. Return: 0 when one left at least, -ENOMEM when
+ * none could (nothing released there, host memory full, the copies
+ * failed).
  */
 static int make_room(struct kvmemd_session *s, const struct seq *q,
 		     uint32_t pos, uint64_t budget)
@@ -329,8 +340,8 @@ int tier_gpu_place(struct kvmemd_session *s, struct seq *q, int gpu,
 			continue;
 		}
 		ret = move_start(s, pg, gpu, &b);
-		/* Room on the GPU: the released pages there the longest
-		 * make it, as far as host memory can take them. Where none
+		/* Room on the GPU: the coldest released pages there make
+		 * it, as far as host memory can take them. Where none
 		 * can, the rest of @q is read where it is, in host memory:
 		 * looking for room again for each of its pages found none
 		 * each time, and took the loop a scan of every page a page. */
@@ -431,9 +442,9 @@ static int prefetch_step(struct kvmemd_session *s, uint64_t now)
 }
 
 /*
- * Below the low watermark, the longest released pages leave, a batch of
- * copies at a time, until the high watermark is free again or the pass's
- * budget is spent.
+ * Below the low watermark, the coldest released pages leave (coldest_n()),
+ * a batch of copies at a time, until the high watermark is free again or
+ * the pass's budget is spent.
  */
 int tier_gpu_balance(struct kvmemd_session *s, uint64_t now)
 {

@@ -1089,21 +1089,6 @@ static int victim_cmp(const void *a, const void *b)
 	return x->key < y->key ? -1 : x->key > y->key;
 }
 
-/* Stale pages first, then the coldest by heat, then the longest released. */
-static uint64_t victim_key(const struct kvmemd_session *s, const struct page *p)
-{
-	const struct slot *sl = &s->arena.slots[p->unit];
-	const struct seq *q = session_seq(s, sl->seq);
-	uint32_t stale_tokens = s->d->cfg.stale_tokens;
-	uint16_t heat =
-		__atomic_load_n(&s->arena.heat[p->unit], __ATOMIC_RELAXED);
-	int stale = stale_tokens && q &&
-		    q->tokens - sl->token_start - sl->ntokens >= stale_tokens;
-
-	return (uint64_t)!stale << 63 | (uint64_t)heat << 47 |
-	       ((p->released >> 20) & ((1ull << 47) - 1));
-}
-
 static int in_target(const struct kvmemd_session *s, const struct page *p,
 		     const struct kvmemd_target *t)
 {
@@ -1173,7 +1158,7 @@ static uint32_t victims_build(struct kvmemd_session *s, int forced)
 			continue;
 		if (forced && !in_target(s, p, &t->cmd.t))
 			continue;
-		v[n].key = victim_key(s, p);
+		v[n].key = session_victim_key(s, p);
 		v[n].pg = i;
 		n++;
 	}

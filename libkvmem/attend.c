@@ -1257,10 +1257,8 @@ static void job_finish(struct job *j, const struct kvmem_attend_opts *opts,
 			kvmem__attn()->softmax(ex, j->nh, &zero);
 			for (i = 0; i < j->nh; i++)
 				share += pm[2 * i + 1] * ex[i] / l[i];
-			p->importance = (1.0f - alpha) * p->importance +
-					alpha * share / (float)j->nq;
-			if (cache->heat)
-				kvmem__heat_set(cache, p, opts->n_heads);
+			kvmem__page_attended(cache, p, share, opts->n_heads,
+					     j->nq, alpha);
 		}
 	if (!stats)
 		return;

@@ -9,6 +9,7 @@
  * the hooks tell the daemon through the ring.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1293,6 +1294,30 @@ int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
 		out[i].importance = p->importance;
 	}
 	return (int)lt->npages;
+}
+
+int kvmem_seq_attended(struct kvmem_seq *s, uint32_t layer, const float *mass,
+		       size_t npages, uint32_t n_heads, uint32_t nq,
+		       float alpha)
+{
+	const struct kvmem__layer *lt;
+	size_t i;
+
+	if (!s || layer >= s->c->g.layers || (npages && !mass) || !n_heads ||
+	    n_heads % s->c->g.kv_heads || !nq || !(alpha <= 1.0f))
+		return -EINVAL;
+	lt = &s->layer[layer];
+	if (npages > lt->npages)
+		return -EINVAL;
+	for (i = 0; i < npages; i++)
+		if (!(mass[i] >= 0.0f && mass[i] <= FLT_MAX))
+			return -EINVAL;
+	if (alpha == 0.0f)
+		alpha = 0.1f;
+	for (i = 0; alpha > 0.0f && i < npages; i++)
+		kvmem__page_attended(s->c, lt->pages[i], mass[i], n_heads, nq,
+				     alpha);
+	return 0;
 }
 
 /* ---- prefix sharing --------------------------------------------------- */

@@ -128,6 +128,7 @@ struct kvmem_cache {
 	uint32_t gpu_slot0;
 	uint64_t ring_errors; /* see struct kvmem_cache_stats */
 	uint16_t *heat; /* over kvmemd: the session's heat array, by slot */
+	uint32_t heat_units; /* its entries */
 	int closing; /* kvmem_close() runs: the store need tell nobody */
 	struct kvmem_seq *seqs;
 	uint64_t nseqs, next_id, generation;
@@ -170,9 +171,24 @@ static inline void kvmem__heat_set(struct kvmem_cache *c,
 	float h = p->importance / (float)nh * 65535.0f;
 	uint16_t v = h >= 65535.0f ? 65535 : h > 0.0f ? (uint16_t)h : 0;
 
-	/* The heat array covers host slots only. */
-	if (!c->gpu_slot0 || p->slot < c->gpu_slot0)
+	/* An older daemon's covers host slots only. */
+	if (p->slot < c->heat_units)
 		__atomic_store_n(&c->heat[p->slot], v, __ATOMIC_RELAXED);
+}
+
+/*
+ * One call's attention into page @p's importance, a moving average of
+ * weight @alpha: @share of the softmax weights of @nh query heads and @nq
+ * queries, summed over both; over kvmemd the daemon hears of it too.
+ */
+static inline void kvmem__page_attended(struct kvmem_cache *c,
+					struct kvmem__page *p, float share,
+					uint32_t nh, uint32_t nq, float alpha)
+{
+	p->importance =
+		(1.0f - alpha) * p->importance + alpha * share / (float)nq;
+	if (c->heat)
+		kvmem__heat_set(c, p, nh);
 }
 
 /* The index of the page holding token @pos of a layer. */

@@ -59,6 +59,7 @@ struct remote {
 	struct kvmem_cqe *cqes;
 	uint8_t *buf, *arena;
 	uint16_t *heat;
+	uint32_t heat_units; /* its entries: nslots, with the GPU tier's */
 	uint64_t buf_bytes, arena_bytes;
 	uint32_t nslots; /* arena units */
 	uint32_t gpu_slots; /* the GPU tier's units, after them; 0: none */
@@ -937,6 +938,9 @@ static int inside(uint64_t off, uint64_t len, uint64_t size)
 static int map_session(struct remote *r, const struct kvmem_welcome *w,
 		       const struct kvmem_geometry *g, int memfd)
 {
+	const uint64_t nslots = w->arena_bytes / KVMEM_SLOT_UNIT;
+	/* 0: a daemon whose heat array covers the host arena's slots only */
+	const uint64_t heat_units = w->heat_units ? w->heat_units : nslots;
 	struct kvmem_page_layout l[2];
 	struct stat st;
 	void *p;
@@ -957,10 +961,10 @@ static int map_session(struct remote *r, const struct kvmem_welcome *w,
 		    (uint64_t)w->cq_entries * sizeof(struct kvmem_cqe),
 		    w->map_bytes) ||
 	    !inside(w->buf_off, w->buf_bytes, w->map_bytes) ||
-	    w->heat_off % sizeof(uint16_t) ||
-	    !inside(w->heat_off,
-		    w->arena_bytes / KVMEM_SLOT_UNIT * sizeof(uint16_t),
-		    w->map_bytes) ||
+	    w->heat_off % sizeof(uint16_t) || heat_units < nslots ||
+	    heat_units - nslots > w->gpu_bytes / KVMEM_SLOT_UNIT ||
+	    heat_units > w->map_bytes / sizeof(uint16_t) ||
+	    !inside(w->heat_off, heat_units * sizeof(uint16_t), w->map_bytes) ||
 	    !inside(w->arena_off, w->arena_bytes, w->map_bytes))
 		return fail(-EPROTO, "kvmemd described a session layout "
 				     "this library cannot use");
@@ -977,6 +981,7 @@ static int map_session(struct remote *r, const struct kvmem_welcome *w,
 	r->buf_bytes = w->buf_bytes;
 	r->arena = r->map + w->arena_off;
 	r->heat = (uint16_t *)(r->map + w->heat_off);
+	r->heat_units = (uint32_t)heat_units;
 	r->arena_bytes = w->arena_bytes;
 	r->nslots = (uint32_t)(w->arena_bytes / KVMEM_SLOT_UNIT);
 	for (k = 0; k < 2; k++)
@@ -1169,6 +1174,7 @@ int kvmem_connect(const char *path, const struct kvmem_geometry *g,
 	c->store = &remote_ops;
 	c->store_priv = r;
 	c->heat = r->heat;
+	c->heat_units = r->heat_units;
 	c->arena = r->arena;
 	c->arena_bytes = r->arena_bytes;
 	*out = c;

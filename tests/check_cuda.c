@@ -2946,6 +2946,101 @@ START_TEST(test_cuda_gpu_tier_session)
 END_TEST
 
 /*
+ * Attention that ran on the GPU orders the GPU tier: the masses of pages
+ * there, given to kvmem_seq_attended(), reach the session's heat array at
+ * their GPU slots, and below the low watermark the least attended pages
+ * leave first. Sequence A, released first but attended, stays; B, never
+ * attended, makes the room. (Were the heat of those slots not written, A
+ * would leave first, the longest released.)
+ */
+static void gpu_tier_heat_on(struct dev *dv)
+{
+	const char *env[] = { fake_env(), kvmem_check_simt_env(), NULL };
+	struct kvmem_connect_opts o = { .quota_bytes = 8u << 20,
+					.gpu_mib = 2,
+					.flags = KVMEM_CONNECT_GPU_TIER };
+	struct kvmem_cuda_page table[128];
+	struct kvmem_page_layout l;
+	struct kvmem_geometry g;
+	struct kvmemd_proc p;
+	struct kvmem_cache *c;
+	struct kvmem_seq *s[2];
+	struct kvmem_rng r;
+	/* At most 60% used, in the tier's whole units: 2 MiB of 512. */
+	const uint64_t most = (512 - 512 * 40 / 100) * KVMEM_SLOT_UNIT;
+	uint64_t sealed = 0, promoted;
+	uint32_t slots, n, i;
+	float mass[128];
+	char st[4096];
+	int np[2], k;
+
+	if (!on_fake(dv->cu) || no_fatbin())
+		return;
+	kvmem_rng_seed(&r, 2417);
+	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
+	g.sink_tokens = 0;
+	kvmem_page_layout(&g, 0, &l);
+	slots = (2u << 20) / (uint32_t)((l.size + KVMEM_SLOT_UNIT - 1) /
+					KVMEM_SLOT_UNIT * KVMEM_SLOT_UNIT);
+	n = slots * 45 / 100;
+	ck_assert_uint_lt(n, 128);
+	kvmemd_start(&p,
+		     "[scrub]\nrate = 0\n[tier]\nlow_watermark = 0\n"
+		     "high_watermark = 1\nstale_tokens = 0\n[pool]\n"
+		     "gpu_bytes = 64M\n",
+		     env);
+	ck_assert_msg(!kvmem_connect(p.sock, &g, &o, &c), "%s",
+		      kvmem_connect_error());
+	ck_assert_msg(!kvmem_cuda_register(dv->cu, c), "%s",
+		      kvmem_cuda_error());
+	/* n sealed pages each, and an open tail, which stays in host
+	 * memory */
+	for (k = 0; k < 2; k++) {
+		ck_assert_int_eq(kvmem_seq_create(c, &s[k]), 0);
+		append_random(s[k], &g, n * 16 + 1, &r);
+		np[k] = kvmem_cuda_seq_pages(dv->cu, s[k], 0, table, 128);
+		ck_assert_int_eq(np[k], (int)n + 1);
+	}
+	EXPECT_EQ(gpu_stat(&p, "promoted_pages"), 2 * n, "%s",
+		  "the sealed pages went to the GPU");
+	for (i = 0; i < n + 1; i++)
+		mass[i] = 1.0f;
+	ck_assert_int_eq(
+		kvmem_seq_attended(s[0], 0, mass, n + 1, g.kv_heads, 1, 1.0f),
+		0);
+	ck_assert_int_eq(kvmem_seq_release(s[0]), 0);
+	usleep(20 * 1000);
+	ck_assert_int_eq(kvmem_seq_release(s[1]), 0);
+	kvmemd_admin_ok(&p, st, sizeof(st),
+			"policy set tier.high_watermark=40");
+	kvmemd_admin_ok(&p, st, sizeof(st), "policy set tier.low_watermark=20");
+	for (i = 0; i < 500; i++) {
+		sealed = gpu_stat(&p, "sealed_bytes");
+		if (sealed <= most)
+			break;
+		usleep(10 * 1000);
+	}
+	ck_assert_uint_le(sealed, most);
+	EXPECT(gpu_stat(&p, "demoted_pages") > 0, "%s", "nothing left");
+	promoted = gpu_stat(&p, "promoted_pages");
+	ck_assert_int_eq(kvmem_cuda_seq_pages(dv->cu, s[0], 0, table, 128),
+			 (int)n + 1);
+	EXPECT_EQ(gpu_stat(&p, "promoted_pages"), promoted, "%s",
+		  "pages of the attended sequence had left the GPU");
+	for (k = 0; k < 2; k++)
+		kvmem_seq_free(s[k]);
+	kvmem_close(c);
+	EXPECT_EQ(kvmemd_stop(&p), 0, "%s", "kvmemd exit status");
+	kvmemd_cleanup(&p);
+}
+
+START_TEST(test_cuda_gpu_tier_heat)
+{
+	on_targets(4, gpu_tier_heat_on);
+}
+END_TEST
+
+/*
  * kvmemd's patrol over the pages of a GPU tier, on the fake driver and,
  * where there is one, on GPU 0 (the daemon then on the real driver): one
  * flip in every word of the sequence's pages there (kvmemctl inject's
@@ -3781,6 +3876,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_register_session);
 	tcase_add_test(tc, test_cuda_gpu_pool);
 	tcase_add_test(tc, test_cuda_gpu_tier_session);
+	tcase_add_test(tc, test_cuda_gpu_tier_heat);
 	tcase_add_test(tc, test_cuda_gpu_tier_scrub);
 	tcase_add_test(tc, test_cuda_bench_tier);
 	tcase_add_test(tc, test_cuda_gpu_pool_per_user);

@@ -411,9 +411,10 @@ END_TEST
 
 /*
  * Pressure: more pages want the GPU than its slots hold. The released
- * pages there leave for host memory to make room, the longest released
- * first, and below tier.low_watermark the GPU tier empties itself down to
- * tier.high_watermark; every page, wherever it went, is the page sealed.
+ * pages there leave for host memory to make room (none attended: the
+ * longest released first), and below tier.low_watermark the GPU tier
+ * empties itself down to tier.high_watermark; every page, wherever it
+ * went, is the page sealed.
  */
 START_TEST(test_gpu_tier_pressure)
 {
@@ -674,6 +675,83 @@ START_TEST(test_gpu_tier_watermarks)
 	ck_assert_uint_eq(on_gpu, n);
 	ck_assert_int_ge(gt_acquire(&t, 1, 0, &on_gpu), 0);
 	ck_assert_uint_eq(on_gpu, 0);
+	gt_free(&t);
+	ck_assert_int_eq(kvmemd_stop(&p), 0);
+	kvmemd_cleanup(&p);
+}
+END_TEST
+
+/* The session's heat array: host slots, then the GPU tier's. */
+static uint16_t *gt_heat(const struct gt *t)
+{
+	return (uint16_t *)(t->r.map + t->r.w.heat_off);
+}
+
+/*
+ * The heat array covers the GPU tier's slots, and a page keeps its heat
+ * as it moves either way. Below the low watermark the pages that leave
+ * the GPU are the least attended, not the longest released: sequence 1,
+ * released first but hot, stays; sequence 2 makes the room. (Before, the
+ * heat of GPU slots was not there to read, and sequence 1 left.)
+ */
+START_TEST(test_gpu_tier_heat)
+{
+	struct kvmemd_proc p;
+	uint32_t on_gpu, cap, n, i, slot;
+	uint64_t sealed = 0, demoted;
+	struct gt t;
+	uint16_t *heat;
+
+	start_standin(&p, "[tier]\nlow_watermark = 0\nhigh_watermark = 1\n"
+			  "stale_tokens = 0\n");
+	gt_attach(&t, &p, 8u << 20, 2);
+	slot = gt_slot_bytes(&t);
+	cap = (2u << 20) / slot;
+	ck_assert_uint_eq(t.r.w.heat_units,
+			  t.arena_units + (2u << 20) / KVMEM_SLOT_UNIT);
+	heat = gt_heat(&t);
+	n = cap * 45 / 100;
+	gt_fill(&t, 1, n, 61);
+	gt_fill(&t, 2, n, 62);
+	for (i = 0; i < n; i++) {
+		heat[t.slot[1][i]] = (uint16_t)(40000 + i);
+		heat[t.slot[2][i]] = (uint16_t)i;
+	}
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), (int)n);
+	ck_assert_uint_eq(on_gpu, n);
+	ck_assert_int_eq(gt_acquire(&t, 2, 1, &on_gpu), (int)n);
+	ck_assert_uint_eq(on_gpu, n);
+	for (i = 0; i < n; i++) {
+		ck_assert_uint_ge(t.slot[1][i], t.arena_units);
+		ck_assert_uint_eq(heat[t.slot[1][i]], 40000 + i);
+		ck_assert_uint_eq(heat[t.slot[2][i]], i);
+	}
+	ck_assert_int_eq(gt_release(&t, 1), 0);
+	usleep(20000);
+	ck_assert_int_eq(gt_release(&t, 2), 0);
+	admin(&p, "policy set tier.high_watermark=40");
+	admin(&p, "policy set tier.low_watermark=20");
+	for (i = 0; i < 500; i++) {
+		gpu_pool_stats(&p);
+		sealed = kvmemd_json_after(reply, "\"pool\":\"gpu\"",
+					   "sealed_bytes");
+		if (sealed <= (2u << 20) * 60 / 100)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_le(sealed, (2u << 20) * 60 / 100);
+	demoted = kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages");
+	ck_assert_uint_gt(demoted, 0);
+	ck_assert_uint_lt(demoted, n);
+	/* Sequence 1 all there still, and nothing of it moved. */
+	ck_assert_int_eq(gt_acquire(&t, 1, 1, &on_gpu), 0);
+	ck_assert_uint_eq(on_gpu, n);
+	/* Each of its pages moved once: left, or brought back now. */
+	ck_assert_int_eq(gt_acquire(&t, 2, 0, &on_gpu), (int)n);
+	for (i = 0; i < n; i++) {
+		ck_assert_uint_eq(t.slot[2][i] < t.arena_units, 1);
+		ck_assert_uint_eq(heat[t.slot[2][i]], i);
+	}
 	gt_free(&t);
 	ck_assert_int_eq(kvmemd_stop(&p), 0);
 	kvmemd_cleanup(&p);
@@ -1492,6 +1570,7 @@ KVMEM_SUITE(gpu_tier)
 	tcase_add_test(tc, test_gpu_tier_flips_on_the_gpu);
 	tcase_add_test(tc, test_gpu_tier_pressure);
 	tcase_add_test(tc, test_gpu_tier_watermarks);
+	tcase_add_test(tc, test_gpu_tier_heat);
 	tcase_add_test(tc, test_gpu_tier_make_room);
 	tcase_add_test(tc, test_gpu_tier_full_of_acquired);
 	tcase_add_test(tc, test_gpu_tier_moves_take_turns);

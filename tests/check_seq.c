@@ -878,6 +878,100 @@ START_TEST(test_seq_bad_args)
 }
 END_TEST
 
+/* Layer 0's pages of @s have importance @want[0..n), to float rounding. */
+static void importance_is(struct kvmem_seq *s, const double *want, int n,
+			  const char *what)
+{
+	struct kvmem_page_desc pd[8];
+	int i;
+
+	ck_assert_int_eq(kvmem_seq_pages(s, 0, pd, 8), n);
+	for (i = 0; i < n; i++)
+		ck_assert_msg(fabs(pd[i].importance - want[i]) <=
+				      1e-6 * (1.0 + fabs(want[i])),
+			      "%s: page %d importance %.9g, want %.9g", what, i,
+			      (double)pd[i].importance, want[i]);
+}
+
+/*
+ * kvmem_seq_attended(): masses a kernel computed into the pages'
+ * importance, the moving average worked out here in double; a table
+ * shorter than the layer covers its first pages; every bad argument is
+ * refused with nothing changed.
+ */
+START_TEST(test_seq_attended)
+{
+	struct kvmem_geometry g = small_geo(2);
+	const uint32_t nh = 2 * g.kv_heads, nq = 3;
+	double want[8] = { 0 };
+	float mass[8], bad[8];
+	struct kvmem_seq *s;
+	struct kvmem_rng r;
+	struct model m;
+	struct fix f;
+	int np, i;
+
+	kvmem_rng_seed(&r, 0xa77e);
+	fix_open(&f, &g, 16);
+	model_init(&m, &f.g, 40);
+	s = seq_new(&f);
+	ck_assert_int_eq(append_rand(s, &m, &r, 0, 30, NULL, NULL), 0);
+	np = kvmem_seq_pages(s, 0, NULL, 0);
+	ck_assert_int_ge(np, 3);
+	ck_assert_int_le(np, 8);
+	importance_is(s, want, np, "before");
+	for (i = 0; i < np; i++)
+		mass[i] = 0.75f * (float)(i + 1);
+
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, mass, np, nh, nq, 0.5f), 0);
+	for (i = 0; i < np; i++)
+		want[i] = 0.5 * want[i] + 0.5 * mass[i] / nq;
+	importance_is(s, want, np, "alpha 0.5");
+	/* 0 means 0.1, over the first two pages only */
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, mass, 2, nh, nq, 0.0f), 0);
+	for (i = 0; i < 2; i++)
+		want[i] = 0.9 * want[i] + 0.1 * mass[i] / nq;
+	importance_is(s, want, np, "alpha 0, two pages");
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, mass, np, nh, nq, -1.0f), 0);
+	ck_assert_int_eq(kvmem_seq_attended(s, 1, NULL, 0, nh, nq, 1.0f), 0);
+	importance_is(s, want, np, "alpha < 0, an empty layer");
+
+	ck_assert_int_eq(kvmem_seq_attended(NULL, 0, mass, np, nh, nq, 1.0f),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_seq_attended(s, 2, mass, np, nh, nq, 1.0f),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, NULL, np, nh, nq, 1.0f),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, mass, np + 1, nh, nq, 1.0f),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, mass, np, 0, nq, 1.0f),
+			 -EINVAL);
+	ck_assert_int_eq(
+		kvmem_seq_attended(s, 0, mass, np, g.kv_heads + 1, nq, 1.0f),
+		-EINVAL);
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, mass, np, nh, 0, 1.0f),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, mass, np, nh, nq, 1.5f),
+			 -EINVAL);
+	ck_assert_int_eq(kvmem_seq_attended(s, 0, mass, np, nh, nq, NAN),
+			 -EINVAL);
+	/* One bad mass, the last, and the pages before it keep theirs. */
+	for (i = 0; i < 3; i++) {
+		const float worst[3] = { -0.5f, NAN, INFINITY };
+
+		memcpy(bad, mass, sizeof(bad));
+		bad[np - 1] = worst[i];
+		ck_assert_int_eq(
+			kvmem_seq_attended(s, 0, bad, np, nh, nq, 1.0f),
+			-EINVAL);
+	}
+	importance_is(s, want, np, "refused calls");
+	kvmem_seq_free(s);
+	model_free(&m);
+	kvmem_close(f.c);
+}
+END_TEST
+
 /* ---- Fork ---------------------------------------------------------------- */
 
 /* Sealed pages and a full sink page are the parent's, tails are copies. */
@@ -1481,6 +1575,7 @@ KVMEM_SUITE(seq)
 	tcase_add_test(tc, test_append_all);
 	tcase_add_test(tc, test_layer_lengths);
 	tcase_add_test(tc, test_seq_bad_args);
+	tcase_add_test(tc, test_seq_attended);
 	tcase_add_test(tc, test_fork);
 	tcase_add_test(tc, test_fork_short);
 	tcase_add_test(tc, test_truncate_tail);

@@ -211,6 +211,21 @@ class _CacheStats(ctypes.Structure):
     ]
 
 
+class _PageDesc(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("size", ctypes.c_size_t),
+        ("token_start", ctypes.c_uint32),
+        ("ntokens", ctypes.c_uint32),
+        ("refs", ctypes.c_uint32),
+        ("sealed", ctypes.c_uint8),
+        ("hot", ctypes.c_uint8),
+        ("format", ctypes.c_uint8),
+        ("codec", ctypes.c_uint8),
+        ("importance", ctypes.c_float),
+    ]
+
+
 class _AttendOpts(ctypes.Structure):
     _fields_ = [
         ("n_heads", ctypes.c_uint32),
@@ -260,6 +275,7 @@ assert ctypes.sizeof(_Geometry) == 32
 assert ctypes.sizeof(_ConnectOpts) == 32
 assert ctypes.sizeof(_AttendOpts) == 32
 assert ctypes.sizeof(_PageCounts) == 104
+assert ctypes.sizeof(_PageDesc) == 40
 
 _vp = ctypes.c_void_p
 _u32 = ctypes.c_uint32
@@ -303,6 +319,10 @@ def _load():
         "kvmem_seq_append": (_int, [_vp, _u32, _fp, _fp, _u32]),
         "kvmem_seq_append_all": (_int, [_vp, _fp, _fp, _u32]),
         "kvmem_seq_len": (_u32, [_vp, _u32]),
+        "kvmem_seq_pages": (
+            _int,
+            [_vp, _u32, ctypes.POINTER(_PageDesc), ctypes.c_size_t],
+        ),
         "kvmem_seq_fork": (_int, [_vp, ctypes.POINTER(_vp)]),
         "kvmem_seq_truncate": (_int, [_vp, _u32]),
         "kvmem_seq_archive": (_int, [_vp, _u32, _u32, _u32]),
@@ -746,7 +766,15 @@ class Cache:
         g = self.geometry
         if cuda.on_device(q):
             return cuda.attend(
-                self, seqs, layer, q, (len(seqs), -1, g.head_dim), 1, erasure, scale
+                self,
+                seqs,
+                layer,
+                q,
+                (len(seqs), -1, g.head_dim),
+                1,
+                erasure,
+                scale,
+                importance_alpha,
             )
         q = _floats(q, (len(seqs), -1, g.head_dim), "q")
         out = np.empty_like(q)
@@ -880,6 +908,18 @@ class Sequence:
         counts["values_erased"] = c.values_erased
         return k, v, counts
 
+    def importance(self, layer: int) -> np.ndarray:
+        """Each page of @layer's share of the attention, in token order:
+        the moving average the attend methods keep (importance_alpha), on
+        the CPU or the GPU, and what archive_budget() and kvmemd's tier
+        policy order pages by (kvmem_page_desc.importance)."""
+        n = _lib.kvmem_seq_pages(self._handle(), self._layer(layer), None, 0)
+        d = (_PageDesc * max(n, 1))()
+        n = _lib.kvmem_seq_pages(self._handle(), layer, d, n)
+        if n < 0:
+            _fail(n, "kvmem_seq_pages")
+        return np.array([d[i].importance for i in range(n)], np.float32)
+
     def attend(
         self,
         layer: int,
@@ -902,13 +942,23 @@ class Sequence:
         what that changes); faster, and no longer the float result.
 
         With q in GPU memory (the cache registered with its GPU), the
-        kernel attends and out is left on the GPU, float32; threads,
-        importance_alpha and int8_scores do not apply there.
+        kernel attends and out is left on the GPU, float32; threads and
+        int8_scores do not apply there. The pages' importance is kept
+        either way: on the GPU from the kernel's share of each page
+        (kvmem_seq_attended()), which over kvmemd orders the GPU tier too.
         """
         g = self.cache.geometry
         if cuda.on_device(q):
             return cuda.attend(
-                self.cache, [self], layer, q, (-1, g.head_dim), 1, erasure, scale
+                self.cache,
+                [self],
+                layer,
+                q,
+                (-1, g.head_dim),
+                1,
+                erasure,
+                scale,
+                importance_alpha,
             )
         q = _floats(q, (-1, g.head_dim), "q")
         out = np.empty_like(q)
@@ -963,6 +1013,7 @@ class Sequence:
                 q.shape[0],
                 erasure,
                 scale,
+                importance_alpha,
             )
         q = _floats(q, (-1, -1, g.head_dim), "q")
         out = np.empty_like(q)

@@ -189,6 +189,18 @@ for _fn, (_res, _args) in {
         [_vp, ctypes.POINTER(_u64), ctypes.POINTER(_size)],
     ),
     "kvmem_page_layout": (_int, [_gp, _int, ctypes.POINTER(_Layout)]),
+    "kvmem_seq_attended": (
+        _int,
+        [
+            _vp,
+            _u32,
+            ctypes.POINTER(ctypes.c_float),
+            _size,
+            _u32,
+            _u32,
+            ctypes.c_float,
+        ],
+    ),
 }.items():
     getattr(_lib, _fn).restype = _res
     getattr(_lib, _fn).argtypes = _args
@@ -488,9 +500,11 @@ def _table(dev, seq, layer):
         cap = n
 
 
-def attend(cache, seqs, layer, q, shape, nq, erasure, scale):
+def attend(cache, seqs, layer, q, shape, nq, erasure, scale, alpha):
     """kvmem_cuda_attend() for the Sequence methods: @q in GPU memory,
-    @shape what it must be (-1: any), @nq query tokens a sequence."""
+    @shape what it must be (-1: any), @nq query tokens a sequence; each
+    page's share of the attention into its importance with weight @alpha
+    (kvmem_seq_attended()), as the CPU's attention does."""
     dev = getattr(cache, "_cuda", None)
     if dev is None:
         raise ValueError(
@@ -508,11 +522,32 @@ def attend(cache, seqs, layer, q, shape, nq, erasure, scale):
         if not t:
             raise Error(errno.EINVAL, "kvmem_cuda_attend: layer %d is empty" % layer)
         tables.append(t)
-    return _attend(dev, cache.geometry, tables, q, shape, nq, erasure, scale)
+    mass = (ctypes.c_float * sum(len(t) for t in tables))()
+    out, stats = _attend(
+        dev, cache.geometry, tables, q, shape, nq, erasure, scale, mass
+    )
+    first = 0
+    for s, t in zip(seqs, tables):
+        ret = _lib.kvmem_seq_attended(
+            s._handle(),
+            layer,
+            (ctypes.c_float * len(t)).from_buffer(
+                mass, first * ctypes.sizeof(ctypes.c_float)
+            ),
+            len(t),
+            out.shape[-2],
+            nq,
+            alpha,
+        )
+        if ret:
+            _fail(ret, "kvmem_seq_attended")
+        first += len(t)
+    return out, stats
 
 
-def _attend(dev, g, tables, q, shape, nq, erasure, scale):
-    """kvmem_cuda_attend() over @tables, one list of _Page a sequence."""
+def _attend(dev, g, tables, q, shape, nq, erasure, scale, mass=None):
+    """kvmem_cuda_attend() over @tables, one list of _Page a sequence;
+    each page's mass into @mass (host memory, a float a page) if given."""
     if not on_device(q):
         raise ValueError("q must be in GPU memory")
     mem = (_TorchMemory if _is_torch(q) else _ArrayMemory)(dev, q)
@@ -553,7 +588,7 @@ def _attend(dev, g, tables, q, shape, nq, erasure, scale):
             ("seq_pages", offsets),
             ("stats", stats),
             ("workspace", None),
-        ):
+        ) + ((("mass", mass),) if mass is not None else ()):
             nbytes = ctypes.sizeof(host) if host is not None else ws.value
             buf, ptr = mem.empty(max(nbytes, 1))
             keep.append(buf)
@@ -566,6 +601,10 @@ def _attend(dev, g, tables, q, shape, nq, erasure, scale):
         if ret:
             _fail(ret, "kvmem_cuda_attend")
         dev._copy(ctypes.addressof(stats), a.stats, ctypes.sizeof(stats), mem.stream)
+        if mass is not None:
+            dev._copy(
+                ctypes.addressof(mass), a.mass, ctypes.sizeof(mass), mem.stream
+            )
     finally:
         # The host tables and the scratch must outlive what the stream
         # does with them, a failed call's included.

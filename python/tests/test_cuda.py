@@ -21,7 +21,15 @@ import numpy as np
 
 import kvmem
 import kvmem.cuda as kcuda
-from test_kvmem import BUILD, KvmemdFixture, attention, fp16, geometry, kv
+from test_kvmem import (
+    BUILD,
+    KvmemdFixture,
+    attention,
+    fp16,
+    geometry,
+    kv,
+    shares,
+)
 
 
 def _torch_gpu():
@@ -157,6 +165,36 @@ class Attention(OnGPU, unittest.TestCase):
                     rtol=1e-4,
                     atol=1e-5,
                 )
+
+    def test_importance(self):
+        """Attention on the GPU keeps the pages' importance as the CPU's
+        does (kvmem_seq_attended() of the kernel's mass): with
+        importance_alpha 1 each page's share of the call, as NumPy
+        computes it, for one query and for a prefill chunk of three."""
+        g = geometry(format="int4", codec="h84", tokens_per_page=16)
+        c = self.cache(g)
+        s = c.sequence()
+        s.append(0, *kv(self.rng, 53, g))
+        k, _ = decoded(s)
+        bounds = [(0, 4), (4, 20), (20, 36), (36, 52), (52, 53)]
+        q = self.rng.standard_normal((4, 64)).astype(np.float32)
+        s.attend(0, self.gpu.put(q), importance_alpha=1.0)
+        np.testing.assert_allclose(
+            s.importance(0), shares(q, k, bounds), rtol=1e-4, atol=1e-6
+        )
+        # A chunk of 3 queries, each over the tokens up to its own: the
+        # mean of their shares, after a default weight of 0.1.
+        before = s.importance(0)
+        qs = self.rng.standard_normal((3, 4, 64)).astype(np.float32)
+        s.attend_causal(0, self.gpu.put(qs), 50)
+        want = np.zeros(len(bounds))
+        for i in range(3):
+            n = 51 + i
+            b = [(a, min(e, n)) for a, e in bounds]
+            want += shares(qs[i], k[:n], b) / 3
+        np.testing.assert_allclose(
+            s.importance(0), 0.9 * before + 0.1 * want, rtol=1e-4, atol=1e-6
+        )
 
     def test_attend_causal(self):
         """A chunk of the layer's last three tokens: query i sees tokens up

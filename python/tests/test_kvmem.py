@@ -57,6 +57,21 @@ def attention(q, k, v, scale=None):
     return out
 
 
+def shares(q, k, bounds, scale=None):
+    """Each token range of @bounds' share of the softmax weights of q
+    [n_heads, D] over k [T, kv_heads, D], summed over the heads."""
+    nh, d = q.shape
+    group = nh // k.shape[1]
+    scale = 1.0 / np.sqrt(d) if scale is None else scale
+    total = np.zeros(len(bounds))
+    for h in range(nh):
+        s = k[:, h // group, :].astype(np.float64) @ q[h].astype(np.float64)
+        w = np.exp(s * scale - (s * scale).max())
+        w /= w.sum()
+        total += [w[a:b].sum() for a, b in bounds]
+    return total
+
+
 class Embedded(unittest.TestCase):
     def setUp(self):
         self.rng = np.random.default_rng(2611)
@@ -131,6 +146,31 @@ class Embedded(unittest.TestCase):
                 rtol=1e-4,
                 atol=1e-5,
             )
+
+    def test_importance(self):
+        """Each page's importance: with importance_alpha 1 its share of
+        this call's attention, as NumPy computes it; a negative alpha
+        leaves it alone."""
+        g = geometry(format="fp16", codec="golay24", tokens_per_page=16)
+        k, v = kv(self.rng, 53, g)
+        q = self.rng.standard_normal((4, 64)).astype(np.float32)
+        # 4 sink tokens, 3 sealed pages of 16, a tail of 1
+        bounds = [(0, 4), (4, 20), (20, 36), (36, 52), (52, 53)]
+        with kvmem.Cache.embedded(g, 8 << 20) as c:
+            s = c.sequence()
+            s.append(0, k, v)
+            np.testing.assert_array_equal(s.importance(0), np.zeros(5))
+            s.attend(0, q, importance_alpha=1.0)
+            want = shares(q, fp16(k), bounds)
+            np.testing.assert_allclose(
+                s.importance(0), want, rtol=1e-4, atol=1e-6
+            )
+            s.attend(0, -q, importance_alpha=-1.0)
+            np.testing.assert_allclose(
+                s.importance(0), want, rtol=1e-4, atol=1e-6
+            )
+            with self.assertRaises(ValueError):
+                s.importance(2)
 
     def test_rotated_lm3(self):
         """Hadamard-rotated lm3: reads come back unrotated, within the

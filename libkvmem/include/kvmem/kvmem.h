@@ -551,6 +551,37 @@ struct kvmem_page_desc {
 int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
 		    struct kvmem_page_desc *out, size_t cap);
 
+/**
+ * kvmem_seq_attended() - attention computed elsewhere, into the pages'
+ * importance
+ * @s: the sequence
+ * @layer: the layer
+ * @mass: for each of the layer's first @npages pages, in token order, its
+ *        share of the softmax weights summed over all query rows (heads
+ *        and query tokens): the mass kvmem_cuda_attend() gives, copied to
+ *        host memory
+ * @npages: entries of @mass: at most the layer's pages (a block table
+ *          taken before later appends covers the pages it had)
+ * @n_heads: query heads of that attention, a multiple of kv_heads
+ * @nq: its query tokens
+ * @alpha: as kvmem_attend_opts.importance_alpha: 0 means 0.1, < 0 leaves
+ *         importance alone
+ *
+ * What kvmem_attend() does with the shares it computes: each page's
+ * importance (kvmem_page_desc.importance) becomes (1 - @alpha) x itself
+ * + @alpha x @mass / @nq, and over kvmemd the session's heat array hears
+ * of it, so the daemon's tier policy (the GPU tier's too) and
+ * kvmem_seq_archive_budget() weigh attention that ran on a GPU as they
+ * weigh attention on the CPU.
+ *
+ * Return: 0; -EINVAL (bad layer, @npages over the layer's pages, a mass
+ * negative or not finite, @n_heads not a multiple of kv_heads, @nq 0,
+ * @alpha over 1 or NaN), with nothing changed.
+ */
+int kvmem_seq_attended(struct kvmem_seq *s, uint32_t layer, const float *mass,
+		       size_t npages, uint32_t n_heads, uint32_t nq,
+		       float alpha);
+
 /*
  * Prefix sharing, over kvmemd (KVMEM_FEAT_PREFIX): a sequence's blocks,
  * one page of every layer each, copied under keys the engine computes, and

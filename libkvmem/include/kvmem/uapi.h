@@ -46,8 +46,11 @@
  * way scrubbed by its code, or poisoned when the code cannot undo it. A
  * page another acquired sequence holds does not move: an acquire without
  * KVMEM_SQE_GPU that needs one of those in host memory fails with -EBUSY.
- * The heat array covers host slots only. kvmemd with pool.gpu_device = standin offers the
- * tier on host memory that plays the GPU (its UUID: "kvmem stand-in").
+ * The heat array covers the GPU tier's slots too, welcome.heat_units
+ * entries in all: released pages there with less heat leave the GPU first
+ * (after those tier.stale_tokens behind the end of their sequence), and a
+ * page's heat moves with it. kvmemd with pool.gpu_device = standin offers
+ * the tier on host memory that plays the GPU (its UUID: "kvmem stand-in").
  *
  * Restarts (KVMEM_FEAT_RESUME): a daemon that can keep sessions across its
  * own restart grants the feature and gives a resume_token in the welcome.
@@ -79,10 +82,13 @@
  *   cqes_off    cq_entries x struct kvmem_cqe (written by the daemon)
  *   buf_off     buf_bytes of operation buffers (PAGE_ALLOC, SEQ_ACQUIRE
  *               and STATS results), laid out by the client
- *   heat_off    one uint16_t per slot unit, written by the client: how much
+ *   heat_off    one uint16_t per slot unit (heat_units of them; 0 there:
+ *               the host arena's units), written by the client: how much
  *               attention the page in that slot gets (0 = none, 65535 =
  *               all); released pages with less heat leave memory first. The
- *               daemon zeroes a slot's heat when it hands the slot out.
+ *               daemon zeroes a slot's heat when it hands the slot out; a
+ *               page it archives or moves between the host and the GPU
+ *               keeps its heat in its new slot.
  *   arena_off   arena_bytes of pages: slot n is the page at
  *               arena_off + n * KVMEM_SLOT_UNIT
  *
@@ -220,7 +226,9 @@ struct kvmem_welcome {
 	/* KVMEM_FEAT_RESUME: what a hello that takes the session back after
 	 * a restart of the daemon gives; else 0 */
 	uint64_t resume_token;
-	uint64_t resv2[1]; /* 0 */
+	/* entries of the heat array: with the GPU tier, the host arena's units
+	 * and its own; 0 (an older daemon): the host arena's only */
+	uint64_t heat_units;
 };
 
 /* The welcome a client of ABI 3 gets, and a refusal sent before a hello
@@ -534,7 +542,7 @@ KVMEM_UAPI_ASSERT(kvmem_welcome, message, 136);
 KVMEM_UAPI_ASSERT(kvmem_welcome, gpu_bytes, KVMEM_WELCOME_V3_SIZE);
 KVMEM_UAPI_ASSERT(kvmem_welcome, gpu_uuid, 304);
 KVMEM_UAPI_ASSERT(kvmem_welcome, resume_token, 320);
-KVMEM_UAPI_ASSERT(kvmem_welcome, resv2, 328);
+KVMEM_UAPI_ASSERT(kvmem_welcome, heat_units, 328);
 
 KVMEM_UAPI_STATIC_ASSERT(sizeof(struct kvmem_notice) == 32,
 			 "kvmem_notice size");
