@@ -632,6 +632,27 @@ START_TEST(test_gpu_tier_moves_take_turns)
 END_TEST
 
 /*
+ * Wait for a GPU tier of 2 MiB, tier.high_watermark = 40, to empty itself
+ * down to it. Return: its sealed bytes, the stats in reply.
+ */
+static uint64_t gpu_reclaimed(const struct kvmemd_proc *p)
+{
+	uint64_t sealed = 0;
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		gpu_pool_stats(p);
+		sealed = kvmemd_json_after(reply, "\"pool\":\"gpu\"",
+					   "sealed_bytes");
+		if (sealed <= (2u << 20) * 60 / 100)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_le(sealed, (2u << 20) * 60 / 100);
+	return sealed;
+}
+
+/*
  * The watermarks on their own: two sequences fill 90% of the GPU tier;
  * the first released, its pages (and only its: the other is acquired)
  * leave, in batches of copies, until the high watermark is free, and not
@@ -641,9 +662,8 @@ START_TEST(test_gpu_tier_watermarks)
 {
 	struct kvmemd_proc p;
 	uint32_t on_gpu, cap, n, slot;
-	uint64_t sealed = 0;
+	uint64_t sealed;
 	struct gt t;
-	int i;
 
 	start_standin(&p, "[tier]\nlow_watermark = 20\nhigh_watermark = 40\n");
 	gt_attach(&t, &p, 8u << 20, 2);
@@ -657,15 +677,7 @@ START_TEST(test_gpu_tier_watermarks)
 	ck_assert_int_ge(gt_acquire(&t, 2, 1, &on_gpu), 0);
 	ck_assert_uint_eq(on_gpu, n);
 	ck_assert_int_eq(gt_release(&t, 1), 0);
-	for (i = 0; i < 500; i++) {
-		gpu_pool_stats(&p);
-		sealed = kvmemd_json_after(reply, "\"pool\":\"gpu\"",
-					   "sealed_bytes");
-		if (sealed <= (2u << 20) * 60 / 100)
-			break;
-		usleep(10000);
-	}
-	ck_assert_uint_le(sealed, (2u << 20) * 60 / 100);
+	sealed = gpu_reclaimed(&p);
 	ck_assert_uint_gt(sealed + slot, (2u << 20) * 60 / 100);
 	ck_assert_uint_eq(
 		kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages"),
@@ -698,7 +710,7 @@ START_TEST(test_gpu_tier_heat)
 {
 	struct kvmemd_proc p;
 	uint32_t on_gpu, cap, n, i, slot;
-	uint64_t sealed = 0, demoted;
+	uint64_t demoted;
 	struct gt t;
 	uint16_t *heat;
 
@@ -731,15 +743,7 @@ START_TEST(test_gpu_tier_heat)
 	ck_assert_int_eq(gt_release(&t, 2), 0);
 	admin(&p, "policy set tier.high_watermark=40");
 	admin(&p, "policy set tier.low_watermark=20");
-	for (i = 0; i < 500; i++) {
-		gpu_pool_stats(&p);
-		sealed = kvmemd_json_after(reply, "\"pool\":\"gpu\"",
-					   "sealed_bytes");
-		if (sealed <= (2u << 20) * 60 / 100)
-			break;
-		usleep(10000);
-	}
-	ck_assert_uint_le(sealed, (2u << 20) * 60 / 100);
+	gpu_reclaimed(&p);
 	demoted = kvmemd_json_after(reply, "\"pool\":\"gpu\"", "demoted_pages");
 	ck_assert_uint_gt(demoted, 0);
 	ck_assert_uint_lt(demoted, n);
