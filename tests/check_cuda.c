@@ -2951,11 +2951,13 @@ END_TEST
  * their GPU slots, and below the low watermark the least attended pages
  * leave first. Sequence A, released first but attended, stays; B, never
  * attended, makes the room. (Were the heat of those slots not written, A
- * would leave first, the longest released.)
+ * would leave first, the longest released.) On the fake driver and,
+ * where there is one, on GPU 0 (the daemon then on the real driver).
  */
 static void gpu_tier_heat_on(struct dev *dv)
 {
-	const char *env[] = { fake_env(), kvmem_check_simt_env(), NULL };
+	const char *fake_daemon[] = { fake_env(), kvmem_check_simt_env(),
+				      NULL };
 	struct kvmem_connect_opts o = { .quota_bytes = 8u << 20,
 					.gpu_mib = 2,
 					.flags = KVMEM_CONNECT_GPU_TIER };
@@ -2974,7 +2976,7 @@ static void gpu_tier_heat_on(struct dev *dv)
 	char st[4096];
 	int np[2], k;
 
-	if (!on_fake(dv->cu) || no_fatbin())
+	if (no_fatbin())
 		return;
 	kvmem_rng_seed(&r, 2417);
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
@@ -2988,7 +2990,7 @@ static void gpu_tier_heat_on(struct dev *dv)
 		     "[scrub]\nrate = 0\n[tier]\nlow_watermark = 0\n"
 		     "high_watermark = 1\nstale_tokens = 0\n[pool]\n"
 		     "gpu_bytes = 64M\n",
-		     env);
+		     on_fake(dv->cu) ? fake_daemon : NULL);
 	ck_assert_msg(!kvmem_connect(p.sock, &g, &o, &c), "%s",
 		      kvmem_connect_error());
 	ck_assert_msg(!kvmem_cuda_register(dv->cu, c), "%s",
