@@ -120,6 +120,17 @@ static __m128i fp8_halves(__m128i w)
 }
 
 /*
+ * fp8_halves() of codes that are not the NaN code, in three operations:
+ * the sign bit added to itself carries into bit 8, so (w + (w & 0x80))
+ * << 7 puts the sign at bit 15 and the magnitude's seven bits at 7..13.
+ */
+static __m128i fp8_halves_num(__m128i w)
+{
+	return _mm_slli_epi16(
+		_mm_add_epi16(w, _mm_and_si128(w, _mm_set1_epi16(0x80))), 7);
+}
+
+/*
  * Eight E4M3 values times @scale: F16C converts exactly and 256 * scale is
  * exact, so each product is the one rounding of kvmem__dequant_row().
  */
@@ -135,8 +146,9 @@ static __m256 fp8x8(const uint8_t *c, __m256 scale)
  * @W (8, 16 or 32) values of a row from @c as floats, v[k] holding values
  * 8k..8k+7: int4 codewords, the levels their nibbles index (@lv: lm), or
  * with @B8 bytes of int8 values (KVMEM_FMT_INT8) or E4M3 codes
- * (KVMEM_FMT_FP8: each its number, fp8_halves()'s FP16 times 256, exact,
- * so that times its scale it is fp8x8()'s product).
+ * (KVMEM_FMT_FP8, none the NaN code, which kvmem__page_rows_b8() keeps
+ * from these kernels: each its number, fp8_halves_num()'s FP16 times 256,
+ * exact, so that times its scale it is fp8x8()'s product).
  */
 static inline __attribute__((always_inline)) void
 vals(const uint8_t *c, const unsigned int W, const int B8, const float *lv,
@@ -168,7 +180,7 @@ vals(const uint8_t *c, const unsigned int W, const int B8, const float *lv,
 		__m128i b = _mm_loadl_epi64((const void *)(c + 8 * k));
 
 		v[k] = B8 == KVMEM_FMT_FP8
-			       ? _mm256_mul_ps(_mm256_cvtph_ps(fp8_halves(
+			       ? _mm256_mul_ps(_mm256_cvtph_ps(fp8_halves_num(
 						       _mm_cvtepu8_epi16(b))),
 					       _mm256_set1_ps(256.0f))
 			       : _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
@@ -1397,6 +1409,25 @@ static int scales_ok(const float *x, unsigned int n)
 	       kvmem__attn_portable.scales_ok(x + i, n - i);
 }
 
+/* Thirty-two codes a step, the rest the portable kernel's. */
+static int fp8_nan(const uint8_t *c, size_t n)
+{
+	const __m256i low = _mm256_set1_epi8(0x7f);
+	__m256i nan = _mm256_setzero_si256();
+	size_t i;
+
+	for (i = 0; i + 32 <= n; i += 32)
+		nan = _mm256_or_si256(
+			nan,
+			_mm256_cmpeq_epi8(
+				_mm256_and_si256(_mm256_loadu_si256(
+							 (const void *)(c + i)),
+						 low),
+				low));
+	return !_mm256_testz_si256(nan, nan) ||
+	       kvmem__attn_portable.fp8_nan(c + i, n - i);
+}
+
 const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.dequant = dequant,
 	.dequant_cw4 = dequant_cw4,
@@ -1405,6 +1436,7 @@ const struct kvmem__attn_kernels kvmem__attn_avx2 = {
 	.softmax = softmax,
 	.rescale = rescale,
 	.scales_ok = scales_ok,
+	.fp8_nan = fp8_nan,
 	.golay_nibbles = golay_nibbles,
 	.lm3_codes = lm3_codes,
 	.scores_cw4 = scores_cw4,

@@ -105,6 +105,15 @@ static __m256i fp8_halves(__m256i w)
 				  8));
 }
 
+/* attend_avx2.c's fp8_halves_num() for sixteen codes widened to 16 bits. */
+static __m256i fp8_halves_num(__m256i w)
+{
+	return _mm256_slli_epi16(
+		_mm256_add_epi16(w,
+				 _mm256_and_si256(w, _mm256_set1_epi16(0x80))),
+		7);
+}
+
 static void dequant(int fmt, const uint8_t *data, unsigned int dim,
 		    unsigned int group, const float *scales, float *out)
 {
@@ -349,8 +358,9 @@ static void accum(const float *p, unsigned int ng, const float *v,
 /*
  * Sixteen values at @c, one a byte: int4 in the low nibble, the levels the
  * nibbles index (@lv: lm, one permute of all sixteen), or with @B8 int8
- * values (KVMEM_FMT_INT8) or E4M3 codes (KVMEM_FMT_FP8: each its number,
- * fp8_halves()'s FP16 times 256, exact, so that times its scale it is
+ * values (KVMEM_FMT_INT8) or E4M3 codes (KVMEM_FMT_FP8, none the NaN code,
+ * which kvmem__page_rows_b8() keeps from these kernels: each its number,
+ * fp8_halves_num()'s FP16 times 256, exact, so that times its scale it is
  * dequant()'s product).
  */
 static inline __attribute__((always_inline)) __m512
@@ -364,9 +374,9 @@ val16(const uint8_t *c, const int B8, const float *lv)
 					 _mm512_set1_epi32(0xf)),
 			_mm512_loadu_ps(lv));
 	if (B8 == KVMEM_FMT_FP8)
-		return _mm512_mul_ps(
-			_mm512_cvtph_ps(fp8_halves(_mm256_cvtepu8_epi16(b))),
-			_mm512_set1_ps(256.0f));
+		return _mm512_mul_ps(_mm512_cvtph_ps(fp8_halves_num(
+					     _mm256_cvtepu8_epi16(b))),
+				     _mm512_set1_ps(256.0f));
 	if (B8)
 		return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
 	return cw16(c);
@@ -886,6 +896,26 @@ static int scales_ok(const float *x, unsigned int n)
 	return ok == 0xffff;
 }
 
+/* Sixty-four codes a step, the last ones by a masked load. */
+static int fp8_nan(const uint8_t *c, size_t n)
+{
+	const __m512i low = _mm512_set1_epi8(0x7f);
+	__mmask64 nan = 0;
+	size_t i;
+
+	for (i = 0; i < n && !nan; i += 64) {
+		const __mmask64 in =
+			n - i >= 64 ? ~0ull : (1ull << (n - i)) - 1;
+
+		nan = _mm512_mask_cmpeq_epi8_mask(
+			in,
+			_mm512_and_si512(_mm512_maskz_loadu_epi8(in, c + i),
+					 low),
+			low);
+	}
+	return nan != 0;
+}
+
 /* No AVX-512 version yet (VPDPBUSD would fit): the AVX2 kernel's bits. */
 static void scores_q8(const int8_t *q8, const float *qs, const int32_t *qsum,
 		      unsigned int ng, const uint8_t *code, size_t stride,
@@ -944,6 +974,7 @@ const struct kvmem__attn_kernels kvmem__attn_avx512 = {
 	.softmax = softmax,
 	.rescale = rescale,
 	.scales_ok = scales_ok,
+	.fp8_nan = fp8_nan,
 	.golay_nibbles = golay_nibbles,
 	.lm3_codes = lm3_codes,
 	.scores_cw4 = scores_cw4,

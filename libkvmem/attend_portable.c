@@ -288,6 +288,27 @@ static void golay_nibbles(const uint8_t *code, size_t code_bytes,
 }
 
 /*
+ * Eight codes a step: with the sign bits set a NaN code (S.1111.111) is
+ * 0xff, so the complement has a zero byte there, which
+ * (v - 0x01..) & ~v & 0x80.. finds exactly.
+ */
+static int fp8_nan(const uint8_t *c, size_t n)
+{
+	const uint64_t ones = 0x0101010101010101ull, highs = ones << 7;
+	uint64_t nan = 0, v;
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		memcpy(&v, c + i, 8);
+		v = ~(v | highs);
+		nan |= (v - ones) & ~v & highs;
+	}
+	for (; i < n; i++)
+		nan |= (c[i] & 0x7f) == KVMEM_E4M3_NAN;
+	return !!nan;
+}
+
+/*
  * lm3 codes from h74/h84 words: eight codes (24 bits) from the data nibbles
  * of six words, gathered into one word and spread a code a byte.
  */
@@ -328,6 +349,7 @@ const struct kvmem__attn_kernels kvmem__attn_portable = {
 	.softmax = softmax,
 	.rescale = rescale,
 	.scales_ok = scales_ok,
+	.fp8_nan = fp8_nan,
 	.golay_nibbles = golay_nibbles,
 	.lm3_codes = lm3_codes,
 	.scores_vq = scores_vq,

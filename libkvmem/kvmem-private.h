@@ -201,6 +201,9 @@ int kvmem__simd_force(int level);
  *              first), one code per byte at @out
  * scales_ok:   1 if every one of the @n values is in [0, 65504], the
  *              range of the scales an encoder writes, else 0
+ * fp8_nan:     1 if one of the @n E4M3 codes at @c is the NaN code
+ *              (S.1111.111), which no encoder writes: a value that reads
+ *              so is lost
  * scores_cw4, accum_cw4: scores and accum straight from int4 h74/h84
  *              codewords, one value per byte (with @levels, lm codes
  *              indexing them, as dequant_cw4): row t at code + t * stride,
@@ -209,9 +212,10 @@ int kvmem__simd_force(int level);
  *              scores or weights at s + g * ld, p + g * ld
  * scores_b8, accum_b8: the same from values one a byte (rows of
  *              kvmem__page_rows_b8()): int8 values, or E4M3 codes with
- *              @fmt KVMEM_FMT_FP8, each times its scale as dequant()
- *              makes it; NULL where a level has none (such rows go
- *              through dequant and the float kernels)
+ *              @fmt KVMEM_FMT_FP8 (never the NaN code, which those rows
+ *              do not hold), each times its scale as dequant() makes it;
+ *              NULL where a level has none (such rows go through dequant
+ *              and the float kernels)
  * scores_vq, accum_vq: the same from vq2 rows (kvmem__page_rows_vq()):
  *              byte i of a row indexes @book, entry e values
  *              book[4e .. 4e + 3], those of values 4i .. 4i + 3 (no
@@ -230,6 +234,7 @@ struct kvmem__attn_kernels {
 	float (*softmax)(float *x, unsigned int n, float *m);
 	void (*rescale)(float *x, unsigned int n, float f);
 	int (*scales_ok)(const float *x, unsigned int n);
+	int (*fp8_nan)(const uint8_t *c, size_t n);
 	void (*golay_nibbles)(const uint8_t *code, size_t code_bytes,
 			      unsigned int nvals, uint8_t *out);
 	void (*lm3_codes)(const uint8_t *code, size_t code_bytes,

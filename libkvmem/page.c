@@ -788,25 +788,19 @@ static void mark_word(const struct kvmem_geometry *g,
 				: KVMEM__LOST;
 }
 
-/*
- * Whether any of the @n FP8 codes at @c is a NaN code (S.1111.111), eight
- * at a time: with the sign bits set a NaN code is 0xff, so the complement
- * has a zero byte there, which (v - 0x01..) & ~v & 0x80.. finds exactly.
- */
-static int fp8_nan_in(const uint8_t *c, size_t n)
+/* Whether one of @n rows of @d E4M3 codes, @stride bytes apart from @c,
+ * holds the NaN code: one call where the rows are back to back. */
+static int fp8_rows_nan(const uint8_t *c, size_t stride, uint32_t n, uint32_t d)
 {
-	const uint64_t ones = 0x0101010101010101ull, highs = ones << 7;
-	uint64_t nan = 0, v;
-	size_t i;
+	const struct kvmem__attn_kernels *kn = kvmem__attn();
+	uint32_t r;
 
-	for (i = 0; i + 8 <= n; i += 8) {
-		memcpy(&v, c + i, 8);
-		v = ~(v | highs);
-		nan |= (v - ones) & ~v & highs;
-	}
-	for (; i < n; i++)
-		nan |= (c[i] & 0x7f) == KVMEM_E4M3_NAN;
-	return !!nan;
+	if (stride == d)
+		return kn->fp8_nan(c, (size_t)n * d);
+	for (r = 0; r < n; r++)
+		if (kn->fp8_nan(c + r * stride, d))
+			return 1;
+	return 0;
 }
 
 /* Whether a scale of @n rows from scale @sbase is erased (@erased NULL:
@@ -967,7 +961,6 @@ const uint8_t *kvmem__page_rows_b8(const struct kvmem_geometry *g,
 	const size_t stride = row_sstride(g, l, is_v);
 	struct kvmem_ecc_counts wc;
 	struct scratch sp;
-	uint32_t r;
 
 	if (l->format != KVMEM_FMT_INT8 && l->format != KVMEM_FMT_FP8)
 		return NULL;
@@ -980,10 +973,9 @@ const uint8_t *kvmem__page_rows_b8(const struct kvmem_geometry *g,
 		return NULL;
 	/* The NaN code is one no encoder writes: a value that reads so is
 	 * lost, and kvmem__page_rows() rebuilds it. */
-	for (r = 0; l->format == KVMEM_FMT_FP8 && r < n; r++)
-		if (fp8_nan_in(sp.copy[is_v] + (size_t)r * l->row_data,
-			       g->head_dim))
-			return NULL;
+	if (l->format == KVMEM_FMT_FP8 &&
+	    fp8_rows_nan(sp.copy[is_v], l->row_data, n, g->head_dim))
+		return NULL;
 	kvmem__counts_add(c, &wc);
 	*sc = scales + sbase;
 	*sstride = stride;
@@ -1116,14 +1108,13 @@ long kvmem__page_rows(const struct kvmem_geometry *g,
 			    out + r * D);
 	/* The encoder never writes a non-finite FP16 value nor the FP8 NaN
 	 * code: one that reads so was damaged past what the code saw, and
-	 * is lost too. FP8 looks at the codes, a pass the compiler
-	 * vectorises: this runs on every clean tile. */
+	 * is lost too. FP8 looks at the codes (fp8_rows_nan()): this runs
+	 * on every clean tile. */
 	if (l->format == KVMEM_FMT_FP16)
 		for (i = 0; i < (size_t)n * D && !nonfinite; i++)
 			nonfinite = !isfinite(out[i]);
 	if (l->format == KVMEM_FMT_FP8)
-		for (r = 0; r < n; r++)
-			nonfinite |= fp8_nan_in(sp.data + r * l->row_data, D);
+		nonfinite = fp8_rows_nan(sp.data, l->row_data, n, D);
 	if (!wc.uncorrectable && !scales_lost && !nonfinite && !rows_lost &&
 	    !entries_lost)
 		return 0;

@@ -2221,6 +2221,66 @@ START_TEST(test_kernel_lm3_codes)
 }
 END_TEST
 
+/*
+ * fp8_nan at every SIMD level, for 0 .. 300 codes: none found among codes
+ * that are not NaN (every other code, those one bit from it included),
+ * and either NaN code (0x7f, 0xff) found wherever it is, the first, the
+ * last, one past the vector steps. The codes end at a page that cannot be
+ * read, so a kernel that reads past @n faults; a NaN code just past @n
+ * must not count.
+ */
+START_TEST(test_kernel_fp8_nan)
+{
+	const long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int lv, active = kvmem__simd_active();
+	unsigned int n, i, at;
+	struct kvmem_rng r;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(map + pg, pg, PROT_NONE), 0);
+	kvmem_rng_seed(&r, 0xf8a);
+	for (n = 0; n <= 300; n++) {
+		uint8_t *c = map + pg - n;
+
+		/* Any code but the two NaN ones, near misses often. */
+		for (i = 0; i < n; i++) {
+			uint8_t x = (uint8_t)kvmem_rng_next(&r);
+
+			if (i % 3 == 0)
+				x = (uint8_t)((x & 0x80) |
+					      (0x7f ^ (1u << (x % 7))));
+			c[i] = (x & 0x7f) == 0x7f ? x ^ 1 : x;
+		}
+		for (at = 0; at <= n; at++) {
+			const uint8_t keep = at < n ? c[at] : 0;
+
+			if (at < n)
+				c[at] = at % 2 ? 0xff : 0x7f;
+			for (lv = 0; lv < KVMEM__SIMD_NR; lv++) {
+				if (!kvmem__simd_supported(lv))
+					continue;
+				ck_assert_int_eq(kvmem__simd_force(lv), 0);
+				ck_assert_msg(kvmem__attn()->fp8_nan(c, n) ==
+						      (at < n),
+					      "%u codes, NaN at %u, %s", n, at,
+					      kvmem__simd_name(lv));
+				if (n)
+					ck_assert_msg(
+						!kvmem__attn()->fp8_nan(c, at),
+						"%u codes: code %u counted, %s",
+						at, at, kvmem__simd_name(lv));
+			}
+			if (at < n)
+				c[at] = keep;
+		}
+	}
+	ck_assert_int_eq(kvmem__simd_force(active), 0);
+	munmap(map, 2 * pg);
+}
+END_TEST
+
 /* ---- Bad arguments ------------------------------------------------------- */
 
 START_TEST(test_attend_bad_args)
@@ -2703,6 +2763,7 @@ KVMEM_SUITE(attend)
 	tcase_add_test(ti, test_attend_bad_args);
 	tcase_add_test(ti, test_kernel_golay_nibbles);
 	tcase_add_test(ti, test_kernel_lm3_codes);
+	tcase_add_test(ti, test_kernel_fp8_nan);
 	tcase_add_test(ti, test_attend_q8_edges);
 	tcase_add_test(ti, test_kernel_scores_q8);
 	tcase_add_test(ti, test_kernel_b8);
