@@ -6,11 +6,14 @@
 #   scripts/gpu-check.sh [-q] OUTDIR
 #
 # Writes to OUTDIR:
-#   cuda.log           the cuda test suite on the GPU (and on the fake driver)
+#   cuda.log           the cuda test suite on the GPU (KVMEM_CHECK_CUDA=gpu:
+#                      the kernel tests on GPU 0 only, not again on the
+#                      fake driver, which CI runs)
 #   python-cuda.log    python/tests/test_cuda.py on the GPU (with CUDA
 #                      tensors where PyTorch has CUDA), where python3 has
 #                      NumPy
-#   memcheck.log       compute-sanitizer memcheck over the cuda suite
+#   memcheck.log       compute-sanitizer memcheck over the cuda suite (on
+#                      GPU 0 only too)
 #   racecheck-*.log    compute-sanitizer racecheck over kvmem-bench attend
 #                      --gpu, with 4 query rows a KV head (kvmem_k_attend_q4)
 #                      and with 8 (kvmem_k_attend_q4w), in h84 words, and
@@ -39,11 +42,15 @@
 #                      (scripts/gpu-report.py): commit it under
 #                      docs/gpu-runs/, and quote numbers from it
 #
-# -q: the suite and one bench case only (about 5 minutes on an H100; the
-# whole run can take 20 and more, sanitizers most of it). Each step has a
-# timeout and the script goes on after a failure; its exit status is 1 when
-# any step failed, or when the suite found no GPU (it then runs on the fake
-# driver only). compute-sanitizer is looked for on PATH and in
+# -q: the suite and one bench case only. The run ends within
+# GPU_CHECK_SECONDS seconds (450 by default, 300 with -q: a GPU is lent for
+# minutes): each step's timeout is cut to what is left, and a step that
+# would have under 20 seconds is not started, which the summary says
+# ("skipped: out of time"). The steps run in the order of what a run most
+# needs: the suite, the README's cases, the rest of the matrix, the
+# sanitizers. Each step has a timeout and the script goes on after a
+# failure; its exit status is 1 when any step failed, or when the suite
+# found no GPU (it then runs on the fake driver only). compute-sanitizer is looked for on PATH and in
 # /usr/local/cuda/bin; without it the sanitizer steps are skipped (and say
 # so in the summary). A bench's stderr goes to bench-NAME.err.
 set -u
@@ -53,6 +60,17 @@ if [ "${1:-}" = -q ]; then
 	quick=1
 	shift
 fi
+if [ $quick -eq 1 ]; then
+	budget=${GPU_CHECK_SECONDS:-300}
+else
+	budget=${GPU_CHECK_SECONDS:-450}
+fi
+case $budget in
+'' | *[!0-9]*)
+	echo "$0: GPU_CHECK_SECONDS: want whole seconds, not '$budget'" >&2
+	exit 2
+	;;
+esac
 if [ $# -ne 1 ]; then
 	echo "usage: $0 [-q] OUTDIR" >&2
 	exit 2
@@ -79,13 +97,27 @@ mkdir -p "$out" || exit 2
 export KVMEM_BUILD="$build"
 PATH=$PATH:/usr/local/cuda/bin
 failed=0
+deadline=$(($(date +%s) + budget))
+
+# room NAME: whether a step may start now, with 20 seconds left at least;
+# the summary says so of one that may not.
+room() {
+	if [ $((deadline - $(date +%s))) -lt 20 ]; then
+		echo "$1 skipped: out of time (GPU_CHECK_SECONDS=$budget)" \
+			>>"$out/summary"
+		return 1
+	fi
+}
 
 # step NAME SECONDS LOG ERR COMMAND...: run it with a timeout (stdout to
-# LOG, stderr to ERR), note the outcome.
+# LOG, stderr to ERR; SECONDS, or what is left of the run), note the
+# outcome.
 step() {
 	name=$1 secs=$2 log=$3 err=$4
 	shift 4
+	room "$name" || return 0
 	t0=$(date +%s)
+	[ "$secs" -le $((deadline - t0)) ] || secs=$((deadline - t0))
 	if [ "$err" = "$log" ]; then
 		timeout "$secs" "$@" >"$out/$log" 2>&1
 	else
@@ -109,8 +141,11 @@ bench() {
 torch() {
 	name=$1
 	shift
+	room "torch $name" || return 0
 	t0=$(date +%s)
-	timeout 120 python3 "$here/torch-sdpa.py" --reps 10 "$@" \
+	secs=120
+	[ $secs -le $((deadline - t0)) ] || secs=$((deadline - t0))
+	timeout $secs python3 "$here/torch-sdpa.py" --reps 10 "$@" \
 		>"$out/torch-$name.json" 2>"$out/torch-$name.err"
 	rc=$?
 	if [ $rc -eq 3 ]; then
@@ -134,7 +169,8 @@ clocks.max.sm,clocks.max.mem,power.limit,memory.total \
 		--format=csv,noheader >"$out/gpu.csv" 2>/dev/null
 fi
 
-step "cuda suite" 300 cuda.log cuda.log env CK_RUN_SUITE=cuda "$check"
+step "cuda suite" 300 cuda.log cuda.log \
+	env CK_RUN_SUITE=cuda KVMEM_CHECK_CUDA=gpu "$check"
 if grep -q 'SKIP: cuda' "$out/cuda.log"; then
 	echo "cuda suite: no GPU, the fake driver only" >>"$out/summary"
 	failed=1
@@ -193,7 +229,7 @@ torch 32k-d64 --ctx 32768 --dim 64
 
 if command -v compute-sanitizer >/dev/null; then
 	step memcheck 600 memcheck.log memcheck.log \
-		env CK_RUN_SUITE=cuda CK_FORK=no \
+		env CK_RUN_SUITE=cuda CK_FORK=no KVMEM_CHECK_CUDA=gpu \
 		compute-sanitizer --tool memcheck --error-exitcode 1 "$check"
 	step "racecheck q4" 120 racecheck-q4.log racecheck-q4.log \
 		compute-sanitizer --tool racecheck --error-exitcode 1 \

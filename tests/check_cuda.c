@@ -170,19 +170,30 @@ static struct kvmem_cuda *fake_open(int sms, int smem)
 
 /*
  * The handles a kernel test runs on: the fake driver with @sms and @smem,
- * then GPU 0 where this machine has one. Returns how many.
+ * then GPU 0 where this machine has one; GPU 0 alone there with
+ * KVMEM_CHECK_CUDA=gpu. Returns how many.
  */
 static int targets(struct kvmem_cuda *cu[2], int sms, int smem)
 {
+	/* scripts/gpu-check.sh: the fake is CI's, and on a GPU machine
+	 * its CPU threads only take the run's minutes */
+	const char *only = getenv("KVMEM_CHECK_CUDA");
+	const int gpu_only = only && !strcmp(only, "gpu");
 	static int said;
+	struct kvmem_cuda *gpu;
 	int n = 0;
 
-	cu[n++] = fake_open(sms, smem);
-	if (!kvmem_cuda_open(0, &cu[n]))
-		n++;
-	else if (!said++)
-		fprintf(stderr, "SKIP: cuda: on the CPU only, no GPU: %s\n",
-			kvmem_cuda_error());
+	if (kvmem_cuda_open(0, &gpu)) {
+		if (!said++)
+			fprintf(stderr,
+				"SKIP: cuda: on the CPU only, no GPU: %s\n",
+				kvmem_cuda_error());
+		gpu = NULL;
+	}
+	if (!gpu || !gpu_only)
+		cu[n++] = fake_open(sms, smem);
+	if (gpu)
+		cu[n++] = gpu;
 	return n;
 }
 
@@ -3799,6 +3810,68 @@ START_TEST(test_cuda_gpu_check_report)
 END_TEST
 
 /*
+ * gpu-check.sh ends within GPU_CHECK_SECONDS: with 21, a suite that takes
+ * 2 s leaves under 20, so no other step starts, and the summary says so
+ * of each; gpu-run.json is still written. A budget that is not a number
+ * is refused before anything runs.
+ */
+START_TEST(test_cuda_gpu_check_deadline)
+{
+	char dir[256], path[512], cmd[2048], *text;
+	struct timespec t0, t1;
+	int rc;
+
+	kvmem_check_tmpdir_make(dir, sizeof(dir), "gpu-check");
+	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
+	kvmem_check_write_file(path, "");
+	gpu_check_stub(dir, "tools/kvmem-bench", "{\"kvmem_us\": 1}");
+	gpu_check_stub(dir, "tests/kvmem-check", "cuda: 1 checks");
+	snprintf(path, sizeof(path), "%s/tests/kvmem-check", dir);
+	kvmem_check_write_file(path, "#!/bin/sh\nsleep 2\necho 'ran'\n");
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && GPU_CHECK_SECONDS=2x KVMEM_BUILD=%s sh "
+		 "scripts/gpu-check.sh %s/out >%s/log 2>&1",
+		 kvmem_check_srcdir(), dir, dir, dir);
+	rc = system(cmd);
+	EXPECT(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "status %#x", rc);
+	snprintf(path, sizeof(path), "%s/log", dir);
+	text = kvmem_check_read_file(path, NULL);
+	EXPECT(strstr(text, "GPU_CHECK_SECONDS: want whole seconds"), "%s",
+	       text);
+	free(text);
+
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && GPU_CHECK_SECONDS=21 KVMEM_BUILD=%s sh "
+		 "scripts/gpu-check.sh %s/out >%s/log 2>&1",
+		 kvmem_check_srcdir(), dir, dir, dir);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = system(cmd);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	EXPECT(WIFEXITED(rc), "status %#x", rc);
+	EXPECT(t1.tv_sec - t0.tv_sec < 21, "took %ld s",
+	       (long)(t1.tv_sec - t0.tv_sec));
+	snprintf(path, sizeof(path), "%s/out/summary", dir);
+	text = kvmem_check_read_file(path, NULL);
+	EXPECT(strncmp(text, "cuda suite rc=0 ", 16) == 0, "%s", text);
+	EXPECT(strstr(text, "bench h84-32k skipped: out of time "
+			    "(GPU_CHECK_SECONDS=21)"),
+	       "%s", text);
+	EXPECT(strstr(text, "torch 32k skipped: out of time"), "%s", text);
+	EXPECT(strstr(text, "bench h84-128k skipped: out of time"), "%s", text);
+	EXPECT(!strstr(text, "bench h84-32k rc="), "%s", text);
+	free(text);
+	snprintf(path, sizeof(path), "%s/out/gpu-run.json", dir);
+	EXPECT(access(path, R_OK) == 0, "%s", "no gpu-run.json");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/out %s/log %s/tests %s/tools",
+		 dir, dir, dir, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
+	unlink(path);
+	kvmem_check_tmpdir_remove(dir);
+}
+END_TEST
+
+/*
  * scripts/gpu-check.sh refuses a test runner or bench older than the
  * library of its build (make does not relink the runner, which would then
  * test the kernels it was linked with), before it runs or writes anything.
@@ -3889,6 +3962,7 @@ KVMEM_SUITE(cuda)
 	tcase_add_test(tc, test_cuda_gpu_pool_percent);
 	tcase_add_test(tc, test_cuda_gpu_check_stale);
 	tcase_add_test(tc, test_cuda_gpu_check_report);
+	tcase_add_test(tc, test_cuda_gpu_check_deadline);
 	suite_add_tcase(s, tc);
 	/* Whole benchmark runs, every launch on the CPU: not in make check. */
 	tb = tcase_create("bench");
