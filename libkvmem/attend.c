@@ -1258,7 +1258,7 @@ static void job_finish(struct job *j, const struct kvmem_attend_opts *opts,
 			for (i = 0; i < j->nh; i++)
 				share += pm[2 * i + 1] * ex[i] / l[i];
 			kvmem__page_attended(cache, p, share, opts->n_heads,
-					     j->nq, alpha);
+					     j->nq, alpha, 1);
 		}
 	if (!stats)
 		return;

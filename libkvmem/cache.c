@@ -1316,7 +1316,7 @@ int kvmem_seq_attended(struct kvmem_seq *s, uint32_t layer, const float *mass,
 		alpha = 0.1f;
 	for (i = 0; alpha > 0.0f && i < npages; i++)
 		kvmem__page_attended(s->c, lt->pages[i], mass[i], n_heads, nq,
-				     alpha);
+				     alpha, s->acquired);
 	return 0;
 }
 

@@ -179,15 +179,18 @@ static inline void kvmem__heat_set(struct kvmem_cache *c,
 /*
  * One call's attention into page @p's importance, a moving average of
  * weight @alpha: @share of the softmax weights of @nh query heads and @nq
- * queries, summed over both; over kvmemd the daemon hears of it too.
+ * queries, summed over both. Over kvmemd the daemon hears of it too where
+ * @slot_known: the page's sequence is acquired, so ->slot is where the
+ * page is (a released one's may have moved since).
  */
 static inline void kvmem__page_attended(struct kvmem_cache *c,
 					struct kvmem__page *p, float share,
-					uint32_t nh, uint32_t nq, float alpha)
+					uint32_t nh, uint32_t nq, float alpha,
+					int slot_known)
 {
 	p->importance =
 		(1.0f - alpha) * p->importance + alpha * share / (float)nq;
-	if (c->heat)
+	if (c->heat && slot_known)
 		kvmem__heat_set(c, p, nh);
 }
 

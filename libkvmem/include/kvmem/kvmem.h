@@ -572,7 +572,10 @@ int kvmem_seq_pages(const struct kvmem_seq *s, uint32_t layer,
  * + @alpha x @mass / @nq, and over kvmemd the session's heat array hears
  * of it, so the daemon's tier policy (the GPU tier's too) and
  * kvmem_seq_archive_budget() weigh attention that ran on a GPU as they
- * weigh attention on the CPU.
+ * weigh attention on the CPU. The daemon hears of it while @s is acquired
+ * (as it is from kvmem_cuda_seq_pages() until kvmem_seq_release()): a
+ * released sequence's pages may have moved, and only their importance
+ * changes, which the next attention over them tells.
  *
  * Return: 0; -EINVAL (bad layer, @npages over the layer's pages, a mass
  * negative or not finite, @n_heads not a multiple of kv_heads, @nq 0,
