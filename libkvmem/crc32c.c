@@ -55,7 +55,8 @@ uint32_t kvmem__crc32c_sw(uint32_t crc, const void *buf, size_t len)
 	return ~c;
 }
 
-uint32_t kvmem_crc32c(uint32_t crc, const void *buf, size_t len)
+/* Whether the CPU has the CRC32 instruction, asked once. */
+static int crc_hw(void)
 {
 	static int hw = -1;
 	int use = __atomic_load_n(&hw, __ATOMIC_RELAXED);
@@ -64,7 +65,33 @@ uint32_t kvmem_crc32c(uint32_t crc, const void *buf, size_t len)
 		use = kvmem__cpu_has_sse42();
 		__atomic_store_n(&hw, use, __ATOMIC_RELAXED);
 	}
-	if (use)
+	return use;
+}
+
+uint32_t kvmem_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	if (crc_hw())
 		return kvmem__crc32c_sse42(crc, buf, len);
 	return kvmem__crc32c_sw(crc, buf, len);
+}
+
+void kvmem__crc32c_runs_sw(const void *buf, size_t len, size_t total, size_t n,
+			   uint32_t *out)
+{
+	const uint8_t *p = buf;
+	size_t j;
+
+	for (j = 0; j < n; j++)
+		out[j] = kvmem__crc32c_sw(
+			0, p + j * len,
+			total - j * len < len ? total - j * len : len);
+}
+
+void kvmem__crc32c_runs(const void *buf, size_t len, size_t total, size_t n,
+			uint32_t *out)
+{
+	if (crc_hw())
+		kvmem__crc32c_runs_sse42(buf, len, total, n, out);
+	else
+		kvmem__crc32c_runs_sw(buf, len, total, n, out);
 }

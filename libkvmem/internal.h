@@ -312,4 +312,17 @@ void kvmem__pool_free(struct kvmem__pool *p);
 uint32_t kvmem__crc32c_sw(uint32_t crc, const void *buf, size_t len);
 uint32_t kvmem__crc32c_sse42(uint32_t crc, const void *buf, size_t len);
 
+/*
+ * The CRC-32C (from 0) of each of @n runs of @buf, @len bytes each but
+ * the last, which ends at @total bytes, into @out[0 .. n): the checks of
+ * a page's rows and scale segments. The SSE4.2 version takes four whole
+ * runs at a time, their CRC32 steps interleaved.
+ */
+void kvmem__crc32c_runs(const void *buf, size_t len, size_t total, size_t n,
+			uint32_t *out);
+void kvmem__crc32c_runs_sw(const void *buf, size_t len, size_t total, size_t n,
+			   uint32_t *out);
+void kvmem__crc32c_runs_sse42(const void *buf, size_t len, size_t total,
+			      size_t n, uint32_t *out);
+
 #endif /* KVMEM_INTERNAL_H */

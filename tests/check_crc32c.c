@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ecc_ref.h"
 #include "internal.h"
@@ -164,6 +166,67 @@ START_TEST(test_crc32c_paths_agree)
 }
 END_TEST
 
+typedef void (*runs_fn)(const void *, size_t, size_t, size_t, uint32_t *);
+
+/*
+ * kvmem__crc32c_runs(), its software and SSE4.2 versions: each run's CRC
+ * against the reference of that run alone, for runs of 1 .. 70 bytes, 0
+ * .. 9 of them, the last one whole or cut anywhere; the runs end at a
+ * page that cannot be read, so a version that reads past them faults,
+ * and nothing is written past out[n - 1].
+ */
+START_TEST(test_crc32c_runs)
+{
+	const long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	runs_fn fn[3] = { kvmem__crc32c_runs, kvmem__crc32c_runs_sw,
+			  kvmem__crc32c_runs_sse42 };
+	const char *name[3] = { "kvmem__crc32c_runs", "sw", "sse42" };
+	const unsigned int nfn = kvmem__cpu_has_sse42() ? 3 : 2;
+	uint32_t out[10], want;
+	size_t len, n, total, j;
+	struct kvmem_rng r;
+	unsigned int f;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(map + pg, pg, PROT_NONE), 0);
+	kvmem_rng_seed(&r, 0xc7c5);
+	kvmem_check_fill_random(&r, map, (size_t)pg);
+	for (len = 1; len <= 70; len++)
+		for (n = 0; n <= 9; n++)
+			for (total = n ? (n - 1) * len + 1 : 0;
+			     total <= n * len; total++) {
+				const uint8_t *buf = map + pg - total;
+
+				for (f = 0; f < nfn; f++) {
+					memset(out, 0xee, sizeof(out));
+					fn[f](buf, len, total, n, out);
+					for (j = 0; j < n; j++) {
+						want = ref_crc32c(
+							0, buf + j * len,
+							j + 1 < n
+								? len
+								: total - j * len);
+						if (out[j] != want)
+							ck_abort_msg(
+								"%s: run %zu of %zu, "
+								"%zu bytes each, %zu "
+								"in all: 0x%08x != "
+								"0x%08x",
+								name[f], j, n,
+								len, total,
+								out[j], want);
+					}
+					ck_assert_msg(out[n] == 0xeeeeeeeeu,
+						      "%s: wrote past run %zu",
+						      name[f], n);
+				}
+			}
+	munmap(map, 2 * pg);
+}
+END_TEST
+
 KVMEM_SUITE(crc32c)
 {
 	Suite *s = suite_create("crc32c");
@@ -173,6 +236,7 @@ KVMEM_SUITE(crc32c)
 	tcase_add_test(tc, test_crc32c_check_values);
 	tcase_add_test(tc, test_crc32c_resumable);
 	tcase_add_test(tc, test_crc32c_paths_agree);
+	tcase_add_test(tc, test_crc32c_runs);
 	suite_add_tcase(s, tc);
 	return s;
 }
