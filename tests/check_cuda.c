@@ -3724,17 +3724,62 @@ START_TEST(test_cuda_bench_attend_host)
 }
 END_TEST
 
-/* A runner or bench stand-in for gpu-check.sh: a script printing @text. */
-static void gpu_check_stub(const char *dir, const char *name, const char *text)
+/* A runner or bench stand-in for gpu-check.sh: a script that waits
+ * @secs seconds, then prints @text. */
+static void gpu_check_stub(const char *dir, const char *name, const char *text,
+			   unsigned int secs)
 {
 	char path[512], body[512];
 
 	snprintf(path, sizeof(path), "%s/%.5s", dir, name);
 	mkdir(path, 0755);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	snprintf(body, sizeof(body), "#!/bin/sh\necho '%s'\n", text);
+	snprintf(body, sizeof(body), "#!/bin/sh\nsleep %u\necho '%s'\n", secs,
+		 text);
 	kvmem_check_write_file(path, body);
 	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/* A build directory for gpu-check.sh, made in @dir: its library, and
+ * stand-ins for the runner (printing @suite after @secs seconds) and the
+ * bench (printing @bench). */
+static void gpu_check_build(char *dir, size_t len, const char *suite,
+			    unsigned int secs, const char *bench)
+{
+	char path[512];
+
+	kvmem_check_tmpdir_make(dir, len, "gpu-check");
+	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
+	kvmem_check_write_file(path, "");
+	gpu_check_stub(dir, "tests/kvmem-check", suite, secs);
+	gpu_check_stub(dir, "tools/kvmem-bench", bench, 0);
+}
+
+/* Run gpu-check.sh from the source tree on @dir's build, its output in
+ * @dir/out and @dir/log, with @env before it and @args after. Return: what
+ * system() returns. */
+static int gpu_check_run(const char *dir, const char *env, const char *args)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && %s KVMEM_BUILD=%s sh scripts/gpu-check.sh %s "
+		 "%s/out >%s/log 2>&1",
+		 kvmem_check_srcdir(), env, dir, args, dir, dir);
+	return system(cmd);
+}
+
+/* gpu_check_build()'s directory and what the run left there, removed. */
+static void gpu_check_done(const char *dir)
+{
+	char cmd[1024], path[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/out %s/log %s/tests %s/tools",
+		 dir, dir, dir, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
+	unlink(path);
+	kvmem_check_tmpdir_remove(dir);
 }
 
 /*
@@ -3754,16 +3799,9 @@ START_TEST(test_cuda_gpu_check_report)
 	FILE *p;
 	int rc;
 
-	kvmem_check_tmpdir_make(dir, sizeof(dir), "gpu-check");
-	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
-	kvmem_check_write_file(path, "");
-	gpu_check_stub(dir, "tests/kvmem-check", "SKIP: cuda: on the CPU only");
-	gpu_check_stub(dir, "tools/kvmem-bench", "{\"kvmem_us\": 123.5}");
-	snprintf(cmd, sizeof(cmd),
-		 "cd %s && KVMEM_BUILD=%s sh scripts/gpu-check.sh -q %s/out "
-		 ">%s/log 2>&1",
-		 kvmem_check_srcdir(), dir, dir, dir);
-	rc = system(cmd);
+	gpu_check_build(dir, sizeof(dir), "SKIP: cuda: on the CPU only", 0,
+			"{\"kvmem_us\": 123.5}");
+	rc = gpu_check_run(dir, "", "-q");
 	EXPECT(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "status %#x", rc);
 	snprintf(path, sizeof(path), "%s/out/summary", dir);
 	text = kvmem_check_read_file(path, NULL);
@@ -3800,12 +3838,7 @@ START_TEST(test_cuda_gpu_check_report)
 	if (p)
 		pclose(p);
 	json_free(v);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s/out %s/log %s/tests %s/tools",
-		 dir, dir, dir, dir);
-	ck_assert_int_eq(system(cmd), 0);
-	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
-	unlink(path);
-	kvmem_check_tmpdir_remove(dir);
+	gpu_check_done(dir);
 }
 END_TEST
 
@@ -3817,22 +3850,13 @@ END_TEST
  */
 START_TEST(test_cuda_gpu_check_deadline)
 {
-	char dir[256], path[512], cmd[2048], *text;
+	char dir[256], path[512], *text;
 	struct timespec t0, t1;
 	int rc;
 
-	kvmem_check_tmpdir_make(dir, sizeof(dir), "gpu-check");
-	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
-	kvmem_check_write_file(path, "");
-	gpu_check_stub(dir, "tools/kvmem-bench", "{\"kvmem_us\": 1}");
-	gpu_check_stub(dir, "tests/kvmem-check", "cuda: 1 checks");
-	snprintf(path, sizeof(path), "%s/tests/kvmem-check", dir);
-	kvmem_check_write_file(path, "#!/bin/sh\nsleep 2\necho 'ran'\n");
-	snprintf(cmd, sizeof(cmd),
-		 "cd %s && GPU_CHECK_SECONDS=2x KVMEM_BUILD=%s sh "
-		 "scripts/gpu-check.sh %s/out >%s/log 2>&1",
-		 kvmem_check_srcdir(), dir, dir, dir);
-	rc = system(cmd);
+	gpu_check_build(dir, sizeof(dir), "cuda: 1 checks", 2,
+			"{\"kvmem_us\": 1}");
+	rc = gpu_check_run(dir, "GPU_CHECK_SECONDS=2x", "");
 	EXPECT(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "status %#x", rc);
 	snprintf(path, sizeof(path), "%s/log", dir);
 	text = kvmem_check_read_file(path, NULL);
@@ -3840,12 +3864,8 @@ START_TEST(test_cuda_gpu_check_deadline)
 	       text);
 	free(text);
 
-	snprintf(cmd, sizeof(cmd),
-		 "cd %s && GPU_CHECK_SECONDS=21 KVMEM_BUILD=%s sh "
-		 "scripts/gpu-check.sh %s/out >%s/log 2>&1",
-		 kvmem_check_srcdir(), dir, dir, dir);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = system(cmd);
+	rc = gpu_check_run(dir, "GPU_CHECK_SECONDS=21", "");
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	EXPECT(WIFEXITED(rc), "status %#x", rc);
 	EXPECT(t1.tv_sec - t0.tv_sec < 21, "took %ld s",
@@ -3862,12 +3882,7 @@ START_TEST(test_cuda_gpu_check_deadline)
 	free(text);
 	snprintf(path, sizeof(path), "%s/out/gpu-run.json", dir);
 	EXPECT(access(path, R_OK) == 0, "%s", "no gpu-run.json");
-	snprintf(cmd, sizeof(cmd), "rm -rf %s/out %s/log %s/tests %s/tools",
-		 dir, dir, dir, dir);
-	ck_assert_int_eq(system(cmd), 0);
-	snprintf(path, sizeof(path), "%s/libkvmem.a", dir);
-	unlink(path);
-	kvmem_check_tmpdir_remove(dir);
+	gpu_check_done(dir);
 }
 END_TEST
 
