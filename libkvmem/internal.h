@@ -313,10 +313,11 @@ uint32_t kvmem__crc32c_sw(uint32_t crc, const void *buf, size_t len);
 uint32_t kvmem__crc32c_sse42(uint32_t crc, const void *buf, size_t len);
 
 /*
- * The CRC-32C (from 0) of each of @n runs of @buf, @len bytes each but
- * the last, which ends at @total bytes, into @out[0 .. n): the checks of
- * a page's rows and scale segments. The SSE4.2 version takes four whole
- * runs at a time, their CRC32 steps interleaved.
+ * The CRC-32C (from 0) of each of @n runs of @buf, run j the @len bytes
+ * from j * len, or as many of them as come before @total (which may lie
+ * past the @n runs), into @out[0 .. n): the checks of a page's rows and
+ * scale segments. The SSE4.2 version takes four whole runs at a time,
+ * their CRC32 steps interleaved.
  */
 void kvmem__crc32c_runs(const void *buf, size_t len, size_t total, size_t n,
 			uint32_t *out);

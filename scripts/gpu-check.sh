@@ -43,10 +43,11 @@
 #                      docs/gpu-runs/, and quote numbers from it
 #
 # -q: the suite and one bench case only. The run ends within
-# GPU_CHECK_SECONDS seconds (450 by default, 300 with -q: a GPU is lent for
-# minutes): each step's timeout is cut to what is left, and a step that
-# would have under 20 seconds is not started, which the summary says
-# ("skipped: out of time"). The steps run in the order of what a run most
+# GPU_CHECK_SECONDS seconds (450 by default, 300 with -q, 20 at least: a GPU
+# is lent for minutes): each step's timeout is cut to what is left, and a
+# step that would have under 20 seconds is not started, which the summary
+# says ("skipped: out of time"); the suite not started fails the run.
+# What an earlier run left in OUTDIR is removed first. The steps run in the order of what a run most
 # needs: the suite, the README's cases, the rest of the matrix, the
 # sanitizers. Each step has a timeout and the script goes on after a
 # failure; its exit status is 1 when any step failed, or when the suite
@@ -65,12 +66,18 @@ if [ $quick -eq 1 ]; then
 else
 	budget=${GPU_CHECK_SECONDS:-450}
 fi
+# Whole seconds, no leading zero (sh reads 010 as octal), 20 at least:
+# a budget in which even the suite cannot start would check nothing.
 case $budget in
-'' | *[!0-9]*)
+'' | *[!0-9]* | 0*)
 	echo "$0: GPU_CHECK_SECONDS: want whole seconds, not '$budget'" >&2
 	exit 2
 	;;
 esac
+if [ "$budget" -lt 20 ]; then
+	echo "$0: GPU_CHECK_SECONDS: $budget is under the 20 a step needs" >&2
+	exit 2
+fi
 if [ $# -ne 1 ]; then
 	echo "usage: $0 [-q] OUTDIR" >&2
 	exit 2
@@ -93,6 +100,10 @@ for f in "$bench" "$check"; do
 	fi
 done
 mkdir -p "$out" || exit 2
+# What an earlier run left there would pass for this one's where a step
+# of this one does not run.
+rm -f "$out"/bench-* "$out"/torch-* "$out"/*.log "$out"/ptx-cost.* \
+	"$out"/commit.txt "$out"/gpu.csv "$out"/gpu-run.json
 : >"$out/summary"
 export KVMEM_BUILD="$build"
 PATH=$PATH:/usr/local/cuda/bin
@@ -110,8 +121,8 @@ room() {
 }
 
 # step NAME SECONDS LOG ERR COMMAND...: run it with a timeout (stdout to
-# LOG, stderr to ERR; SECONDS, or what is left of the run), note the
-# outcome.
+# LOG, stderr to ERR; SECONDS, or what is left of the run, and a kill 5 s
+# after the TERM for one that ignores it), note the outcome.
 step() {
 	name=$1 secs=$2 log=$3 err=$4
 	shift 4
@@ -119,9 +130,9 @@ step() {
 	t0=$(date +%s)
 	[ "$secs" -le $((deadline - t0)) ] || secs=$((deadline - t0))
 	if [ "$err" = "$log" ]; then
-		timeout "$secs" "$@" >"$out/$log" 2>&1
+		timeout -k 5 "$secs" "$@" >"$out/$log" 2>&1
 	else
-		timeout "$secs" "$@" >"$out/$log" 2>"$out/$err"
+		timeout -k 5 "$secs" "$@" >"$out/$log" 2>"$out/$err"
 	fi
 	rc=$?
 	echo "$name rc=$rc $(($(date +%s) - t0))s" >>"$out/summary"
@@ -145,7 +156,7 @@ torch() {
 	t0=$(date +%s)
 	secs=120
 	[ $secs -le $((deadline - t0)) ] || secs=$((deadline - t0))
-	timeout $secs python3 "$here/torch-sdpa.py" --reps 10 "$@" \
+	timeout -k 5 $secs python3 "$here/torch-sdpa.py" --reps 10 "$@" \
 		>"$out/torch-$name.json" 2>"$out/torch-$name.err"
 	rc=$?
 	if [ $rc -eq 3 ]; then
@@ -171,7 +182,9 @@ fi
 
 step "cuda suite" 300 cuda.log cuda.log \
 	env CK_RUN_SUITE=cuda KVMEM_CHECK_CUDA=gpu "$check"
-if grep -q 'SKIP: cuda' "$out/cuda.log"; then
+if [ ! -f "$out/cuda.log" ]; then
+	failed=1
+elif grep -q 'SKIP: cuda' "$out/cuda.log"; then
 	echo "cuda suite: no GPU, the fake driver only" >>"$out/summary"
 	failed=1
 fi

@@ -2962,8 +2962,11 @@ END_TEST
  * their GPU slots, and below the low watermark the least attended pages
  * leave first. Sequence A, released first but attended, stays; B, never
  * attended, makes the room. (Were the heat of those slots not written, A
- * would leave first, the longest released.) On the fake driver and,
- * where there is one, on GPU 0 (the daemon then on the real driver).
+ * would leave first, the longest released.) B's masses given after its
+ * release change its importance only: its pages might have moved. (Were
+ * its heat written, the two would tie, and A leave first.) On the fake
+ * driver and, where there is one, on GPU 0 (the daemon then on the real
+ * driver).
  */
 static void gpu_tier_heat_on(struct dev *dv)
 {
@@ -3024,6 +3027,9 @@ static void gpu_tier_heat_on(struct dev *dv)
 	ck_assert_int_eq(kvmem_seq_release(s[0]), 0);
 	usleep(20 * 1000);
 	ck_assert_int_eq(kvmem_seq_release(s[1]), 0);
+	ck_assert_int_eq(
+		kvmem_seq_attended(s[1], 0, mass, n + 1, g.kv_heads, 1, 1.0f),
+		0);
 	kvmemd_admin_ok(&p, st, sizeof(st),
 			"policy set tier.high_watermark=40");
 	kvmemd_admin_ok(&p, st, sizeof(st), "policy set tier.low_watermark=20");
@@ -3845,25 +3851,37 @@ END_TEST
 /*
  * gpu-check.sh ends within GPU_CHECK_SECONDS: with 21, a suite that takes
  * 2 s leaves under 20, so no other step starts, and the summary says so
- * of each; gpu-run.json is still written. A budget that is not a number
- * is refused before anything runs.
+ * of each; gpu-run.json is still written, and holds no case an earlier
+ * run left in the output directory. A budget that is not whole seconds,
+ * has a leading zero (octal to sh) or is under 20 is refused before
+ * anything runs.
  */
 START_TEST(test_cuda_gpu_check_deadline)
 {
-	char dir[256], path[512], *text;
+	static const char *const bad[] = { "2x", "021", "19" };
+	char dir[256], path[512], env[64], *text;
 	struct timespec t0, t1;
+	size_t i;
 	int rc;
 
 	gpu_check_build(dir, sizeof(dir), "cuda: 1 checks", 2,
 			"{\"kvmem_us\": 1}");
-	rc = gpu_check_run(dir, "GPU_CHECK_SECONDS=2x", "");
-	EXPECT(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "status %#x", rc);
-	snprintf(path, sizeof(path), "%s/log", dir);
-	text = kvmem_check_read_file(path, NULL);
-	EXPECT(strstr(text, "GPU_CHECK_SECONDS: want whole seconds"), "%s",
-	       text);
-	free(text);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(env, sizeof(env), "GPU_CHECK_SECONDS='%s'", bad[i]);
+		rc = gpu_check_run(dir, env, "");
+		EXPECT(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "%s: status %#x",
+		       env, rc);
+		snprintf(path, sizeof(path), "%s/log", dir);
+		text = kvmem_check_read_file(path, NULL);
+		EXPECT(strstr(text, "GPU_CHECK_SECONDS: "), "%s: %s", env,
+		       text);
+		free(text);
+	}
 
+	snprintf(path, sizeof(path), "%s/out", dir);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/out/bench-h84-32k.json", dir);
+	kvmem_check_write_file(path, "{\"kvmem_us\": 999}");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = gpu_check_run(dir, "GPU_CHECK_SECONDS=21", "");
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -3881,7 +3899,9 @@ START_TEST(test_cuda_gpu_check_deadline)
 	EXPECT(!strstr(text, "bench h84-32k rc="), "%s", text);
 	free(text);
 	snprintf(path, sizeof(path), "%s/out/gpu-run.json", dir);
-	EXPECT(access(path, R_OK) == 0, "%s", "no gpu-run.json");
+	text = kvmem_check_read_file(path, NULL);
+	EXPECT(!strstr(text, "999"), "an earlier run's case: %s", text);
+	free(text);
 	gpu_check_done(dir);
 }
 END_TEST

@@ -913,7 +913,10 @@ class Sequence:
         the moving average the attend methods keep (importance_alpha), on
         the CPU or the GPU, and what archive_budget() and kvmemd's tier
         policy order pages by (kvmem_page_desc.importance)."""
-        n = _lib.kvmem_seq_pages(self._handle(), self._layer(layer), None, 0)
+        layer = self._layer(layer)
+        n = _lib.kvmem_seq_pages(self._handle(), layer, None, 0)
+        if n < 0:
+            _fail(n, "kvmem_seq_pages")
         d = (_PageDesc * max(n, 1))()
         n = _lib.kvmem_seq_pages(self._handle(), layer, d, n)
         if n < 0:

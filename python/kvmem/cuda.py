@@ -527,7 +527,7 @@ def attend(cache, seqs, layer, q, shape, nq, erasure, scale, alpha):
         dev, cache.geometry, tables, q, shape, nq, erasure, scale, mass
     )
     first = 0
-    for s, t in zip(seqs, tables):
+    for s, t in zip(seqs if alpha >= 0 else (), tables):
         ret = _lib.kvmem_seq_attended(
             s._handle(),
             layer,
