@@ -695,8 +695,9 @@ static size_t test_checks(const struct kvmem_page_layout *l,
 			bad = RUN_LOST;
 		else
 			bad = RUN_OK;
-		/* From the register: a uint8_t store may alias anything,
-		 * and read back it had each row wait for its own store. */
+		/* Counted from the register: the store through a uint8_t
+		 * pointer may alias anything, so the counts read it (and
+		 * sp->bad) back from memory when they took it from there. */
 		sp->bad[i] = bad;
 		extra += bad == RUN_LOST;
 		nbad += bad != RUN_OK;
