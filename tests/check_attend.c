@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -2132,20 +2131,17 @@ END_TEST
  */
 START_TEST(test_kernel_golay_nibbles)
 {
-	const long pg = sysconf(_SC_PAGESIZE);
-	uint8_t *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct kvmem_check_guarded g;
+	uint8_t *end = kvmem_check_guard_alloc(&g, 201) + 201;
 	uint8_t out[256], want[256];
 	int lv, active = kvmem__simd_active();
 	unsigned int nvals, i;
 	struct kvmem_rng r;
 
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	ck_assert_int_eq(mprotect(map + pg, pg, PROT_NONE), 0);
 	kvmem_rng_seed(&r, 0x601a);
 	for (nvals = 1; nvals <= 200; nvals++) {
 		size_t bytes = (nvals + 2) / 3 * 3;
-		uint8_t *code = map + pg - bytes;
+		uint8_t *code = end - bytes;
 
 		for (i = 0; i < bytes; i++)
 			code[i] = (uint8_t)kvmem_rng_next(&r);
@@ -2166,7 +2162,7 @@ START_TEST(test_kernel_golay_nibbles)
 		}
 	}
 	ck_assert_int_eq(kvmem__simd_force(active), 0);
-	munmap(map, 2 * pg);
+	kvmem_check_guard_free(&g);
 }
 END_TEST
 
@@ -2179,20 +2175,17 @@ END_TEST
  */
 START_TEST(test_kernel_lm3_codes)
 {
-	const long pg = sysconf(_SC_PAGESIZE);
-	uint8_t *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct kvmem_check_guarded g;
+	uint8_t *end = kvmem_check_guard_alloc(&g, 225) + 225;
 	uint8_t out[320], want[320];
 	int lv, active = kvmem__simd_active();
 	unsigned int nvals, i, b;
 	struct kvmem_rng r;
 
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	ck_assert_int_eq(mprotect(map + pg, pg, PROT_NONE), 0);
 	kvmem_rng_seed(&r, 0x1a3c);
 	for (nvals = 1; nvals <= 300; nvals++) {
 		size_t bytes = (3 * nvals + 3) / 4;
-		uint8_t *code = map + pg - bytes;
+		uint8_t *code = end - bytes;
 
 		for (i = 0; i < bytes; i++)
 			code[i] = (uint8_t)kvmem_rng_next(&r);
@@ -2217,7 +2210,7 @@ START_TEST(test_kernel_lm3_codes)
 		}
 	}
 	ck_assert_int_eq(kvmem__simd_force(active), 0);
-	munmap(map, 2 * pg);
+	kvmem_check_guard_free(&g);
 }
 END_TEST
 
@@ -2231,18 +2224,15 @@ END_TEST
  */
 START_TEST(test_kernel_fp8_nan)
 {
-	const long pg = sysconf(_SC_PAGESIZE);
-	uint8_t *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct kvmem_check_guarded g;
+	uint8_t *end = kvmem_check_guard_alloc(&g, 300) + 300;
 	int lv, active = kvmem__simd_active();
 	unsigned int n, i, at;
 	struct kvmem_rng r;
 
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	ck_assert_int_eq(mprotect(map + pg, pg, PROT_NONE), 0);
 	kvmem_rng_seed(&r, 0xf8a);
 	for (n = 0; n <= 300; n++) {
-		uint8_t *c = map + pg - n;
+		uint8_t *c = end - n;
 
 		/* Any code but the two NaN ones, near misses often. */
 		for (i = 0; i < n; i++) {
@@ -2277,7 +2267,7 @@ START_TEST(test_kernel_fp8_nan)
 		}
 	}
 	ck_assert_int_eq(kvmem__simd_force(active), 0);
-	munmap(map, 2 * pg);
+	kvmem_check_guard_free(&g);
 }
 END_TEST
 
@@ -2331,8 +2321,8 @@ END_TEST
 /* Scratch of test_kernel_scores_q8(): up to 9 rows, 512 values, 64
  * tokens. */
 struct q8k {
-	uint8_t *map, *end; /* rows end here, at a guard page */
-	size_t span;
+	struct kvmem_check_guarded g;
+	uint8_t *end; /* rows end here, at a guard page */
 	int8_t q8[9 * 512];
 	int32_t qsum[9 * 16];
 	float qs[9], sc[64 * 64], want[9 * 80], got[9 * 80];
@@ -2341,21 +2331,16 @@ struct q8k {
 /* The scratch, its rows' room ending at a guard page. */
 static struct q8k *q8k_new(void)
 {
-	const long pg = sysconf(_SC_PAGESIZE);
+	const size_t span = 16 * (size_t)sysconf(_SC_PAGESIZE);
 	struct q8k *x = kvmem_check_xmalloc(sizeof(*x));
 
-	x->span = 16 * (size_t)pg;
-	x->map = mmap(NULL, x->span + pg, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert_ptr_ne(x->map, MAP_FAILED);
-	ck_assert_int_eq(mprotect(x->map + x->span, pg, PROT_NONE), 0);
-	x->end = x->map + x->span;
+	x->end = kvmem_check_guard_alloc(&x->g, span) + span;
 	return x;
 }
 
 static void q8k_free(struct q8k *x)
 {
-	munmap(x->map, x->span + (size_t)sysconf(_SC_PAGESIZE));
+	kvmem_check_guard_free(&x->g);
 	free(x);
 }
 

@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "ecc_ref.h"
 #include "internal.h"
@@ -178,9 +176,8 @@ typedef void (*runs_fn)(const void *, size_t, size_t, size_t, uint32_t *);
  */
 START_TEST(test_crc32c_runs)
 {
-	const long pg = sysconf(_SC_PAGESIZE);
-	uint8_t *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct kvmem_check_guarded g;
+	uint8_t *end = kvmem_check_guard_alloc(&g, 11 * 70) + 11 * 70;
 	runs_fn fn[3] = { kvmem__crc32c_runs, kvmem__crc32c_runs_sw,
 			  kvmem__crc32c_runs_sse42 };
 	const char *name[3] = { "kvmem__crc32c_runs", "sw", "sse42" };
@@ -190,15 +187,13 @@ START_TEST(test_crc32c_runs)
 	struct kvmem_rng r;
 	unsigned int f;
 
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	ck_assert_int_eq(mprotect(map + pg, pg, PROT_NONE), 0);
 	kvmem_rng_seed(&r, 0xc7c5);
-	kvmem_check_fill_random(&r, map, (size_t)pg);
+	kvmem_check_fill_random(&r, g.p, 11 * 70);
 	for (len = 1; len <= 70; len++)
 		for (n = 0; n <= 9; n++)
 			for (total = n ? (n - 1) * len + 1 : 0;
 			     total <= (n + 2) * len; total++) {
-				const uint8_t *buf = map + pg - total;
+				const uint8_t *buf = end - total;
 
 				for (f = 0; f < nfn; f++) {
 					memset(out, 0xee, sizeof(out));
@@ -224,7 +219,7 @@ START_TEST(test_crc32c_runs)
 						      name[f], n);
 				}
 			}
-	munmap(map, 2 * pg);
+	kvmem_check_guard_free(&g);
 }
 END_TEST
 

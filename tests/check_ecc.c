@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ecc_ref.h"
@@ -1862,36 +1861,6 @@ static const struct kvmem__ecc_kernels *const simd_impls[KVMEM__SIMD_NR] = {
 };
 
 /*
- * @len bytes that end where an inaccessible page begins: a read or write one
- * byte past them faults, sanitizer or not (GCC's ASan does not instrument
- * masked vector loads and stores).
- */
-struct guarded {
-	void *map;
-	size_t maplen;
-	uint8_t *p;
-};
-
-static uint8_t *guard_alloc(struct guarded *g, size_t len)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-
-	g->maplen = (len + pg - 1) / pg * pg + pg;
-	g->map = mmap(NULL, g->maplen, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert_ptr_ne(g->map, MAP_FAILED);
-	ck_assert_int_eq(
-		mprotect((uint8_t *)g->map + g->maplen - pg, pg, PROT_NONE), 0);
-	g->p = (uint8_t *)g->map + g->maplen - pg - len;
-	return g->p;
-}
-
-static void guard_free(struct guarded *g)
-{
-	munmap(g->map, g->maplen);
-}
-
-/*
  * The bulk kernels of each level called directly, against the portable
  * ones: every buffer size from 0 to past three 64-word blocks, then some
  * larger ones. The inputs end at a guard page, the outputs at a canary.
@@ -1915,14 +1884,14 @@ START_TEST(test_simd_kernels)
 	for (si = 0; si < 200 + KVMEM_ARRAY_SIZE(big); si++) {
 		size_t n = si < 200 ? si : big[si - 200], cb = n * wb;
 		size_t db = ref_data_bytes(codec, n), w, s, e;
-		struct guarded gd, gc;
-		uint8_t *data = guard_alloc(&gd, db);
+		struct kvmem_check_guarded gd, gc;
+		uint8_t *data = kvmem_check_guard_alloc(&gd, db);
 		uint8_t *code = kvmem_check_xmalloc(cb + 1);
 		uint8_t *exp = kvmem_check_xmalloc(cb + CANARY);
 		uint8_t *out = kvmem_check_xmalloc(cb + CANARY);
 		uint8_t *pdata = kvmem_check_xmalloc(db + CANARY);
 		uint8_t *odata = kvmem_check_xmalloc(db + CANARY);
-		uint8_t *exact = guard_alloc(&gc, cb);
+		uint8_t *exact = kvmem_check_guard_alloc(&gc, cb);
 
 		kvmem_check_fill_random(&r, data, db);
 		kvmem__ecc_portable[codec].encode(data, code, n);
@@ -1980,13 +1949,13 @@ START_TEST(test_simd_kernels)
 				flip_bit(exact + w * wb, bit);
 			}
 		}
-		guard_free(&gd);
+		kvmem_check_guard_free(&gd);
 		free(code);
 		free(exp);
 		free(out);
 		free(pdata);
 		free(odata);
-		guard_free(&gc);
+		kvmem_check_guard_free(&gc);
 	}
 }
 END_TEST

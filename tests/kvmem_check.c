@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -214,6 +215,25 @@ void *kvmem_check_xmalloc(size_t len)
 
 	ck_assert_ptr_nonnull(p);
 	return p;
+}
+
+uint8_t *kvmem_check_guard_alloc(struct kvmem_check_guarded *g, size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	g->maplen = (len + pg - 1) / pg * pg + pg;
+	g->map = mmap(NULL, g->maplen, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(g->map, MAP_FAILED);
+	ck_assert_int_eq(
+		mprotect((uint8_t *)g->map + g->maplen - pg, pg, PROT_NONE), 0);
+	g->p = (uint8_t *)g->map + g->maplen - pg - len;
+	return g->p;
+}
+
+void kvmem_check_guard_free(struct kvmem_check_guarded *g)
+{
+	munmap(g->map, g->maplen);
 }
 
 void kvmem_check_fill_random(struct kvmem_rng *r, void *buf, size_t len)

@@ -165,6 +165,21 @@ void *kvmem_check_xmalloc(size_t len);
 void kvmem_check_fill_random(struct kvmem_rng *r, void *buf, size_t len);
 
 /*
+ * @len bytes that end where an inaccessible page begins: a read or write one
+ * byte past them faults, sanitizer or not (GCC's ASan does not instrument
+ * masked vector loads and stores). kvmem_check_guard_alloc() returns their
+ * start (->p); kvmem_check_guard_free() unmaps them.
+ */
+struct kvmem_check_guarded {
+	void *map;
+	size_t maplen;
+	uint8_t *p;
+};
+
+uint8_t *kvmem_check_guard_alloc(struct kvmem_check_guarded *g, size_t len);
+void kvmem_check_guard_free(struct kvmem_check_guarded *g);
+
+/*
  * A value of a mixed distribution: roughly normal around 0 with magnitude
  * @mag, with exact zeros, outliers and exact multiples of mag / 8 (which
  * make exact ties against power-of-two scales) mixed in.
