@@ -2875,6 +2875,22 @@ static uint64_t gpu_stat(const struct kvmemd_proc *p, const char *key)
 }
 
 /*
+ * The environment of a kvmemd on @dv's GPU: on the fake driver, the fake
+ * (by absolute path) with its kernels on the CPU executor; on a GPU, none
+ * (the real driver).
+ */
+static const char *const *daemon_env(const struct dev *dv)
+{
+	static const char *env[3];
+
+	if (!on_fake(dv->cu))
+		return NULL;
+	env[0] = fake_env();
+	env[1] = kvmem_check_simt_env();
+	return env;
+}
+
+/*
  * KVMEM_CONNECT_GPU_TIER on the fake driver: kvmem_cuda_seq_pages() moves
  * the sequence's sealed pages into the session's GPU memory and gives
  * their addresses there, the device's attention over them matches
@@ -2884,8 +2900,6 @@ static uint64_t gpu_stat(const struct kvmemd_proc *p, const char *key)
  */
 static void gpu_tier_session_on(struct dev *dv)
 {
-	/* kvmemd checks the pages it moves with the kernels */
-	const char *env[] = { fake_env(), kvmem_check_simt_env(), NULL };
 	struct kvmem_connect_opts o = { .quota_bytes = 4u << 20,
 					.gpu_mib = 2,
 					.flags = KVMEM_CONNECT_GPU_TIER };
@@ -2904,7 +2918,9 @@ static void gpu_tier_session_on(struct dev *dv)
 		return;
 	kvmem_rng_seed(&r, 1709);
 	geometry(&g, KVMEM_FMT_INT4, KVMEM_CODEC_H84, 0, 2, 64);
-	kvmemd_start(&p, "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 64M\n", env);
+	/* kvmemd checks the pages it moves with the kernels */
+	kvmemd_start(&p, "[scrub]\nrate = 0\n[pool]\ngpu_bytes = 64M\n",
+		     daemon_env(dv));
 	o.gpu_mib = 0;
 	EXPECT_EQ(kvmem_connect(p.sock, &g, &o, &c), -EINVAL, "%s",
 		  "the tier without GPU memory");
@@ -2970,8 +2986,6 @@ END_TEST
  */
 static void gpu_tier_heat_on(struct dev *dv)
 {
-	const char *fake_daemon[] = { fake_env(), kvmem_check_simt_env(),
-				      NULL };
 	struct kvmem_connect_opts o = { .quota_bytes = 8u << 20,
 					.gpu_mib = 2,
 					.flags = KVMEM_CONNECT_GPU_TIER };
@@ -3004,7 +3018,7 @@ static void gpu_tier_heat_on(struct dev *dv)
 		     "[scrub]\nrate = 0\n[tier]\nlow_watermark = 0\n"
 		     "high_watermark = 1\nstale_tokens = 0\n[pool]\n"
 		     "gpu_bytes = 64M\n",
-		     on_fake(dv->cu) ? fake_daemon : NULL);
+		     daemon_env(dv));
 	ck_assert_msg(!kvmem_connect(p.sock, &g, &o, &c), "%s",
 		      kvmem_connect_error());
 	ck_assert_msg(!kvmem_cuda_register(dv->cu, c), "%s",
@@ -3069,8 +3083,6 @@ END_TEST
  */
 static void gpu_tier_scrub_on(struct dev *dv)
 {
-	const char *fake_daemon[] = { fake_env(), kvmem_check_simt_env(),
-				      NULL };
 	struct kvmem_connect_opts o = { .quota_bytes = 4u << 20,
 					.gpu_mib = 2,
 					.flags = KVMEM_CONNECT_GPU_TIER };
@@ -3096,7 +3108,7 @@ static void gpu_tier_scrub_on(struct dev *dv)
 	kvmemd_start(&p,
 		     "[scrub]\nrate = 0\nallow_inject = yes\n[pool]\n"
 		     "gpu_bytes = 64M\n",
-		     on_fake(dv->cu) ? fake_daemon : NULL);
+		     daemon_env(dv));
 	ck_assert_msg(!kvmem_connect(p.sock, &g, &o, &c), "%s",
 		      kvmem_connect_error());
 	sid = kvmem_session_id(c);
