@@ -452,34 +452,25 @@ static uint8_t *row_ptr(const struct kvmem_geometry *g,
 	       ((size_t)h * g->tokens_per_page + t) * l->row_bytes;
 }
 
-/* A check: the low 24 bits of the CRC-32C of the data it covers. */
-static uint32_t check_of(const uint8_t *data, size_t len)
-{
-	return kvmem_crc32c(0, data, len) & 0xffffff;
-}
-
-/* Bytes in run @i of data cut in runs of @len, @total bytes in all. */
-static size_t run_len(size_t i, size_t len, size_t total)
-{
-	return total - i * len < len ? total - i * len : len;
-}
-
 /*
  * Write the checks of @n runs of @data, each @len bytes but the last
- * (@total bytes in all), as checks [@first, @first + n) of the page.
+ * (@total bytes in all), as checks [@first, @first + n) of the page: a
+ * check is the low 24 bits of the CRC-32C of the data it covers.
  */
 static void put_checks(uint8_t *page, const struct kvmem_page_layout *l,
 		       size_t first, const uint8_t *data, size_t len,
 		       size_t total, size_t n)
 {
+	uint32_t crc[64];
 	uint8_t c[3 * 64];
 	size_t i, j, m;
 
 	for (i = 0; i < n; i += m) {
 		m = n - i < 64 ? n - i : 64;
+		kvmem__crc32c_runs(data + i * len, len, total - i * len, m,
+				   crc);
 		for (j = 0; j < m; j++) {
-			uint32_t v = check_of(data + (i + j) * len,
-					      run_len(i + j, len, total));
+			uint32_t v = crc[j];
 
 			c[3 * j] = (uint8_t)v;
 			c[3 * j + 1] = (uint8_t)(v >> 8);
@@ -684,7 +675,7 @@ static size_t test_checks(const struct kvmem_page_layout *l,
 			cb[0] | (uint32_t)cb[1] << 8 | (uint32_t)cb[2] << 16;
 		uint8_t bad;
 
-		/* The runs' CRCs 64 at a time, side by side. */
+		/* The runs' CRCs 64 at a time, as put_checks() takes them. */
 		if (i % 64 == 0)
 			kvmem__crc32c_runs(data + i * len, len, total - i * len,
 					   n - i < 64 ? n - i : 64, crc);
