@@ -583,13 +583,14 @@ def _attend(dev, g, tables, q, shape, nq, erasure, scale, mass=None):
     out, a.out = mem.empty_like(q)
     keep = []
     try:
-        for field, host in (
-            ("pages", pages),
-            ("seq_pages", offsets),
-            ("stats", stats),
-            ("workspace", None),
-        ) + ((("mass", mass),) if mass is not None else ()):
-            nbytes = ctypes.sizeof(host) if host is not None else ws.value
+        # (field, bytes, what to copy there first: the kernels add to
+        # the stats, and write every page's mass and the workspace)
+        for field, nbytes, host in (
+            ("pages", ctypes.sizeof(pages), pages),
+            ("seq_pages", ctypes.sizeof(offsets), offsets),
+            ("stats", ctypes.sizeof(stats), stats),
+            ("workspace", ws.value, None),
+        ) + ((("mass", ctypes.sizeof(mass), None),) if mass is not None else ()):
             buf, ptr = mem.empty(max(nbytes, 1))
             keep.append(buf)
             setattr(a, field, ptr)
