@@ -110,25 +110,27 @@ PATH=$PATH:/usr/local/cuda/bin
 failed=0
 deadline=$(($(date +%s) + budget))
 
-# room NAME: whether a step may start now, with 20 seconds left at least;
-# the summary says so of one that may not.
+# room NAME SECONDS: whether a step may start now, with 20 seconds left at
+# least (the summary says so of one that may not); then t0 is now, and secs
+# its timeout: SECONDS, or what is left of the run.
 room() {
-	if [ $((deadline - $(date +%s))) -lt 20 ]; then
+	t0=$(date +%s)
+	if [ $((deadline - t0)) -lt 20 ]; then
 		echo "$1 skipped: out of time (GPU_CHECK_SECONDS=$budget)" \
 			>>"$out/summary"
 		return 1
 	fi
+	secs=$2
+	[ "$secs" -le $((deadline - t0)) ] || secs=$((deadline - t0))
 }
 
 # step NAME SECONDS LOG ERR COMMAND...: run it with a timeout (stdout to
 # LOG, stderr to ERR; SECONDS, or what is left of the run, and a kill 5 s
 # after the TERM for one that ignores it), note the outcome.
 step() {
-	name=$1 secs=$2 log=$3 err=$4
+	name=$1 log=$3 err=$4
+	room "$name" "$2" || return 0
 	shift 4
-	room "$name" || return 0
-	t0=$(date +%s)
-	[ "$secs" -le $((deadline - t0)) ] || secs=$((deadline - t0))
 	if [ "$err" = "$log" ]; then
 		timeout -k 5 "$secs" "$@" >"$out/$log" 2>&1
 	else
@@ -152,11 +154,8 @@ bench() {
 torch() {
 	name=$1
 	shift
-	room "torch $name" || return 0
-	t0=$(date +%s)
-	secs=120
-	[ $secs -le $((deadline - t0)) ] || secs=$((deadline - t0))
-	timeout -k 5 $secs python3 "$here/torch-sdpa.py" --reps 10 "$@" \
+	room "torch $name" 120 || return 0
+	timeout -k 5 "$secs" python3 "$here/torch-sdpa.py" --reps 10 "$@" \
 		>"$out/torch-$name.json" 2>"$out/torch-$name.err"
 	rc=$?
 	if [ $rc -eq 3 ]; then
