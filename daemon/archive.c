@@ -141,7 +141,6 @@ static void finish(struct kvmemd_session *s, struct kvmemd_archive *a,
 			 !(old->flags & (SLOT_DEGRADED | SLOT_CRC_BAD));
 	uint32_t pg = job->pg;
 	struct slot rec;
-	uint16_t heat;
 
 	if (same && !job->ret && sealed_as(s, old, &job->src_hdr)) {
 		memcpy(session_page(s, job->dst_unit), job->dst, job->bytes);
@@ -149,10 +148,6 @@ static void finish(struct kvmemd_session *s, struct kvmemd_archive *a,
 		rec.flags |= SLOT_ARCHIVED;
 		rec.ue_scales = rec.ue_payload = 0;
 		rec.crc = job->dst_hdr.crc;
-		heat = __atomic_load_n(&s->arena.heat[job->unit],
-				       __ATOMIC_RELAXED);
-		__atomic_store_n(&s->arena.heat[job->dst_unit], heat,
-				 __ATOMIC_RELAXED);
 		arena_slot_enter(&s->arena, job->dst_unit, &pg, &rec);
 		p->moved = 1;
 		s->archived++;

@@ -391,9 +391,16 @@ int arena_slot_enter(struct kvmemd_arena *a, uint32_t u, uint32_t *pg,
 		a->ncold--;
 		a->cold_bytes -= arena_slot_bytes(a, kind);
 	}
-	/* An archived copy: the page leaves the slot it was in. */
-	if (p->unit != u)
+	/* An archived copy, or a move to the other tier: the page leaves
+	 * the slot it was in, and what the client's attention said of it
+	 * still holds. */
+	if (p->unit != u) {
+		__atomic_store_n(
+			&a->heat[u],
+			__atomic_load_n(&a->heat[p->unit], __ATOMIC_RELAXED),
+			__ATOMIC_RELAXED);
 		slot_release(a, p->unit);
+	}
 	*sl = *rec;
 	sl->state = SLOT_SEALED;
 	sl->kind = kind;

@@ -195,7 +195,7 @@ void arena_slot_free(struct kvmemd_arena *a, uint32_t u);
  * named by @rec's layer and first token), the slot a page read back from
  * the store landed in (still PAGE_READING, until arena_read_checked()), or
  * the one reserved for its archived copy or its copy in the other tier
- * (the slot it leaves is freed)
+ * (the slot it leaves is freed, its heat taken along)
  * @pg: the page, or NO_UNIT for a new one, whose index it receives
  * @rec: what the slot keeps of its seal, all but its state, kind, page and
  *       seal number (a new one)

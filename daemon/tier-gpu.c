@@ -204,11 +204,6 @@ static int batch_finish(struct kvmemd_session *s, struct batch *b)
 			ret = m->to_gpu ? ret : -EIO;
 			continue;
 		}
-		/* What the client's attention said of it still holds. */
-		__atomic_store_n(
-			&a->heat[m->to],
-			__atomic_load_n(&a->heat[m->from], __ATOMIC_RELAXED),
-			__ATOMIC_RELAXED);
 		arena_slot_enter(a, m->to, &pg, &m->rec);
 		p->moved |= p->unit != p->client_slot;
 		if (m->to_gpu) {
